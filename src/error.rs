@@ -1,0 +1,71 @@
+//! Errors of the library: every error that bad input can cause names the file, the line and
+//! column, and the offending item.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// A position in a user's file (1-based line and column).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Location {
+    /// The file as the user named it (or `<embedded>/NAME` for files built into the binary).
+    pub file: PathBuf,
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column.
+    pub column: usize,
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}", self.file.display(), self.line, self.column)
+    }
+}
+
+/// Everything that can go wrong in symshard.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Bad input at a known place in a file.
+    #[error("{location}: {message}")]
+    Input {
+        /// Where.
+        location: Location,
+        /// What is wrong, naming the offending item.
+        message: String,
+    },
+    /// Bad input that belongs to no file (command-line values, for instance).
+    #[error("{0}")]
+    Usage(String),
+    /// A file could not be read.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+impl Error {
+    /// An input error at `file:line:column`.
+    pub fn at(file: &Path, line: usize, column: usize, message: impl Into<String>) -> Error {
+        Error::Input {
+            location: Location {
+                file: file.to_path_buf(),
+                line,
+                column,
+            },
+            message: message.into(),
+        }
+    }
+
+    /// The process exit code for this error: 2 for bad input, 1 for I/O trouble.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Error::Input { .. } | Error::Usage(_) => 2,
+            Error::Io { .. } => 1,
+        }
+    }
+}
+
+/// Result with the library's error.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

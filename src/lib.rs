@@ -1,0 +1,16 @@
+//! symshard ranks the ways of training a neural network across many accelerators — data, tensor,
+//! pipeline and hybrid parallelism — by exact symbolic cost, without profiling anything.
+//!
+//! Each operator's cost is an exact formula (FLOPs, bytes of communication, bytes of memory) under
+//! each way of splitting its tensors, derived from the homomorphism law of each of its indices
+//! ([`rules::law`]).
+#![warn(missing_docs)]
+
+pub mod cli;
+pub mod diag;
+pub mod embedded;
+pub mod error;
+pub mod rules;
+pub mod sym;
+
+pub use error::{Error, Result};

@@ -1,0 +1,306 @@
+//! A validated operator rule: its indices and their kinds, its tensors in index notation, its
+//! FLOPs forward and backward, what it saves for backward and what it reads and writes.
+
+use super::law::IndexKind;
+use crate::sym::Poly;
+use serde::Serialize;
+use std::path::PathBuf;
+
+/// Whether an operator's FLOPs are matmul-like (what PyTorch's FLOP counter counts: mm, bmm,
+/// convolution, attention) or other (elementwise, normalisation, softmax).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FlopClass {
+    /// Matrix multiplication, batched matmul, convolution.
+    Matmul,
+    /// Everything else.
+    Other,
+}
+
+/// One index of an operator's iteration space.
+#[derive(Debug, Clone, Serialize)]
+pub struct Index {
+    /// Its name in the rule.
+    pub name: String,
+    /// Its kind, which selects the law.
+    pub kind: IndexKind,
+    /// For `stat`: statistics per normalised row in the forward pass.
+    pub stats: u32,
+    /// For `stat`: statistics per row in the backward pass.
+    pub backward_stats: u32,
+    /// For `window`: elements along this index each device receives from its neighbours.
+    pub halo: Option<Poly>,
+    /// A short description.
+    pub doc: Option<String>,
+}
+
+/// Bytes of one element of a tensor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Dtype {
+    /// The operator's compute type (bf16 / fp16 unless a model says otherwise).
+    Compute,
+    /// A fixed element size in bytes (fp32 statistics, int64 token ids, uint8 masks).
+    Fixed(u32),
+}
+
+impl Dtype {
+    /// Parses `bf16`, `fp16`, `fp32`, `int64`, `int32`, `uint8`, `bool`, `compute`.
+    pub fn from_name(name: &str) -> Option<Dtype> {
+        Some(match name {
+            "compute" => Dtype::Compute,
+            "bf16" | "fp16" => Dtype::Fixed(2),
+            "fp32" | "int32" => Dtype::Fixed(4),
+            "int64" | "fp64" => Dtype::Fixed(8),
+            "uint8" | "bool" | "int8" | "fp8" => Dtype::Fixed(1),
+            _ => return None,
+        })
+    }
+
+    /// Element size given the operator's compute element size.
+    pub fn bytes(self, compute: u32) -> u32 {
+        match self {
+            Dtype::Compute => compute,
+            Dtype::Fixed(b) => b,
+        }
+    }
+
+    /// Whether values of this type can carry gradients (integers cannot).
+    pub fn is_float(self, name: Option<&str>) -> bool {
+        !matches!(name, Some("int64" | "int32" | "uint8" | "bool" | "int8"))
+    }
+}
+
+/// A tensor of a rule in index notation.
+#[derive(Debug, Clone, Serialize)]
+pub struct Tensor {
+    /// Its name (`output` for the output).
+    pub name: String,
+    /// Dimensions; each is one index, or a group of indices stored as one merged dimension.
+    pub dims: Vec<Vec<String>>,
+    /// Whether it is a trained parameter.
+    pub param: bool,
+    /// Whether a gradient flows to it.
+    pub grad: bool,
+    /// Element type.
+    pub dtype: Dtype,
+    /// Extents that differ from the index's own size in this tensor (a convolution input's
+    /// spatial size in terms of the output's).
+    pub extents: Vec<(String, Poly)>,
+}
+
+impl Tensor {
+    /// Whether index `name` appears in this tensor.
+    pub fn has(&self, name: &str) -> bool {
+        self.dims.iter().any(|g| g.iter().any(|i| i == name))
+    }
+
+    /// The dimension position holding index `name`.
+    pub fn position(&self, name: &str) -> Option<usize> {
+        self.dims.iter().position(|g| g.iter().any(|i| i == name))
+    }
+
+    /// Every index of the tensor, in order.
+    pub fn indices(&self) -> impl Iterator<Item = &str> {
+        self.dims.iter().flatten().map(String::as_str)
+    }
+
+    /// The extent of index `name` in this tensor.
+    pub fn extent(&self, name: &str) -> Poly {
+        self.extents
+            .iter()
+            .find(|(i, _)| i == name)
+            .map(|(_, e)| e.clone())
+            .unwrap_or_else(|| Poly::symbol(name))
+    }
+
+    /// Number of elements.
+    pub fn elements(&self) -> Poly {
+        self.indices().map(|i| self.extent(i)).product()
+    }
+
+    /// Number of elements without the extent of `skip` (the rows a statistic or halo spans).
+    pub fn elements_without(&self, skip: &str) -> Poly {
+        self.indices()
+            .filter(|i| *i != skip)
+            .map(|i| self.extent(i))
+            .product()
+    }
+}
+
+/// How an operator's FLOPs are known.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Flops {
+    /// A sum of einsum terms: FLOPs follow from the signature.
+    Einsum,
+    /// Stated in the rule file.
+    Explicit {
+        /// Forward FLOPs.
+        forward: Poly,
+        /// Backward FLOPs (all input gradients together).
+        backward: Poly,
+    },
+}
+
+/// A validated operator rule.
+#[derive(Debug, Clone, Serialize)]
+pub struct OpRule {
+    /// Its name (the file stem).
+    pub name: String,
+    /// One line describing it.
+    pub doc: String,
+    /// The file it came from.
+    pub file: PathBuf,
+    /// FLOP class.
+    pub class: FlopClass,
+    /// Size symbols that are not indices (stride, padding).
+    pub params: Vec<String>,
+    /// The iteration space.
+    pub indices: Vec<Index>,
+    /// Inputs.
+    pub inputs: Vec<Tensor>,
+    /// The output.
+    pub output: Tensor,
+    /// For einsum rules: the output is the sum of these products of inputs (indices into
+    /// `inputs`); every input is in exactly one term.
+    pub terms: Vec<Vec<usize>>,
+    /// How FLOPs are known.
+    pub flops: Flops,
+    /// Tensors kept for the backward pass.
+    pub saved: Vec<Tensor>,
+    /// Elements read and written, where stated (otherwise every input and the output once).
+    pub io: Option<(Poly, Poly)>,
+}
+
+impl OpRule {
+    /// The index called `name`.
+    pub fn index(&self, name: &str) -> Option<&Index> {
+        self.indices.iter().find(|i| i.name == name)
+    }
+
+    /// The input called `name`.
+    pub fn input(&self, name: &str) -> Option<&Tensor> {
+        self.inputs.iter().find(|t| t.name == name)
+    }
+
+    /// Indices of term `t`'s iteration space: the output's and its inputs'.
+    pub fn term_indices(&self, term: &[usize]) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        let tensors = std::iter::once(&self.output).chain(term.iter().map(|&k| &self.inputs[k]));
+        for t in tensors {
+            for i in t.indices() {
+                if !out.iter().any(|o| o == i) {
+                    out.push(i.to_string());
+                }
+            }
+        }
+        // Declaration order, so formulas and tables read the same way as the file.
+        out.sort_by_key(|name| self.indices.iter().position(|i| &i.name == name));
+        out
+    }
+
+    /// The product of the sizes of `indices`.
+    pub fn volume(&self, indices: &[String]) -> Poly {
+        indices.iter().map(|i| Poly::symbol(i)).product()
+    }
+
+    /// The term containing input `k` (einsum rules).
+    pub fn term_of(&self, k: usize) -> Option<&Vec<usize>> {
+        self.terms.iter().find(|t| t.contains(&k))
+    }
+
+    /// FLOPs of one einsum term: `(inputs − 1)` multiplies per point, plus one add per point when
+    /// the term reduces an index.
+    pub fn term_flops(&self, term: &[usize]) -> Poly {
+        let idx = self.term_indices(term);
+        let reduces = idx.iter().any(|i| !self.output.has(i));
+        let per_point = term.len() as i64 - 1 + i64::from(reduces);
+        Poly::int(per_point) * self.volume(&idx)
+    }
+
+    /// FLOPs to add the terms together.
+    pub fn combine_flops(&self) -> Poly {
+        let extra = self.terms.len().saturating_sub(1) as i64;
+        Poly::int(extra) * self.output.elements()
+    }
+
+    /// Forward FLOPs (a multiply-add counts 2).
+    pub fn forward_flops(&self) -> Poly {
+        match &self.flops {
+            Flops::Explicit { forward, .. } => forward.clone(),
+            Flops::Einsum => {
+                let terms: Poly = self.terms.iter().map(|t| self.term_flops(t)).sum();
+                terms + self.combine_flops()
+            }
+        }
+    }
+
+    /// FLOPs of the gradient of input `k` (einsum rules): the einsum of the output gradient with
+    /// the other inputs of its term, reducing the indices input `k` lacks.
+    pub fn grad_flops(&self, k: usize) -> Poly {
+        let Some(term) = self.term_of(k) else {
+            return Poly::zero();
+        };
+        if !self.inputs[k].grad {
+            return Poly::zero();
+        }
+        let idx = self.term_indices(term);
+        let reduces = idx.iter().any(|i| !self.inputs[k].has(i));
+        // Inputs of the gradient einsum: the output gradient and the term's other inputs.
+        let per_point = term.len() as i64 - 1 + i64::from(reduces);
+        Poly::int(per_point) * self.volume(&idx)
+    }
+
+    /// Backward FLOPs: all input gradients.
+    pub fn backward_flops(&self) -> Poly {
+        match &self.flops {
+            Flops::Explicit { backward, .. } => backward.clone(),
+            Flops::Einsum => (0..self.inputs.len()).map(|k| self.grad_flops(k)).sum(),
+        }
+    }
+
+    /// Elements read and written by the forward pass.
+    pub fn io_elements(&self) -> (Poly, Poly) {
+        match &self.io {
+            Some((r, w)) => (r.clone(), w.clone()),
+            None => (
+                self.inputs.iter().map(Tensor::elements).sum(),
+                self.output.elements(),
+            ),
+        }
+    }
+
+    /// Bytes read and written by the forward pass with compute elements of `compute` bytes.
+    pub fn io_bytes(&self, compute: u32) -> (Poly, Poly) {
+        match &self.io {
+            Some((r, w)) => (
+                r * &Poly::int(compute as i64),
+                w * &Poly::int(compute as i64),
+            ),
+            None => (
+                self.inputs.iter().map(|t| tensor_bytes(t, compute)).sum(),
+                tensor_bytes(&self.output, compute),
+            ),
+        }
+    }
+
+    /// Bytes kept for the backward pass.
+    pub fn saved_bytes(&self, compute: u32) -> Poly {
+        self.saved.iter().map(|t| tensor_bytes(t, compute)).sum()
+    }
+
+    /// Parameter elements.
+    pub fn param_elements(&self) -> Poly {
+        self.inputs
+            .iter()
+            .filter(|t| t.param)
+            .map(Tensor::elements)
+            .sum()
+    }
+}
+
+/// Bytes of a tensor with compute elements of `compute` bytes.
+pub fn tensor_bytes(t: &Tensor, compute: u32) -> Poly {
+    t.elements() * Poly::int(t.dtype.bytes(compute) as i64)
+}
