@@ -31,6 +31,7 @@ fn main() {
     let mut out = String::new();
     embed(&mut out, "RULES", "operator_rules");
     embed(&mut out, "MODELS", "models");
+    embed(&mut out, "FAMILIES", "models/families");
     embed(&mut out, "CALIBRATIONS", "calibration");
     let dest = Path::new(&std::env::var("OUT_DIR").unwrap()).join("embedded.rs");
     std::fs::write(dest, out).unwrap();

@@ -10,6 +10,7 @@ pub mod cli;
 pub mod diag;
 pub mod embedded;
 pub mod error;
+pub mod model;
 pub mod rules;
 pub mod sym;
 

@@ -1,6 +1,8 @@
 //! The `symshard` command line: one file per subcommand, argument handling and printing only.
 
+mod cost;
 pub mod explain;
+mod models;
 mod output;
 
 use crate::error::Error;
@@ -20,6 +22,46 @@ pub struct Cli {
 pub enum Command {
     /// Show an operator rule: its indices and laws, FLOPs, and derived split table.
     Explain(explain::ExplainArgs),
+    /// Parameters, FLOPs (matmul-like and other) and activation memory of a model.
+    Cost(cost::CostArgs),
+    /// List the shipped models and families.
+    Models(models::ModelsArgs),
+}
+
+/// `--set SYM=VALUE`, shared by every command that takes a model.
+#[derive(Debug, clap::Args)]
+pub struct SymbolArgs {
+    /// Bind a model symbol (`--set B=16 --set S=2048`).
+    #[arg(long = "set", value_name = "SYM=VALUE")]
+    pub set: Vec<String>,
+}
+
+impl SymbolArgs {
+    /// The model's symbol values with the `--set` overrides applied.
+    pub fn apply(&self, model: &crate::model::Model) -> Result<crate::sym::Bindings, Error> {
+        let mut values = model.values.clone();
+        for s in &self.set {
+            let (name, value) = s
+                .split_once('=')
+                .ok_or_else(|| Error::Usage(format!("--set `{s}`: expected SYM=VALUE")))?;
+            let name = name.trim();
+            if !model.symbols.contains_key(name) {
+                let known: Vec<&str> = model.symbols.keys().map(String::as_str).collect();
+                return Err(Error::Usage(format!(
+                    "--set `{s}`: model `{}` has no symbol `{name}` (its symbols: {})",
+                    model.name,
+                    known.join(", ")
+                )));
+            }
+            let v = crate::model::symbol_value(&crate::model::spec::SymbolValue {
+                value: value.trim().to_string(),
+                source: None,
+            })
+            .map_err(|m| Error::Usage(format!("--set `{s}`: {m}")))?;
+            values.insert(name.to_string(), v);
+        }
+        Ok(values)
+    }
 }
 
 /// Output format of every command.
@@ -55,5 +97,7 @@ pub fn main() -> i32 {
 pub fn run(cli: Cli) -> Result<(), Error> {
     match cli.command {
         Command::Explain(args) => explain::run(args),
+        Command::Cost(args) => cost::run(args),
+        Command::Models(args) => models::run(args),
     }
 }

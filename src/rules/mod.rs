@@ -4,7 +4,7 @@ pub mod law;
 mod load;
 pub mod rule;
 mod set;
-mod spec;
+pub(crate) mod spec;
 pub mod split;
 
 pub use law::{CollectiveKind, IndexKind, Law, ReduceOp, LAWS};

@@ -260,6 +260,50 @@ impl OpRule {
         }
     }
 
+    /// Forward FLOPs as (matmul-like, other). For an einsum rule of class matmul, the contraction
+    /// terms are matmul-like and the bias terms and the adds that combine terms are other, as
+    /// PyTorch's FLOP counter counts `addmm` by its product alone.
+    pub fn forward_flops_split(&self) -> (Poly, Poly) {
+        match (&self.flops, self.class) {
+            (Flops::Einsum, FlopClass::Matmul) => {
+                let (mut mm, mut other) = (Poly::zero(), self.combine_flops());
+                for t in &self.terms {
+                    if self.is_contraction(t) {
+                        mm += self.term_flops(t);
+                    } else {
+                        other += self.term_flops(t);
+                    }
+                }
+                (mm, other)
+            }
+            (_, FlopClass::Matmul) => (self.forward_flops(), Poly::zero()),
+            (_, FlopClass::Other) => (Poly::zero(), self.forward_flops()),
+        }
+    }
+
+    /// Backward FLOPs as (matmul-like, other), split as [`OpRule::forward_flops_split`].
+    pub fn backward_flops_split(&self) -> (Poly, Poly) {
+        match (&self.flops, self.class) {
+            (Flops::Einsum, FlopClass::Matmul) => {
+                let (mut mm, mut other) = (Poly::zero(), Poly::zero());
+                for k in 0..self.inputs.len() {
+                    match self.term_of(k) {
+                        Some(t) if self.is_contraction(t) => mm += self.grad_flops(k),
+                        _ => other += self.grad_flops(k),
+                    }
+                }
+                (mm, other)
+            }
+            (_, FlopClass::Matmul) => (self.backward_flops(), Poly::zero()),
+            (_, FlopClass::Other) => (Poly::zero(), self.backward_flops()),
+        }
+    }
+
+    /// Whether an einsum term multiplies two or more tensors while summing an index.
+    pub fn is_contraction(&self, term: &[usize]) -> bool {
+        term.len() >= 2 && self.term_indices(term).iter().any(|i| !self.output.has(i))
+    }
+
     /// Elements read and written by the forward pass.
     pub fn io_elements(&self) -> (Poly, Poly) {
         match &self.io {

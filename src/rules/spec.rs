@@ -8,8 +8,14 @@ use std::fmt;
 use std::marker::PhantomData;
 
 /// A mapping that refuses duplicate keys (serde's maps keep the last silently).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct UniqueMap<V>(pub IndexMap<String, V>);
+
+impl<V> Default for UniqueMap<V> {
+    fn default() -> Self {
+        UniqueMap(IndexMap::new())
+    }
+}
 
 impl<'de, V: Deserialize<'de>> Deserialize<'de> for UniqueMap<V> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

@@ -567,3 +567,33 @@ impl From<Rational> for Poly {
         Poly::constant(v)
     }
 }
+
+impl Poly {
+    /// Replaces every symbol named in `map` by its value at once (symbols not in `map` stay).
+    /// Negative powers need single-term values.
+    pub fn substitute_all(
+        &self,
+        map: &std::collections::BTreeMap<String, Poly>,
+    ) -> Result<Poly, SymError> {
+        let mut out = Poly::zero();
+        for (m, c) in self.terms() {
+            let mut term = Poly::constant(c.clone());
+            let mut rest: Vec<(&str, i32)> = Vec::new();
+            for (name, e) in m.iter() {
+                match map.get(name) {
+                    Some(v) => term = &term * &v.pow(e)?,
+                    None => rest.push((name, e)),
+                }
+            }
+            if !rest.is_empty() {
+                term = &term
+                    * &Poly::monomial(
+                        Rational::from_integer(1.into()),
+                        Monomial::from_exponents(rest),
+                    );
+            }
+            out += term;
+        }
+        Ok(out)
+    }
+}

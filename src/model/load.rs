@@ -1,0 +1,499 @@
+//! Loading and validating model and family files.
+
+use super::graph::{Block, Model, OpNode, Producer};
+use super::spec::{FamilyFile, GraphSpec, ModelFile, SymbolValue};
+use crate::diag::Source;
+use crate::embedded;
+use crate::error::{Error, Result};
+use crate::rules::{Dtype, RuleSet};
+use crate::sym::{Bindings, Poly, Rational};
+use num_traits::Signed;
+use petgraph::algo::toposort;
+use petgraph::graph::{DiGraph, NodeIndex};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Where a model's pieces come from: the rules and the family files.
+pub struct ModelLoader {
+    /// Operator rules.
+    pub rules: RuleSet,
+    families: BTreeMap<String, Source>,
+}
+
+impl ModelLoader {
+    /// A loader with the shipped rules and families.
+    pub fn embedded() -> Result<ModelLoader> {
+        let mut families = BTreeMap::new();
+        for (stem, text) in embedded::FAMILIES {
+            families.insert(
+                stem.to_string(),
+                Source::new(embedded::display_path("models/families", stem), *text),
+            );
+        }
+        Ok(ModelLoader {
+            rules: RuleSet::embedded()?,
+            families,
+        })
+    }
+
+    /// Names of the shipped families.
+    pub fn family_names(&self) -> impl Iterator<Item = &str> {
+        self.families.keys().map(String::as_str)
+    }
+
+    /// Loads a model named on the command line: a path to a model file, or the name of a
+    /// shipped model.
+    pub fn resolve(&self, arg: &str) -> Result<Model> {
+        let path = Path::new(arg);
+        if arg.ends_with(".yaml") || arg.ends_with(".yml") || path.is_file() {
+            let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+                path: path.to_path_buf(),
+                source,
+            })?;
+            return self.load(&Source::new(path, text));
+        }
+        let stem = arg.trim_end_matches(".yaml");
+        match embedded::MODELS.iter().find(|(s, _)| *s == stem) {
+            Some((s, text)) => self.load(&Source::new(embedded::display_path("models", s), *text)),
+            None => {
+                let names: Vec<&str> = embedded::MODELS.iter().map(|(s, _)| *s).collect();
+                Err(Error::Usage(format!(
+                    "unknown model `{arg}`: not a file, nor a shipped model (shipped: {})",
+                    names.join(", ")
+                )))
+            }
+        }
+    }
+
+    /// Loads a model from its source text.
+    pub fn load(&self, src: &Source) -> Result<Model> {
+        let spec: ModelFile = serde_yaml::from_str(&src.text).map_err(|e| src.yaml_error(e))?;
+        let (graph_src, graph, family, doc) = match (&spec.family, spec.graph) {
+            (Some(f), None) => {
+                let fsrc = self.families.get(f).ok_or_else(|| {
+                    let known: Vec<&str> = self.family_names().collect();
+                    src.error_at(
+                        &["family"],
+                        format!("unknown family `{f}` (known: {})", known.join(", ")),
+                    )
+                })?;
+                let ff: FamilyFile =
+                    serde_yaml::from_str(&fsrc.text).map_err(|e| fsrc.yaml_error(e))?;
+                let (name, fdoc, g) = ff.into_graph();
+                (fsrc.clone(), g, Some(name), fdoc)
+            }
+            (None, Some(g)) => (src.clone(), g, None, String::new()),
+            (Some(_), Some(_)) => {
+                return Err(src.error_at(&["graph"], "give either `family` or `graph`, not both"))
+            }
+            (None, None) => {
+                return Err(src.error_at(&["name"], "a model needs a `family` or a `graph`"))
+            }
+        };
+        let dtype_bytes = match spec.dtype.as_deref() {
+            None => 2,
+            Some(d) => match Dtype::from_name(d) {
+                Some(Dtype::Fixed(b)) => b,
+                _ => return Err(src.error_at(&["dtype"], format!("unknown dtype `{d}`"))),
+            },
+        };
+        let symbols: BTreeMap<String, String> = graph.symbols.0.clone().into_iter().collect();
+        let mut values = Bindings::new();
+        let mut sources = BTreeMap::new();
+        for (section, map) in [("symbols", &spec.symbols), ("defaults", &spec.defaults)] {
+            for (name, v) in &map.0 {
+                if !symbols.contains_key(name) {
+                    return Err(src.error_at(
+                        &[section, name],
+                        format!(
+                            "unknown symbol `{name}` (the graph's symbols: {})",
+                            symbols.keys().cloned().collect::<Vec<_>>().join(", ")
+                        ),
+                    ));
+                }
+                if values.contains_key(name) {
+                    return Err(src.error_at(&[section, name], format!("duplicate name `{name}`")));
+                }
+                let value = symbol_value(v)
+                    .map_err(|m| src.error_at(&[section, name], format!("symbol `{name}`: {m}")))?;
+                values.insert(name.clone(), value);
+                if let Some(s) = &v.source {
+                    sources.insert(name.clone(), s.clone());
+                }
+            }
+        }
+        let builder = GraphBuilder {
+            src: &graph_src,
+            rules: &self.rules,
+            symbols: &symbols,
+            values: &values,
+        };
+        let (inputs, blocks) = builder.build(&graph)?;
+        Ok(Model {
+            name: spec.name,
+            doc: spec.doc.unwrap_or(doc),
+            file: src.file.clone(),
+            source: spec.source,
+            family,
+            symbols,
+            values,
+            sources,
+            dtype_bytes,
+            inputs,
+            blocks,
+        })
+    }
+}
+
+/// Parses a symbol's value: a positive exact number.
+pub fn symbol_value(v: &SymbolValue) -> std::result::Result<Rational, String> {
+    let p = Poly::parse(&v.value).map_err(|e| format!("malformed value `{}`: {e}", v.value))?;
+    let r = p
+        .as_constant()
+        .ok_or_else(|| format!("value `{}` must be a number", v.value))?;
+    if !r.is_positive() {
+        return Err(format!("value `{}` must be positive", v.value));
+    }
+    Ok(r)
+}
+
+struct GraphBuilder<'a> {
+    src: &'a Source,
+    rules: &'a RuleSet,
+    symbols: &'a BTreeMap<String, String>,
+    values: &'a Bindings,
+}
+
+/// A resolved name: what it is and its shape.
+#[derive(Clone)]
+enum Named {
+    Input(Vec<Poly>),
+    Op {
+        block: usize,
+        node: NodeIndex,
+        shape: Vec<Poly>,
+    },
+}
+
+impl GraphBuilder<'_> {
+    fn err(&self, path: &[&str], msg: impl Into<String>) -> Error {
+        self.src.error_at(path, msg)
+    }
+
+    fn formula(&self, path: &[&str], text: &str) -> Result<Poly> {
+        let p = Poly::parse(text)
+            .map_err(|e| self.err(path, format!("malformed formula `{text}`: {e}")))?;
+        for s in p.symbols() {
+            if !self.symbols.contains_key(&s) {
+                let mut q = path.to_vec();
+                q.push(&s);
+                return Err(self.err(&q, format!("undefined symbol `{s}` in `{text}`")));
+            }
+        }
+        if p.is_zero() {
+            return Err(self.err(path, format!("size `{text}` is zero")));
+        }
+        // Sizes must be positive wherever the symbols have values.
+        if p.symbols().iter().all(|s| self.values.contains_key(s)) {
+            match p.eval(self.values) {
+                Ok(v) if !v.is_positive() => {
+                    return Err(self.err(path, format!("size `{text}` is not positive ({v})")))
+                }
+                Err(e) => return Err(self.err(path, format!("size `{text}`: {e}"))),
+                _ => {}
+            }
+        }
+        Ok(p)
+    }
+
+    fn build(&self, g: &GraphSpec) -> Result<(Vec<(String, Vec<Poly>)>, Vec<Block>)> {
+        let mut names: BTreeMap<String, Named> = BTreeMap::new();
+        let mut inputs = Vec::new();
+        for (name, spec) in &g.inputs.0 {
+            if let Some(d) = &spec.dtype {
+                if Dtype::from_name(d).is_none() {
+                    return Err(self.err(
+                        &["inputs", name, d],
+                        format!("unknown dtype `{d}` for input `{name}`"),
+                    ));
+                }
+            }
+            let dims = spec
+                .dims
+                .iter()
+                .map(|d| self.formula(&["inputs", name], d))
+                .collect::<Result<Vec<_>>>()?;
+            names.insert(name.clone(), Named::Input(dims.clone()));
+            inputs.push((name.clone(), dims));
+        }
+        let mut blocks = Vec::new();
+        for (bi, b) in g.blocks.iter().enumerate() {
+            if names.contains_key(&b.name) {
+                return Err(self.err(&["blocks", &b.name], format!("duplicate name `{}`", b.name)));
+            }
+            let repeat = match &b.repeat {
+                Some(r) => self.formula(&["blocks", &b.name, "repeat"], r)?,
+                None => Poly::one(),
+            };
+            let block_input = match &b.input {
+                Some(i) => Some(self.lookup(&names, &["blocks", &b.name, "input"], i)?),
+                None => None,
+            };
+            if b.repeat.is_some() && (b.input.is_none() || b.output.is_none()) {
+                return Err(self.err(
+                    &["blocks", &b.name, "repeat"],
+                    format!("repeated block `{}` needs `input` and `output`", b.name),
+                ));
+            }
+            let mut graph: DiGraph<OpNode, ()> = DiGraph::new();
+            let mut local: BTreeMap<String, NodeIndex> = BTreeMap::new();
+            // First pass: nodes, so that references in any order resolve and cycles are seen.
+            for op in &b.ops {
+                if names.contains_key(&op.name) || local.contains_key(&op.name) || op.name == "in" {
+                    return Err(self.err(
+                        &["blocks", &op.name],
+                        format!("duplicate name `{}`", op.name),
+                    ));
+                }
+                let rule = self.rules.get(&op.op).cloned().ok_or_else(|| {
+                    self.err(
+                        &["blocks", &op.name, "op", &op.op],
+                        format!("unknown operator `{}` in `{}`", op.op, op.name),
+                    )
+                })?;
+                let mut bind = BTreeMap::new();
+                for (k, f) in &op.bind.0 {
+                    let known = rule.index(k).is_some() || rule.params.contains(k);
+                    if !known {
+                        return Err(self.err(
+                            &["blocks", &op.name, "bind", k],
+                            format!(
+                                "operator `{}` ({}) has no index or parameter `{k}`",
+                                op.name, rule.name
+                            ),
+                        ));
+                    }
+                    bind.insert(
+                        k.clone(),
+                        self.formula(&["blocks", &op.name, "bind", k], &f.0)?,
+                    );
+                }
+                for needed in rule
+                    .indices
+                    .iter()
+                    .map(|i| &i.name)
+                    .chain(rule.params.iter())
+                {
+                    if !bind.contains_key(needed) {
+                        return Err(self.err(
+                            &["blocks", &op.name, "bind"],
+                            format!(
+                                "operator `{}` ({}) does not bind `{needed}`",
+                                op.name, rule.name
+                            ),
+                        ));
+                    }
+                }
+                if let Some(tp) = &op.tp {
+                    if rule.index(tp).is_none() {
+                        return Err(self.err(
+                            &["blocks", &op.name, "tp"],
+                            format!(
+                                "operator `{}` ({}) has no index `{tp}` to split",
+                                op.name, rule.name
+                            ),
+                        ));
+                    }
+                }
+                let node = graph.add_node(OpNode {
+                    name: op.name.clone(),
+                    rule,
+                    bind,
+                    inputs: Vec::new(),
+                    tp: op.tp.clone(),
+                    doc: op.doc.clone(),
+                });
+                local.insert(op.name.clone(), node);
+            }
+            // Second pass: inputs, edges and shapes.
+            for op in &b.ops {
+                let node = local[&op.name];
+                let rule = graph[node].rule.clone();
+                for key in op.inputs.0.keys().chain(op.tied.0.keys()) {
+                    if rule.input(key).is_none() {
+                        return Err(self.err(
+                            &["blocks", &op.name, key],
+                            format!(
+                                "operator `{}` ({}) has no input `{key}`",
+                                op.name, rule.name
+                            ),
+                        ));
+                    }
+                }
+                let mut ins = Vec::new();
+                for t in &rule.inputs {
+                    let path = ["blocks", op.name.as_str(), t.name.as_str()];
+                    let given = op.inputs.0.get(&t.name);
+                    let tied = op.tied.0.get(&t.name);
+                    let producer = match (given, tied) {
+                        (Some(_), Some(_)) => return Err(self.err(&path, format!("input `{}` of `{}` is both given and tied", t.name, op.name))),
+                        (None, Some(target)) => {
+                            if !t.param {
+                                return Err(self.err(&path, format!("only parameters can be tied; `{}` of `{}` is not one", t.name, op.name)));
+                            }
+                            self.check_tied(&blocks, &graph, target, &path)?;
+                            Producer::Tied(target.clone())
+                        }
+                        (Some(_), None) if t.param => {
+                            return Err(self.err(&path, format!("`{}` is a parameter of `{}`: it is owned, not given (use `tied` to share one)", t.name, op.name)))
+                        }
+                        (None, None) if t.param => Producer::Param,
+                        (None, None) if !t.grad && t.dtype.is_float(None) && !t.dims.is_empty() && matches!(t.dtype, Dtype::Compute) => Producer::Buffer,
+                        (None, None) => return Err(self.err(&["blocks", &op.name, "in"], format!("operator `{}` ({}) needs input `{}`", op.name, rule.name, t.name))),
+                        (Some(r), None) => {
+                            let (producer, shape) = if r == "in" {
+                                match &block_input {
+                                    Some(Named::Input(s)) | Some(Named::Op { shape: s, .. }) => (Producer::BlockInput, s.clone()),
+                                    None => return Err(self.err(&path, format!("`in` used in block `{}`, which has no `input`", b.name))),
+                                }
+                            } else if let Some(&n) = local.get(r) {
+                                graph.add_edge(n, node, ());
+                                let shape = graph[n].shape(&graph[n].rule.output);
+                                (Producer::Op { block: bi, node: n }, shape)
+                            } else {
+                                match self.lookup(&names, &path, r)? {
+                                    Named::Input(s) => (Producer::GraphInput(r.clone()), s),
+                                    Named::Op { block, node, shape } => (Producer::Op { block, node }, shape),
+                                }
+                            };
+                            self.check_shape(&graph[node], t, &shape, r, &path)?;
+                            producer
+                        }
+                    };
+                    ins.push((t.name.clone(), producer));
+                }
+                graph[node].inputs = ins;
+            }
+            let order = toposort(&graph, None).map_err(|cycle| {
+                let name = graph[cycle.node_id()].name.clone();
+                self.err(
+                    &["blocks", &name],
+                    format!("cycle: operator `{name}` depends on its own output"),
+                )
+            })?;
+            let output = match &b.output {
+                Some(o) => Some(*local.get(o).ok_or_else(|| {
+                    self.err(
+                        &["blocks", &b.name, "output"],
+                        format!(
+                            "block output `{o}` is not an operator of block `{}`",
+                            b.name
+                        ),
+                    )
+                })?),
+                None => order.last().copied(),
+            };
+            if let (Some(out), Some(input), true) = (output, &block_input, b.repeat.is_some()) {
+                let in_shape = match input {
+                    Named::Input(s) | Named::Op { shape: s, .. } => s,
+                };
+                let out_shape = graph[out].shape(&graph[out].rule.output);
+                let a: Poly = in_shape.iter().cloned().product();
+                let o: Poly = out_shape.iter().cloned().product();
+                if a != o {
+                    return Err(self.err(&["blocks", &b.name, "output"], format!("repeated block `{}` must keep its shape: input has {a} elements, output {o}", b.name)));
+                }
+            }
+            for (name, &n) in &local {
+                let shape = graph[n].shape(&graph[n].rule.output);
+                names.insert(
+                    name.clone(),
+                    Named::Op {
+                        block: bi,
+                        node: n,
+                        shape,
+                    },
+                );
+            }
+            if let Some(out) = output {
+                let shape = graph[out].shape(&graph[out].rule.output);
+                names.insert(
+                    b.name.clone(),
+                    Named::Op {
+                        block: bi,
+                        node: out,
+                        shape,
+                    },
+                );
+            }
+            blocks.push(Block {
+                name: b.name.clone(),
+                doc: b.doc.clone(),
+                repeat,
+                graph,
+                order,
+                output,
+            });
+        }
+        Ok((inputs, blocks))
+    }
+
+    fn lookup(&self, names: &BTreeMap<String, Named>, path: &[&str], r: &str) -> Result<Named> {
+        names.get(r).cloned().ok_or_else(|| {
+            let mut p = path.to_vec();
+            p.push(r);
+            self.err(
+                &p,
+                format!("unknown tensor `{r}`: not a graph input, an earlier operator or block"),
+            )
+        })
+    }
+
+    fn check_tied(
+        &self,
+        blocks: &[Block],
+        graph: &DiGraph<OpNode, ()>,
+        target: &str,
+        path: &[&str],
+    ) -> Result<()> {
+        let found = target.split_once('.').and_then(|(op, input)| {
+            blocks
+                .iter()
+                .map(|b| &b.graph)
+                .chain(std::iter::once(graph))
+                .flat_map(|g| g.node_weights())
+                .find(|n| n.name == op)
+                .and_then(|n| n.rule.input(input).map(|t| t.param))
+        });
+        match found {
+            Some(true) => Ok(()),
+            _ => Err(self.err(path, format!("tied target `{target}` is not `operator.parameter` of an operator defined so far"))),
+        }
+    }
+
+    fn check_shape(
+        &self,
+        node: &OpNode,
+        t: &crate::rules::Tensor,
+        shape: &[Poly],
+        from: &str,
+        path: &[&str],
+    ) -> Result<()> {
+        // Window inputs' extents are the least input that yields the output: the real input may
+        // be up to stride − 1 larger, so only their element counts' other factors are compared.
+        if !t.extents.is_empty() {
+            return Ok(());
+        }
+        let want = node.elements(t);
+        let have: Poly = shape.iter().cloned().product();
+        if want != have {
+            let dims: Vec<String> = node.shape(t).iter().map(|p| p.to_string()).collect();
+            let got: Vec<String> = shape.iter().map(|p| p.to_string()).collect();
+            return Err(self.err(path, format!(
+                "shape mismatch: `{}` input `{}` expects [{}] ({} elements) but `{from}` gives [{}] ({} elements)",
+                node.name, t.name, dims.join(", "), want, got.join(", "), have
+            )));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,10 @@
+//! Models: graphs of operators over symbols, families as templates, and their cost.
+
+pub mod cost;
+pub mod graph;
+mod load;
+pub(crate) mod spec;
+
+pub use cost::{model_cost, op_costs, FlopSplit, ModelCost, OpCost};
+pub use graph::{Block, Model, OpNode, Producer};
+pub use load::{symbol_value, ModelLoader};

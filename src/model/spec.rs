@@ -1,0 +1,191 @@
+//! The serde shape of model and family files, exactly as users write them.
+
+use crate::rules::spec::UniqueMap;
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
+use std::fmt;
+
+/// A model file: a family or an inline graph, and symbol values.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelFile {
+    pub name: String,
+    #[serde(default)]
+    pub doc: Option<String>,
+    #[serde(default)]
+    pub source: Option<String>,
+    #[serde(default)]
+    pub family: Option<String>,
+    #[serde(default)]
+    pub graph: Option<GraphSpec>,
+    #[serde(default)]
+    pub symbols: UniqueMap<SymbolValue>,
+    #[serde(default)]
+    pub defaults: UniqueMap<SymbolValue>,
+    #[serde(default)]
+    pub dtype: Option<String>,
+}
+
+/// A family file: a graph over free symbols.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FamilyFile {
+    pub family: String,
+    pub doc: String,
+    pub symbols: UniqueMap<String>,
+    #[serde(default)]
+    pub inputs: UniqueMap<InputSpec>,
+    pub blocks: Vec<BlockSpec>,
+}
+
+impl FamilyFile {
+    /// The graph part.
+    pub fn into_graph(self) -> (String, String, GraphSpec) {
+        (
+            self.family,
+            self.doc,
+            GraphSpec {
+                symbols: self.symbols,
+                inputs: self.inputs,
+                blocks: self.blocks,
+            },
+        )
+    }
+}
+
+/// A graph: its symbols, inputs and blocks.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GraphSpec {
+    /// Free symbols with a description each.
+    pub symbols: UniqueMap<String>,
+    #[serde(default)]
+    pub inputs: UniqueMap<InputSpec>,
+    pub blocks: Vec<BlockSpec>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InputSpec {
+    pub dims: Vec<String>,
+    #[serde(default)]
+    pub dtype: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BlockSpec {
+    pub name: String,
+    #[serde(default)]
+    pub doc: Option<String>,
+    #[serde(default)]
+    pub repeat: Option<String>,
+    #[serde(default)]
+    pub input: Option<String>,
+    #[serde(default)]
+    pub output: Option<String>,
+    pub ops: Vec<OpSpec>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpSpec {
+    pub name: String,
+    pub op: String,
+    #[serde(default)]
+    pub bind: UniqueMap<FormulaText>,
+    #[serde(default, rename = "in")]
+    pub inputs: UniqueMap<String>,
+    #[serde(default)]
+    pub tied: UniqueMap<String>,
+    #[serde(default)]
+    pub tp: Option<String>,
+    #[serde(default)]
+    pub doc: Option<String>,
+}
+
+/// A formula written as text or as a bare number.
+#[derive(Debug, Clone)]
+pub struct FormulaText(pub String);
+
+impl<'de> Deserialize<'de> for FormulaText {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = FormulaText;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a formula or a number")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<FormulaText, E> {
+                Ok(FormulaText(v.to_string()))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<FormulaText, E> {
+                Ok(FormulaText(v.to_string()))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<FormulaText, E> {
+                Ok(FormulaText(v.to_string()))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A symbol's value: a number, or `{value, source}`.
+#[derive(Debug, Clone)]
+pub struct SymbolValue {
+    pub value: String,
+    pub source: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SymbolValueFull {
+    value: FormulaText,
+    #[serde(default)]
+    source: Option<String>,
+}
+
+impl<'de> Deserialize<'de> for SymbolValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = SymbolValue;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a number, or a mapping with `value` and `source`")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<SymbolValue, E> {
+                Ok(SymbolValue {
+                    value: v.to_string(),
+                    source: None,
+                })
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<SymbolValue, E> {
+                Ok(SymbolValue {
+                    value: v.to_string(),
+                    source: None,
+                })
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<SymbolValue, E> {
+                Ok(SymbolValue {
+                    value: v.to_string(),
+                    source: None,
+                })
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<SymbolValue, E> {
+                Ok(SymbolValue {
+                    value: v.to_string(),
+                    source: None,
+                })
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<SymbolValue, A::Error> {
+                let full =
+                    SymbolValueFull::deserialize(de::value::MapAccessDeserializer::new(map))?;
+                Ok(SymbolValue {
+                    value: full.value.0,
+                    source: full.source,
+                })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
