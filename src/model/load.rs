@@ -157,6 +157,9 @@ pub fn symbol_value(v: &SymbolValue) -> std::result::Result<Rational, String> {
     Ok(r)
 }
 
+/// Graph inputs with their shapes.
+type GraphInputs = Vec<(String, Vec<Poly>)>;
+
 struct GraphBuilder<'a> {
     src: &'a Source,
     rules: &'a RuleSet,
@@ -206,7 +209,7 @@ impl GraphBuilder<'_> {
         Ok(p)
     }
 
-    fn build(&self, g: &GraphSpec) -> Result<(Vec<(String, Vec<Poly>)>, Vec<Block>)> {
+    fn build(&self, g: &GraphSpec) -> Result<(GraphInputs, Vec<Block>)> {
         let mut names: BTreeMap<String, Named> = BTreeMap::new();
         let mut inputs = Vec::new();
         for (name, spec) in &g.inputs.0 {
