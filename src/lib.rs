@@ -6,12 +6,16 @@
 //! ([`rules::law`]).
 #![warn(missing_docs)]
 
+pub mod calib;
 pub mod cli;
 pub mod diag;
 pub mod embedded;
 pub mod error;
 pub mod model;
+pub mod parallel;
 pub mod rules;
+pub mod search;
+pub mod strategy;
 pub mod sym;
 
 pub use error::{Error, Result};

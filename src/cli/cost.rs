@@ -1,9 +1,11 @@
 //! `symshard cost`: parameters, FLOPs and activation memory of a model, exact.
 
 use super::output::print_json;
+use super::strategy_args::StrategyFlags;
 use super::{Format, SymbolArgs};
 use crate::error::Error;
 use crate::model::{model_cost, op_costs, ModelCost, ModelLoader};
+use crate::parallel::{evaluate_strategy, Evaluation};
 use crate::sym::{Bindings, Poly};
 use clap::Args;
 use serde::Serialize;
@@ -25,6 +27,8 @@ pub struct CostArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
+    #[command(flatten)]
+    pub strategy: StrategyFlags,
 }
 
 #[derive(Serialize)]
@@ -65,6 +69,49 @@ struct CostJson {
     memory: Memory,
     #[serde(skip_serializing_if = "Option::is_none")]
     per_op: Option<Vec<OpRow>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    per_device: Option<PerDevice>,
+}
+
+#[derive(Serialize)]
+struct PerDevice {
+    strategy: String,
+    #[serde(serialize_with = "crate::sym::ser_rational")]
+    flops: crate::sym::Rational,
+    comm: Vec<CommJson>,
+    #[serde(serialize_with = "crate::sym::ser_rational")]
+    p2p_bytes: crate::sym::Rational,
+    memory: crate::parallel::Memory,
+    feasible: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+    stages: Vec<crate::parallel::evaluate::Stage>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    per_op: Option<Vec<DeviceOpRow>>,
+}
+
+#[derive(Serialize)]
+struct CommJson {
+    collective: crate::rules::CollectiveKind,
+    axis: crate::strategy::AxisKind,
+    tier: crate::strategy::Tier,
+    #[serde(serialize_with = "crate::sym::ser_rational")]
+    bytes: crate::sym::Rational,
+    count: u64,
+    op: String,
+    tensor: String,
+}
+
+#[derive(Serialize)]
+struct DeviceOpRow {
+    block: String,
+    name: String,
+    dp_split: Option<String>,
+    tp_split: Option<String>,
+    forward: String,
+    backward: String,
+    params: String,
+    saved: String,
 }
 
 /// Evaluates `p` under `b` as exact text, or prints the formula when symbolic.
@@ -128,7 +175,68 @@ pub fn run(args: CostArgs) -> Result<(), Error> {
             activations: s(&cost.activations)?,
         },
         per_op,
+        per_device: None,
     };
+    let mut out = out;
+    let mut eval: Option<Evaluation> = None;
+    if args.strategy.given() {
+        let st = args.strategy.resolve()?;
+        let (analysis, e) = evaluate_strategy(
+            &model,
+            &values,
+            &st.knobs,
+            &st.layout,
+            &st.calib,
+            st.gpus_per_node,
+            &st.memory,
+        )?;
+        let b = crate::parallel::evaluate::microbatch_bindings(&values, &st.knobs);
+        let ev = |p: &Poly| show(p, &b, false);
+        let per_op = if args.per_op {
+            let mut rows = Vec::new();
+            for blk in &analysis.blocks {
+                for o in &blk.ops {
+                    rows.push(DeviceOpRow {
+                        block: blk.name.clone(),
+                        name: o.name.clone(),
+                        dp_split: o.plan.dp.clone(),
+                        tp_split: o.plan.tp.as_ref().map(|(i, t)| format!("{i} ({t:?})")),
+                        forward: ev(&o.forward)?,
+                        backward: ev(&o.backward)?,
+                        params: ev(&o.params)?,
+                        saved: ev(&o.saved)?,
+                    });
+                }
+            }
+            Some(rows)
+        } else {
+            None
+        };
+        out.per_device = Some(PerDevice {
+            strategy: e.knobs.to_string(),
+            flops: e.flops.clone(),
+            comm: e
+                .comm
+                .iter()
+                .map(|c| CommJson {
+                    collective: c.collective,
+                    axis: c.axis,
+                    tier: c.tier,
+                    bytes: c.bytes.clone(),
+                    count: c.count,
+                    op: c.op.clone(),
+                    tensor: c.tensor.clone(),
+                })
+                .collect(),
+            p2p_bytes: e.p2p_bytes.clone(),
+            memory: e.memory.clone(),
+            feasible: e.feasible,
+            reason: e.reason.clone(),
+            stages: e.stages.clone(),
+            per_op,
+        });
+        eval = Some(e);
+    }
     match args.format {
         Format::Json => print_json(&out),
         Format::Table => {
@@ -153,6 +261,9 @@ pub fn run(args: CostArgs) -> Result<(), Error> {
                 println!("training step FLOPs           {}", s(&total)?);
             }
             println!("activations saved (bytes)     {}", out.memory.activations);
+            if let (Some(pd), Some(e)) = (&out.per_device, &eval) {
+                print_device(pd, e);
+            }
             if let Some(rows) = &out.per_op {
                 println!();
                 println!(
@@ -173,6 +284,100 @@ pub fn run(args: CostArgs) -> Result<(), Error> {
                 }
             }
             Ok(())
+        }
+    }
+}
+
+fn int(r: &crate::sym::Rational) -> String {
+    if r.is_integer() {
+        r.to_integer().to_string()
+    } else {
+        r.to_string()
+    }
+}
+
+fn print_device(pd: &PerDevice, e: &Evaluation) {
+    println!();
+    println!(
+        "per device, {} on {} devices ({} per node)",
+        pd.strategy, e.mesh.devices, e.mesh.gpus_per_node
+    );
+    println!("  compute FLOPs per step      {}", int(&pd.flops));
+    println!("  point-to-point bytes        {}", int(&pd.p2p_bytes));
+    println!("  memory  weights             {}", int(&pd.memory.params));
+    println!("          gradients           {}", int(&pd.memory.grads));
+    println!(
+        "          optimizer state     {}",
+        int(&pd.memory.optimizer)
+    );
+    println!(
+        "          activations         {}",
+        int(&pd.memory.activations)
+    );
+    println!(
+        "          total               {}{}",
+        int(&pd.memory.total),
+        if pd.feasible {
+            String::new()
+        } else {
+            format!(
+                "  (does not fit: {})",
+                pd.reason.clone().unwrap_or_default()
+            )
+        }
+    );
+    println!("  stages");
+    for s in &pd.stages {
+        let items: Vec<String> = s.items.iter().map(|(b, c)| format!("{b}×{c}")).collect();
+        println!(
+            "    {:<3} {:<40} FLOPs {}  memory {}",
+            s.stage,
+            items.join(" "),
+            int(&s.flops),
+            int(&s.memory.total)
+        );
+    }
+    println!("  collectives (busiest stage)");
+    println!(
+        "    {:<15} {:<3} {:<11} {:>16} {:>7}  where",
+        "collective", "axis", "tier", "bytes/call", "calls"
+    );
+    for c in &pd.comm {
+        println!(
+            "    {:<15} {:<3} {:<11} {:>16} {:>7}  {}",
+            c.collective.name(),
+            c.axis.name(),
+            c.tier.to_string(),
+            int(&c.bytes),
+            c.count,
+            c.op
+        );
+    }
+    if let Some(rows) = &pd.per_op {
+        println!();
+        println!(
+            "  {:<10} {:<16} {:<8} {:<16} {:>20} {:>20} {:>14} {:>16}",
+            "block",
+            "operator",
+            "dp",
+            "tp",
+            "forward FLOPs",
+            "backward FLOPs",
+            "params",
+            "saved bytes"
+        );
+        for r in rows {
+            println!(
+                "  {:<10} {:<16} {:<8} {:<16} {:>20} {:>20} {:>14} {:>16}",
+                r.block,
+                r.name,
+                r.dp_split.as_deref().unwrap_or("-"),
+                r.tp_split.as_deref().unwrap_or("-"),
+                r.forward,
+                r.backward,
+                r.params,
+                r.saved
+            );
         }
     }
 }

@@ -4,6 +4,7 @@ mod cost;
 pub mod explain;
 mod models;
 mod output;
+mod strategy_args;
 
 use crate::error::Error;
 use clap::{Parser, Subcommand};
@@ -23,7 +24,7 @@ pub enum Command {
     /// Show an operator rule: its indices and laws, FLOPs, and derived split table.
     Explain(explain::ExplainArgs),
     /// Parameters, FLOPs (matmul-like and other) and activation memory of a model.
-    Cost(cost::CostArgs),
+    Cost(Box<cost::CostArgs>),
     /// List the shipped models and families.
     Models(models::ModelsArgs),
 }
@@ -97,7 +98,7 @@ pub fn main() -> i32 {
 pub fn run(cli: Cli) -> Result<(), Error> {
     match cli.command {
         Command::Explain(args) => explain::run(args),
-        Command::Cost(args) => cost::run(args),
+        Command::Cost(args) => cost::run(*args),
         Command::Models(args) => models::run(args),
     }
 }

@@ -184,6 +184,12 @@ impl GraphBuilder<'_> {
     }
 
     fn formula(&self, path: &[&str], text: &str) -> Result<Poly> {
+        self.formula_from(path, text, false)
+    }
+
+    /// A formula that must be positive, or also zero where `zero_ok` (rule parameters such as
+    /// a convolution's padding, which are not sizes).
+    fn formula_from(&self, path: &[&str], text: &str, zero_ok: bool) -> Result<Poly> {
         let p = Poly::parse(text)
             .map_err(|e| self.err(path, format!("malformed formula `{text}`: {e}")))?;
         for s in p.symbols() {
@@ -194,6 +200,9 @@ impl GraphBuilder<'_> {
             }
         }
         if p.is_zero() {
+            if zero_ok {
+                return Ok(p);
+            }
             return Err(self.err(path, format!("size `{text}` is zero")));
         }
         // Sizes must be positive wherever the symbols have values.
@@ -276,9 +285,10 @@ impl GraphBuilder<'_> {
                             ),
                         ));
                     }
+                    let zero_ok = rule.index(k).is_none();
                     bind.insert(
                         k.clone(),
-                        self.formula(&["blocks", &op.name, "bind", k], &f.0)?,
+                        self.formula_from(&["blocks", &op.name, "bind", k], &f.0, zero_ok)?,
                     );
                 }
                 for needed in rule

@@ -198,13 +198,14 @@ pub fn split_table(rule: &OpRule, dtype_bytes: u32) -> SplitTable {
     }
 }
 
-/// Prices one split (each index on its own axis; indices distinct).
+/// Prices one split: each entry splits one index over one mesh axis (an index may appear on
+/// several axes).
 pub fn derive(
     rule: &OpRule,
     splits: &[AxisSplit],
     dtype_bytes: u32,
 ) -> Result<SplitEntry, NotSplittable> {
-    for (n, s) in splits.iter().enumerate() {
+    for s in splits {
         let ix = rule.index(&s.index).ok_or_else(|| NotSplittable {
             index: s.index.clone(),
             reason: format!("rule `{}` has no index `{}`", rule.name, s.index),
@@ -215,12 +216,8 @@ pub fn derive(
                 reason: format!("{} index: {}", ix.kind, ix.kind.law().statement),
             });
         }
-        if splits[..n].iter().any(|o| o.index == s.index) {
-            return Err(NotSplittable {
-                index: s.index.clone(),
-                reason: "split twice".into(),
-            });
-        }
+        // One index may be split over several axes (the rows of a data- and sequence-parallel
+        // layer): the law applies to each axis in turn.
     }
     let d = Deriver {
         rule,

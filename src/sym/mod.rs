@@ -31,3 +31,13 @@ mod serde_impl;
 pub use error::{ParseError, SymError};
 pub use poly::{Bindings, Monomial, Poly, Rational};
 pub use roots::{crossovers, CROSSOVER_BISECTIONS};
+
+/// Serialises an exact number as text: a decimal integer (`"123"`), or a fraction (`"7/2"`), so
+/// that no precision is lost beyond 2^53.
+pub fn ser_rational<S: serde::Serializer>(r: &Rational, s: S) -> Result<S::Ok, S::Error> {
+    if r.is_integer() {
+        s.serialize_str(&r.to_integer().to_string())
+    } else {
+        s.serialize_str(&r.to_string())
+    }
+}

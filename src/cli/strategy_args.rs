@@ -1,0 +1,168 @@
+//! Strategy flags shared by `cost`, `timeline` and `analyze`.
+
+use crate::calib::Calibration;
+use crate::error::Error;
+use crate::parallel::Layout;
+use crate::strategy::{load_strategy, Knobs, Recompute, Schedule};
+use crate::sym::Rational;
+use clap::Args;
+use std::path::PathBuf;
+
+/// A strategy as flags or a file.
+#[derive(Debug, Args, Default)]
+pub struct StrategyFlags {
+    /// A strategy file (YAML); flags given as well override its knobs.
+    #[arg(long, value_name = "FILE")]
+    pub strategy: Option<PathBuf>,
+    /// Data-parallel degree.
+    #[arg(long)]
+    pub dp: Option<u64>,
+    /// Tensor-parallel degree.
+    #[arg(long)]
+    pub tp: Option<u64>,
+    /// Pipeline stages.
+    #[arg(long)]
+    pub pp: Option<u64>,
+    /// Micro-batches per step.
+    #[arg(long)]
+    pub microbatches: Option<u64>,
+    /// Pipeline schedule: gpipe, 1f1b, interleaved-1f1b.
+    #[arg(long)]
+    pub schedule: Option<String>,
+    /// Model chunks per device for interleaved-1f1b.
+    #[arg(long)]
+    pub chunks: Option<u64>,
+    /// Megatron-LM sequence parallelism.
+    #[arg(long)]
+    pub sequence_parallel: bool,
+    /// Activation recomputation: none, selective, full.
+    #[arg(long)]
+    pub recompute: Option<String>,
+    /// ZeRO stage 0–3.
+    #[arg(long)]
+    pub zero: Option<u8>,
+    /// Devices per node (default: the calibration's, 8 for the reference machine).
+    #[arg(long)]
+    pub gpus_per_node: Option<u64>,
+    /// A calibration table (a file or a shipped name); default: the embedded reference machine.
+    #[arg(long, value_name = "FILE")]
+    pub calib: Option<String>,
+    /// Device memory in bytes (default: the calibration's capacity).
+    #[arg(long, value_name = "BYTES")]
+    pub memory: Option<u64>,
+}
+
+/// A resolved strategy.
+pub struct Resolved {
+    /// Knobs.
+    pub knobs: Knobs,
+    /// Layout overrides.
+    pub layout: Layout,
+    /// Machine.
+    pub calib: Calibration,
+    /// Devices per node.
+    pub gpus_per_node: u64,
+    /// Device memory.
+    pub memory: Rational,
+}
+
+impl StrategyFlags {
+    /// Whether any strategy was given.
+    pub fn given(&self) -> bool {
+        self.strategy.is_some()
+            || self.dp.is_some()
+            || self.tp.is_some()
+            || self.pp.is_some()
+            || self.microbatches.is_some()
+            || self.schedule.is_some()
+            || self.chunks.is_some()
+            || self.sequence_parallel
+            || self.recompute.is_some()
+            || self.zero.is_some()
+    }
+
+    /// The machine named by `--calib`, or the reference.
+    pub fn calibration(&self) -> Result<Calibration, Error> {
+        match &self.calib {
+            Some(c) => Calibration::resolve(c),
+            None => Calibration::reference(),
+        }
+    }
+
+    /// Resolves file and flags into one strategy.
+    pub fn resolve(&self) -> Result<Resolved, Error> {
+        let (mut knobs, mut layout, mut gpn) = match &self.strategy {
+            Some(p) => {
+                let s = load_strategy(p)?;
+                let layout = Layout {
+                    sequence_parallel: s.knobs.sequence_parallel,
+                    tp_overrides: s.splits,
+                };
+                (s.knobs, layout, s.gpus_per_node)
+            }
+            None => (Knobs::data_parallel(1), Layout::default(), None),
+        };
+        if let Some(v) = self.dp {
+            knobs.dp = v;
+        }
+        if let Some(v) = self.tp {
+            knobs.tp = v;
+        }
+        if let Some(v) = self.pp {
+            knobs.pp = v;
+        }
+        if let Some(v) = self.microbatches {
+            knobs.microbatches = v;
+        }
+        if let Some(s) = &self.schedule {
+            knobs.schedule = Schedule::from_name(s).ok_or_else(|| {
+                Error::Usage(format!(
+                    "unknown schedule `{s}` (gpipe, 1f1b, interleaved-1f1b)"
+                ))
+            })?;
+            if knobs.schedule == Schedule::Interleaved && self.chunks.is_none() && knobs.chunks < 2
+            {
+                knobs.chunks = 2;
+            }
+        }
+        if let Some(v) = self.chunks {
+            knobs.chunks = v;
+        }
+        if self.sequence_parallel {
+            knobs.sequence_parallel = true;
+        }
+        layout.sequence_parallel = knobs.sequence_parallel;
+        if let Some(s) = &self.recompute {
+            knobs.recompute = Recompute::from_name(s).ok_or_else(|| {
+                Error::Usage(format!(
+                    "unknown recomputation `{s}` (none, selective, full)"
+                ))
+            })?;
+        }
+        if let Some(z) = self.zero {
+            knobs.zero = z;
+        }
+        let calib = self.calibration()?;
+        if let Some(g) = self.gpus_per_node {
+            gpn = Some(g);
+        }
+        let gpus_per_node = gpn.unwrap_or_else(|| calib.gpus_per_node());
+        if gpus_per_node == 0 || gpus_per_node > 1024 {
+            return Err(Error::Usage(format!(
+                "--gpus-per-node must be 1 to 1024, not {gpus_per_node}"
+            )));
+        }
+        let memory = match self.memory {
+            Some(0) => return Err(Error::Usage("--memory must be positive".into())),
+            Some(m) => Rational::from_integer(m.into()),
+            None => calib.memory_bytes(),
+        };
+        Ok(Resolved {
+            knobs,
+            layout,
+            calib,
+            gpus_per_node,
+            memory,
+        })
+    }
+}

@@ -1,0 +1,403 @@
+//! The symbolic analysis of a model under a layout: every operator's per-device compute, saved
+//! bytes, parameters and collectives, and the redistribution each edge needs — formulas in the
+//! model's symbols and the axis sizes `p_dp` and `p_tp`. Done once per layout; a strategy only
+//! evaluates it.
+
+use super::layout::{plan, Layout, OpPlan, Place};
+use crate::model::{Model, OpNode, Producer};
+use crate::rules::law::CollectiveKind;
+use crate::rules::rule::tensor_bytes;
+use crate::rules::split::{derive, AxisSplit, Placement, SplitEntry};
+use crate::rules::{FlopClass, Tensor};
+use crate::strategy::AxisKind;
+use crate::sym::Poly;
+use petgraph::graph::NodeIndex;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// The data-parallel axis size symbol.
+pub const DP: &str = "p_dp";
+/// The tensor-parallel axis size symbol.
+pub const TP: &str = "p_tp";
+/// The axes in placement order.
+pub const AXES: [AxisKind; 2] = [AxisKind::Dp, AxisKind::Tp];
+
+/// A collective of one operator or edge.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Comm {
+    /// What it is.
+    pub kind: CollectiveKind,
+    /// The mesh axis it runs on.
+    pub axis: AxisKind,
+    /// The operator (or edge `producer→consumer`) it belongs to.
+    pub op: String,
+    /// The tensor it moves.
+    pub tensor: String,
+    /// Bytes each rank sends on the wire, all calls of one (micro)batch together.
+    pub wire_bytes: Poly,
+    /// Calls per (micro)batch.
+    pub calls: u32,
+    /// Why it is needed.
+    pub reason: String,
+}
+
+/// One operator, analysed.
+#[derive(Debug, Clone, Serialize)]
+pub struct OpAnalysis {
+    /// Operator name.
+    pub name: String,
+    /// Rule name.
+    pub rule: String,
+    /// FLOP class.
+    pub class: FlopClass,
+    /// Whether its work grows with the square of the sequence (the attention core that selective
+    /// recomputation drops).
+    pub attention_core: bool,
+    /// The splits chosen.
+    #[serde(skip)]
+    pub plan: OpPlan,
+    /// Forward FLOPs per device.
+    pub forward: Poly,
+    /// Backward FLOPs per device.
+    pub backward: Poly,
+    /// Bytes saved for backward per device.
+    pub saved: Poly,
+    /// Trained parameter elements owned, per device.
+    pub params: Poly,
+    /// Per-(micro)batch collectives of the operator itself (statistics, halos).
+    pub comm: Vec<Comm>,
+    /// Per-step parameter-gradient reductions.
+    pub grad_comm: Vec<Comm>,
+    /// Forward output placement per axis (dp, tp).
+    pub out: [Place; 2],
+    /// Output bytes of the whole logical tensor.
+    pub out_bytes: Poly,
+}
+
+/// One block, analysed.
+#[derive(Debug, Clone, Serialize)]
+pub struct BlockAnalysis {
+    /// Block name.
+    pub name: String,
+    /// Copies.
+    pub repeat: Poly,
+    /// Its operators in execution order.
+    pub ops: Vec<OpAnalysis>,
+    /// Redistribution on its edges, per (micro)batch (forward and backward).
+    pub edges: Vec<Comm>,
+    /// Bytes per device of the tensor it hands to the next block (a pipeline boundary).
+    pub boundary_bytes: Poly,
+}
+
+/// A whole model, analysed under one layout.
+#[derive(Debug, Clone, Serialize)]
+pub struct Analysis {
+    /// The model's name.
+    pub model: String,
+    /// The layout.
+    pub layout: Layout,
+    /// Blocks.
+    pub blocks: Vec<BlockAnalysis>,
+    /// Whether some parameter is tied between operators (shared embeddings).
+    pub tied: bool,
+}
+
+fn place_of(plan: &OpPlan, entry: &SplitEntry, t: &Tensor, placements: &[Placement]) -> [Place; 2] {
+    let mut out = [Place::Replicate, Place::Replicate];
+    for (n, s) in entry.splits.iter().enumerate() {
+        let k = if s.axis == AxisKind::Dp.name() { 0 } else { 1 };
+        let tag = plan.tag(k);
+        out[k] = match placements[n] {
+            Placement::Partial(_) => Place::Partial,
+            _ if t.has(&s.index) => Place::Shard(tag),
+            _ => Place::Replicate,
+        };
+    }
+    out
+}
+
+/// Analyses every operator of `model` under `layout`.
+pub fn analyse(model: &Model, layout: &Layout) -> Analysis {
+    let mut blocks: Vec<BlockAnalysis> = Vec::new();
+    let mut index: BTreeMap<(usize, NodeIndex), (usize, usize)> = BTreeMap::new();
+    let mut tied = false;
+    for (bi, block) in model.blocks.iter().enumerate() {
+        let mut ops = Vec::new();
+        for (oi, &n) in block.order.iter().enumerate() {
+            let node = &block.graph[n];
+            tied |= node
+                .inputs
+                .iter()
+                .any(|(_, p)| matches!(p, Producer::Tied(_)));
+            ops.push(analyse_op(model, node, layout));
+            index.insert((bi, n), (bi, oi));
+        }
+        blocks.push(BlockAnalysis {
+            name: block.name.clone(),
+            repeat: block.repeat.clone(),
+            ops,
+            edges: Vec::new(),
+            boundary_bytes: Poly::zero(),
+        });
+    }
+    // Edges: forward conversions and backward gradient conversions.
+    for (bi, block) in model.blocks.iter().enumerate() {
+        let mut fwd: BTreeMap<(String, usize, String, String), Comm> = BTreeMap::new();
+        // Gradients arriving at each producer: (producer location) → per-axis consumer placements.
+        let mut grads: BTreeMap<(usize, usize), Vec<[Place; 2]>> = BTreeMap::new();
+        for &n in &block.order {
+            let node = &block.graph[n];
+            let (_, ci) = index[&(bi, n)];
+            let entry = op_entry(node, &blocks[bi].ops[ci].plan, model);
+            for (k, (input, producer)) in node.inputs.iter().enumerate() {
+                let src = match producer {
+                    Producer::Op {
+                        block: pb,
+                        node: pn,
+                    } => index.get(&(*pb, *pn)).copied(),
+                    Producer::BlockInput => block.output.and_then(|o| index.get(&(bi, o)).copied()),
+                    _ => None,
+                };
+                let Some((pb, pi)) = src else { continue };
+                let t = &node.rule.inputs[k];
+                let want = place_of(
+                    &blocks[bi].ops[ci].plan,
+                    &entry,
+                    t,
+                    &entry.forward.inputs[k].placements,
+                );
+                let p = &blocks[pb].ops[pi];
+                for (a, axis) in AXES.iter().enumerate() {
+                    if let Some((kind, bytes)) = convert(p.out[a], want[a], &p.out_bytes, &p.out, a)
+                    {
+                        let key = (
+                            p.name.clone(),
+                            a,
+                            format!("{:?}", p.out[a]),
+                            format!("{:?}", want[a]),
+                        );
+                        fwd.entry(key).or_insert(Comm {
+                            kind,
+                            axis: *axis,
+                            op: format!("{}→{}", p.name, node.name),
+                            tensor: p.name.clone(),
+                            wire_bytes: bytes,
+                            calls: 1,
+                            reason: format!(
+                                "forward: `{}` leaves {} on {}, `{}` reads `{input}` as {}",
+                                p.name,
+                                p.out[a],
+                                axis.name(),
+                                node.name,
+                                want[a]
+                            ),
+                        });
+                    }
+                }
+                if t.grad {
+                    let dname = format!("d{}", t.name);
+                    if let Some(g) = entry.backward.outputs.iter().find(|o| o.tensor == dname) {
+                        let got = place_of(&blocks[bi].ops[ci].plan, &entry, t, &g.placements);
+                        grads.entry((pb, pi)).or_default().push(got);
+                    }
+                }
+            }
+        }
+        let mut edges: Vec<Comm> = fwd.into_values().collect();
+        for ((pb, pi), got) in grads {
+            let p = &blocks[pb].ops[pi];
+            for (a, axis) in AXES.iter().enumerate() {
+                let target = match p.out[a] {
+                    Place::Partial => Place::Replicate,
+                    other => other,
+                };
+                let mut froms: Vec<Place> = Vec::new();
+                if got.iter().any(|g| g[a] == Place::Partial) {
+                    froms.push(Place::Partial);
+                }
+                for g in &got {
+                    if matches!(g[a], Place::Shard(_)) && g[a] != target && !froms.contains(&g[a]) {
+                        froms.push(g[a]);
+                    }
+                }
+                for from in froms {
+                    if let Some((kind, bytes)) = convert(from, target, &p.out_bytes, &p.out, a) {
+                        edges.push(Comm {
+                            kind,
+                            axis: *axis,
+                            op: format!("d{}", p.name),
+                            tensor: format!("d{}", p.name),
+                            wire_bytes: bytes,
+                            calls: 1,
+                            reason: format!("backward: the gradient of `{}` arrives as {from} on {}, `{}` needs it as {target}", p.name, axis.name(), p.name),
+                        });
+                    }
+                }
+            }
+        }
+        blocks[bi].edges.extend(edges);
+        if let Some(o) = block.output {
+            let (_, oi) = index[&(bi, o)];
+            let op = &blocks[bi].ops[oi];
+            blocks[bi].boundary_bytes = local(&op.out_bytes, &op.out);
+        }
+    }
+    Analysis {
+        model: model.name.clone(),
+        layout: layout.clone(),
+        blocks,
+        tied,
+    }
+}
+
+/// Bytes per device of a tensor of `total` bytes with placement `place`.
+fn local(total: &Poly, place: &[Place; 2]) -> Poly {
+    let mut p = total.clone();
+    for (a, sym) in [(0, DP), (1, TP)] {
+        if matches!(place[a], Place::Shard(_)) {
+            p = p.checked_div(&Poly::symbol(sym)).expect("axis symbol");
+        }
+    }
+    p
+}
+
+/// The collective converting `from` into `to` on axis `a`, with its wire bytes per rank.
+fn convert(
+    from: Place,
+    to: Place,
+    total: &Poly,
+    place: &[Place; 2],
+    a: usize,
+) -> Option<(CollectiveKind, Poly)> {
+    let kind = match (from, to) {
+        (f, t) if f == t => return None,
+        (Place::Partial, Place::Replicate) => CollectiveKind::AllReduce,
+        (Place::Partial, Place::Shard(_)) => CollectiveKind::ReduceScatter,
+        (Place::Shard(_), Place::Replicate) => CollectiveKind::AllGather,
+        (Place::Shard(_), Place::Shard(_)) => CollectiveKind::AllToAll,
+        _ => return None,
+    };
+    let other = 1 - a;
+    let mut group = total.clone();
+    if matches!(place[other], Place::Shard(_)) {
+        group = group
+            .checked_div(&Poly::symbol([DP, TP][other]))
+            .expect("axis symbol");
+    }
+    let n = Poly::symbol([DP, TP][a]);
+    Some((kind, kind.wire_bytes(&group, &n)))
+}
+
+fn op_entry(node: &OpNode, plan: &OpPlan, model: &Model) -> SplitEntry {
+    let splits = plan.splits();
+    derive(&node.rule, &splits, model.dtype_bytes).expect("layouts only split splittable indices")
+}
+
+fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
+    let plan = plan(node, layout);
+    let entry = op_entry(node, &plan, model);
+    let f = |p: &Poly| node.model_formula(p);
+    let attention_core = node
+        .model_formula(&node.rule.forward_flops())
+        .degree_in("S")
+        .1
+        >= 2;
+    let mut comm = Vec::new();
+    let mut grad_comm = Vec::new();
+    let axis_of = |name: &str| {
+        if name == AxisKind::Dp.name() {
+            AxisKind::Dp
+        } else {
+            AxisKind::Tp
+        }
+    };
+    for c in &entry.forward.collectives {
+        // Partial outputs are resolved on the edges, where the consumer's needs are known.
+        if c.kind == CollectiveKind::AllReduce && c.tensor == node.rule.output.name {
+            continue;
+        }
+        comm.push(Comm {
+            kind: c.kind,
+            axis: axis_of(&c.axis),
+            op: node.name.clone(),
+            tensor: c.tensor.clone(),
+            wire_bytes: f(&c.wire_bytes),
+            calls: c.count,
+            reason: c.reason.clone(),
+        });
+    }
+    for c in &entry.backward.collectives {
+        let k = node
+            .rule
+            .inputs
+            .iter()
+            .position(|t| format!("d{}", t.name) == c.tensor);
+        let input = k.map(|k| &node.rule.inputs[k]);
+        match input {
+            // A tied parameter's gradient is added into its owner's, which is reduced once.
+            Some(_) if k.is_some_and(|k| matches!(node.inputs[k].1, Producer::Tied(_))) => {}
+            Some(t) if t.param => grad_comm.push(Comm {
+                kind: c.kind,
+                axis: axis_of(&c.axis),
+                op: node.name.clone(),
+                tensor: c.tensor.clone(),
+                wire_bytes: f(&c.wire_bytes),
+                calls: c.count,
+                reason: c.reason.clone(),
+            }),
+            // Input gradients are resolved on the edges.
+            Some(_) => {}
+            None => comm.push(Comm {
+                kind: c.kind,
+                axis: axis_of(&c.axis),
+                op: node.name.clone(),
+                tensor: c.tensor.clone(),
+                wire_bytes: f(&c.wire_bytes),
+                calls: c.count,
+                reason: c.reason.clone(),
+            }),
+        }
+    }
+    let params: Poly = node
+        .rule
+        .inputs
+        .iter()
+        .enumerate()
+        .filter(|(k, _)| node.owns_param(*k))
+        .map(|(_, t)| {
+            let mut e = node.elements(t);
+            for s in &entry.splits {
+                if t.has(&s.index) {
+                    e = e.checked_div(&s.size).expect("axis symbol");
+                }
+            }
+            e
+        })
+        .sum();
+    let out = place_of(
+        &plan,
+        &entry,
+        &node.rule.output,
+        &entry.forward.outputs[0].placements,
+    );
+    OpAnalysis {
+        name: node.name.clone(),
+        rule: node.rule.name.clone(),
+        class: node.rule.class,
+        attention_core,
+        forward: f(&entry.forward.compute),
+        backward: f(&entry.backward.compute),
+        saved: f(&entry.saved_bytes),
+        params,
+        comm,
+        grad_comm,
+        out,
+        out_bytes: f(&tensor_bytes(&node.rule.output, model.dtype_bytes)),
+        plan,
+    }
+}
+
+/// The splits of a plan as `AxisSplit`s.
+pub fn axis_splits(plan: &OpPlan) -> Vec<AxisSplit> {
+    plan.splits()
+}

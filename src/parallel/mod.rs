@@ -1,0 +1,65 @@
+//! Hybrid parallelism: layouts, the symbolic analysis of a model under a layout, and the
+//! evaluation of a strategy's per-device cost.
+
+pub mod analysis;
+pub mod evaluate;
+pub mod layout;
+
+pub use analysis::{analyse, Analysis, BlockAnalysis, Comm, OpAnalysis, DP, TP};
+pub use evaluate::{evaluate, CommRow, Evaluation, Memory, RelativeCost};
+pub use layout::{plan, Layout, OpPlan, Place, Tag};
+
+use crate::calib::Calibration;
+use crate::error::Error;
+use crate::model::Model;
+use crate::strategy::{check_knobs, Knobs};
+use crate::sym::{Bindings, Rational};
+
+/// Analyses and evaluates one strategy of `model` at `values` (its symbol values).
+pub fn evaluate_strategy(
+    model: &Model,
+    values: &Bindings,
+    knobs: &Knobs,
+    layout: &Layout,
+    calib: &Calibration,
+    gpus_per_node: u64,
+    memory: &Rational,
+) -> Result<(Analysis, Evaluation), Error> {
+    check_knobs(knobs).map_err(Error::Usage)?;
+    check_model_limits(model, values, knobs).map_err(Error::Usage)?;
+    let analysis = analyse(model, layout);
+    let b = evaluate::microbatch_bindings(values, knobs);
+    evaluate::check_divisibility(model, &analysis, &b, knobs).map_err(Error::Usage)?;
+    let numbers = evaluate::block_numbers(&analysis, &b).map_err(Error::Usage)?;
+    let e = evaluate(
+        model,
+        &analysis,
+        &numbers,
+        knobs,
+        calib,
+        gpus_per_node,
+        memory,
+    )
+    .map_err(Error::Usage)?;
+    Ok((analysis, e))
+}
+
+/// Checks a strategy against the model's sizes: the batch divides over data parallelism and
+/// micro-batches.
+pub fn check_model_limits(model: &Model, values: &Bindings, k: &Knobs) -> Result<(), String> {
+    if let Some(b) = values.get("B") {
+        let per = b / Rational::from_integer((k.dp * k.microbatches).into());
+        if !per.is_integer() || per < Rational::from_integer(1.into()) {
+            return Err(format!(
+                "batch B = {b} is not divisible by dp × microbatches = {} × {}",
+                k.dp, k.microbatches
+            ));
+        }
+    } else if k.dp > 1 || k.microbatches > 1 {
+        return Err(format!(
+            "model `{}` has no batch symbol B to split",
+            model.name
+        ));
+    }
+    Ok(())
+}

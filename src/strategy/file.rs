@@ -1,0 +1,162 @@
+//! Strategy files (YAML): the usual knobs, and per-operator overrides of the tensor-parallel
+//! split.
+
+use super::knobs::{Knobs, Recompute, Schedule};
+use crate::diag::Source;
+use crate::error::{Error, Result};
+use crate::rules::spec::UniqueMap;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StrategyFile {
+    #[serde(default)]
+    doc: Option<String>,
+    #[serde(default = "one")]
+    dp: u64,
+    #[serde(default = "one")]
+    tp: u64,
+    #[serde(default = "one")]
+    pp: u64,
+    #[serde(default = "one")]
+    microbatches: u64,
+    #[serde(default)]
+    schedule: Option<String>,
+    #[serde(default = "one")]
+    chunks: u64,
+    #[serde(default)]
+    sequence_parallel: bool,
+    #[serde(default)]
+    recompute: Option<String>,
+    #[serde(default)]
+    zero: u8,
+    #[serde(default)]
+    gpus_per_node: Option<u64>,
+    #[serde(default)]
+    splits: UniqueMap<String>,
+}
+
+fn one() -> u64 {
+    1
+}
+
+/// A strategy read from a file or flags.
+#[derive(Debug, Clone)]
+pub struct StrategyArgs {
+    /// The knobs.
+    pub knobs: Knobs,
+    /// Devices per node, when the file says.
+    pub gpus_per_node: Option<u64>,
+    /// Per-operator tensor-parallel index overrides (`none` replicates the operator).
+    pub splits: BTreeMap<String, String>,
+    /// A description.
+    pub doc: Option<String>,
+}
+
+/// Largest device count accepted anywhere (2^24): beyond any machine built.
+pub const MAX_DEVICES: u64 = 1 << 24;
+
+/// Checks knobs that need no model: positive, not absurd, valid schedule combinations.
+pub fn check_knobs(k: &Knobs) -> std::result::Result<(), String> {
+    for (name, v) in [
+        ("dp", k.dp),
+        ("tp", k.tp),
+        ("pp", k.pp),
+        ("microbatches", k.microbatches),
+        ("chunks", k.chunks),
+    ] {
+        if v == 0 {
+            return Err(format!("`{name}` must be at least 1"));
+        }
+        if v > MAX_DEVICES {
+            return Err(format!(
+                "`{name}` = {v} is absurd (more than {MAX_DEVICES})"
+            ));
+        }
+    }
+    if k.devices() > MAX_DEVICES {
+        return Err(format!(
+            "dp × tp × pp = {} devices is absurd (more than {MAX_DEVICES})",
+            k.devices()
+        ));
+    }
+    if k.zero > 3 {
+        return Err(format!("`zero` must be 0, 1, 2 or 3, not {}", k.zero));
+    }
+    if k.schedule == Schedule::Interleaved && k.chunks < 2 {
+        return Err("interleaved-1f1b needs `chunks` of at least 2".into());
+    }
+    if k.schedule != Schedule::Interleaved && k.chunks != 1 {
+        return Err(format!(
+            "`chunks` = {} needs the interleaved-1f1b schedule",
+            k.chunks
+        ));
+    }
+    if k.sequence_parallel && k.tp == 1 {
+        return Err("sequence parallelism needs tp > 1".into());
+    }
+    Ok(())
+}
+
+/// Loads a strategy file.
+pub fn load_strategy(path: &Path) -> Result<StrategyArgs> {
+    let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse_strategy(&Source::new(path, text))
+}
+
+/// Parses a strategy from its text.
+pub fn parse_strategy(src: &Source) -> Result<StrategyArgs> {
+    let f: StrategyFile = serde_yaml::from_str(&src.text).map_err(|e| src.yaml_error(e))?;
+    let schedule = match f.schedule.as_deref() {
+        None => Schedule::OneFOneB,
+        Some(s) => Schedule::from_name(s).ok_or_else(|| {
+            src.error_at(
+                &["schedule"],
+                format!("unknown schedule `{s}` (gpipe, 1f1b, interleaved-1f1b)"),
+            )
+        })?,
+    };
+    let recompute = match f.recompute.as_deref() {
+        None => Recompute::None,
+        Some(s) => Recompute::from_name(s).ok_or_else(|| {
+            src.error_at(
+                &["recompute"],
+                format!("unknown recomputation `{s}` (none, selective, full)"),
+            )
+        })?,
+    };
+    let knobs = Knobs {
+        dp: f.dp,
+        tp: f.tp,
+        pp: f.pp,
+        microbatches: f.microbatches,
+        schedule,
+        chunks: f.chunks,
+        sequence_parallel: f.sequence_parallel,
+        recompute,
+        zero: f.zero,
+    };
+    check_knobs(&knobs).map_err(|m| {
+        let key = m.split('`').nth(1).unwrap_or("dp").to_string();
+        src.error_at(&[&key], m)
+    })?;
+    if let Some(g) = f.gpus_per_node {
+        if g == 0 || g > 1024 {
+            return Err(src.error_at(
+                &["gpus_per_node"],
+                format!("`gpus_per_node` must be 1 to 1024, not {g}"),
+            ));
+        }
+    }
+    Ok(StrategyArgs {
+        knobs,
+        gpus_per_node: f.gpus_per_node,
+        splits: f.splits.0.into_iter().collect(),
+        doc: f.doc,
+    })
+}

@@ -1,0 +1,142 @@
+//! The knobs of a hybrid-parallel strategy, as Megatron-LM and DeepSpeed users know them.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Pipeline schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Schedule {
+    /// All forwards, then all backwards (Huang et al. 2019).
+    Gpipe,
+    /// One forward, one backward (PipeDream-Flush; Narayanan et al. 2021).
+    #[serde(rename = "1f1b")]
+    OneFOneB,
+    /// Interleaved 1F1B with several model chunks per device (Narayanan et al. SC'21).
+    #[serde(rename = "interleaved-1f1b")]
+    Interleaved,
+}
+
+impl Schedule {
+    /// Parses a schedule name.
+    pub fn from_name(s: &str) -> Option<Schedule> {
+        match s {
+            "gpipe" => Some(Schedule::Gpipe),
+            "1f1b" => Some(Schedule::OneFOneB),
+            "interleaved-1f1b" | "interleaved" => Some(Schedule::Interleaved),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Schedule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Schedule::Gpipe => "gpipe",
+            Schedule::OneFOneB => "1f1b",
+            Schedule::Interleaved => "interleaved-1f1b",
+        })
+    }
+}
+
+/// Activation recomputation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Recompute {
+    /// Keep every activation.
+    None,
+    /// Recompute the attention core (scores, softmax, dropout, context), as Korthikanti et al.
+    /// 2022 propose: its activations grow with the square of the sequence.
+    Selective,
+    /// Keep only each layer's input and recompute the layer in the backward pass.
+    Full,
+}
+
+impl Recompute {
+    /// Parses a recomputation name.
+    pub fn from_name(s: &str) -> Option<Recompute> {
+        match s {
+            "none" => Some(Recompute::None),
+            "selective" => Some(Recompute::Selective),
+            "full" => Some(Recompute::Full),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Recompute {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Recompute::None => "none",
+            Recompute::Selective => "selective",
+            Recompute::Full => "full",
+        })
+    }
+}
+
+/// A hybrid-parallel strategy's knobs.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct Knobs {
+    /// Data-parallel degree.
+    pub dp: u64,
+    /// Tensor-parallel degree.
+    pub tp: u64,
+    /// Pipeline stages.
+    pub pp: u64,
+    /// Micro-batches per step.
+    pub microbatches: u64,
+    /// Pipeline schedule.
+    pub schedule: Schedule,
+    /// Model chunks per device (interleaved schedule; 1 otherwise).
+    pub chunks: u64,
+    /// Megatron-LM sequence parallelism in the tensor-parallel group.
+    pub sequence_parallel: bool,
+    /// Activation recomputation.
+    pub recompute: Recompute,
+    /// ZeRO stage (0–3) over the data-parallel group.
+    pub zero: u8,
+}
+
+impl Knobs {
+    /// Plain data parallelism over `dp` devices.
+    pub fn data_parallel(dp: u64) -> Knobs {
+        Knobs {
+            dp,
+            tp: 1,
+            pp: 1,
+            microbatches: 1,
+            schedule: Schedule::OneFOneB,
+            chunks: 1,
+            sequence_parallel: false,
+            recompute: Recompute::None,
+            zero: 0,
+        }
+    }
+
+    /// Devices used.
+    pub fn devices(&self) -> u64 {
+        self.dp * self.tp * self.pp
+    }
+}
+
+impl fmt::Display for Knobs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "dp={} tp={} pp={} mb={} {}{} sp={} recompute={} zero={}",
+            self.dp,
+            self.tp,
+            self.pp,
+            self.microbatches,
+            self.schedule,
+            if self.schedule == Schedule::Interleaved {
+                format!("(v={})", self.chunks)
+            } else {
+                String::new()
+            },
+            if self.sequence_parallel { "on" } else { "off" },
+            self.recompute,
+            self.zero
+        )
+    }
+}

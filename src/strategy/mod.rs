@@ -1,0 +1,9 @@
+//! Strategies: a device mesh and the knobs of hybrid parallelism.
+
+mod file;
+mod knobs;
+mod mesh;
+
+pub use file::{check_knobs, load_strategy, parse_strategy, StrategyArgs, MAX_DEVICES};
+pub use knobs::{Knobs, Recompute, Schedule};
+pub use mesh::{AxisKind, Mesh, MeshAxis, Tier};
