@@ -4,6 +4,7 @@ mod cost;
 pub mod explain;
 mod models;
 mod output;
+mod rank;
 mod strategy_args;
 
 use crate::error::Error;
@@ -25,6 +26,8 @@ pub enum Command {
     Explain(explain::ExplainArgs),
     /// Parameters, FLOPs (matmul-like and other) and activation memory of a model.
     Cost(Box<cost::CostArgs>),
+    /// Rank hybrid-parallel strategies of a model on N devices.
+    Rank(Box<rank::RankArgs>),
     /// List the shipped models and families.
     Models(models::ModelsArgs),
 }
@@ -100,5 +103,6 @@ pub fn run(cli: Cli) -> Result<(), Error> {
         Command::Explain(args) => explain::run(args),
         Command::Cost(args) => cost::run(*args),
         Command::Models(args) => models::run(args),
+        Command::Rank(args) => rank::run(*args),
     }
 }

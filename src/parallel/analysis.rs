@@ -401,3 +401,34 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
 pub fn axis_splits(plan: &OpPlan) -> Vec<AxisSplit> {
     plan.splits()
 }
+
+impl Analysis {
+    /// The same analysis with the symbols of `b` replaced by their values (partial evaluation:
+    /// what stays symbolic is what a search still varies), so that evaluating it many times is
+    /// cheap.
+    pub fn bind(&self, b: &crate::sym::Bindings) -> Result<Analysis, String> {
+        let f = |p: &Poly| p.bind(b).map_err(|e| e.to_string());
+        let comm = |c: &Comm| -> Result<Comm, String> {
+            Ok(Comm {
+                wire_bytes: f(&c.wire_bytes)?,
+                ..c.clone()
+            })
+        };
+        let mut out = self.clone();
+        for blk in &mut out.blocks {
+            blk.repeat = f(&blk.repeat)?;
+            blk.boundary_bytes = f(&blk.boundary_bytes)?;
+            blk.edges = blk.edges.iter().map(comm).collect::<Result<_, _>>()?;
+            for op in &mut blk.ops {
+                op.forward = f(&op.forward)?;
+                op.backward = f(&op.backward)?;
+                op.saved = f(&op.saved)?;
+                op.params = f(&op.params)?;
+                op.out_bytes = f(&op.out_bytes)?;
+                op.comm = op.comm.iter().map(comm).collect::<Result<_, _>>()?;
+                op.grad_comm = op.grad_comm.iter().map(comm).collect::<Result<_, _>>()?;
+            }
+        }
+        Ok(out)
+    }
+}

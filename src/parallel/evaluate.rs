@@ -41,6 +41,28 @@ pub struct BlockNumbers {
     pub grad_comm: Vec<(Comm, Rational)>,
     /// Boundary activation bytes.
     pub boundary: Rational,
+    /// Per-microbatch tensor-parallel wire bytes (all of `comm` on tp).
+    pub tp_bytes: Rational,
+    /// Per-step data-parallel gradient wire bytes.
+    pub dp_grad: Rational,
+    /// Per-step tensor-parallel gradient wire bytes.
+    pub tp_grad: Rational,
+    /// The same numbers as floats, for choosing (never for reporting).
+    pub approx: [f64; 10],
+}
+
+/// Indices into [`BlockNumbers::approx`].
+mod ax {
+    pub const FWD: usize = 0;
+    pub const BWD: usize = 1;
+    pub const ATT_FWD: usize = 2;
+    pub const SAVED: usize = 3;
+    pub const ATT_SAVED: usize = 4;
+    pub const PARAMS: usize = 5;
+    pub const TP: usize = 6;
+    pub const DP_GRAD: usize = 7;
+    pub const TP_GRAD: usize = 8;
+    pub const BOUNDARY: usize = 9;
 }
 
 fn eval(p: &Poly, b: &Bindings) -> Result<Rational, String> {
@@ -107,6 +129,28 @@ pub fn block_numbers(a: &Analysis, b: &Bindings) -> Result<Vec<BlockNumbers>, St
             n.comm.push((c.clone(), eval(&c.wire_bytes, b)?));
         }
         n.boundary = eval(&blk.boundary_bytes, b)?;
+        let sum = |it: &[(Comm, Rational)], axis: AxisKind| -> Rational {
+            it.iter()
+                .filter(|(c, _)| c.axis == axis)
+                .map(|(_, b)| b.clone())
+                .sum()
+        };
+        n.tp_bytes = sum(&n.comm, AxisKind::Tp);
+        n.dp_grad = sum(&n.grad_comm, AxisKind::Dp);
+        n.tp_grad = sum(&n.grad_comm, AxisKind::Tp);
+        let f = |x: &Rational| x.to_f64().unwrap_or(f64::MAX);
+        n.approx = [
+            f(&n.forward),
+            f(&n.backward),
+            f(&n.attention_forward),
+            f(&n.saved),
+            f(&n.attention_saved),
+            f(&n.params),
+            f(&n.tp_bytes),
+            f(&n.dp_grad),
+            f(&n.tp_grad),
+            f(&n.boundary),
+        ];
         out.push(n);
     }
     Ok(out)
@@ -227,20 +271,6 @@ pub struct Evaluation {
     pub reason: Option<String>,
 }
 
-/// Per-item numbers of the pipeline partition.
-#[derive(Clone)]
-struct Item {
-    block: usize,
-    compute: Rational,
-    tp_bytes: Rational,
-    saved: Rational,
-    params: Rational,
-}
-
-fn r(v: u64) -> Rational {
-    Rational::from_integer(v.into())
-}
-
 /// Checks that every split divides its index at these bindings.
 pub fn check_divisibility(
     model: &Model,
@@ -278,21 +308,15 @@ pub fn check_divisibility(
     Ok(())
 }
 
-/// Splits `items` into exactly `pp` contiguous stages, minimising the largest stage time: a
-/// binary search on the largest load with a greedy packing, then the fullest stages split until
-/// there are `pp` (splitting never raises the largest load). Returns the stage boundaries.
-fn partition(items: &[Item], pp: usize, kappa_tp: f64) -> Option<Vec<usize>> {
-    let n = items.len();
+/// Splits items of times `t` into exactly `pp` contiguous stages, minimising the largest stage
+/// time: a binary search on the largest load with a greedy packing, then the stages with most
+/// items split until there are `pp` (splitting never raises the largest load). Returns the stage
+/// boundaries.
+pub fn partition(t: &[f64], pp: usize) -> Option<Vec<usize>> {
+    let n = t.len();
     if pp == 0 || pp > n {
         return None;
     }
-    let t: Vec<f64> = items
-        .iter()
-        .map(|i| {
-            i.compute.to_f64().unwrap_or(f64::MAX)
-                + kappa_tp * i.tp_bytes.to_f64().unwrap_or(f64::MAX)
-        })
-        .collect();
     let pack = |limit: f64| -> Vec<usize> {
         let mut bounds = vec![0];
         let mut load = 0.0;
@@ -317,7 +341,6 @@ fn partition(items: &[Item], pp: usize, kappa_tp: f64) -> Option<Vec<usize>> {
     }
     let mut bounds = pack(hi);
     while bounds.len() - 1 < pp {
-        // Split the stage with the most items in two.
         let s = (0..bounds.len() - 1).max_by_key(|&s| bounds[s + 1] - bounds[s])?;
         if bounds[s + 1] - bounds[s] < 2 {
             return None;
@@ -328,54 +351,69 @@ fn partition(items: &[Item], pp: usize, kappa_tp: f64) -> Option<Vec<usize>> {
     Some(bounds)
 }
 
-/// Evaluates a strategy. `memory` is the device capacity in bytes.
-pub fn evaluate(
-    model: &Model,
-    a: &Analysis,
+/// One block's per-microbatch numbers under the recomputation choice.
+struct BlockCost {
+    compute: Rational,
+    tp_bytes: Rational,
+    saved: Rational,
+    params: Rational,
+    dp_grad: Rational,
+    tp_grad: Rational,
+    boundary: Rational,
+}
+
+/// The pipeline layout of one strategy, chosen in floating point.
+struct Plan {
+    /// Per block: (compute, tp bytes, tp grad bytes, dp grad bytes, params, saved) as floats.
+    cf: Vec<[f64; 6]>,
+    /// Block of each item (block copy), in order.
+    items: Vec<usize>,
+    /// Stage boundaries into `items`.
+    bounds: Vec<usize>,
+    /// Copies of each block on each stage, in order.
+    stage_counts: Vec<Vec<(usize, u64)>>,
+    /// Model chunks per device.
+    v: u64,
+}
+
+fn plan_pipeline(
     numbers: &[BlockNumbers],
-    knobs: &Knobs,
-    calib: &Calibration,
-    gpus_per_node: u64,
-    memory: &Rational,
-) -> Result<Evaluation, String> {
-    let k = knobs;
-    let mesh = Mesh::new(k.tp, k.dp, k.pp, gpus_per_node);
-    let kappa = |t: Tier| calib.balance(t);
-    let tp_tier = mesh.axis(AxisKind::Tp).tier;
-    let dp_tier = mesh.axis(AxisKind::Dp).tier;
-    let p2p_tier = mesh.p2p_tier();
-    let m = r(k.microbatches);
-    // Items: block copies in order.
-    let repeated: Vec<bool> = numbers
+    layer_block: &[bool],
+    k: &Knobs,
+    kt: f64,
+) -> Result<Plan, String> {
+    // The same in floating point, for choosing the partition and the stages to price.
+    let cf: Vec<[f64; 6]> = numbers
         .iter()
-        .map(|n| n.repeat > 1 || a.blocks.len() == 1)
+        .enumerate()
+        .map(|(bi, n)| {
+            let x = &n.approx;
+            let (extra, saved) = match (k.recompute, layer_block[bi]) {
+                (Recompute::Full, true) => (x[ax::FWD], x[ax::BOUNDARY]),
+                (Recompute::Selective, true) => (x[ax::ATT_FWD], x[ax::SAVED] - x[ax::ATT_SAVED]),
+                _ => (0.0, x[ax::SAVED]),
+            };
+            [
+                x[ax::FWD] + x[ax::BWD] + extra,
+                x[ax::TP],
+                x[ax::TP_GRAD],
+                x[ax::DP_GRAD],
+                x[ax::PARAMS],
+                saved,
+            ]
+        })
         .collect();
-    let mut items = Vec::new();
+    // Items: block copies in order.
+    let mut items: Vec<usize> = Vec::new();
     for (bi, n) in numbers.iter().enumerate() {
-        let layer = repeated[bi] || model.blocks[bi].repeat != Poly::one();
-        let (extra, saved) = match (k.recompute, layer) {
-            (Recompute::Full, true) => (n.forward.clone(), n.boundary.clone()),
-            (Recompute::Selective, true) => {
-                (n.attention_forward.clone(), &n.saved - &n.attention_saved)
-            }
-            _ => (Rational::zero(), n.saved.clone()),
-        };
-        let tp_bytes: Rational = n
-            .comm
-            .iter()
-            .filter(|(c, _)| c.axis == AxisKind::Tp)
-            .map(|(_, b)| b.clone())
-            .sum();
-        for _ in 0..n.repeat {
-            items.push(Item {
-                block: bi,
-                compute: &n.forward + &n.backward + &extra,
-                tp_bytes: tp_bytes.clone(),
-                saved: saved.clone(),
-                params: n.params.clone(),
-            });
-        }
+        items.extend(std::iter::repeat_n(bi, n.repeat as usize));
     }
+    let layers: u64 = numbers
+        .iter()
+        .enumerate()
+        .filter(|(bi, _)| layer_block[*bi])
+        .map(|(_, n)| n.repeat)
+        .sum();
     if (k.pp as usize) > items.len() {
         return Err(format!(
             "pp = {} is more than the {} layers to place",
@@ -388,15 +426,232 @@ pub fn evaluate(
     } else {
         1
     };
-    if v > 1 && !(items.len() as u64).is_multiple_of(k.pp * v) {
-        return Err(format!(
-            "interleaved-1f1b with {v} chunks needs the {} layers divisible by pp × chunks = {}",
-            items.len(),
-            k.pp * v
-        ));
+    if v > 1 && !layers.is_multiple_of(k.pp * v) {
+        return Err(format!("interleaved-1f1b with {v} chunks needs the {layers} layers divisible by pp × chunks = {}", k.pp * v));
     }
-    let kt = kappa(tp_tier).to_f64().unwrap_or(0.0);
-    let bounds = partition(&items, k.pp as usize, kt).ok_or("no pipeline partition")?;
+    let block_time: Vec<f64> = cf.iter().map(|c| c[0] + kt * c[1]).collect();
+    let t: Vec<f64> = items.iter().map(|&b| block_time[b]).collect();
+    let bounds = partition(&t, k.pp as usize).ok_or("no pipeline partition")?;
+    // Copies of each block on each stage, in order.
+    let stage_counts: Vec<Vec<(usize, u64)>> = (0..k.pp as usize)
+        .map(|s| {
+            let mut counts: Vec<(usize, u64)> = Vec::new();
+            for &b in &items[bounds[s]..bounds[s + 1]] {
+                match counts.last_mut() {
+                    Some((x, c)) if *x == b => *c += 1,
+                    _ => counts.push((b, 1)),
+                }
+            }
+            counts
+        })
+        .collect();
+    Ok(Plan {
+        cf,
+        items,
+        bounds,
+        stage_counts,
+        v,
+    })
+}
+
+/// Floating-point (time, time with data-parallel and point-to-point traffic, memory) per stage,
+/// for choosing which stages to price exactly.
+fn rough_stages(
+    plan: &Plan,
+    numbers: &[BlockNumbers],
+    k: &Knobs,
+    kt: f64,
+    kd: f64,
+    kp: f64,
+) -> Vec<[f64; 3]> {
+    let Plan {
+        cf,
+        items,
+        bounds,
+        stage_counts,
+        ..
+    } = plan;
+    let mf = k.microbatches as f64;
+    let mut rough: Vec<[f64; 3]> = Vec::new();
+    for (s, counts) in stage_counts.iter().enumerate() {
+        let sum = |i: usize| {
+            counts
+                .iter()
+                .map(|(b, c)| cf[*b][i] * *c as f64)
+                .sum::<f64>()
+        };
+        let time = sum(0) * mf + kt * (sum(1) * mf + sum(2));
+        let mut p2p = 0.0;
+        if (s as u64) + 1 < k.pp {
+            p2p += numbers[items[bounds[s + 1] - 1]].approx[ax::BOUNDARY];
+        }
+        if s > 0 {
+            p2p += numbers[items[bounds[s] - 1]].approx[ax::BOUNDARY];
+        }
+        let full = time + kd * sum(3) + kp * p2p * mf;
+        let fly = match k.schedule {
+            Schedule::Gpipe => mf,
+            _ if k.pp == 1 => 1.0,
+            _ => (k.microbatches.min(k.pp - s as u64)) as f64 * 2.0,
+        };
+        let mem = sum(4) * 16.0 + sum(5) * fly;
+        rough.push([time, full, mem]);
+    }
+    rough
+}
+
+/// A strategy priced in floating point: enough to order thousands of strategies quickly; the
+/// ones shown are then priced exactly with [`evaluate_with`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Estimate {
+    /// Relative cost.
+    pub total: f64,
+    /// Its FLOP part.
+    pub flop_part: f64,
+    /// Its κ × bytes part.
+    pub byte_part: f64,
+    /// Memory of the fullest device.
+    pub memory: f64,
+}
+
+/// Prices a strategy in floating point (see [`Estimate`]).
+pub fn estimate(
+    model: &Model,
+    numbers: &[BlockNumbers],
+    k: &Knobs,
+    kappa: &dyn Fn(Tier) -> f64,
+    gpus_per_node: u64,
+) -> Result<Estimate, String> {
+    let mesh = Mesh::new(k.tp, k.dp, k.pp, gpus_per_node);
+    let (kt, kd, kp) = (
+        kappa(mesh.axis(AxisKind::Tp).tier),
+        kappa(mesh.axis(AxisKind::Dp).tier),
+        kappa(mesh.p2p_tier()),
+    );
+    let layer_block: Vec<bool> = model
+        .blocks
+        .iter()
+        .map(|b| b.repeat != Poly::one())
+        .collect();
+    let plan = plan_pipeline(numbers, &layer_block, k, kt)?;
+    let rough = rough_stages(&plan, numbers, k, kt, kd, kp);
+    let mf = k.microbatches as f64;
+    let bs = (0..rough.len())
+        .max_by(|a, b| rough[*a][1].total_cmp(&rough[*b][1]))
+        .ok_or("no stages")?;
+    let tm = (0..rough.len())
+        .max_by(|a, b| rough[*a][0].total_cmp(&rough[*b][0]))
+        .ok_or("no stages")?;
+    let frac = (k.pp - 1) as f64 / (mf * plan.v as f64);
+    let flops = |s: usize| {
+        plan.stage_counts[s]
+            .iter()
+            .map(|(b, c)| plan.cf[*b][0] * *c as f64)
+            .sum::<f64>()
+            * mf
+    };
+    let total = rough[bs][1] + rough[tm][0] * frac;
+    let flop_part = flops(bs) + flops(tm) * frac;
+    let zero = |min: u8| if k.zero >= min { k.dp as f64 } else { 1.0 };
+    let mut memory = 0.0f64;
+    for (s, counts) in plan.stage_counts.iter().enumerate() {
+        let params: f64 = counts.iter().map(|(b, c)| plan.cf[*b][4] * *c as f64).sum();
+        let saved: f64 = counts.iter().map(|(b, c)| plan.cf[*b][5] * *c as f64).sum();
+        let fly = match k.schedule {
+            Schedule::Gpipe => mf,
+            _ if k.pp == 1 => 1.0,
+            Schedule::OneFOneB => k.microbatches.min(k.pp - s as u64) as f64,
+            Schedule::Interleaved => {
+                k.microbatches.min(k.pp - s as u64) as f64
+                    * (1.0 + (k.pp - 1) as f64 / (k.pp * plan.v) as f64)
+            }
+        };
+        let mut act = saved * fly;
+        if k.recompute == Recompute::Full {
+            act += numbers
+                .iter()
+                .enumerate()
+                .filter(|(bi, _)| layer_block[*bi])
+                .map(|(_, n)| n.approx[ax::SAVED])
+                .fold(0.0, f64::max);
+        }
+        let mem = params
+            * (WEIGHT_BYTES as f64 / zero(3)
+                + GRAD_BYTES as f64 / zero(2)
+                + OPTIMIZER_BYTES as f64 / zero(1))
+            + act;
+        memory = memory.max(mem);
+    }
+    Ok(Estimate {
+        total,
+        flop_part,
+        byte_part: total - flop_part,
+        memory,
+    })
+}
+
+/// Evaluates a strategy. `memory` is the device capacity in bytes. With `detail`, the
+/// collectives of the busiest device are listed (slower; `rank` asks only for its top rows).
+#[allow(clippy::too_many_arguments)]
+pub fn evaluate_with(
+    model: &Model,
+    a: &Analysis,
+    numbers: &[BlockNumbers],
+    knobs: &Knobs,
+    calib: &Calibration,
+    gpus_per_node: u64,
+    memory: &Rational,
+    detail: bool,
+) -> Result<Evaluation, String> {
+    let k = knobs;
+    let mesh = Mesh::new(k.tp, k.dp, k.pp, gpus_per_node);
+    let tp_tier = mesh.axis(AxisKind::Tp).tier;
+    let dp_tier = mesh.axis(AxisKind::Dp).tier;
+    let p2p_tier = mesh.p2p_tier();
+    let (k_tp, k_dp, k_p2p) = (
+        calib.balance(tp_tier),
+        calib.balance(dp_tier),
+        calib.balance(p2p_tier),
+    );
+    let m = r(k.microbatches);
+    let layer_block: Vec<bool> = model
+        .blocks
+        .iter()
+        .map(|b| b.repeat != Poly::one())
+        .collect();
+    let costs: Vec<BlockCost> = numbers
+        .iter()
+        .enumerate()
+        .map(|(bi, n)| {
+            let (extra, saved) = match (k.recompute, layer_block[bi]) {
+                (Recompute::Full, true) => (n.forward.clone(), n.boundary.clone()),
+                (Recompute::Selective, true) => {
+                    (n.attention_forward.clone(), &n.saved - &n.attention_saved)
+                }
+                _ => (Rational::zero(), n.saved.clone()),
+            };
+            BlockCost {
+                compute: &n.forward + &n.backward + &extra,
+                tp_bytes: n.tp_bytes.clone(),
+                saved,
+                params: n.params.clone(),
+                dp_grad: n.dp_grad.clone(),
+                tp_grad: n.tp_grad.clone(),
+                boundary: n.boundary.clone(),
+            }
+        })
+        .collect();
+    let kt = k_tp.to_f64().unwrap_or(0.0);
+    let plan = plan_pipeline(numbers, &layer_block, k, kt)?;
+    let f = |x: &Rational| x.to_f64().unwrap_or(f64::MAX);
+    let rough = rough_stages(&plan, numbers, k, kt, f(&k_dp), f(&k_p2p));
+    let Plan {
+        items,
+        bounds,
+        stage_counts,
+        v,
+        ..
+    } = plan;
     let zero_div = |stage_min: u8| {
         if k.zero >= stage_min {
             r(k.dp)
@@ -407,21 +662,12 @@ pub fn evaluate(
     let full_layer_saved: Rational = numbers
         .iter()
         .enumerate()
-        .filter(|(bi, _)| repeated[*bi])
+        .filter(|(bi, _)| layer_block[*bi])
         .map(|(_, n)| n.saved.clone())
         .max()
         .unwrap_or_default();
-    let mut stages = Vec::new();
-    let mut best: Option<(Rational, usize)> = None;
-    let mut stage_time = Vec::new();
-    let mut stage_extra = Vec::new();
-    for s in 0..k.pp as usize {
-        let its = &items[bounds[s]..bounds[s + 1]];
-        let compute: Rational = its.iter().map(|i| i.compute.clone()).sum::<Rational>() * &m;
-        let tp_bytes: Rational = its.iter().map(|i| i.tp_bytes.clone()).sum::<Rational>() * &m;
-        let params: Rational = its.iter().map(|i| i.params.clone()).sum();
-        let saved: Rational = its.iter().map(|i| i.saved.clone()).sum();
-        let inflight = match k.schedule {
+    let inflight = |s: usize| -> Rational {
+        match k.schedule {
             Schedule::Gpipe => m.clone(),
             _ if k.pp == 1 => Rational::one(),
             Schedule::OneFOneB => r(k.microbatches.min(k.pp - s as u64)),
@@ -429,84 +675,132 @@ pub fn evaluate(
                 let base = r(k.microbatches.min(k.pp - s as u64));
                 base * (Rational::one() + Rational::new((k.pp - 1).into(), (k.pp * v).into()))
             }
+        }
+    };
+    let boundary_bytes = |s: usize| -> Rational {
+        // Activations go forward to the next stage, their gradients back to the previous one.
+        let mut p2p = Rational::zero();
+        if (s as u64) + 1 < k.pp {
+            p2p += costs[items[bounds[s + 1] - 1]].boundary.clone();
+        }
+        if s > 0 {
+            p2p += costs[items[bounds[s] - 1]].boundary.clone();
+        }
+        p2p * &m
+    };
+    // One stage, exactly: (stage, time with its tensor-parallel traffic, (dp, tp, p2p) bytes).
+    let exact = |s: usize| -> (Stage, Rational, (Rational, Rational, Rational)) {
+        let counts = &stage_counts[s];
+        let total = |f: &dyn Fn(&BlockCost) -> &Rational| -> Rational {
+            counts.iter().map(|(b, c)| f(&costs[*b]) * r(*c)).sum()
         };
-        let mut activations = saved * inflight;
+        let compute = total(&|c| &c.compute) * &m;
+        let tp_bytes = total(&|c| &c.tp_bytes) * &m + total(&|c| &c.tp_grad);
+        let params = total(&|c| &c.params);
+        let mut activations = total(&|c| &c.saved) * inflight(s);
         if k.recompute == Recompute::Full {
             activations += full_layer_saved.clone();
         }
         let weights = &params * r(WEIGHT_BYTES as u64) / zero_div(3);
         let grads = &params * r(GRAD_BYTES as u64) / zero_div(2);
         let optimizer = &params * r(OPTIMIZER_BYTES as u64) / zero_div(1);
-        let total = &weights + &grads + &optimizer + &activations;
-        let mem = Memory {
+        let mem_total = &weights + &grads + &optimizer + &activations;
+        let memory = Memory {
             params: weights,
             grads,
             optimizer,
             activations,
-            total,
+            total: mem_total,
         };
-        let mut names: Vec<(String, u64)> = Vec::new();
-        for i in its {
-            let name = a.blocks[i.block].name.clone();
-            match names.last_mut() {
-                Some((n, c)) if *n == name => *c += 1,
-                _ => names.push((name, 1)),
-            }
-        }
-        // Per-step gradient reductions of the stage's parameters; ZeRO-3 gathers weights again
-        // in forward and backward: 3/2 of the all-reduce bytes.
-        let mut dp_bytes = Rational::zero();
-        let mut tp_grad = Rational::zero();
-        for i in its {
-            for (c, b) in &numbers[i.block].grad_comm {
-                match c.axis {
-                    AxisKind::Dp => dp_bytes += b.clone(),
-                    _ => tp_grad += b.clone(),
-                }
-            }
-        }
+        // ZeRO-3 gathers weights again in forward and backward: 3/2 of the all-reduce bytes.
+        let mut dp_bytes = total(&|c| &c.dp_grad);
         if k.zero == 3 {
             dp_bytes *= Rational::new(3.into(), 2.into());
         }
-        // Activations go forward to the next stage, their gradients back to the previous one.
-        let boundary_after = |end: usize| numbers[items[end - 1].block].boundary.clone();
-        let mut p2p = Rational::zero();
-        if (s as u64) + 1 < k.pp {
-            p2p += boundary_after(bounds[s + 1]);
+        let time = &compute + &k_tp * &tp_bytes;
+        let items = counts
+            .iter()
+            .map(|(b, c)| (a.blocks[*b].name.clone(), *c))
+            .collect();
+        (
+            Stage {
+                stage: s as u64,
+                items,
+                flops: compute,
+                memory,
+            },
+            time,
+            (dp_bytes, tp_bytes, boundary_bytes(s)),
+        )
+    };
+    // Choose the stages that matter in floating point, then price those exactly: every stage
+    // within a relative 1e-9 of a maximum is priced, so a near tie cannot hide the true maximum.
+    // Stages with the same blocks, neighbours and micro-batches in flight are the same stage:
+    // one of each kind is priced.
+    let key = |s: usize| {
+        let prev = (s > 0).then(|| items[bounds[s] - 1]);
+        let next = ((s as u64) + 1 < k.pp).then(|| items[bounds[s + 1] - 1]);
+        let fly = if k.schedule == Schedule::Gpipe {
+            k.microbatches
+        } else {
+            k.microbatches.min(k.pp - s as u64)
+        };
+        (stage_counts[s].clone(), prev, next, fly)
+    };
+    let mut pick: Vec<usize> = Vec::new();
+    let mut seen = Vec::new();
+    for i in 0..3 {
+        let top = rough.iter().map(|x| x[i]).fold(f64::MIN, f64::max);
+        for (s, x) in rough.iter().enumerate() {
+            if x[i] >= top - top.abs() * 1e-9 && !pick.contains(&s) {
+                let kk = key(s);
+                if !seen.contains(&kk) {
+                    seen.push(kk);
+                    pick.push(s);
+                }
+            }
         }
-        if s > 0 {
-            p2p += boundary_after(bounds[s]);
-        }
-        let p2p = p2p * &m;
-        let time = &compute + kappa(tp_tier) * (&tp_bytes + &tp_grad);
-        let extra = kappa(dp_tier) * &dp_bytes + kappa(p2p_tier) * &p2p;
-        let total_cost = &time + &extra;
-        if best.as_ref().is_none_or(|(b, _)| total_cost > *b) {
-            best = Some((total_cost, s));
-        }
-        stage_time.push(time);
-        stage_extra.push((dp_bytes, tp_bytes + tp_grad, p2p));
-        stages.push(Stage {
-            stage: s as u64,
-            items: names,
-            flops: compute,
-            memory: mem,
-        });
     }
-    let (_, bs) = best.ok_or("no stages")?;
-    let t_max = stage_time.iter().max().cloned().unwrap_or_default();
+    if detail {
+        pick = (0..stage_counts.len()).collect();
+    }
+    pick.sort_unstable();
+    let mut stages = Vec::new();
+    let mut stage_time = Vec::new();
+    let mut stage_extra = Vec::new();
+    for &s in &pick {
+        let (st, time, extra) = exact(s);
+        stages.push(st);
+        stage_time.push(time);
+        stage_extra.push(extra);
+    }
+    let per_stage_blocks: Vec<&Vec<(usize, u64)>> =
+        pick.iter().map(|&s| &stage_counts[s]).collect();
+    // The busiest device: the stage with the largest time including its own data-parallel and
+    // point-to-point traffic.
+    let full: Vec<Rational> = (0..stages.len())
+        .map(|s| &stage_time[s] + &k_dp * &stage_extra[s].0 + &k_p2p * &stage_extra[s].2)
+        .collect();
+    let bs = (0..full.len())
+        .max_by(|x, y| full[*x].cmp(&full[*y]))
+        .ok_or("no stages")?;
+    let tm = (0..stage_time.len())
+        .max_by(|x, y| stage_time[*x].cmp(&stage_time[*y]))
+        .ok_or("no stages")?;
     let bubble_fraction = Rational::new((k.pp - 1).into(), (k.microbatches * v).into());
-    let bubble = &t_max * &bubble_fraction;
-    let t_max_stage = stage_time.iter().position(|t| *t == t_max).unwrap_or(0);
-    let t_max_flops = stages[t_max_stage].flops.clone();
+    let bubble = &stage_time[tm] * &bubble_fraction;
     let (dp_bytes, tp_bytes, p2p) = stage_extra[bs].clone();
     let mut relative = RelativeCost {
         compute: stages[bs].flops.clone(),
         bubble,
         ..RelativeCost::default()
     };
-    for (bytes, tier) in [(&dp_bytes, dp_tier), (&tp_bytes, tp_tier), (&p2p, p2p_tier)] {
-        let c = kappa(tier) * bytes;
+    for (bytes, tier, kappa) in [
+        (&dp_bytes, dp_tier, &k_dp),
+        (&tp_bytes, tp_tier, &k_tp),
+        (&p2p, p2p_tier, &k_p2p),
+    ] {
+        let c = kappa * bytes;
         match tier {
             Tier::Intra => relative.comm_intra += c,
             Tier::Inter => relative.comm_inter += c,
@@ -514,43 +808,36 @@ pub fn evaluate(
     }
     relative.total =
         &relative.compute + &relative.comm_intra + &relative.comm_inter + &relative.bubble;
-    relative.flop_part = &relative.compute + &t_max_flops * &bubble_fraction;
+    relative.flop_part = &relative.compute + &stages[tm].flops * &bubble_fraction;
     relative.byte_part = &relative.total - &relative.flop_part;
-    // Collectives of the busiest stage's device.
     let mut comm = Vec::new();
-    let its = &items[bounds[bs]..bounds[bs + 1]];
-    let mut per_block: Vec<(usize, u64)> = Vec::new();
-    for i in its {
-        match per_block.iter_mut().find(|(b, _)| *b == i.block) {
-            Some(e) => e.1 += 1,
-            None => per_block.push((i.block, 1)),
-        }
-    }
-    for (bi, copies) in per_block {
+    if detail {
         let tier_of = |ax: AxisKind| if ax == AxisKind::Dp { dp_tier } else { tp_tier };
-        for (c, b) in &numbers[bi].comm {
-            comm.push(CommRow {
-                collective: c.kind,
-                axis: c.axis,
-                tier: tier_of(c.axis),
-                bytes: b / r(c.calls.into()),
-                count: copies * k.microbatches * c.calls as u64,
-                op: c.op.clone(),
-                tensor: c.tensor.clone(),
-                reason: c.reason.clone(),
-            });
-        }
-        for (c, b) in &numbers[bi].grad_comm {
-            comm.push(CommRow {
-                collective: c.kind,
-                axis: c.axis,
-                tier: tier_of(c.axis),
-                bytes: b / r(c.calls.into()),
-                count: copies * c.calls as u64,
-                op: c.op.clone(),
-                tensor: c.tensor.clone(),
-                reason: c.reason.clone(),
-            });
+        for &(bi, copies) in per_stage_blocks[bs] {
+            for (c, b) in &numbers[bi].comm {
+                comm.push(CommRow {
+                    collective: c.kind,
+                    axis: c.axis,
+                    tier: tier_of(c.axis),
+                    bytes: b / r(c.calls.into()),
+                    count: copies * k.microbatches * c.calls as u64,
+                    op: c.op.clone(),
+                    tensor: c.tensor.clone(),
+                    reason: c.reason.clone(),
+                });
+            }
+            for (c, b) in &numbers[bi].grad_comm {
+                comm.push(CommRow {
+                    collective: c.kind,
+                    axis: c.axis,
+                    tier: tier_of(c.axis),
+                    bytes: b / r(c.calls.into()),
+                    count: copies * c.calls as u64,
+                    op: c.op.clone(),
+                    tensor: c.tensor.clone(),
+                    reason: c.reason.clone(),
+                });
+            }
         }
     }
     let fullest = stages
@@ -568,12 +855,13 @@ pub fn evaluate(
         )
     });
     // Whole-model FLOPs per step without recomputation.
-    let mut model_flops = Rational::zero();
-    for (n, blk) in numbers.iter().zip(&a.blocks) {
-        let _ = blk;
-        model_flops += (&n.forward + &n.backward) * r(n.repeat);
-    }
-    model_flops = model_flops * &m * r(k.dp) * r(k.tp);
+    let model_flops: Rational = numbers
+        .iter()
+        .map(|n| (&n.forward + &n.backward) * r(n.repeat))
+        .sum::<Rational>()
+        * &m
+        * r(k.dp)
+        * r(k.tp);
     Ok(Evaluation {
         knobs: k.clone(),
         mesh,
@@ -588,4 +876,21 @@ pub fn evaluate(
         feasible,
         reason,
     })
+}
+
+/// Evaluates a strategy with the busiest device's collectives listed.
+pub fn evaluate(
+    model: &Model,
+    a: &Analysis,
+    numbers: &[BlockNumbers],
+    knobs: &Knobs,
+    calib: &Calibration,
+    gpus_per_node: u64,
+    memory: &Rational,
+) -> Result<Evaluation, String> {
+    evaluate_with(model, a, numbers, knobs, calib, gpus_per_node, memory, true)
+}
+
+fn r(v: u64) -> Rational {
+    Rational::from_integer(v.into())
 }

@@ -5,13 +5,14 @@
 use crate::calib::Calibration;
 use crate::model::Model;
 use crate::parallel::evaluate::{
-    block_numbers, check_divisibility, evaluate, microbatch_bindings, BlockNumbers,
+    block_numbers, check_divisibility, estimate, evaluate_with, microbatch_bindings, BlockNumbers,
+    Estimate,
 };
 use crate::parallel::{analyse, check_model_limits, Analysis, Evaluation, Layout};
 use crate::strategy::Tier;
 use crate::strategy::{Knobs, Recompute, Schedule, MAX_DEVICES};
 use crate::sym::{Bindings, Rational};
-use num_traits::{One, Zero};
+use num_traits::{One, ToPrimitive};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -112,10 +113,24 @@ pub fn rank(
             ..Layout::default()
         })
         .collect();
-    let analyses: Vec<Analysis> = layouts.iter().map(|l| analyse(model, l)).collect();
+    // Bind every symbol the search does not vary (all but the batch, which micro-batching
+    // divides, and the vocabulary, which tensor parallelism may pad).
+    let mut fixed = values.clone();
+    fixed.remove("B");
+    fixed.remove("V");
+    let analyses: Vec<Analysis> = layouts
+        .iter()
+        .map(|l| analyse(model, l).bind(&fixed))
+        .collect::<Result<_, _>>()?;
     let batch = values.get("B").cloned().unwrap_or_else(Rational::one);
     let mut rejected = BTreeMap::new();
-    let mut evals: Vec<Evaluation> = Vec::new();
+    let mut estimates: Vec<(Knobs, Estimate)> = Vec::new();
+    let kappa_intra = calib.balance(Tier::Intra).to_f64().unwrap_or(f64::MAX);
+    let kappa_inter = calib.balance(Tier::Inter).to_f64().unwrap_or(f64::MAX);
+    let kappa = |t: Tier| match t {
+        Tier::Intra => kappa_intra,
+        Tier::Inter => kappa_inter,
+    };
     let mut cache: BTreeMap<(u64, u64, u64, bool), Numbers> = BTreeMap::new();
     for tp in divisors(opts.devices) {
         for pp in divisors(opts.devices / tp) {
@@ -186,16 +201,8 @@ pub fn rank(
                                     zero,
                                     ..base.clone()
                                 };
-                                match evaluate(
-                                    model,
-                                    analysis,
-                                    &numbers,
-                                    &k,
-                                    calib,
-                                    opts.gpus_per_node,
-                                    &opts.memory,
-                                ) {
-                                    Ok(e) => evals.push(e),
+                                match estimate(model, &numbers, &k, &kappa, opts.gpus_per_node) {
+                                    Ok(e) => estimates.push((k, e)),
                                     Err(e) => reject(&mut rejected, e),
                                 }
                             }
@@ -205,14 +212,66 @@ pub fn rank(
             }
         }
     }
-    let evaluated = evals.len();
+    // Order everything in floating point, then price exactly every strategy that could be
+    // among the shown rows (a relative margin of 1e-6 around the last one) and every strategy
+    // whose memory is within 1e-6 of the capacity, so that the shown order and feasibility are
+    // exact.
+    let evaluated = estimates.len();
+    let cap = opts.memory.to_f64().unwrap_or(f64::MAX);
+    let fits = |e: &Estimate| e.memory <= cap * (1.0 + 1e-9);
+    estimates.sort_by(|(_, a), (_, b)| {
+        fits(b)
+            .cmp(&fits(a))
+            .then(a.total.total_cmp(&b.total))
+            .then(a.memory.total_cmp(&b.memory))
+    });
+    let feasible_est = estimates.iter().filter(|(_, e)| fits(e)).count();
+    let last = estimates
+        .get(opts.top.min(estimates.len()).saturating_sub(1))
+        .map(|(_, e)| e.total)
+        .unwrap_or(0.0);
+    let mut candidates: Vec<&Knobs> = Vec::new();
+    for (i, (k, e)) in estimates.iter().enumerate() {
+        let shown = i < opts.top || (fits(e) && e.total <= last * (1.0 + 1e-6));
+        let borderline = (e.memory - cap).abs() <= cap * 1e-6;
+        if shown || borderline {
+            candidates.push(k);
+        }
+    }
+    let mut evals: Vec<Evaluation> = Vec::new();
+    for k in candidates {
+        let analysis = &analyses[usize::from(k.sequence_parallel)];
+        if let Some(Ok(numbers)) = cache.get(&(k.dp, k.tp, k.microbatches, k.sequence_parallel)) {
+            if let Ok(e) = evaluate_with(
+                model,
+                analysis,
+                numbers,
+                k,
+                calib,
+                opts.gpus_per_node,
+                &opts.memory,
+                true,
+            ) {
+                evals.push(e);
+            }
+        }
+    }
+    // Feasible first, cheapest first; ties go to the smaller memory footprint.
     evals.sort_by(|a, b| {
         b.feasible
             .cmp(&a.feasible)
             .then(a.relative.total.cmp(&b.relative.total))
+            .then(a.memory.total.cmp(&b.memory.total))
     });
-    let feasible = evals.iter().filter(|e| e.feasible).count();
-    let balance_range = (feasible > 0).then(|| stability(&evals[..feasible]));
+    let feasible = feasible_est;
+    let balance_range = evals.first().filter(|e| e.feasible).map(|top| {
+        let others: Vec<(f64, f64)> = estimates
+            .iter()
+            .filter(|(k, e)| fits(e) && *k != top.knobs)
+            .map(|(_, e)| (e.flop_part, e.byte_part))
+            .collect();
+        stability(&top.relative, &others)
+    });
     let rows = evals
         .into_iter()
         .take(opts.top)
@@ -233,29 +292,28 @@ pub fn rank(
 }
 
 /// The interval of λ ≥ 0 (every κ scaled by λ) over which the first strategy stays cheapest:
-/// cost_i(λ) = flop_i + λ·byte_i, exact.
-fn stability(evals: &[Evaluation]) -> (Rational, Option<Rational>) {
-    let top = &evals[0].relative;
-    let mut lo = Rational::zero();
-    let mut hi: Option<Rational> = None;
-    for e in &evals[1..] {
-        let o = &e.relative;
-        let dc = &top.byte_part - &o.byte_part;
-        let df = &o.flop_part - &top.flop_part;
-        if dc > Rational::zero() {
-            let bound = &df / &dc;
-            hi = Some(match hi {
-                Some(h) if h < bound => h,
-                _ => bound,
-            });
-        } else if dc < Rational::zero() {
-            let bound = &df / &dc;
-            if bound > lo {
-                lo = bound;
-            }
+/// cost_i(λ) = flop_i + λ·byte_i. The others are compared through their floating-point
+/// estimates, so the bounds are as precise as those.
+fn stability(
+    top: &crate::parallel::RelativeCost,
+    others: &[(f64, f64)],
+) -> (Rational, Option<Rational>) {
+    let tf = top.flop_part.to_f64().unwrap_or(0.0);
+    let tb = top.byte_part.to_f64().unwrap_or(0.0);
+    let mut lo = 0.0f64;
+    let mut hi: Option<f64> = None;
+    for &(of, ob) in others {
+        let dc = tb - ob;
+        let df = of - tf;
+        if dc > 0.0 {
+            let bound = df / dc;
+            hi = Some(hi.map_or(bound, |h: f64| h.min(bound)));
+        } else if dc < 0.0 {
+            lo = lo.max(df / dc);
         }
     }
-    (lo, hi)
+    let q = |x: f64| Rational::from_float(x).unwrap_or_default();
+    (q(lo.max(0.0)), hi.map(|h| q(h.max(0.0))))
 }
 
 /// κ of each tier at a λ.
