@@ -35,6 +35,9 @@ pub enum Error {
     /// Bad input that belongs to no file (command-line values, for instance).
     #[error("{0}")]
     Usage(String),
+    /// A check the user asked for found a discrepancy (an audit mismatch): exit code 1.
+    #[error("{0}")]
+    Check(String),
     /// A file could not be read.
     #[error("{path}: {source}")]
     Io {
@@ -58,11 +61,12 @@ impl Error {
         }
     }
 
-    /// The process exit code for this error: 2 for bad input, 1 for I/O trouble.
+    /// The process exit code for this error: 2 for bad input, 1 for I/O trouble or a failed
+    /// check.
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Input { .. } | Error::Usage(_) => 2,
-            Error::Io { .. } => 1,
+            Error::Io { .. } | Error::Check(_) => 1,
         }
     }
 }

@@ -6,6 +6,7 @@
 //! ([`rules::law`]).
 #![warn(missing_docs)]
 
+pub mod audit;
 pub mod calib;
 pub mod cli;
 pub mod diag;

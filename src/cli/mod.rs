@@ -1,5 +1,6 @@
 //! The `symshard` command line: one file per subcommand, argument handling and printing only.
 
+pub mod audit;
 mod cost;
 pub mod explain;
 mod models;
@@ -26,6 +27,8 @@ pub enum Command {
     Explain(explain::ExplainArgs),
     /// Parameters, FLOPs (matmul-like and other) and activation memory of a model.
     Cost(Box<cost::CostArgs>),
+    /// Check every derived split cost against brute-force counting on small shapes.
+    Audit(audit::AuditArgs),
     /// Rank hybrid-parallel strategies of a model on N devices.
     Rank(Box<rank::RankArgs>),
     /// List the shipped models and families.
@@ -104,5 +107,6 @@ pub fn run(cli: Cli) -> Result<(), Error> {
         Command::Cost(args) => cost::run(*args),
         Command::Models(args) => models::run(args),
         Command::Rank(args) => rank::run(*args),
+        Command::Audit(args) => audit::run(args),
     }
 }

@@ -60,8 +60,16 @@ pub struct OpAnalysis {
     pub forward: Poly,
     /// Backward FLOPs per device.
     pub backward: Poly,
-    /// Bytes saved for backward per device.
+    /// Bytes saved for backward per device (an input another operator of the block already
+    /// keeps is not counted again).
     pub saved: Poly,
+    /// The saved inputs: (input position, bytes per device).
+    #[serde(skip)]
+    pub saved_inputs: Vec<(usize, Poly)>,
+    /// The part of `saved` that selective recomputation drops: what an attention-core operator
+    /// saves of its own or of another attention-core operator's outputs (its inputs from outside
+    /// the core must stay, to recompute from).
+    pub recomputable_saved: Poly,
     /// Trained parameter elements owned, per device.
     pub params: Poly,
     /// Per-(micro)batch collectives of the operator itself (statistics, halos).
@@ -139,6 +147,76 @@ pub fn analyse(model: &Model, layout: &Layout) -> Analysis {
             edges: Vec::new(),
             boundary_bytes: Poly::zero(),
         });
+    }
+    // A tensor read by several operators (the input of q, k and v projections) is saved once.
+    // Under sequence parallelism a sequence-sharded tensor that a tensor-parallel operator reads
+    // whole is kept sharded and gathered again in the backward pass, as Megatron-LM does
+    // (Korthikanti et al. 2022 §4.2.3).
+    let mut regather: Vec<Vec<Comm>> = vec![Vec::new(); model.blocks.len()];
+    for (bi, block) in model.blocks.iter().enumerate() {
+        let mut kept: Vec<(String, Poly)> = Vec::new();
+        for (oi, &n) in block.order.iter().enumerate() {
+            let node = &block.graph[n];
+            let saved_inputs = blocks[bi].ops[oi].saved_inputs.clone();
+            let core = blocks[bi].ops[oi].attention_core;
+            if core {
+                let inputs: Poly = saved_inputs.iter().map(|(_, b)| b.clone()).sum();
+                blocks[bi].ops[oi].recomputable_saved = &blocks[bi].ops[oi].saved - &inputs;
+            }
+            for (k, bytes) in saved_inputs {
+                let (key, producer) = match &node.inputs[k].1 {
+                    Producer::Op {
+                        block: pb,
+                        node: pn,
+                    } => (
+                        format!("op {pb} {}", pn.index()),
+                        index.get(&(*pb, *pn)).copied(),
+                    ),
+                    Producer::BlockInput => (
+                        "block input".to_string(),
+                        block.output.and_then(|o| index.get(&(bi, o)).copied()),
+                    ),
+                    Producer::GraphInput(g) => (format!("input {g}"), None),
+                    _ => continue,
+                };
+                let mut keep = bytes.clone();
+                if let Some((pb, pi)) = producer {
+                    let p = &blocks[pb].ops[pi];
+                    let reads_whole = matches!(
+                        blocks[bi].ops[oi].plan.tp,
+                        Some((_, super::layout::Tag::Feature))
+                    );
+                    if p.out[1] == Place::Shard(super::layout::Tag::Seq) && reads_whole {
+                        keep = bytes.checked_div(&Poly::symbol(TP)).expect("axis symbol");
+                        if !kept.iter().any(|(k2, _)| *k2 == key) {
+                            if let Some((kind, wire)) =
+                                convert(p.out[1], Place::Replicate, &p.out_bytes, &p.out, 1)
+                            {
+                                regather[bi].push(Comm {
+                                    kind,
+                                    axis: AxisKind::Tp,
+                                    op: format!("{}→{} (backward)", p.name, node.name),
+                                    tensor: p.name.clone(),
+                                    wire_bytes: wire,
+                                    calls: 1,
+                                    reason: format!("sequence parallelism keeps `{}` sharded and gathers it again for the backward pass of `{}`", p.name, node.name),
+                                });
+                            }
+                        }
+                    }
+                }
+                blocks[bi].ops[oi].saved -= &bytes;
+                if !kept.iter().any(|(k2, _)| *k2 == key) {
+                    blocks[bi].ops[oi].saved += &keep;
+                    let from_core =
+                        producer.is_some_and(|(pb, pi)| blocks[pb].ops[pi].attention_core);
+                    if core && from_core {
+                        blocks[bi].ops[oi].recomputable_saved += &keep;
+                    }
+                    kept.push((key, keep));
+                }
+            }
+        }
     }
     // Edges: forward conversions and backward gradient conversions.
     for (bi, block) in model.blocks.iter().enumerate() {
@@ -236,6 +314,7 @@ pub fn analyse(model: &Model, layout: &Layout) -> Analysis {
             }
         }
         blocks[bi].edges.extend(edges);
+        blocks[bi].edges.append(&mut regather[bi]);
         if let Some(o) = block.output {
             let (_, oi) = index[&(bi, o)];
             let op = &blocks[bi].ops[oi];
@@ -358,6 +437,22 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
             }),
         }
     }
+    // Saved tensors that are inputs: kept once per producer in the block (see `analyse`).
+    let saved_inputs: Vec<(usize, Poly)> = node
+        .rule
+        .saved
+        .iter()
+        .filter_map(|t| {
+            let k = node.rule.inputs.iter().position(|i| i.name == t.name)?;
+            let mut bytes = f(&tensor_bytes(t, model.dtype_bytes));
+            for s in &entry.splits {
+                if t.has(&s.index) {
+                    bytes = bytes.checked_div(&s.size).expect("axis symbol");
+                }
+            }
+            Some((k, bytes))
+        })
+        .collect();
     let params: Poly = node
         .rule
         .inputs
@@ -388,6 +483,8 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
         forward: f(&entry.forward.compute),
         backward: f(&entry.backward.compute),
         saved: f(&entry.saved_bytes),
+        recomputable_saved: Poly::zero(),
+        saved_inputs,
         params,
         comm,
         grad_comm,
@@ -423,6 +520,7 @@ impl Analysis {
                 op.forward = f(&op.forward)?;
                 op.backward = f(&op.backward)?;
                 op.saved = f(&op.saved)?;
+                op.recomputable_saved = f(&op.recomputable_saved)?;
                 op.params = f(&op.params)?;
                 op.out_bytes = f(&op.out_bytes)?;
                 op.comm = op.comm.iter().map(comm).collect::<Result<_, _>>()?;

@@ -112,7 +112,7 @@ pub fn block_numbers(a: &Analysis, b: &Bindings) -> Result<Vec<BlockNumbers>, St
             let saved = eval(&op.saved, b)?;
             if op.attention_core {
                 n.attention_forward += &fwd;
-                n.attention_saved += &saved;
+                n.attention_saved += eval(&op.recomputable_saved, b)?;
             }
             n.forward += fwd;
             n.backward += eval(&op.backward, b)?;
@@ -316,6 +316,9 @@ pub fn partition(t: &[f64], pp: usize) -> Option<Vec<usize>> {
     let n = t.len();
     if pp == 0 || pp > n {
         return None;
+    }
+    if pp == 1 {
+        return Some(vec![0, n]);
     }
     let pack = |limit: f64| -> Vec<usize> {
         let mut bounds = vec![0];

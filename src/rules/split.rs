@@ -8,7 +8,7 @@
 
 use super::law::{CollectiveKind, Finish, IndexKind, OutputLaw, ReduceOp};
 use super::rule::{tensor_bytes, Flops, OpRule, Tensor};
-use crate::sym::Poly;
+use crate::sym::{Poly, Rational};
 use serde::Serialize;
 use std::fmt;
 
@@ -409,12 +409,19 @@ impl Deriver<'_> {
     /// Halo exchange of `t` along split `n`'s window index.
     fn halo(&self, n: usize, t: &Tensor) -> CollectiveCost {
         let s = &self.splits[n];
-        let ix = self.rule.index(&s.index).expect("validated");
-        let halo = ix.halo.clone().unwrap_or_else(Poly::zero);
-        let elems = Self::div(
-            t.elements_without(&s.index) * halo,
-            &self.divisor(Some(n), |i| t.has(i) && i != s.index),
-        );
+        let mut elems = self.halo_rows(n);
+        for i in t.indices().filter(|i| *i != s.index) {
+            let local = Self::div(t.extent(i), &self.divisor(Some(n), |j| j == i));
+            // An earlier axis's exchange has already brought its halo rows along `i`: this one
+            // forwards them too (the corners of a split over two window indices).
+            let brought: Poly = (0..n)
+                .filter(|&m| {
+                    self.splits[m].index == i && self.kind(&self.splits[m]) == IndexKind::Window
+                })
+                .map(|m| self.halo_rows(m))
+                .sum();
+            elems *= local + brought;
+        }
         let size = elems * Poly::int(t.dtype.bytes(self.dtype) as i64);
         CollectiveCost {
             kind: CollectiveKind::HaloExchange,
@@ -430,6 +437,22 @@ impl Deriver<'_> {
                 IndexKind::Window.law().statement
             ),
             alternative: None,
+        }
+    }
+
+    /// Rows of split `n`'s window index a rank receives: the rule's `halo` from its two
+    /// neighbours together; with two ranks each has one neighbour and receives half of it.
+    fn halo_rows(&self, n: usize) -> Poly {
+        let s = &self.splits[n];
+        let halo = self
+            .rule
+            .index(&s.index)
+            .and_then(|ix| ix.halo.clone())
+            .unwrap_or_else(Poly::zero);
+        match s.size.as_integer().and_then(|v| i64::try_from(v).ok()) {
+            Some(1) => Poly::zero(),
+            Some(2) => halo * Poly::constant(Rational::new(1.into(), 2.into())),
+            _ => halo,
         }
     }
 

@@ -421,7 +421,22 @@ impl Poly {
         if let Some(s) = self.symbols().into_iter().find(|s| !b.contains_key(s)) {
             return Err(SymError::Unbound { symbol: s });
         }
-        Ok(self.bind(b)?.as_constant().expect("all symbols are bound"))
+        // Term by term, without building intermediate polynomials.
+        let mut sum = Rational::zero();
+        for (m, c) in &self.terms {
+            let mut term = c.clone();
+            for (name, e) in m.iter() {
+                let v = &b[name];
+                if v.is_zero() && e < 0 {
+                    return Err(SymError::DivisionByZero {
+                        symbol: Some(name.to_string()),
+                    });
+                }
+                term *= v.pow(e);
+            }
+            sum += term;
+        }
+        Ok(sum)
     }
 
     /// Compares the values of two polynomials under the given bindings.

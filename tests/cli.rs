@@ -1,0 +1,179 @@
+//! Command-line contract: help, JSON that parses, exit code 2 with file and line for bad input.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+
+fn symshard() -> Command {
+    Command::cargo_bin("symshard").unwrap()
+}
+
+fn json(args: &[&str]) -> serde_json::Value {
+    let out = symshard().args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn every_subcommand_has_help() {
+    for sub in ["explain", "cost", "rank", "models"] {
+        symshard()
+            .args([sub, "--help"])
+            .assert()
+            .success()
+            .stdout(predicate::str::contains("Usage"));
+    }
+    symshard().arg("--help").assert().success();
+}
+
+#[test]
+fn explain_json_parses() {
+    let v = json(&["explain", "linear", "--format", "json"]);
+    assert_eq!(v["rule"]["name"], "linear");
+    assert!(v["split_table"]["entries"].as_array().unwrap().len() >= 6);
+    let v = json(&["explain", "--list", "--format", "json"]);
+    assert!(v.as_array().unwrap().len() >= 25);
+    json(&["explain", "--laws", "--format", "json"]);
+}
+
+#[test]
+fn cost_json_fields() {
+    let v = json(&["cost", "gpt2-124m", "--format", "json"]);
+    // 124,439,808: Hugging Face GPT2Model.num_parameters().
+    assert_eq!(v["params"], "124439808");
+    for path in [
+        ["flops", "forward", "matmul"],
+        ["flops", "forward", "other"],
+        ["flops", "backward", "matmul"],
+        ["flops", "backward", "other"],
+    ] {
+        let s = v[path[0]][path[1]][path[2]].as_str().unwrap();
+        assert!(s.parse::<u128>().is_ok(), "{s}");
+    }
+    assert!(v["memory"]["activations"]
+        .as_str()
+        .unwrap()
+        .parse::<u128>()
+        .is_ok());
+    let v = json(&[
+        "cost",
+        "gpt2-124m",
+        "--tp",
+        "2",
+        "--dp",
+        "4",
+        "--format",
+        "json",
+    ]);
+    let pd = &v["per_device"];
+    assert!(pd["comm"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| c["collective"].is_string()
+            && c["bytes"].is_string()
+            && c["count"].is_u64()
+            && c["tier"].is_string()
+            && c["axis"].is_string()));
+    for k in ["params", "grads", "optimizer", "activations", "total"] {
+        assert!(pd["memory"][k].is_string());
+    }
+    let v = json(&["cost", "llama2-7b", "--symbolic", "--format", "json"]);
+    assert!(v["params"].as_str().unwrap().contains('H'));
+}
+
+#[test]
+fn rank_json_fields() {
+    let v = json(&[
+        "rank",
+        "gpt2-124m",
+        "--devices",
+        "16",
+        "--top",
+        "5",
+        "--format",
+        "json",
+    ]);
+    let rows = v["strategies"].as_array().unwrap();
+    assert_eq!(rows.len(), 5);
+    for r in rows {
+        for k in [
+            "rank",
+            "dp",
+            "tp",
+            "pp",
+            "microbatches",
+            "schedule",
+            "sequence_parallel",
+            "recompute",
+            "zero",
+            "relative_cost",
+            "memory_per_device",
+            "feasible",
+        ] {
+            assert!(!r[k].is_null(), "{k}");
+        }
+        let devices =
+            r["dp"].as_u64().unwrap() * r["tp"].as_u64().unwrap() * r["pp"].as_u64().unwrap();
+        assert_eq!(devices, 16);
+    }
+    assert!(v["search_seconds"].is_f64());
+    symshard()
+        .args(["rank", "gpt2-124m", "--devices", "16", "--emit", "megatron"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("--tensor-model-parallel-size"));
+}
+
+#[test]
+fn bad_rule_file_is_exit_2_with_location() {
+    let dir = std::env::temp_dir().join(format!("symshard-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("myop.yaml");
+    std::fs::write(&path, "name: myop\ndoc: d\nindices:\n  b: map\n  k: reduce-product\ninputs:\n  x: [b, k]\noutput: [b]\n").unwrap();
+    symshard()
+        .args(["explain", path.to_str().unwrap()])
+        .assert()
+        .code(2)
+        .stderr(
+            predicate::str::contains("myop.yaml:5:6")
+                .and(predicate::str::contains("reduce-product")),
+        );
+}
+
+#[test]
+fn bad_model_file_is_exit_2_with_location() {
+    symshard()
+        .args(["cost", "tests/fixtures/models/fail-shape-mismatch.yaml"])
+        .assert()
+        .code(2)
+        .stderr(
+            predicate::str::contains("fail-shape-mismatch.yaml:")
+                .and(predicate::str::contains("shape mismatch")),
+        );
+}
+
+#[test]
+fn bad_values_are_exit_2() {
+    for args in [
+        vec!["cost", "gpt2-124m", "--set", "Q=3"],
+        vec!["cost", "gpt2-124m", "--set", "B=-3"],
+        vec!["cost", "gpt2-124m", "--set", "B"],
+        vec!["cost", "gpt2-124m", "--tp", "5"],
+        vec!["cost", "gpt2-124m", "--dp", "0"],
+        vec!["cost", "nonexistent-model"],
+        vec!["rank", "gpt2-124m", "--devices", "0"],
+        vec!["rank", "gpt2-124m", "--devices", "99999999999"],
+        vec!["explain", "no_such_rule"],
+        vec!["cost", "gpt2-124m", "--schedule", "zigzag", "--pp", "2"],
+    ] {
+        symshard()
+            .args(&args)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains("error"));
+    }
+}

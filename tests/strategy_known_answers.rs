@@ -1,0 +1,294 @@
+//! Known-answer tests of per-device strategy costs, each against a published source.
+
+use num_traits::{One, ToPrimitive};
+use symshard::calib::Calibration;
+use symshard::model::{model_cost, Model, ModelLoader};
+use symshard::parallel::{evaluate_strategy, Evaluation, Layout};
+use symshard::rules::CollectiveKind;
+use symshard::strategy::{AxisKind, Knobs, Recompute, Schedule};
+use symshard::sym::{Bindings, Rational};
+
+fn model(name: &str) -> (Model, Bindings) {
+    let m = ModelLoader::embedded().unwrap().resolve(name).unwrap();
+    let v = m.values.clone();
+    (m, v)
+}
+
+fn q(n: i64) -> Rational {
+    Rational::from_integer(n.into())
+}
+
+fn knobs(dp: u64, tp: u64, pp: u64, m: u64) -> Knobs {
+    Knobs {
+        dp,
+        tp,
+        pp,
+        microbatches: m,
+        ..Knobs::data_parallel(1)
+    }
+}
+
+fn run(model: &Model, values: &Bindings, k: &Knobs) -> Evaluation {
+    let calib = Calibration::reference().unwrap();
+    let layout = Layout {
+        sequence_parallel: k.sequence_parallel,
+        ..Layout::default()
+    };
+    let mem = q(1_000_000_000_000);
+    evaluate_strategy(model, values, k, &layout, &calib, 8, &mem)
+        .unwrap()
+        .1
+}
+
+/// Collectives of the transformer layer block on one axis: (kind, bytes per call, calls per step).
+fn layer_comm(
+    e: &Evaluation,
+    axis: AxisKind,
+    kind: CollectiveKind,
+) -> Vec<(Rational, u64, String)> {
+    e.comm
+        .iter()
+        .filter(|c| c.axis == axis && c.collective == kind && c.count % 12 == 0)
+        .map(|c| (c.bytes.clone(), c.count, c.op.clone()))
+        .collect()
+}
+
+/// Megatron-LM (Shoeybi et al. 2019 §3; Korthikanti et al. 2022 §4.2.2): a tensor-parallel
+/// transformer layer does two all-reduces of the b·s·h activation in the forward pass and two in
+/// the backward pass. Ring all-reduce wire bytes per rank: 2(t−1)/t · S (nccl-tests).
+#[test]
+fn megatron_layer_all_reduces() {
+    let (m, mut v) = model("gpt2-124m");
+    v.insert("B".into(), q(8));
+    let t = 4;
+    let e = run(&m, &v, &knobs(1, t, 1, 1));
+    let ar = layer_comm(&e, AxisKind::Tp, CollectiveKind::AllReduce);
+    // B·S·H bf16 elements.
+    let s = q(8 * 1024 * 768 * 2);
+    let per_call = &s * q(2 * (t as i64 - 1)) / q(t as i64);
+    let big: Vec<_> = ar.iter().filter(|(b, _, _)| *b == per_call).collect();
+    assert_eq!(big.len(), 4, "{ar:?}");
+    assert!(big.iter().all(|(_, c, _)| *c == 12));
+    // Two forward (after the row-parallel projections), two backward (before the column-parallel
+    // ones, on the layernorm outputs' gradients).
+    let names: Vec<&str> = big.iter().map(|(_, _, n)| n.as_str()).collect();
+    assert!(names.contains(&"out_proj→resid_dropout1") && names.contains(&"fc_out→resid_dropout2"));
+    assert!(names.contains(&"dln1") && names.contains(&"dln2"));
+}
+
+/// Sequence parallelism (Korthikanti et al. 2022 §4.2.2): each all-reduce becomes a
+/// reduce-scatter plus an all-gather, (t−1)/t · S each, with the same total bytes; the inputs of
+/// the column-parallel linears are kept sharded and gathered once more in the backward pass
+/// (§4.2.3), two more all-gathers per layer.
+#[test]
+fn sequence_parallel_replaces_all_reduce() {
+    let (m, mut v) = model("gpt2-124m");
+    v.insert("B".into(), q(8));
+    let t = 4;
+    let mut k = knobs(1, t, 1, 1);
+    k.sequence_parallel = true;
+    let e = run(&m, &v, &k);
+    let s = q(8 * 1024 * 768 * 2);
+    let per_call = &s * q(t as i64 - 1) / q(t as i64);
+    let rs = layer_comm(&e, AxisKind::Tp, CollectiveKind::ReduceScatter);
+    let ag = layer_comm(&e, AxisKind::Tp, CollectiveKind::AllGather);
+    assert_eq!(
+        rs.iter().filter(|(b, _, _)| *b == per_call).count(),
+        4,
+        "{rs:?}"
+    );
+    assert_eq!(
+        ag.iter().filter(|(b, _, _)| *b == per_call).count(),
+        6,
+        "{ag:?}"
+    );
+    assert_eq!(
+        ag.iter()
+            .filter(|(_, _, n)| n.ends_with("(backward)"))
+            .count(),
+        2
+    );
+    let big_ar = layer_comm(&e, AxisKind::Tp, CollectiveKind::AllReduce)
+        .into_iter()
+        .filter(|(b, _, _)| *b >= per_call)
+        .count();
+    assert_eq!(big_ar, 0);
+}
+
+/// Data parallelism: the gradients are all-reduced once per step, 2(d−1)/d × gradient bytes per
+/// rank on the wire (REFERENCE.md ring conventions; PyTorch DDP, Li et al. VLDB 2020). With
+/// nothing else split, the gradient is every parameter once (tied embeddings once), in bf16.
+#[test]
+fn data_parallel_gradient_all_reduce() {
+    let (m, v) = model("gpt2-124m");
+    let d = 8;
+    let e = run(&m, &v, &knobs(d, 1, 1, 1));
+    let total: Rational = e
+        .comm
+        .iter()
+        .filter(|c| c.axis == AxisKind::Dp)
+        .map(|c| &c.bytes * q(c.count as i64))
+        .sum();
+    let params = model_cost(&m).params.eval(&v).unwrap();
+    let expected = params * q(2) * q(2 * (d as i64 - 1)) / q(d as i64);
+    assert_eq!(total, expected);
+}
+
+/// Pipeline parallelism sends each micro-batch's boundary activation forward and its gradient
+/// back: b/(d·m)·s·h elements per micro-batch (Narayanan et al. SC'21 §2.2).
+#[test]
+fn pipeline_point_to_point() {
+    let (m, mut v) = model("gpt2-124m");
+    v.insert("B".into(), q(32));
+    let (d, p, mb) = (2, 4, 8);
+    let e = run(&m, &v, &knobs(d, 1, p, mb));
+    // A middle stage sends both ways; an end stage one way.
+    let per = q(32 / (d as i64 * mb as i64) * 1024 * 768 * 2) * q(mb as i64);
+    assert!(
+        e.p2p_bytes == per || e.p2p_bytes == &per * q(2),
+        "{} vs {per}",
+        e.p2p_bytes
+    );
+}
+
+/// Bubble fractions (Narayanan et al. SC'21 §2.2): (p−1)/m for GPipe and 1F1B, (p−1)/(v·m) for
+/// interleaved 1F1B with v chunks.
+#[test]
+fn bubble_fractions() {
+    let (m, mut v) = model("gpt2-124m");
+    v.insert("B".into(), q(16));
+    for (schedule, chunks) in [
+        (Schedule::Gpipe, 1),
+        (Schedule::OneFOneB, 1),
+        (Schedule::Interleaved, 3),
+    ] {
+        let mut k = knobs(1, 1, 4, 16);
+        k.schedule = schedule;
+        k.chunks = chunks;
+        let e = run(&m, &v, &k);
+        assert_eq!(
+            e.bubble_fraction,
+            Rational::new(3.into(), (16 * chunks as i64).into())
+        );
+    }
+}
+
+/// Mixed-precision Adam holds 16 bytes per parameter (2 weights + 2 gradients + 12 optimizer);
+/// ZeRO-1 shards the 12, ZeRO-2 also the gradients, ZeRO-3 also the weights
+/// (Rajbhandari et al. 2020, §5).
+#[test]
+fn zero_stages_shard_state() {
+    let (m, v) = model("gpt2-124m");
+    let params = model_cost(&m).params.eval(&v).unwrap();
+    let d = 4;
+    for zero in 0..=3u8 {
+        let mut k = knobs(d, 1, 1, 1);
+        k.zero = zero;
+        let e = run(&m, &v, &k);
+        let div = |stage: u8| {
+            if zero >= stage {
+                q(d as i64)
+            } else {
+                Rational::one()
+            }
+        };
+        assert_eq!(e.memory.params, &params * q(2) / div(3));
+        assert_eq!(e.memory.grads, &params * q(2) / div(2));
+        assert_eq!(e.memory.optimizer, &params * q(12) / div(1));
+    }
+}
+
+/// Full recomputation keeps only each layer's input (Korthikanti et al. 2022 §5: 2·s·b·h bytes
+/// per layer) and redoes the forward pass: 4× instead of 3× the forward FLOPs.
+#[test]
+fn full_recomputation() {
+    let (m, mut v) = model("gpt2-124m");
+    v.insert("B".into(), q(8));
+    let base = run(&m, &v, &knobs(1, 1, 1, 1));
+    let mut k = knobs(1, 1, 1, 1);
+    k.recompute = Recompute::Full;
+    let full = run(&m, &v, &k);
+    assert!(full.memory.activations < base.memory.activations);
+    // The extra work is exactly one more forward pass of the repeated layers.
+    let layers_forward: Rational = symshard::model::op_costs(&m)
+        .iter()
+        .filter(|o| o.repeat != symshard::sym::Poly::one())
+        .map(|o| (&o.repeat * &o.forward.total()).eval(&v).unwrap())
+        .sum();
+    assert_eq!(&full.flops - &base.flops, layers_forward);
+    let ratio = (&full.flops / &base.flops).to_f64().unwrap();
+    assert!(ratio < 4.0 / 3.0, "{ratio}");
+}
+
+/// Bad strategies are clear errors, never panics.
+#[test]
+fn bad_strategies() {
+    let (m, v) = model("gpt2-124m");
+    let calib = Calibration::reference().unwrap();
+    let mem = q(80_000_000_000);
+    let try_k = |k: Knobs| {
+        evaluate_strategy(&m, &v, &k, &Layout::default(), &calib, 8, &mem)
+            .map(|_| ())
+            .unwrap_err()
+            .to_string()
+    };
+    // 12 heads: tp = 5 does not divide them.
+    assert!(try_k(knobs(1, 5, 1, 1)).contains("does not divide"));
+    // 14 layers and blocks to place on 64 stages.
+    assert!(try_k(knobs(1, 1, 64, 64)).contains("more than"));
+    // B = 512 over dp × microbatches = 3.
+    assert!(try_k(knobs(3, 1, 1, 1)).contains("not divisible"));
+    assert!(try_k(knobs(0, 1, 1, 1)).contains("at least 1"));
+    assert!(try_k(knobs(1 << 30, 1, 1, 1)).contains("absurd"));
+}
+
+/// Activation memory of one transformer layer, Korthikanti et al. 2022 ("Reducing Activation
+/// Recomputation in Large Transformer Models"), bytes for s·b·h with a heads: no parallelism
+/// s·b·h·(34 + 5·a·s/h) (eq. 1); tensor parallel s·b·h·(10 + 24/t + 5·a·s/(h·t)) (eq. 2); with
+/// sequence parallelism s·b·h/t·(34 + 5·a·s/h) (eq. 3); with selective recomputation as well
+/// 34·s·b·h/t (Table 2). The rules also keep each layernorm's mean and rstd in fp32, which the
+/// paper leaves out: 2 norms × 2 statistics × 4 bytes per row, 16·s·b/t' bytes (t' = t with
+/// sequence parallelism, else 1).
+#[test]
+fn korthikanti_activation_memory() {
+    let (m, mut v) = model("gpt2-124m");
+    v.insert("B".into(), q(4));
+    let (s, b, h, a) = (1024i64, 4i64, 768i64, 12i64);
+    let sbh = q(s * b * h);
+    let layer_saved = |k: &Knobs| -> (Rational, Rational) {
+        let calib = Calibration::reference().unwrap();
+        let layout = Layout {
+            sequence_parallel: k.sequence_parallel,
+            ..Layout::default()
+        };
+        let (analysis, _) =
+            evaluate_strategy(&m, &v, k, &layout, &calib, 8, &q(1_000_000_000_000)).unwrap();
+        let bind = symshard::parallel::evaluate::microbatch_bindings(&v, k);
+        let layer = analysis
+            .blocks
+            .iter()
+            .find(|blk| blk.name == "layer")
+            .unwrap();
+        let saved: Rational = layer.ops.iter().map(|o| o.saved.eval(&bind).unwrap()).sum();
+        let dropped: Rational = layer
+            .ops
+            .iter()
+            .map(|o| o.recomputable_saved.eval(&bind).unwrap())
+            .sum();
+        (saved, dropped)
+    };
+    let ln = |t: i64| q(16 * s * b) / q(t);
+    let (plain, _) = layer_saved(&knobs(1, 1, 1, 1));
+    assert_eq!(plain, &sbh * (q(34) + q(5 * a * s) / q(h)) + ln(1));
+    let t = 4i64;
+    let (tp, _) = layer_saved(&knobs(1, t as u64, 1, 1));
+    assert_eq!(
+        tp,
+        &sbh * (q(10) + q(24) / q(t) + q(5 * a * s) / q(h * t)) + ln(1)
+    );
+    let mut k = knobs(1, t as u64, 1, 1);
+    k.sequence_parallel = true;
+    let (sp, dropped) = layer_saved(&k);
+    assert_eq!(sp, &sbh / q(t) * (q(34) + q(5 * a * s) / q(h)) + ln(t));
+    assert_eq!(&sp - &dropped, q(34) * &sbh / q(t) + ln(t));
+}
