@@ -69,6 +69,9 @@ fn eval(p: &Poly, b: &Bindings) -> Result<Rational, String> {
     p.eval(b).map_err(|e| e.to_string())
 }
 
+/// The most block copies a pipeline partition places one by one.
+pub const MAX_PIPELINED_LAYERS: u64 = 1_000_000;
+
 /// Megatron-LM pads the vocabulary to a multiple of this times the tensor-parallel degree
 /// (`--make-vocab-size-divisible-by`, default 128) when tensor parallelism splits it.
 pub const VOCAB_PAD: u64 = 128;
@@ -407,9 +410,20 @@ fn plan_pipeline(
         })
         .collect();
     // Items: block copies in order.
+    // Pipeline partition works on block copies one by one; without pipelining the copies are
+    // only counted, so any number of layers is fine.
+    let copies: u64 = numbers
+        .iter()
+        .map(|n| n.repeat)
+        .fold(0u64, |a, r| a.saturating_add(r));
+    if k.pp > 1 && copies > MAX_PIPELINED_LAYERS {
+        return Err(format!("{copies} layers are too many to partition into pipeline stages (at most {MAX_PIPELINED_LAYERS})"));
+    }
     let mut items: Vec<usize> = Vec::new();
-    for (bi, n) in numbers.iter().enumerate() {
-        items.extend(std::iter::repeat_n(bi, n.repeat as usize));
+    if k.pp > 1 {
+        for (bi, n) in numbers.iter().enumerate() {
+            items.extend(std::iter::repeat_n(bi, n.repeat as usize));
+        }
     }
     let layers: u64 = numbers
         .iter()
@@ -417,7 +431,7 @@ fn plan_pipeline(
         .filter(|(bi, _)| layer_block[*bi])
         .map(|(_, n)| n.repeat)
         .sum();
-    if (k.pp as usize) > items.len() {
+    if k.pp > copies {
         return Err(format!(
             "pp = {} is more than the {} layers to place",
             k.pp,
@@ -433,6 +447,20 @@ fn plan_pipeline(
         return Err(format!("interleaved-1f1b with {v} chunks needs the {layers} layers divisible by pp × chunks = {}", k.pp * v));
     }
     let block_time: Vec<f64> = cf.iter().map(|c| c[0] + kt * c[1]).collect();
+    if k.pp == 1 {
+        let counts = numbers
+            .iter()
+            .enumerate()
+            .map(|(b, n)| (b, n.repeat))
+            .collect();
+        return Ok(Plan {
+            cf,
+            items,
+            bounds: vec![0, 0],
+            stage_counts: vec![counts],
+            v,
+        });
+    }
     let t: Vec<f64> = items.iter().map(|&b| block_time[b]).collect();
     let bounds = partition(&t, k.pp as usize).ok_or("no pipeline partition")?;
     // Copies of each block on each stage, in order.
