@@ -177,3 +177,43 @@ fn bad_values_are_exit_2() {
             .stderr(predicate::str::contains("error"));
     }
 }
+
+#[test]
+fn strategy_files() {
+    let v = json(&[
+        "cost",
+        "gpt3-175b",
+        "--strategy",
+        "tests/fixtures/strategies/megatron-175b.yaml",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(
+        v["per_device"]["strategy"],
+        "dp=8 tp=8 pp=16 mb=192 interleaved-1f1b(v=2) sp=on recompute=selective zero=1"
+    );
+    for (file, line, what) in [
+        (
+            "fail-unknown-field.yaml",
+            ":3:1:",
+            "unknown field `pipeline`",
+        ),
+        ("fail-zero-tp.yaml", ":2:1:", "at least 1"),
+        ("fail-schedule.yaml", ":3:1:", "zigzag"),
+        ("fail-chunks.yaml", ":4:1:", "interleaved"),
+    ] {
+        symshard()
+            .args([
+                "cost",
+                "gpt2-124m",
+                "--strategy",
+                &format!("tests/fixtures/strategies/{file}"),
+            ])
+            .assert()
+            .code(2)
+            .stderr(
+                predicate::str::contains(format!("{file}{line}"))
+                    .and(predicate::str::contains(what)),
+            );
+    }
+}
