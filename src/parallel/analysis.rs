@@ -390,20 +390,21 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
             AxisKind::Tp
         }
     };
+    let to_comm = |c: &crate::rules::split::CollectiveCost| Comm {
+        kind: c.kind,
+        axis: axis_of(&c.axis),
+        op: node.name.clone(),
+        tensor: c.tensor.clone(),
+        wire_bytes: f(&c.wire_bytes),
+        calls: c.count,
+        reason: c.reason.clone(),
+    };
     for c in &entry.forward.collectives {
         // Partial outputs are resolved on the edges, where the consumer's needs are known.
         if c.kind == CollectiveKind::AllReduce && c.tensor == node.rule.output.name {
             continue;
         }
-        comm.push(Comm {
-            kind: c.kind,
-            axis: axis_of(&c.axis),
-            op: node.name.clone(),
-            tensor: c.tensor.clone(),
-            wire_bytes: f(&c.wire_bytes),
-            calls: c.count,
-            reason: c.reason.clone(),
-        });
+        comm.push(to_comm(c));
     }
     for c in &entry.backward.collectives {
         let k = node
@@ -411,30 +412,13 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
             .inputs
             .iter()
             .position(|t| format!("d{}", t.name) == c.tensor);
-        let input = k.map(|k| &node.rule.inputs[k]);
-        match input {
+        match k {
             // A tied parameter's gradient is added into its owner's, which is reduced once.
-            Some(_) if k.is_some_and(|k| matches!(node.inputs[k].1, Producer::Tied(_))) => {}
-            Some(t) if t.param => grad_comm.push(Comm {
-                kind: c.kind,
-                axis: axis_of(&c.axis),
-                op: node.name.clone(),
-                tensor: c.tensor.clone(),
-                wire_bytes: f(&c.wire_bytes),
-                calls: c.count,
-                reason: c.reason.clone(),
-            }),
+            Some(k) if matches!(node.inputs[k].1, Producer::Tied(_)) => {}
+            Some(k) if node.rule.inputs[k].param => grad_comm.push(to_comm(c)),
             // Input gradients are resolved on the edges.
             Some(_) => {}
-            None => comm.push(Comm {
-                kind: c.kind,
-                axis: axis_of(&c.axis),
-                op: node.name.clone(),
-                tensor: c.tensor.clone(),
-                wire_bytes: f(&c.wire_bytes),
-                calls: c.count,
-                reason: c.reason.clone(),
-            }),
+            None => comm.push(to_comm(c)),
         }
     }
     // Saved tensors that are inputs: kept once per producer in the block (see `analyse`).
