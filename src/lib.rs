@@ -18,5 +18,6 @@ pub mod rules;
 pub mod search;
 pub mod strategy;
 pub mod sym;
+pub mod timeline;
 
 pub use error::{Error, Result};

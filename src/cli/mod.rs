@@ -1,12 +1,15 @@
 //! The `symshard` command line: one file per subcommand, argument handling and printing only.
 
+mod analyze;
 pub mod audit;
+mod calibrate;
 mod cost;
 pub mod explain;
 mod models;
 mod output;
 mod rank;
 mod strategy_args;
+mod timeline;
 
 use crate::error::Error;
 use clap::{Parser, Subcommand};
@@ -29,6 +32,14 @@ pub enum Command {
     Cost(Box<cost::CostArgs>),
     /// Check every derived split cost against brute-force counting on small shapes.
     Audit(audit::AuditArgs),
+    /// Time one training step of a strategy on a machine: per-device timelines, throughput, MFU.
+    Timeline(Box<timeline::TimelineArgs>),
+    /// Save a strategy's analysis (exact, machine-independent) for `timeline` and `port`.
+    Analyze(Box<analyze::AnalyzeArgs>),
+    /// Time a saved analysis on several machines side by side.
+    Port(timeline::PortArgs),
+    /// Fit a calibration table's link tiers from measurements.
+    Calibrate(calibrate::CalibrateArgs),
     /// Rank hybrid-parallel strategies of a model on N devices.
     Rank(Box<rank::RankArgs>),
     /// List the shipped models and families.
@@ -108,5 +119,9 @@ pub fn run(cli: Cli) -> Result<(), Error> {
         Command::Models(args) => models::run(args),
         Command::Rank(args) => rank::run(*args),
         Command::Audit(args) => audit::run(args),
+        Command::Timeline(args) => timeline::run(*args),
+        Command::Analyze(args) => analyze::run(*args),
+        Command::Port(args) => timeline::run_port(args),
+        Command::Calibrate(args) => calibrate::run(args),
     }
 }

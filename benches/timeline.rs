@@ -1,0 +1,50 @@
+//! Timeline of GPT-3 175B on 1024 devices (tp 8 × dp 8 × pp 16), 1F1B with 64 micro-batches,
+//! on the reference machine: planning (analysis and exact evaluation) and the event simulation.
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use std::hint::black_box;
+use symshard::calib::Calibration;
+use symshard::model::ModelLoader;
+use symshard::parallel::Layout;
+use symshard::strategy::{Knobs, Recompute, Schedule};
+use symshard::sym::Rational;
+use symshard::timeline::{plan_strategy, time_plan, time_summary};
+
+fn gpt3_175b_1024(c: &mut Criterion) {
+    let loader = ModelLoader::embedded().unwrap();
+    let model = loader.resolve("gpt3-175b").unwrap();
+    let mut values = model.values.clone();
+    values.insert("B".into(), Rational::from_integer(512.into()));
+    let knobs = Knobs {
+        dp: 8,
+        tp: 8,
+        pp: 16,
+        microbatches: 64,
+        schedule: Schedule::OneFOneB,
+        chunks: 1,
+        sequence_parallel: true,
+        recompute: Recompute::Selective,
+        zero: 1,
+    };
+    let layout = Layout {
+        sequence_parallel: true,
+        ..Layout::default()
+    };
+    let calib = Calibration::reference().unwrap();
+    let memory = calib.memory_bytes();
+    let plan = || plan_strategy(&model, &values, &knobs, &layout, &calib, None, &memory).unwrap();
+    let (p, _) = plan();
+    let mut g = c.benchmark_group("timeline gpt3-175b 1024 devices 1f1b 64 micro-batches");
+    g.sample_size(20);
+    g.bench_function("plan", |b| b.iter(|| black_box(plan())));
+    g.bench_function("simulate", |b| {
+        b.iter(|| black_box(time_summary(&p, &calib).unwrap()))
+    });
+    g.bench_function("simulate with events", |b| {
+        b.iter(|| black_box(time_plan(&p, &calib).unwrap().sim.events.len()))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, gpt3_175b_1024);
+criterion_main!(benches);

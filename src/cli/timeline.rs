@@ -1,0 +1,215 @@
+//! `symshard timeline` and `symshard port`: a strategy timed on one machine or several.
+
+use super::output::print_json;
+use super::strategy_args::StrategyFlags;
+use super::{Format, SymbolArgs};
+use crate::calib::Calibration;
+use crate::error::Error;
+use crate::model::ModelLoader;
+use crate::timeline::{
+    chrome_trace, gantt_svg, plan_strategy, time_plan, time_summary, Summary, TimingPlan,
+};
+use clap::Args;
+use std::path::{Path, PathBuf};
+
+/// Arguments of `timeline`.
+#[derive(Debug, Args)]
+pub struct TimelineArgs {
+    /// A model (a file or a shipped name), or an analysis saved by `symshard analyze -o`.
+    pub input: String,
+    #[command(flatten)]
+    pub symbols: SymbolArgs,
+    #[command(flatten)]
+    pub strategy: StrategyFlags,
+    /// Write a Chrome trace (chrome://tracing, Perfetto) of the step.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// Write an SVG Gantt chart of the step.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+/// Arguments of `port`.
+#[derive(Debug, Args)]
+pub struct PortArgs {
+    /// An analysis saved by `symshard analyze -o`.
+    pub analysis: PathBuf,
+    /// Machines to time it on (files or shipped names), in the order to show them.
+    #[arg(long, value_name = "FILE", required = true)]
+    pub calib: Vec<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+/// Whether an input names a saved analysis rather than a model.
+pub fn is_analysis(input: &str) -> bool {
+    input.ends_with(".json")
+}
+
+/// The plan of the command line's input: a saved analysis, or a model and strategy.
+pub fn plan_of(
+    input: &str,
+    symbols: &SymbolArgs,
+    strategy: &StrategyFlags,
+) -> Result<TimingPlan, Error> {
+    if is_analysis(input) {
+        if strategy.given() || !symbols.set.is_empty() || strategy.gpus_per_node.is_some() {
+            return Err(Error::Usage(
+                "a saved analysis already fixes the strategy and symbols: only --calib applies"
+                    .into(),
+            ));
+        }
+        return TimingPlan::load(Path::new(input));
+    }
+    let loader = ModelLoader::embedded()?;
+    let model = loader.resolve(input)?;
+    let values = symbols.apply(&model)?;
+    let st = strategy.resolve()?;
+    let gpn = strategy.gpus_per_node.or_else(|| {
+        strategy
+            .strategy
+            .as_ref()
+            .and_then(|p| crate::strategy::load_strategy(p).ok())
+            .and_then(|s| s.gpus_per_node)
+    });
+    let (plan, e) = plan_strategy(
+        &model, &values, &st.knobs, &st.layout, &st.calib, gpn, &st.memory,
+    )?;
+    if let Some(why) = &e.reason {
+        eprintln!("warning: {} does not fit in memory: {why}", e.knobs);
+    }
+    Ok(plan)
+}
+
+fn write(path: &Path, text: &str) -> Result<(), Error> {
+    std::fs::write(path, text).map_err(|source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Runs `timeline`.
+pub fn run(args: TimelineArgs) -> Result<(), Error> {
+    let plan = plan_of(&args.input, &args.symbols, &args.strategy)?;
+    let calib = args.strategy.calibration()?;
+    if args.trace.is_none() && args.svg.is_none() {
+        let summary = time_summary(&plan, &calib)?;
+        return match args.format {
+            Format::Json => print_json(&summary),
+            Format::Table => {
+                print_summary(&summary);
+                Ok(())
+            }
+        };
+    }
+    let tl = time_plan(&plan, &calib)?;
+    if let Some(p) = &args.trace {
+        let v = chrome_trace(&tl.plan, &tl.sim);
+        let text = serde_json::to_string(&v)
+            .map_err(|e| Error::Usage(format!("cannot write the trace: {e}")))?;
+        write(p, &text)?;
+    }
+    if let Some(p) = &args.svg {
+        let title = format!(
+            "{} · {} · {} · {:.3} s per step",
+            tl.summary.model,
+            tl.summary.strategy,
+            tl.summary.calibration,
+            tl.summary.iteration_seconds
+        );
+        write(p, &gantt_svg(&tl.plan, &tl.sim, &title))?;
+    }
+    match args.format {
+        Format::Json => print_json(&tl.summary),
+        Format::Table => {
+            print_summary(&tl.summary);
+            Ok(())
+        }
+    }
+}
+
+fn print_summary(s: &Summary) {
+    println!(
+        "timeline {} — {} on {} ({} devices)",
+        s.model, s.strategy, s.calibration, s.device_count
+    );
+    println!();
+    println!("  iteration               {:.4} s", s.iteration_seconds);
+    println!("  samples per second      {:.2}", s.samples_per_second);
+    println!("  tokens per second       {:.0}", s.tokens_per_second);
+    println!("  model TFLOP/s / device  {:.1}", s.model_tflops_per_device);
+    println!("  MFU                     {:.1}%", 100.0 * s.mfu);
+    println!("  bubble fraction         {:.4}", s.bubble_fraction);
+    println!();
+    println!("  {} (busy seconds per stream)", s.representative);
+    println!(
+        "  {:>8} {:>6} {:>11} {:>11} {:>11} {:>11}",
+        "device", "stage", "compute", "tp_comm", "dp_comm", "p2p"
+    );
+    for d in &s.devices {
+        println!(
+            "  {:>8} {:>6} {:>11.4} {:>11.4} {:>11.4} {:>11.4}",
+            d.id, d.stage, d.busy.compute, d.busy.tp_comm, d.busy.dp_comm, d.busy.p2p
+        );
+    }
+}
+
+/// Runs `port`.
+pub fn run_port(args: PortArgs) -> Result<(), Error> {
+    let plan = TimingPlan::load(&args.analysis)?;
+    let mut rows = Vec::new();
+    for c in &args.calib {
+        let calib = Calibration::resolve(c)?;
+        rows.push(time_summary(&plan, &calib)?);
+    }
+    if args.format == Format::Json {
+        return print_json(&rows);
+    }
+    println!("{} — {}", plan.model, plan.knobs.knobs());
+    println!();
+    let w = 14;
+    let mut head = format!("  {:<24}", "");
+    for r in &rows {
+        head += &format!(" {:>w$}", r.calibration);
+    }
+    println!("{head}");
+    let line = |name: &str, f: &dyn Fn(&Summary) -> String| {
+        let mut l = format!("  {name:<24}");
+        for r in &rows {
+            l += &format!(" {:>w$}", f(r));
+        }
+        println!("{l}");
+    };
+    line("iteration (s)", &|r| format!("{:.4}", r.iteration_seconds));
+    line("samples per second", &|r| {
+        format!("{:.2}", r.samples_per_second)
+    });
+    line("tokens per second", &|r| {
+        format!("{:.0}", r.tokens_per_second)
+    });
+    line("model TFLOP/s / device", &|r| {
+        format!("{:.1}", r.model_tflops_per_device)
+    });
+    line("MFU", &|r| format!("{:.1}%", 100.0 * r.mfu));
+    line("bubble fraction", &|r| format!("{:.4}", r.bubble_fraction));
+    let busiest = |r: &Summary, f: fn(&crate::timeline::Busy) -> f64| {
+        r.devices.iter().map(|d| f(&d.busy)).fold(0.0, f64::max)
+    };
+    line("compute busy (max, s)", &|r| {
+        format!("{:.4}", busiest(r, |b| b.compute))
+    });
+    line("tp_comm busy (max, s)", &|r| {
+        format!("{:.4}", busiest(r, |b| b.tp_comm))
+    });
+    line("dp_comm busy (max, s)", &|r| {
+        format!("{:.4}", busiest(r, |b| b.dp_comm))
+    });
+    line("p2p busy (max, s)", &|r| {
+        format!("{:.4}", busiest(r, |b| b.p2p))
+    });
+    Ok(())
+}

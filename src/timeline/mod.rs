@@ -1,0 +1,228 @@
+//! Timelines: a strategy's exact per-device costs turned into seconds on one machine and laid
+//! out in time. The plan ([`TimingPlan`]) holds what the symbolic analysis says per device and
+//! micro-batch, exact and machine-independent; a calibration table turns each operator into a
+//! roofline time and each collective into an α–β time ([`Rates`]); the event flow
+//! ([`simulate`]) composes them layer → stage → device under the pipeline schedule. Out: a
+//! summary ([`Summary`]), a Chrome trace ([`chrome_trace`]) and an SVG Gantt chart
+//! ([`gantt_svg`]).
+
+mod cost;
+mod event;
+pub mod nccl;
+mod plan;
+mod schedule;
+mod sim;
+mod svg;
+mod trace;
+
+pub use cost::{bus_factor, steps, LinkRate, Rates};
+pub use plan::{
+    build_plan, Axis, Collective, PlanBlock, PlanComm, PlanKnobs, PlanOp, Step, TimingPlan, FORMAT,
+};
+pub use schedule::{program, Pass, Task};
+pub use sim::{simulate, simulate_times, Event, Simulation, Stream, What, BUCKET_BYTES};
+pub use svg::gantt_svg;
+pub use trace::chrome_trace;
+
+use crate::calib::Calibration;
+use crate::error::{Error, Result};
+use crate::model::Model;
+use crate::parallel::evaluate::{block_numbers, microbatch_bindings, BlockNumbers};
+use crate::parallel::{evaluate_strategy, Analysis, Evaluation, Layout};
+use crate::strategy::Knobs;
+use crate::sym::{Bindings, Rational};
+use num_traits::ToPrimitive;
+use serde::Serialize;
+
+/// Busy seconds of one device's streams.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Busy {
+    /// Operator compute (and the optimizer step).
+    pub compute: f64,
+    /// Tensor-parallel collectives.
+    pub tp_comm: f64,
+    /// Data-parallel gradient reductions.
+    pub dp_comm: f64,
+    /// Pipeline sends.
+    pub p2p: f64,
+}
+
+/// One representative device.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeviceSummary {
+    /// Device number (tensor-parallel rank 0, data-parallel rank 0 of its stage).
+    pub id: u64,
+    /// Pipeline rank.
+    pub stage: usize,
+    /// Busy seconds per stream.
+    pub busy: Busy,
+}
+
+/// What a timeline says about one training step.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Summary {
+    /// Model.
+    pub model: String,
+    /// Strategy.
+    pub strategy: String,
+    /// Calibration table.
+    pub calibration: String,
+    /// Devices in all.
+    pub device_count: u64,
+    /// Seconds per step.
+    pub iteration_seconds: f64,
+    /// Samples per second.
+    pub samples_per_second: f64,
+    /// Tokens per second.
+    pub tokens_per_second: f64,
+    /// Model FLOPs (no recomputation) per second per device, in TFLOP/s.
+    pub model_tflops_per_device: f64,
+    /// Model FLOPs utilisation: model FLOP/s per device over the peak bf16 FLOP/s.
+    pub mfu: f64,
+    /// Pipeline idle time of the busiest device over its working time.
+    pub bubble_fraction: f64,
+    /// How devices are represented.
+    pub representative: String,
+    /// One device per pipeline stage.
+    pub devices: Vec<DeviceSummary>,
+}
+
+/// A timed step: the plan, the events and the summary.
+#[derive(Debug, Clone)]
+pub struct Timeline {
+    /// The plan it times.
+    pub plan: TimingPlan,
+    /// The simulation.
+    pub sim: Simulation,
+    /// The summary.
+    pub summary: Summary,
+}
+
+fn f(r: &Rational) -> f64 {
+    r.to_f64().unwrap_or(0.0)
+}
+
+/// Times a plan on a machine, keeping every event (for traces and charts).
+pub fn time_plan(plan: &TimingPlan, calib: &Calibration) -> Result<Timeline> {
+    timed(plan, calib, true)
+}
+
+/// Times a plan on a machine, keeping only the summary (no events).
+pub fn time_summary(plan: &TimingPlan, calib: &Calibration) -> Result<Summary> {
+    Ok(timed(plan, calib, false)?.summary)
+}
+
+fn timed(plan: &TimingPlan, calib: &Calibration, keep: bool) -> Result<Timeline> {
+    let rates = Rates::of(calib);
+    let gpn = plan.gpus_per_node.unwrap_or_else(|| calib.gpus_per_node());
+    let sim = if keep {
+        simulate(plan, &rates, gpn)
+    } else {
+        simulate_times(plan, &rates, gpn)
+    }
+    .map_err(Error::Usage)?;
+    let k = &plan.knobs;
+    let per_stage = k.tp * k.dp;
+    let t = sim.iteration;
+    let devices = k.tp * k.dp * k.pp;
+    let model_flops = f(&plan.model_flops) / t / devices as f64;
+    let work = sim.work.iter().cloned().fold(0.0, f64::max);
+    let summary = Summary {
+        model: plan.model.clone(),
+        strategy: k.knobs().to_string(),
+        calibration: calib.name.clone(),
+        device_count: devices,
+        iteration_seconds: t,
+        samples_per_second: f(&plan.samples) / t,
+        tokens_per_second: f(&plan.tokens) / t,
+        model_tflops_per_device: model_flops / 1e12,
+        mfu: model_flops / rates.peak_flops,
+        bubble_fraction: if work > 0.0 {
+            (sim.flush - work).max(0.0) / work
+        } else {
+            0.0
+        },
+        representative: format!(
+            "one device per pipeline stage: its {} tensor- and data-parallel ranks are symmetric",
+            per_stage
+        ),
+        devices: sim
+            .busy
+            .iter()
+            .enumerate()
+            .map(|(s, b)| DeviceSummary {
+                id: s as u64 * per_stage,
+                stage: s,
+                busy: Busy {
+                    compute: b[0],
+                    tp_comm: b[1],
+                    dp_comm: b[2],
+                    p2p: b[3],
+                },
+            })
+            .collect(),
+    };
+    Ok(Timeline {
+        plan: plan.clone(),
+        sim,
+        summary,
+    })
+}
+
+/// Analyses, evaluates and plans a strategy; `gpus_per_node` is `Some` when the strategy fixes
+/// it (otherwise the calibration's is used).
+#[allow(clippy::too_many_arguments)]
+pub fn plan_strategy(
+    model: &Model,
+    values: &Bindings,
+    knobs: &Knobs,
+    layout: &Layout,
+    calib: &Calibration,
+    gpus_per_node: Option<u64>,
+    memory: &Rational,
+) -> Result<(TimingPlan, Evaluation)> {
+    let gpn = gpus_per_node.unwrap_or_else(|| calib.gpus_per_node());
+    let (analysis, e) = evaluate_strategy(model, values, knobs, layout, calib, gpn, memory)?;
+    let b = microbatch_bindings(values, knobs);
+    let numbers = block_numbers(&analysis, &b).map_err(Error::Usage)?;
+    let plan = build_plan(
+        model,
+        &analysis,
+        &numbers,
+        &e,
+        values,
+        &b,
+        knobs,
+        gpus_per_node,
+    )?;
+    Ok((plan, e))
+}
+
+/// Seconds per training step of an evaluated strategy on `calib`, for ranking. `numbers` are
+/// the analysis evaluated at the strategy's micro-batch bindings, `values` the model's symbol
+/// values for the whole step; the mesh (devices per node) is the evaluation's.
+pub fn iteration_seconds(
+    model: &Model,
+    analysis: &Analysis,
+    numbers: &[BlockNumbers],
+    evaluation: &Evaluation,
+    values: &Bindings,
+    calib: &Calibration,
+) -> Result<f64, String> {
+    let knobs = &evaluation.knobs;
+    let b = microbatch_bindings(values, knobs);
+    let gpn = evaluation.mesh.gpus_per_node;
+    let plan = build_plan(
+        model,
+        analysis,
+        numbers,
+        evaluation,
+        values,
+        &b,
+        knobs,
+        Some(gpn),
+    )
+    .map_err(|e| e.to_string())?;
+    let sim = simulate_times(&plan, &Rates::of(calib), gpn)?;
+    Ok(sim.iteration)
+}

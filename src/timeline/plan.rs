@@ -1,0 +1,585 @@
+//! The timing plan: what a timeline needs from a strategy's symbolic analysis, evaluated exactly
+//! and independent of any machine. Per operator: FLOPs and bytes moved per device and
+//! micro-batch; per layer: the order of compute and collectives forward and backward; per step:
+//! the gradient reductions; per pipeline stage: the layers it runs. It is what
+//! `symshard analyze -o` saves and what `symshard timeline FILE.json` re-times.
+
+use crate::error::{Error, Result};
+use crate::model::Model;
+use crate::parallel::evaluate::{BlockNumbers, Evaluation};
+use crate::parallel::{Analysis, Comm};
+use crate::rules::{CollectiveKind, FlopClass};
+use crate::strategy::{AxisKind, Knobs, Recompute, Schedule};
+use crate::sym::{Bindings, Poly, Rational};
+use num_traits::{One, ToPrimitive, Zero};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// The format tag of saved plans.
+pub const FORMAT: &str = "symshard-analysis/1";
+
+/// Exact numbers as text (`"123"`, `"7/2"`) so that nothing is lost in JSON.
+pub(crate) mod exact {
+    use super::Rational;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(r: &Rational, s: S) -> Result<S::Ok, S::Error> {
+        crate::sym::ser_rational(r, s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Rational, D::Error> {
+        let text = String::deserialize(d)?;
+        let r: Rational = text
+            .trim()
+            .parse()
+            .map_err(|_| serde::de::Error::custom(format!("`{text}` is not an exact number")))?;
+        Ok(r)
+    }
+}
+
+/// A collective's kind, as the plan stores it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Collective {
+    /// Ring all-reduce.
+    AllReduce,
+    /// Ring reduce-scatter.
+    ReduceScatter,
+    /// Ring all-gather.
+    AllGather,
+    /// All-to-all.
+    AllToAll,
+    /// Exchange with neighbours, broadcast or point-to-point: one step.
+    OneStep,
+}
+
+impl Collective {
+    /// The plan's kind of a collective.
+    pub fn of(k: CollectiveKind) -> Collective {
+        match k {
+            CollectiveKind::AllReduce => Collective::AllReduce,
+            CollectiveKind::ReduceScatter => Collective::ReduceScatter,
+            CollectiveKind::AllGather => Collective::AllGather,
+            CollectiveKind::AllToAll => Collective::AllToAll,
+            _ => Collective::OneStep,
+        }
+    }
+
+    /// Its name in output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Collective::AllReduce => "all-reduce",
+            Collective::ReduceScatter => "reduce-scatter",
+            Collective::AllGather => "all-gather",
+            Collective::AllToAll => "all-to-all",
+            Collective::OneStep => "exchange",
+        }
+    }
+}
+
+/// The mesh axis of a collective.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Axis {
+    /// Tensor parallelism.
+    Tp,
+    /// Data parallelism.
+    Dp,
+}
+
+/// One collective of a layer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanComm {
+    /// Its kind.
+    pub kind: Collective,
+    /// The axis it runs on.
+    pub axis: Axis,
+    /// Bytes each rank sends on the wire, all calls together.
+    #[serde(with = "exact")]
+    pub bytes: Rational,
+    /// Calls (each pays the latency).
+    pub calls: u32,
+    /// What it moves (operator or edge, and tensor).
+    pub name: String,
+}
+
+/// One operator, per device and micro-batch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanOp {
+    /// Operator name.
+    pub name: String,
+    /// Whether it is matmul-like (tensor cores) rather than elementwise or normalisation.
+    pub matmul: bool,
+    /// Whether selective recomputation recomputes it (the attention core).
+    pub attention_core: bool,
+    /// Forward FLOPs.
+    #[serde(with = "exact")]
+    pub forward_flops: Rational,
+    /// Backward FLOPs.
+    #[serde(with = "exact")]
+    pub backward_flops: Rational,
+    /// Bytes the forward pass reads and writes (`OpRule::io_bytes` with the split indices
+    /// divided by their axis sizes).
+    #[serde(with = "exact")]
+    pub forward_bytes: Rational,
+    /// Bytes the backward pass reads and writes: the output gradient and what the forward read
+    /// in, the input gradients out — twice the forward traffic.
+    #[serde(with = "exact")]
+    pub backward_bytes: Rational,
+}
+
+/// One event of a layer's pass.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Step {
+    /// Operator `op` computes.
+    Compute(usize),
+    /// A collective on the critical path.
+    Collective(PlanComm),
+    /// A collective issued here that the following operators do not wait for (the all-gather
+    /// sequence parallelism repeats for a weight gradient overlaps the input gradient's work).
+    Overlapped(PlanComm),
+}
+
+/// One block (a layer kind), per device and micro-batch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanBlock {
+    /// Block name.
+    pub name: String,
+    /// Whether recomputation applies to it (a repeated layer).
+    pub layer: bool,
+    /// Operators in execution order.
+    pub ops: Vec<PlanOp>,
+    /// Forward events in order.
+    pub forward: Vec<Step>,
+    /// Backward events in order.
+    pub backward: Vec<Step>,
+    /// Per-step gradient reductions, with the operator whose backward makes them ready.
+    pub grads: Vec<(usize, PlanComm)>,
+    /// Bytes per device of the activation it hands on (a pipeline boundary).
+    #[serde(with = "exact")]
+    pub boundary_bytes: Rational,
+    /// Parameter elements per device.
+    #[serde(with = "exact")]
+    pub params: Rational,
+}
+
+/// The strategy's knobs, as saved.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanKnobs {
+    /// Data-parallel degree.
+    pub dp: u64,
+    /// Tensor-parallel degree.
+    pub tp: u64,
+    /// Pipeline stages.
+    pub pp: u64,
+    /// Micro-batches per step.
+    pub microbatches: u64,
+    /// Schedule.
+    pub schedule: Schedule,
+    /// Model chunks per device (interleaved).
+    pub chunks: u64,
+    /// Sequence parallelism.
+    pub sequence_parallel: bool,
+    /// Recomputation.
+    pub recompute: Recompute,
+    /// ZeRO stage.
+    pub zero: u8,
+}
+
+impl PlanKnobs {
+    /// From the strategy's knobs.
+    pub fn of(k: &Knobs) -> PlanKnobs {
+        PlanKnobs {
+            dp: k.dp,
+            tp: k.tp,
+            pp: k.pp,
+            microbatches: k.microbatches,
+            schedule: k.schedule,
+            chunks: k.chunks,
+            sequence_parallel: k.sequence_parallel,
+            recompute: k.recompute,
+            zero: k.zero,
+        }
+    }
+
+    /// Back to the strategy's knobs.
+    pub fn knobs(&self) -> Knobs {
+        Knobs {
+            dp: self.dp,
+            tp: self.tp,
+            pp: self.pp,
+            microbatches: self.microbatches,
+            schedule: self.schedule,
+            chunks: self.chunks,
+            sequence_parallel: self.sequence_parallel,
+            recompute: self.recompute,
+            zero: self.zero,
+        }
+    }
+
+    /// Model chunks per device (1 unless interleaved).
+    pub fn virtual_chunks(&self) -> u64 {
+        if self.schedule == Schedule::Interleaved {
+            self.chunks
+        } else {
+            1
+        }
+    }
+}
+
+/// Everything a timeline needs, exact and machine-independent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimingPlan {
+    /// Format tag ([`FORMAT`]).
+    pub format: String,
+    /// Model name.
+    pub model: String,
+    /// Symbol values of the whole step (batch `B`, sequence `S`, …).
+    pub symbols: std::collections::BTreeMap<String, String>,
+    /// The strategy.
+    pub knobs: PlanKnobs,
+    /// Devices per node when the strategy fixed it; otherwise the calibration's is used.
+    pub gpus_per_node: Option<u64>,
+    /// Samples per step.
+    #[serde(with = "exact")]
+    pub samples: Rational,
+    /// Tokens per step (0 when the model has no sequence length `S`).
+    #[serde(with = "exact")]
+    pub tokens: Rational,
+    /// Model FLOPs per step, the whole model, forward and backward without recomputation.
+    #[serde(with = "exact")]
+    pub model_flops: Rational,
+    /// Blocks.
+    pub blocks: Vec<PlanBlock>,
+    /// Layer items in order: the block each runs.
+    pub items: Vec<usize>,
+    /// Items per pipeline stage (virtual stages: `pp × chunks` of them when interleaved).
+    pub stages: Vec<usize>,
+}
+
+fn int(v: u64) -> Rational {
+    Rational::from_integer(v.into())
+}
+
+fn axis_of(a: AxisKind) -> Axis {
+    if a == AxisKind::Dp {
+        Axis::Dp
+    } else {
+        Axis::Tp
+    }
+}
+
+fn plan_comm(c: &Comm, bytes: &Rational, name: String) -> PlanComm {
+    PlanComm {
+        kind: Collective::of(c.kind),
+        axis: axis_of(c.axis),
+        bytes: bytes.clone(),
+        calls: c.calls.max(1),
+        name,
+    }
+}
+
+/// Bytes per device a forward pass of `node` reads and writes under its plan.
+fn io_bytes(
+    model: &Model,
+    node: &crate::model::OpNode,
+    plan: &crate::parallel::OpPlan,
+) -> Result<Poly, String> {
+    let (r, w) = node.rule.io_bytes(model.dtype_bytes);
+    let mut per = &r + &w;
+    for s in plan.splits() {
+        let share = Poly::symbol(&s.index)
+            .checked_div(&s.size)
+            .map_err(|e| e.to_string())?;
+        per = per
+            .substitute(&s.index, &share)
+            .map_err(|e| e.to_string())?;
+    }
+    per.substitute_all(&node.bind).map_err(|e| e.to_string())
+}
+
+/// Whether an operator-level collective belongs to the backward pass.
+fn is_backward(c: &Comm, inputs: &[String]) -> bool {
+    if c.tensor.starts_with("backward") {
+        return true;
+    }
+    if c.tensor.starts_with("forward") || inputs.contains(&c.tensor) {
+        return false;
+    }
+    c.tensor
+        .strip_prefix('d')
+        .is_some_and(|t| inputs.iter().any(|i| i == t))
+}
+
+/// Builds the plan of a strategy from its analysis and evaluation. `values` are the model's
+/// symbol values for the whole step, `b` those of one micro-batch.
+#[allow(clippy::too_many_arguments)]
+pub fn build_plan(
+    model: &Model,
+    analysis: &Analysis,
+    numbers: &[BlockNumbers],
+    evaluation: &Evaluation,
+    values: &Bindings,
+    b: &Bindings,
+    knobs: &Knobs,
+    gpus_per_node: Option<u64>,
+) -> Result<TimingPlan> {
+    let usage = Error::Usage;
+    let ev = |p: &Poly| {
+        p.eval(b)
+            .map_err(|e| usage(format!("cannot evaluate: {e}")))
+    };
+    let mut blocks = Vec::new();
+    for ((blk, ba), n) in model.blocks.iter().zip(&analysis.blocks).zip(numbers) {
+        let mut ops = Vec::new();
+        let mut forward = Vec::new();
+        let mut after: Vec<Vec<PlanComm>> = vec![Vec::new(); ba.ops.len()];
+        let mut before_bwd: Vec<Vec<PlanComm>> = vec![Vec::new(); ba.ops.len()];
+        let mut tail_bwd: Vec<PlanComm> = Vec::new();
+        let mut after_bwd: Vec<Vec<PlanComm>> = vec![Vec::new(); ba.ops.len()];
+        let mut grads = Vec::new();
+        let pos = |name: &str| ba.ops.iter().position(|o| o.name == name);
+        for (k, (node, op)) in blk.ops().zip(&ba.ops).enumerate() {
+            let bytes = io_bytes(model, node, &op.plan).map_err(usage)?;
+            let fb = ev(&bytes)?;
+            ops.push(PlanOp {
+                name: op.name.clone(),
+                matmul: op.class == FlopClass::Matmul,
+                attention_core: op.attention_core,
+                forward_flops: ev(&op.forward)?,
+                backward_flops: ev(&op.backward)?,
+                backward_bytes: &fb * int(2),
+                forward_bytes: fb,
+            });
+            let inputs: Vec<String> = node.rule.inputs.iter().map(|t| t.name.clone()).collect();
+            for c in &op.comm {
+                let pc = plan_comm(c, &ev(&c.wire_bytes)?, format!("{} {}", c.op, c.tensor));
+                if is_backward(c, &inputs) {
+                    after_bwd[k].push(pc);
+                } else {
+                    after[k].push(pc);
+                }
+            }
+            for c in &op.grad_comm {
+                let pc = plan_comm(c, &ev(&c.wire_bytes)?, format!("{} {}", c.op, c.tensor));
+                grads.push((k, pc));
+            }
+        }
+        // Edge conversions: forward ones before their consumer, backward ones before the
+        // producer's backward (or at the end of the block's backward when it lives elsewhere).
+        let mut before_fwd: Vec<Vec<PlanComm>> = vec![Vec::new(); ba.ops.len()];
+        let mut overlapped: Vec<Vec<PlanComm>> = vec![Vec::new(); ba.ops.len()];
+        for c in &ba.edges {
+            let pc = plan_comm(c, &ev(&c.wire_bytes)?, c.op.clone());
+            if let Some(edge) = c.op.strip_suffix(" (backward)") {
+                // Gathered again for the consumer's backward.
+                let consumer = edge.rsplit('→').next().unwrap_or("");
+                match pos(consumer) {
+                    Some(k) => overlapped[k].push(pc),
+                    None => tail_bwd.push(pc),
+                }
+            } else if c.reason.starts_with("backward") {
+                match pos(c.op.trim_start_matches('d')) {
+                    Some(k) => before_bwd[k].push(pc),
+                    None => tail_bwd.push(pc),
+                }
+            } else {
+                let consumer = c.op.rsplit('→').next().unwrap_or("");
+                match pos(consumer) {
+                    Some(k) => before_fwd[k].push(pc),
+                    None => before_fwd[0].push(pc),
+                }
+            }
+        }
+        for k in 0..ops.len() {
+            forward.extend(before_fwd[k].drain(..).map(Step::Collective));
+            forward.push(Step::Compute(k));
+            forward.extend(after[k].drain(..).map(Step::Collective));
+        }
+        let mut backward = Vec::new();
+        for k in (0..ops.len()).rev() {
+            backward.extend(before_bwd[k].drain(..).map(Step::Collective));
+            backward.extend(overlapped[k].drain(..).map(Step::Overlapped));
+            backward.push(Step::Compute(k));
+            backward.extend(after_bwd[k].drain(..).map(Step::Collective));
+        }
+        backward.extend(tail_bwd.into_iter().map(Step::Collective));
+        blocks.push(PlanBlock {
+            name: ba.name.clone(),
+            layer: blk.repeat != Poly::one(),
+            ops,
+            forward,
+            backward,
+            grads,
+            boundary_bytes: n.boundary.clone(),
+            params: n.params.clone(),
+        });
+    }
+    let mut items = Vec::new();
+    for (bi, n) in numbers.iter().enumerate() {
+        items.extend(std::iter::repeat_n(bi, n.repeat as usize));
+    }
+    let v = if knobs.schedule == Schedule::Interleaved {
+        knobs.chunks
+    } else {
+        1
+    };
+    let stages: Vec<usize> = if v > 1 {
+        interleaved_chunks(&items, &blocks, (knobs.pp * v) as usize).map_err(Error::Usage)?
+    } else {
+        evaluation
+            .stages
+            .iter()
+            .map(|s| s.items.iter().map(|(_, c)| *c as usize).sum())
+            .collect()
+    };
+    let get = |s: &str| values.get(s).cloned();
+    let samples = get("B").unwrap_or_else(Rational::one);
+    // Tokens only where `S` is a sequence length (it is an image side in vision families).
+    let is_sequence = model
+        .symbols
+        .get("S")
+        .is_some_and(|d| d.contains("sequence") || d.contains("token"));
+    let tokens = match get("S") {
+        Some(s) if is_sequence => &samples * s,
+        _ => Rational::zero(),
+    };
+    let plan = TimingPlan {
+        format: FORMAT.into(),
+        model: model.name.clone(),
+        symbols: values
+            .iter()
+            .map(|(k, v)| (k.clone(), v.to_string()))
+            .collect(),
+        knobs: PlanKnobs::of(knobs),
+        gpus_per_node,
+        samples,
+        tokens,
+        model_flops: evaluation.model_flops.clone(),
+        blocks,
+        items,
+        stages,
+    };
+    plan.check().map_err(Error::Usage)?;
+    Ok(plan)
+}
+
+/// Items per virtual stage of the interleaved schedule: the layers split evenly, the blocks
+/// before the first layer (embeddings) on the first chunk and those after the last (the head)
+/// on the last, as Megatron-LM places them.
+fn interleaved_chunks(
+    items: &[usize],
+    blocks: &[PlanBlock],
+    chunks: usize,
+) -> std::result::Result<Vec<usize>, String> {
+    let layers = items.iter().filter(|&&b| blocks[b].layer).count();
+    if layers == 0 || !layers.is_multiple_of(chunks) {
+        return Err(format!(
+            "interleaved-1f1b needs the {layers} layers divisible by pp × chunks = {chunks}"
+        ));
+    }
+    let per = layers / chunks;
+    let mut counts = vec![0usize; chunks];
+    let mut seen = 0usize;
+    for &b in items {
+        let c = if blocks[b].layer {
+            seen += 1;
+            (seen - 1) / per
+        } else if seen < layers {
+            seen / per
+        } else {
+            chunks - 1
+        };
+        counts[c] += 1;
+    }
+    Ok(counts)
+}
+
+impl TimingPlan {
+    /// Checks the plan's consistency (a saved file may have been edited).
+    pub fn check(&self) -> std::result::Result<(), String> {
+        if self.format != FORMAT {
+            return Err(format!(
+                "unknown analysis format `{}` (expected `{FORMAT}`)",
+                self.format
+            ));
+        }
+        crate::strategy::check_knobs(&self.knobs.knobs())?;
+        if self.gpus_per_node.is_some_and(|g| g == 0 || g > 1024) {
+            return Err("`gpus_per_node` must be 1 to 1024".into());
+        }
+        let v = self.knobs.virtual_chunks();
+        if self.stages.len() as u64 != self.knobs.pp * v {
+            return Err(format!(
+                "{} stages listed for pp × chunks = {}",
+                self.stages.len(),
+                self.knobs.pp * v
+            ));
+        }
+        if self.stages.contains(&0) {
+            return Err("a pipeline stage has no layers".into());
+        }
+        if self.stages.iter().sum::<usize>() != self.items.len() {
+            return Err("the stages do not cover the layer items".into());
+        }
+        if v > 1 && !self.knobs.microbatches.is_multiple_of(self.knobs.pp) {
+            return Err(format!(
+                "interleaved-1f1b needs the micro-batches ({}) to be a multiple of pp ({})",
+                self.knobs.microbatches, self.knobs.pp
+            ));
+        }
+        for &i in &self.items {
+            if i >= self.blocks.len() {
+                return Err(format!("layer item names block {i}, which does not exist"));
+            }
+        }
+        for b in &self.blocks {
+            let n = b.ops.len();
+            let bad_step = |s: &Step| matches!(s, Step::Compute(k) if *k >= n);
+            if b.forward.iter().chain(&b.backward).any(bad_step) || b.grads.iter().any(|g| g.0 >= n)
+            {
+                return Err(format!("block `{}` names an operator it lacks", b.name));
+            }
+            let negative = b.ops.iter().any(|o| {
+                [
+                    &o.forward_flops,
+                    &o.backward_flops,
+                    &o.forward_bytes,
+                    &o.backward_bytes,
+                ]
+                .iter()
+                .any(|v| v < &&Rational::zero())
+            });
+            if negative || b.boundary_bytes < Rational::zero() {
+                return Err(format!("block `{}` has a negative amount", b.name));
+            }
+        }
+        if self.samples.to_f64().is_none_or(|s| s <= 0.0) {
+            return Err("`samples` must be positive".into());
+        }
+        Ok(())
+    }
+
+    /// Reads a plan saved by `symshard analyze -o`.
+    pub fn load(path: &Path) -> Result<TimingPlan> {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let plan: TimingPlan = serde_json::from_str(&text)
+            .map_err(|e| Error::at(path, e.line(), e.column(), e.to_string()))?;
+        plan.check().map_err(|m| Error::at(path, 1, 1, m))?;
+        Ok(plan)
+    }
+
+    /// The plan as pretty JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+}

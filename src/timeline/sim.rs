@@ -1,0 +1,511 @@
+//! The event flow, composed as DistSim composes it: layer events (operator compute, collectives
+//! on the critical path) → stage events under the pipeline schedule → per-device timelines on
+//! four streams. Devices of one pipeline stage behave alike (their data- and tensor-parallel
+//! ranks are symmetric), so one representative device per stage is simulated.
+//!
+//! Each stream runs its events in issue order, one at a time (as a CUDA stream does); an event
+//! starts when its stream is free and its dependencies have ended. Tensor-parallel collectives
+//! block the next operator (Megatron-LM's synchronous all-reduces); activations and their
+//! gradients cross stages on the sender's point-to-point stream; the data-parallel gradient
+//! all-reduce runs in buckets on its own stream, each launched when the last micro-batch's
+//! backward has produced its gradients (PyTorch DDP, 25 MB buckets).
+
+use super::cost::{bus_factor, Rates};
+pub use super::event::{Event, Stream, What};
+use super::plan::{Axis, Collective, PlanComm, Step, TimingPlan};
+use super::schedule::{program, Pass, Task};
+use crate::parallel::evaluate::{GRAD_BYTES, OPTIMIZER_BYTES, WEIGHT_BYTES};
+use crate::strategy::{AxisKind, Mesh, MeshAxis, Recompute, Schedule};
+use num_traits::ToPrimitive;
+
+/// PyTorch DDP's default gradient bucket (`bucket_cap_mb = 25`).
+pub const BUCKET_BYTES: f64 = 25e6;
+
+/// A simulated step.
+#[derive(Debug, Clone)]
+pub struct Simulation {
+    /// All events (empty from [`simulate_times`]).
+    pub events: Vec<Event>,
+    /// The mesh.
+    pub mesh: Mesh,
+    /// Step time: the last event's end.
+    pub iteration: f64,
+    /// Pipeline flush: the end of the last backward.
+    pub flush: f64,
+    /// Per pipeline rank: seconds spent inside its passes (from each pass's first event to its
+    /// last).
+    pub work: Vec<f64>,
+    /// Per pipeline rank and stream: busy seconds.
+    pub busy: Vec<[f64; 4]>,
+}
+
+/// When a stage's input arrives, and the event that delivers it.
+type Arrival = Option<(f64, usize)>;
+
+struct SimStep {
+    /// Whether the next step waits for it.
+    blocking: bool,
+    op: Option<usize>,
+    step: usize,
+    stream: Stream,
+    dur: f64,
+    flops: f64,
+    bytes: f64,
+    recompute: bool,
+}
+
+fn f(r: &crate::sym::Rational) -> f64 {
+    r.to_f64().unwrap_or(f64::MAX)
+}
+
+struct Ctx<'a> {
+    plan: &'a TimingPlan,
+    rates: &'a Rates,
+    tp: &'a MeshAxis,
+    dp: &'a MeshAxis,
+}
+
+impl Ctx<'_> {
+    fn comm(&self, c: &PlanComm) -> (Stream, f64, f64) {
+        let (stream, axis) = match c.axis {
+            Axis::Tp => (Stream::TpComm, self.tp),
+            Axis::Dp => (Stream::DpComm, self.dp),
+        };
+        let bytes = f(&c.bytes);
+        let calls = c.calls.max(1) as f64;
+        let dur = calls * self.rates.collective_seconds(c.kind, bytes / calls, axis);
+        (stream, dur, bytes)
+    }
+
+    /// The events of one block's pass, with their durations.
+    fn steps(&self, bi: usize, pass: Pass) -> Vec<SimStep> {
+        let b = &self.plan.blocks[bi];
+        let to_sim = |(i, s): (usize, &Step), recompute: bool| match s {
+            Step::Compute(k) => {
+                let o = &b.ops[*k];
+                let (fl, by) = match (pass, recompute) {
+                    (Pass::Backward, false) => (f(&o.backward_flops), f(&o.backward_bytes)),
+                    _ => (f(&o.forward_flops), f(&o.forward_bytes)),
+                };
+                SimStep {
+                    blocking: true,
+                    op: Some(*k),
+                    step: i,
+                    stream: Stream::Compute,
+                    dur: self.rates.op_seconds(fl, by, o.matmul),
+                    flops: fl,
+                    bytes: 0.0,
+                    recompute,
+                }
+            }
+            Step::Collective(c) | Step::Overlapped(c) => {
+                let (stream, dur, bytes) = self.comm(c);
+                SimStep {
+                    blocking: matches!(s, Step::Collective(_)),
+                    op: None,
+                    step: i,
+                    stream,
+                    dur,
+                    flops: 0.0,
+                    bytes,
+                    recompute,
+                }
+            }
+        };
+        if pass == Pass::Forward {
+            return b
+                .forward
+                .iter()
+                .enumerate()
+                .map(|s| to_sim(s, false))
+                .collect();
+        }
+        let mut out = Vec::new();
+        let recompute = if b.layer {
+            self.plan.knobs.recompute
+        } else {
+            Recompute::None
+        };
+        if recompute == Recompute::Full {
+            out.extend(b.forward.iter().enumerate().map(|s| to_sim(s, true)));
+        }
+        let core = |s: &Step| matches!(s, Step::Compute(k) if b.ops[*k].attention_core);
+        let mut pending = recompute == Recompute::Selective;
+        for (i, s) in b.backward.iter().enumerate() {
+            if pending && core(s) {
+                pending = false;
+                for (j, fs) in b.forward.iter().enumerate() {
+                    if core(fs) {
+                        out.push(to_sim((j, fs), true));
+                    }
+                }
+            }
+            out.push(to_sim((i, s), false));
+        }
+        out
+    }
+}
+
+struct Device {
+    free: [f64; 4],
+    last: [Option<usize>; 4],
+    busy: [f64; 4],
+    work: f64,
+    bucket_wire: f64,
+    bucket_full: f64,
+    bucket_ready: Option<(usize, f64)>,
+    buckets: usize,
+}
+
+/// Where events go: kept for traces and tests, or only counted when just the times matter.
+struct Recorder {
+    keep: bool,
+    events: Vec<Event>,
+    count: usize,
+}
+
+impl Device {
+    /// Issues `e` on its stream once `ready`; returns its id, start and end.
+    fn push(&mut self, rec: &mut Recorder, mut e: Event, ready: f64) -> (usize, f64, f64) {
+        let s = e.stream.index();
+        e.start = ready.max(self.free[s]);
+        if let Some(prev) = self.last[s] {
+            if !e.deps.contains(&prev) {
+                e.deps.push(prev);
+            }
+        }
+        let (start, end) = (e.start, e.end());
+        self.free[s] = end;
+        self.busy[s] += e.dur;
+        let id = rec.count;
+        rec.count += 1;
+        self.last[s] = Some(id);
+        if rec.keep {
+            rec.events.push(e);
+        }
+        (id, start, end)
+    }
+}
+
+/// Simulates one training step of `plan` on the machine `rates`, with `gpus_per_node` devices
+/// per node.
+pub fn simulate(
+    plan: &TimingPlan,
+    rates: &Rates,
+    gpus_per_node: u64,
+) -> Result<Simulation, String> {
+    run(plan, rates, gpus_per_node, true)
+}
+
+/// As [`simulate`], keeping no events: the times and busy seconds only.
+pub fn simulate_times(
+    plan: &TimingPlan,
+    rates: &Rates,
+    gpus_per_node: u64,
+) -> Result<Simulation, String> {
+    run(plan, rates, gpus_per_node, false)
+}
+
+fn run(
+    plan: &TimingPlan,
+    rates: &Rates,
+    gpus_per_node: u64,
+    keep: bool,
+) -> Result<Simulation, String> {
+    plan.check()?;
+    let k = &plan.knobs;
+    let mesh = Mesh::new(k.tp, k.dp, k.pp, gpus_per_node);
+    let ctx = Ctx {
+        plan,
+        rates,
+        tp: mesh.axis(AxisKind::Tp),
+        dp: mesh.axis(AxisKind::Dp),
+    };
+    let p = k.pp as usize;
+    let v = k.virtual_chunks() as usize;
+    let m = k.microbatches as usize;
+    let nst = plan.stages.len();
+    let mut first = vec![0usize; nst + 1];
+    for (s, n) in plan.stages.iter().enumerate() {
+        first[s + 1] = first[s] + n;
+    }
+    let passes: Vec<[Vec<SimStep>; 2]> = (0..plan.blocks.len())
+        .map(|b| [ctx.steps(b, Pass::Forward), ctx.steps(b, Pass::Backward)])
+        .collect();
+    let p2p_tier = mesh.p2p_tier();
+    let programs: Vec<Vec<Task>> = (0..p).map(|s| program(k.schedule, s, p, m, v)).collect();
+    let sched_v = if k.schedule == Schedule::Interleaved {
+        v
+    } else {
+        1
+    };
+    debug_assert_eq!(sched_v * p, nst);
+    // The last backward of each virtual stage produces its gradients.
+    let mut last_bwd = vec![usize::MAX; nst];
+    for prog in &programs {
+        for (i, t) in prog.iter().enumerate() {
+            if t.pass == Pass::Backward {
+                last_bwd[t.stage] = i;
+            }
+        }
+    }
+    // Per virtual stage and micro-batch: when (and by which event) its forward input and its
+    // backward gradient arrive.
+    let mut arrivals: Vec<Vec<[Arrival; 2]>> = vec![vec![[None; 2]; m]; nst];
+    let mut devices: Vec<Device> = (0..p)
+        .map(|_| Device {
+            free: [0.0; 4],
+            last: [None; 4],
+            busy: [0.0; 4],
+            work: 0.0,
+            bucket_wire: 0.0,
+            bucket_full: 0.0,
+            bucket_ready: None,
+            buckets: 0,
+        })
+        .collect();
+    let mut pos = vec![0usize; p];
+    let mut rec = Recorder {
+        keep,
+        events: Vec::new(),
+        count: 0,
+    };
+    let mut flush: f64 = 0.0;
+    let mut iteration: f64 = 0.0;
+    let zero3 = if k.zero == 3 { 1.5 } else { 1.0 };
+    loop {
+        let mut progress = false;
+        let mut done = true;
+        for d in 0..p {
+            while pos[d] < programs[d].len() {
+                let task = programs[d][pos[d]];
+                let slot = if task.pass == Pass::Forward { 0 } else { 1 };
+                let head = match task.pass {
+                    Pass::Forward => task.stage == 0,
+                    Pass::Backward => task.stage + 1 == nst,
+                };
+                let dep = if head {
+                    Some((0.0, None))
+                } else {
+                    arrivals[task.stage][task.microbatch][slot].map(|(t, e)| (t, Some(e)))
+                };
+                let Some((ready, dep_event)) = dep else { break };
+                let dev = &mut devices[d];
+                let mut t = ready;
+                let mut prev = dep_event;
+                let mut started: Option<f64> = None;
+                let range = first[task.stage]..first[task.stage + 1];
+                let items: Vec<usize> = if task.pass == Pass::Forward {
+                    range.collect()
+                } else {
+                    range.rev().collect()
+                };
+                let grads_now = task.pass == Pass::Backward && last_bwd[task.stage] == pos[d];
+                for item in items {
+                    let bi = plan.items[item];
+                    for s in &passes[bi][slot] {
+                        let e = Event {
+                            device: d,
+                            stream: s.stream,
+                            start: 0.0,
+                            dur: s.dur,
+                            what: match s.op {
+                                Some(op) => What::Op {
+                                    block: bi,
+                                    op,
+                                    recompute: s.recompute,
+                                },
+                                None => What::Comm {
+                                    block: bi,
+                                    step: s.step,
+                                    recompute: s.recompute,
+                                },
+                            },
+                            pass: task.pass,
+                            stage: task.stage,
+                            item: Some(item),
+                            microbatch: Some(task.microbatch),
+                            flops: s.flops,
+                            bytes: s.bytes,
+                            deps: prev.into_iter().collect(),
+                        };
+                        let (id, start, end) = dev.push(&mut rec, e, t);
+                        started.get_or_insert(start);
+                        if !s.blocking {
+                            continue;
+                        }
+                        t = end;
+                        prev = Some(id);
+                        if grads_now && !s.recompute {
+                            if let Some(op) = s.op {
+                                let ready = (d, id, end);
+                                launch_grads(&ctx, dev, &mut rec, bi, op, item, ready, zero3);
+                            }
+                        }
+                    }
+                }
+                let start = started.unwrap_or(ready);
+                dev.work += t - start;
+                if task.pass == Pass::Backward {
+                    flush = flush.max(t);
+                }
+                // Hand the activation (or its gradient) to the neighbouring stage.
+                let to = match task.pass {
+                    Pass::Forward if task.stage + 1 < nst => Some((task.stage + 1, task.stage)),
+                    Pass::Backward if task.stage > 0 => Some((task.stage - 1, task.stage - 1)),
+                    _ => None,
+                };
+                if let Some((dest, boundary_stage)) = to {
+                    let last_item = first[boundary_stage + 1] - 1;
+                    let bytes = f(&plan.blocks[plan.items[last_item]].boundary_bytes);
+                    let arrival = if dest % p == d {
+                        (t, prev.unwrap_or(0))
+                    } else {
+                        let e = Event {
+                            device: d,
+                            stream: Stream::P2p,
+                            start: 0.0,
+                            dur: rates.p2p_seconds(bytes, p2p_tier),
+                            what: What::Send,
+                            pass: task.pass,
+                            stage: task.stage,
+                            item: None,
+                            microbatch: Some(task.microbatch),
+                            flops: 0.0,
+                            bytes,
+                            deps: prev.into_iter().collect(),
+                        };
+                        let (id, _, end) = dev.push(&mut rec, e, t);
+                        (end, id)
+                    };
+                    arrivals[dest][task.microbatch][slot] = Some(arrival);
+                }
+                pos[d] += 1;
+                progress = true;
+            }
+            done &= pos[d] == programs[d].len();
+        }
+        if done {
+            break;
+        }
+        if !progress {
+            return Err("the pipeline schedule deadlocks".into());
+        }
+    }
+    // Remaining gradient buckets, then the optimizer step.
+    for (d, dev) in devices.iter_mut().enumerate() {
+        flush_bucket(&ctx, dev, &mut rec, d);
+        let params: f64 = (0..nst)
+            .filter(|s| s % p == d)
+            .flat_map(|s| first[s]..first[s + 1])
+            .map(|i| f(&plan.blocks[plan.items[i]].params))
+            .sum();
+        let shard = if k.zero >= 1 { k.dp as f64 } else { 1.0 };
+        // Adam reads weights, gradients and fp32 state, and writes weights and state.
+        let per_param = (WEIGHT_BYTES + GRAD_BYTES + OPTIMIZER_BYTES) as f64
+            + (WEIGHT_BYTES + OPTIMIZER_BYTES) as f64;
+        let bytes = params * per_param / shard;
+        let ready = dev.free.iter().cloned().fold(0.0, f64::max);
+        let deps: Vec<usize> = dev.last.iter().flatten().copied().collect();
+        let e = Event {
+            device: d,
+            stream: Stream::Compute,
+            start: 0.0,
+            dur: bytes / rates.memory_bandwidth,
+            what: What::Optimizer,
+            pass: Pass::Backward,
+            stage: d,
+            item: None,
+            microbatch: None,
+            flops: 0.0,
+            bytes: 0.0,
+            deps,
+        };
+        dev.push(&mut rec, e, ready);
+        iteration = iteration.max(dev.free.iter().cloned().fold(0.0, f64::max));
+    }
+    Ok(Simulation {
+        events: rec.events,
+        iteration,
+        flush,
+        work: devices.iter().map(|d| d.work).collect(),
+        busy: devices.iter().map(|d| d.busy).collect(),
+        mesh,
+    })
+}
+
+/// Gradients of operator `op` are ready at event `ready`: tensor-parallel ones reduce at once,
+/// data-parallel ones join the bucket, which is launched once full.
+#[allow(clippy::too_many_arguments)]
+fn launch_grads(
+    ctx: &Ctx,
+    dev: &mut Device,
+    rec: &mut Recorder,
+    bi: usize,
+    op: usize,
+    item: usize,
+    (d, ready, t): (usize, usize, f64),
+    zero3: f64,
+) {
+    for (k, c) in &ctx.plan.blocks[bi].grads {
+        if *k != op {
+            continue;
+        }
+        match c.axis {
+            Axis::Tp => {
+                let (stream, dur, bytes) = ctx.comm(c);
+                let e = grad_event(d, stream, dur, bytes, dev.buckets, Some(item), ready);
+                dev.buckets += 1;
+                dev.push(rec, e, t);
+            }
+            Axis::Dp => {
+                let wire = f(&c.bytes) * zero3;
+                dev.bucket_wire += wire;
+                dev.bucket_full += wire / bus_factor(c.kind, ctx.dp.size.max(2));
+                dev.bucket_ready = Some((ready, t));
+                if dev.bucket_full >= BUCKET_BYTES {
+                    flush_bucket(ctx, dev, rec, d);
+                }
+            }
+        }
+    }
+}
+
+fn grad_event(
+    d: usize,
+    stream: Stream,
+    dur: f64,
+    bytes: f64,
+    bucket: usize,
+    item: Option<usize>,
+    ready: usize,
+) -> Event {
+    Event {
+        device: d,
+        stream,
+        start: 0.0,
+        dur,
+        what: What::Grad { bucket },
+        pass: Pass::Backward,
+        stage: d,
+        item,
+        microbatch: None,
+        flops: 0.0,
+        bytes,
+        deps: vec![ready],
+    }
+}
+
+fn flush_bucket(ctx: &Ctx, dev: &mut Device, rec: &mut Recorder, d: usize) {
+    let Some((ready, t)) = dev.bucket_ready.take() else {
+        return;
+    };
+    let wire = std::mem::take(&mut dev.bucket_wire);
+    dev.bucket_full = 0.0;
+    let dur = ctx
+        .rates
+        .collective_seconds(Collective::AllReduce, wire, ctx.dp);
+    let e = grad_event(d, Stream::DpComm, dur, wire, dev.buckets, None, ready);
+    dev.buckets += 1;
+    dev.push(rec, e, t);
+}

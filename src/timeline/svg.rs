@@ -1,0 +1,189 @@
+//! A Gantt chart of a timeline as SVG: one lane per device and stream, time left to right.
+//! Neighbouring events of one kind and micro-batch that would be narrower than a pixel apart are
+//! drawn as one bar, so that large pipelines stay readable.
+
+use super::plan::TimingPlan;
+use super::schedule::Pass;
+use super::sim::{Event, Simulation, Stream, What};
+use std::fmt::Write as _;
+
+const WIDTH: f64 = 1200.0;
+const LEFT: f64 = 170.0;
+const LANE: f64 = 14.0;
+const TOP: f64 = 48.0;
+
+fn colour(e: &Event) -> (&'static str, &'static str) {
+    match (e.stream, &e.what, e.pass) {
+        (_, What::Optimizer, _) => ("#444444", "optimizer"),
+        (
+            _,
+            What::Op {
+                recompute: true, ..
+            },
+            _,
+        ) => ("#f28e2b", "recompute"),
+        (Stream::Compute, _, Pass::Forward) => ("#4e79a7", "forward"),
+        (Stream::Compute, _, Pass::Backward) => ("#59a14f", "backward"),
+        (Stream::TpComm, _, _) => ("#b07aa1", "tensor-parallel collective"),
+        (Stream::DpComm, _, _) => ("#e15759", "gradient all-reduce"),
+        (Stream::P2p, _, _) => ("#9c9c9c", "pipeline send"),
+    }
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// The timeline as an SVG document.
+pub fn gantt_svg(plan: &TimingPlan, sim: &Simulation, title: &str) -> String {
+    let t = sim.iteration.max(1e-12);
+    let scale = (WIDTH - LEFT - 20.0) / t;
+    let lanes = sim.busy.len() * Stream::ALL.len();
+    let height = TOP + lanes as f64 * LANE + 60.0;
+    let per_stage = plan.knobs.tp * plan.knobs.dp;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" font-family="sans-serif" font-size="10">"#
+    );
+    let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let _ = writeln!(
+        s,
+        r#"<text x="10" y="16" font-size="13">{}</text>"#,
+        esc(title)
+    );
+    // Lanes and their labels.
+    for d in 0..sim.busy.len() {
+        for (k, st) in Stream::ALL.iter().enumerate() {
+            let y = TOP + (d * Stream::ALL.len() + k) as f64 * LANE;
+            let fill = if d % 2 == 0 { "#f4f4f4" } else { "#ffffff" };
+            let _ = writeln!(
+                s,
+                r#"<rect x="{LEFT}" y="{y}" width="{}" height="{LANE}" fill="{fill}"/>"#,
+                WIDTH - LEFT - 20.0
+            );
+            let label = if k == 0 {
+                format!("device {} · {}", d as u64 * per_stage, st.name())
+            } else {
+                st.name().to_string()
+            };
+            let _ = writeln!(
+                s,
+                r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#,
+                LEFT - 6.0,
+                y + LANE - 3.0,
+                esc(&label)
+            );
+        }
+    }
+    // Bars, merged per lane while they are closer than a pixel and alike.
+    let mut order: Vec<usize> = (0..sim.events.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (ea, eb) = (&sim.events[a], &sim.events[b]);
+        (ea.device, ea.stream as usize)
+            .cmp(&(eb.device, eb.stream as usize))
+            .then(ea.start.total_cmp(&eb.start))
+    });
+    let mut open: Option<(usize, f64, f64)> = None;
+    let flush = |s: &mut String, (i, x0, x1): (usize, f64, f64)| {
+        let e: &Event = &sim.events[i];
+        let (fill, kind) = colour(e);
+        let y = TOP + (e.device * Stream::ALL.len() + e.stream as usize) as f64 * LANE + 1.0;
+        let mb = e
+            .microbatch
+            .map(|j| format!(", micro-batch {j}"))
+            .unwrap_or_default();
+        let _ = writeln!(
+            s,
+            r#"<rect x="{:.2}" y="{y}" width="{:.2}" height="{}" fill="{fill}"><title>{kind}{mb}, stage {}</title></rect>"#,
+            LEFT + x0,
+            (x1 - x0).max(0.5),
+            LANE - 2.0,
+            e.stage
+        );
+    };
+    for &i in &order {
+        let e = &sim.events[i];
+        let (x0, x1) = (e.start * scale, e.end() * scale);
+        if let Some((j, a, b)) = open {
+            let o = &sim.events[j];
+            let alike = o.device == e.device
+                && o.stream == e.stream
+                && o.microbatch == e.microbatch
+                && colour(o).1 == colour(e).1;
+            if alike && x0 - b < 1.0 {
+                open = Some((j, a, x1.max(b)));
+                continue;
+            }
+            flush(&mut s, (j, a, b));
+        }
+        open = Some((i, x0, x1));
+    }
+    if let Some(o) = open {
+        flush(&mut s, o);
+    }
+    // Time axis.
+    let axis_y = TOP + lanes as f64 * LANE + 4.0;
+    let step = nice_step(t / 8.0);
+    let mut x = 0.0;
+    while x <= t * 1.0001 {
+        let px = LEFT + x * scale;
+        let _ = writeln!(
+            s,
+            r##"<line x1="{px:.2}" y1="{TOP}" x2="{px:.2}" y2="{axis_y}" stroke="#cccccc" stroke-width="0.5"/><text x="{px:.2}" y="{}" text-anchor="middle">{}</text>"##,
+            axis_y + 12.0,
+            seconds(x)
+        );
+        x += step;
+    }
+    let mut lx = LEFT;
+    let ly = axis_y + 32.0;
+    for (fill, kind) in [
+        ("#4e79a7", "forward"),
+        ("#59a14f", "backward"),
+        ("#f28e2b", "recompute"),
+        ("#b07aa1", "tensor-parallel collective"),
+        ("#e15759", "gradient all-reduce"),
+        ("#9c9c9c", "pipeline send"),
+        ("#444444", "optimizer"),
+    ] {
+        let _ = writeln!(
+            s,
+            r#"<rect x="{lx}" y="{}" width="10" height="10" fill="{fill}"/><text x="{}" y="{ly}">{kind}</text>"#,
+            ly - 9.0,
+            lx + 14.0
+        );
+        lx += 14.0 + 6.5 * kind.len() as f64 + 16.0;
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+fn nice_step(raw: f64) -> f64 {
+    let p = 10f64.powf(raw.max(1e-12).log10().floor());
+    let m = raw / p;
+    let n = if m < 1.5 {
+        1.0
+    } else if m < 3.5 {
+        2.0
+    } else if m < 7.5 {
+        5.0
+    } else {
+        10.0
+    };
+    n * p
+}
+
+fn seconds(x: f64) -> String {
+    if x == 0.0 {
+        "0".into()
+    } else if x < 1e-3 {
+        format!("{:.0} µs", x * 1e6)
+    } else if x < 1.0 {
+        format!("{:.1} ms", x * 1e3)
+    } else {
+        format!("{x:.2} s")
+    }
+}
