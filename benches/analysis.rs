@@ -30,6 +30,7 @@ fn opts(devices: u64) -> RankOptions {
         top: 10,
         memory: Rational::from_integer(80_000_000_000u64.into()),
         max_microbatches: 256,
+        seconds: false,
     }
 }
 

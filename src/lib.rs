@@ -12,6 +12,7 @@ pub mod cli;
 pub mod diag;
 pub mod embedded;
 pub mod error;
+pub mod import;
 pub mod model;
 pub mod parallel;
 pub mod rules;

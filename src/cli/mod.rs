@@ -5,8 +5,10 @@ pub mod audit;
 mod calibrate;
 mod cost;
 pub mod explain;
+mod import;
 mod models;
 mod output;
+pub mod progress;
 mod rank;
 mod strategy_args;
 mod timeline;
@@ -40,6 +42,8 @@ pub enum Command {
     Port(timeline::PortArgs),
     /// Fit a calibration table's link tiers from measurements.
     Calibrate(calibrate::CalibrateArgs),
+    /// Write a model file from a Hugging Face config.json or an ONNX graph.
+    Import(import::ImportArgs),
     /// Rank hybrid-parallel strategies of a model on N devices.
     Rank(Box<rank::RankArgs>),
     /// List the shipped models and families.
@@ -119,6 +123,7 @@ pub fn run(cli: Cli) -> Result<(), Error> {
         Command::Models(args) => models::run(args),
         Command::Rank(args) => rank::run(*args),
         Command::Audit(args) => audit::run(args),
+        Command::Import(args) => import::run(args),
         Command::Timeline(args) => timeline::run(*args),
         Command::Analyze(args) => analyze::run(*args),
         Command::Port(args) => timeline::run_port(args),

@@ -76,6 +76,8 @@ struct Row {
     feasible: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    iteration_seconds: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -134,6 +136,7 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
         top: args.top,
         memory,
         max_microbatches: args.max_microbatches.max(1),
+        seconds: args.calib.is_some(),
     };
     let result = rank(&model, &values, &calib, &opts).map_err(Error::Usage)?;
     let rows: Vec<Row> = result
@@ -163,6 +166,7 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
                 memory: e.memory.clone(),
                 feasible: e.feasible,
                 reason: e.reason.clone(),
+                iteration_seconds: r.seconds,
             }
         })
         .collect();
@@ -261,8 +265,8 @@ fn print_table(out: &Out, calib: &Calibration, result: &crate::search::RankResul
         sci(&calib.balance(Tier::Inter))
     );
     println!(
-        "{:>4} {:>5} {:>4} {:>4} {:>5} {:<16} {:<3} {:<9} {:>4}  {:>11} {:>8} {:>6} {:>6} {:>6} {:>8}  fits",
-        "rank", "dp", "tp", "pp", "mb", "schedule", "sp", "recompute", "zero", "rel. cost", "compute", "intra", "inter", "bubble", "mem GB"
+        "{:>4} {:>5} {:>4} {:>4} {:>5} {:<16} {:<3} {:<9} {:>4}  {:>11} {:>8} {:>6} {:>6} {:>6} {:>8} {:>9}  fits",
+        "rank", "dp", "tp", "pp", "mb", "schedule", "sp", "recompute", "zero", "rel. cost", "compute", "intra", "inter", "bubble", "mem GB", "s/step"
     );
     for r in &out.strategies {
         let t = &r.relative.total;
@@ -272,7 +276,7 @@ fn print_table(out: &Out, calib: &Calibration, result: &crate::search::RankResul
             r.schedule.clone()
         };
         println!(
-            "{:>4} {:>5} {:>4} {:>4} {:>5} {:<16} {:<3} {:<9} {:>4}  {:>11} {:>8} {:>6} {:>6} {:>6} {:>8}  {}",
+            "{:>4} {:>5} {:>4} {:>4} {:>5} {:<16} {:<3} {:<9} {:>4}  {:>11} {:>8} {:>6} {:>6} {:>6} {:>8} {:>9}  {}",
             r.rank,
             r.dp,
             r.tp,
@@ -288,6 +292,7 @@ fn print_table(out: &Out, calib: &Calibration, result: &crate::search::RankResul
             pct(&r.relative.comm_inter, t),
             pct(&r.relative.bubble, t),
             gb(&r.memory_per_device),
+            r.iteration_seconds.map_or("-".to_string(), |x| format!("{x:.3}")),
             if r.feasible { "yes".to_string() } else { format!("no: {}", r.reason.clone().unwrap_or_default()) }
         );
     }

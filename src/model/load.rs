@@ -45,6 +45,13 @@ impl ModelLoader {
     /// shipped model.
     pub fn resolve(&self, arg: &str) -> Result<Model> {
         let path = Path::new(arg);
+        // JSON is also YAML: a Hugging Face config must be recognised first.
+        if arg.ends_with(".json") {
+            return self.load(&crate::import::model_source_from_hf(path)?);
+        }
+        if arg.ends_with(".onnx") {
+            return self.load(&crate::import::model_source_from_onnx(path)?);
+        }
         if arg.ends_with(".yaml") || arg.ends_with(".yml") || path.is_file() {
             let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
                 path: path.to_path_buf(),

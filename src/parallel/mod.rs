@@ -4,6 +4,7 @@
 pub mod analysis;
 pub mod evaluate;
 pub mod layout;
+pub mod moe;
 
 pub use analysis::{analyse, Analysis, BlockAnalysis, Comm, OpAnalysis, DP, TP};
 pub use evaluate::{evaluate, CommRow, Evaluation, Memory, RelativeCost};

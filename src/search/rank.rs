@@ -30,6 +30,9 @@ pub struct RankOptions {
     pub memory: Rational,
     /// Largest micro-batch count tried.
     pub max_microbatches: u64,
+    /// Order the shown rows by simulated seconds per step on the calibration's machine (the
+    /// strategies are still screened by relative cost first).
+    pub seconds: bool,
 }
 
 /// One ranked strategy.
@@ -39,6 +42,8 @@ pub struct RankedRow {
     pub rank: usize,
     /// The evaluation.
     pub evaluation: Evaluation,
+    /// Simulated seconds per training step, when ranking in seconds.
+    pub seconds: Option<f64>,
 }
 
 /// The result of a search.
@@ -226,13 +231,19 @@ pub fn rank(
             .then(a.memory.total_cmp(&b.memory))
     });
     let feasible_est = estimates.iter().filter(|(_, e)| fits(e)).count();
+    // Ranking in seconds re-orders a wider pool of the cheapest strategies by simulated time.
+    let pool = if opts.seconds {
+        (opts.top * 4).max(40)
+    } else {
+        opts.top
+    };
     let last = estimates
-        .get(opts.top.min(estimates.len()).saturating_sub(1))
+        .get(pool.min(estimates.len()).saturating_sub(1))
         .map(|(_, e)| e.total)
         .unwrap_or(0.0);
     let mut candidates: Vec<&Knobs> = Vec::new();
     for (i, (k, e)) in estimates.iter().enumerate() {
-        let shown = i < opts.top || (fits(e) && e.total <= last * (1.0 + 1e-6));
+        let shown = i < pool || (fits(e) && e.total <= last * (1.0 + 1e-6));
         let borderline = (e.memory - cap).abs() <= cap * 1e-6;
         if shown || borderline {
             candidates.push(k);
@@ -272,13 +283,32 @@ pub fn rank(
             .collect();
         stability(&top.relative, &others)
     });
-    let rows = evals
+    let mut timed: Vec<(Evaluation, Option<f64>)> = evals.into_iter().map(|e| (e, None)).collect();
+    if opts.seconds {
+        for (e, secs) in timed.iter_mut() {
+            let k = &e.knobs;
+            let analysis = &analyses[usize::from(k.sequence_parallel)];
+            if let Some(Ok(numbers)) = cache.get(&(k.dp, k.tp, k.microbatches, k.sequence_parallel))
+            {
+                *secs =
+                    crate::timeline::iteration_seconds(model, analysis, numbers, e, values, calib)
+                        .ok();
+            }
+        }
+        timed.sort_by(|(a, sa), (b, sb)| {
+            b.feasible
+                .cmp(&a.feasible)
+                .then(sa.unwrap_or(f64::MAX).total_cmp(&sb.unwrap_or(f64::MAX)))
+        });
+    }
+    let rows = timed
         .into_iter()
         .take(opts.top)
         .enumerate()
-        .map(|(i, evaluation)| RankedRow {
+        .map(|(i, (evaluation, seconds))| RankedRow {
             rank: i + 1,
             evaluation,
+            seconds,
         })
         .collect();
     Ok(RankResult {

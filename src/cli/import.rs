@@ -1,0 +1,136 @@
+//! `symshard import`: a Hugging Face config or an ONNX graph → a model file.
+
+use super::progress;
+use crate::diag::Source;
+use crate::error::Error;
+use crate::import::{import_hf, import_onnx, OnnxOptions};
+use crate::model::ModelLoader;
+use clap::{Args, Subcommand};
+use std::path::{Path, PathBuf};
+
+/// Arguments of `import`.
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// What to import.
+    #[command(subcommand)]
+    pub source: ImportSource,
+}
+
+/// The formats `import` reads.
+#[derive(Debug, Subcommand)]
+pub enum ImportSource {
+    /// A Hugging Face config.json (gpt2, bert, llama, mistral, mixtral, t5).
+    Hf(HfArgs),
+    /// An ONNX model file.
+    Onnx(OnnxArgs),
+}
+
+/// Arguments of `import hf`.
+#[derive(Debug, Args)]
+pub struct HfArgs {
+    /// The config.json.
+    pub config: PathBuf,
+    /// Where to write the model file (standard output when absent).
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// The model's name (default: the output file's stem, else the config's).
+    #[arg(long)]
+    pub name: Option<String>,
+}
+
+/// Arguments of `import onnx`.
+#[derive(Debug, Args)]
+pub struct OnnxArgs {
+    /// The .onnx file.
+    pub model: PathBuf,
+    /// Where to write the model file (standard output when absent).
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// The model's name (default: the output file's stem, else the ONNX file's).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// The size of a symbolic dimension, by its ONNX name or model symbol (`--dim batch=8`).
+    #[arg(long = "dim", value_name = "NAME=SIZE")]
+    pub dims: Vec<String>,
+    /// Fail (exit code 2) when some ONNX node cannot be mapped to an operator rule.
+    #[arg(long)]
+    pub strict: bool,
+}
+
+/// Runs `import`.
+pub fn run(args: ImportArgs) -> Result<(), Error> {
+    match args.source {
+        ImportSource::Hf(a) => {
+            let name = a.name.clone().or_else(|| stem(a.output.as_deref()));
+            let imported = import_hf(&a.config, name.as_deref())?;
+            finish(&imported.yaml, a.output.as_deref())?;
+            eprintln!(
+                "imported {} (model_type {}) as family `{}`",
+                imported.name, imported.model_type, imported.family
+            );
+            Ok(())
+        }
+        ImportSource::Onnx(a) => {
+            let mut opts = OnnxOptions {
+                name: a.name.clone().or_else(|| stem(a.output.as_deref())),
+                ..OnnxOptions::default()
+            };
+            for d in &a.dims {
+                let (k, v) = d
+                    .split_once('=')
+                    .ok_or_else(|| Error::Usage(format!("--dim `{d}`: expected NAME=SIZE")))?;
+                let v: u64 = v.trim().parse().ok().filter(|v| *v > 0).ok_or_else(|| {
+                    Error::Usage(format!("--dim `{d}`: SIZE must be a positive integer"))
+                })?;
+                opts.dims.insert(k.trim().to_string(), v);
+            }
+            let pb = progress::bar(0, "mapping ONNX nodes");
+            let imported = import_onnx(&a.model, &opts, &mut |done, total| {
+                pb.set_length(total as u64);
+                pb.set_position(done as u64);
+            });
+            pb.finish_and_clear();
+            let imported = imported?;
+            for u in &imported.unmapped {
+                eprintln!("not mapped: {} ×{}", u.op_type, u.count);
+                for (n, why) in &u.nodes {
+                    eprintln!("  `{n}`: {why}");
+                }
+            }
+            if a.strict && !imported.unmapped.is_empty() {
+                let n: usize = imported.unmapped.iter().map(|u| u.count).sum();
+                return Err(Error::Usage(format!(
+                    "{}: {n} ONNX nodes cannot be mapped (--strict)",
+                    a.model.display()
+                )));
+            }
+            finish(&imported.yaml, a.output.as_deref())?;
+            eprintln!(
+                "imported {}: {} of {} ONNX nodes mapped, to {} operators",
+                imported.name, imported.mapped, imported.nodes, imported.operators
+            );
+            Ok(())
+        }
+    }
+}
+
+fn stem(p: Option<&Path>) -> Option<String> {
+    p.and_then(|p| p.file_stem())
+        .map(|s| s.to_string_lossy().to_string())
+}
+
+/// Checks that the model file loads, then writes it.
+fn finish(yaml: &str, output: Option<&Path>) -> Result<(), Error> {
+    let shown = output.unwrap_or(Path::new("<stdout>"));
+    ModelLoader::embedded()?.load(&Source::new(shown, yaml))?;
+    match output {
+        Some(p) => std::fs::write(p, yaml).map_err(|source| Error::Io {
+            path: p.to_path_buf(),
+            source,
+        }),
+        None => {
+            print!("{yaml}");
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! `symshard optimize`: cheaper communication for a tensor-parallel layer, found by rewriting.
+
+use super::output::print_json;
+use super::{Format, SymbolArgs};
+use crate::calib::Calibration;
+use crate::error::Error;
+use crate::model::ModelLoader;
+use crate::rewrite::{optimize_layer_with, OptimizeOptions, Weights};
+use crate::strategy::Tier;
+use clap::Args;
+
+/// Arguments of `optimize`.
+#[derive(Debug, Args)]
+pub struct OptimizeArgs {
+    /// A model file, a shipped model's name (see `symshard models`).
+    pub model: String,
+    /// Tensor-parallel degree.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    pub tp: u64,
+    #[command(flatten)]
+    pub symbols: SymbolArgs,
+    /// A calibration table (file or shipped name) whose intra-node balance weighs wire bytes
+    /// against FLOPs (default: the reference machine).
+    #[arg(long, value_name = "CALIB")]
+    pub calib: Option<String>,
+    /// Analyse this many identical layers at once (`repeat N layer`).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub layers: Option<u64>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+/// Runs `optimize`.
+pub fn run(args: OptimizeArgs) -> Result<(), Error> {
+    let loader = ModelLoader::embedded()?;
+    let model = loader.resolve(&args.model)?;
+    let values = args.symbols.apply(&model)?;
+    let calib = match &args.calib {
+        Some(c) => Calibration::resolve(c)?,
+        None => Calibration::reference()?,
+    };
+    let opts = OptimizeOptions {
+        layers: args.layers,
+        weights: Weights {
+            flops_per_wire_byte: calib.balance(Tier::Intra),
+            ..Weights::default()
+        },
+        ..OptimizeOptions::default()
+    };
+    let r = optimize_layer_with(&model, args.tp, &values, &opts)?;
+    if args.format == Format::Json {
+        return print_json(&r);
+    }
+    let layers = r.layers.map(|n| format!(" ×{n}")).unwrap_or_default();
+    println!(
+        "model {}, block `{}`{layers}, tp {} — e-graph {} after {} iterations: {} e-nodes, {} e-classes, {:.3} s",
+        r.model,
+        r.block,
+        r.tp,
+        r.run.stop_reason,
+        r.run.iterations,
+        r.run.egraph_nodes,
+        r.run.egraph_classes,
+        r.run.seconds
+    );
+    println!();
+    println!(
+        "{:<28} {:>22} {:>22} {:>22}",
+        "per device", "before", "after", "saving"
+    );
+    let rows = [
+        (
+            "wire bytes",
+            &r.before_cost.comm,
+            &r.after_cost.comm,
+            &r.saving.comm,
+        ),
+        (
+            "FLOPs (forward)",
+            &r.before_cost.compute,
+            &r.after_cost.compute,
+            &r.saving.compute,
+        ),
+        (
+            "activation bytes saved",
+            &r.before_cost.activation,
+            &r.after_cost.activation,
+            &r.saving.activation,
+        ),
+    ];
+    for (what, b, a, s) in rows {
+        println!("{what:<28} {b:>22} {a:>22} {s:>22}");
+    }
+    println!();
+    println!("saving as formulas:");
+    println!("  FLOPs       {}", r.saving.formulas.compute);
+    println!("  activations {}", r.saving.formulas.activation);
+    if !r.moved.is_empty() {
+        println!();
+        println!("{:<20} {:<20} {:<20}", "operator", "before", "after");
+        for m in &r.moved {
+            println!("{:<20} {:<20} {:<20}", m.op, m.before, m.after);
+        }
+    }
+    println!();
+    println!("before:");
+    print!("{}", r.before);
+    println!();
+    println!("after:");
+    print!("{}", r.after);
+    Ok(())
+}

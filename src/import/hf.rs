@@ -1,0 +1,535 @@
+//! Hugging Face `config.json` → a model file: the family the architecture belongs to and its
+//! symbols, each value with the config field it comes from.
+//!
+//! Supported `model_type`s: `gpt2` (family `gpt`), `bert` (`bert`), `llama` and `mistral`
+//! (`llama`, or `llama_tied` with `tie_word_embeddings`), `mixtral` (`mixtral`) and `t5` (`t5` for
+//! v1.0, ReLU and tied; `t5_v1_1` for v1.1 and FLAN-T5, gated-GELU and untied). Fields absent from
+//! a file take the `transformers` class defaults, and the symbol's source says so.
+
+use super::json::Config;
+use super::yaml_str;
+use crate::diag::Source;
+use crate::error::{Error, Result};
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// The `model_type`s the importer reads.
+pub const SUPPORTED: &[&str] = &["gpt2", "bert", "llama", "mistral", "mixtral", "t5"];
+
+/// A config turned into a model file.
+#[derive(Debug, Clone)]
+pub struct HfImport {
+    /// The model's name.
+    pub name: String,
+    /// The config's `model_type`.
+    pub model_type: String,
+    /// The family the model file instantiates.
+    pub family: String,
+    /// The model file's text.
+    pub yaml: String,
+}
+
+/// One symbol value and where it comes from.
+struct Sym {
+    name: &'static str,
+    value: u64,
+    source: String,
+}
+
+/// What an architecture reader produces.
+struct Plan {
+    family: &'static str,
+    /// The Hugging Face module the family counts.
+    module: String,
+    symbols: Vec<Sym>,
+    seq: Sym,
+    notes: Vec<String>,
+}
+
+/// Reads `path` and converts it, naming the model `name` (the file's stem when `None`).
+pub fn import_hf(path: &Path, name: Option<&str>) -> Result<HfImport> {
+    let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().to_string())
+        .unwrap_or_else(|| "model".into());
+    import_hf_text(path, text, name.unwrap_or(&stem))
+}
+
+/// The model file of a config, as a [`Source`] named after the config (what
+/// [`crate::model::ModelLoader`] loads when given a `.json` path).
+pub fn model_source_from_hf(path: &Path) -> Result<Source> {
+    let imported = import_hf(path, None)?;
+    Ok(Source::new(path, imported.yaml))
+}
+
+/// Converts the text of a config; `file` names it in messages and sources.
+pub fn import_hf_text(file: &Path, text: String, name: &str) -> Result<HfImport> {
+    let mut c = Config::parse(file, text)?;
+    let model_type = c
+        .opt_str("model_type")?
+        .ok_or_else(|| {
+            Error::at(
+                file,
+                1,
+                1,
+                format!(
+                    "missing field `model_type` (supported: {})",
+                    SUPPORTED.join(", ")
+                ),
+            )
+        })?
+        .to_string();
+    c.context = format!("model_type `{model_type}`");
+    let config_name = file
+        .file_stem()
+        .map(|s| s.to_string_lossy().to_string())
+        .unwrap_or_else(|| name.to_string());
+    let src = |field: &str| format!("HF config {config_name}: {field}");
+    let plan = match model_type.as_str() {
+        "gpt2" => gpt2(&c, &src)?,
+        "bert" => bert(&c, &src)?,
+        "llama" | "mistral" | "mixtral" => llama(&c, &src, &model_type)?,
+        "t5" => t5(&c, &src)?,
+        other => {
+            return Err(c.error(
+                "model_type",
+                None,
+                format!(
+                    "unsupported model_type `{other}` (supported: {})",
+                    SUPPORTED.join(", ")
+                ),
+            ))
+        }
+    };
+    let architectures: Vec<&str> = c
+        .get("architectures")
+        .and_then(|a| a.as_array())
+        .map(|a| a.iter().filter_map(|x| x.as_str()).collect())
+        .unwrap_or_default();
+    let file_name = file
+        .file_name()
+        .map(|s| s.to_string_lossy().to_string())
+        .unwrap_or_default();
+    let mut y = String::new();
+    let _ = writeln!(
+        y,
+        "# Imported by `symshard import hf` from {file_name} (model_type {model_type})."
+    );
+    if !architectures.is_empty() {
+        let _ = writeln!(
+            y,
+            "# The config's architectures: {}; the model counts {}.",
+            architectures.join(", "),
+            plan.module
+        );
+    }
+    for n in &plan.notes {
+        let _ = writeln!(y, "# {n}");
+    }
+    let _ = writeln!(y, "name: {}", yaml_str(name));
+    let _ = writeln!(y, "family: {}", plan.family);
+    let _ = writeln!(
+        y,
+        "doc: {}",
+        yaml_str(&format!("{name}, as Hugging Face's {}.", plan.module))
+    );
+    let _ = writeln!(
+        y,
+        "source: {}",
+        yaml_str(&format!("Hugging Face config {file_name}"))
+    );
+    let _ = writeln!(y, "symbols:");
+    for s in &plan.symbols {
+        let _ = writeln!(
+            y,
+            "  {}: {{value: {}, source: {}}}",
+            s.name,
+            s.value,
+            yaml_str(&s.source)
+        );
+    }
+    let _ = writeln!(y, "defaults:");
+    let _ = writeln!(
+        y,
+        "  B: {{value: 8, source: {}}}",
+        yaml_str("a small default batch")
+    );
+    let _ = writeln!(
+        y,
+        "  S: {{value: {}, source: {}}}",
+        plan.seq.value,
+        yaml_str(&plan.seq.source)
+    );
+    Ok(HfImport {
+        name: name.to_string(),
+        model_type,
+        family: plan.family.to_string(),
+        yaml: y,
+    })
+}
+
+fn sym(name: &'static str, value: u64, source: String) -> Sym {
+    Sym {
+        name,
+        value,
+        source,
+    }
+}
+
+/// A required field as a symbol.
+fn field(c: &Config, name: &'static str, key: &str, src: &dyn Fn(&str) -> String) -> Result<Sym> {
+    Ok(sym(name, c.uint(key)?, src(key)))
+}
+
+/// `a / b` when it divides exactly.
+fn divide(c: &Config, key: &str, a: u64, b: u64, what: &str) -> Result<u64> {
+    if b == 0 || !a.is_multiple_of(b) {
+        return Err(c.error(key, None, format!("{what}: {a} is not divisible by {b}")));
+    }
+    Ok(a / b)
+}
+
+/// Rejects a string field whose value the family cannot express.
+fn expect_one_of(c: &Config, key: &str, default: &str, allowed: &[&str], why: &str) -> Result<()> {
+    let v = c.opt_str(key)?.unwrap_or(default);
+    if allowed.contains(&v) {
+        return Ok(());
+    }
+    Err(c.error(
+        key,
+        None,
+        format!(
+            "{key} `{v}` is not supported for {}: {why} (supported: {})",
+            c.context,
+            allowed.join(", ")
+        ),
+    ))
+}
+
+fn gpt2(c: &Config, src: &dyn Fn(&str) -> String) -> Result<Plan> {
+    let gelus = [
+        "gelu_new",
+        "gelu",
+        "gelu_fast",
+        "gelu_pytorch_tanh",
+        "gelu_python",
+    ];
+    expect_one_of(
+        c,
+        "activation_function",
+        "gelu_new",
+        &gelus,
+        "the gpt family's MLP is GELU",
+    )?;
+    if c.opt_bool("tie_word_embeddings")? == Some(false) {
+        return Err(c.error(
+            "tie_word_embeddings",
+            None,
+            "tie_word_embeddings false is not supported for model_type `gpt2`: the gpt family's head is tied to the token embedding",
+        ));
+    }
+    let h = c.uint("n_embd")?;
+    let nh = c.uint("n_head")?;
+    divide(c, "n_head", h, nh, "n_embd must split into n_head heads")?;
+    let f = match c.opt_uint("n_inner")? {
+        Some(f) => sym("F", f, src("n_inner")),
+        None => {
+            let how = if c.is_null("n_inner") {
+                "n_inner null = 4*n_embd"
+            } else {
+                "n_inner absent = 4*n_embd"
+            };
+            let f = h
+                .checked_mul(4)
+                .ok_or_else(|| c.error("n_embd", None, "n_embd is too large"))?;
+            sym("F", f, src(how))
+        }
+    };
+    let p = field(c, "P", "n_positions", src)?;
+    let seq = sym("S", p.value, src("n_positions"));
+    Ok(Plan {
+        family: "gpt",
+        module: "GPT2LMHeadModel (head tied to the token embedding)".into(),
+        symbols: vec![
+            field(c, "L", "n_layer", src)?,
+            sym("H", h, src("n_embd")),
+            sym("NH", nh, src("n_head")),
+            f,
+            field(c, "V", "vocab_size", src)?,
+            p,
+        ],
+        seq,
+        notes: vec![],
+    })
+}
+
+fn bert(c: &Config, src: &dyn Fn(&str) -> String) -> Result<Plan> {
+    expect_one_of(
+        c,
+        "hidden_act",
+        "gelu",
+        &["gelu", "gelu_new"],
+        "the bert family's MLP is GELU",
+    )?;
+    expect_one_of(
+        c,
+        "position_embedding_type",
+        "absolute",
+        &["absolute"],
+        "the bert family has learned absolute positions",
+    )?;
+    let h = c.uint("hidden_size")?;
+    let nh = c.uint("num_attention_heads")?;
+    divide(
+        c,
+        "num_attention_heads",
+        h,
+        nh,
+        "hidden_size must split into heads",
+    )?;
+    let p = field(c, "P", "max_position_embeddings", src)?;
+    let seq = sym("S", p.value, src("max_position_embeddings"));
+    let tv = match c.opt_uint("type_vocab_size")? {
+        Some(v) => sym("TV", v, src("type_vocab_size")),
+        None => sym("TV", 2, src("type_vocab_size absent = 2")),
+    };
+    Ok(Plan {
+        family: "bert",
+        module: "BertModel (encoder and pooler, no pre-training heads)".into(),
+        symbols: vec![
+            field(c, "L", "num_hidden_layers", src)?,
+            sym("H", h, src("hidden_size")),
+            sym("NH", nh, src("num_attention_heads")),
+            field(c, "F", "intermediate_size", src)?,
+            field(c, "V", "vocab_size", src)?,
+            p,
+            tv,
+        ],
+        seq,
+        notes: vec![],
+    })
+}
+
+/// Llama, Mistral and Mixtral (`model_type` says which).
+fn llama(c: &Config, src: &dyn Fn(&str) -> String, model_type: &str) -> Result<Plan> {
+    let moe = model_type == "mixtral";
+    expect_one_of(
+        c,
+        "hidden_act",
+        "silu",
+        &["silu"],
+        "the family's MLP is SwiGLU",
+    )?;
+    for bias in ["attention_bias", "mlp_bias"] {
+        if c.opt_bool(bias)? == Some(true) {
+            return Err(c.error(
+                bias,
+                None,
+                format!(
+                    "{bias} true is not supported for {}: the family has no biases",
+                    c.context
+                ),
+            ));
+        }
+    }
+    let h = c.uint("hidden_size")?;
+    let nh = c.uint("num_attention_heads")?;
+    let kv = match c.opt_uint("num_key_value_heads")? {
+        Some(kv) => sym("KV", kv, src("num_key_value_heads")),
+        None => sym(
+            "KV",
+            nh,
+            src("num_key_value_heads absent = num_attention_heads"),
+        ),
+    };
+    divide(
+        c,
+        "num_key_value_heads",
+        nh,
+        kv.value,
+        "num_attention_heads must be a multiple of num_key_value_heads",
+    )?;
+    let d = match c.opt_uint("head_dim")? {
+        Some(d) => sym("D", d, src("head_dim")),
+        None => {
+            let d = divide(
+                c,
+                "num_attention_heads",
+                h,
+                nh,
+                "head_dim absent: hidden_size must split into heads",
+            )?;
+            sym(
+                "D",
+                d,
+                src("head_dim absent = hidden_size / num_attention_heads"),
+            )
+        }
+    };
+    let tied = c.opt_bool("tie_word_embeddings")?.unwrap_or(false);
+    let mut symbols = vec![
+        field(c, "L", "num_hidden_layers", src)?,
+        sym("H", h, src("hidden_size")),
+        sym("NH", nh, src("num_attention_heads")),
+        kv,
+        d,
+        field(c, "F", "intermediate_size", src)?,
+        field(c, "V", "vocab_size", src)?,
+    ];
+    let family = match (moe, tied) {
+        (false, false) => "llama",
+        (false, true) => "llama_tied",
+        (true, false) => "mixtral",
+        (true, true) => {
+            return Err(c.error(
+                "tie_word_embeddings",
+                None,
+                "tie_word_embeddings true is not supported for model_type `mixtral`: the mixtral family's head is untied",
+            ))
+        }
+    };
+    if moe {
+        let e = field(c, "E", "num_local_experts", src)?;
+        let k = field(c, "K", "num_experts_per_tok", src)?;
+        if k.value > e.value {
+            return Err(c.error(
+                "num_experts_per_tok",
+                None,
+                format!(
+                    "num_experts_per_tok {} is more than num_local_experts {}",
+                    k.value, e.value
+                ),
+            ));
+        }
+        symbols.push(e);
+        symbols.push(k);
+        symbols.push(sym(
+            "C",
+            1,
+            "dropless routing, as Hugging Face's MixtralSparseMoeBlock: no token is dropped or padded".into(),
+        ));
+    }
+    // Rotary settings: Llama 3.1 and later keep the pre-training length in the scaling block,
+    // `rope_scaling` or, from transformers 5, `rope_parameters` (which also holds rope_theta).
+    let mut seq = None;
+    for block in ["rope_parameters", "rope_scaling"] {
+        if let Some(n) = c.nested_uint(block, "original_max_position_embeddings")? {
+            seq = Some(sym(
+                "S",
+                n,
+                src(&format!(
+                    "{block}.original_max_position_embeddings (the pre-training length)"
+                )),
+            ));
+            break;
+        }
+    }
+    let seq = match seq {
+        Some(s) => s,
+        None => sym(
+            "S",
+            c.uint("max_position_embeddings")?,
+            src("max_position_embeddings"),
+        ),
+    };
+    let theta = c
+        .number_text(Some("rope_parameters"), "rope_theta")
+        .map(|t| format!("rope_parameters.rope_theta {t}"))
+        .or_else(|| {
+            c.number_text(None, "rope_theta")
+                .map(|t| format!("rope_theta {t}"))
+        })
+        .unwrap_or_else(|| "rope_theta absent (10000)".into());
+    let mut notes = vec![format!(
+        "Rotary positions: {theta}; the tables are buffers and cost no parameters."
+    )];
+    if let Some(w) = c.opt_uint("sliding_window")? {
+        notes.push(format!(
+            "sliding_window {w}: attention is costed over the whole sequence S."
+        ));
+    }
+    let class = match model_type {
+        "mistral" => "MistralForCausalLM",
+        "mixtral" => "MixtralForCausalLM",
+        _ => "LlamaForCausalLM",
+    };
+    let module = if tied {
+        format!("{class} (head tied to the token embedding)")
+    } else {
+        class.to_string()
+    };
+    Ok(Plan {
+        family,
+        module,
+        symbols,
+        seq,
+        notes,
+    })
+}
+
+fn t5(c: &Config, src: &dyn Fn(&str) -> String) -> Result<Plan> {
+    let ff = c
+        .opt_str("feed_forward_proj")?
+        .unwrap_or("relu")
+        .to_string();
+    let tied = c.opt_bool("tie_word_embeddings")?.unwrap_or(true);
+    let family = match (ff.as_str(), tied) {
+        ("relu", true) => "t5",
+        ("gated-gelu", false) => "t5_v1_1",
+        _ => {
+            let key = if c.get("feed_forward_proj").is_some() {
+                "feed_forward_proj"
+            } else {
+                "tie_word_embeddings"
+            };
+            return Err(c.error(
+                key,
+                None,
+                format!(
+                    "feed_forward_proj `{ff}` with tie_word_embeddings {tied} is not supported for model_type `t5` (supported: relu with a tied head, T5 v1.0; gated-gelu with an untied head, T5 v1.1 and FLAN-T5)"
+                ),
+            ));
+        }
+    };
+    let l = field(c, "L", "num_layers", src)?;
+    let ld = match c.opt_uint("num_decoder_layers")? {
+        Some(n) => sym("LD", n, src("num_decoder_layers")),
+        None => sym("LD", l.value, src("num_decoder_layers absent = num_layers")),
+    };
+    let nb = match c.opt_uint("relative_attention_num_buckets")? {
+        Some(n) => sym("NB", n, src("relative_attention_num_buckets")),
+        None => sym("NB", 32, src("relative_attention_num_buckets absent = 32")),
+    };
+    let seq = match c.opt_uint("n_positions")? {
+        Some(n) => sym("S", n, src("n_positions")),
+        None => sym(
+            "S",
+            512,
+            src("n_positions absent: 512, T5's pre-training input length"),
+        ),
+    };
+    let module = match family {
+        "t5" => "T5ForConditionalGeneration (v1.0, head tied to the shared embedding)",
+        _ => "T5ForConditionalGeneration (v1.1, gated-GELU, untied head)",
+    };
+    Ok(Plan {
+        family,
+        module: module.into(),
+        symbols: vec![
+            l,
+            ld,
+            field(c, "H", "d_model", src)?,
+            field(c, "NH", "num_heads", src)?,
+            field(c, "DKV", "d_kv", src)?,
+            field(c, "F", "d_ff", src)?,
+            field(c, "V", "vocab_size", src)?,
+            nb,
+        ],
+        seq,
+        notes: vec![],
+    })
+}

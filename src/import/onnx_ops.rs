@@ -1,0 +1,411 @@
+//! ONNX convolution, pooling, normalisation and data-movement operators (reshape, flatten,
+//! transpose, concat, split) → shipped operator rules.
+
+use super::onnx_map::{explicit_pads, reject_attr, split3, square, Mapper, Reason, Value};
+use super::onnx_pb::NodeProto;
+use super::onnx_shape::{attr_int, attr_ints, axis, product, show, Shape};
+use crate::sym::Poly;
+
+/// A dimension that must be a plain number (spatial sizes, kernel sizes).
+fn number(p: &Poly, what: &str) -> Result<i64, Reason> {
+    p.as_integer()
+        .and_then(|i| i64::try_from(i).ok())
+        .ok_or_else(|| format!("{what} `{p}` is not a number"))
+}
+
+/// Output size of a sliding window: ⌊(n + 2·pad − k)/stride⌋ + 1, or the ceiling with `ceil`.
+fn window_out(n: i64, k: i64, stride: i64, pad: i64, ceil: bool) -> Result<i64, Reason> {
+    let span = i128::from(n) + 2 * i128::from(pad) - i128::from(k);
+    if span < 0 || stride <= 0 || pad < 0 || k <= 0 {
+        return Err(format!(
+            "a window of {k}, stride {stride} does not fit {n} with padding {pad}"
+        ));
+    }
+    let stride = i128::from(stride);
+    if ceil && span % stride != 0 {
+        return Err("ceil_mode with a partial last window".into());
+    }
+    i64::try_from(span / stride + 1).map_err(|_| "a window count out of range".to_string())
+}
+
+impl Mapper {
+    pub(super) fn conv(&mut self, node: &NodeProto, label: &str) -> Result<(), Reason> {
+        let (x, xs) = self.act(node, 0)?;
+        let (ws, wo) = self.constant(node, 1)?;
+        if xs.len() != 4 || ws.len() != 4 {
+            return Err(format!(
+                "a convolution of {} by {} that is not 2-D",
+                show(&xs),
+                show(&ws)
+            ));
+        }
+        reject_attr(node, "group", 1)?;
+        reject_attr(node, "dilations", 1)?;
+        explicit_pads(node)?;
+        let stride = square(node, "strides", 1)?;
+        let pad = square(node, "pads", 0)?;
+        if ws[1] != xs[1] {
+            return Err(format!(
+                "input {} and weight {} channels differ",
+                show(&xs),
+                show(&ws)
+            ));
+        }
+        let (kh, kw) = (
+            number(&ws[2], "kernel height")?,
+            number(&ws[3], "kernel width")?,
+        );
+        let oh = window_out(number(&xs[2], "height")?, kh, stride, pad, false)?;
+        let ow = window_out(number(&xs[3], "width")?, kw, stride, pad, false)?;
+        let bias = match node.input.get(2).filter(|t| !t.is_empty()) {
+            None => None,
+            Some(_) => Some(self.constant(node, 2)?.1),
+        };
+        let rule = if bias.is_some() {
+            "conv2d_bias"
+        } else {
+            "conv2d"
+        };
+        let mut e = self.new_op(node, rule);
+        e.bind = vec![
+            ("n", xs[0].clone()),
+            ("co", ws[0].clone()),
+            ("ci", xs[1].clone()),
+            ("oh", Poly::int(oh)),
+            ("ow", Poly::int(ow)),
+            ("kh", Poly::int(kh)),
+            ("kw", Poly::int(kw)),
+            ("stride", Poly::int(stride)),
+            ("pad", Poly::int(pad)),
+        ];
+        e.ins = vec![("x", x)];
+        self.param(&mut e, "w", wo);
+        if let Some(bo) = bias {
+            self.param(&mut e, "bias", bo);
+        }
+        let out = vec![xs[0].clone(), ws[0].clone(), Poly::int(oh), Poly::int(ow)];
+        self.emit(node, label, e, out);
+        Ok(())
+    }
+
+    pub(super) fn pool(&mut self, node: &NodeProto, label: &str) -> Result<(), Reason> {
+        let (x, xs) = self.act(node, 0)?;
+        if xs.len() != 4 {
+            return Err(format!("pooling of {} that is not 2-D", show(&xs)));
+        }
+        if node.output.get(1).is_some_and(|t| !t.is_empty()) {
+            return Err("the Indices output is used".into());
+        }
+        reject_attr(node, "dilations", 1)?;
+        explicit_pads(node)?;
+        let k = attr_ints(node, "kernel_shape").ok_or("no kernel_shape")?;
+        let [kh, kw] = k.as_slice() else {
+            return Err(format!("kernel_shape {k:?} is not 2-D"));
+        };
+        let stride = square(node, "strides", 1)?;
+        let pad = square(node, "pads", 0)?;
+        let ceil = attr_int(node, "ceil_mode").unwrap_or(0) != 0;
+        let oh = window_out(number(&xs[2], "height")?, *kh, stride, pad, ceil)?;
+        let ow = window_out(number(&xs[3], "width")?, *kw, stride, pad, ceil)?;
+        let rule = if node.op_type() == "MaxPool" {
+            "maxpool2d"
+        } else {
+            "avgpool2d"
+        };
+        let mut e = self.new_op(node, rule);
+        e.bind = vec![
+            ("n", xs[0].clone()),
+            ("c", xs[1].clone()),
+            ("oh", Poly::int(oh)),
+            ("ow", Poly::int(ow)),
+            ("kh", Poly::int(*kh)),
+            ("kw", Poly::int(*kw)),
+            ("stride", Poly::int(stride)),
+            ("pad", Poly::int(pad)),
+        ];
+        e.ins = vec![("x", x)];
+        let out = vec![xs[0].clone(), xs[1].clone(), Poly::int(oh), Poly::int(ow)];
+        self.emit(node, label, e, out);
+        Ok(())
+    }
+
+    pub(super) fn global_pool(&mut self, node: &NodeProto, label: &str) -> Result<(), Reason> {
+        let (x, xs) = self.act(node, 0)?;
+        if xs.len() < 3 {
+            return Err(format!(
+                "global pooling of {} without spatial axes",
+                show(&xs)
+            ));
+        }
+        let mut e = self.new_op(node, "global_avgpool");
+        e.bind = vec![
+            ("n", xs[0].clone()),
+            ("c", xs[1].clone()),
+            ("s", product(&xs[2..])),
+        ];
+        e.ins = vec![("x", x)];
+        let mut out = xs[..2].to_vec();
+        out.extend(std::iter::repeat_n(Poly::one(), xs.len() - 2));
+        self.emit(node, label, e, out);
+        Ok(())
+    }
+
+    pub(super) fn batchnorm(&mut self, node: &NodeProto, label: &str) -> Result<(), Reason> {
+        let (x, xs) = self.act(node, 0)?;
+        if xs.len() < 2 {
+            return Err(format!("batch normalisation of {}", show(&xs)));
+        }
+        if node.output.iter().skip(1).any(|t| !t.is_empty()) {
+            return Err("the running-statistics outputs are used".into());
+        }
+        let (_, go) = self.constant(node, 1)?;
+        let (_, bo) = self.constant(node, 2)?;
+        let mut e = self.new_op(node, "batchnorm");
+        e.bind = vec![
+            ("n", xs[0].clone()),
+            ("c", xs[1].clone()),
+            ("s", product(&xs[2..])),
+        ];
+        e.ins = vec![("x", x)];
+        self.param(&mut e, "gamma", go);
+        self.param(&mut e, "beta", bo);
+        self.emit(node, label, e, xs);
+        Ok(())
+    }
+
+    /// Reshape, Flatten and Transpose: views and copies with no arithmetic. A constant input
+    /// stays a constant (a weight seen through a view).
+    pub(super) fn view(&mut self, node: &NodeProto, label: &str) -> Result<(), Reason> {
+        let input = self.get(node, 0)?.clone();
+        let shape = match &input {
+            Value::Act { shape, .. } | Value::Const { shape, .. } => shape.clone(),
+            Value::Unknown(why) => return Err(why.clone()),
+        };
+        let (rule, out, bind): (&'static str, Shape, Vec<(&'static str, Poly)>) =
+            match node.op_type() {
+                "Reshape" => {
+                    let out = self.reshaped(node, &shape)?;
+                    let (b, n, d) = split3(&out);
+                    ("reshape", out, vec![("b", b), ("n", n), ("d", d)])
+                }
+                "Flatten" => {
+                    let r = shape.len() as i64;
+                    let a = attr_int(node, "axis").unwrap_or(1);
+                    let a = if a < 0 { a + r } else { a };
+                    let a = usize::try_from(a)
+                        .ok()
+                        .filter(|a| *a <= shape.len())
+                        .ok_or("axis out of range")?;
+                    let n = product(&shape[..a]);
+                    let c = shape.get(a).cloned().unwrap_or_else(Poly::one);
+                    let s = product(shape.get(a + 1..).unwrap_or(&[]));
+                    let out = vec![n.clone(), product(&shape[a..])];
+                    ("flatten", out, vec![("n", n), ("c", c), ("s", s)])
+                }
+                _ => {
+                    let out = permuted(node, &shape)?;
+                    let (b, m, n) = split3(&shape);
+                    ("transpose", out, vec![("b", b), ("m", m), ("n", n)])
+                }
+            };
+        // A transpose that keeps the order, or a reshape to the same shape, is no operator.
+        let identity = match rule {
+            "transpose" => is_identity_perm(node, shape.len()),
+            _ => out == shape,
+        };
+        match input {
+            Value::Const { origin, ints, .. } => {
+                let ints = if rule == "reshape" { ints } else { None };
+                let v = Value::Const {
+                    shape: out,
+                    ints,
+                    origin,
+                };
+                self.set(node, 0, v);
+            }
+            Value::Act { name, .. } if identity => {
+                self.set(node, 0, Value::Act { name, shape: out });
+            }
+            Value::Act { name, .. } => {
+                let mut e = self.new_op(node, rule);
+                e.bind = bind;
+                e.ins = vec![("x", name)];
+                self.emit(node, label, e, out);
+            }
+            Value::Unknown(why) => return Err(why),
+        }
+        Ok(())
+    }
+
+    /// The output shape of a Reshape whose target shape is a constant.
+    fn reshaped(&self, node: &NodeProto, shape: &[Poly]) -> Result<Shape, Reason> {
+        let target = match self.get(node, 1)? {
+            Value::Const { ints: Some(v), .. } => v.clone(),
+            _ => return Err("the target shape is computed, not a constant".into()),
+        };
+        let allow_zero = attr_int(node, "allowzero").unwrap_or(0) != 0;
+        let mut out: Vec<Option<Poly>> = Vec::new();
+        for (i, &t) in target.iter().enumerate() {
+            out.push(match t {
+                0 if !allow_zero => Some(shape.get(i).cloned().ok_or("a 0 past the input's rank")?),
+                -1 => None,
+                t if t > 0 => Some(Poly::int(t)),
+                t => return Err(format!("target dimension {t}")),
+            });
+        }
+        let total = product(shape);
+        let known: Vec<Poly> = out.iter().flatten().cloned().collect();
+        let missing = out.iter().filter(|d| d.is_none()).count();
+        let inferred = match missing {
+            0 => None,
+            1 => Some(
+                total
+                    .checked_div(&product(&known))
+                    .map_err(|_| "the inferred dimension is not a product of the others")?,
+            ),
+            _ => return Err("more than one -1 in the target shape".into()),
+        };
+        let out: Shape = out
+            .into_iter()
+            .map(|d| d.or_else(|| inferred.clone()).unwrap_or_else(Poly::one))
+            .collect();
+        if product(&out) != total {
+            return Err(format!("{} and {} differ in size", show(shape), show(&out)));
+        }
+        Ok(out)
+    }
+
+    pub(super) fn concat(&mut self, node: &NodeProto, label: &str) -> Result<(), Reason> {
+        let parts: Vec<(String, Shape)> = (0..node.input.len())
+            .map(|k| self.act(node, k))
+            .collect::<Result<_, _>>()?;
+        let Some((first, rest)) = parts.split_first() else {
+            return Err("no inputs".into());
+        };
+        let (mut acc, mut acc_shape) = first.clone();
+        let a = axis(node, 0, acc_shape.len()).ok_or("axis out of range")?;
+        for (name, shape) in rest {
+            let same = shape.len() == acc_shape.len()
+                && (0..shape.len()).all(|i| i == a || shape[i] == acc_shape[i]);
+            if !same {
+                return Err(format!(
+                    "{} and {} differ off the axis",
+                    show(&acc_shape),
+                    show(shape)
+                ));
+            }
+            let mut e = self.new_op(node, "concat");
+            let trailing = product(&shape[a + 1..]);
+            e.bind = vec![
+                ("b", product(&shape[..a])),
+                ("m", &acc_shape[a] * &trailing),
+                ("n", &shape[a] * &trailing),
+            ];
+            e.ins = vec![("x", acc.clone()), ("other", name.clone())];
+            acc_shape[a] = &acc_shape[a] + &shape[a];
+            acc = e.name.clone();
+            e.doc = label.to_string();
+            self.emitted.push(e);
+        }
+        self.set(
+            node,
+            0,
+            Value::Act {
+                name: acc,
+                shape: acc_shape,
+            },
+        );
+        Ok(())
+    }
+
+    pub(super) fn split(&mut self, node: &NodeProto, label: &str) -> Result<(), Reason> {
+        let (x, xs) = self.act(node, 0)?;
+        let a = axis(node, 0, xs.len()).ok_or("axis out of range")?;
+        let d = xs.get(a).cloned().ok_or("a split of a scalar")?;
+        let outputs = node.output.len();
+        let sizes: Vec<Poly> = match node.input.get(1).filter(|t| !t.is_empty()) {
+            Some(_) => match self.get(node, 1)? {
+                Value::Const { ints: Some(v), .. } => v.iter().map(|&s| Poly::int(s)).collect(),
+                _ => return Err("the split sizes are computed, not a constant".into()),
+            },
+            None => match attr_ints(node, "split") {
+                Some(v) if !v.is_empty() => v.iter().map(|&s| Poly::int(s)).collect(),
+                _ => {
+                    let k = attr_int(node, "num_outputs").unwrap_or(outputs as i64);
+                    if k != outputs as i64 || k < 1 {
+                        return Err(format!("num_outputs {k} for {outputs} outputs"));
+                    }
+                    let piece = d.checked_div(&Poly::int(k)).map_err(|e| e.to_string())?;
+                    vec![piece; outputs]
+                }
+            },
+        };
+        if sizes.len() != outputs || sizes.iter().cloned().sum::<Poly>() != d {
+            return Err(format!("split sizes do not add up to the axis {d}"));
+        }
+        let (lead, trailing) = (product(&xs[..a]), product(&xs[a + 1..]));
+        for (i, size) in sizes.iter().enumerate() {
+            let mut out = xs.clone();
+            out[a] = size.clone();
+            if *size == d {
+                self.set(
+                    node,
+                    i,
+                    Value::Act {
+                        name: x.clone(),
+                        shape: out,
+                    },
+                );
+                continue;
+            }
+            let mut e = self.new_op(node, "split");
+            e.name = {
+                self.taken.remove(&e.name);
+                self.alloc(&format!("{}_{i}", e.name))
+            };
+            e.bind = vec![
+                ("b", lead.clone()),
+                ("m", size * &trailing),
+                ("n", (&d - size) * &trailing),
+            ];
+            e.ins = vec![("x", x.clone())];
+            e.doc = label.to_string();
+            let name = e.name.clone();
+            self.emitted.push(e);
+            self.set(node, i, Value::Act { name, shape: out });
+        }
+        Ok(())
+    }
+}
+
+/// Whether a Transpose keeps every axis in place.
+fn is_identity_perm(node: &NodeProto, rank: usize) -> bool {
+    match attr_ints(node, "perm").filter(|p| !p.is_empty()) {
+        Some(p) => p.iter().enumerate().all(|(i, &x)| x == i as i64),
+        None => rank <= 1,
+    }
+}
+
+/// The output shape of a Transpose.
+fn permuted(node: &NodeProto, shape: &[Poly]) -> Result<Shape, Reason> {
+    let r = shape.len();
+    let perm: Vec<i64> = attr_ints(node, "perm")
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| (0..r as i64).rev().collect());
+    let mut seen = vec![false; r];
+    let mut out = Vec::new();
+    for &p in &perm {
+        let i = usize::try_from(p)
+            .ok()
+            .filter(|i| *i < r)
+            .ok_or("perm out of range")?;
+        if std::mem::replace(&mut seen[i], true) {
+            return Err(format!("perm {perm:?} is not a permutation"));
+        }
+        out.push(shape[i].clone());
+    }
+    if out.len() != r {
+        return Err(format!("perm {perm:?} is not a permutation"));
+    }
+    Ok(out)
+}

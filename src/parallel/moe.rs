@@ -1,0 +1,307 @@
+//! Expert parallelism for mixture-of-experts layers: the all-to-all traffic of dispatch and
+//! combine, and where a model's expert layers and expert weights are.
+//!
+//! An expert-parallel group of `n` devices shares the experts of each MoE layer, E/n per device
+//! (GShard, Lepikhin et al. 2021; DeepSpeed-MoE; Megatron-LM's expert parallelism), and is carved
+//! out of the data-parallel group: each device still routes its own tokens. Before the experts, a
+//! device holds `T` tokens, routed to `k` experts each, into buffers of `C·T·k` slots of `H`
+//! elements (capacity factor `C`; 1 is dropless). The dispatch all-to-all sends every slot to the
+//! device owning its expert; a device keeps the 1/n of its slots whose experts it owns and sends
+//! the rest, (n − 1)/n · C·T·k·H elements, receiving as much (REFERENCE.md: all-to-all moves
+//! (n − 1)/n · S per rank). The combine all-to-all returns the expert outputs the same way. In the
+//! backward pass the gradients take both routes in reverse: four all-to-alls of that size per
+//! layer and micro-batch. Expert compute per device is unchanged when the routing is balanced:
+//! E/n experts, each receiving n devices' share of slots.
+
+use crate::model::Model;
+use crate::rules::law::CollectiveKind;
+use crate::sym::{Poly, Rational};
+use serde::Serialize;
+
+/// The expert-parallel axis size symbol.
+pub const EP: &str = "p_ep";
+
+/// One mixture-of-experts layer as one device sees it before dispatch.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MoeLayer {
+    /// Tokens entering the layer on the device (its share of the micro-batch).
+    pub tokens: Poly,
+    /// Experts chosen per token (top-k).
+    pub top_k: Poly,
+    /// Capacity factor: expert slots per routed token (1 for dropless routing).
+    pub capacity: Poly,
+    /// Elements of one token's row (the hidden size).
+    pub hidden: Poly,
+}
+
+/// The expert-parallel all-to-all traffic of one MoE layer, per device and micro-batch.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ExpertParallelComm {
+    /// Bytes of the slots one device dispatches: the all-to-all's logical tensor, T·k·C·H·bytes.
+    pub slot_bytes: Poly,
+    /// Wire bytes per rank of one all-to-all, (n − 1)/n of the slots.
+    pub per_call: Poly,
+    /// Forward: dispatch and combine, two calls.
+    pub forward: Poly,
+    /// Backward: the gradients of combine and dispatch, two calls.
+    pub backward: Poly,
+    /// Forward and backward together.
+    pub total: Poly,
+    /// All-to-all calls per micro-batch, forward and backward together.
+    pub calls: u32,
+}
+
+/// The all-to-all traffic of `layer` over an expert-parallel group of `ep` devices (a number or
+/// a symbol such as [`EP`]) for elements of `dtype_bytes` bytes. `ep` must be a non-zero monomial.
+pub fn expert_parallel_comm(
+    ep: &Poly,
+    layer: &MoeLayer,
+    dtype_bytes: u32,
+) -> Result<ExpertParallelComm, String> {
+    if ep.is_zero() || !ep.is_monomial() {
+        return Err(format!(
+            "the expert-parallel degree `{ep}` must be a number or a product of symbols"
+        ));
+    }
+    let slot_bytes = &layer.tokens
+        * &layer.top_k
+        * &layer.capacity
+        * &layer.hidden
+        * Poly::int(i64::from(dtype_bytes));
+    let per_call = CollectiveKind::AllToAll.wire_bytes(&slot_bytes, ep);
+    let forward = Poly::int(2) * &per_call;
+    let backward = Poly::int(2) * &per_call;
+    Ok(ExpertParallelComm {
+        total: &forward + &backward,
+        slot_bytes,
+        per_call,
+        forward,
+        backward,
+        calls: 4,
+    })
+}
+
+/// A mixture-of-experts layer of a model: its dispatch operator and what it moves.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MoeSite {
+    /// The block it is in.
+    pub block: String,
+    /// The `moe_dispatch` operator.
+    pub op: String,
+    /// Copies of the block.
+    pub repeat: Poly,
+    /// Experts of the layer (the dispatch's expert index).
+    pub experts: Poly,
+    /// Slot elements of the whole micro-batch, g·e·c·h of the dispatch (tokens × k × C × hidden).
+    pub slot_elements: Poly,
+    /// Parameter elements of the block's per-expert weights (`expert_matmul`), all experts.
+    pub expert_params: Poly,
+}
+
+/// The mixture-of-experts layers of `model`, one per `moe_dispatch` operator.
+pub fn moe_sites(model: &Model) -> Vec<MoeSite> {
+    let mut out = Vec::new();
+    for block in &model.blocks {
+        let expert_params: Poly = block
+            .ops()
+            .filter(|o| o.rule.name == "expert_matmul")
+            .map(|o| {
+                (0..o.rule.inputs.len())
+                    .filter(|&k| o.owns_param(k))
+                    .map(|k| o.elements(&o.rule.inputs[k]))
+                    .sum::<Poly>()
+            })
+            .sum();
+        for op in block.ops().filter(|o| o.rule.name == "moe_dispatch") {
+            let y = &op.rule.output;
+            out.push(MoeSite {
+                block: block.name.clone(),
+                op: op.name.clone(),
+                repeat: block.repeat.clone(),
+                experts: op.bind.get("e").cloned().unwrap_or_else(Poly::one),
+                slot_elements: op.elements(y),
+                expert_params: expert_params.clone(),
+            });
+        }
+    }
+    out
+}
+
+/// The per-device all-to-all traffic of one micro-batch through `site`, data parallelism over
+/// `dp` devices splitting its tokens and expert parallelism over `ep` (symbols or numbers).
+pub fn site_comm(
+    site: &MoeSite,
+    dp: &Poly,
+    ep: &Poly,
+    dtype_bytes: u32,
+) -> Result<ExpertParallelComm, String> {
+    let slots = site
+        .slot_elements
+        .checked_div(dp)
+        .map_err(|e| format!("data-parallel degree `{dp}`: {e}"))?;
+    // The slot count already includes k and C: pass it as tokens with k = C = 1.
+    let layer = MoeLayer {
+        tokens: slots,
+        top_k: Poly::one(),
+        capacity: Poly::one(),
+        hidden: Poly::one(),
+    };
+    expert_parallel_comm(ep, &layer, dtype_bytes)
+}
+
+/// The gradient all-reduce of expert weights under expert parallelism, from its bytes under data
+/// parallelism alone. With `dp` data-parallel ranks each holding the gradients of all E experts,
+/// S bytes, the all-reduce moves 2·(1 − 1/dp)·S per rank. With expert parallelism over `ep` of
+/// them, a rank holds the gradients of E/ep experts, S/ep bytes, shared by the dp/ep ranks that
+/// hold the same experts: 2·(1 − ep/dp)·S/ep = dp_bytes·(dp − ep)/(ep·(dp − 1)).
+pub fn expert_grad_allreduce(dp_bytes: &Rational, dp: u64, ep: u64) -> Result<Rational, String> {
+    if ep == 0 || dp == 0 || !dp.is_multiple_of(ep) {
+        return Err(format!("ep = {ep} must divide dp = {dp}"));
+    }
+    if dp == 1 {
+        return Ok(dp_bytes.clone());
+    }
+    let r = |v: u64| Rational::from_integer(v.into());
+    Ok(dp_bytes * (r(dp) - r(ep)) / (r(ep) * (r(dp) - r(1))))
+}
+
+/// Checks an expert-parallel degree against a model and a data-parallel degree: it divides the
+/// data-parallel group (expert-parallel groups are carved out of it) and every layer's experts.
+pub fn check_expert_parallel(
+    model: &Model,
+    values: &crate::sym::Bindings,
+    dp: u64,
+    ep: u64,
+) -> Result<(), String> {
+    if ep == 0 || !dp.is_multiple_of(ep) {
+        return Err(format!(
+            "ep = {ep} must divide dp = {dp}: expert-parallel groups are part of the data-parallel group"
+        ));
+    }
+    let sites = moe_sites(model);
+    if ep > 1 && sites.is_empty() {
+        return Err(format!(
+            "ep = {ep}: model `{}` has no mixture-of-experts layer",
+            model.name
+        ));
+    }
+    for s in &sites {
+        let e = s.experts.eval(values).map_err(|e| e.to_string())?;
+        let per = &e / Rational::from_integer(ep.into());
+        if !per.is_integer() {
+            return Err(format!(
+                "ep = {ep} does not divide the {e} experts of `{}`",
+                s.op
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ModelLoader;
+    use crate::sym::Bindings;
+
+    fn p(s: &str) -> Poly {
+        Poly::parse(s).unwrap()
+    }
+
+    fn mixtral_layer(tokens: i64) -> MoeLayer {
+        MoeLayer {
+            tokens: Poly::int(tokens),
+            top_k: Poly::int(2),
+            capacity: Poly::int(1),
+            hidden: Poly::int(4096),
+        }
+    }
+
+    /// Mixtral 8x7B, 4096 tokens on a device, top-2, dropless, bf16, 8-way expert parallelism.
+    /// Slots 4096·2·1 = 8192 rows of 4096 elements of 2 bytes: 67,108,864 bytes; a rank keeps
+    /// 1/8 and sends 7/8: 58,720,256 bytes per all-to-all; two forward, two backward.
+    #[test]
+    fn mixtral_eight_way_by_hand() {
+        let c = expert_parallel_comm(&Poly::int(8), &mixtral_layer(4096), 2).unwrap();
+        assert_eq!(c.slot_bytes, Poly::int(67_108_864));
+        assert_eq!(c.per_call, Poly::int(58_720_256));
+        assert_eq!(c.forward, Poly::int(117_440_512));
+        assert_eq!(c.backward, Poly::int(117_440_512));
+        assert_eq!(c.total, Poly::int(234_881_024));
+        assert_eq!(c.calls, 4);
+    }
+
+    /// One device owns every expert: nothing moves.
+    #[test]
+    fn no_expert_parallelism_moves_nothing() {
+        let c = expert_parallel_comm(&Poly::int(1), &mixtral_layer(4096), 2).unwrap();
+        assert!(c.total.is_zero());
+    }
+
+    /// Symbolic: (1 − 1/p_ep)·T·k·C·H·2 per call.
+    #[test]
+    fn symbolic_formula() {
+        let layer = MoeLayer {
+            tokens: p("T"),
+            top_k: p("K"),
+            capacity: p("C"),
+            hidden: p("H"),
+        };
+        let c = expert_parallel_comm(&Poly::symbol(EP), &layer, 2).unwrap();
+        assert_eq!(c.per_call, p("2*C*H*K*T - 2*C*H*K*T/p_ep"));
+        assert_eq!(c.total, p("8*C*H*K*T - 8*C*H*K*T/p_ep"));
+        assert!(expert_parallel_comm(&p("a + b"), &layer, 2).is_err());
+        assert!(expert_parallel_comm(&Poly::zero(), &layer, 2).is_err());
+    }
+
+    /// A capacity factor of 5/4 pads every buffer by a quarter.
+    #[test]
+    fn capacity_factor_scales_the_buffers() {
+        let mut layer = mixtral_layer(4096);
+        layer.capacity = p("5/4");
+        let c = expert_parallel_comm(&Poly::int(8), &layer, 2).unwrap();
+        assert_eq!(c.per_call, Poly::int(58_720_256 / 4 * 5));
+    }
+
+    /// S = 1000 bytes of expert gradients, dp = 8: 2·7/8·1000 = 1750 bytes per rank. With
+    /// ep = 4 a rank holds 250 bytes, all-reduced over 2 ranks: 2·1/2·250 = 250 bytes.
+    #[test]
+    fn expert_gradients_by_hand() {
+        let r = |v: i64| Rational::from_integer(v.into());
+        assert_eq!(expert_grad_allreduce(&r(1750), 8, 4).unwrap(), r(250));
+        assert_eq!(expert_grad_allreduce(&r(1750), 8, 1).unwrap(), r(1750));
+        assert_eq!(expert_grad_allreduce(&r(1750), 8, 8).unwrap(), r(0));
+        assert_eq!(expert_grad_allreduce(&r(0), 1, 1).unwrap(), r(0));
+        assert!(expert_grad_allreduce(&r(1750), 8, 3).is_err());
+    }
+
+    #[test]
+    fn mixtral_sites_and_checks() {
+        let loader = ModelLoader::embedded().unwrap();
+        let m = loader.resolve("mixtral-8x7b").unwrap();
+        let sites = moe_sites(&m);
+        assert_eq!(sites.len(), 1);
+        let s = &sites[0];
+        assert_eq!((s.block.as_str(), s.op.as_str()), ("layer", "dispatch"));
+        assert_eq!(s.repeat, p("L"));
+        // g·e·c·h = B·E·(C·S·K/E)·H.
+        assert_eq!(s.slot_elements, p("B*C*S*K*H"));
+        // w1, w3: E·H·F each; w2: E·F·H.
+        assert_eq!(s.expert_params, p("3*E*F*H"));
+        // Per device with p_dp data-parallel ranks: the microbatch's slots over p_dp.
+        let c = site_comm(s, &Poly::symbol("p_dp"), &Poly::symbol(EP), 2).unwrap();
+        assert_eq!(c.per_call, p("2*B*C*S*K*H/p_dp - 2*B*C*S*K*H/(p_dp*p_ep)"));
+        let v: &Bindings = &m.values;
+        assert!(check_expert_parallel(&m, v, 16, 8).is_ok());
+        assert!(check_expert_parallel(&m, v, 12, 3)
+            .unwrap_err()
+            .contains("does not divide the 8 experts"));
+        assert!(check_expert_parallel(&m, v, 4, 8)
+            .unwrap_err()
+            .contains("must divide dp"));
+        let dense = loader.resolve("llama2-7b").unwrap();
+        assert!(moe_sites(&dense).is_empty());
+        assert!(check_expert_parallel(&dense, &dense.values, 8, 2).is_err());
+        assert!(check_expert_parallel(&dense, &dense.values, 8, 1).is_ok());
+    }
+}

@@ -1,0 +1,266 @@
+//! Communication optimisation of a tensor-parallel layer: saturate its program with the laws and
+//! the collective algebra, then extract the cheapest equivalent program under exact costs.
+//!
+//! On a Megatron-LM transformer layer this finds sequence parallelism by itself: the all-reduce
+//! after each row-parallel linear becomes a reduce-scatter and an all-gather, and the dropout,
+//! residual add and layernorm between them run on 1/t of the rows.
+
+use super::analysis::{DistAnalysis, DistEGraph, Meta};
+use super::cost::{NodeCost, Weights};
+use super::extract::extract;
+use super::lang::Dist;
+use super::program::{block_analysis, block_program, render, show_placement, Program};
+use super::run::{rewrites, Limits, RunStats};
+use crate::error::{Error, Result};
+use crate::model::Model;
+use crate::sym::{Bindings, Poly, Rational};
+use egg::{EGraph, Id, RecExpr};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Settings of an optimisation.
+#[derive(Debug, Clone, Default)]
+pub struct OptimizeOptions {
+    /// Bounds of the run.
+    pub limits: Limits,
+    /// How communication, compute and memory weigh against each other.
+    pub weights: Weights,
+    /// Analyse `repeat LAYERS layer` instead of one layer (identical layers share one e-class).
+    pub layers: Option<u64>,
+}
+
+/// Costs of a program per device, as formulas and as exact values.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CostReport {
+    /// The formulas.
+    pub formulas: NodeCost,
+    /// FLOPs computed by one device, exactly.
+    pub compute: String,
+    /// Bytes one device sends, exactly.
+    pub comm: String,
+    /// Bytes of activations one device keeps for the backward pass, exactly.
+    pub activation: String,
+}
+
+/// Where one model operator's output lives before and after.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OpPlacement {
+    /// The operator.
+    pub op: String,
+    /// Its placement in the tensor-parallel program.
+    pub before: String,
+    /// Its placement in the optimised program.
+    pub after: String,
+}
+
+/// What an optimisation found.
+#[derive(Debug, Clone, Serialize)]
+pub struct OptimizeReport {
+    /// The model.
+    pub model: String,
+    /// The block analysed.
+    pub block: String,
+    /// The tensor-parallel degree.
+    pub tp: u64,
+    /// Identical layers analysed together (`repeat`), if asked.
+    pub layers: Option<u64>,
+    /// The tensor-parallel program, one line per node.
+    pub before: String,
+    /// The optimised program.
+    pub after: String,
+    /// Costs before.
+    pub before_cost: CostReport,
+    /// Costs after.
+    pub after_cost: CostReport,
+    /// Before minus after.
+    pub saving: CostReport,
+    /// Operators whose placement changed.
+    pub moved: Vec<OpPlacement>,
+    /// How the run ended.
+    pub run: RunStats,
+}
+
+fn exact(p: &Poly, values: &Bindings) -> Result<String> {
+    let v: Rational = p
+        .eval(values)
+        .map_err(|e| Error::Usage(format!("cannot evaluate `{p}`: {e} (bind it with --set)")))?;
+    Ok(if v.is_integer() {
+        v.to_integer().to_string()
+    } else {
+        v.to_string()
+    })
+}
+
+fn cost_report(c: NodeCost, values: &Bindings) -> Result<CostReport> {
+    Ok(CostReport {
+        compute: exact(&c.compute, values)?,
+        comm: exact(&c.comm, values)?,
+        activation: exact(&c.activation, values)?,
+        formulas: c,
+    })
+}
+
+/// Optimises the `layer` block of `model` (else its first repeated block) at tensor-parallel
+/// degree `tp`, with costs evaluated under `values`.
+pub fn optimize_layer(model: &Model, tp: u64, values: &Bindings) -> Result<OptimizeReport> {
+    optimize_layer_with(model, tp, values, &OptimizeOptions::default())
+}
+
+/// [`optimize_layer`] with explicit options.
+pub fn optimize_layer_with(
+    model: &Model,
+    tp: u64,
+    values: &Bindings,
+    opts: &OptimizeOptions,
+) -> Result<OptimizeReport> {
+    if tp == 0 {
+        return Err(Error::Usage("--tp must be at least 1".into()));
+    }
+    let bi = model
+        .blocks
+        .iter()
+        .position(|b| b.name == "layer")
+        .or_else(|| model.blocks.iter().position(|b| b.repeat != Poly::one()))
+        .ok_or_else(|| Error::Usage(format!("model `{}` has no `layer` block", model.name)))?;
+    let size = Poly::from_bigint(tp.into());
+    let ctx = block_analysis(model, &model.blocks[bi], "tp", size);
+    let mut program = block_program(model, bi, &ctx, "tp")?;
+    if let Some(n) = opts.layers {
+        program = program.repeat(n);
+    }
+    let mut report = optimize_program(&ctx, &program, values, opts)?;
+    report.model = model.name.clone();
+    report.block = model.blocks[bi].name.clone();
+    report.tp = tp;
+    report.layers = opts.layers;
+    Ok(report)
+}
+
+/// Saturates `program` (bounded) and extracts its cheapest equivalent.
+pub fn optimize_program(
+    ctx: &DistAnalysis,
+    program: &Program,
+    values: &Bindings,
+    opts: &OptimizeOptions,
+) -> Result<OptimizeReport> {
+    let before_cost = ctx.program_cost(&program.expr).map_err(Error::Usage)?;
+    // Every symbol must have a value before costs can be compared.
+    cost_report(before_cost.clone(), values)?;
+    let mut egraph: DistEGraph = EGraph::new(ctx.clone());
+    let root = egraph.add_expr(&program.expr);
+    let ids = egraph
+        .lookup_expr_ids(&program.expr)
+        .ok_or_else(|| Error::Usage("program not in its own e-graph".into()))?;
+    let runner = opts.limits.runner(egraph).run(&rewrites(&program.rules)?);
+    let run = RunStats::of(&runner);
+    let egraph = &runner.egraph;
+    let (_, after, classes) = extract(egraph, root, values, opts.weights.clone());
+    let after_cost = ctx.program_cost(&after).map_err(Error::Usage)?;
+
+    // Each model operator's class, and the classes of its shards.
+    let mut ops: BTreeMap<Id, (String, Option<usize>)> = BTreeMap::new();
+    for (id, name) in &program.labels {
+        let class = egraph.find(ids[usize::from(*id)]);
+        ops.insert(class, (name.clone(), None));
+        for d in 0..rank(&egraph[class].data) {
+            if let Some(s) = lookup_shard(egraph, class, d) {
+                ops.entry(s).or_insert_with(|| (name.clone(), Some(d)));
+            }
+        }
+    }
+    let mut after_ops: BTreeMap<Id, (String, Option<usize>)> = classes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| Some((Id::from(i), ops.get(c)?.clone())))
+        .collect();
+    // An operator computed on shards and gathered along `d`: the shards are that operator too.
+    for (id, node) in after.items().rev() {
+        if let (Dist::AllGather([x, d, _]), Some((name, None))) = (node, after_ops.get(&id)) {
+            if matches!(after[*x], Dist::Op(_)) && !after_ops.contains_key(x) {
+                let d = match after[*d] {
+                    Dist::Num(d) => usize::try_from(d).ok(),
+                    _ => None,
+                };
+                after_ops.insert(*x, (name.clone(), d));
+            }
+        }
+    }
+    let after_labels: BTreeMap<Id, String> = after_ops
+        .iter()
+        .map(|(id, (name, d))| {
+            let text = match d {
+                Some(d) => format!("{name}, a shard of dimension {d}"),
+                None => name.clone(),
+            };
+            (*id, text)
+        })
+        .collect();
+    let after_names = after_ops
+        .into_iter()
+        .map(|(id, (name, _))| (id, name))
+        .collect();
+    let moved = moved_ops(ctx, program, &after, &after_names);
+    let saving = NodeCost {
+        compute: &before_cost.compute - &after_cost.compute,
+        comm: &before_cost.comm - &after_cost.comm,
+        activation: &before_cost.activation - &after_cost.activation,
+    };
+    Ok(OptimizeReport {
+        model: String::new(),
+        block: String::new(),
+        tp: 0,
+        layers: None,
+        before: render(ctx, &program.expr, &program.labels),
+        after: render(ctx, &after, &after_labels),
+        before_cost: cost_report(before_cost, values)?,
+        after_cost: cost_report(after_cost, values)?,
+        saving: cost_report(saving, values)?,
+        moved,
+        run,
+    })
+}
+
+fn rank(m: &Meta) -> usize {
+    m.tensor().map(|t| t.shape.len()).unwrap_or(0)
+}
+
+fn lookup_shard(egraph: &DistEGraph, class: Id, d: usize) -> Option<Id> {
+    let axis = egraph.analysis.mesh.axes().first()?.0.clone();
+    let d = egraph.lookup(Dist::Num(d as u64))?;
+    let a = egraph.lookup(super::analysis::axis_leaf(&axis))?;
+    egraph.lookup(Dist::Shard([class, d, a]))
+}
+
+/// Operators computed on a different placement after optimisation.
+fn moved_ops(
+    ctx: &DistAnalysis,
+    before: &Program,
+    after: &RecExpr<Dist>,
+    after_ops: &BTreeMap<Id, String>,
+) -> Vec<OpPlacement> {
+    let op_placements = |expr: &RecExpr<Dist>, labels: &BTreeMap<Id, String>| {
+        let metas = ctx.program_meta(expr);
+        let mut out: BTreeMap<String, String> = BTreeMap::new();
+        for (id, node) in expr.items() {
+            if let (Dist::Op(_), Some(op)) = (node, labels.get(&id)) {
+                out.insert(op.clone(), show_placement(ctx, &metas[usize::from(id)]));
+            }
+        }
+        out
+    };
+    let b = op_placements(&before.expr, &before.labels);
+    let a = op_placements(after, after_ops);
+    let mut out = Vec::new();
+    for op in before.labels.values() {
+        if let (Some(pb), Some(pa)) = (b.get(op), a.get(op)) {
+            if pb != pa {
+                out.push(OpPlacement {
+                    op: op.clone(),
+                    before: pb.clone(),
+                    after: pa.clone(),
+                });
+            }
+        }
+    }
+    out
+}

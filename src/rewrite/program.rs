@@ -1,0 +1,422 @@
+//! Building distributed programs from model blocks, and printing them.
+//!
+//! A block becomes the Megatron-LM tensor-parallel program its `tp` annotations describe: an
+//! operator with a `tp` index has it split on the tensor-parallel axis, every other operator runs
+//! whole, and the placements in between are fixed with the collectives the law table calls for
+//! (a row-parallel linear's partial sums are all-reduced before a replicated consumer).
+
+use super::analysis::{axis_leaf, show, DistAnalysis, Mesh, Meta};
+use super::lang::{Dim, DimMap, Dist, Extents, Marks, ShapeLit};
+use super::laws::term_has;
+use crate::error::{Error, Result};
+use crate::model::{Block, Model, Producer};
+use crate::rules::law::Finish;
+use crate::rules::{Dtype, IndexKind, OpRule, Placement, ReduceOp, Tensor};
+use crate::sym::Poly;
+use egg::{Id, Language, RecExpr, Symbol};
+use std::collections::{BTreeMap, HashMap};
+
+/// A program with the model operator each node computes, where it computes one.
+#[derive(Debug, Clone)]
+pub struct Program {
+    /// The program; its last node is the root.
+    pub expr: RecExpr<Dist>,
+    /// Node → the model operator it computes.
+    pub labels: BTreeMap<Id, String>,
+    /// The rules its operators apply.
+    pub rules: Vec<OpRule>,
+}
+
+impl Program {
+    /// `(repeat n body)`: this program applied `n` times.
+    pub fn repeat(&self, n: u64) -> Program {
+        let mut expr = self.expr.clone();
+        let body = expr.root();
+        let count = expr.add(Dist::Num(n));
+        expr.add(Dist::Repeat([count, body]));
+        Program {
+            expr,
+            labels: self.labels.clone(),
+            rules: self.rules.clone(),
+        }
+    }
+}
+
+/// The analysis a block's program is checked under: its rules, a one-axis mesh.
+pub fn block_analysis(model: &Model, block: &Block, axis: &str, size: Poly) -> DistAnalysis {
+    let mut rules: BTreeMap<String, OpRule> = BTreeMap::new();
+    for op in block.ops() {
+        rules.insert(op.rule.name.clone(), op.rule.clone());
+    }
+    DistAnalysis::new(
+        rules.into_values(),
+        Mesh::new([(axis.to_string(), size)]),
+        model.dtype_bytes,
+    )
+}
+
+struct Builder<'a> {
+    ctx: &'a DistAnalysis,
+    axis: String,
+    expr: RecExpr<Dist>,
+    memo: HashMap<Dist, Id>,
+    metas: Vec<Meta>,
+}
+
+impl Builder<'_> {
+    fn add(&mut self, n: Dist) -> Id {
+        if let Some(id) = self.memo.get(&n) {
+            return *id;
+        }
+        let metas = &self.metas;
+        let m = self.ctx.infer(&n, |c| &metas[usize::from(c)]);
+        let id = self.expr.add(n.clone());
+        self.metas.push(m);
+        self.memo.insert(n, id);
+        id
+    }
+
+    fn placement(&self, x: Id) -> std::result::Result<(Vec<Poly>, Placement), String> {
+        let t = self.metas[usize::from(x)].tensor()?;
+        Ok((t.shape.clone(), t.placements[0]))
+    }
+
+    fn tensor(&mut self, name: &str, shape: &[Poly], dtype: Dtype) -> Id {
+        let n = self.add(Dist::Name(Symbol::from(name)));
+        let elem_bytes = match dtype {
+            Dtype::Fixed(b) if b != self.ctx.compute_bytes => Some(b),
+            _ => None,
+        };
+        let s = self.add(Dist::Shape(shape_lit(shape, elem_bytes)));
+        self.add(Dist::Tensor([n, s]))
+    }
+
+    /// `x` moved to placement `want` with the cheapest collective that does it.
+    fn fix(&mut self, x: Id, cur: Placement, want: Placement) -> std::result::Result<Id, String> {
+        use Placement::*;
+        let a = self.add(axis_leaf(&self.axis));
+        Ok(match (cur, want) {
+            _ if cur == want => x,
+            (Replicate, Shard(d)) => {
+                let d = self.add(Dist::Num(d as u64));
+                self.add(Dist::Shard([x, d, a]))
+            }
+            (Replicate, Partial(ReduceOp::Sum)) => self.add(Dist::Partial([x, a])),
+            (Shard(d), Replicate) => {
+                let d = self.add(Dist::Num(d as u64));
+                self.add(Dist::AllGather([x, d, a]))
+            }
+            (Shard(i), Shard(j)) => {
+                let (i, j) = (self.add(Dist::Num(i as u64)), self.add(Dist::Num(j as u64)));
+                self.add(Dist::AllToAll([x, i, j, a]))
+            }
+            (Partial(ReduceOp::Sum), Replicate) => self.add(Dist::AllReduce([x, a])),
+            (Partial(ReduceOp::Max), Replicate) => self.add(Dist::AllReduceMax([x, a])),
+            (Partial(ReduceOp::Sum), Shard(d)) => {
+                let d = self.add(Dist::Num(d as u64));
+                self.add(Dist::ReduceScatter([x, d, a]))
+            }
+            (Shard(_), Partial(ReduceOp::Sum)) => {
+                let r = self.fix(x, cur, Replicate)?;
+                return self.fix(r, Replicate, want);
+            }
+            _ => return Err(format!("cannot turn {cur} into {want}")),
+        })
+    }
+
+    /// `x` as a tensor of `shape` placed `want`: a view where the layout differs.
+    fn coerce(
+        &mut self,
+        x: Id,
+        want: Placement,
+        shape: &[Poly],
+    ) -> std::result::Result<Id, String> {
+        let (have, mut cur) = self.placement(x)?;
+        let mut x = x;
+        if have != shape {
+            let mut map = DimMap::default();
+            match (cur, want) {
+                (Placement::Shard(d), Placement::Shard(e)) => {
+                    map.0.insert(d, e);
+                }
+                (Placement::Shard(_), _) => {
+                    x = self.fix(x, cur, Placement::Replicate)?;
+                }
+                _ => {}
+            }
+            let s = self.add(Dist::Shape(shape_lit(shape, None)));
+            let m = self.add(Dist::Layout(map));
+            x = self.add(Dist::View([x, s, m]));
+            cur = self.placement(x)?.1;
+        }
+        self.fix(x, cur, want)
+    }
+}
+
+fn shape_lit(shape: &[Poly], elem_bytes: Option<u32>) -> ShapeLit {
+    ShapeLit {
+        dims: shape.iter().cloned().map(Dim).collect(),
+        elem_bytes,
+    }
+}
+
+/// The placement an operator split on `tp` wants for input `k` on the tensor-parallel axis.
+fn wanted(rule: &OpRule, t: &Tensor, k: usize, tp: Option<&str>) -> Placement {
+    let Some(i) = tp else {
+        return Placement::Replicate;
+    };
+    match t.position(i) {
+        Some(d) => Placement::Shard(d),
+        None if rule
+            .index(i)
+            .is_some_and(|x| x.kind == IndexKind::ReduceSum)
+            && !term_has(rule, k, i) =>
+        {
+            Placement::Partial(ReduceOp::Sum)
+        }
+        None => Placement::Replicate,
+    }
+}
+
+/// The tensor-parallel program of `block` on axis `axis` of `ctx`'s mesh: inputs, parameters and
+/// the block input (`in`) whole on every device, the output whole again at the end.
+pub fn block_program(model: &Model, bi: usize, ctx: &DistAnalysis, axis: &str) -> Result<Program> {
+    let block = model
+        .blocks
+        .get(bi)
+        .ok_or_else(|| Error::Usage(format!("model `{}` has no block {bi}", model.name)))?;
+    let mut b = Builder {
+        ctx,
+        axis: axis.to_string(),
+        expr: RecExpr::default(),
+        memo: HashMap::new(),
+        metas: Vec::new(),
+    };
+    let err = |op: &str, why: String| {
+        Error::Usage(format!("block `{}`, operator `{op}`: {why}", block.name))
+    };
+    let mut values: HashMap<petgraph::graph::NodeIndex, Id> = HashMap::new();
+    let mut labels = BTreeMap::new();
+    let mut block_in: Option<Id> = None;
+    for &node in &block.order {
+        let op = &block.graph[node];
+        let rule = &op.rule;
+        let tp = op.tp.as_deref();
+        let mut kids = vec![
+            b.add(Dist::Name(Symbol::from(rule.name.as_str()))),
+            b.add(Dist::Extents(Extents(
+                op.bind
+                    .iter()
+                    .map(|(k, v)| (k.clone(), Dim(v.clone())))
+                    .collect(),
+            ))),
+        ];
+        let marks = match tp {
+            Some(i)
+                if rule.index(i).is_some_and(|x| {
+                    matches!(
+                        x.kind.law().finish,
+                        Finish::AllReduceStatistics | Finish::HaloExchange
+                    )
+                }) =>
+            {
+                Marks::default().with(i, axis)
+            }
+            _ => Marks::default(),
+        };
+        kids.push(b.add(Dist::Marks(marks)));
+        for (k, (iname, producer)) in op.inputs.iter().enumerate() {
+            let t = &rule.inputs[k];
+            let shape = op.shape(t);
+            let x = match producer {
+                Producer::Op {
+                    block: pb,
+                    node: pn,
+                } if *pb == bi => *values
+                    .get(pn)
+                    .ok_or_else(|| err(&op.name, format!("input `{iname}` is computed later")))?,
+                Producer::Op {
+                    block: pb,
+                    node: pn,
+                } => {
+                    let p = model
+                        .blocks
+                        .get(*pb)
+                        .map(|blk| &blk.graph[*pn])
+                        .ok_or_else(|| err(&op.name, format!("input `{iname}` has no producer")))?;
+                    b.tensor(&p.name, &p.shape(&p.rule.output), p.rule.output.dtype)
+                }
+                Producer::GraphInput(name) => {
+                    let s = model
+                        .inputs
+                        .iter()
+                        .find(|(n, _)| n == name)
+                        .map(|(_, s)| s.clone())
+                        .unwrap_or_else(|| shape.clone());
+                    b.tensor(name, &s, t.dtype)
+                }
+                Producer::BlockInput => {
+                    *block_in.get_or_insert_with(|| b.tensor("in", &shape, t.dtype))
+                }
+                Producer::Buffer | Producer::Param => {
+                    b.tensor(&format!("{}.{iname}", op.name), &shape, t.dtype)
+                }
+                Producer::Tied(name) => b.tensor(name, &shape, t.dtype),
+            };
+            let x = b
+                .coerce(x, wanted(rule, t, k, tp), &shape)
+                .map_err(|why| err(&op.name, format!("input `{iname}`: {why}")))?;
+            kids.push(x);
+        }
+        let id = b.add(Dist::Op(kids.into()));
+        if let Meta::Invalid(why) = &b.metas[usize::from(id)] {
+            return Err(err(&op.name, why.clone()));
+        }
+        values.insert(node, id);
+        labels.insert(id, op.name.clone());
+    }
+    let out = block
+        .output
+        .or_else(|| block.order.last().copied())
+        .and_then(|n| values.get(&n).copied())
+        .ok_or_else(|| Error::Usage(format!("block `{}` has no operators", block.name)))?;
+    let (shape, _) = b.placement(out).map_err(|why| err("output", why))?;
+    let mut root = b
+        .coerce(out, Placement::Replicate, &shape)
+        .map_err(|why| err("output", why))?;
+    // Operators the output does not depend on still run: sequence them before it.
+    let reach = reachable(&b.expr, root);
+    for (&id, _) in labels.iter().filter(|(id, _)| !reach[usize::from(**id)]) {
+        root = b.add(Dist::Seq([id, root]));
+    }
+    Ok(Program {
+        expr: b.expr,
+        labels,
+        rules: ctx.rules().cloned().collect(),
+    })
+}
+
+fn reachable(expr: &RecExpr<Dist>, root: Id) -> Vec<bool> {
+    let mut seen = vec![false; expr.len()];
+    let mut todo = vec![root];
+    while let Some(id) = todo.pop() {
+        if !std::mem::replace(&mut seen[usize::from(id)], true) {
+            todo.extend(expr[id].children().iter().copied());
+        }
+    }
+    seen
+}
+
+/// How a placement list reads: `Shard(0)@tp`, or `whole` when replicated everywhere.
+pub fn show_placement(ctx: &DistAnalysis, m: &Meta) -> String {
+    let Ok(t) = m.tensor() else {
+        return "invalid".into();
+    };
+    let parts: Vec<String> = t
+        .placements
+        .iter()
+        .zip(ctx.mesh.axes())
+        .filter(|(p, _)| **p != Placement::Replicate)
+        .map(|(p, (a, _))| format!("{p}@{a}"))
+        .collect();
+    if parts.is_empty() {
+        "whole".into()
+    } else {
+        parts.join(" ")
+    }
+}
+
+fn arg(expr: &RecExpr<Dist>, id: Id) -> String {
+    match &expr[id] {
+        Dist::Tensor([name, _]) => expr[*name].to_string(),
+        leaf if leaf.is_leaf() => leaf.to_string(),
+        _ => format!("%{}", usize::from(id)),
+    }
+}
+
+fn form(expr: &RecExpr<Dist>, node: &Dist, arg: &dyn Fn(Id) -> String) -> String {
+    match node {
+        Dist::Op(kids) if kids.len() >= 3 => {
+            let marks = match &expr[kids[2]] {
+                Dist::Marks(m) if !m.0.is_empty() => m.to_string(),
+                _ => String::new(),
+            };
+            let ins: Vec<String> = kids[3..].iter().map(|&k| arg(k)).collect();
+            format!("{}{marks}({})", expr[kids[0]], ins.join(", "))
+        }
+        other => {
+            let name = other.to_string();
+            let args: Vec<String> = other.children().iter().map(|&k| arg(k)).collect();
+            format!("{name}({})", args.join(", "))
+        }
+    }
+}
+
+/// One line per computing node: `%12 = all_gather(%11, 0, tp)   [B*S, H] whole   # res2`.
+pub fn render(ctx: &DistAnalysis, expr: &RecExpr<Dist>, labels: &BTreeMap<Id, String>) -> String {
+    let metas = ctx.program_meta(expr);
+    let mut out = String::new();
+    for (id, node) in expr.items() {
+        if node.is_leaf() || matches!(node, Dist::Tensor(_)) {
+            continue;
+        }
+        let m = &metas[usize::from(id)];
+        let shape = m.tensor().map(|t| show(&t.shape)).unwrap_or_default();
+        let text = form(expr, node, &|k| arg(expr, k));
+        let label = labels
+            .get(&id)
+            .map(|l| format!("   # {l}"))
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "%{} = {text}   {shape} {}{label}\n",
+            usize::from(id),
+            show_placement(ctx, m)
+        ));
+    }
+    out
+}
+
+/// The program as one nested expression: `all_gather(linear(x, shard(w, 1, a), ..), 1, a)`.
+pub fn render_inline(expr: &RecExpr<Dist>) -> String {
+    fn go(expr: &RecExpr<Dist>, id: Id) -> String {
+        match &expr[id] {
+            Dist::Tensor([name, _]) => expr[*name].to_string(),
+            leaf if leaf.is_leaf() => leaf.to_string(),
+            node => form(expr, node, &|k| go(expr, k)),
+        }
+    }
+    go(expr, expr.root())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ModelLoader;
+
+    #[test]
+    fn a_gpt_layer_becomes_the_megatron_program() {
+        let model = ModelLoader::embedded()
+            .unwrap()
+            .resolve("gpt2-124m")
+            .unwrap();
+        let bi = model.blocks.iter().position(|b| b.name == "layer").unwrap();
+        let ctx = block_analysis(&model, &model.blocks[bi], "tp", Poly::symbol("t"));
+        let p = block_program(&model, bi, &ctx, "tp").unwrap();
+        let all_reduces = p
+            .expr
+            .as_ref()
+            .iter()
+            .filter(|n| matches!(n, Dist::AllReduce(_)))
+            .count();
+        assert_eq!(all_reduces, 2);
+        let metas = ctx.program_meta(&p.expr);
+        assert_eq!(show_placement(&ctx, metas.last().unwrap()), "whole");
+        assert_eq!(p.labels.len(), model.blocks[bi].order.len());
+        let text = render(&ctx, &p.expr, &p.labels);
+        assert!(
+            text.contains("= linear(") && text.contains("# out_proj"),
+            "{text}"
+        );
+        assert!(render_inline(&p.expr).starts_with("add("));
+    }
+}

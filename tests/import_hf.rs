@@ -1,0 +1,374 @@
+//! Hugging Face `config.json` import: every fixture gives the parameters and FLOPs of the
+//! hand-written model file of the same network, or the published count (zoo_facts.md); config
+//! variants (tied heads, `rope_parameters`, defaults) and bad configs; the command line end to end.
+
+use assert_cmd::Command;
+use num_bigint::BigInt;
+use std::path::{Path, PathBuf};
+use symshard::diag::Source;
+use symshard::import::{import_hf, model_source_from_hf};
+use symshard::model::{model_cost, Model, ModelLoader};
+use symshard::sym::{Bindings, Rational};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf()
+}
+
+fn fixture(name: &str) -> PathBuf {
+    root()
+        .join("tests/fixtures/hf")
+        .join(format!("{name}.json"))
+}
+
+fn loader() -> ModelLoader {
+    ModelLoader::embedded().expect("shipped rules load")
+}
+
+/// Parameters, forward and backward FLOPs (matmul-like and other) and saved bytes, evaluated
+/// under the model's own values.
+fn numbers(m: &Model) -> Vec<(&'static str, Rational)> {
+    numbers_at(m, &m.values)
+}
+
+fn numbers_at(m: &Model, v: &Bindings) -> Vec<(&'static str, Rational)> {
+    let c = model_cost(m);
+    let ev = |p: &symshard::sym::Poly| p.eval(v).unwrap_or_else(|e| panic!("{}: {e}", m.name));
+    vec![
+        ("parameters", ev(&c.params)),
+        ("forward matmul-like", ev(&c.forward.matmul)),
+        ("forward other", ev(&c.forward.other)),
+        ("backward matmul-like", ev(&c.backward.matmul)),
+        ("backward other", ev(&c.backward.other)),
+        ("activations", ev(&c.activations)),
+    ]
+}
+
+fn imported(name: &str) -> Model {
+    loader()
+        .resolve(fixture(name).to_str().unwrap())
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+fn int(n: i64) -> Rational {
+    Rational::from_integer(BigInt::from(n))
+}
+
+fn params(m: &Model) -> Rational {
+    numbers(m)[0].1.clone()
+}
+
+/// Each config ↔ the shipped model file written by hand from the same config.
+#[test]
+fn every_fixture_matches_its_hand_written_model() {
+    let pairs = [
+        ("gpt2", "gpt2-124m"),
+        ("gpt2-xl", "gpt2-1.5b"),
+        ("bert-base-uncased", "bert-base"),
+        ("bert-large-uncased", "bert-large"),
+        ("t5-base", "t5-base"),
+        ("Llama-2-7b-hf", "llama2-7b"),
+        ("Llama-2-70b-hf", "llama2-70b"),
+        ("Meta-Llama-3-8B", "llama3-8b"),
+        ("Meta-Llama-3-70B", "llama3-70b"),
+        ("Meta-Llama-3.1-405B", "llama3-405b"),
+        ("Mixtral-8x7B-v0.1", "mixtral-8x7b"),
+    ];
+    let l = loader();
+    for (config, model) in pairs {
+        let a = imported(config);
+        let b = l.resolve(model).unwrap();
+        assert_eq!(a.family, b.family, "{config}");
+        // A config says nothing of the batch: every other value, the sequence included, comes
+        // from the config and must agree; the batch is the hand-written file's.
+        let mut values = a.values.clone();
+        values.insert("B".into(), b.values["B"].clone());
+        assert_eq!(values, b.values, "{config} ↔ {model}");
+        assert_eq!(numbers_at(&a, &values), numbers(&b), "{config} ↔ {model}");
+    }
+}
+
+/// zoo_facts.md: HF Mistral-7B-v0.1 7,241,732,096 (GGUF general.parameter_count); HF API
+/// Mixtral-8x7B-v0.1 safetensors.total 46,702,792,704; HF API google/flan-t5-base
+/// safetensors.total 247,577,856 (gated-GELU, untied head).
+#[test]
+fn published_counts_of_models_without_a_hand_written_file() {
+    assert_eq!(params(&imported("Mistral-7B-v0.1")), int(7_241_732_096));
+    assert_eq!(params(&imported("Mixtral-8x7B-v0.1")), int(46_702_792_704));
+    let flan = imported("flan-t5-base");
+    assert_eq!(flan.family.as_deref(), Some("t5_v1_1"));
+    assert_eq!(params(&flan), int(247_577_856));
+}
+
+/// A config edited as JSON and written to a scratch file named `name`.
+fn variant(
+    name: &str,
+    base: &str,
+    edit: impl FnOnce(&mut serde_json::Map<String, serde_json::Value>),
+) -> PathBuf {
+    let text = std::fs::read_to_string(fixture(base)).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    edit(v.as_object_mut().unwrap());
+    write(name, &serde_json::to_string_pretty(&v).unwrap())
+}
+
+fn write(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("symshard-import-hf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn load(path: &Path) -> Result<Model, String> {
+    loader()
+        .resolve(path.to_str().unwrap())
+        .map_err(|e| e.to_string())
+}
+
+/// A tied head shares the embedding table: V·H fewer parameters, same FLOPs.
+#[test]
+fn tied_llama_uses_the_tied_family() {
+    let p = variant("tied-llama.json", "Meta-Llama-3-8B", |m| {
+        m.insert("tie_word_embeddings".into(), true.into());
+    });
+    let tied = load(&p).unwrap();
+    assert_eq!(tied.family.as_deref(), Some("llama_tied"));
+    let untied = imported("Meta-Llama-3-8B");
+    assert_eq!(params(&untied) - params(&tied), int(128_256 * 4096));
+    assert_eq!(numbers(&tied)[1..], numbers(&untied)[1..]);
+}
+
+/// Llama 3.2 1B (meta-llama/Llama-3.2-1B config.json: tied head, head_dim 64, 8 KV heads):
+/// embed 128256·2048 + 16 layers × (2·2048² + 2·2048·512 + 3·2048·8192 + 2·2048) + 2048
+/// = 1,235,814,400, the published parameter count.
+#[test]
+fn llama_3_2_1b_tied_with_head_dim() {
+    let p = write(
+        "Llama-3.2-1B.json",
+        r#"{"architectures": ["LlamaForCausalLM"], "hidden_act": "silu", "hidden_size": 2048,
+            "head_dim": 64, "intermediate_size": 8192, "max_position_embeddings": 131072,
+            "model_type": "llama", "num_attention_heads": 32, "num_hidden_layers": 16,
+            "num_key_value_heads": 8, "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0,
+            "low_freq_factor": 1.0, "original_max_position_embeddings": 8192,
+            "rope_type": "llama3"}, "rope_theta": 500000.0, "tie_word_embeddings": true,
+            "vocab_size": 128256}"#,
+    );
+    let m = load(&p).unwrap();
+    assert_eq!(params(&m), int(1_235_814_400));
+    assert_eq!(m.values["S"], int(8192));
+    assert_eq!(m.values["D"], int(64));
+}
+
+/// transformers 5 writes `rope_parameters` (with rope_theta inside) instead of `rope_theta` and
+/// `rope_scaling`: same model.
+#[test]
+fn rope_parameters_form() {
+    let p = variant("Llama-3.1-405B-v5.json", "Meta-Llama-3.1-405B", |m| {
+        let mut rope = m.remove("rope_scaling").unwrap();
+        let theta = m.remove("rope_theta").unwrap();
+        rope.as_object_mut()
+            .unwrap()
+            .insert("rope_theta".into(), theta);
+        m.insert("rope_parameters".into(), rope);
+    });
+    let text = import_hf(&p, None).unwrap().yaml;
+    assert!(text.contains("rope_parameters.rope_theta 500000"), "{text}");
+    assert!(
+        text.contains("rope_parameters.original_max_position_embeddings"),
+        "{text}"
+    );
+    assert_eq!(
+        numbers(&load(&p).unwrap()),
+        numbers(&imported("Meta-Llama-3.1-405B"))
+    );
+}
+
+/// Absent fields take the transformers defaults: num_key_value_heads = heads, and for T5
+/// num_decoder_layers = num_layers.
+#[test]
+fn defaults_of_absent_fields() {
+    let p = variant("no-kv.json", "Llama-2-7b-hf", |m| {
+        m.remove("num_key_value_heads");
+    });
+    let m = load(&p).unwrap();
+    assert_eq!(m.values["KV"], int(32));
+    assert_eq!(numbers(&m), numbers(&imported("Llama-2-7b-hf")));
+    assert!(m.sources["KV"].contains("absent = num_attention_heads"));
+    let t5 = imported("t5-base");
+    assert_eq!(t5.values["LD"], int(12));
+}
+
+/// The model file `import hf` writes loads on its own, under the name asked for.
+#[test]
+fn written_model_file_loads_under_its_name() {
+    let out = import_hf(&fixture("gpt2"), Some("my-gpt2")).unwrap();
+    assert_eq!(
+        (out.family.as_str(), out.model_type.as_str()),
+        ("gpt", "gpt2")
+    );
+    let m = loader()
+        .load(&Source::new("models/my-gpt2.yaml", out.yaml))
+        .unwrap();
+    assert_eq!(m.name, "my-gpt2");
+    assert!(m.sources.values().all(|s| !s.is_empty()));
+    assert!(m.sources["F"].contains("n_inner absent = 4*n_embd"));
+    let src = model_source_from_hf(&fixture("gpt2")).unwrap();
+    assert_eq!(src.file, fixture("gpt2"));
+}
+
+fn error(path: &Path) -> String {
+    load(path).expect_err("must fail")
+}
+
+#[test]
+fn unsupported_model_type_is_named_with_its_place() {
+    let p = variant("falcon.json", "gpt2", |m| {
+        m.insert("model_type".into(), "falcon".into());
+    });
+    let e = error(&p);
+    assert!(e.contains("falcon.json:"), "{e}");
+    assert!(e.contains("unsupported model_type `falcon`"), "{e}");
+    assert!(
+        e.contains("supported: gpt2, bert, llama, mistral, mixtral, t5"),
+        "{e}"
+    );
+    // The position of the field: `"model_type"` is on some line, column 3.
+    let line = e.split(':').nth(1).unwrap().parse::<usize>().unwrap();
+    assert!(line > 1, "{e}");
+}
+
+#[test]
+fn missing_and_mistyped_fields_are_named() {
+    let p = variant("no-hidden.json", "Llama-2-7b-hf", |m| {
+        m.remove("hidden_size");
+    });
+    let e = error(&p);
+    assert!(
+        e.contains("no-hidden.json") && e.contains("missing field `hidden_size`"),
+        "{e}"
+    );
+    assert!(e.contains("model_type `llama`"), "{e}");
+    let p = variant("str-layers.json", "bert-base-uncased", |m| {
+        m.insert("num_hidden_layers".into(), "twelve".into());
+    });
+    let e = error(&p);
+    assert!(
+        e.contains("field `num_hidden_layers` must be a positive integer"),
+        "{e}"
+    );
+    let p = variant("no-type.json", "gpt2", |m| {
+        m.remove("model_type");
+    });
+    assert!(error(&p).contains("missing field `model_type`"));
+}
+
+#[test]
+fn malformed_json_reports_line_and_column() {
+    let p = write(
+        "broken.json",
+        "{\n  \"model_type\": \"gpt2\",\n  \"n_embd\": 768,,\n}\n",
+    );
+    let e = error(&p);
+    assert!(e.starts_with(&format!("{}:3:", p.display())), "{e}");
+    assert!(e.contains("malformed JSON"), "{e}");
+}
+
+#[test]
+fn architectures_the_families_cannot_express() {
+    let p = variant("t5-relu-untied.json", "t5-base", |m| {
+        m.insert("tie_word_embeddings".into(), false.into());
+    });
+    assert!(error(&p).contains("feed_forward_proj `relu` with tie_word_embeddings false"));
+    let p = variant("gpt2-untied.json", "gpt2", |m| {
+        m.insert("tie_word_embeddings".into(), false.into());
+    });
+    assert!(error(&p).contains("tie_word_embeddings false is not supported"));
+    let p = variant("biased.json", "Meta-Llama-3-8B", |m| {
+        m.insert("attention_bias".into(), true.into());
+    });
+    assert!(error(&p).contains("attention_bias true is not supported"));
+    let p = variant("odd-heads.json", "Llama-2-7b-hf", |m| {
+        m.insert("num_key_value_heads".into(), 5.into());
+    });
+    assert!(error(&p).contains("not divisible"));
+}
+
+fn symshard() -> Command {
+    Command::cargo_bin("symshard").unwrap()
+}
+
+#[test]
+fn cost_takes_a_config_directly() {
+    let out = symshard()
+        .args([
+            "cost",
+            fixture("gpt2").to_str().unwrap(),
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["params"], "124439808");
+}
+
+#[test]
+fn import_then_cost_end_to_end() {
+    let dir = std::env::temp_dir().join(format!("symshard-import-hf-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("mixtral-import.yaml");
+    symshard()
+        .args([
+            "import",
+            "hf",
+            fixture("Mixtral-8x7B-v0.1").to_str().unwrap(),
+            "-o",
+        ])
+        .arg(&out)
+        .assert()
+        .success();
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        text.contains("name: \"mixtral-import\"") && text.contains("family: mixtral"),
+        "{text}"
+    );
+    let res = symshard()
+        .args(["cost", out.to_str().unwrap(), "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(res.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&res.stdout).unwrap();
+    assert_eq!(v["params"], "46702792704");
+}
+
+#[test]
+fn bad_configs_exit_2_without_panicking() {
+    let bad = [
+        variant("cli-falcon.json", "gpt2", |m| {
+            m.insert("model_type".into(), "falcon".into());
+        }),
+        variant("cli-missing.json", "bert-base-uncased", |m| {
+            m.remove("vocab_size");
+        }),
+        write("cli-broken.json", "{\"model_type\": \"gpt2\""),
+    ];
+    for p in bad {
+        for args in [vec!["cost"], vec!["import", "hf"]] {
+            let out = symshard().args(&args).arg(&p).output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "{args:?} {}: {err}",
+                p.display()
+            );
+            assert!(err.starts_with("error: "), "{err}");
+            assert!(!err.contains("panicked"), "{err}");
+        }
+    }
+}

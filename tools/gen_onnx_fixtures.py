@@ -1,0 +1,213 @@
+#!/usr/bin/env python3
+"""Writes the ONNX test fixtures under tests/fixtures/onnx/.
+
+    pip install onnx numpy
+    python3 tools/gen_onnx_fixtures.py
+
+The files are committed: the tests read them and never run this script. Every graph is checked
+with onnx.checker and carries the value_info of onnx.shape_inference, as exporters write it.
+
+* transformer.onnx — a two-layer GPT-style decoder: token and position embeddings (Gather), per
+  layer LayerNormalization, a fused QKV MatMul + Add split in three (Split), heads made by Reshape
+  and Transpose, Q·Kᵀ and P·V as MatMuls of two activations, a scalar Mul, Softmax, the output
+  projection, residual Adds and a Gelu MLP; a final LayerNormalization and a language-model head
+  tied to the token embedding (MatMul by the transposed embedding initializer). Symbolic batch and
+  sequence.
+* cnn.onnx — a small CNN: Conv (with and without bias), BatchNormalization, Relu, MaxPool, two
+  Conv branches joined by Concat, AveragePool, GlobalAveragePool, Flatten and a Gemm classifier.
+  Symbolic batch `N`.
+* unmapped.onnx — a tiny MLP with a Sigmoid and an Erf, which no shipped rule covers.
+* truncated.onnx — the first half of transformer.onnx.
+* garbage.onnx — text and random bytes.
+"""
+
+import math
+import os
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures", "onnx")
+OPSET = 20
+RNG = np.random.default_rng(0)
+
+
+def init(name, *shape):
+    return numpy_helper.from_array(
+        (RNG.standard_normal(shape) * 0.02).astype(np.float32), name
+    )
+
+
+def ints(name, values):
+    return numpy_helper.from_array(np.array(values, dtype=np.int64), name)
+
+
+def save(model, name):
+    onnx.checker.check_model(model)
+    model = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    onnx.checker.check_model(model)
+    path = os.path.join(OUT, name)
+    onnx.save(model, path)
+    print(f"wrote {path} ({os.path.getsize(path)} bytes)")
+    return path
+
+
+def transformer():
+    V, P, H, NH, F, L = 96, 64, 32, 4, 128, 2
+    DH = H // NH
+    nodes, inits = [], [init("wte", V, H), init("wpe", P, H)]
+    inits += [ints("split_qkv", [H, H, H]), ints("heads", [0, 0, NH, DH]), ints("merge", [0, 0, H])]
+    inits.append(numpy_helper.from_array(np.array(1.0 / math.sqrt(DH), dtype=np.float32), "inv_sqrt_dh"))
+    nodes += [
+        helper.make_node("Gather", ["wte", "input_ids"], ["tok"], name="/wte/Gather"),
+        helper.make_node("Gather", ["wpe", "position_ids"], ["pos"], name="/wpe/Gather"),
+        helper.make_node("Add", ["tok", "pos"], ["h0"], name="/embed/Add"),
+    ]
+    x = "h0"
+    for i in range(L):
+        p = f"/h.{i}"
+        inits += [
+            init(f"h{i}.ln1.g", H), init(f"h{i}.ln1.b", H),
+            init(f"h{i}.qkv.w", H, 3 * H), init(f"h{i}.qkv.b", 3 * H),
+            init(f"h{i}.o.w", H, H), init(f"h{i}.o.b", H),
+            init(f"h{i}.ln2.g", H), init(f"h{i}.ln2.b", H),
+            init(f"h{i}.fc.w", H, F), init(f"h{i}.fc.b", F),
+            init(f"h{i}.proj.w", F, H), init(f"h{i}.proj.b", H),
+        ]
+        t = lambda s: f"{p}/{s}"  # noqa: E731
+        nodes += [
+            helper.make_node("LayerNormalization", [x, f"h{i}.ln1.g", f"h{i}.ln1.b"], [t("ln1")], name=t("ln_1/LayerNormalization"), axis=-1),
+            helper.make_node("MatMul", [t("ln1"), f"h{i}.qkv.w"], [t("qkv_mm")], name=t("attn/c_attn/MatMul")),
+            helper.make_node("Add", [t("qkv_mm"), f"h{i}.qkv.b"], [t("qkv")], name=t("attn/c_attn/Add")),
+            helper.make_node("Split", [t("qkv"), "split_qkv"], [t("q"), t("k"), t("v")], name=t("attn/Split"), axis=-1),
+            helper.make_node("Reshape", [t("q"), "heads"], [t("q4")], name=t("attn/Reshape_q")),
+            helper.make_node("Reshape", [t("k"), "heads"], [t("k4")], name=t("attn/Reshape_k")),
+            helper.make_node("Reshape", [t("v"), "heads"], [t("v4")], name=t("attn/Reshape_v")),
+            helper.make_node("Transpose", [t("q4")], [t("qT")], name=t("attn/Transpose_q"), perm=[0, 2, 1, 3]),
+            helper.make_node("Transpose", [t("k4")], [t("kT")], name=t("attn/Transpose_k"), perm=[0, 2, 3, 1]),
+            helper.make_node("Transpose", [t("v4")], [t("vT")], name=t("attn/Transpose_v"), perm=[0, 2, 1, 3]),
+            helper.make_node("MatMul", [t("qT"), t("kT")], [t("scores")], name=t("attn/MatMul_qk")),
+            helper.make_node("Mul", [t("scores"), "inv_sqrt_dh"], [t("scaled")], name=t("attn/Mul_scale")),
+            helper.make_node("Softmax", [t("scaled")], [t("probs")], name=t("attn/Softmax"), axis=-1),
+            helper.make_node("MatMul", [t("probs"), t("vT")], [t("ctx")], name=t("attn/MatMul_pv")),
+            helper.make_node("Transpose", [t("ctx")], [t("ctxT")], name=t("attn/Transpose_ctx"), perm=[0, 2, 1, 3]),
+            helper.make_node("Reshape", [t("ctxT"), "merge"], [t("ctx2")], name=t("attn/Reshape_ctx")),
+            helper.make_node("MatMul", [t("ctx2"), f"h{i}.o.w"], [t("o_mm")], name=t("attn/c_proj/MatMul")),
+            helper.make_node("Add", [t("o_mm"), f"h{i}.o.b"], [t("o")], name=t("attn/c_proj/Add")),
+            helper.make_node("Add", [x, t("o")], [t("r1")], name=t("Add_1")),
+            helper.make_node("LayerNormalization", [t("r1"), f"h{i}.ln2.g", f"h{i}.ln2.b"], [t("ln2")], name=t("ln_2/LayerNormalization"), axis=-1),
+            helper.make_node("MatMul", [t("ln2"), f"h{i}.fc.w"], [t("fc_mm")], name=t("mlp/c_fc/MatMul")),
+            helper.make_node("Add", [t("fc_mm"), f"h{i}.fc.b"], [t("fc")], name=t("mlp/c_fc/Add")),
+            helper.make_node("Gelu", [t("fc")], [t("act")], name=t("mlp/Gelu"), approximate="tanh"),
+            helper.make_node("MatMul", [t("act"), f"h{i}.proj.w"], [t("proj_mm")], name=t("mlp/c_proj/MatMul")),
+            helper.make_node("Add", [t("proj_mm"), f"h{i}.proj.b"], [t("proj")], name=t("mlp/c_proj/Add")),
+            helper.make_node("Add", [t("r1"), t("proj")], [t("out")], name=t("Add_2")),
+        ]
+        x = t("out")
+    inits += [init("ln_f.g", H), init("ln_f.b", H)]
+    nodes += [
+        helper.make_node("LayerNormalization", [x, "ln_f.g", "ln_f.b"], ["final"], name="/ln_f/LayerNormalization", axis=-1),
+        helper.make_node("Transpose", ["wte"], ["wte_T"], name="/lm_head/Transpose", perm=[1, 0]),
+        helper.make_node("MatMul", ["final", "wte_T"], ["logits"], name="/lm_head/MatMul"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "transformer",
+        [
+            helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"]),
+            helper.make_tensor_value_info("position_ids", TensorProto.INT64, ["batch", "seq"]),
+        ],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", "seq", V])],
+        inits,
+    )
+    model = helper.make_model(graph, producer_name="gen_onnx_fixtures", opset_imports=[helper.make_opsetid("", OPSET)])
+    return save(model, "transformer.onnx")
+
+
+def cnn():
+    inits = [
+        init("conv1.w", 16, 3, 3, 3), init("conv1.b", 16),
+        init("bn1.g", 16), init("bn1.b", 16), init("bn1.mean", 16), numpy_helper.from_array(np.ones(16, np.float32), "bn1.var"),
+        init("conv2.w", 32, 16, 3, 3),
+        init("bn2.g", 32), init("bn2.b", 32), init("bn2.mean", 32), numpy_helper.from_array(np.ones(32, np.float32), "bn2.var"),
+        init("branch_a.w", 16, 32, 1, 1), init("branch_a.b", 16),
+        init("branch_b.w", 16, 32, 3, 3), init("branch_b.b", 16),
+        init("fc.w", 10, 32), init("fc.b", 10),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["images", "conv1.w", "conv1.b"], ["c1"], name="conv1", pads=[1, 1, 1, 1], strides=[1, 1], kernel_shape=[3, 3]),
+        helper.make_node("BatchNormalization", ["c1", "bn1.g", "bn1.b", "bn1.mean", "bn1.var"], ["n1"], name="bn1"),
+        helper.make_node("Relu", ["n1"], ["a1"], name="relu1"),
+        helper.make_node("MaxPool", ["a1"], ["p1"], name="pool1", kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Conv", ["p1", "conv2.w"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["c2", "bn2.g", "bn2.b", "bn2.mean", "bn2.var"], ["n2"], name="bn2"),
+        helper.make_node("Relu", ["n2"], ["a2"], name="relu2"),
+        helper.make_node("Conv", ["a2", "branch_a.w", "branch_a.b"], ["ba"], name="branch_a"),
+        helper.make_node("Conv", ["a2", "branch_b.w", "branch_b.b"], ["bb"], name="branch_b", pads=[1, 1, 1, 1]),
+        helper.make_node("Concat", ["ba", "bb"], ["cat"], name="concat", axis=1),
+        helper.make_node("Relu", ["cat"], ["a3"], name="relu3"),
+        helper.make_node("AveragePool", ["a3"], ["p2"], name="pool2", kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("GlobalAveragePool", ["p2"], ["gap"], name="gap"),
+        helper.make_node("Flatten", ["gap"], ["flat"], name="flatten", axis=1),
+        helper.make_node("Gemm", ["flat", "fc.w", "fc.b"], ["logits"], name="fc", transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "cnn",
+        [helper.make_tensor_value_info("images", TensorProto.FLOAT, ["N", 3, 32, 32])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 10])],
+        inits,
+    )
+    model = helper.make_model(graph, producer_name="gen_onnx_fixtures", opset_imports=[helper.make_opsetid("", OPSET)])
+    return save(model, "cnn.onnx")
+
+
+def unmapped():
+    inits = [init("w1", 8, 8), init("w2", 8, 4)]
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["h"], name="fc1"),
+        helper.make_node("Sigmoid", ["h"], ["s"], name="gate"),
+        helper.make_node("Mul", ["h", "s"], ["swish"], name="swish"),
+        helper.make_node("MatMul", ["swish", "w2"], ["y"], name="fc2"),
+        helper.make_node("Erf", ["y"], ["out"], name="erf"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "unmapped",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["batch", 4])],
+        inits,
+    )
+    model = helper.make_model(graph, producer_name="gen_onnx_fixtures", opset_imports=[helper.make_opsetid("", OPSET)])
+    return save(model, "unmapped.onnx")
+
+
+def must_not_parse(data):
+    try:
+        onnx.load_from_string(data)
+    except Exception:  # noqa: BLE001 - any parse failure is what is wanted
+        return True
+    return False
+
+
+def corrupted(source):
+    data = open(source, "rb").read()
+    cut = len(data) // 2
+    while not must_not_parse(data[:cut]):
+        cut += 1
+    with open(os.path.join(OUT, "truncated.onnx"), "wb") as f:
+        f.write(data[:cut])
+    garbage = b"this is not an ONNX model\n" + np.random.default_rng(1).bytes(200)
+    assert must_not_parse(garbage)
+    with open(os.path.join(OUT, "garbage.onnx"), "wb") as f:
+        f.write(garbage)
+    print("wrote truncated.onnx and garbage.onnx")
+
+
+if __name__ == "__main__":
+    os.makedirs(OUT, exist_ok=True)
+    path = transformer()
+    cnn()
+    unmapped()
+    corrupted(path)
