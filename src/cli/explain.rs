@@ -23,6 +23,9 @@ pub struct ExplainArgs {
     /// Print the law table every split table is derived from.
     #[arg(long)]
     pub laws: bool,
+    /// Prove each split of the table from the laws (e-graph explanations).
+    #[arg(long)]
+    pub why: bool,
     /// Also load the rules in this directory (they replace shipped rules of the same name).
     #[arg(long, value_name = "DIR")]
     pub rules: Option<PathBuf>,
@@ -76,6 +79,18 @@ pub fn run(args: ExplainArgs) -> Result<(), Error> {
     }
     let name = args.rule.as_deref().unwrap_or_default();
     let rule = set.resolve(name)?;
+    if args.why {
+        let why = crate::rewrite::explain_why(&rule)?;
+        return match args.format {
+            Format::Json => print_json(&why),
+            Format::Table => {
+                for line in why.lines() {
+                    println!("{line}");
+                }
+                Ok(())
+            }
+        };
+    }
     let table = split_table(&rule, args.dtype_bytes);
     match args.format {
         Format::Json => {

@@ -7,6 +7,7 @@ mod cost;
 pub mod explain;
 mod import;
 mod models;
+mod optimize;
 mod output;
 pub mod progress;
 mod rank;
@@ -44,6 +45,8 @@ pub enum Command {
     Calibrate(calibrate::CalibrateArgs),
     /// Write a model file from a Hugging Face config.json or an ONNX graph.
     Import(import::ImportArgs),
+    /// Find cheaper communication for a tensor-parallel layer by e-graph rewriting.
+    Optimize(optimize::OptimizeArgs),
     /// Rank hybrid-parallel strategies of a model on N devices.
     Rank(Box<rank::RankArgs>),
     /// List the shipped models and families.
@@ -123,6 +126,7 @@ pub fn run(cli: Cli) -> Result<(), Error> {
         Command::Models(args) => models::run(args),
         Command::Rank(args) => rank::run(*args),
         Command::Audit(args) => audit::run(args),
+        Command::Optimize(args) => optimize::run(args),
         Command::Import(args) => import::run(args),
         Command::Timeline(args) => timeline::run(*args),
         Command::Analyze(args) => analyze::run(*args),

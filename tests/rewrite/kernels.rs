@@ -55,6 +55,9 @@ pub fn run(ctx: &OpCtx, ins: &[Vec<T>]) -> Out {
                 t => x[0].get(&[i[0], t - 1, i[2]]),
             }))
         }),
+        "moe_gate" => per_device(ctx, ins, moe_gate),
+        "moe_dispatch" => per_device(ctx, ins, moe_dispatch),
+        "moe_combine" => per_device(ctx, ins, moe_combine),
         "softmax" => softmax(ctx, ins),
         "layernorm" | "rmsnorm" => norm(ctx, ins),
         "batchnorm" => batchnorm(ctx, ins),
@@ -380,4 +383,65 @@ fn window(ctx: &OpCtx, ins: &[Vec<T>]) -> Out {
             Ok(out)
         })
         .collect()
+}
+
+/// Softmax over the experts of each token, then its top k renormalised (the rest zero).
+fn moe_gate(ctx: &OpCtx, _: usize, xs: &[T]) -> Result<T, String> {
+    let x = &xs[0];
+    let (t, e) = (x.shape[0], x.shape[1]);
+    let k = ctx.e("k").min(e);
+    let mut out = T::zeros(&x.shape);
+    for r in 0..t {
+        let row: Vec<f64> = (0..e).map(|c| x.get(&[r, c])).collect();
+        let max = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let p: Vec<f64> = row.iter().map(|v| (v - max).exp()).collect();
+        let mut order: Vec<usize> = (0..e).collect();
+        order.sort_by(|a, b| p[*b].total_cmp(&p[*a]).then(a.cmp(b)));
+        let kept: f64 = order[..k].iter().map(|&c| p[c]).sum();
+        for &c in &order[..k] {
+            *out.at(&[r, c]) = p[c] / kept;
+        }
+    }
+    Ok(out)
+}
+
+/// The capacity slot of token `s` (global position): a fixed assignment, slot s mod c.
+fn slot_of(s: usize, slots: usize) -> usize {
+    s % slots.max(1)
+}
+
+/// `y[g, e, c, h] = Σ_s route[g, s, e] · [slot(s) = c] · x[g, s, h]` over this device's tokens.
+fn moe_dispatch(ctx: &OpCtx, dev: usize, xs: &[T]) -> Result<T, String> {
+    let (x, route) = (&xs[0], &xs[1]);
+    let (g, s, h) = (x.shape[0], x.shape[1], x.shape[2]);
+    let (e, c) = (route.shape[2], ctx.local("c"));
+    let (os, oc) = (ctx.offset(dev, "s"), ctx.offset(dev, "c"));
+    let slots = ctx.e("c");
+    Ok(T::from_fn(&[g, e, c, h], |i| {
+        (0..s)
+            .filter(|&t| slot_of(t + os, slots) == i[2] + oc)
+            .map(|t| route.get(&[i[0], t, i[1]]) * x.get(&[i[0], t, i[3]]))
+            .sum()
+    }))
+}
+
+/// `y[g, s, h] = Σ_{e, c} route[g, s, e] · [slot(s) = c] · x[g, e, c, h]` over this device's
+/// experts and slots.
+fn moe_combine(ctx: &OpCtx, dev: usize, xs: &[T]) -> Result<T, String> {
+    let (x, route) = (&xs[0], &xs[1]);
+    let (g, e, c, h) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3]);
+    let s = route.shape[1];
+    let (os, oc) = (ctx.offset(dev, "s"), ctx.offset(dev, "c"));
+    let slots = ctx.e("c");
+    Ok(T::from_fn(&[g, s, h], |i| {
+        let mut v = 0.0;
+        for ex in 0..e {
+            for sl in 0..c {
+                if slot_of(i[1] + os, slots) == sl + oc {
+                    v += route.get(&[i[0], i[1], ex]) * x.get(&[i[0], ex, sl, i[2]]);
+                }
+            }
+        }
+        v
+    }))
 }
