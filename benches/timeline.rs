@@ -25,6 +25,7 @@ fn gpt3_175b_1024(c: &mut Criterion) {
         sequence_parallel: true,
         recompute: Recompute::Selective,
         zero: 1,
+        ep: 1,
     };
     let layout = Layout {
         sequence_parallel: true,

@@ -292,3 +292,86 @@ fn korthikanti_activation_memory() {
     assert_eq!(sp, &sbh / q(t) * (q(34) + q(5 * a * s) / q(h)) + ln(t));
     assert_eq!(&sp - &dropped, q(34) * &sbh / q(t) + ln(t));
 }
+
+/// The floating-point screen `rank` orders strategies with agrees with the exact price.
+#[test]
+fn estimates_agree_with_exact_prices() {
+    use symshard::parallel::analyse;
+    use symshard::parallel::evaluate::{
+        block_numbers, estimate, evaluate_with, microbatch_bindings,
+    };
+    let calib = Calibration::reference().unwrap();
+    let kappa = |t: symshard::strategy::Tier| calib.balance(t).to_f64().unwrap();
+    let mem = q(80_000_000_000);
+    for (name, b, s) in [("gpt2-124m", 64, 1024), ("mixtral-8x7b", 64, 1024)] {
+        let (m, mut v) = model(name);
+        v.insert("B".into(), q(b));
+        v.insert("S".into(), q(s));
+        let moe = name.starts_with("mixtral");
+        for (dp, tp, pp, mb) in [
+            (8u64, 1u64, 1u64, 1u64),
+            (4, 2, 2, 4),
+            (2, 4, 4, 8),
+            (16, 1, 2, 2),
+        ] {
+            for sp in [false, true] {
+                if sp && tp == 1 {
+                    continue;
+                }
+                for ep in if moe { vec![1, 2, dp] } else { vec![1] } {
+                    for (schedule, chunks, zero, recompute) in [
+                        (Schedule::OneFOneB, 1, 0, Recompute::None),
+                        (Schedule::Gpipe, 1, 3, Recompute::Full),
+                        (Schedule::Interleaved, 2, 1, Recompute::Selective),
+                    ] {
+                        if pp == 1 && schedule != Schedule::OneFOneB {
+                            continue;
+                        }
+                        let k = Knobs {
+                            dp,
+                            tp,
+                            pp,
+                            microbatches: mb,
+                            schedule,
+                            chunks,
+                            sequence_parallel: sp,
+                            recompute,
+                            zero,
+                            ep,
+                        };
+                        let layout = Layout {
+                            sequence_parallel: sp,
+                            ..Layout::default()
+                        };
+                        let a = analyse(&m, &layout);
+                        let bind = microbatch_bindings(&v, &k);
+                        let n = block_numbers(&a, &bind).unwrap();
+                        let est = match estimate(&m, &n, &k, &kappa, 8) {
+                            Ok(e) => e,
+                            Err(_) => continue,
+                        };
+                        let ex = evaluate_with(&m, &a, &n, &k, &calib, 8, &mem, false).unwrap();
+                        let total = ex.relative.total.to_f64().unwrap();
+                        assert!(
+                            (est.total - total).abs() <= 1e-9 * total,
+                            "{name} {k}: estimate {} exact {total}",
+                            est.total
+                        );
+                        let memory = ex.memory.total.to_f64().unwrap();
+                        assert!(
+                            (est.memory - memory).abs() <= 1e-9 * memory,
+                            "{name} {k}: memory estimate {} exact {memory}",
+                            est.memory
+                        );
+                        let fp = ex.relative.flop_part.to_f64().unwrap();
+                        assert!(
+                            (est.flop_part - fp).abs() <= 1e-9 * fp.max(1.0),
+                            "{name} {k}: flop part {} exact {fp}",
+                            est.flop_part
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

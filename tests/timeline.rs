@@ -28,6 +28,7 @@ fn knobs(dp: u64, tp: u64, pp: u64, m: u64, schedule: Schedule, chunks: u64) -> 
         sequence_parallel: false,
         recompute: Recompute::None,
         zero: 0,
+        ep: 1,
     }
 }
 

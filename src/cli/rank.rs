@@ -67,6 +67,7 @@ struct Row {
     sequence_parallel: bool,
     recompute: String,
     zero: u8,
+    ep: u64,
     #[serde(serialize_with = "crate::sym::ser_rational")]
     relative_cost: Rational,
     relative: crate::parallel::RelativeCost,
@@ -160,6 +161,7 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
                 sequence_parallel: k.sequence_parallel,
                 recompute: k.recompute.to_string(),
                 zero: k.zero,
+                ep: k.ep,
                 relative_cost: e.relative.total.clone(),
                 relative: e.relative.clone(),
                 memory_per_device: e.memory.total.clone(),
@@ -265,8 +267,8 @@ fn print_table(out: &Out, calib: &Calibration, result: &crate::search::RankResul
         sci(&calib.balance(Tier::Inter))
     );
     println!(
-        "{:>4} {:>5} {:>4} {:>4} {:>5} {:<16} {:<3} {:<9} {:>4}  {:>11} {:>8} {:>6} {:>6} {:>6} {:>8} {:>9}  fits",
-        "rank", "dp", "tp", "pp", "mb", "schedule", "sp", "recompute", "zero", "rel. cost", "compute", "intra", "inter", "bubble", "mem GB", "s/step"
+        "{:>4} {:>5} {:>4} {:>4} {:>4} {:>5} {:<16} {:<3} {:<9} {:>4}  {:>11} {:>8} {:>6} {:>6} {:>6} {:>8} {:>9}  fits",
+        "rank", "dp", "tp", "pp", "ep", "mb", "schedule", "sp", "recompute", "zero", "rel. cost", "compute", "intra", "inter", "bubble", "mem GB", "s/step"
     );
     for r in &out.strategies {
         let t = &r.relative.total;
@@ -276,11 +278,12 @@ fn print_table(out: &Out, calib: &Calibration, result: &crate::search::RankResul
             r.schedule.clone()
         };
         println!(
-            "{:>4} {:>5} {:>4} {:>4} {:>5} {:<16} {:<3} {:<9} {:>4}  {:>11} {:>8} {:>6} {:>6} {:>6} {:>8} {:>9}  {}",
+            "{:>4} {:>5} {:>4} {:>4} {:>4} {:>5} {:<16} {:<3} {:<9} {:>4}  {:>11} {:>8} {:>6} {:>6} {:>6} {:>8} {:>9}  {}",
             r.rank,
             r.dp,
             r.tp,
             r.pp,
+            r.ep,
             r.microbatches,
             sched,
             if r.sequence_parallel { "on" } else { "off" },

@@ -41,6 +41,9 @@ pub struct StrategyFlags {
     /// ZeRO stage 0–3.
     #[arg(long)]
     pub zero: Option<u8>,
+    /// Expert-parallel degree (mixture-of-experts models): divides dp.
+    #[arg(long)]
+    pub ep: Option<u64>,
     /// Devices per node (default: the calibration's, 8 for the reference machine).
     #[arg(long)]
     pub gpus_per_node: Option<u64>,
@@ -79,6 +82,7 @@ impl StrategyFlags {
             || self.sequence_parallel
             || self.recompute.is_some()
             || self.zero.is_some()
+            || self.ep.is_some()
     }
 
     /// The machine named by `--calib`, or the reference.
@@ -141,6 +145,9 @@ impl StrategyFlags {
         }
         if let Some(z) = self.zero {
             knobs.zero = z;
+        }
+        if let Some(e) = self.ep {
+            knobs.ep = e;
         }
         let calib = self.calibration()?;
         if let Some(g) = self.gpus_per_node {

@@ -47,6 +47,12 @@ pub struct BlockNumbers {
     pub dp_grad: Rational,
     /// Per-step tensor-parallel gradient wire bytes.
     pub tp_grad: Rational,
+    /// Parameter elements of expert weights (all experts), per device.
+    pub expert_params: Rational,
+    /// Their per-step data-parallel gradient wire bytes.
+    pub expert_dp_grad: Rational,
+    /// Bytes per device of one micro-batch's expert slots (what one all-to-all moves).
+    pub slot_bytes: Rational,
     /// The same numbers as floats, for choosing (never for reporting).
     pub approx: [f64; 10],
 }
@@ -120,7 +126,18 @@ pub fn block_numbers(a: &Analysis, b: &Bindings) -> Result<Vec<BlockNumbers>, St
             n.forward += fwd;
             n.backward += eval(&op.backward, b)?;
             n.saved += saved;
-            n.params += eval(&op.params, b)?;
+            let params = eval(&op.params, b)?;
+            if op.rule == "expert_matmul" {
+                n.expert_params += &params;
+                for c in op.grad_comm.iter().filter(|c| c.axis == AxisKind::Dp) {
+                    n.expert_dp_grad += eval(&c.wire_bytes, b)?;
+                }
+            }
+            if op.rule == "moe_dispatch" {
+                let dp = b.get(DP).cloned().unwrap_or_else(Rational::one);
+                n.slot_bytes += eval(&op.out_bytes, b)? / dp;
+            }
+            n.params += params;
             for c in &op.comm {
                 n.comm.push((c.clone(), eval(&c.wire_bytes, b)?));
             }
@@ -357,12 +374,44 @@ pub fn partition(t: &[f64], pp: usize) -> Option<Vec<usize>> {
     Some(bounds)
 }
 
+/// Expert parallelism applied to a block: (dense parameters, expert parameters held, data-parallel
+/// gradient bytes, all-to-all wire bytes per micro-batch). Each device holds E/ep experts; their
+/// gradients are reduced among the dp/ep ranks holding the same experts; every micro-batch's
+/// tokens go to their experts and back in the forward pass, and their gradients in the backward
+/// pass: four all-to-alls of the slots, (ep − 1)/ep of them on the wire (GShard, Lepikhin et al.
+/// 2021).
+fn expert_view(
+    n: &BlockNumbers,
+    k: &Knobs,
+) -> Result<(Rational, Rational, Rational, Rational), String> {
+    let dense = &n.params - &n.expert_params;
+    if k.ep <= 1 {
+        return Ok((
+            dense,
+            n.expert_params.clone(),
+            n.dp_grad.clone(),
+            Rational::zero(),
+        ));
+    }
+    let ep = r(k.ep);
+    let held = &n.expert_params / &ep;
+    let grad = &n.dp_grad - &n.expert_dp_grad
+        + super::moe::expert_grad_allreduce(&n.expert_dp_grad, k.dp, k.ep)?;
+    let wire = r(4) * (&ep - Rational::one()) / &ep * &n.slot_bytes;
+    Ok((dense, held, grad, wire))
+}
+
 /// One block's per-microbatch numbers under the recomputation choice.
 struct BlockCost {
     compute: Rational,
     tp_bytes: Rational,
     saved: Rational,
+    /// Dense parameters (ZeRO shards them over dp).
     params: Rational,
+    /// Expert parameters held (ZeRO shards them over dp/ep).
+    params_expert: Rational,
+    /// Expert-parallel all-to-all wire bytes per micro-batch.
+    ep_bytes: Rational,
     dp_grad: Rational,
     tp_grad: Rational,
     boundary: Rational,
@@ -371,7 +420,7 @@ struct BlockCost {
 /// The pipeline layout of one strategy, chosen in floating point.
 struct Plan {
     /// Per block: (compute, tp bytes, tp grad bytes, dp grad bytes, params, saved) as floats.
-    cf: Vec<[f64; 6]>,
+    cf: Vec<[f64; 8]>,
     /// Block of each item (block copy), in order.
     items: Vec<usize>,
     /// Stage boundaries into `items`.
@@ -387,13 +436,21 @@ fn plan_pipeline(
     layer_block: &[bool],
     k: &Knobs,
     kt: f64,
+    ke: f64,
 ) -> Result<Plan, String> {
     // The same in floating point, for choosing the partition and the stages to price.
-    let cf: Vec<[f64; 6]> = numbers
+    let cf: Vec<[f64; 8]> = numbers
         .iter()
         .enumerate()
         .map(|(bi, n)| {
             let x = &n.approx;
+            let (params, expert, dp_grad, ep_bytes) = if k.ep > 1 || !n.expert_params.is_zero() {
+                let f = |x: &Rational| x.to_f64().unwrap_or(f64::MAX);
+                let (a, b, c, d) = expert_view(n, k).unwrap_or_default();
+                (f(&a), f(&b), f(&c), f(&d))
+            } else {
+                (x[ax::PARAMS], 0.0, x[ax::DP_GRAD], 0.0)
+            };
             let (extra, saved) = match (k.recompute, layer_block[bi]) {
                 (Recompute::Full, true) => (x[ax::FWD], x[ax::BOUNDARY]),
                 (Recompute::Selective, true) => (x[ax::ATT_FWD], x[ax::SAVED] - x[ax::ATT_SAVED]),
@@ -403,9 +460,11 @@ fn plan_pipeline(
                 x[ax::FWD] + x[ax::BWD] + extra,
                 x[ax::TP],
                 x[ax::TP_GRAD],
-                x[ax::DP_GRAD],
-                x[ax::PARAMS],
+                dp_grad,
+                params,
                 saved,
+                expert,
+                ep_bytes,
             ]
         })
         .collect();
@@ -446,7 +505,7 @@ fn plan_pipeline(
     if v > 1 && !layers.is_multiple_of(k.pp * v) {
         return Err(format!("interleaved-1f1b with {v} chunks needs the {layers} layers divisible by pp × chunks = {}", k.pp * v));
     }
-    let block_time: Vec<f64> = cf.iter().map(|c| c[0] + kt * c[1]).collect();
+    let block_time: Vec<f64> = cf.iter().map(|c| c[0] + kt * c[1] + ke * c[7]).collect();
     if k.pp == 1 {
         let counts = numbers
             .iter()
@@ -487,11 +546,14 @@ fn plan_pipeline(
 
 /// Floating-point (time, time with data-parallel and point-to-point traffic, memory) per stage,
 /// for choosing which stages to price exactly.
+#[allow(clippy::too_many_arguments)]
 fn rough_stages(
     plan: &Plan,
     numbers: &[BlockNumbers],
+    layer_block: &[bool],
     k: &Knobs,
     kt: f64,
+    ke: f64,
     kd: f64,
     kp: f64,
 ) -> Vec<[f64; 3]> {
@@ -511,7 +573,7 @@ fn rough_stages(
                 .map(|(b, c)| cf[*b][i] * *c as f64)
                 .sum::<f64>()
         };
-        let time = sum(0) * mf + kt * (sum(1) * mf + sum(2));
+        let time = sum(0) * mf + kt * (sum(1) * mf + sum(2)) + ke * sum(7) * mf;
         let mut p2p = 0.0;
         if (s as u64) + 1 < k.pp {
             p2p += numbers[items[bounds[s + 1] - 1]].approx[ax::BOUNDARY];
@@ -519,16 +581,60 @@ fn rough_stages(
         if s > 0 {
             p2p += numbers[items[bounds[s] - 1]].approx[ax::BOUNDARY];
         }
-        let full = time + kd * sum(3) + kp * p2p * mf;
-        let fly = match k.schedule {
-            Schedule::Gpipe => mf,
-            _ if k.pp == 1 => 1.0,
-            _ => (k.microbatches.min(k.pp - s as u64)) as f64 * 2.0,
-        };
-        let mem = sum(4) * 16.0 + sum(5) * fly;
+        let zero3 = if k.zero == 3 { 1.5 } else { 1.0 };
+        let full = time + kd * sum(3) * zero3 + kp * p2p * mf;
+        let mem = stage_memory(plan, numbers, layer_block, k, s);
         rough.push([time, full, mem]);
     }
     rough
+}
+
+/// Memory of stage `s` in floating point: the same formula the exact pricing uses.
+fn stage_memory(
+    plan: &Plan,
+    numbers: &[BlockNumbers],
+    layer_block: &[bool],
+    k: &Knobs,
+    s: usize,
+) -> f64 {
+    let mf = k.microbatches as f64;
+    let zero = |min: u8| if k.zero >= min { k.dp as f64 } else { 1.0 };
+    let zero_expert = |min: u8| {
+        if k.zero >= min {
+            (k.dp / k.ep) as f64
+        } else {
+            1.0
+        }
+    };
+    let counts = &plan.stage_counts[s];
+    let sum = |i: usize| {
+        counts
+            .iter()
+            .map(|(b, c)| plan.cf[*b][i] * *c as f64)
+            .sum::<f64>()
+    };
+    let fly = match k.schedule {
+        Schedule::Gpipe => mf,
+        _ if k.pp == 1 => 1.0,
+        Schedule::OneFOneB => k.microbatches.min(k.pp - s as u64) as f64,
+        Schedule::Interleaved => {
+            k.microbatches.min(k.pp - s as u64) as f64
+                * (1.0 + (k.pp - 1) as f64 / (k.pp * plan.v) as f64)
+        }
+    };
+    let mut act = sum(5) * fly;
+    if k.recompute == Recompute::Full {
+        act += numbers
+            .iter()
+            .enumerate()
+            .filter(|(bi, _)| layer_block[*bi])
+            .map(|(_, n)| n.approx[ax::SAVED])
+            .fold(0.0, f64::max);
+    }
+    let state = |bytes: i64, stage: u8| {
+        sum(4) * bytes as f64 / zero(stage) + sum(6) * bytes as f64 / zero_expert(stage)
+    };
+    state(WEIGHT_BYTES, 3) + state(GRAD_BYTES, 2) + state(OPTIMIZER_BYTES, 1) + act
 }
 
 /// A strategy priced in floating point: enough to order thousands of strategies quickly; the
@@ -564,8 +670,9 @@ pub fn estimate(
         .iter()
         .map(|b| b.repeat != Poly::one())
         .collect();
-    let plan = plan_pipeline(numbers, &layer_block, k, kt)?;
-    let rough = rough_stages(&plan, numbers, k, kt, kd, kp);
+    let ke = kappa(mesh.ep_tier(k.ep));
+    let plan = plan_pipeline(numbers, &layer_block, k, kt, ke)?;
+    let rough = rough_stages(&plan, numbers, &layer_block, k, kt, ke, kd, kp);
     let mf = k.microbatches as f64;
     let bs = (0..rough.len())
         .max_by(|a, b| rough[*a][1].total_cmp(&rough[*b][1]))
@@ -583,36 +690,9 @@ pub fn estimate(
     };
     let total = rough[bs][1] + rough[tm][0] * frac;
     let flop_part = flops(bs) + flops(tm) * frac;
-    let zero = |min: u8| if k.zero >= min { k.dp as f64 } else { 1.0 };
-    let mut memory = 0.0f64;
-    for (s, counts) in plan.stage_counts.iter().enumerate() {
-        let params: f64 = counts.iter().map(|(b, c)| plan.cf[*b][4] * *c as f64).sum();
-        let saved: f64 = counts.iter().map(|(b, c)| plan.cf[*b][5] * *c as f64).sum();
-        let fly = match k.schedule {
-            Schedule::Gpipe => mf,
-            _ if k.pp == 1 => 1.0,
-            Schedule::OneFOneB => k.microbatches.min(k.pp - s as u64) as f64,
-            Schedule::Interleaved => {
-                k.microbatches.min(k.pp - s as u64) as f64
-                    * (1.0 + (k.pp - 1) as f64 / (k.pp * plan.v) as f64)
-            }
-        };
-        let mut act = saved * fly;
-        if k.recompute == Recompute::Full {
-            act += numbers
-                .iter()
-                .enumerate()
-                .filter(|(bi, _)| layer_block[*bi])
-                .map(|(_, n)| n.approx[ax::SAVED])
-                .fold(0.0, f64::max);
-        }
-        let mem = params
-            * (WEIGHT_BYTES as f64 / zero(3)
-                + GRAD_BYTES as f64 / zero(2)
-                + OPTIMIZER_BYTES as f64 / zero(1))
-            + act;
-        memory = memory.max(mem);
-    }
+    let memory = (0..plan.stage_counts.len())
+        .map(|s| stage_memory(&plan, numbers, &layer_block, k, s))
+        .fold(0.0f64, f64::max);
     Ok(Estimate {
         total,
         flop_part,
@@ -661,21 +741,35 @@ pub fn evaluate_with(
                 }
                 _ => (Rational::zero(), n.saved.clone()),
             };
-            BlockCost {
+            let (params, params_expert, dp_grad, ep_bytes) = expert_view(n, k)?;
+            Ok(BlockCost {
                 compute: &n.forward + &n.backward + &extra,
                 tp_bytes: n.tp_bytes.clone(),
                 saved,
-                params: n.params.clone(),
-                dp_grad: n.dp_grad.clone(),
+                params,
+                params_expert,
+                ep_bytes,
+                dp_grad,
                 tp_grad: n.tp_grad.clone(),
                 boundary: n.boundary.clone(),
-            }
+            })
         })
-        .collect();
+        .collect::<Result<_, String>>()?;
     let kt = k_tp.to_f64().unwrap_or(0.0);
-    let plan = plan_pipeline(numbers, &layer_block, k, kt)?;
+    let ep_tier = mesh.ep_tier(k.ep);
+    let k_ep = calib.balance(ep_tier);
     let f = |x: &Rational| x.to_f64().unwrap_or(f64::MAX);
-    let rough = rough_stages(&plan, numbers, k, kt, f(&k_dp), f(&k_p2p));
+    let plan = plan_pipeline(numbers, &layer_block, k, kt, f(&k_ep))?;
+    let rough = rough_stages(
+        &plan,
+        numbers,
+        &layer_block,
+        k,
+        kt,
+        f(&k_ep),
+        f(&k_dp),
+        f(&k_p2p),
+    );
     let Plan {
         items,
         bounds,
@@ -720,7 +814,14 @@ pub fn evaluate_with(
         p2p * &m
     };
     // One stage, exactly: (stage, time with its tensor-parallel traffic, (dp, tp, p2p) bytes).
-    let exact = |s: usize| -> (Stage, Rational, (Rational, Rational, Rational)) {
+    let zero_expert = |stage_min: u8| {
+        if k.zero >= stage_min {
+            r(k.dp / k.ep)
+        } else {
+            Rational::one()
+        }
+    };
+    let exact = |s: usize| -> (Stage, Rational, (Rational, Rational, Rational, Rational)) {
         let counts = &stage_counts[s];
         let total = |f: &dyn Fn(&BlockCost) -> &Rational| -> Rational {
             counts.iter().map(|(b, c)| f(&costs[*b]) * r(*c)).sum()
@@ -728,13 +829,21 @@ pub fn evaluate_with(
         let compute = total(&|c| &c.compute) * &m;
         let tp_bytes = total(&|c| &c.tp_bytes) * &m + total(&|c| &c.tp_grad);
         let params = total(&|c| &c.params);
+        let experts = total(&|c| &c.params_expert);
+        let ep_bytes = total(&|c| &c.ep_bytes) * &m;
         let mut activations = total(&|c| &c.saved) * inflight(s);
         if k.recompute == Recompute::Full {
             activations += full_layer_saved.clone();
         }
-        let weights = &params * r(WEIGHT_BYTES as u64) / zero_div(3);
-        let grads = &params * r(GRAD_BYTES as u64) / zero_div(2);
-        let optimizer = &params * r(OPTIMIZER_BYTES as u64) / zero_div(1);
+        // Dense state is sharded over the data-parallel group, expert state over the ranks that
+        // hold the same experts.
+        let state = |bytes: i64, stage: u8| {
+            &params * r(bytes as u64) / zero_div(stage)
+                + &experts * r(bytes as u64) / zero_expert(stage)
+        };
+        let weights = state(WEIGHT_BYTES, 3);
+        let grads = state(GRAD_BYTES, 2);
+        let optimizer = state(OPTIMIZER_BYTES, 1);
         let mem_total = &weights + &grads + &optimizer + &activations;
         let memory = Memory {
             params: weights,
@@ -748,7 +857,7 @@ pub fn evaluate_with(
         if k.zero == 3 {
             dp_bytes *= Rational::new(3.into(), 2.into());
         }
-        let time = &compute + &k_tp * &tp_bytes;
+        let time = &compute + &k_tp * &tp_bytes + &k_ep * &ep_bytes;
         let items = counts
             .iter()
             .map(|(b, c)| (a.blocks[*b].name.clone(), *c))
@@ -761,7 +870,7 @@ pub fn evaluate_with(
                 memory,
             },
             time,
-            (dp_bytes, tp_bytes, boundary_bytes(s)),
+            (dp_bytes, tp_bytes, boundary_bytes(s), ep_bytes),
         )
     };
     // Choose the stages that matter in floating point, then price those exactly: every stage
@@ -820,7 +929,7 @@ pub fn evaluate_with(
         .ok_or("no stages")?;
     let bubble_fraction = Rational::new((k.pp - 1).into(), (k.microbatches * v).into());
     let bubble = &stage_time[tm] * &bubble_fraction;
-    let (dp_bytes, tp_bytes, p2p) = stage_extra[bs].clone();
+    let (dp_bytes, tp_bytes, p2p, ep_bytes) = stage_extra[bs].clone();
     let mut relative = RelativeCost {
         compute: stages[bs].flops.clone(),
         bubble,
@@ -830,6 +939,7 @@ pub fn evaluate_with(
         (&dp_bytes, dp_tier, &k_dp),
         (&tp_bytes, tp_tier, &k_tp),
         (&p2p, p2p_tier, &k_p2p),
+        (&ep_bytes, ep_tier, &k_ep),
     ] {
         let c = kappa * bytes;
         match tier {
@@ -857,7 +967,19 @@ pub fn evaluate_with(
                     reason: c.reason.clone(),
                 });
             }
+            let experts: Vec<&str> = a.blocks[bi]
+                .ops
+                .iter()
+                .filter(|o| o.rule == "expert_matmul")
+                .map(|o| o.name.as_str())
+                .collect();
             for (c, b) in &numbers[bi].grad_comm {
+                // Expert weights are reduced only among the ranks that hold the same experts.
+                let b = if k.ep > 1 && c.axis == AxisKind::Dp && experts.contains(&c.op.as_str()) {
+                    super::moe::expert_grad_allreduce(b, k.dp, k.ep)?
+                } else {
+                    b.clone()
+                };
                 comm.push(CommRow {
                     collective: c.kind,
                     axis: c.axis,
@@ -869,6 +991,27 @@ pub fn evaluate_with(
                     reason: c.reason.clone(),
                 });
             }
+        }
+    }
+    if detail && k.ep > 1 {
+        for &(bi, copies) in per_stage_blocks[bs] {
+            let n = &numbers[bi];
+            if n.slot_bytes.is_zero() {
+                continue;
+            }
+            let per_call = (r(k.ep) - Rational::one()) / r(k.ep) * &n.slot_bytes;
+            comm.push(CommRow {
+                collective: CollectiveKind::AllToAll,
+                axis: AxisKind::Ep,
+                tier: ep_tier,
+                bytes: per_call,
+                count: copies * k.microbatches * 4,
+                op: format!("{} experts", a.blocks[bi].name),
+                tensor: "expert slots".into(),
+                reason:
+                    "tokens go to the devices holding their experts and back, forward and backward"
+                        .into(),
+            });
         }
     }
     let fullest = stages

@@ -56,6 +56,9 @@ pub fn check_model_limits(model: &Model, values: &Bindings, k: &Knobs) -> Result
                 k.dp, k.microbatches
             ));
         }
+        if k.ep > 1 {
+            moe::check_expert_parallel(model, values, k.dp, k.ep)?;
+        }
     } else if k.dp > 1 || k.microbatches > 1 {
         return Err(format!(
             "model `{}` has no batch symbol B to split",

@@ -127,6 +127,7 @@ pub fn rank(
         .iter()
         .map(|l| analyse(model, l).bind(&fixed))
         .collect::<Result<_, _>>()?;
+    let has_experts = !crate::parallel::moe::moe_sites(model).is_empty();
     let batch = values.get("B").cloned().unwrap_or_else(Rational::one);
     let mut rejected = BTreeMap::new();
     let mut estimates: Vec<(Knobs, Estimate)> = Vec::new();
@@ -169,6 +170,7 @@ pub fn rank(
                         sequence_parallel: sp,
                         recompute: Recompute::None,
                         zero: 0,
+                        ep: 1,
                     };
                     if let Err(e) = check_model_limits(model, values, &base) {
                         reject(&mut rejected, e);
@@ -195,20 +197,39 @@ pub fn rank(
                             (Schedule::Interleaved, 2),
                         ]
                     };
-                    for (schedule, chunks) in schedules {
-                        for recompute in [Recompute::None, Recompute::Selective, Recompute::Full] {
-                            let zeros: &[u8] = if dp > 1 { &[0, 1, 2, 3] } else { &[0] };
-                            for &zero in zeros {
-                                let k = Knobs {
-                                    schedule,
-                                    chunks,
-                                    recompute,
-                                    zero,
-                                    ..base.clone()
-                                };
-                                match estimate(model, &numbers, &k, &kappa, opts.gpus_per_node) {
-                                    Ok(e) => estimates.push((k, e)),
-                                    Err(e) => reject(&mut rejected, e),
+                    // Expert parallelism for mixture-of-experts models: every degree dividing the
+                    // data-parallel group and the experts.
+                    let eps: Vec<u64> = if has_experts {
+                        divisors(dp)
+                            .into_iter()
+                            .filter(|&ep| {
+                                crate::parallel::moe::check_expert_parallel(model, values, dp, ep)
+                                    .is_ok()
+                            })
+                            .collect()
+                    } else {
+                        vec![1]
+                    };
+                    for &ep in &eps {
+                        for &(schedule, chunks) in &schedules {
+                            for recompute in
+                                [Recompute::None, Recompute::Selective, Recompute::Full]
+                            {
+                                let zeros: &[u8] = if dp > 1 { &[0, 1, 2, 3] } else { &[0] };
+                                for &zero in zeros {
+                                    let k = Knobs {
+                                        schedule,
+                                        chunks,
+                                        recompute,
+                                        zero,
+                                        ep,
+                                        ..base.clone()
+                                    };
+                                    match estimate(model, &numbers, &k, &kappa, opts.gpus_per_node)
+                                    {
+                                        Ok(e) => estimates.push((k, e)),
+                                        Err(e) => reject(&mut rejected, e),
+                                    }
                                 }
                             }
                         }

@@ -32,6 +32,8 @@ struct StrategyFile {
     recompute: Option<String>,
     #[serde(default)]
     zero: u8,
+    #[serde(default = "one")]
+    ep: u64,
     #[serde(default)]
     gpus_per_node: Option<u64>,
     #[serde(default)]
@@ -81,6 +83,12 @@ pub fn check_knobs(k: &Knobs) -> std::result::Result<(), String> {
             "dp × tp × pp = {} devices is absurd (more than {MAX_DEVICES})",
             k.devices()
         ));
+    }
+    if k.ep == 0 || k.ep > MAX_DEVICES {
+        return Err(format!("`ep` must be 1 to {MAX_DEVICES}, not {}", k.ep));
+    }
+    if !k.dp.is_multiple_of(k.ep) {
+        return Err(format!("`ep` = {} must divide dp = {}: expert-parallel groups are part of the data-parallel group", k.ep, k.dp));
     }
     if k.zero > 3 {
         return Err(format!("`zero` must be 0, 1, 2 or 3, not {}", k.zero));
@@ -140,6 +148,7 @@ pub fn parse_strategy(src: &Source) -> Result<StrategyArgs> {
         sequence_parallel: f.sequence_parallel,
         recompute,
         zero: f.zero,
+        ep: f.ep,
     };
     check_knobs(&knobs).map_err(|m| {
         let key = m.split('`').nth(1).unwrap_or("dp").to_string();

@@ -95,6 +95,9 @@ pub struct Knobs {
     pub recompute: Recompute,
     /// ZeRO stage (0–3) over the data-parallel group.
     pub zero: u8,
+    /// Expert-parallel degree: experts spread over groups of this many data-parallel ranks
+    /// (mixture-of-experts models; 1 otherwise).
+    pub ep: u64,
 }
 
 impl Knobs {
@@ -110,6 +113,7 @@ impl Knobs {
             sequence_parallel: false,
             recompute: Recompute::None,
             zero: 0,
+            ep: 1,
         }
     }
 
@@ -137,6 +141,10 @@ impl fmt::Display for Knobs {
             if self.sequence_parallel { "on" } else { "off" },
             self.recompute,
             self.zero
-        )
+        )?;
+        if self.ep > 1 {
+            write!(f, " ep={}", self.ep)?;
+        }
+        Ok(())
     }
 }

@@ -35,6 +35,8 @@ pub enum AxisKind {
     Dp,
     /// Pipeline parallelism.
     Pp,
+    /// Expert parallelism (groups of data-parallel ranks).
+    Ep,
 }
 
 impl AxisKind {
@@ -44,6 +46,7 @@ impl AxisKind {
             AxisKind::Tp => "tp",
             AxisKind::Dp => "dp",
             AxisKind::Pp => "pp",
+            AxisKind::Ep => "ep",
         }
     }
 }
@@ -113,6 +116,16 @@ impl Mesh {
             .iter()
             .find(|a| a.kind == kind)
             .expect("every mesh has tp, dp and pp axes")
+    }
+
+    /// The tier of an expert-parallel group of `ep` consecutive data-parallel ranks.
+    pub fn ep_tier(&self, ep: u64) -> Tier {
+        let span = self.axis(AxisKind::Tp).size * ep;
+        if ep <= 1 || span <= self.gpus_per_node {
+            Tier::Intra
+        } else {
+            Tier::Inter
+        }
     }
 
     /// The tier point-to-point traffic between adjacent pipeline stages crosses.

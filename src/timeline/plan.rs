@@ -219,6 +219,7 @@ impl PlanKnobs {
             sequence_parallel: self.sequence_parallel,
             recompute: self.recompute,
             zero: self.zero,
+            ep: 1,
         }
     }
 
@@ -331,6 +332,12 @@ pub fn build_plan(
     gpus_per_node: Option<u64>,
 ) -> Result<TimingPlan> {
     let usage = Error::Usage;
+    if knobs.ep > 1 {
+        return Err(usage(format!(
+            "timelines do not model expert parallelism yet (ep = {}); `cost` and `rank` do",
+            knobs.ep
+        )));
+    }
     let ev = |p: &Poly| {
         p.eval(b)
             .map_err(|e| usage(format!("cannot evaluate: {e}")))
