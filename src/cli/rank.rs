@@ -92,7 +92,21 @@ struct Out {
     feasible: usize,
     rejected: std::collections::BTreeMap<String, usize>,
     balance_range: Option<(String, Option<String>)>,
+    /// For each tensor-parallel degree shown without sequence parallelism: what the e-graph
+    /// engine proves about the layer's communication.
+    engine: Vec<EngineNote>,
     search_seconds: f64,
+}
+
+#[derive(Serialize)]
+struct EngineNote {
+    tp: u64,
+    stop: String,
+    egraph_nodes: usize,
+    moved: Vec<String>,
+    saving_compute: String,
+    saving_comm: String,
+    saving_activation: String,
 }
 
 fn sci(r: &Rational) -> String {
@@ -176,6 +190,31 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
         .balance_range
         .as_ref()
         .map(|(lo, hi)| (lo.to_string(), hi.as_ref().map(|h| h.to_string())));
+    // Run the shown tensor-parallel layouts through the e-graph engine: the cheapest program the
+    // laws prove equal to each (sequence parallelism, when it is cheaper, is one such program).
+    let mut engine = Vec::new();
+    let mut seen = Vec::new();
+    for r in &result.rows {
+        let k = &r.evaluation.knobs;
+        if k.tp > 1 && !k.sequence_parallel && !seen.contains(&k.tp) {
+            seen.push(k.tp);
+            if let Ok(rep) = crate::rewrite::optimize_layer(&model, k.tp, &values) {
+                engine.push(EngineNote {
+                    tp: k.tp,
+                    stop: rep.run.stop_reason.clone(),
+                    egraph_nodes: rep.run.egraph_nodes,
+                    moved: rep
+                        .moved
+                        .iter()
+                        .map(|m| format!("{}: {} → {}", m.op, m.before, m.after))
+                        .collect(),
+                    saving_compute: rep.saving.compute.clone(),
+                    saving_comm: rep.saving.comm.clone(),
+                    saving_activation: rep.saving.activation.clone(),
+                });
+            }
+        }
+    }
     let out = Out {
         model: model.name.clone(),
         devices: args.devices,
@@ -186,6 +225,7 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
         feasible: result.feasible,
         rejected: result.rejected.clone(),
         balance_range: range,
+        engine,
         search_seconds: result.search_seconds,
     };
     match args.format {
@@ -306,6 +346,21 @@ fn print_table(out: &Out, calib: &Calibration, result: &crate::search::RankResul
     );
     for (why, n) in &out.rejected {
         println!("  {n} rejected: {why}");
+    }
+    for e in &out.engine {
+        if e.moved.is_empty() {
+            println!("e-graph (tp = {}): no cheaper equivalent of the layer's communication ({}, {} e-nodes)", e.tp, e.stop, e.egraph_nodes);
+        } else {
+            println!(
+                "e-graph (tp = {}): the laws prove a cheaper equivalent layer — {} operators move to sequence shards, saving {} FLOPs and {} activation bytes per layer and tensor-parallel rank at the full batch ({}, {} e-nodes); the sp=on rows price it",
+                e.tp,
+                e.moved.len(),
+                e.saving_compute,
+                e.saving_activation,
+                e.stop,
+                e.egraph_nodes
+            );
+        }
     }
     if let Some((lo, hi)) = &result.balance_range {
         let (li, le) = crate::search::rank::scaled_balance(calib, lo);
