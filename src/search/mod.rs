@@ -1,5 +1,11 @@
-//! Searching strategies: the ranked knob space around per-operator layouts.
+//! Searching strategies: per-operator split search (exhaustive enumeration, an exact solver for
+//! series-parallel structure, D-Rec), and the ranked knob space around it.
 
+pub mod drec;
+pub mod exhaustive;
+pub mod problem;
 pub mod rank;
+pub mod sp;
 
 pub use rank::{rank, RankOptions, RankResult, RankedRow};
+pub use sp::best_tp_layout;

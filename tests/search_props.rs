@@ -1,0 +1,280 @@
+//! The per-operator split search: the exact solver against exhaustive enumeration on random
+//! chains and series-parallel graphs built from the shipped rules, D-Rec never better than the
+//! optimum, table composition by repeated squaring, the placement canonicalisation, and the
+//! tensor-parallel layouts of the shipped models.
+
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+use symshard::calib::Calibration;
+use symshard::model::{Model, ModelLoader};
+use symshard::rules::RuleSet;
+use symshard::search::drec::{drec, gap_suite};
+use symshard::search::exhaustive::exhaustive;
+use symshard::search::problem::{synthetic, Axis, Choice, Problem, Shape};
+use symshard::search::sp::{best_tp_layout, overrides, solve, table, Table};
+use symshard::sym::{Poly, Rational};
+
+fn rules() -> RuleSet {
+    RuleSet::embedded().expect("shipped rules load")
+}
+
+fn calib() -> Calibration {
+    Calibration::reference().expect("reference calibration")
+}
+
+fn model(name: &str) -> Model {
+    ModelLoader::embedded()
+        .expect("shipped models load")
+        .resolve(name)
+        .expect("model resolves")
+}
+
+fn axes(sizes: &[u64]) -> Vec<Axis> {
+    let c = calib();
+    sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| {
+            let tier = if i == 0 && sizes.len() > 1 {
+                symshard::strategy::Tier::Inter
+            } else {
+                symshard::strategy::Tier::Intra
+            };
+            Axis::on_tier(&format!("a{i}"), n, tier, &c)
+        })
+        .collect()
+}
+
+fn shape(sp: bool) -> Shape {
+    if sp {
+        Shape::SeriesParallel
+    } else {
+        Shape::Chain
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// On one axis the exact solver finds exhaustive enumeration's optimum, and its layout
+    /// costs what it says.
+    #[test]
+    fn exact_equals_exhaustive_one_axis(seed in 0u64..1_000_000, size in 2usize..=5,
+                                        sp in any::<bool>(), p in prop::sample::select(vec![2u64, 4])) {
+        let prob = synthetic(&rules(), seed, size, shape(sp), axes(&[p])).unwrap();
+        let e = exhaustive(&prob).unwrap();
+        let s = solve(&prob).unwrap();
+        prop_assert_eq!(&s.cost, &e.cost, "{}", prob);
+        prop_assert_eq!(prob.cost(&s.assignment).unwrap(), s.cost);
+    }
+
+    /// D-Rec's layout is valid, priced exactly, and never better than the optimum, on two and
+    /// four devices.
+    #[test]
+    fn drec_never_beats_the_optimum(seed in 0u64..1_000_000, size in 2usize..=8,
+                                    sp in any::<bool>(), k in 1u32..=2) {
+        let prob = synthetic(&rules(), seed, size, shape(sp), Axis::bisection(k, 8, &calib())).unwrap();
+        let d = drec(&prob).unwrap();
+        prop_assert_eq!(prob.cost(&d.assignment).unwrap(), d.cost.clone());
+        let s = solve(&prob).unwrap();
+        prop_assert!(d.cost >= s.cost, "D-Rec {} < optimum {}", d.cost, s.cost);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+
+    /// Over two mesh axes (one inter-node) the exact solver still matches enumeration.
+    #[test]
+    fn exact_equals_exhaustive_two_axes(seed in 0u64..1_000_000, size in 2usize..=3) {
+        let prob = synthetic(&rules(), seed, size, Shape::Chain, axes(&[2, 2])).unwrap();
+        let e = exhaustive(&prob).unwrap();
+        let s = solve(&prob).unwrap();
+        prop_assert_eq!(s.cost, e.cost);
+    }
+}
+
+/// `repeat(T, L)` by squaring equals `L`-fold sequential composition, entry by entry.
+#[test]
+fn repeat_by_squaring_equals_sequential_composition() {
+    let m = model("gpt3-125m");
+    let bi = m.blocks.iter().position(|b| b.name == "layer").unwrap();
+    let p = Problem::from_block(&m, bi, &m.values, axes(&[2]), &BTreeMap::new()).unwrap();
+    let (s, e) = p.cycle.unwrap();
+    let t = table(&p, s, e).unwrap();
+    let sq = t.square();
+    let mut seq = sq.clone();
+    for l in 1..=6u64 {
+        let r = t.repeat(l);
+        assert_eq!(r.rows, seq.rows);
+        for row in &r.rows {
+            for col in &r.cols {
+                assert_eq!(r.get(row, col), seq.get(row, col), "L = {l}, {row} → {col}");
+            }
+        }
+        seq = seq.then(&sq);
+    }
+    assert_eq!(t.repeat(0), Table::identity(&sq.rows));
+}
+
+/// A layer feeding itself: the table's best diagonal entry is the cyclic optimum.
+#[test]
+fn table_diagonal_is_the_cyclic_optimum() {
+    let m = model("gpt3-125m");
+    let bi = m.blocks.iter().position(|b| b.name == "layer").unwrap();
+    let p = Problem::from_block(&m, bi, &m.values, axes(&[4]), &BTreeMap::new()).unwrap();
+    let (s, e) = p.cycle.unwrap();
+    let t = table(&p, s, e).unwrap();
+    let opt = solve(&p).unwrap();
+    assert_eq!(t.min_cycle(), Some(opt.cost.clone()));
+    assert_eq!(p.cost(&opt.assignment).unwrap(), opt.cost);
+}
+
+/// Parallel composition adds, and the identity is neutral.
+#[test]
+fn table_algebra() {
+    let r = |n: i64| Some(Rational::from_integer(n.into()));
+    let labels = vec!["R".to_string(), "S(B#0)".to_string()];
+    let a = Table {
+        rows: labels.clone(),
+        cols: labels.clone(),
+        cost: vec![vec![r(1), r(5)], vec![None, r(2)]],
+    };
+    let b = Table {
+        rows: labels.clone(),
+        cols: labels.clone(),
+        cost: vec![vec![r(3), r(1)], vec![r(4), None]],
+    };
+    assert_eq!(a.then(&Table::identity(&labels)), a);
+    assert_eq!(Table::identity(&labels).then(&a), a);
+    let ab = a.then(&b);
+    assert_eq!(ab.cost, vec![vec![r(4), r(2)], vec![r(6), None]]);
+    let s = a.par(&b).unwrap();
+    assert_eq!(s.cost, vec![vec![r(4), r(6)], vec![None, None]]);
+    assert_eq!(ab.min(), r(2));
+}
+
+fn atom_names(p: &Problem, f: &str) -> Vec<String> {
+    p.atoms(&Poly::parse(f).unwrap())
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect()
+}
+
+/// The canonicalisation: product factors, heads-major hidden size, grouped-query heads, sums.
+#[test]
+fn atoms_of_extents() {
+    let gpt = model("gpt3-125m");
+    let p = Problem::new("gpt", Vec::new(), gpt.values.clone(), 2);
+    assert_eq!(atom_names(&p, "B*S"), ["B", "S"]);
+    assert_eq!(atom_names(&p, "H"), ["NH", "H/NH"]);
+    assert_eq!(atom_names(&p, "H/NH"), ["H/NH"]);
+    assert_eq!(atom_names(&p, "B*NH*S"), ["B", "NH", "S"]);
+    assert_eq!(atom_names(&p, "S*S"), ["S", "S"]);
+    assert!(atom_names(&p, "1").is_empty());
+    let llama = model("llama3-8b");
+    let p = Problem::new("llama", Vec::new(), llama.values.clone(), 2);
+    assert_eq!(atom_names(&p, "NH*D"), ["D", "KV", "NH/KV"]);
+    assert_eq!(atom_names(&p, "H"), ["KV", "NH/KV", "D"]);
+    let vit = model("vit-b16");
+    let p = Problem::new("vit", Vec::new(), vit.values.clone(), 2);
+    assert_eq!(atom_names(&p, "B*(S^2/P^2 + 1)"), ["B", "1 + S^2/P^2"]);
+}
+
+/// Megatron-LM's annotated layout of a GPT layer, as cuts: the annotated index on its first
+/// feature atom (not the batch or the sequence), the rest replicated.
+fn megatron(m: &Model, p: &Problem) -> Vec<Choice> {
+    let bi = m.blocks.iter().position(|b| b.name == "layer").unwrap();
+    let ann: BTreeMap<&str, Option<&str>> = m.blocks[bi]
+        .ops()
+        .map(|o| (o.name.as_str(), o.tp.as_deref()))
+        .collect();
+    p.ops
+        .iter()
+        .map(|o| {
+            let i = ann.get(o.name.as_str()).copied().flatten();
+            vec![i.and_then(|i| {
+                o.cuts
+                    .iter()
+                    .position(|c| c.index == i && c.atom != "B" && c.atom != "S")
+            })]
+        })
+        .collect()
+}
+
+/// The solver's layout of a GPT layer is never worse than Megatron-LM's in the same model of
+/// cost, and Megatron's layout needs no conversion between the heads-split attention and the
+/// feature-split projections (the canonicalisation matches them).
+#[test]
+fn solver_beats_or_matches_megatron() {
+    let m = model("gpt3-125m");
+    let bi = m.blocks.iter().position(|b| b.name == "layer").unwrap();
+    for tp in [2u64, 4] {
+        let p = Problem::from_block(&m, bi, &m.values, axes(&[tp]), &BTreeMap::new()).unwrap();
+        let meg = megatron(&m, &p);
+        let q = p.ops.iter().position(|o| o.name == "q_proj").unwrap();
+        let scores = p.ops.iter().position(|o| o.name == "scores").unwrap();
+        let qp = p.price(q, &meg[q]).unwrap();
+        let sp = p.price(scores, &meg[scores]).unwrap();
+        assert_eq!(
+            qp.out[0],
+            sp.needs[0].as_ref().unwrap()[0].want,
+            "q_proj's column split is the scores' head split"
+        );
+        let mc = p.cost(&meg).unwrap();
+        let best = solve(&p).unwrap();
+        assert!(best.cost <= mc, "tp={tp}: {} > Megatron {}", best.cost, mc);
+    }
+}
+
+/// `best_tp_layout` gives every operator of every block a choice, replicates everything on
+/// one device, and costs less per device as devices are added.
+#[test]
+fn best_tp_layout_of_gpt() {
+    let m = model("gpt3-125m");
+    let c = calib();
+    let (one, c1) = best_tp_layout(&m, &m.values, 1, &c, 8).unwrap();
+    let n_ops: usize = m.blocks.iter().map(|b| b.ops().count()).sum();
+    assert_eq!(one.len(), n_ops);
+    assert!(one.values().all(Option::is_none));
+    let (four, c4) = best_tp_layout(&m, &m.values, 4, &c, 8).unwrap();
+    assert_eq!(four.len(), n_ops);
+    assert!(c4 < c1);
+    let o = overrides(&four);
+    assert!(o.values().all(|v| !v.is_empty()));
+    assert!(best_tp_layout(&m, &m.values, 0, &c, 8).is_err());
+}
+
+/// The D-Rec gap table: D-Rec against the exact optimum over the same binary axes, and the
+/// exact optimum with one axis of all the devices. Slow in debug builds; run with
+/// `cargo test --release --test search_props -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn drec_gap_table() {
+    let rows = gap_suite(&calib()).unwrap();
+    let f = |r: &Option<Rational>| {
+        r.as_ref()
+            .and_then(num_traits::ToPrimitive::to_f64)
+            .map(|v| format!("{v:.4e}"))
+            .unwrap_or_else(|| "—".into())
+    };
+    println!("| problem | devices | ops | D-Rec | exact | gap % | single axis |");
+    println!("|---|---|---|---|---|---|---|");
+    for r in &rows {
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            r.name,
+            r.devices,
+            r.ops,
+            f(&Some(r.drec.clone())),
+            f(&r.exact),
+            r.gap_percent()
+                .map(|g| format!("{g:.2}"))
+                .unwrap_or_else(|| "—".into()),
+            f(&r.single_axis)
+        );
+        if let Some(e) = &r.exact {
+            assert!(r.drec >= *e, "{}: D-Rec beats the optimum", r.name);
+        }
+    }
+}
