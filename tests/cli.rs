@@ -217,3 +217,32 @@ fn strategy_files() {
             );
     }
 }
+
+#[test]
+fn layout_compares_annotated_exact_and_drec() {
+    let v = json(&["layout", "gpt3-125m", "--tp", "4", "--format", "json"]);
+    let rows = v["rows"].as_array().unwrap();
+    let method = |m: &str| {
+        rows.iter()
+            .find(|r| r["method"].as_str().unwrap().starts_with(m))
+            .unwrap()
+    };
+    let cost = |r: &serde_json::Value| {
+        r["cost"]
+            .as_str()
+            .unwrap()
+            .parse::<f64>()
+            .unwrap_or_else(|_| {
+                let (a, b) = r["cost"].as_str().unwrap().split_once('/').unwrap();
+                a.parse::<f64>().unwrap() / b.parse::<f64>().unwrap()
+            })
+    };
+    let exact = cost(method("exact, one axis"));
+    let annotated = cost(method("annotated"));
+    assert!(exact <= annotated);
+    assert!(method("D-Rec").is_object());
+    symshard()
+        .args(["layout", "gpt3-125m", "--tp", "1"])
+        .assert()
+        .code(2);
+}

@@ -6,6 +6,7 @@ mod calibrate;
 mod cost;
 pub mod explain;
 mod import;
+mod layout;
 mod models;
 mod optimize;
 mod output;
@@ -47,6 +48,8 @@ pub enum Command {
     Import(import::ImportArgs),
     /// Find cheaper communication for a tensor-parallel layer by e-graph rewriting.
     Optimize(optimize::OptimizeArgs),
+    /// Compare a layer's tensor-parallel layouts: annotated, exact optimum, D-Rec.
+    Layout(layout::LayoutArgs),
     /// Rank hybrid-parallel strategies of a model on N devices.
     Rank(Box<rank::RankArgs>),
     /// List the shipped models and families.
@@ -126,6 +129,7 @@ pub fn run(cli: Cli) -> Result<(), Error> {
         Command::Models(args) => models::run(args),
         Command::Rank(args) => rank::run(*args),
         Command::Audit(args) => audit::run(args),
+        Command::Layout(args) => layout::run(args),
         Command::Optimize(args) => optimize::run(args),
         Command::Import(args) => import::run(args),
         Command::Timeline(args) => timeline::run(*args),

@@ -1,6 +1,7 @@
 //! Searching strategies: per-operator split search (exhaustive enumeration, an exact solver for
 //! series-parallel structure, D-Rec), and the ranked knob space around it.
 
+pub mod compare;
 pub mod drec;
 pub mod exhaustive;
 pub mod problem;

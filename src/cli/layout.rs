@@ -1,0 +1,86 @@
+//! `symshard layout`: a layer's tensor-parallel layouts compared — the family's annotations, the
+//! exact per-operator optimum and D-Rec.
+
+use super::output::print_json;
+use super::{Format, SymbolArgs};
+use crate::calib::Calibration;
+use crate::error::Error;
+use crate::model::ModelLoader;
+use crate::search::compare::compare_layer;
+use clap::Args;
+use num_traits::ToPrimitive;
+
+/// Arguments of `layout`.
+#[derive(Debug, Args)]
+pub struct LayoutArgs {
+    /// A model file or a shipped model's name.
+    pub model: String,
+    /// Tensor-parallel degree.
+    #[arg(long)]
+    pub tp: u64,
+    /// Devices per node.
+    #[arg(long, default_value_t = 8)]
+    pub gpus_per_node: u64,
+    /// A calibration table for the balance ratios (default: the reference machine).
+    #[arg(long, value_name = "FILE")]
+    pub calib: Option<String>,
+    #[command(flatten)]
+    pub symbols: SymbolArgs,
+    /// Also list every operator's choice.
+    #[arg(long)]
+    pub per_op: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+/// Runs `layout`.
+pub fn run(args: LayoutArgs) -> Result<(), Error> {
+    let loader = ModelLoader::embedded()?;
+    let model = loader.resolve(&args.model)?;
+    let values = args.symbols.apply(&model)?;
+    let calib = match &args.calib {
+        Some(c) => Calibration::resolve(c)?,
+        None => Calibration::reference()?,
+    };
+    if args.gpus_per_node == 0 || args.gpus_per_node > 1024 {
+        return Err(Error::Usage("--gpus-per-node must be 1 to 1024".into()));
+    }
+    let report = compare_layer(&model, &values, args.tp, &calib, args.gpus_per_node)
+        .map_err(Error::Usage)?;
+    match args.format {
+        Format::Json => print_json(&report),
+        Format::Table => {
+            println!(
+                "{} `{}` block at tp = {}, FLOP-equivalents per device ({})",
+                model.name, report.block, args.tp, calib.name
+            );
+            let best = report.rows.first().map(|r| r.cost.clone());
+            for r in &report.rows {
+                let gap = best
+                    .as_ref()
+                    .map(|b| ((&r.cost - b) / b).to_f64().unwrap_or(0.0) * 100.0)
+                    .unwrap_or(0.0);
+                println!(
+                    "  {:<28} {:>14.6e}  {:>+7.2}%",
+                    r.method,
+                    r.cost.to_f64().unwrap_or(f64::NAN),
+                    gap
+                );
+            }
+            for n in &report.notes {
+                println!("  note: {n}");
+            }
+            if args.per_op {
+                for r in &report.rows {
+                    println!();
+                    println!("  {}", r.method);
+                    for (op, c) in &r.choices {
+                        println!("    {op:<18} {c}");
+                    }
+                }
+            }
+            Ok(())
+        }
+    }
+}
