@@ -10,7 +10,7 @@ use symshard::model::{Model, ModelLoader};
 use symshard::rules::RuleSet;
 use symshard::search::drec::{drec, gap_suite};
 use symshard::search::exhaustive::exhaustive;
-use symshard::search::problem::{synthetic, Axis, Choice, Problem, Shape};
+use symshard::search::problem::{synthetic, Axis, Problem, Shape};
 use symshard::search::sp::{best_tp_layout, overrides, solve, table, Table};
 use symshard::sym::{Poly, Rational};
 
@@ -181,27 +181,6 @@ fn atoms_of_extents() {
     assert_eq!(atom_names(&p, "B*(S^2/P^2 + 1)"), ["B", "1 + S^2/P^2"]);
 }
 
-/// Megatron-LM's annotated layout of a GPT layer, as cuts: the annotated index on its first
-/// feature atom (not the batch or the sequence), the rest replicated.
-fn megatron(m: &Model, p: &Problem) -> Vec<Choice> {
-    let bi = m.blocks.iter().position(|b| b.name == "layer").unwrap();
-    let ann: BTreeMap<&str, Option<&str>> = m.blocks[bi]
-        .ops()
-        .map(|o| (o.name.as_str(), o.tp.as_deref()))
-        .collect();
-    p.ops
-        .iter()
-        .map(|o| {
-            let i = ann.get(o.name.as_str()).copied().flatten();
-            vec![i.and_then(|i| {
-                o.cuts
-                    .iter()
-                    .position(|c| c.index == i && c.atom != "B" && c.atom != "S")
-            })]
-        })
-        .collect()
-}
-
 /// The solver's layout of a GPT layer is never worse than Megatron-LM's in the same model of
 /// cost, and Megatron's layout needs no conversion between the heads-split attention and the
 /// feature-split projections (the canonicalisation matches them).
@@ -211,7 +190,7 @@ fn solver_beats_or_matches_megatron() {
     let bi = m.blocks.iter().position(|b| b.name == "layer").unwrap();
     for tp in [2u64, 4] {
         let p = Problem::from_block(&m, bi, &m.values, axes(&[tp]), &BTreeMap::new()).unwrap();
-        let meg = megatron(&m, &p);
+        let meg = symshard::search::compare::annotated(&m, bi, &p);
         let q = p.ops.iter().position(|o| o.name == "q_proj").unwrap();
         let scores = p.ops.iter().position(|o| o.name == "scores").unwrap();
         let qp = p.price(q, &meg[q]).unwrap();

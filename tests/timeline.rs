@@ -138,7 +138,7 @@ fn uniform(p: u64, m: u64, schedule: Schedule, v: u64, layers: usize) -> TimingP
         format: FORMAT.into(),
         model: "uniform".into(),
         symbols: BTreeMap::new(),
-        knobs: PlanKnobs::of(&knobs(1, 1, p, m, schedule, v)),
+        knobs: knobs(1, 1, p, m, schedule, v),
         gpus_per_node: Some(8),
         samples: Rational::from_integer(m.into()),
         tokens: Rational::from_integer(0.into()),

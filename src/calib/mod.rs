@@ -285,6 +285,11 @@ impl Calibration {
         Calibration::resolve(REFERENCE)
     }
 
+    /// The machine named on the command line, or the reference machine.
+    pub fn resolve_or_reference(arg: Option<&str>) -> Result<Calibration> {
+        Calibration::resolve(arg.unwrap_or(REFERENCE))
+    }
+
     /// Achievable bf16 FLOP/s of matmul-like work.
     pub fn achievable_flops(&self) -> Rational {
         &self.device.peak_flops["bf16"].value * &self.device.efficiency.matmul.value

@@ -39,10 +39,7 @@ pub fn run(args: LayoutArgs) -> Result<(), Error> {
     let loader = ModelLoader::embedded()?;
     let model = loader.resolve(&args.model)?;
     let values = args.symbols.apply(&model)?;
-    let calib = match &args.calib {
-        Some(c) => Calibration::resolve(c)?,
-        None => Calibration::reference()?,
-    };
+    let calib = Calibration::resolve_or_reference(args.calib.as_deref())?;
     if args.gpus_per_node == 0 || args.gpus_per_node > 1024 {
         return Err(Error::Usage("--gpus-per-node must be 1 to 1024".into()));
     }

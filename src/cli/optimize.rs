@@ -36,10 +36,7 @@ pub fn run(args: OptimizeArgs) -> Result<(), Error> {
     let loader = ModelLoader::embedded()?;
     let model = loader.resolve(&args.model)?;
     let values = args.symbols.apply(&model)?;
-    let calib = match &args.calib {
-        Some(c) => Calibration::resolve(c)?,
-        None => Calibration::reference()?,
-    };
+    let calib = Calibration::resolve_or_reference(args.calib.as_deref())?;
     let opts = OptimizeOptions {
         layers: args.layers,
         weights: Weights {

@@ -127,10 +127,7 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
     let loader = ModelLoader::embedded()?;
     let model = loader.resolve(&args.model)?;
     let values = args.symbols.apply(&model)?;
-    let calib = match &args.calib {
-        Some(c) => Calibration::resolve(c)?,
-        None => Calibration::reference()?,
-    };
+    let calib = Calibration::resolve_or_reference(args.calib.as_deref())?;
     let gpus_per_node = args.gpus_per_node.unwrap_or_else(|| calib.gpus_per_node());
     if gpus_per_node == 0 || gpus_per_node > 1024 {
         return Err(Error::Usage(format!(

@@ -87,10 +87,7 @@ impl StrategyFlags {
 
     /// The machine named by `--calib`, or the reference.
     pub fn calibration(&self) -> Result<Calibration, Error> {
-        match &self.calib {
-            Some(c) => Calibration::resolve(c),
-            None => Calibration::reference(),
-        }
+        Calibration::resolve_or_reference(self.calib.as_deref())
     }
 
     /// Resolves file and flags into one strategy.

@@ -169,7 +169,7 @@ pub fn run_port(args: PortArgs) -> Result<(), Error> {
     if args.format == Format::Json {
         return print_json(&rows);
     }
-    println!("{} — {}", plan.model, plan.knobs.knobs());
+    println!("{} — {}", plan.model, plan.knobs);
     println!();
     let w = 14;
     let mut head = format!("  {:<24}", "");

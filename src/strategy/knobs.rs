@@ -75,7 +75,8 @@ impl fmt::Display for Recompute {
 }
 
 /// A hybrid-parallel strategy's knobs.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Knobs {
     /// Data-parallel degree.
     pub dp: u64,
@@ -97,6 +98,7 @@ pub struct Knobs {
     pub zero: u8,
     /// Expert-parallel degree: experts spread over groups of this many data-parallel ranks
     /// (mixture-of-experts models; 1 otherwise).
+    #[serde(default = "one")]
     pub ep: u64,
 }
 
@@ -114,6 +116,15 @@ impl Knobs {
             recompute: Recompute::None,
             zero: 0,
             ep: 1,
+        }
+    }
+
+    /// Model chunks per device (1 unless interleaved).
+    pub fn virtual_chunks(&self) -> u64 {
+        if self.schedule == Schedule::Interleaved {
+            self.chunks
+        } else {
+            1
         }
     }
 
@@ -147,4 +158,8 @@ impl fmt::Display for Knobs {
         }
         Ok(())
     }
+}
+
+fn one() -> u64 {
+    1
 }

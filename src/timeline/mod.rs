@@ -17,7 +17,7 @@ mod trace;
 
 pub use cost::{bus_factor, steps, LinkRate, Rates};
 pub use plan::{
-    build_plan, Axis, Collective, PlanBlock, PlanComm, PlanKnobs, PlanOp, Step, TimingPlan, FORMAT,
+    build_plan, Axis, Collective, PlanBlock, PlanComm, PlanOp, Step, TimingPlan, FORMAT,
 };
 pub use schedule::{program, Pass, Task};
 pub use sim::{simulate, simulate_times, Event, Simulation, Stream, What, BUCKET_BYTES};
@@ -129,7 +129,7 @@ fn timed(plan: &TimingPlan, calib: &Calibration, keep: bool) -> Result<Timeline>
     let work = sim.work.iter().cloned().fold(0.0, f64::max);
     let summary = Summary {
         model: plan.model.clone(),
-        strategy: k.knobs().to_string(),
+        strategy: k.to_string(),
         calibration: calib.name.clone(),
         device_count: devices,
         iteration_seconds: t,

@@ -9,7 +9,7 @@ use crate::model::Model;
 use crate::parallel::evaluate::{BlockNumbers, Evaluation};
 use crate::parallel::{Analysis, Comm};
 use crate::rules::{CollectiveKind, FlopClass};
-use crate::strategy::{AxisKind, Knobs, Recompute, Schedule};
+use crate::strategy::{AxisKind, Knobs, Schedule};
 use crate::sym::{Bindings, Poly, Rational};
 use num_traits::{One, ToPrimitive, Zero};
 use serde::{Deserialize, Serialize};
@@ -167,72 +167,6 @@ pub struct PlanBlock {
     pub params: Rational,
 }
 
-/// The strategy's knobs, as saved.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PlanKnobs {
-    /// Data-parallel degree.
-    pub dp: u64,
-    /// Tensor-parallel degree.
-    pub tp: u64,
-    /// Pipeline stages.
-    pub pp: u64,
-    /// Micro-batches per step.
-    pub microbatches: u64,
-    /// Schedule.
-    pub schedule: Schedule,
-    /// Model chunks per device (interleaved).
-    pub chunks: u64,
-    /// Sequence parallelism.
-    pub sequence_parallel: bool,
-    /// Recomputation.
-    pub recompute: Recompute,
-    /// ZeRO stage.
-    pub zero: u8,
-}
-
-impl PlanKnobs {
-    /// From the strategy's knobs.
-    pub fn of(k: &Knobs) -> PlanKnobs {
-        PlanKnobs {
-            dp: k.dp,
-            tp: k.tp,
-            pp: k.pp,
-            microbatches: k.microbatches,
-            schedule: k.schedule,
-            chunks: k.chunks,
-            sequence_parallel: k.sequence_parallel,
-            recompute: k.recompute,
-            zero: k.zero,
-        }
-    }
-
-    /// Back to the strategy's knobs.
-    pub fn knobs(&self) -> Knobs {
-        Knobs {
-            dp: self.dp,
-            tp: self.tp,
-            pp: self.pp,
-            microbatches: self.microbatches,
-            schedule: self.schedule,
-            chunks: self.chunks,
-            sequence_parallel: self.sequence_parallel,
-            recompute: self.recompute,
-            zero: self.zero,
-            ep: 1,
-        }
-    }
-
-    /// Model chunks per device (1 unless interleaved).
-    pub fn virtual_chunks(&self) -> u64 {
-        if self.schedule == Schedule::Interleaved {
-            self.chunks
-        } else {
-            1
-        }
-    }
-}
-
 /// Everything a timeline needs, exact and machine-independent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -244,7 +178,7 @@ pub struct TimingPlan {
     /// Symbol values of the whole step (batch `B`, sequence `S`, …).
     pub symbols: std::collections::BTreeMap<String, String>,
     /// The strategy.
-    pub knobs: PlanKnobs,
+    pub knobs: Knobs,
     /// Devices per node when the strategy fixed it; otherwise the calibration's is used.
     pub gpus_per_node: Option<u64>,
     /// Samples per step.
@@ -464,7 +398,7 @@ pub fn build_plan(
             .iter()
             .map(|(k, v)| (k.clone(), v.to_string()))
             .collect(),
-        knobs: PlanKnobs::of(knobs),
+        knobs: knobs.clone(),
         gpus_per_node,
         samples,
         tokens,
@@ -517,7 +451,7 @@ impl TimingPlan {
                 self.format
             ));
         }
-        crate::strategy::check_knobs(&self.knobs.knobs())?;
+        crate::strategy::check_knobs(&self.knobs)?;
         if self.gpus_per_node.is_some_and(|g| g == 0 || g > 1024) {
             return Err("`gpus_per_node` must be 1 to 1024".into());
         }

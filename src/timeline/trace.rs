@@ -128,5 +128,5 @@ pub fn chrome_trace(plan: &TimingPlan, sim: &Simulation) -> Value {
         }));
     }
     json!({"traceEvents": out, "displayTimeUnit": "ms",
-        "otherData": {"model": plan.model, "strategy": plan.knobs.knobs().to_string()}})
+        "otherData": {"model": plan.model, "strategy": plan.knobs.to_string()}})
 }
