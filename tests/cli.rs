@@ -19,7 +19,20 @@ fn json(args: &[&str]) -> serde_json::Value {
 
 #[test]
 fn every_subcommand_has_help() {
-    for sub in ["explain", "cost", "rank", "models"] {
+    for sub in [
+        "explain",
+        "cost",
+        "rank",
+        "models",
+        "audit",
+        "timeline",
+        "analyze",
+        "port",
+        "calibrate",
+        "import",
+        "optimize",
+        "layout",
+    ] {
         symshard()
             .args([sub, "--help"])
             .assert()

@@ -6,7 +6,7 @@ use crate::calib::Calibration;
 use crate::error::Error;
 use crate::model::ModelLoader;
 use crate::parallel::{analyse, Layout};
-use crate::search::{rank, RankOptions};
+use crate::search::{rank_with_progress, RankOptions};
 use crate::strategy::{Recompute, Schedule, Tier};
 use crate::sym::Rational;
 use clap::Args;
@@ -150,7 +150,13 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
         max_microbatches: args.max_microbatches.max(1),
         seconds: args.calib.is_some(),
     };
-    let result = rank(&model, &values, &calib, &opts).map_err(Error::Usage)?;
+    let pb = super::progress::bar(0, "ranking mesh shapes");
+    let result = rank_with_progress(&model, &values, &calib, &opts, &mut |done, all| {
+        pb.set_length(all as u64);
+        pb.set_position(done as u64);
+    });
+    pb.finish_and_clear();
+    let result = result.map_err(Error::Usage)?;
     let rows: Vec<Row> = result
         .rows
         .iter()

@@ -8,5 +8,5 @@ pub mod problem;
 pub mod rank;
 pub mod sp;
 
-pub use rank::{rank, RankOptions, RankResult, RankedRow};
+pub use rank::{rank, rank_with_progress, RankOptions, RankResult, RankedRow};
 pub use sp::best_tp_layout;

@@ -101,6 +101,17 @@ pub fn rank(
     calib: &Calibration,
     opts: &RankOptions,
 ) -> Result<RankResult, String> {
+    rank_with_progress(model, values, calib, opts, &mut |_, _| {})
+}
+
+/// [`rank`], reporting (mesh shapes done, mesh shapes in all) as it goes.
+pub fn rank_with_progress(
+    model: &Model,
+    values: &Bindings,
+    calib: &Calibration,
+    opts: &RankOptions,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<RankResult, String> {
     let start = Instant::now();
     if opts.devices == 0 {
         return Err("--devices must be at least 1".into());
@@ -138,8 +149,15 @@ pub fn rank(
         Tier::Inter => kappa_inter,
     };
     let mut cache: BTreeMap<(u64, u64, u64, bool), Numbers> = BTreeMap::new();
+    let shapes: usize = divisors(opts.devices)
+        .iter()
+        .map(|tp| divisors(opts.devices / tp).len())
+        .sum();
+    let mut done = 0;
     for tp in divisors(opts.devices) {
         for pp in divisors(opts.devices / tp) {
+            progress(done, shapes);
+            done += 1;
             let dp = opts.devices / tp / pp;
             let per_dp = &batch / Rational::from_integer(dp.into());
             if !per_dp.is_integer() {
