@@ -259,3 +259,24 @@ fn layout_compares_annotated_exact_and_drec() {
         .assert()
         .code(2);
 }
+
+/// A 1×1 convolution of stride 2 split along its output rows needs no halo (its kernel − stride
+/// formula is negative): no collective is ever priced below zero bytes.
+#[test]
+fn no_negative_halo() {
+    let v = json(&[
+        "cost",
+        "resnet50",
+        "--strategy",
+        "tests/fixtures/strategies/resnet-split-rows.yaml",
+        "--format",
+        "json",
+    ]);
+    let comm = v["per_device"]["comm"].as_array().unwrap();
+    assert!(comm
+        .iter()
+        .any(|c| c["op"] == "s2b1_down" && c["collective"] == "halo-exchange"));
+    assert!(comm
+        .iter()
+        .all(|c| !c["bytes"].as_str().unwrap().starts_with('-')));
+}

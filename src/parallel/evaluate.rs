@@ -139,7 +139,13 @@ pub fn block_numbers(a: &Analysis, b: &Bindings) -> Result<Vec<BlockNumbers>, St
             }
             n.params += params;
             for c in &op.comm {
-                n.comm.push((c.clone(), eval(&c.wire_bytes, b)?));
+                let mut bytes = eval(&c.wire_bytes, b)?;
+                // A window's halo formula (kernel − stride rows) is negative when the stride
+                // exceeds the kernel (a 1×1 convolution of stride 2): no rows are needed.
+                if c.kind == CollectiveKind::HaloExchange && bytes < Rational::zero() {
+                    bytes = Rational::zero();
+                }
+                n.comm.push((c.clone(), bytes));
             }
             for c in &op.grad_comm {
                 n.grad_comm.push((c.clone(), eval(&c.wire_bytes, b)?));
