@@ -280,3 +280,18 @@ fn no_negative_halo() {
         .iter()
         .all(|c| !c["bytes"].as_str().unwrap().starts_with('-')));
 }
+
+#[test]
+fn bad_split_override_points_into_the_strategy_file() {
+    let dir = std::env::temp_dir().join(format!("symshard-override-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("s.yaml");
+    std::fs::write(&path, "tp: 2\nsplits:\n  fc_in: zz\n").unwrap();
+    symshard()
+        .args(["cost", "gpt2-124m", "--strategy", path.to_str().unwrap()])
+        .assert()
+        .code(2)
+        .stderr(
+            predicate::str::contains("s.yaml:3:3").and(predicate::str::contains("no index `zz`")),
+        );
+}

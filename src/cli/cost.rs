@@ -180,7 +180,7 @@ pub fn run(args: CostArgs) -> Result<(), Error> {
     let mut out = out;
     let mut eval: Option<Evaluation> = None;
     if args.strategy.given() {
-        let st = args.strategy.resolve()?;
+        let st = args.strategy.resolve_for(&model)?;
         let (analysis, e) = evaluate_strategy(
             &model,
             &values,

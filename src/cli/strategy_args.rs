@@ -90,6 +90,23 @@ impl StrategyFlags {
         Calibration::resolve_or_reference(self.calib.as_deref())
     }
 
+    /// Resolves file and flags into one strategy for `model`: per-operator overrides must name
+    /// its operators and their indices (errors point into the strategy file).
+    pub fn resolve_for(&self, model: &crate::model::Model) -> Result<Resolved, Error> {
+        let r = self.resolve()?;
+        if let Err((op, msg)) = crate::parallel::check_overrides(model, &r.layout) {
+            if let Some(p) = &self.strategy {
+                let text = std::fs::read_to_string(p).map_err(|source| Error::Io {
+                    path: p.clone(),
+                    source,
+                })?;
+                return Err(crate::diag::Source::new(p, text).error_at(&["splits", &op], msg));
+            }
+            return Err(Error::Usage(msg));
+        }
+        Ok(r)
+    }
+
     /// Resolves file and flags into one strategy.
     pub fn resolve(&self) -> Result<Resolved, Error> {
         let (mut knobs, mut layout, mut gpn) = match &self.strategy {

@@ -68,7 +68,7 @@ pub fn plan_of(
     let loader = ModelLoader::embedded()?;
     let model = loader.resolve(input)?;
     let values = symbols.apply(&model)?;
-    let st = strategy.resolve()?;
+    let st = strategy.resolve_for(&model)?;
     let gpn = strategy.gpus_per_node.or_else(|| {
         strategy
             .strategy

@@ -28,6 +28,7 @@ pub fn evaluate_strategy(
 ) -> Result<(Analysis, Evaluation), Error> {
     check_knobs(knobs).map_err(Error::Usage)?;
     check_model_limits(model, values, knobs).map_err(Error::Usage)?;
+    check_overrides(model, layout).map_err(|(_, m)| Error::Usage(m))?;
     let analysis = analyse(model, layout);
     let b = evaluate::microbatch_bindings(values, knobs);
     evaluate::check_divisibility(model, &analysis, &b, knobs).map_err(Error::Usage)?;
@@ -43,6 +44,50 @@ pub fn evaluate_strategy(
     )
     .map_err(Error::Usage)?;
     Ok((analysis, e))
+}
+
+/// Checks per-operator overrides: each names an operator of the model and a splittable index of
+/// its rule, or `none`.
+pub fn check_overrides(model: &Model, layout: &Layout) -> Result<(), (String, String)> {
+    overrides_ok(model, layout)
+}
+
+fn overrides_ok(model: &Model, layout: &Layout) -> Result<(), (String, String)> {
+    for (op, index) in &layout.tp_overrides {
+        let node = model
+            .ops()
+            .map(|(_, n)| n)
+            .find(|n| &n.name == op)
+            .ok_or_else(|| {
+                (
+                    op.clone(),
+                    format!(
+                        "split override names `{op}`, which is not an operator of model `{}`",
+                        model.name
+                    ),
+                )
+            })?;
+        if index == "none" {
+            continue;
+        }
+        match node.rule.index(index) {
+            Some(i) if i.kind.law().splittable => {}
+            Some(i) => {
+                return Err((
+                    op.clone(),
+                    format!(
+                        "split override `{op}: {index}`: `{index}` is {} and cannot be split",
+                        i.kind
+                    ),
+                ))
+            }
+            None => {
+                let names: Vec<&str> = node.rule.indices.iter().map(|i| i.name.as_str()).collect();
+                return Err((op.clone(), format!("split override `{op}: {index}`: rule `{}` has no index `{index}` (it has {})", node.rule.name, names.join(", "))));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Checks a strategy against the model's sizes: the batch divides over data parallelism and
