@@ -1,6 +1,8 @@
 //! The brute-force audit of derived split costs: every shipped rule passes, every deliberately
 //! wrong rule under `tests/fixtures/audit/` is caught, and a derivation perturbed by hand is caught.
 
+mod common;
+
 use assert_cmd::Command;
 use predicates::str::contains;
 use std::path::{Path, PathBuf};
@@ -12,14 +14,7 @@ use symshard::rules::{load_rule, OpRule, RuleSet};
 use symshard::sym::{Poly, Rational};
 
 fn fixtures() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/audit");
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
-        .collect();
-    v.sort();
-    v
+    common::yaml_files(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/audit"))
 }
 
 fn fixture(stem: &str) -> OpRule {

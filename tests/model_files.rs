@@ -2,39 +2,16 @@
 //! memory under the model's own values snapshotted), and one per `fail-*` model fixture (its
 //! error text snapshotted).
 
+mod common;
+
+use common::{snapshot, yaml_files};
+
 use libtest_mimic::{Arguments, Failed, Trial};
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use symshard::diag::Source;
 use symshard::model::{model_cost, ModelLoader};
 use symshard::sym::{Bindings, Poly};
-
-fn yaml_files(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
-        .collect();
-    v.sort();
-    v
-}
-
-fn snapshot(name: &str, text: String) -> Result<(), Failed> {
-    let mut settings = insta::Settings::clone_current();
-    settings.set_snapshot_path(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots"));
-    settings.set_prepend_module_to_snapshot(false);
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        settings.bind(|| insta::assert_snapshot!(name.to_string(), text));
-    }));
-    result.map_err(|e| {
-        let msg = e
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_else(|| "snapshot mismatch".into());
-        Failed::from(msg)
-    })
-}
 
 /// `p` under `values`, as an exact integer.
 fn integer(what: &str, p: &Poly, values: &Bindings) -> Result<String, Failed> {

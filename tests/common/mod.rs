@@ -1,0 +1,35 @@
+//! Helpers shared by the data-driven test harnesses.
+
+#![allow(dead_code)]
+
+use libtest_mimic::Failed;
+use std::path::{Path, PathBuf};
+
+/// The `*.yaml` files of `dir`, sorted.
+pub fn yaml_files(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Checks `text` against the snapshot `tests/snapshots/NAME.snap`, as a trial result.
+pub fn snapshot(name: &str, text: String) -> Result<(), Failed> {
+    let mut settings = insta::Settings::clone_current();
+    settings.set_snapshot_path(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots"));
+    settings.set_prepend_module_to_snapshot(false);
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        settings.bind(|| insta::assert_snapshot!(name.to_string(), text));
+    }));
+    result.map_err(|e| {
+        let msg = e
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "snapshot mismatch".into());
+        Failed::from(msg)
+    })
+}
