@@ -20,6 +20,7 @@ pub struct ModelsArgs {
 struct Row {
     name: String,
     family: Option<String>,
+    params: String,
     doc: String,
 }
 
@@ -29,9 +30,15 @@ pub fn run(args: ModelsArgs) -> Result<(), Error> {
     let mut rows = Vec::new();
     for (stem, _) in embedded::MODELS {
         let m = loader.resolve(stem)?;
+        let params = crate::model::model_cost(&m)
+            .params
+            .eval(&m.values)
+            .map(|p| p.to_integer().to_string())
+            .unwrap_or_else(|_| "-".into());
         rows.push(Row {
             name: m.name,
             family: m.family,
+            params,
             doc: m.doc,
         });
     }
@@ -40,9 +47,10 @@ pub fn run(args: ModelsArgs) -> Result<(), Error> {
         Format::Table => {
             for r in &rows {
                 println!(
-                    "{:<16} {:<8} {}",
+                    "{:<16} {:<10} {:>16}  {}",
                     r.name,
                     r.family.as_deref().unwrap_or("graph"),
+                    r.params,
                     r.doc
                 );
             }
