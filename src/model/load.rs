@@ -368,7 +368,7 @@ impl GraphBuilder<'_> {
                             return Err(self.err(&path, format!("`{}` is a parameter of `{}`: it is owned, not given (use `tied` to share one)", t.name, op.name)))
                         }
                         (None, None) if t.param => Producer::Param,
-                        (None, None) if !t.grad && t.dtype.is_float(None) && !t.dims.is_empty() && matches!(t.dtype, Dtype::Compute) => Producer::Buffer,
+                        (None, None) if !t.grad && !t.dims.is_empty() && matches!(t.dtype, Dtype::Compute) => Producer::Buffer,
                         (None, None) => return Err(self.err(&["blocks", &op.name, "in"], format!("operator `{}` ({}) needs input `{}`", op.name, rule.name, t.name))),
                         (Some(r), None) => {
                             let (producer, shape) = if r == "in" {

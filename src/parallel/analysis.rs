@@ -7,7 +7,7 @@ use super::layout::{plan, Layout, OpPlan, Place};
 use crate::model::{Model, OpNode, Producer};
 use crate::rules::law::CollectiveKind;
 use crate::rules::rule::tensor_bytes;
-use crate::rules::split::{derive, AxisSplit, Placement, SplitEntry};
+use crate::rules::split::{derive, Placement, SplitEntry};
 use crate::rules::{FlopClass, Tensor};
 use crate::strategy::AxisKind;
 use crate::sym::Poly;
@@ -56,6 +56,9 @@ pub struct OpAnalysis {
     /// The splits chosen.
     #[serde(skip)]
     pub plan: OpPlan,
+    /// The split table entry of those splits (rule symbols and axis sizes).
+    #[serde(skip)]
+    pub entry: SplitEntry,
     /// Forward FLOPs per device.
     pub forward: Poly,
     /// Backward FLOPs per device.
@@ -226,7 +229,7 @@ pub fn analyse(model: &Model, layout: &Layout) -> Analysis {
         for &n in &block.order {
             let node = &block.graph[n];
             let (_, ci) = index[&(bi, n)];
-            let entry = op_entry(node, &blocks[bi].ops[ci].plan, model);
+            let entry = blocks[bi].ops[ci].entry.clone();
             for (k, (input, producer)) in node.inputs.iter().enumerate() {
                 let src = match producer {
                     Producer::Op {
@@ -475,12 +478,8 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
         out,
         out_bytes: f(&tensor_bytes(&node.rule.output, model.dtype_bytes)),
         plan,
+        entry,
     }
-}
-
-/// The splits of a plan as `AxisSplit`s.
-pub fn axis_splits(plan: &OpPlan) -> Vec<AxisSplit> {
-    plan.splits()
 }
 
 impl Analysis {

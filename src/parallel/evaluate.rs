@@ -595,6 +595,21 @@ fn rough_stages(
     rough
 }
 
+/// Micro-batches whose activations stage `s` holds at once, as (numerator, denominator): all of
+/// them under GPipe; under 1F1B as many as the stages from `s` on (at most m); interleaving with
+/// `v` chunks adds (pp − 1)/(pp·v) of that (Narayanan et al. SC'21 §2.2).
+fn in_flight(k: &Knobs, v: u64, s: usize) -> (u64, u64) {
+    match k.schedule {
+        Schedule::Gpipe => (k.microbatches, 1),
+        _ if k.pp == 1 => (1, 1),
+        Schedule::OneFOneB => (k.microbatches.min(k.pp - s as u64), 1),
+        Schedule::Interleaved => {
+            let base = k.microbatches.min(k.pp - s as u64);
+            (base * (k.pp * v + k.pp - 1), k.pp * v)
+        }
+    }
+}
+
 /// Memory of stage `s` in floating point: the same formula the exact pricing uses.
 fn stage_memory(
     plan: &Plan,
@@ -603,7 +618,6 @@ fn stage_memory(
     k: &Knobs,
     s: usize,
 ) -> f64 {
-    let mf = k.microbatches as f64;
     let zero = |min: u8| if k.zero >= min { k.dp as f64 } else { 1.0 };
     let zero_expert = |min: u8| {
         if k.zero >= min {
@@ -619,15 +633,8 @@ fn stage_memory(
             .map(|(b, c)| plan.cf[*b][i] * *c as f64)
             .sum::<f64>()
     };
-    let fly = match k.schedule {
-        Schedule::Gpipe => mf,
-        _ if k.pp == 1 => 1.0,
-        Schedule::OneFOneB => k.microbatches.min(k.pp - s as u64) as f64,
-        Schedule::Interleaved => {
-            k.microbatches.min(k.pp - s as u64) as f64
-                * (1.0 + (k.pp - 1) as f64 / (k.pp * plan.v) as f64)
-        }
-    };
+    let (num, den) = in_flight(k, plan.v, s);
+    let fly = num as f64 / den as f64;
     let mut act = sum(5) * fly;
     if k.recompute == Recompute::Full {
         act += numbers
@@ -798,15 +805,8 @@ pub fn evaluate_with(
         .max()
         .unwrap_or_default();
     let inflight = |s: usize| -> Rational {
-        match k.schedule {
-            Schedule::Gpipe => m.clone(),
-            _ if k.pp == 1 => Rational::one(),
-            Schedule::OneFOneB => r(k.microbatches.min(k.pp - s as u64)),
-            Schedule::Interleaved => {
-                let base = r(k.microbatches.min(k.pp - s as u64));
-                base * (Rational::one() + Rational::new((k.pp - 1).into(), (k.pp * v).into()))
-            }
-        }
+        let (num, den) = in_flight(k, v, s);
+        Rational::new(num.into(), den.into())
     };
     let boundary_bytes = |s: usize| -> Rational {
         // Activations go forward to the next stage, their gradients back to the previous one.

@@ -329,7 +329,7 @@ impl Validator<'_> {
             }
             extents.push((i.clone(), self.formula(&p, f)?));
         }
-        let float = dtype.is_float(t.dtype.as_deref());
+        let float = Dtype::carries_gradient(t.dtype.as_deref());
         let grad = t.grad.unwrap_or(float);
         if grad && !float {
             return Err(self.err(

@@ -65,8 +65,9 @@ impl Dtype {
         }
     }
 
-    /// Whether values of this type can carry gradients (integers cannot).
-    pub fn is_float(self, name: Option<&str>) -> bool {
+    /// Whether values of the dtype called `name` (absent: the compute type) can carry gradients
+    /// (integers cannot).
+    pub fn carries_gradient(name: Option<&str>) -> bool {
         !matches!(name, Some("int64" | "int32" | "uint8" | "bool" | "int8"))
     }
 }
@@ -117,14 +118,6 @@ impl Tensor {
     /// Number of elements.
     pub fn elements(&self) -> Poly {
         self.indices().map(|i| self.extent(i)).product()
-    }
-
-    /// Number of elements without the extent of `skip` (the rows a statistic or halo spans).
-    pub fn elements_without(&self, skip: &str) -> Poly {
-        self.indices()
-            .filter(|i| *i != skip)
-            .map(|i| self.extent(i))
-            .product()
     }
 }
 
