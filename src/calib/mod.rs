@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::strategy::Tier;
 use crate::sym::Rational;
 use num_bigint::BigInt;
-use num_traits::{One, Signed, Zero};
+use num_traits::{One, Signed, ToPrimitive, Zero};
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -114,15 +114,205 @@ mod exact {
     }
 }
 
-/// Achievable fractions of peak, per class of operator.
+/// An exact number read from YAML (a number or a decimal string).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Exact(#[serde(with = "exact")] pub Rational);
+
+/// A quantity that may depend on a size: one number, or points `[size, value]` read
+/// piecewise-linearly in log(size) and held flat beyond the first and last point. A constant is
+/// a valid curve, so tables written before curves existed still load.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "CurveSpec", into = "CurveSpec")]
+pub struct Curve {
+    /// `(size, value)` points, sizes strictly increasing; one point for a constant.
+    pub points: Vec<(Rational, Rational)>,
+    /// Whether it was written as one number (`value:`).
+    pub constant: bool,
+    /// Where it comes from (datasheet, paper, microbenchmark, the user's measurement).
+    pub source: String,
+}
+
+/// How a curve is written: `{value, source}` or `{points, source}`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CurveSpec {
+    /// One number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<Exact>,
+    /// `[size, value]` pairs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub points: Option<Vec<[Exact; 2]>>,
+    /// Where it comes from.
+    pub source: String,
+}
+
+impl TryFrom<CurveSpec> for Curve {
+    type Error = String;
+    fn try_from(s: CurveSpec) -> std::result::Result<Curve, String> {
+        match (s.value, s.points) {
+            (Some(v), None) => Ok(Curve {
+                points: vec![(Rational::one(), v.0)],
+                constant: true,
+                source: s.source,
+            }),
+            (None, Some(p)) => {
+                if p.is_empty() {
+                    return Err("`points` needs at least one [size, value] pair".into());
+                }
+                let points: Vec<(Rational, Rational)> =
+                    p.into_iter().map(|[x, y]| (x.0, y.0)).collect();
+                for w in points.windows(2) {
+                    if w[1].0 <= w[0].0 {
+                        return Err(format!(
+                            "curve sizes must increase strictly ({} then {})",
+                            w[0].0, w[1].0
+                        ));
+                    }
+                }
+                if points.iter().any(|(x, _)| !x.is_positive()) {
+                    return Err("curve sizes must be positive".into());
+                }
+                Ok(Curve {
+                    points,
+                    constant: false,
+                    source: s.source,
+                })
+            }
+            (Some(_), Some(_)) => Err("give either `value` or `points`, not both".into()),
+            (None, None) => Err("a number needs `value` (or `points` for a curve)".into()),
+        }
+    }
+}
+
+impl From<Curve> for CurveSpec {
+    fn from(c: Curve) -> CurveSpec {
+        if c.constant {
+            CurveSpec {
+                value: Some(Exact(c.points[0].1.clone())),
+                points: None,
+                source: c.source,
+            }
+        } else {
+            CurveSpec {
+                value: None,
+                points: Some(
+                    c.points
+                        .into_iter()
+                        .map(|(x, y)| [Exact(x), Exact(y)])
+                        .collect(),
+                ),
+                source: c.source,
+            }
+        }
+    }
+}
+
+impl Curve {
+    /// A constant.
+    pub fn constant(value: Rational, source: impl Into<String>) -> Curve {
+        Curve {
+            points: vec![(Rational::one(), value)],
+            constant: true,
+            source: source.into(),
+        }
+    }
+
+    /// The largest value (a constant's value): the plateau of an efficiency curve.
+    pub fn max(&self) -> Rational {
+        self.points
+            .iter()
+            .map(|(_, y)| y.clone())
+            .max()
+            .unwrap_or_else(Rational::zero)
+    }
+
+    /// The smallest value.
+    pub fn min(&self) -> Rational {
+        self.points
+            .iter()
+            .map(|(_, y)| y.clone())
+            .min()
+            .unwrap_or_else(Rational::zero)
+    }
+
+    /// The curve as floats, for timing.
+    pub fn to_f64(&self) -> FloatCurve {
+        let f = |r: &Rational| r.to_f64().unwrap_or(f64::MAX);
+        FloatCurve {
+            log_x: self.points.iter().map(|(x, _)| f(x).log10()).collect(),
+            y: self.points.iter().map(|(_, y)| f(y)).collect(),
+        }
+    }
+}
+
+/// A [`Curve`] in floating point: `log10(size)` and values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FloatCurve {
+    log_x: Vec<f64>,
+    y: Vec<f64>,
+}
+
+impl FloatCurve {
+    /// A constant.
+    pub fn constant(y: f64) -> FloatCurve {
+        FloatCurve {
+            log_x: vec![0.0],
+            y: vec![y],
+        }
+    }
+
+    /// The value at `size`: linear in log(size) between points, flat beyond them.
+    pub fn at(&self, size: f64) -> f64 {
+        let n = self.y.len();
+        if n == 1 || size <= 0.0 || !size.is_finite() {
+            return if size.is_finite() || n == 1 {
+                self.y[0]
+            } else {
+                self.y[n - 1]
+            };
+        }
+        let lx = size.log10();
+        if lx <= self.log_x[0] {
+            return self.y[0];
+        }
+        if lx >= self.log_x[n - 1] {
+            return self.y[n - 1];
+        }
+        let i = self.log_x.partition_point(|&x| x <= lx);
+        let (x0, x1, y0, y1) = (self.log_x[i - 1], self.log_x[i], self.y[i - 1], self.y[i]);
+        y0 + (y1 - y0) * (lx - x0) / (x1 - x0)
+    }
+
+    /// The largest value.
+    pub fn max(&self) -> f64 {
+        self.y.iter().cloned().fold(f64::MIN, f64::max)
+    }
+}
+
+/// Achievable fractions of peak, per class of operator: constants or curves against the size
+/// of one kernel.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Efficiency {
-    /// Matmul-like operators (of the peak FLOP/s).
-    pub matmul: Sourced,
-    /// Memory-bound operators (of the HBM bandwidth).
-    pub memory_bound: Sourced,
+    /// Matmul-like kernels, of the peak FLOP/s, against the FLOPs of one kernel (one GEMM
+    /// call): small GEMMs fill fewer SMs and waves and reach less of the peak.
+    pub matmul: Curve,
+    /// Memory-bound kernels, of the HBM bandwidth, against the bytes one kernel moves.
+    pub memory_bound: Curve,
+    /// Fused attention kernels (FlashAttention-style), of the peak FLOP/s, against the FLOPs of
+    /// one kernel; the matmul curve when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention: Option<Curve>,
 }
+
+/// A collective's kind, as calibration tables name it (nccl-tests' names).
+pub const COLLECTIVE_KINDS: [&str; 5] = [
+    "all-reduce",
+    "all-gather",
+    "reduce-scatter",
+    "all-to-all",
+    "send-recv",
+];
 
 /// One accelerator.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -138,6 +328,14 @@ pub struct Device {
     pub memory_capacity: Sourced,
     /// Achievable fractions.
     pub efficiency: Efficiency,
+    /// Fixed seconds every kernel costs on top of its roofline time (launch latency and the
+    /// fill and drain of its first and last wave); zero when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_overhead: Option<Sourced>,
+    /// The share of compute throughput a collective running at the same time takes from the
+    /// kernels it overlaps (its SMs and HBM traffic); zero when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comm_contention: Option<Sourced>,
     /// Rates measured on real hardware, kept beside the datasheet ones (never required).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub measured: BTreeMap<String, Sourced>,
@@ -155,6 +353,12 @@ pub struct Link {
     pub latency: Sourced,
     /// Collective algorithm (`ring`; `tree` for latency-bound small messages).
     pub algorithm: String,
+    /// Per collective kind (`all-reduce`, `all-gather`, `reduce-scatter`, `all-to-all`,
+    /// `send-recv`): bus bandwidth in bytes per second against the message size in bytes, in
+    /// the nccl-tests sense (size = the whole logical tensor; time = size × bus factor ÷ busbw,
+    /// latency included). Kinds left out use `bandwidth × efficiency` and α.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub busbw: BTreeMap<String, Curve>,
 }
 
 /// The links of a machine.
@@ -214,14 +418,42 @@ impl Calibration {
             &["device", "memory_capacity"],
             &c.device.memory_capacity.value,
         )?;
-        for (name, e) in [
-            ("matmul", &c.device.efficiency.matmul),
-            ("memory_bound", &c.device.efficiency.memory_bound),
-        ] {
-            if !e.value.is_positive() || e.value > Rational::one() {
+        let e = &c.device.efficiency;
+        let mut curves = vec![("matmul", &e.matmul), ("memory_bound", &e.memory_bound)];
+        if let Some(a) = &e.attention {
+            curves.push(("attention", a));
+        }
+        for (name, e) in curves {
+            if e.min() <= Rational::zero() || e.max() > Rational::one() {
                 return Err(src.error_at(
                     &["device", "efficiency", name],
-                    format!("efficiency `{name}` must be in (0, 1], not {}", e.value),
+                    format!(
+                        "efficiency `{name}` must be in (0, 1], not {}",
+                        if e.min() <= Rational::zero() {
+                            e.min()
+                        } else {
+                            e.max()
+                        }
+                    ),
+                ));
+            }
+        }
+        if let Some(o) = &c.device.kernel_overhead {
+            if o.value.is_negative() || o.value > Rational::new(1.into(), 1000.into()) {
+                return Err(src.error_at(
+                    &["device", "kernel_overhead"],
+                    format!(
+                        "`kernel_overhead` must be from 0 to 1 ms per kernel, not {} s",
+                        o.value
+                    ),
+                ));
+            }
+        }
+        if let Some(o) = &c.device.comm_contention {
+            if o.value.is_negative() || o.value >= Rational::one() {
+                return Err(src.error_at(
+                    &["device", "comm_contention"],
+                    format!("`comm_contention` must be in [0, 1), not {}", o.value),
                 ));
             }
         }
@@ -244,6 +476,23 @@ impl Calibration {
                 return Err(
                     src.error_at(&["tiers", tier, "latency"], "latency must not be negative")
                 );
+            }
+            for (kind, curve) in &l.busbw {
+                if !COLLECTIVE_KINDS.contains(&kind.as_str()) {
+                    return Err(src.error_at(
+                        &["tiers", tier, "busbw", kind],
+                        format!(
+                            "unknown collective `{kind}` (one of {})",
+                            COLLECTIVE_KINDS.join(", ")
+                        ),
+                    ));
+                }
+                if curve.min() <= Rational::zero() {
+                    return Err(src.error_at(
+                        &["tiers", tier, "busbw", kind],
+                        "bus bandwidth must be positive",
+                    ));
+                }
             }
             if !["ring", "tree"].contains(&l.algorithm.as_str()) {
                 return Err(src.error_at(
@@ -290,9 +539,19 @@ impl Calibration {
         Calibration::resolve(arg.unwrap_or(REFERENCE))
     }
 
-    /// Achievable bf16 FLOP/s of matmul-like work.
+    /// Achievable bf16 FLOP/s of large matmul-like kernels (the plateau of the matmul curve).
     pub fn achievable_flops(&self) -> Rational {
-        &self.device.peak_flops["bf16"].value * &self.device.efficiency.matmul.value
+        &self.device.peak_flops["bf16"].value * self.device.efficiency.matmul.max()
+    }
+
+    /// Achievable HBM bytes per second of large streaming kernels.
+    pub fn achievable_memory_bandwidth(&self) -> Rational {
+        &self.device.memory_bandwidth.value * self.device.efficiency.memory_bound.max()
+    }
+
+    /// Machine balance κ_hbm: FLOP-equivalents one byte of HBM traffic costs.
+    pub fn hbm_balance(&self) -> Rational {
+        self.achievable_flops() / self.achievable_memory_bandwidth()
     }
 
     /// The link class of a tier.

@@ -53,6 +53,12 @@ pub struct OpAnalysis {
     /// Whether its work grows with the square of the sequence (the attention core that selective
     /// recomputation drops).
     pub attention_core: bool,
+    /// Whether it is a fused attention kernel (it keeps no S×S tensor, so selective
+    /// recomputation has nothing to drop from it).
+    pub fused_attention: bool,
+    /// Backward FLOPs per device that recompute forward work inside the kernel (device work,
+    /// not model FLOPs); in neither `forward` nor `backward`.
+    pub recompute: Poly,
     /// The splits chosen.
     #[serde(skip)]
     pub plan: OpPlan,
@@ -379,11 +385,12 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
     let plan = plan(node, layout);
     let entry = op_entry(node, &plan, model);
     let f = |p: &Poly| node.model_formula(p);
-    let attention_core = node
-        .model_formula(&node.rule.forward_flops())
-        .degree_in("S")
-        .1
-        >= 2;
+    let attention_core = !node.rule.fused_attention
+        && node
+            .model_formula(&node.rule.forward_flops())
+            .degree_in("S")
+            .1
+            >= 2;
     let mut comm = Vec::new();
     let mut grad_comm = Vec::new();
     let axis_of = |name: &str| {
@@ -462,11 +469,17 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
         &node.rule.output,
         &entry.forward.outputs[0].placements,
     );
+    let mut recompute = f(&node.rule.recompute_flops);
+    for s in &entry.splits {
+        recompute = recompute.checked_div(&s.size).expect("axis symbol");
+    }
     OpAnalysis {
         name: node.name.clone(),
         rule: node.rule.name.clone(),
         class: node.rule.class,
         attention_core,
+        fused_attention: node.rule.fused_attention,
+        recompute,
         forward: f(&entry.forward.compute),
         backward: f(&entry.backward.compute),
         saved: f(&entry.saved_bytes),

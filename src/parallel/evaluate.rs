@@ -25,8 +25,10 @@ pub struct BlockNumbers {
     pub repeat: u64,
     /// Forward FLOPs.
     pub forward: Rational,
-    /// Backward FLOPs.
+    /// Backward FLOPs, recomputation inside fused kernels included.
     pub backward: Rational,
+    /// The part of `backward` that fused kernels spend recomputing (not model FLOPs).
+    pub kernel_recompute: Rational,
     /// Forward FLOPs of the attention core.
     pub attention_forward: Rational,
     /// Saved bytes.
@@ -124,7 +126,9 @@ pub fn block_numbers(a: &Analysis, b: &Bindings) -> Result<Vec<BlockNumbers>, St
                 n.attention_saved += eval(&op.recomputable_saved, b)?;
             }
             n.forward += fwd;
-            n.backward += eval(&op.backward, b)?;
+            let recompute = eval(&op.recompute, b)?;
+            n.backward += eval(&op.backward, b)? + &recompute;
+            n.kernel_recompute += recompute;
             n.saved += saved;
             let params = eval(&op.params, b)?;
             if op.rule == "expert_matmul" {
@@ -1037,7 +1041,7 @@ pub fn evaluate_with(
     // Whole-model FLOPs per step without recomputation.
     let model_flops: Rational = numbers
         .iter()
-        .map(|n| (&n.forward + &n.backward) * r(n.repeat))
+        .map(|n| (&n.forward + &n.backward - &n.kernel_recompute) * r(n.repeat))
         .sum::<Rational>()
         * &m
         * r(k.dp)

@@ -235,7 +235,31 @@ impl Validator<'_> {
             )),
             None => None,
         };
+        let fused_attention = match spec.kernel.as_deref() {
+            None => false,
+            Some("fused-attention") => true,
+            Some(k) => {
+                return Err(self.err(
+                    &["kernel"],
+                    format!("unknown kernel `{k}` (expected fused-attention)"),
+                ))
+            }
+        };
+        let recompute_flops = match &spec.recompute_flops {
+            Some(f) => {
+                if matches!(flops, Flops::Einsum) {
+                    return Err(self.err(
+                        &["recompute_flops"],
+                        "`recompute_flops` needs explicit `flops` and `backward_flops`",
+                    ));
+                }
+                self.formula(&["recompute_flops"], f)?
+            }
+            None => Poly::zero(),
+        };
         Ok(OpRule {
+            fused_attention,
+            recompute_flops,
             name: spec.name.clone(),
             doc: spec.doc.clone(),
             file: self.src.file.clone(),

@@ -164,6 +164,11 @@ pub struct OpRule {
     pub saved: Vec<Tensor>,
     /// Elements read and written, where stated (otherwise every input and the output once).
     pub io: Option<(Poly, Poly)>,
+    /// Whether it runs as one fused attention kernel (FlashAttention-style).
+    pub fused_attention: bool,
+    /// FLOPs its backward kernel spends recomputing forward work (counted as work the device
+    /// does, never as model FLOPs); zero for most rules.
+    pub recompute_flops: Poly,
 }
 
 impl OpRule {

@@ -64,6 +64,13 @@ pub struct RuleFile {
     pub saved: Vec<SavedSpec>,
     #[serde(default)]
     pub io: Option<IoSpec>,
+    /// `fused-attention` for a fused attention kernel (FlashAttention-style).
+    #[serde(default)]
+    pub kernel: Option<String>,
+    /// FLOPs the backward pass spends recomputing forward work inside its kernel (hardware
+    /// FLOPs, not model FLOPs).
+    #[serde(default)]
+    pub recompute_flops: Option<String>,
 }
 
 /// An index: a kind name, or a mapping with the kind and its details.

@@ -5,13 +5,13 @@
 //! This is the only place where amounts become floating-point seconds.
 
 use super::plan::Collective;
-use crate::calib::Calibration;
+use crate::calib::{Calibration, FloatCurve, COLLECTIVE_KINDS};
 use crate::strategy::{MeshAxis, Tier};
 use crate::sym::Rational;
 use num_traits::ToPrimitive;
 
 /// One link tier's achievable rates.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LinkRate {
     /// Bytes per second (datasheet × efficiency).
     pub bandwidth: f64,
@@ -19,19 +19,45 @@ pub struct LinkRate {
     pub latency: f64,
     /// Whether collectives use a tree (logarithmic steps) rather than a ring.
     pub tree: bool,
+    /// Bus bandwidth by message size per collective kind, where the table gives one (indexed
+    /// as [`kind_index`]); such a kind's time is `size × bus factor ÷ busbw(size)`.
+    pub busbw: [Option<FloatCurve>; 5],
+}
+
+/// The class of kernel an operator runs as, which decides its efficiency curve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelClass {
+    /// A GEMM or batched GEMM on the tensor cores.
+    Matmul,
+    /// A fused attention kernel (FlashAttention-style).
+    Attention,
+    /// Elementwise, normalisation, reduction: vector units, usually memory-bound.
+    Other,
 }
 
 /// A machine's achievable rates, as floats.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rates {
-    /// Achievable FLOP/s of matmul-like work (bf16 peak × matmul efficiency).
+    /// Achievable FLOP/s of large matmul-like kernels (bf16 peak × the matmul curve's plateau).
     pub matmul_flops: f64,
-    /// Achievable FLOP/s of other work (the fp32 peak of the vector units × the same factor).
+    /// Achievable FLOP/s of other work (the fp32 peak of the vector units × the same plateau).
     pub other_flops: f64,
-    /// Achievable HBM bytes per second.
+    /// Achievable HBM bytes per second of large streaming kernels.
     pub memory_bandwidth: f64,
     /// Peak bf16 FLOP/s (for MFU).
     pub peak_flops: f64,
+    /// Peak HBM bytes per second.
+    pub peak_memory_bandwidth: f64,
+    /// Matmul efficiency against one kernel's FLOPs.
+    pub matmul_efficiency: FloatCurve,
+    /// Fused attention efficiency against one kernel's FLOPs.
+    pub attention_efficiency: FloatCurve,
+    /// Streaming efficiency against one kernel's bytes.
+    pub memory_efficiency: FloatCurve,
+    /// Fixed seconds per kernel.
+    pub kernel_overhead: f64,
+    /// Share of compute throughput an overlapping collective takes.
+    pub contention: f64,
     /// Inside a node.
     pub intra: LinkRate,
     /// Across nodes.
@@ -42,11 +68,24 @@ fn f(r: &Rational) -> f64 {
     r.to_f64().unwrap_or(f64::MAX)
 }
 
+/// The position of a collective kind in [`LinkRate::busbw`] (the order of
+/// [`COLLECTIVE_KINDS`]).
+pub fn kind_index(kind: Collective) -> usize {
+    match kind {
+        Collective::AllReduce => 0,
+        Collective::AllGather => 1,
+        Collective::ReduceScatter => 2,
+        Collective::AllToAll => 3,
+        Collective::OneStep => 4,
+    }
+}
+
 impl Rates {
     /// The rates of a calibration table.
     pub fn of(c: &Calibration) -> Rates {
         let d = &c.device;
-        let eff = f(&d.efficiency.matmul.value);
+        let matmul = d.efficiency.matmul.to_f64();
+        let eff = matmul.max();
         let peak = f(&d.peak_flops["bf16"].value);
         let vector = d
             .peak_flops
@@ -55,37 +94,74 @@ impl Rates {
             .unwrap_or(peak);
         let link = |t: Tier| {
             let l = c.link(t);
+            let mut busbw: [Option<FloatCurve>; 5] = Default::default();
+            for (i, name) in COLLECTIVE_KINDS.iter().enumerate() {
+                busbw[i] = l.busbw.get(*name).map(|c| c.to_f64());
+            }
             LinkRate {
                 bandwidth: f(&c.achievable_bandwidth(t)),
                 latency: f(&l.latency.value),
                 tree: l.algorithm == "tree",
+                busbw,
             }
         };
+        let memory = d.efficiency.memory_bound.to_f64();
+        let hbm = f(&d.memory_bandwidth.value);
         Rates {
             matmul_flops: peak * eff,
             other_flops: vector * eff,
-            memory_bandwidth: f(&d.memory_bandwidth.value) * f(&d.efficiency.memory_bound.value),
+            memory_bandwidth: hbm * memory.max(),
             peak_flops: peak,
+            peak_memory_bandwidth: hbm,
+            attention_efficiency: d
+                .efficiency
+                .attention
+                .as_ref()
+                .map(|a| a.to_f64())
+                .unwrap_or_else(|| matmul.clone()),
+            matmul_efficiency: matmul,
+            memory_efficiency: memory,
+            kernel_overhead: d.kernel_overhead.as_ref().map_or(0.0, |o| f(&o.value)),
+            contention: d.comm_contention.as_ref().map_or(0.0, |o| f(&o.value)),
             intra: link(Tier::Intra),
             inter: link(Tier::Inter),
         }
     }
 
     /// The rates of a tier.
-    pub fn link(&self, t: Tier) -> LinkRate {
+    pub fn link(&self, t: Tier) -> &LinkRate {
         match t {
-            Tier::Intra => self.intra,
-            Tier::Inter => self.inter,
+            Tier::Intra => &self.intra,
+            Tier::Inter => &self.inter,
         }
     }
 
-    /// Roofline time of an operator: the larger of its FLOPs at the achievable FLOP/s of its
-    /// class and its bytes at the achievable memory bandwidth.
-    pub fn op_seconds(&self, flops: f64, bytes: f64, matmul: bool) -> f64 {
-        let rate = if matmul {
-            self.matmul_flops
-        } else {
-            self.other_flops
+    /// Roofline time of an operator run as `kernels` equal kernels: each takes the larger of
+    /// its FLOPs at the achievable FLOP/s of its class and size and its bytes at the achievable
+    /// bandwidth of its size, plus the fixed per-kernel overhead. An operator with neither FLOPs
+    /// nor bytes (a view) runs no kernel.
+    pub fn op_seconds(&self, flops: f64, bytes: f64, class: KernelClass, kernels: u32) -> f64 {
+        if flops <= 0.0 && bytes <= 0.0 {
+            return 0.0;
+        }
+        let k = kernels.max(1) as f64;
+        let (fk, bk) = (flops / k, bytes / k);
+        let rate = match class {
+            KernelClass::Matmul => self.peak_flops * self.matmul_efficiency.at(fk),
+            KernelClass::Attention => self.peak_flops * self.attention_efficiency.at(fk),
+            KernelClass::Other => self.other_flops,
+        };
+        let bw = self.peak_memory_bandwidth * self.memory_efficiency.at(bk);
+        k * ((fk / rate).max(bk / bw) + self.kernel_overhead)
+    }
+
+    /// The least time an operator can take on this machine: its FLOPs and bytes at the best
+    /// rates of the curves, without overhead (a lower bound of [`Rates::op_seconds`]).
+    pub fn op_floor(&self, flops: f64, bytes: f64, class: KernelClass) -> f64 {
+        let rate = match class {
+            KernelClass::Matmul => self.peak_flops * self.matmul_efficiency.max(),
+            KernelClass::Attention => self.peak_flops * self.attention_efficiency.max(),
+            KernelClass::Other => self.other_flops,
         };
         (flops / rate).max(bytes / self.memory_bandwidth)
     }
@@ -97,9 +173,13 @@ impl Rates {
             return 0.0;
         }
         let k = axis.per_node.clamp(1, n);
+        let full = wire / bus_factor(kind, n);
         if kind == Collective::OneStep || kind == Collective::AllToAll {
             // Every rank talks to others over the slowest tier the group crosses.
             let l = self.link(axis.tier);
+            if let Some(c) = &l.busbw[kind_index(kind)] {
+                return wire / c.at(full);
+            }
             let steps = if kind == Collective::OneStep {
                 1.0
             } else {
@@ -107,23 +187,22 @@ impl Rates {
             };
             return steps * l.latency + wire / l.bandwidth;
         }
-        let full = wire / bus_factor(kind, n);
         if k >= n || axis.tier == Tier::Intra {
-            return ring(kind, n, full, self.intra);
+            return ring(kind, n, full, &self.intra);
         }
         if k == 1 {
-            return ring(kind, n, full, self.inter);
+            return ring(kind, n, full, &self.inter);
         }
         // Hierarchical: reduce-scatter inside the node, the collective of each device's 1/k
         // share across the n/k nodes, all-gather inside the node (for all-reduce); the
         // intra-node half alone for reduce-scatter and all-gather.
         let g = n / k;
-        let intra_half = ring(Collective::ReduceScatter, k, full, self.intra);
+        let intra_half = ring(Collective::ReduceScatter, k, full, &self.intra);
         match kind {
             Collective::AllReduce => {
-                2.0 * intra_half + ring(Collective::AllReduce, g, full / k as f64, self.inter)
+                2.0 * intra_half + ring(Collective::AllReduce, g, full / k as f64, &self.inter)
             }
-            _ => intra_half + ring(kind, g, full / k as f64, self.inter),
+            _ => intra_half + ring(kind, g, full / k as f64, &self.inter),
         }
     }
 
@@ -133,6 +212,9 @@ impl Rates {
             return 0.0;
         }
         let l = self.link(t);
+        if let Some(c) = &l.busbw[kind_index(Collective::OneStep)] {
+            return bytes / c.at(bytes);
+        }
         l.latency + bytes / l.bandwidth
     }
 }
@@ -163,10 +245,14 @@ pub fn steps(kind: Collective, n: u64, tree: bool) -> f64 {
     }
 }
 
-/// α–β time of a flat collective of a `full`-byte logical tensor over `n` ranks of one tier.
-fn ring(kind: Collective, n: u64, full: f64, l: LinkRate) -> f64 {
+/// Time of a flat collective of a `full`-byte logical tensor over `n` ranks of one tier: the
+/// tier's measured bus bandwidth at that size where the table has a curve, α–β otherwise.
+fn ring(kind: Collective, n: u64, full: f64, l: &LinkRate) -> f64 {
     if n <= 1 {
         return 0.0;
+    }
+    if let Some(c) = &l.busbw[kind_index(kind)] {
+        return bus_factor(kind, n) * full / c.at(full);
     }
     steps(kind, n, l.tree) * l.latency + bus_factor(kind, n) * full / l.bandwidth
 }

@@ -6,7 +6,7 @@
 //! summary ([`Summary`]), a Chrome trace ([`chrome_trace`]) and an SVG Gantt chart
 //! ([`gantt_svg`]).
 
-mod cost;
+pub mod cost;
 mod event;
 pub mod nccl;
 mod plan;
@@ -15,7 +15,7 @@ mod sim;
 mod svg;
 mod trace;
 
-pub use cost::{bus_factor, steps, LinkRate, Rates};
+pub use cost::{bus_factor, kind_index, steps, KernelClass, LinkRate, Rates};
 pub use plan::{
     build_plan, Axis, Collective, PlanBlock, PlanComm, PlanOp, Step, TimingPlan, FORMAT,
 };

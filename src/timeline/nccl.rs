@@ -4,7 +4,7 @@
 //! ranks sit on one host measures the intra-node tier; one spanning hosts the inter-node tier,
 //! fitted on what remains after the intra-node halves of the hierarchical all-reduce.
 
-use crate::calib::{parse_exact, Calibration, Sourced};
+use crate::calib::{parse_exact, Calibration, Curve, Sourced};
 use crate::error::{Error, Result};
 use crate::sym::Rational;
 use num_traits::{One, ToPrimitive};
@@ -281,6 +281,37 @@ fn entry(out: &mut String, indent: usize, key: &str, s: &Sourced) {
     );
 }
 
+fn number(r: &Rational) -> String {
+    let v = decimal(r);
+    if v.contains('/') {
+        format!("\"{v}\"")
+    } else {
+        v
+    }
+}
+
+fn curve(out: &mut String, indent: usize, key: &str, c: &Curve) {
+    if c.constant {
+        let s = Sourced {
+            value: c.points[0].1.clone(),
+            source: c.source.clone(),
+        };
+        return entry(out, indent, key, &s);
+    }
+    let points: Vec<String> = c
+        .points
+        .iter()
+        .map(|(x, y)| format!("[{}, {}]", number(x), number(y)))
+        .collect();
+    let _ = writeln!(
+        out,
+        "{:indent$}{key}: {{points: [{}], source: {}}}",
+        "",
+        points.join(", "),
+        serde_json::to_string(&c.source).unwrap_or_default()
+    );
+}
+
 /// A calibration table as YAML in the shipped files' layout.
 pub fn to_yaml(c: &Calibration) -> String {
     let q = |s: &str| serde_json::to_string(s).unwrap_or_default();
@@ -296,8 +327,17 @@ pub fn to_yaml(c: &Calibration) -> String {
     entry(&mut o, 2, "memory_bandwidth", &c.device.memory_bandwidth);
     entry(&mut o, 2, "memory_capacity", &c.device.memory_capacity);
     let _ = writeln!(o, "  efficiency:");
-    entry(&mut o, 4, "matmul", &c.device.efficiency.matmul);
-    entry(&mut o, 4, "memory_bound", &c.device.efficiency.memory_bound);
+    curve(&mut o, 4, "matmul", &c.device.efficiency.matmul);
+    curve(&mut o, 4, "memory_bound", &c.device.efficiency.memory_bound);
+    if let Some(a) = &c.device.efficiency.attention {
+        curve(&mut o, 4, "attention", a);
+    }
+    if let Some(k) = &c.device.kernel_overhead {
+        entry(&mut o, 2, "kernel_overhead", k);
+    }
+    if let Some(k) = &c.device.comm_contention {
+        entry(&mut o, 2, "comm_contention", k);
+    }
     if !c.device.measured.is_empty() {
         let _ = writeln!(o, "  measured:");
         for (k, v) in &c.device.measured {
@@ -312,6 +352,12 @@ pub fn to_yaml(c: &Calibration) -> String {
         entry(&mut o, 4, "efficiency", &l.efficiency);
         entry(&mut o, 4, "latency", &l.latency);
         let _ = writeln!(o, "    algorithm: {}", l.algorithm);
+        if !l.busbw.is_empty() {
+            let _ = writeln!(o, "    busbw:");
+            for (kind, c) in &l.busbw {
+                curve(&mut o, 6, kind, c);
+            }
+        }
     }
     o
 }

@@ -114,6 +114,10 @@ pub struct PlanOp {
     pub matmul: bool,
     /// Whether selective recomputation recomputes it (the attention core).
     pub attention_core: bool,
+    /// Whether it is a fused attention kernel (FlashAttention-style), timed by the table's
+    /// attention efficiency.
+    #[serde(default)]
+    pub fused_attention: bool,
     /// Forward FLOPs.
     #[serde(with = "exact")]
     pub forward_flops: Rational,
@@ -293,8 +297,9 @@ pub fn build_plan(
                 name: op.name.clone(),
                 matmul: op.class == FlopClass::Matmul,
                 attention_core: op.attention_core,
+                fused_attention: op.fused_attention,
                 forward_flops: ev(&op.forward)?,
-                backward_flops: ev(&op.backward)?,
+                backward_flops: ev(&op.backward)? + ev(&op.recompute)?,
                 backward_bytes: &fb * int(2),
                 forward_bytes: fb,
             });
@@ -440,6 +445,30 @@ fn interleaved_chunks(
         counts[c] += 1;
     }
     Ok(counts)
+}
+
+impl PlanOp {
+    /// The kind of kernel it runs as.
+    pub fn class(&self) -> crate::timeline::cost::KernelClass {
+        use crate::timeline::cost::KernelClass;
+        if self.fused_attention {
+            KernelClass::Attention
+        } else if self.matmul {
+            KernelClass::Matmul
+        } else {
+            KernelClass::Other
+        }
+    }
+
+    /// Kernels one pass launches: a matmul's backward is two GEMMs (the input gradient and the
+    /// weight or second-operand gradient); everything else is one kernel a pass.
+    pub fn kernels(&self, backward: bool) -> u32 {
+        if backward && self.matmul && !self.fused_attention {
+            2
+        } else {
+            1
+        }
+    }
 }
 
 impl TimingPlan {

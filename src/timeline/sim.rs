@@ -87,12 +87,15 @@ impl Ctx<'_> {
                     (Pass::Backward, false) => (f(&o.backward_flops), f(&o.backward_bytes)),
                     _ => (f(&o.forward_flops), f(&o.forward_bytes)),
                 };
+                let backward = pass == Pass::Backward && !recompute;
                 SimStep {
                     blocking: true,
                     op: Some(*k),
                     step: i,
                     stream: Stream::Compute,
-                    dur: self.rates.op_seconds(fl, by, o.matmul),
+                    dur: self
+                        .rates
+                        .op_seconds(fl, by, o.class(), o.kernels(backward)),
                     flops: fl,
                     bytes: 0.0,
                     recompute,
