@@ -4,7 +4,7 @@ use super::output::print_json;
 use super::strategy_args::StrategyFlags;
 use super::{Format, SymbolArgs};
 use crate::error::Error;
-use crate::model::{model_cost, op_costs, ModelCost, ModelLoader};
+use crate::model::{model_cost, op_costs, ModelCost};
 use crate::parallel::{evaluate_strategy, Evaluation};
 use crate::sym::{Bindings, Poly};
 use clap::Args;
@@ -131,7 +131,7 @@ pub fn show(p: &Poly, b: &Bindings, symbolic: bool) -> Result<String, Error> {
 
 /// Runs `cost`.
 pub fn run(args: CostArgs) -> Result<(), Error> {
-    let loader = ModelLoader::embedded()?;
+    let loader = args.symbols.loader()?;
     let model = loader.resolve(&args.model)?;
     let values = args.symbols.apply(&model)?;
     let cost: ModelCost = model_cost(&model);

@@ -5,7 +5,6 @@ use super::output::print_json;
 use super::{Format, SymbolArgs};
 use crate::calib::Calibration;
 use crate::error::Error;
-use crate::model::ModelLoader;
 use crate::search::compare::compare_layer;
 use clap::Args;
 use num_traits::ToPrimitive;
@@ -36,7 +35,7 @@ pub struct LayoutArgs {
 
 /// Runs `layout`.
 pub fn run(args: LayoutArgs) -> Result<(), Error> {
-    let loader = ModelLoader::embedded()?;
+    let loader = args.symbols.loader()?;
     let model = loader.resolve(&args.model)?;
     let values = args.symbols.apply(&model)?;
     let calib = Calibration::resolve_or_reference(args.calib.as_deref())?;

@@ -62,9 +62,18 @@ pub struct SymbolArgs {
     /// Bind a model symbol (`--set B=16 --set S=2048`).
     #[arg(long = "set", value_name = "SYM=VALUE")]
     pub set: Vec<String>,
+    /// How attention runs: eager (S×S scores in memory), flash (one fused kernel) or
+    /// flash-causal (fused, skipping the masked half); default: the model's setting.
+    #[arg(long, value_enum)]
+    pub attention: Option<crate::model::AttentionMode>,
 }
 
 impl SymbolArgs {
+    /// The shipped rules and families, building models with the attention asked for.
+    pub fn loader(&self) -> Result<crate::model::ModelLoader, Error> {
+        Ok(crate::model::ModelLoader::embedded()?.with_attention(self.attention))
+    }
+
     /// The model's symbol values with the `--set` overrides applied.
     pub fn apply(&self, model: &crate::model::Model) -> Result<crate::sym::Bindings, Error> {
         let mut values = model.values.clone();

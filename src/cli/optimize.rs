@@ -4,7 +4,6 @@ use super::output::print_json;
 use super::{Format, SymbolArgs};
 use crate::calib::Calibration;
 use crate::error::Error;
-use crate::model::ModelLoader;
 use crate::rewrite::{optimize_layer_with, OptimizeOptions, Weights};
 use crate::strategy::Tier;
 use clap::Args;
@@ -33,7 +32,7 @@ pub struct OptimizeArgs {
 
 /// Runs `optimize`.
 pub fn run(args: OptimizeArgs) -> Result<(), Error> {
-    let loader = ModelLoader::embedded()?;
+    let loader = args.symbols.loader()?;
     let model = loader.resolve(&args.model)?;
     let values = args.symbols.apply(&model)?;
     let calib = Calibration::resolve_or_reference(args.calib.as_deref())?;

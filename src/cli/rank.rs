@@ -4,7 +4,6 @@ use super::output::print_json;
 use super::{Format, SymbolArgs};
 use crate::calib::Calibration;
 use crate::error::Error;
-use crate::model::ModelLoader;
 use crate::parallel::{analyse, Layout};
 use crate::search::{rank_with_progress, RankOptions};
 use crate::strategy::{Recompute, Schedule, Tier};
@@ -124,7 +123,7 @@ fn gb(r: &Rational) -> String {
 
 /// Runs `rank`.
 pub fn run(args: RankArgs) -> Result<(), Error> {
-    let loader = ModelLoader::embedded()?;
+    let loader = args.symbols.loader()?;
     let model = loader.resolve(&args.model)?;
     let values = args.symbols.apply(&model)?;
     let calib = Calibration::resolve_or_reference(args.calib.as_deref())?;

@@ -5,7 +5,6 @@ use super::strategy_args::StrategyFlags;
 use super::{Format, SymbolArgs};
 use crate::calib::Calibration;
 use crate::error::Error;
-use crate::model::ModelLoader;
 use crate::timeline::{
     chrome_trace, gantt_svg, plan_strategy, time_plan, time_summary, Summary, TimingPlan,
 };
@@ -65,7 +64,7 @@ pub fn plan_of(
         }
         return TimingPlan::load(Path::new(input));
     }
-    let loader = ModelLoader::embedded()?;
+    let loader = symbols.loader()?;
     let model = loader.resolve(input)?;
     let values = symbols.apply(&model)?;
     let st = strategy.resolve_for(&model)?;

@@ -122,6 +122,50 @@ pub struct Model {
     pub inputs: Vec<(String, Vec<Poly>)>,
     /// Blocks in order.
     pub blocks: Vec<Block>,
+    /// How attention runs, for graphs that offer a choice.
+    pub attention: Option<AttentionMode>,
+}
+
+/// How a model's attention runs: materialising the S×S scores (eager), or as one fused
+/// FlashAttention-style kernel, optionally skipping the masked half of a causal mask.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum AttentionMode {
+    /// Scores, softmax and dropout as separate kernels, the scores kept for backward.
+    Eager,
+    /// A fused kernel computing every score block.
+    Flash,
+    /// A fused causal kernel that skips the masked half of the scores.
+    FlashCausal,
+}
+
+impl AttentionMode {
+    /// Parses `eager`, `flash`, `flash-causal`.
+    pub fn from_name(s: &str) -> Option<AttentionMode> {
+        match s {
+            "eager" => Some(AttentionMode::Eager),
+            "flash" => Some(AttentionMode::Flash),
+            "flash-causal" => Some(AttentionMode::FlashCausal),
+            _ => None,
+        }
+    }
+
+    /// Its name.
+    pub fn name(self) -> &'static str {
+        match self {
+            AttentionMode::Eager => "eager",
+            AttentionMode::Flash => "flash",
+            AttentionMode::FlashCausal => "flash-causal",
+        }
+    }
+
+    /// The operator tag (`attention:` in graphs) of this mode.
+    pub fn tag(self) -> &'static str {
+        match self {
+            AttentionMode::Eager => "eager",
+            _ => "flash",
+        }
+    }
 }
 
 impl Model {

@@ -1,6 +1,6 @@
 //! Loading and validating model and family files.
 
-use super::graph::{Block, Model, OpNode, Producer};
+use super::graph::{AttentionMode, Block, Model, OpNode, Producer};
 use super::spec::{FamilyFile, GraphSpec, ModelFile, SymbolValue};
 use crate::diag::Source;
 use crate::embedded;
@@ -18,6 +18,8 @@ pub struct ModelLoader {
     /// Operator rules.
     pub rules: RuleSet,
     families: BTreeMap<String, Source>,
+    /// The attention mode asked for on the command line (overrides model and family).
+    pub attention: Option<AttentionMode>,
 }
 
 impl ModelLoader {
@@ -33,7 +35,14 @@ impl ModelLoader {
         Ok(ModelLoader {
             rules: RuleSet::embedded()?,
             families,
+            attention: None,
         })
+    }
+
+    /// The same loader, building models with attention run as `mode` when given.
+    pub fn with_attention(mut self, mode: Option<AttentionMode>) -> ModelLoader {
+        self.attention = mode;
+        self
     }
 
     /// Names of the shipped families.
@@ -75,7 +84,7 @@ impl ModelLoader {
     /// Loads a model from its source text.
     pub fn load(&self, src: &Source) -> Result<Model> {
         let spec: ModelFile = serde_yaml::from_str(&src.text).map_err(|e| src.yaml_error(e))?;
-        let (graph_src, graph, family, doc) = match (&spec.family, spec.graph) {
+        let (graph_src, mut graph, family, doc) = match (&spec.family, spec.graph) {
             (Some(f), None) => {
                 let fsrc = self.families.get(f).ok_or_else(|| {
                     let known: Vec<&str> = self.family_names().collect();
@@ -129,6 +138,7 @@ impl ModelLoader {
                 }
             }
         }
+        let attention = self.select_attention(src, &spec.attention, &graph_src, &mut graph)?;
         let builder = GraphBuilder {
             src: &graph_src,
             rules: &self.rules,
@@ -148,7 +158,81 @@ impl ModelLoader {
             dtype_bytes,
             inputs,
             blocks,
+            attention,
         })
+    }
+
+    /// Keeps the operators of the attention mode in effect (command line, then model file, then
+    /// the graph's default, then eager) and returns it; `None` for graphs without tagged
+    /// operators.
+    fn select_attention(
+        &self,
+        src: &Source,
+        model_mode: &Option<String>,
+        graph_src: &Source,
+        graph: &mut GraphSpec,
+    ) -> Result<Option<AttentionMode>> {
+        let parse = |s: &Source, path: &[&str], text: &str| {
+            AttentionMode::from_name(text).ok_or_else(|| {
+                s.error_at(
+                    path,
+                    format!("unknown attention mode `{text}` (eager, flash or flash-causal)"),
+                )
+            })
+        };
+        let mut tagged = false;
+        for b in &graph.blocks {
+            for o in &b.ops {
+                if let Some(t) = &o.attention {
+                    if t != "eager" && t != "flash" {
+                        return Err(graph_src.error_at(
+                            &["blocks", &b.name, &o.name, "attention"],
+                            format!(
+                                "operator `{}`: attention tag `{t}` is neither eager nor flash",
+                                o.name
+                            ),
+                        ));
+                    }
+                    tagged = true;
+                }
+            }
+        }
+        let from_model = match model_mode {
+            Some(m) => Some(parse(src, &["attention"], m)?),
+            None => None,
+        };
+        let from_graph = match &graph.attention {
+            Some(m) => Some(parse(graph_src, &["attention"], m)?),
+            None => None,
+        };
+        if !tagged {
+            if let Some(m) = self.attention.or(from_model) {
+                if m != AttentionMode::Eager {
+                    return Err(Error::Usage(format!(
+                        "attention `{}`: this model's graph has no fused-attention operators (tag them `attention: flash`)",
+                        m.name()
+                    )));
+                }
+            }
+            return Ok(None);
+        }
+        let mode = self
+            .attention
+            .or(from_model)
+            .or(from_graph)
+            .unwrap_or(AttentionMode::Eager);
+        for b in &mut graph.blocks {
+            b.ops
+                .retain(|o| o.attention.as_deref().is_none_or(|t| t == mode.tag()));
+            if mode == AttentionMode::FlashCausal {
+                for o in b.ops.iter_mut().filter(|o| o.attention.is_some()) {
+                    if let Some(w) = o.bind.0.get_mut("w") {
+                        *w = super::spec::FormulaText("1/2".into());
+                    }
+                }
+            }
+        }
+        Ok(Some(mode))
     }
 }
 

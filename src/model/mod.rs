@@ -6,5 +6,5 @@ mod load;
 pub(crate) mod spec;
 
 pub use cost::{model_cost, op_costs, FlopSplit, ModelCost, OpCost};
-pub use graph::{Block, Model, OpNode, Producer};
+pub use graph::{AttentionMode, Block, Model, OpNode, Producer};
 pub use load::{symbol_value, ModelLoader};

@@ -24,6 +24,9 @@ pub struct ModelFile {
     pub defaults: UniqueMap<SymbolValue>,
     #[serde(default)]
     pub dtype: Option<String>,
+    /// `eager`, `flash` or `flash-causal`: how attention runs (the graph's default otherwise).
+    #[serde(default)]
+    pub attention: Option<String>,
 }
 
 /// A family file: a graph over free symbols.
@@ -32,6 +35,8 @@ pub struct ModelFile {
 pub struct FamilyFile {
     pub family: String,
     pub doc: String,
+    #[serde(default)]
+    pub attention: Option<String>,
     pub symbols: UniqueMap<String>,
     #[serde(default)]
     pub inputs: UniqueMap<InputSpec>,
@@ -45,6 +50,7 @@ impl FamilyFile {
             self.family,
             self.doc,
             GraphSpec {
+                attention: self.attention,
                 symbols: self.symbols,
                 inputs: self.inputs,
                 blocks: self.blocks,
@@ -57,6 +63,9 @@ impl FamilyFile {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GraphSpec {
+    /// The default attention mode of graphs with `attention:`-tagged operators.
+    #[serde(default)]
+    pub attention: Option<String>,
     /// Free symbols with a description each.
     pub symbols: UniqueMap<String>,
     #[serde(default)]
@@ -91,6 +100,9 @@ pub struct BlockSpec {
 #[serde(deny_unknown_fields)]
 pub struct OpSpec {
     pub name: String,
+    /// The attention mode the operator belongs to (`eager` or `flash`); in every mode when absent.
+    #[serde(default)]
+    pub attention: Option<String>,
     pub op: String,
     #[serde(default)]
     pub bind: UniqueMap<FormulaText>,
