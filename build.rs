@@ -33,6 +33,7 @@ fn main() {
     embed(&mut out, "MODELS", "models");
     embed(&mut out, "FAMILIES", "models/families");
     embed(&mut out, "CALIBRATIONS", "calibration");
+    embed(&mut out, "VALIDATIONS", "validation");
     let dest = Path::new(&std::env::var("OUT_DIR").unwrap()).join("embedded.rs");
     std::fs::write(dest, out).unwrap();
 }

@@ -21,5 +21,6 @@ pub mod search;
 pub mod strategy;
 pub mod sym;
 pub mod timeline;
+pub mod validate;
 
 pub use error::{Error, Result};

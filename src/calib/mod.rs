@@ -287,6 +287,11 @@ impl FloatCurve {
     pub fn max(&self) -> f64 {
         self.y.iter().cloned().fold(f64::MIN, f64::max)
     }
+
+    /// Whether it is one number (no size dependence of its own).
+    pub fn is_constant(&self) -> bool {
+        self.y.len() == 1
+    }
 }
 
 /// Achievable fractions of peak, per class of operator: constants or curves against the size
@@ -355,8 +360,8 @@ pub struct Link {
     pub algorithm: String,
     /// Per collective kind (`all-reduce`, `all-gather`, `reduce-scatter`, `all-to-all`,
     /// `send-recv`): bus bandwidth in bytes per second against the message size in bytes, in
-    /// the nccl-tests sense (size = the whole logical tensor; time = size × bus factor ÷ busbw,
-    /// latency included). Kinds left out use `bandwidth × efficiency` and α.
+    /// the nccl-tests sense (size = the whole logical tensor): a collective takes α per step plus
+    /// size × bus factor ÷ busbw(size). Kinds left out use `bandwidth × efficiency`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub busbw: BTreeMap<String, Curve>,
 }

@@ -14,6 +14,7 @@ pub mod progress;
 mod rank;
 mod strategy_args;
 mod timeline;
+mod validate;
 
 use crate::error::Error;
 use clap::{Parser, Subcommand};
@@ -54,6 +55,9 @@ pub enum Command {
     Rank(Box<rank::RankArgs>),
     /// List the shipped models and families.
     Models(models::ModelsArgs),
+    /// Predict every shipped published measurement and print the errors (exit 1 when one grows
+    /// beyond its recorded bound).
+    Validate(validate::ValidateArgs),
 }
 
 /// `--set SYM=VALUE`, shared by every command that takes a model.
@@ -145,5 +149,6 @@ pub fn run(cli: Cli) -> Result<(), Error> {
         Command::Analyze(args) => analyze::run(*args),
         Command::Port(args) => timeline::run_port(args),
         Command::Calibrate(args) => calibrate::run(args),
+        Command::Validate(args) => validate::run(args),
     }
 }

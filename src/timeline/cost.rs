@@ -177,15 +177,15 @@ impl Rates {
         if kind == Collective::OneStep || kind == Collective::AllToAll {
             // Every rank talks to others over the slowest tier the group crosses.
             let l = self.link(axis.tier);
-            if let Some(c) = &l.busbw[kind_index(kind)] {
-                return wire / c.at(full);
-            }
             let steps = if kind == Collective::OneStep {
                 1.0
             } else {
                 (n - 1) as f64
             };
-            return steps * l.latency + wire / l.bandwidth;
+            return match &l.busbw[kind_index(kind)] {
+                Some(c) => steps * l.latency + wire / c.at(full),
+                None => steps * l.latency + wire / l.bandwidth,
+            };
         }
         if k >= n || axis.tier == Tier::Intra {
             return ring(kind, n, full, &self.intra);
@@ -212,10 +212,10 @@ impl Rates {
             return 0.0;
         }
         let l = self.link(t);
-        if let Some(c) = &l.busbw[kind_index(Collective::OneStep)] {
-            return bytes / c.at(bytes);
+        match &l.busbw[kind_index(Collective::OneStep)] {
+            Some(c) => l.latency + bytes / c.at(bytes),
+            None => l.latency + bytes / l.bandwidth,
         }
-        l.latency + bytes / l.bandwidth
     }
 }
 
@@ -245,16 +245,18 @@ pub fn steps(kind: Collective, n: u64, tree: bool) -> f64 {
     }
 }
 
-/// Time of a flat collective of a `full`-byte logical tensor over `n` ranks of one tier: the
-/// tier's measured bus bandwidth at that size where the table has a curve, α–β otherwise.
+/// Time of a flat collective of a `full`-byte logical tensor over `n` ranks of one tier: α per
+/// step plus the wire bytes at the tier's bus bandwidth for the kind at that size (its curve), or
+/// at the tier's achievable bandwidth where the table has no curve for the kind.
 fn ring(kind: Collective, n: u64, full: f64, l: &LinkRate) -> f64 {
     if n <= 1 {
         return 0.0;
     }
-    if let Some(c) = &l.busbw[kind_index(kind)] {
-        return bus_factor(kind, n) * full / c.at(full);
-    }
-    steps(kind, n, l.tree) * l.latency + bus_factor(kind, n) * full / l.bandwidth
+    let bw = match &l.busbw[kind_index(kind)] {
+        Some(c) => c.at(full),
+        None => l.bandwidth,
+    };
+    steps(kind, n, l.tree) * l.latency + bus_factor(kind, n) * full / bw
 }
 
 #[cfg(test)]

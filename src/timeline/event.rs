@@ -64,6 +64,10 @@ pub enum What {
     Send,
     /// The optimizer step.
     Optimizer,
+    /// The all-reduce of the gradient norm (for clipping) over every device.
+    GradNorm,
+    /// The distributed optimizer's all-gather of the updated weights.
+    ParamGather,
 }
 
 /// One event of a device's timeline.

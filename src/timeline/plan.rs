@@ -145,6 +145,11 @@ pub enum Step {
     /// A collective issued here that the following operators do not wait for (the all-gather
     /// sequence parallelism repeats for a weight gradient overlaps the input gradient's work).
     Overlapped(PlanComm),
+    /// A collective on an input gradient, launched as soon as the preceding matmul's input
+    /// gradient is computed and overlapped with its weight-gradient GEMM; the following steps
+    /// wait for it (Megatron-LM's asynchronous tensor-parallel all-reduce, and reduce-scatter
+    /// under sequence parallelism, in the backward of its linear layers).
+    AfterDgrad(PlanComm),
 }
 
 /// One block (a layer kind), per device and micro-batch.
@@ -348,9 +353,23 @@ pub fn build_plan(
             forward.push(Step::Compute(k));
             forward.extend(after[k].drain(..).map(Step::Collective));
         }
-        let mut backward = Vec::new();
+        let mut backward: Vec<Step> = Vec::new();
         for k in (0..ops.len()).rev() {
-            backward.extend(before_bwd[k].drain(..).map(Step::Collective));
+            // Right after a weight-bearing matmul's backward, its input-gradient collectives
+            // overlap the weight gradient.
+            let after_matmul = matches!(backward.last(),
+                Some(Step::Compute(j)) if ops[*j].matmul && !ops[*j].fused_attention
+                    && ba.ops[*j].params != Poly::zero());
+            for c in before_bwd[k].drain(..) {
+                let overlappable = after_matmul
+                    && c.axis == Axis::Tp
+                    && matches!(c.kind, Collective::AllReduce | Collective::ReduceScatter);
+                backward.push(if overlappable {
+                    Step::AfterDgrad(c)
+                } else {
+                    Step::Collective(c)
+                });
+            }
             backward.extend(overlapped[k].drain(..).map(Step::Overlapped));
             backward.push(Step::Compute(k));
             backward.extend(after_bwd[k].drain(..).map(Step::Collective));

@@ -45,6 +45,8 @@ type Arrival = Option<(f64, usize)>;
 struct SimStep {
     /// Whether the next step waits for it.
     blocking: bool,
+    /// Launched once the previous matmul's input gradient (its first half) is done.
+    after_dgrad: bool,
     op: Option<usize>,
     step: usize,
     stream: Stream,
@@ -90,6 +92,7 @@ impl Ctx<'_> {
                 let backward = pass == Pass::Backward && !recompute;
                 SimStep {
                     blocking: true,
+                    after_dgrad: false,
                     op: Some(*k),
                     step: i,
                     stream: Stream::Compute,
@@ -101,10 +104,11 @@ impl Ctx<'_> {
                     recompute,
                 }
             }
-            Step::Collective(c) | Step::Overlapped(c) => {
+            Step::Collective(c) | Step::Overlapped(c) | Step::AfterDgrad(c) => {
                 let (stream, dur, bytes) = self.comm(c);
                 SimStep {
-                    blocking: matches!(s, Step::Collective(_)),
+                    blocking: !matches!(s, Step::Overlapped(_)),
+                    after_dgrad: matches!(s, Step::AfterDgrad(_)),
                     op: None,
                     step: i,
                     stream,
@@ -150,6 +154,8 @@ impl Ctx<'_> {
 }
 
 struct Device {
+    /// Share of compute throughput a running collective takes (the table's contention).
+    contention: f64,
     free: [f64; 4],
     last: [Option<usize>; 4],
     busy: [f64; 4],
@@ -172,6 +178,16 @@ impl Device {
     fn push(&mut self, rec: &mut Recorder, mut e: Event, ready: f64) -> (usize, f64, f64) {
         let s = e.stream.index();
         e.start = ready.max(self.free[s]);
+        if e.stream == Stream::Compute && self.contention > 0.0 {
+            // A collective still running on another stream takes its share of the SMs and
+            // memory bandwidth for as long as the two overlap.
+            let comm_until = [Stream::TpComm, Stream::DpComm, Stream::P2p]
+                .iter()
+                .map(|c| self.free[c.index()])
+                .fold(0.0, f64::max);
+            let overlap = (comm_until - e.start).clamp(0.0, e.dur);
+            e.dur += self.contention * overlap;
+        }
         if let Some(prev) = self.last[s] {
             if !e.deps.contains(&prev) {
                 e.deps.push(prev);
@@ -257,6 +273,7 @@ fn run(
     let mut arrivals: Vec<Vec<[Arrival; 2]>> = vec![vec![[None; 2]; m]; nst];
     let mut devices: Vec<Device> = (0..p)
         .map(|_| Device {
+            contention: rates.contention,
             free: [0.0; 4],
             last: [None; 4],
             busy: [0.0; 4],
@@ -304,6 +321,7 @@ fn run(
                     range.rev().collect()
                 };
                 let grads_now = task.pass == Pass::Backward && last_bwd[task.stage] == pos[d];
+                let mut last_compute: Option<(f64, f64)> = None;
                 for item in items {
                     let bi = plan.items[item];
                     for s in &passes[bi][slot] {
@@ -332,8 +350,23 @@ fn run(
                             bytes: s.bytes,
                             deps: prev.into_iter().collect(),
                         };
+                        if s.after_dgrad {
+                            // Issued when the matmul's input gradient (the first of its two
+                            // GEMMs) is done, beside its weight gradient; what follows waits.
+                            let (st, en) = last_compute.unwrap_or((t, t));
+                            let issue = st + (en - st) / 2.0;
+                            let mut e = e;
+                            e.deps.clear();
+                            let (id, _, end) = dev.push(&mut rec, e, issue);
+                            t = t.max(end);
+                            prev = Some(id);
+                            continue;
+                        }
                         let (id, start, end) = dev.push(&mut rec, e, t);
                         started.get_or_insert(start);
+                        if s.stream == Stream::Compute {
+                            last_compute = Some((start, end));
+                        }
                         if !s.blocking {
                             continue;
                         }
@@ -368,7 +401,7 @@ fn run(
                             device: d,
                             stream: Stream::P2p,
                             start: 0.0,
-                            dur: rates.p2p_seconds(bytes, p2p_tier),
+                            dur: send_seconds(&ctx, bytes, p2p_tier),
                             what: What::Send,
                             pass: task.pass,
                             stage: task.stage,
@@ -379,6 +412,10 @@ fn run(
                             deps: prev.into_iter().collect(),
                         };
                         let (id, _, end) = dev.push(&mut rec, e, t);
+                        // Megatron-LM's pipeline exchange is synchronous: the stage waits for
+                        // its batched send/receive before computing again.
+                        let c = Stream::Compute.index();
+                        dev.free[c] = dev.free[c].max(end);
                         (end, id)
                     };
                     arrivals[dest][task.microbatch][slot] = Some(arrival);
@@ -395,9 +432,31 @@ fn run(
             return Err("the pipeline schedule deadlocks".into());
         }
     }
-    // Remaining gradient buckets, then the optimizer step.
+    // Remaining gradient buckets, the gradient-norm all-reduce, the optimizer step and, with a
+    // distributed optimizer, the all-gather of the updated parameters.
+    let all_devices = k.dp * k.tp * k.pp;
+    let norm_tier = if all_devices > gpus_per_node {
+        crate::strategy::Tier::Inter
+    } else {
+        crate::strategy::Tier::Intra
+    };
+    let norm_seconds = if all_devices > 1 {
+        // One fp32 number, reduced over every device: latency-bound, a tree (NCCL picks one
+        // for tiny messages).
+        super::cost::steps(Collective::AllReduce, all_devices, true) * rates.link(norm_tier).latency
+    } else {
+        0.0
+    };
     for (d, dev) in devices.iter_mut().enumerate() {
         flush_bucket(&ctx, dev, &mut rec, d);
+        if norm_seconds > 0.0 {
+            let ready = dev.free.iter().cloned().fold(0.0, f64::max);
+            let deps: Vec<usize> = dev.last.iter().flatten().copied().collect();
+            let mut e = grad_event(d, Stream::DpComm, norm_seconds, 4.0, dev.buckets, None, 0);
+            e.deps = deps;
+            e.what = What::GradNorm;
+            dev.push(&mut rec, e, ready);
+        }
         let params: f64 = (0..nst)
             .filter(|s| s % p == d)
             .flat_map(|s| first[s]..first[s + 1])
@@ -414,7 +473,11 @@ fn run(
             device: d,
             stream: Stream::Compute,
             start: 0.0,
-            dur: bytes / rates.memory_bandwidth,
+            dur: if bytes > 0.0 {
+                bytes / rates.memory_bandwidth + rates.kernel_overhead
+            } else {
+                0.0
+            },
             what: What::Optimizer,
             pass: Pass::Backward,
             stage: d,
@@ -424,7 +487,16 @@ fn run(
             bytes: 0.0,
             deps,
         };
-        dev.push(&mut rec, e, ready);
+        let (opt, _, opt_end) = dev.push(&mut rec, e, ready);
+        if k.zero >= 1 && k.zero < 3 && k.dp > 1 {
+            // The distributed optimizer gathers the updated bf16 weights from their owners.
+            let n = k.dp as f64;
+            let wire = params * WEIGHT_BYTES as f64 * (n - 1.0) / n;
+            let dur = rates.collective_seconds(Collective::AllGather, wire, ctx.dp);
+            let mut e = grad_event(d, Stream::DpComm, dur, wire, dev.buckets, None, opt);
+            e.what = What::ParamGather;
+            dev.push(&mut rec, e, opt_end);
+        }
         iteration = iteration.max(dev.free.iter().cloned().fold(0.0, f64::max));
     }
     Ok(Simulation {
@@ -435,6 +507,23 @@ fn run(
         busy: devices.iter().map(|d| d.busy).collect(),
         mesh,
     })
+}
+
+/// Seconds of one pipeline send of `bytes` per device. An activation that tensor parallelism
+/// keeps whole on every rank is sent in 1/tp slices and all-gathered inside the receiving node
+/// (Megatron-LM's scatter/gather optimisation, Narayanan et al. SC'21 §4.1); a sequence-parallel
+/// activation is already a 1/tp slice.
+fn send_seconds(ctx: &Ctx, bytes: f64, tier: crate::strategy::Tier) -> f64 {
+    let k = &ctx.plan.knobs;
+    if k.tp > 1 && !k.sequence_parallel {
+        let t = k.tp as f64;
+        let gather =
+            ctx.rates
+                .collective_seconds(Collective::AllGather, bytes * (t - 1.0) / t, ctx.tp);
+        ctx.rates.p2p_seconds(bytes / t, tier) + gather
+    } else {
+        ctx.rates.p2p_seconds(bytes, tier)
+    }
 }
 
 /// Gradients of operator `op` are ready at event `ready`: tensor-parallel ones reduce at once,
@@ -503,11 +592,18 @@ fn flush_bucket(ctx: &Ctx, dev: &mut Device, rec: &mut Recorder, d: usize) {
     let Some((ready, t)) = dev.bucket_ready.take() else {
         return;
     };
-    let wire = std::mem::take(&mut dev.bucket_wire);
+    let mut wire = std::mem::take(&mut dev.bucket_wire);
     dev.bucket_full = 0.0;
-    let dur = ctx
-        .rates
-        .collective_seconds(Collective::AllReduce, wire, ctx.dp);
+    let k = &ctx.plan.knobs;
+    // A distributed optimizer (ZeRO 1–2) reduce-scatters the gradients to their owners (half an
+    // all-reduce's traffic) and gathers the weights after the step.
+    let kind = if (1..3).contains(&k.zero) && k.dp > 1 {
+        wire /= 2.0;
+        Collective::ReduceScatter
+    } else {
+        Collective::AllReduce
+    };
+    let dur = ctx.rates.collective_seconds(kind, wire, ctx.dp);
     let e = grad_event(d, Stream::DpComm, dur, wire, dev.buckets, None, ready);
     dev.buckets += 1;
     dev.push(rec, e, t);

@@ -25,7 +25,8 @@ fn colour(e: &Event) -> (&'static str, &'static str) {
         (Stream::Compute, _, Pass::Forward) => ("#4e79a7", "forward"),
         (Stream::Compute, _, Pass::Backward) => ("#59a14f", "backward"),
         (Stream::TpComm, _, _) => ("#b07aa1", "tensor-parallel collective"),
-        (Stream::DpComm, _, _) => ("#e15759", "gradient all-reduce"),
+        (Stream::DpComm, What::ParamGather, _) => ("#ff9da7", "parameter all-gather"),
+        (Stream::DpComm, _, _) => ("#e15759", "gradient reduction"),
         (Stream::P2p, _, _) => ("#9c9c9c", "pipeline send"),
     }
 }
@@ -145,7 +146,8 @@ pub fn gantt_svg(plan: &TimingPlan, sim: &Simulation, title: &str) -> String {
         ("#59a14f", "backward"),
         ("#f28e2b", "recompute"),
         ("#b07aa1", "tensor-parallel collective"),
-        ("#e15759", "gradient all-reduce"),
+        ("#e15759", "gradient reduction"),
+        ("#ff9da7", "parameter all-gather"),
         ("#9c9c9c", "pipeline send"),
         ("#444444", "optimizer"),
     ] {

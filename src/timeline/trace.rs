@@ -55,7 +55,9 @@ pub(crate) fn label(plan: &TimingPlan, e: &Event, item: &str) -> String {
                 &b.backward
             };
             let what = match steps.get(step) {
-                Some(Step::Collective(c)) | Some(Step::Overlapped(c)) => {
+                Some(Step::Collective(c))
+                | Some(Step::Overlapped(c))
+                | Some(Step::AfterDgrad(c)) => {
                     format!("{} {}", c.kind.name(), c.name)
                 }
                 _ => "collective".into(),
@@ -63,7 +65,7 @@ pub(crate) fn label(plan: &TimingPlan, e: &Event, item: &str) -> String {
             format!("{pass} {item} {what}{mb}")
         }
         What::Grad { bucket } => match e.stream {
-            Stream::DpComm => format!("gradient all-reduce, bucket {bucket}"),
+            Stream::DpComm => format!("gradient reduction, bucket {bucket}"),
             _ => format!("gradient reduction {item}"),
         },
         What::Send => match e.pass {
@@ -71,6 +73,8 @@ pub(crate) fn label(plan: &TimingPlan, e: &Event, item: &str) -> String {
             Pass::Backward => format!("send gradient{mb}"),
         },
         What::Optimizer => "optimizer step".into(),
+        What::GradNorm => "gradient-norm all-reduce".into(),
+        What::ParamGather => "parameter all-gather (distributed optimizer)".into(),
     }
 }
 

@@ -59,6 +59,7 @@ pub fn run(ctx: &OpCtx, ins: &[Vec<T>]) -> Out {
         "moe_dispatch" => per_device(ctx, ins, moe_dispatch),
         "moe_combine" => per_device(ctx, ins, moe_combine),
         "softmax" => softmax(ctx, ins),
+        "flash_attention" => per_device(ctx, ins, flash_attention),
         "layernorm" | "rmsnorm" => norm(ctx, ins),
         "batchnorm" => batchnorm(ctx, ins),
         "cross_entropy" => cross_entropy(ctx, ins),
@@ -164,6 +165,25 @@ fn rope(_: &OpCtx, _: usize, xs: &[T]) -> Result<T, String> {
             x.get(&[i[0], i[1], i[2], j - half])
         };
         x.get(i) * cos.get(&[i[1], j]) + rot * sin.get(&[i[1], j])
+    }))
+}
+
+/// softmax(q·kᵀ / 8) · v over the whole key axis (the kernel keeps keys and head dim local).
+fn flash_attention(_: &OpCtx, _: usize, xs: &[T]) -> Result<T, String> {
+    let (q, k, v) = (&xs[0], &xs[1], &xs[2]);
+    let (nk, nd) = (k.shape[2], k.shape[3]);
+    Ok(T::from_fn(&q.shape, |i| {
+        let (b, g, r, qi, d) = (i[0], i[1], i[2], i[3], i[4]);
+        let score = |j: usize| -> f64 {
+            (0..nd)
+                .map(|e| q.get(&[b, g, r, qi, e]) * k.get(&[b, g, j, e]))
+                .sum::<f64>()
+                / 8.0
+        };
+        let m = (0..nk).map(score).fold(f64::NEG_INFINITY, f64::max);
+        let w: Vec<f64> = (0..nk).map(|j| (score(j) - m).exp()).collect();
+        let z: f64 = w.iter().sum();
+        (0..nk).map(|j| w[j] / z * v.get(&[b, g, j, d])).sum()
     }))
 }
 

@@ -1,0 +1,100 @@
+//! `symshard validate`: every shipped published measurement (or the files given) predicted with
+//! the shipped calibration tables, with the errors per row and per source.
+
+use super::output::print_json;
+use super::Format;
+use crate::diag::Source;
+use crate::error::Error;
+use crate::validate::{run_file, shipped, FileOutcome};
+use clap::Args;
+use std::path::PathBuf;
+
+/// Arguments of `validate`.
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// Validation files (YAML); default: the shipped ones (`validation/`).
+    pub files: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+/// Runs `validate`: exit code 1 when a row's error exceeds its recorded bound.
+pub fn run(args: ValidateArgs) -> Result<(), Error> {
+    let sources: Vec<(String, Source)> = if args.files.is_empty() {
+        shipped()
+    } else {
+        let mut v = Vec::new();
+        for p in &args.files {
+            let text = std::fs::read_to_string(p).map_err(|source| Error::Io {
+                path: p.clone(),
+                source,
+            })?;
+            let stem = p
+                .file_stem()
+                .map(|s| s.to_string_lossy().to_string())
+                .unwrap_or_default();
+            v.push((stem, Source::new(p, text)));
+        }
+        v
+    };
+    let mut outcomes: Vec<FileOutcome> = Vec::new();
+    for (name, src) in &sources {
+        outcomes.push(run_file(name, src)?);
+    }
+    match args.format {
+        Format::Json => print_json(&outcomes)?,
+        Format::Table => print_table(&outcomes),
+    }
+    let beyond: Vec<String> = outcomes
+        .iter()
+        .flat_map(|o| {
+            o.beyond_bound().map(move |r| {
+                format!(
+                    "{} / {}: {:+.1} % (bound {:.1} %)",
+                    o.name,
+                    r.name,
+                    100.0 * r.error,
+                    100.0 * r.bound
+                )
+            })
+        })
+        .collect();
+    if beyond.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::Check(format!(
+            "{} row(s) beyond their recorded bound:\n  {}",
+            beyond.len(),
+            beyond.join("\n  ")
+        )))
+    }
+}
+
+fn print_table(outcomes: &[FileOutcome]) {
+    for o in outcomes {
+        println!("{} — {} on {}", o.name, o.source, o.machine);
+        println!(
+            "  {:<30} {:>12} {:>12} {:>8}  memory",
+            "run", "predicted", "published", "error"
+        );
+        for r in &o.rows {
+            println!(
+                "  {:<30} {:>10.3} {:<1} {:>10.3} {:<1} {:>+7.1}%  {}",
+                r.name,
+                r.predicted,
+                r.measure.unit(),
+                r.published,
+                r.measure.unit(),
+                100.0 * r.error,
+                if r.fits { "fits" } else { "does not fit" }
+            );
+        }
+        println!(
+            "  mean |error| {:.1} %, max |error| {:.1} % over {} rows\n",
+            100.0 * o.mean_abs_error,
+            100.0 * o.max_abs_error,
+            o.rows.len()
+        );
+    }
+}

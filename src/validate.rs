@@ -1,0 +1,294 @@
+//! Validation against published measurements: each file of `validation/` names a source (a paper
+//! table), the machine it ran on, the settings it states or that had to be chosen, and one row
+//! per measurement (model, symbol values, strategy, what was measured, the published value).
+//! [`run_file`] predicts every row with the shipped calibration table and reports the errors.
+//! Nothing here feeds back into a calibration table: the tables cite datasheets and
+//! microbenchmarks, and these files only judge them.
+
+use crate::calib::Calibration;
+use crate::diag::Source;
+use crate::embedded;
+use crate::error::{Error, Result};
+use crate::model::{symbol_value, AttentionMode, ModelLoader};
+use crate::parallel::Layout;
+use crate::strategy::{Knobs, Recompute, Schedule};
+use crate::timeline::{plan_strategy, time_plan, time_summary, Pass, TimingPlan};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// What a row measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Measure {
+    /// Seconds per training step.
+    #[default]
+    IterationSeconds,
+    /// Milliseconds of one transformer layer's forward pass (one micro-batch).
+    LayerForwardMs,
+    /// Milliseconds of one transformer layer's backward pass, recomputation included.
+    LayerBackwardMs,
+}
+
+impl Measure {
+    /// Its unit.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Measure::IterationSeconds => "s",
+            _ => "ms",
+        }
+    }
+}
+
+/// A row's strategy: the knobs, each defaulting to no parallelism.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RunStrategy {
+    #[serde(default = "one")]
+    dp: u64,
+    #[serde(default = "one")]
+    tp: u64,
+    #[serde(default = "one")]
+    pp: u64,
+    #[serde(default = "one")]
+    microbatches: u64,
+    #[serde(default)]
+    schedule: Option<Schedule>,
+    #[serde(default = "one")]
+    chunks: u64,
+    #[serde(default)]
+    sequence_parallel: bool,
+    #[serde(default)]
+    recompute: Option<Recompute>,
+    #[serde(default)]
+    zero: u8,
+    #[serde(default)]
+    gpus_per_node: Option<u64>,
+}
+
+fn one() -> u64 {
+    1
+}
+
+/// One published measurement.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Run {
+    name: String,
+    model: String,
+    #[serde(default)]
+    set: BTreeMap<String, serde_yaml::Value>,
+    #[serde(default)]
+    attention: Option<String>,
+    strategy: RunStrategy,
+    #[serde(default)]
+    measure: Measure,
+    published: f64,
+    #[serde(default)]
+    bound: Option<f64>,
+}
+
+/// A validation file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ValidationFile {
+    source: String,
+    machine: String,
+    settings: String,
+    bound: f64,
+    runs: Vec<Run>,
+}
+
+/// One row's outcome.
+#[derive(Debug, Clone, Serialize)]
+pub struct RowOutcome {
+    /// The row's name.
+    pub name: String,
+    /// What was measured.
+    pub measure: Measure,
+    /// Predicted value.
+    pub predicted: f64,
+    /// Published value.
+    pub published: f64,
+    /// predicted ÷ published − 1.
+    pub error: f64,
+    /// The largest |error| accepted.
+    pub bound: f64,
+    /// Whether the device memory fits the strategy (on the file's machine).
+    pub fits: bool,
+}
+
+/// One file's outcome.
+#[derive(Debug, Clone, Serialize)]
+pub struct FileOutcome {
+    /// Its name (file stem).
+    pub name: String,
+    /// The publication.
+    pub source: String,
+    /// The calibration table used.
+    pub machine: String,
+    /// The settings, stated and chosen.
+    pub settings: String,
+    /// The rows.
+    pub rows: Vec<RowOutcome>,
+    /// Mean |error|.
+    pub mean_abs_error: f64,
+    /// Largest |error|.
+    pub max_abs_error: f64,
+}
+
+impl FileOutcome {
+    /// Rows whose |error| exceeds their bound.
+    pub fn beyond_bound(&self) -> impl Iterator<Item = &RowOutcome> {
+        self.rows.iter().filter(|r| r.error.abs() > r.bound)
+    }
+}
+
+/// The shipped validation files: (stem, source).
+pub fn shipped() -> Vec<(String, Source)> {
+    embedded::VALIDATIONS
+        .iter()
+        .map(|(stem, text)| {
+            (
+                stem.to_string(),
+                Source::new(embedded::display_path("validation", stem), *text),
+            )
+        })
+        .collect()
+}
+
+fn yaml_number(v: &serde_yaml::Value) -> Option<String> {
+    match v {
+        serde_yaml::Value::Number(n) => Some(n.to_string()),
+        serde_yaml::Value::String(s) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+/// Predicts every row of a validation file.
+pub fn run_file(name: &str, src: &Source) -> Result<FileOutcome> {
+    let file: ValidationFile = serde_yaml::from_str(&src.text).map_err(|e| src.yaml_error(e))?;
+    let calib = Calibration::resolve(&file.machine)
+        .map_err(|e| src.error_at(&["machine"], e.to_string()))?;
+    let mut rows = Vec::new();
+    for (i, run) in file.runs.iter().enumerate() {
+        let idx = i.to_string();
+        let at = |field: &str, msg: String| src.error_at(&["runs", &idx, field], msg);
+        let attention = match &run.attention {
+            Some(a) => Some(AttentionMode::from_name(a).ok_or_else(|| {
+                at(
+                    "attention",
+                    format!("`{a}`: expected eager, flash or flash-causal"),
+                )
+            })?),
+            None => None,
+        };
+        let loader = ModelLoader::embedded()?.with_attention(attention);
+        let model = loader
+            .resolve(&run.model)
+            .map_err(|e| at("model", e.to_string()))?;
+        let mut values = model.values.clone();
+        for (sym, v) in &run.set {
+            if !model.symbols.contains_key(sym) {
+                return Err(at(
+                    "set",
+                    format!("model `{}` has no symbol `{sym}`", model.name),
+                ));
+            }
+            let text =
+                yaml_number(v).ok_or_else(|| at("set", format!("`{sym}` must be a number")))?;
+            let value = symbol_value(&crate::model::spec::SymbolValue {
+                value: text,
+                source: None,
+            })
+            .map_err(|m| at("set", format!("`{sym}`: {m}")))?;
+            values.insert(sym.clone(), value);
+        }
+        let s = &run.strategy;
+        let knobs = Knobs {
+            dp: s.dp,
+            tp: s.tp,
+            pp: s.pp,
+            microbatches: s.microbatches,
+            schedule: s.schedule.unwrap_or(Schedule::OneFOneB),
+            chunks: s.chunks,
+            sequence_parallel: s.sequence_parallel,
+            recompute: s.recompute.unwrap_or(Recompute::None),
+            zero: s.zero,
+            ep: 1,
+        };
+        let layout = Layout {
+            sequence_parallel: s.sequence_parallel,
+            ..Layout::default()
+        };
+        let (plan, evaluation) = plan_strategy(
+            &model,
+            &values,
+            &knobs,
+            &layout,
+            &calib,
+            s.gpus_per_node,
+            &calib.memory_bytes(),
+        )
+        .map_err(|e| at("strategy", e.to_string()))?;
+        let predicted =
+            measure(&plan, &calib, run.measure).map_err(|e| at("measure", e.to_string()))?;
+        if !(run.published.is_finite() && run.published > 0.0) {
+            return Err(at("published", "must be a positive number".into()));
+        }
+        rows.push(RowOutcome {
+            name: run.name.clone(),
+            measure: run.measure,
+            predicted,
+            published: run.published,
+            error: predicted / run.published - 1.0,
+            bound: run.bound.unwrap_or(file.bound),
+            fits: evaluation.feasible,
+        });
+    }
+    let n = rows.len().max(1) as f64;
+    let mean = rows.iter().map(|r| r.error.abs()).sum::<f64>() / n;
+    let max = rows.iter().map(|r| r.error.abs()).fold(0.0, f64::max);
+    Ok(FileOutcome {
+        name: name.to_string(),
+        source: file.source,
+        machine: calib.name.clone(),
+        settings: file.settings,
+        rows,
+        mean_abs_error: mean,
+        max_abs_error: max,
+    })
+}
+
+/// The value a row measures, predicted from a plan.
+fn measure(plan: &TimingPlan, calib: &Calibration, m: Measure) -> Result<f64> {
+    match m {
+        Measure::IterationSeconds => Ok(time_summary(plan, calib)?.iteration_seconds),
+        Measure::LayerForwardMs | Measure::LayerBackwardMs => {
+            let pass = if m == Measure::LayerForwardMs {
+                Pass::Forward
+            } else {
+                Pass::Backward
+            };
+            let item = plan
+                .items
+                .iter()
+                .position(|&b| plan.blocks[b].layer)
+                .ok_or_else(|| Error::Usage("the model has no repeated layer to time".into()))?;
+            let tl = time_plan(plan, calib)?;
+            // Wall time from the layer's first event of the pass to its last, as a timer around
+            // the layer measures it (overlapped collectives count only where they extend it).
+            let (mut lo, mut hi) = (f64::MAX, f64::MIN);
+            for e in tl
+                .sim
+                .events
+                .iter()
+                .filter(|e| e.item == Some(item) && e.pass == pass && e.microbatch == Some(0))
+            {
+                lo = lo.min(e.start);
+                hi = hi.max(e.end());
+            }
+            let seconds = if hi > lo { hi - lo } else { 0.0 };
+            Ok(seconds * 1e3)
+        }
+    }
+}
