@@ -58,11 +58,7 @@ pub fn run(args: AuditArgs) -> Result<(), Error> {
 fn load(set: &RuleSet, arg: &str) -> Result<OpRule, Error> {
     let path = Path::new(arg);
     if path.is_file() {
-        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        return load_rule(&Source::new(path, text), None);
+        return load_rule(&Source::read(path)?, None);
     }
     if arg.ends_with(".yaml") || arg.ends_with(".yml") {
         return Err(Error::Usage(format!("rule file `{arg}` does not exist")));

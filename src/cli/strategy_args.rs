@@ -96,11 +96,7 @@ impl StrategyFlags {
         let r = self.resolve()?;
         if let Err((op, msg)) = crate::parallel::check_overrides(model, &r.layout) {
             if let Some(p) = &self.strategy {
-                let text = std::fs::read_to_string(p).map_err(|source| Error::Io {
-                    path: p.clone(),
-                    source,
-                })?;
-                return Err(crate::diag::Source::new(p, text).error_at(&["splits", &op], msg));
+                return Err(crate::diag::Source::read(p)?.error_at(&["splits", &op], msg));
             }
             return Err(Error::Usage(msg));
         }

@@ -53,11 +53,7 @@ impl ModelLoader {
             return self.load(&crate::import::model_source_from_onnx(path)?);
         }
         if arg.ends_with(".yaml") || arg.ends_with(".yml") || path.is_file() {
-            let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
-                path: path.to_path_buf(),
-                source,
-            })?;
-            return self.load(&Source::new(path, text));
+            return self.load(&Source::read(path)?);
         }
         let stem = arg.trim_end_matches(".yaml");
         match embedded::MODELS.iter().find(|(s, _)| *s == stem) {
@@ -74,7 +70,7 @@ impl ModelLoader {
 
     /// Loads a model from its source text.
     pub fn load(&self, src: &Source) -> Result<Model> {
-        let spec: ModelFile = serde_yaml::from_str(&src.text).map_err(|e| src.yaml_error(e))?;
+        let spec: ModelFile = src.parse()?;
         let (graph_src, graph, family, doc) = match (&spec.family, spec.graph) {
             (Some(f), None) => {
                 let fsrc = self.families.get(f).ok_or_else(|| {
@@ -84,8 +80,7 @@ impl ModelLoader {
                         format!("unknown family `{f}` (known: {})", known.join(", ")),
                     )
                 })?;
-                let ff: FamilyFile =
-                    serde_yaml::from_str(&fsrc.text).map_err(|e| fsrc.yaml_error(e))?;
+                let ff: FamilyFile = fsrc.parse()?;
                 let (name, fdoc, g) = ff.into_graph();
                 (fsrc.clone(), g, Some(name), fdoc)
             }

@@ -3,7 +3,7 @@
 
 use super::knobs::{Knobs, Recompute, Schedule};
 use crate::diag::Source;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::rules::spec::UniqueMap;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -110,16 +110,12 @@ pub fn check_knobs(k: &Knobs) -> std::result::Result<(), String> {
 
 /// Loads a strategy file.
 pub fn load_strategy(path: &Path) -> Result<StrategyArgs> {
-    let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    parse_strategy(&Source::new(path, text))
+    parse_strategy(&Source::read(path)?)
 }
 
 /// Parses a strategy from its text.
 pub fn parse_strategy(src: &Source) -> Result<StrategyArgs> {
-    let f: StrategyFile = serde_yaml::from_str(&src.text).map_err(|e| src.yaml_error(e))?;
+    let f: StrategyFile = src.parse()?;
     let schedule = match f.schedule.as_deref() {
         None => Schedule::OneFOneB,
         Some(s) => Schedule::from_name(s).ok_or_else(|| {
