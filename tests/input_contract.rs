@@ -66,3 +66,50 @@ fn deeply_nested_yaml_files_are_exit_2_with_location() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn sizes_must_be_positive_integers_at_binding() {
+    for (set, says) in [
+        ("S=1.5", "`S` = 3/2 at S = 3/2: not an integer"),
+        ("L=2.5", "block `layer` repeat = `L` = 5/2"),
+        ("S=2^-3", "= 1/8 at S = 1/8: not an integer"),
+        (
+            "NH=7",
+            "operator `scores` index `d` = `H/NH` = 12288/7 at H = 12288, NH = 7: not an integer",
+        ),
+    ] {
+        for cmd in ["cost", "rank", "optimize"] {
+            let mut args = vec![cmd, "gpt3-175b", "--set", set];
+            if cmd == "rank" {
+                args.extend(["--devices", "8"]);
+            }
+            symshard()
+                .args(&args)
+                .assert()
+                .code(2)
+                .stderr(predicate::str::contains(says))
+                .stderr(predicate::str::contains("panicked").not());
+        }
+    }
+    // Integers that divide are fine.
+    symshard()
+        .args(["cost", "gpt3-175b", "--set", "NH=64", "--set", "S=1024"])
+        .assert()
+        .success();
+}
+
+#[test]
+fn shipped_models_bind_integer_sizes() {
+    let loader = ModelLoader::embedded().unwrap();
+    for name in [
+        "gpt3-1.3b",
+        "gpt3-13b",
+        "mixtral-8x7b",
+        "resnet50",
+        "alexnet",
+    ] {
+        let m = loader.resolve(name).unwrap();
+        m.check_sizes(&m.values)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+}

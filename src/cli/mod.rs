@@ -88,6 +88,11 @@ impl SymbolArgs {
             .map_err(|m| Error::Usage(format!("--set `{s}`: {m}")))?;
             values.insert(name.to_string(), v);
         }
+        if !self.set.is_empty() {
+            model
+                .check_sizes(&values)
+                .map_err(|e| Error::Usage(format!("--set: {e}")))?;
+        }
         Ok(values)
     }
 }

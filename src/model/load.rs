@@ -1,6 +1,6 @@
 //! Loading and validating model and family files.
 
-use super::graph::{Block, Model, OpNode, Producer};
+use super::graph::{check_size, Block, Model, OpNode, Producer};
 use super::spec::{FamilyFile, GraphSpec, ModelFile, SymbolValue};
 use crate::diag::Source;
 use crate::embedded;
@@ -207,15 +207,13 @@ impl GraphBuilder<'_> {
             }
             return Err(self.err(path, format!("size `{text}` is zero")));
         }
-        // Sizes must be positive wherever the symbols have values.
+        // Sizes must be positive integers wherever the symbols have values.
         if p.symbols().iter().all(|s| self.values.contains_key(s)) {
-            match p.eval(self.values) {
-                Ok(v) if !v.is_positive() => {
-                    return Err(self.err(path, format!("size `{text}` is not positive ({v})")))
-                }
-                Err(e) => return Err(self.err(path, format!("size `{text}`: {e}"))),
-                _ => {}
+            if let Err(e) = p.eval(self.values) {
+                return Err(self.err(path, format!("size `{text}`: {e}")));
             }
+            check_size(|| "size".into(), &p, self.values, zero_ok)
+                .map_err(|e| self.err(path, e.to_string()))?;
         }
         Ok(p)
     }
