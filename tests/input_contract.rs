@@ -113,3 +113,107 @@ fn shipped_models_bind_integer_sizes() {
             .unwrap_or_else(|e| panic!("{name}: {e}"));
     }
 }
+
+fn temp_dir(tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("symshard-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn explain_reports_a_broken_rule_file_before_its_name() {
+    let dir = temp_dir("explain");
+    let path = dir.join("linear.yaml");
+    std::fs::write(
+        &path,
+        "name: other\ndoc: d\nindices: {b: mapp}\ninputs: {x: [b]}\noutput: [b]\n",
+    )
+    .unwrap();
+    symshard()
+        .args(["explain", path.to_str().unwrap()])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("unknown index kind `mapp`"))
+        .stderr(predicate::str::contains("differs from its file name").not());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_local_file_named_like_a_shipped_model_is_announced() {
+    let dir = temp_dir("shadow");
+    std::fs::write(dir.join("gpt2-124m"), "name: gpt2-124m\nfamily: gpt\n").unwrap();
+    symshard()
+        .current_dir(&dir)
+        .args(["cost", "gpt2-124m"])
+        .assert()
+        .stderr(predicate::str::contains(
+            "note: reading the file `gpt2-124m` in this directory, not the shipped model",
+        ));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_mistyped_name_gets_the_nearest_suggested() {
+    symshard()
+        .args(["cost", "GPT3-157B"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("(did you mean `gpt3-175b`?)"));
+    symshard()
+        .args(["explain", "lineer"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("(did you mean `linear`?)"));
+}
+
+#[cfg(unix)]
+#[test]
+fn a_non_utf8_argument_is_named() {
+    use std::os::unix::ffi::OsStrExt;
+    let bad = std::ffi::OsStr::from_bytes(b"x\xff.yaml");
+    symshard()
+        .arg("cost")
+        .arg(bad)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "argument 2, `x\u{fffd}.yaml`, is not valid UTF-8",
+        ));
+    symshard()
+        .args(["rank", "gpt2-124m", "--devices"])
+        .arg(bad)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("(the value of --devices)"));
+}
+
+#[test]
+fn exit_codes_follow_the_readme() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    assert!(readme.contains("### Exit codes"));
+    // 2: rejected input, a missing file included, whatever the command.
+    for args in [
+        vec!["cost", "no-such-model.yaml"],
+        vec!["audit", "no-such-rule.yaml"],
+        vec!["explain", "no-such-rule.yaml"],
+        vec!["cost", "gpt2-124m", "--strategy", "no-such-strategy.yaml"],
+        vec!["cost", "gpt2-124m", "--tp", "7"],
+    ] {
+        symshard().args(&args).assert().code(2);
+    }
+    // 1: a file that exists but cannot be read (a directory).
+    let dir = temp_dir("unreadable");
+    let path = dir.join("model.yaml");
+    std::fs::create_dir_all(&path).unwrap();
+    symshard()
+        .args(["cost", path.to_str().unwrap()])
+        .assert()
+        .code(1);
+    std::fs::remove_dir_all(&dir).unwrap();
+    // 0: nothing fits, but the ranking is the answer.
+    symshard()
+        .args(["rank", "gpt3-175b", "--devices", "8", "--top", "1"])
+        .assert()
+        .code(0);
+}

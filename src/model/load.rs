@@ -53,6 +53,12 @@ impl ModelLoader {
             return self.load(&crate::import::model_source_from_onnx(path)?);
         }
         if arg.ends_with(".yaml") || arg.ends_with(".yml") || path.is_file() {
+            if embedded::MODELS.iter().any(|(s, _)| *s == arg) {
+                // The command line's only channel for a note that is not an error.
+                eprintln!(
+                    "note: reading the file `{arg}` in this directory, not the shipped model of that name"
+                );
+            }
             return self.load(&Source::read(path)?);
         }
         let stem = arg.trim_end_matches(".yaml");
@@ -61,7 +67,8 @@ impl ModelLoader {
             None => {
                 let names: Vec<&str> = embedded::MODELS.iter().map(|(s, _)| *s).collect();
                 Err(Error::Usage(format!(
-                    "unknown model `{arg}`: not a file, nor a shipped model (shipped: {})",
+                    "unknown model `{arg}`: not a file, nor a shipped model{} (shipped: {})",
+                    crate::suggest::did_you_mean(arg, names.iter().copied()),
                     names.join(", ")
                 )))
             }

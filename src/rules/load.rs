@@ -52,17 +52,6 @@ impl Validator<'_> {
                 format!("rule name `{}` is not an identifier", spec.name),
             ));
         }
-        if let Some(stem) = expect_name {
-            if stem != spec.name {
-                return Err(self.err(
-                    &["name"],
-                    format!(
-                        "rule name `{}` differs from its file name `{stem}`",
-                        spec.name
-                    ),
-                ));
-            }
-        }
         let mut names: BTreeSet<&str> = BTreeSet::new();
         for p in &spec.params {
             self.check_name(&["params", p], p, "parameter")?;
@@ -232,6 +221,18 @@ impl Validator<'_> {
             )),
             None => None,
         };
+        // Last: a file that is wrong in itself reports that first.
+        if let Some(stem) = expect_name {
+            if stem != spec.name {
+                return Err(self.err(
+                    &["name"],
+                    format!(
+                        "rule name `{}` differs from its file name `{stem}`",
+                        spec.name
+                    ),
+                ));
+            }
+        }
         Ok(OpRule {
             name: spec.name.clone(),
             doc: spec.doc.clone(),
