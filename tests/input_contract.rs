@@ -217,3 +217,26 @@ fn exit_codes_follow_the_readme() {
         .assert()
         .code(0);
 }
+
+#[test]
+fn optimize_refuses_tp_1_and_degrees_cost_refuses() {
+    symshard()
+        .args(["optimize", "gpt3-175b", "--tp", "1"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "no tensor-parallel communication to optimise",
+        ));
+    for cmd in ["optimize", "cost"] {
+        symshard()
+            .args([cmd, "gpt3-175b", "--tp", "7"])
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains("tp = 7 does not divide"));
+    }
+    symshard()
+        .args(["optimize", "gpt2-124m", "--tp", "4"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("after:"));
+}
