@@ -240,3 +240,75 @@ fn optimize_refuses_tp_1_and_degrees_cost_refuses() {
         .success()
         .stdout(predicate::str::contains("after:"));
 }
+
+#[test]
+fn nonsensical_strategies_are_refused_by_every_command() {
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["--dp", "8", "--gpus-per-node", "3"],
+            "--gpus-per-node = 3 does not divide the 8 devices",
+        ),
+        (
+            &["--schedule", "interleaved-1f1b"],
+            "interleaved-1f1b needs pp > 1",
+        ),
+        (&["--zero", "3"], "`zero` = 3 needs dp > 1"),
+        (
+            &[
+                "--pp",
+                "4",
+                "--microbatches",
+                "1",
+                "--schedule",
+                "interleaved-1f1b",
+            ],
+            "`microbatches` = 1 must be a multiple of pp = 4",
+        ),
+    ];
+    for (flags, says) in cases {
+        for cmd in ["cost", "timeline", "analyze"] {
+            let mut args = vec![cmd, "gpt2-124m"];
+            args.extend_from_slice(flags);
+            if cmd == "analyze" {
+                args.extend(["-o", "/dev/null"]);
+            }
+            symshard()
+                .args(&args)
+                .assert()
+                .code(2)
+                .stderr(predicate::str::contains(says));
+        }
+    }
+}
+
+#[test]
+fn strategy_files_are_held_to_the_same_rules() {
+    for (text, says) in [
+        (
+            "dp: 8\ngpus_per_node: 3\n",
+            "s.yaml:2:1: `gpus_per_node` = 3 does not divide",
+        ),
+        ("zero: 1\n", "s.yaml:1:1: `zero` = 1 needs dp > 1"),
+    ] {
+        let err = parse_strategy(&Source::new("s.yaml", text))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(says), "{err}");
+    }
+}
+
+#[test]
+fn tensor_parallelism_across_nodes_is_a_warning() {
+    symshard()
+        .args(["cost", "gpt2-124m", "--tp", "4", "--gpus-per-node", "2"])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(
+            "warning: tensor parallelism of tp = 4 spans nodes of 2 devices",
+        ));
+    symshard()
+        .args(["cost", "gpt2-124m", "--tp", "4"])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("warning").not());
+}

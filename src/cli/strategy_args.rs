@@ -164,10 +164,11 @@ impl StrategyFlags {
             gpn = Some(g);
         }
         let gpus_per_node = gpn.unwrap_or_else(|| calib.gpus_per_node());
-        if gpus_per_node == 0 || gpus_per_node > 1024 {
-            return Err(Error::Usage(format!(
-                "--gpus-per-node must be 1 to 1024, not {gpus_per_node}"
-            )));
+        crate::strategy::check_knobs(&knobs).map_err(Error::Usage)?;
+        let notes = crate::strategy::check_nodes(&knobs, gpus_per_node)
+            .map_err(|m| Error::Usage(m.replace("`gpus_per_node`", "--gpus-per-node")))?;
+        for n in notes {
+            eprintln!("warning: {n}");
         }
         let memory = match self.memory {
             Some(0) => return Err(Error::Usage("--memory must be positive".into())),
