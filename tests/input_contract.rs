@@ -312,3 +312,66 @@ fn tensor_parallelism_across_nodes_is_a_warning() {
         .success()
         .stderr(predicate::str::contains("warning").not());
 }
+
+#[test]
+fn cost_per_op_shows_what_was_computed() {
+    let out = symshard()
+        .args([
+            "cost",
+            "gpt3-175b",
+            "--tp",
+            "3",
+            "--pp",
+            "2",
+            "--microbatches",
+            "2",
+            "--per-op",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("bytes per rank per call, ring traffic"),
+        "{text}"
+    );
+    assert!(text.contains("(busiest stage, one device"), "{text}");
+    assert!(text.contains("(all 2 stages, one device each)"), "{text}");
+    let table = text.split("collectives (busiest stage").nth(1).unwrap();
+    for line in table.lines().take_while(|l| !l.trim().is_empty()) {
+        let cells: Vec<&str> = line.split_whitespace().collect();
+        // A collective row: kind, axis, tier, bytes, calls, where.
+        if cells.len() == 6 && cells[1] == "dp" {
+            panic!("a data-parallel collective at dp = 1: {line}");
+        }
+        assert!(!line.contains('/') || line.contains("bytes/call"), "{line}");
+        assert_ne!(cells.get(3), Some(&"0"), "an empty collective: {line}");
+    }
+}
+
+#[test]
+fn cost_json_names_the_overridden_symbols() {
+    let out = symshard()
+        .args([
+            "cost",
+            "gpt3-175b",
+            "--set",
+            "L=48",
+            "--set",
+            "NH=64",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["model"], "gpt3-175b");
+    assert_eq!(v["overrides"], serde_json::json!({"L": "48", "NH": "64"}));
+    let plain = symshard()
+        .args(["cost", "gpt3-175b", "--format", "json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&plain.stdout).unwrap();
+    assert!(v.get("overrides").is_none());
+}
