@@ -3,7 +3,8 @@
 //!
 //! Counting conventions: trained parameters only, each tied tensor once, buffers (causal masks,
 //! rotary `inv_freq`) not counted; a multiply-add is 2 FLOPs and matmul-like FLOPs are what
-//! PyTorch's FLOP counter counts (REFERENCE.md, "Counting conventions").
+//! PyTorch's FLOP counter counts (`torch.utils.flop_counter.FlopCounterMode`, PyTorch docs:
+//! matmul-like operators only).
 
 use num_bigint::BigInt;
 use num_traits::Signed;
