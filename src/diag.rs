@@ -5,7 +5,20 @@
 //! values, so they locate the offending key or word again in the source text by its path of keys.
 
 use crate::error::Error;
+use serde::de::DeserializeOwned;
 use std::path::Path;
+
+/// Largest input file accepted (bytes): far above any model, rule, strategy or calibration file,
+/// far below what makes the YAML parser slow.
+pub const MAX_INPUT_BYTES: usize = 4 << 20;
+
+/// Deepest nesting accepted: flow collections (`[`, `{`) inside each other, or indentation
+/// (block collections, one level per column at most). Real files nest fewer than 10 deep; the
+/// YAML parser's time grows quickly with depth.
+pub const MAX_NESTING: usize = 64;
+
+/// Widest indentation accepted (columns), which bounds block nesting.
+pub const MAX_INDENT: usize = 256;
 
 /// The source text of one YAML file with the name it is reported under.
 #[derive(Debug, Clone)]
@@ -22,6 +35,39 @@ impl Source {
         Source {
             file: file.as_ref().to_path_buf(),
             text: text.into(),
+        }
+    }
+
+    /// Reads a file, refusing one larger than [`MAX_INPUT_BYTES`] before reading it whole.
+    pub fn read(path: &Path) -> Result<Source, Error> {
+        let io = |source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let len = std::fs::metadata(path).map_err(io)?.len();
+        if len > MAX_INPUT_BYTES as u64 {
+            return Err(Error::at(path, 1, 1, too_large(len as usize)));
+        }
+        let text = std::fs::read_to_string(path).map_err(io)?;
+        Ok(Source::new(path, text))
+    }
+
+    /// Parses the text as YAML into `T`, after checking its size and nesting (so that a
+    /// pathological file is refused in microseconds, not after minutes of parsing).
+    pub fn parse<T: DeserializeOwned>(&self) -> Result<T, Error> {
+        self.check_bounds()?;
+        serde_yaml::from_str(&self.text).map_err(|e| self.yaml_error(e))
+    }
+
+    /// Refuses text larger than [`MAX_INPUT_BYTES`], nested deeper than [`MAX_NESTING`] or
+    /// indented wider than [`MAX_INDENT`], at the line and column where the limit is passed.
+    pub fn check_bounds(&self) -> Result<(), Error> {
+        if self.text.len() > MAX_INPUT_BYTES {
+            return Err(Error::at(&self.file, 1, 1, too_large(self.text.len())));
+        }
+        match nesting_violation(&self.text) {
+            Some((line, column, message)) => Err(Error::at(&self.file, line, column, message)),
+            None => Ok(()),
         }
     }
 
@@ -77,6 +123,79 @@ impl Source {
         }
         best
     }
+}
+
+fn too_large(len: usize) -> String {
+    format!("input of {len} bytes is larger than the {MAX_INPUT_BYTES} bytes accepted")
+}
+
+/// The first place where `text` nests flow collections deeper than [`MAX_NESTING`] or indents
+/// wider than [`MAX_INDENT`]: (line, column, message), 1-based. Quoted strings and comments are
+/// skipped; a bracket inside a plain scalar counts, which only errs towards refusing text that
+/// is a hundred brackets deep anyway.
+fn nesting_violation(text: &str) -> Option<(usize, usize, String)> {
+    let mut depth = 0usize;
+    let mut quote: Option<char> = None;
+    for (row, line) in text.lines().enumerate() {
+        if quote.is_none() && depth == 0 {
+            // Block nesting: leading spaces plus compact `- ` items on the line.
+            let mut rest = line.trim_start_matches(' ');
+            let mut column = line.len() - rest.len();
+            while let Some(r) = rest.strip_prefix("- ") {
+                rest = r.trim_start_matches(' ');
+                column = line.len() - rest.len();
+            }
+            if column > MAX_INDENT {
+                return Some((
+                    row + 1,
+                    column + 1,
+                    format!("nested deeper than the {MAX_INDENT} columns of indentation accepted"),
+                ));
+            }
+        }
+        let mut prev = ' ';
+        // The last character that is not a space: a quote opens a string only where a scalar
+        // starts (`'` inside `it's` is text).
+        let mut last: Option<char> = None;
+        let mut chars = line.chars().enumerate().peekable();
+        while let Some((col, c)) = chars.next() {
+            match quote {
+                Some('"') if c == '\\' => {
+                    chars.next();
+                }
+                Some(q) if c == q => {
+                    // `''` inside a single-quoted string is an escaped quote.
+                    if q == '\'' && chars.peek().is_some_and(|&(_, n)| n == '\'') {
+                        chars.next();
+                    } else {
+                        quote = None;
+                    }
+                }
+                Some(_) => {}
+                None => match c {
+                    '#' if prev.is_whitespace() => break,
+                    '"' | '\'' if last.is_none_or(|l| "[{,:-?".contains(l)) => quote = Some(c),
+                    '[' | '{' => {
+                        depth += 1;
+                        if depth > MAX_NESTING {
+                            return Some((
+                                row + 1,
+                                col + 1,
+                                format!("nested deeper than the {MAX_NESTING} levels accepted"),
+                            ));
+                        }
+                    }
+                    ']' | '}' => depth = depth.saturating_sub(1),
+                    _ => {}
+                },
+            }
+            prev = c;
+            if !c.is_whitespace() {
+                last = Some(c);
+            }
+        }
+    }
+    None
 }
 
 fn indent_of(line: &str) -> usize {
@@ -195,5 +314,31 @@ mod tests {
         assert_eq!(src.locate(&["inputs", "w", "zz"]), (7, 17));
         assert_eq!(src.locate(&["output", "n"]), (8, 13));
         assert_eq!(src.locate(&["name"]), (1, 1));
+    }
+
+    #[test]
+    fn refuses_deep_nesting_where_it_starts() {
+        let deep = format!("a: {}{}\n", "[".repeat(100_000), "]".repeat(100_000));
+        let src = Source::new("d.yaml", deep);
+        let start = std::time::Instant::now();
+        let err = src.parse::<serde_yaml::Value>().unwrap_err().to_string();
+        assert!(
+            start.elapsed().as_millis() < 100,
+            "took {:?}",
+            start.elapsed()
+        );
+        assert!(err.starts_with("d.yaml:1:68: nested deeper"), "{err}");
+        let indented = format!("a:\n{}b: 1\n", " ".repeat(300));
+        let err = Source::new("i.yaml", indented).check_bounds().unwrap_err();
+        assert!(err.to_string().starts_with("i.yaml:2:301: "), "{err}");
+    }
+
+    #[test]
+    fn brackets_in_strings_and_comments_do_not_count() {
+        let text = format!(
+            "a: \"{o}\"\nb: '{o}'\nc: 1 # {o}\nd: [[1, 2], {{x: [3]}}]\n",
+            o = "[".repeat(200)
+        );
+        Source::new("s.yaml", text).check_bounds().unwrap();
     }
 }

@@ -61,11 +61,13 @@ impl Error {
         }
     }
 
-    /// The process exit code for this error: 2 for bad input, 1 for I/O trouble or a failed
-    /// check.
+    /// The process exit code for this error (README, "Exit codes"): 2 for rejected input,
+    /// a path that does not exist included; 1 for a file that exists but cannot be read or
+    /// written, and for a check that found a discrepancy.
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Input { .. } | Error::Usage(_) => 2,
+            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => 2,
             Error::Io { .. } | Error::Check(_) => 1,
         }
     }

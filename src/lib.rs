@@ -19,6 +19,7 @@ pub mod rewrite;
 pub mod rules;
 pub mod search;
 pub mod strategy;
+pub mod suggest;
 pub mod sym;
 pub mod timeline;
 pub mod validate;

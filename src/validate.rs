@@ -166,7 +166,7 @@ fn yaml_number(v: &serde_yaml::Value) -> Option<String> {
 
 /// Predicts every row of a validation file.
 pub fn run_file(name: &str, src: &Source) -> Result<FileOutcome> {
-    let file: ValidationFile = serde_yaml::from_str(&src.text).map_err(|e| src.yaml_error(e))?;
+    let file: ValidationFile = src.parse()?;
     let calib = Calibration::resolve(&file.machine)
         .map_err(|e| src.error_at(&["machine"], e.to_string()))?;
     let mut rows = Vec::new();

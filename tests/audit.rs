@@ -4,6 +4,7 @@
 mod common;
 
 use assert_cmd::Command;
+use predicates::prelude::*;
 use predicates::str::contains;
 use std::path::{Path, PathBuf};
 use symshard::audit::{self, CollectiveKey, Geometry, Verdict};
@@ -346,4 +347,47 @@ fn cli_audit_json_parses() {
     assert!(checks
         .iter()
         .all(|c| c["verdict"] == "ok" && c["derived"] == c["counted"]));
+}
+
+#[test]
+fn cli_audit_fails_a_rule_with_negative_flops() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/audit/fail-negative-flops.yaml");
+    Command::cargo_bin("symshard")
+        .unwrap()
+        .arg("audit")
+        .arg(path)
+        .assert()
+        .code(1)
+        .stdout(contains("NEGATIVE"))
+        .stdout(contains(": ok").not());
+}
+
+#[test]
+fn cli_audit_prints_the_summary_and_failures_unless_verbose() {
+    let out = Command::cargo_bin("symshard")
+        .unwrap()
+        .arg("audit")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(
+        text.starts_with("audit: ")
+            && text.contains(" rules, ")
+            && text.contains(" splits, ")
+            && text.contains(" 0 mismatches"),
+        "{text}"
+    );
+    let verbose = Command::cargo_bin("symshard")
+        .unwrap()
+        .args(["audit", "linear", "--verbose"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(verbose.stdout).unwrap();
+    assert!(
+        text.lines().count() > 50 && text.contains("  ok\n"),
+        "{text}"
+    );
 }

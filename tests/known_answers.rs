@@ -72,7 +72,7 @@ fn row_parallel_linear() {
 }
 
 /// Data parallelism is the batch index split: the weight gradient sums over the batch, so it is
-/// all-reduced with 2(p−1)/p × weight bytes on the wire per rank (REFERENCE.md ring conventions;
+/// all-reduced with 2(p−1)/p × weight bytes on the wire per rank (nccl-tests doc/PERFORMANCE.md, bus bandwidth of a ring;
 /// PyTorch DDP, Li et al. VLDB 2020).
 #[test]
 fn data_parallel_linear() {

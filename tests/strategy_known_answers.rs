@@ -116,7 +116,7 @@ fn sequence_parallel_replaces_all_reduce() {
 }
 
 /// Data parallelism: the gradients are all-reduced once per step, 2(d−1)/d × gradient bytes per
-/// rank on the wire (REFERENCE.md ring conventions; PyTorch DDP, Li et al. VLDB 2020). With
+/// rank on the wire (nccl-tests doc/PERFORMANCE.md, bus bandwidth of a ring; PyTorch DDP, Li et al. VLDB 2020). With
 /// nothing else split, the gradient is every parameter once (tied embeddings once), in bf16.
 #[test]
 fn data_parallel_gradient_all_reduce() {

@@ -39,6 +39,8 @@ pub enum Verdict {
     Ok,
     /// Different.
     Mismatch,
+    /// Equal, but negative: no count of FLOPs or bytes can be.
+    Negative,
 }
 
 impl fmt::Display for Verdict {
@@ -46,6 +48,7 @@ impl fmt::Display for Verdict {
         f.write_str(match self {
             Verdict::Ok => "ok",
             Verdict::Mismatch => "MISMATCH",
+            Verdict::Negative => "NEGATIVE",
         })
     }
 }
@@ -84,10 +87,12 @@ pub fn compare(case: &Case, entry: &SplitEntry, counted: &Counted) -> Result<Vec
         (Pass::Backward, &entry.backward, &counted.backward),
     ] {
         let mut check = |quantity: String, derived: String, counted: String| {
-            let verdict = if derived == counted {
-                Verdict::Ok
-            } else {
+            let verdict = if derived != counted {
                 Verdict::Mismatch
+            } else if derived.starts_with('-') {
+                Verdict::Negative
+            } else {
+                Verdict::Ok
             };
             out.push(Check {
                 rule: case.rule.clone(),

@@ -57,11 +57,13 @@ pub struct Refused {
 pub struct Report {
     /// Rules audited.
     pub rules: usize,
+    /// Splits audited: distinct (rule, split indices) pairs over all meshes and geometries.
+    pub splits: usize,
     /// Cases (rule, split, mesh, window geometry) audited.
     pub cases: usize,
     /// Quantities compared.
     pub checked: usize,
-    /// Number of checks whose derived and counted values differ.
+    /// Number of checks that fail: derived and counted differ, or agree on a negative amount.
     pub mismatches: usize,
     /// The checks (all of them, unless filtered with [`Report::keep_failures`]).
     pub checks: Vec<Check>,
@@ -80,16 +82,25 @@ impl Report {
         format!("{} checks, {} mismatches", self.checked, self.mismatches)
     }
 
+    /// Every count: rules, splits, cases, checks, mismatches.
+    pub fn long_summary(&self) -> String {
+        format!(
+            "{} rules, {} splits, {} cases, {}",
+            self.rules,
+            self.splits,
+            self.cases,
+            self.summary()
+        )
+    }
+
     /// Drops the checks that passed (the counts stay).
     pub fn keep_failures(&mut self) {
-        self.checks.retain(|c| c.verdict == Verdict::Mismatch);
+        self.checks.retain(|c| c.verdict != Verdict::Ok);
     }
 
     /// The checks that failed.
     pub fn failures(&self) -> impl Iterator<Item = &Check> {
-        self.checks
-            .iter()
-            .filter(|c| c.verdict == Verdict::Mismatch)
+        self.checks.iter().filter(|c| c.verdict != Verdict::Ok)
     }
 }
 
@@ -97,6 +108,7 @@ impl Report {
 pub fn audit<'a>(rules: impl IntoIterator<Item = &'a OpRule>) -> Result<Report> {
     let mut report = Report {
         rules: 0,
+        splits: 0,
         cases: 0,
         checked: 0,
         mismatches: 0,
@@ -116,6 +128,12 @@ pub fn audit<'a>(rules: impl IntoIterator<Item = &'a OpRule>) -> Result<Report> 
         }
     }
     report.checked = report.checks.len();
+    let splits: std::collections::BTreeSet<(&str, &str)> = report
+        .checks
+        .iter()
+        .map(|c| (c.rule.as_str(), c.split.as_str()))
+        .collect();
+    report.splits = splits.len();
     report.mismatches = report.failures().count();
     Ok(report)
 }

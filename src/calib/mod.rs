@@ -395,7 +395,7 @@ pub struct Calibration {
 impl Calibration {
     /// Loads and validates a calibration from its text.
     pub fn load(src: &Source) -> Result<Calibration> {
-        let c: Calibration = serde_yaml::from_str(&src.text).map_err(|e| src.yaml_error(e))?;
+        let c: Calibration = src.parse()?;
         let positive = |path: &[&str], v: &Rational| -> Result<()> {
             if v.is_positive() {
                 Ok(())
@@ -513,11 +513,7 @@ impl Calibration {
     pub fn resolve(arg: &str) -> Result<Calibration> {
         let path = Path::new(arg);
         if arg.ends_with(".yaml") || arg.ends_with(".yml") || path.is_file() {
-            let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
-                path: path.to_path_buf(),
-                source,
-            })?;
-            return Calibration::load(&Source::new(path, text));
+            return Calibration::load(&Source::read(path)?);
         }
         match embedded::CALIBRATIONS.iter().find(|(s, _)| *s == arg) {
             Some((s, text)) => Calibration::load(&Source::new(

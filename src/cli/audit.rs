@@ -18,9 +18,13 @@ pub struct AuditArgs {
     /// name need not match the rule's.
     #[arg(value_name = "RULE_FILES")]
     pub rules: Vec<String>,
-    /// Print only the checks that fail (and the summary).
-    #[arg(long)]
+    /// Print only the checks that fail (and the summary): the default for tables; for JSON,
+    /// drops the passing checks.
+    #[arg(long, conflicts_with = "verbose")]
     pub failures: bool,
+    /// Print every check, passing or not (tables show only the failures by default).
+    #[arg(long, short)]
+    pub verbose: bool,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
@@ -38,7 +42,8 @@ pub fn run(args: AuditArgs) -> Result<(), Error> {
             .collect::<Result<_, _>>()?
     };
     let mut report = audit::audit(&rules)?;
-    if args.failures {
+    let table = args.format == Format::Table;
+    if args.failures || (table && !args.verbose) {
         report.keep_failures();
     }
     match args.format {
@@ -48,7 +53,7 @@ pub fn run(args: AuditArgs) -> Result<(), Error> {
     if !report.passed() {
         let _ = std::io::stdout().flush();
         return Err(Error::Check(
-            "derived and counted costs differ (see the table above)".into(),
+            "the audit found failures (see the table above)".into(),
         ));
     }
     Ok(())
@@ -58,11 +63,7 @@ pub fn run(args: AuditArgs) -> Result<(), Error> {
 fn load(set: &RuleSet, arg: &str) -> Result<OpRule, Error> {
     let path = Path::new(arg);
     if path.is_file() {
-        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        return load_rule(&Source::new(path, text), None);
+        return load_rule(&Source::read(path)?, None);
     }
     if arg.ends_with(".yaml") || arg.ends_with(".yml") {
         return Err(Error::Usage(format!("rule file `{arg}` does not exist")));
@@ -70,7 +71,8 @@ fn load(set: &RuleSet, arg: &str) -> Result<OpRule, Error> {
     set.resolve(arg)
 }
 
-/// The report as a table, then one line per refused case and the summary.
+/// The report's checks as a table (none when all were filtered out), then one line per refused
+/// case and the summary.
 pub fn render(report: &Report) -> String {
     let header = [
         "rule", "split", "mesh", "pass", "quantity", "derived", "counted", "verdict",
@@ -110,7 +112,9 @@ pub fn render(report: &Report) -> String {
         }
         let _ = writeln!(s, "{}", out.trim_end());
     };
-    line(&mut s, &header);
+    if !rows.is_empty() {
+        line(&mut s, &header);
+    }
     for r in &rows {
         let cells: Vec<&str> = r.iter().map(String::as_str).collect();
         line(&mut s, &cells);
@@ -122,12 +126,6 @@ pub fn render(report: &Report) -> String {
             r.rule, r.split, r.mesh, r.reason
         );
     }
-    let _ = writeln!(
-        s,
-        "{} ({} rules, {} cases)",
-        report.summary(),
-        report.rules,
-        report.cases
-    );
+    let _ = writeln!(s, "audit: {}", report.long_summary());
     s
 }

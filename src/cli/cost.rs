@@ -63,6 +63,9 @@ struct OpRow {
 #[derive(Serialize)]
 struct CostJson {
     model: String,
+    /// The symbols `--set` changed, with their values: `model` alone no longer describes them.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    overrides: BTreeMap<String, String>,
     symbols: BTreeMap<String, String>,
     params: String,
     flops: Flops,
@@ -154,8 +157,14 @@ pub fn run(args: CostArgs) -> Result<(), Error> {
     } else {
         None
     };
+    let overrides: BTreeMap<String, String> = values
+        .iter()
+        .filter(|(k, v)| model.values.get(*k) != Some(*v))
+        .map(|(k, v)| (k.clone(), v.to_string()))
+        .collect();
     let out = CostJson {
         model: model.name.clone(),
+        overrides,
         symbols: values
             .iter()
             .map(|(k, v)| (k.clone(), v.to_string()))
@@ -241,6 +250,14 @@ pub fn run(args: CostArgs) -> Result<(), Error> {
         Format::Json => print_json(&out),
         Format::Table => {
             println!("model {} — {}", model.name, model.doc);
+            if !out.overrides.is_empty() {
+                let set: Vec<String> = out
+                    .overrides
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+                println!("changed by --set {}", set.join(" "));
+            }
             let syms: Vec<String> = out
                 .symbols
                 .iter()
@@ -279,7 +296,13 @@ pub fn run(args: CostArgs) -> Result<(), Error> {
                 for r in rows {
                     println!(
                         "{:<16} {:<15} {:>6} {:>14} {:>22} {:>22} {:>18}",
-                        r.name, r.rule, r.repeat, r.params, r.forward, r.backward, r.activations
+                        r.name,
+                        r.rule,
+                        r.repeat,
+                        int_text(&r.params),
+                        int_text(&r.forward),
+                        int_text(&r.backward),
+                        int_text(&r.activations)
                     );
                 }
             }
@@ -288,11 +311,26 @@ pub fn run(args: CostArgs) -> Result<(), Error> {
     }
 }
 
+/// An exact integer as itself; any other amount rounded to two decimals and marked `≈` (a
+/// per-rank share of a ring collective, an average over stages). JSON keeps the exact fraction.
 fn int(r: &crate::sym::Rational) -> String {
     if r.is_integer() {
-        r.to_integer().to_string()
-    } else {
-        r.to_string()
+        return r.to_integer().to_string();
+    }
+    let hundredths = (r * crate::sym::Rational::from_integer(100.into()))
+        .round()
+        .to_integer();
+    let sign = if hundredths < 0.into() { "-" } else { "" };
+    let h = num_traits::Signed::abs(&hundredths);
+    let cents: num_bigint::BigInt = &h % 100;
+    format!("≈{sign}{}.{cents:02}", &h / 100)
+}
+
+/// A number printed by [`show`] (an integer or an exact fraction), shown as [`int`] does.
+fn int_text(s: &str) -> String {
+    match s.parse::<crate::sym::Rational>() {
+        Ok(r) => int(&r),
+        Err(_) => s.to_string(),
     }
 }
 
@@ -302,7 +340,18 @@ fn print_device(pd: &PerDevice, e: &Evaluation) {
         "per device, {} on {} devices ({} per node)",
         pd.strategy, e.mesh.devices, e.mesh.gpus_per_node
     );
-    println!("  compute FLOPs per step      {}", int(&pd.flops));
+    println!(
+        "  compute FLOPs per step      {}  (busiest stage, one device, with recomputation)",
+        int(&pd.flops)
+    );
+    if pd.stages.len() > 1 {
+        let all: crate::sym::Rational = pd.stages.iter().map(|s| &s.flops).sum();
+        println!(
+            "                              {}  (all {} stages, one device each)",
+            int(&all),
+            pd.stages.len()
+        );
+    }
     println!("  point-to-point bytes        {}", int(&pd.p2p_bytes));
     println!("  memory  weights             {}", int(&pd.memory.params));
     println!("          gradients           {}", int(&pd.memory.grads));
@@ -337,12 +386,18 @@ fn print_device(pd: &PerDevice, e: &Evaluation) {
             int(&s.memory.total)
         );
     }
-    println!("  collectives (busiest stage)");
+    println!(
+        "  collectives (busiest stage; bytes per rank per call, ring traffic; none on axes of 1)"
+    );
     println!(
         "    {:<15} {:<3} {:<11} {:>16} {:>7}  where",
         "collective", "axis", "tier", "bytes/call", "calls"
     );
-    for c in &pd.comm {
+    for c in pd
+        .comm
+        .iter()
+        .filter(|c| !num_traits::Zero::is_zero(&c.bytes))
+    {
         println!(
             "    {:<15} {:<3} {:<11} {:>16} {:>7}  {}",
             c.collective.name(),
@@ -373,10 +428,10 @@ fn print_device(pd: &PerDevice, e: &Evaluation) {
                 r.name,
                 r.dp_split.as_deref().unwrap_or("-"),
                 r.tp_split.as_deref().unwrap_or("-"),
-                r.forward,
-                r.backward,
-                r.params,
-                r.saved
+                int_text(&r.forward),
+                int_text(&r.backward),
+                int_text(&r.params),
+                int_text(&r.saved)
             );
         }
     }

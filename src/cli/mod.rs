@@ -101,6 +101,11 @@ impl SymbolArgs {
             .map_err(|m| Error::Usage(format!("--set `{s}`: {m}")))?;
             values.insert(name.to_string(), v);
         }
+        if !self.set.is_empty() {
+            model
+                .check_sizes(&values)
+                .map_err(|e| Error::Usage(format!("--set: {e}")))?;
+        }
         Ok(values)
     }
 }
@@ -119,6 +124,10 @@ pub enum Format {
 pub fn main() -> i32 {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
+        Err(e) if e.kind() == clap::error::ErrorKind::InvalidUtf8 => {
+            eprintln!("error: {}", not_utf8(std::env::args_os()));
+            return 2;
+        }
         Err(e) => {
             let code = if e.use_stderr() { 2 } else { 0 };
             let _ = e.print();
@@ -132,6 +141,25 @@ pub fn main() -> i32 {
             e.exit_code()
         }
     }
+}
+
+/// Which argument is not UTF-8 (clap only says that one is): its position, the option it follows
+/// if any, and its text with the bad bytes replaced.
+fn not_utf8(args: impl Iterator<Item = std::ffi::OsString>) -> String {
+    let args: Vec<std::ffi::OsString> = args.collect();
+    let Some(k) = args.iter().position(|a| a.to_str().is_none()) else {
+        return "an argument is not valid UTF-8".into();
+    };
+    let shown = args[k].to_string_lossy();
+    let after = args[..k]
+        .last()
+        .and_then(|a| a.to_str())
+        .filter(|a| a.starts_with("--"))
+        .map(|a| format!(" (the value of {a})"))
+        .unwrap_or_default();
+    format!(
+        "argument {k}{after}, `{shown}`, is not valid UTF-8: file names and values must be UTF-8 text"
+    )
 }
 
 /// Runs a parsed command line.

@@ -96,11 +96,7 @@ impl StrategyFlags {
         let r = self.resolve()?;
         if let Err((op, msg)) = crate::parallel::check_overrides(model, &r.layout) {
             if let Some(p) = &self.strategy {
-                let text = std::fs::read_to_string(p).map_err(|source| Error::Io {
-                    path: p.clone(),
-                    source,
-                })?;
-                return Err(crate::diag::Source::new(p, text).error_at(&["splits", &op], msg));
+                return Err(crate::diag::Source::read(p)?.error_at(&["splits", &op], msg));
             }
             return Err(Error::Usage(msg));
         }
@@ -168,10 +164,11 @@ impl StrategyFlags {
             gpn = Some(g);
         }
         let gpus_per_node = gpn.unwrap_or_else(|| calib.gpus_per_node());
-        if gpus_per_node == 0 || gpus_per_node > 1024 {
-            return Err(Error::Usage(format!(
-                "--gpus-per-node must be 1 to 1024, not {gpus_per_node}"
-            )));
+        crate::strategy::check_knobs(&knobs).map_err(Error::Usage)?;
+        let notes = crate::strategy::check_nodes(&knobs, gpus_per_node)
+            .map_err(|m| Error::Usage(m.replace("`gpus_per_node`", "--gpus-per-node")))?;
+        for n in notes {
+            eprintln!("warning: {n}");
         }
         let memory = match self.memory {
             Some(0) => return Err(Error::Usage("--memory must be positive".into())),

@@ -26,15 +26,12 @@ pub fn run(args: ValidateArgs) -> Result<(), Error> {
     } else {
         let mut v = Vec::new();
         for p in &args.files {
-            let text = std::fs::read_to_string(p).map_err(|source| Error::Io {
-                path: p.clone(),
-                source,
-            })?;
+            let src = Source::read(p)?;
             let stem = p
                 .file_stem()
                 .map(|s| s.to_string_lossy().to_string())
                 .unwrap_or_default();
-            v.push((stem, Source::new(p, text)));
+            v.push((stem, src));
         }
         v
     };

@@ -168,7 +168,86 @@ impl AttentionMode {
     }
 }
 
+/// A size that is not a positive integer at some symbol values.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{what} = `{formula}` = {value} at {at}: {reason}")]
+pub struct SizeError {
+    /// The size: `operator `scores` index `d``, `block `layer` repeat`, …
+    pub what: String,
+    /// Its formula in the model's symbols.
+    pub formula: Poly,
+    /// Its value.
+    pub value: crate::sym::Rational,
+    /// The values of the formula's symbols, `H = 12288, NH = 7`.
+    pub at: String,
+    /// Why it is refused.
+    pub reason: &'static str,
+}
+
+/// Checks that `formula` is a positive integer at `values` (or a non-negative one where
+/// `zero_ok`: rule parameters such as padding). Formulas with unbound symbols are left alone:
+/// they are reported where they are evaluated.
+pub fn check_size(
+    what: impl FnOnce() -> String,
+    formula: &Poly,
+    values: &Bindings,
+    zero_ok: bool,
+) -> Result<(), Box<SizeError>> {
+    use num_traits::{Signed, Zero};
+    let Ok(value) = formula.eval(values) else {
+        return Ok(());
+    };
+    let reason = if !value.is_integer() {
+        "not an integer (every size and every `a/b` extent must divide exactly)"
+    } else if value.is_negative() || (value.is_zero() && !zero_ok) {
+        "not positive"
+    } else {
+        return Ok(());
+    };
+    let at: Vec<String> = formula
+        .symbols()
+        .iter()
+        .filter_map(|s| values.get(s).map(|v| format!("{s} = {v}")))
+        .collect();
+    Err(Box::new(SizeError {
+        what: what(),
+        formula: formula.clone(),
+        value,
+        at: at.join(", "),
+        reason,
+    }))
+}
+
 impl Model {
+    /// Checks that every size at `values` is a positive integer: graph input dimensions,
+    /// block repeats, and every index an operator binds (parameters such as padding may be 0).
+    pub fn check_sizes(&self, values: &Bindings) -> Result<(), Box<SizeError>> {
+        for (name, dims) in &self.inputs {
+            for (k, d) in dims.iter().enumerate() {
+                check_size(|| format!("input `{name}` dimension {k}"), d, values, false)?;
+            }
+        }
+        for b in &self.blocks {
+            check_size(
+                || format!("block `{}` repeat", b.name),
+                &b.repeat,
+                values,
+                false,
+            )?;
+            for op in b.ops() {
+                for (k, f) in &op.bind {
+                    let zero_ok = op.rule.index(k).is_none();
+                    let what = || {
+                        let role = if zero_ok { "parameter" } else { "index" };
+                        format!("operator `{}` {role} `{k}`", op.name)
+                    };
+                    check_size(what, f, values, zero_ok)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Every operator with its block's repeat count.
     pub fn ops(&self) -> impl Iterator<Item = (&Block, &OpNode)> {
         self.blocks

@@ -1,6 +1,6 @@
 //! Loading and validating model and family files.
 
-use super::graph::{AttentionMode, Block, Model, OpNode, Producer};
+use super::graph::{check_size, AttentionMode, Block, Model, OpNode, Producer};
 use super::spec::{FamilyFile, GraphSpec, ModelFile, SymbolValue};
 use crate::diag::Source;
 use crate::embedded;
@@ -62,11 +62,13 @@ impl ModelLoader {
             return self.load(&crate::import::model_source_from_onnx(path)?);
         }
         if arg.ends_with(".yaml") || arg.ends_with(".yml") || path.is_file() {
-            let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
-                path: path.to_path_buf(),
-                source,
-            })?;
-            return self.load(&Source::new(path, text));
+            if embedded::MODELS.iter().any(|(s, _)| *s == arg) {
+                // The command line's only channel for a note that is not an error.
+                eprintln!(
+                    "note: reading the file `{arg}` in this directory, not the shipped model of that name"
+                );
+            }
+            return self.load(&Source::read(path)?);
         }
         let stem = arg.trim_end_matches(".yaml");
         match embedded::MODELS.iter().find(|(s, _)| *s == stem) {
@@ -74,7 +76,8 @@ impl ModelLoader {
             None => {
                 let names: Vec<&str> = embedded::MODELS.iter().map(|(s, _)| *s).collect();
                 Err(Error::Usage(format!(
-                    "unknown model `{arg}`: not a file, nor a shipped model (shipped: {})",
+                    "unknown model `{arg}`: not a file, nor a shipped model{} (shipped: {})",
+                    crate::suggest::did_you_mean(arg, names.iter().copied()),
                     names.join(", ")
                 )))
             }
@@ -83,7 +86,7 @@ impl ModelLoader {
 
     /// Loads a model from its source text.
     pub fn load(&self, src: &Source) -> Result<Model> {
-        let spec: ModelFile = serde_yaml::from_str(&src.text).map_err(|e| src.yaml_error(e))?;
+        let spec: ModelFile = src.parse()?;
         let (graph_src, mut graph, family, doc) = match (&spec.family, spec.graph) {
             (Some(f), None) => {
                 let fsrc = self.families.get(f).ok_or_else(|| {
@@ -93,8 +96,7 @@ impl ModelLoader {
                         format!("unknown family `{f}` (known: {})", known.join(", ")),
                     )
                 })?;
-                let ff: FamilyFile =
-                    serde_yaml::from_str(&fsrc.text).map_err(|e| fsrc.yaml_error(e))?;
+                let ff: FamilyFile = fsrc.parse()?;
                 let (name, fdoc, g) = ff.into_graph();
                 (fsrc.clone(), g, Some(name), fdoc)
             }
@@ -296,15 +298,13 @@ impl GraphBuilder<'_> {
             }
             return Err(self.err(path, format!("size `{text}` is zero")));
         }
-        // Sizes must be positive wherever the symbols have values.
+        // Sizes must be positive integers wherever the symbols have values.
         if p.symbols().iter().all(|s| self.values.contains_key(s)) {
-            match p.eval(self.values) {
-                Ok(v) if !v.is_positive() => {
-                    return Err(self.err(path, format!("size `{text}` is not positive ({v})")))
-                }
-                Err(e) => return Err(self.err(path, format!("size `{text}`: {e}"))),
-                _ => {}
+            if let Err(e) = p.eval(self.values) {
+                return Err(self.err(path, format!("size `{text}`: {e}")));
             }
+            check_size(|| "size".into(), &p, self.values, zero_ok)
+                .map_err(|e| self.err(path, e.to_string()))?;
         }
         Ok(p)
     }

@@ -7,8 +7,8 @@
 //! device holds `T` tokens, routed to `k` experts each, into buffers of `C·T·k` slots of `H`
 //! elements (capacity factor `C`; 1 is dropless). The dispatch all-to-all sends every slot to the
 //! device owning its expert; a device keeps the 1/n of its slots whose experts it owns and sends
-//! the rest, (n − 1)/n · C·T·k·H elements, receiving as much (REFERENCE.md: all-to-all moves
-//! (n − 1)/n · S per rank). The combine all-to-all returns the expert outputs the same way. In the
+//! the rest, (n − 1)/n · C·T·k·H elements, receiving as much (nccl-tests doc/PERFORMANCE.md:
+//! all-to-all moves (n − 1)/n · S per rank). The combine all-to-all returns the expert outputs the same way. In the
 //! backward pass the gradients take both routes in reverse: four all-to-alls of that size per
 //! layer and micro-batch. Expert compute per device is unchanged when the routing is balanced:
 //! E/n experts, each receiving n devices' share of slots.

@@ -113,8 +113,22 @@ pub fn optimize_layer_with(
     values: &Bindings,
     opts: &OptimizeOptions,
 ) -> Result<OptimizeReport> {
-    if tp == 0 {
-        return Err(Error::Usage("--tp must be at least 1".into()));
+    if tp < 2 {
+        return Err(Error::Usage(format!(
+            "--tp {tp}: a layer that is not split has no tensor-parallel communication to optimise (give --tp 2 or more)"
+        )));
+    }
+    // The degrees `cost` accepts, and no others (once every symbol is bound: the pricing below
+    // reports an unbound one).
+    let knobs = crate::strategy::Knobs {
+        tp,
+        ..crate::strategy::Knobs::data_parallel(1)
+    };
+    let b = crate::parallel::evaluate::microbatch_bindings(values, &knobs);
+    let analysis = crate::parallel::analyse(model, &crate::parallel::Layout::default());
+    if model.symbols.keys().all(|s| values.contains_key(s)) {
+        crate::parallel::evaluate::check_divisibility(model, &analysis, &b, &knobs)
+            .map_err(Error::Usage)?;
     }
     let bi = model
         .blocks

@@ -20,21 +20,18 @@ fn is_identifier(s: &str) -> bool {
 
 /// Parses and validates one rule file. `expect_name` (the file stem) must equal its `name`.
 pub fn load_rule(src: &Source, expect_name: Option<&str>) -> Result<OpRule> {
-    let spec: RuleFile = serde_yaml::from_str(&src.text).map_err(|e| src.yaml_error(e))?;
+    let spec: RuleFile = src.parse()?;
     Validator { src, spec: &spec }.build(expect_name)
 }
 
 /// Loads a rule from a file on disk.
 pub fn load_rule_file(path: &Path) -> Result<OpRule> {
-    let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let src = Source::read(path)?;
     let stem = path
         .file_stem()
         .and_then(|s| s.to_str())
         .map(str::to_string);
-    load_rule(&Source::new(path, text), stem.as_deref())
+    load_rule(&src, stem.as_deref())
 }
 
 struct Validator<'a> {
@@ -54,17 +51,6 @@ impl Validator<'_> {
                 &["name"],
                 format!("rule name `{}` is not an identifier", spec.name),
             ));
-        }
-        if let Some(stem) = expect_name {
-            if stem != spec.name {
-                return Err(self.err(
-                    &["name"],
-                    format!(
-                        "rule name `{}` differs from its file name `{stem}`",
-                        spec.name
-                    ),
-                ));
-            }
         }
         let mut names: BTreeSet<&str> = BTreeSet::new();
         for p in &spec.params {
@@ -257,6 +243,18 @@ impl Validator<'_> {
             }
             None => Poly::zero(),
         };
+        // Last: a file that is wrong in itself reports that first.
+        if let Some(stem) = expect_name {
+            if stem != spec.name {
+                return Err(self.err(
+                    &["name"],
+                    format!(
+                        "rule name `{}` differs from its file name `{stem}`",
+                        spec.name
+                    ),
+                ));
+            }
+        }
         Ok(OpRule {
             fused_attention,
             recompute_flops,

@@ -76,7 +76,8 @@ impl RuleSet {
         self.get(arg).cloned().ok_or_else(|| {
             let names: Vec<&str> = self.rules.keys().map(String::as_str).collect();
             Error::Usage(format!(
-                "unknown rule `{arg}` (known: {})",
+                "unknown rule `{arg}`{} (known: {})",
+                crate::suggest::did_you_mean(arg, names.iter().copied()),
                 names.join(", ")
             ))
         })

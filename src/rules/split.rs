@@ -74,7 +74,7 @@ pub struct CollectiveCost {
     pub tensor: String,
     /// Calls (statistics may need several).
     pub count: u32,
-    /// Bytes of the logical tensor of one call on this axis (`S` of REFERENCE.md).
+    /// Bytes of the logical tensor of one call on this axis (`S` of nccl-tests doc/PERFORMANCE.md).
     pub size: Poly,
     /// Bytes each rank sends on the wire, all calls together.
     pub wire_bytes: Poly,

@@ -3,7 +3,7 @@
 
 use super::knobs::{Knobs, Recompute, Schedule};
 use crate::diag::Source;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::rules::spec::UniqueMap;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -96,6 +96,24 @@ pub fn check_knobs(k: &Knobs) -> std::result::Result<(), String> {
     if k.schedule == Schedule::Interleaved && k.chunks < 2 {
         return Err("interleaved-1f1b needs `chunks` of at least 2".into());
     }
+    if k.schedule == Schedule::Interleaved && k.pp == 1 {
+        return Err(
+            "`schedule` interleaved-1f1b needs pp > 1: with one stage there is nothing to interleave"
+                .into(),
+        );
+    }
+    if k.schedule == Schedule::Interleaved && !k.microbatches.is_multiple_of(k.pp) {
+        return Err(format!(
+            "`microbatches` = {} must be a multiple of pp = {} for interleaved-1f1b (Narayanan et al. SC'21)",
+            k.microbatches, k.pp
+        ));
+    }
+    if k.zero > 0 && k.dp == 1 {
+        return Err(format!(
+            "`zero` = {} needs dp > 1: ZeRO shards over data parallelism, and dp = 1 has nothing to shard",
+            k.zero
+        ));
+    }
     if k.schedule != Schedule::Interleaved && k.chunks != 1 {
         return Err(format!(
             "`chunks` = {} needs the interleaved-1f1b schedule",
@@ -108,18 +126,42 @@ pub fn check_knobs(k: &Knobs) -> std::result::Result<(), String> {
     Ok(())
 }
 
+/// Most devices per node accepted.
+pub const MAX_GPUS_PER_NODE: u64 = 1024;
+
+/// Checks how the knobs sit on nodes of `gpus_per_node` devices: the devices fill whole nodes
+/// (or part of one), and a tensor-parallel group should stay inside a node. Returns the notes
+/// worth a warning, or why the machine is refused.
+pub fn check_nodes(k: &Knobs, gpus_per_node: u64) -> std::result::Result<Vec<String>, String> {
+    if gpus_per_node == 0 || gpus_per_node > MAX_GPUS_PER_NODE {
+        return Err(format!(
+            "`gpus_per_node` must be 1 to {MAX_GPUS_PER_NODE}, not {gpus_per_node}"
+        ));
+    }
+    let devices = k.devices();
+    if devices > gpus_per_node && !devices.is_multiple_of(gpus_per_node) {
+        return Err(format!(
+            "`gpus_per_node` = {gpus_per_node} does not divide the {devices} devices: nodes would be partly used"
+        ));
+    }
+    let mut notes = Vec::new();
+    if k.tp > gpus_per_node {
+        notes.push(format!(
+            "tensor parallelism of tp = {} spans nodes of {gpus_per_node} devices: its collectives cross the slower inter-node links",
+            k.tp
+        ));
+    }
+    Ok(notes)
+}
+
 /// Loads a strategy file.
 pub fn load_strategy(path: &Path) -> Result<StrategyArgs> {
-    let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    parse_strategy(&Source::new(path, text))
+    parse_strategy(&Source::read(path)?)
 }
 
 /// Parses a strategy from its text.
 pub fn parse_strategy(src: &Source) -> Result<StrategyArgs> {
-    let f: StrategyFile = serde_yaml::from_str(&src.text).map_err(|e| src.yaml_error(e))?;
+    let f: StrategyFile = src.parse()?;
     let schedule = match f.schedule.as_deref() {
         None => Schedule::OneFOneB,
         Some(s) => Schedule::from_name(s).ok_or_else(|| {
@@ -155,12 +197,7 @@ pub fn parse_strategy(src: &Source) -> Result<StrategyArgs> {
         src.error_at(&[&key], m)
     })?;
     if let Some(g) = f.gpus_per_node {
-        if g == 0 || g > 1024 {
-            return Err(src.error_at(
-                &["gpus_per_node"],
-                format!("`gpus_per_node` must be 1 to 1024, not {g}"),
-            ));
-        }
+        check_nodes(&knobs, g).map_err(|m| src.error_at(&["gpus_per_node"], m))?;
     }
     Ok(StrategyArgs {
         knobs,
