@@ -90,6 +90,8 @@ struct Out {
     evaluated: usize,
     feasible: usize,
     rejected: std::collections::BTreeMap<String, usize>,
+    /// Strategies simulated to rank by seconds (0 when ranking by relative cost).
+    simulated: usize,
     balance_range: Option<(String, Option<String>)>,
     /// For each tensor-parallel degree shown without sequence parallelism: what the e-graph
     /// engine proves about the layer's communication.
@@ -133,8 +135,17 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
             "--gpus-per-node must be 1 to 1024, not {gpus_per_node}"
         )));
     }
+    if args.devices > gpus_per_node && !args.devices.is_multiple_of(gpus_per_node) {
+        return Err(Error::Usage(format!(
+            "--gpus-per-node {gpus_per_node} does not divide the {} devices: nodes would be partly used",
+            args.devices
+        )));
+    }
     if args.top == 0 {
         return Err(Error::Usage("--top must be at least 1".into()));
+    }
+    if args.max_microbatches == 0 {
+        return Err(Error::Usage("--max-microbatches must be at least 1".into()));
     }
     let memory = match args.memory {
         Some(0) => return Err(Error::Usage("--memory must be positive".into())),
@@ -224,6 +235,7 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
         calibration: calib.name.clone(),
         strategies: rows,
         evaluated: result.evaluated,
+        simulated: result.simulated,
         feasible: result.feasible,
         rejected: result.rejected.clone(),
         balance_range: range,
@@ -346,6 +358,12 @@ fn print_table(out: &Out, calib: &Calibration, result: &crate::search::RankResul
         "{} strategies priced, {} fit in memory; {:.3} s",
         out.evaluated, out.feasible, out.search_seconds
     );
+    if out.simulated > 0 {
+        println!(
+            "ranked by simulated seconds: {} strategies simulated in the order of their lower bounds, until the next bound exceeded the last row shown — no other strategy can be faster than the rows shown",
+            out.simulated
+        );
+    }
     for (why, n) in &out.rejected {
         println!("  {n} rejected: {why}");
     }
@@ -366,17 +384,21 @@ fn print_table(out: &Out, calib: &Calibration, result: &crate::search::RankResul
     }
     if let Some((lo, hi)) = &result.balance_range {
         let (li, le) = crate::search::rank::scaled_balance(calib, lo);
-        match hi {
-            Some(h) => {
+        let lo_f = lo.to_f64().unwrap_or(0.0);
+        match hi.as_ref().map(|h| (h, h.to_f64().unwrap_or(f64::MAX))) {
+            Some((_, h)) if h < lo_f => println!(
+                "by relative cost the top row is first for no scaling of κ: it leads by simulated seconds only"
+            ),
+            Some((h, hf)) if hf < 1e6 => {
                 let (hi_i, hi_e) = crate::search::rank::scaled_balance(calib, h);
                 println!(
                     "the top strategy stays first while every κ is scaled by {:.3}…{:.3} (κ intra {}…{}, κ inter {}…{})",
-                    lo.to_f64().unwrap_or(0.0), h.to_f64().unwrap_or(0.0), sci(&li), sci(&hi_i), sci(&le), sci(&hi_e)
+                    lo_f, hf, sci(&li), sci(&hi_i), sci(&le), sci(&hi_e)
                 );
             }
-            None => println!(
-                "the top strategy stays first for every κ scaled by {:.3} or more (κ intra ≥ {}, κ inter ≥ {})",
-                lo.to_f64().unwrap_or(0.0), sci(&li), sci(&le)
+            _ => println!(
+                "the top strategy stays first for every κ scaled by {:.3} or more, without upper limit (κ intra ≥ {}, κ inter ≥ {})",
+                lo_f, sci(&li), sci(&le)
             ),
         }
     }

@@ -554,6 +554,26 @@ fn plan_pipeline(
     })
 }
 
+/// The pipeline partition the exact evaluation of a strategy uses: the copies of each block on
+/// each stage, in order (`kappa` the machine balance of each tier, as for [`estimate`]).
+pub fn pipeline_stage_counts(
+    model: &Model,
+    numbers: &[BlockNumbers],
+    k: &Knobs,
+    kappa: &dyn Fn(Tier) -> f64,
+    gpus_per_node: u64,
+) -> Result<Vec<Vec<(usize, u64)>>, String> {
+    let mesh = Mesh::new(k.tp, k.dp, k.pp, gpus_per_node);
+    let layer_block: Vec<bool> = model
+        .blocks
+        .iter()
+        .map(|b| b.repeat != Poly::one())
+        .collect();
+    let kt = kappa(mesh.axis(AxisKind::Tp).tier);
+    let ke = kappa(mesh.ep_tier(k.ep));
+    Ok(plan_pipeline(numbers, &layer_block, k, kt, ke)?.stage_counts)
+}
+
 /// Floating-point (time, time with data-parallel and point-to-point traffic, memory) per stage,
 /// for choosing which stages to price exactly.
 #[allow(clippy::too_many_arguments)]

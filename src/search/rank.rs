@@ -57,6 +57,8 @@ pub struct RankResult {
     pub feasible: usize,
     /// Strategies rejected before pricing, by reason.
     pub rejected: BTreeMap<String, usize>,
+    /// Strategies simulated to find the fastest (ranking in seconds).
+    pub simulated: usize,
     /// Range of the factor λ scaling every κ over which the top strategy stays first.
     #[serde(skip)]
     pub balance_range: Option<(Rational, Option<Rational>)>,
@@ -83,15 +85,8 @@ fn divisors(n: u64) -> Vec<u64> {
 }
 
 fn reject(map: &mut BTreeMap<String, usize>, why: String) {
-    // Group reasons by their first words so the summary stays short.
-    let key: String = why
-        .split(" = ")
-        .next()
-        .unwrap_or(&why)
-        .chars()
-        .take(60)
-        .collect();
-    *map.entry(key).or_insert(0) += 1;
+    // Identical reasons are counted together; each is kept whole.
+    *map.entry(why).or_insert(0) += 1;
 }
 
 /// Ranks the strategies of `model` on `opts.devices` devices.
@@ -243,6 +238,10 @@ pub fn rank_with_progress(
                                         ep,
                                         ..base.clone()
                                     };
+                                    if let Err(e) = crate::strategy::check_knobs(&k) {
+                                        reject(&mut rejected, e);
+                                        continue;
+                                    }
                                     match estimate(model, &numbers, &k, &kappa, opts.gpus_per_node)
                                     {
                                         Ok(e) => estimates.push((k, e)),
@@ -270,12 +269,25 @@ pub fn rank_with_progress(
             .then(a.memory.total_cmp(&b.memory))
     });
     let feasible_est = estimates.iter().filter(|(_, e)| fits(e)).count();
-    // Ranking in seconds re-orders a wider pool of the cheapest strategies by simulated time.
-    let pool = if opts.seconds {
-        (opts.top * 4).max(40)
-    } else {
-        opts.top
-    };
+    if opts.seconds {
+        return rank_by_seconds(
+            model,
+            values,
+            calib,
+            opts,
+            SecondsSearch {
+                analyses: &analyses,
+                cache: &cache,
+                estimates: &estimates,
+                kappa: &kappa,
+                evaluated,
+                feasible: feasible_est,
+                rejected,
+                start,
+            },
+        );
+    }
+    let pool = opts.top;
     let last = estimates
         .get(pool.min(estimates.len()).saturating_sub(1))
         .map(|(_, e)| e.total)
@@ -322,24 +334,7 @@ pub fn rank_with_progress(
             .collect();
         stability(&top.relative, &others)
     });
-    let mut timed: Vec<(Evaluation, Option<f64>)> = evals.into_iter().map(|e| (e, None)).collect();
-    if opts.seconds {
-        for (e, secs) in timed.iter_mut() {
-            let k = &e.knobs;
-            let analysis = &analyses[usize::from(k.sequence_parallel)];
-            if let Some(Ok(numbers)) = cache.get(&(k.dp, k.tp, k.microbatches, k.sequence_parallel))
-            {
-                *secs =
-                    crate::timeline::iteration_seconds(model, analysis, numbers, e, values, calib)
-                        .ok();
-            }
-        }
-        timed.sort_by(|(a, sa), (b, sb)| {
-            b.feasible
-                .cmp(&a.feasible)
-                .then(sa.unwrap_or(f64::MAX).total_cmp(&sb.unwrap_or(f64::MAX)))
-        });
-    }
+    let timed: Vec<(Evaluation, Option<f64>)> = evals.into_iter().map(|e| (e, None)).collect();
     let rows = timed
         .into_iter()
         .take(opts.top)
@@ -355,8 +350,178 @@ pub fn rank_with_progress(
         evaluated,
         feasible,
         rejected,
+        simulated: 0,
         balance_range,
         search_seconds: start.elapsed().as_secs_f64(),
+    })
+}
+
+/// What the relative-cost search hands to the search by seconds.
+struct SecondsSearch<'a> {
+    analyses: &'a [Analysis],
+    cache: &'a BTreeMap<(u64, u64, u64, bool), Numbers>,
+    estimates: &'a [(Knobs, Estimate)],
+    kappa: &'a dyn Fn(Tier) -> f64,
+    evaluated: usize,
+    feasible: usize,
+    rejected: BTreeMap<String, usize>,
+    start: Instant,
+}
+
+/// The fastest strategies by simulated seconds, exactly: every strategy that fits gets a
+/// closed-form lower bound of its simulated time ([`crate::timeline::bound`]); they are
+/// simulated in the order of their bounds until the next bound exceeds the `top`-th best time
+/// found, so no strategy left unsimulated can be among the rows shown, whatever `top` is.
+fn rank_by_seconds(
+    model: &Model,
+    values: &Bindings,
+    calib: &Calibration,
+    opts: &RankOptions,
+    search: SecondsSearch,
+) -> Result<RankResult, String> {
+    use crate::timeline::bound::{chains, lower_bound, virtual_stages, Chains};
+    let rates = crate::timeline::Rates::of(calib);
+    let cap = opts.memory.to_f64().unwrap_or(f64::MAX);
+    let mut chain_cache: BTreeMap<(u64, u64, u64, bool), Option<Chains>> = BTreeMap::new();
+    let mut bounded: Vec<(f64, &Knobs)> = Vec::new();
+    type PartitionKey = ((u64, u64, u64, bool), u64, Recompute, Schedule, u64, u64);
+    type StageCounts = Vec<Vec<(usize, u64)>>;
+    let mut partitions: std::collections::HashMap<PartitionKey, Option<StageCounts>> =
+        std::collections::HashMap::new();
+    for (k, e) in search.estimates {
+        // A margin keeps every strategy the exact pricing may find feasible.
+        if e.memory > cap * (1.0 + 1e-6) || k.ep > 1 {
+            continue;
+        }
+        let key = (k.dp, k.tp, k.microbatches, k.sequence_parallel);
+        let Some(Ok(numbers)) = search.cache.get(&key) else {
+            continue;
+        };
+        let analysis = &search.analyses[usize::from(k.sequence_parallel)];
+        let ch = chain_cache.entry(key).or_insert_with(|| {
+            chains(
+                model,
+                analysis,
+                numbers,
+                values,
+                k,
+                &rates,
+                opts.gpus_per_node,
+            )
+            .ok()
+        });
+        let Some(ch) = ch else { continue };
+        let repeats: Vec<u64> = numbers.iter().map(|n| n.repeat).collect();
+        // The partition depends on neither the ZeRO stage nor (interleaved) the partition
+        // search; share it between the strategies that differ only there.
+        let interleaved = k.schedule == Schedule::Interleaved && k.chunks > 1;
+        let pkey = (key, k.pp, k.recompute, k.schedule, k.chunks, k.ep);
+        let partition = match partitions.get(&pkey) {
+            Some(p) => p.clone(),
+            None => {
+                let p = if interleaved {
+                    Some(Vec::new())
+                } else {
+                    crate::parallel::evaluate::pipeline_stage_counts(
+                        model,
+                        numbers,
+                        k,
+                        search.kappa,
+                        opts.gpus_per_node,
+                    )
+                    .ok()
+                };
+                partitions.insert(pkey, p.clone());
+                p
+            }
+        };
+        let Some(partition) = partition else { continue };
+        let Some(stages) = virtual_stages(ch, &repeats, &partition, k) else {
+            continue;
+        };
+        bounded.push((lower_bound(ch, &stages, k, &rates, opts.gpus_per_node), k));
+    }
+    if std::env::var_os("SYMSHARD_PROFILE").is_some() {
+        eprintln!(
+            "bounds: {} strategies, {} chain keys, {:.3} s",
+            bounded.len(),
+            chain_cache.len(),
+            search.start.elapsed().as_secs_f64()
+        );
+    }
+    bounded.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut found: Vec<(f64, Evaluation)> = Vec::new();
+    let mut simulated = 0usize;
+    for (bound, k) in bounded {
+        if found.len() >= opts.top && bound > found[opts.top - 1].0 {
+            break;
+        }
+        let key = (k.dp, k.tp, k.microbatches, k.sequence_parallel);
+        let Some(Ok(numbers)) = search.cache.get(&key) else {
+            continue;
+        };
+        let analysis = &search.analyses[usize::from(k.sequence_parallel)];
+        let Ok(e) = evaluate_with(
+            model,
+            analysis,
+            numbers,
+            k,
+            calib,
+            opts.gpus_per_node,
+            &opts.memory,
+            true,
+        ) else {
+            continue;
+        };
+        if !e.feasible {
+            continue;
+        }
+        simulated += 1;
+        let Ok(t) = crate::timeline::iteration_seconds(model, analysis, numbers, &e, values, calib)
+        else {
+            continue;
+        };
+        if std::env::var_os("SYMSHARD_PROFILE").is_some() {
+            eprintln!("  bound {bound:.3} simulated {t:.3} {k}");
+        }
+        let at = found
+            .partition_point(|(x, f)| *x < t || (*x == t && f.relative.total <= e.relative.total));
+        found.insert(at, (t, e));
+        found.truncate(opts.top.max(1));
+    }
+    if std::env::var_os("SYMSHARD_PROFILE").is_some() {
+        eprintln!(
+            "simulated {simulated}, {:.3} s",
+            search.start.elapsed().as_secs_f64()
+        );
+    }
+    let balance_range = found.first().map(|(_, top)| {
+        let fits = |e: &Estimate| e.memory <= cap * (1.0 + 1e-9);
+        let others: Vec<(f64, f64)> = search
+            .estimates
+            .iter()
+            .filter(|(k, e)| fits(e) && *k != top.knobs)
+            .map(|(_, e)| (e.flop_part, e.byte_part))
+            .collect();
+        stability(&top.relative, &others)
+    });
+    let rows = found
+        .into_iter()
+        .enumerate()
+        .map(|(i, (t, evaluation))| RankedRow {
+            rank: i + 1,
+            evaluation,
+            seconds: Some(t),
+        })
+        .collect();
+    Ok(RankResult {
+        rows,
+        evaluated: search.evaluated,
+        feasible: search.feasible,
+        rejected: search.rejected,
+        simulated,
+        balance_range,
+        search_seconds: search.start.elapsed().as_secs_f64(),
     })
 }
 

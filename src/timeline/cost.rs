@@ -206,6 +206,40 @@ impl Rates {
         }
     }
 
+    /// The least time `wire` bytes per rank of `kind` over `axis` can take however they are split
+    /// into calls: no latency, every bandwidth at its best (a lower bound of the sum of
+    /// [`Rates::collective_seconds`] over any split).
+    pub fn collective_floor(&self, kind: Collective, wire: f64, axis: &MeshAxis) -> f64 {
+        let n = axis.size;
+        if n <= 1 || wire <= 0.0 {
+            return 0.0;
+        }
+        let best = |l: &LinkRate, kind: Collective| -> f64 {
+            l.busbw[kind_index(kind)]
+                .as_ref()
+                .map_or(l.bandwidth, |c| c.max())
+        };
+        let k = axis.per_node.clamp(1, n);
+        let full = wire / bus_factor(kind, n);
+        if kind == Collective::OneStep || kind == Collective::AllToAll {
+            return wire / best(self.link(axis.tier), kind);
+        }
+        if k >= n || axis.tier == Tier::Intra {
+            return wire / best(&self.intra, kind);
+        }
+        if k == 1 {
+            return wire / best(&self.inter, kind);
+        }
+        let g = n / k;
+        let rs = Collective::ReduceScatter;
+        let intra_half = bus_factor(rs, k) * full / best(&self.intra, rs);
+        let inter = bus_factor(kind, g) * (full / k as f64) / best(&self.inter, kind);
+        match kind {
+            Collective::AllReduce => 2.0 * intra_half + inter,
+            _ => intra_half + inter,
+        }
+    }
+
     /// Seconds of a point-to-point transfer of `bytes` over tier `t`.
     pub fn p2p_seconds(&self, bytes: f64, t: Tier) -> f64 {
         if bytes <= 0.0 {
@@ -264,9 +298,17 @@ mod tests {
     use super::*;
     use crate::strategy::{AxisKind, Mesh};
 
+    /// The reference table without its measured bus-bandwidth curves: plain α–β.
+    fn alpha_beta() -> Calibration {
+        let mut c = Calibration::reference().unwrap();
+        c.tiers.intra.busbw.clear();
+        c.tiers.inter.busbw.clear();
+        c
+    }
+
     #[test]
     fn ring_all_reduce_matches_the_formula() {
-        let c = Calibration::reference().unwrap();
+        let c = alpha_beta();
         let r = Rates::of(&c);
         let m = Mesh::new(8, 1, 1, 8);
         let s = 1e9;
@@ -278,7 +320,7 @@ mod tests {
 
     #[test]
     fn hierarchical_when_the_axis_spans_nodes() {
-        let c = Calibration::reference().unwrap();
+        let c = alpha_beta();
         let r = Rates::of(&c);
         // dp = 4 with tp = 4 on 8-GPU nodes: 2 dp ranks per node, 2 nodes.
         let m = Mesh::new(4, 4, 1, 8);
@@ -290,5 +332,32 @@ mod tests {
         let intra = 3e-6 + 0.5 * s / (450e9 * 0.8);
         let inter = 2.0 * 10e-6 + (s / 2.0) / (50e9 * 0.8);
         assert!((t - (2.0 * intra + inter)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_bus_bandwidth_curve_times_its_collective() {
+        // dgx-h100: all-reduce 370 GB/s at 268 MB rising to 480 GB/s at 8.59 GB (log-linear).
+        let r = Rates::of(&Calibration::reference().unwrap());
+        let m = Mesh::new(8, 1, 1, 8);
+        let ax = m.axis(AxisKind::Tp);
+        let full = 1e9;
+        let wire = 2.0 * 7.0 / 8.0 * full;
+        let t = r.collective_seconds(Collective::AllReduce, wire, ax);
+        let x = (1e9f64.log10() - 2.68e8f64.log10()) / (8.59e9f64.log10() - 2.68e8f64.log10());
+        let bw = 370e9 + (480e9 - 370e9) * x;
+        let want = 14.0 * 3e-6 + wire / bw;
+        assert!((t - want).abs() < 1e-12, "{t} vs {want}");
+        // Reduce-scatter has its own figure (360 GB/s): the pair is not one all-reduce.
+        let rs = r.collective_seconds(Collective::ReduceScatter, wire / 2.0, ax);
+        let ag = r.collective_seconds(Collective::AllGather, wire / 2.0, ax);
+        assert!((rs - (7.0 * 3e-6 + wire / 2.0 / 360e9)).abs() < 1e-12);
+        assert!((ag - (7.0 * 3e-6 + wire / 2.0 / 350e9)).abs() < 1e-12);
+        assert!(rs + ag > t);
+        // The floor never exceeds the time of any split of the bytes into calls.
+        let floor = r.collective_floor(Collective::AllReduce, wire, ax);
+        let split: f64 = (0..10)
+            .map(|_| r.collective_seconds(Collective::AllReduce, wire / 10.0, ax))
+            .sum();
+        assert!(floor <= t && floor <= split);
     }
 }

@@ -6,6 +6,7 @@
 //! summary ([`Summary`]), a Chrome trace ([`chrome_trace`]) and an SVG Gantt chart
 //! ([`gantt_svg`]).
 
+pub mod bound;
 pub mod cost;
 mod event;
 pub mod nccl;
@@ -17,10 +18,14 @@ mod trace;
 
 pub use cost::{bus_factor, kind_index, steps, KernelClass, LinkRate, Rates};
 pub use plan::{
-    build_plan, Axis, Collective, PlanBlock, PlanComm, PlanOp, Step, TimingPlan, FORMAT,
+    build_plan, plan_blocks, Axis, Collective, PlanBlock, PlanComm, PlanOp, Step, TimingPlan,
+    FORMAT,
 };
 pub use schedule::{program, Pass, Task};
-pub use sim::{simulate, simulate_times, Event, Simulation, Stream, What, BUCKET_BYTES};
+pub use sim::{
+    optimizer_seconds, pass_chains, simulate, simulate_times, Event, Simulation, Stream, What,
+    BUCKET_BYTES,
+};
 pub use svg::gantt_svg;
 pub use trace::chrome_trace;
 

@@ -261,26 +261,32 @@ fn is_backward(c: &Comm, inputs: &[String]) -> bool {
         .is_some_and(|t| inputs.iter().any(|i| i == t))
 }
 
-/// Builds the plan of a strategy from its analysis and evaluation. `values` are the model's
-/// symbol values for the whole step, `b` those of one micro-batch.
-#[allow(clippy::too_many_arguments)]
-pub fn build_plan(
+fn build_blocks_checked(
     model: &Model,
     analysis: &Analysis,
     numbers: &[BlockNumbers],
-    evaluation: &Evaluation,
-    values: &Bindings,
     b: &Bindings,
     knobs: &Knobs,
-    gpus_per_node: Option<u64>,
-) -> Result<TimingPlan> {
-    let usage = Error::Usage;
+) -> Result<Vec<PlanBlock>> {
     if knobs.ep > 1 {
-        return Err(usage(format!(
+        return Err(Error::Usage(format!(
             "timelines do not model expert parallelism yet (ep = {}); `cost` and `rank` do",
             knobs.ep
         )));
     }
+    plan_blocks(model, analysis, numbers, b)
+}
+
+/// The blocks of a plan: per block, its operators' FLOPs and bytes per device and micro-batch
+/// and its forward, backward and gradient steps, under the analysis' layout at the micro-batch
+/// bindings `b` (everything of a plan that does not depend on the pipeline).
+pub fn plan_blocks(
+    model: &Model,
+    analysis: &Analysis,
+    numbers: &[BlockNumbers],
+    b: &Bindings,
+) -> Result<Vec<PlanBlock>> {
+    let usage = Error::Usage;
     let ev = |p: &Poly| {
         p.eval(b)
             .map_err(|e| usage(format!("cannot evaluate: {e}")))
@@ -386,6 +392,23 @@ pub fn build_plan(
             params: n.params.clone(),
         });
     }
+    Ok(blocks)
+}
+
+/// Builds a plan of a strategy from its analysis and evaluation. `values` are the model's
+/// symbol values for the whole step, `b` those of one micro-batch.
+#[allow(clippy::too_many_arguments)]
+pub fn build_plan(
+    model: &Model,
+    analysis: &Analysis,
+    numbers: &[BlockNumbers],
+    evaluation: &Evaluation,
+    values: &Bindings,
+    b: &Bindings,
+    knobs: &Knobs,
+    gpus_per_node: Option<u64>,
+) -> Result<TimingPlan> {
+    let blocks = build_blocks_checked(model, analysis, numbers, b, knobs)?;
     let mut items = Vec::new();
     for (bi, n) in numbers.iter().enumerate() {
         items.extend(std::iter::repeat_n(bi, n.repeat as usize));

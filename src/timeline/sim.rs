@@ -164,6 +164,8 @@ struct Device {
     bucket_full: f64,
     bucket_ready: Option<(usize, f64)>,
     buckets: usize,
+    /// When its previous task's last blocking step ended: a device runs its program in order.
+    task_end: f64,
 }
 
 /// Where events go: kept for traces and tests, or only counted when just the times matter.
@@ -203,6 +205,50 @@ impl Device {
             rec.events.push(e);
         }
         (id, start, end)
+    }
+}
+
+/// Per block of `plan`: seconds of the serial chain of one micro-batch's forward and backward
+/// pass on one device (operators and the collectives the next operator waits for, under the
+/// plan's recomputation); collectives that overlap other work are left out. Every simulated
+/// device runs these chains one after another, so they bound its time from below.
+pub fn pass_chains(plan: &TimingPlan, rates: &Rates, gpus_per_node: u64) -> Vec<[f64; 2]> {
+    let k = &plan.knobs;
+    let mesh = Mesh::new(k.tp, k.dp, k.pp, gpus_per_node);
+    let ctx = Ctx {
+        plan,
+        rates,
+        tp: mesh.axis(AxisKind::Tp),
+        dp: mesh.axis(AxisKind::Dp),
+    };
+    let chain = |steps: Vec<SimStep>| -> f64 {
+        steps
+            .iter()
+            .filter(|s| s.blocking && !s.after_dgrad)
+            .map(|s| s.dur)
+            .sum()
+    };
+    (0..plan.blocks.len())
+        .map(|b| {
+            [
+                chain(ctx.steps(b, Pass::Forward)),
+                chain(ctx.steps(b, Pass::Backward)),
+            ]
+        })
+        .collect()
+}
+
+/// Seconds of the optimizer step over `params` parameter elements held by one device.
+pub fn optimizer_seconds(params: f64, zero: u8, dp: u64, rates: &Rates) -> f64 {
+    let shard = if zero >= 1 { dp as f64 } else { 1.0 };
+    // Adam reads weights, gradients and fp32 state, and writes weights and state.
+    let per_param = (WEIGHT_BYTES + GRAD_BYTES + OPTIMIZER_BYTES) as f64
+        + (WEIGHT_BYTES + OPTIMIZER_BYTES) as f64;
+    let bytes = params * per_param / shard;
+    if bytes > 0.0 {
+        bytes / rates.memory_bandwidth + rates.kernel_overhead
+    } else {
+        0.0
     }
 }
 
@@ -282,6 +328,7 @@ fn run(
             bucket_full: 0.0,
             bucket_ready: None,
             buckets: 0,
+            task_end: 0.0,
         })
         .collect();
     let mut pos = vec![0usize; p];
@@ -311,7 +358,7 @@ fn run(
                 };
                 let Some((ready, dep_event)) = dep else { break };
                 let dev = &mut devices[d];
-                let mut t = ready;
+                let mut t = ready.max(dev.task_end);
                 let mut prev = dep_event;
                 let mut started: Option<f64> = None;
                 let range = first[task.stage]..first[task.stage + 1];
@@ -382,6 +429,7 @@ fn run(
                 }
                 let start = started.unwrap_or(ready);
                 dev.work += t - start;
+                dev.task_end = t;
                 if task.pass == Pass::Backward {
                     flush = flush.max(t);
                 }
@@ -462,22 +510,13 @@ fn run(
             .flat_map(|s| first[s]..first[s + 1])
             .map(|i| f(&plan.blocks[plan.items[i]].params))
             .sum();
-        let shard = if k.zero >= 1 { k.dp as f64 } else { 1.0 };
-        // Adam reads weights, gradients and fp32 state, and writes weights and state.
-        let per_param = (WEIGHT_BYTES + GRAD_BYTES + OPTIMIZER_BYTES) as f64
-            + (WEIGHT_BYTES + OPTIMIZER_BYTES) as f64;
-        let bytes = params * per_param / shard;
         let ready = dev.free.iter().cloned().fold(0.0, f64::max);
         let deps: Vec<usize> = dev.last.iter().flatten().copied().collect();
         let e = Event {
             device: d,
             stream: Stream::Compute,
             start: 0.0,
-            dur: if bytes > 0.0 {
-                bytes / rates.memory_bandwidth + rates.kernel_overhead
-            } else {
-                0.0
-            },
+            dur: optimizer_seconds(params, k.zero, k.dp, rates),
             what: What::Optimizer,
             pass: Pass::Backward,
             stage: d,

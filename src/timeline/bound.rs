@@ -1,0 +1,219 @@
+//! A closed-form lower bound of the simulated step time, for ordering a search by seconds
+//! (DESIGN §6.4): strategies are simulated in the order of their bounds until the next bound
+//! exceeds the best time found, which makes the fastest found the fastest of the space.
+//!
+//! Every device runs its passes one after another, each a serial chain of operators and the
+//! collectives the next operator waits for ([`pass_chains`]). Device `d` cannot start before the
+//! first micro-batch has gone forward through the stages before it (the fill), then does all its
+//! chains; after its last backward the gradient still has to go back through the stages before
+//! it (the drain), and device 0 then runs its optimizer step. So, with `F_s` and `B_s` the chain
+//! seconds of one micro-batch on virtual stage `s`:
+//!
+//! ```text
+//! T ≥ max_d  Σ_{s<d} F_s + busy_d + max(opt_d, Σ_{s<d} B_s + opt_0)
+//! ```
+//!
+//! Overlapped collectives, contention, sends and gradient reductions only add to the simulated
+//! time, so the bound holds for every schedule (property-tested against the simulator).
+
+use super::cost::Rates;
+use super::plan::Collective;
+use super::plan::{plan_blocks, PlanBlock, TimingPlan, FORMAT};
+use super::sim::{optimizer_seconds, pass_chains};
+use crate::error::Result;
+use crate::model::Model;
+use crate::parallel::evaluate::WEIGHT_BYTES;
+use crate::parallel::evaluate::{microbatch_bindings, BlockNumbers};
+use crate::parallel::Analysis;
+use crate::strategy::{AxisKind, Knobs, Mesh, Recompute, Schedule};
+use crate::sym::{Bindings, Rational};
+use num_traits::ToPrimitive;
+
+/// Chain seconds of each block under each recomputation choice, for one (dp, tp, micro-batch,
+/// layout) choice.
+#[derive(Debug, Clone)]
+pub struct Chains {
+    /// Per recomputation (none, selective, full), per block: (forward, backward) seconds.
+    pub per_block: [Vec<[f64; 2]>; 3],
+    /// Parameter elements per device of each block.
+    pub params: Vec<f64>,
+    /// Whether each block is a repeated layer.
+    pub layer: Vec<bool>,
+    /// Data-parallel gradient wire bytes per device of each block, per step.
+    pub dp_grad: Vec<f64>,
+}
+
+fn recompute_index(r: Recompute) -> usize {
+    match r {
+        Recompute::None => 0,
+        Recompute::Selective => 1,
+        Recompute::Full => 2,
+    }
+}
+
+/// The chains of `model` under `knobs`' dp, tp, micro-batch count and the analysis' layout.
+#[allow(clippy::too_many_arguments)]
+pub fn chains(
+    model: &Model,
+    analysis: &Analysis,
+    numbers: &[BlockNumbers],
+    values: &Bindings,
+    knobs: &Knobs,
+    rates: &Rates,
+    gpus_per_node: u64,
+) -> Result<Chains> {
+    let b = microbatch_bindings(values, knobs);
+    let blocks: Vec<PlanBlock> = plan_blocks(model, analysis, numbers, &b)?;
+    let f = |r: &Rational| r.to_f64().unwrap_or(f64::MAX);
+    let params = blocks.iter().map(|b| f(&b.params)).collect();
+    let layer = blocks.iter().map(|b| b.layer).collect();
+    let dp_grad = numbers.iter().map(|n| f(&n.dp_grad)).collect();
+    let mut plan = TimingPlan {
+        format: FORMAT.into(),
+        model: model.name.clone(),
+        symbols: Default::default(),
+        knobs: knobs.clone(),
+        gpus_per_node: Some(gpus_per_node),
+        samples: Rational::from_integer(1.into()),
+        tokens: Rational::from_integer(0.into()),
+        model_flops: Rational::from_integer(0.into()),
+        blocks,
+        items: Vec::new(),
+        stages: Vec::new(),
+    };
+    let mut per_block: [Vec<[f64; 2]>; 3] = Default::default();
+    for r in [Recompute::None, Recompute::Selective, Recompute::Full] {
+        plan.knobs.recompute = r;
+        per_block[recompute_index(r)] = pass_chains(&plan, rates, gpus_per_node);
+    }
+    Ok(Chains {
+        per_block,
+        params,
+        layer,
+        dp_grad,
+    })
+}
+
+/// Block copies on each virtual stage as the timeline places them: the pipeline partition for
+/// GPipe and 1F1B (`partition`, per stage), the layers split evenly over `pp × chunks` virtual
+/// stages for the interleaved schedule, embeddings on the first and the head on the last.
+pub fn virtual_stages(
+    chains: &Chains,
+    repeats: &[u64],
+    partition: &[Vec<(usize, u64)>],
+    k: &Knobs,
+) -> Option<Vec<Vec<(usize, u64)>>> {
+    let v = k.virtual_chunks();
+    if k.schedule != Schedule::Interleaved || v <= 1 {
+        return Some(partition.to_vec());
+    }
+    let nst = (k.pp * v) as usize;
+    let layers: u64 = repeats
+        .iter()
+        .zip(&chains.layer)
+        .filter(|(_, l)| **l)
+        .map(|(r, _)| *r)
+        .sum();
+    if layers == 0 || !layers.is_multiple_of(nst as u64) {
+        return None;
+    }
+    let per = layers / nst as u64;
+    let mut out: Vec<Vec<(usize, u64)>> = vec![Vec::new(); nst];
+    let mut seen = 0u64;
+    let mut add = |s: usize, b: usize, c: u64| match out[s].last_mut() {
+        Some((x, n)) if *x == b => *n += c,
+        _ => out[s].push((b, c)),
+    };
+    for (b, &r) in repeats.iter().enumerate() {
+        if chains.layer[b] {
+            let mut left = r;
+            while left > 0 {
+                let s = (seen / per) as usize;
+                let room = per - seen % per;
+                let take = room.min(left);
+                add(s.min(nst - 1), b, take);
+                seen += take;
+                left -= take;
+            }
+        } else if seen < layers {
+            add(((seen / per) as usize).min(nst - 1), b, r);
+        } else {
+            add(nst - 1, b, r);
+        }
+    }
+    Some(out)
+}
+
+/// The lower bound of the simulated step time of strategy `k` whose virtual stages hold
+/// `stages` (see the module documentation), on nodes of `gpus_per_node` devices.
+pub fn lower_bound(
+    chains: &Chains,
+    stages: &[Vec<(usize, u64)>],
+    k: &Knobs,
+    rates: &Rates,
+    gpus_per_node: u64,
+) -> f64 {
+    let per = &chains.per_block[recompute_index(k.recompute)];
+    let p = k.pp as usize;
+    let m = k.microbatches as f64;
+    let sum = |s: &[(usize, u64)], v: &dyn Fn(usize) -> f64| -> f64 {
+        s.iter().map(|(b, c)| v(*b) * *c as f64).sum()
+    };
+    let fwd: Vec<f64> = stages.iter().map(|s| sum(s, &|b| per[b][0])).collect();
+    let bwd: Vec<f64> = stages.iter().map(|s| sum(s, &|b| per[b][1])).collect();
+    let mut busy = vec![0.0; p];
+    let mut params = vec![0.0; p];
+    let mut grads = vec![0.0; p];
+    for (s, st) in stages.iter().enumerate() {
+        busy[s % p] += m * (fwd[s] + bwd[s]);
+        params[s % p] += sum(st, &|b| chains.params[b]);
+        grads[s % p] += sum(st, &|b| chains.dp_grad[b]);
+    }
+    // Data-parallel traffic of a device, at its best bandwidth: the gradient reduction (a
+    // reduce-scatter of half the bytes under a distributed optimizer, 1.5× under ZeRO-3), then
+    // after the optimizer step the weights' all-gather (ZeRO 1–2).
+    let mesh = Mesh::new(k.tp, k.dp, k.pp, gpus_per_node);
+    let dp_axis = mesh.axis(AxisKind::Dp);
+    let distributed = (1..3).contains(&k.zero) && k.dp > 1;
+    let reduce = |g: f64| -> f64 {
+        match k.zero {
+            3 => rates.collective_floor(Collective::AllReduce, 1.5 * g, dp_axis),
+            _ if distributed => rates.collective_floor(Collective::ReduceScatter, g / 2.0, dp_axis),
+            _ => rates.collective_floor(Collective::AllReduce, g, dp_axis),
+        }
+    };
+    let gather = |x: f64| -> f64 {
+        if distributed {
+            let n = k.dp as f64;
+            rates.collective_floor(
+                Collective::AllGather,
+                x * WEIGHT_BYTES as f64 * (n - 1.0) / n,
+                dp_axis,
+            )
+        } else {
+            0.0
+        }
+    };
+    let opt: Vec<f64> = params
+        .iter()
+        .map(|&x| optimizer_seconds(x, k.zero, k.dp, rates))
+        .collect();
+    let mut best: f64 = 0.0;
+    let (mut fill, mut drain) = (0.0, 0.0);
+    for d in 0..p {
+        let after = opt[d] + gather(params[d]);
+        let tail = after.max(drain + opt[0] + gather(params[0]));
+        best = best.max(fill + busy[d] + tail);
+        // The gradients leave after the last backward starts; everything after waits for them.
+        let last_bwd = if k.schedule == Schedule::Interleaved {
+            busy[d]
+        } else {
+            bwd.get(d).copied().unwrap_or(0.0)
+        };
+        best = best.max(fill + busy[d] - last_bwd + reduce(grads[d]) + after);
+        best = best.max(reduce(grads[d]) + after);
+        fill += fwd.get(d).copied().unwrap_or(0.0);
+        drain += bwd.get(d).copied().unwrap_or(0.0);
+    }
+    best
+}

@@ -1,0 +1,148 @@
+//! Ranking by simulated seconds: the closed-form lower bound never exceeds what the simulator
+//! returns (random strategies, several machines), and `rank --calib` finds the same fastest
+//! strategies whatever `--top` is, the same as simulating every strategy.
+
+use num_traits::ToPrimitive;
+use proptest::prelude::*;
+use symshard::calib::Calibration;
+use symshard::model::ModelLoader;
+use symshard::parallel::evaluate::{block_numbers, microbatch_bindings, pipeline_stage_counts};
+use symshard::parallel::{analyse, Layout};
+use symshard::search::{rank, RankOptions};
+use symshard::strategy::{Knobs, Recompute, Schedule, Tier};
+use symshard::sym::Rational;
+use symshard::timeline::bound::{chains, lower_bound, virtual_stages};
+use symshard::timeline::{plan_strategy, time_summary, Rates};
+
+/// The bound and the simulated time of one strategy of gpt3-125m (12 layers) at batch `batch`,
+/// or `None` when the strategy is not valid for the model.
+fn bound_and_time(k: &Knobs, machine: &str, batch: i64) -> Option<(f64, f64)> {
+    let model = ModelLoader::embedded()
+        .unwrap()
+        .resolve("gpt3-125m")
+        .unwrap();
+    let mut values = model.values.clone();
+    values.insert("B".into(), Rational::from_integer(batch.into()));
+    let calib = Calibration::resolve(machine).unwrap();
+    let gpn = calib.gpus_per_node();
+    let layout = Layout {
+        sequence_parallel: k.sequence_parallel,
+        ..Layout::default()
+    };
+    let (plan, _) = plan_strategy(
+        &model,
+        &values,
+        k,
+        &layout,
+        &calib,
+        None,
+        &calib.memory_bytes(),
+    )
+    .ok()?;
+    let simulated = time_summary(&plan, &calib).ok()?.iteration_seconds;
+    let analysis = analyse(&model, &layout);
+    let b = microbatch_bindings(&values, k);
+    let numbers = block_numbers(&analysis, &b).ok()?;
+    let rates = Rates::of(&calib);
+    let ch = chains(&model, &analysis, &numbers, &values, k, &rates, gpn).ok()?;
+    let kappa = |t: Tier| calib.balance(t).to_f64().unwrap();
+    let partition = pipeline_stage_counts(&model, &numbers, k, &kappa, gpn).ok()?;
+    let repeats: Vec<u64> = numbers.iter().map(|n| n.repeat).collect();
+    let stages = virtual_stages(&ch, &repeats, &partition, k)?;
+    Some((lower_bound(&ch, &stages, k, &rates, gpn), simulated))
+}
+
+fn knobs() -> impl Strategy<Value = Knobs> {
+    (
+        prop::sample::select(vec![1u64, 2, 4]),
+        prop::sample::select(vec![1u64, 2, 4]),
+        prop::sample::select(vec![1u64, 2, 3, 4]),
+        prop::sample::select(vec![1u64, 2, 4, 6, 12]),
+        prop::sample::select(vec![
+            (Schedule::Gpipe, 1u64),
+            (Schedule::OneFOneB, 1),
+            (Schedule::Interleaved, 2),
+            (Schedule::Interleaved, 3),
+        ]),
+        any::<bool>(),
+        prop::sample::select(vec![Recompute::None, Recompute::Selective, Recompute::Full]),
+        0u8..4,
+    )
+        .prop_map(
+            |(dp, tp, pp, m, (schedule, chunks), sp, recompute, zero)| Knobs {
+                dp,
+                tp,
+                pp,
+                microbatches: m,
+                schedule: if pp == 1 {
+                    Schedule::OneFOneB
+                } else {
+                    schedule
+                },
+                chunks: if pp == 1 { 1 } else { chunks },
+                sequence_parallel: sp && tp > 1,
+                recompute,
+                zero: if dp == 1 { 0 } else { zero },
+                ep: 1,
+            },
+        )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_lower_bound_never_exceeds_the_simulated_time(
+        k in knobs(),
+        machine in prop::sample::select(vec!["a100-80gb", "h100-sxm", "a40-pcie", "v100-dgx1"]),
+    ) {
+        if let Some((bound, simulated)) = bound_and_time(&k, machine, 48) {
+            prop_assert!(bound > 0.0, "{k}: bound {bound}");
+            prop_assert!(
+                bound <= simulated * (1.0 + 1e-9),
+                "{k} on {machine}: bound {bound} above the simulated {simulated}"
+            );
+        }
+    }
+}
+
+fn ranked(model: &str, devices: u64, top: usize, machine: &str) -> Vec<(String, f64)> {
+    let m = ModelLoader::embedded().unwrap().resolve(model).unwrap();
+    let calib = Calibration::resolve(machine).unwrap();
+    let opts = RankOptions {
+        devices,
+        gpus_per_node: calib.gpus_per_node(),
+        top,
+        memory: calib.memory_bytes(),
+        max_microbatches: 64,
+        seconds: true,
+    };
+    rank(&m, &m.values, &calib, &opts)
+        .unwrap()
+        .rows
+        .into_iter()
+        .map(|r| (r.evaluation.knobs.to_string(), r.seconds.unwrap()))
+        .collect()
+}
+
+#[test]
+fn the_fastest_does_not_depend_on_top() {
+    for (model, devices, machine) in [
+        ("gpt3-1.3b", 16, "a100-80gb"),
+        ("bert-large", 16, "a40-pcie"),
+    ] {
+        let one = ranked(model, devices, 1, machine);
+        let ten = ranked(model, devices, 10, machine);
+        let hundred = ranked(model, devices, 100, machine);
+        assert_eq!(one.len(), 1, "{model}");
+        assert_eq!(one[0], ten[0], "{model}");
+        assert_eq!(ten[..], hundred[..ten.len()], "{model}");
+        // The printed order is the order of the simulated seconds.
+        for w in hundred.windows(2) {
+            assert!(w[0].1 <= w[1].1, "{model}: {w:?}");
+        }
+        // Simulating every strategy that fits finds no faster one.
+        let all = ranked(model, devices, 1_000_000, machine);
+        assert_eq!(all[0].1, one[0].1, "{model}");
+    }
+}
