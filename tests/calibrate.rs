@@ -143,6 +143,10 @@ fn a_synthetic_gemm_sweep_gives_back_its_curve() {
         );
     }
     assert!(worst > 0.0);
+    // A header after a byte-order mark, extra columns and blank lines are fine.
+    let text = "\u{feff}m,n,k,seconds,note\n\n4096,4096,4096,2e-4,x\n";
+    let s = parse_sweep(Path::new("bom.csv"), text).unwrap();
+    assert_eq!(s.rows.len(), 1);
 }
 
 fn knobs(microbatches: u64) -> Knobs {

@@ -139,6 +139,8 @@ pub fn parse_sweep(file: &Path, text: &str) -> Result<GemmSweep> {
         gpu: None,
     };
     let mut last = 1;
+    // Spreadsheets may start the file with a byte-order mark.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     for (i, raw) in text.lines().enumerate() {
         let line = i + 1;
         last = line;
