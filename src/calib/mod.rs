@@ -2,6 +2,7 @@
 //! source. They turn symbolic costs into machine balance ratios (for ranking) and into seconds
 //! (for timelines). Numbers are read exactly: `3.35e12` is the rational 3350000000000.
 
+pub mod gemm;
 use crate::diag::Source;
 use crate::embedded;
 use crate::error::{Error, Result};

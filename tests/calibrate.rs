@@ -1,0 +1,423 @@
+//! `symshard calibrate`: a GEMM sweep becomes the matmul efficiency curve it was generated
+//! from, nccl-tests logs of any collective become bus-bandwidth curves, the written tables load
+//! and time as expected, and bad input fails with file:line and exit code 2. The fixtures are
+//! synthetic (made-up curves, see the generator scripts beside them), never measurements.
+
+use assert_cmd::Command;
+use num_traits::ToPrimitive;
+use std::path::{Path, PathBuf};
+use symshard::calib::gemm::{calibrate, efficiency_points, parse_sweep};
+use symshard::calib::Calibration;
+use symshard::model::ModelLoader;
+use symshard::parallel::Layout;
+use symshard::strategy::{AxisKind, MeshAxis, Tier};
+use symshard::strategy::{Knobs, Recompute, Schedule};
+use symshard::sym::Rational;
+use symshard::timeline::nccl::{busbw_point, parse_log, parse_log_as, NcclLog, NcclTest};
+use symshard::timeline::{bus_factor, plan_strategy, time_plan, KernelClass, Rates};
+
+fn fixture(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(path)
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap()
+}
+
+/// A scratch folder for one test.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("symshard-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Piecewise linear in log10(size), flat beyond the ends: how the generators' made-up curves
+/// and the tables' curves are read.
+fn log_linear(points: &[(f64, f64)], size: f64) -> f64 {
+    let lx = size.log10();
+    let (first, last) = (points[0], points[points.len() - 1]);
+    if lx <= first.0.log10() {
+        return first.1;
+    }
+    for w in points.windows(2) {
+        let (x0, x1) = (w[0].0.log10(), w[1].0.log10());
+        if lx <= x1 {
+            return w[0].1 + (w[1].1 - w[0].1) * (lx - x0) / (x1 - x0);
+        }
+    }
+    last.1
+}
+
+/// `EFFICIENCY` of tests/fixtures/gemm/generate.py.
+const GEMM_CURVE: [(f64, f64); 8] = [
+    (1e6, 0.0015),
+    (1e7, 0.015),
+    (1e8, 0.12),
+    (1e9, 0.40),
+    (1e10, 0.62),
+    (1e11, 0.74),
+    (1e12, 0.79),
+    (1e13, 0.80),
+];
+
+/// `BUSBW` of tests/fixtures/nccl/generate_all_gather.py.
+const ALL_GATHER_BUSBW: [(f64, f64); 4] = [
+    (1048576.0, 120e9),
+    (16777216.0, 260e9),
+    (268435456.0, 330e9),
+    (4294967296.0, 345e9),
+];
+
+/// The table `c` times each bandwidth-bound row of `log` (those that gave a curve point) as
+/// the log measured it, to the rounding of the written numbers.
+fn assert_reproduces(log: &NcclLog, c: &Calibration) {
+    let rates = Rates::of(c);
+    let kind = log.test.collective();
+    let axis = MeshAxis {
+        kind: AxisKind::Dp,
+        size: log.ranks,
+        stride: 1,
+        tier: if log.hosts > 1 {
+            Tier::Inter
+        } else {
+            Tier::Intra
+        },
+        per_node: log.ranks / log.hosts,
+    };
+    let mut checked = 0;
+    for row in &log.results {
+        if busbw_point(log, row, &rates).is_none() {
+            continue;
+        }
+        let wire = bus_factor(kind, log.ranks) * row.bytes;
+        let t = rates.collective_seconds(kind, wire, &axis);
+        assert!(
+            (t / row.seconds - 1.0).abs() < 1e-3,
+            "{}:{}: timed {t:e} s, measured {:e} s",
+            log.file.display(),
+            row.line,
+            row.seconds
+        );
+        checked += 1;
+    }
+    assert!(checked >= 4, "{checked} rows checked");
+}
+
+#[test]
+fn a_synthetic_gemm_sweep_gives_back_its_curve() {
+    let path = fixture("gemm/synthetic_h100_sweep.csv");
+    let sweep = parse_sweep(&path, &read(&path)).unwrap();
+    assert_eq!((sweep.rows.len(), sweep.skipped), (243, 7));
+    assert_eq!(sweep.date.as_deref(), Some("2025-01-01"));
+    let base = Calibration::reference().unwrap();
+    let binned = efficiency_points(&sweep, 989e12).unwrap();
+    assert!(binned.points.len() <= 40);
+    assert!(binned.points.windows(2).all(|w| w[0].flops < w[1].flops));
+    let c = calibrate(&sweep, &base, "swept").unwrap();
+    let m = &c.device.efficiency.matmul;
+    assert!(!m.constant);
+    assert!(m
+        .source
+        .starts_with("measured: GEMM sweep synthetic_h100_sweep.csv (243 rows, 2025-01-01"));
+    assert!(m.max() <= Rational::from_integer(1.into()));
+    // Every size the sweep spans reads back the generating curve: within the ±3 % noise plus
+    // what interpolating between quarter-decade points costs near the curve's kinks.
+    let got = m.to_f64();
+    let (lo, hi) = (2.0 * 512.0 * 1024.0 * 1024.0, 2.0 * 16384f64.powi(3));
+    let mut worst: f64 = 0.0;
+    for i in 0..=100 {
+        let size = lo * (hi / lo).powf(i as f64 / 100.0);
+        let want = log_linear(&GEMM_CURVE, size);
+        let err = (got.at(size) / want - 1.0).abs();
+        worst = worst.max(err);
+        assert!(err < 0.12, "at {size:e} FLOPs: {} vs {want}", got.at(size));
+    }
+    // At the points themselves the median of noisy rows is within the noise.
+    for p in &binned.points {
+        let want = log_linear(&GEMM_CURVE, p.flops as f64);
+        assert!(
+            (p.efficiency / want - 1.0).abs() <= 0.031,
+            "{p:?} vs {want}"
+        );
+    }
+    assert!(worst > 0.0);
+    // A header after a byte-order mark, extra columns and blank lines are fine.
+    let text = "\u{feff}m,n,k,seconds,note\n\n4096,4096,4096,2e-4,x\n";
+    let s = parse_sweep(Path::new("bom.csv"), text).unwrap();
+    assert_eq!(s.rows.len(), 1);
+}
+
+fn knobs(microbatches: u64) -> Knobs {
+    Knobs {
+        dp: 1,
+        tp: 1,
+        pp: 1,
+        microbatches,
+        schedule: Schedule::OneFOneB,
+        chunks: 1,
+        sequence_parallel: false,
+        recompute: Recompute::None,
+        zero: 0,
+        ep: 1,
+    }
+}
+
+/// Busy compute seconds of gpt3-125m at batch 8 on one device, in `microbatches` pieces.
+fn compute_seconds(calib: &Calibration, microbatches: u64) -> f64 {
+    let loader = ModelLoader::embedded().unwrap();
+    let m = loader.resolve("gpt3-125m").unwrap();
+    let mut values = m.values.clone();
+    values.insert("B".into(), Rational::from_integer(8.into()));
+    let (plan, _) = plan_strategy(
+        &m,
+        &values,
+        &knobs(microbatches),
+        &Layout::default(),
+        calib,
+        None,
+        &calib.memory_bytes(),
+    )
+    .unwrap();
+    let t = time_plan(&plan, calib).unwrap();
+    t.summary.devices.iter().map(|d| d.busy.compute).sum()
+}
+
+#[test]
+fn a_swept_table_loads_and_times_small_gemms_slower() {
+    let dir = scratch("gemm");
+    let out = dir.join("swept-h100.yaml");
+    let run = Command::cargo_bin("symshard")
+        .unwrap()
+        .args(["calibrate", "gemm"])
+        .arg(fixture("gemm/synthetic_h100_sweep.csv"))
+        .args(["--base", "dgx-h100", "-o"])
+        .arg(&out)
+        .assert()
+        .success();
+    let stdout = String::from_utf8_lossy(&run.get_output().stdout).to_string();
+    assert!(stdout.contains("243 rows"), "{stdout}");
+    let swept = Calibration::resolve(out.to_str().unwrap()).unwrap();
+    let base = Calibration::reference().unwrap();
+    assert_eq!(swept.name, "swept-h100");
+    assert_eq!(swept.tiers, base.tiers);
+    assert_eq!(swept.device.peak_flops, base.device.peak_flops);
+    assert!(!swept.device.efficiency.matmul.constant);
+    // The base table assumes 80 % for every GEMM; the sweep says smaller ones reach less.
+    let (new, old) = (Rates::of(&swept), Rates::of(&base));
+    let gemm = |r: &Rates, flops: f64| r.op_seconds(flops, 0.0, KernelClass::Matmul, 1);
+    // (Each kernel also pays the table's fixed 2 µs, which the sweep leaves alone.)
+    let small = gemm(&new, 1e10) / gemm(&old, 1e10);
+    let large = gemm(&new, 5e12) / gemm(&old, 5e12);
+    assert!(small > 1.2 && (large - 1.0).abs() < 0.03, "{small} {large}");
+    // So one sample per micro-batch (GEMMs 8× smaller) loses more than the whole batch at
+    // once; memory-bound kernels (most of gpt3-125m's eager attention) are unchanged.
+    let slowdown = |mb: u64| compute_seconds(&swept, mb) / compute_seconds(&base, mb);
+    let (whole, split) = (slowdown(1), slowdown(8));
+    assert!(whole > 1.0, "{whole}");
+    assert!(
+        split - 1.0 > 2.0 * (whole - 1.0),
+        "whole batch {whole}, split {split}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn malformed_sweeps_fail_with_file_and_line() {
+    let dir = scratch("gemm-bad");
+    let cases = [
+        (
+            "missing.csv",
+            "# date: 2025-01-01\nm,n,secs\n1,2,3\n",
+            2,
+            "`k`",
+        ),
+        ("word.csv", "m,n,k,seconds\n512,abc,512,1e-3\n", 2, "`n`"),
+        (
+            "zero.csv",
+            "m,n,k,seconds\n512,512,512,1e-3\n512,512,512,0\n",
+            3,
+            "positive",
+        ),
+        ("nan.csv", "m,n,k,seconds\n512,512,512,fast\n", 2, "number"),
+        ("short.csv", "m,n,k,seconds\n512,512,512\n", 2, "fields"),
+        (
+            "fast.csv",
+            "m,n,k,seconds\n16384,16384,16384,1e-6\n",
+            2,
+            "peak",
+        ),
+        ("empty.csv", "", 1, "empty"),
+        (
+            "fp32.csv",
+            "m,n,k,dtype,seconds\n512,512,512,fp32,1\n",
+            2,
+            "no bf16",
+        ),
+    ];
+    for (name, text, line, says) in cases {
+        let csv = dir.join(name);
+        std::fs::write(&csv, text).unwrap();
+        let err = parse_sweep(&csv, text)
+            .and_then(|s| calibrate(&s, &Calibration::reference().unwrap(), "x"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(&format!("{name}:{line}:")), "{err}");
+        assert!(err.contains(says), "{name}: {err}");
+        let o = Command::cargo_bin("symshard")
+            .unwrap()
+            .args(["calibrate", "gemm"])
+            .arg(&csv)
+            .arg("-o")
+            .arg(dir.join("out.yaml"))
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{name}");
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(stderr.contains(&format!("{name}:{line}:")), "{stderr}");
+    }
+    assert!(!dir.join("out.yaml").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_all_gather_log_gives_an_all_gather_curve() {
+    let ag = fixture("nccl/all_gather_perf_1node_8gpu.txt");
+    let ar = fixture("nccl/all_reduce_perf_1node_8gpu.txt");
+    let log = parse_log(&ag, &read(&ag)).unwrap();
+    assert_eq!(
+        (log.test, log.ranks, log.hosts),
+        (NcclTest::AllGather, 8, 1)
+    );
+    let dir = scratch("nccl-ag");
+    let out = dir.join("measured.yaml");
+    Command::cargo_bin("symshard")
+        .unwrap()
+        .args(["calibrate", "nccl-tests"])
+        .arg(&ar)
+        .arg(&ag)
+        .args(["--base", "dgx-h100", "-o"])
+        .arg(&out)
+        .assert()
+        .success();
+    let c = Calibration::resolve(out.to_str().unwrap()).unwrap();
+    // α comes from the all-reduce fit (the all-gather log does not enter it).
+    let intra = &c.tiers.intra;
+    assert!(intra
+        .latency
+        .source
+        .contains("all_reduce_perf_1node_8gpu.txt"));
+    assert!(!intra.latency.source.contains("all_gather"));
+    let curve = &intra.busbw["all-gather"];
+    assert!(!curve.constant);
+    assert!(curve
+        .source
+        .starts_with("measured: nccl-tests all_gather_perf"));
+    // The generating curve comes back wherever rows are bandwidth-bound (4 MiB and up), within
+    // the ±2 % noise and what the fitted α (1.8 µs ± its error) leaves in.
+    let got = curve.to_f64();
+    for (size, _) in &curve.points {
+        let size = size.to_f64().unwrap();
+        let want = log_linear(&ALL_GATHER_BUSBW, size);
+        assert!(
+            (got.at(size) / want - 1.0).abs() < 0.05,
+            "at {size}: {} vs {want}",
+            got.at(size)
+        );
+    }
+    assert!(curve.points.len() >= 5);
+    assert_reproduces(&log, &c);
+    // The all-reduce log gives its own curve, near the β it was generated with (362 GB/s).
+    let ar_curve = intra.busbw["all-reduce"].to_f64();
+    assert!((ar_curve.at(2147483648.0) / 362e9 - 1.0).abs() < 0.05);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_multi_host_log_gives_the_inter_node_curve() {
+    let dir = scratch("nccl-inter");
+    let out = dir.join("measured.yaml");
+    Command::cargo_bin("symshard")
+        .unwrap()
+        .args(["calibrate", "nccl-tests"])
+        .arg(fixture("nccl/all_reduce_perf_1node_8gpu.txt"))
+        .arg(fixture("nccl/all_reduce_perf_2node_16gpu.txt"))
+        .arg("-o")
+        .arg(&out)
+        .assert()
+        .success();
+    let c = Calibration::resolve(out.to_str().unwrap()).unwrap();
+    // Generated with β = 44 GB/s across nodes after the intra-node halves; each point carries
+    // its row's noise, magnified by the intra-node share of the time, so only the mean is
+    // held to it.
+    let curve = &c.tiers.inter.busbw["all-reduce"];
+    let values: Vec<f64> = curve
+        .points
+        .iter()
+        .map(|(_, y)| y.to_f64().unwrap())
+        .collect();
+    let mean = values.iter().sum::<f64>() / values.len() as f64;
+    assert!(
+        values.len() >= 4 && (mean / 44e9 - 1.0).abs() < 0.08,
+        "{values:?}"
+    );
+    // The table times every bandwidth-bound row of both logs as measured.
+    for name in [
+        "all_reduce_perf_1node_8gpu.txt",
+        "all_reduce_perf_2node_16gpu.txt",
+    ] {
+        let path = fixture(&format!("nccl/{name}"));
+        assert_reproduces(&parse_log(&path, &read(&path)).unwrap(), &c);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_log_of_another_test_is_caught() {
+    let ag = fixture("nccl/all_gather_perf_1node_8gpu.txt");
+    let text = read(&ag);
+    // The log names its test: --collective may not say otherwise.
+    let err = parse_log_as(&ag, &text, Some(NcclTest::AllReduce))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("all_gather_perf_1node_8gpu.txt:4:"), "{err}");
+    // A log that does not name it is taken as all-reduce, whose bus factor the printed busbw
+    // contradicts; --collective fixes it.
+    let nameless: String = text
+        .lines()
+        .filter(|l| !l.contains("test starting"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let dir = scratch("nccl-nameless");
+    let file = dir.join("nameless.txt");
+    std::fs::write(&file, &nameless).unwrap();
+    let o = Command::cargo_bin("symshard")
+        .unwrap()
+        .args(["calibrate", "nccl-tests"])
+        .arg(&file)
+        .arg("-o")
+        .arg(dir.join("out.yaml"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("nameless.txt:") && stderr.contains("busbw"),
+        "{stderr}"
+    );
+    Command::cargo_bin("symshard")
+        .unwrap()
+        .args(["calibrate", "nccl-tests", "--collective", "all-gather"])
+        .arg(&file)
+        .arg("-o")
+        .arg(dir.join("out.yaml"))
+        .assert()
+        .success();
+    let c = Calibration::resolve(dir.join("out.yaml").to_str().unwrap()).unwrap();
+    assert!(c.tiers.intra.busbw.contains_key("all-gather"));
+    // No all_reduce_perf log: α and β stay the base table's.
+    let base = Calibration::reference().unwrap();
+    assert_eq!(c.tiers.intra.latency, base.tiers.intra.latency);
+    let _ = std::fs::remove_dir_all(&dir);
+}
