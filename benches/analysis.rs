@@ -1,5 +1,6 @@
 //! Benchmarks of the main jobs: `cost` of the zoo's largest models (repeated layers analysed
-//! once), and `rank` over the full default space as layers and devices grow.
+//! once), and `rank` over the full default space as layers and devices grow, by relative cost
+//! and by simulated seconds.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use std::hint::black_box;
@@ -43,6 +44,21 @@ fn rank_bench(c: &mut Criterion) {
     g.bench_function("gpt3-175b/1024", |b| {
         b.iter(|| black_box(rank(&m, &m.values, &calib, &opts(1024)).unwrap().evaluated))
     });
+    // Ranked by simulated seconds on A100s: bounds for every strategy that fits, then
+    // simulations in bound order until the fastest rows are proven.
+    let a100 = Calibration::resolve("a100-80gb").unwrap();
+    for top in [1usize, 10] {
+        let o = RankOptions {
+            seconds: true,
+            top,
+            ..opts(1024)
+        };
+        g.bench_with_input(
+            BenchmarkId::new("gpt3-175b/1024/calib-a100-80gb/top", top),
+            &o,
+            |b, o| b.iter(|| black_box(rank(&m, &m.values, &a100, o).unwrap().simulated)),
+        );
+    }
     for layers in [12u64, 24, 48, 96] {
         let mut v = m.values.clone();
         v.insert("L".into(), Rational::from_integer(layers.into()));
