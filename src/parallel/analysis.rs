@@ -59,6 +59,9 @@ pub struct OpAnalysis {
     /// Backward FLOPs per device that recompute forward work inside the kernel (device work,
     /// not model FLOPs); in neither `forward` nor `backward`.
     pub recompute: Poly,
+    /// Bytes per device the forward kernel reads and writes (the rule's inputs and output, or
+    /// its `io`, with split indices divided by their axis sizes).
+    pub io_bytes: Poly,
     /// The splits chosen.
     #[serde(skip)]
     pub plan: OpPlan,
@@ -469,6 +472,19 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
         &node.rule.output,
         &entry.forward.outputs[0].placements,
     );
+    let io_bytes = {
+        let (r, w) = node.rule.io_bytes(model.dtype_bytes);
+        let mut per = &r + &w;
+        for s in plan.splits() {
+            let share = Poly::symbol(&s.index)
+                .checked_div(&s.size)
+                .expect("axis sizes are symbols");
+            per = per
+                .substitute(&s.index, &share)
+                .expect("a split index is a symbol");
+        }
+        f(&per)
+    };
     let mut recompute = f(&node.rule.recompute_flops);
     for s in &entry.splits {
         recompute = recompute.checked_div(&s.size).expect("axis symbol");
@@ -480,6 +496,7 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
         attention_core,
         fused_attention: node.rule.fused_attention,
         recompute,
+        io_bytes,
         forward: f(&entry.forward.compute),
         backward: f(&entry.backward.compute),
         saved: f(&entry.saved_bytes),
@@ -515,6 +532,8 @@ impl Analysis {
             for op in &mut blk.ops {
                 op.forward = f(&op.forward)?;
                 op.backward = f(&op.backward)?;
+                op.recompute = f(&op.recompute)?;
+                op.io_bytes = f(&op.io_bytes)?;
                 op.saved = f(&op.saved)?;
                 op.recomputable_saved = f(&op.recomputable_saved)?;
                 op.params = f(&op.params)?;

@@ -229,25 +229,6 @@ fn plan_comm(c: &Comm, bytes: &Rational, name: String) -> PlanComm {
     }
 }
 
-/// Bytes per device a forward pass of `node` reads and writes under its plan.
-fn io_bytes(
-    model: &Model,
-    node: &crate::model::OpNode,
-    plan: &crate::parallel::OpPlan,
-) -> Result<Poly, String> {
-    let (r, w) = node.rule.io_bytes(model.dtype_bytes);
-    let mut per = &r + &w;
-    for s in plan.splits() {
-        let share = Poly::symbol(&s.index)
-            .checked_div(&s.size)
-            .map_err(|e| e.to_string())?;
-        per = per
-            .substitute(&s.index, &share)
-            .map_err(|e| e.to_string())?;
-    }
-    per.substitute_all(&node.bind).map_err(|e| e.to_string())
-}
-
 /// Whether an operator-level collective belongs to the backward pass.
 fn is_backward(c: &Comm, inputs: &[String]) -> bool {
     if c.tensor.starts_with("backward") {
@@ -302,8 +283,7 @@ pub fn plan_blocks(
         let mut grads = Vec::new();
         let pos = |name: &str| ba.ops.iter().position(|o| o.name == name);
         for (k, (node, op)) in blk.ops().zip(&ba.ops).enumerate() {
-            let bytes = io_bytes(model, node, &op.plan).map_err(usage)?;
-            let fb = ev(&bytes)?;
+            let fb = ev(&op.io_bytes)?;
             ops.push(PlanOp {
                 name: op.name.clone(),
                 matmul: op.class == FlopClass::Matmul,
