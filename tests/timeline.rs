@@ -109,6 +109,11 @@ fn streams_never_overlap_and_dependencies_hold() {
         }
         let last = ev.iter().map(Event::end).fold(0.0, f64::max);
         assert!((last - tl.summary.iteration_seconds).abs() < EPS);
+        let bubble = tl.summary.bubble_fraction;
+        assert!(
+            (0.0..=1.0).contains(&bubble),
+            "{k}: bubble fraction {bubble}"
+        );
     }
 }
 
@@ -628,4 +633,44 @@ fn a_broken_validation_file_names_the_row() {
         err.starts_with("bad.yaml:") && err.contains("speed"),
         "{err}"
     );
+}
+
+/// 1F1B and GPipe have the same bubble (Narayanan et al. SC'21); with the same stages 1F1B is
+/// never slower (it only holds fewer activations).
+#[test]
+fn one_f_one_b_is_never_slower_than_gpipe() {
+    let loader = ModelLoader::embedded().unwrap();
+    let m = loader.resolve("bert-large").unwrap();
+    let calib = Calibration::resolve("a40-pcie").unwrap();
+    let mut values = m.values.clone();
+    values.insert("L".into(), Rational::from_integer(48.into()));
+    values.insert("B".into(), Rational::from_integer(16.into()));
+    let time = |schedule| {
+        let k = knobs(1, 1, 16, 16, schedule, 1);
+        let (p, _) = plan_strategy(
+            &m,
+            &values,
+            &k,
+            &Layout::default(),
+            &calib,
+            None,
+            &calib.memory_bytes(),
+        )
+        .unwrap();
+        time_summary(&p, &calib).unwrap()
+    };
+    let (g, o) = (time(Schedule::Gpipe), time(Schedule::OneFOneB));
+    assert!(
+        o.iteration_seconds <= g.iteration_seconds * (1.0 + 1e-9),
+        "1F1B {} s, GPipe {} s",
+        o.iteration_seconds,
+        g.iteration_seconds
+    );
+    for s in [&g, &o] {
+        assert!(
+            (0.0..1.0).contains(&s.bubble_fraction),
+            "{}",
+            s.bubble_fraction
+        );
+    }
 }

@@ -84,7 +84,8 @@ pub struct Summary {
     pub model_tflops_per_device: f64,
     /// Model FLOPs utilisation: model FLOP/s per device over the peak bf16 FLOP/s.
     pub mfu: f64,
-    /// Pipeline idle time of the busiest device over its working time.
+    /// Pipeline bubble: the busiest device's idle time ÷ (idle + busy time) until the pipeline
+    /// flushes (between 0 and 1).
     pub bubble_fraction: f64,
     /// How devices are represented.
     pub representative: String,
@@ -142,8 +143,8 @@ fn timed(plan: &TimingPlan, calib: &Calibration, keep: bool) -> Result<Timeline>
         tokens_per_second: f(&plan.tokens) / t,
         model_tflops_per_device: model_flops / 1e12,
         mfu: model_flops / rates.peak_flops,
-        bubble_fraction: if work > 0.0 {
-            (sim.flush - work).max(0.0) / work
+        bubble_fraction: if sim.flush > 0.0 {
+            ((sim.flush - work) / sim.flush).clamp(0.0, 1.0)
         } else {
             0.0
         },
