@@ -674,3 +674,97 @@ fn one_f_one_b_is_never_slower_than_gpipe() {
         );
     }
 }
+
+/// Curves in calibration tables are checked where they are written.
+#[test]
+fn broken_curves_fail_with_file_and_line() {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("calibration/h100-sxm.yaml"),
+    )
+    .unwrap();
+    let line = |t: &str, needle: &str| t.lines().position(|l| l.contains(needle)).unwrap() + 1;
+    for (from, to, needle, says) in [
+        (
+            "[[2.68e8, 370e9], [8.59e9, 480e9]]",
+            "[[8.59e9, 370e9], [2.68e8, 480e9]]",
+            "all-reduce: {points",
+            "increase",
+        ),
+        (
+            "all-gather: {value: 350e9",
+            "all-gather: {value: 0",
+            "all-gather: {value",
+            "positive",
+        ),
+        (
+            "all-gather: {value: 350e9",
+            "all-scatter: {value: 350e9",
+            "all-scatter: {value",
+            "unknown collective",
+        ),
+        (
+            "attention: {value: 0.50",
+            "attention: {value: 1.5",
+            "attention: {value",
+            "(0, 1]",
+        ),
+        (
+            "kernel_overhead: {value: 2e-6",
+            "kernel_overhead: {value: 2",
+            "kernel_overhead: {value",
+            "kernel_overhead",
+        ),
+    ] {
+        assert!(text.contains(from), "{from}");
+        let bad = text.replace(from, to);
+        let err = Calibration::load(&Source::new("bad.yaml", bad.clone()))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with(&format!("bad.yaml:{}:", line(&bad, needle))) && err.contains(says),
+            "{err}"
+        );
+    }
+}
+
+/// Fused attention: the same matmul FLOPs as eager attention, far less memory, and a
+/// fused-attention model refuses nothing it can run; a graph without fused operators refuses
+/// `--attention flash`.
+#[test]
+fn attention_modes_on_the_command_line() {
+    let run = |args: &[&str]| {
+        Command::cargo_bin("symshard")
+            .unwrap()
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let json = |args: &[&str]| -> serde_json::Value {
+        let o = run(args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let flash = json(&[
+        "cost",
+        "gpt3-125m",
+        "--attention",
+        "flash",
+        "--format",
+        "json",
+    ]);
+    let eager = json(&["cost", "gpt3-125m", "--format", "json"]);
+    let mm = |v: &serde_json::Value| v["flops"]["forward"]["matmul"].clone();
+    assert_eq!(mm(&flash), mm(&eager));
+    let saved = |v: &serde_json::Value| -> f64 {
+        let a = &v["memory"]["activations"];
+        a.as_str()
+            .map_or_else(|| a.as_f64().unwrap(), |s| s.parse().unwrap())
+    };
+    assert!(saved(&flash) < saved(&eager) / 2.0);
+    let o = run(&["cost", "resnet50", "--attention", "flash"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no fused-attention"));
+    let o = run(&["cost", "llama3-8b", "--tp", "8", "--recompute", "selective"]);
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("recomputes nothing"));
+}

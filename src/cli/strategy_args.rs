@@ -100,6 +100,16 @@ impl StrategyFlags {
             }
             return Err(Error::Usage(msg));
         }
+        if r.knobs.recompute == crate::strategy::Recompute::Selective
+            && matches!(
+                model.attention,
+                Some(crate::model::AttentionMode::Flash | crate::model::AttentionMode::FlashCausal)
+            )
+        {
+            eprintln!(
+                "note: selective recomputation recomputes nothing here: with fused attention no S×S tensor is saved (--attention eager to compare)"
+            );
+        }
         Ok(r)
     }
 
