@@ -768,3 +768,66 @@ fn attention_modes_on_the_command_line() {
     assert!(o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("recomputes nothing"));
 }
+
+/// A backward gradient conversion lands before its producer's backward, also for operators
+/// whose names start with `d` (`down_proj`: its gradient is `ddown_proj`).
+#[test]
+fn gradient_conversions_precede_their_producers_backward() {
+    let loader = ModelLoader::embedded().unwrap();
+    let m = loader.resolve("llama3-8b").unwrap();
+    let mut values = m.values.clone();
+    values.insert("B".into(), Rational::from_integer(8.into()));
+    values.insert("S".into(), Rational::from_integer(1024.into()));
+    let calib = Calibration::reference().unwrap();
+    let mut k = knobs(1, 2, 1, 1, Schedule::OneFOneB, 1);
+    k.sequence_parallel = true;
+    let layout = Layout {
+        sequence_parallel: true,
+        ..Layout::default()
+    };
+    let (p, _) = plan_strategy(
+        &m,
+        &values,
+        &k,
+        &layout,
+        &calib,
+        None,
+        &calib.memory_bytes(),
+    )
+    .unwrap();
+    let layer = p.blocks.iter().find(|b| b.layer).unwrap();
+    let down = layer
+        .ops
+        .iter()
+        .position(|o| o.name == "down_proj")
+        .unwrap();
+    let at = |want: &dyn Fn(&Step) -> bool| layer.backward.iter().position(want);
+    let conversion = at(
+        &|s: &Step| matches!(s, Step::Collective(c) | Step::AfterDgrad(c) if c.name.starts_with("ddown_proj")),
+    );
+    if let Some(i) = conversion {
+        let compute = at(&|s: &Step| matches!(s, Step::Compute(j) if *j == down)).unwrap();
+        assert!(
+            i < compute,
+            "the gradient of down_proj is converted after its backward"
+        );
+    }
+    // Nothing named after an operator lands at the end unless its producer is elsewhere.
+    let tail: Vec<&String> = layer
+        .backward
+        .iter()
+        .rev()
+        .take_while(|s| !matches!(s, Step::Compute(_)))
+        .filter_map(|s| match s {
+            Step::Collective(c) | Step::AfterDgrad(c) | Step::Overlapped(c) => Some(&c.name),
+            _ => None,
+        })
+        .collect();
+    for name in tail {
+        let producer = name.strip_prefix('d').unwrap_or(name);
+        assert!(
+            !layer.ops.iter().any(|o| o.name == producer),
+            "`{name}` lands at the end of the backward pass though `{producer}` is in the layer"
+        );
+    }
+}

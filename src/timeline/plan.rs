@@ -322,7 +322,8 @@ pub fn plan_blocks(
                     None => tail_bwd.push(pc),
                 }
             } else if c.reason.starts_with("backward") {
-                match pos(c.op.trim_start_matches('d')) {
+                // `d{producer}`: strip one `d` (`ddown_proj` is the gradient of `down_proj`).
+                match pos(c.op.strip_prefix('d').unwrap_or(&c.op)) {
                     Some(k) => before_bwd[k].push(pc),
                     None => tail_bwd.push(pc),
                 }
