@@ -62,6 +62,9 @@ pub struct OpAnalysis {
     /// Bytes per device the forward kernel reads and writes (the rule's inputs and output, or
     /// its `io`, with split indices divided by their axis sizes).
     pub io_bytes: Poly,
+    /// Bytes per device the backward kernels read and write
+    /// ([`crate::rules::OpRule::backward_io_bytes`], split indices divided).
+    pub backward_io_bytes: Poly,
     /// The splits chosen.
     #[serde(skip)]
     pub plan: OpPlan,
@@ -472,8 +475,7 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
         &node.rule.output,
         &entry.forward.outputs[0].placements,
     );
-    let io_bytes = {
-        let (r, w) = node.rule.io_bytes(model.dtype_bytes);
+    let per_device = |(r, w): (Poly, Poly)| {
         let mut per = &r + &w;
         for s in plan.splits() {
             let share = Poly::symbol(&s.index)
@@ -485,6 +487,8 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
         }
         f(&per)
     };
+    let io_bytes = per_device(node.rule.io_bytes(model.dtype_bytes));
+    let backward_io_bytes = per_device(node.rule.backward_io_bytes(model.dtype_bytes));
     let mut recompute = f(&node.rule.recompute_flops);
     for s in &entry.splits {
         recompute = recompute.checked_div(&s.size).expect("axis symbol");
@@ -497,6 +501,7 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
         fused_attention: node.rule.fused_attention,
         recompute,
         io_bytes,
+        backward_io_bytes,
         forward: f(&entry.forward.compute),
         backward: f(&entry.backward.compute),
         saved: f(&entry.saved_bytes),
@@ -534,6 +539,7 @@ impl Analysis {
                 op.backward = f(&op.backward)?;
                 op.recompute = f(&op.recompute)?;
                 op.io_bytes = f(&op.io_bytes)?;
+                op.backward_io_bytes = f(&op.backward_io_bytes)?;
                 op.saved = f(&op.saved)?;
                 op.recomputable_saved = f(&op.recomputable_saved)?;
                 op.params = f(&op.params)?;

@@ -327,6 +327,48 @@ impl OpRule {
         }
     }
 
+    /// Bytes read and written by the backward pass with compute elements of `compute` bytes.
+    /// For an einsum, each input gradient is an einsum of its own: it reads the output gradient
+    /// and the other inputs of its term and writes the gradient. Otherwise the backward reads the
+    /// output gradient, what the rule saves and its parameters, and writes a gradient for every
+    /// input that takes one.
+    pub fn backward_io_bytes(&self, compute: u32) -> (Poly, Poly) {
+        let dy = tensor_bytes(&self.output, compute);
+        let grad_bytes = |t: &Tensor| {
+            // A gradient has the compute type whatever its input's storage type.
+            t.elements() * Poly::int(compute as i64)
+        };
+        let mut read = Poly::zero();
+        let mut written = Poly::zero();
+        match &self.flops {
+            Flops::Einsum => {
+                for (k, t) in self.inputs.iter().enumerate() {
+                    if !t.grad {
+                        continue;
+                    }
+                    read += dy.clone();
+                    if let Some(term) = self.term_of(k) {
+                        for &j in term.iter().filter(|&&j| j != k) {
+                            read += tensor_bytes(&self.inputs[j], compute);
+                        }
+                    }
+                    written += grad_bytes(t);
+                }
+            }
+            Flops::Explicit { .. } => {
+                read += dy;
+                read += self.saved_bytes(compute);
+                for t in self.inputs.iter().filter(|t| t.param && !self.saved.iter().any(|s| s.name == t.name)) {
+                    read += tensor_bytes(t, compute);
+                }
+                for t in self.inputs.iter().filter(|t| t.grad) {
+                    written += grad_bytes(t);
+                }
+            }
+        }
+        (read, written)
+    }
+
     /// Bytes kept for the backward pass.
     pub fn saved_bytes(&self, compute: u32) -> Poly {
         self.saved.iter().map(|t| tensor_bytes(t, compute)).sum()

@@ -1,8 +1,11 @@
-//! Seconds from exact amounts: a roofline per operator and α–β per collective (REFERENCE.md:
-//! ring all-reduce `2(n−1)·α + 2(n−1)/n·S/β`, ring all-gather and reduce-scatter
-//! `(n−1)·α + (n−1)/n·S/β`). An axis whose groups span nodes is timed hierarchically: the
-//! intra-node part among the group's devices in one node, then the inter-node part among nodes.
-//! This is the only place where amounts become floating-point seconds.
+//! Seconds from exact amounts: a roofline per kernel (FLOPs at the efficiency of its class and
+//! size, bytes at the streaming efficiency of its size, plus a fixed overhead) and α–β per
+//! collective (Thakur, Rabenseifner and Gropp 2005: ring all-reduce `2(n−1)·α + 2(n−1)/n·S/β`,
+//! ring all-gather and reduce-scatter `(n−1)·α + (n−1)/n·S/β`), where β is the collective
+//! kind's own bus bandwidth at that message size when the table gives one (nccl-tests
+//! doc/PERFORMANCE.md). An axis whose groups span nodes is timed hierarchically: the intra-node
+//! part among the group's devices in one node, then the inter-node part among nodes. This is
+//! the only place where amounts become floating-point seconds.
 
 use super::plan::Collective;
 use crate::calib::{Calibration, FloatCurve, COLLECTIVE_KINDS};

@@ -128,8 +128,9 @@ pub struct PlanOp {
     /// divided by their axis sizes).
     #[serde(with = "exact")]
     pub forward_bytes: Rational,
-    /// Bytes the backward pass reads and writes: the output gradient and what the forward read
-    /// in, the input gradients out — twice the forward traffic.
+    /// Bytes the backward pass reads and writes, derived from the rule: each gradient einsum
+    /// reads the output gradient and its term's other inputs and writes its gradient; other
+    /// rules read the output gradient, what they saved and their parameters.
     #[serde(with = "exact")]
     pub backward_bytes: Rational,
 }
@@ -207,9 +208,6 @@ pub struct TimingPlan {
     pub stages: Vec<usize>,
 }
 
-fn int(v: u64) -> Rational {
-    Rational::from_integer(v.into())
-}
 
 fn axis_of(a: AxisKind) -> Axis {
     if a == AxisKind::Dp {
@@ -291,7 +289,7 @@ pub fn plan_blocks(
                 fused_attention: op.fused_attention,
                 forward_flops: ev(&op.forward)?,
                 backward_flops: ev(&op.backward)? + ev(&op.recompute)?,
-                backward_bytes: &fb * int(2),
+                backward_bytes: ev(&op.backward_io_bytes)?,
                 forward_bytes: fb,
             });
             let inputs: Vec<String> = node.rule.inputs.iter().map(|t| t.name.clone()).collect();
