@@ -358,7 +358,11 @@ impl OpRule {
             Flops::Explicit { .. } => {
                 read += dy;
                 read += self.saved_bytes(compute);
-                for t in self.inputs.iter().filter(|t| t.param && !self.saved.iter().any(|s| s.name == t.name)) {
+                for t in self
+                    .inputs
+                    .iter()
+                    .filter(|t| t.param && !self.saved.iter().any(|s| s.name == t.name))
+                {
                     read += tensor_bytes(t, compute);
                 }
                 for t in self.inputs.iter().filter(|t| t.grad) {

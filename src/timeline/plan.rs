@@ -208,7 +208,6 @@ pub struct TimingPlan {
     pub stages: Vec<usize>,
 }
 
-
 fn axis_of(a: AxisKind) -> Axis {
     if a == AxisKind::Dp {
         Axis::Dp
