@@ -831,3 +831,58 @@ fn gradient_conversions_precede_their_producers_backward() {
         );
     }
 }
+
+/// A table written before curves existed (constants only) loads, and times exactly as the same
+/// table written with the new keys at their neutral values: constant curves, no kernel
+/// overhead, each collective's bus bandwidth equal to the tier's achievable bandwidth.
+#[test]
+fn constant_tables_still_load_and_time_alike() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/calibration");
+    let path = dir.join("a100-80gb-v1.yaml");
+    let old_text = std::fs::read_to_string(&path).unwrap();
+    let old = Calibration::load(&Source::new(&path, old_text.clone())).unwrap();
+    let new_text = old_text
+        .replace(
+            "matmul: {value: 0.87,",
+            "matmul: {points: [[1e6, 0.87], [1e15, 0.87]],",
+        )
+        .replace(
+            "gpus_per_node:",
+            "  kernel_overhead: {value: 0, source: none}\n  comm_contention: {value: 0, source: none}\ngpus_per_node:",
+        )
+        .replace(
+            "    algorithm: ring\n  inter:",
+            "    algorithm: ring\n    busbw:\n      all-reduce: {value: 240e9, source: 300e9 × 0.8}\n      reduce-scatter: {value: 240e9, source: 300e9 × 0.8}\n  inter:",
+        );
+    assert_ne!(old_text, new_text);
+    let new = Calibration::load(&Source::new("new.yaml", new_text)).unwrap();
+    assert!(!new.device.efficiency.matmul.constant);
+    for k in strategies() {
+        let (p, _, _) = plan("gpt3-125m", 32, &k);
+        let a = time_summary(&p, &old).unwrap().iteration_seconds;
+        let b = time_summary(&p, &new).unwrap().iteration_seconds;
+        assert!((a - b).abs() <= 1e-12 * a, "{k}: {a} vs {b}");
+    }
+}
+
+/// The backward traffic of a rule is what its gradient kernels read and write.
+#[test]
+fn backward_bytes_are_derived_from_the_rules() {
+    use symshard::rules::RuleSet;
+    use symshard::sym::Poly;
+    let rules = RuleSet::embedded().unwrap();
+    let bytes = |name: &str| {
+        let (r, w) = rules.get(name).unwrap().backward_io_bytes(2);
+        (r.to_string(), w.to_string())
+    };
+    let p = |s: &str| Poly::parse(s).unwrap().to_string();
+    // linear: dx reads dy and w, dw reads dy and x, dbias reads dy; writes dx, dw, dbias.
+    assert_eq!(
+        bytes("linear"),
+        (p("6*b*n + 2*k*n + 2*b*k"), p("2*b*k + 2*k*n + 2*n"))
+    );
+    // softmax: reads dy and the saved output, writes dx.
+    assert_eq!(bytes("softmax"), (p("4*b*n"), p("2*b*n")));
+    // dropout: reads dy and the one-byte mask, writes dx.
+    assert_eq!(bytes("dropout"), (p("3*b*h"), p("2*b*h")));
+}
