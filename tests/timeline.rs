@@ -149,6 +149,7 @@ fn uniform(p: u64, m: u64, schedule: Schedule, v: u64, layers: usize) -> TimingP
         samples: Rational::from_integer(m.into()),
         tokens: Rational::from_integer(0.into()),
         model_flops: Rational::from_integer(0.into()),
+        memory_per_device: Rational::from_integer(0.into()),
         blocks: vec![block],
         items: vec![0; layers],
         stages: vec![layers / stages; stages],
@@ -885,4 +886,48 @@ fn backward_bytes_are_derived_from_the_rules() {
     assert_eq!(bytes("softmax"), (p("4*b*n"), p("2*b*n")));
     // dropout: reads dy and the one-byte mask, writes dx.
     assert_eq!(bytes("dropout"), (p("3*b*h"), p("2*b*h")));
+}
+
+/// A saved analysis carries the fullest device's memory: `port` says on which machines it does
+/// not fit, and timeline JSON has `fits`.
+#[test]
+fn port_checks_memory_on_every_machine() {
+    let dir = std::env::temp_dir().join(format!("symshard-port-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("a.json");
+    let bin = || Command::cargo_bin("symshard").unwrap();
+    bin()
+        .args([
+            "analyze",
+            "gpt3-175b",
+            "--tp",
+            "8",
+            "--pp",
+            "8",
+            "--dp",
+            "16",
+        ])
+        .args(["--microbatches", "96", "-o"])
+        .arg(&file)
+        .assert()
+        .success();
+    let o = bin()
+        .arg("port")
+        .arg(&file)
+        .args([
+            "--calib",
+            "a100-80gb",
+            "--calib",
+            "h200-sxm",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let rows: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    // 100.9 GB per device: too much for 80 GB, enough for 141 GB.
+    assert_eq!(rows[0]["fits"], serde_json::json!(false));
+    assert_eq!(rows[1]["fits"], serde_json::json!(true));
+    let _ = std::fs::remove_dir_all(&dir);
 }

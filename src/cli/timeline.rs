@@ -143,6 +143,13 @@ fn print_summary(s: &Summary) {
     println!("  model TFLOP/s / device  {:.1}", s.model_tflops_per_device);
     println!("  MFU                     {:.1}%", 100.0 * s.mfu);
     println!("  bubble fraction         {:.4}", s.bubble_fraction);
+    if let (Some(fits), Some(m)) = (s.fits, s.memory_per_device) {
+        println!(
+            "  memory per device       {:.1} GB ({})",
+            m / 1e9,
+            if fits { "fits" } else { "does NOT fit" }
+        );
+    }
     println!();
     println!("  {} (busy seconds per stream)", s.representative);
     println!(
@@ -195,6 +202,21 @@ pub fn run_port(args: PortArgs) -> Result<(), Error> {
     });
     line("MFU", &|r| format!("{:.1}%", 100.0 * r.mfu));
     line("bubble fraction", &|r| format!("{:.4}", r.bubble_fraction));
+    line("memory per device (GB)", &|r| {
+        r.memory_per_device
+            .map_or("unknown".into(), |m| format!("{:.1}", m / 1e9))
+    });
+    line("fits", &|r| match r.fits {
+        Some(true) => "yes".into(),
+        Some(false) => "NO".into(),
+        None => "unknown".into(),
+    });
+    for r in rows.iter().filter(|r| r.fits == Some(false)) {
+        eprintln!(
+            "warning: on {} the strategy does not fit in memory: the times are of a step that cannot run",
+            r.calibration
+        );
+    }
     let busiest = |r: &Summary, f: fn(&crate::timeline::Busy) -> f64| {
         r.devices.iter().map(|d| f(&d.busy)).fold(0.0, f64::max)
     };

@@ -77,6 +77,7 @@ pub fn chains(
         samples: Rational::from_integer(1.into()),
         tokens: Rational::from_integer(0.into()),
         model_flops: Rational::from_integer(0.into()),
+        memory_per_device: Rational::from_integer(0.into()),
         blocks,
         items: Vec::new(),
         stages: Vec::new(),

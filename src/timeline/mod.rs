@@ -87,6 +87,13 @@ pub struct Summary {
     /// Pipeline bubble: the busiest device's idle time ÷ (idle + busy time) until the pipeline
     /// flushes (between 0 and 1).
     pub bubble_fraction: f64,
+    /// Whether the fullest device's memory fits the machine's capacity (absent for analyses
+    /// saved without their memory).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fits: Option<bool>,
+    /// Bytes of memory the fullest device needs (absent when unknown).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_per_device: Option<f64>,
     /// How devices are represented.
     pub representative: String,
     /// One device per pipeline stage.
@@ -116,6 +123,11 @@ pub fn time_plan(plan: &TimingPlan, calib: &Calibration) -> Result<Timeline> {
 /// Times a plan on a machine, keeping only the summary (no events).
 pub fn time_summary(plan: &TimingPlan, calib: &Calibration) -> Result<Summary> {
     Ok(timed(plan, calib, false)?.summary)
+}
+
+fn known_memory(plan: &TimingPlan) -> Option<Rational> {
+    use num_traits::Zero;
+    (!plan.memory_per_device.is_zero()).then(|| plan.memory_per_device.clone())
 }
 
 fn timed(plan: &TimingPlan, calib: &Calibration, keep: bool) -> Result<Timeline> {
@@ -148,6 +160,8 @@ fn timed(plan: &TimingPlan, calib: &Calibration, keep: bool) -> Result<Timeline>
         } else {
             0.0
         },
+        fits: known_memory(plan).map(|m| m <= calib.memory_bytes()),
+        memory_per_device: known_memory(plan).map(|m| f(&m)),
         representative: format!(
             "one device per pipeline stage: its {} tensor- and data-parallel ranks are symmetric",
             per_stage

@@ -206,6 +206,14 @@ pub struct TimingPlan {
     pub items: Vec<usize>,
     /// Items per pipeline stage (virtual stages: `pp × chunks` of them when interleaved).
     pub stages: Vec<usize>,
+    /// Bytes of memory the fullest device needs (0 when unknown, in analyses saved before it
+    /// was recorded): each machine's capacity is checked against it.
+    #[serde(default = "unknown_memory", with = "exact")]
+    pub memory_per_device: Rational,
+}
+
+fn unknown_memory() -> Rational {
+    Rational::zero()
 }
 
 fn axis_of(a: AxisKind) -> Axis {
@@ -428,6 +436,7 @@ pub fn build_plan(
         samples,
         tokens,
         model_flops: evaluation.model_flops.clone(),
+        memory_per_device: evaluation.memory.total.clone(),
         blocks,
         items,
         stages,
