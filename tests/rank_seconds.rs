@@ -46,7 +46,8 @@ fn bound_and_time(k: &Knobs, machine: &str, batch: i64) -> Option<(f64, f64)> {
     let rates = Rates::of(&calib);
     let ch = chains(&model, &analysis, &numbers, &values, k, &rates, gpn).ok()?;
     let kappa = |t: Tier| calib.balance(t).to_f64().unwrap();
-    let partition = pipeline_stage_counts(&model, &numbers, k, &kappa, gpn).ok()?;
+    let kh = calib.hbm_balance().to_f64().unwrap();
+    let partition = pipeline_stage_counts(&model, &numbers, k, &kappa, kh, gpn).ok()?;
     let repeats: Vec<u64> = numbers.iter().map(|n| n.repeat).collect();
     let stages = virtual_stages(&ch, &repeats, &partition, k)?;
     Some((lower_bound(&ch, &stages, k, &rates, gpn), simulated))
@@ -144,5 +145,84 @@ fn the_fastest_does_not_depend_on_top() {
         // Simulating every strategy that fits finds no faster one.
         let all = ranked(model, devices, 1_000_000, machine);
         assert_eq!(all[0].1, one[0].1, "{model}");
+    }
+}
+
+/// Spearman's rank correlation of two equally long lists of values.
+fn spearman(a: &[f64], b: &[f64]) -> f64 {
+    let ranks = |v: &[f64]| -> Vec<f64> {
+        let mut idx: Vec<usize> = (0..v.len()).collect();
+        idx.sort_by(|&i, &j| v[i].total_cmp(&v[j]));
+        let mut r = vec![0.0; v.len()];
+        for (pos, &i) in idx.iter().enumerate() {
+            r[i] = pos as f64;
+        }
+        r
+    };
+    let (ra, rb) = (ranks(a), ranks(b));
+    let n = a.len() as f64;
+    let d2: f64 = ra.iter().zip(&rb).map(|(x, y)| (x - y).powi(2)).sum();
+    1.0 - 6.0 * d2 / (n * (n * n - 1.0))
+}
+
+/// How well the relative cost orders the strategies the simulator would: for a few models and
+/// device counts, the 50 cheapest strategies by relative cost are simulated and the two orders
+/// compared (Spearman's ρ), with κ_hbm and without (a table whose HBM is a million times faster
+/// prices no memory traffic; the simulation always uses the real table). Prints the figures
+/// for BENCHMARKS.md: `cargo test --release --test rank_seconds -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn relative_cost_order_against_simulated_order() {
+    let loader = ModelLoader::embedded().unwrap();
+    for (model, devices, machine) in [
+        ("gpt3-175b", 1024, "a100-80gb"),
+        ("gpt3-13b", 64, "a100-80gb"),
+        ("llama3-8b", 64, "h100-sxm"),
+        ("bert-large", 16, "a40-pcie"),
+    ] {
+        let m = loader.resolve(model).unwrap();
+        let calib = Calibration::resolve(machine).unwrap();
+        let mut no_hbm = calib.clone();
+        no_hbm.device.memory_bandwidth.value *= Rational::from_integer(1_000_000.into());
+        for (label, pricing) in [("with κ_hbm", &calib), ("without", &no_hbm)] {
+            let opts = RankOptions {
+                devices,
+                gpus_per_node: calib.gpus_per_node(),
+                top: 50,
+                memory: calib.memory_bytes(),
+                max_microbatches: 256,
+                seconds: false,
+            };
+            let rows = rank(&m, &m.values, pricing, &opts).unwrap().rows;
+            let (mut rel, mut sim) = (Vec::new(), Vec::new());
+            for r in rows.iter().filter(|r| r.evaluation.feasible) {
+                let k = &r.evaluation.knobs;
+                let layout = Layout {
+                    sequence_parallel: k.sequence_parallel,
+                    ..Layout::default()
+                };
+                let Ok((plan, _)) = plan_strategy(
+                    &m,
+                    &m.values,
+                    k,
+                    &layout,
+                    &calib,
+                    Some(calib.gpus_per_node()),
+                    &calib.memory_bytes(),
+                ) else {
+                    continue;
+                };
+                rel.push(r.evaluation.relative.total.to_f64().unwrap());
+                sim.push(time_summary(&plan, &calib).unwrap().iteration_seconds);
+            }
+            let best = sim.iter().cloned().fold(f64::MAX, f64::min);
+            println!(
+                "{model} on {devices} {machine}, {label}: {} rows, Spearman ρ = {:.3}, #1 by relative cost simulates {:.3} s, fastest of the 50 {:.3} s",
+                sim.len(),
+                spearman(&rel, &sim),
+                sim.first().copied().unwrap_or(f64::NAN),
+                best
+            );
+        }
     }
 }

@@ -55,8 +55,16 @@ pub struct BlockNumbers {
     pub expert_dp_grad: Rational,
     /// Bytes per device of one micro-batch's expert slots (what one all-to-all moves).
     pub slot_bytes: Rational,
+    /// HBM bytes the memory-bound (not matmul-like) operators read and write, forward and
+    /// backward.
+    pub hbm: Rational,
+    /// The forward part of `hbm` (what full recomputation moves again).
+    pub hbm_forward: Rational,
+    /// The forward HBM bytes of the memory-bound attention-core operators (what selective
+    /// recomputation moves again).
+    pub attention_hbm: Rational,
     /// The same numbers as floats, for choosing (never for reporting).
-    pub approx: [f64; 10],
+    pub approx: [f64; 13],
 }
 
 /// Indices into [`BlockNumbers::approx`].
@@ -71,6 +79,9 @@ mod ax {
     pub const DP_GRAD: usize = 7;
     pub const TP_GRAD: usize = 8;
     pub const BOUNDARY: usize = 9;
+    pub const HBM: usize = 10;
+    pub const HBM_FWD: usize = 11;
+    pub const ATT_HBM: usize = 12;
 }
 
 fn eval(p: &Poly, b: &Bindings) -> Result<Rational, String> {
@@ -124,6 +135,15 @@ pub fn block_numbers(a: &Analysis, b: &Bindings) -> Result<Vec<BlockNumbers>, St
             if op.attention_core {
                 n.attention_forward += &fwd;
                 n.attention_saved += eval(&op.recomputable_saved, b)?;
+            }
+            if op.class != crate::rules::FlopClass::Matmul {
+                let f = eval(&op.io_bytes, b)?;
+                let bw = eval(&op.backward_io_bytes, b)?;
+                if op.attention_core {
+                    n.attention_hbm += &f;
+                }
+                n.hbm += &f + &bw;
+                n.hbm_forward += f;
             }
             n.forward += fwd;
             let recompute = eval(&op.recompute, b)?;
@@ -180,6 +200,9 @@ pub fn block_numbers(a: &Analysis, b: &Bindings) -> Result<Vec<BlockNumbers>, St
             f(&n.dp_grad),
             f(&n.tp_grad),
             f(&n.boundary),
+            f(&n.hbm),
+            f(&n.hbm_forward),
+            f(&n.attention_hbm),
         ];
         out.push(n);
     }
@@ -231,7 +254,8 @@ pub struct Memory {
 /// FLOP-equivalent cost (DESIGN §3).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct RelativeCost {
-    /// Compute FLOPs per device per step (with recomputation).
+    /// Compute per device per step (with recomputation), in FLOP-equivalents: FLOPs, plus the
+    /// memory-bound operators' HBM bytes × κ_hbm.
     #[serde(serialize_with = "crate::sym::ser_rational")]
     pub compute: Rational,
     /// κ_intra × intra-node bytes.
@@ -264,6 +288,9 @@ pub struct Stage {
     /// FLOPs per device per step.
     #[serde(serialize_with = "crate::sym::ser_rational")]
     pub flops: Rational,
+    /// κ_hbm × HBM bytes of the memory-bound operators per device per step (FLOP-equivalents).
+    #[serde(serialize_with = "crate::sym::ser_rational")]
+    pub hbm_cost: Rational,
     /// Memory per device.
     pub memory: Memory,
 }
@@ -414,6 +441,8 @@ fn expert_view(
 /// One block's per-microbatch numbers under the recomputation choice.
 struct BlockCost {
     compute: Rational,
+    /// HBM bytes of the memory-bound operators, recomputation included.
+    hbm: Rational,
     tp_bytes: Rational,
     saved: Rational,
     /// Dense parameters (ZeRO shards them over dp).
@@ -447,6 +476,7 @@ fn plan_pipeline(
     k: &Knobs,
     kt: f64,
     ke: f64,
+    kh: f64,
 ) -> Result<Plan, String> {
     // The same in floating point, for choosing the partition and the stages to price.
     let cf: Vec<[f64; 8]> = numbers
@@ -461,13 +491,17 @@ fn plan_pipeline(
             } else {
                 (x[ax::PARAMS], 0.0, x[ax::DP_GRAD], 0.0)
             };
-            let (extra, saved) = match (k.recompute, layer_block[bi]) {
-                (Recompute::Full, true) => (x[ax::FWD], x[ax::BOUNDARY]),
-                (Recompute::Selective, true) => (x[ax::ATT_FWD], x[ax::SAVED] - x[ax::ATT_SAVED]),
-                _ => (0.0, x[ax::SAVED]),
+            let (extra, saved, extra_hbm) = match (k.recompute, layer_block[bi]) {
+                (Recompute::Full, true) => (x[ax::FWD], x[ax::BOUNDARY], x[ax::HBM_FWD]),
+                (Recompute::Selective, true) => (
+                    x[ax::ATT_FWD],
+                    x[ax::SAVED] - x[ax::ATT_SAVED],
+                    x[ax::ATT_HBM],
+                ),
+                _ => (0.0, x[ax::SAVED], 0.0),
             };
             [
-                x[ax::FWD] + x[ax::BWD] + extra,
+                x[ax::FWD] + x[ax::BWD] + extra + kh * (x[ax::HBM] + extra_hbm),
                 x[ax::TP],
                 x[ax::TP_GRAD],
                 dp_grad,
@@ -561,6 +595,7 @@ pub fn pipeline_stage_counts(
     numbers: &[BlockNumbers],
     k: &Knobs,
     kappa: &dyn Fn(Tier) -> f64,
+    kappa_hbm: f64,
     gpus_per_node: u64,
 ) -> Result<Vec<Vec<(usize, u64)>>, String> {
     let mesh = Mesh::new(k.tp, k.dp, k.pp, gpus_per_node);
@@ -571,7 +606,7 @@ pub fn pipeline_stage_counts(
         .collect();
     let kt = kappa(mesh.axis(AxisKind::Tp).tier);
     let ke = kappa(mesh.ep_tier(k.ep));
-    Ok(plan_pipeline(numbers, &layer_block, k, kt, ke)?.stage_counts)
+    Ok(plan_pipeline(numbers, &layer_block, k, kt, ke, kappa_hbm)?.stage_counts)
 }
 
 /// Floating-point (time, time with data-parallel and point-to-point traffic, memory) per stage,
@@ -694,6 +729,7 @@ pub fn estimate(
     numbers: &[BlockNumbers],
     k: &Knobs,
     kappa: &dyn Fn(Tier) -> f64,
+    kappa_hbm: f64,
     gpus_per_node: u64,
 ) -> Result<Estimate, String> {
     let mesh = Mesh::new(k.tp, k.dp, k.pp, gpus_per_node);
@@ -708,7 +744,7 @@ pub fn estimate(
         .map(|b| b.repeat != Poly::one())
         .collect();
     let ke = kappa(mesh.ep_tier(k.ep));
-    let plan = plan_pipeline(numbers, &layer_block, k, kt, ke)?;
+    let plan = plan_pipeline(numbers, &layer_block, k, kt, ke, kappa_hbm)?;
     let rough = rough_stages(&plan, numbers, &layer_block, k, kt, ke, kd, kp);
     let mf = k.microbatches as f64;
     let bs = (0..rough.len())
@@ -761,6 +797,7 @@ pub fn evaluate_with(
         calib.balance(dp_tier),
         calib.balance(p2p_tier),
     );
+    let k_hbm = calib.hbm_balance();
     let m = r(k.microbatches);
     let layer_block: Vec<bool> = model
         .blocks
@@ -771,15 +808,20 @@ pub fn evaluate_with(
         .iter()
         .enumerate()
         .map(|(bi, n)| {
-            let (extra, saved) = match (k.recompute, layer_block[bi]) {
-                (Recompute::Full, true) => (n.forward.clone(), n.boundary.clone()),
-                (Recompute::Selective, true) => {
-                    (n.attention_forward.clone(), &n.saved - &n.attention_saved)
+            let (extra, saved, extra_hbm) = match (k.recompute, layer_block[bi]) {
+                (Recompute::Full, true) => {
+                    (n.forward.clone(), n.boundary.clone(), n.hbm_forward.clone())
                 }
-                _ => (Rational::zero(), n.saved.clone()),
+                (Recompute::Selective, true) => (
+                    n.attention_forward.clone(),
+                    &n.saved - &n.attention_saved,
+                    n.attention_hbm.clone(),
+                ),
+                _ => (Rational::zero(), n.saved.clone(), Rational::zero()),
             };
             let (params, params_expert, dp_grad, ep_bytes) = expert_view(n, k)?;
             Ok(BlockCost {
+                hbm: &n.hbm + &extra_hbm,
                 compute: &n.forward + &n.backward + &extra,
                 tp_bytes: n.tp_bytes.clone(),
                 saved,
@@ -796,7 +838,7 @@ pub fn evaluate_with(
     let ep_tier = mesh.ep_tier(k.ep);
     let k_ep = calib.balance(ep_tier);
     let f = |x: &Rational| x.to_f64().unwrap_or(f64::MAX);
-    let plan = plan_pipeline(numbers, &layer_block, k, kt, f(&k_ep))?;
+    let plan = plan_pipeline(numbers, &layer_block, k, kt, f(&k_ep), f(&k_hbm))?;
     let rough = rough_stages(
         &plan,
         numbers,
@@ -857,6 +899,8 @@ pub fn evaluate_with(
             counts.iter().map(|(b, c)| f(&costs[*b]) * r(*c)).sum()
         };
         let compute = total(&|c| &c.compute) * &m;
+        // Memory-bound operators cost their HBM traffic at the machine's κ_hbm.
+        let hbm_cost = &k_hbm * total(&|c| &c.hbm) * &m;
         let tp_bytes = total(&|c| &c.tp_bytes) * &m + total(&|c| &c.tp_grad);
         let params = total(&|c| &c.params);
         let experts = total(&|c| &c.params_expert);
@@ -887,7 +931,7 @@ pub fn evaluate_with(
         if k.zero == 3 {
             dp_bytes *= Rational::new(3.into(), 2.into());
         }
-        let time = &compute + &k_tp * &tp_bytes + &k_ep * &ep_bytes;
+        let time = &compute + &hbm_cost + &k_tp * &tp_bytes + &k_ep * &ep_bytes;
         let items = counts
             .iter()
             .map(|(b, c)| (a.blocks[*b].name.clone(), *c))
@@ -897,6 +941,7 @@ pub fn evaluate_with(
                 stage: s as u64,
                 items,
                 flops: compute,
+                hbm_cost,
                 memory,
             },
             time,
@@ -961,7 +1006,7 @@ pub fn evaluate_with(
     let bubble = &stage_time[tm] * &bubble_fraction;
     let (dp_bytes, tp_bytes, p2p, ep_bytes) = stage_extra[bs].clone();
     let mut relative = RelativeCost {
-        compute: stages[bs].flops.clone(),
+        compute: &stages[bs].flops + &stages[bs].hbm_cost,
         bubble,
         ..RelativeCost::default()
     };
@@ -979,7 +1024,8 @@ pub fn evaluate_with(
     }
     relative.total =
         &relative.compute + &relative.comm_intra + &relative.comm_inter + &relative.bubble;
-    relative.flop_part = &relative.compute + &stages[tm].flops * &bubble_fraction;
+    relative.flop_part =
+        &relative.compute + (&stages[tm].flops + &stages[tm].hbm_cost) * &bubble_fraction;
     relative.byte_part = &relative.total - &relative.flop_part;
     let mut comm = Vec::new();
     if detail {

@@ -139,6 +139,7 @@ pub fn rank_with_progress(
     let mut estimates: Vec<(Knobs, Estimate)> = Vec::new();
     let kappa_intra = calib.balance(Tier::Intra).to_f64().unwrap_or(f64::MAX);
     let kappa_inter = calib.balance(Tier::Inter).to_f64().unwrap_or(f64::MAX);
+    let kappa_hbm = calib.hbm_balance().to_f64().unwrap_or(f64::MAX);
     let kappa = |t: Tier| match t {
         Tier::Intra => kappa_intra,
         Tier::Inter => kappa_inter,
@@ -242,8 +243,14 @@ pub fn rank_with_progress(
                                         reject(&mut rejected, e);
                                         continue;
                                     }
-                                    match estimate(model, &numbers, &k, &kappa, opts.gpus_per_node)
-                                    {
+                                    match estimate(
+                                        model,
+                                        &numbers,
+                                        &k,
+                                        &kappa,
+                                        kappa_hbm,
+                                        opts.gpus_per_node,
+                                    ) {
                                         Ok(e) => estimates.push((k, e)),
                                         Err(e) => reject(&mut rejected, e),
                                     }
@@ -427,6 +434,7 @@ fn rank_by_seconds(
                         numbers,
                         k,
                         search.kappa,
+                        calib.hbm_balance().to_f64().unwrap_or(f64::MAX),
                         opts.gpus_per_node,
                     )
                     .ok()
