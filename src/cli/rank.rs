@@ -312,11 +312,12 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
 
 fn print_table(out: &Out, calib: &Calibration, result: &crate::search::RankResult) {
     println!(
-        "{} on {} devices ({} per node), balance from {}: κ intra {} FLOP/B, κ inter {} FLOP/B",
+        "{} on {} devices ({} per node), balance from {}: κ hbm {} FLOP/B, κ intra {} FLOP/B, κ inter {} FLOP/B",
         out.model,
         out.devices,
         out.gpus_per_node,
         out.calibration,
+        sci(&calib.hbm_balance()),
         sci(&calib.balance(Tier::Intra)),
         sci(&calib.balance(Tier::Inter))
     );
