@@ -449,14 +449,6 @@ fn rank_by_seconds(
         };
         bounded.push((lower_bound(ch, &stages, k, &rates, opts.gpus_per_node), k));
     }
-    if std::env::var_os("SYMSHARD_PROFILE").is_some() {
-        eprintln!(
-            "bounds: {} strategies, {} chain keys, {:.3} s",
-            bounded.len(),
-            chain_cache.len(),
-            search.start.elapsed().as_secs_f64()
-        );
-    }
     bounded.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut found: Vec<(f64, Evaluation)> = Vec::new();
     let mut simulated = 0usize;
@@ -489,19 +481,10 @@ fn rank_by_seconds(
         else {
             continue;
         };
-        if std::env::var_os("SYMSHARD_PROFILE").is_some() {
-            eprintln!("  bound {bound:.3} simulated {t:.3} {k}");
-        }
         let at = found
             .partition_point(|(x, f)| *x < t || (*x == t && f.relative.total <= e.relative.total));
         found.insert(at, (t, e));
         found.truncate(opts.top.max(1));
-    }
-    if std::env::var_os("SYMSHARD_PROFILE").is_some() {
-        eprintln!(
-            "simulated {simulated}, {:.3} s",
-            search.start.elapsed().as_secs_f64()
-        );
     }
     let balance_range = found.first().map(|(_, top)| {
         let fits = |e: &Estimate| e.memory <= cap * (1.0 + 1e-9);
