@@ -375,3 +375,46 @@ fn cost_json_names_the_overridden_symbols() {
     let v: serde_json::Value = serde_json::from_slice(&plain.stdout).unwrap();
     assert!(v.get("overrides").is_none());
 }
+
+/// Users' models are found by name: `./models/NAME.yaml`, then the directories of
+/// `SYMSHARD_MODEL_PATH`, then the shipped ones; `models` lists all three, and a user's file
+/// that shadows a shipped model is announced.
+#[test]
+fn user_models_are_found_by_name() {
+    let dir = temp_dir("model-path");
+    let other = dir.join("elsewhere");
+    std::fs::create_dir_all(dir.join("models")).unwrap();
+    std::fs::create_dir_all(&other).unwrap();
+    let model = |name: &str| {
+        format!(
+            "name: {name}\nfamily: gpt\nsymbols:\n  L: {{value: 2}}\n  H: {{value: 256}}\n  NH: {{value: 4}}\n  F: {{value: 1024}}\n  V: {{value: 1000}}\n  P: {{value: 128}}\ndefaults:\n  B: {{value: 8}}\n  S: {{value: 128}}\n"
+        )
+    };
+    std::fs::write(dir.join("models/mine.yaml"), model("mine")).unwrap();
+    std::fs::write(other.join("theirs.yaml"), model("theirs")).unwrap();
+    std::fs::write(dir.join("models/gpt2-124m.yaml"), model("gpt2-124m")).unwrap();
+    let run = |args: &[&str]| {
+        symshard()
+            .current_dir(&dir)
+            .env("SYMSHARD_MODEL_PATH", &other)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let o = run(&["cost", "mine"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("model mine"));
+    let o = run(&["cost", "theirs"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // The user's gpt2-124m shadows the shipped one, with a note.
+    let o = run(&["cost", "gpt2-124m"]);
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("shadows the shipped model"));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("L=2"));
+    let o = run(&["models"]);
+    let listing = String::from_utf8_lossy(&o.stdout).to_string();
+    for want in ["mine", "theirs", "shipped (shadowed)", "llama3-8b"] {
+        assert!(listing.contains(want), "{want} missing from:\n{listing}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -71,6 +71,24 @@ impl ModelLoader {
             return self.load(&Source::read(path)?);
         }
         let stem = arg.trim_end_matches(".yaml");
+        // A user's models by name: `./models/NAME.yaml`, then each directory of
+        // `SYMSHARD_MODEL_PATH`, before the shipped ones (which they shadow, with a note).
+        if is_plain_name(stem) {
+            for dir in user_model_dirs() {
+                let file = dir.join(format!("{stem}.yaml"));
+                if file.is_file() {
+                    let src = Source::read(&file)?;
+                    let shipped = embedded::MODELS.iter().find(|(s, _)| *s == stem);
+                    if shipped.is_some_and(|(_, text)| *text != src.text) {
+                        eprintln!(
+                            "note: reading `{}`, which shadows the shipped model `{stem}`",
+                            file.display()
+                        );
+                    }
+                    return self.load(&src);
+                }
+            }
+        }
         match embedded::MODELS.iter().find(|(s, _)| *s == stem) {
             Some((s, text)) => self.load(&Source::new(embedded::display_path("models", s), *text)),
             None => {
@@ -236,6 +254,21 @@ impl ModelLoader {
         }
         Ok(Some(mode))
     }
+}
+
+/// Whether `s` names a model rather than a path (no separators, not empty).
+fn is_plain_name(s: &str) -> bool {
+    !s.is_empty() && !s.contains(['/', '\\']) && s != "." && s != ".."
+}
+
+/// Directories searched for users' models by name: `./models`, then those of
+/// `SYMSHARD_MODEL_PATH` (separated as `PATH` is), in order.
+pub fn user_model_dirs() -> Vec<std::path::PathBuf> {
+    let mut dirs = vec![std::path::PathBuf::from("models")];
+    if let Some(p) = std::env::var_os("SYMSHARD_MODEL_PATH") {
+        dirs.extend(std::env::split_paths(&p).filter(|d| !d.as_os_str().is_empty()));
+    }
+    dirs
 }
 
 /// Parses a symbol's value: a positive exact number.

@@ -7,4 +7,4 @@ pub(crate) mod spec;
 
 pub use cost::{model_cost, op_costs, FlopSplit, ModelCost, OpCost};
 pub use graph::{AttentionMode, Block, Model, OpNode, Producer};
-pub use load::{symbol_value, ModelLoader};
+pub use load::{symbol_value, user_model_dirs, ModelLoader};
