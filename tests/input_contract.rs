@@ -418,3 +418,55 @@ fn user_models_are_found_by_name() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--rules DIR` works on every command that takes a model: a rule of the user's own replaces
+/// the shipped rule of its name in the model.
+#[test]
+fn user_rules_reach_the_model() {
+    let dir = temp_dir("user-rules");
+    let shipped = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("operator_rules/gelu.yaml"),
+    )
+    .unwrap();
+    assert!(shipped.contains("flops: \"9*b*h\""));
+    std::fs::write(
+        dir.join("gelu.yaml"),
+        shipped.replace("flops: \"9*b*h\"", "flops: \"90*b*h\""),
+    )
+    .unwrap();
+    let other = |extra: &[&str]| -> u128 {
+        let o = symshard()
+            .args(["cost", "gpt2-124m", "--format", "json"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["flops"]["forward"]["other"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let rules = dir.to_string_lossy().to_string();
+    // gelu runs on 12 layers × B·S × 3072 elements: 81 more FLOPs each.
+    let diff = other(&["--rules", &rules]) - other(&[]);
+    assert_eq!(diff, 81 * 12 * 512 * 1024 * 3072);
+    for cmd in ["rank", "timeline", "layout", "optimize"] {
+        let o = symshard()
+            .args([cmd, "gpt2-124m", "--rules", "/nonexistent-rules-dir"])
+            .args(match cmd {
+                "rank" => &["--devices", "8"][..],
+                "layout" => &["--tp", "2"][..],
+                _ => &[][..],
+            })
+            .output()
+            .unwrap();
+        assert_ne!(o.status.code(), Some(0), "{cmd}");
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("nonexistent-rules-dir"),
+            "{cmd}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

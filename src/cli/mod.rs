@@ -70,12 +70,20 @@ pub struct SymbolArgs {
     /// flash-causal (fused, skipping the masked half); default: the model's setting.
     #[arg(long, value_enum)]
     pub attention: Option<crate::model::AttentionMode>,
+    /// Also load the operator rules in this directory (they replace shipped rules of the same
+    /// name, so a model can use a rule of your own).
+    #[arg(long, value_name = "DIR")]
+    pub rules: Option<std::path::PathBuf>,
 }
 
 impl SymbolArgs {
     /// The shipped rules and families, building models with the attention asked for.
     pub fn loader(&self) -> Result<crate::model::ModelLoader, Error> {
-        Ok(crate::model::ModelLoader::embedded()?.with_attention(self.attention))
+        let mut loader = crate::model::ModelLoader::embedded()?.with_attention(self.attention);
+        if let Some(dir) = &self.rules {
+            loader.rules.add_dir(dir)?;
+        }
+        Ok(loader)
     }
 
     /// The model's symbol values with the `--set` overrides applied.
