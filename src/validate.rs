@@ -11,7 +11,7 @@ use crate::embedded;
 use crate::error::{Error, Result};
 use crate::model::{symbol_value, AttentionMode, ModelLoader};
 use crate::parallel::Layout;
-use crate::strategy::{Knobs, Recompute, Schedule};
+use crate::strategy::StrategyFile;
 use crate::timeline::{plan_strategy, time_plan, time_summary, Pass, TimingPlan};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -39,38 +39,8 @@ impl Measure {
     }
 }
 
-/// A row's strategy: the knobs, each defaulting to no parallelism.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RunStrategy {
-    #[serde(default = "one")]
-    dp: u64,
-    #[serde(default = "one")]
-    tp: u64,
-    #[serde(default = "one")]
-    pp: u64,
-    #[serde(default = "one")]
-    microbatches: u64,
-    #[serde(default)]
-    schedule: Option<Schedule>,
-    #[serde(default = "one")]
-    chunks: u64,
-    #[serde(default)]
-    sequence_parallel: bool,
-    #[serde(default)]
-    recompute: Option<Recompute>,
-    #[serde(default)]
-    zero: u8,
-    #[serde(default)]
-    gpus_per_node: Option<u64>,
-}
-
-fn one() -> u64 {
-    1
-}
-
 /// One published measurement.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Run {
     name: String,
@@ -79,7 +49,7 @@ struct Run {
     set: BTreeMap<String, serde_yaml::Value>,
     #[serde(default)]
     attention: Option<String>,
-    strategy: RunStrategy,
+    strategy: StrategyFile,
     #[serde(default)]
     measure: Measure,
     published: f64,
@@ -88,7 +58,7 @@ struct Run {
 }
 
 /// A validation file.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ValidationFile {
     source: String,
@@ -170,7 +140,8 @@ pub fn run_file(name: &str, src: &Source) -> Result<FileOutcome> {
     let calib = Calibration::resolve(&file.machine)
         .map_err(|e| src.error_at(&["machine"], e.to_string()))?;
     let mut rows = Vec::new();
-    for (i, run) in file.runs.iter().enumerate() {
+    let mut loader = ModelLoader::embedded()?;
+    for (i, run) in file.runs.into_iter().enumerate() {
         let idx = i.to_string();
         let at = |field: &str, msg: String| src.error_at(&["runs", &idx, field], msg);
         let attention = match &run.attention {
@@ -182,7 +153,7 @@ pub fn run_file(name: &str, src: &Source) -> Result<FileOutcome> {
             })?),
             None => None,
         };
-        let loader = ModelLoader::embedded()?.with_attention(attention);
+        loader.attention = attention;
         let model = loader
             .resolve(&run.model)
             .map_err(|e| at("model", e.to_string()))?;
@@ -203,22 +174,11 @@ pub fn run_file(name: &str, src: &Source) -> Result<FileOutcome> {
             .map_err(|m| at("set", format!("`{sym}`: {m}")))?;
             values.insert(sym.clone(), value);
         }
-        let s = &run.strategy;
-        let knobs = Knobs {
-            dp: s.dp,
-            tp: s.tp,
-            pp: s.pp,
-            microbatches: s.microbatches,
-            schedule: s.schedule.unwrap_or(Schedule::OneFOneB),
-            chunks: s.chunks,
-            sequence_parallel: s.sequence_parallel,
-            recompute: s.recompute.unwrap_or(Recompute::None),
-            zero: s.zero,
-            ep: 1,
-        };
+        let strategy = run.strategy.resolve(src, &["runs", &idx, "strategy"])?;
+        let knobs = strategy.knobs;
         let layout = Layout {
-            sequence_parallel: s.sequence_parallel,
-            ..Layout::default()
+            sequence_parallel: knobs.sequence_parallel,
+            tp_overrides: strategy.splits,
         };
         let (plan, evaluation) = plan_strategy(
             &model,
@@ -226,7 +186,7 @@ pub fn run_file(name: &str, src: &Source) -> Result<FileOutcome> {
             &knobs,
             &layout,
             &calib,
-            s.gpus_per_node,
+            strategy.gpus_per_node,
             &calib.memory_bytes(),
         )
         .map_err(|e| at("strategy", e.to_string()))?;
@@ -236,7 +196,7 @@ pub fn run_file(name: &str, src: &Source) -> Result<FileOutcome> {
             return Err(at("published", "must be a positive number".into()));
         }
         rows.push(RowOutcome {
-            name: run.name.clone(),
+            name: run.name,
             measure: run.measure,
             predicted,
             published: run.published,

@@ -209,15 +209,6 @@ impl From<Curve> for CurveSpec {
 }
 
 impl Curve {
-    /// A constant.
-    pub fn constant(value: Rational, source: impl Into<String>) -> Curve {
-        Curve {
-            points: vec![(Rational::one(), value)],
-            constant: true,
-            source: source.into(),
-        }
-    }
-
     /// The largest value (a constant's value): the plateau of an efficiency curve.
     pub fn max(&self) -> Rational {
         self.points
@@ -254,14 +245,6 @@ pub struct FloatCurve {
 }
 
 impl FloatCurve {
-    /// A constant.
-    pub fn constant(y: f64) -> FloatCurve {
-        FloatCurve {
-            log_x: vec![0.0],
-            y: vec![y],
-        }
-    }
-
     /// The value at `size`: linear in log(size) between points, flat beyond them.
     pub fn at(&self, size: f64) -> f64 {
         let n = self.y.len();

@@ -588,6 +588,15 @@ fn plan_pipeline(
     })
 }
 
+/// Whether each block of `model` is a repeated layer (what recomputation applies to).
+fn layer_blocks(model: &Model) -> Vec<bool> {
+    model
+        .blocks
+        .iter()
+        .map(|b| b.repeat != Poly::one())
+        .collect()
+}
+
 /// The pipeline partition the exact evaluation of a strategy uses: the copies of each block on
 /// each stage, in order (`kappa` the machine balance of each tier, as for [`estimate`]).
 pub fn pipeline_stage_counts(
@@ -599,11 +608,7 @@ pub fn pipeline_stage_counts(
     gpus_per_node: u64,
 ) -> Result<Vec<Vec<(usize, u64)>>, String> {
     let mesh = Mesh::new(k.tp, k.dp, k.pp, gpus_per_node);
-    let layer_block: Vec<bool> = model
-        .blocks
-        .iter()
-        .map(|b| b.repeat != Poly::one())
-        .collect();
+    let layer_block = layer_blocks(model);
     let kt = kappa(mesh.axis(AxisKind::Tp).tier);
     let ke = kappa(mesh.ep_tier(k.ep));
     Ok(plan_pipeline(numbers, &layer_block, k, kt, ke, kappa_hbm)?.stage_counts)
@@ -738,11 +743,7 @@ pub fn estimate(
         kappa(mesh.axis(AxisKind::Dp).tier),
         kappa(mesh.p2p_tier()),
     );
-    let layer_block: Vec<bool> = model
-        .blocks
-        .iter()
-        .map(|b| b.repeat != Poly::one())
-        .collect();
+    let layer_block = layer_blocks(model);
     let ke = kappa(mesh.ep_tier(k.ep));
     let plan = plan_pipeline(numbers, &layer_block, k, kt, ke, kappa_hbm)?;
     let rough = rough_stages(&plan, numbers, &layer_block, k, kt, ke, kd, kp);
@@ -799,11 +800,7 @@ pub fn evaluate_with(
     );
     let k_hbm = calib.hbm_balance();
     let m = r(k.microbatches);
-    let layer_block: Vec<bool> = model
-        .blocks
-        .iter()
-        .map(|b| b.repeat != Poly::one())
-        .collect();
+    let layer_block = layer_blocks(model);
     let costs: Vec<BlockCost> = numbers
         .iter()
         .enumerate()

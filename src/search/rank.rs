@@ -309,20 +309,8 @@ pub fn rank_with_progress(
     }
     let mut evals: Vec<Evaluation> = Vec::new();
     for k in candidates {
-        let analysis = &analyses[usize::from(k.sequence_parallel)];
-        if let Some(Ok(numbers)) = cache.get(&(k.dp, k.tp, k.microbatches, k.sequence_parallel)) {
-            if let Ok(e) = evaluate_with(
-                model,
-                analysis,
-                numbers,
-                k,
-                calib,
-                opts.gpus_per_node,
-                &opts.memory,
-                true,
-            ) {
-                evals.push(e);
-            }
+        if let Some((e, _, _)) = price(model, &analyses, &cache, k, calib, opts) {
+            evals.push(e);
         }
     }
     // Feasible first, cheapest first; ties go to the smaller memory footprint.
@@ -363,6 +351,33 @@ pub fn rank_with_progress(
     })
 }
 
+/// Prices strategy `k` exactly, with the analysis and block numbers it was screened with.
+fn price<'a>(
+    model: &Model,
+    analyses: &'a [Analysis],
+    cache: &'a BTreeMap<(u64, u64, u64, bool), Numbers>,
+    k: &Knobs,
+    calib: &Calibration,
+    opts: &RankOptions,
+) -> Option<(Evaluation, &'a Analysis, &'a [BlockNumbers])> {
+    let analysis = &analyses[usize::from(k.sequence_parallel)];
+    let Some(Ok(numbers)) = cache.get(&(k.dp, k.tp, k.microbatches, k.sequence_parallel)) else {
+        return None;
+    };
+    let e = evaluate_with(
+        model,
+        analysis,
+        numbers,
+        k,
+        calib,
+        opts.gpus_per_node,
+        &opts.memory,
+        true,
+    )
+    .ok()?;
+    Some((e, analysis, numbers))
+}
+
 /// What the relative-cost search hands to the search by seconds.
 struct SecondsSearch<'a> {
     analyses: &'a [Analysis],
@@ -388,6 +403,7 @@ fn rank_by_seconds(
 ) -> Result<RankResult, String> {
     use crate::timeline::bound::{chains, lower_bound, virtual_stages, Chains};
     let rates = crate::timeline::Rates::of(calib);
+    let kappa_hbm = calib.hbm_balance().to_f64().unwrap_or(f64::MAX);
     let cap = opts.memory.to_f64().unwrap_or(f64::MAX);
     let mut chain_cache: BTreeMap<(u64, u64, u64, bool), Option<Chains>> = BTreeMap::new();
     let mut bounded: Vec<(f64, &Knobs)> = Vec::new();
@@ -434,7 +450,7 @@ fn rank_by_seconds(
                         numbers,
                         k,
                         search.kappa,
-                        calib.hbm_balance().to_f64().unwrap_or(f64::MAX),
+                        kappa_hbm,
                         opts.gpus_per_node,
                     )
                     .ok()
@@ -456,21 +472,9 @@ fn rank_by_seconds(
         if found.len() >= opts.top && bound > found[opts.top - 1].0 {
             break;
         }
-        let key = (k.dp, k.tp, k.microbatches, k.sequence_parallel);
-        let Some(Ok(numbers)) = search.cache.get(&key) else {
-            continue;
-        };
-        let analysis = &search.analyses[usize::from(k.sequence_parallel)];
-        let Ok(e) = evaluate_with(
-            model,
-            analysis,
-            numbers,
-            k,
-            calib,
-            opts.gpus_per_node,
-            &opts.memory,
-            true,
-        ) else {
+        let Some((e, analysis, numbers)) =
+            price(model, search.analyses, search.cache, k, calib, opts)
+        else {
             continue;
         };
         if !e.feasible {

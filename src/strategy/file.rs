@@ -9,9 +9,11 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::Path;
 
+/// A strategy as strategy files (and validation rows) write it; [`StrategyFile::resolve`] checks
+/// it.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct StrategyFile {
+pub struct StrategyFile {
     #[serde(default)]
     doc: Option<String>,
     #[serde(default = "one")]
@@ -161,48 +163,61 @@ pub fn load_strategy(path: &Path) -> Result<StrategyArgs> {
 
 /// Parses a strategy from its text.
 pub fn parse_strategy(src: &Source) -> Result<StrategyArgs> {
-    let f: StrategyFile = src.parse()?;
-    let schedule = match f.schedule.as_deref() {
-        None => Schedule::OneFOneB,
-        Some(s) => Schedule::from_name(s).ok_or_else(|| {
-            src.error_at(
-                &["schedule"],
-                format!("unknown schedule `{s}` (gpipe, 1f1b, interleaved-1f1b)"),
-            )
-        })?,
-    };
-    let recompute = match f.recompute.as_deref() {
-        None => Recompute::None,
-        Some(s) => Recompute::from_name(s).ok_or_else(|| {
-            src.error_at(
-                &["recompute"],
-                format!("unknown recomputation `{s}` (none, selective, full)"),
-            )
-        })?,
-    };
-    let knobs = Knobs {
-        dp: f.dp,
-        tp: f.tp,
-        pp: f.pp,
-        microbatches: f.microbatches,
-        schedule,
-        chunks: f.chunks,
-        sequence_parallel: f.sequence_parallel,
-        recompute,
-        zero: f.zero,
-        ep: f.ep,
-    };
-    check_knobs(&knobs).map_err(|m| {
-        let key = m.split('`').nth(1).unwrap_or("dp").to_string();
-        src.error_at(&[&key], m)
-    })?;
-    if let Some(g) = f.gpus_per_node {
-        check_nodes(&knobs, g).map_err(|m| src.error_at(&["gpus_per_node"], m))?;
+    src.parse::<StrategyFile>()?.resolve(src, &[])
+}
+
+impl StrategyFile {
+    /// The strategy it states, checked; errors point into `src` below `at` (the path of this
+    /// mapping in the document: empty for a strategy file).
+    pub fn resolve(self, src: &Source, at: &[&str]) -> Result<StrategyArgs> {
+        let f = self;
+        let err = |key: &str, m: String| {
+            let mut path: Vec<&str> = at.to_vec();
+            path.push(key);
+            src.error_at(&path, m)
+        };
+        let schedule = match f.schedule.as_deref() {
+            None => Schedule::OneFOneB,
+            Some(s) => Schedule::from_name(s).ok_or_else(|| {
+                err(
+                    "schedule",
+                    format!("unknown schedule `{s}` (gpipe, 1f1b, interleaved-1f1b)"),
+                )
+            })?,
+        };
+        let recompute = match f.recompute.as_deref() {
+            None => Recompute::None,
+            Some(s) => Recompute::from_name(s).ok_or_else(|| {
+                err(
+                    "recompute",
+                    format!("unknown recomputation `{s}` (none, selective, full)"),
+                )
+            })?,
+        };
+        let knobs = Knobs {
+            dp: f.dp,
+            tp: f.tp,
+            pp: f.pp,
+            microbatches: f.microbatches,
+            schedule,
+            chunks: f.chunks,
+            sequence_parallel: f.sequence_parallel,
+            recompute,
+            zero: f.zero,
+            ep: f.ep,
+        };
+        check_knobs(&knobs).map_err(|m| {
+            let key = m.split('`').nth(1).unwrap_or("dp").to_string();
+            err(&key, m)
+        })?;
+        if let Some(g) = f.gpus_per_node {
+            check_nodes(&knobs, g).map_err(|m| err("gpus_per_node", m))?;
+        }
+        Ok(StrategyArgs {
+            knobs,
+            gpus_per_node: f.gpus_per_node,
+            splits: f.splits.0.into_iter().collect(),
+            doc: f.doc,
+        })
     }
-    Ok(StrategyArgs {
-        knobs,
-        gpus_per_node: f.gpus_per_node,
-        splits: f.splits.0.into_iter().collect(),
-        doc: f.doc,
-    })
 }

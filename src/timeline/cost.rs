@@ -158,17 +158,6 @@ impl Rates {
         k * ((fk / rate).max(bk / bw) + self.kernel_overhead)
     }
 
-    /// The least time an operator can take on this machine: its FLOPs and bytes at the best
-    /// rates of the curves, without overhead (a lower bound of [`Rates::op_seconds`]).
-    pub fn op_floor(&self, flops: f64, bytes: f64, class: KernelClass) -> f64 {
-        let rate = match class {
-            KernelClass::Matmul => self.peak_flops * self.matmul_efficiency.max(),
-            KernelClass::Attention => self.peak_flops * self.attention_efficiency.max(),
-            KernelClass::Other => self.other_flops,
-        };
-        (flops / rate).max(bytes / self.memory_bandwidth)
-    }
-
     /// Seconds of one call of a collective moving `wire` bytes per rank over `axis`.
     pub fn collective_seconds(&self, kind: Collective, wire: f64, axis: &MeshAxis) -> f64 {
         let n = axis.size;

@@ -67,7 +67,16 @@ struct Ctx<'a> {
     dp: &'a MeshAxis,
 }
 
-impl Ctx<'_> {
+impl<'a> Ctx<'a> {
+    fn new(plan: &'a TimingPlan, rates: &'a Rates, mesh: &'a Mesh) -> Ctx<'a> {
+        Ctx {
+            plan,
+            rates,
+            tp: mesh.axis(AxisKind::Tp),
+            dp: mesh.axis(AxisKind::Dp),
+        }
+    }
+
     fn comm(&self, c: &PlanComm) -> (Stream, f64, f64) {
         let (stream, axis) = match c.axis {
             Axis::Tp => (Stream::TpComm, self.tp),
@@ -215,12 +224,7 @@ impl Device {
 pub fn pass_chains(plan: &TimingPlan, rates: &Rates, gpus_per_node: u64) -> Vec<[f64; 2]> {
     let k = &plan.knobs;
     let mesh = Mesh::new(k.tp, k.dp, k.pp, gpus_per_node);
-    let ctx = Ctx {
-        plan,
-        rates,
-        tp: mesh.axis(AxisKind::Tp),
-        dp: mesh.axis(AxisKind::Dp),
-    };
+    let ctx = Ctx::new(plan, rates, &mesh);
     let chain = |steps: Vec<SimStep>| -> f64 {
         steps
             .iter()
@@ -280,12 +284,7 @@ fn run(
     plan.check()?;
     let k = &plan.knobs;
     let mesh = Mesh::new(k.tp, k.dp, k.pp, gpus_per_node);
-    let ctx = Ctx {
-        plan,
-        rates,
-        tp: mesh.axis(AxisKind::Tp),
-        dp: mesh.axis(AxisKind::Dp),
-    };
+    let ctx = Ctx::new(plan, rates, &mesh);
     let p = k.pp as usize;
     let v = k.virtual_chunks() as usize;
     let m = k.microbatches as usize;
