@@ -10,11 +10,11 @@
 //! all-reduce runs in buckets on its own stream, each launched when the last micro-batch's
 //! backward has produced its gradients (PyTorch DDP, 25 MB buckets).
 
-use super::cost::{bus_factor, Rates};
+use super::cost::{bus_factor, KernelClass, Rates};
 pub use super::event::{Event, Stream, What};
 use super::plan::{Axis, Collective, PlanComm, Step, TimingPlan};
 use super::schedule::{program, Pass, Task};
-use crate::parallel::evaluate::{GRAD_BYTES, OPTIMIZER_BYTES, WEIGHT_BYTES};
+use crate::parallel::evaluate::{OPTIMIZER_BYTES, WEIGHT_BYTES};
 use crate::strategy::{AxisKind, Mesh, MeshAxis, Recompute, Schedule};
 use num_traits::ToPrimitive;
 
@@ -242,18 +242,41 @@ pub fn pass_chains(plan: &TimingPlan, rates: &Rates, gpus_per_node: u64) -> Vec<
         .collect()
 }
 
-/// Seconds of the optimizer step over `params` parameter elements held by one device.
+/// Bytes per element of the fp32 gradient buffer the optimizer reads: Megatron-LM accumulates
+/// and reduces bf16 models' gradients in fp32 (`main_grad`; `--accumulate-allreduce-grads-in-fp32`
+/// is forced on with `--bf16` in megatron/arguments.py), as PyTorch FSDP's default
+/// `MixedPrecision(reduce_dtype=float32)` does.
+pub const MAIN_GRAD_BYTES: f64 = 4.0;
+
+/// Seconds of the optimizer step over `params` parameter elements held by one device: the
+/// memory-bound kernels of Megatron-LM's mixed-precision optimizer step
+/// (megatron/optimizer/optimizer.py, `MixedPrecisionOptimizer.step`), each over the local shard
+/// (all of it without a distributed optimizer, 1/dp with ZeRO ≥ 1):
+///
+/// 1. the gradient norm (apex `multi_tensor_l2norm`) reads the fp32 gradients;
+/// 2. Adam (apex `multi_tensor_adam`) reads the fp32 master weights, gradients and both moments
+///    and writes weights and moments;
+/// 3. the fp32 master weights are copied into the bf16 model weights;
+/// 4. the gradient buffer is zeroed for the next step (the whole buffer: it is not sharded).
+///
+/// Gradient clipping's rescale runs only when the norm exceeds the threshold and is left out.
 pub fn optimizer_seconds(params: f64, zero: u8, dp: u64, rates: &Rates) -> f64 {
-    let shard = if zero >= 1 { dp as f64 } else { 1.0 };
-    // Adam reads weights, gradients and fp32 state, and writes weights and state.
-    let per_param = (WEIGHT_BYTES + GRAD_BYTES + OPTIMIZER_BYTES) as f64
-        + (WEIGHT_BYTES + OPTIMIZER_BYTES) as f64;
-    let bytes = params * per_param / shard;
-    if bytes > 0.0 {
-        bytes / rates.memory_bandwidth + rates.kernel_overhead
-    } else {
-        0.0
+    if params <= 0.0 {
+        return 0.0;
     }
+    let shard = params / if zero >= 1 { dp as f64 } else { 1.0 };
+    let state = OPTIMIZER_BYTES as f64; // fp32 master weights and two moments
+    let master = 4.0;
+    let kernels = [
+        shard * MAIN_GRAD_BYTES,
+        shard * (state + MAIN_GRAD_BYTES + state),
+        shard * (master + WEIGHT_BYTES as f64),
+        params * MAIN_GRAD_BYTES,
+    ];
+    kernels
+        .iter()
+        .map(|b| rates.op_seconds(0.0, *b, KernelClass::Other, 1))
+        .sum()
 }
 
 /// Simulates one training step of `plan` on the machine `rates`, with `gpus_per_node` devices
@@ -367,7 +390,7 @@ fn run(
                     range.rev().collect()
                 };
                 let grads_now = task.pass == Pass::Backward && last_bwd[task.stage] == pos[d];
-                let mut last_compute: Option<(f64, f64)> = None;
+                let mut last_compute: Option<(usize, f64, f64)> = None;
                 for item in items {
                     let bi = plan.items[item];
                     for s in &passes[bi][slot] {
@@ -399,11 +422,23 @@ fn run(
                         if s.after_dgrad {
                             // Issued when the matmul's input gradient (the first of its two
                             // GEMMs) is done, beside its weight gradient; what follows waits.
-                            let (st, en) = last_compute.unwrap_or((t, t));
+                            let (cid, st, en) = last_compute.unwrap_or((usize::MAX, t, t));
                             let issue = st + (en - st) / 2.0;
                             let mut e = e;
                             e.deps.clear();
-                            let (id, _, end) = dev.push(&mut rec, e, issue);
+                            let (id, cs, end) = dev.push(&mut rec, e, issue);
+                            // The weight-gradient GEMM it overlaps gives up the table's
+                            // contention share of its throughput while both run: the compute
+                            // stream is held that much longer after it (what depends on the
+                            // GEMM's result keeps its recorded end, and busy seconds stay the
+                            // sum of the recorded events).
+                            let overlap = (end.min(en) - cs).max(0.0);
+                            let extra = dev.contention * overlap;
+                            if extra > 0.0 && cid != usize::MAX {
+                                let c = Stream::Compute.index();
+                                dev.free[c] = dev.free[c].max(en) + extra;
+                                t = t.max(dev.free[c]);
+                            }
                             t = t.max(end);
                             prev = Some(id);
                             continue;
@@ -411,7 +446,7 @@ fn run(
                         let (id, start, end) = dev.push(&mut rec, e, t);
                         started.get_or_insert(start);
                         if s.stream == Stream::Compute {
-                            last_compute = Some((start, end));
+                            last_compute = Some((id, start, end));
                         }
                         if !s.blocking {
                             continue;
