@@ -391,3 +391,33 @@ fn cli_audit_prints_the_summary_and_failures_unless_verbose() {
         "{text}"
     );
 }
+
+#[test]
+fn kernel_bytes_match_hand_computed_values_and_refute_twice_the_forward() {
+    // linear, n over 2 (column parallel): b, k, n at the audit's sizes, 2-byte elements.
+    // Forward, one kernel: x[b,k] and w[k,n/2] and bias[n/2] read, y[b,n/2] written.
+    // Backward, one kernel per gradient: dx reads dy[b,n/2] and w[k,n/2] and writes dx[b,k]
+    // (a partial sum); dw reads dy and x[b,k] and writes dw[k,n/2]; dbias reads dy and writes
+    // dbias[n/2].
+    let rule = shipped("linear");
+    let case = audit::case(&rule, &[("n", 2)], None).unwrap().unwrap();
+    let (b, k, n) = (case.size("b"), case.size("k"), case.size("n") / 2);
+    let c = audit::count(&rule, &case).unwrap();
+    assert_eq!(c.forward.io_bytes, 2 * (b * k + k * n + n + b * n));
+    let backward = 2 * ((b * n + k * n + b * k) + (b * n + b * k + k * n) + (b * n + n));
+    assert_eq!(c.backward.io_bytes, backward);
+    // The old convention (backward bytes = twice the forward's) is not what the kernels touch.
+    assert_ne!(c.backward.io_bytes, 2 * c.forward.io_bytes);
+    // And the audit compares the rule's formulas with these counts, pass by pass.
+    let all = audit::audit_case(&rule, &case).unwrap().unwrap();
+    for pass in [audit::Pass::Forward, audit::Pass::Backward] {
+        let check = find(&all, pass, "HBM bytes read and written per device");
+        assert_eq!(check.verdict, Verdict::Ok, "{check:?}");
+    }
+    let check = find(
+        &all,
+        audit::Pass::Backward,
+        "HBM bytes read and written per device",
+    );
+    assert_eq!(check.counted, backward.to_string());
+}

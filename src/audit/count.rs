@@ -25,6 +25,10 @@ use crate::rules::{Flops, IndexKind, OpRule, Tensor};
 use crate::sym::Rational;
 use std::fmt;
 
+/// The name prefix of what a backward kernel reads only for its byte count (saved tensors and
+/// parameters); such tensors have no placement of their own to check.
+pub const SAVED_PREFIX: &str = "saved ";
+
 /// Bytes of one statistic (fp32).
 pub const STATISTIC_BYTES: i64 = 4;
 
@@ -42,6 +46,9 @@ pub struct Counted {
 pub struct PassCount {
     /// FLOPs of the busiest device.
     pub flops: Rational,
+    /// Bytes the busiest device's kernels read and write: per kernel, the distinct elements it
+    /// touches of each tensor it reads or writes, at the tensor's element size.
+    pub io_bytes: i64,
     /// Every tensor the pass reads or writes, with its inferred placement.
     pub tensors: Vec<TensorCount>,
     /// The collectives the element sets call for.
@@ -172,6 +179,7 @@ fn evaluate(rule: &OpRule, case: &Case, f: &crate::sym::Poly) -> Result<Rational
 
 fn forward(rule: &OpRule, case: &Case, mesh: &Mesh) -> Result<PassCount> {
     let mut pass = PassBuilder::new(mesh);
+    pass.one_kernel = true;
     let y = &rule.output;
     match &rule.flops {
         Flops::Einsum => {
@@ -319,6 +327,19 @@ fn backward(rule: &OpRule, case: &Case, mesh: &Mesh) -> Result<PassCount> {
                 pass.slot(&dy, y, case, &space, None)?,
                 access(case, &space, y)?,
             ));
+            // What the backward kernel reads besides the output gradient: what the rule saved
+            // for it, and its parameters.
+            let saved_or_params = rule.saved.iter().chain(
+                rule.inputs
+                    .iter()
+                    .filter(|t| t.param && !rule.saved.iter().any(|s| s.name == t.name)),
+            );
+            for t in saved_or_params {
+                job.reads.push((
+                    pass.slot(&format!("{SAVED_PREFIX}{}", t.name), t, case, &space, None)?,
+                    access(case, &space, t)?,
+                ));
+            }
             for t in rule.inputs.iter().filter(|t| t.grad) {
                 let slot =
                     pass.slot(&format!("d{}", t.name), t, case, &space, Some(sums.clone()))?;

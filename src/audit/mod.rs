@@ -152,5 +152,82 @@ pub fn audit_case(rule: &OpRule, case: &Case) -> Result<Result<Vec<Check>, Refus
         }
     };
     let counted = count(rule, case)?;
-    Ok(Ok(compare(case, &entry, &counted)?))
+    let mut checks = compare(case, &entry, &counted)?;
+    checks.extend(io_checks(rule, case, &counted)?);
+    Ok(Ok(checks))
+}
+
+/// The bytes each pass's kernels read and write on one device: the rule's formulas
+/// ([`OpRule::io_bytes`], [`OpRule::backward_io_bytes`]) with every split index divided by its
+/// devices, as analyses and timelines use them, against brute force. A rule that states its
+/// forward bytes itself (`io:`) is checked in the backward pass only.
+///
+/// Two kinds of case are left out, because the enumeration cannot see what the formulas count or
+/// the other way round: a tensor with a stated extent (`extents:`, e.g. concatenation), whose
+/// elements beyond the iteration space brute force never visits; and a split of a window index,
+/// where each device also reads its neighbours' halo rows, which the per-device formulas leave
+/// out (the halo exchange itself is checked as a collective).
+fn io_checks(rule: &OpRule, case: &Case, counted: &count::Counted) -> Result<Vec<Check>> {
+    use crate::sym::Poly;
+    let tensors = || rule.inputs.iter().chain([&rule.output]).chain(&rule.saved);
+    let extents = tensors().any(|t| !t.extents.is_empty());
+    let halo = case
+        .splits
+        .iter()
+        .any(|s| tensors().any(|t| case.window(&t.name, &s.index).is_some()));
+    if extents || halo {
+        return Ok(Vec::new());
+    }
+    let b = case.bindings();
+    let per_device = |(r, w): (Poly, Poly)| -> Result<crate::sym::Rational> {
+        let mut p = &r + &w;
+        for s in &case.splits {
+            let share = Poly::symbol(&s.index)
+                .checked_div(&Poly::int(i64::from(s.devices)))
+                .map_err(|e| crate::error::Error::Usage(e.to_string()))?;
+            p = p
+                .substitute(&s.index, &share)
+                .map_err(|e| crate::error::Error::Usage(e.to_string()))?;
+        }
+        p.eval(&b).map_err(|e| {
+            crate::error::Error::Usage(format!(
+                "rule `{}`: bytes formula `{p}` at the audit's sizes: {e}",
+                rule.name
+            ))
+        })
+    };
+    let sizes: Vec<String> = case.sizes.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let mut out = Vec::new();
+    let mut passes = Vec::new();
+    if rule.io.is_none() {
+        passes.push((Pass::Forward, rule.io_bytes(DTYPE_BYTES), &counted.forward));
+    }
+    passes.push((
+        Pass::Backward,
+        rule.backward_io_bytes(DTYPE_BYTES),
+        &counted.backward,
+    ));
+    for (pass, formula, count) in passes {
+        let derived = number(&per_device(formula)?);
+        let counted = count.io_bytes.to_string();
+        let verdict = if derived != counted {
+            Verdict::Mismatch
+        } else if derived.starts_with('-') {
+            Verdict::Negative
+        } else {
+            Verdict::Ok
+        };
+        out.push(Check {
+            rule: case.rule.clone(),
+            split: case.split_label(),
+            mesh: case.mesh_label(),
+            sizes: sizes.join(" "),
+            pass,
+            quantity: "HBM bytes read and written per device".into(),
+            derived,
+            counted,
+            verdict,
+        });
+    }
+    Ok(out)
 }

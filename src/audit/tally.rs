@@ -225,6 +225,11 @@ pub(super) struct Slot {
 pub(super) struct PassBuilder<'m> {
     mesh: &'m Mesh,
     flops: Vec<Rational>,
+    /// Per device: bytes its kernels read and write, each kernel (job) counting the distinct
+    /// elements it touches of every tensor it reads or writes.
+    io: Vec<i64>,
+    /// Whether the whole pass is one kernel (the forward pass).
+    pub(super) one_kernel: bool,
     slots: Vec<Slot>,
     collectives: Vec<CountedCollective>,
 }
@@ -234,6 +239,8 @@ impl<'m> PassBuilder<'m> {
         PassBuilder {
             mesh,
             flops: vec![Rational::zero(); mesh.devices],
+            io: vec![0; mesh.devices],
+            one_kernel: false,
             slots: Vec::new(),
             collectives: Vec::new(),
         }
@@ -275,6 +282,17 @@ impl<'m> PassBuilder<'m> {
         let mut units = vec![0i64; mesh.devices];
         let mut coords: Vec<Option<usize>> = vec![None; mesh.axes()];
         let mut devs = Vec::with_capacity(mesh.devices);
+        // This kernel's own touched elements, per tensor access and device.
+        let mut mine: Vec<Vec<Bits>> = job
+            .reads
+            .iter()
+            .chain(&job.writes)
+            .map(|(slot, _)| {
+                let len = self.slots[*slot].access.len;
+                (0..mesh.devices).map(|_| Bits::new(len)).collect()
+            })
+            .collect();
+        let n_reads = job.reads.len();
         let mut points = space.points();
         while points.advance() {
             let point = points.point();
@@ -285,19 +303,21 @@ impl<'m> PassBuilder<'m> {
             for &d in &devs {
                 units[d] += 1;
             }
-            for (slot, access) in &job.reads {
+            for (k, (slot, access)) in job.reads.iter().enumerate() {
                 if let Some(off) = access.offset(point) {
                     let s = &mut self.slots[*slot];
                     for &d in &devs {
                         s.touched[d].set(off);
+                        mine[k][d].set(off);
                     }
                 }
             }
-            for (slot, access) in &job.writes {
+            for (k, (slot, access)) in job.writes.iter().enumerate() {
                 if let Some(off) = access.offset(point) {
                     let s = &mut self.slots[*slot];
                     for &d in &devs {
                         s.touched[d].set(off);
+                        mine[n_reads + k][d].set(off);
                         for (ax, c) in coords.iter().enumerate() {
                             if c.is_some() {
                                 s.own[ax][d].set(off);
@@ -316,6 +336,12 @@ impl<'m> PassBuilder<'m> {
         }
         for (d, u) in units.into_iter().enumerate() {
             self.flops[d] += &job.weight * Rational::from_integer(u.into());
+        }
+        for ((slot, _), per_device) in job.reads.iter().chain(&job.writes).zip(&mine) {
+            let bytes = self.slots[*slot].bytes;
+            for (d, bits) in per_device.iter().enumerate() {
+                self.io[d] += bits.ones().count() as i64 * bytes;
+            }
         }
         for st in job.stats {
             let mut per_group: HashMap<usize, i64> = HashMap::new();
@@ -348,6 +374,10 @@ impl<'m> PassBuilder<'m> {
             .unwrap_or_else(Rational::zero);
         let mut tensors = Vec::new();
         for slot in &self.slots {
+            if slot.name.starts_with(super::count::SAVED_PREFIX) {
+                // Read by the backward kernel only to count its bytes.
+                continue;
+            }
             let inferred = infer(slot, self.mesh);
             for (ax, n) in inferred.partial.iter().enumerate() {
                 let op = slot.ops.as_ref().and_then(|o| o[ax]);
@@ -381,8 +411,24 @@ impl<'m> PassBuilder<'m> {
                 placement: inferred.placement,
             });
         }
+        // The forward pass is one kernel (an einsum's terms are summed in it): each tensor's
+        // distinct elements once. Backward passes are a kernel per job (per input gradient).
+        let io = if self.one_kernel {
+            (0..self.mesh.devices)
+                .map(|d| {
+                    self.slots
+                        .iter()
+                        .map(|s| s.touched[d].ones().count() as i64 * s.bytes)
+                        .sum::<i64>()
+                })
+                .max()
+                .unwrap_or(0)
+        } else {
+            self.io.iter().copied().max().unwrap_or(0)
+        };
         PassCount {
             flops,
+            io_bytes: io,
             tensors,
             collectives: self.collectives,
         }
