@@ -931,3 +931,54 @@ fn port_checks_memory_on_every_machine() {
     assert_eq!(rows[1]["fits"], serde_json::json!(true));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn expert_parallel_all_to_alls_are_timed_on_their_own_stream() {
+    // Mixtral on 8 devices: dp 4 with expert parallelism 2 inside it, tp 2, one stage.
+    let mut k = knobs(4, 2, 1, 2, Schedule::OneFOneB, 1);
+    k.ep = 2;
+    let (p, e, calib) = plan("mixtral-8x7b", 8, &k);
+    let tl = time_plan(&p, &calib).unwrap();
+    let ev = &tl.sim.events;
+    // What device 0 sends in all-to-alls is what the evaluation counts: four per MoE layer and
+    // micro-batch, (ep − 1)/ep of the device's expert slots each.
+    let sent: f64 = ev
+        .iter()
+        .filter(|x| x.device == 0 && x.stream == Stream::EpComm)
+        .map(|x| x.bytes)
+        .sum();
+    let want: f64 = e
+        .comm
+        .iter()
+        .filter(|c| c.axis == AxisKind::Ep)
+        .map(|c| c.bytes.to_f64().unwrap() * c.count as f64)
+        .sum();
+    assert!(want > 0.0);
+    assert!((sent - want).abs() <= 1e-9 * want, "{sent} vs {want}");
+    let calls = ev
+        .iter()
+        .filter(|x| x.device == 0 && x.stream == Stream::EpComm)
+        .count() as u64;
+    let layers = e
+        .comm
+        .iter()
+        .filter(|c| c.axis == AxisKind::Ep)
+        .map(|c| c.count)
+        .sum::<u64>();
+    assert_eq!(calls, layers);
+    assert!(tl.summary.devices[0].busy.ep_comm > 0.0);
+    // Expert weights' gradients are reduced among dp/ep ranks only: less data-parallel traffic
+    // than the same layout without expert parallelism.
+    let dp_bytes = |p: &TimingPlan| -> f64 {
+        p.blocks
+            .iter()
+            .flat_map(|b| b.grads.iter())
+            .filter(|(_, c)| c.axis == Axis::Dp)
+            .map(|(_, c)| c.bytes.to_f64().unwrap())
+            .sum()
+    };
+    let mut k1 = k.clone();
+    k1.ep = 1;
+    let (p1, _, _) = plan("mixtral-8x7b", 8, &k1);
+    assert!(dp_bytes(&p) < dp_bytes(&p1));
+}

@@ -152,14 +152,36 @@ fn print_summary(s: &Summary) {
     }
     println!();
     println!("  {} (busy seconds per stream)", s.representative);
+    // The expert stream only where a mixture-of-experts layer uses it.
+    let ep = s.devices.iter().any(|d| d.busy.ep_comm > 0.0);
     println!(
-        "  {:>8} {:>6} {:>11} {:>11} {:>11} {:>11}",
-        "device", "stage", "compute", "tp_comm", "dp_comm", "p2p"
+        "  {:>8} {:>6} {:>11} {:>11} {:>11} {:>11}{}",
+        "device",
+        "stage",
+        "compute",
+        "tp_comm",
+        "dp_comm",
+        "p2p",
+        if ep {
+            format!(" {:>11}", "ep_comm")
+        } else {
+            String::new()
+        }
     );
     for d in &s.devices {
         println!(
-            "  {:>8} {:>6} {:>11.4} {:>11.4} {:>11.4} {:>11.4}",
-            d.id, d.stage, d.busy.compute, d.busy.tp_comm, d.busy.dp_comm, d.busy.p2p
+            "  {:>8} {:>6} {:>11.4} {:>11.4} {:>11.4} {:>11.4}{}",
+            d.id,
+            d.stage,
+            d.busy.compute,
+            d.busy.tp_comm,
+            d.busy.dp_comm,
+            d.busy.p2p,
+            if ep {
+                format!(" {:>11.4}", d.busy.ep_comm)
+            } else {
+                String::new()
+            }
         );
     }
 }
@@ -231,6 +253,9 @@ pub fn run_port(args: PortArgs) -> Result<(), Error> {
     });
     line("p2p busy (max, s)", &|r| {
         format!("{:.4}", busiest(r, |b| b.p2p))
+    });
+    line("ep_comm busy (max, s)", &|r| {
+        format!("{:.4}", busiest(r, |b| b.ep_comm))
     });
     Ok(())
 }

@@ -405,7 +405,7 @@ fn rank_by_seconds(
     let rates = crate::timeline::Rates::of(calib);
     let kappa_hbm = calib.hbm_balance().to_f64().unwrap_or(f64::MAX);
     let cap = opts.memory.to_f64().unwrap_or(f64::MAX);
-    let mut chain_cache: BTreeMap<(u64, u64, u64, bool), Option<Chains>> = BTreeMap::new();
+    let mut chain_cache: BTreeMap<(u64, u64, u64, bool, u64), Option<Chains>> = BTreeMap::new();
     let mut bounded: Vec<(f64, &Knobs)> = Vec::new();
     type PartitionKey = ((u64, u64, u64, bool), u64, Recompute, Schedule, u64, u64);
     type StageCounts = Vec<Vec<(usize, u64)>>;
@@ -413,7 +413,7 @@ fn rank_by_seconds(
         std::collections::HashMap::new();
     for (k, e) in search.estimates {
         // A margin keeps every strategy the exact pricing may find feasible.
-        if e.memory > cap * (1.0 + 1e-6) || k.ep > 1 {
+        if e.memory > cap * (1.0 + 1e-6) {
             continue;
         }
         let key = (k.dp, k.tp, k.microbatches, k.sequence_parallel);
@@ -421,18 +421,20 @@ fn rank_by_seconds(
             continue;
         };
         let analysis = &search.analyses[usize::from(k.sequence_parallel)];
-        let ch = chain_cache.entry(key).or_insert_with(|| {
-            chains(
-                model,
-                analysis,
-                numbers,
-                values,
-                k,
-                &rates,
-                opts.gpus_per_node,
-            )
-            .ok()
-        });
+        let ch = chain_cache
+            .entry((key.0, key.1, key.2, key.3, k.ep))
+            .or_insert_with(|| {
+                chains(
+                    model,
+                    analysis,
+                    numbers,
+                    values,
+                    k,
+                    &rates,
+                    opts.gpus_per_node,
+                )
+                .ok()
+            });
         let Some(ch) = ch else { continue };
         let repeats: Vec<u64> = numbers.iter().map(|n| n.repeat).collect();
         // The partition depends on neither the ZeRO stage nor (interleaved) the partition

@@ -18,7 +18,7 @@
 
 use super::cost::Rates;
 use super::plan::Collective;
-use super::plan::{plan_blocks, PlanBlock, TimingPlan, FORMAT};
+use super::plan::{strategy_blocks, PlanBlock, TimingPlan, FORMAT};
 use super::sim::{optimizer_seconds, pass_chains};
 use crate::error::Result;
 use crate::model::Model;
@@ -63,7 +63,7 @@ pub fn chains(
     gpus_per_node: u64,
 ) -> Result<Chains> {
     let b = microbatch_bindings(values, knobs);
-    let blocks: Vec<PlanBlock> = plan_blocks(model, analysis, numbers, &b)?;
+    let blocks: Vec<PlanBlock> = strategy_blocks(model, analysis, numbers, &b, knobs)?;
     let f = |r: &Rational| r.to_f64().unwrap_or(f64::MAX);
     let params = blocks.iter().map(|b| f(&b.params)).collect();
     let layer = blocks.iter().map(|b| b.layer).collect();

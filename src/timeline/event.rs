@@ -13,11 +13,19 @@ pub enum Stream {
     DpComm,
     /// Pipeline sends.
     P2p,
+    /// Expert-parallel all-to-alls (dispatch and combine of mixture-of-experts layers).
+    EpComm,
 }
 
 impl Stream {
     /// All streams in display order.
-    pub const ALL: [Stream; 4] = [Stream::Compute, Stream::TpComm, Stream::DpComm, Stream::P2p];
+    pub const ALL: [Stream; 5] = [
+        Stream::Compute,
+        Stream::TpComm,
+        Stream::DpComm,
+        Stream::P2p,
+        Stream::EpComm,
+    ];
 
     /// Its name.
     pub fn name(self) -> &'static str {
@@ -26,6 +34,7 @@ impl Stream {
             Stream::TpComm => "tp_comm",
             Stream::DpComm => "dp_comm",
             Stream::P2p => "p2p",
+            Stream::EpComm => "ep_comm",
         }
     }
 

@@ -50,6 +50,8 @@ pub struct Busy {
     pub dp_comm: f64,
     /// Pipeline sends.
     pub p2p: f64,
+    /// Expert-parallel all-to-alls.
+    pub ep_comm: f64,
 }
 
 /// One representative device.
@@ -178,6 +180,7 @@ fn timed(plan: &TimingPlan, calib: &Calibration, keep: bool) -> Result<Timeline>
                     tp_comm: b[1],
                     dp_comm: b[2],
                     p2p: b[3],
+                    ep_comm: b[4],
                 },
             })
             .collect(),

@@ -85,6 +85,8 @@ pub enum Axis {
     Tp,
     /// Data parallelism.
     Dp,
+    /// Expert parallelism (mixture-of-experts all-to-alls).
+    Ep,
 }
 
 /// One collective of a layer.
@@ -247,20 +249,71 @@ fn is_backward(c: &Comm, inputs: &[String]) -> bool {
         .is_some_and(|t| inputs.iter().any(|i| i == t))
 }
 
-fn build_blocks_checked(
+/// The blocks of a strategy: [`plan_blocks`] with expert parallelism applied. Under `ep > 1`
+/// every mixture-of-experts block gains its four all-to-alls per micro-batch on the expert
+/// stream — dispatch after the `moe_dispatch` operator and combine before the `moe_combine`
+/// operator in the forward pass, their gradients in reverse in the backward pass, each moving
+/// (ep − 1)/ep of the device's expert slots (nccl-tests doc/PERFORMANCE.md) — its expert
+/// weights' gradients are reduced only among the dp/ep ranks holding the same experts, and a
+/// device holds 1/ep of the expert weights.
+pub fn strategy_blocks(
     model: &Model,
     analysis: &Analysis,
     numbers: &[BlockNumbers],
     b: &Bindings,
     knobs: &Knobs,
 ) -> Result<Vec<PlanBlock>> {
-    if knobs.ep > 1 {
-        return Err(Error::Usage(format!(
-            "timelines do not model expert parallelism yet (ep = {}); `cost` and `rank` do",
-            knobs.ep
-        )));
+    let mut blocks = plan_blocks(model, analysis, numbers, b)?;
+    if knobs.ep <= 1 {
+        return Ok(blocks);
     }
-    plan_blocks(model, analysis, numbers, b)
+    let r = |v: u64| Rational::from_integer(v.into());
+    let ep = r(knobs.ep);
+    for ((block, ba), n) in blocks.iter_mut().zip(&analysis.blocks).zip(numbers) {
+        let find = |rule: &str| ba.ops.iter().position(|o| o.rule == rule);
+        let experts: Vec<usize> = (0..ba.ops.len())
+            .filter(|&k| ba.ops[k].rule == "expert_matmul")
+            .collect();
+        if let (Some(dispatch), Some(combine)) = (find("moe_dispatch"), find("moe_combine")) {
+            let wire = (&ep - Rational::one()) / &ep * &n.slot_bytes;
+            let a2a = |what: &str| PlanComm {
+                kind: Collective::AllToAll,
+                axis: Axis::Ep,
+                bytes: wire.clone(),
+                calls: 1,
+                name: format!("{} {what}", ba.name),
+            };
+            let at = |steps: &[Step], k: usize| {
+                steps
+                    .iter()
+                    .position(|s| matches!(s, Step::Compute(j) if *j == k))
+            };
+            let missing =
+                || Error::Usage(format!("block `{}`: no dispatch or combine step", ba.name));
+            let i = at(&block.forward, dispatch).ok_or_else(missing)?;
+            block
+                .forward
+                .insert(i + 1, Step::Collective(a2a("dispatch")));
+            let i = at(&block.forward, combine).ok_or_else(missing)?;
+            block.forward.insert(i, Step::Collective(a2a("combine")));
+            let i = at(&block.backward, combine).ok_or_else(missing)?;
+            block
+                .backward
+                .insert(i + 1, Step::Collective(a2a("combine gradient")));
+            let i = at(&block.backward, dispatch).ok_or_else(missing)?;
+            block
+                .backward
+                .insert(i, Step::Collective(a2a("dispatch gradient")));
+        }
+        for (k, c) in block.grads.iter_mut() {
+            if c.axis == Axis::Dp && experts.contains(k) {
+                c.bytes = crate::parallel::moe::expert_grad_allreduce(&c.bytes, knobs.dp, knobs.ep)
+                    .map_err(Error::Usage)?;
+            }
+        }
+        block.params = &block.params - &n.expert_params + &n.expert_params / &ep;
+    }
+    Ok(blocks)
 }
 
 /// The blocks of a plan: per block, its operators' FLOPs and bytes per device and micro-batch
@@ -394,7 +447,7 @@ pub fn build_plan(
     knobs: &Knobs,
     gpus_per_node: Option<u64>,
 ) -> Result<TimingPlan> {
-    let blocks = build_blocks_checked(model, analysis, numbers, b, knobs)?;
+    let blocks = strategy_blocks(model, analysis, numbers, b, knobs)?;
     let mut items = Vec::new();
     for (bi, n) in numbers.iter().enumerate() {
         items.extend(std::iter::repeat_n(bi, n.repeat as usize));

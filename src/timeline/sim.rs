@@ -36,7 +36,7 @@ pub struct Simulation {
     /// last).
     pub work: Vec<f64>,
     /// Per pipeline rank and stream: busy seconds.
-    pub busy: Vec<[f64; 4]>,
+    pub busy: Vec<[f64; 5]>,
 }
 
 /// When a stage's input arrives, and the event that delivers it.
@@ -60,11 +60,27 @@ fn f(r: &crate::sym::Rational) -> f64 {
     r.to_f64().unwrap_or(f64::MAX)
 }
 
+/// The mesh axis of expert parallelism: `ep` data-parallel ranks next to each other, whose
+/// groups stay in a node while tp × ep devices fit in one.
+fn expert_axis(mesh: &Mesh, ep: u64) -> MeshAxis {
+    let tp = mesh.axis(AxisKind::Tp).size;
+    let per_node = (mesh.gpus_per_node / tp.max(1)).clamp(1, ep.max(1));
+    MeshAxis {
+        kind: AxisKind::Ep,
+        size: ep.max(1),
+        stride: tp,
+        tier: mesh.ep_tier(ep),
+        per_node,
+    }
+}
+
 struct Ctx<'a> {
     plan: &'a TimingPlan,
     rates: &'a Rates,
     tp: &'a MeshAxis,
     dp: &'a MeshAxis,
+    /// The expert-parallel groups: `ep` consecutive data-parallel ranks.
+    ep: MeshAxis,
 }
 
 impl<'a> Ctx<'a> {
@@ -74,6 +90,7 @@ impl<'a> Ctx<'a> {
             rates,
             tp: mesh.axis(AxisKind::Tp),
             dp: mesh.axis(AxisKind::Dp),
+            ep: expert_axis(mesh, plan.knobs.ep),
         }
     }
 
@@ -81,6 +98,7 @@ impl<'a> Ctx<'a> {
         let (stream, axis) = match c.axis {
             Axis::Tp => (Stream::TpComm, self.tp),
             Axis::Dp => (Stream::DpComm, self.dp),
+            Axis::Ep => (Stream::EpComm, &self.ep),
         };
         let bytes = f(&c.bytes);
         let calls = c.calls.max(1) as f64;
@@ -165,9 +183,9 @@ impl<'a> Ctx<'a> {
 struct Device {
     /// Share of compute throughput a running collective takes (the table's contention).
     contention: f64,
-    free: [f64; 4],
-    last: [Option<usize>; 4],
-    busy: [f64; 4],
+    free: [f64; 5],
+    last: [Option<usize>; 5],
+    busy: [f64; 5],
     work: f64,
     bucket_wire: f64,
     bucket_full: f64,
@@ -192,7 +210,7 @@ impl Device {
         if e.stream == Stream::Compute && self.contention > 0.0 {
             // A collective still running on another stream takes its share of the SMs and
             // memory bandwidth for as long as the two overlap.
-            let comm_until = [Stream::TpComm, Stream::DpComm, Stream::P2p]
+            let comm_until = [Stream::TpComm, Stream::DpComm, Stream::P2p, Stream::EpComm]
                 .iter()
                 .map(|c| self.free[c.index()])
                 .fold(0.0, f64::max);
@@ -342,9 +360,9 @@ fn run(
     let mut devices: Vec<Device> = (0..p)
         .map(|_| Device {
             contention: rates.contention,
-            free: [0.0; 4],
-            last: [None; 4],
-            busy: [0.0; 4],
+            free: [0.0; 5],
+            last: [None; 5],
+            busy: [0.0; 5],
             work: 0.0,
             bucket_wire: 0.0,
             bucket_full: 0.0,
@@ -617,7 +635,7 @@ fn launch_grads(
             continue;
         }
         match c.axis {
-            Axis::Tp => {
+            Axis::Tp | Axis::Ep => {
                 let (stream, dur, bytes) = ctx.comm(c);
                 let e = grad_event(d, stream, dur, bytes, dev.buckets, Some(item), ready);
                 dev.buckets += 1;

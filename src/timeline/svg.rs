@@ -28,6 +28,7 @@ fn colour(e: &Event) -> (&'static str, &'static str) {
         (Stream::DpComm, What::ParamGather, _) => ("#ff9da7", "parameter all-gather"),
         (Stream::DpComm, _, _) => ("#e15759", "gradient reduction"),
         (Stream::P2p, _, _) => ("#9c9c9c", "pipeline send"),
+        (Stream::EpComm, _, _) => ("#edc948", "expert all-to-all"),
     }
 }
 
