@@ -339,6 +339,7 @@ fn estimates_agree_with_exact_prices() {
                             recompute,
                             zero,
                             ep,
+                            overlap: Default::default(),
                         };
                         let layout = Layout {
                             sequence_parallel: sp,

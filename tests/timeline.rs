@@ -29,6 +29,7 @@ fn knobs(dp: u64, tp: u64, pp: u64, m: u64, schedule: Schedule, chunks: u64) -> 
         recompute: Recompute::None,
         zero: 0,
         ep: 1,
+        overlap: Default::default(),
     }
 }
 
@@ -981,4 +982,123 @@ fn expert_parallel_all_to_alls_are_timed_on_their_own_stream() {
     k1.ep = 1;
     let (p1, _, _) = plan("mixtral-8x7b", 8, &k1);
     assert!(dp_bytes(&p) < dp_bytes(&p1));
+}
+
+#[test]
+fn overlap_never_slows_a_step_nor_beats_its_busiest_stream() {
+    use symshard::strategy::Overlap;
+    let mut cases = Vec::new();
+    let mut sp = knobs(2, 4, 1, 2, Schedule::OneFOneB, 1);
+    sp.sequence_parallel = true;
+    cases.push(sp.clone());
+    let mut sp_pp = knobs(1, 2, 2, 4, Schedule::OneFOneB, 1);
+    sp_pp.sequence_parallel = true;
+    sp_pp.recompute = Recompute::Full;
+    cases.push(sp_pp);
+    let mut z1 = knobs(4, 2, 1, 2, Schedule::OneFOneB, 1);
+    z1.sequence_parallel = true;
+    z1.zero = 1;
+    cases.push(z1);
+    for base in cases {
+        let time = |o: Overlap| {
+            let mut k = base.clone();
+            k.overlap = o;
+            let (p, _, calib) = plan("gpt3-125m", 32, &k);
+            time_plan(&p, &calib).unwrap()
+        };
+        let none = Overlap {
+            tp_comm: false,
+            grad_reduce: false,
+            param_gather: false,
+        };
+        let slow = time(none).summary.iteration_seconds;
+        let mut variants = vec![
+            Overlap {
+                tp_comm: true,
+                ..none
+            },
+            Overlap {
+                grad_reduce: true,
+                ..none
+            },
+        ];
+        if base.zero == 1 {
+            variants.push(Overlap {
+                param_gather: true,
+                ..none
+            });
+            variants.push(Overlap {
+                tp_comm: true,
+                grad_reduce: true,
+                param_gather: true,
+            });
+        }
+        for o in variants {
+            let tl = time(o);
+            let t = tl.summary.iteration_seconds;
+            assert!(t <= slow * (1.0 + 1e-12), "{base} {o:?}: {t} > {slow}");
+            for d in &tl.summary.devices {
+                let b = d.busy;
+                for busy in [b.compute, b.tp_comm, b.dp_comm, b.p2p, b.ep_comm] {
+                    assert!(busy <= t * (1.0 + 1e-12), "{base} {o:?}: {busy} > {t}");
+                }
+            }
+        }
+        // Overlapping tensor-parallel communication does make a difference here.
+        let tp = time(Overlap {
+            tp_comm: true,
+            ..none
+        })
+        .summary
+        .iteration_seconds;
+        assert!(tp < slow, "{base}");
+    }
+}
+
+#[test]
+fn overlap_needs_what_megatron_needs() {
+    let mut k = knobs(2, 4, 1, 2, Schedule::OneFOneB, 1);
+    k.overlap.tp_comm = true;
+    let e = symshard::strategy::check_knobs(&k).unwrap_err();
+    assert!(e.contains("sequence parallelism"), "{e}");
+    let mut k = knobs(2, 4, 1, 2, Schedule::OneFOneB, 1);
+    k.overlap.param_gather = true;
+    let e = symshard::strategy::check_knobs(&k).unwrap_err();
+    assert!(e.contains("distributed optimizer"), "{e}");
+    Command::cargo_bin("symshard")
+        .unwrap()
+        .args(["timeline", "gpt3-125m", "--tp", "2", "--tp-comm-overlap"])
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("--sequence-parallel"));
+}
+
+#[test]
+fn strategy_files_carry_overlap_and_reject_unknown_keys() {
+    let dir = std::env::temp_dir().join(format!("symshard-overlap-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = dir.join("good.yaml");
+    std::fs::write(
+        &good,
+        "dp: 2\ntp: 2\nsequence_parallel: true\nzero: 1\noverlap: {tp-comm: true, param-gather: true}\n",
+    )
+    .unwrap();
+    Command::cargo_bin("symshard")
+        .unwrap()
+        .args(["timeline", "gpt3-125m", "--set", "B=8", "--strategy"])
+        .arg(&good)
+        .assert()
+        .success()
+        .stdout(predicates::str::contains("overlap=tp-comm,param-gather"));
+    let bad = dir.join("bad.yaml");
+    std::fs::write(&bad, "dp: 2\noverlap: {tp-com: true}\n").unwrap();
+    Command::cargo_bin("symshard")
+        .unwrap()
+        .args(["timeline", "gpt3-125m", "--strategy"])
+        .arg(&bad)
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("bad.yaml:2"))
+        .stderr(predicates::str::contains("tp-com"));
+    std::fs::remove_dir_all(&dir).ok();
 }

@@ -44,6 +44,18 @@ pub struct StrategyFlags {
     /// Expert-parallel degree (mixture-of-experts models): divides dp.
     #[arg(long)]
     pub ep: Option<u64>,
+    /// Timelines: tensor-parallel collectives pipelined with their GEMMs (Megatron-LM
+    /// `--tp-comm-overlap`).
+    #[arg(long)]
+    pub tp_comm_overlap: bool,
+    /// Timelines: the distributed optimizer's parameter all-gather overlaps the next forward
+    /// (Megatron-LM `--overlap-param-gather`).
+    #[arg(long)]
+    pub overlap_param_gather: bool,
+    /// Timelines: reduce gradients once after the backward pass instead of bucket by bucket
+    /// during it (Megatron-LM without `--overlap-grad-reduce`).
+    #[arg(long)]
+    pub no_overlap_grad_reduce: bool,
     /// Devices per node (default: the calibration's, 8 for the reference machine).
     #[arg(long)]
     pub gpus_per_node: Option<u64>,
@@ -83,6 +95,9 @@ impl StrategyFlags {
             || self.recompute.is_some()
             || self.zero.is_some()
             || self.ep.is_some()
+            || self.tp_comm_overlap
+            || self.overlap_param_gather
+            || self.no_overlap_grad_reduce
     }
 
     /// The machine named by `--calib`, or the reference.
@@ -168,6 +183,15 @@ impl StrategyFlags {
         }
         if let Some(e) = self.ep {
             knobs.ep = e;
+        }
+        if self.tp_comm_overlap {
+            knobs.overlap.tp_comm = true;
+        }
+        if self.overlap_param_gather {
+            knobs.overlap.param_gather = true;
+        }
+        if self.no_overlap_grad_reduce {
+            knobs.overlap.grad_reduce = false;
         }
         let calib = self.calibration()?;
         if let Some(g) = self.gpus_per_node {

@@ -185,6 +185,7 @@ pub fn rank_with_progress(
                         recompute: Recompute::None,
                         zero: 0,
                         ep: 1,
+                        overlap: Default::default(),
                     };
                     if let Err(e) = check_model_limits(model, values, &base) {
                         reject(&mut rejected, e);

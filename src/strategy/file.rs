@@ -37,6 +37,8 @@ pub struct StrategyFile {
     #[serde(default = "one")]
     ep: u64,
     #[serde(default)]
+    overlap: crate::strategy::Overlap,
+    #[serde(default)]
     gpus_per_node: Option<u64>,
     #[serde(default)]
     splits: UniqueMap<String>,
@@ -94,6 +96,20 @@ pub fn check_knobs(k: &Knobs) -> std::result::Result<(), String> {
     }
     if k.zero > 3 {
         return Err(format!("`zero` must be 0, 1, 2 or 3, not {}", k.zero));
+    }
+    if k.overlap.tp_comm && !(k.sequence_parallel && k.tp > 1) {
+        return Err(
+            "`overlap` tp-comm needs tp > 1 with sequence parallelism (Megatron-LM asserts \
+             `--tp-comm-overlap` only with `--sequence-parallel`)"
+                .into(),
+        );
+    }
+    if k.overlap.param_gather && !(k.zero == 1 || k.zero == 2) {
+        return Err(
+            "`overlap` param-gather needs the distributed optimizer, zero 1 or 2 (Megatron-LM \
+             asserts `--overlap-param-gather` only with `--use-distributed-optimizer`)"
+                .into(),
+        );
     }
     if k.schedule == Schedule::Interleaved && k.chunks < 2 {
         return Err("interleaved-1f1b needs `chunks` of at least 2".into());
@@ -205,6 +221,7 @@ impl StrategyFile {
             recompute,
             zero: f.zero,
             ep: f.ep,
+            overlap: f.overlap,
         };
         check_knobs(&knobs).map_err(|m| {
             let key = m.split('`').nth(1).unwrap_or("dp").to_string();

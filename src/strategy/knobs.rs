@@ -74,6 +74,60 @@ impl fmt::Display for Recompute {
     }
 }
 
+/// Which communication overlaps the computation it sits next to, as Megatron-LM's flags name
+/// them. The default is PyTorch DDP's behaviour: gradient reductions overlap the backward pass,
+/// nothing else overlaps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Overlap {
+    /// Tensor-parallel collectives pipelined with the GEMMs they feed or are fed by
+    /// (`--tp-comm-overlap`, Transformer Engine's userbuffers): each runs beside its GEMM.
+    #[serde(default)]
+    pub tp_comm: bool,
+    /// Data-parallel gradient reductions launched bucket by bucket during the backward pass
+    /// (`--overlap-grad-reduce`); otherwise one reduction after the last backward.
+    #[serde(default = "yes")]
+    pub grad_reduce: bool,
+    /// The distributed optimizer's parameter all-gather overlapped with the next step's forward
+    /// pass (`--overlap-param-gather`); otherwise it ends the step.
+    #[serde(default)]
+    pub param_gather: bool,
+}
+
+impl Default for Overlap {
+    fn default() -> Overlap {
+        Overlap {
+            tp_comm: false,
+            grad_reduce: true,
+            param_gather: false,
+        }
+    }
+}
+
+impl fmt::Display for Overlap {
+    /// The overlaps that differ from the default, as `overlap=tp-comm,param-gather,no-grad-reduce`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut v = Vec::new();
+        if self.tp_comm {
+            v.push("tp-comm");
+        }
+        if self.param_gather {
+            v.push("param-gather");
+        }
+        if !self.grad_reduce {
+            v.push("no-grad-reduce");
+        }
+        if !v.is_empty() {
+            write!(f, " overlap={}", v.join(","))?;
+        }
+        Ok(())
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+
 /// A hybrid-parallel strategy's knobs.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -100,6 +154,10 @@ pub struct Knobs {
     /// (mixture-of-experts models; 1 otherwise).
     #[serde(default = "one")]
     pub ep: u64,
+    /// Communication overlapped with computation (timelines only: relative cost adds every
+    /// collective).
+    #[serde(default)]
+    pub overlap: Overlap,
 }
 
 impl Knobs {
@@ -116,6 +174,7 @@ impl Knobs {
             recompute: Recompute::None,
             zero: 0,
             ep: 1,
+            overlap: Overlap::default(),
         }
     }
 
@@ -156,7 +215,7 @@ impl fmt::Display for Knobs {
         if self.ep > 1 {
             write!(f, " ep={}", self.ep)?;
         }
-        Ok(())
+        write!(f, "{}", self.overlap)
     }
 }
 

@@ -106,6 +106,48 @@ impl<'a> Ctx<'a> {
         (stream, dur, bytes)
     }
 
+    /// Under `--tp-comm-overlap`: each blocking tensor-parallel collective of a forward pass
+    /// next to a GEMM — the all-gather feeding it, the reduce-scatter it feeds — runs beside
+    /// that GEMM, chunk by chunk (Transformer Engine's userbuffers): the collective no longer
+    /// blocks, it starts with the GEMM, and the GEMM's step lasts as long as the longer of the
+    /// two (the contention share is added where they overlap).
+    fn overlap_tp(&self, steps: &mut [SimStep], b: &crate::timeline::plan::PlanBlock) {
+        if !self.plan.knobs.overlap.tp_comm {
+            return;
+        }
+        let gemm = |s: &SimStep| {
+            s.op.is_some_and(|k| b.ops[k].matmul && !b.ops[k].fused_attention)
+        };
+        let mut i = 0;
+        while i < steps.len() {
+            let tp =
+                steps[i].stream == Stream::TpComm && steps[i].blocking && !steps[i].after_dgrad;
+            if tp {
+                let partner = if i + 1 < steps.len() && gemm(&steps[i + 1]) {
+                    Some(i + 1)
+                } else if i > 0 && gemm(&steps[i - 1]) && steps[i - 1].blocking {
+                    // Fed by the GEMM before it: issue it with that GEMM.
+                    steps.swap(i - 1, i);
+                    Some(i)
+                } else {
+                    None
+                };
+                if let Some(j) = partner {
+                    let c = if j == i + 1 { i } else { i - 1 };
+                    steps[c].blocking = false;
+                    // Pushed beside a running collective, the GEMM is lengthened by the
+                    // contention share of the overlap: this makes it last max(GEMM × (1 + c),
+                    // collective), never longer than the two one after the other.
+                    let c_share = self.rates.contention;
+                    steps[j].dur = steps[j].dur.max(steps[c].dur / (1.0 + c_share));
+                    i = j + 1;
+                    continue;
+                }
+            }
+            i += 1;
+        }
+    }
+
     /// The events of one block's pass, with their durations.
     fn steps(&self, bi: usize, pass: Pass) -> Vec<SimStep> {
         let b = &self.plan.blocks[bi];
@@ -147,12 +189,14 @@ impl<'a> Ctx<'a> {
             }
         };
         if pass == Pass::Forward {
-            return b
+            let mut steps: Vec<SimStep> = b
                 .forward
                 .iter()
                 .enumerate()
                 .map(|s| to_sim(s, false))
                 .collect();
+            self.overlap_tp(&mut steps, b);
+            return steps;
         }
         let mut out = Vec::new();
         let recompute = if b.layer {
@@ -161,7 +205,14 @@ impl<'a> Ctx<'a> {
             Recompute::None
         };
         if recompute == Recompute::Full {
-            out.extend(b.forward.iter().enumerate().map(|s| to_sim(s, true)));
+            let mut steps: Vec<SimStep> = b
+                .forward
+                .iter()
+                .enumerate()
+                .map(|s| to_sim(s, true))
+                .collect();
+            self.overlap_tp(&mut steps, b);
+            out.extend(steps);
         }
         let core = |s: &Step| matches!(s, Step::Compute(k) if b.ops[*k].attention_core);
         let mut pending = recompute == Recompute::Selective;
@@ -193,6 +244,9 @@ struct Device {
     buckets: usize,
     /// When its previous task's last blocking step ended: a device runs its program in order.
     task_end: f64,
+    /// Seconds of its first forward task (what an overlapped parameter gather can hide behind
+    /// in the next step).
+    first_forward: Option<f64>,
 }
 
 /// Where events go: kept for traces and tests, or only counted when just the times matter.
@@ -369,6 +423,7 @@ fn run(
             bucket_ready: None,
             buckets: 0,
             task_end: 0.0,
+            first_forward: None,
         })
         .collect();
     let mut pos = vec![0usize; p];
@@ -481,6 +536,9 @@ fn run(
                 }
                 let start = started.unwrap_or(ready);
                 dev.work += t - start;
+                if task.pass == Pass::Forward && dev.first_forward.is_none() {
+                    dev.first_forward = Some(t - start);
+                }
                 dev.task_end = t;
                 if task.pass == Pass::Backward {
                     flush = flush.max(t);
@@ -584,9 +642,18 @@ fn run(
             let n = k.dp as f64;
             let wire = params * WEIGHT_BYTES as f64 * (n - 1.0) / n;
             let dur = rates.collective_seconds(Collective::AllGather, wire, ctx.dp);
+            let before = dev.free.iter().cloned().fold(0.0, f64::max);
             let mut e = grad_event(d, Stream::DpComm, dur, wire, dev.buckets, None, opt);
             e.what = What::ParamGather;
             dev.push(&mut rec, e, opt_end);
+            if k.overlap.param_gather {
+                // Gathered bucket by bucket while the next step's forward runs: only what
+                // outlasts this device's first forward task lengthens the step.
+                let hidden = dev.first_forward.unwrap_or(0.0);
+                let exposed = (dur - hidden).max(0.0);
+                iteration = iteration.max(before).max(opt_end + exposed);
+                continue;
+            }
         }
         iteration = iteration.max(dev.free.iter().cloned().fold(0.0, f64::max));
     }
@@ -646,7 +713,7 @@ fn launch_grads(
                 dev.bucket_wire += wire;
                 dev.bucket_full += wire / bus_factor(c.kind, ctx.dp.size.max(2));
                 dev.bucket_ready = Some((ready, t));
-                if dev.bucket_full >= BUCKET_BYTES {
+                if dev.bucket_full >= BUCKET_BYTES && ctx.plan.knobs.overlap.grad_reduce {
                     flush_bucket(ctx, dev, rec, d);
                 }
             }
