@@ -651,7 +651,11 @@ fn rough_stages(
         if s > 0 {
             p2p += numbers[items[bounds[s] - 1]].approx[ax::BOUNDARY];
         }
-        let zero3 = if k.zero == 3 { 1.5 } else { 1.0 };
+        let zero3 = if k.zero == 3 {
+            (1.0 + 2.0 * k.microbatches as f64) / 2.0
+        } else {
+            1.0
+        };
         let full = time + kd * sum(3) * zero3 + kp * p2p * mf;
         let mem = stage_memory(plan, numbers, layer_block, k, s);
         rough.push([time, full, mem]);
@@ -923,10 +927,13 @@ pub fn evaluate_with(
             activations,
             total: mem_total,
         };
-        // ZeRO-3 gathers weights again in forward and backward: 3/2 of the all-reduce bytes.
+        // ZeRO-3 (FSDP) reduce-scatters the gradients once a step (half the all-reduce's bytes)
+        // and all-gathers the weights before each forward and each backward of every
+        // micro-batch (each gather half the all-reduce's bytes): (1 + 2m)/2 of the all-reduce
+        // bytes, the ZeRO paper's 3/2 at one micro-batch (Rajbhandari et al. 2020, §7.2.2).
         let mut dp_bytes = total(&|c| &c.dp_grad);
         if k.zero == 3 {
-            dp_bytes *= Rational::new(3.into(), 2.into());
+            dp_bytes *= Rational::new((1 + 2 * k.microbatches).into(), 2.into());
         }
         let time = &compute + &hbm_cost + &k_tp * &tp_bytes + &k_ep * &ep_bytes;
         let items = counts

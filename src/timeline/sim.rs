@@ -434,7 +434,19 @@ fn run(
     };
     let mut flush: f64 = 0.0;
     let mut iteration: f64 = 0.0;
-    let zero3 = if k.zero == 3 { 1.5 } else { 1.0 };
+    // FSDP (ZeRO 3): every layer's weights are all-gathered before each forward and each backward
+    // of every micro-batch (resharded after use, PyTorch FSDP's default), one layer ahead: the
+    // gather of a layer is issued when the previous layer starts computing (forward and
+    // backward prefetch), and the layer waits for it.
+    let fsdp = k.zero == 3 && k.dp > 1;
+    let gather_seconds = |params: f64| -> (f64, f64) {
+        let n = k.dp as f64;
+        let wire = params * WEIGHT_BYTES as f64 * (n - 1.0) / n;
+        (
+            rates.collective_seconds(Collective::AllGather, wire, ctx.dp),
+            wire,
+        )
+    };
     loop {
         let mut progress = false;
         let mut done = true;
@@ -464,8 +476,23 @@ fn run(
                 };
                 let grads_now = task.pass == Pass::Backward && last_bwd[task.stage] == pos[d];
                 let mut last_compute: Option<(usize, f64, f64)> = None;
+                // When the previous layer of this task began computing (FSDP prefetch).
+                let mut prefetch_at = t;
                 for item in items {
                     let bi = plan.items[item];
+                    let params = f(&plan.blocks[bi].params);
+                    if fsdp && params > 0.0 {
+                        let (dur, wire) = gather_seconds(params);
+                        let mut e =
+                            grad_event(d, Stream::DpComm, dur, wire, dev.buckets, Some(item), 0);
+                        e.what = What::ParamGather;
+                        e.pass = task.pass;
+                        e.microbatch = Some(task.microbatch);
+                        e.deps.clear();
+                        let (_, _, end) = dev.push(&mut rec, e, prefetch_at);
+                        t = t.max(end);
+                    }
+                    let mut item_started = false;
                     for s in &passes[bi][slot] {
                         let e = Event {
                             device: d,
@@ -518,6 +545,10 @@ fn run(
                         }
                         let (id, start, end) = dev.push(&mut rec, e, t);
                         started.get_or_insert(start);
+                        if !item_started && s.stream == Stream::Compute {
+                            item_started = true;
+                            prefetch_at = start;
+                        }
                         if s.stream == Stream::Compute {
                             last_compute = Some((id, start, end));
                         }
@@ -529,7 +560,7 @@ fn run(
                         if grads_now && !s.recompute {
                             if let Some(op) = s.op {
                                 let ready = (d, id, end);
-                                launch_grads(&ctx, dev, &mut rec, bi, op, item, ready, zero3);
+                                launch_grads(&ctx, dev, &mut rec, bi, op, item, ready);
                             }
                         }
                     }
@@ -695,7 +726,6 @@ fn launch_grads(
     op: usize,
     item: usize,
     (d, ready, t): (usize, usize, f64),
-    zero3: f64,
 ) {
     for (k, c) in &ctx.plan.blocks[bi].grads {
         if *k != op {
@@ -709,7 +739,7 @@ fn launch_grads(
                 dev.push(rec, e, t);
             }
             Axis::Dp => {
-                let wire = f(&c.bytes) * zero3;
+                let wire = f(&c.bytes);
                 dev.bucket_wire += wire;
                 dev.bucket_full += wire / bus_factor(c.kind, ctx.dp.size.max(2));
                 dev.bucket_ready = Some((ready, t));
@@ -753,9 +783,10 @@ fn flush_bucket(ctx: &Ctx, dev: &mut Device, rec: &mut Recorder, d: usize) {
     let mut wire = std::mem::take(&mut dev.bucket_wire);
     dev.bucket_full = 0.0;
     let k = &ctx.plan.knobs;
-    // A distributed optimizer (ZeRO 1–2) reduce-scatters the gradients to their owners (half an
-    // all-reduce's traffic) and gathers the weights after the step.
-    let kind = if (1..3).contains(&k.zero) && k.dp > 1 {
+    // A distributed optimizer (ZeRO 1–2) and FSDP (ZeRO 3) reduce-scatter the gradients to their
+    // owners (half an all-reduce's traffic); ZeRO 1–2 gather the weights after the step, ZeRO 3
+    // before each layer's use.
+    let kind = if (1..=3).contains(&k.zero) && k.dp > 1 {
         wire /= 2.0;
         Collective::ReduceScatter
     } else {
