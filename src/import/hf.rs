@@ -3,8 +3,13 @@
 //!
 //! Supported `model_type`s: `gpt2` (family `gpt`), `bert` (`bert`), `llama` and `mistral`
 //! (`llama`, or `llama_tied` with `tie_word_embeddings`), `mixtral` (`mixtral`) and `t5` (`t5` for
-//! v1.0, ReLU and tied; `t5_v1_1` for v1.1 and FLAN-T5, gated-GELU and untied). Fields absent from
-//! a file take the `transformers` class defaults, and the symbol's source says so.
+//! v1.0, ReLU and tied; `t5_v1_1` for v1.1 and FLAN-T5, gated-GELU and untied), `phi3` (`llama`),
+//! `qwen2` (`qwen2`, q/k/v biases), `qwen3` (`qwen3`, per-head q/k norms), `gemma` and `gemma2`
+//! (tied, GeGLU; Gemma 2 with post-norms and soft-capping); each family with a `_tied` variant
+//! where the config ties the head. Fields absent from a file take the `transformers` class
+//! defaults, and the symbol's source says so. A field that changes the architecture in a way the
+//! family cannot represent (biases, parallel blocks, partial rotary, latent attention, …) is
+//! refused with its name and place, never dropped.
 
 use super::json::Config;
 use super::yaml_str;
@@ -14,7 +19,10 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 /// The `model_type`s the importer reads.
-pub const SUPPORTED: &[&str] = &["gpt2", "bert", "llama", "mistral", "mixtral", "t5"];
+pub const SUPPORTED: &[&str] = &[
+    "gpt2", "bert", "llama", "mistral", "mixtral", "t5", "qwen2", "qwen3", "gemma", "gemma2",
+    "phi3",
+];
 
 /// A config turned into a model file.
 #[derive(Debug, Clone)]
@@ -92,7 +100,9 @@ pub fn import_hf_text(file: &Path, text: String, name: &str) -> Result<HfImport>
     let plan = match model_type.as_str() {
         "gpt2" => gpt2(&c, &src)?,
         "bert" => bert(&c, &src)?,
-        "llama" | "mistral" | "mixtral" => llama(&c, &src, &model_type)?,
+        "llama" | "mistral" | "mixtral" | "qwen2" | "qwen3" | "gemma" | "gemma2" | "phi3" => {
+            llama(&c, &src, &model_type)?
+        }
         "t5" => t5(&c, &src)?,
         other => {
             return Err(c.error(
@@ -314,27 +324,226 @@ fn bert(c: &Config, src: &dyn Fn(&str) -> String) -> Result<Plan> {
     })
 }
 
-/// Llama, Mistral and Mixtral (`model_type` says which).
-fn llama(c: &Config, src: &dyn Fn(&str) -> String, model_type: &str) -> Result<Plan> {
-    let moe = model_type == "mixtral";
-    expect_one_of(
-        c,
-        "hidden_act",
-        "silu",
-        &["silu"],
-        "the family's MLP is SwiGLU",
-    )?;
-    for bias in ["attention_bias", "mlp_bias"] {
-        if c.opt_bool(bias)? == Some(true) {
+/// A field that changes the architecture of other `model_type`s, and when its value does.
+#[derive(Clone, Copy)]
+enum Sign {
+    /// Present at all (a field only that architecture writes).
+    Present,
+    /// `true`.
+    True,
+    /// Present and not `null`.
+    NotNull,
+    /// A number other than 1.
+    NotOne,
+    /// A number other than 0.
+    NotZero,
+}
+
+/// Fields of other architectures that change parameters or FLOPs: a reader refuses each one it
+/// does not represent, naming it, instead of counting a model the config does not describe.
+const FOREIGN: &[(&str, Sign, &str)] = &[
+    ("attention_bias", Sign::True, "it adds biases to the attention projections"),
+    ("mlp_bias", Sign::True, "it adds biases to the MLP projections"),
+    ("qkv_bias", Sign::True, "it adds biases to the query, key and value projections"),
+    ("use_qkv_bias", Sign::True, "it adds biases to the query, key and value projections"),
+    ("bias", Sign::True, "it adds biases to the linear layers"),
+    ("use_bias", Sign::True, "it adds biases to the linear layers"),
+    (
+        "use_sliding_window",
+        Sign::Present,
+        "it marks a Qwen2 config, whose query, key and value projections have biases (model_type `qwen2`)",
+    ),
+    (
+        "max_window_layers",
+        Sign::Present,
+        "it marks a Qwen2 config, whose query, key and value projections have biases (model_type `qwen2`)",
+    ),
+    ("parallel_attn", Sign::True, "it runs attention and the MLP in parallel"),
+    ("use_parallel_residual", Sign::True, "it runs attention and the MLP in parallel"),
+    ("multi_query", Sign::True, "it selects multi-query attention"),
+    ("new_decoder_architecture", Sign::True, "it selects Falcon's grouped decoder layout"),
+    ("partial_rotary_factor", Sign::NotOne, "it rotates only part of each head"),
+    ("rotary_pct", Sign::NotOne, "it rotates only part of each head"),
+    ("qk_layernorm", Sign::True, "it normalises queries and keys"),
+    ("use_qk_norm", Sign::True, "it normalises queries and keys"),
+    ("attn_logit_softcapping", Sign::NotNull, "it soft-caps the attention scores"),
+    ("final_logit_softcapping", Sign::NotNull, "it soft-caps the logits"),
+    ("kv_lora_rank", Sign::NotNull, "it selects multi-head latent attention"),
+    ("q_lora_rank", Sign::NotNull, "it selects low-rank query projections"),
+    ("n_shared_experts", Sign::NotNull, "it adds shared experts"),
+    ("shared_expert_intermediate_size", Sign::NotZero, "it adds a shared expert"),
+    ("embd_pdrop", Sign::NotZero, "it adds dropout on the embeddings"),
+    ("resid_pdrop", Sign::NotZero, "it adds dropout on the residual branches"),
+    ("attention_dropout", Sign::NotZero, "it adds dropout on the attention probabilities"),
+];
+
+/// Refuses every field of [`FOREIGN`] that is set so as to change the architecture, except those
+/// in `allowed`, which the reader handles itself.
+fn refuse_foreign(c: &Config, allowed: &[&str]) -> Result<()> {
+    for &(key, sign, what) in FOREIGN {
+        if allowed.contains(&key) {
+            continue;
+        }
+        let Some(v) = c.raw(key) else { continue };
+        let hit = match sign {
+            Sign::Present => true,
+            Sign::True => v.as_bool() == Some(true),
+            Sign::NotNull => !v.is_null(),
+            Sign::NotOne => v.as_f64().is_some_and(|x| x != 1.0),
+            Sign::NotZero => v.as_f64().is_some_and(|x| x != 0.0),
+        };
+        if hit {
             return Err(c.error(
-                bias,
+                key,
                 None,
                 format!(
-                    "{bias} true is not supported for {}: the family has no biases",
+                    "field `{key}` ({v}) is not supported for {}: {what}, which the family cannot represent",
                     c.context
                 ),
             ));
         }
+    }
+    Ok(())
+}
+
+/// A number field, if present, must equal `want` (a setting the family fixes).
+fn expect_number(c: &Config, key: &str, want: f64, why: &str) -> Result<()> {
+    match c.get(key) {
+        None => Ok(()),
+        Some(v) if v.as_f64() == Some(want) => Ok(()),
+        Some(v) => Err(c.error(
+            key,
+            None,
+            format!(
+                "field `{key}` ({v}) is not supported for {}: {why}",
+                c.context
+            ),
+        )),
+    }
+}
+
+/// How a Llama-like `model_type` maps onto the families.
+struct Decoder {
+    /// The family without and with a tied head (`None`: that variant is refused).
+    untied: Option<&'static str>,
+    tied: Option<&'static str>,
+    /// `tie_word_embeddings` when absent.
+    tied_default: bool,
+    /// The Hugging Face class counted.
+    class: &'static str,
+    /// Activation field and the values the family's MLP accepts.
+    act_key: &'static str,
+    act_default: &'static str,
+    acts: &'static [&'static str],
+    act_why: &'static str,
+    /// `head_dim` when absent: `None` is hidden_size / num_attention_heads.
+    head_dim_default: Option<u64>,
+    /// Fields of [`FOREIGN`] the family represents.
+    allowed: &'static [&'static str],
+    /// A mixture-of-experts model (mixtral).
+    moe: bool,
+    /// A note on how the model's projections are laid out, for the model file.
+    note: Option<&'static str>,
+}
+
+const SILU: &[&str] = &["silu"];
+const GELU_TANH: &[&str] = &["gelu_pytorch_tanh", "gelu", "gelu_new", "gelu_fast"];
+
+fn decoder_spec(model_type: &str) -> Decoder {
+    let base = Decoder {
+        untied: Some("llama"),
+        tied: Some("llama_tied"),
+        tied_default: false,
+        class: "LlamaForCausalLM",
+        act_key: "hidden_act",
+        act_default: "silu",
+        acts: SILU,
+        act_why: "the family's MLP is SwiGLU",
+        head_dim_default: None,
+        allowed: &[],
+        moe: false,
+        note: None,
+    };
+    match model_type {
+        "mistral" => Decoder {
+            class: "MistralForCausalLM",
+            ..base
+        },
+        "mixtral" => Decoder {
+            untied: Some("mixtral"),
+            tied: None,
+            class: "MixtralForCausalLM",
+            moe: true,
+            ..base
+        },
+        "phi3" => Decoder {
+            class: "Phi3ForCausalLM",
+            note: Some("Phi-3 fuses q/k/v into qkv_proj and gate/up into gate_up_proj: the same parameters and FLOPs as the separate projections of the llama family."),
+            ..base
+        },
+        "qwen2" => Decoder {
+            untied: Some("qwen2"),
+            tied: Some("qwen2_tied"),
+            class: "Qwen2ForCausalLM",
+            allowed: &["use_sliding_window", "max_window_layers"],
+            ..base
+        },
+        "qwen3" => Decoder {
+            untied: Some("qwen3"),
+            tied: Some("qwen3_tied"),
+            class: "Qwen3ForCausalLM",
+            head_dim_default: Some(128),
+            allowed: &["use_sliding_window", "max_window_layers"],
+            ..base
+        },
+        "gemma" | "gemma2" => Decoder {
+            untied: None,
+            tied: Some(if model_type == "gemma" { "gemma" } else { "gemma2" }),
+            tied_default: true,
+            class: if model_type == "gemma" {
+                "GemmaForCausalLM"
+            } else {
+                "Gemma2ForCausalLM"
+            },
+            act_key: if model_type == "gemma" {
+                "hidden_act"
+            } else {
+                "hidden_activation"
+            },
+            act_default: "gelu_pytorch_tanh",
+            acts: GELU_TANH,
+            act_why: "the family's MLP is GeGLU",
+            head_dim_default: Some(256),
+            allowed: if model_type == "gemma" {
+                &[]
+            } else {
+                &["attn_logit_softcapping", "final_logit_softcapping"]
+            },
+            ..base
+        },
+        _ => base,
+    }
+}
+
+/// Llama-like decoders: Llama, Mistral, Mixtral, Phi-3, Qwen2, Qwen3, Gemma, Gemma 2
+/// (`model_type` says which).
+fn llama(c: &Config, src: &dyn Fn(&str) -> String, model_type: &str) -> Result<Plan> {
+    let spec = decoder_spec(model_type);
+    let moe = spec.moe;
+    expect_one_of(c, spec.act_key, spec.act_default, spec.acts, spec.act_why)?;
+    if spec.act_key == "hidden_activation" {
+        // Gemma 2 reads `hidden_activation`; a `hidden_act` left in the file is ignored by
+        // transformers, and is only accepted when it agrees.
+        expect_one_of(c, "hidden_act", spec.act_default, spec.acts, spec.act_why)?;
+    }
+    refuse_foreign(c, spec.allowed)?;
+    if model_type == "phi3" {
+        expect_number(
+            c,
+            "partial_rotary_factor",
+            1.0,
+            "the family rotates every dimension of a head",
+        )?;
     }
     let h = c.uint("hidden_size")?;
     let nh = c.uint("num_attention_heads")?;
@@ -353,9 +562,17 @@ fn llama(c: &Config, src: &dyn Fn(&str) -> String, model_type: &str) -> Result<P
         kv.value,
         "num_attention_heads must be a multiple of num_key_value_heads",
     )?;
-    let d = match c.opt_uint("head_dim")? {
-        Some(d) => sym("D", d, src("head_dim")),
-        None => {
+    let d = match (c.opt_uint("head_dim")?, spec.head_dim_default) {
+        (Some(d), _) => sym("D", d, src("head_dim")),
+        (None, Some(d)) => sym(
+            "D",
+            d,
+            src(&format!(
+                "head_dim absent = {d}, the {} default",
+                spec.class
+            )),
+        ),
+        (None, None) => {
             let d = divide(
                 c,
                 "num_attention_heads",
@@ -370,7 +587,9 @@ fn llama(c: &Config, src: &dyn Fn(&str) -> String, model_type: &str) -> Result<P
             )
         }
     };
-    let tied = c.opt_bool("tie_word_embeddings")?.unwrap_or(false);
+    let tied = c
+        .opt_bool("tie_word_embeddings")?
+        .unwrap_or(spec.tied_default);
     let mut symbols = vec![
         field(c, "L", "num_hidden_layers", src)?,
         sym("H", h, src("hidden_size")),
@@ -380,16 +599,21 @@ fn llama(c: &Config, src: &dyn Fn(&str) -> String, model_type: &str) -> Result<P
         field(c, "F", "intermediate_size", src)?,
         field(c, "V", "vocab_size", src)?,
     ];
-    let family = match (moe, tied) {
-        (false, false) => "llama",
-        (false, true) => "llama_tied",
-        (true, false) => "mixtral",
-        (true, true) => {
+    let family = match (tied, spec.tied, spec.untied) {
+        (true, Some(f), _) | (false, _, Some(f)) => f,
+        _ => {
+            let (have, family_head) = if tied {
+                ("true", "untied")
+            } else {
+                ("false", "tied to the token embedding")
+            };
             return Err(c.error(
                 "tie_word_embeddings",
                 None,
-                "tie_word_embeddings true is not supported for model_type `mixtral`: the mixtral family's head is untied",
-            ))
+                format!(
+                    "tie_word_embeddings {have} is not supported for model_type `{model_type}`: the family's head is {family_head}"
+                ),
+            ));
         }
     };
     if moe {
@@ -447,16 +671,34 @@ fn llama(c: &Config, src: &dyn Fn(&str) -> String, model_type: &str) -> Result<P
     let mut notes = vec![format!(
         "Rotary positions: {theta}; the tables are buffers and cost no parameters."
     )];
-    if let Some(w) = c.opt_uint("sliding_window")? {
+    let windowed = c.opt_bool("use_sliding_window")? != Some(false);
+    if let (Some(w), true) = (c.opt_uint("sliding_window")?, windowed) {
+        let which = if model_type == "gemma2" {
+            " (every other layer)"
+        } else {
+            ""
+        };
         notes.push(format!(
-            "sliding_window {w}: attention is costed over the whole sequence S."
+            "sliding_window {w}{which}: attention is costed over the whole sequence S, as an eager kernel computes and masks it."
         ));
     }
-    let class = match model_type {
-        "mistral" => "MistralForCausalLM",
-        "mixtral" => "MixtralForCausalLM",
-        _ => "LlamaForCausalLM",
-    };
+    if let Some(n) = spec.note {
+        notes.push(n.to_string());
+    }
+    if model_type == "gemma2" {
+        for key in ["attn_logit_softcapping", "final_logit_softcapping"] {
+            if c.is_null(key) {
+                return Err(c.error(
+                    key,
+                    None,
+                    format!("{key} null is not supported for model_type `gemma2`: the gemma2 family soft-caps scores and logits"),
+                ));
+            }
+        }
+        notes
+            .push("Soft-capping: attention scores and logits pass through cap·tanh(x/cap).".into());
+    }
+    let class = spec.class;
     let module = if tied {
         format!("{class} (head tied to the token embedding)")
     } else {
