@@ -483,3 +483,83 @@ fn new_families_state_their_sources() {
     );
     assert!(text.contains("Soft-capping"), "{text}");
 }
+
+/// Parallel-block families refuse the settings they do not represent, each by name.
+#[test]
+fn parallel_block_families_refuse_other_layouts() {
+    let cases: [(&str, &str, serde_json::Value, &str); 8] = [
+        (
+            "pythia-1.4b",
+            "use_parallel_residual",
+            false.into(),
+            "use_parallel_residual false is not supported",
+        ),
+        (
+            "pythia-1.4b",
+            "rotary_pct",
+            1.0.into(),
+            "rotary_pct 1 is not supported",
+        ),
+        (
+            "falcon-7b",
+            "new_decoder_architecture",
+            true.into(),
+            "new_decoder_architecture true is not supported",
+        ),
+        (
+            "falcon-7b",
+            "alibi",
+            true.into(),
+            "alibi true is not supported",
+        ),
+        (
+            "falcon-7b",
+            "bias",
+            true.into(),
+            "field `bias` (true) is not supported",
+        ),
+        (
+            "phi-2",
+            "qk_layernorm",
+            true.into(),
+            "field `qk_layernorm` (true) is not supported",
+        ),
+        (
+            "opt-1.3b",
+            "do_layer_norm_before",
+            false.into(),
+            "do_layer_norm_before false is not supported",
+        ),
+        (
+            "opt-1.3b",
+            "word_embed_proj_dim",
+            512.into(),
+            "word_embed_proj_dim 512 is not supported",
+        ),
+    ];
+    for (base, key, value, msg) in cases {
+        let name = format!("layout-{base}-{key}.json");
+        let p = variant(&name, base, |m| {
+            m.insert(key.into(), value);
+        });
+        let e = error(&p);
+        assert!(e.contains(&format!("{name}:")) && e.contains(msg), "{e}");
+    }
+    // Falcon without multi-query: every head has its own keys and values.
+    let p = variant("falcon-mha.json", "falcon-7b", |m| {
+        m.insert("multi_query".into(), false.into());
+    });
+    let mha = load(&p).unwrap();
+    assert_eq!(mha.values["KV"], mha.values["NH"]);
+    // 32 layers × 2 × 4544 × (70 × 64) more key/value weights than with one key/value head.
+    assert_eq!(
+        params(&mha) - params(&imported("falcon-7b")),
+        int(32 * 2 * 4544 * 70 * 64)
+    );
+    // Phi-2 rotates int(0.4 × 80) = 32 of each head's 80 dimensions.
+    let phi = imported("phi-2");
+    assert_eq!(
+        (phi.values["D"].clone(), phi.values["RD"].clone()),
+        (int(80), int(32))
+    );
+}

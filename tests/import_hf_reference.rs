@@ -41,6 +41,10 @@ const CASES: &[(&str, &str)] = &[
     ("gemma-2-9b", "gemma2"),
     ("gemma-2-2b", "gemma2"),
     ("Phi-3-mini-4k-instruct", "llama"),
+    ("phi-2", "phi"),
+    ("opt-1.3b", "opt"),
+    ("pythia-1.4b", "gpt_neox"),
+    ("falcon-7b", "falcon"),
 ];
 
 /// Checks one fixture; returns (symshard, reference) pairs for the message.
@@ -105,4 +109,24 @@ fn gemma2() {
 #[test]
 fn phi3() {
     check("Phi-3-mini-4k-instruct", "llama");
+}
+
+#[test]
+fn phi() {
+    check("phi-2", "phi");
+}
+
+#[test]
+fn opt() {
+    check("opt-1.3b", "opt");
+}
+
+#[test]
+fn gpt_neox() {
+    check("pythia-1.4b", "gpt_neox");
+}
+
+#[test]
+fn falcon() {
+    check("falcon-7b", "falcon");
 }

@@ -91,6 +91,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("configs", nargs="*", help="config.json files (default: the fixtures)")
     ap.add_argument("-o", "--output", default=os.path.join(FIXTURES, "reference.json"))
+    ap.add_argument("--merge", action="store_true", help="keep the other models already in the output")
     args = ap.parse_args()
     paths = args.configs or [os.path.join(FIXTURES, n + ".json") for n in FIXTURE_NAMES]
     out = {
@@ -99,6 +100,12 @@ def main():
         "transformers": transformers.__version__,
         "models": {},
     }
+    if args.merge and os.path.exists(args.output):
+        with open(args.output) as f:
+            old = json.load(f)
+        if (old.get("torch"), old.get("transformers")) != (out["torch"], out["transformers"]):
+            sys.exit("--merge: the output was made with other torch/transformers versions")
+        out["models"] = old["models"]
     for p in paths:
         if not os.path.exists(p):
             print(f"skipped (absent): {p}", file=sys.stderr)

@@ -6,7 +6,8 @@
 //! v1.0, ReLU and tied; `t5_v1_1` for v1.1 and FLAN-T5, gated-GELU and untied), `phi3` (`llama`),
 //! `qwen2` (`qwen2`, q/k/v biases), `qwen3` (`qwen3`, per-head q/k norms), `gemma` and `gemma2`
 //! (tied, GeGLU; Gemma 2 with post-norms and soft-capping); each family with a `_tied` variant
-//! where the config ties the head. Fields absent from a file take the `transformers` class
+//! where the config ties the head; `phi`, `gpt_neox`, `falcon` and `opt` (each its own family:
+//! parallel blocks with partial rotary, multi-query, learned positions). Fields absent from a file take the `transformers` class
 //! defaults, and the symbol's source says so. A field that changes the architecture in a way the
 //! family cannot represent (biases, parallel blocks, partial rotary, latent attention, …) is
 //! refused with its name and place, never dropped.
@@ -104,6 +105,10 @@ pub fn import_hf_text(file: &Path, text: String, name: &str) -> Result<HfImport>
             llama(&c, &src, &model_type)?
         }
         "t5" => t5(&c, &src)?,
+        "phi" => phi(&c, &src)?,
+        "gpt_neox" => gpt_neox(&c, &src)?,
+        "falcon" => falcon(&c, &src)?,
+        "opt" => opt(&c, &src)?,
         other => {
             return Err(c.error(
                 "model_type",
@@ -770,6 +775,375 @@ fn t5(c: &Config, src: &dyn Fn(&str) -> String) -> Result<Plan> {
             field(c, "F", "d_ff", src)?,
             field(c, "V", "vocab_size", src)?,
             nb,
+        ],
+        seq,
+        notes: vec![],
+    })
+}
+
+/// A boolean field that must have the value the family fixes (`default` when absent).
+fn expect_bool(c: &Config, key: &str, default: bool, want: bool, why: &str) -> Result<()> {
+    let v = c.opt_bool(key)?.unwrap_or(default);
+    if v == want {
+        return Ok(());
+    }
+    let how = if c.get(key).is_some() {
+        String::new()
+    } else {
+        " (its default)".to_string()
+    };
+    Err(c.error(
+        key,
+        None,
+        format!("{key} {v}{how} is not supported for {}: {why}", c.context),
+    ))
+}
+
+/// Hidden size and heads, with the head dimension hidden_size / heads.
+fn heads(c: &Config, src: &dyn Fn(&str) -> String) -> Result<(Sym, Sym, Sym)> {
+    let h = c.uint("hidden_size")?;
+    let nh = c.uint("num_attention_heads")?;
+    let d = divide(
+        c,
+        "num_attention_heads",
+        h,
+        nh,
+        "hidden_size must split into heads",
+    )?;
+    Ok((
+        sym("H", h, src("hidden_size")),
+        sym("NH", nh, src("num_attention_heads")),
+        sym("D", d, src("head dim = hidden_size / num_attention_heads")),
+    ))
+}
+
+/// The rotated dimensions of a head under partial rotary: `int(fraction · D)`, as transformers
+/// computes it, strictly between 0 and D (the families split each head in two).
+fn rotary_dims(
+    c: &Config,
+    key: &str,
+    default: f64,
+    d: u64,
+    src: &dyn Fn(&str) -> String,
+) -> Result<Sym> {
+    let (fraction, from) = match c.get(key) {
+        None => (default, format!("{key} absent = {default}")),
+        Some(v) => match v.as_f64() {
+            Some(f) => (f, key.to_string()),
+            None => {
+                return Err(c.error(
+                    key,
+                    None,
+                    format!("field `{key}` must be a number, found {v}"),
+                ))
+            }
+        },
+    };
+    let rd = (fraction * d as f64).trunc();
+    if !(rd >= 1.0 && rd < d as f64) {
+        return Err(c.error(
+            key,
+            None,
+            format!(
+                "{key} {fraction} is not supported for {}: the family rotates part of each head, between 1 and {} of its {d} dimensions",
+                c.context,
+                d - 1
+            ),
+        ));
+    }
+    Ok(sym(
+        "RD",
+        rd as u64,
+        src(&format!("int({from} × head dim {d})")),
+    ))
+}
+
+fn phi(c: &Config, src: &dyn Fn(&str) -> String) -> Result<Plan> {
+    expect_one_of(
+        c,
+        "hidden_act",
+        "gelu_new",
+        &["gelu_new", "gelu", "gelu_pytorch_tanh", "gelu_fast"],
+        "the phi family's MLP is GELU",
+    )?;
+    refuse_foreign(
+        c,
+        &[
+            "partial_rotary_factor",
+            "resid_pdrop",
+            "embd_pdrop",
+            "attention_dropout",
+        ],
+    )?;
+    expect_bool(
+        c,
+        "tie_word_embeddings",
+        false,
+        false,
+        "the phi family's head is untied, with a bias",
+    )?;
+    let (h, nh, d) = heads(c, src)?;
+    if let Some(kv) = c.opt_uint("num_key_value_heads")? {
+        if kv != nh.value {
+            return Err(c.error(
+                "num_key_value_heads",
+                None,
+                format!("num_key_value_heads {kv} is not supported for model_type `phi`: the phi family has multi-head attention ({} heads)", nh.value),
+            ));
+        }
+    }
+    let rd = rotary_dims(c, "partial_rotary_factor", 0.5, d.value, src)?;
+    let seq = sym(
+        "S",
+        c.uint("max_position_embeddings")?,
+        src("max_position_embeddings"),
+    );
+    Ok(Plan {
+        family: "phi",
+        module: "PhiForCausalLM".into(),
+        symbols: vec![
+            field(c, "L", "num_hidden_layers", src)?,
+            h,
+            nh,
+            d,
+            rd,
+            field(c, "F", "intermediate_size", src)?,
+            field(c, "V", "vocab_size", src)?,
+        ],
+        seq,
+        notes: vec!["Parallel attention and MLP from one layernorm; rotary positions on RD dimensions of each head.".into()],
+    })
+}
+
+fn gpt_neox(c: &Config, src: &dyn Fn(&str) -> String) -> Result<Plan> {
+    expect_one_of(
+        c,
+        "hidden_act",
+        "gelu",
+        &["gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh"],
+        "the gpt_neox family's MLP is GELU",
+    )?;
+    refuse_foreign(
+        c,
+        &[
+            "use_parallel_residual",
+            "rotary_pct",
+            "partial_rotary_factor",
+            "attention_bias",
+        ],
+    )?;
+    expect_bool(
+        c,
+        "use_parallel_residual",
+        true,
+        true,
+        "the gpt_neox family runs attention and the MLP in parallel",
+    )?;
+    expect_bool(
+        c,
+        "attention_bias",
+        true,
+        true,
+        "the gpt_neox family's attention projections have biases",
+    )?;
+    expect_bool(
+        c,
+        "tie_word_embeddings",
+        false,
+        false,
+        "the gpt_neox family's head (embed_out) is untied",
+    )?;
+    for key in ["hidden_dropout", "attention_dropout"] {
+        expect_number(c, key, 0.0, "the gpt_neox family has no dropout")?;
+    }
+    let (h, nh, d) = heads(c, src)?;
+    let rd = if c.get("rotary_pct").is_some() || c.get("partial_rotary_factor").is_none() {
+        rotary_dims(c, "rotary_pct", 0.25, d.value, src)?
+    } else {
+        rotary_dims(c, "partial_rotary_factor", 0.25, d.value, src)?
+    };
+    let seq = sym(
+        "S",
+        c.uint("max_position_embeddings")?,
+        src("max_position_embeddings"),
+    );
+    Ok(Plan {
+        family: "gpt_neox",
+        module: "GPTNeoXForCausalLM".into(),
+        symbols: vec![
+            field(c, "L", "num_hidden_layers", src)?,
+            h,
+            nh,
+            d,
+            rd,
+            field(c, "F", "intermediate_size", src)?,
+            field(c, "V", "vocab_size", src)?,
+        ],
+        seq,
+        notes: vec!["Parallel attention and MLP, each with its own layernorm; rotary positions on RD dimensions of each head.".into()],
+    })
+}
+
+fn falcon(c: &Config, src: &dyn Fn(&str) -> String) -> Result<Plan> {
+    expect_one_of(
+        c,
+        "activation",
+        "gelu",
+        &["gelu"],
+        "the falcon family's MLP is GELU",
+    )?;
+    refuse_foreign(
+        c,
+        &["parallel_attn", "multi_query", "new_decoder_architecture"],
+    )?;
+    expect_bool(
+        c,
+        "parallel_attn",
+        true,
+        true,
+        "the falcon family runs attention and the MLP in parallel",
+    )?;
+    expect_bool(
+        c,
+        "new_decoder_architecture",
+        false,
+        false,
+        "the falcon family has the original layout (one layernorm per layer, as Falcon-7B)",
+    )?;
+    expect_bool(
+        c,
+        "alibi",
+        false,
+        false,
+        "the falcon family has rotary positions",
+    )?;
+    expect_bool(
+        c,
+        "apply_residual_connection_post_layernorm",
+        false,
+        false,
+        "the falcon family adds the residual before the layernorm",
+    )?;
+    expect_bool(
+        c,
+        "tie_word_embeddings",
+        true,
+        true,
+        "the falcon family's head is tied to the embedding",
+    )?;
+    for key in ["hidden_dropout", "attention_dropout"] {
+        expect_number(c, key, 0.0, "the falcon family has no dropout")?;
+    }
+    let (h, nh, d) = heads(c, src)?;
+    let kv = if c.opt_bool("multi_query")?.unwrap_or(true) {
+        sym(
+            "KV",
+            1,
+            src(if c.get("multi_query").is_some() {
+                "multi_query true: one key/value head"
+            } else {
+                "multi_query absent = true: one key/value head"
+            }),
+        )
+    } else {
+        sym(
+            "KV",
+            nh.value,
+            src("multi_query false: key/value heads = num_attention_heads"),
+        )
+    };
+    let f = match c.opt_uint("ffn_hidden_size")? {
+        Some(f) => sym("F", f, src("ffn_hidden_size")),
+        None => sym(
+            "F",
+            4 * h.value,
+            src("ffn_hidden_size absent = 4*hidden_size"),
+        ),
+    };
+    let seq = match c.opt_uint("max_position_embeddings")? {
+        Some(n) => sym("S", n, src("max_position_embeddings")),
+        None => sym(
+            "S",
+            2048,
+            src("max_position_embeddings absent = 2048, the FalconConfig default"),
+        ),
+    };
+    Ok(Plan {
+        family: "falcon",
+        module: "FalconForCausalLM (head tied to the word embedding)".into(),
+        symbols: vec![
+            field(c, "L", "num_hidden_layers", src)?,
+            h,
+            nh,
+            kv,
+            d,
+            f,
+            field(c, "V", "vocab_size", src)?,
+        ],
+        seq,
+        notes: vec!["Parallel attention and MLP from one layernorm; the fused query_key_value is counted as three projections.".into()],
+    })
+}
+
+fn opt(c: &Config, src: &dyn Fn(&str) -> String) -> Result<Plan> {
+    expect_one_of(
+        c,
+        "activation_function",
+        "relu",
+        &["relu"],
+        "the opt family's MLP is ReLU",
+    )?;
+    refuse_foreign(c, &[])?;
+    expect_bool(
+        c,
+        "do_layer_norm_before",
+        true,
+        true,
+        "the opt family is pre-layernorm (OPT-350M is post-layernorm)",
+    )?;
+    expect_bool(
+        c,
+        "enable_bias",
+        true,
+        true,
+        "the opt family's projections have biases",
+    )?;
+    expect_bool(
+        c,
+        "_remove_final_layer_norm",
+        false,
+        false,
+        "the opt family has a final layernorm",
+    )?;
+    expect_bool(
+        c,
+        "tie_word_embeddings",
+        true,
+        true,
+        "the opt family's head is tied to the token embedding",
+    )?;
+    let (h, nh, _) = heads(c, src)?;
+    if let Some(w) = c.opt_uint("word_embed_proj_dim")? {
+        if w != h.value {
+            return Err(c.error(
+                "word_embed_proj_dim",
+                None,
+                format!("word_embed_proj_dim {w} is not supported for model_type `opt`: the opt family has no projection between an embedding of another width and hidden_size {}", h.value),
+            ));
+        }
+    }
+    let p = field(c, "P", "max_position_embeddings", src)?;
+    let seq = sym("S", p.value, src("max_position_embeddings"));
+    Ok(Plan {
+        family: "opt",
+        module: "OPTForCausalLM (head tied to the token embedding)".into(),
+        symbols: vec![
+            field(c, "L", "num_hidden_layers", src)?,
+            h,
+            nh,
+            field(c, "F", "ffn_dim", src)?,
+            field(c, "V", "vocab_size", src)?,
+            p,
         ],
         seq,
         notes: vec![],
