@@ -563,3 +563,38 @@ fn parallel_block_families_refuse_other_layouts() {
         (int(80), int(32))
     );
 }
+
+/// Qwen3-MoE: every layer sparse with renormalised top-K weights, or refused.
+#[test]
+fn qwen3_moe_layouts() {
+    let m = imported("Qwen3-30B-A3B");
+    assert_eq!(m.family.as_deref(), Some("qwen3_moe"));
+    assert_eq!(
+        (m.values["E"].clone(), m.values["K"].clone()),
+        (int(128), int(8))
+    );
+    let p = variant("qwen3-moe-step.json", "Qwen3-30B-A3B", |m| {
+        m.insert("decoder_sparse_step".into(), 2.into());
+    });
+    assert!(error(&p).contains("decoder_sparse_step"));
+    let p = variant("qwen3-moe-dense.json", "Qwen3-30B-A3B", |m| {
+        m.insert("mlp_only_layers".into(), serde_json::json!([0, 1]));
+    });
+    let e = error(&p);
+    assert!(
+        e.contains("mlp_only_layers") && e.contains("qwen3-moe-dense.json:"),
+        "{e}"
+    );
+    // Qwen3-MoE renormalises the top-K weights; without it the family would count a step
+    // transformers skips, so the file is refused.
+    let p = variant("qwen3-moe-nonorm.json", "Qwen3-30B-A3B", |m| {
+        m.remove("norm_topk_prob");
+    });
+    let e = error(&p);
+    assert!(e.contains("norm_topk_prob absent (false"), "{e}");
+    // A shared expert (Qwen2-MoE) is refused, not dropped.
+    let p = variant("qwen3-moe-shared.json", "Qwen3-30B-A3B", |m| {
+        m.insert("shared_expert_intermediate_size".into(), 5632.into());
+    });
+    assert!(error(&p).contains("`shared_expert_intermediate_size`"));
+}

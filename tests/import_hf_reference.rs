@@ -45,6 +45,7 @@ const CASES: &[(&str, &str)] = &[
     ("opt-1.3b", "opt"),
     ("pythia-1.4b", "gpt_neox"),
     ("falcon-7b", "falcon"),
+    ("Qwen3-30B-A3B", "qwen3_moe"),
 ];
 
 /// Checks one fixture; returns (symshard, reference) pairs for the message.
@@ -129,4 +130,9 @@ fn gpt_neox() {
 #[test]
 fn falcon() {
     check("falcon-7b", "falcon");
+}
+
+#[test]
+fn qwen3_moe() {
+    check("Qwen3-30B-A3B", "qwen3_moe");
 }

@@ -9,7 +9,7 @@ builds the transformers model the config describes, with no weights, and writes:
   meta device so that no memory is allocated;
 * `flops`: forward FLOPs of `model(input_ids)` as `torch.utils.flop_counter.FlopCounterMode`
   counts them (matmul-like operators: mm, addmm, bmm, baddbmm, scaled-dot-product attention,
-  convolutions), on the CPU in bfloat16 with uninitialised weights, with eager attention, at batch `B`, sequence `S` and the
+  convolutions), on the CPU in bfloat16 with random weights and random tokens, with eager attention, at batch `B`, sequence `S` and the
   config's layer count reduced to `L` (FLOPs are linear in the layer count; the reduced count
   keeps the script fast and is recorded next to the number).
 
@@ -49,7 +49,7 @@ FIXTURE_NAMES = [
     "opt-1.3b",
     "pythia-1.4b",
     "falcon-7b",
-    "Qwen1.5-MoE-A2.7B",
+    "Qwen3-30B-A3B",
     "DeepSeek-V2-Lite",
 ]
 B, S, L = 2, 64, 2
@@ -71,10 +71,16 @@ def count(path):
     small.num_hidden_layers = L
     if hasattr(small, "layer_types") and small.layer_types is not None:
         small.layer_types = small.layer_types[:L]
-    # The reduced model is materialised without initialising it (`to_empty`): the FLOPs do not
-    # depend on the values, and masks and routing need real tensors.
-    model = build(small).to(torch.bfloat16).to_empty(device="cpu").eval()
-    ids = torch.zeros((B, S), dtype=torch.long)
+    # The reduced model is built on the CPU with transformers' own random initialisation: masks
+    # and routing need real values (uninitialised weights can route no token to any expert).
+    torch.manual_seed(0)
+    torch.set_default_dtype(torch.bfloat16)
+    # Experts run one expert at a time (`eager`): the counter does not count the grouped GEMM
+    # of the default implementation.
+    kwargs = {"experts_implementation": "eager"} if hasattr(small, "num_experts") else {}
+    model = AutoModelForCausalLM.from_config(small, attn_implementation="eager", **kwargs).eval()
+    torch.set_default_dtype(torch.float32)
+    ids = torch.randint(0, small.vocab_size, (B, S), generator=torch.Generator().manual_seed(0))
     counter = FlopCounterMode(display=False)
     with torch.no_grad(), counter:
         model(input_ids=ids, use_cache=False)
@@ -84,6 +90,7 @@ def count(path):
         "class": type(model).__name__,
         "params": int(params),
         "flops": {"B": B, "S": S, "L": L, "forward": int(counter.get_total_flops()), "by_op": per_op},
+        "experts_implementation": getattr(model.config, "_experts_implementation", None),
     }
 
 

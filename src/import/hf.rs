@@ -21,8 +21,22 @@ use std::path::Path;
 
 /// The `model_type`s the importer reads.
 pub const SUPPORTED: &[&str] = &[
-    "gpt2", "bert", "llama", "mistral", "mixtral", "t5", "qwen2", "qwen3", "gemma", "gemma2",
+    "gpt2",
+    "bert",
+    "llama",
+    "mistral",
+    "mixtral",
+    "t5",
+    "qwen2",
+    "qwen3",
+    "qwen3_moe",
+    "gemma",
+    "gemma2",
     "phi3",
+    "phi",
+    "opt",
+    "falcon",
+    "gpt_neox",
 ];
 
 /// A config turned into a model file.
@@ -101,9 +115,8 @@ pub fn import_hf_text(file: &Path, text: String, name: &str) -> Result<HfImport>
     let plan = match model_type.as_str() {
         "gpt2" => gpt2(&c, &src)?,
         "bert" => bert(&c, &src)?,
-        "llama" | "mistral" | "mixtral" | "qwen2" | "qwen3" | "gemma" | "gemma2" | "phi3" => {
-            llama(&c, &src, &model_type)?
-        }
+        "llama" | "mistral" | "mixtral" | "qwen2" | "qwen3" | "qwen3_moe" | "gemma" | "gemma2"
+        | "phi3" => llama(&c, &src, &model_type)?,
         "t5" => t5(&c, &src)?,
         "phi" => phi(&c, &src)?,
         "gpt_neox" => gpt_neox(&c, &src)?,
@@ -445,8 +458,10 @@ struct Decoder {
     head_dim_default: Option<u64>,
     /// Fields of [`FOREIGN`] the family represents.
     allowed: &'static [&'static str],
-    /// A mixture-of-experts model (mixtral).
-    moe: bool,
+    /// A mixture-of-experts model: the field counting its experts (`None`: a dense model).
+    experts: Option<&'static str>,
+    /// The field of the (routed) MLP's inner size.
+    ff_key: &'static str,
     /// A note on how the model's projections are laid out, for the model file.
     note: Option<&'static str>,
 }
@@ -466,7 +481,8 @@ fn decoder_spec(model_type: &str) -> Decoder {
         act_why: "the family's MLP is SwiGLU",
         head_dim_default: None,
         allowed: &[],
-        moe: false,
+        experts: None,
+        ff_key: "intermediate_size",
         note: None,
     };
     match model_type {
@@ -478,7 +494,7 @@ fn decoder_spec(model_type: &str) -> Decoder {
             untied: Some("mixtral"),
             tied: None,
             class: "MixtralForCausalLM",
-            moe: true,
+            experts: Some("num_local_experts"),
             ..base
         },
         "phi3" => Decoder {
@@ -491,6 +507,16 @@ fn decoder_spec(model_type: &str) -> Decoder {
             tied: Some("qwen2_tied"),
             class: "Qwen2ForCausalLM",
             allowed: &["use_sliding_window", "max_window_layers"],
+            ..base
+        },
+        "qwen3_moe" => Decoder {
+            untied: Some("qwen3_moe"),
+            tied: None,
+            class: "Qwen3MoeForCausalLM",
+            head_dim_default: Some(128),
+            allowed: &["use_sliding_window", "max_window_layers"],
+            experts: Some("num_experts"),
+            ff_key: "moe_intermediate_size",
             ..base
         },
         "qwen3" => Decoder {
@@ -534,7 +560,6 @@ fn decoder_spec(model_type: &str) -> Decoder {
 /// (`model_type` says which).
 fn llama(c: &Config, src: &dyn Fn(&str) -> String, model_type: &str) -> Result<Plan> {
     let spec = decoder_spec(model_type);
-    let moe = spec.moe;
     expect_one_of(c, spec.act_key, spec.act_default, spec.acts, spec.act_why)?;
     if spec.act_key == "hidden_activation" {
         // Gemma 2 reads `hidden_activation`; a `hidden_act` left in the file is ignored by
@@ -601,7 +626,7 @@ fn llama(c: &Config, src: &dyn Fn(&str) -> String, model_type: &str) -> Result<P
         sym("NH", nh, src("num_attention_heads")),
         kv,
         d,
-        field(c, "F", "intermediate_size", src)?,
+        field(c, "F", spec.ff_key, src)?,
         field(c, "V", "vocab_size", src)?,
     ];
     let family = match (tied, spec.tied, spec.untied) {
@@ -621,8 +646,8 @@ fn llama(c: &Config, src: &dyn Fn(&str) -> String, model_type: &str) -> Result<P
             ));
         }
     };
-    if moe {
-        let e = field(c, "E", "num_local_experts", src)?;
+    if let Some(experts) = spec.experts {
+        let e = field(c, "E", experts, src)?;
         let k = field(c, "K", "num_experts_per_tok", src)?;
         if k.value > e.value {
             return Err(c.error(
@@ -639,8 +664,28 @@ fn llama(c: &Config, src: &dyn Fn(&str) -> String, model_type: &str) -> Result<P
         symbols.push(sym(
             "C",
             1,
-            "dropless routing, as Hugging Face's MixtralSparseMoeBlock: no token is dropped or padded".into(),
+            "dropless routing, as Hugging Face's sparse MoE blocks: no token is dropped or padded"
+                .into(),
         ));
+    }
+    if model_type == "qwen3_moe" {
+        if c.opt_uint("decoder_sparse_step")?.unwrap_or(1) != 1 {
+            return Err(c.error(
+                "decoder_sparse_step",
+                None,
+                format!("decoder_sparse_step other than 1 is not supported for model_type `{model_type}`: the {model_type} family makes every layer sparse"),
+            ));
+        }
+        if c.get("mlp_only_layers")
+            .and_then(|v| v.as_array())
+            .is_some_and(|a| !a.is_empty())
+        {
+            return Err(c.error(
+                "mlp_only_layers",
+                None,
+                format!("a non-empty mlp_only_layers is not supported for model_type `{model_type}`: the {model_type} family makes every layer sparse"),
+            ));
+        }
     }
     // Rotary settings: Llama 3.1 and later keep the pre-training length in the scaling block,
     // `rope_scaling` or, from transformers 5, `rope_parameters` (which also holds rope_theta).
@@ -689,6 +734,18 @@ fn llama(c: &Config, src: &dyn Fn(&str) -> String, model_type: &str) -> Result<P
     }
     if let Some(n) = spec.note {
         notes.push(n.to_string());
+    }
+    if model_type == "qwen3_moe" && c.opt_bool("norm_topk_prob")? != Some(true) {
+        let how = if c.get("norm_topk_prob").is_some() {
+            "false"
+        } else {
+            "absent (false, the Qwen3MoeConfig default)"
+        };
+        return Err(c.error(
+            "norm_topk_prob",
+            None,
+            format!("norm_topk_prob {how} is not supported for model_type `qwen3_moe`: the qwen3_moe family renormalises the top-K weights"),
+        ));
     }
     if model_type == "gemma2" {
         for key in ["attn_logit_softcapping", "final_logit_softcapping"] {
