@@ -50,7 +50,6 @@ FIXTURE_NAMES = [
     "pythia-1.4b",
     "falcon-7b",
     "Qwen3-30B-A3B",
-    "DeepSeek-V2-Lite",
 ]
 B, S, L = 2, 64, 2
 
