@@ -222,14 +222,14 @@ fn error(path: &Path) -> String {
 
 #[test]
 fn unsupported_model_type_is_named_with_its_place() {
-    let p = variant("falcon.json", "gpt2", |m| {
-        m.insert("model_type".into(), "falcon".into());
+    let p = variant("mamba.json", "gpt2", |m| {
+        m.insert("model_type".into(), "mamba".into());
     });
     let e = error(&p);
-    assert!(e.contains("falcon.json:"), "{e}");
-    assert!(e.contains("unsupported model_type `falcon`"), "{e}");
+    assert!(e.contains("mamba.json:"), "{e}");
+    assert!(e.contains("unsupported model_type `mamba`"), "{e}");
     assert!(
-        e.contains("supported: gpt2, bert, llama, mistral, mixtral, t5"),
+        e.contains("supported: gpt2, bert, llama, mistral, mixtral, t5, qwen2"),
         "{e}"
     );
     // The position of the field: `"model_type"` is on some line, column 3.
@@ -286,7 +286,11 @@ fn architectures_the_families_cannot_express() {
     let p = variant("biased.json", "Meta-Llama-3-8B", |m| {
         m.insert("attention_bias".into(), true.into());
     });
-    assert!(error(&p).contains("attention_bias true is not supported"));
+    let e = error(&p);
+    assert!(
+        e.contains("field `attention_bias` (true) is not supported for model_type `llama`"),
+        "{e}"
+    );
     let p = variant("odd-heads.json", "Llama-2-7b-hf", |m| {
         m.insert("num_key_value_heads".into(), 5.into());
     });
@@ -349,8 +353,8 @@ fn import_then_cost_end_to_end() {
 #[test]
 fn bad_configs_exit_2_without_panicking() {
     let bad = [
-        variant("cli-falcon.json", "gpt2", |m| {
-            m.insert("model_type".into(), "falcon".into());
+        variant("cli-mamba.json", "gpt2", |m| {
+            m.insert("model_type".into(), "mamba".into());
         }),
         variant("cli-missing.json", "bert-base-uncased", |m| {
             m.remove("vocab_size");
@@ -371,4 +375,226 @@ fn bad_configs_exit_2_without_panicking() {
             assert!(!err.contains("panicked"), "{err}");
         }
     }
+}
+
+/// A Qwen2 config relabelled as llama: its q/k/v biases (28 layers × (3584 + 2·512) = 129,024
+/// parameters in Qwen2.5-7B) cannot be expressed by the llama family, and the Qwen2-only fields
+/// give it away. Refused with the field and the file named, never counted without the biases.
+#[test]
+fn qwen2_relabelled_as_llama_is_refused() {
+    let p = variant("qwen-as-llama.json", "Qwen2.5-7B", |m| {
+        m.insert("model_type".into(), "llama".into());
+    });
+    let e = error(&p);
+    assert!(e.contains("qwen-as-llama.json:"), "{e}");
+    assert!(
+        e.contains("`use_sliding_window`") || e.contains("`max_window_layers`"),
+        "{e}"
+    );
+    assert!(
+        e.contains("marks a Qwen2 config") && e.contains("model_type `qwen2`"),
+        "{e}"
+    );
+    // Without the Qwen2-only fields, a bias flag still names itself.
+    let p = variant("qwen-as-llama-2.json", "Qwen2.5-7B", |m| {
+        m.insert("model_type".into(), "llama".into());
+        m.remove("max_window_layers");
+        m.remove("use_sliding_window");
+        m.insert("qkv_bias".into(), true.into());
+    });
+    let e = error(&p);
+    assert!(
+        e.contains("`qkv_bias`") && e.contains("qwen-as-llama-2.json:"),
+        "{e}"
+    );
+    // The same file under its own type is the qwen2 family, 129,024 parameters more than the
+    // llama family would count.
+    let q = imported("Qwen2.5-7B");
+    assert_eq!(q.family.as_deref(), Some("qwen2"));
+    let p = variant("qwen-llama-clean.json", "Qwen2.5-7B", |m| {
+        m.insert("model_type".into(), "llama".into());
+        m.remove("max_window_layers");
+        m.remove("use_sliding_window");
+    });
+    assert_eq!(params(&q) - params(&load(&p).unwrap()), int(129_024));
+}
+
+/// Fields that change the architecture in ways a family cannot represent are refused, each by
+/// name, in the file and at the line where it stands.
+#[test]
+fn foreign_architecture_fields_are_refused() {
+    let cases: [(&str, &str, serde_json::Value); 7] = [
+        ("Meta-Llama-3-8B", "parallel_attn", true.into()),
+        ("Qwen3-8B", "attention_bias", true.into()),
+        ("Mistral-7B-v0.1", "partial_rotary_factor", 0.5.into()),
+        (
+            "Phi-3-mini-4k-instruct",
+            "partial_rotary_factor",
+            0.75.into(),
+        ),
+        ("Phi-3-mini-4k-instruct", "resid_pdrop", 0.1.into()),
+        ("gemma-7b", "final_logit_softcapping", 30.0.into()),
+        ("Meta-Llama-3-8B", "kv_lora_rank", 512.into()),
+    ];
+    for (base, key, value) in cases {
+        let name = format!("foreign-{base}-{key}.json");
+        let p = variant(&name, base, |m| {
+            m.insert(key.into(), value);
+        });
+        let e = error(&p);
+        assert!(e.contains(&format!("{name}:")), "{e}");
+        assert!(e.contains(&format!("`{key}`")), "{e}");
+        // The line of the field, not line 1.
+        let line = e.split(':').nth(1).unwrap().parse::<usize>().unwrap();
+        assert!(line > 1, "{e}");
+    }
+    // Settings a family fixes: Gemma 2 without soft-capping, a Gemma with an untied head.
+    let p = variant("gemma2-nocap.json", "gemma-2-2b", |m| {
+        m.insert("attn_logit_softcapping".into(), serde_json::Value::Null);
+    });
+    assert!(error(&p).contains("attn_logit_softcapping null is not supported"));
+    let p = variant("gemma-untied.json", "gemma-2b", |m| {
+        m.insert("tie_word_embeddings".into(), false.into());
+    });
+    assert!(error(&p).contains("tie_word_embeddings false is not supported"));
+    let p = variant("gemma-silu.json", "gemma-2b", |m| {
+        m.insert("hidden_act".into(), "silu".into());
+    });
+    assert!(error(&p).contains("hidden_act `silu` is not supported"));
+}
+
+/// The fields the new families read: Qwen3's head_dim default, Gemma 2's note on sliding windows.
+#[test]
+fn new_families_state_their_sources() {
+    let p = variant("qwen3-nohd.json", "Qwen3-0.6B", |m| {
+        m.remove("head_dim");
+    });
+    let m = load(&p).unwrap();
+    assert_eq!(m.values["D"], int(128));
+    assert!(
+        m.sources["D"].contains("head_dim absent = 128"),
+        "{}",
+        m.sources["D"]
+    );
+    let text = import_hf(&fixture("gemma-2-9b"), None).unwrap().yaml;
+    assert!(
+        text.contains("sliding_window 4096 (every other layer)"),
+        "{text}"
+    );
+    assert!(text.contains("Soft-capping"), "{text}");
+}
+
+/// Parallel-block families refuse the settings they do not represent, each by name.
+#[test]
+fn parallel_block_families_refuse_other_layouts() {
+    let cases: [(&str, &str, serde_json::Value, &str); 8] = [
+        (
+            "pythia-1.4b",
+            "use_parallel_residual",
+            false.into(),
+            "use_parallel_residual false is not supported",
+        ),
+        (
+            "pythia-1.4b",
+            "rotary_pct",
+            1.0.into(),
+            "rotary_pct 1 is not supported",
+        ),
+        (
+            "falcon-7b",
+            "new_decoder_architecture",
+            true.into(),
+            "new_decoder_architecture true is not supported",
+        ),
+        (
+            "falcon-7b",
+            "alibi",
+            true.into(),
+            "alibi true is not supported",
+        ),
+        (
+            "falcon-7b",
+            "bias",
+            true.into(),
+            "field `bias` (true) is not supported",
+        ),
+        (
+            "phi-2",
+            "qk_layernorm",
+            true.into(),
+            "field `qk_layernorm` (true) is not supported",
+        ),
+        (
+            "opt-1.3b",
+            "do_layer_norm_before",
+            false.into(),
+            "do_layer_norm_before false is not supported",
+        ),
+        (
+            "opt-1.3b",
+            "word_embed_proj_dim",
+            512.into(),
+            "word_embed_proj_dim 512 is not supported",
+        ),
+    ];
+    for (base, key, value, msg) in cases {
+        let name = format!("layout-{base}-{key}.json");
+        let p = variant(&name, base, |m| {
+            m.insert(key.into(), value);
+        });
+        let e = error(&p);
+        assert!(e.contains(&format!("{name}:")) && e.contains(msg), "{e}");
+    }
+    // Falcon without multi-query: every head has its own keys and values.
+    let p = variant("falcon-mha.json", "falcon-7b", |m| {
+        m.insert("multi_query".into(), false.into());
+    });
+    let mha = load(&p).unwrap();
+    assert_eq!(mha.values["KV"], mha.values["NH"]);
+    // 32 layers × 2 × 4544 × (70 × 64) more key/value weights than with one key/value head.
+    assert_eq!(
+        params(&mha) - params(&imported("falcon-7b")),
+        int(32 * 2 * 4544 * 70 * 64)
+    );
+    // Phi-2 rotates int(0.4 × 80) = 32 of each head's 80 dimensions.
+    let phi = imported("phi-2");
+    assert_eq!(
+        (phi.values["D"].clone(), phi.values["RD"].clone()),
+        (int(80), int(32))
+    );
+}
+
+/// Qwen3-MoE: every layer sparse with renormalised top-K weights, or refused.
+#[test]
+fn qwen3_moe_layouts() {
+    let m = imported("Qwen3-30B-A3B");
+    assert_eq!(m.family.as_deref(), Some("qwen3_moe"));
+    assert_eq!(
+        (m.values["E"].clone(), m.values["K"].clone()),
+        (int(128), int(8))
+    );
+    let p = variant("qwen3-moe-step.json", "Qwen3-30B-A3B", |m| {
+        m.insert("decoder_sparse_step".into(), 2.into());
+    });
+    assert!(error(&p).contains("decoder_sparse_step"));
+    let p = variant("qwen3-moe-dense.json", "Qwen3-30B-A3B", |m| {
+        m.insert("mlp_only_layers".into(), serde_json::json!([0, 1]));
+    });
+    let e = error(&p);
+    assert!(
+        e.contains("mlp_only_layers") && e.contains("qwen3-moe-dense.json:"),
+        "{e}"
+    );
+    // Qwen3-MoE renormalises the top-K weights; without it the family would count a step
+    // transformers skips, so the file is refused.
+    let p = variant("qwen3-moe-nonorm.json", "Qwen3-30B-A3B", |m| {
+        m.remove("norm_topk_prob");
+    });
+    let e = error(&p);
+    assert!(e.contains("norm_topk_prob absent (false"), "{e}");
+    // A shared expert (Qwen2-MoE) is refused, not dropped.
+    let p = variant("qwen3-moe-shared.json", "Qwen3-30B-A3B", |m| {
+        m.insert("shared_expert_intermediate_size".into(), 5632.into());
+    });
+    assert!(error(&p).contains("`shared_expert_intermediate_size`"));
 }

@@ -3,8 +3,14 @@
 //!
 //! Supported `model_type`s: `gpt2` (family `gpt`), `bert` (`bert`), `llama` and `mistral`
 //! (`llama`, or `llama_tied` with `tie_word_embeddings`), `mixtral` (`mixtral`) and `t5` (`t5` for
-//! v1.0, ReLU and tied; `t5_v1_1` for v1.1 and FLAN-T5, gated-GELU and untied). Fields absent from
-//! a file take the `transformers` class defaults, and the symbol's source says so.
+//! v1.0, ReLU and tied; `t5_v1_1` for v1.1 and FLAN-T5, gated-GELU and untied), `phi3` (`llama`),
+//! `qwen2` (`qwen2`, q/k/v biases), `qwen3` (`qwen3`, per-head q/k norms), `gemma` and `gemma2`
+//! (tied, GeGLU; Gemma 2 with post-norms and soft-capping); each family with a `_tied` variant
+//! where the config ties the head; `phi`, `gpt_neox`, `falcon` and `opt` (each its own family:
+//! parallel blocks with partial rotary, multi-query, learned positions). Fields absent from a file take the `transformers` class
+//! defaults, and the symbol's source says so. A field that changes the architecture in a way the
+//! family cannot represent (biases, parallel blocks, partial rotary, latent attention, …) is
+//! refused with its name and place, never dropped.
 
 use super::json::Config;
 use super::yaml_str;
@@ -14,7 +20,24 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 /// The `model_type`s the importer reads.
-pub const SUPPORTED: &[&str] = &["gpt2", "bert", "llama", "mistral", "mixtral", "t5"];
+pub const SUPPORTED: &[&str] = &[
+    "gpt2",
+    "bert",
+    "llama",
+    "mistral",
+    "mixtral",
+    "t5",
+    "qwen2",
+    "qwen3",
+    "qwen3_moe",
+    "gemma",
+    "gemma2",
+    "phi3",
+    "phi",
+    "opt",
+    "falcon",
+    "gpt_neox",
+];
 
 /// A config turned into a model file.
 #[derive(Debug, Clone)]
@@ -92,8 +115,13 @@ pub fn import_hf_text(file: &Path, text: String, name: &str) -> Result<HfImport>
     let plan = match model_type.as_str() {
         "gpt2" => gpt2(&c, &src)?,
         "bert" => bert(&c, &src)?,
-        "llama" | "mistral" | "mixtral" => llama(&c, &src, &model_type)?,
+        "llama" | "mistral" | "mixtral" | "qwen2" | "qwen3" | "qwen3_moe" | "gemma" | "gemma2"
+        | "phi3" => llama(&c, &src, &model_type)?,
         "t5" => t5(&c, &src)?,
+        "phi" => phi(&c, &src)?,
+        "gpt_neox" => gpt_neox(&c, &src)?,
+        "falcon" => falcon(&c, &src)?,
+        "opt" => opt(&c, &src)?,
         other => {
             return Err(c.error(
                 "model_type",
@@ -314,27 +342,238 @@ fn bert(c: &Config, src: &dyn Fn(&str) -> String) -> Result<Plan> {
     })
 }
 
-/// Llama, Mistral and Mixtral (`model_type` says which).
-fn llama(c: &Config, src: &dyn Fn(&str) -> String, model_type: &str) -> Result<Plan> {
-    let moe = model_type == "mixtral";
-    expect_one_of(
-        c,
-        "hidden_act",
-        "silu",
-        &["silu"],
-        "the family's MLP is SwiGLU",
-    )?;
-    for bias in ["attention_bias", "mlp_bias"] {
-        if c.opt_bool(bias)? == Some(true) {
+/// A field that changes the architecture of other `model_type`s, and when its value does.
+#[derive(Clone, Copy)]
+enum Sign {
+    /// Present at all (a field only that architecture writes).
+    Present,
+    /// `true`.
+    True,
+    /// Present and not `null`.
+    NotNull,
+    /// A number other than 1.
+    NotOne,
+    /// A number other than 0.
+    NotZero,
+}
+
+/// Fields of other architectures that change parameters or FLOPs: a reader refuses each one it
+/// does not represent, naming it, instead of counting a model the config does not describe.
+const FOREIGN: &[(&str, Sign, &str)] = &[
+    ("attention_bias", Sign::True, "it adds biases to the attention projections"),
+    ("mlp_bias", Sign::True, "it adds biases to the MLP projections"),
+    ("qkv_bias", Sign::True, "it adds biases to the query, key and value projections"),
+    ("use_qkv_bias", Sign::True, "it adds biases to the query, key and value projections"),
+    ("bias", Sign::True, "it adds biases to the linear layers"),
+    ("use_bias", Sign::True, "it adds biases to the linear layers"),
+    (
+        "use_sliding_window",
+        Sign::Present,
+        "it marks a Qwen2 config, whose query, key and value projections have biases (model_type `qwen2`)",
+    ),
+    (
+        "max_window_layers",
+        Sign::Present,
+        "it marks a Qwen2 config, whose query, key and value projections have biases (model_type `qwen2`)",
+    ),
+    ("parallel_attn", Sign::True, "it runs attention and the MLP in parallel"),
+    ("use_parallel_residual", Sign::True, "it runs attention and the MLP in parallel"),
+    ("multi_query", Sign::True, "it selects multi-query attention"),
+    ("new_decoder_architecture", Sign::True, "it selects Falcon's grouped decoder layout"),
+    ("partial_rotary_factor", Sign::NotOne, "it rotates only part of each head"),
+    ("rotary_pct", Sign::NotOne, "it rotates only part of each head"),
+    ("qk_layernorm", Sign::True, "it normalises queries and keys"),
+    ("use_qk_norm", Sign::True, "it normalises queries and keys"),
+    ("attn_logit_softcapping", Sign::NotNull, "it soft-caps the attention scores"),
+    ("final_logit_softcapping", Sign::NotNull, "it soft-caps the logits"),
+    ("kv_lora_rank", Sign::NotNull, "it selects multi-head latent attention"),
+    ("q_lora_rank", Sign::NotNull, "it selects low-rank query projections"),
+    ("n_shared_experts", Sign::NotNull, "it adds shared experts"),
+    ("shared_expert_intermediate_size", Sign::NotZero, "it adds a shared expert"),
+    ("embd_pdrop", Sign::NotZero, "it adds dropout on the embeddings"),
+    ("resid_pdrop", Sign::NotZero, "it adds dropout on the residual branches"),
+    ("attention_dropout", Sign::NotZero, "it adds dropout on the attention probabilities"),
+];
+
+/// Refuses every field of [`FOREIGN`] that is set so as to change the architecture, except those
+/// in `allowed`, which the reader handles itself.
+fn refuse_foreign(c: &Config, allowed: &[&str]) -> Result<()> {
+    for &(key, sign, what) in FOREIGN {
+        if allowed.contains(&key) {
+            continue;
+        }
+        let Some(v) = c.raw(key) else { continue };
+        let hit = match sign {
+            Sign::Present => true,
+            Sign::True => v.as_bool() == Some(true),
+            Sign::NotNull => !v.is_null(),
+            Sign::NotOne => v.as_f64().is_some_and(|x| x != 1.0),
+            Sign::NotZero => v.as_f64().is_some_and(|x| x != 0.0),
+        };
+        if hit {
             return Err(c.error(
-                bias,
+                key,
                 None,
                 format!(
-                    "{bias} true is not supported for {}: the family has no biases",
+                    "field `{key}` ({v}) is not supported for {}: {what}, which the family cannot represent",
                     c.context
                 ),
             ));
         }
+    }
+    Ok(())
+}
+
+/// A number field, if present, must equal `want` (a setting the family fixes).
+fn expect_number(c: &Config, key: &str, want: f64, why: &str) -> Result<()> {
+    match c.get(key) {
+        None => Ok(()),
+        Some(v) if v.as_f64() == Some(want) => Ok(()),
+        Some(v) => Err(c.error(
+            key,
+            None,
+            format!(
+                "field `{key}` ({v}) is not supported for {}: {why}",
+                c.context
+            ),
+        )),
+    }
+}
+
+/// How a Llama-like `model_type` maps onto the families.
+struct Decoder {
+    /// The family without and with a tied head (`None`: that variant is refused).
+    untied: Option<&'static str>,
+    tied: Option<&'static str>,
+    /// `tie_word_embeddings` when absent.
+    tied_default: bool,
+    /// The Hugging Face class counted.
+    class: &'static str,
+    /// Activation field and the values the family's MLP accepts.
+    act_key: &'static str,
+    act_default: &'static str,
+    acts: &'static [&'static str],
+    act_why: &'static str,
+    /// `head_dim` when absent: `None` is hidden_size / num_attention_heads.
+    head_dim_default: Option<u64>,
+    /// Fields of [`FOREIGN`] the family represents.
+    allowed: &'static [&'static str],
+    /// A mixture-of-experts model: the field counting its experts (`None`: a dense model).
+    experts: Option<&'static str>,
+    /// The field of the (routed) MLP's inner size.
+    ff_key: &'static str,
+    /// A note on how the model's projections are laid out, for the model file.
+    note: Option<&'static str>,
+}
+
+const SILU: &[&str] = &["silu"];
+const GELU_TANH: &[&str] = &["gelu_pytorch_tanh", "gelu", "gelu_new", "gelu_fast"];
+
+fn decoder_spec(model_type: &str) -> Decoder {
+    let base = Decoder {
+        untied: Some("llama"),
+        tied: Some("llama_tied"),
+        tied_default: false,
+        class: "LlamaForCausalLM",
+        act_key: "hidden_act",
+        act_default: "silu",
+        acts: SILU,
+        act_why: "the family's MLP is SwiGLU",
+        head_dim_default: None,
+        allowed: &[],
+        experts: None,
+        ff_key: "intermediate_size",
+        note: None,
+    };
+    match model_type {
+        "mistral" => Decoder {
+            class: "MistralForCausalLM",
+            ..base
+        },
+        "mixtral" => Decoder {
+            untied: Some("mixtral"),
+            tied: None,
+            class: "MixtralForCausalLM",
+            experts: Some("num_local_experts"),
+            ..base
+        },
+        "phi3" => Decoder {
+            class: "Phi3ForCausalLM",
+            note: Some("Phi-3 fuses q/k/v into qkv_proj and gate/up into gate_up_proj: the same parameters and FLOPs as the separate projections of the llama family."),
+            ..base
+        },
+        "qwen2" => Decoder {
+            untied: Some("qwen2"),
+            tied: Some("qwen2_tied"),
+            class: "Qwen2ForCausalLM",
+            allowed: &["use_sliding_window", "max_window_layers"],
+            ..base
+        },
+        "qwen3_moe" => Decoder {
+            untied: Some("qwen3_moe"),
+            tied: None,
+            class: "Qwen3MoeForCausalLM",
+            head_dim_default: Some(128),
+            allowed: &["use_sliding_window", "max_window_layers"],
+            experts: Some("num_experts"),
+            ff_key: "moe_intermediate_size",
+            ..base
+        },
+        "qwen3" => Decoder {
+            untied: Some("qwen3"),
+            tied: Some("qwen3_tied"),
+            class: "Qwen3ForCausalLM",
+            head_dim_default: Some(128),
+            allowed: &["use_sliding_window", "max_window_layers"],
+            ..base
+        },
+        "gemma" | "gemma2" => Decoder {
+            untied: None,
+            tied: Some(if model_type == "gemma" { "gemma" } else { "gemma2" }),
+            tied_default: true,
+            class: if model_type == "gemma" {
+                "GemmaForCausalLM"
+            } else {
+                "Gemma2ForCausalLM"
+            },
+            act_key: if model_type == "gemma" {
+                "hidden_act"
+            } else {
+                "hidden_activation"
+            },
+            act_default: "gelu_pytorch_tanh",
+            acts: GELU_TANH,
+            act_why: "the family's MLP is GeGLU",
+            head_dim_default: Some(256),
+            allowed: if model_type == "gemma" {
+                &[]
+            } else {
+                &["attn_logit_softcapping", "final_logit_softcapping"]
+            },
+            ..base
+        },
+        _ => base,
+    }
+}
+
+/// Llama-like decoders: Llama, Mistral, Mixtral, Phi-3, Qwen2, Qwen3, Gemma, Gemma 2
+/// (`model_type` says which).
+fn llama(c: &Config, src: &dyn Fn(&str) -> String, model_type: &str) -> Result<Plan> {
+    let spec = decoder_spec(model_type);
+    expect_one_of(c, spec.act_key, spec.act_default, spec.acts, spec.act_why)?;
+    if spec.act_key == "hidden_activation" {
+        // Gemma 2 reads `hidden_activation`; a `hidden_act` left in the file is ignored by
+        // transformers, and is only accepted when it agrees.
+        expect_one_of(c, "hidden_act", spec.act_default, spec.acts, spec.act_why)?;
+    }
+    refuse_foreign(c, spec.allowed)?;
+    if model_type == "phi3" {
+        expect_number(
+            c,
+            "partial_rotary_factor",
+            1.0,
+            "the family rotates every dimension of a head",
+        )?;
     }
     let h = c.uint("hidden_size")?;
     let nh = c.uint("num_attention_heads")?;
@@ -353,9 +592,17 @@ fn llama(c: &Config, src: &dyn Fn(&str) -> String, model_type: &str) -> Result<P
         kv.value,
         "num_attention_heads must be a multiple of num_key_value_heads",
     )?;
-    let d = match c.opt_uint("head_dim")? {
-        Some(d) => sym("D", d, src("head_dim")),
-        None => {
+    let d = match (c.opt_uint("head_dim")?, spec.head_dim_default) {
+        (Some(d), _) => sym("D", d, src("head_dim")),
+        (None, Some(d)) => sym(
+            "D",
+            d,
+            src(&format!(
+                "head_dim absent = {d}, the {} default",
+                spec.class
+            )),
+        ),
+        (None, None) => {
             let d = divide(
                 c,
                 "num_attention_heads",
@@ -370,30 +617,37 @@ fn llama(c: &Config, src: &dyn Fn(&str) -> String, model_type: &str) -> Result<P
             )
         }
     };
-    let tied = c.opt_bool("tie_word_embeddings")?.unwrap_or(false);
+    let tied = c
+        .opt_bool("tie_word_embeddings")?
+        .unwrap_or(spec.tied_default);
     let mut symbols = vec![
         field(c, "L", "num_hidden_layers", src)?,
         sym("H", h, src("hidden_size")),
         sym("NH", nh, src("num_attention_heads")),
         kv,
         d,
-        field(c, "F", "intermediate_size", src)?,
+        field(c, "F", spec.ff_key, src)?,
         field(c, "V", "vocab_size", src)?,
     ];
-    let family = match (moe, tied) {
-        (false, false) => "llama",
-        (false, true) => "llama_tied",
-        (true, false) => "mixtral",
-        (true, true) => {
+    let family = match (tied, spec.tied, spec.untied) {
+        (true, Some(f), _) | (false, _, Some(f)) => f,
+        _ => {
+            let (have, family_head) = if tied {
+                ("true", "untied")
+            } else {
+                ("false", "tied to the token embedding")
+            };
             return Err(c.error(
                 "tie_word_embeddings",
                 None,
-                "tie_word_embeddings true is not supported for model_type `mixtral`: the mixtral family's head is untied",
-            ))
+                format!(
+                    "tie_word_embeddings {have} is not supported for model_type `{model_type}`: the family's head is {family_head}"
+                ),
+            ));
         }
     };
-    if moe {
-        let e = field(c, "E", "num_local_experts", src)?;
+    if let Some(experts) = spec.experts {
+        let e = field(c, "E", experts, src)?;
         let k = field(c, "K", "num_experts_per_tok", src)?;
         if k.value > e.value {
             return Err(c.error(
@@ -410,8 +664,28 @@ fn llama(c: &Config, src: &dyn Fn(&str) -> String, model_type: &str) -> Result<P
         symbols.push(sym(
             "C",
             1,
-            "dropless routing, as Hugging Face's MixtralSparseMoeBlock: no token is dropped or padded".into(),
+            "dropless routing, as Hugging Face's sparse MoE blocks: no token is dropped or padded"
+                .into(),
         ));
+    }
+    if model_type == "qwen3_moe" {
+        if c.opt_uint("decoder_sparse_step")?.unwrap_or(1) != 1 {
+            return Err(c.error(
+                "decoder_sparse_step",
+                None,
+                format!("decoder_sparse_step other than 1 is not supported for model_type `{model_type}`: the {model_type} family makes every layer sparse"),
+            ));
+        }
+        if c.get("mlp_only_layers")
+            .and_then(|v| v.as_array())
+            .is_some_and(|a| !a.is_empty())
+        {
+            return Err(c.error(
+                "mlp_only_layers",
+                None,
+                format!("a non-empty mlp_only_layers is not supported for model_type `{model_type}`: the {model_type} family makes every layer sparse"),
+            ));
+        }
     }
     // Rotary settings: Llama 3.1 and later keep the pre-training length in the scaling block,
     // `rope_scaling` or, from transformers 5, `rope_parameters` (which also holds rope_theta).
@@ -447,16 +721,46 @@ fn llama(c: &Config, src: &dyn Fn(&str) -> String, model_type: &str) -> Result<P
     let mut notes = vec![format!(
         "Rotary positions: {theta}; the tables are buffers and cost no parameters."
     )];
-    if let Some(w) = c.opt_uint("sliding_window")? {
+    let windowed = c.opt_bool("use_sliding_window")? != Some(false);
+    if let (Some(w), true) = (c.opt_uint("sliding_window")?, windowed) {
+        let which = if model_type == "gemma2" {
+            " (every other layer)"
+        } else {
+            ""
+        };
         notes.push(format!(
-            "sliding_window {w}: attention is costed over the whole sequence S."
+            "sliding_window {w}{which}: attention is costed over the whole sequence S, as an eager kernel computes and masks it."
         ));
     }
-    let class = match model_type {
-        "mistral" => "MistralForCausalLM",
-        "mixtral" => "MixtralForCausalLM",
-        _ => "LlamaForCausalLM",
-    };
+    if let Some(n) = spec.note {
+        notes.push(n.to_string());
+    }
+    if model_type == "qwen3_moe" && c.opt_bool("norm_topk_prob")? != Some(true) {
+        let how = if c.get("norm_topk_prob").is_some() {
+            "false"
+        } else {
+            "absent (false, the Qwen3MoeConfig default)"
+        };
+        return Err(c.error(
+            "norm_topk_prob",
+            None,
+            format!("norm_topk_prob {how} is not supported for model_type `qwen3_moe`: the qwen3_moe family renormalises the top-K weights"),
+        ));
+    }
+    if model_type == "gemma2" {
+        for key in ["attn_logit_softcapping", "final_logit_softcapping"] {
+            if c.is_null(key) {
+                return Err(c.error(
+                    key,
+                    None,
+                    format!("{key} null is not supported for model_type `gemma2`: the gemma2 family soft-caps scores and logits"),
+                ));
+            }
+        }
+        notes
+            .push("Soft-capping: attention scores and logits pass through cap·tanh(x/cap).".into());
+    }
+    let class = spec.class;
     let module = if tied {
         format!("{class} (head tied to the token embedding)")
     } else {
@@ -528,6 +832,375 @@ fn t5(c: &Config, src: &dyn Fn(&str) -> String) -> Result<Plan> {
             field(c, "F", "d_ff", src)?,
             field(c, "V", "vocab_size", src)?,
             nb,
+        ],
+        seq,
+        notes: vec![],
+    })
+}
+
+/// A boolean field that must have the value the family fixes (`default` when absent).
+fn expect_bool(c: &Config, key: &str, default: bool, want: bool, why: &str) -> Result<()> {
+    let v = c.opt_bool(key)?.unwrap_or(default);
+    if v == want {
+        return Ok(());
+    }
+    let how = if c.get(key).is_some() {
+        String::new()
+    } else {
+        " (its default)".to_string()
+    };
+    Err(c.error(
+        key,
+        None,
+        format!("{key} {v}{how} is not supported for {}: {why}", c.context),
+    ))
+}
+
+/// Hidden size and heads, with the head dimension hidden_size / heads.
+fn heads(c: &Config, src: &dyn Fn(&str) -> String) -> Result<(Sym, Sym, Sym)> {
+    let h = c.uint("hidden_size")?;
+    let nh = c.uint("num_attention_heads")?;
+    let d = divide(
+        c,
+        "num_attention_heads",
+        h,
+        nh,
+        "hidden_size must split into heads",
+    )?;
+    Ok((
+        sym("H", h, src("hidden_size")),
+        sym("NH", nh, src("num_attention_heads")),
+        sym("D", d, src("head dim = hidden_size / num_attention_heads")),
+    ))
+}
+
+/// The rotated dimensions of a head under partial rotary: `int(fraction · D)`, as transformers
+/// computes it, strictly between 0 and D (the families split each head in two).
+fn rotary_dims(
+    c: &Config,
+    key: &str,
+    default: f64,
+    d: u64,
+    src: &dyn Fn(&str) -> String,
+) -> Result<Sym> {
+    let (fraction, from) = match c.get(key) {
+        None => (default, format!("{key} absent = {default}")),
+        Some(v) => match v.as_f64() {
+            Some(f) => (f, key.to_string()),
+            None => {
+                return Err(c.error(
+                    key,
+                    None,
+                    format!("field `{key}` must be a number, found {v}"),
+                ))
+            }
+        },
+    };
+    let rd = (fraction * d as f64).trunc();
+    if !(rd >= 1.0 && rd < d as f64) {
+        return Err(c.error(
+            key,
+            None,
+            format!(
+                "{key} {fraction} is not supported for {}: the family rotates part of each head, between 1 and {} of its {d} dimensions",
+                c.context,
+                d - 1
+            ),
+        ));
+    }
+    Ok(sym(
+        "RD",
+        rd as u64,
+        src(&format!("int({from} × head dim {d})")),
+    ))
+}
+
+fn phi(c: &Config, src: &dyn Fn(&str) -> String) -> Result<Plan> {
+    expect_one_of(
+        c,
+        "hidden_act",
+        "gelu_new",
+        &["gelu_new", "gelu", "gelu_pytorch_tanh", "gelu_fast"],
+        "the phi family's MLP is GELU",
+    )?;
+    refuse_foreign(
+        c,
+        &[
+            "partial_rotary_factor",
+            "resid_pdrop",
+            "embd_pdrop",
+            "attention_dropout",
+        ],
+    )?;
+    expect_bool(
+        c,
+        "tie_word_embeddings",
+        false,
+        false,
+        "the phi family's head is untied, with a bias",
+    )?;
+    let (h, nh, d) = heads(c, src)?;
+    if let Some(kv) = c.opt_uint("num_key_value_heads")? {
+        if kv != nh.value {
+            return Err(c.error(
+                "num_key_value_heads",
+                None,
+                format!("num_key_value_heads {kv} is not supported for model_type `phi`: the phi family has multi-head attention ({} heads)", nh.value),
+            ));
+        }
+    }
+    let rd = rotary_dims(c, "partial_rotary_factor", 0.5, d.value, src)?;
+    let seq = sym(
+        "S",
+        c.uint("max_position_embeddings")?,
+        src("max_position_embeddings"),
+    );
+    Ok(Plan {
+        family: "phi",
+        module: "PhiForCausalLM".into(),
+        symbols: vec![
+            field(c, "L", "num_hidden_layers", src)?,
+            h,
+            nh,
+            d,
+            rd,
+            field(c, "F", "intermediate_size", src)?,
+            field(c, "V", "vocab_size", src)?,
+        ],
+        seq,
+        notes: vec!["Parallel attention and MLP from one layernorm; rotary positions on RD dimensions of each head.".into()],
+    })
+}
+
+fn gpt_neox(c: &Config, src: &dyn Fn(&str) -> String) -> Result<Plan> {
+    expect_one_of(
+        c,
+        "hidden_act",
+        "gelu",
+        &["gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh"],
+        "the gpt_neox family's MLP is GELU",
+    )?;
+    refuse_foreign(
+        c,
+        &[
+            "use_parallel_residual",
+            "rotary_pct",
+            "partial_rotary_factor",
+            "attention_bias",
+        ],
+    )?;
+    expect_bool(
+        c,
+        "use_parallel_residual",
+        true,
+        true,
+        "the gpt_neox family runs attention and the MLP in parallel",
+    )?;
+    expect_bool(
+        c,
+        "attention_bias",
+        true,
+        true,
+        "the gpt_neox family's attention projections have biases",
+    )?;
+    expect_bool(
+        c,
+        "tie_word_embeddings",
+        false,
+        false,
+        "the gpt_neox family's head (embed_out) is untied",
+    )?;
+    for key in ["hidden_dropout", "attention_dropout"] {
+        expect_number(c, key, 0.0, "the gpt_neox family has no dropout")?;
+    }
+    let (h, nh, d) = heads(c, src)?;
+    let rd = if c.get("rotary_pct").is_some() || c.get("partial_rotary_factor").is_none() {
+        rotary_dims(c, "rotary_pct", 0.25, d.value, src)?
+    } else {
+        rotary_dims(c, "partial_rotary_factor", 0.25, d.value, src)?
+    };
+    let seq = sym(
+        "S",
+        c.uint("max_position_embeddings")?,
+        src("max_position_embeddings"),
+    );
+    Ok(Plan {
+        family: "gpt_neox",
+        module: "GPTNeoXForCausalLM".into(),
+        symbols: vec![
+            field(c, "L", "num_hidden_layers", src)?,
+            h,
+            nh,
+            d,
+            rd,
+            field(c, "F", "intermediate_size", src)?,
+            field(c, "V", "vocab_size", src)?,
+        ],
+        seq,
+        notes: vec!["Parallel attention and MLP, each with its own layernorm; rotary positions on RD dimensions of each head.".into()],
+    })
+}
+
+fn falcon(c: &Config, src: &dyn Fn(&str) -> String) -> Result<Plan> {
+    expect_one_of(
+        c,
+        "activation",
+        "gelu",
+        &["gelu"],
+        "the falcon family's MLP is GELU",
+    )?;
+    refuse_foreign(
+        c,
+        &["parallel_attn", "multi_query", "new_decoder_architecture"],
+    )?;
+    expect_bool(
+        c,
+        "parallel_attn",
+        true,
+        true,
+        "the falcon family runs attention and the MLP in parallel",
+    )?;
+    expect_bool(
+        c,
+        "new_decoder_architecture",
+        false,
+        false,
+        "the falcon family has the original layout (one layernorm per layer, as Falcon-7B)",
+    )?;
+    expect_bool(
+        c,
+        "alibi",
+        false,
+        false,
+        "the falcon family has rotary positions",
+    )?;
+    expect_bool(
+        c,
+        "apply_residual_connection_post_layernorm",
+        false,
+        false,
+        "the falcon family adds the residual before the layernorm",
+    )?;
+    expect_bool(
+        c,
+        "tie_word_embeddings",
+        true,
+        true,
+        "the falcon family's head is tied to the embedding",
+    )?;
+    for key in ["hidden_dropout", "attention_dropout"] {
+        expect_number(c, key, 0.0, "the falcon family has no dropout")?;
+    }
+    let (h, nh, d) = heads(c, src)?;
+    let kv = if c.opt_bool("multi_query")?.unwrap_or(true) {
+        sym(
+            "KV",
+            1,
+            src(if c.get("multi_query").is_some() {
+                "multi_query true: one key/value head"
+            } else {
+                "multi_query absent = true: one key/value head"
+            }),
+        )
+    } else {
+        sym(
+            "KV",
+            nh.value,
+            src("multi_query false: key/value heads = num_attention_heads"),
+        )
+    };
+    let f = match c.opt_uint("ffn_hidden_size")? {
+        Some(f) => sym("F", f, src("ffn_hidden_size")),
+        None => sym(
+            "F",
+            4 * h.value,
+            src("ffn_hidden_size absent = 4*hidden_size"),
+        ),
+    };
+    let seq = match c.opt_uint("max_position_embeddings")? {
+        Some(n) => sym("S", n, src("max_position_embeddings")),
+        None => sym(
+            "S",
+            2048,
+            src("max_position_embeddings absent = 2048, the FalconConfig default"),
+        ),
+    };
+    Ok(Plan {
+        family: "falcon",
+        module: "FalconForCausalLM (head tied to the word embedding)".into(),
+        symbols: vec![
+            field(c, "L", "num_hidden_layers", src)?,
+            h,
+            nh,
+            kv,
+            d,
+            f,
+            field(c, "V", "vocab_size", src)?,
+        ],
+        seq,
+        notes: vec!["Parallel attention and MLP from one layernorm; the fused query_key_value is counted as three projections.".into()],
+    })
+}
+
+fn opt(c: &Config, src: &dyn Fn(&str) -> String) -> Result<Plan> {
+    expect_one_of(
+        c,
+        "activation_function",
+        "relu",
+        &["relu"],
+        "the opt family's MLP is ReLU",
+    )?;
+    refuse_foreign(c, &[])?;
+    expect_bool(
+        c,
+        "do_layer_norm_before",
+        true,
+        true,
+        "the opt family is pre-layernorm (OPT-350M is post-layernorm)",
+    )?;
+    expect_bool(
+        c,
+        "enable_bias",
+        true,
+        true,
+        "the opt family's projections have biases",
+    )?;
+    expect_bool(
+        c,
+        "_remove_final_layer_norm",
+        false,
+        false,
+        "the opt family has a final layernorm",
+    )?;
+    expect_bool(
+        c,
+        "tie_word_embeddings",
+        true,
+        true,
+        "the opt family's head is tied to the token embedding",
+    )?;
+    let (h, nh, _) = heads(c, src)?;
+    if let Some(w) = c.opt_uint("word_embed_proj_dim")? {
+        if w != h.value {
+            return Err(c.error(
+                "word_embed_proj_dim",
+                None,
+                format!("word_embed_proj_dim {w} is not supported for model_type `opt`: the opt family has no projection between an embedding of another width and hidden_size {}", h.value),
+            ));
+        }
+    }
+    let p = field(c, "P", "max_position_embeddings", src)?;
+    let seq = sym("S", p.value, src("max_position_embeddings"));
+    Ok(Plan {
+        family: "opt",
+        module: "OPTForCausalLM (head tied to the token embedding)".into(),
+        symbols: vec![
+            field(c, "L", "num_hidden_layers", src)?,
+            h,
+            nh,
+            field(c, "F", "ffn_dim", src)?,
+            field(c, "V", "vocab_size", src)?,
+            p,
         ],
         seq,
         notes: vec![],

@@ -105,6 +105,11 @@ impl Config {
         self.map.get(key).filter(|v| !v.is_null())
     }
 
+    /// The raw value of a top-level field, `null` included.
+    pub fn raw(&self, key: &str) -> Option<&Value> {
+        self.map.get(key)
+    }
+
     /// Whether field `key` is present with the value `null`.
     pub fn is_null(&self, key: &str) -> bool {
         self.map.get(key).is_some_and(Value::is_null)
