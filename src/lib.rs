@@ -15,6 +15,7 @@ pub mod error;
 pub mod import;
 pub mod model;
 pub mod parallel;
+pub mod report;
 pub mod rewrite;
 pub mod rules;
 pub mod search;

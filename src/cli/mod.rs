@@ -12,6 +12,7 @@ mod optimize;
 mod output;
 pub mod progress;
 mod rank;
+mod report;
 mod strategy_args;
 mod timeline;
 mod validate;
@@ -55,6 +56,9 @@ pub enum Command {
     Rank(Box<rank::RankArgs>),
     /// List the shipped models and families.
     Models(models::ModelsArgs),
+    /// Write a self-contained HTML report: ranking, cost components, memory versus time, the top
+    /// strategy's timeline, memory and formulas.
+    Report(Box<report::ReportArgs>),
     /// Predict every shipped published measurement and print the errors (exit 1 when one grows
     /// beyond its recorded bound).
     Validate(validate::ValidateArgs),
@@ -186,5 +190,26 @@ pub fn run(cli: Cli) -> Result<(), Error> {
         Command::Port(args) => timeline::run_port(args),
         Command::Calibrate(args) => calibrate::run(args),
         Command::Validate(args) => validate::run(args),
+        Command::Report(args) => report::run(*args),
     }
+}
+
+/// Runs a command line (`args` without the program name) with `--format json` and returns the
+/// JSON it would print, as text, in order — one document for most commands. This is how other
+/// languages call symshard: the same code path, the same numbers as the command line. Errors are
+/// the command line's, including a rejected argument (as [`Error::Usage`]).
+pub fn run_json<S: AsRef<str>>(args: &[S]) -> Result<Vec<String>, Error> {
+    let mut argv = vec!["symshard".to_string()];
+    argv.extend(args.iter().map(|a| a.as_ref().to_string()));
+    let mut with_json = argv.clone();
+    with_json.extend(["--format".to_string(), "json".to_string()]);
+    // Commands without `--format` (`report`) parse only as given; a bad argument is reported as
+    // the command line reports it.
+    let cli = Cli::try_parse_from(&with_json)
+        .or_else(|_| Cli::try_parse_from(&argv))
+        .map_err(|e| {
+            let text = e.render().to_string();
+            Error::Usage(text.trim_end().trim_start_matches("error: ").to_string())
+        })?;
+    output::capture_json(|| run(cli))
 }

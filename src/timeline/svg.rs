@@ -8,7 +8,7 @@ use super::sim::{Event, Simulation, Stream, What};
 use std::fmt::Write as _;
 
 const WIDTH: f64 = 1200.0;
-const LEFT: f64 = 170.0;
+const LEFT: f64 = 200.0;
 const LANE: f64 = 14.0;
 const TOP: f64 = 48.0;
 
@@ -67,7 +67,11 @@ pub fn gantt_svg(plan: &TimingPlan, sim: &Simulation, title: &str) -> String {
                 WIDTH - LEFT - 20.0
             );
             let label = if k == 0 {
-                format!("device {} · {}", d as u64 * per_stage, st.name())
+                format!(
+                    "stage {d} · device {} · {}",
+                    d as u64 * per_stage,
+                    st.name()
+                )
             } else {
                 st.name().to_string()
             };

@@ -1,0 +1,205 @@
+"""Every function of the package against the command line's JSON: the same numbers, exactly."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+import symshard
+from conftest import FIXTURES
+
+
+def test_models_lists_the_shipped_zoo_with_exact_parameter_counts(cli):
+    got = {m.name: m for m in symshard.models()}
+    want = {m["name"]: m for m in cli.json("models") if "name" in m}
+    assert set(got) == set(want)
+    assert "gpt3-175b" in got
+    for name, m in want.items():
+        assert got[name].family == m["family"]
+        if m.get("params") is not None:
+            assert got[name].params == int(m["params"])
+            assert type(got[name].params) is int
+
+
+def test_rank_returns_the_command_lines_rows_exactly(cli):
+    r = symshard.rank("gpt3-175b", devices=1024)
+    want = cli.json("rank", "gpt3-175b", "--devices", "1024")
+    got = dict(r.raw)
+    got.pop("search_seconds")
+    want.pop("search_seconds")
+    assert got == want
+    assert len(r.rows) == len(want["strategies"]) == 10
+    for row, w in zip(r.rows, want["strategies"]):
+        assert (row.dp, row.tp, row.pp, row.microbatches) == (w["dp"], w["tp"], w["pp"], w["microbatches"])
+        assert row.relative_cost == Fraction(w["relative_cost"])
+        assert isinstance(row.relative_cost, (int, Fraction))
+        assert row.memory.total == int(w["memory"]["total"])
+        assert type(row.memory_per_device) is int
+        assert row.relative.total == row.relative_cost
+    assert r.evaluated == want["evaluated"]
+    assert r.rows[0].rank == 1
+
+
+def test_rank_by_seconds_with_a_calibration_and_options(cli):
+    r = symshard.rank("llama2-7b", devices=64, calib="a100-80gb", top=3, max_microbatches=32)
+    want = cli.json(
+        "rank", "llama2-7b", "--devices", "64", "--calib", "a100-80gb", "--top", "3",
+        "--max-microbatches", "32",
+    )
+    assert [x.iteration_seconds for x in r.rows] == [w["iteration_seconds"] for w in want["strategies"]]
+    assert all(isinstance(x.iteration_seconds, float) for x in r.rows)
+    assert r.calibration == want["calibration"] == "a100-80gb"
+    assert r.simulated == want["simulated"] > 0
+
+
+def test_cost_takes_a_twenty_digit_symbol_exactly(cli):
+    big = 12345678901234567890
+    c = symshard.cost("gpt2-1.5b", B=big)
+    want = cli.json("cost", "gpt2-1.5b", "--set", f"B={big}")
+    assert c.symbols["B"] == big
+    assert type(c.symbols["B"]) is int
+    assert c.flops["forward"]["matmul"] == int(want["flops"]["forward"]["matmul"])
+    assert c.flops["forward"]["matmul"] > 2**64
+    assert c.activations == int(want["memory"]["activations"])
+    assert c.params == int(want["params"])
+    assert c.raw == want
+
+
+def test_cost_under_a_strategy_matches_the_command_line(cli):
+    knobs = {"dp": 2, "tp": 8, "pp": 4, "microbatches": 8, "sequence_parallel": True, "recompute": "selective"}
+    c = symshard.cost("llama2-7b", strategy=knobs)
+    want = cli.json(
+        "cost", "llama2-7b", "--dp", "2", "--tp", "8", "--pp", "4", "--microbatches", "8",
+        "--sequence-parallel", "--recompute", "selective",
+    )
+    assert c.raw == want
+    pd = c.per_device
+    assert pd is not None
+    assert pd.flops == int(want["per_device"]["flops"])
+    assert [x.collective for x in pd.comm] == [x["collective"] for x in want["per_device"]["comm"]]
+    assert all(type(x.bytes) is int for x in pd.comm)
+    assert pd.memory.total == int(want["per_device"]["memory"]["total"])
+    assert [s.flops for s in pd.stages] == [int(s["flops"]) for s in want["per_device"]["stages"]]
+    assert not pd.feasible and "more than" in (pd.reason or "")
+
+
+def test_symbolic_formulas_are_strings_that_evaluate_to_the_exact_counts(cli):
+    sympy = pytest.importorskip("sympy")
+    s = symshard.cost("llama2-7b", symbolic=True)
+    n = symshard.cost("llama2-7b")
+    assert isinstance(s.params, symshard.Formula)
+    assert s.raw == cli.json("cost", "llama2-7b", "--symbolic")
+    at = {sympy.Symbol(k): v for k, v in n.symbols.items()}
+    assert s.params.sympy().subs(at) == n.params
+    for p in ("forward", "backward"):
+        for k in ("matmul", "other"):
+            assert s.flops[p][k].sympy().subs(at) == n.flops[p][k]
+    assert s.activations.sympy().subs(at) == n.activations
+
+
+def test_timeline_matches_the_command_line_and_carries_the_gantt_chart(cli):
+    knobs = {"dp": 4, "tp": 2, "pp": 2, "microbatches": 4}
+    t = symshard.timeline("llama2-7b", knobs, calib="a100-80gb", svg=True)
+    want = cli.json(
+        "timeline", "llama2-7b", "--calib", "a100-80gb", "--dp", "4", "--tp", "2", "--pp", "2",
+        "--microbatches", "4",
+    )
+    assert t.raw == want
+    assert t.iteration_seconds == want["iteration_seconds"]
+    assert t.svg is not None and t.svg.startswith("<svg")
+    assert "stage 1 · device" in t.svg
+
+
+def test_a_rank_row_feeds_timeline_and_cost(cli):
+    r = symshard.rank("llama2-7b", devices=16, top=1)
+    row = r.rows[0]
+    t = symshard.timeline("llama2-7b", row, calib="h100-sxm")
+    assert t.strategy.startswith(f"dp={row.dp} tp={row.tp} pp={row.pp}")
+    c = symshard.cost("llama2-7b", strategy=row)
+    assert c.per_device is not None and c.per_device.memory.total == row.memory_per_device
+
+
+def test_explain_matches_the_command_line(cli):
+    e = symshard.explain("linear")
+    assert e.raw == cli.json("explain", "linear")
+    assert e.name == "linear"
+    assert e.split_table
+
+
+def test_a_hugging_face_config_dict_or_object_is_a_model(cli, tmp_path):
+    src = FIXTURES / "hf" / "Llama-2-7b-hf.json"
+    config = json.loads(src.read_text())
+    want = cli.json("cost", str(src))
+
+    from_dict = symshard.cost(config)
+    assert from_dict.params == int(want["params"])
+    assert from_dict.flops == symshard.cost(src).flops
+
+    class Config:  # the shape of a transformers PretrainedConfig
+        def to_dict(self):
+            return dict(config)
+
+    assert symshard.cost(Config()).params == int(want["params"])
+
+
+def test_a_transformers_config_is_a_model(cli):
+    transformers = pytest.importorskip("transformers")
+    src = FIXTURES / "hf" / "Llama-2-7b-hf.json"
+    cfg = transformers.LlamaConfig(**json.loads(src.read_text()))
+    assert symshard.cost(cfg).params == int(cli.json("cost", str(src))["params"])
+
+
+def test_errors_carry_the_command_lines_message_and_exit_code(cli, tmp_path):
+    with pytest.raises(symshard.SymshardError) as e:
+        symshard.cost("no-such-model")
+    assert (e.value.message, e.value.exit_code) == cli.error("cost", "no-such-model")
+    assert e.value.exit_code == 2
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("family: gpt\nsymbols:\n  L: {value: 2}\n  H: {value: oops}\n")
+    with pytest.raises(symshard.SymshardError) as e:
+        symshard.cost(bad)
+    msg, code = cli.error("cost", str(bad))
+    assert e.value.message == msg
+    assert e.value.exit_code == code == 2
+    assert f"{bad}:" in str(e.value)
+
+    with pytest.raises(symshard.SymshardError) as e:
+        symshard.cost("llama2-7b", NOPE=3)
+    assert "no symbol `NOPE`" in e.value.message
+
+    with pytest.raises(symshard.SymshardError) as e:
+        symshard.rank("llama2-7b", devices=8, top=0)
+    assert e.value.message == cli.error("rank", "llama2-7b", "--devices", "8", "--top", "0")[0]
+
+    with pytest.raises(symshard.SymshardError) as e:
+        symshard.rank("llama2-7b", devices=8, no_such_option=1)
+    assert "--no-such-option" in e.value.message
+
+    with pytest.raises(TypeError):
+        symshard.cost(3.5)
+
+
+def test_tables_as_pandas_data_frames():
+    pytest.importorskip("pandas")
+    r = symshard.rank("llama2-7b", devices=16, top=4)
+    df = r.to_pandas()
+    assert list(df["rank"]) == [1, 2, 3, 4]
+    assert df["relative.total"].iloc[0] == r.rows[0].relative.total
+    c = symshard.cost("llama2-7b", per_op=True)
+    assert len(c.to_pandas()) == len(c.per_op or [])
+    t = symshard.timeline("llama2-7b", {"dp": 8}, calib="a100-80gb")
+    assert len(t.to_pandas()) == len(t.devices)
+    assert len(symshard.explain("linear").to_pandas()) > 0
+
+
+def test_report_is_the_command_lines_report(cli, tmp_path):
+    out = symshard.report("llama2-7b", devices=64, output=tmp_path / "py.html", top=8)
+    p = cli.run("report", "llama2-7b", "--devices", "64", "--top", "8", "-o", str(tmp_path / "cli.html"))
+    assert p.returncode == 0, p.stderr
+    assert out.read_bytes() == (tmp_path / "cli.html").read_bytes()
+    html = out.read_text()
+    assert html.count('<figure class="chart"') == 4

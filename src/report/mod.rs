@@ -1,0 +1,757 @@
+//! A self-contained HTML report of a ranking: the sortable ranking table, the cost components of
+//! each strategy, memory versus time with its Pareto frontier, and the top strategy's timeline,
+//! memory and formulas.
+//!
+//! The report lays out what the commands computed — the JSON of `rank`, of `cost --symbolic` and
+//! of `timeline` for the top strategy, and the timeline's Gantt chart — and computes no cost of
+//! its own. Charts are drawn with `plotters`' SVG backend; the Gantt chart, which can hold tens
+//! of thousands of bars, is embedded zlib-compressed and inflated by the browser. The file
+//! references nothing outside itself.
+
+use crate::error::{Error, Result};
+use crate::sym::Rational;
+use base64::Engine as _;
+use num_traits::ToPrimitive;
+use plotters::prelude::*;
+use serde_json::Value;
+use std::fmt::Write as _;
+
+/// What a report shows.
+pub struct ReportInput<'a> {
+    /// The command line that made it, shown at the top.
+    pub command: String,
+    /// `rank --format json`.
+    pub rank: &'a Value,
+    /// `cost --symbolic --format json` of the top strategy.
+    pub cost: &'a Value,
+    /// `timeline --format json` of the top strategy.
+    pub timeline: &'a Value,
+    /// The top strategy's Gantt chart ([`crate::timeline::gantt_svg`]).
+    pub gantt_svg: &'a str,
+    /// Device memory, in bytes.
+    pub capacity_bytes: &'a Rational,
+}
+
+/// Colours of the cost components (the same in the bars and the table).
+const COMPONENTS: [(&str, &str, RGBColor); 4] = [
+    ("compute", "compute", RGBColor(0x4e, 0x79, 0xa7)),
+    (
+        "comm_intra",
+        "intra-node communication",
+        RGBColor(0xb0, 0x7a, 0xa1),
+    ),
+    (
+        "comm_inter",
+        "inter-node communication",
+        RGBColor(0xe1, 0x57, 0x59),
+    ),
+    ("bubble", "pipeline bubble", RGBColor(0x9c, 0x9c, 0x9c)),
+];
+
+const MEMORY: [(&str, &str, RGBColor); 4] = [
+    ("params", "weights", RGBColor(0x4e, 0x79, 0xa7)),
+    ("grads", "gradients", RGBColor(0x59, 0xa1, 0x4f)),
+    ("optimizer", "optimizer state", RGBColor(0xf2, 0x8e, 0x2b)),
+    (
+        "activations",
+        "saved activations",
+        RGBColor(0xb0, 0x7a, 0xa1),
+    ),
+];
+
+/// An exact number as the commands print it (`"123"` or `"7/3"`).
+fn exact(v: &Value) -> Option<Rational> {
+    match v {
+        Value::String(s) => {
+            let (n, d) = s.split_once('/').unwrap_or((s, "1"));
+            let n: num_bigint::BigInt = n.trim().parse().ok()?;
+            let d: num_bigint::BigInt = d.trim().parse().ok()?;
+            (d != 0.into()).then(|| Rational::new(n, d))
+        }
+        Value::Number(n) => n.as_u64().map(|u| Rational::from_integer(u.into())),
+        _ => None,
+    }
+}
+
+fn float(v: &Value) -> f64 {
+    match v {
+        Value::Number(n) => n.as_f64().unwrap_or(f64::NAN),
+        _ => exact(v).and_then(|r| r.to_f64()).unwrap_or(f64::NAN),
+    }
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+fn chart_err<E: std::fmt::Debug>(e: E) -> Error {
+    Error::Usage(format!("cannot draw a chart: {e:?}"))
+}
+
+/// A short label of a rank row's knobs.
+fn knobs(r: &Value) -> String {
+    let mut s = format!("dp={} tp={} pp={}", r["dp"], r["tp"], r["pp"]);
+    if r["ep"].as_u64().unwrap_or(1) > 1 {
+        let _ = write!(s, " ep={}", r["ep"]);
+    }
+    let _ = write!(s, " mb={}", r["microbatches"]);
+    s
+}
+
+/// Stacked bars of each strategy's relative cost components.
+fn components_svg(rows: &[Value]) -> Result<String> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (960, 380)).into_drawing_area();
+        root.fill(&WHITE).map_err(chart_err)?;
+        let max = rows
+            .iter()
+            .map(|r| float(&r["relative"]["total"]))
+            .fold(0.0, f64::max)
+            .max(1.0);
+        let n = rows.len() as f64;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                "relative cost per strategy and its components (FLOP-equivalents, busiest device, one step)",
+                ("sans-serif", 15),
+            )
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(80)
+            .build_cartesian_2d(0.5f64..n + 0.5, 0f64..max * 1.05)
+            .map_err(chart_err)?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_desc("rank")
+            .x_labels(rows.len().min(25))
+            .x_label_formatter(&|x| format!("{x:.0}"))
+            .y_label_formatter(&|y| format!("{y:.2e}"))
+            .draw()
+            .map_err(chart_err)?;
+        let mut base = vec![0.0; rows.len()];
+        for (key, label, colour) in COMPONENTS {
+            let bars: Vec<Rectangle<(f64, f64)>> = rows
+                .iter()
+                .enumerate()
+                .map(|(i, r)| {
+                    let v = float(&r["relative"][key]);
+                    let x = i as f64 + 1.0;
+                    let rect = Rectangle::new(
+                        [(x - 0.35, base[i]), (x + 0.35, base[i] + v)],
+                        colour.filled(),
+                    );
+                    base[i] += v;
+                    rect
+                })
+                .collect();
+            chart
+                .draw_series(bars)
+                .map_err(chart_err)?
+                .label(label)
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 10, y + 5)], colour.filled())
+                });
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .background_style(WHITE.mix(0.9))
+            .border_style(BLACK)
+            .draw()
+            .map_err(chart_err)?;
+        root.present().map_err(chart_err)?;
+    }
+    Ok(svg)
+}
+
+/// The rows on the memory-versus-time Pareto frontier: no other row is both faster and smaller.
+fn frontier(points: &[(f64, f64)]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..points.len()).collect();
+    order.sort_by(|&a, &b| {
+        points[a]
+            .0
+            .total_cmp(&points[b].0)
+            .then(points[a].1.total_cmp(&points[b].1))
+    });
+    let mut best = f64::INFINITY;
+    let mut out = vec![];
+    for i in order {
+        if points[i].1 < best {
+            best = points[i].1;
+            out.push(i);
+        }
+    }
+    out
+}
+
+/// Memory per device against step time (or relative cost), the frontier and the capacity line.
+fn frontier_svg(rows: &[Value], seconds: bool, capacity: f64) -> Result<String> {
+    let x_of = |r: &Value| {
+        if seconds {
+            float(&r["iteration_seconds"])
+        } else {
+            float(&r["relative_cost"])
+        }
+    };
+    let points: Vec<(f64, f64)> = rows
+        .iter()
+        .map(|r| (x_of(r), float(&r["memory_per_device"]) / 1e9))
+        .collect();
+    let cap = capacity / 1e9;
+    let (x0, x1) = points
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| {
+            (a.min(p.0), b.max(p.0))
+        });
+    let pad = ((x1 - x0) * 0.08).max(x1.abs() * 0.01).max(1e-9);
+    let ymax = points.iter().map(|p| p.1).fold(cap, f64::max) * 1.1;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (960, 400)).into_drawing_area();
+        root.fill(&WHITE).map_err(chart_err)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                "memory per device versus time per step: Pareto frontier and device capacity",
+                ("sans-serif", 15),
+            )
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d((x0 - pad)..(x1 + pad), 0f64..ymax)
+            .map_err(chart_err)?;
+        chart
+            .configure_mesh()
+            .x_desc(if seconds {
+                "simulated seconds per step"
+            } else {
+                "relative cost (FLOP-equivalents)"
+            })
+            .y_desc("memory per device (GB)")
+            .x_label_formatter(&|x| {
+                if seconds {
+                    format!("{x:.3}")
+                } else {
+                    format!("{x:.3e}")
+                }
+            })
+            .draw()
+            .map_err(chart_err)?;
+        let cap_style = ShapeStyle::from(&RED).stroke_width(2);
+        chart
+            .draw_series(DashedLineSeries::new(
+                [(x0 - pad, cap), (x1 + pad, cap)],
+                8,
+                5,
+                cap_style,
+            ))
+            .map_err(chart_err)?
+            .label(format!("device capacity {cap:.1} GB"))
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 14, y)], cap_style));
+        let front = frontier(&points);
+        let line = ShapeStyle::from(&BLACK).stroke_width(1);
+        chart
+            .draw_series(LineSeries::new(front.iter().map(|&i| points[i]), line))
+            .map_err(chart_err)?
+            .label("Pareto frontier")
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 14, y)], line));
+        let fits = |r: &Value| r["feasible"].as_bool() == Some(true);
+        let blue = RGBColor(0x4e, 0x79, 0xa7);
+        chart
+            .draw_series(
+                rows.iter()
+                    .zip(&points)
+                    .filter(|(r, _)| fits(r))
+                    .map(|(_, &p)| Circle::new(p, 4, blue.filled())),
+            )
+            .map_err(chart_err)?
+            .label("strategy that fits")
+            .legend(move |(x, y)| Circle::new((x + 7, y), 4, blue.filled()));
+        if rows.iter().any(|r| !fits(r)) {
+            chart
+                .draw_series(
+                    rows.iter()
+                        .zip(&points)
+                        .filter(|(r, _)| !fits(r))
+                        .map(|(_, &p)| Cross::new(p, 4, RED.stroke_width(2))),
+                )
+                .map_err(chart_err)?
+                .label("does not fit")
+                .legend(|(x, y)| Cross::new((x + 7, y), 4, RED.stroke_width(2)));
+        }
+        chart
+            .draw_series(rows.iter().zip(&points).map(|(r, &p)| {
+                Text::new(
+                    format!("{}", r["rank"]),
+                    p,
+                    ("sans-serif", 10).into_font().color(&BLACK),
+                )
+            }))
+            .map_err(chart_err)?;
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .background_style(WHITE.mix(0.9))
+            .border_style(BLACK)
+            .draw()
+            .map_err(chart_err)?;
+        root.present().map_err(chart_err)?;
+    }
+    Ok(svg)
+}
+
+/// The top strategy's memory by kind, against the capacity.
+fn memory_svg(memory: &Value, capacity: f64) -> Result<String> {
+    let cap = capacity / 1e9;
+    let vals: Vec<f64> = MEMORY
+        .iter()
+        .map(|(k, _, _)| float(&memory[*k]) / 1e9)
+        .collect();
+    let total = float(&memory["total"]) / 1e9;
+    let xmax = total.max(cap) * 1.1;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (960, 220)).into_drawing_area();
+        root.fill(&WHITE).map_err(chart_err)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption("memory per device of #1 (GB)", ("sans-serif", 15))
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(20)
+            .build_cartesian_2d(0f64..xmax, 0f64..1f64)
+            .map_err(chart_err)?;
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .disable_y_axis()
+            .x_desc("GB")
+            .draw()
+            .map_err(chart_err)?;
+        let mut at = 0.0;
+        for ((_, label, colour), v) in MEMORY.iter().zip(&vals) {
+            let (a, b) = (at, at + v);
+            at = b;
+            let colour = *colour;
+            chart
+                .draw_series([Rectangle::new([(a, 0.3), (b, 0.7)], colour.filled())])
+                .map_err(chart_err)?
+                .label(format!("{label} {v:.2} GB"))
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 10, y + 5)], colour.filled())
+                });
+        }
+        let cap_style = ShapeStyle::from(&RED).stroke_width(2);
+        chart
+            .draw_series(DashedLineSeries::new(
+                [(cap, 0.05), (cap, 0.95)],
+                6,
+                4,
+                cap_style,
+            ))
+            .map_err(chart_err)?
+            .label(format!("capacity {cap:.1} GB"))
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 14, y)], cap_style));
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.9))
+            .border_style(BLACK)
+            .draw()
+            .map_err(chart_err)?;
+        root.present().map_err(chart_err)?;
+    }
+    Ok(svg)
+}
+
+fn pct(part: &Value, total: &Value) -> String {
+    match (exact(part), exact(total)) {
+        (Some(p), Some(t)) if t != Rational::from_integer(0.into()) => {
+            format!("{:.1} %", (p / t).to_f64().unwrap_or(f64::NAN) * 100.0)
+        }
+        _ => "-".into(),
+    }
+}
+
+fn ranking_table(rows: &[Value], seconds: bool) -> String {
+    let mut h = String::from("<table class=\"sortable\" id=\"ranking\"><thead><tr>");
+    let heads = [
+        "rank",
+        "dp",
+        "tp",
+        "pp",
+        "ep",
+        "micro-batches",
+        "schedule",
+        "sequence parallel",
+        "recompute",
+        "ZeRO",
+        "relative cost",
+        "compute",
+        "intra-node",
+        "inter-node",
+        "bubble",
+        "memory GB",
+        "s / step",
+        "fits",
+    ];
+    for t in heads {
+        let _ = write!(h, "<th title=\"click to sort\">{t}</th>");
+    }
+    h.push_str("</tr></thead><tbody>\n");
+    for r in rows {
+        let rel = &r["relative"];
+        let total = &rel["total"];
+        let sched = match r["schedule"].as_str() {
+            Some("interleaved-1f1b") => format!("interleaved-1f1b (v={})", r["chunks"]),
+            Some(s) => s.to_string(),
+            None => String::new(),
+        };
+        let secs = r["iteration_seconds"]
+            .as_f64()
+            .map_or("-".to_string(), |s| format!("{s:.4}"));
+        let fits = if r["feasible"].as_bool() == Some(true) {
+            "yes".to_string()
+        } else {
+            format!("no: {}", text(&r["reason"]))
+        };
+        let cells: [(String, String); 18] = [
+            (text(&r["rank"]), text(&r["rank"])),
+            (text(&r["dp"]), text(&r["dp"])),
+            (text(&r["tp"]), text(&r["tp"])),
+            (text(&r["pp"]), text(&r["pp"])),
+            (text(&r["ep"]), text(&r["ep"])),
+            (text(&r["microbatches"]), text(&r["microbatches"])),
+            (sched.clone(), sched),
+            (
+                text(&r["sequence_parallel"]),
+                if r["sequence_parallel"].as_bool() == Some(true) {
+                    "on".into()
+                } else {
+                    "off".into()
+                },
+            ),
+            (text(&r["recompute"]), text(&r["recompute"])),
+            (text(&r["zero"]), text(&r["zero"])),
+            (
+                float(total).to_string(),
+                format!(
+                    "<span title=\"{}\">{:.4e}</span>",
+                    esc(&text(total)),
+                    float(total)
+                ),
+            ),
+            (
+                float(&rel["compute"]).to_string(),
+                pct(&rel["compute"], total),
+            ),
+            (
+                float(&rel["comm_intra"]).to_string(),
+                pct(&rel["comm_intra"], total),
+            ),
+            (
+                float(&rel["comm_inter"]).to_string(),
+                pct(&rel["comm_inter"], total),
+            ),
+            (
+                float(&rel["bubble"]).to_string(),
+                pct(&rel["bubble"], total),
+            ),
+            (
+                float(&r["memory_per_device"]).to_string(),
+                format!(
+                    "<span title=\"{} bytes\">{:.2}</span>",
+                    esc(&text(&r["memory_per_device"])),
+                    float(&r["memory_per_device"]) / 1e9
+                ),
+            ),
+            (
+                r["iteration_seconds"]
+                    .as_f64()
+                    .map_or(String::new(), |s| s.to_string()),
+                secs,
+            ),
+            (fits.clone(), esc(&fits)),
+        ];
+        h.push_str("<tr>");
+        for (i, (key, shown)) in cells.iter().enumerate() {
+            // Cells 10…14 already hold markup built from escaped text.
+            let shown = if (10..=15).contains(&i) || i == 17 {
+                shown.clone()
+            } else {
+                esc(shown)
+            };
+            let _ = write!(h, "<td data-v=\"{}\">{shown}</td>", esc(key));
+        }
+        h.push_str("</tr>\n");
+    }
+    h.push_str("</tbody></table>");
+    if !seconds {
+        h.push_str("<p class=\"note\">Ranked by relative cost; pass <code>--calib</code> to rank by simulated seconds.</p>");
+    }
+    h
+}
+
+fn formulas(cost: &Value, top: &Value) -> String {
+    let mut h = String::new();
+    h.push_str("<h3>Symbols</h3><table class=\"kv\">");
+    if let Some(m) = cost["symbols"].as_object() {
+        for (k, v) in m {
+            let _ = write!(
+                h,
+                "<tr><th>{}</th><td><code>{}</code></td></tr>",
+                esc(k),
+                esc(&text(v))
+            );
+        }
+    }
+    h.push_str(
+        "</table><h3>Whole model, one step (formulas in the symbols)</h3><table class=\"kv\">",
+    );
+    let _ = write!(
+        h,
+        "<tr><th>parameters</th><td><code>{}</code></td></tr>",
+        esc(&text(&cost["params"]))
+    );
+    for pass in ["forward", "backward"] {
+        for class in ["matmul", "other"] {
+            let _ = write!(
+                h,
+                "<tr><th>{pass} FLOPs, {class}</th><td><code>{}</code></td></tr>",
+                esc(&text(&cost["flops"][pass][class]))
+            );
+        }
+    }
+    let _ = write!(
+        h,
+        "<tr><th>activation bytes</th><td><code>{}</code></td></tr></table>",
+        esc(&text(&cost["memory"]["activations"]))
+    );
+    let pd = &cost["per_device"];
+    let _ = write!(
+        h,
+        "<h3>Per device under #1 ({})</h3><table class=\"kv\">",
+        esc(&text(&pd["strategy"]))
+    );
+    let _ = write!(
+        h,
+        "<tr><th>FLOPs</th><td><code>{}</code></td></tr><tr><th>pipeline send bytes</th><td><code>{}</code></td></tr>",
+        esc(&text(&pd["flops"])),
+        esc(&text(&pd["p2p_bytes"]))
+    );
+    for (k, label, _) in MEMORY {
+        let _ = write!(
+            h,
+            "<tr><th>{label} bytes</th><td><code>{}</code></td></tr>",
+            esc(&text(&pd["memory"][k]))
+        );
+    }
+    let rel = &top["relative"];
+    for (k, label, _) in COMPONENTS {
+        let _ = write!(
+            h,
+            "<tr><th>relative cost: {label}</th><td><code>{}</code></td></tr>",
+            esc(&text(&rel[k]))
+        );
+    }
+    let _ = write!(
+        h,
+        "<tr><th>relative cost</th><td><code>{}</code></td></tr></table>",
+        esc(&text(&rel["total"]))
+    );
+    h.push_str("<h3>Collectives per device and step</h3><table class=\"sortable\" id=\"collectives\"><thead><tr><th>collective</th><th>axis</th><th>tier</th><th>bytes</th><th>count</th><th>where</th></tr></thead><tbody>");
+    for c in pd["comm"].as_array().map(Vec::as_slice).unwrap_or_default() {
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td data-v=\"{}\">{}</td><td data-v=\"{}\">{}</td><td>{}</td></tr>",
+            esc(&text(&c["collective"])),
+            esc(&text(&c["axis"])),
+            esc(&text(&c["tier"])),
+            float(&c["bytes"]),
+            esc(&text(&c["bytes"])),
+            esc(&text(&c["count"])),
+            esc(&text(&c["count"])),
+            esc(&text(&c["op"]))
+        );
+    }
+    h.push_str("</tbody></table>");
+    h
+}
+
+fn timeline_summary(t: &Value) -> String {
+    let mut h = String::from("<table class=\"kv\">");
+    let row = |h: &mut String, k: &str, v: String| {
+        let _ = write!(h, "<tr><th>{k}</th><td>{}</td></tr>", esc(&v));
+    };
+    row(&mut h, "machine", text(&t["calibration"]));
+    row(
+        &mut h,
+        "seconds per step",
+        format!("{:.4}", float(&t["iteration_seconds"])),
+    );
+    row(
+        &mut h,
+        "tokens per second",
+        format!("{:.0}", float(&t["tokens_per_second"])),
+    );
+    row(
+        &mut h,
+        "model TFLOP/s per device",
+        format!("{:.1}", float(&t["model_tflops_per_device"])),
+    );
+    row(&mut h, "MFU", format!("{:.1} %", float(&t["mfu"]) * 100.0));
+    row(
+        &mut h,
+        "pipeline bubble",
+        format!("{:.1} %", float(&t["bubble_fraction"]) * 100.0),
+    );
+    row(&mut h, "devices shown", text(&t["representative"]));
+    h.push_str("</table>");
+    h
+}
+
+const STYLE: &str = r#"
+body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px auto;max-width:1240px;color:#222;padding:0 16px}
+h1{font-size:22px;margin-bottom:4px} h2{font-size:18px;margin-top:32px;border-bottom:1px solid #ddd} h3{font-size:14px}
+code,.cmd{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px}
+.cmd{background:#f4f4f4;padding:6px 8px;display:inline-block}
+table{border-collapse:collapse;font-size:12px} td,th{border:1px solid #ddd;padding:3px 6px;text-align:right}
+table.kv th{text-align:left;background:#fafafa} table.kv td{text-align:left;word-break:break-all}
+table.sortable th{cursor:pointer;background:#f0f0f0;position:sticky;top:0} table.sortable th:hover{background:#e4e4e4}
+tbody tr:first-child td{font-weight:600}
+figure.chart{margin:8px 0;overflow-x:auto} .note{color:#666;font-size:12px}
+"#;
+
+const SCRIPT: &str = r#"
+document.querySelectorAll('table.sortable').forEach(function(t){
+  t.querySelectorAll('th').forEach(function(th,i){
+    th.addEventListener('click',function(){
+      var b=t.tBodies[0],rows=Array.prototype.slice.call(b.rows),up=th.dataset.dir!=='up';
+      t.querySelectorAll('th').forEach(function(x){delete x.dataset.dir});th.dataset.dir=up?'up':'down';
+      rows.sort(function(r,s){
+        var x=r.cells[i].dataset.v||r.cells[i].textContent,y=s.cells[i].dataset.v||s.cells[i].textContent;
+        var nx=parseFloat(x),ny=parseFloat(y),c=(!isNaN(nx)&&!isNaN(ny))?nx-ny:x.localeCompare(y);
+        return up?c:-c;});
+      rows.forEach(function(r){b.appendChild(r)});
+    });
+  });
+});
+(async function(){
+  var el=document.getElementById('timeline');
+  try{
+    var bytes=Uint8Array.from(atob(el.dataset.zlib),function(c){return c.charCodeAt(0)});
+    var stream=new Blob([bytes]).stream().pipeThrough(new DecompressionStream('deflate'));
+    el.innerHTML=await new Response(stream).text();
+    delete el.dataset.zlib;
+  }catch(e){
+    el.textContent='This browser cannot inflate the embedded timeline ('+e+').';
+  }
+  document.body.dataset.rendered='yes';
+})();
+"#;
+
+/// The report as one HTML document.
+pub fn html(input: &ReportInput) -> Result<String> {
+    let r = input.rank;
+    let rows: Vec<Value> = r["strategies"].as_array().cloned().unwrap_or_default();
+    let top = rows
+        .first()
+        .ok_or_else(|| Error::Usage("a report needs at least one ranked strategy".into()))?;
+    let seconds = rows.iter().all(|x| x["iteration_seconds"].is_number());
+    let capacity = input.capacity_bytes.to_f64().unwrap_or(f64::NAN);
+    let title = format!("{} on {} devices", text(&r["model"]), text(&r["devices"]));
+    let mut h = String::new();
+    let _ = write!(
+        h,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\"><title>symshard · {}</title><style>{STYLE}</style></head><body>\n",
+        esc(&title)
+    );
+    let _ = writeln!(
+        h,
+        "<h1>{}</h1><p><span class=\"cmd\">{}</span></p><p>{} per node; machine balance from <b>{}</b>; ranked by {}; {} strategies priced, {} fit in {:.1} GB.</p>",
+        esc(&title),
+        esc(&input.command),
+        esc(&text(&r["gpus_per_node"])),
+        esc(&text(&r["calibration"])),
+        if seconds {
+            "simulated seconds per step"
+        } else {
+            "relative cost (FLOP-equivalents)"
+        },
+        esc(&text(&r["evaluated"])),
+        esc(&text(&r["feasible"])),
+        capacity / 1e9
+    );
+    let _ = writeln!(
+        h,
+        "<section><h2>Ranking</h2><p class=\"note\">Click a column to sort. Hover a relative cost or a memory figure for its exact value.</p>{}</section>",
+        ranking_table(&rows, seconds)
+    );
+    let _ = writeln!(
+        h,
+        "<section><h2>Cost components</h2><figure class=\"chart\" id=\"components\">{}</figure></section>",
+        components_svg(&rows)?
+    );
+    let _ = writeln!(
+        h,
+        "<section><h2>Memory versus time</h2><figure class=\"chart\" id=\"frontier\">{}</figure></section>",
+        frontier_svg(&rows, seconds, capacity)?
+    );
+    let packed = miniz_oxide::deflate::compress_to_vec_zlib(input.gantt_svg.as_bytes(), 9);
+    let _ = writeln!(
+        h,
+        "<section><h2>Timeline of #1: {}</h2>{}<figure class=\"chart\" id=\"timeline\" data-zlib=\"{}\"></figure></section>",
+        esc(&knobs(top)),
+        timeline_summary(input.timeline),
+        base64::engine::general_purpose::STANDARD.encode(packed)
+    );
+    let _ = writeln!(
+        h,
+        "<section><h2>Memory of #1</h2><figure class=\"chart\" id=\"memory\">{}</figure></section>",
+        memory_svg(&top["memory"], capacity)?
+    );
+    let _ = writeln!(
+        h,
+        "<section><h2>Formulas behind #1</h2>{}</section>",
+        formulas(input.cost, top)
+    );
+    let _ = write!(h, "<script>{SCRIPT}</script>\n</body></html>\n");
+    Ok(h)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frontier_keeps_rows_no_other_beats_on_both() {
+        let pts = [
+            (1.0, 50.0),
+            (2.0, 40.0),
+            (3.0, 45.0),
+            (1.5, 60.0),
+            (4.0, 10.0),
+        ];
+        assert_eq!(frontier(&pts), vec![0, 1, 4]);
+    }
+
+    #[test]
+    fn exact_numbers_read_back() {
+        assert_eq!(
+            exact(&Value::String("7/3".into())),
+            Some(Rational::new(7.into(), 3.into()))
+        );
+        assert_eq!(exact(&Value::String("1/0".into())), None);
+        assert_eq!(exact(&Value::String("x".into())), None);
+    }
+}

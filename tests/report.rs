@@ -1,0 +1,130 @@
+//! `symshard report`: one self-contained HTML file whose numbers are the commands' own, and the
+//! command line's errors for bad input.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+
+fn symshard() -> Command {
+    Command::cargo_bin("symshard").unwrap()
+}
+
+fn json(args: &[&str]) -> serde_json::Value {
+    let out = symshard()
+        .args(args)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn report_shows_the_ranking_and_the_top_strategys_numbers_and_fetches_nothing() {
+    let dir = tempfile_dir();
+    let path = dir.join("r.html");
+    symshard()
+        .args(["report", "llama2-7b", "--devices", "16", "--top", "5", "-o"])
+        .arg(&path)
+        .assert()
+        .success();
+    let html = std::fs::read_to_string(&path).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert_eq!(html.matches("<figure class=\"chart\"").count(), 4);
+    // Three charts drawn here, the Gantt chart embedded compressed.
+    assert_eq!(html.matches("<svg").count(), 3);
+    assert!(html.contains("data-zlib=\""));
+    for bad in ["<link", "<script src", "<img", "@import", "url("] {
+        assert!(!html.contains(bad), "{bad}");
+    }
+    let refs: Vec<&str> = html
+        .match_indices("http")
+        .map(|(i, _)| &html[i..i + 26])
+        .collect();
+    assert!(
+        refs.iter()
+            .all(|r| r.starts_with("http://www.w3.org/2000/svg")),
+        "{refs:?}"
+    );
+
+    let rank = json(&["rank", "llama2-7b", "--devices", "16", "--top", "5"]);
+    let rows = rank["strategies"].as_array().unwrap();
+    assert_eq!(html.matches("<tr><td data-v=").count(), rows.len());
+    let top = &rows[0];
+    // The exact relative cost and memory of every row, as `rank` prints them.
+    for r in rows {
+        let cost = r["relative_cost"].as_str().unwrap();
+        assert!(html.contains(&format!("title=\"{cost}\"")), "{cost}");
+        let mem = r["memory_per_device"].as_str().unwrap();
+        assert!(html.contains(&format!("title=\"{mem} bytes\"")), "{mem}");
+    }
+    // The top strategy's exact per-device FLOPs, as `cost` prints them under its knobs.
+    let mut knobs = vec!["cost".to_string(), "llama2-7b".into()];
+    for k in ["dp", "tp", "pp", "microbatches", "chunks", "zero", "ep"] {
+        knobs.extend([format!("--{k}"), top[k].to_string()]);
+    }
+    if top["schedule"] != "none" {
+        knobs.extend([
+            "--schedule".into(),
+            top["schedule"].as_str().unwrap().into(),
+        ]);
+    }
+    knobs.extend([
+        "--recompute".into(),
+        top["recompute"].as_str().unwrap().into(),
+    ]);
+    if top["sequence_parallel"] == true {
+        knobs.push("--sequence-parallel".into());
+    }
+    let args: Vec<&str> = knobs.iter().map(String::as_str).collect();
+    let cost = json(&args);
+    let flops = cost["per_device"]["flops"].as_str().unwrap();
+    assert!(html.contains(&format!("<code>{flops}</code>")), "{flops}");
+}
+
+#[test]
+fn report_rejects_bad_input_with_the_commands_errors() {
+    let dir = tempfile_dir();
+    symshard()
+        .args(["report", "no-such-model", "--devices", "8", "-o"])
+        .arg(dir.join("x.html"))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("no-such-model"));
+    let bad = dir.join("bad.yaml");
+    std::fs::write(&bad, "family: gpt\nsymbols:\n  L: {value: oops}\n").unwrap();
+    symshard()
+        .args(["report"])
+        .arg(&bad)
+        .args(["--devices", "8", "-o"])
+        .arg(dir.join("y.html"))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(format!("{}:", bad.display())));
+    symshard()
+        .args(["report", "llama2-7b", "--devices", "8", "--top", "0", "-o"])
+        .arg(dir.join("z.html"))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--top must be at least 1"));
+    symshard()
+        .args(["report", "llama2-7b", "--devices", "8", "-o"])
+        .arg(dir.join("no-such-dir").join("r.html"))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("no-such-dir"));
+    assert!(!dir.join("x.html").exists());
+}
+
+fn tempfile_dir() -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "symshard-report-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
