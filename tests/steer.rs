@@ -879,3 +879,34 @@ fn emit_works_with_json_and_refuses_what_it_cannot_say() {
     assert!(text.contains("--tensor-model-parallel-size"), "{text}");
     assert!(text.contains("--attention-backend unfused"), "{text}");
 }
+
+#[test]
+fn the_pareto_frontier_by_seconds_ends_at_the_fastest() {
+    let v = json(&[
+        "rank",
+        "gpt3-125m",
+        "--devices",
+        "8",
+        "--calib",
+        "a100-80gb",
+        "--pareto",
+        "--top",
+        "1",
+        "--format",
+        "json",
+    ]);
+    let front = v["pareto"].as_array().unwrap();
+    assert!(front.len() >= 2, "{}", front.len());
+    for w in front.windows(2) {
+        assert!(num(&w[0]["memory_per_device"]) < num(&w[1]["memory_per_device"]));
+        let (a, b) = (
+            w[0]["iteration_seconds"].as_f64().unwrap(),
+            w[1]["iteration_seconds"].as_f64().unwrap(),
+        );
+        assert!(a > b, "{a} then {b}");
+    }
+    assert_eq!(
+        front.last().unwrap()["iteration_seconds"],
+        rows(&v)[0]["iteration_seconds"]
+    );
+}
