@@ -32,6 +32,7 @@ fn opts(devices: u64) -> RankOptions {
         memory: Rational::from_integer(80_000_000_000u64.into()),
         max_microbatches: 256,
         seconds: false,
+        ..RankOptions::default()
     }
 }
 

@@ -203,7 +203,8 @@ fn strategy_files() {
     ]);
     assert_eq!(
         v["per_device"]["strategy"],
-        "dp=8 tp=8 pp=16 mb=192 interleaved-1f1b(v=2) sp=on recompute=selective zero=1"
+        // B = 1536 (gpt3-175b) over dp = 8 and 192 micro-batches: micro-batch size 1.
+        "dp=8 tp=8 pp=16 mbs=1 interleaved-1f1b(v=2) sp=on recompute=selective zero=1"
     );
     for (file, line, what) in [
         (

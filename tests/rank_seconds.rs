@@ -118,6 +118,7 @@ fn ranked(model: &str, devices: u64, top: usize, machine: &str) -> Vec<(String, 
         memory: calib.memory_bytes(),
         max_microbatches: 64,
         seconds: true,
+        ..RankOptions::default()
     };
     rank(&m, &m.values, &calib, &opts)
         .unwrap()
@@ -193,6 +194,7 @@ fn relative_cost_order_against_simulated_order() {
                 memory: calib.memory_bytes(),
                 max_microbatches: 256,
                 seconds: false,
+                ..RankOptions::default()
             };
             let rows = rank(&m, &m.values, pricing, &opts).unwrap().rows;
             let (mut rel, mut sim) = (Vec::new(), Vec::new());

@@ -189,7 +189,7 @@ pub fn run(args: CostArgs) -> Result<(), Error> {
     let mut out = out;
     let mut eval: Option<Evaluation> = None;
     if args.strategy.given() {
-        let st = args.strategy.resolve_for(&model)?;
+        let st = args.strategy.resolve_for(&model, &values)?;
         let (analysis, e) = evaluate_strategy(
             &model,
             &values,
@@ -222,7 +222,7 @@ pub fn run(args: CostArgs) -> Result<(), Error> {
             None
         };
         out.per_device = Some(PerDevice {
-            strategy: e.knobs.to_string(),
+            strategy: e.knobs.describe(values.get("B")),
             flops: e.flops.clone(),
             comm: e
                 .comm

@@ -4,19 +4,22 @@ use super::output::print_json;
 use super::{Format, SymbolArgs};
 use crate::calib::Calibration;
 use crate::error::Error;
-use crate::parallel::{analyse, Layout};
-use crate::search::{rank_with_progress, RankOptions};
-use crate::strategy::{Recompute, Schedule, Tier};
+use crate::search::steer::{apply_headroom, parse_memory};
+use crate::search::{rank_with_progress, RankOptions, Steer};
+use crate::strategy::{Knobs, Schedule, Tier};
 use crate::sym::Rational;
 use clap::Args;
 use num_traits::ToPrimitive;
 use serde::Serialize;
+use std::collections::BTreeMap;
 
 /// What `--emit` prints about the top strategy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Emit {
     /// Megatron-LM command-line arguments.
     Megatron,
+    /// A torchtitan TOML job config.
+    Torchtitan,
     /// Full per-operator placements as JSON.
     Json,
 }
@@ -38,15 +41,44 @@ pub struct RankArgs {
     /// A calibration table (file or shipped name) for the balance ratios and memory.
     #[arg(long, value_name = "FILE")]
     pub calib: Option<String>,
-    /// Device memory in bytes (default: the calibration's capacity).
-    #[arg(long, value_name = "BYTES")]
-    pub memory: Option<u64>,
+    /// Device memory: bytes, or with a unit (`75GB`, `80GiB`); default: the calibration's
+    /// capacity.
+    #[arg(long, value_name = "SIZE")]
+    pub memory: Option<String>,
+    /// Memory kept free on each device: a share (`10%`) or an amount (`8GB`).
+    #[arg(long, value_name = "SHARE|SIZE")]
+    pub headroom: Option<String>,
     /// Largest micro-batch count to try.
     #[arg(long, default_value_t = 256)]
     pub max_microbatches: u64,
+    /// Most model chunks per device tried with the interleaved schedule (every count from 2 up
+    /// to this that divides the layers per stage).
+    #[arg(long, default_value_t = crate::search::DEFAULT_MAX_CHUNKS)]
+    pub max_chunks: u64,
+    /// Fix knobs: `--fix tp=8,pp=4,zero=1` (dp, tp, pp, ep, mbs, microbatches, chunks, zero,
+    /// schedule, sp, recompute).
+    #[arg(long, value_name = "KNOB=VALUE,…")]
+    pub fix: Vec<String>,
+    /// Cap knobs: `--max tp=8,pp=16`.
+    #[arg(long, value_name = "KNOB=VALUE,…")]
+    pub max: Vec<String>,
+    /// Only this pipeline schedule (gpipe, 1f1b, interleaved-1f1b) where pp > 1.
+    #[arg(long)]
+    pub schedule: Option<String>,
+    /// Only this micro-batch size (samples per micro-batch and data-parallel rank).
+    #[arg(long, value_name = "N")]
+    pub micro_batch_size: Option<u64>,
+    /// No sequence parallelism.
+    #[arg(long)]
+    pub no_sp: bool,
+    /// Also show the Pareto frontier of memory against relative cost (seconds with --calib).
+    #[arg(long)]
+    pub pareto: bool,
+    /// Model symbols and attention.
     #[command(flatten)]
     pub symbols: SymbolArgs,
-    /// Also print the top strategy as Megatron-LM arguments or per-operator placements.
+    /// Also print the top strategy as Megatron-LM arguments, a torchtitan TOML job config, or
+    /// per-operator placements.
     #[arg(long, value_enum)]
     pub emit: Option<Emit>,
     /// Output format.
@@ -60,6 +92,9 @@ struct Row {
     dp: u64,
     tp: u64,
     pp: u64,
+    /// Samples per micro-batch and data-parallel rank (Megatron-LM's `--micro-batch-size`).
+    micro_batch_size: Option<u64>,
+    /// Micro-batches per step: global batch ÷ (dp × micro-batch size).
     microbatches: u64,
     schedule: String,
     chunks: u64,
@@ -78,15 +113,39 @@ struct Row {
     reason: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     iteration_seconds: Option<f64>,
+    /// Knobs whose values do not change this row's cost or memory: each with the values that
+    /// give the same row.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    knobs_that_do_not_matter: BTreeMap<String, Vec<String>>,
+    /// The strategy as one string.
+    strategy: String,
 }
 
 #[derive(Serialize)]
 struct Out {
     model: String,
+    /// Global batch B and sequence length S the strategies were ranked at.
+    #[serde(serialize_with = "crate::sym::ser_rational")]
+    global_batch: Rational,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sequence_length: Option<String>,
     devices: u64,
     gpus_per_node: u64,
     calibration: String,
+    /// Usable memory per device (after headroom), bytes.
+    #[serde(serialize_with = "crate::sym::ser_rational")]
+    memory_limit: Rational,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    steering: String,
     strategies: Vec<Row>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pareto: Vec<Row>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    smallest_footprint: Option<Row>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nothing_fits: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    emitted: Option<serde_json::Value>,
     evaluated: usize,
     feasible: usize,
     rejected: std::collections::BTreeMap<String, usize>,
@@ -123,6 +182,108 @@ fn gb(r: &Rational) -> String {
     format!("{:.1}", r.to_f64().unwrap_or(f64::NAN) / 1e9)
 }
 
+/// The knobs in which `alike` differ from `k`, each with every value seen (the row's first).
+fn free_knobs(k: &Knobs, alike: &[Knobs], batch: &Rational) -> BTreeMap<String, Vec<String>> {
+    let fields = |k: &Knobs| -> Vec<(&'static str, String)> {
+        vec![
+            ("dp", k.dp.to_string()),
+            ("tp", k.tp.to_string()),
+            ("pp", k.pp.to_string()),
+            ("ep", k.ep.to_string()),
+            (
+                "mbs",
+                k.micro_batch_size(batch)
+                    .map_or_else(|| "-".into(), |m| m.to_string()),
+            ),
+            ("schedule", sched_name(k)),
+            ("sp", if k.sequence_parallel { "on" } else { "off" }.into()),
+            ("recompute", k.recompute.to_string()),
+            ("zero", k.zero.to_string()),
+        ]
+    };
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let base = fields(k);
+    for other in alike {
+        for ((name, a), (_, b)) in base.iter().zip(fields(other)) {
+            if *a != b {
+                let e = out
+                    .entry(name.to_string())
+                    .or_insert_with(|| vec![a.clone()]);
+                if !e.contains(&b) {
+                    e.push(b);
+                }
+            }
+        }
+    }
+    out
+}
+
+fn sched_name(k: &Knobs) -> String {
+    match k.schedule {
+        _ if k.pp == 1 => "none".into(),
+        Schedule::Interleaved => format!("interleaved(v={})", k.chunks),
+        s => s.to_string(),
+    }
+}
+
+fn row_of(r: &crate::search::RankedRow, batch: &Rational) -> Row {
+    let e = &r.evaluation;
+    let k = &e.knobs;
+    Row {
+        rank: r.rank,
+        dp: k.dp,
+        tp: k.tp,
+        pp: k.pp,
+        micro_batch_size: k.micro_batch_size(batch),
+        microbatches: k.microbatches,
+        schedule: if k.pp == 1 {
+            "none".into()
+        } else {
+            k.schedule.to_string()
+        },
+        chunks: k.chunks,
+        sequence_parallel: k.sequence_parallel,
+        recompute: k.recompute.to_string(),
+        zero: k.zero,
+        ep: k.ep,
+        relative_cost: e.relative.total.clone(),
+        relative: e.relative.clone(),
+        memory_per_device: e.memory.total.clone(),
+        memory: e.memory.clone(),
+        feasible: e.feasible,
+        reason: e.reason.clone(),
+        iteration_seconds: r.seconds,
+        knobs_that_do_not_matter: free_knobs(k, &r.alike, batch),
+        strategy: k.describe(Some(batch)),
+    }
+}
+
+/// The search constraints the flags state.
+fn steering(args: &RankArgs) -> Result<Steer, Error> {
+    let mut steer = Steer::default();
+    for f in &args.fix {
+        steer.fix(f, "--fix").map_err(Error::Usage)?;
+    }
+    if let Some(s) = &args.schedule {
+        steer
+            .fix(&format!("schedule={s}"), "--schedule")
+            .map_err(Error::Usage)?;
+    }
+    if let Some(m) = args.micro_batch_size {
+        steer
+            .fix(&format!("mbs={m}"), "--micro-batch-size")
+            .map_err(Error::Usage)?;
+    }
+    if args.no_sp {
+        steer.fix("sp=off", "--no-sp").map_err(Error::Usage)?;
+    }
+    for m in &args.max {
+        steer.max(m, "--max").map_err(Error::Usage)?;
+    }
+    steer.check_devices(args.devices).map_err(Error::Usage)?;
+    Ok(steer)
+}
+
 /// Runs `rank`.
 pub fn run(args: RankArgs) -> Result<(), Error> {
     let loader = args.symbols.loader()?;
@@ -147,18 +308,35 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
     if args.max_microbatches == 0 {
         return Err(Error::Usage("--max-microbatches must be at least 1".into()));
     }
-    let memory = match args.memory {
-        Some(0) => return Err(Error::Usage("--memory must be positive".into())),
-        Some(m) => Rational::from_integer(m.into()),
+    if args.max_chunks == 0 || args.max_chunks > crate::strategy::MAX_DEVICES {
+        return Err(Error::Usage(format!(
+            "--max-chunks must be at least 1 (1: no interleaving), not {}",
+            args.max_chunks
+        )));
+    }
+    let steer = steering(&args)?;
+    let capacity = match &args.memory {
+        Some(m) => parse_memory(m).map_err(|e| Error::Usage(format!("--memory: {e}")))?,
         None => calib.memory_bytes(),
     };
+    let memory = match &args.headroom {
+        Some(h) => apply_headroom(h, &capacity).map_err(Error::Usage)?,
+        None => capacity.clone(),
+    };
+    let batch = values
+        .get("B")
+        .cloned()
+        .unwrap_or_else(|| Rational::from_integer(1.into()));
     let opts = RankOptions {
         devices: args.devices,
         gpus_per_node,
         top: args.top,
-        memory,
+        memory: memory.clone(),
         max_microbatches: args.max_microbatches.max(1),
         seconds: args.calib.is_some(),
+        max_chunks: args.max_chunks,
+        steer: steer.clone(),
+        pareto: args.pareto,
     };
     let pb = super::progress::bar(0, "ranking mesh shapes");
     let result = rank_with_progress(&model, &values, &calib, &opts, &mut |done, all| {
@@ -167,38 +345,42 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
     });
     pb.finish_and_clear();
     let result = result.map_err(Error::Usage)?;
-    let rows: Vec<Row> = result
-        .rows
-        .iter()
-        .map(|r| {
-            let e = &r.evaluation;
-            let k = &e.knobs;
-            Row {
-                rank: r.rank,
-                dp: k.dp,
-                tp: k.tp,
-                pp: k.pp,
-                microbatches: k.microbatches,
-                schedule: if k.pp == 1 {
-                    "none".into()
-                } else {
-                    k.schedule.to_string()
-                },
-                chunks: k.chunks,
-                sequence_parallel: k.sequence_parallel,
-                recompute: k.recompute.to_string(),
-                zero: k.zero,
-                ep: k.ep,
-                relative_cost: e.relative.total.clone(),
-                relative: e.relative.clone(),
-                memory_per_device: e.memory.total.clone(),
-                memory: e.memory.clone(),
-                feasible: e.feasible,
-                reason: e.reason.clone(),
-                iteration_seconds: r.seconds,
+    let rows: Vec<Row> = result.rows.iter().map(|r| row_of(r, &batch)).collect();
+    let pareto: Vec<Row> = result.pareto.iter().map(|r| row_of(r, &batch)).collect();
+    let smallest = result.smallest.as_ref().map(|e| {
+        row_of(
+            &crate::search::RankedRow {
+                rank: 0,
+                evaluation: e.clone(),
+                seconds: None,
+                alike: Vec::new(),
+            },
+            &batch,
+        )
+    });
+    let nothing_fits = result.smallest.as_ref().map(|s| {
+        let mut msg = format!(
+            "nothing fits in {} GB per device: the smallest footprint reachable is {} GB ({})",
+            gb(&memory),
+            gb(&s.memory.total),
+            s.knobs.describe(Some(&batch))
+        );
+        if let Some(c) = &result.cheapest {
+            let changes = free_knobs(&c.knobs, std::slice::from_ref(&s.knobs), &batch);
+            if !changes.is_empty() {
+                let list: Vec<String> = changes
+                    .iter()
+                    .map(|(k, v)| format!("{k} {}", v.join(" → ")))
+                    .collect();
+                msg.push_str(&format!(
+                    "; from the cheapest strategy ({} GB) it is reached by {}",
+                    gb(&c.memory.total),
+                    list.join(", ")
+                ));
             }
-        })
-        .collect();
+        }
+        msg
+    });
     let range = result
         .balance_range
         .as_ref()
@@ -228,12 +410,24 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
             }
         }
     }
+    let emitted = match (args.emit, result.rows.first()) {
+        (Some(emit), Some(top)) => Some(super::emit::emit(emit, &model, &values, &top.evaluation)?),
+        _ => None,
+    };
     let out = Out {
         model: model.name.clone(),
+        global_batch: batch.clone(),
+        sequence_length: values.get("S").map(|s| s.to_string()),
         devices: args.devices,
         gpus_per_node,
         calibration: calib.name.clone(),
+        memory_limit: memory.clone(),
+        steering: steer.describe(),
         strategies: rows,
+        pareto,
+        smallest_footprint: smallest,
+        nothing_fits,
+        emitted: emitted.as_ref().map(|e| e.json.clone()),
         evaluated: result.evaluated,
         simulated: result.simulated,
         feasible: result.feasible,
@@ -243,89 +437,31 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
         search_seconds: result.search_seconds,
     };
     match args.format {
-        Format::Json if args.emit.is_none() => print_json(&out)?,
-        Format::Json => {}
-        Format::Table => print_table(&out, &calib, &result),
-    }
-    if let (Some(emit), Some(top)) = (args.emit, result.rows.first()) {
-        let k = &top.evaluation.knobs;
-        match emit {
-            Emit::Megatron => {
-                let b = values
-                    .get("B")
-                    .cloned()
-                    .unwrap_or_else(|| Rational::from_integer(1.into()));
-                let micro = &b / Rational::from_integer((k.dp * k.microbatches).into());
-                let mut a = vec![
-                    format!("--tensor-model-parallel-size {}", k.tp),
-                    format!("--pipeline-model-parallel-size {}", k.pp),
-                    format!("--micro-batch-size {}", micro.to_integer()),
-                    format!("--global-batch-size {}", b.to_integer()),
-                ];
-                if k.schedule == Schedule::Interleaved && k.pp > 1 {
-                    let layers = top
-                        .evaluation
-                        .stages
-                        .iter()
-                        .flat_map(|s| s.items.iter())
-                        .filter(|(n, _)| n == "layer")
-                        .map(|(_, c)| c)
-                        .sum::<u64>();
-                    a.push(format!(
-                        "--num-layers-per-virtual-pipeline-stage {}",
-                        layers / (k.pp * k.chunks).max(1)
-                    ));
-                }
-                if k.sequence_parallel {
-                    a.push("--sequence-parallel".into());
-                }
-                match k.recompute {
-                    Recompute::Selective => a.push("--recompute-activations".into()),
-                    Recompute::Full => a.push("--recompute-granularity full --recompute-method uniform --recompute-num-layers 1".into()),
-                    Recompute::None => {}
-                }
-                if k.zero >= 1 {
-                    a.push("--use-distributed-optimizer".into());
-                }
-                println!("{}", a.join(" \\\n  "));
-            }
-            Emit::Json => {
-                let layout = Layout {
-                    sequence_parallel: k.sequence_parallel,
-                    ..Layout::default()
-                };
-                let analysis = analyse(&model, &layout);
-                #[derive(Serialize)]
-                struct Emitted<'a> {
-                    knobs: &'a crate::strategy::Knobs,
-                    analysis: &'a crate::parallel::Analysis,
-                }
-                print_json(&Emitted {
-                    knobs: k,
-                    analysis: &analysis,
-                })?;
+        Format::Json => print_json(&out)?,
+        Format::Table => {
+            print_table(&out, &calib, &capacity, &args, &result);
+            if let Some(e) = &emitted {
+                println!();
+                println!("{}", e.text);
             }
         }
     }
     Ok(())
 }
 
-fn print_table(out: &Out, calib: &Calibration, result: &crate::search::RankResult) {
+fn cell(r: &Row, knob: &str, own: String) -> String {
+    match r.knobs_that_do_not_matter.get(knob) {
+        Some(v) => v.join("|"),
+        None => own,
+    }
+}
+
+fn print_rows(rows: &[Row]) {
     println!(
-        "{} on {} devices ({} per node), balance from {}: κ hbm {} FLOP/B, κ intra {} FLOP/B, κ inter {} FLOP/B",
-        out.model,
-        out.devices,
-        out.gpus_per_node,
-        out.calibration,
-        sci(&calib.hbm_balance()),
-        sci(&calib.balance(Tier::Intra)),
-        sci(&calib.balance(Tier::Inter))
+        "{:>4} {:>5} {:>4} {:>4} {:>4} {:>4} {:<16} {:<3} {:<9} {:>4}  {:>11} {:>8} {:>6} {:>6} {:>6} {:>8} {:>9}  fits",
+        "rank", "dp", "tp", "pp", "ep", "mbs", "schedule", "sp", "recompute", "zero", "rel. cost", "compute", "intra", "inter", "bubble", "mem GB", "s/step"
     );
-    println!(
-        "{:>4} {:>5} {:>4} {:>4} {:>4} {:>5} {:<16} {:<3} {:<9} {:>4}  {:>11} {:>8} {:>6} {:>6} {:>6} {:>8} {:>9}  fits",
-        "rank", "dp", "tp", "pp", "ep", "mb", "schedule", "sp", "recompute", "zero", "rel. cost", "compute", "intra", "inter", "bubble", "mem GB", "s/step"
-    );
-    for r in &out.strategies {
+    for r in rows {
         let t = &r.relative.total;
         let sched = if r.schedule == "interleaved-1f1b" {
             format!("interleaved(v={})", r.chunks)
@@ -333,17 +469,17 @@ fn print_table(out: &Out, calib: &Calibration, result: &crate::search::RankResul
             r.schedule.clone()
         };
         println!(
-            "{:>4} {:>5} {:>4} {:>4} {:>4} {:>5} {:<16} {:<3} {:<9} {:>4}  {:>11} {:>8} {:>6} {:>6} {:>6} {:>8} {:>9}  {}",
+            "{:>4} {:>5} {:>4} {:>4} {:>4} {:>4} {:<16} {:<3} {:<9} {:>4}  {:>11} {:>8} {:>6} {:>6} {:>6} {:>8} {:>9}  {}",
             r.rank,
             r.dp,
             r.tp,
             r.pp,
             r.ep,
-            r.microbatches,
-            sched,
-            if r.sequence_parallel { "on" } else { "off" },
-            r.recompute,
-            r.zero,
+            cell(r, "mbs", r.micro_batch_size.map_or("-".into(), |m| m.to_string())),
+            cell(r, "schedule", sched),
+            cell(r, "sp", if r.sequence_parallel { "on" } else { "off" }.into()),
+            cell(r, "recompute", r.recompute.clone()),
+            cell(r, "zero", r.zero.to_string()),
             sci(t),
             pct(&r.relative.compute, t),
             pct(&r.relative.comm_intra, t),
@@ -353,6 +489,73 @@ fn print_table(out: &Out, calib: &Calibration, result: &crate::search::RankResul
             r.iteration_seconds.map_or("-".to_string(), |x| format!("{x:.3}")),
             if r.feasible { "yes".to_string() } else { format!("no: {}", r.reason.clone().unwrap_or_default()) }
         );
+    }
+}
+
+fn print_table(
+    out: &Out,
+    calib: &Calibration,
+    capacity: &Rational,
+    args: &RankArgs,
+    result: &crate::search::RankResult,
+) {
+    println!(
+        "{} (B = {}{}) on {} devices ({} per node) of {}: {} GB per device{}",
+        out.model,
+        out.global_batch,
+        out.sequence_length
+            .as_ref()
+            .map(|s| format!(", S = {s}"))
+            .unwrap_or_default(),
+        out.devices,
+        out.gpus_per_node,
+        out.calibration,
+        gb(capacity),
+        if &out.memory_limit != capacity {
+            format!(
+                ", {} GB usable (headroom {})",
+                gb(&out.memory_limit),
+                args.headroom.as_deref().unwrap_or("")
+            )
+        } else {
+            String::new()
+        }
+    );
+    println!(
+        "balance: κ hbm {} FLOP/B, κ intra {} FLOP/B, κ inter {} FLOP/B; {}",
+        sci(&calib.hbm_balance()),
+        sci(&calib.balance(Tier::Intra)),
+        sci(&calib.balance(Tier::Inter)),
+        if out.simulated > 0 || args.calib.is_some() {
+            "ranked by simulated seconds per step"
+        } else {
+            "ranked by relative cost (FLOP-equivalents of the busiest device per step)"
+        }
+    );
+    if !out.steering.is_empty() {
+        println!("search restricted by {}", out.steering);
+    }
+    print_rows(&out.strategies);
+    if out
+        .strategies
+        .iter()
+        .any(|r| !r.knobs_that_do_not_matter.is_empty())
+    {
+        println!("a|b: strategies that differ only in this knob have the same cost and memory; one line shows them all");
+    }
+    if let Some(msg) = &out.nothing_fits {
+        println!();
+        println!("{msg}");
+    }
+    if !out.pareto.is_empty() {
+        println!();
+        println!(
+            "Pareto frontier of memory against {} ({} strategies, least memory first; each is {} than every one using less memory):",
+            if out.simulated > 0 { "simulated seconds" } else { "relative cost" },
+            out.pareto.len(),
+            if out.simulated > 0 { "faster" } else { "cheaper" }
+        );
+        print_rows(&out.pareto);
     }
     println!();
     println!(

@@ -23,7 +23,11 @@ pub struct StrategyFlags {
     /// Pipeline stages.
     #[arg(long)]
     pub pp: Option<u64>,
-    /// Micro-batches per step.
+    /// Micro-batch size: samples per micro-batch and data-parallel rank (global batch ÷ (dp ×
+    /// size) micro-batches per step), as Megatron-LM's flag of the same name.
+    #[arg(long, value_name = "N")]
+    pub micro_batch_size: Option<u64>,
+    /// Micro-batches per step (the count; `--micro-batch-size` states the size instead).
     #[arg(long)]
     pub microbatches: Option<u64>,
     /// Pipeline schedule: gpipe, 1f1b, interleaved-1f1b.
@@ -62,9 +66,10 @@ pub struct StrategyFlags {
     /// A calibration table (a file or a shipped name); default: the embedded reference machine.
     #[arg(long, value_name = "FILE")]
     pub calib: Option<String>,
-    /// Device memory in bytes (default: the calibration's capacity).
-    #[arg(long, value_name = "BYTES")]
-    pub memory: Option<u64>,
+    /// Device memory: bytes, or with a unit (`75GB`, `80GiB`); default: the calibration's
+    /// capacity.
+    #[arg(long, value_name = "SIZE")]
+    pub memory: Option<String>,
 }
 
 /// A resolved strategy.
@@ -89,6 +94,7 @@ impl StrategyFlags {
             || self.tp.is_some()
             || self.pp.is_some()
             || self.microbatches.is_some()
+            || self.micro_batch_size.is_some()
             || self.schedule.is_some()
             || self.chunks.is_some()
             || self.sequence_parallel
@@ -107,8 +113,16 @@ impl StrategyFlags {
 
     /// Resolves file and flags into one strategy for `model`: per-operator overrides must name
     /// its operators and their indices (errors point into the strategy file).
-    pub fn resolve_for(&self, model: &crate::model::Model) -> Result<Resolved, Error> {
-        let r = self.resolve()?;
+    pub fn resolve_for(
+        &self,
+        model: &crate::model::Model,
+        values: &crate::sym::Bindings,
+    ) -> Result<Resolved, Error> {
+        let batch = values
+            .get("B")
+            .cloned()
+            .unwrap_or_else(|| Rational::from_integer(1.into()));
+        let r = self.resolve(&batch)?;
         if let Err((op, msg)) = crate::parallel::check_overrides(model, &r.layout) {
             if let Some(p) = &self.strategy {
                 return Err(crate::diag::Source::read(p)?.error_at(&["splits", &op], msg));
@@ -128,8 +142,9 @@ impl StrategyFlags {
         Ok(r)
     }
 
-    /// Resolves file and flags into one strategy.
-    pub fn resolve(&self) -> Result<Resolved, Error> {
+    /// Resolves file and flags into one strategy (`batch`, the global batch, turns a
+    /// micro-batch size into a count).
+    pub fn resolve(&self, batch: &Rational) -> Result<Resolved, Error> {
         let (mut knobs, mut layout, mut gpn) = match &self.strategy {
             Some(p) => {
                 let s = load_strategy(p)?;
@@ -166,6 +181,19 @@ impl StrategyFlags {
         }
         if let Some(v) = self.chunks {
             knobs.chunks = v;
+        }
+        if let Some(size) = self.micro_batch_size {
+            let m = Knobs::microbatches_for_size(batch, knobs.dp, size)
+                .map_err(|e| Error::Usage(format!("--micro-batch-size {size}: {e}")))?;
+            if let Some(count) = self.microbatches {
+                if count != m {
+                    return Err(Error::Usage(format!(
+                        "--micro-batch-size {size} means {m} micro-batches (global batch {batch} ÷ (dp = {} × {size})), but --microbatches says {count}",
+                        knobs.dp
+                    )));
+                }
+            }
+            knobs.microbatches = m;
         }
         if self.sequence_parallel {
             knobs.sequence_parallel = true;
@@ -204,9 +232,9 @@ impl StrategyFlags {
         for n in notes {
             eprintln!("warning: {n}");
         }
-        let memory = match self.memory {
-            Some(0) => return Err(Error::Usage("--memory must be positive".into())),
-            Some(m) => Rational::from_integer(m.into()),
+        let memory = match &self.memory {
+            Some(m) => crate::search::steer::parse_memory(m)
+                .map_err(|e| Error::Usage(format!("--memory: {e}")))?,
             None => calib.memory_bytes(),
         };
         Ok(Resolved {

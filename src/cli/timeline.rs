@@ -67,7 +67,7 @@ pub fn plan_of(
     let loader = symbols.loader()?;
     let model = loader.resolve(input)?;
     let values = symbols.apply(&model)?;
-    let st = strategy.resolve_for(&model)?;
+    let st = strategy.resolve_for(&model, &values)?;
     let gpn = strategy.gpus_per_node.or_else(|| {
         strategy
             .strategy
@@ -79,7 +79,10 @@ pub fn plan_of(
         &model, &values, &st.knobs, &st.layout, &st.calib, gpn, &st.memory,
     )?;
     if let Some(why) = &e.reason {
-        eprintln!("warning: {} does not fit in memory: {why}", e.knobs);
+        eprintln!(
+            "warning: {} does not fit in memory: {why}",
+            e.knobs.describe(values.get("B"))
+        );
     }
     Ok(plan)
 }

@@ -651,6 +651,9 @@ fn rough_stages(
         if s > 0 {
             p2p += numbers[items[bounds[s] - 1]].approx[ax::BOUNDARY];
         }
+        if let Some(b) = interleaved_boundary(counts, layer_block, plan.v) {
+            p2p += 2.0 * (plan.v - 1) as f64 * numbers[b].approx[ax::BOUNDARY];
+        }
         let zero3 = if k.zero == 3 {
             (1.0 + 2.0 * k.microbatches as f64) / 2.0
         } else {
@@ -661,6 +664,17 @@ fn rough_stages(
         rough.push([time, full, mem]);
     }
     rough
+}
+
+/// Under interleaving with `v` chunks a device holds `v` model chunks, each sending its output
+/// forward and its input gradient back: 2·(v − 1) more layer-boundary exchanges per micro-batch
+/// than the stage's own two (Narayanan et al. SC'21 §2.2: "the amount of communication also
+/// increases by v"). The block whose boundary is exchanged, when there are such exchanges.
+fn interleaved_boundary(counts: &[(usize, u64)], layer_block: &[bool], v: u64) -> Option<usize> {
+    if v <= 1 {
+        return None;
+    }
+    counts.iter().map(|(b, _)| *b).find(|b| layer_block[*b])
 }
 
 /// Micro-batches whose activations stage `s` holds at once, as (numerator, denominator): all of
@@ -741,23 +755,94 @@ pub fn estimate(
     kappa_hbm: f64,
     gpus_per_node: u64,
 ) -> Result<Estimate, String> {
-    let mesh = Mesh::new(k.tp, k.dp, k.pp, gpus_per_node);
-    let (kt, kd, kp) = (
-        kappa(mesh.axis(AxisKind::Tp).tier),
-        kappa(mesh.axis(AxisKind::Dp).tier),
-        kappa(mesh.p2p_tier()),
-    );
+    estimate_variants(
+        model,
+        numbers,
+        std::slice::from_ref(k),
+        kappa,
+        kappa_hbm,
+        gpus_per_node,
+    )
+    .pop()
+    .unwrap_or_else(|| Err("no strategy".into()))
+}
+
+/// [`estimate`] of several strategies that share dp, tp, pp and the micro-batch count and
+/// differ in schedule, chunks, ZeRO stage, recomputation or expert parallelism: the pipeline
+/// partition, which depends on none of the schedule, chunks and ZeRO stage, is computed once per
+/// (recomputation, expert-parallel degree).
+pub fn estimate_variants(
+    model: &Model,
+    numbers: &[BlockNumbers],
+    ks: &[Knobs],
+    kappa: &dyn Fn(Tier) -> f64,
+    kappa_hbm: f64,
+    gpus_per_node: u64,
+) -> Vec<Result<Estimate, String>> {
     let layer_block = layer_blocks(model);
-    let ke = kappa(mesh.ep_tier(k.ep));
-    let plan = plan_pipeline(numbers, &layer_block, k, kt, ke, kappa_hbm)?;
-    let rough = rough_stages(&plan, numbers, &layer_block, k, kt, ke, kd, kp);
+    let layers: u64 = numbers
+        .iter()
+        .enumerate()
+        .filter(|(bi, _)| layer_block[*bi])
+        .map(|(_, n)| n.repeat)
+        .sum();
+    let mut plans: Vec<((Recompute, u64), Result<Plan, String>)> = Vec::new();
+    ks.iter()
+        .map(|k| {
+            let mesh = Mesh::new(k.tp, k.dp, k.pp, gpus_per_node);
+            let (kt, kd, kp) = (
+                kappa(mesh.axis(AxisKind::Tp).tier),
+                kappa(mesh.axis(AxisKind::Dp).tier),
+                kappa(mesh.p2p_tier()),
+            );
+            let ke = kappa(mesh.ep_tier(k.ep));
+            let key = (k.recompute, k.ep);
+            let at = match plans.iter().position(|(x, _)| *x == key) {
+                Some(i) => i,
+                None => {
+                    // The partition of the plain schedule: interleaving places the same copies.
+                    let plain = Knobs {
+                        schedule: Schedule::OneFOneB,
+                        chunks: 1,
+                        ..k.clone()
+                    };
+                    let p = plan_pipeline(numbers, &layer_block, &plain, kt, ke, kappa_hbm);
+                    plans.push((key, p));
+                    plans.len() - 1
+                }
+            };
+            let plan = plans[at].1.as_mut().map_err(|e| e.clone())?;
+            let v = k.virtual_chunks();
+            if v > 1 && !layers.is_multiple_of(k.pp * v) {
+                return Err(format!("interleaved-1f1b with {v} chunks needs the {layers} layers divisible by pp × chunks = {}", k.pp * v));
+            }
+            plan.v = v;
+            Ok(estimate_planned(
+                plan,
+                numbers,
+                &layer_block,
+                k,
+                [kt, ke, kd, kp],
+            ))
+        })
+        .collect()
+}
+
+fn estimate_planned(
+    plan: &Plan,
+    numbers: &[BlockNumbers],
+    layer_block: &[bool],
+    k: &Knobs,
+    [kt, ke, kd, kp]: [f64; 4],
+) -> Estimate {
+    let rough = rough_stages(plan, numbers, layer_block, k, kt, ke, kd, kp);
     let mf = k.microbatches as f64;
     let bs = (0..rough.len())
         .max_by(|a, b| rough[*a][1].total_cmp(&rough[*b][1]))
-        .ok_or("no stages")?;
+        .unwrap_or(0);
     let tm = (0..rough.len())
         .max_by(|a, b| rough[*a][0].total_cmp(&rough[*b][0]))
-        .ok_or("no stages")?;
+        .unwrap_or(0);
     let frac = (k.pp - 1) as f64 / (mf * plan.v as f64);
     let flops = |s: usize| {
         plan.stage_counts[s]
@@ -768,15 +853,24 @@ pub fn estimate(
     };
     let total = rough[bs][1] + rough[tm][0] * frac;
     let flop_part = flops(bs) + flops(tm) * frac;
-    let memory = (0..plan.stage_counts.len())
-        .map(|s| stage_memory(&plan, numbers, &layer_block, k, s))
-        .fold(0.0f64, f64::max);
-    Ok(Estimate {
+    let memory = rough.iter().map(|x| x[2]).fold(0.0f64, f64::max);
+    Estimate {
         total,
         flop_part,
         byte_part: total - flop_part,
         memory,
-    })
+    }
+}
+
+/// Layers (copies of repeated blocks) of `model` under `numbers`: what interleaving divides.
+pub fn layer_count(model: &Model, numbers: &[BlockNumbers]) -> u64 {
+    let layer_block = layer_blocks(model);
+    numbers
+        .iter()
+        .enumerate()
+        .filter(|(bi, _)| layer_block[*bi])
+        .map(|(_, n)| n.repeat)
+        .sum()
 }
 
 /// Evaluates a strategy. `memory` is the device capacity in bytes. With `detail`, the
@@ -883,6 +977,9 @@ pub fn evaluate_with(
         }
         if s > 0 {
             p2p += costs[items[bounds[s] - 1]].boundary.clone();
+        }
+        if let Some(b) = interleaved_boundary(&stage_counts[s], &layer_block, v) {
+            p2p += r(2 * (v - 1)) * &costs[b].boundary;
         }
         p2p * &m
     };

@@ -7,6 +7,8 @@ pub mod exhaustive;
 pub mod problem;
 pub mod rank;
 pub mod sp;
+pub mod steer;
 
-pub use rank::{rank, rank_with_progress, RankOptions, RankResult, RankedRow};
+pub use rank::{rank, rank_with_progress, RankOptions, RankResult, RankedRow, DEFAULT_MAX_CHUNKS};
 pub use sp::best_tp_layout;
+pub use steer::Steer;

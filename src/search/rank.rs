@@ -2,11 +2,12 @@
 //! recomputation and ZeRO stages, each priced exactly; feasible strategies first, by relative
 //! cost.
 
+use super::steer::Steer;
 use crate::calib::Calibration;
 use crate::model::Model;
 use crate::parallel::evaluate::{
-    block_numbers, check_divisibility, estimate, evaluate_with, microbatch_bindings, BlockNumbers,
-    Estimate,
+    block_numbers, check_divisibility, estimate_variants, evaluate_with, layer_count,
+    microbatch_bindings, BlockNumbers, Estimate,
 };
 use crate::parallel::{analyse, check_model_limits, Analysis, Evaluation, Layout};
 use crate::strategy::Tier;
@@ -33,6 +34,35 @@ pub struct RankOptions {
     /// Order the shown rows by simulated seconds per step on the calibration's machine (the
     /// strategies are still screened by relative cost first).
     pub seconds: bool,
+    /// Most model chunks per device tried under the interleaved schedule (every count from 2
+    /// up to this that divides the layers per stage).
+    pub max_chunks: u64,
+    /// Knobs fixed or capped by the user.
+    pub steer: Steer,
+    /// Also return the memory-versus-cost (or, ranking by seconds, memory-versus-time) Pareto
+    /// frontier of the strategies that fit.
+    pub pareto: bool,
+}
+
+/// Default for [`RankOptions::max_chunks`]: more chunks than this shrink the layers per
+/// virtual stage below what keeps GEMMs and point-to-point messages efficient on the models
+/// shipped, and multiply the search space.
+pub const DEFAULT_MAX_CHUNKS: u64 = 8;
+
+impl Default for RankOptions {
+    fn default() -> Self {
+        RankOptions {
+            devices: 8,
+            gpus_per_node: 8,
+            top: 10,
+            memory: Rational::from_integer(80_000_000_000u64.into()),
+            max_microbatches: 256,
+            seconds: false,
+            max_chunks: DEFAULT_MAX_CHUNKS,
+            steer: Steer::default(),
+            pareto: false,
+        }
+    }
 }
 
 /// One ranked strategy.
@@ -44,6 +74,9 @@ pub struct RankedRow {
     pub evaluation: Evaluation,
     /// Simulated seconds per training step, when ranking in seconds.
     pub seconds: Option<f64>,
+    /// Other strategies with exactly the same cost (and seconds) and memory: the knobs in which
+    /// they differ do not matter here.
+    pub alike: Vec<Knobs>,
 }
 
 /// The result of a search.
@@ -64,6 +97,47 @@ pub struct RankResult {
     pub balance_range: Option<(Rational, Option<Rational>)>,
     /// Seconds spent.
     pub search_seconds: f64,
+    /// The Pareto frontier of memory against cost (or seconds), smallest memory first, when
+    /// asked for.
+    pub pareto: Vec<RankedRow>,
+    /// When no strategy fits: the strategy with the smallest memory footprint.
+    pub smallest: Option<Evaluation>,
+    /// The cheapest strategy regardless of memory, when none fits.
+    pub cheapest: Option<Evaluation>,
+}
+
+/// A row's identity for grouping: strategies with equal keys differ only in knobs that do not
+/// matter.
+fn same(a: &Evaluation, sa: Option<f64>, b: &Evaluation, sb: Option<f64>) -> bool {
+    sa == sb
+        && a.feasible == b.feasible
+        && a.relative.total == b.relative.total
+        && a.memory.total == b.memory.total
+}
+
+/// Groups sorted rows whose cost, seconds and memory are equal and keeps the first `top` groups.
+fn group(rows: Vec<(Evaluation, Option<f64>)>, top: usize) -> Vec<RankedRow> {
+    let mut out: Vec<RankedRow> = Vec::new();
+    for (e, t) in rows {
+        // Rows come sorted with equal ones adjacent.
+        if let Some(g) = out
+            .last_mut()
+            .filter(|g| same(&g.evaluation, g.seconds, &e, t))
+        {
+            g.alike.push(e.knobs);
+            continue;
+        }
+        if out.len() == top {
+            continue;
+        }
+        out.push(RankedRow {
+            rank: out.len() + 1,
+            evaluation: e,
+            seconds: t,
+            alike: Vec::new(),
+        });
+    }
+    out
 }
 
 /// Evaluated blocks of one (dp, tp, micro-batches, sequence-parallel) choice, or why not.
@@ -145,33 +219,45 @@ pub fn rank_with_progress(
         Tier::Inter => kappa_inter,
     };
     let mut cache: BTreeMap<(u64, u64, u64, bool), Numbers> = BTreeMap::new();
+    opts.steer.check_devices(opts.devices)?;
     let shapes: usize = divisors(opts.devices)
         .iter()
         .map(|tp| divisors(opts.devices / tp).len())
         .sum();
+    let steer = &opts.steer;
+    // A fixed micro-batch size or count overrides the cap on the count.
+    let cap_microbatches = steer.mbs.fixed.is_none() && steer.microbatches.fixed.is_none();
     let mut done = 0;
+    let mut variants: Vec<Knobs> = Vec::new();
     for tp in divisors(opts.devices) {
         for pp in divisors(opts.devices / tp) {
             progress(done, shapes);
             done += 1;
             let dp = opts.devices / tp / pp;
+            if !steer.allows_mesh(dp, tp, pp) {
+                continue;
+            }
             let per_dp = &batch / Rational::from_integer(dp.into());
             if !per_dp.is_integer() {
                 reject(&mut rejected, format!("batch not divisible by dp = {dp}"));
                 continue;
             }
-            let mbs: Vec<u64> = divisors(per_dp.to_integer().try_into().unwrap_or(1))
+            let per_dp: u64 = per_dp.to_integer().try_into().unwrap_or(1);
+            let mbs: Vec<u64> = divisors(per_dp)
                 .into_iter()
                 .filter(|m| {
-                    *m <= opts.max_microbatches
-                        && (pp == 1
-                            || *m >= pp
-                            || *m == per_dp.to_integer().try_into().unwrap_or(1))
+                    (!cap_microbatches || *m <= opts.max_microbatches)
+                        && (pp == 1 || *m >= pp || *m == per_dp)
+                        && steer.microbatches.allows(*m)
+                        && steer.mbs.allows(per_dp / *m)
                 })
                 .collect();
             for m in mbs {
                 for (sp, analysis) in [false, true].into_iter().zip(&analyses) {
                     if sp && tp == 1 {
+                        continue;
+                    }
+                    if steer.sequence_parallel.is_some_and(|x| x != sp) {
                         continue;
                     }
                     let base = Knobs {
@@ -203,28 +289,42 @@ pub fn rank_with_progress(
                             continue;
                         }
                     };
-                    let schedules: Vec<(Schedule, u64)> = if pp == 1 {
+                    let mut schedules: Vec<(Schedule, u64)> = if pp == 1 {
                         vec![(Schedule::OneFOneB, 1)]
                     } else {
-                        vec![
-                            (Schedule::Gpipe, 1),
-                            (Schedule::OneFOneB, 1),
-                            (Schedule::Interleaved, 2),
-                        ]
+                        vec![(Schedule::Gpipe, 1), (Schedule::OneFOneB, 1)]
                     };
+                    // Interleaving: every chunk count the layers allow (layers divisible by
+                    // pp × chunks), up to the cap; the micro-batch count must be a multiple of
+                    // pp (Narayanan et al. SC'21).
+                    if pp > 1 && m.is_multiple_of(pp) {
+                        let per_stage = layer_count(model, &numbers) / pp;
+                        let most = steer.chunks.fixed.unwrap_or(opts.max_chunks);
+                        for v in 2..=most.min(per_stage) {
+                            if per_stage.is_multiple_of(v)
+                                && layer_count(model, &numbers).is_multiple_of(pp * v)
+                            {
+                                schedules.push((Schedule::Interleaved, v));
+                            }
+                        }
+                    }
                     // Expert parallelism for mixture-of-experts models: every degree dividing the
                     // data-parallel group and the experts.
                     let eps: Vec<u64> = if has_experts {
                         divisors(dp)
                             .into_iter()
                             .filter(|&ep| {
-                                crate::parallel::moe::check_expert_parallel(model, values, dp, ep)
+                                steer.ep.allows(ep)
+                                    && crate::parallel::moe::check_expert_parallel(
+                                        model, values, dp, ep,
+                                    )
                                     .is_ok()
                             })
                             .collect()
                     } else {
                         vec![1]
                     };
+                    variants.clear();
                     for &ep in &eps {
                         for &(schedule, chunks) in &schedules {
                             for recompute in
@@ -240,28 +340,54 @@ pub fn rank_with_progress(
                                         ep,
                                         ..base.clone()
                                     };
+                                    if !steer.allows(&k, per_dp / m) {
+                                        continue;
+                                    }
                                     if let Err(e) = crate::strategy::check_knobs(&k) {
                                         reject(&mut rejected, e);
                                         continue;
                                     }
-                                    match estimate(
-                                        model,
-                                        &numbers,
-                                        &k,
-                                        &kappa,
-                                        kappa_hbm,
-                                        opts.gpus_per_node,
-                                    ) {
-                                        Ok(e) => estimates.push((k, e)),
-                                        Err(e) => reject(&mut rejected, e),
-                                    }
+                                    variants.push(k);
                                 }
                             }
+                        }
+                    }
+                    let priced = estimate_variants(
+                        model,
+                        &numbers,
+                        &variants,
+                        &kappa,
+                        kappa_hbm,
+                        opts.gpus_per_node,
+                    );
+                    for (k, e) in variants.drain(..).zip(priced) {
+                        match e {
+                            Ok(e) => estimates.push((k, e)),
+                            Err(e) => reject(&mut rejected, e),
                         }
                     }
                 }
             }
         }
+    }
+    if estimates.is_empty() && !steer.is_free() {
+        let mut why: Vec<(&String, &usize)> = rejected.iter().collect();
+        why.sort_by(|a, b| b.1.cmp(a.1));
+        let why: Vec<String> = why
+            .iter()
+            .take(3)
+            .map(|(w, n)| format!("{n}× {w}"))
+            .collect();
+        return Err(format!(
+            "no strategy of {} devices satisfies {}{}",
+            opts.devices,
+            steer,
+            if why.is_empty() {
+                String::new()
+            } else {
+                format!(" (rejected: {})", why.join("; "))
+            }
+        ));
     }
     // Order everything in floating point, then price exactly every strategy that could be
     // among the shown rows (a relative margin of 1e-6 around the last one) and every strategy
@@ -295,7 +421,22 @@ pub fn rank_with_progress(
             },
         );
     }
-    let pool = opts.top;
+    // Enough rows for `top` groups: strategies with the same floating-point cost and memory
+    // are candidates for one group.
+    let mut pool = 0;
+    let mut keys = 0;
+    let mut prev: Option<(bool, f64, f64)> = None;
+    for (_, e) in &estimates {
+        let key = (fits(e), e.total, e.memory);
+        if prev != Some(key) {
+            if keys == opts.top {
+                break;
+            }
+            keys += 1;
+            prev = Some(key);
+        }
+        pool += 1;
+    }
     let last = estimates
         .get(pool.min(estimates.len()).saturating_sub(1))
         .map(|(_, e)| e.total)
@@ -330,17 +471,18 @@ pub fn rank_with_progress(
             .collect();
         stability(&top.relative, &others)
     });
-    let timed: Vec<(Evaluation, Option<f64>)> = evals.into_iter().map(|e| (e, None)).collect();
-    let rows = timed
-        .into_iter()
-        .take(opts.top)
-        .enumerate()
-        .map(|(i, (evaluation, seconds))| RankedRow {
-            rank: i + 1,
-            evaluation,
-            seconds,
-        })
-        .collect();
+    let nothing_fits = !evals.first().is_some_and(|e| e.feasible);
+    let rows = group(evals.into_iter().map(|e| (e, None)).collect(), opts.top);
+    let pareto = if opts.pareto {
+        pareto_by_cost(model, &analyses, &cache, &estimates, calib, opts)
+    } else {
+        Vec::new()
+    };
+    let (smallest, cheapest) = if nothing_fits {
+        smallest_footprint(model, &analyses, &cache, &estimates, calib, opts)
+    } else {
+        (None, None)
+    };
     Ok(RankResult {
         rows,
         evaluated,
@@ -349,7 +491,118 @@ pub fn rank_with_progress(
         simulated: 0,
         balance_range,
         search_seconds: start.elapsed().as_secs_f64(),
+        pareto,
+        smallest,
+        cheapest,
     })
+}
+
+/// When nothing fits: the strategy with the smallest memory footprint and the cheapest one,
+/// priced exactly (every strategy within 10⁻⁶ of the smallest estimate is priced).
+fn smallest_footprint(
+    model: &Model,
+    analyses: &[Analysis],
+    cache: &BTreeMap<(u64, u64, u64, bool), Numbers>,
+    estimates: &[(Knobs, Estimate)],
+    calib: &Calibration,
+    opts: &RankOptions,
+) -> (Option<Evaluation>, Option<Evaluation>) {
+    let least = estimates
+        .iter()
+        .map(|(_, e)| e.memory)
+        .fold(f64::MAX, f64::min);
+    let smallest = estimates
+        .iter()
+        .filter(|(_, e)| e.memory <= least * (1.0 + 1e-6))
+        .filter_map(|(k, _)| price(model, analyses, cache, k, calib, opts).map(|x| x.0))
+        .min_by(|a, b| {
+            a.memory
+                .total
+                .cmp(&b.memory.total)
+                .then(a.relative.total.cmp(&b.relative.total))
+        });
+    let cheapest = estimates
+        .iter()
+        .min_by(|a, b| a.1.total.total_cmp(&b.1.total))
+        .and_then(|(k, _)| price(model, analyses, cache, k, calib, opts).map(|x| x.0));
+    (smallest, cheapest)
+}
+
+/// The memory-versus-relative-cost Pareto frontier of the strategies that fit: screened in
+/// floating point (with a 10⁻⁶ margin), then priced and decided exactly.
+fn pareto_by_cost(
+    model: &Model,
+    analyses: &[Analysis],
+    cache: &BTreeMap<(u64, u64, u64, bool), Numbers>,
+    estimates: &[(Knobs, Estimate)],
+    calib: &Calibration,
+    opts: &RankOptions,
+) -> Vec<RankedRow> {
+    let cap = opts.memory.to_f64().unwrap_or(f64::MAX);
+    let mut by_memory: Vec<&(Knobs, Estimate)> = estimates
+        .iter()
+        .filter(|(_, e)| e.memory <= cap * (1.0 + 1e-6))
+        .collect();
+    by_memory.sort_by(|a, b| {
+        a.1.memory
+            .total_cmp(&b.1.memory)
+            .then(a.1.total.total_cmp(&b.1.total))
+    });
+    let mut best = f64::MAX;
+    let mut evals: Vec<Evaluation> = Vec::new();
+    for (k, e) in by_memory {
+        if e.total <= best * (1.0 + 1e-6) {
+            best = best.min(e.total);
+            if let Some((ev, _, _)) = price(model, analyses, cache, k, calib, opts) {
+                if ev.feasible {
+                    evals.push(ev);
+                }
+            }
+        }
+    }
+    frontier(evals.into_iter().map(|e| (e, None)).collect())
+}
+
+/// The exact frontier: sorted by memory, each row strictly cheaper (faster) than every row
+/// with less memory; equal rows grouped.
+fn frontier(mut rows: Vec<(Evaluation, Option<f64>)>) -> Vec<RankedRow> {
+    let score = |e: &Evaluation, t: Option<f64>| -> (Option<f64>, Rational) {
+        (t, e.relative.total.clone())
+    };
+    rows.sort_by(|(a, ta), (b, tb)| {
+        a.memory
+            .total
+            .cmp(&b.memory.total)
+            .then(ta.unwrap_or(0.0).total_cmp(&tb.unwrap_or(0.0)))
+            .then(a.relative.total.cmp(&b.relative.total))
+    });
+    let mut out: Vec<RankedRow> = Vec::new();
+    for (e, t) in rows {
+        // Rows come sorted with equal ones adjacent.
+        if let Some(g) = out
+            .last_mut()
+            .filter(|g| same(&g.evaluation, g.seconds, &e, t))
+        {
+            g.alike.push(e.knobs);
+            continue;
+        }
+        let dominated = out.last().is_some_and(|g| {
+            let (gt, gc) = score(&g.evaluation, g.seconds);
+            match (gt, t) {
+                (Some(a), Some(b)) => a <= b,
+                _ => gc <= e.relative.total,
+            }
+        });
+        if !dominated {
+            out.push(RankedRow {
+                rank: out.len() + 1,
+                evaluation: e,
+                seconds: t,
+                alike: Vec::new(),
+            });
+        }
+    }
+    out
 }
 
 /// Prices strategy `k` exactly, with the analysis and block numbers it was screened with.
@@ -407,7 +660,7 @@ fn rank_by_seconds(
     let kappa_hbm = calib.hbm_balance().to_f64().unwrap_or(f64::MAX);
     let cap = opts.memory.to_f64().unwrap_or(f64::MAX);
     let mut chain_cache: BTreeMap<(u64, u64, u64, bool, u64), Option<Chains>> = BTreeMap::new();
-    let mut bounded: Vec<(f64, &Knobs)> = Vec::new();
+    let mut bounded: Vec<(f64, &Knobs, f64)> = Vec::new();
     type PartitionKey = ((u64, u64, u64, bool), u64, Recompute, Schedule, u64, u64);
     type StageCounts = Vec<Vec<(usize, u64)>>;
     let mut partitions: std::collections::HashMap<PartitionKey, Option<StageCounts>> =
@@ -466,32 +719,67 @@ fn rank_by_seconds(
         let Some(stages) = virtual_stages(ch, &repeats, &partition, k) else {
             continue;
         };
-        bounded.push((lower_bound(ch, &stages, k, &rates, opts.gpus_per_node), k));
+        bounded.push((
+            lower_bound(ch, &stages, k, &rates, opts.gpus_per_node),
+            k,
+            e.memory,
+        ));
     }
     bounded.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut found: Vec<(f64, Evaluation)> = Vec::new();
-    let mut simulated = 0usize;
-    for (bound, k) in bounded {
-        if found.len() >= opts.top && bound > found[opts.top - 1].0 {
+    let simulated = std::cell::Cell::new(0usize);
+    // Simulated strategies, for the frontier: (knobs, seconds, exact memory).
+    let mut sims: Vec<(Knobs, f64, Rational)> = Vec::new();
+    let simulate = |k: &Knobs| -> Option<(f64, Evaluation)> {
+        let (e, analysis, numbers) = price(model, search.analyses, search.cache, k, calib, opts)?;
+        if !e.feasible {
+            return None;
+        }
+        simulated.set(simulated.get() + 1);
+        let t =
+            crate::timeline::iteration_seconds(model, analysis, numbers, &e, values, calib).ok()?;
+        Some((t, e))
+    };
+    // Rows of the first `top` groups found so far, sorted by (seconds, cost, memory) so that
+    // equal rows are adjacent; `groups` counts them.
+    let mut groups = 0usize;
+    for &(bound, k, _) in &bounded {
+        if groups == opts.top && found.last().is_some_and(|(t, _)| bound > *t) {
             break;
         }
-        let Some((e, analysis, numbers)) =
-            price(model, search.analyses, search.cache, k, calib, opts)
-        else {
+        let Some((t, e)) = simulate(k) else {
             continue;
         };
-        if !e.feasible {
-            continue;
-        }
-        simulated += 1;
-        let Ok(t) = crate::timeline::iteration_seconds(model, analysis, numbers, &e, values, calib)
-        else {
-            continue;
-        };
-        let at = found
-            .partition_point(|(x, f)| *x < t || (*x == t && f.relative.total <= e.relative.total));
+        sims.push((k.clone(), t, e.memory.total.clone()));
+        let at = found.partition_point(|(x, f)| {
+            x.total_cmp(&t)
+                .then(f.relative.total.cmp(&e.relative.total))
+                .then(f.memory.total.cmp(&e.memory.total))
+                != std::cmp::Ordering::Greater
+        });
         found.insert(at, (t, e));
-        found.truncate(opts.top.max(1));
+        if found.len() >= opts.top {
+            // Keep the rows of the first `top` groups.
+            groups = 0;
+            let mut keep = found.len();
+            for i in 0..found.len() {
+                let new_group = i == 0
+                    || !same(
+                        &found[i - 1].1,
+                        Some(found[i - 1].0),
+                        &found[i].1,
+                        Some(found[i].0),
+                    );
+                if new_group {
+                    if groups == opts.top {
+                        keep = i;
+                        break;
+                    }
+                    groups += 1;
+                }
+            }
+            found.truncate(keep);
+        }
     }
     let balance_range = found.first().map(|(_, top)| {
         let fits = |e: &Estimate| e.memory <= cap * (1.0 + 1e-9);
@@ -503,23 +791,68 @@ fn rank_by_seconds(
             .collect();
         stability(&top.relative, &others)
     });
-    let rows = found
-        .into_iter()
-        .enumerate()
-        .map(|(i, (t, evaluation))| RankedRow {
-            rank: i + 1,
-            evaluation,
-            seconds: Some(t),
-        })
-        .collect();
+    // The memory-versus-seconds frontier: in the order of memory, a strategy is simulated
+    // unless one with no more memory is already at least as fast as its lower bound.
+    let pareto = if opts.pareto {
+        let mut by_memory: Vec<&(f64, &Knobs, f64)> = bounded.iter().collect();
+        by_memory.sort_by(|a, b| a.2.total_cmp(&b.2).then(a.0.total_cmp(&b.0)));
+        let mut rows: Vec<(Evaluation, Option<f64>)> = Vec::new();
+        for &&(bound, k, mem) in &by_memory {
+            let beaten = sims.iter().any(|(_, t, m)| {
+                m.to_f64().unwrap_or(f64::MAX) <= mem * (1.0 - 1e-6) && *t <= bound
+            });
+            if beaten {
+                continue;
+            }
+            let known = sims.iter().position(|(x, _, _)| x == k);
+            let sim = match known {
+                Some(_) => {
+                    let (e, _, _) =
+                        match price(model, search.analyses, search.cache, k, calib, opts) {
+                            Some(x) => x,
+                            None => continue,
+                        };
+                    known.map(|i| (sims[i].1, e))
+                }
+                None => simulate(k),
+            };
+            let Some((t, e)) = sim else { continue };
+            if known.is_none() {
+                sims.push((k.clone(), t, e.memory.total.clone()));
+            }
+            rows.push((e, Some(t)));
+        }
+        frontier(rows)
+    } else {
+        Vec::new()
+    };
+    let (smallest, cheapest) = if found.is_empty() {
+        smallest_footprint(
+            model,
+            search.analyses,
+            search.cache,
+            search.estimates,
+            calib,
+            opts,
+        )
+    } else {
+        (None, None)
+    };
+    let rows = group(
+        found.into_iter().map(|(t, e)| (e, Some(t))).collect(),
+        opts.top,
+    );
     Ok(RankResult {
         rows,
         evaluated: search.evaluated,
         feasible: search.feasible,
         rejected: search.rejected,
-        simulated,
+        simulated: simulated.get(),
         balance_range,
         search_seconds: search.start.elapsed().as_secs_f64(),
+        pareto,
+        smallest,
+        cheapest,
     })
 }
 

@@ -191,13 +191,61 @@ impl Knobs {
     pub fn devices(&self) -> u64 {
         self.dp * self.tp * self.pp
     }
+
+    /// Micro-batch size as Megatron-LM's `--micro-batch-size` means it: samples per
+    /// micro-batch on one data-parallel rank, global batch ÷ (dp × micro-batches); `None` when
+    /// that is not a whole number.
+    pub fn micro_batch_size(&self, global_batch: &crate::sym::Rational) -> Option<u64> {
+        let d = crate::sym::Rational::from_integer((self.dp * self.microbatches).into());
+        let s = global_batch / d;
+        if s.is_integer() && s > num_traits::Zero::zero() {
+            s.to_integer().try_into().ok()
+        } else {
+            None
+        }
+    }
+
+    /// The micro-batch count for a micro-batch size: global batch ÷ (dp × size), or why not.
+    pub fn microbatches_for_size(
+        global_batch: &crate::sym::Rational,
+        dp: u64,
+        size: u64,
+    ) -> Result<u64, String> {
+        if size == 0 {
+            return Err("the micro-batch size must be at least 1".into());
+        }
+        let d = crate::sym::Rational::from_integer((dp * size).into());
+        let m = global_batch / d;
+        if !m.is_integer() || m < num_traits::One::one() {
+            return Err(format!(
+                "micro-batch size {size} does not divide the global batch {global_batch} over dp = {dp} (global batch ÷ (dp × size) must be a whole number of micro-batches)"
+            ));
+        }
+        m.to_integer()
+            .try_into()
+            .map_err(|_| format!("micro-batch size {size}: too many micro-batches"))
+    }
+
+    /// The strategy as users write it, with the micro-batch size (`mbs=`) where the global
+    /// batch is known and whole, the micro-batch count otherwise.
+    pub fn describe(&self, global_batch: Option<&crate::sym::Rational>) -> String {
+        let s = self.to_string();
+        match global_batch.and_then(|b| self.micro_batch_size(b)) {
+            Some(mbs) => s.replacen(
+                &format!("microbatches={}", self.microbatches),
+                &format!("mbs={mbs}"),
+                1,
+            ),
+            None => s,
+        }
+    }
 }
 
 impl fmt::Display for Knobs {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "dp={} tp={} pp={} mb={} {}{} sp={} recompute={} zero={}",
+            "dp={} tp={} pp={} microbatches={} {}{} sp={} recompute={} zero={}",
             self.dp,
             self.tp,
             self.pp,

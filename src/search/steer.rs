@@ -1,0 +1,418 @@
+//! Steering the `rank` search: knobs fixed to a value or capped (`--fix tp=8,pp=4,zero=1`,
+//! `--max tp=8`), and memory given with units (`75GB`, `80GiB`) or as headroom (`10%`).
+
+use crate::strategy::{Knobs, Recompute, Schedule};
+use crate::sym::Rational;
+use num_traits::{One, Zero};
+use std::fmt;
+
+/// A numeric knob's constraint: a fixed value and/or a largest value.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Bound {
+    /// The only value allowed.
+    pub fixed: Option<u64>,
+    /// The largest value allowed.
+    pub max: Option<u64>,
+}
+
+impl Bound {
+    /// Whether `v` is allowed.
+    pub fn allows(&self, v: u64) -> bool {
+        self.fixed.is_none_or(|f| f == v) && self.max.is_none_or(|m| v <= m)
+    }
+
+    fn is_free(&self) -> bool {
+        self.fixed.is_none() && self.max.is_none()
+    }
+}
+
+/// Constraints on the knobs `rank` searches. The default constrains nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Steer {
+    /// Data-parallel degree.
+    pub dp: Bound,
+    /// Tensor-parallel degree.
+    pub tp: Bound,
+    /// Pipeline stages.
+    pub pp: Bound,
+    /// Expert-parallel degree.
+    pub ep: Bound,
+    /// Micro-batch size (samples per micro-batch and data-parallel rank).
+    pub mbs: Bound,
+    /// Micro-batch count per step.
+    pub microbatches: Bound,
+    /// Model chunks per device (interleaved schedule; 1 for the others).
+    pub chunks: Bound,
+    /// ZeRO stage.
+    pub zero: Bound,
+    /// Pipeline schedule (applies when pp > 1).
+    pub schedule: Option<Schedule>,
+    /// Sequence parallelism (applies when tp > 1).
+    pub sequence_parallel: Option<bool>,
+    /// Activation recomputation.
+    pub recompute: Option<Recompute>,
+}
+
+/// The knob names `--fix` and `--max` accept, with what each means.
+pub const KNOBS: &[(&str, &str)] = &[
+    ("dp", "data-parallel degree"),
+    ("tp", "tensor-parallel degree"),
+    ("pp", "pipeline stages"),
+    ("ep", "expert-parallel degree"),
+    ("mbs", "micro-batch size (also `micro-batch-size`)"),
+    ("microbatches", "micro-batch count (also `mb`)"),
+    (
+        "chunks",
+        "model chunks per device, interleaved schedule (also `v`)",
+    ),
+    ("zero", "ZeRO stage 0–3"),
+    ("schedule", "gpipe, 1f1b or interleaved-1f1b (--fix only)"),
+    ("sp", "sequence parallelism on/off (--fix only)"),
+    ("recompute", "none, selective or full (--fix only)"),
+];
+
+fn known() -> String {
+    KNOBS.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+}
+
+impl Steer {
+    /// Whether nothing is constrained.
+    pub fn is_free(&self) -> bool {
+        *self == Steer::default()
+    }
+
+    fn bound_mut(&mut self, name: &str) -> Option<&mut Bound> {
+        Some(match name {
+            "dp" => &mut self.dp,
+            "tp" => &mut self.tp,
+            "pp" => &mut self.pp,
+            "ep" => &mut self.ep,
+            "mbs" | "micro-batch-size" | "micro_batch_size" => &mut self.mbs,
+            "microbatches" | "mb" => &mut self.microbatches,
+            "chunks" | "v" => &mut self.chunks,
+            "zero" => &mut self.zero,
+            _ => return None,
+        })
+    }
+
+    /// Adds `--fix` items (`tp=8,pp=4,zero=1`); `flag` names the option in errors.
+    pub fn fix(&mut self, list: &str, flag: &str) -> Result<(), String> {
+        for (name, value) in items(list, flag)? {
+            let bad = |what: &str| format!("{flag} `{name}={value}`: {what}");
+            match name {
+                "schedule" => {
+                    let s = Schedule::from_name(value)
+                        .ok_or_else(|| bad("unknown schedule (gpipe, 1f1b, interleaved-1f1b)"))?;
+                    set_once(&mut self.schedule, s, || bad("given twice"))?;
+                }
+                "sp" | "sequence-parallel" | "sequence_parallel" => {
+                    let on = match value {
+                        "on" | "true" | "yes" | "1" => true,
+                        "off" | "false" | "no" | "0" => false,
+                        _ => return Err(bad("expected on or off")),
+                    };
+                    set_once(&mut self.sequence_parallel, on, || bad("given twice"))?;
+                }
+                "recompute" => {
+                    let r = Recompute::from_name(value)
+                        .ok_or_else(|| bad("unknown recomputation (none, selective, full)"))?;
+                    set_once(&mut self.recompute, r, || bad("given twice"))?;
+                }
+                _ => {
+                    let v = number(name, value, flag)?;
+                    let b = self.bound_mut(name).ok_or_else(|| unknown(name, flag))?;
+                    set_once(&mut b.fixed, v, || bad("given twice"))?;
+                }
+            }
+        }
+        self.check()
+    }
+
+    /// Adds `--max` items (`tp=8`).
+    pub fn max(&mut self, list: &str, flag: &str) -> Result<(), String> {
+        for (name, value) in items(list, flag)? {
+            if matches!(
+                name,
+                "schedule" | "sp" | "sequence-parallel" | "sequence_parallel" | "recompute"
+            ) {
+                return Err(format!(
+                    "{flag} `{name}={value}`: `{name}` has no order; use --fix {name}={value}"
+                ));
+            }
+            let v = number(name, value, flag)?;
+            let b = self.bound_mut(name).ok_or_else(|| unknown(name, flag))?;
+            set_once(&mut b.max, v, || {
+                format!("{flag} `{name}={value}`: given twice")
+            })?;
+        }
+        self.check()
+    }
+
+    fn check(&self) -> Result<(), String> {
+        for (name, b) in self.bounds() {
+            if let (Some(f), Some(m)) = (b.fixed, b.max) {
+                if f > m {
+                    return Err(format!("--fix {name}={f} exceeds --max {name}={m}"));
+                }
+            }
+        }
+        if let Some(z) = self.zero.fixed {
+            if z > 3 {
+                return Err(format!("--fix zero={z}: ZeRO stages are 0, 1, 2 and 3"));
+            }
+        }
+        if let (Some(s), Some(c)) = (self.schedule, self.chunks.fixed) {
+            if s == Schedule::Interleaved && c < 2 {
+                return Err(format!(
+                    "--fix chunks={c} with schedule=interleaved-1f1b: interleaving needs at least 2 chunks"
+                ));
+            }
+            if s != Schedule::Interleaved && c > 1 {
+                return Err(format!(
+                    "--fix chunks={c} needs schedule=interleaved-1f1b, not {s}"
+                ));
+            }
+        }
+        if self.sequence_parallel == Some(true) && self.tp.fixed == Some(1) {
+            return Err("--fix sp=on needs tp > 1".into());
+        }
+        Ok(())
+    }
+
+    fn bounds(&self) -> [(&'static str, &Bound); 8] {
+        [
+            ("dp", &self.dp),
+            ("tp", &self.tp),
+            ("pp", &self.pp),
+            ("ep", &self.ep),
+            ("mbs", &self.mbs),
+            ("microbatches", &self.microbatches),
+            ("chunks", &self.chunks),
+            ("zero", &self.zero),
+        ]
+    }
+
+    /// Checks the constraints against `devices`: a fixed dp, tp or pp must divide them, and so
+    /// must the product of the fixed ones.
+    pub fn check_devices(&self, devices: u64) -> Result<(), String> {
+        let mut product = 1u64;
+        let mut named = Vec::new();
+        for (name, b) in [("dp", &self.dp), ("tp", &self.tp), ("pp", &self.pp)] {
+            if let Some(f) = b.fixed {
+                if !devices.is_multiple_of(f) {
+                    return Err(format!(
+                        "--fix {name}={f}: {f} does not divide the {devices} devices"
+                    ));
+                }
+                product = product.saturating_mul(f);
+                named.push(format!("{name}={f}"));
+            }
+        }
+        if !devices.is_multiple_of(product) {
+            return Err(format!(
+                "--fix {}: dp × tp × pp = {product} does not divide the {devices} devices",
+                named.join(",")
+            ));
+        }
+        if named.len() == 3 && product != devices {
+            return Err(format!(
+                "--fix {}: dp × tp × pp = {product}, not the {devices} devices",
+                named.join(",")
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether a mesh shape is allowed.
+    pub fn allows_mesh(&self, dp: u64, tp: u64, pp: u64) -> bool {
+        self.dp.allows(dp) && self.tp.allows(tp) && self.pp.allows(pp)
+    }
+
+    /// Whether a strategy is allowed; `mbs` its micro-batch size.
+    pub fn allows(&self, k: &Knobs, mbs: u64) -> bool {
+        let applies_sched = k.pp > 1;
+        self.allows_mesh(k.dp, k.tp, k.pp)
+            && self.ep.allows(k.ep)
+            && self.mbs.allows(mbs)
+            && self.microbatches.allows(k.microbatches)
+            && (self.chunks.allows(k.virtual_chunks()) || (!applies_sched && self.chunks.is_free()))
+            && self.zero.allows(u64::from(k.zero))
+            && (!applies_sched || self.schedule.is_none_or(|s| s == k.schedule))
+            && self
+                .sequence_parallel
+                .is_none_or(|sp| sp == k.sequence_parallel)
+            && self.recompute.is_none_or(|r| r == k.recompute)
+    }
+
+    /// The constraints as `--fix`/`--max` would state them.
+    pub fn describe(&self) -> String {
+        let mut fix = Vec::new();
+        let mut max = Vec::new();
+        for (name, b) in self.bounds() {
+            if let Some(f) = b.fixed {
+                fix.push(format!("{name}={f}"));
+            }
+            if let Some(m) = b.max {
+                max.push(format!("{name}={m}"));
+            }
+        }
+        if let Some(s) = self.schedule {
+            fix.push(format!("schedule={s}"));
+        }
+        if let Some(sp) = self.sequence_parallel {
+            fix.push(format!("sp={}", if sp { "on" } else { "off" }));
+        }
+        if let Some(r) = self.recompute {
+            fix.push(format!("recompute={r}"));
+        }
+        let mut out = Vec::new();
+        if !fix.is_empty() {
+            out.push(format!("--fix {}", fix.join(",")));
+        }
+        if !max.is_empty() {
+            out.push(format!("--max {}", max.join(",")));
+        }
+        out.join(" ")
+    }
+}
+
+impl fmt::Display for Steer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.describe())
+    }
+}
+
+fn set_once<T>(slot: &mut Option<T>, v: T, twice: impl Fn() -> String) -> Result<(), String> {
+    if slot.is_some() {
+        return Err(twice());
+    }
+    *slot = Some(v);
+    Ok(())
+}
+
+fn unknown(name: &str, flag: &str) -> String {
+    format!("{flag}: unknown knob `{name}` (known: {})", known())
+}
+
+fn items<'a>(list: &'a str, flag: &str) -> Result<Vec<(&'a str, &'a str)>, String> {
+    let mut out = Vec::new();
+    for item in list.split(',') {
+        let item = item.trim();
+        if item.is_empty() {
+            return Err(format!(
+                "{flag} `{list}`: an empty item (expected KNOB=VALUE,…)"
+            ));
+        }
+        let (name, value) = item
+            .split_once('=')
+            .ok_or_else(|| format!("{flag} `{item}`: expected KNOB=VALUE"))?;
+        out.push((name.trim(), value.trim()));
+    }
+    Ok(out)
+}
+
+fn number(name: &str, value: &str, flag: &str) -> Result<u64, String> {
+    let v: u64 = value
+        .parse()
+        .map_err(|_| format!("{flag} `{name}={value}`: `{value}` is not a whole number"))?;
+    let min = if name == "zero" { 0 } else { 1 };
+    if v < min {
+        return Err(format!(
+            "{flag} `{name}={value}`: `{name}` must be at least 1"
+        ));
+    }
+    if v > crate::strategy::MAX_DEVICES {
+        return Err(format!(
+            "{flag} `{name}={value}`: absurd (more than {})",
+            crate::strategy::MAX_DEVICES
+        ));
+    }
+    Ok(v)
+}
+
+/// Parses a memory size: bytes as a whole number (`80000000000`), or a number with a unit —
+/// `KB`, `MB`, `GB`, `TB` (powers of 1000) or `KiB`, `MiB`, `GiB`, `TiB` (powers of 1024), `B`
+/// for bytes; decimals allowed (`75.5GB`), case-insensitive, a space allowed before the unit.
+/// The result is exact and must be a positive whole number of bytes.
+pub fn parse_memory(text: &str) -> Result<Rational, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let unit = unit.trim();
+    let scale: u64 = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kb" | "k" => 1_000,
+        "mb" | "m" => 1_000_000,
+        "gb" | "g" => 1_000_000_000,
+        "tb" | "t" => 1_000_000_000_000,
+        "kib" => 1 << 10,
+        "mib" => 1 << 20,
+        "gib" => 1 << 30,
+        "tib" => 1 << 40,
+        _ => {
+            return Err(format!(
+                "memory `{text}`: unknown unit `{unit}` (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)"
+            ))
+        }
+    };
+    let value = decimal(num).ok_or_else(|| {
+        format!("memory `{text}`: expected a number with an optional unit, such as 80GB or 75.5GiB")
+    })?;
+    let bytes = value * Rational::from_integer(scale.into());
+    if bytes <= Rational::zero() {
+        return Err(format!("memory `{text}` must be positive"));
+    }
+    if !bytes.is_integer() {
+        return Err(format!("memory `{text}` is not a whole number of bytes"));
+    }
+    if bytes > Rational::from_integer((1u128 << 80).into()) {
+        return Err(format!("memory `{text}` is absurd (more than 2^80 bytes)"));
+    }
+    Ok(bytes)
+}
+
+/// An exact decimal (`75`, `75.5`, `1_000`).
+fn decimal(s: &str) -> Option<Rational> {
+    let s: String = s.chars().filter(|c| *c != '_').collect();
+    if s.is_empty() || s.len() > 40 {
+        return None;
+    }
+    let (int, frac) = s.split_once('.').unwrap_or((&s, ""));
+    if int.is_empty() && frac.is_empty() {
+        return None;
+    }
+    if !int.chars().chain(frac.chars()).all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    let digits: num_bigint::BigInt = format!("{int}{frac}").parse().ok()?;
+    let den = num_bigint::BigInt::from(10u32).pow(frac.len() as u32);
+    Some(Rational::new(digits, den))
+}
+
+/// Parses headroom: a percentage of the device memory kept free (`10%`, `12.5%`), or an amount
+/// of memory (`8GB`). Returns the usable memory of a device of `capacity` bytes.
+pub fn apply_headroom(text: &str, capacity: &Rational) -> Result<Rational, String> {
+    let t = text.trim();
+    let usable = if let Some(p) = t.strip_suffix('%') {
+        let p = decimal(p.trim())
+            .ok_or_else(|| format!("--headroom `{text}`: expected a percentage such as 10%"))?;
+        let hundred = Rational::from_integer(100.into());
+        if p >= hundred {
+            return Err(format!(
+                "--headroom `{text}` leaves no memory: below 100% please"
+            ));
+        }
+        capacity * (Rational::one() - p / hundred)
+    } else {
+        let h = parse_memory(t).map_err(|e| format!("--headroom: {e}"))?;
+        if &h >= capacity {
+            return Err(format!(
+                "--headroom `{text}` is all of the {capacity}-byte device memory"
+            ));
+        }
+        capacity - h
+    };
+    Ok(usable.floor())
+}
