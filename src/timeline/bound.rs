@@ -171,16 +171,18 @@ pub fn lower_bound(
         grads[s % p] += sum(st, &|b| chains.dp_grad[b]);
     }
     // Data-parallel traffic of a device, at its best bandwidth: the gradient reduction (a
-    // reduce-scatter of half the bytes under a distributed optimizer, 1.5× under ZeRO-3), then
-    // after the optimizer step the weights' all-gather (ZeRO 1–2).
+    // reduce-scatter of half the bytes under ZeRO 1–3), then after the optimizer step the
+    // weights' all-gather (ZeRO 1–2; ZeRO 3 gathers layer by layer during the passes, which
+    // this bound leaves out).
     let mesh = Mesh::new(k.tp, k.dp, k.pp, gpus_per_node);
     let dp_axis = mesh.axis(AxisKind::Dp);
     let distributed = (1..3).contains(&k.zero) && k.dp > 1;
+    let sharded_grads = (1..=3).contains(&k.zero) && k.dp > 1;
     let reduce = |g: f64| -> f64 {
-        match k.zero {
-            3 => rates.collective_floor(Collective::AllReduce, 1.5 * g, dp_axis),
-            _ if distributed => rates.collective_floor(Collective::ReduceScatter, g / 2.0, dp_axis),
-            _ => rates.collective_floor(Collective::AllReduce, g, dp_axis),
+        if sharded_grads {
+            rates.collective_floor(Collective::ReduceScatter, g / 2.0, dp_axis)
+        } else {
+            rates.collective_floor(Collective::AllReduce, g, dp_axis)
         }
     };
     let gather = |x: f64| -> f64 {
