@@ -76,6 +76,38 @@ pub struct Check {
     pub verdict: Verdict,
 }
 
+impl Check {
+    /// The check of `quantity` in `pass` of `case` (its sizes formatted as `sizes`): equal,
+    /// different, or equal but negative.
+    pub fn new(
+        case: &Case,
+        sizes: &str,
+        pass: Pass,
+        quantity: String,
+        derived: String,
+        counted: String,
+    ) -> Check {
+        let verdict = if derived != counted {
+            Verdict::Mismatch
+        } else if derived.starts_with('-') {
+            Verdict::Negative
+        } else {
+            Verdict::Ok
+        };
+        Check {
+            rule: case.rule.clone(),
+            split: case.split_label(),
+            mesh: case.mesh_label(),
+            sizes: sizes.to_string(),
+            pass,
+            quantity,
+            derived,
+            counted,
+            verdict,
+        }
+    }
+}
+
 /// Compares a derived split entry with the counts of the same case.
 pub fn compare(case: &Case, entry: &SplitEntry, counted: &Counted) -> Result<Vec<Check>> {
     let b = case.bindings();
@@ -87,24 +119,7 @@ pub fn compare(case: &Case, entry: &SplitEntry, counted: &Counted) -> Result<Vec
         (Pass::Backward, &entry.backward, &counted.backward),
     ] {
         let mut check = |quantity: String, derived: String, counted: String| {
-            let verdict = if derived != counted {
-                Verdict::Mismatch
-            } else if derived.starts_with('-') {
-                Verdict::Negative
-            } else {
-                Verdict::Ok
-            };
-            out.push(Check {
-                rule: case.rule.clone(),
-                split: case.split_label(),
-                mesh: case.mesh_label(),
-                sizes: sizes.clone(),
-                pass,
-                quantity,
-                derived,
-                counted,
-                verdict,
-            });
+            out.push(Check::new(case, &sizes, pass, quantity, derived, counted));
         };
         check(
             "compute (FLOPs per device)".into(),

@@ -209,25 +209,14 @@ fn io_checks(rule: &OpRule, case: &Case, counted: &count::Counted) -> Result<Vec
     ));
     for (pass, formula, count) in passes {
         let derived = number(&per_device(formula)?);
-        let counted = count.io_bytes.to_string();
-        let verdict = if derived != counted {
-            Verdict::Mismatch
-        } else if derived.starts_with('-') {
-            Verdict::Negative
-        } else {
-            Verdict::Ok
-        };
-        out.push(Check {
-            rule: case.rule.clone(),
-            split: case.split_label(),
-            mesh: case.mesh_label(),
-            sizes: sizes.join(" "),
+        out.push(Check::new(
+            case,
+            &sizes.join(" "),
             pass,
-            quantity: "HBM bytes read and written per device".into(),
+            "HBM bytes read and written per device".into(),
             derived,
-            counted,
-            verdict,
-        });
+            count.io_bytes.to_string(),
+        ));
     }
     Ok(out)
 }
