@@ -180,15 +180,12 @@ fn io_checks(rule: &OpRule, case: &Case, counted: &count::Counted) -> Result<Vec
     }
     let b = case.bindings();
     let per_device = |(r, w): (Poly, Poly)| -> Result<crate::sym::Rational> {
-        let mut p = &r + &w;
-        for s in &case.splits {
-            let share = Poly::symbol(&s.index)
-                .checked_div(&Poly::int(i64::from(s.devices)))
-                .map_err(|e| crate::error::Error::Usage(e.to_string()))?;
-            p = p
-                .substitute(&s.index, &share)
-                .map_err(|e| crate::error::Error::Usage(e.to_string()))?;
-        }
+        let splits = case
+            .splits
+            .iter()
+            .map(|s| (s.index.as_str(), Poly::int(i64::from(s.devices))));
+        let p = crate::parallel::analysis::per_device_bytes(&r, &w, splits)
+            .map_err(crate::error::Error::Usage)?;
         p.eval(&b).map_err(|e| {
             crate::error::Error::Usage(format!(
                 "rule `{}`: bytes formula `{p}` at the audit's sizes: {e}",

@@ -950,11 +950,7 @@ fn phi(c: &Config, src: &dyn Fn(&str) -> String) -> Result<Plan> {
         }
     }
     let rd = rotary_dims(c, "partial_rotary_factor", 0.5, d.value, src)?;
-    let seq = sym(
-        "S",
-        c.uint("max_position_embeddings")?,
-        src("max_position_embeddings"),
-    );
+    let seq = field(c, "S", "max_position_embeddings", src)?;
     Ok(Plan {
         family: "phi",
         module: "PhiForCausalLM".into(),
@@ -1019,11 +1015,7 @@ fn gpt_neox(c: &Config, src: &dyn Fn(&str) -> String) -> Result<Plan> {
     } else {
         rotary_dims(c, "partial_rotary_factor", 0.25, d.value, src)?
     };
-    let seq = sym(
-        "S",
-        c.uint("max_position_embeddings")?,
-        src("max_position_embeddings"),
-    );
+    let seq = field(c, "S", "max_position_embeddings", src)?;
     Ok(Plan {
         family: "gpt_neox",
         module: "GPTNeoXForCausalLM".into(),

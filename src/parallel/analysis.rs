@@ -476,16 +476,9 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
         &entry.forward.outputs[0].placements,
     );
     let per_device = |(r, w): (Poly, Poly)| {
-        let mut per = &r + &w;
-        for s in plan.splits() {
-            let share = Poly::symbol(&s.index)
-                .checked_div(&s.size)
-                .expect("axis sizes are symbols");
-            per = per
-                .substitute(&s.index, &share)
-                .expect("a split index is a symbol");
-        }
-        f(&per)
+        let splits = plan.splits();
+        let shares = splits.iter().map(|s| (s.index.as_str(), s.size.clone()));
+        f(&per_device_bytes(&r, &w, shares).expect("axis sizes are symbols"))
     };
     let io_bytes = per_device(node.rule.io_bytes(model.dtype_bytes));
     let backward_io_bytes = per_device(node.rule.backward_io_bytes(model.dtype_bytes));
@@ -550,4 +543,21 @@ impl Analysis {
         }
         Ok(out)
     }
+}
+
+/// Bytes read and written per device: `read + write` with every split index replaced by its
+/// share, index ÷ axis size (the split divides the index evenly).
+pub fn per_device_bytes<'a>(
+    read: &Poly,
+    write: &Poly,
+    splits: impl IntoIterator<Item = (&'a str, Poly)>,
+) -> Result<Poly, String> {
+    let mut per = read + write;
+    for (index, size) in splits {
+        let share = Poly::symbol(index)
+            .checked_div(&size)
+            .map_err(|e| e.to_string())?;
+        per = per.substitute(index, &share).map_err(|e| e.to_string())?;
+    }
+    Ok(per)
 }

@@ -117,9 +117,17 @@ fn same(a: &Evaluation, sa: Option<f64>, b: &Evaluation, sb: Option<f64>) -> boo
 
 /// Groups sorted rows whose cost, seconds and memory are equal and keeps the first `top` groups.
 fn group(rows: Vec<(Evaluation, Option<f64>)>, top: usize) -> Vec<RankedRow> {
+    grouped(rows, |out, _, _| out.len() < top)
+}
+
+/// Sorted rows with equal ones (adjacent) joined into one group; a row that starts a new group
+/// is kept when `keep` says so given the groups so far.
+fn grouped(
+    rows: Vec<(Evaluation, Option<f64>)>,
+    keep: impl Fn(&[RankedRow], &Evaluation, Option<f64>) -> bool,
+) -> Vec<RankedRow> {
     let mut out: Vec<RankedRow> = Vec::new();
     for (e, t) in rows {
-        // Rows come sorted with equal ones adjacent.
         if let Some(g) = out
             .last_mut()
             .filter(|g| same(&g.evaluation, g.seconds, &e, t))
@@ -127,15 +135,14 @@ fn group(rows: Vec<(Evaluation, Option<f64>)>, top: usize) -> Vec<RankedRow> {
             g.alike.push(e.knobs);
             continue;
         }
-        if out.len() == top {
-            continue;
+        if keep(&out, &e, t) {
+            out.push(RankedRow {
+                rank: out.len() + 1,
+                evaluation: e,
+                seconds: t,
+                alike: Vec::new(),
+            });
         }
-        out.push(RankedRow {
-            rank: out.len() + 1,
-            evaluation: e,
-            seconds: t,
-            alike: Vec::new(),
-        });
     }
     out
 }
@@ -576,16 +583,7 @@ fn frontier(mut rows: Vec<(Evaluation, Option<f64>)>) -> Vec<RankedRow> {
             .then(ta.unwrap_or(0.0).total_cmp(&tb.unwrap_or(0.0)))
             .then(a.relative.total.cmp(&b.relative.total))
     });
-    let mut out: Vec<RankedRow> = Vec::new();
-    for (e, t) in rows {
-        // Rows come sorted with equal ones adjacent.
-        if let Some(g) = out
-            .last_mut()
-            .filter(|g| same(&g.evaluation, g.seconds, &e, t))
-        {
-            g.alike.push(e.knobs);
-            continue;
-        }
+    grouped(rows, |out, e, t| {
         let dominated = out.last().is_some_and(|g| {
             let (gt, gc) = score(&g.evaluation, g.seconds);
             match (gt, t) {
@@ -593,16 +591,8 @@ fn frontier(mut rows: Vec<(Evaluation, Option<f64>)>) -> Vec<RankedRow> {
                 _ => gc <= e.relative.total,
             }
         });
-        if !dominated {
-            out.push(RankedRow {
-                rank: out.len() + 1,
-                evaluation: e,
-                seconds: t,
-                alike: Vec::new(),
-            });
-        }
-    }
-    out
+        !dominated
+    })
 }
 
 /// Prices strategy `k` exactly, with the analysis and block numbers it was screened with.

@@ -475,7 +475,7 @@ fn run(
                     range.rev().collect()
                 };
                 let grads_now = task.pass == Pass::Backward && last_bwd[task.stage] == pos[d];
-                let mut last_compute: Option<(usize, f64, f64)> = None;
+                let mut last_compute: Option<(f64, f64)> = None;
                 // When the previous layer of this task began computing (FSDP prefetch).
                 let mut prefetch_at = t;
                 for item in items {
@@ -522,7 +522,7 @@ fn run(
                         if s.after_dgrad {
                             // Issued when the matmul's input gradient (the first of its two
                             // GEMMs) is done, beside its weight gradient; what follows waits.
-                            let (cid, st, en) = last_compute.unwrap_or((usize::MAX, t, t));
+                            let (st, en) = last_compute.unwrap_or((t, t));
                             let issue = st + (en - st) / 2.0;
                             let mut e = e;
                             e.deps.clear();
@@ -534,7 +534,7 @@ fn run(
                             // sum of the recorded events).
                             let overlap = (end.min(en) - cs).max(0.0);
                             let extra = dev.contention * overlap;
-                            if extra > 0.0 && cid != usize::MAX {
+                            if extra > 0.0 && last_compute.is_some() {
                                 let c = Stream::Compute.index();
                                 dev.free[c] = dev.free[c].max(en) + extra;
                                 t = t.max(dev.free[c]);
@@ -550,7 +550,7 @@ fn run(
                             prefetch_at = start;
                         }
                         if s.stream == Stream::Compute {
-                            last_compute = Some((id, start, end));
+                            last_compute = Some((start, end));
                         }
                         if !s.blocking {
                             continue;
