@@ -312,7 +312,7 @@ fn busy_times_add_up_to_the_evaluation() {
 fn the_trace_follows_the_trace_event_format() {
     let (p, _, calib) = plan("gpt3-125m", 32, &strategies()[1]);
     let tl = time_plan(&p, &calib).unwrap();
-    let text = serde_json::to_string(&chrome_trace(&tl.plan, &tl.sim)).unwrap();
+    let text = serde_json::to_string(&chrome_trace(&tl.plan, &tl.sim, TraceDetail::Op)).unwrap();
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     let events = v["traceEvents"].as_array().unwrap();
     let (mut procs, mut threads, mut used) = (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
@@ -355,6 +355,67 @@ fn the_trace_follows_the_trace_event_format() {
         .as_str()
         .unwrap()
         .starts_with("F layer3.fc_in mb1")));
+}
+
+#[test]
+fn the_layer_trace_merges_each_layer_pass_and_micro_batch_into_one_span() {
+    let (p, _, calib) = plan("gpt3-125m", 32, &strategies()[1]);
+    let tl = time_plan(&p, &calib).unwrap();
+    let op = chrome_trace(&tl.plan, &tl.sim, TraceDetail::Op);
+    let layer = chrome_trace(&tl.plan, &tl.sim, TraceDetail::Layer);
+    let complete = |v: &serde_json::Value| -> Vec<serde_json::Value> {
+        v["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["ph"] == "X")
+            .cloned()
+            .collect()
+    };
+    let (ops, layers) = (complete(&op), complete(&layer));
+    assert!(
+        layers.len() * 4 < ops.len(),
+        "{} vs {}",
+        layers.len(),
+        ops.len()
+    );
+    // Nothing is lost: per device and stream, busy time, FLOPs and bytes add up to the
+    // per-operator trace's.
+    let totals = |evs: &[serde_json::Value], busy_key: &str| {
+        let mut t: BTreeMap<(u64, u64), [f64; 3]> = BTreeMap::new();
+        for e in evs {
+            let busy = e["args"][busy_key]
+                .as_f64()
+                .unwrap_or_else(|| e["dur"].as_f64().unwrap());
+            let s = t
+                .entry((e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap()))
+                .or_default();
+            s[0] += busy;
+            s[1] += e["args"]["flops"].as_f64().unwrap_or(0.0);
+            s[2] += e["args"]["bytes"].as_f64().unwrap_or(0.0);
+        }
+        t
+    };
+    let (a, b) = (totals(&ops, "-"), totals(&layers, "busy_us"));
+    assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());
+    for (k, x) in &a {
+        for i in 0..3 {
+            let y = b[k][i];
+            assert!(
+                (x[i] - y).abs() <= 1e-9 * x[i].abs().max(1.0),
+                "{k:?} {i}: {x:?} {y}"
+            );
+        }
+    }
+    // A span covers its events: it never ends before they are busy.
+    for e in &layers {
+        let busy = e["args"]["busy_us"].as_f64().unwrap_or(0.0);
+        assert!(e["dur"].as_f64().unwrap() >= busy * (1.0 - 1e-12));
+    }
+    // Layer spans are named by pass, layer and micro-batch.
+    assert!(layers
+        .iter()
+        .any(|e| e["name"] == "F layer3 mb1" && e["args"]["events"].as_u64().unwrap() > 1));
 }
 
 #[test]
@@ -1118,4 +1179,46 @@ fn strategy_files_carry_overlap_and_reject_unknown_keys() {
         .stderr(predicates::str::contains("bad.yaml:2"))
         .stderr(predicates::str::contains("tp-com"));
     std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn the_trace_command_writes_layer_spans_by_default_and_operators_on_request() {
+    let dir = std::env::temp_dir().join(format!("symshard-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let run = |detail: Option<&str>| -> serde_json::Value {
+        let file = dir.join(format!("{}.json", detail.unwrap_or("default")));
+        let mut cmd = Command::cargo_bin("symshard").unwrap();
+        cmd.args([
+            "timeline",
+            "gpt3-125m",
+            "--dp",
+            "2",
+            "--pp",
+            "2",
+            "--calib",
+            "a100-80gb",
+            "--trace",
+        ])
+        .arg(&file);
+        if let Some(d) = detail {
+            cmd.args(["--trace-detail", d]);
+        }
+        cmd.assert().success();
+        serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap()
+    };
+    let default = run(None);
+    assert_eq!(default["otherData"]["detail"], "layer");
+    assert_eq!(default, run(Some("layer")));
+    let op = run(Some("op"));
+    assert_eq!(op["otherData"]["detail"], "op");
+    let n = |v: &serde_json::Value| v["traceEvents"].as_array().unwrap().len();
+    assert!(n(&default) < n(&op));
+    // A detail without a trace to apply it to is refused.
+    Command::cargo_bin("symshard")
+        .unwrap()
+        .args(["timeline", "gpt3-125m", "--trace-detail", "op"])
+        .assert()
+        .failure()
+        .code(2);
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -6,7 +6,8 @@ use super::{Format, SymbolArgs};
 use crate::calib::Calibration;
 use crate::error::Error;
 use crate::timeline::{
-    chrome_trace, gantt_svg, plan_strategy, time_plan, time_summary, Summary, TimingPlan,
+    gantt_svg, plan_strategy, time_plan, time_summary, write_chrome_trace, Summary, TimingPlan,
+    TraceDetail,
 };
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -23,6 +24,10 @@ pub struct TimelineArgs {
     /// Write a Chrome trace (chrome://tracing, Perfetto) of the step.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
+    /// How much the trace shows: one event per layer, pass and micro-batch on each stream
+    /// (`layer`), or one per operator and collective (`op`, several times larger).
+    #[arg(long, value_enum, default_value_t = TraceDetail::Layer, requires = "trace")]
+    pub trace_detail: TraceDetail,
     /// Write an SVG Gantt chart of the step.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
@@ -110,10 +115,13 @@ pub fn run(args: TimelineArgs) -> Result<(), Error> {
     }
     let tl = time_plan(&plan, &calib)?;
     if let Some(p) = &args.trace {
-        let v = chrome_trace(&tl.plan, &tl.sim);
-        let text = serde_json::to_string(&v)
-            .map_err(|e| Error::Usage(format!("cannot write the trace: {e}")))?;
-        write(p, &text)?;
+        let io = |source| Error::Io {
+            path: p.to_path_buf(),
+            source,
+        };
+        let mut w = std::io::BufWriter::new(std::fs::File::create(p).map_err(io)?);
+        write_chrome_trace(&tl.plan, &tl.sim, args.trace_detail, &mut w).map_err(io)?;
+        std::io::Write::flush(&mut w).map_err(io)?;
     }
     if let Some(p) = &args.svg {
         let title = format!(

@@ -27,7 +27,7 @@ pub use sim::{
     BUCKET_BYTES,
 };
 pub use svg::gantt_svg;
-pub use trace::chrome_trace;
+pub use trace::{chrome_trace, write_chrome_trace, TraceDetail};
 
 use crate::calib::Calibration;
 use crate::error::{Error, Result};

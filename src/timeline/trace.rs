@@ -6,6 +6,7 @@ use super::plan::{Step, TimingPlan};
 use super::schedule::Pass;
 use super::sim::{Event, Simulation, Stream, What};
 use serde_json::{json, Value};
+use std::io::{self, Write};
 
 /// The name of a layer item: its block and, for a repeated block, its copy number.
 fn item_name(plan: &TimingPlan, item: usize) -> String {
@@ -78,59 +79,246 @@ pub(crate) fn label(plan: &TimingPlan, e: &Event, item: &str) -> String {
     }
 }
 
-/// The timeline as a Chrome trace (`{"traceEvents": [...]}`); times in microseconds.
-pub fn chrome_trace(plan: &TimingPlan, sim: &Simulation) -> Value {
-    let per_stage = plan.knobs.tp * plan.knobs.dp;
-    let names: Vec<String> = (0..plan.items.len()).map(|i| item_name(plan, i)).collect();
-    let mut out = Vec::with_capacity(sim.events.len() + 8 * sim.busy.len());
-    for d in 0..sim.busy.len() {
-        let pid = d as u64 * per_stage;
-        out.push(
-            json!({"name": "process_name", "ph": "M", "pid": pid, "tid": 0,
-            "args": {"name": format!("device {pid} (pipeline stage {d})")}}),
-        );
-        out.push(
-            json!({"name": "process_sort_index", "ph": "M", "pid": pid, "tid": 0,
-            "args": {"sort_index": d}}),
-        );
-        for (t, s) in Stream::ALL.iter().enumerate() {
-            out.push(
-                json!({"name": "thread_name", "ph": "M", "pid": pid, "tid": t,
-                "args": {"name": s.name()}}),
-            );
-            out.push(
-                json!({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": t,
-                "args": {"sort_index": t}}),
-            );
+/// How much a trace shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum TraceDetail {
+    /// One event per layer, pass and micro-batch on each stream (operators of a layer merged
+    /// into one span that carries their busy seconds, FLOPs and bytes); events outside layers
+    /// (sends, gradient buckets, the optimizer) as they are.
+    #[default]
+    Layer,
+    /// One event per operator and collective.
+    Op,
+}
+
+/// What merges into one span at [`TraceDetail::Layer`]: the same device, stream, layer item,
+/// micro-batch and pass (a recomputed forward apart from the forward it repeats).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SpanKey {
+    device: usize,
+    stream: Stream,
+    item: usize,
+    microbatch: Option<usize>,
+    pass: Pass,
+    recompute: bool,
+}
+
+fn span_key(e: &Event) -> Option<SpanKey> {
+    let recompute = match e.what {
+        What::Op { recompute, .. } | What::Comm { recompute, .. } => recompute,
+        _ => return None,
+    };
+    Some(SpanKey {
+        device: e.device,
+        stream: e.stream,
+        item: e.item?,
+        microbatch: e.microbatch,
+        pass: e.pass,
+        recompute,
+    })
+}
+
+/// Several events of one layer merged: from the first start to the last end.
+struct Span {
+    key: SpanKey,
+    stage: usize,
+    start: f64,
+    end: f64,
+    busy: f64,
+    flops: f64,
+    bytes: f64,
+    events: usize,
+}
+
+impl Span {
+    fn of(key: SpanKey, e: &Event) -> Span {
+        Span {
+            key,
+            stage: e.stage,
+            start: e.start,
+            end: e.end(),
+            busy: e.dur,
+            flops: e.flops,
+            bytes: e.bytes,
+            events: 1,
         }
     }
-    for e in &sim.events {
-        let item = e.item.map(|i| names[i].as_str()).unwrap_or("");
+
+    fn add(&mut self, e: &Event) {
+        self.start = self.start.min(e.start);
+        self.end = self.end.max(e.end());
+        self.busy += e.dur;
+        self.flops += e.flops;
+        self.bytes += e.bytes;
+        self.events += 1;
+    }
+
+    fn label(&self, item: &str) -> String {
+        let pass = match (self.key.recompute, self.key.pass) {
+            (true, _) => "R",
+            (false, Pass::Forward) => "F",
+            (false, Pass::Backward) => "B",
+        };
+        let mb = self
+            .key
+            .microbatch
+            .map(|j| format!(" mb{j}"))
+            .unwrap_or_default();
+        match self.key.stream {
+            Stream::Compute => format!("{pass} {item}{mb}"),
+            s => format!("{pass} {item} {}{mb}", s.name()),
+        }
+    }
+}
+
+/// Writes `value` and, before it, a comma unless it is the first.
+fn item<W: Write>(w: &mut W, first: &mut bool, value: &Value) -> io::Result<()> {
+    if !std::mem::take(first) {
+        w.write_all(b",\n")?;
+    }
+    serde_json::to_writer(&mut *w, value).map_err(io::Error::from)
+}
+
+/// The timeline as a Chrome trace (`{"traceEvents": [...]}`, times in microseconds), written
+/// to `w` event by event: memory stays that of the simulation, whatever the trace's size.
+pub fn write_chrome_trace<W: Write>(
+    plan: &TimingPlan,
+    sim: &Simulation,
+    detail: TraceDetail,
+    w: &mut W,
+) -> io::Result<()> {
+    let per_stage = plan.knobs.tp * plan.knobs.dp;
+    let names: Vec<String> = (0..plan.items.len()).map(|i| item_name(plan, i)).collect();
+    w.write_all(b"{\"traceEvents\":[\n")?;
+    let mut first = true;
+    for d in 0..sim.busy.len() {
+        let pid = d as u64 * per_stage;
+        item(
+            w,
+            &mut first,
+            &json!({"name": "process_name", "ph": "M", "pid": pid, "tid": 0,
+            "args": {"name": format!("device {pid} (pipeline stage {d})")}}),
+        )?;
+        item(
+            w,
+            &mut first,
+            &json!({"name": "process_sort_index", "ph": "M", "pid": pid, "tid": 0,
+            "args": {"sort_index": d}}),
+        )?;
+        for (t, s) in Stream::ALL.iter().enumerate() {
+            item(
+                w,
+                &mut first,
+                &json!({"name": "thread_name", "ph": "M", "pid": pid, "tid": t,
+                "args": {"name": s.name()}}),
+            )?;
+            item(
+                w,
+                &mut first,
+                &json!({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": t,
+                "args": {"sort_index": t}}),
+            )?;
+        }
+    }
+    let complete = |name: String, stream: Stream, device: usize, start: f64, dur: f64, args| {
+        json!({
+            "name": name,
+            "cat": stream.name(),
+            "ph": "X",
+            "ts": start * 1e6,
+            "dur": dur * 1e6,
+            "pid": device as u64 * per_stage,
+            "tid": stream as usize,
+            "args": Value::Object(args),
+        })
+    };
+    let common = |stage: usize, microbatch: Option<usize>, item: &str, flops: f64, bytes: f64| {
         let mut args = serde_json::Map::new();
-        args.insert("stage".into(), json!(e.stage));
-        if let Some(j) = e.microbatch {
+        args.insert("stage".into(), json!(stage));
+        if let Some(j) = microbatch {
             args.insert("microbatch".into(), json!(j));
         }
         if !item.is_empty() {
             args.insert("layer".into(), json!(item));
         }
-        if e.flops > 0.0 {
-            args.insert("flops".into(), json!(e.flops));
+        if flops > 0.0 {
+            args.insert("flops".into(), json!(flops));
         }
-        if e.bytes > 0.0 {
-            args.insert("bytes".into(), json!(e.bytes));
+        if bytes > 0.0 {
+            args.insert("bytes".into(), json!(bytes));
         }
-        out.push(json!({
-            "name": label(plan, e, item),
-            "cat": e.stream.name(),
-            "ph": "X",
-            "ts": e.start * 1e6,
-            "dur": e.dur * 1e6,
-            "pid": e.device as u64 * per_stage,
-            "tid": e.stream as usize,
-            "args": Value::Object(args),
-        }));
+        args
+    };
+    // Open spans, one per device and stream: a stream runs its events in issue order, so a
+    // layer's events on it are consecutive.
+    let mut open: Vec<Option<Span>> = (0..sim.busy.len() * Stream::ALL.len())
+        .map(|_| None)
+        .collect();
+    let flush = |w: &mut W, first: &mut bool, s: Span| -> io::Result<()> {
+        let name = &names[s.key.item];
+        let mut args = common(s.stage, s.key.microbatch, name, s.flops, s.bytes);
+        args.insert("events".into(), json!(s.events));
+        args.insert("busy_us".into(), json!(s.busy * 1e6));
+        item(
+            w,
+            first,
+            &complete(
+                s.label(name),
+                s.key.stream,
+                s.key.device,
+                s.start,
+                s.end - s.start,
+                args,
+            ),
+        )
+    };
+    for e in &sim.events {
+        if detail == TraceDetail::Layer {
+            if let Some(key) = span_key(e) {
+                let slot = &mut open[e.device * Stream::ALL.len() + e.stream.index()];
+                match slot {
+                    Some(s) if s.key == key => s.add(e),
+                    _ => {
+                        if let Some(s) = slot.replace(Span::of(key, e)) {
+                            flush(w, &mut first, s)?;
+                        }
+                    }
+                }
+                continue;
+            }
+        }
+        let item_name = e.item.map(|i| names[i].as_str()).unwrap_or("");
+        let args = common(e.stage, e.microbatch, item_name, e.flops, e.bytes);
+        item(
+            w,
+            &mut first,
+            &complete(
+                label(plan, e, item_name),
+                e.stream,
+                e.device,
+                e.start,
+                e.dur,
+                args,
+            ),
+        )?;
     }
-    json!({"traceEvents": out, "displayTimeUnit": "ms",
-        "otherData": {"model": plan.model, "strategy": plan.knobs.to_string()}})
+    for s in open.into_iter().flatten() {
+        flush(w, &mut first, s)?;
+    }
+    w.write_all(b"\n],\"displayTimeUnit\":\"ms\",\"otherData\":")?;
+    serde_json::to_writer(
+        &mut *w,
+        &json!({"model": plan.model, "strategy": plan.knobs.to_string(),
+            "detail": match detail { TraceDetail::Layer => "layer", TraceDetail::Op => "op" }}),
+    )
+    .map_err(io::Error::from)?;
+    w.write_all(b"}\n")
+}
+
+/// The timeline as a Chrome trace value (see [`write_chrome_trace`]; this one holds the whole
+/// trace in memory).
+pub fn chrome_trace(plan: &TimingPlan, sim: &Simulation, detail: TraceDetail) -> Value {
+    let mut buf = Vec::new();
+    write_chrome_trace(plan, sim, detail, &mut buf).expect("writing to memory");
+    serde_json::from_slice(&buf).expect("the trace is JSON")
 }
