@@ -44,6 +44,9 @@ pub struct OpNode {
     pub tp: Option<String>,
     /// A description.
     pub doc: Option<String>,
+    /// Part of attention's core between the projections (tagged `attention: eager` or
+    /// `role: attention-core` in its graph): what selective recomputation recomputes.
+    pub attention_core: bool,
 }
 
 impl OpNode {

@@ -256,6 +256,9 @@ impl ModelLoader {
     }
 }
 
+/// The role of attention's core operators (`role: attention-core` in a graph).
+pub const ROLE_ATTENTION_CORE: &str = "attention-core";
+
 /// Whether `s` names a model rather than a path (no separators, not empty).
 fn is_plain_name(s: &str) -> bool {
     !s.is_empty() && !s.contains(['/', '\\']) && s != "." && s != ".."
@@ -442,6 +445,19 @@ impl GraphBuilder<'_> {
                         ));
                     }
                 }
+                let attention_core = match op.role.as_deref() {
+                    None => op.attention.as_deref() == Some(AttentionMode::Eager.tag()),
+                    Some(ROLE_ATTENTION_CORE) => true,
+                    Some(other) => {
+                        return Err(self.err(
+                            &["blocks", &op.name, "role"],
+                            format!(
+                                "operator `{}`: unknown role `{other}` (the one role is `{ROLE_ATTENTION_CORE}`)",
+                                op.name
+                            ),
+                        ))
+                    }
+                };
                 let node = graph.add_node(OpNode {
                     name: op.name.clone(),
                     rule,
@@ -449,6 +465,7 @@ impl GraphBuilder<'_> {
                     inputs: Vec::new(),
                     tp: op.tp.clone(),
                     doc: op.doc.clone(),
+                    attention_core,
                 });
                 local.insert(op.name.clone(), node);
             }

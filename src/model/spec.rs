@@ -103,6 +103,12 @@ pub struct OpSpec {
     /// The attention mode the operator belongs to (`eager` or `flash`); in every mode when absent.
     #[serde(default)]
     pub attention: Option<String>,
+    /// What the operator is to the analysis, where its name and shape cannot say it:
+    /// `attention-core` marks the operators of attention between the projections (scores,
+    /// softmax, dropout, the weighted sum: what selective recomputation recomputes). Operators
+    /// tagged `attention: eager` have that role without saying so.
+    #[serde(default)]
+    pub role: Option<String>,
     pub op: String,
     #[serde(default)]
     pub bind: UniqueMap<FormulaText>,

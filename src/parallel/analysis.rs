@@ -391,12 +391,7 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
     let plan = plan(node, layout);
     let entry = op_entry(node, &plan, model);
     let f = |p: &Poly| node.model_formula(p);
-    let attention_core = !node.rule.fused_attention
-        && node
-            .model_formula(&node.rule.forward_flops())
-            .degree_in("S")
-            .1
-            >= 2;
+    let attention_core = node.attention_core && !node.rule.fused_attention;
     let mut comm = Vec::new();
     let mut grad_comm = Vec::new();
     let axis_of = |name: &str| {

@@ -1,0 +1,158 @@
+//! Selective recomputation recomputes attention's core, found by the role the graph declares
+//! (`attention: eager` operators, or `role: attention-core`), never by the name or the degree of
+//! a symbol: ResNet's and ViT's `S` is an image side, and a user's sequence may be called `T`.
+
+use assert_cmd::Command;
+use num_bigint::BigInt;
+use serde_json::Value;
+
+fn cost(args: &[&str]) -> Value {
+    let out = Command::cargo_bin("symshard")
+        .unwrap()
+        .arg("cost")
+        .args(args)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn int(v: &Value) -> BigInt {
+    v.as_str().unwrap().parse().unwrap()
+}
+
+/// Per-device FLOPs of one step under `recompute`, on one device.
+fn flops(model: &str, recompute: &str) -> BigInt {
+    int(&cost(&[model, "--dp", "1", "--recompute", recompute])["per_device"]["flops"])
+}
+
+/// Forward FLOPs of the operators named, times their repeat count.
+fn forward_of(model: &str, names: &[&str]) -> BigInt {
+    let v = cost(&[model, "--per-op"]);
+    let mut sum = BigInt::from(0);
+    let mut seen = 0;
+    for op in v["per_op"].as_array().unwrap() {
+        if names.contains(&op["name"].as_str().unwrap()) {
+            sum += int(&op["forward"]) * int(&op["repeat"]);
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, names.len(), "{model}: {names:?}");
+    sum
+}
+
+#[test]
+fn a_convolutional_network_has_no_attention_to_recompute() {
+    let (none, selective, full) = (
+        flops("resnet50", "none"),
+        flops("resnet50", "selective"),
+        flops("resnet50", "full"),
+    );
+    assert_eq!(selective, none);
+    assert!(full > none);
+}
+
+#[test]
+fn vit_recomputes_only_its_attention_core() {
+    let extra = flops("vit-b16", "selective") - flops("vit-b16", "none");
+    let core = forward_of("vit-b16", &["scores", "scale", "attn_softmax", "context"]);
+    assert_eq!(extra, core);
+    assert!(flops("vit-b16", "full") > flops("vit-b16", "selective"));
+}
+
+#[test]
+fn t5_declares_its_attention_core_by_role() {
+    let extra = flops("t5-base", "selective") - flops("t5-base", "none");
+    let core = forward_of(
+        "t5-base",
+        &[
+            "enc_scores",
+            "enc_add_bias",
+            "enc_softmax",
+            "enc_attn_dropout",
+            "enc_context",
+            "dec_scores",
+            "dec_add_bias",
+            "dec_softmax",
+            "dec_attn_dropout",
+            "dec_context",
+            "cross_scores",
+            "cross_softmax",
+            "cross_attn_dropout",
+            "cross_context",
+        ],
+    );
+    assert_eq!(extra, core);
+}
+
+/// One attention over `T` tokens; `role` goes on the operators between the projections.
+fn tiny(dir: &std::path::Path, name: &str, role: &str) -> String {
+    let text = format!(
+        "name: {name}
+graph:
+  symbols:
+    B: batch
+    T: tokens
+    H: hidden size
+    NH: heads
+  inputs:
+    x: {{dims: [B, T, H]}}
+  blocks:
+    - name: embed
+      ops:
+        - {{name: proj, op: linear, bind: {{b: B*T, k: H, n: H}}, in: {{x: x}}}}
+    - name: attention
+      repeat: 2
+      input: proj
+      output: out
+      ops:
+        - {{name: q, op: linear, bind: {{b: B*T, k: H, n: H}}, in: {{x: in}}}}
+        - {{name: k, op: linear, bind: {{b: B*T, k: H, n: H}}, in: {{x: in}}}}
+        - {{name: v, op: linear, bind: {{b: B*T, k: H, n: H}}, in: {{x: in}}}}
+        - {{name: scores, {role}op: bmm_scores, bind: {{b: B, g: NH, r: 1, q: T, k: T, d: H/NH}}, in: {{query: q, key: k}}}}
+        - {{name: probs, {role}op: softmax, bind: {{b: B*NH*T, n: T}}, in: {{x: scores}}}}
+        - {{name: context, {role}op: bmm_context, bind: {{b: B, g: NH, r: 1, q: T, k: T, d: H/NH}}, in: {{probs: probs, value: v}}}}
+        - {{name: out, op: linear, bind: {{b: B*T, k: H, n: H}}, in: {{x: context}}}}
+symbols:
+  B: 4
+  T: 64
+  H: 32
+  NH: 4
+"
+    );
+    let p = dir.join(format!("{name}.yaml"));
+    std::fs::write(&p, text).unwrap();
+    p.to_str().unwrap().to_string()
+}
+
+#[test]
+fn a_sequence_under_another_name_is_recomputed_by_its_declared_role() {
+    let dir = std::env::temp_dir().join(format!("symshard-roles-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let tagged = tiny(&dir, "tagged", "role: attention-core, ");
+    let extra = flops(&tagged, "selective") - flops(&tagged, "none");
+    assert_eq!(extra, forward_of(&tagged, &["scores", "probs", "context"]));
+    assert!(extra > BigInt::from(0));
+    // Undeclared, nothing is taken for attention: selective recomputes nothing.
+    let plain = tiny(&dir, "plain", "");
+    assert_eq!(flops(&plain, "selective"), flops(&plain, "none"));
+    // A role that does not exist is refused with its file and line.
+    let bad = tiny(&dir, "bad", "role: attention-cor, ");
+    let out = Command::cargo_bin("symshard")
+        .unwrap()
+        .args(["cost", &bad])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bad.yaml:22:") && err.contains("unknown role `attention-cor`"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
