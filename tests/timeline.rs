@@ -1222,3 +1222,60 @@ fn the_trace_command_writes_layer_spans_by_default_and_operators_on_request() {
         .code(2);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Every collective on an operator's output gradient runs right before that operator's
+/// backward, wherever its name comes from: placed by its typed site (the gradient of
+/// `down_proj` is `ddown_proj`, T5's decoder operators start with `dec_`, Mixtral's with `d`).
+#[test]
+fn gradient_collectives_run_before_their_producers_backward() {
+    use symshard::parallel::{analyse, Layout, Site};
+    for name in ["llama3-8b", "t5-base", "mixtral-8x7b"] {
+        let model = ModelLoader::embedded().unwrap().resolve(name).unwrap();
+        let k = Knobs {
+            tp: 2,
+            sequence_parallel: true,
+            ..Knobs::data_parallel(1)
+        };
+        let layout = Layout {
+            sequence_parallel: true,
+            ..Layout::default()
+        };
+        let calib = Calibration::reference().unwrap();
+        let mut values = model.values.clone();
+        values.insert("B".into(), Rational::from_integer(1.into()));
+        let big = Rational::from_integer(10u64.pow(15).into());
+        let (plan, _) = plan_strategy(&model, &values, &k, &layout, &calib, None, &big)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let analysis = analyse(&model, &layout);
+        let mut checked = 0;
+        for (ba, pb) in analysis.blocks.iter().zip(&plan.blocks) {
+            assert_eq!(ba.name, pb.name);
+            for c in &ba.edges {
+                let Site::Gradient { producer } = &c.site else {
+                    continue;
+                };
+                let Some(k) = pb.ops.iter().position(|o| &o.name == producer) else {
+                    continue;
+                };
+                let at = pb
+                    .backward
+                    .iter()
+                    .position(|s| match s {
+                        Step::Collective(p) | Step::AfterDgrad(p) => p.name == c.op,
+                        _ => false,
+                    })
+                    .unwrap_or_else(|| panic!("{name}: {} not in the backward", c.op));
+                let next = pb.backward[at..]
+                    .iter()
+                    .find_map(|s| match s {
+                        Step::Compute(j) => Some(*j),
+                        _ => None,
+                    })
+                    .unwrap_or_else(|| panic!("{name}: {} at the end of the backward", c.op));
+                assert_eq!(next, k, "{name}: {} runs before the wrong operator", c.op);
+                checked += 1;
+            }
+        }
+        assert!(checked > 0, "{name}: no gradient collective checked");
+    }
+}

@@ -22,6 +22,42 @@ pub const TP: &str = "p_tp";
 /// The axes in placement order.
 pub const AXES: [AxisKind; 2] = [AxisKind::Dp, AxisKind::Tp];
 
+/// Where a collective runs: the pass and the operator (or edge) it belongs to. The timeline
+/// places collectives by this, never by their display names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "at", rename_all = "kebab-case")]
+pub enum Site {
+    /// In the forward pass of operator `op`.
+    Forward {
+        /// The operator.
+        op: String,
+    },
+    /// In the backward pass of operator `op`.
+    Backward {
+        /// The operator.
+        op: String,
+    },
+    /// On the edge from `producer` to `consumer`, before the consumer's forward.
+    Edge {
+        /// The operator whose output moves.
+        producer: String,
+        /// The operator that reads it.
+        consumer: String,
+    },
+    /// `producer`'s output gathered again for `consumer`'s backward (sequence parallelism).
+    Regather {
+        /// The operator whose output moves.
+        producer: String,
+        /// The operator whose backward reads it.
+        consumer: String,
+    },
+    /// The gradient of `producer`'s output, converted before `producer`'s backward.
+    Gradient {
+        /// The operator whose output's gradient moves.
+        producer: String,
+    },
+}
+
 /// A collective of one operator or edge.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Comm {
@@ -39,6 +75,8 @@ pub struct Comm {
     pub calls: u32,
     /// Why it is needed.
     pub reason: String,
+    /// Where it runs.
+    pub site: Site,
 }
 
 /// One operator, analysed.
@@ -214,6 +252,10 @@ pub fn analyse(model: &Model, layout: &Layout) -> Analysis {
                                     tensor: p.name.clone(),
                                     wire_bytes: wire,
                                     calls: 1,
+                                    site: Site::Regather {
+                                        producer: p.name.clone(),
+                                        consumer: node.name.clone(),
+                                    },
                                     reason: format!("sequence parallelism keeps `{}` sharded and gathers it again for the backward pass of `{}`", p.name, node.name),
                                 });
                             }
@@ -276,6 +318,10 @@ pub fn analyse(model: &Model, layout: &Layout) -> Analysis {
                             tensor: p.name.clone(),
                             wire_bytes: bytes,
                             calls: 1,
+                            site: Site::Edge {
+                                producer: p.name.clone(),
+                                consumer: node.name.clone(),
+                            },
                             reason: format!(
                                 "forward: `{}` leaves {} on {}, `{}` reads `{input}` as {}",
                                 p.name,
@@ -322,6 +368,9 @@ pub fn analyse(model: &Model, layout: &Layout) -> Analysis {
                             tensor: format!("d{}", p.name),
                             wire_bytes: bytes,
                             calls: 1,
+                            site: Site::Gradient {
+                                producer: p.name.clone(),
+                            },
                             reason: format!("backward: the gradient of `{}` arrives as {from} on {}, `{}` needs it as {target}", p.name, axis.name(), p.name),
                         });
                     }
@@ -401,7 +450,7 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
             AxisKind::Tp
         }
     };
-    let to_comm = |c: &crate::rules::split::CollectiveCost| Comm {
+    let to_comm = |c: &crate::rules::split::CollectiveCost, backward: bool| Comm {
         kind: c.kind,
         axis: axis_of(&c.axis),
         op: node.name.clone(),
@@ -409,13 +458,22 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
         wire_bytes: f(&c.wire_bytes),
         calls: c.count,
         reason: c.reason.clone(),
+        site: if backward {
+            Site::Backward {
+                op: node.name.clone(),
+            }
+        } else {
+            Site::Forward {
+                op: node.name.clone(),
+            }
+        },
     };
     for c in &entry.forward.collectives {
         // Partial outputs are resolved on the edges, where the consumer's needs are known.
         if c.kind == CollectiveKind::AllReduce && c.tensor == node.rule.output.name {
             continue;
         }
-        comm.push(to_comm(c));
+        comm.push(to_comm(c, false));
     }
     for c in &entry.backward.collectives {
         let k = node
@@ -426,10 +484,10 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
         match k {
             // A tied parameter's gradient is added into its owner's, which is reduced once.
             Some(k) if matches!(node.inputs[k].1, Producer::Tied(_)) => {}
-            Some(k) if node.rule.inputs[k].param => grad_comm.push(to_comm(c)),
+            Some(k) if node.rule.inputs[k].param => grad_comm.push(to_comm(c, true)),
             // Input gradients are resolved on the edges.
             Some(_) => {}
-            None => comm.push(to_comm(c)),
+            None => comm.push(to_comm(c, true)),
         }
     }
     // Saved tensors that are inputs: kept once per producer in the block (see `analyse`).

@@ -6,7 +6,7 @@ pub mod evaluate;
 pub mod layout;
 pub mod moe;
 
-pub use analysis::{analyse, Analysis, BlockAnalysis, Comm, OpAnalysis, DP, TP};
+pub use analysis::{analyse, Analysis, BlockAnalysis, Comm, OpAnalysis, Site, DP, TP};
 pub use evaluate::{evaluate, CommRow, Evaluation, Memory, RelativeCost};
 pub use layout::{plan, Layout, OpPlan, Place, Tag};
 

@@ -7,7 +7,7 @@
 use crate::error::{Error, Result};
 use crate::model::Model;
 use crate::parallel::evaluate::{BlockNumbers, Evaluation};
-use crate::parallel::{Analysis, Comm};
+use crate::parallel::{Analysis, Comm, Site};
 use crate::rules::{CollectiveKind, FlopClass};
 use crate::strategy::{AxisKind, Knobs, Schedule};
 use crate::sym::{Bindings, Poly, Rational};
@@ -236,19 +236,6 @@ fn plan_comm(c: &Comm, bytes: &Rational, name: String) -> PlanComm {
     }
 }
 
-/// Whether an operator-level collective belongs to the backward pass.
-fn is_backward(c: &Comm, inputs: &[String]) -> bool {
-    if c.tensor.starts_with("backward") {
-        return true;
-    }
-    if c.tensor.starts_with("forward") || inputs.contains(&c.tensor) {
-        return false;
-    }
-    c.tensor
-        .strip_prefix('d')
-        .is_some_and(|t| inputs.iter().any(|i| i == t))
-}
-
 /// The blocks of a strategy: [`plan_blocks`] with expert parallelism applied. Under `ep > 1`
 /// every mixture-of-experts block gains its four all-to-alls per micro-batch on the expert
 /// stream — dispatch after the `moe_dispatch` operator and combine before the `moe_combine`
@@ -340,7 +327,7 @@ pub fn plan_blocks(
         let mut after_bwd: Vec<Vec<PlanComm>> = vec![Vec::new(); ba.ops.len()];
         let mut grads = Vec::new();
         let pos = |name: &str| ba.ops.iter().position(|o| o.name == name);
-        for (k, (node, op)) in blk.ops().zip(&ba.ops).enumerate() {
+        for (k, (_, op)) in blk.ops().zip(&ba.ops).enumerate() {
             let fb = ev(&op.io_bytes)?;
             ops.push(PlanOp {
                 name: op.name.clone(),
@@ -352,10 +339,9 @@ pub fn plan_blocks(
                 backward_bytes: ev(&op.backward_io_bytes)?,
                 forward_bytes: fb,
             });
-            let inputs: Vec<String> = node.rule.inputs.iter().map(|t| t.name.clone()).collect();
             for c in &op.comm {
                 let pc = plan_comm(c, &ev(&c.wire_bytes)?, format!("{} {}", c.op, c.tensor));
-                if is_backward(c, &inputs) {
+                if matches!(c.site, Site::Backward { .. }) {
                     after_bwd[k].push(pc);
                 } else {
                     after[k].push(pc);
@@ -372,24 +358,25 @@ pub fn plan_blocks(
         let mut overlapped: Vec<Vec<PlanComm>> = vec![Vec::new(); ba.ops.len()];
         for c in &ba.edges {
             let pc = plan_comm(c, &ev(&c.wire_bytes)?, c.op.clone());
-            if let Some(edge) = c.op.strip_suffix(" (backward)") {
+            match &c.site {
                 // Gathered again for the consumer's backward.
-                let consumer = edge.rsplit('→').next().unwrap_or("");
-                match pos(consumer) {
+                Site::Regather { consumer, .. } => match pos(consumer) {
                     Some(k) => overlapped[k].push(pc),
                     None => tail_bwd.push(pc),
-                }
-            } else if c.reason.starts_with("backward") {
-                // `d{producer}`: strip one `d` (`ddown_proj` is the gradient of `down_proj`).
-                match pos(c.op.strip_prefix('d').unwrap_or(&c.op)) {
+                },
+                Site::Gradient { producer } => match pos(producer) {
                     Some(k) => before_bwd[k].push(pc),
                     None => tail_bwd.push(pc),
-                }
-            } else {
-                let consumer = c.op.rsplit('→').next().unwrap_or("");
-                match pos(consumer) {
+                },
+                Site::Edge { consumer, .. } => match pos(consumer) {
                     Some(k) => before_fwd[k].push(pc),
                     None => before_fwd[0].push(pc),
+                },
+                Site::Forward { op } | Site::Backward { op } => {
+                    return Err(Error::Check(format!(
+                        "block `{}`: operator `{op}`'s own collective listed among its edges",
+                        ba.name
+                    )))
                 }
             }
         }
