@@ -14,6 +14,7 @@ use crate::strategy::Tier;
 use crate::strategy::{Knobs, Recompute, Schedule, MAX_DEVICES};
 use crate::sym::{Bindings, Rational};
 use num_traits::{One, ToPrimitive};
+use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -717,7 +718,7 @@ fn rank_by_seconds(
     }
     bounded.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut found: Vec<(f64, Evaluation)> = Vec::new();
-    let simulated = std::cell::Cell::new(0usize);
+    let simulated = std::sync::atomic::AtomicUsize::new(0);
     // Simulated strategies, for the frontier: (knobs, seconds, exact memory).
     let mut sims: Vec<(Knobs, f64, Rational)> = Vec::new();
     let simulate = |k: &Knobs| -> Option<(f64, Evaluation)> {
@@ -725,7 +726,7 @@ fn rank_by_seconds(
         if !e.feasible {
             return None;
         }
-        simulated.set(simulated.get() + 1);
+        simulated.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let t =
             crate::timeline::iteration_seconds(model, analysis, numbers, &e, values, calib).ok()?;
         Some((t, e))
@@ -733,42 +734,55 @@ fn rank_by_seconds(
     // Rows of the first `top` groups found so far, sorted by (seconds, cost, memory) so that
     // equal rows are adjacent; `groups` counts them.
     let mut groups = 0usize;
-    for &(bound, k, _) in &bounded {
-        if groups == opts.top && found.last().is_some_and(|(t, _)| bound > *t) {
+    // Simulated in batches of one strategy per thread, in the order of their bounds: a batch
+    // may simulate a few strategies the sequential order would have skipped, which changes
+    // nothing shown (their bound, so their time, is above the last row's).
+    let batch = rayon::current_num_threads().max(1);
+    let mut next = 0;
+    while next < bounded.len() {
+        if groups == opts.top && found.last().is_some_and(|(t, _)| bounded[next].0 > *t) {
             break;
         }
-        let Some((t, e)) = simulate(k) else {
-            continue;
-        };
-        sims.push((k.clone(), t, e.memory.total.clone()));
-        let at = found.partition_point(|(x, f)| {
-            x.total_cmp(&t)
-                .then(f.relative.total.cmp(&e.relative.total))
-                .then(f.memory.total.cmp(&e.memory.total))
-                != std::cmp::Ordering::Greater
-        });
-        found.insert(at, (t, e));
-        if found.len() >= opts.top {
-            // Keep the rows of the first `top` groups.
-            groups = 0;
-            let mut keep = found.len();
-            for i in 0..found.len() {
-                let new_group = i == 0
-                    || !same(
-                        &found[i - 1].1,
-                        Some(found[i - 1].0),
-                        &found[i].1,
-                        Some(found[i].0),
-                    );
-                if new_group {
-                    if groups == opts.top {
-                        keep = i;
-                        break;
+        let end = (next + batch).min(bounded.len());
+        let done: Vec<(&Knobs, Option<(f64, Evaluation)>)> = bounded[next..end]
+            .par_iter()
+            .map(|&(_, k, _)| (k, simulate(k)))
+            .collect();
+        next = end;
+        for (k, sim) in done {
+            let Some((t, e)) = sim else {
+                continue;
+            };
+            sims.push((k.clone(), t, e.memory.total.clone()));
+            let at = found.partition_point(|(x, f)| {
+                x.total_cmp(&t)
+                    .then(f.relative.total.cmp(&e.relative.total))
+                    .then(f.memory.total.cmp(&e.memory.total))
+                    != std::cmp::Ordering::Greater
+            });
+            found.insert(at, (t, e));
+            if found.len() >= opts.top {
+                // Keep the rows of the first `top` groups.
+                groups = 0;
+                let mut keep = found.len();
+                for i in 0..found.len() {
+                    let new_group = i == 0
+                        || !same(
+                            &found[i - 1].1,
+                            Some(found[i - 1].0),
+                            &found[i].1,
+                            Some(found[i].0),
+                        );
+                    if new_group {
+                        if groups == opts.top {
+                            keep = i;
+                            break;
+                        }
+                        groups += 1;
                     }
-                    groups += 1;
                 }
+                found.truncate(keep);
             }
-            found.truncate(keep);
         }
     }
     let balance_range = found.first().map(|(_, top)| {
@@ -837,7 +851,7 @@ fn rank_by_seconds(
         evaluated: search.evaluated,
         feasible: search.feasible,
         rejected: search.rejected,
-        simulated: simulated.get(),
+        simulated: simulated.into_inner(),
         balance_range,
         search_seconds: search.start.elapsed().as_secs_f64(),
         pareto,
