@@ -436,9 +436,15 @@ pub fn print_comparison(c: &Comparison) {
                 .find(|r| r.group == "relative cost" && r.name == "total")
                 .map(|r| r.difference.abs())
                 .unwrap_or_default();
+            let fits = if w == "A" { c.a.fits } else { c.b.fits };
             println!(
-                "{w} is cheaper by {} FLOP-equivalents; it spends less on {}{}",
+                "{w} is cheaper by {} FLOP-equivalents of relative cost{}: it spends less on {}{}",
                 num(&total),
+                if fits {
+                    ""
+                } else {
+                    " (but does not fit in memory)"
+                },
                 if c.wins_on.is_empty() {
                     "nothing".to_string()
                 } else {
@@ -447,7 +453,7 @@ pub fn print_comparison(c: &Comparison) {
                 if c.loses_on.is_empty() {
                     String::new()
                 } else {
-                    format!(" and more on {}", list(&c.loses_on))
+                    format!("; more on {}", list(&c.loses_on))
                 }
             );
         }

@@ -281,7 +281,11 @@ pub fn compare(
             .unwrap_or_default()
     };
     for n in &names {
-        push("communication", n, &get(&ca, n), &get(&cb, n));
+        let (x, y) = (get(&ca, n), get(&cb, n));
+        // Collectives on axes of size one move nothing on either side.
+        if !(x.is_zero() && y.is_zero()) {
+            push("communication", n, &x, &y);
+        }
     }
     push(
         "communication",
@@ -527,8 +531,10 @@ pub fn sign_runs(
 #[serde(rename_all = "kebab-case")]
 pub enum Winner {
     /// A costs less.
+    #[serde(rename = "A")]
     A,
     /// B costs less.
+    #[serde(rename = "B")]
     B,
     /// They cost the same.
     Equal,
