@@ -721,7 +721,7 @@ pub fn crossover(
             ));
         }
     }
-    let n = (emax - emin + 1).max(1) as u64;
+    let n = (emax - emin + 1).max(2) as u64;
     // (first k, last k, winner) per grid run, gathered over the pieces in order.
     let mut runs: Vec<(u64, u64, Winner)> = Vec::new();
     let mut pieces: Vec<Piece> = Vec::new();
