@@ -148,6 +148,29 @@ fn compare_takes_a_strategy_file_and_a_pasted_rank_row() {
 }
 
 #[test]
+fn knob_strings_take_overlaps_as_rank_prints_them() {
+    // Overlaps change timelines only: the relative cost adds every collective.
+    let c = json(&[
+        "compare",
+        "llama3-8b",
+        TP,
+        "dp=8,tp=8,mbs=1,sp,zero=1 overlap=tp-comm,param-gather",
+        "--calib",
+        "a100-80gb",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(c["cheaper"], "equal");
+    let t = |s: &str| c[s]["seconds"]["iteration_seconds"].as_f64().unwrap();
+    // Pipelining the tensor-parallel collectives with their GEMMs shortens the step.
+    assert!(t("b") < t("a"), "{} {}", t("a"), t("b"));
+    assert!(c["b"]["strategy"]
+        .as_str()
+        .unwrap()
+        .contains("overlap=tp-comm,param-gather"));
+}
+
+#[test]
 fn compare_with_a_calibration_adds_seconds() {
     let c = json(&[
         "compare",

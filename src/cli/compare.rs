@@ -427,6 +427,16 @@ pub fn print_comparison(c: &Comparison) {
             .collect::<Vec<_>>()
             .join(", ")
     };
+    if let (Some(sa), Some(sb)) = (&c.a.seconds, &c.b.seconds) {
+        let (x, y) = (sa.iteration_seconds, sb.iteration_seconds);
+        if x != y {
+            println!(
+                "by simulated seconds {} is faster, by {:.4} s per step",
+                if x < y { "A" } else { "B" },
+                (x - y).abs()
+            );
+        }
+    }
     match c.cheaper.as_str() {
         "equal" => println!("A and B have the same relative cost"),
         w => {

@@ -283,7 +283,8 @@ impl StrategyFlags {
 /// * a bare `sp` means `sp=on`; a bare schedule name (`gpipe`, `1f1b`, `interleaved-1f1b`)
 ///   means `schedule=` it, and `interleaved-1f1b(v=2)` (as `rank` prints it) adds `chunks=2`;
 /// * the bare words `tp-comm-overlap`, `overlap-param-gather` and `no-overlap-grad-reduce` are
-///   the timeline flags of the same names.
+///   the timeline flags of the same names, also written as `rank` prints them
+///   (`overlap=tp-comm,param-gather,no-grad-reduce`).
 ///
 /// So a strategy column of `rank` (`dp=8 tp=8 pp=1 mbs=1 1f1b sp=on recompute=none zero=1`) can
 /// be pasted as it is. Knobs not given keep the defaults of `cost` (dp = tp = pp = 1, one
@@ -297,9 +298,14 @@ pub fn knob_string(text: &str, what: &str) -> Result<StrategyFlags, Error> {
         }
         match word {
             "sp" | "sequence-parallel" => items.push("sp=on".into()),
-            "tp-comm-overlap" => flags.tp_comm_overlap = true,
-            "overlap-param-gather" => flags.overlap_param_gather = true,
-            "no-overlap-grad-reduce" => flags.no_overlap_grad_reduce = true,
+            // `rank` prints the overlaps as `overlap=tp-comm,param-gather,no-grad-reduce`.
+            "tp-comm-overlap" | "overlap=tp-comm" | "tp-comm" => flags.tp_comm_overlap = true,
+            "overlap-param-gather" | "overlap=param-gather" | "param-gather" => {
+                flags.overlap_param_gather = true
+            }
+            "no-overlap-grad-reduce" | "overlap=no-grad-reduce" | "no-grad-reduce" => {
+                flags.no_overlap_grad_reduce = true
+            }
             _ if !word.contains('=') && Schedule::from_name(word).is_some() => {
                 items.push(format!("schedule={word}"))
             }
