@@ -336,16 +336,68 @@ pub fn knob_string(text: &str, what: &str) -> Result<StrategyFlags, Error> {
     if !items.is_empty() {
         steer.fix(&items.join(","), what).map_err(Error::Usage)?;
     }
-    flags.dp = steer.dp.fixed;
-    flags.tp = steer.tp.fixed;
-    flags.pp = steer.pp.fixed;
-    flags.ep = steer.ep.fixed;
-    flags.micro_batch_size = steer.mbs.fixed;
-    flags.microbatches = steer.microbatches.fixed;
-    flags.chunks = steer.chunks.fixed;
-    flags.zero = steer.zero.fixed.map(|z| z as u8);
-    flags.schedule = steer.schedule.map(|s| s.to_string());
-    flags.sequence_parallel = steer.sequence_parallel.unwrap_or(false);
-    flags.recompute = steer.recompute.map(|r| r.to_string());
+    // Every knob `--fix` knows becomes a flag: the pattern names them all, so a knob added to
+    // `Steer` does not compile here until it is passed on.
+    let crate::search::Steer {
+        dp,
+        tp,
+        pp,
+        ep,
+        mbs,
+        microbatches,
+        chunks,
+        zero,
+        schedule,
+        sequence_parallel,
+        recompute,
+    } = steer;
+    flags.dp = dp.fixed;
+    flags.tp = tp.fixed;
+    flags.pp = pp.fixed;
+    flags.ep = ep.fixed;
+    flags.micro_batch_size = mbs.fixed;
+    flags.microbatches = microbatches.fixed;
+    flags.chunks = chunks.fixed;
+    flags.zero = zero.fixed.map(|z| z as u8);
+    flags.schedule = schedule.map(|s| s.to_string());
+    flags.sequence_parallel = sequence_parallel.unwrap_or(false);
+    flags.recompute = recompute.map(|r| r.to_string());
     Ok(flags)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rank_row_parses_as_a_knob_string() {
+        let f = knob_string(
+            "dp=8 tp=8 pp=2 mbs=1 interleaved-1f1b(v=2) sp=on recompute=selective zero=1",
+            "strategy A",
+        )
+        .unwrap();
+        assert_eq!((f.dp, f.tp, f.pp), (Some(8), Some(8), Some(2)));
+        assert_eq!(f.micro_batch_size, Some(1));
+        assert_eq!(f.schedule.as_deref(), Some("interleaved-1f1b"));
+        assert_eq!(f.chunks, Some(2));
+        assert!(f.sequence_parallel);
+        assert_eq!(f.recompute.as_deref(), Some("selective"));
+        assert_eq!(f.zero, Some(1));
+        let g = knob_string("tp=4,sp,gpipe,pp=2,overlap=tp-comm", "strategy B").unwrap();
+        assert_eq!(g.schedule.as_deref(), Some("gpipe"));
+        assert!(g.sequence_parallel && g.tp_comm_overlap);
+    }
+
+    #[test]
+    fn knob_string_errors_name_the_item() {
+        let e = |t: &str| match knob_string(t, "strategy A") {
+            Err(Error::Usage(m)) => m,
+            other => panic!("{t}: {:?}", other.map(|f| f.tp)),
+        };
+        assert!(e("tp=8,foo=1").contains("unknown knob `foo`"));
+        assert!(e("tp=8 zig").contains("`zig`"));
+        assert!(e("tp=8,tp=4").contains("given twice"));
+        assert!(e("zero=5").contains("ZeRO stages"));
+        assert!(e(" , ").contains("no knobs"));
+    }
 }
