@@ -39,12 +39,15 @@ __all__ = [
     "Ranking",
     "Timeline",
     "Explanation",
+    "Component",
+    "Comparison",
     "models",
     "cost",
     "rank",
     "timeline",
     "explain",
     "report",
+    "compare",
     "__version__",
 ]
 
@@ -558,6 +561,68 @@ class Explanation:
         return _pandas().DataFrame(self.split_table)
 
 
+@dataclass(frozen=True)
+class Component:
+    """One row of :func:`compare`: strategy A's value, B's, and B − A, exact; with the formulas
+    in the model's symbols where the library gives them."""
+
+    group: str
+    name: str
+    a: Number
+    b: Number
+    difference: Number
+    formula_a: Optional[Formula]
+    formula_b: Optional[Formula]
+    formula_difference: Optional[Formula]
+
+    @staticmethod
+    def _from(d: Mapping[str, Any]) -> "Component":
+        return Component(
+            group=d["group"],
+            name=d["name"],
+            a=_exact(d["a"]),
+            b=_exact(d["b"]),
+            difference=_exact(d["difference"]),
+            formula_a=_opt(d.get("formula_a"), Formula),
+            formula_b=_opt(d.get("formula_b"), Formula),
+            formula_difference=_opt(d.get("formula_difference"), Formula),
+        )
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """What ``compare`` reports: two strategies side by side."""
+
+    model: str
+    a: str
+    b: str
+    components: List[Component]
+    cheaper: str
+    wins_on: Dict[str, Number]
+    loses_on: Dict[str, Number]
+    raw: Dict[str, Any] = field(repr=False)
+
+    @staticmethod
+    def _from(d: Dict[str, Any]) -> "Comparison":
+        return Comparison(
+            model=d["model"],
+            a=d["a"]["strategy"],
+            b=d["b"]["strategy"],
+            components=[Component._from(c) for c in d["components"]],
+            cheaper=d["cheaper"],
+            wins_on={p["part"]: _exact(p["amount"]) for p in d["wins_on"]},
+            loses_on={p["part"]: _exact(p["amount"]) for p in d["loses_on"]},
+            raw=d,
+        )
+
+    def component(self, group: str, name: str) -> Component:
+        """The row ``name`` of ``group`` (``"relative cost"``, ``"total"``, …)."""
+        for c in self.components:
+            if c.group == group and c.name == name:
+                return c
+        raise KeyError(f"no component {group!r}/{name!r}")
+
+
 # ---------------------------------------------------------------------------------------------
 # Functions
 
@@ -680,3 +745,37 @@ def report(
         args += _flags({"calib": calib, **options})
         _call(args)
     return out
+
+
+def compare(
+    model: ModelArg,
+    a: Any,
+    b: Any,
+    *,
+    calib: Optional[str] = None,
+    symbols: Optional[Mapping[str, Any]] = None,
+    attention: Optional[str] = None,
+    rules: Any = None,
+    **options: Any,
+) -> Comparison:
+    """Two strategies side by side, component by component (``symshard compare``). ``a`` and
+    ``b`` are each a knob string (``"tp=8,pp=4,mbs=1,sp"``), a strategy file, or a
+    :class:`RankRow`; other keyword arguments are the command line's options."""
+
+    def side(s: Any) -> str:
+        if isinstance(s, RankRow):
+            k = s.knobs()
+            k["sp"] = "on" if k.pop("sequence_parallel") else "off"
+            return ",".join(f"{n}={v}" for n, v in k.items())
+        if isinstance(s, os.PathLike):
+            return os.fspath(s)
+        if isinstance(s, str):
+            return s
+        raise TypeError(
+            f"a strategy to compare is a knob string, a strategy file or a RankRow, not {type(s).__name__}"
+        )
+
+    with _ModelFile(model) as m:
+        args = ["compare", m, side(a), side(b)] + _model_flags(symbols, attention, rules)
+        args += _flags({"calib": calib, **options})
+        return Comparison._from(_one(args))

@@ -206,3 +206,32 @@ def test_report_is_the_command_lines_report(cli, tmp_path):
     assert out.read_bytes() == (tmp_path / "cli.html").read_bytes()
     html = out.read_text()
     assert html.count('<figure class="chart"') == 4
+
+
+def test_compare_matches_the_command_line_and_takes_rank_rows(cli):
+    a, b = "dp=64,mbs=1,zero=1", "dp=8,tp=8,mbs=1,sp,zero=1"
+    c = symshard.compare("llama3-8b", a, b)
+    want = cli.json("compare", "llama3-8b", a, b)
+    assert c.raw == want
+    total = c.component("relative cost", "total")
+    assert total.difference == total.b - total.a
+    assert isinstance(total.a, (int, Fraction))
+    assert c.cheaper == want["cheaper"] == "A"
+    # A formula evaluates to its row's exact number at the model's symbols.
+    row = c.component("communication", "all-gather on tp (intra-node) bytes/step")
+    values = {k: Fraction(v) for k, v in want["symbols"].items()}
+    import sympy
+
+    expr = row.formula_b.sympy()
+    got = expr.subs({sympy.Symbol(k): sympy.Rational(v.numerator, v.denominator) for k, v in values.items()})
+    assert Fraction(str(got)) == row.b
+    # The first two rows of a ranking, compared: #1 costs no more than #2.
+    r = symshard.rank("llama3-8b", devices=64, top=2)
+    w = symshard.compare("llama3-8b", r.rows[0], r.rows[1])
+    first = w.component("relative cost", "total")
+    assert first.a == r.rows[0].relative_cost
+    assert first.b == r.rows[1].relative_cost
+    with pytest.raises(symshard.SymshardError) as e:
+        symshard.compare("llama3-8b", "dp=64,foo=1", b)
+    assert "unknown knob `foo`" in e.value.message
+    assert e.value.exit_code == 2

@@ -3,7 +3,9 @@
 mod analyze;
 pub mod audit;
 mod calibrate;
+mod compare;
 mod cost;
+mod crossover;
 pub mod emit;
 pub mod explain;
 mod import;
@@ -55,6 +57,10 @@ pub enum Command {
     Layout(layout::LayoutArgs),
     /// Rank hybrid-parallel strategies of a model on N devices.
     Rank(Box<rank::RankArgs>),
+    /// Two strategies side by side, component by component, with exact differences.
+    Compare(Box<compare::CompareArgs>),
+    /// Where strategy A stops beating strategy B as one model symbol grows, solved exactly.
+    Crossover(Box<crossover::CrossoverArgs>),
     /// List the shipped models and families.
     Models(models::ModelsArgs),
     /// Write a self-contained HTML report: ranking, cost components, memory versus time, the top
@@ -182,6 +188,8 @@ pub fn run(cli: Cli) -> Result<(), Error> {
         Command::Cost(args) => cost::run(*args),
         Command::Models(args) => models::run(args),
         Command::Rank(args) => rank::run(*args),
+        Command::Compare(args) => compare::run(*args),
+        Command::Crossover(args) => crossover::run(*args),
         Command::Audit(args) => audit::run(args),
         Command::Layout(args) => layout::run(args),
         Command::Optimize(args) => optimize::run(args),

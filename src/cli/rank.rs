@@ -81,6 +81,10 @@ pub struct RankArgs {
     /// per-operator placements.
     #[arg(long, value_enum)]
     pub emit: Option<Emit>,
+    /// Also compare the top strategy with the second, component by component (as `compare`
+    /// does), and say which parts of the cost make the first win.
+    #[arg(long)]
+    pub why: bool,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
@@ -156,6 +160,9 @@ struct Out {
     /// engine proves about the layer's communication.
     engine: Vec<EngineNote>,
     search_seconds: f64,
+    /// With `--why`: the top strategy (A) against the second (B).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    why: Option<super::compare::Comparison>,
 }
 
 #[derive(Serialize)]
@@ -414,6 +421,30 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
         (Some(emit), Some(top)) => Some(super::emit::emit(emit, &model, &values, &top.evaluation)?),
         _ => None,
     };
+    let why = match (args.why, result.rows.first(), result.rows.get(1)) {
+        (true, Some(first), Some(second)) => {
+            let side = |r: &crate::search::RankedRow| {
+                super::compare::evaluate_knobs(
+                    &model,
+                    &values,
+                    &r.evaluation.knobs,
+                    &calib,
+                    gpus_per_node,
+                    &memory,
+                    args.calib.is_some(),
+                )
+            };
+            let (a, b) = (side(first)?, side(second)?);
+            Some(super::compare::comparison(
+                &model,
+                &values,
+                &calib.name,
+                &a,
+                &b,
+            ))
+        }
+        _ => None,
+    };
     let out = Out {
         model: model.name.clone(),
         global_batch: batch.clone(),
@@ -435,6 +466,7 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
         balance_range: range,
         engine,
         search_seconds: result.search_seconds,
+        why,
     };
     match args.format {
         Format::Json => print_json(&out)?,
@@ -443,6 +475,16 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
             if let Some(e) = &emitted {
                 println!();
                 println!("{}", e.text);
+            }
+            if args.why {
+                println!();
+                match &out.why {
+                    Some(c) => {
+                        println!("why #1 and not #2: A is #1, B is #2");
+                        super::compare::print_comparison(c);
+                    }
+                    None => println!("--why: fewer than two strategies ranked, nothing to compare"),
+                }
             }
         }
     }

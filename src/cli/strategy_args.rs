@@ -145,6 +145,16 @@ impl StrategyFlags {
     /// Resolves file and flags into one strategy (`batch`, the global batch, turns a
     /// micro-batch size into a count).
     pub fn resolve(&self, batch: &Rational) -> Result<Resolved, Error> {
+        let (r, notes) = self.resolve_quietly(batch)?;
+        for n in notes {
+            eprintln!("warning: {n}");
+        }
+        Ok(r)
+    }
+
+    /// [`StrategyFlags::resolve`] returning its warnings instead of printing them (for commands
+    /// that resolve one strategy at many symbol values).
+    pub fn resolve_quietly(&self, batch: &Rational) -> Result<(Resolved, Vec<String>), Error> {
         let (mut knobs, mut layout, mut gpn) = match &self.strategy {
             Some(p) => {
                 let s = load_strategy(p)?;
@@ -229,20 +239,165 @@ impl StrategyFlags {
         crate::strategy::check_knobs(&knobs).map_err(Error::Usage)?;
         let notes = crate::strategy::check_nodes(&knobs, gpus_per_node)
             .map_err(|m| Error::Usage(m.replace("`gpus_per_node`", "--gpus-per-node")))?;
-        for n in notes {
-            eprintln!("warning: {n}");
-        }
         let memory = match &self.memory {
             Some(m) => crate::search::steer::parse_memory(m)
                 .map_err(|e| Error::Usage(format!("--memory: {e}")))?,
             None => calib.memory_bytes(),
         };
-        Ok(Resolved {
-            knobs,
-            layout,
-            calib,
-            gpus_per_node,
-            memory,
-        })
+        Ok((
+            Resolved {
+                knobs,
+                layout,
+                calib,
+                gpus_per_node,
+                memory,
+            },
+            notes,
+        ))
+    }
+
+    /// A strategy named on the command line of `compare` and `crossover`: a strategy file (a path
+    /// that exists, or one ending in `.yaml`/`.yml`), or a knob string (see [`knob_string`]).
+    /// `what` names the argument in errors.
+    pub fn from_argument(text: &str, what: &str) -> Result<StrategyFlags, Error> {
+        let path = std::path::Path::new(text);
+        let yaml = matches!(
+            path.extension().and_then(|e| e.to_str()),
+            Some("yaml" | "yml")
+        );
+        if yaml || (path.is_file() && !text.contains('=')) {
+            return Ok(StrategyFlags {
+                strategy: Some(path.to_path_buf()),
+                ..StrategyFlags::default()
+            });
+        }
+        knob_string(text, what)
+    }
+}
+
+/// Parses a knob string such as `tp=8,pp=4,dp=32,mbs=1,sp,recompute=selective,zero=1` into
+/// strategy flags, with the vocabulary and error messages of `rank --fix` (the same parser):
+///
+/// * items are separated by commas or spaces; each is `KNOB=VALUE` with a knob of `--fix` (dp, tp,
+///   pp, ep, mbs, microbatches, chunks, zero, schedule, sp, recompute);
+/// * a bare `sp` means `sp=on`; a bare schedule name (`gpipe`, `1f1b`, `interleaved-1f1b`)
+///   means `schedule=` it, and `interleaved-1f1b(v=2)` (as `rank` prints it) adds `chunks=2`;
+/// * the bare words `tp-comm-overlap`, `overlap-param-gather` and `no-overlap-grad-reduce` are
+///   the timeline flags of the same names, also written as `rank` prints them
+///   (`overlap=tp-comm,param-gather,no-grad-reduce`).
+///
+/// So a strategy column of `rank` (`dp=8 tp=8 pp=1 mbs=1 1f1b sp=on recompute=none zero=1`) can
+/// be pasted as it is. Knobs not given keep the defaults of `cost` (dp = tp = pp = 1, one
+/// micro-batch, 1F1B, no recomputation, ZeRO 0).
+pub fn knob_string(text: &str, what: &str) -> Result<StrategyFlags, Error> {
+    let mut flags = StrategyFlags::default();
+    let mut items: Vec<String> = Vec::new();
+    for word in text.split(|c: char| c == ',' || c.is_whitespace()) {
+        if word.is_empty() {
+            continue;
+        }
+        match word {
+            "sp" | "sequence-parallel" => items.push("sp=on".into()),
+            // `rank` prints the overlaps as `overlap=tp-comm,param-gather,no-grad-reduce`.
+            "tp-comm-overlap" | "overlap=tp-comm" | "tp-comm" => flags.tp_comm_overlap = true,
+            "overlap-param-gather" | "overlap=param-gather" | "param-gather" => {
+                flags.overlap_param_gather = true
+            }
+            "no-overlap-grad-reduce" | "overlap=no-grad-reduce" | "no-grad-reduce" => {
+                flags.no_overlap_grad_reduce = true
+            }
+            _ if !word.contains('=') && Schedule::from_name(word).is_some() => {
+                items.push(format!("schedule={word}"))
+            }
+            _ => match word
+                .strip_prefix("interleaved-1f1b(v=")
+                .or_else(|| word.strip_prefix("interleaved(v="))
+                .and_then(|r| r.strip_suffix(')'))
+            {
+                Some(v) => {
+                    items.push("schedule=interleaved-1f1b".into());
+                    items.push(format!("chunks={v}"));
+                }
+                None if word.contains('=') => items.push(word.to_string()),
+                None => {
+                    return Err(Error::Usage(format!(
+                        "{what} `{text}`: `{word}` is neither KNOB=VALUE nor a known word (sp, a schedule name, tp-comm-overlap, overlap-param-gather, no-overlap-grad-reduce), nor a strategy file"
+                    )))
+                }
+            },
+        }
+    }
+    if items.is_empty() && !flags.given() {
+        return Err(Error::Usage(format!(
+            "{what} `{text}`: no knobs (expected a strategy file or KNOB=VALUE,… such as tp=8,pp=4,mbs=1)"
+        )));
+    }
+    let mut steer = crate::search::Steer::default();
+    if !items.is_empty() {
+        steer.fix(&items.join(","), what).map_err(Error::Usage)?;
+    }
+    // Every knob `--fix` knows becomes a flag: the pattern names them all, so a knob added to
+    // `Steer` does not compile here until it is passed on.
+    let crate::search::Steer {
+        dp,
+        tp,
+        pp,
+        ep,
+        mbs,
+        microbatches,
+        chunks,
+        zero,
+        schedule,
+        sequence_parallel,
+        recompute,
+    } = steer;
+    flags.dp = dp.fixed;
+    flags.tp = tp.fixed;
+    flags.pp = pp.fixed;
+    flags.ep = ep.fixed;
+    flags.micro_batch_size = mbs.fixed;
+    flags.microbatches = microbatches.fixed;
+    flags.chunks = chunks.fixed;
+    flags.zero = zero.fixed.map(|z| z as u8);
+    flags.schedule = schedule.map(|s| s.to_string());
+    flags.sequence_parallel = sequence_parallel.unwrap_or(false);
+    flags.recompute = recompute.map(|r| r.to_string());
+    Ok(flags)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rank_row_parses_as_a_knob_string() {
+        let f = knob_string(
+            "dp=8 tp=8 pp=2 mbs=1 interleaved-1f1b(v=2) sp=on recompute=selective zero=1",
+            "strategy A",
+        )
+        .unwrap();
+        assert_eq!((f.dp, f.tp, f.pp), (Some(8), Some(8), Some(2)));
+        assert_eq!(f.micro_batch_size, Some(1));
+        assert_eq!(f.schedule.as_deref(), Some("interleaved-1f1b"));
+        assert_eq!(f.chunks, Some(2));
+        assert!(f.sequence_parallel);
+        assert_eq!(f.recompute.as_deref(), Some("selective"));
+        assert_eq!(f.zero, Some(1));
+        let g = knob_string("tp=4,sp,gpipe,pp=2,overlap=tp-comm", "strategy B").unwrap();
+        assert_eq!(g.schedule.as_deref(), Some("gpipe"));
+        assert!(g.sequence_parallel && g.tp_comm_overlap);
+    }
+
+    #[test]
+    fn knob_string_errors_name_the_item() {
+        let e = |t: &str| match knob_string(t, "strategy A") {
+            Err(Error::Usage(m)) => m,
+            other => panic!("{t}: {:?}", other.map(|f| f.tp)),
+        };
+        assert!(e("tp=8,foo=1").contains("unknown knob `foo`"));
+        assert!(e("tp=8 zig").contains("`zig`"));
+        assert!(e("tp=8,tp=4").contains("given twice"));
+        assert!(e("zero=5").contains("ZeRO stages"));
+        assert!(e(" , ").contains("no knobs"));
     }
 }

@@ -30,20 +30,44 @@ pub fn evaluate_strategy(
     check_model_limits(model, values, knobs).map_err(Error::Usage)?;
     check_overrides(model, layout).map_err(|(_, m)| Error::Usage(m))?;
     let analysis = analyse(model, layout);
-    let b = evaluate::microbatch_bindings(values, knobs);
-    evaluate::check_divisibility(model, &analysis, &b, knobs).map_err(Error::Usage)?;
-    let numbers = evaluate::block_numbers(&analysis, &b).map_err(Error::Usage)?;
-    let e = evaluate(
+    let e = evaluate_analysed(
         model,
         &analysis,
+        values,
+        knobs,
+        calib,
+        gpus_per_node,
+        memory,
+    )?;
+    Ok((analysis, e))
+}
+
+/// [`evaluate_strategy`] with the analysis of the strategy's layout already made (it does not
+/// depend on the symbols' values, so one analysis serves every value of a symbol).
+pub fn evaluate_analysed(
+    model: &Model,
+    analysis: &Analysis,
+    values: &Bindings,
+    knobs: &Knobs,
+    calib: &Calibration,
+    gpus_per_node: u64,
+    memory: &Rational,
+) -> Result<Evaluation, Error> {
+    check_knobs(knobs).map_err(Error::Usage)?;
+    check_model_limits(model, values, knobs).map_err(Error::Usage)?;
+    let b = evaluate::microbatch_bindings(values, knobs);
+    evaluate::check_divisibility(model, analysis, &b, knobs).map_err(Error::Usage)?;
+    let numbers = evaluate::block_numbers(analysis, &b).map_err(Error::Usage)?;
+    evaluate(
+        model,
+        analysis,
         &numbers,
         knobs,
         calib,
         gpus_per_node,
         memory,
     )
-    .map_err(Error::Usage)?;
-    Ok((analysis, e))
+    .map_err(Error::Usage)
 }
 
 /// Checks per-operator overrides: each names an operator of the model and a splittable index of

@@ -8,6 +8,7 @@ pub mod problem;
 pub mod rank;
 pub mod sp;
 pub mod steer;
+pub mod versus;
 
 pub use rank::{rank, rank_with_progress, RankOptions, RankResult, RankedRow, DEFAULT_MAX_CHUNKS};
 pub use sp::best_tp_layout;

@@ -1,0 +1,1020 @@
+//! Two strategies of one model side by side (`symshard compare`, `rank --why`), and where one
+//! stops beating the other as a model symbol grows (`symshard crossover`).
+//!
+//! The comparison reads two exact [`Evaluation`]s component by component: compute FLOPs,
+//! each collective kind per mesh axis and link tier, the pipeline bubble, the relative cost and
+//! its parts, and memory. The components that are sums over the busiest device's blocks —
+//! forward, backward and recomputed FLOPs, the collectives, the weight, gradient and optimizer
+//! memory — are also given as formulas in the model's symbols (with the mesh sizes and the
+//! micro-batch count put in), built from the analysis' polynomials; a formula is kept only when
+//! it evaluates exactly to the evaluation's number at the model's values, so a formula shown is
+//! never one the evaluation disagrees with.
+
+use crate::model::Model;
+use crate::parallel::evaluate::microbatch_bindings;
+use crate::parallel::{Analysis, Evaluation};
+use crate::rules::law::CollectiveKind;
+use crate::strategy::{AxisKind, Recompute, Tier};
+use crate::sym::{crossovers, Bindings, Monomial, Poly, Rational};
+use num_traits::{One, Signed, Zero};
+use serde::Serialize;
+use std::cmp::Ordering;
+
+/// One component of the comparison.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Component {
+    /// What it belongs to: compute, communication, pipeline, relative cost, memory.
+    pub group: &'static str,
+    /// Its name.
+    pub name: String,
+    /// Strategy A's value.
+    #[serde(serialize_with = "crate::sym::ser_rational")]
+    pub a: Rational,
+    /// Strategy B's value.
+    #[serde(serialize_with = "crate::sym::ser_rational")]
+    pub b: Rational,
+    /// B − A.
+    #[serde(serialize_with = "crate::sym::ser_rational")]
+    pub difference: Rational,
+    /// A's value as a formula in the model's symbols, when it is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub formula_a: Option<Poly>,
+    /// B's value as a formula.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub formula_b: Option<Poly>,
+    /// B − A as a formula (present when both formulas are).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub formula_difference: Option<Poly>,
+}
+
+/// The formulas of one evaluated strategy: (group, name) → formula, each checked against the
+/// evaluation.
+type Formulas = Vec<(String, Poly)>;
+
+fn r(v: u64) -> Rational {
+    Rational::from_integer(v.into())
+}
+
+/// The name of a collective row: kind, axis and tier.
+pub fn collective_name(kind: CollectiveKind, axis: AxisKind, tier: Tier) -> String {
+    format!("{} on {} ({tier}) bytes/step", kind.name(), axis.name())
+}
+
+/// The collectives of an evaluation summed per (kind, axis, tier): bytes per device per step.
+fn collectives(e: &Evaluation) -> Vec<(String, Rational)> {
+    let mut out: Vec<(String, Rational)> = Vec::new();
+    for c in &e.comm {
+        let name = collective_name(c.collective, c.axis, c.tier);
+        let bytes = &c.bytes * r(c.count);
+        match out.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, b)) => *b += bytes,
+            None => out.push((name, bytes)),
+        }
+    }
+    out
+}
+
+/// The per-device formulas of an evaluated strategy (see the module documentation); those that
+/// do not reproduce the evaluation's numbers at `values` are left out.
+fn formulas(model: &Model, a: &Analysis, values: &Bindings, e: &Evaluation) -> Formulas {
+    let mut out = Formulas::new();
+    let k = &e.knobs;
+    if k.ep > 1 {
+        // Expert parallelism reshapes the expert blocks' numbers: numbers only.
+        return out;
+    }
+    let mb = microbatch_bindings(values, k);
+    let mut fixed = Bindings::new();
+    for name in [crate::parallel::DP, crate::parallel::TP] {
+        if let Some(v) = mb.get(name) {
+            fixed.insert(name.to_string(), v.clone());
+        }
+    }
+    if let (Some(padded), Some(v)) = (mb.get("V"), values.get("V")) {
+        if padded != v {
+            // A padded vocabulary is a ceiling, not a polynomial: the formulas use its value.
+            fixed.insert("V".into(), padded.clone());
+        }
+    }
+    let m = r(k.microbatches);
+    let per_micro = Poly::symbol("B") * Poly::constant(Rational::one() / &m);
+    let fix = |p: &Poly| -> Option<Poly> {
+        let p = p.bind(&fixed).ok()?;
+        if values.contains_key("B") {
+            p.substitute("B", &per_micro).ok()
+        } else {
+            Some(p)
+        }
+    };
+    let index = |name: &str| a.blocks.iter().position(|b| b.name == name);
+    let layer = |bi: usize| model.blocks[bi].repeat != Poly::one();
+    let mc = Poly::constant(m.clone());
+    let once = Poly::one();
+    // The busiest device's stage: the one whose FLOPs are the evaluation's.
+    let Some(busiest) = e.stages.iter().find(|s| s.flops == e.flops) else {
+        return out;
+    };
+    let mut forward = Poly::zero();
+    let mut backward = Poly::zero();
+    let mut recompute = Poly::zero();
+    let mut comm: Vec<(String, Poly)> = Vec::new();
+    let tier_of = |ax: AxisKind| e.mesh.axis(ax).tier;
+    let mut ok = true;
+    for (name, copies) in &busiest.items {
+        let Some(bi) = index(name) else {
+            return out;
+        };
+        let blk = &a.blocks[bi];
+        let c = Poly::constant(r(*copies));
+        for op in &blk.ops {
+            let (Some(f), Some(b), Some(kr)) =
+                (fix(&op.forward), fix(&op.backward), fix(&op.recompute))
+            else {
+                ok = false;
+                continue;
+            };
+            forward += &c * &mc * &f;
+            backward += &c * &mc * (b + kr);
+            let extra = match (k.recompute, layer(bi)) {
+                (Recompute::Full, true) => true,
+                (Recompute::Selective, true) => op.attention_core,
+                _ => false,
+            };
+            if extra {
+                recompute += &c * &mc * &f;
+            }
+        }
+        let per_micro_comm = blk.ops.iter().flat_map(|o| o.comm.iter()).chain(&blk.edges);
+        let per_step = blk.ops.iter().flat_map(|o| o.grad_comm.iter());
+        for (cm, times) in per_micro_comm
+            .map(|x| (x, &mc))
+            .chain(per_step.map(|x| (x, &once)))
+        {
+            let Some(w) = fix(&cm.wire_bytes) else {
+                ok = false;
+                continue;
+            };
+            let name = collective_name(cm.kind, cm.axis, tier_of(cm.axis));
+            let add = &c * times * w;
+            match comm.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, p)) => *p += add,
+                None => comm.push((name, add)),
+            }
+        }
+    }
+    let check = |p: &Poly, want: &Rational| p.eval(values).ok().as_ref() == Some(want);
+    if ok {
+        let total = &forward + &backward + &recompute;
+        if check(&total, &e.flops) {
+            out.push(("compute FLOPs".into(), total));
+            out.push(("forward FLOPs".into(), forward));
+            out.push(("backward FLOPs".into(), backward));
+            out.push(("recomputed FLOPs".into(), recompute));
+        }
+        let numbers = collectives(e);
+        for (name, p) in comm {
+            let want = numbers
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default();
+            if check(&p, &want) {
+                out.push((name, p));
+            }
+        }
+    }
+    // Model state of the fullest device.
+    if let Some(fullest) = e.stages.iter().find(|s| s.memory == e.memory) {
+        let mut params = Poly::zero();
+        for (name, copies) in &fullest.items {
+            let Some(bi) = index(name) else {
+                return out;
+            };
+            for op in &a.blocks[bi].ops {
+                match fix(&op.params) {
+                    Some(p) => params += Poly::constant(r(*copies)) * p,
+                    None => return out,
+                }
+            }
+        }
+        let shard = |bytes: i64, stage: u8| {
+            let div = if k.zero >= stage {
+                r(k.dp)
+            } else {
+                Rational::one()
+            };
+            &params * Poly::constant(Rational::from_integer(bytes.into()) / div)
+        };
+        use crate::parallel::evaluate::{GRAD_BYTES, OPTIMIZER_BYTES, WEIGHT_BYTES};
+        for (name, p, want) in [
+            ("weights", shard(WEIGHT_BYTES, 3), &e.memory.params),
+            ("gradients", shard(GRAD_BYTES, 2), &e.memory.grads),
+            (
+                "optimizer state",
+                shard(OPTIMIZER_BYTES, 1),
+                &e.memory.optimizer,
+            ),
+        ] {
+            if check(&p, want) {
+                out.push((name.into(), p));
+            }
+        }
+    }
+    out
+}
+
+/// Compares two evaluated strategies of `model` at `values` component by component (B − A).
+pub fn compare(
+    model: &Model,
+    values: &Bindings,
+    a: (&Analysis, &Evaluation),
+    b: (&Analysis, &Evaluation),
+) -> Vec<Component> {
+    let fa = formulas(model, a.0, values, a.1);
+    let fb = formulas(model, b.0, values, b.1);
+    let (ea, eb) = (a.1, b.1);
+    let mut rows: Vec<(&'static str, String, Rational, Rational)> = Vec::new();
+    let mut push = |g: &'static str, n: &str, x: &Rational, y: &Rational| {
+        rows.push((g, n.to_string(), x.clone(), y.clone()));
+    };
+    // Compute of the busiest device, split by pass where the formulas say so.
+    let part = |f: &Formulas, name: &str, e: &Evaluation| {
+        f.iter()
+            .find(|(n, _)| n == name)
+            .and_then(|(_, p)| p.eval(values).ok())
+            .or_else(|| (name == "compute FLOPs").then(|| e.flops.clone()))
+    };
+    for name in [
+        "compute FLOPs",
+        "forward FLOPs",
+        "backward FLOPs",
+        "recomputed FLOPs",
+    ] {
+        if let (Some(x), Some(y)) = (part(&fa, name, ea), part(&fb, name, eb)) {
+            push("compute", name, &x, &y);
+        }
+    }
+    let busiest_hbm = |e: &Evaluation| {
+        e.stages
+            .iter()
+            .find(|s| s.flops == e.flops)
+            .map(|s| s.hbm_cost.clone())
+            .unwrap_or_default()
+    };
+    push(
+        "compute",
+        "HBM traffic (FLOP-equivalents)",
+        &busiest_hbm(ea),
+        &busiest_hbm(eb),
+    );
+    let (ca, cb) = (collectives(ea), collectives(eb));
+    let mut names: Vec<String> = ca.iter().map(|(n, _)| n.clone()).collect();
+    for (n, _) in &cb {
+        if !names.contains(n) {
+            names.push(n.clone());
+        }
+    }
+    let get = |v: &[(String, Rational)], n: &str| {
+        v.iter()
+            .find(|(m, _)| m == n)
+            .map(|(_, x)| x.clone())
+            .unwrap_or_default()
+    };
+    for n in &names {
+        let (x, y) = (get(&ca, n), get(&cb, n));
+        // Collectives on axes of size one move nothing on either side.
+        if !(x.is_zero() && y.is_zero()) {
+            push("communication", n, &x, &y);
+        }
+    }
+    push(
+        "communication",
+        "point-to-point bytes/step",
+        &ea.p2p_bytes,
+        &eb.p2p_bytes,
+    );
+    push(
+        "pipeline",
+        "bubble fraction",
+        &ea.bubble_fraction,
+        &eb.bubble_fraction,
+    );
+    let (ra, rb) = (&ea.relative, &eb.relative);
+    push("relative cost", "compute", &ra.compute, &rb.compute);
+    push(
+        "relative cost",
+        "intra-node communication",
+        &ra.comm_intra,
+        &rb.comm_intra,
+    );
+    push(
+        "relative cost",
+        "inter-node communication",
+        &ra.comm_inter,
+        &rb.comm_inter,
+    );
+    push("relative cost", "bubble", &ra.bubble, &rb.bubble);
+    push("relative cost", "total", &ra.total, &rb.total);
+    let (ma, mb) = (&ea.memory, &eb.memory);
+    push("memory", "weights", &ma.params, &mb.params);
+    push("memory", "gradients", &ma.grads, &mb.grads);
+    push("memory", "optimizer state", &ma.optimizer, &mb.optimizer);
+    push("memory", "activations", &ma.activations, &mb.activations);
+    push("memory", "total", &ma.total, &mb.total);
+    let formula = |f: &Formulas, g: &str, n: &str| {
+        // Relative-cost rows share names with other groups: only the named groups have formulas.
+        if !matches!(g, "compute" | "communication" | "memory") {
+            return None;
+        }
+        f.iter().find(|(m, _)| m == n).map(|(_, p)| p.clone())
+    };
+    rows.into_iter()
+        .map(|(group, name, a, b)| {
+            let formula_a = formula(&fa, group, &name);
+            let formula_b = formula(&fb, group, &name);
+            // A collective one side does not have is zero there, exactly.
+            let zero_if_absent = |x: &Option<Poly>, v: &Rational| match x {
+                None if v.is_zero() && group == "communication" => Some(Poly::zero()),
+                _ => x.clone(),
+            };
+            let formula_a = zero_if_absent(&formula_a, &a);
+            let formula_b = zero_if_absent(&formula_b, &b);
+            let formula_difference = match (&formula_a, &formula_b) {
+                (Some(x), Some(y)) => Some(y - x),
+                _ => None,
+            };
+            Component {
+                group,
+                difference: &b - &a,
+                name,
+                a,
+                b,
+                formula_a,
+                formula_b,
+                formula_difference,
+            }
+        })
+        .collect()
+}
+
+/// Relative-cost parts with an amount each.
+pub type Parts = Vec<(String, Rational)>;
+
+/// Which relative-cost parts make the cheaper strategy cheaper: (part, saving) for each part it
+/// spends less on, largest saving first, and (part, extra) for each it spends more on. `rows` are
+/// [`compare`]'s; the cheaper side is A when A's total is not above B's.
+pub fn verdict(rows: &[Component]) -> (bool, Parts, Parts) {
+    let parts: Vec<&Component> = rows
+        .iter()
+        .filter(|c| c.group == "relative cost" && c.name != "total")
+        .collect();
+    let a_wins = rows
+        .iter()
+        .find(|c| c.group == "relative cost" && c.name == "total")
+        .is_none_or(|c| c.difference >= Rational::zero());
+    let mut gains = Vec::new();
+    let mut losses = Vec::new();
+    for c in parts {
+        // Saving of the cheaper side on this part.
+        let d = if a_wins {
+            c.difference.clone()
+        } else {
+            -c.difference.clone()
+        };
+        match d.cmp(&Rational::zero()) {
+            Ordering::Greater => gains.push((c.name.clone(), d)),
+            Ordering::Less => losses.push((c.name.clone(), -d)),
+            Ordering::Equal => {}
+        }
+    }
+    gains.sort_by(|x, y| y.1.cmp(&x.1));
+    losses.sort_by(|x, y| y.1.cmp(&x.1));
+    (a_wins, gains, losses)
+}
+
+/// The exponents of `var` a strategy's per-device cost can have, judged from its analysis: the
+/// range of the operators' polynomials plus that of the block repeat counts, widened by one on
+/// each side for the micro-batch count (which may be proportional to `B`, and divides the
+/// bubble).
+pub fn exponent_range(a: &Analysis, var: &str) -> (i32, i32) {
+    let (mut lo, mut hi) = (0i32, 0i32);
+    let (mut rlo, mut rhi) = (0i32, 0i32);
+    let mut see = |p: &Poly| {
+        let (l, h) = p.degree_in(var);
+        if !p.is_zero() {
+            lo = lo.min(l);
+            hi = hi.max(h);
+        }
+    };
+    for blk in &a.blocks {
+        let (l, h) = blk.repeat.degree_in(var);
+        rlo = rlo.min(l);
+        rhi = rhi.max(h);
+        see(&blk.boundary_bytes);
+        for c in &blk.edges {
+            see(&c.wire_bytes);
+        }
+        for op in &blk.ops {
+            for p in [
+                &op.forward,
+                &op.backward,
+                &op.recompute,
+                &op.io_bytes,
+                &op.backward_io_bytes,
+                &op.saved,
+                &op.recomputable_saved,
+                &op.params,
+                &op.out_bytes,
+            ] {
+                see(p);
+            }
+            for c in op.comm.iter().chain(&op.grad_comm) {
+                see(&c.wire_bytes);
+            }
+        }
+    }
+    (lo + rlo - 1, hi + rhi + 1)
+}
+
+/// The Laurent polynomial in `var` with exponents from `emin` up to `emin + points.len() − 1`
+/// through `points` (distinct non-zero abscissae): Newton's divided differences of
+/// `f(x)·x^(−emin)`, exactly, multiplied back by `var^emin`.
+pub fn fit_laurent(var: &str, emin: i32, points: &[(Rational, Rational)]) -> Poly {
+    let n = points.len();
+    if n == 0 {
+        return Poly::zero();
+    }
+    let xs: Vec<Rational> = points.iter().map(|(x, _)| x.clone()).collect();
+    let scale = |x: &Rational| -> Rational {
+        let mut s = Rational::one();
+        for _ in 0..emin.unsigned_abs() {
+            s = if emin < 0 { s * x } else { s / x };
+        }
+        s
+    };
+    let mut c: Vec<Rational> = points.iter().map(|(x, y)| y * scale(x)).collect();
+    for j in 1..n {
+        for i in (j..n).rev() {
+            c[i] = (&c[i] - &c[i - 1]) / (&xs[i] - &xs[i - j]);
+        }
+    }
+    let x = Poly::symbol(var);
+    let mut p = Poly::constant(c[n - 1].clone());
+    for i in (0..n - 1).rev() {
+        p = p * (&x - Poly::constant(xs[i].clone())) + Poly::constant(c[i].clone());
+    }
+    p * Poly::monomial(Rational::one(), Monomial::from_exponents([(var, emin)]))
+}
+
+/// Runs of constant sign of `d` (a Laurent polynomial in `var` alone) over the grid `x0 + k·step`,
+/// `k = 0 … count − 1` (x0 > 0): (first k, last k, sign), in order, neighbouring runs of different
+/// sign.
+///
+/// Method: the real roots of `d` in `[x0, x_last]` are isolated exactly (Sturm sequence of the
+/// numerator `d·var^(−min exponent)`, bisected with exact rationals: [`crossovers`]); the grid
+/// points next to each root (two on each side, so a root bracketed to 2^−41 of the range cannot
+/// sit on the wrong side of one) and the ends are evaluated exactly; between two such points
+/// there is no root, so one exact evaluation gives the sign of the whole gap.
+pub fn sign_runs(
+    d: &Poly,
+    var: &str,
+    x0: &Rational,
+    step: &Rational,
+    count: u64,
+) -> Result<Vec<(u64, u64, Ordering)>, String> {
+    if count == 0 {
+        return Ok(Vec::new());
+    }
+    let last = count - 1;
+    let at = |k: u64| x0 + step * r(k);
+    let sign = |k: u64| -> Result<Ordering, String> {
+        let mut b = Bindings::new();
+        b.insert(var.to_string(), at(k));
+        Ok(d.eval(&b)
+            .map_err(|e| e.to_string())?
+            .cmp(&Rational::zero()))
+    };
+    let roots = crossovers(d, &Poly::zero(), var, &Bindings::new(), x0, &at(last))
+        .map_err(|e| e.to_string())?;
+    let mut special = vec![0, last];
+    for root in roots {
+        let pos = (root - x0) / step;
+        let f = pos.floor().to_integer();
+        for dk in -2i64..=3 {
+            let kk = &f + num_bigint::BigInt::from(dk);
+            if !kk.is_negative() && kk <= num_bigint::BigInt::from(last) {
+                special.push(kk.try_into().unwrap_or(last));
+            }
+        }
+    }
+    special.sort_unstable();
+    special.dedup();
+    let mut runs: Vec<(u64, u64, Ordering)> = Vec::new();
+    let mut add = |from: u64, to: u64, s: Ordering| match runs.last_mut() {
+        Some(run) if run.2 == s && run.1 + 1 == from => run.1 = to,
+        _ => runs.push((from, to, s)),
+    };
+    for (i, &k) in special.iter().enumerate() {
+        if i > 0 {
+            let prev = special[i - 1];
+            if k > prev + 1 {
+                add(prev + 1, k - 1, sign(prev + 1)?);
+            }
+        }
+        add(k, k, sign(k)?);
+    }
+    Ok(runs)
+}
+
+/// Which strategy is cheaper over an interval of symbol values.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Winner {
+    /// A costs less.
+    #[serde(rename = "A")]
+    A,
+    /// B costs less.
+    #[serde(rename = "B")]
+    B,
+    /// They cost the same.
+    Equal,
+    /// One or both strategies cannot run there.
+    Invalid {
+        /// Why A cannot, when it cannot.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        a: Option<String>,
+        /// Why B cannot, when it cannot.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        b: Option<String>,
+    },
+}
+
+/// Symbol values `from ..= to` (grid points) over which one [`Winner`] holds.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Interval {
+    /// First value.
+    #[serde(serialize_with = "crate::sym::ser_rational")]
+    pub from: Rational,
+    /// Last value.
+    #[serde(serialize_with = "crate::sym::ser_rational")]
+    pub to: Rational,
+    /// Who wins.
+    pub winner: Winner,
+}
+
+/// A stretch of the grid over which both costs are one Laurent polynomial each (or, for a short
+/// or irregular stretch, evaluated point by point).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Piece {
+    /// First value.
+    #[serde(serialize_with = "crate::sym::ser_rational")]
+    pub from: Rational,
+    /// Last value.
+    #[serde(serialize_with = "crate::sym::ser_rational")]
+    pub to: Rational,
+    /// A's cost there, when one polynomial.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub a: Option<Poly>,
+    /// B's cost there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub b: Option<Poly>,
+    /// B − A.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub difference: Option<Poly>,
+    /// The real roots of B − A in the piece, bracketed exactly (to 2^−41 of its width).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub roots: Vec<String>,
+}
+
+/// The answer of [`crossover`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Crossover {
+    /// Who wins where, in order.
+    pub intervals: Vec<Interval>,
+    /// Where each cost is which polynomial.
+    pub pieces: Vec<Piece>,
+    /// Exact evaluations of the two strategies made.
+    pub evaluations: usize,
+}
+
+/// A cost evaluator: the exact relative cost at a symbol value, or why the strategy cannot run
+/// there.
+pub type Evaluator<'a> = dyn FnMut(&Rational) -> Result<Rational, String> + 'a;
+
+/// Values at the start of the range on which [`crossover`] checks that both strategies run.
+pub const PRESCAN: u64 = 64;
+
+/// Most exact evaluations of each strategy [`crossover`] makes before giving up.
+pub const MAX_EVALUATIONS: usize = 4000;
+
+/// Both strategies' costs at one value (or why not).
+type Pair = (Result<Rational, String>, Result<Rational, String>);
+
+struct Sides<'a, 'b> {
+    a: &'a mut Evaluator<'b>,
+    b: &'a mut Evaluator<'b>,
+    cache: std::collections::BTreeMap<u64, Pair>,
+    x0: Rational,
+    step: Rational,
+}
+
+impl Sides<'_, '_> {
+    fn x(&self, k: u64) -> Rational {
+        &self.x0 + &self.step * r(k)
+    }
+
+    fn at(&mut self, k: u64) -> Result<Pair, String> {
+        if let Some(v) = self.cache.get(&k) {
+            return Ok(v.clone());
+        }
+        if self.cache.len() >= MAX_EVALUATIONS {
+            let bad = self.cache.iter().find_map(|(k, (a, b))| {
+                a.as_ref()
+                    .err()
+                    .map(|e| format!("{} (A: {e})", self.x(*k)))
+                    .or_else(|| b.as_ref().err().map(|e| format!("{} (B: {e})", self.x(*k))))
+            });
+            return Err(format!(
+                "more than {MAX_EVALUATIONS} evaluations: the costs change formula too often{} — narrow --from/--to or give a --step at which both strategies are valid",
+                bad.map(|b| format!(", or are invalid at values such as {b}"))
+                    .unwrap_or_default()
+            ));
+        }
+        let x = self.x(k);
+        let v = ((self.a)(&x), (self.b)(&x));
+        self.cache.insert(k, v.clone());
+        Ok(v)
+    }
+}
+
+/// Where strategy A stops beating strategy B as one symbol runs over `x0, x0 + step, …` (`count`
+/// values, all positive): the intervals where A is cheaper, B is cheaper, they are equal, or one
+/// cannot run.
+///
+/// Method. A strategy's cost is a Laurent polynomial in the symbol only piecewise: the pipeline
+/// partition, the busiest stage and a padded vocabulary change with it. So the grid is cut into
+/// pieces: on each, both costs are fitted exactly (Newton interpolation over rationals, exponents
+/// `emin ..= emax`, see [`exponent_range`]) through evenly spread exact evaluations, and the fit
+/// is accepted only if it reproduces three further evaluations inside the piece; otherwise the
+/// piece is halved, down to pieces short enough to evaluate point by point (where a strategy is
+/// invalid, for instance). On an accepted piece the sign of B − A is found exactly with
+/// [`sign_runs`] (Sturm root isolation), and every run end is checked against the full evaluation
+/// of both strategies; a disagreement halves the piece too. Every reported boundary value is thus
+/// an exact evaluation of both strategies, and so is the value next to it.
+pub fn crossover(
+    var: &str,
+    x0: &Rational,
+    step: &Rational,
+    count: u64,
+    (emin, emax): (i32, i32),
+    a: &mut Evaluator<'_>,
+    b: &mut Evaluator<'_>,
+) -> Result<Crossover, String> {
+    if count == 0 {
+        return Err("no values to examine".into());
+    }
+    let mut sides = Sides {
+        a,
+        b,
+        cache: Default::default(),
+        x0: x0.clone(),
+        step: step.clone(),
+    };
+    // Both strategies valid only at every p-th value (sizes a split must divide): say so,
+    // rather than examine the range value by value.
+    let scan = count.min(PRESCAN);
+    let mut valid = Vec::new();
+    let mut first_invalid = None;
+    for k in 0..scan {
+        match sides.at(k)? {
+            (Ok(_), Ok(_)) => valid.push(k),
+            (a, b) => {
+                if first_invalid.is_none() {
+                    first_invalid = Some((k, a.err(), b.err()));
+                }
+            }
+        }
+    }
+    if let Some((k, ea, eb)) = first_invalid {
+        let why = format!(
+            "at {var} = {}{}{}",
+            sides.x(k),
+            ea.map(|e| format!(", A cannot run: {e}"))
+                .unwrap_or_default(),
+            eb.map(|e| format!(", B cannot run: {e}"))
+                .unwrap_or_default()
+        );
+        if valid.is_empty() {
+            return Err(format!(
+                "the strategies cannot both run at any of the first {scan} values ({why})"
+            ));
+        }
+        let gaps: Vec<u64> = valid.windows(2).map(|w| w[1] - w[0]).collect();
+        if valid.len() >= 2 && gaps.iter().all(|g| *g == gaps[0]) && gaps[0] > 1 && count > scan {
+            let p = gaps[0];
+            return Err(format!(
+                "both strategies run only at every {p}th value ({var} = {}, {}, …; not {why}): give --from {} --step {}",
+                sides.x(valid[0]),
+                sides.x(valid[1]),
+                sides.x(valid[0]),
+                step * r(p)
+            ));
+        }
+    }
+    let n = (emax - emin + 1).max(2) as u64;
+    // (first k, last k, winner) per grid run, gathered over the pieces in order.
+    let mut runs: Vec<(u64, u64, Winner)> = Vec::new();
+    let mut pieces: Vec<Piece> = Vec::new();
+    let mut todo = vec![(0u64, count - 1)];
+    while let Some((i, j)) = todo.pop() {
+        let len = j - i + 1;
+        let pointwise =
+            |sides: &mut Sides, runs: &mut Vec<(u64, u64, Winner)>| -> Result<(), String> {
+                for k in i..=j {
+                    let (va, vb) = sides.at(k)?;
+                    runs.push((k, k, winner_of(&va, &vb)));
+                }
+                Ok(())
+            };
+        if len <= n + 3 {
+            pointwise(&mut sides, &mut runs)?;
+            pieces.push(Piece {
+                from: sides.x(i),
+                to: sides.x(j),
+                a: None,
+                b: None,
+                difference: None,
+                roots: Vec::new(),
+            });
+            continue;
+        }
+        let fit_at: Vec<u64> = (0..n)
+            .map(|t| i + (t * (len - 1) + (n - 1) / 2) / (n - 1).max(1))
+            .collect();
+        let mut check_at: Vec<u64> = Vec::new();
+        for w in [0, (n as usize - 1) / 2, n as usize - 2] {
+            let (p, q) = (fit_at[w], fit_at[(w + 1).min(n as usize - 1)]);
+            if q > p + 1 {
+                check_at.push((p + q) / 2);
+            }
+        }
+        let split = |todo: &mut Vec<(u64, u64)>| {
+            let mid = i + (len - 1) / 2;
+            // Pushed in reverse: the lower half is examined first.
+            todo.push((mid + 1, j));
+            todo.push((i, mid));
+        };
+        let mut pa = Vec::new();
+        let mut pb = Vec::new();
+        let mut valid = true;
+        for &k in &fit_at {
+            match sides.at(k)? {
+                (Ok(x), Ok(y)) => {
+                    pa.push((sides.x(k), x));
+                    pb.push((sides.x(k), y));
+                }
+                _ => valid = false,
+            }
+        }
+        if !valid {
+            split(&mut todo);
+            continue;
+        }
+        let fa = fit_laurent(var, emin, &pa);
+        let fb = fit_laurent(var, emin, &pb);
+        let value = |p: &Poly, x: &Rational| {
+            let mut bb = Bindings::new();
+            bb.insert(var.to_string(), x.clone());
+            p.eval(&bb).ok()
+        };
+        let mut agrees = true;
+        for &k in &check_at {
+            let x = sides.x(k);
+            match sides.at(k)? {
+                (Ok(va), Ok(vb)) => {
+                    agrees &= value(&fa, &x) == Some(va) && value(&fb, &x) == Some(vb);
+                }
+                _ => agrees = false,
+            }
+        }
+        if !agrees {
+            split(&mut todo);
+            continue;
+        }
+        let d = &fb - &fa;
+        let signs = sign_runs(&d, var, &sides.x(i), step, len)?;
+        // Check each run's ends against the full evaluation.
+        let mut piece_runs = Vec::new();
+        for (from, to, s) in &signs {
+            let w = match s {
+                Ordering::Greater => Winner::A,
+                Ordering::Less => Winner::B,
+                Ordering::Equal => Winner::Equal,
+            };
+            for k in [i + from, i + to] {
+                let x = sides.x(k);
+                match sides.at(k)? {
+                    (Ok(va), Ok(vb)) => {
+                        agrees &= value(&fa, &x) == Some(va.clone())
+                            && value(&fb, &x) == Some(vb.clone())
+                            && winner_of(&Ok(va), &Ok(vb)) == w;
+                    }
+                    _ => agrees = false,
+                }
+            }
+            piece_runs.push((i + from, i + to, w));
+        }
+        if !agrees {
+            split(&mut todo);
+            continue;
+        }
+        let roots = crossovers(&fb, &fa, var, &Bindings::new(), &sides.x(i), &sides.x(j))
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .map(|x| {
+                if x.is_integer() {
+                    x.to_string()
+                } else {
+                    format!("≈{}", decimal(&x))
+                }
+            })
+            .collect();
+        runs.extend(piece_runs);
+        pieces.push(Piece {
+            from: sides.x(i),
+            to: sides.x(j),
+            difference: Some(d),
+            a: Some(fa),
+            b: Some(fb),
+            roots,
+        });
+    }
+    runs.sort_by_key(|x| x.0);
+    pieces.sort_by(|x, y| x.from.cmp(&y.from));
+    // Merge neighbouring pieces with the same formulas (or none).
+    let mut merged: Vec<Piece> = Vec::new();
+    for p in pieces {
+        match merged.last_mut() {
+            Some(q) if q.a == p.a && q.b == p.b => {
+                q.to = p.to;
+                q.roots.extend(p.roots);
+                q.roots.dedup();
+            }
+            _ => merged.push(p),
+        }
+    }
+    let mut intervals: Vec<Interval> = Vec::new();
+    for (from, to, w) in runs {
+        match intervals.last_mut() {
+            Some(last) if last.winner == w => last.to = sides.x(to),
+            _ => intervals.push(Interval {
+                from: sides.x(from),
+                to: sides.x(to),
+                winner: w,
+            }),
+        }
+    }
+    Ok(Crossover {
+        intervals,
+        pieces: merged,
+        evaluations: sides.cache.len(),
+    })
+}
+
+fn winner_of(a: &Result<Rational, String>, b: &Result<Rational, String>) -> Winner {
+    match (a, b) {
+        (Ok(x), Ok(y)) => match x.cmp(y) {
+            Ordering::Less => Winner::A,
+            Ordering::Greater => Winner::B,
+            Ordering::Equal => Winner::Equal,
+        },
+        _ => Winner::Invalid {
+            a: a.as_ref().err().cloned(),
+            b: b.as_ref().err().cloned(),
+        },
+    }
+}
+
+/// A rational to six decimals (for showing a bracketed root).
+fn decimal(x: &Rational) -> String {
+    let scaled = (x * r(1_000_000)).round().to_integer();
+    let sign = if scaled.is_negative() { "-" } else { "" };
+    let s = scaled.abs();
+    let int = &s / num_bigint::BigInt::from(1_000_000);
+    let frac = &s % num_bigint::BigInt::from(1_000_000);
+    format!("{sign}{int}.{frac:06}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(v: i64) -> Rational {
+        Rational::from_integer(v.into())
+    }
+
+    #[test]
+    fn fit_recovers_a_laurent_polynomial() {
+        let p = Poly::parse("3*S^2 - 5*S + 7 + 11/S").unwrap();
+        let pts: Vec<(Rational, Rational)> = (1..=5)
+            .map(|x| {
+                let mut b = Bindings::new();
+                b.insert("S".into(), q(x));
+                (q(x), p.eval(&b).unwrap())
+            })
+            .collect();
+        // Exponents −1 … 3: the S^3 coefficient comes out zero.
+        assert_eq!(fit_laurent("S", -1, &pts), p);
+    }
+
+    #[test]
+    fn sign_runs_of_known_roots() {
+        // (S − 10)(S − 20) on S = 1 … 30: positive, zero at 10, negative, zero at 20, positive.
+        let d = Poly::parse("(S-10)*(S-20)").unwrap();
+        let runs = sign_runs(&d, "S", &q(1), &q(1), 30).unwrap();
+        assert_eq!(
+            runs,
+            vec![
+                (0, 8, Ordering::Greater),
+                (9, 9, Ordering::Equal),
+                (10, 18, Ordering::Less),
+                (19, 19, Ordering::Equal),
+                (20, 29, Ordering::Greater)
+            ]
+        );
+        // A root between grid points: 2S − 15 changes sign between S = 7 and S = 8.
+        let d = Poly::parse("2*S - 15").unwrap();
+        let runs = sign_runs(&d, "S", &q(1), &q(1), 20).unwrap();
+        assert_eq!(
+            runs,
+            vec![(0, 6, Ordering::Less), (7, 19, Ordering::Greater)]
+        );
+    }
+
+    #[test]
+    fn crossover_of_two_formulas() {
+        // A = 1000/S + S (cheap at mid S), B = 100 (flat): A costs less for S in 12 … 88 (roots
+        // of S² − 100 S + 1000 at 50 ± √1500 ≈ 11.27 and 88.73).
+        let fa = Poly::parse("1000/S + S").unwrap();
+        let fb = Poly::int(100);
+        let ev = |p: Poly| {
+            move |x: &Rational| -> Result<Rational, String> {
+                let mut b = Bindings::new();
+                b.insert("S".into(), x.clone());
+                p.eval(&b).map_err(|e| e.to_string())
+            }
+        };
+        let (mut a, mut b) = (ev(fa), ev(fb));
+        let c = crossover("S", &q(1), &q(1), 200, (-2, 2), &mut a, &mut b).unwrap();
+        let spans: Vec<(Rational, Rational, Winner)> = c
+            .intervals
+            .iter()
+            .map(|i| (i.from.clone(), i.to.clone(), i.winner.clone()))
+            .collect();
+        assert_eq!(
+            spans,
+            vec![
+                (q(1), q(11), Winner::B),
+                (q(12), q(88), Winner::A),
+                (q(89), q(200), Winner::B)
+            ]
+        );
+        assert_eq!(c.pieces.len(), 1);
+    }
+
+    #[test]
+    fn crossover_reports_invalid_values_and_pieces() {
+        // A is invalid at odd values from 51 to 59 and changes formula at 100 (S, then S + 50);
+        // B is 150: A wins up to 99, they tie at 100, B wins after.
+        let mut a = |x: &Rational| -> Result<Rational, String> {
+            let v = x.to_integer();
+            if v > 50.into() && v < 60.into() && (&v % 2) == 1.into() {
+                return Err(format!("{v} is odd"));
+            }
+            Ok(if v >= 100.into() {
+                x + q(50)
+            } else {
+                x.clone()
+            })
+        };
+        let mut b = |_: &Rational| -> Result<Rational, String> { Ok(q(150)) };
+        let c = crossover("S", &q(1), &q(1), 200, (-1, 2), &mut a, &mut b).unwrap();
+        let winner_at = |v: i64| {
+            c.intervals
+                .iter()
+                .find(|i| i.from <= q(v) && q(v) <= i.to)
+                .unwrap()
+                .winner
+                .clone()
+        };
+        assert_eq!(winner_at(10), Winner::A);
+        assert!(matches!(winner_at(51), Winner::Invalid { .. }));
+        assert_eq!(winner_at(52), Winner::A);
+        assert_eq!(winner_at(60), Winner::A);
+        assert_eq!(winner_at(99), Winner::A);
+        assert_eq!(winner_at(100), Winner::Equal);
+        assert_eq!(winner_at(101), Winner::B);
+        assert_eq!(winner_at(200), Winner::B);
+        assert!(c.pieces.len() > 1);
+    }
+}

@@ -1,0 +1,519 @@
+//! `compare`, `rank --why` and `crossover`: two strategies side by side with exact differences,
+//! and where one stops beating the other, checked by evaluating both strategies again.
+
+use assert_cmd::Command;
+use proptest::prelude::*;
+use serde_json::Value;
+use std::cmp::Ordering;
+use symshard::search::versus::{crossover, fit_laurent, sign_runs, Winner};
+use symshard::sym::{Bindings, Poly, Rational};
+
+fn symshard() -> Command {
+    Command::cargo_bin("symshard").unwrap()
+}
+
+fn json(args: &[&str]) -> Value {
+    let out = symshard().args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Runs a command that must be refused with exit code 2 and returns its stderr.
+fn refused(args: &[&str]) -> String {
+    let out = symshard().args(args).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{args:?} should be refused");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn q(v: &Value) -> Rational {
+    v.as_str().unwrap().parse().unwrap()
+}
+
+fn int(v: i64) -> Rational {
+    Rational::from_integer(v.into())
+}
+
+/// The component `group`/`name` of a comparison: (A, B).
+fn component(c: &Value, group: &str, name: &str) -> (Rational, Rational) {
+    let row = c["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["group"] == group && r["name"] == name)
+        .unwrap_or_else(|| panic!("no component {group}/{name}"));
+    (q(&row["a"]), q(&row["b"]))
+}
+
+const DP: &str = "dp=64,mbs=1,zero=1";
+const TP: &str = "dp=8,tp=8,mbs=1,sp,zero=1";
+const PP: &str = "pp=4,dp=16,mbs=1,zero=1";
+
+/// Relative costs (A, B) of two strategies by `compare` at sequence length `s`.
+fn compared_at(a: &str, b: &str, s: i64) -> (Rational, Rational) {
+    let set = format!("S={s}");
+    let c = json(&[
+        "compare",
+        "llama3-8b",
+        a,
+        b,
+        "--set",
+        &set,
+        "--format",
+        "json",
+    ]);
+    component(&c, "relative cost", "total")
+}
+
+#[test]
+fn compare_rows_are_exact_and_formulas_reproduce_them() {
+    let c = json(&["compare", "llama3-8b", DP, TP, "--format", "json"]);
+    assert_eq!(c["a"]["devices"], 64);
+    assert!(c["b"]["strategy"].as_str().unwrap().contains("tp=8"));
+    let mut values = Bindings::new();
+    for (k, v) in c["symbols"].as_object().unwrap() {
+        values.insert(k.clone(), q(v));
+    }
+    let mut formulas = 0;
+    for row in c["components"].as_array().unwrap() {
+        let (a, b) = (q(&row["a"]), q(&row["b"]));
+        assert_eq!(q(&row["difference"]), &b - &a, "{row}");
+        for (side, want) in [("formula_a", &a), ("formula_b", &b)] {
+            if let Some(f) = row.get(side) {
+                let p = Poly::parse(f.as_str().unwrap()).unwrap();
+                assert_eq!(&p.eval(&values).unwrap(), want, "{row}");
+                formulas += 1;
+            }
+        }
+        if let Some(d) = row.get("formula_difference") {
+            let p = Poly::parse(d.as_str().unwrap()).unwrap();
+            assert_eq!(p.eval(&values).unwrap(), &b - &a, "{row}");
+        }
+    }
+    assert!(formulas >= 10, "only {formulas} formulas");
+    // The parts of the relative cost add up to its total on both sides.
+    let total = component(&c, "relative cost", "total");
+    let mut sum = (int(0), int(0));
+    for part in [
+        "compute",
+        "intra-node communication",
+        "inter-node communication",
+        "bubble",
+    ] {
+        let (a, b) = component(&c, "relative cost", part);
+        sum.0 += a;
+        sum.1 += b;
+    }
+    assert_eq!(sum, total);
+    // Tensor parallelism moves activations on the tensor-parallel group; data parallelism
+    // moves none there.
+    let (a, b) = component(
+        &c,
+        "communication",
+        "all-gather on tp (intra-node) bytes/step",
+    );
+    assert_eq!(a, int(0));
+    assert!(b > int(0));
+    // Memory: weights are split eight ways by tensor parallelism.
+    let (wa, wb) = component(&c, "memory", "weights");
+    assert!(wb < wa);
+    assert_eq!(c["cheaper"], "A");
+    let wins: Vec<&str> = c["wins_on"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["part"].as_str().unwrap())
+        .collect();
+    assert!(wins.contains(&"intra-node communication"), "{wins:?}");
+}
+
+#[test]
+fn compare_takes_a_strategy_file_and_a_pasted_rank_row() {
+    let file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/strategies/megatron-175b.yaml"
+    );
+    // The file's knobs written as `rank` prints them: the same strategy, so every difference is
+    // zero.
+    let row =
+        "dp=8 tp=8 pp=16 microbatches=192 interleaved-1f1b(v=2) sp=on recompute=selective zero=1";
+    let c = json(&["compare", "gpt3-175b", file, row, "--format", "json"]);
+    for r in c["components"].as_array().unwrap() {
+        assert_eq!(r["difference"], "0", "{r}");
+    }
+    assert_eq!(c["cheaper"], "equal");
+}
+
+#[test]
+fn knob_strings_take_overlaps_as_rank_prints_them() {
+    // Overlaps change timelines only: the relative cost adds every collective.
+    let c = json(&[
+        "compare",
+        "llama3-8b",
+        TP,
+        "dp=8,tp=8,mbs=1,sp,zero=1 overlap=tp-comm,param-gather",
+        "--calib",
+        "a100-80gb",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(c["cheaper"], "equal");
+    let t = |s: &str| c[s]["seconds"]["iteration_seconds"].as_f64().unwrap();
+    // Pipelining the tensor-parallel collectives with their GEMMs shortens the step.
+    assert!(t("b") < t("a"), "{} {}", t("a"), t("b"));
+    assert!(c["b"]["strategy"]
+        .as_str()
+        .unwrap()
+        .contains("overlap=tp-comm,param-gather"));
+}
+
+#[test]
+fn compare_with_a_calibration_adds_seconds() {
+    let c = json(&[
+        "compare",
+        "llama3-8b",
+        DP,
+        TP,
+        "--calib",
+        "a100-80gb",
+        "--format",
+        "json",
+    ]);
+    for side in ["a", "b"] {
+        let s = &c[side]["seconds"];
+        let t = s["iteration_seconds"].as_f64().unwrap();
+        assert!(t > 0.0);
+        assert!(s["busy"]["compute"].as_f64().unwrap() <= t);
+    }
+    // Only tensor parallelism keeps the tensor-parallel stream busy.
+    assert_eq!(c["a"]["seconds"]["busy"]["tp_comm"].as_f64().unwrap(), 0.0);
+    assert!(c["b"]["seconds"]["busy"]["tp_comm"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn rank_why_compares_the_first_two_rows() {
+    let r = json(&[
+        "rank",
+        "llama3-8b",
+        "--devices",
+        "64",
+        "--top",
+        "3",
+        "--why",
+        "--format",
+        "json",
+    ]);
+    let why = &r["why"];
+    assert_eq!(why["a"]["strategy"], r["strategies"][0]["strategy"]);
+    assert_eq!(why["b"]["strategy"], r["strategies"][1]["strategy"]);
+    let (a, b) = component(why, "relative cost", "total");
+    assert_eq!(a, q(&r["strategies"][0]["relative_cost"]));
+    assert_eq!(b, q(&r["strategies"][1]["relative_cost"]));
+    assert!(a <= b);
+    assert!(!why["wins_on"].as_array().unwrap().is_empty());
+    let out = symshard()
+        .args([
+            "rank",
+            "llama3-8b",
+            "--devices",
+            "64",
+            "--top",
+            "2",
+            "--why",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("why #1 and not #2"), "{text}");
+    assert!(text.contains("A is cheaper by"), "{text}");
+}
+
+/// The crossover's answer, checked: at the last value of each interval and the first of the
+/// next, and one step beyond each, `compare` (a separate evaluation of both strategies) agrees on
+/// who is cheaper; the boundary costs it reports are exactly `compare`'s.
+fn check_crossover(a: &str, b: &str, from: i64, to: i64, step: i64) -> Value {
+    let (f, t, s) = (from.to_string(), to.to_string(), step.to_string());
+    let c = json(&[
+        "crossover",
+        "llama3-8b",
+        a,
+        b,
+        "--in",
+        "S",
+        "--from",
+        &f,
+        "--to",
+        &t,
+        "--step",
+        &s,
+        "--format",
+        "json",
+    ]);
+    let intervals = c["intervals"].as_array().unwrap();
+    let winner = |x: &Rational| {
+        intervals
+            .iter()
+            .find(|i| &q(&i["from"]) <= x && x <= &q(&i["to"]))
+            .unwrap()["winner"]
+            .clone()
+    };
+    for pair in intervals.windows(2) {
+        let last: i64 = pair[0]["to"].as_str().unwrap().parse().unwrap();
+        let next: i64 = pair[1]["from"].as_str().unwrap().parse().unwrap();
+        assert_eq!(next, last + step, "intervals leave a gap");
+        for x in [last - step, last, next, next + step] {
+            if x < from || x > to {
+                continue;
+            }
+            let (ca, cb) = compared_at(a, b, x);
+            let expected = match ca.cmp(&cb) {
+                Ordering::Less => "A",
+                Ordering::Greater => "B",
+                Ordering::Equal => "equal",
+            };
+            assert_eq!(winner(&int(x)), expected, "S = {x}: A {ca}, B {cb}");
+            if x == last || x == next {
+                let bd = c["boundaries"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|bd| q(&bd["value"]) == int(x))
+                    .unwrap();
+                assert_eq!((q(&bd["a"]), q(&bd["b"])), (ca.clone(), cb.clone()));
+                // The piece's polynomials give the same numbers.
+                let mut v = Bindings::new();
+                v.insert("S".into(), int(x));
+                if let Some(p) = c["pieces"].as_array().unwrap().iter().find(|p| {
+                    q(&p["from"]) <= int(x) && int(x) <= q(&p["to"]) && p.get("a").is_some()
+                }) {
+                    let pa = Poly::parse(p["a"].as_str().unwrap()).unwrap();
+                    let pb = Poly::parse(p["b"].as_str().unwrap()).unwrap();
+                    assert_eq!(pa.eval(&v).unwrap(), ca);
+                    assert_eq!(pb.eval(&v).unwrap(), cb);
+                }
+            }
+        }
+    }
+    c
+}
+
+#[test]
+fn crossover_tensor_against_data_parallelism_in_the_sequence_length() {
+    // Llama 3 8B, global batch 2048, 64 devices: at short sequences the data-parallel gradient
+    // all-reduce over 64 ranks costs more than tensor parallelism's activation traffic, which
+    // grows with S; data parallelism wins from S = 512 on (the difference is linear in S, its
+    // root ≈ 425.4).
+    let c = check_crossover(DP, TP, 128, 16384, 128);
+    let spans: Vec<(String, String, String)> = c["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            (
+                i["from"].as_str().unwrap().to_string(),
+                i["to"].as_str().unwrap().to_string(),
+                i["winner"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        spans,
+        vec![
+            ("128".into(), "384".into(), "B".into()),
+            ("512".into(), "16384".into(), "A".into())
+        ]
+    );
+    assert_eq!(c["piecewise"], false);
+    let d = Poly::parse(c["pieces"][0]["difference"].as_str().unwrap()).unwrap();
+    assert_eq!(d.degree_in("S"), (0, 1));
+}
+
+#[test]
+fn crossover_pipeline_against_data_parallelism_is_piecewise() {
+    // Four pipeline stages against pure data parallelism: the pipeline partition changes with S
+    // (the embedding and head weigh more or less against a layer), so the costs are polynomials
+    // only piecewise; the winner changes once, between S = 2560 and 2688.
+    let c = check_crossover(DP, PP, 128, 65536, 128);
+    assert_eq!(c["piecewise"], true);
+    let intervals = c["intervals"].as_array().unwrap();
+    assert_eq!(intervals.len(), 2);
+    assert_eq!(intervals[0]["winner"], "B");
+    assert_eq!(intervals[0]["to"], "2560");
+    assert_eq!(intervals[1]["from"], "2688");
+    assert_eq!(intervals[1]["winner"], "A");
+}
+
+#[test]
+fn errors_name_what_is_wrong() {
+    let e = refused(&["compare", "llama3-8b", "dp=64,foo=2", TP]);
+    assert!(
+        e.contains("strategy A") && e.contains("unknown knob `foo`"),
+        "{e}"
+    );
+    let e = refused(&["compare", "llama3-8b", DP, "dp=8,tp=8,mbs=one"]);
+    assert!(
+        e.contains("strategy B") && e.contains("`one` is not a whole number"),
+        "{e}"
+    );
+    let e = refused(&["compare", "llama3-8b", DP, "dp=8,tp=8,zig"]);
+    assert!(e.contains("`zig`"), "{e}");
+    // Invalid for the model: 16-way tensor parallelism cannot split 8 key-value heads.
+    let e = refused(&["compare", "llama3-8b", DP, "tp=16,dp=4,mbs=1"]);
+    assert!(
+        e.contains("strategy B") && e.contains("does not divide"),
+        "{e}"
+    );
+    let e = refused(&["compare", "llama3-8b", "missing.yaml", TP]);
+    assert!(e.contains("missing.yaml"), "{e}");
+    let e = refused(&["crossover", "llama3-8b", DP, TP, "--in", "Q"]);
+    assert!(e.contains("no symbol `Q`") && e.contains("S"), "{e}");
+    let e = refused(&["crossover", "llama3-8b", DP, TP, "--in", "S", "--from", "0"]);
+    assert!(e.contains("--from"), "{e}");
+    let e = refused(&[
+        "crossover",
+        "llama3-8b",
+        DP,
+        "tp=16,dp=4,mbs=1",
+        "--in",
+        "S",
+    ]);
+    assert!(
+        e.contains("B cannot run") && e.contains("does not divide"),
+        "{e}"
+    );
+    // Tensor and data parallelism with sequence parallelism split the micro-batch's B·S tokens
+    // 64 ways: at step 1 the strategies run only
+    // at every 8th value, and the error says which step to give.
+    let e = refused(&[
+        "crossover",
+        "llama3-8b",
+        DP,
+        TP,
+        "--in",
+        "S",
+        "--from",
+        "100",
+        "--to",
+        "1000",
+    ]);
+    assert!(e.contains("--from 104 --step 8"), "{e}");
+}
+
+fn eval_at(p: &Poly, x: &Rational) -> Rational {
+    let mut b = Bindings::new();
+    b.insert("x".into(), x.clone());
+    p.eval(&b).unwrap()
+}
+
+/// A Laurent polynomial in x from integer coefficients of x^lo, x^(lo+1), ….
+fn laurent(lo: i32, coeffs: &[i64]) -> Poly {
+    let mut text = String::from("0");
+    for (i, c) in coeffs.iter().enumerate() {
+        text.push_str(&format!(" + ({c})*x^({})", lo + i as i32));
+    }
+    Poly::parse(&text).unwrap()
+}
+
+#[test]
+fn roots_of_known_polynomials() {
+    // (x − 3)(x − 7)(x − 12)/x: roots exactly at grid points, sign + − + − from x = 1.
+    let p = Poly::parse("(x-3)*(x-7)*(x-12)/x").unwrap();
+    let runs = sign_runs(&p, "x", &int(1), &int(1), 20).unwrap();
+    let signs: Vec<Ordering> = runs.iter().map(|r| r.2).collect();
+    use Ordering::*;
+    assert_eq!(
+        signs,
+        vec![Less, Equal, Greater, Equal, Less, Equal, Greater]
+    );
+    assert_eq!(runs[1], (2, 2, Equal));
+    assert_eq!(runs[3], (6, 6, Equal));
+    assert_eq!(runs[5], (11, 11, Equal));
+    // x² − 2 on x = 1, 2, …: irrational root √2, sign changes between 1 and 2.
+    let p = Poly::parse("x^2 - 2").unwrap();
+    assert_eq!(
+        sign_runs(&p, "x", &int(1), &int(1), 5).unwrap(),
+        vec![(0, 0, Less), (1, 4, Greater)]
+    );
+    // A double root (x − 5)² touches zero without a sign change.
+    let p = Poly::parse("(x-5)^2").unwrap();
+    assert_eq!(
+        sign_runs(&p, "x", &int(1), &int(1), 9).unwrap(),
+        vec![(0, 3, Greater), (4, 4, Equal), (5, 8, Greater)]
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// For random integer-coefficient Laurent polynomials, the sign runs are exact: every grid
+    /// value has its run's sign (checked by exact evaluation) and neighbouring runs differ, so
+    /// every reported boundary is a verified sign change.
+    #[test]
+    fn sign_runs_are_exact(
+        lo in -2i32..=0,
+        coeffs in proptest::collection::vec(-40i64..=40, 1..6),
+        x0 in 1i64..30,
+        step in 1i64..5,
+        count in 1u64..150,
+    ) {
+        let p = laurent(lo, &coeffs);
+        let runs = sign_runs(&p, "x", &int(x0), &int(step), count).unwrap();
+        let mut next = 0u64;
+        for (i, (from, to, sign)) in runs.iter().enumerate() {
+            prop_assert_eq!(*from, next);
+            prop_assert!(to >= from);
+            for k in *from..=*to {
+                let x = int(x0 + step * k as i64);
+                prop_assert_eq!(eval_at(&p, &x).cmp(&Rational::from_integer(0.into())), *sign);
+            }
+            if i > 0 {
+                prop_assert_ne!(runs[i - 1].2, *sign);
+            }
+            next = to + 1;
+        }
+        prop_assert_eq!(next, count);
+    }
+
+    /// The crossover of two random polynomials evaluated exactly names, at every grid value,
+    /// the strategy that is cheaper there, and its fitted pieces are the polynomials themselves.
+    #[test]
+    fn crossover_matches_pointwise_comparison(
+        ca in proptest::collection::vec(-30i64..=30, 1..5),
+        cb in proptest::collection::vec(-30i64..=30, 1..5),
+        count in 1u64..120,
+    ) {
+        let (pa, pb) = (laurent(-1, &ca), laurent(-1, &cb));
+        let ev = |p: Poly| move |x: &Rational| -> Result<Rational, String> { Ok(eval_at(&p, x)) };
+        let (mut fa, mut fb) = (ev(pa.clone()), ev(pb.clone()));
+        let c = crossover("x", &int(1), &int(1), count, (-1, 3), &mut fa, &mut fb).unwrap();
+        for k in 1..=count as i64 {
+            let x = int(k);
+            let want = match eval_at(&pa, &x).cmp(&eval_at(&pb, &x)) {
+                Ordering::Less => Winner::A,
+                Ordering::Greater => Winner::B,
+                Ordering::Equal => Winner::Equal,
+            };
+            let got = c.intervals.iter().find(|i| i.from <= x && x <= i.to).unwrap();
+            prop_assert_eq!(&got.winner, &want);
+        }
+        for p in &c.pieces {
+            if let (Some(a), Some(b)) = (&p.a, &p.b) {
+                prop_assert_eq!(a, &pa);
+                prop_assert_eq!(b, &pb);
+            }
+        }
+    }
+
+    /// Fitting recovers a Laurent polynomial exactly from as many values as it has exponents.
+    #[test]
+    fn fit_is_exact(lo in -2i32..=0, coeffs in proptest::collection::vec(-50i64..=50, 1..6)) {
+        let p = laurent(lo, &coeffs);
+        let pts: Vec<(Rational, Rational)> = (1..=coeffs.len() as i64)
+            .map(|k| (int(k), eval_at(&p, &int(k))))
+            .collect();
+        prop_assert_eq!(fit_laurent("x", lo, &pts), p);
+    }
+}
