@@ -85,6 +85,7 @@ fn knobs() -> impl Strategy<Value = Knobs> {
                 recompute,
                 zero: if dp == 1 { 0 } else { zero },
                 ep: 1,
+                cp: 1,
                 overlap: Default::default(),
             },
         )

@@ -48,6 +48,11 @@ pub struct StrategyFlags {
     /// Expert-parallel degree (mixture-of-experts models): divides dp.
     #[arg(long)]
     pub ep: Option<u64>,
+    /// Context-parallel degree (Megatron-LM `--context-parallel-size`): each sequence is cut
+    /// over cp ranks (2·cp must divide S); attention passes keys and values around them as a
+    /// ring; gradients reduce over dp × cp.
+    #[arg(long)]
+    pub cp: Option<u64>,
     /// Timelines: tensor-parallel collectives pipelined with their GEMMs (Megatron-LM
     /// `--tp-comm-overlap`).
     #[arg(long)]
@@ -101,6 +106,7 @@ impl StrategyFlags {
             || self.recompute.is_some()
             || self.zero.is_some()
             || self.ep.is_some()
+            || self.cp.is_some()
             || self.tp_comm_overlap
             || self.overlap_param_gather
             || self.no_overlap_grad_reduce
@@ -211,6 +217,9 @@ impl StrategyFlags {
         }
         if let Some(e) = self.ep {
             knobs.ep = e;
+        }
+        if let Some(c) = self.cp {
+            knobs.cp = c;
         }
         if self.tp_comm_overlap {
             knobs.overlap.tp_comm = true;

@@ -135,6 +135,15 @@ pub struct PlanOp {
     /// rules read the output gradient, what they saved and their parameters.
     #[serde(with = "exact")]
     pub backward_bytes: Rational,
+    /// Under context parallelism, an attention operator's keys and values on one rank: what
+    /// each of the cp − 1 ring steps of its forward pass sends to the next rank (its backward
+    /// steps send twice this: the keys and values and their gradients). Zero otherwise.
+    #[serde(
+        default = "unknown_memory",
+        with = "exact",
+        skip_serializing_if = "Zero::is_zero"
+    )]
+    pub ring_bytes: Rational,
 }
 
 /// One event of a layer's pass.
@@ -331,6 +340,9 @@ pub fn plan_blocks(
             .map_err(|e| usage(format!("cannot evaluate: {e}")))
     };
     let mut blocks = Vec::new();
+    let context_parallel = b
+        .get(crate::parallel::analysis::CP)
+        .is_some_and(|c| *c > Rational::one());
     for ((blk, ba), n) in model.blocks.iter().zip(&analysis.blocks).zip(numbers) {
         let mut ops = Vec::new();
         let mut forward = Vec::new();
@@ -351,6 +363,11 @@ pub fn plan_blocks(
                 backward_flops: ev(&op.backward)? + ev(&op.recompute)?,
                 backward_bytes: ev(&op.backward_io_bytes)?,
                 forward_bytes: fb,
+                ring_bytes: if context_parallel {
+                    ev(&op.ring_bytes)?
+                } else {
+                    Rational::zero()
+                },
             });
             let inputs: Vec<String> = node.rule.inputs.iter().map(|t| t.name.clone()).collect();
             for c in &op.comm {
@@ -604,6 +621,7 @@ impl TimingPlan {
                     &o.backward_flops,
                     &o.forward_bytes,
                     &o.backward_bytes,
+                    &o.ring_bytes,
                 ]
                 .iter()
                 .any(|v| v < &&Rational::zero())
@@ -611,6 +629,13 @@ impl TimingPlan {
             if negative || b.boundary_bytes < Rational::zero() {
                 return Err(format!("block `{}` has a negative amount", b.name));
             }
+        }
+        let ring = self
+            .blocks
+            .iter()
+            .any(|b| b.ops.iter().any(|o| !o.ring_bytes.is_zero()));
+        if ring && self.knobs.cp <= 1 {
+            return Err("ring bytes are listed, but cp = 1".into());
         }
         if self.samples.to_f64().is_none_or(|s| s <= 0.0) {
             return Err("`samples` must be positive".into());
