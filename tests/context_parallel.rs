@@ -390,6 +390,10 @@ fn timeline_runs_the_ring_beside_attention() {
                 &calib.memory_bytes(),
             )
             .unwrap();
+            // The saved analysis (`analyze -o`) keeps the ring bytes.
+            let back: symshard::timeline::TimingPlan =
+                serde_json::from_str(&plan.to_json()).unwrap();
+            assert_eq!(back, plan);
             let t = time_plan(&plan, &calib).unwrap();
             let sim = &t.sim;
             let ring: Vec<_> = sim

@@ -263,5 +263,10 @@ pub fn run_port(args: PortArgs) -> Result<(), Error> {
     line("ep_comm busy (max, s)", &|r| {
         format!("{:.4}", busiest(r, |b| b.ep_comm))
     });
+    if plan.knobs.cp > 1 {
+        line("cp_comm busy (max, s)", &|r| {
+            format!("{:.4}", busiest(r, |b| b.cp_comm))
+        });
+    }
     Ok(())
 }

@@ -139,7 +139,7 @@ pub struct PlanOp {
     /// each of the cp − 1 ring steps of its forward pass sends to the next rank (its backward
     /// steps send twice this: the keys and values and their gradients). Zero otherwise.
     #[serde(
-        default = "unknown_memory",
+        default = "no_bytes",
         with = "exact",
         skip_serializing_if = "Zero::is_zero"
     )]
@@ -224,6 +224,10 @@ pub struct TimingPlan {
 }
 
 fn unknown_memory() -> Rational {
+    Rational::zero()
+}
+
+fn no_bytes() -> Rational {
     Rational::zero()
 }
 
