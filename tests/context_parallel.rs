@@ -467,6 +467,37 @@ fn rank_picks_context_parallelism_at_131k_tokens() {
     }
 }
 
+/// `report` carries the top row's context parallelism into the cost and timeline it shows.
+#[test]
+fn report_keeps_the_top_rows_cp() {
+    let path = std::env::temp_dir().join(format!("symshard-cp-{}.html", std::process::id()));
+    let out = symshard()
+        .args([
+            "report",
+            "llama3-70b",
+            "--devices",
+            "128",
+            "--set",
+            "S=131072",
+            "--set",
+            "B=16",
+            "-o",
+        ])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let html = std::fs::read_to_string(&path).unwrap_or_default();
+    std::fs::remove_file(&path).ok();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let title = html.split("Timeline of #1: ").nth(1).unwrap_or("");
+    let title = title.split('<').next().unwrap_or("");
+    assert!(title.contains(" cp="), "{title}");
+}
+
 /// At the usual 8,192 tokens `rank` leaves cp at 1 unasked (each rank would keep fewer than
 /// 8,192 tokens), `--fix cp=` and `--max cp=` steer it, and the emitted launch flags carry it.
 #[test]
