@@ -26,6 +26,7 @@ fn gpt3_175b_1024(c: &mut Criterion) {
         recompute: Recompute::Selective,
         zero: 1,
         ep: 1,
+        cp: 1,
         overlap: Default::default(),
     };
     let layout = Layout {

@@ -161,6 +161,7 @@ fn knobs(microbatches: u64) -> Knobs {
         recompute: Recompute::None,
         zero: 0,
         ep: 1,
+        cp: 1,
         overlap: Default::default(),
     }
 }

@@ -40,7 +40,8 @@ fn bound_and_time(k: &Knobs, machine: &str, batch: i64) -> Option<(f64, f64)> {
     )
     .ok()?;
     let simulated = time_summary(&plan, &calib).ok()?.iteration_seconds;
-    let analysis = analyse(&model, &layout);
+    // As `rank` prices it: the context-parallel analysis (exactly the plain one at cp = 1).
+    let analysis = analyse(&model, &layout).context_parallel();
     let b = microbatch_bindings(&values, k);
     let numbers = block_numbers(&analysis, &b).ok()?;
     let rates = Rates::of(&calib);
@@ -68,9 +69,10 @@ fn knobs() -> impl Strategy<Value = Knobs> {
         any::<bool>(),
         prop::sample::select(vec![Recompute::None, Recompute::Selective, Recompute::Full]),
         0u8..4,
+        prop::sample::select(vec![1u64, 2, 4]),
     )
         .prop_map(
-            |(dp, tp, pp, m, (schedule, chunks), sp, recompute, zero)| Knobs {
+            |(dp, tp, pp, m, (schedule, chunks), sp, recompute, zero, cp)| Knobs {
                 dp,
                 tp,
                 pp,
@@ -83,8 +85,9 @@ fn knobs() -> impl Strategy<Value = Knobs> {
                 chunks: if pp == 1 { 1 } else { chunks },
                 sequence_parallel: sp && tp > 1,
                 recompute,
-                zero: if dp == 1 { 0 } else { zero },
+                zero: if dp * cp == 1 { 0 } else { zero },
                 ep: 1,
+                cp,
                 overlap: Default::default(),
             },
         )

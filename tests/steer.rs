@@ -611,6 +611,7 @@ const MEGATRON_PARSER_FLAGS: &[&str] = &[
     "--data-parallel-sharding-strategy",
     "--use-torch-fsdp2",
     "--context-parallel-size",
+    "--cp-comm-type",
     "--vocab-size",
     "--seq-length",
     "--expert-model-parallel-size",

@@ -339,6 +339,7 @@ fn estimates_agree_with_exact_prices() {
                             recompute,
                             zero,
                             ep,
+                            cp: 1,
                             overlap: Default::default(),
                         };
                         let layout = Layout {

@@ -29,6 +29,7 @@ fn knobs(dp: u64, tp: u64, pp: u64, m: u64, schedule: Schedule, chunks: u64) -> 
         recompute: Recompute::None,
         zero: 0,
         ep: 1,
+        cp: 1,
         overlap: Default::default(),
     }
 }
@@ -129,6 +130,7 @@ fn uniform(p: u64, m: u64, schedule: Schedule, v: u64, layers: usize) -> TimingP
         backward_flops: Rational::from_integer(2000.into()),
         forward_bytes: Rational::from_integer(0.into()),
         backward_bytes: Rational::from_integer(0.into()),
+        ring_bytes: Rational::from_integer(0.into()),
     };
     let block = PlanBlock {
         name: "layer".into(),

@@ -383,6 +383,7 @@ class RankRow:
     recompute: str
     zero: int
     ep: int
+    cp: int
     relative_cost: Number
     relative: RelativeCost
     memory_per_device: Number
@@ -405,6 +406,7 @@ class RankRow:
             recompute=d["recompute"],
             zero=d["zero"],
             ep=d["ep"],
+            cp=d.get("cp", 1),
             relative_cost=_exact(d["relative_cost"]),
             relative=RelativeCost._from(d["relative"]),
             memory_per_device=_exact(d["memory_per_device"]),
@@ -426,6 +428,7 @@ class RankRow:
             "recompute": self.recompute,
             "zero": self.zero,
             "ep": self.ep,
+            "cp": self.cp,
         }
         if self.schedule != "none":
             k["schedule"] = self.schedule

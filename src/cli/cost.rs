@@ -389,6 +389,12 @@ fn print_device(pd: &PerDevice, e: &Evaluation) {
     println!(
         "  collectives (busiest stage; bytes per rank per call, ring traffic; none on axes of 1)"
     );
+    if e.knobs.cp > 1 {
+        println!(
+            "    (context parallelism: weight gradients on dp reduce over dp × cp = {} ranks; cp sends are the ring of keys and values)",
+            e.knobs.replicas()
+        );
+    }
     println!(
         "    {:<15} {:<3} {:<11} {:>16} {:>7}  where",
         "collective", "axis", "tier", "bytes/call", "calls"

@@ -48,6 +48,7 @@ pub const MEGATRON_FLAGS: &[&str] = &[
     "--tensor-model-parallel-size",
     "--pipeline-model-parallel-size",
     "--context-parallel-size",
+    "--cp-comm-type",
     "--expert-model-parallel-size",
     "--num-layers-per-virtual-pipeline-stage",
     "--micro-batch-size",
@@ -233,7 +234,11 @@ fn megatron(
     // Parallelism.
     a.push(("--tensor-model-parallel-size", Some(k.tp.to_string())));
     a.push(("--pipeline-model-parallel-size", Some(k.pp.to_string())));
-    a.push(("--context-parallel-size", Some("1".into())));
+    a.push(("--context-parallel-size", Some(k.cp.to_string())));
+    if k.cp > 1 {
+        // Keys and values passed around the context-parallel ring point to point, as costed.
+        a.push(("--cp-comm-type", Some("p2p".into())));
+    }
     if k.ep > 1 {
         a.push(("--expert-model-parallel-size", Some(k.ep.to_string())));
     }
@@ -297,7 +302,7 @@ fn megatron(
     if k.overlap.tp_comm {
         a.push(("--tp-comm-overlap", None));
     }
-    if k.overlap.grad_reduce && k.dp > 1 {
+    if k.overlap.grad_reduce && k.replicas() > 1 {
         a.push(("--overlap-grad-reduce", None));
     }
     if k.overlap.param_gather {
@@ -392,7 +397,7 @@ fn torchtitan(
             ));
         }
     }
-    t.push_str("context_parallel_degree = 1\n");
+    t.push_str(&format!("context_parallel_degree = {}\n", k.cp));
     if k.ep > 1 {
         t.push_str(&format!("expert_parallel_degree = {}\n", k.ep));
     }

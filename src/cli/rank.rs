@@ -106,6 +106,8 @@ struct Row {
     recompute: String,
     zero: u8,
     ep: u64,
+    /// Context-parallel degree.
+    cp: u64,
     #[serde(serialize_with = "crate::sym::ser_rational")]
     relative_cost: Rational,
     relative: crate::parallel::RelativeCost,
@@ -197,6 +199,7 @@ fn free_knobs(k: &Knobs, alike: &[Knobs], batch: &Rational) -> BTreeMap<String, 
             ("tp", k.tp.to_string()),
             ("pp", k.pp.to_string()),
             ("ep", k.ep.to_string()),
+            ("cp", k.cp.to_string()),
             (
                 "mbs",
                 k.micro_batch_size(batch)
@@ -253,6 +256,7 @@ fn row_of(r: &crate::search::RankedRow, batch: &Rational) -> Row {
         recompute: k.recompute.to_string(),
         zero: k.zero,
         ep: k.ep,
+        cp: k.cp,
         relative_cost: e.relative.total.clone(),
         relative: e.relative.clone(),
         memory_per_device: e.memory.total.clone(),
@@ -500,8 +504,8 @@ fn cell(r: &Row, knob: &str, own: String) -> String {
 
 fn print_rows(rows: &[Row]) {
     println!(
-        "{:>4} {:>5} {:>4} {:>4} {:>4} {:>4} {:<16} {:<3} {:<9} {:>4}  {:>11} {:>8} {:>6} {:>6} {:>6} {:>8} {:>9}  fits",
-        "rank", "dp", "tp", "pp", "ep", "mbs", "schedule", "sp", "recompute", "zero", "rel. cost", "compute", "intra", "inter", "bubble", "mem GB", "s/step"
+        "{:>4} {:>5} {:>4} {:>4} {:>4} {:>4} {:>4} {:<16} {:<3} {:<9} {:>4}  {:>11} {:>8} {:>6} {:>6} {:>6} {:>8} {:>9}  fits",
+        "rank", "dp", "tp", "pp", "ep", "cp", "mbs", "schedule", "sp", "recompute", "zero", "rel. cost", "compute", "intra", "inter", "bubble", "mem GB", "s/step"
     );
     for r in rows {
         let t = &r.relative.total;
@@ -511,12 +515,13 @@ fn print_rows(rows: &[Row]) {
             r.schedule.clone()
         };
         println!(
-            "{:>4} {:>5} {:>4} {:>4} {:>4} {:>4} {:<16} {:<3} {:<9} {:>4}  {:>11} {:>8} {:>6} {:>6} {:>6} {:>8} {:>9}  {}",
+            "{:>4} {:>5} {:>4} {:>4} {:>4} {:>4} {:>4} {:<16} {:<3} {:<9} {:>4}  {:>11} {:>8} {:>6} {:>6} {:>6} {:>8} {:>9}  {}",
             r.rank,
             r.dp,
             r.tp,
             r.pp,
             r.ep,
+            r.cp,
             cell(r, "mbs", r.micro_batch_size.map_or("-".into(), |m| m.to_string())),
             cell(r, "schedule", sched),
             cell(r, "sp", if r.sequence_parallel { "on" } else { "off" }.into()),

@@ -77,7 +77,16 @@ fn knob_args(row: &Value) -> Result<Vec<String>, Error> {
             .ok_or_else(|| Error::Usage(format!("rank row without `{k}`")))
     };
     let mut a = vec![];
-    for k in ["dp", "tp", "pp", "microbatches", "chunks", "zero", "ep"] {
+    for k in [
+        "dp",
+        "tp",
+        "pp",
+        "microbatches",
+        "chunks",
+        "zero",
+        "ep",
+        "cp",
+    ] {
         a.extend([format!("--{k}"), num(k)?]);
     }
     if let Some(s) = row["schedule"].as_str().filter(|s| *s != "none") {

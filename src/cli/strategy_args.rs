@@ -48,6 +48,11 @@ pub struct StrategyFlags {
     /// Expert-parallel degree (mixture-of-experts models): divides dp.
     #[arg(long)]
     pub ep: Option<u64>,
+    /// Context-parallel degree (Megatron-LM `--context-parallel-size`): each sequence is cut
+    /// over cp ranks (2·cp must divide S); attention passes keys and values around them as a
+    /// ring; gradients reduce over dp × cp.
+    #[arg(long)]
+    pub cp: Option<u64>,
     /// Timelines: tensor-parallel collectives pipelined with their GEMMs (Megatron-LM
     /// `--tp-comm-overlap`).
     #[arg(long)]
@@ -101,6 +106,7 @@ impl StrategyFlags {
             || self.recompute.is_some()
             || self.zero.is_some()
             || self.ep.is_some()
+            || self.cp.is_some()
             || self.tp_comm_overlap
             || self.overlap_param_gather
             || self.no_overlap_grad_reduce
@@ -221,6 +227,9 @@ impl StrategyFlags {
         }
         if let Some(e) = self.ep {
             knobs.ep = e;
+        }
+        if let Some(c) = self.cp {
+            knobs.cp = c;
         }
         if self.tp_comm_overlap {
             knobs.overlap.tp_comm = true;
@@ -343,6 +352,7 @@ pub fn knob_string(text: &str, what: &str) -> Result<StrategyFlags, Error> {
         tp,
         pp,
         ep,
+        cp,
         mbs,
         microbatches,
         chunks,
@@ -355,6 +365,7 @@ pub fn knob_string(text: &str, what: &str) -> Result<StrategyFlags, Error> {
     flags.tp = tp.fixed;
     flags.pp = pp.fixed;
     flags.ep = ep.fixed;
+    flags.cp = cp.fixed;
     flags.micro_batch_size = mbs.fixed;
     flags.microbatches = microbatches.fixed;
     flags.chunks = chunks.fixed;
@@ -383,6 +394,7 @@ mod tests {
         assert!(f.sequence_parallel);
         assert_eq!(f.recompute.as_deref(), Some("selective"));
         assert_eq!(f.zero, Some(1));
+        assert_eq!(knob_string("tp=2,cp=4", "strategy C").unwrap().cp, Some(4));
         let g = knob_string("tp=4,sp,gpipe,pp=2,overlap=tp-comm", "strategy B").unwrap();
         assert_eq!(g.schedule.as_deref(), Some("gpipe"));
         assert!(g.sequence_parallel && g.tp_comm_overlap);

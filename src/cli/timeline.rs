@@ -165,34 +165,37 @@ fn print_summary(s: &Summary) {
     println!("  {} (busy seconds per stream)", s.representative);
     // The expert stream only where a mixture-of-experts layer uses it.
     let ep = s.devices.iter().any(|d| d.busy.ep_comm > 0.0);
+    // And the context-parallel ring's only under context parallelism.
+    let cp = s.devices.iter().any(|d| d.busy.cp_comm > 0.0);
+    let extra = |on: bool, v: String| {
+        if on {
+            format!(" {v:>11}")
+        } else {
+            String::new()
+        }
+    };
     println!(
-        "  {:>8} {:>6} {:>11} {:>11} {:>11} {:>11}{}",
+        "  {:>8} {:>6} {:>11} {:>11} {:>11} {:>11}{}{}",
         "device",
         "stage",
         "compute",
         "tp_comm",
         "dp_comm",
         "p2p",
-        if ep {
-            format!(" {:>11}", "ep_comm")
-        } else {
-            String::new()
-        }
+        extra(ep, "ep_comm".into()),
+        extra(cp, "cp_comm".into()),
     );
     for d in &s.devices {
         println!(
-            "  {:>8} {:>6} {:>11.4} {:>11.4} {:>11.4} {:>11.4}{}",
+            "  {:>8} {:>6} {:>11.4} {:>11.4} {:>11.4} {:>11.4}{}{}",
             d.id,
             d.stage,
             d.busy.compute,
             d.busy.tp_comm,
             d.busy.dp_comm,
             d.busy.p2p,
-            if ep {
-                format!(" {:>11.4}", d.busy.ep_comm)
-            } else {
-                String::new()
-            }
+            extra(ep, format!("{:.4}", d.busy.ep_comm)),
+            extra(cp, format!("{:.4}", d.busy.cp_comm)),
         );
     }
 }
@@ -268,5 +271,10 @@ pub fn run_port(args: PortArgs) -> Result<(), Error> {
     line("ep_comm busy (max, s)", &|r| {
         format!("{:.4}", busiest(r, |b| b.ep_comm))
     });
+    if plan.knobs.cp > 1 {
+        line("cp_comm busy (max, s)", &|r| {
+            format!("{:.4}", busiest(r, |b| b.cp_comm))
+        });
+    }
     Ok(())
 }

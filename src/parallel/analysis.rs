@@ -19,6 +19,11 @@ use std::collections::BTreeMap;
 pub const DP: &str = "p_dp";
 /// The tensor-parallel axis size symbol.
 pub const TP: &str = "p_tp";
+/// The context-parallel axis size symbol (only in analyses made context-parallel by
+/// [`Analysis::context_parallel`]).
+pub const CP: &str = "p_cp";
+/// The sequence-length symbol context parallelism cuts.
+pub const SEQ: &str = "S";
 /// The axes in placement order.
 pub const AXES: [AxisKind; 2] = [AxisKind::Dp, AxisKind::Tp];
 
@@ -133,6 +138,10 @@ pub struct OpAnalysis {
     pub out: [Place; 2],
     /// Output bytes of the whole logical tensor.
     pub out_bytes: Poly,
+    /// Bytes per device of the keys and values an attention operator (work quadratic in the
+    /// sequence) reads: its inputs named `key` and `value`, what context parallelism passes
+    /// around its ring once per step (zero for other operators).
+    pub ring_bytes: Poly,
 }
 
 /// One block, analysed.
@@ -539,6 +548,29 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
     for s in &entry.splits {
         recompute = recompute.checked_div(&s.size).expect("axis symbol");
     }
+    let quadratic = node
+        .model_formula(&node.rule.forward_flops())
+        .degree_in(SEQ)
+        .1
+        >= 2;
+    let ring_bytes: Poly = if quadratic {
+        node.rule
+            .inputs
+            .iter()
+            .filter(|t| !t.param && (t.name == "key" || t.name == "value"))
+            .map(|t| {
+                let mut bytes = f(&tensor_bytes(t, model.dtype_bytes));
+                for s in &entry.splits {
+                    if t.has(&s.index) {
+                        bytes = bytes.checked_div(&s.size).expect("axis symbol");
+                    }
+                }
+                bytes
+            })
+            .sum()
+    } else {
+        Poly::zero()
+    };
     OpAnalysis {
         name: node.name.clone(),
         rule: node.rule.name.clone(),
@@ -558,6 +590,7 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
         grad_comm,
         out,
         out_bytes: f(&tensor_bytes(&node.rule.output, model.dtype_bytes)),
+        ring_bytes,
         plan,
         entry,
     }
@@ -590,11 +623,81 @@ impl Analysis {
                 op.recomputable_saved = f(&op.recomputable_saved)?;
                 op.params = f(&op.params)?;
                 op.out_bytes = f(&op.out_bytes)?;
+                op.ring_bytes = f(&op.ring_bytes)?;
+                op.saved_inputs = op
+                    .saved_inputs
+                    .iter()
+                    .map(|(k, p)| Ok((*k, f(p)?)))
+                    .collect::<Result<_, String>>()?;
                 op.comm = op.comm.iter().map(comm).collect::<Result<_, _>>()?;
                 op.grad_comm = op.grad_comm.iter().map(comm).collect::<Result<_, _>>()?;
             }
         }
         Ok(out)
+    }
+}
+
+/// Context parallelism (Megatron-Core's `--context-parallel-size`) applied to a formula of one
+/// device's work on one micro-batch: every term that grows with the sequence `S` is divided
+/// by the axis size `p_cp` (each rank holds S/cp tokens of every sequence; an attention term,
+/// quadratic in S, is divided once, since a rank computes its S/cp queries against all S keys,
+/// and causal load balancing gives every rank the same share); terms free of S stay whole.
+pub fn per_cp_rank(p: &Poly) -> Poly {
+    let cp = Poly::symbol(CP);
+    let mut free = Poly::zero();
+    let mut seq = Poly::zero();
+    for (m, c) in p.terms() {
+        if m.exponent(SEQ) != 0 {
+            seq.add_term(m.clone(), c.clone());
+        } else {
+            free.add_term(m.clone(), c.clone());
+        }
+    }
+    free + seq.checked_div(&cp).expect("the axis symbol is a monomial")
+}
+
+impl Analysis {
+    /// The same analysis on one rank of a context-parallel group of `p_cp` ranks: per-token
+    /// work, saved bytes, HBM traffic, tensor-parallel collectives, edges, pipeline boundaries
+    /// and ring bytes through [`per_cp_rank`]; parameters unchanged (replicated over cp); the
+    /// data-parallel gradient reductions over the dp × cp ranks that hold the same weights
+    /// (`p_dp` replaced by `p_dp · p_cp`). At `p_cp = 1` it evaluates exactly as `self`.
+    pub fn context_parallel(&self) -> Analysis {
+        let g = |p: &Poly| per_cp_rank(p);
+        let replicas = &Poly::symbol(DP) * &Poly::symbol(CP);
+        let tokens = |c: &Comm| Comm {
+            wire_bytes: g(&c.wire_bytes),
+            ..c.clone()
+        };
+        let mut out = self.clone();
+        for blk in &mut out.blocks {
+            blk.boundary_bytes = g(&blk.boundary_bytes);
+            blk.edges = blk.edges.iter().map(tokens).collect();
+            for op in &mut blk.ops {
+                op.forward = g(&op.forward);
+                op.backward = g(&op.backward);
+                op.recompute = g(&op.recompute);
+                op.io_bytes = g(&op.io_bytes);
+                op.backward_io_bytes = g(&op.backward_io_bytes);
+                op.saved = g(&op.saved);
+                op.recomputable_saved = g(&op.recomputable_saved);
+                op.out_bytes = g(&op.out_bytes);
+                op.ring_bytes = g(&op.ring_bytes);
+                for (_, p) in &mut op.saved_inputs {
+                    *p = g(p);
+                }
+                op.comm = op.comm.iter().map(tokens).collect();
+                for c in &mut op.grad_comm {
+                    if c.axis == AxisKind::Dp {
+                        c.wire_bytes = c
+                            .wire_bytes
+                            .substitute(DP, &replicas)
+                            .expect("substituting a monomial");
+                    }
+                }
+            }
+        }
+        out
     }
 }
 

@@ -1,7 +1,7 @@
 //! Evaluating an analysis for one strategy: exact per-device FLOPs, collectives, point-to-point
 //! bytes and memory, the pipeline partition, and the relative cost of DESIGN §3.
 
-use super::analysis::{Analysis, Comm, DP, TP};
+use super::analysis::{Analysis, Comm, CP, DP, TP};
 use crate::calib::Calibration;
 use crate::model::Model;
 use crate::rules::law::CollectiveKind;
@@ -63,8 +63,18 @@ pub struct BlockNumbers {
     /// The forward HBM bytes of the memory-bound attention-core operators (what selective
     /// recomputation moves again).
     pub attention_hbm: Rational,
+    /// Context parallelism: per attention operator, (operator position, bytes of its keys and
+    /// values on one rank), what one step of the ring passes on.
+    pub ring_ops: Vec<(usize, Rational)>,
+    /// Context-parallel ring bytes one forward pass sends: (cp − 1) steps of every attention
+    /// operator's keys and values. The backward pass sends twice this (keys and values again,
+    /// and their gradients).
+    pub ring_forward: Rational,
+    /// The part of `ring_forward` of attention-core operators (what selective recomputation
+    /// sends again).
+    pub ring_core_forward: Rational,
     /// The same numbers as floats, for choosing (never for reporting).
-    pub approx: [f64; 13],
+    pub approx: [f64; 15],
 }
 
 /// Indices into [`BlockNumbers::approx`].
@@ -82,6 +92,8 @@ mod ax {
     pub const HBM: usize = 10;
     pub const HBM_FWD: usize = 11;
     pub const ATT_HBM: usize = 12;
+    pub const RING: usize = 13;
+    pub const RING_CORE: usize = 14;
 }
 
 fn eval(p: &Poly, b: &Bindings) -> Result<Rational, String> {
@@ -111,11 +123,34 @@ pub fn microbatch_bindings(values: &Bindings, k: &Knobs) -> Bindings {
     }
     b.insert(DP.into(), Rational::from_integer(k.dp.into()));
     b.insert(TP.into(), Rational::from_integer(k.tp.into()));
+    b.insert(CP.into(), Rational::from_integer(k.cp.into()));
     b
+}
+
+/// Context-parallel ring bytes one rank sends per micro-batch: the forward pass's (cp − 1)
+/// steps of keys and values, the backward pass's twice that (the keys and values again and
+/// their gradients), and the forward's again where recomputation reruns the attention.
+fn ring_bytes(n: &BlockNumbers, recompute: Recompute, layer: bool) -> Rational {
+    let again = match (recompute, layer) {
+        (Recompute::Full, true) => n.ring_forward.clone(),
+        (Recompute::Selective, true) => n.ring_core_forward.clone(),
+        _ => Rational::zero(),
+    };
+    r(3) * &n.ring_forward + again
+}
+
+fn ring_bytes_f64(x: &[f64; 15], recompute: Recompute, layer: bool) -> f64 {
+    let again = match (recompute, layer) {
+        (Recompute::Full, true) => x[ax::RING],
+        (Recompute::Selective, true) => x[ax::RING_CORE],
+        _ => 0.0,
+    };
+    3.0 * x[ax::RING] + again
 }
 
 /// Evaluates every block of an analysis for one microbatch.
 pub fn block_numbers(a: &Analysis, b: &Bindings) -> Result<Vec<BlockNumbers>, String> {
+    let cp = b.get(CP).cloned().unwrap_or_else(Rational::one);
     let mut out = Vec::new();
     for blk in &a.blocks {
         let repeat = eval(&blk.repeat, b)?;
@@ -129,7 +164,7 @@ pub fn block_numbers(a: &Analysis, b: &Bindings) -> Result<Vec<BlockNumbers>, St
                 .ok_or("repeat count too large")?,
             ..BlockNumbers::default()
         };
-        for op in &blk.ops {
+        for (oi, op) in blk.ops.iter().enumerate() {
             let fwd = eval(&op.forward, b)?;
             let saved = eval(&op.saved, b)?;
             if op.attention_core {
@@ -162,6 +197,15 @@ pub fn block_numbers(a: &Analysis, b: &Bindings) -> Result<Vec<BlockNumbers>, St
                 n.slot_bytes += eval(&op.out_bytes, b)? / dp;
             }
             n.params += params;
+            if cp > Rational::one() && !op.ring_bytes.is_zero() {
+                let x = eval(&op.ring_bytes, b)?;
+                let steps = (&cp - Rational::one()) * &x;
+                if op.attention_core {
+                    n.ring_core_forward += &steps;
+                }
+                n.ring_forward += steps;
+                n.ring_ops.push((oi, x));
+            }
             for c in &op.comm {
                 let mut bytes = eval(&c.wire_bytes, b)?;
                 // A window's halo formula (kernel − stride rows) is negative when the stride
@@ -203,6 +247,8 @@ pub fn block_numbers(a: &Analysis, b: &Bindings) -> Result<Vec<BlockNumbers>, St
             f(&n.hbm),
             f(&n.hbm_forward),
             f(&n.attention_hbm),
+            f(&n.ring_forward),
+            f(&n.ring_core_forward),
         ];
         out.push(n);
     }
@@ -350,8 +396,13 @@ pub fn check_divisibility(
                     None => by_index.push((i.clone(), k.tp, "tp")),
                 }
             }
+            let cp = b.get(CP).cloned().unwrap_or_else(Rational::one);
             for (i, size, axis) in by_index {
-                let v = eval(&node.bind[&i], b)?;
+                let mut v = eval(&node.bind[&i], b)?;
+                if node.bind[&i].degree_in(super::analysis::SEQ).1 >= 1 {
+                    // Each context-parallel rank holds 1/cp of the sequence.
+                    v /= &cp;
+                }
                 let q = &v / r(size);
                 if !q.is_integer() || q.is_zero() {
                     return Err(format!(
@@ -451,6 +502,8 @@ struct BlockCost {
     params_expert: Rational,
     /// Expert-parallel all-to-all wire bytes per micro-batch.
     ep_bytes: Rational,
+    /// Context-parallel ring bytes per micro-batch.
+    cp_bytes: Rational,
     dp_grad: Rational,
     tp_grad: Rational,
     boundary: Rational,
@@ -458,8 +511,9 @@ struct BlockCost {
 
 /// The pipeline layout of one strategy, chosen in floating point.
 struct Plan {
-    /// Per block: (compute, tp bytes, tp grad bytes, dp grad bytes, params, saved) as floats.
-    cf: Vec<[f64; 8]>,
+    /// Per block: (compute, tp bytes, tp grad bytes, dp grad bytes, params, saved, expert
+    /// params, ep bytes, cp ring bytes) as floats.
+    cf: Vec<[f64; 9]>,
     /// Block of each item (block copy), in order.
     items: Vec<usize>,
     /// Stage boundaries into `items`.
@@ -470,16 +524,25 @@ struct Plan {
     v: u64,
 }
 
+/// Machine balance (FLOP-equivalents per byte) of the links of each parallel dimension and of
+/// HBM, as floats.
+#[derive(Debug, Clone, Copy)]
+struct Kappas {
+    tp: f64,
+    ep: f64,
+    cp: f64,
+    hbm: f64,
+}
+
 fn plan_pipeline(
     numbers: &[BlockNumbers],
     layer_block: &[bool],
     k: &Knobs,
-    kt: f64,
-    ke: f64,
-    kh: f64,
+    kap: Kappas,
 ) -> Result<Plan, String> {
+    let (kt, ke, kc, kh) = (kap.tp, kap.ep, kap.cp, kap.hbm);
     // The same in floating point, for choosing the partition and the stages to price.
-    let cf: Vec<[f64; 8]> = numbers
+    let cf: Vec<[f64; 9]> = numbers
         .iter()
         .enumerate()
         .map(|(bi, n)| {
@@ -509,6 +572,7 @@ fn plan_pipeline(
                 saved,
                 expert,
                 ep_bytes,
+                ring_bytes_f64(x, k.recompute, layer_block[bi]),
             ]
         })
         .collect();
@@ -549,7 +613,10 @@ fn plan_pipeline(
     if v > 1 && !layers.is_multiple_of(k.pp * v) {
         return Err(format!("interleaved-1f1b with {v} chunks needs the {layers} layers divisible by pp × chunks = {}", k.pp * v));
     }
-    let block_time: Vec<f64> = cf.iter().map(|c| c[0] + kt * c[1] + ke * c[7]).collect();
+    let block_time: Vec<f64> = cf
+        .iter()
+        .map(|c| c[0] + kt * c[1] + ke * c[7] + kc * c[8])
+        .collect();
     if k.pp == 1 {
         let counts = numbers
             .iter()
@@ -607,11 +674,15 @@ pub fn pipeline_stage_counts(
     kappa_hbm: f64,
     gpus_per_node: u64,
 ) -> Result<Vec<Vec<(usize, u64)>>, String> {
-    let mesh = Mesh::new(k.tp, k.dp, k.pp, gpus_per_node);
+    let mesh = Mesh::of(k, gpus_per_node);
     let layer_block = layer_blocks(model);
-    let kt = kappa(mesh.axis(AxisKind::Tp).tier);
-    let ke = kappa(mesh.ep_tier(k.ep));
-    Ok(plan_pipeline(numbers, &layer_block, k, kt, ke, kappa_hbm)?.stage_counts)
+    let kap = Kappas {
+        tp: kappa(mesh.axis(AxisKind::Tp).tier),
+        ep: kappa(mesh.ep_tier(k.ep)),
+        cp: kappa(mesh.cp_axis().tier),
+        hbm: kappa_hbm,
+    };
+    Ok(plan_pipeline(numbers, &layer_block, k, kap)?.stage_counts)
 }
 
 /// Floating-point (time, time with data-parallel and point-to-point traffic, memory) per stage,
@@ -624,6 +695,7 @@ fn rough_stages(
     k: &Knobs,
     kt: f64,
     ke: f64,
+    kc: f64,
     kd: f64,
     kp: f64,
 ) -> Vec<[f64; 3]> {
@@ -643,7 +715,7 @@ fn rough_stages(
                 .map(|(b, c)| cf[*b][i] * *c as f64)
                 .sum::<f64>()
         };
-        let time = sum(0) * mf + kt * (sum(1) * mf + sum(2)) + ke * sum(7) * mf;
+        let time = sum(0) * mf + kt * (sum(1) * mf + sum(2)) + ke * sum(7) * mf + kc * sum(8) * mf;
         let mut p2p = 0.0;
         if (s as u64) + 1 < k.pp {
             p2p += numbers[items[bounds[s + 1] - 1]].approx[ax::BOUNDARY];
@@ -700,10 +772,16 @@ fn stage_memory(
     k: &Knobs,
     s: usize,
 ) -> f64 {
-    let zero = |min: u8| if k.zero >= min { k.dp as f64 } else { 1.0 };
+    let zero = |min: u8| {
+        if k.zero >= min {
+            k.replicas() as f64
+        } else {
+            1.0
+        }
+    };
     let zero_expert = |min: u8| {
         if k.zero >= min {
-            (k.dp / k.ep) as f64
+            (k.dp / k.ep * k.cp) as f64
         } else {
             1.0
         }
@@ -789,13 +867,14 @@ pub fn estimate_variants(
     let mut plans: Vec<((Recompute, u64), Result<Plan, String>)> = Vec::new();
     ks.iter()
         .map(|k| {
-            let mesh = Mesh::new(k.tp, k.dp, k.pp, gpus_per_node);
+            let mesh = Mesh::of(k, gpus_per_node);
             let (kt, kd, kp) = (
                 kappa(mesh.axis(AxisKind::Tp).tier),
-                kappa(mesh.axis(AxisKind::Dp).tier),
+                kappa(mesh.grad_axis().tier),
                 kappa(mesh.p2p_tier()),
             );
             let ke = kappa(mesh.ep_tier(k.ep));
+            let kc = kappa(mesh.cp_axis().tier);
             let key = (k.recompute, k.ep);
             let at = match plans.iter().position(|(x, _)| *x == key) {
                 Some(i) => i,
@@ -806,7 +885,13 @@ pub fn estimate_variants(
                         chunks: 1,
                         ..k.clone()
                     };
-                    let p = plan_pipeline(numbers, &layer_block, &plain, kt, ke, kappa_hbm);
+                    let kap = Kappas {
+                        tp: kt,
+                        ep: ke,
+                        cp: kc,
+                        hbm: kappa_hbm,
+                    };
+                    let p = plan_pipeline(numbers, &layer_block, &plain, kap);
                     plans.push((key, p));
                     plans.len() - 1
                 }
@@ -822,7 +907,7 @@ pub fn estimate_variants(
                 numbers,
                 &layer_block,
                 k,
-                [kt, ke, kd, kp],
+                [kt, ke, kc, kd, kp],
             ))
         })
         .collect()
@@ -833,9 +918,9 @@ fn estimate_planned(
     numbers: &[BlockNumbers],
     layer_block: &[bool],
     k: &Knobs,
-    [kt, ke, kd, kp]: [f64; 4],
+    [kt, ke, kc, kd, kp]: [f64; 5],
 ) -> Estimate {
-    let rough = rough_stages(plan, numbers, layer_block, k, kt, ke, kd, kp);
+    let rough = rough_stages(plan, numbers, layer_block, k, kt, ke, kc, kd, kp);
     let mf = k.microbatches as f64;
     let bs = (0..rough.len())
         .max_by(|a, b| rough[*a][1].total_cmp(&rough[*b][1]))
@@ -887,9 +972,12 @@ pub fn evaluate_with(
     detail: bool,
 ) -> Result<Evaluation, String> {
     let k = knobs;
-    let mesh = Mesh::new(k.tp, k.dp, k.pp, gpus_per_node);
+    let mesh = Mesh::of(k, gpus_per_node);
     let tp_tier = mesh.axis(AxisKind::Tp).tier;
-    let dp_tier = mesh.axis(AxisKind::Dp).tier;
+    // Gradients are reduced over the ranks holding the same weights: dp × cp.
+    let dp_tier = mesh.grad_axis().tier;
+    let cp_tier = mesh.cp_axis().tier;
+    let k_cp = calib.balance(cp_tier);
     let p2p_tier = mesh.p2p_tier();
     let (k_tp, k_dp, k_p2p) = (
         calib.balance(tp_tier),
@@ -915,7 +1003,9 @@ pub fn evaluate_with(
                 _ => (Rational::zero(), n.saved.clone(), Rational::zero()),
             };
             let (params, params_expert, dp_grad, ep_bytes) = expert_view(n, k)?;
+            let cp_bytes = ring_bytes(n, k.recompute, layer_block[bi]);
             Ok(BlockCost {
+                cp_bytes,
                 hbm: &n.hbm + &extra_hbm,
                 compute: &n.forward + &n.backward + &extra,
                 tp_bytes: n.tp_bytes.clone(),
@@ -933,7 +1023,13 @@ pub fn evaluate_with(
     let ep_tier = mesh.ep_tier(k.ep);
     let k_ep = calib.balance(ep_tier);
     let f = |x: &Rational| x.to_f64().unwrap_or(f64::MAX);
-    let plan = plan_pipeline(numbers, &layer_block, k, kt, f(&k_ep), f(&k_hbm))?;
+    let kap = Kappas {
+        tp: kt,
+        ep: f(&k_ep),
+        cp: f(&k_cp),
+        hbm: f(&k_hbm),
+    };
+    let plan = plan_pipeline(numbers, &layer_block, k, kap)?;
     let rough = rough_stages(
         &plan,
         numbers,
@@ -941,6 +1037,7 @@ pub fn evaluate_with(
         k,
         kt,
         f(&k_ep),
+        f(&k_cp),
         f(&k_dp),
         f(&k_p2p),
     );
@@ -953,7 +1050,7 @@ pub fn evaluate_with(
     } = plan;
     let zero_div = |stage_min: u8| {
         if k.zero >= stage_min {
-            r(k.dp)
+            r(k.replicas())
         } else {
             Rational::one()
         }
@@ -986,12 +1083,13 @@ pub fn evaluate_with(
     // One stage, exactly: (stage, time with its tensor-parallel traffic, (dp, tp, p2p) bytes).
     let zero_expert = |stage_min: u8| {
         if k.zero >= stage_min {
-            r(k.dp / k.ep)
+            r(k.dp / k.ep * k.cp)
         } else {
             Rational::one()
         }
     };
-    let exact = |s: usize| -> (Stage, Rational, (Rational, Rational, Rational, Rational)) {
+    type Traffic = (Rational, Rational, Rational, Rational, Rational);
+    let exact = |s: usize| -> (Stage, Rational, Traffic) {
         let counts = &stage_counts[s];
         let total = |f: &dyn Fn(&BlockCost) -> &Rational| -> Rational {
             counts.iter().map(|(b, c)| f(&costs[*b]) * r(*c)).sum()
@@ -1003,6 +1101,7 @@ pub fn evaluate_with(
         let params = total(&|c| &c.params);
         let experts = total(&|c| &c.params_expert);
         let ep_bytes = total(&|c| &c.ep_bytes) * &m;
+        let cp_bytes = total(&|c| &c.cp_bytes) * &m;
         let mut activations = total(&|c| &c.saved) * inflight(s);
         if k.recompute == Recompute::Full {
             activations += full_layer_saved.clone();
@@ -1032,7 +1131,7 @@ pub fn evaluate_with(
         if k.zero == 3 {
             dp_bytes *= Rational::new((1 + 2 * k.microbatches).into(), 2.into());
         }
-        let time = &compute + &hbm_cost + &k_tp * &tp_bytes + &k_ep * &ep_bytes;
+        let time = &compute + &hbm_cost + &k_tp * &tp_bytes + &k_ep * &ep_bytes + &k_cp * &cp_bytes;
         let items = counts
             .iter()
             .map(|(b, c)| (a.blocks[*b].name.clone(), *c))
@@ -1046,7 +1145,7 @@ pub fn evaluate_with(
                 memory,
             },
             time,
-            (dp_bytes, tp_bytes, boundary_bytes(s), ep_bytes),
+            (dp_bytes, tp_bytes, boundary_bytes(s), ep_bytes, cp_bytes),
         )
     };
     // Choose the stages that matter in floating point, then price those exactly: every stage
@@ -1105,7 +1204,7 @@ pub fn evaluate_with(
         .ok_or("no stages")?;
     let bubble_fraction = Rational::new((k.pp - 1).into(), (k.microbatches * v).into());
     let bubble = &stage_time[tm] * &bubble_fraction;
-    let (dp_bytes, tp_bytes, p2p, ep_bytes) = stage_extra[bs].clone();
+    let (dp_bytes, tp_bytes, p2p, ep_bytes, cp_bytes) = stage_extra[bs].clone();
     let mut relative = RelativeCost {
         compute: &stages[bs].flops + &stages[bs].hbm_cost,
         bubble,
@@ -1116,6 +1215,7 @@ pub fn evaluate_with(
         (&tp_bytes, tp_tier, &k_tp),
         (&p2p, p2p_tier, &k_p2p),
         (&ep_bytes, ep_tier, &k_ep),
+        (&cp_bytes, cp_tier, &k_cp),
     ] {
         let c = kappa * bytes;
         match tier {
@@ -1130,13 +1230,18 @@ pub fn evaluate_with(
     relative.byte_part = &relative.total - &relative.flop_part;
     let mut comm = Vec::new();
     if detail {
-        let tier_of = |ax: AxisKind| if ax == AxisKind::Dp { dp_tier } else { tp_tier };
+        let plain_dp_tier = mesh.axis(AxisKind::Dp).tier;
+        let tier_of = |ax: AxisKind, grad: bool| match ax {
+            AxisKind::Dp if grad => dp_tier,
+            AxisKind::Dp => plain_dp_tier,
+            _ => tp_tier,
+        };
         for &(bi, copies) in per_stage_blocks[bs] {
             for (c, b) in &numbers[bi].comm {
                 comm.push(CommRow {
                     collective: c.kind,
                     axis: c.axis,
-                    tier: tier_of(c.axis),
+                    tier: tier_of(c.axis, false),
                     bytes: b / r(c.calls.into()),
                     count: copies * k.microbatches * c.calls as u64,
                     op: c.op.clone(),
@@ -1160,12 +1265,37 @@ pub fn evaluate_with(
                 comm.push(CommRow {
                     collective: c.kind,
                     axis: c.axis,
-                    tier: tier_of(c.axis),
+                    tier: tier_of(c.axis, true),
                     bytes: b / r(c.calls.into()),
                     count: copies * c.calls as u64,
                     op: c.op.clone(),
                     tensor: c.tensor.clone(),
                     reason: c.reason.clone(),
+                });
+            }
+        }
+    }
+    if detail && k.cp > 1 {
+        for &(bi, copies) in per_stage_blocks[bs] {
+            let n = &numbers[bi];
+            // Forward (cp − 1) steps, backward 2·(cp − 1), plus the forward's again where
+            // recomputation reruns the operator.
+            for (oi, x) in &n.ring_ops {
+                let op = &a.blocks[bi].ops[*oi];
+                let reruns = match (k.recompute, layer_block[bi]) {
+                    (Recompute::Full, true) => 1,
+                    (Recompute::Selective, true) => u64::from(op.attention_core),
+                    _ => 0,
+                };
+                comm.push(CommRow {
+                    collective: CollectiveKind::SendRecv,
+                    axis: AxisKind::Cp,
+                    tier: cp_tier,
+                    bytes: x.clone(),
+                    count: copies * k.microbatches * (k.cp - 1) * (3 + reruns),
+                    op: op.name.clone(),
+                    tensor: "key, value".into(),
+                    reason: "context parallelism passes each rank's keys and values to the next rank of the ring, cp − 1 steps forward; backward passes them again with their gradients".into(),
                 });
             }
         }
@@ -1212,7 +1342,8 @@ pub fn evaluate_with(
         .sum::<Rational>()
         * &m
         * r(k.dp)
-        * r(k.tp);
+        * r(k.tp)
+        * r(k.cp);
     Ok(Evaluation {
         knobs: k.clone(),
         mesh,

@@ -39,11 +39,17 @@ pub fn evaluate_strategy(
         gpus_per_node,
         memory,
     )?;
+    let analysis = if knobs.cp > 1 {
+        analysis.context_parallel()
+    } else {
+        analysis
+    };
     Ok((analysis, e))
 }
 
-/// [`evaluate_strategy`] with the analysis of the strategy's layout already made (it does not
-/// depend on the symbols' values, so one analysis serves every value of a symbol).
+/// [`evaluate_strategy`] with the analysis of the strategy's layout already made
+/// (`analyse(model, layout)`: it depends on neither the symbols' values nor the knobs, so one
+/// analysis serves every value of a symbol; context parallelism is applied here).
 pub fn evaluate_analysed(
     model: &Model,
     analysis: &Analysis,
@@ -55,6 +61,13 @@ pub fn evaluate_analysed(
 ) -> Result<Evaluation, Error> {
     check_knobs(knobs).map_err(Error::Usage)?;
     check_model_limits(model, values, knobs).map_err(Error::Usage)?;
+    let per_cp_rank;
+    let analysis = if knobs.cp > 1 {
+        per_cp_rank = analysis.context_parallel();
+        &per_cp_rank
+    } else {
+        analysis
+    };
     let b = evaluate::microbatch_bindings(values, knobs);
     evaluate::check_divisibility(model, analysis, &b, knobs).map_err(Error::Usage)?;
     let numbers = evaluate::block_numbers(analysis, &b).map_err(Error::Usage)?;
@@ -114,9 +127,51 @@ fn overrides_ok(model: &Model, layout: &Layout) -> Result<(), (String, String)> 
     Ok(())
 }
 
+/// Checks context parallelism against the model: it needs a sequence `S` and an attention
+/// operator (work quadratic in S), and 2·cp must divide S — causal load balancing cuts every
+/// sequence into 2·cp chunks, rank i holding chunks i and 2·cp − 1 − i (Megatron-Core's
+/// context-parallel design).
+pub fn check_context_parallel(model: &Model, values: &Bindings, cp: u64) -> Result<(), String> {
+    if cp <= 1 {
+        return Ok(());
+    }
+    let Some(s) = values.get(analysis::SEQ) else {
+        return Err(format!(
+            "cp = {cp}: model `{}` has no sequence length S to split",
+            model.name
+        ));
+    };
+    // Attention: an operator reading keys and values whose work grows with S².
+    let attention = model.ops().any(|(_, n)| {
+        n.rule
+            .inputs
+            .iter()
+            .any(|t| !t.param && (t.name == "key" || t.name == "value"))
+            && n.model_formula(&n.rule.forward_flops())
+                .degree_in(analysis::SEQ)
+                .1
+                >= 2
+    });
+    if !attention {
+        return Err(format!(
+            "cp = {cp}: model `{}` has no attention (no operator reading keys and values whose work grows with S²) to run as a ring",
+            model.name
+        ));
+    }
+    let chunks = Rational::from_integer((2 * cp).into());
+    let per = s / &chunks;
+    if !per.is_integer() || per < Rational::from_integer(1.into()) {
+        return Err(format!(
+            "cp = {cp}: 2·cp = {chunks} does not divide the sequence length S = {s} (causal load balancing cuts each sequence into 2·cp chunks)"
+        ));
+    }
+    Ok(())
+}
+
 /// Checks a strategy against the model's sizes: the batch divides over data parallelism and
-/// micro-batches.
+/// micro-batches; context parallelism fits the sequence.
 pub fn check_model_limits(model: &Model, values: &Bindings, k: &Knobs) -> Result<(), String> {
+    check_context_parallel(model, values, k.cp)?;
     if let Some(b) = values.get("B") {
         let per = b / Rational::from_integer((k.dp * k.microbatches).into());
         if !per.is_integer() || per < Rational::from_integer(1.into()) {

@@ -102,6 +102,9 @@ fn chart_err<E: std::fmt::Debug>(e: E) -> Error {
 /// A short label of a rank row's knobs.
 fn knobs(r: &Value) -> String {
     let mut s = format!("dp={} tp={} pp={}", r["dp"], r["tp"], r["pp"]);
+    if r["cp"].as_u64().unwrap_or(1) > 1 {
+        let _ = write!(s, " cp={}", r["cp"]);
+    }
     if r["ep"].as_u64().unwrap_or(1) > 1 {
         let _ = write!(s, " ep={}", r["ep"]);
     }
@@ -391,6 +394,7 @@ fn ranking_table(rows: &[Value], seconds: bool) -> String {
         "tp",
         "pp",
         "ep",
+        "cp",
         "micro-batches",
         "schedule",
         "sequence parallel",
@@ -425,12 +429,13 @@ fn ranking_table(rows: &[Value], seconds: bool) -> String {
         } else {
             format!("no: {}", text(&r["reason"]))
         };
-        let cells: [(String, String); 18] = [
+        let cells: [(String, String); 19] = [
             (text(&r["rank"]), text(&r["rank"])),
             (text(&r["dp"]), text(&r["dp"])),
             (text(&r["tp"]), text(&r["tp"])),
             (text(&r["pp"]), text(&r["pp"])),
             (text(&r["ep"]), text(&r["ep"])),
+            (text(&r["cp"]), text(&r["cp"])),
             (text(&r["microbatches"]), text(&r["microbatches"])),
             (sched.clone(), sched),
             (
@@ -485,8 +490,8 @@ fn ranking_table(rows: &[Value], seconds: bool) -> String {
         ];
         h.push_str("<tr>");
         for (i, (key, shown)) in cells.iter().enumerate() {
-            // Cells 10…14 already hold markup built from escaped text.
-            let shown = if (10..=15).contains(&i) || i == 17 {
+            // Cells 11…16 and 18 already hold markup built from escaped text.
+            let shown = if (11..=16).contains(&i) || i == 18 {
                 shown.clone()
             } else {
                 esc(shown)

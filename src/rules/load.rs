@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 /// Names that rules may not use for indices or parameters: the axis sizes of split tables.
-pub const RESERVED: [&str; 5] = ["p_a", "p_b", "p_dp", "p_tp", "output"];
+pub const RESERVED: [&str; 6] = ["p_a", "p_b", "p_dp", "p_tp", "p_cp", "output"];
 
 fn is_identifier(s: &str) -> bool {
     let mut chars = s.chars();

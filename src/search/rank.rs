@@ -148,8 +148,55 @@ fn grouped(
     out
 }
 
-/// Evaluated blocks of one (dp, tp, micro-batches, sequence-parallel) choice, or why not.
+/// Evaluated blocks of one (dp, tp, micro-batches, sequence-parallel, cp) choice, or why not.
 type Numbers = Result<Vec<BlockNumbers>, String>;
+
+/// The key of [`Numbers`]: (dp, tp, micro-batches, sequence parallelism, cp).
+type NumbersKey = (u64, u64, u64, bool, u64);
+
+/// The cache of evaluated blocks.
+type Cache = BTreeMap<NumbersKey, Numbers>;
+
+fn numbers_key(k: &Knobs) -> NumbersKey {
+    (k.dp, k.tp, k.microbatches, k.sequence_parallel, k.cp)
+}
+
+/// Fewest tokens of each sequence a context-parallel rank keeps for `rank` to try cp > 1
+/// unasked: shorter slices leave each ring step too little attention work to hide the key and
+/// value exchange behind. Llama 3's long-context stage ran cp = 16 at 131,072 tokens, 8,192
+/// per rank (Grattafiori et al. 2024, "The Llama 3 Herd of Models", §3.3.2, arXiv:2407.21783).
+pub const MIN_CP_TOKENS: u64 = 8192;
+
+/// Largest context-parallel degree `rank` tries unasked.
+pub const MAX_CP: u64 = 32;
+
+/// The context-parallel degrees worth trying for `devices / tp` devices: 1, and every divisor
+/// up to [`MAX_CP`] that keeps 2·cp dividing S and at least [`MIN_CP_TOKENS`] tokens per rank
+/// (a degree fixed by `--fix cp=` needs only the first and the model's checks).
+fn context_degrees(model: &Model, values: &Bindings, left: u64, steer: &Steer) -> Vec<u64> {
+    let seq = values
+        .get(crate::parallel::analysis::SEQ)
+        .filter(|s| s.is_integer())
+        .and_then(|s| s.to_integer().to_u64());
+    divisors(left)
+        .into_iter()
+        .filter(|&cp| {
+            if !steer.cp.allows(cp) {
+                return false;
+            }
+            if cp == 1 {
+                return true;
+            }
+            let asked = steer.cp.fixed == Some(cp);
+            let Some(seq) = seq else { return asked };
+            // A degree asked for is kept so that, if the model refuses it, the search says why.
+            asked
+                || (cp <= MAX_CP
+                    && seq / cp >= MIN_CP_TOKENS
+                    && crate::parallel::check_context_parallel(model, values, cp).is_ok())
+        })
+        .collect()
+}
 
 fn divisors(n: u64) -> Vec<u64> {
     let mut v: Vec<u64> = (1..=n)
@@ -211,9 +258,10 @@ pub fn rank_with_progress(
     let mut fixed = values.clone();
     fixed.remove("B");
     fixed.remove("V");
+    // Context-parallel analyses: at p_cp = 1 they evaluate exactly as the plain ones.
     let analyses: Vec<Analysis> = layouts
         .iter()
-        .map(|l| analyse(model, l).bind(&fixed))
+        .map(|l| analyse(model, l).context_parallel().bind(&fixed))
         .collect::<Result<_, _>>()?;
     let has_experts = !crate::parallel::moe::moe_sites(model).is_empty();
     let batch = values.get("B").cloned().unwrap_or_else(Rational::one);
@@ -226,153 +274,157 @@ pub fn rank_with_progress(
         Tier::Intra => kappa_intra,
         Tier::Inter => kappa_inter,
     };
-    let mut cache: BTreeMap<(u64, u64, u64, bool), Numbers> = BTreeMap::new();
+    let mut cache: Cache = BTreeMap::new();
     opts.steer.check_devices(opts.devices)?;
-    let shapes: usize = divisors(opts.devices)
-        .iter()
-        .map(|tp| divisors(opts.devices / tp).len())
-        .sum();
+    let meshes: Vec<(u64, u64, u64)> = divisors(opts.devices)
+        .into_iter()
+        .flat_map(|tp| {
+            context_degrees(model, values, opts.devices / tp, &opts.steer)
+                .into_iter()
+                .flat_map(move |cp| {
+                    divisors(opts.devices / tp / cp)
+                        .into_iter()
+                        .map(move |pp| (tp, cp, pp))
+                })
+        })
+        .collect();
+    let shapes = meshes.len();
     let steer = &opts.steer;
     // A fixed micro-batch size or count overrides the cap on the count.
     let cap_microbatches = steer.mbs.fixed.is_none() && steer.microbatches.fixed.is_none();
-    let mut done = 0;
     let mut variants: Vec<Knobs> = Vec::new();
-    for tp in divisors(opts.devices) {
-        for pp in divisors(opts.devices / tp) {
-            progress(done, shapes);
-            done += 1;
-            let dp = opts.devices / tp / pp;
-            if !steer.allows_mesh(dp, tp, pp) {
-                continue;
-            }
-            let per_dp = &batch / Rational::from_integer(dp.into());
-            if !per_dp.is_integer() {
-                reject(&mut rejected, format!("batch not divisible by dp = {dp}"));
-                continue;
-            }
-            let per_dp: u64 = per_dp.to_integer().try_into().unwrap_or(1);
-            let mbs: Vec<u64> = divisors(per_dp)
-                .into_iter()
-                .filter(|m| {
-                    (!cap_microbatches || *m <= opts.max_microbatches)
-                        && (pp == 1 || *m >= pp || *m == per_dp)
-                        && steer.microbatches.allows(*m)
-                        && steer.mbs.allows(per_dp / *m)
-                })
-                .collect();
-            for m in mbs {
-                for (sp, analysis) in [false, true].into_iter().zip(&analyses) {
-                    if sp && tp == 1 {
+    for (done, &(tp, cp, pp)) in meshes.iter().enumerate() {
+        progress(done, shapes);
+        let dp = opts.devices / tp / pp / cp;
+        if !steer.allows_mesh(dp, tp, pp) {
+            continue;
+        }
+        let per_dp = &batch / Rational::from_integer(dp.into());
+        if !per_dp.is_integer() {
+            reject(&mut rejected, format!("batch not divisible by dp = {dp}"));
+            continue;
+        }
+        let per_dp: u64 = per_dp.to_integer().try_into().unwrap_or(1);
+        let mbs: Vec<u64> = divisors(per_dp)
+            .into_iter()
+            .filter(|m| {
+                (!cap_microbatches || *m <= opts.max_microbatches)
+                    && (pp == 1 || *m >= pp || *m == per_dp)
+                    && steer.microbatches.allows(*m)
+                    && steer.mbs.allows(per_dp / *m)
+            })
+            .collect();
+        for m in mbs {
+            for (sp, analysis) in [false, true].into_iter().zip(&analyses) {
+                if sp && tp == 1 {
+                    continue;
+                }
+                if steer.sequence_parallel.is_some_and(|x| x != sp) {
+                    continue;
+                }
+                let base = Knobs {
+                    dp,
+                    tp,
+                    pp,
+                    microbatches: m,
+                    schedule: Schedule::OneFOneB,
+                    chunks: 1,
+                    sequence_parallel: sp,
+                    recompute: Recompute::None,
+                    zero: 0,
+                    ep: 1,
+                    cp,
+                    overlap: Default::default(),
+                };
+                if let Err(e) = check_model_limits(model, values, &base) {
+                    reject(&mut rejected, e);
+                    continue;
+                }
+                let numbers = cache.entry(numbers_key(&base)).or_insert_with(|| {
+                    let b = microbatch_bindings(values, &base);
+                    check_divisibility(model, analysis, &b, &base)?;
+                    block_numbers(analysis, &b)
+                });
+                let numbers = match numbers {
+                    Ok(n) => n.clone(),
+                    Err(e) => {
+                        reject(&mut rejected, e.clone());
                         continue;
                     }
-                    if steer.sequence_parallel.is_some_and(|x| x != sp) {
-                        continue;
-                    }
-                    let base = Knobs {
-                        dp,
-                        tp,
-                        pp,
-                        microbatches: m,
-                        schedule: Schedule::OneFOneB,
-                        chunks: 1,
-                        sequence_parallel: sp,
-                        recompute: Recompute::None,
-                        zero: 0,
-                        ep: 1,
-                        overlap: Default::default(),
-                    };
-                    if let Err(e) = check_model_limits(model, values, &base) {
-                        reject(&mut rejected, e);
-                        continue;
-                    }
-                    let numbers = cache.entry((dp, tp, m, sp)).or_insert_with(|| {
-                        let b = microbatch_bindings(values, &base);
-                        check_divisibility(model, analysis, &b, &base)?;
-                        block_numbers(analysis, &b)
-                    });
-                    let numbers = match numbers {
-                        Ok(n) => n.clone(),
-                        Err(e) => {
-                            reject(&mut rejected, e.clone());
-                            continue;
-                        }
-                    };
-                    let mut schedules: Vec<(Schedule, u64)> = if pp == 1 {
-                        vec![(Schedule::OneFOneB, 1)]
-                    } else {
-                        vec![(Schedule::Gpipe, 1), (Schedule::OneFOneB, 1)]
-                    };
-                    // Interleaving: every chunk count the layers allow (layers divisible by
-                    // pp × chunks), up to the cap; the micro-batch count must be a multiple of
-                    // pp (Narayanan et al. SC'21).
-                    if pp > 1 && m.is_multiple_of(pp) {
-                        let per_stage = layer_count(model, &numbers) / pp;
-                        let most = steer.chunks.fixed.unwrap_or(opts.max_chunks);
-                        for v in 2..=most.min(per_stage) {
-                            if per_stage.is_multiple_of(v)
-                                && layer_count(model, &numbers).is_multiple_of(pp * v)
-                            {
-                                schedules.push((Schedule::Interleaved, v));
-                            }
+                };
+                let mut schedules: Vec<(Schedule, u64)> = if pp == 1 {
+                    vec![(Schedule::OneFOneB, 1)]
+                } else {
+                    vec![(Schedule::Gpipe, 1), (Schedule::OneFOneB, 1)]
+                };
+                // Interleaving: every chunk count the layers allow (layers divisible by
+                // pp × chunks), up to the cap; the micro-batch count must be a multiple of
+                // pp (Narayanan et al. SC'21).
+                if pp > 1 && m.is_multiple_of(pp) {
+                    let per_stage = layer_count(model, &numbers) / pp;
+                    let most = steer.chunks.fixed.unwrap_or(opts.max_chunks);
+                    for v in 2..=most.min(per_stage) {
+                        if per_stage.is_multiple_of(v)
+                            && layer_count(model, &numbers).is_multiple_of(pp * v)
+                        {
+                            schedules.push((Schedule::Interleaved, v));
                         }
                     }
-                    // Expert parallelism for mixture-of-experts models: every degree dividing the
-                    // data-parallel group and the experts.
-                    let eps: Vec<u64> = if has_experts {
-                        divisors(dp)
-                            .into_iter()
-                            .filter(|&ep| {
-                                steer.ep.allows(ep)
-                                    && crate::parallel::moe::check_expert_parallel(
-                                        model, values, dp, ep,
-                                    )
-                                    .is_ok()
-                            })
-                            .collect()
-                    } else {
-                        vec![1]
-                    };
-                    variants.clear();
-                    for &ep in &eps {
-                        for &(schedule, chunks) in &schedules {
-                            for recompute in
-                                [Recompute::None, Recompute::Selective, Recompute::Full]
-                            {
-                                let zeros: &[u8] = if dp > 1 { &[0, 1, 2, 3] } else { &[0] };
-                                for &zero in zeros {
-                                    let k = Knobs {
-                                        schedule,
-                                        chunks,
-                                        recompute,
-                                        zero,
-                                        ep,
-                                        ..base.clone()
-                                    };
-                                    if !steer.allows(&k, per_dp / m) {
-                                        continue;
-                                    }
-                                    if let Err(e) = crate::strategy::check_knobs(&k) {
-                                        reject(&mut rejected, e);
-                                        continue;
-                                    }
-                                    variants.push(k);
+                }
+                // Expert parallelism for mixture-of-experts models: every degree dividing the
+                // data-parallel group and the experts.
+                let eps: Vec<u64> = if has_experts && cp == 1 {
+                    divisors(dp)
+                        .into_iter()
+                        .filter(|&ep| {
+                            steer.ep.allows(ep)
+                                && crate::parallel::moe::check_expert_parallel(
+                                    model, values, dp, ep,
+                                )
+                                .is_ok()
+                        })
+                        .collect()
+                } else {
+                    vec![1]
+                };
+                variants.clear();
+                for &ep in &eps {
+                    for &(schedule, chunks) in &schedules {
+                        for recompute in [Recompute::None, Recompute::Selective, Recompute::Full] {
+                            let zeros: &[u8] = if dp * cp > 1 { &[0, 1, 2, 3] } else { &[0] };
+                            for &zero in zeros {
+                                let k = Knobs {
+                                    schedule,
+                                    chunks,
+                                    recompute,
+                                    zero,
+                                    ep,
+                                    ..base.clone()
+                                };
+                                if !steer.allows(&k, per_dp / m) {
+                                    continue;
                                 }
+                                if let Err(e) = crate::strategy::check_knobs(&k) {
+                                    reject(&mut rejected, e);
+                                    continue;
+                                }
+                                variants.push(k);
                             }
                         }
                     }
-                    let priced = estimate_variants(
-                        model,
-                        &numbers,
-                        &variants,
-                        &kappa,
-                        kappa_hbm,
-                        opts.gpus_per_node,
-                    );
-                    for (k, e) in variants.drain(..).zip(priced) {
-                        match e {
-                            Ok(e) => estimates.push((k, e)),
-                            Err(e) => reject(&mut rejected, e),
-                        }
+                }
+                let priced = estimate_variants(
+                    model,
+                    &numbers,
+                    &variants,
+                    &kappa,
+                    kappa_hbm,
+                    opts.gpus_per_node,
+                );
+                for (k, e) in variants.drain(..).zip(priced) {
+                    match e {
+                        Ok(e) => estimates.push((k, e)),
+                        Err(e) => reject(&mut rejected, e),
                     }
                 }
             }
@@ -510,7 +562,7 @@ pub fn rank_with_progress(
 fn smallest_footprint(
     model: &Model,
     analyses: &[Analysis],
-    cache: &BTreeMap<(u64, u64, u64, bool), Numbers>,
+    cache: &Cache,
     estimates: &[(Knobs, Estimate)],
     calib: &Calibration,
     opts: &RankOptions,
@@ -541,7 +593,7 @@ fn smallest_footprint(
 fn pareto_by_cost(
     model: &Model,
     analyses: &[Analysis],
-    cache: &BTreeMap<(u64, u64, u64, bool), Numbers>,
+    cache: &Cache,
     estimates: &[(Knobs, Estimate)],
     calib: &Calibration,
     opts: &RankOptions,
@@ -600,13 +652,13 @@ fn frontier(mut rows: Vec<(Evaluation, Option<f64>)>) -> Vec<RankedRow> {
 fn price<'a>(
     model: &Model,
     analyses: &'a [Analysis],
-    cache: &'a BTreeMap<(u64, u64, u64, bool), Numbers>,
+    cache: &'a Cache,
     k: &Knobs,
     calib: &Calibration,
     opts: &RankOptions,
 ) -> Option<(Evaluation, &'a Analysis, &'a [BlockNumbers])> {
     let analysis = &analyses[usize::from(k.sequence_parallel)];
-    let Some(Ok(numbers)) = cache.get(&(k.dp, k.tp, k.microbatches, k.sequence_parallel)) else {
+    let Some(Ok(numbers)) = cache.get(&numbers_key(k)) else {
         return None;
     };
     let e = evaluate_with(
@@ -626,7 +678,7 @@ fn price<'a>(
 /// What the relative-cost search hands to the search by seconds.
 struct SecondsSearch<'a> {
     analyses: &'a [Analysis],
-    cache: &'a BTreeMap<(u64, u64, u64, bool), Numbers>,
+    cache: &'a Cache,
     estimates: &'a [(Knobs, Estimate)],
     kappa: &'a dyn Fn(Tier) -> f64,
     evaluated: usize,
@@ -650,9 +702,9 @@ fn rank_by_seconds(
     let rates = crate::timeline::Rates::of(calib);
     let kappa_hbm = calib.hbm_balance().to_f64().unwrap_or(f64::MAX);
     let cap = opts.memory.to_f64().unwrap_or(f64::MAX);
-    let mut chain_cache: BTreeMap<(u64, u64, u64, bool, u64), Option<Chains>> = BTreeMap::new();
+    let mut chain_cache: BTreeMap<(NumbersKey, u64), Option<Chains>> = BTreeMap::new();
     let mut bounded: Vec<(f64, &Knobs, f64)> = Vec::new();
-    type PartitionKey = ((u64, u64, u64, bool), u64, Recompute, Schedule, u64, u64);
+    type PartitionKey = (NumbersKey, u64, Recompute, Schedule, u64, u64);
     type StageCounts = Vec<Vec<(usize, u64)>>;
     let mut partitions: std::collections::HashMap<PartitionKey, Option<StageCounts>> =
         std::collections::HashMap::new();
@@ -661,25 +713,23 @@ fn rank_by_seconds(
         if e.memory > cap * (1.0 + 1e-6) {
             continue;
         }
-        let key = (k.dp, k.tp, k.microbatches, k.sequence_parallel);
+        let key = numbers_key(k);
         let Some(Ok(numbers)) = search.cache.get(&key) else {
             continue;
         };
         let analysis = &search.analyses[usize::from(k.sequence_parallel)];
-        let ch = chain_cache
-            .entry((key.0, key.1, key.2, key.3, k.ep))
-            .or_insert_with(|| {
-                chains(
-                    model,
-                    analysis,
-                    numbers,
-                    values,
-                    k,
-                    &rates,
-                    opts.gpus_per_node,
-                )
-                .ok()
-            });
+        let ch = chain_cache.entry((key, k.ep)).or_insert_with(|| {
+            chains(
+                model,
+                analysis,
+                numbers,
+                values,
+                k,
+                &rates,
+                opts.gpus_per_node,
+            )
+            .ok()
+        });
         let Some(ch) = ch else { continue };
         let repeats: Vec<u64> = numbers.iter().map(|n| n.repeat).collect();
         // The partition depends on neither the ZeRO stage nor (interleaved) the partition

@@ -37,6 +37,8 @@ pub struct Steer {
     pub pp: Bound,
     /// Expert-parallel degree.
     pub ep: Bound,
+    /// Context-parallel degree.
+    pub cp: Bound,
     /// Micro-batch size (samples per micro-batch and data-parallel rank).
     pub mbs: Bound,
     /// Micro-batch count per step.
@@ -59,6 +61,7 @@ pub const KNOBS: &[(&str, &str)] = &[
     ("tp", "tensor-parallel degree"),
     ("pp", "pipeline stages"),
     ("ep", "expert-parallel degree"),
+    ("cp", "context-parallel degree"),
     ("mbs", "micro-batch size (also `micro-batch-size`)"),
     ("microbatches", "micro-batch count (also `mb`)"),
     (
@@ -87,6 +90,7 @@ impl Steer {
             "tp" => &mut self.tp,
             "pp" => &mut self.pp,
             "ep" => &mut self.ep,
+            "cp" => &mut self.cp,
             "mbs" | "micro-batch-size" | "micro_batch_size" => &mut self.mbs,
             "microbatches" | "mb" => &mut self.microbatches,
             "chunks" | "v" => &mut self.chunks,
@@ -179,12 +183,13 @@ impl Steer {
         Ok(())
     }
 
-    fn bounds(&self) -> [(&'static str, &Bound); 8] {
+    fn bounds(&self) -> [(&'static str, &Bound); 9] {
         [
             ("dp", &self.dp),
             ("tp", &self.tp),
             ("pp", &self.pp),
             ("ep", &self.ep),
+            ("cp", &self.cp),
             ("mbs", &self.mbs),
             ("microbatches", &self.microbatches),
             ("chunks", &self.chunks),
@@ -192,12 +197,17 @@ impl Steer {
         ]
     }
 
-    /// Checks the constraints against `devices`: a fixed dp, tp or pp must divide them, and so
-    /// must the product of the fixed ones.
+    /// Checks the constraints against `devices`: a fixed dp, tp, pp or cp must divide them, and
+    /// so must the product of the fixed ones.
     pub fn check_devices(&self, devices: u64) -> Result<(), String> {
         let mut product = 1u64;
         let mut named = Vec::new();
-        for (name, b) in [("dp", &self.dp), ("tp", &self.tp), ("pp", &self.pp)] {
+        for (name, b) in [
+            ("dp", &self.dp),
+            ("tp", &self.tp),
+            ("pp", &self.pp),
+            ("cp", &self.cp),
+        ] {
             if let Some(f) = b.fixed {
                 if !devices.is_multiple_of(f) {
                     return Err(format!(
@@ -210,13 +220,13 @@ impl Steer {
         }
         if !devices.is_multiple_of(product) {
             return Err(format!(
-                "--fix {}: dp × tp × pp = {product} does not divide the {devices} devices",
+                "--fix {}: dp × tp × pp × cp = {product} does not divide the {devices} devices",
                 named.join(",")
             ));
         }
-        if named.len() == 3 && product != devices {
+        if named.len() == 4 && product != devices {
             return Err(format!(
-                "--fix {}: dp × tp × pp = {product}, not the {devices} devices",
+                "--fix {}: dp × tp × pp × cp = {product}, not the {devices} devices",
                 named.join(",")
             ));
         }
@@ -233,6 +243,7 @@ impl Steer {
         let applies_sched = k.pp > 1;
         self.allows_mesh(k.dp, k.tp, k.pp)
             && self.ep.allows(k.ep)
+            && self.cp.allows(k.cp)
             && self.mbs.allows(mbs)
             && self.microbatches.allows(k.microbatches)
             && (self.chunks.allows(k.virtual_chunks()) || (!applies_sched && self.chunks.is_free()))

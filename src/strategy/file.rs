@@ -36,6 +36,8 @@ pub struct StrategyFile {
     zero: u8,
     #[serde(default = "one")]
     ep: u64,
+    #[serde(default = "one")]
+    cp: u64,
     #[serde(default)]
     overlap: crate::strategy::Overlap,
     #[serde(default)]
@@ -72,6 +74,7 @@ pub fn check_knobs(k: &Knobs) -> std::result::Result<(), String> {
         ("pp", k.pp),
         ("microbatches", k.microbatches),
         ("chunks", k.chunks),
+        ("cp", k.cp),
     ] {
         if v == 0 {
             return Err(format!("`{name}` must be at least 1"));
@@ -84,7 +87,7 @@ pub fn check_knobs(k: &Knobs) -> std::result::Result<(), String> {
     }
     if k.devices() > MAX_DEVICES {
         return Err(format!(
-            "dp × tp × pp = {} devices is absurd (more than {MAX_DEVICES})",
+            "dp × tp × pp × cp = {} devices is absurd (more than {MAX_DEVICES})",
             k.devices()
         ));
     }
@@ -93,6 +96,12 @@ pub fn check_knobs(k: &Knobs) -> std::result::Result<(), String> {
     }
     if !k.dp.is_multiple_of(k.ep) {
         return Err(format!("`ep` = {} must divide dp = {}: expert-parallel groups are part of the data-parallel group", k.ep, k.dp));
+    }
+    if k.cp > 1 && k.ep > 1 {
+        return Err(format!(
+            "`cp` = {} with ep = {}: context parallelism is not modelled together with expert parallelism",
+            k.cp, k.ep
+        ));
     }
     if k.zero > 3 {
         return Err(format!("`zero` must be 0, 1, 2 or 3, not {}", k.zero));
@@ -126,9 +135,9 @@ pub fn check_knobs(k: &Knobs) -> std::result::Result<(), String> {
             k.microbatches, k.pp
         ));
     }
-    if k.zero > 0 && k.dp == 1 {
+    if k.zero > 0 && k.replicas() == 1 {
         return Err(format!(
-            "`zero` = {} needs dp > 1: ZeRO shards over data parallelism, and dp = 1 has nothing to shard",
+            "`zero` = {} needs dp > 1 or cp > 1: ZeRO shards over the data- and context-parallel ranks, and one rank has nothing to shard",
             k.zero
         ));
     }
@@ -221,6 +230,7 @@ impl StrategyFile {
             recompute,
             zero: f.zero,
             ep: f.ep,
+            cp: f.cp,
             overlap: f.overlap,
         };
         check_knobs(&knobs).map_err(|m| {

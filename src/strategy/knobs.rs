@@ -154,6 +154,11 @@ pub struct Knobs {
     /// (mixture-of-experts models; 1 otherwise).
     #[serde(default = "one")]
     pub ep: u64,
+    /// Context-parallel degree (Megatron-LM's `--context-parallel-size`): every sequence is cut
+    /// over this many ranks, attention circulates keys and values around them as a ring, and
+    /// weights are replicated over them (1 otherwise).
+    #[serde(default = "one")]
+    pub cp: u64,
     /// Communication overlapped with computation (timelines only: relative cost adds every
     /// collective).
     #[serde(default)]
@@ -174,6 +179,7 @@ impl Knobs {
             recompute: Recompute::None,
             zero: 0,
             ep: 1,
+            cp: 1,
             overlap: Overlap::default(),
         }
     }
@@ -189,7 +195,13 @@ impl Knobs {
 
     /// Devices used.
     pub fn devices(&self) -> u64 {
-        self.dp * self.tp * self.pp
+        self.dp * self.tp * self.pp * self.cp
+    }
+
+    /// Ranks holding the same weights: the data-parallel group times the context-parallel
+    /// group, over which gradients are reduced and ZeRO shards.
+    pub fn replicas(&self) -> u64 {
+        self.dp * self.cp
     }
 
     /// Micro-batch size as Megatron-LM's `--micro-batch-size` means it: samples per
@@ -262,6 +274,9 @@ impl fmt::Display for Knobs {
         )?;
         if self.ep > 1 {
             write!(f, " ep={}", self.ep)?;
+        }
+        if self.cp > 1 {
+            write!(f, " cp={}", self.cp)?;
         }
         write!(f, "{}", self.overlap)
     }

@@ -1,7 +1,8 @@
 //! Device meshes: named axes laid over nodes, each on a link tier.
 //!
-//! Devices are numbered with the tensor-parallel axis fastest, then data, then pipeline
-//! (Megatron-LM's default order), so small tensor-parallel groups stay inside a node.
+//! Devices are numbered with the tensor-parallel axis fastest, then context, then data, then
+//! pipeline (Megatron-LM's default order `tp-cp-ep-dp-pp`), so small tensor-parallel groups
+//! stay inside a node.
 
 use serde::Serialize;
 use std::fmt;
@@ -37,6 +38,8 @@ pub enum AxisKind {
     Pp,
     /// Expert parallelism (groups of data-parallel ranks).
     Ep,
+    /// Context parallelism (the sequence cut over ranks, keys and values passed in a ring).
+    Cp,
 }
 
 impl AxisKind {
@@ -47,6 +50,7 @@ impl AxisKind {
             AxisKind::Dp => "dp",
             AxisKind::Pp => "pp",
             AxisKind::Ep => "ep",
+            AxisKind::Cp => "cp",
         }
     }
 }
@@ -80,33 +84,69 @@ pub struct Mesh {
 impl Mesh {
     /// A tp × dp × pp mesh over nodes of `gpus_per_node` devices.
     pub fn new(tp: u64, dp: u64, pp: u64, gpus_per_node: u64) -> Mesh {
+        Mesh::with_cp(tp, 1, dp, pp, gpus_per_node)
+    }
+
+    /// The mesh of a strategy's knobs.
+    pub fn of(k: &crate::strategy::Knobs, gpus_per_node: u64) -> Mesh {
+        Mesh::with_cp(k.tp, k.cp, k.dp, k.pp, gpus_per_node)
+    }
+
+    /// A tp × cp × dp × pp mesh over nodes of `gpus_per_node` devices; the context-parallel
+    /// axis is listed only when cp > 1.
+    pub fn with_cp(tp: u64, cp: u64, dp: u64, pp: u64, gpus_per_node: u64) -> Mesh {
         let mut stride = 1;
         let mut axes = Vec::new();
-        for (kind, size) in [(AxisKind::Tp, tp), (AxisKind::Dp, dp), (AxisKind::Pp, pp)] {
-            let span = stride * size;
-            let per_node = if stride >= gpus_per_node {
-                1
-            } else {
-                size.min(gpus_per_node / stride).max(1)
-            };
-            let tier = if size <= 1 || span <= gpus_per_node {
-                Tier::Intra
-            } else {
-                Tier::Inter
-            };
-            axes.push(MeshAxis {
-                kind,
-                size,
-                stride,
-                tier,
-                per_node,
-            });
-            stride = span;
+        for (kind, size) in [
+            (AxisKind::Tp, tp),
+            (AxisKind::Cp, cp),
+            (AxisKind::Dp, dp),
+            (AxisKind::Pp, pp),
+        ] {
+            if kind == AxisKind::Cp && size <= 1 {
+                continue;
+            }
+            axes.push(axis_at(kind, size, stride, gpus_per_node));
+            stride *= size;
         }
         Mesh {
-            devices: tp * dp * pp,
+            devices: tp * cp * dp * pp,
             gpus_per_node,
             axes,
+        }
+    }
+
+    /// The context-parallel axis (size 1 when there is none).
+    pub fn cp_axis(&self) -> MeshAxis {
+        match self.axes.iter().find(|a| a.kind == AxisKind::Cp) {
+            Some(a) => a.clone(),
+            None => axis_at(
+                AxisKind::Cp,
+                1,
+                self.axis(AxisKind::Tp).size,
+                self.gpus_per_node,
+            ),
+        }
+    }
+
+    /// The group that holds the same weights and reduces their gradients: the data-parallel
+    /// ranks of every context-parallel rank, dp × cp devices at the tensor-parallel stride
+    /// (Megatron-LM's data-parallel-with-context-parallel group). Without context parallelism
+    /// it is the data-parallel axis.
+    pub fn grad_axis(&self) -> MeshAxis {
+        let dp = self.axis(AxisKind::Dp);
+        let cp = self.cp_axis();
+        if cp.size <= 1 {
+            return dp.clone();
+        }
+        MeshAxis {
+            kind: AxisKind::Dp,
+            ..axis_at(
+                AxisKind::Dp,
+                dp.size * cp.size,
+                cp.stride,
+                self.gpus_per_node,
+            )
         }
     }
 
@@ -120,7 +160,7 @@ impl Mesh {
 
     /// The tier of an expert-parallel group of `ep` consecutive data-parallel ranks.
     pub fn ep_tier(&self, ep: u64) -> Tier {
-        let span = self.axis(AxisKind::Tp).size * ep;
+        let span = self.axis(AxisKind::Dp).stride * ep;
         if ep <= 1 || span <= self.gpus_per_node {
             Tier::Intra
         } else {
@@ -136,6 +176,28 @@ impl Mesh {
         } else {
             pp.tier
         }
+    }
+}
+
+/// An axis of `size` devices `stride` apart over nodes of `gpus_per_node`.
+fn axis_at(kind: AxisKind, size: u64, stride: u64, gpus_per_node: u64) -> MeshAxis {
+    let span = stride * size;
+    let per_node = if stride >= gpus_per_node {
+        1
+    } else {
+        size.min(gpus_per_node / stride).max(1)
+    };
+    let tier = if size <= 1 || span <= gpus_per_node {
+        Tier::Intra
+    } else {
+        Tier::Inter
+    };
+    MeshAxis {
+        kind,
+        size,
+        stride,
+        tier,
+        per_node,
     }
 }
 
@@ -156,5 +218,32 @@ mod tests {
         assert_eq!(m.axis(AxisKind::Dp).per_node, 4);
         assert_eq!(Mesh::new(2, 2, 2, 8).p2p_tier(), Tier::Intra);
         assert_eq!(Mesh::new(8, 1, 4, 8).p2p_tier(), Tier::Inter);
+    }
+
+    #[test]
+    fn context_parallel_sits_between_tensor_and_data_parallelism() {
+        // Megatron-LM's rank order tp-cp-ep-dp-pp: tp = 4, cp = 2 fill a node of 8.
+        let m = Mesh::with_cp(4, 2, 4, 2, 8);
+        assert_eq!(m.devices, 64);
+        assert_eq!(m.cp_axis().stride, 4);
+        assert_eq!(m.cp_axis().tier, Tier::Intra);
+        assert_eq!(m.axis(AxisKind::Dp).stride, 8);
+        assert_eq!(m.axis(AxisKind::Pp).stride, 32);
+        let g = m.grad_axis();
+        assert_eq!(
+            (g.size, g.stride, g.tier, g.per_node),
+            (8, 4, Tier::Inter, 2)
+        );
+        // tp · cp beyond a node: the ring crosses nodes.
+        let m = Mesh::with_cp(8, 4, 1, 1, 8);
+        assert_eq!(m.cp_axis().tier, Tier::Inter);
+        assert_eq!(m.grad_axis().size, 4);
+        assert_eq!(m.grad_axis().tier, Tier::Inter);
+        // cp = 1 is the plain mesh.
+        assert_eq!(Mesh::with_cp(2, 1, 4, 2, 8), Mesh::new(2, 4, 2, 8));
+        assert_eq!(
+            Mesh::new(2, 4, 2, 8).grad_axis(),
+            *Mesh::new(2, 4, 2, 8).axis(AxisKind::Dp)
+        );
     }
 }

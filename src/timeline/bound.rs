@@ -25,7 +25,7 @@ use crate::model::Model;
 use crate::parallel::evaluate::WEIGHT_BYTES;
 use crate::parallel::evaluate::{microbatch_bindings, BlockNumbers};
 use crate::parallel::Analysis;
-use crate::strategy::{AxisKind, Knobs, Mesh, Recompute, Schedule};
+use crate::strategy::{Knobs, Mesh, Recompute, Schedule};
 use crate::sym::{Bindings, Rational};
 use num_traits::ToPrimitive;
 
@@ -174,10 +174,12 @@ pub fn lower_bound(
     // reduce-scatter of half the bytes under ZeRO 1–3), then after the optimizer step the
     // weights' all-gather (ZeRO 1–2; ZeRO 3 gathers layer by layer during the passes, which
     // this bound leaves out).
-    let mesh = Mesh::new(k.tp, k.dp, k.pp, gpus_per_node);
-    let dp_axis = mesh.axis(AxisKind::Dp);
-    let distributed = (1..3).contains(&k.zero) && k.dp > 1;
-    let sharded_grads = (1..=3).contains(&k.zero) && k.dp > 1;
+    let mesh = Mesh::of(k, gpus_per_node);
+    let grad_axis = mesh.grad_axis();
+    let dp_axis = &grad_axis;
+    let replicas = k.replicas();
+    let distributed = (1..3).contains(&k.zero) && replicas > 1;
+    let sharded_grads = (1..=3).contains(&k.zero) && replicas > 1;
     let reduce = |g: f64| -> f64 {
         if sharded_grads {
             rates.collective_floor(Collective::ReduceScatter, g / 2.0, dp_axis)
@@ -187,7 +189,7 @@ pub fn lower_bound(
     };
     let gather = |x: f64| -> f64 {
         if distributed {
-            let n = k.dp as f64;
+            let n = replicas as f64;
             rates.collective_floor(
                 Collective::AllGather,
                 x * WEIGHT_BYTES as f64 * (n - 1.0) / n,
@@ -199,7 +201,7 @@ pub fn lower_bound(
     };
     let opt: Vec<f64> = params
         .iter()
-        .map(|&x| optimizer_seconds(x, k.zero, k.dp, rates))
+        .map(|&x| optimizer_seconds(x, k.zero, replicas, rates))
         .collect();
     let mut best: f64 = 0.0;
     let (mut fill, mut drain) = (0.0, 0.0);

@@ -15,16 +15,19 @@ pub enum Stream {
     P2p,
     /// Expert-parallel all-to-alls (dispatch and combine of mixture-of-experts layers).
     EpComm,
+    /// Context-parallel ring exchanges of keys and values (and their gradients).
+    CpComm,
 }
 
 impl Stream {
     /// All streams in display order.
-    pub const ALL: [Stream; 5] = [
+    pub const ALL: [Stream; 6] = [
         Stream::Compute,
         Stream::TpComm,
         Stream::DpComm,
         Stream::P2p,
         Stream::EpComm,
+        Stream::CpComm,
     ];
 
     /// Its name.
@@ -35,6 +38,7 @@ impl Stream {
             Stream::DpComm => "dp_comm",
             Stream::P2p => "p2p",
             Stream::EpComm => "ep_comm",
+            Stream::CpComm => "cp_comm",
         }
     }
 

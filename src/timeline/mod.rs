@@ -52,6 +52,13 @@ pub struct Busy {
     pub p2p: f64,
     /// Expert-parallel all-to-alls.
     pub ep_comm: f64,
+    /// Context-parallel ring exchanges (listed under context parallelism only).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub cp_comm: f64,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 /// One representative device.
@@ -142,9 +149,9 @@ fn timed(plan: &TimingPlan, calib: &Calibration, keep: bool) -> Result<Timeline>
     }
     .map_err(Error::Usage)?;
     let k = &plan.knobs;
-    let per_stage = k.tp * k.dp;
+    let per_stage = k.tp * k.cp * k.dp;
     let t = sim.iteration;
-    let devices = k.tp * k.dp * k.pp;
+    let devices = k.devices();
     let model_flops = f(&plan.model_flops) / t / devices as f64;
     let work = sim.work.iter().cloned().fold(0.0, f64::max);
     let summary = Summary {
@@ -165,8 +172,9 @@ fn timed(plan: &TimingPlan, calib: &Calibration, keep: bool) -> Result<Timeline>
         fits: known_memory(plan).map(|m| m <= calib.memory_bytes()),
         memory_per_device: known_memory(plan).map(|m| f(&m)),
         representative: format!(
-            "one device per pipeline stage: its {} tensor- and data-parallel ranks are symmetric",
-            per_stage
+            "one device per pipeline stage: its {} tensor-{}and data-parallel ranks are symmetric",
+            per_stage,
+            if k.cp > 1 { ", context- " } else { " " }
         ),
         devices: sim
             .busy
@@ -181,6 +189,7 @@ fn timed(plan: &TimingPlan, calib: &Calibration, keep: bool) -> Result<Timeline>
                     dp_comm: b[2],
                     p2p: b[3],
                     ep_comm: b[4],
+                    cp_comm: b[5],
                 },
             })
             .collect(),

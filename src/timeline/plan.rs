@@ -135,6 +135,15 @@ pub struct PlanOp {
     /// rules read the output gradient, what they saved and their parameters.
     #[serde(with = "exact")]
     pub backward_bytes: Rational,
+    /// Under context parallelism, an attention operator's keys and values on one rank: what
+    /// each of the cp − 1 ring steps of its forward pass sends to the next rank (its backward
+    /// steps send twice this: the keys and values and their gradients). Zero otherwise.
+    #[serde(
+        default = "no_bytes",
+        with = "exact",
+        skip_serializing_if = "Zero::is_zero"
+    )]
+    pub ring_bytes: Rational,
 }
 
 /// One event of a layer's pass.
@@ -215,6 +224,10 @@ pub struct TimingPlan {
 }
 
 fn unknown_memory() -> Rational {
+    Rational::zero()
+}
+
+fn no_bytes() -> Rational {
     Rational::zero()
 }
 
@@ -318,6 +331,9 @@ pub fn plan_blocks(
             .map_err(|e| usage(format!("cannot evaluate: {e}")))
     };
     let mut blocks = Vec::new();
+    let context_parallel = b
+        .get(crate::parallel::analysis::CP)
+        .is_some_and(|c| *c > Rational::one());
     for ((blk, ba), n) in model.blocks.iter().zip(&analysis.blocks).zip(numbers) {
         let mut ops = Vec::new();
         let mut forward = Vec::new();
@@ -338,6 +354,11 @@ pub fn plan_blocks(
                 backward_flops: ev(&op.backward)? + ev(&op.recompute)?,
                 backward_bytes: ev(&op.backward_io_bytes)?,
                 forward_bytes: fb,
+                ring_bytes: if context_parallel {
+                    ev(&op.ring_bytes)?
+                } else {
+                    Rational::zero()
+                },
             });
             for c in &op.comm {
                 let pc = plan_comm(c, &ev(&c.wire_bytes)?, format!("{} {}", c.op, c.tensor));
@@ -591,6 +612,7 @@ impl TimingPlan {
                     &o.backward_flops,
                     &o.forward_bytes,
                     &o.backward_bytes,
+                    &o.ring_bytes,
                 ]
                 .iter()
                 .any(|v| v < &&Rational::zero())
@@ -598,6 +620,13 @@ impl TimingPlan {
             if negative || b.boundary_bytes < Rational::zero() {
                 return Err(format!("block `{}` has a negative amount", b.name));
             }
+        }
+        let ring = self
+            .blocks
+            .iter()
+            .any(|b| b.ops.iter().any(|o| !o.ring_bytes.is_zero()));
+        if ring && self.knobs.cp <= 1 {
+            return Err("ring bytes are listed, but cp = 1".into());
         }
         if self.samples.to_f64().is_none_or(|s| s <= 0.0) {
             return Err("`samples` must be positive".into());

@@ -36,7 +36,7 @@ pub struct Simulation {
     /// last).
     pub work: Vec<f64>,
     /// Per pipeline rank and stream: busy seconds.
-    pub busy: Vec<[f64; 5]>,
+    pub busy: Vec<[f64; 6]>,
 }
 
 /// When a stage's input arrives, and the event that delivers it.
@@ -47,6 +47,9 @@ struct SimStep {
     blocking: bool,
     /// Launched once the previous matmul's input gradient (its first half) is done.
     after_dgrad: bool,
+    /// A block of ring attention waits, besides the previous step, for the ring exchange that
+    /// brings its keys and values: 1 the latest exchange issued, 2 the one before it (0: none).
+    ring_wait: u8,
     op: Option<usize>,
     step: usize,
     stream: Stream,
@@ -78,7 +81,10 @@ struct Ctx<'a> {
     plan: &'a TimingPlan,
     rates: &'a Rates,
     tp: &'a MeshAxis,
-    dp: &'a MeshAxis,
+    /// The gradient group: the data-parallel ranks of every context-parallel rank (dp × cp).
+    dp: MeshAxis,
+    /// The context-parallel ring.
+    cp: MeshAxis,
     /// The expert-parallel groups: `ep` consecutive data-parallel ranks.
     ep: MeshAxis,
 }
@@ -89,7 +95,8 @@ impl<'a> Ctx<'a> {
             plan,
             rates,
             tp: mesh.axis(AxisKind::Tp),
-            dp: mesh.axis(AxisKind::Dp),
+            dp: mesh.grad_axis(),
+            cp: mesh.cp_axis(),
             ep: expert_axis(mesh, plan.knobs.ep),
         }
     }
@@ -97,7 +104,7 @@ impl<'a> Ctx<'a> {
     fn comm(&self, c: &PlanComm) -> (Stream, f64, f64) {
         let (stream, axis) = match c.axis {
             Axis::Tp => (Stream::TpComm, self.tp),
-            Axis::Dp => (Stream::DpComm, self.dp),
+            Axis::Dp => (Stream::DpComm, &self.dp),
             Axis::Ep => (Stream::EpComm, &self.ep),
         };
         let bytes = f(&c.bytes);
@@ -148,43 +155,106 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// The events of one block's pass, with their durations.
-    fn steps(&self, bi: usize, pass: Pass) -> Vec<SimStep> {
-        let b = &self.plan.blocks[bi];
-        let to_sim = |(i, s): (usize, &Step), recompute: bool| match s {
-            Step::Compute(k) => {
-                let o = &b.ops[*k];
-                let (fl, by) = match (pass, recompute) {
-                    (Pass::Backward, false) => (f(&o.backward_flops), f(&o.backward_bytes)),
-                    _ => (f(&o.forward_flops), f(&o.forward_bytes)),
-                };
-                let backward = pass == Pass::Backward && !recompute;
-                SimStep {
-                    blocking: true,
+    /// An attention operator under context parallelism, as Megatron-Core's ring attention runs
+    /// it: its work in cp blocks, one per ring step; before each of the first cp − 1 blocks the
+    /// rank issues the exchange of the keys and values the next block needs (point-to-point on
+    /// the context-parallel stream; in the backward pass the keys and values travel with their
+    /// gradients, twice the bytes), and each block after the first waits for the exchange issued
+    /// before its predecessor. An exchange is hidden behind the block it runs beside, and only
+    /// the part longer than that block shows; a block slows by the table's contention share
+    /// while an exchange runs beside it (as every compute kernel next to a collective does).
+    fn ring(
+        &self,
+        i: usize,
+        recompute: bool,
+        backward: bool,
+        ring: f64,
+        block: impl Fn(u64) -> SimStep,
+    ) -> Vec<SimStep> {
+        let cp = self.plan.knobs.cp;
+        let bytes = if backward { 2.0 * ring } else { ring };
+        let dur = self
+            .rates
+            .collective_seconds(Collective::OneStep, bytes, &self.cp);
+        let mut out = Vec::new();
+        for j in 0..cp {
+            if j + 1 < cp {
+                out.push(SimStep {
+                    blocking: false,
                     after_dgrad: false,
-                    op: Some(*k),
-                    step: i,
-                    stream: Stream::Compute,
-                    dur: self
-                        .rates
-                        .op_seconds(fl, by, o.class(), o.kernels(backward)),
-                    flops: fl,
-                    bytes: 0.0,
-                    recompute,
-                }
-            }
-            Step::Collective(c) | Step::Overlapped(c) | Step::AfterDgrad(c) => {
-                let (stream, dur, bytes) = self.comm(c);
-                SimStep {
-                    blocking: !matches!(s, Step::Overlapped(_)),
-                    after_dgrad: matches!(s, Step::AfterDgrad(_)),
+                    ring_wait: 0,
                     op: None,
                     step: i,
-                    stream,
+                    stream: Stream::CpComm,
                     dur,
                     flops: 0.0,
                     bytes,
                     recompute,
+                });
+            }
+            out.push(block(j));
+        }
+        out
+    }
+
+    /// The events of one block's pass, with their durations.
+    fn steps(&self, bi: usize, pass: Pass) -> Vec<SimStep> {
+        let b = &self.plan.blocks[bi];
+        let cp = self.plan.knobs.cp;
+        let to_sim = |(i, s): (usize, &Step), recompute: bool| -> Vec<SimStep> {
+            match s {
+                Step::Compute(k) => {
+                    let o = &b.ops[*k];
+                    let (fl, by) = match (pass, recompute) {
+                        (Pass::Backward, false) => (f(&o.backward_flops), f(&o.backward_bytes)),
+                        _ => (f(&o.forward_flops), f(&o.forward_bytes)),
+                    };
+                    let backward = pass == Pass::Backward && !recompute;
+                    let step = |fl: f64, by: f64, ring_wait: u8| SimStep {
+                        blocking: true,
+                        after_dgrad: false,
+                        ring_wait,
+                        op: Some(*k),
+                        step: i,
+                        stream: Stream::Compute,
+                        dur: self
+                            .rates
+                            .op_seconds(fl, by, o.class(), o.kernels(backward)),
+                        flops: fl,
+                        bytes: 0.0,
+                        recompute,
+                    };
+                    let ring = f(&o.ring_bytes);
+                    if cp <= 1 || ring <= 0.0 {
+                        return vec![step(fl, by, 0)];
+                    }
+                    self.ring(i, recompute, backward, ring, |j| {
+                        let n = cp as f64;
+                        // Block j computes on the keys and values of exchange j − 1: the one
+                        // issued before its own (the latest, for the last block, which issues
+                        // none).
+                        let wait = match j {
+                            0 => 0,
+                            _ if j + 1 < cp => 2,
+                            _ => 1,
+                        };
+                        step(fl / n, by / n, wait)
+                    })
+                }
+                Step::Collective(c) | Step::Overlapped(c) | Step::AfterDgrad(c) => {
+                    let (stream, dur, bytes) = self.comm(c);
+                    vec![SimStep {
+                        blocking: !matches!(s, Step::Overlapped(_)),
+                        after_dgrad: matches!(s, Step::AfterDgrad(_)),
+                        ring_wait: 0,
+                        op: None,
+                        step: i,
+                        stream,
+                        dur,
+                        flops: 0.0,
+                        bytes,
+                        recompute,
+                    }]
                 }
             }
         };
@@ -193,7 +263,7 @@ impl<'a> Ctx<'a> {
                 .forward
                 .iter()
                 .enumerate()
-                .map(|s| to_sim(s, false))
+                .flat_map(|s| to_sim(s, false))
                 .collect();
             self.overlap_tp(&mut steps, b);
             return steps;
@@ -209,7 +279,7 @@ impl<'a> Ctx<'a> {
                 .forward
                 .iter()
                 .enumerate()
-                .map(|s| to_sim(s, true))
+                .flat_map(|s| to_sim(s, true))
                 .collect();
             self.overlap_tp(&mut steps, b);
             out.extend(steps);
@@ -221,11 +291,11 @@ impl<'a> Ctx<'a> {
                 pending = false;
                 for (j, fs) in b.forward.iter().enumerate() {
                     if core(fs) {
-                        out.push(to_sim((j, fs), true));
+                        out.extend(to_sim((j, fs), true));
                     }
                 }
             }
-            out.push(to_sim((i, s), false));
+            out.extend(to_sim((i, s), false));
         }
         out
     }
@@ -234,9 +304,9 @@ impl<'a> Ctx<'a> {
 struct Device {
     /// Share of compute throughput a running collective takes (the table's contention).
     contention: f64,
-    free: [f64; 5],
-    last: [Option<usize>; 5],
-    busy: [f64; 5],
+    free: [f64; 6],
+    last: [Option<usize>; 6],
+    busy: [f64; 6],
     work: f64,
     bucket_wire: f64,
     bucket_full: f64,
@@ -264,10 +334,16 @@ impl Device {
         if e.stream == Stream::Compute && self.contention > 0.0 {
             // A collective still running on another stream takes its share of the SMs and
             // memory bandwidth for as long as the two overlap.
-            let comm_until = [Stream::TpComm, Stream::DpComm, Stream::P2p, Stream::EpComm]
-                .iter()
-                .map(|c| self.free[c.index()])
-                .fold(0.0, f64::max);
+            let comm_until = [
+                Stream::TpComm,
+                Stream::DpComm,
+                Stream::P2p,
+                Stream::EpComm,
+                Stream::CpComm,
+            ]
+            .iter()
+            .map(|c| self.free[c.index()])
+            .fold(0.0, f64::max);
             let overlap = (comm_until - e.start).clamp(0.0, e.dur);
             e.dur += self.contention * overlap;
         }
@@ -295,7 +371,7 @@ impl Device {
 /// device runs these chains one after another, so they bound its time from below.
 pub fn pass_chains(plan: &TimingPlan, rates: &Rates, gpus_per_node: u64) -> Vec<[f64; 2]> {
     let k = &plan.knobs;
-    let mesh = Mesh::new(k.tp, k.dp, k.pp, gpus_per_node);
+    let mesh = Mesh::of(k, gpus_per_node);
     let ctx = Ctx::new(plan, rates, &mesh);
     let chain = |steps: Vec<SimStep>| -> f64 {
         steps
@@ -378,7 +454,7 @@ fn run(
 ) -> Result<Simulation, String> {
     plan.check()?;
     let k = &plan.knobs;
-    let mesh = Mesh::new(k.tp, k.dp, k.pp, gpus_per_node);
+    let mesh = Mesh::of(k, gpus_per_node);
     let ctx = Ctx::new(plan, rates, &mesh);
     let p = k.pp as usize;
     let v = k.virtual_chunks() as usize;
@@ -414,9 +490,9 @@ fn run(
     let mut devices: Vec<Device> = (0..p)
         .map(|_| Device {
             contention: rates.contention,
-            free: [0.0; 5],
-            last: [None; 5],
-            busy: [0.0; 5],
+            free: [0.0; 6],
+            last: [None; 6],
+            busy: [0.0; 6],
             work: 0.0,
             bucket_wire: 0.0,
             bucket_full: 0.0,
@@ -438,12 +514,13 @@ fn run(
     // of every micro-batch (resharded after use, PyTorch FSDP's default), one layer ahead: the
     // gather of a layer is issued when the previous layer starts computing (forward and
     // backward prefetch), and the layer waits for it.
-    let fsdp = k.zero == 3 && k.dp > 1;
+    let replicas = k.replicas();
+    let fsdp = k.zero == 3 && replicas > 1;
     let gather_seconds = |params: f64| -> (f64, f64) {
-        let n = k.dp as f64;
+        let n = replicas as f64;
         let wire = params * WEIGHT_BYTES as f64 * (n - 1.0) / n;
         (
-            rates.collective_seconds(Collective::AllGather, wire, ctx.dp),
+            rates.collective_seconds(Collective::AllGather, wire, &ctx.dp),
             wire,
         )
     };
@@ -493,6 +570,8 @@ fn run(
                         t = t.max(end);
                     }
                     let mut item_started = false;
+                    // Ends of the latest two ring exchanges (context parallelism).
+                    let (mut ring_prev, mut ring_last) = (0.0f64, 0.0f64);
                     for s in &passes[bi][slot] {
                         let e = Event {
                             device: d,
@@ -543,7 +622,16 @@ fn run(
                             prev = Some(id);
                             continue;
                         }
-                        let (id, start, end) = dev.push(&mut rec, e, t);
+                        let ready = match s.ring_wait {
+                            1 => t.max(ring_last),
+                            2 => t.max(ring_prev),
+                            _ => t,
+                        };
+                        let (id, start, end) = dev.push(&mut rec, e, ready);
+                        if s.stream == Stream::CpComm {
+                            ring_prev = ring_last;
+                            ring_last = end;
+                        }
                         started.get_or_insert(start);
                         if !item_started && s.stream == Stream::Compute {
                             item_started = true;
@@ -623,7 +711,7 @@ fn run(
     }
     // Remaining gradient buckets, the gradient-norm all-reduce, the optimizer step and, with a
     // distributed optimizer, the all-gather of the updated parameters.
-    let all_devices = k.dp * k.tp * k.pp;
+    let all_devices = k.devices();
     let norm_tier = if all_devices > gpus_per_node {
         crate::strategy::Tier::Inter
     } else {
@@ -657,7 +745,7 @@ fn run(
             device: d,
             stream: Stream::Compute,
             start: 0.0,
-            dur: optimizer_seconds(params, k.zero, k.dp, rates),
+            dur: optimizer_seconds(params, k.zero, replicas, rates),
             what: What::Optimizer,
             pass: Pass::Backward,
             stage: d,
@@ -668,11 +756,11 @@ fn run(
             deps,
         };
         let (opt, _, opt_end) = dev.push(&mut rec, e, ready);
-        if k.zero >= 1 && k.zero < 3 && k.dp > 1 {
+        if k.zero >= 1 && k.zero < 3 && replicas > 1 {
             // The distributed optimizer gathers the updated bf16 weights from their owners.
-            let n = k.dp as f64;
+            let n = replicas as f64;
             let wire = params * WEIGHT_BYTES as f64 * (n - 1.0) / n;
-            let dur = rates.collective_seconds(Collective::AllGather, wire, ctx.dp);
+            let dur = rates.collective_seconds(Collective::AllGather, wire, &ctx.dp);
             let before = dev.free.iter().cloned().fold(0.0, f64::max);
             let mut e = grad_event(d, Stream::DpComm, dur, wire, dev.buckets, None, opt);
             e.what = What::ParamGather;
@@ -786,13 +874,13 @@ fn flush_bucket(ctx: &Ctx, dev: &mut Device, rec: &mut Recorder, d: usize) {
     // A distributed optimizer (ZeRO 1–2) and FSDP (ZeRO 3) reduce-scatter the gradients to their
     // owners (half an all-reduce's traffic); ZeRO 1–2 gather the weights after the step, ZeRO 3
     // before each layer's use.
-    let kind = if (1..=3).contains(&k.zero) && k.dp > 1 {
+    let kind = if (1..=3).contains(&k.zero) && k.replicas() > 1 {
         wire /= 2.0;
         Collective::ReduceScatter
     } else {
         Collective::AllReduce
     };
-    let dur = ctx.rates.collective_seconds(kind, wire, ctx.dp);
+    let dur = ctx.rates.collective_seconds(kind, wire, &ctx.dp);
     let e = grad_event(d, Stream::DpComm, dur, wire, dev.buckets, None, ready);
     dev.buckets += 1;
     dev.push(rec, e, t);

@@ -29,6 +29,7 @@ fn colour(e: &Event) -> (&'static str, &'static str) {
         (Stream::DpComm, _, _) => ("#e15759", "gradient reduction"),
         (Stream::P2p, _, _) => ("#9c9c9c", "pipeline send"),
         (Stream::EpComm, _, _) => ("#edc948", "expert all-to-all"),
+        (Stream::CpComm, _, _) => ("#76b7b2", "context-parallel ring"),
     }
 }
 
