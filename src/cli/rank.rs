@@ -1,6 +1,7 @@
 //! `symshard rank`: the ranked list of hybrid-parallel strategies for a model on N devices.
 
 use super::output::print_json;
+use super::units;
 use super::{Format, SymbolArgs};
 use crate::calib::Calibration;
 use crate::error::Error;
@@ -167,10 +168,6 @@ struct EngineNote {
     saving_compute: String,
     saving_comm: String,
     saving_activation: String,
-}
-
-fn sci(r: &Rational) -> String {
-    format!("{:.4e}", r.to_f64().unwrap_or(f64::NAN))
 }
 
 fn pct(part: &Rational, total: &Rational) -> String {
@@ -457,40 +454,79 @@ fn cell(r: &Row, knob: &str, own: String) -> String {
 }
 
 fn print_rows(rows: &[Row]) {
-    println!(
-        "{:>4} {:>5} {:>4} {:>4} {:>4} {:>4} {:<16} {:<3} {:<9} {:>4}  {:>11} {:>8} {:>6} {:>6} {:>6} {:>8} {:>9}  fits",
-        "rank", "dp", "tp", "pp", "ep", "mbs", "schedule", "sp", "recompute", "zero", "rel. cost", "compute", "intra", "inter", "bubble", "mem GB", "s/step"
+    let table: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            let t = &r.relative.total;
+            let sched = if r.schedule == "interleaved-1f1b" {
+                format!("interleaved(v={})", r.chunks)
+            } else {
+                r.schedule.clone()
+            };
+            vec![
+                r.rank.to_string(),
+                r.dp.to_string(),
+                r.tp.to_string(),
+                r.pp.to_string(),
+                r.ep.to_string(),
+                cell(
+                    r,
+                    "mbs",
+                    r.micro_batch_size.map_or("-".into(), |m| m.to_string()),
+                ),
+                cell(r, "schedule", sched),
+                cell(
+                    r,
+                    "sp",
+                    if r.sequence_parallel { "on" } else { "off" }.into(),
+                ),
+                cell(r, "recompute", r.recompute.clone()),
+                cell(r, "zero", r.zero.to_string()),
+                units::flops(t),
+                pct(&r.relative.compute, t),
+                pct(&r.relative.comm_intra, t),
+                pct(&r.relative.comm_inter, t),
+                pct(&r.relative.bubble, t),
+                units::bytes(&r.memory_per_device),
+                r.iteration_seconds
+                    .map_or("-".to_string(), |x| format!("{x:.3}")),
+                if r.feasible {
+                    "yes".to_string()
+                } else {
+                    format!("no: {}", r.reason.clone().unwrap_or_default())
+                },
+            ]
+        })
+        .collect();
+    super::output::print_table(
+        "",
+        ">>>>>><<<>",
+        &[
+            "rank",
+            "dp",
+            "tp",
+            "pp",
+            "ep",
+            "mbs",
+            "schedule",
+            "sp",
+            "recompute",
+            "zero",
+            "rel. cost",
+            "compute",
+            "intra",
+            "inter",
+            "bubble",
+            "memory",
+            "s/step",
+            "fits",
+        ],
+        &table,
     );
-    for r in rows {
-        let t = &r.relative.total;
-        let sched = if r.schedule == "interleaved-1f1b" {
-            format!("interleaved(v={})", r.chunks)
-        } else {
-            r.schedule.clone()
-        };
-        println!(
-            "{:>4} {:>5} {:>4} {:>4} {:>4} {:>4} {:<16} {:<3} {:<9} {:>4}  {:>11} {:>8} {:>6} {:>6} {:>6} {:>8} {:>9}  {}",
-            r.rank,
-            r.dp,
-            r.tp,
-            r.pp,
-            r.ep,
-            cell(r, "mbs", r.micro_batch_size.map_or("-".into(), |m| m.to_string())),
-            cell(r, "schedule", sched),
-            cell(r, "sp", if r.sequence_parallel { "on" } else { "off" }.into()),
-            cell(r, "recompute", r.recompute.clone()),
-            cell(r, "zero", r.zero.to_string()),
-            sci(t),
-            pct(&r.relative.compute, t),
-            pct(&r.relative.comm_intra, t),
-            pct(&r.relative.comm_inter, t),
-            pct(&r.relative.bubble, t),
-            gb(&r.memory_per_device),
-            r.iteration_seconds.map_or("-".to_string(), |x| format!("{x:.3}")),
-            if r.feasible { "yes".to_string() } else { format!("no: {}", r.reason.clone().unwrap_or_default()) }
-        );
-    }
 }
+
+/// The legend of the ranking's columns.
+const RANK_LEGEND: &str = "dp, tp, pp, ep: data-, tensor-, pipeline- and expert-parallel degrees; mbs: micro-batch size (samples per micro-batch and data-parallel rank); sp: sequence parallelism; zero: ZeRO stage; rel. cost: FLOP-equivalents of the busiest device per step, split into compute, intra- and inter-node communication and pipeline bubble; memory: per device; s/step: simulated seconds per step (with --calib)";
 
 fn print_table(
     out: &Out,
@@ -500,7 +536,7 @@ fn print_table(
     result: &crate::search::RankResult,
 ) {
     println!(
-        "{} (B = {}{}) on {} devices ({} per node) of {}: {} GB per device{}",
+        "{} (B = {}{}) on {} devices ({} per node) of {}: {} per device{}",
         out.model,
         out.global_batch,
         out.sequence_length
@@ -510,11 +546,11 @@ fn print_table(
         out.devices,
         out.gpus_per_node,
         out.calibration,
-        gb(capacity),
+        units::bytes_rounded(capacity),
         if &out.memory_limit != capacity {
             format!(
-                ", {} GB usable (headroom {})",
-                gb(&out.memory_limit),
+                ", {} usable (headroom {})",
+                units::bytes_rounded(&out.memory_limit),
                 args.headroom.as_deref().unwrap_or("")
             )
         } else {
@@ -523,9 +559,9 @@ fn print_table(
     );
     println!(
         "balance: κ hbm {} FLOP/B, κ intra {} FLOP/B, κ inter {} FLOP/B; {}",
-        sci(&calib.hbm_balance()),
-        sci(&calib.balance(Tier::Intra)),
-        sci(&calib.balance(Tier::Inter)),
+        units::ratio(&calib.hbm_balance()),
+        units::ratio(&calib.balance(Tier::Intra)),
+        units::ratio(&calib.balance(Tier::Inter)),
         if out.simulated > 0 || args.calib.is_some() {
             "ranked by simulated seconds per step"
         } else {
@@ -536,6 +572,10 @@ fn print_table(
         println!("search restricted by {}", out.steering);
     }
     print_rows(&out.strategies);
+    println!("{RANK_LEGEND}");
+    if !units::exact() {
+        println!("{}", units::UNITS_LEGEND);
+    }
     if out
         .strategies
         .iter()
@@ -576,11 +616,11 @@ fn print_table(
             println!("e-graph (tp = {}): no cheaper equivalent of the layer's communication ({}, {} e-nodes)", e.tp, e.stop, e.egraph_nodes);
         } else {
             println!(
-                "e-graph (tp = {}): the laws prove a cheaper equivalent layer — {} operators move to sequence shards, saving {} FLOPs and {} activation bytes per layer and tensor-parallel rank at the full batch ({}, {} e-nodes); the sp=on rows price it",
+                "e-graph (tp = {}): the laws prove a cheaper equivalent layer — {} operators move to sequence shards, saving {} and {} of activations per layer and tensor-parallel rank at the full batch ({}, {} e-nodes); the sp=on rows price it",
                 e.tp,
                 e.moved.len(),
-                e.saving_compute,
-                e.saving_activation,
+                units::text(&e.saving_compute, units::flops),
+                units::text(&e.saving_activation, units::bytes),
                 e.stop,
                 e.egraph_nodes
             );
@@ -597,12 +637,12 @@ fn print_table(
                 let (hi_i, hi_e) = crate::search::rank::scaled_balance(calib, h);
                 println!(
                     "the top strategy stays first while every κ is scaled by {:.3}…{:.3} (κ intra {}…{}, κ inter {}…{})",
-                    lo_f, hf, sci(&li), sci(&hi_i), sci(&le), sci(&hi_e)
+                    lo_f, hf, units::ratio_rounded(&li), units::ratio_rounded(&hi_i), units::ratio_rounded(&le), units::ratio_rounded(&hi_e)
                 );
             }
             _ => println!(
                 "the top strategy stays first for every κ scaled by {:.3} or more, without upper limit (κ intra ≥ {}, κ inter ≥ {})",
-                lo_f, sci(&li), sci(&le)
+                lo_f, units::ratio_rounded(&li), units::ratio_rounded(&le)
             ),
         }
     }
