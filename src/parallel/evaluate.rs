@@ -229,6 +229,10 @@ pub struct CommRow {
     pub tensor: String,
     /// Why.
     pub reason: String,
+    /// Whether it reduces a gradient (once per step, in the backward pass) rather than running
+    /// in every micro-batch.
+    #[serde(skip)]
+    pub gradient: bool,
 }
 
 /// Memory per device in bytes.
@@ -1142,6 +1146,7 @@ pub fn evaluate_with(
                     op: c.op.clone(),
                     tensor: c.tensor.clone(),
                     reason: c.reason.clone(),
+                    gradient: false,
                 });
             }
             let experts: Vec<&str> = a.blocks[bi]
@@ -1166,6 +1171,7 @@ pub fn evaluate_with(
                     op: c.op.clone(),
                     tensor: c.tensor.clone(),
                     reason: c.reason.clone(),
+                    gradient: true,
                 });
             }
         }
@@ -1188,6 +1194,7 @@ pub fn evaluate_with(
                 reason:
                     "tokens go to the devices holding their experts and back, forward and backward"
                         .into(),
+                gradient: false,
             });
         }
     }
