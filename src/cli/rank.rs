@@ -25,23 +25,16 @@ pub enum Emit {
     Json,
 }
 
-/// Arguments of `rank`.
+/// The largest micro-batch count tried unless `--max-microbatches` says otherwise.
+const DEFAULT_MAX_MICROBATCHES: u64 = 256;
+
+/// The machine's shape and memory and the constraints of a strategy search: shared by `rank`
+/// and `report`.
 #[derive(Debug, Args)]
-pub struct RankArgs {
-    /// A model file or a shipped model's name.
-    pub model: String,
-    /// Devices to train on.
-    #[arg(long)]
-    pub devices: u64,
+pub struct SearchArgs {
     /// Devices per node (default: the calibration's, 8 for the reference machine).
     #[arg(long)]
     pub gpus_per_node: Option<u64>,
-    /// Rows to show.
-    #[arg(long, default_value_t = 10)]
-    pub top: usize,
-    /// A calibration table (file or shipped name) for the balance ratios and memory.
-    #[arg(long, value_name = "FILE")]
-    pub calib: Option<String>,
     /// Device memory: bytes, or with a unit (`75GB`, `80GiB`); default: the calibration's
     /// capacity.
     #[arg(long, value_name = "SIZE")]
@@ -50,7 +43,7 @@ pub struct RankArgs {
     #[arg(long, value_name = "SHARE|SIZE")]
     pub headroom: Option<String>,
     /// Largest micro-batch count to try.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = DEFAULT_MAX_MICROBATCHES)]
     pub max_microbatches: u64,
     /// Most model chunks per device tried with the interleaved schedule (every count from 2 up
     /// to this that divides the layers per stage).
@@ -72,6 +65,65 @@ pub struct RankArgs {
     /// No sequence parallelism.
     #[arg(long)]
     pub no_sp: bool,
+}
+
+impl SearchArgs {
+    /// The flags as `rank` takes them, to run it with the same search.
+    pub fn to_args(&self) -> Vec<String> {
+        let mut a = Vec::new();
+        let mut opt = |flag: &str, v: Option<String>| {
+            if let Some(v) = v {
+                a.extend([format!("--{flag}"), v]);
+            }
+        };
+        opt("gpus-per-node", self.gpus_per_node.map(|g| g.to_string()));
+        opt("memory", self.memory.clone());
+        opt("headroom", self.headroom.clone());
+        opt(
+            "max-microbatches",
+            (self.max_microbatches != DEFAULT_MAX_MICROBATCHES)
+                .then(|| self.max_microbatches.to_string()),
+        );
+        opt(
+            "max-chunks",
+            (self.max_chunks != crate::search::DEFAULT_MAX_CHUNKS)
+                .then(|| self.max_chunks.to_string()),
+        );
+        opt("schedule", self.schedule.clone());
+        opt(
+            "micro-batch-size",
+            self.micro_batch_size.map(|m| m.to_string()),
+        );
+        for f in &self.fix {
+            a.extend(["--fix".into(), f.clone()]);
+        }
+        for m in &self.max {
+            a.extend(["--max".into(), m.clone()]);
+        }
+        if self.no_sp {
+            a.push("--no-sp".into());
+        }
+        a
+    }
+}
+
+/// Arguments of `rank`.
+#[derive(Debug, Args)]
+pub struct RankArgs {
+    /// A model file or a shipped model's name.
+    pub model: String,
+    /// Devices to train on.
+    #[arg(long)]
+    pub devices: u64,
+    /// Rows to show.
+    #[arg(long, default_value_t = 10)]
+    pub top: usize,
+    /// A calibration table (file or shipped name) for the balance ratios and memory.
+    #[arg(long, value_name = "FILE")]
+    pub calib: Option<String>,
+    /// The search's machine and constraints.
+    #[command(flatten)]
+    pub search: SearchArgs,
     /// Also show the Pareto frontier of memory against relative cost (seconds with --calib).
     #[arg(long)]
     pub pareto: bool,
@@ -258,23 +310,23 @@ fn row_of(r: &crate::search::RankedRow, batch: &Rational) -> Row {
 /// The search constraints the flags state.
 fn steering(args: &RankArgs) -> Result<Steer, Error> {
     let mut steer = Steer::default();
-    for f in &args.fix {
+    for f in &args.search.fix {
         steer.fix(f, "--fix").map_err(Error::Usage)?;
     }
-    if let Some(s) = &args.schedule {
+    if let Some(s) = &args.search.schedule {
         steer
             .fix(&format!("schedule={s}"), "--schedule")
             .map_err(Error::Usage)?;
     }
-    if let Some(m) = args.micro_batch_size {
+    if let Some(m) = args.search.micro_batch_size {
         steer
             .fix(&format!("mbs={m}"), "--micro-batch-size")
             .map_err(Error::Usage)?;
     }
-    if args.no_sp {
+    if args.search.no_sp {
         steer.fix("sp=off", "--no-sp").map_err(Error::Usage)?;
     }
-    for m in &args.max {
+    for m in &args.search.max {
         steer.max(m, "--max").map_err(Error::Usage)?;
     }
     steer.check_devices(args.devices).map_err(Error::Usage)?;
@@ -287,7 +339,10 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
     let model = loader.resolve(&args.model)?;
     let values = args.symbols.apply(&model)?;
     let calib = Calibration::resolve_or_reference(args.calib.as_deref())?;
-    let gpus_per_node = args.gpus_per_node.unwrap_or_else(|| calib.gpus_per_node());
+    let gpus_per_node = args
+        .search
+        .gpus_per_node
+        .unwrap_or_else(|| calib.gpus_per_node());
     if gpus_per_node == 0 || gpus_per_node > 1024 {
         return Err(Error::Usage(format!(
             "--gpus-per-node must be 1 to 1024, not {gpus_per_node}"
@@ -302,21 +357,21 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
     if args.top == 0 {
         return Err(Error::Usage("--top must be at least 1".into()));
     }
-    if args.max_microbatches == 0 {
+    if args.search.max_microbatches == 0 {
         return Err(Error::Usage("--max-microbatches must be at least 1".into()));
     }
-    if args.max_chunks == 0 || args.max_chunks > crate::strategy::MAX_DEVICES {
+    if args.search.max_chunks == 0 || args.search.max_chunks > crate::strategy::MAX_DEVICES {
         return Err(Error::Usage(format!(
             "--max-chunks must be at least 1 (1: no interleaving), not {}",
-            args.max_chunks
+            args.search.max_chunks
         )));
     }
     let steer = steering(&args)?;
-    let capacity = match &args.memory {
+    let capacity = match &args.search.memory {
         Some(m) => parse_memory(m).map_err(|e| Error::Usage(format!("--memory: {e}")))?,
         None => calib.memory_bytes(),
     };
-    let memory = match &args.headroom {
+    let memory = match &args.search.headroom {
         Some(h) => apply_headroom(h, &capacity).map_err(Error::Usage)?,
         None => capacity.clone(),
     };
@@ -329,9 +384,9 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
         gpus_per_node,
         top: args.top,
         memory: memory.clone(),
-        max_microbatches: args.max_microbatches.max(1),
+        max_microbatches: args.search.max_microbatches.max(1),
         seconds: args.calib.is_some(),
-        max_chunks: args.max_chunks,
+        max_chunks: args.search.max_chunks,
         steer: steer.clone(),
         pareto: args.pareto,
     };
@@ -551,7 +606,7 @@ fn print_table(
             format!(
                 ", {} usable (headroom {})",
                 units::bytes_rounded(&out.memory_limit),
-                args.headroom.as_deref().unwrap_or("")
+                args.search.headroom.as_deref().unwrap_or("")
             )
         } else {
             String::new()
