@@ -440,7 +440,7 @@ fn print_device(pd: &PerDevice, e: &Evaluation, machine: &(String, Rational), le
         } else {
             format!(
                 "  (does not fit: {})",
-                pd.reason.clone().unwrap_or_default()
+                units::fit_reason(pd.reason.as_deref().unwrap_or_default())
             )
         }
     );

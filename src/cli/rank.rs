@@ -548,14 +548,17 @@ fn print_rows(rows: &[Row]) {
                 if r.feasible {
                     "yes".to_string()
                 } else {
-                    format!("no: {}", r.reason.clone().unwrap_or_default())
+                    format!(
+                        "no: {}",
+                        units::fit_reason(r.reason.as_deref().unwrap_or_default())
+                    )
                 },
             ]
         })
         .collect();
     super::output::print_table(
         "",
-        ">>>>>><<<>",
+        ">>>>>><<<>>>>>>>><",
         &[
             "rank",
             "dp",

@@ -81,8 +81,9 @@ pub fn plan_of(
     )?;
     if let Some(why) = &e.reason {
         eprintln!(
-            "warning: {} does not fit in memory: {why}",
-            e.knobs.describe(values.get("B"))
+            "warning: {} does not fit in memory: {}",
+            e.knobs.describe(values.get("B")),
+            units::fit_reason(why)
         );
     }
     Ok(plan)

@@ -214,6 +214,26 @@ pub fn ratio_rounded(r: &Rational) -> String {
     )
 }
 
+/// Why a strategy does not fit, as the evaluation states it (`needs N bytes per device, more
+/// than M`), with both amounts in [`bytes`]; any other text unchanged.
+pub fn fit_reason(reason: &str) -> String {
+    let parsed = reason.strip_prefix("needs ").and_then(|r| {
+        let (need, have) = r.split_once(" bytes per device, more than ")?;
+        Some((
+            need.parse::<Rational>().ok()?,
+            have.parse::<Rational>().ok()?,
+        ))
+    });
+    match parsed {
+        Some((need, have)) if !exact() => format!(
+            "needs {} per device, more than {}",
+            bytes(&need),
+            bytes(&have)
+        ),
+        _ => reason.to_string(),
+    }
+}
+
 /// A number printed by the exact evaluator (an integer or a fraction), shown by `f`; other text
 /// (a formula) unchanged.
 pub fn text(s: &str, f: fn(&Rational) -> String) -> String {
@@ -313,5 +333,19 @@ mod tests {
         assert!(!exact());
         assert_eq!(text("7/2", bytes), "3.50 B");
         assert_eq!(text("2*B*S", bytes), "2*B*S");
+    }
+
+    #[test]
+    fn fit_reasons_state_bytes_with_units() {
+        let why = "needs 231291682816 bytes per device, more than 80000000000";
+        assert_eq!(
+            fit_reason(why),
+            "needs 231 GB per device, more than 80.0 GB"
+        );
+        assert_eq!(with_exact(true, || fit_reason(why)), why);
+        assert_eq!(
+            fit_reason("pp = 3 does not divide"),
+            "pp = 3 does not divide"
+        );
     }
 }
