@@ -331,19 +331,10 @@ fn print_model(
         .collect();
     println!("symbols {}", syms.join(" "));
     println!();
-    let (n, f, b) = if args.symbolic {
-        (
-            (|s: &str| s.to_string()) as fn(&str) -> String,
-            (|s: &str| s.to_string()) as fn(&str) -> String,
-            (|s: &str| s.to_string()) as fn(&str) -> String,
-        )
-    } else {
-        (
-            (|s: &str| units::text(s, units::count)) as fn(&str) -> String,
-            (|s: &str| units::text(s, units::flops)) as fn(&str) -> String,
-            (|s: &str| units::text(s, units::bytes)) as fn(&str) -> String,
-        )
-    };
+    // Formulas (`--symbolic`) print as they are; numbers with units.
+    let n = |s: &str| units::text(s, units::count);
+    let f = |s: &str| units::text(s, units::flops);
+    let b = |s: &str| units::text(s, units::bytes);
     println!("parameters                    {}", n(&out.params));
     println!(
         "forward FLOPs   matmul-like   {}",
