@@ -182,10 +182,10 @@ fn segments(rows: &[Value], parts: &Value) -> Vec<(String, RGBColor, Vec<f64>)> 
                 })
                 .collect();
             if values.iter().any(|v| *v > 0.0) {
-                let what = if *kind == "send-recv" {
-                    "pipeline send/receive"
-                } else {
-                    kind
+                let what = match *kind {
+                    "send-recv" => "pipeline send/receive",
+                    "other" => "other collectives",
+                    k => k,
                 };
                 let (colour, where_) = if tier == "intra" {
                     (*intra, "intra-node")
