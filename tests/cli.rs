@@ -296,3 +296,96 @@ fn bad_split_override_points_into_the_strategy_file() {
             predicate::str::contains("s.yaml:3:3").and(predicate::str::contains("no index `zz`")),
         );
 }
+
+fn table(args: &[&str]) -> String {
+    let out = symshard().args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The value printed after `label` on the line that starts with it.
+fn after<'a>(text: &'a str, label: &str) -> &'a str {
+    text.lines()
+        .find_map(|l| l.strip_prefix(label))
+        .unwrap_or_else(|| panic!("no `{label}` in:\n{text}"))
+        .trim()
+}
+
+#[test]
+fn cost_tables_round_with_units_and_exact_prints_the_json_numbers() {
+    let v = json(&["cost", "gpt3-175b", "--format", "json"]);
+    // 174,604,259,328 parameters; 1,128,659,346,020,892,672 forward matmul FLOPs (exact, as JSON
+    // keeps them).
+    assert_eq!(v["params"], "174604259328");
+    let fwd: u128 = v["flops"]["forward"]["matmul"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let text = table(&["cost", "gpt3-175b"]);
+    assert!(
+        text.starts_with("model gpt3-175b (B = 1536, S = 2048)"),
+        "{text}"
+    );
+    assert_eq!(after(&text, "parameters"), "174,604,259,328");
+    let shown = after(&text, "forward FLOPs   matmul-like");
+    assert_eq!(shown, format!("{:.3} EFLOP", fwd as f64 / 1e18));
+    assert!(
+        after(&text, "activations saved (bytes)").ends_with(" TB"),
+        "{text}"
+    );
+    assert!(text.contains("1 GB = 10⁹ bytes"), "{text}");
+    let exact = table(&["cost", "gpt3-175b", "--exact"]);
+    assert_eq!(after(&exact, "parameters"), "174604259328");
+    assert_eq!(
+        after(&exact, "forward FLOPs   matmul-like"),
+        v["flops"]["forward"]["matmul"].as_str().unwrap()
+    );
+    assert_eq!(
+        after(&exact, "activations saved (bytes)"),
+        v["memory"]["activations"].as_str().unwrap()
+    );
+    assert!(!exact.contains("1 GB = 10⁹ bytes"), "{exact}");
+}
+
+#[test]
+fn per_operator_splits_have_a_legend_of_their_index_letters() {
+    let text = table(&["cost", "gpt3-1.3b", "--dp", "2", "--tp", "2", "--per-op"]);
+    assert!(
+        text.contains("per device, dp=2 tp=2") && text.contains("devices (8 per node) of dgx-h100"),
+        "{text}"
+    );
+    let letters = after(&text, "  index letters:");
+    // The embedding splits its vocabulary `v` under tensor parallelism, linears their rows `b`
+    // under data parallelism (operator_rules/embedding.yaml, linear.yaml).
+    assert!(letters.contains("v = vocabulary"), "{letters}");
+    assert!(letters.contains("b = rows"), "{letters}");
+    assert!(text.contains("v (Feature)"), "{text}");
+}
+
+#[test]
+fn headers_state_b_s_and_the_machine_and_rank_explains_its_columns() {
+    let text = table(&["rank", "gpt3-125m", "--devices", "8", "--top", "2"]);
+    assert!(
+        text.contains("mbs: micro-batch size") && text.contains("zero: ZeRO stage"),
+        "{text}"
+    );
+    assert!(
+        text.contains(" PFLOP ") || text.contains(" TFLOP "),
+        "{text}"
+    );
+    let text = table(&["timeline", "gpt3-125m", "--dp", "8", "--calib", "a100-80gb"]);
+    let header = text.lines().next().unwrap();
+    for want in ["B = ", "S = 2048", "a100-80gb", "8 devices, 8 per node"] {
+        assert!(header.contains(want), "{want}: {header}");
+    }
+    let text = table(&["layout", "gpt3-125m", "--tp", "2"]);
+    let header = text.lines().next().unwrap();
+    for want in ["B = ", "S = 2048", "dgx-h100", "8 devices per node"] {
+        assert!(header.contains(want), "{want}: {header}");
+    }
+}

@@ -315,8 +315,8 @@ fn tensor_parallelism_across_nodes_is_a_warning() {
 
 #[test]
 fn cost_per_op_shows_what_was_computed() {
-    let out = symshard()
-        .args([
+    let run = |exact: bool| {
+        let mut args = vec![
             "cost",
             "gpt3-175b",
             "--tp",
@@ -326,26 +326,54 @@ fn cost_per_op_shows_what_was_computed() {
             "--microbatches",
             "2",
             "--per-op",
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let text = String::from_utf8(out.stdout).unwrap();
+        ];
+        if exact {
+            args.push("--exact");
+        }
+        let out = symshard().args(&args).output().unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let collectives = |text: &str| -> Vec<String> {
+        let table = text.split("collectives (busiest stage").nth(1).unwrap();
+        table
+            .lines()
+            .skip(2)
+            .take_while(|l| !l.trim().is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    let text = run(false);
     assert!(
         text.contains("bytes per rank per call, ring traffic"),
         "{text}"
     );
     assert!(text.contains("(busiest stage, one device"), "{text}");
     assert!(text.contains("(all 2 stages, one device each)"), "{text}");
-    let table = text.split("collectives (busiest stage").nth(1).unwrap();
-    for line in table.lines().take_while(|l| !l.trim().is_empty()) {
+    // Rounded with units: a per-rank share of a ring collective is no fraction.
+    let rows = collectives(&text);
+    assert!(!rows.is_empty(), "{text}");
+    for line in &rows {
+        assert!(!line.contains('/'), "{line}");
         let cells: Vec<&str> = line.split_whitespace().collect();
-        // A collective row: kind, axis, tier, bytes, calls, where.
-        if cells.len() == 6 && cells[1] == "dp" {
-            panic!("a data-parallel collective at dp = 1: {line}");
-        }
-        assert!(!line.contains('/') || line.contains("bytes/call"), "{line}");
-        assert_ne!(cells.get(3), Some(&"0"), "an empty collective: {line}");
+        assert!(cells[4].ends_with('B'), "bytes without a unit: {line}");
+    }
+    // Exact: kind, axis, tier, bytes, calls, where — one cell each.
+    let text = run(true);
+    let rows = collectives(&text);
+    assert!(
+        rows.iter()
+            .any(|l| l.split_whitespace().nth(1) == Some("tp")),
+        "{text}"
+    );
+    for line in &rows {
+        let cells: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(cells.len(), 6, "{line}");
+        assert_ne!(
+            cells[1], "dp",
+            "a data-parallel collective at dp = 1: {line}"
+        );
+        assert_ne!(cells[3], "0", "an empty collective: {line}");
     }
 }
 

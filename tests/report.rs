@@ -86,6 +86,76 @@ fn report_shows_the_ranking_and_the_top_strategys_numbers_and_fetches_nothing() 
 }
 
 #[test]
+fn report_takes_rank_constraints_and_splits_communication_by_collective() {
+    let dir = tempfile_dir();
+    let path = dir.join("steered.html");
+    let steer = [
+        "--fix",
+        "tp=2",
+        "--no-sp",
+        "--max",
+        "pp=2",
+        "--headroom",
+        "10%",
+        "--max-microbatches",
+        "64",
+    ];
+    symshard()
+        .args(["report", "gpt3-1.3b", "--devices", "16", "--top", "4"])
+        .args(steer)
+        .arg("-o")
+        .arg(&path)
+        .assert()
+        .success();
+    let html = std::fs::read_to_string(&path).unwrap();
+    let mut args = vec!["rank", "gpt3-1.3b", "--devices", "16", "--top", "4"];
+    args.extend(steer);
+    let rank = json(&args);
+    let rows = rank["strategies"].as_array().unwrap();
+    assert!(!rows.is_empty());
+    assert_eq!(html.matches("<tr><td data-v=").count(), rows.len());
+    for r in rows {
+        assert_eq!(r["tp"], 2, "{r}");
+        assert_eq!(r["sequence_parallel"], false, "{r}");
+        let cost = r["relative_cost"].as_str().unwrap();
+        assert!(html.contains(&format!("title=\"{cost}\"")), "{cost}");
+    }
+    // 72 GB usable of the reference machine's 80 GB.
+    assert_eq!(rank["memory_limit"], "72000000000");
+    assert!(html.contains("fit in 72.0 GB"));
+    assert!(
+        html.contains("--fix tp=2"),
+        "the command shown names the constraints"
+    );
+    // Tensor parallelism without sequence parallelism all-reduces inside a node: the stacked
+    // bars have a segment, and a legend entry, for it.
+    let chart = html
+        .split("id=\"components\"")
+        .nth(1)
+        .and_then(|c| c.split("</figure>").next())
+        .unwrap();
+    for label in ["compute", "intra-node all-reduce", "pipeline bubble"] {
+        assert!(chart.contains(&format!("\n{label}\n</text>")), "{label}");
+    }
+    // A bad constraint is rank's error.
+    symshard()
+        .args([
+            "report",
+            "gpt3-1.3b",
+            "--devices",
+            "16",
+            "--fix",
+            "tq=2",
+            "-o",
+        ])
+        .arg(dir.join("bad.html"))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("tq"));
+    assert!(!dir.join("bad.html").exists());
+}
+
+#[test]
 fn report_rejects_bad_input_with_the_commands_errors() {
     let dir = tempfile_dir();
     symshard()

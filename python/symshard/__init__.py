@@ -740,7 +740,9 @@ def report(
     **options: Any,
 ) -> Path:
     """Write the self-contained HTML report of ``symshard report`` to ``output`` and return its
-    path."""
+    path. Other keyword arguments are the search constraints :func:`rank` takes
+    (``fix=["tp=8"]``, ``max=["pp=16"]``, ``schedule="1f1b"``, ``no_sp=True``, ``memory="75GB"``,
+    ``headroom="10%"``, ``micro_batch_size=2``, ``gpus_per_node=8``, …)."""
     out = Path(output)
     with _ModelFile(model) as m:
         args = ["report", m, "--devices", str(devices), "--top", str(top), "-o", str(out)]

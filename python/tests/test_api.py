@@ -235,3 +235,20 @@ def test_compare_matches_the_command_line_and_takes_rank_rows(cli):
         symshard.compare("llama3-8b", "dp=64,foo=1", b)
     assert "unknown knob `foo`" in e.value.message
     assert e.value.exit_code == 2
+
+
+def test_report_passes_the_search_constraints_as_rank_does(cli, tmp_path):
+    steer = dict(fix=["tp=2"], no_sp=True, max=["pp=2"], headroom="10%", max_microbatches=64)
+    out = symshard.report("gpt3-1.3b", devices=16, output=tmp_path / "py.html", top=4, **steer)
+    p = cli.run(
+        "report", "gpt3-1.3b", "--devices", "16", "--top", "4", "--fix", "tp=2", "--no-sp",
+        "--max", "pp=2", "--headroom", "10%", "--max-microbatches", "64", "-o", str(tmp_path / "cli.html"),
+    )
+    assert p.returncode == 0, p.stderr
+    assert out.read_bytes() == (tmp_path / "cli.html").read_bytes()
+    rows = symshard.rank("gpt3-1.3b", devices=16, top=4, **steer).rows
+    assert rows and all(r.tp == 2 and not r.sequence_parallel for r in rows)
+    html = out.read_text()
+    for r in rows:
+        assert f'title="{r.relative_cost}"' in html
+    assert "\nintra-node all-reduce\n</text>" in html

@@ -1,12 +1,14 @@
 //! `symshard cost`: parameters, FLOPs and activation memory of a model, exact.
 
-use super::output::print_json;
+use super::output::{print_json, print_table};
 use super::strategy_args::StrategyFlags;
+use super::units;
 use super::{Format, SymbolArgs};
 use crate::error::Error;
 use crate::model::{model_cost, op_costs, ModelCost};
 use crate::parallel::{evaluate_strategy, Evaluation};
-use crate::sym::{Bindings, Poly};
+use crate::rules::RuleSet;
+use crate::sym::{Bindings, Poly, Rational};
 use clap::Args;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -188,6 +190,8 @@ pub fn run(args: CostArgs) -> Result<(), Error> {
     };
     let mut out = out;
     let mut eval: Option<Evaluation> = None;
+    let mut machine: Option<(String, Rational)> = None;
+    let mut legend = String::new();
     if args.strategy.given() {
         let st = args.strategy.resolve_for(&model, &values)?;
         let (analysis, e) = evaluate_strategy(
@@ -199,6 +203,10 @@ pub fn run(args: CostArgs) -> Result<(), Error> {
             st.gpus_per_node,
             &st.memory,
         )?;
+        machine = Some((st.calib.name.clone(), st.memory.clone()));
+        if args.per_op {
+            legend = split_legend(&analysis, &loader.rules);
+        }
         let b = crate::parallel::evaluate::microbatch_bindings(&values, &st.knobs);
         let ev = |p: &Poly| show(p, &b, false);
         let per_op = if args.per_op {
@@ -249,143 +257,199 @@ pub fn run(args: CostArgs) -> Result<(), Error> {
     match args.format {
         Format::Json => print_json(&out),
         Format::Table => {
-            println!("model {} — {}", model.name, model.doc);
-            if !out.overrides.is_empty() {
-                let set: Vec<String> = out
-                    .overrides
-                    .iter()
-                    .map(|(k, v)| format!("{k}={v}"))
-                    .collect();
-                println!("changed by --set {}", set.join(" "));
-            }
-            let syms: Vec<String> = out
-                .symbols
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect();
-            println!("symbols {}", syms.join(" "));
-            println!();
-            println!("parameters                    {}", out.params);
-            println!("forward FLOPs   matmul-like   {}", out.flops.forward.matmul);
-            println!("                other         {}", out.flops.forward.other);
-            println!(
-                "backward FLOPs  matmul-like   {}",
-                out.flops.backward.matmul
-            );
-            println!("                other         {}", out.flops.backward.other);
-            if !args.symbolic {
-                let total = cost.forward.total() + cost.backward.total();
-                println!("training step FLOPs           {}", s(&total)?);
-            }
-            println!("activations saved (bytes)     {}", out.memory.activations);
-            if let (Some(pd), Some(e)) = (&out.per_device, &eval) {
-                print_device(pd, e);
+            print_model(&out, &model, &cost, &values, &args)?;
+            if let (Some(pd), Some(e), Some(m)) = (&out.per_device, &eval, &machine) {
+                print_device(pd, e, m, &legend);
             }
             if let Some(rows) = &out.per_op {
                 println!();
-                println!(
-                    "{:<16} {:<15} {:>6} {:>14} {:>22} {:>22} {:>18}",
-                    "operator",
-                    "rule",
-                    "×",
-                    "params",
-                    "forward FLOPs",
-                    "backward FLOPs",
-                    "saved bytes"
+                let rows: Vec<Vec<String>> = rows
+                    .iter()
+                    .map(|r| {
+                        vec![
+                            r.name.clone(),
+                            r.rule.clone(),
+                            r.repeat.clone(),
+                            units::text(&r.params, units::count),
+                            units::text(&r.forward, units::flops),
+                            units::text(&r.backward, units::flops),
+                            units::text(&r.activations, units::bytes),
+                        ]
+                    })
+                    .collect();
+                print_table(
+                    "",
+                    "<<",
+                    &[
+                        "operator",
+                        "rule",
+                        "×",
+                        "params",
+                        "forward FLOPs",
+                        "backward FLOPs",
+                        "saved bytes",
+                    ],
+                    &rows,
                 );
-                for r in rows {
-                    println!(
-                        "{:<16} {:<15} {:>6} {:>14} {:>22} {:>22} {:>18}",
-                        r.name,
-                        r.rule,
-                        r.repeat,
-                        int_text(&r.params),
-                        int_text(&r.forward),
-                        int_text(&r.backward),
-                        int_text(&r.activations)
-                    );
-                }
+                println!("×: times the operator runs per forward pass (its `repeat`); saved bytes: activations kept for the backward pass");
+            }
+            if !args.symbolic && !units::exact() {
+                println!("{}", units::UNITS_LEGEND);
             }
             Ok(())
         }
     }
 }
 
-/// An exact integer as itself; any other amount rounded to two decimals and marked `≈` (a
-/// per-rank share of a ring collective, an average over stages). JSON keeps the exact fraction.
-fn int(r: &crate::sym::Rational) -> String {
-    if r.is_integer() {
-        return r.to_integer().to_string();
+/// The model's totals: parameters, FLOPs and saved activations, under a header with the model,
+/// B and S.
+fn print_model(
+    out: &CostJson,
+    model: &crate::model::Model,
+    cost: &ModelCost,
+    values: &Bindings,
+    args: &CostArgs,
+) -> Result<(), Error> {
+    println!(
+        "model {}{} — {}",
+        model.name,
+        batch_and_sequence(values),
+        model.doc
+    );
+    if !out.overrides.is_empty() {
+        let set: Vec<String> = out
+            .overrides
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        println!("changed by --set {}", set.join(" "));
     }
-    let hundredths = (r * crate::sym::Rational::from_integer(100.into()))
-        .round()
-        .to_integer();
-    let sign = if hundredths < 0.into() { "-" } else { "" };
-    let h = num_traits::Signed::abs(&hundredths);
-    let cents: num_bigint::BigInt = &h % 100;
-    format!("≈{sign}{}.{cents:02}", &h / 100)
+    let syms: Vec<String> = out
+        .symbols
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    println!("symbols {}", syms.join(" "));
+    println!();
+    // Formulas (`--symbolic`) print as they are; numbers with units.
+    let n = |s: &str| units::text(s, units::count);
+    let f = |s: &str| units::text(s, units::flops);
+    let b = |s: &str| units::text(s, units::bytes);
+    println!("parameters                    {}", n(&out.params));
+    println!(
+        "forward FLOPs   matmul-like   {}",
+        f(&out.flops.forward.matmul)
+    );
+    println!(
+        "                other         {}",
+        f(&out.flops.forward.other)
+    );
+    println!(
+        "backward FLOPs  matmul-like   {}",
+        f(&out.flops.backward.matmul)
+    );
+    println!(
+        "                other         {}",
+        f(&out.flops.backward.other)
+    );
+    if !args.symbolic {
+        let total = cost.forward.total() + cost.backward.total();
+        println!(
+            "training step FLOPs           {}",
+            f(&show(&total, values, false)?)
+        );
+    }
+    println!(
+        "activations saved (bytes)     {}",
+        b(&out.memory.activations)
+    );
+    Ok(())
 }
 
-/// A number printed by [`show`] (an integer or an exact fraction), shown as [`int`] does.
-fn int_text(s: &str) -> String {
-    match s.parse::<crate::sym::Rational>() {
-        Ok(r) => int(&r),
-        Err(_) => s.to_string(),
+/// `" (B = 512, S = 2048)"`: the global batch and sequence length of a model's values, those it
+/// has.
+pub fn batch_and_sequence(values: &Bindings) -> String {
+    let parts: Vec<String> = ["B", "S"]
+        .iter()
+        .filter_map(|k| values.get(*k).map(|v| format!("{k} = {v}")))
+        .collect();
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", parts.join(", "))
     }
 }
 
-fn print_device(pd: &PerDevice, e: &Evaluation) {
+fn print_device(pd: &PerDevice, e: &Evaluation, machine: &(String, Rational), legend: &str) {
+    let (calib, capacity) = machine;
     println!();
     println!(
-        "per device, {} on {} devices ({} per node)",
-        pd.strategy, e.mesh.devices, e.mesh.gpus_per_node
+        "per device, {} on {} devices ({} per node) of {}, {} per device",
+        pd.strategy,
+        e.mesh.devices,
+        e.mesh.gpus_per_node,
+        calib,
+        units::bytes_rounded(capacity)
     );
     println!(
         "  compute FLOPs per step      {}  (busiest stage, one device, with recomputation)",
-        int(&pd.flops)
+        units::flops(&pd.flops)
     );
     if pd.stages.len() > 1 {
-        let all: crate::sym::Rational = pd.stages.iter().map(|s| &s.flops).sum();
+        let all: Rational = pd.stages.iter().map(|s| &s.flops).sum();
         println!(
             "                              {}  (all {} stages, one device each)",
-            int(&all),
+            units::flops(&all),
             pd.stages.len()
         );
     }
-    println!("  point-to-point bytes        {}", int(&pd.p2p_bytes));
-    println!("  memory  weights             {}", int(&pd.memory.params));
-    println!("          gradients           {}", int(&pd.memory.grads));
+    println!(
+        "  point-to-point bytes        {}",
+        units::bytes(&pd.p2p_bytes)
+    );
+    println!(
+        "  memory  weights             {}",
+        units::bytes(&pd.memory.params)
+    );
+    println!(
+        "          gradients           {}",
+        units::bytes(&pd.memory.grads)
+    );
     println!(
         "          optimizer state     {}",
-        int(&pd.memory.optimizer)
+        units::bytes(&pd.memory.optimizer)
     );
     println!(
         "          activations         {}",
-        int(&pd.memory.activations)
+        units::bytes(&pd.memory.activations)
     );
     println!(
         "          total               {}{}",
-        int(&pd.memory.total),
+        units::bytes(&pd.memory.total),
         if pd.feasible {
             String::new()
         } else {
             format!(
                 "  (does not fit: {})",
-                pd.reason.clone().unwrap_or_default()
+                units::fit_reason(pd.reason.as_deref().unwrap_or_default())
             )
         }
     );
     println!("  stages");
-    for s in &pd.stages {
-        let items: Vec<String> = s.items.iter().map(|(b, c)| format!("{b}×{c}")).collect();
-        println!(
-            "    {:<3} {:<40} FLOPs {}  memory {}",
-            s.stage,
-            items.join(" "),
-            int(&s.flops),
-            int(&s.memory.total)
-        );
-    }
+    let stages: Vec<Vec<String>> = pd
+        .stages
+        .iter()
+        .map(|s| {
+            let items: Vec<String> = s.items.iter().map(|(b, c)| format!("{b}×{c}")).collect();
+            vec![
+                s.stage.to_string(),
+                items.join(" "),
+                units::flops(&s.flops),
+                units::bytes(&s.memory.total),
+            ]
+        })
+        .collect();
+    print_table("    ", "<<", &["", "blocks", "FLOPs", "memory"], &stages);
     println!(
         "  collectives (busiest stage; bytes per rank per call, ring traffic; none on axes of 1)"
     );
@@ -395,50 +459,87 @@ fn print_device(pd: &PerDevice, e: &Evaluation) {
             e.knobs.replicas()
         );
     }
-    println!(
-        "    {:<15} {:<3} {:<11} {:>16} {:>7}  where",
-        "collective", "axis", "tier", "bytes/call", "calls"
-    );
-    for c in pd
+    let comm: Vec<Vec<String>> = pd
         .comm
         .iter()
         .filter(|c| !num_traits::Zero::is_zero(&c.bytes))
-    {
-        println!(
-            "    {:<15} {:<3} {:<11} {:>16} {:>7}  {}",
-            c.collective.name(),
-            c.axis.name(),
-            c.tier.to_string(),
-            int(&c.bytes),
-            c.count,
-            c.op
-        );
-    }
+        .map(|c| {
+            vec![
+                c.collective.name().to_string(),
+                c.axis.name().to_string(),
+                c.tier.to_string(),
+                units::bytes(&c.bytes),
+                units::count(&Rational::from_integer(c.count.into())),
+                c.op.clone(),
+            ]
+        })
+        .collect();
+    print_table(
+        "    ",
+        "<<<>><",
+        &["collective", "axis", "tier", "bytes/call", "calls", "where"],
+        &comm,
+    );
     if let Some(rows) = &pd.per_op {
         println!();
-        println!(
-            "  {:<10} {:<16} {:<8} {:<16} {:>20} {:>20} {:>14} {:>16}",
-            "block",
-            "operator",
-            "dp",
-            "tp",
-            "forward FLOPs",
-            "backward FLOPs",
-            "params",
-            "saved bytes"
+        let table: Vec<Vec<String>> = rows
+            .iter()
+            .map(|r| {
+                vec![
+                    r.block.clone(),
+                    r.name.clone(),
+                    r.dp_split.clone().unwrap_or_else(|| "-".into()),
+                    r.tp_split.clone().unwrap_or_else(|| "-".into()),
+                    units::text(&r.forward, units::flops),
+                    units::text(&r.backward, units::flops),
+                    units::text(&r.params, units::count),
+                    units::text(&r.saved, units::bytes),
+                ]
+            })
+            .collect();
+        print_table(
+            "  ",
+            "<<<<",
+            &[
+                "block",
+                "operator",
+                "dp",
+                "tp",
+                "forward FLOPs",
+                "backward FLOPs",
+                "params",
+                "saved bytes",
+            ],
+            &table,
         );
-        for r in rows {
-            println!(
-                "  {:<10} {:<16} {:<8} {:<16} {:>20} {:>20} {:>14} {:>16}",
-                r.block,
-                r.name,
-                r.dp_split.as_deref().unwrap_or("-"),
-                r.tp_split.as_deref().unwrap_or("-"),
-                int_text(&r.forward),
-                int_text(&r.backward),
-                int_text(&r.params),
-                int_text(&r.saved)
-            );
+        println!("  {legend}");
+    }
+}
+
+/// The legend of the per-operator `dp` and `tp` columns: what each index letter shown stands
+/// for, as the operators' rules document it.
+fn split_legend(analysis: &crate::parallel::Analysis, rules: &RuleSet) -> String {
+    let mut docs: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for o in analysis.blocks.iter().flat_map(|b| &b.ops) {
+        let letters = o.plan.dp.iter().chain(o.plan.tp.iter().map(|(i, _)| i));
+        for letter in letters {
+            let doc = rules
+                .get(&o.rule)
+                .and_then(|r| r.indices.iter().find(|i| &i.name == letter))
+                .and_then(|i| i.doc.clone())
+                .unwrap_or_else(|| format!("an index of `{}`", o.rule));
+            let e = docs.entry(letter.clone()).or_default();
+            if !e.contains(&doc) {
+                e.push(doc);
+            }
         }
     }
+    let letters: Vec<String> = docs
+        .iter()
+        .map(|(l, d)| format!("{l} = {}", d.join(" | ")))
+        .collect();
+    format!(
+        "dp, tp: the index of the operator's rule split across data- or tensor-parallel ranks (`symshard explain RULE` lists a rule's indices), with what the tensor-parallel split cuts (Batch, Seq, Feature); -: not split\n  index letters: {}",
+        letters.join("; ")
+    )
 }

@@ -48,8 +48,13 @@ pub fn run(args: LayoutArgs) -> Result<(), Error> {
         Format::Json => print_json(&report),
         Format::Table => {
             println!(
-                "{} `{}` block at tp = {}, FLOP-equivalents per device ({})",
-                model.name, report.block, args.tp, calib.name
+                "{}{} `{}` block at tp = {} on {} ({} devices per node), FLOP-equivalents per device",
+                model.name,
+                super::cost::batch_and_sequence(&values),
+                report.block,
+                args.tp,
+                calib.name,
+                args.gpus_per_node
             );
             let best = report.rows.first().map(|r| r.cost.clone());
             for r in &report.rows {
@@ -58,11 +63,15 @@ pub fn run(args: LayoutArgs) -> Result<(), Error> {
                     .map(|b| ((&r.cost - b) / b).to_f64().unwrap_or(0.0) * 100.0)
                     .unwrap_or(0.0);
                 println!(
-                    "  {:<28} {:>14.6e}  {:>+7.2}%",
+                    "  {:<28} {:>14}  {:>+7.2}%",
                     r.method,
-                    r.cost.to_f64().unwrap_or(f64::NAN),
+                    super::units::flops(&r.cost),
                     gap
                 );
+            }
+            println!("  the last column: how much costlier than the cheapest layout");
+            if !super::units::exact() {
+                println!("  {}", super::units::UNITS_LEGEND);
             }
             for n in &report.notes {
                 println!("  note: {n}");

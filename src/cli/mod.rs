@@ -18,6 +18,7 @@ pub mod rank;
 mod report;
 mod strategy_args;
 mod timeline;
+pub mod units;
 mod validate;
 
 use crate::error::Error;
@@ -30,6 +31,10 @@ pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+    /// Print exact integers and fractions in tables instead of rounded amounts with units
+    /// (GB, PFLOP) and thousands separators. JSON is always exact.
+    #[arg(long, global = true)]
+    pub exact: bool,
 }
 
 /// Subcommands.
@@ -183,7 +188,11 @@ fn not_utf8(args: impl Iterator<Item = std::ffi::OsString>) -> String {
 
 /// Runs a parsed command line.
 pub fn run(cli: Cli) -> Result<(), Error> {
-    match cli.command {
+    units::with_exact(cli.exact, || run_command(cli.command))
+}
+
+fn run_command(command: Command) -> Result<(), Error> {
+    match command {
         Command::Explain(args) => explain::run(args),
         Command::Cost(args) => cost::run(*args),
         Command::Models(args) => models::run(args),

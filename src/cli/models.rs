@@ -97,10 +97,10 @@ pub fn run(args: ModelsArgs) -> Result<(), Error> {
         Format::Table => {
             for r in &rows {
                 println!(
-                    "{:<16} {:<10} {:>16}  {}{}",
+                    "{:<16} {:<10} {:>18}  {}{}",
                     r.name,
                     r.family.as_deref().unwrap_or("graph"),
-                    r.params,
+                    super::units::text(&r.params, super::units::count),
                     r.doc,
                     if r.source == "shipped" {
                         String::new()

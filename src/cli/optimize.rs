@@ -50,10 +50,12 @@ pub fn run(args: OptimizeArgs) -> Result<(), Error> {
     }
     let layers = r.layers.map(|n| format!(" ×{n}")).unwrap_or_default();
     println!(
-        "model {}, block `{}`{layers}, tp {} — e-graph {} after {} iterations: {} e-nodes, {} e-classes, {:.3} s",
+        "model {}{}, block `{}`{layers}, tp {}, on {} — e-graph {} after {} iterations: {} e-nodes, {} e-classes, {:.3} s",
         r.model,
+        super::cost::batch_and_sequence(&values),
         r.block,
         r.tp,
+        calib.name,
         r.run.stop_reason,
         r.run.iterations,
         r.run.egraph_nodes,
@@ -65,28 +67,40 @@ pub fn run(args: OptimizeArgs) -> Result<(), Error> {
         "{:<28} {:>22} {:>22} {:>22}",
         "per device", "before", "after", "saving"
     );
-    let rows = [
+    type Show = fn(&crate::sym::Rational) -> String;
+    let rows: [(&str, &String, &String, &String, Show); 3] = [
         (
             "wire bytes",
             &r.before_cost.comm,
             &r.after_cost.comm,
             &r.saving.comm,
+            super::units::bytes,
         ),
         (
             "FLOPs (forward)",
             &r.before_cost.compute,
             &r.after_cost.compute,
             &r.saving.compute,
+            super::units::flops,
         ),
         (
             "activation bytes saved",
             &r.before_cost.activation,
             &r.after_cost.activation,
             &r.saving.activation,
+            super::units::bytes,
         ),
     ];
-    for (what, b, a, s) in rows {
+    for (what, b, a, s, f) in rows {
+        let (b, a, s) = (
+            super::units::text(b, f),
+            super::units::text(a, f),
+            super::units::text(s, f),
+        );
         println!("{what:<28} {b:>22} {a:>22} {s:>22}");
+    }
+    if !super::units::exact() {
+        println!("{}", super::units::UNITS_LEGEND);
     }
     println!();
     println!("saving as formulas:");

@@ -1,6 +1,7 @@
 //! `symshard rank`: the ranked list of hybrid-parallel strategies for a model on N devices.
 
 use super::output::print_json;
+use super::units;
 use super::{Format, SymbolArgs};
 use crate::calib::Calibration;
 use crate::error::Error;
@@ -24,23 +25,16 @@ pub enum Emit {
     Json,
 }
 
-/// Arguments of `rank`.
+/// The largest micro-batch count tried unless `--max-microbatches` says otherwise.
+const DEFAULT_MAX_MICROBATCHES: u64 = 256;
+
+/// The machine's shape and memory and the constraints of a strategy search: shared by `rank`
+/// and `report`.
 #[derive(Debug, Args)]
-pub struct RankArgs {
-    /// A model file or a shipped model's name.
-    pub model: String,
-    /// Devices to train on.
-    #[arg(long)]
-    pub devices: u64,
+pub struct SearchArgs {
     /// Devices per node (default: the calibration's, 8 for the reference machine).
     #[arg(long)]
     pub gpus_per_node: Option<u64>,
-    /// Rows to show.
-    #[arg(long, default_value_t = 10)]
-    pub top: usize,
-    /// A calibration table (file or shipped name) for the balance ratios and memory.
-    #[arg(long, value_name = "FILE")]
-    pub calib: Option<String>,
     /// Device memory: bytes, or with a unit (`75GB`, `80GiB`); default: the calibration's
     /// capacity.
     #[arg(long, value_name = "SIZE")]
@@ -49,7 +43,7 @@ pub struct RankArgs {
     #[arg(long, value_name = "SHARE|SIZE")]
     pub headroom: Option<String>,
     /// Largest micro-batch count to try.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = DEFAULT_MAX_MICROBATCHES)]
     pub max_microbatches: u64,
     /// Most model chunks per device tried with the interleaved schedule (every count from 2 up
     /// to this that divides the layers per stage).
@@ -71,6 +65,65 @@ pub struct RankArgs {
     /// No sequence parallelism.
     #[arg(long)]
     pub no_sp: bool,
+}
+
+impl SearchArgs {
+    /// The flags as `rank` takes them, to run it with the same search.
+    pub fn to_args(&self) -> Vec<String> {
+        let mut a = Vec::new();
+        let mut opt = |flag: &str, v: Option<String>| {
+            if let Some(v) = v {
+                a.extend([format!("--{flag}"), v]);
+            }
+        };
+        opt("gpus-per-node", self.gpus_per_node.map(|g| g.to_string()));
+        opt("memory", self.memory.clone());
+        opt("headroom", self.headroom.clone());
+        opt(
+            "max-microbatches",
+            (self.max_microbatches != DEFAULT_MAX_MICROBATCHES)
+                .then(|| self.max_microbatches.to_string()),
+        );
+        opt(
+            "max-chunks",
+            (self.max_chunks != crate::search::DEFAULT_MAX_CHUNKS)
+                .then(|| self.max_chunks.to_string()),
+        );
+        opt("schedule", self.schedule.clone());
+        opt(
+            "micro-batch-size",
+            self.micro_batch_size.map(|m| m.to_string()),
+        );
+        for f in &self.fix {
+            a.extend(["--fix".into(), f.clone()]);
+        }
+        for m in &self.max {
+            a.extend(["--max".into(), m.clone()]);
+        }
+        if self.no_sp {
+            a.push("--no-sp".into());
+        }
+        a
+    }
+}
+
+/// Arguments of `rank`.
+#[derive(Debug, Args)]
+pub struct RankArgs {
+    /// A model file or a shipped model's name.
+    pub model: String,
+    /// Devices to train on.
+    #[arg(long)]
+    pub devices: u64,
+    /// Rows to show.
+    #[arg(long, default_value_t = 10)]
+    pub top: usize,
+    /// A calibration table (file or shipped name) for the balance ratios and memory.
+    #[arg(long, value_name = "FILE")]
+    pub calib: Option<String>,
+    /// The search's machine and constraints.
+    #[command(flatten)]
+    pub search: SearchArgs,
     /// Also show the Pareto frontier of memory against relative cost (seconds with --calib).
     #[arg(long)]
     pub pareto: bool,
@@ -178,10 +231,6 @@ struct EngineNote {
     saving_activation: String,
 }
 
-fn sci(r: &Rational) -> String {
-    format!("{:.4e}", r.to_f64().unwrap_or(f64::NAN))
-}
-
 fn pct(part: &Rational, total: &Rational) -> String {
     let p = (part / total).to_f64().unwrap_or(0.0) * 100.0;
     format!("{p:.0}%")
@@ -272,23 +321,23 @@ fn row_of(r: &crate::search::RankedRow, batch: &Rational) -> Row {
 /// The search constraints the flags state.
 fn steering(args: &RankArgs) -> Result<Steer, Error> {
     let mut steer = Steer::default();
-    for f in &args.fix {
+    for f in &args.search.fix {
         steer.fix(f, "--fix").map_err(Error::Usage)?;
     }
-    if let Some(s) = &args.schedule {
+    if let Some(s) = &args.search.schedule {
         steer
             .fix(&format!("schedule={s}"), "--schedule")
             .map_err(Error::Usage)?;
     }
-    if let Some(m) = args.micro_batch_size {
+    if let Some(m) = args.search.micro_batch_size {
         steer
             .fix(&format!("mbs={m}"), "--micro-batch-size")
             .map_err(Error::Usage)?;
     }
-    if args.no_sp {
+    if args.search.no_sp {
         steer.fix("sp=off", "--no-sp").map_err(Error::Usage)?;
     }
-    for m in &args.max {
+    for m in &args.search.max {
         steer.max(m, "--max").map_err(Error::Usage)?;
     }
     steer.check_devices(args.devices).map_err(Error::Usage)?;
@@ -301,7 +350,10 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
     let model = loader.resolve(&args.model)?;
     let values = args.symbols.apply(&model)?;
     let calib = Calibration::resolve_or_reference(args.calib.as_deref())?;
-    let gpus_per_node = args.gpus_per_node.unwrap_or_else(|| calib.gpus_per_node());
+    let gpus_per_node = args
+        .search
+        .gpus_per_node
+        .unwrap_or_else(|| calib.gpus_per_node());
     if gpus_per_node == 0 || gpus_per_node > 1024 {
         return Err(Error::Usage(format!(
             "--gpus-per-node must be 1 to 1024, not {gpus_per_node}"
@@ -316,21 +368,21 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
     if args.top == 0 {
         return Err(Error::Usage("--top must be at least 1".into()));
     }
-    if args.max_microbatches == 0 {
+    if args.search.max_microbatches == 0 {
         return Err(Error::Usage("--max-microbatches must be at least 1".into()));
     }
-    if args.max_chunks == 0 || args.max_chunks > crate::strategy::MAX_DEVICES {
+    if args.search.max_chunks == 0 || args.search.max_chunks > crate::strategy::MAX_DEVICES {
         return Err(Error::Usage(format!(
             "--max-chunks must be at least 1 (1: no interleaving), not {}",
-            args.max_chunks
+            args.search.max_chunks
         )));
     }
     let steer = steering(&args)?;
-    let capacity = match &args.memory {
+    let capacity = match &args.search.memory {
         Some(m) => parse_memory(m).map_err(|e| Error::Usage(format!("--memory: {e}")))?,
         None => calib.memory_bytes(),
     };
-    let memory = match &args.headroom {
+    let memory = match &args.search.headroom {
         Some(h) => apply_headroom(h, &capacity).map_err(Error::Usage)?,
         None => capacity.clone(),
     };
@@ -343,9 +395,9 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
         gpus_per_node,
         top: args.top,
         memory: memory.clone(),
-        max_microbatches: args.max_microbatches.max(1),
+        max_microbatches: args.search.max_microbatches.max(1),
         seconds: args.calib.is_some(),
-        max_chunks: args.max_chunks,
+        max_chunks: args.search.max_chunks,
         steer: steer.clone(),
         pareto: args.pareto,
     };
@@ -503,41 +555,84 @@ fn cell(r: &Row, knob: &str, own: String) -> String {
 }
 
 fn print_rows(rows: &[Row]) {
-    println!(
-        "{:>4} {:>5} {:>4} {:>4} {:>4} {:>4} {:>4} {:<16} {:<3} {:<9} {:>4}  {:>11} {:>8} {:>6} {:>6} {:>6} {:>8} {:>9}  fits",
-        "rank", "dp", "tp", "pp", "ep", "cp", "mbs", "schedule", "sp", "recompute", "zero", "rel. cost", "compute", "intra", "inter", "bubble", "mem GB", "s/step"
+    let table: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            let t = &r.relative.total;
+            let sched = if r.schedule == "interleaved-1f1b" {
+                format!("interleaved(v={})", r.chunks)
+            } else {
+                r.schedule.clone()
+            };
+            vec![
+                r.rank.to_string(),
+                r.dp.to_string(),
+                r.tp.to_string(),
+                r.pp.to_string(),
+                r.ep.to_string(),
+                r.cp.to_string(),
+                cell(
+                    r,
+                    "mbs",
+                    r.micro_batch_size.map_or("-".into(), |m| m.to_string()),
+                ),
+                cell(r, "schedule", sched),
+                cell(
+                    r,
+                    "sp",
+                    if r.sequence_parallel { "on" } else { "off" }.into(),
+                ),
+                cell(r, "recompute", r.recompute.clone()),
+                cell(r, "zero", r.zero.to_string()),
+                units::flops(t),
+                pct(&r.relative.compute, t),
+                pct(&r.relative.comm_intra, t),
+                pct(&r.relative.comm_inter, t),
+                pct(&r.relative.bubble, t),
+                units::bytes(&r.memory_per_device),
+                r.iteration_seconds
+                    .map_or("-".to_string(), |x| format!("{x:.3}")),
+                if r.feasible {
+                    "yes".to_string()
+                } else {
+                    format!(
+                        "no: {}",
+                        units::fit_reason(r.reason.as_deref().unwrap_or_default())
+                    )
+                },
+            ]
+        })
+        .collect();
+    super::output::print_table(
+        "",
+        ">>>>>>><<<>>>>>>>><",
+        &[
+            "rank",
+            "dp",
+            "tp",
+            "pp",
+            "ep",
+            "cp",
+            "mbs",
+            "schedule",
+            "sp",
+            "recompute",
+            "zero",
+            "rel. cost",
+            "compute",
+            "intra",
+            "inter",
+            "bubble",
+            "memory",
+            "s/step",
+            "fits",
+        ],
+        &table,
     );
-    for r in rows {
-        let t = &r.relative.total;
-        let sched = if r.schedule == "interleaved-1f1b" {
-            format!("interleaved(v={})", r.chunks)
-        } else {
-            r.schedule.clone()
-        };
-        println!(
-            "{:>4} {:>5} {:>4} {:>4} {:>4} {:>4} {:>4} {:<16} {:<3} {:<9} {:>4}  {:>11} {:>8} {:>6} {:>6} {:>6} {:>8} {:>9}  {}",
-            r.rank,
-            r.dp,
-            r.tp,
-            r.pp,
-            r.ep,
-            r.cp,
-            cell(r, "mbs", r.micro_batch_size.map_or("-".into(), |m| m.to_string())),
-            cell(r, "schedule", sched),
-            cell(r, "sp", if r.sequence_parallel { "on" } else { "off" }.into()),
-            cell(r, "recompute", r.recompute.clone()),
-            cell(r, "zero", r.zero.to_string()),
-            sci(t),
-            pct(&r.relative.compute, t),
-            pct(&r.relative.comm_intra, t),
-            pct(&r.relative.comm_inter, t),
-            pct(&r.relative.bubble, t),
-            gb(&r.memory_per_device),
-            r.iteration_seconds.map_or("-".to_string(), |x| format!("{x:.3}")),
-            if r.feasible { "yes".to_string() } else { format!("no: {}", r.reason.clone().unwrap_or_default()) }
-        );
-    }
 }
+
+/// The legend of the ranking's columns.
+const RANK_LEGEND: &str = "dp, tp, pp, ep, cp: data-, tensor-, pipeline-, expert- and context-parallel degrees; mbs: micro-batch size (samples per micro-batch and data-parallel rank); sp: sequence parallelism; zero: ZeRO stage; rel. cost: FLOP-equivalents of the busiest device per step, split into compute, intra- and inter-node communication and pipeline bubble; memory: per device; s/step: simulated seconds per step (with --calib)";
 
 fn print_table(
     out: &Out,
@@ -547,7 +642,7 @@ fn print_table(
     result: &crate::search::RankResult,
 ) {
     println!(
-        "{} (B = {}{}) on {} devices ({} per node) of {}: {} GB per device{}",
+        "{} (B = {}{}) on {} devices ({} per node) of {}: {} per device{}",
         out.model,
         out.global_batch,
         out.sequence_length
@@ -557,12 +652,12 @@ fn print_table(
         out.devices,
         out.gpus_per_node,
         out.calibration,
-        gb(capacity),
+        units::bytes_rounded(capacity),
         if &out.memory_limit != capacity {
             format!(
-                ", {} GB usable (headroom {})",
-                gb(&out.memory_limit),
-                args.headroom.as_deref().unwrap_or("")
+                ", {} usable (headroom {})",
+                units::bytes_rounded(&out.memory_limit),
+                args.search.headroom.as_deref().unwrap_or("")
             )
         } else {
             String::new()
@@ -570,9 +665,9 @@ fn print_table(
     );
     println!(
         "balance: κ hbm {} FLOP/B, κ intra {} FLOP/B, κ inter {} FLOP/B; {}",
-        sci(&calib.hbm_balance()),
-        sci(&calib.balance(Tier::Intra)),
-        sci(&calib.balance(Tier::Inter)),
+        units::ratio(&calib.hbm_balance()),
+        units::ratio(&calib.balance(Tier::Intra)),
+        units::ratio(&calib.balance(Tier::Inter)),
         if out.simulated > 0 || args.calib.is_some() {
             "ranked by simulated seconds per step"
         } else {
@@ -583,6 +678,10 @@ fn print_table(
         println!("search restricted by {}", out.steering);
     }
     print_rows(&out.strategies);
+    println!("{RANK_LEGEND}");
+    if !units::exact() {
+        println!("{}", units::UNITS_LEGEND);
+    }
     if out
         .strategies
         .iter()
@@ -623,11 +722,11 @@ fn print_table(
             println!("e-graph (tp = {}): no cheaper equivalent of the layer's communication ({}, {} e-nodes)", e.tp, e.stop, e.egraph_nodes);
         } else {
             println!(
-                "e-graph (tp = {}): the laws prove a cheaper equivalent layer — {} operators move to sequence shards, saving {} FLOPs and {} activation bytes per layer and tensor-parallel rank at the full batch ({}, {} e-nodes); the sp=on rows price it",
+                "e-graph (tp = {}): the laws prove a cheaper equivalent layer — {} operators move to sequence shards, saving {} and {} of activations per layer and tensor-parallel rank at the full batch ({}, {} e-nodes); the sp=on rows price it",
                 e.tp,
                 e.moved.len(),
-                e.saving_compute,
-                e.saving_activation,
+                units::text(&e.saving_compute, units::flops),
+                units::text(&e.saving_activation, units::bytes),
                 e.stop,
                 e.egraph_nodes
             );
@@ -644,12 +743,12 @@ fn print_table(
                 let (hi_i, hi_e) = crate::search::rank::scaled_balance(calib, h);
                 println!(
                     "the top strategy stays first while every κ is scaled by {:.3}…{:.3} (κ intra {}…{}, κ inter {}…{})",
-                    lo_f, hf, sci(&li), sci(&hi_i), sci(&le), sci(&hi_e)
+                    lo_f, hf, units::ratio_rounded(&li), units::ratio_rounded(&hi_i), units::ratio_rounded(&le), units::ratio_rounded(&hi_e)
                 );
             }
             _ => println!(
                 "the top strategy stays first for every κ scaled by {:.3} or more, without upper limit (κ intra ≥ {}, κ inter ≥ {})",
-                lo_f, sci(&li), sci(&le)
+                lo_f, units::ratio_rounded(&li), units::ratio_rounded(&le)
             ),
         }
     }

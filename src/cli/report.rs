@@ -5,6 +5,7 @@
 //! `timeline` of the top strategy) and the timeline's Gantt chart; [`crate::report`] only lays
 //! them out.
 
+use super::rank::SearchArgs;
 use super::{run_json, Cli, Command, SymbolArgs};
 use crate::calib::Calibration;
 use crate::error::Error;
@@ -22,9 +23,6 @@ pub struct ReportArgs {
     /// Devices to train on.
     #[arg(long)]
     pub devices: u64,
-    /// Devices per node (default: the calibration's).
-    #[arg(long)]
-    pub gpus_per_node: Option<u64>,
     /// Strategies to rank and show.
     #[arg(long, default_value_t = 20)]
     pub top: usize,
@@ -32,12 +30,9 @@ pub struct ReportArgs {
     /// strategy on it (default: the reference machine, ranking by relative cost).
     #[arg(long, value_name = "FILE")]
     pub calib: Option<String>,
-    /// Device memory in bytes (default: the calibration's capacity).
-    #[arg(long, value_name = "BYTES")]
-    pub memory: Option<u64>,
-    /// Largest micro-batch count to try.
-    #[arg(long, default_value_t = 256)]
-    pub max_microbatches: u64,
+    /// The search's machine and constraints, as `rank` takes them.
+    #[command(flatten)]
+    pub search: SearchArgs,
     #[command(flatten)]
     pub symbols: SymbolArgs,
     /// The HTML file to write.
@@ -45,8 +40,9 @@ pub struct ReportArgs {
     pub output: PathBuf,
 }
 
-/// The arguments that choose the model, symbols and machine, as the other commands take them.
-fn model_args(args: &ReportArgs, calib: &str) -> Vec<String> {
+/// The arguments that choose the model, symbols and machine, as the other commands take them
+/// (`machine`: devices per node and usable memory, as the ranking used them).
+fn model_args(args: &ReportArgs, calib: &str, machine: &[String]) -> Vec<String> {
     let mut a = vec![args.model.clone()];
     for s in &args.symbols.set {
         a.extend(["--set".into(), s.clone()]);
@@ -58,12 +54,7 @@ fn model_args(args: &ReportArgs, calib: &str) -> Vec<String> {
     if let Some(d) = &args.symbols.rules {
         a.extend(["--rules".into(), d.display().to_string()]);
     }
-    if let Some(g) = args.gpus_per_node {
-        a.extend(["--gpus-per-node".into(), g.to_string()]);
-    }
-    if let Some(m) = args.memory {
-        a.extend(["--memory".into(), m.to_string()]);
-    }
+    a.extend(machine.iter().cloned());
     a.extend(["--calib".into(), calib.to_string()]);
     a
 }
@@ -114,7 +105,7 @@ pub fn run(args: ReportArgs) -> Result<(), Error> {
     let machine = Calibration::resolve_or_reference(args.calib.as_deref())?;
     let calib_arg = args.calib.clone().unwrap_or_else(|| machine.name.clone());
     let mut rank = vec!["rank".to_string()];
-    rank.extend(model_args(&args, &calib_arg));
+    rank.extend(model_args(&args, &calib_arg, &[]));
     if args.calib.is_none() {
         // Rank by relative cost on the reference machine, as `rank` without `--calib` does.
         let at = rank.len() - 2;
@@ -125,30 +116,51 @@ pub fn run(args: ReportArgs) -> Result<(), Error> {
         args.devices.to_string(),
         "--top".into(),
         args.top.to_string(),
-        "--max-microbatches".into(),
-        args.max_microbatches.to_string(),
     ]);
+    rank.extend(args.search.to_args());
     let ranking = one_json(rank)?;
-    let top = ranking["strategies"]
+    let rows = ranking["strategies"]
         .as_array()
-        .and_then(|r| r.first())
+        .cloned()
+        .unwrap_or_default();
+    let top = rows
+        .first()
         .ok_or_else(|| Error::Usage(format!("no strategy of {} to report", args.model)))?;
+    // The devices per node and usable memory (after headroom) the ranking used, for the top
+    // strategy's cost and timeline.
+    let limit = ranking["memory_limit"]
+        .as_str()
+        .and_then(|m| m.parse::<Rational>().ok())
+        .ok_or_else(|| Error::Usage("rank JSON without `memory_limit`".into()))?;
+    let gpus_per_node = ranking["gpus_per_node"]
+        .as_u64()
+        .ok_or_else(|| Error::Usage("rank JSON without `gpus_per_node`".into()))?;
+    let shape = vec![
+        "--gpus-per-node".to_string(),
+        gpus_per_node.to_string(),
+        "--memory".into(),
+        limit.floor().to_integer().to_string(),
+    ];
     let knobs = knob_args(top)?;
 
     let mut cost = vec!["cost".to_string(), "--symbolic".into()];
-    cost.extend(model_args(&args, &calib_arg));
+    cost.extend(model_args(&args, &calib_arg, &shape));
     cost.extend(knobs.iter().cloned());
     let cost = one_json(cost)?;
 
-    let mut tl = vec!["symshard".to_string(), "timeline".into()];
-    tl.extend(model_args(&args, &calib_arg));
-    tl.extend(knobs);
-    let Command::Timeline(tl) = Cli::try_parse_from(&tl)
-        .map_err(|e| Error::Usage(e.to_string()))?
-        .command
-    else {
-        unreachable!("parsed as `timeline`")
+    let parse = |knobs: Vec<String>| -> Result<super::timeline::TimelineArgs, Error> {
+        let mut tl = vec!["symshard".to_string(), "timeline".into()];
+        tl.extend(model_args(&args, &calib_arg, &shape));
+        tl.extend(knobs);
+        match Cli::try_parse_from(&tl)
+            .map_err(|e| Error::Usage(e.to_string()))?
+            .command
+        {
+            Command::Timeline(tl) => Ok(*tl),
+            _ => Err(Error::Usage("not a timeline command".into())),
+        }
     };
+    let tl = parse(knobs)?;
     let plan = super::timeline::plan_of(&tl.input, &tl.symbols, &tl.strategy)?;
     let timed = crate::timeline::time_plan(&plan, &tl.strategy.calibration()?)?;
     let title = format!(
@@ -162,14 +174,48 @@ pub fn run(args: ReportArgs) -> Result<(), Error> {
     let timeline = serde_json::to_value(&timed.summary)
         .map_err(|e| Error::Usage(format!("cannot write JSON: {e}")))?;
 
-    let capacity = match args.memory {
-        Some(m) => Rational::from_integer(m.into()),
-        None => machine.memory_bytes(),
-    };
+    // Every row's communication by collective kind and tier, for the stacked bars.
+    let loader = tl.symbols.loader()?;
+    let model = loader.resolve(&tl.input)?;
+    let values = tl.symbols.apply(&model)?;
+    let mut comm_parts = Vec::new();
+    for row in &rows {
+        let flags = parse(knob_args(row)?)?.strategy;
+        let batch = values
+            .get("B")
+            .cloned()
+            .unwrap_or_else(|| Rational::from_integer(1.into()));
+        let st = flags.resolve(&batch)?;
+        let (_, e) = crate::parallel::evaluate_strategy(
+            &model,
+            &values,
+            &st.knobs,
+            &st.layout,
+            &st.calib,
+            st.gpus_per_node,
+            &st.memory,
+        )?;
+        let parts: Vec<Value> = crate::parallel::breakdown::comm_by_kind(&e, &st.calib)
+            .iter()
+            .map(|p| {
+                serde_json::json!({
+                    "kind": p.kind.name(),
+                    "tier": p.tier,
+                    "cost": super::units::exact_text(&p.cost),
+                })
+            })
+            .collect();
+        comm_parts.push(Value::Array(parts));
+    }
+
     let mut command = vec!["symshard report".to_string(), args.model.clone()];
     command.push(format!("--devices {}", args.devices));
     if let Some(c) = &args.calib {
         command.push(format!("--calib {c}"));
+    }
+    let search = args.search.to_args();
+    if !search.is_empty() {
+        command.push(search.join(" "));
     }
     let html = crate::report::html(&ReportInput {
         command: command.join(" "),
@@ -177,7 +223,8 @@ pub fn run(args: ReportArgs) -> Result<(), Error> {
         cost: &cost,
         timeline: &timeline,
         gantt_svg: &gantt,
-        capacity_bytes: &capacity,
+        capacity_bytes: &limit,
+        comm_parts: &Value::Array(comm_parts),
     })?;
     std::fs::write(&args.output, &html).map_err(|source| Error::Io {
         path: args.output.clone(),

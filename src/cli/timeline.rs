@@ -2,6 +2,7 @@
 
 use super::output::print_json;
 use super::strategy_args::StrategyFlags;
+use super::units;
 use super::{Format, SymbolArgs};
 use crate::calib::Calibration;
 use crate::error::Error;
@@ -85,8 +86,9 @@ pub fn plan_of(
     )?;
     if let Some(why) = &e.reason {
         eprintln!(
-            "warning: {} does not fit in memory: {why}",
-            e.knobs.describe(values.get("B"))
+            "warning: {} does not fit in memory: {}",
+            e.knobs.describe(values.get("B")),
+            units::fit_reason(why)
         );
     }
     Ok(plan)
@@ -108,7 +110,7 @@ pub fn run(args: TimelineArgs) -> Result<(), Error> {
         return match args.format {
             Format::Json => print_json(&summary),
             Format::Table => {
-                print_summary(&summary);
+                print_summary(&summary, &plan, &calib);
                 Ok(())
             }
         };
@@ -136,28 +138,69 @@ pub fn run(args: TimelineArgs) -> Result<(), Error> {
     match args.format {
         Format::Json => print_json(&tl.summary),
         Format::Table => {
-            print_summary(&tl.summary);
+            print_summary(&tl.summary, &tl.plan, &calib);
             Ok(())
         }
     }
 }
 
-fn print_summary(s: &Summary) {
+/// `" (B = 512, S = 2048)"`: the global batch and sequence length a plan was analysed at.
+fn plan_batch_and_sequence(plan: &TimingPlan) -> String {
+    let parts: Vec<String> = ["B", "S"]
+        .iter()
+        .filter_map(|k| plan.symbols.get(*k).map(|v| format!("{k} = {v}")))
+        .collect();
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", parts.join(", "))
+    }
+}
+
+/// Devices per node a plan runs with on a machine: the plan's own, or the machine's.
+fn per_node(plan: &TimingPlan, calib: &Calibration) -> u64 {
+    plan.gpus_per_node.unwrap_or_else(|| calib.gpus_per_node())
+}
+
+/// Bytes given as a float (a summary's memory), rounded for a table.
+fn float_bytes(b: f64) -> String {
+    crate::sym::Rational::from_float(b)
+        .map_or_else(|| format!("{b} B"), |r| units::bytes_rounded(&r))
+}
+
+/// A float rounded to an integer, with thousands separators.
+fn float_count(x: f64) -> String {
+    crate::sym::Rational::from_float(x.round())
+        .map_or_else(|| format!("{x:.0}"), |r| units::grouped(&r.to_integer()))
+}
+
+/// The legend of the per-stream columns.
+const STREAM_LEGEND: &str = "streams: compute; tp_comm, dp_comm, ep_comm: tensor-, data- and expert-parallel collectives; cp_comm: the context-parallel ring of keys and values; p2p: pipeline sends and receives";
+
+fn print_summary(s: &Summary, plan: &TimingPlan, calib: &Calibration) {
     println!(
-        "timeline {} — {} on {} ({} devices)",
-        s.model, s.strategy, s.calibration, s.device_count
+        "timeline {}{} — {} on {} ({} devices, {} per node)",
+        s.model,
+        plan_batch_and_sequence(plan),
+        s.strategy,
+        s.calibration,
+        s.device_count,
+        per_node(plan, calib)
     );
     println!();
     println!("  iteration               {:.4} s", s.iteration_seconds);
     println!("  samples per second      {:.2}", s.samples_per_second);
-    println!("  tokens per second       {:.0}", s.tokens_per_second);
+    println!(
+        "  tokens per second       {}",
+        float_count(s.tokens_per_second)
+    );
     println!("  model TFLOP/s / device  {:.1}", s.model_tflops_per_device);
     println!("  MFU                     {:.1}%", 100.0 * s.mfu);
     println!("  bubble fraction         {:.4}", s.bubble_fraction);
     if let (Some(fits), Some(m)) = (s.fits, s.memory_per_device) {
         println!(
-            "  memory per device       {:.1} GB ({})",
-            m / 1e9,
+            "  memory per device       {} ({})",
+            float_bytes(m),
             if fits { "fits" } else { "does NOT fit" }
         );
     }
@@ -198,20 +241,30 @@ fn print_summary(s: &Summary) {
             extra(cp, format!("{:.4}", d.busy.cp_comm)),
         );
     }
+    println!("  busy seconds per stream; {STREAM_LEGEND}");
+    println!("  {}", units::UNITS_LEGEND);
 }
 
 /// Runs `port`.
 pub fn run_port(args: PortArgs) -> Result<(), Error> {
     let plan = TimingPlan::load(&args.analysis)?;
     let mut rows = Vec::new();
+    let mut machines = Vec::new();
     for c in &args.calib {
         let calib = Calibration::resolve(c)?;
         rows.push(time_summary(&plan, &calib)?);
+        machines.push(calib);
     }
     if args.format == Format::Json {
         return print_json(&rows);
     }
-    println!("{} — {}", plan.model, plan.knobs);
+    println!(
+        "{}{} — {} on {} devices",
+        plan.model,
+        plan_batch_and_sequence(&plan),
+        plan.knobs,
+        plan.knobs.devices()
+    );
     println!();
     let w = 14;
     let mut head = format!("  {:<24}", "");
@@ -226,21 +279,22 @@ pub fn run_port(args: PortArgs) -> Result<(), Error> {
         }
         println!("{l}");
     };
+    line("devices per node", &|r| {
+        let m = machines.iter().find(|m| m.name == r.calibration);
+        m.map_or("-".into(), |m| per_node(&plan, m).to_string())
+    });
     line("iteration (s)", &|r| format!("{:.4}", r.iteration_seconds));
     line("samples per second", &|r| {
         format!("{:.2}", r.samples_per_second)
     });
-    line("tokens per second", &|r| {
-        format!("{:.0}", r.tokens_per_second)
-    });
+    line("tokens per second", &|r| float_count(r.tokens_per_second));
     line("model TFLOP/s / device", &|r| {
         format!("{:.1}", r.model_tflops_per_device)
     });
     line("MFU", &|r| format!("{:.1}%", 100.0 * r.mfu));
     line("bubble fraction", &|r| format!("{:.4}", r.bubble_fraction));
-    line("memory per device (GB)", &|r| {
-        r.memory_per_device
-            .map_or("unknown".into(), |m| format!("{:.1}", m / 1e9))
+    line("memory per device", &|r| {
+        r.memory_per_device.map_or("unknown".into(), float_bytes)
     });
     line("fits", &|r| match r.fits {
         Some(true) => "yes".into(),
@@ -276,5 +330,7 @@ pub fn run_port(args: PortArgs) -> Result<(), Error> {
             format!("{:.4}", busiest(r, |b| b.cp_comm))
         });
     }
+    println!("  busy (max, s): the most seconds any one device's stream is busy; {STREAM_LEGEND}");
+    println!("  {}", units::UNITS_LEGEND);
     Ok(())
 }

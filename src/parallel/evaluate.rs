@@ -275,6 +275,10 @@ pub struct CommRow {
     pub tensor: String,
     /// Why.
     pub reason: String,
+    /// Whether it reduces a gradient (once per step, in the backward pass) rather than running
+    /// in every micro-batch.
+    #[serde(skip)]
+    pub gradient: bool,
 }
 
 /// Memory per device in bytes.
@@ -1247,6 +1251,7 @@ pub fn evaluate_with(
                     op: c.op.clone(),
                     tensor: c.tensor.clone(),
                     reason: c.reason.clone(),
+                    gradient: false,
                 });
             }
             let experts: Vec<&str> = a.blocks[bi]
@@ -1271,6 +1276,7 @@ pub fn evaluate_with(
                     op: c.op.clone(),
                     tensor: c.tensor.clone(),
                     reason: c.reason.clone(),
+                    gradient: true,
                 });
             }
         }
@@ -1295,6 +1301,7 @@ pub fn evaluate_with(
                     count: copies * k.microbatches * (k.cp - 1) * (3 + reruns),
                     op: op.name.clone(),
                     tensor: "key, value".into(),
+                    gradient: false,
                     reason: "context parallelism passes each rank's keys and values to the next rank of the ring, cp − 1 steps forward; backward passes them again with their gradients".into(),
                 });
             }
@@ -1318,6 +1325,7 @@ pub fn evaluate_with(
                 reason:
                     "tokens go to the devices holding their experts and back, forward and backward"
                         .into(),
+                gradient: false,
             });
         }
     }

@@ -2,6 +2,7 @@
 //! evaluation of a strategy's per-device cost.
 
 pub mod analysis;
+pub mod breakdown;
 pub mod evaluate;
 pub mod layout;
 pub mod moe;

@@ -30,7 +30,46 @@ pub struct ReportInput<'a> {
     pub gantt_svg: &'a str,
     /// Device memory, in bytes.
     pub capacity_bytes: &'a Rational,
+    /// For each ranked strategy, in the ranking's order: its relative communication cost by
+    /// collective kind and tier ([`crate::parallel::breakdown::comm_by_kind`]), as
+    /// `[{"kind", "tier", "cost"}]` with `cost` exact.
+    pub comm_parts: &'a Value,
 }
+
+/// Collective kinds in the order the bars stack them, each with its colour within the
+/// intra-node and the inter-node tier (every other kind shares the last pair).
+const COLLECTIVES: [(&str, RGBColor, RGBColor); 6] = [
+    (
+        "all-reduce",
+        RGBColor(0xb0, 0x7a, 0xa1),
+        RGBColor(0xe1, 0x57, 0x59),
+    ),
+    (
+        "reduce-scatter",
+        RGBColor(0xd4, 0xa6, 0xc8),
+        RGBColor(0xff, 0x9d, 0x9a),
+    ),
+    (
+        "all-gather",
+        RGBColor(0x86, 0xbc, 0xb6),
+        RGBColor(0x49, 0x98, 0x94),
+    ),
+    (
+        "all-to-all",
+        RGBColor(0xf1, 0xce, 0x63),
+        RGBColor(0xf2, 0x8e, 0x2b),
+    ),
+    (
+        "send-recv",
+        RGBColor(0x8c, 0xd1, 0x7d),
+        RGBColor(0x59, 0xa1, 0x4f),
+    ),
+    (
+        "other",
+        RGBColor(0xd7, 0xb5, 0xa6),
+        RGBColor(0x9d, 0x76, 0x60),
+    ),
+];
 
 /// Colours of the cost components (the same in the bars and the table).
 const COMPONENTS: [(&str, &str, RGBColor); 4] = [
@@ -112,21 +151,82 @@ fn knobs(r: &Value) -> String {
     s
 }
 
-/// Stacked bars of each strategy's relative cost components.
-fn components_svg(rows: &[Value]) -> Result<String> {
+/// The stacked segments of the components chart: compute, communication by tier and
+/// collective kind (those some strategy has), pipeline bubble — each a label, a colour and the
+/// value of every row.
+fn segments(rows: &[Value], parts: &Value) -> Vec<(String, RGBColor, Vec<f64>)> {
+    let mut out = vec![(
+        "compute".to_string(),
+        COMPONENTS[0].2,
+        rows.iter()
+            .map(|r| float(&r["relative"]["compute"]))
+            .collect(),
+    )];
+    let slot = |kind: &str| {
+        COLLECTIVES
+            .iter()
+            .position(|(k, _, _)| *k == kind)
+            .unwrap_or(COLLECTIVES.len() - 1)
+    };
+    for tier in ["intra", "inter"] {
+        for (c, (kind, intra, inter)) in COLLECTIVES.iter().enumerate() {
+            let values: Vec<f64> = (0..rows.len())
+                .map(|i| {
+                    parts[i]
+                        .as_array()
+                        .map(Vec::as_slice)
+                        .unwrap_or_default()
+                        .iter()
+                        .filter(|p| {
+                            p["tier"] == tier && slot(p["kind"].as_str().unwrap_or("")) == c
+                        })
+                        .map(|p| float(&p["cost"]))
+                        .sum()
+                })
+                .collect();
+            if values.iter().any(|v| *v > 0.0) {
+                let what = match *kind {
+                    "send-recv" => "send/receive (pipeline, context-parallel ring)",
+                    "other" => "other collectives",
+                    k => k,
+                };
+                let (colour, where_) = if tier == "intra" {
+                    (*intra, "intra-node")
+                } else {
+                    (*inter, "inter-node")
+                };
+                out.push((format!("{where_} {what}"), colour, values));
+            }
+        }
+    }
+    out.push((
+        "pipeline bubble".to_string(),
+        COMPONENTS[3].2,
+        rows.iter()
+            .map(|r| float(&r["relative"]["bubble"]))
+            .collect(),
+    ));
+    out
+}
+
+/// Stacked bars of each strategy's relative cost: compute, communication by tier and collective
+/// kind, and pipeline bubble, with a legend entry for every colour.
+fn components_svg(rows: &[Value], parts: &Value) -> Result<String> {
+    let segs = segments(rows, parts);
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (960, 380)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, (1060, 400)).into_drawing_area();
         root.fill(&WHITE).map_err(chart_err)?;
+        let (left, right) = root.split_horizontally(820);
         let max = rows
             .iter()
             .map(|r| float(&r["relative"]["total"]))
             .fold(0.0, f64::max)
             .max(1.0);
         let n = rows.len() as f64;
-        let mut chart = ChartBuilder::on(&root)
+        let mut chart = ChartBuilder::on(&left)
             .caption(
-                "relative cost per strategy and its components (FLOP-equivalents, busiest device, one step)",
+                "relative cost per strategy by component (FLOP-equivalents, busiest device, one step)",
                 ("sans-serif", 15),
             )
             .margin(12)
@@ -144,12 +244,11 @@ fn components_svg(rows: &[Value]) -> Result<String> {
             .draw()
             .map_err(chart_err)?;
         let mut base = vec![0.0; rows.len()];
-        for (key, label, colour) in COMPONENTS {
-            let bars: Vec<Rectangle<(f64, f64)>> = rows
+        for (_, colour, values) in &segs {
+            let bars: Vec<Rectangle<(f64, f64)>> = values
                 .iter()
                 .enumerate()
-                .map(|(i, r)| {
-                    let v = float(&r["relative"][key]);
+                .map(|(i, v)| {
                     let x = i as f64 + 1.0;
                     let rect = Rectangle::new(
                         [(x - 0.35, base[i]), (x + 0.35, base[i] + v)],
@@ -159,21 +258,19 @@ fn components_svg(rows: &[Value]) -> Result<String> {
                     rect
                 })
                 .collect();
-            chart
-                .draw_series(bars)
-                .map_err(chart_err)?
-                .label(label)
-                .legend(move |(x, y)| {
-                    Rectangle::new([(x, y - 5), (x + 10, y + 5)], colour.filled())
-                });
+            chart.draw_series(bars).map_err(chart_err)?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK)
-            .draw()
-            .map_err(chart_err)?;
+        // The legend, top of the stack first, beside the chart.
+        let font = ("sans-serif", 12).into_font().color(&BLACK);
+        for (k, (label, colour, _)) in segs.iter().rev().enumerate() {
+            let y = 40 + 22 * k as i32;
+            right
+                .draw(&Rectangle::new([(6, y), (20, y + 14)], colour.filled()))
+                .map_err(chart_err)?;
+            right
+                .draw(&Text::new(label.clone(), (26, y + 1), font.clone()))
+                .map_err(chart_err)?;
+        }
         root.present().map_err(chart_err)?;
     }
     Ok(svg)
@@ -226,7 +323,7 @@ fn frontier_svg(rows: &[Value], seconds: bool, capacity: f64) -> Result<String> 
         root.fill(&WHITE).map_err(chart_err)?;
         let mut chart = ChartBuilder::on(&root)
             .caption(
-                "memory per device versus time per step: Pareto frontier and device capacity",
+                "memory per device versus time per step: Pareto frontier and device memory limit",
                 ("sans-serif", 15),
             )
             .margin(12)
@@ -260,7 +357,7 @@ fn frontier_svg(rows: &[Value], seconds: bool, capacity: f64) -> Result<String> 
                 cap_style,
             ))
             .map_err(chart_err)?
-            .label(format!("device capacity {cap:.1} GB"))
+            .label(format!("device memory limit {cap:.1} GB"))
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 14, y)], cap_style));
         let front = frontier(&points);
         let line = ShapeStyle::from(&BLACK).stroke_width(1);
@@ -363,7 +460,7 @@ fn memory_svg(memory: &Value, capacity: f64) -> Result<String> {
                 cap_style,
             ))
             .map_err(chart_err)?
-            .label(format!("capacity {cap:.1} GB"))
+            .label(format!("memory limit {cap:.1} GB"))
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 14, y)], cap_style));
         chart
             .configure_series_labels()
@@ -705,7 +802,7 @@ pub fn html(input: &ReportInput) -> Result<String> {
     let _ = writeln!(
         h,
         "<section><h2>Cost components</h2><figure class=\"chart\" id=\"components\">{}</figure></section>",
-        components_svg(&rows)?
+        components_svg(&rows, input.comm_parts)?
     );
     let _ = writeln!(
         h,
