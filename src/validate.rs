@@ -175,7 +175,13 @@ pub fn run_file(name: &str, src: &Source) -> Result<FileOutcome> {
             values.insert(sym.clone(), value);
         }
         let strategy = run.strategy.resolve(src, &["runs", &idx, "strategy"])?;
-        let knobs = strategy.knobs;
+        let batch = values
+            .get("B")
+            .cloned()
+            .unwrap_or_else(|| crate::sym::Rational::from_integer(1.into()));
+        let knobs = strategy
+            .knobs_for_batch(&batch)
+            .map_err(|e| at("strategy", e))?;
         let layout = Layout {
             sequence_parallel: knobs.sequence_parallel,
             tp_overrides: strategy.splits,

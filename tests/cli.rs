@@ -389,3 +389,64 @@ fn headers_state_b_s_and_the_machine_and_rank_explains_its_columns() {
         assert!(header.contains(want), "{want}: {header}");
     }
 }
+
+/// A strategy file may give the micro-batch size as users and Megatron-LM say it; it means the
+/// same as `--micro-batch-size`, and a file giving both size and count is refused at its line.
+#[test]
+fn strategy_files_take_a_micro_batch_size() {
+    let dir = std::env::temp_dir().join(format!("symshard-mbs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("mbs.yaml");
+    std::fs::write(
+        &file,
+        "dp: 8\npp: 2\nmicro_batch_size: 2\nschedule: interleaved-1f1b\nchunks: 2\n",
+    )
+    .unwrap();
+    let f = file.to_str().unwrap();
+    let from_file = json(&["cost", "gpt3-1.3b", "--strategy", f, "--format", "json"]);
+    let from_flags = json(&[
+        "cost",
+        "gpt3-1.3b",
+        "--dp",
+        "8",
+        "--pp",
+        "2",
+        "--micro-batch-size",
+        "2",
+        "--schedule",
+        "interleaved-1f1b",
+        "--chunks",
+        "2",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(from_file["per_device"], from_flags["per_device"]);
+    // The flags still win over the file.
+    let flagged = json(&[
+        "cost",
+        "gpt3-1.3b",
+        "--strategy",
+        f,
+        "--micro-batch-size",
+        "4",
+        "--format",
+        "json",
+    ]);
+    assert_ne!(flagged["per_device"], from_file["per_device"]);
+    std::fs::write(&file, "dp: 8\nmicrobatches: 4\nmicro_batch_size: 2\n").unwrap();
+    symshard()
+        .args(["cost", "gpt3-1.3b", "--strategy", f])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("mbs.yaml:3:").and(predicate::str::contains("not both")));
+    // A size the batch does not divide into is refused, naming the file.
+    std::fs::write(&file, "dp: 8\nmicro_batch_size: 5\n").unwrap();
+    symshard()
+        .args(["cost", "gpt3-1.3b", "--strategy", f])
+        .assert()
+        .code(2)
+        .stderr(
+            predicate::str::contains("mbs.yaml").and(predicate::str::contains("micro_batch_size")),
+        );
+    let _ = std::fs::remove_dir_all(&dir);
+}

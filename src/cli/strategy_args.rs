@@ -161,9 +161,11 @@ impl StrategyFlags {
     /// [`StrategyFlags::resolve`] returning its warnings instead of printing them (for commands
     /// that resolve one strategy at many symbol values).
     pub fn resolve_quietly(&self, batch: &Rational) -> Result<(Resolved, Vec<String>), Error> {
+        let mut file_size: Option<(u64, String)> = None;
         let (mut knobs, mut layout, mut gpn) = match &self.strategy {
             Some(p) => {
                 let s = load_strategy(p)?;
+                file_size = s.micro_batch_size.map(|m| (m, p.display().to_string()));
                 let layout = Layout {
                     sequence_parallel: s.knobs.sequence_parallel,
                     tp_overrides: s.splits,
@@ -197,6 +199,13 @@ impl StrategyFlags {
         }
         if let Some(v) = self.chunks {
             knobs.chunks = v;
+        }
+        // The file's micro-batch size holds unless the flags give the count or the size.
+        if let (Some((size, file)), None, None) =
+            (&file_size, self.micro_batch_size, self.microbatches)
+        {
+            knobs.microbatches = Knobs::microbatches_for_size(batch, knobs.dp, *size)
+                .map_err(|e| Error::Usage(format!("{file}: `micro_batch_size` = {size}: {e}")))?;
         }
         if let Some(size) = self.micro_batch_size {
             let m = Knobs::microbatches_for_size(batch, knobs.dp, size)

@@ -22,8 +22,12 @@ pub struct StrategyFile {
     tp: u64,
     #[serde(default = "one")]
     pp: u64,
-    #[serde(default = "one")]
-    microbatches: u64,
+    #[serde(default)]
+    microbatches: Option<u64>,
+    /// Samples per micro-batch and data-parallel rank (Megatron-LM's `--micro-batch-size`):
+    /// the count follows from the global batch when a model is at hand.
+    #[serde(default)]
+    micro_batch_size: Option<u64>,
     #[serde(default)]
     schedule: Option<String>,
     #[serde(default = "one")]
@@ -61,6 +65,26 @@ pub struct StrategyArgs {
     pub splits: BTreeMap<String, String>,
     /// A description.
     pub doc: Option<String>,
+    /// The micro-batch size the file gives instead of a count (see
+    /// [`StrategyArgs::knobs_for_batch`]).
+    pub micro_batch_size: Option<u64>,
+}
+
+impl StrategyArgs {
+    /// The knobs at global batch `batch`: a micro-batch size given by the file becomes the
+    /// count global batch ÷ (dp × size), checked again with it.
+    pub fn knobs_for_batch(
+        &self,
+        batch: &crate::sym::Rational,
+    ) -> std::result::Result<Knobs, String> {
+        let mut k = self.knobs.clone();
+        if let Some(size) = self.micro_batch_size {
+            k.microbatches = Knobs::microbatches_for_size(batch, k.dp, size)
+                .map_err(|e| format!("`micro_batch_size` = {size}: {e}"))?;
+            check_knobs(&k)?;
+        }
+        Ok(k)
+    }
 }
 
 /// Largest device count accepted anywhere (2^24): beyond any machine built.
@@ -219,11 +243,30 @@ impl StrategyFile {
                 )
             })?,
         };
+        if let (Some(_), Some(_)) = (f.microbatches, f.micro_batch_size) {
+            return Err(err(
+                "micro_batch_size",
+                "give `microbatches` (a count) or `micro_batch_size` (samples per micro-batch), not both".into(),
+            ));
+        }
+        if f.micro_batch_size == Some(0) {
+            return Err(err(
+                "micro_batch_size",
+                "`micro_batch_size` must be at least 1".into(),
+            ));
+        }
+        // With a size, the count waits for the global batch; until then the schedule's checks
+        // see a count they accept (the knobs are checked again with the real one).
+        let microbatches = match (f.microbatches, f.micro_batch_size) {
+            (Some(m), _) => m,
+            (None, Some(_)) => f.pp,
+            (None, None) => 1,
+        };
         let knobs = Knobs {
             dp: f.dp,
             tp: f.tp,
             pp: f.pp,
-            microbatches: f.microbatches,
+            microbatches,
             schedule,
             chunks: f.chunks,
             sequence_parallel: f.sequence_parallel,
@@ -245,6 +288,7 @@ impl StrategyFile {
             gpus_per_node: f.gpus_per_node,
             splits: f.splits.0.into_iter().collect(),
             doc: f.doc,
+            micro_batch_size: f.micro_batch_size,
         })
     }
 }
