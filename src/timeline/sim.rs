@@ -326,6 +326,18 @@ struct Recorder {
     count: usize,
 }
 
+impl Recorder {
+    /// The dependencies of a new event: `prev`, when events are kept (a timing-only run
+    /// allocates none).
+    fn deps(&self, prev: Option<usize>) -> Vec<usize> {
+        if self.keep {
+            prev.into_iter().collect()
+        } else {
+            Vec::new()
+        }
+    }
+}
+
 impl Device {
     /// Issues `e` on its stream once `ready`; returns its id, start and end.
     fn push(&mut self, rec: &mut Recorder, mut e: Event, ready: f64) -> (usize, f64, f64) {
@@ -347,7 +359,7 @@ impl Device {
             let overlap = (comm_until - e.start).clamp(0.0, e.dur);
             e.dur += self.contention * overlap;
         }
-        if let Some(prev) = self.last[s] {
+        if let (true, Some(prev)) = (rec.keep, self.last[s]) {
             if !e.deps.contains(&prev) {
                 e.deps.push(prev);
             }
@@ -596,7 +608,7 @@ fn run(
                             microbatch: Some(task.microbatch),
                             flops: s.flops,
                             bytes: s.bytes,
-                            deps: prev.into_iter().collect(),
+                            deps: rec.deps(prev),
                         };
                         if s.after_dgrad {
                             // Issued when the matmul's input gradient (the first of its two
@@ -686,7 +698,7 @@ fn run(
                             microbatch: Some(task.microbatch),
                             flops: 0.0,
                             bytes,
-                            deps: prev.into_iter().collect(),
+                            deps: rec.deps(prev),
                         };
                         let (id, _, end) = dev.push(&mut rec, e, t);
                         // Megatron-LM's pipeline exchange is synchronous: the stage waits for
