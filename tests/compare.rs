@@ -347,6 +347,26 @@ fn crossover_pipeline_against_data_parallelism_is_piecewise() {
 }
 
 #[test]
+fn crossover_context_against_pipeline_parallelism_in_the_sequence_length() {
+    // Llama 3 8B on 64 devices, tp 4 and dp 8 in both: the second factor of 2 as two pipeline
+    // stages (A) or as context parallelism 2 (B). The ring (every layer's keys and values)
+    // costs more than the pipeline's sends at short sequences; but the busiest pipeline stage
+    // holds more than half of the layers (the partition weighs the head against them), and
+    // attention's work on them grows with S², while context parallelism halves every layer's
+    // evenly, plus the pipeline's bubble: context parallelism wins from S = 3392 on (the
+    // difference's root ≈ 3385.0).
+    let a = "tp=4,pp=2,dp=8,mbs=1,sp,zero=1";
+    let b = "tp=4,cp=2,dp=8,mbs=1,sp,zero=1";
+    let c = check_crossover(a, b, 1024, 16384, 8);
+    let intervals = c["intervals"].as_array().unwrap();
+    assert_eq!(intervals.len(), 2, "{intervals:?}");
+    assert_eq!(intervals[0]["winner"], "A");
+    assert_eq!(intervals[0]["to"], "3384");
+    assert_eq!(intervals[1]["from"], "3392");
+    assert_eq!(intervals[1]["winner"], "B");
+}
+
+#[test]
 fn errors_name_what_is_wrong() {
     let e = refused(&["compare", "llama3-8b", "dp=64,foo=2", TP]);
     assert!(
