@@ -773,7 +773,7 @@ def compare(
             k["sp"] = "on" if k.pop("sequence_parallel") else "off"
             return ",".join(f"{n}={v}" for n, v in k.items())
         if isinstance(s, os.PathLike):
-            return os.fspath(s)
+            return str(os.fspath(s))
         if isinstance(s, str):
             return s
         raise TypeError(
