@@ -55,8 +55,33 @@ fn bindings() -> impl Strategy<Value = Bindings> {
     })
 }
 
+/// Symbol values from tiny fractions to 10^30: the 128-bit fast path of `eval` answers the
+/// small ones and must fall back exactly on the others.
+fn wide_bindings() -> impl Strategy<Value = Bindings> {
+    let value = prop_oneof![
+        nonzero_rational(),
+        (1u32..=30, any::<bool>(), 1i64..=7).prop_map(|(k, neg, d)| {
+            let n = BigInt::from(10).pow(k) * if neg { -1 } else { 1 };
+            Rational::new(n, d.into())
+        }),
+    ];
+    prop::collection::vec(value, SYMS.len()).prop_map(|vs| {
+        SYMS.iter()
+            .map(|s| s.to_string())
+            .zip(vs)
+            .collect::<Bindings>()
+    })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Evaluation with the checked 128-bit fast path equals evaluation in arbitrary precision.
+    #[test]
+    fn fast_evaluation_is_exact(x in poly(), big in 0u32..=40, b in wide_bindings()) {
+        let x = &x * &Poly::constant(Rational::from_integer(BigInt::from(10).pow(big)));
+        prop_assert_eq!(x.eval(&b), x.eval_exact(&b));
+    }
 
     #[test]
     fn addition_is_commutative_and_associative(x in poly(), y in poly(), z in poly()) {

@@ -418,6 +418,25 @@ impl Poly {
     /// Full evaluation. Fails with [`SymError::Unbound`] naming the first
     /// (alphabetically) symbol without a value.
     pub fn eval(&self, b: &Bindings) -> Result<Rational, SymError> {
+        let bound = self
+            .terms
+            .keys()
+            .all(|m| m.iter().all(|(n, _)| b.contains_key(n)));
+        if !bound {
+            // The first unbound symbol in name order.
+            if let Some(s) = self.symbols().into_iter().find(|s| !b.contains_key(s)) {
+                return Err(SymError::Unbound { symbol: s });
+            }
+        }
+        if let Some(v) = self.eval_i128(b) {
+            return Ok(v);
+        }
+        self.eval_exact(b)
+    }
+
+    /// [`Poly::eval`] in arbitrary precision throughout (no 128-bit fast path): the reference
+    /// the fast path is tested against.
+    pub fn eval_exact(&self, b: &Bindings) -> Result<Rational, SymError> {
         if let Some(s) = self.symbols().into_iter().find(|s| !b.contains_key(s)) {
             return Err(SymError::Unbound { symbol: s });
         }
@@ -437,6 +456,55 @@ impl Poly {
             sum += term;
         }
         Ok(sum)
+    }
+
+    /// [`Poly::eval`] in checked 128-bit integer fractions, every symbol bound: `None` on any
+    /// overflow or a division by zero, which the exact path then handles (the two agree
+    /// wherever this one answers: it is the same arithmetic, reduced at the end).
+    fn eval_i128(&self, b: &Bindings) -> Option<Rational> {
+        use num_traits::ToPrimitive;
+        fn gcd(mut a: i128, mut b: i128) -> i128 {
+            a = a.abs();
+            b = b.abs();
+            while b != 0 {
+                (a, b) = (b, a % b);
+            }
+            a
+        }
+        // A fraction n/d with d > 0, reduced.
+        fn reduced(n: i128, d: i128) -> Option<(i128, i128)> {
+            let g = gcd(n, d).max(1);
+            let (n, d) = (n / g, d / g);
+            if d < 0 {
+                Some((n.checked_neg()?, d.checked_neg()?))
+            } else {
+                Some((n, d))
+            }
+        }
+        let (mut num, mut den) = (0i128, 1i128);
+        for (m, c) in &self.terms {
+            let (mut tn, mut td) = (c.numer().to_i128()?, c.denom().to_i128()?);
+            for (name, e) in m.iter() {
+                let v = b.get(name)?;
+                let (vn, vd) = (v.numer().to_i128()?, v.denom().to_i128()?);
+                let k = e.unsigned_abs();
+                let (pn, pd) = if e >= 0 { (vn, vd) } else { (vd, vn) };
+                if pd == 0 {
+                    return None;
+                }
+                tn = tn.checked_mul(pn.checked_pow(k)?)?;
+                td = td.checked_mul(pd.checked_pow(k)?)?;
+                (tn, td) = reduced(tn, td)?;
+            }
+            // num/den + tn/td over the least common denominator.
+            let g = gcd(den, td).max(1);
+            let lcd = (den / g).checked_mul(td)?;
+            num = num
+                .checked_mul(lcd / den)?
+                .checked_add(tn.checked_mul(lcd / td)?)?;
+            (num, den) = reduced(num, lcd)?;
+        }
+        Some(Rational::new(BigInt::from(num), BigInt::from(den)))
     }
 
     /// Compares the values of two polynomials under the given bindings.
