@@ -598,3 +598,74 @@ fn qwen3_moe_layouts() {
     });
     assert!(error(&p).contains("`shared_expert_intermediate_size`"));
 }
+
+/// Qwen2-MoE (config: https://huggingface.co/Qwen/Qwen1.5-MoE-A2.7B/blob/main/config.json):
+/// every layer sparse, top-K weights not renormalised, one sigmoid-gated shared expert; other
+/// settings refused with the field named.
+#[test]
+fn qwen2_moe_layouts() {
+    let m = imported("Qwen1.5-MoE-A2.7B");
+    assert_eq!(m.family.as_deref(), Some("qwen2_moe"));
+    assert_eq!(
+        (
+            m.values["E"].clone(),
+            m.values["K"].clone(),
+            m.values["F"].clone(),
+            m.values["FS"].clone()
+        ),
+        (int(60), int(4), int(1408), int(5632))
+    );
+    // 60 experts, 4 per token: every expert has S·K/E whole slots per sequence when 15 divides
+    // S; the default length is 15·512, the multiple of 15 up to the pre-training length 8192
+    // with the most factors of two.
+    assert_eq!(m.values["S"], int(7680));
+    // A renormalising gate is another family's step: refused.
+    let p = variant("qwen2-moe-norm.json", "Qwen1.5-MoE-A2.7B", |m| {
+        m.insert("norm_topk_prob".into(), true.into());
+    });
+    let e = error(&p);
+    assert!(
+        e.contains("qwen2-moe-norm.json:") && e.contains("norm_topk_prob true"),
+        "{e}"
+    );
+    // Absent, it takes the Qwen2MoeConfig default, false: the family's gate.
+    let p = variant("qwen2-moe-norm-absent.json", "Qwen1.5-MoE-A2.7B", |m| {
+        m.remove("norm_topk_prob");
+    });
+    assert_eq!(params(&load(&p).unwrap()), params(&m));
+    // Dense layers among the sparse ones are refused.
+    let p = variant("qwen2-moe-step.json", "Qwen1.5-MoE-A2.7B", |m| {
+        m.insert("decoder_sparse_step".into(), 2.into());
+    });
+    let e = error(&p);
+    assert!(
+        e.contains("qwen2-moe-step.json:") && e.contains("decoder_sparse_step"),
+        "{e}"
+    );
+    let p = variant("qwen2-moe-dense.json", "Qwen1.5-MoE-A2.7B", |m| {
+        m.insert("mlp_only_layers".into(), serde_json::json!([0]));
+    });
+    assert!(error(&p).contains("mlp_only_layers"));
+    // Absent, the shared expert's size is the Qwen2MoeConfig default, 5632 (this config's).
+    let p = variant("qwen2-moe-noshared.json", "Qwen1.5-MoE-A2.7B", |m| {
+        m.remove("shared_expert_intermediate_size");
+    });
+    assert_eq!(params(&load(&p).unwrap()), params(&m));
+    // Biases the family lacks, or lacking those it has, are refused.
+    let p = variant("qwen2-moe-noqkvbias.json", "Qwen1.5-MoE-A2.7B", |m| {
+        m.insert("qkv_bias".into(), false.into());
+    });
+    let e = error(&p);
+    assert!(
+        e.contains("qwen2-moe-noqkvbias.json:") && e.contains("qkv_bias false"),
+        "{e}"
+    );
+    let p = variant("qwen2-moe-mlp-bias.json", "Qwen1.5-MoE-A2.7B", |m| {
+        m.insert("mlp_bias".into(), true.into());
+    });
+    assert!(error(&p).contains("`mlp_bias`"));
+    let p = variant("qwen2-moe-tied.json", "Qwen1.5-MoE-A2.7B", |m| {
+        m.insert("tie_word_embeddings".into(), true.into());
+    });
+    assert!(error(&p).contains("tie_word_embeddings true"));
+}

@@ -46,6 +46,7 @@ const CASES: &[(&str, &str)] = &[
     ("pythia-1.4b", "gpt_neox"),
     ("falcon-7b", "falcon"),
     ("Qwen3-30B-A3B", "qwen3_moe"),
+    ("Qwen1.5-MoE-A2.7B", "qwen2_moe"),
 ];
 
 /// Checks one fixture; returns (symshard, reference) pairs for the message.
@@ -135,4 +136,10 @@ fn falcon() {
 #[test]
 fn qwen3_moe() {
     check("Qwen3-30B-A3B", "qwen3_moe");
+}
+
+/// Config: https://huggingface.co/Qwen/Qwen1.5-MoE-A2.7B/blob/main/config.json
+#[test]
+fn qwen2_moe() {
+    check("Qwen1.5-MoE-A2.7B", "qwen2_moe");
 }

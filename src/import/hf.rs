@@ -7,10 +7,11 @@
 //! `qwen2` (`qwen2`, q/k/v biases), `qwen3` (`qwen3`, per-head q/k norms), `gemma` and `gemma2`
 //! (tied, GeGLU; Gemma 2 with post-norms and soft-capping); each family with a `_tied` variant
 //! where the config ties the head; `phi`, `gpt_neox`, `falcon` and `opt` (each its own family:
-//! parallel blocks with partial rotary, multi-query, learned positions). Fields absent from a file take the `transformers` class
-//! defaults, and the symbol's source says so. A field that changes the architecture in a way the
-//! family cannot represent (biases, parallel blocks, partial rotary, latent attention, …) is
-//! refused with its name and place, never dropped.
+//! parallel blocks with partial rotary, multi-query, learned positions), `qwen3_moe` and
+//! `qwen2_moe` (routed experts; Qwen2-MoE with a sigmoid-gated shared expert). Fields absent from
+//! a file take the `transformers` class defaults, and the symbol's source says so. A field that
+//! changes the architecture in a way the family cannot represent (biases, parallel blocks,
+//! partial rotary, latent attention, …) is refused with its name and place, never dropped.
 
 use super::json::Config;
 use super::yaml_str;
@@ -30,6 +31,7 @@ pub const SUPPORTED: &[&str] = &[
     "qwen2",
     "qwen3",
     "qwen3_moe",
+    "qwen2_moe",
     "gemma",
     "gemma2",
     "phi3",
@@ -115,8 +117,8 @@ pub fn import_hf_text(file: &Path, text: String, name: &str) -> Result<HfImport>
     let plan = match model_type.as_str() {
         "gpt2" => gpt2(&c, &src)?,
         "bert" => bert(&c, &src)?,
-        "llama" | "mistral" | "mixtral" | "qwen2" | "qwen3" | "qwen3_moe" | "gemma" | "gemma2"
-        | "phi3" => llama(&c, &src, &model_type)?,
+        "llama" | "mistral" | "mixtral" | "qwen2" | "qwen3" | "qwen3_moe" | "qwen2_moe"
+        | "gemma" | "gemma2" | "phi3" => llama(&c, &src, &model_type)?,
         "t5" => t5(&c, &src)?,
         "phi" => phi(&c, &src)?,
         "gpt_neox" => gpt_neox(&c, &src)?,
@@ -198,6 +200,14 @@ pub fn import_hf_text(file: &Path, text: String, name: &str) -> Result<HfImport>
         family: plan.family.to_string(),
         yaml: y,
     })
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
 }
 
 fn sym(name: &'static str, value: u64, source: String) -> Sym {
@@ -519,6 +529,20 @@ fn decoder_spec(model_type: &str) -> Decoder {
             ff_key: "moe_intermediate_size",
             ..base
         },
+        "qwen2_moe" => Decoder {
+            untied: Some("qwen2_moe"),
+            tied: None,
+            class: "Qwen2MoeForCausalLM",
+            allowed: &[
+                "use_sliding_window",
+                "max_window_layers",
+                "shared_expert_intermediate_size",
+                "qkv_bias",
+            ],
+            experts: Some("num_experts"),
+            ff_key: "moe_intermediate_size",
+            ..base
+        },
         "qwen3" => Decoder {
             untied: Some("qwen3"),
             tied: Some("qwen3_tied"),
@@ -668,7 +692,24 @@ fn llama(c: &Config, src: &dyn Fn(&str) -> String, model_type: &str) -> Result<P
                 .into(),
         ));
     }
-    if model_type == "qwen3_moe" {
+    if model_type == "qwen2_moe" {
+        expect_bool(
+            c,
+            "qkv_bias",
+            true,
+            true,
+            "the qwen2_moe family has biases on the query, key and value projections",
+        )?;
+        symbols.push(match c.opt_uint("shared_expert_intermediate_size")? {
+            Some(fs) => sym("FS", fs, src("shared_expert_intermediate_size")),
+            None => sym(
+                "FS",
+                5632,
+                src("shared_expert_intermediate_size absent = 5632, the Qwen2MoeConfig default"),
+            ),
+        });
+    }
+    if model_type == "qwen3_moe" || model_type == "qwen2_moe" {
         if c.opt_uint("decoder_sparse_step")?.unwrap_or(1) != 1 {
             return Err(c.error(
                 "decoder_sparse_step",
@@ -702,7 +743,7 @@ fn llama(c: &Config, src: &dyn Fn(&str) -> String, model_type: &str) -> Result<P
             break;
         }
     }
-    let seq = match seq {
+    let mut seq = match seq {
         Some(s) => s,
         None => sym(
             "S",
@@ -710,6 +751,27 @@ fn llama(c: &Config, src: &dyn Fn(&str) -> String, model_type: &str) -> Result<P
             src("max_position_embeddings"),
         ),
     };
+    // Each expert's capacity per sequence, C·S·K/E slots at C = 1, must be whole: with a number
+    // of experts that does not divide S·K (Qwen1.5-MoE's 60), the default length is a shorter
+    // one for which it is, step·2^j with step = E / gcd(E, K): of the multiples of step up to the
+    // pre-training length, the one with the most factors of two (the sequence still splits
+    // evenly across power-of-two device counts).
+    let value = |n: &str| symbols.iter().find(|s| s.name == n).map(|s| s.value);
+    if let (Some(e), Some(k)) = (value("E"), value("K")) {
+        let step = e / gcd(e, k);
+        if !seq.value.is_multiple_of(step) && seq.value >= step {
+            let twos = 1u64 << (seq.value / step).ilog2();
+            let whole = step * twos;
+            seq = sym(
+                "S",
+                whole,
+                format!(
+                    "{} rounded down to {whole} = {step}·{twos}, so that each of the {e} experts has C·S·K/E whole capacity slots per sequence",
+                    seq.source
+                ),
+            );
+        }
+    }
     let theta = c
         .number_text(Some("rope_parameters"), "rope_theta")
         .map(|t| format!("rope_parameters.rope_theta {t}"))
@@ -734,6 +796,13 @@ fn llama(c: &Config, src: &dyn Fn(&str) -> String, model_type: &str) -> Result<P
     }
     if let Some(n) = spec.note {
         notes.push(n.to_string());
+    }
+    if model_type == "qwen2_moe" && c.opt_bool("norm_topk_prob")? == Some(true) {
+        return Err(c.error(
+            "norm_topk_prob",
+            None,
+            "norm_topk_prob true is not supported for model_type `qwen2_moe`: the qwen2_moe family keeps the top-K weights as the softmax gives them, without renormalising",
+        ));
     }
     if model_type == "qwen3_moe" && c.opt_bool("norm_topk_prob")? != Some(true) {
         let how = if c.get("norm_topk_prob").is_some() {
