@@ -669,3 +669,80 @@ fn qwen2_moe_layouts() {
     });
     assert!(error(&p).contains("tie_word_embeddings true"));
 }
+
+/// DeepSeek-V2 (config: https://huggingface.co/deepseek-ai/DeepSeek-V2-Lite/blob/main/config.json):
+/// latent attention with full-rank queries, first_k_dense_replace dense layers, greedy softmax
+/// routing; other settings refused with the field named.
+#[test]
+fn deepseek_v2_layouts() {
+    let m = imported("DeepSeek-V2-Lite");
+    assert_eq!(m.family.as_deref(), Some("deepseek_v2"));
+    let v = |k: &str| m.values[k].clone();
+    assert_eq!(
+        (v("L"), v("LD"), v("E"), v("K"), v("NS"), v("R")),
+        (int(27), int(1), int(64), int(6), int(2), int(512))
+    );
+    // The pre-training length of the YaRN block.
+    assert_eq!(v("S"), int(4096));
+    let refused = |name: &str, edit: &dyn Fn(&mut serde_json::Map<String, serde_json::Value>)| {
+        let p = variant(name, "DeepSeek-V2-Lite", edit);
+        let e = error(&p);
+        assert!(e.contains(&format!("{name}:")), "{e}");
+        e
+    };
+    // Low-rank queries (DeepSeek-V2, V3): q_a_proj, q_a_layernorm, q_b_proj.
+    let e = refused("ds-qlora.json", &|m| {
+        m.insert("q_lora_rank".into(), 1536.into());
+    });
+    assert!(e.contains("`q_lora_rank`"), "{e}");
+    let e = refused("ds-qlora-absent.json", &|m| {
+        m.remove("q_lora_rank");
+    });
+    assert!(e.contains("`q_lora_rank` absent"), "{e}");
+    // Group-limited routing (DeepSeek-V2), other scoring, renormalisation, sparse-layer spacing.
+    let e = refused("ds-group.json", &|m| {
+        m.insert("topk_method".into(), "group_limited_greedy".into());
+    });
+    assert!(e.contains("topk_method `group_limited_greedy`"), "{e}");
+    let e = refused("ds-sigmoid.json", &|m| {
+        m.insert("scoring_func".into(), "sigmoid".into());
+    });
+    assert!(e.contains("scoring_func `sigmoid`"), "{e}");
+    let e = refused("ds-norm.json", &|m| {
+        m.insert("norm_topk_prob".into(), true.into());
+    });
+    assert!(e.contains("norm_topk_prob true"), "{e}");
+    let e = refused("ds-freq.json", &|m| {
+        m.insert("moe_layer_freq".into(), 2.into());
+    });
+    assert!(e.contains("moe_layer_freq"), "{e}");
+    // No dense layer first, or no sparse layer after them.
+    let e = refused("ds-nodense.json", &|m| {
+        m.remove("first_k_dense_replace");
+    });
+    assert!(e.contains("first_k_dense_replace absent"), "{e}");
+    let e = refused("ds-alldense.json", &|m| {
+        m.insert("first_k_dense_replace".into(), 27.into());
+    });
+    assert!(e.contains("first_k_dense_replace 27"), "{e}");
+    // Biases and a tied head the family lacks.
+    let e = refused("ds-bias.json", &|m| {
+        m.insert("attention_bias".into(), true.into());
+    });
+    assert!(e.contains("`attention_bias`"), "{e}");
+    let e = refused("ds-tied.json", &|m| {
+        m.insert("tie_word_embeddings".into(), true.into());
+    });
+    assert!(e.contains("tie_word_embeddings true"), "{e}");
+    // One more dense layer: a sparse layer's parameters give way to a dense one's.
+    let p = variant("ds-two-dense.json", "DeepSeek-V2-Lite", |m| {
+        m.insert("first_k_dense_replace".into(), 2.into());
+    });
+    let (h, f, fd, e, ns) = (2048i64, 1408i64, 10944i64, 64i64, 2i64);
+    let sparse_mlp = h * e + 3 * h * f * e + 3 * h * f * ns;
+    let dense_mlp = 3 * h * fd;
+    assert_eq!(
+        params(&load(&p).unwrap()) - params(&m),
+        int(dense_mlp - sparse_mlp)
+    );
+}

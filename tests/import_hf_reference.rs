@@ -47,6 +47,7 @@ const CASES: &[(&str, &str)] = &[
     ("falcon-7b", "falcon"),
     ("Qwen3-30B-A3B", "qwen3_moe"),
     ("Qwen1.5-MoE-A2.7B", "qwen2_moe"),
+    ("DeepSeek-V2-Lite", "deepseek_v2"),
 ];
 
 /// Checks one fixture; returns (symshard, reference) pairs for the message.
@@ -142,4 +143,11 @@ fn qwen3_moe() {
 #[test]
 fn qwen2_moe() {
     check("Qwen1.5-MoE-A2.7B", "qwen2_moe");
+}
+
+/// Config: https://huggingface.co/deepseek-ai/DeepSeek-V2-Lite/blob/main/config.json (one dense
+/// layer, then sparse ones; the reference counts FLOPs at two layers, one of each).
+#[test]
+fn deepseek_v2() {
+    check("DeepSeek-V2-Lite", "deepseek_v2");
 }

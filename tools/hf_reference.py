@@ -51,6 +51,7 @@ FIXTURE_NAMES = [
     "falcon-7b",
     "Qwen3-30B-A3B",
     "Qwen1.5-MoE-A2.7B",
+    "DeepSeek-V2-Lite",
 ]
 B, S, L = 2, 64, 2
 

@@ -8,7 +8,8 @@
 //! (tied, GeGLU; Gemma 2 with post-norms and soft-capping); each family with a `_tied` variant
 //! where the config ties the head; `phi`, `gpt_neox`, `falcon` and `opt` (each its own family:
 //! parallel blocks with partial rotary, multi-query, learned positions), `qwen3_moe` and
-//! `qwen2_moe` (routed experts; Qwen2-MoE with a sigmoid-gated shared expert). Fields absent from
+//! `qwen2_moe` (routed experts; Qwen2-MoE with a sigmoid-gated shared expert), `deepseek_v2`
+//! (multi-head latent attention, dense then sparse layers, shared experts). Fields absent from
 //! a file take the `transformers` class defaults, and the symbol's source says so. A field that
 //! changes the architecture in a way the family cannot represent (biases, parallel blocks,
 //! partial rotary, latent attention, …) is refused with its name and place, never dropped.
@@ -32,6 +33,7 @@ pub const SUPPORTED: &[&str] = &[
     "qwen3",
     "qwen3_moe",
     "qwen2_moe",
+    "deepseek_v2",
     "gemma",
     "gemma2",
     "phi3",
@@ -120,6 +122,7 @@ pub fn import_hf_text(file: &Path, text: String, name: &str) -> Result<HfImport>
         "llama" | "mistral" | "mixtral" | "qwen2" | "qwen3" | "qwen3_moe" | "qwen2_moe"
         | "gemma" | "gemma2" | "phi3" => llama(&c, &src, &model_type)?,
         "t5" => t5(&c, &src)?,
+        "deepseek_v2" => deepseek_v2(&c, &src)?,
         "phi" => phi(&c, &src)?,
         "gpt_neox" => gpt_neox(&c, &src)?,
         "falcon" => falcon(&c, &src)?,
@@ -730,47 +733,10 @@ fn llama(c: &Config, src: &dyn Fn(&str) -> String, model_type: &str) -> Result<P
     }
     // Rotary settings: Llama 3.1 and later keep the pre-training length in the scaling block,
     // `rope_scaling` or, from transformers 5, `rope_parameters` (which also holds rope_theta).
-    let mut seq = None;
-    for block in ["rope_parameters", "rope_scaling"] {
-        if let Some(n) = c.nested_uint(block, "original_max_position_embeddings")? {
-            seq = Some(sym(
-                "S",
-                n,
-                src(&format!(
-                    "{block}.original_max_position_embeddings (the pre-training length)"
-                )),
-            ));
-            break;
-        }
-    }
-    let mut seq = match seq {
-        Some(s) => s,
-        None => sym(
-            "S",
-            c.uint("max_position_embeddings")?,
-            src("max_position_embeddings"),
-        ),
-    };
-    // Each expert's capacity per sequence, C·S·K/E slots at C = 1, must be whole: with a number
-    // of experts that does not divide S·K (Qwen1.5-MoE's 60), the default length is a shorter
-    // one for which it is, step·2^j with step = E / gcd(E, K): of the multiples of step up to the
-    // pre-training length, the one with the most factors of two (the sequence still splits
-    // evenly across power-of-two device counts).
+    let mut seq = pretraining_length(c, src)?;
     let value = |n: &str| symbols.iter().find(|s| s.name == n).map(|s| s.value);
     if let (Some(e), Some(k)) = (value("E"), value("K")) {
-        let step = e / gcd(e, k);
-        if !seq.value.is_multiple_of(step) && seq.value >= step {
-            let twos = 1u64 << (seq.value / step).ilog2();
-            let whole = step * twos;
-            seq = sym(
-                "S",
-                whole,
-                format!(
-                    "{} rounded down to {whole} = {step}·{twos}, so that each of the {e} experts has C·S·K/E whole capacity slots per sequence",
-                    seq.source
-                ),
-            );
-        }
+        seq = whole_capacity(seq, e, k);
     }
     let theta = c
         .number_text(Some("rope_parameters"), "rope_theta")
@@ -838,6 +804,170 @@ fn llama(c: &Config, src: &dyn Fn(&str) -> String, model_type: &str) -> Result<P
     Ok(Plan {
         family,
         module,
+        symbols,
+        seq,
+        notes,
+    })
+}
+
+/// Each expert's capacity per sequence, C·S·K/E slots at C = 1, must be whole: with a number of
+/// experts that does not divide S·K (Qwen1.5-MoE's 60), the default length is a shorter one for
+/// which it is, step·2^j with step = E / gcd(E, K): of the multiples of step up to the
+/// pre-training length, the one with the most factors of two (the sequence still splits evenly
+/// across power-of-two device counts).
+fn whole_capacity(seq: Sym, e: u64, k: u64) -> Sym {
+    let step = e / gcd(e, k);
+    if seq.value.is_multiple_of(step) || seq.value < step {
+        return seq;
+    }
+    let twos = 1u64 << (seq.value / step).ilog2();
+    let whole = step * twos;
+    sym(
+        "S",
+        whole,
+        format!(
+            "{} rounded down to {whole} = {step}·{twos}, so that each of the {e} experts has C·S·K/E whole capacity slots per sequence",
+            seq.source
+        ),
+    )
+}
+
+/// The default sequence length: the pre-training length of a scaled rotary block, else
+/// max_position_embeddings.
+fn pretraining_length(c: &Config, src: &dyn Fn(&str) -> String) -> Result<Sym> {
+    for block in ["rope_parameters", "rope_scaling"] {
+        if let Some(n) = c.nested_uint(block, "original_max_position_embeddings")? {
+            return Ok(sym(
+                "S",
+                n,
+                src(&format!(
+                    "{block}.original_max_position_embeddings (the pre-training length)"
+                )),
+            ));
+        }
+    }
+    Ok(sym(
+        "S",
+        c.uint("max_position_embeddings")?,
+        src("max_position_embeddings"),
+    ))
+}
+
+/// DeepSeek-V2 (`deepseek_v2`): multi-head latent attention with full-rank queries, leading
+/// dense layers, then routed and shared experts, as Hugging Face's DeepseekV2ForCausalLM.
+fn deepseek_v2(c: &Config, src: &dyn Fn(&str) -> String) -> Result<Plan> {
+    expect_one_of(
+        c,
+        "hidden_act",
+        "silu",
+        SILU,
+        "the family's MLPs are SwiGLU",
+    )?;
+    refuse_foreign(c, &["kv_lora_rank", "n_shared_experts"])?;
+    // q_lora_rank is refused above when set (q_a_proj, q_a_layernorm, q_b_proj): the family's
+    // queries are one full-rank projection. Its class default is 1536, so it must be stated.
+    if c.raw("q_lora_rank").is_none() {
+        return Err(c.error(
+            "q_lora_rank",
+            None,
+            "field `q_lora_rank` absent (1536, the DeepseekV2Config default) is not supported for model_type `deepseek_v2`: it selects low-rank query projections, which the family cannot represent; state `q_lora_rank: null` for full-rank queries",
+        ));
+    }
+    expect_one_of(
+        c,
+        "topk_method",
+        "greedy",
+        &["greedy"],
+        "the family's gate is a softmax over every expert and one top-K (group-limited routing ranks groups first)",
+    )?;
+    expect_one_of(
+        c,
+        "scoring_func",
+        "softmax",
+        &["softmax"],
+        "the family's gate, as DeepseekV2TopkRouter, is a softmax",
+    )?;
+    if c.opt_bool("norm_topk_prob")? == Some(true) {
+        return Err(c.error(
+            "norm_topk_prob",
+            None,
+            "norm_topk_prob true is not supported for model_type `deepseek_v2`: DeepseekV2TopkRouter keeps the top-K weights as the softmax gives them, and the family counts that; a renormalising implementation would differ",
+        ));
+    }
+    if c.opt_uint("moe_layer_freq")?.unwrap_or(1) != 1 {
+        return Err(c.error(
+            "moe_layer_freq",
+            None,
+            "moe_layer_freq other than 1 is not supported for model_type `deepseek_v2`: the family makes every layer after the first first_k_dense_replace sparse",
+        ));
+    }
+    if c.opt_bool("tie_word_embeddings")? == Some(true) {
+        return Err(c.error(
+            "tie_word_embeddings",
+            None,
+            "tie_word_embeddings true is not supported for model_type `deepseek_v2`: the family's head is untied",
+        ));
+    }
+    let l = c.uint("num_hidden_layers")?;
+    let ld = match c.opt_uint("first_k_dense_replace")? {
+        Some(ld) if ld < l => ld,
+        other => {
+            let v = other.map_or(
+                "absent (0, the DeepseekV2Config default)".to_string(),
+                |v| v.to_string(),
+            );
+            return Err(c.error(
+                "first_k_dense_replace",
+                None,
+                format!("first_k_dense_replace {v} is not supported for model_type `deepseek_v2`: the family has at least one dense layer first and at least one sparse layer after them (num_hidden_layers {l})"),
+            ));
+        }
+    };
+    let e = field(c, "E", "n_routed_experts", src)?;
+    let k = field(c, "K", "num_experts_per_tok", src)?;
+    if k.value > e.value {
+        return Err(c.error(
+            "num_experts_per_tok",
+            None,
+            format!(
+                "num_experts_per_tok {} is more than n_routed_experts {}",
+                k.value, e.value
+            ),
+        ));
+    }
+    let seq = whole_capacity(pretraining_length(c, src)?, e.value, k.value);
+    let scaling = c
+        .number_text(None, "routed_scaling_factor")
+        .unwrap_or_else(|| "1.0 (absent)".into());
+    let symbols = vec![
+        sym("L", l, src("num_hidden_layers")),
+        sym("LD", ld, src("first_k_dense_replace")),
+        field(c, "H", "hidden_size", src)?,
+        field(c, "NH", "num_attention_heads", src)?,
+        field(c, "DN", "qk_nope_head_dim", src)?,
+        field(c, "DR", "qk_rope_head_dim", src)?,
+        field(c, "DV", "v_head_dim", src)?,
+        field(c, "R", "kv_lora_rank", src)?,
+        field(c, "FD", "intermediate_size", src)?,
+        field(c, "F", "moe_intermediate_size", src)?,
+        field(c, "NS", "n_shared_experts", src)?,
+        field(c, "V", "vocab_size", src)?,
+        e,
+        k,
+        sym(
+            "C",
+            1,
+            "dropless routing, as Hugging Face's sparse MoE blocks: no token is dropped or padded"
+                .into(),
+        ),
+    ];
+    let notes = vec![
+        format!("Routed weights scaled by routed_scaling_factor {scaling}; rotary scaling changes constants, not costs."),
+        "Multi-head latent attention: keys and values are expanded from the latent to every head, as transformers computes them (no absorbed projections).".to_string(),
+    ];
+    Ok(Plan {
+        family: "deepseek_v2",
+        module: "DeepseekV2ForCausalLM".into(),
         symbols,
         seq,
         notes,
