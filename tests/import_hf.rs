@@ -690,15 +690,27 @@ fn deepseek_v2_layouts() {
         assert!(e.contains(&format!("{name}:")), "{e}");
         e
     };
-    // Low-rank queries (DeepSeek-V2, V3): q_a_proj, q_a_layernorm, q_b_proj.
+    // Low-rank queries come with group-limited routing (DeepSeek-V2), full-rank ones with
+    // greedy routing (DeepSeek-V2-Lite); the other pairings are refused.
     let e = refused("ds-qlora.json", &|m| {
         m.insert("q_lora_rank".into(), 1536.into());
     });
-    assert!(e.contains("`q_lora_rank`"), "{e}");
+    assert!(
+        e.contains("topk_method `greedy`") && e.contains("deepseek_v2_qlora"),
+        "{e}"
+    );
     let e = refused("ds-qlora-absent.json", &|m| {
         m.remove("q_lora_rank");
     });
     assert!(e.contains("`q_lora_rank` absent"), "{e}");
+    let p = variant("ds2-fullq.json", "DeepSeek-V2", |m| {
+        m.insert("q_lora_rank".into(), serde_json::Value::Null);
+    });
+    let e = error(&p);
+    assert!(
+        e.contains("ds2-fullq.json:") && e.contains("topk_method `group_limited_greedy`"),
+        "{e}"
+    );
     // Group-limited routing (DeepSeek-V2), other scoring, renormalisation, sparse-layer spacing.
     let e = refused("ds-group.json", &|m| {
         m.insert("topk_method".into(), "group_limited_greedy".into());
@@ -745,4 +757,44 @@ fn deepseek_v2_layouts() {
         params(&load(&p).unwrap()) - params(&m),
         int(dense_mlp - sparse_mlp)
     );
+}
+
+/// DeepSeek-V2 (config: https://huggingface.co/deepseek-ai/DeepSeek-V2/blob/main/config.json):
+/// low-rank queries and group-limited routing, the family deepseek_v2_qlora.
+#[test]
+fn deepseek_v2_qlora_layouts() {
+    let m = imported("DeepSeek-V2");
+    assert_eq!(m.family.as_deref(), Some("deepseek_v2_qlora"));
+    let v = |k: &str| m.values[k].clone();
+    assert_eq!(
+        (v("QR"), v("NG"), v("TG"), v("E"), v("K")),
+        (int(1536), int(8), int(3), int(160), int(6))
+    );
+    // 160 experts, 6 per token: S·K/E whole when 80 divides S; 80·32 is the multiple of 80 up
+    // to the pre-training length 4096 with the most factors of two.
+    assert_eq!(v("S"), int(2560));
+    // The low-rank query path: q_a_proj H×QR, its RMSNorm QR and q_b_proj QR×NH·(DN+DR) in place
+    // of q_proj H×NH·(DN+DR), in each of the 60 layers.
+    // One more latent feature adds a column of q_a_proj, a norm weight and a row of q_b_proj.
+    let (h, q) = (5120i64, 128 * (128 + 64));
+    let p = variant("ds2-q-width.json", "DeepSeek-V2", |m| {
+        m.insert("q_lora_rank".into(), 1537.into());
+    });
+    assert_eq!(
+        params(&load(&p).unwrap()) - params(&m),
+        int(60 * (h + 1 + q))
+    );
+    // Groups that do not split the experts, or too few kept groups for the top-K.
+    let p = variant("ds2-groups.json", "DeepSeek-V2", |m| {
+        m.insert("n_group".into(), 7.into());
+    });
+    let e = error(&p);
+    assert!(
+        e.contains("ds2-groups.json:") && e.contains("n_group"),
+        "{e}"
+    );
+    let p = variant("ds2-topk-group.json", "DeepSeek-V2", |m| {
+        m.insert("topk_group".into(), 9.into());
+    });
+    assert!(error(&p).contains("topk_group 9"));
 }

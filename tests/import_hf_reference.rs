@@ -48,6 +48,7 @@ const CASES: &[(&str, &str)] = &[
     ("Qwen3-30B-A3B", "qwen3_moe"),
     ("Qwen1.5-MoE-A2.7B", "qwen2_moe"),
     ("DeepSeek-V2-Lite", "deepseek_v2"),
+    ("DeepSeek-V2", "deepseek_v2_qlora"),
 ];
 
 /// Checks one fixture; returns (symshard, reference) pairs for the message.
@@ -150,4 +151,11 @@ fn qwen2_moe() {
 #[test]
 fn deepseek_v2() {
     check("DeepSeek-V2-Lite", "deepseek_v2");
+}
+
+/// Config: https://huggingface.co/deepseek-ai/DeepSeek-V2/blob/main/config.json (low-rank
+/// queries, group-limited routing; two layers measured, one dense and one sparse).
+#[test]
+fn deepseek_v2_qlora() {
+    check("DeepSeek-V2", "deepseek_v2_qlora");
 }

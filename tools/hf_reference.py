@@ -52,6 +52,7 @@ FIXTURE_NAMES = [
     "Qwen3-30B-A3B",
     "Qwen1.5-MoE-A2.7B",
     "DeepSeek-V2-Lite",
+    "DeepSeek-V2",
 ]
 B, S, L = 2, 64, 2
 

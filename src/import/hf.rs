@@ -9,7 +9,8 @@
 //! where the config ties the head; `phi`, `gpt_neox`, `falcon` and `opt` (each its own family:
 //! parallel blocks with partial rotary, multi-query, learned positions), `qwen3_moe` and
 //! `qwen2_moe` (routed experts; Qwen2-MoE with a sigmoid-gated shared expert), `deepseek_v2`
-//! (multi-head latent attention, dense then sparse layers, shared experts). Fields absent from
+//! (`deepseek_v2`, or `deepseek_v2_qlora` with low-rank queries: multi-head latent attention,
+//! dense then sparse layers, shared experts). Fields absent from
 //! a file take the `transformers` class defaults, and the symbol's source says so. A field that
 //! changes the architecture in a way the family cannot represent (biases, parallel blocks,
 //! partial rotary, latent attention, …) is refused with its name and place, never dropped.
@@ -863,23 +864,27 @@ fn deepseek_v2(c: &Config, src: &dyn Fn(&str) -> String) -> Result<Plan> {
         SILU,
         "the family's MLPs are SwiGLU",
     )?;
-    refuse_foreign(c, &["kv_lora_rank", "n_shared_experts"])?;
-    // q_lora_rank is refused above when set (q_a_proj, q_a_layernorm, q_b_proj): the family's
-    // queries are one full-rank projection. Its class default is 1536, so it must be stated.
+    refuse_foreign(c, &["kv_lora_rank", "n_shared_experts", "q_lora_rank"])?;
+    // Queries: full rank (q_lora_rank null, DeepSeek-V2-Lite) with greedy routing, the family
+    // deepseek_v2; or through a low-rank bottleneck with group-limited routing (DeepSeek-V2), the
+    // family deepseek_v2_qlora. The class default of q_lora_rank is 1536, so it must be stated.
     if c.raw("q_lora_rank").is_none() {
         return Err(c.error(
             "q_lora_rank",
             None,
-            "field `q_lora_rank` absent (1536, the DeepseekV2Config default) is not supported for model_type `deepseek_v2`: it selects low-rank query projections, which the family cannot represent; state `q_lora_rank: null` for full-rank queries",
+            "field `q_lora_rank` absent (1536, the DeepseekV2Config default) is not supported for model_type `deepseek_v2`: state it, null for full-rank queries (family deepseek_v2) or a number for low-rank ones (family deepseek_v2_qlora)",
         ));
     }
-    expect_one_of(
-        c,
-        "topk_method",
-        "greedy",
-        &["greedy"],
-        "the family's gate is a softmax over every expert and one top-K (group-limited routing ranks groups first)",
-    )?;
+    let qr = c.opt_uint("q_lora_rank")?;
+    let (family, method) = match qr {
+        None => ("deepseek_v2", "greedy"),
+        Some(_) => ("deepseek_v2_qlora", "group_limited_greedy"),
+    };
+    let why = match qr {
+        None => "with full-rank queries (q_lora_rank null) the family deepseek_v2 ranks every expert at once",
+        Some(_) => "with low-rank queries (q_lora_rank set) the family deepseek_v2_qlora ranks groups of experts first",
+    };
+    expect_one_of(c, "topk_method", "greedy", &[method], why)?;
     expect_one_of(
         c,
         "scoring_func",
@@ -935,11 +940,34 @@ fn deepseek_v2(c: &Config, src: &dyn Fn(&str) -> String) -> Result<Plan> {
             ),
         ));
     }
+    let mut groups = Vec::new();
+    if let Some(qr) = qr {
+        let ng = field(c, "NG", "n_group", src)?;
+        let tg = field(c, "TG", "topk_group", src)?;
+        divide(
+            c,
+            "n_group",
+            e.value,
+            ng.value,
+            "n_routed_experts must split into n_group equal groups",
+        )?;
+        if tg.value > ng.value || k.value > tg.value * (e.value / ng.value) {
+            return Err(c.error(
+                "topk_group",
+                None,
+                format!(
+                    "topk_group {} of n_group {} leaves fewer than num_experts_per_tok {} experts to choose from",
+                    tg.value, ng.value, k.value
+                ),
+            ));
+        }
+        groups = vec![sym("QR", qr, src("q_lora_rank")), ng, tg];
+    }
     let seq = whole_capacity(pretraining_length(c, src)?, e.value, k.value);
     let scaling = c
         .number_text(None, "routed_scaling_factor")
         .unwrap_or_else(|| "1.0 (absent)".into());
-    let symbols = vec![
+    let mut symbols = vec![
         sym("L", l, src("num_hidden_layers")),
         sym("LD", ld, src("first_k_dense_replace")),
         field(c, "H", "hidden_size", src)?,
@@ -961,12 +989,13 @@ fn deepseek_v2(c: &Config, src: &dyn Fn(&str) -> String) -> Result<Plan> {
                 .into(),
         ),
     ];
+    symbols.extend(groups);
     let notes = vec![
         format!("Routed weights scaled by routed_scaling_factor {scaling}; rotary scaling changes constants, not costs."),
         "Multi-head latent attention: keys and values are expanded from the latent to every head, as transformers computes them (no absorbed projections).".to_string(),
     ];
     Ok(Plan {
-        family: "deepseek_v2",
+        family,
         module: "DeepseekV2ForCausalLM".into(),
         symbols,
         seq,
