@@ -598,3 +598,203 @@ fn qwen3_moe_layouts() {
     });
     assert!(error(&p).contains("`shared_expert_intermediate_size`"));
 }
+
+/// Qwen2-MoE (config: https://huggingface.co/Qwen/Qwen1.5-MoE-A2.7B/blob/main/config.json):
+/// every layer sparse, top-K weights not renormalised, one sigmoid-gated shared expert; other
+/// settings refused with the field named.
+#[test]
+fn qwen2_moe_layouts() {
+    let m = imported("Qwen1.5-MoE-A2.7B");
+    assert_eq!(m.family.as_deref(), Some("qwen2_moe"));
+    assert_eq!(
+        (
+            m.values["E"].clone(),
+            m.values["K"].clone(),
+            m.values["F"].clone(),
+            m.values["FS"].clone()
+        ),
+        (int(60), int(4), int(1408), int(5632))
+    );
+    // 60 experts, 4 per token: every expert has S·K/E whole slots per sequence when 15 divides
+    // S; the default length is 15·512, the multiple of 15 up to the pre-training length 8192
+    // with the most factors of two.
+    assert_eq!(m.values["S"], int(7680));
+    // A renormalising gate is another family's step: refused.
+    let p = variant("qwen2-moe-norm.json", "Qwen1.5-MoE-A2.7B", |m| {
+        m.insert("norm_topk_prob".into(), true.into());
+    });
+    let e = error(&p);
+    assert!(
+        e.contains("qwen2-moe-norm.json:") && e.contains("norm_topk_prob true"),
+        "{e}"
+    );
+    // Absent, it takes the Qwen2MoeConfig default, false: the family's gate.
+    let p = variant("qwen2-moe-norm-absent.json", "Qwen1.5-MoE-A2.7B", |m| {
+        m.remove("norm_topk_prob");
+    });
+    assert_eq!(params(&load(&p).unwrap()), params(&m));
+    // Dense layers among the sparse ones are refused.
+    let p = variant("qwen2-moe-step.json", "Qwen1.5-MoE-A2.7B", |m| {
+        m.insert("decoder_sparse_step".into(), 2.into());
+    });
+    let e = error(&p);
+    assert!(
+        e.contains("qwen2-moe-step.json:") && e.contains("decoder_sparse_step"),
+        "{e}"
+    );
+    let p = variant("qwen2-moe-dense.json", "Qwen1.5-MoE-A2.7B", |m| {
+        m.insert("mlp_only_layers".into(), serde_json::json!([0]));
+    });
+    assert!(error(&p).contains("mlp_only_layers"));
+    // Absent, the shared expert's size is the Qwen2MoeConfig default, 5632 (this config's).
+    let p = variant("qwen2-moe-noshared.json", "Qwen1.5-MoE-A2.7B", |m| {
+        m.remove("shared_expert_intermediate_size");
+    });
+    assert_eq!(params(&load(&p).unwrap()), params(&m));
+    // Biases the family lacks, or lacking those it has, are refused.
+    let p = variant("qwen2-moe-noqkvbias.json", "Qwen1.5-MoE-A2.7B", |m| {
+        m.insert("qkv_bias".into(), false.into());
+    });
+    let e = error(&p);
+    assert!(
+        e.contains("qwen2-moe-noqkvbias.json:") && e.contains("qkv_bias false"),
+        "{e}"
+    );
+    let p = variant("qwen2-moe-mlp-bias.json", "Qwen1.5-MoE-A2.7B", |m| {
+        m.insert("mlp_bias".into(), true.into());
+    });
+    assert!(error(&p).contains("`mlp_bias`"));
+    let p = variant("qwen2-moe-tied.json", "Qwen1.5-MoE-A2.7B", |m| {
+        m.insert("tie_word_embeddings".into(), true.into());
+    });
+    assert!(error(&p).contains("tie_word_embeddings true"));
+}
+
+/// DeepSeek-V2 (config: https://huggingface.co/deepseek-ai/DeepSeek-V2-Lite/blob/main/config.json):
+/// latent attention with full-rank queries, first_k_dense_replace dense layers, greedy softmax
+/// routing; other settings refused with the field named.
+#[test]
+fn deepseek_v2_layouts() {
+    let m = imported("DeepSeek-V2-Lite");
+    assert_eq!(m.family.as_deref(), Some("deepseek_v2"));
+    let v = |k: &str| m.values[k].clone();
+    assert_eq!(
+        (v("L"), v("LD"), v("E"), v("K"), v("NS"), v("R")),
+        (int(27), int(1), int(64), int(6), int(2), int(512))
+    );
+    // The pre-training length of the YaRN block.
+    assert_eq!(v("S"), int(4096));
+    let refused = |name: &str, edit: &dyn Fn(&mut serde_json::Map<String, serde_json::Value>)| {
+        let p = variant(name, "DeepSeek-V2-Lite", edit);
+        let e = error(&p);
+        assert!(e.contains(&format!("{name}:")), "{e}");
+        e
+    };
+    // Low-rank queries come with group-limited routing (DeepSeek-V2), full-rank ones with
+    // greedy routing (DeepSeek-V2-Lite); the other pairings are refused.
+    let e = refused("ds-qlora.json", &|m| {
+        m.insert("q_lora_rank".into(), 1536.into());
+    });
+    assert!(
+        e.contains("topk_method `greedy`") && e.contains("deepseek_v2_qlora"),
+        "{e}"
+    );
+    let e = refused("ds-qlora-absent.json", &|m| {
+        m.remove("q_lora_rank");
+    });
+    assert!(e.contains("`q_lora_rank` absent"), "{e}");
+    let p = variant("ds2-fullq.json", "DeepSeek-V2", |m| {
+        m.insert("q_lora_rank".into(), serde_json::Value::Null);
+    });
+    let e = error(&p);
+    assert!(
+        e.contains("ds2-fullq.json:") && e.contains("topk_method `group_limited_greedy`"),
+        "{e}"
+    );
+    // Group-limited routing (DeepSeek-V2), other scoring, renormalisation, sparse-layer spacing.
+    let e = refused("ds-group.json", &|m| {
+        m.insert("topk_method".into(), "group_limited_greedy".into());
+    });
+    assert!(e.contains("topk_method `group_limited_greedy`"), "{e}");
+    let e = refused("ds-sigmoid.json", &|m| {
+        m.insert("scoring_func".into(), "sigmoid".into());
+    });
+    assert!(e.contains("scoring_func `sigmoid`"), "{e}");
+    let e = refused("ds-norm.json", &|m| {
+        m.insert("norm_topk_prob".into(), true.into());
+    });
+    assert!(e.contains("norm_topk_prob true"), "{e}");
+    let e = refused("ds-freq.json", &|m| {
+        m.insert("moe_layer_freq".into(), 2.into());
+    });
+    assert!(e.contains("moe_layer_freq"), "{e}");
+    // No dense layer first, or no sparse layer after them.
+    let e = refused("ds-nodense.json", &|m| {
+        m.remove("first_k_dense_replace");
+    });
+    assert!(e.contains("first_k_dense_replace absent"), "{e}");
+    let e = refused("ds-alldense.json", &|m| {
+        m.insert("first_k_dense_replace".into(), 27.into());
+    });
+    assert!(e.contains("first_k_dense_replace 27"), "{e}");
+    // Biases and a tied head the family lacks.
+    let e = refused("ds-bias.json", &|m| {
+        m.insert("attention_bias".into(), true.into());
+    });
+    assert!(e.contains("`attention_bias`"), "{e}");
+    let e = refused("ds-tied.json", &|m| {
+        m.insert("tie_word_embeddings".into(), true.into());
+    });
+    assert!(e.contains("tie_word_embeddings true"), "{e}");
+    // One more dense layer: a sparse layer's parameters give way to a dense one's.
+    let p = variant("ds-two-dense.json", "DeepSeek-V2-Lite", |m| {
+        m.insert("first_k_dense_replace".into(), 2.into());
+    });
+    let (h, f, fd, e, ns) = (2048i64, 1408i64, 10944i64, 64i64, 2i64);
+    let sparse_mlp = h * e + 3 * h * f * e + 3 * h * f * ns;
+    let dense_mlp = 3 * h * fd;
+    assert_eq!(
+        params(&load(&p).unwrap()) - params(&m),
+        int(dense_mlp - sparse_mlp)
+    );
+}
+
+/// DeepSeek-V2 (config: https://huggingface.co/deepseek-ai/DeepSeek-V2/blob/main/config.json):
+/// low-rank queries and group-limited routing, the family deepseek_v2_qlora.
+#[test]
+fn deepseek_v2_qlora_layouts() {
+    let m = imported("DeepSeek-V2");
+    assert_eq!(m.family.as_deref(), Some("deepseek_v2_qlora"));
+    let v = |k: &str| m.values[k].clone();
+    assert_eq!(
+        (v("QR"), v("NG"), v("TG"), v("E"), v("K")),
+        (int(1536), int(8), int(3), int(160), int(6))
+    );
+    // 160 experts, 6 per token: S·K/E whole when 80 divides S; 80·32 is the multiple of 80 up
+    // to the pre-training length 4096 with the most factors of two.
+    assert_eq!(v("S"), int(2560));
+    // The low-rank query path: q_a_proj H×QR, its RMSNorm QR and q_b_proj QR×NH·(DN+DR) in place
+    // of q_proj H×NH·(DN+DR), in each of the 60 layers.
+    // One more latent feature adds a column of q_a_proj, a norm weight and a row of q_b_proj.
+    let (h, q) = (5120i64, 128 * (128 + 64));
+    let p = variant("ds2-q-width.json", "DeepSeek-V2", |m| {
+        m.insert("q_lora_rank".into(), 1537.into());
+    });
+    assert_eq!(
+        params(&load(&p).unwrap()) - params(&m),
+        int(60 * (h + 1 + q))
+    );
+    // Groups that do not split the experts, or too few kept groups for the top-K.
+    let p = variant("ds2-groups.json", "DeepSeek-V2", |m| {
+        m.insert("n_group".into(), 7.into());
+    });
+    let e = error(&p);
+    assert!(
+        e.contains("ds2-groups.json:") && e.contains("n_group"),
+        "{e}"
+    );
+    let p = variant("ds2-topk-group.json", "DeepSeek-V2", |m| {
+        m.insert("topk_group".into(), 9.into());
+    });
+    assert!(error(&p).contains("topk_group 9"));
+}

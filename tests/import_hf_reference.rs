@@ -46,6 +46,9 @@ const CASES: &[(&str, &str)] = &[
     ("pythia-1.4b", "gpt_neox"),
     ("falcon-7b", "falcon"),
     ("Qwen3-30B-A3B", "qwen3_moe"),
+    ("Qwen1.5-MoE-A2.7B", "qwen2_moe"),
+    ("DeepSeek-V2-Lite", "deepseek_v2"),
+    ("DeepSeek-V2", "deepseek_v2_qlora"),
 ];
 
 /// Checks one fixture; returns (symshard, reference) pairs for the message.
@@ -135,4 +138,24 @@ fn falcon() {
 #[test]
 fn qwen3_moe() {
     check("Qwen3-30B-A3B", "qwen3_moe");
+}
+
+/// Config: https://huggingface.co/Qwen/Qwen1.5-MoE-A2.7B/blob/main/config.json
+#[test]
+fn qwen2_moe() {
+    check("Qwen1.5-MoE-A2.7B", "qwen2_moe");
+}
+
+/// Config: https://huggingface.co/deepseek-ai/DeepSeek-V2-Lite/blob/main/config.json (one dense
+/// layer, then sparse ones; the reference counts FLOPs at two layers, one of each).
+#[test]
+fn deepseek_v2() {
+    check("DeepSeek-V2-Lite", "deepseek_v2");
+}
+
+/// Config: https://huggingface.co/deepseek-ai/DeepSeek-V2/blob/main/config.json (low-rank
+/// queries, group-limited routing; two layers measured, one dense and one sparse).
+#[test]
+fn deepseek_v2_qlora() {
+    check("DeepSeek-V2", "deepseek_v2_qlora");
 }

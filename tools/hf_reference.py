@@ -50,6 +50,9 @@ FIXTURE_NAMES = [
     "pythia-1.4b",
     "falcon-7b",
     "Qwen3-30B-A3B",
+    "Qwen1.5-MoE-A2.7B",
+    "DeepSeek-V2-Lite",
+    "DeepSeek-V2",
 ]
 B, S, L = 2, 64, 2
 

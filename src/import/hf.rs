@@ -7,10 +7,13 @@
 //! `qwen2` (`qwen2`, q/k/v biases), `qwen3` (`qwen3`, per-head q/k norms), `gemma` and `gemma2`
 //! (tied, GeGLU; Gemma 2 with post-norms and soft-capping); each family with a `_tied` variant
 //! where the config ties the head; `phi`, `gpt_neox`, `falcon` and `opt` (each its own family:
-//! parallel blocks with partial rotary, multi-query, learned positions). Fields absent from a file take the `transformers` class
-//! defaults, and the symbol's source says so. A field that changes the architecture in a way the
-//! family cannot represent (biases, parallel blocks, partial rotary, latent attention, …) is
-//! refused with its name and place, never dropped.
+//! parallel blocks with partial rotary, multi-query, learned positions), `qwen3_moe` and
+//! `qwen2_moe` (routed experts; Qwen2-MoE with a sigmoid-gated shared expert), `deepseek_v2`
+//! (`deepseek_v2`, or `deepseek_v2_qlora` with low-rank queries: multi-head latent attention,
+//! dense then sparse layers, shared experts). Fields absent from
+//! a file take the `transformers` class defaults, and the symbol's source says so. A field that
+//! changes the architecture in a way the family cannot represent (biases, parallel blocks,
+//! partial rotary, latent attention, …) is refused with its name and place, never dropped.
 
 use super::json::Config;
 use super::yaml_str;
@@ -30,6 +33,8 @@ pub const SUPPORTED: &[&str] = &[
     "qwen2",
     "qwen3",
     "qwen3_moe",
+    "qwen2_moe",
+    "deepseek_v2",
     "gemma",
     "gemma2",
     "phi3",
@@ -115,9 +120,10 @@ pub fn import_hf_text(file: &Path, text: String, name: &str) -> Result<HfImport>
     let plan = match model_type.as_str() {
         "gpt2" => gpt2(&c, &src)?,
         "bert" => bert(&c, &src)?,
-        "llama" | "mistral" | "mixtral" | "qwen2" | "qwen3" | "qwen3_moe" | "gemma" | "gemma2"
-        | "phi3" => llama(&c, &src, &model_type)?,
+        "llama" | "mistral" | "mixtral" | "qwen2" | "qwen3" | "qwen3_moe" | "qwen2_moe"
+        | "gemma" | "gemma2" | "phi3" => llama(&c, &src, &model_type)?,
         "t5" => t5(&c, &src)?,
+        "deepseek_v2" => deepseek_v2(&c, &src)?,
         "phi" => phi(&c, &src)?,
         "gpt_neox" => gpt_neox(&c, &src)?,
         "falcon" => falcon(&c, &src)?,
@@ -198,6 +204,14 @@ pub fn import_hf_text(file: &Path, text: String, name: &str) -> Result<HfImport>
         family: plan.family.to_string(),
         yaml: y,
     })
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
 }
 
 fn sym(name: &'static str, value: u64, source: String) -> Sym {
@@ -519,6 +533,20 @@ fn decoder_spec(model_type: &str) -> Decoder {
             ff_key: "moe_intermediate_size",
             ..base
         },
+        "qwen2_moe" => Decoder {
+            untied: Some("qwen2_moe"),
+            tied: None,
+            class: "Qwen2MoeForCausalLM",
+            allowed: &[
+                "use_sliding_window",
+                "max_window_layers",
+                "shared_expert_intermediate_size",
+                "qkv_bias",
+            ],
+            experts: Some("num_experts"),
+            ff_key: "moe_intermediate_size",
+            ..base
+        },
         "qwen3" => Decoder {
             untied: Some("qwen3"),
             tied: Some("qwen3_tied"),
@@ -668,7 +696,24 @@ fn llama(c: &Config, src: &dyn Fn(&str) -> String, model_type: &str) -> Result<P
                 .into(),
         ));
     }
-    if model_type == "qwen3_moe" {
+    if model_type == "qwen2_moe" {
+        expect_bool(
+            c,
+            "qkv_bias",
+            true,
+            true,
+            "the qwen2_moe family has biases on the query, key and value projections",
+        )?;
+        symbols.push(match c.opt_uint("shared_expert_intermediate_size")? {
+            Some(fs) => sym("FS", fs, src("shared_expert_intermediate_size")),
+            None => sym(
+                "FS",
+                5632,
+                src("shared_expert_intermediate_size absent = 5632, the Qwen2MoeConfig default"),
+            ),
+        });
+    }
+    if model_type == "qwen3_moe" || model_type == "qwen2_moe" {
         if c.opt_uint("decoder_sparse_step")?.unwrap_or(1) != 1 {
             return Err(c.error(
                 "decoder_sparse_step",
@@ -689,27 +734,11 @@ fn llama(c: &Config, src: &dyn Fn(&str) -> String, model_type: &str) -> Result<P
     }
     // Rotary settings: Llama 3.1 and later keep the pre-training length in the scaling block,
     // `rope_scaling` or, from transformers 5, `rope_parameters` (which also holds rope_theta).
-    let mut seq = None;
-    for block in ["rope_parameters", "rope_scaling"] {
-        if let Some(n) = c.nested_uint(block, "original_max_position_embeddings")? {
-            seq = Some(sym(
-                "S",
-                n,
-                src(&format!(
-                    "{block}.original_max_position_embeddings (the pre-training length)"
-                )),
-            ));
-            break;
-        }
+    let mut seq = pretraining_length(c, src)?;
+    let value = |n: &str| symbols.iter().find(|s| s.name == n).map(|s| s.value);
+    if let (Some(e), Some(k)) = (value("E"), value("K")) {
+        seq = whole_capacity(seq, e, k);
     }
-    let seq = match seq {
-        Some(s) => s,
-        None => sym(
-            "S",
-            c.uint("max_position_embeddings")?,
-            src("max_position_embeddings"),
-        ),
-    };
     let theta = c
         .number_text(Some("rope_parameters"), "rope_theta")
         .map(|t| format!("rope_parameters.rope_theta {t}"))
@@ -734,6 +763,13 @@ fn llama(c: &Config, src: &dyn Fn(&str) -> String, model_type: &str) -> Result<P
     }
     if let Some(n) = spec.note {
         notes.push(n.to_string());
+    }
+    if model_type == "qwen2_moe" && c.opt_bool("norm_topk_prob")? == Some(true) {
+        return Err(c.error(
+            "norm_topk_prob",
+            None,
+            "norm_topk_prob true is not supported for model_type `qwen2_moe`: the qwen2_moe family keeps the top-K weights as the softmax gives them, without renormalising",
+        ));
     }
     if model_type == "qwen3_moe" && c.opt_bool("norm_topk_prob")? != Some(true) {
         let how = if c.get("norm_topk_prob").is_some() {
@@ -769,6 +805,198 @@ fn llama(c: &Config, src: &dyn Fn(&str) -> String, model_type: &str) -> Result<P
     Ok(Plan {
         family,
         module,
+        symbols,
+        seq,
+        notes,
+    })
+}
+
+/// Each expert's capacity per sequence, C·S·K/E slots at C = 1, must be whole: with a number of
+/// experts that does not divide S·K (Qwen1.5-MoE's 60), the default length is a shorter one for
+/// which it is, step·2^j with step = E / gcd(E, K): of the multiples of step up to the
+/// pre-training length, the one with the most factors of two (the sequence still splits evenly
+/// across power-of-two device counts).
+fn whole_capacity(seq: Sym, e: u64, k: u64) -> Sym {
+    let step = e / gcd(e, k);
+    if seq.value.is_multiple_of(step) || seq.value < step {
+        return seq;
+    }
+    let twos = 1u64 << (seq.value / step).ilog2();
+    let whole = step * twos;
+    sym(
+        "S",
+        whole,
+        format!(
+            "{} rounded down to {whole} = {step}·{twos}, so that each of the {e} experts has C·S·K/E whole capacity slots per sequence",
+            seq.source
+        ),
+    )
+}
+
+/// The default sequence length: the pre-training length of a scaled rotary block, else
+/// max_position_embeddings.
+fn pretraining_length(c: &Config, src: &dyn Fn(&str) -> String) -> Result<Sym> {
+    for block in ["rope_parameters", "rope_scaling"] {
+        if let Some(n) = c.nested_uint(block, "original_max_position_embeddings")? {
+            return Ok(sym(
+                "S",
+                n,
+                src(&format!(
+                    "{block}.original_max_position_embeddings (the pre-training length)"
+                )),
+            ));
+        }
+    }
+    Ok(sym(
+        "S",
+        c.uint("max_position_embeddings")?,
+        src("max_position_embeddings"),
+    ))
+}
+
+/// DeepSeek-V2 (`deepseek_v2`): multi-head latent attention with full-rank queries, leading
+/// dense layers, then routed and shared experts, as Hugging Face's DeepseekV2ForCausalLM.
+fn deepseek_v2(c: &Config, src: &dyn Fn(&str) -> String) -> Result<Plan> {
+    expect_one_of(
+        c,
+        "hidden_act",
+        "silu",
+        SILU,
+        "the family's MLPs are SwiGLU",
+    )?;
+    refuse_foreign(c, &["kv_lora_rank", "n_shared_experts", "q_lora_rank"])?;
+    // Queries: full rank (q_lora_rank null, DeepSeek-V2-Lite) with greedy routing, the family
+    // deepseek_v2; or through a low-rank bottleneck with group-limited routing (DeepSeek-V2), the
+    // family deepseek_v2_qlora. The class default of q_lora_rank is 1536, so it must be stated.
+    if c.raw("q_lora_rank").is_none() {
+        return Err(c.error(
+            "q_lora_rank",
+            None,
+            "field `q_lora_rank` absent (1536, the DeepseekV2Config default) is not supported for model_type `deepseek_v2`: state it, null for full-rank queries (family deepseek_v2) or a number for low-rank ones (family deepseek_v2_qlora)",
+        ));
+    }
+    let qr = c.opt_uint("q_lora_rank")?;
+    let (family, method) = match qr {
+        None => ("deepseek_v2", "greedy"),
+        Some(_) => ("deepseek_v2_qlora", "group_limited_greedy"),
+    };
+    let why = match qr {
+        None => "with full-rank queries (q_lora_rank null) the family deepseek_v2 ranks every expert at once",
+        Some(_) => "with low-rank queries (q_lora_rank set) the family deepseek_v2_qlora ranks groups of experts first",
+    };
+    expect_one_of(c, "topk_method", "greedy", &[method], why)?;
+    expect_one_of(
+        c,
+        "scoring_func",
+        "softmax",
+        &["softmax"],
+        "the family's gate, as DeepseekV2TopkRouter, is a softmax",
+    )?;
+    if c.opt_bool("norm_topk_prob")? == Some(true) {
+        return Err(c.error(
+            "norm_topk_prob",
+            None,
+            "norm_topk_prob true is not supported for model_type `deepseek_v2`: DeepseekV2TopkRouter keeps the top-K weights as the softmax gives them, and the family counts that; a renormalising implementation would differ",
+        ));
+    }
+    if c.opt_uint("moe_layer_freq")?.unwrap_or(1) != 1 {
+        return Err(c.error(
+            "moe_layer_freq",
+            None,
+            "moe_layer_freq other than 1 is not supported for model_type `deepseek_v2`: the family makes every layer after the first first_k_dense_replace sparse",
+        ));
+    }
+    if c.opt_bool("tie_word_embeddings")? == Some(true) {
+        return Err(c.error(
+            "tie_word_embeddings",
+            None,
+            "tie_word_embeddings true is not supported for model_type `deepseek_v2`: the family's head is untied",
+        ));
+    }
+    let l = c.uint("num_hidden_layers")?;
+    let ld = match c.opt_uint("first_k_dense_replace")? {
+        Some(ld) if ld < l => ld,
+        other => {
+            let v = other.map_or(
+                "absent (0, the DeepseekV2Config default)".to_string(),
+                |v| v.to_string(),
+            );
+            return Err(c.error(
+                "first_k_dense_replace",
+                None,
+                format!("first_k_dense_replace {v} is not supported for model_type `deepseek_v2`: the family has at least one dense layer first and at least one sparse layer after them (num_hidden_layers {l})"),
+            ));
+        }
+    };
+    let e = field(c, "E", "n_routed_experts", src)?;
+    let k = field(c, "K", "num_experts_per_tok", src)?;
+    if k.value > e.value {
+        return Err(c.error(
+            "num_experts_per_tok",
+            None,
+            format!(
+                "num_experts_per_tok {} is more than n_routed_experts {}",
+                k.value, e.value
+            ),
+        ));
+    }
+    let mut groups = Vec::new();
+    if let Some(qr) = qr {
+        let ng = field(c, "NG", "n_group", src)?;
+        let tg = field(c, "TG", "topk_group", src)?;
+        divide(
+            c,
+            "n_group",
+            e.value,
+            ng.value,
+            "n_routed_experts must split into n_group equal groups",
+        )?;
+        if tg.value > ng.value || k.value > tg.value * (e.value / ng.value) {
+            return Err(c.error(
+                "topk_group",
+                None,
+                format!(
+                    "topk_group {} of n_group {} leaves fewer than num_experts_per_tok {} experts to choose from",
+                    tg.value, ng.value, k.value
+                ),
+            ));
+        }
+        groups = vec![sym("QR", qr, src("q_lora_rank")), ng, tg];
+    }
+    let seq = whole_capacity(pretraining_length(c, src)?, e.value, k.value);
+    let scaling = c
+        .number_text(None, "routed_scaling_factor")
+        .unwrap_or_else(|| "1.0 (absent)".into());
+    let mut symbols = vec![
+        sym("L", l, src("num_hidden_layers")),
+        sym("LD", ld, src("first_k_dense_replace")),
+        field(c, "H", "hidden_size", src)?,
+        field(c, "NH", "num_attention_heads", src)?,
+        field(c, "DN", "qk_nope_head_dim", src)?,
+        field(c, "DR", "qk_rope_head_dim", src)?,
+        field(c, "DV", "v_head_dim", src)?,
+        field(c, "R", "kv_lora_rank", src)?,
+        field(c, "FD", "intermediate_size", src)?,
+        field(c, "F", "moe_intermediate_size", src)?,
+        field(c, "NS", "n_shared_experts", src)?,
+        field(c, "V", "vocab_size", src)?,
+        e,
+        k,
+        sym(
+            "C",
+            1,
+            "dropless routing, as Hugging Face's sparse MoE blocks: no token is dropped or padded"
+                .into(),
+        ),
+    ];
+    symbols.extend(groups);
+    let notes = vec![
+        format!("Routed weights scaled by routed_scaling_factor {scaling}; rotary scaling changes constants, not costs."),
+        "Multi-head latent attention: keys and values are expanded from the latent to every head, as transformers computes them (no absorbed projections).".to_string(),
+    ];
+    Ok(Plan {
+        family,
+        module: "DeepseekV2ForCausalLM".into(),
         symbols,
         seq,
         notes,

@@ -56,6 +56,22 @@ pub fn run(ctx: &OpCtx, ins: &[Vec<T>]) -> Out {
             }))
         }),
         "moe_gate" => per_device(ctx, ins, moe_gate),
+        "moe_gate_topk" => per_device(ctx, ins, |c, _, x| moe_gate_topk(c, x, 1.0)),
+        "moe_gate_topk_scaled" => per_device(ctx, ins, |c, _, x| moe_gate_topk(c, x, 2.5)),
+        "moe_gate_group_scaled" => per_device(ctx, ins, moe_gate_group),
+        "sigmoid_gate" => per_device(ctx, ins, |_, _, x| {
+            let (v, g) = (&x[0], &x[1]);
+            Ok(T::from_fn(&v.shape, |i| {
+                v.get(i) / (1.0 + (-g.get(&[i[0]])).exp())
+            }))
+        }),
+        "expand" => per_device(ctx, ins, |c, _, x| {
+            let s = &x[0].shape;
+            Ok(T::from_fn(&[s[0], c.e("r"), s[1]], |i| {
+                x[0].get(&[i[0], i[2]])
+            }))
+        }),
+        "flash_attention_mla" => per_device(ctx, ins, flash_attention_mla),
         "moe_dispatch" => per_device(ctx, ins, moe_dispatch),
         "moe_combine" => per_device(ctx, ins, moe_combine),
         "softmax" => softmax(ctx, ins),
@@ -173,6 +189,27 @@ fn flash_attention(_: &OpCtx, _: usize, xs: &[T]) -> Result<T, String> {
     let (q, k, v) = (&xs[0], &xs[1], &xs[2]);
     let (nk, nd) = (k.shape[2], k.shape[3]);
     Ok(T::from_fn(&q.shape, |i| {
+        let (b, g, r, qi, d) = (i[0], i[1], i[2], i[3], i[4]);
+        let score = |j: usize| -> f64 {
+            (0..nd)
+                .map(|e| q.get(&[b, g, r, qi, e]) * k.get(&[b, g, j, e]))
+                .sum::<f64>()
+                / 8.0
+        };
+        let m = (0..nk).map(score).fold(f64::NEG_INFINITY, f64::max);
+        let w: Vec<f64> = (0..nk).map(|j| (score(j) - m).exp()).collect();
+        let z: f64 = w.iter().sum();
+        (0..nk).map(|j| w[j] / z * v.get(&[b, g, j, d])).sum()
+    }))
+}
+
+/// As `flash_attention`, with value heads of their own width (the output's last index).
+fn flash_attention_mla(_: &OpCtx, _: usize, xs: &[T]) -> Result<T, String> {
+    let (q, k, v) = (&xs[0], &xs[1], &xs[2]);
+    let (nk, nd) = (k.shape[2], k.shape[3]);
+    let mut shape = q.shape.clone();
+    shape[4] = v.shape[3];
+    Ok(T::from_fn(&shape, |i| {
         let (b, g, r, qi, d) = (i[0], i[1], i[2], i[3], i[4]);
         let score = |j: usize| -> f64 {
             (0..nd)
@@ -420,6 +457,62 @@ fn moe_gate(ctx: &OpCtx, _: usize, xs: &[T]) -> Result<T, String> {
         let kept: f64 = order[..k].iter().map(|&c| p[c]).sum();
         for &c in &order[..k] {
             *out.at(&[r, c]) = p[c] / kept;
+        }
+    }
+    Ok(out)
+}
+
+/// Softmax over the experts of each token, then its top k as they are (not renormalised),
+/// multiplied by `scale` (the rest zero).
+fn moe_gate_topk(ctx: &OpCtx, xs: &[T], scale: f64) -> Result<T, String> {
+    let x = &xs[0];
+    let (t, e) = (x.shape[0], x.shape[1]);
+    let k = ctx.e("k").min(e);
+    let mut out = T::zeros(&x.shape);
+    for r in 0..t {
+        let row: Vec<f64> = (0..e).map(|c| x.get(&[r, c])).collect();
+        let max = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let p: Vec<f64> = row.iter().map(|v| (v - max).exp()).collect();
+        let z: f64 = p.iter().sum();
+        let mut order: Vec<usize> = (0..e).collect();
+        order.sort_by(|a, b| p[*b].total_cmp(&p[*a]).then(a.cmp(b)));
+        for &c in &order[..k] {
+            *out.at(&[r, c]) = scale * p[c] / z;
+        }
+    }
+    Ok(out)
+}
+
+/// Softmax over the experts of each token; the experts in g equal groups scored by their largest
+/// probability, the top tg groups kept; the top k within them, multiplied by 2.5 (the rest zero).
+fn moe_gate_group(ctx: &OpCtx, _: usize, xs: &[T]) -> Result<T, String> {
+    let x = &xs[0];
+    let (t, e) = (x.shape[0], x.shape[1]);
+    let (g, tg) = (ctx.e("g").max(1), ctx.e("tg"));
+    let per = e / g;
+    let mut out = T::zeros(&x.shape);
+    for r in 0..t {
+        let row: Vec<f64> = (0..e).map(|c| x.get(&[r, c])).collect();
+        let max = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let p: Vec<f64> = row.iter().map(|v| (v - max).exp()).collect();
+        let z: f64 = p.iter().sum();
+        let score = |grp: usize| (0..per).map(|j| p[grp * per + j]).fold(0.0, f64::max);
+        let mut groups: Vec<usize> = (0..g).collect();
+        groups.sort_by(|a, b| score(*b).total_cmp(&score(*a)).then(a.cmp(b)));
+        let kept = &groups[..tg.min(g)];
+        let masked: Vec<f64> = (0..e)
+            .map(|c| {
+                if kept.contains(&(c / per.max(1))) {
+                    p[c]
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        let mut order: Vec<usize> = (0..e).collect();
+        order.sort_by(|a, b| masked[*b].total_cmp(&masked[*a]).then(a.cmp(b)));
+        for &c in &order[..ctx.e("k").min(e)] {
+            *out.at(&[r, c]) = 2.5 * masked[c] / z;
         }
     }
     Ok(out)
