@@ -8,6 +8,7 @@
 //! of thousands of bars, is embedded zlib-compressed and inflated by the browser. The file
 //! references nothing outside itself.
 
+use crate::cli::units::si;
 use crate::error::{Error, Result};
 use crate::sym::Rational;
 use base64::Engine as _;
@@ -126,6 +127,11 @@ fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
+/// A chart axis' value with a decimal prefix, as the terminal tables write amounts.
+fn si_float(v: f64, sig: u32, unit: &str) -> String {
+    Rational::from_float(v).map_or_else(|| format!("{v:.2e}"), |r| si(&r, sig, unit))
+}
+
 fn text(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
@@ -240,7 +246,7 @@ fn components_svg(rows: &[Value], parts: &Value) -> Result<String> {
             .x_desc("rank")
             .x_labels(rows.len().min(25))
             .x_label_formatter(&|x| format!("{x:.0}"))
-            .y_label_formatter(&|y| format!("{y:.2e}"))
+            .y_label_formatter(&|y| si_float(*y, 3, "FLOP"))
             .draw()
             .map_err(chart_err)?;
         let mut base = vec![0.0; rows.len()];
@@ -343,7 +349,7 @@ fn frontier_svg(rows: &[Value], seconds: bool, capacity: f64) -> Result<String> 
                 if seconds {
                     format!("{x:.3}")
                 } else {
-                    format!("{x:.3e}")
+                    si_float(*x, 3, "FLOP")
                 }
             })
             .draw()
@@ -502,7 +508,7 @@ fn ranking_table(rows: &[Value], seconds: bool) -> String {
         "intra-node",
         "inter-node",
         "bubble",
-        "memory GB",
+        "memory",
         "s / step",
         "fits",
     ];
@@ -548,9 +554,9 @@ fn ranking_table(rows: &[Value], seconds: bool) -> String {
             (
                 float(total).to_string(),
                 format!(
-                    "<span title=\"{}\">{:.4e}</span>",
+                    "<span title=\"{}\">{}</span>",
                     esc(&text(total)),
-                    float(total)
+                    exact(total).map_or_else(|| text(total), |r| si(&r, 4, "FLOP"))
                 ),
             ),
             (
@@ -572,9 +578,10 @@ fn ranking_table(rows: &[Value], seconds: bool) -> String {
             (
                 float(&r["memory_per_device"]).to_string(),
                 format!(
-                    "<span title=\"{} bytes\">{:.2}</span>",
+                    "<span title=\"{} bytes\">{}</span>",
                     esc(&text(&r["memory_per_device"])),
-                    float(&r["memory_per_device"]) / 1e9
+                    exact(&r["memory_per_device"])
+                        .map_or_else(|| text(&r["memory_per_device"]), |b| si(&b, 3, "B"))
                 ),
             ),
             (
