@@ -1,21 +1,9 @@
 //! Command-line contract: help, JSON that parses, exit code 2 with file and line for bad input.
 
-use assert_cmd::Command;
 use predicates::prelude::*;
 
-fn symshard() -> Command {
-    Command::cargo_bin("symshard").unwrap()
-}
-
-fn json(args: &[&str]) -> serde_json::Value {
-    let out = symshard().args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
+mod common;
+use common::{json, symshard};
 
 #[test]
 fn every_subcommand_has_help() {

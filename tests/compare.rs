@@ -1,33 +1,14 @@
 //! `compare`, `rank --why` and `crossover`: two strategies side by side with exact differences,
 //! and where one stops beating the other, checked by evaluating both strategies again.
 
-use assert_cmd::Command;
 use proptest::prelude::*;
 use serde_json::Value;
 use std::cmp::Ordering;
 use symshard::search::versus::{crossover, fit_laurent, sign_runs, Winner};
 use symshard::sym::{Bindings, Poly, Rational};
 
-fn symshard() -> Command {
-    Command::cargo_bin("symshard").unwrap()
-}
-
-fn json(args: &[&str]) -> Value {
-    let out = symshard().args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
-/// Runs a command that must be refused with exit code 2 and returns its stderr.
-fn refused(args: &[&str]) -> String {
-    let out = symshard().args(args).output().unwrap();
-    assert_eq!(out.status.code(), Some(2), "{args:?} should be refused");
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
+mod common;
+use common::{json, refused, symshard};
 
 fn q(v: &Value) -> Rational {
     v.as_str().unwrap().parse().unwrap()

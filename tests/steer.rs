@@ -2,7 +2,6 @@
 //! allow, fixed and capped knobs, memory with units and headroom, rows grouped when knobs do not
 //! matter, the Pareto frontier, the smallest footprint when nothing fits, and launch configs.
 
-use assert_cmd::Command;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use symshard::calib::Calibration;
@@ -11,26 +10,8 @@ use symshard::search::steer::{apply_headroom, parse_memory};
 use symshard::search::{rank, RankOptions, Steer};
 use symshard::sym::Rational;
 
-fn symshard() -> Command {
-    Command::cargo_bin("symshard").unwrap()
-}
-
-fn json(args: &[&str]) -> Value {
-    let out = symshard().args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
-/// Runs a command that must be refused with exit code 2 and returns its stderr.
-fn refused(args: &[&str]) -> String {
-    let out = symshard().args(args).output().unwrap();
-    assert_eq!(out.status.code(), Some(2), "{args:?} should be refused");
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
+mod common;
+use common::{json, refused, symshard};
 
 /// An exact number as the JSON writes it ("123" or "7/2"), as a float.
 fn num(v: &Value) -> f64 {

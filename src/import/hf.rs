@@ -1178,10 +1178,28 @@ fn phi(c: &Config, src: &dyn Fn(&str) -> String) -> Result<Plan> {
         }
     }
     let rd = rotary_dims(c, "partial_rotary_factor", 0.5, d.value, src)?;
+    parallel_block_plan(
+        c,
+        ("phi", "PhiForCausalLM"),
+        [h, nh, d, rd],
+        "Parallel attention and MLP from one layernorm; rotary positions on RD dimensions of each head.",
+        src,
+    )
+}
+
+/// The plan of a parallel-block family with partial rotary positions: L, H, NH, D and RD (given),
+/// F, V and the sequence length from the config.
+fn parallel_block_plan(
+    c: &Config,
+    (family, module): (&'static str, &str),
+    [h, nh, d, rd]: [Sym; 4],
+    note: &str,
+    src: &dyn Fn(&str) -> String,
+) -> Result<Plan> {
     let seq = field(c, "S", "max_position_embeddings", src)?;
     Ok(Plan {
-        family: "phi",
-        module: "PhiForCausalLM".into(),
+        family,
+        module: module.into(),
         symbols: vec![
             field(c, "L", "num_hidden_layers", src)?,
             h,
@@ -1192,7 +1210,7 @@ fn phi(c: &Config, src: &dyn Fn(&str) -> String) -> Result<Plan> {
             field(c, "V", "vocab_size", src)?,
         ],
         seq,
-        notes: vec!["Parallel attention and MLP from one layernorm; rotary positions on RD dimensions of each head.".into()],
+        notes: vec![note.into()],
     })
 }
 
@@ -1243,22 +1261,13 @@ fn gpt_neox(c: &Config, src: &dyn Fn(&str) -> String) -> Result<Plan> {
     } else {
         rotary_dims(c, "partial_rotary_factor", 0.25, d.value, src)?
     };
-    let seq = field(c, "S", "max_position_embeddings", src)?;
-    Ok(Plan {
-        family: "gpt_neox",
-        module: "GPTNeoXForCausalLM".into(),
-        symbols: vec![
-            field(c, "L", "num_hidden_layers", src)?,
-            h,
-            nh,
-            d,
-            rd,
-            field(c, "F", "intermediate_size", src)?,
-            field(c, "V", "vocab_size", src)?,
-        ],
-        seq,
-        notes: vec!["Parallel attention and MLP, each with its own layernorm; rotary positions on RD dimensions of each head.".into()],
-    })
+    parallel_block_plan(
+        c,
+        ("gpt_neox", "GPTNeoXForCausalLM"),
+        [h, nh, d, rd],
+        "Parallel attention and MLP, each with its own layernorm; rotary positions on RD dimensions of each head.",
+        src,
+    )
 }
 
 fn falcon(c: &Config, src: &dyn Fn(&str) -> String) -> Result<Plan> {

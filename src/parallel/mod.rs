@@ -27,11 +27,10 @@ pub fn evaluate_strategy(
     gpus_per_node: u64,
     memory: &Rational,
 ) -> Result<(Analysis, Evaluation), Error> {
-    check_knobs(knobs).map_err(Error::Usage)?;
-    check_model_limits(model, values, knobs).map_err(Error::Usage)?;
+    check_strategy(model, values, knobs)?;
     check_overrides(model, layout).map_err(|(_, m)| Error::Usage(m))?;
-    let analysis = analyse(model, layout);
-    let e = evaluate_analysed(
+    let analysis = per_rank(analyse(model, layout), knobs);
+    let e = evaluate_checked(
         model,
         &analysis,
         values,
@@ -40,11 +39,6 @@ pub fn evaluate_strategy(
         gpus_per_node,
         memory,
     )?;
-    let analysis = if knobs.cp > 1 {
-        analysis.context_parallel()
-    } else {
-        analysis
-    };
     Ok((analysis, e))
 }
 
@@ -60,15 +54,42 @@ pub fn evaluate_analysed(
     gpus_per_node: u64,
     memory: &Rational,
 ) -> Result<Evaluation, Error> {
-    check_knobs(knobs).map_err(Error::Usage)?;
-    check_model_limits(model, values, knobs).map_err(Error::Usage)?;
-    let per_cp_rank;
+    check_strategy(model, values, knobs)?;
+    let cp_rank;
     let analysis = if knobs.cp > 1 {
-        per_cp_rank = analysis.context_parallel();
-        &per_cp_rank
+        cp_rank = analysis.context_parallel();
+        &cp_rank
     } else {
         analysis
     };
+    evaluate_checked(model, analysis, values, knobs, calib, gpus_per_node, memory)
+}
+
+/// The knobs' own checks and the model's limits on them.
+fn check_strategy(model: &Model, values: &Bindings, knobs: &Knobs) -> Result<(), Error> {
+    check_knobs(knobs).map_err(Error::Usage)?;
+    check_model_limits(model, values, knobs).map_err(Error::Usage)
+}
+
+/// The analysis one rank sees: a context-parallel rank's under cp > 1.
+fn per_rank(analysis: Analysis, knobs: &Knobs) -> Analysis {
+    if knobs.cp > 1 {
+        analysis.context_parallel()
+    } else {
+        analysis
+    }
+}
+
+/// Evaluates checked knobs on the analysis one rank sees.
+fn evaluate_checked(
+    model: &Model,
+    analysis: &Analysis,
+    values: &Bindings,
+    knobs: &Knobs,
+    calib: &Calibration,
+    gpus_per_node: u64,
+    memory: &Rational,
+) -> Result<Evaluation, Error> {
     let b = evaluate::microbatch_bindings(values, knobs);
     evaluate::check_divisibility(model, analysis, &b, knobs).map_err(Error::Usage)?;
     let numbers = evaluate::block_numbers(analysis, &b).map_err(Error::Usage)?;

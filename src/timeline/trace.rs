@@ -21,25 +21,34 @@ fn item_name(plan: &TimingPlan, item: usize) -> String {
     }
 }
 
+/// `R` for a recomputed forward, else `F` or `B` by pass.
+fn pass_letter(recompute: bool, pass: Pass) -> &'static str {
+    match (recompute, pass) {
+        (true, _) => "R",
+        (false, Pass::Forward) => "F",
+        (false, Pass::Backward) => "B",
+    }
+}
+
+/// ` mb{j}` for micro-batch `j`, nothing outside micro-batches.
+fn microbatch_suffix(j: Option<usize>) -> String {
+    j.map(|j| format!(" mb{j}")).unwrap_or_default()
+}
+
 /// A short readable name for an event.
 pub(crate) fn label(plan: &TimingPlan, e: &Event, item: &str) -> String {
-    let pass = match (e.pass, &e.what) {
-        (
-            _,
-            What::Op {
-                recompute: true, ..
-            },
-        )
-        | (
-            _,
-            What::Comm {
-                recompute: true, ..
-            },
-        ) => "R",
-        (Pass::Forward, _) => "F",
-        (Pass::Backward, _) => "B",
-    };
-    let mb = e.microbatch.map(|j| format!(" mb{j}")).unwrap_or_default();
+    let recompute = matches!(
+        e.what,
+        What::Op {
+            recompute: true,
+            ..
+        } | What::Comm {
+            recompute: true,
+            ..
+        }
+    );
+    let pass = pass_letter(recompute, e.pass);
+    let mb = microbatch_suffix(e.microbatch);
     match e.what {
         What::Op { block, op, .. } => {
             format!("{pass} {item}.{}{mb}", plan.blocks[block].ops[op].name)
@@ -154,16 +163,8 @@ impl Span {
     }
 
     fn label(&self, item: &str) -> String {
-        let pass = match (self.key.recompute, self.key.pass) {
-            (true, _) => "R",
-            (false, Pass::Forward) => "F",
-            (false, Pass::Backward) => "B",
-        };
-        let mb = self
-            .key
-            .microbatch
-            .map(|j| format!(" mb{j}"))
-            .unwrap_or_default();
+        let pass = pass_letter(self.key.recompute, self.key.pass);
+        let mb = microbatch_suffix(self.key.microbatch);
         match self.key.stream {
             Stream::Compute => format!("{pass} {item}{mb}"),
             s => format!("{pass} {item} {}{mb}", s.name()),

@@ -2,7 +2,9 @@
 
 #![allow(dead_code)]
 
+use assert_cmd::Command;
 use libtest_mimic::Failed;
+use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 /// The `*.yaml` files of `dir`, sorted.
@@ -32,4 +34,27 @@ pub fn snapshot(name: &str, text: String) -> Result<(), Failed> {
             .unwrap_or_else(|| "snapshot mismatch".into());
         Failed::from(msg)
     })
+}
+
+/// The command line under test.
+pub fn symshard() -> Command {
+    Command::cargo_bin("symshard").unwrap()
+}
+
+/// Runs a command that must succeed and returns its standard output as JSON.
+pub fn json(args: &[&str]) -> Value {
+    let out = symshard().args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Runs a command that must be refused with exit code 2 and returns its stderr.
+pub fn refused(args: &[&str]) -> String {
+    let out = symshard().args(args).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{args:?} should be refused");
+    String::from_utf8_lossy(&out.stderr).into_owned()
 }
