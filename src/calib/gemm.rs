@@ -325,7 +325,9 @@ fn four_digits(x: f64) -> Rational {
 }
 
 /// `base` with `device.efficiency.matmul` replaced by the sweep's curve, its source naming the
-/// file, its rows and date.
+/// file, its rows and date. The measured GEMMs already ran with whatever wave and tile
+/// quantization their shapes met, so the curve replaces the base table's `gemm_tiling` too
+/// (keeping both would count those losses twice).
 pub fn calibrate(sweep: &GemmSweep, base: &Calibration, name: &str) -> Result<Calibration> {
     let peak = base
         .device
@@ -369,5 +371,6 @@ pub fn calibrate(sweep: &GemmSweep, base: &Calibration, name: &str) -> Result<Ca
         constant: false,
         source,
     };
+    c.device.gemm_tiling = None;
     Ok(c)
 }

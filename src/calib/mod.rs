@@ -325,9 +325,32 @@ pub struct Device {
     /// kernels it overlaps (its SMs and HBM traffic); zero when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comm_contention: Option<Sourced>,
+    /// How GEMMs are tiled over the streaming multiprocessors, where the table models it:
+    /// a GEMM whose output tiles do not fill its last wave of SMs, or whose sizes are not
+    /// multiples of its tile, runs below the matmul curve (wave and tile quantization).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gemm_tiling: Option<GemmTiling>,
     /// Rates measured on real hardware, kept beside the datasheet ones (never required).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub measured: BTreeMap<String, Sourced>,
+}
+
+/// A GEMM library's tiling of the output over the SMs (NVIDIA, Matrix Multiplication
+/// Background User's Guide, "Dimension Quantization Effects"): each thread block computes one
+/// output tile, one block per SM at a time, so a GEMM runs in ⌈tiles ÷ SMs⌉ waves. With it, the
+/// matmul curve is read as the efficiency of a GEMM that fills every wave (as a maximum
+/// achievable matmul FLOPS search measures it), and each GEMM's is that times the share of the
+/// SM-tile slots of its waves that hold useful output: the best over the listed tiles. A GEMM of
+/// fewer tiles than SMs is split along its summed index to fill one wave (split-K).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GemmTiling {
+    /// Streaming multiprocessors per device.
+    pub multiprocessors: Sourced,
+    /// Output tile shapes `[rows, columns]` the library chooses from.
+    pub tiles: Vec<[u32; 2]>,
+    /// Where the tile shapes come from.
+    pub source: String,
 }
 
 /// A class of links.
@@ -443,6 +466,24 @@ impl Calibration {
                 return Err(src.error_at(
                     &["device", "comm_contention"],
                     format!("`comm_contention` must be in [0, 1), not {}", o.value),
+                ));
+            }
+        }
+        if let Some(t) = &c.device.gemm_tiling {
+            let sms = &t.multiprocessors.value;
+            if !sms.is_integer()
+                || !sms.is_positive()
+                || *sms > Rational::from_integer(100_000.into())
+            {
+                return Err(src.error_at(
+                    &["device", "gemm_tiling", "multiprocessors"],
+                    format!("`multiprocessors` must be a whole number from 1 to 100000, not {sms}"),
+                ));
+            }
+            if t.tiles.is_empty() || t.tiles.iter().flatten().any(|&d| d == 0 || d > 4096) {
+                return Err(src.error_at(
+                    &["device", "gemm_tiling", "tiles"],
+                    "`tiles` needs at least one [rows, columns] pair, each from 1 to 4096",
                 ));
             }
         }

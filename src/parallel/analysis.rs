@@ -84,6 +84,32 @@ pub struct Comm {
     pub site: Site,
 }
 
+/// One GEMM's sizes on one device, as elements: `batch` products of a `rows` × `cols` output
+/// each, summing over `inner`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GemmDims {
+    /// Independent products.
+    pub batch: Poly,
+    /// Output rows.
+    pub rows: Poly,
+    /// Output columns.
+    pub cols: Poly,
+    /// Summed extent.
+    pub inner: Poly,
+}
+
+impl GemmDims {
+    /// The same sizes through `f`.
+    pub fn map<E>(&self, f: impl Fn(&Poly) -> Result<Poly, E>) -> Result<GemmDims, E> {
+        Ok(GemmDims {
+            batch: f(&self.batch)?,
+            rows: f(&self.rows)?,
+            cols: f(&self.cols)?,
+            inner: f(&self.inner)?,
+        })
+    }
+}
+
 /// One operator, analysed.
 #[derive(Debug, Clone, Serialize)]
 pub struct OpAnalysis {
@@ -105,6 +131,10 @@ pub struct OpAnalysis {
     /// Bytes per device the forward kernel reads and writes (the rule's inputs and output, or
     /// its `io`, with split indices divided by their axis sizes).
     pub io_bytes: Poly,
+    /// Per-device sizes of the GEMMs it runs as (forward, then one per input gradient; see
+    /// [`crate::rules::OpRule::gemms`]), with split indices divided; empty when it is not a
+    /// two-operand contraction.
+    pub gemms: Vec<GemmDims>,
     /// Bytes per device the backward kernels read and write
     /// ([`crate::rules::OpRule::backward_io_bytes`], split indices divided).
     pub backward_io_bytes: Poly,
@@ -544,6 +574,29 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
     };
     let io_bytes = per_device(node.rule.io_bytes(model.dtype_bytes));
     let backward_io_bytes = per_device(node.rule.backward_io_bytes(model.dtype_bytes));
+    let local = |names: &[String]| -> Poly {
+        names
+            .iter()
+            .map(|i| {
+                let mut e = f(&Poly::symbol(i));
+                for s in entry.splits.iter().filter(|s| &s.index == i) {
+                    e = e.checked_div(&s.size).expect("axis symbol");
+                }
+                e
+            })
+            .product()
+    };
+    let gemms = node
+        .rule
+        .gemms()
+        .iter()
+        .map(|g| GemmDims {
+            batch: local(&g.batch),
+            rows: local(&g.rows),
+            cols: local(&g.cols),
+            inner: local(&g.inner),
+        })
+        .collect();
     let mut recompute = f(&node.rule.recompute_flops);
     for s in &entry.splits {
         recompute = recompute.checked_div(&s.size).expect("axis symbol");
@@ -580,6 +633,7 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
         recompute,
         io_bytes,
         backward_io_bytes,
+        gemms,
         forward: f(&entry.forward.compute),
         backward: f(&entry.backward.compute),
         saved: f(&entry.saved_bytes),
@@ -624,6 +678,11 @@ impl Analysis {
                 op.params = f(&op.params)?;
                 op.out_bytes = f(&op.out_bytes)?;
                 op.ring_bytes = f(&op.ring_bytes)?;
+                op.gemms = op
+                    .gemms
+                    .iter()
+                    .map(|g| g.map(f))
+                    .collect::<Result<_, _>>()?;
                 op.saved_inputs = op
                     .saved_inputs
                     .iter()
@@ -683,6 +742,12 @@ impl Analysis {
                 op.recomputable_saved = g(&op.recomputable_saved);
                 op.out_bytes = g(&op.out_bytes);
                 op.ring_bytes = g(&op.ring_bytes);
+                for d in &mut op.gemms {
+                    d.batch = g(&d.batch);
+                    d.rows = g(&d.rows);
+                    d.cols = g(&d.cols);
+                    d.inner = g(&d.inner);
+                }
                 for (_, p) in &mut op.saved_inputs {
                     *p = g(p);
                 }

@@ -297,6 +297,34 @@ impl OpRule {
         }
     }
 
+    /// The GEMMs a matmul-like rule runs as (its one einsum term multiplying two tensors while
+    /// summing an index): the forward product first, then the product that computes the
+    /// gradient of each of the term's inputs that takes one (the output gradient times the other
+    /// input). Empty for any other rule.
+    pub fn gemms(&self) -> Vec<GemmIndices> {
+        if !matches!(self.flops, Flops::Einsum) {
+            return Vec::new();
+        }
+        let mut contractions = self
+            .terms
+            .iter()
+            .filter(|t| t.len() == 2 && self.is_contraction(t));
+        let (Some(term), None) = (contractions.next(), contractions.next()) else {
+            return Vec::new();
+        };
+        let names = |t: &Tensor| t.indices().map(str::to_string).collect::<Vec<_>>();
+        let (a, b) = (names(&self.inputs[term[0]]), names(&self.inputs[term[1]]));
+        let c = names(&self.output);
+        let mut out = vec![GemmIndices::of(&a, &b, &c)];
+        if self.inputs[term[0]].grad {
+            out.push(GemmIndices::of(&c, &b, &a));
+        }
+        if self.inputs[term[1]].grad {
+            out.push(GemmIndices::of(&a, &c, &b));
+        }
+        out
+    }
+
     /// Whether an einsum term multiplies two or more tensors while summing an index.
     pub fn is_contraction(&self, term: &[usize]) -> bool {
         term.len() >= 2 && self.term_indices(term).iter().any(|i| !self.output.has(i))
@@ -388,7 +416,89 @@ impl OpRule {
     }
 }
 
+/// The indices of one GEMM `r = p · q`, grouped as a GEMM library tiles it: each of the `batch`
+/// products has an output of `rows` × `cols` elements, computed in output tiles, and sums over
+/// `inner`. An index of the output and of one operand only is a row (first operand) or column
+/// (second); one of both operands and not the output is summed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GemmIndices {
+    /// In both operands and the output.
+    pub batch: Vec<String>,
+    /// In the first operand and the output.
+    pub rows: Vec<String>,
+    /// In the second operand and the output.
+    pub cols: Vec<String>,
+    /// In both operands, summed.
+    pub inner: Vec<String>,
+}
+
+impl GemmIndices {
+    fn of(p: &[String], q: &[String], r: &[String]) -> GemmIndices {
+        let has = |v: &[String], i: &String| v.contains(i);
+        let mut g = GemmIndices {
+            batch: Vec::new(),
+            rows: Vec::new(),
+            cols: Vec::new(),
+            inner: Vec::new(),
+        };
+        for i in p {
+            match (has(q, i), has(r, i)) {
+                (true, true) => g.batch.push(i.clone()),
+                (false, true) => g.rows.push(i.clone()),
+                (true, false) => g.inner.push(i.clone()),
+                (false, false) => {}
+            }
+        }
+        g.cols = q
+            .iter()
+            .filter(|i| !has(p, i) && has(r, i))
+            .cloned()
+            .collect();
+        g
+    }
+}
+
 /// Bytes of a tensor with compute elements of `compute` bytes.
 pub fn tensor_bytes(t: &Tensor, compute: u32) -> Poly {
     t.elements() * Poly::int(t.dtype.bytes(compute) as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::GemmIndices;
+    use crate::rules::RuleSet;
+
+    fn g(batch: &[&str], rows: &[&str], cols: &[&str], inner: &[&str]) -> GemmIndices {
+        let v = |x: &[&str]| x.iter().map(|s| s.to_string()).collect();
+        GemmIndices {
+            batch: v(batch),
+            rows: v(rows),
+            cols: v(cols),
+            inner: v(inner),
+        }
+    }
+
+    #[test]
+    fn a_linear_layer_runs_three_gemms() {
+        let set = RuleSet::embedded().unwrap();
+        // y[b, n] = Σ_k x[b, k] · w[k, n]: forward b × n over k; dx = dy · wᵀ is b × k over n;
+        // dw = xᵀ · dy is k × n over b.
+        let gemms = set.get("linear").unwrap().gemms();
+        assert_eq!(
+            gemms,
+            vec![
+                g(&[], &["b"], &["n"], &["k"]),
+                g(&[], &["b"], &["k"], &["n"]),
+                g(&[], &["k"], &["n"], &["b"]),
+            ]
+        );
+    }
+
+    #[test]
+    fn only_two_operand_contractions_have_gemms() {
+        let set = RuleSet::embedded().unwrap();
+        assert!(set.get("gelu").unwrap().gemms().is_empty());
+        assert!(set.get("add").unwrap().gemms().is_empty());
+        assert!(set.get("softmax").unwrap().gemms().is_empty());
+    }
 }

@@ -57,6 +57,9 @@ pub struct Rates {
     pub attention_efficiency: FloatCurve,
     /// Streaming efficiency against one kernel's bytes.
     pub memory_efficiency: FloatCurve,
+    /// Streaming multiprocessors and output tiles, where the table models wave and tile
+    /// quantization of GEMMs.
+    pub tiling: Option<Tiling>,
     /// Fixed seconds per kernel.
     pub kernel_overhead: f64,
     /// Share of compute throughput an overlapping collective takes.
@@ -65,6 +68,41 @@ pub struct Rates {
     pub intra: LinkRate,
     /// Across nodes.
     pub inter: LinkRate,
+}
+
+/// A device's GEMM tiling, as floats.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tiling {
+    /// Streaming multiprocessors.
+    pub sms: f64,
+    /// Output tile shapes (rows, columns).
+    pub tiles: Vec<(f64, f64)>,
+}
+
+impl Tiling {
+    /// The share of the SM-tile slots of a GEMM's waves that hold useful output, under the best
+    /// of the tiles: `batch · rows · cols ÷ (waves · SMs · tile area)` with
+    /// `waves = ⌈batch · ⌈rows ÷ tile rows⌉ · ⌈cols ÷ tile columns⌉ ÷ SMs⌉`. A GEMM of fewer
+    /// tiles than SMs is split along its summed index (at most `inner` ways) to fill one wave.
+    /// 1 for a GEMM with an empty side.
+    pub fn utilisation(&self, [batch, rows, cols, inner]: [f64; 4]) -> f64 {
+        if batch <= 0.0 || rows <= 0.0 || cols <= 0.0 {
+            return 1.0;
+        }
+        let mut best: f64 = 0.0;
+        for &(tr, tc) in &self.tiles {
+            let tiles = batch * (rows / tr).ceil() * (cols / tc).ceil();
+            let split = if tiles < self.sms {
+                (self.sms / tiles).floor().min(inner.max(1.0)).max(1.0)
+            } else {
+                1.0
+            };
+            let waves = (tiles * split / self.sms).ceil();
+            let useful = batch * rows * cols * split;
+            best = best.max(useful / (waves * self.sms * tr * tc));
+        }
+        best.min(1.0)
+    }
 }
 
 fn f(r: &Rational) -> f64 {
@@ -125,6 +163,14 @@ impl Rates {
             matmul_efficiency: matmul,
             memory_efficiency: memory,
             kernel_overhead: d.kernel_overhead.as_ref().map_or(0.0, |o| f(&o.value)),
+            tiling: d.gemm_tiling.as_ref().map(|t| Tiling {
+                sms: f(&t.multiprocessors.value),
+                tiles: t
+                    .tiles
+                    .iter()
+                    .map(|[r, c]| (*r as f64, *c as f64))
+                    .collect(),
+            }),
             contention: d.comm_contention.as_ref().map_or(0.0, |o| f(&o.value)),
             intra: link(Tier::Intra),
             inter: link(Tier::Inter),
@@ -144,18 +190,43 @@ impl Rates {
     /// bandwidth of its size, plus the fixed per-kernel overhead. An operator with neither FLOPs
     /// nor bytes (a view) runs no kernel.
     pub fn op_seconds(&self, flops: f64, bytes: f64, class: KernelClass, kernels: u32) -> f64 {
+        self.gemm_seconds(flops, bytes, class, kernels, &[])
+    }
+
+    /// [`Rates::op_seconds`] for kernels whose GEMM sizes are known (`[batch, rows, cols,
+    /// inner]`, one per kernel): with a tiling in the table, each matmul kernel's efficiency is
+    /// the curve's times its [`Tiling::utilisation`]. Without sizes (or tiling) it is the same.
+    pub fn gemm_seconds(
+        &self,
+        flops: f64,
+        bytes: f64,
+        class: KernelClass,
+        kernels: u32,
+        gemms: &[[f64; 4]],
+    ) -> f64 {
         if flops <= 0.0 && bytes <= 0.0 {
             return 0.0;
         }
         let k = kernels.max(1) as f64;
         let (fk, bk) = (flops / k, bytes / k);
-        let rate = match class {
-            KernelClass::Matmul => self.peak_flops * self.matmul_efficiency.at(fk),
-            KernelClass::Attention => self.peak_flops * self.attention_efficiency.at(fk),
-            KernelClass::Other => self.other_flops,
-        };
         let bw = self.peak_memory_bandwidth * self.memory_efficiency.at(bk);
-        k * ((fk / rate).max(bk / bw) + self.kernel_overhead)
+        let memory = bk / bw;
+        let one = |utilisation: f64| {
+            let rate = match class {
+                KernelClass::Matmul => {
+                    self.peak_flops * self.matmul_efficiency.at(fk) * utilisation
+                }
+                KernelClass::Attention => self.peak_flops * self.attention_efficiency.at(fk),
+                KernelClass::Other => self.other_flops,
+            };
+            (fk / rate).max(memory) + self.kernel_overhead
+        };
+        match (&self.tiling, class) {
+            (Some(t), KernelClass::Matmul) if gemms.len() == kernels.max(1) as usize => {
+                gemms.iter().map(|g| one(t.utilisation(*g))).sum()
+            }
+            _ => k * one(1.0),
+        }
     }
 
     /// Seconds of one call of a collective moving `wire` bytes per rank over `axis`.
@@ -296,6 +367,62 @@ mod tests {
         c.tiers.intra.busbw.clear();
         c.tiers.inter.busbw.clear();
         c
+    }
+
+    #[test]
+    fn wave_and_tile_quantization_by_hand() {
+        // 108 SMs (A100) and one 256 × 128 tile.
+        let t = Tiling {
+            sms: 108.0,
+            tiles: vec![(256.0, 128.0)],
+        };
+        // 8192 × 768: 32 · 6 = 192 tiles in 2 waves of 108 slots: 192 / 216 useful.
+        let u = t.utilisation([1.0, 8192.0, 768.0, 6144.0]);
+        assert!((u - 192.0 / 216.0).abs() < 1e-12, "{u}");
+        // 108 tiles exactly: one full wave.
+        assert_eq!(t.utilisation([1.0, 256.0 * 108.0, 128.0, 64.0]), 1.0);
+        // 200 × 128: one tile, 56 of its 256 rows padding; split 108 ways along K = 4096.
+        let u = t.utilisation([1.0, 200.0, 128.0, 4096.0]);
+        assert!((u - 200.0 / 256.0).abs() < 1e-12, "{u}");
+        // The same with K = 4: at most 4 ways, so 4 of 108 slots hold work.
+        let u = t.utilisation([1.0, 256.0, 128.0, 4.0]);
+        assert!((u - 4.0 / 108.0).abs() < 1e-12, "{u}");
+        // Batched: 4 products of 2 tiles each fill 8 of 108 slots, then split 13 ways.
+        let u = t.utilisation([4.0, 512.0, 128.0, 1e6]);
+        assert!((u - 8.0 * 13.0 / 108.0).abs() < 1e-12, "{u}");
+        // The best tile is chosen: 128 × 128 tiles fill 8192 × 3072 better (1536 tiles in 15
+        // waves) than 256 × 128 (768 tiles in 8 waves).
+        let two = Tiling {
+            sms: 108.0,
+            tiles: vec![(256.0, 128.0), (128.0, 128.0)],
+        };
+        let u = two.utilisation([1.0, 8192.0, 3072.0, 6144.0]);
+        assert!((u - 1536.0 / 1620.0).abs() < 1e-12, "{u}");
+    }
+
+    #[test]
+    fn tiling_slows_a_gemm_by_its_utilisation_only() {
+        let mut r = Rates::of(&Calibration::reference().unwrap());
+        r.kernel_overhead = 0.0;
+        let g = [1.0, 8192.0, 768.0, 6144.0];
+        let flops = 2.0 * 8192.0 * 768.0 * 6144.0;
+        let plain = r.op_seconds(flops, 0.0, KernelClass::Matmul, 1);
+        r.tiling = Some(Tiling {
+            sms: 108.0,
+            tiles: vec![(256.0, 128.0)],
+        });
+        let tiled = r.gemm_seconds(flops, 0.0, KernelClass::Matmul, 1, &[g]);
+        assert!((tiled * (192.0 / 216.0) - plain).abs() < 1e-15 * plain.max(1.0));
+        // Without sizes, or for other kernels, nothing changes.
+        assert_eq!(
+            r.gemm_seconds(flops, 0.0, KernelClass::Matmul, 1, &[]),
+            plain
+        );
+        let other = r.op_seconds(flops, 1e6, KernelClass::Other, 1);
+        assert_eq!(
+            r.gemm_seconds(flops, 1e6, KernelClass::Other, 1, &[g]),
+            other
+        );
     }
 
     #[test]

@@ -660,6 +660,13 @@ pub fn to_yaml(c: &Calibration) -> String {
     if let Some(k) = &c.device.comm_contention {
         entry(&mut o, 2, "comm_contention", k);
     }
+    if let Some(t) = &c.device.gemm_tiling {
+        let _ = writeln!(o, "  gemm_tiling:");
+        entry(&mut o, 4, "multiprocessors", &t.multiprocessors);
+        let tiles: Vec<String> = t.tiles.iter().map(|[r, c]| format!("[{r}, {c}]")).collect();
+        let _ = writeln!(o, "    tiles: [{}]", tiles.join(", "));
+        let _ = writeln!(o, "    source: {}", q(&t.source));
+    }
     if !c.device.measured.is_empty() {
         let _ = writeln!(o, "  measured:");
         for (k, v) in &c.device.measured {

@@ -144,6 +144,36 @@ pub struct PlanOp {
         skip_serializing_if = "Zero::is_zero"
     )]
     pub ring_bytes: Rational,
+    /// The GEMMs it runs as: the forward one, then one per input gradient (absent for
+    /// operators that are not two-operand contractions, and in plans saved before it existed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gemms: Vec<GemmShape>,
+}
+
+/// One GEMM on one device: `batch` products of a `rows` × `cols` output, summing `inner`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GemmShape {
+    /// Independent products.
+    #[serde(with = "exact")]
+    pub batch: Rational,
+    /// Output rows.
+    #[serde(with = "exact")]
+    pub rows: Rational,
+    /// Output columns.
+    #[serde(with = "exact")]
+    pub cols: Rational,
+    /// Summed extent.
+    #[serde(with = "exact")]
+    pub inner: Rational,
+}
+
+impl GemmShape {
+    /// As floats, `[batch, rows, cols, inner]`.
+    pub fn to_f64(&self) -> [f64; 4] {
+        let f = |r: &Rational| r.to_f64().unwrap_or(f64::MAX);
+        [f(&self.batch), f(&self.rows), f(&self.cols), f(&self.inner)]
+    }
 }
 
 /// One event of a layer's pass.
@@ -359,6 +389,18 @@ pub fn plan_blocks(
                 } else {
                     Rational::zero()
                 },
+                gemms: op
+                    .gemms
+                    .iter()
+                    .map(|g| {
+                        Ok(GemmShape {
+                            batch: ev(&g.batch)?,
+                            rows: ev(&g.rows)?,
+                            cols: ev(&g.cols)?,
+                            inner: ev(&g.inner)?,
+                        })
+                    })
+                    .collect::<Result<_>>()?,
             });
             for c in &op.comm {
                 let pc = plan_comm(c, &ev(&c.wire_bytes)?, format!("{} {}", c.op, c.tensor));

@@ -210,6 +210,11 @@ impl<'a> Ctx<'a> {
                         _ => (f(&o.forward_flops), f(&o.forward_bytes)),
                     };
                     let backward = pass == Pass::Backward && !recompute;
+                    let gemms: Vec<[f64; 4]> = match (backward, o.gemms.split_first()) {
+                        (false, Some((g, _))) => vec![g.to_f64()],
+                        (true, Some((_, rest))) => rest.iter().map(|g| g.to_f64()).collect(),
+                        (_, None) => Vec::new(),
+                    };
                     let step = |fl: f64, by: f64, ring_wait: u8| SimStep {
                         blocking: true,
                         after_dgrad: false,
@@ -217,9 +222,13 @@ impl<'a> Ctx<'a> {
                         op: Some(*k),
                         step: i,
                         stream: Stream::Compute,
-                        dur: self
-                            .rates
-                            .op_seconds(fl, by, o.class(), o.kernels(backward)),
+                        dur: self.rates.gemm_seconds(
+                            fl,
+                            by,
+                            o.class(),
+                            o.kernels(backward),
+                            &gemms,
+                        ),
                         flops: fl,
                         bytes: 0.0,
                         recompute,
