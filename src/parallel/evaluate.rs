@@ -667,10 +667,11 @@ pub fn partition(t: &[f64], pp: usize) -> Option<Vec<usize>> {
         bounds.push(n);
         bounds
     };
+    let runs = Runs::of(t);
     let (mut lo, mut hi) = (t.iter().cloned().fold(0.0, f64::max), t.iter().sum::<f64>());
     for _ in 0..64 {
         let mid = 0.5 * (lo + hi);
-        if pack(mid).len() - 1 <= pp {
+        if runs.fits(mid, pp) {
             hi = mid;
         } else {
             lo = mid;
@@ -686,6 +687,99 @@ pub fn partition(t: &[f64], pp: usize) -> Option<Vec<usize>> {
         bounds.insert(s + 1, mid);
     }
     Some(bounds)
+}
+
+/// Item times as runs of equal times, for counting the stages of the greedy packing of
+/// [`partition`] a run at a time: a stage that starts inside a run of `x` holds the same items
+/// wherever it starts (its loads are `x`, `x + x`, …, added as the packing adds them).
+struct Runs {
+    /// (time, items, loads of a stage started inside the run after 1, 2, … items).
+    runs: Vec<(f64, usize, Vec<f64>)>,
+    /// Whether a time is negative or not a number (the run-wise count assumes loads grow).
+    irregular: bool,
+    /// The times, item by item.
+    items: Vec<f64>,
+}
+
+impl Runs {
+    fn of(t: &[f64]) -> Runs {
+        let mut runs: Vec<(f64, usize, Vec<f64>)> = Vec::new();
+        for &x in t {
+            match runs.last_mut() {
+                Some((y, c, loads)) if y.to_bits() == x.to_bits() => {
+                    *c += 1;
+                    let last = loads.last().copied().unwrap_or(0.0);
+                    loads.push(last + x);
+                }
+                _ => runs.push((x, 1, vec![0.0 + x])),
+            }
+        }
+        Runs {
+            runs,
+            irregular: t.iter().any(|x| x.is_nan() || *x < 0.0),
+            items: t.to_vec(),
+        }
+    }
+
+    /// Whether the greedy packing under `limit` needs at most `pp` stages: a stage ends before
+    /// an item when its load is positive and the item would take it over `limit`.
+    fn fits(&self, limit: f64, pp: usize) -> bool {
+        if self.irregular {
+            return fits_items(&self.items, limit, pp);
+        }
+        let mut stages = 1;
+        let mut load = 0.0;
+        for (x, count, loads) in &self.runs {
+            let (x, count) = (*x, *count);
+            // Items added to the stage open when the run begins, until it ends.
+            let mut i = 0;
+            while i < count {
+                if load > 0.0 && load + x > limit {
+                    break;
+                }
+                load += x;
+                i += 1;
+            }
+            if i == count {
+                continue;
+            }
+            // A stage starts at item `i`; every stage started inside the run holds `per`
+            // items (the first k ≥ 1 whose next item ends it), the last what is left.
+            let (mut per, mut hi) = (1, count);
+            while per < hi {
+                let k = (per + hi) / 2;
+                if loads[k - 1] > 0.0 && loads[k] > limit {
+                    hi = k;
+                } else {
+                    per = k + 1;
+                }
+            }
+            let left = count - i;
+            stages += left.div_ceil(per);
+            if stages > pp {
+                return false;
+            }
+            load = loads[(left - 1) % per];
+        }
+        true
+    }
+}
+
+/// [`Runs::fits`] item by item.
+fn fits_items(t: &[f64], limit: f64, pp: usize) -> bool {
+    let mut stages = 1;
+    let mut load = 0.0;
+    for &x in t {
+        if load > 0.0 && load + x > limit {
+            stages += 1;
+            if stages > pp {
+                return false;
+            }
+            load = 0.0;
+        }
+        load += x;
+    }
+    true
 }
 
 /// Expert parallelism applied to a block: (dense parameters, expert parameters held, data-parallel
@@ -1624,4 +1718,29 @@ pub fn evaluate(
 
 fn r(v: u64) -> Rational {
     Rational::from_integer(v.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Counting the packing's stages a run at a time agrees with counting item by item.
+        #[test]
+        fn run_wise_packing_matches_item_wise(
+            runs in proptest::collection::vec((0u32..6, 1usize..40), 1..6),
+            scale in 0.1f64..1e12,
+            limit_share in 0.0f64..1.2,
+            pp in 1usize..64,
+        ) {
+            let t: Vec<f64> = runs
+                .iter()
+                .flat_map(|&(x, c)| std::iter::repeat_n(x as f64 * scale / 3.0, c))
+                .collect();
+            let total: f64 = t.iter().sum();
+            let limit = total * limit_share;
+            prop_assert_eq!(Runs::of(&t).fits(limit, pp), fits_items(&t, limit, pp));
+        }
+    }
 }
