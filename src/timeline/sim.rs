@@ -494,6 +494,8 @@ fn run(
     for (s, n) in plan.stages.iter().enumerate() {
         first[s + 1] = first[s] + n;
     }
+    // Parameter elements per device of each block, as floats once (FSDP gathers them per item).
+    let block_params: Vec<f64> = plan.blocks.iter().map(|b| f(&b.params)).collect();
     let passes: Vec<[Vec<SimStep>; 2]> = (0..plan.blocks.len())
         .map(|b| [ctx.steps(b, Pass::Forward), ctx.steps(b, Pass::Backward)])
         .collect();
@@ -587,7 +589,7 @@ fn run(
                 let mut prefetch_at = t;
                 for item in items {
                     let bi = plan.items[item];
-                    let params = f(&plan.blocks[bi].params);
+                    let params = block_params[bi];
                     if fsdp && params > 0.0 {
                         let (dur, wire) = gather_seconds(params);
                         let mut e =
