@@ -60,7 +60,7 @@ fn rank_bench(c: &mut Criterion) {
             |b, o| b.iter(|| black_box(rank(&m, &m.values, &a100, o).unwrap().simulated)),
         );
     }
-    for layers in [12u64, 24, 48, 96] {
+    for layers in [12u64, 24, 48, 96, 192] {
         let mut v = m.values.clone();
         v.insert("L".into(), Rational::from_integer(layers.into()));
         g.bench_with_input(BenchmarkId::new("gpt3-175b/layers", layers), &v, |b, v| {

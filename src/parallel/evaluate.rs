@@ -1,7 +1,7 @@
 //! Evaluating an analysis for one strategy: exact per-device FLOPs, collectives, point-to-point
 //! bytes and memory, the pipeline partition, and the relative cost of DESIGN §3.
 
-use super::analysis::{Analysis, Comm, CP, DP, TP};
+use super::analysis::{Analysis, BlockAnalysis, Comm, CP, DP, TP};
 use crate::calib::Calibration;
 use crate::model::Model;
 use crate::rules::law::CollectiveKind;
@@ -37,10 +37,10 @@ pub struct BlockNumbers {
     pub attention_saved: Rational,
     /// Parameter elements.
     pub params: Rational,
-    /// Per-microbatch collectives: (comm, evaluated wire bytes).
-    pub comm: Vec<(Comm, Rational)>,
+    /// Per-microbatch collectives: (where in the block's analysis, evaluated wire bytes).
+    pub comm: Vec<(CommRef, Rational)>,
     /// Per-step gradient reductions.
-    pub grad_comm: Vec<(Comm, Rational)>,
+    pub grad_comm: Vec<(CommRef, Rational)>,
     /// Boundary activation bytes.
     pub boundary: Rational,
     /// Per-microbatch tensor-parallel wire bytes (all of `comm` on tp).
@@ -74,26 +74,99 @@ pub struct BlockNumbers {
     /// sends again).
     pub ring_core_forward: Rational,
     /// The same numbers as floats, for choosing (never for reporting).
-    pub approx: [f64; 15],
+    pub approx: Approx,
 }
 
-/// Indices into [`BlockNumbers::approx`].
-mod ax {
-    pub const FWD: usize = 0;
-    pub const BWD: usize = 1;
-    pub const ATT_FWD: usize = 2;
-    pub const SAVED: usize = 3;
-    pub const ATT_SAVED: usize = 4;
-    pub const PARAMS: usize = 5;
-    pub const TP: usize = 6;
-    pub const DP_GRAD: usize = 7;
-    pub const TP_GRAD: usize = 8;
-    pub const BOUNDARY: usize = 9;
-    pub const HBM: usize = 10;
-    pub const HBM_FWD: usize = 11;
-    pub const ATT_HBM: usize = 12;
-    pub const RING: usize = 13;
-    pub const RING_CORE: usize = 14;
+/// Where a collective of [`BlockNumbers::comm`] or [`BlockNumbers::grad_comm`] is in its
+/// block's analysis (an index, so that evaluating a block copies no collective).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommRef {
+    /// `ops[op].comm[index]`.
+    Op {
+        /// Operator position.
+        op: usize,
+        /// Position in its `comm`.
+        index: usize,
+    },
+    /// `ops[op].grad_comm[index]`.
+    Grad {
+        /// Operator position.
+        op: usize,
+        /// Position in its `grad_comm`.
+        index: usize,
+    },
+    /// `edges[index]`.
+    Edge(usize),
+}
+
+impl CommRef {
+    /// The collective in `block`.
+    pub fn of<'a>(&self, block: &'a BlockAnalysis) -> &'a Comm {
+        match *self {
+            CommRef::Op { op, index } => &block.ops[op].comm[index],
+            CommRef::Grad { op, index } => &block.ops[op].grad_comm[index],
+            CommRef::Edge(index) => &block.edges[index],
+        }
+    }
+}
+
+/// [`BlockNumbers`]' exact numbers as floats, for choosing (never for reporting).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Approx {
+    /// [`BlockNumbers::forward`].
+    pub forward: f64,
+    /// [`BlockNumbers::backward`].
+    pub backward: f64,
+    /// [`BlockNumbers::attention_forward`].
+    pub attention_forward: f64,
+    /// [`BlockNumbers::saved`].
+    pub saved: f64,
+    /// [`BlockNumbers::attention_saved`].
+    pub attention_saved: f64,
+    /// [`BlockNumbers::params`].
+    pub params: f64,
+    /// [`BlockNumbers::tp_bytes`].
+    pub tp_bytes: f64,
+    /// [`BlockNumbers::dp_grad`].
+    pub dp_grad: f64,
+    /// [`BlockNumbers::tp_grad`].
+    pub tp_grad: f64,
+    /// [`BlockNumbers::boundary`].
+    pub boundary: f64,
+    /// [`BlockNumbers::hbm`].
+    pub hbm: f64,
+    /// [`BlockNumbers::hbm_forward`].
+    pub hbm_forward: f64,
+    /// [`BlockNumbers::attention_hbm`].
+    pub attention_hbm: f64,
+    /// [`BlockNumbers::ring_forward`].
+    pub ring_forward: f64,
+    /// [`BlockNumbers::ring_core_forward`].
+    pub ring_core_forward: f64,
+}
+
+impl Approx {
+    /// The floats of `n`'s exact numbers.
+    pub fn of(n: &BlockNumbers) -> Approx {
+        let f = |x: &Rational| x.to_f64().unwrap_or(f64::MAX);
+        Approx {
+            forward: f(&n.forward),
+            backward: f(&n.backward),
+            attention_forward: f(&n.attention_forward),
+            saved: f(&n.saved),
+            attention_saved: f(&n.attention_saved),
+            params: f(&n.params),
+            tp_bytes: f(&n.tp_bytes),
+            dp_grad: f(&n.dp_grad),
+            tp_grad: f(&n.tp_grad),
+            boundary: f(&n.boundary),
+            hbm: f(&n.hbm),
+            hbm_forward: f(&n.hbm_forward),
+            attention_hbm: f(&n.attention_hbm),
+            ring_forward: f(&n.ring_forward),
+            ring_core_forward: f(&n.ring_core_forward),
+        }
+    }
 }
 
 fn eval(p: &Poly, b: &Bindings) -> Result<Rational, String> {
@@ -139,32 +212,192 @@ fn ring_bytes(n: &BlockNumbers, recompute: Recompute, layer: bool) -> Rational {
     r(3) * &n.ring_forward + again
 }
 
-fn ring_bytes_f64(x: &[f64; 15], recompute: Recompute, layer: bool) -> f64 {
+fn ring_bytes_f64(x: &Approx, recompute: Recompute, layer: bool) -> f64 {
     let again = match (recompute, layer) {
-        (Recompute::Full, true) => x[ax::RING],
-        (Recompute::Selective, true) => x[ax::RING_CORE],
+        (Recompute::Full, true) => x.ring_forward,
+        (Recompute::Selective, true) => x.ring_core_forward,
         _ => 0.0,
     };
-    3.0 * x[ax::RING] + again
+    3.0 * x.ring_forward + again
 }
 
-/// Evaluates every block of an analysis for one microbatch.
+/// Evaluates every block of an analysis for one microbatch, operator by operator (the
+/// reference [`block_numbers_summed`] is held to).
 pub fn block_numbers(a: &Analysis, b: &Bindings) -> Result<Vec<BlockNumbers>, String> {
-    let cp = b.get(CP).cloned().unwrap_or_else(Rational::one);
-    let mut out = Vec::new();
-    for blk in &a.blocks {
-        let repeat = eval(&blk.repeat, b)?;
-        if !repeat.is_integer() || repeat <= Rational::zero() {
-            return Err(format!("block `{}` repeats {repeat} times", blk.name));
+    a.blocks.iter().map(|blk| block_of(blk, None, b)).collect()
+}
+
+/// [`block_numbers`] with each block's per-operator polynomials summed once beforehand
+/// (`sums`, from [`block_sums`] of the same analysis): a block costs one evaluation per sum
+/// instead of one per operator and sum. Exact arithmetic makes the numbers the same; a block
+/// whose sums could evaluate where an operator's polynomial fails (terms cancelled), or whose
+/// sums fail, is evaluated operator by operator, so errors are the same too.
+pub fn block_numbers_summed(
+    a: &Analysis,
+    sums: &[BlockSums],
+    b: &Bindings,
+) -> Result<Vec<BlockNumbers>, String> {
+    a.blocks
+        .iter()
+        .zip(sums)
+        .map(|(blk, s)| {
+            let sums = s.faithful.then_some(s);
+            block_of(blk, sums, b).or_else(|_| block_of(blk, None, b))
+        })
+        .collect()
+}
+
+/// One block's per-operator polynomials summed, as [`BlockNumbers`] adds up their values.
+#[derive(Debug, Clone)]
+pub struct BlockSums {
+    forward: Poly,
+    attention_forward: Poly,
+    attention_saved: Poly,
+    hbm: Poly,
+    hbm_forward: Poly,
+    attention_hbm: Poly,
+    backward: Poly,
+    kernel_recompute: Poly,
+    saved: Poly,
+    params: Poly,
+    expert_params: Poly,
+    dispatch_out: Poly,
+    /// Whether the sums fail to evaluate exactly where some summand does: they hold every
+    /// symbol of the summands, and every symbol a summand divides by.
+    faithful: bool,
+}
+
+/// The symbols of the polynomials and those they divide by: what decides whether
+/// [`Poly::eval`] fails.
+fn eval_signature(ps: &[&Poly]) -> (Vec<String>, Vec<String>) {
+    let mut all = Vec::new();
+    let mut divides = Vec::new();
+    for p in ps {
+        for (m, _) in p.terms() {
+            for (name, e) in m.iter() {
+                all.push(name.to_string());
+                if e < 0 {
+                    divides.push(name.to_string());
+                }
+            }
         }
-        let mut n = BlockNumbers {
-            repeat: repeat
-                .to_integer()
-                .to_u64()
-                .ok_or("repeat count too large")?,
-            ..BlockNumbers::default()
-        };
-        for (oi, op) in blk.ops.iter().enumerate() {
+    }
+    for v in [&mut all, &mut divides] {
+        v.sort_unstable();
+        v.dedup();
+    }
+    (all, divides)
+}
+
+/// [`BlockSums`] of every block of `a`.
+pub fn block_sums(a: &Analysis) -> Vec<BlockSums> {
+    a.blocks
+        .iter()
+        .map(|blk| {
+            let mut parts: Vec<&Poly> = Vec::new();
+            let mut s = BlockSums {
+                forward: Poly::zero(),
+                attention_forward: Poly::zero(),
+                attention_saved: Poly::zero(),
+                hbm: Poly::zero(),
+                hbm_forward: Poly::zero(),
+                attention_hbm: Poly::zero(),
+                backward: Poly::zero(),
+                kernel_recompute: Poly::zero(),
+                saved: Poly::zero(),
+                params: Poly::zero(),
+                expert_params: Poly::zero(),
+                dispatch_out: Poly::zero(),
+                faithful: true,
+            };
+            for op in &blk.ops {
+                let mut add = |sum: &mut Poly, p| {
+                    *sum = &*sum + p;
+                    parts.push(p);
+                };
+                add(&mut s.forward, &op.forward);
+                add(&mut s.saved, &op.saved);
+                if op.attention_core {
+                    add(&mut s.attention_forward, &op.forward);
+                    add(&mut s.attention_saved, &op.recomputable_saved);
+                }
+                if op.class != crate::rules::FlopClass::Matmul {
+                    add(&mut s.hbm, &op.io_bytes);
+                    add(&mut s.hbm, &op.backward_io_bytes);
+                    add(&mut s.hbm_forward, &op.io_bytes);
+                    if op.attention_core {
+                        add(&mut s.attention_hbm, &op.io_bytes);
+                    }
+                }
+                add(&mut s.backward, &op.backward);
+                add(&mut s.backward, &op.recompute);
+                add(&mut s.kernel_recompute, &op.recompute);
+                add(&mut s.params, &op.params);
+                if op.rule == "expert_matmul" {
+                    add(&mut s.expert_params, &op.params);
+                }
+                if op.rule == "moe_dispatch" {
+                    add(&mut s.dispatch_out, &op.out_bytes);
+                }
+            }
+            let summed = [
+                &s.forward,
+                &s.attention_forward,
+                &s.attention_saved,
+                &s.hbm,
+                &s.hbm_forward,
+                &s.attention_hbm,
+                &s.backward,
+                &s.kernel_recompute,
+                &s.saved,
+                &s.params,
+                &s.expert_params,
+                &s.dispatch_out,
+            ];
+            s.faithful = eval_signature(&summed) == eval_signature(&parts);
+            s
+        })
+        .collect()
+}
+
+/// One block of an analysis evaluated for one microbatch: the sums from `sums` when given,
+/// otherwise operator by operator.
+fn block_of(
+    blk: &BlockAnalysis,
+    sums: Option<&BlockSums>,
+    b: &Bindings,
+) -> Result<BlockNumbers, String> {
+    let cp = b.get(CP).cloned().unwrap_or_else(Rational::one);
+    let repeat = eval(&blk.repeat, b)?;
+    if !repeat.is_integer() || repeat <= Rational::zero() {
+        return Err(format!("block `{}` repeats {repeat} times", blk.name));
+    }
+    let mut n = BlockNumbers {
+        repeat: repeat
+            .to_integer()
+            .to_u64()
+            .ok_or("repeat count too large")?,
+        ..BlockNumbers::default()
+    };
+    if let Some(s) = sums {
+        n.forward = eval(&s.forward, b)?;
+        n.attention_forward = eval(&s.attention_forward, b)?;
+        n.attention_saved = eval(&s.attention_saved, b)?;
+        n.hbm = eval(&s.hbm, b)?;
+        n.hbm_forward = eval(&s.hbm_forward, b)?;
+        n.attention_hbm = eval(&s.attention_hbm, b)?;
+        n.backward = eval(&s.backward, b)?;
+        n.kernel_recompute = eval(&s.kernel_recompute, b)?;
+        n.saved = eval(&s.saved, b)?;
+        n.params = eval(&s.params, b)?;
+        n.expert_params = eval(&s.expert_params, b)?;
+        if !s.dispatch_out.is_zero() {
+            let dp = b.get(DP).cloned().unwrap_or_else(Rational::one);
+            n.slot_bytes = eval(&s.dispatch_out, b)? / dp;
+        }
+    }
+    for (oi, op) in blk.ops.iter().enumerate() {
+        if sums.is_none() {
             let fwd = eval(&op.forward, b)?;
             let saved = eval(&op.saved, b)?;
             if op.attention_core {
@@ -188,71 +421,60 @@ pub fn block_numbers(a: &Analysis, b: &Bindings) -> Result<Vec<BlockNumbers>, St
             let params = eval(&op.params, b)?;
             if op.rule == "expert_matmul" {
                 n.expert_params += &params;
-                for c in op.grad_comm.iter().filter(|c| c.axis == AxisKind::Dp) {
-                    n.expert_dp_grad += eval(&c.wire_bytes, b)?;
-                }
             }
             if op.rule == "moe_dispatch" {
                 let dp = b.get(DP).cloned().unwrap_or_else(Rational::one);
                 n.slot_bytes += eval(&op.out_bytes, b)? / dp;
             }
             n.params += params;
-            if cp > Rational::one() && !op.ring_bytes.is_zero() {
-                let x = eval(&op.ring_bytes, b)?;
-                let steps = (&cp - Rational::one()) * &x;
-                if op.attention_core {
-                    n.ring_core_forward += &steps;
-                }
-                n.ring_forward += steps;
-                n.ring_ops.push((oi, x));
-            }
-            for c in &op.comm {
-                let mut bytes = eval(&c.wire_bytes, b)?;
-                // A window's halo formula (kernel − stride rows) is negative when the stride
-                // exceeds the kernel (a 1×1 convolution of stride 2): no rows are needed.
-                if c.kind == CollectiveKind::HaloExchange && bytes < Rational::zero() {
-                    bytes = Rational::zero();
-                }
-                n.comm.push((c.clone(), bytes));
-            }
-            for c in &op.grad_comm {
-                n.grad_comm.push((c.clone(), eval(&c.wire_bytes, b)?));
-            }
         }
-        for c in &blk.edges {
-            n.comm.push((c.clone(), eval(&c.wire_bytes, b)?));
+        if cp > Rational::one() && !op.ring_bytes.is_zero() {
+            let x = eval(&op.ring_bytes, b)?;
+            let steps = (&cp - Rational::one()) * &x;
+            if op.attention_core {
+                n.ring_core_forward += &steps;
+            }
+            n.ring_forward += steps;
+            n.ring_ops.push((oi, x));
         }
-        n.boundary = eval(&blk.boundary_bytes, b)?;
-        let sum = |it: &[(Comm, Rational)], axis: AxisKind| -> Rational {
-            it.iter()
-                .filter(|(c, _)| c.axis == axis)
-                .map(|(_, b)| b.clone())
-                .sum()
-        };
-        n.tp_bytes = sum(&n.comm, AxisKind::Tp);
-        n.dp_grad = sum(&n.grad_comm, AxisKind::Dp);
-        n.tp_grad = sum(&n.grad_comm, AxisKind::Tp);
-        let f = |x: &Rational| x.to_f64().unwrap_or(f64::MAX);
-        n.approx = [
-            f(&n.forward),
-            f(&n.backward),
-            f(&n.attention_forward),
-            f(&n.saved),
-            f(&n.attention_saved),
-            f(&n.params),
-            f(&n.tp_bytes),
-            f(&n.dp_grad),
-            f(&n.tp_grad),
-            f(&n.boundary),
-            f(&n.hbm),
-            f(&n.hbm_forward),
-            f(&n.attention_hbm),
-            f(&n.ring_forward),
-            f(&n.ring_core_forward),
-        ];
-        out.push(n);
+        for (index, c) in op.comm.iter().enumerate() {
+            let mut bytes = eval(&c.wire_bytes, b)?;
+            // A window's halo formula (kernel − stride rows) is negative when the stride
+            // exceeds the kernel (a 1×1 convolution of stride 2): no rows are needed.
+            if c.kind == CollectiveKind::HaloExchange && bytes < Rational::zero() {
+                bytes = Rational::zero();
+            }
+            if c.axis == AxisKind::Tp {
+                n.tp_bytes += &bytes;
+            }
+            n.comm.push((CommRef::Op { op: oi, index }, bytes));
+        }
+        let expert = op.rule == "expert_matmul";
+        for (index, c) in op.grad_comm.iter().enumerate() {
+            let bytes = eval(&c.wire_bytes, b)?;
+            match c.axis {
+                AxisKind::Dp => {
+                    if expert {
+                        n.expert_dp_grad += &bytes;
+                    }
+                    n.dp_grad += &bytes;
+                }
+                AxisKind::Tp => n.tp_grad += &bytes,
+                _ => {}
+            }
+            n.grad_comm.push((CommRef::Grad { op: oi, index }, bytes));
+        }
     }
-    Ok(out)
+    for (index, c) in blk.edges.iter().enumerate() {
+        let bytes = eval(&c.wire_bytes, b)?;
+        if c.axis == AxisKind::Tp {
+            n.tp_bytes += &bytes;
+        }
+        n.comm.push((CommRef::Edge(index), bytes));
+    }
+    n.boundary = eval(&blk.boundary_bytes, b)?;
+    n.approx = Approx::of(&n);
+    Ok(n)
 }
 
 /// A collective as reported per device.
@@ -445,10 +667,11 @@ pub fn partition(t: &[f64], pp: usize) -> Option<Vec<usize>> {
         bounds.push(n);
         bounds
     };
+    let runs = Runs::of(t);
     let (mut lo, mut hi) = (t.iter().cloned().fold(0.0, f64::max), t.iter().sum::<f64>());
     for _ in 0..64 {
         let mid = 0.5 * (lo + hi);
-        if pack(mid).len() - 1 <= pp {
+        if runs.fits(mid, pp) {
             hi = mid;
         } else {
             lo = mid;
@@ -464,6 +687,99 @@ pub fn partition(t: &[f64], pp: usize) -> Option<Vec<usize>> {
         bounds.insert(s + 1, mid);
     }
     Some(bounds)
+}
+
+/// Item times as runs of equal times, for counting the stages of the greedy packing of
+/// [`partition`] a run at a time: a stage that starts inside a run of `x` holds the same items
+/// wherever it starts (its loads are `x`, `x + x`, …, added as the packing adds them).
+struct Runs {
+    /// (time, items, loads of a stage started inside the run after 1, 2, … items).
+    runs: Vec<(f64, usize, Vec<f64>)>,
+    /// Whether a time is negative or not a number (the run-wise count assumes loads grow).
+    irregular: bool,
+    /// The times, item by item.
+    items: Vec<f64>,
+}
+
+impl Runs {
+    fn of(t: &[f64]) -> Runs {
+        let mut runs: Vec<(f64, usize, Vec<f64>)> = Vec::new();
+        for &x in t {
+            match runs.last_mut() {
+                Some((y, c, loads)) if y.to_bits() == x.to_bits() => {
+                    *c += 1;
+                    let last = loads.last().copied().unwrap_or(0.0);
+                    loads.push(last + x);
+                }
+                _ => runs.push((x, 1, vec![0.0 + x])),
+            }
+        }
+        Runs {
+            runs,
+            irregular: t.iter().any(|x| x.is_nan() || *x < 0.0),
+            items: t.to_vec(),
+        }
+    }
+
+    /// Whether the greedy packing under `limit` needs at most `pp` stages: a stage ends before
+    /// an item when its load is positive and the item would take it over `limit`.
+    fn fits(&self, limit: f64, pp: usize) -> bool {
+        if self.irregular {
+            return fits_items(&self.items, limit, pp);
+        }
+        let mut stages = 1;
+        let mut load = 0.0;
+        for (x, count, loads) in &self.runs {
+            let (x, count) = (*x, *count);
+            // Items added to the stage open when the run begins, until it ends.
+            let mut i = 0;
+            while i < count {
+                if load > 0.0 && load + x > limit {
+                    break;
+                }
+                load += x;
+                i += 1;
+            }
+            if i == count {
+                continue;
+            }
+            // A stage starts at item `i`; every stage started inside the run holds `per`
+            // items (the first k ≥ 1 whose next item ends it), the last what is left.
+            let (mut per, mut hi) = (1, count);
+            while per < hi {
+                let k = (per + hi) / 2;
+                if loads[k - 1] > 0.0 && loads[k] > limit {
+                    hi = k;
+                } else {
+                    per = k + 1;
+                }
+            }
+            let left = count - i;
+            stages += left.div_ceil(per);
+            if stages > pp {
+                return false;
+            }
+            load = loads[(left - 1) % per];
+        }
+        true
+    }
+}
+
+/// [`Runs::fits`] item by item.
+fn fits_items(t: &[f64], limit: f64, pp: usize) -> bool {
+    let mut stages = 1;
+    let mut load = 0.0;
+    for &x in t {
+        if load > 0.0 && load + x > limit {
+            stages += 1;
+            if stages > pp {
+                return false;
+            }
+            load = 0.0;
+        }
+        load += x;
+    }
+    true
 }
 
 /// Expert parallelism applied to a block: (dense parameters, expert parameters held, data-parallel
@@ -513,11 +829,24 @@ struct BlockCost {
     boundary: Rational,
 }
 
+/// [`BlockCost`] in floating point, for choosing: `compute` holds κ_hbm × the HBM bytes.
+#[derive(Debug, Clone, Copy)]
+struct RoughBlock {
+    compute: f64,
+    tp_bytes: f64,
+    tp_grad: f64,
+    dp_grad: f64,
+    params: f64,
+    saved: f64,
+    params_expert: f64,
+    ep_bytes: f64,
+    cp_bytes: f64,
+}
+
 /// The pipeline layout of one strategy, chosen in floating point.
 struct Plan {
-    /// Per block: (compute, tp bytes, tp grad bytes, dp grad bytes, params, saved, expert
-    /// params, ep bytes, cp ring bytes) as floats.
-    cf: Vec<[f64; 9]>,
+    /// Per block, its costs as floats.
+    cf: Vec<RoughBlock>,
     /// Block of each item (block copy), in order.
     items: Vec<usize>,
     /// Stage boundaries into `items`.
@@ -546,7 +875,7 @@ fn plan_pipeline(
 ) -> Result<Plan, String> {
     let (kt, ke, kc, kh) = (kap.tp, kap.ep, kap.cp, kap.hbm);
     // The same in floating point, for choosing the partition and the stages to price.
-    let cf: Vec<[f64; 9]> = numbers
+    let cf: Vec<RoughBlock> = numbers
         .iter()
         .enumerate()
         .map(|(bi, n)| {
@@ -556,28 +885,28 @@ fn plan_pipeline(
                 let (a, b, c, d) = expert_view(n, k).unwrap_or_default();
                 (f(&a), f(&b), f(&c), f(&d))
             } else {
-                (x[ax::PARAMS], 0.0, x[ax::DP_GRAD], 0.0)
+                (x.params, 0.0, x.dp_grad, 0.0)
             };
             let (extra, saved, extra_hbm) = match (k.recompute, layer_block[bi]) {
-                (Recompute::Full, true) => (x[ax::FWD], x[ax::BOUNDARY], x[ax::HBM_FWD]),
+                (Recompute::Full, true) => (x.forward, x.boundary, x.hbm_forward),
                 (Recompute::Selective, true) => (
-                    x[ax::ATT_FWD],
-                    x[ax::SAVED] - x[ax::ATT_SAVED],
-                    x[ax::ATT_HBM],
+                    x.attention_forward,
+                    x.saved - x.attention_saved,
+                    x.attention_hbm,
                 ),
-                _ => (0.0, x[ax::SAVED], 0.0),
+                _ => (0.0, x.saved, 0.0),
             };
-            [
-                x[ax::FWD] + x[ax::BWD] + extra + kh * (x[ax::HBM] + extra_hbm),
-                x[ax::TP],
-                x[ax::TP_GRAD],
+            RoughBlock {
+                compute: x.forward + x.backward + extra + kh * (x.hbm + extra_hbm),
+                tp_bytes: x.tp_bytes,
+                tp_grad: x.tp_grad,
                 dp_grad,
                 params,
                 saved,
-                expert,
+                params_expert: expert,
                 ep_bytes,
-                ring_bytes_f64(x, k.recompute, layer_block[bi]),
-            ]
+                cp_bytes: ring_bytes_f64(x, k.recompute, layer_block[bi]),
+            }
         })
         .collect();
     // Items: block copies in order.
@@ -619,7 +948,7 @@ fn plan_pipeline(
     }
     let block_time: Vec<f64> = cf
         .iter()
-        .map(|c| c[0] + kt * c[1] + ke * c[7] + kc * c[8])
+        .map(|c| c.compute + kt * c.tp_bytes + ke * c.ep_bytes + kc * c.cp_bytes)
         .collect();
     if k.pp == 1 {
         let counts = numbers
@@ -713,29 +1042,32 @@ fn rough_stages(
     let mf = k.microbatches as f64;
     let mut rough: Vec<[f64; 3]> = Vec::new();
     for (s, counts) in stage_counts.iter().enumerate() {
-        let sum = |i: usize| {
+        let sum = |f: fn(&RoughBlock) -> f64| {
             counts
                 .iter()
-                .map(|(b, c)| cf[*b][i] * *c as f64)
+                .map(|(b, c)| f(&cf[*b]) * *c as f64)
                 .sum::<f64>()
         };
-        let time = sum(0) * mf + kt * (sum(1) * mf + sum(2)) + ke * sum(7) * mf + kc * sum(8) * mf;
+        let time = sum(|c| c.compute) * mf
+            + kt * (sum(|c| c.tp_bytes) * mf + sum(|c| c.tp_grad))
+            + ke * sum(|c| c.ep_bytes) * mf
+            + kc * sum(|c| c.cp_bytes) * mf;
         let mut p2p = 0.0;
         if (s as u64) + 1 < k.pp {
-            p2p += numbers[items[bounds[s + 1] - 1]].approx[ax::BOUNDARY];
+            p2p += numbers[items[bounds[s + 1] - 1]].approx.boundary;
         }
         if s > 0 {
-            p2p += numbers[items[bounds[s] - 1]].approx[ax::BOUNDARY];
+            p2p += numbers[items[bounds[s] - 1]].approx.boundary;
         }
         if let Some(b) = interleaved_boundary(counts, layer_block, plan.v) {
-            p2p += 2.0 * (plan.v - 1) as f64 * numbers[b].approx[ax::BOUNDARY];
+            p2p += 2.0 * (plan.v - 1) as f64 * numbers[b].approx.boundary;
         }
         let zero3 = if k.zero == 3 {
             (1.0 + 2.0 * k.microbatches as f64) / 2.0
         } else {
             1.0
         };
-        let full = time + kd * sum(3) * zero3 + kp * p2p * mf;
+        let full = time + kd * sum(|c| c.dp_grad) * zero3 + kp * p2p * mf;
         let mem = stage_memory(plan, numbers, layer_block, k, s);
         rough.push([time, full, mem]);
     }
@@ -791,25 +1123,26 @@ fn stage_memory(
         }
     };
     let counts = &plan.stage_counts[s];
-    let sum = |i: usize| {
+    let sum = |f: fn(&RoughBlock) -> f64| {
         counts
             .iter()
-            .map(|(b, c)| plan.cf[*b][i] * *c as f64)
+            .map(|(b, c)| f(&plan.cf[*b]) * *c as f64)
             .sum::<f64>()
     };
     let (num, den) = in_flight(k, plan.v, s);
     let fly = num as f64 / den as f64;
-    let mut act = sum(5) * fly;
+    let mut act = sum(|c| c.saved) * fly;
     if k.recompute == Recompute::Full {
         act += numbers
             .iter()
             .enumerate()
             .filter(|(bi, _)| layer_block[*bi])
-            .map(|(_, n)| n.approx[ax::SAVED])
+            .map(|(_, n)| n.approx.saved)
             .fold(0.0, f64::max);
     }
     let state = |bytes: i64, stage: u8| {
-        sum(4) * bytes as f64 / zero(stage) + sum(6) * bytes as f64 / zero_expert(stage)
+        sum(|c| c.params) * bytes as f64 / zero(stage)
+            + sum(|c| c.params_expert) * bytes as f64 / zero_expert(stage)
     };
     state(WEIGHT_BYTES, 3) + state(GRAD_BYTES, 2) + state(OPTIMIZER_BYTES, 1) + act
 }
@@ -936,7 +1269,7 @@ fn estimate_planned(
     let flops = |s: usize| {
         plan.stage_counts[s]
             .iter()
-            .map(|(b, c)| plan.cf[*b][0] * *c as f64)
+            .map(|(b, c)| plan.cf[*b].compute * *c as f64)
             .sum::<f64>()
             * mf
     };
@@ -1241,7 +1574,8 @@ pub fn evaluate_with(
             _ => tp_tier,
         };
         for &(bi, copies) in per_stage_blocks[bs] {
-            for (c, b) in &numbers[bi].comm {
+            for (at, b) in &numbers[bi].comm {
+                let c = at.of(&a.blocks[bi]);
                 comm.push(CommRow {
                     collective: c.kind,
                     axis: c.axis,
@@ -1260,7 +1594,8 @@ pub fn evaluate_with(
                 .filter(|o| o.rule == "expert_matmul")
                 .map(|o| o.name.as_str())
                 .collect();
-            for (c, b) in &numbers[bi].grad_comm {
+            for (at, b) in &numbers[bi].grad_comm {
+                let c = at.of(&a.blocks[bi]);
                 // Expert weights are reduced only among the ranks that hold the same experts.
                 let b = if k.ep > 1 && c.axis == AxisKind::Dp && experts.contains(&c.op.as_str()) {
                     super::moe::expert_grad_allreduce(b, k.dp, k.ep)?
@@ -1383,4 +1718,29 @@ pub fn evaluate(
 
 fn r(v: u64) -> Rational {
     Rational::from_integer(v.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Counting the packing's stages a run at a time agrees with counting item by item.
+        #[test]
+        fn run_wise_packing_matches_item_wise(
+            runs in proptest::collection::vec((0u32..6, 1usize..40), 1..6),
+            scale in 0.1f64..1e12,
+            limit_share in 0.0f64..1.2,
+            pp in 1usize..64,
+        ) {
+            let t: Vec<f64> = runs
+                .iter()
+                .flat_map(|&(x, c)| std::iter::repeat_n(x as f64 * scale / 3.0, c))
+                .collect();
+            let total: f64 = t.iter().sum();
+            let limit = total * limit_share;
+            prop_assert_eq!(Runs::of(&t).fits(limit, pp), fits_items(&t, limit, pp));
+        }
+    }
 }

@@ -6,8 +6,8 @@ use super::steer::Steer;
 use crate::calib::Calibration;
 use crate::model::Model;
 use crate::parallel::evaluate::{
-    block_numbers, check_divisibility, estimate_variants, evaluate_with, layer_count,
-    microbatch_bindings, BlockNumbers, Estimate,
+    block_numbers_summed, block_sums, check_divisibility, estimate_variants, evaluate_with,
+    layer_count, microbatch_bindings, BlockNumbers, Estimate,
 };
 use crate::parallel::{analyse, check_model_limits, Analysis, Evaluation, Layout};
 use crate::strategy::Tier;
@@ -263,6 +263,8 @@ pub fn rank_with_progress(
         .iter()
         .map(|l| analyse(model, l).context_parallel().bind(&fixed))
         .collect::<Result<_, _>>()?;
+    // Each block's per-operator polynomials summed once, for every (dp, tp, micro-batch) choice.
+    let sums: Vec<_> = analyses.iter().map(block_sums).collect();
     let has_experts = !crate::parallel::moe::moe_sites(model).is_empty();
     let batch = values.get("B").cloned().unwrap_or_else(Rational::one);
     let mut rejected = BTreeMap::new();
@@ -315,7 +317,7 @@ pub fn rank_with_progress(
             })
             .collect();
         for m in mbs {
-            for (sp, analysis) in [false, true].into_iter().zip(&analyses) {
+            for ((sp, analysis), sums) in [false, true].into_iter().zip(&analyses).zip(&sums) {
                 if sp && tp == 1 {
                     continue;
                 }
@@ -343,10 +345,10 @@ pub fn rank_with_progress(
                 let numbers = cache.entry(numbers_key(&base)).or_insert_with(|| {
                     let b = microbatch_bindings(values, &base);
                     check_divisibility(model, analysis, &b, &base)?;
-                    block_numbers(analysis, &b)
+                    block_numbers_summed(analysis, sums, &b)
                 });
-                let numbers = match numbers {
-                    Ok(n) => n.clone(),
+                let numbers: &[BlockNumbers] = match numbers {
+                    Ok(n) => n,
                     Err(e) => {
                         reject(&mut rejected, e.clone());
                         continue;
@@ -361,11 +363,11 @@ pub fn rank_with_progress(
                 // pp × chunks), up to the cap; the micro-batch count must be a multiple of
                 // pp (Narayanan et al. SC'21).
                 if pp > 1 && m.is_multiple_of(pp) {
-                    let per_stage = layer_count(model, &numbers) / pp;
+                    let per_stage = layer_count(model, numbers) / pp;
                     let most = steer.chunks.fixed.unwrap_or(opts.max_chunks);
                     for v in 2..=most.min(per_stage) {
                         if per_stage.is_multiple_of(v)
-                            && layer_count(model, &numbers).is_multiple_of(pp * v)
+                            && layer_count(model, numbers).is_multiple_of(pp * v)
                         {
                             schedules.push((Schedule::Interleaved, v));
                         }
@@ -415,7 +417,7 @@ pub fn rank_with_progress(
                 }
                 let priced = estimate_variants(
                     model,
-                    &numbers,
+                    numbers,
                     &variants,
                     &kappa,
                     kappa_hbm,

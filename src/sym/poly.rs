@@ -418,16 +418,8 @@ impl Poly {
     /// Full evaluation. Fails with [`SymError::Unbound`] naming the first
     /// (alphabetically) symbol without a value.
     pub fn eval(&self, b: &Bindings) -> Result<Rational, SymError> {
-        let bound = self
-            .terms
-            .keys()
-            .all(|m| m.iter().all(|(n, _)| b.contains_key(n)));
-        if !bound {
-            // The first unbound symbol in name order.
-            if let Some(s) = self.symbols().into_iter().find(|s| !b.contains_key(s)) {
-                return Err(SymError::Unbound { symbol: s });
-            }
-        }
+        // The fast path answers only when every symbol is bound; otherwise the exact path names
+        // the first unbound symbol in name order.
         if let Some(v) = self.eval_i128(b) {
             return Ok(v);
         }

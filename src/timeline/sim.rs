@@ -349,10 +349,25 @@ impl Recorder {
 
 impl Device {
     /// Issues `e` on its stream once `ready`; returns its id, start and end.
-    fn push(&mut self, rec: &mut Recorder, mut e: Event, ready: f64) -> (usize, f64, f64) {
-        let s = e.stream.index();
-        e.start = ready.max(self.free[s]);
-        if e.stream == Stream::Compute && self.contention > 0.0 {
+    fn push(&mut self, rec: &mut Recorder, e: Event, ready: f64) -> (usize, f64, f64) {
+        let (stream, dur) = (e.stream, e.dur);
+        self.push_with(rec, stream, dur, ready, move || e)
+    }
+
+    /// [`Device::push`] of an event of `dur` seconds on `stream` that `event` builds, called
+    /// only when the events are kept (most simulations only time them).
+    #[inline]
+    fn push_with(
+        &mut self,
+        rec: &mut Recorder,
+        stream: Stream,
+        mut dur: f64,
+        ready: f64,
+        event: impl FnOnce() -> Event,
+    ) -> (usize, f64, f64) {
+        let s = stream.index();
+        let start = ready.max(self.free[s]);
+        if stream == Stream::Compute && self.contention > 0.0 {
             // A collective still running on another stream takes its share of the SMs and
             // memory bandwidth for as long as the two overlap.
             let comm_until = [
@@ -365,23 +380,26 @@ impl Device {
             .iter()
             .map(|c| self.free[c.index()])
             .fold(0.0, f64::max);
-            let overlap = (comm_until - e.start).clamp(0.0, e.dur);
-            e.dur += self.contention * overlap;
+            let overlap = (comm_until - start).clamp(0.0, dur);
+            dur += self.contention * overlap;
         }
-        if let (true, Some(prev)) = (rec.keep, self.last[s]) {
-            if !e.deps.contains(&prev) {
-                e.deps.push(prev);
+        let end = start + dur;
+        if rec.keep {
+            let mut e = event();
+            e.start = start;
+            e.dur = dur;
+            if let Some(prev) = self.last[s] {
+                if !e.deps.contains(&prev) {
+                    e.deps.push(prev);
+                }
             }
+            rec.events.push(e);
         }
-        let (start, end) = (e.start, e.end());
         self.free[s] = end;
-        self.busy[s] += e.dur;
+        self.busy[s] += dur;
         let id = rec.count;
         rec.count += 1;
         self.last[s] = Some(id);
-        if rec.keep {
-            rec.events.push(e);
-        }
         (id, start, end)
     }
 }
@@ -485,6 +503,8 @@ fn run(
     for (s, n) in plan.stages.iter().enumerate() {
         first[s + 1] = first[s] + n;
     }
+    // Parameter elements per device of each block, as floats once (FSDP gathers them per item).
+    let block_params: Vec<f64> = plan.blocks.iter().map(|b| f(&b.params)).collect();
     let passes: Vec<[Vec<SimStep>; 2]> = (0..plan.blocks.len())
         .map(|b| [ctx.steps(b, Pass::Forward), ctx.steps(b, Pass::Backward)])
         .collect();
@@ -578,7 +598,7 @@ fn run(
                 let mut prefetch_at = t;
                 for item in items {
                     let bi = plan.items[item];
-                    let params = f(&plan.blocks[bi].params);
+                    let params = block_params[bi];
                     if fsdp && params > 0.0 {
                         let (dur, wire) = gather_seconds(params);
                         let mut e =
@@ -594,7 +614,9 @@ fn run(
                     // Ends of the latest two ring exchanges (context parallelism).
                     let (mut ring_prev, mut ring_last) = (0.0f64, 0.0f64);
                     for s in &passes[bi][slot] {
-                        let e = Event {
+                        // Built only when the events are kept.
+                        let keep = rec.keep;
+                        let event = || Event {
                             device: d,
                             stream: s.stream,
                             start: 0.0,
@@ -617,16 +639,23 @@ fn run(
                             microbatch: Some(task.microbatch),
                             flops: s.flops,
                             bytes: s.bytes,
-                            deps: rec.deps(prev),
+                            deps: if keep {
+                                prev.into_iter().collect()
+                            } else {
+                                Vec::new()
+                            },
                         };
                         if s.after_dgrad {
                             // Issued when the matmul's input gradient (the first of its two
                             // GEMMs) is done, beside its weight gradient; what follows waits.
                             let (st, en) = last_compute.unwrap_or((t, t));
                             let issue = st + (en - st) / 2.0;
-                            let mut e = e;
-                            e.deps.clear();
-                            let (id, cs, end) = dev.push(&mut rec, e, issue);
+                            let event = || Event {
+                                deps: Vec::new(),
+                                ..event()
+                            };
+                            let (id, cs, end) =
+                                dev.push_with(&mut rec, s.stream, s.dur, issue, event);
                             // The weight-gradient GEMM it overlaps gives up the table's
                             // contention share of its throughput while both run: the compute
                             // stream is held that much longer after it (what depends on the
@@ -648,7 +677,8 @@ fn run(
                             2 => t.max(ring_prev),
                             _ => t,
                         };
-                        let (id, start, end) = dev.push(&mut rec, e, ready);
+                        let (id, start, end) =
+                            dev.push_with(&mut rec, s.stream, s.dur, ready, event);
                         if s.stream == Stream::CpComm {
                             ring_prev = ring_last;
                             ring_last = end;
