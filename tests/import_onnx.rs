@@ -135,6 +135,28 @@ fn unmapped_operators_are_listed() {
     assert_eq!(model_cost(&m).params, Poly::int(8 * 8 + 8 * 4));
 }
 
+/// The same two graphs as the TorchScript exporter writes them (no value_info; reshape targets
+/// computed by Shape → Gather → Unsqueeze → Concat, the head size by a Div): shapes are inferred
+/// by the importer, and parameters and FLOPs are those of the graphs with value_info, by the
+/// hand formulas of `transformer_by_hand` and `cnn_by_hand`.
+#[test]
+fn traced_graphs_without_value_info_cost_the_same() {
+    let (out, m) = import("transformer_traced");
+    assert!(out.unmapped.is_empty(), "{:?}", out.unmapped);
+    assert_eq!(out.nodes, out.mapped);
+    let c = model_cost(&m);
+    assert_eq!(c.params, Poly::int(30_592));
+    assert_eq!(c.forward.matmul, p("55296*B*S + 256*B*S^2"));
+    let (_, reference) = import("transformer");
+    let r = model_cost(&reference);
+    assert_eq!((c.forward, c.backward), (r.forward, r.backward));
+    let (out, m) = import("cnn_traced");
+    assert!(out.unmapped.is_empty(), "{:?}", out.unmapped);
+    let c = model_cost(&m);
+    assert_eq!(c.params, Poly::int(10_634));
+    assert_eq!(c.forward.matmul, p("5866112*B"));
+}
+
 #[test]
 fn dimension_sizes_given_on_import() {
     let mut opts = OnnxOptions::default();

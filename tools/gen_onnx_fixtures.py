@@ -16,6 +16,11 @@ with onnx.checker and carries the value_info of onnx.shape_inference, as exporte
 * cnn.onnx — a small CNN: Conv (with and without bias), BatchNormalization, Relu, MaxPool, two
   Conv branches joined by Concat, AveragePool, GlobalAveragePool, Flatten and a Gemm classifier.
   Symbolic batch `N`.
+* transformer_traced.onnx, cnn_traced.onnx — the same graphs as the TorchScript exporter
+  (torch.onnx.export without shape inference) writes them: no value_info at all, Constant nodes,
+  and the transformer's reshape targets computed by Shape -> Gather -> Unsqueeze -> Concat with
+  the head size from a Div. Built by hand with onnx.helper following the exporter's patterns,
+  not exported from torch.
 * unmapped.onnx — a tiny MLP with a Sigmoid and an Erf, which no shipped rule covers.
 * truncated.onnx — the first half of transformer.onnx.
 * garbage.onnx — text and random bytes.
@@ -43,21 +48,51 @@ def ints(name, values):
     return numpy_helper.from_array(np.array(values, dtype=np.int64), name)
 
 
-def save(model, name):
+def save(model, name, infer=True):
+    """Checks and writes a model; with `infer`, with the value_info of onnx shape inference."""
     onnx.checker.check_model(model)
-    model = onnx.shape_inference.infer_shapes(model, strict_mode=True)
-    onnx.checker.check_model(model)
+    if infer:
+        model = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+        onnx.checker.check_model(model)
+    else:
+        assert not model.graph.value_info
     path = os.path.join(OUT, name)
     onnx.save(model, path)
     print(f"wrote {path} ({os.path.getsize(path)} bytes)")
     return path
 
 
-def transformer():
+def const(nodes, name, values):
+    """A Constant node holding int64 values, as the TorchScript exporter writes them."""
+    nodes.append(helper.make_node("Constant", [], [name], name=f"{name}/Constant", value=helper.make_tensor(name, TensorProto.INT64, [len(values)], values)))
+    return name
+
+
+def dims_of(nodes, x, axes, tag):
+    """Shape -> Gather -> Unsqueeze for each axis: the sizes of `x` as 1-D tensors."""
+    nodes.append(helper.make_node("Shape", [x], [f"{tag}/shape"], name=f"{tag}/Shape"))
+    out = []
+    for a in axes:
+        idx = f"{tag}/idx{a}"
+        nodes.append(helper.make_node("Constant", [], [idx], name=f"{idx}/Constant", value=helper.make_tensor(idx, TensorProto.INT64, [], [a])))
+        nodes.append(helper.make_node("Gather", [f"{tag}/shape", idx], [f"{tag}/d{a}"], name=f"{tag}/Gather_{a}", axis=0))
+        axes_c = const(nodes, f"{tag}/ax{a}", [0])
+        nodes.append(helper.make_node("Unsqueeze", [f"{tag}/d{a}", axes_c], [f"{tag}/u{a}"], name=f"{tag}/Unsqueeze_{a}"))
+        out.append(f"{tag}/u{a}")
+    return out
+
+
+def transformer(traced=False):
+    """The decoder; `traced` writes it as the TorchScript exporter does: reshape targets computed
+    by Shape -> Gather -> Unsqueeze -> Concat (the head size by a Div), Constant nodes instead of
+    shape initializers, and no value_info."""
     V, P, H, NH, F, L = 96, 64, 32, 4, 128, 2
     DH = H // NH
     nodes, inits = [], [init("wte", V, H), init("wpe", P, H)]
-    inits += [ints("split_qkv", [H, H, H]), ints("heads", [0, 0, NH, DH]), ints("merge", [0, 0, H])]
+    if traced:
+        const(nodes, "split_qkv", [H, H, H])
+    else:
+        inits += [ints("split_qkv", [H, H, H]), ints("heads", [0, 0, NH, DH]), ints("merge", [0, 0, H])]
     inits.append(numpy_helper.from_array(np.array(1.0 / math.sqrt(DH), dtype=np.float32), "inv_sqrt_dh"))
     nodes += [
         helper.make_node("Gather", ["wte", "input_ids"], ["tok"], name="/wte/Gather"),
@@ -76,14 +111,23 @@ def transformer():
             init(f"h{i}.proj.w", F, H), init(f"h{i}.proj.b", H),
         ]
         t = lambda s: f"{p}/{s}"  # noqa: E731
+        heads, merge = "heads", "merge"
+        if traced:
+            # The split pieces' sizes: batch, sequence, heads and head size = width / heads.
+            b, s_, w = dims_of(nodes, x, [0, 1, 2], t("attn/size"))
+            nh = const(nodes, t("attn/nh"), [NH])
+            nodes.append(helper.make_node("Div", [w, nh], [t("attn/dh")], name=t("attn/Div")))
+            nodes.append(helper.make_node("Concat", [b, s_, nh, t("attn/dh")], [t("attn/heads")], name=t("attn/Concat_heads"), axis=0))
+            nodes.append(helper.make_node("Concat", [b, s_, w], [t("attn/merge")], name=t("attn/Concat_merge"), axis=0))
+            heads, merge = t("attn/heads"), t("attn/merge")
         nodes += [
             helper.make_node("LayerNormalization", [x, f"h{i}.ln1.g", f"h{i}.ln1.b"], [t("ln1")], name=t("ln_1/LayerNormalization"), axis=-1),
             helper.make_node("MatMul", [t("ln1"), f"h{i}.qkv.w"], [t("qkv_mm")], name=t("attn/c_attn/MatMul")),
             helper.make_node("Add", [t("qkv_mm"), f"h{i}.qkv.b"], [t("qkv")], name=t("attn/c_attn/Add")),
             helper.make_node("Split", [t("qkv"), "split_qkv"], [t("q"), t("k"), t("v")], name=t("attn/Split"), axis=-1),
-            helper.make_node("Reshape", [t("q"), "heads"], [t("q4")], name=t("attn/Reshape_q")),
-            helper.make_node("Reshape", [t("k"), "heads"], [t("k4")], name=t("attn/Reshape_k")),
-            helper.make_node("Reshape", [t("v"), "heads"], [t("v4")], name=t("attn/Reshape_v")),
+            helper.make_node("Reshape", [t("q"), heads], [t("q4")], name=t("attn/Reshape_q")),
+            helper.make_node("Reshape", [t("k"), heads], [t("k4")], name=t("attn/Reshape_k")),
+            helper.make_node("Reshape", [t("v"), heads], [t("v4")], name=t("attn/Reshape_v")),
             helper.make_node("Transpose", [t("q4")], [t("qT")], name=t("attn/Transpose_q"), perm=[0, 2, 1, 3]),
             helper.make_node("Transpose", [t("k4")], [t("kT")], name=t("attn/Transpose_k"), perm=[0, 2, 3, 1]),
             helper.make_node("Transpose", [t("v4")], [t("vT")], name=t("attn/Transpose_v"), perm=[0, 2, 1, 3]),
@@ -92,7 +136,7 @@ def transformer():
             helper.make_node("Softmax", [t("scaled")], [t("probs")], name=t("attn/Softmax"), axis=-1),
             helper.make_node("MatMul", [t("probs"), t("vT")], [t("ctx")], name=t("attn/MatMul_pv")),
             helper.make_node("Transpose", [t("ctx")], [t("ctxT")], name=t("attn/Transpose_ctx"), perm=[0, 2, 1, 3]),
-            helper.make_node("Reshape", [t("ctxT"), "merge"], [t("ctx2")], name=t("attn/Reshape_ctx")),
+            helper.make_node("Reshape", [t("ctxT"), merge], [t("ctx2")], name=t("attn/Reshape_ctx")),
             helper.make_node("MatMul", [t("ctx2"), f"h{i}.o.w"], [t("o_mm")], name=t("attn/c_proj/MatMul")),
             helper.make_node("Add", [t("o_mm"), f"h{i}.o.b"], [t("o")], name=t("attn/c_proj/Add")),
             helper.make_node("Add", [x, t("o")], [t("r1")], name=t("Add_1")),
@@ -122,10 +166,12 @@ def transformer():
         inits,
     )
     model = helper.make_model(graph, producer_name="gen_onnx_fixtures", opset_imports=[helper.make_opsetid("", OPSET)])
+    if traced:
+        return save(model, "transformer_traced.onnx", infer=False)
     return save(model, "transformer.onnx")
 
 
-def cnn():
+def cnn(traced=False):
     inits = [
         init("conv1.w", 16, 3, 3, 3), init("conv1.b", 16),
         init("bn1.g", 16), init("bn1.b", 16), init("bn1.mean", 16), numpy_helper.from_array(np.ones(16, np.float32), "bn1.var"),
@@ -160,6 +206,8 @@ def cnn():
         inits,
     )
     model = helper.make_model(graph, producer_name="gen_onnx_fixtures", opset_imports=[helper.make_opsetid("", OPSET)])
+    if traced:
+        return save(model, "cnn_traced.onnx", infer=False)
     return save(model, "cnn.onnx")
 
 
@@ -210,4 +258,6 @@ if __name__ == "__main__":
     path = transformer()
     cnn()
     unmapped()
+    transformer(traced=True)
+    cnn(traced=True)
     corrupted(path)

@@ -2,7 +2,9 @@
 //!
 //! Shapes come from the graph inputs (symbolic `dim_param`s become model symbols: the batch and
 //! sequence names exporters use become `B` and `S`, the symbols symshard's layouts split), the
-//! initializers, and propagation through every mapped operator; `value_info` gives the shapes of
+//! initializers, and propagation through every mapped operator and the shape computations
+//! exporters write (`Shape`, `Gather`, `Unsqueeze`, `Concat`, `Slice`, … — [`super::onnx_infer`]),
+//! so that a file without `value_info` imports the same; `value_info` only gives the shapes of
 //! what the mapping cannot follow. Initializers used as weights become the operators' parameters,
 //! and a second use of one initializer ties it to the first. Nodes no rule covers are listed by
 //! operator type with a reason each, never dropped silently: an output of one whose shape
@@ -10,7 +12,7 @@
 
 use super::onnx_map::{Emit, Mapper, Value};
 use super::onnx_pb::{GraphProto, ModelProto};
-use super::onnx_shape::{elem_type, float_dtype, int_dtype, tensor_ints, tensor_shape, Symbols};
+use super::onnx_shape::{elem_type, float_dtype, int_dtype, tensor_shape, tensor_vals, Symbols};
 use super::yaml_str;
 use crate::diag::Source;
 use crate::error::{Error, Result};
@@ -158,7 +160,7 @@ pub fn import_onnx_bytes(
         let v = match tensor_shape(t) {
             Some(shape) => Value::Const {
                 shape,
-                ints: tensor_ints(t),
+                vals: tensor_vals(t),
                 origin: Some(name.clone()),
             },
             None => Value::Unknown(format!("initializer `{name}` is empty")),

@@ -3,7 +3,7 @@
 
 use super::onnx_pb::NodeProto;
 use super::onnx_shape::{
-    attr_int, attr_ints, attr_str, attr_tensor, axis, product, show, tensor_ints, tensor_shape,
+    attr_int, attr_ints, attr_str, attr_tensor, axis, product, show, tensor_shape, tensor_vals,
     Shape,
 };
 use crate::sym::Poly;
@@ -23,8 +23,9 @@ pub(super) enum Value {
     Const {
         /// Its shape.
         shape: Shape,
-        /// Its contents when it is a small integer tensor.
-        ints: Option<Vec<i64>>,
+        /// Its contents, row-major, when it is a small integer tensor: numbers, or formulas
+        /// for the sizes a `Shape` node reads.
+        vals: Option<Vec<Poly>>,
         /// The initializer it is (a view of), so that a second use as a parameter is tied.
         origin: Option<String>,
     },
@@ -226,7 +227,18 @@ impl Mapper {
             "Gelu" => self.unary(node, label, "gelu"),
             "Tanh" => self.unary(node, label, "tanh"),
             "Dropout" => self.unary(node, label, "dropout"),
+            "Add" | "Mul" | "Sub" | "Div" if self.all_const(node) => self.const_arith(node),
             "Add" | "Mul" => self.binary(node, label),
+            "Shape" => self.shape_node(node),
+            "Cast" => self.cast(node),
+            "Range" => self.range(node),
+            "ConstantOfShape" => self.constant_of_shape(node),
+            "Expand" => self.expand(node, label),
+            "Slice" => self.slice(node, label),
+            "Concat" if self.all_const(node) => self.concat_const(node),
+            "Gather" if matches!(self.get(node, 1), Ok(Value::Const { vals: Some(_), .. })) => {
+                self.gather_const(node, label)
+            }
             "MatMul" => self.matmul(node, label),
             "Gemm" => self.gemm(node, label),
             "Softmax" => self.softmax(node, label),
@@ -236,11 +248,20 @@ impl Mapper {
             "MaxPool" | "AveragePool" => self.pool(node, label),
             "GlobalAveragePool" => self.global_pool(node, label),
             "BatchNormalization" => self.batchnorm(node, label),
-            "Reshape" | "Flatten" | "Transpose" => self.view(node, label),
+            "Reshape" | "Flatten" | "Transpose" | "Squeeze" | "Unsqueeze" => self.view(node, label),
             "Concat" => self.concat(node, label),
             "Split" => self.split(node, label),
             other => Err(format!("no rule for ONNX `{other}`")),
         }
+    }
+
+    /// Whether every input of the node is a constant (a shape computation).
+    fn all_const(&self, node: &NodeProto) -> bool {
+        !node.input.is_empty()
+            && node
+                .input
+                .iter()
+                .all(|t| matches!(self.values.get(t), Some(Value::Const { .. })))
     }
 
     fn constant_node(&mut self, node: &NodeProto) -> Result<(), Reason> {
@@ -248,25 +269,25 @@ impl Mapper {
             let shape = tensor_shape(t).ok_or("a constant with an empty dimension")?;
             Value::Const {
                 shape,
-                ints: tensor_ints(t),
+                vals: tensor_vals(t),
                 origin: None,
             }
         } else if let Some(i) = attr_int(node, "value_int") {
             Value::Const {
                 shape: vec![],
-                ints: Some(vec![i]),
+                vals: Some(vec![Poly::int(i)]),
                 origin: None,
             }
         } else if let Some(v) = attr_ints(node, "value_ints") {
             Value::Const {
                 shape: vec![Poly::int(v.len() as i64)],
-                ints: Some(v),
+                vals: Some(v.into_iter().map(Poly::int).collect()),
                 origin: None,
             }
         } else {
             Value::Const {
                 shape: vec![],
-                ints: None,
+                vals: None,
                 origin: None,
             }
         };
