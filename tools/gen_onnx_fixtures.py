@@ -21,6 +21,10 @@ with onnx.checker and carries the value_info of onnx.shape_inference, as exporte
   and the transformer's reshape targets computed by Shape -> Gather -> Unsqueeze -> Concat with
   the head size from a Div. Built by hand with onnx.helper following the exporter's patterns,
   not exported from torch.
+* unsupported.onnx — LpNormalization and Hardmax, operators with no rule whose output shapes
+  the importer does not infer, so that what follows them is of unknown size; no value_info.
+* training.onnx — a training-mode export: BatchNormalization's running statistics and Dropout's
+  mask are outputs no node reads; no value_info.
 * unmapped.onnx — a tiny MLP with a Sigmoid and an Erf, which no shipped rule covers.
 * truncated.onnx — the first half of transformer.onnx.
 * garbage.onnx — text and random bytes.
@@ -231,6 +235,58 @@ def unmapped():
     return save(model, "unmapped.onnx")
 
 
+def unsupported():
+    """An operator with no rule and no shape inference (LpNormalization) whose output feeds a
+    MatMul and a Relu, and a second one (Hardmax) later in graph order: no value_info."""
+    inits = [init("w1", 16, 16), init("w2", 16, 8)]
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["h"], name="fc1"),
+        helper.make_node("LpNormalization", ["h"], ["n"], name="norm", axis=-1, p=2),
+        helper.make_node("MatMul", ["n", "w2"], ["y"], name="fc2"),
+        helper.make_node("Relu", ["y"], ["out"], name="relu"),
+        helper.make_node("Hardmax", ["x"], ["hm"], name="hardmax", axis=-1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "unsupported",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["batch", 8]), helper.make_tensor_value_info("hm", TensorProto.FLOAT, ["batch", 16])],
+        inits,
+    )
+    model = helper.make_model(graph, producer_name="gen_onnx_fixtures", opset_imports=[helper.make_opsetid("", OPSET)])
+    return save(model, "unsupported.onnx", infer=False)
+
+
+def training():
+    """A training-mode export: BatchNormalization with its running-statistics outputs and
+    Dropout with its mask, outputs no node reads; no value_info."""
+    inits = [
+        init("conv.w", 8, 4, 3, 3),
+        init("bn.g", 8), init("bn.b", 8), init("bn.mean", 8), numpy_helper.from_array(np.ones(8, np.float32), "bn.var"),
+        init("fc.w", 10, 8), init("fc.b", 10),
+        numpy_helper.from_array(np.array(0.1, dtype=np.float32), "ratio"),
+        numpy_helper.from_array(np.array(True), "train"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["images", "conv.w"], ["c"], name="conv", pads=[1, 1, 1, 1], kernel_shape=[3, 3]),
+        helper.make_node("BatchNormalization", ["c", "bn.g", "bn.b", "bn.mean", "bn.var"], ["n", "running_mean", "running_var"], name="bn", training_mode=1),
+        helper.make_node("Relu", ["n"], ["a"], name="relu"),
+        helper.make_node("Dropout", ["a", "ratio", "train"], ["d", "mask"], name="dropout"),
+        helper.make_node("GlobalAveragePool", ["d"], ["gap"], name="gap"),
+        helper.make_node("Flatten", ["gap"], ["flat"], name="flatten", axis=1),
+        helper.make_node("Gemm", ["flat", "fc.w", "fc.b"], ["logits"], name="fc", transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "training",
+        [helper.make_tensor_value_info("images", TensorProto.FLOAT, ["N", 4, 8, 8])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 10])],
+        inits,
+    )
+    model = helper.make_model(graph, producer_name="gen_onnx_fixtures", opset_imports=[helper.make_opsetid("", OPSET)])
+    return save(model, "training.onnx", infer=False)
+
+
 def must_not_parse(data):
     try:
         onnx.load_from_string(data)
@@ -260,4 +316,6 @@ if __name__ == "__main__":
     unmapped()
     transformer(traced=True)
     cnn(traced=True)
+    unsupported()
+    training()
     corrupted(path)

@@ -66,6 +66,8 @@ pub(super) struct Mapper {
     owners: BTreeMap<String, String>,
     /// The default-domain opset the graph imports.
     pub opset: i64,
+    /// Tensors some node reads: an output outside it is ignored.
+    pub read: std::collections::BTreeSet<String>,
     journal: Journal,
 }
 
@@ -133,6 +135,18 @@ impl Mapper {
         self.taken.insert(name.clone());
         self.journal.names.push(name.clone());
         name
+    }
+
+    /// Whether the initializer `init` is a parameter of a mapped operator.
+    pub fn owns(&self, init: &str) -> bool {
+        self.owners.contains_key(init)
+    }
+
+    /// Whether some node reads output `k` of `node`.
+    pub(super) fn used(&self, node: &NodeProto, k: usize) -> bool {
+        node.output
+            .get(k)
+            .is_some_and(|t| !t.is_empty() && self.read.contains(t))
     }
 
     pub(super) fn get(&self, node: &NodeProto, k: usize) -> Result<&Value, Reason> {
@@ -298,7 +312,7 @@ impl Mapper {
     /// An elementwise operator of one input, `[b, h]` with `h` the last dimension.
     fn unary(&mut self, node: &NodeProto, label: &str, rule: &'static str) -> Result<(), Reason> {
         let (x, shape) = self.act(node, 0)?;
-        if rule == "dropout" && node.output.get(1).is_some_and(|m| !m.is_empty()) {
+        if rule == "dropout" && self.used(node, 1) {
             return Err("the Dropout mask output is used".into());
         }
         let (b, h) = rows_last(&shape);

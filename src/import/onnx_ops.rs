@@ -93,7 +93,7 @@ impl Mapper {
         if xs.len() != 4 {
             return Err(format!("pooling of {} that is not 2-D", show(&xs)));
         }
-        if node.output.get(1).is_some_and(|t| !t.is_empty()) {
+        if self.used(node, 1) {
             return Err("the Indices output is used".into());
         }
         reject_attr(node, "dilations", 1)?;
@@ -155,7 +155,7 @@ impl Mapper {
         if xs.len() < 2 {
             return Err(format!("batch normalisation of {}", show(&xs)));
         }
-        if node.output.iter().skip(1).any(|t| !t.is_empty()) {
+        if (1..node.output.len()).any(|k| self.used(node, k)) {
             return Err("the running-statistics outputs are used".into());
         }
         let (_, go) = self.constant(node, 1)?;
