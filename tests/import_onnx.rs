@@ -117,10 +117,10 @@ fn partial() -> OnnxOptions {
     }
 }
 
-/// Sigmoid and Erf have no rule: both are listed, in graph order, as root causes; the Sigmoid's
+/// Softplus and Sin have no rule: both are listed, in graph order, as root causes; the Softplus's
 /// output, whose shape is inferred (elementwise), becomes a graph input so that the rest is still
 /// costed. Coverage at B = 1: mapped fc1 2·8·8 = 128, the Mul 8, fc2 2·8·4 = 64, 200 FLOPs;
-/// implied by the unmapped nodes one operation per input element, Sigmoid 8 and Erf 4: 12.
+/// implied by the unmapped nodes one operation per input element, Softplus 8 and Sin 4: 12.
 /// 200/212 = 94.33 %, below 99 %: refused without --allow-partial.
 #[test]
 fn unmapped_operators_are_listed() {
@@ -132,7 +132,7 @@ fn unmapped_operators_are_listed() {
     .expect_err("94 % coverage is refused")
     .to_string();
     assert!(
-        e.contains("94.33 % of the FLOPs") && e.contains("`gate` (Sigmoid)"),
+        e.contains("94.33 % of the FLOPs") && e.contains("`gate` (Softplus)"),
         "{e}"
     );
     assert!(e.contains("--allow-partial"), "{e}");
@@ -146,13 +146,13 @@ fn unmapped_operators_are_listed() {
         .iter()
         .map(|u| (u.op_type.as_str(), u.name.as_str(), u.root))
         .collect();
-    assert_eq!(listed, [("Sigmoid", "gate", true), ("Erf", "erf", true)]);
+    assert_eq!(listed, [("Softplus", "gate", true), ("Sin", "sin", true)]);
     assert!(out
         .yaml
-        .contains("# Not mapped (root cause): Sigmoid `gate`"));
+        .contains("# Not mapped (root cause): Softplus `gate`"));
     assert!(
         m.doc
-            .contains("not mapped, so not counted: Erf ×1, Sigmoid ×1"),
+            .contains("not mapped, so not counted: Sin ×1, Softplus ×1"),
         "{}",
         m.doc
     );
@@ -233,7 +233,8 @@ fn outputs_no_node_reads_are_ignored() {
 }
 
 /// The same two graphs as the TorchScript exporter writes them (no value_info; reshape targets
-/// computed by Shape → Gather → Unsqueeze → Concat, the head size by a Div): shapes are inferred
+/// computed by Shape → Gather → Unsqueeze → Concat, the head size by a Div, positions by a Range
+/// gathered from the position table as constant indices): shapes are inferred
 /// by the importer, and parameters and FLOPs are those of the graphs with value_info, by the
 /// hand formulas of `transformer_by_hand` and `cnn_by_hand`.
 #[test]
@@ -246,12 +247,63 @@ fn traced_graphs_without_value_info_cost_the_same() {
     assert_eq!(c.forward.matmul, p("55296*B*S + 256*B*S^2"));
     let (_, reference) = import("transformer");
     let r = model_cost(&reference);
-    assert_eq!((c.forward, c.backward), (r.forward, r.backward));
+    // The positions, a [1, S] constant there, are looked up once and broadcast over the batch:
+    // forward FLOPs are the same, and so are the backward matmul FLOPs.
+    assert_eq!(
+        (&c.forward, &c.backward.matmul),
+        (&r.forward, &r.backward.matmul)
+    );
+    assert!(
+        out.yaml
+            .contains("op: embedding, bind: {t: S, v: 64, h: 32}"),
+        "{}",
+        out.yaml
+    );
+    assert!(
+        out.yaml
+            .contains("op: add_broadcast, bind: {b: B, h: 32*S}"),
+        "{}",
+        out.yaml
+    );
     let (out, m) = import("cnn_traced");
     assert!(out.unmapped.is_empty(), "{:?}", out.unmapped);
     let c = model_cost(&m);
     assert_eq!(c.params, Poly::int(10_634));
     assert_eq!(c.forward.matmul, p("5866112*B"));
+}
+
+/// Depthwise and grouped convolutions, squeeze-excitation and the written-out GELU, without
+/// value_info. Parameters: expansion 8·16 + 16 = 144, depthwise 16·1·3·3 + 16 = 160, SE 16·4 + 4
+/// = 68 and 4·16 + 16 = 80, grouped 16·(16/4)·3·3 = 576, fc 16·10 + 10 = 170: 1,198.
+/// Forward matmul-like FLOPs per image, 2·co·oh·ow·(ci/groups)·kh·kw: expansion 2·16·16·16·8 =
+/// 65,536, depthwise 2·16·8·8·1·9 = 18,432, SE 2·4·16 = 128 and 2·16·4 = 128, grouped
+/// 2·16·8·8·4·9 = 73,728, fc 2·16·10 = 320: 158,272.
+#[test]
+fn grouped_convolutions_and_squeeze_excitation_by_hand() {
+    let (out, m) = import("mobile");
+    assert!(out.unmapped.is_empty(), "{:?}", out.unmapped);
+    assert_eq!(out.coverage.flops_percent, Some(100.0));
+    let c = model_cost(&m);
+    assert_eq!(c.params, Poly::int(1_198));
+    assert_eq!(c.forward.matmul, p("158272*B"));
+    let rules: Vec<&str> = m.ops().map(|(_, o)| o.rule.name.as_str()).collect();
+    for r in [
+        "conv2d_grouped_bias",
+        "conv2d_grouped",
+        "sigmoid",
+        "mul_rows",
+        "erf",
+        "sqrt",
+        "scale",
+    ] {
+        assert!(rules.contains(&r), "{r}: {rules:?}");
+    }
+    // The gate [N, 16, 1, 1] scales the map [N, 16, 8, 8]: 16 rows of 64 per image.
+    assert!(
+        out.yaml.contains("op: mul_rows, bind: {b: 16*B, h: 64}"),
+        "{}",
+        out.yaml
+    );
 }
 
 #[test]
@@ -403,7 +455,7 @@ fn strict_import_and_corrupted_files_exit_2() {
     assert_eq!(res.status.code(), Some(2));
     let err = String::from_utf8_lossy(&res.stderr);
     assert!(
-        err.contains("not mapped (root cause): Sigmoid `gate`") && err.contains("(--strict)"),
+        err.contains("not mapped (root cause): Softplus `gate`") && err.contains("(--strict)"),
         "{err}"
     );
     // Below 99 % coverage: exit 2 naming the root cause; --allow-partial imports, and the JSON
@@ -414,7 +466,7 @@ fn strict_import_and_corrupted_files_exit_2() {
         .unwrap();
     assert_eq!(res.status.code(), Some(2));
     let err = String::from_utf8_lossy(&res.stderr);
-    assert!(err.contains("`gate` (Sigmoid)"), "{err}");
+    assert!(err.contains("`gate` (Softplus)"), "{err}");
     let res = symshard()
         .args(["import", "onnx", "--allow-partial", "--format", "json"])
         .arg(fixture("unmapped"))

@@ -19,13 +19,16 @@ with onnx.checker and carries the value_info of onnx.shape_inference, as exporte
 * transformer_traced.onnx, cnn_traced.onnx — the same graphs as the TorchScript exporter
   (torch.onnx.export without shape inference) writes them: no value_info at all, Constant nodes,
   and the transformer's reshape targets computed by Shape -> Gather -> Unsqueeze -> Concat with
-  the head size from a Div. Built by hand with onnx.helper following the exporter's patterns,
+  the head size from a Div, and the positions from a Range. Built by hand with onnx.helper following the exporter's patterns,
   not exported from torch.
 * unsupported.onnx — LpNormalization and Hardmax, operators with no rule whose output shapes
   the importer does not infer, so that what follows them is of unknown size; no value_info.
 * training.onnx — a training-mode export: BatchNormalization's running statistics and Dropout's
   mask are outputs no node reads; no value_info.
-* unmapped.onnx — a tiny MLP with a Sigmoid and an Erf, which no shipped rule covers.
+* mobile.onnx — a MobileNet/EfficientNet-style block without value_info: depthwise and grouped
+  Conv, SiLU and squeeze-excitation (Sigmoid, broadcasting Mul), the exact GELU written out with
+  Div, Erf, Add and Mul, and a Sqrt.
+* unmapped.onnx — a tiny MLP with a Softplus and a Sin, which no shipped rule covers.
 * truncated.onnx — the first half of transformer.onnx.
 * garbage.onnx — text and random bytes.
 """
@@ -89,7 +92,8 @@ def dims_of(nodes, x, axes, tag):
 def transformer(traced=False):
     """The decoder; `traced` writes it as the TorchScript exporter does: reshape targets computed
     by Shape -> Gather -> Unsqueeze -> Concat (the head size by a Div), Constant nodes instead of
-    shape initializers, and no value_info."""
+    shape initializers, positions computed by Range and Unsqueeze (a [1, seq] constant gathered
+    from the position table, then broadcast over the batch), and no value_info."""
     V, P, H, NH, F, L = 96, 64, 32, 4, 128, 2
     DH = H // NH
     nodes, inits = [], [init("wte", V, H), init("wpe", P, H)]
@@ -98,9 +102,19 @@ def transformer(traced=False):
     else:
         inits += [ints("split_qkv", [H, H, H]), ints("heads", [0, 0, NH, DH]), ints("merge", [0, 0, H])]
     inits.append(numpy_helper.from_array(np.array(1.0 / math.sqrt(DH), dtype=np.float32), "inv_sqrt_dh"))
+    positions = "position_ids"
+    if traced:
+        # Positions as GPT-2's forward makes them: arange(seq).unsqueeze(0), a [1, seq] constant.
+        _, seq = dims_of(nodes, "input_ids", [0, 1], "/positions/size")
+        nodes.append(helper.make_node("Constant", [], ["/positions/zero"], name="/positions/zero/Constant", value=helper.make_tensor("z", TensorProto.INT64, [], [0])))
+        nodes.append(helper.make_node("Constant", [], ["/positions/one"], name="/positions/one/Constant", value=helper.make_tensor("o", TensorProto.INT64, [], [1])))
+        nodes.append(helper.make_node("Squeeze", ["/positions/size/u1"], ["/positions/seq"], name="/positions/Squeeze"))
+        nodes.append(helper.make_node("Range", ["/positions/zero", "/positions/seq", "/positions/one"], ["/positions/range"], name="/positions/Range"))
+        nodes.append(helper.make_node("Unsqueeze", ["/positions/range", const(nodes, "/positions/ax", [0])], ["/positions/ids"], name="/positions/Unsqueeze"))
+        positions = "/positions/ids"
     nodes += [
         helper.make_node("Gather", ["wte", "input_ids"], ["tok"], name="/wte/Gather"),
-        helper.make_node("Gather", ["wpe", "position_ids"], ["pos"], name="/wpe/Gather"),
+        helper.make_node("Gather", ["wpe", positions], ["pos"], name="/wpe/Gather"),
         helper.make_node("Add", ["tok", "pos"], ["h0"], name="/embed/Add"),
     ]
     x = "h0"
@@ -162,10 +176,8 @@ def transformer(traced=False):
     graph = helper.make_graph(
         nodes,
         "transformer",
-        [
-            helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"]),
-            helper.make_tensor_value_info("position_ids", TensorProto.INT64, ["batch", "seq"]),
-        ],
+        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"])]
+        + ([] if traced else [helper.make_tensor_value_info("position_ids", TensorProto.INT64, ["batch", "seq"])]),
         [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", "seq", V])],
         inits,
     )
@@ -219,10 +231,10 @@ def unmapped():
     inits = [init("w1", 8, 8), init("w2", 8, 4)]
     nodes = [
         helper.make_node("MatMul", ["x", "w1"], ["h"], name="fc1"),
-        helper.make_node("Sigmoid", ["h"], ["s"], name="gate"),
+        helper.make_node("Softplus", ["h"], ["s"], name="gate"),
         helper.make_node("Mul", ["h", "s"], ["swish"], name="swish"),
         helper.make_node("MatMul", ["swish", "w2"], ["y"], name="fc2"),
-        helper.make_node("Erf", ["y"], ["out"], name="erf"),
+        helper.make_node("Sin", ["y"], ["out"], name="sin"),
     ]
     graph = helper.make_graph(
         nodes,
@@ -287,6 +299,61 @@ def training():
     return save(model, "training.onnx", infer=False)
 
 
+def mobile():
+    """A MobileNet/EfficientNet-style block as the TorchScript exporter writes it (no value_info,
+    scalars as Constant nodes): 1x1 expansion Conv, SiLU as Sigmoid and Mul, a depthwise 3x3 Conv
+    (group 16) of stride 2, squeeze-excitation (GlobalAveragePool, Conv, Relu, Conv, Sigmoid, a
+    broadcasting Mul), a grouped 3x3 Conv (group 4), pooling, a Gemm, the exact GELU written out
+    (Div, Erf, Add, Mul, Mul) and a Sqrt of a square plus epsilon."""
+    inits = [
+        init("expand.w", 16, 8, 1, 1), init("expand.b", 16),
+        init("dw.w", 16, 1, 3, 3), init("dw.b", 16),
+        init("se1.w", 4, 16, 1, 1), init("se1.b", 4),
+        init("se2.w", 16, 4, 1, 1), init("se2.b", 16),
+        init("gc.w", 16, 4, 3, 3),
+        init("fc.w", 10, 16), init("fc.b", 10),
+    ]
+    nodes = []
+
+    def scalar(name, value):
+        nodes.append(helper.make_node("Constant", [], [name], name=f"{name}/Constant", value=helper.make_tensor(name, TensorProto.FLOAT, [], [value])))
+        return name
+
+    nodes += [
+        helper.make_node("Conv", ["images", "expand.w", "expand.b"], ["e"], name="expand", kernel_shape=[1, 1]),
+        helper.make_node("Sigmoid", ["e"], ["e_sig"], name="silu/Sigmoid"),
+        helper.make_node("Mul", ["e", "e_sig"], ["e_act"], name="silu/Mul"),
+        helper.make_node("Conv", ["e_act", "dw.w", "dw.b"], ["d"], name="depthwise", group=16, kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2]),
+        helper.make_node("GlobalAveragePool", ["d"], ["sq"], name="se/pool"),
+        helper.make_node("Conv", ["sq", "se1.w", "se1.b"], ["s1"], name="se/reduce", kernel_shape=[1, 1]),
+        helper.make_node("Relu", ["s1"], ["s1a"], name="se/relu"),
+        helper.make_node("Conv", ["s1a", "se2.w", "se2.b"], ["s2"], name="se/expand", kernel_shape=[1, 1]),
+        helper.make_node("Sigmoid", ["s2"], ["gate"], name="se/Sigmoid"),
+        helper.make_node("Mul", ["gate", "d"], ["excited"], name="se/Mul"),
+        helper.make_node("Conv", ["excited", "gc.w"], ["g"], name="grouped", group=4, kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("GlobalAveragePool", ["g"], ["gap"], name="gap"),
+        helper.make_node("Flatten", ["gap"], ["flat"], name="flatten", axis=1),
+        helper.make_node("Gemm", ["flat", "fc.w", "fc.b"], ["z"], name="fc", transB=1),
+        helper.make_node("Div", ["z", scalar("sqrt2", math.sqrt(2.0))], ["z_s"], name="gelu/Div"),
+        helper.make_node("Erf", ["z_s"], ["z_erf"], name="gelu/Erf"),
+        helper.make_node("Add", ["z_erf", scalar("one", 1.0)], ["z_1"], name="gelu/Add"),
+        helper.make_node("Mul", ["z", "z_1"], ["z_m"], name="gelu/Mul"),
+        helper.make_node("Mul", ["z_m", scalar("half", 0.5)], ["y"], name="gelu/Mul_half"),
+        helper.make_node("Mul", ["y", "y"], ["y2"], name="norm/Mul"),
+        helper.make_node("Add", ["y2", scalar("eps", 1e-6)], ["y2e"], name="norm/Add"),
+        helper.make_node("Sqrt", ["y2e"], ["out"], name="norm/Sqrt"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "mobile",
+        [helper.make_tensor_value_info("images", TensorProto.FLOAT, ["N", 8, 16, 16])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["N", 10])],
+        inits,
+    )
+    model = helper.make_model(graph, producer_name="gen_onnx_fixtures", opset_imports=[helper.make_opsetid("", OPSET)])
+    return save(model, "mobile.onnx", infer=False)
+
+
 def must_not_parse(data):
     try:
         onnx.load_from_string(data)
@@ -318,4 +385,5 @@ if __name__ == "__main__":
     cnn(traced=True)
     unsupported()
     training()
+    mobile()
     corrupted(path)

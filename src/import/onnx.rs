@@ -319,6 +319,14 @@ pub fn import_onnx_bytes(
         }
     }
     progress(total, total);
+    for (name, dims, label) in std::mem::take(&mut m.const_inputs) {
+        inputs.push(Input {
+            name,
+            dims,
+            dtype: Some("int64"),
+            note: Some(format!("constant indices read by {label}")),
+        });
+    }
     if m.emitted.is_empty() {
         let kinds: Vec<String> = by_type(&unmapped)
             .iter()

@@ -66,6 +66,9 @@ pub(super) struct Mapper {
     owners: BTreeMap<String, String>,
     /// The default-domain opset the graph imports.
     pub opset: i64,
+    /// Constant index tensors read by table lookups, which become integer graph inputs: model
+    /// name, shape and the node that reads them.
+    pub const_inputs: Vec<(String, Shape, String)>,
     /// Tensors some node reads: an output outside it is ignored.
     pub read: std::collections::BTreeSet<String>,
     journal: Journal,
@@ -242,7 +245,10 @@ impl Mapper {
             "Tanh" => self.unary(node, label, "tanh"),
             "Dropout" => self.unary(node, label, "dropout"),
             "Add" | "Mul" | "Sub" | "Div" if self.all_const(node) => self.const_arith(node),
-            "Add" | "Mul" => self.binary(node, label),
+            "Add" | "Mul" | "Sub" | "Div" => self.binary(node, label),
+            "Sigmoid" => self.unary(node, label, "sigmoid"),
+            "Erf" => self.unary(node, label, "erf"),
+            "Sqrt" => self.unary(node, label, "sqrt"),
             "Shape" => self.shape_node(node),
             "Cast" => self.cast(node),
             "Range" => self.range(node),
@@ -250,6 +256,9 @@ impl Mapper {
             "Expand" => self.expand(node, label),
             "Slice" => self.slice(node, label),
             "Concat" if self.all_const(node) => self.concat_const(node),
+            "Gather" if matches!(self.get(node, 0), Ok(Value::Const { vals: None, .. })) => {
+                self.gather(node, label)
+            }
             "Gather" if matches!(self.get(node, 1), Ok(Value::Const { vals: Some(_), .. })) => {
                 self.gather_const(node, label)
             }
@@ -325,12 +334,28 @@ impl Mapper {
 
     fn binary(&mut self, node: &NodeProto, label: &str) -> Result<(), Reason> {
         let add = node.op_type() == "Add";
+        let commutes = matches!(node.op_type(), "Add" | "Mul");
         let (a, b) = (self.get(node, 0)?.clone(), self.get(node, 1)?.clone());
-        // A computed tensor on the left; Add and Mul commute.
+        // A computed tensor on the left; Add and Mul commute, and so does the cost of c − x and
+        // c / x for a scalar c (one operation per element).
+        let scalar =
+            |v: &Value| matches!(v, Value::Const { shape, .. } if product(shape) == Poly::one());
         let (a, b) = match (&a, &b) {
-            (Value::Const { .. }, Value::Act { .. }) => (b, a),
+            (Value::Const { .. }, Value::Act { .. }) if commutes || scalar(&a) => (b, a),
+            // A gate [n, c, 1, 1] times a map [n, c, h, w]: the map on the left.
+            (Value::Act { shape: sa, .. }, Value::Act { shape: sb, .. })
+                if node.op_type() == "Mul" && rows_of(sb, sa).is_some() =>
+            {
+                (b, a)
+            }
             _ => (a, b),
         };
+        if !commutes && !matches!(&b, Value::Const { .. }) {
+            return Err(format!(
+                "{} of two computed tensors: no rule for it",
+                node.op_type()
+            ));
+        }
         let (x, xs) = match a {
             Value::Act { name, shape } => (name, shape),
             Value::Unknown(why) => return Err(why),
@@ -342,7 +367,8 @@ impl Mapper {
             Value::Const { shape, origin, .. } => {
                 let n = product(&shape);
                 if n == Poly::one() {
-                    // x + c or x · c for a scalar c: one operation per element.
+                    // x + c, x − c, x · c or x / c (or c − x, c / x) for a scalar c: one operation
+                    // per element.
                     let mut e = self.new_op(node, "scale");
                     e.bind = vec![("b", rows), ("h", h)];
                     e.ins = vec![("x", x)];
@@ -369,6 +395,14 @@ impl Mapper {
                 let mut e = self.new_op(node, if add { "add" } else { "mul" });
                 e.bind = vec![("b", rows), ("h", h)];
                 e.ins = vec![("x", x), ("other", name)];
+                self.emit(node, label, e, xs);
+                Ok(())
+            }
+            Value::Act { name, shape } if !add && rows_of(&xs, &shape).is_some() => {
+                let r = rows_of(&xs, &shape).unwrap_or_default();
+                let mut e = self.new_op(node, "mul_rows");
+                e.bind = vec![("b", product(&xs[..r])), ("h", product(&xs[r..]))];
+                e.ins = vec![("x", x), ("s", name)];
                 self.emit(node, label, e, xs);
                 Ok(())
             }
@@ -530,7 +564,17 @@ impl Mapper {
         if ts.len() != 2 {
             return Err(format!("a table {} that is not a matrix", show(&ts)));
         }
-        let (ids, is) = self.act(node, 1)?;
+        // Constant indices (positions from a Range) read the table as a lookup too: they become
+        // an integer graph input.
+        let (ids, is) = match self.get(node, 1)?.clone() {
+            Value::Const { shape, .. } => {
+                let name = self.alloc(&node.input[1]);
+                self.const_inputs
+                    .push((name.clone(), shape.clone(), label.to_string()));
+                (name, shape)
+            }
+            _ => self.act(node, 1)?,
+        };
         let mut e = self.new_op(node, "embedding");
         e.bind = vec![
             ("t", product(&is)),
@@ -552,6 +596,18 @@ fn trailing(x: &[Poly], other: &[Poly]) -> Option<usize> {
     let o: Vec<&Poly> = other.iter().skip_while(|d| **d == Poly::one()).collect();
     let t = o.len();
     (t > 0 && t < x.len() && x[x.len() - t..].iter().zip(o).all(|(a, b)| a == b)).then_some(t)
+}
+
+/// How many leading dimensions of `x` a broadcast operand covers (its trailing 1s dropped,
+/// leading 1s of a lower rank allowed), when it is exactly those dimensions and fewer than all.
+fn rows_of(x: &[Poly], other: &[Poly]) -> Option<usize> {
+    if other.len() > x.len() || other == x {
+        return None;
+    }
+    let mut o: Vec<Poly> = vec![Poly::one(); x.len() - other.len()];
+    o.extend(other.iter().cloned());
+    let r = o.len() - o.iter().rev().take_while(|d| **d == Poly::one()).count();
+    (r > 0 && r < x.len() && x[..r] == o[..r]).then_some(r)
 }
 
 /// Pooling and convolution settings: one stride and one padding for both spatial axes.

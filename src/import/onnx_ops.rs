@@ -39,17 +39,21 @@ impl Mapper {
                 show(&ws)
             ));
         }
-        reject_attr(node, "group", 1)?;
+        let groups = attr_int(node, "group").unwrap_or(1);
         reject_attr(node, "dilations", 1)?;
         explicit_pads(node)?;
         let stride = square(node, "strides", 1)?;
         let pad = square(node, "pads", 0)?;
-        if ws[1] != xs[1] {
+        if groups < 1 || &ws[1] * &Poly::int(groups) != xs[1] {
             return Err(format!(
-                "input {} and weight {} channels differ",
+                "input {} and weight {} channels differ for {groups} groups",
                 show(&xs),
                 show(&ws)
             ));
+        }
+        let co_group = number(&ws[0], "output channels")?;
+        if co_group % groups != 0 {
+            return Err(format!("{co_group} output channels in {groups} groups"));
         }
         let (kh, kw) = (
             number(&ws[2], "kernel height")?,
@@ -61,23 +65,32 @@ impl Mapper {
             None => None,
             Some(_) => Some(self.constant(node, 2)?.1),
         };
-        let rule = if bias.is_some() {
-            "conv2d_bias"
-        } else {
-            "conv2d"
+        let rule = match (groups > 1, bias.is_some()) {
+            (false, false) => "conv2d",
+            (false, true) => "conv2d_bias",
+            (true, false) => "conv2d_grouped",
+            (true, true) => "conv2d_grouped_bias",
         };
         let mut e = self.new_op(node, rule);
-        e.bind = vec![
-            ("n", xs[0].clone()),
-            ("co", ws[0].clone()),
-            ("ci", xs[1].clone()),
+        let channels = if groups > 1 {
+            vec![
+                ("g", Poly::int(groups)),
+                ("co", Poly::int(co_group / groups)),
+                ("ci", ws[1].clone()),
+            ]
+        } else {
+            vec![("co", ws[0].clone()), ("ci", xs[1].clone())]
+        };
+        e.bind = vec![("n", xs[0].clone())];
+        e.bind.extend(channels);
+        e.bind.extend([
             ("oh", Poly::int(oh)),
             ("ow", Poly::int(ow)),
             ("kh", Poly::int(kh)),
             ("kw", Poly::int(kw)),
             ("stride", Poly::int(stride)),
             ("pad", Poly::int(pad)),
-        ];
+        ]);
         e.ins = vec![("x", x)];
         self.param(&mut e, "w", wo);
         if let Some(bo) = bias {
