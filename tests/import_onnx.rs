@@ -306,6 +306,20 @@ fn grouped_convolutions_and_squeeze_excitation_by_hand() {
     );
 }
 
+/// Clip, Pow and ReduceMean over the last axis. Per row: the matmul 2·8·8 = 128, Clip two
+/// comparisons per element 16, Pow one per element 8, the mean's 8 additions: 32 other FLOPs.
+#[test]
+fn clip_pow_and_reduce_mean_by_hand() {
+    let (out, m) = import("elementwise");
+    assert!(out.unmapped.is_empty(), "{:?}", out.unmapped);
+    let rules: Vec<&str> = m.ops().map(|(_, o)| o.rule.name.as_str()).collect();
+    assert_eq!(rules, ["matmul", "clip", "pow", "global_avgpool"]);
+    let c = model_cost(&m);
+    assert_eq!(c.params, Poly::int(64));
+    assert_eq!(c.forward.matmul, p("128*B"));
+    assert_eq!(c.forward.other, p("32*B"));
+}
+
 #[test]
 fn dimension_sizes_given_on_import() {
     let mut opts = OnnxOptions::default();

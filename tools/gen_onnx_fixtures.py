@@ -28,6 +28,7 @@ with onnx.checker and carries the value_info of onnx.shape_inference, as exporte
 * mobile.onnx — a MobileNet/EfficientNet-style block without value_info: depthwise and grouped
   Conv, SiLU and squeeze-excitation (Sigmoid, broadcasting Mul), the exact GELU written out with
   Div, Erf, Add and Mul, and a Sqrt.
+* elementwise.onnx — Clip (ReLU6), Pow by a constant and ReduceMean over the last axis.
 * unmapped.onnx — a tiny MLP with a Softplus and a Sin, which no shipped rule covers.
 * truncated.onnx — the first half of transformer.onnx.
 * garbage.onnx — text and random bytes.
@@ -354,6 +355,30 @@ def mobile():
     return save(model, "mobile.onnx", infer=False)
 
 
+def elementwise():
+    """Clip (ReLU6, bounds as Constant inputs), Pow by a constant exponent and ReduceMean over the
+    last axis, as exporters write them; no value_info."""
+    inits = [init("w", 8, 8)]
+    nodes = []
+    for name, v in [("lo", 0.0), ("hi", 6.0), ("two", 2.0)]:
+        nodes.append(helper.make_node("Constant", [], [name], name=f"{name}/Constant", value=helper.make_tensor(name, TensorProto.FLOAT, [], [v])))
+    nodes += [
+        helper.make_node("MatMul", ["x", "w"], ["h"], name="fc"),
+        helper.make_node("Clip", ["h", "lo", "hi"], ["c"], name="relu6"),
+        helper.make_node("Pow", ["c", "two"], ["sq"], name="square"),
+        helper.make_node("ReduceMean", ["sq", const(nodes, "axes", [-1])], ["out"], name="mean", keepdims=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "elementwise",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["batch", 1])],
+        inits,
+    )
+    model = helper.make_model(graph, producer_name="gen_onnx_fixtures", opset_imports=[helper.make_opsetid("", OPSET)])
+    return save(model, "elementwise.onnx", infer=False)
+
+
 def must_not_parse(data):
     try:
         onnx.load_from_string(data)
@@ -386,4 +411,5 @@ if __name__ == "__main__":
     unsupported()
     training()
     mobile()
+    elementwise()
     corrupted(path)

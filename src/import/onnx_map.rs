@@ -249,6 +249,9 @@ impl Mapper {
             "Sigmoid" => self.unary(node, label, "sigmoid"),
             "Erf" => self.unary(node, label, "erf"),
             "Sqrt" => self.unary(node, label, "sqrt"),
+            "Clip" => self.unary(node, label, "clip"),
+            "Pow" => self.pow(node, label),
+            "ReduceMean" => self.reduce_mean(node, label),
             "Shape" => self.shape_node(node),
             "Cast" => self.cast(node),
             "Range" => self.range(node),
@@ -329,6 +332,61 @@ impl Mapper {
         e.bind = vec![("b", b), ("h", h)];
         e.ins = vec![("x", x)];
         self.emit(node, label, e, shape);
+        Ok(())
+    }
+
+    /// `Pow` of a computed tensor by a constant scalar exponent.
+    fn pow(&mut self, node: &NodeProto, label: &str) -> Result<(), Reason> {
+        match self.get(node, 1)? {
+            Value::Const { shape, .. } if product(shape) == Poly::one() => {
+                self.unary(node, label, "pow")
+            }
+            _ => Err("an exponent that is not a constant scalar".into()),
+        }
+    }
+
+    /// `ReduceMean` over trailing axes: the mean of each row, as global average pooling of one
+    /// image whose channels are the rows.
+    fn reduce_mean(&mut self, node: &NodeProto, label: &str) -> Result<(), Reason> {
+        let (x, xs) = self.act(node, 0)?;
+        let r = xs.len();
+        let axes: Vec<i64> = match node.input.get(1).filter(|t| !t.is_empty()) {
+            Some(_) => self.ints(node, 1)?,
+            None => attr_ints(node, "axes").unwrap_or_default(),
+        };
+        let axes: Vec<i64> = if axes.is_empty() {
+            (0..r as i64).collect()
+        } else {
+            axes
+        };
+        let mut at: Vec<usize> = axes
+            .iter()
+            .map(|&a| if a < 0 { a + r as i64 } else { a })
+            .map(|a| usize::try_from(a).ok().filter(|a| *a < r))
+            .collect::<Option<_>>()
+            .ok_or("axes out of range")?;
+        at.sort_unstable();
+        at.dedup();
+        let k = at.len();
+        if k == 0 || at != (r - k..r).collect::<Vec<_>>() {
+            return Err(format!(
+                "a mean over axes {axes:?} of {}, not the last ones",
+                show(&xs)
+            ));
+        }
+        let keep = attr_int(node, "keepdims").unwrap_or(1) != 0;
+        let mut out = xs[..r - k].to_vec();
+        if keep {
+            out.extend(std::iter::repeat_n(Poly::one(), k));
+        }
+        let mut e = self.new_op(node, "global_avgpool");
+        e.bind = vec![
+            ("n", Poly::one()),
+            ("c", product(&xs[..r - k])),
+            ("s", product(&xs[r - k..])),
+        ];
+        e.ins = vec![("x", x)];
+        self.emit(node, label, e, out);
         Ok(())
     }
 

