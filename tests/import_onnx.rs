@@ -481,6 +481,18 @@ fn strict_import_and_corrupted_files_exit_2() {
     assert_eq!(res.status.code(), Some(2));
     let err = String::from_utf8_lossy(&res.stderr);
     assert!(err.contains("`gate` (Softplus)"), "{err}");
+    // Costed directly, the ONNX file is refused the same way.
+    let res = symshard()
+        .arg("cost")
+        .arg(fixture("unmapped"))
+        .output()
+        .unwrap();
+    assert_eq!(res.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&res.stderr);
+    assert!(
+        err.contains("below 99 %") && err.contains("--allow-partial"),
+        "{err}"
+    );
     let res = symshard()
         .args(["import", "onnx", "--allow-partial", "--format", "json"])
         .arg(fixture("unmapped"))

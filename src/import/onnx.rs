@@ -392,7 +392,7 @@ pub fn import_onnx_bytes(
         };
         return Err(Error::Usage(format!(
             "{}: the mapped operators cover {flops} and {} % of the parameters, below {MIN_COVERAGE_PERCENT} %; \
-             {} ONNX nodes not mapped, first the root causes: {}; --allow-partial imports it anyway",
+             {} ONNX nodes not mapped, first the root causes: {}; `symshard import onnx --allow-partial` imports it anyway",
             file.display(),
             coverage.params_percent,
             unmapped.len(),
