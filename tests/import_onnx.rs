@@ -320,6 +320,38 @@ fn clip_pow_and_reduce_mean_by_hand() {
     assert_eq!(c.forward.other, p("32*B"));
 }
 
+/// A written-out normalisation, a MatMul and a causal mask by Where. Per sequence of 4 rows of 8:
+/// the two means 4·8 = 32 additions each, Sub 32, Pow 32, the epsilon 4, Sqrt 4, Div 32; the
+/// scores 2·4·8·4 = 256 matmul FLOPs; the mask 4·4 = 16 selections. Parameters: w 8·4 = 32 (the
+/// boolean mask is not one).
+#[test]
+fn written_out_normalisation_and_mask_by_hand() {
+    let (out, m) = import("written_out");
+    assert!(out.unmapped.is_empty(), "{:?}", out.unmapped);
+    let rules: Vec<&str> = m.ops().map(|(_, o)| o.rule.name.as_str()).collect();
+    assert_eq!(
+        rules,
+        [
+            "global_avgpool",
+            "sub_rows",
+            "pow",
+            "global_avgpool",
+            "scale",
+            "sqrt",
+            "div_rows",
+            "matmul",
+            "masked_fill",
+            "softmax"
+        ]
+    );
+    let c = model_cost(&m);
+    assert_eq!(c.params, Poly::int(32));
+    assert_eq!(c.forward.matmul, p("256*B"));
+    // 32 + 32 + 32 + 32 + 4 + 4 + 32 + 16 = 184, and the softmax 5 per element
+    // (operator_rules/softmax.yaml) 5·16 = 80: 264.
+    assert_eq!(c.forward.other, p("264*B"));
+}
+
 #[test]
 fn dimension_sizes_given_on_import() {
     let mut opts = OnnxOptions::default();

@@ -29,6 +29,8 @@ with onnx.checker and carries the value_info of onnx.shape_inference, as exporte
   Conv, SiLU and squeeze-excitation (Sigmoid, broadcasting Mul), the exact GELU written out with
   Div, Erf, Add and Mul, and a Sqrt.
 * elementwise.onnx — Clip (ReLU6), Pow by a constant and ReduceMean over the last axis.
+* written_out.onnx — a normalisation written out (ReduceMean, Sub, Pow, Add, Sqrt, Div with
+  per-row statistics broadcast), a MatMul, a causal mask by Where and Softmax.
 * unmapped.onnx — a tiny MLP with a Softplus and a Sin, which no shipped rule covers.
 * truncated.onnx — the first half of transformer.onnx.
 * garbage.onnx — text and random bytes.
@@ -379,6 +381,39 @@ def elementwise():
     return save(model, "elementwise.onnx", infer=False)
 
 
+def written_out():
+    """A normalisation written out as exporters write an unfused one (ReduceMean, Sub, Pow,
+    ReduceMean, Add, Sqrt, Div with [batch, 4, 1] statistics broadcast over the rows), then scores
+    by a MatMul, a causal mask applied by Where with a constant boolean mask and a Constant fill,
+    and Softmax; no value_info."""
+    inits = [init("w", 8, 4), numpy_helper.from_array(np.tril(np.ones((4, 4), dtype=bool)), "causal")]
+    nodes = []
+    for name, v in [("two", 2.0), ("eps", 1e-5), ("fill", -1e4)]:
+        nodes.append(helper.make_node("Constant", [], [name], name=f"{name}/Constant", value=helper.make_tensor(name, TensorProto.FLOAT, [], [v])))
+    axes = const(nodes, "axes", [-1])
+    nodes += [
+        helper.make_node("ReduceMean", ["x", axes], ["mean"], name="norm/mean", keepdims=1),
+        helper.make_node("Sub", ["x", "mean"], ["d"], name="norm/Sub"),
+        helper.make_node("Pow", ["d", "two"], ["d2"], name="norm/Pow"),
+        helper.make_node("ReduceMean", ["d2", axes], ["var"], name="norm/var", keepdims=1),
+        helper.make_node("Add", ["var", "eps"], ["var_eps"], name="norm/Add"),
+        helper.make_node("Sqrt", ["var_eps"], ["std"], name="norm/Sqrt"),
+        helper.make_node("Div", ["d", "std"], ["normed"], name="norm/Div"),
+        helper.make_node("MatMul", ["normed", "w"], ["scores"], name="scores"),
+        helper.make_node("Where", ["causal", "scores", "fill"], ["masked"], name="mask"),
+        helper.make_node("Softmax", ["masked"], ["out"], name="softmax", axis=-1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "written_out",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4, 8])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["batch", 4, 4])],
+        inits,
+    )
+    model = helper.make_model(graph, producer_name="gen_onnx_fixtures", opset_imports=[helper.make_opsetid("", OPSET)])
+    return save(model, "written_out.onnx", infer=False)
+
+
 def must_not_parse(data):
     try:
         onnx.load_from_string(data)
@@ -412,4 +447,5 @@ if __name__ == "__main__":
     training()
     mobile()
     elementwise()
+    written_out()
     corrupted(path)

@@ -251,6 +251,7 @@ impl Mapper {
             "Sqrt" => self.unary(node, label, "sqrt"),
             "Clip" => self.unary(node, label, "clip"),
             "Pow" => self.pow(node, label),
+            "Where" => self.masked_fill(node, label),
             "ReduceMean" => self.reduce_mean(node, label),
             "Shape" => self.shape_node(node),
             "Cast" => self.cast(node),
@@ -335,6 +336,40 @@ impl Mapper {
         Ok(())
     }
 
+    /// `Where` of a constant mask choosing between one computed tensor and a constant.
+    fn masked_fill(&mut self, node: &NodeProto, label: &str) -> Result<(), Reason> {
+        let cond = self.get(node, 0)?.clone();
+        let (a, b) = (self.get(node, 1)?.clone(), self.get(node, 2)?.clone());
+        let (x, xs, other) = match (a, b) {
+            (Value::Act { name, shape }, c @ Value::Const { .. })
+            | (c @ Value::Const { .. }, Value::Act { name, shape }) => (name, shape, c),
+            (Value::Unknown(why), _) | (_, Value::Unknown(why)) => return Err(why),
+            _ => return Err("a choice between two computed tensors or two constants".into()),
+        };
+        let cs = match cond {
+            Value::Const { shape, .. } => shape,
+            Value::Unknown(why) => return Err(why),
+            Value::Act { .. } => return Err("a computed condition".into()),
+        };
+        let Value::Const { shape: os, .. } = other else {
+            return Err("no constant operand".into());
+        };
+        let out = super::onnx_infer::broadcast(&super::onnx_infer::broadcast(&cs, &xs)?, &os)?;
+        if out != xs {
+            return Err(format!(
+                "a choice broadcasting {} to {}",
+                show(&xs),
+                show(&out)
+            ));
+        }
+        let (b, h) = rows_last(&xs);
+        let mut e = self.new_op(node, "masked_fill");
+        e.bind = vec![("b", b), ("h", h)];
+        e.ins = vec![("x", x)];
+        self.emit(node, label, e, xs);
+        Ok(())
+    }
+
     /// `Pow` of a computed tensor by a constant scalar exponent.
     fn pow(&mut self, node: &NodeProto, label: &str) -> Result<(), Reason> {
         match self.get(node, 1)? {
@@ -408,7 +443,13 @@ impl Mapper {
             }
             _ => (a, b),
         };
-        if !commutes && !matches!(&b, Value::Const { .. }) {
+        let rows_operand = match (&a, &b) {
+            (Value::Act { shape: sa, .. }, Value::Act { shape: sb, .. }) => {
+                rows_of(sa, sb).is_some()
+            }
+            _ => false,
+        };
+        if !commutes && !rows_operand && !matches!(&b, Value::Const { .. }) {
             return Err(format!(
                 "{} of two computed tensors: no rule for it",
                 node.op_type()
@@ -458,7 +499,12 @@ impl Mapper {
             }
             Value::Act { name, shape } if !add && rows_of(&xs, &shape).is_some() => {
                 let r = rows_of(&xs, &shape).unwrap_or_default();
-                let mut e = self.new_op(node, "mul_rows");
+                let rule = match node.op_type() {
+                    "Sub" => "sub_rows",
+                    "Div" => "div_rows",
+                    _ => "mul_rows",
+                };
+                let mut e = self.new_op(node, rule);
                 e.bind = vec![("b", product(&xs[..r])), ("h", product(&xs[r..]))];
                 e.ins = vec![("x", x), ("s", name)];
                 self.emit(node, label, e, xs);

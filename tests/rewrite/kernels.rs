@@ -28,6 +28,19 @@ pub fn run(ctx: &OpCtx, ins: &[Vec<T>]) -> Out {
         "tanh" => unary(f64::tanh),
         "sigmoid" => unary(|x| 1.0 / (1.0 + (-x).exp())),
         "clip" => unary(|x| x.clamp(0.0, 6.0)),
+        // The mask is the importer's constant: keeping the positive entries stands for it.
+        "masked_fill" => unary(|x| if x > 0.0 { x } else { -1e4 }),
+        "sub_rows" | "div_rows" => per_device(ctx, ins, |c, _, x| {
+            let div = c.rule.name == "div_rows";
+            Ok(T::from_fn(&x[0].shape, |i| {
+                let (v, s) = (x[0].get(i), x[1].get(&[i[0]]));
+                if div {
+                    v / s
+                } else {
+                    v - s
+                }
+            }))
+        }),
         // The exponent is the importer's constant, not the rule's: a square stands for it.
         "pow" => unary(|x| x * x),
         "erf" => unary(erf),
