@@ -50,6 +50,15 @@ fn transformer_by_hand() {
     // Backward of every matmul is twice its forward.
     assert_eq!(c.backward.matmul, p("110592*B*S + 512*B*S^2"));
     assert_eq!(m.dtype_bytes, 4);
+    // The two identical layers are one block repeated twice, read from the embeddings' sum.
+    assert!(
+        out.yaml
+            .contains("repeat: 2\n      input: embed_Add\n      output: h_0_Add_2"),
+        "{}",
+        out.yaml
+    );
+    // Written once: 3 embedding operators, 28 of a layer, 2 of the head (61 operators in all).
+    assert_eq!((m.ops().count(), out.operators), (3 + 28 + 2, 61));
     // The head reuses the embedding table through the Transpose of the initializer.
     assert!(
         out.yaml.contains("tied: {w: wte_Gather.table}"),

@@ -10,6 +10,7 @@ mod onnx_map;
 mod onnx_ops;
 #[allow(missing_docs, clippy::all, clippy::pedantic)]
 mod onnx_pb;
+mod onnx_repeat;
 mod onnx_shape;
 
 pub use hf::{import_hf, model_source_from_hf, HfImport};

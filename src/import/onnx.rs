@@ -12,7 +12,7 @@
 //! rest of the graph is still costed; outputs no node reads (Dropout masks, running statistics)
 //! are ignored. The import measures its coverage, the mapped FLOPs and parameters against those
 //! the unmapped nodes' shapes imply, and refuses a graph covered below [`MIN_COVERAGE_PERCENT`]
-//! unless told to allow it.
+//! unless told to allow it. Runs of identical layers are written once, as a `repeat` block.
 
 use super::onnx_infer::broadcast;
 use super::onnx_map::{Emit, Mapper, Value};
@@ -697,23 +697,82 @@ fn write(
         let _ = writeln!(y, "    {}: {}", i.name, flow(&fields));
     }
     let _ = writeln!(y, "  blocks:");
-    let _ = writeln!(y, "    - name: {BLOCK}");
-    let _ = writeln!(y, "      ops:");
-    for e in ops {
-        let bind: Vec<(&str, String)> = e.bind.iter().map(|(k, v)| (*k, formula(v))).collect();
-        let ins: Vec<(&str, String)> = e.ins.iter().map(|(k, v)| (*k, v.clone())).collect();
-        let mut fields = vec![
-            ("name", e.name.clone()),
-            ("op", e.rule.to_string()),
-            ("bind", flow(&bind)),
-            ("in", flow(&ins)),
-        ];
-        if !e.tied.is_empty() {
-            let tied: Vec<(&str, String)> = e.tied.iter().map(|(k, v)| (*k, v.clone())).collect();
-            fields.push(("tied", flow(&tied)));
+    let names: BTreeSet<&str> = ops.iter().map(|e| e.name.as_str()).collect();
+    let fresh = |base: &str| {
+        let mut n = base.to_string();
+        let mut k = 2;
+        while names.contains(n.as_str()) || inputs.iter().any(|i| i.name == n) {
+            n = format!("{base}_{k}");
+            k += 1;
         }
-        fields.push(("doc", yaml_str(&e.doc)));
-        let _ = writeln!(y, "        - {}", flow(&fields));
+        n
+    };
+    let write_ops = |y: &mut String, ops: &[Emit], rename: &dyn Fn(&str) -> String| {
+        let _ = writeln!(y, "      ops:");
+        for e in ops {
+            let bind: Vec<(&str, String)> = e.bind.iter().map(|(k, v)| (*k, formula(v))).collect();
+            let ins: Vec<(&str, String)> = e.ins.iter().map(|(k, v)| (*k, rename(v))).collect();
+            let mut fields = vec![
+                ("name", e.name.clone()),
+                ("op", e.rule.to_string()),
+                ("bind", flow(&bind)),
+                ("in", flow(&ins)),
+            ];
+            if !e.tied.is_empty() {
+                let tied: Vec<(&str, String)> =
+                    e.tied.iter().map(|(k, v)| (*k, v.clone())).collect();
+                fields.push(("tied", flow(&tied)));
+            }
+            fields.push(("doc", yaml_str(&e.doc)));
+            let _ = writeln!(y, "        - {}", flow(&fields));
+        }
+    };
+    match super::onnx_repeat::find(ops) {
+        None => {
+            let _ = writeln!(y, "    - name: {BLOCK}");
+            write_ops(&mut y, ops, &|s| s.to_string());
+        }
+        Some(r) => {
+            let end = r.start + r.period * r.count;
+            if r.start > 0 {
+                let _ = writeln!(y, "    - name: {BLOCK}");
+                write_ops(&mut y, &ops[..r.start], &|s| s.to_string());
+            }
+            let layers = fresh("layers");
+            let first = &ops[r.start..r.start + r.period];
+            let output = first[r.period - 1].name.clone();
+            let last = ops[end - 1].name.clone();
+            let _ = writeln!(y, "    - name: {layers}");
+            let doc = format!(
+                "{} identical layers of {} operators (ONNX nodes from {} to {}), written once",
+                r.count,
+                r.period,
+                first[0].doc,
+                ops[end - 1].doc
+            );
+            let _ = writeln!(y, "      doc: {}", yaml_str(&doc));
+            let _ = writeln!(y, "      repeat: {}", r.count);
+            let _ = writeln!(y, "      input: {}", r.input);
+            let _ = writeln!(y, "      output: {output}");
+            let input = r.input.clone();
+            write_ops(&mut y, first, &|s| {
+                if s == input {
+                    "in".to_string()
+                } else {
+                    s.to_string()
+                }
+            });
+            if end < ops.len() {
+                let _ = writeln!(y, "    - name: {}", fresh("head"));
+                write_ops(&mut y, &ops[end..], &|s| {
+                    if s == last {
+                        layers.clone()
+                    } else {
+                        s.to_string()
+                    }
+                });
+            }
+        }
     }
     if !symbols.map.is_empty() {
         let _ = writeln!(y, "defaults:");
