@@ -1,6 +1,6 @@
 //! `symshard import`: a Hugging Face config or an ONNX graph → a model file.
 
-use super::progress;
+use super::{progress, Format};
 use crate::diag::Source;
 use crate::error::Error;
 use crate::import::{import_hf, import_onnx, OnnxOptions};
@@ -55,6 +55,14 @@ pub struct OnnxArgs {
     /// Fail (exit code 2) when some ONNX node cannot be mapped to an operator rule.
     #[arg(long)]
     pub strict: bool,
+    /// Import even when the mapped operators cover less than 99 % of the FLOPs or parameters
+    /// the graph implies (by default that fails with exit code 2).
+    #[arg(long)]
+    pub allow_partial: bool,
+    /// Summary format: a table on standard error, or JSON on standard output (with the model
+    /// file's text in its `yaml` field).
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
 }
 
 /// Runs `import`.
@@ -73,6 +81,7 @@ pub fn run(args: ImportArgs) -> Result<(), Error> {
         ImportSource::Onnx(a) => {
             let mut opts = OnnxOptions {
                 name: a.name.clone().or_else(|| stem(a.output.as_deref())),
+                allow_partial: a.allow_partial || a.strict,
                 ..OnnxOptions::default()
             };
             for d in &a.dims {
@@ -92,22 +101,38 @@ pub fn run(args: ImportArgs) -> Result<(), Error> {
             pb.finish_and_clear();
             let imported = imported?;
             for u in &imported.unmapped {
-                eprintln!("not mapped: {} ×{}", u.op_type, u.count);
-                for (n, why) in &u.nodes {
-                    eprintln!("  `{n}`: {why}");
-                }
+                let cause = if u.root { "root cause" } else { "downstream" };
+                eprintln!(
+                    "not mapped ({cause}): {} `{}`: {}",
+                    u.op_type, u.name, u.reason
+                );
             }
             if a.strict && !imported.unmapped.is_empty() {
-                let n: usize = imported.unmapped.iter().map(|u| u.count).sum();
+                let n = imported.unmapped.len();
                 return Err(Error::Usage(format!(
                     "{}: {n} ONNX nodes cannot be mapped (--strict)",
                     a.model.display()
                 )));
             }
-            finish(&imported.yaml, a.output.as_deref())?;
+            let c = &imported.coverage;
+            if a.format == Format::Json {
+                if let Some(out) = &a.output {
+                    finish(&imported.yaml, Some(out))?;
+                } else {
+                    check(&imported.yaml, Path::new("<stdout>"))?;
+                }
+                let text = serde_json::to_string_pretty(&imported)
+                    .map_err(|e| Error::Usage(format!("JSON: {e}")))?;
+                println!("{text}");
+            } else {
+                finish(&imported.yaml, a.output.as_deref())?;
+            }
+            let flops = c
+                .flops_percent
+                .map_or_else(|| "an unknown share".to_string(), |f| format!("{f} %"));
             eprintln!(
-                "imported {}: {} of {} ONNX nodes mapped, to {} operators",
-                imported.name, imported.mapped, imported.nodes, imported.operators
+                "imported {}: {} of {} ONNX nodes mapped, to {} operators; coverage {flops} of the FLOPs, {} % of the parameters",
+                imported.name, imported.mapped, imported.nodes, imported.operators, c.params_percent
             );
             Ok(())
         }
@@ -119,10 +144,16 @@ fn stem(p: Option<&Path>) -> Option<String> {
         .map(|s| s.to_string_lossy().to_string())
 }
 
+/// Checks that the model file loads.
+fn check(yaml: &str, shown: &Path) -> Result<(), Error> {
+    ModelLoader::embedded()?.load(&Source::new(shown, yaml))?;
+    Ok(())
+}
+
 /// Checks that the model file loads, then writes it.
 fn finish(yaml: &str, output: Option<&Path>) -> Result<(), Error> {
     let shown = output.unwrap_or(Path::new("<stdout>"));
-    ModelLoader::embedded()?.load(&Source::new(shown, yaml))?;
+    check(yaml, shown)?;
     match output {
         Some(p) => std::fs::write(p, yaml).map_err(|source| Error::Io {
             path: p.to_path_buf(),

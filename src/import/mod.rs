@@ -5,10 +5,12 @@
 pub mod hf;
 mod json;
 pub mod onnx;
+mod onnx_infer;
 mod onnx_map;
 mod onnx_ops;
 #[allow(missing_docs, clippy::all, clippy::pedantic)]
 mod onnx_pb;
+mod onnx_repeat;
 mod onnx_shape;
 
 pub use hf::{import_hf, model_source_from_hf, HfImport};

@@ -2,19 +2,30 @@
 //!
 //! Shapes come from the graph inputs (symbolic `dim_param`s become model symbols: the batch and
 //! sequence names exporters use become `B` and `S`, the symbols symshard's layouts split), the
-//! initializers, and propagation through every mapped operator; `value_info` gives the shapes of
+//! initializers, and propagation through every mapped operator and the shape computations
+//! exporters write (`Shape`, `Gather`, `Unsqueeze`, `Concat`, `Slice`, …),
+//! so that a file without `value_info` imports the same; `value_info` only gives the shapes of
 //! what the mapping cannot follow. Initializers used as weights become the operators' parameters,
-//! and a second use of one initializer ties it to the first. Nodes no rule covers are listed by
-//! operator type with a reason each, never dropped silently: an output of one whose shape
-//! `value_info` gives becomes a graph input, so that the rest of the graph is still costed.
+//! and a second use of one initializer ties it to the first. Nodes no rule covers are listed with
+//! a reason each, root causes first, never dropped silently: an output of one whose shape is
+//! inferred (elementwise operators) or given by `value_info` becomes a graph input, so that the
+//! rest of the graph is still costed; outputs no node reads (Dropout masks, running statistics)
+//! are ignored. The import measures its coverage, the mapped FLOPs and parameters against those
+//! the unmapped nodes' shapes imply, and refuses a graph covered below [`MIN_COVERAGE_PERCENT`]
+//! unless told to allow it. Runs of identical layers are written once, as a `repeat` block.
 
+use super::onnx_infer::broadcast;
 use super::onnx_map::{Emit, Mapper, Value};
+use super::onnx_pb::NodeProto;
 use super::onnx_pb::{GraphProto, ModelProto};
-use super::onnx_shape::{elem_type, float_dtype, int_dtype, tensor_ints, tensor_shape, Symbols};
+use super::onnx_shape::{
+    elem_type, float_dtype, int_dtype, product, tensor_shape, tensor_vals, Shape, Symbols,
+};
 use super::yaml_str;
 use crate::diag::Source;
 use crate::error::{Error, Result};
-use crate::sym::Poly;
+use crate::model::{model_cost, ModelLoader};
+use crate::sym::{Bindings, Poly, Rational};
 use prost::Message as _;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -28,17 +39,48 @@ pub struct OnnxOptions {
     pub name: Option<String>,
     /// Sizes of symbolic dimensions, by ONNX `dim_param` or by model symbol (default 1).
     pub dims: BTreeMap<String, u64>,
+    /// Import a graph whose coverage is below [`MIN_COVERAGE_PERCENT`] instead of refusing it.
+    pub allow_partial: bool,
 }
 
-/// Nodes of one operator type that were not mapped.
+/// The least coverage, in percent of FLOPs and of parameters, an import accepts by default.
+pub const MIN_COVERAGE_PERCENT: i64 = 99;
+
+/// An ONNX node that was not mapped.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Unmapped {
     /// The ONNX operator type.
     pub op_type: String,
-    /// How many nodes.
-    pub count: usize,
-    /// Each node's name and why it was not mapped.
-    pub nodes: Vec<(String, String)>,
+    /// The node's name.
+    pub name: String,
+    /// Why it was not mapped.
+    pub reason: String,
+    /// Whether it is a root cause: every input it reads is known (it is not unmapped only
+    /// because an earlier unmapped node's output is of unknown shape).
+    pub root: bool,
+    /// The forward FLOPs its input shapes imply (at the import's sizes), when they are known.
+    pub flops: Option<String>,
+}
+
+/// How much of the graph the mapped operators cover, at the sizes of the import (`--dim`, else
+/// 1 for every symbolic dimension).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Coverage {
+    /// Forward FLOPs of the mapped operators.
+    pub mapped_flops: String,
+    /// Forward FLOPs the unmapped nodes imply; `None` when some of them read tensors of unknown
+    /// shape.
+    pub unmapped_flops: Option<String>,
+    /// Parameters of the mapped operators.
+    pub mapped_params: String,
+    /// Elements of the weights (floating initializers) that only unmapped nodes read.
+    pub unmapped_params: String,
+    /// Mapped FLOPs in percent of all (rounded down to 0.01); `None` when not measurable.
+    pub flops_percent: Option<f64>,
+    /// Mapped parameters in percent of all (rounded down to 0.01).
+    pub params_percent: f64,
+    /// Whether both are at least [`MIN_COVERAGE_PERCENT`].
+    pub complete: bool,
 }
 
 /// An ONNX graph turned into a model file.
@@ -54,8 +96,10 @@ pub struct OnnxImport {
     pub mapped: usize,
     /// Operators in the model file.
     pub operators: usize,
-    /// Nodes not mapped, by operator type.
+    /// Nodes not mapped: root causes first, each group in graph (topological) order.
     pub unmapped: Vec<Unmapped>,
+    /// The mapped share of the FLOPs and parameters.
+    pub coverage: Coverage,
     /// Model symbols made from symbolic dimensions, with the ONNX name each stands for.
     pub symbols: Vec<(String, String)>,
 }
@@ -151,6 +195,11 @@ pub fn import_onnx_bytes(
     let mut m = Mapper::default();
     m.opset = opset;
     m.taken.insert(BLOCK.to_string());
+    m.read = graph
+        .node
+        .iter()
+        .flat_map(|n| n.input.iter().cloned())
+        .collect();
     let mut symbols = Symbols::default();
     let mut inputs = Vec::new();
     for t in &graph.initializer {
@@ -158,7 +207,7 @@ pub fn import_onnx_bytes(
         let v = match tensor_shape(t) {
             Some(shape) => Value::Const {
                 shape,
-                ints: tensor_ints(t),
+                vals: tensor_vals(t),
                 origin: Some(name.clone()),
             },
             None => Value::Unknown(format!("initializer `{name}` is empty")),
@@ -192,13 +241,16 @@ pub fn import_onnx_bytes(
         .chain(&graph.output)
         .filter_map(|v| Some((v.name.as_deref()?, v.r#type.as_ref())))
         .collect();
-    // Tensors some node reads: only those of an unmapped node become graph inputs.
-    let read: BTreeSet<&str> = graph
-        .node
+    // Floating initializers: the weights, by name, with their number of elements.
+    let weights: BTreeMap<&str, Poly> = graph
+        .initializer
         .iter()
-        .flat_map(|n| n.input.iter().map(String::as_str))
+        .filter(|t| t.data_type.and_then(float_dtype).is_some())
+        .filter_map(|t| Some((t.name.as_deref()?, product(&tensor_shape(t)?))))
         .collect();
-    let mut unmapped: BTreeMap<String, Unmapped> = BTreeMap::new();
+    let mut unmapped: Vec<Unmapped> = Vec::new();
+    let mut implied: Vec<Option<Poly>> = Vec::new();
+    let mut unmapped_weights: BTreeSet<String> = BTreeSet::new();
     let mut mapped = 0;
     let total = graph.node.len();
     for (i, node) in graph.node.iter().enumerate() {
@@ -209,19 +261,37 @@ pub fn import_onnx_bytes(
             Ok(()) => mapped += 1,
             Err(reason) => {
                 m.rollback();
-                let entry = unmapped
-                    .entry(node.op_type().to_string())
-                    .or_insert_with(|| Unmapped {
-                        op_type: node.op_type().to_string(),
-                        count: 0,
-                        nodes: Vec::new(),
-                    });
-                entry.count += 1;
-                entry.nodes.push((node.name().to_string(), reason));
-                for out in node.output.iter().filter(|o| !o.is_empty()) {
+                let mut root = true;
+                let (mut acts, mut read_weights) = (Vec::new(), Vec::new());
+                for t in node.input.iter().filter(|t| !t.is_empty()) {
+                    match m.values.get(t) {
+                        Some(Value::Act { shape, .. }) => acts.push(shape.clone()),
+                        Some(Value::Const {
+                            origin: Some(o),
+                            vals: None,
+                            ..
+                        }) => {
+                            if let Some(n) = weights.get(o.as_str()) {
+                                read_weights.push(n.clone());
+                                unmapped_weights.insert(o.clone());
+                            }
+                        }
+                        Some(Value::Const { .. }) => {}
+                        Some(Value::Unknown(_)) | None => root = false,
+                    }
+                }
+                implied.push(root.then(|| implied_flops(&acts, &read_weights)));
+                let inferred = elementwise_shape(node, &m);
+                for (k, out) in node.output.iter().enumerate() {
+                    if out.is_empty() || !m.read.contains(out) {
+                        continue;
+                    }
                     let t = infos.get(out.as_str()).copied().flatten();
-                    let t = t.filter(|_| read.contains(out.as_str()));
-                    let v = match symbols.shape_of(t, out) {
+                    let dims = inferred
+                        .clone()
+                        .filter(|_| k == 0)
+                        .or_else(|| symbols.shape_of(t, out));
+                    let v = match dims {
                         Some(dims) => {
                             let name = m.alloc(out);
                             inputs.push(Input {
@@ -238,15 +308,29 @@ pub fn import_onnx_bytes(
                     };
                     m.values.insert(out.clone(), v);
                 }
+                unmapped.push(Unmapped {
+                    op_type: node.op_type().to_string(),
+                    name: node.name().to_string(),
+                    reason,
+                    root,
+                    flops: None,
+                });
             }
         }
     }
     progress(total, total);
-    let unmapped: Vec<Unmapped> = unmapped.into_values().collect();
+    for (name, dims, label) in std::mem::take(&mut m.const_inputs) {
+        inputs.push(Input {
+            name,
+            dims,
+            dtype: Some("int64"),
+            note: Some(format!("constant indices read by {label}")),
+        });
+    }
     if m.emitted.is_empty() {
-        let kinds: Vec<String> = unmapped
+        let kinds: Vec<String> = by_type(&unmapped)
             .iter()
-            .map(|u| format!("{} ×{}", u.op_type, u.count))
+            .map(|(t, n)| format!("{t} ×{n}"))
             .collect();
         return Err(Error::Usage(format!(
             "{}: none of the {total} ONNX nodes maps to an operator rule ({})",
@@ -259,8 +343,74 @@ pub fn import_onnx_bytes(
         .map(|s| s.to_string_lossy().to_string())
         .unwrap_or_else(|| "model".into());
     let name = opts.name.clone().unwrap_or(stem);
+    // Coverage at the import's sizes.
+    let sizes: Bindings = symbols
+        .map
+        .iter()
+        .map(|(s, d)| {
+            let v = opts.dims.get(s).or_else(|| opts.dims.get(&d.onnx));
+            (
+                s.clone(),
+                Rational::from_integer(v.copied().unwrap_or(1).into()),
+            )
+        })
+        .collect();
+    let at = |p: &Poly| p.eval_exact(&sizes).unwrap_or_default();
+    for (u, f) in unmapped.iter_mut().zip(&implied) {
+        u.flops = f.as_ref().map(|f| at(f).to_string());
+    }
+    // Root causes first, each group in graph order.
+    unmapped.sort_by_key(|u| !u.root);
+    let skeleton = write(
+        file, &model, graph, &name, opts, &symbols, &inputs, &m.emitted, &unmapped, mapped, None,
+    );
+    let loaded = ModelLoader::embedded()?.load(&Source::new(file, skeleton))?;
+    let cost = model_cost(&loaded);
+    let unmapped_params: Poly = unmapped_weights
+        .iter()
+        .filter(|w| !m.owns(w))
+        .filter_map(|w| weights.get(w.as_str()).cloned())
+        .sum();
+    let unmapped_flops: Option<Poly> = implied.iter().cloned().sum();
+    let coverage = coverage(
+        at(&cost.forward.total()),
+        unmapped_flops.as_ref().map(at),
+        at(&cost.params),
+        at(&unmapped_params),
+    );
+    if !coverage.complete && !opts.allow_partial {
+        let roots: Vec<String> = unmapped
+            .iter()
+            .filter(|u| u.root)
+            .take(8)
+            .map(|u| format!("`{}` ({}): {}", u.name, u.op_type, u.reason))
+            .collect();
+        let flops = match coverage.flops_percent {
+            Some(f) => format!("{f} % of the FLOPs"),
+            None => "an unknown share of the FLOPs (unmapped nodes read tensors of unknown shape)"
+                .to_string(),
+        };
+        return Err(Error::Usage(format!(
+            "{}: the mapped operators cover {flops} and {} % of the parameters, below {MIN_COVERAGE_PERCENT} %; \
+             {} ONNX nodes not mapped, first the root causes: {}; `symshard import onnx --allow-partial` imports it anyway",
+            file.display(),
+            coverage.params_percent,
+            unmapped.len(),
+            roots.join("; ")
+        )));
+    }
     let yaml = write(
-        file, &model, graph, &name, opts, &symbols, &inputs, &m.emitted, &unmapped, mapped,
+        file,
+        &model,
+        graph,
+        &name,
+        opts,
+        &symbols,
+        &inputs,
+        &m.emitted,
+        &unmapped,
+        mapped,
+        Some(&coverage),
     );
     Ok(OnnxImport {
         name,
@@ -269,12 +419,138 @@ pub fn import_onnx_bytes(
         mapped,
         operators: m.emitted.len(),
         unmapped,
+        coverage,
         symbols: symbols
             .map
             .iter()
             .map(|(k, v)| (k.clone(), v.onnx.clone()))
             .collect(),
     })
+}
+
+/// Forward FLOPs an unmapped node's inputs imply: one operation per element of its first
+/// computed input, and for each weight a product of every row of that input (all but its last
+/// dimension) by the weight, 2 FLOPs per multiply-add, as a matmul would.
+fn implied_flops(acts: &[Shape], weights: &[Poly]) -> Poly {
+    let Some(first) = acts.first() else {
+        // Weights alone (a table nothing computed reads): no arithmetic implied.
+        return Poly::zero();
+    };
+    let rows = product(&first[..first.len().saturating_sub(1)]);
+    let w: Poly = weights.iter().cloned().sum();
+    product(first) + Poly::int(2) * rows * w
+}
+
+/// The output shape of an unmapped elementwise operator: its inputs broadcast together.
+fn elementwise_shape(node: &NodeProto, m: &Mapper) -> Option<Shape> {
+    const ELEMENTWISE: &[&str] = &[
+        "Abs",
+        "Add",
+        "And",
+        "Ceil",
+        "Clip",
+        "Cos",
+        "Div",
+        "Elu",
+        "Equal",
+        "Erf",
+        "Exp",
+        "Floor",
+        "Greater",
+        "GreaterOrEqual",
+        "HardSigmoid",
+        "HardSwish",
+        "IsNaN",
+        "LeakyRelu",
+        "Less",
+        "LessOrEqual",
+        "Log",
+        "Max",
+        "Min",
+        "Mish",
+        "Mod",
+        "Mul",
+        "Neg",
+        "Not",
+        "Or",
+        "Pow",
+        "PRelu",
+        "Reciprocal",
+        "Round",
+        "Selu",
+        "Sigmoid",
+        "Sign",
+        "Sin",
+        "Softplus",
+        "Softsign",
+        "Sqrt",
+        "Sub",
+        "Tan",
+        "Tanh",
+        "Where",
+        "Xor",
+    ];
+    if !ELEMENTWISE.contains(&node.op_type()) || node.op_type() == "Clip" && node.input.is_empty() {
+        return None;
+    }
+    let mut out: Shape = Vec::new();
+    let inputs = if node.op_type() == "Clip" {
+        &node.input[..1]
+    } else {
+        &node.input[..]
+    };
+    for t in inputs.iter().filter(|t| !t.is_empty()) {
+        let s = match m.values.get(t)? {
+            Value::Act { shape, .. } | Value::Const { shape, .. } => shape,
+            Value::Unknown(_) => return None,
+        };
+        out = broadcast(&out, s).ok()?;
+    }
+    Some(out)
+}
+
+/// Mapped operators against unmapped nodes, in percent rounded down to 0.01.
+fn coverage(
+    mapped_flops: Rational,
+    unmapped_flops: Option<Rational>,
+    mapped_params: Rational,
+    unmapped_params: Rational,
+) -> Coverage {
+    let percent = |part: &Rational, rest: &Rational| -> (f64, bool) {
+        let all = part + rest;
+        if all == Rational::from_integer(0.into()) {
+            return (100.0, true);
+        }
+        let hundredths = (part * Rational::from_integer(10_000.into()) / &all).floor();
+        let ok = part * Rational::from_integer(100.into())
+            >= &all * Rational::from_integer(MIN_COVERAGE_PERCENT.into());
+        let h = hundredths
+            .to_integer()
+            .to_string()
+            .parse::<f64>()
+            .unwrap_or(0.0);
+        (h / 100.0, ok)
+    };
+    let flops = unmapped_flops.as_ref().map(|u| percent(&mapped_flops, u));
+    let (params_percent, params_ok) = percent(&mapped_params, &unmapped_params);
+    Coverage {
+        mapped_flops: mapped_flops.to_string(),
+        unmapped_flops: unmapped_flops.map(|u| u.to_string()),
+        mapped_params: mapped_params.to_string(),
+        unmapped_params: unmapped_params.to_string(),
+        flops_percent: flops.map(|f| f.0),
+        params_percent,
+        complete: params_ok && flops.is_some_and(|f| f.1),
+    }
+}
+
+/// Unmapped nodes counted by operator type.
+fn by_type(unmapped: &[Unmapped]) -> BTreeMap<&str, usize> {
+    let mut n = BTreeMap::new();
+    for u in unmapped {
+        *n.entry(u.op_type.as_str()).or_insert(0) += 1;
+    }
+    n
 }
 
 /// The name of the one block of an imported graph.
@@ -324,6 +600,7 @@ fn write(
     ops: &[Emit],
     unmapped: &[Unmapped],
     mapped: usize,
+    coverage: Option<&Coverage>,
 ) -> String {
     let file_name = file
         .file_name()
@@ -350,19 +627,35 @@ fn write(
         "# {} ONNX nodes: {mapped} mapped, to {} operators; {} not mapped.",
         graph.node.len(),
         ops.len(),
-        unmapped.iter().map(|u| u.count).sum::<usize>()
+        unmapped.len()
     );
+    if let Some(c) = coverage {
+        let flops = c
+            .flops_percent
+            .map_or_else(|| "an unknown share".to_string(), |f| format!("{f} %"));
+        let _ = writeln!(
+            y,
+            "# Coverage: {flops} of the FLOPs ({} mapped, {} implied by unmapped nodes), {} % of the parameters ({} mapped, {} unmapped).",
+            c.mapped_flops,
+            c.unmapped_flops.as_deref().unwrap_or("unknown"),
+            c.params_percent,
+            c.mapped_params,
+            c.unmapped_params
+        );
+    }
     for u in unmapped {
-        let _ = writeln!(y, "# Not mapped: {} ×{}", u.op_type, u.count);
-        for (n, why) in &u.nodes {
-            let _ = writeln!(y, "#   `{n}`: {why}");
-        }
+        let cause = if u.root { "root cause" } else { "downstream" };
+        let _ = writeln!(
+            y,
+            "# Not mapped ({cause}): {} `{}`: {}",
+            u.op_type, u.name, u.reason
+        );
     }
     let _ = writeln!(y, "name: {}", yaml_str(name));
     // The doc is what `cost` shows first: it names what is missing from the count.
-    let missing: Vec<String> = unmapped
+    let missing: Vec<String> = by_type(unmapped)
         .iter()
-        .map(|u| format!("{} ×{}", u.op_type, u.count))
+        .map(|(t, n)| format!("{t} ×{n}"))
         .collect();
     let doc = if missing.is_empty() {
         format!("{name}, imported from the ONNX graph {file_name}.")
@@ -404,23 +697,82 @@ fn write(
         let _ = writeln!(y, "    {}: {}", i.name, flow(&fields));
     }
     let _ = writeln!(y, "  blocks:");
-    let _ = writeln!(y, "    - name: {BLOCK}");
-    let _ = writeln!(y, "      ops:");
-    for e in ops {
-        let bind: Vec<(&str, String)> = e.bind.iter().map(|(k, v)| (*k, formula(v))).collect();
-        let ins: Vec<(&str, String)> = e.ins.iter().map(|(k, v)| (*k, v.clone())).collect();
-        let mut fields = vec![
-            ("name", e.name.clone()),
-            ("op", e.rule.to_string()),
-            ("bind", flow(&bind)),
-            ("in", flow(&ins)),
-        ];
-        if !e.tied.is_empty() {
-            let tied: Vec<(&str, String)> = e.tied.iter().map(|(k, v)| (*k, v.clone())).collect();
-            fields.push(("tied", flow(&tied)));
+    let names: BTreeSet<&str> = ops.iter().map(|e| e.name.as_str()).collect();
+    let fresh = |base: &str| {
+        let mut n = base.to_string();
+        let mut k = 2;
+        while names.contains(n.as_str()) || inputs.iter().any(|i| i.name == n) {
+            n = format!("{base}_{k}");
+            k += 1;
         }
-        fields.push(("doc", yaml_str(&e.doc)));
-        let _ = writeln!(y, "        - {}", flow(&fields));
+        n
+    };
+    let write_ops = |y: &mut String, ops: &[Emit], rename: &dyn Fn(&str) -> String| {
+        let _ = writeln!(y, "      ops:");
+        for e in ops {
+            let bind: Vec<(&str, String)> = e.bind.iter().map(|(k, v)| (*k, formula(v))).collect();
+            let ins: Vec<(&str, String)> = e.ins.iter().map(|(k, v)| (*k, rename(v))).collect();
+            let mut fields = vec![
+                ("name", e.name.clone()),
+                ("op", e.rule.to_string()),
+                ("bind", flow(&bind)),
+                ("in", flow(&ins)),
+            ];
+            if !e.tied.is_empty() {
+                let tied: Vec<(&str, String)> =
+                    e.tied.iter().map(|(k, v)| (*k, v.clone())).collect();
+                fields.push(("tied", flow(&tied)));
+            }
+            fields.push(("doc", yaml_str(&e.doc)));
+            let _ = writeln!(y, "        - {}", flow(&fields));
+        }
+    };
+    match super::onnx_repeat::find(ops) {
+        None => {
+            let _ = writeln!(y, "    - name: {BLOCK}");
+            write_ops(&mut y, ops, &|s| s.to_string());
+        }
+        Some(r) => {
+            let end = r.start + r.period * r.count;
+            if r.start > 0 {
+                let _ = writeln!(y, "    - name: {BLOCK}");
+                write_ops(&mut y, &ops[..r.start], &|s| s.to_string());
+            }
+            let layers = fresh("layers");
+            let first = &ops[r.start..r.start + r.period];
+            let output = first[r.period - 1].name.clone();
+            let last = ops[end - 1].name.clone();
+            let _ = writeln!(y, "    - name: {layers}");
+            let doc = format!(
+                "{} identical layers of {} operators (ONNX nodes from {} to {}), written once",
+                r.count,
+                r.period,
+                first[0].doc,
+                ops[end - 1].doc
+            );
+            let _ = writeln!(y, "      doc: {}", yaml_str(&doc));
+            let _ = writeln!(y, "      repeat: {}", r.count);
+            let _ = writeln!(y, "      input: {}", r.input);
+            let _ = writeln!(y, "      output: {output}");
+            let input = r.input.clone();
+            write_ops(&mut y, first, &|s| {
+                if s == input {
+                    "in".to_string()
+                } else {
+                    s.to_string()
+                }
+            });
+            if end < ops.len() {
+                let _ = writeln!(y, "    - name: {}", fresh("head"));
+                write_ops(&mut y, &ops[end..], &|s| {
+                    if s == last {
+                        layers.clone()
+                    } else {
+                        s.to_string()
+                    }
+                });
+            }
+        }
     }
     if !symbols.map.is_empty() {
         let _ = writeln!(y, "defaults:");

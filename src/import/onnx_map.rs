@@ -3,7 +3,7 @@
 
 use super::onnx_pb::NodeProto;
 use super::onnx_shape::{
-    attr_int, attr_ints, attr_str, attr_tensor, axis, product, show, tensor_ints, tensor_shape,
+    attr_int, attr_ints, attr_str, attr_tensor, axis, product, show, tensor_shape, tensor_vals,
     Shape,
 };
 use crate::sym::Poly;
@@ -23,8 +23,9 @@ pub(super) enum Value {
     Const {
         /// Its shape.
         shape: Shape,
-        /// Its contents when it is a small integer tensor.
-        ints: Option<Vec<i64>>,
+        /// Its contents, row-major, when it is a small integer tensor: numbers, or formulas
+        /// for the sizes a `Shape` node reads.
+        vals: Option<Vec<Poly>>,
         /// The initializer it is (a view of), so that a second use as a parameter is tied.
         origin: Option<String>,
     },
@@ -65,6 +66,11 @@ pub(super) struct Mapper {
     owners: BTreeMap<String, String>,
     /// The default-domain opset the graph imports.
     pub opset: i64,
+    /// Constant index tensors read by table lookups, which become integer graph inputs: model
+    /// name, shape and the node that reads them.
+    pub const_inputs: Vec<(String, Shape, String)>,
+    /// Tensors some node reads: an output outside it is ignored.
+    pub read: std::collections::BTreeSet<String>,
     journal: Journal,
 }
 
@@ -132,6 +138,18 @@ impl Mapper {
         self.taken.insert(name.clone());
         self.journal.names.push(name.clone());
         name
+    }
+
+    /// Whether the initializer `init` is a parameter of a mapped operator.
+    pub fn owns(&self, init: &str) -> bool {
+        self.owners.contains_key(init)
+    }
+
+    /// Whether some node reads output `k` of `node`.
+    pub(super) fn used(&self, node: &NodeProto, k: usize) -> bool {
+        node.output
+            .get(k)
+            .is_some_and(|t| !t.is_empty() && self.read.contains(t))
     }
 
     pub(super) fn get(&self, node: &NodeProto, k: usize) -> Result<&Value, Reason> {
@@ -226,7 +244,28 @@ impl Mapper {
             "Gelu" => self.unary(node, label, "gelu"),
             "Tanh" => self.unary(node, label, "tanh"),
             "Dropout" => self.unary(node, label, "dropout"),
-            "Add" | "Mul" => self.binary(node, label),
+            "Add" | "Mul" | "Sub" | "Div" if self.all_const(node) => self.const_arith(node),
+            "Add" | "Mul" | "Sub" | "Div" => self.binary(node, label),
+            "Sigmoid" => self.unary(node, label, "sigmoid"),
+            "Erf" => self.unary(node, label, "erf"),
+            "Sqrt" => self.unary(node, label, "sqrt"),
+            "Clip" => self.unary(node, label, "clip"),
+            "Pow" => self.pow(node, label),
+            "Where" => self.masked_fill(node, label),
+            "ReduceMean" => self.reduce_mean(node, label),
+            "Shape" => self.shape_node(node),
+            "Cast" => self.cast(node),
+            "Range" => self.range(node),
+            "ConstantOfShape" => self.constant_of_shape(node),
+            "Expand" => self.expand(node, label),
+            "Slice" => self.slice(node, label),
+            "Concat" if self.all_const(node) => self.concat_const(node),
+            "Gather" if matches!(self.get(node, 0), Ok(Value::Const { vals: None, .. })) => {
+                self.gather(node, label)
+            }
+            "Gather" if matches!(self.get(node, 1), Ok(Value::Const { vals: Some(_), .. })) => {
+                self.gather_const(node, label)
+            }
             "MatMul" => self.matmul(node, label),
             "Gemm" => self.gemm(node, label),
             "Softmax" => self.softmax(node, label),
@@ -236,11 +275,20 @@ impl Mapper {
             "MaxPool" | "AveragePool" => self.pool(node, label),
             "GlobalAveragePool" => self.global_pool(node, label),
             "BatchNormalization" => self.batchnorm(node, label),
-            "Reshape" | "Flatten" | "Transpose" => self.view(node, label),
+            "Reshape" | "Flatten" | "Transpose" | "Squeeze" | "Unsqueeze" => self.view(node, label),
             "Concat" => self.concat(node, label),
             "Split" => self.split(node, label),
             other => Err(format!("no rule for ONNX `{other}`")),
         }
+    }
+
+    /// Whether every input of the node is a constant (a shape computation).
+    fn all_const(&self, node: &NodeProto) -> bool {
+        !node.input.is_empty()
+            && node
+                .input
+                .iter()
+                .all(|t| matches!(self.values.get(t), Some(Value::Const { .. })))
     }
 
     fn constant_node(&mut self, node: &NodeProto) -> Result<(), Reason> {
@@ -248,25 +296,25 @@ impl Mapper {
             let shape = tensor_shape(t).ok_or("a constant with an empty dimension")?;
             Value::Const {
                 shape,
-                ints: tensor_ints(t),
+                vals: tensor_vals(t),
                 origin: None,
             }
         } else if let Some(i) = attr_int(node, "value_int") {
             Value::Const {
                 shape: vec![],
-                ints: Some(vec![i]),
+                vals: Some(vec![Poly::int(i)]),
                 origin: None,
             }
         } else if let Some(v) = attr_ints(node, "value_ints") {
             Value::Const {
                 shape: vec![Poly::int(v.len() as i64)],
-                ints: Some(v),
+                vals: Some(v.into_iter().map(Poly::int).collect()),
                 origin: None,
             }
         } else {
             Value::Const {
                 shape: vec![],
-                ints: None,
+                vals: None,
                 origin: None,
             }
         };
@@ -277,7 +325,7 @@ impl Mapper {
     /// An elementwise operator of one input, `[b, h]` with `h` the last dimension.
     fn unary(&mut self, node: &NodeProto, label: &str, rule: &'static str) -> Result<(), Reason> {
         let (x, shape) = self.act(node, 0)?;
-        if rule == "dropout" && node.output.get(1).is_some_and(|m| !m.is_empty()) {
+        if rule == "dropout" && self.used(node, 1) {
             return Err("the Dropout mask output is used".into());
         }
         let (b, h) = rows_last(&shape);
@@ -288,14 +336,125 @@ impl Mapper {
         Ok(())
     }
 
+    /// `Where` of a constant mask choosing between one computed tensor and a constant.
+    fn masked_fill(&mut self, node: &NodeProto, label: &str) -> Result<(), Reason> {
+        let cond = self.get(node, 0)?.clone();
+        let (a, b) = (self.get(node, 1)?.clone(), self.get(node, 2)?.clone());
+        let (x, xs, other) = match (a, b) {
+            (Value::Act { name, shape }, c @ Value::Const { .. })
+            | (c @ Value::Const { .. }, Value::Act { name, shape }) => (name, shape, c),
+            (Value::Unknown(why), _) | (_, Value::Unknown(why)) => return Err(why),
+            _ => return Err("a choice between two computed tensors or two constants".into()),
+        };
+        let cs = match cond {
+            Value::Const { shape, .. } => shape,
+            Value::Unknown(why) => return Err(why),
+            Value::Act { .. } => return Err("a computed condition".into()),
+        };
+        let Value::Const { shape: os, .. } = other else {
+            return Err("no constant operand".into());
+        };
+        let out = super::onnx_infer::broadcast(&super::onnx_infer::broadcast(&cs, &xs)?, &os)?;
+        if out != xs {
+            return Err(format!(
+                "a choice broadcasting {} to {}",
+                show(&xs),
+                show(&out)
+            ));
+        }
+        let (b, h) = rows_last(&xs);
+        let mut e = self.new_op(node, "masked_fill");
+        e.bind = vec![("b", b), ("h", h)];
+        e.ins = vec![("x", x)];
+        self.emit(node, label, e, xs);
+        Ok(())
+    }
+
+    /// `Pow` of a computed tensor by a constant scalar exponent.
+    fn pow(&mut self, node: &NodeProto, label: &str) -> Result<(), Reason> {
+        match self.get(node, 1)? {
+            Value::Const { shape, .. } if product(shape) == Poly::one() => {
+                self.unary(node, label, "pow")
+            }
+            _ => Err("an exponent that is not a constant scalar".into()),
+        }
+    }
+
+    /// `ReduceMean` over trailing axes: the mean of each row, as global average pooling of one
+    /// image whose channels are the rows.
+    fn reduce_mean(&mut self, node: &NodeProto, label: &str) -> Result<(), Reason> {
+        let (x, xs) = self.act(node, 0)?;
+        let r = xs.len();
+        let axes: Vec<i64> = match node.input.get(1).filter(|t| !t.is_empty()) {
+            Some(_) => self.ints(node, 1)?,
+            None => attr_ints(node, "axes").unwrap_or_default(),
+        };
+        let axes: Vec<i64> = if axes.is_empty() {
+            (0..r as i64).collect()
+        } else {
+            axes
+        };
+        let mut at: Vec<usize> = axes
+            .iter()
+            .map(|&a| if a < 0 { a + r as i64 } else { a })
+            .map(|a| usize::try_from(a).ok().filter(|a| *a < r))
+            .collect::<Option<_>>()
+            .ok_or("axes out of range")?;
+        at.sort_unstable();
+        at.dedup();
+        let k = at.len();
+        if k == 0 || at != (r - k..r).collect::<Vec<_>>() {
+            return Err(format!(
+                "a mean over axes {axes:?} of {}, not the last ones",
+                show(&xs)
+            ));
+        }
+        let keep = attr_int(node, "keepdims").unwrap_or(1) != 0;
+        let mut out = xs[..r - k].to_vec();
+        if keep {
+            out.extend(std::iter::repeat_n(Poly::one(), k));
+        }
+        let mut e = self.new_op(node, "global_avgpool");
+        e.bind = vec![
+            ("n", Poly::one()),
+            ("c", product(&xs[..r - k])),
+            ("s", product(&xs[r - k..])),
+        ];
+        e.ins = vec![("x", x)];
+        self.emit(node, label, e, out);
+        Ok(())
+    }
+
     fn binary(&mut self, node: &NodeProto, label: &str) -> Result<(), Reason> {
         let add = node.op_type() == "Add";
+        let commutes = matches!(node.op_type(), "Add" | "Mul");
         let (a, b) = (self.get(node, 0)?.clone(), self.get(node, 1)?.clone());
-        // A computed tensor on the left; Add and Mul commute.
+        // A computed tensor on the left; Add and Mul commute, and so does the cost of c − x and
+        // c / x for a scalar c (one operation per element).
+        let scalar =
+            |v: &Value| matches!(v, Value::Const { shape, .. } if product(shape) == Poly::one());
         let (a, b) = match (&a, &b) {
-            (Value::Const { .. }, Value::Act { .. }) => (b, a),
+            (Value::Const { .. }, Value::Act { .. }) if commutes || scalar(&a) => (b, a),
+            // A gate [n, c, 1, 1] times a map [n, c, h, w]: the map on the left.
+            (Value::Act { shape: sa, .. }, Value::Act { shape: sb, .. })
+                if node.op_type() == "Mul" && rows_of(sb, sa).is_some() =>
+            {
+                (b, a)
+            }
             _ => (a, b),
         };
+        let rows_operand = match (&a, &b) {
+            (Value::Act { shape: sa, .. }, Value::Act { shape: sb, .. }) => {
+                rows_of(sa, sb).is_some()
+            }
+            _ => false,
+        };
+        if !commutes && !rows_operand && !matches!(&b, Value::Const { .. }) {
+            return Err(format!(
+                "{} of two computed tensors: no rule for it",
+                node.op_type()
+            ));
+        }
         let (x, xs) = match a {
             Value::Act { name, shape } => (name, shape),
             Value::Unknown(why) => return Err(why),
@@ -307,7 +466,8 @@ impl Mapper {
             Value::Const { shape, origin, .. } => {
                 let n = product(&shape);
                 if n == Poly::one() {
-                    // x + c or x · c for a scalar c: one operation per element.
+                    // x + c, x − c, x · c or x / c (or c − x, c / x) for a scalar c: one operation
+                    // per element.
                     let mut e = self.new_op(node, "scale");
                     e.bind = vec![("b", rows), ("h", h)];
                     e.ins = vec![("x", x)];
@@ -334,6 +494,19 @@ impl Mapper {
                 let mut e = self.new_op(node, if add { "add" } else { "mul" });
                 e.bind = vec![("b", rows), ("h", h)];
                 e.ins = vec![("x", x), ("other", name)];
+                self.emit(node, label, e, xs);
+                Ok(())
+            }
+            Value::Act { name, shape } if !add && rows_of(&xs, &shape).is_some() => {
+                let r = rows_of(&xs, &shape).unwrap_or_default();
+                let rule = match node.op_type() {
+                    "Sub" => "sub_rows",
+                    "Div" => "div_rows",
+                    _ => "mul_rows",
+                };
+                let mut e = self.new_op(node, rule);
+                e.bind = vec![("b", product(&xs[..r])), ("h", product(&xs[r..]))];
+                e.ins = vec![("x", x), ("s", name)];
                 self.emit(node, label, e, xs);
                 Ok(())
             }
@@ -495,7 +668,17 @@ impl Mapper {
         if ts.len() != 2 {
             return Err(format!("a table {} that is not a matrix", show(&ts)));
         }
-        let (ids, is) = self.act(node, 1)?;
+        // Constant indices (positions from a Range) read the table as a lookup too: they become
+        // an integer graph input.
+        let (ids, is) = match self.get(node, 1)?.clone() {
+            Value::Const { shape, .. } => {
+                let name = self.alloc(&node.input[1]);
+                self.const_inputs
+                    .push((name.clone(), shape.clone(), label.to_string()));
+                (name, shape)
+            }
+            _ => self.act(node, 1)?,
+        };
         let mut e = self.new_op(node, "embedding");
         e.bind = vec![
             ("t", product(&is)),
@@ -517,6 +700,18 @@ fn trailing(x: &[Poly], other: &[Poly]) -> Option<usize> {
     let o: Vec<&Poly> = other.iter().skip_while(|d| **d == Poly::one()).collect();
     let t = o.len();
     (t > 0 && t < x.len() && x[x.len() - t..].iter().zip(o).all(|(a, b)| a == b)).then_some(t)
+}
+
+/// How many leading dimensions of `x` a broadcast operand covers (its trailing 1s dropped,
+/// leading 1s of a lower rank allowed), when it is exactly those dimensions and fewer than all.
+fn rows_of(x: &[Poly], other: &[Poly]) -> Option<usize> {
+    if other.len() > x.len() || other == x {
+        return None;
+    }
+    let mut o: Vec<Poly> = vec![Poly::one(); x.len() - other.len()];
+    o.extend(other.iter().cloned());
+    let r = o.len() - o.iter().rev().take_while(|d| **d == Poly::one()).count();
+    (r > 0 && r < x.len() && x[..r] == o[..r]).then_some(r)
 }
 
 /// Pooling and convolution settings: one stride and one padding for both spatial axes.

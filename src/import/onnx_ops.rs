@@ -3,7 +3,7 @@
 
 use super::onnx_map::{explicit_pads, reject_attr, split3, square, Mapper, Reason, Value};
 use super::onnx_pb::NodeProto;
-use super::onnx_shape::{attr_int, attr_ints, axis, product, show, Shape};
+use super::onnx_shape::{attr_int, attr_ints, axis, exact_div, product, show, Shape};
 use crate::sym::Poly;
 
 /// A dimension that must be a plain number (spatial sizes, kernel sizes).
@@ -39,17 +39,21 @@ impl Mapper {
                 show(&ws)
             ));
         }
-        reject_attr(node, "group", 1)?;
+        let groups = attr_int(node, "group").unwrap_or(1);
         reject_attr(node, "dilations", 1)?;
         explicit_pads(node)?;
         let stride = square(node, "strides", 1)?;
         let pad = square(node, "pads", 0)?;
-        if ws[1] != xs[1] {
+        if groups < 1 || &ws[1] * &Poly::int(groups) != xs[1] {
             return Err(format!(
-                "input {} and weight {} channels differ",
+                "input {} and weight {} channels differ for {groups} groups",
                 show(&xs),
                 show(&ws)
             ));
+        }
+        let co_group = number(&ws[0], "output channels")?;
+        if co_group % groups != 0 {
+            return Err(format!("{co_group} output channels in {groups} groups"));
         }
         let (kh, kw) = (
             number(&ws[2], "kernel height")?,
@@ -61,23 +65,32 @@ impl Mapper {
             None => None,
             Some(_) => Some(self.constant(node, 2)?.1),
         };
-        let rule = if bias.is_some() {
-            "conv2d_bias"
-        } else {
-            "conv2d"
+        let rule = match (groups > 1, bias.is_some()) {
+            (false, false) => "conv2d",
+            (false, true) => "conv2d_bias",
+            (true, false) => "conv2d_grouped",
+            (true, true) => "conv2d_grouped_bias",
         };
         let mut e = self.new_op(node, rule);
-        e.bind = vec![
-            ("n", xs[0].clone()),
-            ("co", ws[0].clone()),
-            ("ci", xs[1].clone()),
+        let channels = if groups > 1 {
+            vec![
+                ("g", Poly::int(groups)),
+                ("co", Poly::int(co_group / groups)),
+                ("ci", ws[1].clone()),
+            ]
+        } else {
+            vec![("co", ws[0].clone()), ("ci", xs[1].clone())]
+        };
+        e.bind = vec![("n", xs[0].clone())];
+        e.bind.extend(channels);
+        e.bind.extend([
             ("oh", Poly::int(oh)),
             ("ow", Poly::int(ow)),
             ("kh", Poly::int(kh)),
             ("kw", Poly::int(kw)),
             ("stride", Poly::int(stride)),
             ("pad", Poly::int(pad)),
-        ];
+        ]);
         e.ins = vec![("x", x)];
         self.param(&mut e, "w", wo);
         if let Some(bo) = bias {
@@ -93,7 +106,7 @@ impl Mapper {
         if xs.len() != 4 {
             return Err(format!("pooling of {} that is not 2-D", show(&xs)));
         }
-        if node.output.get(1).is_some_and(|t| !t.is_empty()) {
+        if self.used(node, 1) {
             return Err("the Indices output is used".into());
         }
         reject_attr(node, "dilations", 1)?;
@@ -155,7 +168,7 @@ impl Mapper {
         if xs.len() < 2 {
             return Err(format!("batch normalisation of {}", show(&xs)));
         }
-        if node.output.iter().skip(1).any(|t| !t.is_empty()) {
+        if (1..node.output.len()).any(|k| self.used(node, k)) {
             return Err("the running-statistics outputs are used".into());
         }
         let (_, go) = self.constant(node, 1)?;
@@ -183,8 +196,12 @@ impl Mapper {
         };
         let (rule, out, bind): (&'static str, Shape, Vec<(&'static str, Poly)>) =
             match node.op_type() {
-                "Reshape" => {
-                    let out = self.reshaped(node, &shape)?;
+                "Reshape" | "Squeeze" | "Unsqueeze" => {
+                    let out = if node.op_type() == "Reshape" {
+                        self.reshaped(node, &shape)?
+                    } else {
+                        self.squeezed(node, &shape)?
+                    };
                     let (b, n, d) = split3(&out);
                     ("reshape", out, vec![("b", b), ("n", n), ("d", d)])
                 }
@@ -214,11 +231,12 @@ impl Mapper {
             _ => out == shape,
         };
         match input {
-            Value::Const { origin, ints, .. } => {
-                let ints = if rule == "reshape" { ints } else { None };
+            Value::Const { origin, vals, .. } => {
+                let vals = if rule == "reshape" { vals } else { None };
+                let vals = vals.filter(|v| Poly::int(v.len() as i64) == product(&out));
                 let v = Value::Const {
                     shape: out,
-                    ints,
+                    vals,
                     origin,
                 };
                 self.set(node, 0, v);
@@ -237,20 +255,87 @@ impl Mapper {
         Ok(())
     }
 
-    /// The output shape of a Reshape whose target shape is a constant.
+    /// The output shape of a Squeeze or Unsqueeze: axes from the second input (opset 13 on) or
+    /// the `axes` attribute.
+    fn squeezed(&self, node: &NodeProto, shape: &[Poly]) -> Result<Shape, Reason> {
+        let axes: Option<Vec<i64>> = match node.input.get(1).filter(|t| !t.is_empty()) {
+            Some(_) => Some(self.ints(node, 1)?),
+            None => attr_ints(node, "axes").filter(|a| !a.is_empty()),
+        };
+        if node.op_type() == "Squeeze" {
+            let r = shape.len() as i64;
+            let drop: Vec<usize> = match axes {
+                Some(a) => a
+                    .iter()
+                    .map(|&x| {
+                        let x = if x < 0 { x + r } else { x };
+                        usize::try_from(x)
+                            .ok()
+                            .filter(|x| shape.get(*x).is_some_and(|d| *d == Poly::one()))
+                            .ok_or_else(|| format!("axis {x} of {} is not of size 1", show(shape)))
+                    })
+                    .collect::<Result<_, _>>()?,
+                None => (0..shape.len())
+                    .filter(|&i| shape[i] == Poly::one())
+                    .collect(),
+            };
+            return Ok((0..shape.len())
+                .filter(|i| !drop.contains(i))
+                .map(|i| shape[i].clone())
+                .collect());
+        }
+        let axes = axes.ok_or("no axes")?;
+        let r = (shape.len() + axes.len()) as i64;
+        let mut at: Vec<usize> = axes
+            .iter()
+            .map(|&x| {
+                let x = if x < 0 { x + r } else { x };
+                usize::try_from(x)
+                    .ok()
+                    .filter(|x| (*x as i64) < r)
+                    .ok_or_else(|| format!("axis {x} out of range"))
+            })
+            .collect::<Result<_, _>>()?;
+        at.sort_unstable();
+        at.dedup();
+        if at.len() != axes.len() {
+            return Err(format!("repeated axes {axes:?}"));
+        }
+        let mut rest = shape.iter();
+        Ok((0..r as usize)
+            .map(|i| {
+                if at.contains(&i) {
+                    Poly::one()
+                } else {
+                    rest.next().cloned().unwrap_or_else(Poly::one)
+                }
+            })
+            .collect())
+    }
+
+    /// The output shape of a Reshape whose target shape is a constant or computed from shapes.
     fn reshaped(&self, node: &NodeProto, shape: &[Poly]) -> Result<Shape, Reason> {
         let target = match self.get(node, 1)? {
-            Value::Const { ints: Some(v), .. } => v.clone(),
-            _ => return Err("the target shape is computed, not a constant".into()),
+            Value::Const { vals: Some(v), .. } => v.clone(),
+            Value::Unknown(why) => return Err(why.clone()),
+            _ => {
+                return Err(
+                    "the target shape is neither a constant nor computed from shapes".into(),
+                )
+            }
         };
         let allow_zero = attr_int(node, "allowzero").unwrap_or(0) != 0;
         let mut out: Vec<Option<Poly>> = Vec::new();
-        for (i, &t) in target.iter().enumerate() {
-            out.push(match t {
-                0 if !allow_zero => Some(shape.get(i).cloned().ok_or("a 0 past the input's rank")?),
-                -1 => None,
-                t if t > 0 => Some(Poly::int(t)),
-                t => return Err(format!("target dimension {t}")),
+        for (i, t) in target.iter().enumerate() {
+            let n = t.as_integer().and_then(|n| i64::try_from(n).ok());
+            out.push(match n {
+                Some(0) if !allow_zero => {
+                    Some(shape.get(i).cloned().ok_or("a 0 past the input's rank")?)
+                }
+                Some(-1) => None,
+                Some(n) if n > 0 => Some(Poly::int(n)),
+                Some(n) => return Err(format!("target dimension {n}")),
+                None => Some(t.clone()),
             });
         }
         let total = product(shape);
@@ -259,9 +344,8 @@ impl Mapper {
         let inferred = match missing {
             0 => None,
             1 => Some(
-                total
-                    .checked_div(&product(&known))
-                    .map_err(|_| "the inferred dimension is not a product of the others")?,
+                exact_div(&total, &product(&known))
+                    .ok_or("the inferred dimension is not a product of the others")?,
             ),
             _ => return Err("more than one -1 in the target shape".into()),
         };
@@ -325,7 +409,7 @@ impl Mapper {
         let outputs = node.output.len();
         let sizes: Vec<Poly> = match node.input.get(1).filter(|t| !t.is_empty()) {
             Some(_) => match self.get(node, 1)? {
-                Value::Const { ints: Some(v), .. } => v.iter().map(|&s| Poly::int(s)).collect(),
+                Value::Const { vals: Some(v), .. } => v.clone(),
                 _ => return Err("the split sizes are computed, not a constant".into()),
             },
             None => match attr_ints(node, "split") {

@@ -14,6 +14,15 @@ pub(super) fn product(dims: &[Poly]) -> Poly {
     dims.iter().cloned().product()
 }
 
+/// `a / b` when it is a polynomial with integer coefficients (a size): `None` otherwise.
+pub(super) fn exact_div(a: &Poly, b: &Poly) -> Option<Poly> {
+    let q = a.checked_div(b).ok()?;
+    let whole = q
+        .terms()
+        .all(|(m, c)| c.is_integer() && m.iter().all(|(_, e)| e >= 0));
+    whole.then_some(q)
+}
+
 /// A symbol made from an ONNX dimension name.
 #[derive(Debug, Clone)]
 pub(super) struct DimSymbol {
@@ -183,6 +192,11 @@ pub(super) fn tensor_ints(t: &TensorProto) -> Option<Vec<i64>> {
         _ => return None,
     };
     (v.len() as i64 == count.max(1) || (t.dims.is_empty() && v.len() == 1)).then_some(v)
+}
+
+/// The contents of a small integer tensor as formulas.
+pub(super) fn tensor_vals(t: &TensorProto) -> Option<Vec<Poly>> {
+    tensor_ints(t).map(|v| v.into_iter().map(Poly::int).collect())
 }
 
 fn attr<'a>(node: &'a NodeProto, name: &str) -> Option<&'a AttributeProto> {

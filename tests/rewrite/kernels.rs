@@ -26,6 +26,27 @@ pub fn run(ctx: &OpCtx, ins: &[Vec<T>]) -> Out {
         "relu" => unary(|x| x.max(0.0)),
         "silu" => unary(|x| x / (1.0 + (-x).exp())),
         "tanh" => unary(f64::tanh),
+        "sigmoid" => unary(|x| 1.0 / (1.0 + (-x).exp())),
+        "clip" => unary(|x| x.clamp(0.0, 6.0)),
+        // The mask is the importer's constant: keeping the positive entries stands for it.
+        "masked_fill" => unary(|x| if x > 0.0 { x } else { -1e4 }),
+        "sub_rows" | "div_rows" => per_device(ctx, ins, |c, _, x| {
+            let div = c.rule.name == "div_rows";
+            Ok(T::from_fn(&x[0].shape, |i| {
+                let (v, s) = (x[0].get(i), x[1].get(&[i[0]]));
+                if div {
+                    v / s
+                } else {
+                    v - s
+                }
+            }))
+        }),
+        // The exponent is the importer's constant, not the rule's: a square stands for it.
+        "pow" => unary(|x| x * x),
+        "erf" => unary(erf),
+        // On |x|: the inputs are of either sign, and a split must reproduce the whole.
+        "sqrt" => unary(|x| x.abs().sqrt()),
+        "conv2d_grouped" | "conv2d_grouped_bias" => grouped_conv(ctx, ins),
         "scale" => unary(|x| 0.125 * x),
         "dropout" => per_device(ctx, ins, dropout),
         "reduce_max" => per_device(ctx, ins, reduce_max),
@@ -433,6 +454,83 @@ fn window(ctx: &OpCtx, ins: &[Vec<T>]) -> Out {
                 }
                 if name == "conv2d_bias" {
                     acc += ins[2][dev].get(&[co]);
+                }
+                *out.at(&idx) = acc;
+                bump(&mut idx, &shape);
+            }
+            Ok(out)
+        })
+        .collect()
+}
+
+/// erf by Abramowitz and Stegun 7.1.26 (absolute error below 1.5·10⁻⁷): one fixed function, the
+/// same on every device.
+fn erf(x: f64) -> f64 {
+    let t = 1.0 / (1.0 + 0.327_591_1 * x.abs());
+    let poly = t
+        * (0.254_829_592
+            + t * (-0.284_496_736
+                + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
+    let y = 1.0 - poly * (-x * x).exp();
+    if x < 0.0 {
+        -y
+    } else {
+        y
+    }
+}
+
+/// Grouped convolution, x [n, g, ci, h, w] by w [g, co, ci, kh, kw], with halo rows and columns
+/// read from the neighbours as in [`window`].
+fn grouped_conv(ctx: &OpCtx, ins: &[Vec<T>]) -> Out {
+    let bias = ctx.rule.name == "conv2d_grouped_bias";
+    let (kh, kw, stride, pad) = (ctx.e("kh"), ctx.e("kw"), ctx.e("stride"), ctx.e("pad"));
+    let extent = |o: &str, k: usize| ((ctx.e(o) - 1) * stride + k) as i64 - 2 * pad as i64;
+    let (eh, ew) = (extent("oh", kh), extent("ow", kw));
+    let rows = ctx.halo(&ins[0], 3, "oh")?;
+    let widened: Vec<T> = rows.iter().map(|(t, _)| t.clone()).collect();
+    let cols = ctx.halo(&widened, 4, "ow")?;
+    (0..ctx.devices())
+        .map(|dev| {
+            let (x, r0, c0) = (&cols[dev].0, rows[dev].1 as i64, cols[dev].1 as i64);
+            let w = &ins[1][dev];
+            let (oh0, ow0) = (ctx.offset(dev, "oh") as i64, ctx.offset(dev, "ow") as i64);
+            let shape = [
+                x.shape[0],
+                x.shape[1],
+                w.shape[1],
+                ctx.local("oh"),
+                ctx.local("ow"),
+            ];
+            let mut out = T::zeros(&shape);
+            let mut idx = vec![0; 5];
+            for _ in 0..shape.iter().product::<usize>() {
+                let (n, g, co, o, q) = (idx[0], idx[1], idx[2], idx[3] as i64, idx[4] as i64);
+                let mut acc = 0.0;
+                for i in 0..kh {
+                    for j in 0..kw {
+                        let gh = (oh0 + o) * stride as i64 + i as i64 - pad as i64;
+                        let gw = (ow0 + q) * stride as i64 + j as i64 - pad as i64;
+                        if gh < 0 || gh >= eh || gw < 0 || gw >= ew {
+                            continue;
+                        }
+                        let (lh, lw) = (gh - r0, gw - c0);
+                        if lh < 0
+                            || lw < 0
+                            || lh as usize >= x.shape[3]
+                            || lw as usize >= x.shape[4]
+                        {
+                            return Err(format!(
+                                "row {gh}, column {gw} is outside this device's halo"
+                            ));
+                        }
+                        for ci in 0..x.shape[2] {
+                            acc += x.get(&[n, g, ci, lh as usize, lw as usize])
+                                * w.get(&[g, co, ci, i, j]);
+                        }
+                    }
+                }
+                if bias {
+                    acc += ins[2][dev].get(&[g, co]);
                 }
                 *out.at(&idx) = acc;
                 bump(&mut idx, &shape);
