@@ -1,12 +1,14 @@
 //! The split search: the exact solver on a GPT layer at tp = 8, composing L identical layers by
 //! repeated squaring (nearly flat in L), and D-Rec from 8 to 4096 devices (linear in the
-//! number of rounds).
+//! number of rounds), and `layout`'s whole comparison of a Llama 3 8B layer at tp = 16 and 64
+//! (one axis, D-Rec and the search on the halvings), which should stay well under 10 s.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use symshard::calib::Calibration;
 use symshard::model::{Model, ModelLoader};
+use symshard::search::compare::compare_layer;
 use symshard::search::drec::drec;
 use symshard::search::problem::{Axis, Problem};
 use symshard::search::sp::{solve, table};
@@ -65,5 +67,21 @@ fn drec_devices(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, exact, repeat, drec_devices);
+fn layout_llama(c: &mut Criterion) {
+    let calib = Calibration::reference().expect("calibration");
+    let m = ModelLoader::embedded()
+        .expect("shipped models")
+        .resolve("llama3-8b")
+        .expect("llama3-8b");
+    let mut g = c.benchmark_group("layout llama3-8b");
+    g.sample_size(10);
+    for tp in [16u64, 64] {
+        g.bench_with_input(BenchmarkId::from_parameter(tp), &tp, |b, &tp| {
+            b.iter(|| compare_layer(&m, &m.values, black_box(tp), &calib, 8).expect("layout"))
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, exact, repeat, drec_devices, layout_llama);
 criterion_main!(benches);

@@ -11,7 +11,9 @@ use symshard::rules::RuleSet;
 use symshard::search::drec::{drec, gap_suite};
 use symshard::search::exhaustive::exhaustive;
 use symshard::search::problem::{synthetic, Axis, Problem, Shape};
-use symshard::search::sp::{best_tp_layout, overrides, solve, table, Table};
+use symshard::search::sp::{
+    best_tp_layout, overrides, solve, solve_bounded, solve_reference, table, Search, Table,
+};
 use symshard::sym::{Poly, Rational};
 
 fn rules() -> RuleSet {
@@ -91,6 +93,76 @@ proptest! {
         let e = exhaustive(&prob).unwrap();
         let s = solve(&prob).unwrap();
         prop_assert_eq!(s.cost, e.cost);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Pricing choices once up to a permutation of equal axes (two or three halvings of one
+    /// tier) changes nothing: the solver equals the plain one, and both equal enumeration
+    /// where it is small enough.
+    #[test]
+    fn shared_pricing_equals_plain(seed in 0u64..1_000_000, size in 2usize..=4,
+                                   sp in any::<bool>(), k in 2u32..=3) {
+        let prob = synthetic(&rules(), seed, size, shape(sp), Axis::bisection(k, 8, &calib())).unwrap();
+        let s = solve(&prob).unwrap();
+        let r = solve_reference(&prob).unwrap();
+        prop_assert_eq!(&s.cost, &r.cost, "{}", prob);
+        prop_assert_eq!(prob.cost(&s.assignment).unwrap(), s.cost.clone());
+        if k == 2 && size <= 3 {
+            prop_assert_eq!(&exhaustive(&prob).unwrap().cost, &s.cost);
+        }
+    }
+
+    /// A beam keeps a valid layout no cheaper than the optimum and a lower bound no dearer:
+    /// lower ≤ optimum ≤ found, and with room for every state it is exact.
+    #[test]
+    fn beam_brackets_the_optimum(seed in 0u64..1_000_000, size in 3usize..=8,
+                                 sp in any::<bool>(), width in 1usize..=6) {
+        let prob = synthetic(&rules(), seed, size, shape(sp), Axis::bisection(2, 8, &calib())).unwrap();
+        let opt = solve(&prob).unwrap();
+        let b = solve_bounded(&prob, &Search { beam: Some(width), ..Search::default() }, &mut |_, _| {}).unwrap();
+        let found = b.solution.clone().unwrap();
+        prop_assert_eq!(prob.cost(&found.assignment).unwrap(), found.cost.clone());
+        prop_assert!(found.cost >= opt.cost);
+        match &b.lower {
+            Some(lo) => prop_assert!(*lo <= opt.cost, "lower {} > optimum {}", lo, opt.cost),
+            None => prop_assert_eq!(&found.cost, &opt.cost),
+        }
+        let wide = solve_bounded(&prob, &Search { beam: Some(1 << 20), ..Search::default() }, &mut |_, _| {}).unwrap();
+        prop_assert!(wide.exact());
+        prop_assert_eq!(wide.solution.unwrap().cost, opt.cost.clone());
+        // Guided by D-Rec's layout, even a beam of one state does no worse than D-Rec.
+        let d = drec(&prob).unwrap();
+        let g = solve_bounded(&prob, &Search { beam: Some(1), guide: Some(d.assignment), ..Search::default() }, &mut |_, _| {}).unwrap();
+        let gs = g.solution.unwrap();
+        prop_assert!(gs.cost <= d.cost && gs.cost >= opt.cost);
+    }
+}
+
+/// A layer feeding itself, solved in one pass carrying the block input's placement (a beam
+/// wide enough to drop nothing), equals one programme per input placement; so does the exact
+/// solver with shared pricing (one axis of 2 and 4).
+#[test]
+fn pinned_cycle_equals_one_run_per_placement() {
+    let m = model("gpt3-125m");
+    let bi = m.blocks.iter().position(|b| b.name == "layer").unwrap();
+    for tp in [2u64, 4] {
+        let p = Problem::from_block(&m, bi, &m.values, axes(&[tp]), &BTreeMap::new()).unwrap();
+        assert!(p.cycle.is_some());
+        let r = solve_reference(&p).unwrap();
+        let s = solve(&p).unwrap();
+        assert_eq!(s.cost, r.cost, "{}", p);
+        let wide = Search {
+            beam: Some(1 << 22),
+            ..Search::default()
+        };
+        let b = solve_bounded(&p, &wide, &mut |_, _| {}).unwrap();
+        assert!(b.exact());
+        let found = b.solution.unwrap();
+        assert_eq!(found.cost, r.cost, "{}", p);
+        assert_eq!(p.cost(&found.assignment).unwrap(), found.cost);
     }
 }
 
@@ -203,6 +275,49 @@ fn solver_beats_or_matches_megatron() {
         let mc = p.cost(&meg).unwrap();
         let best = solve(&p).unwrap();
         assert!(best.cost <= mc, "tp={tp}: {} > Megatron {}", best.cost, mc);
+    }
+}
+
+/// With the tensor-parallel axis cutting feature atoms only (the batch and the sequence left to
+/// data and context parallelism), the exact solver still costs no more than the annotated
+/// Megatron-LM layout on GPT and Llama layers, and its layout indeed cuts neither.
+#[test]
+fn feature_only_solver_matches_or_beats_megatron() {
+    use symshard::search::compare::{annotated, tensor_only};
+    let c = calib();
+    for (name, tp) in [("gpt3-125m", 4u64), ("llama3-8b", 8)] {
+        let m = model(name);
+        let bi = m.blocks.iter().position(|b| b.name == "layer").unwrap();
+        let p = tensor_only(
+            Problem::from_block(
+                &m,
+                bi,
+                &m.values,
+                Problem::tp_axis(tp, 8, &c),
+                &BTreeMap::new(),
+            )
+            .unwrap(),
+            false,
+        );
+        let meg = annotated(&m, bi, &p);
+        let mc = p.cost(&meg).unwrap();
+        let best = solve(&p).unwrap();
+        assert!(
+            best.cost <= mc,
+            "{name} tp={tp}: {} > Megatron {}",
+            best.cost,
+            mc
+        );
+        for (o, ch) in p.ops.iter().zip(&best.assignment) {
+            for k in ch.iter().flatten() {
+                let atom = &o.cuts[*k].atom;
+                assert!(
+                    atom != "B" && atom != "S",
+                    "{name}: `{}` cuts {atom}",
+                    o.name
+                );
+            }
+        }
     }
 }
 

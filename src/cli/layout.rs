@@ -5,7 +5,7 @@ use super::output::print_json;
 use super::{Format, SymbolArgs};
 use crate::calib::Calibration;
 use crate::error::Error;
-use crate::search::compare::compare_layer;
+use crate::search::compare::compare_layer_with_progress;
 use clap::Args;
 use num_traits::ToPrimitive;
 
@@ -25,6 +25,10 @@ pub struct LayoutArgs {
     pub calib: Option<String>,
     #[command(flatten)]
     pub symbols: SymbolArgs,
+    /// Let the searches cut the sequence over the tensor-parallel axis too (context
+    /// parallelism under another name: weights replicated over the axis, memory not priced).
+    #[arg(long)]
+    pub cut_sequence: bool,
     /// Also list every operator's choice.
     #[arg(long)]
     pub per_op: bool,
@@ -42,8 +46,22 @@ pub fn run(args: LayoutArgs) -> Result<(), Error> {
     if args.gpus_per_node == 0 || args.gpus_per_node > 1024 {
         return Err(Error::Usage("--gpus-per-node must be 1 to 1024".into()));
     }
-    let report = compare_layer(&model, &values, args.tp, &calib, args.gpus_per_node)
-        .map_err(Error::Usage)?;
+    let pb = super::progress::bar(0, "searching");
+    let report = compare_layer_with_progress(
+        &model,
+        &values,
+        args.tp,
+        &calib,
+        args.gpus_per_node,
+        args.cut_sequence,
+        &mut |what, done, all| {
+            pb.set_message(what.to_string());
+            pb.set_length(all as u64);
+            pb.set_position(done as u64);
+        },
+    );
+    pb.finish_and_clear();
+    let report = report.map_err(Error::Usage)?;
     match args.format {
         Format::Json => print_json(&report),
         Format::Table => {
@@ -63,7 +81,7 @@ pub fn run(args: LayoutArgs) -> Result<(), Error> {
                     .map(|b| ((&r.cost - b) / b).to_f64().unwrap_or(0.0) * 100.0)
                     .unwrap_or(0.0);
                 println!(
-                    "  {:<28} {:>14}  {:>+7.2}%",
+                    "  {:<40} {:>14}  {:>+7.2}%",
                     r.method,
                     super::units::flops(&r.cost),
                     gap

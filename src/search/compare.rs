@@ -4,7 +4,7 @@
 
 use super::drec::drec;
 use super::problem::{Axis, Choice, Problem};
-use super::sp::{solve, solve_within};
+use super::sp::{solve_bounded, Bounded, Search};
 use crate::calib::Calibration;
 use crate::model::Model;
 use crate::sym::{Bindings, Rational};
@@ -75,14 +75,50 @@ fn labels(p: &Problem, a: &[Choice]) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// Leaves the batch to data parallelism: a tensor-parallel axis may cut anything but `B`.
-/// (Cutting the batch over it is data parallelism with replicated weights, which the memory
-/// limit, not priced here, usually rules out.)
-fn without_batch(mut p: Problem) -> Problem {
+/// Leaves the batch to data parallelism and, unless `sequence`, the sequence to context and
+/// sequence parallelism: a tensor-parallel axis cuts feature atoms only (hidden, heads, head
+/// dimension, MLP, vocabulary). Cutting the batch or the sequence of an operator with weights
+/// over it replicates those weights, their gradients and optimizer states on every device of
+/// the axis and reduces the weight gradients over it: data (or context) parallelism under
+/// another name, whose memory this comparison does not price and which `rank` already
+/// searches as dp and cp. With `B·S` large such a layout is much cheaper than Megatron-LM's,
+/// because a weight-gradient reduction moves far fewer bytes than per-token activation
+/// all-reduces.
+pub fn tensor_only(mut p: Problem, sequence: bool) -> Problem {
     for o in &mut p.ops {
-        o.cuts.retain(|c| c.atom != "B");
+        o.cuts
+            .retain(|c| c.atom != "B" && (sequence || c.atom != "S"));
     }
     p
+}
+
+/// Choice expansions the programme may make per operator before it keeps a beam: the number of
+/// states kept is this divided by the operator's most choices, so each operator costs at most
+/// about this many steps (a few seconds in all on one core).
+pub const EXPANSIONS: usize = 250_000;
+
+/// The search of `p`: exact when its states stay within [`EXPANSIONS`] per operator, otherwise
+/// a beam of the cheapest states that reports a proven lower bound.
+pub fn search_for(p: &Problem, bound: Option<Rational>, guide: Option<Vec<Choice>>) -> Search {
+    let widest = (0..p.ops.len())
+        .map(|v| p.choices(v).len())
+        .max()
+        .unwrap_or(1)
+        .max(1);
+    Search {
+        bound,
+        beam: Some((EXPANSIONS / widest).max(1)),
+        guide,
+    }
+}
+
+/// How a row was found: `what`, marked bounded with its gap where the beam dropped states.
+fn method(what: &str, b: &Bounded) -> String {
+    match (b.exact(), b.gap_percent()) {
+        (true, _) => format!("exact, {what}"),
+        (false, Some(g)) => format!("bounded (gap ≤ {g:.1}%), {what}"),
+        (false, None) => format!("bounded, {what}"),
+    }
 }
 
 /// Compares the layouts of `model`'s repeated layer at tensor-parallel degree `tp`.
@@ -92,6 +128,29 @@ pub fn compare_layer(
     tp: u64,
     calib: &Calibration,
     gpus_per_node: u64,
+) -> Result<LayerReport, String> {
+    compare_layer_with_progress(
+        model,
+        values,
+        tp,
+        calib,
+        gpus_per_node,
+        false,
+        &mut |_, _, _| {},
+    )
+}
+
+/// [`compare_layer`], letting the searches cut the sequence over the tensor-parallel axis when
+/// `sequence` (see [`tensor_only`]), and reporting (search name, operators placed, operators)
+/// as it goes.
+pub fn compare_layer_with_progress(
+    model: &Model,
+    values: &Bindings,
+    tp: u64,
+    calib: &Calibration,
+    gpus_per_node: u64,
+    sequence: bool,
+    progress: &mut dyn FnMut(&str, usize, usize),
 ) -> Result<LayerReport, String> {
     if tp < 2 {
         return Err("--tp must be at least 2 to compare layouts".into());
@@ -108,13 +167,16 @@ pub fn compare_layer(
         })
         .ok_or_else(|| format!("model `{}` has no repeated layer", model.name))?;
     let empty = BTreeMap::new();
-    let one = without_batch(Problem::from_block(
-        model,
-        bi,
-        values,
-        Problem::tp_axis(tp, gpus_per_node, calib),
-        &empty,
-    )?);
+    let one = tensor_only(
+        Problem::from_block(
+            model,
+            bi,
+            values,
+            Problem::tp_axis(tp, gpus_per_node, calib),
+            &empty,
+        )?,
+        sequence,
+    );
     let mut rows = Vec::new();
     let mut notes = Vec::new();
     let meg = annotated(model, bi, &one);
@@ -125,9 +187,17 @@ pub fn compare_layer(
             choices: labels(&one, &meg),
         });
     }
-    let best = solve(&one)?;
+    let b = solve_bounded(
+        &one,
+        &search_for(&one, None, Some(meg.clone())),
+        &mut |d, n| progress("one axis", d, n),
+    )?;
+    let best = b
+        .solution
+        .clone()
+        .ok_or_else(|| format!("`{}` has no valid layout", one.name))?;
     rows.push(LayoutRow {
-        method: format!("exact, one axis of {tp}"),
+        method: method(&format!("one axis of {tp}"), &b),
         cost: best.cost.clone(),
         choices: labels(&one, &best.assignment),
     });
@@ -141,21 +211,30 @@ pub fn compare_layer(
                 kappa: tier.clone(),
             })
             .collect();
-        let bin = without_batch(Problem::from_block(model, bi, values, axes, &empty)?);
+        let bin = tensor_only(
+            Problem::from_block(model, bi, values, axes, &empty)?,
+            sequence,
+        );
         let d = drec(&bin)?;
         rows.push(LayoutRow {
             method: format!("D-Rec, {} halvings", tp.trailing_zeros()),
             cost: d.cost.clone(),
             choices: labels(&bin, &d.assignment),
         });
-        match solve_within(&bin, Some(&d.cost)) {
-            Ok(Some(s)) => rows.push(LayoutRow {
-                method: "exact, same halvings".into(),
-                cost: s.cost.clone(),
-                choices: labels(&bin, &s.assignment),
-            }),
-            Ok(None) => notes.push("no layout on the halvings beats D-Rec's".into()),
-            Err(e) => notes.push(format!("exact search on the halvings gave up: {e}")),
+        let search = search_for(&bin, Some(d.cost.clone()), Some(d.assignment.clone()));
+        match solve_bounded(&bin, &search, &mut |d, n| progress("halvings", d, n)) {
+            Ok(b) => match &b.solution {
+                Some(s) => rows.push(LayoutRow {
+                    method: method("same halvings", &b),
+                    cost: s.cost.clone(),
+                    choices: labels(&bin, &s.assignment),
+                }),
+                None if b.exact() => notes.push("no layout on the halvings beats D-Rec's".into()),
+                None => notes.push(
+                    "the bounded search on the halvings found nothing cheaper than D-Rec".into(),
+                ),
+            },
+            Err(e) => notes.push(format!("search on the halvings gave up: {e}")),
         }
     } else {
         notes.push(format!("D-Rec needs a power-of-two degree, not {tp}"));

@@ -31,6 +31,52 @@ use num_bigint::BigInt;
 use num_integer::Integer;
 use num_traits::{One, ToPrimitive, Zero};
 use std::collections::{BTreeMap, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// A fast multiplicative hash for the solver's own keys (states, placements); not resistant to
+/// chosen collisions, which its inputs cannot be.
+#[derive(Default, Clone, Copy)]
+struct Fx(u64);
+
+impl Fx {
+    fn add(&mut self, w: u64) {
+        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+impl Hasher for Fx {
+    fn write(&mut self, bytes: &[u8]) {
+        for c in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..c.len()].copy_from_slice(c);
+            self.add(u64::from_le_bytes(w));
+        }
+    }
+    fn write_u8(&mut self, i: u8) {
+        self.add(i.into());
+    }
+    fn write_u16(&mut self, i: u16) {
+        self.add(i.into());
+    }
+    fn write_u32(&mut self, i: u32) {
+        self.add(i.into());
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.add(i);
+    }
+    fn write_u128(&mut self, i: u128) {
+        self.add(i as u64);
+        self.add((i >> 64) as u64);
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<Fx>>;
 
 /// An optimal layout.
 #[derive(Debug, Clone, PartialEq)]
@@ -225,7 +271,7 @@ struct CChoice {
     /// Index of its output placement among the operator's distinct placements.
     out: u16,
     /// Per input with a producer in the problem: (producer, facility mask).
-    masks: Vec<(usize, u64)>,
+    masks: Vec<(usize, u128)>,
 }
 
 /// A problem compiled for the dynamic programme.
@@ -238,7 +284,7 @@ struct Compiled {
     /// Per operator, per output placement: cost of each facility (by bit).
     fac_cost: Vec<Vec<Vec<i128>>>,
     /// Per operator, per output placement: facilities that cost nothing.
-    free: Vec<Vec<u64>>,
+    free: Vec<Vec<u128>>,
     /// Per operator, per output placement: terminal cost.
     terminal: Vec<Vec<i128>>,
     /// Remaining consumers of each operator at each step (after it).
@@ -330,20 +376,89 @@ pub(crate) fn price_all(p: &Problem) -> Result<Vec<Vec<(Choice, Priced)>>, Strin
         .collect()
 }
 
-fn compile(p: &Problem) -> Result<Compiled, String> {
+/// [`price_all`], pricing once the choices that differ only by a permutation of interchangeable
+/// axes (equal size and κ, such as the halvings of one link tier) and permuting that price:
+/// an operator's cost is symmetric in such axes, and its placements follow the permutation.
+pub(crate) fn price_all_shared(p: &Problem) -> Result<Vec<Vec<(Choice, Priced)>>, String> {
+    let k = p.axes.len();
+    let mut classes: Vec<Vec<usize>> = Vec::new();
+    for a in 0..k {
+        let same =
+            |b: usize| p.axes[b].size == p.axes[a].size && p.axes[b].kappa == p.axes[a].kappa;
+        match classes.iter_mut().find(|cl| same(cl[0])) {
+            Some(cl) => cl.push(a),
+            None => classes.push(vec![a]),
+        }
+    }
+    if classes.len() == k {
+        return price_all(p);
+    }
+    (0..p.ops.len())
+        .map(|v| {
+            let mut cache: FxMap<Choice, Priced> = FxMap::default();
+            p.choices(v)
+                .into_iter()
+                .map(|c| {
+                    // The canonical form sorts each class's cuts; `from[j]` is the axis whose
+                    // cut canonical axis `j` holds.
+                    let mut canon = c.clone();
+                    let mut from: Vec<usize> = (0..k).collect();
+                    for cl in &classes {
+                        let mut idx = cl.clone();
+                        idx.sort_by_key(|&a| (c[a], a));
+                        for (j, &a) in idx.iter().enumerate() {
+                            canon[cl[j]] = c[a];
+                            from[cl[j]] = a;
+                        }
+                    }
+                    let base = match cache.get(&canon) {
+                        Some(b) => b.clone(),
+                        None => {
+                            let b = p.price(v, &canon)?;
+                            cache.insert(canon, b.clone());
+                            b
+                        }
+                    };
+                    let mut pr = base.clone();
+                    for (&a, x) in from.iter().zip(&base.out) {
+                        pr.out[a] = *x;
+                    }
+                    for (need, b) in pr.needs.iter_mut().zip(&base.needs) {
+                        if let (Some(need), Some(b)) = (need.as_mut(), b) {
+                            for (&a, x) in from.iter().zip(b) {
+                                need[a] = *x;
+                            }
+                        }
+                    }
+                    Ok((c, pr))
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Compiles `p`; `shared` prices choices equal up to interchangeable axes once.
+fn compile(p: &Problem, shared: bool) -> Result<Compiled, String> {
     let n = p.ops.len();
-    let priced = price_all(p)?;
+    let priced = if shared {
+        price_all_shared(p)?
+    } else {
+        price_all(p)?
+    };
     let consumers = p.consumers();
     let mut places: Vec<Vec<Vec<AxisPlace>>> = vec![Vec::new(); n];
+    let mut place_of: Vec<FxMap<Vec<AxisPlace>, u16>> = vec![FxMap::default(); n];
     for v in 0..n {
         for (_, pr) in &priced[v] {
-            if !places[v].contains(&pr.out) {
+            if !place_of[v].contains_key(&pr.out) {
+                place_of[v].insert(pr.out.clone(), places[v].len() as u16);
                 places[v].push(pr.out.clone());
             }
         }
     }
     // Facilities of each producer, from every consumer choice.
     let mut facs: Vec<Vec<Facility>> = vec![Vec::new(); n];
+    let mut fac_of: Vec<FxMap<Facility, usize>> = vec![FxMap::default(); n];
     for (v, list) in priced.iter().enumerate() {
         for (_, pr) in list {
             for (k, needs) in pr.needs.iter().enumerate() {
@@ -351,37 +466,74 @@ fn compile(p: &Problem) -> Result<Compiled, String> {
                     continue;
                 };
                 for f in facilities(needs) {
-                    if !facs[q].contains(&f) {
+                    if !fac_of[q].contains_key(&f) {
+                        fac_of[q].insert(f, facs[q].len());
                         facs[q].push(f);
                     }
                 }
             }
         }
     }
-    if let Some(q) = facs.iter().position(|f| f.len() > 64) {
+    if let Some(q) = facs.iter().position(|f| f.len() > 128) {
         return Err(format!(
             "`{}` has too many distinct conversions for the exact solver (axes: {})",
             p.ops[q].name,
             p.axes.len()
         ));
     }
+    // A facility's cost depends on the producer's placement only through its placement on the
+    // facility's axis and the devices its other axes shard it over: each distinct value is
+    // computed once and the entries refer to it.
     let mut scale = BigInt::one();
-    let mut fac_r: Vec<Vec<Vec<Rational>>> = Vec::new();
-    let mut term_r: Vec<Vec<Rational>> = Vec::new();
+    let mut distinct: Vec<Vec<Rational>> = Vec::with_capacity(n);
+    let mut fac_ix: Vec<Vec<Vec<u32>>> = Vec::with_capacity(n);
+    let mut term_ix: Vec<Vec<u32>> = Vec::with_capacity(n);
     for v in 0..n {
         for (_, pr) in &priced[v] {
             lcm_den(&mut scale, &pr.cost);
         }
-        let fr: Vec<Vec<Rational>> = places[v]
+        let mut values: Vec<Rational> = Vec::new();
+        let mut seen: HashMap<Rational, u32> = HashMap::new();
+        let mut intern = |r: Rational, values: &mut Vec<Rational>| -> u32 {
+            *seen.entry(r.clone()).or_insert_with(|| {
+                values.push(r);
+                (values.len() - 1) as u32
+            })
+        };
+        let mut memo: FxMap<(Facility, AxisPlace, u64), u32> = FxMap::default();
+        let mut fr = Vec::with_capacity(places[v].len());
+        for x in &places[v] {
+            let mut row = Vec::with_capacity(facs[v].len());
+            for f in &facs[v] {
+                let spread: u64 = x
+                    .iter()
+                    .enumerate()
+                    .filter(|&(b, pl)| b != f.axis && matches!(pl, AxisPlace::Shard(_)))
+                    .map(|(b, _)| p.axes[b].size)
+                    .fold(1u64, u64::saturating_mul);
+                let key = (*f, x[f.axis], spread);
+                let i = match memo.get(&key) {
+                    Some(&i) => i,
+                    None => {
+                        let i = intern(p.facility_cost(v, x, *f), &mut values);
+                        memo.insert(key, i);
+                        i
+                    }
+                };
+                row.push(i);
+            }
+            fr.push(row);
+        }
+        let tr: Vec<u32> = places[v]
             .iter()
-            .map(|x| facs[v].iter().map(|f| p.facility_cost(v, x, *f)).collect())
+            .map(|x| intern(p.terminal_cost(v, x), &mut values))
             .collect();
-        let tr: Vec<Rational> = places[v].iter().map(|x| p.terminal_cost(v, x)).collect();
-        for r in fr.iter().flatten().chain(&tr) {
+        for r in &values {
             lcm_den(&mut scale, r);
         }
-        fac_r.push(fr);
-        term_r.push(tr);
+        distinct.push(values);
+        fac_ix.push(fr);
+        term_ix.push(tr);
     }
     let mut bound = Rational::zero();
     let mut choices = Vec::with_capacity(n);
@@ -395,15 +547,15 @@ fn compile(p: &Problem) -> Result<Compiled, String> {
             if pr.cost > worst {
                 worst = pr.cost.clone();
             }
-            let out = places[v].iter().position(|x| *x == pr.out).unwrap_or(0) as u16;
+            let out = place_of[v].get(&pr.out).copied().unwrap_or(0);
             let mut masks = Vec::new();
             for (k, needs) in pr.needs.iter().enumerate() {
                 let (Some(needs), Some(q)) = (needs, p.ops[v].inputs[k].from) else {
                     continue;
                 };
-                let mut m = 0u64;
+                let mut m = 0u128;
                 for f in facilities(needs) {
-                    if let Some(b) = facs[q].iter().position(|g| *g == f) {
+                    if let Some(&b) = fac_of[q].get(&f) {
                         m |= 1 << b;
                     }
                 }
@@ -416,32 +568,35 @@ fn compile(p: &Problem) -> Result<Compiled, String> {
                 masks,
             });
         }
-        bound += worst;
-        for r in fac_r[v].iter().flatten().chain(&term_r[v]) {
-            bound += r;
-        }
-        choices.push(cs);
-        let fc: Vec<Vec<i128>> = fac_r[v]
+        // A producer pays each facility at most once and its terminal cost once: at most
+        // (facilities + 1) × its dearest value.
+        let dearest = distinct[v]
             .iter()
-            .map(|row| row.iter().map(|r| to_int(r, &scale)).collect())
+            .max()
+            .cloned()
+            .unwrap_or_else(Rational::zero);
+        bound += worst + dearest * Rational::from_integer((facs[v].len() + 1).into());
+        choices.push(cs);
+        let ints: Vec<i128> = distinct[v]
+            .iter()
+            .map(|r| to_int(r, &scale))
             .collect::<Result<_, _>>()?;
+        let fc: Vec<Vec<i128>> = fac_ix[v]
+            .iter()
+            .map(|row| row.iter().map(|&i| ints[i as usize]).collect())
+            .collect();
         free.push(
             fc.iter()
                 .map(|row| {
                     row.iter()
                         .enumerate()
                         .filter(|(_, c)| **c == 0)
-                        .fold(0u64, |m, (b, _)| m | (1 << b))
+                        .fold(0u128, |m, (b, _)| m | (1 << b))
                 })
                 .collect(),
         );
         fac_cost.push(fc);
-        terminal.push(
-            term_r[v]
-                .iter()
-                .map(|r| to_int(r, &scale))
-                .collect::<Result<_, _>>()?,
-        );
+        terminal.push(term_ix[v].iter().map(|&i| ints[i as usize]).collect());
     }
     // Every partial sum stays below 2^120: no overflow anywhere.
     to_int(&bound, &scale)?;
@@ -457,7 +612,7 @@ fn compile(p: &Problem) -> Result<Compiled, String> {
     })
 }
 
-/// The most states one step of the programme may hold before the search gives up.
+/// The most states one step of the programme may hold before the exact search gives up.
 pub const MAX_STATES: usize = 400_000;
 
 /// One DP entry: cost, parent entry in the previous layer, choice taken.
@@ -468,18 +623,44 @@ struct Entry {
     choice: u32,
 }
 
-type State = Vec<(u16, u64)>;
+type State = Vec<(u16, u128)>;
+
+/// How far the programme may go.
+#[derive(Clone, Copy)]
+struct Limits<'a> {
+    /// Prune states that cannot cost at most this.
+    bound: Option<i128>,
+    /// Keep at most this many states per step (the cheapest), instead of giving up beyond
+    /// [`MAX_STATES`].
+    beam: Option<usize>,
+    /// A layout (choice position per operator) whose states the beam never drops, so that the
+    /// result costs no more than it.
+    guide: Option<&'a [usize]>,
+}
+
+/// What [`run`] found.
+struct Ran {
+    /// Per final state: the state, its cost and the choice positions per operator.
+    finals: Vec<(State, i128, Vec<usize>)>,
+    /// The least lower bound of the layouts a beam dropped (cost so far plus the cheapest
+    /// choice of every operator still to place); None when the beam dropped nothing.
+    dropped: Option<i128>,
+}
 
 /// Runs the programme. `restrict[v]`, where set, limits operator `v` to those choice
-/// positions; `keep` stays live to the end (a table's output boundary). Returns, per final
-/// state, its cost and the assignment (choice positions per operator).
+/// positions; `keep` stays live to the end (a table's output boundary); `pin` = (source,
+/// operator) carries the source's placement in the state until the operator is placed, which
+/// then must produce the same placement (a layer feeding itself), so one pass covers every
+/// placement of the source. `step_done` is called after each operator.
 fn run(
     p: &Problem,
     c: &Compiled,
     restrict: &BTreeMap<usize, Vec<usize>>,
     keep: Option<usize>,
-    bound: Option<i128>,
-) -> Result<Vec<(State, i128, Vec<usize>)>, String> {
+    pin: Option<(usize, usize)>,
+    limits: Limits<'_>,
+    step_done: &mut dyn FnMut(usize, usize),
+) -> Result<Ran, String> {
     let n = p.ops.len();
     let mut remaining: Vec<usize> = vec![0; n];
     for o in &p.ops {
@@ -498,6 +679,28 @@ fn run(
             .unwrap_or(0);
         rest[s] = rest[s + 1] + cheapest;
     }
+    // For a pin: which of the operator's output placements equal each source placement.
+    let pin_match: Vec<Vec<bool>> = match pin {
+        Some((s, e)) => c.places[s]
+            .iter()
+            .map(|x| c.places[e].iter().map(|y| x == y).collect())
+            .collect(),
+        None => Vec::new(),
+    };
+    let pin_pos = |v: usize| pin.and_then(|_| c.order.iter().position(|&u| u == v));
+    let (pin_from, pin_to) = match pin {
+        Some((s, e)) => (
+            pin_pos(s).ok_or("pinned source out of range")?,
+            pin_pos(e).ok_or("pinned operator out of range")?,
+        ),
+        None => (usize::MAX, usize::MAX),
+    };
+    if pin.is_some() && pin_from > pin_to {
+        return Err("the block input is placed after the block output".into());
+    }
+    // Whether the pin is carried in the state after step `s` (as its last element).
+    let pinned_after = |s: usize| pin.is_some() && s >= pin_from && s < pin_to;
+    let mut dropped: Option<i128> = None;
     let mut live: Vec<usize> = Vec::new();
     let mut entries: Vec<Vec<Entry>> = vec![vec![Entry {
         cost: 0,
@@ -505,6 +708,8 @@ fn run(
         choice: 0,
     }]];
     let mut states: Vec<Vec<State>> = vec![vec![Vec::new()]];
+    // Per state of the last step: whether the guide's path reaches it.
+    let mut guided: Vec<bool> = vec![limits.guide.is_some()];
     for (step, &v) in c.order.iter().enumerate() {
         // Producers whose last consumer is v.
         let mut ends: Vec<usize> = Vec::new();
@@ -530,15 +735,36 @@ fn run(
             .filter(|(_, q)| !ends.contains(q))
             .map(|(i, _)| i)
             .collect();
-        let mut next_map: HashMap<State, usize> = HashMap::new();
+        let pinned_before = step > 0 && pinned_after(step - 1);
+        let pins_now = pin.is_some() && step == pin_from;
+        let pinned_next = pinned_after(step);
+        let closes_pin = pin.is_some() && step == pin_to;
+        let mut next_map: FxMap<State, usize> = FxMap::default();
         let mut next_entries: Vec<Entry> = Vec::new();
         let mut next_states: Vec<State> = Vec::new();
+        let mut next_guided: Vec<bool> = Vec::new();
+        let guide_here = limits.guide.map(|g| g[v]);
         let opts: Vec<usize> = allowed(c, restrict, v).collect();
         let last = states.len() - 1;
         for (si, state) in states[last].iter().enumerate() {
             let base = entries[last][si].cost;
+            let held = if pinned_before {
+                state.last().map(|&(x, _)| x)
+            } else {
+                None
+            };
             for &ci in &opts {
                 let ch = &c.choices[v][ci];
+                if closes_pin {
+                    let ok = match held {
+                        Some(x) => pin_match[x as usize][ch.out as usize],
+                        // Source and operator are one: nothing to match.
+                        None => true,
+                    };
+                    if !ok {
+                        continue;
+                    }
+                }
                 let mut cost = base + ch.cost;
                 let mut st = state.clone();
                 for &(q, m) in &ch.masks {
@@ -558,44 +784,84 @@ fn run(
                 if !stays {
                     cost += c.terminal[v][ch.out as usize];
                 }
-                if bound.is_some_and(|b| cost + rest[step + 1] > b) {
+                if limits.bound.is_some_and(|b| cost + rest[step + 1] > b) {
                     continue;
                 }
                 let mut ns: State = keep_slots.iter().map(|&i| st[i]).collect();
                 if stays {
                     ns.push((ch.out, 0));
                 }
+                if pinned_next {
+                    match held {
+                        Some(x) => ns.push((x, 0)),
+                        None if pins_now => ns.push((ch.out, 0)),
+                        None => {}
+                    }
+                }
                 let e = Entry {
                     cost,
                     parent: si as u32,
                     choice: ci as u32,
                 };
+                let on_guide = guided[si] && guide_here == Some(ci);
                 match next_map.get(&ns) {
                     Some(&k) => {
                         if cost < next_entries[k].cost {
                             next_entries[k] = e;
                         }
+                        next_guided[k] |= on_guide;
                     }
                     None => {
                         next_map.insert(ns.clone(), next_entries.len());
                         next_entries.push(e);
                         next_states.push(ns);
+                        next_guided.push(on_guide);
                     }
                 }
             }
         }
-        if next_states.len() > MAX_STATES {
-            return Err(format!(
-                "the exact search of `{}` needs more than {MAX_STATES} states at `{}`",
-                p.name, p.ops[v].name
-            ));
+        match limits.beam {
+            Some(w) if next_states.len() > w => {
+                // Keep the `w` cheapest states; remember the best any dropped one could reach.
+                // The guide's state is kept whatever its cost.
+                let mut idx: Vec<usize> = (0..next_states.len()).collect();
+                idx.sort_by_key(|&i| (next_entries[i].cost, i));
+                let mut kept: Vec<usize> = idx[..w].to_vec();
+                for &i in &idx[w..] {
+                    if next_guided[i] {
+                        kept.push(i);
+                        continue;
+                    }
+                    let lb = next_entries[i].cost + rest[step + 1];
+                    if dropped.is_none_or(|d| lb < d) {
+                        dropped = Some(lb);
+                    }
+                }
+                let mut idx = kept;
+                idx.sort_unstable();
+                next_guided = idx.iter().map(|&i| next_guided[i]).collect();
+                next_entries = idx.iter().map(|&i| next_entries[i]).collect();
+                next_states = idx
+                    .iter()
+                    .map(|&i| std::mem::take(&mut next_states[i]))
+                    .collect();
+            }
+            None if next_states.len() > MAX_STATES => {
+                return Err(format!(
+                    "the exact search of `{}` needs more than {MAX_STATES} states at `{}`",
+                    p.name, p.ops[v].name
+                ));
+            }
+            _ => {}
         }
         live = next_live;
+        guided = next_guided;
         entries.push(next_entries);
         states.push(next_states);
+        step_done(step + 1, n);
     }
     let last = states.len() - 1;
-    let mut out = Vec::new();
+    let mut finals = Vec::new();
     for (si, st) in states[last].iter().enumerate() {
         let mut picks = vec![0usize; n];
         let mut k = si;
@@ -604,9 +870,9 @@ fn run(
             picks[c.order[step]] = e.choice as usize;
             k = e.parent as usize;
         }
-        out.push((st.clone(), entries[last][si].cost, picks));
+        finals.push((st.clone(), entries[last][si].cost, picks));
     }
-    Ok(out)
+    Ok(Ran { finals, dropped })
 }
 
 fn allowed<'a>(
@@ -631,59 +897,199 @@ pub fn solve(p: &Problem) -> Result<Solution, String> {
 
 /// The exact optimum among layouts costing at most `bound` (None: no layout does).
 pub fn solve_within(p: &Problem, bound: Option<&Rational>) -> Result<Option<Solution>, String> {
-    let c = compile(p)?;
-    let b = match bound {
+    let r = solve_bounded(
+        p,
+        &Search {
+            bound: bound.cloned(),
+            ..Search::default()
+        },
+        &mut |_, _| {},
+    )?;
+    Ok(r.solution)
+}
+
+/// How [`solve_bounded`] searches.
+#[derive(Debug, Clone, Default)]
+pub struct Search {
+    /// Only layouts costing at most this are wanted (a known layout's cost): states that
+    /// cannot beat it are pruned, exactly.
+    pub bound: Option<Rational>,
+    /// Keep at most this many states per operator, the cheapest so far (a beam). None: exact,
+    /// giving up beyond [`MAX_STATES`].
+    pub beam: Option<usize>,
+    /// A known layout (a choice per operator) whose path the beam always keeps, so that the
+    /// result never costs more than it; ignored if any of its choices is invalid.
+    pub guide: Option<Vec<Choice>>,
+}
+
+/// What [`solve_bounded`] found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bounded {
+    /// The best layout found within the bound (None: none found).
+    pub solution: Option<Solution>,
+    /// When the beam dropped states: a proven lower bound on the optimum (the least over the
+    /// layouts kept and, for each dropped state, its cost so far plus the cheapest choice of
+    /// every operator still to place). None: nothing was dropped, the result is exact.
+    pub lower: Option<Rational>,
+}
+
+impl Bounded {
+    /// Whether the result is the exact optimum (within the bound).
+    pub fn exact(&self) -> bool {
+        self.lower.is_none()
+    }
+
+    /// How much the layout found may exceed the optimum, in percent (0 when exact; None when
+    /// nothing was found or the bound is not positive).
+    pub fn gap_percent(&self) -> Option<f64> {
+        let s = self.solution.as_ref()?;
+        let Some(lo) = &self.lower else {
+            return Some(0.0);
+        };
+        if *lo <= Rational::zero() {
+            return None;
+        }
+        ((&s.cost - lo) / lo).to_f64().map(|g| 100.0 * g.max(0.0))
+    }
+}
+
+/// The optimum of a problem (honouring its cycle) among layouts within `search.bound`, exact
+/// or, with a beam, bounded with a proven lower bound. A cycle (a layer feeding itself) is
+/// solved in one pass that carries the block input's placement until the block output must
+/// match it. `progress` receives (operators placed, operators).
+pub fn solve_bounded(
+    p: &Problem,
+    search: &Search,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Bounded, String> {
+    let c = compile(p, true)?;
+    let b = scaled_bound(search.bound.as_ref(), &c)?;
+    // The guide as choice positions, if every choice of it is one the problem allows.
+    let guide: Option<Vec<usize>> = search.guide.as_ref().and_then(|g| {
+        (g.len() == c.choices.len())
+            .then(|| {
+                g.iter()
+                    .zip(&c.choices)
+                    .map(|(x, cs)| cs.iter().position(|ch| ch.choice == *x))
+                    .collect::<Option<Vec<usize>>>()
+            })
+            .flatten()
+    });
+    let limits = Limits {
+        bound: b,
+        beam: search.beam.map(|w| w.max(1)),
+        guide: guide.as_deref(),
+    };
+    // Exact: one programme per placement of a cycle's block input (each within the state
+    // limit). With a beam: one pass carrying that placement, sharing the work of all of them.
+    let ran = match (p.cycle, limits.beam) {
+        (Some(_), None) => per_placement(p, &c, limits, progress)?,
+        _ => run(p, &c, &BTreeMap::new(), None, p.cycle, limits, progress)?,
+    };
+    let best = ran
+        .finals
+        .into_iter()
+        .map(|(_, cost, picks)| (cost, picks))
+        .min_by_key(|(cost, _)| *cost);
+    let lower = ran.dropped.map(|d| {
+        let lo = match &best {
+            Some((cost, _)) => d.min(*cost),
+            None => d,
+        };
+        rational(lo, &c.scale)
+    });
+    Ok(Bounded {
+        solution: best.map(|(cost, picks)| solution(&c, cost, &picks)),
+        lower,
+    })
+}
+
+fn scaled_bound(bound: Option<&Rational>, c: &Compiled) -> Result<Option<i128>, String> {
+    match bound {
         Some(r) => {
             // Round up so that a layout costing exactly `bound` survives.
             let scaled = r * Rational::from_integer(c.scale.clone());
-            Some(
+            Ok(Some(
                 scaled
                     .ceil()
                     .to_integer()
                     .to_i128()
                     .ok_or("bound too large")?,
-            )
+            ))
         }
-        None => None,
-    };
-    let mut best: Option<(i128, Vec<usize>)> = None;
-    let mut consider = |res: Vec<(State, i128, Vec<usize>)>| {
-        for (_, cost, picks) in res {
-            if best.as_ref().is_none_or(|(b, _)| cost < *b) {
-                best = Some((cost, picks));
-            }
-        }
-    };
-    match p.cycle {
-        Some((s, e)) => {
-            for (xi, x) in c.places[s].iter().enumerate() {
-                let mut restrict = BTreeMap::new();
-                restrict.insert(
-                    s,
-                    (0..c.choices[s].len())
-                        .filter(|&i| c.choices[s][i].out as usize == xi)
-                        .collect(),
-                );
-                let ends: Vec<usize> = (0..c.choices[e].len())
-                    .filter(|&i| c.places[e][c.choices[e][i].out as usize] == *x)
-                    .collect();
-                if ends.is_empty() {
-                    continue;
-                }
-                restrict.insert(e, ends);
-                consider(run(p, &c, &restrict, None, b)?);
-            }
-        }
-        None => consider(run(p, &c, &BTreeMap::new(), None, b)?),
+        None => Ok(None),
     }
-    Ok(best.map(|(cost, picks)| Solution {
+}
+
+fn solution(c: &Compiled, cost: i128, picks: &[usize]) -> Solution {
+    Solution {
         cost: rational(cost, &c.scale),
         assignment: picks
             .iter()
             .enumerate()
             .map(|(v, &i)| c.choices[v][i].choice.clone())
             .collect(),
-    }))
+    }
+}
+
+/// The exact optimum the plain way, the oracle for [`solve_bounded`]: every choice priced on
+/// its own (no sharing between equal axes) and, for a cycle, one programme per placement of
+/// the block input.
+pub fn solve_reference(p: &Problem) -> Result<Solution, String> {
+    let c = compile(p, false)?;
+    let limits = Limits {
+        bound: None,
+        beam: None,
+        guide: None,
+    };
+    let ran = match p.cycle {
+        Some(_) => per_placement(p, &c, limits, &mut |_, _| {})?,
+        None => run(p, &c, &BTreeMap::new(), None, None, limits, &mut |_, _| {})?,
+    };
+    ran.finals
+        .into_iter()
+        .min_by_key(|(_, cost, _)| *cost)
+        .map(|(_, cost, picks)| solution(&c, cost, &picks))
+        .ok_or_else(|| format!("`{}` has no valid layout", p.name))
+}
+
+/// One programme per placement of a cycle's block input, the block output restricted to the
+/// same placement; the finals of all of them.
+fn per_placement(
+    p: &Problem,
+    c: &Compiled,
+    limits: Limits<'_>,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Ran, String> {
+    let mut all = Ran {
+        finals: Vec::new(),
+        dropped: None,
+    };
+    let Some((s, e)) = p.cycle else {
+        return Ok(all);
+    };
+    for (xi, x) in c.places[s].iter().enumerate() {
+        let mut restrict = BTreeMap::new();
+        restrict.insert(
+            s,
+            (0..c.choices[s].len())
+                .filter(|&i| c.choices[s][i].out as usize == xi)
+                .collect(),
+        );
+        let ends: Vec<usize> = (0..c.choices[e].len())
+            .filter(|&i| c.places[e][c.choices[e][i].out as usize] == *x)
+            .collect();
+        if ends.is_empty() {
+            continue;
+        }
+        restrict.insert(e, ends);
+        let r = run(p, c, &restrict, None, None, limits, progress)?;
+        all.finals.extend(r.finals);
+        if let Some(d) = r.dropped {
+            all.dropped = Some(all.dropped.map_or(d, |a: i128| a.min(d)));
+        }
+    }
+    Ok(all)
 }
 
 /// The table of a problem between source `entry` (rows: its placements) and operator `exit`
@@ -696,7 +1102,7 @@ pub fn table(p: &Problem, entry: usize, exit: usize) -> Result<Table, String> {
     let mut q = p.clone();
     q.cycle = None;
     q.ops[exit].terminal = false;
-    let c = compile(&q)?;
+    let c = compile(&q, true)?;
     let rows: Vec<String> = c.places[entry].iter().map(|x| q.label(x)).collect();
     let cols: Vec<String> = c.places[exit].iter().map(|x| q.label(x)).collect();
     let mut cost = vec![vec![None; cols.len()]; rows.len()];
@@ -708,7 +1114,13 @@ pub fn table(p: &Problem, entry: usize, exit: usize) -> Result<Table, String> {
                 .filter(|&i| c.choices[entry][i].out as usize == xi)
                 .collect(),
         );
-        for (st, v, _) in run(&q, &c, &restrict, Some(exit), None)? {
+        let limits = Limits {
+            bound: None,
+            beam: None,
+            guide: None,
+        };
+        let ran = run(&q, &c, &restrict, Some(exit), None, limits, &mut |_, _| {})?;
+        for (st, v, _) in ran.finals {
             if let Some(&(y, _)) = st.last() {
                 min_into(&mut row[y as usize], Some(rational(v, &c.scale)));
             }
