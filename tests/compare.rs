@@ -334,16 +334,16 @@ fn crossover_context_against_pipeline_parallelism_in_the_sequence_length() {
     // costs more than the pipeline's sends at short sequences; but the busiest pipeline stage
     // holds more than half of the layers (the partition weighs the head against them), and
     // attention's work on them grows with S², while context parallelism halves every layer's
-    // evenly, plus the pipeline's bubble: context parallelism wins from S = 3392 on (the
-    // difference's root ≈ 3385.0).
+    // evenly, plus the pipeline's bubble: context parallelism wins from S = 3632 on (the
+    // difference's root ≈ 3625.7).
     let a = "tp=4,pp=2,dp=8,mbs=1,sp,zero=1";
     let b = "tp=4,cp=2,dp=8,mbs=1,sp,zero=1";
     let c = check_crossover(a, b, 1024, 16384, 8);
     let intervals = c["intervals"].as_array().unwrap();
     assert_eq!(intervals.len(), 2, "{intervals:?}");
     assert_eq!(intervals[0]["winner"], "A");
-    assert_eq!(intervals[0]["to"], "3384");
-    assert_eq!(intervals[1]["from"], "3392");
+    assert_eq!(intervals[0]["to"], "3624");
+    assert_eq!(intervals[1]["from"], "3632");
     assert_eq!(intervals[1]["winner"], "B");
 }
 

@@ -988,6 +988,26 @@ fn backward_bytes_are_derived_from_the_rules() {
     assert_eq!(bytes("dropout"), (p("3*b*h"), p("2*b*h")));
 }
 
+/// A forward kernel writes its output and whatever it keeps for backward beyond its inputs and
+/// output: dropout's one-byte mask, layer norm's fp32 statistics.
+#[test]
+fn forward_bytes_include_what_is_saved_for_backward() {
+    use symshard::rules::RuleSet;
+    use symshard::sym::Poly;
+    let rules = RuleSet::embedded().unwrap();
+    let bytes = |name: &str| {
+        let (r, w) = rules.get(name).unwrap().io_bytes(2);
+        (r.to_string(), w.to_string())
+    };
+    let p = |s: &str| Poly::parse(s).unwrap().to_string();
+    // dropout: reads x; writes y and the mask.
+    assert_eq!(bytes("dropout"), (p("2*b*h"), p("3*b*h")));
+    // layernorm: reads x, gamma and beta; writes y, mean and rstd (4 bytes each per row).
+    assert_eq!(bytes("layernorm"), (p("2*b*h + 4*h"), p("2*b*h + 8*b")));
+    // softmax saves its own output: nothing more is written.
+    assert_eq!(bytes("softmax"), (p("2*b*n"), p("2*b*n")));
+}
+
 /// A saved analysis carries the fullest device's memory: `port` says on which machines it does
 /// not fit, and timeline JSON has `fits`.
 #[test]

@@ -25,8 +25,9 @@ use crate::rules::{Flops, IndexKind, OpRule, Tensor};
 use crate::sym::Rational;
 use std::fmt;
 
-/// The name prefix of what a backward kernel reads only for its byte count (saved tensors and
-/// parameters); such tensors have no placement of their own to check.
+/// The name prefix of what a kernel touches only for its byte count (what a forward kernel
+/// saves beyond its output, what a backward kernel reads of the saved tensors and parameters);
+/// such tensors have no placement of their own to check.
 pub const SAVED_PREFIX: &str = "saved ";
 
 /// Bytes of one statistic (fp32).
@@ -232,6 +233,15 @@ fn forward(rule: &OpRule, case: &Case, mesh: &Mesh) -> Result<PassCount> {
             for t in &rule.inputs {
                 job.reads.push((
                     pass.slot(&t.name, t, case, &space, None)?,
+                    access(case, &space, t)?,
+                ));
+            }
+            // What the kernel saves for backward beyond its inputs and output (a mask,
+            // statistics): stored by every device for its own elements, so its bytes count
+            // like a read — touched elements, no reduction between devices.
+            for t in rule.saved_extra() {
+                job.reads.push((
+                    pass.slot(&format!("{SAVED_PREFIX}{}", t.name), t, case, &space, None)?,
                     access(case, &space, t)?,
                 ));
             }

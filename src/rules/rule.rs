@@ -330,18 +330,29 @@ impl OpRule {
         term.len() >= 2 && self.term_indices(term).iter().any(|i| !self.output.has(i))
     }
 
-    /// Elements read and written by the forward pass.
+    /// What the forward pass saves for backward besides its inputs and output (a dropout mask,
+    /// normalisation statistics, softmax probabilities, argmax indices): the forward kernel
+    /// writes these too.
+    pub fn saved_extra(&self) -> impl Iterator<Item = &Tensor> {
+        self.saved.iter().filter(move |s| {
+            s.name != self.output.name && !self.inputs.iter().any(|t| t.name == s.name)
+        })
+    }
+
+    /// Elements read and written by the forward pass (written: the output and
+    /// [`OpRule::saved_extra`]).
     pub fn io_elements(&self) -> (Poly, Poly) {
         match &self.io {
             Some((r, w)) => (r.clone(), w.clone()),
             None => (
                 self.inputs.iter().map(Tensor::elements).sum(),
-                self.output.elements(),
+                self.output.elements() + self.saved_extra().map(Tensor::elements).sum::<Poly>(),
             ),
         }
     }
 
-    /// Bytes read and written by the forward pass with compute elements of `compute` bytes.
+    /// Bytes read and written by the forward pass with compute elements of `compute` bytes:
+    /// it reads its inputs and writes its output and what it saves for backward beyond them.
     pub fn io_bytes(&self, compute: u32) -> (Poly, Poly) {
         match &self.io {
             Some((r, w)) => (
@@ -350,7 +361,11 @@ impl OpRule {
             ),
             None => (
                 self.inputs.iter().map(|t| tensor_bytes(t, compute)).sum(),
-                tensor_bytes(&self.output, compute),
+                tensor_bytes(&self.output, compute)
+                    + self
+                        .saved_extra()
+                        .map(|t| tensor_bytes(t, compute))
+                        .sum::<Poly>(),
             ),
         }
     }
