@@ -329,6 +329,22 @@ fn clip_pow_and_reduce_mean_by_hand() {
     assert_eq!(c.forward.other, p("32*B"));
 }
 
+/// An explicit Pad of one row and column after a 4 × 16 × 16 image, then a 3 × 3 convolution of
+/// stride 2 to 8 channels: (17 − 3)/2 + 1 = 8 rows and columns out. Parameters 8·4·9 = 288;
+/// forward matmul FLOPs per image 2·8·8·8·4·9 = 36,864; the padding a copy (no FLOPs) into
+/// 4·17·17 elements.
+#[test]
+fn explicit_padding_before_a_convolution_by_hand() {
+    let (out, m) = import("padded");
+    assert!(out.unmapped.is_empty(), "{:?}", out.unmapped);
+    let rules: Vec<&str> = m.ops().map(|(_, o)| o.rule.name.as_str()).collect();
+    assert_eq!(rules, ["pad2d", "conv2d"]);
+    let c = model_cost(&m);
+    assert_eq!(c.params, Poly::int(288));
+    assert_eq!(c.forward.matmul, p("36864*B"));
+    assert_eq!(c.forward.other, Poly::zero());
+}
+
 /// A written-out normalisation, a MatMul and a causal mask by Where. Per sequence of 4 rows of 8:
 /// the two means 4·8 = 32 additions each, Sub 32, Pow 32, the epsilon 4, Sqrt 4, Div 32; the
 /// scores 2·4·8·4 = 256 matmul FLOPs; the mask 4·4 = 16 selections. Parameters: w 8·4 = 32 (the

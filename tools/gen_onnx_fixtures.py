@@ -29,6 +29,8 @@ with onnx.checker and carries the value_info of onnx.shape_inference, as exporte
   Conv, SiLU and squeeze-excitation (Sigmoid, broadcasting Mul), the exact GELU written out with
   Div, Erf, Add and Mul, and a Sqrt.
 * elementwise.onnx — Clip (ReLU6), Pow by a constant and ReduceMean over the last axis.
+* padded.onnx — an explicit Pad (TensorFlow-style "same" padding, one more row and column
+  after) before a stride-2 convolution without padding of its own.
 * written_out.onnx — a normalisation written out (ReduceMean, Sub, Pow, Add, Sqrt, Div with
   per-row statistics broadcast), a MatMul, a causal mask by Where and Softmax.
 * unmapped.onnx — a tiny MLP with a Softplus and a Sin, which no shipped rule covers.
@@ -381,6 +383,26 @@ def elementwise():
     return save(model, "elementwise.onnx", infer=False)
 
 
+def padded():
+    """TensorFlow-style "same" padding as an explicit Pad (one more row and column after than
+    before, constant pads) before a stride-2 convolution with no padding of its own; no
+    value_info."""
+    inits = [init("w", 8, 4, 3, 3), ints("pads", [0, 0, 0, 0, 0, 0, 1, 1])]
+    nodes = [
+        helper.make_node("Pad", ["x", "pads"], ["p"], name="pad", mode="constant"),
+        helper.make_node("Conv", ["p", "w"], ["out"], name="conv", strides=[2, 2], kernel_shape=[3, 3]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "padded",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4, 16, 16])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["batch", 8, 8, 8])],
+        inits,
+    )
+    model = helper.make_model(graph, producer_name="gen_onnx_fixtures", opset_imports=[helper.make_opsetid("", OPSET)])
+    return save(model, "padded.onnx", infer=False)
+
+
 def written_out():
     """A normalisation written out as exporters write an unfused one (ReduceMean, Sub, Pow,
     ReduceMean, Add, Sqrt, Div with [batch, 4, 1] statistics broadcast over the rows), then scores
@@ -448,4 +470,5 @@ if __name__ == "__main__":
     mobile()
     elementwise()
     written_out()
+    padded()
     corrupted(path)

@@ -278,6 +278,7 @@ impl Mapper {
             "Reshape" | "Flatten" | "Transpose" | "Squeeze" | "Unsqueeze" => self.view(node, label),
             "Concat" => self.concat(node, label),
             "Split" => self.split(node, label),
+            "Pad" => self.pad(node, label),
             other => Err(format!("no rule for ONNX `{other}`")),
         }
     }
@@ -479,6 +480,17 @@ impl Mapper {
                     e.bind = vec![("b", product(&xs[..xs.len() - t])), ("h", n)];
                     e.ins = vec![("x", x)];
                     self.param(&mut e, "bias", origin);
+                    self.emit(node, label, e, xs);
+                    Ok(())
+                } else if matches!(node.op_type(), "Add" | "Sub") && broadcasts(&shape, &xs) {
+                    // x ± C for a constant C that broadcasts to x but is no trailing bias: an
+                    // additive attention mask ([b, 1, s, s] against [b, heads, s, s]) or lookups
+                    // by constant indices folded by the exporter. One operation per element; C
+                    // is a constant of the export, not a parameter (a folded lookup's table is
+                    // not in the file).
+                    let mut e = self.new_op(node, "scale");
+                    e.bind = vec![("b", rows), ("h", h)];
+                    e.ins = vec![("x", x)];
                     self.emit(node, label, e, xs);
                     Ok(())
                 } else {
@@ -700,6 +712,17 @@ fn trailing(x: &[Poly], other: &[Poly]) -> Option<usize> {
     let o: Vec<&Poly> = other.iter().skip_while(|d| **d == Poly::one()).collect();
     let t = o.len();
     (t > 0 && t < x.len() && x[x.len() - t..].iter().zip(o).all(|(a, b)| a == b)).then_some(t)
+}
+
+/// Whether `other` broadcasts to `x` (aligned from the last axis, each of its dimensions equal to
+/// x's or 1) without changing x's shape.
+fn broadcasts(other: &[Poly], x: &[Poly]) -> bool {
+    other.len() <= x.len()
+        && other
+            .iter()
+            .rev()
+            .zip(x.iter().rev())
+            .all(|(o, d)| o == d || *o == Poly::one())
 }
 
 /// How many leading dimensions of `x` a broadcast operand covers (its trailing 1s dropped,

@@ -3,7 +3,7 @@
 
 use super::onnx_map::{explicit_pads, reject_attr, split3, square, Mapper, Reason, Value};
 use super::onnx_pb::NodeProto;
-use super::onnx_shape::{attr_int, attr_ints, axis, exact_div, product, show, Shape};
+use super::onnx_shape::{attr_int, attr_ints, attr_str, axis, exact_div, product, show, Shape};
 use crate::sym::Poly;
 
 /// A dimension that must be a plain number (spatial sizes, kernel sizes).
@@ -15,10 +15,16 @@ fn number(p: &Poly, what: &str) -> Result<i64, Reason> {
 
 /// Output size of a sliding window: ⌊(n + 2·pad − k)/stride⌋ + 1, or the ceiling with `ceil`.
 fn window_out(n: i64, k: i64, stride: i64, pad: i64, ceil: bool) -> Result<i64, Reason> {
-    let span = i128::from(n) + 2 * i128::from(pad) - i128::from(k);
-    if span < 0 || stride <= 0 || pad < 0 || k <= 0 {
+    window_out_padded(n, k, stride, pad.saturating_mul(2), ceil)
+}
+
+/// Output size of a sliding window padded by `total` elements in all (before and after):
+/// ⌊(n + total − k)/stride⌋ + 1, or the ceiling with `ceil`.
+fn window_out_padded(n: i64, k: i64, stride: i64, total: i64, ceil: bool) -> Result<i64, Reason> {
+    let span = i128::from(n) + i128::from(total) - i128::from(k);
+    if span < 0 || stride <= 0 || total < 0 || k <= 0 {
         return Err(format!(
-            "a window of {k}, stride {stride} does not fit {n} with padding {pad}"
+            "a window of {k}, stride {stride} does not fit {n} with padding {total} in all"
         ));
     }
     let stride = i128::from(stride);
@@ -26,6 +32,20 @@ fn window_out(n: i64, k: i64, stride: i64, pad: i64, ceil: bool) -> Result<i64, 
         return Err("ceil_mode with a partial last window".into());
     }
     i64::try_from(span / stride + 1).map_err(|_| "a window count out of range".to_string())
+}
+
+/// A convolution's padding per axis, before plus after: ONNX `pads` as [top, left, bottom,
+/// right]. The rules take one padding for both axes, so the totals must agree; the split
+/// between before and after may differ.
+fn conv_padding(node: &NodeProto) -> Result<i64, Reason> {
+    let v = attr_ints(node, "pads").unwrap_or_default();
+    match v.as_slice() {
+        [] => Ok(0),
+        [t, l, b, r] if t + b == l + r && v.iter().all(|&p| p >= 0) => Ok(t + b),
+        _ => Err(format!(
+            "pads {v:?}: the rules take one total padding for both axes"
+        )),
+    }
 }
 
 impl Mapper {
@@ -43,7 +63,7 @@ impl Mapper {
         reject_attr(node, "dilations", 1)?;
         explicit_pads(node)?;
         let stride = square(node, "strides", 1)?;
-        let pad = square(node, "pads", 0)?;
+        let pad = conv_padding(node)?;
         if groups < 1 || &ws[1] * &Poly::int(groups) != xs[1] {
             return Err(format!(
                 "input {} and weight {} channels differ for {groups} groups",
@@ -59,8 +79,8 @@ impl Mapper {
             number(&ws[2], "kernel height")?,
             number(&ws[3], "kernel width")?,
         );
-        let oh = window_out(number(&xs[2], "height")?, kh, stride, pad, false)?;
-        let ow = window_out(number(&xs[3], "width")?, kw, stride, pad, false)?;
+        let oh = window_out_padded(number(&xs[2], "height")?, kh, stride, pad, false)?;
+        let ow = window_out_padded(number(&xs[3], "width")?, kw, stride, pad, false)?;
         let bias = match node.input.get(2).filter(|t| !t.is_empty()) {
             None => None,
             Some(_) => Some(self.constant(node, 2)?.1),
@@ -89,7 +109,12 @@ impl Mapper {
             ("kh", Poly::int(kh)),
             ("kw", Poly::int(kw)),
             ("stride", Poly::int(stride)),
-            ("pad", Poly::int(pad)),
+            // The rules' one padding per side: half the total, rounded down when
+            // TensorFlow-style "same" padding puts one more row after than before (as the
+            // Hugging Face MobileNet and EfficientNet ports export it). The output size, and so
+            // the FLOPs, come from the total; the rule's input extent is then one row and
+            // column larger than the tensor, which only its byte count sees.
+            ("pad", Poly::int(pad / 2)),
         ]);
         e.ins = vec![("x", x)];
         self.param(&mut e, "w", wo);
@@ -360,6 +385,9 @@ impl Mapper {
     }
 
     pub(super) fn concat(&mut self, node: &NodeProto, label: &str) -> Result<(), Reason> {
+        if let Some(done) = self.class_token(node, label) {
+            return done;
+        }
         let parts: Vec<(String, Shape)> = (0..node.input.len())
             .map(|k| self.act(node, k))
             .collect::<Result<_, _>>()?;
@@ -400,6 +428,103 @@ impl Mapper {
             },
         );
         Ok(())
+    }
+
+    /// Zero padding of the two spatial axes of an image tensor (`Pad`, mode `constant`, value
+    /// 0, pads from a constant), the same total on both axes: the rule pad2d, a copy into the
+    /// larger tensor the convolution after it reads with no padding of its own.
+    pub(super) fn pad(&mut self, node: &NodeProto, label: &str) -> Result<(), Reason> {
+        let (x, xs) = self.act(node, 0)?;
+        let mode = attr_str(node, "mode").unwrap_or_else(|| "constant".into());
+        if mode != "constant" {
+            return Err(format!("padding mode `{mode}`"));
+        }
+        let value_zero = match node.input.get(2).filter(|t| !t.is_empty()) {
+            None => true,
+            Some(_) => matches!(
+                self.get(node, 2)?,
+                Value::Const { vals: Some(v), .. } if v.iter().all(|p| *p == Poly::zero())
+            ),
+        };
+        if !value_zero || node.input.get(3).is_some_and(|t| !t.is_empty()) {
+            return Err("padding by a value other than 0, or over chosen axes".into());
+        }
+        let pads: Vec<i64> = match node.input.get(1).filter(|t| !t.is_empty()) {
+            Some(_) => match self.get(node, 1)? {
+                Value::Const { vals: Some(v), .. } => v
+                    .iter()
+                    .map(|p| number(p, "a padding"))
+                    .collect::<Result<_, _>>()?,
+                _ => return Err("the pads are computed, not a constant".into()),
+            },
+            None => attr_ints(node, "pads").unwrap_or_default(),
+        };
+        let [0, 0, t, l, 0, 0, b, r] = pads.as_slice() else {
+            return Err(format!(
+                "pads {pads:?}: only the two spatial axes of a 4-D tensor are padded here"
+            ));
+        };
+        if xs.len() != 4 || t + b != l + r || pads.iter().any(|&p| p < 0) {
+            return Err(format!(
+                "pads {pads:?} of {}: one nonnegative total for both spatial axes",
+                show(&xs)
+            ));
+        }
+        let total = Poly::int(t + b);
+        let mut e = self.new_op(node, "pad2d");
+        let (h, w) = (&xs[2] + &total, &xs[3] + &total);
+        e.bind = vec![
+            ("n", xs[0].clone()),
+            ("c", xs[1].clone()),
+            ("h", h.clone()),
+            ("w", w.clone()),
+            ("pad", total),
+        ];
+        e.ins = vec![("x", x)];
+        let out = vec![xs[0].clone(), xs[1].clone(), h, w];
+        self.emit(node, label, e, out);
+        Ok(())
+    }
+
+    /// A learned token prepended to every sequence (ViT's class token): Concat on axis 1 of a
+    /// constant [1, 1, h] or [b, 1, h] (the token, or the token the exporter expanded over the
+    /// batch and folded into a constant) and a computed [b, t, h]. The token is one parameter
+    /// row of h whichever shape the file stores it in. `None` when the node is not of that form.
+    fn class_token(&mut self, node: &NodeProto, label: &str) -> Option<Result<(), Reason>> {
+        if node.input.len() != 2 {
+            return None;
+        }
+        let (
+            Value::Const {
+                shape: ts, origin, ..
+            },
+            Value::Act { name, shape: xs },
+        ) = (self.get(node, 0).ok()?, self.get(node, 1).ok()?)
+        else {
+            return None;
+        };
+        let one = Poly::one();
+        let fits = xs.len() == 3
+            && ts.len() == 3
+            && axis(node, 0, 3) == Some(1)
+            && (ts[0] == one || ts[0] == xs[0])
+            && ts[1] == one
+            && ts[2] == xs[2];
+        if !fits {
+            return None;
+        }
+        let (origin, x, xs) = (origin.clone(), name.clone(), xs.clone());
+        let mut e = self.new_op(node, "class_token");
+        e.bind = vec![
+            ("b", xs[0].clone()),
+            ("t", xs[1].clone()),
+            ("h", xs[2].clone()),
+        ];
+        e.ins = vec![("x", x)];
+        self.param(&mut e, "token", origin);
+        let out = vec![xs[0].clone(), &xs[1] + &one, xs[2].clone()];
+        self.emit(node, label, e, out);
+        Some(Ok(()))
     }
 
     pub(super) fn split(&mut self, node: &NodeProto, label: &str) -> Result<(), Reason> {

@@ -86,6 +86,17 @@ pub fn run(ctx: &OpCtx, ins: &[Vec<T>]) -> Out {
                 v.get(i) / (1.0 + (-g.get(&[i[0]])).exp())
             }))
         }),
+        // The padding's place (before or after) does not change the cost; all of it after here.
+        "pad2d" => per_device(ctx, ins, |c, _, x| {
+            let s = &x[0].shape;
+            Ok(T::from_fn(&[s[0], s[1], c.e("h"), c.e("w")], |i| {
+                if i[2] < s[2] && i[3] < s[3] {
+                    x[0].get(i)
+                } else {
+                    0.0
+                }
+            }))
+        }),
         "expand" => per_device(ctx, ins, |c, _, x| {
             let s = &x[0].shape;
             Ok(T::from_fn(&[s[0], c.e("r"), s[1]], |i| {
