@@ -332,10 +332,17 @@ pub fn import_onnx_bytes(
             .iter()
             .map(|(t, n)| format!("{t} ×{n}"))
             .collect();
+        let roots: Vec<String> = unmapped
+            .iter()
+            .filter(|u| u.root)
+            .take(3)
+            .map(|u| format!("`{}` ({}): {}", u.name, u.op_type, u.reason))
+            .collect();
         return Err(Error::Usage(format!(
-            "{}: none of the {total} ONNX nodes maps to an operator rule ({})",
+            "{}: none of the {total} ONNX nodes maps to an operator rule ({}); first the root causes: {}",
             file.display(),
-            kinds.join(", ")
+            kinds.join(", "),
+            roots.join("; ")
         )));
     }
     let stem = file

@@ -21,6 +21,48 @@ fn int_of(p: &Poly) -> Option<i64> {
     p.as_integer().and_then(|n| i64::try_from(n).ok())
 }
 
+/// The values of a small constant of numeric shape `out` (at most 4096 elements), each taken from
+/// `v` (row-major, of shape `shape`) at the index `src` gives for the output index; `None` when a
+/// shape is symbolic, too large, or an index falls outside.
+pub(super) fn const_vals_at(
+    v: &[Poly],
+    shape: &[Poly],
+    out: &[Poly],
+    src: impl Fn(&[usize]) -> Option<Vec<usize>>,
+) -> Option<Vec<Poly>> {
+    let nums = |s: &[Poly]| -> Option<Vec<usize>> {
+        s.iter()
+            .map(|d| int_of(d).and_then(|x| usize::try_from(x).ok()))
+            .collect()
+    };
+    let (dims, out) = (nums(shape)?, nums(out)?);
+    let total: usize = out.iter().product();
+    if total > 4096 || v.len() != dims.iter().product::<usize>() {
+        return None;
+    }
+    let mut res = Vec::with_capacity(total);
+    let mut idx = vec![0usize; out.len()];
+    for _ in 0..total {
+        let s = src(&idx)?;
+        let mut flat = 0usize;
+        for (k, &i) in s.iter().enumerate() {
+            if i >= dims[k] {
+                return None;
+            }
+            flat = flat * dims[k] + i;
+        }
+        res.push(v.get(flat)?.clone());
+        for k in (0..out.len()).rev() {
+            idx[k] += 1;
+            if idx[k] < out[k] {
+                break;
+            }
+            idx[k] = 0;
+        }
+    }
+    Some(res)
+}
+
 /// Numpy broadcasting of two shapes.
 pub(super) fn broadcast(a: &[Poly], b: &[Poly]) -> Result<Shape, Reason> {
     let r = a.len().max(b.len());
@@ -278,7 +320,8 @@ impl Mapper {
         }
         let mut out = shape.clone();
         let mut changed = Vec::new();
-        let mut first = Poly::zero();
+        // Per axis, the first index taken and the step (for a constant's values).
+        let mut spans: Vec<(Poly, i64)> = vec![(Poly::zero(), 1); shape.len()];
         for i in 0..starts.len() {
             let a = if axes[i] < 0 { axes[i] + r } else { axes[i] };
             let a = usize::try_from(a)
@@ -288,30 +331,37 @@ impl Mapper {
             let (s, len) = slice_span(&shape[a], &starts[i], &ends[i], steps[i])?;
             if len != shape[a] {
                 changed.push((a, steps[i]));
-                first = s;
             }
+            spans[a] = (s, steps[i]);
             out[a] = len;
         }
         match data {
             Value::Const { vals, origin, .. } => {
-                let vals = match (vals, changed.as_slice()) {
-                    (Some(v), []) => Some(v),
-                    (Some(v), [(0, step)]) if shape.len() == 1 => {
-                        let (s, n) = (int_of(&first), int_of(&out[0]));
-                        match (s, n) {
-                            (Some(s), Some(n)) => (0..n)
-                                .map(|j| {
-                                    usize::try_from(s + j * step)
-                                        .ok()
-                                        .and_then(|i| v.get(i).cloned())
-                                })
-                                .collect(),
-                            _ => None,
-                        }
+                let reordered = spans.iter().any(|(_, step)| *step != 1);
+                let vals = match vals {
+                    Some(v) if changed.is_empty() && !reordered => Some(v),
+                    Some(v) => {
+                        let first: Option<Vec<i64>> =
+                            spans.iter().map(|(s, _)| int_of(s)).collect();
+                        first.and_then(|first| {
+                            const_vals_at(&v, &shape, &out, |idx| {
+                                idx.iter()
+                                    .zip(&first)
+                                    .zip(&spans)
+                                    .map(|((&j, &f), (_, step))| {
+                                        usize::try_from(f + j as i64 * step).ok()
+                                    })
+                                    .collect()
+                            })
+                        })
                     }
-                    _ => None,
+                    None => None,
                 };
-                let origin = if changed.is_empty() { origin } else { None };
+                let origin = if changed.is_empty() && !reordered {
+                    origin
+                } else {
+                    None
+                };
                 let v = Value::Const {
                     shape: out,
                     vals,

@@ -1,6 +1,7 @@
 //! ONNX convolution, pooling, normalisation and data-movement operators (reshape, flatten,
 //! transpose, concat, split) → shipped operator rules.
 
+use super::onnx_infer::const_vals_at;
 use super::onnx_map::{explicit_pads, reject_attr, split3, square, Mapper, Reason, Value};
 use super::onnx_pb::NodeProto;
 use super::onnx_shape::{attr_int, attr_ints, attr_str, axis, exact_div, product, show, Shape};
@@ -35,9 +36,23 @@ fn window_out_padded(n: i64, k: i64, stride: i64, total: i64, ceil: bool) -> Res
 }
 
 /// A convolution's padding per axis, before plus after: ONNX `pads` as [top, left, bottom,
-/// right]. The rules take one padding for both axes, so the totals must agree; the split
-/// between before and after may differ.
-fn conv_padding(node: &NodeProto) -> Result<i64, Reason> {
+/// right], or what `auto_pad` SAME_UPPER / SAME_LOWER implies for input sides `h` and `w`
+/// (enough for ⌈side / stride⌉ outputs). The rules take one padding for both axes, so the
+/// totals must agree; the split between before and after may differ.
+fn conv_padding(node: &NodeProto, [h, w, kh, kw]: [i64; 4], stride: i64) -> Result<i64, Reason> {
+    if let Some(mode @ ("SAME_UPPER" | "SAME_LOWER")) = attr_str(node, "auto_pad").as_deref() {
+        if stride <= 0 {
+            return Err(format!("stride {stride}"));
+        }
+        let same = |n: i64, k: i64| ((n + stride - 1) / stride - 1) * stride + k - n;
+        let (ph, pw) = (same(h, kh).max(0), same(w, kw).max(0));
+        if ph != pw {
+            return Err(format!(
+                "auto_pad {mode} pads {ph} rows and {pw} columns: the rules take one total for both axes"
+            ));
+        }
+        return Ok(ph);
+    }
     let v = attr_ints(node, "pads").unwrap_or_default();
     match v.as_slice() {
         [] => Ok(0),
@@ -61,9 +76,7 @@ impl Mapper {
         }
         let groups = attr_int(node, "group").unwrap_or(1);
         reject_attr(node, "dilations", 1)?;
-        explicit_pads(node)?;
         let stride = square(node, "strides", 1)?;
-        let pad = conv_padding(node)?;
         if groups < 1 || &ws[1] * &Poly::int(groups) != xs[1] {
             return Err(format!(
                 "input {} and weight {} channels differ for {groups} groups",
@@ -79,8 +92,10 @@ impl Mapper {
             number(&ws[2], "kernel height")?,
             number(&ws[3], "kernel width")?,
         );
-        let oh = window_out_padded(number(&xs[2], "height")?, kh, stride, pad, false)?;
-        let ow = window_out_padded(number(&xs[3], "width")?, kw, stride, pad, false)?;
+        let (ih, iw) = (number(&xs[2], "height")?, number(&xs[3], "width")?);
+        let pad = conv_padding(node, [ih, iw, kh, kw], stride)?;
+        let oh = window_out_padded(ih, kh, stride, pad, false)?;
+        let ow = window_out_padded(iw, kw, stride, pad, false)?;
         let bias = match node.input.get(2).filter(|t| !t.is_empty()) {
             None => None,
             Some(_) => Some(self.constant(node, 2)?.1),
@@ -257,7 +272,20 @@ impl Mapper {
         };
         match input {
             Value::Const { origin, vals, .. } => {
-                let vals = if rule == "reshape" { vals } else { None };
+                let vals = match rule {
+                    "reshape" | "flatten" => vals,
+                    // A transposed constant (pads reordered by the TorchScript exporter).
+                    _ => vals.and_then(|v| {
+                        let perm = permutation(node, shape.len());
+                        const_vals_at(&v, &shape, &out, |idx| {
+                            let mut src = vec![0; idx.len()];
+                            for (k, &p) in perm.iter().enumerate() {
+                                *src.get_mut(p)? = *idx.get(k)?;
+                            }
+                            Some(src)
+                        })
+                    }),
+                };
                 let vals = vals.filter(|v| Poly::int(v.len() as i64) == product(&out));
                 let v = Value::Const {
                     shape: out,
@@ -430,8 +458,8 @@ impl Mapper {
         Ok(())
     }
 
-    /// Zero padding of the two spatial axes of an image tensor (`Pad`, mode `constant`, value
-    /// 0, pads from a constant), the same total on both axes: the rule pad2d, a copy into the
+    /// Constant padding of the two spatial axes of an image tensor (`Pad`, mode `constant`,
+    /// pads from a constant), the same total on both axes: the rule pad2d, a copy into the
     /// larger tensor the convolution after it reads with no padding of its own.
     pub(super) fn pad(&mut self, node: &NodeProto, label: &str) -> Result<(), Reason> {
         let (x, xs) = self.act(node, 0)?;
@@ -439,15 +467,9 @@ impl Mapper {
         if mode != "constant" {
             return Err(format!("padding mode `{mode}`"));
         }
-        let value_zero = match node.input.get(2).filter(|t| !t.is_empty()) {
-            None => true,
-            Some(_) => matches!(
-                self.get(node, 2)?,
-                Value::Const { vals: Some(v), .. } if v.iter().all(|p| *p == Poly::zero())
-            ),
-        };
-        if !value_zero || node.input.get(3).is_some_and(|t| !t.is_empty()) {
-            return Err("padding by a value other than 0, or over chosen axes".into());
+        // The fill value (input 2) does not change the copy's cost.
+        if node.input.get(3).is_some_and(|t| !t.is_empty()) {
+            return Err("padding over chosen axes (the `axes` input)".into());
         }
         let pads: Vec<i64> = match node.input.get(1).filter(|t| !t.is_empty()) {
             Some(_) => match self.get(node, 1)? {
@@ -596,6 +618,17 @@ fn is_identity_perm(node: &NodeProto, rank: usize) -> bool {
 }
 
 /// The output shape of a Transpose.
+/// A Transpose's `perm` (by default the axes reversed) as indices; entries out of range are
+/// left for [`permuted`] to refuse.
+fn permutation(node: &NodeProto, r: usize) -> Vec<usize> {
+    attr_ints(node, "perm")
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| (0..r as i64).rev().collect())
+        .into_iter()
+        .map(|p| usize::try_from(p).unwrap_or(usize::MAX))
+        .collect()
+}
+
 fn permuted(node: &NodeProto, shape: &[Poly]) -> Result<Shape, Reason> {
     let r = shape.len();
     let perm: Vec<i64> = attr_ints(node, "perm")
