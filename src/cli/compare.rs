@@ -206,6 +206,7 @@ fn side(
     let st = flags.resolve_for(model, values)?;
     let named = |e: Error| match e {
         Error::Usage(m) => Error::Usage(format!("{what} `{text}`: {m}")),
+        Error::Strategy(e) => Error::Usage(format!("{what} `{text}`: {e}")),
         other => other,
     };
     let (analysis, evaluation) = evaluate_strategy(

@@ -177,6 +177,7 @@ pub fn run(args: CrossoverArgs) -> Result<(), Error> {
     for s in [&mut sa, &mut sb] {
         let st = s.flags.resolve_for(&model, &values).map_err(|e| match e {
             Error::Usage(m) => Error::Usage(format!("{}: {m}", s.what)),
+            Error::Strategy(e) => Error::Usage(format!("{}: {e}", s.what)),
             other => other,
         })?;
         let analysis = crate::parallel::analyse(&model, &st.layout);

@@ -5,7 +5,7 @@ use super::analysis::{Analysis, BlockAnalysis, Comm, CP, DP, TP};
 use crate::calib::Calibration;
 use crate::model::Model;
 use crate::rules::law::CollectiveKind;
-use crate::strategy::{AxisKind, Knobs, Mesh, Recompute, Schedule, Tier};
+use crate::strategy::{AxisKind, Knobs, Mesh, Recompute, Schedule, StrategyError, Tier};
 use crate::sym::{Bindings, Poly, Rational};
 use num_traits::{One, ToPrimitive, Zero};
 use serde::Serialize;
@@ -169,8 +169,8 @@ impl Approx {
     }
 }
 
-fn eval(p: &Poly, b: &Bindings) -> Result<Rational, String> {
-    p.eval(b).map_err(|e| e.to_string())
+fn eval(p: &Poly, b: &Bindings) -> Result<Rational, StrategyError> {
+    Ok(p.eval(b)?)
 }
 
 /// The most block copies a pipeline partition places one by one.
@@ -223,7 +223,7 @@ fn ring_bytes_f64(x: &Approx, recompute: Recompute, layer: bool) -> f64 {
 
 /// Evaluates every block of an analysis for one microbatch, operator by operator (the
 /// reference [`block_numbers_summed`] is held to).
-pub fn block_numbers(a: &Analysis, b: &Bindings) -> Result<Vec<BlockNumbers>, String> {
+pub fn block_numbers(a: &Analysis, b: &Bindings) -> Result<Vec<BlockNumbers>, StrategyError> {
     a.blocks.iter().map(|blk| block_of(blk, None, b)).collect()
 }
 
@@ -236,7 +236,7 @@ pub fn block_numbers_summed(
     a: &Analysis,
     sums: &[BlockSums],
     b: &Bindings,
-) -> Result<Vec<BlockNumbers>, String> {
+) -> Result<Vec<BlockNumbers>, StrategyError> {
     a.blocks
         .iter()
         .zip(sums)
@@ -366,17 +366,20 @@ fn block_of(
     blk: &BlockAnalysis,
     sums: Option<&BlockSums>,
     b: &Bindings,
-) -> Result<BlockNumbers, String> {
+) -> Result<BlockNumbers, StrategyError> {
     let cp = b.get(CP).cloned().unwrap_or_else(Rational::one);
     let repeat = eval(&blk.repeat, b)?;
     if !repeat.is_integer() || repeat <= Rational::zero() {
-        return Err(format!("block `{}` repeats {repeat} times", blk.name));
+        return Err(StrategyError::Repeat {
+            block: blk.name.clone(),
+            repeat,
+        });
     }
     let mut n = BlockNumbers {
         repeat: repeat
             .to_integer()
             .to_u64()
-            .ok_or("repeat count too large")?,
+            .ok_or(StrategyError::RepeatTooLarge)?,
         ..BlockNumbers::default()
     };
     if let Some(s) = sums {
@@ -606,7 +609,7 @@ pub fn check_divisibility(
     a: &Analysis,
     b: &Bindings,
     k: &Knobs,
-) -> Result<(), String> {
+) -> Result<(), StrategyError> {
     for (blk, ba) in model.blocks.iter().zip(&a.blocks) {
         for (node, op) in blk.ops().zip(&ba.ops) {
             let mut by_index: Vec<(String, u64, &str)> = Vec::new();
@@ -631,10 +634,16 @@ pub fn check_divisibility(
                 }
                 let q = &v / r(size);
                 if !q.is_integer() || q.is_zero() {
-                    return Err(format!(
-                        "{axis} = {size} does not divide `{}` index `{i}` = {} = {v}",
-                        node.name, node.bind[&i]
-                    ));
+                    return Err(StrategyError::NotDivisible(Box::new(
+                        crate::strategy::NotDivisible {
+                            axis,
+                            degree: size,
+                            op: node.name.clone(),
+                            formula: node.bind[&i].clone(),
+                            index: i,
+                            size: v,
+                        },
+                    )));
                 }
             }
         }
@@ -791,7 +800,7 @@ fn fits_items(t: &[f64], limit: f64, pp: usize) -> bool {
 fn expert_view(
     n: &BlockNumbers,
     k: &Knobs,
-) -> Result<(Rational, Rational, Rational, Rational), String> {
+) -> Result<(Rational, Rational, Rational, Rational), StrategyError> {
     let dense = &n.params - &n.expert_params;
     if k.ep <= 1 {
         return Ok((
@@ -872,7 +881,7 @@ fn plan_pipeline(
     layer_block: &[bool],
     k: &Knobs,
     kap: Kappas,
-) -> Result<Plan, String> {
+) -> Result<Plan, StrategyError> {
     let (kt, ke, kc, kh) = (kap.tp, kap.ep, kap.cp, kap.hbm);
     // The same in floating point, for choosing the partition and the stages to price.
     let cf: Vec<RoughBlock> = numbers
@@ -917,7 +926,10 @@ fn plan_pipeline(
         .map(|n| n.repeat)
         .fold(0u64, |a, r| a.saturating_add(r));
     if k.pp > 1 && copies > MAX_PIPELINED_LAYERS {
-        return Err(format!("{copies} layers are too many to partition into pipeline stages (at most {MAX_PIPELINED_LAYERS})"));
+        return Err(StrategyError::TooManyLayers {
+            copies,
+            most: MAX_PIPELINED_LAYERS,
+        });
     }
     let mut items: Vec<usize> = Vec::new();
     if k.pp > 1 {
@@ -932,11 +944,10 @@ fn plan_pipeline(
         .map(|(_, n)| n.repeat)
         .sum();
     if k.pp > copies {
-        return Err(format!(
-            "pp = {} is more than the {} layers to place",
-            k.pp,
-            items.len()
-        ));
+        return Err(StrategyError::TooManyStages {
+            pp: k.pp,
+            layers: items.len() as u64,
+        });
     }
     let v = if k.schedule == Schedule::Interleaved {
         k.chunks
@@ -944,7 +955,11 @@ fn plan_pipeline(
         1
     };
     if v > 1 && !layers.is_multiple_of(k.pp * v) {
-        return Err(format!("interleaved-1f1b with {v} chunks needs the {layers} layers divisible by pp × chunks = {}", k.pp * v));
+        return Err(StrategyError::InterleavedLayers {
+            chunks: v,
+            layers,
+            pp: k.pp,
+        });
     }
     let block_time: Vec<f64> = cf
         .iter()
@@ -965,7 +980,7 @@ fn plan_pipeline(
         });
     }
     let t: Vec<f64> = items.iter().map(|&b| block_time[b]).collect();
-    let bounds = partition(&t, k.pp as usize).ok_or("no pipeline partition")?;
+    let bounds = partition(&t, k.pp as usize).ok_or(StrategyError::NoPartition)?;
     // Copies of each block on each stage, in order.
     let stage_counts: Vec<Vec<(usize, u64)>> = (0..k.pp as usize)
         .map(|s| {
@@ -1006,7 +1021,7 @@ pub fn pipeline_stage_counts(
     kappa: &dyn Fn(Tier) -> f64,
     kappa_hbm: f64,
     gpus_per_node: u64,
-) -> Result<Vec<Vec<(usize, u64)>>, String> {
+) -> Result<Vec<Vec<(usize, u64)>>, StrategyError> {
     let mesh = Mesh::of(k, gpus_per_node);
     let layer_block = layer_blocks(model);
     let kap = Kappas {
@@ -1169,7 +1184,7 @@ pub fn estimate(
     kappa: &dyn Fn(Tier) -> f64,
     kappa_hbm: f64,
     gpus_per_node: u64,
-) -> Result<Estimate, String> {
+) -> Result<Estimate, StrategyError> {
     estimate_variants(
         model,
         numbers,
@@ -1179,7 +1194,7 @@ pub fn estimate(
         gpus_per_node,
     )
     .pop()
-    .unwrap_or_else(|| Err("no strategy".into()))
+    .unwrap_or(Err(StrategyError::Nothing("strategy")))
 }
 
 /// [`estimate`] of several strategies that share dp, tp, pp and the micro-batch count and
@@ -1193,7 +1208,7 @@ pub fn estimate_variants(
     kappa: &dyn Fn(Tier) -> f64,
     kappa_hbm: f64,
     gpus_per_node: u64,
-) -> Vec<Result<Estimate, String>> {
+) -> Vec<Result<Estimate, StrategyError>> {
     let layer_block = layer_blocks(model);
     let layers: u64 = numbers
         .iter()
@@ -1201,7 +1216,7 @@ pub fn estimate_variants(
         .filter(|(bi, _)| layer_block[*bi])
         .map(|(_, n)| n.repeat)
         .sum();
-    let mut plans: Vec<((Recompute, u64), Result<Plan, String>)> = Vec::new();
+    let mut plans: Vec<((Recompute, u64), Result<Plan, StrategyError>)> = Vec::new();
     ks.iter()
         .map(|k| {
             let mesh = Mesh::of(k, gpus_per_node);
@@ -1236,7 +1251,11 @@ pub fn estimate_variants(
             let plan = plans[at].1.as_mut().map_err(|e| e.clone())?;
             let v = k.virtual_chunks();
             if v > 1 && !layers.is_multiple_of(k.pp * v) {
-                return Err(format!("interleaved-1f1b with {v} chunks needs the {layers} layers divisible by pp × chunks = {}", k.pp * v));
+                return Err(StrategyError::InterleavedLayers {
+                    chunks: v,
+                    layers,
+                    pp: k.pp,
+                });
             }
             plan.v = v;
             Ok(estimate_planned(
@@ -1368,7 +1387,7 @@ fn block_costs(
     numbers: &[BlockNumbers],
     layer_block: &[bool],
     k: &Knobs,
-) -> Result<Vec<BlockCost>, String> {
+) -> Result<Vec<BlockCost>, StrategyError> {
     numbers
         .iter()
         .enumerate()
@@ -1641,17 +1660,17 @@ fn relative_cost(
     links: &Links,
     k: &Knobs,
     v: u64,
-) -> Result<Busiest, String> {
+) -> Result<Busiest, StrategyError> {
     let full: Vec<Rational> = priced
         .iter()
         .map(|p| &p.time + &links.k_dp * &p.traffic.dp + &links.k_p2p * &p.traffic.p2p)
         .collect();
     let bs = (0..full.len())
         .max_by(|x, y| full[*x].cmp(&full[*y]))
-        .ok_or("no stages")?;
+        .ok_or(StrategyError::Nothing("stages"))?;
     let tm = (0..priced.len())
         .max_by(|x, y| priced[*x].time.cmp(&priced[*y].time))
-        .ok_or("no stages")?;
+        .ok_or(StrategyError::Nothing("stages"))?;
     let bubble_fraction = Rational::new((k.pp - 1).into(), (k.microbatches * v).into());
     let bubble = &priced[tm].time * &bubble_fraction;
     let busiest = &priced[bs].stage;
@@ -1696,7 +1715,7 @@ fn analysis_rows(
     k: &Knobs,
     links: &Links,
     counts: &[(usize, u64)],
-) -> Result<Vec<CommRow>, String> {
+) -> Result<Vec<CommRow>, StrategyError> {
     let mut comm = Vec::new();
     let plain_dp_tier = links.mesh.axis(AxisKind::Dp).tier;
     let tier_of = |ax: AxisKind, grad: bool| match ax {
@@ -1847,7 +1866,7 @@ pub fn evaluate_with(
     gpus_per_node: u64,
     memory: &Rational,
     detail: bool,
-) -> Result<Evaluation, String> {
+) -> Result<Evaluation, StrategyError> {
     let k = knobs;
     let links = Links::of(k, calib, gpus_per_node);
     let layer_block = layer_blocks(model);
@@ -1947,7 +1966,7 @@ pub fn evaluate(
     calib: &Calibration,
     gpus_per_node: u64,
     memory: &Rational,
-) -> Result<Evaluation, String> {
+) -> Result<Evaluation, StrategyError> {
     evaluate_with(model, a, numbers, knobs, calib, gpus_per_node, memory, true)
 }
 

@@ -127,8 +127,7 @@ pub fn optimize_layer_with(
     let b = crate::parallel::evaluate::microbatch_bindings(values, &knobs);
     let analysis = crate::parallel::analyse(model, &crate::parallel::Layout::default());
     if model.symbols.keys().all(|s| values.contains_key(s)) {
-        crate::parallel::evaluate::check_divisibility(model, &analysis, &b, &knobs)
-            .map_err(Error::Usage)?;
+        crate::parallel::evaluate::check_divisibility(model, &analysis, &b, &knobs)?;
     }
     let bi = model
         .blocks

@@ -149,7 +149,7 @@ fn grouped(
 }
 
 /// Evaluated blocks of one (dp, tp, micro-batches, sequence-parallel, cp) choice, or why not.
-type Numbers = Result<Vec<BlockNumbers>, String>;
+type Numbers = Result<Vec<BlockNumbers>, crate::strategy::StrategyError>;
 
 /// The key of [`Numbers`]: (dp, tp, micro-batches, sequence parallelism, cp).
 type NumbersKey = (u64, u64, u64, bool, u64);
@@ -213,9 +213,9 @@ fn divisors(n: u64) -> Vec<u64> {
     v
 }
 
-fn reject(map: &mut BTreeMap<String, usize>, why: String) {
+fn reject(map: &mut BTreeMap<String, usize>, why: impl std::fmt::Display) {
     // Identical reasons are counted together; each is kept whole.
-    *map.entry(why).or_insert(0) += 1;
+    *map.entry(why.to_string()).or_insert(0) += 1;
 }
 
 /// Ranks the strategies of `model` on `opts.devices` devices.
@@ -262,7 +262,8 @@ pub fn rank_with_progress(
     let analyses: Vec<Analysis> = layouts
         .iter()
         .map(|l| analyse(model, l).context_parallel().bind(&fixed))
-        .collect::<Result<_, _>>()?;
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
     // Each block's per-operator polynomials summed once, for every (dp, tp, micro-batch) choice.
     let sums: Vec<_> = analyses.iter().map(block_sums).collect();
     let has_experts = !crate::parallel::moe::moe_sites(model).is_empty();

@@ -216,7 +216,7 @@ pub fn plan_strategy(
     let gpn = gpus_per_node.unwrap_or_else(|| calib.gpus_per_node());
     let (analysis, e) = evaluate_strategy(model, values, knobs, layout, calib, gpn, memory)?;
     let b = microbatch_bindings(values, knobs);
-    let numbers = block_numbers(&analysis, &b).map_err(Error::Usage)?;
+    let numbers = block_numbers(&analysis, &b)?;
     let plan = build_plan(
         model,
         &analysis,
