@@ -297,7 +297,7 @@ fn korthikanti_activation_memory() {
         };
         let (analysis, _) =
             evaluate_strategy(&m, &v, k, &layout, &calib, 8, &q(1_000_000_000_000)).unwrap();
-        let bind = symshard::parallel::evaluate::microbatch_bindings(&v, k);
+        let bind = symshard::parallel::evaluate::microbatch_bindings(&m, &v, k);
         let layer = analysis
             .blocks
             .iter()
@@ -381,7 +381,7 @@ fn estimates_agree_with_exact_prices() {
                             ..Layout::default()
                         };
                         let a = analyse(&m, &layout);
-                        let bind = microbatch_bindings(&v, &k);
+                        let bind = microbatch_bindings(&m, &v, &k);
                         let n = block_numbers(&a, &bind).unwrap();
                         let est = match estimate(&m, &n, &k, &kappa, kappa_hbm, 8) {
                             Ok(e) => e,
@@ -433,7 +433,7 @@ fn engine_and_analysis_agree_on_a_layer() {
         };
         let (a, _) =
             evaluate_strategy(&m, &v, &k, &layout, &calib, 8, &q(1_000_000_000_000)).unwrap();
-        let b = symshard::parallel::evaluate::microbatch_bindings(&v, &k);
+        let b = symshard::parallel::evaluate::microbatch_bindings(&m, &v, &k);
         let layer = a.blocks.iter().find(|blk| blk.name == "layer").unwrap();
         let forward_comm: Rational = layer
             .edges

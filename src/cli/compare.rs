@@ -146,7 +146,7 @@ pub fn evaluate_knobs(
         None
     };
     Ok(Evaluated {
-        given: knobs.describe(values.get("B")),
+        given: knobs.describe(model.batch_value(values)),
         analysis,
         evaluation,
         seconds,
@@ -271,7 +271,7 @@ pub fn comparison(
     };
     let side = |e: &Evaluated| SideJson {
         given: e.given.clone(),
-        strategy: e.evaluation.knobs.describe(values.get("B")),
+        strategy: e.evaluation.knobs.describe(model.batch_value(values)),
         devices: e.evaluation.knobs.devices(),
         fits: e.evaluation.feasible,
         reason: e.evaluation.reason.clone(),

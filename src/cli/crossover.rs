@@ -99,7 +99,10 @@ impl Side {
     /// The relative cost at `values`, or why the strategy cannot run there.
     fn cost(&self, model: &Model, values: &Bindings) -> Result<Rational, String> {
         model.check_sizes(values).map_err(|e| e.to_string())?;
-        let batch = values.get("B").cloned().unwrap_or_else(Rational::one);
+        let batch = model
+            .batch_value(values)
+            .cloned()
+            .unwrap_or_else(Rational::one);
         let (st, _) = self
             .flags
             .resolve_quietly(&batch)

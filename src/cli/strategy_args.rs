@@ -124,8 +124,8 @@ impl StrategyFlags {
         model: &crate::model::Model,
         values: &crate::sym::Bindings,
     ) -> Result<Resolved, Error> {
-        let batch = values
-            .get("B")
+        let batch = model
+            .batch_value(values)
             .cloned()
             .unwrap_or_else(|| Rational::from_integer(1.into()));
         let r = self.resolve(&batch)?;

@@ -476,7 +476,7 @@ fn op_entry(node: &OpNode, plan: &OpPlan, model: &Model) -> SplitEntry {
 }
 
 fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
-    let plan = plan(node, layout);
+    let plan = plan(node, layout, model.batch.as_deref());
     let entry = op_entry(node, &plan, model);
     let f = |p: &Poly| node.model_formula(p);
     let attention_core = node.attention_core && !node.rule.fused_attention;

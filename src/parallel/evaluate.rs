@@ -180,9 +180,10 @@ pub const MAX_PIPELINED_LAYERS: u64 = 1_000_000;
 /// (`--make-vocab-size-divisible-by`, default 128) when tensor parallelism splits it.
 pub const VOCAB_PAD: u64 = 128;
 
-/// The bindings of one microbatch: the model's values with `B` divided by the micro-batch count,
-/// and a vocabulary `V` that tensor parallelism does not divide padded as Megatron-LM pads it.
-pub fn microbatch_bindings(values: &Bindings, k: &Knobs) -> Bindings {
+/// The bindings of one microbatch: the model's values with its batch symbol (`B`) divided by
+/// the micro-batch count, and a vocabulary `V` that tensor parallelism does not divide padded as
+/// Megatron-LM pads it.
+pub fn microbatch_bindings(model: &Model, values: &Bindings, k: &Knobs) -> Bindings {
     let mut b = values.clone();
     if let Some(v) = b.get_mut("V") {
         let t = r(k.tp);
@@ -191,7 +192,7 @@ pub fn microbatch_bindings(values: &Bindings, k: &Knobs) -> Bindings {
             *v = (&*v / &unit).ceil() * unit;
         }
     }
-    if let Some(v) = b.get_mut("B") {
+    if let Some(v) = model.batch.as_ref().and_then(|s| b.get_mut(s)) {
         *v = &*v / Rational::from_integer(k.microbatches.into());
     }
     b.insert(DP.into(), Rational::from_integer(k.dp.into()));

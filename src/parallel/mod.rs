@@ -91,7 +91,7 @@ fn evaluate_checked(
     gpus_per_node: u64,
     memory: &Rational,
 ) -> Result<Evaluation, Error> {
-    let b = evaluate::microbatch_bindings(values, knobs);
+    let b = evaluate::microbatch_bindings(model, values, knobs);
     evaluate::check_divisibility(model, analysis, &b, knobs)?;
     let numbers = evaluate::block_numbers(analysis, &b)?;
     Ok(evaluate(
@@ -203,11 +203,15 @@ pub fn check_model_limits(
     k: &Knobs,
 ) -> Result<(), StrategyError> {
     check_context_parallel(model, values, k.cp)?;
-    if let Some(b) = values.get("B") {
+    if let Some((symbol, b)) = model
+        .batch
+        .as_ref()
+        .and_then(|s| values.get(s).map(|b| (s, b)))
+    {
         let per = b / Rational::from_integer((k.dp * k.microbatches).into());
         if !per.is_integer() || per < Rational::from_integer(1.into()) {
             return Err(StrategyError::BatchNotDivisible {
-                symbol: "B".into(),
+                symbol: symbol.clone(),
                 batch: b.clone(),
                 dp: k.dp,
                 microbatches: k.microbatches,

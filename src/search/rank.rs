@@ -256,7 +256,9 @@ pub fn rank_with_progress(
     // Bind every symbol the search does not vary (all but the batch, which micro-batching
     // divides, and the vocabulary, which tensor parallelism may pad).
     let mut fixed = values.clone();
-    fixed.remove("B");
+    if let Some(b) = &model.batch {
+        fixed.remove(b);
+    }
     fixed.remove("V");
     // Context-parallel analyses: at p_cp = 1 they evaluate exactly as the plain ones.
     let analyses: Vec<Analysis> = layouts
@@ -267,7 +269,10 @@ pub fn rank_with_progress(
     // Each block's per-operator polynomials summed once, for every (dp, tp, micro-batch) choice.
     let sums: Vec<_> = analyses.iter().map(block_sums).collect();
     let has_experts = !crate::parallel::moe::moe_sites(model).is_empty();
-    let batch = values.get("B").cloned().unwrap_or_else(Rational::one);
+    let batch = model
+        .batch_value(values)
+        .cloned()
+        .unwrap_or_else(Rational::one);
     let mut rejected = BTreeMap::new();
     let mut estimates: Vec<(Knobs, Estimate)> = Vec::new();
     let kappa_intra = calib.balance(Tier::Intra).to_f64().unwrap_or(f64::MAX);
@@ -344,7 +349,7 @@ pub fn rank_with_progress(
                     continue;
                 }
                 let numbers = cache.entry(numbers_key(&base)).or_insert_with(|| {
-                    let b = microbatch_bindings(values, &base);
+                    let b = microbatch_bindings(model, values, &base);
                     check_divisibility(model, analysis, &b, &base)?;
                     block_numbers_summed(analysis, sums, &b)
                 });

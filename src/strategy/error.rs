@@ -116,7 +116,7 @@ pub enum StrategyError {
         microbatches: u64,
     },
     /// Data parallelism or micro-batches asked of a model without a batch.
-    #[error("model `{model}` has no batch symbol B to split")]
+    #[error("model `{model}` has no batch symbol to split (a graph declares it: `roles: {{batch: SYMBOL}}`)")]
     NoBatch {
         /// The model.
         model: String,

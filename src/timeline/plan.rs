@@ -517,7 +517,10 @@ pub fn build_plan(
             .collect()
     };
     let get = |s: &str| values.get(s).cloned();
-    let samples = get("B").unwrap_or_else(Rational::one);
+    let samples = model
+        .batch_value(values)
+        .cloned()
+        .unwrap_or_else(Rational::one);
     // Tokens only where `S` is a sequence length (it is an image side in vision families).
     let is_sequence = model
         .symbols
