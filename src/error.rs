@@ -35,6 +35,9 @@ pub enum Error {
     /// Bad input that belongs to no file (command-line values, for instance).
     #[error("{0}")]
     Usage(String),
+    /// A strategy that cannot run (bad knobs, or knobs the model's sizes do not allow).
+    #[error(transparent)]
+    Strategy(Box<crate::strategy::StrategyError>),
     /// A check the user asked for found a discrepancy (an audit mismatch): exit code 1.
     #[error("{0}")]
     Check(String),
@@ -46,6 +49,12 @@ pub enum Error {
         /// Why.
         source: std::io::Error,
     },
+}
+
+impl From<crate::strategy::StrategyError> for Error {
+    fn from(e: crate::strategy::StrategyError) -> Error {
+        Error::Strategy(Box::new(e))
+    }
 }
 
 impl Error {
@@ -66,7 +75,7 @@ impl Error {
     /// written, and for a check that found a discrepancy.
     pub fn exit_code(&self) -> i32 {
         match self {
-            Error::Input { .. } | Error::Usage(_) => 2,
+            Error::Input { .. } | Error::Usage(_) | Error::Strategy(_) => 2,
             Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => 2,
             Error::Io { .. } | Error::Check(_) => 1,
         }

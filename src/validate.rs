@@ -175,13 +175,13 @@ pub fn run_file(name: &str, src: &Source) -> Result<FileOutcome> {
             values.insert(sym.clone(), value);
         }
         let strategy = run.strategy.resolve(src, &["runs", &idx, "strategy"])?;
-        let batch = values
-            .get("B")
+        let batch = model
+            .batch_value(&values)
             .cloned()
             .unwrap_or_else(|| crate::sym::Rational::from_integer(1.into()));
         let knobs = strategy
             .knobs_for_batch(&batch)
-            .map_err(|e| at("strategy", e))?;
+            .map_err(|e| at("strategy", e.to_string()))?;
         let layout = Layout {
             sequence_parallel: knobs.sequence_parallel,
             tp_overrides: strategy.splits,

@@ -264,7 +264,7 @@ fn cp_one_is_unchanged() {
         };
         let plain = analyse(&m, &layout);
         let cp = plain.context_parallel();
-        let b = microbatch_bindings(&v, &k);
+        let b = microbatch_bindings(&m, &v, &k);
         let n1 = block_numbers(&plain, &b).unwrap();
         let n2 = block_numbers(&cp, &b).unwrap();
         let mem = q(80_000_000_000);
@@ -343,7 +343,7 @@ fn estimates_agree_with_exact_prices_under_cp() {
                         ..Layout::default()
                     };
                     let a = analyse(&m, &layout).context_parallel();
-                    let n = block_numbers(&a, &microbatch_bindings(&v, &k)).unwrap();
+                    let n = block_numbers(&a, &microbatch_bindings(&m, &v, &k)).unwrap();
                     // Interleaving needs the layers divisible by pp × chunks.
                     let Ok(est) = estimate(&m, &n, &k, &kappa, kappa_hbm, 8) else {
                         continue;

@@ -30,6 +30,34 @@ fn p(s: &str) -> Poly {
     Poly::parse(s).unwrap()
 }
 
+/// The import declares the batch it names `B` (`roles: {batch: B}`); a graph without a batch
+/// dimension declares none.
+#[test]
+fn the_batch_is_declared() {
+    let (out, model) = import("transformer");
+    assert!(out.yaml.contains("\n  roles: {batch: B}\n"), "{}", out.yaml);
+    assert_eq!(model.batch.as_deref(), Some("B"));
+    for name in [
+        "cnn",
+        "elementwise",
+        "mobile",
+        "training",
+        "transformer_traced",
+    ] {
+        let (out, model) = import(name);
+        assert_eq!(
+            out.yaml.contains("roles: {batch: B}"),
+            model.symbols.contains_key("B"),
+            "{name}"
+        );
+        assert_eq!(
+            model.batch.is_some(),
+            model.symbols.contains_key("B"),
+            "{name}"
+        );
+    }
+}
+
 /// V 96, positions 64, H 32, 4 heads of 8, MLP 128, 2 layers, head tied to the token embedding.
 /// Parameters: wte 96·32 = 3072, wpe 64·32 = 2048, per layer two layernorms 4·32, qkv 32·96 + 96,
 /// out 32·32 + 32, fc 32·128 + 128 and proj 128·32 + 32, that is 12,704, twice, and the final

@@ -289,6 +289,15 @@ fn strategy_files_are_held_to_the_same_rules() {
             "s.yaml:2:1: `gpus_per_node` = 3 does not divide",
         ),
         ("zero: 1\n", "s.yaml:1:1: `zero` = 1 needs dp > 1"),
+        // The refusal points at the knob it is about.
+        (
+            "dp: 2\nsequence_parallel: true\n",
+            "s.yaml:2:1: sequence parallelism needs tp > 1",
+        ),
+        (
+            "dp: 2\ntp: 2\nchunks: 2\n",
+            "s.yaml:3:1: `chunks` = 2 needs the interleaved-1f1b schedule",
+        ),
     ] {
         let err = parse_strategy(&Source::new("s.yaml", text))
             .unwrap_err()

@@ -112,7 +112,7 @@ fn exact(
     check_knobs(k).ok()?;
     check_model_limits(model, values, k).ok()?;
     let a = &analyses[usize::from(k.sequence_parallel)];
-    let b = microbatch_bindings(values, k);
+    let b = microbatch_bindings(model, values, k);
     check_divisibility(model, a, &b, k).ok()?;
     let numbers = block_numbers(a, &b).ok()?;
     evaluate(

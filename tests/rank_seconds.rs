@@ -42,7 +42,7 @@ fn bound_and_time(k: &Knobs, machine: &str, batch: i64) -> Option<(f64, f64)> {
     let simulated = time_summary(&plan, &calib).ok()?.iteration_seconds;
     // As `rank` prices it: the context-parallel analysis (exactly the plain one at cp = 1).
     let analysis = analyse(&model, &layout).context_parallel();
-    let b = microbatch_bindings(&values, k);
+    let b = microbatch_bindings(&model, &values, k);
     let numbers = block_numbers(&analysis, &b).ok()?;
     let rates = Rates::of(&calib);
     let ch = chains(&model, &analysis, &numbers, &values, k, &rates, gpn).ok()?;

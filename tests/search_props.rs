@@ -289,6 +289,7 @@ fn feature_only_solver_matches_or_beats_megatron() {
         let m = model(name);
         let bi = m.blocks.iter().position(|b| b.name == "layer").unwrap();
         let p = tensor_only(
+            &m,
             Problem::from_block(
                 &m,
                 bi,

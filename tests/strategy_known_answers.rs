@@ -242,6 +242,40 @@ fn bad_strategies() {
     assert!(try_k(knobs(1 << 30, 1, 1, 1)).contains("absurd"));
 }
 
+#[test]
+fn bad_strategies_are_typed() {
+    use symshard::parallel::StrategyError;
+    let (m, v) = model("gpt2-124m");
+    let calib = Calibration::reference().unwrap();
+    let mem = q(80_000_000_000);
+    let try_k = |k: Knobs| match evaluate_strategy(&m, &v, &k, &Layout::default(), &calib, 8, &mem)
+        .map(|_| ())
+    {
+        Err(symshard::Error::Strategy(e)) => *e,
+        other => panic!("{k}: {other:?}"),
+    };
+    // The split that fails names the operator, its index, the size and the degree.
+    let StrategyError::NotDivisible(d) = try_k(knobs(1, 5, 1, 1)) else {
+        panic!("tp = 5 over 12 heads")
+    };
+    assert_eq!((d.axis, d.degree), ("tp", 5));
+    assert!(!(&d.size / q(5)).is_integer(), "{d}");
+    assert_eq!(d.formula.eval(&v).unwrap(), d.size, "{d}");
+    assert!(matches!(
+        try_k(knobs(1, 1, 64, 64)),
+        StrategyError::TooManyStages { pp: 64, .. }
+    ));
+    assert!(matches!(
+        try_k(knobs(3, 1, 1, 1)),
+        StrategyError::BatchNotDivisible {
+            dp: 3,
+            microbatches: 1,
+            ..
+        }
+    ));
+    assert_eq!(try_k(knobs(0, 1, 1, 1)), StrategyError::Zero { knob: "dp" });
+}
+
 /// Activation memory of one transformer layer, Korthikanti et al. 2022 ("Reducing Activation
 /// Recomputation in Large Transformer Models"), bytes for s·b·h with a heads: no parallelism
 /// s·b·h·(34 + 5·a·s/h) (eq. 1); tensor parallel s·b·h·(10 + 24/t + 5·a·s/(h·t)) (eq. 2); with
@@ -263,7 +297,7 @@ fn korthikanti_activation_memory() {
         };
         let (analysis, _) =
             evaluate_strategy(&m, &v, k, &layout, &calib, 8, &q(1_000_000_000_000)).unwrap();
-        let bind = symshard::parallel::evaluate::microbatch_bindings(&v, k);
+        let bind = symshard::parallel::evaluate::microbatch_bindings(&m, &v, k);
         let layer = analysis
             .blocks
             .iter()
@@ -347,7 +381,7 @@ fn estimates_agree_with_exact_prices() {
                             ..Layout::default()
                         };
                         let a = analyse(&m, &layout);
-                        let bind = microbatch_bindings(&v, &k);
+                        let bind = microbatch_bindings(&m, &v, &k);
                         let n = block_numbers(&a, &bind).unwrap();
                         let est = match estimate(&m, &n, &k, &kappa, kappa_hbm, 8) {
                             Ok(e) => e,
@@ -399,7 +433,7 @@ fn engine_and_analysis_agree_on_a_layer() {
         };
         let (a, _) =
             evaluate_strategy(&m, &v, &k, &layout, &calib, 8, &q(1_000_000_000_000)).unwrap();
-        let b = symshard::parallel::evaluate::microbatch_bindings(&v, &k);
+        let b = symshard::parallel::evaluate::microbatch_bindings(&m, &v, &k);
         let layer = a.blocks.iter().find(|blk| blk.name == "layer").unwrap();
         let forward_comm: Rational = layer
             .edges

@@ -146,7 +146,7 @@ pub fn evaluate_knobs(
         None
     };
     Ok(Evaluated {
-        given: knobs.describe(values.get("B")),
+        given: knobs.describe(model.batch_value(values)),
         analysis,
         evaluation,
         seconds,
@@ -206,6 +206,7 @@ fn side(
     let st = flags.resolve_for(model, values)?;
     let named = |e: Error| match e {
         Error::Usage(m) => Error::Usage(format!("{what} `{text}`: {m}")),
+        Error::Strategy(e) => Error::Usage(format!("{what} `{text}`: {e}")),
         other => other,
     };
     let (analysis, evaluation) = evaluate_strategy(
@@ -270,7 +271,7 @@ pub fn comparison(
     };
     let side = |e: &Evaluated| SideJson {
         given: e.given.clone(),
-        strategy: e.evaluation.knobs.describe(values.get("B")),
+        strategy: e.evaluation.knobs.describe(model.batch_value(values)),
         devices: e.evaluation.knobs.devices(),
         fits: e.evaluation.feasible,
         reason: e.evaluation.reason.clone(),

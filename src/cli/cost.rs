@@ -207,7 +207,7 @@ pub fn run(args: CostArgs) -> Result<(), Error> {
         if args.per_op {
             legend = split_legend(&analysis, &loader.rules);
         }
-        let b = crate::parallel::evaluate::microbatch_bindings(&values, &st.knobs);
+        let b = crate::parallel::evaluate::microbatch_bindings(&model, &values, &st.knobs);
         let ev = |p: &Poly| show(p, &b, false);
         let per_op = if args.per_op {
             let mut rows = Vec::new();
@@ -230,7 +230,7 @@ pub fn run(args: CostArgs) -> Result<(), Error> {
             None
         };
         out.per_device = Some(PerDevice {
-            strategy: e.knobs.describe(values.get("B")),
+            strategy: e.knobs.describe(model.batch_value(&values)),
             flops: e.flops.clone(),
             comm: e
                 .comm
@@ -313,7 +313,7 @@ fn print_model(
     println!(
         "model {}{} — {}",
         model.name,
-        batch_and_sequence(values),
+        batch_and_sequence(model, values),
         model.doc
     );
     if !out.overrides.is_empty() {
@@ -366,10 +366,10 @@ fn print_model(
     Ok(())
 }
 
-/// `" (B = 512, S = 2048)"`: the global batch and sequence length of a model's values, those it
-/// has.
-pub fn batch_and_sequence(values: &Bindings) -> String {
-    let parts: Vec<String> = ["B", "S"]
+/// `" (B = 512, S = 2048)"`: the global batch (under the model's name for it) and sequence
+/// length of a model's values, those it has.
+pub fn batch_and_sequence(model: &crate::model::Model, values: &Bindings) -> String {
+    let parts: Vec<String> = [model.batch.as_deref().unwrap_or("B"), "S"]
         .iter()
         .filter_map(|k| values.get(*k).map(|v| format!("{k} = {v}")))
         .collect();

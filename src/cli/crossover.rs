@@ -99,7 +99,10 @@ impl Side {
     /// The relative cost at `values`, or why the strategy cannot run there.
     fn cost(&self, model: &Model, values: &Bindings) -> Result<Rational, String> {
         model.check_sizes(values).map_err(|e| e.to_string())?;
-        let batch = values.get("B").cloned().unwrap_or_else(Rational::one);
+        let batch = model
+            .batch_value(values)
+            .cloned()
+            .unwrap_or_else(Rational::one);
         let (st, _) = self
             .flags
             .resolve_quietly(&batch)
@@ -177,6 +180,7 @@ pub fn run(args: CrossoverArgs) -> Result<(), Error> {
     for s in [&mut sa, &mut sb] {
         let st = s.flags.resolve_for(&model, &values).map_err(|e| match e {
             Error::Usage(m) => Error::Usage(format!("{}: {m}", s.what)),
+            Error::Strategy(e) => Error::Usage(format!("{}: {e}", s.what)),
             other => other,
         })?;
         let analysis = crate::parallel::analyse(&model, &st.layout);

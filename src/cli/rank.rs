@@ -386,8 +386,8 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
         Some(h) => apply_headroom(h, &capacity).map_err(Error::Usage)?,
         None => capacity.clone(),
     };
-    let batch = values
-        .get("B")
+    let batch = model
+        .batch_value(&values)
         .cloned()
         .unwrap_or_else(|| Rational::from_integer(1.into()));
     let opts = RankOptions {

@@ -181,8 +181,8 @@ pub fn run(args: ReportArgs) -> Result<(), Error> {
     let mut comm_parts = Vec::new();
     for row in &rows {
         let flags = parse(knob_args(row)?)?.strategy;
-        let batch = values
-            .get("B")
+        let batch = model
+            .batch_value(&values)
             .cloned()
             .unwrap_or_else(|| Rational::from_integer(1.into()));
         let st = flags.resolve(&batch)?;

@@ -124,8 +124,8 @@ impl StrategyFlags {
         model: &crate::model::Model,
         values: &crate::sym::Bindings,
     ) -> Result<Resolved, Error> {
-        let batch = values
-            .get("B")
+        let batch = model
+            .batch_value(values)
             .cloned()
             .unwrap_or_else(|| Rational::from_integer(1.into()));
         let r = self.resolve(&batch)?;
@@ -254,9 +254,10 @@ impl StrategyFlags {
             gpn = Some(g);
         }
         let gpus_per_node = gpn.unwrap_or_else(|| calib.gpus_per_node());
-        crate::strategy::check_knobs(&knobs).map_err(Error::Usage)?;
-        let notes = crate::strategy::check_nodes(&knobs, gpus_per_node)
-            .map_err(|m| Error::Usage(m.replace("`gpus_per_node`", "--gpus-per-node")))?;
+        crate::strategy::check_knobs(&knobs)?;
+        let notes = crate::strategy::check_nodes(&knobs, gpus_per_node).map_err(|e| {
+            Error::Usage(e.to_string().replace("`gpus_per_node`", "--gpus-per-node"))
+        })?;
         let memory = match &self.memory {
             Some(m) => crate::search::steer::parse_memory(m)
                 .map_err(|e| Error::Usage(format!("--memory: {e}")))?,

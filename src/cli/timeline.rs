@@ -87,7 +87,7 @@ pub fn plan_of(
     if let Some(why) = &e.reason {
         eprintln!(
             "warning: {} does not fit in memory: {}",
-            e.knobs.describe(values.get("B")),
+            e.knobs.describe(model.batch_value(&values)),
             units::fit_reason(why)
         );
     }

@@ -687,6 +687,10 @@ fn write(
             let _ = writeln!(y, "    {s}: {}", yaml_str(&text));
         }
     }
+    // The batch by the name exporters give it (`conventional` in the shape naming), declared.
+    if symbols.map.contains_key("B") {
+        let _ = writeln!(y, "  roles: {{batch: B}}");
+    }
     if inputs.is_empty() {
         let _ = writeln!(y, "  inputs: {{}}");
     } else {

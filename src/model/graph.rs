@@ -127,6 +127,9 @@ pub struct Model {
     pub blocks: Vec<Block>,
     /// How attention runs, for graphs that offer a choice.
     pub attention: Option<AttentionMode>,
+    /// The symbol of the global batch (`roles: {batch: …}` in its graph), the one data
+    /// parallelism and micro-batching divide; `None` for a model without one.
+    pub batch: Option<String>,
 }
 
 /// How a model's attention runs: materialising the S×S scores (eager), or as one fused
@@ -222,6 +225,11 @@ pub fn check_size(
 }
 
 impl Model {
+    /// The value of the batch symbol at `values`, where the model has one and it is bound.
+    pub fn batch_value<'a>(&self, values: &'a Bindings) -> Option<&'a crate::sym::Rational> {
+        self.batch.as_ref().and_then(|b| values.get(b))
+    }
+
     /// Checks that every size at `values` is a positive integer: graph input dimensions,
     /// block repeats, and every index an operator binds (parameters such as padding may be 0).
     pub fn check_sizes(&self, values: &Bindings) -> Result<(), Box<SizeError>> {

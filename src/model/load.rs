@@ -158,6 +158,7 @@ impl ModelLoader {
                 }
             }
         }
+        let batch = symbol_roles(&graph_src, &graph, &symbols)?;
         let attention = self.select_attention(src, &spec.attention, &graph_src, &mut graph)?;
         let builder = GraphBuilder {
             src: &graph_src,
@@ -179,6 +180,7 @@ impl ModelLoader {
             inputs,
             blocks,
             attention,
+            batch,
         })
     }
 
@@ -254,6 +256,42 @@ impl ModelLoader {
         }
         Ok(Some(mode))
     }
+}
+
+/// The role of the global batch's symbol (`roles: {batch: B}` in a graph).
+pub const ROLE_BATCH: &str = "batch";
+
+/// The batch symbol a graph declares (`roles: {batch: SYMBOL}`), refusing unknown roles and
+/// symbols at their line. A graph that declares no roles has the batch `B` where it has that
+/// symbol, as graphs written before roles were declared do.
+fn symbol_roles(
+    src: &Source,
+    graph: &GraphSpec,
+    symbols: &BTreeMap<String, String>,
+) -> Result<Option<String>> {
+    if graph.roles.0.is_empty() {
+        return Ok(symbols.contains_key("B").then(|| "B".to_string()));
+    }
+    let mut batch = None;
+    for (role, symbol) in &graph.roles.0 {
+        if role != ROLE_BATCH {
+            return Err(src.error_at(
+                &["roles", role],
+                format!("unknown role `{role}` (the one symbol role is `{ROLE_BATCH}`)"),
+            ));
+        }
+        if !symbols.contains_key(symbol) {
+            return Err(src.error_at(
+                &["roles", role],
+                format!(
+                    "role `{role}`: unknown symbol `{symbol}` (the graph's symbols: {})",
+                    symbols.keys().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            ));
+        }
+        batch = Some(symbol.clone());
+    }
+    Ok(batch)
 }
 
 /// The role of attention's core operators (`role: attention-core` in a graph).

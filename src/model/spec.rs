@@ -37,6 +37,9 @@ pub struct FamilyFile {
     pub doc: String,
     #[serde(default)]
     pub attention: Option<String>,
+    /// Roles of symbols: `batch: B`.
+    #[serde(default)]
+    pub roles: UniqueMap<String>,
     pub symbols: UniqueMap<String>,
     #[serde(default)]
     pub inputs: UniqueMap<InputSpec>,
@@ -51,6 +54,7 @@ impl FamilyFile {
             self.doc,
             GraphSpec {
                 attention: self.attention,
+                roles: self.roles,
                 symbols: self.symbols,
                 inputs: self.inputs,
                 blocks: self.blocks,
@@ -66,6 +70,10 @@ pub struct GraphSpec {
     /// The default attention mode of graphs with `attention:`-tagged operators.
     #[serde(default)]
     pub attention: Option<String>,
+    /// Roles of symbols, role → symbol: `batch: B` names the global batch, the symbol data
+    /// parallelism and micro-batching divide.
+    #[serde(default)]
+    pub roles: UniqueMap<String>,
     /// Free symbols with a description each.
     pub symbols: UniqueMap<String>,
     #[serde(default)]

@@ -10,7 +10,7 @@ use crate::rules::rule::tensor_bytes;
 use crate::rules::split::{derive, Placement, SplitEntry};
 use crate::rules::{FlopClass, Tensor};
 use crate::strategy::AxisKind;
-use crate::sym::Poly;
+use crate::sym::{Poly, SymError};
 use petgraph::graph::NodeIndex;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -476,7 +476,7 @@ fn op_entry(node: &OpNode, plan: &OpPlan, model: &Model) -> SplitEntry {
 }
 
 fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
-    let plan = plan(node, layout);
+    let plan = plan(node, layout, model.batch.as_deref());
     let entry = op_entry(node, &plan, model);
     let f = |p: &Poly| node.model_formula(p);
     let attention_core = node.attention_core && !node.rule.fused_attention;
@@ -654,9 +654,9 @@ impl Analysis {
     /// The same analysis with the symbols of `b` replaced by their values (partial evaluation:
     /// what stays symbolic is what a search still varies), so that evaluating it many times is
     /// cheap.
-    pub fn bind(&self, b: &crate::sym::Bindings) -> Result<Analysis, String> {
-        let f = |p: &Poly| p.bind(b).map_err(|e| e.to_string());
-        let comm = |c: &Comm| -> Result<Comm, String> {
+    pub fn bind(&self, b: &crate::sym::Bindings) -> Result<Analysis, SymError> {
+        let f = |p: &Poly| p.bind(b);
+        let comm = |c: &Comm| -> Result<Comm, SymError> {
             Ok(Comm {
                 wire_bytes: f(&c.wire_bytes)?,
                 ..c.clone()
@@ -687,7 +687,7 @@ impl Analysis {
                     .saved_inputs
                     .iter()
                     .map(|(k, p)| Ok((*k, f(p)?)))
-                    .collect::<Result<_, String>>()?;
+                    .collect::<Result<_, SymError>>()?;
                 op.comm = op.comm.iter().map(comm).collect::<Result<_, _>>()?;
                 op.grad_comm = op.grad_comm.iter().map(comm).collect::<Result<_, _>>()?;
             }

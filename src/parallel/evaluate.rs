@@ -5,7 +5,7 @@ use super::analysis::{Analysis, BlockAnalysis, Comm, CP, DP, TP};
 use crate::calib::Calibration;
 use crate::model::Model;
 use crate::rules::law::CollectiveKind;
-use crate::strategy::{AxisKind, Knobs, Mesh, Recompute, Schedule, Tier};
+use crate::strategy::{AxisKind, Knobs, Mesh, Recompute, Schedule, StrategyError, Tier};
 use crate::sym::{Bindings, Poly, Rational};
 use num_traits::{One, ToPrimitive, Zero};
 use serde::Serialize;
@@ -169,8 +169,8 @@ impl Approx {
     }
 }
 
-fn eval(p: &Poly, b: &Bindings) -> Result<Rational, String> {
-    p.eval(b).map_err(|e| e.to_string())
+fn eval(p: &Poly, b: &Bindings) -> Result<Rational, StrategyError> {
+    Ok(p.eval(b)?)
 }
 
 /// The most block copies a pipeline partition places one by one.
@@ -180,9 +180,10 @@ pub const MAX_PIPELINED_LAYERS: u64 = 1_000_000;
 /// (`--make-vocab-size-divisible-by`, default 128) when tensor parallelism splits it.
 pub const VOCAB_PAD: u64 = 128;
 
-/// The bindings of one microbatch: the model's values with `B` divided by the micro-batch count,
-/// and a vocabulary `V` that tensor parallelism does not divide padded as Megatron-LM pads it.
-pub fn microbatch_bindings(values: &Bindings, k: &Knobs) -> Bindings {
+/// The bindings of one microbatch: the model's values with its batch symbol (`B`) divided by
+/// the micro-batch count, and a vocabulary `V` that tensor parallelism does not divide padded as
+/// Megatron-LM pads it.
+pub fn microbatch_bindings(model: &Model, values: &Bindings, k: &Knobs) -> Bindings {
     let mut b = values.clone();
     if let Some(v) = b.get_mut("V") {
         let t = r(k.tp);
@@ -191,7 +192,7 @@ pub fn microbatch_bindings(values: &Bindings, k: &Knobs) -> Bindings {
             *v = (&*v / &unit).ceil() * unit;
         }
     }
-    if let Some(v) = b.get_mut("B") {
+    if let Some(v) = model.batch.as_ref().and_then(|s| b.get_mut(s)) {
         *v = &*v / Rational::from_integer(k.microbatches.into());
     }
     b.insert(DP.into(), Rational::from_integer(k.dp.into()));
@@ -223,7 +224,7 @@ fn ring_bytes_f64(x: &Approx, recompute: Recompute, layer: bool) -> f64 {
 
 /// Evaluates every block of an analysis for one microbatch, operator by operator (the
 /// reference [`block_numbers_summed`] is held to).
-pub fn block_numbers(a: &Analysis, b: &Bindings) -> Result<Vec<BlockNumbers>, String> {
+pub fn block_numbers(a: &Analysis, b: &Bindings) -> Result<Vec<BlockNumbers>, StrategyError> {
     a.blocks.iter().map(|blk| block_of(blk, None, b)).collect()
 }
 
@@ -236,7 +237,7 @@ pub fn block_numbers_summed(
     a: &Analysis,
     sums: &[BlockSums],
     b: &Bindings,
-) -> Result<Vec<BlockNumbers>, String> {
+) -> Result<Vec<BlockNumbers>, StrategyError> {
     a.blocks
         .iter()
         .zip(sums)
@@ -366,17 +367,20 @@ fn block_of(
     blk: &BlockAnalysis,
     sums: Option<&BlockSums>,
     b: &Bindings,
-) -> Result<BlockNumbers, String> {
+) -> Result<BlockNumbers, StrategyError> {
     let cp = b.get(CP).cloned().unwrap_or_else(Rational::one);
     let repeat = eval(&blk.repeat, b)?;
     if !repeat.is_integer() || repeat <= Rational::zero() {
-        return Err(format!("block `{}` repeats {repeat} times", blk.name));
+        return Err(StrategyError::Repeat {
+            block: blk.name.clone(),
+            repeat,
+        });
     }
     let mut n = BlockNumbers {
         repeat: repeat
             .to_integer()
             .to_u64()
-            .ok_or("repeat count too large")?,
+            .ok_or(StrategyError::RepeatTooLarge)?,
         ..BlockNumbers::default()
     };
     if let Some(s) = sums {
@@ -606,7 +610,7 @@ pub fn check_divisibility(
     a: &Analysis,
     b: &Bindings,
     k: &Knobs,
-) -> Result<(), String> {
+) -> Result<(), StrategyError> {
     for (blk, ba) in model.blocks.iter().zip(&a.blocks) {
         for (node, op) in blk.ops().zip(&ba.ops) {
             let mut by_index: Vec<(String, u64, &str)> = Vec::new();
@@ -631,10 +635,16 @@ pub fn check_divisibility(
                 }
                 let q = &v / r(size);
                 if !q.is_integer() || q.is_zero() {
-                    return Err(format!(
-                        "{axis} = {size} does not divide `{}` index `{i}` = {} = {v}",
-                        node.name, node.bind[&i]
-                    ));
+                    return Err(StrategyError::NotDivisible(Box::new(
+                        crate::strategy::NotDivisible {
+                            axis,
+                            degree: size,
+                            op: node.name.clone(),
+                            formula: node.bind[&i].clone(),
+                            index: i,
+                            size: v,
+                        },
+                    )));
                 }
             }
         }
@@ -791,7 +801,7 @@ fn fits_items(t: &[f64], limit: f64, pp: usize) -> bool {
 fn expert_view(
     n: &BlockNumbers,
     k: &Knobs,
-) -> Result<(Rational, Rational, Rational, Rational), String> {
+) -> Result<(Rational, Rational, Rational, Rational), StrategyError> {
     let dense = &n.params - &n.expert_params;
     if k.ep <= 1 {
         return Ok((
@@ -872,7 +882,7 @@ fn plan_pipeline(
     layer_block: &[bool],
     k: &Knobs,
     kap: Kappas,
-) -> Result<Plan, String> {
+) -> Result<Plan, StrategyError> {
     let (kt, ke, kc, kh) = (kap.tp, kap.ep, kap.cp, kap.hbm);
     // The same in floating point, for choosing the partition and the stages to price.
     let cf: Vec<RoughBlock> = numbers
@@ -917,7 +927,10 @@ fn plan_pipeline(
         .map(|n| n.repeat)
         .fold(0u64, |a, r| a.saturating_add(r));
     if k.pp > 1 && copies > MAX_PIPELINED_LAYERS {
-        return Err(format!("{copies} layers are too many to partition into pipeline stages (at most {MAX_PIPELINED_LAYERS})"));
+        return Err(StrategyError::TooManyLayers {
+            copies,
+            most: MAX_PIPELINED_LAYERS,
+        });
     }
     let mut items: Vec<usize> = Vec::new();
     if k.pp > 1 {
@@ -932,11 +945,10 @@ fn plan_pipeline(
         .map(|(_, n)| n.repeat)
         .sum();
     if k.pp > copies {
-        return Err(format!(
-            "pp = {} is more than the {} layers to place",
-            k.pp,
-            items.len()
-        ));
+        return Err(StrategyError::TooManyStages {
+            pp: k.pp,
+            layers: items.len() as u64,
+        });
     }
     let v = if k.schedule == Schedule::Interleaved {
         k.chunks
@@ -944,7 +956,11 @@ fn plan_pipeline(
         1
     };
     if v > 1 && !layers.is_multiple_of(k.pp * v) {
-        return Err(format!("interleaved-1f1b with {v} chunks needs the {layers} layers divisible by pp × chunks = {}", k.pp * v));
+        return Err(StrategyError::InterleavedLayers {
+            chunks: v,
+            layers,
+            pp: k.pp,
+        });
     }
     let block_time: Vec<f64> = cf
         .iter()
@@ -965,7 +981,7 @@ fn plan_pipeline(
         });
     }
     let t: Vec<f64> = items.iter().map(|&b| block_time[b]).collect();
-    let bounds = partition(&t, k.pp as usize).ok_or("no pipeline partition")?;
+    let bounds = partition(&t, k.pp as usize).ok_or(StrategyError::NoPartition)?;
     // Copies of each block on each stage, in order.
     let stage_counts: Vec<Vec<(usize, u64)>> = (0..k.pp as usize)
         .map(|s| {
@@ -1006,7 +1022,7 @@ pub fn pipeline_stage_counts(
     kappa: &dyn Fn(Tier) -> f64,
     kappa_hbm: f64,
     gpus_per_node: u64,
-) -> Result<Vec<Vec<(usize, u64)>>, String> {
+) -> Result<Vec<Vec<(usize, u64)>>, StrategyError> {
     let mesh = Mesh::of(k, gpus_per_node);
     let layer_block = layer_blocks(model);
     let kap = Kappas {
@@ -1169,7 +1185,7 @@ pub fn estimate(
     kappa: &dyn Fn(Tier) -> f64,
     kappa_hbm: f64,
     gpus_per_node: u64,
-) -> Result<Estimate, String> {
+) -> Result<Estimate, StrategyError> {
     estimate_variants(
         model,
         numbers,
@@ -1179,7 +1195,7 @@ pub fn estimate(
         gpus_per_node,
     )
     .pop()
-    .unwrap_or_else(|| Err("no strategy".into()))
+    .unwrap_or(Err(StrategyError::Nothing("strategy")))
 }
 
 /// [`estimate`] of several strategies that share dp, tp, pp and the micro-batch count and
@@ -1193,7 +1209,7 @@ pub fn estimate_variants(
     kappa: &dyn Fn(Tier) -> f64,
     kappa_hbm: f64,
     gpus_per_node: u64,
-) -> Vec<Result<Estimate, String>> {
+) -> Vec<Result<Estimate, StrategyError>> {
     let layer_block = layer_blocks(model);
     let layers: u64 = numbers
         .iter()
@@ -1201,7 +1217,7 @@ pub fn estimate_variants(
         .filter(|(bi, _)| layer_block[*bi])
         .map(|(_, n)| n.repeat)
         .sum();
-    let mut plans: Vec<((Recompute, u64), Result<Plan, String>)> = Vec::new();
+    let mut plans: Vec<((Recompute, u64), Result<Plan, StrategyError>)> = Vec::new();
     ks.iter()
         .map(|k| {
             let mesh = Mesh::of(k, gpus_per_node);
@@ -1236,7 +1252,11 @@ pub fn estimate_variants(
             let plan = plans[at].1.as_mut().map_err(|e| e.clone())?;
             let v = k.virtual_chunks();
             if v > 1 && !layers.is_multiple_of(k.pp * v) {
-                return Err(format!("interleaved-1f1b with {v} chunks needs the {layers} layers divisible by pp × chunks = {}", k.pp * v));
+                return Err(StrategyError::InterleavedLayers {
+                    chunks: v,
+                    layers,
+                    pp: k.pp,
+                });
             }
             plan.v = v;
             Ok(estimate_planned(
@@ -1295,36 +1315,81 @@ pub fn layer_count(model: &Model, numbers: &[BlockNumbers]) -> u64 {
         .sum()
 }
 
-/// Evaluates a strategy. `memory` is the device capacity in bytes. With `detail`, the
-/// collectives of the busiest device are listed (slower; `rank` asks only for its top rows).
-#[allow(clippy::too_many_arguments)]
-pub fn evaluate_with(
-    model: &Model,
-    a: &Analysis,
+/// The links a strategy's traffic crosses and their machine balance: the tier of each parallel
+/// dimension's links under the strategy's mesh, and κ (FLOP-equivalents per byte) of each, and
+/// of HBM.
+struct Links {
+    /// The mesh the tiers come from.
+    mesh: Mesh,
+    /// Tensor-parallel links.
+    tp_tier: Tier,
+    /// Gradient-reduction links: gradients are reduced over the ranks holding the same
+    /// weights, dp × cp.
+    dp_tier: Tier,
+    /// Context-parallel ring links.
+    cp_tier: Tier,
+    /// Pipeline point-to-point links.
+    p2p_tier: Tier,
+    /// Expert-parallel all-to-all links.
+    ep_tier: Tier,
+    k_tp: Rational,
+    k_dp: Rational,
+    k_cp: Rational,
+    k_p2p: Rational,
+    k_ep: Rational,
+    k_hbm: Rational,
+}
+
+impl Links {
+    /// The links of `k` on nodes of `gpus_per_node` devices, priced by `calib`.
+    fn of(k: &Knobs, calib: &Calibration, gpus_per_node: u64) -> Links {
+        let mesh = Mesh::of(k, gpus_per_node);
+        let tp_tier = mesh.axis(AxisKind::Tp).tier;
+        let dp_tier = mesh.grad_axis().tier;
+        let cp_tier = mesh.cp_axis().tier;
+        let p2p_tier = mesh.p2p_tier();
+        let ep_tier = mesh.ep_tier(k.ep);
+        Links {
+            k_tp: calib.balance(tp_tier),
+            k_dp: calib.balance(dp_tier),
+            k_cp: calib.balance(cp_tier),
+            k_p2p: calib.balance(p2p_tier),
+            k_ep: calib.balance(ep_tier),
+            k_hbm: calib.hbm_balance(),
+            mesh,
+            tp_tier,
+            dp_tier,
+            cp_tier,
+            p2p_tier,
+            ep_tier,
+        }
+    }
+
+    /// The balances the floating-point pipeline plan uses.
+    fn kappas(&self) -> Kappas {
+        Kappas {
+            tp: self.k_tp.to_f64().unwrap_or(0.0),
+            ep: f64_or_max(&self.k_ep),
+            cp: f64_or_max(&self.k_cp),
+            hbm: f64_or_max(&self.k_hbm),
+        }
+    }
+}
+
+/// `x` as a float, the largest float where it does not fit.
+fn f64_or_max(x: &Rational) -> f64 {
+    x.to_f64().unwrap_or(f64::MAX)
+}
+
+/// Each block's exact per-micro-batch costs under `k`: recomputation adds the forward FLOPs and
+/// HBM bytes it reruns and keeps only the activations it does not rerun; expert parallelism
+/// shards the expert weights and adds its all-to-all bytes; context parallelism its ring bytes.
+fn block_costs(
     numbers: &[BlockNumbers],
-    knobs: &Knobs,
-    calib: &Calibration,
-    gpus_per_node: u64,
-    memory: &Rational,
-    detail: bool,
-) -> Result<Evaluation, String> {
-    let k = knobs;
-    let mesh = Mesh::of(k, gpus_per_node);
-    let tp_tier = mesh.axis(AxisKind::Tp).tier;
-    // Gradients are reduced over the ranks holding the same weights: dp × cp.
-    let dp_tier = mesh.grad_axis().tier;
-    let cp_tier = mesh.cp_axis().tier;
-    let k_cp = calib.balance(cp_tier);
-    let p2p_tier = mesh.p2p_tier();
-    let (k_tp, k_dp, k_p2p) = (
-        calib.balance(tp_tier),
-        calib.balance(dp_tier),
-        calib.balance(p2p_tier),
-    );
-    let k_hbm = calib.hbm_balance();
-    let m = r(k.microbatches);
-    let layer_block = layer_blocks(model);
-    let costs: Vec<BlockCost> = numbers
+    layer_block: &[bool],
+    k: &Knobs,
+) -> Result<Vec<BlockCost>, StrategyError> {
+    numbers
         .iter()
         .enumerate()
         .map(|(bi, n)| {
@@ -1355,126 +1420,168 @@ pub fn evaluate_with(
                 boundary: n.boundary.clone(),
             })
         })
-        .collect::<Result<_, String>>()?;
-    let kt = k_tp.to_f64().unwrap_or(0.0);
-    let ep_tier = mesh.ep_tier(k.ep);
-    let k_ep = calib.balance(ep_tier);
-    let f = |x: &Rational| x.to_f64().unwrap_or(f64::MAX);
-    let kap = Kappas {
-        tp: kt,
-        ep: f(&k_ep),
-        cp: f(&k_cp),
-        hbm: f(&k_hbm),
-    };
-    let plan = plan_pipeline(numbers, &layer_block, k, kap)?;
-    let rough = rough_stages(
-        &plan,
-        numbers,
-        &layer_block,
-        k,
-        kt,
-        f(&k_ep),
-        f(&k_cp),
-        f(&k_dp),
-        f(&k_p2p),
-    );
-    let Plan {
-        items,
-        bounds,
-        stage_counts,
-        v,
-        ..
-    } = plan;
-    let zero_div = |stage_min: u8| {
-        if k.zero >= stage_min {
-            r(k.replicas())
+        .collect()
+}
+
+/// Bytes one device of a stage moves per step on each parallel dimension.
+#[derive(Clone)]
+struct Traffic {
+    /// Gradient reduction (and, under ZeRO-3, weight gathering) over the data-parallel group.
+    dp: Rational,
+    /// Tensor-parallel collectives, per-micro-batch and gradient ones.
+    tp: Rational,
+    /// Pipeline point-to-point activations and their gradients.
+    p2p: Rational,
+    /// Expert-parallel all-to-alls.
+    ep: Rational,
+    /// Context-parallel ring passes.
+    cp: Rational,
+}
+
+/// One stage priced exactly.
+struct PricedStage {
+    /// What the evaluation reports of it.
+    stage: Stage,
+    /// Its time in FLOP-equivalents: compute, HBM traffic, and tensor-, expert- and
+    /// context-parallel traffic (what runs once per micro-batch on the stage).
+    time: Rational,
+    /// Its bytes per dimension.
+    traffic: Traffic,
+}
+
+/// What pricing the stages of one strategy exactly needs.
+struct StagePricer<'a> {
+    a: &'a Analysis,
+    k: &'a Knobs,
+    links: &'a Links,
+    costs: &'a [BlockCost],
+    plan: &'a Plan,
+    layer_block: &'a [bool],
+    /// Micro-batches per step.
+    m: Rational,
+    /// Under full recomputation, the saved activations of the largest layer (what the
+    /// layer being recomputed holds again).
+    full_layer_saved: Rational,
+}
+
+impl StagePricer<'_> {
+    /// What ZeRO divides the dense state of `stage_min` (1 optimizer, 2 gradients, 3 weights)
+    /// by: the replicas of the weights.
+    fn zero_div(&self, stage_min: u8) -> Rational {
+        if self.k.zero >= stage_min {
+            r(self.k.replicas())
         } else {
             Rational::one()
         }
-    };
-    let full_layer_saved: Rational = numbers
-        .iter()
-        .enumerate()
-        .filter(|(bi, _)| layer_block[*bi])
-        .map(|(_, n)| n.saved.clone())
-        .max()
-        .unwrap_or_default();
-    let inflight = |s: usize| -> Rational {
-        let (num, den) = in_flight(k, v, s);
-        Rational::new(num.into(), den.into())
-    };
-    let boundary_bytes = |s: usize| -> Rational {
-        // Activations go forward to the next stage, their gradients back to the previous one.
-        let mut p2p = Rational::zero();
-        if (s as u64) + 1 < k.pp {
-            p2p += costs[items[bounds[s + 1] - 1]].boundary.clone();
-        }
-        if s > 0 {
-            p2p += costs[items[bounds[s] - 1]].boundary.clone();
-        }
-        if let Some(b) = interleaved_boundary(&stage_counts[s], &layer_block, v) {
-            p2p += r(2 * (v - 1)) * &costs[b].boundary;
-        }
-        p2p * &m
-    };
-    // One stage, exactly: (stage, time with its tensor-parallel traffic, (dp, tp, p2p) bytes).
-    let zero_expert = |stage_min: u8| {
+    }
+
+    /// What ZeRO divides the expert state of `stage_min` by: the ranks holding the same
+    /// experts.
+    fn zero_expert(&self, stage_min: u8) -> Rational {
+        let k = self.k;
         if k.zero >= stage_min {
             r(k.dp / k.ep * k.cp)
         } else {
             Rational::one()
         }
-    };
-    type Traffic = (Rational, Rational, Rational, Rational, Rational);
-    let exact = |s: usize| -> (Stage, Rational, Traffic) {
-        let counts = &stage_counts[s];
-        let total = |f: &dyn Fn(&BlockCost) -> &Rational| -> Rational {
-            counts.iter().map(|(b, c)| f(&costs[*b]) * r(*c)).sum()
-        };
-        let compute = total(&|c| &c.compute) * &m;
-        // Memory-bound operators cost their HBM traffic at the machine's κ_hbm.
-        let hbm_cost = &k_hbm * total(&|c| &c.hbm) * &m;
-        let tp_bytes = total(&|c| &c.tp_bytes) * &m + total(&|c| &c.tp_grad);
-        let params = total(&|c| &c.params);
-        let experts = total(&|c| &c.params_expert);
-        let ep_bytes = total(&|c| &c.ep_bytes) * &m;
-        let cp_bytes = total(&|c| &c.cp_bytes) * &m;
-        let mut activations = total(&|c| &c.saved) * inflight(s);
-        if k.recompute == Recompute::Full {
-            activations += full_layer_saved.clone();
+    }
+
+    /// Micro-batches whose activations stage `s` holds at once.
+    fn inflight(&self, s: usize) -> Rational {
+        let (num, den) = in_flight(self.k, self.plan.v, s);
+        Rational::new(num.into(), den.into())
+    }
+
+    /// Point-to-point bytes stage `s` sends per step: activations forward to the next stage,
+    /// their gradients back to the previous one, and under interleaving the boundaries of its
+    /// further chunks.
+    fn boundary_bytes(&self, s: usize) -> Rational {
+        let Plan {
+            items,
+            bounds,
+            stage_counts,
+            v,
+            ..
+        } = self.plan;
+        let costs = self.costs;
+        let mut p2p = Rational::zero();
+        if (s as u64) + 1 < self.k.pp {
+            p2p += costs[items[bounds[s + 1] - 1]].boundary.clone();
         }
-        // Dense state is sharded over the data-parallel group, expert state over the ranks that
-        // hold the same experts.
+        if s > 0 {
+            p2p += costs[items[bounds[s] - 1]].boundary.clone();
+        }
+        if let Some(b) = interleaved_boundary(&stage_counts[s], self.layer_block, *v) {
+            p2p += r(2 * (v - 1)) * &costs[b].boundary;
+        }
+        p2p * &self.m
+    }
+
+    /// The sum over the blocks of stage `s` of `f` of each block, times its copies there.
+    fn total(&self, s: usize, f: &dyn Fn(&BlockCost) -> &Rational) -> Rational {
+        self.plan.stage_counts[s]
+            .iter()
+            .map(|(b, c)| f(&self.costs[*b]) * r(*c))
+            .sum()
+    }
+
+    /// Memory per device of stage `s`: weights, gradients and optimizer state (dense state
+    /// sharded by ZeRO over the data-parallel group, expert state over the ranks that hold the
+    /// same experts) and the activations of the micro-batches in flight.
+    fn memory(&self, s: usize) -> Memory {
+        let params = self.total(s, &|c| &c.params);
+        let experts = self.total(s, &|c| &c.params_expert);
+        let mut activations = self.total(s, &|c| &c.saved) * self.inflight(s);
+        if self.k.recompute == Recompute::Full {
+            activations += self.full_layer_saved.clone();
+        }
         let state = |bytes: i64, stage: u8| {
-            &params * r(bytes as u64) / zero_div(stage)
-                + &experts * r(bytes as u64) / zero_expert(stage)
+            &params * r(bytes as u64) / self.zero_div(stage)
+                + &experts * r(bytes as u64) / self.zero_expert(stage)
         };
         let weights = state(WEIGHT_BYTES, 3);
         let grads = state(GRAD_BYTES, 2);
         let optimizer = state(OPTIMIZER_BYTES, 1);
-        let mem_total = &weights + &grads + &optimizer + &activations;
-        let memory = Memory {
+        let total = &weights + &grads + &optimizer + &activations;
+        Memory {
             params: weights,
             grads,
             optimizer,
             activations,
-            total: mem_total,
-        };
-        // ZeRO-3 (FSDP) reduce-scatters the gradients once a step (half the all-reduce's bytes)
-        // and all-gathers the weights before each forward and each backward of every
-        // micro-batch (each gather half the all-reduce's bytes): (1 + 2m)/2 of the all-reduce
-        // bytes, the ZeRO paper's 3/2 at one micro-batch (Rajbhandari et al. 2020, §7.2.2).
-        let mut dp_bytes = total(&|c| &c.dp_grad);
-        if k.zero == 3 {
-            dp_bytes *= Rational::new((1 + 2 * k.microbatches).into(), 2.into());
+            total,
         }
-        let time = &compute + &hbm_cost + &k_tp * &tp_bytes + &k_ep * &ep_bytes + &k_cp * &cp_bytes;
-        let items = counts
+    }
+
+    /// Data-parallel bytes of stage `s` per step. ZeRO-3 (FSDP) reduce-scatters the gradients
+    /// once a step (half the all-reduce's bytes) and all-gathers the weights before each
+    /// forward and each backward of every micro-batch (each gather half the all-reduce's
+    /// bytes): (1 + 2m)/2 of the all-reduce bytes, the ZeRO paper's 3/2 at one micro-batch
+    /// (Rajbhandari et al. 2020, §7.2.2).
+    fn dp_bytes(&self, s: usize) -> Rational {
+        let mut dp_bytes = self.total(s, &|c| &c.dp_grad);
+        if self.k.zero == 3 {
+            dp_bytes *= Rational::new((1 + 2 * self.k.microbatches).into(), 2.into());
+        }
+        dp_bytes
+    }
+
+    /// Stage `s` priced exactly: its compute (memory-bound operators cost their HBM traffic at
+    /// κ_hbm), memory, time and traffic.
+    fn price(&self, s: usize) -> PricedStage {
+        let (m, l) = (&self.m, self.links);
+        let compute = self.total(s, &|c| &c.compute) * m;
+        let hbm_cost = &l.k_hbm * self.total(s, &|c| &c.hbm) * m;
+        let tp = self.total(s, &|c| &c.tp_bytes) * m + self.total(s, &|c| &c.tp_grad);
+        let ep = self.total(s, &|c| &c.ep_bytes) * m;
+        let cp = self.total(s, &|c| &c.cp_bytes) * m;
+        let memory = self.memory(s);
+        let time = &compute + &hbm_cost + &l.k_tp * &tp + &l.k_ep * &ep + &l.k_cp * &cp;
+        let items = self.plan.stage_counts[s]
             .iter()
-            .map(|(b, c)| (a.blocks[*b].name.clone(), *c))
+            .map(|(b, c)| (self.a.blocks[*b].name.clone(), *c))
             .collect();
-        (
-            Stage {
+        PricedStage {
+            stage: Stage {
                 stage: s as u64,
                 items,
                 flops: compute,
@@ -1482,13 +1589,28 @@ pub fn evaluate_with(
                 memory,
             },
             time,
-            (dp_bytes, tp_bytes, boundary_bytes(s), ep_bytes, cp_bytes),
-        )
-    };
-    // Choose the stages that matter in floating point, then price those exactly: every stage
-    // within a relative 1e-9 of a maximum is priced, so a near tie cannot hide the true maximum.
-    // Stages with the same blocks, neighbours and micro-batches in flight are the same stage:
-    // one of each kind is priced.
+            traffic: Traffic {
+                dp: self.dp_bytes(s),
+                tp,
+                p2p: self.boundary_bytes(s),
+                ep,
+                cp,
+            },
+        }
+    }
+}
+
+/// The stages worth pricing exactly, in order: every stage within a relative 1e-9 of a maximum
+/// of the floating-point `rough` (time, full time, memory), so that a near tie cannot hide the
+/// true maximum; stages with the same blocks, neighbours and micro-batches in flight are the
+/// same stage, and one of each kind is priced. With `detail`, all stages.
+fn stages_to_price(rough: &[[f64; 3]], plan: &Plan, k: &Knobs, detail: bool) -> Vec<usize> {
+    let Plan {
+        items,
+        bounds,
+        stage_counts,
+        ..
+    } = plan;
     let key = |s: usize| {
         let prev = (s > 0).then(|| items[bounds[s] - 1]);
         let next = ((s as u64) + 1 < k.pp).then(|| items[bounds[s + 1] - 1]);
@@ -1517,42 +1639,54 @@ pub fn evaluate_with(
         pick = (0..stage_counts.len()).collect();
     }
     pick.sort_unstable();
-    let mut stages = Vec::new();
-    let mut stage_time = Vec::new();
-    let mut stage_extra = Vec::new();
-    for &s in &pick {
-        let (st, time, extra) = exact(s);
-        stages.push(st);
-        stage_time.push(time);
-        stage_extra.push(extra);
-    }
-    let per_stage_blocks: Vec<&Vec<(usize, u64)>> =
-        pick.iter().map(|&s| &stage_counts[s]).collect();
-    // The busiest device: the stage with the largest time including its own data-parallel and
-    // point-to-point traffic.
-    let full: Vec<Rational> = (0..stages.len())
-        .map(|s| &stage_time[s] + &k_dp * &stage_extra[s].0 + &k_p2p * &stage_extra[s].2)
+    pick
+}
+
+/// The busiest device and the relative cost of a step on it.
+struct Busiest {
+    /// Position in the priced stages of the stage with the largest time including its own
+    /// data-parallel and point-to-point traffic: the busiest device.
+    at: usize,
+    /// Idle fraction of the pipeline schedule, (pp − 1)/(m·v).
+    bubble_fraction: Rational,
+    /// Relative cost of a step.
+    relative: RelativeCost,
+}
+
+/// Finds the busiest of the priced stages and prices a step on it: its compute, its traffic on
+/// intra- and inter-node links, and the bubble, the longest per-micro-batch stage time idle for
+/// the bubble fraction.
+fn relative_cost(
+    priced: &[PricedStage],
+    links: &Links,
+    k: &Knobs,
+    v: u64,
+) -> Result<Busiest, StrategyError> {
+    let full: Vec<Rational> = priced
+        .iter()
+        .map(|p| &p.time + &links.k_dp * &p.traffic.dp + &links.k_p2p * &p.traffic.p2p)
         .collect();
     let bs = (0..full.len())
         .max_by(|x, y| full[*x].cmp(&full[*y]))
-        .ok_or("no stages")?;
-    let tm = (0..stage_time.len())
-        .max_by(|x, y| stage_time[*x].cmp(&stage_time[*y]))
-        .ok_or("no stages")?;
+        .ok_or(StrategyError::Nothing("stages"))?;
+    let tm = (0..priced.len())
+        .max_by(|x, y| priced[*x].time.cmp(&priced[*y].time))
+        .ok_or(StrategyError::Nothing("stages"))?;
     let bubble_fraction = Rational::new((k.pp - 1).into(), (k.microbatches * v).into());
-    let bubble = &stage_time[tm] * &bubble_fraction;
-    let (dp_bytes, tp_bytes, p2p, ep_bytes, cp_bytes) = stage_extra[bs].clone();
+    let bubble = &priced[tm].time * &bubble_fraction;
+    let busiest = &priced[bs].stage;
+    let t = &priced[bs].traffic;
     let mut relative = RelativeCost {
-        compute: &stages[bs].flops + &stages[bs].hbm_cost,
+        compute: &busiest.flops + &busiest.hbm_cost,
         bubble,
         ..RelativeCost::default()
     };
     for (bytes, tier, kappa) in [
-        (&dp_bytes, dp_tier, &k_dp),
-        (&tp_bytes, tp_tier, &k_tp),
-        (&p2p, p2p_tier, &k_p2p),
-        (&ep_bytes, ep_tier, &k_ep),
-        (&cp_bytes, cp_tier, &k_cp),
+        (&t.dp, links.dp_tier, &links.k_dp),
+        (&t.tp, links.tp_tier, &links.k_tp),
+        (&t.p2p, links.p2p_tier, &links.k_p2p),
+        (&t.ep, links.ep_tier, &links.k_ep),
+        (&t.cp, links.cp_tier, &links.k_cp),
     ] {
         let c = kappa * bytes;
         match tier {
@@ -1560,110 +1694,240 @@ pub fn evaluate_with(
             Tier::Inter => relative.comm_inter += c,
         }
     }
+    let slowest = &priced[tm].stage;
     relative.total =
         &relative.compute + &relative.comm_intra + &relative.comm_inter + &relative.bubble;
     relative.flop_part =
-        &relative.compute + (&stages[tm].flops + &stages[tm].hbm_cost) * &bubble_fraction;
+        &relative.compute + (&slowest.flops + &slowest.hbm_cost) * &bubble_fraction;
     relative.byte_part = &relative.total - &relative.flop_part;
+    Ok(Busiest {
+        at: bs,
+        bubble_fraction,
+        relative,
+    })
+}
+
+/// The collectives of the analysis that the blocks `counts` (block, copies) of one device run
+/// per step: per-micro-batch collectives, and gradient reductions once a step (expert weights
+/// reduced only among the ranks that hold the same experts).
+fn analysis_rows(
+    a: &Analysis,
+    numbers: &[BlockNumbers],
+    k: &Knobs,
+    links: &Links,
+    counts: &[(usize, u64)],
+) -> Result<Vec<CommRow>, StrategyError> {
     let mut comm = Vec::new();
-    if detail {
-        let plain_dp_tier = mesh.axis(AxisKind::Dp).tier;
-        let tier_of = |ax: AxisKind, grad: bool| match ax {
-            AxisKind::Dp if grad => dp_tier,
-            AxisKind::Dp => plain_dp_tier,
-            _ => tp_tier,
-        };
-        for &(bi, copies) in per_stage_blocks[bs] {
-            for (at, b) in &numbers[bi].comm {
-                let c = at.of(&a.blocks[bi]);
-                comm.push(CommRow {
-                    collective: c.kind,
-                    axis: c.axis,
-                    tier: tier_of(c.axis, false),
-                    bytes: b / r(c.calls.into()),
-                    count: copies * k.microbatches * c.calls as u64,
-                    op: c.op.clone(),
-                    tensor: c.tensor.clone(),
-                    reason: c.reason.clone(),
-                    gradient: false,
-                });
-            }
-            let experts: Vec<&str> = a.blocks[bi]
-                .ops
-                .iter()
-                .filter(|o| o.rule == "expert_matmul")
-                .map(|o| o.name.as_str())
-                .collect();
-            for (at, b) in &numbers[bi].grad_comm {
-                let c = at.of(&a.blocks[bi]);
-                // Expert weights are reduced only among the ranks that hold the same experts.
-                let b = if k.ep > 1 && c.axis == AxisKind::Dp && experts.contains(&c.op.as_str()) {
-                    super::moe::expert_grad_allreduce(b, k.dp, k.ep)?
-                } else {
-                    b.clone()
-                };
-                comm.push(CommRow {
-                    collective: c.kind,
-                    axis: c.axis,
-                    tier: tier_of(c.axis, true),
-                    bytes: b / r(c.calls.into()),
-                    count: copies * c.calls as u64,
-                    op: c.op.clone(),
-                    tensor: c.tensor.clone(),
-                    reason: c.reason.clone(),
-                    gradient: true,
-                });
-            }
-        }
-    }
-    if detail && k.cp > 1 {
-        for &(bi, copies) in per_stage_blocks[bs] {
-            let n = &numbers[bi];
-            // Forward (cp − 1) steps, backward 2·(cp − 1), plus the forward's again where
-            // recomputation reruns the operator.
-            for (oi, x) in &n.ring_ops {
-                let op = &a.blocks[bi].ops[*oi];
-                let reruns = match (k.recompute, layer_block[bi]) {
-                    (Recompute::Full, true) => 1,
-                    (Recompute::Selective, true) => u64::from(op.attention_core),
-                    _ => 0,
-                };
-                comm.push(CommRow {
-                    collective: CollectiveKind::SendRecv,
-                    axis: AxisKind::Cp,
-                    tier: cp_tier,
-                    bytes: x.clone(),
-                    count: copies * k.microbatches * (k.cp - 1) * (3 + reruns),
-                    op: op.name.clone(),
-                    tensor: "key, value".into(),
-                    gradient: false,
-                    reason: "context parallelism passes each rank's keys and values to the next rank of the ring, cp − 1 steps forward; backward passes them again with their gradients".into(),
-                });
-            }
-        }
-    }
-    if detail && k.ep > 1 {
-        for &(bi, copies) in per_stage_blocks[bs] {
-            let n = &numbers[bi];
-            if n.slot_bytes.is_zero() {
-                continue;
-            }
-            let per_call = (r(k.ep) - Rational::one()) / r(k.ep) * &n.slot_bytes;
+    let plain_dp_tier = links.mesh.axis(AxisKind::Dp).tier;
+    let tier_of = |ax: AxisKind, grad: bool| match ax {
+        AxisKind::Dp if grad => links.dp_tier,
+        AxisKind::Dp => plain_dp_tier,
+        _ => links.tp_tier,
+    };
+    for &(bi, copies) in counts {
+        for (at, b) in &numbers[bi].comm {
+            let c = at.of(&a.blocks[bi]);
             comm.push(CommRow {
-                collective: CollectiveKind::AllToAll,
-                axis: AxisKind::Ep,
-                tier: ep_tier,
-                bytes: per_call,
-                count: copies * k.microbatches * 4,
-                op: format!("{} experts", a.blocks[bi].name),
-                tensor: "expert slots".into(),
-                reason:
-                    "tokens go to the devices holding their experts and back, forward and backward"
-                        .into(),
+                collective: c.kind,
+                axis: c.axis,
+                tier: tier_of(c.axis, false),
+                bytes: b / r(c.calls.into()),
+                count: copies * k.microbatches * c.calls as u64,
+                op: c.op.clone(),
+                tensor: c.tensor.clone(),
+                reason: c.reason.clone(),
                 gradient: false,
             });
         }
+        let experts: Vec<&str> = a.blocks[bi]
+            .ops
+            .iter()
+            .filter(|o| o.rule == "expert_matmul")
+            .map(|o| o.name.as_str())
+            .collect();
+        for (at, b) in &numbers[bi].grad_comm {
+            let c = at.of(&a.blocks[bi]);
+            let b = if k.ep > 1 && c.axis == AxisKind::Dp && experts.contains(&c.op.as_str()) {
+                super::moe::expert_grad_allreduce(b, k.dp, k.ep)?
+            } else {
+                b.clone()
+            };
+            comm.push(CommRow {
+                collective: c.kind,
+                axis: c.axis,
+                tier: tier_of(c.axis, true),
+                bytes: b / r(c.calls.into()),
+                count: copies * c.calls as u64,
+                op: c.op.clone(),
+                tensor: c.tensor.clone(),
+                reason: c.reason.clone(),
+                gradient: true,
+            });
+        }
     }
+    Ok(comm)
+}
+
+/// The context-parallel ring passes of the blocks `counts` per step: forward (cp − 1) steps,
+/// backward 2·(cp − 1), plus the forward's again where recomputation reruns the operator.
+fn ring_rows(
+    a: &Analysis,
+    numbers: &[BlockNumbers],
+    k: &Knobs,
+    links: &Links,
+    layer_block: &[bool],
+    counts: &[(usize, u64)],
+) -> Vec<CommRow> {
+    let mut comm = Vec::new();
+    for &(bi, copies) in counts {
+        let n = &numbers[bi];
+        for (oi, x) in &n.ring_ops {
+            let op = &a.blocks[bi].ops[*oi];
+            let reruns = match (k.recompute, layer_block[bi]) {
+                (Recompute::Full, true) => 1,
+                (Recompute::Selective, true) => u64::from(op.attention_core),
+                _ => 0,
+            };
+            comm.push(CommRow {
+                collective: CollectiveKind::SendRecv,
+                axis: AxisKind::Cp,
+                tier: links.cp_tier,
+                bytes: x.clone(),
+                count: copies * k.microbatches * (k.cp - 1) * (3 + reruns),
+                op: op.name.clone(),
+                tensor: "key, value".into(),
+                gradient: false,
+                reason: "context parallelism passes each rank's keys and values to the next rank of the ring, cp − 1 steps forward; backward passes them again with their gradients".into(),
+            });
+        }
+    }
+    comm
+}
+
+/// The expert-parallel all-to-alls of the blocks `counts` per step: tokens go to the devices
+/// holding their experts and back, forward and backward.
+fn all_to_all_rows(
+    a: &Analysis,
+    numbers: &[BlockNumbers],
+    k: &Knobs,
+    links: &Links,
+    counts: &[(usize, u64)],
+) -> Vec<CommRow> {
+    let mut comm = Vec::new();
+    for &(bi, copies) in counts {
+        let n = &numbers[bi];
+        if n.slot_bytes.is_zero() {
+            continue;
+        }
+        let per_call = (r(k.ep) - Rational::one()) / r(k.ep) * &n.slot_bytes;
+        comm.push(CommRow {
+            collective: CollectiveKind::AllToAll,
+            axis: AxisKind::Ep,
+            tier: links.ep_tier,
+            bytes: per_call,
+            count: copies * k.microbatches * 4,
+            op: format!("{} experts", a.blocks[bi].name),
+            tensor: "expert slots".into(),
+            reason: "tokens go to the devices holding their experts and back, forward and backward"
+                .into(),
+            gradient: false,
+        });
+    }
+    comm
+}
+
+/// Whole-model FLOPs per step without recomputation, over all devices of one pipeline stage's
+/// replicas: forward and backward, less the fused kernels' recomputation.
+fn model_flops(numbers: &[BlockNumbers], k: &Knobs) -> Rational {
+    numbers
+        .iter()
+        .map(|n| (&n.forward + &n.backward - &n.kernel_recompute) * r(n.repeat))
+        .sum::<Rational>()
+        * r(k.microbatches)
+        * r(k.dp)
+        * r(k.tp)
+        * r(k.cp)
+}
+
+/// Evaluates a strategy. `memory` is the device capacity in bytes. With `detail`, the
+/// collectives of the busiest device are listed (slower; `rank` asks only for its top rows).
+///
+/// The steps: the links and their balance (`Links::of`); each block's exact costs
+/// (`block_costs`); the pipeline partition and the stages that matter, chosen in floating
+/// point (`plan_pipeline`, `rough_stages`, `stages_to_price`); those stages priced exactly
+/// (`StagePricer::price`); the busiest device and its relative cost (`relative_cost`); its
+/// collectives (`analysis_rows`, `ring_rows`, `all_to_all_rows`); memory and model FLOPs.
+#[allow(clippy::too_many_arguments)]
+pub fn evaluate_with(
+    model: &Model,
+    a: &Analysis,
+    numbers: &[BlockNumbers],
+    knobs: &Knobs,
+    calib: &Calibration,
+    gpus_per_node: u64,
+    memory: &Rational,
+    detail: bool,
+) -> Result<Evaluation, StrategyError> {
+    let k = knobs;
+    let links = Links::of(k, calib, gpus_per_node);
+    let layer_block = layer_blocks(model);
+    let costs = block_costs(numbers, &layer_block, k)?;
+    let kap = links.kappas();
+    let plan = plan_pipeline(numbers, &layer_block, k, kap)?;
+    let rough = rough_stages(
+        &plan,
+        numbers,
+        &layer_block,
+        k,
+        kap.tp,
+        kap.ep,
+        kap.cp,
+        f64_or_max(&links.k_dp),
+        f64_or_max(&links.k_p2p),
+    );
+    let pricer = StagePricer {
+        a,
+        k,
+        links: &links,
+        costs: &costs,
+        plan: &plan,
+        layer_block: &layer_block,
+        m: r(k.microbatches),
+        full_layer_saved: numbers
+            .iter()
+            .enumerate()
+            .filter(|(bi, _)| layer_block[*bi])
+            .map(|(_, n)| n.saved.clone())
+            .max()
+            .unwrap_or_default(),
+    };
+    let pick = stages_to_price(&rough, &plan, k, detail);
+    let priced: Vec<PricedStage> = pick.iter().map(|&s| pricer.price(s)).collect();
+    let Busiest {
+        at: bs,
+        bubble_fraction,
+        relative,
+    } = relative_cost(&priced, &links, k, plan.v)?;
+    let mut comm = Vec::new();
+    let busiest_blocks = &plan.stage_counts[pick[bs]];
+    if detail {
+        comm.extend(analysis_rows(a, numbers, k, &links, busiest_blocks)?);
+    }
+    if detail && k.cp > 1 {
+        comm.extend(ring_rows(
+            a,
+            numbers,
+            k,
+            &links,
+            &layer_block,
+            busiest_blocks,
+        ));
+    }
+    if detail && k.ep > 1 {
+        comm.extend(all_to_all_rows(a, numbers, k, &links, busiest_blocks));
+    }
+    let p2p_bytes = priced[bs].traffic.p2p.clone();
+    let stages: Vec<Stage> = priced.into_iter().map(|p| p.stage).collect();
     let fullest = stages
         .iter()
         .map(|s| &s.memory)
@@ -1678,22 +1942,13 @@ pub fn evaluate_with(
             memory.to_integer()
         )
     });
-    // Whole-model FLOPs per step without recomputation.
-    let model_flops: Rational = numbers
-        .iter()
-        .map(|n| (&n.forward + &n.backward - &n.kernel_recompute) * r(n.repeat))
-        .sum::<Rational>()
-        * &m
-        * r(k.dp)
-        * r(k.tp)
-        * r(k.cp);
     Ok(Evaluation {
         knobs: k.clone(),
-        mesh,
+        mesh: links.mesh,
         flops: stages[bs].flops.clone(),
-        model_flops,
+        model_flops: model_flops(numbers, k),
         comm,
-        p2p_bytes: p2p,
+        p2p_bytes,
         memory: fullest,
         stages,
         bubble_fraction,
@@ -1712,7 +1967,7 @@ pub fn evaluate(
     calib: &Calibration,
     gpus_per_node: u64,
     memory: &Rational,
-) -> Result<Evaluation, String> {
+) -> Result<Evaluation, StrategyError> {
     evaluate_with(model, a, numbers, knobs, calib, gpus_per_node, memory, true)
 }
 

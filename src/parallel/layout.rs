@@ -107,12 +107,13 @@ fn splittable(node: &OpNode, index: &str) -> bool {
         .is_some_and(|i| i.kind.law().splittable)
 }
 
-/// The splits of `node` under `layout`.
-pub fn plan(node: &OpNode, layout: &Layout) -> OpPlan {
+/// The splits of `node` under `layout`; data parallelism splits the index that binds `batch`,
+/// the model's batch symbol.
+pub fn plan(node: &OpNode, layout: &Layout, batch: Option<&str>) -> OpPlan {
     let indices: Vec<&str> = node.rule.indices.iter().map(|i| i.name.as_str()).collect();
     let dp = indices
         .iter()
-        .find(|i| binds(node, i, "B") && splittable(node, i))
+        .find(|i| batch.is_some_and(|b| binds(node, i, b)) && splittable(node, i))
         .map(|i| i.to_string());
     let annotated = match layout.tp_overrides.get(&node.name) {
         Some(o) if o == "none" => None,

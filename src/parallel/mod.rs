@@ -14,6 +14,7 @@ pub use layout::{plan, Layout, OpPlan, Place, Tag};
 use crate::calib::Calibration;
 use crate::error::Error;
 use crate::model::Model;
+pub use crate::strategy::StrategyError;
 use crate::strategy::{check_knobs, Knobs};
 use crate::sym::{Bindings, Rational};
 
@@ -67,8 +68,8 @@ pub fn evaluate_analysed(
 
 /// The knobs' own checks and the model's limits on them.
 fn check_strategy(model: &Model, values: &Bindings, knobs: &Knobs) -> Result<(), Error> {
-    check_knobs(knobs).map_err(Error::Usage)?;
-    check_model_limits(model, values, knobs).map_err(Error::Usage)
+    check_knobs(knobs)?;
+    Ok(check_model_limits(model, values, knobs)?)
 }
 
 /// The analysis one rank sees: a context-parallel rank's under cp > 1.
@@ -90,10 +91,10 @@ fn evaluate_checked(
     gpus_per_node: u64,
     memory: &Rational,
 ) -> Result<Evaluation, Error> {
-    let b = evaluate::microbatch_bindings(values, knobs);
-    evaluate::check_divisibility(model, analysis, &b, knobs).map_err(Error::Usage)?;
-    let numbers = evaluate::block_numbers(analysis, &b).map_err(Error::Usage)?;
-    evaluate(
+    let b = evaluate::microbatch_bindings(model, values, knobs);
+    evaluate::check_divisibility(model, analysis, &b, knobs)?;
+    let numbers = evaluate::block_numbers(analysis, &b)?;
+    Ok(evaluate(
         model,
         analysis,
         &numbers,
@@ -101,8 +102,7 @@ fn evaluate_checked(
         calib,
         gpus_per_node,
         memory,
-    )
-    .map_err(Error::Usage)
+    )?)
 }
 
 /// Checks per-operator overrides: each names an operator of the model and a splittable index of
@@ -153,15 +153,19 @@ fn overrides_ok(model: &Model, layout: &Layout) -> Result<(), (String, String)> 
 /// operator (work quadratic in S), and 2·cp must divide S — causal load balancing cuts every
 /// sequence into 2·cp chunks, rank i holding chunks i and 2·cp − 1 − i (Megatron-Core's
 /// context-parallel design).
-pub fn check_context_parallel(model: &Model, values: &Bindings, cp: u64) -> Result<(), String> {
+pub fn check_context_parallel(
+    model: &Model,
+    values: &Bindings,
+    cp: u64,
+) -> Result<(), StrategyError> {
     if cp <= 1 {
         return Ok(());
     }
     let Some(s) = values.get(analysis::SEQ) else {
-        return Err(format!(
-            "cp = {cp}: model `{}` has no sequence length S to split",
-            model.name
-        ));
+        return Err(StrategyError::CpNoSequence {
+            cp,
+            model: model.name.clone(),
+        });
     };
     // Attention: an operator reading keys and values whose work grows with S².
     let attention = model.ops().any(|(_, n)| {
@@ -175,41 +179,51 @@ pub fn check_context_parallel(model: &Model, values: &Bindings, cp: u64) -> Resu
                 >= 2
     });
     if !attention {
-        return Err(format!(
-            "cp = {cp}: model `{}` has no attention (no operator reading keys and values whose work grows with S²) to run as a ring",
-            model.name
-        ));
+        return Err(StrategyError::CpNoAttention {
+            cp,
+            model: model.name.clone(),
+        });
     }
     let chunks = Rational::from_integer((2 * cp).into());
     let per = s / &chunks;
     if !per.is_integer() || per < Rational::from_integer(1.into()) {
-        return Err(format!(
-            "cp = {cp}: 2·cp = {chunks} does not divide the sequence length S = {s} (causal load balancing cuts each sequence into 2·cp chunks)"
-        ));
+        return Err(StrategyError::CpSequence {
+            cp,
+            sequence: s.clone(),
+        });
     }
     Ok(())
 }
 
 /// Checks a strategy against the model's sizes: the batch divides over data parallelism and
 /// micro-batches; context parallelism fits the sequence.
-pub fn check_model_limits(model: &Model, values: &Bindings, k: &Knobs) -> Result<(), String> {
+pub fn check_model_limits(
+    model: &Model,
+    values: &Bindings,
+    k: &Knobs,
+) -> Result<(), StrategyError> {
     check_context_parallel(model, values, k.cp)?;
-    if let Some(b) = values.get("B") {
+    if let Some((symbol, b)) = model
+        .batch
+        .as_ref()
+        .and_then(|s| values.get(s).map(|b| (s, b)))
+    {
         let per = b / Rational::from_integer((k.dp * k.microbatches).into());
         if !per.is_integer() || per < Rational::from_integer(1.into()) {
-            return Err(format!(
-                "batch B = {b} is not divisible by dp × microbatches = {} × {}",
-                k.dp, k.microbatches
-            ));
+            return Err(StrategyError::BatchNotDivisible {
+                symbol: symbol.clone(),
+                batch: b.clone(),
+                dp: k.dp,
+                microbatches: k.microbatches,
+            });
         }
         if k.ep > 1 {
             moe::check_expert_parallel(model, values, k.dp, k.ep)?;
         }
     } else if k.dp > 1 || k.microbatches > 1 {
-        return Err(format!(
-            "model `{}` has no batch symbol B to split",
-            model.name
-        ));
+        return Err(StrategyError::NoBatch {
+            model: model.name.clone(),
+        });
     }
     Ok(())
 }

@@ -15,6 +15,7 @@
 
 use crate::model::Model;
 use crate::rules::law::CollectiveKind;
+use crate::strategy::StrategyError;
 use crate::sym::{Poly, Rational};
 use serde::Serialize;
 
@@ -57,11 +58,9 @@ pub fn expert_parallel_comm(
     ep: &Poly,
     layer: &MoeLayer,
     dtype_bytes: u32,
-) -> Result<ExpertParallelComm, String> {
+) -> Result<ExpertParallelComm, StrategyError> {
     if ep.is_zero() || !ep.is_monomial() {
-        return Err(format!(
-            "the expert-parallel degree `{ep}` must be a number or a product of symbols"
-        ));
+        return Err(StrategyError::EpNotMonomial { ep: ep.clone() });
     }
     let slot_bytes = &layer.tokens
         * &layer.top_k
@@ -134,11 +133,14 @@ pub fn site_comm(
     dp: &Poly,
     ep: &Poly,
     dtype_bytes: u32,
-) -> Result<ExpertParallelComm, String> {
+) -> Result<ExpertParallelComm, StrategyError> {
     let slots = site
         .slot_elements
         .checked_div(dp)
-        .map_err(|e| format!("data-parallel degree `{dp}`: {e}"))?;
+        .map_err(|source| StrategyError::DpDegree {
+            dp: dp.clone(),
+            source,
+        })?;
     // The slot count already includes k and C: pass it as tokens with k = C = 1.
     let layer = MoeLayer {
         tokens: slots,
@@ -154,9 +156,13 @@ pub fn site_comm(
 /// S bytes, the all-reduce moves 2·(1 − 1/dp)·S per rank. With expert parallelism over `ep` of
 /// them, a rank holds the gradients of E/ep experts, S/ep bytes, shared by the dp/ep ranks that
 /// hold the same experts: 2·(1 − ep/dp)·S/ep = dp_bytes·(dp − ep)/(ep·(dp − 1)).
-pub fn expert_grad_allreduce(dp_bytes: &Rational, dp: u64, ep: u64) -> Result<Rational, String> {
+pub fn expert_grad_allreduce(
+    dp_bytes: &Rational,
+    dp: u64,
+    ep: u64,
+) -> Result<Rational, StrategyError> {
     if ep == 0 || dp == 0 || !dp.is_multiple_of(ep) {
-        return Err(format!("ep = {ep} must divide dp = {dp}"));
+        return Err(StrategyError::EpDividesDp { ep, dp });
     }
     if dp == 1 {
         return Ok(dp_bytes.clone());
@@ -172,27 +178,26 @@ pub fn check_expert_parallel(
     values: &crate::sym::Bindings,
     dp: u64,
     ep: u64,
-) -> Result<(), String> {
+) -> Result<(), StrategyError> {
     if ep == 0 || !dp.is_multiple_of(ep) {
-        return Err(format!(
-            "ep = {ep} must divide dp = {dp}: expert-parallel groups are part of the data-parallel group"
-        ));
+        return Err(StrategyError::EpDividesDp { ep, dp });
     }
     let sites = moe_sites(model);
     if ep > 1 && sites.is_empty() {
-        return Err(format!(
-            "ep = {ep}: model `{}` has no mixture-of-experts layer",
-            model.name
-        ));
+        return Err(StrategyError::EpNoExperts {
+            ep,
+            model: model.name.clone(),
+        });
     }
     for s in &sites {
-        let e = s.experts.eval(values).map_err(|e| e.to_string())?;
+        let e = s.experts.eval(values)?;
         let per = &e / Rational::from_integer(ep.into());
         if !per.is_integer() {
-            return Err(format!(
-                "ep = {ep} does not divide the {e} experts of `{}`",
-                s.op
-            ));
+            return Err(StrategyError::EpExperts {
+                ep,
+                experts: e,
+                op: s.op.clone(),
+            });
         }
     }
     Ok(())
@@ -295,9 +300,11 @@ mod tests {
         assert!(check_expert_parallel(&m, v, 16, 8).is_ok());
         assert!(check_expert_parallel(&m, v, 12, 3)
             .unwrap_err()
+            .to_string()
             .contains("does not divide the 8 experts"));
         assert!(check_expert_parallel(&m, v, 4, 8)
             .unwrap_err()
+            .to_string()
             .contains("must divide dp"));
         let dense = loader.resolve("llama2-7b").unwrap();
         assert!(moe_sites(&dense).is_empty());

@@ -124,11 +124,10 @@ pub fn optimize_layer_with(
         tp,
         ..crate::strategy::Knobs::data_parallel(1)
     };
-    let b = crate::parallel::evaluate::microbatch_bindings(values, &knobs);
+    let b = crate::parallel::evaluate::microbatch_bindings(model, values, &knobs);
     let analysis = crate::parallel::analyse(model, &crate::parallel::Layout::default());
     if model.symbols.keys().all(|s| values.contains_key(s)) {
-        crate::parallel::evaluate::check_divisibility(model, &analysis, &b, &knobs)
-            .map_err(Error::Usage)?;
+        crate::parallel::evaluate::check_divisibility(model, &analysis, &b, &knobs)?;
     }
     let bi = model
         .blocks

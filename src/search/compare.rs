@@ -50,7 +50,7 @@ pub fn annotated(model: &Model, bi: usize, p: &Problem) -> Vec<Choice> {
             let cut = i.and_then(|i| {
                 o.cuts
                     .iter()
-                    .position(|c| c.index == i && c.atom != "B" && c.atom != "S")
+                    .position(|c| c.index == i && !is_batch(model, &c.atom) && c.atom != "S")
             });
             vec![cut; p.axes.len()]
         })
@@ -84,12 +84,17 @@ fn labels(p: &Problem, a: &[Choice]) -> BTreeMap<String, String> {
 /// searches as dp and cp. With `B·S` large such a layout is much cheaper than Megatron-LM's,
 /// because a weight-gradient reduction moves far fewer bytes than per-token activation
 /// all-reduces.
-pub fn tensor_only(mut p: Problem, sequence: bool) -> Problem {
+pub fn tensor_only(model: &Model, mut p: Problem, sequence: bool) -> Problem {
     for o in &mut p.ops {
         o.cuts
-            .retain(|c| c.atom != "B" && (sequence || c.atom != "S"));
+            .retain(|c| !is_batch(model, &c.atom) && (sequence || c.atom != "S"));
     }
     p
+}
+
+/// Whether `atom` is the model's batch symbol.
+fn is_batch(model: &Model, atom: &str) -> bool {
+    model.batch.as_deref() == Some(atom)
 }
 
 /// Choice expansions the programme may make per operator before it keeps a beam: the number of
@@ -168,6 +173,7 @@ pub fn compare_layer_with_progress(
         .ok_or_else(|| format!("model `{}` has no repeated layer", model.name))?;
     let empty = BTreeMap::new();
     let one = tensor_only(
+        model,
         Problem::from_block(
             model,
             bi,
@@ -212,6 +218,7 @@ pub fn compare_layer_with_progress(
             })
             .collect();
         let bin = tensor_only(
+            model,
             Problem::from_block(model, bi, values, axes, &empty)?,
             sequence,
         );

@@ -149,7 +149,7 @@ fn grouped(
 }
 
 /// Evaluated blocks of one (dp, tp, micro-batches, sequence-parallel, cp) choice, or why not.
-type Numbers = Result<Vec<BlockNumbers>, String>;
+type Numbers = Result<Vec<BlockNumbers>, crate::strategy::StrategyError>;
 
 /// The key of [`Numbers`]: (dp, tp, micro-batches, sequence parallelism, cp).
 type NumbersKey = (u64, u64, u64, bool, u64);
@@ -213,9 +213,9 @@ fn divisors(n: u64) -> Vec<u64> {
     v
 }
 
-fn reject(map: &mut BTreeMap<String, usize>, why: String) {
+fn reject(map: &mut BTreeMap<String, usize>, why: impl std::fmt::Display) {
     // Identical reasons are counted together; each is kept whole.
-    *map.entry(why).or_insert(0) += 1;
+    *map.entry(why.to_string()).or_insert(0) += 1;
 }
 
 /// Ranks the strategies of `model` on `opts.devices` devices.
@@ -256,17 +256,23 @@ pub fn rank_with_progress(
     // Bind every symbol the search does not vary (all but the batch, which micro-batching
     // divides, and the vocabulary, which tensor parallelism may pad).
     let mut fixed = values.clone();
-    fixed.remove("B");
+    if let Some(b) = &model.batch {
+        fixed.remove(b);
+    }
     fixed.remove("V");
     // Context-parallel analyses: at p_cp = 1 they evaluate exactly as the plain ones.
     let analyses: Vec<Analysis> = layouts
         .iter()
         .map(|l| analyse(model, l).context_parallel().bind(&fixed))
-        .collect::<Result<_, _>>()?;
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
     // Each block's per-operator polynomials summed once, for every (dp, tp, micro-batch) choice.
     let sums: Vec<_> = analyses.iter().map(block_sums).collect();
     let has_experts = !crate::parallel::moe::moe_sites(model).is_empty();
-    let batch = values.get("B").cloned().unwrap_or_else(Rational::one);
+    let batch = model
+        .batch_value(values)
+        .cloned()
+        .unwrap_or_else(Rational::one);
     let mut rejected = BTreeMap::new();
     let mut estimates: Vec<(Knobs, Estimate)> = Vec::new();
     let kappa_intra = calib.balance(Tier::Intra).to_f64().unwrap_or(f64::MAX);
@@ -343,7 +349,7 @@ pub fn rank_with_progress(
                     continue;
                 }
                 let numbers = cache.entry(numbers_key(&base)).or_insert_with(|| {
-                    let b = microbatch_bindings(values, &base);
+                    let b = microbatch_bindings(model, values, &base);
                     check_divisibility(model, analysis, &b, &base)?;
                     block_numbers_summed(analysis, sums, &b)
                 });

@@ -83,7 +83,7 @@ fn formulas(model: &Model, a: &Analysis, values: &Bindings, e: &Evaluation) -> F
         // Expert parallelism reshapes the expert blocks' numbers: numbers only.
         return out;
     }
-    let mb = microbatch_bindings(values, k);
+    let mb = microbatch_bindings(model, values, k);
     let mut fixed = Bindings::new();
     for name in [crate::parallel::DP, crate::parallel::TP] {
         if let Some(v) = mb.get(name) {
@@ -97,13 +97,15 @@ fn formulas(model: &Model, a: &Analysis, values: &Bindings, e: &Evaluation) -> F
         }
     }
     let m = r(k.microbatches);
-    let per_micro = Poly::symbol("B") * Poly::constant(Rational::one() / &m);
+    let batch = model.batch.as_deref().filter(|b| values.contains_key(*b));
     let fix = |p: &Poly| -> Option<Poly> {
         let p = p.bind(&fixed).ok()?;
-        if values.contains_key("B") {
-            p.substitute("B", &per_micro).ok()
-        } else {
-            Some(p)
+        match batch {
+            Some(b) => {
+                let per_micro = Poly::symbol(b) * Poly::constant(Rational::one() / &m);
+                p.substitute(b, &per_micro).ok()
+            }
+            None => Some(p),
         }
     };
     let index = |name: &str| a.blocks.iter().position(|b| b.name == name);

@@ -1,6 +1,7 @@
 //! Strategy files (YAML): the usual knobs, and per-operator overrides of the tensor-parallel
 //! split.
 
+use super::error::{StrategyError, Unsupported};
 use super::knobs::{Knobs, Recompute, Schedule};
 use crate::diag::Source;
 use crate::error::Result;
@@ -76,11 +77,15 @@ impl StrategyArgs {
     pub fn knobs_for_batch(
         &self,
         batch: &crate::sym::Rational,
-    ) -> std::result::Result<Knobs, String> {
+    ) -> std::result::Result<Knobs, StrategyError> {
         let mut k = self.knobs.clone();
         if let Some(size) = self.micro_batch_size {
-            k.microbatches = Knobs::microbatches_for_size(batch, k.dp, size)
-                .map_err(|e| format!("`micro_batch_size` = {size}: {e}"))?;
+            k.microbatches = Knobs::microbatches_for_size(batch, k.dp, size).map_err(|e| {
+                StrategyError::FileMicroBatchSize {
+                    size,
+                    source: Box::new(e),
+                }
+            })?;
             check_knobs(&k)?;
         }
         Ok(k)
@@ -91,7 +96,7 @@ impl StrategyArgs {
 pub const MAX_DEVICES: u64 = 1 << 24;
 
 /// Checks knobs that need no model: positive, not absurd, valid schedule combinations.
-pub fn check_knobs(k: &Knobs) -> std::result::Result<(), String> {
+pub fn check_knobs(k: &Knobs) -> std::result::Result<(), StrategyError> {
     for (name, v) in [
         ("dp", k.dp),
         ("tp", k.tp),
@@ -101,78 +106,58 @@ pub fn check_knobs(k: &Knobs) -> std::result::Result<(), String> {
         ("cp", k.cp),
     ] {
         if v == 0 {
-            return Err(format!("`{name}` must be at least 1"));
+            return Err(StrategyError::Zero { knob: name });
         }
         if v > MAX_DEVICES {
-            return Err(format!(
-                "`{name}` = {v} is absurd (more than {MAX_DEVICES})"
-            ));
+            return Err(StrategyError::Absurd {
+                knob: name,
+                value: v,
+            });
         }
     }
     if k.devices() > MAX_DEVICES {
-        return Err(format!(
-            "dp × tp × pp × cp = {} devices is absurd (more than {MAX_DEVICES})",
-            k.devices()
-        ));
+        return Err(StrategyError::AbsurdDevices {
+            devices: k.devices(),
+        });
     }
     if k.ep == 0 || k.ep > MAX_DEVICES {
-        return Err(format!("`ep` must be 1 to {MAX_DEVICES}, not {}", k.ep));
+        return Err(StrategyError::EpRange { ep: k.ep });
     }
     if !k.dp.is_multiple_of(k.ep) {
-        return Err(format!("`ep` = {} must divide dp = {}: expert-parallel groups are part of the data-parallel group", k.ep, k.dp));
+        return Err(StrategyError::EpDividesDp { ep: k.ep, dp: k.dp });
     }
     if k.cp > 1 && k.ep > 1 {
-        return Err(format!(
-            "`cp` = {} with ep = {}: context parallelism is not modelled together with expert parallelism",
-            k.cp, k.ep
-        ));
+        return Err(Unsupported::CpWithEp { cp: k.cp, ep: k.ep }.into());
     }
     if k.zero > 3 {
-        return Err(format!("`zero` must be 0, 1, 2 or 3, not {}", k.zero));
+        return Err(StrategyError::ZeroStage { zero: k.zero });
     }
     if k.overlap.tp_comm && !(k.sequence_parallel && k.tp > 1) {
-        return Err(
-            "`overlap` tp-comm needs tp > 1 with sequence parallelism (Megatron-LM asserts \
-             `--tp-comm-overlap` only with `--sequence-parallel`)"
-                .into(),
-        );
+        return Err(Unsupported::TpCommOverlap.into());
     }
     if k.overlap.param_gather && !(k.zero == 1 || k.zero == 2) {
-        return Err(
-            "`overlap` param-gather needs the distributed optimizer, zero 1 or 2 (Megatron-LM \
-             asserts `--overlap-param-gather` only with `--use-distributed-optimizer`)"
-                .into(),
-        );
+        return Err(Unsupported::ParamGatherOverlap.into());
     }
     if k.schedule == Schedule::Interleaved && k.chunks < 2 {
-        return Err("interleaved-1f1b needs `chunks` of at least 2".into());
+        return Err(Unsupported::InterleavedChunks.into());
     }
     if k.schedule == Schedule::Interleaved && k.pp == 1 {
-        return Err(
-            "`schedule` interleaved-1f1b needs pp > 1: with one stage there is nothing to interleave"
-                .into(),
-        );
+        return Err(Unsupported::InterleavedOneStage.into());
     }
     if k.schedule == Schedule::Interleaved && !k.microbatches.is_multiple_of(k.pp) {
-        return Err(format!(
-            "`microbatches` = {} must be a multiple of pp = {} for interleaved-1f1b (Narayanan et al. SC'21)",
-            k.microbatches, k.pp
-        ));
+        return Err(StrategyError::InterleavedMicrobatches {
+            microbatches: k.microbatches,
+            pp: k.pp,
+        });
     }
     if k.zero > 0 && k.replicas() == 1 {
-        return Err(format!(
-            "`zero` = {} needs dp > 1 or cp > 1: ZeRO shards over the data- and context-parallel ranks, and one rank has nothing to shard",
-            k.zero
-        ));
+        return Err(Unsupported::ZeroOneReplica { zero: k.zero }.into());
     }
     if k.schedule != Schedule::Interleaved && k.chunks != 1 {
-        return Err(format!(
-            "`chunks` = {} needs the interleaved-1f1b schedule",
-            k.chunks
-        ));
+        return Err(Unsupported::ChunksWithoutInterleaving { chunks: k.chunks }.into());
     }
     if k.sequence_parallel && k.tp == 1 {
-        return Err("sequence parallelism needs tp > 1".into());
+        return Err(Unsupported::SequenceParallelOneRank.into());
     }
     Ok(())
 }
@@ -183,17 +168,19 @@ pub const MAX_GPUS_PER_NODE: u64 = 1024;
 /// Checks how the knobs sit on nodes of `gpus_per_node` devices: the devices fill whole nodes
 /// (or part of one), and a tensor-parallel group should stay inside a node. Returns the notes
 /// worth a warning, or why the machine is refused.
-pub fn check_nodes(k: &Knobs, gpus_per_node: u64) -> std::result::Result<Vec<String>, String> {
+pub fn check_nodes(
+    k: &Knobs,
+    gpus_per_node: u64,
+) -> std::result::Result<Vec<String>, StrategyError> {
     if gpus_per_node == 0 || gpus_per_node > MAX_GPUS_PER_NODE {
-        return Err(format!(
-            "`gpus_per_node` must be 1 to {MAX_GPUS_PER_NODE}, not {gpus_per_node}"
-        ));
+        return Err(StrategyError::GpusPerNodeRange { gpus_per_node });
     }
     let devices = k.devices();
     if devices > gpus_per_node && !devices.is_multiple_of(gpus_per_node) {
-        return Err(format!(
-            "`gpus_per_node` = {gpus_per_node} does not divide the {devices} devices: nodes would be partly used"
-        ));
+        return Err(StrategyError::PartNodes {
+            gpus_per_node,
+            devices,
+        });
     }
     let mut notes = Vec::new();
     if k.tp > gpus_per_node {
@@ -276,12 +263,9 @@ impl StrategyFile {
             cp: f.cp,
             overlap: f.overlap,
         };
-        check_knobs(&knobs).map_err(|m| {
-            let key = m.split('`').nth(1).unwrap_or("dp").to_string();
-            err(&key, m)
-        })?;
+        check_knobs(&knobs).map_err(|e| err(e.knob().unwrap_or("dp"), e.to_string()))?;
         if let Some(g) = f.gpus_per_node {
-            check_nodes(&knobs, g).map_err(|m| err("gpus_per_node", m))?;
+            check_nodes(&knobs, g).map_err(|e| err("gpus_per_node", e.to_string()))?;
         }
         Ok(StrategyArgs {
             knobs,

@@ -222,20 +222,23 @@ impl Knobs {
         global_batch: &crate::sym::Rational,
         dp: u64,
         size: u64,
-    ) -> Result<u64, String> {
+    ) -> Result<u64, super::StrategyError> {
+        use super::StrategyError;
         if size == 0 {
-            return Err("the micro-batch size must be at least 1".into());
+            return Err(StrategyError::MicroBatchSizeZero);
         }
         let d = crate::sym::Rational::from_integer((dp * size).into());
         let m = global_batch / d;
         if !m.is_integer() || m < num_traits::One::one() {
-            return Err(format!(
-                "micro-batch size {size} does not divide the global batch {global_batch} over dp = {dp} (global batch ÷ (dp × size) must be a whole number of micro-batches)"
-            ));
+            return Err(StrategyError::MicroBatchSize {
+                size,
+                batch: global_batch.clone(),
+                dp,
+            });
         }
         m.to_integer()
             .try_into()
-            .map_err(|_| format!("micro-batch size {size}: too many micro-batches"))
+            .map_err(|_| StrategyError::TooManyMicrobatches { size })
     }
 
     /// The strategy as users write it, with the micro-batch size (`mbs=`) where the global

@@ -1,9 +1,11 @@
 //! Strategies: a device mesh and the knobs of hybrid parallelism.
 
+mod error;
 mod file;
 mod knobs;
 mod mesh;
 
+pub use error::{NotDivisible, StrategyError, Unsupported};
 pub use file::{
     check_knobs, check_nodes, load_strategy, parse_strategy, StrategyArgs, StrategyFile,
     MAX_DEVICES, MAX_GPUS_PER_NODE,

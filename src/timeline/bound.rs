@@ -64,7 +64,7 @@ pub fn chains(
     rates: &Rates,
     gpus_per_node: u64,
 ) -> Result<Chains> {
-    let b = microbatch_bindings(values, knobs);
+    let b = microbatch_bindings(model, values, knobs);
     let blocks: Vec<PlanBlock> = strategy_blocks(model, analysis, numbers, &b, knobs)?;
     let f = |r: &Rational| r.to_f64().unwrap_or(f64::MAX);
     let params = blocks.iter().map(|b| f(&b.params)).collect();
@@ -272,7 +272,7 @@ mod tests {
         let (plan, _) = plan_strategy(&model, &values, k, &layout, &calib, None, &memory).ok()?;
         let simulated = time_summary(&plan, &calib).ok()?.iteration_seconds;
         let analysis = analyse(&model, &layout).context_parallel();
-        let numbers = block_numbers(&analysis, &microbatch_bindings(&values, k)).ok()?;
+        let numbers = block_numbers(&analysis, &microbatch_bindings(&model, &values, k)).ok()?;
         let rates = Rates::of(&calib);
         let ch = chains(&model, &analysis, &numbers, &values, k, &rates, gpn).ok()?;
         let kappa = |t: Tier| calib.balance(t).to_f64().unwrap_or(f64::MAX);

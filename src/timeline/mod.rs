@@ -215,8 +215,8 @@ pub fn plan_strategy(
 ) -> Result<(TimingPlan, Evaluation)> {
     let gpn = gpus_per_node.unwrap_or_else(|| calib.gpus_per_node());
     let (analysis, e) = evaluate_strategy(model, values, knobs, layout, calib, gpn, memory)?;
-    let b = microbatch_bindings(values, knobs);
-    let numbers = block_numbers(&analysis, &b).map_err(Error::Usage)?;
+    let b = microbatch_bindings(model, values, knobs);
+    let numbers = block_numbers(&analysis, &b)?;
     let plan = build_plan(
         model,
         &analysis,
@@ -242,7 +242,7 @@ pub fn iteration_seconds(
     calib: &Calibration,
 ) -> Result<f64, String> {
     let knobs = &evaluation.knobs;
-    let b = microbatch_bindings(values, knobs);
+    let b = microbatch_bindings(model, values, knobs);
     let gpn = evaluation.mesh.gpus_per_node;
     let plan = build_plan(
         model,

@@ -337,8 +337,8 @@ pub fn strategy_blocks(
         }
         for (k, c) in block.grads.iter_mut() {
             if c.axis == Axis::Dp && experts.contains(k) {
-                c.bytes = crate::parallel::moe::expert_grad_allreduce(&c.bytes, knobs.dp, knobs.ep)
-                    .map_err(Error::Usage)?;
+                c.bytes =
+                    crate::parallel::moe::expert_grad_allreduce(&c.bytes, knobs.dp, knobs.ep)?;
             }
         }
         block.params = &block.params - &n.expert_params + &n.expert_params / &ep;
@@ -517,7 +517,10 @@ pub fn build_plan(
             .collect()
     };
     let get = |s: &str| values.get(s).cloned();
-    let samples = get("B").unwrap_or_else(Rational::one);
+    let samples = model
+        .batch_value(values)
+        .cloned()
+        .unwrap_or_else(Rational::one);
     // Tokens only where `S` is a sequence length (it is an image side in vision families).
     let is_sequence = model
         .symbols
@@ -612,7 +615,7 @@ impl TimingPlan {
                 self.format
             ));
         }
-        crate::strategy::check_knobs(&self.knobs)?;
+        crate::strategy::check_knobs(&self.knobs).map_err(|e| e.to_string())?;
         if self.gpus_per_node.is_some_and(|g| g == 0 || g > 1024) {
             return Err("`gpus_per_node` must be 1 to 1024".into());
         }

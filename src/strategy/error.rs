@@ -1,0 +1,483 @@
+//! Why a strategy cannot run: bad knobs, knobs the model's sizes do not allow, or a pipeline
+//! that cannot be laid out.
+
+use super::file::{MAX_DEVICES, MAX_GPUS_PER_NODE};
+use crate::sym::{Poly, Rational, SymError};
+
+/// Why a strategy is refused. The messages name the knob, the model item and the sizes
+/// involved; [`crate::Error`] carries them unchanged.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum StrategyError {
+    /// A knob that must be at least 1 is 0.
+    #[error("`{knob}` must be at least 1")]
+    Zero {
+        /// The knob: `dp`, `tp`, `pp`, `microbatches`, `chunks` or `cp`.
+        knob: &'static str,
+    },
+    /// A knob beyond any machine built.
+    #[error("`{knob}` = {value} is absurd (more than {MAX_DEVICES})")]
+    Absurd {
+        /// The knob.
+        knob: &'static str,
+        /// Its value.
+        value: u64,
+    },
+    /// More devices than any machine built.
+    #[error("dp × tp × pp × cp = {devices} devices is absurd (more than {MAX_DEVICES})")]
+    AbsurdDevices {
+        /// dp × tp × pp × cp.
+        devices: u64,
+    },
+    /// An expert-parallel degree of 0 or beyond any machine.
+    #[error("`ep` must be 1 to {MAX_DEVICES}, not {ep}")]
+    EpRange {
+        /// The degree.
+        ep: u64,
+    },
+    /// The expert-parallel degree does not divide the data-parallel one: expert-parallel groups
+    /// are carved out of the data-parallel group.
+    #[error("`ep` = {ep} must divide dp = {dp}: expert-parallel groups are part of the data-parallel group")]
+    EpDividesDp {
+        /// Expert-parallel degree.
+        ep: u64,
+        /// Data-parallel degree.
+        dp: u64,
+    },
+    /// A ZeRO stage other than 0 to 3.
+    #[error("`zero` must be 0, 1, 2 or 3, not {zero}")]
+    ZeroStage {
+        /// The stage given.
+        zero: u8,
+    },
+    /// A combination of knobs that is not modelled or that the frameworks refuse.
+    #[error("{}", .0.message())]
+    Unsupported(Unsupported),
+    /// `microbatches` not a multiple of `pp` under interleaving.
+    #[error("`microbatches` = {microbatches} must be a multiple of pp = {pp} for interleaved-1f1b (Narayanan et al. SC'21)")]
+    InterleavedMicrobatches {
+        /// Micro-batches.
+        microbatches: u64,
+        /// Pipeline stages.
+        pp: u64,
+    },
+    /// A device count per node of 0 or beyond any node built.
+    #[error("`gpus_per_node` must be 1 to {MAX_GPUS_PER_NODE}, not {gpus_per_node}")]
+    GpusPerNodeRange {
+        /// The count given.
+        gpus_per_node: u64,
+    },
+    /// The devices do not fill whole nodes.
+    #[error("`gpus_per_node` = {gpus_per_node} does not divide the {devices} devices: nodes would be partly used")]
+    PartNodes {
+        /// Devices per node.
+        gpus_per_node: u64,
+        /// Devices of the strategy.
+        devices: u64,
+    },
+    /// A micro-batch size of 0.
+    #[error("the micro-batch size must be at least 1")]
+    MicroBatchSizeZero,
+    /// A micro-batch size that does not divide the global batch over the data-parallel ranks.
+    #[error("micro-batch size {size} does not divide the global batch {batch} over dp = {dp} (global batch ÷ (dp × size) must be a whole number of micro-batches)")]
+    MicroBatchSize {
+        /// Samples per micro-batch.
+        size: u64,
+        /// The global batch.
+        batch: Rational,
+        /// Data-parallel degree.
+        dp: u64,
+    },
+    /// More micro-batches than a counter holds.
+    #[error("micro-batch size {size}: too many micro-batches")]
+    TooManyMicrobatches {
+        /// Samples per micro-batch.
+        size: u64,
+    },
+    /// A strategy file's micro-batch size refused.
+    #[error("`micro_batch_size` = {size}: {source}")]
+    FileMicroBatchSize {
+        /// The size the file gives.
+        size: u64,
+        /// Why it is refused.
+        source: Box<StrategyError>,
+    },
+    /// The batch does not split over data parallelism and micro-batches.
+    #[error(
+        "batch {symbol} = {batch} is not divisible by dp × microbatches = {dp} × {microbatches}"
+    )]
+    BatchNotDivisible {
+        /// The batch symbol.
+        symbol: String,
+        /// Its value.
+        batch: Rational,
+        /// Data-parallel degree.
+        dp: u64,
+        /// Micro-batches.
+        microbatches: u64,
+    },
+    /// Data parallelism or micro-batches asked of a model without a batch.
+    #[error("model `{model}` has no batch symbol to split (a graph declares it: `roles: {{batch: SYMBOL}}`)")]
+    NoBatch {
+        /// The model.
+        model: String,
+    },
+    /// A split degree that does not divide the index it splits.
+    #[error(transparent)]
+    NotDivisible(Box<NotDivisible>),
+    /// A block repeat count that is not a positive integer.
+    #[error("block `{block}` repeats {repeat} times")]
+    Repeat {
+        /// The block.
+        block: String,
+        /// Its repeat count.
+        repeat: Rational,
+    },
+    /// A block repeat count beyond a 64-bit counter.
+    #[error("repeat count too large")]
+    RepeatTooLarge,
+    /// Too many layers to place one by one.
+    #[error("{copies} layers are too many to partition into pipeline stages (at most {most})")]
+    TooManyLayers {
+        /// Block copies of the model.
+        copies: u64,
+        /// The most a partition places.
+        most: u64,
+    },
+    /// More stages than layers.
+    #[error("pp = {pp} is more than the {layers} layers to place")]
+    TooManyStages {
+        /// Pipeline stages.
+        pp: u64,
+        /// Block copies of the model.
+        layers: u64,
+    },
+    /// Interleaving whose chunks do not divide the layers.
+    #[error("interleaved-1f1b with {chunks} chunks needs the {layers} layers divisible by pp × chunks = {}", .pp * .chunks)]
+    InterleavedLayers {
+        /// Model chunks per device.
+        chunks: u64,
+        /// Repeated layers of the model.
+        layers: u64,
+        /// Pipeline stages.
+        pp: u64,
+    },
+    /// No pipeline partition was found.
+    #[error("no pipeline partition")]
+    NoPartition,
+    /// Nothing to price: no stages, or no strategy.
+    #[error("no {0}")]
+    Nothing(&'static str),
+    /// Context parallelism asked of a model without a sequence.
+    #[error("cp = {cp}: model `{model}` has no sequence length S to split")]
+    CpNoSequence {
+        /// Context-parallel degree.
+        cp: u64,
+        /// The model.
+        model: String,
+    },
+    /// Context parallelism asked of a model without attention.
+    #[error("cp = {cp}: model `{model}` has no attention (no operator reading keys and values whose work grows with S²) to run as a ring")]
+    CpNoAttention {
+        /// Context-parallel degree.
+        cp: u64,
+        /// The model.
+        model: String,
+    },
+    /// 2·cp does not divide the sequence.
+    #[error("cp = {cp}: 2·cp = {} does not divide the sequence length S = {sequence} (causal load balancing cuts each sequence into 2·cp chunks)", 2 * .cp)]
+    CpSequence {
+        /// Context-parallel degree.
+        cp: u64,
+        /// The sequence length.
+        sequence: Rational,
+    },
+    /// An expert-parallel degree that is not a single term.
+    #[error("the expert-parallel degree `{ep}` must be a number or a product of symbols")]
+    EpNotMonomial {
+        /// The degree.
+        ep: Poly,
+    },
+    /// A data-parallel degree the expert slots cannot be divided by.
+    #[error("data-parallel degree `{dp}`: {source}")]
+    DpDegree {
+        /// The degree.
+        dp: Poly,
+        /// Why.
+        source: SymError,
+    },
+    /// Expert parallelism asked of a model without experts.
+    #[error("ep = {ep}: model `{model}` has no mixture-of-experts layer")]
+    EpNoExperts {
+        /// Expert-parallel degree.
+        ep: u64,
+        /// The model.
+        model: String,
+    },
+    /// An expert-parallel degree that does not divide a layer's experts.
+    #[error("ep = {ep} does not divide the {experts} experts of `{op}`")]
+    EpExperts {
+        /// Expert-parallel degree.
+        ep: u64,
+        /// Experts of the layer.
+        experts: Rational,
+        /// Its dispatch operator.
+        op: String,
+    },
+    /// A formula could not be evaluated (an unbound symbol, a division by zero).
+    #[error(transparent)]
+    Sym(#[from] SymError),
+}
+
+/// A split degree that does not divide the index it splits.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{axis} = {degree} does not divide `{op}` index `{index}` = {formula} = {size}")]
+pub struct NotDivisible {
+    /// The axis or axes splitting the index: `dp`, `tp` or `dp × tp`.
+    pub axis: &'static str,
+    /// Their degree (the product for `dp × tp`).
+    pub degree: u64,
+    /// The operator.
+    pub op: String,
+    /// Its index.
+    pub index: String,
+    /// The index's size as a formula.
+    pub formula: Poly,
+    /// Its value on one rank (the sequence already divided by cp).
+    pub size: Rational,
+}
+
+/// Knob combinations refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unsupported {
+    /// Context parallelism together with expert parallelism.
+    CpWithEp {
+        /// Context-parallel degree.
+        cp: u64,
+        /// Expert-parallel degree.
+        ep: u64,
+    },
+    /// Tensor-parallel communication overlap without sequence parallelism.
+    TpCommOverlap,
+    /// Parameter-gather overlap without the distributed optimizer.
+    ParamGatherOverlap,
+    /// Interleaving with fewer than two chunks.
+    InterleavedChunks,
+    /// Interleaving with one stage.
+    InterleavedOneStage,
+    /// ZeRO with one replica of the weights.
+    ZeroOneReplica {
+        /// The ZeRO stage.
+        zero: u8,
+    },
+    /// Chunks without interleaving.
+    ChunksWithoutInterleaving {
+        /// The chunks given.
+        chunks: u64,
+    },
+    /// Sequence parallelism without tensor parallelism.
+    SequenceParallelOneRank,
+}
+
+impl Unsupported {
+    /// Why the combination is refused.
+    pub fn message(&self) -> String {
+        match *self {
+            Unsupported::CpWithEp { cp, ep } => format!(
+                "`cp` = {cp} with ep = {ep}: context parallelism is not modelled together with expert parallelism"
+            ),
+            Unsupported::TpCommOverlap => "`overlap` tp-comm needs tp > 1 with sequence parallelism (Megatron-LM asserts \
+             `--tp-comm-overlap` only with `--sequence-parallel`)"
+                .into(),
+            Unsupported::ParamGatherOverlap => "`overlap` param-gather needs the distributed optimizer, zero 1 or 2 (Megatron-LM \
+             asserts `--overlap-param-gather` only with `--use-distributed-optimizer`)"
+                .into(),
+            Unsupported::InterleavedChunks => "interleaved-1f1b needs `chunks` of at least 2".into(),
+            Unsupported::InterleavedOneStage => "`schedule` interleaved-1f1b needs pp > 1: with one stage there is nothing to interleave".into(),
+            Unsupported::ZeroOneReplica { zero } => format!(
+                "`zero` = {zero} needs dp > 1 or cp > 1: ZeRO shards over the data- and context-parallel ranks, and one rank has nothing to shard"
+            ),
+            Unsupported::ChunksWithoutInterleaving { chunks } => {
+                format!("`chunks` = {chunks} needs the interleaved-1f1b schedule")
+            }
+            Unsupported::SequenceParallelOneRank => "sequence parallelism needs tp > 1".into(),
+        }
+    }
+
+    /// The knob a strategy file states that the refusal points at.
+    pub fn knob(&self) -> &'static str {
+        match self {
+            Unsupported::CpWithEp { .. } => "cp",
+            Unsupported::TpCommOverlap | Unsupported::ParamGatherOverlap => "overlap",
+            Unsupported::InterleavedChunks | Unsupported::ChunksWithoutInterleaving { .. } => {
+                "chunks"
+            }
+            Unsupported::InterleavedOneStage => "schedule",
+            Unsupported::ZeroOneReplica { .. } => "zero",
+            Unsupported::SequenceParallelOneRank => "sequence_parallel",
+        }
+    }
+}
+
+impl StrategyError {
+    /// The knob of a strategy file the error is about, where it is about one.
+    pub fn knob(&self) -> Option<&'static str> {
+        match self {
+            StrategyError::Zero { knob } | StrategyError::Absurd { knob, .. } => Some(knob),
+            StrategyError::EpRange { .. } | StrategyError::EpDividesDp { .. } => Some("ep"),
+            StrategyError::ZeroStage { .. } => Some("zero"),
+            StrategyError::Unsupported(u) => Some(u.knob()),
+            StrategyError::InterleavedMicrobatches { .. } => Some("microbatches"),
+            StrategyError::GpusPerNodeRange { .. } | StrategyError::PartNodes { .. } => {
+                Some("gpus_per_node")
+            }
+            _ => None,
+        }
+    }
+}
+
+impl From<Unsupported> for StrategyError {
+    fn from(u: Unsupported) -> StrategyError {
+        StrategyError::Unsupported(u)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::strategy::{check_knobs, check_nodes, Knobs, Schedule};
+
+    fn knobs(dp: u64, tp: u64, pp: u64) -> Knobs {
+        Knobs {
+            tp,
+            pp,
+            ..Knobs::data_parallel(dp)
+        }
+    }
+
+    #[test]
+    fn knob_checks_say_which_rule_failed() {
+        let e = |k: Knobs| check_knobs(&k).unwrap_err();
+        assert_eq!(e(knobs(0, 1, 1)), StrategyError::Zero { knob: "dp" });
+        assert_eq!(
+            e(knobs(1, MAX_DEVICES + 1, 1)),
+            StrategyError::Absurd {
+                knob: "tp",
+                value: MAX_DEVICES + 1
+            }
+        );
+        assert_eq!(
+            e(Knobs {
+                ep: 3,
+                ..knobs(8, 1, 1)
+            }),
+            StrategyError::EpDividesDp { ep: 3, dp: 8 }
+        );
+        assert_eq!(
+            e(Knobs {
+                sequence_parallel: true,
+                ..knobs(2, 1, 1)
+            }),
+            StrategyError::Unsupported(Unsupported::SequenceParallelOneRank)
+        );
+        assert_eq!(
+            e(Knobs {
+                schedule: Schedule::Interleaved,
+                chunks: 2,
+                microbatches: 3,
+                ..knobs(1, 1, 2)
+            }),
+            StrategyError::InterleavedMicrobatches {
+                microbatches: 3,
+                pp: 2
+            }
+        );
+        assert_eq!(
+            check_nodes(&knobs(8, 1, 1), 3).unwrap_err(),
+            StrategyError::PartNodes {
+                gpus_per_node: 3,
+                devices: 8
+            }
+        );
+    }
+
+    #[test]
+    fn messages_name_the_knob_and_the_sizes() {
+        let cases: [(StrategyError, &str); 8] = [
+            (
+                StrategyError::Zero { knob: "cp" },
+                "`cp` must be at least 1",
+            ),
+            (
+                StrategyError::EpDividesDp { ep: 3, dp: 8 },
+                "`ep` = 3 must divide dp = 8: expert-parallel groups are part of the data-parallel group",
+            ),
+            (
+                Unsupported::ZeroOneReplica { zero: 2 }.into(),
+                "`zero` = 2 needs dp > 1 or cp > 1: ZeRO shards over the data- and context-parallel ranks, and one rank has nothing to shard",
+            ),
+            (
+                StrategyError::InterleavedLayers {
+                    chunks: 3,
+                    layers: 32,
+                    pp: 4,
+                },
+                "interleaved-1f1b with 3 chunks needs the 32 layers divisible by pp × chunks = 12",
+            ),
+            (
+                StrategyError::CpSequence {
+                    cp: 3,
+                    sequence: Rational::from_integer(8192.into()),
+                },
+                "cp = 3: 2·cp = 6 does not divide the sequence length S = 8192 (causal load balancing cuts each sequence into 2·cp chunks)",
+            ),
+            (
+                StrategyError::NotDivisible(Box::new(NotDivisible {
+                    axis: "tp",
+                    degree: 7,
+                    op: "v_proj".into(),
+                    index: "n".into(),
+                    formula: Poly::symbol("H"),
+                    size: Rational::from_integer(12288.into()),
+                })),
+                "tp = 7 does not divide `v_proj` index `n` = H = 12288",
+            ),
+            (
+                StrategyError::FileMicroBatchSize {
+                    size: 0,
+                    source: Box::new(StrategyError::MicroBatchSizeZero),
+                },
+                "`micro_batch_size` = 0: the micro-batch size must be at least 1",
+            ),
+            (StrategyError::Nothing("stages"), "no stages"),
+        ];
+        for (e, says) in cases {
+            assert_eq!(e.to_string(), says);
+        }
+    }
+
+    #[test]
+    fn the_library_error_keeps_the_message_and_refuses_with_exit_code_2() {
+        let e = StrategyError::EpNoExperts {
+            ep: 2,
+            model: "gpt2-124m".into(),
+        };
+        let lib: crate::Error = e.clone().into();
+        assert_eq!(lib.to_string(), e.to_string());
+        assert_eq!(lib.exit_code(), 2);
+        assert!(matches!(lib, crate::Error::Strategy(b) if *b == e));
+    }
+
+    #[test]
+    fn strategy_files_point_at_the_knob() {
+        assert_eq!(StrategyError::Zero { knob: "pp" }.knob(), Some("pp"));
+        assert_eq!(
+            StrategyError::from(Unsupported::TpCommOverlap).knob(),
+            Some("overlap")
+        );
+        assert_eq!(
+            StrategyError::from(Unsupported::SequenceParallelOneRank).knob(),
+            Some("sequence_parallel")
+        );
+        assert_eq!(StrategyError::AbsurdDevices { devices: 1 }.knob(), None);
+    }
+}
