@@ -16,7 +16,7 @@ fn symshard() -> Command {
 
 fn fixture(name: &str) -> String {
     format!(
-        "{}/tests/fixtures/models/{name}.yaml",
+        "{}/tests/fixtures/auto/{name}.yaml",
         env!("CARGO_MANIFEST_DIR")
     )
 }
