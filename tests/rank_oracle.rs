@@ -1,17 +1,22 @@
 //! `rank` held to an exhaustive exact oracle on small cases: every strategy of the search space
 //! is priced exactly here, independently of `rank`'s floating-point screen, and `rank`'s rows
 //! must be the oracle's best, in the oracle's order, grouped as the oracle groups them; every
-//! row `rank` lists is accepted by `cost` (exact evaluation) and by `timeline`.
+//! row `rank` lists is accepted by `cost` (exact evaluation) and by `timeline`. The space holds,
+//! for each tensor-parallel degree, the annotated layout and the auto layout the per-operator
+//! search finds for that degree (left out where it is the annotated one).
 
 use proptest::prelude::*;
+use std::collections::BTreeMap;
 use std::collections::BTreeSet;
 use symshard::calib::Calibration;
 use symshard::model::{Model, ModelLoader};
 use symshard::parallel::evaluate::{
     block_numbers, check_divisibility, evaluate, microbatch_bindings,
 };
+use symshard::parallel::plan;
 use symshard::parallel::{analyse, check_model_limits, Analysis, Evaluation, Layout};
-use symshard::search::{rank, RankOptions};
+use symshard::search::auto::{auto_tp_layout, same_as_annotated};
+use symshard::search::{rank, LayoutKind, RankOptions};
 use symshard::strategy::{check_knobs, Knobs, Recompute, Schedule};
 use symshard::sym::{Bindings, Rational};
 use symshard::timeline::{plan_strategy, time_summary};
@@ -20,12 +25,15 @@ fn divisors(n: u64) -> Vec<u64> {
     (1..=n).filter(|d| n.is_multiple_of(*d)).collect()
 }
 
-fn layout(k: &Knobs) -> Layout {
+fn layout(k: &Knobs, overrides: BTreeMap<String, String>) -> Layout {
     Layout {
         sequence_parallel: k.sequence_parallel,
-        ..Layout::default()
+        tp_overrides: overrides,
     }
 }
+
+/// A strategy the oracle priced, with its layout.
+type Priced = (Evaluation, LayoutKind);
 
 /// The search space as `rank` documents it, enumerated by brute force: every mesh shape of the
 /// devices; every micro-batch count up to the cap that divides the per-replica batch (at least
@@ -37,7 +45,7 @@ fn oracle(
     values: &Bindings,
     calib: &Calibration,
     opts: &RankOptions,
-) -> Vec<Evaluation> {
+) -> Vec<Priced> {
     let batch: u64 = values["B"].to_integer().try_into().unwrap();
     let analyses = [false, true].map(|sp| {
         analyse(
@@ -50,6 +58,30 @@ fn oracle(
     });
     let mut out = Vec::new();
     for tp in divisors(opts.devices) {
+        // The layouts of this degree: the annotated one, and the auto one unless it is the
+        // annotated one; sequence parallelism on the auto layout only where it splits more.
+        let mut layouts: Vec<(LayoutKind, bool, Analysis)> = [false, true]
+            .into_iter()
+            .zip(analyses.clone())
+            .map(|(sp, a)| (LayoutKind::Annotated, sp, a))
+            .collect();
+        if tp > 1 {
+            let auto = auto_tp_layout(model, values, tp, calib, opts.gpus_per_node).unwrap();
+            if !same_as_annotated(model, &auto.placements) {
+                let on = Layout {
+                    sequence_parallel: true,
+                    tp_overrides: auto.placements.clone(),
+                };
+                let off = Layout {
+                    sequence_parallel: false,
+                    ..on.clone()
+                };
+                layouts.push((LayoutKind::Auto, false, analyse(model, &off)));
+                if model.ops().any(|(_, n)| plan(n, &on) != plan(n, &off)) {
+                    layouts.push((LayoutKind::Auto, true, analyse(model, &on)));
+                }
+            }
+        }
         for pp in divisors(opts.devices / tp) {
             let dp = opts.devices / tp / pp;
             if !batch.is_multiple_of(dp) {
@@ -65,8 +97,9 @@ fn oracle(
                     schedules.push((Schedule::Gpipe, 1));
                     schedules.extend((2..=opts.max_chunks).map(|v| (Schedule::Interleaved, v)));
                 }
-                for (schedule, chunks) in schedules {
-                    for sp in [false, true] {
+                for &(schedule, chunks) in &schedules {
+                    for (kind, sp, analysis) in &layouts {
+                        let sp = *sp;
                         if sp && tp == 1 {
                             continue;
                         }
@@ -84,8 +117,8 @@ fn oracle(
                                     microbatches: m,
                                     ..Knobs::data_parallel(dp)
                                 };
-                                if let Some(e) = exact(model, &analyses, values, &k, calib, opts) {
-                                    out.push(e);
+                                if let Some(e) = exact(model, analysis, values, &k, calib, opts) {
+                                    out.push((e, *kind));
                                 }
                             }
                         }
@@ -103,7 +136,7 @@ fn oracle(
 /// computed once), or `None` where it refuses the strategy.
 fn exact(
     model: &Model,
-    analyses: &[Analysis; 2],
+    a: &Analysis,
     values: &Bindings,
     k: &Knobs,
     calib: &Calibration,
@@ -111,7 +144,6 @@ fn exact(
 ) -> Option<Evaluation> {
     check_knobs(k).ok()?;
     check_model_limits(model, values, k).ok()?;
-    let a = &analyses[usize::from(k.sequence_parallel)];
     let b = microbatch_bindings(model, values, k);
     check_divisibility(model, a, &b, k).ok()?;
     let numbers = block_numbers(a, &b).ok()?;
@@ -127,11 +159,19 @@ fn exact(
     .ok()
 }
 
-fn key(e: &Evaluation) -> (bool, Rational, Rational) {
+/// The order `rank` promises: feasible first, cheapest first, smaller memory first, the
+/// annotated layout before the auto ones, auto layouts by degree (each degree's is its own).
+fn key((e, kind): &Priced) -> (bool, Rational, Rational, LayoutKind, u64) {
     (
         !e.feasible,
         e.relative.total.clone(),
         e.memory.total.clone(),
+        *kind,
+        if *kind == LayoutKind::Auto {
+            e.knobs.tp
+        } else {
+            0
+        },
     )
 }
 
@@ -162,27 +202,45 @@ fn check(layers: u64, batch: u64, devices: u64, memory_gb: u64, top: usize) {
     assert_eq!(got.evaluated, all.len(), "{case}: strategies priced");
     assert_eq!(
         got.feasible,
-        all.iter().filter(|e| e.feasible).count(),
+        all.iter().filter(|(e, _)| e.feasible).count(),
         "{case}: strategies that fit"
     );
     // Its rows are the oracle's first groups, in order, each with every strategy of its group.
-    let mut groups: Vec<((bool, Rational, Rational), BTreeSet<String>)> = Vec::new();
-    for e in &all {
+    type Key = (bool, Rational, Rational, LayoutKind, u64);
+    let mut groups: Vec<(Key, BTreeSet<String>)> = Vec::new();
+    for p in &all {
+        let e = &p.0;
         match groups.last_mut() {
-            Some((k, g)) if *k == key(e) => {
+            Some((k, g)) if *k == key(p) => {
                 g.insert(e.knobs.to_string());
             }
             _ => {
                 if groups.len() == top {
                     break;
                 }
-                groups.push((key(e), BTreeSet::from([e.knobs.to_string()])));
+                groups.push((key(p), BTreeSet::from([e.knobs.to_string()])));
             }
         }
     }
     assert_eq!(got.rows.len(), groups.len(), "{case}: rows");
     for (row, (k, members)) in got.rows.iter().zip(&groups) {
-        assert_eq!(&key(&row.evaluation), k, "{case}: row {}", row.rank);
+        let kind = row.layout.kind;
+        assert_eq!(
+            &key(&(row.evaluation.clone(), kind)),
+            k,
+            "{case}: row {}",
+            row.rank
+        );
+        // An auto row carries its degree's layout.
+        match kind {
+            LayoutKind::Auto => assert_eq!(
+                row.layout.auto.as_ref().map(|a| a.tp),
+                Some(row.evaluation.knobs.tp),
+                "{case}: row {}",
+                row.rank
+            ),
+            LayoutKind::Annotated => assert!(row.layout.auto.is_none()),
+        }
         let listed: BTreeSet<String> = std::iter::once(&row.evaluation.knobs)
             .chain(&row.alike)
             .map(|k| k.to_string())
@@ -194,13 +252,17 @@ fn check(layers: u64, batch: u64, devices: u64, memory_gb: u64, top: usize) {
             &model,
             &values,
             k,
-            &layout(k),
+            &layout(k, row.layout.overrides()),
             &calib,
             Some(opts.gpus_per_node),
             &opts.memory,
         )
         .unwrap_or_else(|e| panic!("{case}: timeline refuses {k}: {e}"));
-        assert_eq!(key(&e), key(&row.evaluation), "{case}: {k}");
+        assert_eq!(
+            key(&(e, kind)),
+            key(&(row.evaluation.clone(), kind)),
+            "{case}: {k}"
+        );
         time_summary(&plan, &calib).unwrap_or_else(|e| panic!("{case}: {k}: {e}"));
     }
 }

@@ -534,7 +534,7 @@ fn when_nothing_fits_the_smallest_footprint_is_named() {
         .map(|row| row.evaluation.memory.total.clone())
         .min()
         .unwrap();
-    let got = res.smallest.as_ref().unwrap().memory.total.clone();
+    let got = res.smallest.as_ref().unwrap().0.memory.total.clone();
     assert_eq!(got, least);
     assert_eq!(
         smallest["memory_per_device"].as_str().unwrap(),

@@ -115,8 +115,9 @@ pub struct Evaluated {
     pub seconds: Option<Seconds>,
 }
 
-/// Evaluates knobs (as `rank` ranks them: sequence parallelism as the knob says, no split
-/// overrides) on `calib`.
+/// Evaluates knobs (as `rank` ranks them: sequence parallelism as the knob says, the
+/// tensor-parallel overrides of the row's layout, none for the annotated one) on `calib`.
+#[allow(clippy::too_many_arguments)]
 pub fn evaluate_knobs(
     model: &Model,
     values: &Bindings,
@@ -125,10 +126,11 @@ pub fn evaluate_knobs(
     gpus_per_node: u64,
     memory: &Rational,
     timed: bool,
+    tp_overrides: &std::collections::BTreeMap<String, String>,
 ) -> Result<Evaluated, Error> {
     let layout = Layout {
         sequence_parallel: knobs.sequence_parallel,
-        ..Layout::default()
+        tp_overrides: tp_overrides.clone(),
     };
     let (analysis, evaluation) =
         evaluate_strategy(model, values, knobs, &layout, calib, gpus_per_node, memory)?;

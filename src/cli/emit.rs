@@ -94,6 +94,7 @@ pub fn emit(
     model: &Model,
     values: &Bindings,
     evaluation: &Evaluation,
+    tp_overrides: &std::collections::BTreeMap<String, String>,
 ) -> Result<Emitted, Error> {
     let k = &evaluation.knobs;
     match emit {
@@ -124,7 +125,7 @@ pub fn emit(
         Emit::Json => {
             let layout = Layout {
                 sequence_parallel: k.sequence_parallel,
-                ..Layout::default()
+                tp_overrides: tp_overrides.clone(),
             };
             let analysis = analyse(model, &layout);
             #[derive(Serialize)]

@@ -6,7 +6,7 @@ use super::{Format, SymbolArgs};
 use crate::calib::Calibration;
 use crate::error::Error;
 use crate::search::steer::{apply_headroom, parse_memory};
-use crate::search::{rank_with_progress, RankOptions, Steer};
+use crate::search::{rank_with_progress, LayoutKind, Layouts, RankOptions, Steer};
 use crate::strategy::{Knobs, Schedule, Tier};
 use crate::sym::Rational;
 use clap::Args;
@@ -65,6 +65,13 @@ pub struct SearchArgs {
     /// No sequence parallelism.
     #[arg(long)]
     pub no_sp: bool,
+    /// Tensor-parallel layouts to price for each degree tp > 1: the family's annotated
+    /// (`tp:`) layout, the layout the per-operator search finds (auto-sharding), or both,
+    /// ranked together [default: annotated for a model whose family annotates its layout (and
+    /// with `--emit megatron|torchtitan`, whose flags express no other), both for one that
+    /// annotates none]
+    #[arg(long, value_enum)]
+    pub layouts: Option<Layouts>,
 }
 
 impl SearchArgs {
@@ -102,6 +109,14 @@ impl SearchArgs {
         }
         if self.no_sp {
             a.push("--no-sp".into());
+        }
+        if let Some(l) = &self.layouts {
+            a.extend([
+                "--layouts".into(),
+                clap::ValueEnum::to_possible_value(l)
+                    .map(|v| v.get_name().to_string())
+                    .unwrap_or_default(),
+            ]);
         }
         a
     }
@@ -178,6 +193,16 @@ struct Row {
     knobs_that_do_not_matter: BTreeMap<String, Vec<String>>,
     /// The strategy as one string.
     strategy: String,
+    /// The tensor-parallel layout: `annotated` (the family's `tp:` marks) or `auto` (the
+    /// per-operator search's).
+    layout: LayoutKind,
+    /// For the auto layout: per operator, the rule index the tensor-parallel axis splits
+    /// (`none`: replicated).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    placements: Option<BTreeMap<String, String>>,
+    /// For the auto layout: how it was found (`exact`, or bounded with its proven gap).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    layout_search: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -215,9 +240,28 @@ struct Out {
     /// engine proves about the layer's communication.
     engine: Vec<EngineNote>,
     search_seconds: f64,
+    /// The auto layouts: for each tensor-parallel degree searched, how its layout was found
+    /// (`exact`, `bounded, gap ≤ …`), or that it is the annotated one, or why none was found.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    auto_layouts: Vec<AutoNote>,
+    /// Seconds of `search_seconds` spent finding the auto layouts.
+    auto_layout_seconds: f64,
     /// With `--why`: the top strategy (A) against the second (B).
     #[serde(skip_serializing_if = "Option::is_none")]
     why: Option<super::compare::Comparison>,
+}
+
+#[derive(Serialize)]
+struct AutoNote {
+    tp: u64,
+    /// `exact`, `bounded, gap ≤ …%`, `annotated` (the search found the annotated layout) or
+    /// `none`.
+    search: String,
+    /// The search's own cost of the layout (FLOP-equivalents per device for the whole batch).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    search_cost: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -315,6 +359,9 @@ fn row_of(r: &crate::search::RankedRow, batch: &Rational) -> Row {
         iteration_seconds: r.seconds,
         knobs_that_do_not_matter: free_knobs(k, &r.alike, batch),
         strategy: k.describe(Some(batch)),
+        layout: r.layout.kind,
+        placements: r.layout.auto.as_ref().map(|a| a.placements.clone()),
+        layout_search: r.layout.auto.as_ref().map(|a| a.method()),
     }
 }
 
@@ -400,6 +447,14 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
         max_chunks: args.search.max_chunks,
         steer: steer.clone(),
         pareto: args.pareto,
+        // Auto layouts by default only where the family annotates none: an annotated layout is
+        // the one the training stacks run, and searching beside it triples the time.
+        layouts: args.search.layouts.unwrap_or(
+            match (args.emit, crate::search::auto::has_annotations(&model)) {
+                (Some(Emit::Megatron | Emit::Torchtitan), _) | (_, true) => Layouts::Annotated,
+                _ => Layouts::Both,
+            },
+        ),
     };
     let pb = super::progress::bar(0, "ranking mesh shapes");
     let result = rank_with_progress(&model, &values, &calib, &opts, &mut |done, all| {
@@ -410,18 +465,19 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
     let result = result.map_err(Error::Usage)?;
     let rows: Vec<Row> = result.rows.iter().map(|r| row_of(r, &batch)).collect();
     let pareto: Vec<Row> = result.pareto.iter().map(|r| row_of(r, &batch)).collect();
-    let smallest = result.smallest.as_ref().map(|e| {
+    let smallest = result.smallest.as_ref().map(|(e, layout)| {
         row_of(
             &crate::search::RankedRow {
                 rank: 0,
                 evaluation: e.clone(),
                 seconds: None,
                 alike: Vec::new(),
+                layout: layout.clone(),
             },
             &batch,
         )
     });
-    let nothing_fits = result.smallest.as_ref().map(|s| {
+    let nothing_fits = result.smallest.as_ref().map(|(s, _)| {
         let mut msg = format!(
             "nothing fits in {} GB per device: the smallest footprint reachable is {} GB ({})",
             gb(&memory),
@@ -473,8 +529,39 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
             }
         }
     }
+    // Per-operator placements carry any layout; Megatron-LM's and torchtitan's flags express
+    // only the annotated one, so they describe the best row that uses it.
     let emitted = match (args.emit, result.rows.first()) {
-        (Some(emit), Some(top)) => Some(super::emit::emit(emit, &model, &values, &top.evaluation)?),
+        (Some(super::rank::Emit::Json), Some(top)) => Some(super::emit::emit(
+            super::rank::Emit::Json,
+            &model,
+            &values,
+            &top.evaluation,
+            &top.layout.overrides(),
+        )?),
+        (Some(emit), Some(top)) => {
+            match result
+                .rows
+                .iter()
+                .find(|r| r.layout.kind == LayoutKind::Annotated || r.evaluation.knobs.tp == 1)
+            {
+                Some(r) => {
+                    let mut e = super::emit::emit(emit, &model, &values, &r.evaluation, &BTreeMap::new())?;
+                    if r.rank != top.rank {
+                        e.text = format!(
+                            "# row {} (the best row with the annotated layout: the flags cannot express the auto layout of row {})\n{}",
+                            r.rank, top.rank, e.text
+                        );
+                    }
+                    Some(e)
+                }
+                None => {
+                    return Err(Error::Usage(
+                        "--emit: no row shown uses the annotated layout, which is all Megatron-LM's and torchtitan's flags express; use --emit json for the auto layout's placements, or --layouts annotated".into(),
+                    ))
+                }
+            }
+        }
         _ => None,
     };
     let why = match (args.why, result.rows.first(), result.rows.get(1)) {
@@ -488,6 +575,7 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
                     gpus_per_node,
                     &memory,
                     args.calib.is_some(),
+                    &r.layout.overrides(),
                 )
             };
             let (a, b) = (side(first)?, side(second)?);
@@ -522,6 +610,8 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
         balance_range: range,
         engine,
         search_seconds: result.search_seconds,
+        auto_layouts: auto_notes(&result),
+        auto_layout_seconds: result.auto_seconds,
         why,
     };
     match args.format {
@@ -545,6 +635,33 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+fn auto_notes(result: &crate::search::RankResult) -> Vec<AutoNote> {
+    let mut v: Vec<AutoNote> = result
+        .auto_layouts
+        .iter()
+        .map(|a| AutoNote {
+            tp: a.tp,
+            search: a.method(),
+            search_cost: Some(a.search_cost.to_string()),
+            error: None,
+        })
+        .collect();
+    v.extend(result.auto_same.iter().map(|&tp| AutoNote {
+        tp,
+        search: "annotated".into(),
+        search_cost: None,
+        error: None,
+    }));
+    v.extend(result.auto_failed.iter().map(|(&tp, e)| AutoNote {
+        tp,
+        search: "none".into(),
+        search_cost: None,
+        error: Some(e.clone()),
+    }));
+    v.sort_by_key(|n| n.tp);
+    v
 }
 
 fn cell(r: &Row, knob: &str, own: String) -> String {
@@ -584,6 +701,11 @@ fn print_rows(rows: &[Row]) {
                 ),
                 cell(r, "recompute", r.recompute.clone()),
                 cell(r, "zero", r.zero.to_string()),
+                if r.tp == 1 {
+                    "-".to_string()
+                } else {
+                    r.layout.name().to_string()
+                },
                 units::flops(t),
                 pct(&r.relative.compute, t),
                 pct(&r.relative.comm_intra, t),
@@ -605,7 +727,7 @@ fn print_rows(rows: &[Row]) {
         .collect();
     super::output::print_table(
         "",
-        ">>>>>>><<<>>>>>>>><",
+        ">>>>>>><<<><>>>>>>><",
         &[
             "rank",
             "dp",
@@ -618,6 +740,7 @@ fn print_rows(rows: &[Row]) {
             "sp",
             "recompute",
             "zero",
+            "layout",
             "rel. cost",
             "compute",
             "intra",
@@ -632,7 +755,7 @@ fn print_rows(rows: &[Row]) {
 }
 
 /// The legend of the ranking's columns.
-const RANK_LEGEND: &str = "dp, tp, pp, ep, cp: data-, tensor-, pipeline-, expert- and context-parallel degrees; mbs: micro-batch size (samples per micro-batch and data-parallel rank); sp: sequence parallelism; zero: ZeRO stage; rel. cost: FLOP-equivalents of the busiest device per step, split into compute, intra- and inter-node communication and pipeline bubble; memory: per device; s/step: simulated seconds per step (with --calib)";
+const RANK_LEGEND: &str = "dp, tp, pp, ep, cp: data-, tensor-, pipeline-, expert- and context-parallel degrees; mbs: micro-batch size (samples per micro-batch and data-parallel rank); sp: sequence parallelism; zero: ZeRO stage; layout: the tensor-parallel layout, `annotated` (the family's tp: marks, Megatron-LM's for the shipped transformers) or `auto` (the per-operator search's, --layouts; its placements in --format json); rel. cost: FLOP-equivalents of the busiest device per step, split into compute, intra- and inter-node communication and pipeline bubble; memory: per device; s/step: simulated seconds per step (with --calib)";
 
 fn print_table(
     out: &Out,
@@ -716,6 +839,27 @@ fn print_table(
     }
     for (why, n) in &out.rejected {
         println!("  {n} rejected: {why}");
+    }
+    if !out.auto_layouts.is_empty() {
+        let list: Vec<String> = out
+            .auto_layouts
+            .iter()
+            .map(|n| match n.search.as_str() {
+                "annotated" => format!("tp {}: the annotated one", n.tp),
+                "none" => format!("tp {}: none", n.tp),
+                s => format!("tp {}: {s}", n.tp),
+            })
+            .collect();
+        println!(
+            "auto layouts ({:.3} s): {}",
+            out.auto_layout_seconds,
+            list.join(", ")
+        );
+        for n in &out.auto_layouts {
+            if let Some(e) = &n.error {
+                println!("  no auto layout at tp = {}: {e}", n.tp);
+            }
+        }
     }
     for e in &out.engine {
         if e.moved.is_empty() {

@@ -1,6 +1,7 @@
 //! Searching strategies: per-operator split search (exhaustive enumeration, an exact solver for
 //! series-parallel structure, D-Rec), and the ranked knob space around it.
 
+pub mod auto;
 pub mod compare;
 pub mod drec;
 pub mod exhaustive;
@@ -10,6 +11,9 @@ pub mod sp;
 pub mod steer;
 pub mod versus;
 
-pub use rank::{rank, rank_with_progress, RankOptions, RankResult, RankedRow, DEFAULT_MAX_CHUNKS};
+pub use rank::{
+    rank, rank_with_progress, LayoutKind, Layouts, RankOptions, RankResult, RankedRow, RowLayout,
+    DEFAULT_MAX_CHUNKS,
+};
 pub use sp::best_tp_layout;
 pub use steer::Steer;

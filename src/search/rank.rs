@@ -2,6 +2,7 @@
 //! recomputation and ZeRO stages, each priced exactly; feasible strategies first, by relative
 //! cost.
 
+use super::auto::{auto_tp_layout, same_as_annotated, AutoLayout};
 use super::steer::Steer;
 use crate::calib::Calibration;
 use crate::model::Model;
@@ -43,6 +44,71 @@ pub struct RankOptions {
     /// Also return the memory-versus-cost (or, ranking by seconds, memory-versus-time) Pareto
     /// frontier of the strategies that fit.
     pub pareto: bool,
+    /// Which tensor-parallel layouts to price.
+    pub layouts: Layouts,
+}
+
+/// Which tensor-parallel layouts `rank` prices for each degree tp > 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Layouts {
+    /// The family's annotated (`tp:`) layout only: Megatron-LM's for the shipped transformers,
+    /// everything replicated for a model without annotations.
+    Annotated,
+    /// The per-operator search's layout only.
+    Auto,
+    /// Both, ranked together (the auto layout is left out where it is the annotated one).
+    #[default]
+    Both,
+}
+
+/// Which layout a row uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LayoutKind {
+    /// The family's `tp:` annotations (at tp = 1, where no layout splits anything, every row
+    /// is this).
+    Annotated,
+    /// The per-operator search's layout for the row's tensor-parallel degree.
+    Auto,
+}
+
+impl LayoutKind {
+    /// The name shown in tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            LayoutKind::Annotated => "annotated",
+            LayoutKind::Auto => "auto",
+        }
+    }
+}
+
+/// The layout of a row: its kind and, for the auto layout, the per-operator placements.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RowLayout {
+    /// Which layout.
+    pub kind: LayoutKind,
+    /// The auto layout (placements and how it was found).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auto: Option<AutoLayout>,
+}
+
+impl RowLayout {
+    /// The annotated layout.
+    pub fn annotated() -> RowLayout {
+        RowLayout {
+            kind: LayoutKind::Annotated,
+            auto: None,
+        }
+    }
+
+    /// The tensor-parallel overrides the layout applies (none for the annotated one).
+    pub fn overrides(&self) -> BTreeMap<String, String> {
+        self.auto
+            .as_ref()
+            .map(|a| a.placements.clone())
+            .unwrap_or_default()
+    }
 }
 
 /// Default for [`RankOptions::max_chunks`]: more chunks than this shrink the layers per
@@ -62,6 +128,7 @@ impl Default for RankOptions {
             max_chunks: DEFAULT_MAX_CHUNKS,
             steer: Steer::default(),
             pareto: false,
+            layouts: Layouts::default(),
         }
     }
 }
@@ -78,6 +145,8 @@ pub struct RankedRow {
     /// Other strategies with exactly the same cost (and seconds) and memory: the knobs in which
     /// they differ do not matter here.
     pub alike: Vec<Knobs>,
+    /// The tensor-parallel layout.
+    pub layout: RowLayout,
 }
 
 /// The result of a search.
@@ -101,10 +170,19 @@ pub struct RankResult {
     /// The Pareto frontier of memory against cost (or seconds), smallest memory first, when
     /// asked for.
     pub pareto: Vec<RankedRow>,
-    /// When no strategy fits: the strategy with the smallest memory footprint.
-    pub smallest: Option<Evaluation>,
+    /// When no strategy fits: the strategy with the smallest memory footprint, and its layout.
+    pub smallest: Option<(Evaluation, RowLayout)>,
     /// The cheapest strategy regardless of memory, when none fits.
     pub cheapest: Option<Evaluation>,
+    /// The auto layouts priced, one per tensor-parallel degree (placements, how they were
+    /// found).
+    pub auto_layouts: Vec<AutoLayout>,
+    /// Degrees whose auto layout could not be found, and why.
+    pub auto_failed: BTreeMap<u64, String>,
+    /// Degrees whose auto layout is the annotated one (priced once, as annotated).
+    pub auto_same: Vec<u64>,
+    /// Seconds spent finding the auto layouts.
+    pub auto_seconds: f64,
 }
 
 /// A row's identity for grouping: strategies with equal keys differ only in knobs that do not
@@ -116,23 +194,36 @@ fn same(a: &Evaluation, sa: Option<f64>, b: &Evaluation, sb: Option<f64>) -> boo
         && a.memory.total == b.memory.total
 }
 
-/// Groups sorted rows whose cost, seconds and memory are equal and keeps the first `top` groups.
-fn group(rows: Vec<(Evaluation, Option<f64>)>, top: usize) -> Vec<RankedRow> {
+/// How rows of equal cost and memory are told apart and ordered: the annotated layout first,
+/// then the auto layouts by degree (each degree's auto layout is its own).
+fn layout_key(kind: LayoutKind, e: &Evaluation) -> (LayoutKind, u64) {
+    match kind {
+        LayoutKind::Annotated => (kind, 0),
+        LayoutKind::Auto => (kind, e.knobs.tp),
+    }
+}
+
+/// A priced row: the evaluation, its simulated seconds (ranking in seconds) and its layout.
+type Priced = (Evaluation, Option<f64>, RowLayout);
+
+/// Groups sorted rows whose cost, seconds, memory and layout kind are equal and keeps the first
+/// `top` groups.
+fn group(rows: Vec<Priced>, top: usize) -> Vec<RankedRow> {
     grouped(rows, |out, _, _| out.len() < top)
 }
 
 /// Sorted rows with equal ones (adjacent) joined into one group; a row that starts a new group
 /// is kept when `keep` says so given the groups so far.
 fn grouped(
-    rows: Vec<(Evaluation, Option<f64>)>,
+    rows: Vec<Priced>,
     keep: impl Fn(&[RankedRow], &Evaluation, Option<f64>) -> bool,
 ) -> Vec<RankedRow> {
     let mut out: Vec<RankedRow> = Vec::new();
-    for (e, t) in rows {
-        if let Some(g) = out
-            .last_mut()
-            .filter(|g| same(&g.evaluation, g.seconds, &e, t))
-        {
+    for (e, t, layout) in rows {
+        if let Some(g) = out.last_mut().filter(|g| {
+            same(&g.evaluation, g.seconds, &e, t)
+                && layout_key(g.layout.kind, &g.evaluation) == layout_key(layout.kind, &e)
+        }) {
             g.alike.push(e.knobs);
             continue;
         }
@@ -142,6 +233,7 @@ fn grouped(
                 evaluation: e,
                 seconds: t,
                 alike: Vec::new(),
+                layout,
             });
         }
     }
@@ -151,14 +243,73 @@ fn grouped(
 /// Evaluated blocks of one (dp, tp, micro-batches, sequence-parallel, cp) choice, or why not.
 type Numbers = Result<Vec<BlockNumbers>, crate::strategy::StrategyError>;
 
-/// The key of [`Numbers`]: (dp, tp, micro-batches, sequence parallelism, cp).
-type NumbersKey = (u64, u64, u64, bool, u64);
+/// The key of [`Numbers`]: (dp, tp, micro-batches, sequence parallelism, cp, layout variant).
+type NumbersKey = (u64, u64, u64, bool, u64, usize);
 
 /// The cache of evaluated blocks.
 type Cache = BTreeMap<NumbersKey, Numbers>;
 
-fn numbers_key(k: &Knobs) -> NumbersKey {
-    (k.dp, k.tp, k.microbatches, k.sequence_parallel, k.cp)
+fn numbers_key(c: &Cand) -> NumbersKey {
+    let k = &c.k;
+    (k.dp, k.tp, k.microbatches, k.sequence_parallel, k.cp, c.v)
+}
+
+/// A strategy as the search holds it: its knobs and its layout variant.
+#[derive(Debug, Clone, PartialEq)]
+struct Cand {
+    k: Knobs,
+    /// Index into [`Variants`].
+    v: usize,
+}
+
+/// One layout the search prices: sequence parallelism on or off, the annotated layout or a
+/// degree's auto layout, analysed and bound once.
+struct Variant {
+    /// Sequence parallelism.
+    sp: bool,
+    /// Whether it is an auto layout (the auto layout of the strategy's degree: the layouts are
+    /// symbolic in the degree, so degrees whose searches agree share one).
+    auto: bool,
+    /// Whether sequence parallelism changes anything (it splits the operators the layout
+    /// replicates; an auto layout may replicate none).
+    sp_matters: bool,
+    analysis: Analysis,
+    sums: Vec<crate::parallel::evaluate::BlockSums>,
+}
+
+/// The layouts priced.
+struct Variants {
+    list: Vec<Variant>,
+    /// The auto layout of each degree.
+    autos: BTreeMap<u64, AutoLayout>,
+}
+
+impl Variants {
+    fn analysis(&self, c: &Cand) -> &Analysis {
+        &self.list[c.v].analysis
+    }
+
+    fn kind(&self, v: usize) -> LayoutKind {
+        if self.list[v].auto {
+            LayoutKind::Auto
+        } else {
+            LayoutKind::Annotated
+        }
+    }
+
+    fn key(&self, v: usize, e: &Evaluation) -> (LayoutKind, u64) {
+        layout_key(self.kind(v), e)
+    }
+
+    fn layout(&self, v: usize, tp: u64) -> RowLayout {
+        match self.list[v].auto {
+            true => RowLayout {
+                kind: LayoutKind::Auto,
+                auto: self.autos.get(&tp).cloned(),
+            },
+            false => RowLayout::annotated(),
+        }
+    }
 }
 
 /// Fewest tokens of each sequence a context-parallel rank keeps for `rank` to try cp > 1
@@ -246,13 +397,6 @@ pub fn rank_with_progress(
             opts.devices
         ));
     }
-    let layouts: Vec<Layout> = [false, true]
-        .into_iter()
-        .map(|sp| Layout {
-            sequence_parallel: sp,
-            ..Layout::default()
-        })
-        .collect();
     // Bind every symbol the search does not vary (all but the batch, which micro-batching
     // divides, and the vocabulary, which tensor parallelism may pad).
     let mut fixed = values.clone();
@@ -260,21 +404,46 @@ pub fn rank_with_progress(
         fixed.remove(b);
     }
     fixed.remove("V");
-    // Context-parallel analyses: at p_cp = 1 they evaluate exactly as the plain ones.
-    let analyses: Vec<Analysis> = layouts
-        .iter()
-        .map(|l| analyse(model, l).context_parallel().bind(&fixed))
-        .collect::<Result<_, _>>()
-        .map_err(|e| e.to_string())?;
-    // Each block's per-operator polynomials summed once, for every (dp, tp, micro-batch) choice.
-    let sums: Vec<_> = analyses.iter().map(block_sums).collect();
+    // Context-parallel analyses (at p_cp = 1 they evaluate exactly as the plain ones), each
+    // block's per-operator polynomials summed once, for every (dp, tp, micro-batch) choice.
+    let variant = |sp: bool, overrides: &BTreeMap<String, String>, auto: bool| {
+        let layout = Layout {
+            sequence_parallel: sp,
+            tp_overrides: overrides.clone(),
+        };
+        let off = Layout {
+            sequence_parallel: false,
+            ..layout.clone()
+        };
+        let sp_matters = !auto
+            || model.ops().any(|(_, n)| {
+                crate::parallel::plan(n, &layout, model.batch.as_deref())
+                    != crate::parallel::plan(n, &off, model.batch.as_deref())
+            });
+        analyse(model, &layout)
+            .context_parallel()
+            .bind(&fixed)
+            .map_err(|e| e.to_string())
+            .map(|analysis| Variant {
+                sp,
+                auto,
+                sp_matters,
+                sums: block_sums(&analysis),
+                analysis,
+            })
+    };
+    let none = BTreeMap::new();
+    let mut variants = Variants {
+        list: vec![variant(false, &none, false)?, variant(true, &none, false)?],
+        autos: BTreeMap::new(),
+    };
     let has_experts = !crate::parallel::moe::moe_sites(model).is_empty();
     let batch = model
         .batch_value(values)
         .cloned()
         .unwrap_or_else(Rational::one);
     let mut rejected = BTreeMap::new();
-    let mut estimates: Vec<(Knobs, Estimate)> = Vec::new();
+    let mut estimates: Vec<(Cand, Estimate)> = Vec::new();
     let kappa_intra = calib.balance(Tier::Intra).to_f64().unwrap_or(f64::MAX);
     let kappa_inter = calib.balance(Tier::Inter).to_f64().unwrap_or(f64::MAX);
     let kappa_hbm = calib.hbm_balance().to_f64().unwrap_or(f64::MAX);
@@ -298,9 +467,85 @@ pub fn rank_with_progress(
         .collect();
     let shapes = meshes.len();
     let steer = &opts.steer;
+    // The auto layout of every tensor-parallel degree a mesh allowed by the steering uses,
+    // found once per degree (in parallel) and analysed with and without sequence parallelism.
+    let auto_start = Instant::now();
+    let mut auto_failed = BTreeMap::new();
+    let mut auto_same = Vec::new();
+    // Per degree: the variants of its auto layout (without, with sequence parallelism).
+    let mut auto_variants: BTreeMap<u64, [usize; 2]> = BTreeMap::new();
+    if opts.layouts != Layouts::Annotated {
+        let mut tps: Vec<u64> = meshes
+            .iter()
+            .filter(|&&(tp, cp, pp)| {
+                tp > 1 && steer.allows_mesh(opts.devices / tp / pp / cp, tp, pp)
+            })
+            .map(|m| m.0)
+            .collect();
+        tps.sort_unstable();
+        tps.dedup();
+        let found: Vec<(u64, Result<AutoLayout, String>)> = tps
+            .par_iter()
+            .map(|&tp| {
+                (
+                    tp,
+                    auto_tp_layout(model, values, tp, calib, opts.gpus_per_node),
+                )
+            })
+            .collect();
+        let mut kept: Vec<AutoLayout> = Vec::new();
+        for (tp, a) in found {
+            match a {
+                Err(e) => {
+                    auto_failed.insert(tp, e);
+                }
+                Ok(a)
+                    if opts.layouts == Layouts::Both && same_as_annotated(model, &a.placements) =>
+                {
+                    auto_same.push(tp)
+                }
+                Ok(a) => {
+                    let layout = Layout {
+                        sequence_parallel: false,
+                        tp_overrides: a.placements.clone(),
+                    };
+                    match crate::parallel::check_overrides(model, &layout) {
+                        Ok(()) => kept.push(a),
+                        Err((op, e)) => {
+                            auto_failed.insert(tp, format!("`{op}`: {e}"));
+                        }
+                    }
+                }
+            }
+        }
+        // Degrees whose searches agree share the analyses (symbolic in the degree).
+        let mut distinct: Vec<&BTreeMap<String, String>> = Vec::new();
+        for a in &kept {
+            if !distinct.contains(&&a.placements) {
+                distinct.push(&a.placements);
+            }
+        }
+        let built: Vec<Result<(Variant, Variant), String>> = distinct
+            .par_iter()
+            .map(|p| Ok((variant(false, p, true)?, variant(true, p, true)?)))
+            .collect();
+        let base = variants.list.len();
+        for b in built {
+            let (off, on) = b?;
+            variants.list.push(off);
+            variants.list.push(on);
+        }
+        for a in &kept {
+            if let Some(i) = distinct.iter().position(|p| **p == a.placements) {
+                auto_variants.insert(a.tp, [base + 2 * i, base + 2 * i + 1]);
+            }
+        }
+        variants.autos = kept.into_iter().map(|a| (a.tp, a)).collect();
+    }
+    let auto_seconds = auto_start.elapsed().as_secs_f64();
     // A fixed micro-batch size or count overrides the cap on the count.
     let cap_microbatches = steer.mbs.fixed.is_none() && steer.microbatches.fixed.is_none();
-    let mut variants: Vec<Knobs> = Vec::new();
+    let mut batch_knobs: Vec<Knobs> = Vec::new();
     for (done, &(tp, cp, pp)) in meshes.iter().enumerate() {
         progress(done, shapes);
         let dp = opts.devices / tp / pp / cp;
@@ -322,9 +567,42 @@ pub fn rank_with_progress(
                     && steer.mbs.allows(per_dp / *m)
             })
             .collect();
+        // The layouts of this degree: the annotated one (and, at tp = 1, the only one), the
+        // auto one.
+        let mut vs: Vec<usize> = Vec::new();
+        if tp == 1 || opts.layouts != Layouts::Auto {
+            vs.extend([0, 1]);
+        }
+        if let Some(a) = auto_variants.get(&tp) {
+            vs.extend(a);
+        }
+        if vs.is_empty() {
+            let why = auto_failed
+                .get(&tp)
+                .cloned()
+                .unwrap_or_else(|| "it is the annotated layout".into());
+            reject(
+                &mut rejected,
+                format!("no auto layout at tp = {tp} ({why})"),
+            );
+            continue;
+        }
         for m in mbs {
-            for ((sp, analysis), sums) in [false, true].into_iter().zip(&analyses).zip(&sums) {
+            for &v in &vs {
+                let Variant {
+                    sp,
+                    sp_matters,
+                    analysis,
+                    sums,
+                    ..
+                } = &variants.list[v];
+                let sp = *sp;
                 if sp && tp == 1 {
+                    continue;
+                }
+                // Sequence parallelism that splits nothing more is the same strategy as none:
+                // priced once, unless asked for.
+                if sp && !sp_matters && steer.sequence_parallel != Some(true) {
                     continue;
                 }
                 if steer.sequence_parallel.is_some_and(|x| x != sp) {
@@ -348,7 +626,8 @@ pub fn rank_with_progress(
                     reject(&mut rejected, e);
                     continue;
                 }
-                let numbers = cache.entry(numbers_key(&base)).or_insert_with(|| {
+                let key = numbers_key(&Cand { k: base.clone(), v });
+                let numbers = cache.entry(key).or_insert_with(|| {
                     let b = microbatch_bindings(model, values, &base);
                     check_divisibility(model, analysis, &b, &base)?;
                     block_numbers_summed(analysis, sums, &b)
@@ -395,7 +674,7 @@ pub fn rank_with_progress(
                 } else {
                     vec![1]
                 };
-                variants.clear();
+                batch_knobs.clear();
                 for &ep in &eps {
                     for &(schedule, chunks) in &schedules {
                         for recompute in [Recompute::None, Recompute::Selective, Recompute::Full] {
@@ -416,7 +695,7 @@ pub fn rank_with_progress(
                                     reject(&mut rejected, e);
                                     continue;
                                 }
-                                variants.push(k);
+                                batch_knobs.push(k);
                             }
                         }
                     }
@@ -424,14 +703,14 @@ pub fn rank_with_progress(
                 let priced = estimate_variants(
                     model,
                     numbers,
-                    &variants,
+                    &batch_knobs,
                     &kappa,
                     kappa_hbm,
                     opts.gpus_per_node,
                 );
-                for (k, e) in variants.drain(..).zip(priced) {
+                for (k, e) in batch_knobs.drain(..).zip(priced) {
                     match e {
-                        Ok(e) => estimates.push((k, e)),
+                        Ok(e) => estimates.push((Cand { k, v }, e)),
                         Err(e) => reject(&mut rejected, e),
                     }
                 }
@@ -472,13 +751,13 @@ pub fn rank_with_progress(
     });
     let feasible_est = estimates.iter().filter(|(_, e)| fits(e)).count();
     if opts.seconds {
-        return rank_by_seconds(
+        let mut r = rank_by_seconds(
             model,
             values,
             calib,
             opts,
             SecondsSearch {
-                analyses: &analyses,
+                variants: &variants,
                 cache: &cache,
                 estimates: &estimates,
                 kappa: &kappa,
@@ -487,7 +766,12 @@ pub fn rank_with_progress(
                 rejected,
                 start,
             },
-        );
+        )?;
+        r.auto_layouts = variants.autos.into_values().collect();
+        r.auto_failed = auto_failed;
+        r.auto_same = auto_same;
+        r.auto_seconds = auto_seconds;
+        return Ok(r);
     }
     // Enough rows for `top` groups: strategies with the same floating-point cost and memory
     // are candidates for one group.
@@ -509,7 +793,7 @@ pub fn rank_with_progress(
         .get(pool.min(estimates.len()).saturating_sub(1))
         .map(|(_, e)| e.total)
         .unwrap_or(0.0);
-    let mut candidates: Vec<&Knobs> = Vec::new();
+    let mut candidates: Vec<&Cand> = Vec::new();
     for (i, (k, e)) in estimates.iter().enumerate() {
         let shown = i < pool || (fits(e) && e.total <= last * (1.0 + 1e-6));
         let borderline = (e.memory - cap).abs() <= cap * 1e-6;
@@ -517,37 +801,48 @@ pub fn rank_with_progress(
             candidates.push(k);
         }
     }
-    let mut evals: Vec<Evaluation> = Vec::new();
-    for k in candidates {
-        if let Some((e, _, _)) = price(model, &analyses, &cache, k, calib, opts) {
-            evals.push(e);
+    let mut evals: Vec<(Evaluation, usize)> = Vec::new();
+    for c in candidates {
+        if let Some((e, _, _)) = price(model, &variants, &cache, c, calib, opts) {
+            evals.push((e, c.v));
         }
     }
-    // Feasible first, cheapest first; ties go to the smaller memory footprint.
-    evals.sort_by(|a, b| {
+    // Feasible first, cheapest first; ties go to the smaller memory footprint, then to the
+    // annotated layout.
+    evals.sort_by(|(a, va), (b, vb)| {
         b.feasible
             .cmp(&a.feasible)
             .then(a.relative.total.cmp(&b.relative.total))
             .then(a.memory.total.cmp(&b.memory.total))
+            .then(variants.key(*va, a).cmp(&variants.key(*vb, b)))
     });
     let feasible = feasible_est;
-    let balance_range = evals.first().filter(|e| e.feasible).map(|top| {
+    let balance_range = evals.first().filter(|(e, _)| e.feasible).map(|(top, tv)| {
         let others: Vec<(f64, f64)> = estimates
             .iter()
-            .filter(|(k, e)| fits(e) && *k != top.knobs)
+            .filter(|(c, e)| fits(e) && (c.k != top.knobs || c.v != *tv))
             .map(|(_, e)| (e.flop_part, e.byte_part))
             .collect();
         stability(&top.relative, &others)
     });
-    let nothing_fits = !evals.first().is_some_and(|e| e.feasible);
-    let rows = group(evals.into_iter().map(|e| (e, None)).collect(), opts.top);
+    let nothing_fits = !evals.first().is_some_and(|(e, _)| e.feasible);
+    let rows = group(
+        evals
+            .into_iter()
+            .map(|(e, v)| {
+                let l = variants.layout(v, e.knobs.tp);
+                (e, None, l)
+            })
+            .collect(),
+        opts.top,
+    );
     let pareto = if opts.pareto {
-        pareto_by_cost(model, &analyses, &cache, &estimates, calib, opts)
+        pareto_by_cost(model, &variants, &cache, &estimates, calib, opts)
     } else {
         Vec::new()
     };
     let (smallest, cheapest) = if nothing_fits {
-        smallest_footprint(model, &analyses, &cache, &estimates, calib, opts)
+        smallest_footprint(model, &variants, &cache, &estimates, calib, opts)
     } else {
         (None, None)
     };
@@ -562,6 +857,10 @@ pub fn rank_with_progress(
         pareto,
         smallest,
         cheapest,
+        auto_layouts: variants.autos.into_values().collect(),
+        auto_failed,
+        auto_same,
+        auto_seconds,
     })
 }
 
@@ -569,12 +868,12 @@ pub fn rank_with_progress(
 /// priced exactly (every strategy within 10⁻⁶ of the smallest estimate is priced).
 fn smallest_footprint(
     model: &Model,
-    analyses: &[Analysis],
+    variants: &Variants,
     cache: &Cache,
-    estimates: &[(Knobs, Estimate)],
+    estimates: &[(Cand, Estimate)],
     calib: &Calibration,
     opts: &RankOptions,
-) -> (Option<Evaluation>, Option<Evaluation>) {
+) -> (Option<(Evaluation, RowLayout)>, Option<Evaluation>) {
     let least = estimates
         .iter()
         .map(|(_, e)| e.memory)
@@ -582,17 +881,22 @@ fn smallest_footprint(
     let smallest = estimates
         .iter()
         .filter(|(_, e)| e.memory <= least * (1.0 + 1e-6))
-        .filter_map(|(k, _)| price(model, analyses, cache, k, calib, opts).map(|x| x.0))
-        .min_by(|a, b| {
+        .filter_map(|(k, _)| price(model, variants, cache, k, calib, opts).map(|x| (x.0, k.v)))
+        .min_by(|(a, va), (b, vb)| {
             a.memory
                 .total
                 .cmp(&b.memory.total)
                 .then(a.relative.total.cmp(&b.relative.total))
+                .then(variants.key(*va, a).cmp(&variants.key(*vb, b)))
+        })
+        .map(|(e, v)| {
+            let l = variants.layout(v, e.knobs.tp);
+            (e, l)
         });
     let cheapest = estimates
         .iter()
         .min_by(|a, b| a.1.total.total_cmp(&b.1.total))
-        .and_then(|(k, _)| price(model, analyses, cache, k, calib, opts).map(|x| x.0));
+        .and_then(|(k, _)| price(model, variants, cache, k, calib, opts).map(|x| x.0));
     (smallest, cheapest)
 }
 
@@ -600,14 +904,14 @@ fn smallest_footprint(
 /// floating point (with a 10⁻⁶ margin), then priced and decided exactly.
 fn pareto_by_cost(
     model: &Model,
-    analyses: &[Analysis],
+    variants: &Variants,
     cache: &Cache,
-    estimates: &[(Knobs, Estimate)],
+    estimates: &[(Cand, Estimate)],
     calib: &Calibration,
     opts: &RankOptions,
 ) -> Vec<RankedRow> {
     let cap = opts.memory.to_f64().unwrap_or(f64::MAX);
-    let mut by_memory: Vec<&(Knobs, Estimate)> = estimates
+    let mut by_memory: Vec<&(Cand, Estimate)> = estimates
         .iter()
         .filter(|(_, e)| e.memory <= cap * (1.0 + 1e-6))
         .collect();
@@ -617,27 +921,28 @@ fn pareto_by_cost(
             .then(a.1.total.total_cmp(&b.1.total))
     });
     let mut best = f64::MAX;
-    let mut evals: Vec<Evaluation> = Vec::new();
+    let mut evals: Vec<Priced> = Vec::new();
     for (k, e) in by_memory {
         if e.total <= best * (1.0 + 1e-6) {
             best = best.min(e.total);
-            if let Some((ev, _, _)) = price(model, analyses, cache, k, calib, opts) {
+            if let Some((ev, _, _)) = price(model, variants, cache, k, calib, opts) {
                 if ev.feasible {
-                    evals.push(ev);
+                    let l = variants.layout(k.v, ev.knobs.tp);
+                    evals.push((ev, None, l));
                 }
             }
         }
     }
-    frontier(evals.into_iter().map(|e| (e, None)).collect())
+    frontier(evals)
 }
 
 /// The exact frontier: sorted by memory, each row strictly cheaper (faster) than every row
 /// with less memory; equal rows grouped.
-fn frontier(mut rows: Vec<(Evaluation, Option<f64>)>) -> Vec<RankedRow> {
+fn frontier(mut rows: Vec<Priced>) -> Vec<RankedRow> {
     let score = |e: &Evaluation, t: Option<f64>| -> (Option<f64>, Rational) {
         (t, e.relative.total.clone())
     };
-    rows.sort_by(|(a, ta), (b, tb)| {
+    rows.sort_by(|(a, ta, _), (b, tb, _)| {
         a.memory
             .total
             .cmp(&b.memory.total)
@@ -659,21 +964,21 @@ fn frontier(mut rows: Vec<(Evaluation, Option<f64>)>) -> Vec<RankedRow> {
 /// Prices strategy `k` exactly, with the analysis and block numbers it was screened with.
 fn price<'a>(
     model: &Model,
-    analyses: &'a [Analysis],
+    variants: &'a Variants,
     cache: &'a Cache,
-    k: &Knobs,
+    c: &Cand,
     calib: &Calibration,
     opts: &RankOptions,
 ) -> Option<(Evaluation, &'a Analysis, &'a [BlockNumbers])> {
-    let analysis = &analyses[usize::from(k.sequence_parallel)];
-    let Some(Ok(numbers)) = cache.get(&numbers_key(k)) else {
+    let analysis = variants.analysis(c);
+    let Some(Ok(numbers)) = cache.get(&numbers_key(c)) else {
         return None;
     };
     let e = evaluate_with(
         model,
         analysis,
         numbers,
-        k,
+        &c.k,
         calib,
         opts.gpus_per_node,
         &opts.memory,
@@ -685,9 +990,9 @@ fn price<'a>(
 
 /// What the relative-cost search hands to the search by seconds.
 struct SecondsSearch<'a> {
-    analyses: &'a [Analysis],
+    variants: &'a Variants,
     cache: &'a Cache,
-    estimates: &'a [(Knobs, Estimate)],
+    estimates: &'a [(Cand, Estimate)],
     kappa: &'a dyn Fn(Tier) -> f64,
     evaluated: usize,
     feasible: usize,
@@ -711,21 +1016,23 @@ fn rank_by_seconds(
     let kappa_hbm = calib.hbm_balance().to_f64().unwrap_or(f64::MAX);
     let cap = opts.memory.to_f64().unwrap_or(f64::MAX);
     let mut chain_cache: BTreeMap<(NumbersKey, u64), Option<Chains>> = BTreeMap::new();
-    let mut bounded: Vec<(f64, &Knobs, f64)> = Vec::new();
+    let mut bounded: Vec<(f64, &Cand, f64)> = Vec::new();
     type PartitionKey = (NumbersKey, u64, Recompute, Schedule, u64, u64);
+    let variants = search.variants;
     type StageCounts = Vec<Vec<(usize, u64)>>;
     let mut partitions: std::collections::HashMap<PartitionKey, Option<StageCounts>> =
         std::collections::HashMap::new();
-    for (k, e) in search.estimates {
+    for (c, e) in search.estimates {
         // A margin keeps every strategy the exact pricing may find feasible.
         if e.memory > cap * (1.0 + 1e-6) {
             continue;
         }
-        let key = numbers_key(k);
+        let k = &c.k;
+        let key = numbers_key(c);
         let Some(Ok(numbers)) = search.cache.get(&key) else {
             continue;
         };
-        let analysis = &search.analyses[usize::from(k.sequence_parallel)];
+        let analysis = variants.analysis(c);
         let ch = chain_cache.entry((key, k.ep)).or_insert_with(|| {
             chains(
                 model,
@@ -770,17 +1077,17 @@ fn rank_by_seconds(
         };
         bounded.push((
             lower_bound(ch, &stages, k, &rates, opts.gpus_per_node),
-            k,
+            c,
             e.memory,
         ));
     }
     bounded.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let mut found: Vec<(f64, Evaluation)> = Vec::new();
+    let mut found: Vec<(f64, Evaluation, usize)> = Vec::new();
     let simulated = std::sync::atomic::AtomicUsize::new(0);
-    // Simulated strategies, for the frontier: (knobs, seconds, exact memory).
-    let mut sims: Vec<(Knobs, f64, Rational)> = Vec::new();
-    let simulate = |k: &Knobs| -> Option<(f64, Evaluation)> {
-        let (e, analysis, numbers) = price(model, search.analyses, search.cache, k, calib, opts)?;
+    // Simulated strategies, for the frontier: (strategy, seconds, exact memory).
+    let mut sims: Vec<(Cand, f64, Rational)> = Vec::new();
+    let simulate = |k: &Cand| -> Option<(f64, Evaluation)> {
+        let (e, analysis, numbers) = price(model, variants, search.cache, k, calib, opts)?;
         if !e.feasible {
             return None;
         }
@@ -798,11 +1105,11 @@ fn rank_by_seconds(
     let batch = rayon::current_num_threads().max(1);
     let mut next = 0;
     while next < bounded.len() {
-        if groups == opts.top && found.last().is_some_and(|(t, _)| bounded[next].0 > *t) {
+        if groups == opts.top && found.last().is_some_and(|(t, _, _)| bounded[next].0 > *t) {
             break;
         }
         let end = (next + batch).min(bounded.len());
-        let done: Vec<(&Knobs, Option<(f64, Evaluation)>)> = bounded[next..end]
+        let done: Vec<(&Cand, Option<(f64, Evaluation)>)> = bounded[next..end]
             .par_iter()
             .map(|&(_, k, _)| (k, simulate(k)))
             .collect();
@@ -812,25 +1119,23 @@ fn rank_by_seconds(
                 continue;
             };
             sims.push((k.clone(), t, e.memory.total.clone()));
-            let at = found.partition_point(|(x, f)| {
+            let at = found.partition_point(|(x, f, fv)| {
                 x.total_cmp(&t)
                     .then(f.relative.total.cmp(&e.relative.total))
                     .then(f.memory.total.cmp(&e.memory.total))
+                    .then(variants.key(*fv, f).cmp(&variants.key(k.v, &e)))
                     != std::cmp::Ordering::Greater
             });
-            found.insert(at, (t, e));
+            found.insert(at, (t, e, k.v));
             if found.len() >= opts.top {
                 // Keep the rows of the first `top` groups.
                 groups = 0;
                 let mut keep = found.len();
                 for i in 0..found.len() {
+                    let (a, b) = (&found[i - i.min(1)], &found[i]);
                     let new_group = i == 0
-                        || !same(
-                            &found[i - 1].1,
-                            Some(found[i - 1].0),
-                            &found[i].1,
-                            Some(found[i].0),
-                        );
+                        || !same(&a.1, Some(a.0), &b.1, Some(b.0))
+                        || variants.key(a.2, &a.1) != variants.key(b.2, &b.1);
                     if new_group {
                         if groups == opts.top {
                             keep = i;
@@ -843,12 +1148,12 @@ fn rank_by_seconds(
             }
         }
     }
-    let balance_range = found.first().map(|(_, top)| {
+    let balance_range = found.first().map(|(_, top, tv)| {
         let fits = |e: &Estimate| e.memory <= cap * (1.0 + 1e-9);
         let others: Vec<(f64, f64)> = search
             .estimates
             .iter()
-            .filter(|(k, e)| fits(e) && *k != top.knobs)
+            .filter(|(c, e)| fits(e) && (c.k != top.knobs || c.v != *tv))
             .map(|(_, e)| (e.flop_part, e.byte_part))
             .collect();
         stability(&top.relative, &others)
@@ -856,9 +1161,9 @@ fn rank_by_seconds(
     // The memory-versus-seconds frontier: in the order of memory, a strategy is simulated
     // unless one with no more memory is already at least as fast as its lower bound.
     let pareto = if opts.pareto {
-        let mut by_memory: Vec<&(f64, &Knobs, f64)> = bounded.iter().collect();
+        let mut by_memory: Vec<&(f64, &Cand, f64)> = bounded.iter().collect();
         by_memory.sort_by(|a, b| a.2.total_cmp(&b.2).then(a.0.total_cmp(&b.0)));
-        let mut rows: Vec<(Evaluation, Option<f64>)> = Vec::new();
+        let mut rows: Vec<Priced> = Vec::new();
         for &&(bound, k, mem) in &by_memory {
             let beaten = sims.iter().any(|(_, t, m)| {
                 m.to_f64().unwrap_or(f64::MAX) <= mem * (1.0 - 1e-6) && *t <= bound
@@ -869,11 +1174,10 @@ fn rank_by_seconds(
             let known = sims.iter().position(|(x, _, _)| x == k);
             let sim = match known {
                 Some(_) => {
-                    let (e, _, _) =
-                        match price(model, search.analyses, search.cache, k, calib, opts) {
-                            Some(x) => x,
-                            None => continue,
-                        };
+                    let (e, _, _) = match price(model, variants, search.cache, k, calib, opts) {
+                        Some(x) => x,
+                        None => continue,
+                    };
                     known.map(|i| (sims[i].1, e))
                 }
                 None => simulate(k),
@@ -882,26 +1186,26 @@ fn rank_by_seconds(
             if known.is_none() {
                 sims.push((k.clone(), t, e.memory.total.clone()));
             }
-            rows.push((e, Some(t)));
+            let l = variants.layout(k.v, e.knobs.tp);
+            rows.push((e, Some(t), l));
         }
         frontier(rows)
     } else {
         Vec::new()
     };
     let (smallest, cheapest) = if found.is_empty() {
-        smallest_footprint(
-            model,
-            search.analyses,
-            search.cache,
-            search.estimates,
-            calib,
-            opts,
-        )
+        smallest_footprint(model, variants, search.cache, search.estimates, calib, opts)
     } else {
         (None, None)
     };
     let rows = group(
-        found.into_iter().map(|(t, e)| (e, Some(t))).collect(),
+        found
+            .into_iter()
+            .map(|(t, e, v)| {
+                let l = variants.layout(v, e.knobs.tp);
+                (e, Some(t), l)
+            })
+            .collect(),
         opts.top,
     );
     Ok(RankResult {
@@ -915,6 +1219,10 @@ fn rank_by_seconds(
         pareto,
         smallest,
         cheapest,
+        auto_layouts: Vec::new(),
+        auto_failed: BTreeMap::new(),
+        auto_same: Vec::new(),
+        auto_seconds: 0.0,
     })
 }
 
