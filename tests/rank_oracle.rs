@@ -77,7 +77,9 @@ fn oracle(
                     ..on.clone()
                 };
                 layouts.push((LayoutKind::Auto, false, analyse(model, &off)));
-                if model.ops().any(|(_, n)| plan(n, &on) != plan(n, &off)) {
+                if model.ops().any(|(_, n)| {
+                    plan(n, &on, model.batch.as_deref()) != plan(n, &off, model.batch.as_deref())
+                }) {
                     layouts.push((LayoutKind::Auto, true, analyse(model, &on)));
                 }
             }
