@@ -244,8 +244,10 @@ struct Out {
     /// (`exact`, `bounded, gap ≤ …`), or that it is the annotated one, or why none was found.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     auto_layouts: Vec<AutoNote>,
-    /// Seconds of `search_seconds` spent finding the auto layouts.
-    auto_layout_seconds: f64,
+    /// Seconds of `search_seconds` spent finding the auto layouts (absent when none was
+    /// searched).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    auto_layout_seconds: Option<f64>,
     /// With `--why`: the top strategy (A) against the second (B).
     #[serde(skip_serializing_if = "Option::is_none")]
     why: Option<super::compare::Comparison>,
@@ -611,7 +613,7 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
         engine,
         search_seconds: result.search_seconds,
         auto_layouts: auto_notes(&result),
-        auto_layout_seconds: result.auto_seconds,
+        auto_layout_seconds: (!auto_notes(&result).is_empty()).then_some(result.auto_seconds),
         why,
     };
     match args.format {
@@ -852,7 +854,7 @@ fn print_table(
             .collect();
         println!(
             "auto layouts ({:.3} s): {}",
-            out.auto_layout_seconds,
+            out.auto_layout_seconds.unwrap_or(0.0),
             list.join(", ")
         );
         for n in &out.auto_layouts {
