@@ -105,22 +105,8 @@ pub fn auto_tp_layout(
             .ok_or_else(|| format!("`{}` has no valid layout at tp = {tp}", p.name))?;
         let repeat = block.repeat.eval(&vals).map_err(|e| e.to_string())?;
         total += repeat * &s.cost;
-        for (v, o) in p.ops.iter().enumerate() {
-            if o.is_source() {
-                continue;
-            }
-            let pr = p.price(v, &s.assignment[v])?;
-            known.insert(
-                o.name.clone(),
-                pr.out.iter().map(|x| p.place_label(*x)).collect(),
-            );
-            let index = s.assignment[v]
-                .first()
-                .copied()
-                .flatten()
-                .map(|c| o.cuts[c].index.clone())
-                .unwrap_or_else(|| "none".into());
-            placements.insert(o.name.clone(), index);
+        for (op, index) in super::sp::block_placements(&p, &s, &mut known)? {
+            placements.insert(op, index.unwrap_or_else(|| "none".into()));
         }
     }
     Ok(AutoLayout {

@@ -1158,24 +1158,37 @@ pub fn best_tp_layout(
         let s = solve(&p)?;
         let repeat = block.repeat.eval(values).map_err(|e| e.to_string())?;
         total += repeat * &s.cost;
-        for (v, o) in p.ops.iter().enumerate() {
-            if o.is_source() {
-                continue;
-            }
-            let pr = p.price(v, &s.assignment[v])?;
-            known.insert(
-                o.name.clone(),
-                pr.out.iter().map(|x| p.place_label(*x)).collect(),
-            );
-            let index = s.assignment[v]
-                .first()
-                .copied()
-                .flatten()
-                .map(|c| o.cuts[c].index.clone());
-            layout.insert(o.name.clone(), index);
-        }
+        layout.extend(block_placements(&p, &s, &mut known)?);
     }
     Ok((layout, total))
+}
+
+/// The rule index each operator of a solved block splits over the tp axis (`None`:
+/// replicated), recording in `known` how each leaves its output placed, for the blocks that
+/// read it.
+pub(crate) fn block_placements(
+    p: &Problem,
+    s: &Solution,
+    known: &mut BTreeMap<String, Vec<String>>,
+) -> Result<Vec<(String, Option<String>)>, String> {
+    let mut out = Vec::new();
+    for (v, o) in p.ops.iter().enumerate() {
+        if o.is_source() {
+            continue;
+        }
+        let pr = p.price(v, &s.assignment[v])?;
+        known.insert(
+            o.name.clone(),
+            pr.out.iter().map(|x| p.place_label(*x)).collect(),
+        );
+        let index = s.assignment[v]
+            .first()
+            .copied()
+            .flatten()
+            .map(|c| o.cuts[c].index.clone());
+        out.push((o.name.clone(), index));
+    }
+    Ok(out)
 }
 
 /// A layout from [`best_tp_layout`] as `tp_overrides`: `none` where replicated.
