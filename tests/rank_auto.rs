@@ -5,14 +5,11 @@
 //! no more than the annotated family's cost; JSON carries its placements and the table marks
 //! which layout a row uses.
 
-use assert_cmd::Command;
+mod common;
+use common::{json, symshard};
 use serde_json::Value;
 use std::str::FromStr;
 use symshard::sym::Rational;
-
-fn symshard() -> Command {
-    Command::cargo_bin("symshard").unwrap()
-}
 
 fn fixture(name: &str) -> String {
     format!(
@@ -21,19 +18,12 @@ fn fixture(name: &str) -> String {
     )
 }
 
+/// `rank ARGS --format json`, which must succeed.
 fn rank_json(args: &[&str]) -> Value {
-    let out = symshard()
-        .arg("rank")
-        .args(args)
-        .args(["--format", "json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    let mut all = vec!["rank"];
+    all.extend_from_slice(args);
+    all.extend(["--format", "json"]);
+    json(&all)
 }
 
 fn rational(v: &Value) -> Rational {

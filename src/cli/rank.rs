@@ -591,6 +591,7 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
         }
         _ => None,
     };
+    let auto_layouts = auto_notes(&result);
     let out = Out {
         model: model.name.clone(),
         global_batch: batch.clone(),
@@ -612,8 +613,8 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
         balance_range: range,
         engine,
         search_seconds: result.search_seconds,
-        auto_layouts: auto_notes(&result),
-        auto_layout_seconds: (!auto_notes(&result).is_empty()).then_some(result.auto_seconds),
+        auto_layout_seconds: (!auto_layouts.is_empty()).then_some(result.auto_seconds),
+        auto_layouts,
         why,
     };
     match args.format {
