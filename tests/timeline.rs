@@ -134,6 +134,7 @@ fn uniform(p: u64, m: u64, schedule: Schedule, v: u64, layers: usize) -> TimingP
         backward_bytes: Rational::from_integer(0.into()),
         ring_bytes: Rational::from_integer(0.into()),
         gemms: Vec::new(),
+        params: Rational::from_integer(0.into()),
     };
     let block = PlanBlock {
         name: "layer".into(),
@@ -1363,4 +1364,40 @@ fn a_larger_micro_batch_helps_until_the_bubble_wins() {
         two < eight,
         "micro-batch 2 ({two} s) not faster than 8 ({eight} s)"
     );
+}
+
+/// Every micro-batch's backward adds each weight-bearing operator's gradient to the fp32
+/// gradient buffer (Megatron-LM's `main_grad`): 8 bytes of HBM traffic per local parameter,
+/// once per micro-batch and never in the forward pass, sharded only when gradients are
+/// (ZeRO ≥ 2).
+#[test]
+fn each_micro_batch_adds_its_weight_gradients_to_the_fp32_buffer() {
+    let rates = Rates::of(&Calibration::reference().unwrap());
+    let params = 5.0e7;
+    let pass = rates.memory_seconds(8.0 * params);
+    assert!(pass > 0.0);
+    assert_eq!(grad_accumulation_bytes(params, 0, 8), 8.0 * params);
+    assert_eq!(grad_accumulation_bytes(params, 1, 8), 8.0 * params);
+    assert_eq!(grad_accumulation_bytes(params, 2, 8), params);
+    assert_eq!(grad_accumulation_bytes(params, 3, 4), 2.0 * params);
+    for m in [1u64, 4] {
+        let bare = uniform(1, m, Schedule::OneFOneB, 1, 3);
+        let mut weighted = bare.clone();
+        weighted.blocks[0].ops[0].params = Rational::from_integer(50_000_000.into());
+        let a = simulate(&bare, &rates, 8).unwrap();
+        let b = simulate(&weighted, &rates, 8).unwrap();
+        // Three layers, m micro-batches: one pass per layer and micro-batch, all on the
+        // critical path of a single stage (the optimizer's step does not read op params).
+        let extra = b.flush - a.flush;
+        let want = 3.0 * m as f64 * pass;
+        assert!(
+            (extra - want).abs() < 1e-9 * want.max(1.0),
+            "m={m}: {extra} vs {want}"
+        );
+        // Only the backward pass pays it.
+        let chains_a = pass_chains(&bare, &rates, 8);
+        let chains_b = pass_chains(&weighted, &rates, 8);
+        assert_eq!(chains_a[0][0], chains_b[0][0]);
+        assert!((chains_b[0][1] - chains_a[0][1] - pass).abs() < 1e-12);
+    }
 }

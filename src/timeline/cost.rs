@@ -193,6 +193,15 @@ impl Rates {
         self.gemm_seconds(flops, bytes, class, kernels, &[])
     }
 
+    /// Seconds of streaming `bytes` through HBM as part of a kernel already launched (no
+    /// overhead of its own): at the table's streaming efficiency for that many bytes.
+    pub fn memory_seconds(&self, bytes: f64) -> f64 {
+        if bytes <= 0.0 {
+            return 0.0;
+        }
+        bytes / (self.peak_memory_bandwidth * self.memory_efficiency.at(bytes))
+    }
+
     /// [`Rates::op_seconds`] for kernels whose GEMM sizes are known (`[batch, rows, cols,
     /// inner]`, one per kernel): with a tiling in the table, each matmul kernel's efficiency is
     /// the curve's times its [`Tiling::utilisation`]. Without sizes (or tiling) it is the same.

@@ -23,8 +23,8 @@ pub use plan::{
 };
 pub use schedule::{program, Pass, Task};
 pub use sim::{
-    optimizer_seconds, pass_chains, simulate, simulate_times, Event, Simulation, Stream, What,
-    BUCKET_BYTES,
+    grad_accumulation_bytes, optimizer_seconds, pass_chains, simulate, simulate_times, Event,
+    Simulation, Stream, What, BUCKET_BYTES,
 };
 pub use svg::gantt_svg;
 pub use trace::{chrome_trace, write_chrome_trace, TraceDetail};

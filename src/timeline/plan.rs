@@ -148,6 +148,14 @@ pub struct PlanOp {
     /// operators that are not two-operand contractions, and in plans saved before it existed).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gemms: Vec<GemmShape>,
+    /// Trained parameter elements it owns on one device (zero in plans saved before it
+    /// existed): each micro-batch's backward adds their gradient to the fp32 gradient buffer.
+    #[serde(
+        default = "no_bytes",
+        with = "exact",
+        skip_serializing_if = "Zero::is_zero"
+    )]
+    pub params: Rational,
 }
 
 /// One GEMM on one device: `batch` products of a `rows` × `cols` output, summing `inner`.
@@ -342,6 +350,9 @@ pub fn strategy_blocks(
             }
         }
         block.params = &block.params - &n.expert_params + &n.expert_params / &ep;
+        for &k in &experts {
+            block.ops[k].params = &block.ops[k].params / &ep;
+        }
     }
     Ok(blocks)
 }
@@ -401,6 +412,7 @@ pub fn plan_blocks(
                         })
                     })
                     .collect::<Result<_>>()?,
+                params: ev(&op.params)?,
             });
             for c in &op.comm {
                 let pc = plan_comm(c, &ev(&c.wire_bytes)?, format!("{} {}", c.op, c.tensor));

@@ -101,6 +101,17 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// Seconds one micro-batch's backward spends adding the weight gradient of `params` local
+    /// parameter elements to the fp32 gradient buffer ([`grad_accumulation_bytes`]).
+    fn grad_accumulation_seconds(&self, params: f64) -> f64 {
+        if params <= 0.0 {
+            return 0.0;
+        }
+        let k = &self.plan.knobs;
+        let bytes = grad_accumulation_bytes(params, k.zero, k.replicas());
+        self.rates.memory_seconds(bytes)
+    }
+
     fn comm(&self, c: &PlanComm) -> (Stream, f64, f64) {
         let (stream, axis) = match c.axis {
             Axis::Tp => (Stream::TpComm, self.tp),
@@ -233,9 +244,16 @@ impl<'a> Ctx<'a> {
                         bytes: 0.0,
                         recompute,
                     };
+                    let accumulate = if backward {
+                        self.grad_accumulation_seconds(f(&o.params))
+                    } else {
+                        0.0
+                    };
                     let ring = f(&o.ring_bytes);
                     if cp <= 1 || ring <= 0.0 {
-                        return vec![step(fl, by, 0)];
+                        let mut one = step(fl, by, 0);
+                        one.dur += accumulate;
+                        return vec![one];
                     }
                     self.ring(i, recompute, backward, ring, |j| {
                         let n = cp as f64;
@@ -247,7 +265,11 @@ impl<'a> Ctx<'a> {
                             _ if j + 1 < cp => 2,
                             _ => 1,
                         };
-                        step(fl / n, by / n, wait)
+                        let mut part = step(fl / n, by / n, wait);
+                        if j + 1 == cp {
+                            part.dur += accumulate;
+                        }
+                        part
                     })
                 }
                 Step::Collective(c) | Step::Overlapped(c) | Step::AfterDgrad(c) => {
@@ -434,6 +456,33 @@ pub fn pass_chains(plan: &TimingPlan, rates: &Rates, gpus_per_node: u64) -> Vec<
 /// is forced on with `--bf16` in megatron/arguments.py), as PyTorch FSDP's default
 /// `MixedPrecision(reduce_dtype=float32)` does.
 pub const MAIN_GRAD_BYTES: f64 = 4.0;
+
+/// Bytes one micro-batch's backward moves to add the weight gradient of `params` parameter
+/// elements (one device's share of an operator) into the fp32 gradient buffer: the buffer is
+/// read and written back, [`MAIN_GRAD_BYTES`] each way, per element.
+///
+/// Megatron-LM keeps bf16 models' gradients in fp32 `main_grad` buffers and adds every
+/// micro-batch's weight gradient to them: its linear layers fuse the addition into the
+/// weight-gradient GEMM (`--gradient-accumulation-fusion`, APEX
+/// `fused_weight_gradient_mlp_cuda.wgrad_gemm_accum_fp32`: a GEMM with an fp32 output and
+/// β = 1, which reads and writes that output), other layers add `param.grad` to `main_grad` in
+/// a backward hook (megatron/model/distributed.py). Either way the traffic is proportional to
+/// the parameters and paid per micro-batch, so it weighs most where a micro-batch has few
+/// tokens per weight (one sequence on a wide layer). It is timed as a streaming pass after the
+/// operator's backward, on every machine: in the fused form it is the GEMM's epilogue, which a
+/// CUTLASS-style kernel runs after its tile's main loop (NVIDIA CUTLASS documentation,
+/// "Efficient GEMM in CUDA"); persistent kernels that overlap one tile's epilogue with the next
+/// tile's main loop (CUTLASS 3's ping-pong schedule on Hopper) can hide part of it, which this
+/// does not credit. With gradients sharded (ZeRO ≥ 2) the buffer holds only the `1/replicas`
+/// share that the device reduces.
+pub fn grad_accumulation_bytes(params: f64, zero: u8, replicas: u64) -> f64 {
+    let share = if zero >= 2 {
+        params / replicas.max(1) as f64
+    } else {
+        params
+    };
+    share * 2.0 * MAIN_GRAD_BYTES
+}
 
 /// Seconds of the optimizer step over `params` parameter elements held by one device: the
 /// memory-bound kernels of Megatron-LM's mixed-precision optimizer step
