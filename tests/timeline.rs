@@ -682,7 +682,12 @@ fn nccl_tests_logs_fit_the_synthetic_parameters() {
 fn shipped_validation_stays_within_recorded_bounds() {
     let files = symshard::validate::shipped();
     let names: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
-    for want in ["korthikanti2022-table4", "korthikanti2022-table5"] {
+    for want in [
+        "korthikanti2022-table4",
+        "korthikanti2022-table5",
+        "mosaicml-mpt-a100",
+        "mosaicml-mpt-h100",
+    ] {
         assert!(names.contains(&want), "{want} missing: {names:?}");
     }
     for (name, src) in &files {
@@ -863,6 +868,41 @@ fn attention_modes_on_the_command_line() {
             .map_or_else(|| a.as_f64().unwrap(), |s| s.parse().unwrap())
     };
     assert!(saved(&flash) < saved(&eager) / 2.0);
+    // A causal kernel computes half of the score blocks (its share `w = 1/2` is a rule
+    // parameter, not a size): forward matmul FLOPs drop by exactly the attention's half,
+    // 4·B·NH·S²·(H/NH)·(1/2) per layer = 2·B·S²·H, over the L layers of gpt3-125m (at the
+    // model's default symbol values, read from the JSON).
+    let causal = json(&[
+        "cost",
+        "gpt3-125m",
+        "--attention",
+        "flash-causal",
+        "--format",
+        "json",
+    ]);
+    let num = |v: &serde_json::Value| -> i128 {
+        v.as_str()
+            .map_or_else(|| v.as_i64().unwrap() as i128, |s| s.parse().unwrap())
+    };
+    let (b, s, h, l) = (
+        num(&flash["symbols"]["B"]),
+        num(&flash["symbols"]["S"]),
+        num(&flash["symbols"]["H"]),
+        num(&flash["symbols"]["L"]),
+    );
+    assert_eq!(
+        num(&mm(&flash)) - num(&mm(&causal)),
+        l * 2 * b * s * s * h,
+        "flash − flash-causal forward matmul FLOPs"
+    );
+    for model in ["llama3-8b", "gpt3-175b"] {
+        let o = run(&["timeline", model, "--attention", "flash-causal"]);
+        assert!(
+            o.status.success(),
+            "{model}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
     let o = run(&["cost", "resnet50", "--attention", "flash"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("no fused-attention"));

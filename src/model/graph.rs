@@ -190,9 +190,10 @@ pub struct SizeError {
     pub reason: &'static str,
 }
 
-/// Checks that `formula` is a positive integer at `values` (or a non-negative one where
-/// `zero_ok`: rule parameters such as padding). Formulas with unbound symbols are left alone:
-/// they are reported where they are evaluated.
+/// Checks that `formula` is a positive integer at `values` (a size that indexes a tensor), or,
+/// where `zero_ok` (a rule parameter, such as padding or a causal kernel's share `w = 1/2` of
+/// the score blocks), a non-negative number. Formulas with unbound symbols are left alone: they
+/// are reported where they are evaluated.
 pub fn check_size(
     what: impl FnOnce() -> String,
     formula: &Poly,
@@ -203,7 +204,7 @@ pub fn check_size(
     let Ok(value) = formula.eval(values) else {
         return Ok(());
     };
-    let reason = if !value.is_integer() {
+    let reason = if !zero_ok && !value.is_integer() {
         "not an integer (every size and every `a/b` extent must divide exactly)"
     } else if value.is_negative() || (value.is_zero() && !zero_ok) {
         "not positive"
