@@ -369,7 +369,8 @@ pub fn import_onnx_bytes(
     // Root causes first, each group in graph order.
     unmapped.sort_by_key(|u| !u.root);
     let skeleton = write(
-        file, &model, graph, &name, opts, &symbols, &inputs, &m.emitted, &unmapped, mapped, None,
+        file, &model, graph, &name, opts, &symbols, &inputs, &m.emitted, &unmapped, mapped,
+        &m.folded, None,
     );
     let loaded = ModelLoader::embedded()?.load(&Source::new(file, skeleton))?;
     let cost = model_cost(&loaded);
@@ -417,6 +418,7 @@ pub fn import_onnx_bytes(
         &m.emitted,
         &unmapped,
         mapped,
+        &m.folded,
         Some(&coverage),
     );
     Ok(OnnxImport {
@@ -607,6 +609,7 @@ fn write(
     ops: &[Emit],
     unmapped: &[Unmapped],
     mapped: usize,
+    folded: &[String],
     coverage: Option<&Coverage>,
 ) -> String {
     let file_name = file
@@ -636,6 +639,19 @@ fn write(
         ops.len(),
         unmapped.len()
     );
+    if !folded.is_empty() {
+        let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
+        for f in folded {
+            *kinds.entry(f.as_str()).or_default() += 1;
+        }
+        let kinds: Vec<String> = kinds.iter().map(|(t, n)| format!("{t} ×{n}")).collect();
+        let _ = writeln!(
+            y,
+            "# {} of them computed from constants alone (masks and indices traced from fixed shapes: {}): folded into constants, as a runtime does once before the first step, so no operator; the work a folded mask does on the data is its consumer's.",
+            folded.len(),
+            kinds.join(", ")
+        );
+    }
     if let Some(c) = coverage {
         let flops = c
             .flops_percent
