@@ -113,9 +113,61 @@ fn torchscript_transformers_import_completely() {
         assert_eq!(out.mapped, out.nodes, "{name}");
         // The folded nodes are said in the model file, by type.
         assert!(
-            out.yaml.contains("computed from constants alone"),
+            out.yaml
+                .contains("computed from constants and shapes alone"),
             "{name}:\n{}",
             out.yaml
+        );
+    }
+}
+
+/// The same exporter with symbolic input sizes (`dynamic_axes`: batch, and sequence for the text
+/// models): the masks, indices and sizes it traces are computed from the input's shape, which
+/// the import evaluates as formulas (a size is at least 1, so `S` is never a broadcast's `-1`).
+/// The files import completely with the batch and sequence as the symbols B and S, and at the
+/// exported sizes (`input` in reference.json) give the fixed-size files' numbers.
+#[test]
+fn torchscript_dynamic_exports_import_with_symbols() {
+    let r = reference();
+    for (name, untied_head) in [("gpt2", 1000 * 64), ("bert", 0), ("vit", 0)] {
+        let m = &r["models"][name];
+        let file = format!("{name}_ts_dynamic.onnx");
+        let out = import_onnx(&dir().join(&file), &OnnxOptions::default(), &mut |_, _| {})
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(out.unmapped.is_empty(), "{name}: {:?}", out.unmapped);
+        assert_eq!(out.mapped, out.nodes, "{name}");
+        let syms: Vec<&str> = out.symbols.iter().map(|(s, _)| s.as_str()).collect();
+        let want: &[&str] = if name == "vit" { &["B"] } else { &["B", "S"] };
+        assert_eq!(syms, want, "{name}");
+        let model = ModelLoader::embedded()
+            .unwrap()
+            .load(&Source::new(format!("{file}.yaml"), out.yaml.clone()))
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let c = model_cost(&model);
+        let input = m["input"].as_array().unwrap();
+        let mut at = Bindings::new();
+        at.insert("B".into(), int(&input[0]));
+        if name != "vit" {
+            at.insert("S".into(), int(&input[1]));
+        }
+        assert_eq!(
+            c.forward.matmul.eval(&at).unwrap(),
+            int(&m["matmul_flops"]),
+            "{name}: forward matmul FLOPs"
+        );
+        assert_eq!(
+            c.params.eval(&at).unwrap(),
+            int(&m["params"]) + Rational::from_integer(untied_head.into()),
+            "{name}: parameters"
+        );
+        // The same as the fixed-size file.
+        let (p, f) = counts(&format!("{name}_ts.onnx")).unwrap();
+        assert_eq!(
+            (
+                c.params.eval(&at).unwrap(),
+                c.forward.matmul.eval(&at).unwrap()
+            ),
+            (p, f)
         );
     }
 }

@@ -609,7 +609,7 @@ fn write(
     ops: &[Emit],
     unmapped: &[Unmapped],
     mapped: usize,
-    folded: &[String],
+    folded: &[(String, Poly)],
     coverage: Option<&Coverage>,
 ) -> String {
     let file_name = file
@@ -641,15 +641,17 @@ fn write(
     );
     if !folded.is_empty() {
         let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
-        for f in folded {
+        for (f, _) in folded {
             *kinds.entry(f.as_str()).or_default() += 1;
         }
         let kinds: Vec<String> = kinds.iter().map(|(t, n)| format!("{t} ×{n}")).collect();
+        let elements: Poly = folded.iter().map(|(_, n)| n.clone()).sum();
         let _ = writeln!(
             y,
-            "# {} of them computed from constants alone (masks and indices traced from fixed shapes: {}): folded into constants, as a runtime does once before the first step, so no operator; the work a folded mask does on the data is its consumer's.",
+            "# {} of them computed from constants and shapes alone (the masks, indices and sizes the exporter traced: {}): folded into constants, no operator; their outputs, {} elements in all, are the same at every step of one shape and are not counted; the work a folded mask does on the data is its consumer's.",
             folded.len(),
-            kinds.join(", ")
+            kinds.join(", "),
+            formula(&elements)
         );
     }
     if let Some(c) = coverage {

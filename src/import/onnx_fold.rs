@@ -1,16 +1,18 @@
-//! Nodes computed from constants alone: the attention masks and index tensors the TorchScript
-//! exporter traces from fixed shapes (`Equal`, `LessOrEqual`, `And`, `Where`, `GatherElements`,
-//! `Gather` of a traced constant, …). Their inputs are constants of the file, never the data, so
-//! they are the same at every step: they become constants (shape, and values when small and
-//! whole), as a runtime folds them once before the first step, and no operator. The import
-//! counts and lists them in the model file, so that no folded work goes unsaid; the work a mask
-//! does on the data (adding it to the scores) is the consuming node's, mapped as such.
+//! Nodes computed from constants and shapes alone: the attention masks and index tensors the
+//! TorchScript exporter traces (`Equal`, `LessOrEqual`, `And`, `Where`, `GatherElements`,
+//! `Gather` of a traced constant or of a shape, …), from fixed sizes or from the input's
+//! symbolic ones. Their inputs are never the data, so they are the same at every step of one
+//! shape: they become constants (shape, and values when small and decided) and no operator. The
+//! import lists them in the model file with the elements they produce (a mask of S² entries
+//! built per shape), so that no folded work goes unsaid; the work a mask does on the data
+//! (adding it to the scores) is the consuming node's, mapped as such.
 
 use super::onnx_infer::{broadcast, const_vals_at};
 use super::onnx_map::{Mapper, Reason, Value};
 use super::onnx_pb::NodeProto;
-use super::onnx_shape::{axis, Shape};
+use super::onnx_shape::{axis, product, Shape};
 use crate::sym::Poly;
+use std::cmp::Ordering;
 
 /// The operators folded when every input is a constant that is not a weight.
 const FOLDED: &[&str] = &[
@@ -104,6 +106,7 @@ impl Mapper {
                 (out, vals)
             }
         };
+        let elements = product(&shape);
         self.set(
             node,
             0,
@@ -113,7 +116,7 @@ impl Mapper {
                 origin: None,
             },
         );
-        self.folded.push(node.op_type().to_string());
+        self.folded.push((node.op_type().to_string(), elements));
         Ok(())
     }
 }
@@ -129,21 +132,38 @@ fn elementwise(op: &str, x: &[&Poly]) -> Option<Poly> {
     if op == "Neg" {
         return Some(-x[0].clone());
     }
-    let a = int_of(x[0])?;
     if op == "Not" {
-        return Some(b(a == 0));
+        return Some(b(int_of(x[0])? == 0));
     }
-    let c = int_of(x[1])?;
+    let order = || sign(&(x[0] - x[1]));
     Some(match op {
-        "Equal" => b(a == c),
-        "Less" => b(a < c),
-        "LessOrEqual" => b(a <= c),
-        "Greater" => b(a > c),
-        "GreaterOrEqual" => b(a >= c),
-        "And" => b(a != 0 && c != 0),
-        "Or" => b(a != 0 || c != 0),
-        _ => b((a != 0) != (c != 0)),
+        "Equal" => b(order()? == Ordering::Equal),
+        "Less" => b(order()? == Ordering::Less),
+        "LessOrEqual" => b(order()? != Ordering::Greater),
+        "Greater" => b(order()? == Ordering::Greater),
+        "GreaterOrEqual" => b(order()? != Ordering::Less),
+        _ => {
+            let (a, c) = (int_of(x[0])? != 0, int_of(x[1])? != 0);
+            b(match op {
+                "And" => a && c,
+                "Or" => a || c,
+                _ => a != c,
+            })
+        }
     })
+}
+
+/// The sign of a difference of sizes, where it is decided: a number, or a formula whose
+/// coefficients all have one sign (every symbol is a dimension, at least 1, so each monomial
+/// is positive: `B·S + 1 > 0`, the size `S` is not the `-1` of a broadcast target).
+fn sign(d: &Poly) -> Option<Ordering> {
+    if d.is_zero() {
+        return Some(Ordering::Equal);
+    }
+    let zero = crate::sym::Rational::from_integer(0.into());
+    let mut signs = d.terms().map(|(_, c)| c.cmp(&zero));
+    let first = signs.next()?;
+    signs.all(|s| s == first).then_some(first)
 }
 
 /// `GatherElements`: the shape of the indices; values picked along the axis when known.
@@ -261,8 +281,13 @@ mod tests {
         assert_eq!(elementwise("Not", &[&f]), Some(t.clone()));
         let s = Poly::symbol("S");
         assert_eq!(elementwise("Where", &[&f, &t, &s]), Some(s.clone()));
-        // A comparison of a formula is not decided.
-        assert_eq!(elementwise("Equal", &[&s, &t]), None);
+        // Sizes are positive: S is no -1, S + 1 is more than S; S against 2 is not decided.
+        let m1 = Poly::int(-1);
+        assert_eq!(elementwise("Equal", &[&s, &m1]), Some(f.clone()));
+        assert_eq!(elementwise("Equal", &[&s, &s]), Some(t.clone()));
+        let s1 = &s + &t;
+        assert_eq!(elementwise("Greater", &[&s1, &s]), Some(t.clone()));
+        assert_eq!(elementwise("Less", &[&s, &Poly::int(2)]), None);
     }
 
     #[test]

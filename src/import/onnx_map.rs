@@ -71,8 +71,9 @@ pub(super) struct Mapper {
     pub const_inputs: Vec<(String, Shape, String)>,
     /// Tensors some node reads: an output outside it is ignored.
     pub read: std::collections::BTreeSet<String>,
-    /// The operator types of the nodes folded into constants (computed from constants alone).
-    pub folded: Vec<String>,
+    /// The nodes folded into constants (computed from constants and shapes alone): operator
+    /// type and the elements of the output.
+    pub folded: Vec<(String, Poly)>,
     journal: Journal,
 }
 
