@@ -879,6 +879,13 @@ fn deepseek_v3_layouts() {
         m.insert("tie_word_embeddings".into(), true.into());
     });
     assert!(e.contains("tie_word_embeddings true"), "{e}");
+    let e = refused("ds3-noshared.json", &|m| {
+        m.insert("n_shared_experts".into(), 0.into());
+    });
+    assert!(
+        e.contains("`n_shared_experts` must be a positive integer"),
+        "{e}"
+    );
     let e = refused("ds3-gelu.json", &|m| {
         m.insert("hidden_act".into(), "gelu".into());
     });

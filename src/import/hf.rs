@@ -1150,14 +1150,8 @@ fn deepseek_v3(c: &Config, src: &dyn Fn(&str) -> String) -> Result<Plan> {
             ),
         ));
     }
+    // At least one shared expert: a count of 0 is refused as no positive integer.
     let ns = field_or(c, "NS", "n_shared_experts", 1, CLASS, src)?;
-    if ns.value == 0 {
-        return Err(c.error(
-            "n_shared_experts",
-            None,
-            "n_shared_experts 0 is not supported for model_type `deepseek_v3`: the family has a shared expert",
-        ));
-    }
     let seq = whole_capacity(pretraining_length(c, src)?, e.value, k.value);
     let scaling = c
         .number_text(None, "routed_scaling_factor")
