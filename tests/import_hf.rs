@@ -951,3 +951,20 @@ fn deepseek_v2_qlora_layouts() {
     });
     assert!(error(&p).contains("topk_group 9"));
 }
+
+/// `import --help` names every model_type the importer reads.
+#[test]
+fn help_lists_every_supported_model_type() {
+    let out = Command::cargo_bin("symshard")
+        .unwrap()
+        .args(["import", "--help"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    for t in symshard::import::hf::SUPPORTED {
+        assert!(
+            text.contains(&format!(" {t},")) || text.contains(&format!(" {t})")),
+            "{t} missing from:\n{text}"
+        );
+    }
+}
