@@ -759,6 +759,159 @@ fn deepseek_v2_layouts() {
     );
 }
 
+/// DeepSeek-V3 (config: https://huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json):
+/// low-rank queries, a sigmoid gate with group-limited, renormalised top-k, three dense layers;
+/// absent fields take the DeepseekV3Config defaults; the settings the family does not model are
+/// refused with the field named; the ones it does not count are said in the model file.
+#[test]
+fn deepseek_v3_layouts() {
+    let m = imported("DeepSeek-V3");
+    assert_eq!(m.family.as_deref(), Some("deepseek_v3"));
+    let v = |k: &str| m.values[k].clone();
+    assert_eq!(
+        (v("L"), v("LD"), v("E"), v("K"), v("NG"), v("TG")),
+        (int(61), int(3), int(256), int(8), int(8), int(4))
+    );
+    assert_eq!(
+        (v("QR"), v("R"), v("NS"), v("F"), v("FD")),
+        (int(1536), int(512), int(1), int(2048), int(18432))
+    );
+    // The pre-training length of the YaRN block; 256 experts, 8 per token: S·K/E whole.
+    assert_eq!(v("S"), int(4096));
+    // What the model file says it does not count: the buffer, the MTP module, the fp8 format.
+    let text = import_hf(&fixture("DeepSeek-V3"), None).unwrap().yaml;
+    for said in [
+        "e_score_correction_bias, a buffer of 256 values (14848 in the 58 sparse layers)",
+        "num_nextn_predict_layers 1 multi-token-prediction module(s)",
+        "quantization_config",
+    ] {
+        assert!(text.contains(said), "{said}\n{text}");
+    }
+    // Every structural field absent: the DeepseekV3Config defaults are DeepSeek-V3's sizes, and
+    // the sources say they are defaults.
+    let p = variant("ds3-defaults.json", "DeepSeek-V3", |m| {
+        for k in [
+            "first_k_dense_replace",
+            "hidden_size",
+            "intermediate_size",
+            "kv_lora_rank",
+            "moe_intermediate_size",
+            "n_group",
+            "n_routed_experts",
+            "n_shared_experts",
+            "norm_topk_prob",
+            "num_attention_heads",
+            "num_experts_per_tok",
+            "num_hidden_layers",
+            "num_key_value_heads",
+            "q_lora_rank",
+            "qk_nope_head_dim",
+            "qk_rope_head_dim",
+            "routed_scaling_factor",
+            "scoring_func",
+            "topk_group",
+            "topk_method",
+            "v_head_dim",
+            "vocab_size",
+        ] {
+            m.remove(k);
+        }
+    });
+    let d = load(&p).unwrap();
+    assert_eq!(numbers(&d), numbers(&m));
+    let text = import_hf(&p, None).unwrap().yaml;
+    assert!(
+        text.contains("q_lora_rank absent = 1536, the DeepseekV3Config default"),
+        "{text}"
+    );
+    let refused = |name: &str, edit: &dyn Fn(&mut serde_json::Map<String, serde_json::Value>)| {
+        let p = variant(name, "DeepSeek-V3", edit);
+        let e = error(&p);
+        assert!(e.contains(&format!("{name}:")), "{e}");
+        e
+    };
+    let e = refused("ds3-fullq.json", &|m| {
+        m.insert("q_lora_rank".into(), serde_json::Value::Null);
+    });
+    assert!(e.contains("`q_lora_rank` null"), "{e}");
+    let e = refused("ds3-greedy.json", &|m| {
+        m.insert("topk_method".into(), "greedy".into());
+    });
+    assert!(e.contains("topk_method `greedy`"), "{e}");
+    let e = refused("ds3-softmax.json", &|m| {
+        m.insert("scoring_func".into(), "softmax".into());
+    });
+    assert!(e.contains("scoring_func `softmax`"), "{e}");
+    let e = refused("ds3-nonorm.json", &|m| {
+        m.insert("norm_topk_prob".into(), false.into());
+    });
+    assert!(e.contains("norm_topk_prob false"), "{e}");
+    let e = refused("ds3-freq.json", &|m| {
+        m.insert("moe_layer_freq".into(), 2.into());
+    });
+    assert!(e.contains("moe_layer_freq"), "{e}");
+    let e = refused("ds3-alldense.json", &|m| {
+        m.insert("first_k_dense_replace".into(), 61.into());
+    });
+    assert!(e.contains("first_k_dense_replace 61"), "{e}");
+    let e = refused("ds3-kv.json", &|m| {
+        m.insert("num_key_value_heads".into(), 16.into());
+    });
+    assert!(e.contains("num_key_value_heads 16"), "{e}");
+    let e = refused("ds3-groups.json", &|m| {
+        m.insert("n_group".into(), 7.into());
+    });
+    assert!(e.contains("n_group equal groups"), "{e}");
+    let e = refused("ds3-singletons.json", &|m| {
+        m.insert("n_group".into(), 256.into());
+        m.insert("topk_group".into(), 8.into());
+    });
+    assert!(e.contains("n_group 256 leaves 1 expert per group"), "{e}");
+    let e = refused("ds3-topk-group.json", &|m| {
+        m.insert("topk_group".into(), 9.into());
+    });
+    assert!(e.contains("topk_group 9"), "{e}");
+    let e = refused("ds3-bias.json", &|m| {
+        m.insert("attention_bias".into(), true.into());
+    });
+    assert!(e.contains("`attention_bias`"), "{e}");
+    let e = refused("ds3-tied.json", &|m| {
+        m.insert("tie_word_embeddings".into(), true.into());
+    });
+    assert!(e.contains("tie_word_embeddings true"), "{e}");
+    let e = refused("ds3-noshared.json", &|m| {
+        m.insert("n_shared_experts".into(), 0.into());
+    });
+    assert!(
+        e.contains("`n_shared_experts` must be a positive integer"),
+        "{e}"
+    );
+    let e = refused("ds3-gelu.json", &|m| {
+        m.insert("hidden_act".into(), "gelu".into());
+    });
+    assert!(e.contains("hidden_act `gelu`"), "{e}");
+    // No MTP module: nothing said of one; the count is the same.
+    let p = variant("ds3-nomtp.json", "DeepSeek-V3", |m| {
+        m.insert("num_nextn_predict_layers".into(), 0.into());
+    });
+    assert_eq!(params(&load(&p).unwrap()), params(&m));
+    assert!(!import_hf(&p, None)
+        .unwrap()
+        .yaml
+        .contains("multi-token-prediction"));
+    // One more dense layer: a sparse layer's MLP (router E·H, experts 3·H·F·E, shared 3·H·NS·F)
+    // gives way to a dense one's, 3·H·FD.
+    let p = variant("ds3-four-dense.json", "DeepSeek-V3", |m| {
+        m.insert("first_k_dense_replace".into(), 4.into());
+    });
+    let (h, f, fd, e, ns) = (7168i64, 2048i64, 18432i64, 256i64, 1i64);
+    let sparse_mlp = h * e + 3 * h * f * e + 3 * h * f * ns;
+    assert_eq!(
+        params(&load(&p).unwrap()) - params(&m),
+        int(3 * h * fd - sparse_mlp)
+    );
+}
+
 /// DeepSeek-V2 (config: https://huggingface.co/deepseek-ai/DeepSeek-V2/blob/main/config.json):
 /// low-rank queries and group-limited routing, the family deepseek_v2_qlora.
 #[test]
@@ -797,4 +950,21 @@ fn deepseek_v2_qlora_layouts() {
         m.insert("topk_group".into(), 9.into());
     });
     assert!(error(&p).contains("topk_group 9"));
+}
+
+/// `import --help` names every model_type the importer reads.
+#[test]
+fn help_lists_every_supported_model_type() {
+    let out = Command::cargo_bin("symshard")
+        .unwrap()
+        .args(["import", "--help"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    for t in symshard::import::hf::SUPPORTED {
+        assert!(
+            text.contains(&format!(" {t},")) || text.contains(&format!(" {t})")),
+            "{t} missing from:\n{text}"
+        );
+    }
 }

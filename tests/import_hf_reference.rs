@@ -49,7 +49,12 @@ const CASES: &[(&str, &str)] = &[
     ("Qwen1.5-MoE-A2.7B", "qwen2_moe"),
     ("DeepSeek-V2-Lite", "deepseek_v2"),
     ("DeepSeek-V2", "deepseek_v2_qlora"),
+    ("DeepSeek-V3", "deepseek_v3"),
+    ("DeepSeek-V3-tiny", "deepseek_v3"),
 ];
+
+/// Fixtures whose parameters are measured but not their FLOPs (the reference records why).
+const PARAMS_ONLY: &[&str] = &["DeepSeek-V3"];
 
 /// Checks one fixture; returns (symshard, reference) pairs for the message.
 fn check(name: &str, family: &str) {
@@ -61,6 +66,13 @@ fn check(name: &str, family: &str) {
     let cost = model_cost(&m);
     let params = cost.params.eval(&m.values).unwrap();
     assert_eq!(params, int(&r["params"]), "{name}: parameters");
+    if r["flops"].is_null() {
+        assert!(
+            PARAMS_ONLY.contains(&name) && r["flops_not_measured"].is_string(),
+            "{name}: no FLOPs measured, and no reason recorded"
+        );
+        return;
+    }
     let mut at = m.values.clone();
     for k in ["B", "S", "L"] {
         at.insert(k.into(), int(&r["flops"][k]));
@@ -158,4 +170,27 @@ fn deepseek_v2() {
 #[test]
 fn deepseek_v2_qlora() {
     check("DeepSeek-V2", "deepseek_v2_qlora");
+}
+
+/// DeepSeek-V3 (config: https://huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json):
+/// the parameters of the full config (671,026,404,352, as transformers counts them; the FLOPs of
+/// four full-width layers are not measured), and both of the architecture at small sizes, two
+/// layers measured, one dense and one sparse.
+#[test]
+fn deepseek_v3() {
+    check("DeepSeek-V3", "deepseek_v3");
+    check("DeepSeek-V3-tiny", "deepseek_v3");
+}
+
+/// The router's e_score_correction_bias is a buffer: in the state dict (E values per sparse
+/// layer) but not among the parameters transformers counts, nor among the model's.
+#[test]
+fn deepseek_v3_bias_is_a_buffer_not_a_parameter() {
+    let r = reference();
+    for name in ["DeepSeek-V3", "DeepSeek-V3-tiny"] {
+        let m = load(name);
+        let v = |k: &str| m.values[k].clone();
+        let buffers = int(&r["models"][name]["state_dict_buffers"]);
+        assert_eq!(buffers, (v("L") - v("LD")) * v("E"), "{name}");
+    }
 }

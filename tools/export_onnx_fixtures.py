@@ -12,6 +12,9 @@ convolution before it, and dropout stays), exported with `torch.onnx.export`:
 * `*_ts.onnx`: the TorchScript exporter (`dynamo=False`, opset 17), which writes no shapes of
   intermediate tensors. GPT-2 is given an all-ones attention mask there: without one,
   transformers' mask construction uses `aten::diff`, which that exporter cannot write.
+* `*_ts_dynamic.onnx` (GPT-2, BERT, ViT): the same exporter with `dynamic_axes`, the batch
+  (`batch`) and, for the text models, the sequence (`seq`) symbolic, so that the masks and
+  index tensors it traces are computed from the input's shape at run time.
 
 Float initializers of more than 256 elements are then emptied (their dims kept, their data
 removed) and the nodes' metadata (stack traces, name scopes) dropped, so that the fixtures stay
@@ -48,6 +51,8 @@ from torch.utils.flop_counter import FlopCounterMode
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "..", "tests", "fixtures", "onnx", "exported")
 KEEP = 256
+# The models also exported with symbolic input dimensions, and which (axis → name).
+DYNAMIC = {"gpt2": {0: "batch", 1: "seq"}, "bert": {0: "batch", 1: "seq"}, "vit": {0: "batch"}}
 
 
 class Logits(torch.nn.Module):
@@ -159,12 +164,16 @@ def main():
         ref = reference(model, x, kwargs)
         ref["input"] = list(x.shape)
         ref["files"] = {}
-        for dynamo in (True, False):
-            kind = "dynamo" if dynamo else "ts"
+        kinds = ["dynamo", "ts"] + (["ts_dynamic"] if name in DYNAMIC else [])
+        for kind in kinds:
+            dynamo = kind == "dynamo"
             path = os.path.join(OUT, f"{name}_{kind}.onnx")
             try:
                 wrapped = Logits(model, kwargs, mask=(name == "gpt2" and not dynamo))
                 extra = {} if dynamo else {"training": torch.onnx.TrainingMode.TRAINING}
+                if kind == "ts_dynamic":
+                    extra["input_names"] = ["x"]
+                    extra["dynamic_axes"] = {"x": DYNAMIC[name]}
                 torch.onnx.export(wrapped, (x,), path, dynamo=dynamo,
                                   opset_version=18 if dynamo else 17, external_data=dynamo,
                                   **extra)

@@ -11,7 +11,10 @@ builds the transformers model the config describes, with no weights, and writes:
   counts them (matmul-like operators: mm, addmm, bmm, baddbmm, scaled-dot-product attention,
   convolutions), on the CPU in bfloat16 with random weights and random tokens, with eager attention, at batch `B`, sequence `S` and the
   config's layer count reduced to `L` (FLOPs are linear in the layer count; the reduced count
-  keeps the script fast and is recorded next to the number).
+  keeps the script fast and is recorded next to the number); for the fixtures of PARAMS_ONLY
+  `flops` is null and `flops_not_measured` says why;
+* `state_dict_buffers`: the elements of the state dict that are not parameters (persistent
+  buffers, such as DeepSeek-V3's e_score_correction_bias), stored but not learned.
 
 Only PyTorch and transformers are needed; nothing is downloaded (the configs are local files).
 
@@ -53,8 +56,19 @@ FIXTURE_NAMES = [
     "Qwen1.5-MoE-A2.7B",
     "DeepSeek-V2-Lite",
     "DeepSeek-V2",
+    "DeepSeek-V3",
+    "DeepSeek-V3-tiny",
 ]
 B, S, L = 2, 64, 2
+
+# Fixtures whose parameters are counted but whose FLOPs are not measured, and why. DeepSeek-V3
+# has three dense layers before the first sparse one, so a reduced model with a sparse layer has
+# four layers of the full width (about 15 billion parameters, more memory than the CPU run may
+# take); its FLOPs are measured on DeepSeek-V3-tiny, the same architecture at small sizes.
+PARAMS_ONLY = {
+    "DeepSeek-V3": "four full-width layers (three dense, one sparse) do not fit the CPU run; "
+    "the architecture's FLOPs are measured on DeepSeek-V3-tiny",
+}
 
 
 def build(cfg):
@@ -62,11 +76,24 @@ def build(cfg):
         return AutoModelForCausalLM.from_config(cfg, attn_implementation="eager")
 
 
-def count(path):
+def count(path, name):
     cfg = AutoConfig.from_pretrained(path)
     model = build(cfg)
     params = sum(p.numel() for p in model.parameters())
+    # Tensors of the state dict that are not parameters: persistent buffers (DeepSeek-V3's
+    # e_score_correction_bias), stored in a checkpoint but not learned by back-propagation.
+    names = {n for n, _ in model.named_parameters(remove_duplicate=False)}
+    buffers = sum(t.numel() for n, t in model.state_dict().items() if n not in names)
     del model
+    if name in PARAMS_ONLY:
+        return {
+            "model_type": cfg.model_type,
+            "class": type(build(cfg)).__name__,
+            "params": int(params),
+            "state_dict_buffers": int(buffers),
+            "flops": None,
+            "flops_not_measured": PARAMS_ONLY[name],
+        }
     small = AutoConfig.from_pretrained(path)
     # One reduced count of layers for every architecture; for Gemma 2 the two layers are one
     # sliding-window and one global layer, for DeepSeek-V2 one dense and one MoE layer.
@@ -79,7 +106,8 @@ def count(path):
     torch.set_default_dtype(torch.bfloat16)
     # Experts run one expert at a time (`eager`): the counter does not count the grouped GEMM
     # of the default implementation.
-    kwargs = {"experts_implementation": "eager"} if hasattr(small, "num_experts") else {}
+    moe = hasattr(small, "num_experts") or hasattr(small, "num_local_experts")
+    kwargs = {"experts_implementation": "eager"} if moe else {}
     model = AutoModelForCausalLM.from_config(small, attn_implementation="eager", **kwargs).eval()
     torch.set_default_dtype(torch.float32)
     ids = torch.randint(0, small.vocab_size, (B, S), generator=torch.Generator().manual_seed(0))
@@ -91,6 +119,7 @@ def count(path):
         "model_type": cfg.model_type,
         "class": type(model).__name__,
         "params": int(params),
+        "state_dict_buffers": int(buffers),
         "flops": {"B": B, "S": S, "L": L, "forward": int(counter.get_total_flops()), "by_op": per_op},
         "experts_implementation": getattr(model.config, "_experts_implementation", None),
     }
@@ -120,8 +149,9 @@ def main():
             print(f"skipped (absent): {p}", file=sys.stderr)
             continue
         name = os.path.splitext(os.path.basename(p))[0]
-        out["models"][name] = count(p)
-        print(name, out["models"][name]["params"], out["models"][name]["flops"]["forward"], file=sys.stderr)
+        out["models"][name] = count(p, name)
+        flops = out["models"][name]["flops"]
+        print(name, out["models"][name]["params"], flops and flops["forward"], file=sys.stderr)
     with open(args.output, "w") as f:
         json.dump(out, f, indent=2, sort_keys=True)
         f.write("\n")

@@ -19,7 +19,9 @@ pub struct ImportArgs {
 /// The formats `import` reads.
 #[derive(Debug, Subcommand)]
 pub enum ImportSource {
-    /// A Hugging Face config.json (gpt2, bert, llama, mistral, mixtral, t5).
+    /// A Hugging Face config.json (its model_type one of gpt2, bert, t5, llama, mistral, mixtral,
+    /// phi3, phi, qwen2, qwen3, qwen2_moe, qwen3_moe, gemma, gemma2, opt, falcon, gpt_neox,
+    /// deepseek_v2, deepseek_v3).
     Hf(HfArgs),
     /// An ONNX model file.
     Onnx(OnnxArgs),

@@ -10,7 +10,8 @@
 //! parallel blocks with partial rotary, multi-query, learned positions), `qwen3_moe` and
 //! `qwen2_moe` (routed experts; Qwen2-MoE with a sigmoid-gated shared expert), `deepseek_v2`
 //! (`deepseek_v2`, or `deepseek_v2_qlora` with low-rank queries: multi-head latent attention,
-//! dense then sparse layers, shared experts). Fields absent from
+//! dense then sparse layers, shared experts), `deepseek_v3` (`deepseek_v3`: as DeepSeek-V2 with
+//! low-rank queries, a sigmoid gate with group-limited, renormalised top-k). Fields absent from
 //! a file take the `transformers` class defaults, and the symbol's source says so. A field that
 //! changes the architecture in a way the family cannot represent (biases, parallel blocks,
 //! partial rotary, latent attention, …) is refused with its name and place, never dropped.
@@ -35,6 +36,7 @@ pub const SUPPORTED: &[&str] = &[
     "qwen3_moe",
     "qwen2_moe",
     "deepseek_v2",
+    "deepseek_v3",
     "gemma",
     "gemma2",
     "phi3",
@@ -124,6 +126,7 @@ pub fn import_hf_text(file: &Path, text: String, name: &str) -> Result<HfImport>
         | "gemma" | "gemma2" | "phi3" => llama(&c, &src, &model_type)?,
         "t5" => t5(&c, &src)?,
         "deepseek_v2" => deepseek_v2(&c, &src)?,
+        "deepseek_v3" => deepseek_v3(&c, &src)?,
         "phi" => phi(&c, &src)?,
         "gpt_neox" => gpt_neox(&c, &src)?,
         "falcon" => falcon(&c, &src)?,
@@ -997,6 +1000,214 @@ fn deepseek_v2(c: &Config, src: &dyn Fn(&str) -> String) -> Result<Plan> {
     Ok(Plan {
         family,
         module: "DeepseekV2ForCausalLM".into(),
+        symbols,
+        seq,
+        notes,
+    })
+}
+
+/// A number field as a symbol, or the `transformers` class default when absent (the source says
+/// so); `null` is refused, naming the field.
+fn field_or(
+    c: &Config,
+    name: &'static str,
+    key: &str,
+    default: u64,
+    class: &str,
+    src: &dyn Fn(&str) -> String,
+) -> Result<Sym> {
+    if c.is_null(key) {
+        return Err(c.error(
+            key,
+            None,
+            format!(
+                "field `{key}` null is not supported for {}: the family needs a number (the {class} default is {default})",
+                c.context
+            ),
+        ));
+    }
+    Ok(match c.opt_uint(key)? {
+        Some(v) => sym(name, v, src(key)),
+        None => sym(
+            name,
+            default,
+            src(&format!("{key} absent = {default}, the {class} default")),
+        ),
+    })
+}
+
+/// DeepSeek-V3 (`deepseek_v3`): multi-head latent attention with low-rank queries, leading dense
+/// layers, then routed experts behind a sigmoid, group-limited, renormalised gate and shared
+/// experts, as Hugging Face's DeepseekV3ForCausalLM. Absent fields take the DeepseekV3Config
+/// defaults (which are DeepSeek-V3's own sizes).
+fn deepseek_v3(c: &Config, src: &dyn Fn(&str) -> String) -> Result<Plan> {
+    const CLASS: &str = "DeepseekV3Config";
+    expect_one_of(
+        c,
+        "hidden_act",
+        "silu",
+        SILU,
+        "the family's MLPs are SwiGLU",
+    )?;
+    refuse_foreign(c, &["kv_lora_rank", "n_shared_experts", "q_lora_rank"])?;
+    if c.raw("q_lora_rank").is_some_and(|v| v.is_null()) {
+        return Err(c.error(
+            "q_lora_rank",
+            None,
+            "field `q_lora_rank` null (full-rank queries) is not supported for model_type `deepseek_v3`: the family deepseek_v3 has low-rank queries (q_a_proj, q_a_layernorm, q_b_proj)",
+        ));
+    }
+    // DeepseekV3TopkRouter always scores with a sigmoid and ranks groups with the bias added
+    // (`noaux_tc`); a config that says otherwise describes another model.
+    expect_one_of(
+        c,
+        "topk_method",
+        "noaux_tc",
+        &["noaux_tc"],
+        "DeepseekV3TopkRouter ranks groups of experts by their biased sigmoid scores, as the family's gate",
+    )?;
+    expect_one_of(
+        c,
+        "scoring_func",
+        "sigmoid",
+        &["sigmoid"],
+        "the family's gate, as DeepseekV3TopkRouter, is a sigmoid",
+    )?;
+    if c.opt_bool("norm_topk_prob")? == Some(false) {
+        return Err(c.error(
+            "norm_topk_prob",
+            None,
+            "norm_topk_prob false is not supported for model_type `deepseek_v3`: the family's gate renormalises the top-K weights (the DeepseekV3Config default, true)",
+        ));
+    }
+    if c.opt_uint("moe_layer_freq")?.unwrap_or(1) != 1 {
+        return Err(c.error(
+            "moe_layer_freq",
+            None,
+            "moe_layer_freq other than 1 is not supported for model_type `deepseek_v3`: DeepseekV3ForCausalLM, as the family, makes every layer after the first first_k_dense_replace sparse",
+        ));
+    }
+    if c.opt_bool("tie_word_embeddings")? == Some(true) {
+        return Err(c.error(
+            "tie_word_embeddings",
+            None,
+            "tie_word_embeddings true is not supported for model_type `deepseek_v3`: the family's head is untied",
+        ));
+    }
+    let nh = field_or(c, "NH", "num_attention_heads", 128, CLASS, src)?;
+    if let Some(kv) = c.opt_uint("num_key_value_heads")? {
+        if kv != nh.value {
+            return Err(c.error(
+                "num_key_value_heads",
+                None,
+                format!(
+                    "num_key_value_heads {kv} is not supported for model_type `deepseek_v3`: latent attention expands keys and values to every one of the num_attention_heads {} heads",
+                    nh.value
+                ),
+            ));
+        }
+    }
+    let l = field_or(c, "L", "num_hidden_layers", 61, CLASS, src)?;
+    let ld = field_or(c, "LD", "first_k_dense_replace", 3, CLASS, src)?;
+    if ld.value == 0 || ld.value >= l.value {
+        return Err(c.error(
+            "first_k_dense_replace",
+            None,
+            format!(
+                "first_k_dense_replace {} is not supported for model_type `deepseek_v3`: the family has at least one dense layer first and at least one sparse layer after them (num_hidden_layers {})",
+                ld.value, l.value
+            ),
+        ));
+    }
+    let e = field_or(c, "E", "n_routed_experts", 256, CLASS, src)?;
+    let k = field_or(c, "K", "num_experts_per_tok", 8, CLASS, src)?;
+    let ng = field_or(c, "NG", "n_group", 8, CLASS, src)?;
+    let tg = field_or(c, "TG", "topk_group", 4, CLASS, src)?;
+    let per = divide(
+        c,
+        "n_group",
+        e.value,
+        ng.value,
+        "n_routed_experts must split into n_group equal groups",
+    )?;
+    if per < 2 {
+        return Err(c.error(
+            "n_group",
+            None,
+            format!(
+                "n_group {} leaves {per} expert per group: DeepseekV3TopkRouter scores each group by its two largest scores",
+                ng.value
+            ),
+        ));
+    }
+    if k.value == 0 || tg.value == 0 || tg.value > ng.value || k.value > tg.value * per {
+        return Err(c.error(
+            "topk_group",
+            None,
+            format!(
+                "topk_group {} of n_group {} leaves fewer than num_experts_per_tok {} experts to choose from",
+                tg.value, ng.value, k.value
+            ),
+        ));
+    }
+    // At least one shared expert: a count of 0 is refused as no positive integer.
+    let ns = field_or(c, "NS", "n_shared_experts", 1, CLASS, src)?;
+    let seq = whole_capacity(pretraining_length(c, src)?, e.value, k.value);
+    let scaling = c
+        .number_text(None, "routed_scaling_factor")
+        .unwrap_or_else(|| "2.5 (absent, the DeepseekV3Config default)".into());
+    let sparse = l.value - ld.value;
+    let mut notes = vec![
+        format!("Routed weights renormalised and scaled by routed_scaling_factor {scaling}; rotary scaling changes constants, not costs."),
+        "Multi-head latent attention: keys and values are expanded from the latent to every head, as transformers computes them (no absorbed projections).".to_string(),
+        format!(
+            "Not counted, as not learnable parameters of DeepseekV3ForCausalLM: each sparse layer's e_score_correction_bias, a buffer of {} values ({} in the {sparse} sparse layers), stored in the checkpoint.",
+            e.value,
+            sparse * e.value
+        ),
+    ];
+    for key in ["num_nextn_predict_layers", "num_mtp_layers"] {
+        // A count, zero included (no module): read as it is, not as a positive size.
+        if let Some(n) = c.get(key).and_then(|v| v.as_u64()) {
+            if n > 0 {
+                notes.push(format!(
+                    "Not counted: the config's {key} {n} multi-token-prediction module(s), which DeepseekV3ForCausalLM does not build (transformers skips their weights when loading and runs them only as a separate draft model in generation)."
+                ));
+            }
+        }
+    }
+    if c.get("quantization_config").is_some() {
+        notes.push("The checkpoint's quantization_config (stored weight format and scales) is not modelled: the counts are of the model as transformers builds it from the config; the number format is chosen when ranking.".to_string());
+    }
+    let qr = field_or(c, "QR", "q_lora_rank", 1536, CLASS, src)?;
+    let symbols = vec![
+        l,
+        ld,
+        field_or(c, "H", "hidden_size", 7168, CLASS, src)?,
+        nh,
+        field_or(c, "DN", "qk_nope_head_dim", 128, CLASS, src)?,
+        field_or(c, "DR", "qk_rope_head_dim", 64, CLASS, src)?,
+        field_or(c, "DV", "v_head_dim", 128, CLASS, src)?,
+        field_or(c, "R", "kv_lora_rank", 512, CLASS, src)?,
+        qr,
+        field_or(c, "FD", "intermediate_size", 18432, CLASS, src)?,
+        field_or(c, "F", "moe_intermediate_size", 2048, CLASS, src)?,
+        ns,
+        field_or(c, "V", "vocab_size", 129280, CLASS, src)?,
+        e,
+        k,
+        ng,
+        tg,
+        sym(
+            "C",
+            1,
+            "dropless routing, as Hugging Face's sparse MoE blocks: no token is dropped or padded"
+                .into(),
+        ),
+    ];
+    Ok(Plan {
+        family: "deepseek_v3",
+        module: "DeepseekV3ForCausalLM".into(),
         symbols,
         seq,
         notes,

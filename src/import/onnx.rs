@@ -369,7 +369,8 @@ pub fn import_onnx_bytes(
     // Root causes first, each group in graph order.
     unmapped.sort_by_key(|u| !u.root);
     let skeleton = write(
-        file, &model, graph, &name, opts, &symbols, &inputs, &m.emitted, &unmapped, mapped, None,
+        file, &model, graph, &name, opts, &symbols, &inputs, &m.emitted, &unmapped, mapped,
+        &m.folded, None,
     );
     let loaded = ModelLoader::embedded()?.load(&Source::new(file, skeleton))?;
     let cost = model_cost(&loaded);
@@ -417,6 +418,7 @@ pub fn import_onnx_bytes(
         &m.emitted,
         &unmapped,
         mapped,
+        &m.folded,
         Some(&coverage),
     );
     Ok(OnnxImport {
@@ -607,6 +609,7 @@ fn write(
     ops: &[Emit],
     unmapped: &[Unmapped],
     mapped: usize,
+    folded: &[(String, Poly)],
     coverage: Option<&Coverage>,
 ) -> String {
     let file_name = file
@@ -636,6 +639,21 @@ fn write(
         ops.len(),
         unmapped.len()
     );
+    if !folded.is_empty() {
+        let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
+        for (f, _) in folded {
+            *kinds.entry(f.as_str()).or_default() += 1;
+        }
+        let kinds: Vec<String> = kinds.iter().map(|(t, n)| format!("{t} ×{n}")).collect();
+        let elements: Poly = folded.iter().map(|(_, n)| n.clone()).sum();
+        let _ = writeln!(
+            y,
+            "# {} of them computed from constants and shapes alone (the masks, indices and sizes the exporter traced: {}): folded into constants, no operator; their outputs, {} elements in all, are the same at every step of one shape and are not counted; the work a folded mask does on the data is its consumer's.",
+            folded.len(),
+            kinds.join(", "),
+            formula(&elements)
+        );
+    }
     if let Some(c) = coverage {
         let flops = c
             .flops_percent

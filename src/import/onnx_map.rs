@@ -3,8 +3,8 @@
 
 use super::onnx_pb::NodeProto;
 use super::onnx_shape::{
-    attr_int, attr_ints, attr_str, attr_tensor, axis, product, show, tensor_shape, tensor_vals,
-    Shape,
+    attr_int, attr_ints, attr_str, attr_tensor, axis, product, show, tensor_ints, tensor_shape,
+    tensor_vals, Shape,
 };
 use crate::sym::Poly;
 use std::collections::BTreeMap;
@@ -71,6 +71,9 @@ pub(super) struct Mapper {
     pub const_inputs: Vec<(String, Shape, String)>,
     /// Tensors some node reads: an output outside it is ignored.
     pub read: std::collections::BTreeSet<String>,
+    /// The nodes folded into constants (computed from constants and shapes alone): operator
+    /// type and the elements of the output.
+    pub folded: Vec<(String, Poly)>,
     journal: Journal,
 }
 
@@ -233,6 +236,9 @@ impl Mapper {
         if !domain.is_empty() && domain != "ai.onnx" {
             return Err(format!("operator domain `{domain}` is not standard ONNX"));
         }
+        if self.foldable(node) {
+            return self.fold(node);
+        }
         match node.op_type() {
             "Constant" => self.constant_node(node),
             "Identity" => {
@@ -294,7 +300,13 @@ impl Mapper {
 
     fn constant_node(&mut self, node: &NodeProto) -> Result<(), Reason> {
         let v = if let Some(t) = attr_tensor(node, "value") {
-            let shape = tensor_shape(t).ok_or("a constant with an empty dimension")?;
+            let empty = tensor_ints(t).filter(|v| v.is_empty() && !t.dims.is_empty());
+            let shape = match (tensor_shape(t), empty) {
+                (Some(shape), _) => shape,
+                // An empty integer list (the shape of a scalar): its length 0 is its shape.
+                (None, Some(_)) => t.dims.iter().map(|&d| Poly::int(d)).collect(),
+                (None, None) => return Err("a constant with an empty dimension".into()),
+            };
             Value::Const {
                 shape,
                 vals: tensor_vals(t),

@@ -164,7 +164,8 @@ pub(super) fn tensor_shape(t: &TensorProto) -> Option<Shape> {
         .collect()
 }
 
-/// The contents of a small integer tensor (shapes, split sizes), `None` for anything else.
+/// The contents of a small integer or boolean tensor (shapes, split sizes, traced masks; a boolean
+/// as 0 or 1), `None` for anything else.
 pub(super) fn tensor_ints(t: &TensorProto) -> Option<Vec<i64>> {
     let count = t.dims.iter().try_fold(1i64, |acc, &d| {
         (d >= 0).then(|| acc.checked_mul(d)).flatten()
@@ -175,6 +176,15 @@ pub(super) fn tensor_ints(t: &TensorProto) -> Option<Vec<i64>> {
     let ty = DataType::try_from(t.data_type?).ok()?;
     let raw = t.raw_data.as_deref().unwrap_or_default();
     let v: Vec<i64> = match ty {
+        // An empty integer tensor (the empty shape of a scalar, as exporters write it).
+        DataType::Int64 | DataType::Int32 | DataType::Bool if count == 0 && !t.dims.is_empty() => {
+            return Some(Vec::new())
+        }
+        // Booleans (traced masks) as 0 and 1, one byte each or in `int32_data`.
+        DataType::Bool if !t.int32_data.is_empty() => {
+            t.int32_data.iter().map(|&x| (x != 0) as i64).collect()
+        }
+        DataType::Bool => raw.iter().map(|&x| (x != 0) as i64).collect(),
         DataType::Int64 if !t.int64_data.is_empty() => t.int64_data.clone(),
         DataType::Int64 => raw
             .chunks_exact(8)
@@ -271,6 +281,26 @@ mod tests {
             dims: vec![3],
             data_type: Some(DataType::Int64 as i32),
             int64_data: vec![1, 2],
+            ..TensorProto::default()
+        };
+        assert_eq!(tensor_ints(&t), None);
+        let t = TensorProto {
+            dims: vec![3],
+            data_type: Some(DataType::Bool as i32),
+            raw_data: Some(vec![1, 0, 1]),
+            ..TensorProto::default()
+        };
+        assert_eq!(tensor_ints(&t), Some(vec![1, 0, 1]));
+        let t = TensorProto {
+            dims: vec![0],
+            data_type: Some(DataType::Int64 as i32),
+            ..TensorProto::default()
+        };
+        assert_eq!(tensor_ints(&t), Some(vec![]));
+        // An empty float tensor is no list of sizes.
+        let t = TensorProto {
+            dims: vec![0],
+            data_type: Some(DataType::Float as i32),
             ..TensorProto::default()
         };
         assert_eq!(tensor_ints(&t), None);

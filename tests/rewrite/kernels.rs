@@ -80,6 +80,7 @@ pub fn run(ctx: &OpCtx, ins: &[Vec<T>]) -> Out {
         "moe_gate_topk" => per_device(ctx, ins, |c, _, x| moe_gate_topk(c, x, 1.0)),
         "moe_gate_topk_scaled" => per_device(ctx, ins, |c, _, x| moe_gate_topk(c, x, 2.5)),
         "moe_gate_group_scaled" => per_device(ctx, ins, moe_gate_group),
+        "moe_gate_sigmoid_group" => per_device(ctx, ins, moe_gate_sigmoid_group),
         "sigmoid_gate" => per_device(ctx, ins, |_, _, x| {
             let (v, g) = (&x[0], &x[1]);
             Ok(T::from_fn(&v.shape, |i| {
@@ -622,6 +623,38 @@ fn moe_gate_group(ctx: &OpCtx, _: usize, xs: &[T]) -> Result<T, String> {
         order.sort_by(|a, b| masked[*b].total_cmp(&masked[*a]).then(a.cmp(b)));
         for &c in &order[..ctx.e("k").min(e)] {
             *out.at(&[r, c]) = 2.5 * masked[c] / z;
+        }
+    }
+    Ok(out)
+}
+
+/// Sigmoid scores; the experts in g equal groups scored by the sum of their two largest scores,
+/// the top tg groups kept; the top k within them, renormalised and multiplied by 2.5 (the rest
+/// zero). The choice's bias (a buffer, zero as initialised) does not change the choice here.
+fn moe_gate_sigmoid_group(ctx: &OpCtx, _: usize, xs: &[T]) -> Result<T, String> {
+    let x = &xs[0];
+    let (t, e) = (x.shape[0], x.shape[1]);
+    let (g, tg) = (ctx.e("g").max(1), ctx.e("tg"));
+    let per = (e / g).max(1);
+    let mut out = T::zeros(&x.shape);
+    for r in 0..t {
+        let p: Vec<f64> = (0..e)
+            .map(|c| 1.0 / (1.0 + (-x.get(&[r, c])).exp()))
+            .collect();
+        let score = |grp: usize| {
+            let mut v: Vec<f64> = (0..per).map(|j| p[grp * per + j]).collect();
+            v.sort_by(|a, b| b.total_cmp(a));
+            v.iter().take(2).sum::<f64>()
+        };
+        let mut groups: Vec<usize> = (0..g).collect();
+        groups.sort_by(|a, b| score(*b).total_cmp(&score(*a)).then(a.cmp(b)));
+        let kept = &groups[..tg.min(g)];
+        let mut order: Vec<usize> = (0..e).filter(|c| kept.contains(&(c / per))).collect();
+        order.sort_by(|a, b| p[*b].total_cmp(&p[*a]).then(a.cmp(b)));
+        order.truncate(ctx.e("k").min(order.len()));
+        let z: f64 = order.iter().map(|&c| p[c]).sum::<f64>() + 1e-20;
+        for &c in &order {
+            *out.at(&[r, c]) = 2.5 * p[c] / z;
         }
     }
     Ok(out)
