@@ -17,6 +17,32 @@ pub const WEIGHT_BYTES: i64 = 2;
 pub const GRAD_BYTES: i64 = 2;
 /// Optimizer-state bytes per parameter.
 pub const OPTIMIZER_BYTES: i64 = 12;
+/// HBM bytes per parameter element that each micro-batch's backward moves to add its weight
+/// gradient to the fp32 gradient buffer: the 4-byte accumulator read and written back
+/// (`timeline::grad_accumulation_bytes` times it; the relative cost prices it at κ_hbm).
+pub const GRAD_ACCUMULATION_BYTES: i64 = 8;
+
+/// Exact HBM bytes per micro-batch of adding the weight gradients of `params` parameter
+/// elements of one device to its fp32 gradient buffer: all of them, or the `1/(dp·cp)` share a
+/// device keeps when gradients are sharded (ZeRO ≥ 2).
+pub fn grad_accumulation_hbm(params: &Rational, k: &Knobs) -> Rational {
+    let bytes = params * Rational::from_integer(GRAD_ACCUMULATION_BYTES.into());
+    if k.zero >= 2 {
+        bytes / Rational::from_integer(k.replicas().max(1).into())
+    } else {
+        bytes
+    }
+}
+
+/// [`grad_accumulation_hbm`] in floating point (the screen).
+fn grad_accumulation_hbm_f64(params: f64, k: &Knobs) -> f64 {
+    let bytes = params * GRAD_ACCUMULATION_BYTES as f64;
+    if k.zero >= 2 {
+        bytes / k.replicas().max(1) as f64
+    } else {
+        bytes
+    }
+}
 
 /// One block evaluated for one (micro)batch on one device.
 #[derive(Debug, Clone, Default)]
@@ -907,7 +933,10 @@ fn plan_pipeline(
                 _ => (0.0, x.saved, 0.0),
             };
             RoughBlock {
-                compute: x.forward + x.backward + extra + kh * (x.hbm + extra_hbm),
+                compute: x.forward
+                    + x.backward
+                    + extra
+                    + kh * (x.hbm + extra_hbm + grad_accumulation_hbm_f64(params + expert, k)),
                 tp_bytes: x.tp_bytes,
                 tp_grad: x.tp_grad,
                 dp_grad,
@@ -1406,9 +1435,10 @@ fn block_costs(
             };
             let (params, params_expert, dp_grad, ep_bytes) = expert_view(n, k)?;
             let cp_bytes = ring_bytes(n, k.recompute, layer_block[bi]);
+            let accumulate = grad_accumulation_hbm(&(&params + &params_expert), k);
             Ok(BlockCost {
                 cp_bytes,
-                hbm: &n.hbm + &extra_hbm,
+                hbm: &n.hbm + &extra_hbm + accumulate,
                 compute: &n.forward + &n.backward + &extra,
                 tp_bytes: n.tp_bytes.clone(),
                 saved,

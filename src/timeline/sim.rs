@@ -481,7 +481,7 @@ pub fn grad_accumulation_bytes(params: f64, zero: u8, replicas: u64) -> f64 {
     } else {
         params
     };
-    share * 2.0 * MAIN_GRAD_BYTES
+    share * crate::parallel::evaluate::GRAD_ACCUMULATION_BYTES as f64
 }
 
 /// Seconds of the optimizer step over `params` parameter elements held by one device: the
