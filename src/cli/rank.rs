@@ -232,7 +232,7 @@ struct Out {
     emitted: Option<serde_json::Value>,
     evaluated: usize,
     feasible: usize,
-    rejected: std::collections::BTreeMap<String, usize>,
+    rejected: crate::search::error::Rejections,
     /// Strategies simulated to rank by seconds (0 when ranking by relative cost).
     simulated: usize,
     balance_range: Option<(String, Option<String>)>,
@@ -371,25 +371,21 @@ fn row_of(r: &crate::search::RankedRow, batch: &Rational) -> Row {
 fn steering(args: &RankArgs) -> Result<Steer, Error> {
     let mut steer = Steer::default();
     for f in &args.search.fix {
-        steer.fix(f, "--fix").map_err(Error::Usage)?;
+        steer.fix(f, "--fix")?;
     }
     if let Some(s) = &args.search.schedule {
-        steer
-            .fix(&format!("schedule={s}"), "--schedule")
-            .map_err(Error::Usage)?;
+        steer.fix(&format!("schedule={s}"), "--schedule")?;
     }
     if let Some(m) = args.search.micro_batch_size {
-        steer
-            .fix(&format!("mbs={m}"), "--micro-batch-size")
-            .map_err(Error::Usage)?;
+        steer.fix(&format!("mbs={m}"), "--micro-batch-size")?;
     }
     if args.search.no_sp {
-        steer.fix("sp=off", "--no-sp").map_err(Error::Usage)?;
+        steer.fix("sp=off", "--no-sp")?;
     }
     for m in &args.search.max {
-        steer.max(m, "--max").map_err(Error::Usage)?;
+        steer.max(m, "--max")?;
     }
-    steer.check_devices(args.devices).map_err(Error::Usage)?;
+    steer.check_devices(args.devices)?;
     Ok(steer)
 }
 
@@ -432,7 +428,7 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
         None => calib.memory_bytes(),
     };
     let memory = match &args.search.headroom {
-        Some(h) => apply_headroom(h, &capacity).map_err(Error::Usage)?,
+        Some(h) => apply_headroom(h, &capacity)?,
         None => capacity.clone(),
     };
     let batch = model
@@ -464,7 +460,7 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
         pb.set_position(done as u64);
     });
     pb.finish_and_clear();
-    let result = result.map_err(Error::Usage)?;
+    let result = result?;
     let rows: Vec<Row> = result.rows.iter().map(|r| row_of(r, &batch)).collect();
     let pareto: Vec<Row> = result.pareto.iter().map(|r| row_of(r, &batch)).collect();
     let smallest = result.smallest.as_ref().map(|(e, layout)| {
@@ -661,7 +657,7 @@ fn auto_notes(result: &crate::search::RankResult) -> Vec<AutoNote> {
         tp,
         search: "none".into(),
         search_cost: None,
-        error: Some(e.clone()),
+        error: Some(e.to_string()),
     }));
     v.sort_by_key(|n| n.tp);
     v
@@ -840,8 +836,17 @@ fn print_table(
             out.simulated
         );
     }
-    for (why, n) in &out.rejected {
-        println!("  {n} rejected: {why}");
+    // One line per kind of rejection, with one of its messages whole.
+    for (kind, r) in out.rejected.by_kind() {
+        println!(
+            "  {} rejected: {kind}, e.g. {}{}",
+            r.count,
+            r.example(),
+            match r.messages.len() {
+                1 => String::new(),
+                n => format!(" ({n} distinct reasons)"),
+            }
+        );
     }
     if !out.auto_layouts.is_empty() {
         let list: Vec<String> = out

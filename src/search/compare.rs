@@ -3,6 +3,7 @@
 //! by the same exact model of cost (FLOP-equivalents per device).
 
 use super::drec::drec;
+use super::error::SearchError;
 use super::problem::{Axis, Choice, Problem};
 use super::sp::{solve_bounded, Bounded, Search};
 use crate::calib::Calibration;
@@ -133,7 +134,7 @@ pub fn compare_layer(
     tp: u64,
     calib: &Calibration,
     gpus_per_node: u64,
-) -> Result<LayerReport, String> {
+) -> Result<LayerReport, SearchError> {
     compare_layer_with_progress(
         model,
         values,
@@ -156,9 +157,9 @@ pub fn compare_layer_with_progress(
     gpus_per_node: u64,
     sequence: bool,
     progress: &mut dyn FnMut(&str, usize, usize),
-) -> Result<LayerReport, String> {
+) -> Result<LayerReport, SearchError> {
     if tp < 2 {
-        return Err("--tp must be at least 2 to compare layouts".into());
+        return Err(SearchError::CompareNeedsTp);
     }
     let bi = model
         .blocks
@@ -170,7 +171,7 @@ pub fn compare_layer_with_progress(
                 .iter()
                 .position(|b| b.repeat != crate::sym::Poly::one())
         })
-        .ok_or_else(|| format!("model `{}` has no repeated layer", model.name))?;
+        .ok_or_else(|| SearchError::NoRepeatedLayer(model.name.clone()))?;
     let empty = BTreeMap::new();
     let one = tensor_only(
         model,
@@ -201,7 +202,7 @@ pub fn compare_layer_with_progress(
     let best = b
         .solution
         .clone()
-        .ok_or_else(|| format!("`{}` has no valid layout", one.name))?;
+        .ok_or_else(|| SearchError::NoLayout(one.name.clone()))?;
     rows.push(LayoutRow {
         method: method(&format!("one axis of {tp}"), &b),
         cost: best.cost.clone(),
