@@ -211,6 +211,9 @@ struct Out {
     /// Global batch B and sequence length S the strategies were ranked at.
     #[serde(serialize_with = "crate::sym::ser_rational")]
     global_batch: Rational,
+    /// `" (B = 512, S = 2048)"` under the model's names for its batch and sequence.
+    #[serde(skip)]
+    batch_and_sequence: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     sequence_length: Option<String>,
     devices: u64,
@@ -591,7 +594,13 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
     let out = Out {
         model: model.name.clone(),
         global_batch: batch.clone(),
-        sequence_length: values.get("S").map(|s| s.to_string()),
+        batch_and_sequence: super::cost::batch_and_sequence(&model, &values),
+        sequence_length: model
+            .roles
+            .sequence
+            .as_ref()
+            .and_then(|s| values.get(s))
+            .map(|s| s.to_string()),
         devices: args.devices,
         gpus_per_node,
         calibration: calib.name.clone(),
@@ -764,13 +773,9 @@ fn print_table(
     result: &crate::search::RankResult,
 ) {
     println!(
-        "{} (B = {}{}) on {} devices ({} per node) of {}: {} per device{}",
+        "{}{} on {} devices ({} per node) of {}: {} per device{}",
         out.model,
-        out.global_batch,
-        out.sequence_length
-            .as_ref()
-            .map(|s| format!(", S = {s}"))
-            .unwrap_or_default(),
+        out.batch_and_sequence,
         out.devices,
         out.gpus_per_node,
         out.calibration,

@@ -90,7 +90,7 @@ pub fn auto_tp_layout(
     for (bi, block) in model.blocks.iter().enumerate() {
         let p = features_only(
             Problem::from_block(model, bi, &vals, axes.clone(), &known)?,
-            model.batch.as_deref(),
+            model,
         );
         let guide = annotated(model, bi, &p);
         let guide = p.cost(&guide).is_ok().then_some(guide);
@@ -124,11 +124,13 @@ pub fn auto_tp_layout(
 /// [`tensor_only`](super::compare::tensor_only)); sources keep their cuts, which the placements
 /// of earlier blocks they are fixed to refer to (an earlier block's layout cuts features only,
 /// and a repeated block's input must end placed as its output).
-fn features_only(mut p: Problem, batch: Option<&str>) -> Problem {
-    let batch = batch.unwrap_or("B");
+fn features_only(mut p: Problem, model: &Model) -> Problem {
     for o in &mut p.ops {
         if !o.is_source() {
-            o.cuts.retain(|c| c.atom != batch && c.atom != "S");
+            o.cuts.retain(|c| {
+                model.batch.as_deref() != Some(c.atom.as_str())
+                    && !super::compare::is_sequence(model, &c.atom)
+            });
         }
     }
     p

@@ -49,9 +49,9 @@ pub fn annotated(model: &Model, bi: usize, p: &Problem) -> Vec<Choice> {
         .map(|o| {
             let i = ann.get(o.name.as_str()).copied().flatten();
             let cut = i.and_then(|i| {
-                o.cuts
-                    .iter()
-                    .position(|c| c.index == i && !is_batch(model, &c.atom) && c.atom != "S")
+                o.cuts.iter().position(|c| {
+                    c.index == i && !is_batch(model, &c.atom) && !is_sequence(model, &c.atom)
+                })
             });
             vec![cut; p.axes.len()]
         })
@@ -88,7 +88,7 @@ fn labels(p: &Problem, a: &[Choice]) -> BTreeMap<String, String> {
 pub fn tensor_only(model: &Model, mut p: Problem, sequence: bool) -> Problem {
     for o in &mut p.ops {
         o.cuts
-            .retain(|c| !is_batch(model, &c.atom) && (sequence || c.atom != "S"));
+            .retain(|c| !is_batch(model, &c.atom) && (sequence || !is_sequence(model, &c.atom)));
     }
     p
 }
@@ -96,6 +96,11 @@ pub fn tensor_only(model: &Model, mut p: Problem, sequence: bool) -> Problem {
 /// Whether `atom` is the model's batch symbol.
 fn is_batch(model: &Model, atom: &str) -> bool {
     model.batch.as_deref() == Some(atom)
+}
+
+/// Whether `atom` is the model's sequence (its `sequence` role; an image side is not one).
+pub(crate) fn is_sequence(model: &Model, atom: &str) -> bool {
+    model.roles.sequence.as_deref() == Some(atom)
 }
 
 /// Choice expansions the programme may make per operator before it keeps a beam: the number of

@@ -326,8 +326,11 @@ pub const MAX_CP: u64 = 32;
 /// up to [`MAX_CP`] that keeps 2·cp dividing S and at least [`MIN_CP_TOKENS`] tokens per rank
 /// (a degree fixed by `--fix cp=` needs only the first and the model's checks).
 fn context_degrees(model: &Model, values: &Bindings, left: u64, steer: &Steer) -> Vec<u64> {
-    let seq = values
-        .get(crate::parallel::analysis::SEQ)
+    let seq = model
+        .roles
+        .sequence
+        .as_ref()
+        .and_then(|s| values.get(s))
         .filter(|s| s.is_integer())
         .and_then(|s| s.to_integer().to_u64());
     divisors(left)
@@ -403,7 +406,9 @@ pub fn rank_with_progress(
     if let Some(b) = &model.batch {
         fixed.remove(b);
     }
-    fixed.remove("V");
+    if let Some(v) = &model.roles.vocab {
+        fixed.remove(v);
+    }
     // Context-parallel analyses (at p_cp = 1 they evaluate exactly as the plain ones), each
     // block's per-operator polynomials summed once, for every (dp, tp, micro-batch) choice.
     let variant = |sp: bool, overrides: &BTreeMap<String, String>, auto: bool| {
@@ -417,8 +422,7 @@ pub fn rank_with_progress(
         };
         let sp_matters = !auto
             || model.ops().any(|(_, n)| {
-                crate::parallel::plan(n, &layout, model.batch.as_deref())
-                    != crate::parallel::plan(n, &off, model.batch.as_deref())
+                crate::parallel::plan(n, &layout, model) != crate::parallel::plan(n, &off, model)
             });
         analyse(model, &layout)
             .context_parallel()

@@ -93,10 +93,12 @@ fn formulas(model: &Model, a: &Analysis, values: &Bindings, e: &Evaluation) -> F
             fixed.insert(name.to_string(), v.clone());
         }
     }
-    if let (Some(padded), Some(v)) = (mb.get("V"), values.get("V")) {
-        if padded != v {
-            // A padded vocabulary is a ceiling, not a polynomial: the formulas use its value.
-            fixed.insert("V".into(), padded.clone());
+    if let Some(vocab) = &model.roles.vocab {
+        if let (Some(padded), Some(v)) = (mb.get(vocab), values.get(vocab)) {
+            if padded != v {
+                // A padded vocabulary is a ceiling, not a polynomial: the formulas use its value.
+                fixed.insert(vocab.clone(), padded.clone());
+            }
         }
     }
     let m = r(k.microbatches);

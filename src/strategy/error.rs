@@ -168,7 +168,9 @@ pub enum StrategyError {
     #[error("no {0}")]
     Nothing(&'static str),
     /// Context parallelism asked of a model without a sequence.
-    #[error("cp = {cp}: model `{model}` has no sequence length S to split")]
+    #[error(
+        "cp = {cp}: model `{model}` has no sequence to split (no symbol has the `sequence` role)"
+    )]
     CpNoSequence {
         /// Context-parallel degree.
         cp: u64,
