@@ -181,6 +181,18 @@ fn every_symbol_renamed_with_declared_roles_is_costed_and_ranked_the_same() {
             .collect()
     };
     assert_eq!(timeless(&o), timeless(&renamed(&r, &back())));
+    // Refusals name the sequence by its name.
+    let out = symshard()
+        .current_dir(&dir)
+        .args(["cost", "r.yaml", "--cp", "3"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("2·cp = 6 does not divide the sequence length Tk = 2048"),
+        "{err}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -191,6 +191,7 @@ pub fn check_context_parallel(
     if !per.is_integer() || per < Rational::from_integer(1.into()) {
         return Err(StrategyError::CpSequence {
             cp,
+            symbol: seq.to_string(),
             sequence: s.clone(),
         });
     }

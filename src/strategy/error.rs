@@ -186,10 +186,12 @@ pub enum StrategyError {
         model: String,
     },
     /// 2·cp does not divide the sequence.
-    #[error("cp = {cp}: 2·cp = {} does not divide the sequence length S = {sequence} (causal load balancing cuts each sequence into 2·cp chunks)", 2 * .cp)]
+    #[error("cp = {cp}: 2·cp = {} does not divide the sequence length {symbol} = {sequence} (causal load balancing cuts each sequence into 2·cp chunks)", 2 * .cp)]
     CpSequence {
         /// Context-parallel degree.
         cp: u64,
+        /// The model's sequence symbol (its `sequence` role).
+        symbol: String,
         /// The sequence length.
         sequence: Rational,
     },
@@ -474,6 +476,7 @@ mod tests {
             (
                 StrategyError::CpSequence {
                     cp: 3,
+                    symbol: "S".into(),
                     sequence: Rational::from_integer(8192.into()),
                 },
                 "cp = 3: 2·cp = 6 does not divide the sequence length S = 8192 (causal load balancing cuts each sequence into 2·cp chunks)",
