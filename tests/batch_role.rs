@@ -8,6 +8,9 @@ fn symshard() -> Command {
     Command::cargo_bin("symshard").unwrap()
 }
 
+/// The `gpt` family's roles with its batch called `N`.
+const ROLES_N: &str = "roles: {batch: N, sequence: S, vocab: V, heads: NH, layer: L}";
+
 /// A model file with the `gpt` family's graph written inline and gpt3-125m's values, its batch
 /// symbol called `batch`.
 fn inline_gpt(batch: &str) -> String {
@@ -106,7 +109,7 @@ fn a_batch_called_otherwise_is_analysed_the_same() {
     let dir = temp_dir("same");
     std::fs::write(dir.join("b.yaml"), inline_gpt("B")).unwrap();
     std::fs::write(dir.join("n.yaml"), inline_gpt("N")).unwrap();
-    assert!(inline_gpt("N").contains("roles: {batch: N}"));
+    assert!(inline_gpt("N").contains(ROLES_N));
     let shipped_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     for args in [
         &[
@@ -157,7 +160,7 @@ fn a_batch_called_otherwise_is_analysed_the_same() {
     let n = run(&dir, "n.yaml", &["cost", "--dp", "2", "--format", "json"]);
     assert!(json(&n)["symbols"]["N"] == "256", "{n}");
     // Undeclared, `N` is no batch: nothing for data parallelism to split.
-    let undeclared = inline_gpt("N").replace("  roles: {batch: N}\n", "");
+    let undeclared = inline_gpt("N").replace(&format!("  {ROLES_N}\n"), "");
     std::fs::write(dir.join("u.yaml"), undeclared).unwrap();
     let out = symshard()
         .current_dir(&dir)
@@ -175,11 +178,11 @@ fn roles_are_checked_where_they_are_declared() {
     for (role, says) in [
         (
             "roles: {batch: N, vocabulary: V}",
-            "unknown role `vocabulary` (the one symbol role is `batch`)",
+            "unknown role `vocabulary` (the symbol roles: batch, sequence, vocab, heads, layer)",
         ),
         ("roles: {batch: Q}", "role `batch`: unknown symbol `Q`"),
     ] {
-        let text = inline_gpt("N").replace("roles: {batch: N}", role);
+        let text = inline_gpt("N").replace(ROLES_N, role);
         std::fs::write(dir.join("m.yaml"), &text).unwrap();
         let line = text.lines().position(|l| l.contains("roles:")).unwrap() + 1;
         let out = symshard()

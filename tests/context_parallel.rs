@@ -633,7 +633,15 @@ fn bad_cp_is_refused() {
         "`cp` must be at least 1",
     );
     // A model without a sequence.
-    refused(&["cost", "resnet50", "--cp", "2"], "has no attention");
+    // ResNet's `S` is an image side: its family declares no sequence role.
+    refused(
+        &["cost", "resnet50", "--cp", "2"],
+        "has no sequence to split (no symbol has the `sequence` role)",
+    );
+    refused(
+        &["cost", "vit-b16", "--cp", "2"],
+        "has no sequence to split (no symbol has the `sequence` role)",
+    );
     refused(&["cost", "alexnet", "--cp", "2"], "cp = 2: model `alexnet`");
     // cp must divide the devices `rank` searches.
     refused(

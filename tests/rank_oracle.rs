@@ -77,9 +77,10 @@ fn oracle(
                     ..on.clone()
                 };
                 layouts.push((LayoutKind::Auto, false, analyse(model, &off)));
-                if model.ops().any(|(_, n)| {
-                    plan(n, &on, model.batch.as_deref()) != plan(n, &off, model.batch.as_deref())
-                }) {
+                if model
+                    .ops()
+                    .any(|(_, n)| plan(n, &on, model) != plan(n, &off, model))
+                {
                     layouts.push((LayoutKind::Auto, true, analyse(model, &on)));
                 }
             }

@@ -549,7 +549,14 @@ fn steering_in_the_library() {
     s.max("dp=16", "--max").unwrap();
     assert_eq!(s.describe(), "--fix tp=8,pp=4,zero=1 --max dp=16");
     assert!(s.check_devices(512).is_ok());
-    assert!(s.check_devices(48).unwrap_err().contains("does not divide"));
+    assert_eq!(
+        s.check_devices(48).unwrap_err(),
+        symshard::search::SteerError::ProductDevices {
+            fixed: "tp=8,pp=4".into(),
+            product: 32,
+            devices: 48
+        }
+    );
     assert!(s.allows_mesh(16, 8, 4));
     assert!(!s.allows_mesh(32, 8, 4));
 }
@@ -892,4 +899,58 @@ fn the_pareto_frontier_by_seconds_ends_at_the_fastest() {
         front.last().unwrap()["iteration_seconds"],
         rows(&v)[0]["iteration_seconds"]
     );
+}
+
+#[test]
+fn rejections_are_grouped_by_kind_with_one_whole_example() {
+    // gpt3-175b on 1024 devices (measured): 398 strategies refused because tp does not divide
+    // an index (5 distinct degrees), 360 because pp exceeds the 98 layers (pp = 128 and 256),
+    // 1 because the batch 1536 does not split over dp = 1024.
+    let out = symshard()
+        .args(["rank", "gpt3-175b", "--devices", "1024"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().filter(|l| l.contains(" rejected: ")).collect();
+    assert_eq!(
+        lines,
+        [
+            "  398 rejected: split degree does not divide an operator index, e.g. tp = 64 does not divide `scores` index `g` = NH = 96 (5 distinct reasons)",
+            "  360 rejected: more pipeline stages than layers, e.g. pp = 128 is more than the 98 layers to place (2 distinct reasons)",
+            "  1 rejected: global batch not divisible by dp, e.g. batch not divisible by dp = 1024",
+        ]
+    );
+    // The JSON keeps every distinct reason whole, with its count.
+    let v = json(&["rank", "gpt3-175b", "--devices", "1024", "--format", "json"]);
+    let rejected = v["rejected"].as_object().unwrap();
+    assert_eq!(rejected.len(), 8);
+    assert_eq!(
+        rejected["tp = 128 does not divide `scores` index `g` = NH = 96"],
+        104
+    );
+    assert_eq!(rejected["pp = 256 is more than the 98 layers to place"], 60);
+    let total: u64 = rejected.values().map(|n| n.as_u64().unwrap()).sum();
+    assert_eq!(total, 398 + 360 + 1);
+}
+
+#[test]
+fn rejection_kinds_name_the_error_variant() {
+    use symshard::search::error::{Rejection, Rejections};
+    use symshard::strategy::StrategyError;
+    let mut r = Rejections::default();
+    r.add(&Rejection::BatchNotDivisible { dp: 3 });
+    r.add(&StrategyError::TooManyStages { pp: 8, layers: 4 }.into());
+    r.add(&StrategyError::TooManyStages { pp: 16, layers: 4 }.into());
+    r.add(&StrategyError::TooManyStages { pp: 16, layers: 4 }.into());
+    let kinds = r.by_kind();
+    assert_eq!(kinds.len(), 2);
+    assert_eq!(kinds[0].0, "more pipeline stages than layers");
+    assert_eq!(kinds[0].1.count, 3);
+    assert_eq!(
+        kinds[0].1.example(),
+        "pp = 16 is more than the 4 layers to place"
+    );
+    assert_eq!(kinds[1].1.example(), "batch not divisible by dp = 3");
+    assert_eq!(r.by_message().values().sum::<usize>(), 4);
 }

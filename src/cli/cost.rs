@@ -316,6 +316,9 @@ fn print_model(
         batch_and_sequence(model, values),
         model.doc
     );
+    if let Some(note) = model.roles.inference_note() {
+        println!("{note}");
+    }
     if !out.overrides.is_empty() {
         let set: Vec<String> = out
             .overrides
@@ -366,12 +369,13 @@ fn print_model(
     Ok(())
 }
 
-/// `" (B = 512, S = 2048)"`: the global batch (under the model's name for it) and sequence
-/// length of a model's values, those it has.
+/// `" (B = 512, S = 2048)"`: the global batch and sequence length of a model's values, under
+/// the model's names for them (its `batch` and `sequence` roles), those it has.
 pub fn batch_and_sequence(model: &crate::model::Model, values: &Bindings) -> String {
-    let parts: Vec<String> = [model.batch.as_deref().unwrap_or("B"), "S"]
-        .iter()
-        .filter_map(|k| values.get(*k).map(|v| format!("{k} = {v}")))
+    let parts: Vec<String> = [model.batch.as_deref(), model.roles.sequence.as_deref()]
+        .into_iter()
+        .flatten()
+        .filter_map(|k| values.get(k).map(|v| format!("{k} = {v}")))
         .collect();
     if parts.is_empty() {
         String::new()

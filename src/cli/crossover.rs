@@ -97,17 +97,19 @@ struct Side {
 
 impl Side {
     /// The relative cost at `values`, or why the strategy cannot run there.
-    fn cost(&self, model: &Model, values: &Bindings) -> Result<Rational, String> {
-        model.check_sizes(values).map_err(|e| e.to_string())?;
+    fn cost(&self, model: &Model, values: &Bindings) -> Result<Rational, Error> {
+        model
+            .check_sizes(values)
+            .map_err(|e| Error::Usage(e.to_string()))?;
         let batch = model
             .batch_value(values)
             .cloned()
             .unwrap_or_else(Rational::one);
-        let (st, _) = self
-            .flags
-            .resolve_quietly(&batch)
-            .map_err(|e| e.to_string())?;
-        let analysis = self.analysis.as_ref().ok_or("no analysis")?;
+        let (st, _) = self.flags.resolve_quietly(&batch)?;
+        let analysis = self
+            .analysis
+            .as_ref()
+            .ok_or_else(|| Error::Usage(format!("{}: not analysed", self.what)))?;
         let e = evaluate_analysed(
             model,
             analysis,
@@ -116,8 +118,7 @@ impl Side {
             &st.calib,
             st.gpus_per_node,
             &st.memory,
-        )
-        .map_err(|e| e.to_string())?;
+        )?;
         Ok(e.relative.total)
     }
 }

@@ -156,18 +156,24 @@ fn whole(values: &Bindings, name: &str) -> Option<u64> {
         .and_then(|v| v.to_integer().try_into().ok())
 }
 
-/// Transformer layers of the model (its `L`).
-fn layers(values: &Bindings) -> Result<u64, Error> {
-    whole(values, "L").ok_or_else(|| {
-        Error::Usage("--emit: the model has no layer count `L`: not a transformer Megatron-LM or torchtitan can train".into())
+/// The value of the symbol of a role of the model, when it has one.
+fn role_value(values: &Bindings, symbol: Option<&String>) -> Option<String> {
+    symbol.and_then(|s| value(values, s))
+}
+
+/// Transformer layers of the model (its `layer` role).
+fn layers(model: &Model, values: &Bindings) -> Result<u64, Error> {
+    model.roles.layer.as_ref().and_then(|l| whole(values, l)).ok_or_else(|| {
+        Error::Usage("--emit: the model has no layer count (no symbol has the `layer` role): not a transformer Megatron-LM or torchtitan can train".into())
     })
 }
 
-fn micro_batch_size(values: &Bindings, k: &Knobs) -> Result<(u64, Rational), Error> {
-    let b = values
-        .get("B")
-        .cloned()
-        .ok_or_else(|| Error::Usage("--emit: the model has no global batch `B`".into()))?;
+fn micro_batch_size(model: &Model, values: &Bindings, k: &Knobs) -> Result<(u64, Rational), Error> {
+    let b = model.batch_value(values).cloned().ok_or_else(|| {
+        Error::Usage(
+            "--emit: the model has no global batch (no symbol has the `batch` role)".into(),
+        )
+    })?;
     let mbs = k.micro_batch_size(&b).ok_or_else(|| {
         Error::Usage(format!(
             "--emit: global batch {b} over dp = {} and {} micro-batches is not a whole micro-batch size",
@@ -184,27 +190,25 @@ fn megatron(
     k: &Knobs,
 ) -> Result<Vec<(&'static str, Option<String>)>, Error> {
     let mut a: Vec<(&'static str, Option<String>)> = Vec::new();
-    let l = layers(values)?;
+    let l = layers(model, values)?;
     // Model shape.
     a.push(("--num-layers", Some(l.to_string())));
-    for (flag, sym) in [
-        ("--hidden-size", "H"),
-        ("--ffn-hidden-size", "F"),
-        ("--num-attention-heads", "NH"),
-    ] {
+    for (flag, sym) in [("--hidden-size", "H"), ("--ffn-hidden-size", "F")] {
         if let Some(v) = value(values, sym) {
             a.push((flag, Some(v)));
         }
     }
-    if let (Some(kv), Some(nh)) = (whole(values, "KV"), whole(values, "NH")) {
+    if let Some(v) = role_value(values, model.roles.heads.as_ref()) {
+        a.push(("--num-attention-heads", Some(v)));
+    }
+    let heads = model.roles.heads.as_ref().and_then(|h| whole(values, h));
+    if let (Some(kv), Some(nh)) = (whole(values, "KV"), heads) {
         if kv != nh {
             a.push(("--group-query-attention", None));
             a.push(("--num-query-groups", Some(kv.to_string())));
         }
     }
-    if let (Some(d), Some(h), Some(nh)) =
-        (whole(values, "D"), whole(values, "H"), whole(values, "NH"))
-    {
+    if let (Some(d), Some(h), Some(nh)) = (whole(values, "D"), whole(values, "H"), heads) {
         if d * nh != h {
             a.push(("--kv-channels", Some(d.to_string())));
         }
@@ -218,12 +222,12 @@ fn megatron(
         a.push(("--disable-bias-linear", None));
         a.push(("--untie-embeddings-and-output-weights", None));
     }
-    if let Some(s) = value(values, "S") {
+    if let Some(s) = role_value(values, model.roles.sequence.as_ref()) {
         a.push(("--seq-length", Some(s.clone())));
         let p = value(values, "P").unwrap_or(s);
         a.push(("--max-position-embeddings", Some(p)));
     }
-    if let Some(v) = value(values, "V") {
+    if let Some(v) = role_value(values, model.roles.vocab.as_ref()) {
         a.push(("--vocab-size", Some(v)));
     }
     if let Some(e) = value(values, "E") {
@@ -256,7 +260,7 @@ fn megatron(
             "--emit megatron: the top strategy uses the GPipe schedule, which Megatron-LM does not run (it runs 1F1B, interleaved when virtual stages are set); rank with --schedule 1f1b or interleaved-1f1b".into(),
         ));
     }
-    let (mbs, b) = micro_batch_size(values, k)?;
+    let (mbs, b) = micro_batch_size(model, values, k)?;
     a.push(("--micro-batch-size", Some(mbs.to_string())));
     a.push(("--global-batch-size", Some(b.to_string())));
     if k.sequence_parallel {
@@ -351,8 +355,8 @@ fn torchtitan(
         (_, Schedule::OneFOneB) => Some("1F1B"),
         (_, Schedule::Interleaved) => Some("Interleaved1F1B"),
     };
-    let (mbs, b) = micro_batch_size(values, k)?;
-    let s = value(values, "S");
+    let (mbs, b) = micro_batch_size(model, values, k)?;
+    let s = role_value(values, model.roles.sequence.as_ref());
     let local = &b / Rational::from_integer(k.dp.into());
     let mut t = String::new();
     t.push_str(&format!(
@@ -391,7 +395,7 @@ fn torchtitan(
             "pipeline_parallel_schedule = \"{s}\"\npipeline_parallel_microbatch_size = {mbs}\n"
         ));
         if k.schedule == Schedule::Interleaved {
-            let l = layers(values)?;
+            let l = layers(model, values)?;
             t.push_str(&format!(
                 "pipeline_parallel_layers_per_stage = {}\n",
                 l / (k.pp * k.chunks)

@@ -61,7 +61,7 @@ pub fn run(args: LayoutArgs) -> Result<(), Error> {
         },
     );
     pb.finish_and_clear();
-    let report = report.map_err(Error::Usage)?;
+    let report = report?;
     match args.format {
         Format::Json => print_json(&report),
         Format::Table => {

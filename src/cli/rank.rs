@@ -211,6 +211,9 @@ struct Out {
     /// Global batch B and sequence length S the strategies were ranked at.
     #[serde(serialize_with = "crate::sym::ser_rational")]
     global_batch: Rational,
+    /// `" (B = 512, S = 2048)"` under the model's names for its batch and sequence.
+    #[serde(skip)]
+    batch_and_sequence: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     sequence_length: Option<String>,
     devices: u64,
@@ -232,7 +235,7 @@ struct Out {
     emitted: Option<serde_json::Value>,
     evaluated: usize,
     feasible: usize,
-    rejected: std::collections::BTreeMap<String, usize>,
+    rejected: crate::search::error::Rejections,
     /// Strategies simulated to rank by seconds (0 when ranking by relative cost).
     simulated: usize,
     balance_range: Option<(String, Option<String>)>,
@@ -371,25 +374,21 @@ fn row_of(r: &crate::search::RankedRow, batch: &Rational) -> Row {
 fn steering(args: &RankArgs) -> Result<Steer, Error> {
     let mut steer = Steer::default();
     for f in &args.search.fix {
-        steer.fix(f, "--fix").map_err(Error::Usage)?;
+        steer.fix(f, "--fix")?;
     }
     if let Some(s) = &args.search.schedule {
-        steer
-            .fix(&format!("schedule={s}"), "--schedule")
-            .map_err(Error::Usage)?;
+        steer.fix(&format!("schedule={s}"), "--schedule")?;
     }
     if let Some(m) = args.search.micro_batch_size {
-        steer
-            .fix(&format!("mbs={m}"), "--micro-batch-size")
-            .map_err(Error::Usage)?;
+        steer.fix(&format!("mbs={m}"), "--micro-batch-size")?;
     }
     if args.search.no_sp {
-        steer.fix("sp=off", "--no-sp").map_err(Error::Usage)?;
+        steer.fix("sp=off", "--no-sp")?;
     }
     for m in &args.search.max {
-        steer.max(m, "--max").map_err(Error::Usage)?;
+        steer.max(m, "--max")?;
     }
-    steer.check_devices(args.devices).map_err(Error::Usage)?;
+    steer.check_devices(args.devices)?;
     Ok(steer)
 }
 
@@ -432,7 +431,7 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
         None => calib.memory_bytes(),
     };
     let memory = match &args.search.headroom {
-        Some(h) => apply_headroom(h, &capacity).map_err(Error::Usage)?,
+        Some(h) => apply_headroom(h, &capacity)?,
         None => capacity.clone(),
     };
     let batch = model
@@ -464,7 +463,7 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
         pb.set_position(done as u64);
     });
     pb.finish_and_clear();
-    let result = result.map_err(Error::Usage)?;
+    let result = result?;
     let rows: Vec<Row> = result.rows.iter().map(|r| row_of(r, &batch)).collect();
     let pareto: Vec<Row> = result.pareto.iter().map(|r| row_of(r, &batch)).collect();
     let smallest = result.smallest.as_ref().map(|(e, layout)| {
@@ -595,7 +594,13 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
     let out = Out {
         model: model.name.clone(),
         global_batch: batch.clone(),
-        sequence_length: values.get("S").map(|s| s.to_string()),
+        batch_and_sequence: super::cost::batch_and_sequence(&model, &values),
+        sequence_length: model
+            .roles
+            .sequence
+            .as_ref()
+            .and_then(|s| values.get(s))
+            .map(|s| s.to_string()),
         devices: args.devices,
         gpus_per_node,
         calibration: calib.name.clone(),
@@ -661,7 +666,7 @@ fn auto_notes(result: &crate::search::RankResult) -> Vec<AutoNote> {
         tp,
         search: "none".into(),
         search_cost: None,
-        error: Some(e.clone()),
+        error: Some(e.to_string()),
     }));
     v.sort_by_key(|n| n.tp);
     v
@@ -768,13 +773,9 @@ fn print_table(
     result: &crate::search::RankResult,
 ) {
     println!(
-        "{} (B = {}{}) on {} devices ({} per node) of {}: {} per device{}",
+        "{}{} on {} devices ({} per node) of {}: {} per device{}",
         out.model,
-        out.global_batch,
-        out.sequence_length
-            .as_ref()
-            .map(|s| format!(", S = {s}"))
-            .unwrap_or_default(),
+        out.batch_and_sequence,
         out.devices,
         out.gpus_per_node,
         out.calibration,
@@ -840,8 +841,17 @@ fn print_table(
             out.simulated
         );
     }
-    for (why, n) in &out.rejected {
-        println!("  {n} rejected: {why}");
+    // One line per kind of rejection, with one of its messages whole.
+    for (kind, r) in out.rejected.by_kind() {
+        println!(
+            "  {} rejected: {kind}, e.g. {}{}",
+            r.count,
+            r.example(),
+            match r.messages.len() {
+                1 => String::new(),
+                n => format!(" ({n} distinct reasons)"),
+            }
+        );
     }
     if !out.auto_layouts.is_empty() {
         let list: Vec<String> = out

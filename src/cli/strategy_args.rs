@@ -353,7 +353,7 @@ pub fn knob_string(text: &str, what: &str) -> Result<StrategyFlags, Error> {
     }
     let mut steer = crate::search::Steer::default();
     if !items.is_empty() {
-        steer.fix(&items.join(","), what).map_err(Error::Usage)?;
+        steer.fix(&items.join(","), what)?;
     }
     // Every knob `--fix` knows becomes a flag: the pattern names them all, so a knob added to
     // `Steer` does not compile here until it is passed on.

@@ -130,6 +130,46 @@ pub struct Model {
     /// The symbol of the global batch (`roles: {batch: …}` in its graph), the one data
     /// parallelism and micro-batching divide; `None` for a model without one.
     pub batch: Option<String>,
+    /// The symbols of the other roles (`roles:` in its graph): sequence, vocabulary, attention
+    /// heads and layer count.
+    pub roles: Roles,
+}
+
+/// The symbols a graph gives a role besides the batch (`roles: {sequence: S, vocab: V, heads:
+/// NH, layer: L}`). A graph that declares no roles has them inferred from the conventional names
+/// (`B`, `S`, `V`, `NH`, `L`), once, when it is loaded; [`Roles::inferred`] says which.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Roles {
+    /// The sequence length: what context parallelism splits, what attention is quadratic in.
+    pub sequence: Option<String>,
+    /// The vocabulary size: what tensor parallelism pads (Megatron-LM's vocabulary padding).
+    pub vocab: Option<String>,
+    /// The attention heads.
+    pub heads: Option<String>,
+    /// The layer count: the repeat count of the repeated block.
+    pub layer: Option<String>,
+    /// The roles inferred from symbol names, as (role, symbol), for a graph that declares none;
+    /// empty when the graph declares its roles.
+    pub inferred: Vec<(&'static str, String)>,
+}
+
+impl Roles {
+    /// `"roles inferred from symbol names: batch B, sequence S"`, for a graph that declares no
+    /// roles and has symbols of the conventional names; `None` otherwise.
+    pub fn inference_note(&self) -> Option<String> {
+        if self.inferred.is_empty() {
+            return None;
+        }
+        let list: Vec<String> = self
+            .inferred
+            .iter()
+            .map(|(r, s)| format!("{r} {s}"))
+            .collect();
+        Some(format!(
+            "roles inferred from symbol names (the graph declares none): {}",
+            list.join(", ")
+        ))
+    }
 }
 
 /// How a model's attention runs: materialising the S×S scores (eager), or as one fused

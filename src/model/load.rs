@@ -1,6 +1,6 @@
 //! Loading and validating model and family files.
 
-use super::graph::{check_size, AttentionMode, Block, Model, OpNode, Producer};
+use super::graph::{check_size, AttentionMode, Block, Model, OpNode, Producer, Roles};
 use super::spec::{FamilyFile, GraphSpec, ModelFile, SymbolValue};
 use crate::diag::Source;
 use crate::embedded;
@@ -158,7 +158,7 @@ impl ModelLoader {
                 }
             }
         }
-        let batch = symbol_roles(&graph_src, &graph, &symbols)?;
+        let (batch, roles) = symbol_roles(&graph_src, &graph, &symbols)?;
         let attention = self.select_attention(src, &spec.attention, &graph_src, &mut graph)?;
         let builder = GraphBuilder {
             src: &graph_src,
@@ -167,6 +167,20 @@ impl ModelLoader {
             values: &values,
         };
         let (inputs, blocks) = builder.build(&graph)?;
+        let mut roles = roles;
+        // The layer role names what a block repeats.
+        if let Some(l) = roles.layer.clone() {
+            if !blocks.iter().any(|b| b.repeat.degree_in(&l).1 >= 1) {
+                if roles.inferred.is_empty() {
+                    return Err(graph_src.error_at(
+                        &["roles", "layer"],
+                        format!("role `layer`: no block repeats `{l}` times"),
+                    ));
+                }
+                roles.layer = None;
+                roles.inferred.retain(|(r, _)| *r != "layer");
+            }
+        }
         Ok(Model {
             name: spec.name,
             doc: spec.doc.unwrap_or(doc),
@@ -181,6 +195,7 @@ impl ModelLoader {
             blocks,
             attention,
             batch,
+            roles,
         })
     }
 
@@ -261,25 +276,47 @@ impl ModelLoader {
 /// The role of the global batch's symbol (`roles: {batch: B}` in a graph).
 pub const ROLE_BATCH: &str = "batch";
 
-/// The batch symbol a graph declares (`roles: {batch: SYMBOL}`), refusing unknown roles and
-/// symbols at their line. A graph that declares no roles has the batch `B` where it has that
-/// symbol, as graphs written before roles were declared do.
+/// The symbol roles a graph may declare, each with the conventional name a graph that declares
+/// no roles is read with.
+pub const SYMBOL_ROLES: [(&str, &str); 5] = [
+    (ROLE_BATCH, "B"),
+    ("sequence", "S"),
+    ("vocab", "V"),
+    ("heads", "NH"),
+    ("layer", "L"),
+];
+
+/// The batch symbol and the other roles a graph declares (`roles: {batch: SYMBOL, sequence:
+/// SYMBOL, …}`), refusing unknown roles, symbols the graph does not have and a symbol given two
+/// roles, at their line. A graph that declares no roles gets the roles of the conventional names
+/// it has (`B`, `S`, `V`, `NH`, `L`), as graphs written before roles were declared (imports)
+/// do; the inference is recorded in [`Roles::inferred`].
 fn symbol_roles(
     src: &Source,
     graph: &GraphSpec,
     symbols: &BTreeMap<String, String>,
-) -> Result<Option<String>> {
+) -> Result<(Option<String>, Roles)> {
+    let mut found: BTreeMap<&'static str, String> = BTreeMap::new();
+    let mut inferred = Vec::new();
     if graph.roles.0.is_empty() {
-        return Ok(symbols.contains_key("B").then(|| "B".to_string()));
+        for (role, name) in SYMBOL_ROLES {
+            if symbols.contains_key(name) {
+                found.insert(role, name.to_string());
+                inferred.push((role, name.to_string()));
+            }
+        }
     }
-    let mut batch = None;
+    let known: Vec<&str> = SYMBOL_ROLES.iter().map(|(r, _)| *r).collect();
     for (role, symbol) in &graph.roles.0 {
-        if role != ROLE_BATCH {
+        let Some(&(role, _)) = SYMBOL_ROLES.iter().find(|(r, _)| r == role) else {
             return Err(src.error_at(
                 &["roles", role],
-                format!("unknown role `{role}` (the one symbol role is `{ROLE_BATCH}`)"),
+                format!(
+                    "unknown role `{role}` (the symbol roles: {})",
+                    known.join(", ")
+                ),
             ));
-        }
+        };
         if !symbols.contains_key(symbol) {
             return Err(src.error_at(
                 &["roles", role],
@@ -289,9 +326,24 @@ fn symbol_roles(
                 ),
             ));
         }
-        batch = Some(symbol.clone());
+        if let Some((other, _)) = found.iter().find(|(_, s)| *s == symbol) {
+            return Err(src.error_at(
+                &["roles", role],
+                format!("role `{role}`: symbol `{symbol}` already has the role `{other}`"),
+            ));
+        }
+        found.insert(role, symbol.clone());
     }
-    Ok(batch)
+    let mut take = |role: &str| found.remove(role);
+    let batch = take(ROLE_BATCH);
+    let roles = Roles {
+        sequence: take("sequence"),
+        vocab: take("vocab"),
+        heads: take("heads"),
+        layer: take("layer"),
+        inferred,
+    };
+    Ok((batch, roles))
 }
 
 /// The role of attention's core operators (`role: attention-core` in a graph).

@@ -22,8 +22,6 @@ pub const TP: &str = "p_tp";
 /// The context-parallel axis size symbol (only in analyses made context-parallel by
 /// [`Analysis::context_parallel`]).
 pub const CP: &str = "p_cp";
-/// The sequence-length symbol context parallelism cuts.
-pub const SEQ: &str = "S";
 /// The axes in placement order.
 pub const AXES: [AxisKind; 2] = [AxisKind::Dp, AxisKind::Tp];
 
@@ -200,6 +198,9 @@ pub struct Analysis {
     pub blocks: Vec<BlockAnalysis>,
     /// Whether some parameter is tied between operators (shared embeddings).
     pub tied: bool,
+    /// The model's sequence symbol (its `sequence` role), what context parallelism cuts; `None`
+    /// for a model without a sequence (image sides are not one).
+    pub sequence: Option<String>,
 }
 
 fn place_of(plan: &OpPlan, entry: &SplitEntry, t: &Tensor, placements: &[Placement]) -> [Place; 2] {
@@ -429,6 +430,7 @@ pub fn analyse(model: &Model, layout: &Layout) -> Analysis {
         layout: layout.clone(),
         blocks,
         tied,
+        sequence: model.roles.sequence.clone(),
     }
 }
 
@@ -476,7 +478,7 @@ fn op_entry(node: &OpNode, plan: &OpPlan, model: &Model) -> SplitEntry {
 }
 
 fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
-    let plan = plan(node, layout, model.batch.as_deref());
+    let plan = plan(node, layout, model);
     let entry = op_entry(node, &plan, model);
     let f = |p: &Poly| node.model_formula(p);
     let attention_core = node.attention_core && !node.rule.fused_attention;
@@ -601,11 +603,13 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
     for s in &entry.splits {
         recompute = recompute.checked_div(&s.size).expect("axis symbol");
     }
-    let quadratic = node
-        .model_formula(&node.rule.forward_flops())
-        .degree_in(SEQ)
-        .1
-        >= 2;
+    // Attention: work quadratic in the declared sequence (never an image side).
+    let quadratic = model.roles.sequence.as_deref().is_some_and(|s| {
+        node.model_formula(&node.rule.forward_flops())
+            .degree_in(s)
+            .1
+            >= 2
+    });
     let ring_bytes: Poly = if quadratic {
         node.rule
             .inputs
@@ -700,13 +704,17 @@ impl Analysis {
 /// device's work on one micro-batch: every term that grows with the sequence `S` is divided
 /// by the axis size `p_cp` (each rank holds S/cp tokens of every sequence; an attention term,
 /// quadratic in S, is divided once, since a rank computes its S/cp queries against all S keys,
-/// and causal load balancing gives every rank the same share); terms free of S stay whole.
-pub fn per_cp_rank(p: &Poly) -> Poly {
+/// and causal load balancing gives every rank the same share); terms free of S stay whole. `S`
+/// is `sequence`, the model's sequence symbol; without one nothing is divided.
+pub fn per_cp_rank(p: &Poly, sequence: Option<&str>) -> Poly {
+    let Some(sequence) = sequence else {
+        return p.clone();
+    };
     let cp = Poly::symbol(CP);
     let mut free = Poly::zero();
     let mut seq = Poly::zero();
     for (m, c) in p.terms() {
-        if m.exponent(SEQ) != 0 {
+        if m.exponent(sequence) != 0 {
             seq.add_term(m.clone(), c.clone());
         } else {
             free.add_term(m.clone(), c.clone());
@@ -722,7 +730,7 @@ impl Analysis {
     /// data-parallel gradient reductions over the dp × cp ranks that hold the same weights
     /// (`p_dp` replaced by `p_dp · p_cp`). At `p_cp = 1` it evaluates exactly as `self`.
     pub fn context_parallel(&self) -> Analysis {
-        let g = |p: &Poly| per_cp_rank(p);
+        let g = |p: &Poly| per_cp_rank(p, self.sequence.as_deref());
         let replicas = &Poly::symbol(DP) * &Poly::symbol(CP);
         let tokens = |c: &Comm| Comm {
             wire_bytes: g(&c.wire_bytes),

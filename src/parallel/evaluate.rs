@@ -211,7 +211,7 @@ pub const VOCAB_PAD: u64 = 128;
 /// Megatron-LM pads it.
 pub fn microbatch_bindings(model: &Model, values: &Bindings, k: &Knobs) -> Bindings {
     let mut b = values.clone();
-    if let Some(v) = b.get_mut("V") {
+    if let Some(v) = model.roles.vocab.as_ref().and_then(|v| b.get_mut(v)) {
         let t = r(k.tp);
         if k.tp > 1 && !(&*v / &t).is_integer() {
             let unit = r(VOCAB_PAD * k.tp);
@@ -655,7 +655,10 @@ pub fn check_divisibility(
             let cp = b.get(CP).cloned().unwrap_or_else(Rational::one);
             for (i, size, axis) in by_index {
                 let mut v = eval(&node.bind[&i], b)?;
-                if node.bind[&i].degree_in(super::analysis::SEQ).1 >= 1 {
+                if a.sequence
+                    .as_deref()
+                    .is_some_and(|s| node.bind[&i].degree_in(s).1 >= 1)
+                {
                     // Each context-parallel rank holds 1/cp of the sequence.
                     v /= &cp;
                 }

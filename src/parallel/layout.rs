@@ -5,7 +5,7 @@
 //! sequence index of the operators tensor parallelism leaves whole.
 
 use super::analysis::{DP, TP};
-use crate::model::OpNode;
+use crate::model::{Model, OpNode};
 use crate::rules::split::AxisSplit;
 use crate::strategy::AxisKind;
 use crate::sym::Poly;
@@ -107,9 +107,11 @@ fn splittable(node: &OpNode, index: &str) -> bool {
         .is_some_and(|i| i.kind.law().splittable)
 }
 
-/// The splits of `node` under `layout`; data parallelism splits the index that binds `batch`,
-/// the model's batch symbol.
-pub fn plan(node: &OpNode, layout: &Layout, batch: Option<&str>) -> OpPlan {
+/// The splits of `node` of `model` under `layout`; data parallelism splits the index that binds
+/// the model's batch symbol, sequence parallelism the one that binds its sequence (its
+/// `sequence` role).
+pub fn plan(node: &OpNode, layout: &Layout, model: &Model) -> OpPlan {
+    let batch = model.batch.as_deref();
     let indices: Vec<&str> = node.rule.indices.iter().map(|i| i.name.as_str()).collect();
     let dp = indices
         .iter()
@@ -125,7 +127,14 @@ pub fn plan(node: &OpNode, layout: &Layout, batch: Option<&str>) -> OpPlan {
         Some(_) => None,
         None if layout.sequence_parallel => indices
             .iter()
-            .find(|i| binds(node, i, "S") && splittable(node, i))
+            .find(|i| {
+                model
+                    .roles
+                    .sequence
+                    .as_deref()
+                    .is_some_and(|s| binds(node, i, s))
+                    && splittable(node, i)
+            })
             .map(|i| (i.to_string(), Tag::Seq)),
         None => None,
     };

@@ -149,8 +149,8 @@ fn overrides_ok(model: &Model, layout: &Layout) -> Result<(), (String, String)> 
     Ok(())
 }
 
-/// Checks context parallelism against the model: it needs a sequence `S` and an attention
-/// operator (work quadratic in S), and 2·cp must divide S — causal load balancing cuts every
+/// Checks context parallelism against the model: it needs a sequence (the symbol of its
+/// `sequence` role) and an attention operator (work quadratic in it), and 2·cp must divide it — causal load balancing cuts every
 /// sequence into 2·cp chunks, rank i holding chunks i and 2·cp − 1 − i (Megatron-Core's
 /// context-parallel design).
 pub fn check_context_parallel(
@@ -161,7 +161,12 @@ pub fn check_context_parallel(
     if cp <= 1 {
         return Ok(());
     }
-    let Some(s) = values.get(analysis::SEQ) else {
+    let Some((seq, s)) = model
+        .roles
+        .sequence
+        .as_deref()
+        .and_then(|q| values.get(q).map(|v| (q, v)))
+    else {
         return Err(StrategyError::CpNoSequence {
             cp,
             model: model.name.clone(),
@@ -173,10 +178,7 @@ pub fn check_context_parallel(
             .inputs
             .iter()
             .any(|t| !t.param && (t.name == "key" || t.name == "value"))
-            && n.model_formula(&n.rule.forward_flops())
-                .degree_in(analysis::SEQ)
-                .1
-                >= 2
+            && n.model_formula(&n.rule.forward_flops()).degree_in(seq).1 >= 2
     });
     if !attention {
         return Err(StrategyError::CpNoAttention {
@@ -189,6 +191,7 @@ pub fn check_context_parallel(
     if !per.is_integer() || per < Rational::from_integer(1.into()) {
         return Err(StrategyError::CpSequence {
             cp,
+            symbol: seq.to_string(),
             sequence: s.clone(),
         });
     }

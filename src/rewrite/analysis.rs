@@ -3,6 +3,7 @@
 //! its inputs' placements are one of the splits the law of the split index allows; its output
 //! placement is that law's output (`Shard`, `Partial`, or `Shard`/`Replicate` for statistics).
 
+use super::error::RewriteError;
 use super::lang::Dist;
 use super::opsplit::OpSplit;
 use crate::rules::{OpRule, Placement, ReduceOp};
@@ -54,16 +55,16 @@ pub enum Meta {
     /// An attribute leaf (sizes, marks, a shape, a number, a name).
     Leaf(Dist),
     /// A node that is not a well-formed distributed program, with the reason.
-    Invalid(String),
+    Invalid(RewriteError),
 }
 
 impl Meta {
     /// The tensor data, if this is a well-formed tensor.
-    pub fn tensor(&self) -> Result<&TensorMeta, String> {
+    pub fn tensor(&self) -> Result<&TensorMeta, RewriteError> {
         match self {
             Meta::Tensor(t) => Ok(t),
             Meta::Invalid(why) => Err(why.clone()),
-            Meta::Leaf(l) => Err(format!("expected a tensor, found the attribute `{l}`")),
+            Meta::Leaf(l) => Err(RewriteError::NotATensor(l.to_string())),
         }
     }
 }
@@ -124,17 +125,20 @@ impl DistAnalysis {
         }
     }
 
-    fn axis<'a>(&self, m: &'a Meta) -> Result<(usize, &'a str), String> {
+    fn axis<'a>(&self, m: &'a Meta) -> Result<(usize, &'a str), RewriteError> {
         match m {
             Meta::Leaf(Dist::Name(s)) => {
                 let name = s.as_str();
                 let n = self
                     .mesh
                     .position(name)
-                    .ok_or_else(|| format!("no mesh axis `{name}`"))?;
+                    .ok_or_else(|| RewriteError::NoAxis(name.into()))?;
                 Ok((n, name))
             }
-            other => Err(format!("expected a mesh axis, found {other:?}")),
+            other => Err(RewriteError::Expected {
+                wanted: "a mesh axis",
+                found: format!("{other:?}"),
+            }),
         }
     }
 
@@ -142,27 +146,33 @@ impl DistAnalysis {
         &self,
         node: &Dist,
         child: &impl Fn(Id) -> &'a Meta,
-    ) -> Result<TensorMeta, String> {
+    ) -> Result<TensorMeta, RewriteError> {
         let t = |id: Id| child(id).tensor();
         let num = |id: Id| match child(id) {
-            Meta::Leaf(Dist::Num(n)) => usize::try_from(*n).map_err(|e| e.to_string()),
-            other => Err(format!("expected a number, found {other:?}")),
+            Meta::Leaf(Dist::Num(n)) => usize::try_from(*n).map_err(|_| RewriteError::Number(*n)),
+            other => Err(RewriteError::Expected {
+                wanted: "a number",
+                found: format!("{other:?}"),
+            }),
         };
         let axis = |id: Id| self.axis(child(id));
-        let retag = |x: &TensorMeta, n: usize, from: Placement, to: Placement, what: &str| {
-            if x.placements[n] != from {
-                return Err(format!(
-                    "{what} needs {from} on axis `{}`, found {}",
-                    self.mesh.axes[n].0, x.placements[n]
-                ));
-            }
-            if let Placement::Shard(d) = to {
-                check_dim(x, d, n)?;
-            }
-            let mut out = x.clone();
-            out.placements[n] = to;
-            Ok(out)
-        };
+        let retag =
+            |x: &TensorMeta, n: usize, from: Placement, to: Placement, what: &'static str| {
+                if x.placements[n] != from {
+                    return Err(RewriteError::Retag {
+                        what,
+                        needs: from,
+                        axis: self.mesh.axes[n].0.clone(),
+                        found: x.placements[n],
+                    });
+                }
+                if let Placement::Shard(d) = to {
+                    check_dim(x, d, n)?;
+                }
+                let mut out = x.clone();
+                out.placements[n] = to;
+                Ok(out)
+            };
         let sum = Placement::Partial(ReduceOp::Sum);
         match node {
             Dist::Tensor([_, shape]) => match child(*shape) {
@@ -171,7 +181,10 @@ impl DistAnalysis {
                     elem_bytes: s.elem_bytes.unwrap_or(self.compute_bytes),
                     placements: vec![Placement::Replicate; self.mesh.axes.len()],
                 }),
-                other => Err(format!("expected a shape, found {other:?}")),
+                other => Err(RewriteError::Expected {
+                    wanted: "a shape",
+                    found: format!("{other:?}"),
+                }),
             },
             Dist::View([x, shape, map]) => self.view(t(*x)?, child(*shape), child(*map)),
             Dist::Shard([x, d, a]) => {
@@ -222,7 +235,7 @@ impl DistAnalysis {
             Dist::AllToAll([x, i, j, a]) => {
                 let (i, j) = (num(*i)?, num(*j)?);
                 if i == j {
-                    return Err("all_to_all between a dimension and itself".into());
+                    return Err(RewriteError::AllToAllSelf);
                 }
                 let to = Placement::Shard(j);
                 retag(t(*x)?, axis(*a)?.0, Placement::Shard(i), to, "all_to_all")
@@ -240,18 +253,21 @@ impl DistAnalysis {
                 Ok(t(*body)?.clone())
             }
             Dist::Op(children) => self.op(children, child),
-            leaf => Err(format!("`{leaf}` is an attribute, not a program")),
+            leaf => Err(RewriteError::NotAProgram(leaf.to_string())),
         }
     }
 
-    fn view(&self, x: &TensorMeta, shape: &Meta, map: &Meta) -> Result<TensorMeta, String> {
+    fn view(&self, x: &TensorMeta, shape: &Meta, map: &Meta) -> Result<TensorMeta, RewriteError> {
         let (Meta::Leaf(Dist::Shape(s)), Meta::Leaf(Dist::Layout(map))) = (shape, map) else {
-            return Err("view needs a shape and a dimension map".into());
+            return Err(RewriteError::ViewArguments);
         };
         let shape: Vec<Poly> = s.dims.iter().map(|d| d.0.clone()).collect();
         let (a, b): (Poly, Poly) = (x.shape.iter().product(), shape.iter().product());
         if a != b {
-            return Err(format!("view of {a} elements as {b}"));
+            return Err(RewriteError::ViewElements {
+                from: a.to_string(),
+                to: b.to_string(),
+            });
         }
         let mut out = TensorMeta {
             shape,
@@ -260,9 +276,7 @@ impl DistAnalysis {
         };
         for p in out.placements.iter_mut() {
             if let Placement::Shard(d) = *p {
-                let e = *map.0.get(&d).ok_or_else(|| {
-                    format!("view does not say where a shard of dimension {d} goes")
-                })?;
+                let e = *map.0.get(&d).ok_or(RewriteError::ViewShard(d))?;
                 *p = Placement::Shard(e);
                 check_rank(&out.shape, e)?;
             }
@@ -274,21 +288,21 @@ impl DistAnalysis {
         &self,
         children: &[Id],
         child: &impl Fn(Id) -> &'a Meta,
-    ) -> Result<TensorMeta, String> {
+    ) -> Result<TensorMeta, RewriteError> {
         let [rule, bind, marks, inputs @ ..] = children else {
-            return Err("op needs a rule, extents and marks".into());
+            return Err(RewriteError::MalformedOp("a rule, extents and marks"));
         };
         let (Meta::Leaf(Dist::Name(rule)), Meta::Leaf(Dist::Extents(bind))) =
             (child(*rule), child(*bind))
         else {
-            return Err("op needs a rule name and extents".into());
+            return Err(RewriteError::MalformedOp("a rule name and extents"));
         };
         let Meta::Leaf(Dist::Marks(marks)) = child(*marks) else {
-            return Err("op needs marks <..>".into());
+            return Err(RewriteError::MalformedOp("marks <..>"));
         };
         let rule = self
             .rule(rule.as_str())
-            .ok_or_else(|| format!("unknown rule `{rule}`"))?;
+            .ok_or_else(|| RewriteError::UnknownRule(rule.to_string()))?;
         let ins: Vec<&TensorMeta> = inputs
             .iter()
             .map(|&i| child(i).tensor())
@@ -302,15 +316,18 @@ impl DistAnalysis {
     }
 }
 
-fn check_rank(shape: &[Poly], d: usize) -> Result<(), String> {
+fn check_rank(shape: &[Poly], d: usize) -> Result<(), RewriteError> {
     if d >= shape.len() {
-        return Err(format!("dimension {d} of a rank-{} tensor", shape.len()));
+        return Err(RewriteError::Rank {
+            dim: d,
+            rank: shape.len(),
+        });
     }
     Ok(())
 }
 
 /// Dimension `d` exists and no axis other than `n` shards it.
-fn check_dim(x: &TensorMeta, d: usize, n: usize) -> Result<(), String> {
+fn check_dim(x: &TensorMeta, d: usize, n: usize) -> Result<(), RewriteError> {
     check_rank(&x.shape, d)?;
     let other = x
         .placements
@@ -318,7 +335,7 @@ fn check_dim(x: &TensorMeta, d: usize, n: usize) -> Result<(), String> {
         .enumerate()
         .any(|(m, p)| m != n && *p == Placement::Shard(d));
     if other {
-        return Err(format!("dimension {d} is already sharded on another axis"));
+        return Err(RewriteError::ShardedTwice(d));
     }
     Ok(())
 }
@@ -419,9 +436,34 @@ mod tests {
                     .to_string(),
             ),
         ];
+        let mut whys = Vec::new();
         for (rule, text) in cases {
-            assert!(matches!(meta(rule, &text), Meta::Invalid(_)), "{text}");
+            let Meta::Invalid(why) = meta(rule, &text) else {
+                panic!("{text} is invalid")
+            };
+            whys.push(why);
         }
+        // Each refusal names the offending index, rule or dimension.
+        assert!(matches!(
+            &whys[1],
+            RewriteError::InputPlacement(m) if m.index == "k" && m.rule == "linear" && m.input == "w"
+        ));
+        assert!(matches!(&whys[2], RewriteError::InputShape { k: 0, input, .. } if input == "x"));
+        assert_eq!(
+            whys[3],
+            RewriteError::Retag {
+                what: "all_gather",
+                needs: Placement::Shard(0),
+                axis: "a".into(),
+                found: Placement::Replicate,
+            }
+        );
+        assert!(
+            matches!(&whys[4], RewriteError::NeedsMark { index, rule, .. } if index == "n" && rule == "softmax")
+        );
+        assert!(
+            matches!(&whys[5], RewriteError::Unsplittable { index, rule, .. } if index == "m" && rule == "concat")
+        );
     }
 
     #[test]
@@ -432,6 +474,9 @@ mod tests {
         };
         assert_eq!(t.placements, vec![Placement::Shard(2)]);
         let bad = "(view (shard (tensor q [b*s,h]) 0 a) [b,s,h] |1>2|)";
-        assert!(matches!(meta("linear", bad), Meta::Invalid(_)));
+        assert_eq!(
+            meta("linear", bad),
+            Meta::Invalid(RewriteError::ViewShard(0))
+        );
     }
 }

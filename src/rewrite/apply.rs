@@ -2,6 +2,7 @@
 //! program whose shape and placements equal those of the class it joins.
 
 use super::analysis::{DistAnalysis, DistEGraph, Meta};
+use super::error::RewriteError;
 use super::lang::Dist;
 use egg::{Applier, ENodeOrVar, Id, Pattern, PatternAst, Subst, Symbol, Var};
 
@@ -11,10 +12,13 @@ pub struct Checked(pub Pattern<Dist>);
 
 impl Checked {
     /// Parses the pattern text.
-    pub fn parse(text: &str) -> Result<Checked, String> {
+    pub fn parse(text: &str) -> Result<Checked, RewriteError> {
         text.parse()
             .map(Checked)
-            .map_err(|e| format!("pattern `{text}`: {e}"))
+            .map_err(|e| RewriteError::Pattern {
+                pattern: text.into(),
+                why: e.to_string(),
+            })
     }
 }
 
@@ -46,7 +50,7 @@ pub fn instantiate(egraph: &DistEGraph, rhs: &PatternAst<Dist>, subst: &Subst) -
         let m = match node {
             ENodeOrVar::Var(v) => match subst.get(*v) {
                 Some(id) => egraph[*id].data.clone(),
-                None => Meta::Invalid(format!("unbound {v}")),
+                None => Meta::Invalid(RewriteError::Unbound(v.to_string())),
             },
             ENodeOrVar::ENode(n) => egraph.analysis.infer(n, |c| &metas[usize::from(c)]),
         };
@@ -54,7 +58,7 @@ pub fn instantiate(egraph: &DistEGraph, rhs: &PatternAst<Dist>, subst: &Subst) -
     }
     metas
         .pop()
-        .unwrap_or_else(|| Meta::Invalid("empty pattern".into()))
+        .unwrap_or(Meta::Invalid(RewriteError::EmptyPattern))
 }
 
 /// Adds `rhs` under `subst` and unions it with `eclass` when its data equals the class's;

@@ -10,6 +10,7 @@
 
 use super::analysis::{DistAnalysis, DistEGraph, Meta};
 use super::apply::{apply_checked, var, AstBuilder, Checked};
+use super::error::RewriteError;
 use super::lang::Dist;
 use egg::{Applier, Id, Pattern, PatternAst, Rewrite, Subst, Symbol, Var};
 
@@ -57,7 +58,7 @@ impl Applier<Dist, DistAnalysis> for SplitAllReduce {
 }
 
 /// The collective algebra, each rewrite checked like every other.
-pub fn collective_rewrites() -> Result<Vec<Rw>, String> {
+pub fn collective_rewrites() -> Result<Vec<Rw>, RewriteError> {
     let table: [(&str, &str, &str); 14] = [
         (
             "all_gather∘reduce_scatter=all_reduce",
@@ -128,16 +129,24 @@ pub fn collective_rewrites() -> Result<Vec<Rw>, String> {
     ];
     let mut out = Vec::new();
     for (name, lhs, rhs) in table {
-        let lhs: Pattern<Dist> = lhs.parse().map_err(|e| format!("pattern `{lhs}`: {e}"))?;
-        out.push(Rewrite::new(name, lhs, Checked::parse(rhs)?)?);
+        let lhs: Pattern<Dist> =
+            lhs.parse()
+                .map_err(|e: egg::RecExprParseError<_>| RewriteError::Pattern {
+                    pattern: lhs.into(),
+                    why: e.to_string(),
+                })?;
+        out.push(Rewrite::new(name, lhs, Checked::parse(rhs)?).map_err(RewriteError::Rewrite)?);
     }
-    let lhs: Pattern<Dist> = "(all_reduce ?x ?a)"
-        .parse()
-        .map_err(|e| format!("all_reduce pattern: {e}"))?;
-    out.push(Rewrite::new(
-        "all_reduce=all_gather∘reduce_scatter",
-        lhs,
-        SplitAllReduce,
-    )?);
+    let lhs: Pattern<Dist> =
+        "(all_reduce ?x ?a)"
+            .parse()
+            .map_err(|e: egg::RecExprParseError<_>| RewriteError::Pattern {
+                pattern: "(all_reduce ?x ?a)".into(),
+                why: e.to_string(),
+            })?;
+    out.push(
+        Rewrite::new("all_reduce=all_gather∘reduce_scatter", lhs, SplitAllReduce)
+            .map_err(RewriteError::Rewrite)?,
+    );
     Ok(out)
 }

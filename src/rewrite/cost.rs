@@ -4,6 +4,7 @@
 //! formulas; extraction compares them exactly under symbol values.
 
 use super::analysis::{DistAnalysis, DistEGraph, Meta, TensorMeta};
+use super::error::RewriteError;
 use super::lang::Dist;
 use super::opsplit::OpSplit;
 use crate::rules::law::Finish;
@@ -60,13 +61,11 @@ fn int(n: u64) -> Poly {
 
 impl DistAnalysis {
     /// Bytes of `x` in one call of a collective on axis `n`: sharded by every other axis.
-    fn group_bytes(&self, x: &TensorMeta, n: Option<usize>) -> Result<Poly, String> {
+    fn group_bytes(&self, x: &TensorMeta, n: Option<usize>) -> Result<Poly, RewriteError> {
         let mut b: Poly = x.shape.iter().product::<Poly>() * int(x.elem_bytes.into());
         for (m, p) in x.placements.iter().enumerate() {
             if Some(m) != n && matches!(p, Placement::Shard(_)) {
-                b = b
-                    .checked_div(&self.mesh.axes()[m].1)
-                    .map_err(|e| e.to_string())?;
+                b = b.checked_div(&self.mesh.axes()[m].1)?;
             }
         }
         Ok(b)
@@ -77,14 +76,17 @@ impl DistAnalysis {
         &self,
         node: &Dist,
         child: impl Fn(Id) -> &'a Meta,
-    ) -> Result<NodeCost, String> {
+    ) -> Result<NodeCost, RewriteError> {
         let t = |id: Id| child(id).tensor();
         let axis = |id: Id| match child(id) {
             Meta::Leaf(Dist::Name(s)) => self
                 .mesh
                 .position(s.as_str())
-                .ok_or_else(|| format!("no mesh axis `{s}`")),
-            _ => Err("expected an axis".to_string()),
+                .ok_or_else(|| RewriteError::NoAxis(s.to_string())),
+            other => Err(RewriteError::Expected {
+                wanted: "a mesh axis",
+                found: format!("{other:?}"),
+            }),
         };
         let wire = |kind: CollectiveKind, x: &TensorMeta, n: usize, local: bool| {
             let size = self.group_bytes(x, if local { None } else { Some(n) })?;
@@ -112,9 +114,9 @@ impl DistAnalysis {
         &self,
         children: &[Id],
         child: &impl Fn(Id) -> &'a Meta,
-    ) -> Result<NodeCost, String> {
+    ) -> Result<NodeCost, RewriteError> {
         let [rule, bind, marks, inputs @ ..] = children else {
-            return Err("malformed op".into());
+            return Err(RewriteError::MalformedOp("a rule, extents and marks"));
         };
         let (
             Meta::Leaf(Dist::Name(rule)),
@@ -122,11 +124,11 @@ impl DistAnalysis {
             Meta::Leaf(Dist::Marks(marks)),
         ) = (child(*rule), child(*bind), child(*marks))
         else {
-            return Err("malformed op".into());
+            return Err(RewriteError::MalformedOp("a rule name, extents and marks"));
         };
         let rule = self
             .rule(rule.as_str())
-            .ok_or_else(|| format!("unknown rule `{rule}`"))?;
+            .ok_or_else(|| RewriteError::UnknownRule(rule.to_string()))?;
         let ins: Vec<&TensorMeta> = inputs
             .iter()
             .map(|&i| child(i).tensor())
@@ -144,8 +146,9 @@ impl DistAnalysis {
                 })
             })
             .collect();
-        let entry = derive(rule, &splits, self.compute_bytes).map_err(|e| e.reason)?;
-        let sub = |p: &Poly| p.substitute_all(&split.bind).map_err(|e| e.to_string());
+        let entry =
+            derive(rule, &splits, self.compute_bytes).map_err(|e| RewriteError::Split(e.reason))?;
+        let sub = |p: &Poly| p.substitute_all(&split.bind).map_err(RewriteError::from);
         let mut comm = Poly::zero();
         // Statistics and halo collectives happen inside the operator; an all-reduce of the
         // output is a node of its own.
@@ -182,7 +185,7 @@ impl DistAnalysis {
 
     /// The per-device cost of a whole program: each distinct node once per execution, a
     /// `repeat`'s body as many times as it repeats.
-    pub fn program_cost(&self, expr: &RecExpr<Dist>) -> Result<NodeCost, String> {
+    pub fn program_cost(&self, expr: &RecExpr<Dist>) -> Result<NodeCost, RewriteError> {
         let metas = self.program_meta(expr);
         if let Some(Meta::Invalid(why)) = metas.iter().find(|m| matches!(m, Meta::Invalid(_))) {
             return Err(why.clone());

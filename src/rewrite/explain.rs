@@ -283,7 +283,7 @@ pub fn explain_why_with(rule: &OpRule, limits: &Limits) -> Result<Why> {
         let metas = ctx.program_meta(&program);
         let invalid = inner_split(rule, entry).or_else(|| {
             metas.iter().find_map(|m| match m {
-                Meta::Invalid(why) => Some(why.clone()),
+                Meta::Invalid(why) => Some(why.to_string()),
                 _ => None,
             })
         });
@@ -298,7 +298,8 @@ pub fn explain_why_with(rule: &OpRule, limits: &Limits) -> Result<Why> {
         };
         proofs.push((split, program, note));
     }
-    let wrap = |e: String| Error::Usage(format!("cannot build rewrites: {e}"));
+    let wrap =
+        |e: crate::rewrite::RewriteError| Error::Usage(format!("cannot build rewrites: {e}"));
     let mut rules = collective_rewrites().map_err(wrap)?;
     rules.extend(law_rewrites(rule).map_err(wrap)?);
     let goals = targets.clone();

@@ -8,6 +8,7 @@
 
 use super::analysis::{axis_leaf, DistAnalysis, DistEGraph, Meta};
 use super::apply::{apply_checked, var, AstBuilder, Checked};
+use super::error::RewriteError;
 use super::lang::{Dist, Marks};
 use crate::rules::law::{Finish, OutputLaw};
 use crate::rules::{IndexKind, OpRule, ReduceOp};
@@ -160,7 +161,7 @@ fn op_vars(rule: &OpRule) -> Vec<Var> {
 }
 
 /// The law rewrites of `rule`: one per splittable index, named `FILE:INDEX:KIND`.
-pub fn law_rewrites(rule: &OpRule) -> Result<Vec<Rw>, String> {
+pub fn law_rewrites(rule: &OpRule) -> Result<Vec<Rw>, RewriteError> {
     let mut out = Vec::new();
     for ix in &rule.indices {
         if !ix.kind.law().splittable {
@@ -173,11 +174,14 @@ pub fn law_rewrites(rule: &OpRule) -> Result<Vec<Rw>, String> {
             index: ix.name.clone(),
             vars: op_vars(rule),
         };
-        out.push(Rewrite::new(
-            law_name(rule, &ix.name, ix.kind),
-            Pattern::new(b.ast),
-            applier,
-        )?);
+        out.push(
+            Rewrite::new(
+                law_name(rule, &ix.name, ix.kind),
+                Pattern::new(b.ast),
+                applier,
+            )
+            .map_err(RewriteError::Rewrite)?,
+        );
     }
     Ok(out)
 }
@@ -190,7 +194,7 @@ fn outer_position(t: &crate::rules::Tensor, index: &str) -> Option<usize> {
 
 /// For every map index of `rule`: `f(.., all_gather(y), ..) = all_gather(f(.., y, ..))` and
 /// `shard(f(xs)) = f(shard(xs))` along it, the other inputs that have the index sharded too.
-pub fn commute_rewrites(rule: &OpRule) -> Result<Vec<Rw>, String> {
+pub fn commute_rewrites(rule: &OpRule) -> Result<Vec<Rw>, RewriteError> {
     let mut out = Vec::new();
     for ix in rule.indices.iter().filter(|i| i.kind == IndexKind::Map) {
         let i = ix.name.as_str();
@@ -244,11 +248,10 @@ pub fn commute_rewrites(rule: &OpRule) -> Result<Vec<Rw>, String> {
                 rule_file(rule),
                 rule.inputs[k].name
             );
-            out.push(Rewrite::new(
-                name,
-                Pattern::new(lhs.ast),
-                Checked(Pattern::new(rhs.ast)),
-            )?);
+            out.push(
+                Rewrite::new(name, Pattern::new(lhs.ast), Checked(Pattern::new(rhs.ast)))
+                    .map_err(RewriteError::Rewrite)?,
+            );
         }
         let mut lhs = AstBuilder::default();
         let op = op_pattern(&mut lhs, rule, None);
@@ -258,11 +261,10 @@ pub fn commute_rewrites(rule: &OpRule) -> Result<Vec<Rw>, String> {
         let mut rhs = AstBuilder::default();
         sharded_op(&mut rhs, None);
         let name = format!("{}:{i}:map:through-shard", rule_file(rule));
-        out.push(Rewrite::new(
-            name,
-            Pattern::new(lhs.ast),
-            Checked(Pattern::new(rhs.ast)),
-        )?);
+        out.push(
+            Rewrite::new(name, Pattern::new(lhs.ast), Checked(Pattern::new(rhs.ast)))
+                .map_err(RewriteError::Rewrite)?,
+        );
     }
     Ok(out)
 }

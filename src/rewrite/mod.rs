@@ -39,6 +39,7 @@ pub mod analysis;
 pub mod apply;
 pub mod collective;
 pub mod cost;
+pub mod error;
 pub mod explain;
 pub mod extract;
 pub mod lang;
@@ -50,6 +51,7 @@ pub mod run;
 
 pub use analysis::{DistAnalysis, DistEGraph, Mesh, Meta, TensorMeta};
 pub use cost::{ExactCost, NodeCost, Score, Weights};
+pub use error::RewriteError;
 pub use explain::{explain_why, explain_why_with, Why};
 pub use extract::extract;
 pub use lang::Dist;

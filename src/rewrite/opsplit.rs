@@ -3,6 +3,7 @@
 //! gives.
 
 use super::analysis::{show, DistAnalysis, TensorMeta};
+use super::error::RewriteError;
 use super::lang::{Extents, Marks};
 use super::laws::term_has;
 use crate::rules::law::{Finish, OutputLaw};
@@ -31,22 +32,25 @@ impl OpSplit {
         bind: &Extents,
         marks: &Marks,
         ins: &[&TensorMeta],
-    ) -> Result<OpSplit, String> {
+    ) -> Result<OpSplit, RewriteError> {
         let r = &rule.name;
         if ins.len() != rule.inputs.len() {
-            return Err(format!(
-                "`{r}` takes {} inputs, given {}",
-                rule.inputs.len(),
-                ins.len()
-            ));
+            return Err(RewriteError::InputCount {
+                rule: r.clone(),
+                expected: rule.inputs.len(),
+                given: ins.len(),
+            });
         }
         let polys = bind.polys();
         for name in rule.indices.iter().map(|i| &i.name).chain(&rule.params) {
             if !polys.contains_key(name) {
-                return Err(format!("`{r}` needs the extent of `{name}`"));
+                return Err(RewriteError::NoExtent {
+                    rule: r.clone(),
+                    index: name.clone(),
+                });
             }
         }
-        let shape_of = |t: &crate::rules::Tensor| -> Result<Vec<Poly>, String> {
+        let shape_of = |t: &crate::rules::Tensor| -> Result<Vec<Poly>, RewriteError> {
             t.dims
                 .iter()
                 .map(|g| {
@@ -54,7 +58,7 @@ impl OpSplit {
                         .map(|i| {
                             t.extent(i)
                                 .substitute_all(&polys)
-                                .map_err(|e| e.to_string())
+                                .map_err(RewriteError::from)
                         })
                         .product()
                 })
@@ -63,12 +67,13 @@ impl OpSplit {
         for (k, (t, m)) in rule.inputs.iter().zip(ins).enumerate() {
             let want = shape_of(t)?;
             if want != m.shape {
-                return Err(format!(
-                    "input {k} (`{}`) of `{r}` has shape {}, the rule wants {}",
-                    t.name,
-                    show(&m.shape),
-                    show(&want)
-                ));
+                return Err(RewriteError::InputShape {
+                    k,
+                    input: t.name.clone(),
+                    rule: r.clone(),
+                    shape: show(&m.shape),
+                    wanted: show(&want),
+                });
             }
         }
         let axes = ctx.mesh.axes().len();
@@ -83,14 +88,17 @@ impl OpSplit {
             });
             let Some((k0, d0)) = shard else {
                 if (0..ins.len()).any(|k| at(k) != Placement::Replicate) {
-                    return Err(format!(
-                        "`{r}` has a partial input on `{axis}` but no split index"
-                    ));
+                    return Err(RewriteError::PartialUnsplit {
+                        rule: r.clone(),
+                        axis: axis.clone(),
+                    });
                 }
                 if let Some(i) = marks.on_axis(axis) {
-                    return Err(format!(
-                        "`{r}` marks `{i}@{axis}` but no input is split on `{axis}`"
-                    ));
+                    return Err(RewriteError::MarkUnsplit {
+                        rule: r.clone(),
+                        index: i.to_string(),
+                        axis: axis.clone(),
+                    });
                 }
                 continue;
             };
@@ -98,24 +106,36 @@ impl OpSplit {
                 .dims
                 .get(d0)
                 .and_then(|g| g.first())
-                .ok_or_else(|| format!("`{r}` input {k0} has no dimension {d0}"))?;
+                .ok_or_else(|| RewriteError::NoDimension {
+                    rule: r.clone(),
+                    k: k0,
+                    dim: d0,
+                })?;
             let kind = rule.index(i).map(|x| x.kind).unwrap_or(IndexKind::Opaque);
             let law = kind.law();
             if !law.splittable {
-                return Err(format!("`{i}` of `{r}` is {kind}: {}", law.statement));
+                return Err(RewriteError::Unsplittable {
+                    index: i.clone(),
+                    rule: r.clone(),
+                    kind,
+                    statement: law.statement,
+                });
             }
             if index.iter().flatten().any(|j| j == i) {
-                return Err(format!("`{i}` of `{r}` is split on two axes"));
+                return Err(RewriteError::IndexTwice {
+                    index: i.clone(),
+                    rule: r.clone(),
+                });
             }
             for (k, t) in rule.inputs.iter().enumerate() {
                 let want = match t.position(i) {
                     Some(d) if t.dims[d].first() == Some(i) => Placement::Shard(d),
                     Some(d) => {
-                        return Err(format!(
-                            "`{i}` is not the outer part of dimension {d} of `{}`: a block of \
-                             that dimension does not split `{i}`",
-                            t.name
-                        ))
+                        return Err(RewriteError::NotOuter {
+                            index: i.clone(),
+                            dim: d,
+                            tensor: t.name.clone(),
+                        })
                     }
                     None if kind == IndexKind::ReduceSum && !term_has(rule, k, i) => {
                         Placement::Partial(ReduceOp::Sum)
@@ -123,11 +143,16 @@ impl OpSplit {
                     None => Placement::Replicate,
                 };
                 if at(k) != want {
-                    return Err(format!(
-                        "split of `{i}` of `{r}` on `{axis}` needs `{}` {want}, found {}",
-                        t.name,
-                        at(k)
-                    ));
+                    return Err(RewriteError::InputPlacement(Box::new(
+                        super::error::Misplaced {
+                            index: i.clone(),
+                            rule: r.clone(),
+                            axis: axis.clone(),
+                            input: t.name.clone(),
+                            needs: want,
+                            found: at(k),
+                        },
+                    )));
                 }
             }
             let needs_mark = matches!(
@@ -136,19 +161,28 @@ impl OpSplit {
             );
             if needs_mark != (marks.on_axis(axis) == Some(i.as_str())) {
                 return Err(if needs_mark {
-                    format!(
-                        "`{i}` of `{r}` is {kind}: its split needs `<{i}@{axis}>` ({})",
-                        law.statement
-                    )
+                    RewriteError::NeedsMark {
+                        index: i.clone(),
+                        rule: r.clone(),
+                        kind,
+                        axis: axis.clone(),
+                        statement: law.statement,
+                    }
                 } else {
-                    format!("`{r}` marks `{axis}` but splits `{i}` there, a {kind} index")
+                    RewriteError::NeedlessMark {
+                        rule: r.clone(),
+                        axis: axis.clone(),
+                        index: i.clone(),
+                        kind,
+                    }
                 });
             }
             let out_pos = || match rule.output.position(i) {
                 Some(d) if rule.output.dims[d].first() == Some(i) => Ok(Placement::Shard(d)),
-                _ => Err(format!(
-                    "`{i}` is not the outer part of an output dimension of `{r}`"
-                )),
+                _ => Err(RewriteError::OutputNotOuter {
+                    index: i.clone(),
+                    rule: r.clone(),
+                }),
             };
             output[n] = match law.output {
                 OutputLaw::Shard => out_pos()?,
@@ -162,9 +196,10 @@ impl OpSplit {
         for (n, p) in output.iter().enumerate() {
             if let Placement::Shard(d) = p {
                 if output[..n].contains(p) {
-                    return Err(format!(
-                        "output dimension {d} of `{r}` is split on two axes"
-                    ));
+                    return Err(RewriteError::OutputTwice {
+                        dim: *d,
+                        rule: r.clone(),
+                    });
                 }
             }
         }

@@ -156,7 +156,7 @@ pub fn optimize_program(
     values: &Bindings,
     opts: &OptimizeOptions,
 ) -> Result<OptimizeReport> {
-    let before_cost = ctx.program_cost(&program.expr).map_err(Error::Usage)?;
+    let before_cost = ctx.program_cost(&program.expr)?;
     // Every symbol must have a value before costs can be compared.
     cost_report(before_cost.clone(), values)?;
     let mut egraph: DistEGraph = EGraph::new(ctx.clone());
@@ -168,7 +168,7 @@ pub fn optimize_program(
     let run = RunStats::of(&runner);
     let egraph = &runner.egraph;
     let (_, after, classes) = extract(egraph, root, values, opts.weights.clone());
-    let after_cost = ctx.program_cost(&after).map_err(Error::Usage)?;
+    let after_cost = ctx.program_cost(&after)?;
 
     // Each model operator's class, and the classes of its shards.
     let mut ops: BTreeMap<Id, (String, Option<usize>)> = BTreeMap::new();

@@ -6,6 +6,7 @@
 //! (a row-parallel linear's partial sums are all-reduced before a replicated consumer).
 
 use super::analysis::{axis_leaf, show, DistAnalysis, Mesh, Meta};
+use super::error::RewriteError;
 use super::lang::{Dim, DimMap, Dist, Extents, Marks, ShapeLit};
 use super::laws::term_has;
 use crate::error::{Error, Result};
@@ -76,7 +77,7 @@ impl Builder<'_> {
         id
     }
 
-    fn placement(&self, x: Id) -> std::result::Result<(Vec<Poly>, Placement), String> {
+    fn placement(&self, x: Id) -> std::result::Result<(Vec<Poly>, Placement), RewriteError> {
         let t = self.metas[usize::from(x)].tensor()?;
         Ok((t.shape.clone(), t.placements[0]))
     }
@@ -92,7 +93,12 @@ impl Builder<'_> {
     }
 
     /// `x` moved to placement `want` with the cheapest collective that does it.
-    fn fix(&mut self, x: Id, cur: Placement, want: Placement) -> std::result::Result<Id, String> {
+    fn fix(
+        &mut self,
+        x: Id,
+        cur: Placement,
+        want: Placement,
+    ) -> std::result::Result<Id, RewriteError> {
         use Placement::*;
         let a = self.add(axis_leaf(&self.axis));
         Ok(match (cur, want) {
@@ -120,7 +126,12 @@ impl Builder<'_> {
                 let r = self.fix(x, cur, Replicate)?;
                 return self.fix(r, Replicate, want);
             }
-            _ => return Err(format!("cannot turn {cur} into {want}")),
+            _ => {
+                return Err(RewriteError::Unreachable {
+                    from: cur,
+                    to: want,
+                })
+            }
         })
     }
 
@@ -130,7 +141,7 @@ impl Builder<'_> {
         x: Id,
         want: Placement,
         shape: &[Poly],
-    ) -> std::result::Result<Id, String> {
+    ) -> std::result::Result<Id, RewriteError> {
         let (have, mut cur) = self.placement(x)?;
         let mut x = x;
         if have != shape {
@@ -192,7 +203,7 @@ pub fn block_program(model: &Model, bi: usize, ctx: &DistAnalysis, axis: &str) -
         memo: HashMap::new(),
         metas: Vec::new(),
     };
-    let err = |op: &str, why: String| {
+    let err = |op: &str, why: RewriteError| {
         Error::Usage(format!("block `{}`, operator `{op}`: {why}", block.name))
     };
     let mut values: HashMap<petgraph::graph::NodeIndex, Id> = HashMap::new();
@@ -234,7 +245,7 @@ pub fn block_program(model: &Model, bi: usize, ctx: &DistAnalysis, axis: &str) -
                     node: pn,
                 } if *pb == bi => *values
                     .get(pn)
-                    .ok_or_else(|| err(&op.name, format!("input `{iname}` is computed later")))?,
+                    .ok_or_else(|| err(&op.name, RewriteError::InputLater(iname.to_string())))?,
                 Producer::Op {
                     block: pb,
                     node: pn,
@@ -243,7 +254,9 @@ pub fn block_program(model: &Model, bi: usize, ctx: &DistAnalysis, axis: &str) -
                         .blocks
                         .get(*pb)
                         .map(|blk| &blk.graph[*pn])
-                        .ok_or_else(|| err(&op.name, format!("input `{iname}` has no producer")))?;
+                        .ok_or_else(|| {
+                            err(&op.name, RewriteError::NoProducer(iname.to_string()))
+                        })?;
                     b.tensor(&p.name, &p.shape(&p.rule.output), p.rule.output.dtype)
                 }
                 Producer::GraphInput(name) => {
@@ -263,9 +276,15 @@ pub fn block_program(model: &Model, bi: usize, ctx: &DistAnalysis, axis: &str) -
                 }
                 Producer::Tied(name) => b.tensor(name, &shape, t.dtype),
             };
-            let x = b
-                .coerce(x, wanted(rule, t, k, tp), &shape)
-                .map_err(|why| err(&op.name, format!("input `{iname}`: {why}")))?;
+            let x = b.coerce(x, wanted(rule, t, k, tp), &shape).map_err(|why| {
+                err(
+                    &op.name,
+                    RewriteError::Input {
+                        input: iname.to_string(),
+                        why: Box::new(why),
+                    },
+                )
+            })?;
             kids.push(x);
         }
         let id = b.add(Dist::Op(kids.into()));

@@ -2,6 +2,7 @@
 
 use super::analysis::{DistAnalysis, DistEGraph};
 use super::collective::collective_rewrites;
+use super::error::RewriteError;
 use super::lang::Dist;
 use super::laws::{commute_rewrites, law_rewrites};
 use crate::error::{Error, Result};
@@ -94,7 +95,7 @@ impl RunStats {
 pub fn rewrites<'a>(
     rules: impl IntoIterator<Item = &'a OpRule>,
 ) -> Result<Vec<Rewrite<Dist, DistAnalysis>>> {
-    let wrap = |e: String| Error::Usage(format!("cannot build rewrites: {e}"));
+    let wrap = |e: RewriteError| Error::Usage(format!("cannot build rewrites: {e}"));
     let mut out = collective_rewrites().map_err(wrap)?;
     for rule in rules {
         out.extend(law_rewrites(rule).map_err(wrap)?);

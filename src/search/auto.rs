@@ -3,6 +3,7 @@
 //! prices like any annotated layout.
 
 use super::compare::{annotated, search_for};
+use super::error::SearchError;
 use super::problem::Problem;
 use super::sp::solve_bounded;
 use crate::calib::Calibration;
@@ -64,9 +65,9 @@ pub fn auto_tp_layout(
     tp: u64,
     calib: &Calibration,
     gpus_per_node: u64,
-) -> Result<AutoLayout, String> {
+) -> Result<AutoLayout, SearchError> {
     if tp < 2 {
-        return Err("an auto layout needs a tensor-parallel degree of at least 2".into());
+        return Err(SearchError::AutoNeedsTp);
     }
     let k = Knobs {
         tp,
@@ -89,7 +90,7 @@ pub fn auto_tp_layout(
     for (bi, block) in model.blocks.iter().enumerate() {
         let p = features_only(
             Problem::from_block(model, bi, &vals, axes.clone(), &known)?,
-            model.batch.as_deref(),
+            model,
         );
         let guide = annotated(model, bi, &p);
         let guide = p.cost(&guide).is_ok().then_some(guide);
@@ -100,10 +101,11 @@ pub fn auto_tp_layout(
                 gap = Some(gap.map_or(g, |x: f64| x.max(g)));
             }
         }
-        let s = b
-            .solution
-            .ok_or_else(|| format!("`{}` has no valid layout at tp = {tp}", p.name))?;
-        let repeat = block.repeat.eval(&vals).map_err(|e| e.to_string())?;
+        let s = b.solution.ok_or_else(|| SearchError::NoLayoutAt {
+            problem: p.name.clone(),
+            tp,
+        })?;
+        let repeat = block.repeat.eval(&vals)?;
         total += repeat * &s.cost;
         for (op, index) in super::sp::block_placements(&p, &s, &mut known)? {
             placements.insert(op, index.unwrap_or_else(|| "none".into()));
@@ -122,11 +124,13 @@ pub fn auto_tp_layout(
 /// [`tensor_only`](super::compare::tensor_only)); sources keep their cuts, which the placements
 /// of earlier blocks they are fixed to refer to (an earlier block's layout cuts features only,
 /// and a repeated block's input must end placed as its output).
-fn features_only(mut p: Problem, batch: Option<&str>) -> Problem {
-    let batch = batch.unwrap_or("B");
+fn features_only(mut p: Problem, model: &Model) -> Problem {
     for o in &mut p.ops {
         if !o.is_source() {
-            o.cuts.retain(|c| c.atom != batch && c.atom != "S");
+            o.cuts.retain(|c| {
+                model.batch.as_deref() != Some(c.atom.as_str())
+                    && !super::compare::is_sequence(model, &c.atom)
+            });
         }
     }
     p

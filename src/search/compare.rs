@@ -3,6 +3,7 @@
 //! by the same exact model of cost (FLOP-equivalents per device).
 
 use super::drec::drec;
+use super::error::SearchError;
 use super::problem::{Axis, Choice, Problem};
 use super::sp::{solve_bounded, Bounded, Search};
 use crate::calib::Calibration;
@@ -48,9 +49,9 @@ pub fn annotated(model: &Model, bi: usize, p: &Problem) -> Vec<Choice> {
         .map(|o| {
             let i = ann.get(o.name.as_str()).copied().flatten();
             let cut = i.and_then(|i| {
-                o.cuts
-                    .iter()
-                    .position(|c| c.index == i && !is_batch(model, &c.atom) && c.atom != "S")
+                o.cuts.iter().position(|c| {
+                    c.index == i && !is_batch(model, &c.atom) && !is_sequence(model, &c.atom)
+                })
             });
             vec![cut; p.axes.len()]
         })
@@ -87,7 +88,7 @@ fn labels(p: &Problem, a: &[Choice]) -> BTreeMap<String, String> {
 pub fn tensor_only(model: &Model, mut p: Problem, sequence: bool) -> Problem {
     for o in &mut p.ops {
         o.cuts
-            .retain(|c| !is_batch(model, &c.atom) && (sequence || c.atom != "S"));
+            .retain(|c| !is_batch(model, &c.atom) && (sequence || !is_sequence(model, &c.atom)));
     }
     p
 }
@@ -95,6 +96,11 @@ pub fn tensor_only(model: &Model, mut p: Problem, sequence: bool) -> Problem {
 /// Whether `atom` is the model's batch symbol.
 fn is_batch(model: &Model, atom: &str) -> bool {
     model.batch.as_deref() == Some(atom)
+}
+
+/// Whether `atom` is the model's sequence (its `sequence` role; an image side is not one).
+pub(crate) fn is_sequence(model: &Model, atom: &str) -> bool {
+    model.roles.sequence.as_deref() == Some(atom)
 }
 
 /// Choice expansions the programme may make per operator before it keeps a beam: the number of
@@ -133,7 +139,7 @@ pub fn compare_layer(
     tp: u64,
     calib: &Calibration,
     gpus_per_node: u64,
-) -> Result<LayerReport, String> {
+) -> Result<LayerReport, SearchError> {
     compare_layer_with_progress(
         model,
         values,
@@ -156,9 +162,9 @@ pub fn compare_layer_with_progress(
     gpus_per_node: u64,
     sequence: bool,
     progress: &mut dyn FnMut(&str, usize, usize),
-) -> Result<LayerReport, String> {
+) -> Result<LayerReport, SearchError> {
     if tp < 2 {
-        return Err("--tp must be at least 2 to compare layouts".into());
+        return Err(SearchError::CompareNeedsTp);
     }
     let bi = model
         .blocks
@@ -170,7 +176,7 @@ pub fn compare_layer_with_progress(
                 .iter()
                 .position(|b| b.repeat != crate::sym::Poly::one())
         })
-        .ok_or_else(|| format!("model `{}` has no repeated layer", model.name))?;
+        .ok_or_else(|| SearchError::NoRepeatedLayer(model.name.clone()))?;
     let empty = BTreeMap::new();
     let one = tensor_only(
         model,
@@ -201,7 +207,7 @@ pub fn compare_layer_with_progress(
     let best = b
         .solution
         .clone()
-        .ok_or_else(|| format!("`{}` has no valid layout", one.name))?;
+        .ok_or_else(|| SearchError::NoLayout(one.name.clone()))?;
     rows.push(LayoutRow {
         method: method(&format!("one axis of {tp}"), &b),
         cost: best.cost.clone(),

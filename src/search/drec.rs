@@ -8,13 +8,14 @@
 //! still undecided are not guessed. One pass per round, linear in the number of operators;
 //! the final layout is priced exactly with [`Problem::cost`].
 
+use super::error::SearchError;
 use super::problem::{facilities, Choice, Facility, Priced, Problem};
 use super::sp::Solution;
 use crate::sym::Rational;
 use num_traits::Zero;
 
 /// A topological order of the problem's operators (by position where free).
-pub fn topological(p: &Problem) -> Result<Vec<usize>, String> {
+pub fn topological(p: &Problem) -> Result<Vec<usize>, SearchError> {
     let n = p.ops.len();
     let mut indeg: Vec<usize> = p
         .ops
@@ -34,7 +35,7 @@ pub fn topological(p: &Problem) -> Result<Vec<usize>, String> {
         }
     }
     if out.len() != n {
-        return Err("the operators form a cycle".into());
+        return Err(SearchError::Cycle);
     }
     Ok(out)
 }
@@ -43,7 +44,7 @@ pub fn topological(p: &Problem) -> Result<Vec<usize>, String> {
 ///
 /// A source whose placement is free costs nothing by itself, so it is decided together with
 /// its first consumer: each of that consumer's candidates places the source as it reads it.
-pub fn drec(p: &Problem) -> Result<Solution, String> {
+pub fn drec(p: &Problem) -> Result<Solution, SearchError> {
     let n = p.ops.len();
     let k = p.axes.len();
     let order = topological(p)?;
@@ -123,8 +124,10 @@ pub fn drec(p: &Problem) -> Result<Solution, String> {
                     best = Some((score, opt, pr, placed));
                 }
             }
-            let (_, opt, pr, placed) =
-                best.ok_or_else(|| format!("D-Rec: `{}` has no valid cut on axis {r}", o.name))?;
+            let (_, opt, pr, placed) = best.ok_or_else(|| SearchError::NoCut {
+                op: o.name.clone(),
+                axis: r,
+            })?;
             for (q, sc, spr) in placed {
                 assign[q] = sc;
                 priced[q] = Some(spr);
@@ -185,55 +188,57 @@ impl GapRow {
 /// 2, 4 and 8 devices (a standalone layer: input placement free), and 20 seeded synthetic
 /// series-parallel graphs on 4 and 8 devices. Exact optima that need more than
 /// [`MAX_STATES`](super::sp::MAX_STATES) states are left out.
-pub fn gap_suite(calib: &crate::calib::Calibration) -> Result<Vec<GapRow>, String> {
+pub fn gap_suite(calib: &crate::calib::Calibration) -> Result<Vec<GapRow>, SearchError> {
     use super::problem::{synthetic, Axis, Shape};
     use super::sp::solve_within;
-    let loader = crate::model::ModelLoader::embedded().map_err(|e| e.to_string())?;
-    let rules = crate::rules::RuleSet::embedded().map_err(|e| e.to_string())?;
+    let shipped = |e: crate::Error| SearchError::Shipped(e.to_string());
+    let loader = crate::model::ModelLoader::embedded().map_err(shipped)?;
+    let rules = crate::rules::RuleSet::embedded().map_err(shipped)?;
     let mut rows = Vec::new();
-    let mut row = |name: String, make: &dyn Fn(Vec<Axis>) -> Result<Problem, String>, k: u32| {
-        let p = make(Axis::bisection(k, 8, calib))?;
-        let d = drec(&p)?;
-        let single = make(Problem::tp_axis(1 << k, 8, calib))?;
-        let one = super::sp::solve(&single).ok();
-        let single_axis = one.as_ref().map(|s| s.cost.clone());
-        // A bound for the exact search: the better of D-Rec's layout and the single-axis
-        // optimum cut the same way on every binary axis, improved one operator at a time.
-        let mut start = d.assignment.clone();
-        if let Some(one) = &one {
-            let lifted: Vec<Choice> = one
-                .assignment
-                .iter()
-                .map(|c| vec![c.first().copied().flatten(); k as usize])
-                .collect();
-            if let Ok(c) = p.cost(&lifted) {
-                if c < d.cost {
-                    start = lifted;
+    let mut row =
+        |name: String, make: &dyn Fn(Vec<Axis>) -> Result<Problem, SearchError>, k: u32| {
+            let p = make(Axis::bisection(k, 8, calib))?;
+            let d = drec(&p)?;
+            let single = make(Problem::tp_axis(1 << k, 8, calib))?;
+            let one = super::sp::solve(&single).ok();
+            let single_axis = one.as_ref().map(|s| s.cost.clone());
+            // A bound for the exact search: the better of D-Rec's layout and the single-axis
+            // optimum cut the same way on every binary axis, improved one operator at a time.
+            let mut start = d.assignment.clone();
+            if let Some(one) = &one {
+                let lifted: Vec<Choice> = one
+                    .assignment
+                    .iter()
+                    .map(|c| vec![c.first().copied().flatten(); k as usize])
+                    .collect();
+                if let Ok(c) = p.cost(&lifted) {
+                    if c < d.cost {
+                        start = lifted;
+                    }
                 }
             }
-        }
-        let bound = super::sp::polish(&p, &start)?;
-        let exact = solve_within(&p, Some(&bound.cost))
-            .ok()
-            .flatten()
-            .map(|s| s.cost);
-        rows.push(GapRow {
-            name,
-            devices: 1 << k,
-            ops: p.ops.len(),
-            drec: d.cost,
-            exact,
-            single_axis,
-        });
-        Ok::<(), String>(())
-    };
+            let bound = super::sp::polish(&p, &start)?;
+            let exact = solve_within(&p, Some(&bound.cost))
+                .ok()
+                .flatten()
+                .map(|s| s.cost);
+            rows.push(GapRow {
+                name,
+                devices: 1 << k,
+                ops: p.ops.len(),
+                drec: d.cost,
+                exact,
+                single_axis,
+            });
+            Ok::<(), SearchError>(())
+        };
     for model in ["gpt3-125m", "llama3-8b", "bert-base", "vit-b16"] {
-        let m = loader.resolve(model).map_err(|e| e.to_string())?;
+        let m = loader.resolve(model).map_err(shipped)?;
         let bi = m
             .blocks
             .iter()
             .position(|b| b.name == "layer")
-            .ok_or_else(|| format!("`{model}` has no layer block"))?;
+            .ok_or_else(|| SearchError::NoLayerBlock(model.to_string()))?;
         for k in 1..=3 {
             let make = |axes: Vec<Axis>| {
                 let mut p = Problem::from_block(&m, bi, &m.values, axes, &Default::default())?;

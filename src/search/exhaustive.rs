@@ -1,6 +1,7 @@
 //! Exhaustive enumeration: every combination of every operator's choices, each priced by
 //! [`Problem::cost_of`]. Exponential; the test oracle for tiny graphs.
 
+use super::error::SearchError;
 use super::problem::{Priced, Problem};
 use super::sp::{price_all, Solution};
 
@@ -9,22 +10,20 @@ pub const LIMIT: u128 = 5_000_000;
 
 /// The exact optimum by enumeration, or an error when there are more than [`LIMIT`]
 /// combinations. Ties keep the first combination in enumeration order.
-pub fn exhaustive(p: &Problem) -> Result<Solution, String> {
+pub fn exhaustive(p: &Problem) -> Result<Solution, SearchError> {
     let priced = price_all(p)?;
     let count = priced
         .iter()
         .try_fold(1u128, |acc, c| acc.checked_mul(c.len() as u128))
         .unwrap_or(u128::MAX);
     if count > LIMIT {
-        return Err(format!(
-            "{count} combinations: too many to enumerate (limit {LIMIT})"
-        ));
+        return Err(SearchError::TooManyCombinations {
+            count,
+            limit: LIMIT,
+        });
     }
     if count == 0 {
-        return Err(format!(
-            "`{}` has an operator without a valid choice",
-            p.name
-        ));
+        return Err(SearchError::NoChoice(p.name.clone()));
     }
     let n = priced.len();
     let mut pick = vec![0usize; n];
@@ -44,7 +43,7 @@ pub fn exhaustive(p: &Problem) -> Result<Solution, String> {
         let mut v = 0;
         loop {
             if v == n {
-                return best.ok_or_else(|| format!("`{}` has no valid layout", p.name));
+                return best.ok_or_else(|| SearchError::NoLayout(p.name.clone()));
             }
             pick[v] += 1;
             if pick[v] < priced[v].len() {

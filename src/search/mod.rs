@@ -4,6 +4,7 @@
 pub mod auto;
 pub mod compare;
 pub mod drec;
+pub mod error;
 pub mod exhaustive;
 pub mod problem;
 pub mod rank;
@@ -11,6 +12,7 @@ pub mod sp;
 pub mod steer;
 pub mod versus;
 
+pub use error::{SearchError, SteerError};
 pub use rank::{
     rank, rank_with_progress, LayoutKind, Layouts, RankOptions, RankResult, RankedRow, RowLayout,
     DEFAULT_MAX_CHUNKS,

@@ -47,6 +47,7 @@
 //! one axis move the tensor as sharded by the producer's other axes. An output nobody reads that
 //! is still partial pays its all-reduce.
 
+use super::error::SearchError;
 use crate::calib::Calibration;
 use crate::model::{Model, OpNode, Producer};
 use crate::rules::law::CollectiveKind;
@@ -288,8 +289,8 @@ pub enum SourceMode {
     Fixed(Vec<String>),
 }
 
-fn eval(p: &Poly, b: &Bindings) -> Result<Rational, String> {
-    p.eval(b).map_err(|e| e.to_string())
+fn eval(p: &Poly, b: &Bindings) -> Result<Rational, SearchError> {
+    Ok(p.eval(b)?)
 }
 
 fn positive_int(r: &Rational) -> Option<u64> {
@@ -418,7 +419,7 @@ impl Problem {
     }
 
     /// The view of rule tensor `t` of an operator bound by `bind`.
-    fn view(&mut self, t: &Tensor, bind: &BTreeMap<String, Poly>) -> Result<View, String> {
+    fn view(&mut self, t: &Tensor, bind: &BTreeMap<String, Poly>) -> Result<View, SearchError> {
         let mut v = View::default();
         let mut seen: BTreeMap<String, usize> = BTreeMap::new();
         for i in t.indices() {
@@ -426,7 +427,10 @@ impl Problem {
             let extent = t.extent(i);
             let formula = extent
                 .substitute_all(bind)
-                .map_err(|e| format!("extent of `{i}`: {e}"))?;
+                .map_err(|why| SearchError::Extent {
+                    index: i.to_string(),
+                    why,
+                })?;
             let atoms = self.atoms(&formula);
             let mut keys = Vec::new();
             for (name, _) in atoms {
@@ -465,20 +469,18 @@ impl Problem {
         bind: BTreeMap<String, Poly>,
         inputs: &[Option<usize>],
         tied: &[bool],
-    ) -> Result<usize, String> {
+    ) -> Result<usize, SearchError> {
         if inputs.len() != rule.inputs.len() {
-            return Err(format!(
-                "`{name}`: {} inputs given, rule `{}` has {}",
-                inputs.len(),
-                rule.name,
-                rule.inputs.len()
-            ));
+            return Err(SearchError::InputCount {
+                op: name.into(),
+                given: inputs.len(),
+                rule: rule.name.clone(),
+                expected: rule.inputs.len(),
+            });
         }
         let out_view = self.view(&rule.output, &bind)?;
         let out_bytes = eval(
-            &tensor_bytes(&rule.output, self.dtype_bytes)
-                .substitute_all(&bind)
-                .map_err(|e| e.to_string())?,
+            &tensor_bytes(&rule.output, self.dtype_bytes).substitute_all(&bind)?,
             &self.values,
         )?;
         let mut ins = Vec::new();
@@ -486,7 +488,11 @@ impl Problem {
             let from = inputs[k];
             if let Some(p) = from {
                 if p >= self.ops.len() {
-                    return Err(format!("`{name}`: input `{}` from unknown op {p}", t.name));
+                    return Err(SearchError::UnknownProducer {
+                        op: name.into(),
+                        input: t.name.clone(),
+                        producer: p,
+                    });
                 }
             }
             let mut view = self.view(t, &bind)?;
@@ -552,12 +558,10 @@ impl Problem {
         rule: &OpRule,
         bind: &BTreeMap<String, Poly>,
         mode: SourceMode,
-    ) -> Result<usize, String> {
+    ) -> Result<usize, SearchError> {
         let out_view = self.view(&rule.output, bind)?;
         let out_bytes = eval(
-            &tensor_bytes(&rule.output, self.dtype_bytes)
-                .substitute_all(bind)
-                .map_err(|e| e.to_string())?,
+            &tensor_bytes(&rule.output, self.dtype_bytes).substitute_all(bind)?,
             &self.values,
         )?;
         let mut cuts = Vec::new();
@@ -597,7 +601,10 @@ impl Problem {
         let only = match &mode {
             SourceMode::Fixed(labels) => {
                 if labels.len() != self.axes.len() {
-                    return Err(format!("source `{name}`: {} labels", labels.len()));
+                    return Err(SearchError::SourceLabels {
+                        name: name.into(),
+                        labels: labels.len(),
+                    });
                 }
                 let mut choice = Vec::new();
                 for l in labels {
@@ -605,8 +612,9 @@ impl Problem {
                         "R" => None,
                         _ => {
                             let found = cuts.iter().position(|c| self.place_label(c.place) == *l);
-                            Some(found.ok_or_else(|| {
-                                format!("source `{name}`: no placement `{l}` in its view")
+                            Some(found.ok_or_else(|| SearchError::SourcePlacement {
+                                name: name.into(),
+                                label: l.clone(),
                             })?)
                         }
                     };
@@ -718,10 +726,13 @@ impl Problem {
     }
 
     /// Prices one choice of one operator exactly.
-    pub fn price(&self, op: usize, choice: &[Option<usize>]) -> Result<Priced, String> {
+    pub fn price(&self, op: usize, choice: &[Option<usize>]) -> Result<Priced, SearchError> {
         let o = &self.ops[op];
         if !self.valid(op, choice) {
-            return Err(format!("`{}`: invalid choice {choice:?}", o.name));
+            return Err(SearchError::InvalidChoice {
+                op: o.name.clone(),
+                choice: format!("{choice:?}"),
+            });
         }
         let (rule, bind, tied) = match &o.kind {
             Kind::Source => {
@@ -750,18 +761,20 @@ impl Problem {
                 cut_of.push((a, cut));
             }
         }
-        let entry = derive(rule, &splits, self.dtype_bytes)
-            .map_err(|e| format!("`{}`: {}", o.name, e.reason))?;
-        let f = |p: &Poly| -> Result<Rational, String> {
-            let m = p.substitute_all(bind).map_err(|e| e.to_string())?;
+        let entry = derive(rule, &splits, self.dtype_bytes).map_err(|e| SearchError::Derive {
+            op: o.name.clone(),
+            why: e.reason,
+        })?;
+        let f = |p: &Poly| -> Result<Rational, SearchError> {
+            let m = p.substitute_all(bind)?;
             eval(&m, &self.values)
         };
         let mut cost = f(&entry.forward.compute)? + f(&entry.backward.compute)?;
-        let kappa = |name: &str| -> Result<&Rational, String> {
+        let kappa = |name: &str| -> Result<&Rational, SearchError> {
             Self::axis_of(name)
                 .and_then(|a| self.axes.get(a))
                 .map(|a| &a.kappa)
-                .ok_or_else(|| format!("unknown axis `{name}`"))
+                .ok_or_else(|| SearchError::UnknownAxis(name.into()))
         };
         for c in &entry.forward.collectives {
             if c.kind == CollectiveKind::AllReduce && c.tensor == rule.output.name {
@@ -911,13 +924,12 @@ impl Problem {
     /// The exact cost of a full assignment: operators, edges (per producer, distinct
     /// conversions once) and unfinished partial outputs. Errors on an invalid choice or a
     /// broken cycle.
-    pub fn cost(&self, a: &[Choice]) -> Result<Rational, String> {
+    pub fn cost(&self, a: &[Choice]) -> Result<Rational, SearchError> {
         if a.len() != self.ops.len() {
-            return Err(format!(
-                "{} choices for {} operators",
-                a.len(),
-                self.ops.len()
-            ));
+            return Err(SearchError::ChoiceCount {
+                choices: a.len(),
+                ops: self.ops.len(),
+            });
         }
         let priced: Vec<Priced> = (0..a.len())
             .map(|v| self.price(v, &a[v]))
@@ -927,10 +939,10 @@ impl Problem {
     }
 
     /// The exact cost of priced choices, one per operator (see [`Problem::cost`]).
-    pub fn cost_of(&self, priced: &[&Priced]) -> Result<Rational, String> {
+    pub fn cost_of(&self, priced: &[&Priced]) -> Result<Rational, SearchError> {
         if let Some((s, e)) = self.cycle {
             if priced[s].out != priced[e].out {
-                return Err("the block input and output placements differ".into());
+                return Err(SearchError::BoundaryDiffers);
             }
         }
         let mut total: Rational = priced.iter().map(|p| p.cost.clone()).sum();
@@ -979,11 +991,11 @@ impl Problem {
         values: &Bindings,
         axes: Vec<Axis>,
         known: &BTreeMap<String, Vec<String>>,
-    ) -> Result<Problem, String> {
-        let block = model
-            .blocks
-            .get(bi)
-            .ok_or_else(|| format!("model `{}` has no block {bi}", model.name))?;
+    ) -> Result<Problem, SearchError> {
+        let block = model.blocks.get(bi).ok_or_else(|| SearchError::NoBlock {
+            model: model.name.clone(),
+            block: bi,
+        })?;
         let n_axes = axes.len();
         let mut p = Problem::new(
             &format!("{}/{}", model.name, block.name),
@@ -1024,11 +1036,10 @@ impl Problem {
             for (_, prod) in &node.inputs {
                 tied.push(matches!(prod, Producer::Tied(_)));
                 let from = match prod {
-                    Producer::Op { block: b, node: pn } if *b == bi => {
-                        Some(*pos.get(pn).ok_or_else(|| {
-                            format!("`{}` reads an operator not yet placed", node.name)
-                        })?)
-                    }
+                    Producer::Op { block: b, node: pn } if *b == bi => Some(
+                        *pos.get(pn)
+                            .ok_or_else(|| SearchError::NotYetPlaced(node.name.clone()))?,
+                    ),
                     Producer::Op { block: b, node: pn } => {
                         let other = &model.blocks[*b].graph[*pn];
                         let s = match sources.get(&(*b, *pn)) {
@@ -1175,7 +1186,7 @@ pub fn synthetic(
     size: usize,
     shape: Shape,
     axes: Vec<Axis>,
-) -> Result<Problem, String> {
+) -> Result<Problem, SearchError> {
     let mut rng = SplitMix::new(seed);
     let mut pick = |choices: &[i64]| choices[rng.below(choices.len() as u64) as usize];
     let mut values = Bindings::new();
@@ -1219,11 +1230,11 @@ struct Gen<'a> {
 }
 
 impl Gen<'_> {
-    fn rule(&self, name: &str) -> Result<OpRule, String> {
+    fn rule(&self, name: &str) -> Result<OpRule, SearchError> {
         self.rules
             .get(name)
             .cloned()
-            .ok_or_else(|| format!("no shipped rule `{name}`"))
+            .ok_or_else(|| SearchError::NoRule(name.into()))
     }
 
     fn name(&mut self, rule: &str) -> String {
@@ -1238,8 +1249,8 @@ impl Gen<'_> {
         from: Option<usize>,
         feat: &'static str,
         force: u64,
-    ) -> Result<(usize, &'static str), String> {
-        let rows = Poly::parse("B*S").map_err(|e| e.to_string())?;
+    ) -> Result<(usize, &'static str), SearchError> {
+        let rows = Poly::parse("B*S")?;
         let kind = if force > 0 {
             force
         } else {
@@ -1297,14 +1308,14 @@ impl Gen<'_> {
         cur: (usize, &'static str),
         target: usize,
         depth: u32,
-    ) -> Result<(usize, &'static str), String> {
+    ) -> Result<(usize, &'static str), SearchError> {
         let room = target.saturating_sub(p.ops.len());
         if depth == 0 || room < 3 || self.rng.below(2) == 0 {
             return self.unary(p, Some(cur.0), cur.1, 0);
         }
         // Parallel: a residual (identity branch) or two branches, joined by an addition.
         let feat = cur.1;
-        let branch = |g: &mut Self, p: &mut Problem| -> Result<usize, String> {
+        let branch = |g: &mut Self, p: &mut Problem| -> Result<usize, SearchError> {
             let kind = 2 + g.rng.below(4);
             let mut b = g.unary(p, Some(cur.0), feat, kind)?;
             if g.rng.below(2) == 0 && p.ops.len() + 2 < target {
@@ -1323,10 +1334,7 @@ impl Gen<'_> {
         };
         let r = self.rule("add")?;
         let bind: BTreeMap<String, Poly> = [
-            (
-                "b".to_string(),
-                Poly::parse("B*S").map_err(|e| e.to_string())?,
-            ),
+            ("b".to_string(), Poly::parse("B*S")?),
             ("h".to_string(), Poly::symbol(feat)),
         ]
         .into_iter()

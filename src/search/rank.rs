@@ -3,6 +3,7 @@
 //! cost.
 
 use super::auto::{auto_tp_layout, same_as_annotated, AutoLayout};
+use super::error::{Rejection, Rejections, SearchError};
 use super::steer::Steer;
 use crate::calib::Calibration;
 use crate::model::Model;
@@ -158,8 +159,8 @@ pub struct RankResult {
     pub evaluated: usize,
     /// Feasible among them.
     pub feasible: usize,
-    /// Strategies rejected before pricing, by reason.
-    pub rejected: BTreeMap<String, usize>,
+    /// Strategies rejected before pricing, by kind and reason.
+    pub rejected: Rejections,
     /// Strategies simulated to find the fastest (ranking in seconds).
     pub simulated: usize,
     /// Range of the factor λ scaling every κ over which the top strategy stays first.
@@ -178,7 +179,7 @@ pub struct RankResult {
     /// found).
     pub auto_layouts: Vec<AutoLayout>,
     /// Degrees whose auto layout could not be found, and why.
-    pub auto_failed: BTreeMap<u64, String>,
+    pub auto_failed: BTreeMap<u64, SearchError>,
     /// Degrees whose auto layout is the annotated one (priced once, as annotated).
     pub auto_same: Vec<u64>,
     /// Seconds spent finding the auto layouts.
@@ -325,8 +326,11 @@ pub const MAX_CP: u64 = 32;
 /// up to [`MAX_CP`] that keeps 2·cp dividing S and at least [`MIN_CP_TOKENS`] tokens per rank
 /// (a degree fixed by `--fix cp=` needs only the first and the model's checks).
 fn context_degrees(model: &Model, values: &Bindings, left: u64, steer: &Steer) -> Vec<u64> {
-    let seq = values
-        .get(crate::parallel::analysis::SEQ)
+    let seq = model
+        .roles
+        .sequence
+        .as_ref()
+        .and_then(|s| values.get(s))
         .filter(|s| s.is_integer())
         .and_then(|s| s.to_integer().to_u64());
     divisors(left)
@@ -364,9 +368,8 @@ fn divisors(n: u64) -> Vec<u64> {
     v
 }
 
-fn reject(map: &mut BTreeMap<String, usize>, why: impl std::fmt::Display) {
-    // Identical reasons are counted together; each is kept whole.
-    *map.entry(why.to_string()).or_insert(0) += 1;
+fn reject(rejected: &mut Rejections, why: impl Into<Rejection>) {
+    rejected.add(&why.into());
 }
 
 /// Ranks the strategies of `model` on `opts.devices` devices.
@@ -375,7 +378,7 @@ pub fn rank(
     values: &Bindings,
     calib: &Calibration,
     opts: &RankOptions,
-) -> Result<RankResult, String> {
+) -> Result<RankResult, SearchError> {
     rank_with_progress(model, values, calib, opts, &mut |_, _| {})
 }
 
@@ -386,16 +389,16 @@ pub fn rank_with_progress(
     calib: &Calibration,
     opts: &RankOptions,
     progress: &mut dyn FnMut(usize, usize),
-) -> Result<RankResult, String> {
+) -> Result<RankResult, SearchError> {
     let start = Instant::now();
     if opts.devices == 0 {
-        return Err("--devices must be at least 1".into());
+        return Err(SearchError::NoDevices);
     }
     if opts.devices > MAX_DEVICES {
-        return Err(format!(
-            "--devices {} is absurd (more than {MAX_DEVICES})",
-            opts.devices
-        ));
+        return Err(SearchError::AbsurdDevices {
+            devices: opts.devices,
+            most: MAX_DEVICES,
+        });
     }
     // Bind every symbol the search does not vary (all but the batch, which micro-batching
     // divides, and the vocabulary, which tensor parallelism may pad).
@@ -403,7 +406,9 @@ pub fn rank_with_progress(
     if let Some(b) = &model.batch {
         fixed.remove(b);
     }
-    fixed.remove("V");
+    if let Some(v) = &model.roles.vocab {
+        fixed.remove(v);
+    }
     // Context-parallel analyses (at p_cp = 1 they evaluate exactly as the plain ones), each
     // block's per-operator polynomials summed once, for every (dp, tp, micro-batch) choice.
     let variant = |sp: bool, overrides: &BTreeMap<String, String>, auto: bool| {
@@ -417,13 +422,12 @@ pub fn rank_with_progress(
         };
         let sp_matters = !auto
             || model.ops().any(|(_, n)| {
-                crate::parallel::plan(n, &layout, model.batch.as_deref())
-                    != crate::parallel::plan(n, &off, model.batch.as_deref())
+                crate::parallel::plan(n, &layout, model) != crate::parallel::plan(n, &off, model)
             });
         analyse(model, &layout)
             .context_parallel()
             .bind(&fixed)
-            .map_err(|e| e.to_string())
+            .map_err(SearchError::from)
             .map(|analysis| Variant {
                 sp,
                 auto,
@@ -442,7 +446,7 @@ pub fn rank_with_progress(
         .batch_value(values)
         .cloned()
         .unwrap_or_else(Rational::one);
-    let mut rejected = BTreeMap::new();
+    let mut rejected = Rejections::default();
     let mut estimates: Vec<(Cand, Estimate)> = Vec::new();
     let kappa_intra = calib.balance(Tier::Intra).to_f64().unwrap_or(f64::MAX);
     let kappa_inter = calib.balance(Tier::Inter).to_f64().unwrap_or(f64::MAX);
@@ -484,7 +488,7 @@ pub fn rank_with_progress(
             .collect();
         tps.sort_unstable();
         tps.dedup();
-        let found: Vec<(u64, Result<AutoLayout, String>)> = tps
+        let found: Vec<(u64, Result<AutoLayout, SearchError>)> = tps
             .par_iter()
             .map(|&tp| {
                 (
@@ -511,8 +515,8 @@ pub fn rank_with_progress(
                     };
                     match crate::parallel::check_overrides(model, &layout) {
                         Ok(()) => kept.push(a),
-                        Err((op, e)) => {
-                            auto_failed.insert(tp, format!("`{op}`: {e}"));
+                        Err((op, why)) => {
+                            auto_failed.insert(tp, SearchError::Override { op, why });
                         }
                     }
                 }
@@ -525,7 +529,7 @@ pub fn rank_with_progress(
                 distinct.push(&a.placements);
             }
         }
-        let built: Vec<Result<(Variant, Variant), String>> = distinct
+        let built: Vec<Result<(Variant, Variant), SearchError>> = distinct
             .par_iter()
             .map(|p| Ok((variant(false, p, true)?, variant(true, p, true)?)))
             .collect();
@@ -554,7 +558,7 @@ pub fn rank_with_progress(
         }
         let per_dp = &batch / Rational::from_integer(dp.into());
         if !per_dp.is_integer() {
-            reject(&mut rejected, format!("batch not divisible by dp = {dp}"));
+            reject(&mut rejected, Rejection::BatchNotDivisible { dp });
             continue;
         }
         let per_dp: u64 = per_dp.to_integer().try_into().unwrap_or(1);
@@ -577,14 +581,14 @@ pub fn rank_with_progress(
             vs.extend(a);
         }
         if vs.is_empty() {
-            let why = auto_failed
-                .get(&tp)
-                .cloned()
-                .unwrap_or_else(|| "it is the annotated layout".into());
-            reject(
-                &mut rejected,
-                format!("no auto layout at tp = {tp} ({why})"),
-            );
+            let why = match auto_failed.get(&tp) {
+                Some(e) => Rejection::NoAutoLayout {
+                    tp,
+                    why: Box::new(e.clone()),
+                },
+                None => Rejection::AutoIsAnnotated { tp },
+            };
+            reject(&mut rejected, why);
             continue;
         }
         for m in mbs {
@@ -718,23 +722,19 @@ pub fn rank_with_progress(
         }
     }
     if estimates.is_empty() && !steer.is_free() {
-        let mut why: Vec<(&String, &usize)> = rejected.iter().collect();
+        let by_message = rejected.by_message();
+        let mut why: Vec<(&String, &usize)> = by_message.iter().collect();
         why.sort_by(|a, b| b.1.cmp(a.1));
         let why: Vec<String> = why
             .iter()
             .take(3)
             .map(|(w, n)| format!("{n}× {w}"))
             .collect();
-        return Err(format!(
-            "no strategy of {} devices satisfies {}{}",
-            opts.devices,
-            steer,
-            if why.is_empty() {
-                String::new()
-            } else {
-                format!(" (rejected: {})", why.join("; "))
-            }
-        ));
+        return Err(SearchError::NoStrategy {
+            devices: opts.devices,
+            steer: steer.to_string(),
+            rejected: why.join("; "),
+        });
     }
     // Order everything in floating point, then price exactly every strategy that could be
     // among the shown rows (a relative margin of 1e-6 around the last one) and every strategy
@@ -996,7 +996,7 @@ struct SecondsSearch<'a> {
     kappa: &'a dyn Fn(Tier) -> f64,
     evaluated: usize,
     feasible: usize,
-    rejected: BTreeMap<String, usize>,
+    rejected: Rejections,
     start: Instant,
 }
 
@@ -1010,7 +1010,7 @@ fn rank_by_seconds(
     calib: &Calibration,
     opts: &RankOptions,
     search: SecondsSearch,
-) -> Result<RankResult, String> {
+) -> Result<RankResult, SearchError> {
     use crate::timeline::bound::{chains, lower_bound, virtual_stages, Chains};
     let rates = crate::timeline::Rates::of(calib);
     let kappa_hbm = calib.hbm_balance().to_f64().unwrap_or(f64::MAX);

@@ -23,6 +23,7 @@
 //! Costs are scaled to exact integers by the least common denominator of every price, so the
 //! search runs on `i128`; results are returned as exact rationals.
 
+use super::error::SearchError;
 use super::problem::{facilities, AxisPlace, Choice, Facility, Priced, Problem};
 use crate::calib::Calibration;
 use crate::model::Model;
@@ -163,9 +164,9 @@ impl Table {
 
     /// Parallel composition of two sub-graphs between the same boundaries whose costs are
     /// independent given the boundary placements: entries add (labels must agree).
-    pub fn par(&self, other: &Table) -> Result<Table, String> {
+    pub fn par(&self, other: &Table) -> Result<Table, SearchError> {
         if self.rows != other.rows || self.cols != other.cols {
-            return Err("parallel tables need the same boundary placements".into());
+            return Err(SearchError::TableBoundaries);
         }
         let cost = self
             .cost
@@ -295,16 +296,16 @@ fn lcm_den(acc: &mut BigInt, r: &Rational) {
     *acc = acc.lcm(r.denom());
 }
 
-fn to_int(r: &Rational, scale: &BigInt) -> Result<i128, String> {
+fn to_int(r: &Rational, scale: &BigInt) -> Result<i128, SearchError> {
     let v = r.numer() * (scale / r.denom());
     v.to_i128()
         .filter(|x| x.abs() < (1i128 << 118))
-        .ok_or_else(|| "costs too large for the exact solver".to_string())
+        .ok_or(SearchError::TooLarge("costs"))
 }
 
 /// Topological order keeping few tensors live: among ready operators, the one that ends the
 /// most tensors' lives, then the one that starts none.
-fn order(p: &Problem) -> Result<Vec<usize>, String> {
+fn order(p: &Problem) -> Result<Vec<usize>, SearchError> {
     let n = p.ops.len();
     let consumers = p.consumers();
     let mut remaining: Vec<usize> = consumers.iter().map(Vec::len).collect();
@@ -340,7 +341,7 @@ fn order(p: &Problem) -> Result<Vec<usize>, String> {
                 best = Some((score, v));
             }
         }
-        let (_, v) = best.ok_or("the operators form a cycle")?;
+        let (_, v) = best.ok_or(SearchError::Cycle)?;
         done[v] = true;
         out.push(v);
         for i in &p.ops[v].inputs {
@@ -365,7 +366,7 @@ fn order(p: &Problem) -> Result<Vec<usize>, String> {
 }
 
 /// Every valid choice of every operator, priced.
-pub(crate) fn price_all(p: &Problem) -> Result<Vec<Vec<(Choice, Priced)>>, String> {
+pub(crate) fn price_all(p: &Problem) -> Result<Vec<Vec<(Choice, Priced)>>, SearchError> {
     (0..p.ops.len())
         .map(|v| {
             p.choices(v)
@@ -379,7 +380,7 @@ pub(crate) fn price_all(p: &Problem) -> Result<Vec<Vec<(Choice, Priced)>>, Strin
 /// [`price_all`], pricing once the choices that differ only by a permutation of interchangeable
 /// axes (equal size and κ, such as the halvings of one link tier) and permuting that price:
 /// an operator's cost is symmetric in such axes, and its placements follow the permutation.
-pub(crate) fn price_all_shared(p: &Problem) -> Result<Vec<Vec<(Choice, Priced)>>, String> {
+pub(crate) fn price_all_shared(p: &Problem) -> Result<Vec<Vec<(Choice, Priced)>>, SearchError> {
     let k = p.axes.len();
     let mut classes: Vec<Vec<usize>> = Vec::new();
     for a in 0..k {
@@ -438,7 +439,7 @@ pub(crate) fn price_all_shared(p: &Problem) -> Result<Vec<Vec<(Choice, Priced)>>
 }
 
 /// Compiles `p`; `shared` prices choices equal up to interchangeable axes once.
-fn compile(p: &Problem, shared: bool) -> Result<Compiled, String> {
+fn compile(p: &Problem, shared: bool) -> Result<Compiled, SearchError> {
     let n = p.ops.len();
     let priced = if shared {
         price_all_shared(p)?
@@ -475,11 +476,10 @@ fn compile(p: &Problem, shared: bool) -> Result<Compiled, String> {
         }
     }
     if let Some(q) = facs.iter().position(|f| f.len() > 128) {
-        return Err(format!(
-            "`{}` has too many distinct conversions for the exact solver (axes: {})",
-            p.ops[q].name,
-            p.axes.len()
-        ));
+        return Err(SearchError::TooManyConversions {
+            op: p.ops[q].name.clone(),
+            axes: p.axes.len(),
+        });
     }
     // A facility's cost depends on the producer's placement only through its placement on the
     // facility's axis and the devices its other axes shard it over: each distinct value is
@@ -660,7 +660,7 @@ fn run(
     pin: Option<(usize, usize)>,
     limits: Limits<'_>,
     step_done: &mut dyn FnMut(usize, usize),
-) -> Result<Ran, String> {
+) -> Result<Ran, SearchError> {
     let n = p.ops.len();
     let mut remaining: Vec<usize> = vec![0; n];
     for o in &p.ops {
@@ -690,13 +690,13 @@ fn run(
     let pin_pos = |v: usize| pin.and_then(|_| c.order.iter().position(|&u| u == v));
     let (pin_from, pin_to) = match pin {
         Some((s, e)) => (
-            pin_pos(s).ok_or("pinned source out of range")?,
-            pin_pos(e).ok_or("pinned operator out of range")?,
+            pin_pos(s).ok_or(SearchError::PinOutOfRange("source"))?,
+            pin_pos(e).ok_or(SearchError::PinOutOfRange("operator"))?,
         ),
         None => (usize::MAX, usize::MAX),
     };
     if pin.is_some() && pin_from > pin_to {
-        return Err("the block input is placed after the block output".into());
+        return Err(SearchError::InputAfterOutput);
     }
     // Whether the pin is carried in the state after step `s` (as its last element).
     let pinned_after = |s: usize| pin.is_some() && s >= pin_from && s < pin_to;
@@ -847,10 +847,11 @@ fn run(
                     .collect();
             }
             None if next_states.len() > MAX_STATES => {
-                return Err(format!(
-                    "the exact search of `{}` needs more than {MAX_STATES} states at `{}`",
-                    p.name, p.ops[v].name
-                ));
+                return Err(SearchError::TooManyStates {
+                    problem: p.name.clone(),
+                    states: MAX_STATES,
+                    op: p.ops[v].name.clone(),
+                });
             }
             _ => {}
         }
@@ -891,12 +892,15 @@ fn rational(v: i128, scale: &BigInt) -> Rational {
 }
 
 /// The exact optimum of a problem (honouring its cycle, if any).
-pub fn solve(p: &Problem) -> Result<Solution, String> {
-    solve_within(p, None)?.ok_or_else(|| format!("`{}` has no valid layout", p.name))
+pub fn solve(p: &Problem) -> Result<Solution, SearchError> {
+    solve_within(p, None)?.ok_or_else(|| SearchError::NoLayout(p.name.clone()))
 }
 
 /// The exact optimum among layouts costing at most `bound` (None: no layout does).
-pub fn solve_within(p: &Problem, bound: Option<&Rational>) -> Result<Option<Solution>, String> {
+pub fn solve_within(
+    p: &Problem,
+    bound: Option<&Rational>,
+) -> Result<Option<Solution>, SearchError> {
     let r = solve_bounded(
         p,
         &Search {
@@ -961,7 +965,7 @@ pub fn solve_bounded(
     p: &Problem,
     search: &Search,
     progress: &mut dyn FnMut(usize, usize),
-) -> Result<Bounded, String> {
+) -> Result<Bounded, SearchError> {
     let c = compile(p, true)?;
     let b = scaled_bound(search.bound.as_ref(), &c)?;
     // The guide as choice positions, if every choice of it is one the problem allows.
@@ -1004,7 +1008,7 @@ pub fn solve_bounded(
     })
 }
 
-fn scaled_bound(bound: Option<&Rational>, c: &Compiled) -> Result<Option<i128>, String> {
+fn scaled_bound(bound: Option<&Rational>, c: &Compiled) -> Result<Option<i128>, SearchError> {
     match bound {
         Some(r) => {
             // Round up so that a layout costing exactly `bound` survives.
@@ -1014,7 +1018,7 @@ fn scaled_bound(bound: Option<&Rational>, c: &Compiled) -> Result<Option<i128>, 
                     .ceil()
                     .to_integer()
                     .to_i128()
-                    .ok_or("bound too large")?,
+                    .ok_or(SearchError::TooLarge("the bound"))?,
             ))
         }
         None => Ok(None),
@@ -1035,7 +1039,7 @@ fn solution(c: &Compiled, cost: i128, picks: &[usize]) -> Solution {
 /// The exact optimum the plain way, the oracle for [`solve_bounded`]: every choice priced on
 /// its own (no sharing between equal axes) and, for a cycle, one programme per placement of
 /// the block input.
-pub fn solve_reference(p: &Problem) -> Result<Solution, String> {
+pub fn solve_reference(p: &Problem) -> Result<Solution, SearchError> {
     let c = compile(p, false)?;
     let limits = Limits {
         bound: None,
@@ -1050,7 +1054,7 @@ pub fn solve_reference(p: &Problem) -> Result<Solution, String> {
         .into_iter()
         .min_by_key(|(_, cost, _)| *cost)
         .map(|(_, cost, picks)| solution(&c, cost, &picks))
-        .ok_or_else(|| format!("`{}` has no valid layout", p.name))
+        .ok_or_else(|| SearchError::NoLayout(p.name.clone()))
 }
 
 /// One programme per placement of a cycle's block input, the block output restricted to the
@@ -1060,7 +1064,7 @@ fn per_placement(
     c: &Compiled,
     limits: Limits<'_>,
     progress: &mut dyn FnMut(usize, usize),
-) -> Result<Ran, String> {
+) -> Result<Ran, SearchError> {
     let mut all = Ran {
         finals: Vec::new(),
         dropped: None,
@@ -1095,9 +1099,9 @@ fn per_placement(
 /// The table of a problem between source `entry` (rows: its placements) and operator `exit`
 /// (columns: its output placements; no consumers, its output handed on). The problem's cycle,
 /// if any, is ignored: the table is what repeats.
-pub fn table(p: &Problem, entry: usize, exit: usize) -> Result<Table, String> {
+pub fn table(p: &Problem, entry: usize, exit: usize) -> Result<Table, SearchError> {
     if entry >= p.ops.len() || exit >= p.ops.len() {
-        return Err("table boundary out of range".into());
+        return Err(SearchError::TableBoundary);
     }
     let mut q = p.clone();
     q.cycle = None;
@@ -1145,9 +1149,9 @@ pub fn best_tp_layout(
     tp: u64,
     calib: &Calibration,
     gpus_per_node: u64,
-) -> Result<(BTreeMap<String, Option<String>>, Rational), String> {
+) -> Result<(BTreeMap<String, Option<String>>, Rational), SearchError> {
     if tp == 0 {
-        return Err("tp must be at least 1".into());
+        return Err(SearchError::TpZero);
     }
     let axes = Problem::tp_axis(tp, gpus_per_node, calib);
     let mut known: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -1156,7 +1160,7 @@ pub fn best_tp_layout(
     for (bi, block) in model.blocks.iter().enumerate() {
         let p = Problem::from_block(model, bi, values, axes.clone(), &known)?;
         let s = solve(&p)?;
-        let repeat = block.repeat.eval(values).map_err(|e| e.to_string())?;
+        let repeat = block.repeat.eval(values)?;
         total += repeat * &s.cost;
         layout.extend(block_placements(&p, &s, &mut known)?);
     }
@@ -1170,7 +1174,7 @@ pub(crate) fn block_placements(
     p: &Problem,
     s: &Solution,
     known: &mut BTreeMap<String, Vec<String>>,
-) -> Result<Vec<(String, Option<String>)>, String> {
+) -> Result<Vec<(String, Option<String>)>, SearchError> {
     let mut out = Vec::new();
     for (v, o) in p.ops.iter().enumerate() {
         if o.is_source() {
@@ -1202,14 +1206,17 @@ pub fn overrides(layout: &BTreeMap<String, Option<String>>) -> BTreeMap<String, 
 /// Improves a layout one operator at a time: each operator in turn takes its cheapest choice
 /// with the others fixed, until no single change helps. The result is a local optimum, a
 /// bound for [`solve_within`].
-pub fn polish(p: &Problem, start: &[Choice]) -> Result<Solution, String> {
+pub fn polish(p: &Problem, start: &[Choice]) -> Result<Solution, SearchError> {
     let priced = price_all(p)?;
     let mut pick: Vec<usize> = Vec::with_capacity(p.ops.len());
     for (v, c) in start.iter().enumerate() {
         let i = priced
             .get(v)
             .and_then(|list| list.iter().position(|(x, _)| x == c))
-            .ok_or_else(|| format!("invalid choice for `{}`", p.ops[v].name))?;
+            .ok_or_else(|| SearchError::InvalidChoice {
+                op: p.ops[v].name.clone(),
+                choice: "for the polish".into(),
+            })?;
         pick.push(i);
     }
     let cost_of = |pick: &[usize]| -> Option<Rational> {
@@ -1220,7 +1227,7 @@ pub fn polish(p: &Problem, start: &[Choice]) -> Result<Solution, String> {
             .collect();
         p.cost_of(&refs).ok()
     };
-    let mut best = cost_of(&pick).ok_or("the starting layout is invalid")?;
+    let mut best = cost_of(&pick).ok_or(SearchError::InvalidStart)?;
     loop {
         let mut improved = false;
         for v in 0..pick.len() {

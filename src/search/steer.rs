@@ -1,6 +1,7 @@
 //! Steering the `rank` search: knobs fixed to a value or capped (`--fix tp=8,pp=4,zero=1`,
 //! `--max tp=8`), and memory given with units (`75GB`, `80GiB`) or as headroom (`10%`).
 
+use super::error::SteerError;
 use crate::strategy::{Knobs, Recompute, Schedule};
 use crate::sym::Rational;
 use num_traits::{One, Zero};
@@ -100,9 +101,14 @@ impl Steer {
     }
 
     /// Adds `--fix` items (`tp=8,pp=4,zero=1`); `flag` names the option in errors.
-    pub fn fix(&mut self, list: &str, flag: &str) -> Result<(), String> {
+    pub fn fix(&mut self, list: &str, flag: &str) -> Result<(), SteerError> {
         for (name, value) in items(list, flag)? {
-            let bad = |what: &str| format!("{flag} `{name}={value}`: {what}");
+            let bad = |what: &str| SteerError::BadValue {
+                flag: flag.into(),
+                name: name.into(),
+                value: value.into(),
+                why: what.into(),
+            };
             match name {
                 "schedule" => {
                     let s = Schedule::from_name(value)
@@ -133,52 +139,61 @@ impl Steer {
     }
 
     /// Adds `--max` items (`tp=8`).
-    pub fn max(&mut self, list: &str, flag: &str) -> Result<(), String> {
+    pub fn max(&mut self, list: &str, flag: &str) -> Result<(), SteerError> {
         for (name, value) in items(list, flag)? {
             if matches!(
                 name,
                 "schedule" | "sp" | "sequence-parallel" | "sequence_parallel" | "recompute"
             ) {
-                return Err(format!(
-                    "{flag} `{name}={value}`: `{name}` has no order; use --fix {name}={value}"
-                ));
+                return Err(SteerError::BadValue {
+                    flag: flag.into(),
+                    name: name.into(),
+                    value: value.into(),
+                    why: format!("`{name}` has no order; use --fix {name}={value}"),
+                });
             }
             let v = number(name, value, flag)?;
             let b = self.bound_mut(name).ok_or_else(|| unknown(name, flag))?;
-            set_once(&mut b.max, v, || {
-                format!("{flag} `{name}={value}`: given twice")
+            set_once(&mut b.max, v, || SteerError::BadValue {
+                flag: flag.into(),
+                name: name.into(),
+                value: value.into(),
+                why: "given twice".into(),
             })?;
         }
         self.check()
     }
 
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), SteerError> {
         for (name, b) in self.bounds() {
             if let (Some(f), Some(m)) = (b.fixed, b.max) {
                 if f > m {
-                    return Err(format!("--fix {name}={f} exceeds --max {name}={m}"));
+                    return Err(SteerError::FixAboveMax {
+                        name,
+                        fixed: f,
+                        max: m,
+                    });
                 }
             }
         }
         if let Some(z) = self.zero.fixed {
             if z > 3 {
-                return Err(format!("--fix zero={z}: ZeRO stages are 0, 1, 2 and 3"));
+                return Err(SteerError::ZeroStage(z));
             }
         }
         if let (Some(s), Some(c)) = (self.schedule, self.chunks.fixed) {
             if s == Schedule::Interleaved && c < 2 {
-                return Err(format!(
-                    "--fix chunks={c} with schedule=interleaved-1f1b: interleaving needs at least 2 chunks"
-                ));
+                return Err(SteerError::InterleavedChunks(c));
             }
             if s != Schedule::Interleaved && c > 1 {
-                return Err(format!(
-                    "--fix chunks={c} needs schedule=interleaved-1f1b, not {s}"
-                ));
+                return Err(SteerError::ChunksWithoutInterleaving {
+                    chunks: c,
+                    schedule: s.to_string(),
+                });
             }
         }
         if self.sequence_parallel == Some(true) && self.tp.fixed == Some(1) {
-            return Err("--fix sp=on needs tp > 1".into());
+            return Err(SteerError::SequenceParallelOneRank);
         }
         Ok(())
     }
@@ -199,7 +214,7 @@ impl Steer {
 
     /// Checks the constraints against `devices`: a fixed dp, tp, pp or cp must divide them, and
     /// so must the product of the fixed ones.
-    pub fn check_devices(&self, devices: u64) -> Result<(), String> {
+    pub fn check_devices(&self, devices: u64) -> Result<(), SteerError> {
         let mut product = 1u64;
         let mut named = Vec::new();
         for (name, b) in [
@@ -210,25 +225,29 @@ impl Steer {
         ] {
             if let Some(f) = b.fixed {
                 if !devices.is_multiple_of(f) {
-                    return Err(format!(
-                        "--fix {name}={f}: {f} does not divide the {devices} devices"
-                    ));
+                    return Err(SteerError::DegreeDevices {
+                        name,
+                        degree: f,
+                        devices,
+                    });
                 }
                 product = product.saturating_mul(f);
                 named.push(format!("{name}={f}"));
             }
         }
         if !devices.is_multiple_of(product) {
-            return Err(format!(
-                "--fix {}: dp × tp × pp × cp = {product} does not divide the {devices} devices",
-                named.join(",")
-            ));
+            return Err(SteerError::ProductDevices {
+                fixed: named.join(","),
+                product,
+                devices,
+            });
         }
         if named.len() == 4 && product != devices {
-            return Err(format!(
-                "--fix {}: dp × tp × pp × cp = {product}, not the {devices} devices",
-                named.join(",")
-            ));
+            return Err(SteerError::ProductNotDevices {
+                fixed: named.join(","),
+                product,
+                devices,
+            });
         }
         Ok(())
     }
@@ -293,7 +312,11 @@ impl fmt::Display for Steer {
     }
 }
 
-fn set_once<T>(slot: &mut Option<T>, v: T, twice: impl Fn() -> String) -> Result<(), String> {
+fn set_once<T>(
+    slot: &mut Option<T>,
+    v: T,
+    twice: impl Fn() -> SteerError,
+) -> Result<(), SteerError> {
     if slot.is_some() {
         return Err(twice());
     }
@@ -301,42 +324,52 @@ fn set_once<T>(slot: &mut Option<T>, v: T, twice: impl Fn() -> String) -> Result
     Ok(())
 }
 
-fn unknown(name: &str, flag: &str) -> String {
-    format!("{flag}: unknown knob `{name}` (known: {})", known())
+fn unknown(name: &str, flag: &str) -> SteerError {
+    SteerError::UnknownKnob {
+        flag: flag.into(),
+        name: name.into(),
+        known: known(),
+    }
 }
 
-fn items<'a>(list: &'a str, flag: &str) -> Result<Vec<(&'a str, &'a str)>, String> {
+fn items<'a>(list: &'a str, flag: &str) -> Result<Vec<(&'a str, &'a str)>, SteerError> {
     let mut out = Vec::new();
     for item in list.split(',') {
         let item = item.trim();
         if item.is_empty() {
-            return Err(format!(
-                "{flag} `{list}`: an empty item (expected KNOB=VALUE,…)"
-            ));
+            return Err(SteerError::EmptyItem {
+                flag: flag.into(),
+                list: list.into(),
+            });
         }
-        let (name, value) = item
-            .split_once('=')
-            .ok_or_else(|| format!("{flag} `{item}`: expected KNOB=VALUE"))?;
+        let (name, value) = item.split_once('=').ok_or_else(|| SteerError::NotAnItem {
+            flag: flag.into(),
+            item: item.into(),
+        })?;
         out.push((name.trim(), value.trim()));
     }
     Ok(out)
 }
 
-fn number(name: &str, value: &str, flag: &str) -> Result<u64, String> {
+fn number(name: &str, value: &str, flag: &str) -> Result<u64, SteerError> {
+    let bad = |why: String| SteerError::BadValue {
+        flag: flag.into(),
+        name: name.into(),
+        value: value.into(),
+        why,
+    };
     let v: u64 = value
         .parse()
-        .map_err(|_| format!("{flag} `{name}={value}`: `{value}` is not a whole number"))?;
+        .map_err(|_| bad(format!("`{value}` is not a whole number")))?;
     let min = if name == "zero" { 0 } else { 1 };
     if v < min {
-        return Err(format!(
-            "{flag} `{name}={value}`: `{name}` must be at least 1"
-        ));
+        return Err(bad(format!("`{name}` must be at least 1")));
     }
     if v > crate::strategy::MAX_DEVICES {
-        return Err(format!(
-            "{flag} `{name}={value}`: absurd (more than {})",
+        return Err(bad(format!(
+            "absurd (more than {})",
             crate::strategy::MAX_DEVICES
-        ));
+        )));
     }
     Ok(v)
 }
@@ -345,7 +378,7 @@ fn number(name: &str, value: &str, flag: &str) -> Result<u64, String> {
 /// `KB`, `MB`, `GB`, `TB` (powers of 1000) or `KiB`, `MiB`, `GiB`, `TiB` (powers of 1024), `B`
 /// for bytes; decimals allowed (`75.5GB`), case-insensitive, a space allowed before the unit.
 /// The result is exact and must be a positive whole number of bytes.
-pub fn parse_memory(text: &str) -> Result<Rational, String> {
+pub fn parse_memory(text: &str) -> Result<Rational, SteerError> {
     let t = text.trim();
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_'))
@@ -363,23 +396,22 @@ pub fn parse_memory(text: &str) -> Result<Rational, String> {
         "gib" => 1 << 30,
         "tib" => 1 << 40,
         _ => {
-            return Err(format!(
-                "memory `{text}`: unknown unit `{unit}` (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)"
-            ))
+            return Err(SteerError::MemoryUnit {
+                text: text.into(),
+                unit: unit.into(),
+            })
         }
     };
-    let value = decimal(num).ok_or_else(|| {
-        format!("memory `{text}`: expected a number with an optional unit, such as 80GB or 75.5GiB")
-    })?;
+    let value = decimal(num).ok_or_else(|| SteerError::MemoryNumber(text.into()))?;
     let bytes = value * Rational::from_integer(scale.into());
     if bytes <= Rational::zero() {
-        return Err(format!("memory `{text}` must be positive"));
+        return Err(SteerError::MemoryNotPositive(text.into()));
     }
     if !bytes.is_integer() {
-        return Err(format!("memory `{text}` is not a whole number of bytes"));
+        return Err(SteerError::MemoryFraction(text.into()));
     }
     if bytes > Rational::from_integer((1u128 << 80).into()) {
-        return Err(format!("memory `{text}` is absurd (more than 2^80 bytes)"));
+        return Err(SteerError::MemoryAbsurd(text.into()));
     }
     Ok(bytes)
 }
@@ -404,24 +436,22 @@ fn decimal(s: &str) -> Option<Rational> {
 
 /// Parses headroom: a percentage of the device memory kept free (`10%`, `12.5%`), or an amount
 /// of memory (`8GB`). Returns the usable memory of a device of `capacity` bytes.
-pub fn apply_headroom(text: &str, capacity: &Rational) -> Result<Rational, String> {
+pub fn apply_headroom(text: &str, capacity: &Rational) -> Result<Rational, SteerError> {
     let t = text.trim();
     let usable = if let Some(p) = t.strip_suffix('%') {
-        let p = decimal(p.trim())
-            .ok_or_else(|| format!("--headroom `{text}`: expected a percentage such as 10%"))?;
+        let p = decimal(p.trim()).ok_or_else(|| SteerError::HeadroomPercent(text.into()))?;
         let hundred = Rational::from_integer(100.into());
         if p >= hundred {
-            return Err(format!(
-                "--headroom `{text}` leaves no memory: below 100% please"
-            ));
+            return Err(SteerError::HeadroomAll(text.into()));
         }
         capacity * (Rational::one() - p / hundred)
     } else {
-        let h = parse_memory(t).map_err(|e| format!("--headroom: {e}"))?;
+        let h = parse_memory(t).map_err(|e| SteerError::HeadroomMemory(Box::new(e)))?;
         if &h >= capacity {
-            return Err(format!(
-                "--headroom `{text}` is all of the {capacity}-byte device memory"
-            ));
+            return Err(SteerError::HeadroomCapacity {
+                text: text.into(),
+                capacity: capacity.to_string(),
+            });
         }
         capacity - h
     };

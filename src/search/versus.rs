@@ -10,6 +10,7 @@
 //! it evaluates exactly to the evaluation's number at the model's values, so a formula shown is
 //! never one the evaluation disagrees with.
 
+use super::error::SearchError;
 use crate::model::Model;
 use crate::parallel::evaluate::microbatch_bindings;
 use crate::parallel::{Analysis, Evaluation};
@@ -19,6 +20,8 @@ use crate::sym::{crossovers, Bindings, Monomial, Poly, Rational};
 use num_traits::{One, Signed, Zero};
 use serde::Serialize;
 use std::cmp::Ordering;
+use std::fmt;
+use std::rc::Rc;
 
 /// One component of the comparison.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -90,10 +93,12 @@ fn formulas(model: &Model, a: &Analysis, values: &Bindings, e: &Evaluation) -> F
             fixed.insert(name.to_string(), v.clone());
         }
     }
-    if let (Some(padded), Some(v)) = (mb.get("V"), values.get("V")) {
-        if padded != v {
-            // A padded vocabulary is a ceiling, not a polynomial: the formulas use its value.
-            fixed.insert("V".into(), padded.clone());
+    if let Some(vocab) = &model.roles.vocab {
+        if let (Some(padded), Some(v)) = (mb.get(vocab), values.get(vocab)) {
+            if padded != v {
+                // A padded vocabulary is a ceiling, not a polynomial: the formulas use its value.
+                fixed.insert(vocab.clone(), padded.clone());
+            }
         }
     }
     let m = r(k.microbatches);
@@ -483,21 +488,18 @@ pub fn sign_runs(
     x0: &Rational,
     step: &Rational,
     count: u64,
-) -> Result<Vec<(u64, u64, Ordering)>, String> {
+) -> Result<Vec<(u64, u64, Ordering)>, SearchError> {
     if count == 0 {
         return Ok(Vec::new());
     }
     let last = count - 1;
     let at = |k: u64| x0 + step * r(k);
-    let sign = |k: u64| -> Result<Ordering, String> {
+    let sign = |k: u64| -> Result<Ordering, SearchError> {
         let mut b = Bindings::new();
         b.insert(var.to_string(), at(k));
-        Ok(d.eval(&b)
-            .map_err(|e| e.to_string())?
-            .cmp(&Rational::zero()))
+        Ok(d.eval(&b)?.cmp(&Rational::zero()))
     };
-    let roots = crossovers(d, &Poly::zero(), var, &Bindings::new(), x0, &at(last))
-        .map_err(|e| e.to_string())?;
+    let roots = crossovers(d, &Poly::zero(), var, &Bindings::new(), x0, &at(last))?;
     let mut special = vec![0, last];
     for root in roots {
         let pos = (root - x0) / step;
@@ -601,7 +603,7 @@ pub struct Crossover {
 
 /// A cost evaluator: the exact relative cost at a symbol value, or why the strategy cannot run
 /// there.
-pub type Evaluator<'a> = dyn FnMut(&Rational) -> Result<Rational, String> + 'a;
+pub type Evaluator<'a, E> = dyn FnMut(&Rational) -> Result<Rational, E> + 'a;
 
 /// Values at the start of the range on which [`crossover`] checks that both strategies run.
 pub const PRESCAN: u64 = 64;
@@ -610,22 +612,22 @@ pub const PRESCAN: u64 = 64;
 pub const MAX_EVALUATIONS: usize = 4000;
 
 /// Both strategies' costs at one value (or why not).
-type Pair = (Result<Rational, String>, Result<Rational, String>);
+type Pair<E> = (Result<Rational, Rc<E>>, Result<Rational, Rc<E>>);
 
-struct Sides<'a, 'b> {
-    a: &'a mut Evaluator<'b>,
-    b: &'a mut Evaluator<'b>,
-    cache: std::collections::BTreeMap<u64, Pair>,
+struct Sides<'a, 'b, E> {
+    a: &'a mut Evaluator<'b, E>,
+    b: &'a mut Evaluator<'b, E>,
+    cache: std::collections::BTreeMap<u64, Pair<E>>,
     x0: Rational,
     step: Rational,
 }
 
-impl Sides<'_, '_> {
+impl<E: fmt::Display> Sides<'_, '_, E> {
     fn x(&self, k: u64) -> Rational {
         &self.x0 + &self.step * r(k)
     }
 
-    fn at(&mut self, k: u64) -> Result<Pair, String> {
+    fn at(&mut self, k: u64) -> Result<Pair<E>, SearchError> {
         if let Some(v) = self.cache.get(&k) {
             return Ok(v.clone());
         }
@@ -636,14 +638,13 @@ impl Sides<'_, '_> {
                     .map(|e| format!("{} (A: {e})", self.x(*k)))
                     .or_else(|| b.as_ref().err().map(|e| format!("{} (B: {e})", self.x(*k))))
             });
-            return Err(format!(
-                "more than {MAX_EVALUATIONS} evaluations: the costs change formula too often{} — narrow --from/--to or give a --step at which both strategies are valid",
-                bad.map(|b| format!(", or are invalid at values such as {b}"))
-                    .unwrap_or_default()
-            ));
+            return Err(SearchError::TooManyEvaluations {
+                limit: MAX_EVALUATIONS,
+                invalid: bad,
+            });
         }
         let x = self.x(k);
-        let v = ((self.a)(&x), (self.b)(&x));
+        let v = ((self.a)(&x).map_err(Rc::new), (self.b)(&x).map_err(Rc::new));
         self.cache.insert(k, v.clone());
         Ok(v)
     }
@@ -663,17 +664,17 @@ impl Sides<'_, '_> {
 /// [`sign_runs`] (Sturm root isolation), and every run end is checked against the full evaluation
 /// of both strategies; a disagreement halves the piece too. Every reported boundary value is thus
 /// an exact evaluation of both strategies, and so is the value next to it.
-pub fn crossover(
+pub fn crossover<E: fmt::Display>(
     var: &str,
     x0: &Rational,
     step: &Rational,
     count: u64,
     (emin, emax): (i32, i32),
-    a: &mut Evaluator<'_>,
-    b: &mut Evaluator<'_>,
-) -> Result<Crossover, String> {
+    a: &mut Evaluator<'_, E>,
+    b: &mut Evaluator<'_, E>,
+) -> Result<Crossover, SearchError> {
     if count == 0 {
-        return Err("no values to examine".into());
+        return Err(SearchError::NoValues);
     }
     let mut sides = Sides {
         a,
@@ -707,20 +708,19 @@ pub fn crossover(
                 .unwrap_or_default()
         );
         if valid.is_empty() {
-            return Err(format!(
-                "the strategies cannot both run at any of the first {scan} values ({why})"
-            ));
+            return Err(SearchError::NeverBothRun { scan, why });
         }
         let gaps: Vec<u64> = valid.windows(2).map(|w| w[1] - w[0]).collect();
         if valid.len() >= 2 && gaps.iter().all(|g| *g == gaps[0]) && gaps[0] > 1 && count > scan {
             let p = gaps[0];
-            return Err(format!(
-                "both strategies run only at every {p}th value ({var} = {}, {}, …; not {why}): give --from {} --step {}",
-                sides.x(valid[0]),
-                sides.x(valid[1]),
-                sides.x(valid[0]),
-                step * r(p)
-            ));
+            return Err(SearchError::Periodic(Box::new(super::error::Periodic {
+                period: p,
+                var: var.into(),
+                first: sides.x(valid[0]).to_string(),
+                second: sides.x(valid[1]).to_string(),
+                why,
+                step: (step * r(p)).to_string(),
+            })));
         }
     }
     let n = (emax - emin + 1).max(2) as u64;
@@ -731,7 +731,7 @@ pub fn crossover(
     while let Some((i, j)) = todo.pop() {
         let len = j - i + 1;
         let pointwise =
-            |sides: &mut Sides, runs: &mut Vec<(u64, u64, Winner)>| -> Result<(), String> {
+            |sides: &mut Sides<E>, runs: &mut Vec<(u64, u64, Winner)>| -> Result<(), SearchError> {
                 for k in i..=j {
                     let (va, vb) = sides.at(k)?;
                     runs.push((k, k, winner_of(&va, &vb)));
@@ -819,7 +819,7 @@ pub fn crossover(
                     (Ok(va), Ok(vb)) => {
                         agrees &= value(&fa, &x) == Some(va.clone())
                             && value(&fb, &x) == Some(vb.clone())
-                            && winner_of(&Ok(va), &Ok(vb)) == w;
+                            && winner_of::<E>(&Ok(va), &Ok(vb)) == w;
                     }
                     _ => agrees = false,
                 }
@@ -830,8 +830,7 @@ pub fn crossover(
             split(&mut todo);
             continue;
         }
-        let roots = crossovers(&fb, &fa, var, &Bindings::new(), &sides.x(i), &sides.x(j))
-            .map_err(|e| e.to_string())?
+        let roots = crossovers(&fb, &fa, var, &Bindings::new(), &sides.x(i), &sides.x(j))?
             .into_iter()
             .map(|x| {
                 if x.is_integer() {
@@ -883,7 +882,7 @@ pub fn crossover(
     })
 }
 
-fn winner_of(a: &Result<Rational, String>, b: &Result<Rational, String>) -> Winner {
+fn winner_of<E: fmt::Display>(a: &Result<Rational, Rc<E>>, b: &Result<Rational, Rc<E>>) -> Winner {
     match (a, b) {
         (Ok(x), Ok(y)) => match x.cmp(y) {
             Ordering::Less => Winner::A,
@@ -891,8 +890,8 @@ fn winner_of(a: &Result<Rational, String>, b: &Result<Rational, String>) -> Winn
             Ordering::Equal => Winner::Equal,
         },
         _ => Winner::Invalid {
-            a: a.as_ref().err().cloned(),
-            b: b.as_ref().err().cloned(),
+            a: a.as_ref().err().map(|e| e.to_string()),
+            b: b.as_ref().err().map(|e| e.to_string()),
         },
     }
 }
@@ -960,10 +959,10 @@ mod tests {
         let fa = Poly::parse("1000/S + S").unwrap();
         let fb = Poly::int(100);
         let ev = |p: Poly| {
-            move |x: &Rational| -> Result<Rational, String> {
+            move |x: &Rational| -> Result<Rational, crate::sym::SymError> {
                 let mut b = Bindings::new();
                 b.insert("S".into(), x.clone());
-                p.eval(&b).map_err(|e| e.to_string())
+                p.eval(&b)
             }
         };
         let (mut a, mut b) = (ev(fa), ev(fb));

@@ -168,7 +168,9 @@ pub enum StrategyError {
     #[error("no {0}")]
     Nothing(&'static str),
     /// Context parallelism asked of a model without a sequence.
-    #[error("cp = {cp}: model `{model}` has no sequence length S to split")]
+    #[error(
+        "cp = {cp}: model `{model}` has no sequence to split (no symbol has the `sequence` role)"
+    )]
     CpNoSequence {
         /// Context-parallel degree.
         cp: u64,
@@ -184,10 +186,12 @@ pub enum StrategyError {
         model: String,
     },
     /// 2·cp does not divide the sequence.
-    #[error("cp = {cp}: 2·cp = {} does not divide the sequence length S = {sequence} (causal load balancing cuts each sequence into 2·cp chunks)", 2 * .cp)]
+    #[error("cp = {cp}: 2·cp = {} does not divide the sequence length {symbol} = {sequence} (causal load balancing cuts each sequence into 2·cp chunks)", 2 * .cp)]
     CpSequence {
         /// Context-parallel degree.
         cp: u64,
+        /// The model's sequence symbol (its `sequence` role).
+        symbol: String,
         /// The sequence length.
         sequence: Rational,
     },
@@ -319,6 +323,52 @@ impl Unsupported {
 }
 
 impl StrategyError {
+    /// The kind of refusal, in words: refusals of one kind differ only in the knobs, operators
+    /// and sizes they name.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            StrategyError::Zero { .. } => "a knob is 0",
+            StrategyError::Absurd { .. } | StrategyError::AbsurdDevices { .. } => {
+                "more devices than any machine"
+            }
+            StrategyError::EpRange { .. } => "expert-parallel degree out of range",
+            StrategyError::EpDividesDp { .. } => "ep does not divide dp",
+            StrategyError::ZeroStage { .. } => "no such ZeRO stage",
+            StrategyError::Unsupported(_) => "knobs not modelled together",
+            StrategyError::InterleavedMicrobatches { .. } => {
+                "interleaving needs micro-batches a multiple of pp"
+            }
+            StrategyError::GpusPerNodeRange { .. } | StrategyError::PartNodes { .. } => {
+                "devices do not fill whole nodes"
+            }
+            StrategyError::MicroBatchSizeZero
+            | StrategyError::MicroBatchSize { .. }
+            | StrategyError::TooManyMicrobatches { .. }
+            | StrategyError::FileMicroBatchSize { .. } => "micro-batch size does not fit the batch",
+            StrategyError::BatchNotDivisible { .. } => "batch not divisible by dp × micro-batches",
+            StrategyError::NoBatch { .. } => "no batch to split",
+            StrategyError::NotDivisible(_) => "split degree does not divide an operator index",
+            StrategyError::Repeat { .. } | StrategyError::RepeatTooLarge => {
+                "block repeat count not a counter"
+            }
+            StrategyError::TooManyLayers { .. } => "too many layers to partition",
+            StrategyError::TooManyStages { .. } => "more pipeline stages than layers",
+            StrategyError::InterleavedLayers { .. } => {
+                "interleaving chunks do not divide the layers"
+            }
+            StrategyError::NoPartition | StrategyError::Nothing(_) => "no pipeline partition",
+            StrategyError::CpNoSequence { .. } | StrategyError::CpNoAttention { .. } => {
+                "nothing for context parallelism to split"
+            }
+            StrategyError::CpSequence { .. } => "2·cp does not divide the sequence",
+            StrategyError::EpNotMonomial { .. }
+            | StrategyError::DpDegree { .. }
+            | StrategyError::EpNoExperts { .. }
+            | StrategyError::EpExperts { .. } => "expert parallelism does not fit the experts",
+            StrategyError::Sym(_) => "formula cannot be evaluated",
+        }
+    }
+
     /// The knob of a strategy file the error is about, where it is about one.
     pub fn knob(&self) -> Option<&'static str> {
         match self {
@@ -426,6 +476,7 @@ mod tests {
             (
                 StrategyError::CpSequence {
                     cp: 3,
+                    symbol: "S".into(),
                     sequence: Rational::from_integer(8192.into()),
                 },
                 "cp = 3: 2·cp = 6 does not divide the sequence length S = 8192 (causal load balancing cuts each sequence into 2·cp chunks)",

@@ -1,0 +1,533 @@
+//! Why a search fails: a steering option that cannot be read, a problem that cannot be built or
+//! solved, a comparison that cannot be made. Every variant carries the offending item; the
+//! command line shows the message unchanged.
+
+use crate::strategy::StrategyError;
+use crate::sym::{ParseError, SymError};
+
+/// Why a `--fix`, `--max`, `--memory` or `--headroom` value is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SteerError {
+    /// A list with an empty item.
+    #[error("{flag} `{list}`: an empty item (expected KNOB=VALUE,…)")]
+    EmptyItem {
+        /// The option.
+        flag: String,
+        /// The list given.
+        list: String,
+    },
+    /// An item without `=`.
+    #[error("{flag} `{item}`: expected KNOB=VALUE")]
+    NotAnItem {
+        /// The option.
+        flag: String,
+        /// The item.
+        item: String,
+    },
+    /// A knob the search does not know.
+    #[error("{flag}: unknown knob `{name}` (known: {known})")]
+    UnknownKnob {
+        /// The option.
+        flag: String,
+        /// The knob named.
+        name: String,
+        /// The knobs known.
+        known: String,
+    },
+    /// A value the knob does not take.
+    #[error("{flag} `{name}={value}`: {why}")]
+    BadValue {
+        /// The option.
+        flag: String,
+        /// The knob.
+        name: String,
+        /// The value.
+        value: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// A fixed value above the maximum given for the same knob.
+    #[error("--fix {name}={fixed} exceeds --max {name}={max}")]
+    FixAboveMax {
+        /// The knob.
+        name: &'static str,
+        /// Its fixed value.
+        fixed: u64,
+        /// Its maximum.
+        max: u64,
+    },
+    /// A fixed ZeRO stage beyond 3.
+    #[error("--fix zero={0}: ZeRO stages are 0, 1, 2 and 3")]
+    ZeroStage(u64),
+    /// Interleaving fixed with fewer than two chunks.
+    #[error(
+        "--fix chunks={0} with schedule=interleaved-1f1b: interleaving needs at least 2 chunks"
+    )]
+    InterleavedChunks(u64),
+    /// Chunks fixed without interleaving.
+    #[error("--fix chunks={chunks} needs schedule=interleaved-1f1b, not {schedule}")]
+    ChunksWithoutInterleaving {
+        /// The chunks fixed.
+        chunks: u64,
+        /// The schedule fixed.
+        schedule: String,
+    },
+    /// Sequence parallelism fixed on with tp fixed to 1.
+    #[error("--fix sp=on needs tp > 1")]
+    SequenceParallelOneRank,
+    /// A fixed degree that does not divide the devices.
+    #[error("--fix {name}={degree}: {degree} does not divide the {devices} devices")]
+    DegreeDevices {
+        /// The knob.
+        name: &'static str,
+        /// Its fixed degree.
+        degree: u64,
+        /// The devices.
+        devices: u64,
+    },
+    /// Fixed degrees whose product does not divide the devices.
+    #[error("--fix {fixed}: dp × tp × pp × cp = {product} does not divide the {devices} devices")]
+    ProductDevices {
+        /// The fixed degrees, `dp=4,tp=8`.
+        fixed: String,
+        /// Their product.
+        product: u64,
+        /// The devices.
+        devices: u64,
+    },
+    /// All four degrees fixed, their product not the devices.
+    #[error("--fix {fixed}: dp × tp × pp × cp = {product}, not the {devices} devices")]
+    ProductNotDevices {
+        /// The fixed degrees.
+        fixed: String,
+        /// Their product.
+        product: u64,
+        /// The devices.
+        devices: u64,
+    },
+    /// A memory size with an unknown unit.
+    #[error("memory `{text}`: unknown unit `{unit}` (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)")]
+    MemoryUnit {
+        /// The size given.
+        text: String,
+        /// Its unit.
+        unit: String,
+    },
+    /// A memory size that is not a number.
+    #[error("memory `{0}`: expected a number with an optional unit, such as 80GB or 75.5GiB")]
+    MemoryNumber(String),
+    /// A memory size of zero.
+    #[error("memory `{0}` must be positive")]
+    MemoryNotPositive(String),
+    /// A memory size with a fraction of a byte.
+    #[error("memory `{0}` is not a whole number of bytes")]
+    MemoryFraction(String),
+    /// A memory size beyond any device.
+    #[error("memory `{0}` is absurd (more than 2^80 bytes)")]
+    MemoryAbsurd(String),
+    /// A headroom that is not a percentage.
+    #[error("--headroom `{0}`: expected a percentage such as 10%")]
+    HeadroomPercent(String),
+    /// A headroom of 100 % or more.
+    #[error("--headroom `{0}` leaves no memory: below 100% please")]
+    HeadroomAll(String),
+    /// A headroom size that cannot be read.
+    #[error("--headroom: {0}")]
+    HeadroomMemory(Box<SteerError>),
+    /// A headroom size of the whole device memory or more.
+    #[error("--headroom `{text}` is all of the {capacity}-byte device memory")]
+    HeadroomCapacity {
+        /// The headroom given.
+        text: String,
+        /// The device memory in bytes.
+        capacity: String,
+    },
+}
+
+/// Why a per-operator search, a ranking or a comparison fails.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SearchError {
+    /// A steering option refused.
+    #[error(transparent)]
+    Steer(#[from] SteerError),
+    /// A formula could not be evaluated (an unbound symbol, a division by zero).
+    #[error(transparent)]
+    Sym(#[from] SymError),
+    /// A formula could not be parsed.
+    #[error(transparent)]
+    Parse(#[from] ParseError),
+    /// A strategy refused.
+    #[error(transparent)]
+    Strategy(#[from] StrategyError),
+    /// An index extent of an operator could not be bound.
+    #[error("extent of `{index}`: {why}")]
+    Extent {
+        /// The index.
+        index: String,
+        /// Why.
+        why: SymError,
+    },
+    /// An operator given a different number of inputs than its rule has.
+    #[error("`{op}`: {given} inputs given, rule `{rule}` has {expected}")]
+    InputCount {
+        /// The operator.
+        op: String,
+        /// Inputs given.
+        given: usize,
+        /// The rule.
+        rule: String,
+        /// Inputs of the rule.
+        expected: usize,
+    },
+    /// An operator input from an operator not in the problem.
+    #[error("`{op}`: input `{input}` from unknown op {producer}")]
+    UnknownProducer {
+        /// The operator.
+        op: String,
+        /// Its input.
+        input: String,
+        /// The producer's position.
+        producer: usize,
+    },
+    /// A source pinned with a number of labels other than the axes.
+    #[error("source `{name}`: {labels} labels")]
+    SourceLabels {
+        /// The source.
+        name: String,
+        /// Labels given.
+        labels: usize,
+    },
+    /// A source pinned to a placement its view does not have.
+    #[error("source `{name}`: no placement `{label}` in its view")]
+    SourcePlacement {
+        /// The source.
+        name: String,
+        /// The placement label.
+        label: String,
+    },
+    /// A choice an operator does not allow.
+    #[error("`{op}`: invalid choice {choice}")]
+    InvalidChoice {
+        /// The operator.
+        op: String,
+        /// The choice, per axis.
+        choice: String,
+    },
+    /// The split of an operator could not be derived from its rule.
+    #[error("`{op}`: {why}")]
+    Derive {
+        /// The operator.
+        op: String,
+        /// Why.
+        why: String,
+    },
+    /// A collective on an axis the problem does not have.
+    #[error("unknown axis `{0}`")]
+    UnknownAxis(String),
+    /// An assignment of another length than the operators.
+    #[error("{choices} choices for {ops} operators")]
+    ChoiceCount {
+        /// Choices given.
+        choices: usize,
+        /// Operators.
+        ops: usize,
+    },
+    /// A repeated block whose input and output are placed differently.
+    #[error("the block input and output placements differ")]
+    BoundaryDiffers,
+    /// A block index beyond the model's blocks.
+    #[error("model `{model}` has no block {block}")]
+    NoBlock {
+        /// The model.
+        model: String,
+        /// The block index.
+        block: usize,
+    },
+    /// A model without a repeated block.
+    #[error("model `{0}` has no repeated layer")]
+    NoRepeatedLayer(String),
+    /// A model without a layer block.
+    #[error("`{0}` has no layer block")]
+    NoLayerBlock(String),
+    /// An operator reading one placed after it.
+    #[error("`{0}` reads an operator not yet placed")]
+    NotYetPlaced(String),
+    /// A rule name the shipped rules do not have.
+    #[error("no shipped rule `{0}`")]
+    NoRule(String),
+    /// Tables of different boundaries composed in parallel.
+    #[error("parallel tables need the same boundary placements")]
+    TableBoundaries,
+    /// A table boundary beyond the operators.
+    #[error("table boundary out of range")]
+    TableBoundary,
+    /// A number beyond the exact solver's integers.
+    #[error("{0} too large for the exact solver")]
+    TooLarge(&'static str),
+    /// Operators whose order is not a DAG.
+    #[error("the operators form a cycle")]
+    Cycle,
+    /// An operator with more distinct conversions than the solver keeps.
+    #[error("`{op}` has too many distinct conversions for the exact solver (axes: {axes})")]
+    TooManyConversions {
+        /// The operator.
+        op: String,
+        /// The mesh axes.
+        axes: usize,
+    },
+    /// A pinned position beyond the operators.
+    #[error("pinned {0} out of range")]
+    PinOutOfRange(&'static str),
+    /// A block input placed after its output.
+    #[error("the block input is placed after the block output")]
+    InputAfterOutput,
+    /// The exact search ran out of states.
+    #[error("the exact search of `{problem}` needs more than {states} states at `{op}`")]
+    TooManyStates {
+        /// The problem.
+        problem: String,
+        /// The limit.
+        states: usize,
+        /// The operator where it was hit.
+        op: String,
+    },
+    /// No valid layout.
+    #[error("`{0}` has no valid layout")]
+    NoLayout(String),
+    /// No valid layout at a tensor-parallel degree.
+    #[error("`{problem}` has no valid layout at tp = {tp}")]
+    NoLayoutAt {
+        /// The problem.
+        problem: String,
+        /// The degree.
+        tp: u64,
+    },
+    /// An operator without any valid choice.
+    #[error("`{0}` has an operator without a valid choice")]
+    NoChoice(String),
+    /// An operator without a valid cut on a D-Rec axis.
+    #[error("D-Rec: `{op}` has no valid cut on axis {axis}")]
+    NoCut {
+        /// The operator.
+        op: String,
+        /// The axis.
+        axis: usize,
+    },
+    /// Too many combinations to enumerate.
+    #[error("{count} combinations: too many to enumerate (limit {limit})")]
+    TooManyCombinations {
+        /// Combinations.
+        count: u128,
+        /// The limit.
+        limit: u128,
+    },
+    /// An auto layout asked at one tensor-parallel rank.
+    #[error("an auto layout needs a tensor-parallel degree of at least 2")]
+    AutoNeedsTp,
+    /// A layout comparison asked at one tensor-parallel rank.
+    #[error("--tp must be at least 2 to compare layouts")]
+    CompareNeedsTp,
+    /// A tensor-parallel degree of 0.
+    #[error("tp must be at least 1")]
+    TpZero,
+    /// A starting layout that is not valid.
+    #[error("the starting layout is invalid")]
+    InvalidStart,
+    /// A device count of 0.
+    #[error("--devices must be at least 1")]
+    NoDevices,
+    /// A device count beyond any machine.
+    #[error("--devices {devices} is absurd (more than {most})")]
+    AbsurdDevices {
+        /// The devices asked for.
+        devices: u64,
+        /// The most allowed.
+        most: u64,
+    },
+    /// No strategy satisfies the steering.
+    #[error("no strategy of {devices} devices satisfies {steer}{}", if .rejected.is_empty() { String::new() } else { format!(" (rejected: {})", .rejected) })]
+    NoStrategy {
+        /// The devices.
+        devices: u64,
+        /// The steering, as given.
+        steer: String,
+        /// The commonest rejections, `N× why; …`.
+        rejected: String,
+    },
+    /// A comparison over no values.
+    #[error("no values to examine")]
+    NoValues,
+    /// Too many evaluations for a crossover.
+    #[error("more than {limit} evaluations: the costs change formula too often{} — narrow --from/--to or give a --step at which both strategies are valid", .invalid.as_ref().map(|b| format!(", or are invalid at values such as {b}")).unwrap_or_default())]
+    TooManyEvaluations {
+        /// The limit.
+        limit: usize,
+        /// A value at which a strategy is invalid, and why.
+        invalid: Option<String>,
+    },
+    /// Two strategies that never both run at the first values.
+    #[error("the strategies cannot both run at any of the first {scan} values ({why})")]
+    NeverBothRun {
+        /// Values examined.
+        scan: u64,
+        /// The first value at which one cannot, and why.
+        why: String,
+    },
+    /// Two strategies that both run only at every p-th value.
+    #[error(transparent)]
+    Periodic(Box<Periodic>),
+    /// A layout override that the model's operators do not allow.
+    #[error("`{op}`: {why}")]
+    Override {
+        /// The operator.
+        op: String,
+        /// Why.
+        why: String,
+    },
+    /// A shipped model or rule set that did not load.
+    #[error("{0}")]
+    Shipped(String),
+}
+
+/// Two strategies that both run only at every p-th value of the symbol.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("both strategies run only at every {period}th value ({var} = {first}, {second}, …; not {why}): give --from {first} --step {step}")]
+pub struct Periodic {
+    /// The period.
+    pub period: u64,
+    /// The symbol.
+    pub var: String,
+    /// The first value both run at.
+    pub first: String,
+    /// The second.
+    pub second: String,
+    /// The first value one cannot run at, and why.
+    pub why: String,
+    /// The step to give.
+    pub step: String,
+}
+
+/// Why the ranking set a strategy aside before pricing it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Rejection {
+    /// The global batch does not split over the data-parallel ranks.
+    #[error("batch not divisible by dp = {dp}")]
+    BatchNotDivisible {
+        /// Data-parallel degree.
+        dp: u64,
+    },
+    /// Only auto layouts asked for, and the one of this degree failed.
+    #[error("no auto layout at tp = {tp} ({why})")]
+    NoAutoLayout {
+        /// Tensor-parallel degree.
+        tp: u64,
+        /// Why the search failed.
+        why: Box<SearchError>,
+    },
+    /// Only auto layouts asked for, and the one of this degree is the annotated layout.
+    #[error("no auto layout at tp = {tp} (it is the annotated layout)")]
+    AutoIsAnnotated {
+        /// Tensor-parallel degree.
+        tp: u64,
+    },
+    /// The strategy cannot run.
+    #[error(transparent)]
+    Strategy(#[from] StrategyError),
+}
+
+impl Rejection {
+    /// The kind of rejection, in words: rejections of one kind differ only in their sizes.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Rejection::BatchNotDivisible { .. } => "global batch not divisible by dp",
+            Rejection::NoAutoLayout { .. } => "auto layout search failed",
+            Rejection::AutoIsAnnotated { .. } => "auto layout same as the annotated one",
+            Rejection::Strategy(e) => e.kind(),
+        }
+    }
+}
+
+/// Rejections counted by kind ([`Rejection::kind`]) and, within a kind, by message.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Rejections {
+    kinds: std::collections::BTreeMap<&'static str, RejectedKind>,
+}
+
+/// The rejections of one kind.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RejectedKind {
+    /// Strategies rejected.
+    pub count: usize,
+    /// Each distinct message with its count.
+    pub messages: std::collections::BTreeMap<String, usize>,
+}
+
+impl RejectedKind {
+    /// The commonest message (the first in message order among equals): the example shown.
+    pub fn example(&self) -> &str {
+        let mut best: Option<(&String, usize)> = None;
+        for (m, &n) in &self.messages {
+            if best.is_none_or(|(_, b)| n > b) {
+                best = Some((m, n));
+            }
+        }
+        best.map_or("", |(m, _)| m.as_str())
+    }
+}
+
+impl Rejections {
+    /// Counts one rejection.
+    pub fn add(&mut self, why: &Rejection) {
+        let k = self.kinds.entry(why.kind()).or_default();
+        k.count += 1;
+        *k.messages.entry(why.to_string()).or_insert(0) += 1;
+    }
+
+    /// Whether nothing was rejected.
+    pub fn is_empty(&self) -> bool {
+        self.kinds.is_empty()
+    }
+
+    /// The kinds, commonest first (kind name order among equals).
+    pub fn by_kind(&self) -> Vec<(&'static str, &RejectedKind)> {
+        let mut v: Vec<(&'static str, &RejectedKind)> =
+            self.kinds.iter().map(|(k, r)| (*k, r)).collect();
+        v.sort_by(|a, b| b.1.count.cmp(&a.1.count).then(a.0.cmp(b.0)));
+        v
+    }
+
+    /// Every distinct message with its count.
+    pub fn by_message(&self) -> std::collections::BTreeMap<String, usize> {
+        self.kinds
+            .values()
+            .flat_map(|k| k.messages.iter().map(|(m, n)| (m.clone(), *n)))
+            .collect()
+    }
+}
+
+impl serde::Serialize for Rejections {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.by_message().serialize(s)
+    }
+}
+
+impl From<SteerError> for crate::Error {
+    fn from(e: SteerError) -> crate::Error {
+        crate::Error::Usage(e.to_string())
+    }
+}
+
+impl From<SearchError> for crate::Error {
+    fn from(e: SearchError) -> crate::Error {
+        match e {
+            SearchError::Strategy(s) => s.into(),
+            other => crate::Error::Usage(other.to_string()),
+        }
+    }
+}
+
+impl serde::Serialize for SearchError {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}

@@ -1,0 +1,305 @@
+//! Symbols play declared roles (`roles: {batch: B, sequence: S, vocab: V, heads: NH, layer: L}`),
+//! not names: a model whose every symbol is called otherwise, its roles declared, is costed and
+//! ranked exactly as the original. Roles are checked where they are declared; a graph that
+//! declares none has them inferred from the conventional names, once, and says so.
+
+use assert_cmd::Command;
+use serde_json::Value;
+use std::path::Path;
+
+fn symshard() -> Command {
+    Command::cargo_bin("symshard").unwrap()
+}
+
+/// Every symbol of the `gpt` family, with the name the renamed copy gives it.
+const RENAMED: [(&str, &str); 8] = [
+    ("B", "Nb"),
+    ("S", "Tk"),
+    ("L", "Ly"),
+    ("H", "Hd"),
+    ("NH", "Hn"),
+    ("F", "Ff"),
+    ("V", "Vc"),
+    ("P", "Ps"),
+];
+
+/// `text` with every whole-word occurrence of a `from` replaced by its `to`.
+fn renamed(text: &str, pairs: &[(&str, &str)]) -> String {
+    let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::new();
+    let mut i = 0;
+    'next: while i < chars.len() {
+        if i == 0 || !word(chars[i - 1]) {
+            for (from, to) in pairs {
+                let f: Vec<char> = from.chars().collect();
+                if chars[i..].starts_with(&f) && chars.get(i + f.len()).is_none_or(|c| !word(*c)) {
+                    out.push_str(to);
+                    i += f.len();
+                    continue 'next;
+                }
+            }
+        }
+        out.push(chars[i]);
+        i += 1;
+    }
+    out
+}
+
+fn back() -> Vec<(&'static str, &'static str)> {
+    RENAMED.iter().map(|(a, b)| (*b, *a)).collect()
+}
+
+/// gpt3-125m with the `gpt` family's graph written inline and its symbols renamed by `pairs`.
+fn inline_gpt(pairs: &[(&str, &str)]) -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let family = std::fs::read_to_string(root.join("models/families/gpt.yaml")).unwrap();
+    let model = std::fs::read_to_string(root.join("models/gpt3-125m.yaml")).unwrap();
+    let mut out = String::from("name: renamed\ndoc: gpt3-125m with its graph inline.\ngraph:\n");
+    for line in family.lines() {
+        if line.starts_with("family:") || line.starts_with("doc:") {
+            continue;
+        }
+        out.push_str("  ");
+        out.push_str(&renamed(line, pairs));
+        out.push('\n');
+    }
+    let mut values = false;
+    for line in model.lines() {
+        values |= line.starts_with("symbols:");
+        if values {
+            out.push_str(&renamed(line, pairs));
+            out.push('\n');
+        }
+    }
+    out
+}
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("symshard-roles-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn run(dir: &Path, file: &str, args: &[&str]) -> String {
+    let out = symshard()
+        .current_dir(dir)
+        .arg(args[0])
+        .arg(file)
+        .args(&args[1..])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?} {file}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// JSON output as a value, without the timings, which differ run to run.
+fn json(text: &str) -> Value {
+    fn strip(v: &mut Value) {
+        match v {
+            Value::Object(m) => {
+                m.retain(|k, _| !k.contains("seconds"));
+                m.values_mut().for_each(strip);
+            }
+            Value::Array(a) => a.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    let mut v: Value = serde_json::from_str(text).unwrap();
+    strip(&mut v);
+    v
+}
+
+#[test]
+fn every_symbol_renamed_with_declared_roles_is_costed_and_ranked_the_same() {
+    let dir = temp_dir("renamed");
+    let original = inline_gpt(&[]);
+    let copy = inline_gpt(&RENAMED);
+    assert!(copy.contains("roles: {batch: Nb, sequence: Tk, vocab: Vc, heads: Hn, layer: Ly}"));
+    std::fs::write(dir.join("o.yaml"), &original).unwrap();
+    std::fs::write(dir.join("r.yaml"), &copy).unwrap();
+    for args in [
+        // Tensor parallelism that pads the vocabulary, context parallelism that cuts the
+        // sequence, sequence parallelism that shards it.
+        &[
+            "cost",
+            "--tp",
+            "2",
+            "--dp",
+            "4",
+            "--cp",
+            "2",
+            "--sequence-parallel",
+            "--format",
+            "json",
+        ][..],
+        &[
+            "cost",
+            "--tp",
+            "2",
+            "--pp",
+            "2",
+            "--dp",
+            "2",
+            "--recompute",
+            "selective",
+            "--format",
+            "json",
+        ],
+        &["rank", "--devices", "16", "--format", "json"],
+        &["rank", "--devices", "64", "--format", "json"],
+        &[
+            "rank",
+            "--devices",
+            "16",
+            "--fix",
+            "cp=2",
+            "--format",
+            "json",
+        ],
+    ] {
+        let o = run(&dir, "o.yaml", args);
+        let r = run(&dir, "r.yaml", args);
+        assert_eq!(json(&o), json(&renamed(&r, &back())), "{args:?}");
+    }
+    // The text of `rank` too, its header naming the batch and sequence by their names.
+    let o = run(&dir, "o.yaml", &["rank", "--devices", "16"]);
+    let r = run(&dir, "r.yaml", &["rank", "--devices", "16"]);
+    assert!(
+        r.starts_with("renamed (Nb = 256, Tk = 2048) on 16 devices"),
+        "{r}"
+    );
+    let timeless = |t: &str| -> Vec<String> {
+        t.lines()
+            .filter(|l| !l.contains("strategies priced"))
+            .map(String::from)
+            .collect()
+    };
+    assert_eq!(timeless(&o), timeless(&renamed(&r, &back())));
+    // Refusals name the sequence by its name.
+    let out = symshard()
+        .current_dir(&dir)
+        .args(["cost", "r.yaml", "--cp", "3"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("2·cp = 6 does not divide the sequence length Tk = 2048"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn roles_are_checked_where_they_are_declared() {
+    let dir = temp_dir("checked");
+    let roles = "roles: {batch: B, sequence: S, vocab: V, heads: NH, layer: L}";
+    for (bad, says) in [
+        (
+            "roles: {batch: B, vocabulary: V}",
+            "unknown role `vocabulary` (the symbol roles: batch, sequence, vocab, heads, layer)",
+        ),
+        (
+            "roles: {batch: B, sequence: T}",
+            "role `sequence`: unknown symbol `T`",
+        ),
+        (
+            "roles: {batch: B, sequence: S, heads: S}",
+            "role `heads`: symbol `S` already has the role `sequence`",
+        ),
+        (
+            "roles: {batch: B, layer: H}",
+            "role `layer`: no block repeats `H` times",
+        ),
+    ] {
+        let text = inline_gpt(&[]).replace(roles, bad);
+        assert!(text.contains(bad));
+        std::fs::write(dir.join("m.yaml"), &text).unwrap();
+        let line = text.lines().position(|l| l.contains("roles:")).unwrap() + 1;
+        let out = symshard()
+            .current_dir(&dir)
+            .args(["cost", "m.yaml"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(&format!("m.yaml:{line}:")), "{err}");
+        assert!(err.contains(says), "{err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn undeclared_roles_are_inferred_from_the_conventional_names_and_reported() {
+    let dir = temp_dir("inferred");
+    let declared = inline_gpt(&[]);
+    let roles = "  roles: {batch: B, sequence: S, vocab: V, heads: NH, layer: L}\n";
+    let undeclared = declared.replace(roles, "");
+    assert_ne!(declared, undeclared);
+    std::fs::write(dir.join("d.yaml"), &declared).unwrap();
+    std::fs::write(dir.join("u.yaml"), &undeclared).unwrap();
+    let args = [
+        "cost", "--tp", "2", "--cp", "2", "--dp", "2", "--format", "json",
+    ];
+    assert_eq!(
+        json(&run(&dir, "d.yaml", &args)),
+        json(&run(&dir, "u.yaml", &args))
+    );
+    let note = "roles inferred from symbol names (the graph declares none): batch B, sequence S, vocab V, heads NH, layer L";
+    assert!(run(&dir, "u.yaml", &["cost"]).contains(note));
+    assert!(!run(&dir, "d.yaml", &["cost"]).contains("inferred"));
+    // A renamed graph without roles has none of them: no batch, no sequence.
+    let bare = inline_gpt(&RENAMED).replace(
+        "  roles: {batch: Nb, sequence: Tk, vocab: Vc, heads: Hn, layer: Ly}\n",
+        "",
+    );
+    std::fs::write(dir.join("b.yaml"), &bare).unwrap();
+    let out = symshard()
+        .current_dir(&dir)
+        .args(["cost", "b.yaml", "--cp", "2"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("has no sequence to split (no symbol has the `sequence` role)"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn shipped_families_declare_their_roles() {
+    let loader = symshard::model::ModelLoader::embedded().unwrap();
+    for name in [
+        "gpt3-175b",
+        "llama3-8b",
+        "mixtral-8x7b",
+        "t5-base",
+        "bert-base",
+    ] {
+        let m = loader.resolve(name).unwrap();
+        let r = &m.roles;
+        assert!(r.inferred.is_empty(), "{name}");
+        assert_eq!(
+            [&r.sequence, &r.vocab, &r.heads, &r.layer].map(|s| s.as_deref()),
+            [Some("S"), Some("V"), Some("NH"), Some("L")],
+            "{name}"
+        );
+    }
+    // Vision: `S` is an image side, never a sequence.
+    for name in ["resnet50", "vit-b16", "vgg16", "alexnet"] {
+        let m = loader.resolve(name).unwrap();
+        assert!(m.roles.inferred.is_empty(), "{name}");
+        assert_eq!(m.roles.sequence, None, "{name}");
+    }
+    let vit = loader.resolve("vit-b16").unwrap();
+    assert_eq!(vit.roles.heads.as_deref(), Some("NH"));
+    assert_eq!(vit.roles.layer.as_deref(), Some("L"));
+}
