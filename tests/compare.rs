@@ -334,16 +334,20 @@ fn crossover_context_against_pipeline_parallelism_in_the_sequence_length() {
     // costs more than the pipeline's sends at short sequences; but the busiest pipeline stage
     // holds more than half of the layers (the partition weighs the head against them), and
     // attention's work on them grows with S², while context parallelism halves every layer's
-    // evenly, plus the pipeline's bubble: context parallelism wins from S = 3632 on (the
-    // difference's root ≈ 3625.7).
+    // evenly, plus the pipeline's bubble. Each micro-batch also adds its weight gradients to
+    // the fp32 gradient buffer (8 bytes per local parameter, priced at κ_hbm): context
+    // parallelism keeps every layer's weights on each rank, so it pays twice the pipeline's
+    // per micro-batch, a term that does not grow with S. Context parallelism wins from
+    // S = 12040 on (the difference's root ≈ 12036.6; 3632 before the gradient accumulation
+    // was priced).
     let a = "tp=4,pp=2,dp=8,mbs=1,sp,zero=1";
     let b = "tp=4,cp=2,dp=8,mbs=1,sp,zero=1";
     let c = check_crossover(a, b, 1024, 16384, 8);
     let intervals = c["intervals"].as_array().unwrap();
     assert_eq!(intervals.len(), 2, "{intervals:?}");
     assert_eq!(intervals[0]["winner"], "A");
-    assert_eq!(intervals[0]["to"], "3624");
-    assert_eq!(intervals[1]["from"], "3632");
+    assert_eq!(intervals[0]["to"], "12032");
+    assert_eq!(intervals[1]["from"], "12040");
     assert_eq!(intervals[1]["winner"], "B");
 }
 

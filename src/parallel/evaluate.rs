@@ -894,6 +894,9 @@ struct Plan {
     stage_counts: Vec<Vec<(usize, u64)>>,
     /// Model chunks per device.
     v: u64,
+    /// κ_hbm, for the per-micro-batch gradient accumulation (priced per stage, not per block:
+    /// it depends on ZeRO and the data-parallel degree, which a cached partition does not).
+    k_hbm: f64,
 }
 
 /// Machine balance (FLOP-equivalents per byte) of the links of each parallel dimension and of
@@ -936,10 +939,7 @@ fn plan_pipeline(
                 _ => (0.0, x.saved, 0.0),
             };
             RoughBlock {
-                compute: x.forward
-                    + x.backward
-                    + extra
-                    + kh * (x.hbm + extra_hbm + grad_accumulation_hbm_f64(params + expert, k)),
+                compute: x.forward + x.backward + extra + kh * (x.hbm + extra_hbm),
                 tp_bytes: x.tp_bytes,
                 tp_grad: x.tp_grad,
                 dp_grad,
@@ -1010,6 +1010,7 @@ fn plan_pipeline(
             bounds: vec![0, 0],
             stage_counts: vec![counts],
             v,
+            k_hbm: kap.hbm,
         });
     }
     let t: Vec<f64> = items.iter().map(|&b| block_time[b]).collect();
@@ -1033,6 +1034,7 @@ fn plan_pipeline(
         bounds,
         stage_counts,
         v,
+        k_hbm: kap.hbm,
     })
 }
 
@@ -1096,7 +1098,8 @@ fn rough_stages(
                 .map(|(b, c)| f(&cf[*b]) * *c as f64)
                 .sum::<f64>()
         };
-        let time = sum(|c| c.compute) * mf
+        let accumulate = grad_accumulation_hbm_f64(sum(|c| c.params + c.params_expert), k);
+        let time = (sum(|c| c.compute) + plan.k_hbm * accumulate) * mf
             + kt * (sum(|c| c.tp_bytes) * mf + sum(|c| c.tp_grad))
             + ke * sum(|c| c.ep_bytes) * mf
             + kc * sum(|c| c.cp_bytes) * mf;
