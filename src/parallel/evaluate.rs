@@ -899,6 +899,23 @@ struct Plan {
     k_hbm: f64,
 }
 
+impl Plan {
+    /// FLOP-equivalents of one micro-batch on stage `s`: its blocks' compute (memory-bound
+    /// operators at κ_hbm) and the addition of their weight gradients to the fp32 gradient
+    /// buffer, as the exact pricing counts them.
+    fn stage_compute(&self, s: usize, k: &Knobs) -> f64 {
+        let counts = &self.stage_counts[s];
+        let sum = |f: &dyn Fn(&RoughBlock) -> f64| {
+            counts
+                .iter()
+                .map(|(b, c)| f(&self.cf[*b]) * *c as f64)
+                .sum::<f64>()
+        };
+        let accumulate = grad_accumulation_hbm_f64(sum(&|c| c.params + c.params_expert), k);
+        sum(&|c| c.compute) + self.k_hbm * accumulate
+    }
+}
+
 /// Machine balance (FLOP-equivalents per byte) of the links of each parallel dimension and of
 /// HBM, as floats.
 #[derive(Debug, Clone, Copy)]
@@ -1098,8 +1115,7 @@ fn rough_stages(
                 .map(|(b, c)| f(&cf[*b]) * *c as f64)
                 .sum::<f64>()
         };
-        let accumulate = grad_accumulation_hbm_f64(sum(|c| c.params + c.params_expert), k);
-        let time = (sum(|c| c.compute) + plan.k_hbm * accumulate) * mf
+        let time = plan.stage_compute(s, k) * mf
             + kt * (sum(|c| c.tp_bytes) * mf + sum(|c| c.tp_grad))
             + ke * sum(|c| c.ep_bytes) * mf
             + kc * sum(|c| c.cp_bytes) * mf;
@@ -1321,13 +1337,7 @@ fn estimate_planned(
         .max_by(|a, b| rough[*a][0].total_cmp(&rough[*b][0]))
         .unwrap_or(0);
     let frac = (k.pp - 1) as f64 / (mf * plan.v as f64);
-    let flops = |s: usize| {
-        plan.stage_counts[s]
-            .iter()
-            .map(|(b, c)| plan.cf[*b].compute * *c as f64)
-            .sum::<f64>()
-            * mf
-    };
+    let flops = |s: usize| plan.stage_compute(s, k) * mf;
     let total = rough[bs][1] + rough[tm][0] * frac;
     let flop_part = flops(bs) + flops(tm) * frac;
     let memory = rough.iter().map(|x| x[2]).fold(0.0f64, f64::max);
