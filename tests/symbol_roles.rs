@@ -162,6 +162,18 @@ fn every_symbol_renamed_with_declared_roles_is_costed_and_ranked_the_same() {
             "--format",
             "json",
         ],
+        // Tokens per second come from the sequence role (`Tk` in the copy).
+        &[
+            "timeline",
+            "--tp",
+            "2",
+            "--dp",
+            "4",
+            "--calib",
+            "a100-80gb",
+            "--format",
+            "json",
+        ],
     ] {
         let o = run(&dir, "o.yaml", args);
         let r = run(&dir, "r.yaml", args);

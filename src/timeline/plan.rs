@@ -533,14 +533,11 @@ pub fn build_plan(
         .batch_value(values)
         .cloned()
         .unwrap_or_else(Rational::one);
-    // Tokens only where `S` is a sequence length (it is an image side in vision families).
-    let is_sequence = model
-        .symbols
-        .get("S")
-        .is_some_and(|d| d.contains("sequence") || d.contains("token"));
-    let tokens = match get("S") {
-        Some(s) if is_sequence => &samples * s,
-        _ => Rational::zero(),
+    // Tokens only where the model has a sequence (its declared or inferred `sequence` role;
+    // vision families have none, their `S` being an image side).
+    let tokens = match model.roles.sequence.as_deref().and_then(get) {
+        Some(s) => &samples * s,
+        None => Rational::zero(),
     };
     let plan = TimingPlan {
         format: FORMAT.into(),
