@@ -1,12 +1,11 @@
 //! The batch symbol is a declared role (`roles: {batch: B}`), not a name: a model whose batch
 //! is called otherwise is analysed exactly as the same model with `B`.
 
-use assert_cmd::Command;
 use std::path::Path;
 
-fn symshard() -> Command {
-    Command::cargo_bin("symshard").unwrap()
-}
+mod common;
+
+use common::{run_on_file as run, symshard, temp_dir};
 
 /// The `gpt` family's roles with its batch called `N`.
 const ROLES_N: &str = "roles: {batch: N, sequence: S, vocab: V, heads: NH, layer: L}";
@@ -61,30 +60,6 @@ fn word_replaced(text: &str, from: &str, to: &str) -> String {
         }
     }
     out
-}
-
-/// An empty directory of its own for test `name`.
-fn temp_dir(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("symshard-role-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn run(dir: &Path, file: &str, args: &[&str]) -> String {
-    let out = symshard()
-        .current_dir(dir)
-        .arg(args[0])
-        .arg(file)
-        .args(&args[1..])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?} {file}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
 }
 
 /// JSON output as a value, without the timings (`search_seconds`), which differ run to run.

@@ -3,13 +3,12 @@
 //! ranked exactly as the original. Roles are checked where they are declared; a graph that
 //! declares none has them inferred from the conventional names, once, and says so.
 
-use assert_cmd::Command;
 use serde_json::Value;
 use std::path::Path;
 
-fn symshard() -> Command {
-    Command::cargo_bin("symshard").unwrap()
-}
+mod common;
+
+use common::{run_on_file as run, symshard, temp_dir};
 
 /// Every symbol of the `gpt` family, with the name the renamed copy gives it.
 const RENAMED: [(&str, &str); 8] = [
@@ -73,29 +72,6 @@ fn inline_gpt(pairs: &[(&str, &str)]) -> String {
         }
     }
     out
-}
-
-fn temp_dir(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("symshard-roles-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn run(dir: &Path, file: &str, args: &[&str]) -> String {
-    let out = symshard()
-        .current_dir(dir)
-        .arg(args[0])
-        .arg(file)
-        .args(&args[1..])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?} {file}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
 }
 
 /// JSON output as a value, without the timings, which differ run to run.

@@ -58,3 +58,29 @@ pub fn refused(args: &[&str]) -> String {
     assert_eq!(out.status.code(), Some(2), "{args:?} should be refused");
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
+
+/// An empty directory of its own for test `name`, under the system's temporary directory.
+pub fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("symshard-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Runs `symshard COMMAND FILE ARGS…` (`args` = `[COMMAND, ARGS…]`) in `dir`; it must succeed.
+/// Returns its standard output.
+pub fn run_on_file(dir: &Path, file: &str, args: &[&str]) -> String {
+    let out = symshard()
+        .current_dir(dir)
+        .arg(args[0])
+        .arg(file)
+        .args(&args[1..])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?} {file}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
