@@ -169,6 +169,13 @@ fn every_symbol_renamed_with_declared_roles_is_costed_and_ranked_the_same() {
             .collect()
     };
     assert_eq!(timeless(&o), timeless(&renamed(&r, &back())));
+    // And the header of `timeline`, whose plan records the roles.
+    let t = run(
+        &dir,
+        "r.yaml",
+        &["timeline", "--tp", "2", "--dp", "4", "--calib", "a100-80gb"],
+    );
+    assert!(t.contains("(Nb = 256, Tk = 2048)"), "{t}");
     // Refusals name the sequence by its name.
     let out = symshard()
         .current_dir(&dir)

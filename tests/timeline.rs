@@ -157,6 +157,8 @@ fn uniform(p: u64, m: u64, schedule: Schedule, v: u64, layers: usize) -> TimingP
         tokens: Rational::from_integer(0.into()),
         model_flops: Rational::from_integer(0.into()),
         memory_per_device: Rational::from_integer(0.into()),
+        batch_symbol: None,
+        sequence_symbol: None,
         blocks: vec![block],
         items: vec![0; layers],
         stages: vec![layers / stages; stages],

@@ -144,9 +144,23 @@ pub fn run(args: TimelineArgs) -> Result<(), Error> {
     }
 }
 
-/// `" (B = 512, S = 2048)"`: the global batch and sequence length a plan was analysed at.
+/// `" (B = 512, S = 2048)"`: the global batch and sequence length a plan was analysed at,
+/// found by the model's `batch` and `sequence` roles (by the names `B` and `S` in analyses saved
+/// before the roles were recorded).
 fn plan_batch_and_sequence(plan: &TimingPlan) -> String {
-    let parts: Vec<String> = ["B", "S"]
+    let recorded = plan.batch_symbol.is_some() || plan.sequence_symbol.is_some();
+    let names: Vec<&str> = if recorded {
+        [
+            plan.batch_symbol.as_deref(),
+            plan.sequence_symbol.as_deref(),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
+    } else {
+        vec!["B", "S"]
+    };
+    let parts: Vec<String> = names
         .iter()
         .filter_map(|k| plan.symbols.get(*k).map(|v| format!("{k} = {v}")))
         .collect();

@@ -80,6 +80,8 @@ pub fn chains(
         tokens: Rational::from_integer(0.into()),
         model_flops: Rational::from_integer(0.into()),
         memory_per_device: Rational::from_integer(0.into()),
+        batch_symbol: model.batch.clone(),
+        sequence_symbol: model.roles.sequence.clone(),
         blocks,
         items: Vec::new(),
         stages: Vec::new(),

@@ -259,6 +259,14 @@ pub struct TimingPlan {
     /// was recorded): each machine's capacity is checked against it.
     #[serde(default = "unknown_memory", with = "exact")]
     pub memory_per_device: Rational,
+    /// The symbol of the global batch (the model's `batch` role); `None` in analyses saved
+    /// before it was recorded, and for a model without one.
+    #[serde(default)]
+    pub batch_symbol: Option<String>,
+    /// The symbol of the sequence length (the model's `sequence` role); `None` in analyses
+    /// saved before it was recorded, and for a model without one.
+    #[serde(default)]
+    pub sequence_symbol: Option<String>,
 }
 
 fn unknown_memory() -> Rational {
@@ -552,6 +560,8 @@ pub fn build_plan(
         tokens,
         model_flops: evaluation.model_flops.clone(),
         memory_per_device: evaluation.memory.total.clone(),
+        batch_symbol: model.batch.clone(),
+        sequence_symbol: model.roles.sequence.clone(),
         blocks,
         items,
         stages,
