@@ -242,3 +242,75 @@ fn an_unsupported_mask_operator_is_refused_not_dropped() {
     assert!(String::from_utf8_lossy(&status.stderr).contains("IsInf"));
     let _ = std::fs::remove_file(&tmp);
 }
+
+/// The attention mask as a second graph input, as a model serving padded batches is exported
+/// (tools/export_onnx_fixtures.py, `*_mask.onnx`: `attention_mask`, int64 [2, 32], GPT-2 and
+/// BERT, by the dynamo exporter and by the TorchScript exporter with fixed and with symbolic
+/// sizes). What the graph computes from the mask alone (casts, index arithmetic, GatherND,
+/// And, Where: integer and boolean work, no FLOPs) makes no operator and is said in the model
+/// file; its addition to the scores is mapped, one operation per score. The files import
+/// completely with the unmasked files' numbers: PyTorch's forward matmul FLOPs (which the
+/// script checks equal with and without the mask), and parameters as in the tests above (the
+/// dynamo exporter folds BERT's token-type lookup, the TorchScript one unties GPT-2's head).
+#[test]
+fn attention_mask_inputs_import_with_pytorchs_numbers() {
+    let r = reference();
+    for (name, token_type, untied_head) in [("gpt2", 0, 1000 * 64), ("bert", 128, 0)] {
+        let m = &r["models"][name];
+        let input = m["input"].as_array().unwrap();
+        for kind in ["dynamo_mask", "ts_mask", "ts_dynamic_mask"] {
+            let file = m["files"][kind].as_str().unwrap();
+            let out = import_onnx(&dir().join(file), &OnnxOptions::default(), &mut |_, _| {})
+                .unwrap_or_else(|e| panic!("{file}: {e}"));
+            assert!(out.unmapped.is_empty(), "{file}: {:?}", out.unmapped);
+            assert_eq!(out.mapped, out.nodes, "{file}");
+            assert!(out.coverage.complete, "{file}");
+            assert!(
+                out.yaml.contains(
+                    "# Integer input `attention_mask` indexes no table: it is taken as a mask"
+                ),
+                "{file}:\n{}",
+                out.yaml
+            );
+            // No model input for the mask: nothing of the model reads it.
+            assert!(!out.yaml.contains("    attention_mask:"), "{file}");
+            let model = ModelLoader::embedded()
+                .unwrap()
+                .load(&Source::new(format!("{file}.yaml"), out.yaml.clone()))
+                .unwrap_or_else(|e| panic!("{file}: {e}"));
+            let c = model_cost(&model);
+            let mut at = Bindings::new();
+            if kind == "ts_dynamic_mask" {
+                at.insert("B".into(), int(&input[0]));
+                at.insert("S".into(), int(&input[1]));
+            }
+            assert_eq!(
+                c.forward.matmul.eval(&at).unwrap(),
+                int(&m["matmul_flops"]),
+                "{file}: forward matmul FLOPs"
+            );
+            let want = if kind == "dynamo_mask" {
+                int(&m["params"]) - Rational::from_integer(token_type.into())
+            } else {
+                int(&m["params"]) + Rational::from_integer(untied_head.into())
+            };
+            assert_eq!(c.params.eval(&at).unwrap(), want, "{file}: parameters");
+            if kind == "ts_mask" {
+                // The mask added to the scores: [B, heads, S, S] = [2, 4, 32, 32], one layer
+                // written once and repeated twice.
+                let add = if name == "gpt2" {
+                    "attn/Add`"
+                } else {
+                    "attention/self/Add`"
+                };
+                let adds: Vec<&str> = out
+                    .yaml
+                    .lines()
+                    .filter(|l| l.contains(add) && l.contains("op: scale"))
+                    .collect();
+                assert_eq!(adds.len(), 1, "{file}:\n{}", out.yaml);
+                assert!(adds[0].contains("bind: {b: 256, h: 32}"), "{}", adds[0]);
+            }
+        }
+    }
+}

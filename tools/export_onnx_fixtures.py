@@ -16,6 +16,11 @@ convolution before it, and dropout stays), exported with `torch.onnx.export`:
   (`batch`) and, for the text models, the sequence (`seq`) symbolic, so that the masks and
   index tensors it traces are computed from the input's shape at run time.
 
+* `*_dynamo_mask.onnx`, `*_ts_mask.onnx`, `*_ts_dynamic_mask.onnx` (GPT-2, BERT): the same
+  three exports with the attention mask as a second graph input (`attention_mask`, int64, the
+  second sequence padded after 20 tokens), as a model serving padded batches is exported. Its
+  forward matmul FLOPs are the unmasked ones (the script checks it).
+
 Float initializers of more than 256 elements are then emptied (their dims kept, their data
 removed) and the nodes' metadata (stack traces, name scopes) dropped, so that the fixtures stay
 small: the importer reads the shapes of weights, never their values. Everything else is the
@@ -34,6 +39,7 @@ Next to the files, `reference.json` records for each model, from PyTorch itself:
 
     python -m venv /tmp/onnxref && /tmp/onnxref/bin/pip install torch transformers onnx onnxscript
     /tmp/onnxref/bin/python tools/export_onnx_fixtures.py
+    /tmp/onnxref/bin/python tools/export_onnx_fixtures.py --mask-only   # only the *_mask files
 
 The outputs are committed under tests/fixtures/onnx/exported/; the tests read them and need
 neither Python nor a network.
@@ -53,6 +59,30 @@ OUT = os.path.join(HERE, "..", "tests", "fixtures", "onnx", "exported")
 KEEP = 256
 # The models also exported with symbolic input dimensions, and which (axis → name).
 DYNAMIC = {"gpt2": {0: "batch", 1: "seq"}, "bert": {0: "batch", 1: "seq"}, "vit": {0: "batch"}}
+
+
+# The models also exported with the attention mask as a graph input.
+MASKED = ["gpt2", "bert"]
+
+
+def padding_mask(x):
+    """All ones but the second sequence, padded after 20 tokens."""
+    mask = torch.ones_like(x)
+    mask[1, 20:] = 0
+    return mask
+
+
+class Masked(torch.nn.Module):
+    """The model's first output for token ids and an attention mask, both graph inputs."""
+
+    def __init__(self, model, kwargs):
+        super().__init__()
+        self.model = model
+        self.kwargs = kwargs
+
+    def forward(self, x, attention_mask):
+        out = self.model(x, attention_mask=attention_mask, return_dict=False, **self.kwargs)
+        return out[0]
 
 
 class Logits(torch.nn.Module):
@@ -148,9 +178,48 @@ def shrink(path):
     onnx.save(m, path)
 
 
+def export_masked(name, model, x, kwargs, ref):
+    """The `*_mask` files of one model, recorded in `ref["files"]`."""
+    mask = padding_mask(x)
+    counter = FlopCounterMode(display=False)
+    with torch.no_grad(), counter:
+        model(x, attention_mask=mask, **kwargs)
+    assert int(counter.get_total_flops()) == ref["matmul_flops"], name
+    for kind in ["dynamo_mask", "ts_mask", "ts_dynamic_mask"]:
+        dynamo = kind == "dynamo_mask"
+        path = os.path.join(OUT, f"{name}_{kind}.onnx")
+        extra = {"input_names": ["x", "attention_mask"]}
+        if not dynamo:
+            extra["training"] = torch.onnx.TrainingMode.TRAINING
+        if kind == "ts_dynamic_mask":
+            extra["dynamic_axes"] = {"x": DYNAMIC[name], "attention_mask": DYNAMIC[name]}
+        try:
+            torch.onnx.export(Masked(model, kwargs), (x, mask), path, dynamo=dynamo,
+                              opset_version=18 if dynamo else 17, external_data=dynamo, **extra)
+        except Exception as e:  # noqa: BLE001 - the failure is recorded, not hidden
+            ref["files"][kind] = f"export failed: {type(e).__name__}: {str(e)[:200]}"
+            print(f"{name} {kind}: export failed: {e!r}"[:300], file=sys.stderr)
+            continue
+        shrink(path)
+        ref["files"][kind] = os.path.basename(path)
+        print(f"{name} {kind}: {os.path.getsize(path)} bytes", file=sys.stderr)
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     torch.manual_seed(0)
+    if "--mask-only" in sys.argv:
+        with open(os.path.join(OUT, "reference.json")) as f:
+            refs = json.load(f)
+        for name, model, x, kwargs in models():
+            if name in MASKED:
+                model.train()
+                randomise(model)
+                export_masked(name, model, x, kwargs, refs["models"][name])
+        with open(os.path.join(OUT, "reference.json"), "w") as f:
+            json.dump(refs, f, indent=1, sort_keys=True)
+            f.write("\n")
+        return
     refs = {
         "generator": "tools/export_onnx_fixtures.py",
         "torch": torch.__version__,
@@ -184,6 +253,8 @@ def main():
             shrink(path)
             ref["files"][kind] = os.path.basename(path)
             print(f"{name} {kind}: {os.path.getsize(path)} bytes", file=sys.stderr)
+        if name in MASKED:
+            export_masked(name, model, x, kwargs, ref)
         refs["models"][name] = ref
     with open(os.path.join(OUT, "reference.json"), "w") as f:
         json.dump(refs, f, indent=1, sort_keys=True)

@@ -204,22 +204,41 @@ pub fn import_onnx_bytes(
     let mut inputs = Vec::new();
     for t in &graph.initializer {
         let name = t.name.clone().unwrap_or_default();
+        // An integer or boolean initializer (indices, a traced mask) is never a parameter: no
+        // origin, so that what is computed from it alone folds as constants do.
+        let integer = t.data_type.is_some_and(|d| float_dtype(d).is_none());
         let v = match tensor_shape(t) {
             Some(shape) => Value::Const {
                 shape,
                 vals: tensor_vals(t),
-                origin: Some(name.clone()),
+                origin: (!integer).then(|| name.clone()),
             },
             None => Value::Unknown(format!("initializer `{name}` is empty")),
         };
         m.values.insert(name, v);
     }
+    let ids = token_id_inputs(graph);
+    let mut step_inputs: Vec<String> = Vec::new();
     for vi in &graph.input {
         let onnx_name = vi.name.clone().unwrap_or_default();
         if m.values.contains_key(&onnx_name) {
             continue; // an initializer listed as an input (IR version < 4)
         }
+        let integer = elem_type(vi.r#type.as_ref()).is_some_and(|t| float_dtype(t).is_none());
         let v = match symbols.shape_of(vi.r#type.as_ref(), &onnx_name) {
+            // An integer or boolean input that indexes no table (an attention mask): it carries
+            // no gradient and nothing learned; what the graph computes from it alone is integer
+            // and boolean work on its shape, and its values reach the data only through the
+            // operators that combine the two, which are mapped.
+            Some(dims) if integer && !ids.contains(&onnx_name) => {
+                m.step_derived.insert(onnx_name.clone());
+                step_inputs.push(onnx_name.clone());
+                Value::Const {
+                    shape: dims,
+                    vals: None,
+                    origin: None,
+                }
+            }
             Some(dims) => {
                 let name = m.alloc(&onnx_name);
                 let dtype = elem_type(vi.r#type.as_ref()).and_then(int_dtype);
@@ -369,8 +388,19 @@ pub fn import_onnx_bytes(
     // Root causes first, each group in graph order.
     unmapped.sort_by_key(|u| !u.root);
     let skeleton = write(
-        file, &model, graph, &name, opts, &symbols, &inputs, &m.emitted, &unmapped, mapped,
-        &m.folded, None,
+        file,
+        &model,
+        graph,
+        &name,
+        opts,
+        &symbols,
+        &inputs,
+        &m.emitted,
+        &unmapped,
+        mapped,
+        &m.folded,
+        (&step_inputs, &m.derived),
+        None,
     );
     let loaded = ModelLoader::embedded()?.load(&Source::new(file, skeleton))?;
     let cost = model_cost(&loaded);
@@ -419,6 +449,7 @@ pub fn import_onnx_bytes(
         &unmapped,
         mapped,
         &m.folded,
+        (&step_inputs, &m.derived),
         Some(&coverage),
     );
     Ok(OnnxImport {
@@ -435,6 +466,48 @@ pub fn import_onnx_bytes(
             .map(|(k, v)| (k.clone(), v.onnx.clone()))
             .collect(),
     })
+}
+
+/// The graph inputs that index a table: read, directly or through views and casts, as the
+/// indices of a `Gather` whose data is an initializer (token ids into an embedding).
+fn token_id_inputs(graph: &GraphProto) -> BTreeSet<String> {
+    let tables: BTreeSet<&str> = graph
+        .initializer
+        .iter()
+        .filter_map(|t| t.name.as_deref())
+        .collect();
+    let mut ids = BTreeSet::new();
+    for vi in &graph.input {
+        let Some(start) = vi.name.as_deref() else {
+            continue;
+        };
+        let mut reach: BTreeSet<&str> = BTreeSet::from([start]);
+        let mut indexes = false;
+        for node in &graph.node {
+            let first = node.input.first().map(String::as_str).unwrap_or("");
+            match node.op_type() {
+                "Reshape" | "Flatten" | "Unsqueeze" | "Squeeze" | "Cast" | "Identity"
+                    if reach.contains(first) =>
+                {
+                    reach.extend(node.output.iter().map(String::as_str));
+                }
+                "Gather"
+                    if tables.contains(first)
+                        && node
+                            .input
+                            .get(1)
+                            .is_some_and(|i| reach.contains(i.as_str())) =>
+                {
+                    indexes = true;
+                }
+                _ => {}
+            }
+        }
+        if indexes {
+            ids.insert(start.to_string());
+        }
+    }
+    ids
 }
 
 /// Forward FLOPs an unmapped node's inputs imply: one operation per element of its first
@@ -610,6 +683,7 @@ fn write(
     unmapped: &[Unmapped],
     mapped: usize,
     folded: &[(String, Poly)],
+    (step_inputs, derived): (&[String], &[(String, Poly)]),
     coverage: Option<&Coverage>,
 ) -> String {
     let file_name = file
@@ -651,6 +725,23 @@ fn write(
             "# {} of them computed from constants and shapes alone (the masks, indices and sizes the exporter traced: {}): folded into constants, no operator; their outputs, {} elements in all, are the same at every step of one shape and are not counted; the work a folded mask does on the data is its consumer's.",
             folded.len(),
             kinds.join(", "),
+            formula(&elements)
+        );
+    }
+    if !step_inputs.is_empty() {
+        let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
+        for (f, _) in derived {
+            *kinds.entry(f.as_str()).or_default() += 1;
+        }
+        let kinds: Vec<String> = kinds.iter().map(|(t, n)| format!("{t} ×{n}")).collect();
+        let elements: Poly = derived.iter().map(|(_, n)| n.clone()).sum();
+        let names: Vec<String> = step_inputs.iter().map(|n| format!("`{n}`")).collect();
+        let _ = writeln!(
+            y,
+            "# Integer input {} indexes no table: it is taken as a mask, not as data (no gradient, no parameter, no FLOPs). {} nodes compute from it alone ({}), {} elements per step of integer and boolean work: no operator, not counted; the work the mask does on the data (adding it to the scores) is its consumer's, mapped as such.",
+            names.join(", "),
+            derived.len(),
+            if kinds.is_empty() { "none".to_string() } else { kinds.join(", ") },
             formula(&elements)
         );
     }

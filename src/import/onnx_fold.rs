@@ -28,6 +28,7 @@ const FOLDED: &[&str] = &[
     "Neg",
     "Where",
     "GatherElements",
+    "GatherND",
     "Gather",
 ];
 
@@ -65,16 +66,32 @@ impl Mapper {
     /// Whether `node` is one of [`FOLDED`] and reads only constants that are no weights: each
     /// is a `Constant` output or a value computed from constants, or an initializer whose
     /// integer contents are known (a weight's contents never are).
+    /// `Where` may also choose between scalar initializers (the dynamo exporter writes the 0 and
+    /// the large negative of a mask as such): a choice, not a parameter.
     pub(super) fn foldable(&self, node: &NodeProto) -> bool {
+        let scalar_choice = |k: usize, v: &Value| {
+            node.op_type() == "Where"
+                && k > 0
+                && matches!(v, Value::Const { shape, .. } if product(shape) == Poly::one())
+        };
         FOLDED.contains(&node.op_type())
             && !node.input.is_empty()
-            && node.input.iter().filter(|t| !t.is_empty()).all(|t| {
-                matches!(
-                    self.values.get(t),
-                    Some(Value::Const { origin: None, .. })
-                        | Some(Value::Const { vals: Some(_), .. })
-                )
-            })
+            && node
+                .input
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| !t.is_empty())
+                .all(|(k, t)| match self.values.get(t) {
+                    Some(
+                        v @ Value::Const {
+                            origin: Some(_),
+                            vals: None,
+                            ..
+                        },
+                    ) => scalar_choice(k, v),
+                    Some(Value::Const { .. }) => true,
+                    _ => false,
+                })
     }
 
     /// Folds a [`Mapper::foldable`] node into a constant.
@@ -87,6 +104,7 @@ impl Mapper {
             .collect::<Result<_, _>>()?;
         let (shape, vals) = match node.op_type() {
             "GatherElements" => gather_elements(node, &ins)?,
+            "GatherND" => gather_nd(node, &ins)?,
             "Gather" => gather(node, &ins)?,
             op => {
                 let mut out: Shape = Vec::new();
@@ -164,6 +182,30 @@ fn sign(d: &Poly) -> Option<Ordering> {
     let mut signs = d.terms().map(|(_, c)| c.cmp(&zero));
     let first = signs.next()?;
     signs.all(|s| s == first).then_some(first)
+}
+
+/// `GatherND`: the indices' leading dimensions, then the data's dimensions after the batch and
+/// the indexed ones (`indices.shape[:-1] + data.shape[batch_dims + k:]`, `k` the indices' last
+/// dimension); values are not followed.
+fn gather_nd(
+    node: &NodeProto,
+    ins: &[(Shape, Option<Vec<Poly>>)],
+) -> Result<(Shape, Option<Vec<Poly>>), Reason> {
+    let [(ds, _), (is, _)] = ins else {
+        return Err("GatherND reads two inputs".into());
+    };
+    let batch = super::onnx_shape::attr_int(node, "batch_dims").unwrap_or(0);
+    let batch = usize::try_from(batch).map_err(|_| "negative batch_dims")?;
+    let (last, lead) = is.split_last().ok_or("GatherND of scalar indices")?;
+    let k = int_of(last)
+        .and_then(|k| usize::try_from(k).ok())
+        .ok_or("GatherND whose index depth is not a number")?;
+    if batch + k > ds.len() || batch >= is.len() && batch > 0 {
+        return Err("GatherND indexing beyond the data's rank".into());
+    }
+    let mut out = lead.to_vec();
+    out.extend(ds[batch + k..].iter().cloned());
+    Ok((out, None))
 }
 
 /// `GatherElements`: the shape of the indices; values picked along the axis when known.

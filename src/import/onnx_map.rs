@@ -74,6 +74,12 @@ pub(super) struct Mapper {
     /// The nodes folded into constants (computed from constants and shapes alone): operator
     /// type and the elements of the output.
     pub folded: Vec<(String, Poly)>,
+    /// Tensors computed from the auxiliary step inputs alone (an attention mask given as a
+    /// graph input, and what the graph makes of it without the data): shapes known, values not.
+    pub step_derived: std::collections::BTreeSet<String>,
+    /// The nodes computed from auxiliary step inputs alone: operator type and the elements of
+    /// the output.
+    pub derived: Vec<(String, Poly)>,
     journal: Journal,
 }
 
@@ -230,8 +236,36 @@ impl Mapper {
         }
     }
 
-    /// Maps one node; `Err` says why it cannot be.
+    /// Maps one node; `Err` says why it cannot be. A node that reads a tensor computed from an
+    /// auxiliary step input and yields constants (shapes known, values not) is recorded in
+    /// [`Mapper::derived`] instead of [`Mapper::folded`]: its values change from step to step.
     pub fn node(&mut self, node: &NodeProto, label: &str) -> Result<(), Reason> {
+        let derived =
+            node.op_type() != "Shape" && node.input.iter().any(|t| self.step_derived.contains(t));
+        let folded = self.folded.len();
+        self.dispatch(node, label)?;
+        if derived {
+            let outs: Vec<Poly> = node
+                .output
+                .iter()
+                .filter_map(|o| match self.values.get(o) {
+                    Some(Value::Const { shape, .. }) => Some((o.clone(), product(shape))),
+                    _ => None,
+                })
+                .map(|(o, n)| {
+                    self.step_derived.insert(o);
+                    n
+                })
+                .collect();
+            self.folded.truncate(folded);
+            if let Some(n) = outs.into_iter().next() {
+                self.derived.push((node.op_type().to_string(), n));
+            }
+        }
+        Ok(())
+    }
+
+    fn dispatch(&mut self, node: &NodeProto, label: &str) -> Result<(), Reason> {
         let domain = node.domain.as_deref().unwrap_or("");
         if !domain.is_empty() && domain != "ai.onnx" {
             return Err(format!("operator domain `{domain}` is not standard ONNX"));
