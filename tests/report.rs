@@ -54,6 +54,21 @@ fn report_shows_the_ranking_and_the_top_strategys_numbers_and_fetches_nothing() 
     let rows = rank["strategies"].as_array().unwrap();
     assert_eq!(html.matches("<tr><td data-v=").count(), rows.len());
     let top = &rows[0];
+    // The table says micro-batch size and layout as `rank` does, and so does the top row's
+    // label.
+    assert!(html.contains("<th title=\"click to sort\">mbs</th>"));
+    assert!(html.contains("<th title=\"click to sort\">layout</th>"));
+    assert!(!html.contains("micro-batches</th>"));
+    let label = format!("dp={} tp={} pp={}", top["dp"], top["tp"], top["pp"]);
+    assert!(
+        html.contains(&format!("{label} mbs={}", top["micro_batch_size"])),
+        "{label}"
+    );
+    assert!(html.contains(&format!(
+        "<td data-v=\"{}\">{}</td>",
+        top["layout"].as_str().unwrap(),
+        top["layout"].as_str().unwrap()
+    )));
     // The exact relative cost and memory of every row, as `rank` prints them.
     for r in rows {
         let cost = r["relative_cost"].as_str().unwrap();

@@ -153,7 +153,7 @@ fn knobs(r: &Value) -> String {
     if r["ep"].as_u64().unwrap_or(1) > 1 {
         let _ = write!(s, " ep={}", r["ep"]);
     }
-    let _ = write!(s, " mb={}", r["microbatches"]);
+    let _ = write!(s, " mbs={}", r["micro_batch_size"]);
     s
 }
 
@@ -498,11 +498,12 @@ fn ranking_table(rows: &[Value], seconds: bool) -> String {
         "pp",
         "ep",
         "cp",
-        "micro-batches",
+        "mbs",
         "schedule",
         "sequence parallel",
         "recompute",
         "ZeRO",
+        "layout",
         "relative cost",
         "compute",
         "intra-node",
@@ -532,14 +533,14 @@ fn ranking_table(rows: &[Value], seconds: bool) -> String {
         } else {
             format!("no: {}", text(&r["reason"]))
         };
-        let cells: [(String, String); 19] = [
+        let cells: [(String, String); 20] = [
             (text(&r["rank"]), text(&r["rank"])),
             (text(&r["dp"]), text(&r["dp"])),
             (text(&r["tp"]), text(&r["tp"])),
             (text(&r["pp"]), text(&r["pp"])),
             (text(&r["ep"]), text(&r["ep"])),
             (text(&r["cp"]), text(&r["cp"])),
-            (text(&r["microbatches"]), text(&r["microbatches"])),
+            (text(&r["micro_batch_size"]), text(&r["micro_batch_size"])),
             (sched.clone(), sched),
             (
                 text(&r["sequence_parallel"]),
@@ -551,6 +552,7 @@ fn ranking_table(rows: &[Value], seconds: bool) -> String {
             ),
             (text(&r["recompute"]), text(&r["recompute"])),
             (text(&r["zero"]), text(&r["zero"])),
+            (text(&r["layout"]), text(&r["layout"])),
             (
                 float(total).to_string(),
                 format!(
@@ -594,8 +596,8 @@ fn ranking_table(rows: &[Value], seconds: bool) -> String {
         ];
         h.push_str("<tr>");
         for (i, (key, shown)) in cells.iter().enumerate() {
-            // Cells 11…16 and 18 already hold markup built from escaped text.
-            let shown = if (11..=16).contains(&i) || i == 18 {
+            // Cells 12…17 and 19 already hold markup built from escaped text.
+            let shown = if (12..=17).contains(&i) || i == 19 {
                 shown.clone()
             } else {
                 esc(shown)
@@ -803,7 +805,7 @@ pub fn html(input: &ReportInput) -> Result<String> {
     );
     let _ = writeln!(
         h,
-        "<section><h2>Ranking</h2><p class=\"note\">Click a column to sort. Hover a relative cost or a memory figure for its exact value.</p>{}</section>",
+        "<section><h2>Ranking</h2><p class=\"note\">Click a column to sort. Hover a relative cost or a memory figure for its exact value. mbs: micro-batch size (samples per micro-batch and data-parallel rank); layout: the tensor-parallel layout, <code>annotated</code> (the model's own marks) or <code>auto</code> (the per-operator search's).</p>{}</section>",
         ranking_table(&rows, seconds)
     );
     let _ = writeln!(
