@@ -110,6 +110,8 @@ fn torchscript_transformers_import_completely() {
         );
         let out = import_onnx(&dir().join(&file), &OnnxOptions::default(), &mut |_, _| {}).unwrap();
         assert!(out.coverage.complete, "{name}");
+        // The token ids index the embedding: no input is taken as a mask.
+        assert!(out.mask_inputs.is_empty(), "{name}");
         assert_eq!(out.mapped, out.nodes, "{name}");
         // The folded nodes are said in the model file, by type.
         assert!(
@@ -265,6 +267,7 @@ fn attention_mask_inputs_import_with_pytorchs_numbers() {
             assert!(out.unmapped.is_empty(), "{file}: {:?}", out.unmapped);
             assert_eq!(out.mapped, out.nodes, "{file}");
             assert!(out.coverage.complete, "{file}");
+            assert_eq!(out.mask_inputs, ["attention_mask"], "{file}");
             assert!(
                 out.yaml.contains(
                     "# Integer input `attention_mask` indexes no table: it is taken as a mask"

@@ -102,6 +102,9 @@ pub struct OnnxImport {
     pub coverage: Coverage,
     /// Model symbols made from symbolic dimensions, with the ONNX name each stands for.
     pub symbols: Vec<(String, String)>,
+    /// Integer graph inputs that index no table, taken as masks (an `attention_mask`): what
+    /// the graph computes from them alone makes no operator.
+    pub mask_inputs: Vec<String>,
 }
 
 fn invalid(file: &Path, msg: impl std::fmt::Display) -> Error {
@@ -465,6 +468,7 @@ pub fn import_onnx_bytes(
             .iter()
             .map(|(k, v)| (k.clone(), v.onnx.clone()))
             .collect(),
+        mask_inputs: step_inputs,
     })
 }
 

@@ -637,6 +637,11 @@ pub fn check_divisibility(
     b: &Bindings,
     k: &Knobs,
 ) -> Result<(), StrategyError> {
+    // Operators share their index formulas (the hidden size, the heads, the tokens of a
+    // micro-batch): each (formula, degree, sequence cut) is checked once, at its first operator.
+    let mut checked: std::collections::HashSet<(&Poly, u64, bool)> =
+        std::collections::HashSet::new();
+    let cp = b.get(CP).cloned().unwrap_or_else(Rational::one);
     for (blk, ba) in model.blocks.iter().zip(&a.blocks) {
         for (node, op) in blk.ops().zip(&ba.ops) {
             let mut by_index: Vec<(String, u64, &str)> = Vec::new();
@@ -652,18 +657,27 @@ pub fn check_divisibility(
                     None => by_index.push((i.clone(), k.tp, "tp")),
                 }
             }
-            let cp = b.get(CP).cloned().unwrap_or_else(Rational::one);
             for (i, size, axis) in by_index {
-                let mut v = eval(&node.bind[&i], b)?;
-                if a.sequence
+                let formula = &node.bind[&i];
+                let cut = a
+                    .sequence
                     .as_deref()
-                    .is_some_and(|s| node.bind[&i].degree_in(s).1 >= 1)
-                {
+                    .is_some_and(|s| formula.degree_in(s).1 >= 1);
+                if !checked.insert((formula, size, cut)) {
+                    continue;
+                }
+                let mut v = eval(formula, b)?;
+                if cut {
                     // Each context-parallel rank holds 1/cp of the sequence.
                     v /= &cp;
                 }
-                let q = &v / r(size);
-                if !q.is_integer() || q.is_zero() {
+                let divides = v.is_integer()
+                    && !v.is_zero()
+                    && match (v.numer().to_i128(), i128::from(size)) {
+                        (Some(n), d) => n % d == 0,
+                        (None, _) => (v.numer() % num_bigint::BigInt::from(size)).is_zero(),
+                    };
+                if !divides {
                     return Err(StrategyError::NotDivisible(Box::new(
                         crate::strategy::NotDivisible {
                             axis,

@@ -496,7 +496,8 @@ impl Poly {
                 .checked_add(tn.checked_mul(lcd / td)?)?;
             (num, den) = reduced(num, lcd)?;
         }
-        Some(Rational::new(BigInt::from(num), BigInt::from(den)))
+        // Already in lowest terms with a positive denominator: no second reduction.
+        Some(Rational::new_raw(BigInt::from(num), BigInt::from(den)))
     }
 
     /// Compares the values of two polynomials under the given bindings.
