@@ -767,10 +767,12 @@ impl Runs {
                 _ => runs.push((x, 1, vec![0.0 + x])),
             }
         }
+        let irregular = t.iter().any(|x| x.is_nan() || *x < 0.0);
         Runs {
             runs,
-            irregular: t.iter().any(|x| x.is_nan() || *x < 0.0),
-            items: t.to_vec(),
+            irregular,
+            // Item by item only where the run-wise count does not apply.
+            items: if irregular { t.to_vec() } else { Vec::new() },
         }
     }
 
@@ -1121,18 +1123,37 @@ fn rough_stages(
         ..
     } = plan;
     let mf = k.microbatches as f64;
-    let mut rough: Vec<[f64; 3]> = Vec::new();
+    let zero3 = if k.zero == 3 {
+        (1.0 + 2.0 * k.microbatches as f64) / 2.0
+    } else {
+        1.0
+    };
+    let full_recompute = full_recompute_peak(numbers, layer_block, k);
+    let mut rough: Vec<[f64; 3]> = Vec::with_capacity(stage_counts.len());
+    // What depends on a stage's blocks alone, computed once for each distinct content (the
+    // stages of a pipeline of equal layers hold one of a few): the same operations on the same
+    // values, so the same floats.
+    let mut seen: Vec<(&[(usize, u64)], StageParts)> = Vec::new();
     for (s, counts) in stage_counts.iter().enumerate() {
-        let sum = |f: fn(&RoughBlock) -> f64| {
-            counts
-                .iter()
-                .map(|(b, c)| f(&cf[*b]) * *c as f64)
-                .sum::<f64>()
-        };
-        let time = plan.stage_compute(s, k) * mf
-            + kt * (sum(|c| c.tp_bytes) * mf + sum(|c| c.tp_grad))
-            + ke * sum(|c| c.ep_bytes) * mf
-            + kc * sum(|c| c.cp_bytes) * mf;
+        let known = seen
+            .iter()
+            .find(|(c, _)| *c == counts.as_slice())
+            .map(|(_, x)| *x);
+        let (time, dp_grad, parts) = known.unwrap_or_else(|| {
+            let sum = |f: fn(&RoughBlock) -> f64| {
+                counts
+                    .iter()
+                    .map(|(b, c)| f(&cf[*b]) * *c as f64)
+                    .sum::<f64>()
+            };
+            let time = plan.stage_compute(s, k) * mf
+                + kt * (sum(|c| c.tp_bytes) * mf + sum(|c| c.tp_grad))
+                + ke * sum(|c| c.ep_bytes) * mf
+                + kc * sum(|c| c.cp_bytes) * mf;
+            let x = (time, sum(|c| c.dp_grad), memory_parts(plan, k, s));
+            seen.push((counts.as_slice(), x));
+            x
+        });
         let mut p2p = 0.0;
         if (s as u64) + 1 < k.pp {
             p2p += numbers[items[bounds[s + 1] - 1]].approx.boundary;
@@ -1143,13 +1164,8 @@ fn rough_stages(
         if let Some(b) = interleaved_boundary(counts, layer_block, plan.v) {
             p2p += 2.0 * (plan.v - 1) as f64 * numbers[b].approx.boundary;
         }
-        let zero3 = if k.zero == 3 {
-            (1.0 + 2.0 * k.microbatches as f64) / 2.0
-        } else {
-            1.0
-        };
-        let full = time + kd * sum(|c| c.dp_grad) * zero3 + kp * p2p * mf;
-        let mem = stage_memory(plan, numbers, layer_block, k, s);
+        let full = time + kd * dp_grad * zero3 + kp * p2p * mf;
+        let mem = stage_memory(&parts, full_recompute, k, plan.v, s);
         rough.push([time, full, mem]);
     }
     rough
@@ -1181,14 +1197,19 @@ fn in_flight(k: &Knobs, v: u64, s: usize) -> (u64, u64) {
     }
 }
 
-/// Memory of stage `s` in floating point: the same formula the exact pricing uses.
-fn stage_memory(
-    plan: &Plan,
-    numbers: &[BlockNumbers],
-    layer_block: &[bool],
-    k: &Knobs,
-    s: usize,
-) -> f64 {
+/// A stage's time, data-parallel gradient bytes and memory parts: what depends on its blocks
+/// alone.
+type StageParts = (f64, f64, MemoryParts);
+
+/// The memory of a stage's blocks that does not depend on its place in the pipeline: weights,
+/// gradients and optimizer state, and the activations one micro-batch saves.
+#[derive(Debug, Clone, Copy)]
+struct MemoryParts {
+    state: f64,
+    saved: f64,
+}
+
+fn memory_parts(plan: &Plan, k: &Knobs, s: usize) -> MemoryParts {
     let zero = |min: u8| {
         if k.zero >= min {
             k.replicas() as f64
@@ -1210,22 +1231,38 @@ fn stage_memory(
             .map(|(b, c)| f(&plan.cf[*b]) * *c as f64)
             .sum::<f64>()
     };
-    let (num, den) = in_flight(k, plan.v, s);
-    let fly = num as f64 / den as f64;
-    let mut act = sum(|c| c.saved) * fly;
-    if k.recompute == Recompute::Full {
-        act += numbers
-            .iter()
-            .enumerate()
-            .filter(|(bi, _)| layer_block[*bi])
-            .map(|(_, n)| n.approx.saved)
-            .fold(0.0, f64::max);
-    }
     let state = |bytes: i64, stage: u8| {
         sum(|c| c.params) * bytes as f64 / zero(stage)
             + sum(|c| c.params_expert) * bytes as f64 / zero_expert(stage)
     };
-    state(WEIGHT_BYTES, 3) + state(GRAD_BYTES, 2) + state(OPTIMIZER_BYTES, 1) + act
+    MemoryParts {
+        state: state(WEIGHT_BYTES, 3) + state(GRAD_BYTES, 2) + state(OPTIMIZER_BYTES, 1),
+        saved: sum(|c| c.saved),
+    }
+}
+
+/// Under full recomputation, the largest activations one layer holds while it is recomputed.
+fn full_recompute_peak(numbers: &[BlockNumbers], layer_block: &[bool], k: &Knobs) -> f64 {
+    if k.recompute != Recompute::Full {
+        return 0.0;
+    }
+    numbers
+        .iter()
+        .enumerate()
+        .filter(|(bi, _)| layer_block[*bi])
+        .map(|(_, n)| n.approx.saved)
+        .fold(0.0, f64::max)
+}
+
+/// Memory of stage `s` in floating point: the same formula the exact pricing uses.
+fn stage_memory(parts: &MemoryParts, full_recompute: f64, k: &Knobs, v: u64, s: usize) -> f64 {
+    let (num, den) = in_flight(k, v, s);
+    let fly = num as f64 / den as f64;
+    let mut act = parts.saved * fly;
+    if k.recompute == Recompute::Full {
+        act += full_recompute;
+    }
+    parts.state + act
 }
 
 /// A strategy priced in floating point: enough to order thousands of strategies quickly; the
