@@ -8,7 +8,8 @@ mod common;
 use common::{run_on_file as run, symshard, temp_dir};
 
 /// The `gpt` family's roles with its batch called `N`.
-const ROLES_N: &str = "roles: {batch: N, sequence: S, vocab: V, heads: NH, layer: L}";
+const ROLES_N: &str =
+    "roles: {batch: N, sequence: S, vocab: V, heads: NH, layer: L, hidden: H, ffn: F, positions: P}";
 
 /// A model file with the `gpt` family's graph written inline and gpt3-125m's values, its batch
 /// symbol called `batch`.
@@ -153,7 +154,7 @@ fn roles_are_checked_where_they_are_declared() {
     for (role, says) in [
         (
             "roles: {batch: N, vocabulary: V}",
-            "unknown role `vocabulary` (the symbol roles: batch, sequence, vocab, heads, layer)",
+            "unknown role `vocabulary` (the symbol roles: batch, sequence, vocab, heads, layer, hidden, ffn, kv_heads, head_dim, positions)",
         ),
         ("roles: {batch: Q}", "role `batch`: unknown symbol `Q`"),
     ] {

@@ -237,7 +237,7 @@ fn atom_names(p: &Problem, f: &str) -> Vec<String> {
 #[test]
 fn atoms_of_extents() {
     let gpt = model("gpt3-125m");
-    let p = Problem::new("gpt", Vec::new(), gpt.values.clone(), 2);
+    let p = Problem::new("gpt", Vec::new(), gpt.values.clone(), 2, &gpt.roles);
     assert_eq!(atom_names(&p, "B*S"), ["B", "S"]);
     assert_eq!(atom_names(&p, "H"), ["NH", "H/NH"]);
     assert_eq!(atom_names(&p, "H/NH"), ["H/NH"]);
@@ -245,12 +245,28 @@ fn atoms_of_extents() {
     assert_eq!(atom_names(&p, "S*S"), ["S", "S"]);
     assert!(atom_names(&p, "1").is_empty());
     let llama = model("llama3-8b");
-    let p = Problem::new("llama", Vec::new(), llama.values.clone(), 2);
+    let p = Problem::new("llama", Vec::new(), llama.values.clone(), 2, &llama.roles);
     assert_eq!(atom_names(&p, "NH*D"), ["D", "KV", "NH/KV"]);
     assert_eq!(atom_names(&p, "H"), ["KV", "NH/KV", "D"]);
     let vit = model("vit-b16");
-    let p = Problem::new("vit", Vec::new(), vit.values.clone(), 2);
+    let p = Problem::new("vit", Vec::new(), vit.values.clone(), 2, &vit.roles);
     assert_eq!(atom_names(&p, "B*(S^2/P^2 + 1)"), ["B", "1 + S^2/P^2"]);
+    // By role, not by name: llama3-8b's symbols renamed, the same atoms renamed.
+    let mut roles = llama.roles.clone();
+    let mut values = llama.values.clone();
+    for (from, to, slot) in [
+        ("H", "Wd", &mut roles.hidden),
+        ("NH", "Qh", &mut roles.heads),
+        ("D", "Hdim", &mut roles.head_dim),
+        ("KV", "Gq", &mut roles.kv_heads),
+    ] {
+        let v = values.remove(from).unwrap();
+        values.insert(to.into(), v);
+        *slot = Some(to.into());
+    }
+    let p = Problem::new("renamed", Vec::new(), values, 2, &roles);
+    assert_eq!(atom_names(&p, "Qh*Hdim"), ["Hdim", "Gq", "Qh/Gq"]);
+    assert_eq!(atom_names(&p, "Wd"), ["Gq", "Qh/Gq", "Hdim"]);
 }
 
 /// The solver's layout of a GPT layer is never worse than Megatron-LM's in the same model of

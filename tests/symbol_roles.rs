@@ -96,7 +96,9 @@ fn every_symbol_renamed_with_declared_roles_is_costed_and_ranked_the_same() {
     let dir = temp_dir("renamed");
     let original = inline_gpt(&[]);
     let copy = inline_gpt(&RENAMED);
-    assert!(copy.contains("roles: {batch: Nb, sequence: Tk, vocab: Vc, heads: Hn, layer: Ly}"));
+    assert!(copy.contains(
+        "roles: {batch: Nb, sequence: Tk, vocab: Vc, heads: Hn, layer: Ly, hidden: Hd, ffn: Ff, positions: Ps}"
+    ));
     std::fs::write(dir.join("o.yaml"), &original).unwrap();
     std::fs::write(dir.join("r.yaml"), &copy).unwrap();
     for args in [
@@ -135,6 +137,18 @@ fn every_symbol_renamed_with_declared_roles_is_costed_and_ranked_the_same() {
             "16",
             "--fix",
             "cp=2",
+            "--format",
+            "json",
+        ],
+        // Megatron-LM's flags from the roles: hidden and MLP sizes, heads, positions.
+        &[
+            "rank",
+            "--devices",
+            "16",
+            "--top",
+            "1",
+            "--emit",
+            "megatron",
             "--format",
             "json",
         ],
@@ -194,11 +208,12 @@ fn every_symbol_renamed_with_declared_roles_is_costed_and_ranked_the_same() {
 #[test]
 fn roles_are_checked_where_they_are_declared() {
     let dir = temp_dir("checked");
-    let roles = "roles: {batch: B, sequence: S, vocab: V, heads: NH, layer: L}";
+    let roles =
+        "roles: {batch: B, sequence: S, vocab: V, heads: NH, layer: L, hidden: H, ffn: F, positions: P}";
     for (bad, says) in [
         (
             "roles: {batch: B, vocabulary: V}",
-            "unknown role `vocabulary` (the symbol roles: batch, sequence, vocab, heads, layer)",
+            "unknown role `vocabulary` (the symbol roles: batch, sequence, vocab, heads, layer, hidden, ffn, kv_heads, head_dim, positions)",
         ),
         (
             "roles: {batch: B, sequence: T}",
@@ -234,7 +249,7 @@ fn roles_are_checked_where_they_are_declared() {
 fn undeclared_roles_are_inferred_from_the_conventional_names_and_reported() {
     let dir = temp_dir("inferred");
     let declared = inline_gpt(&[]);
-    let roles = "  roles: {batch: B, sequence: S, vocab: V, heads: NH, layer: L}\n";
+    let roles = "  roles: {batch: B, sequence: S, vocab: V, heads: NH, layer: L, hidden: H, ffn: F, positions: P}\n";
     let undeclared = declared.replace(roles, "");
     assert_ne!(declared, undeclared);
     std::fs::write(dir.join("d.yaml"), &declared).unwrap();
@@ -246,12 +261,12 @@ fn undeclared_roles_are_inferred_from_the_conventional_names_and_reported() {
         json(&run(&dir, "d.yaml", &args)),
         json(&run(&dir, "u.yaml", &args))
     );
-    let note = "roles inferred from symbol names (the graph declares none): batch B, sequence S, vocab V, heads NH, layer L";
+    let note = "roles inferred from symbol names (the graph declares none): batch B, sequence S, vocab V, heads NH, layer L, hidden H, ffn F, positions P";
     assert!(run(&dir, "u.yaml", &["cost"]).contains(note));
     assert!(!run(&dir, "d.yaml", &["cost"]).contains("inferred"));
     // A renamed graph without roles has none of them: no batch, no sequence.
     let bare = inline_gpt(&RENAMED).replace(
-        "  roles: {batch: Nb, sequence: Tk, vocab: Vc, heads: Hn, layer: Ly}\n",
+        "  roles: {batch: Nb, sequence: Tk, vocab: Vc, heads: Hn, layer: Ly, hidden: Hd, ffn: Ff, positions: Ps}\n",
         "",
     );
     std::fs::write(dir.join("b.yaml"), &bare).unwrap();

@@ -193,22 +193,28 @@ fn megatron(
     let l = layers(model, values)?;
     // Model shape.
     a.push(("--num-layers", Some(l.to_string())));
-    for (flag, sym) in [("--hidden-size", "H"), ("--ffn-hidden-size", "F")] {
-        if let Some(v) = value(values, sym) {
+    let r = &model.roles;
+    for (flag, sym) in [
+        ("--hidden-size", r.hidden.as_ref()),
+        ("--ffn-hidden-size", r.ffn.as_ref()),
+    ] {
+        if let Some(v) = role_value(values, sym) {
             a.push((flag, Some(v)));
         }
     }
-    if let Some(v) = role_value(values, model.roles.heads.as_ref()) {
+    if let Some(v) = role_value(values, r.heads.as_ref()) {
         a.push(("--num-attention-heads", Some(v)));
     }
-    let heads = model.roles.heads.as_ref().and_then(|h| whole(values, h));
-    if let (Some(kv), Some(nh)) = (whole(values, "KV"), heads) {
+    let role_whole = |sym: Option<&String>| sym.and_then(|s| whole(values, s));
+    let heads = role_whole(r.heads.as_ref());
+    if let (Some(kv), Some(nh)) = (role_whole(r.kv_heads.as_ref()), heads) {
         if kv != nh {
             a.push(("--group-query-attention", None));
             a.push(("--num-query-groups", Some(kv.to_string())));
         }
     }
-    if let (Some(d), Some(h), Some(nh)) = (whole(values, "D"), whole(values, "H"), heads) {
+    let hidden = role_whole(r.hidden.as_ref());
+    if let (Some(d), Some(h), Some(nh)) = (role_whole(r.head_dim.as_ref()), hidden, heads) {
         if d * nh != h {
             a.push(("--kv-channels", Some(d.to_string())));
         }
@@ -224,7 +230,7 @@ fn megatron(
     }
     if let Some(s) = role_value(values, model.roles.sequence.as_ref()) {
         a.push(("--seq-length", Some(s.clone())));
-        let p = value(values, "P").unwrap_or(s);
+        let p = role_value(values, r.positions.as_ref()).unwrap_or(s);
         a.push(("--max-position-embeddings", Some(p)));
     }
     if let Some(v) = role_value(values, model.roles.vocab.as_ref()) {

@@ -136,8 +136,9 @@ pub struct Model {
 }
 
 /// The symbols a graph gives a role besides the batch (`roles: {sequence: S, vocab: V, heads:
-/// NH, layer: L}`). A graph that declares no roles has them inferred from the conventional names
-/// (`B`, `S`, `V`, `NH`, `L`), once, when it is loaded; [`Roles::inferred`] says which.
+/// NH, layer: L, hidden: H, ffn: F, kv_heads: KV, head_dim: D, positions: P}`). A graph that
+/// declares no roles has them inferred from the conventional names (`B`, `S`, `V`, `NH`, `L`,
+/// `H`, `F`, `KV`, `D`, `P`), once, when it is loaded; [`Roles::inferred`] says which.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Roles {
     /// The sequence length: what context parallelism splits, what attention is quadratic in.
@@ -148,6 +149,16 @@ pub struct Roles {
     pub heads: Option<String>,
     /// The layer count: the repeat count of the repeated block.
     pub layer: Option<String>,
+    /// The hidden size (the model width): what attention heads divide into head dimensions.
+    pub hidden: Option<String>,
+    /// The MLP inner size.
+    pub ffn: Option<String>,
+    /// The key/value heads of grouped-query attention.
+    pub kv_heads: Option<String>,
+    /// The dimension of one attention head.
+    pub head_dim: Option<String>,
+    /// The size of a learned position table (the longest sequence it holds).
+    pub positions: Option<String>,
     /// The roles inferred from symbol names, as (role, symbol), for a graph that declares none;
     /// empty when the graph declares its roles.
     pub inferred: Vec<(&'static str, String)>,

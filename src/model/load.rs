@@ -278,19 +278,24 @@ pub const ROLE_BATCH: &str = "batch";
 
 /// The symbol roles a graph may declare, each with the conventional name a graph that declares
 /// no roles is read with.
-pub const SYMBOL_ROLES: [(&str, &str); 5] = [
+pub const SYMBOL_ROLES: [(&str, &str); 10] = [
     (ROLE_BATCH, "B"),
     ("sequence", "S"),
     ("vocab", "V"),
     ("heads", "NH"),
     ("layer", "L"),
+    ("hidden", "H"),
+    ("ffn", "F"),
+    ("kv_heads", "KV"),
+    ("head_dim", "D"),
+    ("positions", "P"),
 ];
 
 /// The batch symbol and the other roles a graph declares (`roles: {batch: SYMBOL, sequence:
 /// SYMBOL, …}`), refusing unknown roles, symbols the graph does not have and a symbol given two
 /// roles, at their line. A graph that declares no roles gets the roles of the conventional names
-/// it has (`B`, `S`, `V`, `NH`, `L`), as graphs written before roles were declared (imports)
-/// do; the inference is recorded in [`Roles::inferred`].
+/// it has (`B`, `S`, `V`, `NH`, `L`, `H`, `F`, `KV`, `D`, `P`), as graphs written before roles
+/// were declared (imports) do; the inference is recorded in [`Roles::inferred`].
 fn symbol_roles(
     src: &Source,
     graph: &GraphSpec,
@@ -341,6 +346,11 @@ fn symbol_roles(
         vocab: take("vocab"),
         heads: take("heads"),
         layer: take("layer"),
+        hidden: take("hidden"),
+        ffn: take("ffn"),
+        kv_heads: take("kv_heads"),
+        head_dim: take("head_dim"),
+        positions: take("positions"),
         inferred,
     };
     Ok((batch, roles))

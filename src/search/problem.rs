@@ -300,36 +300,48 @@ fn positive_int(r: &Rational) -> Option<u64> {
 }
 
 impl Problem {
-    /// An empty problem over `axes` with symbol `values`.
-    pub fn new(name: &str, axes: Vec<Axis>, values: Bindings, dtype_bytes: u32) -> Problem {
+    /// An empty problem over `axes` with symbol `values`. The model's roles say how the
+    /// hidden size splits into heads and head dimensions, and the heads into key/value groups,
+    /// for the per-operator search to cut at head boundaries.
+    pub fn new(
+        name: &str,
+        axes: Vec<Axis>,
+        values: Bindings,
+        dtype_bytes: u32,
+        roles: &crate::model::Roles,
+    ) -> Problem {
         let mut decomp = BTreeMap::new();
         let int = |s: &str| values.get(s).and_then(positive_int);
-        if let (Some(h), Some(nh)) = (int("H"), int("NH")) {
-            if h % nh == 0 {
-                let hd = match int("D") {
-                    Some(d) if d * nh == h => ("D".to_string(), Poly::symbol("D")),
-                    _ => {
-                        let p = Poly::symbol("H")
-                            .checked_div(&Poly::symbol("NH"))
-                            .unwrap_or_else(|_| Poly::symbol("H"));
-                        (p.to_string(), p)
-                    }
-                };
-                decomp.insert(
-                    "H".to_string(),
-                    vec![("NH".to_string(), Poly::symbol("NH")), hd],
-                );
+        let role = |r: &Option<String>| r.clone().filter(|s| values.contains_key(s));
+        let (hidden, heads) = (role(&roles.hidden), role(&roles.heads));
+        let (head_dim, kv) = (role(&roles.head_dim), role(&roles.kv_heads));
+        if let (Some(hs), Some(ns)) = (&hidden, &heads) {
+            if let (Some(h), Some(nh)) = (int(hs), int(ns)) {
+                if h % nh == 0 {
+                    let hd = match head_dim.as_ref().and_then(|d| Some((d, int(d)?))) {
+                        Some((ds, d)) if d * nh == h => (ds.clone(), Poly::symbol(ds)),
+                        _ => {
+                            let p = Poly::symbol(hs)
+                                .checked_div(&Poly::symbol(ns))
+                                .unwrap_or_else(|_| Poly::symbol(hs));
+                            (p.to_string(), p)
+                        }
+                    };
+                    decomp.insert(hs.clone(), vec![(ns.clone(), Poly::symbol(ns)), hd]);
+                }
             }
         }
-        if let (Some(nh), Some(kv)) = (int("NH"), int("KV")) {
-            if nh % kv == 0 {
-                let p = Poly::symbol("NH")
-                    .checked_div(&Poly::symbol("KV"))
-                    .unwrap_or_else(|_| Poly::symbol("NH"));
-                decomp.insert(
-                    "NH".to_string(),
-                    vec![("KV".to_string(), Poly::symbol("KV")), (p.to_string(), p)],
-                );
+        if let (Some(ns), Some(ks)) = (&heads, &kv) {
+            if let (Some(nh), Some(k)) = (int(ns), int(ks)) {
+                if nh % k == 0 {
+                    let p = Poly::symbol(ns)
+                        .checked_div(&Poly::symbol(ks))
+                        .unwrap_or_else(|_| Poly::symbol(ns));
+                    decomp.insert(
+                        ns.clone(),
+                        vec![(ks.clone(), Poly::symbol(ks)), (p.to_string(), p)],
+                    );
+                }
             }
         }
         Problem {
@@ -1002,6 +1014,7 @@ impl Problem {
             axes,
             values.clone(),
             model.dtype_bytes,
+            &model.roles,
         );
         // Which operators anything reads, model-wide.
         let mut read: std::collections::BTreeSet<(usize, NodeIndex)> = Default::default();
@@ -1198,7 +1211,15 @@ pub fn synthetic(
     ] {
         values.insert(s.to_string(), Rational::from_integer(pick(opts).into()));
     }
-    let mut p = Problem::new(&format!("synthetic-{seed}"), axes, values, 2);
+    // The synthetic graphs name their symbols conventionally.
+    let roles = crate::model::Roles {
+        hidden: Some("H".into()),
+        heads: Some("NH".into()),
+        head_dim: Some("D".into()),
+        kv_heads: Some("KV".into()),
+        ..Default::default()
+    };
+    let mut p = Problem::new(&format!("synthetic-{seed}"), axes, values, 2, &roles);
     let mut g = Gen {
         rules,
         rng: SplitMix::new(seed ^ 0x5EED),
