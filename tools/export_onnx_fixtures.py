@@ -178,6 +178,22 @@ def shrink(path):
     onnx.save(m, path)
 
 
+def export_one(name, kind, module, args, dynamo, extra, ref):
+    """Exports `module` on `args` to `<name>_<kind>.onnx` and records the file (or why the
+    export failed) in `ref["files"]`."""
+    path = os.path.join(OUT, f"{name}_{kind}.onnx")
+    try:
+        torch.onnx.export(module, args, path, dynamo=dynamo, opset_version=18 if dynamo else 17,
+                          external_data=dynamo, **extra)
+    except Exception as e:  # noqa: BLE001 - the failure is recorded, not hidden
+        ref["files"][kind] = f"export failed: {type(e).__name__}: {str(e)[:200]}"
+        print(f"{name} {kind}: export failed: {e!r}"[:300], file=sys.stderr)
+        return
+    shrink(path)
+    ref["files"][kind] = os.path.basename(path)
+    print(f"{name} {kind}: {os.path.getsize(path)} bytes", file=sys.stderr)
+
+
 def export_masked(name, model, x, kwargs, ref):
     """The `*_mask` files of one model, recorded in `ref["files"]`."""
     mask = padding_mask(x)
@@ -187,22 +203,12 @@ def export_masked(name, model, x, kwargs, ref):
     assert int(counter.get_total_flops()) == ref["matmul_flops"], name
     for kind in ["dynamo_mask", "ts_mask", "ts_dynamic_mask"]:
         dynamo = kind == "dynamo_mask"
-        path = os.path.join(OUT, f"{name}_{kind}.onnx")
         extra = {"input_names": ["x", "attention_mask"]}
         if not dynamo:
             extra["training"] = torch.onnx.TrainingMode.TRAINING
         if kind == "ts_dynamic_mask":
             extra["dynamic_axes"] = {"x": DYNAMIC[name], "attention_mask": DYNAMIC[name]}
-        try:
-            torch.onnx.export(Masked(model, kwargs), (x, mask), path, dynamo=dynamo,
-                              opset_version=18 if dynamo else 17, external_data=dynamo, **extra)
-        except Exception as e:  # noqa: BLE001 - the failure is recorded, not hidden
-            ref["files"][kind] = f"export failed: {type(e).__name__}: {str(e)[:200]}"
-            print(f"{name} {kind}: export failed: {e!r}"[:300], file=sys.stderr)
-            continue
-        shrink(path)
-        ref["files"][kind] = os.path.basename(path)
-        print(f"{name} {kind}: {os.path.getsize(path)} bytes", file=sys.stderr)
+        export_one(name, kind, Masked(model, kwargs), (x, mask), dynamo, extra, ref)
 
 
 def main():
@@ -236,23 +242,12 @@ def main():
         kinds = ["dynamo", "ts"] + (["ts_dynamic"] if name in DYNAMIC else [])
         for kind in kinds:
             dynamo = kind == "dynamo"
-            path = os.path.join(OUT, f"{name}_{kind}.onnx")
-            try:
-                wrapped = Logits(model, kwargs, mask=(name == "gpt2" and not dynamo))
-                extra = {} if dynamo else {"training": torch.onnx.TrainingMode.TRAINING}
-                if kind == "ts_dynamic":
-                    extra["input_names"] = ["x"]
-                    extra["dynamic_axes"] = {"x": DYNAMIC[name]}
-                torch.onnx.export(wrapped, (x,), path, dynamo=dynamo,
-                                  opset_version=18 if dynamo else 17, external_data=dynamo,
-                                  **extra)
-            except Exception as e:  # noqa: BLE001 - the failure is recorded, not hidden
-                ref["files"][kind] = f"export failed: {type(e).__name__}: {str(e)[:200]}"
-                print(f"{name} {kind}: export failed: {e!r}"[:300], file=sys.stderr)
-                continue
-            shrink(path)
-            ref["files"][kind] = os.path.basename(path)
-            print(f"{name} {kind}: {os.path.getsize(path)} bytes", file=sys.stderr)
+            wrapped = Logits(model, kwargs, mask=(name == "gpt2" and not dynamo))
+            extra = {} if dynamo else {"training": torch.onnx.TrainingMode.TRAINING}
+            if kind == "ts_dynamic":
+                extra["input_names"] = ["x"]
+                extra["dynamic_axes"] = {"x": DYNAMIC[name]}
+            export_one(name, kind, wrapped, (x,), dynamo, extra, ref)
         if name in MASKED:
             export_masked(name, model, x, kwargs, ref)
         refs["models"][name] = ref

@@ -390,21 +390,25 @@ pub fn import_onnx_bytes(
     }
     // Root causes first, each group in graph order.
     unmapped.sort_by_key(|u| !u.root);
-    let skeleton = write(
-        file,
-        &model,
-        graph,
-        &name,
-        opts,
-        &symbols,
-        &inputs,
-        &m.emitted,
-        &unmapped,
-        mapped,
-        &m.folded,
-        (&step_inputs, &m.derived),
-        None,
-    );
+    // The model file, without coverage (to measure it) and then with it.
+    let file_text = |unmapped: &[Unmapped], coverage: Option<&Coverage>| {
+        write(
+            file,
+            &model,
+            graph,
+            &name,
+            opts,
+            &symbols,
+            &inputs,
+            &m.emitted,
+            unmapped,
+            mapped,
+            &m.folded,
+            (&step_inputs, &m.derived),
+            coverage,
+        )
+    };
+    let skeleton = file_text(&unmapped, None);
     let loaded = ModelLoader::embedded()?.load(&Source::new(file, skeleton))?;
     let cost = model_cost(&loaded);
     let unmapped_params: Poly = unmapped_weights
@@ -440,21 +444,7 @@ pub fn import_onnx_bytes(
             roots.join("; ")
         )));
     }
-    let yaml = write(
-        file,
-        &model,
-        graph,
-        &name,
-        opts,
-        &symbols,
-        &inputs,
-        &m.emitted,
-        &unmapped,
-        mapped,
-        &m.folded,
-        (&step_inputs, &m.derived),
-        Some(&coverage),
-    );
+    let yaml = file_text(&unmapped, Some(&coverage));
     Ok(OnnxImport {
         name,
         yaml,
