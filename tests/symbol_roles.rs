@@ -51,9 +51,15 @@ fn back() -> Vec<(&'static str, &'static str)> {
 
 /// gpt3-125m with the `gpt` family's graph written inline and its symbols renamed by `pairs`.
 fn inline_gpt(pairs: &[(&str, &str)]) -> String {
+    inline("gpt", "gpt3-125m", pairs)
+}
+
+/// A shipped model with its family's graph written inline and its symbols renamed by `pairs`.
+fn inline(family: &str, model: &str, pairs: &[(&str, &str)]) -> String {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let family = std::fs::read_to_string(root.join("models/families/gpt.yaml")).unwrap();
-    let model = std::fs::read_to_string(root.join("models/gpt3-125m.yaml")).unwrap();
+    let family =
+        std::fs::read_to_string(root.join(format!("models/families/{family}.yaml"))).unwrap();
+    let model = std::fs::read_to_string(root.join(format!("models/{model}.yaml"))).unwrap();
     let mut out = String::from("name: renamed\ndoc: gpt3-125m with its graph inline.\ngraph:\n");
     for line in family.lines() {
         if line.starts_with("family:") || line.starts_with("doc:") {
@@ -213,7 +219,7 @@ fn roles_are_checked_where_they_are_declared() {
     for (bad, says) in [
         (
             "roles: {batch: B, vocabulary: V}",
-            "unknown role `vocabulary` (the symbol roles: batch, sequence, vocab, heads, layer, hidden, ffn, kv_heads, head_dim, positions)",
+            "unknown role `vocabulary` (the symbol roles: batch, sequence, vocab, heads, layer, hidden, ffn, kv_heads, head_dim, positions, experts, top_k)",
         ),
         (
             "roles: {batch: B, sequence: T}",
@@ -312,4 +318,34 @@ fn shipped_families_declare_their_roles() {
     let vit = loader.resolve("vit-b16").unwrap();
     assert_eq!(vit.roles.heads.as_deref(), Some("NH"));
     assert_eq!(vit.roles.layer.as_deref(), Some("L"));
+}
+
+/// The mixture-of-experts sizes are roles too: Mixtral with its experts and top-k renamed emits
+/// the same Megatron-LM flags (`--num-experts 8 --moe-router-topk 2`, the shipped
+/// mixtral-8x7b's values).
+#[test]
+fn expert_roles_reach_emit() {
+    let dir = temp_dir("experts");
+    let pairs = [("E", "Nx"), ("K", "Tk")];
+    let original = inline("mixtral", "mixtral-8x7b", &[]);
+    let copy = inline("mixtral", "mixtral-8x7b", &pairs);
+    assert!(copy.contains("experts: Nx, top_k: Tk"), "{copy}");
+    std::fs::write(dir.join("o.yaml"), &original).unwrap();
+    std::fs::write(dir.join("r.yaml"), &copy).unwrap();
+    let args = [
+        "rank",
+        "--devices",
+        "64",
+        "--top",
+        "1",
+        "--emit",
+        "megatron",
+    ];
+    let o = run(&dir, "o.yaml", &args);
+    let r = run(&dir, "r.yaml", &args);
+    for flag in ["--num-experts 8", "--moe-router-topk 2"] {
+        assert!(o.contains(flag), "{o}");
+        assert!(r.contains(flag), "{r}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -236,9 +236,9 @@ fn megatron(
     if let Some(v) = role_value(values, model.roles.vocab.as_ref()) {
         a.push(("--vocab-size", Some(v)));
     }
-    if let Some(e) = value(values, "E") {
+    if let Some(e) = role_value(values, r.experts.as_ref()) {
         a.push(("--num-experts", Some(e)));
-        if let Some(t) = value(values, "K") {
+        if let Some(t) = role_value(values, r.top_k.as_ref()) {
             a.push(("--moe-router-topk", Some(t)));
         }
     }

@@ -136,9 +136,10 @@ pub struct Model {
 }
 
 /// The symbols a graph gives a role besides the batch (`roles: {sequence: S, vocab: V, heads:
-/// NH, layer: L, hidden: H, ffn: F, kv_heads: KV, head_dim: D, positions: P}`). A graph that
-/// declares no roles has them inferred from the conventional names (`B`, `S`, `V`, `NH`, `L`,
-/// `H`, `F`, `KV`, `D`, `P`), once, when it is loaded; [`Roles::inferred`] says which.
+/// NH, layer: L, hidden: H, ffn: F, kv_heads: KV, head_dim: D, positions: P, experts: E, top_k:
+/// K}`). A graph that declares no roles has them inferred from the conventional names (`B`, `S`,
+/// `V`, `NH`, `L`, `H`, `F`, `KV`, `D`, `P`, `E`, `K`), once, when it is loaded;
+/// [`Roles::inferred`] says which.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Roles {
     /// The sequence length: what context parallelism splits, what attention is quadratic in.
@@ -159,6 +160,10 @@ pub struct Roles {
     pub head_dim: Option<String>,
     /// The size of a learned position table (the longest sequence it holds).
     pub positions: Option<String>,
+    /// The experts of a mixture-of-experts layer.
+    pub experts: Option<String>,
+    /// The experts each token is routed to (top-k).
+    pub top_k: Option<String>,
     /// The roles inferred from symbol names, as (role, symbol), for a graph that declares none;
     /// empty when the graph declares its roles.
     pub inferred: Vec<(&'static str, String)>,

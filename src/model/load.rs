@@ -278,7 +278,7 @@ pub const ROLE_BATCH: &str = "batch";
 
 /// The symbol roles a graph may declare, each with the conventional name a graph that declares
 /// no roles is read with.
-pub const SYMBOL_ROLES: [(&str, &str); 10] = [
+pub const SYMBOL_ROLES: [(&str, &str); 12] = [
     (ROLE_BATCH, "B"),
     ("sequence", "S"),
     ("vocab", "V"),
@@ -289,12 +289,14 @@ pub const SYMBOL_ROLES: [(&str, &str); 10] = [
     ("kv_heads", "KV"),
     ("head_dim", "D"),
     ("positions", "P"),
+    ("experts", "E"),
+    ("top_k", "K"),
 ];
 
 /// The batch symbol and the other roles a graph declares (`roles: {batch: SYMBOL, sequence:
 /// SYMBOL, …}`), refusing unknown roles, symbols the graph does not have and a symbol given two
 /// roles, at their line. A graph that declares no roles gets the roles of the conventional names
-/// it has (`B`, `S`, `V`, `NH`, `L`, `H`, `F`, `KV`, `D`, `P`), as graphs written before roles
+/// it has (`B`, `S`, `V`, `NH`, `L`, `H`, `F`, `KV`, `D`, `P`, `E`, `K`), as graphs written before roles
 /// were declared (imports) do; the inference is recorded in [`Roles::inferred`].
 fn symbol_roles(
     src: &Source,
@@ -351,6 +353,8 @@ fn symbol_roles(
         kv_heads: take("kv_heads"),
         head_dim: take("head_dim"),
         positions: take("positions"),
+        experts: take("experts"),
+        top_k: take("top_k"),
         inferred,
     };
     Ok((batch, roles))
