@@ -5,7 +5,7 @@ use std::path::Path;
 
 mod common;
 
-use common::{run_on_file as run, symshard, temp_dir};
+use common::{refused_in, run_on_file as run, temp_dir};
 
 /// The `gpt` family's roles with its batch called `N`.
 const ROLES_N: &str =
@@ -138,13 +138,7 @@ fn a_batch_called_otherwise_is_analysed_the_same() {
     // Undeclared, `N` is no batch: nothing for data parallelism to split.
     let undeclared = inline_gpt("N").replace(&format!("  {ROLES_N}\n"), "");
     std::fs::write(dir.join("u.yaml"), undeclared).unwrap();
-    let out = symshard()
-        .current_dir(&dir)
-        .args(["cost", "u.yaml", "--dp", "4"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = refused_in(&dir, &["cost", "u.yaml", "--dp", "4"]);
     assert!(err.contains("has no batch symbol to split"), "{err}");
 }
 
@@ -161,13 +155,7 @@ fn roles_are_checked_where_they_are_declared() {
         let text = inline_gpt("N").replace(ROLES_N, role);
         std::fs::write(dir.join("m.yaml"), &text).unwrap();
         let line = text.lines().position(|l| l.contains("roles:")).unwrap() + 1;
-        let out = symshard()
-            .current_dir(&dir)
-            .args(["cost", "m.yaml"])
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(2));
-        let err = String::from_utf8_lossy(&out.stderr);
+        let err = refused_in(&dir, &["cost", "m.yaml"]);
         assert!(err.contains(&format!("m.yaml:{line}:")), "{err}");
         assert!(err.contains(says), "{err}");
     }

@@ -2,24 +2,15 @@
 //! (`attention: eager` operators, or `role: attention-core`), never by the name or the degree of
 //! a symbol: ResNet's and ViT's `S` is an image side, and a user's sequence may be called `T`.
 
-use assert_cmd::Command;
 use num_bigint::BigInt;
 use serde_json::Value;
 
+mod common;
+
+use common::{json, refused};
+
 fn cost(args: &[&str]) -> Value {
-    let out = Command::cargo_bin("symshard")
-        .unwrap()
-        .arg("cost")
-        .args(args)
-        .args(["--format", "json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    json(&[&["cost"][..], args, &["--format", "json"]].concat())
 }
 
 fn int(v: &Value) -> BigInt {
@@ -143,13 +134,7 @@ fn a_sequence_under_another_name_is_recomputed_by_its_declared_role() {
     assert_eq!(flops(&plain, "selective"), flops(&plain, "none"));
     // A role that does not exist is refused with its file and line.
     let bad = tiny(&dir, "bad", "role: attention-cor, ");
-    let out = Command::cargo_bin("symshard")
-        .unwrap()
-        .args(["cost", &bad])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = refused(&["cost", &bad]);
     assert!(
         err.contains("bad.yaml:22:") && err.contains("unknown role `attention-cor`"),
         "{err}"

@@ -8,7 +8,7 @@ use std::path::Path;
 
 mod common;
 
-use common::{run_on_file as run, symshard, temp_dir};
+use common::{refused_in, run_on_file as run, temp_dir};
 
 /// Every symbol of the `gpt` family, with the name the renamed copy gives it.
 const RENAMED: [(&str, &str); 8] = [
@@ -175,7 +175,8 @@ fn every_symbol_renamed_with_declared_roles_is_costed_and_ranked_the_same() {
         let r = run(&dir, "r.yaml", args);
         assert_eq!(json(&o), json(&renamed(&r, &back())), "{args:?}");
     }
-    // The text of `rank` too, its header naming the batch and sequence by their names.
+    // The text of `rank` too, its header naming the batch and sequence by their names
+    // (gpt3-125m's shipped values: B = 256 and S = 2048, Brown et al. 2020 Table 2.1).
     let o = run(&dir, "o.yaml", &["rank", "--devices", "16"]);
     let r = run(&dir, "r.yaml", &["rank", "--devices", "16"]);
     assert!(
@@ -197,13 +198,7 @@ fn every_symbol_renamed_with_declared_roles_is_costed_and_ranked_the_same() {
     );
     assert!(t.contains("(Nb = 256, Tk = 2048)"), "{t}");
     // Refusals name the sequence by its name.
-    let out = symshard()
-        .current_dir(&dir)
-        .args(["cost", "r.yaml", "--cp", "3"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = refused_in(&dir, &["cost", "r.yaml", "--cp", "3"]);
     assert!(
         err.contains("2·cp = 6 does not divide the sequence length Tk = 2048"),
         "{err}"
@@ -238,13 +233,7 @@ fn roles_are_checked_where_they_are_declared() {
         assert!(text.contains(bad));
         std::fs::write(dir.join("m.yaml"), &text).unwrap();
         let line = text.lines().position(|l| l.contains("roles:")).unwrap() + 1;
-        let out = symshard()
-            .current_dir(&dir)
-            .args(["cost", "m.yaml"])
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(2), "{bad}");
-        let err = String::from_utf8_lossy(&out.stderr);
+        let err = refused_in(&dir, &["cost", "m.yaml"]);
         assert!(err.contains(&format!("m.yaml:{line}:")), "{err}");
         assert!(err.contains(says), "{err}");
     }
@@ -276,13 +265,7 @@ fn undeclared_roles_are_inferred_from_the_conventional_names_and_reported() {
         "",
     );
     std::fs::write(dir.join("b.yaml"), &bare).unwrap();
-    let out = symshard()
-        .current_dir(&dir)
-        .args(["cost", "b.yaml", "--cp", "2"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = refused_in(&dir, &["cost", "b.yaml", "--cp", "2"]);
     assert!(
         err.contains("has no sequence to split (no symbol has the `sequence` role)"),
         "{err}"
@@ -322,7 +305,8 @@ fn shipped_families_declare_their_roles() {
 
 /// The mixture-of-experts sizes are roles too: Mixtral with its experts and top-k renamed emits
 /// the same Megatron-LM flags (`--num-experts 8 --moe-router-topk 2`, the shipped
-/// mixtral-8x7b's values).
+/// mixtral-8x7b's values from the Hugging Face config of Mixtral-8x7B-v0.1: num_local_experts
+/// 8, num_experts_per_tok 2).
 #[test]
 fn expert_roles_reach_emit() {
     let dir = temp_dir("experts");

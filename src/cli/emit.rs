@@ -228,12 +228,12 @@ fn megatron(
         a.push(("--disable-bias-linear", None));
         a.push(("--untie-embeddings-and-output-weights", None));
     }
-    if let Some(s) = role_value(values, model.roles.sequence.as_ref()) {
+    if let Some(s) = role_value(values, r.sequence.as_ref()) {
         a.push(("--seq-length", Some(s.clone())));
         let p = role_value(values, r.positions.as_ref()).unwrap_or(s);
         a.push(("--max-position-embeddings", Some(p)));
     }
-    if let Some(v) = role_value(values, model.roles.vocab.as_ref()) {
+    if let Some(v) = role_value(values, r.vocab.as_ref()) {
         a.push(("--vocab-size", Some(v)));
     }
     if let Some(e) = role_value(values, r.experts.as_ref()) {

@@ -148,27 +148,16 @@ pub fn run(args: TimelineArgs) -> Result<(), Error> {
 /// found by the model's `batch` and `sequence` roles (by the names `B` and `S` in analyses saved
 /// before the roles were recorded).
 fn plan_batch_and_sequence(plan: &TimingPlan) -> String {
-    let recorded = plan.batch_symbol.is_some() || plan.sequence_symbol.is_some();
-    let names: Vec<&str> = if recorded {
-        [
-            plan.batch_symbol.as_deref(),
-            plan.sequence_symbol.as_deref(),
-        ]
-        .into_iter()
-        .flatten()
-        .collect()
+    let recorded = [
+        plan.batch_symbol.as_deref(),
+        plan.sequence_symbol.as_deref(),
+    ];
+    let names: Vec<&str> = if recorded.iter().any(Option::is_some) {
+        recorded.into_iter().flatten().collect()
     } else {
         vec!["B", "S"]
     };
-    let parts: Vec<String> = names
-        .iter()
-        .filter_map(|k| plan.symbols.get(*k).map(|v| format!("{k} = {v}")))
-        .collect();
-    if parts.is_empty() {
-        String::new()
-    } else {
-        format!(" ({})", parts.join(", "))
-    }
+    super::cost::named_values(names, |k| plan.symbols.get(k).cloned())
 }
 
 /// Devices per node a plan runs with on a machine: the plan's own, or the machine's.

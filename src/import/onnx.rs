@@ -221,7 +221,7 @@ pub fn import_onnx_bytes(
         m.values.insert(name, v);
     }
     let ids = token_id_inputs(graph);
-    let mut step_inputs: Vec<String> = Vec::new();
+    let mut mask_inputs: Vec<String> = Vec::new();
     for vi in &graph.input {
         let onnx_name = vi.name.clone().unwrap_or_default();
         if m.values.contains_key(&onnx_name) {
@@ -234,8 +234,8 @@ pub fn import_onnx_bytes(
             // and boolean work on its shape, and its values reach the data only through the
             // operators that combine the two, which are mapped.
             Some(dims) if integer && !ids.contains(&onnx_name) => {
-                m.step_derived.insert(onnx_name.clone());
-                step_inputs.push(onnx_name.clone());
+                m.mask_derived.insert(onnx_name.clone());
+                mask_inputs.push(onnx_name.clone());
                 Value::Const {
                     shape: dims,
                     vals: None,
@@ -350,10 +350,7 @@ pub fn import_onnx_bytes(
         });
     }
     if m.emitted.is_empty() {
-        let kinds: Vec<String> = by_type(&unmapped)
-            .iter()
-            .map(|(t, n)| format!("{t} ×{n}"))
-            .collect();
+        let kinds = by_type(unmapped.iter().map(|u| u.op_type.as_str()));
         let roots: Vec<String> = unmapped
             .iter()
             .filter(|u| u.root)
@@ -363,7 +360,7 @@ pub fn import_onnx_bytes(
         return Err(Error::Usage(format!(
             "{}: none of the {total} ONNX nodes maps to an operator rule ({}); first the root causes: {}",
             file.display(),
-            kinds.join(", "),
+            kinds,
             roots.join("; ")
         )));
     }
@@ -404,7 +401,7 @@ pub fn import_onnx_bytes(
             unmapped,
             mapped,
             &m.folded,
-            (&step_inputs, &m.derived),
+            (&mask_inputs, &m.mask_nodes),
             coverage,
         )
     };
@@ -458,8 +455,15 @@ pub fn import_onnx_bytes(
             .iter()
             .map(|(k, v)| (k.clone(), v.onnx.clone()))
             .collect(),
-        mask_inputs: step_inputs,
+        mask_inputs,
     })
+}
+
+/// Nodes without an operator listed by operator type (`And ×1, Where ×2`), and the elements
+/// of their outputs in all.
+fn by_type_with_elements(nodes: &[(String, Poly)]) -> (String, Poly) {
+    let kinds = by_type(nodes.iter().map(|(t, _)| t.as_str()));
+    (kinds, nodes.iter().map(|(_, n)| n.clone()).sum())
 }
 
 /// The graph inputs that index a table: read, directly or through views and casts, as the
@@ -620,13 +624,14 @@ fn coverage(
     }
 }
 
-/// Unmapped nodes counted by operator type.
-fn by_type(unmapped: &[Unmapped]) -> BTreeMap<&str, usize> {
-    let mut n = BTreeMap::new();
-    for u in unmapped {
-        *n.entry(u.op_type.as_str()).or_insert(0) += 1;
+/// Operator types counted, in name order: `And ×1, Where ×2`.
+fn by_type<'a>(types: impl Iterator<Item = &'a str>) -> String {
+    let mut n: BTreeMap<&str, usize> = BTreeMap::new();
+    for t in types {
+        *n.entry(t).or_insert(0) += 1;
     }
-    n
+    let kinds: Vec<String> = n.iter().map(|(t, n)| format!("{t} ×{n}")).collect();
+    kinds.join(", ")
 }
 
 /// The name of the one block of an imported graph.
@@ -677,7 +682,7 @@ fn write(
     unmapped: &[Unmapped],
     mapped: usize,
     folded: &[(String, Poly)],
-    (step_inputs, derived): (&[String], &[(String, Poly)]),
+    (mask_inputs, mask_nodes): (&[String], &[(String, Poly)]),
     coverage: Option<&Coverage>,
 ) -> String {
     let file_name = file
@@ -708,34 +713,23 @@ fn write(
         unmapped.len()
     );
     if !folded.is_empty() {
-        let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
-        for (f, _) in folded {
-            *kinds.entry(f.as_str()).or_default() += 1;
-        }
-        let kinds: Vec<String> = kinds.iter().map(|(t, n)| format!("{t} ×{n}")).collect();
-        let elements: Poly = folded.iter().map(|(_, n)| n.clone()).sum();
+        let (kinds, elements) = by_type_with_elements(folded);
         let _ = writeln!(
             y,
-            "# {} of them computed from constants and shapes alone (the masks, indices and sizes the exporter traced: {}): folded into constants, no operator; their outputs, {} elements in all, are the same at every step of one shape and are not counted; the work a folded mask does on the data is its consumer's.",
+            "# {} of them computed from constants and shapes alone (the masks, indices and sizes the exporter traced: {kinds}): folded into constants, no operator; their outputs, {} elements in all, are the same at every step of one shape and are not counted; the work a folded mask does on the data is its consumer's.",
             folded.len(),
-            kinds.join(", "),
             formula(&elements)
         );
     }
-    if !step_inputs.is_empty() {
-        let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
-        for (f, _) in derived {
-            *kinds.entry(f.as_str()).or_default() += 1;
-        }
-        let kinds: Vec<String> = kinds.iter().map(|(t, n)| format!("{t} ×{n}")).collect();
-        let elements: Poly = derived.iter().map(|(_, n)| n.clone()).sum();
-        let names: Vec<String> = step_inputs.iter().map(|n| format!("`{n}`")).collect();
+    if !mask_inputs.is_empty() {
+        let (kinds, elements) = by_type_with_elements(mask_nodes);
+        let names: Vec<String> = mask_inputs.iter().map(|n| format!("`{n}`")).collect();
         let _ = writeln!(
             y,
             "# Integer input {} indexes no table: it is taken as a mask, not as data (no gradient, no parameter, no FLOPs). {} nodes compute from it alone ({}), {} elements per step of integer and boolean work: no operator, not counted; the work the mask does on the data (adding it to the scores) is its consumer's, mapped as such.",
             names.join(", "),
-            derived.len(),
-            if kinds.is_empty() { "none".to_string() } else { kinds.join(", ") },
+            mask_nodes.len(),
+            if kinds.is_empty() { "none" } else { &kinds },
             formula(&elements)
         );
     }
@@ -763,16 +757,12 @@ fn write(
     }
     let _ = writeln!(y, "name: {}", yaml_str(name));
     // The doc is what `cost` shows first: it names what is missing from the count.
-    let missing: Vec<String> = by_type(unmapped)
-        .iter()
-        .map(|(t, n)| format!("{t} ×{n}"))
-        .collect();
+    let missing = by_type(unmapped.iter().map(|u| u.op_type.as_str()));
     let doc = if missing.is_empty() {
         format!("{name}, imported from the ONNX graph {file_name}.")
     } else {
         format!(
-            "{name}, imported from the ONNX graph {file_name}; not mapped, so not counted: {}.",
-            missing.join(", ")
+            "{name}, imported from the ONNX graph {file_name}; not mapped, so not counted: {missing}."
         )
     };
     let _ = writeln!(y, "doc: {}", yaml_str(&doc));

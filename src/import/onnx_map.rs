@@ -74,12 +74,11 @@ pub(super) struct Mapper {
     /// The nodes folded into constants (computed from constants and shapes alone): operator
     /// type and the elements of the output.
     pub folded: Vec<(String, Poly)>,
-    /// Tensors computed from the auxiliary step inputs alone (an attention mask given as a
-    /// graph input, and what the graph makes of it without the data): shapes known, values not.
-    pub step_derived: std::collections::BTreeSet<String>,
-    /// The nodes computed from auxiliary step inputs alone: operator type and the elements of
-    /// the output.
-    pub derived: Vec<(String, Poly)>,
+    /// Tensors computed from mask inputs alone (an attention mask given as a graph input, and
+    /// what the graph makes of it without the data): shapes known, values not.
+    pub mask_derived: std::collections::BTreeSet<String>,
+    /// The nodes computed from mask inputs alone: operator type and the elements of the output.
+    pub mask_nodes: Vec<(String, Poly)>,
     journal: Journal,
 }
 
@@ -236,30 +235,25 @@ impl Mapper {
         }
     }
 
-    /// Maps one node; `Err` says why it cannot be. A node that reads a tensor computed from an
-    /// auxiliary step input and yields constants (shapes known, values not) is recorded in
-    /// [`Mapper::derived`] instead of [`Mapper::folded`]: its values change from step to step.
+    /// Maps one node; `Err` says why it cannot be. A node that reads a tensor computed from a
+    /// mask input and yields constants (shapes known, values not) is recorded in
+    /// [`Mapper::mask_nodes`] instead of [`Mapper::folded`]: its values change from step to step.
     pub fn node(&mut self, node: &NodeProto, label: &str) -> Result<(), Reason> {
-        let derived =
-            node.op_type() != "Shape" && node.input.iter().any(|t| self.step_derived.contains(t));
+        let from_mask =
+            node.op_type() != "Shape" && node.input.iter().any(|t| self.mask_derived.contains(t));
         let folded = self.folded.len();
         self.dispatch(node, label)?;
-        if derived {
-            let outs: Vec<Poly> = node
-                .output
-                .iter()
-                .filter_map(|o| match self.values.get(o) {
-                    Some(Value::Const { shape, .. }) => Some((o.clone(), product(shape))),
-                    _ => None,
-                })
-                .map(|(o, n)| {
-                    self.step_derived.insert(o);
-                    n
-                })
-                .collect();
+        if from_mask {
             self.folded.truncate(folded);
-            if let Some(n) = outs.into_iter().next() {
-                self.derived.push((node.op_type().to_string(), n));
+            let mut elements = None;
+            for o in &node.output {
+                if let Some(Value::Const { shape, .. }) = self.values.get(o) {
+                    elements.get_or_insert_with(|| product(shape));
+                    self.mask_derived.insert(o.clone());
+                }
+            }
+            if let Some(n) = elements {
+                self.mask_nodes.push((node.op_type().to_string(), n));
             }
         }
         Ok(())

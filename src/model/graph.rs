@@ -130,8 +130,7 @@ pub struct Model {
     /// The symbol of the global batch (`roles: {batch: …}` in its graph), the one data
     /// parallelism and micro-batching divide; `None` for a model without one.
     pub batch: Option<String>,
-    /// The symbols of the other roles (`roles:` in its graph): sequence, vocabulary, attention
-    /// heads and layer count.
+    /// The symbols of the other roles (`roles:` in its graph; [`Roles`]).
     pub roles: Roles,
 }
 

@@ -158,7 +158,7 @@ impl ModelLoader {
                 }
             }
         }
-        let (batch, roles) = symbol_roles(&graph_src, &graph, &symbols)?;
+        let (batch, mut roles) = symbol_roles(&graph_src, &graph, &symbols)?;
         let attention = self.select_attention(src, &spec.attention, &graph_src, &mut graph)?;
         let builder = GraphBuilder {
             src: &graph_src,
@@ -167,7 +167,6 @@ impl ModelLoader {
             values: &values,
         };
         let (inputs, blocks) = builder.build(&graph)?;
-        let mut roles = roles;
         // The layer role names what a block repeats.
         if let Some(l) = roles.layer.clone() {
             if !blocks.iter().any(|b| b.repeat.degree_in(&l).1 >= 1) {
@@ -296,8 +295,8 @@ pub const SYMBOL_ROLES: [(&str, &str); 12] = [
 /// The batch symbol and the other roles a graph declares (`roles: {batch: SYMBOL, sequence:
 /// SYMBOL, …}`), refusing unknown roles, symbols the graph does not have and a symbol given two
 /// roles, at their line. A graph that declares no roles gets the roles of the conventional names
-/// it has (`B`, `S`, `V`, `NH`, `L`, `H`, `F`, `KV`, `D`, `P`, `E`, `K`), as graphs written before roles
-/// were declared (imports) do; the inference is recorded in [`Roles::inferred`].
+/// it has ([`SYMBOL_ROLES`]), as graphs written before roles were declared (imports) do; the
+/// inference is recorded in [`Roles::inferred`].
 fn symbol_roles(
     src: &Source,
     graph: &GraphSpec,

@@ -34,16 +34,6 @@ pub fn grad_accumulation_hbm(params: &Rational, k: &Knobs) -> Rational {
     }
 }
 
-/// [`grad_accumulation_hbm`] in floating point (the screen).
-fn grad_accumulation_hbm_f64(params: f64, k: &Knobs) -> f64 {
-    let bytes = params * GRAD_ACCUMULATION_BYTES as f64;
-    if k.zero >= 2 {
-        bytes / k.replicas().max(1) as f64
-    } else {
-        bytes
-    }
-}
-
 /// One block evaluated for one (micro)batch on one device.
 #[derive(Debug, Clone, Default)]
 pub struct BlockNumbers {
@@ -916,19 +906,21 @@ struct Plan {
 }
 
 impl Plan {
+    /// `f` of the blocks of stage `s`, summed over their copies on it.
+    fn stage_sum(&self, s: usize, f: impl Fn(&RoughBlock) -> f64) -> f64 {
+        self.stage_counts[s]
+            .iter()
+            .map(|(b, c)| f(&self.cf[*b]) * *c as f64)
+            .sum::<f64>()
+    }
+
     /// FLOP-equivalents of one micro-batch on stage `s`: its blocks' compute (memory-bound
     /// operators at κ_hbm) and the addition of their weight gradients to the fp32 gradient
     /// buffer, as the exact pricing counts them.
     fn stage_compute(&self, s: usize, k: &Knobs) -> f64 {
-        let counts = &self.stage_counts[s];
-        let sum = |f: &dyn Fn(&RoughBlock) -> f64| {
-            counts
-                .iter()
-                .map(|(b, c)| f(&self.cf[*b]) * *c as f64)
-                .sum::<f64>()
-        };
-        let accumulate = grad_accumulation_hbm_f64(sum(&|c| c.params + c.params_expert), k);
-        sum(&|c| c.compute) + self.k_hbm * accumulate
+        let params = self.stage_sum(s, |c| c.params + c.params_expert);
+        let accumulate = crate::timeline::grad_accumulation_bytes(params, k.zero, k.replicas());
+        self.stage_sum(s, |c| c.compute) + self.k_hbm * accumulate
     }
 }
 
@@ -1116,7 +1108,6 @@ fn rough_stages(
     kp: f64,
 ) -> Vec<[f64; 3]> {
     let Plan {
-        cf,
         items,
         bounds,
         stage_counts,
@@ -1140,12 +1131,7 @@ fn rough_stages(
             .find(|(c, _)| *c == counts.as_slice())
             .map(|(_, x)| *x);
         let (time, dp_grad, parts) = known.unwrap_or_else(|| {
-            let sum = |f: fn(&RoughBlock) -> f64| {
-                counts
-                    .iter()
-                    .map(|(b, c)| f(&cf[*b]) * *c as f64)
-                    .sum::<f64>()
-            };
+            let sum = |f: fn(&RoughBlock) -> f64| plan.stage_sum(s, f);
             let time = plan.stage_compute(s, k) * mf
                 + kt * (sum(|c| c.tp_bytes) * mf + sum(|c| c.tp_grad))
                 + ke * sum(|c| c.ep_bytes) * mf
@@ -1224,13 +1210,7 @@ fn memory_parts(plan: &Plan, k: &Knobs, s: usize) -> MemoryParts {
             1.0
         }
     };
-    let counts = &plan.stage_counts[s];
-    let sum = |f: fn(&RoughBlock) -> f64| {
-        counts
-            .iter()
-            .map(|(b, c)| f(&plan.cf[*b]) * *c as f64)
-            .sum::<f64>()
-    };
+    let sum = |f: fn(&RoughBlock) -> f64| plan.stage_sum(s, f);
     let state = |bytes: i64, stage: u8| {
         sum(|c| c.params) * bytes as f64 / zero(stage)
             + sum(|c| c.params_expert) * bytes as f64 / zero_expert(stage)

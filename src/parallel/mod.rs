@@ -150,9 +150,9 @@ fn overrides_ok(model: &Model, layout: &Layout) -> Result<(), (String, String)> 
 }
 
 /// Checks context parallelism against the model: it needs a sequence (the symbol of its
-/// `sequence` role) and an attention operator (work quadratic in it), and 2·cp must divide it — causal load balancing cuts every
-/// sequence into 2·cp chunks, rank i holding chunks i and 2·cp − 1 − i (Megatron-Core's
-/// context-parallel design).
+/// `sequence` role) and an attention operator (work quadratic in it), and 2·cp must divide it —
+/// causal load balancing cuts every sequence into 2·cp chunks, rank i holding chunks i and
+/// 2·cp − 1 − i (Megatron-Core's context-parallel design).
 pub fn check_context_parallel(
     model: &Model,
     values: &Bindings,

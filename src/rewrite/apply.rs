@@ -10,15 +10,19 @@ use egg::{Applier, ENodeOrVar, Id, Pattern, PatternAst, Subst, Symbol, Var};
 #[derive(Debug, Clone)]
 pub struct Checked(pub Pattern<Dist>);
 
+/// Parses a pattern text, naming it when it is refused.
+pub fn pattern(text: &str) -> Result<Pattern<Dist>, RewriteError> {
+    text.parse()
+        .map_err(|e: egg::RecExprParseError<_>| RewriteError::Pattern {
+            pattern: text.into(),
+            why: e.to_string(),
+        })
+}
+
 impl Checked {
     /// Parses the pattern text.
     pub fn parse(text: &str) -> Result<Checked, RewriteError> {
-        text.parse()
-            .map(Checked)
-            .map_err(|e| RewriteError::Pattern {
-                pattern: text.into(),
-                why: e.to_string(),
-            })
+        pattern(text).map(Checked)
     }
 }
 

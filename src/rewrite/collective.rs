@@ -9,10 +9,10 @@
 //! which the law table does not record, so that direction is not generated.
 
 use super::analysis::{DistAnalysis, DistEGraph, Meta};
-use super::apply::{apply_checked, var, AstBuilder, Checked};
+use super::apply::{apply_checked, pattern, var, AstBuilder, Checked};
 use super::error::RewriteError;
 use super::lang::Dist;
-use egg::{Applier, Id, Pattern, PatternAst, Rewrite, Subst, Symbol, Var};
+use egg::{Applier, Id, PatternAst, Rewrite, Subst, Symbol, Var};
 
 type Rw = Rewrite<Dist, DistAnalysis>;
 
@@ -129,21 +129,12 @@ pub fn collective_rewrites() -> Result<Vec<Rw>, RewriteError> {
     ];
     let mut out = Vec::new();
     for (name, lhs, rhs) in table {
-        let lhs: Pattern<Dist> =
-            lhs.parse()
-                .map_err(|e: egg::RecExprParseError<_>| RewriteError::Pattern {
-                    pattern: lhs.into(),
-                    why: e.to_string(),
-                })?;
-        out.push(Rewrite::new(name, lhs, Checked::parse(rhs)?).map_err(RewriteError::Rewrite)?);
+        out.push(
+            Rewrite::new(name, pattern(lhs)?, Checked::parse(rhs)?)
+                .map_err(RewriteError::Rewrite)?,
+        );
     }
-    let lhs: Pattern<Dist> =
-        "(all_reduce ?x ?a)"
-            .parse()
-            .map_err(|e: egg::RecExprParseError<_>| RewriteError::Pattern {
-                pattern: "(all_reduce ?x ?a)".into(),
-                why: e.to_string(),
-            })?;
+    let lhs = pattern("(all_reduce ?x ?a)")?;
     out.push(
         Rewrite::new("all_reduce=all_gather∘reduce_scatter", lhs, SplitAllReduce)
             .map_err(RewriteError::Rewrite)?,

@@ -127,10 +127,8 @@ pub fn auto_tp_layout(
 fn features_only(mut p: Problem, model: &Model) -> Problem {
     for o in &mut p.ops {
         if !o.is_source() {
-            o.cuts.retain(|c| {
-                model.batch.as_deref() != Some(c.atom.as_str())
-                    && !super::compare::is_sequence(model, &c.atom)
-            });
+            o.cuts
+                .retain(|c| super::compare::is_feature(model, &c.atom, false));
         }
     }
     p

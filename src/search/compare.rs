@@ -49,9 +49,9 @@ pub fn annotated(model: &Model, bi: usize, p: &Problem) -> Vec<Choice> {
         .map(|o| {
             let i = ann.get(o.name.as_str()).copied().flatten();
             let cut = i.and_then(|i| {
-                o.cuts.iter().position(|c| {
-                    c.index == i && !is_batch(model, &c.atom) && !is_sequence(model, &c.atom)
-                })
+                o.cuts
+                    .iter()
+                    .position(|c| c.index == i && is_feature(model, &c.atom, false))
             });
             vec![cut; p.axes.len()]
         })
@@ -87,20 +87,16 @@ fn labels(p: &Problem, a: &[Choice]) -> BTreeMap<String, String> {
 /// all-reduces.
 pub fn tensor_only(model: &Model, mut p: Problem, sequence: bool) -> Problem {
     for o in &mut p.ops {
-        o.cuts
-            .retain(|c| !is_batch(model, &c.atom) && (sequence || !is_sequence(model, &c.atom)));
+        o.cuts.retain(|c| is_feature(model, &c.atom, sequence));
     }
     p
 }
 
-/// Whether `atom` is the model's batch symbol.
-fn is_batch(model: &Model, atom: &str) -> bool {
-    model.batch.as_deref() == Some(atom)
-}
-
-/// Whether `atom` is the model's sequence (its `sequence` role; an image side is not one).
-pub(crate) fn is_sequence(model: &Model, atom: &str) -> bool {
-    model.roles.sequence.as_deref() == Some(atom)
+/// Whether a tensor-parallel axis may cut `atom`: not the model's batch, nor its sequence
+/// (its `sequence` role; an image side is not one) unless `sequence` allows it.
+pub(crate) fn is_feature(model: &Model, atom: &str, sequence: bool) -> bool {
+    model.batch.as_deref() != Some(atom)
+        && (sequence || model.roles.sequence.as_deref() != Some(atom))
 }
 
 /// Choice expansions the programme may make per operator before it keeps a beam: the number of

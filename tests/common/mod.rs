@@ -59,6 +59,13 @@ pub fn refused(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// Runs `symshard ARGS…` in `dir`; it must be refused with exit code 2. Returns its stderr.
+pub fn refused_in(dir: &Path, args: &[&str]) -> String {
+    let out = symshard().current_dir(dir).args(args).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{args:?} should be refused");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 /// An empty directory of its own for test `name`, under the system's temporary directory.
 pub fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("symshard-{name}-{}", std::process::id()));
