@@ -1,6 +1,7 @@
 //! Evaluating an analysis for one strategy: exact per-device FLOPs, collectives, point-to-point
 //! bytes and memory, the pipeline partition, and the relative cost of DESIGN §3.
 
+use super::amount::{float, Amount, Amounts, BlockCost, ExpertView, Kappas};
 use super::analysis::{Analysis, BlockAnalysis, Comm, CP, DP, TP};
 use crate::calib::Calibration;
 use crate::model::Model;
@@ -19,78 +20,33 @@ pub const GRAD_BYTES: i64 = 2;
 pub const OPTIMIZER_BYTES: i64 = 12;
 /// HBM bytes per parameter element that each micro-batch's backward moves to add its weight
 /// gradient to the fp32 gradient buffer: the 4-byte accumulator read and written back
-/// (`timeline::grad_accumulation_bytes` times it; the relative cost prices it at κ_hbm).
+/// ([`super::amount::grad_accumulation`]).
 pub const GRAD_ACCUMULATION_BYTES: i64 = 8;
-
-/// Exact HBM bytes per micro-batch of adding the weight gradients of `params` parameter
-/// elements of one device to its fp32 gradient buffer: all of them, or the `1/(dp·cp)` share a
-/// device keeps when gradients are sharded (ZeRO ≥ 2).
-pub fn grad_accumulation_hbm(params: &Rational, k: &Knobs) -> Rational {
-    let bytes = params * Rational::from_integer(GRAD_ACCUMULATION_BYTES.into());
-    if k.zero >= 2 {
-        bytes / Rational::from_integer(k.replicas().max(1).into())
-    } else {
-        bytes
-    }
-}
 
 /// One block evaluated for one (micro)batch on one device.
 #[derive(Debug, Clone, Default)]
 pub struct BlockNumbers {
     /// Copies of the block.
     pub repeat: u64,
-    /// Forward FLOPs.
-    pub forward: Rational,
-    /// Backward FLOPs, recomputation inside fused kernels included.
-    pub backward: Rational,
+    /// Its amounts (FLOPs, bytes saved and moved, parameters), exact.
+    pub exact: Amounts<Rational>,
+    /// The same amounts as floats, for choosing (never for reporting).
+    pub approx: Amounts<f64>,
     /// The part of `backward` that fused kernels spend recomputing (not model FLOPs).
     pub kernel_recompute: Rational,
-    /// Forward FLOPs of the attention core.
-    pub attention_forward: Rational,
-    /// Saved bytes.
-    pub saved: Rational,
-    /// Saved bytes of the attention core.
-    pub attention_saved: Rational,
-    /// Parameter elements.
-    pub params: Rational,
     /// Per-microbatch collectives: (where in the block's analysis, evaluated wire bytes).
     pub comm: Vec<(CommRef, Rational)>,
     /// Per-step gradient reductions.
     pub grad_comm: Vec<(CommRef, Rational)>,
-    /// Boundary activation bytes.
-    pub boundary: Rational,
-    /// Per-microbatch tensor-parallel wire bytes (all of `comm` on tp).
-    pub tp_bytes: Rational,
-    /// Per-step data-parallel gradient wire bytes.
-    pub dp_grad: Rational,
-    /// Per-step tensor-parallel gradient wire bytes.
-    pub tp_grad: Rational,
     /// Parameter elements of expert weights (all experts), per device.
     pub expert_params: Rational,
     /// Their per-step data-parallel gradient wire bytes.
     pub expert_dp_grad: Rational,
     /// Bytes per device of one micro-batch's expert slots (what one all-to-all moves).
     pub slot_bytes: Rational,
-    /// HBM bytes the memory-bound (not matmul-like) operators read and write, forward and
-    /// backward.
-    pub hbm: Rational,
-    /// The forward part of `hbm` (what full recomputation moves again).
-    pub hbm_forward: Rational,
-    /// The forward HBM bytes of the memory-bound attention-core operators (what selective
-    /// recomputation moves again).
-    pub attention_hbm: Rational,
     /// Context parallelism: per attention operator, (operator position, bytes of its keys and
     /// values on one rank), what one step of the ring passes on.
     pub ring_ops: Vec<(usize, Rational)>,
-    /// Context-parallel ring bytes one forward pass sends: (cp − 1) steps of every attention
-    /// operator's keys and values. The backward pass sends twice this (keys and values again,
-    /// and their gradients).
-    pub ring_forward: Rational,
-    /// The part of `ring_forward` of attention-core operators (what selective recomputation
-    /// sends again).
-    pub ring_core_forward: Rational,
-    /// The same numbers as floats, for choosing (never for reporting).
-    pub approx: Approx,
 }
 
 /// Where a collective of [`BlockNumbers::comm`] or [`BlockNumbers::grad_comm`] is in its
@@ -122,65 +78,6 @@ impl CommRef {
             CommRef::Op { op, index } => &block.ops[op].comm[index],
             CommRef::Grad { op, index } => &block.ops[op].grad_comm[index],
             CommRef::Edge(index) => &block.edges[index],
-        }
-    }
-}
-
-/// [`BlockNumbers`]' exact numbers as floats, for choosing (never for reporting).
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Approx {
-    /// [`BlockNumbers::forward`].
-    pub forward: f64,
-    /// [`BlockNumbers::backward`].
-    pub backward: f64,
-    /// [`BlockNumbers::attention_forward`].
-    pub attention_forward: f64,
-    /// [`BlockNumbers::saved`].
-    pub saved: f64,
-    /// [`BlockNumbers::attention_saved`].
-    pub attention_saved: f64,
-    /// [`BlockNumbers::params`].
-    pub params: f64,
-    /// [`BlockNumbers::tp_bytes`].
-    pub tp_bytes: f64,
-    /// [`BlockNumbers::dp_grad`].
-    pub dp_grad: f64,
-    /// [`BlockNumbers::tp_grad`].
-    pub tp_grad: f64,
-    /// [`BlockNumbers::boundary`].
-    pub boundary: f64,
-    /// [`BlockNumbers::hbm`].
-    pub hbm: f64,
-    /// [`BlockNumbers::hbm_forward`].
-    pub hbm_forward: f64,
-    /// [`BlockNumbers::attention_hbm`].
-    pub attention_hbm: f64,
-    /// [`BlockNumbers::ring_forward`].
-    pub ring_forward: f64,
-    /// [`BlockNumbers::ring_core_forward`].
-    pub ring_core_forward: f64,
-}
-
-impl Approx {
-    /// The floats of `n`'s exact numbers.
-    pub fn of(n: &BlockNumbers) -> Approx {
-        let f = |x: &Rational| x.to_f64().unwrap_or(f64::MAX);
-        Approx {
-            forward: f(&n.forward),
-            backward: f(&n.backward),
-            attention_forward: f(&n.attention_forward),
-            saved: f(&n.saved),
-            attention_saved: f(&n.attention_saved),
-            params: f(&n.params),
-            tp_bytes: f(&n.tp_bytes),
-            dp_grad: f(&n.dp_grad),
-            tp_grad: f(&n.tp_grad),
-            boundary: f(&n.boundary),
-            hbm: f(&n.hbm),
-            hbm_forward: f(&n.hbm_forward),
-            attention_hbm: f(&n.attention_hbm),
-            ring_forward: f(&n.ring_forward),
-            ring_core_forward: f(&n.ring_core_forward),
         }
     }
 }
@@ -220,24 +117,6 @@ pub fn microbatch_bindings(model: &Model, values: &Bindings, k: &Knobs) -> Bindi
 /// Context-parallel ring bytes one rank sends per micro-batch: the forward pass's (cp − 1)
 /// steps of keys and values, the backward pass's twice that (the keys and values again and
 /// their gradients), and the forward's again where recomputation reruns the attention.
-fn ring_bytes(n: &BlockNumbers, recompute: Recompute, layer: bool) -> Rational {
-    let again = match (recompute, layer) {
-        (Recompute::Full, true) => n.ring_forward.clone(),
-        (Recompute::Selective, true) => n.ring_core_forward.clone(),
-        _ => Rational::zero(),
-    };
-    r(3) * &n.ring_forward + again
-}
-
-fn ring_bytes_f64(x: &Approx, recompute: Recompute, layer: bool) -> f64 {
-    let again = match (recompute, layer) {
-        (Recompute::Full, true) => x.ring_forward,
-        (Recompute::Selective, true) => x.ring_core_forward,
-        _ => 0.0,
-    };
-    3.0 * x.ring_forward + again
-}
-
 /// Evaluates every block of an analysis for one microbatch, operator by operator (the
 /// reference [`block_numbers_summed`] is held to).
 pub fn block_numbers(a: &Analysis, b: &Bindings) -> Result<Vec<BlockNumbers>, StrategyError> {
@@ -400,16 +279,16 @@ fn block_of(
         ..BlockNumbers::default()
     };
     if let Some(s) = sums {
-        n.forward = eval(&s.forward, b)?;
-        n.attention_forward = eval(&s.attention_forward, b)?;
-        n.attention_saved = eval(&s.attention_saved, b)?;
-        n.hbm = eval(&s.hbm, b)?;
-        n.hbm_forward = eval(&s.hbm_forward, b)?;
-        n.attention_hbm = eval(&s.attention_hbm, b)?;
-        n.backward = eval(&s.backward, b)?;
+        n.exact.forward = eval(&s.forward, b)?;
+        n.exact.attention_forward = eval(&s.attention_forward, b)?;
+        n.exact.attention_saved = eval(&s.attention_saved, b)?;
+        n.exact.hbm = eval(&s.hbm, b)?;
+        n.exact.hbm_forward = eval(&s.hbm_forward, b)?;
+        n.exact.attention_hbm = eval(&s.attention_hbm, b)?;
+        n.exact.backward = eval(&s.backward, b)?;
         n.kernel_recompute = eval(&s.kernel_recompute, b)?;
-        n.saved = eval(&s.saved, b)?;
-        n.params = eval(&s.params, b)?;
+        n.exact.saved = eval(&s.saved, b)?;
+        n.exact.params = eval(&s.params, b)?;
         n.expert_params = eval(&s.expert_params, b)?;
         if !s.dispatch_out.is_zero() {
             let dp = b.get(DP).cloned().unwrap_or_else(Rational::one);
@@ -421,23 +300,23 @@ fn block_of(
             let fwd = eval(&op.forward, b)?;
             let saved = eval(&op.saved, b)?;
             if op.attention_core {
-                n.attention_forward += &fwd;
-                n.attention_saved += eval(&op.recomputable_saved, b)?;
+                n.exact.attention_forward += &fwd;
+                n.exact.attention_saved += eval(&op.recomputable_saved, b)?;
             }
             if op.class != crate::rules::FlopClass::Matmul {
                 let f = eval(&op.io_bytes, b)?;
                 let bw = eval(&op.backward_io_bytes, b)?;
                 if op.attention_core {
-                    n.attention_hbm += &f;
+                    n.exact.attention_hbm += &f;
                 }
-                n.hbm += &f + &bw;
-                n.hbm_forward += f;
+                n.exact.hbm += &f + &bw;
+                n.exact.hbm_forward += f;
             }
-            n.forward += fwd;
+            n.exact.forward += fwd;
             let recompute = eval(&op.recompute, b)?;
-            n.backward += eval(&op.backward, b)? + &recompute;
+            n.exact.backward += eval(&op.backward, b)? + &recompute;
             n.kernel_recompute += recompute;
-            n.saved += saved;
+            n.exact.saved += saved;
             let params = eval(&op.params, b)?;
             if op.rule == "expert_matmul" {
                 n.expert_params += &params;
@@ -446,15 +325,15 @@ fn block_of(
                 let dp = b.get(DP).cloned().unwrap_or_else(Rational::one);
                 n.slot_bytes += eval(&op.out_bytes, b)? / dp;
             }
-            n.params += params;
+            n.exact.params += params;
         }
         if cp > Rational::one() && !op.ring_bytes.is_zero() {
             let x = eval(&op.ring_bytes, b)?;
             let steps = (&cp - Rational::one()) * &x;
             if op.attention_core {
-                n.ring_core_forward += &steps;
+                n.exact.ring_core_forward += &steps;
             }
-            n.ring_forward += steps;
+            n.exact.ring_forward += steps;
             n.ring_ops.push((oi, x));
         }
         for (index, c) in op.comm.iter().enumerate() {
@@ -465,7 +344,7 @@ fn block_of(
                 bytes = Rational::zero();
             }
             if c.axis == AxisKind::Tp {
-                n.tp_bytes += &bytes;
+                n.exact.tp_bytes += &bytes;
             }
             n.comm.push((CommRef::Op { op: oi, index }, bytes));
         }
@@ -477,9 +356,9 @@ fn block_of(
                     if expert {
                         n.expert_dp_grad += &bytes;
                     }
-                    n.dp_grad += &bytes;
+                    n.exact.dp_grad += &bytes;
                 }
-                AxisKind::Tp => n.tp_grad += &bytes,
+                AxisKind::Tp => n.exact.tp_grad += &bytes,
                 _ => {}
             }
             n.grad_comm.push((CommRef::Grad { op: oi, index }, bytes));
@@ -488,12 +367,12 @@ fn block_of(
     for (index, c) in blk.edges.iter().enumerate() {
         let bytes = eval(&c.wire_bytes, b)?;
         if c.axis == AxisKind::Tp {
-            n.tp_bytes += &bytes;
+            n.exact.tp_bytes += &bytes;
         }
         n.comm.push((CommRef::Edge(index), bytes));
     }
-    n.boundary = eval(&blk.boundary_bytes, b)?;
-    n.approx = Approx::of(&n);
+    n.exact.boundary = eval(&blk.boundary_bytes, b)?;
+    n.approx = n.exact.to_f64();
     Ok(n)
 }
 
@@ -833,65 +712,34 @@ fn fits_items(t: &[f64], limit: f64, pp: usize) -> bool {
 /// tokens go to their experts and back in the forward pass, and their gradients in the backward
 /// pass: four all-to-alls of the slots, (ep − 1)/ep of them on the wire (GShard, Lepikhin et al.
 /// 2021).
-fn expert_view(
-    n: &BlockNumbers,
-    k: &Knobs,
-) -> Result<(Rational, Rational, Rational, Rational), StrategyError> {
-    let dense = &n.params - &n.expert_params;
+fn expert_view(n: &BlockNumbers, k: &Knobs) -> Result<ExpertView<Rational>, StrategyError> {
+    let x = &n.exact;
+    let dense = &x.params - &n.expert_params;
     if k.ep <= 1 {
-        return Ok((
+        return Ok(ExpertView {
             dense,
-            n.expert_params.clone(),
-            n.dp_grad.clone(),
-            Rational::zero(),
-        ));
+            experts: n.expert_params.clone(),
+            dp_grad: x.dp_grad.clone(),
+            ep_bytes: Rational::zero(),
+        });
     }
     let ep = r(k.ep);
     let held = &n.expert_params / &ep;
-    let grad = &n.dp_grad - &n.expert_dp_grad
+    let grad = &x.dp_grad - &n.expert_dp_grad
         + super::moe::expert_grad_allreduce(&n.expert_dp_grad, k.dp, k.ep)?;
     let wire = r(4) * (&ep - Rational::one()) / &ep * &n.slot_bytes;
-    Ok((dense, held, grad, wire))
-}
-
-/// One block's per-microbatch numbers under the recomputation choice.
-struct BlockCost {
-    compute: Rational,
-    /// HBM bytes of the memory-bound operators, recomputation included.
-    hbm: Rational,
-    tp_bytes: Rational,
-    saved: Rational,
-    /// Dense parameters (ZeRO shards them over dp).
-    params: Rational,
-    /// Expert parameters held (ZeRO shards them over dp/ep).
-    params_expert: Rational,
-    /// Expert-parallel all-to-all wire bytes per micro-batch.
-    ep_bytes: Rational,
-    /// Context-parallel ring bytes per micro-batch.
-    cp_bytes: Rational,
-    dp_grad: Rational,
-    tp_grad: Rational,
-    boundary: Rational,
-}
-
-/// [`BlockCost`] in floating point, for choosing: `compute` holds κ_hbm × the HBM bytes.
-#[derive(Debug, Clone, Copy)]
-struct RoughBlock {
-    compute: f64,
-    tp_bytes: f64,
-    tp_grad: f64,
-    dp_grad: f64,
-    params: f64,
-    saved: f64,
-    params_expert: f64,
-    ep_bytes: f64,
-    cp_bytes: f64,
+    Ok(ExpertView {
+        dense,
+        experts: held,
+        dp_grad: grad,
+        ep_bytes: wire,
+    })
 }
 
 /// The pipeline layout of one strategy, chosen in floating point.
 struct Plan {
     /// Per block, its costs as floats.
-    cf: Vec<RoughBlock>,
+    cf: Vec<BlockCost<f64>>,
     /// Block of each item (block copy), in order.
     items: Vec<usize>,
     /// Stage boundaries into `items`.
@@ -900,82 +748,52 @@ struct Plan {
     stage_counts: Vec<Vec<(usize, u64)>>,
     /// Model chunks per device.
     v: u64,
-    /// κ_hbm, for the per-micro-batch gradient accumulation (priced per stage, not per block:
-    /// it depends on ZeRO and the data-parallel degree, which a cached partition does not).
-    k_hbm: f64,
 }
 
 impl Plan {
-    /// `f` of the blocks of stage `s`, summed over their copies on it.
-    fn stage_sum(&self, s: usize, f: impl Fn(&RoughBlock) -> f64) -> f64 {
-        self.stage_counts[s]
-            .iter()
-            .map(|(b, c)| f(&self.cf[*b]) * *c as f64)
-            .sum::<f64>()
-    }
-
-    /// FLOP-equivalents of one micro-batch on stage `s`: its blocks' compute (memory-bound
-    /// operators at κ_hbm) and the addition of their weight gradients to the fp32 gradient
-    /// buffer, as the exact pricing counts them.
-    fn stage_compute(&self, s: usize, k: &Knobs) -> f64 {
-        let params = self.stage_sum(s, |c| c.params + c.params_expert);
-        let accumulate = crate::timeline::grad_accumulation_bytes(params, k.zero, k.replicas());
-        self.stage_sum(s, |c| c.compute) + self.k_hbm * accumulate
+    /// The floating-point costs of stage `s`: its blocks' summed over their copies on it.
+    fn stage_cost(&self, s: usize) -> BlockCost<f64> {
+        BlockCost::stage(&self.cf, &self.stage_counts[s])
     }
 }
 
-/// Machine balance (FLOP-equivalents per byte) of the links of each parallel dimension and of
-/// HBM, as floats.
-#[derive(Debug, Clone, Copy)]
-struct Kappas {
-    tp: f64,
-    ep: f64,
-    cp: f64,
-    hbm: f64,
+/// Each block's costs under `k`, as floats: the exact amounts converted once, combined by the
+/// same [`BlockCost::of`] as the exact pricing (the expert view, which can fail, converted from
+/// the exact one where the model has experts).
+fn rough_costs(numbers: &[BlockNumbers], layer_block: &[bool], k: &Knobs) -> Vec<BlockCost<f64>> {
+    numbers
+        .iter()
+        .enumerate()
+        .map(|(bi, n)| {
+            let x = &n.approx;
+            let e = if k.ep > 1 || !n.expert_params.is_zero() {
+                let e = expert_view(n, k).unwrap_or_default();
+                ExpertView {
+                    dense: float(&e.dense),
+                    experts: float(&e.experts),
+                    dp_grad: float(&e.dp_grad),
+                    ep_bytes: float(&e.ep_bytes),
+                }
+            } else {
+                ExpertView {
+                    dense: x.params,
+                    experts: 0.0,
+                    dp_grad: x.dp_grad,
+                    ep_bytes: 0.0,
+                }
+            };
+            BlockCost::of(x, e, layer_block[bi], k.recompute)
+        })
+        .collect()
 }
 
 fn plan_pipeline(
     numbers: &[BlockNumbers],
     layer_block: &[bool],
     k: &Knobs,
-    kap: Kappas,
+    kap: &Kappas<f64>,
 ) -> Result<Plan, StrategyError> {
-    let (kt, ke, kc, kh) = (kap.tp, kap.ep, kap.cp, kap.hbm);
-    // The same in floating point, for choosing the partition and the stages to price.
-    let cf: Vec<RoughBlock> = numbers
-        .iter()
-        .enumerate()
-        .map(|(bi, n)| {
-            let x = &n.approx;
-            let (params, expert, dp_grad, ep_bytes) = if k.ep > 1 || !n.expert_params.is_zero() {
-                let f = |x: &Rational| x.to_f64().unwrap_or(f64::MAX);
-                let (a, b, c, d) = expert_view(n, k).unwrap_or_default();
-                (f(&a), f(&b), f(&c), f(&d))
-            } else {
-                (x.params, 0.0, x.dp_grad, 0.0)
-            };
-            let (extra, saved, extra_hbm) = match (k.recompute, layer_block[bi]) {
-                (Recompute::Full, true) => (x.forward, x.boundary, x.hbm_forward),
-                (Recompute::Selective, true) => (
-                    x.attention_forward,
-                    x.saved - x.attention_saved,
-                    x.attention_hbm,
-                ),
-                _ => (0.0, x.saved, 0.0),
-            };
-            RoughBlock {
-                compute: x.forward + x.backward + extra + kh * (x.hbm + extra_hbm),
-                tp_bytes: x.tp_bytes,
-                tp_grad: x.tp_grad,
-                dp_grad,
-                params,
-                saved,
-                params_expert: expert,
-                ep_bytes,
-                cp_bytes: ring_bytes_f64(x, k.recompute, layer_block[bi]),
-            }
-        })
-        .collect();
+    let cf = rough_costs(numbers, layer_block, k);
     // Items: block copies in order.
     // Pipeline partition works on block copies one by one; without pipelining the copies are
     // only counted, so any number of layers is fine.
@@ -1019,10 +837,6 @@ fn plan_pipeline(
             pp: k.pp,
         });
     }
-    let block_time: Vec<f64> = cf
-        .iter()
-        .map(|c| c.compute + kt * c.tp_bytes + ke * c.ep_bytes + kc * c.cp_bytes)
-        .collect();
     if k.pp == 1 {
         let counts = numbers
             .iter()
@@ -1035,9 +849,10 @@ fn plan_pipeline(
             bounds: vec![0, 0],
             stage_counts: vec![counts],
             v,
-            k_hbm: kap.hbm,
         });
     }
+    // Each block copy's time for one micro-batch, what the partition balances.
+    let block_time: Vec<f64> = cf.iter().map(|c| c.block_time(kap)).collect();
     let t: Vec<f64> = items.iter().map(|&b| block_time[b]).collect();
     let bounds = partition(&t, k.pp as usize).ok_or(StrategyError::NoPartition)?;
     // Copies of each block on each stage, in order.
@@ -1059,7 +874,6 @@ fn plan_pipeline(
         bounds,
         stage_counts,
         v,
-        k_hbm: kap.hbm,
     })
 }
 
@@ -1084,75 +898,114 @@ pub fn pipeline_stage_counts(
 ) -> Result<Vec<Vec<(usize, u64)>>, StrategyError> {
     let mesh = Mesh::of(k, gpus_per_node);
     let layer_block = layer_blocks(model);
-    let kap = Kappas {
+    let kap = float_kappas(&mesh, k, kappa, kappa_hbm);
+    Ok(plan_pipeline(numbers, &layer_block, k, &kap)?.stage_counts)
+}
+
+/// The balances of the links of `k`'s parallel dimensions on `mesh`, and of HBM, as floats.
+fn float_kappas(
+    mesh: &Mesh,
+    k: &Knobs,
+    kappa: &dyn Fn(Tier) -> f64,
+    kappa_hbm: f64,
+) -> Kappas<f64> {
+    Kappas {
         tp: kappa(mesh.axis(AxisKind::Tp).tier),
         ep: kappa(mesh.ep_tier(k.ep)),
         cp: kappa(mesh.cp_axis().tier),
+        dp: kappa(mesh.grad_axis().tier),
+        p2p: kappa(mesh.p2p_tier()),
         hbm: kappa_hbm,
-    };
-    Ok(plan_pipeline(numbers, &layer_block, k, kap)?.stage_counts)
+    }
+}
+
+/// The boundary bytes stage `s` sends per micro-batch (`boundary` of each block): its output
+/// forward to the next stage, its input gradient back to the previous one, and under
+/// interleaving the boundaries of its further chunks.
+fn stage_boundary<T: Amount>(
+    plan: &Plan,
+    k: &Knobs,
+    layer_block: &[bool],
+    s: usize,
+    boundary: impl Fn(usize) -> T,
+) -> T {
+    let Plan {
+        items, bounds, v, ..
+    } = plan;
+    let mut p2p = T::zero();
+    if (s as u64) + 1 < k.pp {
+        p2p = p2p + boundary(items[bounds[s + 1] - 1]);
+    }
+    if s > 0 {
+        p2p = p2p + boundary(items[bounds[s] - 1]);
+    }
+    if let Some(b) = interleaved_boundary(&plan.stage_counts[s], layer_block, *v) {
+        p2p = p2p + T::int(2 * (v - 1)) * boundary(b);
+    }
+    p2p
+}
+
+/// Under full recomputation, the largest activations one layer holds while it is recomputed
+/// (`saved` of each block).
+fn full_layer_saved<T: Amount>(
+    numbers: &[BlockNumbers],
+    layer_block: &[bool],
+    k: &Knobs,
+    saved: impl Fn(&BlockNumbers) -> T,
+) -> T {
+    let mut most = T::zero();
+    if k.recompute == Recompute::Full {
+        for (n, _) in numbers.iter().zip(layer_block).filter(|(_, l)| **l) {
+            let x = saved(n);
+            if x > most {
+                most = x;
+            }
+        }
+    }
+    most
 }
 
 /// Floating-point (time, time with data-parallel and point-to-point traffic, memory) per stage,
-/// for choosing which stages to price exactly.
-#[allow(clippy::too_many_arguments)]
+/// for choosing which stages to price exactly: the formulas of the exact pricing
+/// ([`StagePricer::price`]) on the costs as floats.
 fn rough_stages(
     plan: &Plan,
     numbers: &[BlockNumbers],
     layer_block: &[bool],
     k: &Knobs,
-    kt: f64,
-    ke: f64,
-    kc: f64,
-    kd: f64,
-    kp: f64,
-) -> Vec<[f64; 3]> {
-    let Plan {
-        items,
-        bounds,
-        stage_counts,
-        ..
-    } = plan;
+    kap: &Kappas<f64>,
+) -> Vec<RoughStage> {
     let mf = k.microbatches as f64;
-    let zero3 = if k.zero == 3 {
-        (1.0 + 2.0 * k.microbatches as f64) / 2.0
-    } else {
-        1.0
-    };
-    let full_recompute = full_recompute_peak(numbers, layer_block, k);
-    let mut rough: Vec<[f64; 3]> = Vec::with_capacity(stage_counts.len());
+    let full_recompute = full_layer_saved(numbers, layer_block, k, |n| n.approx.saved);
+    let mut rough: Vec<RoughStage> = Vec::with_capacity(plan.stage_counts.len());
     // What depends on a stage's blocks alone, computed once for each distinct content (the
     // stages of a pipeline of equal layers hold one of a few): the same operations on the same
     // values, so the same floats.
     let mut seen: Vec<(&[(usize, u64)], StageParts)> = Vec::new();
-    for (s, counts) in stage_counts.iter().enumerate() {
+    for (s, counts) in plan.stage_counts.iter().enumerate() {
         let known = seen
             .iter()
             .find(|(c, _)| *c == counts.as_slice())
             .map(|(_, x)| *x);
-        let (time, dp_grad, parts) = known.unwrap_or_else(|| {
-            let sum = |f: fn(&RoughBlock) -> f64| plan.stage_sum(s, f);
-            let time = plan.stage_compute(s, k) * mf
-                + kt * (sum(|c| c.tp_bytes) * mf + sum(|c| c.tp_grad))
-                + ke * sum(|c| c.ep_bytes) * mf
-                + kc * sum(|c| c.cp_bytes) * mf;
-            let x = (time, sum(|c| c.dp_grad), memory_parts(plan, k, s));
+        let parts = known.unwrap_or_else(|| {
+            let c = plan.stage_cost(s);
+            let x = StageParts {
+                time: c.time(&mf, kap, k),
+                dp: c.dp_traffic(k),
+                state: c.state(k).iter().sum(),
+                cost: c,
+            };
             seen.push((counts.as_slice(), x));
             x
         });
-        let mut p2p = 0.0;
-        if (s as u64) + 1 < k.pp {
-            p2p += numbers[items[bounds[s + 1] - 1]].approx.boundary;
-        }
-        if s > 0 {
-            p2p += numbers[items[bounds[s] - 1]].approx.boundary;
-        }
-        if let Some(b) = interleaved_boundary(counts, layer_block, plan.v) {
-            p2p += 2.0 * (plan.v - 1) as f64 * numbers[b].approx.boundary;
-        }
-        let full = time + kd * dp_grad * zero3 + kp * p2p * mf;
-        let mem = stage_memory(&parts, full_recompute, k, plan.v, s);
-        rough.push([time, full, mem]);
+        let p2p = stage_boundary(plan, k, layer_block, s, |b| numbers[b].approx.boundary);
+        let full = parts.time + kap.dp * parts.dp + kap.p2p * p2p * mf;
+        let mem = parts.state + parts.cost.activations(k, plan.v, s, &full_recompute);
+        rough.push(RoughStage {
+            time: parts.time,
+            full,
+            memory: mem,
+        });
     }
     rough
 }
@@ -1168,81 +1021,26 @@ fn interleaved_boundary(counts: &[(usize, u64)], layer_block: &[bool], v: u64) -
     counts.iter().map(|(b, _)| *b).find(|b| layer_block[*b])
 }
 
-/// Micro-batches whose activations stage `s` holds at once, as (numerator, denominator): all of
-/// them under GPipe; under 1F1B as many as the stages from `s` on (at most m); interleaving with
-/// `v` chunks adds (pp − 1)/(pp·v) of that (Narayanan et al. SC'21 §2.2).
-fn in_flight(k: &Knobs, v: u64, s: usize) -> (u64, u64) {
-    match k.schedule {
-        Schedule::Gpipe => (k.microbatches, 1),
-        _ if k.pp == 1 => (1, 1),
-        Schedule::OneFOneB => (k.microbatches.min(k.pp - s as u64), 1),
-        Schedule::Interleaved => {
-            let base = k.microbatches.min(k.pp - s as u64);
-            (base * (k.pp * v + k.pp - 1), k.pp * v)
-        }
-    }
-}
-
-/// A stage's time, data-parallel gradient bytes and memory parts: what depends on its blocks
-/// alone.
-type StageParts = (f64, f64, MemoryParts);
-
-/// The memory of a stage's blocks that does not depend on its place in the pipeline: weights,
-/// gradients and optimizer state, and the activations one micro-batch saves.
+/// A stage priced in floating point, for choosing.
 #[derive(Debug, Clone, Copy)]
-struct MemoryParts {
+struct RoughStage {
+    /// What it runs per step apart from its gradient reduction and pipeline sends.
+    time: f64,
+    /// The same with them.
+    full: f64,
+    /// Memory per device.
+    memory: f64,
+}
+
+/// What the floating-point pricing of a stage takes from its blocks alone (not from its place
+/// in the pipeline): its time, data-parallel bytes, weight, gradient and optimizer state, and
+/// its summed costs.
+#[derive(Debug, Clone, Copy)]
+struct StageParts {
+    time: f64,
+    dp: f64,
     state: f64,
-    saved: f64,
-}
-
-fn memory_parts(plan: &Plan, k: &Knobs, s: usize) -> MemoryParts {
-    let zero = |min: u8| {
-        if k.zero >= min {
-            k.replicas() as f64
-        } else {
-            1.0
-        }
-    };
-    let zero_expert = |min: u8| {
-        if k.zero >= min {
-            (k.dp / k.ep * k.cp) as f64
-        } else {
-            1.0
-        }
-    };
-    let sum = |f: fn(&RoughBlock) -> f64| plan.stage_sum(s, f);
-    let state = |bytes: i64, stage: u8| {
-        sum(|c| c.params) * bytes as f64 / zero(stage)
-            + sum(|c| c.params_expert) * bytes as f64 / zero_expert(stage)
-    };
-    MemoryParts {
-        state: state(WEIGHT_BYTES, 3) + state(GRAD_BYTES, 2) + state(OPTIMIZER_BYTES, 1),
-        saved: sum(|c| c.saved),
-    }
-}
-
-/// Under full recomputation, the largest activations one layer holds while it is recomputed.
-fn full_recompute_peak(numbers: &[BlockNumbers], layer_block: &[bool], k: &Knobs) -> f64 {
-    if k.recompute != Recompute::Full {
-        return 0.0;
-    }
-    numbers
-        .iter()
-        .enumerate()
-        .filter(|(bi, _)| layer_block[*bi])
-        .map(|(_, n)| n.approx.saved)
-        .fold(0.0, f64::max)
-}
-
-/// Memory of stage `s` in floating point: the same formula the exact pricing uses.
-fn stage_memory(parts: &MemoryParts, full_recompute: f64, k: &Knobs, v: u64, s: usize) -> f64 {
-    let (num, den) = in_flight(k, v, s);
-    let fly = num as f64 / den as f64;
-    let mut act = parts.saved * fly;
-    if k.recompute == Recompute::Full {
-        act += full_recompute;
-    }
-    parts.state + act
+    cost: BlockCost<f64>,
 }
 
 /// A strategy priced in floating point: enough to order thousands of strategies quickly; the
@@ -1303,13 +1101,7 @@ pub fn estimate_variants(
     ks.iter()
         .map(|k| {
             let mesh = Mesh::of(k, gpus_per_node);
-            let (kt, kd, kp) = (
-                kappa(mesh.axis(AxisKind::Tp).tier),
-                kappa(mesh.grad_axis().tier),
-                kappa(mesh.p2p_tier()),
-            );
-            let ke = kappa(mesh.ep_tier(k.ep));
-            let kc = kappa(mesh.cp_axis().tier);
+            let kap = float_kappas(&mesh, k, kappa, kappa_hbm);
             let key = (k.recompute, k.ep);
             let at = match plans.iter().position(|(x, _)| *x == key) {
                 Some(i) => i,
@@ -1320,13 +1112,7 @@ pub fn estimate_variants(
                         chunks: 1,
                         ..k.clone()
                     };
-                    let kap = Kappas {
-                        tp: kt,
-                        ep: ke,
-                        cp: kc,
-                        hbm: kappa_hbm,
-                    };
-                    let p = plan_pipeline(numbers, &layer_block, &plain, kap);
+                    let p = plan_pipeline(numbers, &layer_block, &plain, &kap);
                     plans.push((key, p));
                     plans.len() - 1
                 }
@@ -1341,13 +1127,7 @@ pub fn estimate_variants(
                 });
             }
             plan.v = v;
-            Ok(estimate_planned(
-                plan,
-                numbers,
-                &layer_block,
-                k,
-                [kt, ke, kc, kd, kp],
-            ))
+            Ok(estimate_planned(plan, numbers, &layer_block, k, &kap))
         })
         .collect()
 }
@@ -1357,21 +1137,21 @@ fn estimate_planned(
     numbers: &[BlockNumbers],
     layer_block: &[bool],
     k: &Knobs,
-    [kt, ke, kc, kd, kp]: [f64; 5],
+    kap: &Kappas<f64>,
 ) -> Estimate {
-    let rough = rough_stages(plan, numbers, layer_block, k, kt, ke, kc, kd, kp);
+    let rough = rough_stages(plan, numbers, layer_block, k, kap);
     let mf = k.microbatches as f64;
     let bs = (0..rough.len())
-        .max_by(|a, b| rough[*a][1].total_cmp(&rough[*b][1]))
+        .max_by(|a, b| rough[*a].full.total_cmp(&rough[*b].full))
         .unwrap_or(0);
     let tm = (0..rough.len())
-        .max_by(|a, b| rough[*a][0].total_cmp(&rough[*b][0]))
+        .max_by(|a, b| rough[*a].time.total_cmp(&rough[*b].time))
         .unwrap_or(0);
     let frac = (k.pp - 1) as f64 / (mf * plan.v as f64);
-    let flops = |s: usize| plan.stage_compute(s, k) * mf;
-    let total = rough[bs][1] + rough[tm][0] * frac;
+    let flops = |s: usize| plan.stage_cost(s).compute_time(&mf, kap, k);
+    let total = rough[bs].full + rough[tm].time * frac;
     let flop_part = flops(bs) + flops(tm) * frac;
-    let memory = rough.iter().map(|x| x[2]).fold(0.0f64, f64::max);
+    let memory = rough.iter().map(|x| x.memory).fold(0.0f64, f64::max);
     Estimate {
         total,
         flop_part,
@@ -1408,12 +1188,8 @@ struct Links {
     p2p_tier: Tier,
     /// Expert-parallel all-to-all links.
     ep_tier: Tier,
-    k_tp: Rational,
-    k_dp: Rational,
-    k_cp: Rational,
-    k_p2p: Rational,
-    k_ep: Rational,
-    k_hbm: Rational,
+    /// κ of each.
+    kap: Kappas<Rational>,
 }
 
 impl Links {
@@ -1426,12 +1202,14 @@ impl Links {
         let p2p_tier = mesh.p2p_tier();
         let ep_tier = mesh.ep_tier(k.ep);
         Links {
-            k_tp: calib.balance(tp_tier),
-            k_dp: calib.balance(dp_tier),
-            k_cp: calib.balance(cp_tier),
-            k_p2p: calib.balance(p2p_tier),
-            k_ep: calib.balance(ep_tier),
-            k_hbm: calib.hbm_balance(),
+            kap: Kappas {
+                tp: calib.balance(tp_tier),
+                dp: calib.balance(dp_tier),
+                cp: calib.balance(cp_tier),
+                p2p: calib.balance(p2p_tier),
+                ep: calib.balance(ep_tier),
+                hbm: calib.hbm_balance(),
+            },
             mesh,
             tp_tier,
             dp_tier,
@@ -1442,60 +1220,31 @@ impl Links {
     }
 
     /// The balances the floating-point pipeline plan uses.
-    fn kappas(&self) -> Kappas {
+    fn kappas(&self) -> Kappas<f64> {
+        let k = &self.kap;
         Kappas {
-            tp: self.k_tp.to_f64().unwrap_or(0.0),
-            ep: f64_or_max(&self.k_ep),
-            cp: f64_or_max(&self.k_cp),
-            hbm: f64_or_max(&self.k_hbm),
+            tp: float(&k.tp),
+            ep: float(&k.ep),
+            cp: float(&k.cp),
+            dp: float(&k.dp),
+            p2p: float(&k.p2p),
+            hbm: float(&k.hbm),
         }
     }
 }
 
-/// `x` as a float, the largest float where it does not fit.
-fn f64_or_max(x: &Rational) -> f64 {
-    x.to_f64().unwrap_or(f64::MAX)
-}
-
-/// Each block's exact per-micro-batch costs under `k`: recomputation adds the forward FLOPs and
-/// HBM bytes it reruns and keeps only the activations it does not rerun; expert parallelism
-/// shards the expert weights and adds its all-to-all bytes; context parallelism its ring bytes.
+/// Each block's exact per-micro-batch costs under `k` ([`BlockCost::of`]).
 fn block_costs(
     numbers: &[BlockNumbers],
     layer_block: &[bool],
     k: &Knobs,
-) -> Result<Vec<BlockCost>, StrategyError> {
+) -> Result<Vec<BlockCost<Rational>>, StrategyError> {
     numbers
         .iter()
         .enumerate()
         .map(|(bi, n)| {
-            let (extra, saved, extra_hbm) = match (k.recompute, layer_block[bi]) {
-                (Recompute::Full, true) => {
-                    (n.forward.clone(), n.boundary.clone(), n.hbm_forward.clone())
-                }
-                (Recompute::Selective, true) => (
-                    n.attention_forward.clone(),
-                    &n.saved - &n.attention_saved,
-                    n.attention_hbm.clone(),
-                ),
-                _ => (Rational::zero(), n.saved.clone(), Rational::zero()),
-            };
-            let (params, params_expert, dp_grad, ep_bytes) = expert_view(n, k)?;
-            let cp_bytes = ring_bytes(n, k.recompute, layer_block[bi]);
-            let accumulate = grad_accumulation_hbm(&(&params + &params_expert), k);
-            Ok(BlockCost {
-                cp_bytes,
-                hbm: &n.hbm + &extra_hbm + accumulate,
-                compute: &n.forward + &n.backward + &extra,
-                tp_bytes: n.tp_bytes.clone(),
-                saved,
-                params,
-                params_expert,
-                ep_bytes,
-                dp_grad,
-                tp_grad: n.tp_grad.clone(),
-                boundary: n.boundary.clone(),
-            })
+            let e = expert_view(n, k)?;
+            Ok(BlockCost::of(&n.exact, e, layer_block[bi], k.recompute))
         })
         .collect()
 }
@@ -1531,7 +1280,7 @@ struct StagePricer<'a> {
     a: &'a Analysis,
     k: &'a Knobs,
     links: &'a Links,
-    costs: &'a [BlockCost],
+    costs: &'a [BlockCost<Rational>],
     plan: &'a Plan,
     layer_block: &'a [bool],
     /// Micro-batches per step.
@@ -1542,83 +1291,11 @@ struct StagePricer<'a> {
 }
 
 impl StagePricer<'_> {
-    /// What ZeRO divides the dense state of `stage_min` (1 optimizer, 2 gradients, 3 weights)
-    /// by: the replicas of the weights.
-    fn zero_div(&self, stage_min: u8) -> Rational {
-        if self.k.zero >= stage_min {
-            r(self.k.replicas())
-        } else {
-            Rational::one()
-        }
-    }
-
-    /// What ZeRO divides the expert state of `stage_min` by: the ranks holding the same
-    /// experts.
-    fn zero_expert(&self, stage_min: u8) -> Rational {
-        let k = self.k;
-        if k.zero >= stage_min {
-            r(k.dp / k.ep * k.cp)
-        } else {
-            Rational::one()
-        }
-    }
-
-    /// Micro-batches whose activations stage `s` holds at once.
-    fn inflight(&self, s: usize) -> Rational {
-        let (num, den) = in_flight(self.k, self.plan.v, s);
-        Rational::new(num.into(), den.into())
-    }
-
-    /// Point-to-point bytes stage `s` sends per step: activations forward to the next stage,
-    /// their gradients back to the previous one, and under interleaving the boundaries of its
-    /// further chunks.
-    fn boundary_bytes(&self, s: usize) -> Rational {
-        let Plan {
-            items,
-            bounds,
-            stage_counts,
-            v,
-            ..
-        } = self.plan;
-        let costs = self.costs;
-        let mut p2p = Rational::zero();
-        if (s as u64) + 1 < self.k.pp {
-            p2p += costs[items[bounds[s + 1] - 1]].boundary.clone();
-        }
-        if s > 0 {
-            p2p += costs[items[bounds[s] - 1]].boundary.clone();
-        }
-        if let Some(b) = interleaved_boundary(&stage_counts[s], self.layer_block, *v) {
-            p2p += r(2 * (v - 1)) * &costs[b].boundary;
-        }
-        p2p * &self.m
-    }
-
-    /// The sum over the blocks of stage `s` of `f` of each block, times its copies there.
-    fn total(&self, s: usize, f: &dyn Fn(&BlockCost) -> &Rational) -> Rational {
-        self.plan.stage_counts[s]
-            .iter()
-            .map(|(b, c)| f(&self.costs[*b]) * r(*c))
-            .sum()
-    }
-
-    /// Memory per device of stage `s`: weights, gradients and optimizer state (dense state
-    /// sharded by ZeRO over the data-parallel group, expert state over the ranks that hold the
-    /// same experts) and the activations of the micro-batches in flight.
-    fn memory(&self, s: usize) -> Memory {
-        let params = self.total(s, &|c| &c.params);
-        let experts = self.total(s, &|c| &c.params_expert);
-        let mut activations = self.total(s, &|c| &c.saved) * self.inflight(s);
-        if self.k.recompute == Recompute::Full {
-            activations += self.full_layer_saved.clone();
-        }
-        let state = |bytes: i64, stage: u8| {
-            &params * r(bytes as u64) / self.zero_div(stage)
-                + &experts * r(bytes as u64) / self.zero_expert(stage)
-        };
-        let weights = state(WEIGHT_BYTES, 3);
-        let grads = state(GRAD_BYTES, 2);
-        let optimizer = state(OPTIMIZER_BYTES, 1);
+    /// Memory per device of stage `s` (its summed costs `c`): weights, gradients and optimizer
+    /// state ([`BlockCost::state`]) and the activations of the micro-batches in flight.
+    fn memory(&self, c: &BlockCost<Rational>, s: usize) -> Memory {
+        let [weights, grads, optimizer] = c.state(self.k);
+        let activations = c.activations(self.k, self.plan.v, s, &self.full_layer_saved);
         let total = &weights + &grads + &optimizer + &activations;
         Memory {
             params: weights,
@@ -1629,30 +1306,24 @@ impl StagePricer<'_> {
         }
     }
 
-    /// Data-parallel bytes of stage `s` per step. ZeRO-3 (FSDP) reduce-scatters the gradients
-    /// once a step (half the all-reduce's bytes) and all-gathers the weights before each
-    /// forward and each backward of every micro-batch (each gather half the all-reduce's
-    /// bytes): (1 + 2m)/2 of the all-reduce bytes, the ZeRO paper's 3/2 at one micro-batch
-    /// (Rajbhandari et al. 2020, §7.2.2).
-    fn dp_bytes(&self, s: usize) -> Rational {
-        let mut dp_bytes = self.total(s, &|c| &c.dp_grad);
-        if self.k.zero == 3 {
-            dp_bytes *= Rational::new((1 + 2 * self.k.microbatches).into(), 2.into());
-        }
-        dp_bytes
-    }
-
     /// Stage `s` priced exactly: its compute (memory-bound operators cost their HBM traffic at
     /// κ_hbm), memory, time and traffic.
     fn price(&self, s: usize) -> PricedStage {
-        let (m, l) = (&self.m, self.links);
-        let compute = self.total(s, &|c| &c.compute) * m;
-        let hbm_cost = &l.k_hbm * self.total(s, &|c| &c.hbm) * m;
-        let tp = self.total(s, &|c| &c.tp_bytes) * m + self.total(s, &|c| &c.tp_grad);
-        let ep = self.total(s, &|c| &c.ep_bytes) * m;
-        let cp = self.total(s, &|c| &c.cp_bytes) * m;
-        let memory = self.memory(s);
-        let time = &compute + &hbm_cost + &l.k_tp * &tp + &l.k_ep * &ep + &l.k_cp * &cp;
+        let (m, kap) = (&self.m, &self.links.kap);
+        let c = BlockCost::stage(self.costs, &self.plan.stage_counts[s]);
+        let compute = &c.compute * m;
+        let hbm_cost = &kap.hbm * c.hbm_traffic(self.k) * m;
+        let time = c.time(m, kap, self.k);
+        let traffic = Traffic {
+            dp: c.dp_traffic(self.k),
+            tp: c.tp_traffic(m),
+            p2p: stage_boundary(self.plan, self.k, self.layer_block, s, |b| {
+                self.costs[b].boundary.clone()
+            }) * m,
+            ep: &c.ep_bytes * m,
+            cp: &c.cp_bytes * m,
+        };
+        let memory = self.memory(&c, s);
         let items = self.plan.stage_counts[s]
             .iter()
             .map(|(b, c)| (self.a.blocks[*b].name.clone(), *c))
@@ -1666,13 +1337,7 @@ impl StagePricer<'_> {
                 memory,
             },
             time,
-            traffic: Traffic {
-                dp: self.dp_bytes(s),
-                tp,
-                p2p: self.boundary_bytes(s),
-                ep,
-                cp,
-            },
+            traffic,
         }
     }
 }
@@ -1681,7 +1346,7 @@ impl StagePricer<'_> {
 /// of the floating-point `rough` (time, full time, memory), so that a near tie cannot hide the
 /// true maximum; stages with the same blocks, neighbours and micro-batches in flight are the
 /// same stage, and one of each kind is priced. With `detail`, all stages.
-fn stages_to_price(rough: &[[f64; 3]], plan: &Plan, k: &Knobs, detail: bool) -> Vec<usize> {
+fn stages_to_price(rough: &[RoughStage], plan: &Plan, k: &Knobs, detail: bool) -> Vec<usize> {
     let Plan {
         items,
         bounds,
@@ -1700,10 +1365,11 @@ fn stages_to_price(rough: &[[f64; 3]], plan: &Plan, k: &Knobs, detail: bool) -> 
     };
     let mut pick: Vec<usize> = Vec::new();
     let mut seen = Vec::new();
-    for i in 0..3 {
-        let top = rough.iter().map(|x| x[i]).fold(f64::MIN, f64::max);
+    let measures: [fn(&RoughStage) -> f64; 3] = [|x| x.time, |x| x.full, |x| x.memory];
+    for get in measures {
+        let top = rough.iter().map(get).fold(f64::MIN, f64::max);
         for (s, x) in rough.iter().enumerate() {
-            if x[i] >= top - top.abs() * 1e-9 && !pick.contains(&s) {
+            if get(x) >= top - top.abs() * 1e-9 && !pick.contains(&s) {
                 let kk = key(s);
                 if !seen.contains(&kk) {
                     seen.push(kk);
@@ -1741,7 +1407,7 @@ fn relative_cost(
 ) -> Result<Busiest, StrategyError> {
     let full: Vec<Rational> = priced
         .iter()
-        .map(|p| &p.time + &links.k_dp * &p.traffic.dp + &links.k_p2p * &p.traffic.p2p)
+        .map(|p| &p.time + &links.kap.dp * &p.traffic.dp + &links.kap.p2p * &p.traffic.p2p)
         .collect();
     let bs = (0..full.len())
         .max_by(|x, y| full[*x].cmp(&full[*y]))
@@ -1759,11 +1425,11 @@ fn relative_cost(
         ..RelativeCost::default()
     };
     for (bytes, tier, kappa) in [
-        (&t.dp, links.dp_tier, &links.k_dp),
-        (&t.tp, links.tp_tier, &links.k_tp),
-        (&t.p2p, links.p2p_tier, &links.k_p2p),
-        (&t.ep, links.ep_tier, &links.k_ep),
-        (&t.cp, links.cp_tier, &links.k_cp),
+        (&t.dp, links.dp_tier, &links.kap.dp),
+        (&t.tp, links.tp_tier, &links.kap.tp),
+        (&t.p2p, links.p2p_tier, &links.kap.p2p),
+        (&t.ep, links.ep_tier, &links.kap.ep),
+        (&t.cp, links.cp_tier, &links.kap.cp),
     ] {
         let c = kappa * bytes;
         match tier {
@@ -1918,7 +1584,7 @@ fn all_to_all_rows(
 fn model_flops(numbers: &[BlockNumbers], k: &Knobs) -> Rational {
     numbers
         .iter()
-        .map(|n| (&n.forward + &n.backward - &n.kernel_recompute) * r(n.repeat))
+        .map(|n| (&n.exact.forward + &n.exact.backward - &n.kernel_recompute) * r(n.repeat))
         .sum::<Rational>()
         * r(k.microbatches)
         * r(k.dp)
@@ -1950,18 +1616,8 @@ pub fn evaluate_with(
     let layer_block = layer_blocks(model);
     let costs = block_costs(numbers, &layer_block, k)?;
     let kap = links.kappas();
-    let plan = plan_pipeline(numbers, &layer_block, k, kap)?;
-    let rough = rough_stages(
-        &plan,
-        numbers,
-        &layer_block,
-        k,
-        kap.tp,
-        kap.ep,
-        kap.cp,
-        f64_or_max(&links.k_dp),
-        f64_or_max(&links.k_p2p),
-    );
+    let plan = plan_pipeline(numbers, &layer_block, k, &kap)?;
+    let rough = rough_stages(&plan, numbers, &layer_block, k, &kap);
     let pricer = StagePricer {
         a,
         k,
@@ -1970,13 +1626,7 @@ pub fn evaluate_with(
         plan: &plan,
         layer_block: &layer_block,
         m: r(k.microbatches),
-        full_layer_saved: numbers
-            .iter()
-            .enumerate()
-            .filter(|(bi, _)| layer_block[*bi])
-            .map(|(_, n)| n.saved.clone())
-            .max()
-            .unwrap_or_default(),
+        full_layer_saved: full_layer_saved(numbers, &layer_block, k, |n| n.exact.saved.clone()),
     };
     let pick = stages_to_price(&rough, &plan, k, detail);
     let priced: Vec<PricedStage> = pick.iter().map(|&s| pricer.price(s)).collect();

@@ -1,6 +1,7 @@
 //! Hybrid parallelism: layouts, the symbolic analysis of a model under a layout, and the
 //! evaluation of a strategy's per-device cost.
 
+pub mod amount;
 pub mod analysis;
 pub mod breakdown;
 pub mod evaluate;

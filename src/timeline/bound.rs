@@ -69,7 +69,7 @@ pub fn chains(
     let f = |r: &Rational| r.to_f64().unwrap_or(f64::MAX);
     let params = blocks.iter().map(|b| f(&b.params)).collect();
     let layer = blocks.iter().map(|b| b.layer).collect();
-    let dp_grad = numbers.iter().map(|n| f(&n.dp_grad)).collect();
+    let dp_grad = numbers.iter().map(|n| f(&n.exact.dp_grad)).collect();
     let mut plan = TimingPlan {
         format: FORMAT.into(),
         model: model.name.clone(),

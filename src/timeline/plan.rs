@@ -497,8 +497,8 @@ pub fn plan_blocks(
             forward,
             backward,
             grads,
-            boundary_bytes: n.boundary.clone(),
-            params: n.params.clone(),
+            boundary_bytes: n.exact.boundary.clone(),
+            params: n.exact.params.clone(),
         });
     }
     Ok(blocks)

@@ -475,13 +475,9 @@ pub const MAIN_GRAD_BYTES: f64 = 4.0;
 /// tile's main loop (CUTLASS 3's ping-pong schedule on Hopper) can hide part of it, which this
 /// does not credit. With gradients sharded (ZeRO ≥ 2) the buffer holds only the `1/replicas`
 /// share that the device reduces.
+/// The relative cost counts the same bytes ([`crate::parallel::amount::grad_accumulation`]).
 pub fn grad_accumulation_bytes(params: f64, zero: u8, replicas: u64) -> f64 {
-    let share = if zero >= 2 {
-        params / replicas.max(1) as f64
-    } else {
-        params
-    };
-    share * crate::parallel::evaluate::GRAD_ACCUMULATION_BYTES as f64
+    crate::parallel::amount::grad_accumulation(params, zero, replicas)
 }
 
 /// Seconds of the optimizer step over `params` parameter elements held by one device: the

@@ -1,0 +1,455 @@
+//! The cost formulas of a strategy, written once over a number type: exact ([`Rational`]) for
+//! what is reported, `f64` for choosing among thousands of strategies (the pipeline partition,
+//! the stages worth pricing, `rank`'s screen). Both sides call the same functions, so the
+//! floating-point screen cannot drift from the exact pricing: recomputation, expert and
+//! context parallelism, ZeRO's divisors and traffic, gradient accumulation, memory in flight.
+
+use super::evaluate::{GRAD_ACCUMULATION_BYTES, GRAD_BYTES, OPTIMIZER_BYTES, WEIGHT_BYTES};
+use crate::strategy::{Knobs, Recompute, Schedule};
+use crate::sym::Rational;
+use num_traits::{ToPrimitive, Zero};
+use std::ops::{Add, Div, Mul, Sub};
+
+/// A number the cost formulas compute with.
+pub trait Amount:
+    Clone
+    + Zero
+    + PartialOrd
+    + Add<Output = Self>
+    + Sub<Output = Self>
+    + Mul<Output = Self>
+    + Div<Output = Self>
+{
+    /// The integer `n`.
+    fn int(n: u64) -> Self;
+    /// `num / den`.
+    fn ratio(num: u64, den: u64) -> Self {
+        Self::int(num) / Self::int(den)
+    }
+}
+
+impl Amount for Rational {
+    fn int(n: u64) -> Rational {
+        Rational::from_integer(n.into())
+    }
+}
+
+impl Amount for f64 {
+    fn int(n: u64) -> f64 {
+        n as f64
+    }
+}
+
+/// `x` as a float, the largest float where it does not fit.
+pub fn float(x: &Rational) -> f64 {
+    x.to_f64().unwrap_or(f64::MAX)
+}
+
+/// Bytes per parameter element of the weights, gradients and optimizer state, and the ZeRO
+/// stage from which each is sharded over the replicas (Rajbhandari et al. 2020).
+const STATE: [(u64, u8); 3] = [
+    (WEIGHT_BYTES as u64, 3),
+    (GRAD_BYTES as u64, 2),
+    (OPTIMIZER_BYTES as u64, 1),
+];
+
+/// HBM bytes per micro-batch of adding the weight gradients of `params` parameter elements of
+/// one device to its fp32 gradient buffer ([`GRAD_ACCUMULATION_BYTES`] each): all of them, or
+/// the `1/replicas` share a device keeps when gradients are sharded (ZeRO ≥ 2). The relative
+/// cost prices these bytes at κ_hbm; the timeline times them as a streaming pass after each
+/// weight-bearing operator.
+pub fn grad_accumulation<T: Amount>(params: T, zero: u8, replicas: u64) -> T {
+    let share = if zero >= 2 {
+        params / T::int(replicas.max(1))
+    } else {
+        params
+    };
+    share * T::int(GRAD_ACCUMULATION_BYTES as u64)
+}
+
+/// What data-parallel gradient traffic is multiplied by: ZeRO-3 (FSDP) reduce-scatters the
+/// gradients once a step (half the all-reduce's bytes) and all-gathers the weights before each
+/// forward and each backward of every micro-batch (each gather half the all-reduce's bytes):
+/// (1 + 2m)/2, the ZeRO paper's 3/2 at one micro-batch (Rajbhandari et al. 2020, §7.2.2).
+pub fn dp_traffic_factor<T: Amount>(k: &Knobs) -> T {
+    if k.zero == 3 {
+        T::ratio(1 + 2 * k.microbatches, 2)
+    } else {
+        T::int(1)
+    }
+}
+
+/// Micro-batches whose activations stage `s` holds at once: all of them under GPipe; under
+/// 1F1B as many as the stages from `s` on (at most m); interleaving with `v` chunks adds
+/// (pp − 1)/(pp·v) of that (Narayanan et al. SC'21 §2.2).
+pub fn in_flight<T: Amount>(k: &Knobs, v: u64, s: usize) -> T {
+    match k.schedule {
+        Schedule::Gpipe => T::int(k.microbatches),
+        _ if k.pp == 1 => T::int(1),
+        Schedule::OneFOneB => T::int(k.microbatches.min(k.pp - s as u64)),
+        Schedule::Interleaved => {
+            let base = k.microbatches.min(k.pp - s as u64);
+            T::ratio(base * (k.pp * v + k.pp - 1), k.pp * v)
+        }
+    }
+}
+
+/// A block's amounts for one micro-batch on one device, before any strategy choice but the
+/// layout: exact, or as floats.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Amounts<T> {
+    /// Forward FLOPs.
+    pub forward: T,
+    /// Backward FLOPs, recomputation inside fused kernels included.
+    pub backward: T,
+    /// Forward FLOPs of the attention core.
+    pub attention_forward: T,
+    /// Saved bytes.
+    pub saved: T,
+    /// Saved bytes of the attention core.
+    pub attention_saved: T,
+    /// Parameter elements.
+    pub params: T,
+    /// Per-microbatch tensor-parallel wire bytes.
+    pub tp_bytes: T,
+    /// Per-step data-parallel gradient wire bytes.
+    pub dp_grad: T,
+    /// Per-step tensor-parallel gradient wire bytes.
+    pub tp_grad: T,
+    /// Boundary activation bytes.
+    pub boundary: T,
+    /// HBM bytes the memory-bound (not matmul-like) operators read and write, forward and
+    /// backward.
+    pub hbm: T,
+    /// The forward part of `hbm` (what full recomputation moves again).
+    pub hbm_forward: T,
+    /// The forward HBM bytes of the memory-bound attention-core operators (what selective
+    /// recomputation moves again).
+    pub attention_hbm: T,
+    /// Context-parallel ring bytes one forward pass sends: (cp − 1) steps of every attention
+    /// operator's keys and values. The backward pass sends twice this (keys and values again,
+    /// and their gradients).
+    pub ring_forward: T,
+    /// The part of `ring_forward` of attention-core operators (what selective recomputation
+    /// sends again).
+    pub ring_core_forward: T,
+}
+
+impl Amounts<Rational> {
+    /// The same amounts as floats.
+    pub fn to_f64(&self) -> Amounts<f64> {
+        Amounts {
+            forward: float(&self.forward),
+            backward: float(&self.backward),
+            attention_forward: float(&self.attention_forward),
+            saved: float(&self.saved),
+            attention_saved: float(&self.attention_saved),
+            params: float(&self.params),
+            tp_bytes: float(&self.tp_bytes),
+            dp_grad: float(&self.dp_grad),
+            tp_grad: float(&self.tp_grad),
+            boundary: float(&self.boundary),
+            hbm: float(&self.hbm),
+            hbm_forward: float(&self.hbm_forward),
+            attention_hbm: float(&self.attention_hbm),
+            ring_forward: float(&self.ring_forward),
+            ring_core_forward: float(&self.ring_core_forward),
+        }
+    }
+}
+
+/// A block's parameters and traffic as expert parallelism sees them.
+#[derive(Debug, Clone, Default)]
+pub struct ExpertView<T> {
+    /// Dense parameter elements (ZeRO shards them over dp·cp).
+    pub dense: T,
+    /// Expert parameter elements held (ZeRO shards them over the ranks holding the same
+    /// experts).
+    pub experts: T,
+    /// Per-step data-parallel gradient wire bytes.
+    pub dp_grad: T,
+    /// Expert-parallel all-to-all wire bytes per micro-batch.
+    pub ep_bytes: T,
+}
+
+/// One block's per-micro-batch costs under a strategy's recomputation and expert parallelism;
+/// summed over the blocks of a stage ([`BlockCost::stage`]), a stage's.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BlockCost<T> {
+    /// FLOPs, forward, backward and recomputed.
+    pub compute: T,
+    /// HBM bytes of the memory-bound operators, recomputation included (the gradient
+    /// accumulation, which depends on the ZeRO stage, is added by [`BlockCost::hbm_traffic`]).
+    pub hbm: T,
+    /// Tensor-parallel wire bytes per micro-batch.
+    pub tp_bytes: T,
+    /// Tensor-parallel gradient wire bytes per step.
+    pub tp_grad: T,
+    /// Data-parallel gradient wire bytes per step (before ZeRO-3's factor).
+    pub dp_grad: T,
+    /// Activation bytes one micro-batch keeps for the backward pass.
+    pub saved: T,
+    /// Dense parameter elements.
+    pub params: T,
+    /// Expert parameter elements held.
+    pub params_expert: T,
+    /// Expert-parallel all-to-all wire bytes per micro-batch.
+    pub ep_bytes: T,
+    /// Context-parallel ring bytes per micro-batch.
+    pub cp_bytes: T,
+    /// Boundary activation bytes (what a pipeline stage ending here sends; not summed by
+    /// [`BlockCost::stage`]).
+    pub boundary: T,
+}
+
+/// Machine balance (FLOP-equivalents per byte) of the links of each parallel dimension and of
+/// HBM.
+#[derive(Debug, Clone)]
+pub struct Kappas<T> {
+    /// Tensor-parallel links.
+    pub tp: T,
+    /// Expert-parallel links.
+    pub ep: T,
+    /// Context-parallel links.
+    pub cp: T,
+    /// Gradient-reduction links.
+    pub dp: T,
+    /// Pipeline point-to-point links.
+    pub p2p: T,
+    /// HBM.
+    pub hbm: T,
+}
+
+impl<T: Amount> BlockCost<T> {
+    /// A block's costs: recomputation adds the forward FLOPs, HBM bytes and ring passes it
+    /// reruns and keeps only the activations it does not rerun (full: the layer's input;
+    /// selective: all but the attention core's); `layer` says whether the block is a repeated
+    /// layer, which is what recomputation applies to. Of the strategy, only the recomputation
+    /// and (through `e`) the expert-parallel degree matter.
+    pub fn of(x: &Amounts<T>, e: ExpertView<T>, layer: bool, recompute: Recompute) -> BlockCost<T> {
+        let zero = T::zero;
+        let (extra, saved, extra_hbm, ring_again) = match (recompute, layer) {
+            (Recompute::Full, true) => (
+                x.forward.clone(),
+                x.boundary.clone(),
+                x.hbm_forward.clone(),
+                x.ring_forward.clone(),
+            ),
+            (Recompute::Selective, true) => (
+                x.attention_forward.clone(),
+                x.saved.clone() - x.attention_saved.clone(),
+                x.attention_hbm.clone(),
+                x.ring_core_forward.clone(),
+            ),
+            _ => (zero(), x.saved.clone(), zero(), zero()),
+        };
+        BlockCost {
+            compute: x.forward.clone() + x.backward.clone() + extra,
+            hbm: x.hbm.clone() + extra_hbm,
+            tp_bytes: x.tp_bytes.clone(),
+            tp_grad: x.tp_grad.clone(),
+            dp_grad: e.dp_grad,
+            saved,
+            params: e.dense,
+            params_expert: e.experts,
+            ep_bytes: e.ep_bytes,
+            // Forward sends the ring once, backward twice, recomputation once more.
+            cp_bytes: T::int(3) * x.ring_forward.clone() + ring_again,
+            boundary: x.boundary.clone(),
+        }
+    }
+
+    /// The sum of `costs[b]` times `copies` over the (block, copies) of a stage.
+    pub fn stage(costs: &[BlockCost<T>], counts: &[(usize, u64)]) -> BlockCost<T> {
+        let mut s = BlockCost {
+            compute: T::zero(),
+            hbm: T::zero(),
+            tp_bytes: T::zero(),
+            tp_grad: T::zero(),
+            dp_grad: T::zero(),
+            saved: T::zero(),
+            params: T::zero(),
+            params_expert: T::zero(),
+            ep_bytes: T::zero(),
+            cp_bytes: T::zero(),
+            boundary: T::zero(),
+        };
+        for &(b, copies) in counts {
+            let c = &costs[b];
+            let n = T::int(copies);
+            let add = |sum: &mut T, x: &T| *sum = sum.clone() + x.clone() * n.clone();
+            add(&mut s.compute, &c.compute);
+            add(&mut s.hbm, &c.hbm);
+            add(&mut s.tp_bytes, &c.tp_bytes);
+            add(&mut s.tp_grad, &c.tp_grad);
+            add(&mut s.dp_grad, &c.dp_grad);
+            add(&mut s.saved, &c.saved);
+            add(&mut s.params, &c.params);
+            add(&mut s.params_expert, &c.params_expert);
+            add(&mut s.ep_bytes, &c.ep_bytes);
+            add(&mut s.cp_bytes, &c.cp_bytes);
+        }
+        s
+    }
+
+    /// One copy's FLOP-equivalents for one micro-batch, without what is paid once a step or
+    /// depends on the ZeRO stage: what a pipeline partition balances.
+    pub fn block_time(&self, kap: &Kappas<T>) -> T {
+        self.compute.clone()
+            + kap.hbm.clone() * self.hbm.clone()
+            + kap.tp.clone() * self.tp_bytes.clone()
+            + kap.ep.clone() * self.ep_bytes.clone()
+            + kap.cp.clone() * self.cp_bytes.clone()
+    }
+
+    /// HBM bytes per micro-batch: the memory-bound operators' and the addition of the weight
+    /// gradients to the fp32 gradient buffer ([`grad_accumulation`]).
+    pub fn hbm_traffic(&self, k: &Knobs) -> T {
+        let params = self.params.clone() + self.params_expert.clone();
+        self.hbm.clone() + grad_accumulation(params, k.zero, k.replicas())
+    }
+
+    /// FLOP-equivalents of a stage's compute for `m` micro-batches (these summed costs):
+    /// FLOPs, and HBM bytes at κ_hbm.
+    pub fn compute_time(&self, m: &T, kap: &Kappas<T>, k: &Knobs) -> T {
+        (self.compute.clone() + kap.hbm.clone() * self.hbm_traffic(k)) * m.clone()
+    }
+
+    /// FLOP-equivalents of what a stage (these summed costs) runs for `m` micro-batches apart
+    /// from its gradient reduction and pipeline sends: compute, HBM traffic, and tensor-,
+    /// expert- and context-parallel traffic.
+    pub fn time(&self, m: &T, kap: &Kappas<T>, k: &Knobs) -> T {
+        self.compute_time(m, kap, k)
+            + kap.tp.clone() * self.tp_traffic(m)
+            + kap.ep.clone() * self.ep_bytes.clone() * m.clone()
+            + kap.cp.clone() * self.cp_bytes.clone() * m.clone()
+    }
+
+    /// Tensor-parallel bytes of a stage for `m` micro-batches: per-micro-batch collectives and
+    /// gradient ones.
+    pub fn tp_traffic(&self, m: &T) -> T {
+        self.tp_bytes.clone() * m.clone() + self.tp_grad.clone()
+    }
+
+    /// Data-parallel bytes of a stage per step (ZeRO-3's weight gathers included).
+    pub fn dp_traffic(&self, k: &Knobs) -> T {
+        self.dp_grad.clone() * dp_traffic_factor(k)
+    }
+
+    /// Weights, gradients and optimizer state of a stage on one device: dense state sharded by
+    /// ZeRO over dp·cp, expert state over the ranks that hold the same experts.
+    pub fn state(&self, k: &Knobs) -> [T; 3] {
+        STATE.map(|(bytes, stage)| {
+            let (dense, experts) = if k.zero >= stage {
+                (T::int(k.replicas()), T::int(k.dp / k.ep * k.cp))
+            } else {
+                (T::int(1), T::int(1))
+            };
+            self.params.clone() * T::int(bytes) / dense
+                + self.params_expert.clone() * T::int(bytes) / experts
+        })
+    }
+
+    /// Activation bytes of a stage: what each micro-batch in flight saves, and under full
+    /// recomputation the largest layer's activations again (`full_layer_saved`) while it is
+    /// recomputed.
+    pub fn activations(&self, k: &Knobs, v: u64, s: usize, full_layer_saved: &T) -> T {
+        let mut act = self.saved.clone() * in_flight(k, v, s);
+        if k.recompute == Recompute::Full {
+            act = act + full_layer_saved.clone();
+        }
+        act
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn q(n: u64, d: u64) -> Rational {
+        Rational::new(n.into(), d.into())
+    }
+
+    proptest! {
+        /// The one formula on exact amounts, converted, equals the same formula on the amounts
+        /// converted first, to float precision: the screen and the exact pricing agree.
+        #[test]
+        fn exact_and_float_costs_agree(
+            v in proptest::collection::vec((1u64..1_000_000_000, 1u64..64), 15),
+            e in proptest::collection::vec(0u64..1_000_000, 4),
+            recompute in 0usize..3,
+            zero in 0u8..4,
+            layer: bool,
+            m in 1u64..64,
+            copies in 1u64..100,
+        ) {
+            let a: Vec<Rational> = v.iter().map(|&(n, d)| q(n, d)).collect();
+            let x = Amounts {
+                forward: a[0].clone(), backward: a[1].clone(), attention_forward: a[2].clone(),
+                saved: a[3].clone() + a[4].clone(), attention_saved: a[4].clone(),
+                params: a[5].clone(), tp_bytes: a[6].clone(), dp_grad: a[7].clone(),
+                tp_grad: a[8].clone(), boundary: a[9].clone(), hbm: a[10].clone(),
+                hbm_forward: a[11].clone(), attention_hbm: a[12].clone(),
+                ring_forward: a[13].clone() + a[14].clone(), ring_core_forward: a[14].clone(),
+            };
+            let ev = ExpertView {
+                dense: a[5].clone(),
+                experts: q(e[0], 1),
+                dp_grad: a[7].clone() + q(e[1], 1),
+                ep_bytes: q(e[2], 3),
+            };
+            let evf = ExpertView {
+                dense: float(&ev.dense),
+                experts: float(&ev.experts),
+                dp_grad: float(&ev.dp_grad),
+                ep_bytes: float(&ev.ep_bytes),
+            };
+            let recompute = [Recompute::None, Recompute::Selective, Recompute::Full][recompute];
+            let k = Knobs {
+                pp: 4,
+                microbatches: m,
+                zero,
+                recompute,
+                ..Knobs::data_parallel(4)
+            };
+            let exact = BlockCost::of(&x, ev, layer, recompute);
+            let rough = BlockCost::of(&x.to_f64(), evf, layer, recompute);
+            let kap = Kappas { tp: q(7, 2), ep: q(5, 1), cp: q(3, 1), dp: q(11, 1), p2p: q(13, 1), hbm: q(1, 3) };
+            let kapf = Kappas { tp: 3.5, ep: 5.0, cp: 3.0, dp: 11.0, p2p: 13.0, hbm: 1.0 / 3.0 };
+            let se = BlockCost::stage(std::slice::from_ref(&exact), &[(0, copies)]);
+            let sf = BlockCost::stage(std::slice::from_ref(&rough), &[(0, copies)]);
+            let close = |a: &Rational, b: f64| {
+                let a = float(a);
+                prop_assert!((a - b).abs() <= 1e-9 * a.abs().max(1.0), "{a} vs {b}");
+                Ok(())
+            };
+            close(&se.time(&Rational::int(m), &kap, &k), sf.time(&(m as f64), &kapf, &k))?;
+            close(&se.dp_traffic(&k), sf.dp_traffic(&k))?;
+            for (a, b) in se.state(&k).iter().zip(sf.state(&k)) {
+                close(a, b)?;
+            }
+            for s in 0..4 {
+                close(&se.activations(&k, 1, s, &q(5, 1)), sf.activations(&k, 1, s, &5.0))?;
+            }
+        }
+    }
+
+    /// ZeRO-3 gathers the weights before each forward and backward of every micro-batch and
+    /// reduce-scatters once: (1 + 2m)/2 times the all-reduce bytes, 3/2 at one micro-batch.
+    #[test]
+    fn zero3_traffic_factor() {
+        let k = Knobs {
+            zero: 3,
+            microbatches: 1,
+            ..Knobs::data_parallel(8)
+        };
+        assert_eq!(dp_traffic_factor::<Rational>(&k), q(3, 2));
+        let k = Knobs {
+            microbatches: 4,
+            ..k
+        };
+        assert_eq!(dp_traffic_factor::<Rational>(&k), q(9, 2));
+        assert_eq!(dp_traffic_factor::<f64>(&Knobs::data_parallel(8)), 1.0);
+    }
+}
