@@ -825,11 +825,7 @@ fn plan_pipeline(
             layers: items.len() as u64,
         });
     }
-    let v = if k.schedule == Schedule::Interleaved {
-        k.chunks
-    } else {
-        1
-    };
+    let v = k.virtual_chunks();
     if v > 1 && !layers.is_multiple_of(k.pp * v) {
         return Err(StrategyError::InterleavedLayers {
             chunks: v,

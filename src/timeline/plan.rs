@@ -9,7 +9,7 @@ use crate::model::Model;
 use crate::parallel::evaluate::{BlockNumbers, Evaluation};
 use crate::parallel::{Analysis, Comm, Site};
 use crate::rules::{CollectiveKind, FlopClass};
-use crate::strategy::{AxisKind, Knobs, Schedule};
+use crate::strategy::{AxisKind, Knobs};
 use crate::sym::{Bindings, Poly, Rational};
 use num_traits::{One, ToPrimitive, Zero};
 use serde::{Deserialize, Serialize};
@@ -522,11 +522,7 @@ pub fn build_plan(
     for (bi, n) in numbers.iter().enumerate() {
         items.extend(std::iter::repeat_n(bi, n.repeat as usize));
     }
-    let v = if knobs.schedule == Schedule::Interleaved {
-        knobs.chunks
-    } else {
-        1
-    };
+    let v = knobs.virtual_chunks();
     let stages: Vec<usize> = if v > 1 {
         interleaved_chunks(&items, &blocks, (knobs.pp * v) as usize).map_err(Error::Usage)?
     } else {
