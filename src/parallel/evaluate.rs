@@ -1704,12 +1704,13 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
-        /// Counting the packing's stages a run at a time agrees with counting item by item.
+        /// Counting the packing's stages a run at a time agrees with counting item by item,
+        /// for several limits asked of the same runs (as the partition's bisection asks them).
         #[test]
         fn run_wise_packing_matches_item_wise(
-            runs in proptest::collection::vec((0u32..6, 1usize..40), 1..6),
+            runs in proptest::collection::vec((0u32..6, 1usize..80), 1..6),
             scale in 0.1f64..1e12,
-            limit_share in 0.0f64..1.2,
+            limit_shares in proptest::collection::vec(0.0f64..1.2, 1..8),
             pp in 1usize..64,
         ) {
             let t: Vec<f64> = runs
@@ -1717,8 +1718,11 @@ mod tests {
                 .flat_map(|&(x, c)| std::iter::repeat_n(x as f64 * scale / 3.0, c))
                 .collect();
             let total: f64 = t.iter().sum();
-            let limit = total * limit_share;
-            prop_assert_eq!(Runs::of(&t).fits(limit, pp), fits_items(&t, limit, pp));
+            let packed = Runs::of(&t);
+            for share in limit_shares {
+                let limit = total * share;
+                prop_assert_eq!(packed.fits(limit, pp), fits_items(&t, limit, pp));
+            }
         }
     }
 }
