@@ -689,6 +689,8 @@ fn shipped_validation_stays_within_recorded_bounds() {
         "korthikanti2022-table5",
         "mosaicml-mpt-a100",
         "mosaicml-mpt-h100",
+        "lambda-flash-attention-a100",
+        "lambda-flash-attention-h100",
     ] {
         assert!(names.contains(&want), "{want} missing: {names:?}");
     }
