@@ -30,12 +30,29 @@ fn p(s: &str) -> Poly {
     Poly::parse(s).unwrap()
 }
 
-/// The import declares the batch it names `B` (`roles: {batch: B}`); a graph without a batch
-/// dimension declares none.
+/// `q` with the symbols the import writes for the hidden size and heads (`H`, `NH`) replaced
+/// by the model's values: the numbers the graph holds.
+fn at_heads(m: &Model, q: &Poly) -> Poly {
+    let mut out = q.clone();
+    for s in ["H", "NH"] {
+        if let Some(v) = m.values.get(s) {
+            out = out.substitute(s, &Poly::constant(v.clone())).unwrap();
+        }
+    }
+    out
+}
+
+/// The import declares the batch it names `B` and the sequence it names `S` (`roles: {batch: B,
+/// sequence: S, …}`); a graph without a batch dimension declares no batch.
 #[test]
 fn the_batch_is_declared() {
     let (out, model) = import("transformer");
-    assert!(out.yaml.contains("\n  roles: {batch: B}\n"), "{}", out.yaml);
+    assert!(
+        out.yaml.contains("\n  roles: {batch: B, sequence: S, "),
+        "{}",
+        out.yaml
+    );
+    assert_eq!(model.roles.sequence.as_deref(), Some("S"));
     assert_eq!(model.batch.as_deref(), Some("B"));
     for name in [
         "cnn",
@@ -46,7 +63,7 @@ fn the_batch_is_declared() {
     ] {
         let (out, model) = import(name);
         assert_eq!(
-            out.yaml.contains("roles: {batch: B}"),
+            out.yaml.contains("roles: {batch: B"),
             model.symbols.contains_key("B"),
             "{name}"
         );
@@ -73,10 +90,19 @@ fn transformer_by_hand() {
     let names: Vec<&str> = out.symbols.iter().map(|(s, _)| s.as_str()).collect();
     assert_eq!(names, ["B", "S"]);
     let c = model_cost(&m);
-    assert_eq!(c.params, Poly::int(30_592));
-    assert_eq!(c.forward.matmul, p("55296*B*S + 256*B*S^2"));
+    // The hidden size and the heads as symbols (H = 32, NH = 4), the numbers unchanged.
+    let value = |s: &str| m.values.get(s).map(|v| v.to_string());
+    assert_eq!(
+        (value("H"), value("NH")),
+        (Some("32".to_string()), Some("4".to_string()))
+    );
+    assert_eq!(at_heads(&m, &c.params), Poly::int(30_592));
+    assert_eq!(at_heads(&m, &c.forward.matmul), p("55296*B*S + 256*B*S^2"));
     // Backward of every matmul is twice its forward.
-    assert_eq!(c.backward.matmul, p("110592*B*S + 512*B*S^2"));
+    assert_eq!(
+        at_heads(&m, &c.backward.matmul),
+        p("110592*B*S + 512*B*S^2")
+    );
     assert_eq!(m.dtype_bytes, 4);
     // The two identical layers are one block repeated twice, read from the embeddings' sum.
     assert!(
@@ -101,7 +127,9 @@ fn transformer_by_hand() {
         "bias_add",
         "split",
         "reshape",
-        "transpose",
+        "transpose_heads",
+        "transpose_keys",
+        "flatten",
     ] {
         assert!(rules.contains(&r), "{r}");
     }
@@ -280,8 +308,8 @@ fn traced_graphs_without_value_info_cost_the_same() {
     assert!(out.unmapped.is_empty(), "{:?}", out.unmapped);
     assert_eq!(out.nodes, out.mapped);
     let c = model_cost(&m);
-    assert_eq!(c.params, Poly::int(30_592));
-    assert_eq!(c.forward.matmul, p("55296*B*S + 256*B*S^2"));
+    assert_eq!(at_heads(&m, &c.params), Poly::int(30_592));
+    assert_eq!(at_heads(&m, &c.forward.matmul), p("55296*B*S + 256*B*S^2"));
     let (_, reference) = import("transformer");
     let r = model_cost(&reference);
     // The positions, a [1, S] constant there, are looked up once and broadcast over the batch:
@@ -292,13 +320,12 @@ fn traced_graphs_without_value_info_cost_the_same() {
     );
     assert!(
         out.yaml
-            .contains("op: embedding, bind: {t: S, v: 64, h: 32}"),
+            .contains("op: embedding, bind: {t: S, v: 64, h: H}"),
         "{}",
         out.yaml
     );
     assert!(
-        out.yaml
-            .contains("op: add_broadcast, bind: {b: B, h: 32*S}"),
+        out.yaml.contains("op: add_broadcast, bind: {b: B, h: H*S}"),
         "{}",
         out.yaml
     );

@@ -102,11 +102,14 @@ fn unannotated_gpt2_gets_tensor_parallelism() {
             auto <= megatron,
             "tp {tp}: auto {auto} > Megatron {megatron}"
         );
-        // Within 2 % of Megatron-LM: the search's layout is Megatron's but for where it keeps
-        // the residual stream.
-        let gap = (&megatron - &auto) / &megatron;
-        assert!(gap < Rational::new(2.into(), 100.into()), "tp {tp}: {gap}");
-        assert!(auto < replicated, "tp {tp}");
+        // Real tensor parallelism: at least a quarter below replication (the search prices the
+        // memory-bound operators' HBM bytes as the relative cost does, so it may keep the
+        // residual stream and layer norms split where Megatron-LM replicates them).
+        let saving = (&replicated - &auto) / &replicated;
+        assert!(
+            saving > Rational::new(1.into(), 4.into()),
+            "tp {tp}: auto {auto}, replicated {replicated}"
+        );
     }
     // Both layouts searched together: at tp = 4 without sequence parallelism the auto layout
     // leads.
@@ -233,4 +236,167 @@ fn layouts_flag() {
         .assert()
         .code(2)
         .stderr(predicates::str::contains("--layouts"));
+}
+
+/// GPT-2 at its real width (hidden 768, 12 heads) exported by `torch.onnx.export` (TorchScript
+/// exporter, symbolic batch and sequence; `tools/export_onnx_fixtures.py --wide-only`), with
+/// no annotations: the import writes its hidden size and heads as symbols and its fused
+/// query-key-value projection as one projection per piece, with PyTorch's own parameter and
+/// FLOP counts (`reference.json`, from `model.parameters()` and `FlopCounterMode`; the exporter
+/// writes the tied head as its own initializer, V·H more), and `rank` finds tensor parallelism
+/// of its own: every GEMM of the layer split, well below replication, and no costlier than
+/// Megatron-LM's layout written on the same graph by hand.
+#[test]
+fn an_imported_gpt2_gets_tensor_parallelism_of_its_own() {
+    let dir = format!(
+        "{}/tests/fixtures/onnx/exported",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let reference: Value =
+        serde_json::from_str(&std::fs::read_to_string(format!("{dir}/reference.json")).unwrap())
+            .unwrap();
+    let want = &reference["models"]["gpt2_wide"];
+    let out = std::env::temp_dir().join(format!("gpt2_wide_{}.yaml", std::process::id()));
+    let o = symshard()
+        .args([
+            "import",
+            "onnx",
+            &format!("{dir}/gpt2_wide_ts_dynamic.onnx"),
+            "-o",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let path = out.to_string_lossy().to_string();
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        text.contains("roles: {batch: B, sequence: S, hidden: H, heads: NH}"),
+        "{text}"
+    );
+    assert!(text.contains("# 2 fused projection(s)"), "{text}");
+    // PyTorch's numbers at the exported input, 2 sequences of 32 tokens.
+    let cost = json(&[
+        "cost", &path, "--set", "B=2", "--set", "S=32", "--format", "json",
+    ]);
+    let params = Rational::from_str(cost["params"].as_str().unwrap()).unwrap();
+    let untied_head = 50257 * 768;
+    assert_eq!(
+        params,
+        Rational::from_integer((want["params"].as_i64().unwrap() + untied_head).into())
+    );
+    let flops = Rational::from_str(cost["flops"]["forward"]["matmul"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        flops,
+        Rational::from_integer(want["matmul_flops"].as_i64().unwrap().into())
+    );
+    let sets = ["B=8", "S=1024"];
+    for (tp, most) in [(2u64, 70), (4, 50)] {
+        let knobs = format!("tp={tp},pp=1,mbs=8,recompute=none,zero=0,sp=off");
+        let (auto, kind) = top(&path, &sets, &tp.to_string(), &knobs, "auto");
+        assert_eq!(kind, "auto");
+        let (replicated, _) = top(&path, &sets, &tp.to_string(), &knobs, "annotated");
+        assert!(
+            &auto * Rational::from_integer(100.into())
+                < &replicated * Rational::from_integer(most.into()),
+            "tp {tp}: auto {auto}, replicated {replicated}"
+        );
+    }
+    // Megatron-LM's layout written on the imported graph by hand (the query, key and value
+    // projections and the MLP's first GEMM split by columns, the attention by heads, both
+    // output projections by rows): the auto rows cost no more.
+    let megatron: &[(&str, &str)] = &[
+        ("attn_c_attn_Gemm_piece1", "n"),
+        ("attn_c_attn_Gemm_piece2", "n"),
+        ("attn_c_attn_Gemm_piece3", "n"),
+        ("attn_Split_0", "h"),
+        ("attn_Split_1", "h"),
+        ("attn_Split_2", "h"),
+        ("attn_Reshape", "n"),
+        ("attn_Reshape_1", "n"),
+        ("attn_Reshape_2", "n"),
+        ("attn_Transpose", "n"),
+        ("attn_Transpose_1", "n"),
+        ("attn_Transpose_2", "n"),
+        ("attn_MatMul", "b"),
+        ("attn_Mul", "b"),
+        ("attn_Add", "b"),
+        ("attn_Softmax", "b"),
+        ("attn_Dropout", "b"),
+        ("attn_MatMul_1", "b"),
+        ("attn_Transpose_3", "m"),
+        ("attn_Reshape_3", "c"),
+        ("attn_c_proj_Reshape", "h"),
+        ("attn_c_proj_Gemm", "k"),
+        ("mlp_c_fc_Gemm", "n"),
+        ("mlp_c_fc_Reshape_1", "h"),
+        ("mlp_act_Mul", "h"),
+        ("mlp_act_Pow", "h"),
+        ("mlp_act_Mul_1", "h"),
+        ("mlp_act_Add", "h"),
+        ("mlp_act_Mul_2", "h"),
+        ("mlp_act_Tanh", "h"),
+        ("mlp_act_Add_1", "h"),
+        ("mlp_act_Mul_3", "h"),
+        ("mlp_c_proj_Reshape", "h"),
+        ("mlp_c_proj_Gemm", "k"),
+    ];
+    let mut annotated = String::new();
+    let mut marked = 0;
+    for line in text.lines() {
+        let op = megatron
+            .iter()
+            .find(|(op, _)| line.contains(&format!("name: model_transformer_h_0_{op}, op:")));
+        match op {
+            Some((_, index)) => {
+                annotated.push_str(&line.replacen(", doc:", &format!(", tp: {index}, doc:"), 1));
+                marked += 1;
+            }
+            None => annotated.push_str(line),
+        }
+        annotated.push('\n');
+    }
+    assert_eq!(marked, megatron.len());
+    let marked_path =
+        std::env::temp_dir().join(format!("gpt2_wide_tp_{}.yaml", std::process::id()));
+    std::fs::write(&marked_path, annotated).unwrap();
+    let marked_path = marked_path.to_string_lossy().to_string();
+    for tp in [2u64, 4] {
+        let knobs = format!("tp={tp},pp=1,mbs=8,recompute=none,zero=0,sp=off");
+        let (auto, _) = top(&path, &sets, &tp.to_string(), &knobs, "auto");
+        let (meg, kind) = top(&marked_path, &sets, &tp.to_string(), &knobs, "annotated");
+        assert_eq!(kind, "annotated");
+        assert!(
+            auto <= meg,
+            "tp {tp}: auto {auto} > Megatron on the import {meg}"
+        );
+    }
+    let _ = std::fs::remove_file(&marked_path);
+    let v = rank_json(&[
+        &path,
+        "--devices",
+        "4",
+        "--set",
+        "B=8",
+        "--set",
+        "S=1024",
+        "--fix",
+        "tp=4,pp=1,mbs=8,recompute=none,zero=0,sp=off",
+        "--layouts",
+        "auto",
+        "--top",
+        "1",
+    ]);
+    let p = v["strategies"][0]["placements"].as_object().unwrap();
+    for op in [
+        "model_transformer_h_0_attn_c_attn_Gemm_piece1",
+        "model_transformer_h_0_attn_c_attn_Gemm_piece2",
+        "model_transformer_h_0_attn_c_attn_Gemm_piece3",
+        "model_transformer_h_0_attn_MatMul",
+        "model_transformer_h_0_mlp_c_fc_Gemm",
+        "model_transformer_h_0_mlp_c_proj_Gemm",
+    ] {
+        assert!(p.get(op).is_some_and(|x| x != "none"), "{op}: {p:?}");
+    }
+    let _ = std::fs::remove_file(&out);
 }

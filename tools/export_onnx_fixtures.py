@@ -40,6 +40,7 @@ Next to the files, `reference.json` records for each model, from PyTorch itself:
     python -m venv /tmp/onnxref && /tmp/onnxref/bin/pip install torch transformers onnx onnxscript
     /tmp/onnxref/bin/python tools/export_onnx_fixtures.py
     /tmp/onnxref/bin/python tools/export_onnx_fixtures.py --mask-only   # only the *_mask files
+    /tmp/onnxref/bin/python tools/export_onnx_fixtures.py --wide-only   # only gpt2_wide_ts_dynamic
 
 The outputs are committed under tests/fixtures/onnx/exported/; the tests read them and need
 neither Python nor a network.
@@ -211,9 +212,40 @@ def export_masked(name, model, x, kwargs, ref):
         export_one(name, kind, Masked(model, kwargs), (x, mask), dynamo, extra, ref)
 
 
+def wide():
+    """GPT-2 at its real width (hidden 768, 12 heads, vocabulary 50257) with 2 layers, exported
+    by the TorchScript exporter with symbolic batch and sequence (`gpt2_wide_ts_dynamic.onnx`):
+    the graph on which `rank` must find tensor parallelism of its own (tests/rank_auto.rs)."""
+    t = transformers
+    model = t.GPT2LMHeadModel(
+        t.GPT2Config(n_layer=2, n_embd=768, n_head=12, vocab_size=50257, n_positions=1024,
+                     attn_implementation="eager", use_cache=False)
+    )
+    x = torch.randint(0, 1000, (2, 32), generator=torch.Generator().manual_seed(1))
+    kwargs = {"use_cache": False}
+    model.train()
+    randomise(model)
+    ref = reference(model, x, kwargs)
+    ref["input"] = list(x.shape)
+    ref["files"] = {}
+    extra = {"training": torch.onnx.TrainingMode.TRAINING, "input_names": ["x"],
+             "dynamic_axes": {"x": DYNAMIC["gpt2"]}}
+    export_one("gpt2_wide", "ts_dynamic", Logits(model, kwargs, mask=True), (x,), False, extra,
+               ref)
+    return ref
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     torch.manual_seed(0)
+    if "--wide-only" in sys.argv:
+        with open(os.path.join(OUT, "reference.json")) as f:
+            refs = json.load(f)
+        refs["models"]["gpt2_wide"] = wide()
+        with open(os.path.join(OUT, "reference.json"), "w") as f:
+            json.dump(refs, f, indent=1, sort_keys=True)
+            f.write("\n")
+        return
     if "--mask-only" in sys.argv:
         with open(os.path.join(OUT, "reference.json")) as f:
             refs = json.load(f)

@@ -6,6 +6,7 @@ pub mod hf;
 mod json;
 pub mod onnx;
 mod onnx_fold;
+mod onnx_heads;
 mod onnx_infer;
 mod onnx_map;
 mod onnx_ops;

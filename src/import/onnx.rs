@@ -387,6 +387,53 @@ pub fn import_onnx_bytes(
     }
     // Root causes first, each group in graph order.
     unmapped.sort_by_key(|u| !u.root);
+    // A fused projection split into equal pieces, one projection per piece.
+    let unfused = super::onnx_heads::unfuse_split_projections(&mut m.emitted);
+    // With the tokens symbolic, the head count and size as symbols too, so that the split
+    // search can cut features (constants are no atoms of it).
+    // A number that only happens to equal the head count or size (a ViT's patch grid) can make
+    // the shapes disagree: then the numbers stay.
+    let mut heads = if symbols.map.contains_key("B")
+        && HEAD_SYMBOLS.iter().all(|s| !symbols.map.contains_key(*s))
+    {
+        super::onnx_heads::find(&m.emitted)
+    } else {
+        None
+    };
+    if let Some(h) = &heads {
+        let numbers = m.emitted.clone();
+        for e in &mut m.emitted {
+            let table = e.rule == "embedding";
+            for (k, v) in &mut e.bind {
+                // A table's rows (vocabulary, positions) are no feature, whatever their size.
+                if !(table && *k == "v") {
+                    *v = super::onnx_heads::rewrite(v, h, HEAD_SYMBOLS);
+                }
+            }
+        }
+        let trial = write(
+            file,
+            &model,
+            graph,
+            &name,
+            opts,
+            (&symbols, Some(h), unfused),
+            &inputs,
+            &m.emitted,
+            &unmapped,
+            mapped,
+            &m.folded,
+            (&mask_inputs, &m.mask_nodes),
+            None,
+        );
+        if ModelLoader::embedded()?
+            .load(&Source::new(file, trial))
+            .is_err()
+        {
+            m.emitted = numbers;
+            heads = None;
+        }
+    }
     // The model file, without coverage (to measure it) and then with it.
     let file_text = |unmapped: &[Unmapped], coverage: Option<&Coverage>| {
         write(
@@ -395,7 +442,7 @@ pub fn import_onnx_bytes(
             graph,
             &name,
             opts,
-            &symbols,
+            (&symbols, heads.as_ref(), unfused),
             &inputs,
             &m.emitted,
             unmapped,
@@ -676,7 +723,7 @@ fn write(
     graph: &GraphProto,
     name: &str,
     opts: &OnnxOptions,
-    symbols: &Symbols,
+    (symbols, heads, unfused): (&Symbols, Option<&super::onnx_heads::Heads>, usize),
     inputs: &[Input],
     ops: &[Emit],
     unmapped: &[Unmapped],
@@ -719,6 +766,20 @@ fn write(
             "# {} of them computed from constants and shapes alone (the masks, indices and sizes the exporter traced: {kinds}): folded into constants, no operator; their outputs, {} elements in all, are the same at every step of one shape and are not counted; the work a folded mask does on the data is its consumer's.",
             folded.len(),
             formula(&elements)
+        );
+    }
+    if unfused > 0 {
+        let _ = writeln!(
+            y,
+            "# {unfused} fused projection(s) whose output the next node splits into equal pieces: written as one projection per piece, reading the same input (the same FLOPs and parameters), so that tensor parallelism can split each by columns."
+        );
+    }
+    if let Some(h) = heads {
+        let _ = writeln!(
+            y,
+            "# The hidden size {} and the {} attention heads are written as the symbols H and NH (the head size as H/NH), so that tensor parallelism can split them.",
+            h.heads * h.head_dim,
+            h.heads
         );
     }
     if !mask_inputs.is_empty() {
@@ -771,7 +832,7 @@ fn write(
         let _ = writeln!(y, "dtype: {d}");
     }
     let _ = writeln!(y, "graph:");
-    if symbols.map.is_empty() {
+    if symbols.map.is_empty() && heads.is_none() {
         let _ = writeln!(y, "  symbols: {{}}");
     } else {
         let _ = writeln!(y, "  symbols:");
@@ -779,10 +840,31 @@ fn write(
             let text = format!("ONNX dimension `{}` ({})", d.onnx, d.seen);
             let _ = writeln!(y, "    {s}: {}", yaml_str(&text));
         }
+        if let Some(h) = heads {
+            let [hs, nh] = HEAD_SYMBOLS;
+            for (s, what) in [
+                (hs, format!("the hidden size, {} (its multiples written as multiples of {hs}, the head size as {hs}/{nh})", h.heads * h.head_dim)),
+                (nh, format!("attention heads: `{}` reshapes the hidden size into {} heads of {}", h.seen, h.heads, h.head_dim)),
+            ] {
+                let _ = writeln!(y, "    {s}: {}", yaml_str(&what));
+            }
+        }
     }
-    // The batch by the name exporters give it (`conventional` in the shape naming), declared.
-    if symbols.map.contains_key("B") {
-        let _ = writeln!(y, "  roles: {{batch: B}}");
+    // The batch and sequence by the names exporters give them (`conventional` in the shape
+    // naming), and the heads where found, declared.
+    let mut roles: Vec<(&str, String)> = Vec::new();
+    for (role, s) in [("batch", "B"), ("sequence", "S")] {
+        if symbols.map.contains_key(s) {
+            roles.push((role, s.to_string()));
+        }
+    }
+    if heads.is_some() {
+        let [hs, nh] = HEAD_SYMBOLS;
+        roles.push(("hidden", hs.to_string()));
+        roles.push(("heads", nh.to_string()));
+    }
+    if !roles.is_empty() {
+        let _ = writeln!(y, "  roles: {}", flow(&roles));
     }
     if inputs.is_empty() {
         let _ = writeln!(y, "  inputs: {{}}");
@@ -878,7 +960,7 @@ fn write(
             }
         }
     }
-    if !symbols.map.is_empty() {
+    if !symbols.map.is_empty() || heads.is_some() {
         let _ = writeln!(y, "defaults:");
         for (s, d) in &symbols.map {
             let given = opts.dims.get(s).or_else(|| opts.dims.get(&d.onnx));
@@ -901,6 +983,20 @@ fn write(
                 yaml_str(&source)
             );
         }
+        if let Some(h) = heads {
+            let [hs, nh] = HEAD_SYMBOLS;
+            for (s, value) in [(hs, h.heads * h.head_dim), (nh, h.heads)] {
+                let source = format!("the ONNX graph's head reshape `{}`", h.seen);
+                let _ = writeln!(
+                    y,
+                    "  {s}: {{value: {value}, source: {}}}",
+                    yaml_str(&source)
+                );
+            }
+        }
     }
     y
 }
+
+/// The symbols of the hidden size and the head count (see `onnx_heads`).
+const HEAD_SYMBOLS: [&str; 2] = ["H", "NH"];

@@ -234,37 +234,82 @@ impl Mapper {
             Value::Act { shape, .. } | Value::Const { shape, .. } => shape.clone(),
             Value::Unknown(why) => return Err(why.clone()),
         };
-        let (rule, out, bind): (&'static str, Shape, Vec<(&'static str, Poly)>) =
-            match node.op_type() {
-                "Reshape" | "Squeeze" | "Unsqueeze" => {
-                    let out = if node.op_type() == "Reshape" {
-                        self.reshaped(node, &shape)?
-                    } else {
-                        self.squeezed(node, &shape)?
-                    };
-                    let (b, n, d) = split3(&out);
-                    ("reshape", out, vec![("b", b), ("n", n), ("d", d)])
+        let (rule, out, bind): (&'static str, Shape, Vec<(&'static str, Poly)>) = match node
+            .op_type()
+        {
+            "Reshape" | "Squeeze" | "Unsqueeze" => {
+                let out = if node.op_type() == "Reshape" {
+                    self.reshaped(node, &shape)?
+                } else {
+                    self.squeezed(node, &shape)?
+                };
+                match (shape.split_last(), out.split_last()) {
+                    // Only the leading dimensions regrouped: the last one maps straight
+                    // through, so a feature split passes the view.
+                    (Some((a, lead_in)), Some((z, lead_out)))
+                        if a == z && product(lead_in) == product(lead_out) =>
+                    {
+                        let bind = vec![("t", product(lead_out)), ("h", z.clone())];
+                        ("view", out.clone(), bind)
+                    }
+                    // The last two dimensions merged (attention heads joined again): a
+                    // flatten, whose outer merged index maps.
+                    _ if shape.len() >= 2
+                        && out.last()
+                            == Some(&(&shape[shape.len() - 2] * &shape[shape.len() - 1]))
+                        && product(&shape[..shape.len() - 2]) == product(&out[..out.len() - 1]) =>
+                    {
+                        let r = shape.len();
+                        let bind = vec![
+                            ("n", product(&shape[..r - 2])),
+                            ("c", shape[r - 2].clone()),
+                            ("s", shape[r - 1].clone()),
+                        ];
+                        ("flatten", out.clone(), bind)
+                    }
+                    _ => {
+                        let (b, n, d) = split3(&out);
+                        ("reshape", out, vec![("b", b), ("n", n), ("d", d)])
+                    }
                 }
-                "Flatten" => {
-                    let r = shape.len() as i64;
-                    let a = attr_int(node, "axis").unwrap_or(1);
-                    let a = if a < 0 { a + r } else { a };
-                    let a = usize::try_from(a)
-                        .ok()
-                        .filter(|a| *a <= shape.len())
-                        .ok_or("axis out of range")?;
-                    let n = product(&shape[..a]);
-                    let c = shape.get(a).cloned().unwrap_or_else(Poly::one);
-                    let s = product(shape.get(a + 1..).unwrap_or(&[]));
-                    let out = vec![n.clone(), product(&shape[a..])];
-                    ("flatten", out, vec![("n", n), ("c", c), ("s", s)])
+            }
+            "Flatten" => {
+                let r = shape.len() as i64;
+                let a = attr_int(node, "axis").unwrap_or(1);
+                let a = if a < 0 { a + r } else { a };
+                let a = usize::try_from(a)
+                    .ok()
+                    .filter(|a| *a <= shape.len())
+                    .ok_or("axis out of range")?;
+                let n = product(&shape[..a]);
+                let c = shape.get(a).cloned().unwrap_or_else(Poly::one);
+                let s = product(shape.get(a + 1..).unwrap_or(&[]));
+                let out = vec![n.clone(), product(&shape[a..])];
+                ("flatten", out, vec![("n", n), ("c", c), ("s", s)])
+            }
+            _ => {
+                let out = permuted(node, &shape)?;
+                let four = |rule| {
+                    let bind = vec![
+                        ("a", shape[0].clone()),
+                        ("m", shape[1].clone()),
+                        ("n", shape[2].clone()),
+                        ("d", shape[3].clone()),
+                    ];
+                    (rule, out.clone(), bind)
+                };
+                match permutation(node, shape.len()).as_slice() {
+                    // The attention layouts of four dimensions, each with its own rule so
+                    // that every index keeps its place for the split search.
+                    [0, 2, 1, 3] => four("transpose_heads"),
+                    [0, 2, 3, 1] => four("transpose_keys"),
+                    _ => {
+                        let (b, m, n) = split3(&shape);
+                        ("transpose", out, vec![("b", b), ("m", m), ("n", n)])
+                    }
                 }
-                _ => {
-                    let out = permuted(node, &shape)?;
-                    let (b, m, n) = split3(&shape);
-                    ("transpose", out, vec![("b", b), ("m", m), ("n", n)])
-                }
-            };
+            }
+        };
         // A transpose that keeps the order, or a reshape to the same shape, is no operator.
         let identity = match rule {
             "transpose" => is_identity_perm(node, shape.len()),

@@ -89,7 +89,8 @@ pub fn auto_tp_layout(
     let mut gap: Option<f64> = None;
     for (bi, block) in model.blocks.iter().enumerate() {
         let p = features_only(
-            Problem::from_block(model, bi, &vals, axes.clone(), &known)?,
+            Problem::from_block(model, bi, &vals, axes.clone(), &known)?
+                .with_hbm_balance(calib.hbm_balance()),
             model,
         );
         let guide = annotated(model, bi, &p);

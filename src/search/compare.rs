@@ -182,7 +182,8 @@ pub fn compare_layer_with_progress(
             values,
             Problem::tp_axis(tp, gpus_per_node, calib),
             &empty,
-        )?,
+        )?
+        .with_hbm_balance(calib.hbm_balance()),
         sequence,
     );
     let mut rows = Vec::new();
@@ -221,7 +222,8 @@ pub fn compare_layer_with_progress(
             .collect();
         let bin = tensor_only(
             model,
-            Problem::from_block(model, bi, values, axes, &empty)?,
+            Problem::from_block(model, bi, values, axes, &empty)?
+                .with_hbm_balance(calib.hbm_balance()),
             sequence,
         );
         let d = drec(&bin)?;

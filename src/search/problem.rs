@@ -273,6 +273,9 @@ pub struct Problem {
     /// For a repeated block: (source standing for the block input, operator producing the block
     /// output); the two must have the same placement.
     pub cycle: Option<(usize, usize)>,
+    /// κ_hbm, FLOP-equivalents per byte of HBM traffic: what the memory-bound (not matmul-like)
+    /// operators' bytes cost, as the relative cost prices them (zero: FLOPs only).
+    pub hbm_kappa: Rational,
     keys: Vec<String>,
     key_ids: HashMap<String, u32>,
     decomp: BTreeMap<String, Vec<(String, Poly)>>,
@@ -351,6 +354,7 @@ impl Problem {
             values,
             dtype_bytes,
             cycle: None,
+            hbm_kappa: Rational::zero(),
             keys: Vec::new(),
             key_ids: HashMap::new(),
             decomp,
@@ -782,6 +786,22 @@ impl Problem {
             eval(&m, &self.values)
         };
         let mut cost = f(&entry.forward.compute)? + f(&entry.backward.compute)?;
+        // A memory-bound operator's HBM traffic per device, forward and backward, at κ_hbm.
+        if rule.class != crate::rules::FlopClass::Matmul && !self.hbm_kappa.is_zero() {
+            let shares = || splits.iter().map(|s| (s.index.as_str(), s.size.clone()));
+            for (r, w) in [
+                rule.io_bytes(self.dtype_bytes),
+                rule.backward_io_bytes(self.dtype_bytes),
+            ] {
+                let per = crate::parallel::analysis::per_device_bytes(&r, &w, shares()).map_err(
+                    |why| SearchError::Derive {
+                        op: o.name.clone(),
+                        why,
+                    },
+                )?;
+                cost += &self.hbm_kappa * f(&per)?;
+            }
+        }
         let kappa = |name: &str| -> Result<&Rational, SearchError> {
             Self::axis_of(name)
                 .and_then(|a| self.axes.get(a))
@@ -991,6 +1011,13 @@ impl Problem {
             })
             .collect::<Vec<_>>()
             .join("|")
+    }
+
+    /// The same problem with memory-bound operators' HBM bytes priced at `kappa` (the
+    /// machine's κ_hbm), as the relative cost prices them.
+    pub fn with_hbm_balance(mut self, kappa: Rational) -> Problem {
+        self.hbm_kappa = kappa;
+        self
     }
 
     /// The problem of block `bi` of `model` at `values` over `axes`. A block that reads its own

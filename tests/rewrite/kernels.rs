@@ -62,6 +62,19 @@ pub fn run(ctx: &OpCtx, ins: &[Vec<T>]) -> Out {
                 x[0].get(&[i[0], i[2], i[1]])
             }))
         }),
+        "view" => unary(|x| x),
+        "transpose_heads" => per_device(ctx, ins, |_, _, x| {
+            let s = &x[0].shape;
+            Ok(T::from_fn(&[s[0], s[2], s[1], s[3]], |i| {
+                x[0].get(&[i[0], i[2], i[1], i[3]])
+            }))
+        }),
+        "transpose_keys" => per_device(ctx, ins, |_, _, x| {
+            let s = &x[0].shape;
+            Ok(T::from_fn(&[s[0], s[2], s[3], s[1]], |i| {
+                x[0].get(&[i[0], i[3], i[1], i[2]])
+            }))
+        }),
         "flatten" => per_device(ctx, ins, |_, _, x| {
             let s = &x[0].shape;
             x[0].reshape(&[s[0], s[1] * s[2]])
