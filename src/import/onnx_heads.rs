@@ -257,3 +257,50 @@ fn unfuse_at(ops: &mut Vec<Emit>, start: usize, end: usize) -> Option<usize> {
     ops.splice(place..place, new);
     Some(start - gone.iter().filter(|&&g| g < start).count() + added)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> Poly {
+        Poly::parse(s).unwrap()
+    }
+
+    /// GPT-2's sizes (12 heads of 64): multiples of the hidden size become multiples of `H`,
+    /// multiples of the heads beside a symbol multiples of `NH`, the head size `H/NH`; other
+    /// numbers (the vocabulary) stay, and the values never change.
+    #[test]
+    fn sizes_become_symbols_with_the_same_values() {
+        let h = Heads {
+            heads: 12,
+            head_dim: 64,
+            seen: "reshape".into(),
+        };
+        let syms = ["H", "NH"];
+        for (from, to) in [
+            ("768", "H"),
+            ("2304", "3*H"),
+            ("3072*B*S", "4*H*B*S"),
+            ("12*B", "NH*B"),
+            ("12", "NH"),
+            ("64", "H/NH"),
+            ("50257", "50257"),
+            ("B*S", "B*S"),
+            ("768*S + 1", "H*S + 1"),
+        ] {
+            let got = rewrite(&p(from), &h, syms);
+            assert_eq!(got, p(to), "{from}");
+            let at: std::collections::BTreeMap<String, Poly> = [
+                ("H".to_string(), Poly::int(768)),
+                ("NH".to_string(), Poly::int(12)),
+            ]
+            .into_iter()
+            .collect();
+            assert_eq!(
+                got.substitute_all(&at).unwrap(),
+                p(from),
+                "{from}: the value changed"
+            );
+        }
+    }
+}
