@@ -280,6 +280,8 @@ fn an_imported_gpt2_gets_tensor_parallelism_of_its_own() {
         "cost", &path, "--set", "B=2", "--set", "S=32", "--format", "json",
     ]);
     let params = Rational::from_str(cost["params"].as_str().unwrap()).unwrap();
+    // V·H of the exported configuration (tools/export_onnx_fixtures.py, `wide`: vocab_size
+    // 50257, n_embd 768).
     let untied_head = 50257 * 768;
     assert_eq!(
         params,
@@ -291,6 +293,8 @@ fn an_imported_gpt2_gets_tensor_parallelism_of_its_own() {
         Rational::from_integer(want["matmul_flops"].as_i64().unwrap().into())
     );
     let sets = ["B=8", "S=1024"];
+    // At most this percentage of replication: regression bounds above the 63 % and 45 %
+    // measured when the test was written (README), not accuracy claims.
     for (tp, most) in [(2u64, 70), (4, 50)] {
         let knobs = format!("tp={tp},pp=1,mbs=8,recompute=none,zero=0,sp=off");
         let (auto, kind) = top(&path, &sets, &tp.to_string(), &knobs, "auto");

@@ -388,11 +388,11 @@ pub fn import_onnx_bytes(
     // Root causes first, each group in graph order.
     unmapped.sort_by_key(|u| !u.root);
     // A fused projection split into equal pieces, one projection per piece.
-    let unfused = super::onnx_heads::unfuse_split_projections(&mut m.emitted);
-    // With the tokens symbolic, the head count and size as symbols too, so that the split
+    let mut ops = std::mem::take(&mut m.emitted);
+    let unfused = super::onnx_heads::unfuse_split_projections(&mut ops, &mut |n| m.alloc(n));
+    m.emitted = ops;
+    // With the tokens symbolic, the hidden size and heads as symbols too, so that the split
     // search can cut features (constants are no atoms of it).
-    // A number that only happens to equal the head count or size (a ViT's patch grid) can make
-    // the shapes disagree: then the numbers stay.
     let mut heads = if symbols.map.contains_key("B")
         && HEAD_SYMBOLS.iter().all(|s| !symbols.map.contains_key(*s))
     {
@@ -400,51 +400,25 @@ pub fn import_onnx_bytes(
     } else {
         None
     };
-    if let Some(h) = &heads {
+    let numbers = heads.as_ref().map(|h| {
         let numbers = m.emitted.clone();
-        for e in &mut m.emitted {
-            let table = e.rule == "embedding";
-            for (k, v) in &mut e.bind {
-                // A table's rows (vocabulary, positions) are no feature, whatever their size.
-                if !(table && *k == "v") {
-                    *v = super::onnx_heads::rewrite(v, h, HEAD_SYMBOLS);
-                }
-            }
-        }
-        let trial = write(
-            file,
-            &model,
-            graph,
-            &name,
-            opts,
-            (&symbols, Some(h), unfused),
-            &inputs,
-            &m.emitted,
-            &unmapped,
-            mapped,
-            &m.folded,
-            (&mask_inputs, &m.mask_nodes),
-            None,
-        );
-        if ModelLoader::embedded()?
-            .load(&Source::new(file, trial))
-            .is_err()
-        {
-            m.emitted = numbers;
-            heads = None;
-        }
-    }
+        super::onnx_heads::symbolize(&mut m.emitted, h, HEAD_SYMBOLS);
+        numbers
+    });
     // The model file, without coverage (to measure it) and then with it.
-    let file_text = |unmapped: &[Unmapped], coverage: Option<&Coverage>| {
+    let file_text = |heads: Option<&super::onnx_heads::Heads>,
+                     ops: &[Emit],
+                     unmapped: &[Unmapped],
+                     coverage: Option<&Coverage>| {
         write(
             file,
             &model,
             graph,
             &name,
             opts,
-            (&symbols, heads.as_ref(), unfused),
+            (&symbols, heads, unfused),
             &inputs,
-            &m.emitted,
+            ops,
             unmapped,
             mapped,
             &m.folded,
@@ -452,8 +426,18 @@ pub fn import_onnx_bytes(
             coverage,
         )
     };
-    let skeleton = file_text(&unmapped, None);
-    let loaded = ModelLoader::embedded()?.load(&Source::new(file, skeleton))?;
+    let loader = ModelLoader::embedded()?;
+    let skeleton = file_text(heads.as_ref(), &m.emitted, &unmapped, None);
+    let mut loaded = loader.load(&Source::new(file, skeleton));
+    // A number that only happens to equal the hidden size or heads (a ViT's patch grid) can
+    // make the shapes disagree: then the numbers stay.
+    if let (Err(_), Some(numbers)) = (&loaded, numbers) {
+        m.emitted = numbers;
+        heads = None;
+        let skeleton = file_text(None, &m.emitted, &unmapped, None);
+        loaded = loader.load(&Source::new(file, skeleton));
+    }
+    let loaded = loaded?;
     let cost = model_cost(&loaded);
     let unmapped_params: Poly = unmapped_weights
         .iter()
@@ -488,7 +472,7 @@ pub fn import_onnx_bytes(
             roots.join("; ")
         )));
     }
-    let yaml = file_text(&unmapped, Some(&coverage));
+    let yaml = file_text(heads.as_ref(), &m.emitted, &unmapped, Some(&coverage));
     Ok(OnnxImport {
         name,
         yaml,

@@ -36,21 +36,11 @@ pub(super) fn find(ops: &[Emit]) -> Option<Heads> {
     let hidden: Vec<i64> = ops
         .iter()
         .filter(|e| matches!(e.rule, "linear" | "matmul"))
-        .filter_map(|e| {
-            e.bind
-                .iter()
-                .find(|(k, _)| *k == "k")
-                .and_then(|(_, v)| constant(v))
-        })
+        .filter_map(|e| bind(e, "k").as_ref().and_then(constant))
         .collect();
     let mut seen: Vec<((i64, i64), usize, String)> = Vec::new();
     for e in ops.iter().filter(|e| e.rule == "reshape") {
-        let get = |name: &str| {
-            e.bind
-                .iter()
-                .find(|(k, _)| *k == name)
-                .and_then(|(_, v)| constant(v))
-        };
+        let get = |name: &str| bind(e, name).as_ref().and_then(constant);
         let (Some(n), Some(d)) = (get("n"), get("d")) else {
             continue;
         };
@@ -99,13 +89,30 @@ pub(super) fn rewrite(p: &Poly, h: &Heads, [hidden_sym, nh]: [&str; 2]) -> Poly 
     out
 }
 
-/// A fused projection whose output is split into equal pieces along its last dimension and
-/// read by nothing else (GPT-2's query-key-value `c_attn`, possibly through a view) is written
-/// as one projection per piece, each reading the same input: the same FLOPs and parameters, and
-/// each piece can be split by columns, as the shipped families' separate projections can (a
-/// column split of the fused output would cut each piece in strides). The pieces keep the names
-/// of the split's outputs; returns how many fused projections were written so.
-pub(super) fn unfuse_split_projections(ops: &mut Vec<Emit>) -> usize {
+/// Every size `ops` bind written with the symbols `syms` ([`rewrite`]), but the rows of a
+/// table (vocabulary, positions), which are no feature whatever their size.
+pub(super) fn symbolize(ops: &mut [Emit], h: &Heads, syms: [&str; 2]) {
+    for e in ops {
+        let table = e.rule == "embedding";
+        for (k, v) in &mut e.bind {
+            if !(table && *k == "v") {
+                *v = rewrite(v, h, syms);
+            }
+        }
+    }
+}
+
+/// A fused projection whose output a view hands to a split into equal pieces along its last
+/// dimension, and that nothing else reads (GPT-2's query-key-value `c_attn`, as the TorchScript
+/// exporter writes it), is written as one projection per piece, each reading the same input,
+/// with the view per piece: the same FLOPs and parameters, and each piece can be split by
+/// columns, as the shipped families' separate projections can (a column split of the fused
+/// output would cut each piece in strides). The views keep the names of the split's outputs;
+/// new names come from `alloc`. Returns how many fused projections were written so.
+pub(super) fn unfuse_split_projections(
+    ops: &mut Vec<Emit>,
+    alloc: &mut dyn FnMut(&str) -> String,
+) -> usize {
     let mut done = 0;
     let mut i = 0;
     while i < ops.len() {
@@ -122,7 +129,7 @@ pub(super) fn unfuse_split_projections(ops: &mut Vec<Emit>) -> usize {
             })
             .last()
             .map_or(i + 1, |j| j + 1);
-        match unfuse_at(ops, i, end) {
+        match unfuse_at(ops, i, end, alloc) {
             Some(next) => {
                 done += 1;
                 i = next;
@@ -147,115 +154,91 @@ fn bind(e: &Emit, name: &str) -> Option<Poly> {
         .map(|(_, v)| v.clone())
 }
 
-/// Unfuses the projection the split pieces `ops[start..end]` read, when the pattern holds;
-/// returns where to continue.
-fn unfuse_at(ops: &mut Vec<Emit>, start: usize, end: usize) -> Option<usize> {
+/// `e` with index `name` bound to `size` instead.
+fn rebound(e: &Emit, name: &str, size: &Poly) -> Emit {
+    let mut out = e.clone();
+    for (k, v) in &mut out.bind {
+        if *k == name {
+            *v = size.clone();
+        }
+    }
+    out
+}
+
+/// Unfuses the projection the split pieces `ops[start..end]` read through a view, when the
+/// pattern holds; returns where to continue.
+fn unfuse_at(
+    ops: &mut Vec<Emit>,
+    start: usize,
+    end: usize,
+    alloc: &mut dyn FnMut(&str) -> String,
+) -> Option<usize> {
     let pieces = end - start;
     let m = bind(&ops[start], "m")?;
+    let b = bind(&ops[start], "b");
     if pieces < 2
         || ops[start..end]
             .iter()
-            .any(|e| bind(e, "m").as_ref() != Some(&m) || bind(e, "b") != bind(&ops[start], "b"))
+            .any(|e| bind(e, "m").as_ref() != Some(&m) || bind(e, "b") != b)
     {
         return None;
     }
-    let source = input(&ops[start], "x")?;
-    let readers = |name: &str, ops: &[Emit]| {
+    let readers = |name: &str| {
         ops.iter()
             .filter(|e| e.ins.iter().any(|(_, v)| v == name))
             .count()
     };
-    let at = |name: &str, ops: &[Emit]| ops.iter().position(|e| e.name == name);
-    // The split reads the projection, or a view of it.
-    let (view, proj) = match at(&source, ops) {
-        Some(v) if ops[v].rule == "view" => (Some(v), at(&input(&ops[v], "x")?, ops)?),
-        Some(p) => (None, p),
-        None => return None,
-    };
+    let at = |name: &str| ops.iter().position(|e| e.name == name);
+    let view = at(&input(&ops[start], "x")?).filter(|&v| ops[v].rule == "view")?;
+    let proj = at(&input(&ops[view], "x")?)?;
     let p = &ops[proj];
-    let n = bind(p, "n")?;
-    let whole = &m * &Poly::int(pieces as i64);
-    let tied_to = |name: &str| {
-        ops.iter().any(|e| {
-            e.tied
-                .iter()
-                .any(|(_, t)| t.split('.').next() == Some(name))
-        })
-    };
+    let tied_to_it = ops.iter().any(|e| {
+        e.tied
+            .iter()
+            .any(|(_, t)| t.split('.').next() == Some(p.name.as_str()))
+    });
     if !matches!(p.rule, "linear" | "matmul")
-        || n != whole
+        || bind(p, "n")? != &m * &Poly::int(pieces as i64)
         || !p.tied.is_empty()
-        || tied_to(&p.name)
-        || readers(&p.name, ops) != 1
-        || view.is_some_and(|v| readers(&ops[v].name, ops) != pieces)
-        || view.is_none() && readers(&p.name, ops) != pieces
+        || tied_to_it
+        || readers(&p.name) != 1
+        || readers(&ops[view].name) != pieces
     {
         return None;
     }
-    let p = ops[proj].clone();
-    let mut taken: std::collections::BTreeSet<String> =
-        ops.iter().map(|e| e.name.clone()).collect();
-    let mut fresh = |base: String| {
-        let mut name = base.clone();
-        let mut k = 2;
-        while taken.contains(&name) {
-            name = format!("{base}_{k}");
-            k += 1;
-        }
-        taken.insert(name.clone());
-        name
-    };
     let mut new = Vec::new();
     for (k, piece) in ops[start..end].iter().enumerate() {
-        let mut lin = p.clone();
-        lin.bind = p
-            .bind
-            .iter()
-            .map(|(key, v)| (*key, if *key == "n" { m.clone() } else { v.clone() }))
-            .collect();
+        let mut lin = rebound(p, "n", &m);
+        lin.name = alloc(&format!("{}_piece{}", p.name, k + 1));
         lin.doc = format!(
             "{}, columns of piece {} of {pieces} (the fused projection written per piece of {})",
             p.doc,
             k + 1,
             piece.doc
         );
-        match view {
-            None => {
-                lin.name = piece.name.clone();
-                new.push(lin);
-            }
-            Some(v) => {
-                lin.name = fresh(format!("{}_piece{}", p.name, k + 1));
-                let mut w = ops[v].clone();
-                w.name = piece.name.clone();
-                w.doc = format!(
-                    "{} (piece {} of {pieces}, a view of its projection)",
-                    piece.doc,
-                    k + 1
-                );
-                w.ins = vec![("x", lin.name.clone())];
-                w.bind = w
-                    .bind
-                    .iter()
-                    .map(|(key, b)| (*key, if *key == "h" { m.clone() } else { b.clone() }))
-                    .collect();
-                new.push(lin);
-                new.push(w);
-            }
-        }
+        let mut w = rebound(&ops[view], "h", &m);
+        w.name = piece.name.clone();
+        w.doc = format!(
+            "{} (piece {} of {pieces}, a view of its projection)",
+            piece.doc,
+            k + 1
+        );
+        w.ins = vec![("x", lin.name.clone())];
+        new.push(lin);
+        new.push(w);
     }
     // Remove the pieces, the view and the projection (highest positions first), and put the
     // per-piece operators where the projection was.
-    let mut gone: Vec<usize> = (start..end).chain(view).chain([proj]).collect();
+    let mut gone: Vec<usize> = (start..end).chain([view, proj]).collect();
     gone.sort_unstable();
     for &g in gone.iter().rev() {
         ops.remove(g);
     }
     let added = new.len();
-    let removed_before = gone.iter().filter(|&&g| g < proj).count();
-    let place = proj - removed_before;
+    let before = |i: usize| gone.iter().filter(|&&g| g < i).count();
+    let place = proj - before(proj);
     ops.splice(place..place, new);
-    Some(start - gone.iter().filter(|&&g| g < start).count() + added)
+    Some(start - before(start) + added)
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ use std::ops::{Add, Div, Mul, Sub};
 /// A number the cost formulas compute with.
 pub trait Amount:
     Clone
+    + Default
     + Zero
     + PartialOrd
     + Add<Output = Self>
@@ -135,25 +136,25 @@ pub struct Amounts<T> {
     pub ring_core_forward: T,
 }
 
-impl Amounts<Rational> {
-    /// The same amounts as floats.
-    pub fn to_f64(&self) -> Amounts<f64> {
+impl<T> Amounts<T> {
+    /// The same amounts through `f` (exact to floats: [`float`]).
+    pub fn map<U>(&self, f: impl Fn(&T) -> U) -> Amounts<U> {
         Amounts {
-            forward: float(&self.forward),
-            backward: float(&self.backward),
-            attention_forward: float(&self.attention_forward),
-            saved: float(&self.saved),
-            attention_saved: float(&self.attention_saved),
-            params: float(&self.params),
-            tp_bytes: float(&self.tp_bytes),
-            dp_grad: float(&self.dp_grad),
-            tp_grad: float(&self.tp_grad),
-            boundary: float(&self.boundary),
-            hbm: float(&self.hbm),
-            hbm_forward: float(&self.hbm_forward),
-            attention_hbm: float(&self.attention_hbm),
-            ring_forward: float(&self.ring_forward),
-            ring_core_forward: float(&self.ring_core_forward),
+            forward: f(&self.forward),
+            backward: f(&self.backward),
+            attention_forward: f(&self.attention_forward),
+            saved: f(&self.saved),
+            attention_saved: f(&self.attention_saved),
+            params: f(&self.params),
+            tp_bytes: f(&self.tp_bytes),
+            dp_grad: f(&self.dp_grad),
+            tp_grad: f(&self.tp_grad),
+            boundary: f(&self.boundary),
+            hbm: f(&self.hbm),
+            hbm_forward: f(&self.hbm_forward),
+            attention_hbm: f(&self.attention_hbm),
+            ring_forward: f(&self.ring_forward),
+            ring_core_forward: f(&self.ring_core_forward),
         }
     }
 }
@@ -170,6 +171,18 @@ pub struct ExpertView<T> {
     pub dp_grad: T,
     /// Expert-parallel all-to-all wire bytes per micro-batch.
     pub ep_bytes: T,
+}
+
+impl<T> ExpertView<T> {
+    /// The same view through `f`.
+    pub fn map<U>(&self, f: impl Fn(&T) -> U) -> ExpertView<U> {
+        ExpertView {
+            dense: f(&self.dense),
+            experts: f(&self.experts),
+            dp_grad: f(&self.dp_grad),
+            ep_bytes: f(&self.ep_bytes),
+        }
+    }
 }
 
 /// One block's per-micro-batch costs under a strategy's recomputation and expert parallelism;
@@ -220,6 +233,20 @@ pub struct Kappas<T> {
     pub hbm: T,
 }
 
+impl<T> Kappas<T> {
+    /// The same balances through `f`.
+    pub fn map<U>(&self, f: impl Fn(&T) -> U) -> Kappas<U> {
+        Kappas {
+            tp: f(&self.tp),
+            ep: f(&self.ep),
+            cp: f(&self.cp),
+            dp: f(&self.dp),
+            p2p: f(&self.p2p),
+            hbm: f(&self.hbm),
+        }
+    }
+}
+
 impl<T: Amount> BlockCost<T> {
     /// A block's costs: recomputation adds the forward FLOPs, HBM bytes and ring passes it
     /// reruns and keeps only the activations it does not rerun (full: the layer's input;
@@ -261,19 +288,7 @@ impl<T: Amount> BlockCost<T> {
 
     /// The sum of `costs[b]` times `copies` over the (block, copies) of a stage.
     pub fn stage(costs: &[BlockCost<T>], counts: &[(usize, u64)]) -> BlockCost<T> {
-        let mut s = BlockCost {
-            compute: T::zero(),
-            hbm: T::zero(),
-            tp_bytes: T::zero(),
-            tp_grad: T::zero(),
-            dp_grad: T::zero(),
-            saved: T::zero(),
-            params: T::zero(),
-            params_expert: T::zero(),
-            ep_bytes: T::zero(),
-            cp_bytes: T::zero(),
-            boundary: T::zero(),
-        };
+        let mut s = BlockCost::default();
         for &(b, copies) in counts {
             let c = &costs[b];
             let n = T::int(copies);
@@ -399,12 +414,7 @@ mod tests {
                 dp_grad: a[7].clone() + q(e[1], 1),
                 ep_bytes: q(e[2], 3),
             };
-            let evf = ExpertView {
-                dense: float(&ev.dense),
-                experts: float(&ev.experts),
-                dp_grad: float(&ev.dp_grad),
-                ep_bytes: float(&ev.ep_bytes),
-            };
+            let evf = ev.map(float);
             let recompute = [Recompute::None, Recompute::Selective, Recompute::Full][recompute];
             let k = Knobs {
                 pp: 4,
@@ -414,9 +424,9 @@ mod tests {
                 ..Knobs::data_parallel(4)
             };
             let exact = BlockCost::of(&x, ev, layer, recompute);
-            let rough = BlockCost::of(&x.to_f64(), evf, layer, recompute);
+            let rough = BlockCost::of(&x.map(float), evf, layer, recompute);
             let kap = Kappas { tp: q(7, 2), ep: q(5, 1), cp: q(3, 1), dp: q(11, 1), p2p: q(13, 1), hbm: q(1, 3) };
-            let kapf = Kappas { tp: 3.5, ep: 5.0, cp: 3.0, dp: 11.0, p2p: 13.0, hbm: 1.0 / 3.0 };
+            let kapf = kap.map(float);
             let se = BlockCost::stage(std::slice::from_ref(&exact), &[(0, copies)]);
             let sf = BlockCost::stage(std::slice::from_ref(&rough), &[(0, copies)]);
             let close = |a: &Rational, b: f64| {

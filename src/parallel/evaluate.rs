@@ -372,7 +372,7 @@ fn block_of(
         n.comm.push((CommRef::Edge(index), bytes));
     }
     n.exact.boundary = eval(&blk.boundary_bytes, b)?;
-    n.approx = n.exact.to_f64();
+    n.approx = n.exact.map(float);
     Ok(n)
 }
 
@@ -767,13 +767,7 @@ fn rough_costs(numbers: &[BlockNumbers], layer_block: &[bool], k: &Knobs) -> Vec
         .map(|(bi, n)| {
             let x = &n.approx;
             let e = if k.ep > 1 || !n.expert_params.is_zero() {
-                let e = expert_view(n, k).unwrap_or_default();
-                ExpertView {
-                    dense: float(&e.dense),
-                    experts: float(&e.experts),
-                    dp_grad: float(&e.dp_grad),
-                    ep_bytes: float(&e.ep_bytes),
-                }
+                expert_view(n, k).unwrap_or_default().map(float)
             } else {
                 ExpertView {
                     dense: x.params,
@@ -894,17 +888,13 @@ pub fn pipeline_stage_counts(
 ) -> Result<Vec<Vec<(usize, u64)>>, StrategyError> {
     let mesh = Mesh::of(k, gpus_per_node);
     let layer_block = layer_blocks(model);
-    let kap = float_kappas(&mesh, k, kappa, kappa_hbm);
+    let kap = mesh_kappas(&mesh, k, kappa, kappa_hbm);
     Ok(plan_pipeline(numbers, &layer_block, k, &kap)?.stage_counts)
 }
 
-/// The balances of the links of `k`'s parallel dimensions on `mesh`, and of HBM, as floats.
-fn float_kappas(
-    mesh: &Mesh,
-    k: &Knobs,
-    kappa: &dyn Fn(Tier) -> f64,
-    kappa_hbm: f64,
-) -> Kappas<f64> {
+/// The balances of the links of `k`'s parallel dimensions on `mesh` (`kappa` of each link's
+/// tier), and of HBM.
+fn mesh_kappas<T>(mesh: &Mesh, k: &Knobs, kappa: impl Fn(Tier) -> T, kappa_hbm: T) -> Kappas<T> {
     Kappas {
         tp: kappa(mesh.axis(AxisKind::Tp).tier),
         ep: kappa(mesh.ep_tier(k.ep)),
@@ -986,6 +976,7 @@ fn rough_stages(
         let parts = known.unwrap_or_else(|| {
             let c = plan.stage_cost(s);
             let x = StageParts {
+                compute: c.compute_time(&mf, kap, k),
                 time: c.time(&mf, kap, k),
                 dp: c.dp_traffic(k),
                 state: c.state(k).iter().sum(),
@@ -998,6 +989,7 @@ fn rough_stages(
         let full = parts.time + kap.dp * parts.dp + kap.p2p * p2p * mf;
         let mem = parts.state + parts.cost.activations(k, plan.v, s, &full_recompute);
         rough.push(RoughStage {
+            compute: parts.compute,
             time: parts.time,
             full,
             memory: mem,
@@ -1020,6 +1012,8 @@ fn interleaved_boundary(counts: &[(usize, u64)], layer_block: &[bool], v: u64) -
 /// A stage priced in floating point, for choosing.
 #[derive(Debug, Clone, Copy)]
 struct RoughStage {
+    /// Its compute per step (FLOPs and HBM bytes at κ_hbm).
+    compute: f64,
     /// What it runs per step apart from its gradient reduction and pipeline sends.
     time: f64,
     /// The same with them.
@@ -1029,10 +1023,11 @@ struct RoughStage {
 }
 
 /// What the floating-point pricing of a stage takes from its blocks alone (not from its place
-/// in the pipeline): its time, data-parallel bytes, weight, gradient and optimizer state, and
-/// its summed costs.
+/// in the pipeline): its compute, time, data-parallel bytes, weight, gradient and optimizer
+/// state, and its summed costs.
 #[derive(Debug, Clone, Copy)]
 struct StageParts {
+    compute: f64,
     time: f64,
     dp: f64,
     state: f64,
@@ -1097,7 +1092,7 @@ pub fn estimate_variants(
     ks.iter()
         .map(|k| {
             let mesh = Mesh::of(k, gpus_per_node);
-            let kap = float_kappas(&mesh, k, kappa, kappa_hbm);
+            let kap = mesh_kappas(&mesh, k, kappa, kappa_hbm);
             let key = (k.recompute, k.ep);
             let at = match plans.iter().position(|(x, _)| *x == key) {
                 Some(i) => i,
@@ -1144,9 +1139,8 @@ fn estimate_planned(
         .max_by(|a, b| rough[*a].time.total_cmp(&rough[*b].time))
         .unwrap_or(0);
     let frac = (k.pp - 1) as f64 / (mf * plan.v as f64);
-    let flops = |s: usize| plan.stage_cost(s).compute_time(&mf, kap, k);
     let total = rough[bs].full + rough[tm].time * frac;
-    let flop_part = flops(bs) + flops(tm) * frac;
+    let flop_part = rough[bs].compute + rough[tm].compute * frac;
     let memory = rough.iter().map(|x| x.memory).fold(0.0f64, f64::max);
     Estimate {
         total,
@@ -1198,14 +1192,7 @@ impl Links {
         let p2p_tier = mesh.p2p_tier();
         let ep_tier = mesh.ep_tier(k.ep);
         Links {
-            kap: Kappas {
-                tp: calib.balance(tp_tier),
-                dp: calib.balance(dp_tier),
-                cp: calib.balance(cp_tier),
-                p2p: calib.balance(p2p_tier),
-                ep: calib.balance(ep_tier),
-                hbm: calib.hbm_balance(),
-            },
+            kap: mesh_kappas(&mesh, k, |t| calib.balance(t), calib.hbm_balance()),
             mesh,
             tp_tier,
             dp_tier,
@@ -1217,15 +1204,7 @@ impl Links {
 
     /// The balances the floating-point pipeline plan uses.
     fn kappas(&self) -> Kappas<f64> {
-        let k = &self.kap;
-        Kappas {
-            tp: float(&k.tp),
-            ep: float(&k.ep),
-            cp: float(&k.cp),
-            dp: float(&k.dp),
-            p2p: float(&k.p2p),
-            hbm: float(&k.hbm),
-        }
+        self.kap.map(float)
     }
 }
 

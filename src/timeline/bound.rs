@@ -29,7 +29,6 @@ use crate::parallel::evaluate::{microbatch_bindings, BlockNumbers};
 use crate::parallel::Analysis;
 use crate::strategy::{Knobs, Mesh, Recompute, Schedule};
 use crate::sym::{Bindings, Rational};
-use num_traits::ToPrimitive;
 
 /// Chain seconds of each block under each recomputation choice, for one (dp, tp, micro-batch,
 /// layout) choice.
@@ -66,7 +65,7 @@ pub fn chains(
 ) -> Result<Chains> {
     let b = microbatch_bindings(model, values, knobs);
     let blocks: Vec<PlanBlock> = strategy_blocks(model, analysis, numbers, &b, knobs)?;
-    let f = |r: &Rational| r.to_f64().unwrap_or(f64::MAX);
+    let f = crate::parallel::amount::float;
     let params = blocks.iter().map(|b| f(&b.params)).collect();
     let layer = blocks.iter().map(|b| b.layer).collect();
     let dp_grad = numbers.iter().map(|n| f(&n.exact.dp_grad)).collect();
@@ -277,8 +276,8 @@ mod tests {
         let numbers = block_numbers(&analysis, &microbatch_bindings(&model, &values, k)).ok()?;
         let rates = Rates::of(&calib);
         let ch = chains(&model, &analysis, &numbers, &values, k, &rates, gpn).ok()?;
-        let kappa = |t: Tier| calib.balance(t).to_f64().unwrap_or(f64::MAX);
-        let kh = calib.hbm_balance().to_f64().unwrap_or(f64::MAX);
+        let kappa = |t: Tier| crate::parallel::amount::float(&calib.balance(t));
+        let kh = crate::parallel::amount::float(&calib.hbm_balance());
         let partition = pipeline_stage_counts(&model, &numbers, k, &kappa, kh, gpn).ok()?;
         let repeats: Vec<u64> = numbers.iter().map(|n| n.repeat).collect();
         let stages = virtual_stages(&ch, &repeats, &partition, k)?;

@@ -10,8 +10,6 @@
 use super::plan::Collective;
 use crate::calib::{Calibration, FloatCurve, COLLECTIVE_KINDS};
 use crate::strategy::{MeshAxis, Tier};
-use crate::sym::Rational;
-use num_traits::ToPrimitive;
 
 /// One link tier's achievable rates.
 #[derive(Debug, Clone, PartialEq)]
@@ -105,9 +103,7 @@ impl Tiling {
     }
 }
 
-fn f(r: &Rational) -> f64 {
-    r.to_f64().unwrap_or(f64::MAX)
-}
+use crate::parallel::amount::float as f;
 
 /// The position of a collective kind in [`LinkRate::busbw`] (the order of
 /// [`COLLECTIVE_KINDS`]).
