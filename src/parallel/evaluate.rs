@@ -86,7 +86,7 @@ fn eval(p: &Poly, b: &Bindings) -> Result<Rational, StrategyError> {
     Ok(p.eval(b)?)
 }
 
-/// The most block copies a pipeline partition places one by one.
+/// The most block copies a pipeline partition places.
 pub const MAX_PIPELINED_LAYERS: u64 = 1_000_000;
 
 /// Megatron-LM pads the vocabulary to a multiple of this times the tensor-parallel degree
@@ -565,41 +565,69 @@ pub fn check_divisibility(
 }
 
 /// Splits items of times `t` into exactly `pp` contiguous stages, minimising the largest stage
-/// time: a binary search on the largest load with a greedy packing, then the stages with most
-/// items split until there are `pp` (splitting never raises the largest load). Returns the stage
-/// boundaries.
+/// time: [`partition_runs`] of the items' runs of equal times.
 pub fn partition(t: &[f64], pp: usize) -> Option<Vec<usize>> {
-    let n = t.len();
+    let mut runs: Vec<(f64, usize)> = Vec::new();
+    for &x in t {
+        match runs.last_mut() {
+            Some((y, c)) if y.to_bits() == x.to_bits() => *c += 1,
+            _ => runs.push((x, 1)),
+        }
+    }
+    partition_runs(&runs, pp)
+}
+
+/// Splits items given as runs of equal times — (time, items) in order, as a model's blocks
+/// and their copies — into exactly `pp` contiguous stages, minimising the largest stage time:
+/// a binary search on the largest load with a greedy packing ([`pack_runs`]), then the stages
+/// with most items split until there are `pp` (splitting never raises the largest load).
+/// Returns the stage boundaries (item indices).
+pub fn partition_runs(runs: &[(f64, usize)], pp: usize) -> Option<Vec<usize>> {
+    let n: usize = runs.iter().map(|r| r.1).sum();
     if pp == 0 || pp > n {
         return None;
     }
     if pp == 1 {
         return Some(vec![0, n]);
     }
-    let pack = |limit: f64| -> Vec<usize> {
-        let mut bounds = vec![0];
-        let mut load = 0.0;
-        for (i, &x) in t.iter().enumerate() {
-            if load > 0.0 && load + x > limit {
-                bounds.push(i);
-                load = 0.0;
-            }
-            load += x;
-        }
-        bounds.push(n);
-        bounds
+    // Negative or undefined times break the run-wise packing's premise that loads grow: those
+    // are packed item by item.
+    let regular = runs.iter().all(|(x, _)| *x >= 0.0);
+    let items: Vec<f64> = if regular {
+        Vec::new()
+    } else {
+        runs.iter()
+            .flat_map(|&(x, c)| std::iter::repeat_n(x, c))
+            .collect()
     };
-    let runs = Runs::of(t);
-    let (mut lo, mut hi) = (t.iter().cloned().fold(0.0, f64::max), t.iter().sum::<f64>());
+    let pack = |limit: f64, stop: usize, bounds: Option<&mut Vec<usize>>| {
+        if regular {
+            pack_runs(runs, limit, stop, bounds)
+        } else {
+            pack_items(&items, limit, stop, bounds)
+        }
+    };
+    let lo = runs.iter().map(|r| r.0).fold(0.0, f64::max);
+    // One stage holding everything, loaded as the packing loads it: this limit always fits.
+    let hi = if regular {
+        runs.iter()
+            .fold(0.0, |l, &(x, c)| if c == 0 { l } else { l + c as f64 * x })
+    } else {
+        items.iter().sum::<f64>()
+    };
+    let (mut lo, mut hi) = (lo, hi);
     for _ in 0..64 {
         let mid = 0.5 * (lo + hi);
-        if runs.fits(mid, pp) {
+        if pack(mid, pp, None) <= pp {
             hi = mid;
         } else {
             lo = mid;
         }
     }
-    let mut bounds = pack(hi);
+    let mut bounds = Vec::with_capacity(pp + 1);
+    if pack(hi, usize::MAX, Some(&mut bounds)) > pp {
+        return None;
+    }
     while bounds.len() - 1 < pp {
         let s = (0..bounds.len() - 1).max_by_key(|&s| bounds[s + 1] - bounds[s])?;
         if bounds[s + 1] - bounds[s] < 2 {
@@ -611,99 +639,93 @@ pub fn partition(t: &[f64], pp: usize) -> Option<Vec<usize>> {
     Some(bounds)
 }
 
-/// Item times as runs of equal times, for counting the stages of the greedy packing of
-/// [`partition`] a run at a time: a stage that starts inside a run of `x` holds the same items
-/// wherever it starts (its loads are `x`, `x + x`, …, added as the packing adds them).
-struct Runs {
-    /// (time, items, loads of a stage started inside the run after 1, 2, … items).
-    runs: Vec<(f64, usize, Vec<f64>)>,
-    /// Whether a time is negative or not a number (the run-wise count assumes loads grow).
-    irregular: bool,
-    /// The times, item by item.
-    items: Vec<f64>,
+/// The greedy packing of runs of equal times under `limit`: a stage ends before an item when
+/// its load is positive and the item would take it over `limit`. A stage's load inside a run
+/// is its load on entering plus whole multiples of the run's time, so the items a stage takes
+/// from a run are found by binary search, and the stages started inside a run all hold the same
+/// number of items (the first k ≥ 1 whose next item ends the stage), the last what is left: the
+/// cost does not grow with the copies. Returns the number of stages (counting stops past
+/// `stop`); with `bounds`, records each stage's first item and, last, the item count.
+fn pack_runs(
+    runs: &[(f64, usize)],
+    limit: f64,
+    stop: usize,
+    mut bounds: Option<&mut Vec<usize>>,
+) -> usize {
+    if let Some(b) = bounds.as_deref_mut() {
+        b.push(0);
+    }
+    let mut stages = 1;
+    let mut load = 0.0f64;
+    let mut at = 0;
+    for &(x, count) in runs {
+        // The stage open when the run begins takes its items while they fit.
+        let before = |i: usize| if i == 0 { load } else { load + i as f64 * x };
+        let (mut i, mut hi) = (0, count);
+        while i < hi {
+            let m = (i + hi) / 2;
+            if before(m) > 0.0 && load + (m + 1) as f64 * x > limit {
+                hi = m;
+            } else {
+                i = m + 1;
+            }
+        }
+        if i == count {
+            load = before(count);
+            at += count;
+            continue;
+        }
+        let (mut per, mut hi) = (1, count);
+        while per < hi {
+            let k = (per + hi) / 2;
+            if k as f64 * x > 0.0 && (k + 1) as f64 * x > limit {
+                hi = k;
+            } else {
+                per = k + 1;
+            }
+        }
+        let left = count - i;
+        let new = left.div_ceil(per);
+        if let Some(b) = bounds.as_deref_mut() {
+            b.extend((0..new).map(|s| at + i + s * per));
+        }
+        stages += new;
+        if stages > stop {
+            return stages;
+        }
+        load = ((left - 1) % per + 1) as f64 * x;
+        at += count;
+    }
+    if let Some(b) = bounds {
+        b.push(at);
+    }
+    stages
 }
 
-impl Runs {
-    fn of(t: &[f64]) -> Runs {
-        let mut runs: Vec<(f64, usize, Vec<f64>)> = Vec::new();
-        for &x in t {
-            match runs.last_mut() {
-                Some((y, c, loads)) if y.to_bits() == x.to_bits() => {
-                    *c += 1;
-                    let last = loads.last().copied().unwrap_or(0.0);
-                    loads.push(last + x);
-                }
-                _ => runs.push((x, 1, vec![0.0 + x])),
-            }
-        }
-        let irregular = t.iter().any(|x| x.is_nan() || *x < 0.0);
-        Runs {
-            runs,
-            irregular,
-            // Item by item only where the run-wise count does not apply.
-            items: if irregular { t.to_vec() } else { Vec::new() },
-        }
+/// [`pack_runs`] item by item, for times that are negative or undefined.
+fn pack_items(t: &[f64], limit: f64, stop: usize, mut bounds: Option<&mut Vec<usize>>) -> usize {
+    if let Some(b) = bounds.as_deref_mut() {
+        b.push(0);
     }
-
-    /// Whether the greedy packing under `limit` needs at most `pp` stages: a stage ends before
-    /// an item when its load is positive and the item would take it over `limit`.
-    fn fits(&self, limit: f64, pp: usize) -> bool {
-        if self.irregular {
-            return fits_items(&self.items, limit, pp);
-        }
-        let mut stages = 1;
-        let mut load = 0.0;
-        for (x, count, loads) in &self.runs {
-            let (x, count) = (*x, *count);
-            // Items added to the stage open when the run begins, until it ends.
-            let mut i = 0;
-            while i < count {
-                if load > 0.0 && load + x > limit {
-                    break;
-                }
-                load += x;
-                i += 1;
-            }
-            if i == count {
-                continue;
-            }
-            // A stage starts at item `i`; every stage started inside the run holds `per`
-            // items (the first k ≥ 1 whose next item ends it), the last what is left.
-            let (mut per, mut hi) = (1, count);
-            while per < hi {
-                let k = (per + hi) / 2;
-                if loads[k - 1] > 0.0 && loads[k] > limit {
-                    hi = k;
-                } else {
-                    per = k + 1;
-                }
-            }
-            let left = count - i;
-            stages += left.div_ceil(per);
-            if stages > pp {
-                return false;
-            }
-            load = loads[(left - 1) % per];
-        }
-        true
-    }
-}
-
-/// [`Runs::fits`] item by item.
-fn fits_items(t: &[f64], limit: f64, pp: usize) -> bool {
     let mut stages = 1;
     let mut load = 0.0;
-    for &x in t {
+    for (i, &x) in t.iter().enumerate() {
         if load > 0.0 && load + x > limit {
             stages += 1;
-            if stages > pp {
-                return false;
+            if stages > stop {
+                return stages;
+            }
+            if let Some(b) = bounds.as_deref_mut() {
+                b.push(i);
             }
             load = 0.0;
         }
         load += x;
     }
-    true
+    if let Some(b) = bounds {
+        b.push(t.len());
+    }
+    stages
 }
 
 /// Expert parallelism applied to a block: (dense parameters, expert parameters held, data-parallel
@@ -740,10 +762,6 @@ fn expert_view(n: &BlockNumbers, k: &Knobs) -> Result<ExpertView<Rational>, Stra
 struct Plan {
     /// Per block, its costs as floats.
     cf: Vec<BlockCost<f64>>,
-    /// Block of each item (block copy), in order.
-    items: Vec<usize>,
-    /// Stage boundaries into `items`.
-    bounds: Vec<usize>,
     /// Copies of each block on each stage, in order.
     stage_counts: Vec<Vec<(usize, u64)>>,
     /// Model chunks per device.
@@ -754,6 +772,11 @@ impl Plan {
     /// The floating-point costs of stage `s`: its blocks' summed over their copies on it.
     fn stage_cost(&self, s: usize) -> BlockCost<f64> {
         BlockCost::stage(&self.cf, &self.stage_counts[s])
+    }
+
+    /// The block of stage `s`'s last copy: the block whose output the stage sends on.
+    fn last_block(&self, s: usize) -> Option<usize> {
+        self.stage_counts.get(s)?.last().map(|(b, _)| *b)
     }
 }
 
@@ -788,9 +811,8 @@ fn plan_pipeline(
     kap: &Kappas<f64>,
 ) -> Result<Plan, StrategyError> {
     let cf = rough_costs(numbers, layer_block, k);
-    // Items: block copies in order.
-    // Pipeline partition works on block copies one by one; without pipelining the copies are
-    // only counted, so any number of layers is fine.
+    // The partition places block copies (a run of copies per block); without pipelining the
+    // copies are only counted, so any number of layers is fine.
     let copies: u64 = numbers
         .iter()
         .map(|n| n.repeat)
@@ -801,12 +823,6 @@ fn plan_pipeline(
             most: MAX_PIPELINED_LAYERS,
         });
     }
-    let mut items: Vec<usize> = Vec::new();
-    if k.pp > 1 {
-        for (bi, n) in numbers.iter().enumerate() {
-            items.extend(std::iter::repeat_n(bi, n.repeat as usize));
-        }
-    }
     let layers: u64 = numbers
         .iter()
         .enumerate()
@@ -816,7 +832,7 @@ fn plan_pipeline(
     if k.pp > copies {
         return Err(StrategyError::TooManyStages {
             pp: k.pp,
-            layers: items.len() as u64,
+            layers: copies,
         });
     }
     let v = k.virtual_chunks();
@@ -835,33 +851,45 @@ fn plan_pipeline(
             .collect();
         return Ok(Plan {
             cf,
-            items,
-            bounds: vec![0, 0],
             stage_counts: vec![counts],
             v,
         });
     }
-    // Each block copy's time for one micro-batch, what the partition balances.
-    let block_time: Vec<f64> = cf.iter().map(|c| c.block_time(kap)).collect();
-    let t: Vec<f64> = items.iter().map(|&b| block_time[b]).collect();
-    let bounds = partition(&t, k.pp as usize).ok_or(StrategyError::NoPartition)?;
-    // Copies of each block on each stage, in order.
-    let stage_counts: Vec<Vec<(usize, u64)>> = (0..k.pp as usize)
-        .map(|s| {
-            let mut counts: Vec<(usize, u64)> = Vec::new();
-            for &b in &items[bounds[s]..bounds[s + 1]] {
-                match counts.last_mut() {
-                    Some((x, c)) if *x == b => *c += 1,
-                    _ => counts.push((b, 1)),
-                }
-            }
-            counts
-        })
+    // Each block copy's time for one micro-batch, what the partition balances: a run of equal
+    // times per block (blocks without copies hold no items).
+    let runs: Vec<(usize, f64, usize)> = numbers
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| n.repeat > 0)
+        .map(|(b, n)| (b, cf[b].block_time(kap), n.repeat as usize))
         .collect();
+    let times: Vec<(f64, usize)> = runs.iter().map(|&(_, x, c)| (x, c)).collect();
+    let bounds = partition_runs(&times, k.pp as usize).ok_or(StrategyError::NoPartition)?;
+    // Copies of each block on each stage, in order: the blocks' item ranges cut at the bounds.
+    let mut stage_counts: Vec<Vec<(usize, u64)>> = Vec::with_capacity(k.pp as usize);
+    let mut run = 0;
+    let mut start = 0; // first item of `runs[run]`
+    for w in bounds.windows(2) {
+        let (a, b) = (w[0], w[1]);
+        let mut counts = Vec::new();
+        while run < runs.len() && start + runs[run].2 <= a {
+            start += runs[run].2;
+            run += 1;
+        }
+        let (mut r, mut first) = (run, start);
+        while r < runs.len() && first < b {
+            let end = first + runs[r].2;
+            let held = end.min(b) - first.max(a);
+            if held > 0 {
+                counts.push((runs[r].0, held as u64));
+            }
+            first = end;
+            r += 1;
+        }
+        stage_counts.push(counts);
+    }
     Ok(Plan {
         cf,
-        items,
-        bounds,
         stage_counts,
         v,
     })
@@ -915,17 +943,19 @@ fn stage_boundary<T: Amount>(
     s: usize,
     boundary: impl Fn(usize) -> T,
 ) -> T {
-    let Plan {
-        items, bounds, v, ..
-    } = plan;
+    let v = plan.v;
     let mut p2p = T::zero();
     if (s as u64) + 1 < k.pp {
-        p2p = p2p + boundary(items[bounds[s + 1] - 1]);
+        if let Some(b) = plan.last_block(s) {
+            p2p = p2p + boundary(b);
+        }
     }
     if s > 0 {
-        p2p = p2p + boundary(items[bounds[s] - 1]);
+        if let Some(b) = plan.last_block(s - 1) {
+            p2p = p2p + boundary(b);
+        }
     }
-    if let Some(b) = interleaved_boundary(&plan.stage_counts[s], layer_block, *v) {
+    if let Some(b) = interleaved_boundary(&plan.stage_counts[s], layer_block, v) {
         p2p = p2p + T::int(2 * (v - 1)) * boundary(b);
     }
     p2p
@@ -1322,15 +1352,14 @@ impl StagePricer<'_> {
 /// true maximum; stages with the same blocks, neighbours and micro-batches in flight are the
 /// same stage, and one of each kind is priced. With `detail`, all stages.
 fn stages_to_price(rough: &[RoughStage], plan: &Plan, k: &Knobs, detail: bool) -> Vec<usize> {
-    let Plan {
-        items,
-        bounds,
-        stage_counts,
-        ..
-    } = plan;
+    let stage_counts = &plan.stage_counts;
     let key = |s: usize| {
-        let prev = (s > 0).then(|| items[bounds[s] - 1]);
-        let next = ((s as u64) + 1 < k.pp).then(|| items[bounds[s + 1] - 1]);
+        let prev = if s > 0 { plan.last_block(s - 1) } else { None };
+        let next = if (s as u64) + 1 < k.pp {
+            plan.last_block(s)
+        } else {
+            None
+        };
         let fly = if k.schedule == Schedule::Gpipe {
             k.microbatches
         } else {
@@ -1683,25 +1712,81 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
-        /// Counting the packing's stages a run at a time agrees with counting item by item,
-        /// for several limits asked of the same runs (as the partition's bisection asks them).
+        /// Counting the packing's stages a run at a time agrees with counting item by item
+        /// where the sums are exact (integer times, limits between integers), for several limits
+        /// asked of the same runs (as the partition's bisection asks them).
         #[test]
         fn run_wise_packing_matches_item_wise(
             runs in proptest::collection::vec((0u32..6, 1usize..80), 1..6),
-            scale in 0.1f64..1e12,
-            limit_shares in proptest::collection::vec(0.0f64..1.2, 1..8),
+            limits in proptest::collection::vec(0u32..400, 1..8),
             pp in 1usize..64,
         ) {
+            let runs: Vec<(f64, usize)> = runs.iter().map(|&(x, c)| (x as f64, c)).collect();
             let t: Vec<f64> = runs
                 .iter()
-                .flat_map(|&(x, c)| std::iter::repeat_n(x as f64 * scale / 3.0, c))
+                .flat_map(|&(x, c)| std::iter::repeat_n(x, c))
                 .collect();
-            let total: f64 = t.iter().sum();
-            let packed = Runs::of(&t);
-            for share in limit_shares {
-                let limit = total * share;
-                prop_assert_eq!(packed.fits(limit, pp), fits_items(&t, limit, pp));
+            for limit in limits {
+                let limit = limit as f64 + 0.5;
+                let (mut a, mut b) = (Vec::new(), Vec::new());
+                prop_assert_eq!(
+                    pack_runs(&runs, limit, pp, None).min(pp + 1),
+                    pack_items(&t, limit, pp, None).min(pp + 1)
+                );
+                pack_runs(&runs, limit, usize::MAX, Some(&mut a));
+                pack_items(&t, limit, usize::MAX, Some(&mut b));
+                prop_assert_eq!(a, b);
             }
+        }
+
+        /// The partition is exactly `pp` contiguous, non-empty stages covering every item, and
+        /// its largest stage is the smallest any contiguous split achieves (a dynamic programme
+        /// over the items is the oracle), up to rounding.
+        #[test]
+        fn partition_is_optimal(
+            runs in proptest::collection::vec((1u32..50, 1usize..30), 1..5),
+            scale in 1e-6f64..1e6,
+            pp in 1usize..12,
+        ) {
+            let runs: Vec<(f64, usize)> =
+                runs.iter().map(|&(x, c)| (x as f64 * scale / 7.0, c)).collect();
+            let t: Vec<f64> = runs
+                .iter()
+                .flat_map(|&(x, c)| std::iter::repeat_n(x, c))
+                .collect();
+            let n = t.len();
+            let Some(bounds) = partition_runs(&runs, pp) else {
+                prop_assert!(pp > n);
+                return Ok(());
+            };
+            prop_assert_eq!(bounds.len(), pp + 1);
+            prop_assert_eq!((bounds[0], bounds[pp]), (0, n));
+            prop_assert!(bounds.windows(2).all(|w| w[0] < w[1]));
+            let got = bounds
+                .windows(2)
+                .map(|w| t[w[0]..w[1]].iter().sum::<f64>())
+                .fold(0.0, f64::max);
+            let prefix: Vec<f64> = std::iter::once(0.0)
+                .chain(t.iter().scan(0.0, |a, x| {
+                    *a += x;
+                    Some(*a)
+                }))
+                .collect();
+            let load = |a: usize, b: usize| prefix[b] - prefix[a];
+            // best[j][i]: the smallest largest load of the first i items in j stages.
+            let mut best = vec![vec![f64::INFINITY; n + 1]; pp + 1];
+            best[0][0] = 0.0;
+            for j in 1..=pp {
+                for i in 1..=n {
+                    for h in (j - 1)..i {
+                        let x = best[j - 1][h].max(load(h, i));
+                        if x < best[j][i] {
+                            best[j][i] = x;
+                        }
+                    }
+                }
+            }
+            prop_assert!(got <= best[pp][n] * (1.0 + 1e-9), "{} > {}", got, best[pp][n]);
         }
     }
 }
