@@ -691,6 +691,7 @@ fn shipped_validation_stays_within_recorded_bounds() {
         "mosaicml-mpt-h100",
         "lambda-flash-attention-a100",
         "lambda-flash-attention-h100",
+        "flash-attention-training-a100",
     ] {
         assert!(names.contains(&want), "{want} missing: {names:?}");
     }
