@@ -12,7 +12,7 @@ use symshard::search::{rank, RankOptions};
 use symshard::strategy::{Knobs, Recompute, Schedule, Tier};
 use symshard::sym::Rational;
 use symshard::timeline::bound::{chains, lower_bound, virtual_stages};
-use symshard::timeline::{plan_strategy, time_summary, Rates};
+use symshard::timeline::{plan_strategy, simulate, simulate_times, time_summary, Rates};
 
 /// The bound and the simulated time of one strategy of gpt3-125m (12 layers) at batch `batch`,
 /// or `None` when the strategy is not valid for the model.
@@ -107,6 +107,74 @@ proptest! {
                 bound <= simulated * (1.0 + 1e-9),
                 "{k} on {machine}: bound {bound} above the simulated {simulated}"
             );
+        }
+    }
+}
+
+/// A timing-only simulation (which adds the layers of a run at once when they repeat) and the
+/// full event simulation of the same strategy of gpt3-125m at `batch`, when it is valid.
+fn timed_both_ways(
+    k: &Knobs,
+    machine: &str,
+    batch: i64,
+) -> Option<(
+    symshard::timeline::Simulation,
+    symshard::timeline::Simulation,
+)> {
+    let model = ModelLoader::embedded()
+        .unwrap()
+        .resolve("gpt3-125m")
+        .unwrap();
+    let mut values = model.values.clone();
+    values.insert("B".into(), Rational::from_integer(batch.into()));
+    let calib = Calibration::resolve(machine).unwrap();
+    let layout = Layout {
+        sequence_parallel: k.sequence_parallel,
+        ..Layout::default()
+    };
+    let (plan, _) = plan_strategy(
+        &model,
+        &values,
+        k,
+        &layout,
+        &calib,
+        None,
+        &calib.memory_bytes(),
+    )
+    .ok()?;
+    let rates = Rates::of(&calib);
+    let gpn = calib.gpus_per_node();
+    Some((
+        simulate_times(&plan, &rates, gpn).ok()?,
+        simulate(&plan, &rates, gpn).ok()?,
+    ))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Adding a run's repeating layers at once gives the times of simulating every event: the
+    /// step, the flush, each device's work and busy seconds per stream, to 1e-9.
+    #[test]
+    fn timing_only_agrees_with_every_event(
+        k in knobs(),
+        machine in prop::sample::select(vec!["a100-80gb", "h100-sxm", "a40-pcie"]),
+        tp_overlap in any::<bool>(),
+    ) {
+        let mut k = k;
+        k.overlap.tp_comm = tp_overlap && k.sequence_parallel;
+        if let Some((fast, full)) = timed_both_ways(&k, machine, 48) {
+            let near = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1e-12);
+            prop_assert!(near(fast.iteration, full.iteration), "{k}: {} vs {}", fast.iteration, full.iteration);
+            prop_assert!(near(fast.flush, full.flush), "{k}: flush {} vs {}", fast.flush, full.flush);
+            for (a, b) in fast.work.iter().zip(&full.work) {
+                prop_assert!(near(*a, *b), "{k}: work {a} vs {b}");
+            }
+            for (a, b) in fast.busy.iter().zip(&full.busy) {
+                for (x, y) in a.iter().zip(b) {
+                    prop_assert!(near(*x, *y), "{k}: busy {x} vs {y}");
+                }
+            }
         }
     }
 }

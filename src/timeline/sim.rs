@@ -332,6 +332,115 @@ impl<'a> Ctx<'a> {
     }
 }
 
+/// A device's state after a layer of a task, for recognising the steady state of a run of
+/// equal layers (see [`run`]): when a layer changed it exactly as the layer before did, shifted
+/// by the same seconds, so does every further layer of the run.
+#[derive(Clone, Copy)]
+struct Snapshot {
+    /// The layer's block.
+    block: usize,
+    /// The task's time (what the next layer waits for).
+    t: f64,
+    /// Each stream's free time, busy seconds and last event.
+    free: [f64; 6],
+    busy: [f64; 6],
+    last: [Option<usize>; 6],
+    /// The last blocking event and the last compute step (start, end).
+    prev: Option<usize>,
+    last_compute: Option<(f64, f64)>,
+    /// Events issued so far.
+    count: usize,
+}
+
+impl Snapshot {
+    fn of(
+        dev: &Device,
+        t: f64,
+        prev: Option<usize>,
+        last_compute: Option<(f64, f64)>,
+        count: usize,
+    ) -> Snapshot {
+        Snapshot {
+            block: usize::MAX,
+            t,
+            free: dev.free,
+            busy: dev.busy,
+            last: dev.last,
+            prev,
+            last_compute,
+            count,
+        }
+    }
+
+    /// Whether the layer that led from `entry` to `self` repeats the layer that led to `b`:
+    /// every stream it used is as far from the task's time as after `b`, every stream it did
+    /// not use was free before the layer began (so it delayed neither this layer, through
+    /// contention, nor any later one), and the last
+    /// compute step sits where it sat. Equal to rounding: relative 1e-12 of the times.
+    fn repeats(&self, b: &Snapshot, entry: &Snapshot) -> bool {
+        let tol = 1e-12 * self.t.abs().max(1e-9);
+        let near = |x: f64, y: f64| (x - y).abs() <= tol;
+        let shift = self.t - b.t;
+        if shift.is_nan() || shift <= 0.0 {
+            return false;
+        }
+        let streams = (0..6).all(|i| {
+            let used = self.last[i] != entry.last[i];
+            if used {
+                near(self.free[i] - self.t, b.free[i] - b.t)
+            } else {
+                self.free[i] <= entry.t
+            }
+        });
+        let compute = match (self.last_compute, b.last_compute) {
+            (Some((s1, e1)), Some((s0, e0))) => {
+                near(s1 - self.t, s0 - b.t) && near(e1 - self.t, e0 - b.t)
+            }
+            (None, None) => true,
+            _ => false,
+        };
+        streams && compute
+    }
+
+    /// `self` moved on by `n` more layers like the last one (the step from `b`), each shifting
+    /// the times by `self.t − b.t`, adding the same busy seconds and issuing as many events.
+    fn advance(&mut self, b: &Snapshot, n: f64, layers: usize) {
+        let shift = self.t - b.t;
+        let events = self.count - b.count;
+        for i in 0..6 {
+            if self.last[i] != b.last[i] {
+                self.free[i] += n * shift;
+                self.busy[i] += n * (self.busy[i] - b.busy[i]);
+                self.last[i] = self.last[i].map(|x| x + layers * events);
+            }
+        }
+        self.t += n * shift;
+        self.last_compute = self
+            .last_compute
+            .map(|(s, e)| (s + n * shift, e + n * shift));
+        self.prev = self.prev.map(|x| x + layers * events);
+        self.count += layers * events;
+    }
+
+    /// Writes the state back.
+    fn store(
+        &self,
+        dev: &mut Device,
+        t: &mut f64,
+        prev: &mut Option<usize>,
+        last_compute: &mut Option<(f64, f64)>,
+        count: &mut usize,
+    ) {
+        dev.free = self.free;
+        dev.busy = self.busy;
+        dev.last = self.last;
+        *t = self.t;
+        *prev = self.prev;
+        *last_compute = self.last_compute;
+        *count = self.count;
+    }
+}
+
 struct Device {
     /// Share of compute throughput a running collective takes (the table's contention).
     contention: f64,
@@ -641,8 +750,19 @@ fn run(
                 let mut last_compute: Option<(f64, f64)> = None;
                 // When the previous layer of this task began computing (FSDP prefetch).
                 let mut prefetch_at = t;
-                for item in items {
+                // A run of equal layers reaches a steady state: once a layer leaves the device
+                // as the one before left it (each stream's free time the same distance from the
+                // task's time, the streams it does not use idle), every further layer of the run
+                // repeats it shifted by the same seconds, and is added at once. Only when just
+                // the times are kept, and without per-layer gathers or gradient launches.
+                let repeat = !rec.keep && !fsdp && !grads_now;
+                let mut before: Option<Snapshot> = None;
+                let mut j = 0;
+                while j < items.len() {
+                    let item = items[j];
+                    j += 1;
                     let bi = plan.items[item];
+                    let entry = Snapshot::of(dev, t, prev, last_compute, rec.count);
                     let params = block_params[bi];
                     if fsdp && params > 0.0 {
                         let (dur, wire) = gather_seconds(params);
@@ -748,6 +868,25 @@ fn run(
                             }
                         }
                     }
+                    if !repeat {
+                        continue;
+                    }
+                    let after = Snapshot::of(dev, t, prev, last_compute, rec.count);
+                    let same_run = |x: usize| plan.items[x] == bi;
+                    if let Some(b) = &before {
+                        if b.block == bi && after.repeats(b, &entry) {
+                            let rest = items[j..].iter().take_while(|&&x| same_run(x)).count();
+                            if rest > 0 {
+                                let mut x = after;
+                                x.advance(b, rest as f64, rest);
+                                x.store(dev, &mut t, &mut prev, &mut last_compute, &mut rec.count);
+                                j += rest;
+                            }
+                            before = None;
+                            continue;
+                        }
+                    }
+                    before = Some(Snapshot { block: bi, ..after });
                 }
                 let start = started.unwrap_or(ready);
                 dev.work += t - start;
