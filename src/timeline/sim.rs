@@ -402,24 +402,49 @@ impl Snapshot {
         streams && compute
     }
 
-    /// `self` moved on by `n` more layers like the last one (the step from `b`), each shifting
-    /// the times by `self.t − b.t`, adding the same busy seconds and issuing as many events.
-    fn advance(&mut self, b: &Snapshot, n: f64, layers: usize) {
-        let shift = self.t - b.t;
-        let events = self.count - b.count;
+    /// Whether `self` (after a layer of a run) is the steady state that `to` reached from
+    /// `from`, the step [`Snapshot::repeats`] recognised: the streams that step used as far from
+    /// the task's time, the others free, the last compute step where it sat. Every further layer
+    /// of the run then repeats that step.
+    fn is_steady(&self, from: &Snapshot, to: &Snapshot) -> bool {
+        let tol = 1e-12 * self.t.abs().max(1e-9);
+        let near = |x: f64, y: f64| (x - y).abs() <= tol;
+        let streams = (0..6).all(|i| {
+            if to.last[i] != from.last[i] {
+                near(self.free[i] - self.t, to.free[i] - to.t)
+            } else {
+                self.free[i] <= self.t
+            }
+        });
+        let compute = match (self.last_compute, to.last_compute) {
+            (Some((s1, e1)), Some((s0, e0))) => {
+                near(s1 - self.t, s0 - to.t) && near(e1 - self.t, e0 - to.t)
+            }
+            (None, None) => true,
+            _ => false,
+        };
+        streams && compute
+    }
+
+    /// `self` moved on by `n` more layers, each the step from `from` to `to`: the times shifted
+    /// by `to.t − from.t`, the same busy seconds added and as many events issued.
+    fn advance(&mut self, from: &Snapshot, to: &Snapshot, n: usize) {
+        let shift = to.t - from.t;
+        let events = to.count - from.count;
+        let x = n as f64;
         for i in 0..6 {
-            if self.last[i] != b.last[i] {
-                self.free[i] += n * shift;
-                self.busy[i] += n * (self.busy[i] - b.busy[i]);
-                self.last[i] = self.last[i].map(|x| x + layers * events);
+            if to.last[i] != from.last[i] {
+                self.free[i] += x * shift;
+                self.busy[i] += x * (to.busy[i] - from.busy[i]);
+                self.last[i] = self.last[i].map(|id| id + n * events);
             }
         }
-        self.t += n * shift;
+        self.t += x * shift;
         self.last_compute = self
             .last_compute
-            .map(|(s, e)| (s + n * shift, e + n * shift));
-        self.prev = self.prev.map(|x| x + layers * events);
-        self.count += layers * events;
+            .map(|(s, e)| (s + x * shift, e + x * shift));
+        self.prev = self.prev.map(|id| id + n * events);
+        self.count += n * events;
     }
 
     /// Writes the state back.
@@ -719,6 +744,9 @@ fn run(
             wire,
         )
     };
+    // Per block and pass, the steady step of a run of its layers (two states a layer apart), once
+    // a task has shown one; later tasks recognise it after a single layer.
+    let mut steady: Vec<[Option<(Snapshot, Snapshot)>; 2]> = vec![[None, None]; plan.blocks.len()];
     loop {
         let mut progress = false;
         let mut done = true;
@@ -872,19 +900,29 @@ fn run(
                         continue;
                     }
                     let after = Snapshot::of(dev, t, prev, last_compute, rec.count);
-                    let same_run = |x: usize| plan.items[x] == bi;
-                    if let Some(b) = &before {
-                        if b.block == bi && after.repeats(b, &entry) {
-                            let rest = items[j..].iter().take_while(|&&x| same_run(x)).count();
-                            if rest > 0 {
-                                let mut x = after;
-                                x.advance(b, rest as f64, rest);
-                                x.store(dev, &mut t, &mut prev, &mut last_compute, &mut rec.count);
-                                j += rest;
-                            }
-                            before = None;
-                            continue;
+                    let rest = items[j..]
+                        .iter()
+                        .take_while(|&&x| plan.items[x] == bi)
+                        .count();
+                    // The steady step of this block and pass, once any task has shown it.
+                    let step = match (&before, &steady[bi][slot]) {
+                        (_, Some((from, to))) if after.is_steady(from, to) => Some((*from, *to)),
+                        (Some(b), _) if b.block == bi && after.repeats(b, &entry) => {
+                            let found = (*b, after);
+                            steady[bi][slot] = Some(found);
+                            Some(found)
                         }
+                        _ => None,
+                    };
+                    if let Some((from, to)) = step {
+                        if rest > 0 {
+                            let mut x = after;
+                            x.advance(&from, &to, rest);
+                            x.store(dev, &mut t, &mut prev, &mut last_compute, &mut rec.count);
+                            j += rest;
+                        }
+                        before = None;
+                        continue;
                     }
                     before = Some(Snapshot { block: bi, ..after });
                 }
