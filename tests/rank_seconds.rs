@@ -14,9 +14,20 @@ use symshard::sym::Rational;
 use symshard::timeline::bound::{chains, lower_bound, virtual_stages};
 use symshard::timeline::{plan_strategy, simulate, simulate_times, time_summary, Rates};
 
-/// The bound and the simulated time of one strategy of gpt3-125m (12 layers) at batch `batch`,
-/// or `None` when the strategy is not valid for the model.
-fn bound_and_time(k: &Knobs, machine: &str, batch: i64) -> Option<(f64, f64)> {
+/// A strategy of gpt3-125m (12 layers) at batch `batch` on `machine`: the model, its values,
+/// the layout, the machine and the timing plan, or `None` when the strategy is not valid for
+/// the model.
+fn planned(
+    k: &Knobs,
+    machine: &str,
+    batch: i64,
+) -> Option<(
+    symshard::model::Model,
+    symshard::sym::Bindings,
+    Layout,
+    Calibration,
+    symshard::timeline::TimingPlan,
+)> {
     let model = ModelLoader::embedded()
         .unwrap()
         .resolve("gpt3-125m")
@@ -24,7 +35,6 @@ fn bound_and_time(k: &Knobs, machine: &str, batch: i64) -> Option<(f64, f64)> {
     let mut values = model.values.clone();
     values.insert("B".into(), Rational::from_integer(batch.into()));
     let calib = Calibration::resolve(machine).unwrap();
-    let gpn = calib.gpus_per_node();
     let layout = Layout {
         sequence_parallel: k.sequence_parallel,
         ..Layout::default()
@@ -39,6 +49,14 @@ fn bound_and_time(k: &Knobs, machine: &str, batch: i64) -> Option<(f64, f64)> {
         &calib.memory_bytes(),
     )
     .ok()?;
+    Some((model, values, layout, calib, plan))
+}
+
+/// The bound and the simulated time of one strategy of gpt3-125m (12 layers) at batch `batch`,
+/// or `None` when the strategy is not valid for the model.
+fn bound_and_time(k: &Knobs, machine: &str, batch: i64) -> Option<(f64, f64)> {
+    let (model, values, layout, calib, plan) = planned(k, machine, batch)?;
+    let gpn = calib.gpus_per_node();
     let simulated = time_summary(&plan, &calib).ok()?.iteration_seconds;
     // As `rank` prices it: the context-parallel analysis (exactly the plain one at cp = 1).
     let analysis = analyse(&model, &layout).context_parallel();
@@ -121,27 +139,7 @@ fn timed_both_ways(
     symshard::timeline::Simulation,
     symshard::timeline::Simulation,
 )> {
-    let model = ModelLoader::embedded()
-        .unwrap()
-        .resolve("gpt3-125m")
-        .unwrap();
-    let mut values = model.values.clone();
-    values.insert("B".into(), Rational::from_integer(batch.into()));
-    let calib = Calibration::resolve(machine).unwrap();
-    let layout = Layout {
-        sequence_parallel: k.sequence_parallel,
-        ..Layout::default()
-    };
-    let (plan, _) = plan_strategy(
-        &model,
-        &values,
-        k,
-        &layout,
-        &calib,
-        None,
-        &calib.memory_bytes(),
-    )
-    .ok()?;
+    let (_, _, _, calib, plan) = planned(k, machine, batch)?;
     let rates = Rates::of(&calib);
     let gpn = calib.gpus_per_node();
     Some((

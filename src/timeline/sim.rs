@@ -372,48 +372,22 @@ impl Snapshot {
         }
     }
 
-    /// Whether the layer that led from `entry` to `self` repeats the layer that led to `b`:
-    /// every stream it used is as far from the task's time as after `b`, every stream it did
-    /// not use was free before the layer began (so it delayed neither this layer, through
-    /// contention, nor any later one), and the last
-    /// compute step sits where it sat. Equal to rounding: relative 1e-12 of the times.
-    fn repeats(&self, b: &Snapshot, entry: &Snapshot) -> bool {
-        let tol = 1e-12 * self.t.abs().max(1e-9);
-        let near = |x: f64, y: f64| (x - y).abs() <= tol;
-        let shift = self.t - b.t;
-        if shift.is_nan() || shift <= 0.0 {
-            return false;
-        }
-        let streams = (0..6).all(|i| {
-            let used = self.last[i] != entry.last[i];
-            if used {
-                near(self.free[i] - self.t, b.free[i] - b.t)
-            } else {
-                self.free[i] <= entry.t
-            }
-        });
-        let compute = match (self.last_compute, b.last_compute) {
-            (Some((s1, e1)), Some((s0, e0))) => {
-                near(s1 - self.t, s0 - b.t) && near(e1 - self.t, e0 - b.t)
-            }
-            (None, None) => true,
-            _ => false,
-        };
-        streams && compute
+    /// The streams used between `from` and `to` (their last event changed).
+    fn used(from: &Snapshot, to: &Snapshot) -> [bool; 6] {
+        std::array::from_fn(|i| to.last[i] != from.last[i])
     }
 
-    /// Whether `self` (after a layer of a run) is the steady state that `to` reached from
-    /// `from`, the step [`Snapshot::repeats`] recognised: the streams that step used as far from
-    /// the task's time, the others free, the last compute step where it sat. Every further layer
-    /// of the run then repeats that step.
-    fn is_steady(&self, from: &Snapshot, to: &Snapshot) -> bool {
+    /// Whether `self` has the `used` streams as far from its task's time as `to` has them, the
+    /// other streams free by `idle_by`, and the last compute step where `to` has it. Equal to
+    /// rounding: relative 1e-12 of the times.
+    fn placed_as(&self, to: &Snapshot, used: [bool; 6], idle_by: f64) -> bool {
         let tol = 1e-12 * self.t.abs().max(1e-9);
         let near = |x: f64, y: f64| (x - y).abs() <= tol;
         let streams = (0..6).all(|i| {
-            if to.last[i] != from.last[i] {
+            if used[i] {
                 near(self.free[i] - self.t, to.free[i] - to.t)
             } else {
-                self.free[i] <= self.t
+                self.free[i] <= idle_by
             }
         });
         let compute = match (self.last_compute, to.last_compute) {
@@ -426,14 +400,32 @@ impl Snapshot {
         streams && compute
     }
 
+    /// Whether the layer that led from `b` to `self` left the device as the layer before left
+    /// it in `b`: every stream it used is as far from the task's time, every stream it did not
+    /// use was free before the layer began (so it delayed neither this layer, through
+    /// contention, nor any later one), and the last compute step sits where it sat. Then
+    /// `b → self` is a steady step: every further layer of the run repeats it.
+    fn repeats(&self, b: &Snapshot) -> bool {
+        let shift = self.t - b.t;
+        !shift.is_nan() && shift > 0.0 && self.placed_as(b, Snapshot::used(b, self), b.t)
+    }
+
+    /// Whether `self` (after a layer of a run) is the state the steady step `from → to` leads
+    /// to: the streams that step uses as far from the task's time as in `to`, the others free,
+    /// the last compute step where it sat. Every further layer of the run then repeats that
+    /// step.
+    fn is_steady(&self, from: &Snapshot, to: &Snapshot) -> bool {
+        self.placed_as(to, Snapshot::used(from, to), self.t)
+    }
+
     /// `self` moved on by `n` more layers, each the step from `from` to `to`: the times shifted
     /// by `to.t − from.t`, the same busy seconds added and as many events issued.
     fn advance(&mut self, from: &Snapshot, to: &Snapshot, n: usize) {
         let shift = to.t - from.t;
         let events = to.count - from.count;
         let x = n as f64;
-        for i in 0..6 {
-            if to.last[i] != from.last[i] {
+        for (i, used) in Snapshot::used(from, to).into_iter().enumerate() {
+            if used {
                 self.free[i] += x * shift;
                 self.busy[i] += x * (to.busy[i] - from.busy[i]);
                 self.last[i] = self.last[i].map(|id| id + n * events);
@@ -790,7 +782,6 @@ fn run(
                     let item = items[j];
                     j += 1;
                     let bi = plan.items[item];
-                    let entry = Snapshot::of(dev, t, prev, last_compute, rec.count);
                     let params = block_params[bi];
                     if fsdp && params > 0.0 {
                         let (dur, wire) = gather_seconds(params);
@@ -907,7 +898,7 @@ fn run(
                     // The steady step of this block and pass, once any task has shown it.
                     let step = match (&before, &steady[bi][slot]) {
                         (_, Some((from, to))) if after.is_steady(from, to) => Some((*from, *to)),
-                        (Some(b), _) if b.block == bi && after.repeats(b, &entry) => {
+                        (Some(b), _) if b.block == bi && after.repeats(b) => {
                             let found = (*b, after);
                             steady[bi][slot] = Some(found);
                             Some(found)
