@@ -142,18 +142,21 @@ fn known_memory(plan: &TimingPlan) -> Option<Rational> {
 fn timed(plan: &TimingPlan, calib: &Calibration, keep: bool) -> Result<Timeline> {
     let rates = Rates::of(calib);
     let gpn = plan.gpus_per_node.unwrap_or_else(|| calib.gpus_per_node());
+    // The numbers always come from the timing-only simulation (which adds a run's repeating
+    // layers at once), so that a step has the same figures with or without its events; the
+    // events, for traces and charts, from the simulation of every event (equal to 1e-9).
+    let times = simulate_times(plan, &rates, gpn).map_err(Error::Usage)?;
     let sim = if keep {
-        simulate(plan, &rates, gpn)
+        simulate(plan, &rates, gpn).map_err(Error::Usage)?
     } else {
-        simulate_times(plan, &rates, gpn)
-    }
-    .map_err(Error::Usage)?;
+        times.clone()
+    };
     let k = &plan.knobs;
     let per_stage = k.tp * k.cp * k.dp;
-    let t = sim.iteration;
+    let t = times.iteration;
     let devices = k.devices();
     let model_flops = f(&plan.model_flops) / t / devices as f64;
-    let work = sim.work.iter().cloned().fold(0.0, f64::max);
+    let work = times.work.iter().cloned().fold(0.0, f64::max);
     let summary = Summary {
         model: plan.model.clone(),
         strategy: k.to_string(),
@@ -164,8 +167,8 @@ fn timed(plan: &TimingPlan, calib: &Calibration, keep: bool) -> Result<Timeline>
         tokens_per_second: f(&plan.tokens) / t,
         model_tflops_per_device: model_flops / 1e12,
         mfu: model_flops / rates.peak_flops,
-        bubble_fraction: if sim.flush > 0.0 {
-            ((sim.flush - work) / sim.flush).clamp(0.0, 1.0)
+        bubble_fraction: if times.flush > 0.0 {
+            ((times.flush - work) / times.flush).clamp(0.0, 1.0)
         } else {
             0.0
         },
@@ -176,7 +179,7 @@ fn timed(plan: &TimingPlan, calib: &Calibration, keep: bool) -> Result<Timeline>
             per_stage,
             if k.cp > 1 { ", context- " } else { " " }
         ),
-        devices: sim
+        devices: times
             .busy
             .iter()
             .enumerate()
