@@ -67,6 +67,21 @@ fn rank_bench(c: &mut Criterion) {
             b.iter(|| black_box(rank(&m, v, &calib, &opts(512)).unwrap().evaluated))
         });
     }
+    // The same by simulated seconds on A100s: the simulations of deep pipelines with many layers
+    // per stage are what grows with the layers.
+    for layers in [12u64, 192] {
+        let mut v = m.values.clone();
+        v.insert("L".into(), Rational::from_integer(layers.into()));
+        let o = RankOptions {
+            seconds: true,
+            ..opts(512)
+        };
+        g.bench_with_input(
+            BenchmarkId::new("gpt3-175b/layers/calib-a100-80gb", layers),
+            &v,
+            |b, v| b.iter(|| black_box(rank(&m, v, &a100, &o).unwrap().simulated)),
+        );
+    }
     for devices in [8u64, 64, 512, 4096] {
         g.bench_with_input(
             BenchmarkId::new("gpt3-175b/devices", devices),

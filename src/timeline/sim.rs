@@ -458,6 +458,115 @@ impl Snapshot {
     }
 }
 
+/// The most device states remembered per virtual stage and pass (a pipeline's tasks meet one
+/// or two in its steady phase, a few more while it fills and drains).
+const MEMOS_PER_TASK: usize = 8;
+
+/// A device as a task of layers finds it: its start, each stream's free time after the start
+/// (0 when the stream is free by then: it can delay nothing the task issues, since everything
+/// the task issues is ready at the start or later), and the counters the task adds to.
+struct TaskEntry {
+    t0: f64,
+    after: [f64; 6],
+    busy: [f64; 6],
+    last: [Option<usize>; 6],
+    count: usize,
+}
+
+impl TaskEntry {
+    fn of(dev: &Device, t0: f64, count: usize) -> TaskEntry {
+        TaskEntry {
+            t0,
+            after: dev.free.map(|f| (f - t0).max(0.0)),
+            busy: dev.busy,
+            last: dev.last,
+            count,
+        }
+    }
+}
+
+/// What a task's layers did to its device, relative to the state it met ([`TaskEntry`]): a
+/// later task of the same stage and pass that meets the same state (to rounding: relative 1e-12
+/// of the times) does the same, shifted to its own start, because the event loop only takes
+/// maxima and sums of times.
+#[derive(Clone)]
+struct TaskMemo {
+    /// The state met: each stream's free time after the start.
+    met: [f64; 6],
+    /// The streams the task used, their free times after it (from its start) and their busy
+    /// seconds added.
+    used: [bool; 6],
+    free: [f64; 6],
+    busy: [f64; 6],
+    /// The task's end and its first event's start, from its start.
+    end: f64,
+    started: Option<f64>,
+    /// Events issued; each used stream's last event and the last blocking event, counted from
+    /// the task's first.
+    events: usize,
+    last: [Option<usize>; 6],
+    prev: Option<usize>,
+}
+
+impl TaskMemo {
+    fn of(
+        e: &TaskEntry,
+        dev: &Device,
+        t: f64,
+        prev: Option<usize>,
+        started: Option<f64>,
+        count: usize,
+    ) -> TaskMemo {
+        let used: [bool; 6] = std::array::from_fn(|i| dev.last[i] != e.last[i]);
+        TaskMemo {
+            met: e.after,
+            used,
+            free: std::array::from_fn(|i| dev.free[i] - e.t0),
+            busy: std::array::from_fn(|i| dev.busy[i] - e.busy[i]),
+            end: t - e.t0,
+            started: started.map(|s| s - e.t0),
+            events: count - e.count,
+            last: std::array::from_fn(|i| {
+                dev.last[i]
+                    .filter(|_| used[i])
+                    .map(|id| id.saturating_sub(e.count))
+            }),
+            prev: prev.filter(|&id| id >= e.count).map(|id| id - e.count),
+        }
+    }
+
+    /// Whether `e` is the state this task met.
+    fn met(&self, e: &TaskEntry) -> bool {
+        let tol = 1e-12 * e.t0.abs().max(1e-9);
+        (0..6).all(|i| (e.after[i] - self.met[i]).abs() <= tol)
+    }
+
+    /// Does to `dev` (from the task's start `t`) what the remembered task did.
+    fn apply(
+        &self,
+        dev: &mut Device,
+        t: &mut f64,
+        prev: &mut Option<usize>,
+        started: &mut Option<f64>,
+        count: &mut usize,
+    ) {
+        let (t0, base) = (*t, *count);
+        for i in 0..6 {
+            if self.used[i] {
+                dev.free[i] = t0 + self.free[i];
+                dev.busy[i] += self.busy[i];
+                dev.last[i] = self.last[i].map(|o| base + o);
+            }
+        }
+        if let Some(o) = self.prev {
+            *prev = Some(base + o);
+        }
+        *started = self.started.map(|s| t0 + s);
+        *count = base + self.events;
+        *t = t0 + self.end;
+    }
+}
+
 struct Device {
     /// Share of compute throughput a running collective takes (the table's contention).
     contention: f64,
@@ -739,6 +848,8 @@ fn run(
     // Per block and pass, the steady step of a run of its layers (two states a layer apart), once
     // a task has shown one; later tasks recognise it after a single layer.
     let mut steady: Vec<[Option<(Snapshot, Snapshot)>; 2]> = vec![[None, None]; plan.blocks.len()];
+    // Per virtual stage and pass, what its tasks did from the device states they met.
+    let mut memos: Vec<Vec<TaskMemo>> = vec![Vec::new(); 2 * nst];
     loop {
         let mut progress = false;
         let mut done = true;
@@ -777,7 +888,19 @@ fn run(
                 // the times are kept, and without per-layer gathers or gradient launches.
                 let repeat = !rec.keep && !fsdp && !grads_now;
                 let mut before: Option<Snapshot> = None;
+                // A task that finds its device as an earlier task of the same stage and pass
+                // found it (each stream's free time the same distance after the task's start,
+                // or free by then) does what that task did, shifted: its layers are not stepped.
+                let key = task.stage * 2 + slot;
+                let entry = repeat.then(|| TaskEntry::of(dev, t, rec.count));
+                let hit = entry
+                    .as_ref()
+                    .and_then(|e| memos[key].iter().find(|m| m.met(e)).cloned());
                 let mut j = 0;
+                if let Some(m) = &hit {
+                    m.apply(dev, &mut t, &mut prev, &mut started, &mut rec.count);
+                    j = items.len();
+                }
                 while j < items.len() {
                     let item = items[j];
                     j += 1;
@@ -916,6 +1039,11 @@ fn run(
                         continue;
                     }
                     before = Some(Snapshot { block: bi, ..after });
+                }
+                if let (Some(e), None) = (&entry, &hit) {
+                    if memos[key].len() < MEMOS_PER_TASK {
+                        memos[key].push(TaskMemo::of(e, dev, t, prev, started, rec.count));
+                    }
                 }
                 let start = started.unwrap_or(ready);
                 dev.work += t - start;
