@@ -87,18 +87,57 @@ struct Ctx<'a> {
     cp: MeshAxis,
     /// The expert-parallel groups: `ep` consecutive data-parallel ranks.
     ep: MeshAxis,
+    /// Per block, its gradient reductions as floats once (the backward that launches them runs
+    /// them for every copy of the block): the operator that makes each ready, and what it does.
+    grads: Vec<Vec<(usize, Grad)>>,
+}
+
+/// A gradient reduction as the simulator issues it.
+#[derive(Clone, Copy)]
+enum Grad {
+    /// A tensor- or expert-parallel collective issued at once: its stream, seconds and bytes.
+    Now(Stream, f64, f64),
+    /// Data-parallel bytes added to the bucket: on the wire, and as the bus carries them.
+    Bucket { wire: f64, full: f64 },
 }
 
 impl<'a> Ctx<'a> {
     fn new(plan: &'a TimingPlan, rates: &'a Rates, mesh: &'a Mesh) -> Ctx<'a> {
-        Ctx {
+        let mut ctx = Ctx {
             plan,
             rates,
             tp: mesh.axis(AxisKind::Tp),
             dp: mesh.grad_axis(),
             cp: mesh.cp_axis(),
             ep: expert_axis(mesh, plan.knobs.ep),
-        }
+            grads: Vec::new(),
+        };
+        ctx.grads = plan
+            .blocks
+            .iter()
+            .map(|b| {
+                b.grads
+                    .iter()
+                    .map(|(op, c)| {
+                        let g = match c.axis {
+                            Axis::Tp | Axis::Ep => {
+                                let (stream, dur, bytes) = ctx.comm(c);
+                                Grad::Now(stream, dur, bytes)
+                            }
+                            Axis::Dp => {
+                                let wire = f(&c.bytes);
+                                Grad::Bucket {
+                                    wire,
+                                    full: wire / bus_factor(c.kind, ctx.dp.size.max(2)),
+                                }
+                            }
+                        };
+                        (*op, g)
+                    })
+                    .collect()
+            })
+            .collect();
+        ctx
     }
 
     /// Seconds one micro-batch's backward spends adding the weight gradient of `params` local
@@ -785,6 +824,24 @@ fn run(
     }
     // Parameter elements per device of each block, as floats once (FSDP gathers them per item).
     let block_params: Vec<f64> = plan.blocks.iter().map(|b| f(&b.params)).collect();
+    // For each item, the first and last item of its run of copies of the same block.
+    let n = plan.items.len();
+    let mut run_start = vec![0usize; n];
+    let mut run_end = vec![0usize; n];
+    for i in 0..n {
+        run_start[i] = if i > 0 && plan.items[i - 1] == plan.items[i] {
+            run_start[i - 1]
+        } else {
+            i
+        };
+    }
+    for i in (0..n).rev() {
+        run_end[i] = if i + 1 < n && plan.items[i + 1] == plan.items[i] {
+            run_end[i + 1]
+        } else {
+            i
+        };
+    }
     let passes: Vec<[Vec<SimStep>; 2]> = (0..plan.blocks.len())
         .map(|b| [ctx.steps(b, Pass::Forward), ctx.steps(b, Pass::Backward)])
         .collect();
@@ -871,11 +928,16 @@ fn run(
                 let mut t = ready.max(dev.task_end);
                 let mut prev = dep_event;
                 let mut started: Option<f64> = None;
+                // The task's block copies, in the order it runs them (backward in reverse).
                 let range = first[task.stage]..first[task.stage + 1];
-                let items: Vec<usize> = if task.pass == Pass::Forward {
-                    range.collect()
-                } else {
-                    range.rev().collect()
+                let forward = task.pass == Pass::Forward;
+                let n_items = range.len();
+                let item_at = |j: usize| {
+                    if forward {
+                        range.start + j
+                    } else {
+                        range.end - 1 - j
+                    }
                 };
                 let grads_now = task.pass == Pass::Backward && last_bwd[task.stage] == pos[d];
                 let mut last_compute: Option<(f64, f64)> = None;
@@ -899,10 +961,10 @@ fn run(
                 let mut j = 0;
                 if let Some(m) = &hit {
                     m.apply(dev, &mut t, &mut prev, &mut started, &mut rec.count);
-                    j = items.len();
+                    j = n_items;
                 }
-                while j < items.len() {
-                    let item = items[j];
+                while j < n_items {
+                    let item = item_at(j);
                     j += 1;
                     let bi = plan.items[item];
                     let params = block_params[bi];
@@ -1014,10 +1076,12 @@ fn run(
                         continue;
                     }
                     let after = Snapshot::of(dev, t, prev, last_compute, rec.count);
-                    let rest = items[j..]
-                        .iter()
-                        .take_while(|&&x| plan.items[x] == bi)
-                        .count();
+                    // The copies of the same block still to come in this task.
+                    let rest = if forward {
+                        run_end[item].min(range.end - 1) - item
+                    } else {
+                        item - run_start[item].max(range.start)
+                    };
                     // The steady step of this block and pass, once any task has shown it.
                     let step = match (&before, &steady[bi][slot]) {
                         (_, Some((from, to))) if after.is_steady(from, to) => Some((*from, *to)),
@@ -1129,7 +1193,7 @@ fn run(
         let params: f64 = (0..nst)
             .filter(|s| s % p == d)
             .flat_map(|s| first[s]..first[s + 1])
-            .map(|i| f(&plan.blocks[plan.items[i]].params))
+            .map(|i| block_params[plan.items[i]])
             .sum();
         let ready = dev.free.iter().cloned().fold(0.0, f64::max);
         let deps: Vec<usize> = dev.last.iter().flatten().copied().collect();
@@ -1207,21 +1271,19 @@ fn launch_grads(
     item: usize,
     (d, ready, t): (usize, usize, f64),
 ) {
-    for (k, c) in &ctx.plan.blocks[bi].grads {
+    for (k, g) in &ctx.grads[bi] {
         if *k != op {
             continue;
         }
-        match c.axis {
-            Axis::Tp | Axis::Ep => {
-                let (stream, dur, bytes) = ctx.comm(c);
+        match *g {
+            Grad::Now(stream, dur, bytes) => {
                 let e = grad_event(d, stream, dur, bytes, dev.buckets, Some(item), ready);
                 dev.buckets += 1;
                 dev.push(rec, e, t);
             }
-            Axis::Dp => {
-                let wire = f(&c.bytes);
+            Grad::Bucket { wire, full } => {
                 dev.bucket_wire += wire;
-                dev.bucket_full += wire / bus_factor(c.kind, ctx.dp.size.max(2));
+                dev.bucket_full += full;
                 dev.bucket_ready = Some((ready, t));
                 if dev.bucket_full >= BUCKET_BYTES && ctx.plan.knobs.overlap.grad_reduce {
                     flush_bucket(ctx, dev, rec, d);
