@@ -564,25 +564,12 @@ pub fn check_divisibility(
     Ok(())
 }
 
-/// Splits items of times `t` into exactly `pp` contiguous stages, minimising the largest stage
-/// time: [`partition_runs`] of the items' runs of equal times.
-pub fn partition(t: &[f64], pp: usize) -> Option<Vec<usize>> {
-    let mut runs: Vec<(f64, usize)> = Vec::new();
-    for &x in t {
-        match runs.last_mut() {
-            Some((y, c)) if y.to_bits() == x.to_bits() => *c += 1,
-            _ => runs.push((x, 1)),
-        }
-    }
-    partition_runs(&runs, pp)
-}
-
 /// Splits items given as runs of equal times — (time, items) in order, as a model's blocks
 /// and their copies — into exactly `pp` contiguous stages, minimising the largest stage time:
 /// a binary search on the largest load with a greedy packing ([`pack_runs`]), then the stages
 /// with most items split until there are `pp` (splitting never raises the largest load).
 /// Returns the stage boundaries (item indices).
-pub fn partition_runs(runs: &[(f64, usize)], pp: usize) -> Option<Vec<usize>> {
+fn partition_runs(runs: &[(f64, usize)], pp: usize) -> Option<Vec<usize>> {
     let n: usize = runs.iter().map(|r| r.1).sum();
     if pp == 0 || pp > n {
         return None;
@@ -607,15 +594,14 @@ pub fn partition_runs(runs: &[(f64, usize)], pp: usize) -> Option<Vec<usize>> {
             pack_items(&items, limit, stop, bounds)
         }
     };
-    let lo = runs.iter().map(|r| r.0).fold(0.0, f64::max);
+    let mut lo = runs.iter().map(|r| r.0).fold(0.0, f64::max);
     // One stage holding everything, loaded as the packing loads it: this limit always fits.
-    let hi = if regular {
+    let mut hi = if regular {
         runs.iter()
             .fold(0.0, |l, &(x, c)| if c == 0 { l } else { l + c as f64 * x })
     } else {
         items.iter().sum::<f64>()
     };
-    let (mut lo, mut hi) = (lo, hi);
     for _ in 0..64 {
         let mid = 0.5 * (lo + hi);
         if pack(mid, pp, None) <= pp {
@@ -857,14 +843,13 @@ fn plan_pipeline(
     }
     // Each block copy's time for one micro-batch, what the partition balances: a run of equal
     // times per block (blocks without copies hold no items).
-    let runs: Vec<(usize, f64, usize)> = numbers
+    let (blocks, runs): (Vec<usize>, Vec<(f64, usize)>) = numbers
         .iter()
         .enumerate()
         .filter(|(_, n)| n.repeat > 0)
-        .map(|(b, n)| (b, cf[b].block_time(kap), n.repeat as usize))
-        .collect();
-    let times: Vec<(f64, usize)> = runs.iter().map(|&(_, x, c)| (x, c)).collect();
-    let bounds = partition_runs(&times, k.pp as usize).ok_or(StrategyError::NoPartition)?;
+        .map(|(b, n)| (b, (cf[b].block_time(kap), n.repeat as usize)))
+        .unzip();
+    let bounds = partition_runs(&runs, k.pp as usize).ok_or(StrategyError::NoPartition)?;
     // Copies of each block on each stage, in order: the blocks' item ranges cut at the bounds.
     let mut stage_counts: Vec<Vec<(usize, u64)>> = Vec::with_capacity(k.pp as usize);
     let mut run = 0;
@@ -872,16 +857,16 @@ fn plan_pipeline(
     for w in bounds.windows(2) {
         let (a, b) = (w[0], w[1]);
         let mut counts = Vec::new();
-        while run < runs.len() && start + runs[run].2 <= a {
-            start += runs[run].2;
+        while run < runs.len() && start + runs[run].1 <= a {
+            start += runs[run].1;
             run += 1;
         }
         let (mut r, mut first) = (run, start);
         while r < runs.len() && first < b {
-            let end = first + runs[r].2;
+            let end = first + runs[r].1;
             let held = end.min(b) - first.max(a);
             if held > 0 {
-                counts.push((runs[r].0, held as u64));
+                counts.push((blocks[r], held as u64));
             }
             first = end;
             r += 1;

@@ -146,11 +146,6 @@ fn timed(plan: &TimingPlan, calib: &Calibration, keep: bool) -> Result<Timeline>
     // layers at once), so that a step has the same figures with or without its events; the
     // events, for traces and charts, from the simulation of every event (equal to 1e-9).
     let times = simulate_times(plan, &rates, gpn).map_err(Error::Usage)?;
-    let sim = if keep {
-        simulate(plan, &rates, gpn).map_err(Error::Usage)?
-    } else {
-        times.clone()
-    };
     let k = &plan.knobs;
     let per_stage = k.tp * k.cp * k.dp;
     let t = times.iteration;
@@ -196,6 +191,11 @@ fn timed(plan: &TimingPlan, calib: &Calibration, keep: bool) -> Result<Timeline>
                 },
             })
             .collect(),
+    };
+    let sim = if keep {
+        simulate(plan, &rates, gpn).map_err(Error::Usage)?
+    } else {
+        times
     };
     Ok(Timeline {
         plan: plan.clone(),

@@ -371,6 +371,18 @@ impl<'a> Ctx<'a> {
     }
 }
 
+/// Whether two times near `t` are equal to rounding: within relative 1e-12 of `t` (what the
+/// steady-state shortcuts of [`run`] compare their states with).
+fn near_at(t: f64) -> impl Fn(f64, f64) -> bool {
+    let tol = 1e-12 * t.abs().max(1e-9);
+    move |x, y| (x - y).abs() <= tol
+}
+
+/// The streams that issued events between two states: those whose last event changed.
+fn used_streams(before: &[Option<usize>; 6], after: &[Option<usize>; 6]) -> [bool; 6] {
+    std::array::from_fn(|i| after[i] != before[i])
+}
+
 /// A device's state after a layer of a task, for recognising the steady state of a run of
 /// equal layers (see [`run`]): when a layer changed it exactly as the layer before did, shifted
 /// by the same seconds, so does every further layer of the run.
@@ -413,15 +425,14 @@ impl Snapshot {
 
     /// The streams used between `from` and `to` (their last event changed).
     fn used(from: &Snapshot, to: &Snapshot) -> [bool; 6] {
-        std::array::from_fn(|i| to.last[i] != from.last[i])
+        used_streams(&from.last, &to.last)
     }
 
     /// Whether `self` has the `used` streams as far from its task's time as `to` has them, the
     /// other streams free by `idle_by`, and the last compute step where `to` has it. Equal to
     /// rounding: relative 1e-12 of the times.
     fn placed_as(&self, to: &Snapshot, used: [bool; 6], idle_by: f64) -> bool {
-        let tol = 1e-12 * self.t.abs().max(1e-9);
-        let near = |x: f64, y: f64| (x - y).abs() <= tol;
+        let near = near_at(self.t);
         let streams = (0..6).all(|i| {
             if used[i] {
                 near(self.free[i] - self.t, to.free[i] - to.t)
@@ -528,10 +539,10 @@ impl TaskEntry {
 /// later task of the same stage and pass that meets the same state (to rounding: relative 1e-12
 /// of the times) does the same, shifted to its own start, because the event loop only takes
 /// maxima and sums of times.
-#[derive(Clone)]
+#[derive(Clone, Copy)]
 struct TaskMemo {
     /// The state met: each stream's free time after the start.
-    met: [f64; 6],
+    entry: [f64; 6],
     /// The streams the task used, their free times after it (from its start) and their busy
     /// seconds added.
     used: [bool; 6],
@@ -556,28 +567,24 @@ impl TaskMemo {
         started: Option<f64>,
         count: usize,
     ) -> TaskMemo {
-        let used: [bool; 6] = std::array::from_fn(|i| dev.last[i] != e.last[i]);
+        let used = used_streams(&e.last, &dev.last);
         TaskMemo {
-            met: e.after,
+            entry: e.after,
             used,
             free: std::array::from_fn(|i| dev.free[i] - e.t0),
             busy: std::array::from_fn(|i| dev.busy[i] - e.busy[i]),
             end: t - e.t0,
             started: started.map(|s| s - e.t0),
             events: count - e.count,
-            last: std::array::from_fn(|i| {
-                dev.last[i]
-                    .filter(|_| used[i])
-                    .map(|id| id.saturating_sub(e.count))
-            }),
+            last: std::array::from_fn(|i| dev.last[i].filter(|_| used[i]).map(|id| id - e.count)),
             prev: prev.filter(|&id| id >= e.count).map(|id| id - e.count),
         }
     }
 
     /// Whether `e` is the state this task met.
     fn met(&self, e: &TaskEntry) -> bool {
-        let tol = 1e-12 * e.t0.abs().max(1e-9);
-        (0..6).all(|i| (e.after[i] - self.met[i]).abs() <= tol)
+        let near = near_at(e.t0);
+        (0..6).all(|i| near(e.after[i], self.entry[i]))
     }
 
     /// Does to `dev` (from the task's start `t`) what the remembered task did.
@@ -957,7 +964,7 @@ fn run(
                 let entry = repeat.then(|| TaskEntry::of(dev, t, rec.count));
                 let hit = entry
                     .as_ref()
-                    .and_then(|e| memos[key].iter().find(|m| m.met(e)).cloned());
+                    .and_then(|e| memos[key].iter().find(|m| m.met(e)).copied());
                 let mut j = 0;
                 if let Some(m) = &hit {
                     m.apply(dev, &mut t, &mut prev, &mut started, &mut rec.count);
