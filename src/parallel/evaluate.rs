@@ -748,21 +748,87 @@ fn expert_view(n: &BlockNumbers, k: &Knobs) -> Result<ExpertView<Rational>, Stra
 struct Plan {
     /// Per block, its costs as floats.
     cf: Vec<BlockCost<f64>>,
-    /// Copies of each block on each stage, in order.
-    stage_counts: Vec<Vec<(usize, u64)>>,
+    /// The stages, in order, as runs of consecutive stages that hold the same copies (a
+    /// pipeline of equal layers has a few runs however many stages it has).
+    groups: Vec<StageGroup>,
+    /// Pipeline stages.
+    stages: usize,
     /// Model chunks per device.
     v: u64,
 }
 
+/// A stage's copies and the blocks whose boundaries it receives and sends ([`Plan::place`]).
+type StagePlace<'a> = (&'a [(usize, u64)], Option<usize>, Option<usize>);
+
+/// Consecutive pipeline stages holding the same block copies.
+struct StageGroup {
+    /// The first of them.
+    first: usize,
+    /// How many.
+    len: usize,
+    /// Copies of each block on each of them, in order.
+    counts: Vec<(usize, u64)>,
+}
+
 impl Plan {
+    /// The copies of each block on stage `s`, in order.
+    fn counts(&self, s: usize) -> &[(usize, u64)] {
+        let g = self.groups.partition_point(|g| g.first <= s) - 1;
+        &self.groups[g].counts
+    }
+
     /// The floating-point costs of stage `s`: its blocks' summed over their copies on it.
     fn stage_cost(&self, s: usize) -> BlockCost<f64> {
-        BlockCost::stage(&self.cf, &self.stage_counts[s])
+        BlockCost::stage(&self.cf, self.counts(s))
     }
 
     /// The block of stage `s`'s last copy: the block whose output the stage sends on.
     fn last_block(&self, s: usize) -> Option<usize> {
-        self.stage_counts.get(s)?.last().map(|(b, _)| *b)
+        if s >= self.stages {
+            return None;
+        }
+        self.counts(s).last().map(|(b, _)| *b)
+    }
+
+    /// What stage `s`'s exact times depend on (of `pp` stages): its copies and the blocks whose
+    /// boundaries it receives and sends.
+    fn place(&self, s: usize, pp: u64) -> StagePlace<'_> {
+        let prev = if s > 0 { self.last_block(s - 1) } else { None };
+        let next = if (s as u64) + 1 < pp {
+            self.last_block(s)
+        } else {
+            None
+        };
+        (self.counts(s), prev, next)
+    }
+
+    /// Copies of each block on each stage, stage by stage.
+    fn stage_counts(&self) -> Vec<Vec<(usize, u64)>> {
+        self.groups
+            .iter()
+            .flat_map(|g| std::iter::repeat_n(g.counts.clone(), g.len))
+            .collect()
+    }
+
+    /// The stages that stand for all: of each group its first, its second and its last. A
+    /// group's stages hold the same copies; its inner stages have neighbours holding them too,
+    /// so they send and receive the same boundaries and differ only in the micro-batches in
+    /// flight, which never grow with the stage index ([`in_flight`]): the first holds the most.
+    /// With `all`, every stage.
+    fn representatives(&self, all: bool) -> impl Iterator<Item = (usize, &StageGroup)> + '_ {
+        self.groups.iter().flat_map(move |g| {
+            let n = if all { g.len } else { g.len.min(3) };
+            (0..n).map(move |i| {
+                let s = if all || i == 0 {
+                    g.first + i
+                } else if i + 1 == n {
+                    g.first + g.len - 1
+                } else {
+                    g.first + 1
+                };
+                (s, g)
+            })
+        })
     }
 }
 
@@ -837,7 +903,12 @@ fn plan_pipeline(
             .collect();
         return Ok(Plan {
             cf,
-            stage_counts: vec![counts],
+            groups: vec![StageGroup {
+                first: 0,
+                len: 1,
+                counts,
+            }],
+            stages: 1,
             v,
         });
     }
@@ -850,13 +921,15 @@ fn plan_pipeline(
         .map(|(b, n)| (b, (cf[b].block_time(kap), n.repeat as usize)))
         .unzip();
     let bounds = partition_runs(&runs, k.pp as usize).ok_or(StrategyError::NoPartition)?;
-    // Copies of each block on each stage, in order: the blocks' item ranges cut at the bounds.
-    let mut stage_counts: Vec<Vec<(usize, u64)>> = Vec::with_capacity(k.pp as usize);
+    // Copies of each block on each stage, in order: the blocks' item ranges cut at the bounds;
+    // consecutive stages with the same copies form one group.
+    let mut groups: Vec<StageGroup> = Vec::new();
+    let mut counts = Vec::new();
     let mut run = 0;
     let mut start = 0; // first item of `runs[run]`
-    for w in bounds.windows(2) {
+    for (s, w) in bounds.windows(2).enumerate() {
         let (a, b) = (w[0], w[1]);
-        let mut counts = Vec::new();
+        counts.clear();
         while run < runs.len() && start + runs[run].1 <= a {
             start += runs[run].1;
             run += 1;
@@ -871,11 +944,19 @@ fn plan_pipeline(
             first = end;
             r += 1;
         }
-        stage_counts.push(counts);
+        match groups.last_mut() {
+            Some(g) if g.counts == counts => g.len += 1,
+            _ => groups.push(StageGroup {
+                first: s,
+                len: 1,
+                counts: counts.clone(),
+            }),
+        }
     }
     Ok(Plan {
         cf,
-        stage_counts,
+        groups,
+        stages: bounds.len() - 1,
         v,
     })
 }
@@ -902,7 +983,7 @@ pub fn pipeline_stage_counts(
     let mesh = Mesh::of(k, gpus_per_node);
     let layer_block = layer_blocks(model);
     let kap = mesh_kappas(&mesh, k, kappa, kappa_hbm);
-    Ok(plan_pipeline(numbers, &layer_block, k, &kap)?.stage_counts)
+    Ok(plan_pipeline(numbers, &layer_block, k, &kap)?.stage_counts())
 }
 
 /// The balances of the links of `k`'s parallel dimensions on `mesh` (`kappa` of each link's
@@ -940,7 +1021,7 @@ fn stage_boundary<T: Amount>(
             p2p = p2p + boundary(b);
         }
     }
-    if let Some(b) = interleaved_boundary(&plan.stage_counts[s], layer_block, v) {
+    if let Some(b) = interleaved_boundary(plan.counts(s), layer_block, v) {
         p2p = p2p + T::int(2 * (v - 1)) * boundary(b);
     }
     p2p
@@ -966,24 +1047,29 @@ fn full_layer_saved<T: Amount>(
     most
 }
 
-/// Floating-point (time, time with data-parallel and point-to-point traffic, memory) per stage,
-/// for choosing which stages to price exactly: the formulas of the exact pricing
-/// ([`StagePricer::price`]) on the costs as floats.
+/// Floating-point (time, time with data-parallel and point-to-point traffic, memory) of each
+/// stage (`all`), for choosing which stages to price exactly, or of each stage that stands for
+/// others ([`Plan::representatives`], in their order), for the screen: the formulas of the exact
+/// pricing ([`StagePricer::price`]) on the costs as floats. The stages a representative stands
+/// for have its time and at most its memory, so the maxima over all stages are the maxima over
+/// the representatives.
 fn rough_stages(
     plan: &Plan,
     numbers: &[BlockNumbers],
     layer_block: &[bool],
     k: &Knobs,
     kap: &Kappas<f64>,
+    all: bool,
 ) -> Vec<RoughStage> {
     let mf = k.microbatches as f64;
     let full_recompute = full_layer_saved(numbers, layer_block, k, |n| n.approx.saved);
-    let mut rough: Vec<RoughStage> = Vec::with_capacity(plan.stage_counts.len());
+    let mut rough: Vec<RoughStage> = Vec::with_capacity(3 * plan.groups.len());
     // What depends on a stage's blocks alone, computed once for each distinct content (the
     // stages of a pipeline of equal layers hold one of a few): the same operations on the same
     // values, so the same floats.
     let mut seen: Vec<(&[(usize, u64)], StageParts)> = Vec::new();
-    for (s, counts) in plan.stage_counts.iter().enumerate() {
+    for (s, group) in plan.representatives(all) {
+        let counts = &group.counts;
         let known = seen
             .iter()
             .find(|(c, _)| *c == counts.as_slice())
@@ -1145,7 +1231,7 @@ fn estimate_planned(
     k: &Knobs,
     kap: &Kappas<f64>,
 ) -> Estimate {
-    let rough = rough_stages(plan, numbers, layer_block, k, kap);
+    let rough = rough_stages(plan, numbers, layer_block, k, kap, false);
     let mf = k.microbatches as f64;
     let bs = (0..rough.len())
         .max_by(|a, b| rough[*a].full.total_cmp(&rough[*b].full))
@@ -1255,6 +1341,7 @@ struct Traffic {
 }
 
 /// One stage priced exactly.
+#[derive(Clone)]
 struct PricedStage {
     /// What the evaluation reports of it.
     stage: Stage,
@@ -1296,11 +1383,32 @@ impl StagePricer<'_> {
         }
     }
 
-    /// Stage `s` priced exactly: its compute (memory-bound operators cost their HBM traffic at
-    /// κ_hbm), memory, time and traffic.
-    fn price(&self, s: usize) -> PricedStage {
+    /// The stages `pick`, priced exactly: stages in the same place ([`Plan::place`]) share
+    /// their times and traffic, priced once; each has its own memory.
+    fn price_all(&self, pick: &[usize]) -> Vec<PricedStage> {
+        let mut known: Vec<(StagePlace<'_>, usize, BlockCost<Rational>)> = Vec::new();
+        let mut priced: Vec<PricedStage> = Vec::with_capacity(pick.len());
+        for &s in pick {
+            let place = self.plan.place(s, self.k.pp);
+            if let Some((_, at, c)) = known.iter().find(|(p, ..)| *p == place) {
+                let mut p = priced[*at].clone();
+                p.stage.stage = s as u64;
+                p.stage.memory = self.memory(c, s);
+                priced.push(p);
+            } else {
+                let c = BlockCost::stage(self.costs, self.plan.counts(s));
+                let p = self.price(s, &c);
+                known.push((place, priced.len(), c));
+                priced.push(p);
+            }
+        }
+        priced
+    }
+
+    /// Stage `s` (its summed costs `c`) priced exactly: its compute (memory-bound operators
+    /// cost their HBM traffic at κ_hbm), memory, time and traffic.
+    fn price(&self, s: usize, c: &BlockCost<Rational>) -> PricedStage {
         let (m, kap) = (&self.m, &self.links.kap);
-        let c = BlockCost::stage(self.costs, &self.plan.stage_counts[s]);
         let compute = &c.compute * m;
         let hbm_cost = &kap.hbm * c.hbm_traffic(self.k) * m;
         let time = c.time(m, kap, self.k);
@@ -1313,8 +1421,10 @@ impl StagePricer<'_> {
             ep: &c.ep_bytes * m,
             cp: &c.cp_bytes * m,
         };
-        let memory = self.memory(&c, s);
-        let items = self.plan.stage_counts[s]
+        let memory = self.memory(c, s);
+        let items = self
+            .plan
+            .counts(s)
             .iter()
             .map(|(b, c)| (self.a.blocks[*b].name.clone(), *c))
             .collect();
@@ -1334,41 +1444,43 @@ impl StagePricer<'_> {
 
 /// The stages worth pricing exactly, in order: every stage within a relative 1e-9 of a maximum
 /// of the floating-point `rough` (time, full time, memory), so that a near tie cannot hide the
-/// true maximum; stages with the same blocks, neighbours and micro-batches in flight are the
-/// same stage, and one of each kind is priced. With `detail`, all stages.
+/// true maximum. Stages with the same blocks and neighbours have the same exact times, so one of
+/// each kind is priced for the times; their memory also depends on the micro-batches in flight,
+/// so one of each kind and count is priced for memory. With `detail`, all stages.
 fn stages_to_price(rough: &[RoughStage], plan: &Plan, k: &Knobs, detail: bool) -> Vec<usize> {
-    let stage_counts = &plan.stage_counts;
-    let key = |s: usize| {
-        let prev = if s > 0 { plan.last_block(s - 1) } else { None };
-        let next = if (s as u64) + 1 < k.pp {
-            plan.last_block(s)
-        } else {
-            None
-        };
-        let fly = if k.schedule == Schedule::Gpipe {
+    if detail {
+        return (0..plan.stages).collect();
+    }
+    let place = |s: usize| plan.place(s, k.pp);
+    let fly = |s: usize| {
+        if k.schedule == Schedule::Gpipe {
             k.microbatches
         } else {
             k.microbatches.min(k.pp - s as u64)
-        };
-        (stage_counts[s].clone(), prev, next, fly)
+        }
     };
     let mut pick: Vec<usize> = Vec::new();
-    let mut seen = Vec::new();
+    let mut timed = Vec::new();
+    let mut held = Vec::new();
     let measures: [fn(&RoughStage) -> f64; 3] = [|x| x.time, |x| x.full, |x| x.memory];
-    for get in measures {
+    for (m, get) in measures.iter().enumerate() {
         let top = rough.iter().map(get).fold(f64::MIN, f64::max);
         for (s, x) in rough.iter().enumerate() {
-            if get(x) >= top - top.abs() * 1e-9 && !pick.contains(&s) {
-                let kk = key(s);
-                if !seen.contains(&kk) {
-                    seen.push(kk);
-                    pick.push(s);
-                }
+            if get(x) < top - top.abs() * 1e-9 || pick.contains(&s) {
+                continue;
+            }
+            let p = place(s);
+            let new = if m < 2 {
+                !timed.contains(&p)
+            } else {
+                !held.contains(&(p, fly(s)))
+            };
+            if new {
+                held.push((p, fly(s)));
+                timed.push(p);
+                pick.push(s);
             }
         }
-    }
-    if detail {
-        pick = (0..stage_counts.len()).collect();
     }
     pick.sort_unstable();
     pick
@@ -1606,7 +1718,7 @@ pub fn evaluate_with(
     let costs = block_costs(numbers, &layer_block, k)?;
     let kap = links.kappas();
     let plan = plan_pipeline(numbers, &layer_block, k, &kap)?;
-    let rough = rough_stages(&plan, numbers, &layer_block, k, &kap);
+    let rough = rough_stages(&plan, numbers, &layer_block, k, &kap, true);
     let pricer = StagePricer {
         a,
         k,
@@ -1618,14 +1730,14 @@ pub fn evaluate_with(
         full_layer_saved: full_layer_saved(numbers, &layer_block, k, |n| n.exact.saved.clone()),
     };
     let pick = stages_to_price(&rough, &plan, k, detail);
-    let priced: Vec<PricedStage> = pick.iter().map(|&s| pricer.price(s)).collect();
+    let priced = pricer.price_all(&pick);
     let Busiest {
         at: bs,
         bubble_fraction,
         relative,
     } = relative_cost(&priced, &links, k, plan.v)?;
     let mut comm = Vec::new();
-    let busiest_blocks = &plan.stage_counts[pick[bs]];
+    let busiest_blocks = plan.counts(pick[bs]);
     if detail {
         comm.extend(analysis_rows(a, numbers, k, &links, busiest_blocks)?);
     }
@@ -1772,6 +1884,75 @@ mod tests {
                 }
             }
             prop_assert!(got <= best[pp][n] * (1.0 + 1e-9), "{} > {}", got, best[pp][n]);
+        }
+
+        /// The screen's maxima over each stage group's representatives (its first, second and
+        /// last stage) are the maxima over every stage, bit for bit: pipelines of random depth,
+        /// schedule, micro-batches and recomputation, of GPT-3 125M (first and last stages
+        /// unlike the others) and of a model of one repeated layer (every stage alike but for
+        /// its neighbours).
+        #[test]
+        fn representatives_give_every_stage_maxima(
+            layers in 2u64..80,
+            pp in 2u64..40,
+            m in 1u64..48,
+            schedule in 0usize..3,
+            recompute in 0usize..3,
+            bare: bool,
+        ) {
+            let loader = crate::model::ModelLoader::embedded().unwrap();
+            let model = if bare {
+                let text = "name: layers-only\n\
+                    graph:\n  symbols: {B: batch, H: hidden, L: layers}\n  \
+                    inputs:\n    x: {dims: [B, H]}\n  \
+                    blocks:\n    - name: layer\n      repeat: L\n      input: x\n      \
+                    output: fc\n      ops:\n        \
+                    - {name: fc, op: matmul, bind: {b: B, k: H, n: H}, in: {x: in}}\n\
+                    symbols: {B: 8, H: 16, L: 2}\n";
+                loader
+                    .load(&crate::diag::Source::new("layers-only.yaml", text.to_string()))
+                    .unwrap()
+            } else {
+                loader.resolve("gpt3-125m").unwrap()
+            };
+            let mut values = model.values.clone();
+            values.insert("L".into(), Rational::from_integer(layers.into()));
+            values.insert("B".into(), Rational::from_integer((2 * m * 4).into()));
+            let schedule = [Schedule::Gpipe, Schedule::OneFOneB, Schedule::Interleaved][schedule];
+            let k = Knobs {
+                pp,
+                microbatches: m,
+                schedule,
+                chunks: if schedule == Schedule::Interleaved { 2 } else { 1 },
+                recompute: [Recompute::None, Recompute::Selective, Recompute::Full][recompute],
+                ..Knobs::data_parallel(2)
+            };
+            let a = super::super::analysis::analyse(&model, &Default::default());
+            let numbers = block_numbers(&a, &microbatch_bindings(&model, &values, &k)).unwrap();
+            let layer_block = layer_blocks(&model);
+            let kap = Kappas { tp: 2000.0, ep: 2000.0, cp: 2000.0, dp: 20000.0, p2p: 20000.0, hbm: 300.0 };
+            let Ok(plan) = plan_pipeline(&numbers, &layer_block, &k, &kap) else {
+                return Ok(());
+            };
+            let few = rough_stages(&plan, &numbers, &layer_block, &k, &kap, false);
+            let all = rough_stages(&plan, &numbers, &layer_block, &k, &kap, true);
+            prop_assert_eq!(all.len() as u64, pp);
+            prop_assert!(few.len() <= 3 * plan.groups.len());
+            let most = |r: &[RoughStage], f: fn(&RoughStage) -> f64| {
+                r.iter().map(f).fold(f64::MIN, f64::max)
+            };
+            for f in [
+                (|x: &RoughStage| x.time) as fn(&RoughStage) -> f64,
+                |x| x.full,
+                |x| x.memory,
+                |x| x.compute,
+            ] {
+                prop_assert_eq!(most(&few, f).to_bits(), most(&all, f).to_bits());
+            }
+            // Every stage's times are its group representative's.
+            for (s, x) in all.iter().enumerate() {
+                prop_assert!(few.iter().any(|y| y.time == x.time && y.full == x.full && y.memory >= x.memory), "stage {}", s);
+            }
         }
     }
 }

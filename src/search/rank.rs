@@ -743,12 +743,23 @@ pub fn rank_with_progress(
     let evaluated = estimates.len();
     let cap = opts.memory.to_f64().unwrap_or(f64::MAX);
     let fits = |e: &Estimate| e.memory <= cap * (1.0 + 1e-9);
-    estimates.sort_by(|(_, a), (_, b)| {
-        fits(b)
-            .cmp(&fits(a))
-            .then(a.total.total_cmp(&b.total))
-            .then(a.memory.total_cmp(&b.memory))
+    // Sorted by small keys (ties in their first order), then moved into that order once.
+    let mut order: Vec<(bool, f64, f64, usize)> = estimates
+        .iter()
+        .enumerate()
+        .map(|(i, (_, e))| (!fits(e), e.total, e.memory, i))
+        .collect();
+    order.sort_unstable_by(|a, b| {
+        a.0.cmp(&b.0)
+            .then(a.1.total_cmp(&b.1))
+            .then(a.2.total_cmp(&b.2))
+            .then(a.3.cmp(&b.3))
     });
+    let mut slots: Vec<Option<(Cand, Estimate)>> = estimates.into_iter().map(Some).collect();
+    let estimates: Vec<(Cand, Estimate)> = order
+        .iter()
+        .filter_map(|&(.., i)| slots[i].take())
+        .collect();
     let feasible_est = estimates.iter().filter(|(_, e)| fits(e)).count();
     if opts.seconds {
         let mut r = rank_by_seconds(
