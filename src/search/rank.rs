@@ -1057,37 +1057,32 @@ fn rank_by_seconds(
             .ok()
         });
         let Some(ch) = ch else { continue };
-        let repeats: Vec<u64> = numbers.iter().map(|n| n.repeat).collect();
         // The partition depends on neither the ZeRO stage nor (interleaved) the partition
         // search; share it between the strategies that differ only there.
         let interleaved = k.schedule == Schedule::Interleaved && k.chunks > 1;
         let pkey = (key, k.pp, k.recompute, k.schedule, k.chunks, k.ep);
-        let partition = match partitions.get(&pkey) {
-            Some(p) => p.clone(),
-            None => {
-                let p = if interleaved {
-                    Some(Vec::new())
-                } else {
-                    crate::parallel::evaluate::pipeline_stage_counts(
-                        model,
-                        numbers,
-                        k,
-                        search.kappa,
-                        kappa_hbm,
-                        opts.gpus_per_node,
-                    )
-                    .ok()
-                };
-                partitions.insert(pkey, p.clone());
-                p
-            }
-        };
-        let Some(partition) = partition else { continue };
-        let Some(stages) = virtual_stages(ch, &repeats, &partition, k) else {
-            continue;
-        };
+        // The virtual stages, shared the same way (they follow from the partition, the
+        // schedule and the chunks).
+        let stages = partitions.entry(pkey).or_insert_with(|| {
+            let partition = if interleaved {
+                Vec::new()
+            } else {
+                crate::parallel::evaluate::pipeline_stage_counts(
+                    model,
+                    numbers,
+                    k,
+                    search.kappa,
+                    kappa_hbm,
+                    opts.gpus_per_node,
+                )
+                .ok()?
+            };
+            let repeats: Vec<u64> = numbers.iter().map(|n| n.repeat).collect();
+            virtual_stages(ch, &repeats, &partition, k).map(|s| s.into_owned())
+        });
+        let Some(stages) = stages else { continue };
         bounded.push((
-            lower_bound(ch, &stages, k, &rates, opts.gpus_per_node),
+            lower_bound(ch, stages, k, &rates, opts.gpus_per_node),
             c,
             e.memory,
         ));

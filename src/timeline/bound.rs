@@ -98,18 +98,21 @@ pub fn chains(
     })
 }
 
+/// The copies of each block a (virtual) stage holds, in order.
+pub type StageBlocks = Vec<(usize, u64)>;
+
 /// Block copies on each virtual stage as the timeline places them: the pipeline partition for
 /// GPipe and 1F1B (`partition`, per stage), the layers split evenly over `pp × chunks` virtual
 /// stages for the interleaved schedule, embeddings on the first and the head on the last.
-pub fn virtual_stages(
+pub fn virtual_stages<'a>(
     chains: &Chains,
     repeats: &[u64],
-    partition: &[Vec<(usize, u64)>],
+    partition: &'a [StageBlocks],
     k: &Knobs,
-) -> Option<Vec<Vec<(usize, u64)>>> {
+) -> Option<std::borrow::Cow<'a, [StageBlocks]>> {
     let v = k.virtual_chunks();
     if k.schedule != Schedule::Interleaved || v <= 1 {
-        return Some(partition.to_vec());
+        return Some(std::borrow::Cow::Borrowed(partition));
     }
     let nst = (k.pp * v) as usize;
     let layers: u64 = repeats
@@ -145,7 +148,7 @@ pub fn virtual_stages(
             add(nst - 1, b, r);
         }
     }
-    Some(out)
+    Some(std::borrow::Cow::Owned(out))
 }
 
 /// The lower bound of the simulated step time of strategy `k` whose virtual stages hold
