@@ -629,3 +629,27 @@ fn strict_import_and_corrupted_files_exit_2() {
         }
     }
 }
+
+/// An export without dynamic axes imports with a note, on the terminal and as the JSON field
+/// `fixed_sizes`, that its batch and sequence are numbers and tensor parallelism has nothing to
+/// split; an export with them does not get it.
+#[test]
+fn fixed_size_exports_say_what_their_numbers_rule_out() {
+    let exported = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/onnx/exported");
+    for (file, fixed) in [("gpt2_ts.onnx", true), ("gpt2_ts_dynamic.onnx", false)] {
+        let res = symshard()
+            .args(["import", "onnx", "--format", "json"])
+            .arg(exported.join(file))
+            .output()
+            .unwrap();
+        assert!(res.status.success(), "{file}");
+        let err = String::from_utf8_lossy(&res.stderr);
+        assert_eq!(
+            err.contains("note: Every size of this graph is a number"),
+            fixed,
+            "{file}: {err}"
+        );
+        let v: serde_json::Value = serde_json::from_slice(&res.stdout).unwrap();
+        assert_eq!(v["fixed_sizes"], fixed, "{file}");
+    }
+}

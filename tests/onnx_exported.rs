@@ -143,6 +143,25 @@ fn torchscript_dynamic_exports_import_with_symbols() {
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(out.unmapped.is_empty(), "{name}: {:?}", out.unmapped);
         assert_eq!(out.mapped, out.nodes, "{name}");
+        assert!(!out.fixed_sizes, "{name}");
+        assert!(
+            !out.yaml.contains("exported without dynamic axes"),
+            "{name}"
+        );
+        // The fixed-size export of the same model says what its numbers rule out.
+        let fixed = import_onnx(
+            &dir().join(format!("{name}_ts.onnx")),
+            &OnnxOptions::default(),
+            &mut |_, _| {},
+        )
+        .unwrap();
+        assert!(fixed.fixed_sizes, "{name}");
+        assert!(
+            fixed.yaml.contains(
+                "# Every size of this graph is a number (it was exported without dynamic axes)"
+            ),
+            "{name}"
+        );
         let syms: Vec<&str> = out.symbols.iter().map(|(s, _)| s.as_str()).collect();
         let want: &[&str] = if name == "vit" { &["B"] } else { &["B", "S"] };
         assert_eq!(syms, want, "{name}");

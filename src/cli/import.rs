@@ -136,6 +136,9 @@ pub fn run(args: ImportArgs) -> Result<(), Error> {
                 "imported {}: {} of {} ONNX nodes mapped, to {} operators; coverage {flops} of the FLOPs, {} % of the parameters",
                 imported.name, imported.mapped, imported.nodes, imported.operators, c.params_percent
             );
+            if imported.fixed_sizes {
+                eprintln!("note: {}", crate::import::onnx::FIXED_SIZES);
+            }
             Ok(())
         }
     }

@@ -105,6 +105,9 @@ pub struct OnnxImport {
     /// Integer graph inputs that index no table, taken as masks (an `attention_mask`): what
     /// the graph computes from them alone makes no operator.
     pub mask_inputs: Vec<String>,
+    /// Whether every size of the model is a number (an export without dynamic axes): its batch
+    /// and sequence cannot be changed, and tensor parallelism has no size it could split.
+    pub fixed_sizes: bool,
 }
 
 fn invalid(file: &Path, msg: impl std::fmt::Display) -> Error {
@@ -487,6 +490,7 @@ pub fn import_onnx_bytes(
             .map(|(k, v)| (k.clone(), v.onnx.clone()))
             .collect(),
         mask_inputs,
+        fixed_sizes: symbols.map.is_empty() && heads.is_none(),
     })
 }
 
@@ -766,6 +770,9 @@ fn write(
             h.heads
         );
     }
+    if symbols.map.is_empty() && heads.is_none() {
+        let _ = writeln!(y, "# {FIXED_SIZES}");
+    }
     if !mask_inputs.is_empty() {
         let (kinds, elements) = by_type_with_elements(mask_nodes);
         let names: Vec<String> = mask_inputs.iter().map(|n| format!("`{n}`")).collect();
@@ -981,6 +988,9 @@ fn write(
     }
     y
 }
+
+/// What an import whose sizes are all numbers can and cannot be used for.
+pub const FIXED_SIZES: &str = "Every size of this graph is a number (it was exported without dynamic axes): its batch and sequence cannot be changed with `--set`, and tensor parallelism has no size to split (the split search cuts symbols, and a number equal to the hidden size may as well be a token count), so `rank` prices data and pipeline parallelism only. Export with dynamic batch and sequence axes (`torch.onnx.export(..., dynamic_axes=...)`, or `dynamic_shapes` with the dynamo exporter) for both.";
 
 /// The symbols of the hidden size and the head count (see `onnx_heads`).
 const HEAD_SYMBOLS: [&str; 2] = ["H", "NH"];
