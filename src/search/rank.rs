@@ -255,6 +255,30 @@ fn numbers_key(c: &Cand) -> NumbersKey {
     (k.dp, k.tp, k.microbatches, k.sequence_parallel, k.cp, c.v)
 }
 
+/// One unit of the search's pricing, in the order the search meets it.
+enum Job {
+    /// A mesh shape or strategy set aside, and why.
+    Reject(Rejection),
+    /// A mesh shape's strategies with this micro-batch count (in `base`) and layout variant.
+    Price {
+        /// The strategy's mesh, micro-batches and sequence parallelism; every other knob is
+        /// varied.
+        base: Knobs,
+        /// Index into [`Variants`].
+        v: usize,
+        /// Samples per data-parallel rank.
+        per_dp: u64,
+    },
+}
+
+/// What pricing a [`Job::Price`] gives: its blocks' numbers under their cache key, and each
+/// strategy's estimate or why it was set aside, in order.
+type JobPriced = (
+    NumbersKey,
+    Numbers,
+    Vec<Result<(Cand, Estimate), Rejection>>,
+);
+
 /// A strategy as the search holds it: its knobs and its layout variant.
 #[derive(Debug, Clone, PartialEq)]
 struct Cand {
@@ -549,16 +573,18 @@ pub fn rank_with_progress(
     let auto_seconds = auto_start.elapsed().as_secs_f64();
     // A fixed micro-batch size or count overrides the cap on the count.
     let cap_microbatches = steer.mbs.fixed.is_none() && steer.microbatches.fixed.is_none();
-    let mut batch_knobs: Vec<Knobs> = Vec::new();
+    // The jobs, in order: each mesh shape's (micro-batch count, layout variant) to price, or
+    // why a shape or strategy is set aside. They are priced in parallel and merged in this
+    // order, so the ranking and its rejections are those of one pass in order.
+    let mut jobs: Vec<(usize, Job)> = Vec::new();
     for (done, &(tp, cp, pp)) in meshes.iter().enumerate() {
-        progress(done, shapes);
         let dp = opts.devices / tp / pp / cp;
         if !steer.allows_mesh(dp, tp, pp) {
             continue;
         }
         let per_dp = &batch / Rational::from_integer(dp.into());
         if !per_dp.is_integer() {
-            reject(&mut rejected, Rejection::BatchNotDivisible { dp });
+            jobs.push((done, Job::Reject(Rejection::BatchNotDivisible { dp })));
             continue;
         }
         let per_dp: u64 = per_dp.to_integer().try_into().unwrap_or(1);
@@ -588,18 +614,12 @@ pub fn rank_with_progress(
                 },
                 None => Rejection::AutoIsAnnotated { tp },
             };
-            reject(&mut rejected, why);
+            jobs.push((done, Job::Reject(why)));
             continue;
         }
         for m in mbs {
             for &v in &vs {
-                let Variant {
-                    sp,
-                    sp_matters,
-                    analysis,
-                    sums,
-                    ..
-                } = &variants.list[v];
+                let Variant { sp, sp_matters, .. } = &variants.list[v];
                 let sp = *sp;
                 if sp && tp == 1 {
                     continue;
@@ -627,98 +647,125 @@ pub fn rank_with_progress(
                     overlap: Default::default(),
                 };
                 if let Err(e) = check_model_limits(model, values, &base) {
-                    reject(&mut rejected, e);
+                    jobs.push((done, Job::Reject(e.into())));
                     continue;
                 }
-                let key = numbers_key(&Cand { k: base.clone(), v });
-                let numbers = cache.entry(key).or_insert_with(|| {
-                    let b = microbatch_bindings(model, values, &base);
-                    check_divisibility(model, analysis, &b, &base)?;
-                    block_numbers_summed(analysis, sums, &b)
-                });
-                let numbers: &[BlockNumbers] = match numbers {
-                    Ok(n) => n,
-                    Err(e) => {
-                        reject(&mut rejected, e.clone());
-                        continue;
-                    }
-                };
-                let mut schedules: Vec<(Schedule, u64)> = if pp == 1 {
-                    vec![(Schedule::OneFOneB, 1)]
-                } else {
-                    vec![(Schedule::Gpipe, 1), (Schedule::OneFOneB, 1)]
-                };
-                // Interleaving: every chunk count the layers allow (layers divisible by
-                // pp × chunks), up to the cap; the micro-batch count must be a multiple of
-                // pp (Narayanan et al. SC'21).
-                if pp > 1 && m.is_multiple_of(pp) {
-                    let per_stage = layer_count(model, numbers) / pp;
-                    let most = steer.chunks.fixed.unwrap_or(opts.max_chunks);
-                    for v in 2..=most.min(per_stage) {
-                        if per_stage.is_multiple_of(v)
-                            && layer_count(model, numbers).is_multiple_of(pp * v)
-                        {
-                            schedules.push((Schedule::Interleaved, v));
-                        }
-                    }
+                jobs.push((done, Job::Price { base, v, per_dp }));
+            }
+        }
+    }
+    let price_job = |base: &Knobs, v: usize, per_dp: u64| -> JobPriced {
+        let Variant { analysis, sums, .. } = &variants.list[v];
+        let (dp, pp, m, cp) = (base.dp, base.pp, base.microbatches, base.cp);
+        let key = numbers_key(&Cand { k: base.clone(), v });
+        let b = microbatch_bindings(model, values, base);
+        let numbers = check_divisibility(model, analysis, &b, base)
+            .and_then(|()| block_numbers_summed(analysis, sums, &b));
+        let mut out: Vec<Result<(Cand, Estimate), Rejection>> = Vec::new();
+        let Ok(numbers_ok) = &numbers else {
+            if let Err(e) = &numbers {
+                out.push(Err(e.clone().into()));
+            }
+            return (key, numbers, out);
+        };
+        let mut schedules: Vec<(Schedule, u64)> = if pp == 1 {
+            vec![(Schedule::OneFOneB, 1)]
+        } else {
+            vec![(Schedule::Gpipe, 1), (Schedule::OneFOneB, 1)]
+        };
+        // Interleaving: every chunk count the layers allow (layers divisible by pp × chunks),
+        // up to the cap; the micro-batch count must be a multiple of pp (Narayanan et al.
+        // SC'21).
+        if pp > 1 && m.is_multiple_of(pp) {
+            let layers = layer_count(model, numbers_ok);
+            let per_stage = layers / pp;
+            let most = steer.chunks.fixed.unwrap_or(opts.max_chunks);
+            for v in 2..=most.min(per_stage) {
+                if per_stage.is_multiple_of(v) && layers.is_multiple_of(pp * v) {
+                    schedules.push((Schedule::Interleaved, v));
                 }
-                // Expert parallelism for mixture-of-experts models: every degree dividing the
-                // data-parallel group and the experts.
-                let eps: Vec<u64> = if has_experts && cp == 1 {
-                    divisors(dp)
-                        .into_iter()
-                        .filter(|&ep| {
-                            steer.ep.allows(ep)
-                                && crate::parallel::moe::check_expert_parallel(
-                                    model, values, dp, ep,
-                                )
-                                .is_ok()
-                        })
-                        .collect()
-                } else {
-                    vec![1]
-                };
-                batch_knobs.clear();
-                for &ep in &eps {
-                    for &(schedule, chunks) in &schedules {
-                        for recompute in [Recompute::None, Recompute::Selective, Recompute::Full] {
-                            let zeros: &[u8] = if dp * cp > 1 { &[0, 1, 2, 3] } else { &[0] };
-                            for &zero in zeros {
-                                let k = Knobs {
-                                    schedule,
-                                    chunks,
-                                    recompute,
-                                    zero,
-                                    ep,
-                                    ..base.clone()
-                                };
-                                if !steer.allows(&k, per_dp / m) {
-                                    continue;
-                                }
-                                if let Err(e) = crate::strategy::check_knobs(&k) {
-                                    reject(&mut rejected, e);
-                                    continue;
-                                }
-                                batch_knobs.push(k);
-                            }
+            }
+        }
+        // Expert parallelism for mixture-of-experts models: every degree dividing the
+        // data-parallel group and the experts.
+        let eps: Vec<u64> = if has_experts && cp == 1 {
+            divisors(dp)
+                .into_iter()
+                .filter(|&ep| {
+                    steer.ep.allows(ep)
+                        && crate::parallel::moe::check_expert_parallel(model, values, dp, ep)
+                            .is_ok()
+                })
+                .collect()
+        } else {
+            vec![1]
+        };
+        let mut batch_knobs: Vec<Knobs> = Vec::new();
+        for &ep in &eps {
+            for &(schedule, chunks) in &schedules {
+                for recompute in [Recompute::None, Recompute::Selective, Recompute::Full] {
+                    let zeros: &[u8] = if dp * cp > 1 { &[0, 1, 2, 3] } else { &[0] };
+                    for &zero in zeros {
+                        let k = Knobs {
+                            schedule,
+                            chunks,
+                            recompute,
+                            zero,
+                            ep,
+                            ..base.clone()
+                        };
+                        if !steer.allows(&k, per_dp / m) {
+                            continue;
                         }
-                    }
-                }
-                let priced = estimate_variants(
-                    model,
-                    numbers,
-                    &batch_knobs,
-                    &kappa,
-                    kappa_hbm,
-                    opts.gpus_per_node,
-                );
-                for (k, e) in batch_knobs.drain(..).zip(priced) {
-                    match e {
-                        Ok(e) => estimates.push((Cand { k, v }, e)),
-                        Err(e) => reject(&mut rejected, e),
+                        if let Err(e) = crate::strategy::check_knobs(&k) {
+                            out.push(Err(e.into()));
+                            continue;
+                        }
+                        batch_knobs.push(k);
                     }
                 }
             }
+        }
+        let priced = estimate_variants(
+            model,
+            numbers_ok,
+            &batch_knobs,
+            &kappa,
+            kappa_hbm,
+            opts.gpus_per_node,
+        );
+        for (k, e) in batch_knobs.into_iter().zip(priced) {
+            out.push(e.map(|e| (Cand { k, v }, e)).map_err(Rejection::from));
+        }
+        (key, numbers, out)
+    };
+    // In chunks, so that progress is reported as the shapes are done.
+    let chunk = (jobs.len() / 32).max(64);
+    for part in jobs.chunks(chunk) {
+        let priced: Vec<Option<JobPriced>> = part
+            .par_iter()
+            .map(|(_, job)| match job {
+                Job::Reject(_) => None,
+                Job::Price { base, v, per_dp } => Some(price_job(base, *v, *per_dp)),
+            })
+            .collect();
+        for ((_, job), p) in part.iter().zip(priced) {
+            if let Job::Reject(why) = job {
+                reject(&mut rejected, why.clone());
+            }
+            let Some((key, numbers, out)) = p else {
+                continue;
+            };
+            cache.entry(key).or_insert(numbers);
+            for x in out {
+                match x {
+                    Ok(e) => estimates.push(e),
+                    Err(why) => reject(&mut rejected, why),
+                }
+            }
+        }
+        if let Some((done, _)) = part.last() {
+            progress(*done, shapes);
         }
     }
     if estimates.is_empty() && !steer.is_free() {
@@ -1026,7 +1073,35 @@ fn rank_by_seconds(
     let rates = crate::timeline::Rates::of(calib);
     let kappa_hbm = calib.hbm_balance().to_f64().unwrap_or(f64::MAX);
     let cap = opts.memory.to_f64().unwrap_or(f64::MAX);
-    let mut chain_cache: BTreeMap<(NumbersKey, u64), Option<Chains>> = BTreeMap::new();
+    // The chains of every (blocks, expert-parallel degree) a strategy that fits uses, from the
+    // first such strategy in order, built in parallel.
+    let mut first: BTreeMap<(NumbersKey, u64), &Cand> = BTreeMap::new();
+    for (c, e) in search.estimates {
+        if e.memory <= cap * (1.0 + 1e-6) {
+            first.entry((numbers_key(c), c.k.ep)).or_insert(c);
+        }
+    }
+    let first: Vec<(&(NumbersKey, u64), &&Cand)> = first.iter().collect();
+    let built: Vec<Option<Chains>> = first
+        .par_iter()
+        .map(|(key, c)| {
+            let Some(Ok(numbers)) = search.cache.get(&key.0) else {
+                return None;
+            };
+            chains(
+                model,
+                search.variants.analysis(c),
+                numbers,
+                values,
+                &c.k,
+                &rates,
+                opts.gpus_per_node,
+            )
+            .ok()
+        })
+        .collect();
+    let mut chain_cache: BTreeMap<(NumbersKey, u64), Option<Chains>> =
+        first.iter().map(|(key, _)| **key).zip(built).collect();
     let mut bounded: Vec<(f64, &Cand, f64)> = Vec::new();
     type PartitionKey = (NumbersKey, u64, Recompute, Schedule, u64, u64);
     let variants = search.variants;
