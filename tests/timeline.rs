@@ -803,9 +803,9 @@ fn broken_curves_fail_with_file_and_line() {
             "unknown collective",
         ),
         (
-            "attention: {value: 0.50",
-            "attention: {value: 1.5",
-            "attention: {value",
+            "attention: {points: [[6.87e10, 0.237]",
+            "attention: {points: [[6.87e10, 1.5]",
+            "attention: {points",
             "(0, 1]",
         ),
         (
