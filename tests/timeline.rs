@@ -1446,3 +1446,79 @@ fn each_micro_batch_adds_its_weight_gradients_to_the_fp32_buffer() {
         assert!((chains_b[0][1] - chains_a[0][1] - pass).abs() < 1e-12);
     }
 }
+
+/// Under sequence parallelism the layer input that the query, key and value projections read
+/// whole is gathered again for their backward (Korthikanti et al. 2022 §4.2.3). The gather is
+/// issued with the first of them to run its backward (the query projection: the last to run
+/// forward), and that projection's weight gradient, the second half of its backward, waits for
+/// it, as Megatron-LM's linear layers wait for the gathered input before the weight-gradient
+/// GEMM. Korthikanti's 22B layer at tp 8 on A100s (Table 4's configuration).
+#[test]
+fn the_sequence_parallel_regather_serves_the_first_backward_reader() {
+    let file = std::env::temp_dir().join(format!("symshard-regather-{}.json", std::process::id()));
+    Command::cargo_bin("symshard")
+        .unwrap()
+        .args([
+            "timeline",
+            "gpt3-175b",
+            "--set",
+            "L=48",
+            "--set",
+            "H=6144",
+            "--set",
+            "NH=64",
+            "--set",
+            "F=24576",
+            "--set",
+            "V=51200",
+            "--set",
+            "S=2048",
+            "--set",
+            "B=4",
+            "--tp",
+            "8",
+            "--sequence-parallel",
+            "--calib",
+            "a100-80gb",
+            "--trace-detail",
+            "op",
+            "--trace",
+        ])
+        .arg(&file)
+        .assert()
+        .success();
+    let trace: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&file);
+    let events: Vec<&serde_json::Value> = trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["pid"] == 0 && e["args"]["layer"] == "layer47")
+        .collect();
+    let find = |name: &str| {
+        events
+            .iter()
+            .find(|e| e["name"].as_str().unwrap().starts_with(name))
+            .unwrap_or_else(|| panic!("no event {name}"))
+    };
+    let span = |e: &serde_json::Value| {
+        let s = e["ts"].as_f64().unwrap();
+        (s, s + e["dur"].as_f64().unwrap())
+    };
+    let gather = span(find("B layer47 all-gather ln1→q_proj (backward)"));
+    let q = span(find("B layer47.q_proj "));
+    let k = span(find("B layer47.k_proj "));
+    // Issued with the query projection's backward, the first of the three.
+    assert!((gather.0 - q.0).abs() < 1e-6, "{gather:?} {q:?}");
+    assert!(q.1 <= k.0 + 1e-6);
+    // Its input gradient takes less than the gather here, so its weight gradient waits: the
+    // next projection starts no earlier than the gather's end plus the weight gradient's half.
+    let half = (q.1 - q.0) / 2.0;
+    assert!(gather.1 > q.0 + half, "{gather:?} {q:?}");
+    assert!(k.0 >= gather.1 + half - 1e-6, "{gather:?} {q:?} {k:?}");
+    // No backward gather is attached to the other readers.
+    assert!(!events.iter().any(|e| {
+        let n = e["name"].as_str().unwrap();
+        n.starts_with("B ") && (n.contains("ln1→k_proj") || n.contains("ln1→v_proj"))
+    }));
+}

@@ -281,6 +281,19 @@ pub fn analyse(model: &Model, layout: &Layout) -> Analysis {
                     );
                     if p.out[1] == Place::Shard(super::layout::Tag::Seq) && reads_whole {
                         keep = bytes.checked_div(&Poly::symbol(TP)).expect("axis symbol");
+                        // A later reader runs its backward earlier: the gather serves the
+                        // reader whose backward comes first (the q, k and v projections of
+                        // one input all need it for their weight gradients).
+                        if let Some(c) = regather[bi].iter_mut().find(|c| {
+                            matches!(&c.site, Site::Regather { producer, .. } if *producer == p.name)
+                        }) {
+                            c.op = format!("{}→{} (backward)", p.name, node.name);
+                            c.site = Site::Regather {
+                                producer: p.name.clone(),
+                                consumer: node.name.clone(),
+                            };
+                            c.reason = format!("sequence parallelism keeps `{}` sharded and gathers it again for the backward pass of `{}`", p.name, node.name);
+                        }
                         if !kept.iter().any(|(k2, _)| *k2 == key) {
                             if let Some((kind, wire)) =
                                 convert(p.out[1], Place::Replicate, &p.out_bytes, &p.out, 1)

@@ -47,6 +47,10 @@ struct SimStep {
     blocking: bool,
     /// Launched once the previous matmul's input gradient (its first half) is done.
     after_dgrad: bool,
+    /// A gather the next compute step's weight gradient (its second half) waits for: the
+    /// input sequence parallelism gathers again overlaps the input gradient, and Megatron-LM
+    /// waits for it before the weight-gradient GEMM.
+    gather: bool,
     /// A block of ring attention waits, besides the previous step, for the ring exchange that
     /// brings its keys and values: 1 the latest exchange issued, 2 the one before it (0: none).
     ring_wait: u8,
@@ -232,6 +236,7 @@ impl<'a> Ctx<'a> {
                 out.push(SimStep {
                     blocking: false,
                     after_dgrad: false,
+                    gather: false,
                     ring_wait: 0,
                     op: None,
                     step: i,
@@ -268,6 +273,7 @@ impl<'a> Ctx<'a> {
                     let step = |fl: f64, by: f64, ring_wait: u8| SimStep {
                         blocking: true,
                         after_dgrad: false,
+                        gather: false,
                         ring_wait,
                         op: Some(*k),
                         step: i,
@@ -316,6 +322,7 @@ impl<'a> Ctx<'a> {
                     vec![SimStep {
                         blocking: !matches!(s, Step::Overlapped(_)),
                         after_dgrad: matches!(s, Step::AfterDgrad(_)),
+                        gather: matches!(s, Step::Overlapped(_)),
                         ring_wait: 0,
                         op: None,
                         step: i,
@@ -989,6 +996,8 @@ fn run(
                     let mut item_started = false;
                     // Ends of the latest two ring exchanges (context parallelism).
                     let (mut ring_prev, mut ring_last) = (0.0f64, 0.0f64);
+                    // The end of a gather the next compute step's weight gradient waits for.
+                    let mut gathered: Option<f64> = None;
                     for s in &passes[bi][slot] {
                         // Built only when the events are kept.
                         let keep = rec.keep;
@@ -1064,13 +1073,28 @@ fn run(
                             item_started = true;
                             prefetch_at = start;
                         }
+                        // The weight gradient (the step's second half) starts once the
+                        // gather it reads has arrived: the compute stream and what follows
+                        // wait for the difference (busy seconds keep the recorded event).
+                        let mut held = end;
                         if s.stream == Stream::Compute {
                             last_compute = Some((start, end));
+                            if let Some(g) = gathered.take() {
+                                let wait = g - (start + (end - start) / 2.0);
+                                if wait > 0.0 {
+                                    held = end + wait;
+                                    let c = Stream::Compute.index();
+                                    dev.free[c] = dev.free[c].max(held);
+                                }
+                            }
+                        }
+                        if s.gather {
+                            gathered = Some(end);
                         }
                         if !s.blocking {
                             continue;
                         }
-                        t = end;
+                        t = held;
                         prev = Some(id);
                         if grads_now && !s.recompute {
                             if let Some(op) = s.op {
