@@ -564,6 +564,7 @@ fn every_calibration_table_loads_and_times() {
         "a100-40gb",
         "a100-80gb",
         "h100-sxm",
+        "h100-sxm-te",
         "h200-sxm",
         "a40-pcie",
         "dgx-h100",
