@@ -602,12 +602,19 @@ fn partition_runs(runs: &[(f64, usize)], pp: usize) -> Option<Vec<usize>> {
     } else {
         items.iter().sum::<f64>()
     };
+    // Until `lo` and `hi` are adjacent floats: from there on a midpoint is one of them, and
+    // (`lo` once shown not to fit) the search can no longer move.
+    let mut lo_fails = false;
     for _ in 0..64 {
         let mid = 0.5 * (lo + hi);
+        if mid >= hi || (mid <= lo && lo_fails) {
+            break;
+        }
         if pack(mid, pp, None) <= pp {
             hi = mid;
         } else {
             lo = mid;
+            lo_fails = true;
         }
     }
     let mut bounds = Vec::with_capacity(pp + 1);
@@ -777,11 +784,6 @@ impl Plan {
         &self.groups[g].counts
     }
 
-    /// The floating-point costs of stage `s`: its blocks' summed over their copies on it.
-    fn stage_cost(&self, s: usize) -> BlockCost<f64> {
-        BlockCost::stage(&self.cf, self.counts(s))
-    }
-
     /// The block of stage `s`'s last copy: the block whose output the stage sends on.
     fn last_block(&self, s: usize) -> Option<usize> {
         if s >= self.stages {
@@ -815,8 +817,8 @@ impl Plan {
     /// so they send and receive the same boundaries and differ only in the micro-batches in
     /// flight, which never grow with the stage index ([`in_flight`]): the first holds the most.
     /// With `all`, every stage.
-    fn representatives(&self, all: bool) -> impl Iterator<Item = (usize, &StageGroup)> + '_ {
-        self.groups.iter().flat_map(move |g| {
+    fn representatives(&self, all: bool) -> impl Iterator<Item = (usize, usize, &StageGroup)> + '_ {
+        self.groups.iter().enumerate().flat_map(move |(gi, g)| {
             let n = if all { g.len } else { g.len.min(3) };
             (0..n).map(move |i| {
                 let s = if all || i == 0 {
@@ -826,7 +828,7 @@ impl Plan {
                 } else {
                     g.first + 1
                 };
-                (s, g)
+                (s, gi, g)
             })
         })
     }
@@ -1061,42 +1063,62 @@ fn rough_stages(
     kap: &Kappas<f64>,
     all: bool,
 ) -> Vec<RoughStage> {
+    let mut rough: Vec<RoughStage> = Vec::with_capacity(3 * plan.groups.len());
+    rough_each(plan, numbers, layer_block, k, kap, all, None, |x| {
+        rough.push(x)
+    });
+    rough
+}
+
+/// What a stage of `group` takes from its blocks alone under `k` ([`StageParts`]).
+fn group_parts(plan: &Plan, group: &StageGroup, k: &Knobs, kap: &Kappas<f64>) -> StageParts {
+    let mf = k.microbatches as f64;
+    let c = BlockCost::stage(&plan.cf, &group.counts);
+    StageParts {
+        compute: c.compute_time(&mf, kap, k),
+        time: c.time(&mf, kap, k),
+        dp: c.dp_traffic(k),
+        state: c.state(k).iter().sum(),
+        cost: c,
+    }
+}
+
+/// [`rough_stages`], each stage handed to `visit` in order instead of collected; `parts`, when
+/// given, holds [`group_parts`] of each group of the plan (shared by strategies that differ
+/// only in schedule and chunks).
+#[allow(clippy::too_many_arguments)]
+fn rough_each(
+    plan: &Plan,
+    numbers: &[BlockNumbers],
+    layer_block: &[bool],
+    k: &Knobs,
+    kap: &Kappas<f64>,
+    all: bool,
+    parts: Option<&[StageParts]>,
+    mut visit: impl FnMut(RoughStage),
+) {
     let mf = k.microbatches as f64;
     let full_recompute = full_layer_saved(numbers, layer_block, k, |n| n.approx.saved);
-    let mut rough: Vec<RoughStage> = Vec::with_capacity(3 * plan.groups.len());
-    // What depends on a stage's blocks alone, computed once for each distinct content (the
-    // stages of a pipeline of equal layers hold one of a few): the same operations on the same
-    // values, so the same floats.
-    let mut seen: Vec<(&[(usize, u64)], StageParts)> = Vec::new();
-    for (s, group) in plan.representatives(all) {
-        let counts = &group.counts;
-        let known = seen
-            .iter()
-            .find(|(c, _)| *c == counts.as_slice())
-            .map(|(_, x)| *x);
-        let parts = known.unwrap_or_else(|| {
-            let c = plan.stage_cost(s);
-            let x = StageParts {
-                compute: c.compute_time(&mf, kap, k),
-                time: c.time(&mf, kap, k),
-                dp: c.dp_traffic(k),
-                state: c.state(k).iter().sum(),
-                cost: c,
-            };
-            seen.push((counts.as_slice(), x));
-            x
-        });
+    // What depends on a stage's blocks alone, computed once for each group of stages holding
+    // the same copies: the same operations on the same values, so the same floats.
+    let mut current: Option<(usize, StageParts)> = None;
+    for (s, gi, group) in plan.representatives(all) {
+        let parts = match (current, parts) {
+            (Some((g, x)), _) if g == gi => x,
+            (_, Some(known)) => known[gi],
+            _ => group_parts(plan, group, k, kap),
+        };
+        current = Some((gi, parts));
         let p2p = stage_boundary(plan, k, layer_block, s, |b| numbers[b].approx.boundary);
         let full = parts.time + kap.dp * parts.dp + kap.p2p * p2p * mf;
         let mem = parts.state + parts.cost.activations(k, plan.v, s, &full_recompute);
-        rough.push(RoughStage {
+        visit(RoughStage {
             compute: parts.compute,
             time: parts.time,
             full,
             memory: mem,
         });
     }
-    rough
 }
 
 /// Under interleaving with `v` chunks a device holds `v` model chunks, each sending its output
@@ -1137,7 +1159,7 @@ struct StageParts {
 
 /// A strategy priced in floating point: enough to order thousands of strategies quickly; the
 /// ones shown are then priced exactly with [`evaluate_with`].
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Estimate {
     /// Relative cost.
     pub total: f64,
@@ -1190,10 +1212,23 @@ pub fn estimate_variants(
         .map(|(_, n)| n.repeat)
         .sum();
     let mut plans: Vec<((Recompute, u64), Result<Plan, StrategyError>)> = Vec::new();
+    // The links' balances of each mesh, and each plan's group parts per ZeRO stage (the same
+    // for every schedule and chunk count): computed once, shared by the strategies.
+    type MeshKey = (u64, u64, u64, u64, u64);
+    type PartsKey = (usize, u8, u64, MeshKey);
+    let mut kaps: Vec<(MeshKey, Kappas<f64>)> = Vec::new();
+    let mut shared: Vec<(PartsKey, Vec<StageParts>)> = Vec::new();
     ks.iter()
         .map(|k| {
-            let mesh = Mesh::of(k, gpus_per_node);
-            let kap = mesh_kappas(&mesh, k, kappa, kappa_hbm);
+            let mesh_key = (k.dp, k.tp, k.pp, k.cp, k.ep);
+            let kap = match kaps.iter().find(|(x, _)| *x == mesh_key) {
+                Some((_, x)) => x.clone(),
+                None => {
+                    let x = mesh_kappas(&Mesh::of(k, gpus_per_node), k, kappa, kappa_hbm);
+                    kaps.push((mesh_key, x.clone()));
+                    x
+                }
+            };
             let key = (k.recompute, k.ep);
             let at = match plans.iter().position(|(x, _)| *x == key) {
                 Some(i) => i,
@@ -1219,7 +1254,27 @@ pub fn estimate_variants(
                 });
             }
             plan.v = v;
-            Ok(estimate_planned(plan, numbers, &layer_block, k, &kap))
+            let parts_key = (at, k.zero, k.microbatches, mesh_key);
+            let parts = match shared.iter().position(|(x, _)| *x == parts_key) {
+                Some(i) => i,
+                None => {
+                    let parts = plan
+                        .groups
+                        .iter()
+                        .map(|g| group_parts(plan, g, k, &kap))
+                        .collect();
+                    shared.push((parts_key, parts));
+                    shared.len() - 1
+                }
+            };
+            Ok(estimate_planned(
+                plan,
+                numbers,
+                &layer_block,
+                k,
+                &kap,
+                &shared[parts].1,
+            ))
         })
         .collect()
 }
@@ -1230,19 +1285,38 @@ fn estimate_planned(
     layer_block: &[bool],
     k: &Knobs,
     kap: &Kappas<f64>,
+    parts: &[StageParts],
 ) -> Estimate {
-    let rough = rough_stages(plan, numbers, layer_block, k, kap, false);
+    // The stage with the largest full time and the one with the largest time (the last of
+    // equals, as `max_by` picks), and the largest memory, without collecting the stages.
+    let mut busiest: Option<RoughStage> = None;
+    let mut longest: Option<RoughStage> = None;
+    let mut memory = 0.0f64;
+    rough_each(
+        plan,
+        numbers,
+        layer_block,
+        k,
+        kap,
+        false,
+        Some(parts),
+        |x| {
+            if busiest.is_none_or(|b| x.full.total_cmp(&b.full) != std::cmp::Ordering::Less) {
+                busiest = Some(x);
+            }
+            if longest.is_none_or(|b| x.time.total_cmp(&b.time) != std::cmp::Ordering::Less) {
+                longest = Some(x);
+            }
+            memory = memory.max(x.memory);
+        },
+    );
+    let (Some(bs), Some(tm)) = (busiest, longest) else {
+        return Estimate::default();
+    };
     let mf = k.microbatches as f64;
-    let bs = (0..rough.len())
-        .max_by(|a, b| rough[*a].full.total_cmp(&rough[*b].full))
-        .unwrap_or(0);
-    let tm = (0..rough.len())
-        .max_by(|a, b| rough[*a].time.total_cmp(&rough[*b].time))
-        .unwrap_or(0);
     let frac = (k.pp - 1) as f64 / (mf * plan.v as f64);
-    let total = rough[bs].full + rough[tm].time * frac;
-    let flop_part = rough[bs].compute + rough[tm].compute * frac;
-    let memory = rough.iter().map(|x| x.memory).fold(0.0f64, f64::max);
+    let total = bs.full + tm.time * frac;
+    let flop_part = bs.compute + tm.compute * frac;
     Estimate {
         total,
         flop_part,
