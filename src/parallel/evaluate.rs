@@ -654,29 +654,17 @@ fn pack_runs(
     for &(x, count) in runs {
         // The stage open when the run begins takes its items while they fit.
         let before = |i: usize| if i == 0 { load } else { load + i as f64 * x };
-        let (mut i, mut hi) = (0, count);
-        while i < hi {
-            let m = (i + hi) / 2;
-            if before(m) > 0.0 && load + (m + 1) as f64 * x > limit {
-                hi = m;
-            } else {
-                i = m + 1;
-            }
-        }
+        let i = first_true(0, count, ((limit - load) / x).floor(), |m| {
+            before(m) > 0.0 && load + (m + 1) as f64 * x > limit
+        });
         if i == count {
             load = before(count);
             at += count;
             continue;
         }
-        let (mut per, mut hi) = (1, count);
-        while per < hi {
-            let k = (per + hi) / 2;
-            if k as f64 * x > 0.0 && (k + 1) as f64 * x > limit {
-                hi = k;
-            } else {
-                per = k + 1;
-            }
-        }
+        let per = first_true(1, count, (limit / x).floor(), |k| {
+            k as f64 * x > 0.0 && (k + 1) as f64 * x > limit
+        });
         let left = count - i;
         let new = left.div_ceil(per);
         if let Some(b) = bounds.as_deref_mut() {
@@ -693,6 +681,47 @@ fn pack_runs(
         b.push(at);
     }
     stages
+}
+
+/// The first `i` in `lo..hi` where `pred`, false and then true along the range, holds (`hi`
+/// when it never does): the binary search's answer, found from `guess` in two probes when the
+/// guess is at the boundary or next to it, by binary search within what the probes leave
+/// otherwise.
+fn first_true(lo: usize, hi: usize, guess: f64, pred: impl Fn(usize) -> bool) -> usize {
+    // Every index below `a` is false; `b` is `hi` or a true index.
+    let (mut a, mut b) = (lo, hi);
+    if guess.is_finite() {
+        let g = (guess.max(0.0).min(hi as f64) as usize).clamp(lo, hi);
+        if g < b {
+            if pred(g) {
+                b = g;
+            } else {
+                a = g + 1;
+            }
+        }
+        if b == g && g > a {
+            if pred(g - 1) {
+                b = g - 1;
+            } else {
+                a = g;
+            }
+        } else if a == g + 1 && a < b {
+            if pred(a) {
+                b = a;
+            } else {
+                a += 1;
+            }
+        }
+    }
+    while a < b {
+        let m = (a + b) / 2;
+        if pred(m) {
+            b = m;
+        } else {
+            a = m + 1;
+        }
+    }
+    a
 }
 
 /// [`pack_runs`] item by item, for times that are negative or undefined.
@@ -1958,6 +1987,21 @@ mod tests {
                 }
             }
             prop_assert!(got <= best[pp][n] * (1.0 + 1e-9), "{} > {}", got, best[pp][n]);
+        }
+
+        /// The guided search finds the binary search's boundary whatever the guess.
+        #[test]
+        fn first_true_is_the_boundary(
+            lo in 0usize..50,
+            len in 0usize..200,
+            cut in 0usize..260,
+            guess in -10.0f64..300.0,
+            special in 0usize..4,
+        ) {
+            let hi = lo + len;
+            let guess = [guess, f64::INFINITY, f64::NAN, guess.floor()][special];
+            let want = (lo..hi).find(|&i| i >= cut).unwrap_or(hi);
+            prop_assert_eq!(first_true(lo, hi, guess, |i| i >= cut), want);
         }
 
         /// The screen's maxima over each stage group's representatives (its first, second and
