@@ -796,7 +796,7 @@ pub fn rank_with_progress(
         .enumerate()
         .map(|(i, (_, e))| (!fits(e), e.total, e.memory, i))
         .collect();
-    order.sort_unstable_by(|a, b| {
+    order.par_sort_unstable_by(|a, b| {
         a.0.cmp(&b.0)
             .then(a.1.total_cmp(&b.1))
             .then(a.2.total_cmp(&b.2))
@@ -860,11 +860,12 @@ pub fn rank_with_progress(
         }
     }
     let mut evals: Vec<(Evaluation, usize)> = Vec::new();
-    for c in candidates {
-        if let Some((e, _, _)) = price(model, &variants, &cache, c, calib, opts) {
-            evals.push((e, c.v));
-        }
-    }
+    // Priced in parallel, kept in order.
+    let priced: Vec<Option<(Evaluation, usize)>> = candidates
+        .par_iter()
+        .map(|c| price(model, &variants, &cache, c, calib, opts).map(|(e, _, _)| (e, c.v)))
+        .collect();
+    evals.extend(priced.into_iter().flatten());
     // Feasible first, cheapest first; ties go to the smaller memory footprint, then to the
     // annotated layout.
     evals.sort_by(|(a, va), (b, vb)| {
@@ -1108,6 +1109,8 @@ fn rank_by_seconds(
     type StageCounts = Vec<Vec<(usize, u64)>>;
     let mut partitions: std::collections::HashMap<PartitionKey, Option<StageCounts>> =
         std::collections::HashMap::new();
+    // The strategies to bound, with the keys of their chains and virtual stages.
+    let mut todo: Vec<(&Cand, f64, (NumbersKey, u64), PartitionKey)> = Vec::new();
     for (c, e) in search.estimates {
         // A margin keeps every strategy the exact pricing may find feasible.
         if e.memory > cap * (1.0 + 1e-6) {
@@ -1155,13 +1158,24 @@ fn rank_by_seconds(
             let repeats: Vec<u64> = numbers.iter().map(|n| n.repeat).collect();
             virtual_stages(ch, &repeats, &partition, k).map(|s| s.into_owned())
         });
-        let Some(stages) = stages else { continue };
-        bounded.push((
-            lower_bound(ch, stages, k, &rates, opts.gpus_per_node),
-            c,
-            e.memory,
-        ));
+        if stages.is_some() {
+            todo.push((c, e.memory, (key, k.ep), pkey));
+        }
     }
+    // The bounds themselves, in parallel and in order.
+    let bounded_all: Vec<Option<(f64, &Cand, f64)>> = todo
+        .par_iter()
+        .map(|&(c, memory, ckey, pkey)| {
+            let ch = chain_cache.get(&ckey)?.as_ref()?;
+            let stages = partitions.get(&pkey)?.as_ref()?;
+            Some((
+                lower_bound(ch, stages, &c.k, &rates, opts.gpus_per_node),
+                c,
+                memory,
+            ))
+        })
+        .collect();
+    bounded.extend(bounded_all.into_iter().flatten());
     bounded.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut found: Vec<(f64, Evaluation, usize)> = Vec::new();
     let simulated = std::sync::atomic::AtomicUsize::new(0);
