@@ -1523,3 +1523,37 @@ fn the_sequence_parallel_regather_serves_the_first_backward_reader() {
         n.starts_with("B ") && (n.contains("ln1→k_proj") || n.contains("ln1→v_proj"))
     }));
 }
+
+/// `h100-sxm-te` is `h100-sxm` with Transformer Engine's attention: every other line, and so
+/// every other number and its source, stays the same as the table it copies.
+#[test]
+fn the_transformer_engine_table_differs_from_h100_sxm_only_in_attention() {
+    let read = |name: &str| {
+        std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("calibration/{name}.yaml")),
+        )
+        .unwrap()
+    };
+    let (base, te) = (read("h100-sxm"), read("h100-sxm-te"));
+    let body = |t: &str| -> Vec<String> {
+        t.lines()
+            .filter(|l| {
+                let l = l.trim_start();
+                !(l.starts_with('#')
+                    || l.starts_with("name:")
+                    || l.starts_with("doc:")
+                    || l.starts_with("attention:"))
+            })
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(body(&base), body(&te));
+    let attention = |t: &str| t.lines().filter(|l| l.contains("attention: {")).count();
+    assert_eq!((attention(&base), attention(&te)), (1, 1));
+    assert!(te.contains("cuDNN's fused attention"));
+    let (b, t) = (
+        Calibration::resolve("h100-sxm").unwrap(),
+        Calibration::resolve("h100-sxm-te").unwrap(),
+    );
+    assert_eq!(b.achievable_flops(), t.achievable_flops());
+}

@@ -217,6 +217,24 @@ fn place_of(plan: &OpPlan, entry: &SplitEntry, t: &Tensor, placements: &[Placeme
     out
 }
 
+/// The all-gather sequence parallelism repeats of `producer`'s sharded output for the backward
+/// of `consumer`, the reader whose backward runs first.
+fn regather_comm(kind: CollectiveKind, wire: Poly, producer: &str, consumer: &str) -> Comm {
+    Comm {
+        kind,
+        axis: AxisKind::Tp,
+        op: format!("{producer}→{consumer} (backward)"),
+        tensor: producer.to_string(),
+        wire_bytes: wire,
+        calls: 1,
+        site: Site::Regather {
+            producer: producer.to_string(),
+            consumer: consumer.to_string(),
+        },
+        reason: format!("sequence parallelism keeps `{producer}` sharded and gathers it again for the backward pass of `{consumer}`"),
+    }
+}
+
 /// Analyses every operator of `model` under `layout`.
 pub fn analyse(model: &Model, layout: &Layout) -> Analysis {
     let mut blocks: Vec<BlockAnalysis> = Vec::new();
@@ -284,33 +302,16 @@ pub fn analyse(model: &Model, layout: &Layout) -> Analysis {
                         // A later reader runs its backward earlier: the gather serves the
                         // reader whose backward comes first (the q, k and v projections of
                         // one input all need it for their weight gradients).
-                        if let Some(c) = regather[bi].iter_mut().find(|c| {
+                        let gathered = regather[bi].iter_mut().find(|c| {
                             matches!(&c.site, Site::Regather { producer, .. } if *producer == p.name)
-                        }) {
-                            c.op = format!("{}→{} (backward)", p.name, node.name);
-                            c.site = Site::Regather {
-                                producer: p.name.clone(),
-                                consumer: node.name.clone(),
-                            };
-                            c.reason = format!("sequence parallelism keeps `{}` sharded and gathers it again for the backward pass of `{}`", p.name, node.name);
-                        }
-                        if !kept.iter().any(|(k2, _)| *k2 == key) {
+                        });
+                        if let Some(c) = gathered {
+                            *c = regather_comm(c.kind, c.wire_bytes.clone(), &p.name, &node.name);
+                        } else if !kept.iter().any(|(k2, _)| *k2 == key) {
                             if let Some((kind, wire)) =
                                 convert(p.out[1], Place::Replicate, &p.out_bytes, &p.out, 1)
                             {
-                                regather[bi].push(Comm {
-                                    kind,
-                                    axis: AxisKind::Tp,
-                                    op: format!("{}→{} (backward)", p.name, node.name),
-                                    tensor: p.name.clone(),
-                                    wire_bytes: wire,
-                                    calls: 1,
-                                    site: Site::Regather {
-                                        producer: p.name.clone(),
-                                        consumer: node.name.clone(),
-                                    },
-                                    reason: format!("sequence parallelism keeps `{}` sharded and gathers it again for the backward pass of `{}`", p.name, node.name),
-                                });
+                                regather[bi].push(regather_comm(kind, wire, &p.name, &node.name));
                             }
                         }
                     }

@@ -1078,27 +1078,6 @@ fn full_layer_saved<T: Amount>(
     most
 }
 
-/// Floating-point (time, time with data-parallel and point-to-point traffic, memory) of each
-/// stage (`all`), for choosing which stages to price exactly, or of each stage that stands for
-/// others ([`Plan::representatives`], in their order), for the screen: the formulas of the exact
-/// pricing ([`StagePricer::price`]) on the costs as floats. The stages a representative stands
-/// for have its time and at most its memory, so the maxima over all stages are the maxima over
-/// the representatives.
-fn rough_stages(
-    plan: &Plan,
-    numbers: &[BlockNumbers],
-    layer_block: &[bool],
-    k: &Knobs,
-    kap: &Kappas<f64>,
-    all: bool,
-) -> Vec<RoughStage> {
-    let mut rough: Vec<RoughStage> = Vec::with_capacity(3 * plan.groups.len());
-    rough_each(plan, numbers, layer_block, k, kap, all, None, |x| {
-        rough.push(x)
-    });
-    rough
-}
-
 /// What a stage of `group` takes from its blocks alone under `k` ([`StageParts`]).
 fn group_parts(plan: &Plan, group: &StageGroup, k: &Knobs, kap: &Kappas<f64>) -> StageParts {
     let mf = k.microbatches as f64;
@@ -1112,9 +1091,14 @@ fn group_parts(plan: &Plan, group: &StageGroup, k: &Knobs, kap: &Kappas<f64>) ->
     }
 }
 
-/// [`rough_stages`], each stage handed to `visit` in order instead of collected; `parts`, when
-/// given, holds [`group_parts`] of each group of the plan (shared by strategies that differ
-/// only in schedule and chunks).
+/// Floating-point (time, time with data-parallel and point-to-point traffic, memory) of each
+/// stage (`all`), for choosing which stages to price exactly, or of each stage that stands for
+/// others ([`Plan::representatives`], in their order), for the screen, handed to `visit` in
+/// order: the formulas of the exact pricing ([`StagePricer::price`]) on the costs as floats.
+/// The stages a representative stands for have its time and at most its memory, so the maxima
+/// over all stages are the maxima over the representatives. `parts`, when given, holds
+/// [`group_parts`] of each group of the plan (shared by strategies that differ only in schedule
+/// and chunks).
 #[allow(clippy::too_many_arguments)]
 fn rough_each(
     plan: &Plan,
@@ -1801,7 +1785,7 @@ fn model_flops(numbers: &[BlockNumbers], k: &Knobs) -> Rational {
 ///
 /// The steps: the links and their balance (`Links::of`); each block's exact costs
 /// (`block_costs`); the pipeline partition and the stages that matter, chosen in floating
-/// point (`plan_pipeline`, `rough_stages`, `stages_to_price`); those stages priced exactly
+/// point (`plan_pipeline`, `rough_each`, `stages_to_price`); those stages priced exactly
 /// (`StagePricer::price`); the busiest device and its relative cost (`relative_cost`); its
 /// collectives (`analysis_rows`, `ring_rows`, `all_to_all_rows`); memory and model FLOPs.
 #[allow(clippy::too_many_arguments)]
@@ -1821,7 +1805,10 @@ pub fn evaluate_with(
     let costs = block_costs(numbers, &layer_block, k)?;
     let kap = links.kappas();
     let plan = plan_pipeline(numbers, &layer_block, k, &kap)?;
-    let rough = rough_stages(&plan, numbers, &layer_block, k, &kap, true);
+    let mut rough: Vec<RoughStage> = Vec::with_capacity(plan.stages);
+    rough_each(&plan, numbers, &layer_block, k, &kap, true, None, |x| {
+        rough.push(x)
+    });
     let pricer = StagePricer {
         a,
         k,
@@ -2048,12 +2035,18 @@ mod tests {
             let a = super::super::analysis::analyse(&model, &Default::default());
             let numbers = block_numbers(&a, &microbatch_bindings(&model, &values, &k)).unwrap();
             let layer_block = layer_blocks(&model);
+            // Balances of the order of an H100 node's (any positive values serve the test).
             let kap = Kappas { tp: 2000.0, ep: 2000.0, cp: 2000.0, dp: 20000.0, p2p: 20000.0, hbm: 300.0 };
             let Ok(plan) = plan_pipeline(&numbers, &layer_block, &k, &kap) else {
                 return Ok(());
             };
-            let few = rough_stages(&plan, &numbers, &layer_block, &k, &kap, false);
-            let all = rough_stages(&plan, &numbers, &layer_block, &k, &kap, true);
+            // The screen's way (each group's parts computed beforehand, as a batch shares
+            // them), against every stage priced on its own.
+            let parts: Vec<StageParts> =
+                plan.groups.iter().map(|g| group_parts(&plan, g, &k, &kap)).collect();
+            let (mut few, mut all) = (Vec::new(), Vec::new());
+            rough_each(&plan, &numbers, &layer_block, &k, &kap, false, Some(&parts), |x| few.push(x));
+            rough_each(&plan, &numbers, &layer_block, &k, &kap, true, None, |x| all.push(x));
             prop_assert_eq!(all.len() as u64, pp);
             prop_assert!(few.len() <= 3 * plan.groups.len());
             let most = |r: &[RoughStage], f: fn(&RoughStage) -> f64| {

@@ -859,13 +859,12 @@ pub fn rank_with_progress(
             candidates.push(k);
         }
     }
-    let mut evals: Vec<(Evaluation, usize)> = Vec::new();
     // Priced in parallel, kept in order.
     let priced: Vec<Option<(Evaluation, usize)>> = candidates
         .par_iter()
         .map(|c| price(model, &variants, &cache, c, calib, opts).map(|(e, _, _)| (e, c.v)))
         .collect();
-    evals.extend(priced.into_iter().flatten());
+    let mut evals: Vec<(Evaluation, usize)> = priced.into_iter().flatten().collect();
     // Feasible first, cheapest first; ties go to the smaller memory footprint, then to the
     // annotated layout.
     evals.sort_by(|(a, va), (b, vb)| {
@@ -1101,9 +1100,8 @@ fn rank_by_seconds(
             .ok()
         })
         .collect();
-    let mut chain_cache: BTreeMap<(NumbersKey, u64), Option<Chains>> =
+    let chain_cache: BTreeMap<(NumbersKey, u64), Option<Chains>> =
         first.iter().map(|(key, _)| **key).zip(built).collect();
-    let mut bounded: Vec<(f64, &Cand, f64)> = Vec::new();
     type PartitionKey = (NumbersKey, u64, Recompute, Schedule, u64, u64);
     let variants = search.variants;
     type StageCounts = Vec<Vec<(usize, u64)>>;
@@ -1121,20 +1119,10 @@ fn rank_by_seconds(
         let Some(Ok(numbers)) = search.cache.get(&key) else {
             continue;
         };
-        let analysis = variants.analysis(c);
-        let ch = chain_cache.entry((key, k.ep)).or_insert_with(|| {
-            chains(
-                model,
-                analysis,
-                numbers,
-                values,
-                k,
-                &rates,
-                opts.gpus_per_node,
-            )
-            .ok()
-        });
-        let Some(ch) = ch else { continue };
+        // Built above for every strategy this loop reaches.
+        let Some(Some(ch)) = chain_cache.get(&(key, k.ep)) else {
+            continue;
+        };
         // The partition depends on neither the ZeRO stage nor (interleaved) the partition
         // search; share it between the strategies that differ only there.
         let interleaved = k.schedule == Schedule::Interleaved && k.chunks > 1;
@@ -1175,7 +1163,7 @@ fn rank_by_seconds(
             ))
         })
         .collect();
-    bounded.extend(bounded_all.into_iter().flatten());
+    let mut bounded: Vec<(f64, &Cand, f64)> = bounded_all.into_iter().flatten().collect();
     bounded.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut found: Vec<(f64, Evaluation, usize)> = Vec::new();
     let simulated = std::sync::atomic::AtomicUsize::new(0);
