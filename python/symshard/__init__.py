@@ -12,7 +12,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import tempfile
+import threading
+import warnings
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -26,6 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "SymshardError",
+    "SymshardWarning",
     "Formula",
     "Number",
     "ModelInfo",
@@ -39,6 +43,8 @@ __all__ = [
     "Ranking",
     "Timeline",
     "Explanation",
+    "Split",
+    "SplitCollective",
     "Component",
     "Comparison",
     "models",
@@ -65,10 +71,20 @@ class SymshardError(Exception):
     input was a file) and the exit code the command line would return (2: rejected input; 1: a
     file that could not be read or written, or a check that found a discrepancy)."""
 
-    def __init__(self, message: str, exit_code: int) -> None:
+    def __init__(self, message: str, exit_code: int, source: Optional[str] = None) -> None:
         super().__init__(message)
         self.message = message
         self.exit_code = exit_code
+        self.source = source
+        """Where the model was a config dict or object: the JSON text symshard read (the
+        config as ``json.dumps(config, indent=2)``), which the message's ``line:column`` points
+        into; else ``None``."""
+
+
+class SymshardWarning(UserWarning):
+    """A warning or note of symshard (what the command line prints to stderr as ``warning: …``
+    or ``note: …``), such as a strategy that does not fit in memory. The message is the command
+    line's, without the ``warning: `` prefix; notes keep their ``note: `` prefix."""
 
 
 class Formula(str):
@@ -106,17 +122,86 @@ def _opt(v: Any, f: Any) -> Any:
     return None if v is None else f(v)
 
 
-def _call(args: List[str]) -> List[Any]:
+# The library prints its warnings and notes to the process's stderr (file descriptor 2), which a
+# notebook never shows. Each call redirects descriptor 2 to a temporary file for its duration and
+# re-emits what was written there: warnings and notes with `warnings.warn`, anything else on
+# `sys.stderr`. Descriptor 2 is one per process, so calls are serialised.
+_STDERR_LOCK = threading.Lock()
+
+
+def _native_call(args: List[str]) -> Tuple[List[str], str]:
+    """The native call's JSON documents and what it wrote to stderr."""
+    with _STDERR_LOCK:
+        try:
+            sys.stderr.flush()
+        except (AttributeError, OSError, ValueError):  # pragma: no cover - no usable sys.stderr
+            pass
+        try:
+            saved = os.dup(2)
+        except OSError:  # pragma: no cover - a process without descriptor 2
+            return _native.run_json(args), ""
+        try:
+            with tempfile.TemporaryFile() as err:
+                os.dup2(err.fileno(), 2)
+                try:
+                    docs = _native.run_json(args)
+                finally:
+                    os.dup2(saved, 2)
+                    err.seek(0)
+                    text = err.read().decode("utf-8", "replace")
+                    _relay(text)
+        finally:
+            os.close(saved)
+        return docs, text
+
+
+def _stacklevel() -> int:
+    """`warnings.warn`'s stacklevel for the first caller outside this module (from `_relay`)."""
+    f: Any = sys._getframe(1)
+    level = 1
+    while f is not None and f.f_globals.get("__name__") == __name__:
+        f = f.f_back
+        level += 1
+    return level
+
+
+def _relay(text: str) -> None:
+    """Re-emits what the library wrote to stderr: ``warning: …`` and ``note: …`` lines (with any
+    indented lines that continue them) as :class:`SymshardWarning`, other lines on sys.stderr."""
+    items: List[List[str]] = []
+    for line in text.splitlines():
+        if line[:1].isspace() and items and items[-1][0] == "warn":
+            items[-1][1] += "\n" + line
+        elif line.startswith("warning: "):
+            items.append(["warn", line[len("warning: ") :]])
+        elif line.startswith("note: "):
+            items.append(["warn", line])
+        elif line:
+            items.append(["text", line])
+    level = _stacklevel()
+    for kind, message in items:
+        if kind == "warn":
+            warnings.warn(message, SymshardWarning, stacklevel=level)
+        else:
+            print(message, file=sys.stderr)
+
+
+def _call(args: List[str], model: Optional["_ModelFile"] = None) -> List[Any]:
     try:
-        docs = _native.run_json(args)
+        docs, _ = _native_call(args)
     except _native.NativeError as e:
         message, code = e.args[0] if len(e.args) == 1 else e.args
-        raise SymshardError(str(message), int(code)) from None
+        message = str(message)
+        source = None
+        if model is not None and model.path is not None:
+            message = message.replace(model.path, model.label)
+            source = model.text
+        raise SymshardError(message, int(code), source) from None
     return [json.loads(d) for d in docs]
 
 
-def _one(args: List[str]) -> Any:
-    docs = _call(args)
+def _one(args: List[str], model: Optional["_ModelFile"] = None) -> Any:
+    docs = _call(args, model)
     if len(docs) != 1:
         raise SymshardError(f"`symshard {' '.join(args)}` printed {len(docs)} JSON documents", 1)
     return docs[0]
@@ -153,25 +238,36 @@ ModelArg = Union[str, "os.PathLike[str]", Mapping[str, Any], Any]
 class _ModelFile:
     """A model argument as the command line takes it: a shipped or user model's name, a path, or
     a Hugging Face config (a dict, or an object with ``to_dict()`` such as a ``transformers``
-    config) written to a temporary ``config.json``."""
+    config) written to a temporary ``config.json`` as ``json.dumps(config, indent=2)``. Errors
+    name such a config ``<config dict>`` or ``<ClassName>`` instead of the temporary file."""
 
     def __init__(self, model: ModelArg) -> None:
         self.model = model
         self.tmp: Optional[tempfile.TemporaryDirectory[str]] = None
+        self.path: Optional[str] = None
+        self.label = ""
+        self.text: Optional[str] = None
 
-    def __enter__(self) -> str:
+    def __enter__(self) -> "_ModelFile":
+        return self
+
+    def arg(self) -> str:
         m = self.model
         if isinstance(m, str):
             return m
         if isinstance(m, os.PathLike):
             return os.fspath(m)
-        if hasattr(m, "to_dict") and callable(m.to_dict):
+        label = "<config dict>"
+        if not isinstance(m, Mapping) and hasattr(m, "to_dict") and callable(m.to_dict):
+            label = f"<{type(m).__name__}>"
             m = m.to_dict()
         if isinstance(m, Mapping):
             self.tmp = tempfile.TemporaryDirectory(prefix="symshard-")
             path = Path(self.tmp.name) / "config.json"
-            path.write_text(json.dumps(dict(m), default=str))
-            return str(path)
+            self.text = json.dumps(dict(m), indent=2, default=str)
+            path.write_text(self.text)
+            self.path, self.label = str(path), label
+            return self.path
         raise TypeError(
             "model must be a name, a path, a Hugging Face config dict or an object with to_dict(), "
             f"not {type(m).__name__}"
@@ -323,9 +419,15 @@ class PerDevice:
         )
 
 
+_TEXT_KEYS = frozenset({"name", "rule", "class", "block", "dp_split", "tp_split"})
+
+
 def _convert_row(r: Mapping[str, Any]) -> Dict[str, Any]:
-    """A per-operator row: exact numbers become ints, other text stays text."""
-    return {k: (_exact(v) if isinstance(v, str) and _EXACT.match(v) else v) for k, v in r.items()}
+    """A per-operator row: exact numbers become ints (or Fractions), formulas (``symbolic=True``)
+    :class:`Formula`; names, rules, classes and split descriptions stay text."""
+    return {
+        k: (_value(v) if isinstance(v, str) and k not in _TEXT_KEYS else v) for k, v in r.items()
+    }
 
 
 @dataclass(frozen=True)
@@ -535,33 +637,130 @@ class Timeline:
 
 
 @dataclass(frozen=True)
+class SplitCollective:
+    """A collective one way of splitting needs: ``kind`` (``all-reduce``, …) with its reduction
+    ``op`` of ``tensor`` on mesh ``axis``; ``size`` the tensor's bytes and ``wire_bytes`` what
+    each rank sends, as formulas; the cheaper alternative where the library names one."""
+
+    kind: str
+    op: Optional[str]
+    axis: str
+    tensor: str
+    count: int
+    size: Formula
+    wire_bytes: Formula
+    reason: str
+    alternative_kind: Optional[str]
+    alternative_wire_bytes: Optional[Formula]
+    alternative_leaves: Optional[Any]
+
+    @staticmethod
+    def _from(d: Mapping[str, Any]) -> "SplitCollective":
+        alt = d.get("alternative") or {}
+        return SplitCollective(
+            kind=d["kind"],
+            op=d.get("op"),
+            axis=d.get("axis", ""),
+            tensor=d.get("tensor", ""),
+            count=int(_exact(d.get("count", 1))),
+            size=Formula(d["size"]),
+            wire_bytes=Formula(d["wire_bytes"]),
+            reason=d.get("reason", ""),
+            alternative_kind=alt.get("kind"),
+            alternative_wire_bytes=_opt(alt.get("wire_bytes"), Formula),
+            alternative_leaves=alt.get("leaves"),
+        )
+
+    def describe(self) -> str:
+        """As the command line's table says it: ``all-reduce(sum) of dw on axis a``."""
+        op = f"({self.op})" if self.op else ""
+        return f"{self.kind}{op} of {self.tensor} on axis {self.axis}"
+
+
+@dataclass(frozen=True)
+class Split:
+    """One row of an operator's split table: which indices are split over which mesh axes
+    (``splits``: ``(index, axis, size)``, empty for the whole operator), the compute of each pass,
+    the collectives it needs and the bytes saved for backward per device, all as formulas;
+    ``forward`` and ``backward`` keep the library's placements of inputs and outputs."""
+
+    splits: List[Tuple[str, str, Formula]]
+    forward_compute: Formula
+    backward_compute: Formula
+    forward_collectives: List[SplitCollective]
+    backward_collectives: List[SplitCollective]
+    saved_bytes: Formula
+    forward: Dict[str, Any] = field(repr=False)
+    backward: Dict[str, Any] = field(repr=False)
+
+    @staticmethod
+    def _from(d: Mapping[str, Any]) -> "Split":
+        fw, bw = d["forward"], d["backward"]
+        return Split(
+            splits=[(s["index"], s["axis"], Formula(s["size"])) for s in d.get("splits", [])],
+            forward_compute=Formula(fw["compute"]),
+            backward_compute=Formula(bw["compute"]),
+            forward_collectives=[SplitCollective._from(c) for c in fw.get("collectives", [])],
+            backward_collectives=[SplitCollective._from(c) for c in bw.get("collectives", [])],
+            saved_bytes=Formula(d["saved_bytes"]),
+            forward=dict(fw),
+            backward=dict(bw),
+        )
+
+    def describe(self) -> str:
+        """As the command line's table heads it: ``b over a (p_a), n over b (p_b)``."""
+        return ", ".join(f"{i} over {a} ({s})" for i, a, s in self.splits) or "whole"
+
+
+@dataclass(frozen=True)
 class Explanation:
-    """An operator rule: its indices and laws, FLOPs, bytes and derived split table."""
+    """An operator rule: its indices and laws, FLOPs and bytes (formulas in the rule's indices)
+    and the derived split table: ``split_table`` one :class:`Split` per way of splitting,
+    ``whole`` the operator unsplit, ``unsplittable`` the indices that cannot be split and why."""
 
     name: str
     doc: str
     rule: Dict[str, Any]
-    flops: Any
-    bytes: Any
-    split_table: List[Dict[str, Any]]
+    flops: Dict[str, Formula]
+    bytes: Dict[str, Formula]
+    dtype_bytes: Optional[int]
+    whole: Optional[Split]
+    split_table: List[Split]
+    unsplittable: Dict[str, str]
     raw: Dict[str, Any] = field(repr=False)
 
     @staticmethod
     def _from(d: Dict[str, Any]) -> "Explanation":
         rule = d.get("rule", {})
+        table = d.get("split_table") or {}
         return Explanation(
             name=rule.get("name", ""),
             doc=rule.get("doc", ""),
             rule=rule,
-            flops=d.get("flops"),
-            bytes=d.get("bytes"),
-            split_table=list(d.get("split_table", [])),
+            flops={k: Formula(v) for k, v in (d.get("flops") or {}).items()},
+            bytes={k: Formula(v) for k, v in (d.get("bytes") or {}).items()},
+            dtype_bytes=_opt(table.get("dtype_bytes"), int),
+            whole=_opt(table.get("whole"), Split._from),
+            split_table=[Split._from(e) for e in table.get("entries", [])],
+            unsplittable={u["index"]: u.get("reason", "") for u in table.get("unsplittable", [])},
             raw=d,
         )
 
     def to_pandas(self) -> "pandas.DataFrame":
-        """The split table, one row per way of splitting."""
-        return _pandas().DataFrame(self.split_table)
+        """The split table, one row per way of splitting: the splits as the command line heads
+        them, the compute of each pass, the collectives of each pass, the bytes saved."""
+        rows = [
+            {
+                "splits": e.describe(),
+                "forward_compute": e.forward_compute,
+                "backward_compute": e.backward_compute,
+                "forward_collectives": [c.describe() for c in e.forward_collectives],
+                "backward_collectives": [c.describe() for c in e.backward_collectives],
+                "saved_bytes": e.saved_bytes,
+            }
+            for e in self.split_table
+        ]
+        return _pandas().DataFrame(rows)
 
 
 @dataclass(frozen=True)
@@ -669,12 +868,108 @@ def cost(
     """Parameters, FLOPs and activation memory of a model; with ``strategy`` (a dict of knobs
     such as ``{"tp": 8, "pp": 4}``, a :class:`RankRow` or a strategy file) also the busiest
     device's FLOPs, collectives and memory. Keyword arguments bind model symbols exactly
-    (``B=4096``, any size of int)."""
-    with _ModelFile(model) as m:
-        args = ["cost", m] + _model_flags(symbols, attention, rules)
+    (``B=4096``, any size of int). With ``symbolic=True`` the model's totals and per-operator
+    rows are :class:`Formula` objects; the busiest device's amounts stay exact numbers (the
+    library prices a strategy at the model's symbol values)."""
+    with _ModelFile(model) as mf:
+        args = ["cost", mf.arg()] + _model_flags(symbols, attention, rules)
         args += _flags({"symbolic": symbolic, "per_op": per_op, "calib": calib})
         args += _strategy_flags(strategy)
-        return Cost._from(_one(args))
+        return Cost._from(_one(args, mf))
+
+
+# Keyword knobs of `rank` and `report`, as `--fix` names them.
+_FIX_KNOBS: Dict[str, str] = {
+    "dp": "dp",
+    "tp": "tp",
+    "pp": "pp",
+    "ep": "ep",
+    "cp": "cp",
+    "mbs": "mbs",
+    "micro_batch_size": "mbs",
+    "microbatches": "microbatches",
+    "chunks": "chunks",
+    "zero": "zero",
+    "schedule": "schedule",
+    "sp": "sp",
+    "sequence_parallel": "sp",
+    "recompute": "recompute",
+}
+# Knobs `--max` caps: `max_tp=8` or `max={"tp": 8}`.
+_MAX_KNOBS = ("dp", "tp", "pp", "ep", "cp", "mbs", "micro_batch_size", "microbatches", "chunks", "zero")
+# The search's other options, passed as the command line's flags.
+_SEARCH_OPTIONS = frozenset(
+    {
+        "gpus_per_node",
+        "memory",
+        "headroom",
+        "max_microbatches",
+        "max_chunks",
+        "no_sp",
+        "layouts",
+        "pareto",
+        "exact",
+        "emit",
+        "why",
+    }
+)
+
+
+def _items(what: str, v: Any) -> List[str]:
+    """``fix``/``max`` as given: ``"tp=8,pp=4"``, a list of such strings, or a dict of knobs."""
+    if v is None:
+        return []
+    if isinstance(v, str):
+        return [v]
+    if isinstance(v, Mapping):
+        out = []
+        for k, x in v.items():
+            if not isinstance(k, str):
+                raise TypeError(f"{what}: knob names are strings, not {k!r}")
+            out.append(f"{_FIX_KNOBS.get(k, k)}={_knob_value(x)}")
+        return out
+    if isinstance(v, (list, tuple)):
+        return [str(x) for x in v]
+    raise TypeError(f"{what} must be a string such as 'tp=8,pp=4', a list of them or a dict, not {type(v).__name__}")
+
+
+def _knob_value(v: Any) -> str:
+    if v is True:
+        return "on"
+    if v is False:
+        return "off"
+    return str(v)
+
+
+def _search_flags(fix: Any, max: Any, options: Mapping[str, Any]) -> List[str]:
+    """The search constraints of `rank` and `report` as flags: keyword knobs (``tp=8``) join
+    ``fix`` as ``--fix``, ``sp=False`` is ``--no-sp``, ``max_tp=8`` joins ``max`` as ``--max``,
+    the search options are their flags; any other keyword is a TypeError naming it."""
+    fixed = _items("fix", fix)
+    capped = _items("max", max)
+    rest: Dict[str, Any] = {}
+    for k, v in options.items():
+        if k in _SEARCH_OPTIONS:
+            rest[k] = v
+        elif k in _FIX_KNOBS:
+            if v is None:
+                continue
+            if _FIX_KNOBS[k] == "sp" and v is False:
+                rest["no_sp"] = True
+            else:
+                fixed.append(f"{_FIX_KNOBS[k]}={_knob_value(v)}")
+        elif k.startswith("max_") and k[4:] in _MAX_KNOBS:
+            if v is not None:
+                capped.append(f"{_FIX_KNOBS[k[4:]]}={v}")
+        else:
+            known = sorted([*_FIX_KNOBS, *(f"max_{n}" for n in _MAX_KNOBS), *_SEARCH_OPTIONS])
+            raise TypeError(f"unknown keyword argument {k!r} (known: fix, max, {', '.join(known)})")
+    out = []
+    if fixed:
+        out += ["--fix", ",".join(fixed)]
+    if capped:
+        out += ["--max", ",".join(capped)]
+    return out + _flags(rest)
 
 
 def rank(
@@ -686,16 +981,33 @@ def rank(
     symbols: Optional[Mapping[str, Any]] = None,
     attention: Optional[str] = None,
     rules: Any = None,
-    **options: Any,
+    fix: Any = None,
+    max: Any = None,
+    **knobs: Any,
 ) -> Ranking:
     """Rank the hybrid-parallel strategies of a model on ``devices`` devices, by relative cost or,
-    with ``calib``, by simulated seconds. Other keyword arguments are the command line's options
-    (``gpus_per_node=8``, ``memory=80_000_000_000``, ``max_microbatches=64``, …)."""
-    with _ModelFile(model) as m:
-        args = ["rank", m, "--devices", str(devices), "--top", str(top)]
+    with ``calib``, by simulated seconds.
+
+    Constraints on the search, as keyword arguments:
+
+    * knobs to fix (``--fix``): ``dp``, ``tp``, ``pp``, ``ep``, ``cp``, ``mbs`` (or
+      ``micro_batch_size``), ``microbatches``, ``chunks``, ``zero``, ``schedule``
+      (``"gpipe"``, ``"1f1b"``, ``"interleaved-1f1b"``), ``recompute`` (``"none"``,
+      ``"selective"``, ``"full"``), ``sp`` (or ``sequence_parallel``; ``sp=False`` is
+      ``--no-sp``): ``rank("gpt3-175b", 1024, tp=8, pp=16, zero=1)``;
+    * ``fix``: the same as ``--fix`` text (``"tp=8,pp=4"``), a list of such texts or a dict;
+    * caps (``--max``): ``max_tp=8``, ``max_pp=16`` (any knob above but schedule, sp and
+      recompute), or ``max={"tp": 8}`` / ``max="tp=8"``;
+    * the search's options: ``gpus_per_node``, ``memory`` (``"75GB"``), ``headroom``
+      (``"10%"``), ``max_microbatches``, ``max_chunks``, ``layouts``, ``pareto``, ``exact``,
+      ``emit``, ``why``, ``no_sp``.
+
+    Any other keyword raises TypeError naming it; a bad value is the library's SymshardError."""
+    with _ModelFile(model) as mf:
+        args = ["rank", mf.arg(), "--devices", str(devices), "--top", str(top)]
         args += _model_flags(symbols, attention, rules)
-        args += _flags({"calib": calib, **options})
-        return Ranking._from(_one(args))
+        args += _flags({"calib": calib}) + _search_flags(fix, max, knobs)
+        return Ranking._from(_one(args, mf))
 
 
 def timeline(
@@ -711,18 +1023,19 @@ def timeline(
 ) -> Timeline:
     """Simulate one training step of ``strategy`` (a dict of knobs, a :class:`RankRow` or a
     strategy file) on the machine of calibration table ``calib``; with ``svg=True`` the result
-    carries the Gantt chart as SVG text."""
-    with _ModelFile(model) as m, tempfile.TemporaryDirectory(prefix="symshard-") as tmp:
-        args = ["timeline", m, "--calib", calib] + _model_flags(symbols, attention, rules)
+    carries the Gantt chart as SVG text. A strategy that does not fit in memory is simulated
+    all the same, with a :class:`SymshardWarning`."""
+    with _ModelFile(model) as mf, tempfile.TemporaryDirectory(prefix="symshard-") as tmp:
+        args = ["timeline", mf.arg(), "--calib", calib] + _model_flags(symbols, attention, rules)
         args += _strategy_flags(strategy) + _flags(options)
         svg_path = Path(tmp) / "timeline.svg"
         if svg:
             args += ["--svg", str(svg_path)]
-        d = _one(args)
+        d = _one(args, mf)
         return Timeline._from(d, svg_path.read_text() if svg else None)
 
 
-def explain(rule: str) -> Explanation:
+def explain(rule: Union[str, "os.PathLike[str]"]) -> Explanation:
     """An operator rule (shipped name or file): indices, laws, FLOPs and split table."""
     return Explanation._from(_one(["explain", os.fspath(rule)]))
 
@@ -737,18 +1050,20 @@ def report(
     symbols: Optional[Mapping[str, Any]] = None,
     attention: Optional[str] = None,
     rules: Any = None,
-    **options: Any,
+    fix: Any = None,
+    max: Any = None,
+    **knobs: Any,
 ) -> Path:
     """Write the self-contained HTML report of ``symshard report`` to ``output`` and return its
-    path. Other keyword arguments are the search constraints :func:`rank` takes
-    (``fix=["tp=8"]``, ``max=["pp=16"]``, ``schedule="1f1b"``, ``no_sp=True``, ``memory="75GB"``,
-    ``headroom="10%"``, ``micro_batch_size=2``, ``gpus_per_node=8``, …)."""
+    path. The search constraints are :func:`rank`'s (``tp=8``, ``sp=False``, ``max_pp=16``,
+    ``fix="tp=8"``, ``max={"pp": 16}``, ``memory="75GB"``, ``headroom="10%"``,
+    ``gpus_per_node=8``, …)."""
     out = Path(output)
-    with _ModelFile(model) as m:
-        args = ["report", m, "--devices", str(devices), "--top", str(top), "-o", str(out)]
+    with _ModelFile(model) as mf:
+        args = ["report", mf.arg(), "--devices", str(devices), "--top", str(top), "-o", str(out)]
         args += _model_flags(symbols, attention, rules)
-        args += _flags({"calib": calib, **options})
-        _call(args)
+        args += _flags({"calib": calib}) + _search_flags(fix, max, knobs)
+        _call(args, mf)
     return out
 
 
@@ -780,7 +1095,7 @@ def compare(
             f"a strategy to compare is a knob string, a strategy file or a RankRow, not {type(s).__name__}"
         )
 
-    with _ModelFile(model) as m:
-        args = ["compare", m, side(a), side(b)] + _model_flags(symbols, attention, rules)
+    with _ModelFile(model) as mf:
+        args = ["compare", mf.arg(), side(a), side(b)] + _model_flags(symbols, attention, rules)
         args += _flags({"calib": calib, **options})
-        return Comparison._from(_one(args))
+        return Comparison._from(_one(args, mf))
