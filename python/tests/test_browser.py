@@ -17,21 +17,56 @@ import symshard
 
 CHARTS = ("components", "frontier", "timeline", "memory")
 
+# Injected first in <head>: records uncaught errors, rejected promises, console.error calls and
+# (listening in the capture phase, since a failed load's error event does not bubble) every
+# element whose resource failed to load.
 SPY = """<script>
 window.__errors = [];
-window.addEventListener('error', function (e) { __errors.push('error: ' + e.message); });
+window.addEventListener('error', function (e) {
+  var t = e.target;
+  if (t && t !== window && t.tagName) {
+    __errors.push('failed to load: <' + t.tagName.toLowerCase() + '> ' + (t.src || t.href || t.data || ''));
+  } else {
+    __errors.push('error: ' + e.message);
+  }
+}, true);
 window.addEventListener('unhandledrejection', function (e) { __errors.push('rejection: ' + e.reason); });
 var __ce = console.error;
 console.error = function () { __errors.push('console.error: ' + Array.prototype.join.call(arguments, ' ')); __ce.apply(console, arguments); };
 </script>"""
 
+# Injected last in <body>: once the page's script has rendered and every resource has loaded or
+# failed (the document is complete), clicks the ranking table's
+# `memory` header twice (as a reader would), records the `rank` column after each click, then
+# reports the errors.
 REPORT_BACK = """<script>
 (function wait() {
-  if (document.body.dataset.rendered !== 'yes') { setTimeout(wait, 20); return; }
+  if (document.body.dataset.rendered !== 'yes' || document.readyState !== 'complete') {
+    setTimeout(wait, 20); return;
+  }
+  var out = {};
+  var t = document.getElementById('ranking');
+  if (t) {
+    var ranks = function () {
+      return Array.prototype.map.call(t.tBodies[0].rows, function (r) { return r.cells[0].textContent; });
+    };
+    var th = Array.prototype.filter.call(t.tHead.rows[0].cells, function (c) { return c.textContent === 'memory'; })[0];
+    out.before = ranks();
+    if (th) {
+      th.click(); out.up = ranks();
+      th.click(); out.down = ranks();
+    }
+  }
   var p = document.createElement('pre'); p.id = '__errors'; p.textContent = JSON.stringify(__errors);
   document.body.appendChild(p);
+  var q = document.createElement('pre'); q.id = '__sorted'; q.textContent = JSON.stringify(out);
+  document.body.appendChild(q);
 })();
 </script>"""
+
+# Chromium's log of what pages print to their console (`--enable-logging=stderr`): a line such
+# as `[…:INFO:CONSOLE:12] "Uncaught TypeError: …", source: file:///… (12)`.
+CONSOLE = re.compile(r"^\[[^\]]*:CONSOLE[^\]]*\] (.*)$", re.M)
 
 
 def chromium() -> str:
@@ -39,7 +74,7 @@ def chromium() -> str:
         found = shutil.which(name)
         if found:
             return found
-    message = "headless Chromium is not installed (.ci/browser installs Debian's `chromium`)"
+    message = "headless Chromium is not installed (.ci/python installs Debian's `chromium`)"
     if os.environ.get("CI"):
         pytest.fail(message)
     pytest.skip(message)
@@ -55,6 +90,8 @@ def browse(browser: str, page: Path, *extra: str) -> subprocess.CompletedProcess
         "--disable-extensions",
         "--host-resolver-rules=MAP * ~NOTFOUND",
         "--virtual-time-budget=20000",
+        "--enable-logging=stderr",
+        "--v=0",
         *extra,
         page.as_uri(),
     ]
@@ -75,18 +112,52 @@ def test_the_report_is_one_small_file_that_fetches_nothing(report):
         assert not re.search(pattern, html), pattern
 
 
-def test_the_report_renders_in_headless_chromium(report, tmp_path):
-    browser = chromium()
-    html = report.read_text()
-    spied = tmp_path / "spied.html"
-    spied.write_text(html.replace("<head>", "<head>" + SPY, 1).replace("</body>", REPORT_BACK + "</body>", 1))
-    p = browse(browser, spied, "--dump-dom")
+def spied(browser: str, html: str, tmp_path: Path) -> tuple:
+    """Renders ``html`` with the spy and the report-back scripts: (the DOM, the errors the spy
+    recorded, the lines Chromium logged from the page's console, what the sort clicks saw)."""
+    page = tmp_path / "spied.html"
+    page.write_text(html.replace("<head>", "<head>" + SPY, 1).replace("</body>", REPORT_BACK + "</body>", 1))
+    p = browse(browser, page, "--dump-dom")
     assert p.returncode == 0, p.stderr[-2000:]
     dom = p.stdout
+
+    def pre(name: str) -> object:
+        m = re.search(rf'<pre id="{name}">(.*?)</pre>', dom, re.S)
+        assert m is not None, f"the page did not report {name}"
+        return json.loads(html_unescape(m.group(1)))
+
+    return dom, pre("__errors"), CONSOLE.findall(p.stderr), pre("__sorted")
+
+
+def html_unescape(text: str) -> str:
+    import html
+
+    return html.unescape(text)
+
+
+def test_the_spy_sees_failed_loads_and_console_errors(tmp_path):
+    """The checks below can fail: a missing image, an unreachable style sheet and an uncaught
+    error are each reported."""
+    browser = chromium()
+    page = (
+        '<html><head><link rel="stylesheet" href="https://example.com/x.css"></head><body>'
+        '<img src="missing.png"><script>document.body.dataset.rendered = "yes"; nosuch();</script>'
+        "</body></html>"
+    )
+    _, errors, console, _ = spied(browser, page, tmp_path)
+    assert any(e.startswith("failed to load: <img>") and "missing.png" in e for e in errors), errors
+    assert any(e.startswith("failed to load: <link>") and "example.com" in e for e in errors), errors
+    assert any("nosuch" in e for e in errors), errors
+    assert any("Uncaught ReferenceError" in line for line in console), console
+
+
+def test_the_report_renders_in_headless_chromium(report, tmp_path):
+    browser = chromium()
+    dom, errors, console, _ = spied(browser, report.read_text(), tmp_path)
     assert 'data-rendered="yes"' in dom, "the page's script did not finish"
-    errors = re.search(r'<pre id="__errors">(.*?)</pre>', dom, re.S)
-    assert errors is not None
-    assert json.loads(errors.group(1).replace("&quot;", '"')) == []
+    assert errors == []
+    # The report logs nothing to the console: any line is an error or a warning of the page.
+    assert console == []
     for chart in CHARTS:
         m = re.search(rf'<figure class="chart" id="{chart}"[^>]*>\s*<svg', dom)
         assert m, f"chart {chart} has no SVG in the rendered page"
@@ -99,6 +170,28 @@ def test_the_report_renders_in_headless_chromium(report, tmp_path):
     top = symshard.rank("gpt3-175b", devices=1024, top=1).rows[0]
     last = top.pp - 1
     assert f"stage {last} · device {last * top.dp * top.tp}" in gantt.group(1)
+
+
+def test_clicking_a_column_header_sorts_the_ranking(report, tmp_path):
+    browser = chromium()
+    html = report.read_text()
+    _, errors, console, sorted_ = spied(browser, html, tmp_path)
+    assert errors == [] and console == []
+    # The expected orders, from the memory the report writes in each row (its `data-v`).
+    table = re.search(r'<table class="sortable" id="ranking">.*?<tbody>(.*?)</tbody>', html, re.S)
+    assert table is not None
+    heads = re.findall(r"<th[^>]*>(.*?)</th>", re.search(r"<thead>(.*?)</thead>", table.group(0), re.S).group(1))
+    col = heads.index("memory")
+    rows = []
+    for tr in re.findall(r"<tr>(.*?)</tr>", table.group(1), re.S):
+        cells = re.findall(r'<td data-v="([^"]*)"', tr)
+        rows.append((cells[0], float(cells[col])))
+    assert len(rows) == 20
+    shown = [r for r, _ in rows]
+    up = [r for r, _ in sorted(rows, key=lambda x: x[1])]
+    down = [r for r, _ in sorted(rows, key=lambda x: -x[1])]
+    assert up != shown, "the ranking is already in memory order: the click would show nothing"
+    assert sorted_ == {"before": shown, "up": up, "down": down}
 
 
 def test_the_screenshot_shows_the_charts(report, tmp_path):
