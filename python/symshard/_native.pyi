@@ -2,6 +2,8 @@
 
 from typing import List
 
+__all__ = ["NativeError", "run_json", "version"]
+
 class NativeError(Exception):
     """A symshard error; ``args`` is ``(message, exit_code)``."""
 
