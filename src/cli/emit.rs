@@ -5,8 +5,9 @@ use super::rank::Emit;
 use crate::error::Error;
 use crate::model::{AttentionMode, Model};
 use crate::parallel::{analyse, Evaluation, Layout};
+use crate::search::RankedRow;
 use crate::strategy::{Knobs, Recompute, Schedule};
-use crate::sym::{Bindings, Rational};
+use crate::sym::{Bindings, Poly, Rational};
 use serde::Serialize;
 
 /// What `--emit` produced: text for the table output, JSON for `--format json`.
@@ -50,6 +51,8 @@ pub const MEGATRON_FLAGS: &[&str] = &[
     "--context-parallel-size",
     "--cp-comm-type",
     "--expert-model-parallel-size",
+    "--decoder-first-pipeline-num-layers",
+    "--decoder-last-pipeline-num-layers",
     "--num-layers-per-virtual-pipeline-stage",
     "--micro-batch-size",
     "--global-batch-size",
@@ -60,6 +63,8 @@ pub const MEGATRON_FLAGS: &[&str] = &[
     "--use-distributed-optimizer",
     "--use-megatron-fsdp",
     "--data-parallel-sharding-strategy",
+    "--ckpt-format",
+    "--no-gradient-accumulation-fusion",
     "--attention-backend",
     "--tp-comm-overlap",
     "--overlap-grad-reduce",
@@ -71,6 +76,7 @@ pub const MEGATRON_FLAGS: &[&str] = &[
 pub const TORCHTITAN_KEYS: &[&str] = &[
     "job.description",
     "model.name",
+    "model.flavor",
     "training.local_batch_size",
     "training.global_batch_size",
     "training.seq_len",
@@ -81,12 +87,76 @@ pub const TORCHTITAN_KEYS: &[&str] = &[
     "parallelism.pipeline_parallel_degree",
     "parallelism.pipeline_parallel_schedule",
     "parallelism.pipeline_parallel_microbatch_size",
-    "parallelism.pipeline_parallel_layers_per_stage",
+    "parallelism.pipeline_parallel_split_points",
     "parallelism.context_parallel_degree",
+    "parallelism.context_parallel_rotate_method",
     "parallelism.expert_parallel_degree",
     "activation_checkpoint.mode",
     "activation_checkpoint.selective_ac_option",
 ];
+
+/// Emits the ranked row `row` of `model` as `emit` asks. A row stands for every strategy of
+/// equal cost and memory (`row.alike`); when the row's own knobs are ones the target cannot run
+/// (GPipe for Megatron-LM, ZeRO-1 for torchtitan, …) the first member of the group it can run is
+/// emitted instead, priced again by `reprice`, and one whose layout the target states exactly is
+/// preferred to one it can only approximate.
+pub fn emit_ranked(
+    emit: Emit,
+    model: &Model,
+    values: &Bindings,
+    row: &RankedRow,
+    reprice: &dyn Fn(&Knobs) -> Result<Evaluation, Error>,
+) -> Result<Emitted, Error> {
+    let own = emit_one(
+        emit,
+        model,
+        values,
+        &row.evaluation,
+        &row.layout.overrides(),
+    );
+    if matches!(&own, Ok((_, warnings)) if warnings.is_empty()) || row.alike.is_empty() {
+        return own.map(|(e, _)| e);
+    }
+    let mut inexact = None;
+    for k in &row.alike {
+        let Ok(evaluation) = reprice(k) else {
+            continue;
+        };
+        if let Ok((mut e, warnings)) =
+            emit_one(emit, model, values, &evaluation, &row.layout.overrides())
+        {
+            let b = model.batch_value(values);
+            let note = format!(
+                "# row {} groups strategies of equal cost and memory; this is its member {}, which {} runs",
+                row.rank,
+                k.describe(b),
+                target(emit)
+            );
+            e.text = format!("{note}\n{}", e.text);
+            if warnings.is_empty() {
+                return Ok(e);
+            }
+            inexact.get_or_insert(e);
+        }
+    }
+    match (own, inexact) {
+        (Ok((e, _)), _) => Ok(e),
+        (Err(_), Some(e)) => Ok(e),
+        (Err(Error::Usage(m)), None) => Err(Error::Usage(format!(
+            "{m} (nor can any of the {} strategies of equal cost and memory grouped with it)",
+            row.alike.len()
+        ))),
+        (Err(e), None) => Err(e),
+    }
+}
+
+fn target(emit: Emit) -> &'static str {
+    match emit {
+        Emit::Megatron => "Megatron-LM",
+        Emit::Torchtitan => "torchtitan",
+        Emit::Json => "--emit json",
+    }
+}
 
 /// Emits `evaluation`'s strategy of `model` as `emit` asks.
 pub fn emit(
@@ -96,31 +166,56 @@ pub fn emit(
     evaluation: &Evaluation,
     tp_overrides: &std::collections::BTreeMap<String, String>,
 ) -> Result<Emitted, Error> {
+    emit_one(emit, model, values, evaluation, tp_overrides).map(|(e, _)| e)
+}
+
+/// The emitted config and what in the ranked strategy it cannot state (also written into it).
+fn emit_one(
+    emit: Emit,
+    model: &Model,
+    values: &Bindings,
+    evaluation: &Evaluation,
+    tp_overrides: &std::collections::BTreeMap<String, String>,
+) -> Result<(Emitted, Vec<String>), Error> {
     let k = &evaluation.knobs;
+    let strategy = k.describe(model.batch_value(values));
     match emit {
         Emit::Megatron => {
-            let args = megatron(model, values, k)?;
-            let text = format!(
-                "# Megatron-LM arguments (flag names as in {MEGATRON_VERSION})\n{}",
-                args.iter()
+            let (args, warnings) = megatron(model, values, evaluation)?;
+            let mut text =
+                format!("# Megatron-LM arguments (flag names as in {MEGATRON_VERSION})\n");
+            for w in &warnings {
+                text.push_str(&format!("# warning: {w}\n"));
+            }
+            text.push_str(
+                &args
+                    .iter()
                     .map(|(f, v)| match v {
                         Some(v) => format!("{f} {v}"),
                         None => f.to_string(),
                     })
                     .collect::<Vec<_>>()
-                    .join(" \\\n  ")
+                    .join(" \\\n  "),
             );
             let json = serde_json::json!({
                 "megatron_lm": MEGATRON_VERSION,
+                "strategy": strategy,
                 "arguments": args.iter().flat_map(|(f, v)| {
                     std::iter::once(f.to_string()).chain(v.clone())
                 }).collect::<Vec<String>>(),
+                "warnings": warnings,
             });
-            Ok(Emitted { text, json })
+            Ok((Emitted { text, json }, warnings))
         }
         Emit::Torchtitan => {
-            let (toml, json) = torchtitan(model, values, k)?;
-            Ok(Emitted { text: toml, json })
+            let (toml, warnings) = torchtitan(model, values, evaluation)?;
+            let json = serde_json::json!({
+                "torchtitan": TORCHTITAN_VERSION,
+                "strategy": strategy,
+                "toml": toml,
+                "warnings": warnings,
+            });
+            Ok((Emitted { text: toml, json }, warnings))
         }
         Emit::Json => {
             let layout = Layout {
@@ -140,9 +235,94 @@ pub fn emit(
             .map_err(|e| Error::Usage(format!("--emit json: {e}")))?;
             let text = serde_json::to_string_pretty(&json)
                 .map_err(|e| Error::Usage(format!("--emit json: {e}")))?;
-            Ok(Emitted { text, json })
+            Ok((Emitted { text, json }, Vec::new()))
         }
     }
+}
+
+/// How the layers of the model lie on the pipeline stages of a priced strategy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Split {
+    /// One stage, or the same number of layers on every stage (the training stacks' default).
+    Even,
+    /// Layers per stage, in order: the blocks before the layers (embedding) on the first stage,
+    /// those after them (output) on the last, as both stacks place them.
+    Uneven(Vec<u64>),
+    /// Not a split of the layers alone (a stage without layers, a block between layers or an
+    /// embedding placed elsewhere): why.
+    Other(String),
+}
+
+/// The layer split of `evaluation`'s pipeline, from its stages (every stage is listed for the
+/// rows `rank` shows).
+fn layer_split(model: &Model, evaluation: &Evaluation) -> Split {
+    let k = &evaluation.knobs;
+    if k.pp <= 1 {
+        return Split::Even;
+    }
+    let stages = &evaluation.stages;
+    if stages.len() as u64 != k.pp || stages.iter().enumerate().any(|(i, s)| s.stage != i as u64) {
+        return Split::Other(format!(
+            "the strategy lists {} of its {} stages, so its layer split is unknown",
+            stages.len(),
+            k.pp
+        ));
+    }
+    // Repeated blocks are the layers; the others lie before the first or after the last.
+    let repeated: Vec<bool> = model
+        .blocks
+        .iter()
+        .map(|b| b.repeat != Poly::one())
+        .collect();
+    let first = repeated.iter().position(|r| *r);
+    let last = repeated.iter().rposition(|r| *r);
+    let (Some(first), Some(last)) = (first, last) else {
+        return Split::Other("the model has no repeated layer block".into());
+    };
+    let mut counts = Vec::with_capacity(stages.len());
+    for (s, stage) in stages.iter().enumerate() {
+        let mut n = 0;
+        for (name, count) in &stage.items {
+            let Some(b) = model.blocks.iter().position(|b| &b.name == name) else {
+                return Split::Other(format!("stage {s} runs `{name}`, no block of the model"));
+            };
+            let placed = if repeated[b] {
+                n += count;
+                true
+            } else if b < first {
+                s == 0
+            } else if b > last {
+                s + 1 == stages.len()
+            } else {
+                return Split::Other(format!(
+                    "block `{name}` lies between layer blocks; the stacks' flags place only layers"
+                ));
+            };
+            if !placed {
+                return Split::Other(format!(
+                    "stage {s} holds block `{name}`, which both stacks place with the {} layers",
+                    if b < first { "first" } else { "last" }
+                ));
+            }
+        }
+        if n == 0 {
+            return Split::Other(format!("stage {s} holds no layer"));
+        }
+        counts.push(n);
+    }
+    if counts.windows(2).all(|w| w[0] == w[1]) {
+        Split::Even
+    } else {
+        Split::Uneven(counts)
+    }
+}
+
+fn list(counts: &[u64]) -> String {
+    counts
+        .iter()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 fn value(values: &Bindings, name: &str) -> Option<String> {
@@ -187,9 +367,11 @@ fn micro_batch_size(model: &Model, values: &Bindings, k: &Knobs) -> Result<(u64,
 fn megatron(
     model: &Model,
     values: &Bindings,
-    k: &Knobs,
-) -> Result<Vec<(&'static str, Option<String>)>, Error> {
-    let mut a: Vec<(&'static str, Option<String>)> = Vec::new();
+    evaluation: &Evaluation,
+) -> Result<(Vec<Arg>, Vec<String>), Error> {
+    let k = &evaluation.knobs;
+    let mut a = Flags(Vec::new());
+    let mut warnings = Vec::new();
     let l = layers(model, values)?;
     // Model shape.
     a.push(("--num-layers", Some(l.to_string())));
@@ -253,17 +435,47 @@ fn megatron(
     if k.ep > 1 {
         a.push(("--expert-model-parallel-size", Some(k.ep.to_string())));
     }
-    if k.pp > 1 && k.schedule == Schedule::Interleaved {
+    if k.pp > 1 && k.schedule == Schedule::Gpipe {
+        return Err(Error::Usage(
+            "--emit megatron: the top strategy uses the GPipe schedule, which Megatron-LM does not run (it runs 1F1B, interleaved when virtual stages are set); rank with --schedule 1f1b or interleaved-1f1b".into(),
+        ));
+    }
+    let interleaved = k.pp > 1 && k.schedule == Schedule::Interleaved;
+    let split = layer_split(model, evaluation);
+    match &split {
+        // Megatron-LM's default: L / pp layers on each stage.
+        Split::Even => {}
+        // `--decoder-first-pipeline-num-layers` / `--decoder-last-pipeline-num-layers`
+        // (arguments.py at MEGATRON_VERSION; TransformerConfig's num_layers_in_first/last_
+        // pipeline_stage): the stages between take the remaining layers evenly, so a split is
+        // stated exactly when its middle stages are equal. With virtual stages the parser asks
+        // for --num-virtual-stages-per-pipeline-rank instead, and the ranked per-device split
+        // does not say how each chunk holds its layers.
+        Split::Uneven(c) if !interleaved && c[1..c.len() - 1].windows(2).all(|w| w[0] == w[1]) => {
+            a.push(("--decoder-first-pipeline-num-layers", Some(c[0].to_string())));
+            a.push(("--decoder-last-pipeline-num-layers", Some(c[c.len() - 1].to_string())));
+        }
+        Split::Uneven(c) => warnings.push(format!(
+            "the ranked pipeline puts {} layers on its stages, which these flags cannot state ({}); Megatron-LM will place {} layers on each stage, so memory and time differ from the row",
+            list(c),
+            if interleaved {
+                "an uneven split with virtual stages"
+            } else {
+                "the stages between the first and last are not equal"
+            },
+            l / k.pp
+        )),
+        Split::Other(why) => warnings.push(format!(
+            "the ranked pipeline is not a split Megatron-LM's flags state: {why}; Megatron-LM will place {} layers on each stage",
+            l / k.pp
+        )),
+    }
+    if interleaved {
         // Megatron-LM interleaves whenever virtual stages are set, and runs 1F1B otherwise; it
         // has no GPipe schedule.
         a.push((
             "--num-layers-per-virtual-pipeline-stage",
             Some((l / (k.pp * k.chunks)).to_string()),
-        ));
-    }
-    if k.pp > 1 && k.schedule == Schedule::Gpipe {
-        return Err(Error::Usage(
-            "--emit megatron: the top strategy uses the GPipe schedule, which Megatron-LM does not run (it runs 1F1B, interleaved when virtual stages are set); rank with --schedule 1f1b or interleaved-1f1b".into(),
         ));
     }
     let (mbs, b) = micro_batch_size(model, values, k)?;
@@ -288,7 +500,14 @@ fn megatron(
         // over the data-parallel group and keeps full gradient buffers: ZeRO-1.
         1 => a.push(("--use-distributed-optimizer", None)),
         // Megatron-FSDP shards optimizer state and gradients (`optim_grads`, ZeRO-2) or those
-        // and the parameters (`optim_grads_params`, ZeRO-3).
+        // and the parameters (`optim_grads_params`, ZeRO-3). What the cited version requires
+        // with it: validate_args in arguments.py at MEGATRON_VERSION asserts
+        // `args.ckpt_format == "fsdp_dtensor"` whenever --use-megatron-fsdp is set (the default
+        // format is torch_dist), and for optim_grads[_params] warns that TransformerEngine must
+        // support FSDP with gradient accumulation fusion, which is on by default: it is turned
+        // off. The Megatron-FSDP README of Megatron-LM lists --use-distributed-optimizer and
+        // --no-gradient-accumulation-fusion as required; the parser itself enforces only the
+        // checkpoint format.
         2 | 3 => {
             a.push(("--use-megatron-fsdp", None));
             a.push((
@@ -302,6 +521,9 @@ fn megatron(
                     .into(),
                 ),
             ));
+            a.push(("--use-distributed-optimizer", None));
+            a.push(("--ckpt-format", Some("fsdp_dtensor".into())));
+            a.push(("--no-gradient-accumulation-fusion", None));
         }
         z => {
             return Err(Error::Usage(format!(
@@ -328,15 +550,63 @@ fn megatron(
     if model.dtype_bytes == 2 {
         a.push(("--bf16", None));
     }
-    Ok(a)
+    Ok((a.0, warnings))
 }
 
-/// A torchtitan TOML job config for strategy `k`, and the same as JSON.
+/// One Megatron-LM argument: the flag and its value, if it takes one.
+type Arg = (&'static str, Option<String>);
+
+/// Megatron-LM arguments in order; each flag is one of [`MEGATRON_FLAGS`], the list the tests
+/// hold to the cited parser.
+struct Flags(Vec<Arg>);
+
+impl Flags {
+    fn push(&mut self, arg: Arg) {
+        debug_assert!(
+            MEGATRON_FLAGS.contains(&arg.0),
+            "{} is missing from MEGATRON_FLAGS",
+            arg.0
+        );
+        self.0.push(arg);
+    }
+}
+
+/// torchtitan's Llama 3 flavors by shape: (flavor, layers, hidden, heads, key/value heads, FFN
+/// width), as `llama3_configs` in torchtitan/models/llama3/__init__.py at
+/// pytorch/torchtitan@00f555e1114a8286eb1d4e379cae67d56156b61d (the FFN width is its
+/// `compute_ffn_hidden_dim(dim, multiple_of, ffn_dim_multiplier)`: 8B 1024 and 1.3, 70B 4096 and
+/// 1.3, 405B 4096 and 1.2). The vocabulary comes from the tokenizer.
+const TORCHTITAN_LLAMA3_FLAVORS: &[(&str, u64, u64, u64, u64, u64)] = &[
+    ("8B", 32, 4096, 32, 8, 14336),
+    ("70B", 80, 8192, 64, 8, 28672),
+    ("405B", 126, 16384, 128, 8, 53248),
+];
+
+/// The torchtitan Llama 3 flavor with exactly the shape of `model`, if any.
+fn llama3_flavor(model: &Model, values: &Bindings) -> Option<&'static str> {
+    let r = &model.roles;
+    let get = |s: Option<&String>| s.and_then(|s| whole(values, s));
+    let shape = (
+        get(r.layer.as_ref())?,
+        get(r.hidden.as_ref())?,
+        get(r.heads.as_ref())?,
+        get(r.kv_heads.as_ref())?,
+        get(r.ffn.as_ref())?,
+    );
+    TORCHTITAN_LLAMA3_FLAVORS
+        .iter()
+        .find(|f| (f.1, f.2, f.3, f.4, f.5) == shape)
+        .map(|f| f.0)
+}
+
+/// A torchtitan TOML job config for `evaluation`'s strategy, and what of it the config cannot
+/// state (also written into it as comments).
 fn torchtitan(
     model: &Model,
     values: &Bindings,
-    k: &Knobs,
-) -> Result<(String, serde_json::Value), Error> {
+    evaluation: &Evaluation,
+) -> Result<(String, Vec<String>), Error> {
+    let k = &evaluation.knobs;
     let refuse = |why: String| Err(Error::Usage(format!("--emit torchtitan: {why}")));
     // torchtitan shards data parallelism with FSDP2 (ZeRO-3, or ZeRO-2 when parameters are not
     // resharded after forward) and replicates it without sharding (ZeRO-0); it has no ZeRO-1.
@@ -361,24 +631,63 @@ fn torchtitan(
         (_, Schedule::OneFOneB) => Some("1F1B"),
         (_, Schedule::Interleaved) => Some("Interleaved1F1B"),
     };
+    let l = layers(model, values)?;
+    let mut warnings = Vec::new();
+    // `pipeline_parallel_split_points`: the modules that begin each stage after the first
+    // (job_config.py at TORCHTITAN_VERSION: "layers.0,layers.2" makes three stages, the first up
+    // to layers.0, the second layers.0 up to layers.2, the third the rest), so the embedding
+    // stays on the first stage and the output on the last. One stage per device, or `chunks` per
+    // device in model order when interleaved.
+    let v = k.virtual_chunks();
+    let even = |stages: u64| -> Vec<u64> { (1..stages).map(|s| s * l / stages).collect() };
+    let split_points: Vec<u64> = match (k.pp, layer_split(model, evaluation)) {
+        (1, _) => Vec::new(),
+        (_, Split::Even) => even(k.pp * v),
+        (_, Split::Uneven(c)) if v == 1 => c
+            .iter()
+            .scan(0, |at, n| {
+                *at += n;
+                Some(*at)
+            })
+            .take(c.len() - 1)
+            .collect(),
+        (_, Split::Uneven(c)) => {
+            warnings.push(format!(
+                "the ranked pipeline puts {} layers on its devices, which split points cannot state with {v} model chunks per device (how each chunk holds its layers is not ranked); the split points below are even, so memory and time differ from the row",
+                list(&c)
+            ));
+            even(k.pp * v)
+        }
+        (_, Split::Other(why)) => {
+            warnings.push(format!(
+                "the ranked pipeline is not a split of the layers alone: {why}; the split points below are even"
+            ));
+            even(k.pp * v)
+        }
+    };
     let (mbs, b) = micro_batch_size(model, values, k)?;
     let s = role_value(values, model.roles.sequence.as_ref());
     let local = &b / Rational::from_integer(k.dp.into());
-    let mut t = String::new();
+    let mut t = format!("# torchtitan job config (keys as in {TORCHTITAN_VERSION})\n");
+    for w in &warnings {
+        t.push_str(&format!("# warning: {w}\n"));
+    }
     t.push_str(&format!(
-        "# torchtitan job config (keys as in {TORCHTITAN_VERSION})\n[job]\ndescription = \"{} {}\"\n\n",
+        "[job]\ndescription = \"{} {}\"\n\n",
         model.name,
         k.describe(Some(&b)),
     ));
-    if model.family.as_deref() == Some("llama") {
-        t.push_str(
-            "[model]\nname = \"llama3\"\n# set flavor to the torchtitan flavor of this model\n\n",
-        );
-    } else {
-        t.push_str(&format!(
-            "# [model]: torchtitan ships no model of the `{}` family; name your own\n\n",
-            model.family.as_deref().unwrap_or(&model.name)
-        ));
+    match (model.family.as_deref(), llama3_flavor(model, values)) {
+        (Some("llama"), Some(flavor)) => t.push_str(&format!(
+            "[model]\nname = \"llama3\"\n# the flavor of exactly this shape (layers, hidden, heads, key/value heads, FFN width)\nflavor = \"{flavor}\"\n\n"
+        )),
+        (Some("llama"), None) => t.push_str(
+            "[model]\nname = \"llama3\"\n# no torchtitan llama3 flavor has this model's shape: add one with its layers, hidden size, heads, key/value heads and FFN width, and set flavor to it\n\n",
+        ),
+        (family, _) => t.push_str(&format!(
+            "# [model]: torchtitan ships no model of the `{}` family; name your own and set its shape\n\n",
+            family.unwrap_or(&model.name)
+        )),
     }
     t.push_str(&format!(
         "[training]\nlocal_batch_size = {local}\nglobal_batch_size = {b}\n"
@@ -397,18 +706,24 @@ fn torchtitan(
         k.tp, k.pp
     ));
     if let Some(s) = schedule {
+        let points: Vec<String> = split_points
+            .iter()
+            .map(|p| format!("\"layers.{p}\""))
+            .collect();
         t.push_str(&format!(
-            "pipeline_parallel_schedule = \"{s}\"\npipeline_parallel_microbatch_size = {mbs}\n"
+            "pipeline_parallel_schedule = \"{s}\"\npipeline_parallel_microbatch_size = {mbs}\npipeline_parallel_split_points = [{}]\n",
+            points.join(", ")
         ));
-        if k.schedule == Schedule::Interleaved {
-            let l = layers(model, values)?;
-            t.push_str(&format!(
-                "pipeline_parallel_layers_per_stage = {}\n",
-                l / (k.pp * k.chunks)
-            ));
-        }
     }
     t.push_str(&format!("context_parallel_degree = {}\n", k.cp));
+    if k.cp > 1 {
+        // The ring the cost model prices: each step passes a key/value shard to the next rank.
+        // torchtitan's `alltoall` does that (PyTorch's _AllToAllRotater permutes the shard to
+        // rank + 1); its default `allgather` gathers every shard at once.
+        t.push_str(
+            "# alltoall passes each key/value shard to the next rank, the ring that was priced\ncontext_parallel_rotate_method = \"alltoall\"\n",
+        );
+    }
     if k.ep > 1 {
         t.push_str(&format!("expert_parallel_degree = {}\n", k.ep));
     }
@@ -419,9 +734,5 @@ fn torchtitan(
     if k.recompute == Recompute::Selective {
         t.push_str("selective_ac_option = \"op\"\n");
     }
-    let json = serde_json::json!({
-        "torchtitan": TORCHTITAN_VERSION,
-        "toml": t,
-    });
-    Ok((t, json))
+    Ok((t, warnings))
 }

@@ -49,9 +49,8 @@ pub struct SearchArgs {
     /// to this that divides the layers per stage).
     #[arg(long, default_value_t = crate::search::DEFAULT_MAX_CHUNKS)]
     pub max_chunks: u64,
-    /// Fix knobs: `--fix tp=8,pp=4,zero=1` (dp, tp, pp, ep, mbs, microbatches, chunks, zero,
-    /// schedule, sp, recompute).
-    #[arg(long, value_name = "KNOB=VALUE,…")]
+    /// Fix knobs: `--fix tp=8,pp=4,zero=1`, any knob of the parser's list (shown by --help).
+    #[arg(long, value_name = "KNOB=VALUE,…", help = fix_help())]
     pub fix: Vec<String>,
     /// Cap knobs: `--max tp=8,pp=16`.
     #[arg(long, value_name = "KNOB=VALUE,…")]
@@ -72,6 +71,15 @@ pub struct SearchArgs {
     /// annotates none]
     #[arg(long, value_enum)]
     pub layouts: Option<Layouts>,
+}
+
+/// `--fix`'s help: every knob the `--fix` parser takes, from its own list.
+pub fn fix_help() -> String {
+    let knobs: Vec<&str> = crate::search::steer::KNOBS
+        .iter()
+        .map(|(n, _)| *n)
+        .collect();
+    format!("Fix knobs: `--fix tp=8,pp=4,zero=1` ({})", knobs.join(", "))
 }
 
 impl SearchArgs {
@@ -547,7 +555,22 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
                 .find(|r| r.layout.kind == LayoutKind::Annotated || r.evaluation.knobs.tp == 1)
             {
                 Some(r) => {
-                    let mut e = super::emit::emit(emit, &model, &values, &r.evaluation, &BTreeMap::new())?;
+                    // A grouped row's other members, priced again when the row's own knobs are
+                    // ones the target cannot run.
+                    let reprice = |k: &Knobs| {
+                        super::compare::evaluate_knobs(
+                            &model,
+                            &values,
+                            k,
+                            &calib,
+                            gpus_per_node,
+                            &memory,
+                            false,
+                            &r.layout.overrides(),
+                        )
+                        .map(|e| e.evaluation)
+                    };
+                    let mut e = super::emit::emit_ranked(emit, &model, &values, r, &reprice)?;
                     if r.rank != top.rank {
                         e.text = format!(
                             "# row {} (the best row with the annotated layout: the flags cannot express the auto layout of row {})\n{}",

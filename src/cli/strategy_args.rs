@@ -298,7 +298,7 @@ impl StrategyFlags {
 /// strategy flags, with the vocabulary and error messages of `rank --fix` (the same parser):
 ///
 /// * items are separated by commas or spaces; each is `KNOB=VALUE` with a knob of `--fix` (dp, tp,
-///   pp, ep, mbs, microbatches, chunks, zero, schedule, sp, recompute);
+///   pp, ep, cp, mbs, microbatches, chunks, zero, schedule, sp, recompute);
 /// * a bare `sp` means `sp=on`; a bare schedule name (`gpipe`, `1f1b`, `interleaved-1f1b`)
 ///   means `schedule=` it, and `interleaved-1f1b(v=2)` (as `rank` prints it) adds `chunks=2`;
 /// * the bare words `tp-comm-overlap`, `overlap-param-gather` and `no-overlap-grad-reduce` are
