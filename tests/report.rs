@@ -3,6 +3,7 @@
 
 use assert_cmd::Command;
 use predicates::prelude::*;
+use std::collections::BTreeSet;
 
 fn symshard() -> Command {
     Command::cargo_bin("symshard").unwrap()
@@ -202,6 +203,81 @@ fn report_rejects_bad_input_with_the_commands_errors() {
         .code(2)
         .stderr(predicate::str::contains("no-such-dir"));
     assert!(!dir.join("x.html").exists());
+}
+
+/// The fills of a Gantt chart's bars (each bar carries a `<title>`) and of its legend's swatches,
+/// with the legend's labels.
+fn gantt_colours(svg: &str) -> (BTreeSet<String>, Vec<(String, String)>) {
+    let fill_before = |i: usize| {
+        let at = svg[..i].rfind("fill=\"#").unwrap() + 6;
+        svg[at..at + 7].to_string()
+    };
+    let bars = svg
+        .match_indices("\"><title>")
+        .map(|(i, _)| fill_before(i + 1))
+        .collect();
+    let legend = svg
+        .match_indices("width=\"10\" height=\"10\" fill=\"")
+        .map(|(i, m)| {
+            let fill = svg[i + m.len()..i + m.len() + 7].to_string();
+            let text = &svg[i + svg[i..].find("<text").unwrap()..];
+            let label = &text[text.find('>').unwrap() + 1..text.find("</text>").unwrap()];
+            (fill, label.to_string())
+        })
+        .collect();
+    (bars, legend)
+}
+
+/// The Gantt chart's legend has an entry for every colour its bars use and none for a colour they
+/// do not: expert parallelism draws the expert all-to-all, context parallelism the ring.
+#[test]
+fn gantt_legend_lists_exactly_the_colours_drawn() {
+    let dir = tempfile_dir();
+    let cases: [(&str, &[&str], &str, &str); 2] = [
+        (
+            "ep.svg",
+            &[
+                "mixtral-8x7b",
+                "--dp",
+                "8",
+                "--ep",
+                "8",
+                "--microbatches",
+                "1",
+            ],
+            "#edc948",
+            "expert all-to-all",
+        ),
+        (
+            "cp.svg",
+            &["llama3-8b", "--dp", "2", "--cp", "4", "--microbatches", "2"],
+            "#76b7b2",
+            "context-parallel ring",
+        ),
+    ];
+    for (file, args, colour, label) in cases {
+        let path = dir.join(file);
+        symshard()
+            .arg("timeline")
+            .args(args)
+            .arg("--svg")
+            .arg(&path)
+            .assert()
+            .success();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        let (bars, legend) = gantt_colours(&svg);
+        let swatches: BTreeSet<String> = legend.iter().map(|(f, _)| f.clone()).collect();
+        assert_eq!(swatches.len(), legend.len(), "{file}: {legend:?}");
+        assert_eq!(bars, swatches, "{file}: {legend:?}");
+        assert!(
+            legend.contains(&(colour.to_string(), label.to_string())),
+            "{file}: {legend:?}"
+        );
+        // Neither run pipelines, recomputes or shards parameters: no legend entry says so.
+        for absent in ["pipeline send", "recompute", "parameter all-gather"] {
+            assert!(!legend.iter().any(|(_, l)| l == absent), "{file}: {absent}");
+        }
+    }
 }
 
 fn tempfile_dir() -> std::path::PathBuf {
