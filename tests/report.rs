@@ -205,6 +205,76 @@ fn report_rejects_bad_input_with_the_commands_errors() {
     assert!(!dir.join("x.html").exists());
 }
 
+/// The chart of one figure of a report.
+fn figure<'a>(html: &'a str, id: &str) -> &'a str {
+    html.split(&format!("id=\"{id}\""))
+        .nth(1)
+        .and_then(|c| c.split("</figure>").next())
+        .unwrap()
+}
+
+/// The memory chart draws the ranking's own Pareto frontier (`rank --pareto`, over every strategy
+/// that fits, not only the rows shown), and its caption and axis name what the x axis is: relative
+/// cost without `--calib`, simulated seconds with it.
+#[test]
+fn report_draws_ranks_pareto_frontier_and_names_its_axis() {
+    let dir = tempfile_dir();
+    for (model, devices, calib) in [
+        ("gpt3-175b", "1024", None),
+        ("llama2-7b", "16", Some("h100-sxm")),
+    ] {
+        let path = dir.join(format!("{model}.html"));
+        let mut cmd = symshard();
+        cmd.args(["report", model, "--devices", devices, "--top", "5"]);
+        let mut rank = vec![
+            "rank",
+            model,
+            "--devices",
+            devices,
+            "--top",
+            "5",
+            "--pareto",
+        ];
+        if let Some(c) = calib {
+            cmd.args(["--calib", c]);
+            rank.extend(["--calib", c]);
+        }
+        cmd.arg("-o").arg(&path).assert().success();
+        let html = std::fs::read_to_string(&path).unwrap();
+        let chart = figure(&html, "frontier");
+        let pareto = json(&rank)["pareto"].as_array().unwrap().len();
+        // More frontier points than rows shown: the frontier is not the shown rows'.
+        assert!(pareto > 5, "{model}: {pareto}");
+        assert_eq!(
+            chart
+                .matches("r=\"2\" opacity=\"1\" fill=\"#000000\"")
+                .count(),
+            pareto,
+            "{model}"
+        );
+        assert!(
+            chart.contains(&format!("({pareto} strategies, rank --pareto)")),
+            "{model}"
+        );
+        let (caption, axis) = if calib.is_some() {
+            (
+                "versus simulated seconds per step",
+                "simulated seconds per step",
+            )
+        } else {
+            (
+                "versus relative cost per step",
+                "relative cost per step (FLOP-equivalents",
+            )
+        };
+        assert!(chart.contains(caption), "{model}: {caption}");
+        assert!(chart.contains(axis), "{model}: {axis}");
+        if calib.is_none() {
+            assert!(!chart.contains("time per step"), "{model}");
+        }
+    }
+}
+
 /// The fills of a Gantt chart's bars (each bar carries a `<title>`) and of its legend's swatches,
 /// with the legend's labels.
 fn gantt_colours(svg: &str) -> (BTreeSet<String>, Vec<(String, String)>) {

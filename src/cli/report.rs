@@ -116,6 +116,8 @@ pub fn run(args: ReportArgs) -> Result<(), Error> {
         args.devices.to_string(),
         "--top".into(),
         args.top.to_string(),
+        // The memory-versus-cost (or -seconds) frontier the chart draws, as `rank --pareto`.
+        "--pareto".into(),
     ]);
     rank.extend(args.search.to_args());
     let ranking = one_json(rank)?;

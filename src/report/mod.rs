@@ -282,28 +282,24 @@ fn components_svg(rows: &[Value], parts: &Value) -> Result<String> {
     Ok(svg)
 }
 
-/// The rows on the memory-versus-time Pareto frontier: no other row is both faster and smaller.
-fn frontier(points: &[(f64, f64)]) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..points.len()).collect();
-    order.sort_by(|&a, &b| {
-        points[a]
-            .0
-            .total_cmp(&points[b].0)
-            .then(points[a].1.total_cmp(&points[b].1))
-    });
-    let mut best = f64::INFINITY;
-    let mut out = vec![];
-    for i in order {
-        if points[i].1 < best {
-            best = points[i].1;
-            out.push(i);
-        }
+/// The chart's caption and x axis: what the ranking ranks by.
+fn frontier_titles(seconds: bool) -> (&'static str, &'static str) {
+    if seconds {
+        (
+            "memory per device versus simulated seconds per step: Pareto frontier and device memory limit",
+            "simulated seconds per step (logarithmic)",
+        )
+    } else {
+        (
+            "memory per device versus relative cost per step: Pareto frontier and device memory limit",
+            "relative cost per step (FLOP-equivalents, busiest device; logarithmic)",
+        )
     }
-    out
 }
 
-/// Memory per device against step time (or relative cost), the frontier and the capacity line.
-fn frontier_svg(rows: &[Value], seconds: bool, capacity: f64) -> Result<String> {
+/// Memory per device against step time (or relative cost): the rows shown, the ranking's Pareto
+/// frontier (`rank --pareto`, over every strategy that fits) and the capacity line.
+fn frontier_svg(rows: &[Value], pareto: &[Value], seconds: bool, capacity: f64) -> Result<String> {
     let x_of = |r: &Value| {
         if seconds {
             float(&r["iteration_seconds"])
@@ -311,43 +307,47 @@ fn frontier_svg(rows: &[Value], seconds: bool, capacity: f64) -> Result<String> 
             float(&r["relative_cost"])
         }
     };
-    let points: Vec<(f64, f64)> = rows
+    let point = |r: &Value| (x_of(r), float(&r["memory_per_device"]) / 1e9);
+    let points: Vec<(f64, f64)> = rows.iter().map(point).collect();
+    let front: Vec<(f64, f64)> = pareto
         .iter()
-        .map(|r| (x_of(r), float(&r["memory_per_device"]) / 1e9))
+        .map(point)
+        .filter(|p| p.0.is_finite() && p.1.is_finite())
         .collect();
     let cap = capacity / 1e9;
     let (x0, x1) = points
         .iter()
+        .chain(&front)
         .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| {
             (a.min(p.0), b.max(p.0))
         });
-    let pad = ((x1 - x0) * 0.08).max(x1.abs() * 0.01).max(1e-9);
-    let ymax = points.iter().map(|p| p.1).fold(cap, f64::max) * 1.1;
+    // A logarithmic axis: the frontier runs from the fastest strategies to ones many times slower.
+    let (lo, hi) = (x0.max(1e-12) / 1.15, x1.max(x0 * 1.01).max(1e-12) * 1.15);
+    let ymax = points.iter().chain(&front).map(|p| p.1).fold(cap, f64::max) * 1.1;
+    let (caption, x_desc) = frontier_titles(seconds);
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (960, 400)).into_drawing_area();
         root.fill(&WHITE).map_err(chart_err)?;
         let mut chart = ChartBuilder::on(&root)
-            .caption(
-                "memory per device versus time per step: Pareto frontier and device memory limit",
-                ("sans-serif", 15),
-            )
+            .caption(caption, ("sans-serif", 15))
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(60)
-            .build_cartesian_2d((x0 - pad)..(x1 + pad), 0f64..ymax)
+            .build_cartesian_2d((lo..hi).log_scale(), 0f64..ymax)
             .map_err(chart_err)?;
         chart
             .configure_mesh()
-            .x_desc(if seconds {
-                "simulated seconds per step"
-            } else {
-                "relative cost (FLOP-equivalents)"
-            })
+            .x_desc(x_desc)
             .y_desc("memory per device (GB)")
+            .x_labels(30)
             .x_label_formatter(&|x| {
-                if seconds {
-                    format!("{x:.3}")
+                // Label 1, 2 and 5 times a power of ten only, so that labels do not collide.
+                let m = x / 10f64.powf(x.log10().floor());
+                if ![1.0, 2.0, 5.0].iter().any(|k| (m - k).abs() < 1e-6) {
+                    String::new()
+                } else if seconds {
+                    format!("{x}")
                 } else {
                     si_float(*x, 3, "FLOP")
                 }
@@ -357,7 +357,7 @@ fn frontier_svg(rows: &[Value], seconds: bool, capacity: f64) -> Result<String> 
         let cap_style = ShapeStyle::from(&RED).stroke_width(2);
         chart
             .draw_series(DashedLineSeries::new(
-                [(x0 - pad, cap), (x1 + pad, cap)],
+                [(lo, cap), (hi, cap)],
                 8,
                 5,
                 cap_style,
@@ -365,13 +365,29 @@ fn frontier_svg(rows: &[Value], seconds: bool, capacity: f64) -> Result<String> 
             .map_err(chart_err)?
             .label(format!("device memory limit {cap:.1} GB"))
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 14, y)], cap_style));
-        let front = frontier(&points);
-        let line = ShapeStyle::from(&BLACK).stroke_width(1);
-        chart
-            .draw_series(LineSeries::new(front.iter().map(|&i| points[i]), line))
-            .map_err(chart_err)?
-            .label("Pareto frontier")
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 14, y)], line));
+        if !front.is_empty() {
+            // The frontier as a staircase: each point is better in time than every one using
+            // less memory.
+            let line = ShapeStyle::from(&BLACK).stroke_width(1);
+            let mut stairs = vec![];
+            for (i, p) in front.iter().enumerate() {
+                if i > 0 {
+                    stairs.push((p.0, front[i - 1].1));
+                }
+                stairs.push(*p);
+            }
+            chart
+                .draw_series(LineSeries::new(stairs, line))
+                .map_err(chart_err)?
+                .label(format!(
+                    "Pareto frontier of every strategy that fits ({} strategies, rank --pareto)",
+                    front.len()
+                ))
+                .legend(move |(x, y)| PathElement::new([(x, y), (x + 14, y)], line));
+            chart
+                .draw_series(front.iter().map(|&p| Circle::new(p, 2, BLACK.filled())))
+                .map_err(chart_err)?;
+        }
         let fits = |r: &Value| r["feasible"].as_bool() == Some(true);
         let blue = RGBColor(0x4e, 0x79, 0xa7);
         chart
@@ -407,7 +423,7 @@ fn frontier_svg(rows: &[Value], seconds: bool, capacity: f64) -> Result<String> 
             .map_err(chart_err)?;
         chart
             .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
+            .position(SeriesLabelPosition::MiddleRight)
             .background_style(WHITE.mix(0.9))
             .border_style(BLACK)
             .draw()
@@ -816,7 +832,12 @@ pub fn html(input: &ReportInput) -> Result<String> {
     let _ = writeln!(
         h,
         "<section><h2>Memory versus time</h2><figure class=\"chart\" id=\"frontier\">{}</figure></section>",
-        frontier_svg(&rows, seconds, capacity)?
+        frontier_svg(
+            &rows,
+            r["pareto"].as_array().map(Vec::as_slice).unwrap_or_default(),
+            seconds,
+            capacity
+        )?
     );
     let packed = miniz_oxide::deflate::compress_to_vec_zlib(input.gantt_svg.as_bytes(), 9);
     let _ = writeln!(
@@ -843,18 +864,6 @@ pub fn html(input: &ReportInput) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn frontier_keeps_rows_no_other_beats_on_both() {
-        let pts = [
-            (1.0, 50.0),
-            (2.0, 40.0),
-            (3.0, 45.0),
-            (1.5, 60.0),
-            (4.0, 10.0),
-        ];
-        assert_eq!(frontier(&pts), vec![0, 1, 4]);
-    }
 
     #[test]
     fn exact_numbers_read_back() {
