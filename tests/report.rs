@@ -275,6 +275,68 @@ fn report_draws_ranks_pareto_frontier_and_names_its_axis() {
     }
 }
 
+/// Every text of an SVG drawn by `plotters` lies inside its canvas, judging each character as
+/// 0.6 em wide (wider than sans-serif's average): (x, y, anchor, font size, text).
+fn texts_fit(svg: &str) -> Result<(), String> {
+    let attr = |tag: &str, name: &str| -> String {
+        let at = tag.find(&format!(" {name}=\"")).unwrap() + name.len() + 3;
+        tag[at..at + tag[at..].find('"').unwrap()].to_string()
+    };
+    let head = &svg[..svg.find('>').unwrap()];
+    let width: f64 = attr(head, "width").parse().unwrap();
+    let height: f64 = attr(head, "height").parse().unwrap();
+    let mut seen = 0;
+    for chunk in svg.split("<text").skip(1) {
+        let tag = &chunk[..chunk.find('>').unwrap()];
+        let body = chunk[tag.len() + 1..chunk.find("</text>").unwrap()].trim();
+        let x: f64 = attr(tag, "x").parse().unwrap();
+        let y: f64 = attr(tag, "y").parse().unwrap();
+        let size: f64 = attr(tag, "font-size").parse().unwrap();
+        let w = 0.6 * size * body.chars().count() as f64;
+        let right = match attr(tag, "text-anchor").as_str() {
+            "middle" => x + w / 2.0,
+            "end" => x,
+            _ => x + w,
+        };
+        if right > width || y + size > height {
+            return Err(format!(
+                "{body:?} at ({x}, {y}) leaves the {width}×{height} canvas"
+            ));
+        }
+        seen += 1;
+    }
+    assert!(seen > 0);
+    Ok(())
+}
+
+/// The cost-components chart's legend fits its canvas: the longest label (send/receive of the
+/// pipeline and the context-parallel ring, between nodes) wraps instead of running off the edge.
+#[test]
+fn report_components_legend_fits_the_chart() {
+    let dir = tempfile_dir();
+    let path = dir.join("legend.html");
+    symshard()
+        .args([
+            "report",
+            "gpt3-175b",
+            "--devices",
+            "1024",
+            "--top",
+            "5",
+            "-o",
+        ])
+        .arg(&path)
+        .assert()
+        .success();
+    let html = std::fs::read_to_string(&path).unwrap();
+    let chart = figure(&html, "components");
+    let chart = &chart[chart.find("<svg").unwrap()..];
+    // The label that used to be clipped is there, in two lines.
+    assert!(chart.contains("\ninter-node send/receive (pipeline,\n</text>"));
+    assert!(chart.contains("\ncontext-parallel ring)\n</text>"));
+    texts_fit(chart).unwrap();
+}
+
 /// The fills of a Gantt chart's bars (each bar carries a `<title>`) and of its legend's swatches,
 /// with the legend's labels.
 fn gantt_colours(svg: &str) -> (BTreeSet<String>, Vec<(String, String)>) {

@@ -215,15 +215,40 @@ fn segments(rows: &[Value], parts: &Value) -> Vec<(String, RGBColor, Vec<f64>)> 
     out
 }
 
+/// Characters of a components legend line: 12 px sans-serif in the 254 px beside the swatches.
+const LEGEND_CHARS: usize = 34;
+
+/// `text` in lines of at most `width` characters, broken between words (a longer word stands on
+/// its own line).
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines: Vec<String> = vec![];
+    for word in text.split_whitespace() {
+        match lines.last_mut() {
+            Some(l) if l.chars().count() + 1 + word.chars().count() <= width => {
+                l.push(' ');
+                l.push_str(word);
+            }
+            _ => lines.push(word.to_string()),
+        }
+    }
+    lines
+}
+
 /// Stacked bars of each strategy's relative cost: compute, communication by tier and collective
 /// kind, and pipeline bubble, with a legend entry for every colour.
 fn components_svg(rows: &[Value], parts: &Value) -> Result<String> {
     let segs = segments(rows, parts);
+    // Tall enough for the legend: 15 px a line and 7 px between entries, from 40 px down.
+    let legend_height: usize = segs
+        .iter()
+        .map(|(label, _, _)| 15 * wrap(label, LEGEND_CHARS).len() + 7)
+        .sum();
+    let height = 400.max(40 + legend_height as u32 + 10);
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (1060, 400)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, (1060, height)).into_drawing_area();
         root.fill(&WHITE).map_err(chart_err)?;
-        let (left, right) = root.split_horizontally(820);
+        let (left, right) = root.split_horizontally(780);
         let max = rows
             .iter()
             .map(|r| float(&r["relative"]["total"]))
@@ -266,16 +291,20 @@ fn components_svg(rows: &[Value], parts: &Value) -> Result<String> {
                 .collect();
             chart.draw_series(bars).map_err(chart_err)?;
         }
-        // The legend, top of the stack first, beside the chart.
+        // The legend, top of the stack first, beside the chart; long labels wrap to its width.
         let font = ("sans-serif", 12).into_font().color(&BLACK);
-        for (k, (label, colour, _)) in segs.iter().rev().enumerate() {
-            let y = 40 + 22 * k as i32;
+        let mut y = 40;
+        for (label, colour, _) in segs.iter().rev() {
             right
                 .draw(&Rectangle::new([(6, y), (20, y + 14)], colour.filled()))
                 .map_err(chart_err)?;
-            right
-                .draw(&Text::new(label.clone(), (26, y + 1), font.clone()))
-                .map_err(chart_err)?;
+            for line in wrap(label, LEGEND_CHARS) {
+                right
+                    .draw(&Text::new(line, (26, y + 1), font.clone()))
+                    .map_err(chart_err)?;
+                y += 15;
+            }
+            y += 7;
         }
         root.present().map_err(chart_err)?;
     }
@@ -864,6 +893,21 @@ pub fn html(input: &ReportInput) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wrap_breaks_between_words_within_the_width() {
+        let label = "inter-node send/receive (pipeline, context-parallel ring)";
+        let lines = wrap(label, LEGEND_CHARS);
+        assert_eq!(
+            lines,
+            [
+                "inter-node send/receive (pipeline,",
+                "context-parallel ring)"
+            ]
+        );
+        assert!(lines.iter().all(|l| l.chars().count() <= LEGEND_CHARS));
+        assert_eq!(wrap("compute", LEGEND_CHARS), ["compute"]);
+    }
 
     #[test]
     fn exact_numbers_read_back() {
