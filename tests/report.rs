@@ -337,6 +337,110 @@ fn report_components_legend_fits_the_chart() {
     texts_fit(chart).unwrap();
 }
 
+/// `rank`'s top row of GPT-3 175B on 1024 devices and the report of that ranking.
+fn gpt3_report(file: &str) -> (serde_json::Value, String) {
+    let path = tempfile_dir().join(file);
+    symshard()
+        .args([
+            "report",
+            "gpt3-175b",
+            "--devices",
+            "1024",
+            "--top",
+            "3",
+            "-o",
+        ])
+        .arg(&path)
+        .assert()
+        .success();
+    let rank = json(&["rank", "gpt3-175b", "--devices", "1024", "--top", "1"]);
+    (
+        rank["strategies"][0].clone(),
+        std::fs::read_to_string(&path).unwrap(),
+    )
+}
+
+/// The #1 row's per-device amounts are shown as the formulas `compare` derives for that strategy,
+/// each with its exact value; the amounts without a formula (the relative cost among them) say so.
+#[test]
+fn report_shows_the_top_rows_per_device_formulas() {
+    let (top, html) = gpt3_report("formulas.html");
+    let table = html
+        .split("id=\"per-device\">")
+        .nth(1)
+        .and_then(|t| t.split("</table>").next())
+        .unwrap();
+    let mut knobs = vec![];
+    for k in [
+        "dp",
+        "tp",
+        "pp",
+        "microbatches",
+        "chunks",
+        "zero",
+        "ep",
+        "cp",
+    ] {
+        knobs.push(format!("{k}={}", top[k]));
+    }
+    knobs.push(format!("schedule={}", top["schedule"].as_str().unwrap()));
+    knobs.push(format!("recompute={}", top["recompute"].as_str().unwrap()));
+    if top["sequence_parallel"] == true {
+        knobs.push("sp".into());
+    }
+    let knobs = knobs.join(" ");
+    let cmp = json(&["compare", "gpt3-175b", &knobs, &knobs]);
+    let components = cmp["components"].as_array().unwrap();
+    let mut with_formula = 0;
+    for c in components {
+        let value = c["a"].as_str().unwrap();
+        let row = match c["formula_a"].as_str() {
+            Some(f) => {
+                with_formula += 1;
+                format!("<td><code>{f}</code></td><td><code>{value}</code></td></tr>")
+            }
+            None => format!("</span></td><td><code>{value}</code></td></tr>"),
+        };
+        assert!(table.contains(&row), "{}: {row}", c["name"]);
+    }
+    // FLOPs, collectives and model-state memory have formulas in the model's symbols.
+    assert!(with_formula >= 8, "{with_formula}");
+    assert!(table.contains("*B*F*H*S"));
+    // The relative cost of the #1 row is exact, and says that it has no formula.
+    let total = top["relative_cost"].as_str().unwrap();
+    assert!(table.contains(&format!(
+        "no formula derived: the per-device formulas (those of compare) cover FLOPs, collective bytes and weight, gradient and optimizer memory; this amount is a number only</span></td><td><code>{total}</code>"
+    )));
+}
+
+/// Under ZeRO the collectives table names the data-parallel gradient traffic as the stacked bars
+/// do (reduce-scatter and all-gather), not as the all-reduce it replaces.
+#[test]
+fn report_collectives_agree_with_the_bars_under_zero() {
+    let (top, html) = gpt3_report("zero.html");
+    assert!(top["zero"].as_u64().unwrap() >= 1, "{top}");
+    assert!(top["dp"].as_u64().unwrap() > 1, "{top}");
+    let table = html
+        .split("id=\"collectives\">")
+        .nth(1)
+        .and_then(|t| t.split("</table>").next())
+        .unwrap();
+    assert!(!table.contains("<td>all-reduce</td><td>dp</td>"));
+    assert!(table.contains("<td>reduce-scatter + all-gather</td><td>dp</td><td>inter</td>"));
+    let bars = figure(&html, "components");
+    assert!(bars.contains("\ninter-node reduce-scatter\n</text>"));
+    assert!(bars.contains("\ninter-node all-gather\n</text>"));
+    assert!(!bars.contains("\ninter-node all-reduce\n</text>"));
+    let parts = html
+        .split("id=\"comm-parts\">")
+        .nth(1)
+        .and_then(|t| t.split("</table>").next())
+        .unwrap();
+    assert!(parts.contains("<td>reduce-scatter</td><td>inter</td>"));
+    assert!(parts.contains("<td>all-gather</td><td>inter</td>"));
+    assert!(!parts.contains("<td>all-reduce</td><td>inter</td>"));
+}
+
 /// The fills of a Gantt chart's bars (each bar carries a `<title>`) and of its legend's swatches,
 /// with the legend's labels.
 fn gantt_colours(svg: &str) -> (BTreeSet<String>, Vec<(String, String)>) {

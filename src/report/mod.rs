@@ -35,6 +35,13 @@ pub struct ReportInput<'a> {
     /// collective kind and tier ([`crate::parallel::breakdown::comm_by_kind`]), as
     /// `[{"kind", "tier", "cost"}]` with `cost` exact.
     pub comm_parts: &'a Value,
+    /// The top strategy's per-device amounts ([`crate::search::versus::compare`] of it with
+    /// itself), as `[{"group", "name", "value", "formula"}]`: `value` exact, `formula` in the
+    /// model's symbols or null where none is derived.
+    pub top_formulas: &'a Value,
+    /// The top strategy's collectives as the library lists them (`cost`'s `per_device.comm`), as
+    /// `[{"collective", "axis", "tier", "bytes", "count", "op", "tensor", "gradient"}]`.
+    pub top_collectives: &'a Value,
 }
 
 /// Collective kinds in the order the bars stack them, each with its colour within the
@@ -658,7 +665,13 @@ fn ranking_table(rows: &[Value], seconds: bool) -> String {
     h
 }
 
-fn formulas(cost: &Value, top: &Value) -> String {
+fn formulas(
+    cost: &Value,
+    top: &Value,
+    top_formulas: &Value,
+    top_collectives: &Value,
+    top_parts: &Value,
+) -> String {
     let mut h = String::new();
     h.push_str("<h3>Symbols</h3><table class=\"kv\">");
     if let Some(m) = cost["symbols"].as_object() {
@@ -694,43 +707,92 @@ fn formulas(cost: &Value, top: &Value) -> String {
         esc(&text(&cost["memory"]["activations"]))
     );
     let pd = &cost["per_device"];
+    let zero = top["zero"].as_u64().unwrap_or(0);
+    let ep = top["ep"].as_u64().unwrap_or(1);
+    let cp = top["cp"].as_u64().unwrap_or(1);
+    let list = |v: &Value| v.as_array().cloned().unwrap_or_default();
+    let collectives = list(top_collectives);
+    // Under ZeRO ≥ 1 the gradients' data-parallel all-reduce runs as a reduce-scatter of the
+    // gradients and an all-gather of the updated weights, as the bars count it.
+    let zero_runs = |c: &Value| {
+        zero > 0 && c["axis"] == "dp" && c["collective"] == "all-reduce" && c["gradient"] == true
+    };
+    let all_dp_reductions_are_gradients = collectives
+        .iter()
+        .filter(|c| c["axis"] == "dp" && c["collective"] == "all-reduce")
+        .all(zero_runs);
     let _ = write!(
         h,
-        "<h3>Per device under #1 ({})</h3><table class=\"kv\">",
+        "<h3>Per device under #1 ({})</h3><p class=\"note\">Each amount of the busiest device in one step as a formula in the model's symbols, with the data- and tensor-parallel sizes and the micro-batch count put in, and its value at the symbols' values above. The formulas are those <code>symshard compare</code> derives, each shown only where it evaluates exactly to the number.</p><table class=\"kv\" id=\"per-device\"><tr><th>amount</th><th>formula in the symbols</th><th>value</th></tr>",
         esc(&text(&pd["strategy"]))
     );
-    let _ = write!(
-        h,
-        "<tr><th>FLOPs</th><td><code>{}</code></td></tr><tr><th>pipeline send bytes</th><td><code>{}</code></td></tr>",
-        esc(&text(&pd["flops"])),
-        esc(&text(&pd["p2p_bytes"]))
-    );
-    for (k, label, _) in MEMORY {
+    let mut group = String::new();
+    for c in list(top_formulas) {
+        let g = text(&c["group"]);
+        if g != group {
+            group.clone_from(&g);
+            let _ = write!(h, "<tr><th colspan=\"3\">{}</th></tr>", esc(&g));
+        }
+        let mut name = text(&c["name"]);
+        if zero > 0 && all_dp_reductions_are_gradients {
+            if let Some(rest) = name.strip_prefix("all-reduce on dp ") {
+                name = format!(
+                    "reduce-scatter + all-gather on dp {rest} (ZeRO-{zero}: the gradients' all-reduce)"
+                );
+            }
+        }
+        let formula = match c["formula"].as_str() {
+            Some(f) => format!("<code>{}</code>", esc(f)),
+            None => format!(
+                "<span class=\"note\">{}</span>",
+                no_formula(&g, &name, ep, cp)
+            ),
+        };
         let _ = write!(
             h,
-            "<tr><th>{label} bytes</th><td><code>{}</code></td></tr>",
-            esc(&text(&pd["memory"][k]))
+            "<tr><th>{}</th><td>{formula}</td><td><code>{}</code></td></tr>",
+            esc(&name),
+            esc(&text(&c["value"]))
         );
     }
-    let rel = &top["relative"];
-    for (k, label, _) in COMPONENTS {
+    h.push_str("</table>");
+    // The communication the bars stack for #1: relative cost by collective kind and tier.
+    h.push_str("<h3>Communication of #1 by collective kind (the bars' parts)</h3><table class=\"kv\" id=\"comm-parts\"><tr><th>collective</th><th>tier</th><th>relative cost (FLOP-equivalents)</th></tr>");
+    for p in list(top_parts) {
         let _ = write!(
             h,
-            "<tr><th>relative cost: {label}</th><td><code>{}</code></td></tr>",
-            esc(&text(&rel[k]))
+            "<tr><td>{}</td><td>{}</td><td><span title=\"{}\">{}</span></td></tr>",
+            esc(&text(&p["kind"])),
+            esc(&text(&p["tier"])),
+            esc(&text(&p["cost"])),
+            exact(&p["cost"]).map_or_else(|| text(&p["cost"]), |r| si(&r, 4, "FLOP"))
         );
     }
-    let _ = write!(
-        h,
-        "<tr><th>relative cost</th><td><code>{}</code></td></tr></table>",
-        esc(&text(&rel["total"]))
-    );
-    h.push_str("<h3>Collectives per device and step</h3><table class=\"sortable\" id=\"collectives\"><thead><tr><th>collective</th><th>axis</th><th>tier</th><th>bytes</th><th>count</th><th>where</th></tr></thead><tbody>");
-    for c in pd["comm"].as_array().map(Vec::as_slice).unwrap_or_default() {
+    h.push_str("</table>");
+    h.push_str("<h3>Collectives per device and step</h3>");
+    if collectives.iter().any(zero_runs) {
+        let _ = write!(
+            h,
+            "<p class=\"note\">ZeRO-{zero}: each data-parallel gradient all-reduce runs as a reduce-scatter of the gradients and an all-gather of the updated weights{}, as the bars count it; the bytes shown are those of the all-reduce it replaces{}.</p>",
+            if zero == 3 { " (gathered again in every micro-batch)" } else { "" },
+            if zero == 3 {
+                ", which the all-gathers of every micro-batch exceed"
+            } else {
+                ", which the reduce-scatter and the all-gather move in equal halves"
+            }
+        );
+    }
+    h.push_str("<table class=\"sortable\" id=\"collectives\"><thead><tr><th>collective</th><th>axis</th><th>tier</th><th>bytes</th><th>count</th><th>where</th></tr></thead><tbody>");
+    for c in &collectives {
+        let kind = if zero_runs(c) {
+            "reduce-scatter + all-gather".to_string()
+        } else {
+            text(&c["collective"])
+        };
         let _ = writeln!(
             h,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td data-v=\"{}\">{}</td><td data-v=\"{}\">{}</td><td>{}</td></tr>",
-            esc(&text(&c["collective"])),
+            esc(&kind),
             esc(&text(&c["axis"])),
             esc(&text(&c["tier"])),
             float(&c["bytes"]),
@@ -742,6 +804,22 @@ fn formulas(cost: &Value, top: &Value) -> String {
     }
     h.push_str("</tbody></table>");
     h
+}
+
+/// Why an amount of the top strategy has no formula.
+fn no_formula(group: &str, name: &str, ep: u64, cp: u64) -> &'static str {
+    let derived = (group == "compute" && name.ends_with("FLOPs"))
+        || (group == "communication" && !name.starts_with("point-to-point"))
+        || (group == "memory" && ["weights", "gradients", "optimizer state"].contains(&name));
+    if !derived {
+        "no formula derived: the per-device formulas (those of compare) cover FLOPs, collective bytes and weight, gradient and optimizer memory; this amount is a number only"
+    } else if ep > 1 {
+        "no formula derived: under expert parallelism the expert blocks are reshaped, and the amounts are numbers only"
+    } else if cp > 1 {
+        "no formula: the one built from the operators' formulas, with the data- and tensor-parallel sizes put in, does not reproduce this number under context parallelism"
+    } else {
+        "no formula: the one built from the operators' formulas does not reproduce this number, so none is shown"
+    }
 }
 
 fn timeline_summary(t: &Value) -> String {
@@ -884,7 +962,13 @@ pub fn html(input: &ReportInput) -> Result<String> {
     let _ = writeln!(
         h,
         "<section><h2>Formulas behind #1</h2>{}</section>",
-        formulas(input.cost, top)
+        formulas(
+            input.cost,
+            top,
+            input.top_formulas,
+            input.top_collectives,
+            &input.comm_parts[0]
+        )
     );
     let _ = write!(h, "<script>{SCRIPT}</script>\n</body></html>\n");
     Ok(h)
