@@ -3,6 +3,7 @@
 
 use assert_cmd::Command;
 use predicates::prelude::*;
+use std::collections::BTreeSet;
 
 fn symshard() -> Command {
     Command::cargo_bin("symshard").unwrap()
@@ -202,6 +203,317 @@ fn report_rejects_bad_input_with_the_commands_errors() {
         .code(2)
         .stderr(predicate::str::contains("no-such-dir"));
     assert!(!dir.join("x.html").exists());
+}
+
+/// The chart of one figure of a report.
+fn figure<'a>(html: &'a str, id: &str) -> &'a str {
+    html.split(&format!("id=\"{id}\""))
+        .nth(1)
+        .and_then(|c| c.split("</figure>").next())
+        .unwrap()
+}
+
+/// The memory chart draws the ranking's own Pareto frontier (`rank --pareto`, over every strategy
+/// that fits, not only the rows shown), and its caption and axis name what the x axis is: relative
+/// cost without `--calib`, simulated seconds with it.
+#[test]
+fn report_draws_ranks_pareto_frontier_and_names_its_axis() {
+    let dir = tempfile_dir();
+    for (model, devices, calib) in [
+        ("gpt3-175b", "1024", None),
+        ("llama2-7b", "16", Some("h100-sxm")),
+    ] {
+        let path = dir.join(format!("{model}.html"));
+        let mut cmd = symshard();
+        cmd.args(["report", model, "--devices", devices, "--top", "5"]);
+        let mut rank = vec![
+            "rank",
+            model,
+            "--devices",
+            devices,
+            "--top",
+            "5",
+            "--pareto",
+        ];
+        if let Some(c) = calib {
+            cmd.args(["--calib", c]);
+            rank.extend(["--calib", c]);
+        }
+        cmd.arg("-o").arg(&path).assert().success();
+        let html = std::fs::read_to_string(&path).unwrap();
+        let chart = figure(&html, "frontier");
+        let pareto = json(&rank)["pareto"].as_array().unwrap().len();
+        // More frontier points than rows shown: the frontier is not the shown rows'.
+        assert!(pareto > 5, "{model}: {pareto}");
+        assert_eq!(
+            chart
+                .matches("r=\"2\" opacity=\"1\" fill=\"#000000\"")
+                .count(),
+            pareto,
+            "{model}"
+        );
+        assert!(
+            chart.contains(&format!("({pareto} strategies, rank --pareto)")),
+            "{model}"
+        );
+        let (caption, axis) = if calib.is_some() {
+            (
+                "versus simulated seconds per step",
+                "simulated seconds per step",
+            )
+        } else {
+            (
+                "versus relative cost per step",
+                "relative cost per step (FLOP-equivalents",
+            )
+        };
+        assert!(chart.contains(caption), "{model}: {caption}");
+        assert!(chart.contains(axis), "{model}: {axis}");
+        if calib.is_none() {
+            assert!(!chart.contains("time per step"), "{model}");
+        }
+    }
+}
+
+/// Every text of an SVG drawn by `plotters` lies inside its canvas, judging each character as
+/// 0.6 em wide (wider than sans-serif's average): (x, y, anchor, font size, text).
+fn texts_fit(svg: &str) -> Result<(), String> {
+    let attr = |tag: &str, name: &str| -> String {
+        let at = tag.find(&format!(" {name}=\"")).unwrap() + name.len() + 3;
+        tag[at..at + tag[at..].find('"').unwrap()].to_string()
+    };
+    let head = &svg[..svg.find('>').unwrap()];
+    let width: f64 = attr(head, "width").parse().unwrap();
+    let height: f64 = attr(head, "height").parse().unwrap();
+    let mut seen = 0;
+    for chunk in svg.split("<text").skip(1) {
+        let tag = &chunk[..chunk.find('>').unwrap()];
+        let body = chunk[tag.len() + 1..chunk.find("</text>").unwrap()].trim();
+        let x: f64 = attr(tag, "x").parse().unwrap();
+        let y: f64 = attr(tag, "y").parse().unwrap();
+        let size: f64 = attr(tag, "font-size").parse().unwrap();
+        let w = 0.6 * size * body.chars().count() as f64;
+        let right = match attr(tag, "text-anchor").as_str() {
+            "middle" => x + w / 2.0,
+            "end" => x,
+            _ => x + w,
+        };
+        if right > width || y + size > height {
+            return Err(format!(
+                "{body:?} at ({x}, {y}) leaves the {width}×{height} canvas"
+            ));
+        }
+        seen += 1;
+    }
+    assert!(seen > 0);
+    Ok(())
+}
+
+/// The cost-components chart's legend fits its canvas: the longest label (send/receive of the
+/// pipeline and the context-parallel ring, between nodes) wraps instead of running off the edge.
+#[test]
+fn report_components_legend_fits_the_chart() {
+    let dir = tempfile_dir();
+    let path = dir.join("legend.html");
+    symshard()
+        .args([
+            "report",
+            "gpt3-175b",
+            "--devices",
+            "1024",
+            "--top",
+            "5",
+            "-o",
+        ])
+        .arg(&path)
+        .assert()
+        .success();
+    let html = std::fs::read_to_string(&path).unwrap();
+    let chart = figure(&html, "components");
+    let chart = &chart[chart.find("<svg").unwrap()..];
+    // The label that used to be clipped is there, in two lines.
+    assert!(chart.contains("\ninter-node send/receive (pipeline,\n</text>"));
+    assert!(chart.contains("\ncontext-parallel ring)\n</text>"));
+    texts_fit(chart).unwrap();
+}
+
+/// `rank`'s top row of GPT-3 175B on 1024 devices and the report of that ranking.
+fn gpt3_report(file: &str) -> (serde_json::Value, String) {
+    let path = tempfile_dir().join(file);
+    symshard()
+        .args([
+            "report",
+            "gpt3-175b",
+            "--devices",
+            "1024",
+            "--top",
+            "3",
+            "-o",
+        ])
+        .arg(&path)
+        .assert()
+        .success();
+    let rank = json(&["rank", "gpt3-175b", "--devices", "1024", "--top", "1"]);
+    (
+        rank["strategies"][0].clone(),
+        std::fs::read_to_string(&path).unwrap(),
+    )
+}
+
+/// The #1 row's per-device amounts are shown as the formulas `compare` derives for that strategy,
+/// each with its exact value; the amounts without a formula (the relative cost among them) say so.
+#[test]
+fn report_shows_the_top_rows_per_device_formulas() {
+    let (top, html) = gpt3_report("formulas.html");
+    let table = html
+        .split("id=\"per-device\">")
+        .nth(1)
+        .and_then(|t| t.split("</table>").next())
+        .unwrap();
+    let mut knobs = vec![];
+    for k in [
+        "dp",
+        "tp",
+        "pp",
+        "microbatches",
+        "chunks",
+        "zero",
+        "ep",
+        "cp",
+    ] {
+        knobs.push(format!("{k}={}", top[k]));
+    }
+    knobs.push(format!("schedule={}", top["schedule"].as_str().unwrap()));
+    knobs.push(format!("recompute={}", top["recompute"].as_str().unwrap()));
+    if top["sequence_parallel"] == true {
+        knobs.push("sp".into());
+    }
+    let knobs = knobs.join(" ");
+    let cmp = json(&["compare", "gpt3-175b", &knobs, &knobs]);
+    let components = cmp["components"].as_array().unwrap();
+    let mut with_formula = 0;
+    for c in components {
+        let value = c["a"].as_str().unwrap();
+        let row = match c["formula_a"].as_str() {
+            Some(f) => {
+                with_formula += 1;
+                format!("<td><code>{f}</code></td><td><code>{value}</code></td></tr>")
+            }
+            None => format!("</span></td><td><code>{value}</code></td></tr>"),
+        };
+        assert!(table.contains(&row), "{}: {row}", c["name"]);
+    }
+    // FLOPs, collectives and model-state memory have formulas in the model's symbols.
+    assert!(with_formula >= 8, "{with_formula}");
+    assert!(table.contains("*B*F*H*S"));
+    // The relative cost of the #1 row is exact, and says that it has no formula.
+    let total = top["relative_cost"].as_str().unwrap();
+    assert!(table.contains(&format!(
+        "no formula derived: the per-device formulas (those of compare) cover FLOPs, collective bytes and weight, gradient and optimizer memory; this amount is a number only</span></td><td><code>{total}</code>"
+    )));
+}
+
+/// Under ZeRO the collectives table names the data-parallel gradient traffic as the stacked bars
+/// do (reduce-scatter and all-gather), not as the all-reduce it replaces.
+#[test]
+fn report_collectives_agree_with_the_bars_under_zero() {
+    let (top, html) = gpt3_report("zero.html");
+    assert!(top["zero"].as_u64().unwrap() >= 1, "{top}");
+    assert!(top["dp"].as_u64().unwrap() > 1, "{top}");
+    let table = html
+        .split("id=\"collectives\">")
+        .nth(1)
+        .and_then(|t| t.split("</table>").next())
+        .unwrap();
+    assert!(!table.contains("<td>all-reduce</td><td>dp</td>"));
+    assert!(table.contains("<td>reduce-scatter + all-gather</td><td>dp</td><td>inter</td>"));
+    let bars = figure(&html, "components");
+    assert!(bars.contains("\ninter-node reduce-scatter\n</text>"));
+    assert!(bars.contains("\ninter-node all-gather\n</text>"));
+    assert!(!bars.contains("\ninter-node all-reduce\n</text>"));
+    let parts = html
+        .split("id=\"comm-parts\">")
+        .nth(1)
+        .and_then(|t| t.split("</table>").next())
+        .unwrap();
+    assert!(parts.contains("<td>reduce-scatter</td><td>inter</td>"));
+    assert!(parts.contains("<td>all-gather</td><td>inter</td>"));
+    assert!(!parts.contains("<td>all-reduce</td><td>inter</td>"));
+}
+
+/// The fills of a Gantt chart's bars (each bar carries a `<title>`) and of its legend's swatches,
+/// with the legend's labels.
+fn gantt_colours(svg: &str) -> (BTreeSet<String>, Vec<(String, String)>) {
+    let fill_before = |i: usize| {
+        let at = svg[..i].rfind("fill=\"#").unwrap() + 6;
+        svg[at..at + 7].to_string()
+    };
+    let bars = svg
+        .match_indices("\"><title>")
+        .map(|(i, _)| fill_before(i + 1))
+        .collect();
+    let legend = svg
+        .match_indices("width=\"10\" height=\"10\" fill=\"")
+        .map(|(i, m)| {
+            let fill = svg[i + m.len()..i + m.len() + 7].to_string();
+            let text = &svg[i + svg[i..].find("<text").unwrap()..];
+            let label = &text[text.find('>').unwrap() + 1..text.find("</text>").unwrap()];
+            (fill, label.to_string())
+        })
+        .collect();
+    (bars, legend)
+}
+
+/// The Gantt chart's legend has an entry for every colour its bars use and none for a colour they
+/// do not: expert parallelism draws the expert all-to-all, context parallelism the ring.
+#[test]
+fn gantt_legend_lists_exactly_the_colours_drawn() {
+    let dir = tempfile_dir();
+    let cases: [(&str, &[&str], &str, &str); 2] = [
+        (
+            "ep.svg",
+            &[
+                "mixtral-8x7b",
+                "--dp",
+                "8",
+                "--ep",
+                "8",
+                "--microbatches",
+                "1",
+            ],
+            "#edc948",
+            "expert all-to-all",
+        ),
+        (
+            "cp.svg",
+            &["llama3-8b", "--dp", "2", "--cp", "4", "--microbatches", "2"],
+            "#76b7b2",
+            "context-parallel ring",
+        ),
+    ];
+    for (file, args, colour, label) in cases {
+        let path = dir.join(file);
+        symshard()
+            .arg("timeline")
+            .args(args)
+            .arg("--svg")
+            .arg(&path)
+            .assert()
+            .success();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        let (bars, legend) = gantt_colours(&svg);
+        let swatches: BTreeSet<String> = legend.iter().map(|(f, _)| f.clone()).collect();
+        assert_eq!(swatches.len(), legend.len(), "{file}: {legend:?}");
+        assert_eq!(bars, swatches, "{file}: {legend:?}");
+        assert!(
+            legend.contains(&(colour.to_string(), label.to_string())),
+            "{file}: {legend:?}"
+        );
+        // Neither run pipelines, recomputes or shards parameters: no legend entry says so.
+        for absent in ["pipeline send", "recompute", "parameter all-gather"] {
+            assert!(!legend.iter().any(|(_, l)| l == absent), "{file}: {absent}");
+        }
+    }
 }
 
 fn tempfile_dir() -> std::path::PathBuf {

@@ -116,6 +116,8 @@ pub fn run(args: ReportArgs) -> Result<(), Error> {
         args.devices.to_string(),
         "--top".into(),
         args.top.to_string(),
+        // The memory-versus-cost (or -seconds) frontier the chart draws, as `rank --pareto`.
+        "--pareto".into(),
     ]);
     rank.extend(args.search.to_args());
     let ranking = one_json(rank)?;
@@ -179,6 +181,7 @@ pub fn run(args: ReportArgs) -> Result<(), Error> {
     let model = loader.resolve(&tl.input)?;
     let values = tl.symbols.apply(&model)?;
     let mut comm_parts = Vec::new();
+    let mut top_eval = None;
     for row in &rows {
         let flags = parse(knob_args(row)?)?.strategy;
         let batch = model
@@ -186,7 +189,7 @@ pub fn run(args: ReportArgs) -> Result<(), Error> {
             .cloned()
             .unwrap_or_else(|| Rational::from_integer(1.into()));
         let st = flags.resolve(&batch)?;
-        let (_, e) = crate::parallel::evaluate_strategy(
+        let (analysis, e) = crate::parallel::evaluate_strategy(
             &model,
             &values,
             &st.knobs,
@@ -206,7 +209,42 @@ pub fn run(args: ReportArgs) -> Result<(), Error> {
             })
             .collect();
         comm_parts.push(Value::Array(parts));
+        if top_eval.is_none() {
+            top_eval = Some((analysis, e));
+        }
     }
+    let (analysis, e) =
+        top_eval.ok_or_else(|| Error::Usage(format!("no strategy of {} to report", args.model)))?;
+    // The top strategy's per-device amounts, with the formulas `compare` derives for them.
+    let top_formulas: Vec<Value> =
+        crate::search::versus::compare(&model, &values, (&analysis, &e), (&analysis, &e))
+            .iter()
+            .map(|c| {
+                serde_json::json!({
+                    "group": c.group,
+                    "name": c.name,
+                    "value": super::units::exact_text(&c.a),
+                    "formula": c.formula_a.as_ref().map(ToString::to_string),
+                })
+            })
+            .collect();
+    // Its collectives as the library lists them, with whether each reduces a gradient.
+    let top_collectives: Vec<Value> = e
+        .comm
+        .iter()
+        .map(|c| {
+            serde_json::json!({
+                "collective": c.collective.name(),
+                "axis": c.axis.name(),
+                "tier": c.tier,
+                "bytes": super::units::exact_text(&c.bytes),
+                "count": c.count,
+                "op": c.op,
+                "tensor": c.tensor,
+                "gradient": c.gradient,
+            })
+        })
+        .collect();
 
     let mut command = vec!["symshard report".to_string(), args.model.clone()];
     command.push(format!("--devices {}", args.devices));
@@ -225,6 +263,8 @@ pub fn run(args: ReportArgs) -> Result<(), Error> {
         gantt_svg: &gantt,
         capacity_bytes: &limit,
         comm_parts: &Value::Array(comm_parts),
+        top_formulas: &Value::Array(top_formulas),
+        top_collectives: &Value::Array(top_collectives),
     })?;
     std::fs::write(&args.output, &html).map_err(|source| Error::Io {
         path: args.output.clone(),

@@ -35,6 +35,13 @@ pub struct ReportInput<'a> {
     /// collective kind and tier ([`crate::parallel::breakdown::comm_by_kind`]), as
     /// `[{"kind", "tier", "cost"}]` with `cost` exact.
     pub comm_parts: &'a Value,
+    /// The top strategy's per-device amounts ([`crate::search::versus::compare`] of it with
+    /// itself), as `[{"group", "name", "value", "formula"}]`: `value` exact, `formula` in the
+    /// model's symbols or null where none is derived.
+    pub top_formulas: &'a Value,
+    /// The top strategy's collectives as the library lists them (`cost`'s `per_device.comm`), as
+    /// `[{"collective", "axis", "tier", "bytes", "count", "op", "tensor", "gradient"}]`.
+    pub top_collectives: &'a Value,
 }
 
 /// Collective kinds in the order the bars stack them, each with its colour within the
@@ -215,15 +222,40 @@ fn segments(rows: &[Value], parts: &Value) -> Vec<(String, RGBColor, Vec<f64>)> 
     out
 }
 
+/// Characters of a components legend line: 12 px sans-serif in the 254 px beside the swatches.
+const LEGEND_CHARS: usize = 34;
+
+/// `text` in lines of at most `width` characters, broken between words (a longer word stands on
+/// its own line).
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines: Vec<String> = vec![];
+    for word in text.split_whitespace() {
+        match lines.last_mut() {
+            Some(l) if l.chars().count() + 1 + word.chars().count() <= width => {
+                l.push(' ');
+                l.push_str(word);
+            }
+            _ => lines.push(word.to_string()),
+        }
+    }
+    lines
+}
+
 /// Stacked bars of each strategy's relative cost: compute, communication by tier and collective
 /// kind, and pipeline bubble, with a legend entry for every colour.
 fn components_svg(rows: &[Value], parts: &Value) -> Result<String> {
     let segs = segments(rows, parts);
+    // Tall enough for the legend: 15 px a line and 7 px between entries, from 40 px down.
+    let legend_height: usize = segs
+        .iter()
+        .map(|(label, _, _)| 15 * wrap(label, LEGEND_CHARS).len() + 7)
+        .sum();
+    let height = 400.max(40 + legend_height as u32 + 10);
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (1060, 400)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, (1060, height)).into_drawing_area();
         root.fill(&WHITE).map_err(chart_err)?;
-        let (left, right) = root.split_horizontally(820);
+        let (left, right) = root.split_horizontally(780);
         let max = rows
             .iter()
             .map(|r| float(&r["relative"]["total"]))
@@ -266,44 +298,44 @@ fn components_svg(rows: &[Value], parts: &Value) -> Result<String> {
                 .collect();
             chart.draw_series(bars).map_err(chart_err)?;
         }
-        // The legend, top of the stack first, beside the chart.
+        // The legend, top of the stack first, beside the chart; long labels wrap to its width.
         let font = ("sans-serif", 12).into_font().color(&BLACK);
-        for (k, (label, colour, _)) in segs.iter().rev().enumerate() {
-            let y = 40 + 22 * k as i32;
+        let mut y = 40;
+        for (label, colour, _) in segs.iter().rev() {
             right
                 .draw(&Rectangle::new([(6, y), (20, y + 14)], colour.filled()))
                 .map_err(chart_err)?;
-            right
-                .draw(&Text::new(label.clone(), (26, y + 1), font.clone()))
-                .map_err(chart_err)?;
+            for line in wrap(label, LEGEND_CHARS) {
+                right
+                    .draw(&Text::new(line, (26, y + 1), font.clone()))
+                    .map_err(chart_err)?;
+                y += 15;
+            }
+            y += 7;
         }
         root.present().map_err(chart_err)?;
     }
     Ok(svg)
 }
 
-/// The rows on the memory-versus-time Pareto frontier: no other row is both faster and smaller.
-fn frontier(points: &[(f64, f64)]) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..points.len()).collect();
-    order.sort_by(|&a, &b| {
-        points[a]
-            .0
-            .total_cmp(&points[b].0)
-            .then(points[a].1.total_cmp(&points[b].1))
-    });
-    let mut best = f64::INFINITY;
-    let mut out = vec![];
-    for i in order {
-        if points[i].1 < best {
-            best = points[i].1;
-            out.push(i);
-        }
+/// The chart's caption and x axis: what the ranking ranks by.
+fn frontier_titles(seconds: bool) -> (&'static str, &'static str) {
+    if seconds {
+        (
+            "memory per device versus simulated seconds per step: Pareto frontier and device memory limit",
+            "simulated seconds per step (logarithmic)",
+        )
+    } else {
+        (
+            "memory per device versus relative cost per step: Pareto frontier and device memory limit",
+            "relative cost per step (FLOP-equivalents, busiest device; logarithmic)",
+        )
     }
-    out
 }
 
-/// Memory per device against step time (or relative cost), the frontier and the capacity line.
-fn frontier_svg(rows: &[Value], seconds: bool, capacity: f64) -> Result<String> {
+/// Memory per device against step time (or relative cost): the rows shown, the ranking's Pareto
+/// frontier (`rank --pareto`, over every strategy that fits) and the capacity line.
+fn frontier_svg(rows: &[Value], pareto: &[Value], seconds: bool, capacity: f64) -> Result<String> {
     let x_of = |r: &Value| {
         if seconds {
             float(&r["iteration_seconds"])
@@ -311,43 +343,47 @@ fn frontier_svg(rows: &[Value], seconds: bool, capacity: f64) -> Result<String> 
             float(&r["relative_cost"])
         }
     };
-    let points: Vec<(f64, f64)> = rows
+    let point = |r: &Value| (x_of(r), float(&r["memory_per_device"]) / 1e9);
+    let points: Vec<(f64, f64)> = rows.iter().map(point).collect();
+    let front: Vec<(f64, f64)> = pareto
         .iter()
-        .map(|r| (x_of(r), float(&r["memory_per_device"]) / 1e9))
+        .map(point)
+        .filter(|p| p.0.is_finite() && p.1.is_finite())
         .collect();
     let cap = capacity / 1e9;
     let (x0, x1) = points
         .iter()
+        .chain(&front)
         .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| {
             (a.min(p.0), b.max(p.0))
         });
-    let pad = ((x1 - x0) * 0.08).max(x1.abs() * 0.01).max(1e-9);
-    let ymax = points.iter().map(|p| p.1).fold(cap, f64::max) * 1.1;
+    // A logarithmic axis: the frontier runs from the fastest strategies to ones many times slower.
+    let (lo, hi) = (x0.max(1e-12) / 1.15, x1.max(x0 * 1.01).max(1e-12) * 1.15);
+    let ymax = points.iter().chain(&front).map(|p| p.1).fold(cap, f64::max) * 1.1;
+    let (caption, x_desc) = frontier_titles(seconds);
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (960, 400)).into_drawing_area();
         root.fill(&WHITE).map_err(chart_err)?;
         let mut chart = ChartBuilder::on(&root)
-            .caption(
-                "memory per device versus time per step: Pareto frontier and device memory limit",
-                ("sans-serif", 15),
-            )
+            .caption(caption, ("sans-serif", 15))
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(60)
-            .build_cartesian_2d((x0 - pad)..(x1 + pad), 0f64..ymax)
+            .build_cartesian_2d((lo..hi).log_scale(), 0f64..ymax)
             .map_err(chart_err)?;
         chart
             .configure_mesh()
-            .x_desc(if seconds {
-                "simulated seconds per step"
-            } else {
-                "relative cost (FLOP-equivalents)"
-            })
+            .x_desc(x_desc)
             .y_desc("memory per device (GB)")
+            .x_labels(30)
             .x_label_formatter(&|x| {
-                if seconds {
-                    format!("{x:.3}")
+                // Label 1, 2 and 5 times a power of ten only, so that labels do not collide.
+                let m = x / 10f64.powf(x.log10().floor());
+                if ![1.0, 2.0, 5.0].iter().any(|k| (m - k).abs() < 1e-6) {
+                    String::new()
+                } else if seconds {
+                    format!("{x}")
                 } else {
                     si_float(*x, 3, "FLOP")
                 }
@@ -357,7 +393,7 @@ fn frontier_svg(rows: &[Value], seconds: bool, capacity: f64) -> Result<String> 
         let cap_style = ShapeStyle::from(&RED).stroke_width(2);
         chart
             .draw_series(DashedLineSeries::new(
-                [(x0 - pad, cap), (x1 + pad, cap)],
+                [(lo, cap), (hi, cap)],
                 8,
                 5,
                 cap_style,
@@ -365,13 +401,29 @@ fn frontier_svg(rows: &[Value], seconds: bool, capacity: f64) -> Result<String> 
             .map_err(chart_err)?
             .label(format!("device memory limit {cap:.1} GB"))
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 14, y)], cap_style));
-        let front = frontier(&points);
-        let line = ShapeStyle::from(&BLACK).stroke_width(1);
-        chart
-            .draw_series(LineSeries::new(front.iter().map(|&i| points[i]), line))
-            .map_err(chart_err)?
-            .label("Pareto frontier")
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 14, y)], line));
+        if !front.is_empty() {
+            // The frontier as a staircase: each point is better in time than every one using
+            // less memory.
+            let line = ShapeStyle::from(&BLACK).stroke_width(1);
+            let mut stairs = vec![];
+            for (i, p) in front.iter().enumerate() {
+                if i > 0 {
+                    stairs.push((p.0, front[i - 1].1));
+                }
+                stairs.push(*p);
+            }
+            chart
+                .draw_series(LineSeries::new(stairs, line))
+                .map_err(chart_err)?
+                .label(format!(
+                    "Pareto frontier of every strategy that fits ({} strategies, rank --pareto)",
+                    front.len()
+                ))
+                .legend(move |(x, y)| PathElement::new([(x, y), (x + 14, y)], line));
+            chart
+                .draw_series(front.iter().map(|&p| Circle::new(p, 2, BLACK.filled())))
+                .map_err(chart_err)?;
+        }
         let fits = |r: &Value| r["feasible"].as_bool() == Some(true);
         let blue = RGBColor(0x4e, 0x79, 0xa7);
         chart
@@ -407,7 +459,7 @@ fn frontier_svg(rows: &[Value], seconds: bool, capacity: f64) -> Result<String> 
             .map_err(chart_err)?;
         chart
             .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
+            .position(SeriesLabelPosition::MiddleRight)
             .background_style(WHITE.mix(0.9))
             .border_style(BLACK)
             .draw()
@@ -613,7 +665,13 @@ fn ranking_table(rows: &[Value], seconds: bool) -> String {
     h
 }
 
-fn formulas(cost: &Value, top: &Value) -> String {
+fn formulas(
+    cost: &Value,
+    top: &Value,
+    top_formulas: &Value,
+    top_collectives: &Value,
+    top_parts: &Value,
+) -> String {
     let mut h = String::new();
     h.push_str("<h3>Symbols</h3><table class=\"kv\">");
     if let Some(m) = cost["symbols"].as_object() {
@@ -649,43 +707,92 @@ fn formulas(cost: &Value, top: &Value) -> String {
         esc(&text(&cost["memory"]["activations"]))
     );
     let pd = &cost["per_device"];
+    let zero = top["zero"].as_u64().unwrap_or(0);
+    let ep = top["ep"].as_u64().unwrap_or(1);
+    let cp = top["cp"].as_u64().unwrap_or(1);
+    let list = |v: &Value| v.as_array().cloned().unwrap_or_default();
+    let collectives = list(top_collectives);
+    // Under ZeRO ≥ 1 the gradients' data-parallel all-reduce runs as a reduce-scatter of the
+    // gradients and an all-gather of the updated weights, as the bars count it.
+    let zero_runs = |c: &Value| {
+        zero > 0 && c["axis"] == "dp" && c["collective"] == "all-reduce" && c["gradient"] == true
+    };
+    let all_dp_reductions_are_gradients = collectives
+        .iter()
+        .filter(|c| c["axis"] == "dp" && c["collective"] == "all-reduce")
+        .all(zero_runs);
     let _ = write!(
         h,
-        "<h3>Per device under #1 ({})</h3><table class=\"kv\">",
+        "<h3>Per device under #1 ({})</h3><p class=\"note\">Each amount of the busiest device in one step as a formula in the model's symbols, with the data- and tensor-parallel sizes and the micro-batch count put in, and its value at the symbols' values above. The formulas are those <code>symshard compare</code> derives, each shown only where it evaluates exactly to the number.</p><table class=\"kv\" id=\"per-device\"><tr><th>amount</th><th>formula in the symbols</th><th>value</th></tr>",
         esc(&text(&pd["strategy"]))
     );
-    let _ = write!(
-        h,
-        "<tr><th>FLOPs</th><td><code>{}</code></td></tr><tr><th>pipeline send bytes</th><td><code>{}</code></td></tr>",
-        esc(&text(&pd["flops"])),
-        esc(&text(&pd["p2p_bytes"]))
-    );
-    for (k, label, _) in MEMORY {
+    let mut group = String::new();
+    for c in list(top_formulas) {
+        let g = text(&c["group"]);
+        if g != group {
+            group.clone_from(&g);
+            let _ = write!(h, "<tr><th colspan=\"3\">{}</th></tr>", esc(&g));
+        }
+        let mut name = text(&c["name"]);
+        if zero > 0 && all_dp_reductions_are_gradients {
+            if let Some(rest) = name.strip_prefix("all-reduce on dp ") {
+                name = format!(
+                    "reduce-scatter + all-gather on dp {rest} (ZeRO-{zero}: the gradients' all-reduce)"
+                );
+            }
+        }
+        let formula = match c["formula"].as_str() {
+            Some(f) => format!("<code>{}</code>", esc(f)),
+            None => format!(
+                "<span class=\"note\">{}</span>",
+                no_formula(&g, &name, ep, cp)
+            ),
+        };
         let _ = write!(
             h,
-            "<tr><th>{label} bytes</th><td><code>{}</code></td></tr>",
-            esc(&text(&pd["memory"][k]))
+            "<tr><th>{}</th><td>{formula}</td><td><code>{}</code></td></tr>",
+            esc(&name),
+            esc(&text(&c["value"]))
         );
     }
-    let rel = &top["relative"];
-    for (k, label, _) in COMPONENTS {
+    h.push_str("</table>");
+    // The communication the bars stack for #1: relative cost by collective kind and tier.
+    h.push_str("<h3>Communication of #1 by collective kind (the bars' parts)</h3><table class=\"kv\" id=\"comm-parts\"><tr><th>collective</th><th>tier</th><th>relative cost (FLOP-equivalents)</th></tr>");
+    for p in list(top_parts) {
         let _ = write!(
             h,
-            "<tr><th>relative cost: {label}</th><td><code>{}</code></td></tr>",
-            esc(&text(&rel[k]))
+            "<tr><td>{}</td><td>{}</td><td><span title=\"{}\">{}</span></td></tr>",
+            esc(&text(&p["kind"])),
+            esc(&text(&p["tier"])),
+            esc(&text(&p["cost"])),
+            exact(&p["cost"]).map_or_else(|| text(&p["cost"]), |r| si(&r, 4, "FLOP"))
         );
     }
-    let _ = write!(
-        h,
-        "<tr><th>relative cost</th><td><code>{}</code></td></tr></table>",
-        esc(&text(&rel["total"]))
-    );
-    h.push_str("<h3>Collectives per device and step</h3><table class=\"sortable\" id=\"collectives\"><thead><tr><th>collective</th><th>axis</th><th>tier</th><th>bytes</th><th>count</th><th>where</th></tr></thead><tbody>");
-    for c in pd["comm"].as_array().map(Vec::as_slice).unwrap_or_default() {
+    h.push_str("</table>");
+    h.push_str("<h3>Collectives per device and step</h3>");
+    if collectives.iter().any(zero_runs) {
+        let _ = write!(
+            h,
+            "<p class=\"note\">ZeRO-{zero}: each data-parallel gradient all-reduce runs as a reduce-scatter of the gradients and an all-gather of the updated weights{}, as the bars count it; the bytes shown are those of the all-reduce it replaces{}.</p>",
+            if zero == 3 { " (gathered again in every micro-batch)" } else { "" },
+            if zero == 3 {
+                ", which the all-gathers of every micro-batch exceed"
+            } else {
+                ", which the reduce-scatter and the all-gather move in equal halves"
+            }
+        );
+    }
+    h.push_str("<table class=\"sortable\" id=\"collectives\"><thead><tr><th>collective</th><th>axis</th><th>tier</th><th>bytes</th><th>count</th><th>where</th></tr></thead><tbody>");
+    for c in &collectives {
+        let kind = if zero_runs(c) {
+            "reduce-scatter + all-gather".to_string()
+        } else {
+            text(&c["collective"])
+        };
         let _ = writeln!(
             h,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td data-v=\"{}\">{}</td><td data-v=\"{}\">{}</td><td>{}</td></tr>",
-            esc(&text(&c["collective"])),
+            esc(&kind),
             esc(&text(&c["axis"])),
             esc(&text(&c["tier"])),
             float(&c["bytes"]),
@@ -697,6 +804,22 @@ fn formulas(cost: &Value, top: &Value) -> String {
     }
     h.push_str("</tbody></table>");
     h
+}
+
+/// Why an amount of the top strategy has no formula.
+fn no_formula(group: &str, name: &str, ep: u64, cp: u64) -> &'static str {
+    let derived = (group == "compute" && name.ends_with("FLOPs"))
+        || (group == "communication" && !name.starts_with("point-to-point"))
+        || (group == "memory" && ["weights", "gradients", "optimizer state"].contains(&name));
+    if !derived {
+        "no formula derived: the per-device formulas (those of compare) cover FLOPs, collective bytes and weight, gradient and optimizer memory; this amount is a number only"
+    } else if ep > 1 {
+        "no formula derived: under expert parallelism the expert blocks are reshaped, and the amounts are numbers only"
+    } else if cp > 1 {
+        "no formula: the one built from the operators' formulas, with the data- and tensor-parallel sizes put in, does not reproduce this number under context parallelism"
+    } else {
+        "no formula: the one built from the operators' formulas does not reproduce this number, so none is shown"
+    }
 }
 
 fn timeline_summary(t: &Value) -> String {
@@ -816,7 +939,12 @@ pub fn html(input: &ReportInput) -> Result<String> {
     let _ = writeln!(
         h,
         "<section><h2>Memory versus time</h2><figure class=\"chart\" id=\"frontier\">{}</figure></section>",
-        frontier_svg(&rows, seconds, capacity)?
+        frontier_svg(
+            &rows,
+            r["pareto"].as_array().map(Vec::as_slice).unwrap_or_default(),
+            seconds,
+            capacity
+        )?
     );
     let packed = miniz_oxide::deflate::compress_to_vec_zlib(input.gantt_svg.as_bytes(), 9);
     let _ = writeln!(
@@ -834,7 +962,13 @@ pub fn html(input: &ReportInput) -> Result<String> {
     let _ = writeln!(
         h,
         "<section><h2>Formulas behind #1</h2>{}</section>",
-        formulas(input.cost, top)
+        formulas(
+            input.cost,
+            top,
+            input.top_formulas,
+            input.top_collectives,
+            &input.comm_parts[0]
+        )
     );
     let _ = write!(h, "<script>{SCRIPT}</script>\n</body></html>\n");
     Ok(h)
@@ -845,15 +979,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn frontier_keeps_rows_no_other_beats_on_both() {
-        let pts = [
-            (1.0, 50.0),
-            (2.0, 40.0),
-            (3.0, 45.0),
-            (1.5, 60.0),
-            (4.0, 10.0),
-        ];
-        assert_eq!(frontier(&pts), vec![0, 1, 4]);
+    fn wrap_breaks_between_words_within_the_width() {
+        let label = "inter-node send/receive (pipeline, context-parallel ring)";
+        let lines = wrap(label, LEGEND_CHARS);
+        assert_eq!(
+            lines,
+            [
+                "inter-node send/receive (pipeline,",
+                "context-parallel ring)"
+            ]
+        );
+        assert!(lines.iter().all(|l| l.chars().count() <= LEGEND_CHARS));
+        assert_eq!(wrap("compute", LEGEND_CHARS), ["compute"]);
     }
 
     #[test]

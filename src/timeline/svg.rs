@@ -12,25 +12,69 @@ const LEFT: f64 = 200.0;
 const LANE: f64 = 14.0;
 const TOP: f64 = 48.0;
 
-fn colour(e: &Event) -> (&'static str, &'static str) {
+/// Every colour a bar can have and what it shows, in the legend's order.
+const KINDS: [(&str, &str); 10] = [
+    ("#4e79a7", "forward"),
+    ("#59a14f", "backward"),
+    ("#f28e2b", "recompute"),
+    ("#b07aa1", "tensor-parallel collective"),
+    ("#e15759", "gradient reduction"),
+    ("#ff9da7", "parameter all-gather"),
+    ("#9c9c9c", "pipeline send"),
+    ("#edc948", "expert all-to-all"),
+    ("#76b7b2", "context-parallel ring"),
+    ("#444444", "optimizer"),
+];
+
+/// The index in [`KINDS`] of an event's colour.
+fn kind(e: &Event) -> usize {
     match (e.stream, &e.what, e.pass) {
-        (_, What::Optimizer, _) => ("#444444", "optimizer"),
+        (_, What::Optimizer, _) => 9,
         (
             _,
             What::Op {
                 recompute: true, ..
             },
             _,
-        ) => ("#f28e2b", "recompute"),
-        (Stream::Compute, _, Pass::Forward) => ("#4e79a7", "forward"),
-        (Stream::Compute, _, Pass::Backward) => ("#59a14f", "backward"),
-        (Stream::TpComm, _, _) => ("#b07aa1", "tensor-parallel collective"),
-        (Stream::DpComm, What::ParamGather, _) => ("#ff9da7", "parameter all-gather"),
-        (Stream::DpComm, _, _) => ("#e15759", "gradient reduction"),
-        (Stream::P2p, _, _) => ("#9c9c9c", "pipeline send"),
-        (Stream::EpComm, _, _) => ("#edc948", "expert all-to-all"),
-        (Stream::CpComm, _, _) => ("#76b7b2", "context-parallel ring"),
+        ) => 2,
+        (Stream::Compute, _, Pass::Forward) => 0,
+        (Stream::Compute, _, Pass::Backward) => 1,
+        (Stream::TpComm, _, _) => 3,
+        (Stream::DpComm, What::ParamGather, _) => 5,
+        (Stream::DpComm, _, _) => 4,
+        (Stream::P2p, _, _) => 6,
+        (Stream::EpComm, _, _) => 7,
+        (Stream::CpComm, _, _) => 8,
     }
+}
+
+fn colour(e: &Event) -> (&'static str, &'static str) {
+    KINDS[kind(e)]
+}
+
+/// Approximate width in pixels of legend text at 10 px.
+fn text_width(s: &str) -> f64 {
+    6.5 * s.chars().count() as f64
+}
+
+/// The legend of the colours drawn, in [`KINDS`]' order, wrapped to the chart's width: each
+/// entry's colour, label and position `(x, row)`.
+fn legend(drawn: &[bool; KINDS.len()]) -> Vec<(&'static str, &'static str, f64, usize)> {
+    let mut out = vec![];
+    let (mut lx, mut row) = (LEFT, 0);
+    for (k, &(fill, label)) in KINDS.iter().enumerate() {
+        if !drawn[k] {
+            continue;
+        }
+        let w = 14.0 + text_width(label) + 16.0;
+        if lx > LEFT && lx + w > WIDTH - 10.0 {
+            lx = LEFT;
+            row += 1;
+        }
+        out.push((fill, label, lx, row));
+        lx += w;
+    }
+    out
 }
 
 fn esc(s: &str) -> String {
@@ -44,7 +88,13 @@ pub fn gantt_svg(plan: &TimingPlan, sim: &Simulation, title: &str) -> String {
     let t = sim.iteration.max(1e-12);
     let scale = (WIDTH - LEFT - 20.0) / t;
     let lanes = sim.busy.len() * Stream::ALL.len();
-    let height = TOP + lanes as f64 * LANE + 60.0;
+    let mut drawn = [false; KINDS.len()];
+    for e in &sim.events {
+        drawn[kind(e)] = true;
+    }
+    let legend = legend(&drawn);
+    let legend_rows = legend.last().map_or(0, |l| l.3 + 1);
+    let height = TOP + lanes as f64 * LANE + 42.0 + 18.0 * legend_rows.max(1) as f64;
     let per_stage = plan.knobs.tp * plan.knobs.dp;
     let mut s = String::new();
     let _ = writeln!(
@@ -96,7 +146,7 @@ pub fn gantt_svg(plan: &TimingPlan, sim: &Simulation, title: &str) -> String {
     let mut open: Option<(usize, f64, f64)> = None;
     let flush = |s: &mut String, (i, x0, x1): (usize, f64, f64)| {
         let e: &Event = &sim.events[i];
-        let (fill, kind) = colour(e);
+        let (fill, what) = colour(e);
         let y = TOP + (e.device * Stream::ALL.len() + e.stream as usize) as f64 * LANE + 1.0;
         let mb = e
             .microbatch
@@ -104,7 +154,7 @@ pub fn gantt_svg(plan: &TimingPlan, sim: &Simulation, title: &str) -> String {
             .unwrap_or_default();
         let _ = writeln!(
             s,
-            r#"<rect x="{:.2}" y="{y}" width="{:.2}" height="{}" fill="{fill}"><title>{kind}{mb}, stage {}</title></rect>"#,
+            r#"<rect x="{:.2}" y="{y}" width="{:.2}" height="{}" fill="{fill}"><title>{what}{mb}, stage {}</title></rect>"#,
             LEFT + x0,
             (x1 - x0).max(0.5),
             LANE - 2.0,
@@ -145,25 +195,15 @@ pub fn gantt_svg(plan: &TimingPlan, sim: &Simulation, title: &str) -> String {
         );
         x += step;
     }
-    let mut lx = LEFT;
-    let ly = axis_y + 32.0;
-    for (fill, kind) in [
-        ("#4e79a7", "forward"),
-        ("#59a14f", "backward"),
-        ("#f28e2b", "recompute"),
-        ("#b07aa1", "tensor-parallel collective"),
-        ("#e15759", "gradient reduction"),
-        ("#ff9da7", "parameter all-gather"),
-        ("#9c9c9c", "pipeline send"),
-        ("#444444", "optimizer"),
-    ] {
+    // The legend: an entry for every colour drawn, none for a colour not drawn.
+    for (fill, label, lx, row) in legend {
+        let ly = axis_y + 32.0 + 18.0 * row as f64;
         let _ = writeln!(
             s,
-            r#"<rect x="{lx}" y="{}" width="10" height="10" fill="{fill}"/><text x="{}" y="{ly}">{kind}</text>"#,
+            r#"<rect x="{lx}" y="{}" width="10" height="10" fill="{fill}"/><text x="{}" y="{ly}">{label}</text>"#,
             ly - 9.0,
             lx + 14.0
         );
-        lx += 14.0 + 6.5 * kind.len() as f64 + 16.0;
     }
     s.push_str("</svg>\n");
     s
