@@ -7,19 +7,29 @@
 //! starts when its stream is free and its dependencies have ended. Tensor-parallel collectives
 //! block the next operator (Megatron-LM's synchronous all-reduces); activations and their
 //! gradients cross stages on the sender's point-to-point stream; the data-parallel gradient
-//! all-reduce runs in buckets on its own stream, each launched when the last micro-batch's
-//! backward has produced its gradients (PyTorch DDP, 25 MB buckets).
+//! reduction runs on its own stream when Megatron-LM's DDP launches it (see [`GradLaunch`]):
+//! after the last micro-batch's backward, and under ZeRO ≥ 2 (sharded gradients) after every
+//! micro-batch's backward.
 
 use super::cost::{bus_factor, KernelClass, Rates};
 pub use super::event::{Event, Stream, What};
 use super::plan::{Axis, Collective, PlanComm, Step, TimingPlan};
 use super::schedule::{program, Pass, Task};
-use crate::parallel::evaluate::{OPTIMIZER_BYTES, WEIGHT_BYTES};
+use crate::parallel::evaluate::{GRAD_BYTES, OPTIMIZER_BYTES, WEIGHT_BYTES};
 use crate::strategy::{AxisKind, Mesh, MeshAxis, Recompute, Schedule};
 use num_traits::ToPrimitive;
 
-/// PyTorch DDP's default gradient bucket (`bucket_cap_mb = 25`).
-pub const BUCKET_BYTES: f64 = 25e6;
+/// The smallest gradient bucket, in bytes of gradients on the wire: Megatron-LM's DDP default
+/// of `max(40_000_000, 1_000_000 × dp·cp)` parameters (megatron/core/distributed/
+/// distributed_data_parallel.py, `--ddp-bucket-size` unset), at [`GRAD_BYTES`] per element.
+pub const BUCKET_BYTES: f64 = 40e6 * GRAD_BYTES as f64;
+
+/// Megatron-LM's gradient bucket for `replicas` data- × context-parallel ranks, in gradient
+/// bytes: 40 M parameters, or 1 M per rank where that is more (so that each rank's chunk of a
+/// ring stays bandwidth-bound).
+pub fn bucket_bytes(replicas: u64) -> f64 {
+    BUCKET_BYTES.max(1e6 * replicas as f64 * GRAD_BYTES as f64)
+}
 
 /// A simulated step.
 #[derive(Debug, Clone)]
@@ -631,11 +641,25 @@ struct Device {
     bucket_full: f64,
     bucket_ready: Option<(usize, f64)>,
     buckets: usize,
+    /// Gradients of finished model chunks waiting for their launch (interleaved schedule):
+    /// on the wire, as the bus carries them, ready at (event, time), launched after the
+    /// device's backward task of this index, in this many calls.
+    pending: Vec<Pending>,
+    /// Backward tasks finished.
+    backwards: usize,
     /// When its previous task's last blocking step ended: a device runs its program in order.
     task_end: f64,
     /// Seconds of its first forward task (what an overlapped parameter gather can hide behind
     /// in the next step).
     first_forward: Option<f64>,
+}
+
+/// A model chunk's gradients waiting for their launch.
+struct Pending {
+    wire: f64,
+    ready: (usize, f64),
+    after: usize,
+    calls: f64,
 }
 
 /// Where events go: kept for traces and tests, or only counted when just the times matter.
@@ -867,6 +891,28 @@ fn run(
         1
     };
     debug_assert_eq!(sched_v * p, nst);
+    // When data-parallel gradients are reduced, as Megatron-LM's DDP launches them with
+    // `--overlap-grad-reduce` and its default `delay_grad_reduce`
+    // (megatron/core/pipeline_parallel/schedules.py: "Asynchronous communication tends to slow
+    // down compute. To reduce idling from mismatched microbatch times, we launch asynchronous
+    // communication at the same time across the pipeline-parallel group"):
+    //
+    // * 1F1B: pipeline rank 0 reduces bucket by bucket as its last backward fills them; the
+    //   other ranks launch their gradients after their last backward ("Other pipeline stages do
+    //   grad reduction during pipeline bubble"), one bucket each (DDP buckets only rank 0).
+    // * Interleaved: rank r launches a model chunk's gradients r backward tasks after the last
+    //   backward of that chunk, so that every rank launches together; those the step has no
+    //   task left for after the last backward. Only chunk 0 of rank 0 is cut into buckets.
+    // * Without overlap: one reduction of everything after the last backward.
+    // * ZeRO ≥ 2 keeps only the device's 1/replicas shard of the gradients, so each micro-batch's
+    //   gradients are reduce-scattered after its backward (DeepSpeed ZeRO-2 and PyTorch FSDP
+    //   during gradient accumulation; Rajbhandari et al. 2020, §5.2): bucket by bucket during
+    //   the backward with overlap, after it and before the device goes on without.
+    let replicas = k.replicas();
+    let sharded_grads = k.zero >= 2 && replicas > 1;
+    let overlap = k.overlap.grad_reduce;
+    let interleaved = sched_v > 1;
+    let cap = bucket_bytes(replicas);
     // The last backward of each virtual stage produces its gradients.
     let mut last_bwd = vec![usize::MAX; nst];
     for prog in &programs {
@@ -890,6 +936,8 @@ fn run(
             bucket_full: 0.0,
             bucket_ready: None,
             buckets: 0,
+            pending: Vec::new(),
+            backwards: 0,
             task_end: 0.0,
             first_forward: None,
         })
@@ -906,7 +954,6 @@ fn run(
     // of every micro-batch (resharded after use, PyTorch FSDP's default), one layer ahead: the
     // gather of a layer is issued when the previous layer starts computing (forward and
     // backward prefetch), and the layer waits for it.
-    let replicas = k.replicas();
     let fsdp = k.zero == 3 && replicas > 1;
     let gather_seconds = |params: f64| -> (f64, f64) {
         let n = replicas as f64;
@@ -953,7 +1000,10 @@ fn run(
                         range.end - 1 - j
                     }
                 };
-                let grads_now = task.pass == Pass::Backward && last_bwd[task.stage] == pos[d];
+                let last = task.pass == Pass::Backward && last_bwd[task.stage] == pos[d];
+                let grads_now = task.pass == Pass::Backward && (sharded_grads || last);
+                // Whether buckets are launched as the backward fills them.
+                let eager = grads_now && overlap && (sharded_grads || (d == 0 && !interleaved));
                 let mut last_compute: Option<(f64, f64)> = None;
                 // When the previous layer of this task began computing (FSDP prefetch).
                 let mut prefetch_at = t;
@@ -962,13 +1012,16 @@ fn run(
                 // task's time, the streams it does not use idle), every further layer of the run
                 // repeats it shifted by the same seconds, and is added at once. Only when just
                 // the times are kept, and without per-layer gathers or gradient launches.
-                let repeat = !rec.keep && !fsdp && !grads_now;
+                // Tasks that reduce their own micro-batch's gradients (ZeRO ≥ 2) start and end
+                // with an empty bucket, so they may still be remembered whole.
+                let memo = !rec.keep && !fsdp && (!grads_now || sharded_grads);
+                let repeat = memo && !grads_now;
                 let mut before: Option<Snapshot> = None;
                 // A task that finds its device as an earlier task of the same stage and pass
                 // found it (each stream's free time the same distance after the task's start,
                 // or free by then) does what that task did, shifted: its layers are not stepped.
                 let key = task.stage * 2 + slot;
-                let entry = repeat.then(|| TaskEntry::of(dev, t, rec.count));
+                let entry = memo.then(|| TaskEntry::of(dev, t, rec.count));
                 let hit = entry
                     .as_ref()
                     .and_then(|e| memos[key].iter().find(|m| m.met(e)).copied());
@@ -1099,7 +1152,8 @@ fn run(
                         if grads_now && !s.recompute {
                             if let Some(op) = s.op {
                                 let ready = (d, id, end);
-                                launch_grads(&ctx, dev, &mut rec, bi, op, item, ready);
+                                let cap = if eager { cap } else { f64::INFINITY };
+                                launch_grads(&ctx, dev, &mut rec, bi, op, item, ready, cap);
                             }
                         }
                     }
@@ -1135,10 +1189,41 @@ fn run(
                     }
                     before = Some(Snapshot { block: bi, ..after });
                 }
+                if grads_now && sharded_grads {
+                    // This micro-batch's gradients leave before the next one adds to the shard.
+                    let end = flush_bucket(&ctx, dev, &mut rec, d, 1.0);
+                    if let (Some(end), false) = (end, overlap) {
+                        let c = Stream::Compute.index();
+                        dev.free[c] = dev.free[c].max(end);
+                        t = t.max(end);
+                    }
+                }
                 if let (Some(e), None) = (&entry, &hit) {
                     if memos[key].len() < MEMOS_PER_TASK {
                         memos[key].push(TaskMemo::of(e, dev, t, prev, started, rec.count));
                     }
+                }
+                if task.pass == Pass::Backward {
+                    let index = dev.backwards;
+                    dev.backwards += 1;
+                    if last && overlap && interleaved && !sharded_grads {
+                        if let Some(ready) = dev.bucket_ready.take() {
+                            let full = std::mem::take(&mut dev.bucket_full);
+                            let calls = if task.stage == 0 {
+                                (full / cap).ceil()
+                            } else {
+                                1.0
+                            };
+                            dev.pending.push(Pending {
+                                wire: std::mem::take(&mut dev.bucket_wire),
+                                ready,
+                                after: index + d,
+                                calls: calls.max(1.0),
+                            });
+                        }
+                    }
+                    let ready = (prev.unwrap_or(0), t);
+                    launch_pending(&ctx, dev, &mut rec, d, Some(index), ready);
                 }
                 let start = started.unwrap_or(ready);
                 dev.work += t - start;
@@ -1212,7 +1297,9 @@ fn run(
         0.0
     };
     for (d, dev) in devices.iter_mut().enumerate() {
-        flush_bucket(&ctx, dev, &mut rec, d);
+        let ready = (dev.last[Stream::Compute.index()].unwrap_or(0), dev.task_end);
+        launch_pending(&ctx, dev, &mut rec, d, None, ready);
+        flush_bucket(&ctx, dev, &mut rec, d, 1.0);
         if norm_seconds > 0.0 {
             let ready = dev.free.iter().cloned().fold(0.0, f64::max);
             let deps: Vec<usize> = dev.last.iter().flatten().copied().collect();
@@ -1291,7 +1378,7 @@ fn send_seconds(ctx: &Ctx, bytes: f64, tier: crate::strategy::Tier) -> f64 {
 }
 
 /// Gradients of operator `op` are ready at event `ready`: tensor-parallel ones reduce at once,
-/// data-parallel ones join the bucket, which is launched once full.
+/// data-parallel ones join the bucket, which is launched once it holds `cap` bytes.
 #[allow(clippy::too_many_arguments)]
 fn launch_grads(
     ctx: &Ctx,
@@ -1301,6 +1388,7 @@ fn launch_grads(
     op: usize,
     item: usize,
     (d, ready, t): (usize, usize, f64),
+    cap: f64,
 ) {
     for (k, g) in &ctx.grads[bi] {
         if *k != op {
@@ -1316,8 +1404,8 @@ fn launch_grads(
                 dev.bucket_wire += wire;
                 dev.bucket_full += full;
                 dev.bucket_ready = Some((ready, t));
-                if dev.bucket_full >= BUCKET_BYTES && ctx.plan.knobs.overlap.grad_reduce {
-                    flush_bucket(ctx, dev, rec, d);
+                if dev.bucket_full >= cap {
+                    flush_bucket(ctx, dev, rec, d, 1.0);
                 }
             }
         }
@@ -1349,12 +1437,52 @@ fn grad_event(
     }
 }
 
-fn flush_bucket(ctx: &Ctx, dev: &mut Device, rec: &mut Recorder, d: usize) {
-    let Some((ready, t)) = dev.bucket_ready.take() else {
-        return;
-    };
-    let mut wire = std::mem::take(&mut dev.bucket_wire);
+/// Launches the pending gradients of finished model chunks due after backward task `index`
+/// (all of them when `None`), once `now` (an event and its end).
+fn launch_pending(
+    ctx: &Ctx,
+    dev: &mut Device,
+    rec: &mut Recorder,
+    d: usize,
+    index: Option<usize>,
+    now: (usize, f64),
+) {
+    while let Some(i) = dev
+        .pending
+        .iter()
+        .position(|g| index.is_none_or(|x| g.after <= x))
+    {
+        let g = dev.pending.remove(i);
+        let ready = if g.ready.1 >= now.1 { g.ready } else { now };
+        reduce_grads(ctx, dev, rec, d, g.wire, ready, g.calls);
+    }
+}
+
+/// Launches the bucket's gradients in `calls` equal collectives; returns when they end.
+fn flush_bucket(
+    ctx: &Ctx,
+    dev: &mut Device,
+    rec: &mut Recorder,
+    d: usize,
+    calls: f64,
+) -> Option<f64> {
+    let ready = dev.bucket_ready.take()?;
+    let wire = std::mem::take(&mut dev.bucket_wire);
     dev.bucket_full = 0.0;
+    Some(reduce_grads(ctx, dev, rec, d, wire, ready, calls))
+}
+
+/// Reduces `wire` bytes of data-parallel gradients (as an all-reduce carries them) in `calls`
+/// equal collectives, once event `ready` has ended at time `t`; returns when they end.
+fn reduce_grads(
+    ctx: &Ctx,
+    dev: &mut Device,
+    rec: &mut Recorder,
+    d: usize,
+    mut wire: f64,
+    (ready, t): (usize, f64),
+    calls: f64,
+) -> f64 {
     let k = &ctx.plan.knobs;
     // A distributed optimizer (ZeRO 1–2) and FSDP (ZeRO 3) reduce-scatter the gradients to their
     // owners (half an all-reduce's traffic); ZeRO 1–2 gather the weights after the step, ZeRO 3
@@ -1365,8 +1493,8 @@ fn flush_bucket(ctx: &Ctx, dev: &mut Device, rec: &mut Recorder, d: usize) {
     } else {
         Collective::AllReduce
     };
-    let dur = ctx.rates.collective_seconds(kind, wire, &ctx.dp);
+    let dur = calls * ctx.rates.collective_seconds(kind, wire / calls, &ctx.dp);
     let e = grad_event(d, Stream::DpComm, dur, wire, dev.buckets, None, ready);
     dev.buckets += 1;
-    dev.push(rec, e, t);
+    dev.push(rec, e, t).2
 }
