@@ -5,6 +5,7 @@
 //! context parallelism, ZeRO's divisors and traffic, gradient accumulation, memory in flight.
 
 use super::evaluate::{GRAD_ACCUMULATION_BYTES, GRAD_BYTES, OPTIMIZER_BYTES, WEIGHT_BYTES};
+use crate::rules::CollectiveKind;
 use crate::strategy::{Knobs, Recompute, Schedule};
 use crate::sym::Rational;
 use num_traits::{ToPrimitive, Zero};
@@ -68,15 +69,53 @@ pub fn grad_accumulation<T: Amount>(params: T, zero: u8, replicas: u64) -> T {
     share * T::int(GRAD_ACCUMULATION_BYTES as u64)
 }
 
-/// What data-parallel gradient traffic is multiplied by: ZeRO-3 (FSDP) reduce-scatters the
-/// gradients once a step (half the all-reduce's bytes) and all-gathers the weights before each
-/// forward and each backward of every micro-batch (each gather half the all-reduce's bytes):
-/// (1 + 2m)/2, the ZeRO paper's 3/2 at one micro-batch (Rajbhandari et al. 2020, §7.2.2).
+/// How a step runs the data-parallel reduction of the gradients, in all-reduce units (an
+/// all-reduce moves 2·(n − 1)/n of the bytes per rank; a reduce-scatter or an all-gather half of
+/// that), per ZeRO stage (Rajbhandari et al. 2020, §5 and §7.2):
+/// * 0: one all-reduce a step;
+/// * 1: the optimizer state is sharded, so the gradients are reduce-scattered to their owners
+///   once a step and the updated weights all-gathered once: 1/2 + 1/2;
+/// * 2: the gradients are sharded too, so each micro-batch's gradients are reduce-scattered as
+///   they are produced (a rank keeps only its shard to accumulate into, as DeepSpeed ZeRO-2 and
+///   PyTorch FSDP do under gradient accumulation): m/2, and one weight all-gather, 1/2;
+/// * 3 (FSDP): as 2, and the weights all-gathered before each forward and each backward of
+///   every micro-batch (resharded after use): m/2 + 2·m/2 = 3m/2, the ZeRO paper's 3/2 at one
+///   micro-batch.
+///
+/// Each part is (collective, calls per step of each gradient's reduction, share of the
+/// all-reduce's bytes per call).
+pub fn zero_reduction(k: &Knobs) -> Vec<(CollectiveKind, u64, Rational)> {
+    let half = Rational::new(1.into(), 2.into());
+    let m = k.microbatches.max(1);
+    match k.zero {
+        0 => vec![(
+            CollectiveKind::AllReduce,
+            1,
+            Rational::from_integer(1.into()),
+        )],
+        1 => vec![
+            (CollectiveKind::ReduceScatter, 1, half.clone()),
+            (CollectiveKind::AllGather, 1, half),
+        ],
+        2 => vec![
+            (CollectiveKind::ReduceScatter, m, half.clone()),
+            (CollectiveKind::AllGather, 1, half),
+        ],
+        _ => vec![
+            (CollectiveKind::ReduceScatter, m, half.clone()),
+            (CollectiveKind::AllGather, 2 * m, half),
+        ],
+    }
+}
+
+/// What data-parallel gradient traffic is multiplied by: the sum of [`zero_reduction`]'s
+/// parts, 1 for ZeRO 0–1, (m + 1)/2 for ZeRO 2 and 3m/2 for ZeRO 3.
 pub fn dp_traffic_factor<T: Amount>(k: &Knobs) -> T {
-    if k.zero == 3 {
-        T::ratio(1 + 2 * k.microbatches, 2)
-    } else {
-        T::int(1)
+    let m = k.microbatches.max(1);
+    match k.zero {
+        0 | 1 => T::int(1),
+        2 => T::ratio(m + 1, 2),
+        _ => T::ratio(3 * m, 2),
     }
 }
 
@@ -446,20 +485,35 @@ mod tests {
     }
 
     /// ZeRO-3 gathers the weights before each forward and backward of every micro-batch and
-    /// reduce-scatters once: (1 + 2m)/2 times the all-reduce bytes, 3/2 at one micro-batch.
+    /// reduce-scatters each micro-batch's gradients: 3m/2 times the all-reduce bytes, the ZeRO
+    /// paper's 3/2 at one micro-batch (Rajbhandari et al. 2020, §7.2.2); ZeRO-2 reduce-scatters
+    /// every micro-batch and gathers the weights once, (m + 1)/2; ZeRO 0–1 move one all-reduce's
+    /// bytes. The factor is the sum of the parts `zero_reduction` lists.
     #[test]
-    fn zero3_traffic_factor() {
-        let k = Knobs {
-            zero: 3,
-            microbatches: 1,
+    fn zero_traffic_factors() {
+        let at = |zero: u8, microbatches: u64| Knobs {
+            zero,
+            microbatches,
             ..Knobs::data_parallel(8)
         };
-        assert_eq!(dp_traffic_factor::<Rational>(&k), q(3, 2));
-        let k = Knobs {
-            microbatches: 4,
-            ..k
-        };
-        assert_eq!(dp_traffic_factor::<Rational>(&k), q(9, 2));
-        assert_eq!(dp_traffic_factor::<f64>(&Knobs::data_parallel(8)), 1.0);
+        assert_eq!(dp_traffic_factor::<Rational>(&at(3, 1)), q(3, 2));
+        assert_eq!(dp_traffic_factor::<Rational>(&at(3, 4)), q(6, 1));
+        assert_eq!(dp_traffic_factor::<Rational>(&at(2, 4)), q(5, 2));
+        assert_eq!(dp_traffic_factor::<Rational>(&at(1, 4)), q(1, 1));
+        assert_eq!(dp_traffic_factor::<f64>(&at(0, 4)), 1.0);
+        for zero in 0..=3 {
+            for m in [1, 3, 8] {
+                let k = at(zero, m);
+                let parts: Rational = zero_reduction(&k)
+                    .into_iter()
+                    .map(|(_, calls, share)| share * q(calls, 1))
+                    .sum();
+                assert_eq!(
+                    parts,
+                    dp_traffic_factor::<Rational>(&k),
+                    "zero {zero}, m {m}"
+                );
+            }
+        }
     }
 }

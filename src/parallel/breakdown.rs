@@ -4,10 +4,10 @@
 //! The evaluation prices the bytes of each axis at the balance κ of the tier the axis runs on;
 //! this module prices the same bytes collective by collective (the busiest stage's rows of
 //! [`Evaluation::comm`], each `bytes × count`, and the pipeline's point-to-point bytes). The
-//! data-parallel gradient reduction is split as the step runs it: one all-reduce without ZeRO;
-//! under ZeRO 1–2 a reduce-scatter and an all-gather of the updated weights, each half the
-//! all-reduce's bytes; under ZeRO 3 a reduce-scatter (half) and an all-gather before every
-//! forward and every backward of each of the m micro-batches (m times the all-reduce's bytes).
+//! data-parallel gradient reduction is listed as the step runs it (the evaluation's rows follow
+//! [`zero_reduction`](super::amount::zero_reduction)): one all-reduce without ZeRO; under ZeRO 1
+//! a reduce-scatter and an all-gather of the updated weights; under ZeRO 2 a reduce-scatter
+//! every micro-batch; under ZeRO 3 also an all-gather before every forward and backward.
 //! Data-parallel collectives of every micro-batch (synchronised batch-norm statistics) are not
 //! part of the relative cost, and so not of this split either.
 
@@ -43,26 +43,17 @@ pub fn comm_by_kind(e: &Evaluation, calib: &Calibration) -> Vec<CommPart> {
             None => parts.push(CommPart { kind, tier, cost }),
         }
     };
-    let k = &e.knobs;
-    let half = Rational::new(1.into(), 2.into());
     for c in &e.comm {
         if c.axis == AxisKind::Dp && !c.gradient {
             // A data-parallel collective of every micro-batch (the statistics of a batch norm
             // synchronised across data-parallel ranks): the relative cost leaves it out.
             continue;
         }
-        let bytes = &c.bytes * Rational::from_integer(c.count.into());
-        if c.axis == AxisKind::Dp && c.collective == CollectiveKind::AllReduce && k.zero > 0 {
-            let gathers = if k.zero == 3 {
-                Rational::from_integer(k.microbatches.into())
-            } else {
-                half.clone()
-            };
-            add(CollectiveKind::ReduceScatter, c.tier, &bytes * &half);
-            add(CollectiveKind::AllGather, c.tier, bytes * gathers);
-        } else {
-            add(c.collective, c.tier, bytes);
-        }
+        add(
+            c.collective,
+            c.tier,
+            &c.bytes * Rational::from_integer(c.count.into()),
+        );
     }
     add(
         CollectiveKind::SendRecv,

@@ -1683,11 +1683,29 @@ fn analysis_rows(
             } else {
                 b.clone()
             };
+            let per_call = b / r(c.calls.into());
+            if c.axis == AxisKind::Dp && c.kind == CollectiveKind::AllReduce {
+                // As the step runs it under its ZeRO stage: reduce-scatters and all-gathers.
+                for (kind, calls, share) in super::amount::zero_reduction(k) {
+                    comm.push(CommRow {
+                        collective: kind,
+                        axis: c.axis,
+                        tier: tier_of(c.axis, true),
+                        bytes: &per_call * share,
+                        count: copies * c.calls as u64 * calls,
+                        op: c.op.clone(),
+                        tensor: c.tensor.clone(),
+                        reason: zero_reason(k.zero, &c.reason),
+                        gradient: true,
+                    });
+                }
+                continue;
+            }
             comm.push(CommRow {
                 collective: c.kind,
                 axis: c.axis,
                 tier: tier_of(c.axis, true),
-                bytes: b / r(c.calls.into()),
+                bytes: per_call,
                 count: copies * c.calls as u64,
                 op: c.op.clone(),
                 tensor: c.tensor.clone(),
@@ -1697,6 +1715,16 @@ fn analysis_rows(
         }
     }
     Ok(comm)
+}
+
+/// Why a data-parallel gradient collective runs, under ZeRO stage `zero`.
+fn zero_reason(zero: u8, reason: &str) -> String {
+    match zero {
+        0 => reason.to_string(),
+        1 => format!("{reason}; ZeRO 1: reduce-scattered to the optimizer shards once a step, the updated weights all-gathered"),
+        2 => format!("{reason}; ZeRO 2: each micro-batch's gradients reduce-scattered to their shards, the updated weights all-gathered once a step"),
+        _ => format!("{reason}; ZeRO 3 (FSDP): each micro-batch's gradients reduce-scattered, the weights all-gathered before every forward and backward"),
+    }
 }
 
 /// The context-parallel ring passes of the blocks `counts` per step: forward (cp − 1) steps,

@@ -712,15 +712,6 @@ fn formulas(
     let cp = top["cp"].as_u64().unwrap_or(1);
     let list = |v: &Value| v.as_array().cloned().unwrap_or_default();
     let collectives = list(top_collectives);
-    // Under ZeRO ≥ 1 the gradients' data-parallel all-reduce runs as a reduce-scatter of the
-    // gradients and an all-gather of the updated weights, as the bars count it.
-    let zero_runs = |c: &Value| {
-        zero > 0 && c["axis"] == "dp" && c["collective"] == "all-reduce" && c["gradient"] == true
-    };
-    let all_dp_reductions_are_gradients = collectives
-        .iter()
-        .filter(|c| c["axis"] == "dp" && c["collective"] == "all-reduce")
-        .all(zero_runs);
     let _ = write!(
         h,
         "<h3>Per device under #1 ({})</h3><p class=\"note\">Each amount of the busiest device in one step as a formula in the model's symbols, with the data- and tensor-parallel sizes and the micro-batch count put in, and its value at the symbols' values above. The formulas are those <code>symshard compare</code> derives, each shown only where it evaluates exactly to the number.</p><table class=\"kv\" id=\"per-device\"><tr><th>amount</th><th>formula in the symbols</th><th>value</th></tr>",
@@ -733,14 +724,7 @@ fn formulas(
             group.clone_from(&g);
             let _ = write!(h, "<tr><th colspan=\"3\">{}</th></tr>", esc(&g));
         }
-        let mut name = text(&c["name"]);
-        if zero > 0 && all_dp_reductions_are_gradients {
-            if let Some(rest) = name.strip_prefix("all-reduce on dp ") {
-                name = format!(
-                    "reduce-scatter + all-gather on dp {rest} (ZeRO-{zero}: the gradients' all-reduce)"
-                );
-            }
-        }
+        let name = text(&c["name"]);
         let formula = match c["formula"].as_str() {
             Some(f) => format!("<code>{}</code>", esc(f)),
             None => format!(
@@ -770,25 +754,20 @@ fn formulas(
     }
     h.push_str("</table>");
     h.push_str("<h3>Collectives per device and step</h3>");
-    if collectives.iter().any(zero_runs) {
+    if zero > 0 {
         let _ = write!(
             h,
-            "<p class=\"note\">ZeRO-{zero}: each data-parallel gradient all-reduce runs as a reduce-scatter of the gradients and an all-gather of the updated weights{}, as the bars count it; the bytes shown are those of the all-reduce it replaces{}.</p>",
-            if zero == 3 { " (gathered again in every micro-batch)" } else { "" },
-            if zero == 3 {
-                ", which the all-gathers of every micro-batch exceed"
-            } else {
-                ", which the reduce-scatter and the all-gather move in equal halves"
+            "<p class=\"note\">ZeRO-{zero}: the gradients' data-parallel reduction runs as {}, as the bars count it.</p>",
+            match zero {
+                1 => "a reduce-scatter to the optimizer shards once a step and an all-gather of the updated weights",
+                2 => "a reduce-scatter of every micro-batch's gradients to their shards and an all-gather of the updated weights once a step",
+                _ => "a reduce-scatter of every micro-batch's gradients and an all-gather of the weights before every forward and backward",
             }
         );
     }
     h.push_str("<table class=\"sortable\" id=\"collectives\"><thead><tr><th>collective</th><th>axis</th><th>tier</th><th>bytes</th><th>count</th><th>where</th></tr></thead><tbody>");
     for c in &collectives {
-        let kind = if zero_runs(c) {
-            "reduce-scatter + all-gather".to_string()
-        } else {
-            text(&c["collective"])
-        };
+        let kind = text(&c["collective"]);
         let _ = writeln!(
             h,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td data-v=\"{}\">{}</td><td data-v=\"{}\">{}</td><td>{}</td></tr>",

@@ -250,6 +250,16 @@ type NumbersKey = (u64, u64, u64, bool, u64, usize);
 /// The cache of evaluated blocks.
 type Cache = BTreeMap<NumbersKey, Numbers>;
 
+/// What a strategy's timing chains depend on: its blocks' numbers, its expert-parallel degree
+/// and whether its gradients are sharded.
+type ChainKey = (NumbersKey, u64, bool);
+
+/// Whether a backward adds its weight gradients to a `1/replicas` shard of the gradient buffer
+/// (ZeRO ≥ 2 over more than one replica) rather than to the whole buffer.
+fn sharded_grads(k: &Knobs) -> bool {
+    k.zero >= 2 && k.replicas() > 1
+}
+
 fn numbers_key(c: &Cand) -> NumbersKey {
     let k = &c.k;
     (k.dp, k.tp, k.microbatches, k.sequence_parallel, k.cp, c.v)
@@ -1073,15 +1083,18 @@ fn rank_by_seconds(
     let rates = crate::timeline::Rates::of(calib);
     let kappa_hbm = calib.hbm_balance().to_f64().unwrap_or(f64::MAX);
     let cap = opts.memory.to_f64().unwrap_or(f64::MAX);
-    // The chains of every (blocks, expert-parallel degree) a strategy that fits uses, from the
-    // first such strategy in order, built in parallel.
-    let mut first: BTreeMap<(NumbersKey, u64), &Cand> = BTreeMap::new();
+    // The chains of every (blocks, expert-parallel degree, gradient sharding) a strategy that
+    // fits uses, from the first such strategy in order, built in parallel. The chains depend on
+    // the ZeRO stage only through the gradient buffer a backward adds to (the whole one, or
+    // under ZeRO ≥ 2 the device's shard), so the key tells those apart.
+    let chain_key = |c: &Cand| (numbers_key(c), c.k.ep, sharded_grads(&c.k));
+    let mut first: BTreeMap<ChainKey, &Cand> = BTreeMap::new();
     for (c, e) in search.estimates {
         if e.memory <= cap * (1.0 + 1e-6) {
-            first.entry((numbers_key(c), c.k.ep)).or_insert(c);
+            first.entry(chain_key(c)).or_insert(c);
         }
     }
-    let first: Vec<(&(NumbersKey, u64), &&Cand)> = first.iter().collect();
+    let first: Vec<(&ChainKey, &&Cand)> = first.iter().collect();
     let built: Vec<Option<Chains>> = first
         .par_iter()
         .map(|(key, c)| {
@@ -1100,7 +1113,7 @@ fn rank_by_seconds(
             .ok()
         })
         .collect();
-    let chain_cache: BTreeMap<(NumbersKey, u64), Option<Chains>> =
+    let chain_cache: BTreeMap<ChainKey, Option<Chains>> =
         first.iter().map(|(key, _)| **key).zip(built).collect();
     type PartitionKey = (NumbersKey, u64, Recompute, Schedule, u64, u64);
     let variants = search.variants;
@@ -1108,7 +1121,7 @@ fn rank_by_seconds(
     let mut partitions: std::collections::HashMap<PartitionKey, Option<StageCounts>> =
         std::collections::HashMap::new();
     // The strategies to bound, with the keys of their chains and virtual stages.
-    let mut todo: Vec<(&Cand, f64, (NumbersKey, u64), PartitionKey)> = Vec::new();
+    let mut todo: Vec<(&Cand, f64, ChainKey, PartitionKey)> = Vec::new();
     for (c, e) in search.estimates {
         // A margin keeps every strategy the exact pricing may find feasible.
         if e.memory > cap * (1.0 + 1e-6) {
@@ -1120,7 +1133,7 @@ fn rank_by_seconds(
             continue;
         };
         // Built above for every strategy this loop reaches.
-        let Some(Some(ch)) = chain_cache.get(&(key, k.ep)) else {
+        let Some(Some(ch)) = chain_cache.get(&chain_key(c)) else {
             continue;
         };
         // The partition depends on neither the ZeRO stage nor (interleaved) the partition
@@ -1147,7 +1160,7 @@ fn rank_by_seconds(
             virtual_stages(ch, &repeats, &partition, k).map(|s| s.into_owned())
         });
         if stages.is_some() {
-            todo.push((c, e.memory, (key, k.ep), pkey));
+            todo.push((c, e.memory, chain_key(c), pkey));
         }
     }
     // The bounds themselves, in parallel and in order.

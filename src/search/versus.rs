@@ -153,19 +153,34 @@ fn formulas(model: &Model, a: &Analysis, values: &Bindings, e: &Evaluation) -> F
         }
         let per_micro_comm = blk.ops.iter().flat_map(|o| o.comm.iter()).chain(&blk.edges);
         let per_step = blk.ops.iter().flat_map(|o| o.grad_comm.iter());
-        for (cm, times) in per_micro_comm
-            .map(|x| (x, &mc))
-            .chain(per_step.map(|x| (x, &once)))
+        for (cm, times, gradient) in per_micro_comm
+            .map(|x| (x, &mc, false))
+            .chain(per_step.map(|x| (x, &once, true)))
         {
             let Some(w) = fix(&cm.wire_bytes) else {
                 ok = false;
                 continue;
             };
-            let name = collective_name(cm.kind, cm.axis, tier_of(cm.axis));
-            let add = &c * times * w;
-            match comm.iter_mut().find(|(n, _)| *n == name) {
-                Some((_, p)) => *p += add,
-                None => comm.push((name, add)),
+            // A gradient's data-parallel all-reduce as the ZeRO stage runs it, as the
+            // evaluation lists it.
+            let parts: Vec<(CollectiveKind, Poly)> = if gradient
+                && cm.axis == AxisKind::Dp
+                && cm.kind == CollectiveKind::AllReduce
+            {
+                crate::parallel::amount::zero_reduction(k)
+                    .into_iter()
+                    .map(|(kind, calls, share)| (kind, Poly::constant(share * r(calls)) * times))
+                    .collect()
+            } else {
+                vec![(cm.kind, times.clone())]
+            };
+            for (kind, times) in parts {
+                let name = collective_name(kind, cm.axis, tier_of(cm.axis));
+                let add = &c * &times * &w;
+                match comm.iter_mut().find(|(n, _)| *n == name) {
+                    Some((_, p)) => *p += add,
+                    None => comm.push((name, add)),
+                }
             }
         }
     }

@@ -210,12 +210,12 @@ pub fn lower_bound(
         .map(|&x| optimizer_seconds(x, k.zero, replicas, rates))
         .collect();
     let mut best: f64 = 0.0;
+    let mut gathers = vec![0.0; p];
     // ZeRO 3 (FSDP) all-gathers every layer's weights before each micro-batch's forward and
     // backward, one gather after another on the device's data-parallel stream, which the step
     // outlasts. Summed here in another order than the simulation's: a relative 10⁻⁹ below.
     if k.zero == 3 && replicas > 1 {
         let n = replicas as f64;
-        let mut gathers = vec![0.0; p];
         for (s, st) in stages.iter().enumerate() {
             for &(b, c) in st {
                 let x = chains.params[b];
@@ -227,6 +227,15 @@ pub fn lower_bound(
             }
         }
         best = gathers.iter().fold(0.0, |a: f64, &g| a.max(g)) * (1.0 - 1e-9);
+    }
+    // Sharded gradients (ZeRO 2–3) are reduce-scattered after every micro-batch's backward, on
+    // the data-parallel stream that also carries ZeRO 3's gathers; the optimizer step waits for
+    // the last of them and ZeRO 2's weight gather follows it on the same stream.
+    if k.zero >= 2 && replicas > 1 {
+        for d in 0..p {
+            let stream = m * reduce(grads[d]) + if k.zero == 3 { gathers[d] } else { 0.0 };
+            best = best.max((stream + opt[d] + gather(params[d])) * (1.0 - 1e-9));
+        }
     }
     let (mut fill, mut drain) = (0.0, 0.0);
     for d in 0..p {
