@@ -231,6 +231,52 @@ fn the_fastest_gpt3_175b_does_not_depend_on_top() {
     assert_eq!(three[..], twelve[..three.len()]);
 }
 
+/// The layout an analytical tool picks for GPT-3 175B on 1024 A100s at batch 1536 (tp 2, pp 16,
+/// dp 32, interleaved with 6 chunks, sequence parallelism, selective recomputation, distributed
+/// optimizer, micro-batch size 1): `rank --calib` must find one at least as fast by the same
+/// simulator, since it searches every chunk count and proves its #1 the fastest.
+#[test]
+fn rank_finds_a_layout_as_fast_as_the_six_chunk_one() {
+    let model = ModelLoader::embedded()
+        .unwrap()
+        .resolve("gpt3-175b")
+        .unwrap();
+    let calib = Calibration::resolve("a100-80gb").unwrap();
+    let k = Knobs {
+        dp: 32,
+        tp: 2,
+        pp: 16,
+        microbatches: 48,
+        schedule: Schedule::Interleaved,
+        chunks: 6,
+        sequence_parallel: true,
+        recompute: Recompute::Selective,
+        zero: 1,
+        ..Knobs::data_parallel(32)
+    };
+    let layout = Layout {
+        sequence_parallel: true,
+        ..Layout::default()
+    };
+    let (plan, _) = plan_strategy(
+        &model,
+        &model.values,
+        &k,
+        &layout,
+        &calib,
+        None,
+        &calib.memory_bytes(),
+    )
+    .unwrap();
+    let six = time_summary(&plan, &calib).unwrap().iteration_seconds;
+    let top = ranked("gpt3-175b", 1024, 1, "a100-80gb");
+    assert!(
+        top[0].1 <= six,
+        "#1 {:?} against the six-chunk layout's {six} s",
+        top[0]
+    );
+}
+
 /// Spearman's rank correlation of two equally long lists of values.
 fn spearman(a: &[f64], b: &[f64]) -> f64 {
     let ranks = |v: &[f64]| -> Vec<f64> {

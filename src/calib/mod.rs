@@ -68,6 +68,17 @@ pub fn parse_exact(text: &str) -> Option<Rational> {
     Some(if neg { -r } else { r })
 }
 
+/// Bytes written with a unit, as memory is given on the command line (`80GB`, `80GiB`), or a
+/// bandwidth in bytes per second (`3.35TB/s`): exact, whole bytes.
+fn bytes_with_unit(v: &str) -> Option<Rational> {
+    let t = v.trim();
+    let t = t.strip_suffix("/s").unwrap_or(t).trim_end();
+    if !t.to_ascii_lowercase().ends_with('b') {
+        return None;
+    }
+    crate::search::steer::parse_memory(t).ok()
+}
+
 mod exact {
     use super::*;
 
@@ -94,7 +105,11 @@ mod exact {
                         }
                     }
                 }
-                parse_exact(v).ok_or_else(|| E::custom(format!("`{v}` is not a number")))
+                parse_exact(v).or_else(|| bytes_with_unit(v)).ok_or_else(|| {
+                    E::custom(format!(
+                        "`{v}` is not a number (nor bytes with a unit, such as 80GB, 80GiB or 3.35TB/s)"
+                    ))
+                })
             }
             fn visit_f64<E: de::Error>(self, v: f64) -> std::result::Result<Rational, E> {
                 if !v.is_finite() {
@@ -632,6 +647,39 @@ mod tests {
         assert_eq!(parse_exact("0.8"), Some(Rational::new(4.into(), 5.into())));
         assert_eq!(parse_exact("abc"), None);
         assert_eq!(parse_exact("1e99999"), None);
+    }
+
+    /// Memory and bandwidth may be written with byte units, as on the command line; anything
+    /// else that is not a number is refused with the text and its place.
+    #[test]
+    fn byte_units_are_read_exactly() {
+        let base = include_str!("../../calibration/a100-80gb.yaml");
+        let with = |from: &str, to: &str| {
+            assert!(base.contains(from), "{from}");
+            Calibration::load(&Source::new("units.yaml", base.replacen(from, to, 1)))
+        };
+        let gb = with("value: 80e9", "value: 80GB").unwrap();
+        assert_eq!(
+            gb.device.memory_capacity.value,
+            Rational::from_integer(80_000_000_000i64.into())
+        );
+        let gib = with("value: 80e9", "value: 80 GiB").unwrap();
+        assert_eq!(
+            gib.device.memory_capacity.value,
+            Rational::from_integer((80i64 << 30).into())
+        );
+        let bw = with("value: 2039e9", "value: 2.039TB/s").unwrap();
+        assert_eq!(
+            bw.device.memory_bandwidth.value,
+            Rational::from_integer(2_039_000_000_000i64.into())
+        );
+        let err = with("value: 80e9", "value: 80 parsecs")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("80 parsecs") && err.contains("units.yaml"),
+            "{err}"
+        );
     }
 
     #[test]
