@@ -85,6 +85,10 @@ pub struct RowOutcome {
     pub bound: f64,
     /// Whether the device memory fits the strategy (on the file's machine).
     pub fits: bool,
+    /// The model's batch and sequence symbols with their values in this row (`B = 8`,
+    /// `S = 2048`), for the table's header or column.
+    #[serde(skip)]
+    pub batch_and_sequence: Vec<String>,
 }
 
 /// One file's outcome.
@@ -201,7 +205,13 @@ pub fn run_file(name: &str, src: &Source) -> Result<FileOutcome> {
         if !(run.published.is_finite() && run.published > 0.0) {
             return Err(at("published", "must be a positive number".into()));
         }
+        let batch_and_sequence = [model.batch.as_deref(), model.roles.sequence.as_deref()]
+            .into_iter()
+            .flatten()
+            .filter_map(|k| values.get(k).map(|v| format!("{k} = {v}")))
+            .collect();
         rows.push(RowOutcome {
+            batch_and_sequence,
             name: run.name,
             measure: run.measure,
             predicted,

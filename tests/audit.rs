@@ -380,6 +380,20 @@ fn cli_audit_prints_the_summary_and_failures_unless_verbose() {
             && text.contains(" 0 mismatches"),
         "{text}"
     );
+    // Counts group thousands: the shipped rules make more than a thousand checks.
+    let report = Command::cargo_bin("symshard")
+        .unwrap()
+        .args(["audit", "--failures", "--format", "json"])
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+    let checked = report["checked"].as_u64().unwrap();
+    assert!(checked >= 1000, "{checked}");
+    let grouped = format!("{},{:03} checks", checked / 1000, checked % 1000);
+    assert!(
+        checked < 1_000_000 && text.contains(&grouped),
+        "{grouped}: {text}"
+    );
     let verbose = Command::cargo_bin("symshard")
         .unwrap()
         .args(["audit", "linear", "--verbose"])

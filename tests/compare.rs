@@ -49,16 +49,15 @@ fn compared_at(a: &str, b: &str, s: i64) -> (Rational, Rational) {
     component(&c, "relative cost", "total")
 }
 
-#[test]
-fn compare_rows_are_exact_and_formulas_reproduce_them() {
-    let c = json(&["compare", "llama3-8b", DP, TP, "--format", "json"]);
-    assert_eq!(c["a"]["devices"], 64);
-    assert!(c["b"]["strategy"].as_str().unwrap().contains("tp=8"));
+/// Checks every row of a comparison: B − A is the difference, and each formula evaluates at the
+/// comparison's symbol values to its row's number exactly. Returns the names of the rows with
+/// a formula on both sides.
+fn checked_formulas(c: &Value) -> Vec<String> {
     let mut values = Bindings::new();
     for (k, v) in c["symbols"].as_object().unwrap() {
         values.insert(k.clone(), q(v));
     }
-    let mut formulas = 0;
+    let mut both = Vec::new();
     for row in c["components"].as_array().unwrap() {
         let (a, b) = (q(&row["a"]), q(&row["b"]));
         assert_eq!(q(&row["difference"]), &b - &a, "{row}");
@@ -66,14 +65,73 @@ fn compare_rows_are_exact_and_formulas_reproduce_them() {
             if let Some(f) = row.get(side) {
                 let p = Poly::parse(f.as_str().unwrap()).unwrap();
                 assert_eq!(&p.eval(&values).unwrap(), want, "{row}");
-                formulas += 1;
             }
         }
         if let Some(d) = row.get("formula_difference") {
             let p = Poly::parse(d.as_str().unwrap()).unwrap();
             assert_eq!(p.eval(&values).unwrap(), &b - &a, "{row}");
+            both.push(row["name"].as_str().unwrap().to_string());
         }
     }
+    both
+}
+
+#[test]
+fn formulas_under_context_and_expert_parallelism_reproduce_the_numbers() {
+    // Context parallelism divides the operators' tokens by cp (the formulas bind it with the
+    // other mesh sizes), passes keys and values around its ring, and ZeRO shards over dp × cp.
+    let c = json(&[
+        "compare",
+        "llama3-8b",
+        "tp=8,dp=8,mbs=1,sp,zero=1",
+        "tp=4,cp=2,dp=8,mbs=1,sp,zero=1",
+        "--format",
+        "json",
+    ]);
+    let rows = checked_formulas(&c);
+    for want in [
+        "compute FLOPs",
+        "forward FLOPs",
+        "all-gather on tp (intra-node) bytes/step",
+        "send-recv on cp (intra-node) bytes/step",
+        "optimizer state",
+    ] {
+        assert!(rows.iter().any(|r| r == want), "{want}: {rows:?}");
+    }
+    // The ring's bytes per step on a cp rank, derived by hand: cp − 1 = 1 send of keys and
+    // values forward and 2 backward, in each of the 32 layers (Llama 3 8B, Meta's
+    // config.json: num_hidden_layers 32), each send 2 tensors × 2 bytes × B/dp sequences (over
+    // the micro-batches of the step) × S/cp tokens × KV/tp heads × D: 3·32·4/(8·2·4) = 6.
+    let ring = c["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "send-recv on cp (intra-node) bytes/step")
+        .unwrap();
+    assert_eq!(ring["formula_a"], "0");
+    assert_eq!(
+        Poly::parse(ring["formula_b"].as_str().unwrap()).unwrap(),
+        Poly::parse("6*B*D*KV*S").unwrap()
+    );
+    // Under expert parallelism the compute formulas are kept (each checked as above).
+    let c = json(&[
+        "compare",
+        "mixtral-8x7b",
+        "tp=2,ep=8,dp=8,mbs=1,sp,zero=1",
+        "tp=2,ep=4,dp=8,mbs=1,sp,zero=1",
+        "--format",
+        "json",
+    ]);
+    let rows = checked_formulas(&c);
+    assert!(rows.iter().any(|r| r == "compute FLOPs"), "{rows:?}");
+}
+
+#[test]
+fn compare_rows_are_exact_and_formulas_reproduce_them() {
+    let c = json(&["compare", "llama3-8b", DP, TP, "--format", "json"]);
+    assert_eq!(c["a"]["devices"], 64);
+    assert!(c["b"]["strategy"].as_str().unwrap().contains("tp=8"));
+    let formulas = checked_formulas(&c).len() * 2;
     assert!(formulas >= 10, "only {formulas} formulas");
     // The parts of the relative cost add up to its total on both sides.
     let total = component(&c, "relative cost", "total");

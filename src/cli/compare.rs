@@ -4,6 +4,7 @@
 
 use super::output::print_json;
 use super::strategy_args::StrategyFlags;
+use super::units;
 use super::{Format, SymbolArgs};
 use crate::error::Error;
 use crate::model::Model;
@@ -11,8 +12,9 @@ use crate::parallel::{evaluate_strategy, Analysis, Evaluation, Layout};
 use crate::search::versus::{self, Component};
 use crate::strategy::Knobs;
 use crate::sym::{Bindings, Rational};
+use crate::timeline::{Busy, Stream};
 use clap::Args;
-use num_traits::{Signed, ToPrimitive, Zero};
+use num_traits::{Signed, Zero};
 use serde::Serialize;
 
 /// Arguments of `compare`.
@@ -113,6 +115,10 @@ pub struct Evaluated {
     pub evaluation: Evaluation,
     /// Simulated seconds, when asked.
     pub seconds: Option<Seconds>,
+    /// Devices per node.
+    pub gpus_per_node: u64,
+    /// Device memory, bytes.
+    pub memory: Rational,
 }
 
 /// Evaluates knobs (as `rank` ranks them: sequence parallelism as the knob says, the
@@ -152,6 +158,8 @@ pub fn evaluate_knobs(
         analysis,
         evaluation,
         seconds,
+        gpus_per_node,
+        memory: memory.clone(),
     })
 }
 
@@ -177,12 +185,7 @@ fn seconds_of(
     let busiest = s
         .devices
         .iter()
-        .max_by(|x, y| {
-            let t = |d: &crate::timeline::DeviceSummary| {
-                d.busy.compute + d.busy.tp_comm + d.busy.dp_comm + d.busy.p2p + d.busy.ep_comm
-            };
-            t(x).total_cmp(&t(y))
-        })
+        .max_by(|x, y| busy_total(&x.busy).total_cmp(&busy_total(&y.busy)))
         .map(|d| d.busy)
         .ok_or_else(|| Error::Usage("the timeline has no devices".into()))?;
     Ok(Seconds {
@@ -242,6 +245,8 @@ fn side(
         analysis,
         evaluation,
         seconds,
+        gpus_per_node: st.gpus_per_node,
+        memory: st.memory.clone(),
     })
 }
 
@@ -295,41 +300,57 @@ pub fn comparison(
     }
 }
 
-/// An exact number for a table: an integer as itself, a small fraction as `p/q`, any other
-/// rounded to four significant digits and marked `≈` (JSON keeps every number exact).
-pub fn num(r: &Rational) -> String {
-    if r.is_integer() {
-        return r.to_integer().to_string();
+/// How a component's amounts print: FLOPs (and FLOP-equivalents), bytes, or a fraction.
+fn shown(group: &str) -> fn(&Rational) -> String {
+    match group {
+        "communication" | "memory" => units::bytes,
+        "pipeline" => units::fraction,
+        _ => units::flops,
     }
-    let text = r.to_string();
-    if text.len() <= 12 {
-        return text;
-    }
-    format!("≈{:.4e}", r.to_f64().unwrap_or(f64::NAN))
 }
 
-fn signed(r: &Rational) -> String {
+/// A difference as `f` prints it, with its sign (`+1.23 GB`, `-4.5 PFLOP`, `0`).
+fn signed(r: &Rational, f: fn(&Rational) -> String) -> String {
     if r.is_zero() {
         "0".into()
     } else if r.is_positive() {
-        format!("+{}", num(r))
+        format!("+{}", f(r))
     } else {
-        num(r)
+        f(r)
     }
 }
 
-/// Prints a comparison as a table.
+/// A stream's busy seconds. The match names every stream and the table lists
+/// [`Stream::ALL`], so a stream the simulator gains cannot be left out of the table.
+fn stream_busy(b: &Busy, s: Stream) -> f64 {
+    match s {
+        Stream::Compute => b.compute,
+        Stream::TpComm => b.tp_comm,
+        Stream::DpComm => b.dp_comm,
+        Stream::P2p => b.p2p,
+        Stream::EpComm => b.ep_comm,
+        Stream::CpComm => b.cp_comm,
+    }
+}
+
+/// Busy seconds of every stream together.
+fn busy_total(b: &Busy) -> f64 {
+    Stream::ALL.iter().map(|&s| stream_busy(b, s)).sum()
+}
+
+/// Prints a comparison as a table: amounts with units and thousands separators (exact integers
+/// and fractions with `--exact`), the B − A formulas as they are.
 pub fn print_comparison(c: &Comparison) {
     println!(
         "A  {}  ({} devices{})",
         c.a.strategy,
-        c.a.devices,
+        units::tally(c.a.devices),
         if c.a.fits { "" } else { ", does not fit" }
     );
     println!(
         "B  {}  ({} devices{})",
         c.b.strategy,
-        c.b.devices,
+        units::tally(c.b.devices),
         if c.b.fits { "" } else { ", does not fit" }
     );
     println!(
@@ -337,10 +358,7 @@ pub fn print_comparison(c: &Comparison) {
         c.calibration
     );
     println!();
-    println!(
-        "{:<14} {:<42} {:>22} {:>22} {:>22}",
-        "", "component", "A", "B", "B − A"
-    );
+    let mut rows: Vec<Vec<String>> = Vec::new();
     let mut group = "";
     for row in &c.components {
         let g = if row.group != group {
@@ -349,62 +367,48 @@ pub fn print_comparison(c: &Comparison) {
         } else {
             ""
         };
-        println!(
-            "{:<14} {:<42} {:>22} {:>22} {:>22}",
-            g,
-            row.name,
-            num(&row.a),
-            num(&row.b),
-            signed(&row.difference)
-        );
+        let f = shown(row.group);
+        rows.push(vec![
+            g.to_string(),
+            row.name.clone(),
+            f(&row.a),
+            f(&row.b),
+            signed(&row.difference, f),
+        ]);
     }
-    println!(
-        "{:<14} {:<42} {:>22} {:>22}",
-        "",
-        "fits in memory",
-        if c.a.fits { "yes" } else { "no" },
-        if c.b.fits { "yes" } else { "no" }
-    );
+    let yes = |fits: bool| if fits { "yes" } else { "no" }.to_string();
+    rows.push(vec![
+        String::new(),
+        "fits in memory".into(),
+        yes(c.a.fits),
+        yes(c.b.fits),
+    ]);
     if let (Some(sa), Some(sb)) = (&c.a.seconds, &c.b.seconds) {
-        let rows: [(&str, f64, f64); 6] = [
-            (
-                "seconds per step",
-                sa.iteration_seconds,
-                sb.iteration_seconds,
-            ),
-            (
-                "  compute stream busy (s)",
-                sa.busy.compute,
-                sb.busy.compute,
-            ),
-            (
-                "  tensor-parallel stream busy (s)",
-                sa.busy.tp_comm,
-                sb.busy.tp_comm,
-            ),
-            (
-                "  data-parallel stream busy (s)",
-                sa.busy.dp_comm,
-                sb.busy.dp_comm,
-            ),
-            ("  point-to-point stream busy (s)", sa.busy.p2p, sb.busy.p2p),
-            (
-                "  expert-parallel stream busy (s)",
-                sa.busy.ep_comm,
-                sb.busy.ep_comm,
-            ),
-        ];
-        for (i, (name, x, y)) in rows.iter().enumerate() {
-            println!(
-                "{:<14} {:<42} {:>22.4} {:>22.4} {:>+22.4}",
-                if i == 0 { "timeline" } else { "" },
+        let seconds = |name: String, x: f64, y: f64, first: bool| {
+            vec![
+                if first { "timeline" } else { "" }.to_string(),
                 name,
-                x,
-                y,
-                y - x
-            );
+                format!("{x:.4}"),
+                format!("{y:.4}"),
+                format!("{:+.4}", y - x),
+            ]
+        };
+        rows.push(seconds(
+            "seconds per step".into(),
+            sa.iteration_seconds,
+            sb.iteration_seconds,
+            true,
+        ));
+        for &s in &Stream::ALL {
+            rows.push(seconds(
+                format!("  {} stream busy (s)", s.name()),
+                stream_busy(&sa.busy, s),
+                stream_busy(&sb.busy, s),
+                false,
+            ));
         }
     }
+    super::output::print_table("", "<<>>>", &["", "component", "A", "B", "B − A"], &rows);
     let formulas: Vec<&Component> = c
         .components
         .iter()
@@ -426,7 +430,7 @@ pub fn print_comparison(c: &Comparison) {
     println!();
     let list = |v: &[Part]| {
         v.iter()
-            .map(|p| format!("{} ({})", p.part, num(&p.amount)))
+            .map(|p| format!("{} ({})", p.part, units::flops(&p.amount)))
             .collect::<Vec<_>>()
             .join(", ")
     };
@@ -451,12 +455,12 @@ pub fn print_comparison(c: &Comparison) {
                 .unwrap_or_default();
             let fits = if w == "A" { c.a.fits } else { c.b.fits };
             println!(
-                "{w} is cheaper by {} FLOP-equivalents of relative cost{}: it spends less on {}{}",
-                num(&total),
+                "{w} is cheaper by {} of relative cost (FLOP-equivalents){}: it spends less on {}{}",
+                units::flops(&total),
                 if fits {
                     ""
                 } else {
-                    " (but does not fit in memory)"
+                    ", but does not fit in memory"
                 },
                 if c.wins_on.is_empty() {
                     "nothing".to_string()
@@ -473,6 +477,31 @@ pub fn print_comparison(c: &Comparison) {
     }
 }
 
+/// `x` when both sides have it, else `x (A) and y (B)`.
+fn both(a: String, b: String) -> String {
+    if a == b {
+        a
+    } else {
+        format!("{a} (A) and {b} (B)")
+    }
+}
+
+/// The header of `compare`: the model with its B and S, the devices, the machine and the
+/// device memory, as `rank` states them.
+fn header(model: &Model, values: &Bindings, calib: &str, a: &Evaluated, b: &Evaluated) -> String {
+    let devices = |e: &Evaluated| units::tally(e.evaluation.knobs.devices());
+    let per_node = |e: &Evaluated| e.gpus_per_node.to_string();
+    let memory = |e: &Evaluated| units::bytes_rounded(&e.memory);
+    format!(
+        "{}{} on {} devices ({} per node) of {calib}: {} per device",
+        model.name,
+        super::cost::batch_and_sequence(model, values),
+        both(devices(a), devices(b)),
+        both(per_node(a), per_node(b)),
+        both(memory(a), memory(b)),
+    )
+}
+
 /// Runs `compare`.
 pub fn run(args: CompareArgs) -> Result<(), Error> {
     let loader = args.symbols.loader()?;
@@ -485,8 +514,11 @@ pub fn run(args: CompareArgs) -> Result<(), Error> {
     match args.format {
         Format::Json => print_json(&c),
         Format::Table => {
-            println!("model {}", model.name);
+            println!("{}", header(&model, &values, &calib.name, &a, &b));
             print_comparison(&c);
+            if !units::exact() {
+                println!("{}", units::UNITS_LEGEND);
+            }
             Ok(())
         }
     }

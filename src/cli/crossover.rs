@@ -3,6 +3,7 @@
 
 use super::output::print_json;
 use super::strategy_args::StrategyFlags;
+use super::units;
 use super::{Format, SymbolArgs};
 use crate::error::Error;
 use crate::model::Model;
@@ -10,7 +11,7 @@ use crate::parallel::evaluate_analysed;
 use crate::search::versus::{self, Crossover, Winner};
 use crate::sym::{Bindings, Rational};
 use clap::Args;
-use num_traits::{One, ToPrimitive};
+use num_traits::{One, Signed, ToPrimitive};
 use serde::Serialize;
 
 /// Arguments of `crossover`.
@@ -332,17 +333,27 @@ fn print_table(o: &Out) {
     }
     if !o.boundaries.is_empty() {
         println!();
-        println!("exact costs at the ends of the intervals:");
-        println!("{:<10} {:>30} {:>30} {:>30}", v.as_str(), "A", "B", "B − A");
-        for b in &o.boundaries {
-            let d = &b.b - &b.a;
-            println!(
-                "{:<10} {:>30} {:>30} {:>30}",
-                b.value.to_string(),
-                b.a.to_string(),
-                b.b.to_string(),
-                d.to_string()
-            );
+        println!("relative costs at the ends of the intervals (each an exact evaluation):");
+        let rows: Vec<Vec<String>> = o
+            .boundaries
+            .iter()
+            .map(|b| {
+                let d = &b.b - &b.a;
+                vec![
+                    b.value.to_string(),
+                    units::flops(&b.a),
+                    units::flops(&b.b),
+                    if d.is_positive() {
+                        format!("+{}", units::flops(&d))
+                    } else {
+                        units::flops(&d)
+                    },
+                ]
+            })
+            .collect();
+        super::output::print_table("", "<>>>", &[v.as_str(), "A", "B", "B − A"], &rows);
+        if !units::exact() {
+            println!("{}", units::UNITS_LEGEND);
         }
     }
 }

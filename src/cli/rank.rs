@@ -848,7 +848,7 @@ fn print_table(
         println!(
             "Pareto frontier of memory against {} ({} strategies, least memory first; each is {} than every one using less memory):",
             if out.simulated > 0 { "simulated seconds" } else { "relative cost" },
-            out.pareto.len(),
+            units::tally(out.pareto.len() as u64),
             if out.simulated > 0 { "faster" } else { "cheaper" }
         );
         print_rows(&out.pareto);
@@ -856,23 +856,25 @@ fn print_table(
     println!();
     println!(
         "{} strategies priced, {} fit in memory; {:.3} s",
-        out.evaluated, out.feasible, out.search_seconds
+        units::tally(out.evaluated as u64),
+        units::tally(out.feasible as u64),
+        out.search_seconds
     );
     if out.simulated > 0 {
         println!(
             "ranked by simulated seconds: {} strategies simulated in the order of their lower bounds, until the next bound exceeded the last row shown — no other strategy can be faster than the rows shown",
-            out.simulated
+            units::tally(out.simulated as u64)
         );
     }
     // One line per kind of rejection, with one of its messages whole.
     for (kind, r) in out.rejected.by_kind() {
         println!(
             "  {} rejected: {kind}, e.g. {}{}",
-            r.count,
+            units::tally(r.count as u64),
             r.example(),
             match r.messages.len() {
                 1 => String::new(),
-                n => format!(" ({n} distinct reasons)"),
+                n => format!(" ({} distinct reasons)", units::tally(n as u64)),
             }
         );
     }

@@ -214,6 +214,21 @@ pub fn ratio_rounded(r: &Rational) -> String {
     )
 }
 
+/// A fraction such as a pipeline bubble: exactly (`"1/64"`) when that is short, else rounded as
+/// [`ratio`] rounds it and marked `≈`; the exact amount with `--exact`.
+pub fn fraction(r: &Rational) -> String {
+    let text = exact_text(r);
+    if exact() || text.chars().count() <= 12 {
+        return text;
+    }
+    format!("≈{}", ratio_rounded(r))
+}
+
+/// A count of things (strategies, checks, rows) with thousands separators; plain with `--exact`.
+pub fn tally(n: impl Into<BigInt>) -> String {
+    count(&Rational::from_integer(n.into()))
+}
+
 /// Why a strategy does not fit, as the evaluation states it (`needs N bytes per device, more
 /// than M`), with both amounts in [`bytes`]; any other text unchanged.
 pub fn fit_reason(reason: &str) -> String {
@@ -312,6 +327,19 @@ mod tests {
         assert_eq!(count(&int("0")), "0");
         assert_eq!(count(&q(123456789, 100)), "≈1,234,567.89");
         assert_eq!(count(&q(-1, 3)), "≈-0.33");
+    }
+
+    #[test]
+    fn fractions_stay_exact_while_short() {
+        assert_eq!(fraction(&q(1, 64)), "1/64");
+        assert_eq!(fraction(&int("0")), "0");
+        assert_eq!(fraction(&q(1_000_001, 3_000_000)), "≈0.3333");
+        assert_eq!(
+            with_exact(true, || fraction(&q(1_000_001, 3_000_000))),
+            "1000001/3000000"
+        );
+        assert_eq!(tally(21492u64), "21,492");
+        assert_eq!(with_exact(true, || tally(21492u64)), "21492");
     }
 
     #[test]

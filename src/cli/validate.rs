@@ -2,6 +2,7 @@
 //! the shipped calibration tables, with the errors per row and per source.
 
 use super::output::print_json;
+use super::units;
 use super::Format;
 use crate::diag::Source;
 use crate::error::Error;
@@ -70,28 +71,48 @@ pub fn run(args: ValidateArgs) -> Result<(), Error> {
 
 fn print_table(outcomes: &[FileOutcome]) {
     for o in outcomes {
-        println!("{} — {} on {}", o.name, o.source, o.machine);
-        println!(
-            "  {:<30} {:>12} {:>12} {:>8}  memory",
-            "run", "predicted", "published", "error"
-        );
-        for r in &o.rows {
-            println!(
-                "  {:<30} {:>10.3} {:<1} {:>10.3} {:<1} {:>+7.1}%  {}",
-                r.name,
-                r.predicted,
-                r.measure.unit(),
-                r.published,
-                r.measure.unit(),
-                100.0 * r.error,
-                if r.fits { "fits" } else { "does not fit" }
-            );
+        // B and S in the header when every row shares them, else a column.
+        let shape = |r: &crate::validate::RowOutcome| r.batch_and_sequence.join(", ");
+        let shared = o
+            .rows
+            .first()
+            .map(shape)
+            .filter(|first| o.rows.iter().all(|r| &shape(r) == first));
+        let in_header = match &shared {
+            Some(s) if !s.is_empty() => format!(" ({s})"),
+            _ => String::new(),
+        };
+        println!("{} — {} on {}{in_header}", o.name, o.source, o.machine);
+        let column = shared.is_none();
+        let mut head = vec!["run"];
+        if column {
+            head.push("B, S");
         }
+        head.extend(["predicted", "published", "error", "memory"]);
+        let rows: Vec<Vec<String>> = o
+            .rows
+            .iter()
+            .map(|r| {
+                let mut row = vec![r.name.clone()];
+                if column {
+                    row.push(shape(r));
+                }
+                row.extend([
+                    format!("{:.3} {}", r.predicted, r.measure.unit()),
+                    format!("{:.3} {}", r.published, r.measure.unit()),
+                    format!("{:+.1}%", 100.0 * r.error),
+                    if r.fits { "fits" } else { "does not fit" }.to_string(),
+                ]);
+                row
+            })
+            .collect();
+        let align = if column { "<<>>><" } else { "<>>><" };
+        super::output::print_table("  ", align, &head, &rows);
         println!(
             "  mean |error| {:.1} %, max |error| {:.1} % over {} rows\n",
             100.0 * o.mean_abs_error,
             100.0 * o.max_abs_error,
-            o.rows.len()
+            units::tally(o.rows.len() as u64)
         );
     }
 }

@@ -82,13 +82,15 @@ fn collectives(e: &Evaluation) -> Vec<(String, Rational)> {
 fn formulas(model: &Model, a: &Analysis, values: &Bindings, e: &Evaluation) -> Formulas {
     let mut out = Formulas::new();
     let k = &e.knobs;
-    if k.ep > 1 {
-        // Expert parallelism reshapes the expert blocks' numbers: numbers only.
-        return out;
-    }
     let mb = microbatch_bindings(model, values, k);
     let mut fixed = Bindings::new();
-    for name in [crate::parallel::DP, crate::parallel::TP] {
+    // Every mesh size the evaluation binds: the operators' formulas divide the tokens by the
+    // context-parallel degree too.
+    for name in [
+        crate::parallel::DP,
+        crate::parallel::TP,
+        crate::parallel::analysis::CP,
+    ] {
         if let Some(v) = mb.get(name) {
             fixed.insert(name.to_string(), v.clone());
         }
@@ -149,6 +151,25 @@ fn formulas(model: &Model, a: &Analysis, values: &Bindings, e: &Evaluation) -> F
             };
             if extra {
                 recompute += &c * &mc * &f;
+            }
+            // The context-parallel ring: cp − 1 sends of the keys and values forward, twice
+            // that backward, and the forward's again where recomputation reruns the operator.
+            if k.cp > 1 && !op.ring_bytes.is_zero() {
+                let Some(x) = fix(&op.ring_bytes) else {
+                    ok = false;
+                    continue;
+                };
+                let sends = r((k.cp - 1) * (3 + u64::from(extra)));
+                let name = collective_name(
+                    CollectiveKind::SendRecv,
+                    AxisKind::Cp,
+                    tier_of(AxisKind::Cp),
+                );
+                let add = &c * &mc * Poly::constant(sends) * x;
+                match comm.iter_mut().find(|(n, _)| *n == name) {
+                    Some((_, p)) => *p += add,
+                    None => comm.push((name, add)),
+                }
             }
         }
         let per_micro_comm = blk.ops.iter().flat_map(|o| o.comm.iter()).chain(&blk.edges);
@@ -219,9 +240,10 @@ fn formulas(model: &Model, a: &Analysis, values: &Bindings, e: &Evaluation) -> F
                 }
             }
         }
+        // ZeRO shards over every rank holding the same weights: dp × cp.
         let shard = |bytes: i64, stage: u8| {
             let div = if k.zero >= stage {
-                r(k.dp)
+                r(k.replicas())
             } else {
                 Rational::one()
             };

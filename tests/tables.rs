@@ -1,0 +1,236 @@
+//! The terminal tables of `compare`, `rank --why`, `crossover`, `validate` and the count lines of
+//! `rank` and `audit`: amounts with decimal units and counts with thousands separators by
+//! default, the exact numbers of the JSON output with `--exact`, and headers that state B, S and
+//! the machine.
+
+use serde_json::Value;
+
+mod common;
+use common::{json, symshard};
+
+const DP: &str = "dp=64,mbs=1,zero=1";
+const TP: &str = "dp=8,tp=8,mbs=1,sp,zero=1";
+
+/// Standard output of a command that must succeed.
+fn text(args: &[&str]) -> String {
+    let out = symshard().args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The exact value (JSON text) of component `group`/`name`, side `side` (`a` or `b`).
+fn exact(c: &Value, group: &str, name: &str, side: &str) -> String {
+    c["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["group"] == group && r["name"] == name)
+        .unwrap_or_else(|| panic!("no component {group}/{name}"))[side]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// The table line whose component is `name`, after the line that starts group `group`.
+fn line<'a>(t: &'a str, group: &str, name: &str) -> &'a str {
+    t.lines()
+        .skip_while(|l| !l.starts_with(group))
+        .find(|l| l.contains(name))
+        .unwrap_or_else(|| panic!("no line {group}/{name} in\n{t}"))
+}
+
+#[test]
+fn compare_prints_units_by_default_and_the_json_numbers_with_exact() {
+    let c = json(&["compare", "llama3-8b", DP, TP, "--format", "json"]);
+    let flops = exact(&c, "compute", "compute FLOPs", "a");
+    let weights = exact(&c, "memory", "weights", "a");
+    let readable = text(&["compare", "llama3-8b", DP, TP]);
+    // Llama 3 8B's shipped values: global batch 2048 (as rank states it) and S = 8192.
+    assert!(
+        readable.starts_with(
+            "llama3-8b (B = 2048, S = 8192) on 64 devices (8 per node) of dgx-h100: 80.0 GB per device\n"
+        ),
+        "{readable}"
+    );
+    // A's compute is 15747627379851264 FLOP, its weights 16060522496 bytes: rounded with units.
+    assert_eq!(flops, "15747627379851264");
+    assert_eq!(weights, "16060522496");
+    let row = line(&readable, "compute", "compute FLOPs");
+    assert!(row.contains("15.75 PFLOP"), "{row}");
+    assert!(line(&readable, "memory", "weights").contains("16.1 GB"));
+    assert!(line(&readable, "communication", "all-gather on tp").contains("+2.92 TB"));
+    assert!(
+        !readable.contains(&flops) && !readable.contains('≈'),
+        "{readable}"
+    );
+    assert!(readable.contains("units are decimal"), "{readable}");
+    // The formulas print as they are.
+    assert!(readable.contains("679/16*B*H*S"), "{readable}");
+
+    let exact_text = text(&["compare", "llama3-8b", DP, TP, "--exact"]);
+    let row = line(&exact_text, "compute", "compute FLOPs");
+    assert!(row.contains(&flops) && !row.contains("FLOP "), "{row}");
+    assert!(line(&exact_text, "memory", "weights").contains(&weights));
+    // Every amount of the JSON output appears exactly (the HBM traffic is a fraction).
+    let hbm = exact(&c, "compute", "HBM traffic (FLOP-equivalents)", "b");
+    assert!(hbm.contains('/'), "{hbm}");
+    assert!(exact_text.contains(&hbm), "{exact_text}");
+    // Only the header's device memory stays rounded, as rank's header states it.
+    let table: String = exact_text.lines().skip(1).collect::<Vec<_>>().join("\n");
+    assert!(
+        !table.contains("PFLOP") && !table.contains(" GB"),
+        "{table}"
+    );
+    assert!(exact_text.contains("679/16*B*H*S"));
+}
+
+#[test]
+fn compare_header_groups_device_counts() {
+    // GPT-3 175B's shipped B = 1536 and S = 2048 (Brown et al. 2020, Table 2.1).
+    let t = text(&[
+        "compare",
+        "gpt3-175b",
+        "dp=16,tp=8,pp=8,mbs=1,sp",
+        "dp=16,tp=8,pp=8,mbs=1,sp,recompute=selective",
+    ]);
+    assert!(
+        t.starts_with("gpt3-175b (B = 1536, S = 2048) on 1,024 devices (8 per node) of dgx-h100"),
+        "{t}"
+    );
+    assert!(t.contains("(1,024 devices"), "{t}");
+}
+
+#[test]
+fn rank_why_rounds_and_counts_group_thousands() {
+    let r = json(&["rank", "gpt3-175b", "--devices", "1024", "--format", "json"]);
+    let evaluated = r["evaluated"].as_u64().unwrap();
+    let feasible = r["feasible"].as_u64().unwrap();
+    assert!(evaluated >= 1000 && feasible >= 1000);
+    let t = text(&["rank", "gpt3-175b", "--devices", "1024", "--why"]);
+    let count = t
+        .lines()
+        .find(|l| l.contains(" strategies priced, "))
+        .unwrap_or_else(|| panic!("{t}"));
+    let (priced, rest) = count.split_once(" strategies priced, ").unwrap();
+    let fit = rest.split_once(" fit in memory").unwrap().0;
+    let group = |n: u64| {
+        let s = n.to_string();
+        let mut out = String::new();
+        for (k, ch) in s.chars().enumerate() {
+            if k > 0 && (s.len() - k).is_multiple_of(3) {
+                out.push(',');
+            }
+            out.push(ch);
+        }
+        out
+    };
+    assert_eq!(priced, group(evaluated), "{count}");
+    assert_eq!(fit, group(feasible), "{count}");
+    assert!(priced.contains(','));
+    // The comparison after the table rounds with units; --exact gives the row's exact cost.
+    let why = t.split("why #1 and not #2").nth(1).unwrap();
+    assert!(why.contains("PFLOP") && why.contains(" GB"), "{why}");
+    let total = r["strategies"][0]["relative_cost"].as_str().unwrap();
+    assert!(!why.contains(total));
+    let t = text(&["rank", "gpt3-175b", "--devices", "1024", "--why", "--exact"]);
+    let why = t.split("why #1 and not #2").nth(1).unwrap();
+    assert!(why.contains(total), "{why}");
+    assert!(t.contains(&format!("{evaluated} strategies priced")), "{t}");
+}
+
+#[test]
+fn compare_lists_every_stream_of_the_timeline() {
+    // Context parallelism keeps the cp_comm stream busy; the table lists it with the others.
+    let a = "tp=4,pp=2,dp=8,mbs=1,sp,zero=1";
+    let b = "tp=4,cp=2,dp=8,mbs=1,sp,zero=1";
+    let c = json(&[
+        "compare",
+        "llama3-8b",
+        a,
+        b,
+        "--calib",
+        "a100-80gb",
+        "--format",
+        "json",
+    ]);
+    let cp = c["b"]["seconds"]["busy"]["cp_comm"].as_f64().unwrap();
+    assert!(cp > 0.0);
+    let t = text(&["compare", "llama3-8b", a, b, "--calib", "a100-80gb"]);
+    for stream in ["compute", "tp_comm", "dp_comm", "p2p", "ep_comm", "cp_comm"] {
+        let l = line(&t, "timeline", &format!("{stream} stream busy (s)"));
+        let cells: Vec<&str> = l.split_whitespace().rev().take(3).collect();
+        let x: f64 = cells[1].parse().unwrap();
+        let want = c["b"]["seconds"]["busy"][stream].as_f64().unwrap_or(0.0);
+        assert!((x - want).abs() < 1e-4, "{stream}: {l}");
+    }
+}
+
+#[test]
+fn crossover_rounds_costs_and_exact_gives_the_json_numbers() {
+    let args = [
+        "crossover",
+        "llama3-8b",
+        DP,
+        TP,
+        "--in",
+        "S",
+        "--from",
+        "128",
+        "--to",
+        "1024",
+        "--step",
+        "128",
+    ];
+    let mut j = args.to_vec();
+    j.extend(["--format", "json"]);
+    let c = json(&j);
+    let first = &c["boundaries"][0];
+    let a = first["a"].as_str().unwrap();
+    assert!(a.contains('/'), "{a}");
+    let readable = text(&args);
+    let row = readable
+        .lines()
+        .find(|l| l.starts_with("128 "))
+        .unwrap_or_else(|| panic!("{readable}"));
+    assert!(row.contains("PFLOP") && !row.contains('/'), "{row}");
+    let mut e = args.to_vec();
+    e.push("--exact");
+    let exact_text = text(&e);
+    let row = exact_text
+        .lines()
+        .find(|l| l.starts_with("128 "))
+        .unwrap_or_else(|| panic!("{exact_text}"));
+    assert!(row.contains(a), "{row}");
+}
+
+#[test]
+fn validate_states_b_and_s_of_every_row() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/validation/");
+    let t = text(&[
+        "validate",
+        &format!("{dir}flash-attention-training-a100.yaml"),
+        &format!("{dir}korthikanti2022-table4.yaml"),
+    ]);
+    // The FlashAttention rows differ in B (256 sequences for 125M, 512 for 1.3B: the
+    // repository's configurations, see the file): a column.
+    let row = t
+        .lines()
+        .find(|l| l.contains("gpt3-125m 8 GPUs"))
+        .unwrap_or_else(|| panic!("{t}"));
+    assert!(row.contains("B = 256, S = 2048"), "{row}");
+    let row = t.lines().find(|l| l.contains("gpt3-1.3b 8 GPUs")).unwrap();
+    assert!(row.contains("B = 512, S = 2048"), "{row}");
+    // Korthikanti et al. 2022, Table 4: one shape for every row, stated in the header.
+    let head = t
+        .lines()
+        .find(|l| l.starts_with("korthikanti2022-table4"))
+        .unwrap();
+    assert!(
+        head.contains("(B = ") && head.contains(", S = 2048)"),
+        "{head}"
+    );
+}
