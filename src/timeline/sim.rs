@@ -953,7 +953,8 @@ fn run(
     // FSDP (ZeRO 3): every layer's weights are all-gathered before each forward and each backward
     // of every micro-batch (resharded after use, PyTorch FSDP's default), one layer ahead: the
     // gather of a layer is issued when the previous layer starts computing (forward and
-    // backward prefetch), and the layer waits for it.
+    // backward prefetch), before that layer's gradient reductions and its kernels (which it
+    // slows by the contention share while both run), and the layer waits for it.
     let fsdp = k.zero == 3 && replicas > 1;
     let gather_seconds = |params: f64| -> (f64, f64) {
         let n = replicas as f64;
@@ -1000,6 +1001,31 @@ fn run(
                         range.end - 1 - j
                     }
                 };
+                // FSDP's gather of `item`'s weights, issued at `ready`; returns when it ends.
+                //
+                // PyTorch FSDP issues a layer's backward prefetch (the next layer's all-gather,
+                // `BackwardPrefetch.BACKWARD_PRE`, the default) in that layer's pre-backward
+                // hook, before its gradients are computed, and the layer's reduce-scatter in its
+                // post-backward hook, after them (pytorch/pytorch 00ae0bc,
+                // torch/distributed/fsdp/_runtime_utils.py: `_pre_backward_hook` →
+                // `_prefetch_handles`, `_post_backward_hook`). The two run
+                // from different CUDA streams (`unshard`, `post_backward`) but through the same
+                // process group, whose NCCL kernels all run on its one internal stream per
+                // device, in the order they were issued (pytorch/pytorch 0007e75,
+                // torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp, the "[Sync Streams]" note:
+                // "NCCL communications run on ncclStreams"; one per device of the process group):
+                // one data-parallel stream in issue order, so the gather a layer
+                // waits for never queues behind the reductions of the layer before it.
+                let push_gather = |dev: &mut Device, rec: &mut Recorder, item: usize, ready| {
+                    let (dur, wire) = gather_seconds(block_params[plan.items[item]]);
+                    let mut e =
+                        grad_event(d, Stream::DpComm, dur, wire, dev.buckets, Some(item), 0);
+                    e.what = What::ParamGather;
+                    e.pass = task.pass;
+                    e.microbatch = Some(task.microbatch);
+                    e.deps.clear();
+                    dev.push(rec, e, ready).2
+                };
                 let last = task.pass == Pass::Backward && last_bwd[task.stage] == pos[d];
                 let grads_now = task.pass == Pass::Backward && (sharded_grads || last);
                 // Whether buckets are launched as the backward fills them.
@@ -1007,6 +1033,8 @@ fn run(
                 let mut last_compute: Option<(f64, f64)> = None;
                 // When the previous layer of this task began computing (FSDP prefetch).
                 let mut prefetch_at = t;
+                // The end of the weight gather already issued for the next layer (FSDP).
+                let mut prefetched: Option<f64> = None;
                 // A run of equal layers reaches a steady state: once a layer leaves the device
                 // as the one before left it (each stream's free time the same distance from the
                 // task's time, the streams it does not use idle), every further layer of the run
@@ -1036,14 +1064,10 @@ fn run(
                     let bi = plan.items[item];
                     let params = block_params[bi];
                     if fsdp && params > 0.0 {
-                        let (dur, wire) = gather_seconds(params);
-                        let mut e =
-                            grad_event(d, Stream::DpComm, dur, wire, dev.buckets, Some(item), 0);
-                        e.what = What::ParamGather;
-                        e.pass = task.pass;
-                        e.microbatch = Some(task.microbatch);
-                        e.deps.clear();
-                        let (_, _, end) = dev.push(&mut rec, e, prefetch_at);
+                        let end = match prefetched.take() {
+                            Some(end) => end,
+                            None => push_gather(dev, &mut rec, item, prefetch_at),
+                        };
                         t = t.max(end);
                     }
                     let mut item_started = false;
@@ -1115,6 +1139,16 @@ fn run(
                             2 => t.max(ring_prev),
                             _ => t,
                         };
+                        if fsdp && !item_started && s.stream == Stream::Compute && j < n_items {
+                            // The next layer's weights are gathered as this layer starts
+                            // computing, and before its gradients are reduce-scattered: in
+                            // issue order on the one data-parallel stream (see `push_gather`).
+                            let next = item_at(j);
+                            if block_params[plan.items[next]] > 0.0 {
+                                let at = ready.max(dev.free[Stream::Compute.index()]);
+                                prefetched = Some(push_gather(dev, &mut rec, next, at));
+                            }
+                        }
                         let (id, start, end) =
                             dev.push_with(&mut rec, s.stream, s.dur, ready, event);
                         if s.stream == Stream::CpComm {
