@@ -805,6 +805,7 @@ fn the_fix_help_lists_every_knob_the_parser_takes() {
             "schedule" => "1f1b",
             "sp" => "on",
             "recompute" => "full",
+            "overlap" => "tp-comm",
             _ => "1",
         };
         let mut s = symshard::search::Steer::default();

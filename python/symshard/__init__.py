@@ -493,6 +493,9 @@ class RankRow:
     feasible: bool
     reason: Optional[str]
     iteration_seconds: Optional[float]
+    #: The communication overlaps the row runs with: ``{"tp-comm": …, "grad-reduce": …,
+    #: "param-gather": …}`` (``rank(..., overlap="all")`` turns them on where they apply).
+    overlap: Dict[str, bool] = field(default_factory=dict)
 
     @staticmethod
     def _from(d: Mapping[str, Any]) -> "RankRow":
@@ -516,6 +519,7 @@ class RankRow:
             feasible=d["feasible"],
             reason=d.get("reason"),
             iteration_seconds=d.get("iteration_seconds"),
+            overlap=dict(d.get("overlap", {})),
         )
 
     def knobs(self) -> Dict[str, Any]:
@@ -534,6 +538,9 @@ class RankRow:
         }
         if self.schedule != "none":
             k["schedule"] = self.schedule
+        k["tp_comm_overlap"] = self.overlap.get("tp-comm", False)
+        k["overlap_param_gather"] = self.overlap.get("param-gather", False)
+        k["no_overlap_grad_reduce"] = not self.overlap.get("grad-reduce", True)
         return k
 
 
@@ -894,6 +901,7 @@ _FIX_KNOBS: Dict[str, str] = {
     "sp": "sp",
     "sequence_parallel": "sp",
     "recompute": "recompute",
+    "overlap": "overlap",
 }
 # Knobs `--max` caps: `max_tp=8` or `max={"tp": 8}`.
 _MAX_KNOBS = ("dp", "tp", "pp", "ep", "cp", "mbs", "micro_batch_size", "microbatches", "chunks", "zero")

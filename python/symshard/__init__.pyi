@@ -144,6 +144,7 @@ class RankRow:
     feasible: bool
     reason: str | None
     iteration_seconds: float | None
+    overlap: dict[str, bool] = ...
     def knobs(self) -> dict[str, Any]: ...
 
 @dataclass(frozen=True)

@@ -338,6 +338,13 @@ def test_rank_takes_knobs_as_keywords(cli):
     assert rows and all(r.tp <= 2 and r.pp == 1 for r in rows)
     same(symshard.rank("gpt3-1.3b", devices=16, top=4, max={"tp": 2}, mbs=1), "--fix", "mbs=1", "--max", "tp=2")
     same(symshard.rank("gpt3-1.3b", devices=16, top=4, fix="tp=4", dp=4), "--fix", "tp=4,dp=4")
+    rows = same(
+        symshard.rank("gpt3-1.3b", devices=16, top=4, tp=2, sp=True, zero=1, overlap="tp-comm+param-gather"),
+        "--fix", "tp=2,sp=on,zero=1,overlap=tp-comm+param-gather",
+    )
+    assert rows and all(r.overlap["tp-comm"] and r.overlap["param-gather"] for r in rows)
+    # A row's knobs carry its overlaps to the timeline.
+    assert rows[0].knobs()["tp_comm_overlap"] and rows[0].knobs()["overlap_param_gather"]
     with pytest.raises(TypeError, match="'tensor_parallel'"):
         symshard.rank("gpt3-1.3b", devices=16, tensor_parallel=2)
     with pytest.raises(TypeError, match="'max_schedule'"):

@@ -184,6 +184,9 @@ struct Row {
     ep: u64,
     /// Context-parallel degree.
     cp: u64,
+    /// The communication overlaps it runs with (`--fix overlap=…`; Megatron-LM's defaults
+    /// otherwise: only the gradient reduction overlapped).
+    overlap: crate::strategy::Overlap,
     #[serde(serialize_with = "crate::sym::ser_rational")]
     relative_cost: Rational,
     relative: crate::parallel::RelativeCost,
@@ -363,6 +366,7 @@ fn row_of(r: &crate::search::RankedRow, batch: &Rational) -> Row {
         zero: k.zero,
         ep: k.ep,
         cp: k.cp,
+        overlap: k.overlap,
         relative_cost: e.relative.total.clone(),
         relative: e.relative.clone(),
         memory_per_device: e.memory.total.clone(),

@@ -370,7 +370,13 @@ pub fn knob_string(text: &str, what: &str) -> Result<StrategyFlags, Error> {
         schedule,
         sequence_parallel,
         recompute,
+        tp_comm_overlap,
+        overlap_grad_reduce,
+        overlap_param_gather,
     } = steer;
+    flags.tp_comm_overlap |= tp_comm_overlap == Some(true);
+    flags.overlap_param_gather |= overlap_param_gather == Some(true);
+    flags.no_overlap_grad_reduce |= overlap_grad_reduce == Some(false);
     flags.dp = dp.fixed;
     flags.tp = tp.fixed;
     flags.pp = pp.fixed;

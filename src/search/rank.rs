@@ -716,7 +716,7 @@ pub fn rank_with_progress(
                 for recompute in [Recompute::None, Recompute::Selective, Recompute::Full] {
                     let zeros: &[u8] = if dp * cp > 1 { &[0, 1, 2, 3] } else { &[0] };
                     for &zero in zeros {
-                        let k = Knobs {
+                        let mut k = Knobs {
                             schedule,
                             chunks,
                             recompute,
@@ -724,6 +724,7 @@ pub fn rank_with_progress(
                             ep,
                             ..base.clone()
                         };
+                        k.overlap = steer.overlap_for(&k);
                         if !steer.allows(&k, per_dp / m) {
                             continue;
                         }

@@ -2,7 +2,7 @@
 //! `--max tp=8`), and memory given with units (`75GB`, `80GiB`) or as headroom (`10%`).
 
 use super::error::SteerError;
-use crate::strategy::{Knobs, Recompute, Schedule};
+use crate::strategy::{Knobs, Overlap, Recompute, Schedule};
 use crate::sym::Rational;
 use num_traits::{One, Zero};
 use std::fmt;
@@ -54,6 +54,15 @@ pub struct Steer {
     pub sequence_parallel: Option<bool>,
     /// Activation recomputation.
     pub recompute: Option<Recompute>,
+    /// Tensor-parallel communication overlapped with its GEMMs (`--tp-comm-overlap`), where it
+    /// applies (sequence parallelism over tp > 1).
+    pub tp_comm_overlap: Option<bool>,
+    /// Gradient reductions launched bucket by bucket during the backward pass
+    /// (`--overlap-grad-reduce`; on unless fixed off).
+    pub overlap_grad_reduce: Option<bool>,
+    /// The distributed optimizer's weight gather overlapped with the next forward pass
+    /// (`--overlap-param-gather`), where it applies (ZeRO 1–2 over more than one replica).
+    pub overlap_param_gather: Option<bool>,
 }
 
 /// The knob names `--fix` and `--max` accept, with what each means.
@@ -73,6 +82,10 @@ pub const KNOBS: &[(&str, &str)] = &[
     ("schedule", "gpipe, 1f1b or interleaved-1f1b (--fix only)"),
     ("sp", "sequence parallelism on/off (--fix only)"),
     ("recompute", "none, selective or full (--fix only)"),
+    (
+        "overlap",
+        "tp-comm, param-gather, grad-reduce, no-grad-reduce, all or none, joined by + (--fix only; each applies where the strategy allows it)",
+    ),
 ];
 
 fn known() -> String {
@@ -128,6 +141,36 @@ impl Steer {
                         .ok_or_else(|| bad("unknown recomputation (none, selective, full)"))?;
                     set_once(&mut self.recompute, r, || bad("given twice"))?;
                 }
+                "overlap" => {
+                    for part in value.split('+').map(str::trim) {
+                        let set = |slot: &mut Option<bool>, on: bool| {
+                            set_once(slot, on, || bad("an overlap given twice"))
+                        };
+                        match part {
+                            "tp-comm" | "tp_comm" => set(&mut self.tp_comm_overlap, true)?,
+                            "param-gather" | "param_gather" => {
+                                set(&mut self.overlap_param_gather, true)?
+                            }
+                            "grad-reduce" | "grad_reduce" => {
+                                set(&mut self.overlap_grad_reduce, true)?
+                            }
+                            "no-grad-reduce" | "no_grad_reduce" => {
+                                set(&mut self.overlap_grad_reduce, false)?
+                            }
+                            "all" | "none" => {
+                                let on = part == "all";
+                                set(&mut self.tp_comm_overlap, on)?;
+                                set(&mut self.overlap_param_gather, on)?;
+                                set(&mut self.overlap_grad_reduce, on)?;
+                            }
+                            _ => {
+                                return Err(bad(
+                                    "unknown overlap (tp-comm, param-gather, grad-reduce, no-grad-reduce, all, none; join several with +)",
+                                ))
+                            }
+                        }
+                    }
+                }
                 _ => {
                     let v = number(name, value, flag)?;
                     let b = self.bound_mut(name).ok_or_else(|| unknown(name, flag))?;
@@ -143,7 +186,12 @@ impl Steer {
         for (name, value) in items(list, flag)? {
             if matches!(
                 name,
-                "schedule" | "sp" | "sequence-parallel" | "sequence_parallel" | "recompute"
+                "schedule"
+                    | "sp"
+                    | "sequence-parallel"
+                    | "sequence_parallel"
+                    | "recompute"
+                    | "overlap"
             ) {
                 return Err(SteerError::BadValue {
                     flag: flag.into(),
@@ -195,7 +243,32 @@ impl Steer {
         if self.sequence_parallel == Some(true) && self.tp.fixed == Some(1) {
             return Err(SteerError::SequenceParallelOneRank);
         }
+        if self.overlap_param_gather == Some(true) && self.overlap_grad_reduce == Some(false) {
+            return Err(SteerError::BadValue {
+                flag: "--fix".into(),
+                name: "overlap".into(),
+                value: "param-gather+no-grad-reduce".into(),
+                why: "overlapping the weight gather needs the gradient reduction overlapped too (Megatron-LM asserts --overlap-param-gather with --overlap-grad-reduce)".into(),
+            });
+        }
         Ok(())
+    }
+
+    /// The overlaps strategy `k` runs with: the fixed ones where `k` allows them (tensor-parallel
+    /// overlap needs sequence parallelism over tp > 1, the weight-gather overlap ZeRO 1–2 over
+    /// more than one replica), otherwise Megatron-LM's defaults (only the gradient reduction
+    /// overlapped).
+    pub fn overlap_for(&self, k: &Knobs) -> Overlap {
+        let d = Overlap::default();
+        let grad_reduce = self.overlap_grad_reduce.unwrap_or(d.grad_reduce);
+        Overlap {
+            tp_comm: self.tp_comm_overlap.unwrap_or(d.tp_comm) && k.sequence_parallel && k.tp > 1,
+            grad_reduce,
+            param_gather: self.overlap_param_gather.unwrap_or(d.param_gather)
+                && grad_reduce
+                && (k.zero == 1 || k.zero == 2)
+                && k.replicas() > 1,
+        }
     }
 
     fn bounds(&self) -> [(&'static str, &Bound); 9] {
@@ -294,6 +367,21 @@ impl Steer {
         }
         if let Some(r) = self.recompute {
             fix.push(format!("recompute={r}"));
+        }
+        let mut overlaps = Vec::new();
+        for (name, on) in [
+            ("tp-comm", self.tp_comm_overlap),
+            ("param-gather", self.overlap_param_gather),
+            ("grad-reduce", self.overlap_grad_reduce),
+        ] {
+            match on {
+                Some(true) => overlaps.push(name.to_string()),
+                Some(false) if name == "grad-reduce" => overlaps.push("no-grad-reduce".into()),
+                _ => {}
+            }
+        }
+        if !overlaps.is_empty() {
+            fix.push(format!("overlap={}", overlaps.join("+")));
         }
         let mut out = Vec::new();
         if !fix.is_empty() {

@@ -193,8 +193,10 @@ pub fn lower_bound(
             rates.collective_floor(Collective::AllReduce, g, dp_axis)
         }
     };
+    // Overlapped with the next step's forward (`--overlap-param-gather`), the weight gather may
+    // lengthen the step by nothing.
     let gather = |x: f64| -> f64 {
-        if distributed {
+        if distributed && !k.overlap.param_gather {
             let n = replicas as f64;
             rates.collective_floor(
                 Collective::AllGather,
