@@ -538,9 +538,13 @@ class RankRow:
         }
         if self.schedule != "none":
             k["schedule"] = self.schedule
-        k["tp_comm_overlap"] = self.overlap.get("tp-comm", False)
-        k["overlap_param_gather"] = self.overlap.get("param-gather", False)
-        k["no_overlap_grad_reduce"] = not self.overlap.get("grad-reduce", True)
+        # The overlaps that differ from the defaults, as the timeline's flags.
+        if self.overlap.get("tp-comm", False):
+            k["tp_comm_overlap"] = True
+        if self.overlap.get("param-gather", False):
+            k["overlap_param_gather"] = True
+        if not self.overlap.get("grad-reduce", True):
+            k["no_overlap_grad_reduce"] = True
         return k
 
 
@@ -1094,7 +1098,8 @@ def compare(
         if isinstance(s, RankRow):
             k = s.knobs()
             k["sp"] = "on" if k.pop("sequence_parallel") else "off"
-            return ",".join(f"{n}={v}" for n, v in k.items())
+            # Overlap flags are words of a knob string (`tp-comm-overlap`).
+            return ",".join(n.replace("_", "-") if v is True else f"{n}={v}" for n, v in k.items())
         if isinstance(s, os.PathLike):
             return str(os.fspath(s))
         if isinstance(s, str):

@@ -345,6 +345,9 @@ def test_rank_takes_knobs_as_keywords(cli):
     assert rows and all(r.overlap["tp-comm"] and r.overlap["param-gather"] for r in rows)
     # A row's knobs carry its overlaps to the timeline.
     assert rows[0].knobs()["tp_comm_overlap"] and rows[0].knobs()["overlap_param_gather"]
+    # …and to compare, which prices the same strategy on both sides.
+    c = symshard.compare("gpt3-1.3b", rows[0], rows[0])
+    assert "overlap=tp-comm,param-gather" in c.raw["a"]["strategy"], c.raw["a"]
     with pytest.raises(TypeError, match="'tensor_parallel'"):
         symshard.rank("gpt3-1.3b", devices=16, tensor_parallel=2)
     with pytest.raises(TypeError, match="'max_schedule'"):
