@@ -580,3 +580,99 @@ proptest! {
         prop_assert_eq!(fit_laurent("x", lo, &pts), p);
     }
 }
+
+/// `compare_on` gives the relative cost's parts formulas in the model's symbols with the
+/// calibration's balances: for GPT-3 175B as a 1F1B pipeline (dp=8 tp=8 pp=16, 32 micro-batches,
+/// 1024 devices) and without a pipeline (GPT-3 1.3B, dp=8 tp=2), every formula evaluates at the
+/// model's values to the evaluation's exact number, the compute, communication, point-to-point,
+/// bubble-fraction and memory rows have one, and the total has one exactly when there is no
+/// bubble to take a maximum over.
+#[test]
+fn compare_on_gives_the_relative_cost_formulas_that_reproduce_the_evaluation() {
+    use symshard::calib::Calibration;
+    use symshard::model::ModelLoader;
+    use symshard::parallel::{evaluate_strategy, Layout};
+    use symshard::strategy::{Knobs, Recompute, Schedule};
+    let calib = Calibration::reference().unwrap();
+    for (name, dp, tp, pp, m) in [("gpt3-175b", 8, 8, 16, 32), ("gpt3-1.3b", 8, 2, 1, 4)] {
+        let model = ModelLoader::embedded().unwrap().resolve(name).unwrap();
+        let values = model.values.clone();
+        let k = Knobs {
+            dp,
+            tp,
+            pp,
+            microbatches: m,
+            schedule: if pp > 1 {
+                Schedule::OneFOneB
+            } else {
+                Knobs::data_parallel(1).schedule
+            },
+            recompute: Recompute::Selective,
+            zero: 1,
+            ..Knobs::data_parallel(1)
+        };
+        let (a, e) = evaluate_strategy(
+            &model,
+            &values,
+            &k,
+            &Layout::default(),
+            &calib,
+            8,
+            &int(1_000_000_000_000),
+        )
+        .unwrap();
+        let rows =
+            symshard::search::versus::compare_on(&model, &values, &calib, (&a, &e), (&a, &e));
+        let formula = |group: &str, name: &str| {
+            let c = rows
+                .iter()
+                .find(|c| c.group == group && c.name == name)
+                .unwrap_or_else(|| panic!("{name}: no row {group}/{name}"));
+            c.formula_a.clone()
+        };
+        for c in &rows {
+            if let Some(f) = &c.formula_a {
+                assert_eq!(
+                    f.eval(&values).unwrap(),
+                    c.a,
+                    "{name}: {}/{}",
+                    c.group,
+                    c.name
+                );
+            }
+        }
+        let r = &e.relative;
+        let busiest = e.stages.iter().find(|s| s.flops == e.flops).unwrap();
+        for (group, row, want) in [
+            (
+                "compute",
+                "HBM traffic (FLOP-equivalents)",
+                &busiest.hbm_cost,
+            ),
+            ("communication", "point-to-point bytes/step", &e.p2p_bytes),
+            ("pipeline", "bubble fraction", &e.bubble_fraction),
+            ("relative cost", "compute", &r.compute),
+            ("relative cost", "intra-node communication", &r.comm_intra),
+            ("relative cost", "inter-node communication", &r.comm_inter),
+            ("memory", "activations", &e.memory.activations),
+            ("memory", "total", &e.memory.total),
+        ] {
+            let f = formula(group, row).unwrap_or_else(|| panic!("{name}: no formula for {row}"));
+            assert_eq!(&f.eval(&values).unwrap(), want, "{name}: {group}/{row}");
+        }
+        let total = formula("relative cost", "total");
+        if pp == 1 {
+            assert_eq!(total.unwrap().eval(&values).unwrap(), r.total, "{name}");
+        } else {
+            assert!(total.is_none(), "{name}");
+            assert!(r.bubble > int(0));
+        }
+        // `compare` without the calibration keeps its rows as they were: no relative-cost
+        // formulas.
+        let plain = symshard::search::versus::compare(&model, &values, (&a, &e), (&a, &e));
+        assert!(plain
+            .iter()
+            .filter(|c| c.group == "relative cost")
+            .all(|c| c.formula_a.is_none()));
+    }
+}

@@ -394,22 +394,25 @@ fn report_shows_the_top_rows_per_device_formulas() {
     let mut with_formula = 0;
     for c in components {
         let value = c["a"].as_str().unwrap();
+        // Every formula `compare` prints is the report's; the report has more (the relative
+        // cost's, with the calibration's balances), checked below.
         let row = match c["formula_a"].as_str() {
             Some(f) => {
                 with_formula += 1;
                 format!("<td><code>{f}</code></td><td><code>{value}</code></td></tr>")
             }
-            None => format!("</span></td><td><code>{value}</code></td></tr>"),
+            None => format!("</td><td><code>{value}</code></td></tr>"),
         };
         assert!(table.contains(&row), "{}: {row}", c["name"]);
     }
     // FLOPs, collectives and model-state memory have formulas in the model's symbols.
     assert!(with_formula >= 8, "{with_formula}");
     assert!(table.contains("*B*F*H*S"));
-    // The relative cost of the #1 row is exact, and says that it has no formula.
+    // The relative cost of the #1 row (a pipeline) is exact, and says why it has no formula.
+    assert!(top["pp"].as_u64().unwrap() > 1, "{top}");
     let total = top["relative_cost"].as_str().unwrap();
     assert!(table.contains(&format!(
-        "no formula derived: the per-device formulas (those of compare) cover FLOPs, collective bytes and weight, gradient and optimizer memory; this amount is a number only</span></td><td><code>{total}</code>"
+        "no formula: the bubble is the slowest stage's time × (pp − 1)/(m·v), and which stage is slowest is a maximum over the pipeline partition's stages, not a polynomial</span></td><td><code>{total}</code>"
     )));
 }
 
@@ -525,4 +528,217 @@ fn tempfile_dir() -> std::path::PathBuf {
     ));
     std::fs::create_dir_all(&d).unwrap();
     d
+}
+
+/// The per-device table of the report, up to its end.
+fn per_device(html: &str) -> &str {
+    html.split("id=\"per-device\">")
+        .nth(1)
+        .and_then(|t| t.split("</table>").next())
+        .unwrap()
+}
+
+/// When the #1 row runs the auto tensor-parallel layout, the report prices it with that layout:
+/// its per-device FLOPs and memory are `cost`'s under the row's placements (a strategy file's
+/// `splits`), and its relative cost is the row's, not the annotated layout's.
+#[test]
+fn report_prices_an_auto_layout_row_with_its_placements() {
+    let steer = ["--layouts", "auto", "--fix", "tp=2"];
+    let mut args = vec!["rank", "gpt2-124m", "--devices", "8", "--top", "1"];
+    args.extend(steer);
+    let rank = json(&args);
+    let top = &rank["strategies"][0];
+    assert_eq!(top["layout"], "auto", "{top}");
+    let dir = tempfile_dir();
+    let mut yaml = String::from("splits:\n");
+    for (op, index) in top["placements"].as_object().unwrap() {
+        yaml.push_str(&format!("  {op}: \"{}\"\n", index.as_str().unwrap()));
+    }
+    let file = dir.join("auto-layout.yaml");
+    std::fs::write(&file, yaml).unwrap();
+    let mut knobs = vec!["cost".to_string(), "gpt2-124m".into()];
+    for k in [
+        "dp",
+        "tp",
+        "pp",
+        "microbatches",
+        "chunks",
+        "zero",
+        "ep",
+        "cp",
+    ] {
+        knobs.extend([format!("--{k}"), top[k].to_string()]);
+    }
+    knobs.extend([
+        "--recompute".into(),
+        top["recompute"].as_str().unwrap().into(),
+    ]);
+    if top["sequence_parallel"] == true {
+        knobs.push("--sequence-parallel".into());
+    }
+    let annotated_args: Vec<&str> = knobs.iter().map(String::as_str).collect();
+    let annotated = json(&annotated_args);
+    knobs.extend(["--strategy".into(), file.display().to_string()]);
+    let auto_args: Vec<&str> = knobs.iter().map(String::as_str).collect();
+    let auto = json(&auto_args);
+    let flops = |c: &serde_json::Value| c["per_device"]["flops"].as_str().unwrap().to_string();
+    let memory = |c: &serde_json::Value| {
+        c["per_device"]["memory"]["total"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    // The layouts differ in FLOPs and memory, so the check below can tell them apart.
+    assert_ne!(flops(&auto), flops(&annotated));
+    assert_ne!(memory(&auto), memory(&annotated));
+
+    let path = dir.join("auto.html");
+    symshard()
+        .args(["report", "gpt2-124m", "--devices", "8", "--top", "3"])
+        .args(steer)
+        .arg("-o")
+        .arg(&path)
+        .assert()
+        .success();
+    let html = std::fs::read_to_string(&path).unwrap();
+    let table = per_device(&html);
+    for want in [flops(&auto), memory(&auto)] {
+        assert!(table.contains(&format!("<code>{want}</code>")), "{want}");
+    }
+    for not in [flops(&annotated), memory(&annotated)] {
+        assert!(!table.contains(&format!("<code>{not}</code>")), "{not}");
+    }
+    let total = top["relative_cost"].as_str().unwrap();
+    assert!(table.contains(&format!("<code>{total}</code>")), "{total}");
+    // Without a pipeline the relative cost has a formula in the symbols, the row's number at the
+    // model's values.
+    assert_eq!(top["pp"], 1);
+    let values = symbols_of(&auto);
+    let (_, formula, _) = formula_rows(table)
+        .into_iter()
+        .find(|(n, _, v)| n == "total" && v == total)
+        .unwrap();
+    let formula = formula.expect("a formula for the relative cost");
+    assert_eq!(value_of(&formula, &values), total.parse().unwrap());
+}
+
+/// The rows of a per-device table: (amount, formula if any, exact value).
+fn formula_rows(table: &str) -> Vec<(String, Option<String>, String)> {
+    let cell = |x: &str, open: &str, close: &str| -> Option<String> {
+        let from = x.find(open)? + open.len();
+        Some(x[from..from + x[from..].find(close)?].to_string())
+    };
+    table
+        .split("<tr><th>")
+        .skip(1)
+        .filter(|r| !r.starts_with("amount<") && r.contains("</th><td>"))
+        .map(|r| {
+            let name = r[..r.find("</th>").unwrap()].to_string();
+            let cells: Vec<&str> = r.split("<td>").skip(1).collect();
+            let formula = cell(cells[0], "<code>", "</code>");
+            let value = cell(cells[1], "<code>", "</code>").unwrap();
+            (name, formula, value)
+        })
+        .collect()
+}
+
+/// The symbols' values of a JSON document's `symbols`.
+fn symbols_of(doc: &serde_json::Value) -> symshard::sym::Bindings {
+    doc["symbols"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap().parse().unwrap()))
+        .collect()
+}
+
+/// A formula the report prints, evaluated at `values`.
+fn value_of(formula: &str, values: &symshard::sym::Bindings) -> symshard::sym::Rational {
+    let html = formula.replace("&amp;", "&");
+    symshard::sym::Poly::parse(&html)
+        .unwrap_or_else(|e| panic!("{formula}: {e}"))
+        .eval(values)
+        .unwrap()
+}
+
+/// GPT-3 175B on 1024 devices (an interleaved pipeline): the HBM traffic, point-to-point bytes,
+/// bubble fraction, the relative cost's compute and intra- and inter-node communication, the
+/// activations and the memory total of the #1 row have formulas, and each evaluates at the
+/// model's values to the number `rank` and `compare` print; the bubble and the total say why they
+/// have none.
+#[test]
+fn report_relative_cost_formulas_evaluate_to_the_rankings_numbers() {
+    let (top, html) = gpt3_report("relative.html");
+    let table = per_device(&html);
+    let knobs = format!(
+        "dp={} tp={} pp={} microbatches={} chunks={} zero={} ep={} cp={} schedule={} recompute={}{}",
+        top["dp"],
+        top["tp"],
+        top["pp"],
+        top["microbatches"],
+        top["chunks"],
+        top["zero"],
+        top["ep"],
+        top["cp"],
+        top["schedule"].as_str().unwrap(),
+        top["recompute"].as_str().unwrap(),
+        if top["sequence_parallel"] == true { " sp" } else { "" }
+    );
+    let cmp = json(&["compare", "gpt3-175b", &knobs, &knobs]);
+    let values = symbols_of(&cmp);
+    let rows = formula_rows(table);
+    for (name, formula, value) in &rows {
+        if let Some(f) = formula {
+            assert_eq!(value_of(f, &values), value.parse().unwrap(), "{name}: {f}");
+        }
+    }
+    let component = |group: &str, name: &str| {
+        cmp["components"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["group"] == group && c["name"] == name)
+            .unwrap()["a"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let relative = &top["relative"];
+    let memory = &top["memory"];
+    let want = [
+        (
+            "HBM traffic (FLOP-equivalents)",
+            component("compute", "HBM traffic (FLOP-equivalents)"),
+        ),
+        (
+            "point-to-point bytes/step",
+            component("communication", "point-to-point bytes/step"),
+        ),
+        ("bubble fraction", component("pipeline", "bubble fraction")),
+        ("compute", relative["compute"].as_str().unwrap().to_string()),
+        (
+            "intra-node communication",
+            relative["comm_intra"].as_str().unwrap().to_string(),
+        ),
+        (
+            "inter-node communication",
+            relative["comm_inter"].as_str().unwrap().to_string(),
+        ),
+        (
+            "activations",
+            memory["activations"].as_str().unwrap().to_string(),
+        ),
+        ("total", memory["total"].as_str().unwrap().to_string()),
+    ];
+    for (name, number) in want {
+        let (_, formula, _) = rows
+            .iter()
+            .find(|(n, f, v)| n == name && *v == number && f.is_some())
+            .unwrap_or_else(|| panic!("no formula for {name} = {number}"));
+        let f = formula.as_ref().unwrap();
+        assert_eq!(value_of(f, &values), number.parse().unwrap(), "{name}");
+    }
+    assert!(rows.iter().any(|(n, f, v)| n == "total"
+        && f.is_none()
+        && *v == top["relative_cost"].as_str().unwrap()));
 }

@@ -59,8 +59,36 @@ fn model_args(args: &ReportArgs, calib: &str, machine: &[String]) -> Vec<String>
     a
 }
 
-/// The strategy flags of one `rank` row.
-fn knob_args(row: &Value) -> Result<Vec<String>, Error> {
+/// A folder for the strategy files of the rows whose layout flags cannot state (the auto
+/// layout's per-operator placements), removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new() -> Result<Scratch, Error> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        let dir =
+            std::env::temp_dir().join(format!("symshard-report-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|source| Error::Io {
+            path: dir.clone(),
+            source,
+        })?;
+        Ok(Scratch(dir))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The strategy flags of one `rank` row (the `at`-th): its knobs, the overlaps it runs with, and
+/// its tensor-parallel layout. The auto layout's placements go to a strategy file in `scratch`
+/// (its `splits`), which the flags name; the flags set every knob, so the file adds only them.
+fn knob_args(row: &Value, at: usize, scratch: &Scratch) -> Result<Vec<String>, Error> {
     let num = |k: &str| {
         row[k]
             .as_u64()
@@ -88,6 +116,54 @@ fn knob_args(row: &Value) -> Result<Vec<String>, Error> {
     }
     if row["sequence_parallel"].as_bool() == Some(true) {
         a.push("--sequence-parallel".into());
+    }
+    let overlap = &row["overlap"];
+    if overlap["tp-comm"].as_bool() == Some(true) {
+        a.push("--tp-comm-overlap".into());
+    }
+    if overlap["param-gather"].as_bool() == Some(true) {
+        a.push("--overlap-param-gather".into());
+    }
+    if overlap["grad-reduce"].as_bool() == Some(false) {
+        a.push("--no-overlap-grad-reduce".into());
+    }
+    match row["layout"].as_str() {
+        None | Some("annotated") => {}
+        Some("auto") => {
+            let placements = row["placements"].as_object().ok_or_else(|| {
+                Error::Usage(format!(
+                    "rank row {} has the auto layout but no `placements`",
+                    at + 1
+                ))
+            })?;
+            let mut yaml = String::from("splits:\n");
+            for (op, index) in placements {
+                let index = index.as_str().ok_or_else(|| {
+                    Error::Usage(format!(
+                        "rank row {}: placement of `{op}` is not a name",
+                        at + 1
+                    ))
+                })?;
+                // JSON strings are YAML strings.
+                yaml.push_str(&format!(
+                    "  {}: {}\n",
+                    Value::from(op.as_str()),
+                    Value::from(index)
+                ));
+            }
+            let path = scratch.0.join(format!("row{}.yaml", at + 1));
+            std::fs::write(&path, yaml).map_err(|source| Error::Io {
+                path: path.clone(),
+                source,
+            })?;
+            a.extend(["--strategy".into(), path.display().to_string()]);
+        }
+        Some(other) => {
+            return Err(Error::Usage(format!(
+                "rank row {}: unknown layout `{other}`",
+                at + 1
+            )))
+        }
     }
     Ok(a)
 }
@@ -143,7 +219,8 @@ pub fn run(args: ReportArgs) -> Result<(), Error> {
         "--memory".into(),
         limit.floor().to_integer().to_string(),
     ];
-    let knobs = knob_args(top)?;
+    let scratch = Scratch::new()?;
+    let knobs = knob_args(top, 0, &scratch)?;
 
     let mut cost = vec!["cost".to_string(), "--symbolic".into()];
     cost.extend(model_args(&args, &calib_arg, &shape));
@@ -182,8 +259,9 @@ pub fn run(args: ReportArgs) -> Result<(), Error> {
     let values = tl.symbols.apply(&model)?;
     let mut comm_parts = Vec::new();
     let mut top_eval = None;
-    for row in &rows {
-        let flags = parse(knob_args(row)?)?.strategy;
+    let mut top_calib = None;
+    for (at, row) in rows.iter().enumerate() {
+        let flags = parse(knob_args(row, at, &scratch)?)?.strategy;
         let batch = model
             .batch_value(&values)
             .cloned()
@@ -210,24 +288,42 @@ pub fn run(args: ReportArgs) -> Result<(), Error> {
             .collect();
         comm_parts.push(Value::Array(parts));
         if top_eval.is_none() {
+            top_calib = Some(st.calib.clone());
             top_eval = Some((analysis, e));
         }
     }
-    let (analysis, e) =
-        top_eval.ok_or_else(|| Error::Usage(format!("no strategy of {} to report", args.model)))?;
-    // The top strategy's per-device amounts, with the formulas `compare` derives for them.
-    let top_formulas: Vec<Value> =
-        crate::search::versus::compare(&model, &values, (&analysis, &e), (&analysis, &e))
-            .iter()
-            .map(|c| {
-                serde_json::json!({
-                    "group": c.group,
-                    "name": c.name,
-                    "value": super::units::exact_text(&c.a),
-                    "formula": c.formula_a.as_ref().map(ToString::to_string),
-                })
-            })
-            .collect();
+    let ((analysis, e), top_calib) = top_eval
+        .zip(top_calib)
+        .ok_or_else(|| Error::Usage(format!("no strategy of {} to report", args.model)))?;
+    // The top strategy's per-device amounts, with the formulas `compare` derives for them (the
+    // relative cost's parts with the calibration's balances), and why an amount has none where
+    // it cannot be a polynomial.
+    let layer_kinds = model
+        .blocks
+        .iter()
+        .filter(|b| b.repeat != crate::sym::Poly::one())
+        .count();
+    let top_formulas: Vec<Value> = crate::search::versus::compare_on(
+        &model,
+        &values,
+        &top_calib,
+        (&analysis, &e),
+        (&analysis, &e),
+    )
+    .iter()
+    .map(|c| {
+        let why = c.formula_a.is_none().then(|| {
+            crate::search::versus::structural_gap(c.group, &c.name, &e.knobs, layer_kinds)
+        });
+        serde_json::json!({
+            "group": c.group,
+            "name": c.name,
+            "value": super::units::exact_text(&c.a),
+            "formula": c.formula_a.as_ref().map(ToString::to_string),
+            "why": why.flatten(),
+        })
+    })
+    .collect();
     // Its collectives as the library lists them, with whether each reduces a gradient.
     let top_collectives: Vec<Value> = e
         .comm

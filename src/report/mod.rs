@@ -35,9 +35,9 @@ pub struct ReportInput<'a> {
     /// collective kind and tier ([`crate::parallel::breakdown::comm_by_kind`]), as
     /// `[{"kind", "tier", "cost"}]` with `cost` exact.
     pub comm_parts: &'a Value,
-    /// The top strategy's per-device amounts ([`crate::search::versus::compare`] of it with
-    /// itself), as `[{"group", "name", "value", "formula"}]`: `value` exact, `formula` in the
-    /// model's symbols or null where none is derived.
+    /// The top strategy's per-device amounts ([`crate::search::versus::compare_on`] of it with
+    /// itself), as `[{"group", "name", "value", "formula", "why"}]`: `value` exact, `formula` in the
+    /// model's symbols or null where none is derived, `why` (or null) why it cannot be one.
     pub top_formulas: &'a Value,
     /// The top strategy's collectives as the library lists them (`cost`'s `per_device.comm`), as
     /// `[{"collective", "axis", "tier", "bytes", "count", "op", "tensor", "gradient"}]`.
@@ -714,7 +714,7 @@ fn formulas(
     let collectives = list(top_collectives);
     let _ = write!(
         h,
-        "<h3>Per device under #1 ({})</h3><p class=\"note\">Each amount of the busiest device in one step as a formula in the model's symbols, with the data- and tensor-parallel sizes and the micro-batch count put in, and its value at the symbols' values above. The formulas are those <code>symshard compare</code> derives, each shown only where it evaluates exactly to the number.</p><table class=\"kv\" id=\"per-device\"><tr><th>amount</th><th>formula in the symbols</th><th>value</th></tr>",
+        "<h3>Per device under #1 ({})</h3><p class=\"note\">Each amount of the busiest device in one step as a formula in the model's symbols, with the data- and tensor-parallel sizes and the micro-batch count put in, and its value at the symbols' values above. The formulas are those <code>symshard compare</code> derives, the relative cost's with the calibration's machine balances (κ) as exact fractions, each shown only where it evaluates exactly to the number.</p><table class=\"kv\" id=\"per-device\"><tr><th>amount</th><th>formula in the symbols</th><th>value</th></tr>",
         esc(&text(&pd["strategy"]))
     );
     let mut group = String::new();
@@ -725,12 +725,10 @@ fn formulas(
             let _ = write!(h, "<tr><th colspan=\"3\">{}</th></tr>", esc(&g));
         }
         let name = text(&c["name"]);
-        let formula = match c["formula"].as_str() {
-            Some(f) => format!("<code>{}</code>", esc(f)),
-            None => format!(
-                "<span class=\"note\">{}</span>",
-                no_formula(&g, &name, ep, cp)
-            ),
+        let formula = match (c["formula"].as_str(), c["why"].as_str()) {
+            (Some(f), _) => format!("<code>{}</code>", esc(f)),
+            (None, Some(why)) => format!("<span class=\"note\">{}</span>", esc(why)),
+            (None, None) => format!("<span class=\"note\">{}</span>", no_formula(ep, cp)),
         };
         let _ = write!(
             h,
@@ -785,14 +783,10 @@ fn formulas(
     h
 }
 
-/// Why an amount of the top strategy has no formula.
-fn no_formula(group: &str, name: &str, ep: u64, cp: u64) -> &'static str {
-    let derived = (group == "compute" && name.ends_with("FLOPs"))
-        || (group == "communication" && !name.starts_with("point-to-point"))
-        || (group == "memory" && ["weights", "gradients", "optimizer state"].contains(&name));
-    if !derived {
-        "no formula derived: the per-device formulas (those of compare) cover FLOPs, collective bytes and weight, gradient and optimizer memory; this amount is a number only"
-    } else if ep > 1 {
+/// Why an amount of the top strategy has no formula, where its formula failed its check (the
+/// structural reasons come with the amounts).
+fn no_formula(ep: u64, cp: u64) -> &'static str {
+    if ep > 1 {
         "no formula derived: under expert parallelism the expert blocks are reshaped, and the amounts are numbers only"
     } else if cp > 1 {
         "no formula: the one built from the operators' formulas, with the data- and tensor-parallel sizes put in, does not reproduce this number under context parallelism"

@@ -11,11 +11,14 @@
 //! never one the evaluation disagrees with.
 
 use super::error::SearchError;
+use crate::calib::Calibration;
 use crate::model::Model;
 use crate::parallel::evaluate::microbatch_bindings;
+use crate::parallel::evaluate::GRAD_ACCUMULATION_BYTES;
 use crate::parallel::{Analysis, Evaluation};
 use crate::rules::law::CollectiveKind;
-use crate::strategy::{AxisKind, Recompute, Tier};
+use crate::rules::FlopClass;
+use crate::strategy::{AxisKind, Knobs, Recompute, Tier};
 use crate::sym::{crossovers, Bindings, Monomial, Poly, Rational};
 use num_traits::{One, Signed, Zero};
 use serde::Serialize;
@@ -78,8 +81,16 @@ fn collectives(e: &Evaluation) -> Vec<(String, Rational)> {
 }
 
 /// The per-device formulas of an evaluated strategy (see the module documentation); those that
-/// do not reproduce the evaluation's numbers at `values` are left out.
-fn formulas(model: &Model, a: &Analysis, values: &Bindings, e: &Evaluation) -> Formulas {
+/// do not reproduce the evaluation's numbers at `values` are left out. With the calibration the
+/// strategy was priced on, the relative cost's parts too (keyed `group/name`, see
+/// [`relative_formulas`]).
+fn formulas(
+    model: &Model,
+    a: &Analysis,
+    values: &Bindings,
+    e: &Evaluation,
+    calib: Option<&Calibration>,
+) -> Formulas {
     let mut out = Formulas::new();
     let k = &e.knobs;
     let mb = microbatch_bindings(model, values, k);
@@ -127,6 +138,10 @@ fn formulas(model: &Model, a: &Analysis, values: &Bindings, e: &Evaluation) -> F
     let mut backward = Poly::zero();
     let mut recompute = Poly::zero();
     let mut comm: Vec<(String, Poly)> = Vec::new();
+    // The busiest stage's traffic as the relative cost prices it (`BlockCost`): HBM bytes per
+    // micro-batch, and bytes per step on the tensor-, data- (before ZeRO's factor) and
+    // context-parallel links; and its parameter elements (the gradient accumulation's bytes).
+    let mut t = Traffic::default();
     let tier_of = |ax: AxisKind| e.mesh.axis(ax).tier;
     let mut ok = true;
     for (name, copies) in &busiest.items {
@@ -136,14 +151,18 @@ fn formulas(model: &Model, a: &Analysis, values: &Bindings, e: &Evaluation) -> F
         let blk = &a.blocks[bi];
         let c = Poly::constant(r(*copies));
         for op in &blk.ops {
-            let (Some(f), Some(b), Some(kr)) =
-                (fix(&op.forward), fix(&op.backward), fix(&op.recompute))
-            else {
+            let (Some(f), Some(b), Some(kr), Some(pa)) = (
+                fix(&op.forward),
+                fix(&op.backward),
+                fix(&op.recompute),
+                fix(&op.params),
+            ) else {
                 ok = false;
                 continue;
             };
             forward += &c * &mc * &f;
             backward += &c * &mc * (b + kr);
+            t.params += &c * pa;
             let extra = match (k.recompute, layer(bi)) {
                 (Recompute::Full, true) => true,
                 (Recompute::Selective, true) => op.attention_core,
@@ -151,6 +170,16 @@ fn formulas(model: &Model, a: &Analysis, values: &Bindings, e: &Evaluation) -> F
             };
             if extra {
                 recompute += &c * &mc * &f;
+            }
+            // Memory-bound operators move their forward bytes (again where recomputed) and
+            // their backward bytes through HBM.
+            if op.class != FlopClass::Matmul {
+                let (Some(io), Some(bw)) = (fix(&op.io_bytes), fix(&op.backward_io_bytes)) else {
+                    ok = false;
+                    continue;
+                };
+                let again = if extra { r(2) } else { Rational::one() };
+                t.hbm += &c * (Poly::constant(again) * io + bw);
             }
             // The context-parallel ring: cp − 1 sends of the keys and values forward, twice
             // that backward, and the forward's again where recomputation reruns the operator.
@@ -166,6 +195,7 @@ fn formulas(model: &Model, a: &Analysis, values: &Bindings, e: &Evaluation) -> F
                     tier_of(AxisKind::Cp),
                 );
                 let add = &c * &mc * Poly::constant(sends) * x;
+                t.cp += &add;
                 match comm.iter_mut().find(|(n, _)| *n == name) {
                     Some((_, p)) => *p += add,
                     None => comm.push((name, add)),
@@ -182,6 +212,11 @@ fn formulas(model: &Model, a: &Analysis, values: &Bindings, e: &Evaluation) -> F
                 ok = false;
                 continue;
             };
+            match (cm.axis, gradient) {
+                (AxisKind::Tp, _) => t.tp += &c * times * &w,
+                (AxisKind::Dp, true) => t.dp += &c * &w,
+                _ => {}
+            }
             // A gradient's data-parallel all-reduce as the ZeRO stage runs it, as the
             // evaluation lists it.
             let parts: Vec<(CollectiveKind, Poly)> = if gradient
@@ -209,7 +244,7 @@ fn formulas(model: &Model, a: &Analysis, values: &Bindings, e: &Evaluation) -> F
     if ok {
         let total = &forward + &backward + &recompute;
         if check(&total, &e.flops) {
-            out.push(("compute FLOPs".into(), total));
+            out.push(("compute FLOPs".into(), total.clone()));
             out.push(("forward FLOPs".into(), forward));
             out.push(("backward FLOPs".into(), backward));
             out.push(("recomputed FLOPs".into(), recompute));
@@ -224,6 +259,20 @@ fn formulas(model: &Model, a: &Analysis, values: &Bindings, e: &Evaluation) -> F
             if check(&p, &want) {
                 out.push((name, p));
             }
+        }
+        if let Some(calib) = calib {
+            relative_formulas(
+                model,
+                a,
+                values,
+                e,
+                calib,
+                busiest.stage,
+                &total,
+                &t,
+                &fix,
+                &mut out,
+            );
         }
     }
     // Model state of the fullest device.
@@ -263,8 +312,244 @@ fn formulas(model: &Model, a: &Analysis, values: &Bindings, e: &Evaluation) -> F
                 out.push((name.into(), p));
             }
         }
+        // Activations: what each block copy keeps for its backward pass (under recomputation
+        // what it does not rerun), times the micro-batches in flight on the stage, and under full
+        // recomputation one layer's activations again while it is recomputed. That is the
+        // largest layer's, a maximum, so a formula only where the model has one kind of layer.
+        let layers: Vec<usize> = (0..a.blocks.len()).filter(|bi| layer(*bi)).collect();
+        let saved_of = |bi: usize| -> Option<Poly> {
+            let mut all = Poly::zero();
+            let mut core = Poly::zero();
+            for op in &a.blocks[bi].ops {
+                all += fix(&op.saved)?;
+                if op.attention_core {
+                    core += fix(&op.recomputable_saved)?;
+                }
+            }
+            Some(match (k.recompute, layer(bi)) {
+                (Recompute::Full, true) => fix(&a.blocks[bi].boundary_bytes)?,
+                (Recompute::Selective, true) => all - core,
+                _ => all,
+            })
+        };
+        let mut saved = Some(Poly::zero());
+        for (name, copies) in &fullest.items {
+            saved = match (saved, index(name).and_then(saved_of)) {
+                (Some(x), Some(y)) => Some(x + Poly::constant(r(*copies)) * y),
+                _ => None,
+            };
+        }
+        let again = match (k.recompute, layers.as_slice()) {
+            (Recompute::Full, [one]) => a.blocks[*one]
+                .ops
+                .iter()
+                .map(|op| fix(&op.saved))
+                .sum::<Option<Poly>>(),
+            (Recompute::Full, _) => None,
+            _ => Some(Poly::zero()),
+        };
+        let v = k.virtual_chunks();
+        let flight: Rational = crate::parallel::amount::in_flight(k, v, fullest.stage as usize);
+        if let (Some(x), Some(y)) = (saved, again) {
+            let act = x * Poly::constant(flight) + y;
+            if check(&act, &e.memory.activations) {
+                let state: Option<Poly> = ["weights", "gradients", "optimizer state"]
+                    .iter()
+                    .map(|n| out.iter().find(|(m, _)| m == n).map(|(_, p)| p.clone()))
+                    .sum();
+                if let Some(state) = state {
+                    let total = state + &act;
+                    if check(&total, &e.memory.total) {
+                        out.push(("memory/total".into(), total));
+                    }
+                }
+                out.push(("memory/activations".into(), act));
+            }
+        }
     }
     out
+}
+
+/// The busiest stage's traffic as the relative cost prices it, as formulas.
+#[derive(Default)]
+struct Traffic {
+    /// HBM bytes of the memory-bound operators per micro-batch, recomputation included.
+    hbm: Poly,
+    /// Tensor-parallel bytes per step.
+    tp: Poly,
+    /// Data-parallel gradient bytes per step, before ZeRO's factor.
+    dp: Poly,
+    /// Context-parallel ring bytes per step.
+    cp: Poly,
+    /// Parameter elements.
+    params: Poly,
+}
+
+/// The relative cost's parts of the busiest stage (`stage`) as formulas, composed as the
+/// evaluation composes them: compute = FLOPs + κ_hbm × HBM bytes (the memory-bound operators'
+/// and the gradient accumulation's); each link's bytes × its κ, summed per tier; the bubble,
+/// zero without a pipeline (with one it is the slowest stage's time, a maximum over the
+/// partition's stages, so no formula); the point-to-point bytes of the stage's boundaries under
+/// the evaluation's own partition; and the total. The κ are the calibration's, exact. Each is
+/// kept only where it reproduces the evaluation's number.
+#[allow(clippy::too_many_arguments)]
+fn relative_formulas(
+    model: &Model,
+    a: &Analysis,
+    values: &Bindings,
+    e: &Evaluation,
+    calib: &Calibration,
+    stage: u64,
+    flops: &Poly,
+    t: &Traffic,
+    fix: &dyn Fn(&Poly) -> Option<Poly>,
+    out: &mut Formulas,
+) {
+    let k = &e.knobs;
+    // Expert-parallel all-to-alls and reshaped expert blocks are not built here.
+    if k.ep > 1 {
+        return;
+    }
+    let check = |p: &Poly, want: &Rational| p.eval(values).ok().as_ref() == Some(want);
+    let m = Poly::constant(r(k.microbatches));
+    let q = Poly::constant;
+    let mesh = &e.mesh;
+    let busiest = e.stages.iter().find(|s| s.stage == stage);
+    // HBM: the operators' bytes and the weight gradients added to the fp32 buffer each
+    // micro-batch (the 1/replicas share kept under ZeRO ≥ 2).
+    let acc = if k.zero >= 2 {
+        Rational::from_integer(GRAD_ACCUMULATION_BYTES.into()) / r(k.replicas().max(1))
+    } else {
+        Rational::from_integer(GRAD_ACCUMULATION_BYTES.into())
+    };
+    let hbm = q(calib.hbm_balance()) * &m * (&t.hbm + q(acc) * &t.params);
+    let hbm_ok = busiest.is_some_and(|s| check(&hbm, &s.hbm_cost));
+    let compute = flops + &hbm;
+    let compute_ok = hbm_ok && check(&compute, &e.relative.compute);
+    if hbm_ok {
+        out.push(("compute/HBM traffic (FLOP-equivalents)".into(), hbm));
+    }
+    // Point-to-point: the stage's output forward and its input's gradient back, under the
+    // pipeline partition the evaluation chose, and under interleaving with v chunks 2·(v − 1)
+    // more layer boundaries (its first layer's).
+    let v = k.virtual_chunks();
+    let p2p = if k.pp == 1 {
+        Some(Poly::zero())
+    } else {
+        let mb = microbatch_bindings(model, values, k);
+        crate::parallel::evaluate::block_numbers(a, &mb)
+            .ok()
+            .and_then(|numbers| {
+                crate::parallel::evaluate::pipeline_stage_counts(
+                    model,
+                    &numbers,
+                    k,
+                    &|tier| crate::parallel::amount::float(&calib.balance(tier)),
+                    crate::parallel::amount::float(&calib.hbm_balance()),
+                    mesh.gpus_per_node,
+                )
+                .ok()
+            })
+            .and_then(|counts| {
+                let s = stage as usize;
+                let boundary = |st: usize| -> Option<Poly> {
+                    let (bi, _) = counts.get(st)?.last()?;
+                    fix(&a.blocks[*bi].boundary_bytes)
+                };
+                let mut p = Poly::zero();
+                if stage + 1 < k.pp {
+                    p += boundary(s)?;
+                }
+                if s > 0 {
+                    p += boundary(s - 1)?;
+                }
+                if v > 1 {
+                    let layer = |bi: usize| model.blocks[bi].repeat != Poly::one();
+                    let (bi, _) = counts.get(s)?.iter().find(|(bi, _)| layer(*bi))?;
+                    p += q(r(2 * (v - 1))) * fix(&a.blocks[*bi].boundary_bytes)?;
+                }
+                Some(&m * p)
+            })
+    };
+    let p2p = p2p.filter(|p| check(p, &e.p2p_bytes));
+    if let Some(p) = &p2p {
+        out.push(("communication/point-to-point bytes/step".into(), p.clone()));
+    }
+    let fraction = Rational::new((k.pp - 1).into(), (k.microbatches * v).into());
+    if fraction == e.bubble_fraction {
+        out.push(("pipeline/bubble fraction".into(), q(fraction)));
+    }
+    // Each link's bytes at its κ, on its tier.
+    let dp = &t.dp * q(crate::parallel::amount::dp_traffic_factor(k));
+    let links = [
+        (t.tp.clone(), mesh.axis(AxisKind::Tp).tier),
+        (dp, mesh.grad_axis().tier),
+        (t.cp.clone(), mesh.cp_axis().tier),
+    ];
+    let mut tiers = [Some(Poly::zero()), Some(Poly::zero())];
+    let at = |tier: Tier| usize::from(tier == Tier::Inter);
+    for (bytes, tier) in links {
+        if let Some(sum) = &mut tiers[at(tier)] {
+            *sum += q(calib.balance(tier)) * bytes;
+        }
+    }
+    match p2p {
+        Some(p) => {
+            let tier = mesh.p2p_tier();
+            if let Some(sum) = &mut tiers[at(tier)] {
+                *sum += q(calib.balance(tier)) * p;
+            }
+        }
+        // Without the point-to-point formula, the tier it crosses has none.
+        None => tiers[at(mesh.p2p_tier())] = None,
+    }
+    let [intra, inter] = tiers;
+    let intra = intra.filter(|p| check(p, &e.relative.comm_intra));
+    let inter = inter.filter(|p| check(p, &e.relative.comm_inter));
+    let bubble = (k.pp == 1)
+        .then(Poly::zero)
+        .filter(|p| check(p, &e.relative.bubble));
+    if compute_ok {
+        out.push(("relative cost/compute".into(), compute.clone()));
+    }
+    for (name, p) in [
+        ("intra-node communication", &intra),
+        ("inter-node communication", &inter),
+        ("bubble", &bubble),
+    ] {
+        if let Some(p) = p {
+            out.push((format!("relative cost/{name}"), p.clone()));
+        }
+    }
+    if let (true, Some(x), Some(y), Some(z)) = (compute_ok, intra, inter, bubble) {
+        let total = compute + x + y + z;
+        if check(&total, &e.relative.total) {
+            out.push(("relative cost/total".into(), total));
+        }
+    }
+}
+
+/// Why a row of [`compare_on`] has no formula, where the reason is structural rather than a
+/// formula that failed its check: the pipeline bubble (and the total it is part of) is the
+/// slowest stage's time, a maximum over the pipeline partition's stages; full recomputation holds the largest layer's
+/// activations again, a maximum over the kinds of layer.
+pub fn structural_gap(
+    group: &str,
+    name: &str,
+    knobs: &Knobs,
+    layer_kinds: usize,
+) -> Option<&'static str> {
+    match (group, name) {
+        ("relative cost", "bubble" | "total") if knobs.pp > 1 => Some(
+            "no formula: the bubble is the slowest stage's time × (pp − 1)/(m·v), and which stage is slowest is a maximum over the pipeline partition's stages, not a polynomial",
+        ),
+        ("memory", "activations" | "total")
+            if knobs.recompute == Recompute::Full && layer_kinds > 1 =>
+        {
+            Some("no formula: full recomputation holds the largest layer's activations again, a maximum over the kinds of layer, not a polynomial")
+        }
+        _ => None,
+    }
 }
 
 /// Compares two evaluated strategies of `model` at `values` component by component (B − A).
@@ -274,8 +559,31 @@ pub fn compare(
     a: (&Analysis, &Evaluation),
     b: (&Analysis, &Evaluation),
 ) -> Vec<Component> {
-    let fa = formulas(model, a.0, values, a.1);
-    let fb = formulas(model, b.0, values, b.1);
+    compare_with(model, values, None, a, b)
+}
+
+/// [`compare`] of two strategies priced on `calib`: the rows of the HBM traffic, the
+/// point-to-point bytes, the bubble fraction and the relative cost's parts get formulas too,
+/// with the calibration's machine balances (κ) as exact rationals.
+pub fn compare_on(
+    model: &Model,
+    values: &Bindings,
+    calib: &Calibration,
+    a: (&Analysis, &Evaluation),
+    b: (&Analysis, &Evaluation),
+) -> Vec<Component> {
+    compare_with(model, values, Some(calib), a, b)
+}
+
+fn compare_with(
+    model: &Model,
+    values: &Bindings,
+    calib: Option<&Calibration>,
+    a: (&Analysis, &Evaluation),
+    b: (&Analysis, &Evaluation),
+) -> Vec<Component> {
+    let fa = formulas(model, a.0, values, a.1, calib);
+    let fb = formulas(model, b.0, values, b.1, calib);
     let (ea, eb) = (a.1, b.1);
     let mut rows: Vec<(&'static str, String, Rational, Rational)> = Vec::new();
     let mut push = |g: &'static str, n: &str, x: &Rational, y: &Rational| {
@@ -366,6 +674,10 @@ pub fn compare(
     push("memory", "activations", &ma.activations, &mb.activations);
     push("memory", "total", &ma.total, &mb.total);
     let formula = |f: &Formulas, g: &str, n: &str| {
+        let keyed = format!("{g}/{n}");
+        if let Some((_, p)) = f.iter().find(|(m, _)| *m == keyed) {
+            return Some(p.clone());
+        }
         // Relative-cost rows share names with other groups: only the named groups have formulas.
         if !matches!(g, "compute" | "communication" | "memory") {
             return None;
