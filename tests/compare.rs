@@ -676,3 +676,40 @@ fn compare_on_gives_the_relative_cost_formulas_that_reproduce_the_evaluation() {
             .all(|c| c.formula_a.is_none()));
     }
 }
+
+/// The command prices both sides on its calibration table, so the relative cost's parts and total
+/// come with formulas too (no pipeline here, so the total is a polynomial).
+#[test]
+fn the_command_gives_the_relative_cost_its_formulas() {
+    let out = assert_cmd::Command::cargo_bin("symshard")
+        .unwrap()
+        .args([
+            "compare",
+            "llama3-8b",
+            "dp=64,mbs=1,zero=1",
+            "dp=8,tp=8,mbs=1,sp,zero=1",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = v["components"].as_array().unwrap();
+    for name in [
+        "compute",
+        "intra-node communication",
+        "inter-node communication",
+        "total",
+    ] {
+        let row = rows
+            .iter()
+            .find(|r| r["group"] == "relative cost" && r["name"] == name)
+            .unwrap_or_else(|| panic!("no relative cost row {name}"));
+        assert!(row["formula_difference"].is_string(), "{name}: {row}");
+    }
+}

@@ -254,13 +254,17 @@ fn side(
 pub fn comparison(
     model: &Model,
     values: &Bindings,
-    calibration: &str,
+    calib: &crate::calib::Calibration,
     a: &Evaluated,
     b: &Evaluated,
 ) -> Comparison {
-    let components = versus::compare(
+    let calibration = calib.name.as_str();
+    // With the table the strategies were priced on, so that the relative cost's parts get
+    // formulas too.
+    let components = versus::compare_on(
         model,
         values,
+        calib,
         (&a.analysis, &a.evaluation),
         (&b.analysis, &b.evaluation),
     );
@@ -510,7 +514,7 @@ pub fn run(args: CompareArgs) -> Result<(), Error> {
     let a = side(&model, &values, &args.a, "strategy A", &args)?;
     let b = side(&model, &values, &args.b, "strategy B", &args)?;
     let calib = crate::calib::Calibration::resolve_or_reference(args.calib.as_deref())?;
-    let c = comparison(&model, &values, &calib.name, &a, &b);
+    let c = comparison(&model, &values, &calib, &a, &b);
     match args.format {
         Format::Json => print_json(&c),
         Format::Table => {

@@ -607,13 +607,7 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
                 )
             };
             let (a, b) = (side(first)?, side(second)?);
-            Some(super::compare::comparison(
-                &model,
-                &values,
-                &calib.name,
-                &a,
-                &b,
-            ))
+            Some(super::compare::comparison(&model, &values, &calib, &a, &b))
         }
         _ => None,
     };
