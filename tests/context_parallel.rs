@@ -659,10 +659,10 @@ fn bad_cp_is_refused() {
             "--dp",
             "2",
             "--ep",
-            "2",
+            "8",
             "--cp",
             "2",
         ],
-        "not modelled together with expert parallelism",
+        "`ep` = 8 must divide dp × cp = 2 × 2",
     );
 }

@@ -505,7 +505,8 @@ fn an_uneven_pipeline_is_emitted_as_ranked() {
 #[test]
 fn a_grouped_row_emits_the_member_megatron_runs() {
     // The #1 row is `gpipe|1f1b` (equal cost): 1F1B is emitted, not a refusal for GPipe.
-    let v = ranked("mixtral-8x7b", 256, "megatron", &["--fix", "ep=2"]);
+    // (cp = 1: at ep = 2 with context parallelism the top row is an interleaved one.)
+    let v = ranked("mixtral-8x7b", 256, "megatron", &["--fix", "ep=2,cp=1"]);
     let row = &v["strategies"][0];
     let alike: Vec<&str> = row["knobs_that_do_not_matter"]["schedule"]
         .as_array()

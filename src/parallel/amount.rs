@@ -391,11 +391,12 @@ impl<T: Amount> BlockCost<T> {
     }
 
     /// Weights, gradients and optimizer state of a stage on one device: dense state sharded by
-    /// ZeRO over dp·cp, expert state over the ranks that hold the same experts.
+    /// ZeRO over dp·cp, expert state over the dp·cp/ep ranks that hold the same experts
+    /// (Megatron-Core's expert-data-parallel group; `ep` divides dp·cp).
     pub fn state(&self, k: &Knobs) -> [T; 3] {
         STATE.map(|(bytes, stage)| {
             let (dense, experts) = if k.zero >= stage {
-                (T::int(k.replicas()), T::int(k.dp / k.ep * k.cp))
+                (T::int(k.replicas()), T::int(k.replicas() / k.ep))
             } else {
                 (T::int(1), T::int(1))
             };

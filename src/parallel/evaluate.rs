@@ -752,10 +752,11 @@ fn pack_items(t: &[f64], limit: f64, stop: usize, mut bounds: Option<&mut Vec<us
 
 /// Expert parallelism applied to a block: (dense parameters, expert parameters held, data-parallel
 /// gradient bytes, all-to-all wire bytes per micro-batch). Each device holds E/ep experts; their
-/// gradients are reduced among the dp/ep ranks holding the same experts; every micro-batch's
-/// tokens go to their experts and back in the forward pass, and their gradients in the backward
-/// pass: four all-to-alls of the slots, (ep − 1)/ep of them on the wire (GShard, Lepikhin et al.
-/// 2021).
+/// gradients are reduced among the dp·cp/ep ranks holding the same experts; every micro-batch's
+/// tokens on the device (S/cp of each sequence under context parallelism: `slot_bytes` is
+/// already per context-parallel rank) go to their experts and back in the forward pass, and their
+/// gradients in the backward pass: four all-to-alls of the slots, (ep − 1)/ep of them on the wire
+/// (GShard, Lepikhin et al. 2021).
 fn expert_view(n: &BlockNumbers, k: &Knobs) -> Result<ExpertView<Rational>, StrategyError> {
     let x = &n.exact;
     let dense = &x.params - &n.expert_params;
@@ -770,7 +771,7 @@ fn expert_view(n: &BlockNumbers, k: &Knobs) -> Result<ExpertView<Rational>, Stra
     let ep = r(k.ep);
     let held = &n.expert_params / &ep;
     let grad = &x.dp_grad - &n.expert_dp_grad
-        + super::moe::expert_grad_allreduce(&n.expert_dp_grad, k.dp, k.ep)?;
+        + super::moe::expert_grad_allreduce(&n.expert_dp_grad, k.dp, k.cp, k.ep)?;
     let wire = r(4) * (&ep - Rational::one()) / &ep * &n.slot_bytes;
     Ok(ExpertView {
         dense,
@@ -1679,7 +1680,7 @@ fn analysis_rows(
         for (at, b) in &numbers[bi].grad_comm {
             let c = at.of(&a.blocks[bi]);
             let b = if k.ep > 1 && c.axis == AxisKind::Dp && experts.contains(&c.op.as_str()) {
-                super::moe::expert_grad_allreduce(b, k.dp, k.ep)?
+                super::moe::expert_grad_allreduce(b, k.dp, k.cp, k.ep)?
             } else {
                 b.clone()
             };

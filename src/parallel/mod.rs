@@ -222,7 +222,7 @@ pub fn check_model_limits(
             });
         }
         if k.ep > 1 {
-            moe::check_expert_parallel(model, values, k.dp, k.ep)?;
+            moe::check_expert_parallel(model, values, k.dp, k.cp, k.ep)?;
         }
     } else if k.dp > 1 || k.microbatches > 1 {
         return Err(StrategyError::NoBatch {

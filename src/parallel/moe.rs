@@ -2,8 +2,20 @@
 //! combine, and where a model's expert layers and expert weights are.
 //!
 //! An expert-parallel group of `n` devices shares the experts of each MoE layer, E/n per device
-//! (GShard, Lepikhin et al. 2021; DeepSpeed-MoE; Megatron-LM's expert parallelism), and is carved
-//! out of the data-parallel group: each device still routes its own tokens. Before the experts, a
+//! (GShard, Lepikhin et al. 2021; DeepSpeed-MoE; Megatron-LM's expert parallelism), and is drawn
+//! from the ranks that hold the same dense weights, the dp × cp data- and context-parallel ranks:
+//! each device still routes its own tokens (with context parallelism, its S/cp tokens of each
+//! sequence).
+//!
+//! Megatron-Core lays the expert layers over the same devices as the dense ones, re-sliced:
+//! `initialize_model_parallel` in megatron/core/parallel_state.py (NVIDIA/Megatron-LM at commit
+//! 00caa53af30912914981c86f39db123961678bbd) builds the dense groups with
+//! `RankGenerator(tp, ep=1, dp, pp, cp, order="tp-cp-ep-dp-pp")` and the expert groups with
+//! `RankGenerator(tp=expert_tp, ep, dp=world // (expert_tp · ep · pp), pp, cp=1, order)`, so
+//! with the expert tensor-parallel size left at tp an expert-parallel group is `ep` consecutive
+//! ranks at the tensor-parallel stride, taken from the cp × dp ranks (context-parallel ranks
+//! first), and the expert-data-parallel group, which reduces the expert gradients, is the
+//! dp · cp / ep ranks holding the same experts. Before the experts, a
 //! device holds `T` tokens, routed to `k` experts each, into buffers of `C·T·k` slots of `H`
 //! elements (capacity factor `C`; 1 is dropless). The dispatch all-to-all sends every slot to the
 //! device owning its expert; a device keeps the 1/n of its slots whose experts it owns and sends
@@ -151,36 +163,43 @@ pub fn site_comm(
     expert_parallel_comm(ep, &layer, dtype_bytes)
 }
 
-/// The gradient all-reduce of expert weights under expert parallelism, from its bytes under data
-/// parallelism alone. With `dp` data-parallel ranks each holding the gradients of all E experts,
-/// S bytes, the all-reduce moves 2·(1 − 1/dp)·S per rank. With expert parallelism over `ep` of
-/// them, a rank holds the gradients of E/ep experts, S/ep bytes, shared by the dp/ep ranks that
-/// hold the same experts: 2·(1 − ep/dp)·S/ep = dp_bytes·(dp − ep)/(ep·(dp − 1)).
+/// The gradient all-reduce of expert weights under expert parallelism, from its bytes without
+/// it. Without expert parallelism the `dp · cp` ranks holding the same weights (the data-parallel
+/// ranks of every context-parallel rank) each hold the gradients of all E experts, S bytes, and
+/// the all-reduce moves 2·(1 − 1/R)·S per rank, R = dp · cp. With expert parallelism over `ep` of
+/// them, a rank holds the gradients of E/ep experts, S/ep bytes, shared by the R/ep ranks that
+/// hold the same experts (Megatron-Core's expert-data-parallel group):
+/// 2·(1 − ep/R)·S/ep = dp_bytes·(R − ep)/(ep·(R − 1)). At cp = 1 this is the data-parallel
+/// formula, R = dp.
 pub fn expert_grad_allreduce(
     dp_bytes: &Rational,
     dp: u64,
+    cp: u64,
     ep: u64,
 ) -> Result<Rational, StrategyError> {
-    if ep == 0 || dp == 0 || !dp.is_multiple_of(ep) {
-        return Err(StrategyError::EpDividesDp { ep, dp });
+    let replicas = dp * cp;
+    if ep == 0 || replicas == 0 || !replicas.is_multiple_of(ep) {
+        return Err(StrategyError::EpDividesDp { ep, dp, cp });
     }
-    if dp == 1 {
+    if replicas == 1 {
         return Ok(dp_bytes.clone());
     }
     let r = |v: u64| Rational::from_integer(v.into());
-    Ok(dp_bytes * (r(dp) - r(ep)) / (r(ep) * (r(dp) - r(1))))
+    Ok(dp_bytes * (r(replicas) - r(ep)) / (r(ep) * (r(replicas) - r(1))))
 }
 
-/// Checks an expert-parallel degree against a model and a data-parallel degree: it divides the
-/// data-parallel group (expert-parallel groups are carved out of it) and every layer's experts.
+/// Checks an expert-parallel degree against a model and the data- and context-parallel degrees:
+/// it divides dp × cp (expert-parallel groups are drawn from those ranks) and every layer's
+/// experts.
 pub fn check_expert_parallel(
     model: &Model,
     values: &crate::sym::Bindings,
     dp: u64,
+    cp: u64,
     ep: u64,
 ) -> Result<(), StrategyError> {
-    if ep == 0 || !dp.is_multiple_of(ep) {
-        return Err(StrategyError::EpDividesDp { ep, dp });
+    if ep == 0 || !(dp * cp).is_multiple_of(ep) {
+        return Err(StrategyError::EpDividesDp { ep, dp, cp });
     }
     let sites = moe_sites(model);
     if ep > 1 && sites.is_empty() {
@@ -273,11 +292,18 @@ mod tests {
     #[test]
     fn expert_gradients_by_hand() {
         let r = |v: i64| Rational::from_integer(v.into());
-        assert_eq!(expert_grad_allreduce(&r(1750), 8, 4).unwrap(), r(250));
-        assert_eq!(expert_grad_allreduce(&r(1750), 8, 1).unwrap(), r(1750));
-        assert_eq!(expert_grad_allreduce(&r(1750), 8, 8).unwrap(), r(0));
-        assert_eq!(expert_grad_allreduce(&r(0), 1, 1).unwrap(), r(0));
-        assert!(expert_grad_allreduce(&r(1750), 8, 3).is_err());
+        assert_eq!(expert_grad_allreduce(&r(1750), 8, 1, 4).unwrap(), r(250));
+        assert_eq!(expert_grad_allreduce(&r(1750), 8, 1, 1).unwrap(), r(1750));
+        assert_eq!(expert_grad_allreduce(&r(1750), 8, 1, 8).unwrap(), r(0));
+        assert_eq!(expert_grad_allreduce(&r(0), 1, 1, 1).unwrap(), r(0));
+        assert!(expert_grad_allreduce(&r(1750), 8, 1, 3).is_err());
+        // dp = 4, cp = 2: the same 8 ranks hold the dense weights, 2·7/8·1000 = 1750 bytes;
+        // ep = 8 (drawn across the context-parallel ranks) leaves each rank alone with its
+        // expert, ep = 4 leaves 2 ranks per expert, as at dp = 8.
+        assert_eq!(expert_grad_allreduce(&r(1750), 4, 2, 4).unwrap(), r(250));
+        assert_eq!(expert_grad_allreduce(&r(1750), 4, 2, 8).unwrap(), r(0));
+        assert_eq!(expert_grad_allreduce(&r(1750), 1, 8, 2).unwrap(), r(750));
+        assert!(expert_grad_allreduce(&r(1750), 2, 2, 8).is_err());
     }
 
     #[test]
@@ -297,18 +323,23 @@ mod tests {
         let c = site_comm(s, &Poly::symbol("p_dp"), &Poly::symbol(EP), 2).unwrap();
         assert_eq!(c.per_call, p("2*B*C*S*K*H/p_dp - 2*B*C*S*K*H/(p_dp*p_ep)"));
         let v: &Bindings = &m.values;
-        assert!(check_expert_parallel(&m, v, 16, 8).is_ok());
-        assert!(check_expert_parallel(&m, v, 12, 3)
+        assert!(check_expert_parallel(&m, v, 16, 1, 8).is_ok());
+        assert!(check_expert_parallel(&m, v, 2, 4, 8).is_ok());
+        assert!(check_expert_parallel(&m, v, 12, 1, 3)
             .unwrap_err()
             .to_string()
             .contains("does not divide the 8 experts"));
-        assert!(check_expert_parallel(&m, v, 4, 8)
+        assert!(check_expert_parallel(&m, v, 4, 1, 8)
             .unwrap_err()
             .to_string()
-            .contains("must divide dp"));
+            .contains("must divide dp × cp = 4 × 1"));
+        assert!(check_expert_parallel(&m, v, 2, 2, 8)
+            .unwrap_err()
+            .to_string()
+            .contains("must divide dp × cp = 2 × 2"));
         let dense = loader.resolve("llama2-7b").unwrap();
         assert!(moe_sites(&dense).is_empty());
-        assert!(check_expert_parallel(&dense, &dense.values, 8, 2).is_err());
-        assert!(check_expert_parallel(&dense, &dense.values, 8, 1).is_ok());
+        assert!(check_expert_parallel(&dense, &dense.values, 8, 1, 2).is_err());
+        assert!(check_expert_parallel(&dense, &dense.values, 8, 1, 1).is_ok());
     }
 }

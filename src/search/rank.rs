@@ -696,14 +696,15 @@ pub fn rank_with_progress(
                 }
             }
         }
-        // Expert parallelism for mixture-of-experts models: every degree dividing the
-        // data-parallel group and the experts.
-        let eps: Vec<u64> = if has_experts && cp == 1 {
-            divisors(dp)
+        // Expert parallelism for mixture-of-experts models: every degree dividing the data- and
+        // context-parallel ranks (the expert-parallel groups are drawn from them) and the
+        // experts.
+        let eps: Vec<u64> = if has_experts {
+            divisors(dp * cp)
                 .into_iter()
                 .filter(|&ep| {
                     steer.ep.allows(ep)
-                        && crate::parallel::moe::check_expert_parallel(model, values, dp, ep)
+                        && crate::parallel::moe::check_expert_parallel(model, values, dp, cp, ep)
                             .is_ok()
                 })
                 .collect()

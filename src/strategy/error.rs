@@ -34,14 +34,16 @@ pub enum StrategyError {
         /// The degree.
         ep: u64,
     },
-    /// The expert-parallel degree does not divide the data-parallel one: expert-parallel groups
-    /// are carved out of the data-parallel group.
-    #[error("`ep` = {ep} must divide dp = {dp}: expert-parallel groups are part of the data-parallel group")]
+    /// The expert-parallel degree does not divide dp × cp: expert-parallel groups are drawn from
+    /// the data- and context-parallel ranks (Megatron-Core's expert rank generator).
+    #[error("`ep` = {ep} must divide dp × cp = {dp} × {cp}: expert-parallel groups are drawn from the data- and context-parallel ranks")]
     EpDividesDp {
         /// Expert-parallel degree.
         ep: u64,
         /// Data-parallel degree.
         dp: u64,
+        /// Context-parallel degree.
+        cp: u64,
     },
     /// A ZeRO stage other than 0 to 3.
     #[error("`zero` must be 0, 1, 2 or 3, not {zero}")]
@@ -253,13 +255,6 @@ pub struct NotDivisible {
 /// Knob combinations refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Unsupported {
-    /// Context parallelism together with expert parallelism.
-    CpWithEp {
-        /// Context-parallel degree.
-        cp: u64,
-        /// Expert-parallel degree.
-        ep: u64,
-    },
     /// Tensor-parallel communication overlap without sequence parallelism.
     TpCommOverlap,
     /// Parameter-gather overlap without the distributed optimizer.
@@ -286,9 +281,6 @@ impl Unsupported {
     /// Why the combination is refused.
     pub fn message(&self) -> String {
         match *self {
-            Unsupported::CpWithEp { cp, ep } => format!(
-                "`cp` = {cp} with ep = {ep}: context parallelism is not modelled together with expert parallelism"
-            ),
             Unsupported::TpCommOverlap => "`overlap` tp-comm needs tp > 1 with sequence parallelism (Megatron-LM asserts \
              `--tp-comm-overlap` only with `--sequence-parallel`)"
                 .into(),
@@ -310,7 +302,6 @@ impl Unsupported {
     /// The knob a strategy file states that the refusal points at.
     pub fn knob(&self) -> &'static str {
         match self {
-            Unsupported::CpWithEp { .. } => "cp",
             Unsupported::TpCommOverlap | Unsupported::ParamGatherOverlap => "overlap",
             Unsupported::InterleavedChunks | Unsupported::ChunksWithoutInterleaving { .. } => {
                 "chunks"
@@ -332,7 +323,7 @@ impl StrategyError {
                 "more devices than any machine"
             }
             StrategyError::EpRange { .. } => "expert-parallel degree out of range",
-            StrategyError::EpDividesDp { .. } => "ep does not divide dp",
+            StrategyError::EpDividesDp { .. } => "ep does not divide dp × cp",
             StrategyError::ZeroStage { .. } => "no such ZeRO stage",
             StrategyError::Unsupported(_) => "knobs not modelled together",
             StrategyError::InterleavedMicrobatches { .. } => {
@@ -420,7 +411,11 @@ mod tests {
                 ep: 3,
                 ..knobs(8, 1, 1)
             }),
-            StrategyError::EpDividesDp { ep: 3, dp: 8 }
+            StrategyError::EpDividesDp {
+                ep: 3,
+                dp: 8,
+                cp: 1
+            }
         );
         assert_eq!(
             e(Knobs {
@@ -458,8 +453,8 @@ mod tests {
                 "`cp` must be at least 1",
             ),
             (
-                StrategyError::EpDividesDp { ep: 3, dp: 8 },
-                "`ep` = 3 must divide dp = 8: expert-parallel groups are part of the data-parallel group",
+                StrategyError::EpDividesDp { ep: 3, dp: 8, cp: 1 },
+                "`ep` = 3 must divide dp × cp = 8 × 1: expert-parallel groups are drawn from the data- and context-parallel ranks",
             ),
             (
                 Unsupported::ZeroOneReplica { zero: 2 }.into(),

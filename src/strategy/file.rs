@@ -123,11 +123,12 @@ pub fn check_knobs(k: &Knobs) -> std::result::Result<(), StrategyError> {
     if k.ep == 0 || k.ep > MAX_DEVICES {
         return Err(StrategyError::EpRange { ep: k.ep });
     }
-    if !k.dp.is_multiple_of(k.ep) {
-        return Err(StrategyError::EpDividesDp { ep: k.ep, dp: k.dp });
-    }
-    if k.cp > 1 && k.ep > 1 {
-        return Err(Unsupported::CpWithEp { cp: k.cp, ep: k.ep }.into());
+    if !k.replicas().is_multiple_of(k.ep) {
+        return Err(StrategyError::EpDividesDp {
+            ep: k.ep,
+            dp: k.dp,
+            cp: k.cp,
+        });
     }
     if k.zero > 3 {
         return Err(StrategyError::ZeroStage { zero: k.zero });

@@ -158,9 +158,14 @@ impl Mesh {
             .expect("every mesh has tp, dp and pp axes")
     }
 
-    /// The tier of an expert-parallel group of `ep` consecutive data-parallel ranks.
+    /// The tier of an expert-parallel group of `ep` ranks. Megatron-Core numbers the expert
+    /// layers' ranks tp-ep-dp-pp over the same devices (its expert `RankGenerator` has cp = 1;
+    /// megatron/core/parallel_state.py, see [`crate::parallel::moe`]): a group is `ep`
+    /// consecutive ranks at the tensor-parallel stride, drawn from the cp × dp ranks,
+    /// context-parallel ones first. Without context parallelism they are `ep` consecutive
+    /// data-parallel ranks.
     pub fn ep_tier(&self, ep: u64) -> Tier {
-        let span = self.axis(AxisKind::Dp).stride * ep;
+        let span = self.axis(AxisKind::Tp).size * ep;
         if ep <= 1 || span <= self.gpus_per_node {
             Tier::Intra
         } else {
@@ -239,6 +244,14 @@ mod tests {
         assert_eq!(m.cp_axis().tier, Tier::Inter);
         assert_eq!(m.grad_axis().size, 4);
         assert_eq!(m.grad_axis().tier, Tier::Inter);
+        // Expert-parallel groups at the tensor-parallel stride, across cp before dp: tp = 2,
+        // cp = 2, ep = 4 spans 8 devices, one node; ep = 8 spans two.
+        let m = Mesh::with_cp(2, 2, 4, 1, 8);
+        assert_eq!(m.ep_tier(4), Tier::Intra);
+        assert_eq!(m.ep_tier(8), Tier::Inter);
+        assert_eq!(Mesh::with_cp(1, 4, 2, 1, 8).ep_tier(8), Tier::Intra);
+        assert_eq!(Mesh::new(2, 8, 1, 8).ep_tier(4), Tier::Intra);
+        assert_eq!(Mesh::new(2, 8, 1, 8).ep_tier(8), Tier::Inter);
         // cp = 1 is the plain mesh.
         assert_eq!(Mesh::with_cp(2, 1, 4, 2, 8), Mesh::new(2, 4, 2, 8));
         assert_eq!(

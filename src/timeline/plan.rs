@@ -300,7 +300,7 @@ fn plan_comm(c: &Comm, bytes: &Rational, name: String) -> PlanComm {
 /// stream — dispatch after the `moe_dispatch` operator and combine before the `moe_combine`
 /// operator in the forward pass, their gradients in reverse in the backward pass, each moving
 /// (ep − 1)/ep of the device's expert slots (nccl-tests doc/PERFORMANCE.md) — its expert
-/// weights' gradients are reduced only among the dp/ep ranks holding the same experts, and a
+/// weights' gradients are reduced only among the dp·cp/ep ranks holding the same experts, and a
 /// device holds 1/ep of the expert weights.
 pub fn strategy_blocks(
     model: &Model,
@@ -353,8 +353,9 @@ pub fn strategy_blocks(
         }
         for (k, c) in block.grads.iter_mut() {
             if c.axis == Axis::Dp && experts.contains(k) {
-                c.bytes =
-                    crate::parallel::moe::expert_grad_allreduce(&c.bytes, knobs.dp, knobs.ep)?;
+                c.bytes = crate::parallel::moe::expert_grad_allreduce(
+                    &c.bytes, knobs.dp, knobs.cp, knobs.ep,
+                )?;
             }
         }
         block.params = &block.params - &n.expert_params + &n.expert_params / &ep;

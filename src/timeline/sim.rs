@@ -77,8 +77,9 @@ fn f(r: &crate::sym::Rational) -> f64 {
     r.to_f64().unwrap_or(f64::MAX)
 }
 
-/// The mesh axis of expert parallelism: `ep` data-parallel ranks next to each other, whose
-/// groups stay in a node while tp × ep devices fit in one.
+/// The mesh axis of expert parallelism: `ep` ranks next to each other at the tensor-parallel
+/// stride (data-parallel ranks, and under context parallelism the cp × dp ranks, context-parallel
+/// ones first: [`Mesh::ep_tier`]), whose groups stay in a node while tp × ep devices fit in one.
 fn expert_axis(mesh: &Mesh, ep: u64) -> MeshAxis {
     let tp = mesh.axis(AxisKind::Tp).size;
     let per_node = (mesh.gpus_per_node / tp.max(1)).clamp(1, ep.max(1));
@@ -99,7 +100,7 @@ struct Ctx<'a> {
     dp: MeshAxis,
     /// The context-parallel ring.
     cp: MeshAxis,
-    /// The expert-parallel groups: `ep` consecutive data-parallel ranks.
+    /// The expert-parallel groups: `ep` consecutive ranks of the cp × dp ones.
     ep: MeshAxis,
     /// Per block, its gradient reductions as floats once (the backward that launches them runs
     /// them for every copy of the block): the operator that makes each ready, and what it does.
