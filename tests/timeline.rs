@@ -1189,7 +1189,10 @@ fn overlap_never_slows_a_step_nor_beats_its_busiest_stream() {
             },
         ];
         if base.zero == 1 {
+            // The weight gather's overlap goes with the gradient reduction's, as Megatron-LM
+            // requires.
             variants.push(Overlap {
+                grad_reduce: true,
                 param_gather: true,
                 ..none
             });
@@ -1237,6 +1240,23 @@ fn overlap_needs_what_megatron_needs() {
         .assert()
         .failure()
         .stderr(predicates::str::contains("--sequence-parallel"));
+    // Megatron-LM asserts `--overlap-param-gather` only with `--overlap-grad-reduce`
+    // (megatron/training/arguments.py, `validate_args`).
+    Command::cargo_bin("symshard")
+        .unwrap()
+        .args([
+            "timeline",
+            "gpt3-125m",
+            "--dp",
+            "2",
+            "--zero",
+            "1",
+            "--overlap-param-gather",
+            "--no-overlap-grad-reduce",
+        ])
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("--overlap-grad-reduce"));
 }
 
 #[test]

@@ -259,6 +259,8 @@ pub enum Unsupported {
     TpCommOverlap,
     /// Parameter-gather overlap without the distributed optimizer.
     ParamGatherOverlap,
+    /// Parameter-gather overlap without the gradient reduction's overlap.
+    ParamGatherWithoutGradReduce,
     /// Interleaving with fewer than two chunks.
     InterleavedChunks,
     /// Interleaving with one stage.
@@ -287,6 +289,9 @@ impl Unsupported {
             Unsupported::ParamGatherOverlap => "`overlap` param-gather needs the distributed optimizer, zero 1 or 2 (Megatron-LM \
              asserts `--overlap-param-gather` only with `--use-distributed-optimizer`)"
                 .into(),
+            Unsupported::ParamGatherWithoutGradReduce => "`overlap` param-gather needs the gradient reduction overlapped too (Megatron-LM \
+             asserts `--overlap-param-gather` only with `--overlap-grad-reduce`): drop `--no-overlap-grad-reduce` or `grad-reduce: false`"
+                .into(),
             Unsupported::InterleavedChunks => "interleaved-1f1b needs `chunks` of at least 2".into(),
             Unsupported::InterleavedOneStage => "`schedule` interleaved-1f1b needs pp > 1: with one stage there is nothing to interleave".into(),
             Unsupported::ZeroOneReplica { zero } => format!(
@@ -302,7 +307,9 @@ impl Unsupported {
     /// The knob a strategy file states that the refusal points at.
     pub fn knob(&self) -> &'static str {
         match self {
-            Unsupported::TpCommOverlap | Unsupported::ParamGatherOverlap => "overlap",
+            Unsupported::TpCommOverlap
+            | Unsupported::ParamGatherOverlap
+            | Unsupported::ParamGatherWithoutGradReduce => "overlap",
             Unsupported::InterleavedChunks | Unsupported::ChunksWithoutInterleaving { .. } => {
                 "chunks"
             }

@@ -139,6 +139,9 @@ pub fn check_knobs(k: &Knobs) -> std::result::Result<(), StrategyError> {
     if k.overlap.param_gather && !(k.zero == 1 || k.zero == 2) {
         return Err(Unsupported::ParamGatherOverlap.into());
     }
+    if k.overlap.param_gather && !k.overlap.grad_reduce {
+        return Err(Unsupported::ParamGatherWithoutGradReduce.into());
+    }
     if k.schedule == Schedule::Interleaved && k.chunks < 2 {
         return Err(Unsupported::InterleavedChunks.into());
     }
