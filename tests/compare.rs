@@ -713,3 +713,24 @@ fn the_command_gives_the_relative_cost_its_formulas() {
         assert!(row["formula_difference"].is_string(), "{name}: {row}");
     }
 }
+
+#[test]
+fn crossover_context_parallelism_two_against_one_in_the_sequence_length() {
+    // Llama 3 8B on 64 devices, dp 32 in both; the remaining factor of 2 as tensor parallelism
+    // with sequence parallelism (cp = 1, A) or as context parallelism (cp = 2, B). Tensor
+    // parallelism moves each layer's whole hidden activations (H wide) in its all-gathers and
+    // reduce-scatters; the ring moves keys and values, KV·D = 1024 wide under grouped-query
+    // attention: both grow linearly with S, the ring more slowly. Tensor parallelism halves the
+    // weights, their gradients' traffic and buffers, which do not grow with S. So cp = 2 starts
+    // beating cp = 1 once the sequence is long enough: from S = 5944 on (every 4th length runs
+    // both; the linear difference's root ≈ 5940.4).
+    let a = "dp=32,tp=2,sp,mbs=1,zero=1";
+    let b = "dp=32,cp=2,mbs=1,zero=1";
+    let c = check_crossover(a, b, 1024, 16384, 4);
+    let intervals = c["intervals"].as_array().unwrap();
+    assert_eq!(intervals.len(), 2, "{intervals:?}");
+    assert_eq!(intervals[0]["winner"], "A");
+    assert_eq!(intervals[0]["to"], "5940");
+    assert_eq!(intervals[1]["from"], "5944");
+    assert_eq!(intervals[1]["winner"], "B");
+}
