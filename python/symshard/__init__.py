@@ -129,8 +129,8 @@ def _opt(v: Any, f: Any) -> Any:
 _STDERR_LOCK = threading.Lock()
 
 
-def _native_call(args: List[str]) -> Tuple[List[str], str]:
-    """The native call's JSON documents and what it wrote to stderr."""
+def _native_call(args: List[str]) -> List[str]:
+    """The native call's JSON documents; what it wrote to stderr is relayed (`_relay`)."""
     with _STDERR_LOCK:
         try:
             sys.stderr.flush()
@@ -139,7 +139,7 @@ def _native_call(args: List[str]) -> Tuple[List[str], str]:
         try:
             saved = os.dup(2)
         except OSError:  # pragma: no cover - a process without descriptor 2
-            return _native.run_json(args), ""
+            return _native.run_json(args)
         try:
             with tempfile.TemporaryFile() as err:
                 os.dup2(err.fileno(), 2)
@@ -148,11 +148,10 @@ def _native_call(args: List[str]) -> Tuple[List[str], str]:
                 finally:
                     os.dup2(saved, 2)
                     err.seek(0)
-                    text = err.read().decode("utf-8", "replace")
-                    _relay(text)
+                    _relay(err.read().decode("utf-8", "replace"))
         finally:
             os.close(saved)
-        return docs, text
+        return docs
 
 
 def _stacklevel() -> int:
@@ -188,7 +187,7 @@ def _relay(text: str) -> None:
 
 def _call(args: List[str], model: Optional["_ModelFile"] = None) -> List[Any]:
     try:
-        docs, _ = _native_call(args)
+        docs = _native_call(args)
     except _native.NativeError as e:
         message, code = e.args[0] if len(e.args) == 1 else e.args
         message = str(message)

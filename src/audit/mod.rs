@@ -82,14 +82,15 @@ impl Report {
         format!("{} checks, {} mismatches", self.checked, self.mismatches)
     }
 
-    /// Every count: rules, splits, cases, checks, mismatches.
-    pub fn long_summary(&self) -> String {
+    /// Every count: rules, splits, cases, checks, mismatches, each written by `count`.
+    pub fn long_summary(&self, count: impl Fn(usize) -> String) -> String {
         format!(
-            "{} rules, {} splits, {} cases, {}",
-            self.rules,
-            self.splits,
-            self.cases,
-            self.summary()
+            "{} rules, {} splits, {} cases, {} checks, {} mismatches",
+            count(self.rules),
+            count(self.splits),
+            count(self.cases),
+            count(self.checked),
+            count(self.mismatches)
         )
     }
 

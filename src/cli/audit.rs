@@ -126,15 +126,7 @@ pub fn render(report: &Report) -> String {
             r.rule, r.split, r.mesh, r.reason
         );
     }
-    let n = |x: usize| super::units::tally(x as u64);
-    let _ = writeln!(
-        s,
-        "audit: {} rules, {} splits, {} cases, {} checks, {} mismatches",
-        n(report.rules),
-        n(report.splits),
-        n(report.cases),
-        n(report.checked),
-        n(report.mismatches)
-    );
+    let count = |x: usize| super::units::tally(x as u64);
+    let _ = writeln!(s, "audit: {}", report.long_summary(count));
     s
 }

@@ -12,7 +12,7 @@ use crate::parallel::{evaluate_strategy, Analysis, Evaluation, Layout};
 use crate::search::versus::{self, Component};
 use crate::strategy::Knobs;
 use crate::sym::{Bindings, Rational};
-use crate::timeline::{Busy, Stream};
+use crate::timeline::Stream;
 use clap::Args;
 use num_traits::{Signed, Zero};
 use serde::Serialize;
@@ -185,7 +185,7 @@ fn seconds_of(
     let busiest = s
         .devices
         .iter()
-        .max_by(|x, y| busy_total(&x.busy).total_cmp(&busy_total(&y.busy)))
+        .max_by(|x, y| x.busy.total().total_cmp(&y.busy.total()))
         .map(|d| d.busy)
         .ok_or_else(|| Error::Usage("the timeline has no devices".into()))?;
     Ok(Seconds {
@@ -324,24 +324,6 @@ fn signed(r: &Rational, f: fn(&Rational) -> String) -> String {
     }
 }
 
-/// A stream's busy seconds. The match names every stream and the table lists
-/// [`Stream::ALL`], so a stream the simulator gains cannot be left out of the table.
-fn stream_busy(b: &Busy, s: Stream) -> f64 {
-    match s {
-        Stream::Compute => b.compute,
-        Stream::TpComm => b.tp_comm,
-        Stream::DpComm => b.dp_comm,
-        Stream::P2p => b.p2p,
-        Stream::EpComm => b.ep_comm,
-        Stream::CpComm => b.cp_comm,
-    }
-}
-
-/// Busy seconds of every stream together.
-fn busy_total(b: &Busy) -> f64 {
-    Stream::ALL.iter().map(|&s| stream_busy(b, s)).sum()
-}
-
 /// Prints a comparison as a table: amounts with units and thousands separators (exact integers
 /// and fractions with `--exact`), the B − A formulas as they are.
 pub fn print_comparison(c: &Comparison) {
@@ -406,8 +388,8 @@ pub fn print_comparison(c: &Comparison) {
         for &s in &Stream::ALL {
             rows.push(seconds(
                 format!("  {} stream busy (s)", s.name()),
-                stream_busy(&sa.busy, s),
-                stream_busy(&sb.busy, s),
+                sa.busy.of(s),
+                sb.busy.of(s),
                 false,
             ));
         }

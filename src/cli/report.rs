@@ -324,23 +324,6 @@ pub fn run(args: ReportArgs) -> Result<(), Error> {
         })
     })
     .collect();
-    // Its collectives as the library lists them, with whether each reduces a gradient.
-    let top_collectives: Vec<Value> = e
-        .comm
-        .iter()
-        .map(|c| {
-            serde_json::json!({
-                "collective": c.collective.name(),
-                "axis": c.axis.name(),
-                "tier": c.tier,
-                "bytes": super::units::exact_text(&c.bytes),
-                "count": c.count,
-                "op": c.op,
-                "tensor": c.tensor,
-                "gradient": c.gradient,
-            })
-        })
-        .collect();
 
     let mut command = vec!["symshard report".to_string(), args.model.clone()];
     command.push(format!("--devices {}", args.devices));
@@ -360,7 +343,6 @@ pub fn run(args: ReportArgs) -> Result<(), Error> {
         capacity_bytes: &limit,
         comm_parts: &Value::Array(comm_parts),
         top_formulas: &Value::Array(top_formulas),
-        top_collectives: &Value::Array(top_collectives),
     })?;
     std::fs::write(&args.output, &html).map_err(|source| Error::Io {
         path: args.output.clone(),

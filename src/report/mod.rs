@@ -39,9 +39,6 @@ pub struct ReportInput<'a> {
     /// itself), as `[{"group", "name", "value", "formula", "why"}]`: `value` exact, `formula` in the
     /// model's symbols or null where none is derived, `why` (or null) why it cannot be one.
     pub top_formulas: &'a Value,
-    /// The top strategy's collectives as the library lists them (`cost`'s `per_device.comm`), as
-    /// `[{"collective", "axis", "tier", "bytes", "count", "op", "tensor", "gradient"}]`.
-    pub top_collectives: &'a Value,
 }
 
 /// Collective kinds in the order the bars stack them, each with its colour within the
@@ -665,13 +662,7 @@ fn ranking_table(rows: &[Value], seconds: bool) -> String {
     h
 }
 
-fn formulas(
-    cost: &Value,
-    top: &Value,
-    top_formulas: &Value,
-    top_collectives: &Value,
-    top_parts: &Value,
-) -> String {
+fn formulas(cost: &Value, top: &Value, top_formulas: &Value, top_parts: &Value) -> String {
     let mut h = String::new();
     h.push_str("<h3>Symbols</h3><table class=\"kv\">");
     if let Some(m) = cost["symbols"].as_object() {
@@ -711,7 +702,8 @@ fn formulas(
     let ep = top["ep"].as_u64().unwrap_or(1);
     let cp = top["cp"].as_u64().unwrap_or(1);
     let list = |v: &Value| v.as_array().cloned().unwrap_or_default();
-    let collectives = list(top_collectives);
+    // The top strategy's collectives as `cost` lists them, as the step runs them.
+    let collectives = list(&cost["per_device"]["comm"]);
     let _ = write!(
         h,
         "<h3>Per device under #1 ({})</h3><p class=\"note\">Each amount of the busiest device in one step as a formula in the model's symbols, with the data- and tensor-parallel sizes and the micro-batch count put in, and its value at the symbols' values above. The formulas are those <code>symshard compare</code> derives, the relative cost's with the calibration's machine balances (κ) as exact fractions, each shown only where it evaluates exactly to the number.</p><table class=\"kv\" id=\"per-device\"><tr><th>amount</th><th>formula in the symbols</th><th>value</th></tr>",
@@ -935,13 +927,7 @@ pub fn html(input: &ReportInput) -> Result<String> {
     let _ = writeln!(
         h,
         "<section><h2>Formulas behind #1</h2>{}</section>",
-        formulas(
-            input.cost,
-            top,
-            input.top_formulas,
-            input.top_collectives,
-            &input.comm_parts[0]
-        )
+        formulas(input.cost, top, input.top_formulas, &input.comm_parts[0])
     );
     let _ = write!(h, "<script>{SCRIPT}</script>\n</body></html>\n");
     Ok(h)

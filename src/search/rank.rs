@@ -254,12 +254,6 @@ type Cache = BTreeMap<NumbersKey, Numbers>;
 /// and whether its gradients are sharded.
 type ChainKey = (NumbersKey, u64, bool);
 
-/// Whether a backward adds its weight gradients to a `1/replicas` shard of the gradient buffer
-/// (ZeRO ≥ 2 over more than one replica) rather than to the whole buffer.
-fn sharded_grads(k: &Knobs) -> bool {
-    k.zero >= 2 && k.replicas() > 1
-}
-
 fn numbers_key(c: &Cand) -> NumbersKey {
     let k = &c.k;
     (k.dp, k.tp, k.microbatches, k.sequence_parallel, k.cp, c.v)
@@ -1089,7 +1083,7 @@ fn rank_by_seconds(
     // fits uses, from the first such strategy in order, built in parallel. The chains depend on
     // the ZeRO stage only through the gradient buffer a backward adds to (the whole one, or
     // under ZeRO ≥ 2 the device's shard), so the key tells those apart.
-    let chain_key = |c: &Cand| (numbers_key(c), c.k.ep, sharded_grads(&c.k));
+    let chain_key = |c: &Cand| (numbers_key(c), c.k.ep, c.k.shards_gradients());
     let mut first: BTreeMap<ChainKey, &Cand> = BTreeMap::new();
     for (c, e) in search.estimates {
         if e.memory <= cap * (1.0 + 1e-6) {

@@ -430,46 +430,36 @@ fn relative_formulas(
         out.push(("compute/HBM traffic (FLOP-equivalents)".into(), hbm));
     }
     // Point-to-point: the stage's output forward and its input's gradient back, under the
-    // pipeline partition the evaluation chose, and under interleaving with v chunks 2·(v − 1)
-    // more layer boundaries (its first layer's).
+    // pipeline partition the evaluation chose (its stages' block copies, in order), and under
+    // interleaving with v chunks 2·(v − 1) more layer boundaries (its first layer's).
     let v = k.virtual_chunks();
     let p2p = if k.pp == 1 {
         Some(Poly::zero())
     } else {
-        let mb = microbatch_bindings(model, values, k);
-        crate::parallel::evaluate::block_numbers(a, &mb)
-            .ok()
-            .and_then(|numbers| {
-                crate::parallel::evaluate::pipeline_stage_counts(
-                    model,
-                    &numbers,
-                    k,
-                    &|tier| crate::parallel::amount::float(&calib.balance(tier)),
-                    crate::parallel::amount::float(&calib.hbm_balance()),
-                    mesh.gpus_per_node,
-                )
-                .ok()
-            })
-            .and_then(|counts| {
-                let s = stage as usize;
-                let boundary = |st: usize| -> Option<Poly> {
-                    let (bi, _) = counts.get(st)?.last()?;
-                    fix(&a.blocks[*bi].boundary_bytes)
-                };
-                let mut p = Poly::zero();
-                if stage + 1 < k.pp {
-                    p += boundary(s)?;
-                }
-                if s > 0 {
-                    p += boundary(s - 1)?;
-                }
-                if v > 1 {
-                    let layer = |bi: usize| model.blocks[bi].repeat != Poly::one();
-                    let (bi, _) = counts.get(s)?.iter().find(|(bi, _)| layer(*bi))?;
-                    p += q(r(2 * (v - 1))) * fix(&a.blocks[*bi].boundary_bytes)?;
-                }
-                Some(&m * p)
-            })
+        let block = |name: &str| a.blocks.iter().position(|b| b.name == name);
+        let items = |st: u64| e.stages.iter().find(|x| x.stage == st).map(|x| &x.items);
+        let boundary = |st: u64| -> Option<Poly> {
+            let (name, _) = items(st)?.last()?;
+            fix(&a.blocks[block(name)?].boundary_bytes)
+        };
+        (|| {
+            let mut p = Poly::zero();
+            if stage + 1 < k.pp {
+                p += boundary(stage)?;
+            }
+            if stage > 0 {
+                p += boundary(stage - 1)?;
+            }
+            if v > 1 {
+                let layer = |bi: &usize| model.blocks[*bi].repeat != Poly::one();
+                let first = items(stage)?
+                    .iter()
+                    .filter_map(|(name, _)| block(name))
+                    .find(layer)?;
+                p += q(r(2 * (v - 1))) * fix(&a.blocks[first].boundary_bytes)?;
+            }
+            Some(&m * p)
+        })()
     };
     let p2p = p2p.filter(|p| check(p, &e.p2p_bytes));
     if let Some(p) = &p2p {

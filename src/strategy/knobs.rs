@@ -204,6 +204,12 @@ impl Knobs {
         self.dp * self.cp
     }
 
+    /// Whether each device keeps only its `1/replicas` shard of the gradients (ZeRO ≥ 2 over
+    /// more than one replica), so that every micro-batch's gradients are reduce-scattered.
+    pub fn shards_gradients(&self) -> bool {
+        self.zero >= 2 && self.replicas() > 1
+    }
+
     /// Micro-batch size as Megatron-LM's `--micro-batch-size` means it: samples per
     /// micro-batch on one data-parallel rank, global batch ÷ (dp × micro-batches); `None` when
     /// that is not a whole number.

@@ -233,7 +233,7 @@ pub fn lower_bound(
     // Sharded gradients (ZeRO 2–3) are reduce-scattered after every micro-batch's backward, on
     // the data-parallel stream that also carries ZeRO 3's gathers; the optimizer step waits for
     // the last of them and ZeRO 2's weight gather follows it on the same stream.
-    if k.zero >= 2 && replicas > 1 {
+    if k.shards_gradients() {
         for d in 0..p {
             let stream = m * reduce(grads[d]) + if k.zero == 3 { gathers[d] } else { 0.0 };
             best = best.max((stream + opt[d] + gather(params[d])) * (1.0 - 1e-9));

@@ -57,6 +57,26 @@ pub struct Busy {
     pub cp_comm: f64,
 }
 
+impl Busy {
+    /// Busy seconds of stream `s` (the match names every stream, so a stream the simulator
+    /// gains cannot be left out of what lists [`Stream::ALL`]).
+    pub fn of(&self, s: Stream) -> f64 {
+        match s {
+            Stream::Compute => self.compute,
+            Stream::TpComm => self.tp_comm,
+            Stream::DpComm => self.dp_comm,
+            Stream::P2p => self.p2p,
+            Stream::EpComm => self.ep_comm,
+            Stream::CpComm => self.cp_comm,
+        }
+    }
+
+    /// Busy seconds of every stream together.
+    pub fn total(&self) -> f64 {
+        Stream::ALL.iter().map(|&s| self.of(s)).sum()
+    }
+}
+
 fn is_zero(x: &f64) -> bool {
     *x == 0.0
 }

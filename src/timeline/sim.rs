@@ -910,7 +910,7 @@ fn run(
     //   during gradient accumulation; Rajbhandari et al. 2020, §5.2): bucket by bucket during
     //   the backward with overlap, after it and before the device goes on without.
     let replicas = k.replicas();
-    let sharded_grads = k.zero >= 2 && replicas > 1;
+    let sharded_grads = k.shards_gradients();
     let overlap = k.overlap.grad_reduce;
     let interleaved = sched_v > 1;
     let cap = bucket_bytes(replicas);
@@ -1226,7 +1226,7 @@ fn run(
                 }
                 if grads_now && sharded_grads {
                     // This micro-batch's gradients leave before the next one adds to the shard.
-                    let end = flush_bucket(&ctx, dev, &mut rec, d, 1.0);
+                    let end = flush_bucket(&ctx, dev, &mut rec, d);
                     if let (Some(end), false) = (end, overlap) {
                         let c = Stream::Compute.index();
                         dev.free[c] = dev.free[c].max(end);
@@ -1334,7 +1334,7 @@ fn run(
     for (d, dev) in devices.iter_mut().enumerate() {
         let ready = (dev.last[Stream::Compute.index()].unwrap_or(0), dev.task_end);
         launch_pending(&ctx, dev, &mut rec, d, None, ready);
-        flush_bucket(&ctx, dev, &mut rec, d, 1.0);
+        flush_bucket(&ctx, dev, &mut rec, d);
         if norm_seconds > 0.0 {
             let ready = dev.free.iter().cloned().fold(0.0, f64::max);
             let deps: Vec<usize> = dev.last.iter().flatten().copied().collect();
@@ -1440,7 +1440,7 @@ fn launch_grads(
                 dev.bucket_full += full;
                 dev.bucket_ready = Some((ready, t));
                 if dev.bucket_full >= cap {
-                    flush_bucket(ctx, dev, rec, d, 1.0);
+                    flush_bucket(ctx, dev, rec, d);
                 }
             }
         }
@@ -1493,18 +1493,12 @@ fn launch_pending(
     }
 }
 
-/// Launches the bucket's gradients in `calls` equal collectives; returns when they end.
-fn flush_bucket(
-    ctx: &Ctx,
-    dev: &mut Device,
-    rec: &mut Recorder,
-    d: usize,
-    calls: f64,
-) -> Option<f64> {
+/// Launches the bucket's gradients in one collective; returns when it ends.
+fn flush_bucket(ctx: &Ctx, dev: &mut Device, rec: &mut Recorder, d: usize) -> Option<f64> {
     let ready = dev.bucket_ready.take()?;
     let wire = std::mem::take(&mut dev.bucket_wire);
     dev.bucket_full = 0.0;
-    Some(reduce_grads(ctx, dev, rec, d, wire, ready, calls))
+    Some(reduce_grads(ctx, dev, rec, d, wire, ready, 1.0))
 }
 
 /// Reduces `wire` bytes of data-parallel gradients (as an all-reduce carries them) in `calls`
