@@ -28,6 +28,7 @@ fn gpt3_175b_1024(c: &mut Criterion) {
         ep: 1,
         cp: 1,
         overlap: Default::default(),
+        precision: Default::default(),
     };
     let layout = Layout {
         sequence_parallel: true,

@@ -163,6 +163,7 @@ fn knobs(microbatches: u64) -> Knobs {
         ep: 1,
         cp: 1,
         overlap: Default::default(),
+        precision: Default::default(),
     }
 }
 

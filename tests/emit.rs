@@ -807,6 +807,7 @@ fn the_fix_help_lists_every_knob_the_parser_takes() {
             "sp" => "on",
             "recompute" => "full",
             "overlap" => "tp-comm",
+            "precision" => "autocast",
             _ => "1",
         };
         let mut s = symshard::search::Steer::default();

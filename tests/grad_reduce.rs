@@ -57,6 +57,7 @@ fn base(dp: u64, tp: u64, pp: u64, cp: u64, m: u64, schedule: Schedule, zero: u8
             grad_reduce: false,
             param_gather: false,
         },
+        precision: Default::default(),
     }
 }
 

@@ -9,7 +9,7 @@ use symshard::model::ModelLoader;
 use symshard::parallel::evaluate::{block_numbers, microbatch_bindings, pipeline_stage_counts};
 use symshard::parallel::{analyse, Layout};
 use symshard::search::{rank, RankOptions};
-use symshard::strategy::{Knobs, Recompute, Schedule, Tier};
+use symshard::strategy::{Knobs, Precision, Recompute, Schedule, Tier};
 use symshard::sym::Rational;
 use symshard::timeline::bound::{chains, lower_bound, virtual_stages};
 use symshard::timeline::{plan_strategy, simulate, simulate_times, time_summary, Rates};
@@ -88,10 +88,21 @@ fn knobs() -> impl Strategy<Value = Knobs> {
         prop::sample::select(vec![Recompute::None, Recompute::Selective, Recompute::Full]),
         0u8..4,
         prop::sample::select(vec![1u64, 2, 4]),
-        (any::<bool>(), any::<bool>(), any::<bool>()),
+        (any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>()),
     )
         .prop_map(
-            |(dp, tp, pp, m, (schedule, chunks), sp, recompute, zero, cp, (tpc, grad, gather))| {
+            |(
+                dp,
+                tp,
+                pp,
+                m,
+                (schedule, chunks),
+                sp,
+                recompute,
+                zero,
+                cp,
+                (tpc, grad, gather, amp),
+            )| {
                 let mut k = Knobs {
                     dp,
                     tp,
@@ -109,6 +120,11 @@ fn knobs() -> impl Strategy<Value = Knobs> {
                     ep: 1,
                     cp,
                     overlap: Default::default(),
+                    precision: if amp {
+                        Precision::Autocast
+                    } else {
+                        Precision::Bf16
+                    },
                 };
                 // Each overlap where the strategy allows it, as `rank --fix overlap=…` sets them.
                 k.overlap.tp_comm = tpc && k.sequence_parallel;

@@ -375,6 +375,7 @@ fn estimates_agree_with_exact_prices() {
                             ep,
                             cp: 1,
                             overlap: Default::default(),
+                            precision: Default::default(),
                         };
                         let layout = Layout {
                             sequence_parallel: sp,

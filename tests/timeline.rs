@@ -13,7 +13,7 @@ use symshard::diag::Source;
 use symshard::model::ModelLoader;
 use symshard::parallel::{Evaluation, Layout};
 use symshard::rules::CollectiveKind;
-use symshard::strategy::{AxisKind, Knobs, Recompute, Schedule};
+use symshard::strategy::{AxisKind, Knobs, Precision, Recompute, Schedule};
 use symshard::sym::Rational;
 use symshard::timeline::nccl::{fit, parse_log};
 use symshard::timeline::*;
@@ -34,6 +34,7 @@ fn knobs(dp: u64, tp: u64, pp: u64, m: u64, schedule: Schedule, chunks: u64) -> 
         ep: 1,
         cp: 1,
         overlap: Default::default(),
+        precision: Default::default(),
     }
 }
 
@@ -71,7 +72,14 @@ fn strategies() -> Vec<Knobs> {
     v.push(sel);
     let mut z3 = knobs(4, 2, 1, 2, Schedule::OneFOneB, 1);
     z3.zero = 3;
-    v.push(z3);
+    v.push(z3.clone());
+    // fp32 weights under autocast: fp32 gradients reduced, fp32 weights gathered.
+    for zero in [0, 1, 3] {
+        let mut amp = knobs(4, 1, 1, 2, Schedule::OneFOneB, 1);
+        amp.zero = zero;
+        amp.precision = Precision::Autocast;
+        v.push(amp);
+    }
     v
 }
 
@@ -1442,10 +1450,14 @@ fn each_micro_batch_adds_its_weight_gradients_to_the_fp32_buffer() {
     let params = 5.0e7;
     let pass = rates.memory_seconds(8.0 * params);
     assert!(pass > 0.0);
-    assert_eq!(grad_accumulation_bytes(params, 0, 8), 8.0 * params);
-    assert_eq!(grad_accumulation_bytes(params, 1, 8), 8.0 * params);
-    assert_eq!(grad_accumulation_bytes(params, 2, 8), params);
-    assert_eq!(grad_accumulation_bytes(params, 3, 4), 2.0 * params);
+    let at = |zero: u8, dp: u64| Knobs {
+        zero,
+        ..Knobs::data_parallel(dp)
+    };
+    assert_eq!(grad_accumulation_bytes(params, &at(0, 8)), 8.0 * params);
+    assert_eq!(grad_accumulation_bytes(params, &at(1, 8)), 8.0 * params);
+    assert_eq!(grad_accumulation_bytes(params, &at(2, 8)), params);
+    assert_eq!(grad_accumulation_bytes(params, &at(3, 4)), 2.0 * params);
     for m in [1u64, 4] {
         let bare = uniform(1, m, Schedule::OneFOneB, 1, 3);
         let mut weighted = bare.clone();
@@ -1466,6 +1478,52 @@ fn each_micro_batch_adds_its_weight_gradients_to_the_fp32_buffer() {
         assert_eq!(chains_a[0][0], chains_b[0][0]);
         assert!((chains_b[0][1] - chains_a[0][1] - pass).abs() < 1e-12);
     }
+}
+
+/// Under autocast (fp32 weights, `torch.autocast`) each forward casts every weight to bf16 (6
+/// bytes per element: fp32 read, bf16 written), and each backward casts the bf16 weight
+/// gradient back to fp32 (6 bytes, every element) before autograd adds it to `.grad` (12
+/// bytes: two fp32 reads, one write; the 1/replicas share under ZeRO ≥ 2). The forward pass
+/// pays the cast, the backward the rest, once per micro-batch each, and the optimizer step
+/// has no master-to-model copy.
+#[test]
+fn autocast_casts_weights_every_forward_and_gradients_every_backward() {
+    let rates = Rates::of(&Calibration::reference().unwrap());
+    let params = 5.0e7;
+    let at = |zero: u8, dp: u64| Knobs {
+        zero,
+        precision: Precision::Autocast,
+        ..Knobs::data_parallel(dp)
+    };
+    assert_eq!(grad_accumulation_bytes(params, &at(0, 8)), 18.0 * params);
+    assert_eq!(grad_accumulation_bytes(params, &at(1, 8)), 18.0 * params);
+    assert_eq!(grad_accumulation_bytes(params, &at(2, 4)), 9.0 * params);
+    let cast = rates.memory_seconds(6.0 * params);
+    let back = rates.memory_seconds(18.0 * params);
+    for m in [1u64, 4] {
+        let mut bare = uniform(1, m, Schedule::OneFOneB, 1, 3);
+        bare.knobs.precision = Precision::Autocast;
+        let mut weighted = bare.clone();
+        weighted.blocks[0].ops[0].params = Rational::from_integer(50_000_000.into());
+        let a = simulate(&bare, &rates, 8).unwrap();
+        let b = simulate(&weighted, &rates, 8).unwrap();
+        let extra = b.flush - a.flush;
+        let want = 3.0 * m as f64 * (cast + back);
+        assert!(
+            (extra - want).abs() < 1e-9 * want.max(1.0),
+            "m={m}: {extra} vs {want}"
+        );
+        let chains_a = pass_chains(&bare, &rates, 8);
+        let chains_b = pass_chains(&weighted, &rates, 8);
+        assert!((chains_b[0][0] - chains_a[0][0] - cast).abs() < 1e-12);
+        assert!((chains_b[0][1] - chains_a[0][1] - back).abs() < 1e-12);
+    }
+    // The optimizer step: Adam over fp32 weights has no copy into bf16 model weights.
+    let bf16 = optimizer_seconds(params, &Knobs::data_parallel(1), 1, &rates);
+    let amp = optimizer_seconds(params, &at(0, 1), 1, &rates);
+    assert!(
+        (bf16 - amp - rates.op_seconds(0.0, 6.0 * params, KernelClass::Other, 1)).abs() < 1e-12
+    );
 }
 
 /// Under sequence parallelism the layer input that the query, key and value projections read

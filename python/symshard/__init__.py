@@ -495,6 +495,10 @@ class RankRow:
     #: The communication overlaps the row runs with: ``{"tp-comm": …, "grad-reduce": …,
     #: "param-gather": …}`` (``rank(..., overlap="all")`` turns them on where they apply).
     overlap: Dict[str, bool] = field(default_factory=dict)
+    #: How weights and gradients are kept in mixed precision: ``"bf16"`` (bf16 weights, fp32
+    #: master copy) or ``"autocast"`` (fp32 weights under ``torch.autocast``;
+    #: ``rank(..., precision="autocast")``).
+    precision: str = "bf16"
 
     @staticmethod
     def _from(d: Mapping[str, Any]) -> "RankRow":
@@ -519,6 +523,7 @@ class RankRow:
             reason=d.get("reason"),
             iteration_seconds=d.get("iteration_seconds"),
             overlap=dict(d.get("overlap", {})),
+            precision=d.get("precision", "bf16"),
         )
 
     def knobs(self) -> Dict[str, Any]:
@@ -544,6 +549,8 @@ class RankRow:
             k["overlap_param_gather"] = True
         if not self.overlap.get("grad-reduce", True):
             k["no_overlap_grad_reduce"] = True
+        if self.precision != "bf16":
+            k["precision"] = self.precision
         return k
 
 
@@ -905,6 +912,7 @@ _FIX_KNOBS: Dict[str, str] = {
     "sequence_parallel": "sp",
     "recompute": "recompute",
     "overlap": "overlap",
+    "precision": "precision",
 }
 # Knobs `--max` caps: `max_tp=8` or `max={"tp": 8}`.
 _MAX_KNOBS = ("dp", "tp", "pp", "ep", "cp", "mbs", "micro_batch_size", "microbatches", "chunks", "zero")

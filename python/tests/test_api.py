@@ -348,6 +348,16 @@ def test_rank_takes_knobs_as_keywords(cli):
     # …and to compare, which prices the same strategy on both sides.
     c = symshard.compare("gpt3-1.3b", rows[0], rows[0])
     assert "overlap=tp-comm,param-gather" in c.raw["a"]["strategy"], c.raw["a"]
+    # Mixed precision travels the same way: fixed in the search, stated by each row, carried
+    # by its knobs to the timeline and to compare.
+    rows = same(
+        symshard.rank("gpt3-1.3b", devices=16, top=2, precision="autocast"),
+        "--fix", "precision=autocast",
+    )
+    assert rows and all(r.precision == "autocast" for r in rows)
+    assert rows[0].knobs()["precision"] == "autocast"
+    c = symshard.compare("gpt3-1.3b", rows[0], rows[0])
+    assert "precision=autocast" in c.raw["a"]["strategy"], c.raw["a"]
     with pytest.raises(TypeError, match="'tensor_parallel'"):
         symshard.rank("gpt3-1.3b", devices=16, tensor_parallel=2)
     with pytest.raises(TypeError, match="'max_schedule'"):

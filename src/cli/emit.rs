@@ -6,7 +6,7 @@ use crate::error::Error;
 use crate::model::{AttentionMode, Model};
 use crate::parallel::{analyse, Evaluation, Layout};
 use crate::search::RankedRow;
-use crate::strategy::{Knobs, Recompute, Schedule};
+use crate::strategy::{Knobs, Precision, Recompute, Schedule};
 use crate::sym::{Bindings, Poly, Rational};
 use serde::Serialize;
 
@@ -550,6 +550,11 @@ fn megatron(
     if model.dtype_bytes == 2 {
         a.push(("--bf16", None));
     }
+    if k.precision == Precision::Autocast {
+        warnings.push(
+            "the row was priced with fp32 weights under torch.autocast (precision=autocast), which Megatron-LM does not run: --bf16 keeps bf16 weights with an fp32 master copy, so its memory and time differ from the row".into(),
+        );
+    }
     Ok((a.0, warnings))
 }
 
@@ -665,6 +670,11 @@ fn torchtitan(
             even(k.pp * v)
         }
     };
+    if k.precision == Precision::Autocast {
+        warnings.push(
+            "the row was priced with fp32 weights under torch.autocast (precision=autocast); torchtitan's FSDP casts its parameters to `training.mixed_precision_param` (bfloat16 by default) instead, so its memory and time differ from the row".into(),
+        );
+    }
     let (mbs, b) = micro_batch_size(model, values, k)?;
     let s = role_value(values, model.roles.sequence.as_ref());
     let local = &b / Rational::from_integer(k.dp.into());

@@ -187,6 +187,9 @@ struct Row {
     /// The communication overlaps it runs with (`--fix overlap=…`; Megatron-LM's defaults
     /// otherwise: only the gradient reduction overlapped).
     overlap: crate::strategy::Overlap,
+    /// How weights and gradients are kept in mixed precision (`--fix precision=…`; bf16
+    /// otherwise).
+    precision: crate::strategy::Precision,
     #[serde(serialize_with = "crate::sym::ser_rational")]
     relative_cost: Rational,
     relative: crate::parallel::RelativeCost,
@@ -367,6 +370,7 @@ fn row_of(r: &crate::search::RankedRow, batch: &Rational) -> Row {
         ep: k.ep,
         cp: k.cp,
         overlap: k.overlap,
+        precision: k.precision,
         relative_cost: e.relative.total.clone(),
         relative: e.relative.clone(),
         memory_per_device: e.memory.total.clone(),

@@ -65,6 +65,12 @@ pub struct StrategyFlags {
     /// during it (Megatron-LM without `--overlap-grad-reduce`).
     #[arg(long)]
     pub no_overlap_grad_reduce: bool,
+    /// Mixed precision: bf16 (bf16 weights, fp32 master copy and gradient buffer; Megatron-LM,
+    /// DeepSpeed) or autocast (fp32 weights under torch.autocast: each forward casts every
+    /// weight to bf16, each backward casts its gradient back and adds it to `.grad`, and
+    /// data-parallel collectives move fp32).
+    #[arg(long, value_name = "PRECISION")]
+    pub precision: Option<crate::strategy::Precision>,
     /// Devices per node (default: the calibration's, 8 for the reference machine).
     #[arg(long)]
     pub gpus_per_node: Option<u64>,
@@ -110,6 +116,7 @@ impl StrategyFlags {
             || self.tp_comm_overlap
             || self.overlap_param_gather
             || self.no_overlap_grad_reduce
+            || self.precision.is_some()
     }
 
     /// The machine named by `--calib`, or the reference.
@@ -249,6 +256,9 @@ impl StrategyFlags {
         if self.no_overlap_grad_reduce {
             knobs.overlap.grad_reduce = false;
         }
+        if let Some(p) = self.precision {
+            knobs.precision = p;
+        }
         let calib = self.calibration()?;
         if let Some(g) = self.gpus_per_node {
             gpn = Some(g);
@@ -298,7 +308,7 @@ impl StrategyFlags {
 /// strategy flags, with the vocabulary and error messages of `rank --fix` (the same parser):
 ///
 /// * items are separated by commas or spaces; each is `KNOB=VALUE` with a knob of `--fix` (dp, tp,
-///   pp, ep, cp, mbs, microbatches, chunks, zero, schedule, sp, recompute);
+///   pp, ep, cp, mbs, microbatches, chunks, zero, schedule, sp, recompute, precision);
 /// * a bare `sp` means `sp=on`; a bare schedule name (`gpipe`, `1f1b`, `interleaved-1f1b`)
 ///   means `schedule=` it, and `interleaved-1f1b(v=2)` (as `rank` prints it) adds `chunks=2`;
 /// * the bare words `tp-comm-overlap`, `overlap-param-gather` and `no-overlap-grad-reduce` are
@@ -373,7 +383,9 @@ pub fn knob_string(text: &str, what: &str) -> Result<StrategyFlags, Error> {
         tp_comm_overlap,
         overlap_grad_reduce,
         overlap_param_gather,
+        precision,
     } = steer;
+    flags.precision = precision;
     flags.tp_comm_overlap |= tp_comm_overlap == Some(true);
     flags.overlap_param_gather |= overlap_param_gather == Some(true);
     flags.no_overlap_grad_reduce |= overlap_grad_reduce == Some(false);

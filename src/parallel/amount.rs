@@ -6,7 +6,7 @@
 
 use super::evaluate::{GRAD_ACCUMULATION_BYTES, GRAD_BYTES, OPTIMIZER_BYTES, WEIGHT_BYTES};
 use crate::rules::CollectiveKind;
-use crate::strategy::{Knobs, Recompute, Schedule};
+use crate::strategy::{Knobs, Precision, Recompute, Schedule};
 use crate::sym::Rational;
 use num_traits::{ToPrimitive, Zero};
 use std::ops::{Add, Div, Mul, Sub};
@@ -48,25 +48,66 @@ pub fn float(x: &Rational) -> f64 {
 }
 
 /// Bytes per parameter element of the weights, gradients and optimizer state, and the ZeRO
-/// stage from which each is sharded over the replicas (Rajbhandari et al. 2020).
-const STATE: [(u64, u8); 3] = [
-    (WEIGHT_BYTES as u64, 3),
-    (GRAD_BYTES as u64, 2),
-    (OPTIMIZER_BYTES as u64, 1),
-];
+/// stage from which each is sharded over the replicas (Rajbhandari et al. 2020): bf16 weights
+/// and gradients with fp32 master weights and moments (2 + 2 + 12) under the bf16 recipe;
+/// fp32 weights and gradients and two fp32 moments, no separate master copy (4 + 4 + 8), under
+/// autocast.
+pub fn state_bytes(p: Precision) -> [(u64, u8); 3] {
+    match p {
+        Precision::Bf16 => [
+            (WEIGHT_BYTES as u64, 3),
+            (GRAD_BYTES as u64, 2),
+            (OPTIMIZER_BYTES as u64, 1),
+        ],
+        Precision::Autocast => [(4, 3), (4, 2), (8, 1)],
+    }
+}
+
+/// HBM bytes per parameter element that autocast's forward spends casting a weight to bf16
+/// (the fp32 weight read, the bf16 copy written): `torch.autocast` casts the weight of every
+/// matmul it runs in bf16, once per autocast region (its cast cache is cleared when the region
+/// exits), so once per forward of each micro-batch and again in a recomputed forward.
+pub const AUTOCAST_CAST_BYTES: u64 = 6;
 
 /// HBM bytes per micro-batch of adding the weight gradients of `params` parameter elements of
-/// one device to its fp32 gradient buffer ([`GRAD_ACCUMULATION_BYTES`] each): all of them, or
-/// the `1/replicas` share a device keeps when gradients are sharded (ZeRO ≥ 2). The relative
-/// cost prices these bytes at κ_hbm; the timeline times them as a streaming pass after each
-/// weight-bearing operator.
-pub fn grad_accumulation<T: Amount>(params: T, zero: u8, replicas: u64) -> T {
-    let share = if zero >= 2 {
-        params / T::int(replicas.max(1))
+/// one device to its gradient buffer: all of them, or the `1/replicas` share a device keeps
+/// when gradients are sharded (ZeRO ≥ 2). The relative cost prices these bytes at κ_hbm; the
+/// timeline times them as a streaming pass after each weight-bearing operator.
+///
+/// * bf16: [`GRAD_ACCUMULATION_BYTES`] per element, the fp32 buffer read and written back;
+/// * autocast: the bf16 weight gradient cast to fp32 by the weight cast's backward
+///   ([`AUTOCAST_CAST_BYTES`], on every element: the cast runs before any reduction) and added
+///   to the fp32 `.grad` by autograd's gradient accumulation (12 bytes: both fp32 operands
+///   read, the sum written).
+pub fn grad_accumulation<T: Amount>(params: T, k: &Knobs) -> T {
+    let share = if k.zero >= 2 {
+        params.clone() / T::int(k.replicas().max(1))
     } else {
-        params
+        params.clone()
     };
-    share * T::int(GRAD_ACCUMULATION_BYTES as u64)
+    match k.precision {
+        Precision::Bf16 => share * T::int(GRAD_ACCUMULATION_BYTES as u64),
+        Precision::Autocast => params * T::int(AUTOCAST_CAST_BYTES) + share * T::int(12),
+    }
+}
+
+/// Bytes per parameter element that a micro-batch in flight keeps under autocast: the bf16
+/// copy of each weight its forward cast, saved by autograd for the backward's input gradient.
+pub fn weight_cast_saved(k: &Knobs) -> u64 {
+    match k.precision {
+        Precision::Bf16 => 0,
+        Precision::Autocast => 2,
+    }
+}
+
+/// HBM bytes per micro-batch that a forward pass spends casting the weights of `params`
+/// parameter elements of one device (gathered, under ZeRO 3) to bf16: none under bf16,
+/// [`AUTOCAST_CAST_BYTES`] each under autocast.
+pub fn weight_cast<T: Amount>(params: T, k: &Knobs) -> T {
+    match k.precision {
+        Precision::Bf16 => T::zero(),
+        Precision::Autocast => params * T::int(AUTOCAST_CAST_BYTES),
+    }
 }
 
 /// How a step runs the data-parallel reduction of the gradients, in all-reduce units (an
@@ -85,14 +126,13 @@ pub fn grad_accumulation<T: Amount>(params: T, zero: u8, replicas: u64) -> T {
 /// Each part is (collective, calls per step of each gradient's reduction, share of the
 /// all-reduce's bytes per call).
 pub fn zero_reduction(k: &Knobs) -> Vec<(CollectiveKind, u64, Rational)> {
-    let half = Rational::new(1.into(), 2.into());
+    // Shares of the rules' bf16 gradient all-reduce: fp32 gradients and weights (autocast)
+    // move twice its bytes.
+    let f = Rational::from_integer(k.precision.wire_factor().into());
+    let half = Rational::new(1.into(), 2.into()) * &f;
     let m = k.microbatches.max(1);
     match k.zero {
-        0 => vec![(
-            CollectiveKind::AllReduce,
-            1,
-            Rational::from_integer(1.into()),
-        )],
+        0 => vec![(CollectiveKind::AllReduce, 1, f)],
         1 => vec![
             (CollectiveKind::ReduceScatter, 1, half.clone()),
             (CollectiveKind::AllGather, 1, half),
@@ -112,10 +152,11 @@ pub fn zero_reduction(k: &Knobs) -> Vec<(CollectiveKind, u64, Rational)> {
 /// parts, 1 for ZeRO 0–1, (m + 1)/2 for ZeRO 2 and 3m/2 for ZeRO 3.
 pub fn dp_traffic_factor<T: Amount>(k: &Knobs) -> T {
     let m = k.microbatches.max(1);
+    let f = k.precision.wire_factor();
     match k.zero {
-        0 | 1 => T::int(1),
-        2 => T::ratio(m + 1, 2),
-        _ => T::ratio(3 * m, 2),
+        0 | 1 => T::int(f),
+        2 => T::ratio(f * (m + 1), 2),
+        _ => T::ratio(f * 3 * m, 2),
     }
 }
 
@@ -360,7 +401,7 @@ impl<T: Amount> BlockCost<T> {
     /// gradients to the fp32 gradient buffer ([`grad_accumulation`]).
     pub fn hbm_traffic(&self, k: &Knobs) -> T {
         let params = self.params.clone() + self.params_expert.clone();
-        self.hbm.clone() + grad_accumulation(params, k.zero, k.replicas())
+        self.hbm.clone() + weight_cast(params.clone(), k) + grad_accumulation(params, k)
     }
 
     /// FLOP-equivalents of a stage's compute for `m` micro-batches (these summed costs):
@@ -394,7 +435,7 @@ impl<T: Amount> BlockCost<T> {
     /// ZeRO over dp·cp, expert state over the dp·cp/ep ranks that hold the same experts
     /// (Megatron-Core's expert-data-parallel group; `ep` divides dp·cp).
     pub fn state(&self, k: &Knobs) -> [T; 3] {
-        STATE.map(|(bytes, stage)| {
+        state_bytes(k.precision).map(|(bytes, stage)| {
             let (dense, experts) = if k.zero >= stage {
                 (T::int(k.replicas()), T::int(k.replicas() / k.ep))
             } else {
@@ -409,7 +450,11 @@ impl<T: Amount> BlockCost<T> {
     /// recomputation the largest layer's activations again (`full_layer_saved`) while it is
     /// recomputed.
     pub fn activations(&self, k: &Knobs, v: u64, s: usize, full_layer_saved: &T) -> T {
-        let mut act = self.saved.clone() * in_flight(k, v, s);
+        // Under autocast each micro-batch's graph keeps its bf16 copies of the weights for the
+        // backward's input gradients.
+        let saved = self.saved.clone()
+            + (self.params.clone() + self.params_expert.clone()) * T::int(weight_cast_saved(k));
+        let mut act = saved * in_flight(k, v, s);
         if k.recompute == Recompute::Full {
             act = act + full_layer_saved.clone();
         }

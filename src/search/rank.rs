@@ -649,6 +649,7 @@ pub fn rank_with_progress(
                     ep: 1,
                     cp,
                     overlap: Default::default(),
+                    precision: steer.precision.unwrap_or_default(),
                 };
                 if let Err(e) = check_model_limits(model, values, &base) {
                     jobs.push((done, Job::Reject(e.into())));

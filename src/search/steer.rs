@@ -2,7 +2,7 @@
 //! `--max tp=8`), and memory given with units (`75GB`, `80GiB`) or as headroom (`10%`).
 
 use super::error::SteerError;
-use crate::strategy::{Knobs, Overlap, Recompute, Schedule};
+use crate::strategy::{Knobs, Overlap, Precision, Recompute, Schedule};
 use crate::sym::Rational;
 use num_traits::{One, Zero};
 use std::fmt;
@@ -63,6 +63,9 @@ pub struct Steer {
     /// The distributed optimizer's weight gather overlapped with the next forward pass
     /// (`--overlap-param-gather`), where it applies (ZeRO 1–2 over more than one replica).
     pub overlap_param_gather: Option<bool>,
+    /// How weights and gradients are kept in mixed precision (`--fix precision=autocast`;
+    /// bf16 unless fixed).
+    pub precision: Option<Precision>,
 }
 
 /// The knob names `--fix` and `--max` accept, with what each means.
@@ -85,6 +88,10 @@ pub const KNOBS: &[(&str, &str)] = &[
     (
         "overlap",
         "tp-comm, param-gather, grad-reduce, no-grad-reduce, all or none, joined by + (--fix only; each applies where the strategy allows it)",
+    ),
+    (
+        "precision",
+        "bf16 (bf16 weights, fp32 master copy) or autocast (fp32 weights under torch.autocast) (--fix only)",
     ),
 ];
 
@@ -135,6 +142,11 @@ impl Steer {
                         _ => return Err(bad("expected on or off")),
                     };
                     set_once(&mut self.sequence_parallel, on, || bad("given twice"))?;
+                }
+                "precision" => {
+                    let p = Precision::from_name(value)
+                        .ok_or_else(|| bad("unknown precision (bf16, autocast)"))?;
+                    set_once(&mut self.precision, p, || bad("given twice"))?;
                 }
                 "recompute" => {
                     let r = Recompute::from_name(value)
@@ -192,6 +204,7 @@ impl Steer {
                     | "sequence_parallel"
                     | "recompute"
                     | "overlap"
+                    | "precision"
             ) {
                 return Err(SteerError::BadValue {
                     flag: flag.into(),
@@ -345,6 +358,7 @@ impl Steer {
                 .sequence_parallel
                 .is_none_or(|sp| sp == k.sequence_parallel)
             && self.recompute.is_none_or(|r| r == k.recompute)
+            && self.precision.is_none_or(|p| p == k.precision)
     }
 
     /// The constraints as `--fix`/`--max` would state them.
@@ -382,6 +396,9 @@ impl Steer {
         }
         if !overlaps.is_empty() {
             fix.push(format!("overlap={}", overlaps.join("+")));
+        }
+        if let Some(p) = self.precision {
+            fix.push(format!("precision={p}"));
         }
         let mut out = Vec::new();
         if !fix.is_empty() {

@@ -14,7 +14,6 @@ use super::error::SearchError;
 use crate::calib::Calibration;
 use crate::model::Model;
 use crate::parallel::evaluate::microbatch_bindings;
-use crate::parallel::evaluate::GRAD_ACCUMULATION_BYTES;
 use crate::parallel::{Analysis, Evaluation};
 use crate::rules::law::CollectiveKind;
 use crate::rules::FlopClass;
@@ -290,7 +289,7 @@ fn formulas(
             }
         }
         // ZeRO shards over every rank holding the same weights: dp × cp.
-        let shard = |bytes: i64, stage: u8| {
+        let shard = |bytes: u64, stage: u8| {
             let div = if k.zero >= stage {
                 r(k.replicas())
             } else {
@@ -298,15 +297,11 @@ fn formulas(
             };
             &params * Poly::constant(Rational::from_integer(bytes.into()) / div)
         };
-        use crate::parallel::evaluate::{GRAD_BYTES, OPTIMIZER_BYTES, WEIGHT_BYTES};
+        let [(wb, ws), (gb, gs), (ob, os)] = crate::parallel::amount::state_bytes(k.precision);
         for (name, p, want) in [
-            ("weights", shard(WEIGHT_BYTES, 3), &e.memory.params),
-            ("gradients", shard(GRAD_BYTES, 2), &e.memory.grads),
-            (
-                "optimizer state",
-                shard(OPTIMIZER_BYTES, 1),
-                &e.memory.optimizer,
-            ),
+            ("weights", shard(wb, ws), &e.memory.params),
+            ("gradients", shard(gb, gs), &e.memory.grads),
+            ("optimizer state", shard(ob, os), &e.memory.optimizer),
         ] {
             if check(&p, want) {
                 out.push((name.into(), p));
@@ -351,7 +346,9 @@ fn formulas(
         let v = k.virtual_chunks();
         let flight: Rational = crate::parallel::amount::in_flight(k, v, fullest.stage as usize);
         if let (Some(x), Some(y)) = (saved, again) {
-            let act = x * Poly::constant(flight) + y;
+            // Under autocast each micro-batch in flight also keeps its bf16 weight copies.
+            let casts = &params * Poly::constant(r(crate::parallel::amount::weight_cast_saved(k)));
+            let act = (x + casts) * Poly::constant(flight) + y;
             if check(&act, &e.memory.activations) {
                 let state: Option<Poly> = ["weights", "gradients", "optimizer state"]
                     .iter()
@@ -417,11 +414,10 @@ fn relative_formulas(
     let busiest = e.stages.iter().find(|s| s.stage == stage);
     // HBM: the operators' bytes and the weight gradients added to the fp32 buffer each
     // micro-batch (the 1/replicas share kept under ZeRO ≥ 2).
-    let acc = if k.zero >= 2 {
-        Rational::from_integer(GRAD_ACCUMULATION_BYTES.into()) / r(k.replicas().max(1))
-    } else {
-        Rational::from_integer(GRAD_ACCUMULATION_BYTES.into())
-    };
+    // Both are linear in the parameters: their bytes per parameter element.
+    let one = Rational::one();
+    let acc = crate::parallel::amount::grad_accumulation(one.clone(), k)
+        + crate::parallel::amount::weight_cast(one, k);
     let hbm = q(calib.hbm_balance()) * &m * (&t.hbm + q(acc) * &t.params);
     let hbm_ok = busiest.is_some_and(|s| check(&hbm, &s.hbm_cost));
     let compute = flops + &hbm;

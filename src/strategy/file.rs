@@ -46,6 +46,8 @@ pub struct StrategyFile {
     #[serde(default)]
     overlap: crate::strategy::Overlap,
     #[serde(default)]
+    precision: crate::strategy::Precision,
+    #[serde(default)]
     gpus_per_node: Option<u64>,
     #[serde(default)]
     splits: UniqueMap<String>,
@@ -266,6 +268,7 @@ impl StrategyFile {
             ep: f.ep,
             cp: f.cp,
             overlap: f.overlap,
+            precision: f.precision,
         };
         check_knobs(&knobs).map_err(|e| err(e.knob().unwrap_or("dp"), e.to_string()))?;
         if let Some(g) = f.gpus_per_node {

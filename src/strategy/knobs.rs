@@ -74,6 +74,64 @@ impl fmt::Display for Recompute {
     }
 }
 
+/// How mixed-precision training keeps and moves its weights and gradients.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Precision {
+    /// bf16 model weights and gradients with fp32 master weights in the optimizer, weight
+    /// gradients added into an fp32 buffer by the GEMM itself (Megatron-LM `--bf16` with
+    /// `--gradient-accumulation-fusion`, DeepSpeed bf16, PyTorch FSDP with
+    /// `MixedPrecision(param_dtype=torch.bfloat16)`).
+    #[default]
+    Bf16,
+    /// fp32 model weights under `torch.autocast(dtype=torch.bfloat16)` (PyTorch AMP; PyTorch
+    /// Lightning `precision: bf16`/`bf16-mixed`; Hugging Face Trainer `bf16=True`): every
+    /// matmul casts its fp32 weight to bf16 in each forward (autocast's cast cache lives for one
+    /// autocast region, one forward), the bf16 weight gradient is cast back to fp32 and added to
+    /// `.grad` by separate kernels, and data-parallel collectives move fp32 gradients (DDP) and
+    /// fp32 weights (FSDP without a bf16 `param_dtype`).
+    Autocast,
+}
+
+impl Precision {
+    /// Parses `bf16` or `autocast`.
+    pub fn from_name(s: &str) -> Option<Precision> {
+        match s {
+            "bf16" => Some(Precision::Bf16),
+            "autocast" => Some(Precision::Autocast),
+            _ => None,
+        }
+    }
+
+    /// Bytes per model weight element (what a ZeRO-3 gather or ZeRO-1's weight gather moves).
+    pub fn weight_bytes(self) -> u64 {
+        match self {
+            Precision::Bf16 => 2,
+            Precision::Autocast => 4,
+        }
+    }
+
+    /// How many times the operator rules' bf16 gradient bytes the data-parallel collectives
+    /// move: 2 when gradients and weights are fp32.
+    pub fn wire_factor(self) -> u64 {
+        match self {
+            Precision::Bf16 => 1,
+            Precision::Autocast => 2,
+        }
+    }
+}
+
+impl fmt::Display for Precision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Precision::Bf16 => "bf16",
+            Precision::Autocast => "autocast",
+        })
+    }
+}
+
 /// Which communication overlaps the computation it sits next to, as Megatron-LM's flags name
 /// them. The default is PyTorch DDP's behaviour: gradient reductions overlap the backward pass,
 /// nothing else overlaps.
@@ -163,6 +221,9 @@ pub struct Knobs {
     /// collective).
     #[serde(default)]
     pub overlap: Overlap,
+    /// How weights and gradients are kept in mixed precision (bf16 unless stated).
+    #[serde(default)]
+    pub precision: Precision,
 }
 
 impl Knobs {
@@ -181,6 +242,7 @@ impl Knobs {
             ep: 1,
             cp: 1,
             overlap: Overlap::default(),
+            precision: Precision::Bf16,
         }
     }
 
@@ -287,7 +349,11 @@ impl fmt::Display for Knobs {
         if self.cp > 1 {
             write!(f, " cp={}", self.cp)?;
         }
-        write!(f, "{}", self.overlap)
+        write!(f, "{}", self.overlap)?;
+        if self.precision != Precision::Bf16 {
+            write!(f, " precision={}", self.precision)?;
+        }
+        Ok(())
     }
 }
 

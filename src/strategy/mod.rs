@@ -10,5 +10,5 @@ pub use file::{
     check_knobs, check_nodes, load_strategy, parse_strategy, StrategyArgs, StrategyFile,
     MAX_DEVICES, MAX_GPUS_PER_NODE,
 };
-pub use knobs::{Knobs, Overlap, Recompute, Schedule};
+pub use knobs::{Knobs, Overlap, Precision, Recompute, Schedule};
 pub use mesh::{AxisKind, Mesh, MeshAxis, Tier};

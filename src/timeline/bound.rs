@@ -24,7 +24,6 @@ use super::plan::{strategy_blocks, PlanBlock, TimingPlan, FORMAT};
 use super::sim::{optimizer_seconds, pass_chains};
 use crate::error::Result;
 use crate::model::Model;
-use crate::parallel::evaluate::WEIGHT_BYTES;
 use crate::parallel::evaluate::{microbatch_bindings, BlockNumbers};
 use crate::parallel::Analysis;
 use crate::strategy::{Knobs, Mesh, Recompute, Schedule};
@@ -174,7 +173,7 @@ pub fn lower_bound(
     for (s, st) in stages.iter().enumerate() {
         busy[s % p] += m * (fwd[s] + bwd[s]);
         params[s % p] += sum(st, &|b| chains.params[b]);
-        grads[s % p] += sum(st, &|b| chains.dp_grad[b]);
+        grads[s % p] += sum(st, &|b| chains.dp_grad[b]) * k.precision.wire_factor() as f64;
     }
     // Data-parallel traffic of a device, at its best bandwidth: the gradient reduction (a
     // reduce-scatter of half the bytes under ZeRO 1–3), then after the optimizer step the
@@ -200,7 +199,7 @@ pub fn lower_bound(
             let n = replicas as f64;
             rates.collective_floor(
                 Collective::AllGather,
-                x * WEIGHT_BYTES as f64 * (n - 1.0) / n,
+                x * k.precision.weight_bytes() as f64 * (n - 1.0) / n,
                 dp_axis,
             )
         } else {
@@ -209,7 +208,7 @@ pub fn lower_bound(
     };
     let opt: Vec<f64> = params
         .iter()
-        .map(|&x| optimizer_seconds(x, k.zero, replicas, rates))
+        .map(|&x| optimizer_seconds(x, k, replicas, rates))
         .collect();
     let mut best: f64 = 0.0;
     let mut gathers = vec![0.0; p];
@@ -222,7 +221,7 @@ pub fn lower_bound(
             for &(b, c) in st {
                 let x = chains.params[b];
                 if x > 0.0 {
-                    let wire = x * WEIGHT_BYTES as f64 * (n - 1.0) / n;
+                    let wire = x * k.precision.weight_bytes() as f64 * (n - 1.0) / n;
                     let one = rates.collective_seconds(Collective::AllGather, wire, dp_axis);
                     gathers[s % p] += 2.0 * m * c as f64 * one;
                 }
@@ -327,6 +326,7 @@ mod tests {
                 ep: 1,
                 cp: 1,
                 overlap: Default::default(),
+                precision: Default::default(),
             };
             if let Some((bound, simulated)) = bound_and_time(&k, machine) {
                 prop_assert!(

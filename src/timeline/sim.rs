@@ -140,7 +140,8 @@ impl<'a> Ctx<'a> {
                                 Grad::Now(stream, dur, bytes)
                             }
                             Axis::Dp => {
-                                let wire = f(&c.bytes);
+                                // The rules count bf16 gradients; autocast reduces fp32 ones.
+                                let wire = f(&c.bytes) * plan.knobs.precision.wire_factor() as f64;
                                 Grad::Bucket {
                                     wire,
                                     full: wire / bus_factor(c.kind, ctx.dp.size.max(2)),
@@ -162,7 +163,17 @@ impl<'a> Ctx<'a> {
             return 0.0;
         }
         let k = &self.plan.knobs;
-        let bytes = grad_accumulation_bytes(params, k.zero, k.replicas());
+        let bytes = grad_accumulation_bytes(params, k);
+        self.rates.memory_seconds(bytes)
+    }
+
+    /// Seconds one forward spends casting `params` local weight elements to bf16 under
+    /// autocast ([`crate::parallel::amount::weight_cast`]; none under bf16).
+    fn weight_cast_seconds(&self, params: f64) -> f64 {
+        let bytes = crate::parallel::amount::weight_cast(params, &self.plan.knobs);
+        if bytes <= 0.0 {
+            return 0.0;
+        }
         self.rates.memory_seconds(bytes)
     }
 
@@ -300,10 +311,12 @@ impl<'a> Ctx<'a> {
                         bytes: 0.0,
                         recompute,
                     };
+                    // The weight's own traffic: its gradient added to the buffer after a
+                    // backward, its bf16 cast before a forward under autocast.
                     let accumulate = if backward {
                         self.grad_accumulation_seconds(f(&o.params))
                     } else {
-                        0.0
+                        self.weight_cast_seconds(f(&o.params))
                     };
                     let ring = f(&o.ring_bytes);
                     if cp <= 1 || ring <= 0.0 {
@@ -789,8 +802,8 @@ pub const MAIN_GRAD_BYTES: f64 = 4.0;
 /// does not credit. With gradients sharded (ZeRO ≥ 2) the buffer holds only the `1/replicas`
 /// share that the device reduces.
 /// The relative cost counts the same bytes ([`crate::parallel::amount::grad_accumulation`]).
-pub fn grad_accumulation_bytes(params: f64, zero: u8, replicas: u64) -> f64 {
-    crate::parallel::amount::grad_accumulation(params, zero, replicas)
+pub fn grad_accumulation_bytes(params: f64, k: &crate::strategy::Knobs) -> f64 {
+    crate::parallel::amount::grad_accumulation(params, k)
 }
 
 /// Seconds of the optimizer step over `params` parameter elements held by one device: the
@@ -805,17 +818,22 @@ pub fn grad_accumulation_bytes(params: f64, zero: u8, replicas: u64) -> f64 {
 /// 4. the gradient buffer is zeroed for the next step (the whole buffer: it is not sharded).
 ///
 /// Gradient clipping's rescale runs only when the norm exceeds the threshold and is left out.
-pub fn optimizer_seconds(params: f64, zero: u8, dp: u64, rates: &Rates) -> f64 {
+/// Under autocast the model weights are the fp32 weights Adam updates, so step 3 does not run.
+pub fn optimizer_seconds(params: f64, k: &crate::strategy::Knobs, dp: u64, rates: &Rates) -> f64 {
     if params <= 0.0 {
         return 0.0;
     }
-    let shard = params / if zero >= 1 { dp as f64 } else { 1.0 };
+    let shard = params / if k.zero >= 1 { dp as f64 } else { 1.0 };
+    let copy = match k.precision {
+        crate::strategy::Precision::Bf16 => 1.0,
+        crate::strategy::Precision::Autocast => 0.0,
+    };
     let state = OPTIMIZER_BYTES as f64; // fp32 master weights and two moments
     let master = 4.0;
     let kernels = [
         shard * MAIN_GRAD_BYTES,
         shard * (state + MAIN_GRAD_BYTES + state),
-        shard * (master + WEIGHT_BYTES as f64),
+        copy * shard * (master + WEIGHT_BYTES as f64),
         params * MAIN_GRAD_BYTES,
     ];
     kernels
@@ -959,7 +977,7 @@ fn run(
     let fsdp = k.zero == 3 && replicas > 1;
     let gather_seconds = |params: f64| -> (f64, f64) {
         let n = replicas as f64;
-        let wire = params * WEIGHT_BYTES as f64 * (n - 1.0) / n;
+        let wire = params * k.precision.weight_bytes() as f64 * (n - 1.0) / n;
         (
             rates.collective_seconds(Collective::AllGather, wire, &ctx.dp),
             wire,
@@ -1354,7 +1372,7 @@ fn run(
             device: d,
             stream: Stream::Compute,
             start: 0.0,
-            dur: optimizer_seconds(params, k.zero, replicas, rates),
+            dur: optimizer_seconds(params, k, replicas, rates),
             what: What::Optimizer,
             pass: Pass::Backward,
             stage: d,
@@ -1366,9 +1384,9 @@ fn run(
         };
         let (opt, _, opt_end) = dev.push(&mut rec, e, ready);
         if k.zero >= 1 && k.zero < 3 && replicas > 1 {
-            // The distributed optimizer gathers the updated bf16 weights from their owners.
+            // The distributed optimizer gathers the updated model weights from their owners.
             let n = replicas as f64;
-            let wire = params * WEIGHT_BYTES as f64 * (n - 1.0) / n;
+            let wire = params * k.precision.weight_bytes() as f64 * (n - 1.0) / n;
             let dur = rates.collective_seconds(Collective::AllGather, wire, &ctx.dp);
             let before = dev.free.iter().cloned().fold(0.0, f64::max);
             let mut e = grad_event(d, Stream::DpComm, dur, wire, dev.buckets, None, opt);
