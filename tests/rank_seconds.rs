@@ -379,9 +379,15 @@ fn relative_cost_order_against_simulated_order() {
             let (mut rel, mut sim) = (Vec::new(), Vec::new());
             for r in rows.iter().filter(|r| r.evaluation.feasible) {
                 let k = &r.evaluation.knobs;
+                // Each row on its own layout: an auto row's placements, as rank priced it.
                 let layout = Layout {
                     sequence_parallel: k.sequence_parallel,
-                    ..Layout::default()
+                    tp_overrides: r
+                        .layout
+                        .auto
+                        .as_ref()
+                        .map(|a| a.placements.clone())
+                        .unwrap_or_default(),
                 };
                 let Ok((plan, _)) = plan_strategy(
                     &m,
