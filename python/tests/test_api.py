@@ -351,7 +351,7 @@ def test_rank_takes_knobs_as_keywords(cli):
     # Mixed precision travels the same way: fixed in the search, stated by each row, carried
     # by its knobs to the timeline and to compare.
     rows = same(
-        symshard.rank("gpt3-1.3b", devices=16, top=2, precision="autocast"),
+        symshard.rank("gpt3-1.3b", devices=16, top=4, precision="autocast"),
         "--fix", "precision=autocast",
     )
     assert rows and all(r.precision == "autocast" for r in rows)
