@@ -76,6 +76,15 @@ fn model_state_and_activations_follow_the_recipe() {
             "zero {zero}"
         );
     }
+    // Under full recomputation the recomputed forward casts the weights again: no copies kept.
+    let full = |precision| Knobs {
+        recompute: symshard::strategy::Recompute::Full,
+        ..knobs(4, 1, 1, precision)
+    };
+    assert_eq!(
+        run(&full(Precision::Autocast)).memory.activations,
+        run(&full(Precision::Bf16)).memory.activations
+    );
 }
 
 /// Data-parallel collectives move fp32 gradients (DDP's all-reduce of `.grad`, FSDP's

@@ -93,10 +93,12 @@ pub fn grad_accumulation<T: Amount>(params: T, k: &Knobs) -> T {
 
 /// Bytes per parameter element that a micro-batch in flight keeps under autocast: the bf16
 /// copy of each weight its forward cast, saved by autograd for the backward's input gradient.
+/// Under full recomputation a layer keeps only its input, and its recomputed forward casts the
+/// weights again: nothing is kept.
 pub fn weight_cast_saved(k: &Knobs) -> u64 {
-    match k.precision {
-        Precision::Bf16 => 0,
-        Precision::Autocast => 2,
+    match (k.precision, k.recompute) {
+        (Precision::Bf16, _) | (_, Recompute::Full) => 0,
+        (Precision::Autocast, _) => 2,
     }
 }
 
@@ -451,7 +453,8 @@ impl<T: Amount> BlockCost<T> {
     /// recomputed.
     pub fn activations(&self, k: &Knobs, v: u64, s: usize, full_layer_saved: &T) -> T {
         // Under autocast each micro-batch's graph keeps its bf16 copies of the weights for the
-        // backward's input gradients.
+        // backward's input gradients (not under full recomputation: the recomputed forward
+        // casts them again).
         let saved = self.saved.clone()
             + (self.params.clone() + self.params_expert.clone()) * T::int(weight_cast_saved(k));
         let mut act = saved * in_flight(k, v, s);
