@@ -156,6 +156,16 @@ pub struct PlanOp {
         skip_serializing_if = "Zero::is_zero"
     )]
     pub params: Rational,
+    /// It and the block's next operator are one linear layer as Megatron-LM builds it: the
+    /// attention's query, key and value projections, written as separate operators, are one
+    /// `ColumnParallelLinear` (`query_key_value` in megatron/model/transformer.py
+    /// `ParallelAttention`, 3 × the projection size wide). Its backward runs one input-gradient
+    /// GEMM for all of them, then one weight-gradient GEMM (megatron/mpu/layers.py,
+    /// `LinearWithGradAccumulationAndAsyncCommunication.backward`), so the collectives that
+    /// overlap either half overlap it for the whole group. False in plans saved before it
+    /// existed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fused_with_next: bool,
 }
 
 /// One GEMM on one device: `batch` products of a `rows` × `cols` output, summing `inner`.
@@ -384,7 +394,13 @@ pub fn plan_blocks(
     let context_parallel = b
         .get(crate::parallel::analysis::CP)
         .is_some_and(|c| *c > Rational::one());
-    for ((blk, ba), n) in model.blocks.iter().zip(&analysis.blocks).zip(numbers) {
+    for (index, ((blk, ba), n)) in model
+        .blocks
+        .iter()
+        .zip(&analysis.blocks)
+        .zip(numbers)
+        .enumerate()
+    {
         let mut ops = Vec::new();
         let mut forward = Vec::new();
         let mut after: Vec<Vec<PlanComm>> = vec![Vec::new(); ba.ops.len()];
@@ -422,6 +438,7 @@ pub fn plan_blocks(
                     })
                     .collect::<Result<_>>()?,
                 params: ev(&op.params)?,
+                fused_with_next: false,
             });
             for c in &op.comm {
                 let pc = plan_comm(c, &ev(&c.wire_bytes)?, format!("{} {}", c.op, c.tensor));
@@ -464,6 +481,9 @@ pub fn plan_blocks(
                 }
             }
         }
+        for k in fused_projections(index, blk, ba) {
+            ops[k].fused_with_next = true;
+        }
         for k in 0..ops.len() {
             forward.extend(before_fwd[k].drain(..).map(Step::Collective));
             forward.push(Step::Compute(k));
@@ -503,6 +523,67 @@ pub fn plan_blocks(
         });
     }
     Ok(blocks)
+}
+
+/// The operators `k` of a block that Megatron-LM runs as one linear layer with operator
+/// `k + 1`: neighbours in execution order applying the same weight-bearing matmul rule to the
+/// same input, split by tensor parallelism on the same index, whose outputs each reach the
+/// attention (an attention-core or fused-attention operator, directly or through one operator
+/// in between, as rotary embeddings sit between the projections and the scores). These are the
+/// query, key and value projections, which Megatron-LM's `ParallelAttention` computes with its
+/// one `query_key_value` `ColumnParallelLinear` (megatron/model/transformer.py).
+fn fused_projections(
+    index: usize,
+    blk: &crate::model::graph::Block,
+    ba: &crate::parallel::analysis::BlockAnalysis,
+) -> Vec<usize> {
+    use crate::model::graph::Producer;
+    let nodes: Vec<_> = blk.ops().collect();
+    let n = nodes.len();
+    // Consumers of each operator, by execution index.
+    let at: std::collections::HashMap<_, usize> =
+        blk.order.iter().enumerate().map(|(i, v)| (*v, i)).collect();
+    let mut consumers: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (j, node) in nodes.iter().enumerate() {
+        for (_, p) in &node.inputs {
+            if let Producer::Op { block, node: v } = p {
+                if let (true, Some(&i)) = (*block == index, at.get(v)) {
+                    consumers[i].push(j);
+                }
+            }
+        }
+    }
+    let attention = |j: usize| ba.ops[j].attention_core || ba.ops[j].fused_attention;
+    let feeds_attention = |i: usize| {
+        consumers[i]
+            .iter()
+            .any(|&j| attention(j) || consumers[j].iter().any(|&l| attention(l)))
+    };
+    let activations = |i: usize| -> Vec<&Producer> {
+        nodes[i]
+            .inputs
+            .iter()
+            .map(|(_, p)| p)
+            .filter(|p| !matches!(p, Producer::Param | Producer::Tied(_)))
+            .collect()
+    };
+    let projection = |i: usize| {
+        let o = &ba.ops[i];
+        o.class == FlopClass::Matmul
+            && !o.fused_attention
+            && o.params != Poly::zero()
+            && o.plan.tp.is_some()
+            && feeds_attention(i)
+    };
+    (0..n.saturating_sub(1))
+        .filter(|&k| {
+            projection(k)
+                && projection(k + 1)
+                && ba.ops[k].rule == ba.ops[k + 1].rule
+                && ba.ops[k].plan.tp == ba.ops[k + 1].plan.tp
+                && activations(k) == activations(k + 1)
+        })
+        .collect()
 }
 
 /// Builds a plan of a strategy from its analysis and evaluation. `values` are the model's

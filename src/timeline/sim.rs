@@ -61,6 +61,14 @@ struct SimStep {
     /// input sequence parallelism gathers again overlaps the input gradient, and Megatron-LM
     /// waits for it before the weight-gradient GEMM.
     gather: bool,
+    /// A backward compute step that is one GEMM with the next compute step (the query, key and
+    /// value projections Megatron-LM runs as one linear layer: [`PlanOp::fused_with_next`]):
+    /// the group's input gradients all run before its weight gradients, so a collective
+    /// launched after the input gradient, or a gather the weight gradient waits for, meets the
+    /// group's halves instead of one member's.
+    ///
+    /// [`PlanOp::fused_with_next`]: super::plan::PlanOp::fused_with_next
+    fused_next: bool,
     /// A block of ring attention waits, besides the previous step, for the ring exchange that
     /// brings its keys and values: 1 the latest exchange issued, 2 the one before it (0: none).
     ring_wait: u8,
@@ -259,6 +267,7 @@ impl<'a> Ctx<'a> {
                     blocking: false,
                     after_dgrad: false,
                     gather: false,
+                    fused_next: false,
                     ring_wait: 0,
                     op: None,
                     step: i,
@@ -287,6 +296,11 @@ impl<'a> Ctx<'a> {
                         _ => (f(&o.forward_flops), f(&o.forward_bytes)),
                     };
                     let backward = pass == Pass::Backward && !recompute;
+                    // The backward runs the block's operators in reverse: operator k − 1 next.
+                    let fused_next = backward
+                        && *k > 0
+                        && b.ops[*k - 1].fused_with_next
+                        && matches!(b.backward.get(i + 1), Some(Step::Compute(j)) if j + 1 == *k);
                     let gemms: Vec<[f64; 4]> = match (backward, o.gemms.split_first()) {
                         (false, Some((g, _))) => vec![g.to_f64()],
                         (true, Some((_, rest))) => rest.iter().map(|g| g.to_f64()).collect(),
@@ -296,6 +310,7 @@ impl<'a> Ctx<'a> {
                         blocking: true,
                         after_dgrad: false,
                         gather: false,
+                        fused_next,
                         ring_wait,
                         op: Some(*k),
                         step: i,
@@ -347,6 +362,7 @@ impl<'a> Ctx<'a> {
                         blocking: !matches!(s, Step::Overlapped(_)),
                         after_dgrad: matches!(s, Step::AfterDgrad(_)),
                         gather: matches!(s, Step::Overlapped(_)),
+                        fused_next: false,
                         ring_wait: 0,
                         op: None,
                         step: i,
@@ -1094,6 +1110,10 @@ fn run(
                     let (mut ring_prev, mut ring_last) = (0.0f64, 0.0f64);
                     // The end of a gather the next compute step's weight gradient waits for.
                     let mut gathered: Option<f64> = None;
+                    // The start of the GEMM group the last compute step belongs to (one
+                    // linear layer written as several operators), and whether the next compute
+                    // step joins it.
+                    let (mut group_start, mut joining): (Option<f64>, bool) = (None, false);
                     for s in &passes[bi][slot] {
                         // Built only when the events are kept.
                         let keep = rec.keep;
@@ -1129,7 +1149,10 @@ fn run(
                         if s.after_dgrad {
                             // Issued when the matmul's input gradient (the first of its two
                             // GEMMs) is done, beside its weight gradient; what follows waits.
+                            // A group's input gradients all run first: the collective is
+                            // issued halfway through the group.
                             let (st, en) = last_compute.unwrap_or((t, t));
+                            let st = group_start.unwrap_or(st).min(st);
                             let issue = st + (en - st) / 2.0;
                             let event = || Event {
                                 deps: Vec::new(),
@@ -1185,8 +1208,18 @@ fn run(
                         let mut held = end;
                         if s.stream == Stream::Compute {
                             last_compute = Some((start, end));
-                            if let Some(g) = gathered.take() {
-                                let wait = g - (start + (end - start) / 2.0);
+                            let first = if joining {
+                                group_start.unwrap_or(start)
+                            } else {
+                                start
+                            };
+                            group_start = Some(first);
+                            joining = s.fused_next;
+                            // In a group, the weight gradients (the group's second half) wait
+                            // for the gather: checked at its last member.
+                            if let Some(g) = gathered.filter(|_| !s.fused_next) {
+                                gathered = None;
+                                let wait = g - (first + (end - first) / 2.0);
                                 if wait > 0.0 {
                                     held = end + wait;
                                     let c = Stream::Compute.index();
