@@ -80,14 +80,18 @@ pub const AUTOCAST_CAST_BYTES: u64 = 6;
 ///   to the fp32 `.grad` by autograd's gradient accumulation (12 bytes: both fp32 operands
 ///   read, the sum written).
 pub fn grad_accumulation<T: Amount>(params: T, k: &Knobs) -> T {
-    let share = if k.zero >= 2 {
-        params.clone() / T::int(k.replicas().max(1))
-    } else {
-        params.clone()
+    let shard = |p: T| {
+        if k.zero >= 2 {
+            p / T::int(k.replicas().max(1))
+        } else {
+            p
+        }
     };
     match k.precision {
-        Precision::Bf16 => share * T::int(GRAD_ACCUMULATION_BYTES as u64),
-        Precision::Autocast => params * T::int(AUTOCAST_CAST_BYTES) + share * T::int(12),
+        Precision::Bf16 => shard(params) * T::int(GRAD_ACCUMULATION_BYTES as u64),
+        Precision::Autocast => {
+            params.clone() * T::int(AUTOCAST_CAST_BYTES) + shard(params) * T::int(12)
+        }
     }
 }
 
@@ -403,7 +407,11 @@ impl<T: Amount> BlockCost<T> {
     /// gradients to the fp32 gradient buffer ([`grad_accumulation`]).
     pub fn hbm_traffic(&self, k: &Knobs) -> T {
         let params = self.params.clone() + self.params_expert.clone();
-        self.hbm.clone() + weight_cast(params.clone(), k) + grad_accumulation(params, k)
+        let traffic = self.hbm.clone() + grad_accumulation(params.clone(), k);
+        match k.precision {
+            Precision::Bf16 => traffic,
+            Precision::Autocast => traffic + weight_cast(params, k),
+        }
     }
 
     /// FLOP-equivalents of a stage's compute for `m` micro-batches (these summed costs):
@@ -455,8 +463,11 @@ impl<T: Amount> BlockCost<T> {
         // Under autocast each micro-batch's graph keeps its bf16 copies of the weights for the
         // backward's input gradients (not under full recomputation: the recomputed forward
         // casts them again).
-        let saved = self.saved.clone()
-            + (self.params.clone() + self.params_expert.clone()) * T::int(weight_cast_saved(k));
+        let mut saved = self.saved.clone();
+        let casts = weight_cast_saved(k);
+        if casts > 0 {
+            saved = saved + (self.params.clone() + self.params_expert.clone()) * T::int(casts);
+        }
         let mut act = saved * in_flight(k, v, s);
         if k.recompute == Recompute::Full {
             act = act + full_layer_saved.clone();
