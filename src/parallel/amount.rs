@@ -59,7 +59,11 @@ pub fn state_bytes(p: Precision) -> [(u64, u8); 3] {
             (GRAD_BYTES as u64, 2),
             (OPTIMIZER_BYTES as u64, 1),
         ],
-        Precision::Autocast => [(4, 3), (4, 2), (8, 1)],
+        Precision::Autocast => [
+            (p.weight_bytes(), 3),
+            (p.weight_bytes(), 2),
+            (AUTOCAST_OPTIMIZER_BYTES, 1),
+        ],
     }
 }
 
@@ -69,6 +73,14 @@ pub fn state_bytes(p: Precision) -> [(u64, u8); 3] {
 /// exits), so once per forward of each micro-batch and again in a recomputed forward.
 pub const AUTOCAST_CAST_BYTES: u64 = 6;
 
+/// Optimizer-state bytes per parameter element under autocast: Adam's two fp32 moments (the fp32
+/// weights are the model's own, so there is no master copy).
+const AUTOCAST_OPTIMIZER_BYTES: u64 = 8;
+
+/// HBM bytes per parameter element of autograd adding an fp32 weight gradient to `.grad`: both
+/// fp32 operands read, the sum written.
+const AUTOCAST_ACCUMULATION_BYTES: u64 = 12;
+
 /// HBM bytes per micro-batch of adding the weight gradients of `params` parameter elements of
 /// one device to its gradient buffer: all of them, or the `1/replicas` share a device keeps
 /// when gradients are sharded (ZeRO ≥ 2). The relative cost prices these bytes at κ_hbm; the
@@ -77,8 +89,8 @@ pub const AUTOCAST_CAST_BYTES: u64 = 6;
 /// * bf16: [`GRAD_ACCUMULATION_BYTES`] per element, the fp32 buffer read and written back;
 /// * autocast: the bf16 weight gradient cast to fp32 by the weight cast's backward
 ///   ([`AUTOCAST_CAST_BYTES`], on every element: the cast runs before any reduction) and added
-///   to the fp32 `.grad` by autograd's gradient accumulation (12 bytes: both fp32 operands
-///   read, the sum written).
+///   to the fp32 `.grad` by autograd's gradient accumulation
+///   ([`AUTOCAST_ACCUMULATION_BYTES`]).
 pub fn grad_accumulation<T: Amount>(params: T, k: &Knobs) -> T {
     let shard = |p: T| {
         if k.zero >= 2 {
@@ -90,7 +102,8 @@ pub fn grad_accumulation<T: Amount>(params: T, k: &Knobs) -> T {
     match k.precision {
         Precision::Bf16 => shard(params) * T::int(GRAD_ACCUMULATION_BYTES as u64),
         Precision::Autocast => {
-            params.clone() * T::int(AUTOCAST_CAST_BYTES) + shard(params) * T::int(12)
+            params.clone() * T::int(AUTOCAST_CAST_BYTES)
+                + shard(params) * T::int(AUTOCAST_ACCUMULATION_BYTES)
         }
     }
 }
@@ -102,7 +115,7 @@ pub fn grad_accumulation<T: Amount>(params: T, k: &Knobs) -> T {
 pub fn weight_cast_saved(k: &Knobs) -> u64 {
     match (k.precision, k.recompute) {
         (Precision::Bf16, _) | (_, Recompute::Full) => 0,
-        (Precision::Autocast, _) => 2,
+        (Precision::Autocast, _) => WEIGHT_BYTES as u64,
     }
 }
 

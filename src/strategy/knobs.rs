@@ -108,7 +108,7 @@ impl Precision {
     /// Bytes per model weight element (what a ZeRO-3 gather or ZeRO-1's weight gather moves).
     pub fn weight_bytes(self) -> u64 {
         match self {
-            Precision::Bf16 => 2,
+            Precision::Bf16 => crate::parallel::evaluate::WEIGHT_BYTES as u64,
             Precision::Autocast => 4,
         }
     }

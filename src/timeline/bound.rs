@@ -21,7 +21,7 @@
 use super::cost::Rates;
 use super::plan::Collective;
 use super::plan::{strategy_blocks, PlanBlock, TimingPlan, FORMAT};
-use super::sim::{optimizer_seconds, pass_chains};
+use super::sim::{optimizer_seconds, pass_chains, weight_gather_wire};
 use crate::error::Result;
 use crate::model::Model;
 use crate::parallel::evaluate::{microbatch_bindings, BlockNumbers};
@@ -196,12 +196,7 @@ pub fn lower_bound(
     // lengthen the step by nothing.
     let gather = |x: f64| -> f64 {
         if distributed && !k.overlap.param_gather {
-            let n = replicas as f64;
-            rates.collective_floor(
-                Collective::AllGather,
-                x * k.precision.weight_bytes() as f64 * (n - 1.0) / n,
-                dp_axis,
-            )
+            rates.collective_floor(Collective::AllGather, weight_gather_wire(x, k), dp_axis)
         } else {
             0.0
         }
@@ -216,12 +211,11 @@ pub fn lower_bound(
     // backward, one gather after another on the device's data-parallel stream, which the step
     // outlasts. Summed here in another order than the simulation's: a relative 10⁻⁹ below.
     if k.zero == 3 && replicas > 1 {
-        let n = replicas as f64;
         for (s, st) in stages.iter().enumerate() {
             for &(b, c) in st {
                 let x = chains.params[b];
                 if x > 0.0 {
-                    let wire = x * k.precision.weight_bytes() as f64 * (n - 1.0) / n;
+                    let wire = weight_gather_wire(x, k);
                     let one = rates.collective_seconds(Collective::AllGather, wire, dp_axis);
                     gathers[s % p] += 2.0 * m * c as f64 * one;
                 }

@@ -179,9 +179,6 @@ impl<'a> Ctx<'a> {
     /// autocast ([`crate::parallel::amount::weight_cast`]; none under bf16).
     fn weight_cast_seconds(&self, params: f64) -> f64 {
         let bytes = crate::parallel::amount::weight_cast(params, &self.plan.knobs);
-        if bytes <= 0.0 {
-            return 0.0;
-        }
         self.rates.memory_seconds(bytes)
     }
 
@@ -840,22 +837,28 @@ pub fn optimizer_seconds(params: f64, k: &crate::strategy::Knobs, dp: u64, rates
         return 0.0;
     }
     let shard = params / if k.zero >= 1 { dp as f64 } else { 1.0 };
-    let copy = match k.precision {
-        crate::strategy::Precision::Bf16 => 1.0,
-        crate::strategy::Precision::Autocast => 0.0,
-    };
     let state = OPTIMIZER_BYTES as f64; // fp32 master weights and two moments
     let master = 4.0;
-    let kernels = [
+    let mut kernels = vec![
         shard * MAIN_GRAD_BYTES,
         shard * (state + MAIN_GRAD_BYTES + state),
-        copy * shard * (master + WEIGHT_BYTES as f64),
         params * MAIN_GRAD_BYTES,
     ];
+    if k.precision == crate::strategy::Precision::Bf16 {
+        kernels.push(shard * (master + WEIGHT_BYTES as f64));
+    }
     kernels
         .iter()
         .map(|b| rates.op_seconds(0.0, *b, KernelClass::Other, 1))
         .sum()
+}
+
+/// Bytes per rank on the wire of one all-gather of `params` weight elements over the strategy's
+/// replicas (ZeRO 3's per-layer gathers, ZeRO 1–2's gather after the step): each rank receives
+/// the (n − 1)/n it does not hold, in the precision's weight type.
+pub fn weight_gather_wire(params: f64, k: &crate::strategy::Knobs) -> f64 {
+    let n = k.replicas() as f64;
+    params * k.precision.weight_bytes() as f64 * (n - 1.0) / n
 }
 
 /// Simulates one training step of `plan` on the machine `rates`, with `gpus_per_node` devices
@@ -992,8 +995,7 @@ fn run(
     // slows by the contention share while both run), and the layer waits for it.
     let fsdp = k.zero == 3 && replicas > 1;
     let gather_seconds = |params: f64| -> (f64, f64) {
-        let n = replicas as f64;
-        let wire = params * k.precision.weight_bytes() as f64 * (n - 1.0) / n;
+        let wire = weight_gather_wire(params, k);
         (
             rates.collective_seconds(Collective::AllGather, wire, &ctx.dp),
             wire,
@@ -1418,8 +1420,7 @@ fn run(
         let (opt, _, opt_end) = dev.push(&mut rec, e, ready);
         if k.zero >= 1 && k.zero < 3 && replicas > 1 {
             // The distributed optimizer gathers the updated model weights from their owners.
-            let n = replicas as f64;
-            let wire = params * k.precision.weight_bytes() as f64 * (n - 1.0) / n;
+            let wire = weight_gather_wire(params, k);
             let dur = rates.collective_seconds(Collective::AllGather, wire, &ctx.dp);
             let before = dev.free.iter().cloned().fold(0.0, f64::max);
             let mut e = grad_event(d, Stream::DpComm, dur, wire, dev.buckets, None, opt);
