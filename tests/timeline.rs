@@ -589,12 +589,12 @@ fn a_broken_calibration_fails_with_file_and_line() {
     )
     .unwrap();
     let line = |needle: &str| text.lines().position(|l| l.contains(needle)).unwrap() + 1;
-    let bad = text.replace("matmul: {value: 0.87", "matmul: {value: 1.87");
+    let bad = text.replace("memory_bound: {value: 0.80", "memory_bound: {value: 1.80");
     let err = Calibration::load(&Source::new("bad.yaml", bad))
         .unwrap_err()
         .to_string();
     assert!(
-        err.starts_with(&format!("bad.yaml:{}:", line("matmul: {value"))),
+        err.starts_with(&format!("bad.yaml:{}:", line("memory_bound: {value"))),
         "{err}"
     );
     let bad = text.replace("algorithm: ring", "algorithm: ring\n    speed: 3");
