@@ -192,7 +192,8 @@ impl Roles {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum AttentionMode {
-    /// Scores, softmax and dropout as separate kernels, the scores kept for backward.
+    /// Scores, softmax and dropout as separate kernels, the scores kept for backward (the
+    /// scores' scaling runs inside the softmax kernel, as Megatron-LM's fused softmax runs it).
     Eager,
     /// A fused kernel computing every score block.
     Flash,

@@ -136,6 +136,15 @@ pub struct OpAnalysis {
     /// Bytes per device the backward kernels read and write
     /// ([`crate::rules::OpRule::backward_io_bytes`], split indices divided).
     pub backward_io_bytes: Poly,
+    /// Bytes per device of the backward's own kernel for vector-parameter gradients (a bias's
+    /// reduction, layer normalisation's second pass), and the share of `backward_io_bytes` it
+    /// takes from the other backward kernels ([`crate::rules::OpRule::param_grad_kernel_bytes`],
+    /// split indices divided).
+    #[serde(skip)]
+    pub param_grad_bytes: [Poly; 2],
+    /// Bytes per device of its output.
+    #[serde(skip)]
+    pub out_local_bytes: Poly,
     /// The splits chosen.
     #[serde(skip)]
     pub plan: OpPlan,
@@ -590,6 +599,15 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
     };
     let io_bytes = per_device(node.rule.io_bytes(model.dtype_bytes));
     let backward_io_bytes = per_device(node.rule.backward_io_bytes(model.dtype_bytes));
+    let (own, shared) = node.rule.param_grad_kernel_bytes(model.dtype_bytes);
+    let param_grad_bytes = [
+        per_device((own, Poly::zero())),
+        per_device((shared, Poly::zero())),
+    ];
+    let out_local_bytes = per_device((
+        Poly::zero(),
+        tensor_bytes(&node.rule.output, model.dtype_bytes),
+    ));
     let local = |names: &[String]| -> Poly {
         names
             .iter()
@@ -651,6 +669,8 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
         recompute,
         io_bytes,
         backward_io_bytes,
+        param_grad_bytes,
+        out_local_bytes,
         gemms,
         forward: f(&entry.forward.compute),
         backward: f(&entry.backward.compute),
@@ -691,6 +711,10 @@ impl Analysis {
                 op.recompute = f(&op.recompute)?;
                 op.io_bytes = f(&op.io_bytes)?;
                 op.backward_io_bytes = f(&op.backward_io_bytes)?;
+                for p in &mut op.param_grad_bytes {
+                    *p = f(p)?;
+                }
+                op.out_local_bytes = f(&op.out_local_bytes)?;
                 op.saved = f(&op.saved)?;
                 op.recomputable_saved = f(&op.recomputable_saved)?;
                 op.params = f(&op.params)?;
@@ -760,6 +784,10 @@ impl Analysis {
                 op.recompute = g(&op.recompute);
                 op.io_bytes = g(&op.io_bytes);
                 op.backward_io_bytes = g(&op.backward_io_bytes);
+                for p in &mut op.param_grad_bytes {
+                    *p = g(p);
+                }
+                op.out_local_bytes = g(&op.out_local_bytes);
                 op.saved = g(&op.saved);
                 op.recomputable_saved = g(&op.recomputable_saved);
                 op.out_bytes = g(&op.out_bytes);

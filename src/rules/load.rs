@@ -243,6 +243,21 @@ impl Validator<'_> {
             }
             None => Poly::zero(),
         };
+        if spec.param_grad_kernel {
+            if matches!(flops, Flops::Einsum) {
+                return Err(self.err(
+                    &["param_grad_kernel"],
+                    "`param_grad_kernel` is for rules with explicit `flops` (an einsum's terms of \
+                     one parameter alone are their own kernel already)",
+                ));
+            }
+            if !inputs.iter().any(|t| t.param) {
+                return Err(self.err(
+                    &["param_grad_kernel"],
+                    "`param_grad_kernel` needs a parameter input (`param: true`)",
+                ));
+            }
+        }
         // Last: a file that is wrong in itself reports that first.
         if let Some(stem) = expect_name {
             if stem != spec.name {
@@ -258,6 +273,7 @@ impl Validator<'_> {
         Ok(OpRule {
             fused_attention,
             recompute_flops,
+            param_grad_kernel: spec.param_grad_kernel,
             name: spec.name.clone(),
             doc: spec.doc.clone(),
             file: self.src.file.clone(),

@@ -169,6 +169,10 @@ pub struct OpRule {
     /// FLOPs its backward kernel spends recomputing forward work (counted as work the device
     /// does, never as model FLOPs); zero for most rules.
     pub recompute_flops: Poly,
+    /// Whether its backward computes the parameter gradients in a kernel of its own that reads
+    /// the output gradient and the saved tensors again (`param_grad_kernel: true`, e.g. layer
+    /// normalisation); see [`OpRule::param_grad_kernel_bytes`].
+    pub param_grad_kernel: bool,
 }
 
 impl OpRule {
@@ -414,6 +418,49 @@ impl OpRule {
             }
         }
         (read, written)
+    }
+
+    /// The kernel a backward pass runs of its own for the gradients of vector parameters, as
+    /// PyTorch and Megatron-LM run it: `(its bytes read and written, the share of
+    /// [`OpRule::backward_io_bytes`] it takes from the other backward kernels)`, both zero when
+    /// there is none.
+    ///
+    /// * An einsum term of one parameter alone (a bias, `y = x·W + bias`) has the gradient
+    ///   `Σ_rows dy`, a reduction no GEMM computes: its own kernel reads the output gradient and
+    ///   writes the parameter's gradient (`grad_output.sum(dim=0)` in Megatron-LM's
+    ///   `LinearWithGradAccumulationAndAsyncCommunication.backward`, the broadcast's reduction
+    ///   in PyTorch's `addmm` backward), bytes the rule's formula already counts once.
+    /// * A rule with `param_grad_kernel: true` (layer normalisation) reads the output gradient
+    ///   and its saved tensors a second time to write the parameter gradients: PyTorch's
+    ///   `layer_norm_backward_cuda` launches `GammaBetaBackwardCUDAKernel` beside the
+    ///   input-gradient kernel, apex's and Megatron-LM's `fused_layer_norm_cuda` launch
+    ///   `cuComputePartGradGammaBeta` beside `cuComputeGradInput`, each reading `x` and `dy`.
+    ///   Only the parameter gradients' writes move out of the other kernel.
+    pub fn param_grad_kernel_bytes(&self, compute: u32) -> (Poly, Poly) {
+        let dy = tensor_bytes(&self.output, compute);
+        let grad = |t: &Tensor| t.elements() * Poly::int(compute as i64);
+        match &self.flops {
+            Flops::Einsum => {
+                let mut own = Poly::zero();
+                for (k, t) in self.inputs.iter().enumerate() {
+                    let alone = self.term_of(k).is_some_and(|term| term.len() == 1);
+                    if t.grad && t.param && alone {
+                        own += dy.clone() + grad(t);
+                    }
+                }
+                (own.clone(), own)
+            }
+            Flops::Explicit { .. } if self.param_grad_kernel => {
+                let grads: Poly = self
+                    .inputs
+                    .iter()
+                    .filter(|t| t.param && t.grad)
+                    .map(grad)
+                    .sum();
+                (dy + self.saved_bytes(compute) + grads.clone(), grads)
+            }
+            Flops::Explicit { .. } => (Poly::zero(), Poly::zero()),
+        }
     }
 
     /// Bytes kept for the backward pass.

@@ -71,6 +71,11 @@ pub struct RuleFile {
     /// FLOPs, not model FLOPs).
     #[serde(default)]
     pub recompute_flops: Option<String>,
+    /// Whether the backward computes the parameter gradients in a kernel of its own that reads
+    /// the output gradient and the saved tensors again (explicit-FLOP rules only; an einsum's
+    /// bias-like terms are such a kernel by their structure).
+    #[serde(default)]
+    pub param_grad_kernel: bool,
 }
 
 /// An index: a kind name, or a mapping with the kind and its details.

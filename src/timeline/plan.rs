@@ -166,6 +166,16 @@ pub struct PlanOp {
     /// existed.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub fused_with_next: bool,
+    /// Bytes its backward reads and writes in a kernel of its own for vector-parameter
+    /// gradients (a bias's reduction over rows, layer normalisation's second pass over its input
+    /// and output gradient; [`crate::rules::OpRule::param_grad_kernel_bytes`]), beside the
+    /// kernels of `backward_bytes`. Zero in plans saved before it existed.
+    #[serde(
+        default = "no_bytes",
+        with = "exact",
+        skip_serializing_if = "Zero::is_zero"
+    )]
+    pub param_grad_bytes: Rational,
 }
 
 /// One GEMM on one device: `batch` products of a `rows` × `cols` output, summing `inner`.
@@ -418,7 +428,8 @@ pub fn plan_blocks(
                 fused_attention: op.fused_attention,
                 forward_flops: ev(&op.forward)?,
                 backward_flops: ev(&op.backward)? + ev(&op.recompute)?,
-                backward_bytes: ev(&op.backward_io_bytes)?,
+                backward_bytes: ev(&op.backward_io_bytes)? - ev(&op.param_grad_bytes[1])?,
+                param_grad_bytes: ev(&op.param_grad_bytes[0])?,
                 forward_bytes: fb,
                 ring_bytes: if context_parallel {
                     ev(&op.ring_bytes)?
@@ -484,6 +495,19 @@ pub fn plan_blocks(
         for k in fused_projections(index, blk, ba) {
             ops[k].fused_with_next = true;
         }
+        for k in fused_elementwise(index, blk, ba) {
+            let alone = |v: &[Vec<PlanComm>], i: usize| v[i].is_empty();
+            let between = alone(&after, k)
+                && alone(&before_fwd, k + 1)
+                && alone(&after_bwd, k + 1)
+                && alone(&before_bwd, k)
+                && alone(&overlapped, k);
+            if between {
+                let twice = ev(&ba.ops[k].out_local_bytes)? * Rational::from_integer(2.into());
+                let (head, tail) = ops.split_at_mut(k + 1);
+                fuse_into(&mut head[k], &mut tail[0], &twice);
+            }
+        }
         for k in 0..ops.len() {
             forward.extend(before_fwd[k].drain(..).map(Step::Collective));
             forward.push(Step::Compute(k));
@@ -523,6 +547,67 @@ pub fn plan_blocks(
         });
     }
     Ok(blocks)
+}
+
+/// Operator `first` run inside `second`'s kernel: `second` takes its FLOPs and bytes, less the
+/// intermediate tensor (`twice` its bytes: written by `first`, read by `second`, and the same for
+/// its gradient backward), and `first` launches no kernel.
+fn fuse_into(first: &mut PlanOp, second: &mut PlanOp, twice: &Rational) {
+    let merged = |a: &Rational, b: &Rational| {
+        let m = a + b - twice;
+        if m < Rational::zero() {
+            Rational::zero()
+        } else {
+            m
+        }
+    };
+    second.forward_flops += &first.forward_flops;
+    second.backward_flops += &first.backward_flops;
+    second.forward_bytes = merged(&first.forward_bytes, &second.forward_bytes);
+    second.backward_bytes = merged(&first.backward_bytes, &second.backward_bytes);
+    second.param_grad_bytes += &first.param_grad_bytes;
+    first.forward_flops = Rational::zero();
+    first.backward_flops = Rational::zero();
+    first.forward_bytes = Rational::zero();
+    first.backward_bytes = Rational::zero();
+    first.param_grad_bytes = Rational::zero();
+}
+
+/// The operators `k` of a block that run inside the kernel of operator `k + 1`, its only
+/// consumer, as Megatron-LM fuses them: a `scale` feeding a `softmax` (the attention scores'
+/// scaling, which `FusedScaleMaskSoftmax` applies inside the softmax kernel, the mask with it;
+/// megatron/model/fused_softmax.py) and a `dropout` feeding an `add` (the residual connection's
+/// `bias_dropout_add_fused_train`, one fused kernel; megatron/model/transformer.py). The
+/// caller also requires that no collective runs between the two.
+fn fused_elementwise(
+    index: usize,
+    blk: &crate::model::graph::Block,
+    ba: &crate::parallel::analysis::BlockAnalysis,
+) -> Vec<usize> {
+    use crate::model::graph::Producer;
+    const PAIRS: [(&str, &str); 2] = [("scale", "softmax"), ("dropout", "add")];
+    let nodes: Vec<_> = blk.ops().collect();
+    let n = nodes.len();
+    let at: std::collections::HashMap<_, usize> =
+        blk.order.iter().enumerate().map(|(i, v)| (*v, i)).collect();
+    let mut consumers: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (j, node) in nodes.iter().enumerate() {
+        for (_, p) in &node.inputs {
+            if let Producer::Op { block, node: v } = p {
+                if let (true, Some(&i)) = (*block == index, at.get(v)) {
+                    consumers[i].push(j);
+                }
+            }
+        }
+    }
+    // An operator whose output leaves the block (a later block's input) is not fused away.
+    (0..n.saturating_sub(1))
+        .filter(|&k| {
+            PAIRS.contains(&(ba.ops[k].rule.as_str(), ba.ops[k + 1].rule.as_str()))
+                && consumers[k] == [k + 1]
+                && blk.output != Some(blk.order[k])
+        })
+        .collect()
 }
 
 /// The operators `k` of a block that Megatron-LM runs as one linear layer with operator

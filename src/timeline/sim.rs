@@ -330,10 +330,22 @@ impl<'a> Ctx<'a> {
                     } else {
                         self.weight_cast_seconds(f(&o.params))
                     };
+                    // The parameter gradients' own kernel (a bias's reduction, layer
+                    // normalisation's second pass), once per backward.
+                    let param_grads = if backward {
+                        self.rates.op_seconds(
+                            0.0,
+                            f(&o.param_grad_bytes),
+                            crate::timeline::cost::KernelClass::Other,
+                            1,
+                        )
+                    } else {
+                        0.0
+                    };
                     let ring = f(&o.ring_bytes);
                     if cp <= 1 || ring <= 0.0 {
                         let mut one = step(fl, by, 0);
-                        one.dur += accumulate;
+                        one.dur += accumulate + param_grads;
                         return vec![one];
                     }
                     self.ring(i, recompute, backward, ring, |j| {

@@ -1,0 +1,166 @@
+//! How a step's small kernels run, as Megatron-LM and PyTorch run them: elementwise pairs that
+//! Megatron-LM fuses into one kernel (the attention scores' scale inside the softmax, the
+//! residual's dropout and add), and parameter gradients that run a kernel of their own (a bias's
+//! reduction over rows, layer normalisation's second pass over its input and output gradient).
+
+use symshard::calib::Calibration;
+use symshard::diag::Source;
+use symshard::model::ModelLoader;
+use symshard::parallel::Layout;
+use symshard::rules::{load_rule, RuleSet};
+use symshard::strategy::Knobs;
+use symshard::sym::{Poly, Rational};
+use symshard::timeline::cost::KernelClass;
+use symshard::timeline::{plan_strategy, time_plan, Rates};
+use symshard::timeline::{PlanBlock, TimingPlan};
+
+fn poly(s: &str) -> Poly {
+    Poly::parse(s).unwrap()
+}
+
+#[test]
+fn a_bias_gradient_and_layer_norm_parameters_run_a_kernel_of_their_own() {
+    let set = RuleSet::embedded().unwrap();
+    // y[b, n] = x·W + bias: the bias's gradient Σ_b dy[b, n] reads dy (2 bytes a value) and
+    // writes [n]; the GEMMs' share of the backward bytes gives up exactly that.
+    let (own, shared) = set.get("linear").unwrap().param_grad_kernel_bytes(2);
+    assert_eq!(own, poly("2*b*n + 2*n"));
+    assert_eq!(shared, own);
+    // Layer normalisation reads dy and x again, with the fp32 mean and rstd it saved, to write
+    // the gradients of gamma and beta; only those writes leave the input-gradient kernel.
+    let (own, shared) = set.get("layernorm").unwrap().param_grad_kernel_bytes(2);
+    assert_eq!(own, poly("4*b*h + 8*b + 4*h"));
+    assert_eq!(shared, poly("4*h"));
+    // No bias, no parameter: no kernel of its own.
+    for name in ["matmul", "softmax", "gelu", "dropout"] {
+        let (own, shared) = set.get(name).unwrap().param_grad_kernel_bytes(2);
+        assert_eq!((own, shared), (Poly::zero(), Poly::zero()), "{name}");
+    }
+}
+
+#[test]
+fn param_grad_kernel_is_refused_where_it_cannot_apply() {
+    let einsum = "name: bad\ndoc: d\nindices:\n  b: map\n  k: reduce-sum\n  n: map\n\
+                  inputs:\n  x: [b, k]\n  w: {dims: [k, n], param: true}\n\
+                  output: [b, n]\nparam_grad_kernel: true\n";
+    let err = load_rule(&Source::new("bad.yaml", einsum), None)
+        .unwrap_err()
+        .to_string();
+    assert!(err.starts_with("bad.yaml:11:"), "{err}");
+    assert!(err.contains("explicit `flops`"), "{err}");
+    let no_params = "name: bad\ndoc: d\nindices:\n  b: map\n  h: map\n\
+                     inputs:\n  x: [b, h]\noutput: [b, h]\nflops: \"b*h\"\n\
+                     backward_flops: \"b*h\"\nparam_grad_kernel: true\n";
+    let err = load_rule(&Source::new("bad.yaml", no_params), None)
+        .unwrap_err()
+        .to_string();
+    assert!(err.starts_with("bad.yaml:11:"), "{err}");
+    assert!(err.contains("parameter input"), "{err}");
+}
+
+/// One GPT-3 125M step on one device, eight micro-batches of one sequence, eager attention.
+fn plan() -> (TimingPlan, Calibration) {
+    let loader = ModelLoader::embedded().unwrap();
+    let m = loader.resolve("gpt3-125m").unwrap();
+    let mut values = m.values.clone();
+    values.insert("B".into(), Rational::from_integer(8.into()));
+    let knobs = Knobs {
+        microbatches: 8,
+        ..Knobs::data_parallel(1)
+    };
+    let calib = Calibration::resolve("a100-80gb").unwrap();
+    let (plan, _) = plan_strategy(
+        &m,
+        &values,
+        &knobs,
+        &Layout::default(),
+        &calib,
+        None,
+        &calib.memory_bytes(),
+    )
+    .unwrap();
+    (plan, calib)
+}
+
+fn layer(plan: &TimingPlan) -> &PlanBlock {
+    plan.blocks.iter().find(|b| b.layer).unwrap()
+}
+
+#[test]
+fn megatron_fuses_the_scores_scale_into_the_softmax_and_the_dropout_into_the_add() {
+    let (plan, _) = plan();
+    let blk = layer(&plan);
+    let op = |name: &str| blk.ops.iter().find(|o| o.name == name).unwrap();
+    let r = |v: i64| Rational::from_integer(v.into());
+    // One sequence of 2048 tokens; 12 heads; hidden 768; 2 bytes a value, 1 a dropout mask.
+    let scores = r(12 * 2048 * 2048);
+    let tokens = r(2048 * 768);
+    // The scale runs inside the softmax kernel: it reads the scores and writes the
+    // probabilities, once each, forward and backward (softmax backward reads its output and
+    // the output gradient and writes the input gradient).
+    let scale = op("scale");
+    assert_eq!(scale.forward_bytes, r(0));
+    assert_eq!(scale.forward_flops, r(0));
+    assert_eq!(scale.backward_bytes, r(0));
+    let softmax = op("attn_softmax");
+    assert_eq!(softmax.forward_bytes, &scores * r(4));
+    assert_eq!(softmax.backward_bytes, &scores * r(6));
+    // The residual's dropout runs inside the add: read the branch and the residual, write the
+    // sum and the mask; backward, the output gradient is read for both inputs, the mask read,
+    // and both input gradients written.
+    for (dropout, add) in [("resid_dropout1", "res1"), ("resid_dropout2", "res2")] {
+        assert_eq!(op(dropout).forward_bytes, r(0), "{dropout}");
+        assert_eq!(op(dropout).backward_bytes, r(0), "{dropout}");
+        assert_eq!(op(add).forward_bytes, &tokens * r(7), "{add}");
+        assert_eq!(op(add).backward_bytes, &tokens * r(9), "{add}");
+    }
+    // The attention dropout feeds the context GEMM, not an add: it stays a kernel.
+    assert!(op("attn_dropout").forward_bytes > r(0));
+}
+
+#[test]
+fn parameter_gradients_add_their_kernels_to_each_backward() {
+    let (plan, calib) = plan();
+    let blk = layer(&plan);
+    let r = |v: i64| Rational::from_integer(v.into());
+    let op = |name: &str| blk.ops.iter().find(|o| o.name == name).unwrap();
+    // The attention's query projection: dy [2048, 768] and dbias [768], 2 bytes each.
+    assert_eq!(op("q_proj").param_grad_bytes, r(2 * 2048 * 768 + 2 * 768));
+    // ln1: dy and x [2048, 768], mean and rstd [2048] in fp32, dgamma and dbeta [768].
+    assert_eq!(
+        op("ln1").param_grad_bytes,
+        r(4 * 2048 * 768 + 8 * 2048 + 4 * 768)
+    );
+    assert_eq!(op("gelu").param_grad_bytes, r(0));
+    // Each is one more memory-bound kernel in every backward of every micro-batch: the
+    // compute stream is busier by exactly their seconds.
+    let mut bare = plan.clone();
+    for b in &mut bare.blocks {
+        for o in &mut b.ops {
+            o.param_grad_bytes = r(0);
+        }
+    }
+    let rates = Rates::of(&calib);
+    let mut expected: f64 = 0.0;
+    for b in &plan.blocks {
+        let copies = plan
+            .items
+            .iter()
+            .filter(|&&i| plan.blocks[i].name == b.name)
+            .count();
+        for o in &b.ops {
+            let bytes = num_traits::ToPrimitive::to_f64(&o.param_grad_bytes).unwrap();
+            expected += copies as f64 * 8.0 * rates.op_seconds(0.0, bytes, KernelClass::Other, 1);
+        }
+    }
+    assert!(expected > 0.0);
+    let busy = |p: &TimingPlan| -> f64 {
+        let t = time_plan(p, &calib).unwrap();
+        t.summary.devices.iter().map(|d| d.busy.compute).sum()
+    };
+    let extra = busy(&plan) - busy(&bare);
+    assert!(
+        (extra - expected).abs() <= 1e-9 * expected.max(1e-12),
+        "{extra} s against {expected} s"
+    );
+}
