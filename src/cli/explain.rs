@@ -57,6 +57,12 @@ struct Bytes {
     write: String,
     saved: String,
     params: String,
+    /// Read and written by the backward pass (its gradient einsums, or its output gradient,
+    /// saved tensors and parameters).
+    backward_read: String,
+    backward_write: String,
+    /// The backward's own kernel for vector-parameter gradients ("0" when there is none).
+    param_grad_kernel: String,
 }
 
 /// Runs `explain`.
@@ -95,6 +101,7 @@ pub fn run(args: ExplainArgs) -> Result<(), Error> {
     match args.format {
         Format::Json => {
             let (read, write) = rule.io_bytes(args.dtype_bytes);
+            let (backward_read, backward_write) = rule.backward_io_bytes(args.dtype_bytes);
             print_json(&Explained {
                 rule: &rule,
                 flops: Flops {
@@ -108,6 +115,9 @@ pub fn run(args: ExplainArgs) -> Result<(), Error> {
                     params: (rule.param_elements()
                         * crate::sym::Poly::int(args.dtype_bytes as i64))
                     .to_string(),
+                    backward_read: backward_read.to_string(),
+                    backward_write: backward_write.to_string(),
+                    param_grad_kernel: rule.param_grad_kernel_bytes(args.dtype_bytes).0.to_string(),
                 },
                 split_table: &table,
             })
@@ -337,6 +347,17 @@ pub fn render(rule: &OpRule, table: &SplitTable) -> String {
     let _ = writeln!(s, "  read      {read}");
     let _ = writeln!(s, "  written   {write}");
     let _ = writeln!(s, "  saved     {}", rule.saved_bytes(table.dtype_bytes));
+    let (bread, bwrite) = rule.backward_io_bytes(table.dtype_bytes);
+    let _ = writeln!(s, "  backward  read {bread}, written {bwrite}");
+    let (own, _) = rule.param_grad_kernel_bytes(table.dtype_bytes);
+    if own != crate::sym::Poly::zero() {
+        let what = if rule.param_grad_kernel {
+            "the parameter gradients, a second pass over the output gradient and saved tensors"
+        } else {
+            "the gradients of parameters alone in their term (a bias), part of the above"
+        };
+        let _ = writeln!(s, "  own kernel {own}: {what}");
+    }
     let _ = writeln!(s);
     let _ = writeln!(s, "split table (axis a has p_a devices, axis b has p_b)");
     for e in std::iter::once(&table.whole).chain(&table.entries) {
