@@ -60,20 +60,27 @@ fn param_grad_kernel_is_refused_where_it_cannot_apply() {
 
 /// One GPT-3 125M step on one device, eight micro-batches of one sequence, eager attention.
 fn plan() -> (TimingPlan, Calibration) {
+    plan_with(Knobs {
+        microbatches: 8,
+        ..Knobs::data_parallel(1)
+    })
+}
+
+fn plan_with(knobs: Knobs) -> (TimingPlan, Calibration) {
     let loader = ModelLoader::embedded().unwrap();
     let m = loader.resolve("gpt3-125m").unwrap();
     let mut values = m.values.clone();
     values.insert("B".into(), Rational::from_integer(8.into()));
-    let knobs = Knobs {
-        microbatches: 8,
-        ..Knobs::data_parallel(1)
-    };
     let calib = Calibration::resolve("a100-80gb").unwrap();
+    let layout = Layout {
+        sequence_parallel: knobs.sequence_parallel,
+        ..Layout::default()
+    };
     let (plan, _) = plan_strategy(
         &m,
         &values,
         &knobs,
-        &Layout::default(),
+        &layout,
         &calib,
         None,
         &calib.memory_bytes(),
@@ -163,4 +170,40 @@ fn parameter_gradients_add_their_kernels_to_each_backward() {
         (extra - expected).abs() <= 1e-9 * expected.max(1e-12),
         "{extra} s against {expected} s"
     );
+}
+
+/// Under sequence parallelism a row-parallel layer's output is reduce-scattered over the
+/// sequence and Megatron-LM adds its bias after that (`skip_bias_add`, then bias-dropout-add on
+/// the shard), so its bias gradient reduces 1/tp of the rows; a column-parallel layer's bias
+/// gradient reduces all rows of its own 1/tp of the columns, with or without it.
+#[test]
+fn under_sequence_parallelism_a_row_parallel_bias_gradient_reduces_the_shard() {
+    let r = |v: i64| Rational::from_integer(v.into());
+    let at = |sp: bool| {
+        let (plan, _) = plan_with(Knobs {
+            tp: 2,
+            microbatches: 8,
+            sequence_parallel: sp,
+            ..Knobs::data_parallel(1)
+        });
+        let blk = layer(&plan).clone();
+        let get = |name: &str| {
+            blk.ops
+                .iter()
+                .find(|o| o.name == name)
+                .unwrap()
+                .param_grad_bytes
+                .clone()
+        };
+        (get("out_proj"), get("fc_out"), get("q_proj"))
+    };
+    // One sequence of 2048 tokens, hidden 768, 2 bytes a value, tensor parallelism 2.
+    let (out, fc_out, q) = at(false);
+    assert_eq!(out, r(2 * 2048 * 768 + 2 * 768));
+    assert_eq!(fc_out, r(2 * 2048 * 768 + 2 * 768));
+    assert_eq!(q, r(2 * 2048 * 384 + 2 * 384));
+    let (out, fc_out, q) = at(true);
+    assert_eq!(out, r(2 * 1024 * 768 + 2 * 768));
+    assert_eq!(fc_out, r(2 * 1024 * 768 + 2 * 768));
+    assert_eq!(q, r(2 * 2048 * 384 + 2 * 384));
 }

@@ -495,6 +495,31 @@ pub fn plan_blocks(
         for k in fused_projections(index, blk, ba) {
             ops[k].fused_with_next = true;
         }
+        // Under sequence parallelism a row-parallel layer's output is reduce-scattered over
+        // the sequence, and Megatron-LM adds its bias after that (`skip_bias_add`, then the
+        // bias-dropout-add on the sequence shard): the bias gradient reduces 1/tp of the rows.
+        let tp = b
+            .get(crate::parallel::analysis::TP)
+            .cloned()
+            .unwrap_or_else(Rational::one);
+        if tp > Rational::one() {
+            for c in &ba.edges {
+                let Site::Edge { producer, .. } = &c.site else {
+                    continue;
+                };
+                let scattered = c.axis == AxisKind::Tp && c.kind == CollectiveKind::ReduceScatter;
+                let Some(k) = pos(producer).filter(|_| scattered) else {
+                    continue;
+                };
+                let [own, shared] = &ba.ops[k].param_grad_bytes;
+                // Only a bias (an einsum's one-parameter term), whose kernel reads dy alone.
+                if ba.ops[k].class == FlopClass::Matmul && own == shared && !own.is_zero() {
+                    let dy = ev(&ba.ops[k].out_local_bytes)?;
+                    let cut = &dy - &dy / &tp;
+                    ops[k].param_grad_bytes = &ops[k].param_grad_bytes - &cut;
+                }
+            }
+        }
         for k in fused_elementwise(index, blk, ba) {
             let alone = |v: &[Vec<PlanComm>], i: usize| v[i].is_empty();
             let between = alone(&after, k)
