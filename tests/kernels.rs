@@ -113,13 +113,13 @@ fn megatron_fuses_the_scores_scale_into_the_softmax_and_the_dropout_into_the_add
     assert_eq!(softmax.forward_bytes, &scores * r(4));
     assert_eq!(softmax.backward_bytes, &scores * r(6));
     // The residual's dropout runs inside the add: read the branch and the residual, write the
-    // sum and the mask; backward, the output gradient is read for both inputs, the mask read,
-    // and both input gradients written.
+    // sum and the mask. Backward, the add hands its output gradient to both inputs (no kernel)
+    // and the dropout's backward reads it and the mask and writes the branch's gradient.
     for (dropout, add) in [("resid_dropout1", "res1"), ("resid_dropout2", "res2")] {
         assert_eq!(op(dropout).forward_bytes, r(0), "{dropout}");
         assert_eq!(op(dropout).backward_bytes, r(0), "{dropout}");
         assert_eq!(op(add).forward_bytes, &tokens * r(7), "{add}");
-        assert_eq!(op(add).backward_bytes, &tokens * r(9), "{add}");
+        assert_eq!(op(add).backward_bytes, &tokens * r(5), "{add}");
     }
     // The attention dropout feeds the context GEMM, not an add: it stays a kernel.
     assert!(op("attn_dropout").forward_bytes > r(0));
@@ -206,4 +206,56 @@ fn under_sequence_parallelism_a_row_parallel_bias_gradient_reduces_the_shard() {
     assert_eq!(out, r(2 * 1024 * 768 + 2 * 768));
     assert_eq!(fc_out, r(2 * 1024 * 768 + 2 * 768));
     assert_eq!(q, r(2 * 2048 * 384 + 2 * 384));
+}
+
+/// A tensor read by several operators gets a gradient from each, and autograd sums them before
+/// its producer's backward: one kernel per extra reader, reading two gradients and writing one.
+/// The projections Megatron-LM runs as one layer read their input once.
+#[test]
+fn autograd_sums_the_gradients_of_a_tensor_read_twice() {
+    let r = |v: i64| Rational::from_integer(v.into());
+    let (plan, _) = plan();
+    let blk = layer(&plan);
+    let op = |name: &str| blk.ops.iter().find(|o| o.name == name).unwrap();
+    // The layer's input feeds ln1 and the residual add, res1 feeds ln2 and res2: one sum each,
+    // charged to the reader that runs last backward (the normalisation). 2048 tokens × 768.
+    let sum = r(3 * 2 * 2048 * 768);
+    assert_eq!(op("ln1").fan_in_bytes, sum);
+    assert_eq!(op("ln2").fan_in_bytes, sum);
+    // ln1's output feeds query, key and value: one layer, no sum.
+    for name in ["q_proj", "k_proj", "v_proj", "res1", "res2", "fc_in"] {
+        assert_eq!(op(name).fan_in_bytes, r(0), "{name}");
+    }
+    // A plain residual add (Llama's, no dropout before it) runs no backward kernel.
+    let loader = ModelLoader::embedded().unwrap();
+    let m = loader.resolve("llama3-8b").unwrap();
+    let mut values = m.values.clone();
+    values.insert("B".into(), r(1));
+    values.insert("S".into(), r(512));
+    let calib = Calibration::resolve("h100-sxm").unwrap();
+    let knobs = Knobs::data_parallel(1);
+    let (plan, _) = plan_strategy(
+        &m,
+        &values,
+        &knobs,
+        &Layout::default(),
+        &calib,
+        None,
+        &calib.memory_bytes(),
+    )
+    .unwrap();
+    let blk = layer(&plan);
+    let op = |name: &str| blk.ops.iter().find(|o| o.name == name).unwrap();
+    for add in ["res1", "res2"] {
+        assert_eq!(op(add).backward_bytes, r(0), "{add}");
+        assert_eq!(op(add).backward_flops, r(0), "{add}");
+        assert!(op(add).forward_bytes > r(0), "{add}");
+    }
+    // Its gate and up projections are two layers reading one input: one sum, at the first.
+    let hidden = r(2 * 512 * 4096);
+    let first = ["gate_proj", "up_proj"]
+        .into_iter()
+        .find(|n| op(n).fan_in_bytes > r(0))
+        .unwrap();
+    assert_eq!(op(first).fan_in_bytes, &hidden * r(3));
 }

@@ -146,6 +146,7 @@ fn uniform(p: u64, m: u64, schedule: Schedule, v: u64, layers: usize) -> TimingP
         params: Rational::from_integer(0.into()),
         fused_with_next: false,
         param_grad_bytes: Rational::from_integer(0.into()),
+        fan_in_bytes: Rational::from_integer(0.into()),
     };
     let block = PlanBlock {
         name: "layer".into(),

@@ -463,6 +463,18 @@ impl OpRule {
         }
     }
 
+    /// Whether its backward only hands the output gradient to every input, as autograd does for
+    /// a sum of same-shaped activations (`AddBackward` returns the gradient itself to both
+    /// inputs): an einsum whose terms are one input each, every input shaped as the output and
+    /// none a parameter. No backward kernel runs for it.
+    pub fn passes_gradient_through(&self) -> bool {
+        let same = |t: &Tensor| t.indices().eq(self.output.indices());
+        matches!(self.flops, Flops::Einsum)
+            && !self.terms.is_empty()
+            && self.terms.iter().all(|t| t.len() == 1)
+            && self.inputs.iter().all(|t| !t.param && same(t))
+    }
+
     /// Bytes kept for the backward pass.
     pub fn saved_bytes(&self, compute: u32) -> Poly {
         self.saved.iter().map(|t| tensor_bytes(t, compute)).sum()

@@ -176,6 +176,16 @@ pub struct PlanOp {
         skip_serializing_if = "Zero::is_zero"
     )]
     pub param_grad_bytes: Rational,
+    /// Bytes of autograd's accumulation of gradients, run after its backward: where a tensor
+    /// feeds several operators its gradients are summed (each extra one read with the running
+    /// sum and the sum written, three times the tensor's bytes) once the last of them, this
+    /// operator, has run its backward. Zero in plans saved before it existed.
+    #[serde(
+        default = "no_bytes",
+        with = "exact",
+        skip_serializing_if = "Zero::is_zero"
+    )]
+    pub fan_in_bytes: Rational,
 }
 
 /// One GEMM on one device: `batch` products of a `rows` × `cols` output, summing `inner`.
@@ -450,6 +460,7 @@ pub fn plan_blocks(
                     .collect::<Result<_>>()?,
                 params: ev(&op.params)?,
                 fused_with_next: false,
+                fan_in_bytes: Rational::zero(),
             });
             for c in &op.comm {
                 let pc = plan_comm(c, &ev(&c.wire_bytes)?, format!("{} {}", c.op, c.tensor));
@@ -492,8 +503,21 @@ pub fn plan_blocks(
                 }
             }
         }
-        for k in fused_projections(index, blk, ba) {
+        let grouped = fused_projections(index, blk, ba);
+        for &k in &grouped {
             ops[k].fused_with_next = true;
+        }
+        // A sum of activations hands its output gradient to every input: no backward kernel.
+        for (k, node) in blk.ops().enumerate() {
+            if node.rule.passes_gradient_through() {
+                ops[k].backward_flops = Rational::zero();
+                ops[k].backward_bytes = Rational::zero();
+            }
+        }
+        for (k, bytes) in gradient_sums(index, blk, numbers, &grouped, |i| {
+            ev(&ba.ops[i].out_local_bytes)
+        })? {
+            ops[k].fan_in_bytes += bytes;
         }
         // Under sequence parallelism a row-parallel layer's output is reduce-scattered over
         // the sequence, and Megatron-LM adds its bias after that (`skip_bias_add`, then the
@@ -574,6 +598,69 @@ pub fn plan_blocks(
     Ok(blocks)
 }
 
+/// Where autograd sums gradients in a block's backward: for every activation that feeds `c > 1`
+/// operator inputs of the block (the projections Megatron-LM runs as one layer counting once),
+/// `c − 1` sums of its gradient, each reading two and writing one (three times its bytes per
+/// device), charged to the consumer that runs first forward and so last backward. `local(i)`
+/// gives the bytes per device of operator `i`'s output; an input from another block has the
+/// size that block hands on (the layer's own input that of the block before it).
+fn gradient_sums(
+    index: usize,
+    blk: &crate::model::graph::Block,
+    numbers: &[BlockNumbers],
+    grouped: &[usize],
+    local: impl Fn(usize) -> Result<Rational>,
+) -> Result<Vec<(usize, Rational)>> {
+    use crate::model::graph::Producer;
+    use std::collections::BTreeMap;
+    #[derive(PartialEq, Eq, PartialOrd, Ord)]
+    enum Source {
+        Local(usize),
+        Block(usize),
+    }
+    let at: std::collections::HashMap<_, usize> =
+        blk.order.iter().enumerate().map(|(i, v)| (*v, i)).collect();
+    let mut readers: BTreeMap<Source, Vec<usize>> = BTreeMap::new();
+    for (j, node) in blk.ops().enumerate() {
+        for (_, p) in &node.inputs {
+            let source = match p {
+                Producer::Op { block, node: v } if *block == index => match at.get(v) {
+                    Some(&i) => Source::Local(i),
+                    None => continue,
+                },
+                Producer::Op { block, .. } => Source::Block(*block),
+                Producer::BlockInput if index > 0 => Source::Block(index - 1),
+                _ => continue,
+            };
+            readers.entry(source).or_default().push(j);
+        }
+    }
+    let three = Rational::from_integer(3.into());
+    let mut out = Vec::new();
+    for (source, all) in readers {
+        // The later of a grouped pair of projections reads as the earlier (one layer).
+        let list: Vec<usize> = all
+            .iter()
+            .copied()
+            .filter(|&j| !(j > 0 && grouped.contains(&(j - 1)) && all.contains(&(j - 1))))
+            .collect();
+        if list.len() < 2 {
+            continue;
+        }
+        let bytes = match source {
+            Source::Local(i) => local(i)?,
+            Source::Block(b) => match numbers.get(b) {
+                Some(n) => n.exact.boundary.clone(),
+                None => continue,
+            },
+        };
+        let sums = Rational::from_integer(((list.len() - 1) as i64).into());
+        let first = *list.iter().min().unwrap_or(&0);
+        out.push((first, bytes * &three * sums));
+    }
+    Ok(out)
+}
+
 /// Operator `first` run inside `second`'s kernel: `second` takes its FLOPs and bytes, less the
 /// intermediate tensor (`twice` its bytes: written by `first`, read by `second`, and the same for
 /// its gradient backward), and `first` launches no kernel.
@@ -589,8 +676,15 @@ fn fuse_into(first: &mut PlanOp, second: &mut PlanOp, twice: &Rational) {
     second.forward_flops += &first.forward_flops;
     second.backward_flops += &first.backward_flops;
     second.forward_bytes = merged(&first.forward_bytes, &second.forward_bytes);
-    second.backward_bytes = merged(&first.backward_bytes, &second.backward_bytes);
+    // A second operator that passes its gradient through writes no intermediate gradient.
+    second.backward_bytes = if second.backward_bytes.is_zero() {
+        first.backward_bytes.clone()
+    } else {
+        merged(&first.backward_bytes, &second.backward_bytes)
+    };
     second.param_grad_bytes += &first.param_grad_bytes;
+    second.fan_in_bytes += &first.fan_in_bytes;
+    first.fan_in_bytes = Rational::zero();
     first.forward_flops = Rational::zero();
     first.backward_flops = Rational::zero();
     first.forward_bytes = Rational::zero();

@@ -333,12 +333,16 @@ impl<'a> Ctx<'a> {
                     // The parameter gradients' own kernel (a bias's reduction, layer
                     // normalisation's second pass), once per backward.
                     let param_grads = if backward {
-                        self.rates.op_seconds(
-                            0.0,
-                            f(&o.param_grad_bytes),
-                            crate::timeline::cost::KernelClass::Other,
-                            1,
-                        )
+                        let own = |bytes: &crate::sym::Rational| {
+                            self.rates.op_seconds(
+                                0.0,
+                                f(bytes),
+                                crate::timeline::cost::KernelClass::Other,
+                                1,
+                            )
+                        };
+                        // And autograd's sums of gradients whose last reader this is.
+                        own(&o.param_grad_bytes) + own(&o.fan_in_bytes)
                     } else {
                         0.0
                     };
