@@ -598,6 +598,25 @@ pub fn plan_blocks(
     Ok(blocks)
 }
 
+/// The readers of each operator's output within block `index`, by execution index (an operator
+/// that reads one output twice is listed twice).
+fn block_consumers(index: usize, blk: &crate::model::graph::Block) -> Vec<Vec<usize>> {
+    use crate::model::graph::Producer;
+    let at: std::collections::HashMap<_, usize> =
+        blk.order.iter().enumerate().map(|(i, v)| (*v, i)).collect();
+    let mut consumers: Vec<Vec<usize>> = vec![Vec::new(); blk.order.len()];
+    for (j, node) in blk.ops().enumerate() {
+        for (_, p) in &node.inputs {
+            if let Producer::Op { block, node: v } = p {
+                if let (true, Some(&i)) = (*block == index, at.get(v)) {
+                    consumers[i].push(j);
+                }
+            }
+        }
+    }
+    consumers
+}
+
 /// Where autograd sums gradients in a block's backward: for every activation that feeds `c > 1`
 /// operator inputs of the block (the projections Megatron-LM runs as one layer counting once),
 /// `c − 1` sums of its gradient, each reading two and writing one (three times its bytes per
@@ -703,22 +722,9 @@ fn fused_elementwise(
     blk: &crate::model::graph::Block,
     ba: &crate::parallel::analysis::BlockAnalysis,
 ) -> Vec<usize> {
-    use crate::model::graph::Producer;
     const PAIRS: [(&str, &str); 2] = [("scale", "softmax"), ("dropout", "add")];
-    let nodes: Vec<_> = blk.ops().collect();
-    let n = nodes.len();
-    let at: std::collections::HashMap<_, usize> =
-        blk.order.iter().enumerate().map(|(i, v)| (*v, i)).collect();
-    let mut consumers: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for (j, node) in nodes.iter().enumerate() {
-        for (_, p) in &node.inputs {
-            if let Producer::Op { block, node: v } = p {
-                if let (true, Some(&i)) = (*block == index, at.get(v)) {
-                    consumers[i].push(j);
-                }
-            }
-        }
-    }
+    let consumers = block_consumers(index, blk);
+    let n = consumers.len();
     // An operator whose output leaves the block (a later block's input) is not fused away.
     (0..n.saturating_sub(1))
         .filter(|&k| {
@@ -744,19 +750,7 @@ fn fused_projections(
     use crate::model::graph::Producer;
     let nodes: Vec<_> = blk.ops().collect();
     let n = nodes.len();
-    // Consumers of each operator, by execution index.
-    let at: std::collections::HashMap<_, usize> =
-        blk.order.iter().enumerate().map(|(i, v)| (*v, i)).collect();
-    let mut consumers: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for (j, node) in nodes.iter().enumerate() {
-        for (_, p) in &node.inputs {
-            if let Producer::Op { block, node: v } = p {
-                if let (true, Some(&i)) = (*block == index, at.get(v)) {
-                    consumers[i].push(j);
-                }
-            }
-        }
-    }
+    let consumers = block_consumers(index, blk);
     let attention = |j: usize| ba.ops[j].attention_core || ba.ops[j].fused_attention;
     let feeds_attention = |i: usize| {
         consumers[i]
