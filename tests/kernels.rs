@@ -3,16 +3,15 @@
 //! residual's dropout and add), and parameter gradients that run a kernel of their own (a bias's
 //! reduction over rows, layer normalisation's second pass over its input and output gradient).
 
+mod common;
+
 use symshard::calib::Calibration;
 use symshard::diag::Source;
-use symshard::model::ModelLoader;
-use symshard::parallel::Layout;
 use symshard::rules::{load_rule, RuleSet};
 use symshard::strategy::Knobs;
 use symshard::sym::{Poly, Rational};
 use symshard::timeline::cost::KernelClass;
-use symshard::timeline::{plan_strategy, time_plan, Rates};
-use symshard::timeline::{PlanBlock, TimingPlan};
+use symshard::timeline::{time_plan, PlanBlock, Rates, TimingPlan};
 
 fn poly(s: &str) -> Poly {
     Poly::parse(s).unwrap()
@@ -59,6 +58,8 @@ fn param_grad_kernel_is_refused_where_it_cannot_apply() {
 }
 
 /// One GPT-3 125M step on one device, eight micro-batches of one sequence, eager attention.
+/// Its shapes (Brown et al. 2020, Table 2.1, as `models/gpt3-125m.yaml` gives them): 12 heads,
+/// hidden 768, sequence 2048.
 fn plan() -> (TimingPlan, Calibration) {
     plan_with(Knobs {
         microbatches: 8,
@@ -67,26 +68,7 @@ fn plan() -> (TimingPlan, Calibration) {
 }
 
 fn plan_with(knobs: Knobs) -> (TimingPlan, Calibration) {
-    let loader = ModelLoader::embedded().unwrap();
-    let m = loader.resolve("gpt3-125m").unwrap();
-    let mut values = m.values.clone();
-    values.insert("B".into(), Rational::from_integer(8.into()));
-    let calib = Calibration::resolve("a100-80gb").unwrap();
-    let layout = Layout {
-        sequence_parallel: knobs.sequence_parallel,
-        ..Layout::default()
-    };
-    let (plan, _) = plan_strategy(
-        &m,
-        &values,
-        &knobs,
-        &layout,
-        &calib,
-        None,
-        &calib.memory_bytes(),
-    )
-    .unwrap();
-    (plan, calib)
+    common::plan_on("gpt3-125m", &[("B", 8)], &knobs, "a100-80gb")
 }
 
 fn layer(plan: &TimingPlan) -> &PlanBlock {
@@ -226,24 +208,11 @@ fn autograd_sums_the_gradients_of_a_tensor_read_twice() {
     for name in ["q_proj", "k_proj", "v_proj", "res1", "res2", "fc_in"] {
         assert_eq!(op(name).fan_in_bytes, r(0), "{name}");
     }
-    // A plain residual add (Llama's, no dropout before it) runs no backward kernel.
-    let loader = ModelLoader::embedded().unwrap();
-    let m = loader.resolve("llama3-8b").unwrap();
-    let mut values = m.values.clone();
-    values.insert("B".into(), r(1));
-    values.insert("S".into(), r(512));
-    let calib = Calibration::resolve("h100-sxm").unwrap();
+    // A plain residual add (Llama's, no dropout before it) runs no backward kernel. Llama 3 8B's
+    // hidden size is 4096 (`models/llama3-8b.yaml`, from its Hugging Face config).
     let knobs = Knobs::data_parallel(1);
-    let (plan, _) = plan_strategy(
-        &m,
-        &values,
-        &knobs,
-        &Layout::default(),
-        &calib,
-        None,
-        &calib.memory_bytes(),
-    )
-    .unwrap();
+    let set = [("B", 1), ("S", 512)];
+    let (plan, _) = common::plan_on("llama3-8b", &set, &knobs, "h100-sxm");
     let blk = layer(&plan);
     let op = |name: &str| blk.ops.iter().find(|o| o.name == name).unwrap();
     for add in ["res1", "res2"] {

@@ -2,7 +2,8 @@
 //! master copy, Megatron-LM's `--bf16`) and `autocast` (fp32 weights under `torch.autocast`, PyTorch
 //! AMP). Memory, data-parallel traffic and HBM traffic of the same strategy under each, exactly.
 
-use assert_cmd::Command;
+mod common;
+
 use symshard::calib::Calibration;
 use symshard::model::{Model, ModelLoader};
 use symshard::parallel::{evaluate_strategy, Evaluation, Layout};
@@ -135,76 +136,56 @@ fn the_relative_cost_prices_the_casts() {
 /// a value that is neither recipe is refused with the file, line and the allowed values.
 #[test]
 fn the_precision_knob_is_read_everywhere_and_checked() {
-    let dir = std::env::temp_dir().join(format!("symshard-precision-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let good = dir.join("amp.yaml");
-    std::fs::write(&good, "dp: 2\nprecision: autocast\n").unwrap();
-    let out = Command::cargo_bin("symshard")
-        .unwrap()
-        .args(["cost", "gpt2-124m", "--set", "B=16", "--strategy"])
-        .arg(&good)
+    let dir = common::temp_dir("precision");
+    std::fs::write(dir.join("amp.yaml"), "dp: 2\nprecision: autocast\n").unwrap();
+    let out = common::symshard()
+        .current_dir(&dir)
+        .args([
+            "cost",
+            "gpt2-124m",
+            "--set",
+            "B=16",
+            "--strategy",
+            "amp.yaml",
+        ])
         .output()
         .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("precision=autocast"), "{text}");
 
-    let bad = dir.join("bad.yaml");
-    std::fs::write(&bad, "dp: 2\nprecision: fp8\n").unwrap();
-    let out = Command::cargo_bin("symshard")
-        .unwrap()
-        .args(["cost", "gpt2-124m", "--strategy"])
-        .arg(&bad)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    std::fs::write(dir.join("bad.yaml"), "dp: 2\nprecision: fp8\n").unwrap();
+    let err = common::refused_in(&dir, &["cost", "gpt2-124m", "--strategy", "bad.yaml"]);
     assert!(err.contains("bad.yaml:2:"), "{err}");
     assert!(err.contains("fp8") && err.contains("autocast"), "{err}");
 
-    let out = Command::cargo_bin("symshard")
-        .unwrap()
-        .args(["timeline", "gpt2-124m", "--precision", "fp8"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("bf16, autocast"));
+    let err = common::refused(&["timeline", "gpt2-124m", "--precision", "fp8"]);
+    assert!(err.contains("bf16, autocast"), "{err}");
 
-    let out = Command::cargo_bin("symshard")
-        .unwrap()
-        .args([
-            "rank",
-            "gpt2-124m",
-            "--devices",
-            "8",
-            "--top",
-            "3",
-            "--fix",
-            "precision=autocast",
-            "--format",
-            "json",
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let json = common::json(&[
+        "rank",
+        "gpt2-124m",
+        "--devices",
+        "8",
+        "--top",
+        "3",
+        "--fix",
+        "precision=autocast",
+        "--format",
+        "json",
+    ]);
     let rows = json["strategies"].as_array().unwrap();
     assert!(!rows.is_empty());
     assert!(rows.iter().all(|r| r["precision"] == "autocast"), "{json}");
 
-    let out = Command::cargo_bin("symshard")
-        .unwrap()
-        .args([
-            "rank",
-            "gpt2-124m",
-            "--devices",
-            "8",
-            "--fix",
-            "precision=fp8",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown precision (bf16, autocast)"));
+    let err = common::refused(&[
+        "rank",
+        "gpt2-124m",
+        "--devices",
+        "8",
+        "--fix",
+        "precision=fp8",
+    ]);
+    assert!(err.contains("unknown precision (bf16, autocast)"), "{err}");
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -932,28 +932,10 @@ fn attention_modes_on_the_command_line() {
 /// whose names start with `d` (`down_proj`: its gradient is `ddown_proj`).
 #[test]
 fn gradient_conversions_precede_their_producers_backward() {
-    let loader = ModelLoader::embedded().unwrap();
-    let m = loader.resolve("llama3-8b").unwrap();
-    let mut values = m.values.clone();
-    values.insert("B".into(), Rational::from_integer(8.into()));
-    values.insert("S".into(), Rational::from_integer(1024.into()));
-    let calib = Calibration::reference().unwrap();
     let mut k = knobs(1, 2, 1, 1, Schedule::OneFOneB, 1);
     k.sequence_parallel = true;
-    let layout = Layout {
-        sequence_parallel: true,
-        ..Layout::default()
-    };
-    let (p, _) = plan_strategy(
-        &m,
-        &values,
-        &k,
-        &layout,
-        &calib,
-        None,
-        &calib.memory_bytes(),
-    )
-    .unwrap();
+    let reference = symshard::calib::REFERENCE;
+    let (p, _) = common::plan_on("llama3-8b", &[("B", 8), ("S", 1024)], &k, reference);
     let layer = p.blocks.iter().find(|b| b.layer).unwrap();
     let down = layer
         .ops
@@ -1648,10 +1630,9 @@ fn the_transformer_engine_table_differs_from_h100_sxm_only_in_attention() {
 /// Korthikanti et al. 2022 Table 4's layer (the 22B model at tp 8, micro-batch 4) on A100s,
 /// with or without sequence parallelism.
 fn table4_plan(sequence_parallel: bool) -> (TimingPlan, Calibration) {
-    let loader = ModelLoader::embedded().unwrap();
-    let m = loader.resolve("gpt3-175b").unwrap();
-    let mut values = m.values.clone();
-    for (k, v) in [
+    let mut k = knobs(1, 8, 1, 1, Schedule::OneFOneB, 1);
+    k.sequence_parallel = sequence_parallel;
+    let set = [
         ("L", 48),
         ("H", 6144),
         ("NH", 64),
@@ -1659,27 +1640,8 @@ fn table4_plan(sequence_parallel: bool) -> (TimingPlan, Calibration) {
         ("V", 51200),
         ("S", 2048),
         ("B", 4),
-    ] {
-        values.insert(k.into(), Rational::from_integer(v.into()));
-    }
-    let calib = Calibration::resolve("a100-80gb").unwrap();
-    let mut k = knobs(1, 8, 1, 1, Schedule::OneFOneB, 1);
-    k.sequence_parallel = sequence_parallel;
-    let layout = Layout {
-        sequence_parallel,
-        ..Layout::default()
-    };
-    let (p, _) = plan_strategy(
-        &m,
-        &values,
-        &k,
-        &layout,
-        &calib,
-        None,
-        &calib.memory_bytes(),
-    )
-    .unwrap();
-    (p, calib)
+    ];
+    common::plan_on("gpt3-175b", &set, &k, "a100-80gb")
 }
 
 /// Megatron-LM's attention computes the query, key and value with one `ColumnParallelLinear`

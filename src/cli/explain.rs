@@ -350,7 +350,7 @@ pub fn render(rule: &OpRule, table: &SplitTable) -> String {
     let (bread, bwrite) = rule.backward_io_bytes(table.dtype_bytes);
     let _ = writeln!(s, "  backward  read {bread}, written {bwrite}");
     let (own, _) = rule.param_grad_kernel_bytes(table.dtype_bytes);
-    if own != crate::sym::Poly::zero() {
+    if !own.is_zero() {
         let what = if rule.param_grad_kernel {
             "the parameter gradients, a second pass over the output gradient and saved tensors"
         } else {

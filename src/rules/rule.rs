@@ -381,10 +381,7 @@ impl OpRule {
     /// input that takes one.
     pub fn backward_io_bytes(&self, compute: u32) -> (Poly, Poly) {
         let dy = tensor_bytes(&self.output, compute);
-        let grad_bytes = |t: &Tensor| {
-            // A gradient has the compute type whatever its input's storage type.
-            t.elements() * Poly::int(compute as i64)
-        };
+        let grad_bytes = |t: &Tensor| gradient_bytes(t, compute);
         let mut read = Poly::zero();
         let mut written = Poly::zero();
         match &self.flops {
@@ -438,7 +435,7 @@ impl OpRule {
     ///   Only the parameter gradients' writes move out of the other kernel.
     pub fn param_grad_kernel_bytes(&self, compute: u32) -> (Poly, Poly) {
         let dy = tensor_bytes(&self.output, compute);
-        let grad = |t: &Tensor| t.elements() * Poly::int(compute as i64);
+        let grad = |t: &Tensor| gradient_bytes(t, compute);
         match &self.flops {
             Flops::Einsum => {
                 let mut own = Poly::zero();
@@ -535,6 +532,11 @@ impl GemmIndices {
 /// Bytes of a tensor with compute elements of `compute` bytes.
 pub fn tensor_bytes(t: &Tensor, compute: u32) -> Poly {
     t.elements() * Poly::int(t.dtype.bytes(compute) as i64)
+}
+
+/// Bytes of the gradient of `t`: the compute type, whatever `t`'s storage type.
+fn gradient_bytes(t: &Tensor, compute: u32) -> Poly {
+    t.elements() * Poly::int(compute as i64)
 }
 
 #[cfg(test)]

@@ -637,17 +637,17 @@ fn gradient_sums(
         Local(usize),
         Block(usize),
     }
-    let at: std::collections::HashMap<_, usize> =
-        blk.order.iter().enumerate().map(|(i, v)| (*v, i)).collect();
-    let mut readers: BTreeMap<Source, Vec<usize>> = BTreeMap::new();
+    let mut readers: BTreeMap<Source, Vec<usize>> = block_consumers(index, blk)
+        .into_iter()
+        .enumerate()
+        .map(|(i, list)| (Source::Local(i), list))
+        .collect();
+    // Tensors from outside the block: another block's output, or the block's own input (what
+    // the block before it hands on).
     for (j, node) in blk.ops().enumerate() {
         for (_, p) in &node.inputs {
             let source = match p {
-                Producer::Op { block, node: v } if *block == index => match at.get(v) {
-                    Some(&i) => Source::Local(i),
-                    None => continue,
-                },
-                Producer::Op { block, .. } => Source::Block(*block),
+                Producer::Op { block, .. } if *block != index => Source::Block(*block),
                 Producer::BlockInput if index > 0 => Source::Block(index - 1),
                 _ => continue,
             };
@@ -684,14 +684,7 @@ fn gradient_sums(
 /// intermediate tensor (`twice` its bytes: written by `first`, read by `second`, and the same for
 /// its gradient backward), and `first` launches no kernel.
 fn fuse_into(first: &mut PlanOp, second: &mut PlanOp, twice: &Rational) {
-    let merged = |a: &Rational, b: &Rational| {
-        let m = a + b - twice;
-        if m < Rational::zero() {
-            Rational::zero()
-        } else {
-            m
-        }
-    };
+    let merged = |a: &Rational, b: &Rational| a + b - twice;
     second.forward_flops += &first.forward_flops;
     second.backward_flops += &first.backward_flops;
     second.forward_bytes = merged(&first.forward_bytes, &second.forward_bytes);

@@ -330,9 +330,10 @@ impl<'a> Ctx<'a> {
                     } else {
                         self.weight_cast_seconds(f(&o.params))
                     };
-                    // The parameter gradients' own kernel (a bias's reduction, layer
-                    // normalisation's second pass), once per backward.
-                    let param_grads = if backward {
+                    // Kernels of their own once per backward: the parameter gradients' (a bias's
+                    // reduction, layer normalisation's second pass) and autograd's sums of the
+                    // gradients whose last reader this is.
+                    let own_kernels = if backward {
                         let own = |bytes: &crate::sym::Rational| {
                             self.rates.op_seconds(
                                 0.0,
@@ -341,7 +342,6 @@ impl<'a> Ctx<'a> {
                                 1,
                             )
                         };
-                        // And autograd's sums of gradients whose last reader this is.
                         own(&o.param_grad_bytes) + own(&o.fan_in_bytes)
                     } else {
                         0.0
@@ -349,7 +349,7 @@ impl<'a> Ctx<'a> {
                     let ring = f(&o.ring_bytes);
                     if cp <= 1 || ring <= 0.0 {
                         let mut one = step(fl, by, 0);
-                        one.dur += accumulate + param_grads;
+                        one.dur += accumulate + own_kernels;
                         return vec![one];
                     }
                     self.ring(i, recompute, backward, ring, |j| {

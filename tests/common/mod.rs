@@ -6,6 +6,12 @@ use assert_cmd::Command;
 use libtest_mimic::Failed;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
+use symshard::calib::Calibration;
+use symshard::model::ModelLoader;
+use symshard::parallel::Layout;
+use symshard::strategy::Knobs;
+use symshard::sym::Rational;
+use symshard::timeline::{plan_strategy, TimingPlan};
 
 /// The `*.yaml` files of `dir`, sorted.
 pub fn yaml_files(dir: &Path) -> Vec<PathBuf> {
@@ -90,4 +96,36 @@ pub fn run_on_file(dir: &Path, file: &str, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).unwrap()
+}
+
+/// The timing plan of shipped model `model`, with the symbols `set` replacing its values, under
+/// `knobs` (the layout's sequence parallelism following the knob's) on the shipped table
+/// `machine`, and that table.
+pub fn plan_on(
+    model: &str,
+    set: &[(&str, i64)],
+    knobs: &Knobs,
+    machine: &str,
+) -> (TimingPlan, Calibration) {
+    let m = ModelLoader::embedded().unwrap().resolve(model).unwrap();
+    let mut values = m.values.clone();
+    for (k, v) in set {
+        values.insert(k.to_string(), Rational::from_integer((*v).into()));
+    }
+    let calib = Calibration::resolve(machine).unwrap();
+    let layout = Layout {
+        sequence_parallel: knobs.sequence_parallel,
+        ..Layout::default()
+    };
+    let (plan, _) = plan_strategy(
+        &m,
+        &values,
+        knobs,
+        &layout,
+        &calib,
+        None,
+        &calib.memory_bytes(),
+    )
+    .unwrap();
+    (plan, calib)
 }
