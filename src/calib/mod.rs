@@ -307,6 +307,19 @@ pub struct Efficiency {
     /// one kernel; the matmul curve when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attention: Option<Curve>,
+    /// Other fused-attention kernels a stack may run on this device, by name (for example an
+    /// earlier FlashAttention, or one written in Triton), each with its own curve as
+    /// `attention`; `--calib TABLE@NAME` times attention with the named one.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub attention_kernels: BTreeMap<String, Curve>,
+}
+
+/// Whether `name` can name an attention kernel (and so follow `@` in `--calib`).
+fn is_kernel_name(name: &str) -> bool {
+    name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
 }
 
 /// A collective's kind, as calibration tables name it (nccl-tests' names).
@@ -450,10 +463,26 @@ impl Calibration {
         if let Some(a) = &e.attention {
             curves.push(("attention", a));
         }
-        for (name, e) in curves {
+        for (name, e) in curves.into_iter().map(|(n, c)| (vec![n], c)).chain(
+            e.attention_kernels
+                .iter()
+                .map(|(n, c)| (vec!["attention_kernels", n.as_str()], c)),
+        ) {
+            if let Some(bad) = name.get(1).filter(|n| !is_kernel_name(n)) {
+                return Err(src.error_at(
+                    &["device", "efficiency", "attention_kernels", bad],
+                    format!(
+                        "attention kernel name `{bad}` must be lowercase letters, digits and \
+                         dashes, starting with a letter"
+                    ),
+                ));
+            }
+            let mut at = vec!["device", "efficiency"];
+            at.extend(name.iter().copied());
+            let name = name.join(".");
             if e.min() <= Rational::zero() || e.max() > Rational::one() {
                 return Err(src.error_at(
-                    &["device", "efficiency", name],
+                    &at,
                     format!(
                         "efficiency `{name}` must be in (0, 1], not {}",
                         if e.min() <= Rational::zero() {
@@ -549,8 +578,45 @@ impl Calibration {
         Ok(c)
     }
 
-    /// Loads a calibration named on the command line: a file, or a shipped table's name.
+    /// Loads a calibration named on the command line: a file, or a shipped table's name,
+    /// optionally followed by `@KERNEL` to time fused attention with one of the table's
+    /// `attention_kernels` instead of its `attention` curve.
     pub fn resolve(arg: &str) -> Result<Calibration> {
+        if !Path::new(arg).is_file() {
+            if let Some((table, kernel)) = arg.rsplit_once('@') {
+                return Calibration::resolve_table(table)?.with_attention_kernel(kernel);
+            }
+        }
+        Calibration::resolve_table(arg)
+    }
+
+    /// The table `--calib` names with its attention kernel chosen: `attention` becomes the
+    /// named entry of `attention_kernels`, and the name becomes `TABLE@KERNEL`.
+    pub fn with_attention_kernel(mut self, kernel: &str) -> Result<Calibration> {
+        let e = &mut self.device.efficiency;
+        match e.attention_kernels.get(kernel) {
+            Some(curve) => {
+                e.attention = Some(curve.clone());
+                self.name = format!("{}@{kernel}", self.name);
+                Ok(self)
+            }
+            None => {
+                let names: Vec<&str> = e.attention_kernels.keys().map(String::as_str).collect();
+                Err(Error::Usage(format!(
+                    "calibration `{}` has no attention kernel `{kernel}` ({})",
+                    self.name,
+                    if names.is_empty() {
+                        "it lists none under `device.efficiency.attention_kernels`".to_string()
+                    } else {
+                        format!("its kernels: {}", names.join(", "))
+                    }
+                )))
+            }
+        }
+    }
+
+    /// Loads a table by file or shipped name.
+    fn resolve_table(arg: &str) -> Result<Calibration> {
         let path = Path::new(arg);
         if arg.ends_with(".yaml") || arg.ends_with(".yml") || path.is_file() {
             return Calibration::load(&Source::read(path)?);

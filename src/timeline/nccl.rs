@@ -654,6 +654,12 @@ pub fn to_yaml(c: &Calibration) -> String {
     if let Some(a) = &c.device.efficiency.attention {
         curve(&mut o, 4, "attention", a);
     }
+    if !c.device.efficiency.attention_kernels.is_empty() {
+        let _ = writeln!(o, "    attention_kernels:");
+        for (name, k) in &c.device.efficiency.attention_kernels {
+            curve(&mut o, 6, name, k);
+        }
+    }
     if let Some(k) = &c.device.kernel_overhead {
         entry(&mut o, 2, "kernel_overhead", k);
     }
