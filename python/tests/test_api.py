@@ -117,6 +117,24 @@ def test_timeline_matches_the_command_line_and_carries_the_gantt_chart(cli):
     assert "stage 1 · device" in t.svg
 
 
+def test_a_calibration_may_name_the_attention_kernel_a_stack_runs(cli):
+    knobs = {"dp": 8, "microbatches": 128}
+    fa2 = symshard.timeline("llama2-7b", knobs, calib="a100-80gb")
+    fa1 = symshard.timeline("llama2-7b", knobs, calib="a100-80gb@flash-attention-1")
+    want = cli.json(
+        "timeline", "llama2-7b", "--calib", "a100-80gb@flash-attention-1", "--dp", "8",
+        "--microbatches", "128",
+    )
+    assert fa1.raw == want
+    assert want["calibration"] == "a100-80gb@flash-attention-1"
+    # Llama attends with flash attention by default: the older kernel is slower.
+    assert fa1.iteration_seconds > fa2.iteration_seconds
+    with pytest.raises(symshard.SymshardError) as e:
+        symshard.timeline("llama2-7b", knobs, calib="a100-80gb@no-such-kernel")
+    assert e.value.exit_code == 2
+    assert "no attention kernel `no-such-kernel`" in e.value.message
+
+
 def test_a_rank_row_feeds_timeline_and_cost(cli):
     r = symshard.rank("llama2-7b", devices=16, top=1)
     row = r.rows[0]
