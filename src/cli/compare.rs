@@ -29,8 +29,9 @@ pub struct CompareArgs {
     pub b: String,
     #[command(flatten)]
     pub symbols: SymbolArgs,
-    /// A calibration table (a file or a shipped name): its balance ratios and memory, and the
-    /// simulated seconds per step of each strategy.
+    /// A calibration table (a file or a shipped name; `TABLE@KERNEL` times fused attention with
+    /// one of its `attention_kernels`): its balance ratios and memory, and the simulated seconds
+    /// per step of each strategy.
     #[arg(long, value_name = "FILE")]
     pub calib: Option<String>,
     /// Device memory: bytes, or with a unit (`75GB`, `80GiB`); default: the calibration's.

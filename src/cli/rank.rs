@@ -141,7 +141,8 @@ pub struct RankArgs {
     /// Rows to show.
     #[arg(long, default_value_t = 10)]
     pub top: usize,
-    /// A calibration table (file or shipped name) for the balance ratios and memory.
+    /// A calibration table (file or shipped name) for the balance ratios and memory;
+    /// `TABLE@KERNEL` times fused attention with one of its `attention_kernels`.
     #[arg(long, value_name = "FILE")]
     pub calib: Option<String>,
     /// The search's machine and constraints.

@@ -26,7 +26,8 @@ pub struct ReportArgs {
     /// Strategies to rank and show.
     #[arg(long, default_value_t = 20)]
     pub top: usize,
-    /// A calibration table (file or shipped name): ranks by simulated seconds and times the top
+    /// A calibration table (file or shipped name; `TABLE@KERNEL` times fused attention with one
+    /// of its `attention_kernels`): ranks by simulated seconds and times the top
     /// strategy on it (default: the reference machine, ranking by relative cost).
     #[arg(long, value_name = "FILE")]
     pub calib: Option<String>,

@@ -74,7 +74,8 @@ pub struct StrategyFlags {
     /// Devices per node (default: the calibration's, 8 for the reference machine).
     #[arg(long)]
     pub gpus_per_node: Option<u64>,
-    /// A calibration table (a file or a shipped name); default: the embedded reference machine.
+    /// A calibration table (a file or a shipped name; `TABLE@KERNEL` times fused attention with
+    /// one of its `attention_kernels`); default: the embedded reference machine.
     #[arg(long, value_name = "FILE")]
     pub calib: Option<String>,
     /// Device memory: bytes, or with a unit (`75GB`, `80GiB`); default: the calibration's

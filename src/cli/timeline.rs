@@ -42,7 +42,8 @@ pub struct TimelineArgs {
 pub struct PortArgs {
     /// An analysis saved by `symshard analyze -o`.
     pub analysis: PathBuf,
-    /// Machines to time it on (files or shipped names), in the order to show them.
+    /// Machines to time it on (files or shipped names; `TABLE@KERNEL` times fused attention with
+    /// one of the table's `attention_kernels`), in the order to show them.
     #[arg(long, value_name = "FILE", required = true)]
     pub calib: Vec<String>,
     /// Output format.
