@@ -704,6 +704,10 @@ fn shipped_validation_stays_within_recorded_bounds() {
         "lambda-flash-attention-a100",
         "lambda-flash-attention-h100",
         "flash-attention-training-a100",
+        "dao2023-table1-flash-attention",
+        "dao2023-table1-flash-attention-2",
+        "mosaicml-mpt-a100-sweep",
+        "mosaicml-mpt-h100-sweep",
     ] {
         assert!(names.contains(&want), "{want} missing: {names:?}");
     }
