@@ -102,6 +102,21 @@ impl Source {
         let mut end = lines.len();
         let mut indent: isize = -1;
         for key in path {
+            // A number names an item of a block sequence (`- …` lines): its line, and its
+            // lines as the block to search next.
+            if let Some((row, dash)) = key
+                .parse::<usize>()
+                .ok()
+                .and_then(|n| find_item(&lines, start, end, indent, n))
+            {
+                best = (row + 1, dash + 3);
+                start = row;
+                indent = dash as isize + 1;
+                end = (row + 1..end)
+                    .find(|&r| !is_blank_or_comment(lines[r]) && indent_of(lines[r]) <= dash)
+                    .unwrap_or(end);
+                continue;
+            }
             match find_key(&lines, start, end, indent, key) {
                 Some((row, col, key_indent)) => {
                     best = (row + 1, col + 1);
@@ -221,6 +236,41 @@ fn block_end(lines: &[&str], row: usize, indent: usize) -> usize {
         r += 1;
     }
     r
+}
+
+/// The `n`-th item (0-based) of the block sequence in lines `[start, end)` deeper than
+/// `indent`: its line and the column of its dash.
+fn find_item(
+    lines: &[&str],
+    start: usize,
+    end: usize,
+    indent: isize,
+    n: usize,
+) -> Option<(usize, usize)> {
+    let mut dash: Option<usize> = None;
+    let mut seen = 0;
+    for (row, line) in lines.iter().enumerate().take(end).skip(start + 1) {
+        if is_blank_or_comment(line) {
+            continue;
+        }
+        let ind = indent_of(line);
+        if ind as isize <= indent {
+            break;
+        }
+        if !line.trim_start().starts_with("- ") {
+            continue;
+        }
+        match dash {
+            None => dash = Some(ind),
+            Some(d) if d != ind => continue,
+            Some(_) => {}
+        }
+        if seen == n {
+            return Some((row, ind));
+        }
+        seen += 1;
+    }
+    None
 }
 
 fn find_key(

@@ -9,7 +9,7 @@ use crate::calib::Calibration;
 use crate::diag::Source;
 use crate::embedded;
 use crate::error::{Error, Result};
-use crate::model::{symbol_value, AttentionMode, ModelLoader};
+use crate::model::{symbol_value, AttentionMode, LossMode, ModelLoader};
 use crate::parallel::Layout;
 use crate::strategy::StrategyFile;
 use crate::timeline::{plan_strategy, time_plan, time_summary, Pass, TimingPlan};
@@ -49,6 +49,8 @@ struct Run {
     set: BTreeMap<String, serde_yaml::Value>,
     #[serde(default)]
     attention: Option<String>,
+    #[serde(default)]
+    loss: Option<String>,
     strategy: StrategyFile,
     #[serde(default)]
     measure: Measure,
@@ -158,6 +160,11 @@ pub fn run_file(name: &str, src: &Source) -> Result<FileOutcome> {
             None => None,
         };
         loader.attention = attention;
+        loader.loss = match &run.loss {
+            Some(l) => LossMode::from_name(l)
+                .ok_or_else(|| at("loss", format!("`{l}`: expected fp32 or fused")))?,
+            None => LossMode::default(),
+        };
         let model = loader
             .resolve(&run.model)
             .map_err(|e| at("model", e.to_string()))?;

@@ -228,3 +228,125 @@ fn autograd_sums_the_gradients_of_a_tensor_read_twice() {
         .unwrap();
     assert_eq!(op(first).fan_in_bytes, &hidden * r(3));
 }
+
+/// The loss's bytes beyond one fused kernel's, per logit, as Megatron-LM computes it
+/// (`vocab_parallel_cross_entropy(output.float(), labels)`): forward the cast to fp32 (2 + 4),
+/// max (4), subtraction (4 + 4), exponential (4 + 4), sum (4) and division (4 + 4) less the
+/// fused kernel's 2 + 2 = 34; backward the product with dloss (4 + 4) and the cast back (4 + 2)
+/// less 2 + 2 = 10. In fp32 there are no casts: 32 − 8 = 24 and 8 − 8 = 0.
+#[test]
+fn the_loss_runs_as_fp32_passes_over_the_logits_unless_fused() {
+    let set = RuleSet::embedded().unwrap();
+    let ce = set.get("cross_entropy").unwrap();
+    assert_eq!(ce.fp32_pass_bytes(2), (poly("34*t*v"), poly("10*t*v")));
+    assert_eq!(ce.fp32_pass_bytes(4), (poly("24*t*v"), Poly::zero()));
+    for name in ["softmax", "linear", "layernorm"] {
+        let r = set.get(name).unwrap();
+        assert_eq!(r.fp32_pass_bytes(2), (Poly::zero(), Poly::zero()), "{name}");
+    }
+
+    // In a plan: GPT-3 125M (vocabulary 50,257, GPT-2's tokenizer, as models/gpt3-125m.yaml
+    // gives it) on one device, one sequence of 2048 per micro-batch: 2048 × 50257 logits.
+    let knobs = Knobs {
+        microbatches: 8,
+        ..Knobs::data_parallel(1)
+    };
+    let loss_op = |mode: symshard::model::LossMode| {
+        let loader = symshard::model::ModelLoader::embedded()
+            .unwrap()
+            .with_loss(mode);
+        let m = loader.resolve("gpt3-125m").unwrap();
+        let mut values = m.values.clone();
+        values.insert("B".into(), Rational::from_integer(8.into()));
+        let calib = Calibration::resolve("a100-80gb").unwrap();
+        let (plan, _) = symshard::timeline::plan_strategy(
+            &m,
+            &values,
+            &knobs,
+            &symshard::parallel::Layout::default(),
+            &calib,
+            None,
+            &calib.memory_bytes(),
+        )
+        .unwrap();
+        let head = plan
+            .blocks
+            .iter()
+            .find(|b| b.ops.iter().any(|o| o.name == "loss"))
+            .unwrap();
+        let op = head.ops.iter().find(|o| o.name == "loss").unwrap();
+        (op.forward_bytes.clone(), op.backward_bytes.clone())
+    };
+    let (fused, fp32) = (
+        loss_op(symshard::model::LossMode::Fused),
+        loss_op(symshard::model::LossMode::Fp32),
+    );
+    let logits = Rational::from_integer((2048 * 50257).into());
+    assert_eq!(
+        &fp32.0 - &fused.0,
+        &logits * Rational::from_integer(34.into())
+    );
+    assert_eq!(
+        &fp32.1 - &fused.1,
+        &logits * Rational::from_integer(10.into())
+    );
+}
+
+#[test]
+fn fp32_passes_are_refused_where_they_cannot_apply() {
+    let einsum = "name: bad\ndoc: d\nindices:\n  b: map\n  k: reduce-sum\n  n: map\n\
+                  inputs:\n  x: [b, k]\n  w: {dims: [k, n], param: true}\n\
+                  output: [b, n]\nfp32_passes: true\n";
+    let err = load_rule(&Source::new("bad.yaml", einsum), None)
+        .unwrap_err()
+        .to_string();
+    assert!(err.starts_with("bad.yaml:11:"), "{err}");
+    assert!(err.contains("`fp32_passes`"), "{err}");
+    let same_shape = "name: bad\ndoc: d\nindices:\n  b: map\n  h: map\n\
+                      inputs:\n  x: [b, h]\noutput: [b, h]\nflops: \"b*h\"\n\
+                      backward_flops: \"b*h\"\nfp32_passes: true\n";
+    let err = load_rule(&Source::new("bad.yaml", same_shape), None)
+        .unwrap_err()
+        .to_string();
+    assert!(err.starts_with("bad.yaml:11:"), "{err}");
+    assert!(err.contains("more dimensions than the output"), "{err}");
+}
+
+#[test]
+fn the_loss_mode_is_chosen_on_the_command_line_and_in_validation_rows() {
+    let seconds = |extra: &[&str]| {
+        let mut args = vec![
+            "timeline",
+            "gpt3-125m",
+            "--dp",
+            "8",
+            "--calib",
+            "a100-80gb",
+            "--format",
+            "json",
+        ];
+        args.extend_from_slice(extra);
+        common::json(&args)["iteration_seconds"].as_f64().unwrap()
+    };
+    let (default, fp32, fused) = (
+        seconds(&[]),
+        seconds(&["--loss", "fp32"]),
+        seconds(&["--loss", "fused"]),
+    );
+    assert_eq!(default, fp32);
+    assert!(fused < fp32, "{fused} {fp32}");
+    let e = common::refused(&["timeline", "gpt3-125m", "--dp", "8", "--loss", "bf16"]);
+    assert!(e.contains("bf16") && e.contains("fused"), "{e}");
+
+    let dir = common::temp_dir("loss-mode-validation");
+    std::fs::write(
+        dir.join("v.yaml"),
+        "source: test\nmachine: a100-80gb\nsettings: none\nbound: 0.9\nruns:\n  - name: s\n    model: gpt3-125m\n    loss: half\n    strategy: {dp: 8}\n    published: 1\n",
+    )
+    .unwrap();
+    let e = common::refused_in(&dir, &["validate", "v.yaml"]);
+    assert!(
+        e.contains("v.yaml:8:5:") && e.contains("`half`: expected fp32 or fused"),
+        "{e}"
+    );
+}

@@ -86,6 +86,11 @@ pub struct SymbolArgs {
     /// flash-causal (fused, skipping the masked half); default: the model's setting.
     #[arg(long, value_enum)]
     pub attention: Option<crate::model::AttentionMode>,
+    /// How the loss over the vocabulary runs in timelines: fp32 (separate fp32 passes over the
+    /// logits, as Megatron-LM, PyTorch autocast and Hugging Face models run it) or fused (one
+    /// kernel, as flash-attn's CrossEntropyLoss runs it).
+    #[arg(long, value_enum, default_value = "fp32")]
+    pub loss: crate::model::LossMode,
     /// Also load the operator rules in this directory (they replace shipped rules of the same
     /// name, so a model can use a rule of your own).
     #[arg(long, value_name = "DIR")]
@@ -95,7 +100,9 @@ pub struct SymbolArgs {
 impl SymbolArgs {
     /// The shipped rules and families, building models with the attention asked for.
     pub fn loader(&self) -> Result<crate::model::ModelLoader, Error> {
-        let mut loader = crate::model::ModelLoader::embedded()?.with_attention(self.attention);
+        let mut loader = crate::model::ModelLoader::embedded()?
+            .with_attention(self.attention)
+            .with_loss(self.loss);
         if let Some(dir) = &self.rules {
             loader.rules.add_dir(dir)?;
         }

@@ -127,6 +127,9 @@ pub struct Model {
     pub blocks: Vec<Block>,
     /// How attention runs, for graphs that offer a choice.
     pub attention: Option<AttentionMode>,
+    /// How the loss over the vocabulary runs (timelines only: the symbolic counts are one
+    /// fused kernel's).
+    pub loss: LossMode,
     /// The symbol of the global batch (`roles: {batch: …}` in its graph), the one data
     /// parallelism and micro-batching divide; `None` for a model without one.
     pub batch: Option<String>,
@@ -184,6 +187,30 @@ impl Roles {
             "roles inferred from symbol names (the graph declares none): {}",
             list.join(", ")
         ))
+    }
+}
+
+/// How the loss over the vocabulary runs where a graph's loss rule says `fp32_passes: true`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum LossMode {
+    /// Separate fp32 passes over the logits, as Megatron-LM (`output.float()`), PyTorch's
+    /// `F.cross_entropy` under autocast and Hugging Face models compute it.
+    #[default]
+    Fp32,
+    /// One fused kernel reading the logits once forward and once backward (flash-attn's
+    /// `CrossEntropyLoss`, as the FlashAttention training scripts run it; Apex's xentropy).
+    Fused,
+}
+
+impl LossMode {
+    /// Parses `fp32`, `fused`.
+    pub fn from_name(s: &str) -> Option<LossMode> {
+        match s {
+            "fp32" => Some(LossMode::Fp32),
+            "fused" => Some(LossMode::Fused),
+            _ => None,
+        }
     }
 }
 

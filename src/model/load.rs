@@ -1,6 +1,6 @@
 //! Loading and validating model and family files.
 
-use super::graph::{check_size, AttentionMode, Block, Model, OpNode, Producer, Roles};
+use super::graph::{check_size, AttentionMode, Block, LossMode, Model, OpNode, Producer, Roles};
 use super::spec::{FamilyFile, GraphSpec, ModelFile, SymbolValue};
 use crate::diag::Source;
 use crate::embedded;
@@ -20,6 +20,8 @@ pub struct ModelLoader {
     families: BTreeMap<String, Source>,
     /// The attention mode asked for on the command line (overrides model and family).
     pub attention: Option<AttentionMode>,
+    /// How the loss runs, as asked for on the command line (default: fp32 passes).
+    pub loss: LossMode,
 }
 
 impl ModelLoader {
@@ -36,12 +38,19 @@ impl ModelLoader {
             rules: RuleSet::embedded()?,
             families,
             attention: None,
+            loss: LossMode::default(),
         })
     }
 
     /// The same loader, building models with attention run as `mode` when given.
     pub fn with_attention(mut self, mode: Option<AttentionMode>) -> ModelLoader {
         self.attention = mode;
+        self
+    }
+
+    /// The same loader, building models whose loss runs as `mode`.
+    pub fn with_loss(mut self, mode: LossMode) -> ModelLoader {
+        self.loss = mode;
         self
     }
 
@@ -193,6 +202,7 @@ impl ModelLoader {
             inputs,
             blocks,
             attention,
+            loss: self.loss,
             batch,
             roles,
         })

@@ -145,6 +145,11 @@ pub struct OpAnalysis {
     /// Bytes per device of its output.
     #[serde(skip)]
     pub out_local_bytes: Poly,
+    /// Bytes a loss moves beyond `io_bytes` and `backward_io_bytes` (forward, backward) where
+    /// it runs as separate fp32 passes ([`crate::rules::OpRule::fp32_pass_bytes`], the model's
+    /// [`crate::model::LossMode::Fp32`]); zero for every other operator.
+    #[serde(skip)]
+    pub loss_pass_bytes: [Poly; 2],
     /// The splits chosen.
     #[serde(skip)]
     pub plan: OpPlan,
@@ -604,6 +609,16 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
         per_device((own, Poly::zero())),
         per_device((shared, Poly::zero())),
     ];
+    let loss_pass_bytes = match model.loss {
+        crate::model::LossMode::Fp32 => {
+            let (fwd, bwd) = node.rule.fp32_pass_bytes(model.dtype_bytes);
+            [
+                per_device((fwd, Poly::zero())),
+                per_device((bwd, Poly::zero())),
+            ]
+        }
+        crate::model::LossMode::Fused => [Poly::zero(), Poly::zero()],
+    };
     let out_local_bytes = per_device((
         Poly::zero(),
         tensor_bytes(&node.rule.output, model.dtype_bytes),
@@ -671,6 +686,7 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
         backward_io_bytes,
         param_grad_bytes,
         out_local_bytes,
+        loss_pass_bytes,
         gemms,
         forward: f(&entry.forward.compute),
         backward: f(&entry.backward.compute),
@@ -715,6 +731,9 @@ impl Analysis {
                     *p = f(p)?;
                 }
                 op.out_local_bytes = f(&op.out_local_bytes)?;
+                for p in &mut op.loss_pass_bytes {
+                    *p = f(p)?;
+                }
                 op.saved = f(&op.saved)?;
                 op.recomputable_saved = f(&op.recomputable_saved)?;
                 op.params = f(&op.params)?;
@@ -788,6 +807,9 @@ impl Analysis {
                     *p = g(p);
                 }
                 op.out_local_bytes = g(&op.out_local_bytes);
+                for p in &mut op.loss_pass_bytes {
+                    *p = g(p);
+                }
                 op.saved = g(&op.saved);
                 op.recomputable_saved = g(&op.recomputable_saved);
                 op.out_bytes = g(&op.out_bytes);

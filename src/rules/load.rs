@@ -258,6 +258,16 @@ impl Validator<'_> {
                 ));
             }
         }
+        let over_logits = inputs
+            .first()
+            .is_some_and(|t| t.grad && t.dims.len() > output.dims.len());
+        if spec.fp32_passes && (matches!(flops, Flops::Einsum) || !over_logits) {
+            return Err(self.err(
+                &["fp32_passes"],
+                "`fp32_passes` is for rules with explicit `flops` whose first input takes a \
+                 gradient and has more dimensions than the output (a loss over logits)",
+            ));
+        }
         // Last: a file that is wrong in itself reports that first.
         if let Some(stem) = expect_name {
             if stem != spec.name {
@@ -274,6 +284,7 @@ impl Validator<'_> {
             fused_attention,
             recompute_flops,
             param_grad_kernel: spec.param_grad_kernel,
+            fp32_passes: spec.fp32_passes,
             name: spec.name.clone(),
             doc: spec.doc.clone(),
             file: self.src.file.clone(),

@@ -173,6 +173,10 @@ pub struct OpRule {
     /// the output gradient and the saved tensors again (`param_grad_kernel: true`, e.g. layer
     /// normalisation); see [`OpRule::param_grad_kernel_bytes`].
     pub param_grad_kernel: bool,
+    /// Whether stacks without a fused kernel for it run it as fp32 passes over its first input
+    /// (`fp32_passes: true`, the loss over the logits); see [`OpRule::fp32_pass_bytes`].
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub fp32_passes: bool,
 }
 
 impl OpRule {
@@ -458,6 +462,38 @@ impl OpRule {
             }
             Flops::Explicit { .. } => (Poly::zero(), Poly::zero()),
         }
+    }
+
+    /// Bytes beyond [`OpRule::io_bytes`] and [`OpRule::backward_io_bytes`] (forward, backward)
+    /// that a rule with `fp32_passes: true` moves where no fused kernel computes it, with
+    /// compute elements of `compute` bytes: zero otherwise. Per element of the first input (the
+    /// logits), as Megatron-LM computes its loss (`vocab_parallel_cross_entropy(output.float(),
+    /// labels)`, megatron/core/tensor_parallel/cross_entropy.py) in separate kernels:
+    /// * forward: the cast to fp32 (reads the compute type, writes 4 bytes; none when the compute
+    ///   type is fp32), the maximum (reads 4), the subtraction of it (reads 4, writes 4), the
+    ///   exponential (reads 4, writes 4), their sum (reads 4) and the division by it (reads 4,
+    ///   writes 4), the probabilities kept in fp32 for the backward;
+    /// * backward: the product with the loss gradient (reads 4, writes 4) and the cast back
+    ///   (reads 4, writes the compute type; none in fp32).
+    ///
+    /// The rule's own count (the logits read and the probabilities written forward, the
+    /// probabilities read and the logits' gradient written backward, each in the compute type)
+    /// is what one fused kernel moves, and is subtracted. PyTorch's `F.cross_entropy` under
+    /// autocast (which runs it in fp32) and Hugging Face's `logits.float()` move about as much in
+    /// a different order of passes.
+    pub fn fp32_pass_bytes(&self, compute: u32) -> (Poly, Poly) {
+        if !self.fp32_passes {
+            return (Poly::zero(), Poly::zero());
+        }
+        let e = self.inputs[0].elements();
+        let c = compute as i64;
+        let cast = |v: i64| if c < 4 { v } else { 0 };
+        let forward = 20 + 12 + cast(c + 4) - 2 * c;
+        let backward = 8 + cast(4 + c) - 2 * c;
+        (
+            &e * &Poly::int(forward.max(0)),
+            &e * &Poly::int(backward.max(0)),
+        )
     }
 
     /// Whether its backward only hands the output gradient to every input, as autograd does for

@@ -76,6 +76,10 @@ pub struct RuleFile {
     /// bias-like terms are such a kernel by their structure).
     #[serde(default)]
     pub param_grad_kernel: bool,
+    /// Whether stacks without a fused kernel for it run it as separate fp32 passes over its first
+    /// input (a loss over the vocabulary's logits; see `OpRule::fp32_pass_bytes`).
+    #[serde(default)]
+    pub fp32_passes: bool,
 }
 
 /// An index: a kind name, or a mapping with the kind and its details.
