@@ -852,9 +852,14 @@ def models() -> List[ModelInfo]:
 
 
 def _model_flags(
-    symbols: Optional[Mapping[str, Any]], attention: Optional[str], rules: Any
+    symbols: Optional[Mapping[str, Any]],
+    attention: Optional[str],
+    rules: Any,
+    loss: Optional[str] = None,
 ) -> List[str]:
-    return _sets(symbols) + _flags({"attention": attention, "rules": _opt(rules, os.fspath)})
+    return _sets(symbols) + _flags(
+        {"attention": attention, "loss": loss, "rules": _opt(rules, os.fspath)}
+    )
 
 
 def _strategy_flags(strategy: Any) -> List[str]:
@@ -878,6 +883,7 @@ def cost(
     symbolic: bool = False,
     per_op: bool = False,
     attention: Optional[str] = None,
+    loss: Optional[str] = None,
     rules: Any = None,
     calib: Optional[str] = None,
     **symbols: Any,
@@ -889,7 +895,7 @@ def cost(
     rows are :class:`Formula` objects; the busiest device's amounts stay exact numbers (the
     library prices a strategy at the model's symbol values)."""
     with _ModelFile(model) as mf:
-        args = ["cost", mf.arg()] + _model_flags(symbols, attention, rules)
+        args = ["cost", mf.arg()] + _model_flags(symbols, attention, rules, loss)
         args += _flags({"symbolic": symbolic, "per_op": per_op, "calib": calib})
         args += _strategy_flags(strategy)
         return Cost._from(_one(args, mf))
@@ -999,6 +1005,7 @@ def rank(
     top: int = 10,
     symbols: Optional[Mapping[str, Any]] = None,
     attention: Optional[str] = None,
+    loss: Optional[str] = None,
     rules: Any = None,
     fix: Any = None,
     max: Any = None,
@@ -1024,7 +1031,7 @@ def rank(
     Any other keyword raises TypeError naming it; a bad value is the library's SymshardError."""
     with _ModelFile(model) as mf:
         args = ["rank", mf.arg(), "--devices", str(devices), "--top", str(top)]
-        args += _model_flags(symbols, attention, rules)
+        args += _model_flags(symbols, attention, rules, loss)
         args += _flags({"calib": calib}) + _search_flags(fix, max, knobs)
         return Ranking._from(_one(args, mf))
 
@@ -1036,6 +1043,7 @@ def timeline(
     *,
     symbols: Optional[Mapping[str, Any]] = None,
     attention: Optional[str] = None,
+    loss: Optional[str] = None,
     rules: Any = None,
     svg: bool = False,
     **options: Any,
@@ -1045,7 +1053,7 @@ def timeline(
     carries the Gantt chart as SVG text. A strategy that does not fit in memory is simulated
     all the same, with a :class:`SymshardWarning`."""
     with _ModelFile(model) as mf, tempfile.TemporaryDirectory(prefix="symshard-") as tmp:
-        args = ["timeline", mf.arg(), "--calib", calib] + _model_flags(symbols, attention, rules)
+        args = ["timeline", mf.arg(), "--calib", calib] + _model_flags(symbols, attention, rules, loss)
         args += _strategy_flags(strategy) + _flags(options)
         svg_path = Path(tmp) / "timeline.svg"
         if svg:
@@ -1068,6 +1076,7 @@ def report(
     top: int = 20,
     symbols: Optional[Mapping[str, Any]] = None,
     attention: Optional[str] = None,
+    loss: Optional[str] = None,
     rules: Any = None,
     fix: Any = None,
     max: Any = None,
@@ -1080,7 +1089,7 @@ def report(
     out = Path(output)
     with _ModelFile(model) as mf:
         args = ["report", mf.arg(), "--devices", str(devices), "--top", str(top), "-o", str(out)]
-        args += _model_flags(symbols, attention, rules)
+        args += _model_flags(symbols, attention, rules, loss)
         args += _flags({"calib": calib}) + _search_flags(fix, max, knobs)
         _call(args, mf)
     return out
@@ -1094,6 +1103,7 @@ def compare(
     calib: Optional[str] = None,
     symbols: Optional[Mapping[str, Any]] = None,
     attention: Optional[str] = None,
+    loss: Optional[str] = None,
     rules: Any = None,
     **options: Any,
 ) -> Comparison:
@@ -1116,6 +1126,6 @@ def compare(
         )
 
     with _ModelFile(model) as mf:
-        args = ["compare", mf.arg(), side(a), side(b)] + _model_flags(symbols, attention, rules)
+        args = ["compare", mf.arg(), side(a), side(b)] + _model_flags(symbols, attention, rules, loss)
         args += _flags({"calib": calib, **options})
         return Comparison._from(_one(args, mf))

@@ -135,6 +135,17 @@ def test_a_calibration_may_name_the_attention_kernel_a_stack_runs(cli):
     assert "no attention kernel `no-such-kernel`" in e.value.message
 
 
+def test_the_loss_runs_as_the_stack_computes_it(cli):
+    knobs = {"dp": 8}
+    fp32 = symshard.timeline("gpt3-125m", knobs, calib="a100-80gb")
+    fused = symshard.timeline("gpt3-125m", knobs, calib="a100-80gb", loss="fused")
+    want = cli.json(
+        "timeline", "gpt3-125m", "--calib", "a100-80gb", "--dp", "8", "--loss", "fused"
+    )
+    assert fused.raw == want
+    assert fused.iteration_seconds < fp32.iteration_seconds
+
+
 def test_a_rank_row_feeds_timeline_and_cost(cli):
     r = symshard.rank("llama2-7b", devices=16, top=1)
     row = r.rows[0]
