@@ -63,6 +63,10 @@ struct Bytes {
     backward_write: String,
     /// The backward's own kernel for vector-parameter gradients ("0" when there is none).
     param_grad_kernel: String,
+    /// Bytes separate fp32 passes move beyond one fused kernel, forward and backward (a rule
+    /// with `fp32_passes: true`; absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fp32_passes: Option<[String; 2]>,
 }
 
 /// Runs `explain`.
@@ -118,6 +122,10 @@ pub fn run(args: ExplainArgs) -> Result<(), Error> {
                     backward_read: backward_read.to_string(),
                     backward_write: backward_write.to_string(),
                     param_grad_kernel: rule.param_grad_kernel_bytes(args.dtype_bytes).0.to_string(),
+                    fp32_passes: rule.fp32_passes.then(|| {
+                        let (f, b) = rule.fp32_pass_bytes(args.dtype_bytes);
+                        [f.to_string(), b.to_string()]
+                    }),
                 },
                 split_table: &table,
             })
@@ -357,6 +365,14 @@ pub fn render(rule: &OpRule, table: &SplitTable) -> String {
             "the gradients of parameters alone in their term (a bias), part of the above"
         };
         let _ = writeln!(s, "  own kernel {own}: {what}");
+    }
+    if rule.fp32_passes {
+        let (fwd, bwd) = rule.fp32_pass_bytes(table.dtype_bytes);
+        let _ = writeln!(
+            s,
+            "  fp32 passes forward +{fwd}, backward +{bwd}: what separate fp32 kernels move \
+             beyond one fused kernel (timelines under --loss fp32, the default)"
+        );
     }
     let _ = writeln!(s);
     let _ = writeln!(s, "split table (axis a has p_a devices, axis b has p_b)");
