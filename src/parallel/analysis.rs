@@ -610,14 +610,14 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
         per_device((shared, Poly::zero())),
     ];
     let loss_pass_bytes = match model.loss {
-        crate::model::LossMode::Fp32 => {
+        crate::model::LossMode::Fp32 if node.rule.fp32_passes => {
             let (fwd, bwd) = node.rule.fp32_pass_bytes(model.dtype_bytes);
             [
                 per_device((fwd, Poly::zero())),
                 per_device((bwd, Poly::zero())),
             ]
         }
-        crate::model::LossMode::Fused => [Poly::zero(), Poly::zero()],
+        _ => [Poly::zero(), Poly::zero()],
     };
     let out_local_bytes = per_device((
         Poly::zero(),
@@ -731,7 +731,7 @@ impl Analysis {
                     *p = f(p)?;
                 }
                 op.out_local_bytes = f(&op.out_local_bytes)?;
-                for p in &mut op.loss_pass_bytes {
+                for p in op.loss_pass_bytes.iter_mut().filter(|p| !p.is_zero()) {
                     *p = f(p)?;
                 }
                 op.saved = f(&op.saved)?;
@@ -807,7 +807,7 @@ impl Analysis {
                     *p = g(p);
                 }
                 op.out_local_bytes = g(&op.out_local_bytes);
-                for p in &mut op.loss_pass_bytes {
+                for p in op.loss_pass_bytes.iter_mut().filter(|p| !p.is_zero()) {
                     *p = g(p);
                 }
                 op.saved = g(&op.saved);
