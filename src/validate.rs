@@ -161,8 +161,8 @@ pub fn run_file(name: &str, src: &Source) -> Result<FileOutcome> {
         };
         loader.attention = attention;
         loader.loss = match &run.loss {
-            Some(l) => LossMode::from_name(l)
-                .ok_or_else(|| at("loss", format!("`{l}`: expected fp32 or fused")))?,
+            Some(l) => <LossMode as clap::ValueEnum>::from_str(l, false)
+                .map_err(|_| at("loss", format!("`{l}`: expected fp32 or fused")))?,
             None => LossMode::default(),
         };
         let model = loader

@@ -37,22 +37,25 @@ fn a_bias_gradient_and_layer_norm_parameters_run_a_kernel_of_their_own() {
     }
 }
 
+/// The error loading the rule file `text` (named `bad.yaml`), which must be refused.
+fn rule_refusal(text: &str) -> String {
+    load_rule(&Source::new("bad.yaml", text), None)
+        .unwrap_err()
+        .to_string()
+}
+
 #[test]
 fn param_grad_kernel_is_refused_where_it_cannot_apply() {
     let einsum = "name: bad\ndoc: d\nindices:\n  b: map\n  k: reduce-sum\n  n: map\n\
                   inputs:\n  x: [b, k]\n  w: {dims: [k, n], param: true}\n\
                   output: [b, n]\nparam_grad_kernel: true\n";
-    let err = load_rule(&Source::new("bad.yaml", einsum), None)
-        .unwrap_err()
-        .to_string();
+    let err = rule_refusal(einsum);
     assert!(err.starts_with("bad.yaml:11:"), "{err}");
     assert!(err.contains("explicit `flops`"), "{err}");
     let no_params = "name: bad\ndoc: d\nindices:\n  b: map\n  h: map\n\
                      inputs:\n  x: [b, h]\noutput: [b, h]\nflops: \"b*h\"\n\
                      backward_flops: \"b*h\"\nparam_grad_kernel: true\n";
-    let err = load_rule(&Source::new("bad.yaml", no_params), None)
-        .unwrap_err()
-        .to_string();
+    let err = rule_refusal(no_params);
     assert!(err.starts_with("bad.yaml:11:"), "{err}");
     assert!(err.contains("parameter input"), "{err}");
 }
@@ -255,20 +258,8 @@ fn the_loss_runs_as_fp32_passes_over_the_logits_unless_fused() {
         let loader = symshard::model::ModelLoader::embedded()
             .unwrap()
             .with_loss(mode);
-        let m = loader.resolve("gpt3-125m").unwrap();
-        let mut values = m.values.clone();
-        values.insert("B".into(), Rational::from_integer(8.into()));
-        let calib = Calibration::resolve("a100-80gb").unwrap();
-        let (plan, _) = symshard::timeline::plan_strategy(
-            &m,
-            &values,
-            &knobs,
-            &symshard::parallel::Layout::default(),
-            &calib,
-            None,
-            &calib.memory_bytes(),
-        )
-        .unwrap();
+        let (plan, _) =
+            common::plan_with_loader(&loader, "gpt3-125m", &[("B", 8)], &knobs, "a100-80gb");
         let head = plan
             .blocks
             .iter()
@@ -297,17 +288,13 @@ fn fp32_passes_are_refused_where_they_cannot_apply() {
     let einsum = "name: bad\ndoc: d\nindices:\n  b: map\n  k: reduce-sum\n  n: map\n\
                   inputs:\n  x: [b, k]\n  w: {dims: [k, n], param: true}\n\
                   output: [b, n]\nfp32_passes: true\n";
-    let err = load_rule(&Source::new("bad.yaml", einsum), None)
-        .unwrap_err()
-        .to_string();
+    let err = rule_refusal(einsum);
     assert!(err.starts_with("bad.yaml:11:"), "{err}");
     assert!(err.contains("`fp32_passes`"), "{err}");
     let same_shape = "name: bad\ndoc: d\nindices:\n  b: map\n  h: map\n\
                       inputs:\n  x: [b, h]\noutput: [b, h]\nflops: \"b*h\"\n\
                       backward_flops: \"b*h\"\nfp32_passes: true\n";
-    let err = load_rule(&Source::new("bad.yaml", same_shape), None)
-        .unwrap_err()
-        .to_string();
+    let err = rule_refusal(same_shape);
     assert!(err.starts_with("bad.yaml:11:"), "{err}");
     assert!(err.contains("more dimensions than the output"), "{err}");
 }

@@ -459,32 +459,36 @@ impl Calibration {
             &c.device.memory_capacity.value,
         )?;
         let e = &c.device.efficiency;
-        let mut curves = vec![("matmul", &e.matmul), ("memory_bound", &e.memory_bound)];
-        if let Some(a) = &e.attention {
-            curves.push(("attention", a));
+        if let Some(bad) = e.attention_kernels.keys().find(|n| !is_kernel_name(n)) {
+            return Err(src.error_at(
+                &["device", "efficiency", "attention_kernels", bad],
+                format!(
+                    "attention kernel name `{bad}` must be lowercase letters, digits and dashes, \
+                     starting with a letter"
+                ),
+            ));
         }
-        for (name, e) in curves.into_iter().map(|(n, c)| (vec![n], c)).chain(
+        let mut curves = vec![
+            (vec!["matmul"], &e.matmul),
+            (vec!["memory_bound"], &e.memory_bound),
+        ];
+        curves.extend(e.attention.iter().map(|a| (vec!["attention"], a)));
+        curves.extend(
             e.attention_kernels
                 .iter()
                 .map(|(n, c)| (vec!["attention_kernels", n.as_str()], c)),
-        ) {
-            if let Some(bad) = name.get(1).filter(|n| !is_kernel_name(n)) {
-                return Err(src.error_at(
-                    &["device", "efficiency", "attention_kernels", bad],
-                    format!(
-                        "attention kernel name `{bad}` must be lowercase letters, digits and \
-                         dashes, starting with a letter"
-                    ),
-                ));
-            }
-            let mut at = vec!["device", "efficiency"];
-            at.extend(name.iter().copied());
-            let name = name.join(".");
+        );
+        for (name, e) in curves {
             if e.min() <= Rational::zero() || e.max() > Rational::one() {
+                let at: Vec<&str> = ["device", "efficiency"]
+                    .into_iter()
+                    .chain(name.clone())
+                    .collect();
                 return Err(src.error_at(
                     &at,
                     format!(
-                        "efficiency `{name}` must be in (0, 1], not {}",
+                        "efficiency `{}` must be in (0, 1], not {}",
+                        name.join("."),
                         if e.min() <= Rational::zero() {
                             e.min()
                         } else {

@@ -203,17 +203,6 @@ pub enum LossMode {
     Fused,
 }
 
-impl LossMode {
-    /// Parses `fp32`, `fused`.
-    pub fn from_name(s: &str) -> Option<LossMode> {
-        match s {
-            "fp32" => Some(LossMode::Fp32),
-            "fused" => Some(LossMode::Fused),
-            _ => None,
-        }
-    }
-}
-
 /// How a model's attention runs: materialising the S×S scores (eager), or as one fused
 /// FlashAttention-style kernel, optionally skipping the masked half of a causal mask.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]

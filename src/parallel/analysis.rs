@@ -731,7 +731,7 @@ impl Analysis {
                     *p = f(p)?;
                 }
                 op.out_local_bytes = f(&op.out_local_bytes)?;
-                for p in op.loss_pass_bytes.iter_mut().filter(|p| !p.is_zero()) {
+                for p in &mut op.loss_pass_bytes {
                     *p = f(p)?;
                 }
                 op.saved = f(&op.saved)?;
@@ -807,7 +807,7 @@ impl Analysis {
                     *p = g(p);
                 }
                 op.out_local_bytes = g(&op.out_local_bytes);
-                for p in op.loss_pass_bytes.iter_mut().filter(|p| !p.is_zero()) {
+                for p in &mut op.loss_pass_bytes {
                     *p = g(p);
                 }
                 op.saved = g(&op.saved);

@@ -430,14 +430,7 @@ pub fn plan_blocks(
         let mut grads = Vec::new();
         let pos = |name: &str| ba.ops.iter().position(|o| o.name == name);
         for (k, (_, op)) in blk.ops().zip(&ba.ops).enumerate() {
-            let extra = |p: &Poly| {
-                if p.is_zero() {
-                    Ok(Rational::zero())
-                } else {
-                    ev(p)
-                }
-            };
-            let fb = ev(&op.io_bytes)? + extra(&op.loss_pass_bytes[0])?;
+            let fb = ev(&op.io_bytes)? + ev(&op.loss_pass_bytes[0])?;
             ops.push(PlanOp {
                 name: op.name.clone(),
                 matmul: op.class == FlopClass::Matmul,
@@ -445,7 +438,7 @@ pub fn plan_blocks(
                 fused_attention: op.fused_attention,
                 forward_flops: ev(&op.forward)?,
                 backward_flops: ev(&op.backward)? + ev(&op.recompute)?,
-                backward_bytes: ev(&op.backward_io_bytes)? + extra(&op.loss_pass_bytes[1])?
+                backward_bytes: ev(&op.backward_io_bytes)? + ev(&op.loss_pass_bytes[1])?
                     - ev(&op.param_grad_bytes[1])?,
                 param_grad_bytes: ev(&op.param_grad_bytes[0])?,
                 forward_bytes: fb,

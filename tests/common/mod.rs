@@ -107,7 +107,24 @@ pub fn plan_on(
     knobs: &Knobs,
     machine: &str,
 ) -> (TimingPlan, Calibration) {
-    let m = ModelLoader::embedded().unwrap().resolve(model).unwrap();
+    plan_with_loader(
+        &ModelLoader::embedded().unwrap(),
+        model,
+        set,
+        knobs,
+        machine,
+    )
+}
+
+/// [`plan_on`] with the model built by `loader` (an attention or loss mode of its own).
+pub fn plan_with_loader(
+    loader: &ModelLoader,
+    model: &str,
+    set: &[(&str, i64)],
+    knobs: &Knobs,
+    machine: &str,
+) -> (TimingPlan, Calibration) {
+    let m = loader.resolve(model).unwrap();
     let mut values = m.values.clone();
     for (k, v) in set {
         values.insert(k.to_string(), Rational::from_integer((*v).into()));
