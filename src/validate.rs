@@ -9,7 +9,7 @@ use crate::calib::Calibration;
 use crate::diag::Source;
 use crate::embedded;
 use crate::error::{Error, Result};
-use crate::model::{symbol_value, AttentionMode, LossMode, ModelLoader};
+use crate::model::{symbol_value, AttentionMode, LossMode, ModelLoader, MAX_TRAIN_METRICS};
 use crate::parallel::Layout;
 use crate::strategy::StrategyFile;
 use crate::timeline::{plan_strategy, time_plan, time_summary, Pass, TimingPlan};
@@ -51,6 +51,8 @@ struct Run {
     attention: Option<String>,
     #[serde(default)]
     loss: Option<String>,
+    #[serde(default)]
+    train_metrics: Option<u32>,
     strategy: StrategyFile,
     #[serde(default)]
     measure: Measure,
@@ -164,6 +166,17 @@ pub fn run_file(name: &str, src: &Source) -> Result<FileOutcome> {
             Some(l) => <LossMode as clap::ValueEnum>::from_str(l, false)
                 .map_err(|_| at("loss", format!("`{l}`: expected fp32 or fused")))?,
             None => LossMode::default(),
+        };
+        loader.train_metrics = match run.train_metrics {
+            Some(n) if n > MAX_TRAIN_METRICS => {
+                return Err(at(
+                    "train_metrics",
+                    format!(
+                        "{n}: at most {MAX_TRAIN_METRICS} evaluations of the loss per micro-batch"
+                    ),
+                ))
+            }
+            n => n.unwrap_or(0),
         };
         let model = loader
             .resolve(&run.model)

@@ -337,3 +337,105 @@ fn the_loss_mode_is_chosen_on_the_command_line_and_in_validation_rows() {
         "{e}"
     );
 }
+
+/// Each training-metric evaluation of the loss, as Composer's trainer runs
+/// `torch.nn.CrossEntropyLoss` under autocast after every micro-batch (composer/metrics/nlp.py,
+/// composer/trainer/trainer.py), moves per logit the cast to fp32 (2 + 4) and the fp32
+/// log-softmax (4 + 4): 14 bytes in bf16, 8 in fp32. It adds to the loss's forward only, under
+/// either loss mode, and leaves the symbolic counts alone.
+#[test]
+fn training_metrics_add_unfused_passes_over_the_logits() {
+    let set = RuleSet::embedded().unwrap();
+    let ce = set.get("cross_entropy").unwrap();
+    assert_eq!(ce.metric_pass_bytes(2), poly("14*t*v"));
+    assert_eq!(ce.metric_pass_bytes(4), poly("8*t*v"));
+    for name in ["softmax", "linear"] {
+        assert_eq!(
+            set.get(name).unwrap().metric_pass_bytes(2),
+            Poly::zero(),
+            "{name}"
+        );
+    }
+
+    // GPT-3 125M (vocabulary 50,257) on one device, one sequence of 2048 per micro-batch.
+    let knobs = Knobs {
+        microbatches: 8,
+        ..Knobs::data_parallel(1)
+    };
+    let loss_op = |mode: symshard::model::LossMode, metrics: u32| {
+        let loader = symshard::model::ModelLoader::embedded()
+            .unwrap()
+            .with_loss(mode)
+            .with_train_metrics(metrics);
+        let (plan, _) =
+            common::plan_with_loader(&loader, "gpt3-125m", &[("B", 8)], &knobs, "a100-80gb");
+        let op = plan
+            .blocks
+            .iter()
+            .flat_map(|b| b.ops.iter())
+            .find(|o| o.name == "loss")
+            .unwrap()
+            .clone();
+        (op.forward_bytes, op.backward_bytes, op.forward_flops)
+    };
+    let logits = Rational::from_integer((2048 * 50257).into());
+    for mode in [
+        symshard::model::LossMode::Fused,
+        symshard::model::LossMode::Fp32,
+    ] {
+        let (none, two) = (loss_op(mode, 0), loss_op(mode, 2));
+        assert_eq!(
+            &two.0 - &none.0,
+            &logits * Rational::from_integer(28.into()),
+            "{mode:?}"
+        );
+        assert_eq!(two.1, none.1, "{mode:?}");
+        assert_eq!(two.2, none.2, "{mode:?}");
+    }
+}
+
+#[test]
+fn training_metrics_are_chosen_on_the_command_line_and_in_validation_rows() {
+    let seconds = |extra: &[&str]| {
+        let mut args = vec![
+            "timeline",
+            "gpt3-125m",
+            "--dp",
+            "8",
+            "--calib",
+            "a100-80gb",
+            "--format",
+            "json",
+        ];
+        args.extend_from_slice(extra);
+        common::json(&args)["iteration_seconds"].as_f64().unwrap()
+    };
+    let (default, none, two) = (
+        seconds(&[]),
+        seconds(&["--train-metrics", "0"]),
+        seconds(&["--train-metrics", "2"]),
+    );
+    assert_eq!(default, none);
+    assert!(two > none, "{two} {none}");
+    let e = common::refused(&[
+        "timeline",
+        "gpt3-125m",
+        "--dp",
+        "8",
+        "--train-metrics",
+        "17",
+    ]);
+    assert!(e.contains("17") && e.contains("train-metrics"), "{e}");
+
+    let dir = common::temp_dir("train-metrics-validation");
+    std::fs::write(
+        dir.join("v.yaml"),
+        "source: test\nmachine: a100-80gb\nsettings: none\nbound: 0.9\nruns:\n  - name: s\n    model: gpt3-125m\n    train_metrics: 99\n    strategy: {dp: 8}\n    published: 1\n",
+    )
+    .unwrap();
+    let e = common::refused_in(&dir, &["validate", "v.yaml"]);
+    assert!(
+        e.contains("v.yaml:8:5:") && e.contains("99: at most 16"),
+        "{e}"
+    );
+}

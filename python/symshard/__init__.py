@@ -856,9 +856,15 @@ def _model_flags(
     attention: Optional[str],
     rules: Any,
     loss: Optional[str] = None,
+    train_metrics: Optional[int] = None,
 ) -> List[str]:
     return _sets(symbols) + _flags(
-        {"attention": attention, "loss": loss, "rules": _opt(rules, os.fspath)}
+        {
+            "attention": attention,
+            "loss": loss,
+            "train_metrics": train_metrics,
+            "rules": _opt(rules, os.fspath),
+        }
     )
 
 
@@ -884,6 +890,7 @@ def cost(
     per_op: bool = False,
     attention: Optional[str] = None,
     loss: Optional[str] = None,
+    train_metrics: Optional[int] = None,
     rules: Any = None,
     calib: Optional[str] = None,
     **symbols: Any,
@@ -895,7 +902,7 @@ def cost(
     rows are :class:`Formula` objects; the busiest device's amounts stay exact numbers (the
     library prices a strategy at the model's symbol values)."""
     with _ModelFile(model) as mf:
-        args = ["cost", mf.arg()] + _model_flags(symbols, attention, rules, loss)
+        args = ["cost", mf.arg()] + _model_flags(symbols, attention, rules, loss, train_metrics)
         args += _flags({"symbolic": symbolic, "per_op": per_op, "calib": calib})
         args += _strategy_flags(strategy)
         return Cost._from(_one(args, mf))
@@ -1006,6 +1013,7 @@ def rank(
     symbols: Optional[Mapping[str, Any]] = None,
     attention: Optional[str] = None,
     loss: Optional[str] = None,
+    train_metrics: Optional[int] = None,
     rules: Any = None,
     fix: Any = None,
     max: Any = None,
@@ -1031,7 +1039,7 @@ def rank(
     Any other keyword raises TypeError naming it; a bad value is the library's SymshardError."""
     with _ModelFile(model) as mf:
         args = ["rank", mf.arg(), "--devices", str(devices), "--top", str(top)]
-        args += _model_flags(symbols, attention, rules, loss)
+        args += _model_flags(symbols, attention, rules, loss, train_metrics)
         args += _flags({"calib": calib}) + _search_flags(fix, max, knobs)
         return Ranking._from(_one(args, mf))
 
@@ -1044,6 +1052,7 @@ def timeline(
     symbols: Optional[Mapping[str, Any]] = None,
     attention: Optional[str] = None,
     loss: Optional[str] = None,
+    train_metrics: Optional[int] = None,
     rules: Any = None,
     svg: bool = False,
     **options: Any,
@@ -1053,7 +1062,7 @@ def timeline(
     carries the Gantt chart as SVG text. A strategy that does not fit in memory is simulated
     all the same, with a :class:`SymshardWarning`."""
     with _ModelFile(model) as mf, tempfile.TemporaryDirectory(prefix="symshard-") as tmp:
-        args = ["timeline", mf.arg(), "--calib", calib] + _model_flags(symbols, attention, rules, loss)
+        args = ["timeline", mf.arg(), "--calib", calib] + _model_flags(symbols, attention, rules, loss, train_metrics)
         args += _strategy_flags(strategy) + _flags(options)
         svg_path = Path(tmp) / "timeline.svg"
         if svg:
@@ -1077,6 +1086,7 @@ def report(
     symbols: Optional[Mapping[str, Any]] = None,
     attention: Optional[str] = None,
     loss: Optional[str] = None,
+    train_metrics: Optional[int] = None,
     rules: Any = None,
     fix: Any = None,
     max: Any = None,
@@ -1089,7 +1099,7 @@ def report(
     out = Path(output)
     with _ModelFile(model) as mf:
         args = ["report", mf.arg(), "--devices", str(devices), "--top", str(top), "-o", str(out)]
-        args += _model_flags(symbols, attention, rules, loss)
+        args += _model_flags(symbols, attention, rules, loss, train_metrics)
         args += _flags({"calib": calib}) + _search_flags(fix, max, knobs)
         _call(args, mf)
     return out
@@ -1104,6 +1114,7 @@ def compare(
     symbols: Optional[Mapping[str, Any]] = None,
     attention: Optional[str] = None,
     loss: Optional[str] = None,
+    train_metrics: Optional[int] = None,
     rules: Any = None,
     **options: Any,
 ) -> Comparison:
@@ -1126,6 +1137,6 @@ def compare(
         )
 
     with _ModelFile(model) as mf:
-        args = ["compare", mf.arg(), side(a), side(b)] + _model_flags(symbols, attention, rules, loss)
+        args = ["compare", mf.arg(), side(a), side(b)] + _model_flags(symbols, attention, rules, loss, train_metrics)
         args += _flags({"calib": calib, **options})
         return Comparison._from(_one(args, mf))

@@ -146,6 +146,17 @@ def test_the_loss_runs_as_the_stack_computes_it(cli):
     assert fused.iteration_seconds < fp32.iteration_seconds
 
 
+def test_training_metrics_add_passes_over_the_logits(cli):
+    knobs = {"dp": 8}
+    none = symshard.timeline("gpt3-125m", knobs, calib="a100-80gb")
+    two = symshard.timeline("gpt3-125m", knobs, calib="a100-80gb", train_metrics=2)
+    want = cli.json(
+        "timeline", "gpt3-125m", "--calib", "a100-80gb", "--dp", "8", "--train-metrics", "2"
+    )
+    assert two.raw == want
+    assert two.iteration_seconds > none.iteration_seconds
+
+
 def test_a_rank_row_feeds_timeline_and_cost(cli):
     r = symshard.rank("llama2-7b", devices=16, top=1)
     row = r.rows[0]

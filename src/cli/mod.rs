@@ -91,6 +91,12 @@ pub struct SymbolArgs {
     /// kernel, as flash-attn's CrossEntropyLoss runs it).
     #[arg(long, value_enum, default_value = "fp32")]
     pub loss: crate::model::LossMode,
+    /// Evaluations of the loss as a training metric per micro-batch, each one more unfused fp32
+    /// pass over the logits in timelines (Composer's trainer computes its model's training
+    /// metrics after every micro-batch: 2 for LLM Foundry's MPT); 0 to 16.
+    #[arg(long, value_name = "N", default_value_t = 0,
+          value_parser = clap::value_parser!(u32).range(0..=crate::model::MAX_TRAIN_METRICS as i64))]
+    pub train_metrics: u32,
     /// Also load the operator rules in this directory (they replace shipped rules of the same
     /// name, so a model can use a rule of your own).
     #[arg(long, value_name = "DIR")]
@@ -102,7 +108,8 @@ impl SymbolArgs {
     pub fn loader(&self) -> Result<crate::model::ModelLoader, Error> {
         let mut loader = crate::model::ModelLoader::embedded()?
             .with_attention(self.attention)
-            .with_loss(self.loss);
+            .with_loss(self.loss)
+            .with_train_metrics(self.train_metrics);
         if let Some(dir) = &self.rules {
             loader.rules.add_dir(dir)?;
         }

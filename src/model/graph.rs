@@ -130,6 +130,10 @@ pub struct Model {
     /// How the loss over the vocabulary runs (timelines only: the symbolic counts are one
     /// fused kernel's).
     pub loss: LossMode,
+    /// Evaluations of the loss as a training metric per micro-batch, each one more unfused
+    /// fp32 pass over the logits without gradients (timelines only; Composer's trainer runs
+    /// its model's training metrics after every micro-batch: two for LLM Foundry's MPT).
+    pub train_metrics: u32,
     /// The symbol of the global batch (`roles: {batch: …}` in its graph), the one data
     /// parallelism and micro-batching divide; `None` for a model without one.
     pub batch: Option<String>,
@@ -189,6 +193,10 @@ impl Roles {
         ))
     }
 }
+
+/// The most evaluations of the loss as a training metric per micro-batch a model may ask for
+/// (trainers compute one or two; more is taken as a mistake).
+pub const MAX_TRAIN_METRICS: u32 = 16;
 
 /// How the loss over the vocabulary runs where a graph's loss rule says `fp32_passes: true`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]

@@ -22,6 +22,8 @@ pub struct ModelLoader {
     pub attention: Option<AttentionMode>,
     /// How the loss runs, as asked for on the command line (default: fp32 passes).
     pub loss: LossMode,
+    /// Evaluations of the loss as a training metric per micro-batch (default none).
+    pub train_metrics: u32,
 }
 
 impl ModelLoader {
@@ -39,6 +41,7 @@ impl ModelLoader {
             families,
             attention: None,
             loss: LossMode::default(),
+            train_metrics: 0,
         })
     }
 
@@ -51,6 +54,13 @@ impl ModelLoader {
     /// The same loader, building models whose loss runs as `mode`.
     pub fn with_loss(mut self, mode: LossMode) -> ModelLoader {
         self.loss = mode;
+        self
+    }
+
+    /// The same loader, building models that evaluate the loss `n` more times per micro-batch
+    /// as training metrics.
+    pub fn with_train_metrics(mut self, n: u32) -> ModelLoader {
+        self.train_metrics = n;
         self
     }
 
@@ -203,6 +213,7 @@ impl ModelLoader {
             blocks,
             attention,
             loss: self.loss,
+            train_metrics: self.train_metrics,
             batch,
             roles,
         })

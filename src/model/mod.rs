@@ -6,5 +6,7 @@ mod load;
 pub(crate) mod spec;
 
 pub use cost::{model_cost, op_costs, FlopSplit, ModelCost, OpCost};
-pub use graph::{AttentionMode, Block, LossMode, Model, OpNode, Producer, Roles};
+pub use graph::{
+    AttentionMode, Block, LossMode, Model, OpNode, Producer, Roles, MAX_TRAIN_METRICS,
+};
 pub use load::{symbol_value, user_model_dirs, ModelLoader};

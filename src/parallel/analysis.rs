@@ -147,7 +147,9 @@ pub struct OpAnalysis {
     pub out_local_bytes: Poly,
     /// Bytes a loss moves beyond `io_bytes` and `backward_io_bytes` (forward, backward) where
     /// it runs as separate fp32 passes ([`crate::rules::OpRule::fp32_pass_bytes`], the model's
-    /// [`crate::model::LossMode::Fp32`]); zero for every other operator.
+    /// [`crate::model::LossMode::Fp32`]), and (forward) its evaluations as training metrics
+    /// ([`crate::rules::OpRule::metric_pass_bytes`] × the model's `train_metrics`); zero for
+    /// every other operator.
     #[serde(skip)]
     pub loss_pass_bytes: [Poly; 2],
     /// The splits chosen.
@@ -609,15 +611,21 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
         per_device((own, Poly::zero())),
         per_device((shared, Poly::zero())),
     ];
-    let loss_pass_bytes = match model.loss {
-        crate::model::LossMode::Fp32 if node.rule.fp32_passes => {
-            let (fwd, bwd) = node.rule.fp32_pass_bytes(model.dtype_bytes);
-            [
-                per_device((fwd, Poly::zero())),
-                per_device((bwd, Poly::zero())),
-            ]
-        }
-        _ => [Poly::zero(), Poly::zero()],
+    let loss_pass_bytes = if node.rule.fp32_passes {
+        let (mut fwd, bwd) = match model.loss {
+            crate::model::LossMode::Fp32 => node.rule.fp32_pass_bytes(model.dtype_bytes),
+            crate::model::LossMode::Fused => (Poly::zero(), Poly::zero()),
+        };
+        // Training metrics run after the backward; charged with the loss's forward (the same
+        // device and micro-batch, on the same compute stream).
+        fwd += &(&node.rule.metric_pass_bytes(model.dtype_bytes)
+            * &Poly::int(i64::from(model.train_metrics)));
+        [
+            per_device((fwd, Poly::zero())),
+            per_device((bwd, Poly::zero())),
+        ]
+    } else {
+        [Poly::zero(), Poly::zero()]
     };
     let out_local_bytes = per_device((
         Poly::zero(),

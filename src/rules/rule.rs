@@ -496,6 +496,24 @@ impl OpRule {
         )
     }
 
+    /// Bytes one evaluation of the loss as a training metric moves over the logits (the first
+    /// input) of a rule with `fp32_passes: true`, with compute elements of `compute` bytes; zero
+    /// for other rules. Composer's trainer updates each training metric after every
+    /// micro-batch's backward, under the run's autocast and without gradients
+    /// (`Trainer._eval_train_metrics`, composer/trainer/trainer.py), and its
+    /// `LanguageCrossEntropy` and `LanguagePerplexity` each call `torch.nn.CrossEntropyLoss` on
+    /// the logits (composer/metrics/nlp.py). Per logit: autocast's cast to fp32 (reads the
+    /// compute type, writes 4; none in fp32) and the fp32 log-softmax (reads 4, writes 4); the
+    /// target pick and the sum read one value per token, which is not counted.
+    pub fn metric_pass_bytes(&self, compute: u32) -> Poly {
+        if !self.fp32_passes {
+            return Poly::zero();
+        }
+        let c = compute as i64;
+        let cast = if c < 4 { c + 4 } else { 0 };
+        &self.inputs[0].elements() * &Poly::int(cast + 8)
+    }
+
     /// Whether its backward only hands the output gradient to every input, as autograd does for
     /// a sum of same-shaped activations (`AddBackward` returns the gradient itself to both
     /// inputs): an einsum whose terms are one input each, every input shaped as the output and
