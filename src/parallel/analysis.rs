@@ -275,7 +275,9 @@ pub fn analyse(model: &Model, layout: &Layout) -> Analysis {
             boundary_bytes: Poly::zero(),
         });
     }
-    // A tensor read by several operators (the input of q, k and v projections) is saved once.
+    // A tensor read by several operators (the input of q, k and v projections) is saved once;
+    // so is an output its producer keeps for its own backward (softmax's probabilities, ReLU's
+    // output) and a reader keeps again as its input: autograd saves references to one tensor.
     // Under sequence parallelism a sequence-sharded tensor that a tensor-parallel operator reads
     // whole is kept sharded and gathered again in the backward pass, as Megatron-LM does
     // (Korthikanti et al. 2022 §4.2.3).
@@ -341,6 +343,19 @@ pub fn analyse(model: &Model, layout: &Layout) -> Analysis {
                         blocks[bi].ops[oi].recomputable_saved += &keep;
                     }
                     kept.push((key, keep));
+                }
+            }
+            let out = &node.rule.output;
+            if node.rule.saved.iter().any(|t| t.name == out.name) {
+                let mut bytes = node.model_formula(&tensor_bytes(out, model.dtype_bytes));
+                for sp in &blocks[bi].ops[oi].entry.splits {
+                    if out.has(&sp.index) {
+                        bytes = bytes.checked_div(&sp.size).expect("axis symbol");
+                    }
+                }
+                let key = format!("op {bi} {}", n.index());
+                if !kept.iter().any(|(k2, _)| *k2 == key) {
+                    kept.push((key, bytes));
                 }
             }
         }
