@@ -53,6 +53,8 @@ struct Run {
     loss: Option<String>,
     #[serde(default)]
     train_metrics: Option<u32>,
+    #[serde(default)]
+    dropout: Option<bool>,
     strategy: StrategyFile,
     #[serde(default)]
     measure: Measure,
@@ -178,6 +180,7 @@ pub fn run_file(name: &str, src: &Source) -> Result<FileOutcome> {
             }
             n => n.unwrap_or(0),
         };
+        loader.dropout = run.dropout;
         let model = loader
             .resolve(&run.model)
             .map_err(|e| at("model", e.to_string()))?;

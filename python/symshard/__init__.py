@@ -857,12 +857,14 @@ def _model_flags(
     rules: Any,
     loss: Optional[str] = None,
     train_metrics: Optional[int] = None,
+    dropout: Optional[bool] = None,
 ) -> List[str]:
     return _sets(symbols) + _flags(
         {
             "attention": attention,
             "loss": loss,
             "train_metrics": train_metrics,
+            "dropout": None if dropout is None else ("on" if dropout else "off"),
             "rules": _opt(rules, os.fspath),
         }
     )
@@ -891,6 +893,7 @@ def cost(
     attention: Optional[str] = None,
     loss: Optional[str] = None,
     train_metrics: Optional[int] = None,
+    dropout: Optional[bool] = None,
     rules: Any = None,
     calib: Optional[str] = None,
     **symbols: Any,
@@ -902,7 +905,7 @@ def cost(
     rows are :class:`Formula` objects; the busiest device's amounts stay exact numbers (the
     library prices a strategy at the model's symbol values)."""
     with _ModelFile(model) as mf:
-        args = ["cost", mf.arg()] + _model_flags(symbols, attention, rules, loss, train_metrics)
+        args = ["cost", mf.arg()] + _model_flags(symbols, attention, rules, loss, train_metrics, dropout)
         args += _flags({"symbolic": symbolic, "per_op": per_op, "calib": calib})
         args += _strategy_flags(strategy)
         return Cost._from(_one(args, mf))
@@ -1014,6 +1017,7 @@ def rank(
     attention: Optional[str] = None,
     loss: Optional[str] = None,
     train_metrics: Optional[int] = None,
+    dropout: Optional[bool] = None,
     rules: Any = None,
     fix: Any = None,
     max: Any = None,
@@ -1039,7 +1043,7 @@ def rank(
     Any other keyword raises TypeError naming it; a bad value is the library's SymshardError."""
     with _ModelFile(model) as mf:
         args = ["rank", mf.arg(), "--devices", str(devices), "--top", str(top)]
-        args += _model_flags(symbols, attention, rules, loss, train_metrics)
+        args += _model_flags(symbols, attention, rules, loss, train_metrics, dropout)
         args += _flags({"calib": calib}) + _search_flags(fix, max, knobs)
         return Ranking._from(_one(args, mf))
 
@@ -1053,6 +1057,7 @@ def timeline(
     attention: Optional[str] = None,
     loss: Optional[str] = None,
     train_metrics: Optional[int] = None,
+    dropout: Optional[bool] = None,
     rules: Any = None,
     svg: bool = False,
     **options: Any,
@@ -1062,7 +1067,7 @@ def timeline(
     carries the Gantt chart as SVG text. A strategy that does not fit in memory is simulated
     all the same, with a :class:`SymshardWarning`."""
     with _ModelFile(model) as mf, tempfile.TemporaryDirectory(prefix="symshard-") as tmp:
-        args = ["timeline", mf.arg(), "--calib", calib] + _model_flags(symbols, attention, rules, loss, train_metrics)
+        args = ["timeline", mf.arg(), "--calib", calib] + _model_flags(symbols, attention, rules, loss, train_metrics, dropout)
         args += _strategy_flags(strategy) + _flags(options)
         svg_path = Path(tmp) / "timeline.svg"
         if svg:
@@ -1087,6 +1092,7 @@ def report(
     attention: Optional[str] = None,
     loss: Optional[str] = None,
     train_metrics: Optional[int] = None,
+    dropout: Optional[bool] = None,
     rules: Any = None,
     fix: Any = None,
     max: Any = None,
@@ -1099,7 +1105,7 @@ def report(
     out = Path(output)
     with _ModelFile(model) as mf:
         args = ["report", mf.arg(), "--devices", str(devices), "--top", str(top), "-o", str(out)]
-        args += _model_flags(symbols, attention, rules, loss, train_metrics)
+        args += _model_flags(symbols, attention, rules, loss, train_metrics, dropout)
         args += _flags({"calib": calib}) + _search_flags(fix, max, knobs)
         _call(args, mf)
     return out
@@ -1115,6 +1121,7 @@ def compare(
     attention: Optional[str] = None,
     loss: Optional[str] = None,
     train_metrics: Optional[int] = None,
+    dropout: Optional[bool] = None,
     rules: Any = None,
     **options: Any,
 ) -> Comparison:
@@ -1137,6 +1144,6 @@ def compare(
         )
 
     with _ModelFile(model) as mf:
-        args = ["compare", mf.arg(), side(a), side(b)] + _model_flags(symbols, attention, rules, loss, train_metrics)
+        args = ["compare", mf.arg(), side(a), side(b)] + _model_flags(symbols, attention, rules, loss, train_metrics, dropout)
         args += _flags({"calib": calib, **options})
         return Comparison._from(_one(args, mf))

@@ -157,6 +157,16 @@ def test_training_metrics_add_passes_over_the_logits(cli):
     assert two.iteration_seconds > none.iteration_seconds
 
 
+def test_dropout_off_keeps_no_masks(cli):
+    knobs = {"dp": 8}
+    on = symshard.cost("gpt3-125m", strategy=knobs)
+    off = symshard.cost("gpt3-125m", strategy=knobs, dropout=False)
+    want = cli.json("cost", "gpt3-125m", "--dp", "8", "--dropout", "off")
+    assert off.raw == want
+    act = lambda c: int(c.raw["per_device"]["memory"]["activations"])  # noqa: E731
+    assert act(off) < act(on)
+
+
 def test_a_rank_row_feeds_timeline_and_cost(cli):
     r = symshard.rank("llama2-7b", devices=16, top=1)
     row = r.rows[0]

@@ -97,6 +97,10 @@ pub struct SymbolArgs {
     #[arg(long, value_name = "N", default_value_t = 0,
           value_parser = clap::value_parser!(u32).range(0..=crate::model::MAX_TRAIN_METRICS as i64))]
     pub train_metrics: u32,
+    /// Whether dropout runs: `off` takes the graph's dropout operators out (probability 0: no
+    /// kernel, no mask kept for the backward); default: the model file's `dropout`, else on.
+    #[arg(long, value_name = "on|off", value_parser = clap::builder::BoolishValueParser::new())]
+    pub dropout: Option<bool>,
     /// Also load the operator rules in this directory (they replace shipped rules of the same
     /// name, so a model can use a rule of your own).
     #[arg(long, value_name = "DIR")]
@@ -109,7 +113,8 @@ impl SymbolArgs {
         let mut loader = crate::model::ModelLoader::embedded()?
             .with_attention(self.attention)
             .with_loss(self.loss)
-            .with_train_metrics(self.train_metrics);
+            .with_train_metrics(self.train_metrics)
+            .with_dropout(self.dropout);
         if let Some(dir) = &self.rules {
             loader.rules.add_dir(dir)?;
         }

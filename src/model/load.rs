@@ -24,6 +24,8 @@ pub struct ModelLoader {
     pub loss: LossMode,
     /// Evaluations of the loss as a training metric per micro-batch (default none).
     pub train_metrics: u32,
+    /// Whether dropout runs, as asked for on the command line (overrides the model file).
+    pub dropout: Option<bool>,
 }
 
 impl ModelLoader {
@@ -42,6 +44,7 @@ impl ModelLoader {
             attention: None,
             loss: LossMode::default(),
             train_metrics: 0,
+            dropout: None,
         })
     }
 
@@ -61,6 +64,13 @@ impl ModelLoader {
     /// as training metrics.
     pub fn with_train_metrics(mut self, n: u32) -> ModelLoader {
         self.train_metrics = n;
+        self
+    }
+
+    /// The same loader, building models with dropout on or off when given (the model file's
+    /// `dropout`, else on, otherwise).
+    pub fn with_dropout(mut self, on: Option<bool>) -> ModelLoader {
+        self.dropout = on;
         self
     }
 
@@ -179,6 +189,9 @@ impl ModelLoader {
         }
         let (batch, mut roles) = symbol_roles(&graph_src, &graph, &symbols)?;
         let attention = self.select_attention(src, &spec.attention, &graph_src, &mut graph)?;
+        if !self.dropout.or(spec.dropout).unwrap_or(true) {
+            without_dropout(&mut graph);
+        }
         let builder = GraphBuilder {
             src: &graph_src,
             rules: &self.rules,
@@ -290,6 +303,57 @@ impl ModelLoader {
             }
         }
         Ok(Some(mode))
+    }
+}
+
+/// The rule whose operators `dropout: false` takes out.
+pub const DROPOUT_RULE: &str = "dropout";
+
+/// `graph` with its dropout operators (rule [`DROPOUT_RULE`]) taken out, each reader of one
+/// reading the dropout's own input instead: dropout at probability 0 returns its input
+/// (PyTorch's `dropout` runs no kernel then, and autograd keeps no mask). A block's `input` or
+/// `output` that names a dropout names that input too.
+fn without_dropout(graph: &mut GraphSpec) {
+    // Dropout name → its input, over the blocks so far (a block's `input` names an operator
+    // of an earlier block).
+    let mut through: BTreeMap<String, String> = BTreeMap::new();
+    let resolve = |map: &BTreeMap<String, String>, name: &str| -> String {
+        let mut n = name.to_string();
+        // A chain of dropouts ends; the bound keeps a malformed self-reference from looping.
+        for _ in 0..=map.len() {
+            match map.get(&n) {
+                Some(next) if *next != n => n = next.clone(),
+                _ => break,
+            }
+        }
+        n
+    };
+    for b in &mut graph.blocks {
+        if let Some(i) = &b.input {
+            b.input = Some(resolve(&through, i));
+        }
+        let mut local: BTreeMap<String, String> = BTreeMap::new();
+        for o in &b.ops {
+            if o.op == DROPOUT_RULE && o.inputs.0.len() == 1 {
+                if let Some((_, x)) = o.inputs.0.iter().next() {
+                    local.insert(o.name.clone(), x.clone());
+                }
+            }
+        }
+        if local.is_empty() {
+            continue;
+        }
+        b.ops
+            .retain(|o| !(o.op == DROPOUT_RULE && local.contains_key(&o.name)));
+        for o in &mut b.ops {
+            for (_, v) in o.inputs.0.iter_mut() {
+                *v = resolve(&local, v);
+            }
+        }
+        if let Some(out) = &b.output {
+            b.output = Some(resolve(&local, out));
+        }
+        through.extend(local.keys().map(|k| (k.clone(), resolve(&local, k))));
     }
 }
 

@@ -27,6 +27,9 @@ pub struct ModelFile {
     /// `eager`, `flash` or `flash-causal`: how attention runs (the graph's default otherwise).
     #[serde(default)]
     pub attention: Option<String>,
+    /// `false`: the graph's dropout operators are identities (probability 0): no kernel, no mask.
+    #[serde(default)]
+    pub dropout: Option<bool>,
 }
 
 /// A family file: a graph over free symbols.
