@@ -1,10 +1,12 @@
 //! A model's cost without parallelism: parameters, FLOPs forward and backward (matmul-like and
 //! other), and bytes of activations saved for backward — exact formulas in the model's symbols.
 
-use super::graph::Model;
+use super::graph::{Model, Producer};
+use crate::rules::rule::tensor_bytes;
 use crate::rules::FlopClass;
 use crate::sym::Poly;
 use serde::Serialize;
+use std::collections::BTreeSet;
 
 /// FLOPs of one pass, split as PyTorch's FLOP counter would see them.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -68,11 +70,39 @@ fn split(op: &super::graph::OpNode, (mm, other): (Poly, Poly)) -> FlopSplit {
     }
 }
 
-/// The per-operator costs (each block's operators once, with the block's repeat count).
+/// The per-operator costs (each block's operators once, with the block's repeat count). A tensor
+/// several operators of a block keep for the backward (an input read by several, an output its
+/// producer keeps and a reader keeps again) is counted once, with the first that keeps it, as
+/// autograd keeps one reference.
 pub fn op_costs(model: &Model) -> Vec<OpCost> {
     let mut out = Vec::new();
-    for block in &model.blocks {
-        for op in block.ops() {
+    for (bi, block) in model.blocks.iter().enumerate() {
+        let mut kept: BTreeSet<String> = BTreeSet::new();
+        for &n in &block.order {
+            let op = &block.graph[n];
+            let mut saved = Poly::zero();
+            for t in &op.rule.saved {
+                let key = if t.name == op.rule.output.name {
+                    Some(format!("op {bi} {}", n.index()))
+                } else {
+                    op.rule
+                        .inputs
+                        .iter()
+                        .position(|i| i.name == t.name)
+                        .and_then(|k| match &op.inputs[k].1 {
+                            Producer::Op { block, node } => {
+                                Some(format!("op {block} {}", node.index()))
+                            }
+                            Producer::BlockInput => Some(format!("input {bi}")),
+                            Producer::GraphInput(g) => Some(format!("graph {g}")),
+                            _ => None,
+                        })
+                };
+                if key.is_some_and(|k| !kept.insert(k)) {
+                    continue;
+                }
+                saved += &op.model_formula(&tensor_bytes(t, model.dtype_bytes));
+            }
             let params: Poly = (0..op.rule.inputs.len())
                 .filter(|&k| op.owns_param(k))
                 .map(|k| op.elements(&op.rule.inputs[k]))
@@ -85,7 +115,7 @@ pub fn op_costs(model: &Model) -> Vec<OpCost> {
                 forward: split(op, op.rule.forward_flops_split()),
                 backward: split(op, op.rule.backward_flops_split()),
                 class: op.rule.class,
-                activations: op.model_formula(&op.rule.saved_bytes(model.dtype_bytes)),
+                activations: saved,
             });
         }
     }
