@@ -97,12 +97,6 @@ fn bad_dropout_values_are_refused() {
     let e = common::refused(&["cost", "gpt3-125m", "--dropout", "maybe"]);
     assert!(e.contains("maybe") && e.contains("--dropout"), "{e}");
 
-    let dir = common::temp_dir("dropout-validation");
-    std::fs::write(
-        dir.join("v.yaml"),
-        "source: test\nmachine: a100-80gb\nsettings: none\nbound: 0.9\nruns:\n  - name: s\n    model: gpt3-125m\n    dropout: 3\n    strategy: {dp: 8}\n    published: 1\n",
-    )
-    .unwrap();
-    let e = common::refused_in(&dir, &["validate", "v.yaml"]);
+    let e = common::refused_validation_row("dropout-validation", "dropout: 3");
     assert!(e.contains("v.yaml:8:"), "{e}");
 }

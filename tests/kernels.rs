@@ -299,39 +299,35 @@ fn fp32_passes_are_refused_where_they_cannot_apply() {
     assert!(err.contains("more dimensions than the output"), "{err}");
 }
 
+/// Seconds of a step of GPT-3 125M on 8 A100s with `extra` flags.
+fn seconds_125m(extra: &[&str]) -> f64 {
+    let mut args = vec![
+        "timeline",
+        "gpt3-125m",
+        "--dp",
+        "8",
+        "--calib",
+        "a100-80gb",
+        "--format",
+        "json",
+    ];
+    args.extend_from_slice(extra);
+    common::json(&args)["iteration_seconds"].as_f64().unwrap()
+}
+
 #[test]
 fn the_loss_mode_is_chosen_on_the_command_line_and_in_validation_rows() {
-    let seconds = |extra: &[&str]| {
-        let mut args = vec![
-            "timeline",
-            "gpt3-125m",
-            "--dp",
-            "8",
-            "--calib",
-            "a100-80gb",
-            "--format",
-            "json",
-        ];
-        args.extend_from_slice(extra);
-        common::json(&args)["iteration_seconds"].as_f64().unwrap()
-    };
     let (default, fp32, fused) = (
-        seconds(&[]),
-        seconds(&["--loss", "fp32"]),
-        seconds(&["--loss", "fused"]),
+        seconds_125m(&[]),
+        seconds_125m(&["--loss", "fp32"]),
+        seconds_125m(&["--loss", "fused"]),
     );
     assert_eq!(default, fp32);
     assert!(fused < fp32, "{fused} {fp32}");
     let e = common::refused(&["timeline", "gpt3-125m", "--dp", "8", "--loss", "bf16"]);
     assert!(e.contains("bf16") && e.contains("fused"), "{e}");
 
-    let dir = common::temp_dir("loss-mode-validation");
-    std::fs::write(
-        dir.join("v.yaml"),
-        "source: test\nmachine: a100-80gb\nsettings: none\nbound: 0.9\nruns:\n  - name: s\n    model: gpt3-125m\n    loss: half\n    strategy: {dp: 8}\n    published: 1\n",
-    )
-    .unwrap();
-    let e = common::refused_in(&dir, &["validate", "v.yaml"]);
+    let e = common::refused_validation_row("loss-mode-validation", "loss: half");
     assert!(
         e.contains("v.yaml:8:5:") && e.contains("`half`: expected fp32 or fused"),
         "{e}"
@@ -396,24 +392,10 @@ fn training_metrics_add_unfused_passes_over_the_logits() {
 
 #[test]
 fn training_metrics_are_chosen_on_the_command_line_and_in_validation_rows() {
-    let seconds = |extra: &[&str]| {
-        let mut args = vec![
-            "timeline",
-            "gpt3-125m",
-            "--dp",
-            "8",
-            "--calib",
-            "a100-80gb",
-            "--format",
-            "json",
-        ];
-        args.extend_from_slice(extra);
-        common::json(&args)["iteration_seconds"].as_f64().unwrap()
-    };
     let (default, none, two) = (
-        seconds(&[]),
-        seconds(&["--train-metrics", "0"]),
-        seconds(&["--train-metrics", "2"]),
+        seconds_125m(&[]),
+        seconds_125m(&["--train-metrics", "0"]),
+        seconds_125m(&["--train-metrics", "2"]),
     );
     assert_eq!(default, none);
     assert!(two > none, "{two} {none}");
@@ -427,13 +409,7 @@ fn training_metrics_are_chosen_on_the_command_line_and_in_validation_rows() {
     ]);
     assert!(e.contains("17") && e.contains("train-metrics"), "{e}");
 
-    let dir = common::temp_dir("train-metrics-validation");
-    std::fs::write(
-        dir.join("v.yaml"),
-        "source: test\nmachine: a100-80gb\nsettings: none\nbound: 0.9\nruns:\n  - name: s\n    model: gpt3-125m\n    train_metrics: 99\n    strategy: {dp: 8}\n    published: 1\n",
-    )
-    .unwrap();
-    let e = common::refused_in(&dir, &["validate", "v.yaml"]);
+    let e = common::refused_validation_row("train-metrics-validation", "train_metrics: 99");
     assert!(
         e.contains("v.yaml:8:5:") && e.contains("99: at most 16"),
         "{e}"

@@ -72,6 +72,22 @@ pub fn refused_in(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// `symshard validate` on a file of one row (gpt3-125m, dp 8, on a100-80gb) whose line 8 is
+/// `field` (one YAML line such as `loss: half`), in a directory of its own for test `name`: it
+/// must be refused with exit code 2. Returns its stderr.
+pub fn refused_validation_row(name: &str, field: &str) -> String {
+    let dir = temp_dir(name);
+    std::fs::write(
+        dir.join("v.yaml"),
+        format!(
+            "source: test\nmachine: a100-80gb\nsettings: none\nbound: 0.9\nruns:\n  - name: s\n    \
+             model: gpt3-125m\n    {field}\n    strategy: {{dp: 8}}\n    published: 1\n"
+        ),
+    )
+    .unwrap();
+    refused_in(&dir, &["validate", "v.yaml"])
+}
+
 /// An empty directory of its own for test `name`, under the system's temporary directory.
 pub fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("symshard-{name}-{}", std::process::id()));
