@@ -1,7 +1,7 @@
 //! A model's cost without parallelism: parameters, FLOPs forward and backward (matmul-like and
 //! other), and bytes of activations saved for backward — exact formulas in the model's symbols.
 
-use super::graph::{Model, Producer};
+use super::graph::{Model, OpNode};
 use crate::rules::rule::tensor_bytes;
 use crate::rules::FlopClass;
 use crate::sym::Poly;
@@ -83,20 +83,13 @@ pub fn op_costs(model: &Model) -> Vec<OpCost> {
             let mut saved = Poly::zero();
             for t in &op.rule.saved {
                 let key = if t.name == op.rule.output.name {
-                    Some(format!("op {bi} {}", n.index()))
+                    Some(OpNode::output_key(bi, n))
                 } else {
                     op.rule
                         .inputs
                         .iter()
                         .position(|i| i.name == t.name)
-                        .and_then(|k| match &op.inputs[k].1 {
-                            Producer::Op { block, node } => {
-                                Some(format!("op {block} {}", node.index()))
-                            }
-                            Producer::BlockInput => Some(format!("input {bi}")),
-                            Producer::GraphInput(g) => Some(format!("graph {g}")),
-                            _ => None,
-                        })
+                        .and_then(|k| op.input_key(k))
                 };
                 if key.is_some_and(|k| !kept.insert(k)) {
                     continue;

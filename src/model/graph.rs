@@ -70,6 +70,24 @@ impl OpNode {
         self.model_formula(&t.elements())
     }
 
+    /// What input `k` is as a tensor of its block, so that several operators keeping it for the
+    /// backward count it once: its producer's [`OpNode::output_key`], the block's input, or a
+    /// graph input; `None` for a parameter.
+    pub fn input_key(&self, k: usize) -> Option<String> {
+        match &self.inputs[k].1 {
+            Producer::Op { block, node } => Some(OpNode::output_key(*block, *node)),
+            Producer::BlockInput => Some("block input".to_string()),
+            Producer::GraphInput(g) => Some(format!("input {g}")),
+            _ => None,
+        }
+    }
+
+    /// What the output of operator `node` of block `block` is as a tensor (see
+    /// [`OpNode::input_key`]).
+    pub fn output_key(block: usize, node: NodeIndex) -> String {
+        format!("op {block} {}", node.index())
+    }
+
     /// Whether input `k` of the rule is a parameter owned by this operator (not tied).
     pub fn owns_param(&self, k: usize) -> bool {
         self.rule.inputs[k].param && matches!(self.inputs[k].1, Producer::Param)

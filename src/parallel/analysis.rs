@@ -293,20 +293,16 @@ pub fn analyse(model: &Model, layout: &Layout) -> Analysis {
                 blocks[bi].ops[oi].recomputable_saved = &blocks[bi].ops[oi].saved - &inputs;
             }
             for (k, bytes) in saved_inputs {
-                let (key, producer) = match &node.inputs[k].1 {
+                let Some(key) = node.input_key(k) else {
+                    continue;
+                };
+                let producer = match &node.inputs[k].1 {
                     Producer::Op {
                         block: pb,
                         node: pn,
-                    } => (
-                        format!("op {pb} {}", pn.index()),
-                        index.get(&(*pb, *pn)).copied(),
-                    ),
-                    Producer::BlockInput => (
-                        "block input".to_string(),
-                        block.output.and_then(|o| index.get(&(bi, o)).copied()),
-                    ),
-                    Producer::GraphInput(g) => (format!("input {g}"), None),
-                    _ => continue,
+                    } => index.get(&(*pb, *pn)).copied(),
+                    Producer::BlockInput => block.output.and_then(|o| index.get(&(bi, o)).copied()),
+                    _ => None,
                 };
                 let mut keep = bytes.clone();
                 if let Some((pb, pi)) = producer {
@@ -353,7 +349,7 @@ pub fn analyse(model: &Model, layout: &Layout) -> Analysis {
                         bytes = bytes.checked_div(&sp.size).expect("axis symbol");
                     }
                 }
-                let key = format!("op {bi} {}", n.index());
+                let key = OpNode::output_key(bi, n);
                 if !kept.iter().any(|(k2, _)| *k2 == key) {
                     kept.push((key, bytes));
                 }
