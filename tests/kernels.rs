@@ -44,20 +44,32 @@ fn rule_refusal(text: &str) -> String {
         .to_string()
 }
 
+/// The errors loading two rules that say `flag: true` (line 11) where it cannot apply: a linear
+/// einsum (no explicit `flops`), and an elementwise rule with explicit `flops` and no parameter,
+/// whose input is shaped as its output.
+fn flag_refusals(flag: &str) -> [String; 2] {
+    let einsum = format!(
+        "name: bad\ndoc: d\nindices:\n  b: map\n  k: reduce-sum\n  n: map\n\
+         inputs:\n  x: [b, k]\n  w: {{dims: [k, n], param: true}}\n\
+         output: [b, n]\n{flag}: true\n"
+    );
+    let elementwise = format!(
+        "name: bad\ndoc: d\nindices:\n  b: map\n  h: map\n\
+         inputs:\n  x: [b, h]\noutput: [b, h]\nflops: \"b*h\"\n\
+         backward_flops: \"b*h\"\n{flag}: true\n"
+    );
+    let errs = [rule_refusal(&einsum), rule_refusal(&elementwise)];
+    for e in &errs {
+        assert!(e.starts_with("bad.yaml:11:"), "{e}");
+    }
+    errs
+}
+
 #[test]
 fn param_grad_kernel_is_refused_where_it_cannot_apply() {
-    let einsum = "name: bad\ndoc: d\nindices:\n  b: map\n  k: reduce-sum\n  n: map\n\
-                  inputs:\n  x: [b, k]\n  w: {dims: [k, n], param: true}\n\
-                  output: [b, n]\nparam_grad_kernel: true\n";
-    let err = rule_refusal(einsum);
-    assert!(err.starts_with("bad.yaml:11:"), "{err}");
-    assert!(err.contains("explicit `flops`"), "{err}");
-    let no_params = "name: bad\ndoc: d\nindices:\n  b: map\n  h: map\n\
-                     inputs:\n  x: [b, h]\noutput: [b, h]\nflops: \"b*h\"\n\
-                     backward_flops: \"b*h\"\nparam_grad_kernel: true\n";
-    let err = rule_refusal(no_params);
-    assert!(err.starts_with("bad.yaml:11:"), "{err}");
-    assert!(err.contains("parameter input"), "{err}");
+    let [einsum, no_params] = flag_refusals("param_grad_kernel");
+    assert!(einsum.contains("explicit `flops`"), "{einsum}");
+    assert!(no_params.contains("parameter input"), "{no_params}");
 }
 
 /// One GPT-3 125M step on one device, eight micro-batches of one sequence, eager attention.
@@ -285,18 +297,12 @@ fn the_loss_runs_as_fp32_passes_over_the_logits_unless_fused() {
 
 #[test]
 fn fp32_passes_are_refused_where_they_cannot_apply() {
-    let einsum = "name: bad\ndoc: d\nindices:\n  b: map\n  k: reduce-sum\n  n: map\n\
-                  inputs:\n  x: [b, k]\n  w: {dims: [k, n], param: true}\n\
-                  output: [b, n]\nfp32_passes: true\n";
-    let err = rule_refusal(einsum);
-    assert!(err.starts_with("bad.yaml:11:"), "{err}");
-    assert!(err.contains("`fp32_passes`"), "{err}");
-    let same_shape = "name: bad\ndoc: d\nindices:\n  b: map\n  h: map\n\
-                      inputs:\n  x: [b, h]\noutput: [b, h]\nflops: \"b*h\"\n\
-                      backward_flops: \"b*h\"\nfp32_passes: true\n";
-    let err = rule_refusal(same_shape);
-    assert!(err.starts_with("bad.yaml:11:"), "{err}");
-    assert!(err.contains("more dimensions than the output"), "{err}");
+    let [einsum, same_shape] = flag_refusals("fp32_passes");
+    assert!(einsum.contains("`fp32_passes`"), "{einsum}");
+    assert!(
+        same_shape.contains("more dimensions than the output"),
+        "{same_shape}"
+    );
 }
 
 /// Seconds of a step of GPT-3 125M on 8 A100s with `extra` flags.
