@@ -171,6 +171,7 @@ fn uniform(p: u64, m: u64, schedule: Schedule, v: u64, layers: usize) -> TimingP
         memory_per_device: Rational::from_integer(0.into()),
         batch_symbol: None,
         sequence_symbol: None,
+        settings: BTreeMap::new(),
         blocks: vec![block],
         items: vec![0; layers],
         stages: vec![layers / stages; stages],

@@ -621,6 +621,7 @@ class Timeline:
     devices: List[Dict[str, Any]]
     svg: Optional[str]
     raw: Dict[str, Any] = field(repr=False)
+    settings: Dict[str, str] = field(default_factory=dict)
 
     @staticmethod
     def _from(d: Dict[str, Any], svg: Optional[str]) -> "Timeline":
@@ -640,6 +641,7 @@ class Timeline:
             devices=list(d.get("devices", [])),
             svg=svg,
             raw=d,
+            settings=dict(d.get("settings", {})),
         )
 
     def to_pandas(self) -> "pandas.DataFrame":

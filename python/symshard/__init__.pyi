@@ -181,6 +181,7 @@ class Timeline:
     devices: list[dict[str, Any]]
     svg: str | None
     raw: dict[str, Any] = field(repr=False)
+    settings: dict[str, str] = field(default_factory=dict)
     def to_pandas(self) -> pandas.DataFrame: ...
 
 @dataclass(frozen=True)

@@ -155,6 +155,9 @@ def test_training_metrics_add_passes_over_the_logits(cli):
     )
     assert two.raw == want
     assert two.iteration_seconds > none.iteration_seconds
+    # The timeline states what it timed.
+    assert none.settings == {"attention": "eager", "dropout": "on", "loss": "fp32"}
+    assert two.settings["train-metrics"] == "2"
 
 
 def test_dropout_off_keeps_no_masks(cli):
@@ -165,6 +168,7 @@ def test_dropout_off_keeps_no_masks(cli):
     assert off.raw == want
     act = lambda c: int(c.raw["per_device"]["memory"]["activations"])  # noqa: E731
     assert act(off) < act(on)
+    assert (on.raw["settings"]["dropout"], off.raw["settings"]["dropout"]) == ("on", "off")
 
 
 def test_a_rank_row_feeds_timeline_and_cost(cli):

@@ -502,6 +502,9 @@ pub fn run(args: CompareArgs) -> Result<(), Error> {
         Format::Json => print_json(&c),
         Format::Table => {
             println!("{}", header(&model, &values, &calib.name, &a, &b));
+            if let Some(line) = units::settings_line(&crate::timeline::setting_map(&model)) {
+                println!("{line}");
+            }
             print_comparison(&c);
             if !units::exact() {
                 println!("{}", units::UNITS_LEGEND);

@@ -68,6 +68,10 @@ struct CostJson {
     /// The symbols `--set` changed, with their values: `model` alone no longer describes them.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     overrides: BTreeMap<String, String>,
+    /// The settings that change how its operators run (attention, loss, training metrics,
+    /// dropout).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    settings: BTreeMap<String, String>,
     symbols: BTreeMap<String, String>,
     params: String,
     flops: Flops,
@@ -167,6 +171,7 @@ pub fn run(args: CostArgs) -> Result<(), Error> {
     let out = CostJson {
         model: model.name.clone(),
         overrides,
+        settings: crate::timeline::setting_map(&model),
         symbols: values
             .iter()
             .map(|(k, v)| (k.clone(), v.to_string()))
@@ -316,6 +321,9 @@ fn print_model(
         batch_and_sequence(model, values),
         model.doc
     );
+    if let Some(line) = units::settings_line(&out.settings) {
+        println!("{line}");
+    }
     if let Some(note) = model.roles.inference_note() {
         println!("{note}");
     }

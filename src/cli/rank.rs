@@ -229,6 +229,10 @@ struct Out {
     /// `" (B = 512, S = 2048)"` under the model's names for its batch and sequence.
     #[serde(skip)]
     batch_and_sequence: String,
+    /// The model's settings that change how its operators run (attention, loss, training
+    /// metrics, dropout).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    settings: std::collections::BTreeMap<String, String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     sequence_length: Option<String>,
     devices: u64,
@@ -621,6 +625,7 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
         model: model.name.clone(),
         global_batch: batch.clone(),
         batch_and_sequence: super::cost::batch_and_sequence(&model, &values),
+        settings: crate::timeline::setting_map(&model),
         sequence_length: model
             .roles
             .sequence
@@ -816,6 +821,9 @@ fn print_table(
             String::new()
         }
     );
+    if let Some(line) = units::settings_line(&out.settings) {
+        println!("{line}");
+    }
     println!(
         "balance: κ hbm {} FLOP/B, κ intra {} FLOP/B, κ inter {} FLOP/B; {}",
         units::ratio(&calib.hbm_balance()),

@@ -191,6 +191,9 @@ fn print_summary(s: &Summary, plan: &TimingPlan, calib: &Calibration) {
         s.device_count,
         per_node(plan, calib)
     );
+    if let Some(line) = units::settings_line(&s.settings) {
+        println!("{line}");
+    }
     println!();
     println!("  iteration               {:.4} s", s.iteration_seconds);
     println!("  samples per second      {:.2}", s.samples_per_second);

@@ -258,6 +258,17 @@ pub fn text(s: &str, f: fn(&Rational) -> String) -> String {
     }
 }
 
+/// `settings: attention flash-causal, dropout off, loss fused`: a model's settings that change
+/// how its operators run ([`crate::model::Model::settings`]), for a header's second line; `None`
+/// when it has none.
+pub fn settings_line(settings: &std::collections::BTreeMap<String, String>) -> Option<String> {
+    if settings.is_empty() {
+        return None;
+    }
+    let parts: Vec<String> = settings.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    Some(format!("settings: {}", parts.join(", ")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

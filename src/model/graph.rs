@@ -152,6 +152,9 @@ pub struct Model {
     /// fp32 pass over the logits without gradients (timelines only; Composer's trainer runs
     /// its model's training metrics after every micro-batch: two for LLM Foundry's MPT).
     pub train_metrics: u32,
+    /// Whether its dropout operators run: `None` for a graph without any, `Some(false)` where
+    /// `dropout: false` (or `--dropout off`) took them out.
+    pub dropout: Option<bool>,
     /// The symbol of the global batch (`roles: {batch: …}` in its graph), the one data
     /// parallelism and micro-batching divide; `None` for a model without one.
     pub batch: Option<String>,
@@ -227,6 +230,16 @@ pub enum LossMode {
     /// One fused kernel reading the logits once forward and once backward (flash-attn's
     /// `CrossEntropyLoss`, as the FlashAttention training scripts run it; Apex's xentropy).
     Fused,
+}
+
+impl LossMode {
+    /// Its name on the command line (`fp32`, `fused`).
+    pub fn name(self) -> &'static str {
+        match self {
+            LossMode::Fp32 => "fp32",
+            LossMode::Fused => "fused",
+        }
+    }
 }
 
 /// How a model's attention runs: materialising the S×S scores (eager), or as one fused
@@ -324,6 +337,31 @@ pub fn check_size(
 }
 
 impl Model {
+    /// The settings that change how its operators run, as `(name, value)` pairs in the order
+    /// output headers show them: the attention mode (graphs that offer a choice), the loss's
+    /// kernels and the training-metric passes (models with a loss over the vocabulary), and
+    /// dropout (graphs with dropout operators).
+    pub fn settings(&self) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        if let Some(a) = self.attention {
+            out.push(("attention", a.name().to_string()));
+        }
+        let has_loss = self
+            .blocks
+            .iter()
+            .any(|b| b.graph.node_weights().any(|o| o.rule.fp32_passes));
+        if has_loss {
+            out.push(("loss", self.loss.name().to_string()));
+            if self.train_metrics > 0 {
+                out.push(("train-metrics", self.train_metrics.to_string()));
+            }
+        }
+        if let Some(d) = self.dropout {
+            out.push(("dropout", if d { "on" } else { "off" }.to_string()));
+        }
+        out
+    }
+
     /// The value of the batch symbol at `values`, where the model has one and it is bound.
     pub fn batch_value<'a>(&self, values: &'a Bindings) -> Option<&'a crate::sym::Rational> {
         self.batch.as_ref().and_then(|b| values.get(b))

@@ -189,7 +189,12 @@ impl ModelLoader {
         }
         let (batch, mut roles) = symbol_roles(&graph_src, &graph, &symbols)?;
         let attention = self.select_attention(src, &spec.attention, &graph_src, &mut graph)?;
-        if !self.dropout.or(spec.dropout).unwrap_or(true) {
+        let has_dropout = graph
+            .blocks
+            .iter()
+            .any(|b| b.ops.iter().any(|o| o.op == DROPOUT_RULE));
+        let dropout = self.dropout.or(spec.dropout).unwrap_or(true);
+        if !dropout {
             without_dropout(&mut graph);
         }
         let builder = GraphBuilder {
@@ -227,6 +232,7 @@ impl ModelLoader {
             attention,
             loss: self.loss,
             train_metrics: self.train_metrics,
+            dropout: has_dropout.then_some(dropout),
             batch,
             roles,
         })

@@ -80,6 +80,7 @@ pub fn chains(
         memory_per_device: Rational::from_integer(0.into()),
         batch_symbol: model.batch.clone(),
         sequence_symbol: model.roles.sequence.clone(),
+        settings: Default::default(),
         blocks,
         items: Vec::new(),
         stages: Vec::new(),

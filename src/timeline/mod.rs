@@ -18,8 +18,8 @@ mod trace;
 
 pub use cost::{bus_factor, kind_index, steps, KernelClass, LinkRate, Rates};
 pub use plan::{
-    build_plan, plan_blocks, Axis, Collective, PlanBlock, PlanComm, PlanOp, Step, TimingPlan,
-    FORMAT,
+    build_plan, plan_blocks, setting_map, Axis, Collective, PlanBlock, PlanComm, PlanOp, Step,
+    TimingPlan, FORMAT,
 };
 pub use schedule::{program, Pass, Task};
 pub use sim::{
@@ -99,6 +99,10 @@ pub struct Summary {
     pub model: String,
     /// Strategy.
     pub strategy: String,
+    /// The model's settings that change how its operators run (attention, loss, training
+    /// metrics, dropout; [`crate::model::Model::settings`]), where it has any.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub settings: std::collections::BTreeMap<String, String>,
     /// Calibration table.
     pub calibration: String,
     /// Devices in all.
@@ -175,6 +179,7 @@ fn timed(plan: &TimingPlan, calib: &Calibration, keep: bool) -> Result<Timeline>
     let summary = Summary {
         model: plan.model.clone(),
         strategy: k.to_string(),
+        settings: plan.settings.clone(),
         calibration: calib.name.clone(),
         device_count: devices,
         iteration_seconds: t,

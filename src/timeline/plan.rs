@@ -13,6 +13,7 @@ use crate::strategy::{AxisKind, Knobs};
 use crate::sym::{Bindings, Poly, Rational};
 use num_traits::{One, ToPrimitive, Zero};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 /// The format tag of saved plans.
@@ -297,6 +298,21 @@ pub struct TimingPlan {
     /// saved before it was recorded, and for a model without one.
     #[serde(default)]
     pub sequence_symbol: Option<String>,
+    /// The model's settings that change how its operators run ([`Model::settings`]: attention,
+    /// loss, training metrics, dropout); empty in analyses saved before they were recorded.
+    ///
+    /// [`Model::settings`]: crate::model::Model::settings
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub settings: BTreeMap<String, String>,
+}
+
+/// [`crate::model::Model::settings`] keyed by name.
+pub fn setting_map(model: &crate::model::Model) -> BTreeMap<String, String> {
+    model
+        .settings()
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
 }
 
 fn unknown_memory() -> Rational {
@@ -832,6 +848,7 @@ pub fn build_plan(
         memory_per_device: evaluation.memory.total.clone(),
         batch_symbol: model.batch.clone(),
         sequence_symbol: model.roles.sequence.clone(),
+        settings: setting_map(model),
         blocks,
         items,
         stages,
