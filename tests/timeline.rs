@@ -709,6 +709,7 @@ fn shipped_validation_stays_within_recorded_bounds() {
         "dao2023-table1-flash-attention-2",
         "mosaicml-mpt-a100-sweep",
         "mosaicml-mpt-h100-sweep",
+        "megatron-v1-dgx2h",
     ] {
         assert!(names.contains(&want), "{want} missing: {names:?}");
     }
