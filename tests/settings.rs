@@ -99,7 +99,7 @@ fn timeline_rank_compare_and_cost_print_the_settings_under_their_header() {
 }
 
 #[test]
-fn json_carries_the_settings_and_a_saved_analysis_keeps_them() {
+fn json_carries_the_settings_and_a_saved_analysis_keeps_them_for_timeline_and_port() {
     let expected = serde_json::json!({
         "attention": "flash-causal",
         "dropout": "off",
@@ -120,4 +120,13 @@ fn json_carries_the_settings_and_a_saved_analysis_keeps_them() {
     stdout(&analyze);
     let table = stdout(&["timeline".into(), saved.to_string_lossy().into_owned()]);
     assert_eq!(table.lines().nth(1), Some(LINE), "{table}");
+    let port = stdout(&[
+        "port".into(),
+        saved.to_string_lossy().into_owned(),
+        "--calib".into(),
+        "a100-80gb".into(),
+        "--calib".into(),
+        "h100-sxm".into(),
+    ]);
+    assert_eq!(port.lines().nth(1), Some(LINE), "{port}");
 }

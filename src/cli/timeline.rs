@@ -272,6 +272,9 @@ pub fn run_port(args: PortArgs) -> Result<(), Error> {
         plan.knobs,
         plan.knobs.devices()
     );
+    if let Some(line) = units::settings_line(&plan.settings) {
+        println!("{line}");
+    }
     println!();
     let w = 14;
     let mut head = format!("  {:<24}", "");
