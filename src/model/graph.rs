@@ -337,10 +337,10 @@ pub fn check_size(
 }
 
 impl Model {
-    /// The settings that change how its operators run, as `(name, value)` pairs in the order
-    /// output headers show them: the attention mode (graphs that offer a choice), the loss's
-    /// kernels and the training-metric passes (models with a loss over the vocabulary), and
-    /// dropout (graphs with dropout operators).
+    /// The settings that change how its operators run, as `(name, value)` pairs: the attention
+    /// mode (graphs that offer a choice), the loss's kernels and the training-metric passes
+    /// (models with a loss over the vocabulary), and dropout (graphs with dropout operators).
+    /// Output headers and JSON show them keyed by name.
     pub fn settings(&self) -> Vec<(&'static str, String)> {
         let mut out = Vec::new();
         if let Some(a) = self.attention {
