@@ -149,6 +149,35 @@ fn a_synthetic_gemm_sweep_gives_back_its_curve() {
     assert_eq!(s.rows.len(), 1);
 }
 
+/// `tools/gemm_sweep.py --soak` writes how long the GPU ran before the sweep and its clocks; the
+/// soak reaches the table's source, and comment lines after the rows are comments too.
+#[test]
+fn a_soaked_sweep_says_so_in_the_tables_source() {
+    let text =
+        "# gpu: H100\n# date: 2026-12-02\n# soak: 120 s of 8192x8192x8192 GEMMs before the sweep\n\
+                # before the soak: SM clock 1980 MHz; after: SM clock 1755 MHz\n\
+                m,n,k,dtype,seconds\n8192,8192,8192,bf16,1.4e-3\n4096,4096,4096,bf16,2e-4\n\
+                # at the end: SM clock 1755 MHz\n";
+    let sweep = parse_sweep(Path::new("soaked.csv"), text).unwrap();
+    assert_eq!(sweep.rows.len(), 2);
+    assert_eq!(
+        sweep.soak.as_deref(),
+        Some("120 s of 8192x8192x8192 GEMMs before the sweep")
+    );
+    let c = calibrate(&sweep, &Calibration::reference().unwrap(), "soaked").unwrap();
+    let source = &c.device.efficiency.matmul.source;
+    assert!(
+        source.contains("2026-12-02, H100, soak: 120 s of 8192x8192x8192 GEMMs"),
+        "{source}"
+    );
+    // Without the comment, nothing is said.
+    let plain = parse_sweep(
+        Path::new("plain.csv"),
+        "m,n,k,seconds\n4096,4096,4096,2e-4\n",
+    );
+    assert_eq!(plain.unwrap().soak, None);
+}
+
 fn knobs(microbatches: u64) -> Knobs {
     Knobs {
         dp: 1,

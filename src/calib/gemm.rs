@@ -54,6 +54,9 @@ pub struct GemmSweep {
     pub date: Option<String>,
     /// The `# gpu:` comment, if any.
     pub gpu: Option<String>,
+    /// The `# soak:` comment, if any: how long the GPU ran large GEMMs before the sweep
+    /// (`tools/gemm_sweep.py --soak`), so that it was timed at its sustained clocks.
+    pub soak: Option<String>,
 }
 
 /// One point of a measured efficiency curve.
@@ -127,8 +130,8 @@ fn column_of(text: &str, i: usize) -> usize {
 }
 
 /// Parses a GEMM sweep: a header with `m`, `n`, `k`, `seconds` (and optionally `dtype`; other
-/// columns are ignored), then one row per GEMM; `#` starts a comment line (`# date: …` and
-/// `# gpu: …` are kept for the table's source).
+/// columns are ignored), then one row per GEMM; `#` starts a comment line (`# date: …`,
+/// `# gpu: …` and `# soak: …` are kept for the table's source).
 pub fn parse_sweep(file: &Path, text: &str) -> Result<GemmSweep> {
     let mut header: Option<Header> = None;
     let mut sweep = GemmSweep {
@@ -137,6 +140,7 @@ pub fn parse_sweep(file: &Path, text: &str) -> Result<GemmSweep> {
         skipped: 0,
         date: None,
         gpu: None,
+        soak: None,
     };
     let mut last = 1;
     // Spreadsheets may start the file with a byte-order mark.
@@ -154,6 +158,7 @@ pub fn parse_sweep(file: &Path, text: &str) -> Result<GemmSweep> {
                 match key.trim().to_ascii_lowercase().as_str() {
                     "date" if !value.is_empty() => sweep.date = Some(value),
                     "gpu" if !value.is_empty() => sweep.gpu = Some(value),
+                    "soak" if !value.is_empty() => sweep.soak = Some(value),
                     _ => {}
                 }
             }
@@ -347,6 +352,9 @@ pub fn calibrate(sweep: &GemmSweep, base: &Calibration, name: &str) -> Result<Ca
     }
     if let Some(g) = &sweep.gpu {
         about.push_str(&format!(", {g}"));
+    }
+    if let Some(w) = &sweep.soak {
+        about.push_str(&format!(", soak: {w}"));
     }
     let source = format!(
         "measured: GEMM sweep {file} ({about}), median per bin: efficiency = 2·m·n·k ÷ seconds ÷ \
