@@ -502,3 +502,62 @@ fn the_a100_tables_carry_the_shipped_sweeps_curve() {
         );
     }
 }
+
+/// Every shipped table (`calibration/*.yaml`) loads by its name, is named as its file, and
+/// every number in it carries a non-empty `source`.
+#[test]
+fn every_shipped_table_loads_and_sources_every_number() {
+    fn walk(v: &serde_yaml::Value, at: &str, missing: &mut Vec<String>) {
+        match v {
+            serde_yaml::Value::Mapping(m) => {
+                let has = |k: &str| m.contains_key(serde_yaml::Value::from(k));
+                if has("value") || has("points") {
+                    let ok = m
+                        .get(serde_yaml::Value::from("source"))
+                        .and_then(|s| s.as_str())
+                        .is_some_and(|s| !s.trim().is_empty());
+                    if !ok {
+                        missing.push(at.to_string());
+                    }
+                }
+                for (k, x) in m {
+                    let key = k.as_str().unwrap_or("?");
+                    walk(x, &format!("{at}.{key}"), missing);
+                }
+            }
+            serde_yaml::Value::Sequence(s) => {
+                for (i, x) in s.iter().enumerate() {
+                    walk(x, &format!("{at}[{i}]"), missing);
+                }
+            }
+            _ => {}
+        }
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("calibration");
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "yaml") {
+            continue;
+        }
+        let stem = path.file_stem().unwrap().to_string_lossy().to_string();
+        let c = Calibration::resolve(&stem).unwrap_or_else(|e| panic!("{stem}: {e}"));
+        assert_eq!(c.name, stem, "{}", path.display());
+        let value: serde_yaml::Value = serde_yaml::from_str(&read(&path)).unwrap();
+        let mut missing = Vec::new();
+        walk(&value, &stem, &mut missing);
+        assert!(missing.is_empty(), "numbers without a source: {missing:?}");
+        names.push(stem);
+    }
+    // The tables the README lists, the V100 DGX-2H among them.
+    for want in [
+        "dgx-h100",
+        "v100-dgx1",
+        "v100-dgx2h",
+        "a100-40gb",
+        "a100-80gb",
+        "h100-sxm",
+    ] {
+        assert!(names.iter().any(|n| n == want), "{want}: {names:?}");
+    }
+}
