@@ -13,7 +13,7 @@ use crate::strategy::AxisKind;
 use crate::sym::{Poly, SymError};
 use petgraph::graph::NodeIndex;
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The data-parallel axis size symbol.
 pub const DP: &str = "p_dp";
@@ -283,7 +283,8 @@ pub fn analyse(model: &Model, layout: &Layout) -> Analysis {
     // (Korthikanti et al. 2022 §4.2.3).
     let mut regather: Vec<Vec<Comm>> = vec![Vec::new(); model.blocks.len()];
     for (bi, block) in model.blocks.iter().enumerate() {
-        let mut kept: Vec<(String, Poly)> = Vec::new();
+        // The tensors of the block some operator already keeps for the backward.
+        let mut kept: BTreeSet<String> = BTreeSet::new();
         for (oi, &n) in block.order.iter().enumerate() {
             let node = &block.graph[n];
             let saved_inputs = blocks[bi].ops[oi].saved_inputs.clone();
@@ -321,7 +322,7 @@ pub fn analyse(model: &Model, layout: &Layout) -> Analysis {
                         });
                         if let Some(c) = gathered {
                             *c = regather_comm(c.kind, c.wire_bytes.clone(), &p.name, &node.name);
-                        } else if !kept.iter().any(|(k2, _)| *k2 == key) {
+                        } else if !kept.contains(&key) {
                             if let Some((kind, wire)) =
                                 convert(p.out[1], Place::Replicate, &p.out_bytes, &p.out, 1)
                             {
@@ -331,28 +332,25 @@ pub fn analyse(model: &Model, layout: &Layout) -> Analysis {
                     }
                 }
                 blocks[bi].ops[oi].saved -= &bytes;
-                if !kept.iter().any(|(k2, _)| *k2 == key) {
+                if !kept.contains(&key) {
                     blocks[bi].ops[oi].saved += &keep;
                     let from_core =
                         producer.is_some_and(|(pb, pi)| blocks[pb].ops[pi].attention_core);
                     if core && from_core {
                         blocks[bi].ops[oi].recomputable_saved += &keep;
                     }
-                    kept.push((key, keep));
+                    kept.insert(key);
                 }
             }
-            let out = &node.rule.output;
-            if node.rule.saved.iter().any(|t| t.name == out.name) {
-                let mut bytes = node.model_formula(&tensor_bytes(out, model.dtype_bytes));
-                for sp in &blocks[bi].ops[oi].entry.splits {
-                    if out.has(&sp.index) {
-                        bytes = bytes.checked_div(&sp.size).expect("axis symbol");
-                    }
-                }
-                let key = OpNode::output_key(bi, n);
-                if !kept.iter().any(|(k2, _)| *k2 == key) {
-                    kept.push((key, bytes));
-                }
+            // An output its producer keeps (already in its `saved`): a later reader keeping it
+            // again adds nothing.
+            if node
+                .rule
+                .saved
+                .iter()
+                .any(|t| t.name == node.rule.output.name)
+            {
+                kept.insert(OpNode::output_key(bi, n));
             }
         }
     }
