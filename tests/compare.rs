@@ -43,6 +43,7 @@ fn compared_at(a: &str, b: &str, s: i64) -> (Rational, Rational) {
         b,
         "--set",
         &set,
+        "--plateau",
         "--format",
         "json",
     ]);
@@ -138,6 +139,7 @@ fn compare_rows_are_exact_and_formulas_reproduce_them() {
     let mut sum = (int(0), int(0));
     for part in [
         "compute",
+        "kernels",
         "intra-node communication",
         "inter-node communication",
         "bubble",
@@ -660,12 +662,30 @@ fn compare_on_gives_the_relative_cost_formulas_that_reproduce_the_evaluation() {
             let f = formula(group, row).unwrap_or_else(|| panic!("{name}: no formula for {row}"));
             assert_eq!(&f.eval(&values).unwrap(), want, "{name}: {group}/{row}");
         }
-        let total = formula("relative cost", "total");
+        // The reference table prices kernels below the plateau and their launches: a number,
+        // with no formula, so the total has none; at the plateau it has one, without a bubble.
+        assert!(r.kernels > int(0), "{name}");
+        assert!(formula("relative cost", "kernels").is_none(), "{name}");
+        assert!(formula("relative cost", "total").is_none(), "{name}");
+        let flat = calib.at_plateau();
+        let big = int(1_000_000_000_000);
+        let (a, e) =
+            evaluate_strategy(&model, &values, &k, &Layout::default(), &flat, 8, &big).unwrap();
+        assert_eq!(e.relative.kernels, int(0), "{name}");
+        let rows = symshard::search::versus::compare_on(&model, &values, &flat, (&a, &e), (&a, &e));
+        let total = rows
+            .iter()
+            .find(|c| c.group == "relative cost" && c.name == "total")
+            .and_then(|c| c.formula_a.clone());
         if pp == 1 {
-            assert_eq!(total.unwrap().eval(&values).unwrap(), r.total, "{name}");
+            assert_eq!(
+                total.unwrap().eval(&values).unwrap(),
+                e.relative.total,
+                "{name}"
+            );
         } else {
             assert!(total.is_none(), "{name}");
-            assert!(r.bubble > int(0));
+            assert!(e.relative.bubble > int(0));
         }
         // `compare` without the calibration keeps its rows as they were: no relative-cost
         // formulas.
@@ -677,40 +697,50 @@ fn compare_on_gives_the_relative_cost_formulas_that_reproduce_the_evaluation() {
     }
 }
 
-/// The command prices both sides on its calibration table, so the relative cost's parts and total
-/// come with formulas too (no pipeline here, so the total is a polynomial).
+/// The command prices both sides on its calibration table, so the relative cost's parts come
+/// with formulas too (no pipeline here); the kernel term is read from the table's curves and has
+/// none, so neither has the total, which `--plateau` (every kernel at the matmul plateau) gives.
 #[test]
 fn the_command_gives_the_relative_cost_its_formulas() {
-    let out = assert_cmd::Command::cargo_bin("symshard")
-        .unwrap()
-        .args([
+    for plateau in [false, true] {
+        let mut args = vec![
             "compare",
             "llama3-8b",
             "dp=64,mbs=1,zero=1",
             "dp=8,tp=8,mbs=1,sp,zero=1",
             "--format",
             "json",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let rows = v["components"].as_array().unwrap();
-    for name in [
-        "compute",
-        "intra-node communication",
-        "inter-node communication",
-        "total",
-    ] {
-        let row = rows
-            .iter()
-            .find(|r| r["group"] == "relative cost" && r["name"] == name)
-            .unwrap_or_else(|| panic!("no relative cost row {name}"));
-        assert!(row["formula_difference"].is_string(), "{name}: {row}");
+        ];
+        if plateau {
+            args.push("--plateau");
+        }
+        let v = json(&args);
+        let rows = v["components"].as_array().unwrap();
+        let row = |name: &str| {
+            rows.iter()
+                .find(|r| r["group"] == "relative cost" && r["name"] == name)
+                .unwrap_or_else(|| panic!("no relative cost row {name}"))
+        };
+        for name in [
+            "compute",
+            "intra-node communication",
+            "inter-node communication",
+        ] {
+            assert!(
+                row(name)["formula_difference"].is_string(),
+                "{name}: {}",
+                row(name)
+            );
+        }
+        let kernels = q(&row("kernels")["a"]);
+        assert_eq!(kernels == int(0), plateau, "{}", row("kernels"));
+        assert!(row("kernels")["formula_difference"].is_null());
+        assert_eq!(
+            row("total")["formula_difference"].is_string(),
+            plateau,
+            "{}",
+            row("total")
+        );
     }
 }
 

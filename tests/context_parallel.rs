@@ -16,6 +16,7 @@ use assert_cmd::Command;
 use num_traits::ToPrimitive;
 use symshard::calib::Calibration;
 use symshard::model::{AttentionMode, Model, ModelLoader};
+use symshard::parallel::kernels::KernelEfficiency;
 use symshard::parallel::{analyse, evaluate_strategy, Evaluation, Layout};
 use symshard::rules::CollectiveKind;
 use symshard::strategy::{AxisKind, Knobs, Recompute, Tier};
@@ -265,8 +266,9 @@ fn cp_one_is_unchanged() {
         let plain = analyse(&m, &layout);
         let cp = plain.context_parallel();
         let b = microbatch_bindings(&m, &v, &k);
-        let n1 = block_numbers(&plain, &b).unwrap();
-        let n2 = block_numbers(&cp, &b).unwrap();
+        let kernels = KernelEfficiency::of(&calib);
+        let n1 = block_numbers(&plain, &b, &kernels).unwrap();
+        let n2 = block_numbers(&cp, &b, &kernels).unwrap();
         let mem = q(80_000_000_000);
         let e1 = evaluate_with(&m, &plain, &n1, &k, &calib, 8, &mem, true).unwrap();
         let e2 = evaluate_with(&m, &cp, &n2, &k, &calib, 8, &mem, true).unwrap();
@@ -343,7 +345,8 @@ fn estimates_agree_with_exact_prices_under_cp() {
                         ..Layout::default()
                     };
                     let a = analyse(&m, &layout).context_parallel();
-                    let n = block_numbers(&a, &microbatch_bindings(&m, &v, &k)).unwrap();
+                    let b = microbatch_bindings(&m, &v, &k);
+                    let n = block_numbers(&a, &b, &KernelEfficiency::of(&calib)).unwrap();
                     // Interleaving needs the layers divisible by pp × chunks.
                     let Ok(est) = estimate(&m, &n, &k, &kappa, kappa_hbm, 8) else {
                         continue;

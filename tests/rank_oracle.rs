@@ -13,6 +13,7 @@ use symshard::model::{Model, ModelLoader};
 use symshard::parallel::evaluate::{
     block_numbers, check_divisibility, evaluate, microbatch_bindings,
 };
+use symshard::parallel::kernels::KernelEfficiency;
 use symshard::parallel::plan;
 use symshard::parallel::{analyse, check_model_limits, Analysis, Evaluation, Layout};
 use symshard::search::auto::{auto_tp_layout, same_as_annotated};
@@ -149,7 +150,7 @@ fn exact(
     check_model_limits(model, values, k).ok()?;
     let b = microbatch_bindings(model, values, k);
     check_divisibility(model, a, &b, k).ok()?;
-    let numbers = block_numbers(a, &b).ok()?;
+    let numbers = block_numbers(a, &b, &KernelEfficiency::of(calib)).ok()?;
     evaluate(
         model,
         a,

@@ -7,6 +7,7 @@ use proptest::prelude::*;
 use symshard::calib::Calibration;
 use symshard::model::ModelLoader;
 use symshard::parallel::evaluate::{block_numbers, microbatch_bindings, pipeline_stage_counts};
+use symshard::parallel::kernels::KernelEfficiency;
 use symshard::parallel::{analyse, Layout};
 use symshard::search::{rank, RankOptions};
 use symshard::strategy::{Knobs, Precision, Recompute, Schedule, Tier};
@@ -61,7 +62,7 @@ fn bound_and_time(k: &Knobs, machine: &str, batch: i64) -> Option<(f64, f64)> {
     // As `rank` prices it: the context-parallel analysis (exactly the plain one at cp = 1).
     let analysis = analyse(&model, &layout).context_parallel();
     let b = microbatch_bindings(&model, &values, k);
-    let numbers = block_numbers(&analysis, &b).ok()?;
+    let numbers = block_numbers(&analysis, &b, &KernelEfficiency::of(&calib)).ok()?;
     let rates = Rates::of(&calib);
     let ch = chains(&model, &analysis, &numbers, &values, k, &rates, gpn).ok()?;
     let kappa = |t: Tier| calib.balance(t).to_f64().unwrap();

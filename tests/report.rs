@@ -610,16 +610,25 @@ fn report_prices_an_auto_layout_row_with_its_placements() {
     }
     let total = top["relative_cost"].as_str().unwrap();
     assert!(table.contains(&format!("<code>{total}</code>")), "{total}");
-    // Without a pipeline the relative cost has a formula in the symbols, the row's number at the
-    // model's values.
+    // Without a pipeline the relative cost's compute has a formula in the symbols, the row's
+    // number at the model's values; its kernel term, read from the table's curves, has none,
+    // and so neither has the total, which says why.
     assert_eq!(top["pp"], 1);
     let values = symbols_of(&auto);
-    let (_, formula, _) = formula_rows(table)
-        .into_iter()
-        .find(|(n, _, v)| n == "total" && v == total)
-        .unwrap();
-    let formula = formula.expect("a formula for the relative cost");
-    assert_eq!(value_of(&formula, &values), total.parse().unwrap());
+    let rows = formula_rows(table);
+    let compute = top["relative"]["compute"].as_str().unwrap();
+    let (_, formula, _) = rows
+        .iter()
+        .find(|(n, f, v)| n == "compute" && v == compute && f.is_some())
+        .unwrap_or_else(|| panic!("no formula for the compute {compute}"));
+    let formula = formula.as_ref().unwrap();
+    assert_eq!(value_of(formula, &values), compute.parse().unwrap());
+    assert!(rows
+        .iter()
+        .any(|(n, f, v)| n == "total" && f.is_none() && v == total));
+    assert!(table.contains(&format!(
+        "no formula: the kernel term is each kernel's time read from the calibration table's efficiency curves (interpolated in log size), tiling and launch time, not a polynomial</span></td><td><code>{total}</code>"
+    )));
 }
 
 /// The rows of a per-device table: (amount, formula if any, exact value).

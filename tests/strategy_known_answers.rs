@@ -3,6 +3,7 @@
 use num_traits::{One, ToPrimitive};
 use symshard::calib::Calibration;
 use symshard::model::{model_cost, Model, ModelLoader};
+use symshard::parallel::kernels::KernelEfficiency;
 use symshard::parallel::{evaluate_strategy, Evaluation, Layout};
 use symshard::rules::CollectiveKind;
 use symshard::strategy::{AxisKind, Knobs, Recompute, Schedule};
@@ -383,7 +384,7 @@ fn estimates_agree_with_exact_prices() {
                         };
                         let a = analyse(&m, &layout);
                         let bind = microbatch_bindings(&m, &v, &k);
-                        let n = block_numbers(&a, &bind).unwrap();
+                        let n = block_numbers(&a, &bind, &KernelEfficiency::of(&calib)).unwrap();
                         let est = match estimate(&m, &n, &k, &kappa, kappa_hbm, 8) {
                             Ok(e) => e,
                             Err(_) => continue,

@@ -327,9 +327,16 @@ class Memory:
 
 @dataclass(frozen=True)
 class RelativeCost:
-    """A strategy's relative cost and its split, in FLOP-equivalents (busiest device, one step)."""
+    """A strategy's relative cost and its split, in FLOP-equivalents (busiest device, one step).
+
+    ``compute`` is FLOPs and HBM bytes at κ_hbm, a polynomial in the model's symbols;
+    ``kernels`` what the kernels take beyond their FLOPs at the matmul plateau (GEMMs below it
+    by their sizes, launches), read from the calibration table's curves. ``total`` is
+    ``compute + kernels + comm_intra + comm_inter + bubble``.
+    """
 
     compute: Number
+    kernels: Number
     comm_intra: Number
     comm_inter: Number
     bubble: Number
@@ -339,7 +346,16 @@ class RelativeCost:
 
     @staticmethod
     def _from(d: Mapping[str, Any]) -> "RelativeCost":
-        keys = ("compute", "comm_intra", "comm_inter", "bubble", "flop_part", "byte_part", "total")
+        keys = (
+            "compute",
+            "kernels",
+            "comm_intra",
+            "comm_inter",
+            "bubble",
+            "flop_part",
+            "byte_part",
+            "total",
+        )
         return RelativeCost(**{k: _exact(d[k]) for k in keys})
 
 
@@ -370,12 +386,14 @@ class Collective:
 
 @dataclass(frozen=True)
 class Stage:
-    """One pipeline stage under a strategy: its layers, FLOPs, HBM cost and memory per device."""
+    """One pipeline stage under a strategy: its layers, FLOPs, HBM cost, kernel cost and memory
+    per device."""
 
     stage: int
     items: List[Tuple[str, int]]
     flops: Number
     hbm_cost: Number
+    kernel_cost: Number
     memory: Memory
 
     @staticmethod
@@ -385,6 +403,7 @@ class Stage:
             items=[(str(n), int(c)) for n, c in d.get("items", [])],
             flops=_exact(d["flops"]),
             hbm_cost=_exact(d["hbm_cost"]),
+            kernel_cost=_exact(d["kernel_cost"]),
             memory=Memory._from(d["memory"]),
         )
 

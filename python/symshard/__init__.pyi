@@ -74,6 +74,7 @@ class Memory:
 @dataclass(frozen=True)
 class RelativeCost:
     compute: Number
+    kernels: Number
     comm_intra: Number
     comm_inter: Number
     bubble: Number
@@ -97,6 +98,7 @@ class Stage:
     items: list[tuple[str, int]]
     flops: Number
     hbm_cost: Number
+    kernel_cost: Number
     memory: Memory
 
 @dataclass(frozen=True)

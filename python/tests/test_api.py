@@ -43,6 +43,11 @@ def test_rank_returns_the_command_lines_rows_exactly(cli):
         assert isinstance(row.memory_per_device, (int, Fraction))
         assert row.memory_per_device == row.memory.total
         assert row.relative.total == row.relative_cost
+        rel = row.relative
+        # The parts add up exactly; the kernel term (GEMMs below the plateau, launches) is
+        # part of the reference table's pricing.
+        assert rel.compute + rel.kernels + rel.comm_intra + rel.comm_inter + rel.bubble == rel.total
+        assert rel.kernels > 0
     assert r.evaluated == want["evaluated"]
     assert r.rows[0].rank == 1
 

@@ -650,6 +650,25 @@ impl Calibration {
         Calibration::resolve(arg.unwrap_or(REFERENCE))
     }
 
+    /// The table as the relative cost's formulas see it: every matmul-like and fused attention
+    /// kernel at the matmul curve's plateau, no tiling and no per-kernel time, so that the
+    /// relative cost has no kernel term ([`crate::parallel::kernels`]) and is a polynomial in the
+    /// model's symbols. The balances κ are unchanged.
+    pub fn at_plateau(&self) -> Calibration {
+        let mut c = self.clone();
+        let e = &mut c.device.efficiency;
+        e.matmul = Curve {
+            points: vec![(Rational::one(), e.matmul.max())],
+            constant: true,
+            source: format!("{} (at its plateau)", e.matmul.source),
+        };
+        e.attention = None;
+        e.attention_kernels.clear();
+        c.device.kernel_overhead = None;
+        c.device.gemm_tiling = None;
+        c
+    }
+
     /// Achievable bf16 FLOP/s of large matmul-like kernels (the plateau of the matmul curve).
     pub fn achievable_flops(&self) -> Rational {
         &self.device.peak_flops["bf16"].value * self.device.efficiency.matmul.max()

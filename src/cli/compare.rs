@@ -40,6 +40,11 @@ pub struct CompareArgs {
     /// Devices per node (default: the strategy file's, else the calibration's).
     #[arg(long)]
     pub gpus_per_node: Option<u64>,
+    /// Price every kernel at the matmul plateau, as `crossover` does: the relative cost without
+    /// its kernel term (GEMMs below the plateau by their sizes, kernel launches), a polynomial
+    /// in the model's symbols whose total has a formula. Simulated seconds are unchanged.
+    #[arg(long)]
+    pub plateau: bool,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
@@ -215,12 +220,17 @@ fn side(
         Error::Strategy(e) => Error::Usage(format!("{what} `{text}`: {e}")),
         other => other,
     };
+    let priced = if args.plateau {
+        st.calib.at_plateau()
+    } else {
+        st.calib.clone()
+    };
     let (analysis, evaluation) = evaluate_strategy(
         model,
         values,
         &st.knobs,
         &st.layout,
-        &st.calib,
+        &priced,
         st.gpus_per_node,
         &st.memory,
     )
@@ -496,7 +506,10 @@ pub fn run(args: CompareArgs) -> Result<(), Error> {
     let values = args.symbols.apply(&model)?;
     let a = side(&model, &values, &args.a, "strategy A", &args)?;
     let b = side(&model, &values, &args.b, "strategy B", &args)?;
-    let calib = crate::calib::Calibration::resolve_or_reference(args.calib.as_deref())?;
+    let mut calib = crate::calib::Calibration::resolve_or_reference(args.calib.as_deref())?;
+    if args.plateau {
+        calib = calib.at_plateau();
+    }
     let c = comparison(&model, &values, &calib, &a, &b);
     match args.format {
         Format::Json => print_json(&c),

@@ -111,12 +111,13 @@ impl Side {
             .analysis
             .as_ref()
             .ok_or_else(|| Error::Usage(format!("{}: not analysed", self.what)))?;
+        // At the plateau: the kernel term, read from curves, has no formula to solve.
         let e = evaluate_analysed(
             model,
             analysis,
             values,
             &st.knobs,
-            &st.calib,
+            &st.calib.at_plateau(),
             st.gpus_per_node,
             &st.memory,
         )?;
@@ -242,7 +243,10 @@ pub fn run(args: CrossoverArgs) -> Result<(), Error> {
         calibration: calib.name.clone(),
         a: args.a.clone(),
         b: args.b.clone(),
-        cost: "relative cost: FLOP-equivalents of the busiest device per training step".into(),
+        cost: "relative cost: FLOP-equivalents of the busiest device per training step, every \
+               kernel at the matmul plateau (the kernel term, read from the table's curves, \
+               has no formula)"
+            .into(),
         result,
         boundaries,
         piecewise,

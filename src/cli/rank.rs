@@ -746,7 +746,7 @@ fn print_rows(rows: &[Row]) {
                     r.layout.name().to_string()
                 },
                 units::flops(t),
-                pct(&r.relative.compute, t),
+                pct(&(&r.relative.compute + &r.relative.kernels), t),
                 pct(&r.relative.comm_intra, t),
                 pct(&r.relative.comm_inter, t),
                 pct(&r.relative.bubble, t),
@@ -794,7 +794,7 @@ fn print_rows(rows: &[Row]) {
 }
 
 /// The legend of the ranking's columns.
-const RANK_LEGEND: &str = "dp, tp, pp, ep, cp: data-, tensor-, pipeline-, expert- and context-parallel degrees; mbs: micro-batch size (samples per micro-batch and data-parallel rank); sp: sequence parallelism; zero: ZeRO stage; layout: the tensor-parallel layout, `annotated` (the family's tp: marks, Megatron-LM's for the shipped transformers) or `auto` (the per-operator search's, --layouts; its placements in --format json); rel. cost: FLOP-equivalents of the busiest device per step, split into compute, intra- and inter-node communication and pipeline bubble; memory: per device; s/step: simulated seconds per step (with --calib)";
+const RANK_LEGEND: &str = "dp, tp, pp, ep, cp: data-, tensor-, pipeline-, expert- and context-parallel degrees; mbs: micro-batch size (samples per micro-batch and data-parallel rank); sp: sequence parallelism; zero: ZeRO stage; layout: the tensor-parallel layout, `annotated` (the family's tp: marks, Megatron-LM's for the shipped transformers) or `auto` (the per-operator search's, --layouts; its placements in --format json); rel. cost: FLOP-equivalents of the busiest device per step, split into compute (FLOPs, HBM bytes at κ hbm, and what kernels take beyond their FLOPs at the matmul plateau: GEMMs below it by their sizes, launches), intra- and inter-node communication and pipeline bubble; memory: per device; s/step: simulated seconds per step (with --calib)";
 
 fn print_table(
     out: &Out,

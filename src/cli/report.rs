@@ -314,7 +314,13 @@ pub fn run(args: ReportArgs) -> Result<(), Error> {
     .iter()
     .map(|c| {
         let why = c.formula_a.is_none().then(|| {
-            crate::search::versus::structural_gap(c.group, &c.name, &e.knobs, layer_kinds)
+            crate::search::versus::structural_gap(
+                c.group,
+                &c.name,
+                &e.knobs,
+                layer_kinds,
+                !num_traits::Zero::is_zero(&e.relative.kernels),
+            )
         });
         serde_json::json!({
             "group": c.group,

@@ -233,6 +233,14 @@ pub struct Amounts<T> {
     /// The part of `ring_forward` of attention-core operators (what selective recomputation
     /// sends again).
     pub ring_core_forward: T,
+    /// FLOP-equivalents the forward's kernels take beyond their FLOPs at the matmul plateau
+    /// (size-dependent efficiency, launch cost: [`super::kernels`]).
+    pub kernel_forward: T,
+    /// The same for the backward's kernels.
+    pub kernel_backward: T,
+    /// The part of `kernel_forward` of the attention core (what selective recomputation runs
+    /// again).
+    pub kernel_attention_forward: T,
 }
 
 impl<T> Amounts<T> {
@@ -254,6 +262,9 @@ impl<T> Amounts<T> {
             attention_hbm: f(&self.attention_hbm),
             ring_forward: f(&self.ring_forward),
             ring_core_forward: f(&self.ring_core_forward),
+            kernel_forward: f(&self.kernel_forward),
+            kernel_backward: f(&self.kernel_backward),
+            kernel_attention_forward: f(&self.kernel_attention_forward),
         }
     }
 }
@@ -290,6 +301,9 @@ impl<T> ExpertView<T> {
 pub struct BlockCost<T> {
     /// FLOPs, forward, backward and recomputed.
     pub compute: T,
+    /// FLOP-equivalents its kernels take beyond `compute` at the matmul plateau, recomputation
+    /// included ([`super::kernels`]).
+    pub kernel: T,
     /// HBM bytes of the memory-bound operators, recomputation included (the gradient
     /// accumulation, which depends on the ZeRO stage, is added by [`BlockCost::hbm_traffic`]).
     pub hbm: T,
@@ -354,23 +368,26 @@ impl<T: Amount> BlockCost<T> {
     /// and (through `e`) the expert-parallel degree matter.
     pub fn of(x: &Amounts<T>, e: ExpertView<T>, layer: bool, recompute: Recompute) -> BlockCost<T> {
         let zero = T::zero;
-        let (extra, saved, extra_hbm, ring_again) = match (recompute, layer) {
+        let (extra, saved, extra_hbm, ring_again, kernel_again) = match (recompute, layer) {
             (Recompute::Full, true) => (
                 x.forward.clone(),
                 x.boundary.clone(),
                 x.hbm_forward.clone(),
                 x.ring_forward.clone(),
+                x.kernel_forward.clone(),
             ),
             (Recompute::Selective, true) => (
                 x.attention_forward.clone(),
                 x.saved.clone() - x.attention_saved.clone(),
                 x.attention_hbm.clone(),
                 x.ring_core_forward.clone(),
+                x.kernel_attention_forward.clone(),
             ),
-            _ => (zero(), x.saved.clone(), zero(), zero()),
+            _ => (zero(), x.saved.clone(), zero(), zero(), zero()),
         };
         BlockCost {
             compute: x.forward.clone() + x.backward.clone() + extra,
+            kernel: x.kernel_forward.clone() + x.kernel_backward.clone() + kernel_again,
             hbm: x.hbm.clone() + extra_hbm,
             tp_bytes: x.tp_bytes.clone(),
             tp_grad: x.tp_grad.clone(),
@@ -393,6 +410,7 @@ impl<T: Amount> BlockCost<T> {
             let n = T::int(copies);
             let add = |sum: &mut T, x: &T| *sum = sum.clone() + x.clone() * n.clone();
             add(&mut s.compute, &c.compute);
+            add(&mut s.kernel, &c.kernel);
             add(&mut s.hbm, &c.hbm);
             add(&mut s.tp_bytes, &c.tp_bytes);
             add(&mut s.tp_grad, &c.tp_grad);
@@ -410,6 +428,7 @@ impl<T: Amount> BlockCost<T> {
     /// depends on the ZeRO stage: what a pipeline partition balances.
     pub fn block_time(&self, kap: &Kappas<T>) -> T {
         self.compute.clone()
+            + self.kernel.clone()
             + kap.hbm.clone() * self.hbm.clone()
             + kap.tp.clone() * self.tp_bytes.clone()
             + kap.ep.clone() * self.ep_bytes.clone()
@@ -428,9 +447,10 @@ impl<T: Amount> BlockCost<T> {
     }
 
     /// FLOP-equivalents of a stage's compute for `m` micro-batches (these summed costs):
-    /// FLOPs, and HBM bytes at κ_hbm.
+    /// FLOPs, what their kernels take beyond them, and HBM bytes at κ_hbm.
     pub fn compute_time(&self, m: &T, kap: &Kappas<T>, k: &Knobs) -> T {
-        (self.compute.clone() + kap.hbm.clone() * self.hbm_traffic(k)) * m.clone()
+        (self.compute.clone() + self.kernel.clone() + kap.hbm.clone() * self.hbm_traffic(k))
+            * m.clone()
     }
 
     /// FLOP-equivalents of what a stage (these summed costs) runs for `m` micro-batches apart
@@ -503,7 +523,7 @@ mod tests {
         /// converted first, to float precision: the screen and the exact pricing agree.
         #[test]
         fn exact_and_float_costs_agree(
-            v in proptest::collection::vec((1u64..1_000_000_000, 1u64..64), 15),
+            v in proptest::collection::vec((1u64..1_000_000_000, 1u64..64), 17),
             e in proptest::collection::vec(0u64..1_000_000, 4),
             recompute in 0usize..3,
             zero in 0u8..4,
@@ -519,6 +539,8 @@ mod tests {
                 tp_grad: a[8].clone(), boundary: a[9].clone(), hbm: a[10].clone(),
                 hbm_forward: a[11].clone(), attention_hbm: a[12].clone(),
                 ring_forward: a[13].clone() + a[14].clone(), ring_core_forward: a[14].clone(),
+                kernel_forward: a[15].clone() + a[16].clone(), kernel_backward: a[15].clone(),
+                kernel_attention_forward: a[16].clone(),
             };
             let ev = ExpertView {
                 dense: a[5].clone(),

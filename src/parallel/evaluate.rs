@@ -3,6 +3,7 @@
 
 use super::amount::{float, Amount, Amounts, BlockCost, ExpertView, Kappas};
 use super::analysis::{Analysis, BlockAnalysis, Comm, CP, DP, TP};
+use super::kernels::KernelEfficiency;
 use crate::calib::Calibration;
 use crate::model::Model;
 use crate::rules::law::CollectiveKind;
@@ -119,8 +120,17 @@ pub fn microbatch_bindings(model: &Model, values: &Bindings, k: &Knobs) -> Bindi
 /// their gradients), and the forward's again where recomputation reruns the attention.
 /// Evaluates every block of an analysis for one microbatch, operator by operator (the
 /// reference [`block_numbers_summed`] is held to).
-pub fn block_numbers(a: &Analysis, b: &Bindings) -> Result<Vec<BlockNumbers>, StrategyError> {
-    a.blocks.iter().map(|blk| block_of(blk, None, b)).collect()
+/// `kernels` prices what the blocks' kernels take beyond their FLOPs (the table's
+/// size-dependent efficiencies and launch cost; [`KernelEfficiency::plateau`] for none).
+pub fn block_numbers(
+    a: &Analysis,
+    b: &Bindings,
+    kernels: &KernelEfficiency,
+) -> Result<Vec<BlockNumbers>, StrategyError> {
+    a.blocks
+        .iter()
+        .map(|blk| block_of(blk, None, b, kernels))
+        .collect()
 }
 
 /// [`block_numbers`] with each block's per-operator polynomials summed once beforehand
@@ -132,13 +142,14 @@ pub fn block_numbers_summed(
     a: &Analysis,
     sums: &[BlockSums],
     b: &Bindings,
+    kernels: &KernelEfficiency,
 ) -> Result<Vec<BlockNumbers>, StrategyError> {
     a.blocks
         .iter()
         .zip(sums)
         .map(|(blk, s)| {
             let sums = s.faithful.then_some(s);
-            block_of(blk, sums, b).or_else(|_| block_of(blk, None, b))
+            block_of(blk, sums, b, kernels).or_else(|_| block_of(blk, None, b, kernels))
         })
         .collect()
 }
@@ -262,6 +273,7 @@ fn block_of(
     blk: &BlockAnalysis,
     sums: Option<&BlockSums>,
     b: &Bindings,
+    kernels: &KernelEfficiency,
 ) -> Result<BlockNumbers, StrategyError> {
     let cp = b.get(CP).cloned().unwrap_or_else(Rational::one);
     let repeat = eval(&blk.repeat, b)?;
@@ -372,6 +384,10 @@ fn block_of(
         n.comm.push((CommRef::Edge(index), bytes));
     }
     n.exact.boundary = eval(&blk.boundary_bytes, b)?;
+    let kc = kernels.block(blk, b)?;
+    n.exact.kernel_forward = kc.forward;
+    n.exact.kernel_backward = kc.backward;
+    n.exact.kernel_attention_forward = kc.attention_forward;
     n.approx = n.exact.map(float);
     Ok(n)
 }
@@ -426,9 +442,15 @@ pub struct Memory {
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct RelativeCost {
     /// Compute per device per step (with recomputation), in FLOP-equivalents: FLOPs, plus the
-    /// memory-bound operators' HBM bytes × κ_hbm.
+    /// memory-bound operators' HBM bytes × κ_hbm. A polynomial in the model's symbols.
     #[serde(serialize_with = "crate::sym::ser_rational")]
     pub compute: Rational,
+    /// What the same device's kernels take beyond their FLOPs at the matmul plateau
+    /// ([`Stage::kernel_cost`]): GEMMs and fused attention below it by their sizes, and every
+    /// kernel's launch, read from the calibration table's curves, tiling and per-kernel time.
+    /// A number, with no formula (the curves interpolate in log size).
+    #[serde(serialize_with = "crate::sym::ser_rational")]
+    pub kernels: Rational,
     /// κ_intra × intra-node bytes.
     #[serde(serialize_with = "crate::sym::ser_rational")]
     pub comm_intra: Rational,
@@ -462,6 +484,11 @@ pub struct Stage {
     /// κ_hbm × HBM bytes of the memory-bound operators per device per step (FLOP-equivalents).
     #[serde(serialize_with = "crate::sym::ser_rational")]
     pub hbm_cost: Rational,
+    /// FLOP-equivalents its kernels take per device per step beyond their FLOPs at the matmul
+    /// plateau: GEMMs and fused attention below it, by their sizes, and every kernel's launch
+    /// (the calibration table's curves, tiling and per-kernel time).
+    #[serde(serialize_with = "crate::sym::ser_rational")]
+    pub kernel_cost: Rational,
     /// Memory per device.
     pub memory: Memory,
 }
@@ -1498,6 +1525,7 @@ impl StagePricer<'_> {
     fn price(&self, s: usize, c: &BlockCost<Rational>) -> PricedStage {
         let (m, kap) = (&self.m, &self.links.kap);
         let compute = &c.compute * m;
+        let kernel_cost = &c.kernel * m;
         let hbm_cost = &kap.hbm * c.hbm_traffic(self.k) * m;
         let time = c.time(m, kap, self.k);
         let traffic = Traffic {
@@ -1522,6 +1550,7 @@ impl StagePricer<'_> {
                 items,
                 flops: compute,
                 hbm_cost,
+                kernel_cost,
                 memory,
             },
             time,
@@ -1610,6 +1639,7 @@ fn relative_cost(
     let t = &priced[bs].traffic;
     let mut relative = RelativeCost {
         compute: &busiest.flops + &busiest.hbm_cost,
+        kernels: busiest.kernel_cost.clone(),
         bubble,
         ..RelativeCost::default()
     };
@@ -1627,10 +1657,14 @@ fn relative_cost(
         }
     }
     let slowest = &priced[tm].stage;
-    relative.total =
-        &relative.compute + &relative.comm_intra + &relative.comm_inter + &relative.bubble;
-    relative.flop_part =
-        &relative.compute + (&slowest.flops + &slowest.hbm_cost) * &bubble_fraction;
+    relative.total = &relative.compute
+        + &relative.kernels
+        + &relative.comm_intra
+        + &relative.comm_inter
+        + &relative.bubble;
+    relative.flop_part = &relative.compute
+        + &relative.kernels
+        + (&slowest.flops + &slowest.hbm_cost + &slowest.kernel_cost) * &bubble_fraction;
     relative.byte_part = &relative.total - &relative.flop_part;
     Ok(Busiest {
         at: bs,
@@ -2062,7 +2096,9 @@ mod tests {
                 ..Knobs::data_parallel(2)
             };
             let a = super::super::analysis::analyse(&model, &Default::default());
-            let numbers = block_numbers(&a, &microbatch_bindings(&model, &values, &k)).unwrap();
+            let kernels = KernelEfficiency::of(&Calibration::reference().unwrap());
+            let b = microbatch_bindings(&model, &values, &k);
+            let numbers = block_numbers(&a, &b, &kernels).unwrap();
             let layer_block = layer_blocks(&model);
             // Balances of the order of an H100 node's (any positive values serve the test).
             let kap = Kappas { tp: 2000.0, ep: 2000.0, cp: 2000.0, dp: 20000.0, p2p: 20000.0, hbm: 300.0 };

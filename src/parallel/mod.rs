@@ -5,6 +5,7 @@ pub mod amount;
 pub mod analysis;
 pub mod breakdown;
 pub mod evaluate;
+pub mod kernels;
 pub mod layout;
 pub mod moe;
 
@@ -94,7 +95,7 @@ fn evaluate_checked(
 ) -> Result<Evaluation, Error> {
     let b = evaluate::microbatch_bindings(model, values, knobs);
     evaluate::check_divisibility(model, analysis, &b, knobs)?;
-    let numbers = evaluate::block_numbers(analysis, &b)?;
+    let numbers = evaluate::block_numbers(analysis, &b, &kernels::KernelEfficiency::of(calib))?;
     Ok(evaluate(
         model,
         analysis,

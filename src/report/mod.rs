@@ -77,6 +77,9 @@ const COLLECTIVES: [(&str, RGBColor, RGBColor); 6] = [
 ];
 
 /// Colours of the cost components (the same in the bars and the table).
+/// The colour of the relative cost's kernel term in the components chart.
+const KERNELS_COLOUR: RGBColor = RGBColor(0xa0, 0xcb, 0xe8);
+
 const COMPONENTS: [(&str, &str, RGBColor); 4] = [
     ("compute", "compute", RGBColor(0x4e, 0x79, 0xa7)),
     (
@@ -172,6 +175,18 @@ fn segments(rows: &[Value], parts: &Value) -> Vec<(String, RGBColor, Vec<f64>)> 
             .map(|r| float(&r["relative"]["compute"]))
             .collect(),
     )];
+    let kernels: Vec<f64> = rows
+        .iter()
+        .map(|r| float(&r["relative"]["kernels"]))
+        .map(|x| if x.is_finite() { x } else { 0.0 })
+        .collect();
+    if kernels.iter().any(|v| *v > 0.0) {
+        out.push((
+            "kernels beyond their FLOPs (GEMMs below the plateau, launches)".to_string(),
+            KERNELS_COLOUR,
+            kernels,
+        ));
+    }
     let slot = |kind: &str| {
         COLLECTIVES
             .iter()
@@ -569,6 +584,11 @@ fn ranking_table(rows: &[Value], seconds: bool) -> String {
     for r in rows {
         let rel = &r["relative"];
         let total = &rel["total"];
+        // Compute with what the kernels take beyond their FLOPs, as `rank` prints it.
+        let compute = match (exact(&rel["compute"]), exact(&rel["kernels"])) {
+            (Some(c), Some(k)) => Value::String((c + k).to_string()),
+            _ => rel["compute"].clone(),
+        };
         let sched = match r["schedule"].as_str() {
             Some("interleaved-1f1b") => format!("interleaved-1f1b (v={})", r["chunks"]),
             Some(s) => s.to_string(),
@@ -610,10 +630,7 @@ fn ranking_table(rows: &[Value], seconds: bool) -> String {
                     exact(total).map_or_else(|| text(total), |r| si(&r, 4, "FLOP"))
                 ),
             ),
-            (
-                float(&rel["compute"]).to_string(),
-                pct(&rel["compute"], total),
-            ),
+            (float(&compute).to_string(), pct(&compute, total)),
             (
                 float(&rel["comm_intra"]).to_string(),
                 pct(&rel["comm_intra"], total),

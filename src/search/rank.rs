@@ -484,6 +484,7 @@ pub fn rank_with_progress(
         Tier::Inter => kappa_inter,
     };
     let mut cache: Cache = BTreeMap::new();
+    let kernels = crate::parallel::kernels::KernelEfficiency::of(calib);
     opts.steer.check_devices(opts.devices)?;
     let meshes: Vec<(u64, u64, u64)> = divisors(opts.devices)
         .into_iter()
@@ -665,7 +666,7 @@ pub fn rank_with_progress(
         let key = numbers_key(&Cand { k: base.clone(), v });
         let b = microbatch_bindings(model, values, base);
         let numbers = check_divisibility(model, analysis, &b, base)
-            .and_then(|()| block_numbers_summed(analysis, sums, &b));
+            .and_then(|()| block_numbers_summed(analysis, sums, &b, &kernels));
         let mut out: Vec<Result<(Cand, Estimate), Rejection>> = Vec::new();
         let Ok(numbers_ok) = &numbers else {
             if let Err(e) = &numbers {

@@ -519,15 +519,21 @@ fn relative_formulas(
 /// formula that failed its check: the pipeline bubble (and the total it is part of) is the
 /// slowest stage's time, a maximum over the pipeline partition's stages; full recomputation holds the largest layer's
 /// activations again, a maximum over the kinds of layer.
+/// The relative cost's kernel term (`kernels`: whether it is non-zero) is read from the
+/// table's curves and tiling: it, and the total it is part of, have none either.
 pub fn structural_gap(
     group: &str,
     name: &str,
     knobs: &Knobs,
     layer_kinds: usize,
+    kernels: bool,
 ) -> Option<&'static str> {
     match (group, name) {
         ("relative cost", "bubble" | "total") if knobs.pp > 1 => Some(
             "no formula: the bubble is the slowest stage's time × (pp − 1)/(m·v), and which stage is slowest is a maximum over the pipeline partition's stages, not a polynomial",
+        ),
+        ("relative cost", "kernels" | "total") if kernels => Some(
+            "no formula: the kernel term is each kernel's time read from the calibration table's efficiency curves (interpolated in log size), tiling and launch time, not a polynomial",
         ),
         ("memory", "activations" | "total")
             if knobs.recompute == Recompute::Full && layer_kinds > 1 =>
@@ -639,6 +645,7 @@ fn compare_with(
     );
     let (ra, rb) = (&ea.relative, &eb.relative);
     push("relative cost", "compute", &ra.compute, &rb.compute);
+    push("relative cost", "kernels", &ra.kernels, &rb.kernels);
     push(
         "relative cost",
         "intra-node communication",

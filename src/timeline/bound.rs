@@ -281,7 +281,9 @@ mod tests {
         let (plan, _) = plan_strategy(&model, &values, k, &layout, &calib, None, &memory).ok()?;
         let simulated = time_summary(&plan, &calib).ok()?.iteration_seconds;
         let analysis = analyse(&model, &layout).context_parallel();
-        let numbers = block_numbers(&analysis, &microbatch_bindings(&model, &values, k)).ok()?;
+        let kernels = crate::parallel::kernels::KernelEfficiency::of(&calib);
+        let b = microbatch_bindings(&model, &values, k);
+        let numbers = block_numbers(&analysis, &b, &kernels).ok()?;
         let rates = Rates::of(&calib);
         let ch = chains(&model, &analysis, &numbers, &values, k, &rates, gpn).ok()?;
         let kappa = |t: Tier| crate::parallel::amount::float(&calib.balance(t));

@@ -244,7 +244,8 @@ pub fn plan_strategy(
     let gpn = gpus_per_node.unwrap_or_else(|| calib.gpus_per_node());
     let (analysis, e) = evaluate_strategy(model, values, knobs, layout, calib, gpn, memory)?;
     let b = microbatch_bindings(model, values, knobs);
-    let numbers = block_numbers(&analysis, &b)?;
+    let kernels = crate::parallel::kernels::KernelEfficiency::of(calib);
+    let numbers = block_numbers(&analysis, &b, &kernels)?;
     let plan = build_plan(
         model,
         &analysis,

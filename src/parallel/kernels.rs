@@ -1,0 +1,208 @@
+//! What kernels cost beyond their FLOPs at the plateau: the relative cost's use of a calibration
+//! table's size-dependent efficiencies.
+//!
+//! The relative cost counts a matmul-like kernel's FLOPs as if it ran at the plateau of the
+//! table's matmul curve (the achievable FLOP/s that κ_intra, κ_inter and κ_hbm are ratios of).
+//! A small or skinny GEMM runs below it (the curve by its FLOPs, and where the table models
+//! tiling, the wave and tile quantization of its sizes), a fused attention kernel runs at its
+//! own curve, and every kernel costs the table's fixed launch time. Each kernel's time, as the
+//! timeline computes it ([`Rates::gemm_seconds`]), is turned back into FLOP-equivalents at the
+//! plateau; what exceeds its FLOPs is its kernel cost. A table without curves, tiling or launch
+//! time adds nothing, and FLOPs stay FLOPs.
+//!
+//! Exactness: the curves are read in floating point (they interpolate in log size, which no
+//! rational reproduces), and each kernel cost is rounded to a whole FLOP-equivalent before it
+//! enters the exact sums, so the relative cost stays a rational that the same inputs always
+//! give.
+
+use super::analysis::{BlockAnalysis, OpAnalysis};
+use crate::calib::Calibration;
+use crate::rules::FlopClass;
+use crate::strategy::StrategyError;
+use crate::sym::{Bindings, Poly, Rational};
+use crate::timeline::cost::{KernelClass, Rates};
+use num_traits::{ToPrimitive, Zero};
+
+/// A table's kernel efficiencies as the relative cost prices them.
+#[derive(Debug, Clone)]
+pub struct KernelEfficiency {
+    /// The table's rates (`None`: every kernel at the plateau, no launch cost).
+    rates: Option<Rates>,
+}
+
+/// What one block's kernels add to its FLOPs for one micro-batch, in FLOP-equivalents.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KernelCost {
+    /// Its forward pass's kernels.
+    pub forward: Rational,
+    /// Its backward pass's kernels (recomputation inside fused kernels included).
+    pub backward: Rational,
+    /// The forward kernels of its attention core (what selective recomputation runs again).
+    pub attention_forward: Rational,
+}
+
+impl KernelEfficiency {
+    /// The efficiencies of `calib`.
+    pub fn of(calib: &Calibration) -> KernelEfficiency {
+        let rates = Rates::of(calib);
+        let flat = rates.matmul_efficiency.is_constant()
+            && rates.attention_efficiency.is_constant()
+            && rates.attention_efficiency.max() >= rates.matmul_efficiency.max()
+            && rates.tiling.is_none()
+            && rates.kernel_overhead <= 0.0;
+        KernelEfficiency {
+            rates: (!flat).then_some(rates),
+        }
+    }
+
+    /// Every kernel at the plateau and no launch cost: FLOPs only.
+    pub fn plateau() -> KernelEfficiency {
+        KernelEfficiency { rates: None }
+    }
+
+    /// Whether it adds nothing to any kernel.
+    pub fn is_plateau(&self) -> bool {
+        self.rates.is_none()
+    }
+
+    /// FLOP-equivalents beyond `flops` of one pass of an operator run as `kernels` kernels of
+    /// `class` (with the sizes `gemms` of its GEMMs, where known), rounded to a whole number.
+    fn pass(&self, flops: f64, class: KernelClass, kernels: u32, gemms: &[[f64; 4]]) -> Rational {
+        let Some(r) = &self.rates else {
+            return Rational::zero();
+        };
+        let seconds = r.gemm_seconds(flops, 0.0, class, kernels, gemms);
+        let extra = (seconds * r.matmul_flops - flops.max(0.0)).max(0.0).round();
+        Rational::from_float(extra).unwrap_or_else(Rational::zero)
+    }
+
+    /// FLOP-equivalents of `kernels` launches of kernels whose own time the relative cost
+    /// already prices (memory-bound ones, at κ_hbm).
+    fn launches(&self, kernels: u32) -> Rational {
+        let Some(r) = &self.rates else {
+            return Rational::zero();
+        };
+        let extra = (kernels as f64 * r.kernel_overhead * r.matmul_flops).round();
+        Rational::from_float(extra).unwrap_or_else(Rational::zero)
+    }
+
+    /// The kernel cost of one operator at bindings `b`: (forward, backward).
+    fn op(&self, op: &OpAnalysis, b: &Bindings) -> Result<[Rational; 2], StrategyError> {
+        let Some(r) = &self.rates else {
+            return Ok([Rational::zero(), Rational::zero()]);
+        };
+        let eval = |p: &Poly| -> Result<f64, StrategyError> {
+            Ok(p.eval(b)?.to_f64().unwrap_or(f64::MAX))
+        };
+        let class = if op.fused_attention {
+            KernelClass::Attention
+        } else if op.class == FlopClass::Matmul {
+            KernelClass::Matmul
+        } else {
+            // A memory-bound operator: its time is its HBM bytes, which κ_hbm prices; a pass
+            // that moves or computes anything launches one kernel, and a backward that reduces
+            // a vector parameter's gradient a second one of its own.
+            let forward = !op.forward.is_zero() || !op.io_bytes.is_zero();
+            let backward = !op.backward.is_zero() || !op.backward_io_bytes.is_zero();
+            let own = !op.param_grad_bytes[0].is_zero();
+            return Ok([
+                self.launches(forward as u32),
+                self.launches(backward as u32 + own as u32),
+            ]);
+        };
+        let gemms = |shapes: &[super::analysis::GemmDims]| -> Result<Vec<[f64; 4]>, StrategyError> {
+            if r.tiling.is_none() {
+                return Ok(Vec::new());
+            }
+            shapes
+                .iter()
+                .map(|g| {
+                    Ok([
+                        eval(&g.batch)?,
+                        eval(&g.rows)?,
+                        eval(&g.cols)?,
+                        eval(&g.inner)?,
+                    ])
+                })
+                .collect()
+        };
+        let (first, rest) = match op.gemms.split_first() {
+            Some((g, rest)) => (gemms(std::slice::from_ref(g))?, gemms(rest)?),
+            None => (Vec::new(), Vec::new()),
+        };
+        let fwd = eval(&op.forward)?;
+        let bwd = eval(&op.backward)? + eval(&op.recompute)?;
+        // A matmul's backward is two GEMMs (input and weight gradient); a fused attention
+        // kernel's backward is one kernel.
+        let back_kernels = if class == KernelClass::Matmul { 2 } else { 1 };
+        let one = |flops: f64, kernels: u32, g: &[[f64; 4]]| {
+            if flops > 0.0 {
+                self.pass(flops, class, kernels, g)
+            } else {
+                Rational::zero()
+            }
+        };
+        Ok([one(fwd, 1, &first), one(bwd, back_kernels, &rest)])
+    }
+
+    /// The kernel cost of one block for one micro-batch at bindings `b`.
+    pub fn block(&self, blk: &BlockAnalysis, b: &Bindings) -> Result<KernelCost, StrategyError> {
+        let mut cost = KernelCost::default();
+        if self.rates.is_none() {
+            return Ok(cost);
+        }
+        for op in &blk.ops {
+            let [f, bw] = self.op(op, b)?;
+            if op.attention_core {
+                cost.attention_forward += &f;
+            }
+            cost.forward += f;
+            cost.backward += bw;
+        }
+        Ok(cost)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flat_table_adds_nothing() {
+        let mut c = Calibration::resolve("a100-80gb").unwrap();
+        assert!(!KernelEfficiency::of(&c).is_plateau());
+        c.device.kernel_overhead = None;
+        c.device.efficiency.matmul = crate::calib::Curve {
+            points: vec![(
+                Rational::from_integer(1.into()),
+                Rational::new(4.into(), 5.into()),
+            )],
+            constant: true,
+            source: "test".into(),
+        };
+        c.device.efficiency.attention = None;
+        c.device.gemm_tiling = None;
+        assert!(KernelEfficiency::of(&c).is_plateau());
+    }
+
+    #[test]
+    fn a_small_gemm_costs_more_than_its_flops_and_a_large_one_its_launch() {
+        let c = Calibration::resolve("a100-80gb").unwrap();
+        let k = KernelEfficiency::of(&c);
+        let r = Rates::of(&c);
+        let launch = r.kernel_overhead * r.matmul_flops;
+        // At the curve's largest point the efficiency is below the plateau (0.768 vs 0.810).
+        let big = 1.76e13;
+        let extra = k.pass(big, KernelClass::Matmul, 1, &[]).to_f64().unwrap();
+        let want = big * (r.matmul_efficiency.max() / r.matmul_efficiency.at(big) - 1.0) + launch;
+        assert!((extra - want).abs() <= 1.0, "{extra} vs {want}");
+        // At the plateau's own size only the launch remains.
+        let at_plateau = 2_199_023_255_552.0;
+        let e = k
+            .pass(at_plateau, KernelClass::Matmul, 1, &[])
+            .to_f64()
+            .unwrap();
+        assert!((e - launch).abs() <= 1.0, "{e} vs {launch}");
+        assert_eq!(k.launches(3).to_f64().unwrap(), (3.0 * launch).round());
+    }
+}
