@@ -23,6 +23,17 @@ use crate::sym::{Bindings, Poly, Rational};
 use crate::timeline::cost::{KernelClass, Rates};
 use num_traits::{ToPrimitive, Zero};
 
+/// `x` rounded to a whole number, at least zero (zero where it is not finite or beyond 2^126:
+/// no kernel takes that many FLOP-equivalents).
+fn whole(x: f64) -> Rational {
+    let x = x.max(0.0).round();
+    if x.is_finite() && x < 2f64.powi(126) {
+        Rational::from_integer((x as i128).into())
+    } else {
+        Rational::zero()
+    }
+}
+
 /// A table's kernel efficiencies as the relative cost prices them.
 #[derive(Debug, Clone)]
 pub struct KernelEfficiency {
@@ -72,8 +83,7 @@ impl KernelEfficiency {
             return Rational::zero();
         };
         let seconds = r.gemm_seconds(flops, 0.0, class, kernels, gemms);
-        let extra = (seconds * r.matmul_flops - flops.max(0.0)).max(0.0).round();
-        Rational::from_float(extra).unwrap_or_else(Rational::zero)
+        whole(seconds * r.matmul_flops - flops.max(0.0))
     }
 
     /// FLOP-equivalents of `kernels` launches of kernels whose own time the relative cost
@@ -82,14 +92,14 @@ impl KernelEfficiency {
         let Some(r) = &self.rates else {
             return Rational::zero();
         };
-        let extra = (kernels as f64 * r.kernel_overhead * r.matmul_flops).round();
-        Rational::from_float(extra).unwrap_or_else(Rational::zero)
+        whole(kernels as f64 * r.kernel_overhead * r.matmul_flops)
     }
 
-    /// The kernel cost of one operator at bindings `b`: (forward, backward).
-    fn op(&self, op: &OpAnalysis, b: &Bindings) -> Result<[Rational; 2], StrategyError> {
+    /// The kernel cost of one operator at bindings `b`, (forward, backward): a timed kernel's
+    /// cost, or a memory-bound operator's launches (counted, priced once per block).
+    fn op(&self, op: &OpAnalysis, b: &Bindings) -> Result<OpKernels, StrategyError> {
         let Some(r) = &self.rates else {
-            return Ok([Rational::zero(), Rational::zero()]);
+            return Ok(OpKernels::Launches([0, 0]));
         };
         let eval = |p: &Poly| -> Result<f64, StrategyError> {
             Ok(p.eval(b)?.to_f64().unwrap_or(f64::MAX))
@@ -105,10 +115,10 @@ impl KernelEfficiency {
             let forward = !op.forward.is_zero() || !op.io_bytes.is_zero();
             let backward = !op.backward.is_zero() || !op.backward_io_bytes.is_zero();
             let own = !op.param_grad_bytes[0].is_zero();
-            return Ok([
-                self.launches(forward as u32),
-                self.launches(backward as u32 + own as u32),
-            ]);
+            return Ok(OpKernels::Launches([
+                forward as u32,
+                backward as u32 + own as u32,
+            ]));
         };
         let gemms = |shapes: &[super::analysis::GemmDims]| -> Result<Vec<[f64; 4]>, StrategyError> {
             if r.tiling.is_none() {
@@ -142,7 +152,10 @@ impl KernelEfficiency {
                 Rational::zero()
             }
         };
-        Ok([one(fwd, 1, &first), one(bwd, back_kernels, &rest)])
+        Ok(OpKernels::Timed([
+            one(fwd, 1, &first),
+            one(bwd, back_kernels, &rest),
+        ]))
     }
 
     /// The kernel cost of one block for one micro-batch at bindings `b`.
@@ -151,16 +164,39 @@ impl KernelEfficiency {
         if self.rates.is_none() {
             return Ok(cost);
         }
+        // Launches of memory-bound kernels: forward, backward, the attention core's forward.
+        let mut launches = [0u32; 3];
         for op in &blk.ops {
-            let [f, bw] = self.op(op, b)?;
-            if op.attention_core {
-                cost.attention_forward += &f;
+            match self.op(op, b)? {
+                OpKernels::Timed([f, bw]) => {
+                    if op.attention_core {
+                        cost.attention_forward += &f;
+                    }
+                    cost.forward += f;
+                    cost.backward += bw;
+                }
+                OpKernels::Launches([f, bw]) => {
+                    if op.attention_core {
+                        launches[2] += f;
+                    }
+                    launches[0] += f;
+                    launches[1] += bw;
+                }
             }
-            cost.forward += f;
-            cost.backward += bw;
         }
+        cost.forward += self.launches(launches[0]);
+        cost.backward += self.launches(launches[1]);
+        cost.attention_forward += self.launches(launches[2]);
         Ok(cost)
     }
+}
+
+/// What one operator's kernels cost beyond their FLOPs, forward and backward.
+enum OpKernels {
+    /// GEMMs or fused attention, timed at their sizes (launch included).
+    Timed([Rational; 2]),
+    /// Memory-bound kernels launched (their time is their HBM bytes, priced at κ_hbm).
+    Launches([u32; 2]),
 }
 
 #[cfg(test)]
