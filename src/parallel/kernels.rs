@@ -23,15 +23,10 @@ use crate::sym::{Bindings, Poly, Rational};
 use crate::timeline::cost::{KernelClass, Rates};
 use num_traits::{ToPrimitive, Zero};
 
-/// `x` rounded to a whole number, at least zero (zero where it is not finite or beyond 2^126:
-/// no kernel takes that many FLOP-equivalents).
+/// `x` rounded to a whole number, at least zero; Rust's float-to-integer conversion saturates,
+/// so a value beyond 2^127 (no kernel takes that many FLOP-equivalents) is held there.
 fn whole(x: f64) -> Rational {
-    let x = x.max(0.0).round();
-    if x.is_finite() && x < 2f64.powi(126) {
-        Rational::from_integer((x as i128).into())
-    } else {
-        Rational::zero()
-    }
+    Rational::from_integer((x.max(0.0).round() as i128).into())
 }
 
 /// A table's kernel efficiencies as the relative cost prices them.
@@ -202,6 +197,16 @@ enum OpKernels {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn whole_rounds_and_holds_to_its_range() {
+        let int = |n: i128| Rational::from_integer(n.into());
+        assert_eq!(whole(2.5), int(3));
+        assert_eq!(whole(-7.0), int(0));
+        assert_eq!(whole(f64::NAN), int(0));
+        assert_eq!(whole(f64::INFINITY), int(i128::MAX));
+        assert_eq!(whole(1e20), int(100_000_000_000_000_000_000));
+    }
 
     #[test]
     fn a_flat_table_adds_nothing() {
