@@ -9,6 +9,9 @@ use symshard::parallel::{evaluate_strategy, Evaluation, Layout};
 use symshard::strategy::{Knobs, Recompute};
 use symshard::sym::{Bindings, Rational};
 
+mod common;
+use common::json;
+
 fn q(n: i64) -> Rational {
     Rational::from_integer(n.into())
 }
@@ -118,13 +121,7 @@ fn smaller_gemms_cost_more_per_flop() {
 /// share: the JSON rows carry it, and it is part of the total they are sorted by.
 #[test]
 fn rank_rows_carry_the_kernel_term() {
-    let out = assert_cmd::Command::cargo_bin("symshard")
-        .unwrap()
-        .args(["rank", "llama3-8b", "--devices", "64", "--format", "json"])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = json(&["rank", "llama3-8b", "--devices", "64", "--format", "json"]);
     let exact = |x: &serde_json::Value| -> Rational { x.as_str().unwrap().parse().unwrap() };
     let rows = v["strategies"].as_array().unwrap();
     assert!(!rows.is_empty());

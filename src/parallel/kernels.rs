@@ -15,13 +15,13 @@
 //! enters the exact sums, so the relative cost stays a rational that the same inputs always
 //! give.
 
-use super::analysis::{BlockAnalysis, OpAnalysis};
+use super::analysis::{BlockAnalysis, GemmDims, OpAnalysis};
 use crate::calib::Calibration;
 use crate::rules::FlopClass;
 use crate::strategy::StrategyError;
 use crate::sym::{Bindings, Poly, Rational};
 use crate::timeline::cost::{KernelClass, Rates};
-use num_traits::{ToPrimitive, Zero};
+use num_traits::ToPrimitive;
 
 /// `x` rounded to a whole number, at least zero; Rust's float-to-integer conversion saturates,
 /// so a value beyond 2^127 (no kernel takes that many FLOP-equivalents) is held there.
@@ -71,98 +71,16 @@ impl KernelEfficiency {
         self.rates.is_none()
     }
 
-    /// FLOP-equivalents beyond `flops` of one pass of an operator run as `kernels` kernels of
-    /// `class` (with the sizes `gemms` of its GEMMs, where known), rounded to a whole number.
-    fn pass(&self, flops: f64, class: KernelClass, kernels: u32, gemms: &[[f64; 4]]) -> Rational {
-        let Some(r) = &self.rates else {
-            return Rational::zero();
-        };
-        let seconds = r.gemm_seconds(flops, 0.0, class, kernels, gemms);
-        whole(seconds * r.matmul_flops - flops.max(0.0))
-    }
-
-    /// FLOP-equivalents of `kernels` launches of kernels whose own time the relative cost
-    /// already prices (memory-bound ones, at κ_hbm).
-    fn launches(&self, kernels: u32) -> Rational {
-        let Some(r) = &self.rates else {
-            return Rational::zero();
-        };
-        whole(kernels as f64 * r.kernel_overhead * r.matmul_flops)
-    }
-
-    /// The kernel cost of one operator at bindings `b`, (forward, backward): a timed kernel's
-    /// cost, or a memory-bound operator's launches (counted, priced once per block).
-    fn op(&self, op: &OpAnalysis, b: &Bindings) -> Result<OpKernels, StrategyError> {
-        let Some(r) = &self.rates else {
-            return Ok(OpKernels::Launches([0, 0]));
-        };
-        let eval = |p: &Poly| -> Result<f64, StrategyError> {
-            Ok(p.eval(b)?.to_f64().unwrap_or(f64::MAX))
-        };
-        let class = if op.fused_attention {
-            KernelClass::Attention
-        } else if op.class == FlopClass::Matmul {
-            KernelClass::Matmul
-        } else {
-            // A memory-bound operator: its time is its HBM bytes, which κ_hbm prices; a pass
-            // that moves or computes anything launches one kernel, and a backward that reduces
-            // a vector parameter's gradient a second one of its own.
-            let forward = !op.forward.is_zero() || !op.io_bytes.is_zero();
-            let backward = !op.backward.is_zero() || !op.backward_io_bytes.is_zero();
-            let own = !op.param_grad_bytes[0].is_zero();
-            return Ok(OpKernels::Launches([
-                forward as u32,
-                backward as u32 + own as u32,
-            ]));
-        };
-        let gemms = |shapes: &[super::analysis::GemmDims]| -> Result<Vec<[f64; 4]>, StrategyError> {
-            if r.tiling.is_none() {
-                return Ok(Vec::new());
-            }
-            shapes
-                .iter()
-                .map(|g| {
-                    Ok([
-                        eval(&g.batch)?,
-                        eval(&g.rows)?,
-                        eval(&g.cols)?,
-                        eval(&g.inner)?,
-                    ])
-                })
-                .collect()
-        };
-        let (first, rest) = match op.gemms.split_first() {
-            Some((g, rest)) => (gemms(std::slice::from_ref(g))?, gemms(rest)?),
-            None => (Vec::new(), Vec::new()),
-        };
-        let fwd = eval(&op.forward)?;
-        let bwd = eval(&op.backward)? + eval(&op.recompute)?;
-        // A matmul's backward is two GEMMs (input and weight gradient); a fused attention
-        // kernel's backward is one kernel.
-        let back_kernels = if class == KernelClass::Matmul { 2 } else { 1 };
-        let one = |flops: f64, kernels: u32, g: &[[f64; 4]]| {
-            if flops > 0.0 {
-                self.pass(flops, class, kernels, g)
-            } else {
-                Rational::zero()
-            }
-        };
-        Ok(OpKernels::Timed([
-            one(fwd, 1, &first),
-            one(bwd, back_kernels, &rest),
-        ]))
-    }
-
     /// The kernel cost of one block for one micro-batch at bindings `b`.
     pub fn block(&self, blk: &BlockAnalysis, b: &Bindings) -> Result<KernelCost, StrategyError> {
         let mut cost = KernelCost::default();
-        if self.rates.is_none() {
+        let Some(r) = &self.rates else {
             return Ok(cost);
-        }
+        };
         // Launches of memory-bound kernels: forward, backward, the attention core's forward.
         let mut launches = [0u32; 3];
         for op in &blk.ops {
-            match self.op(op, b)? {
+            match op_kernels(r, op, b)? {
                 OpKernels::Timed([f, bw]) => {
                     if op.attention_core {
                         cost.attention_forward += &f;
@@ -179,11 +97,71 @@ impl KernelEfficiency {
                 }
             }
         }
-        cost.forward += self.launches(launches[0]);
-        cost.backward += self.launches(launches[1]);
-        cost.attention_forward += self.launches(launches[2]);
+        cost.forward += launched(r, launches[0]);
+        cost.backward += launched(r, launches[1]);
+        cost.attention_forward += launched(r, launches[2]);
         Ok(cost)
     }
+}
+
+/// FLOP-equivalents beyond `flops` of one pass of an operator run as `kernels` kernels of
+/// `class` (with the sizes `gemms` of its GEMMs, where known), rounded to a whole number.
+fn timed(r: &Rates, flops: f64, class: KernelClass, kernels: u32, gemms: &[[f64; 4]]) -> Rational {
+    let seconds = r.gemm_seconds(flops, 0.0, class, kernels, gemms);
+    whole(seconds * r.matmul_flops - flops.max(0.0))
+}
+
+/// FLOP-equivalents of `kernels` launches of kernels whose own time the relative cost already
+/// prices (memory-bound ones, at κ_hbm).
+fn launched(r: &Rates, kernels: u32) -> Rational {
+    whole(kernels as f64 * r.kernel_overhead * r.matmul_flops)
+}
+
+/// The kernel cost of one operator at bindings `b`, (forward, backward): a timed kernel's cost,
+/// or a memory-bound operator's launches (counted, priced once per block).
+fn op_kernels(r: &Rates, op: &OpAnalysis, b: &Bindings) -> Result<OpKernels, StrategyError> {
+    let class = KernelClass::of(op.fused_attention, op.class == FlopClass::Matmul);
+    if class == KernelClass::Other {
+        // A memory-bound operator: its time is its HBM bytes, which κ_hbm prices; a pass that
+        // moves or computes anything launches one kernel, and a backward that reduces a vector
+        // parameter's gradient a second one of its own.
+        let forward = !op.forward.is_zero() || !op.io_bytes.is_zero();
+        let backward = !op.backward.is_zero() || !op.backward_io_bytes.is_zero();
+        let own = !op.param_grad_bytes[0].is_zero();
+        return Ok(OpKernels::Launches([
+            forward as u32,
+            backward as u32 + own as u32,
+        ]));
+    }
+    let eval =
+        |p: &Poly| -> Result<f64, StrategyError> { Ok(p.eval(b)?.to_f64().unwrap_or(f64::MAX)) };
+    // The GEMMs' sizes matter only where the table models their tiling.
+    let sizes = |shapes: &[GemmDims]| -> Result<Vec<[f64; 4]>, StrategyError> {
+        if r.tiling.is_none() {
+            return Ok(Vec::new());
+        }
+        shapes
+            .iter()
+            .map(|g| {
+                Ok([
+                    eval(&g.batch)?,
+                    eval(&g.rows)?,
+                    eval(&g.cols)?,
+                    eval(&g.inner)?,
+                ])
+            })
+            .collect()
+    };
+    let (first, rest) = match op.gemms.split_first() {
+        Some((g, rest)) => (sizes(std::slice::from_ref(g))?, sizes(rest)?),
+        None => (Vec::new(), Vec::new()),
+    };
+    let fwd = eval(&op.forward)?;
+    let bwd = eval(&op.backward)? + eval(&op.recompute)?;
+    Ok(OpKernels::Timed([
+        timed(r, fwd, class, class.kernels(false), &first),
+        timed(r, bwd, class, class.kernels(true), &rest),
+    ]))
 }
 
 /// What one operator's kernels cost beyond their FLOPs, forward and backward.
@@ -229,21 +207,21 @@ mod tests {
     #[test]
     fn a_small_gemm_costs_more_than_its_flops_and_a_large_one_its_launch() {
         let c = Calibration::resolve("a100-80gb").unwrap();
-        let k = KernelEfficiency::of(&c);
         let r = Rates::of(&c);
         let launch = r.kernel_overhead * r.matmul_flops;
         // At the curve's largest point the efficiency is below the plateau (0.768 vs 0.810).
         let big = 1.76e13;
-        let extra = k.pass(big, KernelClass::Matmul, 1, &[]).to_f64().unwrap();
+        let extra = timed(&r, big, KernelClass::Matmul, 1, &[])
+            .to_f64()
+            .unwrap();
         let want = big * (r.matmul_efficiency.max() / r.matmul_efficiency.at(big) - 1.0) + launch;
         assert!((extra - want).abs() <= 1.0, "{extra} vs {want}");
         // At the plateau's own size only the launch remains.
         let at_plateau = 2_199_023_255_552.0;
-        let e = k
-            .pass(at_plateau, KernelClass::Matmul, 1, &[])
+        let e = timed(&r, at_plateau, KernelClass::Matmul, 1, &[])
             .to_f64()
             .unwrap();
         assert!((e - launch).abs() <= 1.0, "{e} vs {launch}");
-        assert_eq!(k.launches(3).to_f64().unwrap(), (3.0 * launch).round());
+        assert_eq!(launched(&r, 3).to_f64().unwrap(), (3.0 * launch).round());
     }
 }

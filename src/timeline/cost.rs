@@ -36,6 +36,29 @@ pub enum KernelClass {
     Other,
 }
 
+impl KernelClass {
+    /// The class of an operator that is a fused attention kernel or not, matmul-like or not.
+    pub fn of(fused_attention: bool, matmul: bool) -> KernelClass {
+        if fused_attention {
+            KernelClass::Attention
+        } else if matmul {
+            KernelClass::Matmul
+        } else {
+            KernelClass::Other
+        }
+    }
+
+    /// Kernels one pass launches: a matmul's backward is two GEMMs (the input gradient and the
+    /// weight or second-operand gradient); everything else is one kernel a pass.
+    pub fn kernels(self, backward: bool) -> u32 {
+        if backward && self == KernelClass::Matmul {
+            2
+        } else {
+            1
+        }
+    }
+}
+
 /// A machine's achievable rates, as floats.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rates {

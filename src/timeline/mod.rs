@@ -244,7 +244,9 @@ pub fn plan_strategy(
     let gpn = gpus_per_node.unwrap_or_else(|| calib.gpus_per_node());
     let (analysis, e) = evaluate_strategy(model, values, knobs, layout, calib, gpn, memory)?;
     let b = microbatch_bindings(model, values, knobs);
-    let kernels = crate::parallel::kernels::KernelEfficiency::of(calib);
+    // The plan takes its stages from the evaluation (whose partition weighed the kernel term)
+    // and no kernel amounts from the blocks: they are not priced again here.
+    let kernels = crate::parallel::kernels::KernelEfficiency::plateau();
     let numbers = block_numbers(&analysis, &b, &kernels)?;
     let plan = build_plan(
         model,

@@ -891,24 +891,12 @@ fn interleaved_chunks(
 impl PlanOp {
     /// The kind of kernel it runs as.
     pub fn class(&self) -> crate::timeline::cost::KernelClass {
-        use crate::timeline::cost::KernelClass;
-        if self.fused_attention {
-            KernelClass::Attention
-        } else if self.matmul {
-            KernelClass::Matmul
-        } else {
-            KernelClass::Other
-        }
+        crate::timeline::cost::KernelClass::of(self.fused_attention, self.matmul)
     }
 
-    /// Kernels one pass launches: a matmul's backward is two GEMMs (the input gradient and the
-    /// weight or second-operand gradient); everything else is one kernel a pass.
+    /// Kernels one pass launches ([`crate::timeline::cost::KernelClass::kernels`]).
     pub fn kernels(&self, backward: bool) -> u32 {
-        if backward && self.matmul && !self.fused_attention {
-            2
-        } else {
-            1
-        }
+        self.class().kernels(backward)
     }
 }
 
