@@ -108,6 +108,45 @@ pub fn grad_accumulation<T: Amount>(params: T, k: &Knobs) -> T {
     }
 }
 
+/// Bytes per element of the fp32 gradient buffer the optimizer reads: Megatron-LM accumulates
+/// and reduces bf16 models' gradients in fp32 (`main_grad`; `--accumulate-allreduce-grads-in-fp32`
+/// is forced on with `--bf16` in megatron/arguments.py), as PyTorch FSDP's default
+/// `MixedPrecision(reduce_dtype=float32)` does.
+pub const MAIN_GRAD_BYTES: u64 = 4;
+
+/// HBM bytes of each memory-bound kernel of the optimizer step over `params` parameter
+/// elements held by one device, in order (Megatron-LM's mixed-precision optimizer step,
+/// megatron/optimizer/optimizer.py, `MixedPrecisionOptimizer.step`), each over the local shard
+/// (all of it without a distributed optimizer, `1/replicas` with ZeRO ≥ 1):
+///
+/// 1. the gradient norm (apex `multi_tensor_l2norm`) reads the fp32 gradients;
+/// 2. Adam (apex `multi_tensor_adam`) reads the fp32 weights, gradients and both moments and
+///    writes weights and moments;
+/// 3. the gradient buffer is zeroed for the next step (the whole buffer);
+/// 4. under the bf16 recipe, the fp32 master weights are copied into the bf16 model weights
+///    (under autocast the model weights are the fp32 weights Adam updates: no copy).
+///
+/// The timeline times each as a streaming kernel; the relative cost prices their sum at κ_hbm
+/// once a step ([`BlockCost::optimizer_hbm`]).
+pub fn optimizer_traffic<T: Amount>(params: T, k: &Knobs) -> Vec<T> {
+    let shard = if k.zero >= 1 {
+        params.clone() / T::int(k.replicas().max(1))
+    } else {
+        params.clone()
+    };
+    let grad = T::int(MAIN_GRAD_BYTES);
+    let state = T::int(OPTIMIZER_BYTES as u64);
+    let mut kernels = vec![
+        shard.clone() * grad.clone(),
+        shard.clone() * (state.clone() + grad.clone() + state),
+        params * grad,
+    ];
+    if k.precision == Precision::Bf16 {
+        kernels.push(shard * T::int(4 + WEIGHT_BYTES as u64));
+    }
+    kernels
+}
+
 /// Bytes per parameter element that a micro-batch in flight keeps under autocast: the bf16
 /// copy of each weight its forward cast, saved by autograd for the backward's input gradient.
 /// Under full recomputation a layer keeps only its input, and its recomputed forward casts the
@@ -446,11 +485,27 @@ impl<T: Amount> BlockCost<T> {
         }
     }
 
+    /// HBM bytes of the stage's optimizer step, once a step, over the parameters its device
+    /// holds ([`optimizer_traffic`]).
+    pub fn optimizer_hbm(&self, k: &Knobs) -> T {
+        let params = self.params.clone() + self.params_expert.clone();
+        optimizer_traffic(params, k)
+            .into_iter()
+            .fold(T::zero(), |sum, b| sum + b)
+    }
+
+    /// HBM bytes of a stage for `m` micro-batches: each micro-batch's ([`Self::hbm_traffic`])
+    /// and the optimizer step's.
+    pub fn step_hbm(&self, m: &T, k: &Knobs) -> T {
+        self.hbm_traffic(k) * m.clone() + self.optimizer_hbm(k)
+    }
+
     /// FLOP-equivalents of a stage's compute for `m` micro-batches (these summed costs):
-    /// FLOPs, what their kernels take beyond them, and HBM bytes at κ_hbm.
+    /// FLOPs, what their kernels take beyond them, and HBM bytes (the optimizer step's
+    /// included) at κ_hbm.
     pub fn compute_time(&self, m: &T, kap: &Kappas<T>, k: &Knobs) -> T {
-        (self.compute.clone() + self.kernel.clone() + kap.hbm.clone() * self.hbm_traffic(k))
-            * m.clone()
+        (self.compute.clone() + self.kernel.clone()) * m.clone()
+            + kap.hbm.clone() * self.step_hbm(m, k)
     }
 
     /// FLOP-equivalents of what a stage (these summed costs) runs for `m` micro-batches apart

@@ -442,7 +442,8 @@ pub struct Memory {
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct RelativeCost {
     /// Compute per device per step (with recomputation), in FLOP-equivalents: FLOPs, plus the
-    /// memory-bound operators' HBM bytes × κ_hbm. A polynomial in the model's symbols.
+    /// memory-bound operators' and the optimizer step's HBM bytes × κ_hbm. A polynomial in the
+    /// model's symbols.
     #[serde(serialize_with = "crate::sym::ser_rational")]
     pub compute: Rational,
     /// What the same device's kernels take beyond their FLOPs at the matmul plateau
@@ -481,7 +482,8 @@ pub struct Stage {
     /// FLOPs per device per step.
     #[serde(serialize_with = "crate::sym::ser_rational")]
     pub flops: Rational,
-    /// κ_hbm × HBM bytes of the memory-bound operators per device per step (FLOP-equivalents).
+    /// κ_hbm × HBM bytes of the memory-bound operators and the optimizer step per device per
+    /// step (FLOP-equivalents).
     #[serde(serialize_with = "crate::sym::ser_rational")]
     pub hbm_cost: Rational,
     /// FLOP-equivalents its kernels take per device per step beyond their FLOPs at the matmul
@@ -1526,7 +1528,7 @@ impl StagePricer<'_> {
         let (m, kap) = (&self.m, &self.links.kap);
         let compute = &c.compute * m;
         let kernel_cost = &c.kernel * m;
-        let hbm_cost = &kap.hbm * c.hbm_traffic(self.k) * m;
+        let hbm_cost = &kap.hbm * c.step_hbm(m, self.k);
         let time = c.time(m, kap, self.k);
         let traffic = Traffic {
             dp: c.dp_traffic(self.k),

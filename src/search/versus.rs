@@ -383,8 +383,8 @@ struct Traffic {
 }
 
 /// The relative cost's parts of the busiest stage (`stage`) as formulas, composed as the
-/// evaluation composes them: compute = FLOPs + κ_hbm × HBM bytes (the memory-bound operators'
-/// and the gradient accumulation's); each link's bytes × its κ, summed per tier; the bubble,
+/// evaluation composes them: compute = FLOPs + κ_hbm × HBM bytes (the memory-bound operators',
+/// the gradient accumulation's and the optimizer step's); each link's bytes × its κ, summed per tier; the bubble,
 /// zero without a pipeline (with one it is the slowest stage's time, a maximum over the
 /// partition's stages, so no formula); the point-to-point bytes of the stage's boundaries under
 /// the evaluation's own partition; and the total. The κ are the calibration's, exact. Each is
@@ -417,8 +417,12 @@ fn relative_formulas(
     // Both are linear in the parameters: their bytes per parameter element.
     let one = Rational::one();
     let acc = crate::parallel::amount::grad_accumulation(one.clone(), k)
-        + crate::parallel::amount::weight_cast(one, k);
-    let hbm = q(calib.hbm_balance()) * &m * (&t.hbm + q(acc) * &t.params);
+        + crate::parallel::amount::weight_cast(one.clone(), k);
+    // And the optimizer step once a step, also linear in the parameters.
+    let step: Rational = crate::parallel::amount::optimizer_traffic(one, k)
+        .into_iter()
+        .sum();
+    let hbm = q(calib.hbm_balance()) * (&m * (&t.hbm + q(acc) * &t.params) + q(step) * &t.params);
     let hbm_ok = busiest.is_some_and(|s| check(&hbm, &s.hbm_cost));
     let compute = flops + &hbm;
     let compute_ok = hbm_ok && check(&compute, &e.relative.compute);

@@ -204,7 +204,7 @@ pub fn lower_bound(
     };
     let opt: Vec<f64> = params
         .iter()
-        .map(|&x| optimizer_seconds(x, k, replicas, rates))
+        .map(|&x| optimizer_seconds(x, k, rates))
         .collect();
     let mut best: f64 = 0.0;
     let mut gathers = vec![0.0; p];

@@ -15,7 +15,7 @@ use super::cost::{bus_factor, KernelClass, Rates};
 pub use super::event::{Event, Stream, What};
 use super::plan::{Axis, Collective, PlanComm, Step, TimingPlan};
 use super::schedule::{program, Pass, Task};
-use crate::parallel::evaluate::{GRAD_BYTES, OPTIMIZER_BYTES, WEIGHT_BYTES};
+use crate::parallel::evaluate::GRAD_BYTES;
 use crate::strategy::{AxisKind, Mesh, MeshAxis, Recompute, Schedule};
 use num_traits::ToPrimitive;
 
@@ -806,15 +806,9 @@ pub fn pass_chains(plan: &TimingPlan, rates: &Rates, gpus_per_node: u64) -> Vec<
         .collect()
 }
 
-/// Bytes per element of the fp32 gradient buffer the optimizer reads: Megatron-LM accumulates
-/// and reduces bf16 models' gradients in fp32 (`main_grad`; `--accumulate-allreduce-grads-in-fp32`
-/// is forced on with `--bf16` in megatron/arguments.py), as PyTorch FSDP's default
-/// `MixedPrecision(reduce_dtype=float32)` does.
-pub const MAIN_GRAD_BYTES: f64 = 4.0;
-
 /// Bytes one micro-batch's backward moves to add the weight gradient of `params` parameter
 /// elements (one device's share of an operator) into the fp32 gradient buffer: the buffer is
-/// read and written back, [`MAIN_GRAD_BYTES`] each way, per element.
+/// read and written back, [`crate::parallel::amount::MAIN_GRAD_BYTES`] each way, per element.
 ///
 /// Megatron-LM keeps bf16 models' gradients in fp32 `main_grad` buffers and adds every
 /// micro-batch's weight gradient to them: its linear layers fuse the addition into the
@@ -835,35 +829,15 @@ pub fn grad_accumulation_bytes(params: f64, k: &crate::strategy::Knobs) -> f64 {
     crate::parallel::amount::grad_accumulation(params, k)
 }
 
-/// Seconds of the optimizer step over `params` parameter elements held by one device: the
-/// memory-bound kernels of Megatron-LM's mixed-precision optimizer step
-/// (megatron/optimizer/optimizer.py, `MixedPrecisionOptimizer.step`), each over the local shard
-/// (all of it without a distributed optimizer, 1/dp with ZeRO ≥ 1):
-///
-/// 1. the gradient norm (apex `multi_tensor_l2norm`) reads the fp32 gradients;
-/// 2. Adam (apex `multi_tensor_adam`) reads the fp32 master weights, gradients and both moments
-///    and writes weights and moments;
-/// 3. the fp32 master weights are copied into the bf16 model weights;
-/// 4. the gradient buffer is zeroed for the next step (the whole buffer: it is not sharded).
-///
-/// Gradient clipping's rescale runs only when the norm exceeds the threshold and is left out.
-/// Under autocast the model weights are the fp32 weights Adam updates, so step 3 does not run.
-pub fn optimizer_seconds(params: f64, k: &crate::strategy::Knobs, dp: u64, rates: &Rates) -> f64 {
+/// Seconds of the optimizer step over `params` parameter elements held by one device: its
+/// memory-bound kernels ([`crate::parallel::amount::optimizer_traffic`]), each a streaming
+/// kernel with its own launch. Gradient clipping's rescale runs only when the norm exceeds the
+/// threshold and is left out.
+pub fn optimizer_seconds(params: f64, k: &crate::strategy::Knobs, rates: &Rates) -> f64 {
     if params <= 0.0 {
         return 0.0;
     }
-    let shard = params / if k.zero >= 1 { dp as f64 } else { 1.0 };
-    let state = OPTIMIZER_BYTES as f64; // fp32 master weights and two moments
-    let master = 4.0;
-    let mut kernels = vec![
-        shard * MAIN_GRAD_BYTES,
-        shard * (state + MAIN_GRAD_BYTES + state),
-        params * MAIN_GRAD_BYTES,
-    ];
-    if k.precision == crate::strategy::Precision::Bf16 {
-        kernels.push(shard * (master + WEIGHT_BYTES as f64));
-    }
-    kernels
+    crate::parallel::amount::optimizer_traffic(params, k)
         .iter()
         .map(|b| rates.op_seconds(0.0, *b, KernelClass::Other, 1))
         .sum()
@@ -1423,7 +1397,7 @@ fn run(
             device: d,
             stream: Stream::Compute,
             start: 0.0,
-            dur: optimizer_seconds(params, k, replicas, rates),
+            dur: optimizer_seconds(params, k, rates),
             what: What::Optimizer,
             pass: Pass::Backward,
             stage: d,
