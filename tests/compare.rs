@@ -345,9 +345,10 @@ fn check_crossover(a: &str, b: &str, from: i64, to: i64, step: i64) -> Value {
 fn crossover_tensor_against_data_parallelism_in_the_sequence_length() {
     // Llama 3 8B, global batch 2048, 64 devices: at short sequences the data-parallel gradient
     // all-reduce over 64 ranks costs more than tensor parallelism's activation traffic, which
-    // grows with S; data parallelism wins from S = 512 on (the difference is linear in S, its
-    // root ≈ 425.4).
-    let c = check_crossover(DP, TP, 128, 16384, 128);
+    // grows with S; data parallelism wins from S = 64 on (the difference is linear in S, its
+    // root ≈ 53.43; 425.4 when the all-reduce was priced as one ring over the inter-node links
+    // rather than as the hierarchical ring that runs 8/9 of its bytes inside the nodes).
+    let c = check_crossover(DP, TP, 16, 16384, 16);
     let spans: Vec<(String, String, String)> = c["intervals"]
         .as_array()
         .unwrap()
@@ -363,8 +364,8 @@ fn crossover_tensor_against_data_parallelism_in_the_sequence_length() {
     assert_eq!(
         spans,
         vec![
-            ("128".into(), "384".into(), "B".into()),
-            ("512".into(), "16384".into(), "A".into())
+            ("16".into(), "48".into(), "B".into()),
+            ("64".into(), "16384".into(), "A".into())
         ]
     );
     assert_eq!(c["piecewise"], false);
@@ -376,17 +377,17 @@ fn crossover_tensor_against_data_parallelism_in_the_sequence_length() {
 fn crossover_pipeline_against_data_parallelism_is_piecewise() {
     // Four pipeline stages against pure data parallelism: the pipeline partition changes with S
     // (the embedding and head weigh more or less against a layer), so the costs are polynomials
-    // only piecewise; the winner changes once, between S = 2688 and 2816 (2560 and 2688 before
-    // the optimizer step's HBM bytes were priced: pure data parallelism's device updates every
-    // weight's 1/64 share, a pipeline stage's device a quarter of the weights' 1/16 share, but
-    // each zeroes its whole gradient buffer, four times larger without the pipeline).
+    // only piecewise; the winner changes once, between S = 256 and 384 (2688 and 2816 when the
+    // gradient reduction over 64 ranks, four times the pipeline's 16 ranks' bytes per device,
+    // was priced as one ring over the inter-node links rather than as the hierarchical ring
+    // that runs most of its bytes inside the nodes).
     let c = check_crossover(DP, PP, 128, 65536, 128);
     assert_eq!(c["piecewise"], true);
     let intervals = c["intervals"].as_array().unwrap();
     assert_eq!(intervals.len(), 2);
     assert_eq!(intervals[0]["winner"], "B");
-    assert_eq!(intervals[0]["to"], "2688");
-    assert_eq!(intervals[1]["from"], "2816");
+    assert_eq!(intervals[0]["to"], "256");
+    assert_eq!(intervals[1]["from"], "384");
     assert_eq!(intervals[1]["winner"], "A");
 }
 
@@ -401,16 +402,17 @@ fn crossover_context_against_pipeline_parallelism_in_the_sequence_length() {
     // the fp32 gradient buffer (8 bytes per local parameter, priced at κ_hbm): context
     // parallelism keeps every layer's weights on each rank, so it pays twice the pipeline's
     // per micro-batch, a term that does not grow with S, and so in its optimizer step once a
-    // step. Context parallelism wins from S = 12048 on (the difference's root ≈ 12046.8; 12036.6
-    // before the optimizer step was priced, 3632 before the gradient accumulation was).
+    // step. Context parallelism wins from S = 11712 on (the difference's root ≈ 11711.8; 12046.8
+    // with the gradient reduction priced as one ring over the inter-node links, 12036.6 before
+    // the optimizer step was priced, 3632 before the gradient accumulation was).
     let a = "tp=4,pp=2,dp=8,mbs=1,sp,zero=1";
     let b = "tp=4,cp=2,dp=8,mbs=1,sp,zero=1";
     let c = check_crossover(a, b, 1024, 16384, 8);
     let intervals = c["intervals"].as_array().unwrap();
     assert_eq!(intervals.len(), 2, "{intervals:?}");
     assert_eq!(intervals[0]["winner"], "A");
-    assert_eq!(intervals[0]["to"], "12040");
-    assert_eq!(intervals[1]["from"], "12048");
+    assert_eq!(intervals[0]["to"], "11704");
+    assert_eq!(intervals[1]["from"], "11712");
     assert_eq!(intervals[1]["winner"], "B");
 }
 
@@ -755,16 +757,17 @@ fn crossover_context_parallelism_two_against_one_in_the_sequence_length() {
     // reduce-scatters; the ring moves keys and values, KV·D = 1024 wide under grouped-query
     // attention: both grow linearly with S, the ring more slowly. Tensor parallelism halves the
     // weights, their gradients' traffic and buffers, which do not grow with S. So cp = 2 starts
-    // beating cp = 1 once the sequence is long enough: from S = 5972 on (every 4th length runs
-    // both; the linear difference's root ≈ 5970.2, 5940.4 before the optimizer step, which
-    // zeroes twice the gradient buffer without tensor parallelism, was priced).
+    // beating cp = 1 once the sequence is long enough: from S = 4196 on (every 4th length runs
+    // both; the linear difference's root ≈ 4194.0; 5970.2 with the gradient reduction, over
+    // twice the weights without tensor parallelism, priced as one ring over the inter-node
+    // links, and 5940.4 before the optimizer step was priced).
     let a = "dp=32,tp=2,sp,mbs=1,zero=1";
     let b = "dp=32,cp=2,mbs=1,zero=1";
     let c = check_crossover(a, b, 1024, 16384, 4);
     let intervals = c["intervals"].as_array().unwrap();
     assert_eq!(intervals.len(), 2, "{intervals:?}");
     assert_eq!(intervals[0]["winner"], "A");
-    assert_eq!(intervals[0]["to"], "5968");
-    assert_eq!(intervals[1]["from"], "5972");
+    assert_eq!(intervals[0]["to"], "4192");
+    assert_eq!(intervals[1]["from"], "4196");
     assert_eq!(intervals[1]["winner"], "B");
 }

@@ -1,8 +1,11 @@
 //! A strategy's relative communication cost split by collective kind and link tier: the parts
 //! of [`RelativeCost::comm_intra`](super::RelativeCost) and `comm_inter`, exactly.
 //!
-//! The evaluation prices the bytes of each axis at the balance κ of the tier the axis runs on;
-//! this module prices the same bytes collective by collective (the busiest stage's rows of
+//! The evaluation prices the bytes of each axis at the balance κ of the tier the axis runs on
+//! (a gradient reduction or tensor-parallel collective whose group spans nodes as the
+//! hierarchical ring it runs as, its bytes split over both tiers:
+//! [`MeshAxis::tier_shares`](crate::strategy::MeshAxis::tier_shares)); this module prices the
+//! same bytes collective by collective (the busiest stage's rows of
 //! [`Evaluation::comm`], each `bytes × count`, and the pipeline's point-to-point bytes). The
 //! data-parallel gradient reduction is listed as the step runs it (the evaluation's rows follow
 //! [`zero_reduction`](super::amount::zero_reduction)): one all-reduce without ZeRO; under ZeRO 1
@@ -49,11 +52,27 @@ pub fn comm_by_kind(e: &Evaluation, calib: &Calibration) -> Vec<CommPart> {
             // synchronised across data-parallel ranks): the relative cost leaves it out.
             continue;
         }
-        add(
-            c.collective,
-            c.tier,
-            &c.bytes * Rational::from_integer(c.count.into()),
-        );
+        let bytes = &c.bytes * Rational::from_integer(c.count.into());
+        // Gradient reductions and tensor-parallel collectives run as rings, hierarchical where
+        // their group spans nodes: their bytes split over the tiers as the evaluation prices
+        // them.
+        let axis = match c.axis {
+            AxisKind::Dp => Some(e.mesh.grad_axis()),
+            AxisKind::Tp => Some(e.mesh.axis(AxisKind::Tp).clone()),
+            _ => None,
+        };
+        match axis {
+            Some(axis) => {
+                for (tier, num, den) in axis.tier_shares() {
+                    add(
+                        c.collective,
+                        tier,
+                        &bytes * Rational::new(num.into(), den.into()),
+                    );
+                }
+            }
+            None => add(c.collective, c.tier, bytes),
+        }
     }
     add(
         CollectiveKind::SendRecv,

@@ -7,7 +7,7 @@ use super::kernels::KernelEfficiency;
 use crate::calib::Calibration;
 use crate::model::Model;
 use crate::rules::law::CollectiveKind;
-use crate::strategy::{AxisKind, Knobs, Mesh, Recompute, Schedule, StrategyError, Tier};
+use crate::strategy::{AxisKind, Knobs, Mesh, MeshAxis, Recompute, Schedule, StrategyError, Tier};
 use crate::sym::{Bindings, Poly, Rational};
 use num_traits::{One, ToPrimitive, Zero};
 use serde::Serialize;
@@ -1049,15 +1049,30 @@ pub fn pipeline_stage_counts(
 
 /// The balances of the links of `k`'s parallel dimensions on `mesh` (`kappa` of each link's
 /// tier), and of HBM.
-fn mesh_kappas<T>(mesh: &Mesh, k: &Knobs, kappa: impl Fn(Tier) -> T, kappa_hbm: T) -> Kappas<T> {
+fn mesh_kappas<T: Amount>(
+    mesh: &Mesh,
+    k: &Knobs,
+    kappa: impl Fn(Tier) -> T,
+    kappa_hbm: T,
+) -> Kappas<T> {
     Kappas {
-        tp: kappa(mesh.axis(AxisKind::Tp).tier),
+        tp: axis_kappa(mesh.axis(AxisKind::Tp), &kappa),
         ep: kappa(mesh.ep_tier(k.ep)),
         cp: kappa(mesh.cp_axis().tier),
-        dp: kappa(mesh.grad_axis().tier),
+        dp: axis_kappa(&mesh.grad_axis(), &kappa),
         p2p: kappa(mesh.p2p_tier()),
         hbm: kappa_hbm,
     }
+}
+
+/// κ of the ring collectives (all-reduce, reduce-scatter, all-gather) over `axis`: each tier's
+/// κ weighted by the share of the wire bytes that cross it ([`MeshAxis::tier_shares`]).
+pub fn axis_kappa<T: Amount>(axis: &MeshAxis, kappa: &impl Fn(Tier) -> T) -> T {
+    axis.tier_shares()
+        .into_iter()
+        .fold(T::zero(), |sum, (tier, num, den)| {
+            sum + kappa(tier) * T::ratio(num, den)
+        })
 }
 
 /// The boundary bytes stage `s` sends per micro-batch (`boundary` of each block): its output
@@ -1398,6 +1413,8 @@ struct Links {
     ep_tier: Tier,
     /// κ of each.
     kap: Kappas<Rational>,
+    /// κ of the intra- and inter-node tiers.
+    tiers: [Rational; 2],
 }
 
 impl Links {
@@ -1411,6 +1428,7 @@ impl Links {
         let ep_tier = mesh.ep_tier(k.ep);
         Links {
             kap: mesh_kappas(&mesh, k, |t| calib.balance(t), calib.hbm_balance()),
+            tiers: [calib.balance(Tier::Intra), calib.balance(Tier::Inter)],
             mesh,
             tp_tier,
             dp_tier,
@@ -1418,6 +1436,11 @@ impl Links {
             p2p_tier,
             ep_tier,
         }
+    }
+
+    /// κ of a tier.
+    fn tier_kappa(&self, tier: Tier) -> &Rational {
+        &self.tiers[usize::from(tier == Tier::Inter)]
     }
 
     /// The balances the floating-point pipeline plan uses.
@@ -1645,18 +1668,29 @@ fn relative_cost(
         bubble,
         ..RelativeCost::default()
     };
+    let mut add = |tier: Tier, c: Rational| match tier {
+        Tier::Intra => relative.comm_intra += c,
+        Tier::Inter => relative.comm_inter += c,
+    };
+    // Gradient reductions and tensor-parallel collectives are rings, hierarchical where their
+    // group spans nodes: their bytes split over the tiers.
+    for (bytes, axis) in [
+        (&t.dp, links.mesh.grad_axis()),
+        (&t.tp, links.mesh.axis(AxisKind::Tp).clone()),
+    ] {
+        for (tier, num, den) in axis.tier_shares() {
+            add(
+                tier,
+                links.tier_kappa(tier) * bytes * Rational::new(num.into(), den.into()),
+            );
+        }
+    }
     for (bytes, tier, kappa) in [
-        (&t.dp, links.dp_tier, &links.kap.dp),
-        (&t.tp, links.tp_tier, &links.kap.tp),
         (&t.p2p, links.p2p_tier, &links.kap.p2p),
         (&t.ep, links.ep_tier, &links.kap.ep),
         (&t.cp, links.cp_tier, &links.kap.cp),
     ] {
-        let c = kappa * bytes;
-        match tier {
-            Tier::Intra => relative.comm_intra += c,
-            Tier::Inter => relative.comm_inter += c,
-        }
+        add(tier, kappa * bytes);
     }
     let slowest = &priced[tm].stage;
     relative.total = &relative.compute

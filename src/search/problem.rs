@@ -1137,13 +1137,17 @@ impl Problem {
             return Vec::new();
         }
         let mesh = Mesh::new(tp, 1, 1, gpus_per_node.max(1));
-        let tier = mesh
-            .axes
-            .iter()
-            .find(|a| a.kind == crate::strategy::AxisKind::Tp)
-            .map(|a| a.tier)
-            .unwrap_or(Tier::Intra);
-        vec![Axis::on_tier("tp", tp, tier, calib)]
+        // κ as the evaluation prices tensor-parallel bytes: a group spanning nodes as the
+        // hierarchical ring it runs as.
+        let kappa = crate::parallel::evaluate::axis_kappa(
+            mesh.axis(crate::strategy::AxisKind::Tp),
+            &|t: Tier| calib.balance(t),
+        );
+        vec![Axis {
+            name: "tp".to_string(),
+            size: tp,
+            kappa,
+        }]
     }
 }
 

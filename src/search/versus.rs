@@ -471,16 +471,22 @@ fn relative_formulas(
     }
     // Each link's bytes at its κ, on its tier.
     let dp = &t.dp * q(crate::parallel::amount::dp_traffic_factor(k));
+    // Tensor-parallel collectives and gradient reductions as hierarchical rings where their
+    // group spans nodes (their bytes split over both tiers), the context-parallel ring on the
+    // tier it crosses.
+    let cp_axis = mesh.cp_axis();
     let links = [
-        (t.tp.clone(), mesh.axis(AxisKind::Tp).tier),
-        (dp, mesh.grad_axis().tier),
-        (t.cp.clone(), mesh.cp_axis().tier),
+        (t.tp.clone(), mesh.axis(AxisKind::Tp).tier_shares()),
+        (dp, mesh.grad_axis().tier_shares()),
+        (t.cp.clone(), vec![(cp_axis.tier, 1, 1)]),
     ];
     let mut tiers = [Some(Poly::zero()), Some(Poly::zero())];
     let at = |tier: Tier| usize::from(tier == Tier::Inter);
-    for (bytes, tier) in links {
-        if let Some(sum) = &mut tiers[at(tier)] {
-            *sum += q(calib.balance(tier)) * bytes;
+    for (bytes, shares) in links {
+        for (tier, num, den) in shares {
+            if let Some(sum) = &mut tiers[at(tier)] {
+                *sum += q(calib.balance(tier) * Rational::new(num.into(), den.into())) * &bytes;
+            }
         }
     }
     match p2p {

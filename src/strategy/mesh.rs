@@ -70,6 +70,31 @@ pub struct MeshAxis {
     pub per_node: u64,
 }
 
+impl MeshAxis {
+    /// The shares of a ring collective's wire bytes per rank (all-reduce, reduce-scatter,
+    /// all-gather) over this axis that cross each link tier, as `(tier, numerator,
+    /// denominator)`, summing to 1. A group inside one node, or with one device per node, runs
+    /// its ring on the tier it crosses. A group of `n` devices spanning `g` nodes with `k` in
+    /// each runs hierarchically, as NCCL does on multi-GPU nodes and as the timeline times it:
+    /// a ring among the `k` devices of each node over the intra-node links, and a ring of each
+    /// device's `1/k` share among the `g` nodes over the inter-node links. Of the `(n − 1)/n · S`
+    /// bytes a rank's reduce-scatter or all-gather of `S` bytes puts on the wire
+    /// (all-reduce: twice that), `(k − 1)/k · S` go over the intra-node links and
+    /// `(g − 1)/g · S/k` over the inter-node links: the shares `g(k − 1)/(n − 1)` and
+    /// `(g − 1)/(n − 1)`.
+    pub fn tier_shares(&self) -> Vec<(Tier, u64, u64)> {
+        let (n, k) = (self.size, self.per_node.clamp(1, self.size.max(1)));
+        if self.tier == Tier::Intra || n <= 1 || k >= n || k <= 1 {
+            return vec![(self.tier, 1, 1)];
+        }
+        let g = n / k;
+        vec![
+            (Tier::Intra, g * (k - 1), n - 1),
+            (Tier::Inter, g - 1, n - 1),
+        ]
+    }
+}
+
 /// A device mesh.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Mesh {
@@ -209,6 +234,39 @@ fn axis_at(kind: AxisKind, size: u64, stride: u64, gpus_per_node: u64) -> MeshAx
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A ring collective's bytes by tier: all on the tier of a group inside one node or with one
+    /// device per node; a group spanning nodes with several devices in each puts `g(k−1)/(n−1)`
+    /// of them inside the nodes and `(g−1)/(n−1)` across them, which add up to the wire bytes
+    /// the ring over all `n` ranks moves. Checked against the hierarchical ring's own volumes:
+    /// `(k−1)/k·S` inside and `(g−1)/g·S/k` across, of `(n−1)/n·S` on the wire.
+    #[test]
+    fn ring_bytes_split_over_the_tiers_their_group_crosses() {
+        let dp = |tp: u64, dp: u64| Mesh::new(tp, dp, 1, 8).axis(AxisKind::Dp).clone();
+        assert_eq!(dp(1, 8).tier_shares(), vec![(Tier::Intra, 1, 1)]);
+        assert_eq!(dp(8, 16).tier_shares(), vec![(Tier::Inter, 1, 1)]);
+        assert_eq!(
+            dp(1, 64).tier_shares(),
+            vec![(Tier::Intra, 56, 63), (Tier::Inter, 7, 63)]
+        );
+        for (tp, n) in [(1u64, 16u64), (2, 32), (4, 8), (1, 1024), (2, 12)] {
+            let axis = dp(tp, n);
+            let (k, g) = (axis.per_node, n / axis.per_node);
+            let shares = axis.tier_shares();
+            if k == 1 || k >= n {
+                assert_eq!(shares, vec![(axis.tier, 1, 1)], "{tp} {n}");
+                continue;
+            }
+            let frac = |num: u64, den: u64| num as f64 / den as f64;
+            let wire = frac(n - 1, n);
+            let intra = frac(k - 1, k);
+            let inter = frac(g - 1, g) / k as f64;
+            assert!((frac(shares[0].1, shares[0].2) * wire - intra).abs() < 1e-12);
+            assert!((frac(shares[1].1, shares[1].2) * wire - inter).abs() < 1e-12);
+            assert_eq!(shares[0].2, shares[1].2);
+            assert_eq!(shares[0].1 + shares[1].1, shares[0].2);
+        }
+    }
 
     #[test]
     fn tiers_follow_node_boundaries() {
