@@ -306,6 +306,7 @@ fn estimates_agree_with_exact_prices_under_cp() {
     let calib = Calibration::reference().unwrap();
     let kappa = |t: Tier| calib.balance(t).to_f64().unwrap();
     let kappa_hbm = calib.hbm_balance().to_f64().unwrap();
+    let overlap = calib.overlap_saving().to_f64().unwrap();
     let mem = q(80_000_000_000);
     let mut checked = 0;
     for (name, s) in [("llama3-8b", 16384), ("gpt3-125m", 4096)] {
@@ -348,7 +349,7 @@ fn estimates_agree_with_exact_prices_under_cp() {
                     let b = microbatch_bindings(&m, &v, &k);
                     let n = block_numbers(&a, &b, &KernelEfficiency::of(&calib)).unwrap();
                     // Interleaving needs the layers divisible by pp × chunks.
-                    let Ok(est) = estimate(&m, &n, &k, &kappa, kappa_hbm, 8) else {
+                    let Ok(est) = estimate(&m, &n, &k, &kappa, kappa_hbm, overlap, 8) else {
                         continue;
                     };
                     checked += 1;

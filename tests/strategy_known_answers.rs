@@ -338,6 +338,7 @@ fn estimates_agree_with_exact_prices() {
     let calib = Calibration::reference().unwrap();
     let kappa = |t: symshard::strategy::Tier| calib.balance(t).to_f64().unwrap();
     let kappa_hbm = calib.hbm_balance().to_f64().unwrap();
+    let overlap = calib.overlap_saving().to_f64().unwrap();
     let mem = q(80_000_000_000);
     for (name, b, s) in [("gpt2-124m", 64, 1024), ("mixtral-8x7b", 64, 1024)] {
         let (m, mut v) = model(name);
@@ -385,7 +386,7 @@ fn estimates_agree_with_exact_prices() {
                         let a = analyse(&m, &layout);
                         let bind = microbatch_bindings(&m, &v, &k);
                         let n = block_numbers(&a, &bind, &KernelEfficiency::of(&calib)).unwrap();
-                        let est = match estimate(&m, &n, &k, &kappa, kappa_hbm, 8) {
+                        let est = match estimate(&m, &n, &k, &kappa, kappa_hbm, overlap, 8) {
                             Ok(e) => e,
                             Err(_) => continue,
                         };

@@ -331,8 +331,11 @@ class RelativeCost:
 
     ``compute`` is FLOPs and HBM bytes at κ_hbm, a polynomial in the model's symbols;
     ``kernels`` what the kernels take beyond their FLOPs at the matmul plateau (GEMMs below it
-    by their sizes, launches), read from the calibration table's curves. ``total`` is
-    ``compute + kernels + comm_intra + comm_inter + bubble``.
+    by their sizes, launches), read from the calibration table's curves. ``hidden`` is what
+    overlapping the data-parallel traffic (counted in ``comm_intra`` or ``comm_inter``) with
+    compute saves: the gradient reduction under the backward, ZeRO 3's weight gathers under
+    both passes, less the compute throughput a running collective takes. ``total`` is
+    ``compute + kernels + comm_intra + comm_inter + bubble - hidden``.
     """
 
     compute: Number
@@ -340,6 +343,7 @@ class RelativeCost:
     comm_intra: Number
     comm_inter: Number
     bubble: Number
+    hidden: Number
     flop_part: Number
     byte_part: Number
     total: Number
@@ -352,6 +356,7 @@ class RelativeCost:
             "comm_intra",
             "comm_inter",
             "bubble",
+            "hidden",
             "flop_part",
             "byte_part",
             "total",

@@ -78,6 +78,7 @@ class RelativeCost:
     comm_intra: Number
     comm_inter: Number
     bubble: Number
+    hidden: Number
     flop_part: Number
     byte_part: Number
     total: Number

@@ -679,6 +679,17 @@ impl Calibration {
         &self.device.memory_bandwidth.value * self.device.efficiency.memory_bound.max()
     }
 
+    /// The share of an overlapped collective's time that overlapping it with compute saves:
+    /// 1 − `comm_contention` (the share of compute throughput a running collective takes), 1
+    /// where the table gives none.
+    pub fn overlap_saving(&self) -> Rational {
+        let one = Rational::from_integer(1.into());
+        match &self.device.comm_contention {
+            Some(c) => &one - &c.value,
+            None => one,
+        }
+    }
+
     /// Machine balance κ_hbm: FLOP-equivalents one byte of HBM traffic costs.
     pub fn hbm_balance(&self) -> Rational {
         self.achievable_flops() / self.achievable_memory_bandwidth()

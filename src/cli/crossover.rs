@@ -306,7 +306,7 @@ fn print_table(o: &Out) {
             .map(|p| p.from.to_string())
             .collect();
         println!(
-            "piecewise: the costs change formula at {v} = {} (pipeline partition, busiest stage, padding or validity)",
+            "piecewise: the costs change formula at {v} = {} (pipeline partition, busiest stage, what overlap hides, padding or validity)",
             starts.join(", ")
         );
     }

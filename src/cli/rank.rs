@@ -10,7 +10,7 @@ use crate::search::{rank_with_progress, LayoutKind, Layouts, RankOptions, Steer}
 use crate::strategy::{Knobs, Schedule, Tier};
 use crate::sym::Rational;
 use clap::Args;
-use num_traits::ToPrimitive;
+use num_traits::{ToPrimitive, Zero};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -750,6 +750,11 @@ fn print_rows(rows: &[Row]) {
                 pct(&r.relative.comm_intra, t),
                 pct(&r.relative.comm_inter, t),
                 pct(&r.relative.bubble, t),
+                if r.relative.hidden.is_zero() {
+                    "0%".to_string()
+                } else {
+                    format!("−{}", pct(&r.relative.hidden, t))
+                },
                 units::bytes(&r.memory_per_device),
                 r.iteration_seconds
                     .map_or("-".to_string(), |x| format!("{x:.3}")),
@@ -766,7 +771,7 @@ fn print_rows(rows: &[Row]) {
         .collect();
     super::output::print_table(
         "",
-        ">>>>>>><<<><>>>>>>><",
+        ">>>>>>><<<><>>>>>>>><",
         &[
             "rank",
             "dp",
@@ -785,6 +790,7 @@ fn print_rows(rows: &[Row]) {
             "intra",
             "inter",
             "bubble",
+            "hidden",
             "memory",
             "s/step",
             "fits",
@@ -794,7 +800,7 @@ fn print_rows(rows: &[Row]) {
 }
 
 /// The legend of the ranking's columns.
-const RANK_LEGEND: &str = "dp, tp, pp, ep, cp: data-, tensor-, pipeline-, expert- and context-parallel degrees; mbs: micro-batch size (samples per micro-batch and data-parallel rank); sp: sequence parallelism; zero: ZeRO stage; layout: the tensor-parallel layout, `annotated` (the family's tp: marks, Megatron-LM's for the shipped transformers) or `auto` (the per-operator search's, --layouts; its placements in --format json); rel. cost: FLOP-equivalents of the busiest device per step, split into compute (FLOPs, HBM bytes at κ hbm, and what kernels take beyond their FLOPs at the matmul plateau: GEMMs below it by their sizes, launches), intra- and inter-node communication and pipeline bubble; memory: per device; s/step: simulated seconds per step (with --calib)";
+const RANK_LEGEND: &str = "dp, tp, pp, ep, cp: data-, tensor-, pipeline-, expert- and context-parallel degrees; mbs: micro-batch size (samples per micro-batch and data-parallel rank); sp: sequence parallelism; zero: ZeRO stage; layout: the tensor-parallel layout, `annotated` (the family's tp: marks, Megatron-LM's for the shipped transformers) or `auto` (the per-operator search's, --layouts; its placements in --format json); rel. cost: FLOP-equivalents of the busiest device per step, split into compute (FLOPs, HBM bytes at κ hbm, and what kernels take beyond their FLOPs at the matmul plateau: GEMMs below it by their sizes, launches), intra- and inter-node communication and pipeline bubble, less hidden (what overlapping the data-parallel traffic with compute saves: the gradient reduction under the last backward, ZeRO 2's under every backward, ZeRO 3's weight gathers under both passes, less the compute throughput a running collective takes); memory: per device; s/step: simulated seconds per step (with --calib)";
 
 fn print_table(
     out: &Out,

@@ -320,6 +320,7 @@ pub fn run(args: ReportArgs) -> Result<(), Error> {
                 &e.knobs,
                 layer_kinds,
                 !num_traits::Zero::is_zero(&e.relative.kernels),
+                !num_traits::Zero::is_zero(&e.relative.hidden),
             )
         });
         serde_json::json!({

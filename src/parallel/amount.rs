@@ -218,6 +218,24 @@ pub fn dp_traffic_factor<T: Amount>(k: &Knobs) -> T {
     }
 }
 
+/// The part of a stage's data-parallel traffic per step that can run while the device
+/// computes, in all-reduce units of its gradient bytes (as [`dp_traffic_factor`]; see
+/// [`BlockCost::dp_hidden`]): the gradient reduction where it is overlapped
+/// (`--overlap-grad-reduce`, ZeRO 2's every micro-batch), ZeRO 1–2's weight gather with
+/// `--overlap-param-gather`, and ZeRO 3's per-layer weight gathers.
+pub fn dp_overlappable_factor<T: Amount>(k: &Knobs) -> T {
+    let m = k.microbatches.max(1);
+    let f = k.precision.wire_factor();
+    let (grad, gather) = (k.overlap.grad_reduce, k.overlap.param_gather);
+    let when = |on: bool, x: T| if on { x } else { T::zero() };
+    match k.zero {
+        0 => when(grad, T::int(f)),
+        1 => when(grad, T::ratio(f, 2)) + when(gather, T::ratio(f, 2)),
+        2 => when(grad, T::ratio(f * m, 2)) + when(gather, T::ratio(f, 2)),
+        _ => T::int(f * m) + when(grad, T::ratio(f * m, 2)),
+    }
+}
+
 /// Micro-batches whose activations stage `s` holds at once: all of them under GPipe; under
 /// 1F1B as many as the stages from `s` on (at most m); interleaving with `v` chunks adds
 /// (pp − 1)/(pp·v) of that (Narayanan et al. SC'21 §2.2).
@@ -365,6 +383,12 @@ pub struct BlockCost<T> {
     /// Boundary activation bytes (what a pipeline stage ending here sends; not summed by
     /// [`BlockCost::stage`]).
     pub boundary: T,
+    /// The backward pass's part of `compute` (recomputation runs in it).
+    pub backward: T,
+    /// The backward pass's part of `kernel`.
+    pub kernel_backward: T,
+    /// The backward pass's part of `hbm`.
+    pub hbm_backward: T,
 }
 
 /// Machine balance (FLOP-equivalents per byte) of the links of each parallel dimension and of
@@ -383,6 +407,9 @@ pub struct Kappas<T> {
     pub p2p: T,
     /// HBM.
     pub hbm: T,
+    /// The share of an overlapped collective's time that overlapping it with compute saves:
+    /// 1 − the table's `comm_contention`.
+    pub overlap: T,
 }
 
 impl<T> Kappas<T> {
@@ -395,6 +422,7 @@ impl<T> Kappas<T> {
             dp: f(&self.dp),
             p2p: f(&self.p2p),
             hbm: f(&self.hbm),
+            overlap: f(&self.overlap),
         }
     }
 }
@@ -425,9 +453,9 @@ impl<T: Amount> BlockCost<T> {
             _ => (zero(), x.saved.clone(), zero(), zero(), zero()),
         };
         BlockCost {
-            compute: x.forward.clone() + x.backward.clone() + extra,
-            kernel: x.kernel_forward.clone() + x.kernel_backward.clone() + kernel_again,
-            hbm: x.hbm.clone() + extra_hbm,
+            compute: x.forward.clone() + x.backward.clone() + extra.clone(),
+            kernel: x.kernel_forward.clone() + x.kernel_backward.clone() + kernel_again.clone(),
+            hbm: x.hbm.clone() + extra_hbm.clone(),
             tp_bytes: x.tp_bytes.clone(),
             tp_grad: x.tp_grad.clone(),
             dp_grad: e.dp_grad,
@@ -438,6 +466,9 @@ impl<T: Amount> BlockCost<T> {
             // Forward sends the ring once, backward twice, recomputation once more.
             cp_bytes: T::int(3) * x.ring_forward.clone() + ring_again,
             boundary: x.boundary.clone(),
+            backward: x.backward.clone() + extra,
+            kernel_backward: x.kernel_backward.clone() + kernel_again,
+            hbm_backward: x.hbm.clone() - x.hbm_forward.clone() + extra_hbm,
         }
     }
 
@@ -459,6 +490,9 @@ impl<T: Amount> BlockCost<T> {
             add(&mut s.params_expert, &c.params_expert);
             add(&mut s.ep_bytes, &c.ep_bytes);
             add(&mut s.cp_bytes, &c.cp_bytes);
+            add(&mut s.backward, &c.backward);
+            add(&mut s.kernel_backward, &c.kernel_backward);
+            add(&mut s.hbm_backward, &c.hbm_backward);
         }
         s
     }
@@ -516,6 +550,58 @@ impl<T: Amount> BlockCost<T> {
             + kap.tp.clone() * self.tp_traffic(m)
             + kap.ep.clone() * self.ep_bytes.clone() * m.clone()
             + kap.cp.clone() * self.cp_bytes.clone() * m.clone()
+    }
+
+    /// FLOP-equivalents of one micro-batch's backward pass through these summed costs
+    /// (recomputation included): FLOPs, what their kernels take beyond them, HBM bytes at κ_hbm.
+    pub fn backward_time(&self, kap: &Kappas<T>) -> T {
+        self.backward.clone()
+            + self.kernel_backward.clone()
+            + kap.hbm.clone() * self.hbm_backward.clone()
+    }
+
+    /// The same for one micro-batch's forward pass.
+    pub fn forward_time(&self, kap: &Kappas<T>) -> T {
+        (self.compute.clone() - self.backward.clone())
+            + (self.kernel.clone() - self.kernel_backward.clone())
+            + kap.hbm.clone() * (self.hbm.clone() - self.hbm_backward.clone())
+    }
+
+    /// FLOP-equivalents that overlapping saves of a stage's data-parallel traffic per step
+    /// ([`Self::dp_traffic`] at κ_dp), for `m` micro-batches: the smaller of the traffic that
+    /// can run while the device computes and the compute it can run under, times the share of
+    /// an overlapped collective's time that overlapping saves (`kap.overlap`: 1 − the table's
+    /// `comm_contention`, the share of compute throughput a running collective takes, by which
+    /// the timeline slows the compute it overlaps). As Megatron-LM's and PyTorch's data
+    /// parallelism run it (and the timeline times it):
+    ///
+    /// * ZeRO 0–1: the gradients are reduced bucket by bucket during the last micro-batch's
+    ///   backward (`--overlap-grad-reduce`; PyTorch DDP's buckets): the all-reduce (ZeRO 0) or
+    ///   reduce-scatter (ZeRO 1) against one micro-batch's backward;
+    /// * ZeRO 2: each micro-batch's gradients are reduce-scattered during its own backward:
+    ///   m reduce-scatters against m backwards;
+    /// * ZeRO 3: every layer's weights are gathered ahead of its forward and backward, and its
+    ///   gradients reduce-scattered during the backward: all of it against m forwards and
+    ///   backwards;
+    /// * ZeRO 1–2's weight all-gather after the optimizer step runs under the next step's first
+    ///   forward with `--overlap-param-gather`, and exposed without.
+    ///
+    /// Without `--overlap-grad-reduce` the gradient reductions run after the backward, exposed.
+    /// A pipeline stage other than the first can also hide its reduction in the drain of the
+    /// pipeline (the timeline launches it there); that is not credited, so this may credit
+    /// less than the timeline hides, never more than the compute it names. Not a polynomial:
+    /// the smaller of two.
+    pub fn dp_hidden(&self, m: &T, kap: &Kappas<T>, k: &Knobs) -> T {
+        let run = kap.dp.clone() * self.dp_grad.clone() * dp_overlappable_factor(k);
+        let (f, b) = (self.forward_time(kap), self.backward_time(kap));
+        let when = |on: bool, x: T| if on { x } else { T::zero() };
+        let window = match k.zero {
+            0 | 1 => b + when(k.zero == 1 && k.overlap.param_gather, f),
+            2 => b * m.clone() + when(k.overlap.param_gather, f),
+            _ => (f + b) * m.clone(),
+        };
+        let hidden = if run < window { run } else { window };
+        hidden * kap.overlap.clone()
     }
 
     /// Tensor-parallel bytes of a stage for `m` micro-batches: per-micro-batch collectives and
@@ -614,7 +700,7 @@ mod tests {
             };
             let exact = BlockCost::of(&x, ev, layer, recompute);
             let rough = BlockCost::of(&x.map(float), evf, layer, recompute);
-            let kap = Kappas { tp: q(7, 2), ep: q(5, 1), cp: q(3, 1), dp: q(11, 1), p2p: q(13, 1), hbm: q(1, 3) };
+            let kap = Kappas { tp: q(7, 2), ep: q(5, 1), cp: q(3, 1), dp: q(11, 1), p2p: q(13, 1), hbm: q(1, 3), overlap: q(4, 5) };
             let kapf = kap.map(float);
             let se = BlockCost::stage(std::slice::from_ref(&exact), &[(0, copies)]);
             let sf = BlockCost::stage(std::slice::from_ref(&rough), &[(0, copies)]);
@@ -625,6 +711,10 @@ mod tests {
             };
             close(&se.time(&Rational::int(m), &kap, &k), sf.time(&(m as f64), &kapf, &k))?;
             close(&se.dp_traffic(&k), sf.dp_traffic(&k))?;
+            close(
+                &se.dp_hidden(&Rational::int(m), &kap, &k),
+                sf.dp_hidden(&(m as f64), &kapf, &k),
+            )?;
             for (a, b) in se.state(&k).iter().zip(sf.state(&k)) {
                 close(a, b)?;
             }
@@ -632,6 +722,69 @@ mod tests {
                 close(&se.activations(&k, 1, s, &q(5, 1)), sf.activations(&k, 1, s, &5.0))?;
             }
         }
+    }
+
+    /// What overlapping saves: the smaller of the overlappable data-parallel traffic (at κ_dp)
+    /// and the compute it runs under, times 1 − the contention share; nothing where the
+    /// reduction is not overlapped.
+    #[test]
+    fn overlap_saves_the_smaller_of_the_traffic_and_the_compute_under_it() {
+        let q = |n: u64, d: u64| Rational::ratio(n, d);
+        let kap = Kappas {
+            tp: q(1, 1),
+            ep: q(1, 1),
+            cp: q(1, 1),
+            dp: q(10, 1),
+            p2p: q(1, 1),
+            hbm: q(2, 1),
+            overlap: q(4, 5),
+        };
+        // Backward: 300 FLOPs, 20 FLOP-equivalents of kernels, 40 HBM bytes (at κ_hbm 2):
+        // 400; forward: 100 + 10 + 2 · 20 = 150. Gradients: 30 wire bytes a step, 300 at κ_dp.
+        let c = BlockCost {
+            compute: q(400, 1),
+            backward: q(300, 1),
+            kernel: q(30, 1),
+            kernel_backward: q(20, 1),
+            hbm: q(60, 1),
+            hbm_backward: q(40, 1),
+            dp_grad: q(30, 1),
+            ..BlockCost::default()
+        };
+        assert_eq!(c.backward_time(&kap), q(400, 1));
+        assert_eq!(c.forward_time(&kap), q(150, 1));
+        let m = q(4, 1);
+        let at = |zero: u8, grad: bool, gather: bool| {
+            let mut k = Knobs::data_parallel(8);
+            k.zero = zero;
+            k.microbatches = 4;
+            k.overlap.grad_reduce = grad;
+            k.overlap.param_gather = gather;
+            c.dp_hidden(&m, &kap, &k)
+        };
+        let saved = |x: u64| q(4, 5) * q(x, 1);
+        // ZeRO 0: the all-reduce (300) under one backward (400).
+        assert_eq!(at(0, true, false), saved(300));
+        assert_eq!(at(0, false, false), q(0, 1));
+        // ZeRO 1: the reduce-scatter (150); the weight gather (150) too under the next forward
+        // with --overlap-param-gather.
+        assert_eq!(at(1, true, false), saved(150));
+        assert_eq!(at(1, true, true), saved(300));
+        // ZeRO 2: four reduce-scatters (600) under four backwards (1600).
+        assert_eq!(at(2, true, false), saved(600));
+        // ZeRO 3: 4 · (300 + 150) = 1800 of gathers and reduce-scatters under four forwards
+        // and backwards (2200); without overlapped reductions the gathers alone (1200).
+        assert_eq!(at(3, true, false), saved(1800));
+        assert_eq!(at(3, false, false), saved(1200));
+        // A backward shorter than the reduction hides only itself.
+        let short = BlockCost {
+            backward: q(100, 1),
+            compute: q(200, 1),
+            ..c.clone()
+        };
+        let mut k = Knobs::data_parallel(8);
+        k.microbatches = 4;
+        assert_eq!(short.dp_hidden(&m, &kap, &k), saved(100 + 20 + 80));
     }
 
     /// ZeRO-3 gathers the weights before each forward and backward of every micro-batch and

@@ -461,13 +461,19 @@ pub struct RelativeCost {
     /// Idle pipeline time, in FLOP-equivalents.
     #[serde(serialize_with = "crate::sym::ser_rational")]
     pub bubble: Rational,
+    /// The part of the data-parallel traffic (counted in `comm_intra` or `comm_inter`) that
+    /// runs while the device computes: gradient reductions under the backward, ZeRO 3's weight
+    /// gathers under both passes ([`super::amount::BlockCost::dp_hidden`]). Subtracted from
+    /// the total. The smaller of two polynomials, so a polynomial only piecewise.
+    #[serde(serialize_with = "crate::sym::ser_rational")]
+    pub hidden: Rational,
     /// The part of `total` that is FLOPs (compute and its share of the bubble).
     #[serde(serialize_with = "crate::sym::ser_rational")]
     pub flop_part: Rational,
     /// The part of `total` that is κ × bytes (scales with the machine balance).
     #[serde(serialize_with = "crate::sym::ser_rational")]
     pub byte_part: Rational,
-    /// The sum.
+    /// compute + kernels + comm_intra + comm_inter + bubble − hidden.
     #[serde(serialize_with = "crate::sym::ser_rational")]
     pub total: Rational,
 }
@@ -1043,7 +1049,8 @@ pub fn pipeline_stage_counts(
 ) -> Result<Vec<Vec<(usize, u64)>>, StrategyError> {
     let mesh = Mesh::of(k, gpus_per_node);
     let layer_block = layer_blocks(model);
-    let kap = mesh_kappas(&mesh, k, kappa, kappa_hbm);
+    // The partition balances per-micro-batch time, in which no overlap is credited.
+    let kap = mesh_kappas(&mesh, k, kappa, kappa_hbm, 1.0);
     Ok(plan_pipeline(numbers, &layer_block, k, &kap)?.stage_counts())
 }
 
@@ -1054,6 +1061,7 @@ fn mesh_kappas<T: Amount>(
     k: &Knobs,
     kappa: impl Fn(Tier) -> T,
     kappa_hbm: T,
+    overlap: T,
 ) -> Kappas<T> {
     Kappas {
         tp: axis_kappa(mesh.axis(AxisKind::Tp), &kappa),
@@ -1062,6 +1070,7 @@ fn mesh_kappas<T: Amount>(
         dp: axis_kappa(&mesh.grad_axis(), &kappa),
         p2p: kappa(mesh.p2p_tier()),
         hbm: kappa_hbm,
+        overlap,
     }
 }
 
@@ -1131,6 +1140,7 @@ fn group_parts(plan: &Plan, group: &StageGroup, k: &Knobs, kap: &Kappas<f64>) ->
         compute: c.compute_time(&mf, kap, k),
         time: c.time(&mf, kap, k),
         dp: c.dp_traffic(k),
+        hidden: c.dp_hidden(&mf, kap, k),
         state: c.state(k).iter().sum(),
         cost: c,
     }
@@ -1168,7 +1178,7 @@ fn rough_each(
         };
         current = Some((gi, parts));
         let p2p = stage_boundary(plan, k, layer_block, s, |b| numbers[b].approx.boundary);
-        let full = parts.time + kap.dp * parts.dp + kap.p2p * p2p * mf;
+        let full = parts.time + kap.dp * parts.dp - parts.hidden + kap.p2p * p2p * mf;
         let mem = parts.state + parts.cost.activations(k, plan.v, s, &full_recompute);
         visit(RoughStage {
             compute: parts.compute,
@@ -1211,6 +1221,8 @@ struct StageParts {
     compute: f64,
     time: f64,
     dp: f64,
+    /// The part of `dp` at κ_dp that runs under compute ([`BlockCost::dp_hidden`]).
+    hidden: f64,
     state: f64,
     cost: BlockCost<f64>,
 }
@@ -1236,6 +1248,7 @@ pub fn estimate(
     k: &Knobs,
     kappa: &dyn Fn(Tier) -> f64,
     kappa_hbm: f64,
+    overlap: f64,
     gpus_per_node: u64,
 ) -> Result<Estimate, StrategyError> {
     estimate_variants(
@@ -1244,6 +1257,7 @@ pub fn estimate(
         std::slice::from_ref(k),
         kappa,
         kappa_hbm,
+        overlap,
         gpus_per_node,
     )
     .pop()
@@ -1260,6 +1274,7 @@ pub fn estimate_variants(
     ks: &[Knobs],
     kappa: &dyn Fn(Tier) -> f64,
     kappa_hbm: f64,
+    overlap: f64,
     gpus_per_node: u64,
 ) -> Vec<Result<Estimate, StrategyError>> {
     let layer_block = layer_blocks(model);
@@ -1273,7 +1288,7 @@ pub fn estimate_variants(
     // The links' balances of each mesh, and each plan's group parts per ZeRO stage (the same
     // for every schedule and chunk count): computed once, shared by the strategies.
     type MeshKey = (u64, u64, u64, u64, u64);
-    type PartsKey = (usize, u8, u64, MeshKey);
+    type PartsKey = (usize, u8, u64, MeshKey, [bool; 2]);
     let mut kaps: Vec<(MeshKey, Kappas<f64>)> = Vec::new();
     let mut shared: Vec<(PartsKey, Vec<StageParts>)> = Vec::new();
     ks.iter()
@@ -1282,7 +1297,7 @@ pub fn estimate_variants(
             let kap = match kaps.iter().find(|(x, _)| *x == mesh_key) {
                 Some((_, x)) => x.clone(),
                 None => {
-                    let x = mesh_kappas(&Mesh::of(k, gpus_per_node), k, kappa, kappa_hbm);
+                    let x = mesh_kappas(&Mesh::of(k, gpus_per_node), k, kappa, kappa_hbm, overlap);
                     kaps.push((mesh_key, x.clone()));
                     x
                 }
@@ -1312,7 +1327,8 @@ pub fn estimate_variants(
                 });
             }
             plan.v = v;
-            let parts_key = (at, k.zero, k.microbatches, mesh_key);
+            let overlap = [k.overlap.grad_reduce, k.overlap.param_gather];
+            let parts_key = (at, k.zero, k.microbatches, mesh_key, overlap);
             let parts = match shared.iter().position(|(x, _)| *x == parts_key) {
                 Some(i) => i,
                 None => {
@@ -1427,7 +1443,13 @@ impl Links {
         let p2p_tier = mesh.p2p_tier();
         let ep_tier = mesh.ep_tier(k.ep);
         Links {
-            kap: mesh_kappas(&mesh, k, |t| calib.balance(t), calib.hbm_balance()),
+            kap: mesh_kappas(
+                &mesh,
+                k,
+                |t| calib.balance(t),
+                calib.hbm_balance(),
+                calib.overlap_saving(),
+            ),
             tiers: [calib.balance(Tier::Intra), calib.balance(Tier::Inter)],
             mesh,
             tp_tier,
@@ -1490,6 +1512,9 @@ struct PricedStage {
     time: Rational,
     /// Its bytes per dimension.
     traffic: Traffic,
+    /// The FLOP-equivalents of its data-parallel traffic that run under its compute
+    /// ([`BlockCost::dp_hidden`]).
+    hidden: Rational,
 }
 
 /// What pricing the stages of one strategy exactly needs.
@@ -1570,6 +1595,7 @@ impl StagePricer<'_> {
             .map(|(b, c)| (self.a.blocks[*b].name.clone(), *c))
             .collect();
         PricedStage {
+            hidden: c.dp_hidden(m, kap, self.k),
             stage: Stage {
                 stage: s as u64,
                 items,
@@ -1650,7 +1676,9 @@ fn relative_cost(
 ) -> Result<Busiest, StrategyError> {
     let full: Vec<Rational> = priced
         .iter()
-        .map(|p| &p.time + &links.kap.dp * &p.traffic.dp + &links.kap.p2p * &p.traffic.p2p)
+        .map(|p| {
+            &p.time + &links.kap.dp * &p.traffic.dp - &p.hidden + &links.kap.p2p * &p.traffic.p2p
+        })
         .collect();
     let bs = (0..full.len())
         .max_by(|x, y| full[*x].cmp(&full[*y]))
@@ -1665,6 +1693,7 @@ fn relative_cost(
     let mut relative = RelativeCost {
         compute: &busiest.flops + &busiest.hbm_cost,
         kernels: busiest.kernel_cost.clone(),
+        hidden: priced[bs].hidden.clone(),
         bubble,
         ..RelativeCost::default()
     };
@@ -1697,7 +1726,8 @@ fn relative_cost(
         + &relative.kernels
         + &relative.comm_intra
         + &relative.comm_inter
-        + &relative.bubble;
+        + &relative.bubble
+        - &relative.hidden;
     relative.flop_part = &relative.compute
         + &relative.kernels
         + (&slowest.flops + &slowest.hbm_cost + &slowest.kernel_cost) * &bubble_fraction;
@@ -2137,7 +2167,7 @@ mod tests {
             let numbers = block_numbers(&a, &b, &kernels).unwrap();
             let layer_block = layer_blocks(&model);
             // Balances of the order of an H100 node's (any positive values serve the test).
-            let kap = Kappas { tp: 2000.0, ep: 2000.0, cp: 2000.0, dp: 20000.0, p2p: 20000.0, hbm: 300.0 };
+            let kap = Kappas { tp: 2000.0, ep: 2000.0, cp: 2000.0, dp: 20000.0, p2p: 20000.0, hbm: 300.0, overlap: 0.8 };
             let Ok(plan) = plan_pipeline(&numbers, &layer_block, &k, &kap) else {
                 return Ok(());
             };

@@ -77,6 +77,10 @@ const COLLECTIVES: [(&str, RGBColor, RGBColor); 6] = [
 ];
 
 /// Colours of the cost components (the same in the bars and the table).
+/// The legend of the pale top of a bar: the data-parallel traffic that overlapping saves.
+const HIDDEN_LABEL: &str =
+    "pale top: data-parallel traffic hidden under compute (not in the total)";
+
 /// The colour of the relative cost's kernel term in the components chart.
 const KERNELS_COLOUR: RGBColor = RGBColor(0xa0, 0xcb, 0xe8);
 
@@ -261,16 +265,19 @@ fn components_svg(rows: &[Value], parts: &Value) -> Result<String> {
     let legend_height: usize = segs
         .iter()
         .map(|(label, _, _)| 15 * wrap(label, LEGEND_CHARS).len() + 7)
-        .sum();
+        .sum::<usize>()
+        + 15 * wrap(HIDDEN_LABEL, LEGEND_CHARS).len()
+        + 7;
     let height = 400.max(40 + legend_height as u32 + 10);
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (1060, height)).into_drawing_area();
         root.fill(&WHITE).map_err(chart_err)?;
         let (left, right) = root.split_horizontally(780);
-        let max = rows
-            .iter()
-            .map(|r| float(&r["relative"]["total"]))
+        // The stack of every component; the data-parallel traffic hidden under compute is
+        // marked at its top, and the total lies below it.
+        let max = (0..rows.len())
+            .map(|i| segs.iter().map(|(_, _, v)| v[i]).sum::<f64>())
             .fold(0.0, f64::max)
             .max(1.0);
         let n = rows.len() as f64;
@@ -310,9 +317,45 @@ fn components_svg(rows: &[Value], parts: &Value) -> Result<String> {
                 .collect();
             chart.draw_series(bars).map_err(chart_err)?;
         }
+        let hidden: Vec<f64> = rows
+            .iter()
+            .map(|r| float(&r["relative"]["hidden"]))
+            .map(|x| if x.is_finite() { x } else { 0.0 })
+            .collect();
+        let marked = hidden.iter().any(|h| *h > 0.0);
+        if marked {
+            let overlay: Vec<Rectangle<(f64, f64)>> = hidden
+                .iter()
+                .enumerate()
+                .filter(|(_, h)| **h > 0.0)
+                .map(|(i, h)| {
+                    let x = i as f64 + 1.0;
+                    Rectangle::new(
+                        [(x - 0.35, base[i] - h), (x + 0.35, base[i])],
+                        WHITE.mix(0.65).filled(),
+                    )
+                })
+                .collect();
+            chart.draw_series(overlay).map_err(chart_err)?;
+        }
         // The legend, top of the stack first, beside the chart; long labels wrap to its width.
         let font = ("sans-serif", 12).into_font().color(&BLACK);
         let mut y = 40;
+        if marked {
+            right
+                .draw(&Rectangle::new(
+                    [(6, y), (20, y + 14)],
+                    BLACK.stroke_width(1),
+                ))
+                .map_err(chart_err)?;
+            for line in wrap(HIDDEN_LABEL, LEGEND_CHARS) {
+                right
+                    .draw(&Text::new(line, (26, y + 1), font.clone()))
+                    .map_err(chart_err)?;
+                y += 15;
+            }
+            y += 7;
+        }
         for (label, colour, _) in segs.iter().rev() {
             right
                 .draw(&Rectangle::new([(6, y), (20, y + 14)], colour.filled()))
@@ -573,6 +616,7 @@ fn ranking_table(rows: &[Value], seconds: bool) -> String {
         "intra-node",
         "inter-node",
         "bubble",
+        "hidden",
         "memory",
         "s / step",
         "fits",
@@ -602,7 +646,7 @@ fn ranking_table(rows: &[Value], seconds: bool) -> String {
         } else {
             format!("no: {}", text(&r["reason"]))
         };
-        let cells: [(String, String); 20] = [
+        let cells: [(String, String); 21] = [
             (text(&r["rank"]), text(&r["rank"])),
             (text(&r["dp"]), text(&r["dp"])),
             (text(&r["tp"]), text(&r["tp"])),
@@ -644,6 +688,10 @@ fn ranking_table(rows: &[Value], seconds: bool) -> String {
                 pct(&rel["bubble"], total),
             ),
             (
+                float(&rel["hidden"]).to_string(),
+                format!("−{}", pct(&rel["hidden"], total)),
+            ),
+            (
                 float(&r["memory_per_device"]).to_string(),
                 format!(
                     "<span title=\"{} bytes\">{}</span>",
@@ -662,8 +710,8 @@ fn ranking_table(rows: &[Value], seconds: bool) -> String {
         ];
         h.push_str("<tr>");
         for (i, (key, shown)) in cells.iter().enumerate() {
-            // Cells 12…17 and 19 already hold markup built from escaped text.
-            let shown = if (12..=17).contains(&i) || i == 19 {
+            // Cells 12…18 and 20 already hold markup built from escaped text.
+            let shown = if (12..=18).contains(&i) || i == 20 {
                 shown.clone()
             } else {
                 esc(shown)

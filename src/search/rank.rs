@@ -479,6 +479,7 @@ pub fn rank_with_progress(
     let kappa_intra = calib.balance(Tier::Intra).to_f64().unwrap_or(f64::MAX);
     let kappa_inter = calib.balance(Tier::Inter).to_f64().unwrap_or(f64::MAX);
     let kappa_hbm = calib.hbm_balance().to_f64().unwrap_or(f64::MAX);
+    let overlap = calib.overlap_saving().to_f64().unwrap_or(1.0);
     let kappa = |t: Tier| match t {
         Tier::Intra => kappa_intra,
         Tier::Inter => kappa_inter,
@@ -740,6 +741,7 @@ pub fn rank_with_progress(
             &batch_knobs,
             &kappa,
             kappa_hbm,
+            overlap,
             opts.gpus_per_node,
         );
         for (k, e) in batch_knobs.into_iter().zip(priced) {

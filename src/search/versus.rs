@@ -502,41 +502,60 @@ fn relative_formulas(
     let [intra, inter] = tiers;
     let intra = intra.filter(|p| check(p, &e.relative.comm_intra));
     let inter = inter.filter(|p| check(p, &e.relative.comm_inter));
+    // What overlapping saves, where the traffic (not the compute it runs under) is the
+    // smaller: the overlappable traffic at κ_dp, times 1 − the contention share.
+    let hidden = if e.relative.hidden.is_zero() {
+        Some(Poly::zero())
+    } else {
+        let kappa = crate::parallel::evaluate::axis_kappa(&mesh.grad_axis(), &|t| calib.balance(t));
+        let factor: Rational = crate::parallel::amount::dp_overlappable_factor(k);
+        Some(q(kappa * factor * calib.overlap_saving()) * &t.dp)
+            .filter(|p| check(p, &e.relative.hidden))
+    };
     let bubble = (k.pp == 1)
         .then(Poly::zero)
         .filter(|p| check(p, &e.relative.bubble));
     if compute_ok {
         out.push(("relative cost/compute".into(), compute.clone()));
     }
+    let negative = hidden.as_ref().map(|p| -p);
     for (name, p) in [
         ("intra-node communication", &intra),
         ("inter-node communication", &inter),
         ("bubble", &bubble),
+        (HIDDEN, &negative),
     ] {
         if let Some(p) = p {
             out.push((format!("relative cost/{name}"), p.clone()));
         }
     }
-    if let (true, Some(x), Some(y), Some(z)) = (compute_ok, intra, inter, bubble) {
-        let total = compute + x + y + z;
+    if let (true, Some(x), Some(y), Some(z), Some(h)) = (compute_ok, intra, inter, bubble, negative)
+    {
+        let total = compute + x + y + z + h;
         if check(&total, &e.relative.total) {
             out.push(("relative cost/total".into(), total));
         }
     }
 }
 
+/// The relative-cost row of what overlapping the data-parallel traffic with compute saves
+/// ([`crate::parallel::RelativeCost::hidden`], negative: it is subtracted from the total).
+pub const HIDDEN: &str = "hidden data-parallel traffic";
+
 /// Why a row of [`compare_on`] has no formula, where the reason is structural rather than a
 /// formula that failed its check: the pipeline bubble (and the total it is part of) is the
 /// slowest stage's time, a maximum over the pipeline partition's stages; full recomputation holds the largest layer's
 /// activations again, a maximum over the kinds of layer.
 /// The relative cost's kernel term (`kernels`: whether it is non-zero) is read from the
-/// table's curves and tiling: it, and the total it is part of, have none either.
+/// table's curves and tiling: it, and the total it is part of, have none either; nor has the
+/// data-parallel traffic hidden under compute (`hidden`: whether it is non-zero), a minimum.
 pub fn structural_gap(
     group: &str,
     name: &str,
     knobs: &Knobs,
     layer_kinds: usize,
     kernels: bool,
+    hidden: bool,
 ) -> Option<&'static str> {
     match (group, name) {
         ("relative cost", "bubble" | "total") if knobs.pp > 1 => Some(
@@ -544,6 +563,9 @@ pub fn structural_gap(
         ),
         ("relative cost", "kernels" | "total") if kernels => Some(
             "no formula: the kernel term is each kernel's time read from the calibration table's efficiency curves (interpolated in log size), tiling and launch time, not a polynomial",
+        ),
+        ("relative cost", HIDDEN | "total") if hidden => Some(
+            "no formula: the data-parallel traffic hidden under compute is the smaller of the traffic that can overlap and the compute it runs under (times 1 − the table's contention share), a minimum of two polynomials, not a polynomial",
         ),
         ("memory", "activations" | "total")
             if knobs.recompute == Recompute::Full && layer_kinds > 1 =>
@@ -669,6 +691,8 @@ fn compare_with(
         &rb.comm_inter,
     );
     push("relative cost", "bubble", &ra.bubble, &rb.bubble);
+    // What overlapping saves, as the negative part of the total it is.
+    push("relative cost", HIDDEN, &-&ra.hidden, &-&rb.hidden);
     push("relative cost", "total", &ra.total, &rb.total);
     let (ma, mb) = (&ea.memory, &eb.memory);
     push("memory", "weights", &ma.params, &mb.params);
@@ -1007,7 +1031,8 @@ impl<E: fmt::Display> Sides<'_, '_, E> {
 /// cannot run.
 ///
 /// Method. A strategy's cost is a Laurent polynomial in the symbol only piecewise: the pipeline
-/// partition, the busiest stage and a padded vocabulary change with it. So the grid is cut into
+/// partition, the busiest stage, a padded vocabulary and whether the data-parallel traffic or the
+/// compute it hides under is the smaller change with it. So the grid is cut into
 /// pieces: on each, both costs are fitted exactly (Newton interpolation over rationals, exponents
 /// `emin ..= emax`, see [`exponent_range`]) through evenly spread exact evaluations, and the fit
 /// is accepted only if it reproduces three further evaluations inside the piece; otherwise the
