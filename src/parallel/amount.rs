@@ -592,6 +592,12 @@ impl<T: Amount> BlockCost<T> {
     /// less than the timeline hides, never more than the compute it names. Not a polynomial:
     /// the smaller of two.
     pub fn dp_hidden(&self, m: &T, kap: &Kappas<T>, k: &Knobs) -> T {
+        self.dp_hidden_bound(m, kap, k).0
+    }
+
+    /// [`Self::dp_hidden`], and whether the compute the traffic runs under (not the traffic)
+    /// is the smaller: then what overlap saves does not scale with the links' κ.
+    pub fn dp_hidden_bound(&self, m: &T, kap: &Kappas<T>, k: &Knobs) -> (T, bool) {
         let run = kap.dp.clone() * self.dp_grad.clone() * dp_overlappable_factor(k);
         let (f, b) = (self.forward_time(kap), self.backward_time(kap));
         let when = |on: bool, x: T| if on { x } else { T::zero() };
@@ -600,8 +606,9 @@ impl<T: Amount> BlockCost<T> {
             2 => b * m.clone() + when(k.overlap.param_gather, f),
             _ => (f + b) * m.clone(),
         };
-        let hidden = if run < window { run } else { window };
-        hidden * kap.overlap.clone()
+        let by_compute = window < run;
+        let hidden = if by_compute { window } else { run };
+        (hidden * kap.overlap.clone(), by_compute)
     }
 
     /// Tensor-parallel bytes of a stage for `m` micro-batches: per-micro-batch collectives and

@@ -467,7 +467,8 @@ pub struct RelativeCost {
     /// the total. The smaller of two polynomials, so a polynomial only piecewise.
     #[serde(serialize_with = "crate::sym::ser_rational")]
     pub hidden: Rational,
-    /// The part of `total` that is FLOPs (compute and its share of the bubble).
+    /// The part of `total` that is FLOPs (compute and its share of the bubble, less `hidden`
+    /// where the compute it runs under, not the traffic, bounds it).
     #[serde(serialize_with = "crate::sym::ser_rational")]
     pub flop_part: Rational,
     /// The part of `total` that is κ × bytes (scales with the machine balance).
@@ -1136,11 +1137,13 @@ fn full_layer_saved<T: Amount>(
 fn group_parts(plan: &Plan, group: &StageGroup, k: &Knobs, kap: &Kappas<f64>) -> StageParts {
     let mf = k.microbatches as f64;
     let c = BlockCost::stage(&plan.cf, &group.counts);
+    let hidden = c.dp_hidden_bound(&mf, kap, k);
     StageParts {
         compute: c.compute_time(&mf, kap, k),
         time: c.time(&mf, kap, k),
         dp: c.dp_traffic(k),
-        hidden: c.dp_hidden(&mf, kap, k),
+        hidden: hidden.0,
+        hidden_by_compute: hidden.1,
         state: c.state(k).iter().sum(),
         cost: c,
     }
@@ -1182,6 +1185,11 @@ fn rough_each(
         let mem = parts.state + parts.cost.activations(k, plan.v, s, &full_recompute);
         visit(RoughStage {
             compute: parts.compute,
+            hidden_flops: if parts.hidden_by_compute {
+                parts.hidden
+            } else {
+                0.0
+            },
             time: parts.time,
             full,
             memory: mem,
@@ -1205,6 +1213,8 @@ fn interleaved_boundary(counts: &[(usize, u64)], layer_block: &[bool], v: u64) -
 struct RoughStage {
     /// Its compute per step (FLOPs and HBM bytes at κ_hbm).
     compute: f64,
+    /// What overlap saves where the compute, not the traffic, bounds it (a FLOP part).
+    hidden_flops: f64,
     /// What it runs per step apart from its gradient reduction and pipeline sends.
     time: f64,
     /// The same with them.
@@ -1223,6 +1233,8 @@ struct StageParts {
     dp: f64,
     /// The part of `dp` at κ_dp that runs under compute ([`BlockCost::dp_hidden`]).
     hidden: f64,
+    /// Whether the compute it runs under, not the traffic, bounds `hidden`.
+    hidden_by_compute: bool,
     state: f64,
     cost: BlockCost<f64>,
 }
@@ -1390,7 +1402,7 @@ fn estimate_planned(
     let mf = k.microbatches as f64;
     let frac = (k.pp - 1) as f64 / (mf * plan.v as f64);
     let total = bs.full + tm.time * frac;
-    let flop_part = bs.compute + tm.compute * frac;
+    let flop_part = bs.compute - bs.hidden_flops + tm.compute * frac;
     Estimate {
         total,
         flop_part,
@@ -1515,6 +1527,8 @@ struct PricedStage {
     /// The FLOP-equivalents of its data-parallel traffic that run under its compute
     /// ([`BlockCost::dp_hidden`]).
     hidden: Rational,
+    /// Whether the compute it runs under, not the traffic, bounds `hidden`.
+    hidden_by_compute: bool,
 }
 
 /// What pricing the stages of one strategy exactly needs.
@@ -1594,8 +1608,10 @@ impl StagePricer<'_> {
             .iter()
             .map(|(b, c)| (self.a.blocks[*b].name.clone(), *c))
             .collect();
+        let (hidden, hidden_by_compute) = c.dp_hidden_bound(m, kap, self.k);
         PricedStage {
-            hidden: c.dp_hidden(m, kap, self.k),
+            hidden,
+            hidden_by_compute,
             stage: Stage {
                 stage: s as u64,
                 items,
@@ -1731,6 +1747,11 @@ fn relative_cost(
     relative.flop_part = &relative.compute
         + &relative.kernels
         + (&slowest.flops + &slowest.hbm_cost + &slowest.kernel_cost) * &bubble_fraction;
+    // What overlap saves scales with the links' κ where the traffic bounds it, and is a FLOP
+    // part where the compute it runs under does.
+    if priced[bs].hidden_by_compute {
+        relative.flop_part -= &relative.hidden;
+    }
     relative.byte_part = &relative.total - &relative.flop_part;
     Ok(Busiest {
         at: bs,

@@ -1323,7 +1323,8 @@ fn rank_by_seconds(
 }
 
 /// The interval of λ ≥ 0 (every κ scaled by λ) over which the first strategy stays cheapest:
-/// cost_i(λ) = flop_i + λ·byte_i. The others are compared through their floating-point
+/// cost_i(λ) = flop_i + λ·byte_i (what overlap hides is linear in λ only while the same side of
+/// its minimum binds, so near a switch the bounds are as good as that line). The others are compared through their floating-point
 /// estimates, so the bounds are as precise as those; a strategy whose line is the top's to
 /// within that precision (the same costs, reached with knobs that do not matter) ties at every
 /// λ and bounds nothing.
