@@ -427,9 +427,22 @@ pub fn print_comparison(c: &Comparison) {
     println!();
     let list = |v: &[Part]| {
         v.iter()
+            .filter(|p| p.part != versus::HIDDEN)
             .map(|p| format!("{} ({})", p.part, units::flops(&p.amount)))
             .collect::<Vec<_>>()
             .join(", ")
+    };
+    // What overlap hides is a negative part: spending less on it is hiding more.
+    let hides = |v: &[Part], how: &str| {
+        v.iter()
+            .find(|p| p.part == versus::HIDDEN)
+            .map(|p| {
+                format!(
+                    "; it hides {how} data-parallel traffic under compute ({})",
+                    units::flops(&p.amount)
+                )
+            })
+            .unwrap_or_default()
     };
     if let (Some(sa), Some(sb)) = (&c.a.seconds, &c.b.seconds) {
         let (x, y) = (sa.iteration_seconds, sb.iteration_seconds);
@@ -451,24 +464,27 @@ pub fn print_comparison(c: &Comparison) {
                 .map(|r| r.difference.abs())
                 .unwrap_or_default();
             let fits = if w == "A" { c.a.fits } else { c.b.fits };
+            let (wins, loses) = (list(&c.wins_on), list(&c.loses_on));
             println!(
-                "{w} is cheaper by {} of relative cost (FLOP-equivalents){}: it spends less on {}{}",
+                "{w} is cheaper by {} of relative cost (FLOP-equivalents){}: it spends less on {}{}{}{}",
                 units::flops(&total),
                 if fits {
                     ""
                 } else {
                     ", but does not fit in memory"
                 },
-                if c.wins_on.is_empty() {
+                if wins.is_empty() {
                     "nothing".to_string()
                 } else {
-                    list(&c.wins_on)
+                    wins
                 },
-                if c.loses_on.is_empty() {
+                if loses.is_empty() {
                     String::new()
                 } else {
-                    format!("; more on {}", list(&c.loses_on))
-                }
+                    format!("; more on {loses}")
+                },
+                hides(&c.wins_on, "more"),
+                hides(&c.loses_on, "less"),
             );
         }
     }

@@ -341,24 +341,10 @@ fn components_svg(rows: &[Value], parts: &Value) -> Result<String> {
         // The legend, top of the stack first, beside the chart; long labels wrap to its width.
         let font = ("sans-serif", 12).into_font().color(&BLACK);
         let mut y = 40;
-        if marked {
+        // One entry: its swatch, then its label wrapped, from `y` down.
+        let mut entry = |swatch: ShapeStyle, label: &str| -> Result<()> {
             right
-                .draw(&Rectangle::new(
-                    [(6, y), (20, y + 14)],
-                    BLACK.stroke_width(1),
-                ))
-                .map_err(chart_err)?;
-            for line in wrap(HIDDEN_LABEL, LEGEND_CHARS) {
-                right
-                    .draw(&Text::new(line, (26, y + 1), font.clone()))
-                    .map_err(chart_err)?;
-                y += 15;
-            }
-            y += 7;
-        }
-        for (label, colour, _) in segs.iter().rev() {
-            right
-                .draw(&Rectangle::new([(6, y), (20, y + 14)], colour.filled()))
+                .draw(&Rectangle::new([(6, y), (20, y + 14)], swatch))
                 .map_err(chart_err)?;
             for line in wrap(label, LEGEND_CHARS) {
                 right
@@ -367,6 +353,13 @@ fn components_svg(rows: &[Value], parts: &Value) -> Result<String> {
                 y += 15;
             }
             y += 7;
+            Ok(())
+        };
+        if marked {
+            entry(BLACK.stroke_width(1), HIDDEN_LABEL)?;
+        }
+        for (label, colour, _) in segs.iter().rev() {
+            entry(colour.filled(), label)?;
         }
         root.present().map_err(chart_err)?;
     }
