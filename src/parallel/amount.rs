@@ -114,6 +114,10 @@ pub fn grad_accumulation<T: Amount>(params: T, k: &Knobs) -> T {
 /// `MixedPrecision(reduce_dtype=float32)` does.
 pub const MAIN_GRAD_BYTES: u64 = 4;
 
+/// Bytes per element of the fp32 master weights the bf16 recipe's optimizer updates and copies
+/// into the bf16 model weights.
+const MASTER_WEIGHT_BYTES: u64 = 4;
+
 /// HBM bytes of each memory-bound kernel of the optimizer step over `params` parameter
 /// elements held by one device, in order (Megatron-LM's mixed-precision optimizer step,
 /// megatron/optimizer/optimizer.py, `MixedPrecisionOptimizer.step`), each over the local shard
@@ -142,7 +146,7 @@ pub fn optimizer_traffic<T: Amount>(params: T, k: &Knobs) -> Vec<T> {
         params * grad,
     ];
     if k.precision == Precision::Bf16 {
-        kernels.push(shard * T::int(4 + WEIGHT_BYTES as u64));
+        kernels.push(shard * T::int(MASTER_WEIGHT_BYTES + WEIGHT_BYTES as u64));
     }
     kernels
 }

@@ -56,19 +56,10 @@ pub fn comm_by_kind(e: &Evaluation, calib: &Calibration) -> Vec<CommPart> {
         // Gradient reductions and tensor-parallel collectives run as rings, hierarchical where
         // their group spans nodes: their bytes split over the tiers as the evaluation prices
         // them.
-        let axis = match c.axis {
-            AxisKind::Dp => Some(e.mesh.grad_axis()),
-            AxisKind::Tp => Some(e.mesh.axis(AxisKind::Tp).clone()),
-            _ => None,
-        };
-        match axis {
+        match e.mesh.ring_axis(c.axis) {
             Some(axis) => {
-                for (tier, num, den) in axis.tier_shares() {
-                    add(
-                        c.collective,
-                        tier,
-                        &bytes * Rational::new(num.into(), den.into()),
-                    );
+                for (tier, share) in axis.tier_fractions() {
+                    add(c.collective, tier, &bytes * share);
                 }
             }
             None => add(c.collective, c.tier, bytes),

@@ -1719,15 +1719,10 @@ fn relative_cost(
     };
     // Gradient reductions and tensor-parallel collectives are rings, hierarchical where their
     // group spans nodes: their bytes split over the tiers.
-    for (bytes, axis) in [
-        (&t.dp, links.mesh.grad_axis()),
-        (&t.tp, links.mesh.axis(AxisKind::Tp).clone()),
-    ] {
-        for (tier, num, den) in axis.tier_shares() {
-            add(
-                tier,
-                links.tier_kappa(tier) * bytes * Rational::new(num.into(), den.into()),
-            );
+    for (bytes, kind) in [(&t.dp, AxisKind::Dp), (&t.tp, AxisKind::Tp)] {
+        let axis = links.mesh.ring_axis(kind).expect("dp and tp run rings");
+        for (tier, share) in axis.tier_fractions() {
+            add(tier, links.tier_kappa(tier) * bytes * share);
         }
     }
     for (bytes, tier, kappa) in [

@@ -261,13 +261,19 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
 /// kind, and pipeline bubble, with a legend entry for every colour.
 fn components_svg(rows: &[Value], parts: &Value) -> Result<String> {
     let segs = segments(rows, parts);
+    let hidden: Vec<f64> = rows
+        .iter()
+        .map(|r| float(&r["relative"]["hidden"]))
+        .map(|x| if x.is_finite() { x } else { 0.0 })
+        .collect();
+    let marked = hidden.iter().any(|h| *h > 0.0);
     // Tall enough for the legend: 15 px a line and 7 px between entries, from 40 px down.
     let legend_height: usize = segs
         .iter()
-        .map(|(label, _, _)| 15 * wrap(label, LEGEND_CHARS).len() + 7)
-        .sum::<usize>()
-        + 15 * wrap(HIDDEN_LABEL, LEGEND_CHARS).len()
-        + 7;
+        .map(|(label, _, _)| label.as_str())
+        .chain(marked.then_some(HIDDEN_LABEL))
+        .map(|label| 15 * wrap(label, LEGEND_CHARS).len() + 7)
+        .sum();
     let height = 400.max(40 + legend_height as u32 + 10);
     let mut svg = String::new();
     {
@@ -317,12 +323,6 @@ fn components_svg(rows: &[Value], parts: &Value) -> Result<String> {
                 .collect();
             chart.draw_series(bars).map_err(chart_err)?;
         }
-        let hidden: Vec<f64> = rows
-            .iter()
-            .map(|r| float(&r["relative"]["hidden"]))
-            .map(|x| if x.is_finite() { x } else { 0.0 })
-            .collect();
-        let marked = hidden.iter().any(|h| *h > 0.0);
         if marked {
             let overlay: Vec<Rectangle<(f64, f64)>> = hidden
                 .iter()

@@ -474,18 +474,22 @@ fn relative_formulas(
     // Tensor-parallel collectives and gradient reductions as hierarchical rings where their
     // group spans nodes (their bytes split over both tiers), the context-parallel ring on the
     // tier it crosses.
-    let cp_axis = mesh.cp_axis();
+    let ring = |kind: AxisKind| {
+        mesh.ring_axis(kind)
+            .expect("dp and tp run rings")
+            .tier_fractions()
+    };
     let links = [
-        (t.tp.clone(), mesh.axis(AxisKind::Tp).tier_shares()),
-        (dp, mesh.grad_axis().tier_shares()),
-        (t.cp.clone(), vec![(cp_axis.tier, 1, 1)]),
+        (t.tp.clone(), ring(AxisKind::Tp)),
+        (dp, ring(AxisKind::Dp)),
+        (t.cp.clone(), vec![(mesh.cp_axis().tier, Rational::one())]),
     ];
     let mut tiers = [Some(Poly::zero()), Some(Poly::zero())];
     let at = |tier: Tier| usize::from(tier == Tier::Inter);
     for (bytes, shares) in links {
-        for (tier, num, den) in shares {
+        for (tier, share) in shares {
             if let Some(sum) = &mut tiers[at(tier)] {
-                *sum += q(calib.balance(tier) * Rational::new(num.into(), den.into())) * &bytes;
+                *sum += q(calib.balance(tier) * share) * &bytes;
             }
         }
     }

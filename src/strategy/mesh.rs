@@ -93,6 +93,14 @@ impl MeshAxis {
             (Tier::Inter, g - 1, n - 1),
         ]
     }
+
+    /// [`Self::tier_shares`] as exact fractions.
+    pub fn tier_fractions(&self) -> Vec<(Tier, crate::sym::Rational)> {
+        self.tier_shares()
+            .into_iter()
+            .map(|(tier, num, den)| (tier, crate::sym::Rational::new(num.into(), den.into())))
+            .collect()
+    }
 }
 
 /// A device mesh.
@@ -151,6 +159,18 @@ impl Mesh {
                 self.axis(AxisKind::Tp).size,
                 self.gpus_per_node,
             ),
+        }
+    }
+
+    /// The axis whose ring collectives carry a dimension's bytes where the relative cost splits
+    /// them over the tiers ([`MeshAxis::tier_shares`]): the gradient reductions' group for data
+    /// parallelism, the tensor-parallel axis; none for the others (all-to-alls, the
+    /// context-parallel ring and pipeline sends run on the tier they cross).
+    pub fn ring_axis(&self, kind: AxisKind) -> Option<MeshAxis> {
+        match kind {
+            AxisKind::Dp => Some(self.grad_axis()),
+            AxisKind::Tp => Some(self.axis(AxisKind::Tp).clone()),
+            _ => None,
         }
     }
 
