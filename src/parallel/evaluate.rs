@@ -232,6 +232,15 @@ pub fn block_sums(a: &Analysis) -> Vec<BlockSums> {
                     add(&mut s.hbm, &op.io_bytes);
                     add(&mut s.hbm, &op.backward_io_bytes);
                     add(&mut s.hbm_forward, &op.io_bytes);
+                    // A loss's separate fp32 passes and training metrics, as timed.
+                    for p in &op.loss_pass_bytes {
+                        if !p.is_zero() {
+                            add(&mut s.hbm, p);
+                        }
+                    }
+                    if !op.loss_pass_bytes[0].is_zero() {
+                        add(&mut s.hbm_forward, &op.loss_pass_bytes[0]);
+                    }
                     if op.attention_core {
                         add(&mut s.attention_hbm, &op.io_bytes);
                     }
@@ -321,8 +330,14 @@ fn block_of(
                 if op.attention_core {
                     n.exact.attention_hbm += &f;
                 }
+                // A loss's separate fp32 passes and training metrics, as timed.
                 n.exact.hbm += &f + &bw;
                 n.exact.hbm_forward += f;
+                if op.loss_pass_bytes.iter().any(|p| !p.is_zero()) {
+                    let lf = eval(&op.loss_pass_bytes[0], b)?;
+                    n.exact.hbm += eval(&op.loss_pass_bytes[1], b)? + &lf;
+                    n.exact.hbm_forward += lf;
+                }
             }
             n.exact.forward += fwd;
             let recompute = eval(&op.recompute, b)?;
@@ -834,6 +849,7 @@ struct Plan {
 type StagePlace<'a> = (&'a [(usize, u64)], Option<usize>, Option<usize>);
 
 /// Consecutive pipeline stages holding the same block copies.
+#[derive(PartialEq)]
 struct StageGroup {
     /// The first of them.
     first: usize,
@@ -980,6 +996,16 @@ fn plan_pipeline(
             v,
         });
     }
+    if v > 1 {
+        return Ok(interleaved_plan(
+            numbers,
+            layer_block,
+            k.pp as usize,
+            v,
+            layers,
+            cf,
+        ));
+    }
     // Each block copy's time for one micro-batch, what the partition balances: a run of equal
     // times per block (blocks without copies hold no items).
     let (blocks, runs): (Vec<usize>, Vec<(f64, usize)>) = numbers
@@ -1027,6 +1053,77 @@ fn plan_pipeline(
         stages: bounds.len() - 1,
         v,
     })
+}
+
+/// The stages of the interleaved schedule, as Megatron-LM places its model chunks and the
+/// timeline runs them: the `layers` split evenly over the `pp × v` chunks, the blocks before the
+/// first layer (embeddings) on the first chunk and those after the last (the head) on the last;
+/// stage `s` holds chunks `s`, `s + pp`, …. No balancing moves a layer to offset the head or the
+/// embeddings, so the stage that holds them is the busiest.
+fn interleaved_plan(
+    numbers: &[BlockNumbers],
+    layer_block: &[bool],
+    pp: usize,
+    v: u64,
+    layers: u64,
+    cf: Vec<BlockCost<f64>>,
+) -> Plan {
+    Plan {
+        cf,
+        groups: interleaved_groups(numbers, layer_block, pp, v, layers),
+        stages: pp,
+        v,
+    }
+}
+
+/// The stages of [`interleaved_plan`], as runs of consecutive stages holding the same copies.
+fn interleaved_groups(
+    numbers: &[BlockNumbers],
+    layer_block: &[bool],
+    pp: usize,
+    v: u64,
+    layers: u64,
+) -> Vec<StageGroup> {
+    let chunks = pp as u64 * v;
+    let per = layers / chunks;
+    let mut held = vec![vec![0u64; numbers.len()]; pp];
+    let mut seen = 0u64;
+    for (b, n) in numbers.iter().enumerate() {
+        if layer_block[b] {
+            let mut left = n.repeat;
+            while left > 0 {
+                let take = (per - seen % per).min(left);
+                held[(seen / per % pp as u64) as usize][b] += take;
+                seen += take;
+                left -= take;
+            }
+        } else {
+            let chunk = if seen < layers {
+                seen / per
+            } else {
+                chunks - 1
+            };
+            held[(chunk % pp as u64) as usize][b] += n.repeat;
+        }
+    }
+    let mut groups: Vec<StageGroup> = Vec::new();
+    for (s, h) in held.iter().enumerate() {
+        let counts: Vec<(usize, u64)> = h
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| **c > 0)
+            .map(|(b, c)| (b, *c))
+            .collect();
+        match groups.last_mut() {
+            Some(g) if g.counts == counts => g.len += 1,
+            _ => groups.push(StageGroup {
+                first: s,
+                len: 1,
+                counts,
+            }),
+        }
+    }
+    groups
 }
 
 /// Whether each block of `model` is a repeated layer (what recomputation applies to).
@@ -1296,7 +1393,11 @@ pub fn estimate_variants(
         .filter(|(bi, _)| layer_block[*bi])
         .map(|(_, n)| n.repeat)
         .sum();
-    let mut plans: Vec<((Recompute, u64), Result<Plan, StrategyError>)> = Vec::new();
+    // Per (recomputation, expert degree, interleaved): the partitions.
+    type PlanKey = (Recompute, u64, bool);
+    let mut plans: Vec<(PlanKey, Result<Plan, StrategyError>)> = Vec::new();
+    // The interleaved stages of each (pp, chunks).
+    let mut chunk_groups: Vec<((u64, u64), Vec<StageGroup>)> = Vec::new();
     // The links' balances of each mesh, and each plan's group parts per ZeRO stage (the same
     // for every schedule and chunk count): computed once, shared by the strategies.
     type MeshKey = (u64, u64, u64, u64, u64);
@@ -1314,22 +1415,6 @@ pub fn estimate_variants(
                     x
                 }
             };
-            let key = (k.recompute, k.ep);
-            let at = match plans.iter().position(|(x, _)| *x == key) {
-                Some(i) => i,
-                None => {
-                    // The partition of the plain schedule: interleaving places the same copies.
-                    let plain = Knobs {
-                        schedule: Schedule::OneFOneB,
-                        chunks: 1,
-                        ..k.clone()
-                    };
-                    let p = plan_pipeline(numbers, &layer_block, &plain, &kap);
-                    plans.push((key, p));
-                    plans.len() - 1
-                }
-            };
-            let plan = plans[at].1.as_mut().map_err(|e| e.clone())?;
             let v = k.virtual_chunks();
             if v > 1 && !layers.is_multiple_of(k.pp * v) {
                 return Err(StrategyError::InterleavedLayers {
@@ -1338,6 +1423,38 @@ pub fn estimate_variants(
                     pp: k.pp,
                 });
             }
+            // The plain schedule's partition is balanced; interleaving places its chunks by
+            // layer count ([`interleaved_plan`]), which for most models gives every chunk count
+            // the same stages: a plan (and its group parts) is shared by the chunk counts whose
+            // stages agree.
+            let key = (k.recompute, k.ep, v > 1);
+            let groups = (v > 1).then(|| {
+                let at = match chunk_groups.iter().position(|(x, _)| *x == (k.pp, v)) {
+                    Some(i) => i,
+                    None => {
+                        let g = interleaved_groups(numbers, &layer_block, k.pp as usize, v, layers);
+                        chunk_groups.push(((k.pp, v), g));
+                        chunk_groups.len() - 1
+                    }
+                };
+                at
+            });
+            let groups = groups.map(|i| &chunk_groups[i].1);
+            let same = |x: &PlanKey, p: &Result<Plan, StrategyError>| {
+                *x == key
+                    && groups
+                        .as_ref()
+                        .is_none_or(|g| p.as_ref().is_ok_and(|p| p.groups == **g))
+            };
+            let at = match plans.iter().position(|(x, p)| same(x, p)) {
+                Some(i) => i,
+                None => {
+                    let p = plan_pipeline(numbers, &layer_block, k, &kap);
+                    plans.push((key, p));
+                    plans.len() - 1
+                }
+            };
+            let plan = plans[at].1.as_mut().map_err(|e| e.clone())?;
             plan.v = v;
             let overlap = [k.overlap.grad_reduce, k.overlap.param_gather];
             let parts_key = (at, k.zero, k.microbatches, mesh_key, overlap);

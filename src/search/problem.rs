@@ -276,6 +276,10 @@ pub struct Problem {
     /// κ_hbm, FLOP-equivalents per byte of HBM traffic: what the memory-bound (not matmul-like)
     /// operators' bytes cost, as the relative cost prices them (zero: FLOPs only).
     pub hbm_kappa: Rational,
+    /// Whether a loss over the logits runs as separate fp32 passes (the model's
+    /// [`crate::model::LossMode::Fp32`]) and its evaluations as training metrics per
+    /// micro-batch: bytes the loss moves beyond its own, priced with the rest at κ_hbm.
+    pub loss_passes: (bool, u32),
     keys: Vec<String>,
     key_ids: HashMap<String, u32>,
     decomp: BTreeMap<String, Vec<(String, Poly)>>,
@@ -355,6 +359,7 @@ impl Problem {
             dtype_bytes,
             cycle: None,
             hbm_kappa: Rational::zero(),
+            loss_passes: (false, 0),
             keys: Vec::new(),
             key_ids: HashMap::new(),
             decomp,
@@ -789,10 +794,22 @@ impl Problem {
         // A memory-bound operator's HBM traffic per device, forward and backward, at κ_hbm.
         if rule.class != crate::rules::FlopClass::Matmul && !self.hbm_kappa.is_zero() {
             let shares = || splits.iter().map(|s| (s.index.as_str(), s.size.clone()));
-            for (r, w) in [
+            let mut moved = vec![
                 rule.io_bytes(self.dtype_bytes),
                 rule.backward_io_bytes(self.dtype_bytes),
-            ] {
+            ];
+            if rule.fp32_passes {
+                let (fp32, metrics) = self.loss_passes;
+                if fp32 {
+                    let (f, b) = rule.fp32_pass_bytes(self.dtype_bytes);
+                    moved.push((f + b, Poly::zero()));
+                }
+                moved.push((
+                    &rule.metric_pass_bytes(self.dtype_bytes) * &Poly::int(i64::from(metrics)),
+                    Poly::zero(),
+                ));
+            }
+            for (r, w) in moved {
                 let per = crate::parallel::analysis::per_device_bytes(&r, &w, shares()).map_err(
                     |why| SearchError::Derive {
                         op: o.name.clone(),
@@ -1042,6 +1059,10 @@ impl Problem {
             values.clone(),
             model.dtype_bytes,
             &model.roles,
+        );
+        p.loss_passes = (
+            model.loss == crate::model::LossMode::Fp32,
+            model.train_metrics,
         );
         // Which operators anything reads, model-wide.
         let mut read: std::collections::BTreeSet<(usize, NodeIndex)> = Default::default();

@@ -172,13 +172,19 @@ fn formulas(
             }
             // Memory-bound operators move their forward bytes (again where recomputed) and
             // their backward bytes through HBM.
+            // A loss's separate fp32 passes and training metrics move their bytes too.
             if op.class != FlopClass::Matmul {
-                let (Some(io), Some(bw)) = (fix(&op.io_bytes), fix(&op.backward_io_bytes)) else {
+                let (Some(io), Some(bw), Some(lf), Some(lb)) = (
+                    fix(&op.io_bytes),
+                    fix(&op.backward_io_bytes),
+                    fix(&op.loss_pass_bytes[0]),
+                    fix(&op.loss_pass_bytes[1]),
+                ) else {
                     ok = false;
                     continue;
                 };
                 let again = if extra { r(2) } else { Rational::one() };
-                t.hbm += &c * (Poly::constant(again) * io + bw);
+                t.hbm += &c * (Poly::constant(again) * (io + lf) + bw + lb);
             }
             // The context-parallel ring: cp − 1 sends of the keys and values forward, twice
             // that backward, and the forward's again where recomputation reruns the operator.
@@ -808,6 +814,8 @@ pub fn exponent_range(a: &Analysis, var: &str) -> (i32, i32) {
                 &op.recompute,
                 &op.io_bytes,
                 &op.backward_io_bytes,
+                &op.loss_pass_bytes[0],
+                &op.loss_pass_bytes[1],
                 &op.saved,
                 &op.recomputable_saved,
                 &op.params,
