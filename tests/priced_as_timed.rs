@@ -1,0 +1,158 @@
+//! The relative cost prices what the timeline runs. Under the interleaved schedule it places the
+//! model chunks where the timeline does (Megatron-LM's placement: the layers split evenly over
+//! the `pp × v` chunks, the embedding on the first, the head on the last, device `d` holding
+//! chunks `d`, `d + pp`, …), so the stage it prices as the busiest is the one the timeline keeps
+//! busiest; and it prices a loss's separate fp32 passes by the bytes the timeline times.
+
+use num_traits::ToPrimitive;
+use symshard::calib::Calibration;
+use symshard::model::ModelLoader;
+use symshard::parallel::evaluate::{block_numbers, microbatch_bindings, pipeline_stage_counts};
+use symshard::parallel::kernels::KernelEfficiency;
+use symshard::parallel::{analyse, Layout};
+use symshard::strategy::{Knobs, Recompute, Schedule, Tier};
+use symshard::timeline::plan_strategy;
+
+/// Copies of each block on each device: the relative cost's partition and the timeline's.
+fn both(model: &str, k: &Knobs) -> (Vec<Vec<u64>>, Vec<Vec<u64>>) {
+    let m = ModelLoader::embedded().unwrap().resolve(model).unwrap();
+    let calib = Calibration::resolve("a100-80gb").unwrap();
+    let layout = Layout::default();
+    let a = analyse(&m, &layout);
+    let b = microbatch_bindings(&m, &m.values, k);
+    let numbers = block_numbers(&a, &b, &KernelEfficiency::of(&calib)).unwrap();
+    let kappa = |t: Tier| calib.balance(t).to_f64().unwrap();
+    let kh = calib.hbm_balance().to_f64().unwrap();
+    let gpn = calib.gpus_per_node();
+    let priced = pipeline_stage_counts(&m, &numbers, k, &kappa, kh, gpn).unwrap();
+    let pp = k.pp as usize;
+    let blocks = numbers.len();
+    let mut relative = vec![vec![0u64; blocks]; pp];
+    for (d, stage) in priced.iter().enumerate() {
+        for (bi, c) in stage {
+            relative[d][*bi] += c;
+        }
+    }
+    let (plan, _) = plan_strategy(
+        &m,
+        &m.values,
+        k,
+        &layout,
+        &calib,
+        Some(gpn),
+        &calib.memory_bytes(),
+    )
+    .unwrap();
+    let mut timed = vec![vec![0u64; blocks]; pp];
+    let mut item = 0;
+    for (chunk, n) in plan.stages.iter().enumerate() {
+        for &bi in &plan.items[item..item + n] {
+            timed[chunk % pp][bi] += 1;
+        }
+        item += n;
+    }
+    (relative, timed)
+}
+
+fn knobs(dp: u64, pp: u64, chunks: u64, microbatches: u64) -> Knobs {
+    Knobs {
+        dp,
+        tp: 1,
+        pp,
+        microbatches,
+        schedule: Schedule::Interleaved,
+        chunks,
+        sequence_parallel: false,
+        recompute: Recompute::None,
+        zero: u8::from(dp > 1),
+        ep: 1,
+        cp: 1,
+        overlap: Default::default(),
+        precision: Default::default(),
+    }
+}
+
+#[test]
+fn the_relative_cost_prices_the_chunks_where_the_timeline_runs_them() {
+    for (model, k) in [
+        ("llama3-8b", knobs(32, 2, 2, 64)),
+        ("llama3-8b", knobs(16, 4, 4, 128)),
+        ("gpt3-125m", knobs(4, 2, 3, 4)),
+        ("gpt3-125m", knobs(2, 2, 6, 8)),
+        ("gpt3-125m", knobs(1, 4, 3, 8)),
+    ] {
+        let (relative, timed) = both(model, &k);
+        assert_eq!(relative, timed, "{model} {k}");
+        // Every device holds the same layers; the first also the embedding, the last the head
+        // (these models' blocks: embedding, layer, head): nothing offsets them, unlike the plain
+        // schedule's balanced stages.
+        let n = relative[0].len();
+        let layers: Vec<u64> = relative.iter().map(|d| d[1..n - 1].iter().sum()).collect();
+        assert!(
+            layers.iter().all(|&l| l == layers[0]),
+            "{model} {k}: {relative:?}"
+        );
+        assert_eq!(relative[0][0], 1, "{model} {k}: {relative:?}");
+        assert_eq!(
+            relative[k.pp as usize - 1][n - 1],
+            1,
+            "{model} {k}: {relative:?}"
+        );
+    }
+}
+
+/// A loss computed as separate fp32 passes costs the relative cost exactly what those passes
+/// move through HBM in the timeline's plan, at κ_hbm: the two see the same bytes.
+#[test]
+fn the_relative_cost_prices_the_loss_passes_the_timeline_times() {
+    use symshard::model::LossMode;
+    use symshard::parallel::evaluate_strategy;
+    use symshard::sym::Rational;
+    let calib = Calibration::resolve("a100-80gb").unwrap();
+    let k = Knobs {
+        schedule: Schedule::OneFOneB,
+        chunks: 1,
+        ..knobs(1, 1, 1, 4)
+    };
+    let price = |mode: LossMode| {
+        let m = ModelLoader::embedded()
+            .unwrap()
+            .with_loss(mode)
+            .resolve("gpt3-125m")
+            .unwrap();
+        let (_, e) = evaluate_strategy(
+            &m,
+            &m.values,
+            &k,
+            &Layout::default(),
+            &calib,
+            calib.gpus_per_node(),
+            &calib.memory_bytes(),
+        )
+        .unwrap();
+        let (plan, _) = plan_strategy(
+            &m,
+            &m.values,
+            &k,
+            &Layout::default(),
+            &calib,
+            Some(calib.gpus_per_node()),
+            &calib.memory_bytes(),
+        )
+        .unwrap();
+        let bytes: Rational = plan
+            .items
+            .iter()
+            .flat_map(|&b| &plan.blocks[b].ops)
+            .filter(|o| !o.matmul)
+            .map(|o| &o.forward_bytes + &o.backward_bytes)
+            .sum();
+        (e.relative.total, bytes)
+    };
+    let (fp32, fp32_bytes) = price(LossMode::Fp32);
+    let (fused, fused_bytes) = price(LossMode::Fused);
+    let passes = fp32_bytes - fused_bytes;
+    assert!(passes > Rational::from_integer(0.into()));
+    let microbatches = Rational::from_integer(k.microbatches.into());
+    assert_eq!(fp32 - fused, calib.hbm_balance() * passes * microbatches);
+}
