@@ -4,45 +4,35 @@
 //! chunks `d`, `d + pp`, …), so the stage it prices as the busiest is the one the timeline keeps
 //! busiest; and it prices a loss's separate fp32 passes by the bytes the timeline times.
 
-use num_traits::ToPrimitive;
 use symshard::calib::Calibration;
 use symshard::model::ModelLoader;
-use symshard::parallel::evaluate::{block_numbers, microbatch_bindings, pipeline_stage_counts};
-use symshard::parallel::kernels::KernelEfficiency;
-use symshard::parallel::{analyse, Layout};
-use symshard::strategy::{Knobs, Recompute, Schedule, Tier};
+use symshard::parallel::Layout;
+use symshard::strategy::{Knobs, Recompute, Schedule};
 use symshard::timeline::plan_strategy;
 
 /// Copies of each block on each device: the relative cost's partition and the timeline's.
 fn both(model: &str, k: &Knobs) -> (Vec<Vec<u64>>, Vec<Vec<u64>>) {
     let m = ModelLoader::embedded().unwrap().resolve(model).unwrap();
     let calib = Calibration::resolve("a100-80gb").unwrap();
-    let layout = Layout::default();
-    let a = analyse(&m, &layout);
-    let b = microbatch_bindings(&m, &m.values, k);
-    let numbers = block_numbers(&a, &b, &KernelEfficiency::of(&calib)).unwrap();
-    let kappa = |t: Tier| calib.balance(t).to_f64().unwrap();
-    let kh = calib.hbm_balance().to_f64().unwrap();
-    let gpn = calib.gpus_per_node();
-    let priced = pipeline_stage_counts(&m, &numbers, k, &kappa, kh, gpn).unwrap();
-    let pp = k.pp as usize;
-    let blocks = numbers.len();
-    let mut relative = vec![vec![0u64; blocks]; pp];
-    for (d, stage) in priced.iter().enumerate() {
-        for (bi, c) in stage {
-            relative[d][*bi] += c;
-        }
-    }
-    let (plan, _) = plan_strategy(
+    let (plan, e) = plan_strategy(
         &m,
         &m.values,
         k,
-        &layout,
+        &Layout::default(),
         &calib,
-        Some(gpn),
+        Some(calib.gpus_per_node()),
         &calib.memory_bytes(),
     )
     .unwrap();
+    let pp = k.pp as usize;
+    let blocks = plan.blocks.len();
+    let mut relative = vec![vec![0u64; blocks]; pp];
+    for (d, stage) in e.stages.iter().enumerate() {
+        for (name, c) in &stage.items {
+            let bi = plan.blocks.iter().position(|b| &b.name == name).unwrap();
+            relative[d][bi] += c;
+        }
+    }
     let mut timed = vec![vec![0u64; blocks]; pp];
     let mut item = 0;
     for (chunk, n) in plan.stages.iter().enumerate() {
@@ -106,7 +96,6 @@ fn the_relative_cost_prices_the_chunks_where_the_timeline_runs_them() {
 #[test]
 fn the_relative_cost_prices_the_loss_passes_the_timeline_times() {
     use symshard::model::LossMode;
-    use symshard::parallel::evaluate_strategy;
     use symshard::sym::Rational;
     let calib = Calibration::resolve("a100-80gb").unwrap();
     let k = Knobs {
@@ -120,17 +109,7 @@ fn the_relative_cost_prices_the_loss_passes_the_timeline_times() {
             .with_loss(mode)
             .resolve("gpt3-125m")
             .unwrap();
-        let (_, e) = evaluate_strategy(
-            &m,
-            &m.values,
-            &k,
-            &Layout::default(),
-            &calib,
-            calib.gpus_per_node(),
-            &calib.memory_bytes(),
-        )
-        .unwrap();
-        let (plan, _) = plan_strategy(
+        let (plan, e) = plan_strategy(
             &m,
             &m.values,
             &k,

@@ -621,14 +621,11 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
         per_device((shared, Poly::zero())),
     ];
     let loss_pass_bytes = if node.rule.fp32_passes {
-        let (mut fwd, bwd) = match model.loss {
-            crate::model::LossMode::Fp32 => node.rule.fp32_pass_bytes(model.dtype_bytes),
-            crate::model::LossMode::Fused => (Poly::zero(), Poly::zero()),
-        };
-        // Training metrics run after the backward; charged with the loss's forward (the same
-        // device and micro-batch, on the same compute stream).
-        fwd += &(&node.rule.metric_pass_bytes(model.dtype_bytes)
-            * &Poly::int(i64::from(model.train_metrics)));
+        let (fwd, bwd) = node.rule.loss_pass_bytes(
+            model.dtype_bytes,
+            model.loss == crate::model::LossMode::Fp32,
+            model.train_metrics,
+        );
         [
             per_device((fwd, Poly::zero())),
             per_device((bwd, Poly::zero())),

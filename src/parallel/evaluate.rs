@@ -233,13 +233,13 @@ pub fn block_sums(a: &Analysis) -> Vec<BlockSums> {
                     add(&mut s.hbm, &op.backward_io_bytes);
                     add(&mut s.hbm_forward, &op.io_bytes);
                     // A loss's separate fp32 passes and training metrics, as timed.
-                    for p in &op.loss_pass_bytes {
-                        if !p.is_zero() {
-                            add(&mut s.hbm, p);
-                        }
+                    let [lf, lb] = &op.loss_pass_bytes;
+                    if !lf.is_zero() {
+                        add(&mut s.hbm, lf);
+                        add(&mut s.hbm_forward, lf);
                     }
-                    if !op.loss_pass_bytes[0].is_zero() {
-                        add(&mut s.hbm_forward, &op.loss_pass_bytes[0]);
+                    if !lb.is_zero() {
+                        add(&mut s.hbm, lb);
                     }
                     if op.attention_core {
                         add(&mut s.attention_hbm, &op.io_bytes);
@@ -330,9 +330,9 @@ fn block_of(
                 if op.attention_core {
                     n.exact.attention_hbm += &f;
                 }
-                // A loss's separate fp32 passes and training metrics, as timed.
                 n.exact.hbm += &f + &bw;
                 n.exact.hbm_forward += f;
+                // A loss's separate fp32 passes and training metrics, as timed.
                 if op.loss_pass_bytes.iter().any(|p| !p.is_zero()) {
                     let lf = eval(&op.loss_pass_bytes[0], b)?;
                     n.exact.hbm += eval(&op.loss_pass_bytes[1], b)? + &lf;
@@ -997,14 +997,20 @@ fn plan_pipeline(
         });
     }
     if v > 1 {
-        return Ok(interleaved_plan(
-            numbers,
-            layer_block,
-            k.pp as usize,
-            v,
-            layers,
+        // Checked above: the layers divide evenly over the chunks.
+        let groups = interleaved_groups(numbers, layer_block, k.pp as usize, v).ok_or(
+            StrategyError::InterleavedLayers {
+                chunks: v,
+                layers,
+                pp: k.pp,
+            },
+        )?;
+        return Ok(Plan {
             cf,
-        ));
+            groups,
+            stages: k.pp as usize,
+            v,
+        });
     }
     // Each block copy's time for one micro-batch, what the partition balances: a run of equal
     // times per block (blocks without copies hold no items).
@@ -1055,55 +1061,66 @@ fn plan_pipeline(
     })
 }
 
-/// The stages of the interleaved schedule, as Megatron-LM places its model chunks and the
-/// timeline runs them: the `layers` split evenly over the `pp × v` chunks, the blocks before the
-/// first layer (embeddings) on the first chunk and those after the last (the head) on the last;
-/// stage `s` holds chunks `s`, `s + pp`, …. No balancing moves a layer to offset the head or the
-/// embeddings, so the stage that holds them is the busiest.
-fn interleaved_plan(
-    numbers: &[BlockNumbers],
+/// Block copies on each model chunk of the interleaved schedule, as Megatron-LM places them and
+/// the timeline runs them: the layers split evenly over the `chunks`, the blocks before the first
+/// layer (embeddings) on the first chunk and those after the last (the head) on the last. `None`
+/// when there are no layers or they do not divide evenly.
+pub fn interleaved_chunks(
+    repeats: &[u64],
     layer_block: &[bool],
-    pp: usize,
-    v: u64,
-    layers: u64,
-    cf: Vec<BlockCost<f64>>,
-) -> Plan {
-    Plan {
-        cf,
-        groups: interleaved_groups(numbers, layer_block, pp, v, layers),
-        stages: pp,
-        v,
+    chunks: u64,
+) -> Option<Vec<Vec<(usize, u64)>>> {
+    let layers: u64 = repeats
+        .iter()
+        .zip(layer_block)
+        .filter(|(_, l)| **l)
+        .map(|(r, _)| *r)
+        .sum();
+    if layers == 0 || !layers.is_multiple_of(chunks) {
+        return None;
     }
+    let per = layers / chunks;
+    let last = chunks as usize - 1;
+    let mut out: Vec<Vec<(usize, u64)>> = vec![Vec::new(); chunks as usize];
+    let mut seen = 0u64;
+    let mut add = |c: usize, b: usize, n: u64| match out[c].last_mut() {
+        Some((x, m)) if *x == b => *m += n,
+        _ => out[c].push((b, n)),
+    };
+    for (b, &r) in repeats.iter().enumerate() {
+        if layer_block[b] {
+            let mut left = r;
+            while left > 0 {
+                let take = (per - seen % per).min(left);
+                add(((seen / per) as usize).min(last), b, take);
+                seen += take;
+                left -= take;
+            }
+        } else if seen < layers {
+            add(((seen / per) as usize).min(last), b, r);
+        } else {
+            add(last, b, r);
+        }
+    }
+    Some(out)
 }
 
-/// The stages of [`interleaved_plan`], as runs of consecutive stages holding the same copies.
+/// The stages of the interleaved schedule with `v` chunks per device ([`interleaved_chunks`];
+/// stage `s` holds chunks `s`, `s + pp`, …), as runs of consecutive stages holding the same
+/// copies. No balancing moves a layer to offset the head or the embeddings, so the stage that
+/// holds them is the busiest.
 fn interleaved_groups(
     numbers: &[BlockNumbers],
     layer_block: &[bool],
     pp: usize,
     v: u64,
-    layers: u64,
-) -> Vec<StageGroup> {
-    let chunks = pp as u64 * v;
-    let per = layers / chunks;
+) -> Option<Vec<StageGroup>> {
+    let repeats: Vec<u64> = numbers.iter().map(|n| n.repeat).collect();
+    let chunks = interleaved_chunks(&repeats, layer_block, pp as u64 * v)?;
     let mut held = vec![vec![0u64; numbers.len()]; pp];
-    let mut seen = 0u64;
-    for (b, n) in numbers.iter().enumerate() {
-        if layer_block[b] {
-            let mut left = n.repeat;
-            while left > 0 {
-                let take = (per - seen % per).min(left);
-                held[(seen / per % pp as u64) as usize][b] += take;
-                seen += take;
-                left -= take;
-            }
-        } else {
-            let chunk = if seen < layers {
-                seen / per
-            } else {
-                chunks - 1
-            };
-            held[(chunk % pp as u64) as usize][b] += n.repeat;
+    for (c, copies) in chunks.iter().enumerate() {
+        for &(b, n) in copies {
+            held[c % pp][b] += n;
         }
     }
     let mut groups: Vec<StageGroup> = Vec::new();
@@ -1123,7 +1140,7 @@ fn interleaved_groups(
             }),
         }
     }
-    groups
+    Some(groups)
 }
 
 /// Whether each block of `model` is a repeated layer (what recomputation applies to).
@@ -1428,23 +1445,16 @@ pub fn estimate_variants(
             // the same stages: a plan (and its group parts) is shared by the chunk counts whose
             // stages agree.
             let key = (k.recompute, k.ep, v > 1);
-            let groups = (v > 1).then(|| {
-                let at = match chunk_groups.iter().position(|(x, _)| *x == (k.pp, v)) {
-                    Some(i) => i,
-                    None => {
-                        let g = interleaved_groups(numbers, &layer_block, k.pp as usize, v, layers);
-                        chunk_groups.push(((k.pp, v), g));
-                        chunk_groups.len() - 1
-                    }
-                };
-                at
-            });
-            let groups = groups.map(|i| &chunk_groups[i].1);
+            if v > 1 && !chunk_groups.iter().any(|(x, _)| *x == (k.pp, v)) {
+                let g = interleaved_groups(numbers, &layer_block, k.pp as usize, v);
+                chunk_groups.push(((k.pp, v), g.unwrap_or_default()));
+            }
+            let groups = (v > 1)
+                .then(|| chunk_groups.iter().find(|(x, _)| *x == (k.pp, v)))
+                .flatten()
+                .map(|(_, g)| g);
             let same = |x: &PlanKey, p: &Result<Plan, StrategyError>| {
-                *x == key
-                    && groups
-                        .as_ref()
-                        .is_none_or(|g| p.as_ref().is_ok_and(|p| p.groups == **g))
+                *x == key && groups.is_none_or(|g| p.as_ref().is_ok_and(|p| p.groups == *g))
             };
             let at = match plans.iter().position(|(x, p)| same(x, p)) {
                 Some(i) => i,

@@ -496,6 +496,22 @@ impl OpRule {
         )
     }
 
+    /// Bytes a loss moves beyond [`OpRule::io_bytes`] and [`OpRule::backward_io_bytes`]
+    /// (forward, backward), with compute elements of `compute` bytes: its separate fp32 passes
+    /// where `fp32` ([`OpRule::fp32_pass_bytes`]) and `metrics` evaluations as a training metric
+    /// ([`OpRule::metric_pass_bytes`]), charged with the forward (they run after the backward,
+    /// on the same device, micro-batch and compute stream). Zero for rules without
+    /// `fp32_passes`.
+    pub fn loss_pass_bytes(&self, compute: u32, fp32: bool, metrics: u32) -> (Poly, Poly) {
+        let (mut forward, backward) = if fp32 {
+            self.fp32_pass_bytes(compute)
+        } else {
+            (Poly::zero(), Poly::zero())
+        };
+        forward += &(&self.metric_pass_bytes(compute) * &Poly::int(i64::from(metrics)));
+        (forward, backward)
+    }
+
     /// Bytes one evaluation of the loss as a training metric moves over the logits (the first
     /// input) of a rule with `fp32_passes: true`, with compute elements of `compute` bytes; zero
     /// for other rules. Composer's trainer updates each training metric after every

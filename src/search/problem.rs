@@ -800,14 +800,8 @@ impl Problem {
             ];
             if rule.fp32_passes {
                 let (fp32, metrics) = self.loss_passes;
-                if fp32 {
-                    let (f, b) = rule.fp32_pass_bytes(self.dtype_bytes);
-                    moved.push((f + b, Poly::zero()));
-                }
-                moved.push((
-                    &rule.metric_pass_bytes(self.dtype_bytes) * &Poly::int(i64::from(metrics)),
-                    Poly::zero(),
-                ));
+                let (f, b) = rule.loss_pass_bytes(self.dtype_bytes, fp32, metrics);
+                moved.push((f + b, Poly::zero()));
             }
             for (r, w) in moved {
                 let per = crate::parallel::analysis::per_device_bytes(&r, &w, shares()).map_err(

@@ -171,8 +171,8 @@ fn formulas(
                 recompute += &c * &mc * &f;
             }
             // Memory-bound operators move their forward bytes (again where recomputed) and
-            // their backward bytes through HBM.
-            // A loss's separate fp32 passes and training metrics move their bytes too.
+            // their backward bytes through HBM, a loss also its separate fp32 passes and
+            // training metrics.
             if op.class != FlopClass::Matmul {
                 let (Some(io), Some(bw), Some(lf), Some(lb)) = (
                     fix(&op.io_bytes),

@@ -24,7 +24,7 @@ use super::plan::{strategy_blocks, PlanBlock, TimingPlan, FORMAT};
 use super::sim::{optimizer_seconds, pass_chains, weight_gather_wire};
 use crate::error::Result;
 use crate::model::Model;
-use crate::parallel::evaluate::{microbatch_bindings, BlockNumbers};
+use crate::parallel::evaluate::{interleaved_chunks, microbatch_bindings, BlockNumbers};
 use crate::parallel::Analysis;
 use crate::strategy::{Knobs, Mesh, Recompute, Schedule};
 use crate::sym::{Bindings, Rational};
@@ -114,41 +114,7 @@ pub fn virtual_stages<'a>(
     if k.schedule != Schedule::Interleaved || v <= 1 {
         return Some(std::borrow::Cow::Borrowed(partition));
     }
-    let nst = (k.pp * v) as usize;
-    let layers: u64 = repeats
-        .iter()
-        .zip(&chains.layer)
-        .filter(|(_, l)| **l)
-        .map(|(r, _)| *r)
-        .sum();
-    if layers == 0 || !layers.is_multiple_of(nst as u64) {
-        return None;
-    }
-    let per = layers / nst as u64;
-    let mut out: Vec<Vec<(usize, u64)>> = vec![Vec::new(); nst];
-    let mut seen = 0u64;
-    let mut add = |s: usize, b: usize, c: u64| match out[s].last_mut() {
-        Some((x, n)) if *x == b => *n += c,
-        _ => out[s].push((b, c)),
-    };
-    for (b, &r) in repeats.iter().enumerate() {
-        if chains.layer[b] {
-            let mut left = r;
-            while left > 0 {
-                let s = (seen / per) as usize;
-                let room = per - seen % per;
-                let take = room.min(left);
-                add(s.min(nst - 1), b, take);
-                seen += take;
-                left -= take;
-            }
-        } else if seen < layers {
-            add(((seen / per) as usize).min(nst - 1), b, r);
-        } else {
-            add(nst - 1, b, r);
-        }
-    }
-    Some(std::borrow::Cow::Owned(out))
+    interleaved_chunks(repeats, &chains.layer, k.pp * v).map(std::borrow::Cow::Owned)
 }
 
 /// The lower bound of the simulated step time of strategy `k` whose virtual stages hold

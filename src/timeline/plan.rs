@@ -814,7 +814,24 @@ pub fn build_plan(
     }
     let v = knobs.virtual_chunks();
     let stages: Vec<usize> = if v > 1 {
-        interleaved_chunks(&items, &blocks, (knobs.pp * v) as usize).map_err(Error::Usage)?
+        let repeats: Vec<u64> = numbers.iter().map(|n| n.repeat).collect();
+        let layer: Vec<bool> = blocks.iter().map(|b| b.layer).collect();
+        let chunks = knobs.pp * v;
+        crate::parallel::evaluate::interleaved_chunks(&repeats, &layer, chunks)
+            .ok_or_else(|| {
+                let layers: u64 = repeats
+                    .iter()
+                    .zip(&layer)
+                    .filter(|(_, l)| **l)
+                    .map(|(r, _)| r)
+                    .sum();
+                Error::Usage(format!(
+                    "interleaved-1f1b needs the {layers} layers divisible by pp × chunks = {chunks}"
+                ))
+            })?
+            .iter()
+            .map(|c| c.iter().map(|(_, n)| *n as usize).sum())
+            .collect()
     } else {
         evaluation
             .stages
@@ -855,37 +872,6 @@ pub fn build_plan(
     };
     plan.check().map_err(Error::Usage)?;
     Ok(plan)
-}
-
-/// Items per virtual stage of the interleaved schedule: the layers split evenly, the blocks
-/// before the first layer (embeddings) on the first chunk and those after the last (the head)
-/// on the last, as Megatron-LM places them.
-fn interleaved_chunks(
-    items: &[usize],
-    blocks: &[PlanBlock],
-    chunks: usize,
-) -> std::result::Result<Vec<usize>, String> {
-    let layers = items.iter().filter(|&&b| blocks[b].layer).count();
-    if layers == 0 || !layers.is_multiple_of(chunks) {
-        return Err(format!(
-            "interleaved-1f1b needs the {layers} layers divisible by pp × chunks = {chunks}"
-        ));
-    }
-    let per = layers / chunks;
-    let mut counts = vec![0usize; chunks];
-    let mut seen = 0usize;
-    for &b in items {
-        let c = if blocks[b].layer {
-            seen += 1;
-            (seen - 1) / per
-        } else if seen < layers {
-            seen / per
-        } else {
-            chunks - 1
-        };
-        counts[c] += 1;
-    }
-    Ok(counts)
 }
 
 impl PlanOp {
