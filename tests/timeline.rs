@@ -711,6 +711,7 @@ fn shipped_validation_stays_within_recorded_bounds() {
         "mosaicml-mpt-h100-sweep",
         "megatron-v1-dgx2h",
         "narayanan2021-table1",
+        "torchtitan-a100",
     ] {
         assert!(names.contains(&want), "{want} missing: {names:?}");
     }
