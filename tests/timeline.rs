@@ -712,6 +712,7 @@ fn shipped_validation_stays_within_recorded_bounds() {
         "megatron-v1-dgx2h",
         "narayanan2021-table1",
         "torchtitan-a100",
+        "nvidia-dgxc-h100",
     ] {
         assert!(names.contains(&want), "{want} missing: {names:?}");
     }
