@@ -69,6 +69,10 @@ struct Run {
 struct ValidationFile {
     source: String,
     machine: String,
+    /// The software stack the measurements ran (`megatron`, `pytorch-fsdp`, …): a label that
+    /// [`by_stack`] groups the errors by.
+    #[serde(default)]
+    stack: Option<String>,
     settings: String,
     bound: f64,
     runs: Vec<Run>,
@@ -106,6 +110,9 @@ pub struct FileOutcome {
     pub source: String,
     /// The calibration table used.
     pub machine: String,
+    /// The software stack the measurements ran, where the file names it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stack: Option<String>,
     /// The settings, stated and chosen.
     pub settings: String,
     /// The rows.
@@ -147,6 +154,15 @@ fn yaml_number(v: &serde_yaml::Value) -> Option<String> {
 /// Predicts every row of a validation file.
 pub fn run_file(name: &str, src: &Source) -> Result<FileOutcome> {
     let file: ValidationFile = src.parse()?;
+    if let Some(stack) = &file.stack {
+        let label = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
+        if stack.is_empty() || !stack.chars().all(label) {
+            return Err(src.error_at(
+                &["stack"],
+                format!("`{stack}`: a stack is a label of lower-case letters, digits and hyphens (megatron, pytorch-fsdp)"),
+            ));
+        }
+    }
     let calib = Calibration::resolve(&file.machine)
         .map_err(|e| src.error_at(&["machine"], e.to_string()))?;
     let mut rows = Vec::new();
@@ -251,11 +267,71 @@ pub fn run_file(name: &str, src: &Source) -> Result<FileOutcome> {
         name: name.to_string(),
         source: file.source,
         machine: calib.name.clone(),
+        stack: file.stack,
         settings: file.settings,
         rows,
         mean_abs_error: mean,
         max_abs_error: max,
     })
+}
+
+/// The errors of every row measured on one software stack, over the sources that name it.
+#[derive(Debug, Clone, Serialize)]
+pub struct StackSummary {
+    /// The stack's label (`unstated` for sources that name none).
+    pub stack: String,
+    /// Sources.
+    pub sources: usize,
+    /// Rows.
+    pub rows: usize,
+    /// Mean |error|.
+    pub mean_abs_error: f64,
+    /// The median of the signed errors (the middle row, or the mean of the two middle rows).
+    pub median_error: f64,
+    /// The most negative error (the fastest prediction against its measurement).
+    pub min_error: f64,
+    /// The most positive error.
+    pub max_error: f64,
+}
+
+/// Groups the rows of `outcomes` by the stack their file names, in order of first appearance.
+pub fn by_stack(outcomes: &[FileOutcome]) -> Vec<StackSummary> {
+    let mut order: Vec<String> = Vec::new();
+    let mut groups: BTreeMap<String, (usize, Vec<f64>)> = BTreeMap::new();
+    for o in outcomes {
+        let stack = o.stack.clone().unwrap_or_else(|| "unstated".to_string());
+        if !groups.contains_key(&stack) {
+            order.push(stack.clone());
+        }
+        let g = groups.entry(stack).or_default();
+        g.0 += 1;
+        g.1.extend(o.rows.iter().map(|r| r.error));
+    }
+    order
+        .into_iter()
+        .filter_map(|stack| {
+            let (sources, mut errors) = groups.remove(&stack)?;
+            if errors.is_empty() {
+                return None;
+            }
+            errors.sort_by(f64::total_cmp);
+            let n = errors.len();
+            let median = if n % 2 == 1 {
+                errors[n / 2]
+            } else {
+                (errors[n / 2 - 1] + errors[n / 2]) / 2.0
+            };
+            Some(StackSummary {
+                stack,
+                sources,
+                rows: n,
+                mean_abs_error: errors.iter().map(|e| e.abs()).sum::<f64>() / n as f64,
+                median_error: median,
+                min_error: errors[0],
+                max_error: errors[n - 1],
+            })
+        })
+        .collect()
 }
 
 /// The value a row measures, predicted from a plan.

@@ -756,6 +756,72 @@ fn a_broken_validation_file_names_the_row() {
     );
 }
 
+/// A validation file names the software stack its measurements ran; `validate` groups the rows
+/// by it. A label that is not one (spaces, capitals, empty) is refused with its line.
+#[test]
+fn validation_rows_are_summarised_by_the_stack_their_file_names() {
+    let file = |stack: &str, published: &[f64]| {
+        let mut text =
+            format!("source: x\nmachine: a100-80gb\n{stack}settings: s\nbound: 10\nruns:\n");
+        for (i, p) in published.iter().enumerate() {
+            text += &format!(
+                "  - {{name: r{i}, model: gpt3-125m, set: {{B: 8}}, strategy: {{dp: 8}}, published: {p}}}\n"
+            );
+        }
+        text
+    };
+    let run =
+        |text: String| symshard::validate::run_file("f", &Source::new("f.yaml", text)).unwrap();
+    let a = run(file("stack: alpha\n", &[1.0, 2.0]));
+    let b = run(file("stack: beta-2\n", &[1.0]));
+    let c = run(file("stack: alpha\n", &[4.0]));
+    let d = run(file("", &[3.0]));
+    assert_eq!(a.stack.as_deref(), Some("alpha"));
+    assert_eq!(d.stack, None);
+    let predicted = a.rows[0].predicted;
+    let err = |published: f64| predicted / published - 1.0;
+    let summary = symshard::validate::by_stack(&[a, b, c, d]);
+    let labels: Vec<&str> = summary.iter().map(|s| s.stack.as_str()).collect();
+    assert_eq!(labels, ["alpha", "beta-2", "unstated"]);
+    let alpha = &summary[0];
+    assert_eq!((alpha.sources, alpha.rows), (2, 3));
+    let mut e = [err(1.0), err(2.0), err(4.0)];
+    e.sort_by(f64::total_cmp);
+    assert!((alpha.median_error - e[1]).abs() < 1e-12);
+    assert!((alpha.min_error - e[0]).abs() < 1e-12 && (alpha.max_error - e[2]).abs() < 1e-12);
+    let mean = e.iter().map(|x| x.abs()).sum::<f64>() / 3.0;
+    assert!((alpha.mean_abs_error - mean).abs() < 1e-12);
+    assert_eq!((summary[1].rows, summary[2].rows), (1, 1));
+    assert!((summary[2].median_error - err(3.0)).abs() < 1e-12);
+    for bad in ["stack: Megatron LM\n", "stack: \"\"\n"] {
+        let e = symshard::validate::run_file("f", &Source::new("f.yaml", file(bad, &[1.0])))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("f.yaml:3:") && e.contains("stack"), "{e}");
+    }
+}
+
+/// Every shipped validation file names its stack, and `symshard validate` prints the errors by
+/// stack after the sources.
+#[test]
+fn shipped_validation_names_every_stack() {
+    for (name, src) in symshard::validate::shipped() {
+        let o = symshard::validate::run_file(&name, &src).unwrap();
+        assert!(o.stack.is_some(), "{name} names no stack");
+    }
+    let out = common::symshard().arg("validate").output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = String::from_utf8_lossy(&out.stdout);
+    let tail = &out[out.find("by stack").expect("no summary by stack")..];
+    for stack in ["megatron", "pytorch-fsdp", "pytorch-ddp"] {
+        assert!(tail.contains(stack), "{stack} missing:\n{tail}");
+    }
+}
+
 /// 1F1B and GPipe have the same bubble (Narayanan et al. SC'21); with the same stages 1F1B is
 /// never slower (it only holds fewer activations).
 #[test]

@@ -6,7 +6,7 @@ use super::units;
 use super::Format;
 use crate::diag::Source;
 use crate::error::Error;
-use crate::validate::{run_file, shipped, FileOutcome};
+use crate::validate::{by_stack, run_file, shipped, FileOutcome};
 use clap::Args;
 use std::path::PathBuf;
 
@@ -114,5 +114,35 @@ fn print_table(outcomes: &[FileOutcome]) {
             100.0 * o.max_abs_error,
             units::tally(o.rows.len() as u64)
         );
+    }
+    // The errors by software stack, where the files name one.
+    if outcomes.iter().any(|o| o.stack.is_some()) {
+        println!("by stack (the software the measurements ran)");
+        let head = [
+            "stack",
+            "sources",
+            "rows",
+            "mean |error|",
+            "median error",
+            "range",
+        ];
+        let rows: Vec<Vec<String>> = by_stack(outcomes)
+            .into_iter()
+            .map(|s| {
+                vec![
+                    s.stack,
+                    s.sources.to_string(),
+                    units::tally(s.rows as u64),
+                    format!("{:.1} %", 100.0 * s.mean_abs_error),
+                    format!("{:+.1} %", 100.0 * s.median_error),
+                    format!(
+                        "{:+.1} % to {:+.1} %",
+                        100.0 * s.min_error,
+                        100.0 * s.max_error
+                    ),
+                ]
+            })
+            .collect();
+        super::output::print_table("  ", "<>>>>>", &head, &rows);
     }
 }
