@@ -438,3 +438,54 @@ fn strategy_files_take_a_micro_batch_size() {
         );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The stability sentence of `rank`: by relative cost it says where the top row stays first;
+/// ranked by simulated seconds it is about the printed #1's relative cost, and says so, and says
+/// when that range leaves out the table's own balance (×1), where the row leads by seconds
+/// only. The sentence and the JSON's range agree on which case holds.
+#[test]
+fn the_stability_sentence_says_what_it_measures() {
+    let ratio = |s: &str| -> f64 {
+        let (n, d) = s.split_once('/').unwrap_or((s, "1"));
+        n.parse::<f64>().unwrap() / d.parse::<f64>().unwrap()
+    };
+    for (model, devices, calib) in [
+        ("llama3-8b", "64", Some("h100-sxm")),
+        ("gpt3-175b", "1024", Some("a100-80gb")),
+        ("gpt3-175b", "1024", None),
+    ] {
+        let mut args = vec!["rank", model, "--devices", devices, "--top", "3"];
+        if let Some(c) = calib {
+            args.extend(["--calib", c]);
+        }
+        let v = json(&[args.as_slice(), &["--format", "json"]].concat());
+        let range = &v["balance_range"];
+        let lo = ratio(range[0].as_str().unwrap());
+        let hi = range[1].as_str().map(ratio).unwrap_or(f64::INFINITY);
+        let out = symshard().args(&args).output().unwrap();
+        assert!(out.status.success());
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let line = text
+            .lines()
+            .find(|l| l.contains("while every κ is scaled") || l.contains("for every κ scaled"))
+            .unwrap_or_else(|| panic!("{args:?}: no stability sentence\n{text}"));
+        let note = "not at the table's own κ (×1)";
+        match calib {
+            None => {
+                assert!(line.starts_with("the top strategy stays first"), "{line}");
+                assert!(!line.contains(note), "{line}");
+            }
+            Some(_) => {
+                assert!(
+                    line.starts_with("by relative cost the top row is first"),
+                    "{line}"
+                );
+                assert_eq!(
+                    line.contains(note),
+                    !(lo <= 1.0 && 1.0 <= hi),
+                    "{args:?}: range {lo}…{hi}: {line}"
+                );
+            }
+        }
+    }
+}

@@ -934,6 +934,21 @@ fn print_table(
     if let Some((lo, hi)) = &result.balance_range {
         let (li, le) = crate::search::rank::scaled_balance(calib, lo);
         let lo_f = lo.to_f64().unwrap_or(0.0);
+        // Ranked by seconds, the range is where the printed #1 also leads by relative cost; it
+        // need not hold the table's own balance (×1), and the sentence says so when it does not.
+        let by_seconds = out.simulated > 0;
+        let subject = if by_seconds {
+            "by relative cost the top row is first"
+        } else {
+            "the top strategy stays first"
+        };
+        let not_at_one = |contains_one: bool| {
+            if by_seconds && !contains_one {
+                "; not at the table's own κ (×1), where it leads by simulated seconds only"
+            } else {
+                ""
+            }
+        };
         match hi.as_ref().map(|h| (h, h.to_f64().unwrap_or(f64::MAX))) {
             Some((_, h)) if h < lo_f => println!(
                 "by relative cost the top row is first for no scaling of κ: it leads by simulated seconds only"
@@ -941,13 +956,22 @@ fn print_table(
             Some((h, hf)) if hf < 1e6 => {
                 let (hi_i, hi_e) = crate::search::rank::scaled_balance(calib, h);
                 println!(
-                    "the top strategy stays first while every κ is scaled by {:.3}…{:.3} (κ intra {}…{}, κ inter {}…{})",
-                    lo_f, hf, units::ratio_rounded(&li), units::ratio_rounded(&hi_i), units::ratio_rounded(&le), units::ratio_rounded(&hi_e)
+                    "{subject} while every κ is scaled by {:.3}…{:.3} (κ intra {}…{}, κ inter {}…{}){}",
+                    lo_f,
+                    hf,
+                    units::ratio_rounded(&li),
+                    units::ratio_rounded(&hi_i),
+                    units::ratio_rounded(&le),
+                    units::ratio_rounded(&hi_e),
+                    not_at_one(lo_f <= 1.0 && 1.0 <= hf)
                 );
             }
             _ => println!(
-                "the top strategy stays first for every κ scaled by {:.3} or more, without upper limit (κ intra ≥ {}, κ inter ≥ {})",
-                lo_f, units::ratio_rounded(&li), units::ratio_rounded(&le)
+                "{subject} for every κ scaled by {:.3} or more, without upper limit (κ intra ≥ {}, κ inter ≥ {}){}",
+                lo_f,
+                units::ratio_rounded(&li),
+                units::ratio_rounded(&le),
+                not_at_one(lo_f <= 1.0)
             ),
         }
     }
