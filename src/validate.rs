@@ -154,14 +154,11 @@ fn yaml_number(v: &serde_yaml::Value) -> Option<String> {
 /// Predicts every row of a validation file.
 pub fn run_file(name: &str, src: &Source) -> Result<FileOutcome> {
     let file: ValidationFile = src.parse()?;
-    if let Some(stack) = &file.stack {
-        let label = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
-        if stack.is_empty() || !stack.chars().all(label) {
-            return Err(src.error_at(
-                &["stack"],
-                format!("`{stack}`: a stack is a label of lower-case letters, digits and hyphens (megatron, pytorch-fsdp)"),
-            ));
-        }
+    if let Some(stack) = file.stack.as_deref().filter(|s| !crate::calib::is_label(s)) {
+        return Err(src.error_at(
+            &["stack"],
+            format!("`{stack}`: a stack is a label: a lower-case letter, then lower-case letters, digits and hyphens (megatron, pytorch-fsdp)"),
+        ));
     }
     let calib = Calibration::resolve(&file.machine)
         .map_err(|e| src.error_at(&["machine"], e.to_string()))?;
@@ -296,24 +293,24 @@ pub struct StackSummary {
 
 /// Groups the rows of `outcomes` by the stack their file names, in order of first appearance.
 pub fn by_stack(outcomes: &[FileOutcome]) -> Vec<StackSummary> {
-    let mut order: Vec<String> = Vec::new();
-    let mut groups: BTreeMap<String, (usize, Vec<f64>)> = BTreeMap::new();
+    // (stack, sources, the rows' errors), in order of first appearance.
+    let mut groups: Vec<(String, usize, Vec<f64>)> = Vec::new();
     for o in outcomes {
-        let stack = o.stack.clone().unwrap_or_else(|| "unstated".to_string());
-        if !groups.contains_key(&stack) {
-            order.push(stack.clone());
-        }
-        let g = groups.entry(stack).or_default();
-        g.0 += 1;
-        g.1.extend(o.rows.iter().map(|r| r.error));
-    }
-    order
-        .into_iter()
-        .filter_map(|stack| {
-            let (sources, mut errors) = groups.remove(&stack)?;
-            if errors.is_empty() {
-                return None;
+        let stack = o.stack.as_deref().unwrap_or("unstated");
+        let at = match groups.iter().position(|(s, _, _)| s == stack) {
+            Some(i) => i,
+            None => {
+                groups.push((stack.to_string(), 0, Vec::new()));
+                groups.len() - 1
             }
+        };
+        groups[at].1 += 1;
+        groups[at].2.extend(o.rows.iter().map(|r| r.error));
+    }
+    groups
+        .into_iter()
+        .filter(|(_, _, errors)| !errors.is_empty())
+        .map(|(stack, sources, mut errors)| {
             errors.sort_by(f64::total_cmp);
             let n = errors.len();
             let median = if n % 2 == 1 {
@@ -321,7 +318,7 @@ pub fn by_stack(outcomes: &[FileOutcome]) -> Vec<StackSummary> {
             } else {
                 (errors[n / 2 - 1] + errors[n / 2]) / 2.0
             };
-            Some(StackSummary {
+            StackSummary {
                 stack,
                 sources,
                 rows: n,
@@ -329,7 +326,7 @@ pub fn by_stack(outcomes: &[FileOutcome]) -> Vec<StackSummary> {
                 median_error: median,
                 min_error: errors[0],
                 max_error: errors[n - 1],
-            })
+            }
         })
         .collect()
 }

@@ -314,8 +314,10 @@ pub struct Efficiency {
     pub attention_kernels: BTreeMap<String, Curve>,
 }
 
-/// Whether `name` can name an attention kernel (and so follow `@` in `--calib`).
-fn is_kernel_name(name: &str) -> bool {
+/// Whether `name` is a label: a lower-case letter, then lower-case letters, digits and hyphens.
+/// Attention kernels are named so (a name that can follow `@` in `--calib`), and validation
+/// files' software stacks.
+pub(crate) fn is_label(name: &str) -> bool {
     name.starts_with(|c: char| c.is_ascii_lowercase())
         && name
             .chars()
@@ -459,7 +461,7 @@ impl Calibration {
             &c.device.memory_capacity.value,
         )?;
         let e = &c.device.efficiency;
-        if let Some(bad) = e.attention_kernels.keys().find(|n| !is_kernel_name(n)) {
+        if let Some(bad) = e.attention_kernels.keys().find(|n| !is_label(n)) {
             return Err(src.error_at(
                 &["device", "efficiency", "attention_kernels", bad],
                 format!(

@@ -1441,18 +1441,22 @@ pub fn estimate_variants(
                 });
             }
             // The plain schedule's partition is balanced; interleaving places its chunks by
-            // layer count ([`interleaved_plan`]), which for most models gives every chunk count
-            // the same stages: a plan (and its group parts) is shared by the chunk counts whose
-            // stages agree.
+            // layer count ([`interleaved_groups`]), which for most models gives every chunk
+            // count the same stages: a plan (and its group parts) is shared by the chunk counts
+            // whose stages agree.
             let key = (k.recompute, k.ep, v > 1);
-            if v > 1 && !chunk_groups.iter().any(|(x, _)| *x == (k.pp, v)) {
-                let g = interleaved_groups(numbers, &layer_block, k.pp as usize, v);
-                chunk_groups.push(((k.pp, v), g.unwrap_or_default()));
-            }
-            let groups = (v > 1)
-                .then(|| chunk_groups.iter().find(|(x, _)| *x == (k.pp, v)))
-                .flatten()
-                .map(|(_, g)| g);
+            let groups = (v > 1).then(|| {
+                let at = chunk_groups
+                    .iter()
+                    .position(|(x, _)| *x == (k.pp, v))
+                    .unwrap_or_else(|| {
+                        // The layers divide (checked above), so the placement exists.
+                        let g = interleaved_groups(numbers, &layer_block, k.pp as usize, v);
+                        chunk_groups.push(((k.pp, v), g.unwrap_or_default()));
+                        chunk_groups.len() - 1
+                    });
+                &chunk_groups[at].1
+            });
             let same = |x: &PlanKey, p: &Result<Plan, StrategyError>| {
                 *x == key && groups.is_none_or(|g| p.as_ref().is_ok_and(|p| p.groups == *g))
             };
