@@ -575,6 +575,9 @@ fn emitted_torchtitan_keys_are_the_parsers_and_read_back_to_the_row() {
             "tp=4,pp=4,schedule=interleaved-1f1b,chunks=2,zero=3",
         ),
         ("mixtral-8x7b", 64, "ep=4,tp=4,zero=2"),
+        // pp = 1 with gradient accumulation: torchtitan's local batch is then one micro-batch.
+        ("llama3-8b", 64, "zero=3"),
+        ("llama3-8b", 64, "tp=8,zero=2,mbs=2"),
     ] {
         let case = format!("{model} --fix {fix}");
         let v = ranked(model, devices, "torchtitan", &["--fix", fix]);
@@ -611,7 +614,21 @@ fn emitted_torchtitan_keys_are_the_parsers_and_read_back_to_the_row() {
         assert_eq!(dp, u(&row["dp"]), "{case}");
         let b: u64 = v["global_batch"].as_str().unwrap().parse().unwrap();
         assert_eq!(n("training.global_batch_size"), b, "{case}");
-        assert_eq!(n("training.local_batch_size"), b / dp, "{case}");
+        // Read back as torchtitan does (train.py at TORCHTITAN_VERSION): global ÷ (local × dp)
+        // accumulation steps, each cut into local ÷ pipeline_parallel_microbatch_size pipeline
+        // micro-batches when pp > 1 (distributed/pipeline_parallel.py).
+        let local = n("training.local_batch_size");
+        assert_eq!(b % (local * dp), 0, "{case}: torchtitan asserts this");
+        let accumulation = b / (local * dp);
+        let (mbs, per_step) = if u(&row["pp"]) > 1 {
+            let m = n("parallelism.pipeline_parallel_microbatch_size");
+            assert_eq!(local % m, 0, "{case}: torchtitan raises on this");
+            (m, local / m)
+        } else {
+            (local, 1)
+        };
+        assert_eq!(mbs, u(&row["micro_batch_size"]), "{case}");
+        assert_eq!(accumulation * per_step, u(&row["microbatches"]), "{case}");
         // The ring the model prices, not torchtitan's all-gather default.
         assert_eq!(
             keys.get("parallelism.context_parallel_rotate_method")
@@ -619,12 +636,53 @@ fn emitted_torchtitan_keys_are_the_parsers_and_read_back_to_the_row() {
             (u(&row["cp"]) > 1).then_some("alltoall"),
             "{case}"
         );
-        if u(&row["pp"]) > 1 {
-            assert_eq!(
-                n("parallelism.pipeline_parallel_microbatch_size"),
-                u(&row["micro_batch_size"]),
-                "{case}"
-            );
+        // The row's memory from `cost` at the micro-batch and schedule the config states.
+        let pp = u(&row["pp"]);
+        let chunks = u(&row["chunks"]);
+        let mut c = vec![
+            "cost".to_string(),
+            model.into(),
+            "--dp".into(),
+            dp.to_string(),
+        ];
+        for (f, k) in [
+            ("--tp", "tp"),
+            ("--pp", "pp"),
+            ("--cp", "cp"),
+            ("--ep", "ep"),
+        ] {
+            c.extend([f.to_string(), u(&row[k]).to_string()]);
+        }
+        c.extend([
+            "--micro-batch-size".into(),
+            mbs.to_string(),
+            "--zero".into(),
+            row["zero"].to_string(),
+            "--recompute".into(),
+            keys["activation_checkpoint.mode"].clone(),
+            "--format".into(),
+            "json".into(),
+        ]);
+        if u(&row["tp"]) > 1 {
+            c.push("--sequence-parallel".into());
+        }
+        if chunks > 1 {
+            c.extend([
+                "--schedule".into(),
+                "interleaved-1f1b".into(),
+                "--chunks".into(),
+                chunks.to_string(),
+            ]);
+        } else if pp > 1 {
+            c.extend(["--schedule".into(), "1f1b".into()]);
+        }
+        let refs: Vec<&str> = c.iter().map(String::as_str).collect();
+        let cost = json(&refs);
+        assert_eq!(
+            cost["per_device"]["memory"]["total"], row["memory"]["total"],
+            "{case}: {c:?}"
+        );
+        if pp > 1 {
             // Split points read back as layers per stage, against `cost`'s stages.
             let points: Vec<u64> = keys["parallelism.pipeline_parallel_split_points"]
                 .trim_matches(|c| c == '[' || c == ']')
@@ -638,52 +696,7 @@ fn emitted_torchtitan_keys_are_the_parsers_and_read_back_to_the_row() {
                         .unwrap()
                 })
                 .collect();
-            let pp = u(&row["pp"]);
-            let chunks = u(&row["chunks"]);
             assert_eq!(points.len() as u64, pp * chunks - 1, "{case}: {points:?}");
-            let mut c = vec![
-                "cost".to_string(),
-                model.into(),
-                "--dp".into(),
-                dp.to_string(),
-            ];
-            for (f, k) in [
-                ("--tp", "tp"),
-                ("--pp", "pp"),
-                ("--cp", "cp"),
-                ("--ep", "ep"),
-            ] {
-                c.extend([f.to_string(), u(&row[k]).to_string()]);
-            }
-            c.extend([
-                "--micro-batch-size".into(),
-                u(&row["micro_batch_size"]).to_string(),
-                "--zero".into(),
-                row["zero"].to_string(),
-                "--recompute".into(),
-                keys["activation_checkpoint.mode"].clone(),
-                "--format".into(),
-                "json".into(),
-            ]);
-            if u(&row["tp"]) > 1 {
-                c.push("--sequence-parallel".into());
-            }
-            if chunks > 1 {
-                c.extend([
-                    "--schedule".into(),
-                    "interleaved-1f1b".into(),
-                    "--chunks".into(),
-                    chunks.to_string(),
-                ]);
-            } else {
-                c.extend(["--schedule".into(), "1f1b".into()]);
-            }
-            let refs: Vec<&str> = c.iter().map(String::as_str).collect();
-            let cost = json(&refs);
-            assert_eq!(
-                cost["per_device"]["memory"]["total"], row["memory"]["total"],
-                "{case}: {c:?}"
-            );
             let priced = cost_split(&cost);
             let total: u64 = priced.iter().sum();
             let mut at = 0;

@@ -677,7 +677,16 @@ fn torchtitan(
     }
     let (mbs, b) = micro_batch_size(model, values, k)?;
     let s = role_value(values, model.roles.sequence.as_ref());
-    let local = &b / Rational::from_integer(k.dp.into());
+    // torchtitan (train.py at TORCHTITAN_VERSION) runs `global_batch_size // (local_batch_size ×
+    // dp)` gradient-accumulation steps of `local_batch_size` samples each; with a pipeline, each
+    // such step is cut into `local_batch_size // pipeline_parallel_microbatch_size`
+    // micro-batches (distributed/pipeline_parallel.py). So a row's micro-batches are pipeline
+    // micro-batches when pp > 1, and accumulation steps of one micro-batch each when pp = 1.
+    let local = if k.pp > 1 {
+        &b / Rational::from_integer(k.dp.into())
+    } else {
+        Rational::from_integer(mbs.into())
+    };
     let mut t = format!("# torchtitan job config (keys as in {TORCHTITAN_VERSION})\n");
     for w in &warnings {
         t.push_str(&format!("# warning: {w}\n"));
