@@ -48,8 +48,7 @@ impl Source {
         if len > MAX_INPUT_BYTES as u64 {
             return Err(Error::at(path, 1, 1, too_large(len as usize)));
         }
-        let text = std::fs::read_to_string(path).map_err(io)?;
-        Ok(Source::new(path, text))
+        Ok(Source::new(path, read_text(path)?))
     }
 
     /// Parses the text as YAML into `T`, after checking its size and nesting (so that a
@@ -138,6 +137,34 @@ impl Source {
         }
         best
     }
+}
+
+/// Reads a whole text file of any size; a file that is not UTF-8 is an input error at its first
+/// byte that is not (exit code 2), as any other malformed input.
+pub fn read_text(path: &Path) -> Result<String, Error> {
+    let bytes = std::fs::read(path).map_err(|source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    String::from_utf8(bytes).map_err(|e| not_text(path, e.as_bytes(), e.utf8_error()))
+}
+
+/// The input error for a file that is not UTF-8 text (a binary file given where text belongs),
+/// at the line and column of its first byte that is not.
+fn not_text(path: &Path, bytes: &[u8], e: std::str::Utf8Error) -> Error {
+    let good = &bytes[..e.valid_up_to()];
+    let line = 1 + good.iter().filter(|b| **b == b'\n').count();
+    let column = 1 + good.iter().rev().take_while(|b| **b != b'\n').count();
+    Error::at(
+        path,
+        line,
+        column,
+        format!(
+            "not UTF-8 text (byte 0x{:02x} at offset {}): a binary file where a text file belongs?",
+            bytes[e.valid_up_to()],
+            e.valid_up_to()
+        ),
+    )
 }
 
 fn too_large(len: usize) -> String {

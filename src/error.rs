@@ -41,6 +41,12 @@ pub enum Error {
     /// A check the user asked for found a discrepancy (an audit mismatch): exit code 1.
     #[error("{0}")]
     Check(String),
+    /// A failure inside symshard (an invariant that does not hold, output it cannot produce):
+    /// a bug to report, not a mistake in the input. Exit code 3.
+    #[error(
+        "internal error: {0} (a bug in symshard: please report it with the command that shows it)"
+    )]
+    Internal(String),
     /// A file could not be read.
     #[error("{path}: {source}")]
     Io {
@@ -70,14 +76,16 @@ impl Error {
         }
     }
 
-    /// The process exit code for this error (README, "Exit codes"): 2 for rejected input,
-    /// a path that does not exist included; 1 for a file that exists but cannot be read or
-    /// written, and for a check that found a discrepancy.
+    /// The process exit code for this error (README, "Exit codes"): 2 for rejected input (usage
+    /// or a file's content), a path that does not exist included; 1 for a check that found a
+    /// discrepancy and for a file that exists but the system would not let symshard read or
+    /// write; 3 for an internal failure.
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Input { .. } | Error::Usage(_) | Error::Strategy(_) => 2,
             Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => 2,
             Error::Io { .. } | Error::Check(_) => 1,
+            Error::Internal(_) => 3,
         }
     }
 }

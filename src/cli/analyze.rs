@@ -7,7 +7,7 @@ use super::timeline::plan_of;
 use super::SymbolArgs;
 use crate::error::Error;
 use clap::Args;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Arguments of `analyze`.
 #[derive(Debug, Args)]
@@ -34,10 +34,10 @@ pub fn run(args: AnalyzeArgs) -> Result<(), Error> {
     let plan = plan_of(&args.model, &args.symbols, &args.strategy)?;
     let text = plan.to_json();
     match &args.output {
-        Some(p) => std::fs::write(p, text + "\n").map_err(|source| Error::Io {
-            path: p.clone(),
-            source,
-        }),
+        Some(p) => {
+            let model = Path::new(&args.model);
+            super::output::write_output(p, (text + "\n").as_bytes(), &[model])
+        }
         None => {
             println!("{text}");
             Ok(())

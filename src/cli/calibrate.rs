@@ -80,10 +80,7 @@ pub fn run(args: CalibrateArgs) -> Result<(), Error> {
 }
 
 fn read(path: &Path) -> Result<String, Error> {
-    std::fs::read_to_string(path).map_err(|source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    })
+    crate::diag::read_text(path)
 }
 
 /// The table's name: `--name`, else the output file's stem.
@@ -97,13 +94,10 @@ fn table_name(name: Option<String>, output: &Path) -> String {
 }
 
 /// Writes a table after checking that it loads as any other.
-fn write_table(c: &Calibration, output: &Path) -> Result<(), Error> {
+fn write_table(c: &Calibration, output: &Path, inputs: &[&Path]) -> Result<(), Error> {
     let text = to_yaml(c);
     Calibration::load(&Source::new(output, text.clone()))?;
-    std::fs::write(output, &text).map_err(|source| Error::Io {
-        path: output.to_path_buf(),
-        source,
-    })
+    super::output::write_output(output, text.as_bytes(), inputs)
 }
 
 fn float(r: &Rational) -> f64 {
@@ -119,7 +113,8 @@ fn nccl_tests(a: NcclArgs) -> Result<(), Error> {
     let name = table_name(a.name, &a.output);
     let (intra, inter) = fit(&logs, &base)?;
     let c = calibrate(&logs, &base, &name)?;
-    write_table(&c, &a.output)?;
+    let inputs: Vec<&Path> = a.logs.iter().map(PathBuf::as_path).collect();
+    write_table(&c, &a.output, &inputs)?;
     for (tier, f) in [("intra-node", intra), ("inter-node", inter)] {
         match f {
             Some(f) => println!(
@@ -158,7 +153,7 @@ fn gemm_sweep(a: GemmArgs) -> Result<(), Error> {
     let sweep = gemm::parse_sweep(&a.sweep, &read(&a.sweep)?)?;
     let name = table_name(a.name, &a.output);
     let c = gemm::calibrate(&sweep, &base, &name)?;
-    write_table(&c, &a.output)?;
+    write_table(&c, &a.output, &[a.sweep.as_path()])?;
     let m = &c.device.efficiency.matmul;
     let skipped = if sweep.skipped > 0 {
         format!(" ({} rows of other dtypes skipped)", sweep.skipped)

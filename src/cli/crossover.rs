@@ -110,7 +110,7 @@ impl Side {
         let analysis = self
             .analysis
             .as_ref()
-            .ok_or_else(|| Error::Usage(format!("{}: not analysed", self.what)))?;
+            .ok_or_else(|| Error::Internal(format!("{}: not analysed", self.what)))?;
         // At the plateau: the kernel term, read from curves, has no formula to solve.
         let e = evaluate_analysed(
             model,

@@ -73,7 +73,7 @@ pub fn run(args: ImportArgs) -> Result<(), Error> {
         ImportSource::Hf(a) => {
             let name = a.name.clone().or_else(|| stem(a.output.as_deref()));
             let imported = import_hf(&a.config, name.as_deref())?;
-            finish(&imported.yaml, a.output.as_deref())?;
+            finish(&imported.yaml, a.output.as_deref(), &a.config)?;
             eprintln!(
                 "imported {} (model_type {}) as family `{}`",
                 imported.name, imported.model_type, imported.family
@@ -119,7 +119,7 @@ pub fn run(args: ImportArgs) -> Result<(), Error> {
             let c = &imported.coverage;
             if a.format == Format::Json {
                 if let Some(out) = &a.output {
-                    finish(&imported.yaml, Some(out))?;
+                    finish(&imported.yaml, Some(out), &a.model)?;
                 } else {
                     check(&imported.yaml, Path::new("<stdout>"))?;
                 }
@@ -127,7 +127,7 @@ pub fn run(args: ImportArgs) -> Result<(), Error> {
                     .map_err(|e| Error::Usage(format!("JSON: {e}")))?;
                 println!("{text}");
             } else {
-                finish(&imported.yaml, a.output.as_deref())?;
+                finish(&imported.yaml, a.output.as_deref(), &a.model)?;
             }
             let flops = c
                 .flops_percent
@@ -156,14 +156,11 @@ fn check(yaml: &str, shown: &Path) -> Result<(), Error> {
 }
 
 /// Checks that the model file loads, then writes it.
-fn finish(yaml: &str, output: Option<&Path>) -> Result<(), Error> {
+fn finish(yaml: &str, output: Option<&Path>, input: &Path) -> Result<(), Error> {
     let shown = output.unwrap_or(Path::new("<stdout>"));
     check(yaml, shown)?;
     match output {
-        Some(p) => std::fs::write(p, yaml).map_err(|source| Error::Io {
-            path: p.to_path_buf(),
-            source,
-        }),
+        Some(p) => super::output::write_output(p, yaml.as_bytes(), &[input]),
         None => {
             print!("{yaml}");
             Ok(())

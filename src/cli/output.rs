@@ -3,6 +3,7 @@
 use crate::error::Error;
 use serde::Serialize;
 use std::cell::RefCell;
+use std::path::Path;
 
 thread_local! {
     /// Where `print_json` writes instead of standard output while [`capture_json`] runs.
@@ -12,7 +13,7 @@ thread_local! {
 /// Prints a value as pretty JSON on standard output (or hands it to [`capture_json`]).
 pub fn print_json<T: Serialize>(value: &T) -> Result<(), Error> {
     let text = serde_json::to_string_pretty(value)
-        .map_err(|e| Error::Usage(format!("cannot write JSON: {e}")))?;
+        .map_err(|e| Error::Internal(format!("cannot write JSON: {e}")))?;
     let kept = CAPTURED.with(|c| match c.borrow_mut().as_mut() {
         Some(out) => {
             out.push(text.clone());
@@ -71,4 +72,39 @@ pub fn print_table(indent: &str, align: &str, head: &[&str], rows: &[Vec<String>
     for r in rows {
         line(r.iter().map(String::as_str).collect());
     }
+}
+
+/// Checks that `path` can be written as an output: its folder exists, and it is not one of the
+/// command's `inputs` (writing there would destroy what is being read).
+pub fn check_output(path: &Path, inputs: &[&Path]) -> Result<(), Error> {
+    if let Ok(out) = path.canonicalize() {
+        if let Some(input) = inputs
+            .iter()
+            .find(|i| i.canonicalize().is_ok_and(|i| i == out))
+        {
+            return Err(Error::Usage(format!(
+                "refusing to write {}: it is the input {} (choose another output file)",
+                path.display(),
+                input.display()
+            )));
+        }
+    }
+    let folder = path.parent().filter(|p| !p.as_os_str().is_empty());
+    if let Some(folder) = folder.filter(|f| !f.is_dir()) {
+        return Err(Error::Usage(format!(
+            "cannot write {}: the folder {} does not exist (create it first)",
+            path.display(),
+            folder.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Writes an output file after [`check_output`].
+pub fn write_output(path: &Path, contents: &[u8], inputs: &[&Path]) -> Result<(), Error> {
+    check_output(path, inputs)?;
+    std::fs::write(path, contents).map_err(|source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    })
 }

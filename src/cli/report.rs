@@ -13,7 +13,7 @@ use crate::report::ReportInput;
 use crate::sym::Rational;
 use clap::{Args, Parser};
 use serde_json::Value;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Arguments of `report`.
 #[derive(Debug, Args)]
@@ -94,7 +94,7 @@ fn knob_args(row: &Value, at: usize, scratch: &Scratch) -> Result<Vec<String>, E
         row[k]
             .as_u64()
             .map(|v| v.to_string())
-            .ok_or_else(|| Error::Usage(format!("rank row without `{k}`")))
+            .ok_or_else(|| Error::Internal(format!("rank row without `{k}`")))
     };
     let mut a = vec![];
     for k in [
@@ -132,7 +132,7 @@ fn knob_args(row: &Value, at: usize, scratch: &Scratch) -> Result<Vec<String>, E
         None | Some("annotated") => {}
         Some("auto") => {
             let placements = row["placements"].as_object().ok_or_else(|| {
-                Error::Usage(format!(
+                Error::Internal(format!(
                     "rank row {} has the auto layout but no `placements`",
                     at + 1
                 ))
@@ -140,7 +140,7 @@ fn knob_args(row: &Value, at: usize, scratch: &Scratch) -> Result<Vec<String>, E
             let mut yaml = String::from("splits:\n");
             for (op, index) in placements {
                 let index = index.as_str().ok_or_else(|| {
-                    Error::Usage(format!(
+                    Error::Internal(format!(
                         "rank row {}: placement of `{op}` is not a name",
                         at + 1
                     ))
@@ -160,7 +160,7 @@ fn knob_args(row: &Value, at: usize, scratch: &Scratch) -> Result<Vec<String>, E
             a.extend(["--strategy".into(), path.display().to_string()]);
         }
         Some(other) => {
-            return Err(Error::Usage(format!(
+            return Err(Error::Internal(format!(
                 "rank row {}: unknown layout `{other}`",
                 at + 1
             )))
@@ -173,8 +173,8 @@ fn one_json(args: Vec<String>) -> Result<Value, Error> {
     let docs = run_json(&args)?;
     let text = docs
         .first()
-        .ok_or_else(|| Error::Usage(format!("`{}` printed nothing", args.join(" "))))?;
-    serde_json::from_str(text).map_err(|e| Error::Usage(format!("cannot read JSON: {e}")))
+        .ok_or_else(|| Error::Internal(format!("`{}` printed nothing", args.join(" "))))?;
+    serde_json::from_str(text).map_err(|e| Error::Internal(format!("cannot read JSON: {e}")))
 }
 
 /// Runs `report`.
@@ -210,10 +210,10 @@ pub fn run(args: ReportArgs) -> Result<(), Error> {
     let limit = ranking["memory_limit"]
         .as_str()
         .and_then(|m| m.parse::<Rational>().ok())
-        .ok_or_else(|| Error::Usage("rank JSON without `memory_limit`".into()))?;
+        .ok_or_else(|| Error::Internal("rank JSON without `memory_limit`".into()))?;
     let gpus_per_node = ranking["gpus_per_node"]
         .as_u64()
-        .ok_or_else(|| Error::Usage("rank JSON without `gpus_per_node`".into()))?;
+        .ok_or_else(|| Error::Internal("rank JSON without `gpus_per_node`".into()))?;
     let shape = vec![
         "--gpus-per-node".to_string(),
         gpus_per_node.to_string(),
@@ -237,7 +237,7 @@ pub fn run(args: ReportArgs) -> Result<(), Error> {
             .command
         {
             Command::Timeline(tl) => Ok(*tl),
-            _ => Err(Error::Usage("not a timeline command".into())),
+            _ => Err(Error::Internal("not a timeline command".into())),
         }
     };
     let tl = parse(knobs)?;
@@ -252,7 +252,7 @@ pub fn run(args: ReportArgs) -> Result<(), Error> {
     );
     let gantt = crate::timeline::gantt_svg(&timed.plan, &timed.sim, &title);
     let timeline = serde_json::to_value(&timed.summary)
-        .map_err(|e| Error::Usage(format!("cannot write JSON: {e}")))?;
+        .map_err(|e| Error::Internal(format!("cannot write JSON: {e}")))?;
 
     // Every row's communication by collective kind and tier, for the stacked bars.
     let loader = tl.symbols.loader()?;
@@ -352,10 +352,7 @@ pub fn run(args: ReportArgs) -> Result<(), Error> {
         comm_parts: &Value::Array(comm_parts),
         top_formulas: &Value::Array(top_formulas),
     })?;
-    std::fs::write(&args.output, &html).map_err(|source| Error::Io {
-        path: args.output.clone(),
-        source,
-    })?;
+    super::output::write_output(&args.output, html.as_bytes(), &[Path::new(&args.model)])?;
     eprintln!("wrote {} ({} bytes)", args.output.display(), html.len());
     Ok(())
 }

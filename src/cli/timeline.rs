@@ -95,13 +95,6 @@ pub fn plan_of(
     Ok(plan)
 }
 
-fn write(path: &Path, text: &str) -> Result<(), Error> {
-    std::fs::write(path, text).map_err(|source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    })
-}
-
 /// Runs `timeline`.
 pub fn run(args: TimelineArgs) -> Result<(), Error> {
     let plan = plan_of(&args.input, &args.symbols, &args.strategy)?;
@@ -115,6 +108,10 @@ pub fn run(args: TimelineArgs) -> Result<(), Error> {
                 Ok(())
             }
         };
+    }
+    let input = Path::new(&args.input);
+    for p in args.trace.iter().chain(&args.svg) {
+        super::output::check_output(p, &[input])?;
     }
     let tl = time_plan(&plan, &calib)?;
     if let Some(p) = &args.trace {
@@ -134,7 +131,7 @@ pub fn run(args: TimelineArgs) -> Result<(), Error> {
             tl.summary.calibration,
             tl.summary.iteration_seconds
         );
-        write(p, &gantt_svg(&tl.plan, &tl.sim, &title))?;
+        super::output::write_output(p, gantt_svg(&tl.plan, &tl.sim, &title).as_bytes(), &[input])?;
     }
     match args.format {
         Format::Json => print_json(&tl.summary),

@@ -78,10 +78,7 @@ struct Plan {
 
 /// Reads `path` and converts it, naming the model `name` (the file's stem when `None`).
 pub fn import_hf(path: &Path, name: Option<&str>) -> Result<HfImport> {
-    let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let text = crate::diag::read_text(path)?;
     let stem = path
         .file_stem()
         .map(|s| s.to_string_lossy().to_string())

@@ -152,7 +152,7 @@ fn text(v: &Value) -> String {
 }
 
 fn chart_err<E: std::fmt::Debug>(e: E) -> Error {
-    Error::Usage(format!("cannot draw a chart: {e:?}"))
+    Error::Internal(format!("cannot draw a chart: {e:?}"))
 }
 
 /// A short label of a rank row's knobs.

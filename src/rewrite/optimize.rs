@@ -163,7 +163,7 @@ pub fn optimize_program(
     let root = egraph.add_expr(&program.expr);
     let ids = egraph
         .lookup_expr_ids(&program.expr)
-        .ok_or_else(|| Error::Usage("program not in its own e-graph".into()))?;
+        .ok_or_else(|| Error::Internal("program not in its own e-graph".into()))?;
     let runner = opts.limits.runner(egraph).run(&rewrites(&program.rules)?);
     let run = RunStats::of(&runner);
     let egraph = &runner.egraph;

@@ -195,7 +195,7 @@ pub fn block_program(model: &Model, bi: usize, ctx: &DistAnalysis, axis: &str) -
     let block = model
         .blocks
         .get(bi)
-        .ok_or_else(|| Error::Usage(format!("model `{}` has no block {bi}", model.name)))?;
+        .ok_or_else(|| Error::Internal(format!("model `{}` has no block {bi}", model.name)))?;
     let mut b = Builder {
         ctx,
         axis: axis.to_string(),

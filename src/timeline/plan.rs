@@ -961,10 +961,7 @@ impl TimingPlan {
 
     /// Reads a plan saved by `symshard analyze -o`.
     pub fn load(path: &Path) -> Result<TimingPlan> {
-        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text = crate::diag::read_text(path)?;
         let plan: TimingPlan = serde_json::from_str(&text)
             .map_err(|e| Error::at(path, e.line(), e.column(), e.to_string()))?;
         plan.check().map_err(|m| Error::at(path, 1, 1, m))?;
