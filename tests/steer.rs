@@ -282,9 +282,30 @@ fn bad_steering_is_refused_naming_the_item() {
 }
 
 #[test]
+fn memory_in_bits_is_refused_not_read_as_bytes() {
+    // `Gb` is gigabits (a lower-case b): 80Gb would be 10 GB, not the 80 GB a user means.
+    for (text, suggest) in [
+        ("80Gb", "80GB"),
+        ("80 gb", "80GB"),
+        ("64Gib", "64GiB"),
+        ("512Mb", "512MB"),
+    ] {
+        let e = parse_memory(text).unwrap_err().to_string();
+        assert!(e.contains("bits") && e.contains(suggest), "{text}: {e}");
+    }
+    let out = symshard()
+        .args(["rank", "llama3-8b", "--devices", "64", "--memory", "80Gb"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("`Gb` is bits") && e.contains("80GB"), "{e}");
+}
+
+#[test]
 fn memory_takes_units_and_headroom() {
     assert_eq!(parse_memory("75GB").unwrap(), r(75_000_000_000));
-    assert_eq!(parse_memory("75 gb").unwrap(), r(75_000_000_000));
+    assert_eq!(parse_memory("75 gB").unwrap(), r(75_000_000_000));
     assert_eq!(parse_memory("80GiB").unwrap(), r(80 << 30));
     assert_eq!(parse_memory("75.5GB").unwrap(), r(75_500_000_000));
     assert_eq!(parse_memory("1_000").unwrap(), r(1000));

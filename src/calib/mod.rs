@@ -429,10 +429,66 @@ pub struct Calibration {
     pub tiers: Tiers,
 }
 
+/// The plausible range of each rate and size a table states, for any accelerator past or
+/// planned (an H100 SXM is about 1e15 FLOP/s, 3.35e12 B/s of HBM and 8e10 bytes): a number
+/// outside it is a typo or a unit mistake, which would otherwise print infinite or zero seconds.
+const MAGNITUDES: [(&str, f64, f64, &str); 4] = [
+    ("FLOP/s", 1e9, 1e18, "1 GFLOP/s to 1 EFLOP/s"),
+    ("B/s", 1e8, 1e15, "100 MB/s to 1 PB/s"),
+    ("bytes", 1e8, 1e15, "100 MB to 1 PB"),
+    ("link B/s", 1e6, 1e14, "1 MB/s to 100 TB/s"),
+];
+
 impl Calibration {
+    /// Refuses a peak, bandwidth or capacity outside [`MAGNITUDES`] (zero and negative ones
+    /// are refused with their own message by [`Calibration::load`]).
+    fn check_magnitudes(&self, src: &Source) -> Result<()> {
+        let d = &self.device;
+        let mut numbers: Vec<(Vec<&str>, &Rational, usize)> = d
+            .peak_flops
+            .iter()
+            .map(|(k, v)| (vec!["device", "peak_flops", k.as_str()], &v.value, 0))
+            .collect();
+        numbers.push((
+            vec!["device", "memory_bandwidth"],
+            &d.memory_bandwidth.value,
+            1,
+        ));
+        numbers.push((
+            vec!["device", "memory_capacity"],
+            &d.memory_capacity.value,
+            2,
+        ));
+        numbers.push((
+            vec!["tiers", "intra", "bandwidth"],
+            &self.tiers.intra.bandwidth.value,
+            3,
+        ));
+        numbers.push((
+            vec!["tiers", "inter", "bandwidth"],
+            &self.tiers.inter.bandwidth.value,
+            3,
+        ));
+        for (path, v, m) in numbers {
+            let (unit, lo, hi, range) = MAGNITUDES[m];
+            let x = v.to_f64().unwrap_or(f64::INFINITY);
+            if x > 0.0 && !(lo..=hi).contains(&x) {
+                return Err(src.error_at(
+                    &path,
+                    format!(
+                        "`{}` = {x:e} {unit} is absurd for an accelerator (expected {range}): a typo or a unit mistake?",
+                        path.join(".")
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Loads and validates a calibration from its text.
     pub fn load(src: &Source) -> Result<Calibration> {
         let c: Calibration = src.parse()?;
+        c.check_magnitudes(src)?;
         let positive = |path: &[&str], v: &Rational| -> Result<()> {
             if v.is_positive() {
                 Ok(())

@@ -73,7 +73,9 @@ struct Bytes {
 pub fn run(args: ExplainArgs) -> Result<(), Error> {
     let mut set = RuleSet::embedded()?;
     if let Some(dir) = &args.rules {
-        set.add_dir(dir)?;
+        for r in set.add_dir(dir)? {
+            eprintln!("{r}");
+        }
     }
     if args.list {
         return list(&set, args.format);

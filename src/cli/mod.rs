@@ -116,7 +116,9 @@ impl SymbolArgs {
             .with_train_metrics(self.train_metrics)
             .with_dropout(self.dropout);
         if let Some(dir) = &self.rules {
-            loader.rules.add_dir(dir)?;
+            for r in loader.rules.add_dir(dir)? {
+                eprintln!("{r}");
+            }
         }
         Ok(loader)
     }

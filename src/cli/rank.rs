@@ -300,6 +300,9 @@ struct EngineNote {
 }
 
 fn pct(part: &Rational, total: &Rational) -> String {
+    if total.is_zero() {
+        return "-".into();
+    }
     let p = (part / total).to_f64().unwrap_or(0.0) * 100.0;
     format!("{p:.0}%")
 }

@@ -559,8 +559,20 @@ impl GraphBuilder<'_> {
             names.insert(name.clone(), Named::Input(dims.clone()));
             inputs.push((name.clone(), dims));
         }
+        if g.blocks.is_empty() {
+            return Err(self.err(
+                &["blocks"],
+                "the graph has no blocks: a model needs at least one operator",
+            ));
+        }
         let mut blocks = Vec::new();
         for (bi, b) in g.blocks.iter().enumerate() {
+            if b.ops.is_empty() {
+                return Err(self.err(
+                    &["blocks", &b.name],
+                    format!("block `{}` has no operators", b.name),
+                ));
+            }
             if names.contains_key(&b.name) {
                 return Err(self.err(&["blocks", &b.name], format!("duplicate name `{}`", b.name)));
             }

@@ -113,6 +113,16 @@ pub enum SteerError {
         /// Its unit.
         unit: String,
     },
+    /// A memory size in bits (`Gb`, `Mb`: a lower-case b), where bytes are meant.
+    #[error("memory `{text}`: `{unit}` is bits (a lower-case b); give bytes: {suggest}")]
+    MemoryBits {
+        /// The size given.
+        text: String,
+        /// Its unit.
+        unit: String,
+        /// The unit in bytes the user probably meant.
+        suggest: String,
+    },
     /// A memory size that is not a number.
     #[error("memory `{0}`: expected a number with an optional unit, such as 80GB or 75.5GiB")]
     MemoryNumber(String),

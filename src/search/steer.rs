@@ -481,7 +481,8 @@ fn number(name: &str, value: &str, flag: &str) -> Result<u64, SteerError> {
 
 /// Parses a memory size: bytes as a whole number (`80000000000`), or a number with a unit —
 /// `KB`, `MB`, `GB`, `TB` (powers of 1000) or `KiB`, `MiB`, `GiB`, `TiB` (powers of 1024), `B`
-/// for bytes; decimals allowed (`75.5GB`), case-insensitive, a space allowed before the unit.
+/// for bytes; decimals allowed (`75.5GB`), the prefix in either case, a space allowed before the
+/// unit. A lower-case `b` is a bit (`80Gb` is 10 GB), so it is refused rather than read as bytes.
 /// The result is exact and must be a positive whole number of bytes.
 pub fn parse_memory(text: &str) -> Result<Rational, SteerError> {
     let t = text.trim();
@@ -490,6 +491,13 @@ pub fn parse_memory(text: &str) -> Result<Rational, SteerError> {
         .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     let unit = unit.trim();
+    if let Some(prefix) = unit.strip_suffix('b') {
+        return Err(SteerError::MemoryBits {
+            text: text.into(),
+            unit: unit.into(),
+            suggest: format!("{num}{}B", prefix.to_ascii_uppercase().replace('I', "i")),
+        });
+    }
     let scale: u64 = match unit.to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "kb" | "k" => 1_000,
