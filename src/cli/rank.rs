@@ -255,6 +255,9 @@ struct Out {
     evaluated: usize,
     feasible: usize,
     rejected: crate::search::error::Rejections,
+    /// Strategies that passed the screen but could not be priced or simulated.
+    #[serde(skip_serializing_if = "crate::search::error::Failed::is_empty")]
+    failed: crate::search::error::Failed,
     /// Strategies simulated to rank by seconds (0 when ranking by relative cost).
     simulated: usize,
     balance_range: Option<(String, Option<String>)>,
@@ -649,6 +652,7 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
         simulated: result.simulated,
         feasible: result.feasible,
         rejected: result.rejected.clone(),
+        failed: result.failed.clone(),
         balance_range: range,
         engine,
         search_seconds: result.search_seconds,
@@ -884,6 +888,12 @@ fn print_table(
         println!(
             "ranked by simulated seconds: {} strategies simulated in the order of their lower bounds, until the next bound exceeded the last row shown — no other strategy can be faster than the rows shown",
             units::tally(out.simulated as u64)
+        );
+    }
+    if let Some(example) = &out.failed.example {
+        println!(
+            "  {} could not be priced or simulated, e.g. {example}",
+            units::tally(out.failed.count as u64)
         );
     }
     // One line per kind of rejection, with one of its messages whole.

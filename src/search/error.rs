@@ -541,3 +541,88 @@ impl serde::Serialize for SearchError {
         s.collect_str(self)
     }
 }
+
+/// Strategies that passed the screen but could not be priced exactly or simulated, counted
+/// while the search runs (from any thread), so that nothing on the `rank` path is dropped
+/// silently. Each strategy counts once, with its first reason.
+#[derive(Debug, Default)]
+pub struct FailureLog {
+    by_strategy: std::sync::Mutex<std::collections::BTreeMap<String, String>>,
+}
+
+impl FailureLog {
+    /// The value of `result`, or `None` after noting its error against `strategy`.
+    pub fn keep<T, E: std::fmt::Display>(
+        &self,
+        strategy: impl FnOnce() -> String,
+        result: Result<T, E>,
+    ) -> Option<T> {
+        match result {
+            Ok(v) => Some(v),
+            Err(e) => {
+                self.note(strategy(), e.to_string());
+                None
+            }
+        }
+    }
+
+    /// Notes that `strategy` failed for `why` (the first reason per strategy is kept).
+    pub fn note(&self, strategy: String, why: String) {
+        let mut map = self
+            .by_strategy
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        map.entry(strategy).or_insert(why);
+    }
+
+    /// What was noted: how many strategies, and the first in strategy order with its reason.
+    pub fn summary(&self) -> Failed {
+        let map = self
+            .by_strategy
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Failed {
+            count: map.len(),
+            example: map.iter().next().map(|(k, why)| format!("{k}: {why}")),
+        }
+    }
+}
+
+/// Strategies a search could not price or simulate: how many, and one whole example.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct Failed {
+    /// Strategies that failed.
+    pub count: usize,
+    /// The first of them (in strategy order) and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub example: Option<String>,
+}
+
+impl Failed {
+    /// Whether nothing failed.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_failure_log_counts_each_strategy_once_with_its_first_reason() {
+        let log = FailureLog::default();
+        assert_eq!(log.keep(|| "a".into(), Ok::<u8, String>(1)), Some(1));
+        assert!(log.summary().is_empty());
+        // From several threads, in any order: the summary does not depend on it.
+        std::thread::scope(|s| {
+            for (k, why) in [("tp=8", "first"), ("dp=2", "x"), ("tp=8", "second")] {
+                let log = &log;
+                s.spawn(move || log.keep(|| k.into(), Err::<u8, _>(why)));
+            }
+        });
+        let f = log.summary();
+        assert_eq!(f.count, 2);
+        assert_eq!(f.example.as_deref(), Some("dp=2: x"));
+    }
+}

@@ -3,7 +3,7 @@
 //! cost.
 
 use super::auto::{auto_tp_layout, same_as_annotated, AutoLayout};
-use super::error::{Rejection, Rejections, SearchError};
+use super::error::{Failed, FailureLog, Rejection, Rejections, SearchError};
 use super::steer::Steer;
 use crate::calib::Calibration;
 use crate::model::Model;
@@ -161,6 +161,8 @@ pub struct RankResult {
     pub feasible: usize,
     /// Strategies rejected before pricing, by kind and reason.
     pub rejected: Rejections,
+    /// Strategies that passed the screen but could not be priced exactly or simulated.
+    pub failed: Failed,
     /// Strategies simulated to find the fastest (ranking in seconds).
     pub simulated: usize,
     /// Range of the factor λ scaling every κ over which the top strategy stays first.
@@ -416,6 +418,37 @@ pub fn rank_with_progress(
     values: &Bindings,
     calib: &Calibration,
     opts: &RankOptions,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<RankResult, SearchError> {
+    let failures = FailureLog::default();
+    let ctx = Ctx {
+        opts,
+        failures: &failures,
+    };
+    let mut result = search(model, values, calib, &ctx, progress)?;
+    result.failed = failures.summary();
+    Ok(result)
+}
+
+/// The options of one search, with the log of the strategies it could not price.
+struct Ctx<'a> {
+    opts: &'a RankOptions,
+    failures: &'a FailureLog,
+}
+
+impl std::ops::Deref for Ctx<'_> {
+    type Target = RankOptions;
+    fn deref(&self) -> &RankOptions {
+        self.opts
+    }
+}
+
+/// [`rank_with_progress`]'s search.
+fn search(
+    model: &Model,
+    values: &Bindings,
+    calib: &Calibration,
+    opts: &Ctx,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<RankResult, SearchError> {
     let start = Instant::now();
@@ -919,6 +952,7 @@ pub fn rank_with_progress(
         evaluated,
         feasible,
         rejected,
+        failed: Failed::default(),
         simulated: 0,
         balance_range,
         search_seconds: start.elapsed().as_secs_f64(),
@@ -940,7 +974,7 @@ fn smallest_footprint(
     cache: &Cache,
     estimates: &[(Cand, Estimate)],
     calib: &Calibration,
-    opts: &RankOptions,
+    opts: &Ctx,
 ) -> (Option<(Evaluation, RowLayout)>, Option<Evaluation>) {
     let least = estimates
         .iter()
@@ -976,7 +1010,7 @@ fn pareto_by_cost(
     cache: &Cache,
     estimates: &[(Cand, Estimate)],
     calib: &Calibration,
-    opts: &RankOptions,
+    opts: &Ctx,
 ) -> Vec<RankedRow> {
     let cap = opts.memory.to_f64().unwrap_or(f64::MAX);
     let mut by_memory: Vec<&(Cand, Estimate)> = estimates
@@ -1036,11 +1070,20 @@ fn price<'a>(
     cache: &'a Cache,
     c: &Cand,
     calib: &Calibration,
-    opts: &RankOptions,
+    opts: &Ctx,
 ) -> Option<(Evaluation, &'a Analysis, &'a [BlockNumbers])> {
     let analysis = variants.analysis(c);
-    let Some(Ok(numbers)) = cache.get(&numbers_key(c)) else {
-        return None;
+    let numbers = match cache.get(&numbers_key(c)) {
+        Some(Ok(numbers)) => numbers,
+        Some(Err(e)) => {
+            opts.failures.note(label(c), e.to_string());
+            return None;
+        }
+        None => {
+            opts.failures
+                .note(label(c), "its blocks were not evaluated".into());
+            return None;
+        }
     };
     let e = evaluate_with(
         model,
@@ -1051,9 +1094,14 @@ fn price<'a>(
         opts.gpus_per_node,
         &opts.memory,
         true,
-    )
-    .ok()?;
+    );
+    let e = opts.failures.keep(|| label(c), e)?;
     Some((e, analysis, numbers))
+}
+
+/// A strategy as the failure log names it.
+fn label(c: &Cand) -> String {
+    format!("{} (layout variant {})", c.k.describe(None), c.v)
 }
 
 /// What the relative-cost search hands to the search by seconds.
@@ -1076,7 +1124,7 @@ fn rank_by_seconds(
     model: &Model,
     values: &Bindings,
     calib: &Calibration,
-    opts: &RankOptions,
+    opts: &Ctx,
     search: SecondsSearch,
 ) -> Result<RankResult, SearchError> {
     use crate::timeline::bound::{chains, lower_bound, virtual_stages, Chains};
@@ -1101,7 +1149,7 @@ fn rank_by_seconds(
             let Some(Ok(numbers)) = search.cache.get(&key.0) else {
                 return None;
             };
-            chains(
+            let chains = chains(
                 model,
                 search.variants.analysis(c),
                 numbers,
@@ -1109,8 +1157,8 @@ fn rank_by_seconds(
                 &c.k,
                 &rates,
                 opts.gpus_per_node,
-            )
-            .ok()
+            );
+            opts.failures.keep(|| label(c), chains)
         })
         .collect();
     let chain_cache: BTreeMap<ChainKey, Option<Chains>> =
@@ -1146,15 +1194,15 @@ fn rank_by_seconds(
             let partition = if interleaved {
                 Vec::new()
             } else {
-                crate::parallel::evaluate::pipeline_stage_counts(
+                let partition = crate::parallel::evaluate::pipeline_stage_counts(
                     model,
                     numbers,
                     k,
                     search.kappa,
                     kappa_hbm,
                     opts.gpus_per_node,
-                )
-                .ok()?
+                );
+                opts.failures.keep(|| label(c), partition)?
             };
             let repeats: Vec<u64> = numbers.iter().map(|n| n.repeat).collect();
             virtual_stages(ch, &repeats, &partition, k).map(|s| s.into_owned())
@@ -1188,8 +1236,8 @@ fn rank_by_seconds(
             return None;
         }
         simulated.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let t =
-            crate::timeline::iteration_seconds(model, analysis, numbers, &e, values, calib).ok()?;
+        let t = crate::timeline::iteration_seconds(model, analysis, numbers, &e, values, calib);
+        let t = opts.failures.keep(|| label(k), t)?;
         Some((t, e))
     };
     // Rows of the first `top` groups found so far, sorted by (seconds, cost, memory) so that
@@ -1309,6 +1357,7 @@ fn rank_by_seconds(
         evaluated: search.evaluated,
         feasible: search.feasible,
         rejected: search.rejected,
+        failed: Failed::default(),
         simulated: simulated.into_inner(),
         balance_range,
         search_seconds: search.start.elapsed().as_secs_f64(),
