@@ -184,9 +184,10 @@ fn partial() -> OnnxOptions {
 
 /// Softplus and Sin have no rule: both are listed, in graph order, as root causes; the Softplus's
 /// output, whose shape is inferred (elementwise), becomes a graph input so that the rest is still
-/// costed. Coverage at B = 1: mapped fc1 2·8·8 = 128, the Mul 8, fc2 2·8·4 = 64, 200 FLOPs;
-/// implied by the unmapped nodes one operation per input element, Softplus 8 and Sin 4: 12.
-/// 200/212 = 94.33 %, below 99 %: refused without --allow-partial.
+/// costed. Coverage, per sample of the symbolic batch B: mapped fc1 2·8·8 = 128, the Mul 8, fc2
+/// 2·8·4 = 64, 200·B FLOPs; implied by the unmapped nodes one operation per input element,
+/// Softplus 8·B and Sin 4·B: 12·B. 200/212 = 94.33 % at every B, below 99 %: refused without
+/// --allow-partial.
 #[test]
 fn unmapped_operators_are_listed() {
     let e = import_onnx(
@@ -228,12 +229,13 @@ fn unmapped_operators_are_listed() {
     let c = &out.coverage;
     assert_eq!(
         (c.mapped_flops.as_str(), c.unmapped_flops.as_deref()),
-        ("200", Some("12"))
+        ("200*B", Some("12*B"))
     );
     assert_eq!(
         (c.flops_percent, c.params_percent, c.complete),
-        (Some(94.33), 100.0, false)
+        (Some(94.33), Some(100.0), false)
     );
+    assert_eq!(c.basis, "least at any B ≥ 1");
 }
 
 /// LpNormalization has no rule and no inferred output shape: the MatMul and Relu after it are
@@ -269,8 +271,8 @@ fn unknown_shapes_downstream_make_coverage_unmeasurable() {
             ("relu", false)
         ]
     );
-    // Implied by the roots: one operation per element of their 1 × 16 inputs.
-    assert_eq!(out.unmapped[0].flops.as_deref(), Some("16"));
+    // Implied by the roots: one operation per element of their B × 16 inputs.
+    assert_eq!(out.unmapped[0].flops.as_deref(), Some("16*B"));
     assert_eq!(out.unmapped[2].flops, None);
     let c = &out.coverage;
     assert_eq!((c.flops_percent, c.unmapped_flops.as_deref()), (None, None));
@@ -278,7 +280,7 @@ fn unknown_shapes_downstream_make_coverage_unmeasurable() {
         (c.mapped_params.as_str(), c.unmapped_params.as_str()),
         ("256", "128")
     );
-    assert_eq!(c.params_percent, 66.66);
+    assert_eq!(c.params_percent, Some(66.66));
     assert!(!c.complete);
 }
 
