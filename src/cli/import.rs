@@ -139,6 +139,18 @@ pub fn run(args: ImportArgs) -> Result<(), Error> {
                 c.params_text(),
                 crate::import::onnx::basis_note(c)
             );
+            if !imported.assumed_sizes.is_empty() {
+                let set: Vec<String> = imported
+                    .assumed_sizes
+                    .iter()
+                    .map(|s| format!("--set {s}=…"))
+                    .collect();
+                eprintln!(
+                    "note: no size given for {} (--dim): the model file assumes 1 (`assumed: true`), and `cost` and `rank` say so until {}",
+                    imported.assumed_sizes.join(", "),
+                    set.join(" ")
+                );
+            }
             if imported.fixed_sizes {
                 eprintln!("note: {}", crate::import::onnx::FIXED_SIZES);
             }

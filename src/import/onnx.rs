@@ -20,7 +20,8 @@ use super::onnx_map::{Emit, Mapper, Value};
 use super::onnx_pb::NodeProto;
 use super::onnx_pb::{GraphProto, ModelProto};
 use super::onnx_shape::{
-    elem_type, float_dtype, int_dtype, product, tensor_shape, tensor_vals, Shape, Symbols,
+    elem_type, float_dtype, int_dtype, product, tensor_shape, tensor_vals, DimSymbol, Shape,
+    Symbols,
 };
 use super::yaml_str;
 use crate::diag::Source;
@@ -91,6 +92,9 @@ pub struct OnnxImport {
     /// Whether every size of the model is a number (an export without dynamic axes): its batch
     /// and sequence cannot be changed, and tensor parallelism has no size it could split.
     pub fixed_sizes: bool,
+    /// Model symbols of symbolic dimensions no size was given for on import: written as
+    /// defaults of 1 marked `assumed`, which `cost` and `rank` name until `--set` gives them.
+    pub assumed_sizes: Vec<String>,
 }
 
 fn invalid(file: &Path, msg: impl std::fmt::Display) -> Error {
@@ -361,11 +365,8 @@ pub fn import_onnx_bytes(
         .map
         .iter()
         .map(|(s, d)| {
-            let v = opts.dims.get(s).or_else(|| opts.dims.get(&d.onnx));
-            (
-                s.clone(),
-                Rational::from_integer(v.copied().unwrap_or(1).into()),
-            )
+            let v = given_size(opts, s, d).copied().unwrap_or(1);
+            (s.clone(), Rational::from_integer(v.into()))
         })
         .collect();
     for (u, f) in unmapped.iter_mut().zip(&implied) {
@@ -471,6 +472,12 @@ pub fn import_onnx_bytes(
             .collect(),
         mask_inputs,
         fixed_sizes: symbols.map.is_empty() && heads.is_none(),
+        assumed_sizes: symbols
+            .map
+            .iter()
+            .filter(|(s, d)| given_size(opts, s, d).is_none())
+            .map(|(s, _)| s.clone())
+            .collect(),
     })
 }
 
@@ -943,14 +950,17 @@ fn write(
     if !symbols.map.is_empty() || heads.is_some() {
         let _ = writeln!(y, "defaults:");
         for (s, d) in &symbols.map {
-            let given = opts.dims.get(s).or_else(|| opts.dims.get(&d.onnx));
-            let (value, source) = match given {
+            let given = given_size(opts, s, d);
+            // A size nobody gave is a placeholder: marked, so that results at it say so.
+            let (value, assumed, source) = match given {
                 Some(v) => (
                     *v,
+                    "",
                     format!("given on import for ONNX dimension `{}`", d.onnx),
                 ),
                 None => (
                     1,
+                    "assumed: true, ",
                     format!(
                         "ONNX dimension `{}` has no size in the file: 1 until set (--set {s}=…)",
                         d.onnx
@@ -959,7 +969,7 @@ fn write(
             };
             let _ = writeln!(
                 y,
-                "  {s}: {{value: {value}, source: {}}}",
+                "  {s}: {{value: {value}, {assumed}source: {}}}",
                 yaml_str(&source)
             );
         }
@@ -976,6 +986,11 @@ fn write(
         }
     }
     y
+}
+
+/// The size given on import for the model symbol `s` of ONNX dimension `d`, by either name.
+fn given_size<'a>(opts: &'a OnnxOptions, s: &str, d: &DimSymbol) -> Option<&'a u64> {
+    opts.dims.get(s).or_else(|| opts.dims.get(&d.onnx))
 }
 
 /// What an import whose sizes are all numbers can and cannot be used for.
