@@ -210,6 +210,7 @@ pub fn run_file(name: &str, src: &Source) -> Result<FileOutcome> {
             let value = symbol_value(&crate::model::spec::SymbolValue {
                 value: text,
                 source: None,
+                assumed: false,
             })
             .map_err(|m| at("set", format!("`{sym}`: {m}")))?;
             values.insert(sym.clone(), value);

@@ -184,9 +184,10 @@ fn partial() -> OnnxOptions {
 
 /// Softplus and Sin have no rule: both are listed, in graph order, as root causes; the Softplus's
 /// output, whose shape is inferred (elementwise), becomes a graph input so that the rest is still
-/// costed. Coverage at B = 1: mapped fc1 2·8·8 = 128, the Mul 8, fc2 2·8·4 = 64, 200 FLOPs;
-/// implied by the unmapped nodes one operation per input element, Softplus 8 and Sin 4: 12.
-/// 200/212 = 94.33 %, below 99 %: refused without --allow-partial.
+/// costed. Coverage, per sample of the symbolic batch B: mapped fc1 2·8·8 = 128, the Mul 8, fc2
+/// 2·8·4 = 64, 200·B FLOPs; implied by the unmapped nodes one operation per input element,
+/// Softplus 8·B and Sin 4·B: 12·B. 200/212 = 94.33 % at every B, below 99 %: refused without
+/// --allow-partial.
 #[test]
 fn unmapped_operators_are_listed() {
     let e = import_onnx(
@@ -228,12 +229,13 @@ fn unmapped_operators_are_listed() {
     let c = &out.coverage;
     assert_eq!(
         (c.mapped_flops.as_str(), c.unmapped_flops.as_deref()),
-        ("200", Some("12"))
+        ("200*B", Some("12*B"))
     );
     assert_eq!(
         (c.flops_percent, c.params_percent, c.complete),
-        (Some(94.33), 100.0, false)
+        (Some(94.33), Some(100.0), false)
     );
+    assert_eq!(c.basis, "least at any B ≥ 1");
 }
 
 /// LpNormalization has no rule and no inferred output shape: the MatMul and Relu after it are
@@ -269,8 +271,8 @@ fn unknown_shapes_downstream_make_coverage_unmeasurable() {
             ("relu", false)
         ]
     );
-    // Implied by the roots: one operation per element of their 1 × 16 inputs.
-    assert_eq!(out.unmapped[0].flops.as_deref(), Some("16"));
+    // Implied by the roots: one operation per element of their B × 16 inputs.
+    assert_eq!(out.unmapped[0].flops.as_deref(), Some("16*B"));
     assert_eq!(out.unmapped[2].flops, None);
     let c = &out.coverage;
     assert_eq!((c.flops_percent, c.unmapped_flops.as_deref()), (None, None));
@@ -278,7 +280,7 @@ fn unknown_shapes_downstream_make_coverage_unmeasurable() {
         (c.mapped_params.as_str(), c.unmapped_params.as_str()),
         ("256", "128")
     );
-    assert_eq!(c.params_percent, 66.66);
+    assert_eq!(c.params_percent, Some(66.66));
     assert!(!c.complete);
 }
 
@@ -442,6 +444,157 @@ fn dimension_sizes_given_on_import() {
     assert!(out.yaml.contains("B: {value: 8"), "{}", out.yaml);
     assert!(out.yaml.contains("S: {value: 16"), "{}", out.yaml);
     assert!(out.yaml.contains("name: \"tiny\""));
+}
+
+/// A symbolic size the import has no value for is written as a placeholder the loader reads,
+/// `assumed: true`, which a size given on import is not; the loader rejects a misspelt field
+/// there, and `assumed` on one of the model's own values, naming the file and line.
+#[test]
+fn the_import_marks_the_sizes_it_assumes() {
+    let (out, model) = import("transformer");
+    for s in ["B", "S"] {
+        let line = format!("  {s}: {{value: 1, assumed: true, source: ");
+        assert!(out.yaml.contains(&line), "{}", out.yaml);
+    }
+    let assumed: Vec<&str> = model.assumed.iter().map(String::as_str).collect();
+    assert_eq!(assumed, ["B", "S"]);
+    assert_eq!(out.assumed_sizes, ["B", "S"]);
+    let mut opts = OnnxOptions::default();
+    opts.dims.insert("batch".into(), 8);
+    let given = import_onnx(&fixture("transformer"), &opts, &mut |_, _| {}).unwrap();
+    assert!(
+        given.yaml.contains("  B: {value: 8, source: "),
+        "{}",
+        given.yaml
+    );
+    let loader = ModelLoader::embedded().unwrap();
+    let m = loader
+        .load(&Source::new("given.yaml", given.yaml.clone()))
+        .unwrap();
+    let assumed: Vec<&str> = m.assumed.iter().map(String::as_str).collect();
+    assert_eq!(assumed, ["S"]);
+    assert_eq!(given.assumed_sizes, ["S"]);
+    let misspelt = out.yaml.replace("assumed: true", "asumed: true");
+    let e = loader
+        .load(&Source::new("misspelt.yaml", misspelt))
+        .map(|_| ())
+        .expect_err("unknown field")
+        .to_string();
+    assert!(
+        e.starts_with("misspelt.yaml:") && e.contains("asumed"),
+        "{e}"
+    );
+    // The same entries as the model's own values (`symbols:`) instead of defaults.
+    let own = out.yaml.replacen("\ndefaults:\n", "\nsymbols:\n", 1);
+    assert_ne!(own, out.yaml);
+    let e = loader
+        .load(&Source::new("own.yaml", own))
+        .map(|_| ())
+        .expect_err("an assumed value of the model's own")
+        .to_string();
+    assert!(
+        e.starts_with("own.yaml:") && e.contains("`assumed` marks a default"),
+        "{e}"
+    );
+}
+
+fn stdout(args: &[&str]) -> String {
+    let res = symshard().args(args).output().unwrap();
+    assert!(
+        res.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&res.stderr)
+    );
+    String::from_utf8(res.stdout).unwrap()
+}
+
+/// `rank` of a model at sizes it only assumes (an ONNX file with symbolic batch and sequence,
+/// ranked directly) says so on its first line and in `assumed_sizes`, with what to pass; sizes
+/// given by `--set` are no longer assumed, even at the same value.
+#[test]
+fn rank_at_an_assumed_size_says_so_first() {
+    let file = fixture("transformer");
+    let file = file.to_str().unwrap();
+    let text = stdout(&["rank", file, "--devices", "2", "--top", "1"]);
+    let first = text.lines().next().unwrap();
+    assert!(
+        first.starts_with("warning: at assumed sizes B = 1, S = 1 ")
+            && first.ends_with("give yours with --set B=… --set S=…"),
+        "{text}"
+    );
+    let json = stdout(&[
+        "rank",
+        file,
+        "--devices",
+        "2",
+        "--top",
+        "1",
+        "--format",
+        "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["assumed_sizes"], serde_json::json!({"B": "1", "S": "1"}));
+    let text = stdout(&["rank", file, "--devices", "2", "--top", "1", "--set", "S=1"]);
+    let first = text.lines().next().unwrap();
+    assert!(
+        first.starts_with("warning: at an assumed size B = 1 "),
+        "{text}"
+    );
+    assert!(first.ends_with("give yours with --set B=…"), "{text}");
+    let text = stdout(&[
+        "rank",
+        file,
+        "--devices",
+        "2",
+        "--top",
+        "1",
+        "--set",
+        "B=1",
+        "--set",
+        "S=1",
+    ]);
+    assert!(!text.contains("assumed"), "{text}");
+    let json = stdout(&[
+        "rank",
+        file,
+        "--devices",
+        "2",
+        "--top",
+        "1",
+        "--set",
+        "B=8",
+        "--set",
+        "S=16",
+        "--format",
+        "json",
+    ]);
+    assert!(!json.contains("assumed_sizes"), "{json}");
+}
+
+/// `cost` the same; a shipped model (whose defaults have sources) gets no such line or field.
+#[test]
+fn cost_at_an_assumed_size_says_so_first() {
+    let file = fixture("transformer");
+    let file = file.to_str().unwrap();
+    let text = stdout(&["cost", file]);
+    assert!(
+        text.lines()
+            .next()
+            .unwrap()
+            .starts_with("warning: at assumed sizes B = 1, S = 1 "),
+        "{text}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&stdout(&["cost", file, "--format", "json"])).unwrap();
+    assert_eq!(v["assumed_sizes"], serde_json::json!({"B": "1", "S": "1"}));
+    let text = stdout(&["cost", file, "--set", "B=4", "--set", "S=8"]);
+    assert!(text.starts_with("model "), "{text}");
+    // Formulas hold at every size: nothing is assumed.
+    let text = stdout(&["cost", file, "--symbolic"]);
+    assert!(text.starts_with("model "), "{text}");
+    let text = stdout(&["cost", "gpt2-124m"]);
+    assert!(text.starts_with("model gpt2-124m"), "{text}");
+    assert!(!stdout(&["cost", "gpt2-124m", "--format", "json"]).contains("assumed"));
 }
 
 #[test]

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use symshard::diag::Source;
 use symshard::import::{import_onnx, OnnxOptions};
 use symshard::model::{model_cost, ModelLoader};
-use symshard::sym::{Bindings, Rational};
+use symshard::sym::{Bindings, Poly, Rational};
 
 fn dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/onnx/exported")
@@ -197,6 +197,53 @@ fn torchscript_dynamic_exports_import_with_symbols() {
             ),
             (p, f)
         );
+    }
+}
+
+/// Coverage of an export with symbolic sizes counts what the fixed-size export of the same
+/// model counts: its parameters (GPT-2's 230,144: PyTorch's 166,144 in reference.json and the
+/// untied head's V·H = 1000·64), which no size changes, and FLOPs as formulas in B and S that at
+/// the exported sizes (`input` in reference.json, B = 2, S = 32) are the fixed file's. Nothing
+/// is unmapped, so 100 % holds at every size; it is said where it holds.
+#[test]
+fn a_symbolic_export_reports_its_parameters_in_coverage() {
+    let r = reference();
+    for (name, untied_head, basis) in [
+        ("gpt2", 1000 * 64, "least at any B, S ≥ 1"),
+        ("bert", 0, "least at any B, S ≥ 1"),
+        ("vit", 0, "least at any B ≥ 1"),
+    ] {
+        let m = &r["models"][name];
+        let import = |file: String| {
+            import_onnx(&dir().join(file), &OnnxOptions::default(), &mut |_, _| {})
+                .unwrap_or_else(|e| panic!("{name}: {e}"))
+                .coverage
+        };
+        let dynamic = import(format!("{name}_ts_dynamic.onnx"));
+        let fixed = import(format!("{name}_ts.onnx"));
+        let params = int(&m["params"]) + Rational::from_integer(untied_head.into());
+        assert_eq!(dynamic.mapped_params, params.to_string(), "{name}");
+        assert_eq!(dynamic.mapped_params, fixed.mapped_params, "{name}");
+        assert_eq!(
+            (dynamic.params_percent, dynamic.flops_percent),
+            (Some(100.0), Some(100.0)),
+            "{name}"
+        );
+        assert!(dynamic.complete, "{name}");
+        assert_eq!(dynamic.basis, basis, "{name}");
+        assert_eq!(fixed.basis, "exact", "{name}");
+        let input = m["input"].as_array().unwrap();
+        let mut at = Bindings::new();
+        at.insert("B".into(), int(&input[0]));
+        at.insert("S".into(), int(&input[1]));
+        let flops: Poly = dynamic.mapped_flops.parse().unwrap();
+        assert!(!flops.is_constant(), "{name}: {flops}");
+        assert_eq!(
+            flops.eval(&at).unwrap().to_string(),
+            fixed.mapped_flops,
+            "{name}: forward FLOPs at B = 2, S = 32"
+        );
+        assert_eq!(dynamic.unmapped_flops.as_deref(), Some("0"), "{name}");
     }
 }
 

@@ -65,6 +65,10 @@ struct OpRow {
 #[derive(Serialize)]
 struct CostJson {
     model: String,
+    /// Sizes at the model file's placeholders (defaults marked `assumed`) that `--set` did not
+    /// give, with their values: the numbers are for a size nobody chose.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    assumed_sizes: BTreeMap<String, String>,
     /// The symbols `--set` changed, with their values: `model` alone no longer describes them.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     overrides: BTreeMap<String, String>,
@@ -168,8 +172,15 @@ pub fn run(args: CostArgs) -> Result<(), Error> {
         .filter(|(k, v)| model.values.get(*k) != Some(*v))
         .map(|(k, v)| (k.clone(), v.to_string()))
         .collect();
+    // Formulas alone (no strategy to evaluate) hold at every size.
+    let assumed_sizes = if args.symbolic && !args.strategy.given() {
+        BTreeMap::new()
+    } else {
+        assumed_sizes(&model, &args.symbols.set, &values)
+    };
     let out = CostJson {
         model: model.name.clone(),
+        assumed_sizes,
         overrides,
         settings: crate::timeline::setting_map(&model),
         symbols: values
@@ -315,6 +326,9 @@ fn print_model(
     values: &Bindings,
     args: &CostArgs,
 ) -> Result<(), Error> {
+    if let Some(line) = assumed_line(&out.assumed_sizes) {
+        println!("{line}");
+    }
     println!(
         "model {}{} — {}",
         model.name,
@@ -375,6 +389,44 @@ fn print_model(
         b(&out.memory.activations)
     );
     Ok(())
+}
+
+/// The model's assumed sizes (defaults its file marks `assumed`: placeholders for sizes its
+/// source does not give) that no `--set` in `set` (`SYM=VALUE`) chose, with their values.
+pub fn assumed_sizes(
+    model: &crate::model::Model,
+    set: &[String],
+    values: &Bindings,
+) -> BTreeMap<String, String> {
+    let chosen: Vec<&str> = set
+        .iter()
+        .filter_map(|s| s.split_once('=').map(|(k, _)| k.trim()))
+        .collect();
+    model
+        .assumed
+        .iter()
+        .filter(|s| !chosen.contains(&s.as_str()))
+        .filter_map(|s| Some((s.clone(), values.get(s)?.to_string())))
+        .collect()
+}
+
+/// The first line of a result at assumed sizes: which, and how to give them.
+pub fn assumed_line(assumed: &BTreeMap<String, String>) -> Option<String> {
+    if assumed.is_empty() {
+        return None;
+    }
+    let at: Vec<String> = assumed.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+    let set: Vec<String> = assumed.keys().map(|k| format!("--set {k}=…")).collect();
+    let at = at.join(", ");
+    let what = if assumed.len() == 1 {
+        format!("an assumed size {at} (a placeholder in the model file, whose source gives none, not a size anyone chose)")
+    } else {
+        format!("assumed sizes {at} (placeholders in the model file, whose source gives none, not sizes anyone chose)")
+    };
+    Some(format!(
+        "warning: at {what}; give yours with {}",
+        set.join(" ")
+    ))
 }
 
 /// `" (B = 512, S = 2048)"`: the global batch and sequence length of a model's values, under

@@ -129,13 +129,28 @@ pub fn run(args: ImportArgs) -> Result<(), Error> {
             } else {
                 finish(&imported.yaml, a.output.as_deref(), &a.model)?;
             }
-            let flops = c
-                .flops_percent
-                .map_or_else(|| "an unknown share".to_string(), |f| format!("{f} %"));
             eprintln!(
-                "imported {}: {} of {} ONNX nodes mapped, to {} operators; coverage {flops} of the FLOPs, {} % of the parameters",
-                imported.name, imported.mapped, imported.nodes, imported.operators, c.params_percent
+                "imported {}: {} of {} ONNX nodes mapped, to {} operators; coverage {}, {}{}",
+                imported.name,
+                imported.mapped,
+                imported.nodes,
+                imported.operators,
+                c.flops_text(),
+                c.params_text(),
+                crate::import::onnx::basis_note(c)
             );
+            if !imported.assumed_sizes.is_empty() {
+                let set: Vec<String> = imported
+                    .assumed_sizes
+                    .iter()
+                    .map(|s| format!("--set {s}=…"))
+                    .collect();
+                eprintln!(
+                    "note: no size given for {} (--dim): the model file assumes 1 (`assumed: true`), and `cost` and `rank` say so until {}",
+                    imported.assumed_sizes.join(", "),
+                    set.join(" ")
+                );
+            }
             if imported.fixed_sizes {
                 eprintln!("note: {}", crate::import::onnx::FIXED_SIZES);
             }

@@ -142,6 +142,7 @@ impl SymbolArgs {
             let v = crate::model::symbol_value(&crate::model::spec::SymbolValue {
                 value: value.trim().to_string(),
                 source: None,
+                assumed: false,
             })
             .map_err(|m| Error::Usage(format!("--set `{s}`: {m}")))?;
             values.insert(name.to_string(), v);

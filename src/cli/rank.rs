@@ -223,6 +223,10 @@ struct Row {
 #[derive(Serialize)]
 struct Out {
     model: String,
+    /// Sizes at the model file's placeholders (defaults marked `assumed`) that `--set` did not
+    /// give, with their values: the ranking is for a size nobody chose.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    assumed_sizes: BTreeMap<String, String>,
     /// Global batch B and sequence length S the strategies were ranked at.
     #[serde(serialize_with = "crate::sym::ser_rational")]
     global_batch: Rational,
@@ -629,6 +633,7 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
     let auto_layouts = auto_notes(&result);
     let out = Out {
         model: model.name.clone(),
+        assumed_sizes: super::cost::assumed_sizes(&model, &args.symbols.set, &values),
         global_batch: batch.clone(),
         batch_and_sequence: super::cost::batch_and_sequence(&model, &values),
         settings: crate::timeline::setting_map(&model),
@@ -816,6 +821,9 @@ fn print_table(
     args: &RankArgs,
     result: &crate::search::RankResult,
 ) {
+    if let Some(line) = super::cost::assumed_line(&out.assumed_sizes) {
+        println!("{line}");
+    }
     println!(
         "{}{} on {} devices ({} per node) of {}: {} per device{}",
         out.model,

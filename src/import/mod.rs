@@ -5,6 +5,7 @@
 pub mod hf;
 mod json;
 pub mod onnx;
+mod onnx_coverage;
 mod onnx_fold;
 mod onnx_heads;
 mod onnx_infer;

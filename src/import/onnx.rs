@@ -14,12 +14,14 @@
 //! the unmapped nodes' shapes imply, and refuses a graph covered below [`MIN_COVERAGE_PERCENT`]
 //! unless told to allow it. Runs of identical layers are written once, as a `repeat` block.
 
+use super::onnx_coverage::Counts;
 use super::onnx_infer::broadcast;
 use super::onnx_map::{Emit, Mapper, Value};
 use super::onnx_pb::NodeProto;
 use super::onnx_pb::{GraphProto, ModelProto};
 use super::onnx_shape::{
-    elem_type, float_dtype, int_dtype, product, tensor_shape, tensor_vals, Shape, Symbols,
+    elem_type, float_dtype, int_dtype, product, tensor_shape, tensor_vals, DimSymbol, Shape,
+    Symbols,
 };
 use super::yaml_str;
 use crate::diag::Source;
@@ -58,30 +60,12 @@ pub struct Unmapped {
     /// Whether it is a root cause: every input it reads is known (it is not unmapped only
     /// because an earlier unmapped node's output is of unknown shape).
     pub root: bool,
-    /// The forward FLOPs its input shapes imply (at the import's sizes), when they are known.
+    /// The forward FLOPs its input shapes imply (a formula in the graph's symbolic sizes), when
+    /// they are known.
     pub flops: Option<String>,
 }
 
-/// How much of the graph the mapped operators cover, at the sizes of the import (`--dim`, else
-/// 1 for every symbolic dimension).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Coverage {
-    /// Forward FLOPs of the mapped operators.
-    pub mapped_flops: String,
-    /// Forward FLOPs the unmapped nodes imply; `None` when some of them read tensors of unknown
-    /// shape.
-    pub unmapped_flops: Option<String>,
-    /// Parameters of the mapped operators.
-    pub mapped_params: String,
-    /// Elements of the weights (floating initializers) that only unmapped nodes read.
-    pub unmapped_params: String,
-    /// Mapped FLOPs in percent of all (rounded down to 0.01); `None` when not measurable.
-    pub flops_percent: Option<f64>,
-    /// Mapped parameters in percent of all (rounded down to 0.01).
-    pub params_percent: f64,
-    /// Whether both are at least [`MIN_COVERAGE_PERCENT`].
-    pub complete: bool,
-}
+pub use super::onnx_coverage::Coverage;
 
 /// An ONNX graph turned into a model file.
 #[derive(Debug, Clone, Serialize)]
@@ -108,6 +92,9 @@ pub struct OnnxImport {
     /// Whether every size of the model is a number (an export without dynamic axes): its batch
     /// and sequence cannot be changed, and tensor parallelism has no size it could split.
     pub fixed_sizes: bool,
+    /// Model symbols of symbolic dimensions no size was given for on import: written as
+    /// defaults of 1 marked `assumed`, which `cost` and `rank` name until `--set` gives them.
+    pub assumed_sizes: Vec<String>,
 }
 
 fn invalid(file: &Path, msg: impl std::fmt::Display) -> Error {
@@ -372,21 +359,18 @@ pub fn import_onnx_bytes(
         .map(|s| s.to_string_lossy().to_string())
         .unwrap_or_else(|| "model".into());
     let name = opts.name.clone().unwrap_or(stem);
-    // Coverage at the import's sizes.
+    // The import's sizes: where a share of formulas cannot be bounded over every size, it is
+    // taken there.
     let sizes: Bindings = symbols
         .map
         .iter()
         .map(|(s, d)| {
-            let v = opts.dims.get(s).or_else(|| opts.dims.get(&d.onnx));
-            (
-                s.clone(),
-                Rational::from_integer(v.copied().unwrap_or(1).into()),
-            )
+            let v = given_size(opts, s, d).copied().unwrap_or(1);
+            (s.clone(), Rational::from_integer(v.into()))
         })
         .collect();
-    let at = |p: &Poly| p.eval_exact(&sizes).unwrap_or_default();
     for (u, f) in unmapped.iter_mut().zip(&implied) {
-        u.flops = f.as_ref().map(|f| at(f).to_string());
+        u.flops = f.as_ref().map(Poly::to_string);
     }
     // Root causes first, each group in graph order.
     unmapped.sort_by_key(|u| !u.root);
@@ -441,19 +425,14 @@ pub fn import_onnx_bytes(
         loaded = loader.load(&Source::new(file, skeleton));
     }
     let loaded = loaded?;
-    let cost = model_cost(&loaded);
     let unmapped_params: Poly = unmapped_weights
         .iter()
         .filter(|w| !m.owns(w))
         .filter_map(|w| weights.get(w.as_str()).cloned())
         .sum();
     let unmapped_flops: Option<Poly> = implied.iter().cloned().sum();
-    let coverage = coverage(
-        at(&cost.forward.total()),
-        unmapped_flops.as_ref().map(at),
-        at(&cost.params),
-        at(&unmapped_params),
-    );
+    let counts = (unmapped_flops, unmapped_params);
+    let coverage = measure(file, &loaded, &symbols, &sizes, counts)?;
     if !coverage.complete && !opts.allow_partial {
         let roots: Vec<String> = unmapped
             .iter()
@@ -461,16 +440,18 @@ pub fn import_onnx_bytes(
             .take(8)
             .map(|u| format!("`{}` ({}): {}", u.name, u.op_type, u.reason))
             .collect();
-        let flops = match coverage.flops_percent {
-            Some(f) => format!("{f} % of the FLOPs"),
-            None => "an unknown share of the FLOPs (unmapped nodes read tensors of unknown shape)"
-                .to_string(),
-        };
         return Err(Error::Usage(format!(
-            "{}: the mapped operators cover {flops} and {} % of the parameters, below {MIN_COVERAGE_PERCENT} %; \
+            "{}: the mapped operators cover {}{} and {}{}, below {MIN_COVERAGE_PERCENT} %; \
              {} ONNX nodes not mapped, first the root causes: {}; `symshard import onnx --allow-partial` imports it anyway",
             file.display(),
-            coverage.params_percent,
+            coverage.flops_text(),
+            if coverage.unmapped_flops.is_none() {
+                " (unmapped nodes read tensors of unknown shape)"
+            } else {
+                ""
+            },
+            coverage.params_text(),
+            basis_note(&coverage),
             unmapped.len(),
             roots.join("; ")
         )));
@@ -491,7 +472,58 @@ pub fn import_onnx_bytes(
             .collect(),
         mask_inputs,
         fixed_sizes: symbols.map.is_empty() && heads.is_none(),
+        assumed_sizes: symbols
+            .map
+            .iter()
+            .filter(|(s, d)| given_size(opts, s, d).is_none())
+            .map(|(s, _)| s.clone())
+            .collect(),
     })
+}
+
+/// The coverage of an import: the mapped counts of the model file as loaded, with every symbol
+/// but the graph's symbolic sizes at its value. The hidden size and heads an import writes as
+/// symbols are numbers of the file; left unbound, the formulas could not be compared with the
+/// unmapped nodes' (which are in the sizes alone).
+fn measure(
+    file: &Path,
+    loaded: &crate::model::Model,
+    symbols: &Symbols,
+    sizes: &Bindings,
+    (unmapped_flops, unmapped_params): (Option<Poly>, Poly),
+) -> Result<Coverage> {
+    let cost = model_cost(loaded);
+    let numbers: Bindings = loaded
+        .values
+        .iter()
+        .filter(|(k, _)| !symbols.map.contains_key(*k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let bind = |p: &Poly| {
+        p.bind(&numbers).map_err(|e| {
+            Error::Usage(format!(
+                "{}: the import's counts cannot be evaluated: {e}",
+                file.display()
+            ))
+        })
+    };
+    let counts = Counts {
+        mapped_flops: bind(&cost.forward.total())?,
+        unmapped_flops: unmapped_flops.as_ref().map(bind).transpose()?,
+        mapped_params: bind(&cost.params)?,
+        unmapped_params: bind(&unmapped_params)?,
+    };
+    Ok(super::onnx_coverage::coverage(&counts, sizes))
+}
+
+/// ` (the least share over B, S ≥ 1)`: where a coverage's percentages hold, when its counts
+/// are formulas.
+pub fn basis_note(c: &Coverage) -> String {
+    if c.basis == "exact" {
+        String::new()
+    } else {
+        format!(" ({})", c.basis)
+    }
 }
 
 /// Nodes without an operator listed by operator type (`And ×1, Where ×2`), and the elements
@@ -624,41 +656,6 @@ fn elementwise_shape(node: &NodeProto, m: &Mapper) -> Option<Shape> {
     Some(out)
 }
 
-/// Mapped operators against unmapped nodes, in percent rounded down to 0.01.
-fn coverage(
-    mapped_flops: Rational,
-    unmapped_flops: Option<Rational>,
-    mapped_params: Rational,
-    unmapped_params: Rational,
-) -> Coverage {
-    let percent = |part: &Rational, rest: &Rational| -> (f64, bool) {
-        let all = part + rest;
-        if all == Rational::from_integer(0.into()) {
-            return (100.0, true);
-        }
-        let hundredths = (part * Rational::from_integer(10_000.into()) / &all).floor();
-        let ok = part * Rational::from_integer(100.into())
-            >= &all * Rational::from_integer(MIN_COVERAGE_PERCENT.into());
-        let h = hundredths
-            .to_integer()
-            .to_string()
-            .parse::<f64>()
-            .unwrap_or(0.0);
-        (h / 100.0, ok)
-    };
-    let flops = unmapped_flops.as_ref().map(|u| percent(&mapped_flops, u));
-    let (params_percent, params_ok) = percent(&mapped_params, &unmapped_params);
-    Coverage {
-        mapped_flops: mapped_flops.to_string(),
-        unmapped_flops: unmapped_flops.map(|u| u.to_string()),
-        mapped_params: mapped_params.to_string(),
-        unmapped_params: unmapped_params.to_string(),
-        flops_percent: flops.map(|f| f.0),
-        params_percent,
-        complete: params_ok && flops.is_some_and(|f| f.1),
-    }
-}
-
 /// Operator types counted, in name order: `And ×1, Where ×2`.
 fn by_type<'a>(types: impl Iterator<Item = &'a str>) -> String {
     let mut n: BTreeMap<&str, usize> = BTreeMap::new();
@@ -786,15 +783,14 @@ fn write(
         );
     }
     if let Some(c) = coverage {
-        let flops = c
-            .flops_percent
-            .map_or_else(|| "an unknown share".to_string(), |f| format!("{f} %"));
         let _ = writeln!(
             y,
-            "# Coverage: {flops} of the FLOPs ({} mapped, {} implied by unmapped nodes), {} % of the parameters ({} mapped, {} unmapped).",
+            "# Coverage{}: {} ({} mapped, {} implied by unmapped nodes), {} ({} mapped, {} unmapped).",
+            basis_note(c),
+            c.flops_text(),
             c.mapped_flops,
             c.unmapped_flops.as_deref().unwrap_or("unknown"),
-            c.params_percent,
+            c.params_text(),
             c.mapped_params,
             c.unmapped_params
         );
@@ -954,14 +950,17 @@ fn write(
     if !symbols.map.is_empty() || heads.is_some() {
         let _ = writeln!(y, "defaults:");
         for (s, d) in &symbols.map {
-            let given = opts.dims.get(s).or_else(|| opts.dims.get(&d.onnx));
-            let (value, source) = match given {
+            let given = given_size(opts, s, d);
+            // A size nobody gave is a placeholder: marked, so that results at it say so.
+            let (value, assumed, source) = match given {
                 Some(v) => (
                     *v,
+                    "",
                     format!("given on import for ONNX dimension `{}`", d.onnx),
                 ),
                 None => (
                     1,
+                    "assumed: true, ",
                     format!(
                         "ONNX dimension `{}` has no size in the file: 1 until set (--set {s}=…)",
                         d.onnx
@@ -970,7 +969,7 @@ fn write(
             };
             let _ = writeln!(
                 y,
-                "  {s}: {{value: {value}, source: {}}}",
+                "  {s}: {{value: {value}, {assumed}source: {}}}",
                 yaml_str(&source)
             );
         }
@@ -987,6 +986,11 @@ fn write(
         }
     }
     y
+}
+
+/// The size given on import for the model symbol `s` of ONNX dimension `d`, by either name.
+fn given_size<'a>(opts: &'a OnnxOptions, s: &str, d: &DimSymbol) -> Option<&'a u64> {
+    opts.dims.get(s).or_else(|| opts.dims.get(&d.onnx))
 }
 
 /// What an import whose sizes are all numbers can and cannot be used for.

@@ -4,7 +4,7 @@
 use crate::rules::{OpRule, Tensor};
 use crate::sym::{Bindings, Poly};
 use petgraph::graph::{DiGraph, NodeIndex};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 /// Where an operator input comes from.
@@ -137,6 +137,9 @@ pub struct Model {
     pub values: Bindings,
     /// Where each value comes from.
     pub sources: BTreeMap<String, String>,
+    /// The defaults the file marks `assumed`: sizes its source does not give (an ONNX export's
+    /// symbolic batch and sequence), placeholders nobody chose.
+    pub assumed: BTreeSet<String>,
     /// Bytes of a compute element.
     pub dtype_bytes: u32,
     /// Graph inputs and their shapes.

@@ -10,7 +10,7 @@ use crate::sym::{Bindings, Poly, Rational};
 use num_traits::Signed;
 use petgraph::algo::toposort;
 use petgraph::graph::{DiGraph, NodeIndex};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 /// Where a model's pieces come from: the rules and the family files.
@@ -165,6 +165,7 @@ impl ModelLoader {
         let symbols: BTreeMap<String, String> = graph.symbols.0.clone().into_iter().collect();
         let mut values = Bindings::new();
         let mut sources = BTreeMap::new();
+        let mut assumed = BTreeSet::new();
         for (section, map) in [("symbols", &spec.symbols), ("defaults", &spec.defaults)] {
             for (name, v) in &map.0 {
                 if !symbols.contains_key(name) {
@@ -184,6 +185,16 @@ impl ModelLoader {
                 values.insert(name.clone(), value);
                 if let Some(s) = &v.source {
                     sources.insert(name.clone(), s.clone());
+                }
+                if v.assumed {
+                    // A placeholder for a size, not a property of the model.
+                    if section != "defaults" {
+                        return Err(src.error_at(
+                            &[section, name],
+                            format!("symbol `{name}`: `assumed` marks a default (in `defaults`), not one of the model's own values"),
+                        ));
+                    }
+                    assumed.insert(name.clone());
                 }
             }
         }
@@ -226,6 +237,7 @@ impl ModelLoader {
             symbols,
             values,
             sources,
+            assumed,
             dtype_bytes,
             inputs,
             blocks,

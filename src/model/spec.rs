@@ -159,11 +159,14 @@ impl<'de> Deserialize<'de> for FormulaText {
     }
 }
 
-/// A symbol's value: a number, or `{value, source}`.
+/// A symbol's value: a number, or `{value, source, assumed}`.
 #[derive(Debug, Clone)]
 pub struct SymbolValue {
     pub value: String,
     pub source: Option<String>,
+    /// `assumed: true`: a size the file's source does not give (an ONNX export's symbolic batch
+    /// or sequence), set to a placeholder nobody chose; results at it say so.
+    pub assumed: bool,
 }
 
 #[derive(Deserialize)]
@@ -172,6 +175,8 @@ struct SymbolValueFull {
     value: FormulaText,
     #[serde(default)]
     source: Option<String>,
+    #[serde(default)]
+    assumed: bool,
 }
 
 impl<'de> Deserialize<'de> for SymbolValue {
@@ -180,30 +185,34 @@ impl<'de> Deserialize<'de> for SymbolValue {
         impl<'de> Visitor<'de> for V {
             type Value = SymbolValue;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a number, or a mapping with `value` and `source`")
+                f.write_str("a number, or a mapping with `value`, `source` and `assumed`")
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<SymbolValue, E> {
                 Ok(SymbolValue {
                     value: v.to_string(),
                     source: None,
+                    assumed: false,
                 })
             }
             fn visit_u64<E: de::Error>(self, v: u64) -> Result<SymbolValue, E> {
                 Ok(SymbolValue {
                     value: v.to_string(),
                     source: None,
+                    assumed: false,
                 })
             }
             fn visit_i64<E: de::Error>(self, v: i64) -> Result<SymbolValue, E> {
                 Ok(SymbolValue {
                     value: v.to_string(),
                     source: None,
+                    assumed: false,
                 })
             }
             fn visit_f64<E: de::Error>(self, v: f64) -> Result<SymbolValue, E> {
                 Ok(SymbolValue {
                     value: v.to_string(),
                     source: None,
+                    assumed: false,
                 })
             }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<SymbolValue, A::Error> {
@@ -212,6 +221,7 @@ impl<'de> Deserialize<'de> for SymbolValue {
                 Ok(SymbolValue {
                     value: full.value.0,
                     source: full.source,
+                    assumed: full.assumed,
                 })
             }
         }
