@@ -9,9 +9,10 @@ use clap::Args;
 use std::path::PathBuf;
 
 /// A strategy as flags or a file.
-#[derive(Debug, Args, Default)]
+#[derive(Debug, Clone, Args, Default)]
 pub struct StrategyFlags {
-    /// A strategy file (YAML); flags given as well override its knobs.
+    /// A strategy file (YAML) or a knob string (`dp=8,tp=8,mbs=1,sp`, a rank row as printed);
+    /// flags given as well override its knobs.
     #[arg(long, value_name = "FILE")]
     pub strategy: Option<PathBuf>,
     /// Data-parallel degree.
@@ -30,7 +31,7 @@ pub struct StrategyFlags {
     /// Micro-batches per step (the count; `--micro-batch-size` states the size instead).
     #[arg(long)]
     pub microbatches: Option<u64>,
-    /// Pipeline schedule: gpipe, 1f1b, interleaved-1f1b.
+    /// Pipeline schedule: gpipe, 1f1b, interleaved-1f1b; none (what `rank` prints) when pp is 1.
     #[arg(long)]
     pub schedule: Option<String>,
     /// Model chunks per device for interleaved-1f1b.
@@ -169,6 +170,13 @@ impl StrategyFlags {
     /// [`StrategyFlags::resolve`] returning its warnings instead of printing them (for commands
     /// that resolve one strategy at many symbol values).
     pub fn resolve_quietly(&self, batch: &Rational) -> Result<(Resolved, Vec<String>), Error> {
+        // `--strategy` takes a knob string too (a rank row pasted as it is), as `compare` does;
+        // the flags given beside it win.
+        if let Some(text) = self.knob_text() {
+            return knob_string(text, "--strategy")?
+                .overlaid_by(self)
+                .resolve_quietly(batch);
+        }
         let mut file_size: Option<(u64, String)> = None;
         let (mut knobs, mut layout, mut gpn) = match &self.strategy {
             Some(p) => {
@@ -194,10 +202,16 @@ impl StrategyFlags {
         if let Some(v) = self.microbatches {
             knobs.microbatches = v;
         }
-        if let Some(s) = &self.schedule {
+        if self.schedule.as_deref() == Some("none") && knobs.pp > 1 {
+            return Err(Error::Usage(format!(
+                "--schedule none means no pipeline (what `rank` prints when pp is 1), but pp is {}: give gpipe, 1f1b or interleaved-1f1b",
+                knobs.pp
+            )));
+        }
+        if let Some(s) = self.schedule.as_deref().filter(|s| *s != "none") {
             knobs.schedule = Schedule::from_name(s).ok_or_else(|| {
                 Error::Usage(format!(
-                    "unknown schedule `{s}` (gpipe, 1f1b, interleaved-1f1b)"
+                    "unknown schedule `{s}` (gpipe, 1f1b, interleaved-1f1b; none when pp is 1)"
                 ))
             })?;
             if knobs.schedule == Schedule::Interleaved && self.chunks.is_none() && knobs.chunks < 2
@@ -286,6 +300,39 @@ impl StrategyFlags {
         ))
     }
 
+    /// `--strategy`'s text when it is a knob string rather than a file.
+    fn knob_text(&self) -> Option<&str> {
+        let p = self.strategy.as_deref()?;
+        let text = p.to_str()?;
+        (text.contains('=') && !p.exists()).then_some(text)
+    }
+
+    /// These flags with every one that `over` gives replaced by its value there.
+    fn overlaid_by(mut self, over: &StrategyFlags) -> StrategyFlags {
+        let o = over.clone();
+        self.strategy = None;
+        self.dp = o.dp.or(self.dp);
+        self.tp = o.tp.or(self.tp);
+        self.pp = o.pp.or(self.pp);
+        self.micro_batch_size = o.micro_batch_size.or(self.micro_batch_size);
+        self.microbatches = o.microbatches.or(self.microbatches);
+        self.schedule = o.schedule.or(self.schedule);
+        self.chunks = o.chunks.or(self.chunks);
+        self.sequence_parallel |= o.sequence_parallel;
+        self.recompute = o.recompute.or(self.recompute);
+        self.zero = o.zero.or(self.zero);
+        self.ep = o.ep.or(self.ep);
+        self.cp = o.cp.or(self.cp);
+        self.tp_comm_overlap |= o.tp_comm_overlap;
+        self.overlap_param_gather |= o.overlap_param_gather;
+        self.no_overlap_grad_reduce |= o.no_overlap_grad_reduce;
+        self.precision = o.precision.or(self.precision);
+        self.gpus_per_node = o.gpus_per_node.or(self.gpus_per_node);
+        self.calib = o.calib.or(self.calib);
+        self.memory = o.memory.or(self.memory);
+        self
+    }
+
     /// A strategy named on the command line of `compare` and `crossover`: a strategy file (a path
     /// that exists, or one ending in `.yaml`/`.yml`), or a knob string (see [`knob_string`]).
     /// `what` names the argument in errors.
@@ -322,11 +369,14 @@ impl StrategyFlags {
 pub fn knob_string(text: &str, what: &str) -> Result<StrategyFlags, Error> {
     let mut flags = StrategyFlags::default();
     let mut items: Vec<String> = Vec::new();
+    // `schedule=none`, as `rank --format json` says of a strategy without a pipeline.
+    let mut no_pipeline = false;
     for word in text.split(|c: char| c == ',' || c.is_whitespace()) {
         if word.is_empty() {
             continue;
         }
         match word {
+            "schedule=none" => no_pipeline = true,
             "sp" | "sequence-parallel" => items.push("sp=on".into()),
             // `rank` prints the overlaps as `overlap=tp-comm,param-gather,no-grad-reduce`.
             "tp-comm-overlap" | "overlap=tp-comm" | "tp-comm" => flags.tp_comm_overlap = true,
@@ -357,7 +407,7 @@ pub fn knob_string(text: &str, what: &str) -> Result<StrategyFlags, Error> {
             },
         }
     }
-    if items.is_empty() && !flags.given() {
+    if items.is_empty() && !flags.given() && !no_pipeline {
         return Err(Error::Usage(format!(
             "{what} `{text}`: no knobs (expected a strategy file or KNOB=VALUE,… such as tp=8,pp=4,mbs=1)"
         )));
@@ -399,7 +449,9 @@ pub fn knob_string(text: &str, what: &str) -> Result<StrategyFlags, Error> {
     flags.microbatches = microbatches.fixed;
     flags.chunks = chunks.fixed;
     flags.zero = zero.fixed.map(|z| z as u8);
-    flags.schedule = schedule.map(|s| s.to_string());
+    flags.schedule = schedule
+        .map(|s| s.to_string())
+        .or(no_pipeline.then(|| "none".to_string()));
     flags.sequence_parallel = sequence_parallel.unwrap_or(false);
     flags.recompute = recompute.map(|r| r.to_string());
     Ok(flags)

@@ -220,10 +220,18 @@ impl StrategyFile {
         };
         let schedule = match f.schedule.as_deref() {
             None => Schedule::OneFOneB,
+            // What `rank` prints for a strategy without a pipeline.
+            Some("none") if f.pp <= 1 => Schedule::OneFOneB,
+            Some("none") => {
+                return Err(err(
+                    "schedule",
+                    format!("schedule `none` means no pipeline, but pp is {}: give gpipe, 1f1b or interleaved-1f1b", f.pp),
+                ))
+            }
             Some(s) => Schedule::from_name(s).ok_or_else(|| {
                 err(
                     "schedule",
-                    format!("unknown schedule `{s}` (gpipe, 1f1b, interleaved-1f1b)"),
+                    format!("unknown schedule `{s}` (gpipe, 1f1b, interleaved-1f1b; none when pp is 1)"),
                 )
             })?,
         };
