@@ -496,8 +496,8 @@ fn errors_name_what_is_wrong() {
         "{e}"
     );
     // Tensor and data parallelism with sequence parallelism split the micro-batch's B·S tokens
-    // 64 ways: at step 1 the strategies run only
-    // at every 8th value, and the error says which step to give.
+    // 64 ways: at step 1 the strategies run only at every 8th value, and the error says which
+    // step to give (without --step, crossover chooses it: tests/crossover_lattice.rs).
     let e = refused(&[
         "crossover",
         "llama3-8b",
@@ -509,6 +509,8 @@ fn errors_name_what_is_wrong() {
         "100",
         "--to",
         "1000",
+        "--step",
+        "1",
     ]);
     assert!(e.contains("--from 104 --step 8"), "{e}");
 }

@@ -27,16 +27,19 @@ pub struct CrossoverArgs {
     /// `--set`).
     #[arg(long = "in", value_name = "SYM")]
     pub var: String,
-    /// Smallest value examined (default: the step).
+    /// Smallest value examined (default: the step given; without `--step`, the first value of
+    /// the chosen lattice at which both strategies run, and a value given is rounded up onto
+    /// it).
     #[arg(long, value_name = "N")]
     pub from: Option<u64>,
     /// Largest value examined (default: 8 × the model's value).
     #[arg(long, value_name = "N")]
     pub to: Option<u64>,
-    /// Examine only multiples of this step from `--from` on (sizes a strategy needs divisible,
-    /// such as a sequence split by tensor parallelism); default 1.
-    #[arg(long, value_name = "N", default_value_t = 1)]
-    pub step: u64,
+    /// Examine every N-th value from `--from` on. Default: the smallest step whose every
+    /// multiple lets both strategies run (sizes a split must divide, such as the tokens split by
+    /// tensor and sequence parallelism), found by evaluating them and stated in the output.
+    #[arg(long, value_name = "N")]
+    pub step: Option<u64>,
     #[command(flatten)]
     pub symbols: SymbolArgs,
     /// A calibration table (a file or a shipped name) for the balance ratios and memory.
@@ -73,6 +76,8 @@ struct Out {
     to: Rational,
     #[serde(serialize_with = "crate::sym::ser_rational")]
     step: Rational,
+    /// Why this step: the one given, or what the strategies need of the symbol.
+    step_reason: String,
     /// The other symbols' values.
     fixed: std::collections::BTreeMap<String, String>,
     calibration: String,
@@ -125,6 +130,19 @@ impl Side {
     }
 }
 
+/// Values of the symbol from 1 on examined, at most, for the lattice both strategies run on
+/// (see [`versus::lattice`]): a step a few thousand long is beyond any split of a few thousand
+/// devices of the shipped models' sizes.
+const LATTICE_LIMIT: u64 = 4096;
+
+/// The values examined: `from, from + step, …` (`count` of them), and why this step.
+struct Grid {
+    from: u64,
+    step: u64,
+    count: u64,
+    reason: String,
+}
+
 /// Runs `crossover`.
 pub fn run(args: CrossoverArgs) -> Result<(), Error> {
     let loader = args.symbols.loader()?;
@@ -139,10 +157,14 @@ pub fn run(args: CrossoverArgs) -> Result<(), Error> {
             known.join(", ")
         )));
     };
-    if args.step == 0 {
+    if args.step == Some(0) {
         return Err(Error::Usage("--step must be at least 1".into()));
     }
-    let from = args.from.unwrap_or(args.step);
+    if args.from == Some(0) {
+        return Err(Error::Usage(format!(
+            "--from must be at least 1: {var} is a size"
+        )));
+    }
     let to = match args.to {
         Some(t) => t,
         None => (current * Rational::from_integer(8.into()))
@@ -151,46 +173,12 @@ pub fn run(args: CrossoverArgs) -> Result<(), Error> {
             .to_u64()
             .ok_or_else(|| Error::Usage(format!("--in {var}: give --to")))?,
     };
-    if from == 0 {
-        return Err(Error::Usage(format!(
-            "--from must be at least 1: {var} is a size"
-        )));
-    }
-    if from > to {
+    if let Some(from) = args.from.filter(|&f| f > to) {
         return Err(Error::Usage(format!(
             "--from {from} is above --to {to}: nothing to examine"
         )));
     }
-    let count = (to - from) / args.step + 1;
-    let make = |text: &str, what: &'static str| -> Result<Side, Error> {
-        let mut flags = StrategyFlags::from_argument(text, what)?;
-        flags.calib = args.calib.clone();
-        flags.memory = args.memory.clone();
-        if args.gpus_per_node.is_some() {
-            flags.gpus_per_node = args.gpus_per_node;
-        }
-        Ok(Side {
-            flags,
-            what,
-            analysis: None,
-        })
-    };
-    let mut sa = make(&args.a, "strategy A")?;
-    let mut sb = make(&args.b, "strategy B")?;
-    // Resolving at the model's own values reports bad knobs and files once, with their names,
-    // and gives the analyses whose polynomials bound the exponents of the symbol.
-    let mut range = (0i32, 0i32);
-    for s in [&mut sa, &mut sb] {
-        let st = s.flags.resolve_for(&model, &values).map_err(|e| match e {
-            Error::Usage(m) => Error::Usage(format!("{}: {m}", s.what)),
-            Error::Strategy(e) => Error::Usage(format!("{}: {e}", s.what)),
-            other => other,
-        })?;
-        let analysis = crate::parallel::analyse(&model, &st.layout);
-        let (lo, hi) = versus::exponent_range(&analysis, &var);
-        range = (range.0.min(lo), range.1.max(hi));
-        s.analysis = Some(analysis);
-    }
+    let (sa, sb, range) = sides(&args, &model, &values, &var)?;
     let at = |x: &Rational| {
         let mut v = values.clone();
         v.insert(var.clone(), x.clone());
@@ -198,43 +186,47 @@ pub fn run(args: CrossoverArgs) -> Result<(), Error> {
     };
     let mut ea = |x: &Rational| sa.cost(&model, &at(x));
     let mut eb = |x: &Rational| sb.cost(&model, &at(x));
+    let grid = match args.step {
+        Some(step) => {
+            let from = args.from.unwrap_or(step);
+            Grid {
+                from,
+                step,
+                count: to.saturating_sub(from) / step + 1,
+                reason: format!("--step {step}, as given"),
+            }
+        }
+        None => chosen_grid(&var, args.from, to, &mut ea, &mut eb)?,
+    };
+    if grid.from > to {
+        return Err(Error::Usage(format!(
+            "--from {} is above --to {to}: nothing to examine",
+            grid.from
+        )));
+    }
     let result = versus::crossover(
         &var,
-        &Rational::from_integer(from.into()),
-        &Rational::from_integer(args.step.into()),
-        count,
+        &Rational::from_integer(grid.from.into()),
+        &Rational::from_integer(grid.step.into()),
+        grid.count,
         range,
         &mut ea,
         &mut eb,
-    )
-    .map_err(|m| Error::Usage(format!("crossover in {var}: {m}")))?;
-    let mut boundaries = Vec::new();
-    for i in &result.intervals {
-        if matches!(i.winner, Winner::Invalid { .. }) {
-            continue;
-        }
-        for x in [&i.from, &i.to] {
-            if boundaries.iter().any(|b: &Boundary| &b.value == x) {
-                continue;
-            }
-            let (Ok(a), Ok(b)) = (ea(x), eb(x)) else {
-                continue;
-            };
-            boundaries.push(Boundary {
-                value: x.clone(),
-                a,
-                b,
-            });
-        }
-    }
+    );
+    let result = match result {
+        Ok(r) => r,
+        Err(e) => return Err(refusal(e, &var, &grid, &mut ea, &mut eb)),
+    };
+    let boundaries = boundaries(&result, &mut ea, &mut eb);
     let calib = crate::calib::Calibration::resolve_or_reference(args.calib.as_deref())?;
     let piecewise = result.pieces.len() > 1;
     let out = Out {
         model: model.name.clone(),
         symbol: var.clone(),
-        from: Rational::from_integer(from.into()),
-        to: Rational::from_integer((from + (count - 1) * args.step).into()),
-        step: Rational::from_integer(args.step.into()),
+        from: Rational::from_integer(grid.from.into()),
+        to: Rational::from_integer((grid.from + (grid.count - 1) * grid.step).into()),
+        step: Rational::from_integer(grid.step.into()),
+        step_reason: grid.reason,
         fixed: values
             .iter()
             .filter(|(k, _)| **k != var)
@@ -260,6 +252,240 @@ pub fn run(args: CrossoverArgs) -> Result<(), Error> {
     }
 }
 
+/// Strategies A and B, analysed, and the range of the symbol's exponents in their analyses'
+/// polynomials.
+fn sides(
+    args: &CrossoverArgs,
+    model: &Model,
+    values: &Bindings,
+    var: &str,
+) -> Result<(Side, Side, (i32, i32)), Error> {
+    let make = |text: &str, what: &'static str| -> Result<Side, Error> {
+        let mut flags = StrategyFlags::from_argument(text, what)?;
+        flags.calib = args.calib.clone();
+        flags.memory = args.memory.clone();
+        if args.gpus_per_node.is_some() {
+            flags.gpus_per_node = args.gpus_per_node;
+        }
+        Ok(Side {
+            flags,
+            what,
+            analysis: None,
+        })
+    };
+    let mut sa = make(&args.a, "strategy A")?;
+    let mut sb = make(&args.b, "strategy B")?;
+    // Resolving at the model's own values reports bad knobs and files once, with their names,
+    // and gives the analyses whose polynomials bound the exponents of the symbol.
+    let mut range = (0i32, 0i32);
+    for s in [&mut sa, &mut sb] {
+        let st = s.flags.resolve_for(model, values).map_err(|e| match e {
+            Error::Usage(m) => Error::Usage(format!("{}: {m}", s.what)),
+            Error::Strategy(e) => Error::Usage(format!("{}: {e}", s.what)),
+            other => other,
+        })?;
+        let analysis = crate::parallel::analyse(model, &st.layout);
+        let (lo, hi) = versus::exponent_range(&analysis, var);
+        range = (range.0.min(lo), range.1.max(hi));
+        s.analysis = Some(analysis);
+    }
+    Ok((sa, sb, range))
+}
+
+/// Both costs, evaluated exactly again, at the first and last value of every interval where
+/// both strategies run.
+fn boundaries(
+    result: &Crossover,
+    ea: &mut versus::Evaluator<'_, Error>,
+    eb: &mut versus::Evaluator<'_, Error>,
+) -> Vec<Boundary> {
+    let mut boundaries = Vec::new();
+    for i in &result.intervals {
+        if matches!(i.winner, Winner::Invalid { .. }) {
+            continue;
+        }
+        for x in [&i.from, &i.to] {
+            if boundaries.iter().any(|b: &Boundary| &b.value == x) {
+                continue;
+            }
+            let (Ok(a), Ok(b)) = (ea(x), eb(x)) else {
+                continue;
+            };
+            boundaries.push(Boundary {
+                value: x.clone(),
+                a,
+                b,
+            });
+        }
+    }
+    boundaries
+}
+
+/// The grid without `--step`: the lattice both strategies run on, from `--from` rounded up
+/// onto it, or else from the first of its values at which both run.
+fn chosen_grid(
+    var: &str,
+    from: Option<u64>,
+    to: u64,
+    ea: &mut versus::Evaluator<'_, Error>,
+    eb: &mut versus::Evaluator<'_, Error>,
+) -> Result<Grid, Error> {
+    let found = versus::lattice(ea, eb, LATTICE_LIMIT);
+    let Some(both) = found.both else {
+        if let Some(never) = never_both(var, &found) {
+            return Err(never);
+        }
+        // Both run somewhere, but on no multiples of one step (an offset lattice): every value,
+        // and the crossover reports the values where one cannot run, or the step to give.
+        let from = from.unwrap_or(1);
+        return Ok(Grid {
+            from,
+            step: 1,
+            count: to.saturating_sub(from) + 1,
+            reason: format!(
+                "no step whose multiples all let both strategies run was found among {var} = 1 … {}",
+                found.scanned
+            ),
+        });
+    };
+    let k = both.step;
+    let start = match from {
+        Some(f) => f.div_ceil(k) * k,
+        None => both.first,
+    };
+    let mut reason = lattice_reason(var, &found, both);
+    if let Some(f) = from.filter(|&f| f != start) {
+        reason.push_str(&format!("; --from {f} rounded up onto the lattice"));
+    }
+    if start > to {
+        return Err(Error::Usage(format!(
+            "crossover in {var}: nothing to examine up to --to {to}: the first value of {var} \
+             to examine on the strategies' lattice is {start} ({reason})"
+        )));
+    }
+    Ok(Grid {
+        from: start,
+        step: k,
+        count: (to - start) / k + 1,
+        reason,
+    })
+}
+
+/// Why no lattice: a strategy that no value examined lets run, or the two never running at the
+/// same value. `None` when both ran together somewhere.
+fn never_both(var: &str, found: &versus::Lattices) -> Option<Error> {
+    let sides = [("A", &found.a), ("B", &found.b)];
+    let mut why: Vec<String> = sides
+        .iter()
+        .filter(|(_, n)| n.lattice.is_none())
+        .filter_map(|(name, n)| {
+            let r = n.refusal.as_ref()?;
+            Some(if n.never {
+                format!(
+                    "{name} cannot run at any {var}: {} (the same at every {var} examined)",
+                    r.why
+                )
+            } else {
+                format!("{name} cannot run at {var} = {}: {}", r.value, r.why)
+            })
+        })
+        .collect();
+    if why.is_empty() {
+        if found.a.lattice.is_none() || found.b.lattice.is_none() {
+            return None;
+        }
+        // Each runs somewhere, never both at once.
+        why.push(lattice_reason_sides(var, found));
+    }
+    Some(Error::Usage(format!(
+        "crossover in {var}: the strategies do not both run at any {var} = 1 … {} examined ({})",
+        found.scanned,
+        why.join("; ")
+    )))
+}
+
+/// What each strategy needs of the symbol, in words: `A needs S divisible by 2, B needs S
+/// divisible by 4`, or `both strategies need S divisible by 4`.
+fn lattice_reason_sides(var: &str, found: &versus::Lattices) -> String {
+    let need = |n: &versus::Need| match n.lattice {
+        Some(l) if l.step > 1 => Some(format!("{var} divisible by {}", l.step)),
+        Some(l) if l.first > 1 => Some(format!("{var} ≥ {}", l.first)),
+        _ => None,
+    };
+    match (need(&found.a), need(&found.b)) {
+        (Some(a), Some(b)) if a == b => format!("both strategies need {a}"),
+        (Some(a), Some(b)) => format!("A needs {a}, B needs {b}"),
+        (Some(a), None) => format!("A needs {a}, B runs at every {var}"),
+        (None, Some(b)) => format!("A runs at every {var}, B needs {b}"),
+        (None, None) => format!("both strategies run at every {var}"),
+    }
+}
+
+/// Why the lattice `both`: what each strategy needs, what together they need when that is more,
+/// and the refusal at the largest value below each strategy's lattice (the rule that rules the
+/// other values out).
+fn lattice_reason(var: &str, found: &versus::Lattices, both: versus::Lattice) -> String {
+    let mut reason = lattice_reason_sides(var, found);
+    let steps = [&found.a, &found.b].map(|n| n.lattice.map_or(1, |l| l.step));
+    if both.step != num_integer::Integer::lcm(&steps[0], &steps[1]) {
+        reason.push_str(&format!(
+            "; together they run at the multiples of {} from {var} = {}",
+            both.step, both.first
+        ));
+    }
+    let evidence: Vec<String> = [("A", &found.a), ("B", &found.b)]
+        .iter()
+        .filter_map(|(name, n)| {
+            let r = n.refusal.as_ref()?;
+            Some(format!(
+                "at {var} = {}, {name} cannot run: {}",
+                r.value, r.why
+            ))
+        })
+        .collect();
+    if !evidence.is_empty() {
+        reason.push_str(&format!(" — {}", evidence.join("; ")));
+    }
+    reason
+}
+
+/// The error of a crossover whose values one strategy cannot run at: with a step given, it
+/// names the lattice the strategies need and the `--from`/`--step` that would fit it.
+fn refusal(
+    e: crate::search::SearchError,
+    var: &str,
+    grid: &Grid,
+    ea: &mut versus::Evaluator<'_, Error>,
+    eb: &mut versus::Evaluator<'_, Error>,
+) -> Error {
+    use crate::search::SearchError as S;
+    let plain = |e: S| Error::Usage(format!("crossover in {var}: {e}"));
+    if !matches!(e, S::Periodic(_) | S::NeverBothRun { .. }) {
+        return plain(e);
+    }
+    let found = versus::lattice(ea, eb, LATTICE_LIMIT);
+    let Some(both) = found.both else {
+        return match never_both(var, &found) {
+            Some(never) => never,
+            None => plain(e),
+        };
+    };
+    let k = both.step;
+    if grid.step.is_multiple_of(k) && grid.from.is_multiple_of(k) {
+        return plain(e);
+    }
+    let from = (grid.from.div_ceil(k) * k).max(both.first);
+    Error::Usage(format!(
+        "crossover in {var}: --step {} ({var} = {}, {}, {}, …) reaches values where a strategy \
+         cannot run; give --from {from} --step {k} (or a multiple of {k}): {}",
+        grid.step,
+        grid.from,
+        grid.from + grid.step,
+        grid.from + 2 * grid.step,
+        lattice_reason(var, &found, both)
+    ))
+}
+
 fn print_table(o: &Out) {
     let v = &o.symbol;
     let fixed: Vec<String> = o.fixed.iter().map(|(k, x)| format!("{k}={x}")).collect();
@@ -271,6 +497,8 @@ fn print_table(o: &Out) {
         o.step,
         fixed.join(" ")
     );
+    let (list, lattice) = examined(o);
+    println!("examined {v} = {list} ({lattice}: {})", o.step_reason);
     println!("A  {}", o.a);
     println!("B  {}", o.b);
     println!("{} (κ of {})", o.cost, o.calibration);
@@ -360,4 +588,26 @@ fn print_table(o: &Out) {
             println!("{}", units::UNITS_LEGEND);
         }
     }
+}
+
+/// The values examined, `4, 8, 12, … 64`, and the lattice they are on: `every value`,
+/// `multiples of 4` or `step 4` (from a value that is not a multiple).
+fn examined(o: &Out) -> (String, String) {
+    let (from, step, to) = (&o.from, &o.step, &o.to);
+    let count = ((to - from) / step).to_integer() + num_bigint::BigInt::one();
+    let value = |i: u32| (from + step * Rational::from_integer(i.into())).to_string();
+    let list = if count <= 4.into() {
+        let n = count.to_u32().unwrap_or(4);
+        (0..n).map(value).collect::<Vec<_>>().join(", ")
+    } else {
+        format!("{}, {}, {}, … {to}", value(0), value(1), value(2))
+    };
+    let lattice = if step.is_one() {
+        "every value".to_string()
+    } else if (from / step).is_integer() {
+        format!("multiples of {step}")
+    } else {
+        format!("step {step}")
+    };
+    (list, lattice)
 }

@@ -1271,6 +1271,183 @@ pub fn crossover<E: fmt::Display>(
     })
 }
 
+/// A step and the first of its multiples at which a strategy (or both) runs, as [`lattice`]
+/// finds them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lattice {
+    /// The smallest step whose multiples, from `first` on, all let it run (as far as checked).
+    pub step: u64,
+    /// The first multiple of `step` at which it runs.
+    pub first: u64,
+}
+
+/// A value at which a strategy cannot run, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The value.
+    pub value: u64,
+    /// The strategy's error there.
+    pub why: String,
+}
+
+/// What one strategy needs of the symbol, as [`lattice`] finds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Need {
+    /// Its own lattice; `None` when none was found among the values examined.
+    pub lattice: Option<Lattice>,
+    /// The largest value examined below its lattice's first value (the first value examined
+    /// when it has none) at which it cannot run, and why: what rules the other values out.
+    pub refusal: Option<Refusal>,
+    /// Whether it ran at no value examined and gave the same error at every one: a rule the
+    /// symbol does not enter refuses it, so no value would let it run.
+    pub never: bool,
+}
+
+/// The lattice of symbol values two strategies run on: see [`lattice`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lattices {
+    /// Both strategies together; `None` when no step was found whose multiples let both run.
+    pub both: Option<Lattice>,
+    /// Strategy A alone.
+    pub a: Need,
+    /// Strategy B alone.
+    pub b: Need,
+    /// Values examined from 1 on (each multiple checked beyond them aside).
+    pub scanned: u64,
+}
+
+/// Values from 1 on that [`lattice`] examines at least.
+pub const LATTICE_WINDOW: u64 = PRESCAN;
+
+/// Multiples of a candidate step that [`lattice`] checks after the first at which the
+/// strategies run: as many as [`crossover`] checks before it starts, so a lattice found is one
+/// `crossover` accepts.
+pub const LATTICE_CHECKS: u64 = PRESCAN - 1;
+
+/// Both strategies' errors at one value (`None`: it runs).
+type Errors = [Option<String>; 2];
+
+/// Which strategies a value must let run: A (0), B (1), or both (`None`).
+type Who = Option<usize>;
+
+struct Probe<'a, 'b, E> {
+    sides: [&'a mut Evaluator<'b, E>; 2],
+    seen: std::collections::BTreeMap<u64, Errors>,
+}
+
+impl<E: fmt::Display> Probe<'_, '_, E> {
+    fn at(&mut self, x: u64) -> &Errors {
+        if !self.seen.contains_key(&x) {
+            let v = r(x);
+            let errors = [0, 1].map(|s| (self.sides[s])(&v).err().map(|e| e.to_string()));
+            self.seen.insert(x, errors);
+        }
+        &self.seen[&x]
+    }
+
+    fn runs(&mut self, x: u64, who: Who) -> bool {
+        let e = self.at(x);
+        match who {
+            Some(s) => e[s].is_none(),
+            None => e.iter().all(Option::is_none),
+        }
+    }
+
+    /// The smallest step whose multiples let `who` run: a candidate divides every value the
+    /// scan found it running at beyond its first (two of its consecutive multiples among them),
+    /// so only multiples of their gcd are tried, each from its first multiple found running and
+    /// checked at [`LATTICE_CHECKS`] further multiples.
+    fn lattice_of(&mut self, who: Who, scanned: u64) -> Option<Lattice> {
+        let found: Vec<u64> = (1..=scanned).filter(|&x| self.runs(x, who)).collect();
+        let g = found
+            .iter()
+            .fold(0, |g, &x| num_integer::Integer::gcd(&g, &x));
+        if g == 0 {
+            return None;
+        }
+        let mut step = g;
+        while step <= scanned {
+            if let Some(&first) = found.iter().find(|&&x| x.is_multiple_of(step)) {
+                if (1..=LATTICE_CHECKS).all(|t| self.runs(first + t * step, who)) {
+                    return Some(Lattice { step, first });
+                }
+            }
+            step += g;
+        }
+        None
+    }
+
+    /// What strategy `s` needs: its lattice, the refusal that explains it, whether it never runs.
+    fn need(&mut self, s: usize, scanned: u64) -> Need {
+        let lattice = self.lattice_of(Some(s), scanned);
+        let refused = |(&value, e): (&u64, &Errors)| e[s].clone().map(|why| Refusal { value, why });
+        let refusal = match lattice {
+            Some(l) => self.seen.range(1..l.first).rev().find_map(refused),
+            None => self.seen.iter().find_map(refused),
+        };
+        Need {
+            lattice,
+            refusal,
+            never: self.never(s),
+        }
+    }
+
+    /// Whether strategy `s` ran at no value seen and gave one error at all of them.
+    fn never(&self, s: usize) -> bool {
+        let mut errors = self.seen.values().map(|e| e[s].as_ref());
+        match errors.next() {
+            Some(Some(first)) => errors.all(|e| e == Some(first)),
+            _ => false,
+        }
+    }
+}
+
+/// The lattice two strategies run on as a symbol varies: the smallest step `k` such that every
+/// multiple of `k` (from the first at which both run) lets both run, and what each strategy
+/// needs alone. A split that must divide a size (tensor or sequence parallelism over the
+/// tokens, context parallelism's 2·cp chunks of the sequence, micro-batches of the batch) lets
+/// a strategy run only where that size is divisible; each such rule holds on the multiples of
+/// some step, and where all hold is where both run.
+///
+/// Method. Both strategies are evaluated at 1, 2, 3, … (`a`, `b`: the evaluators of
+/// [`crossover`]) over at least [`LATTICE_WINDOW`] values and on until three values let both
+/// run or `limit` is reached; a strategy that runs at none of them and is refused with the same
+/// error at every one (a rule the symbol does not enter) stops the scan early. The step is then
+/// found by evaluation, not read off the rules: every candidate is a multiple of the gcd of the
+/// values found running, and the smallest whose [`LATTICE_CHECKS`] further multiples all run is
+/// taken. So the answer rests on exact evaluations of both strategies, whatever rule refuses
+/// the other values.
+pub fn lattice<E: fmt::Display>(
+    a: &mut Evaluator<'_, E>,
+    b: &mut Evaluator<'_, E>,
+    limit: u64,
+) -> Lattices {
+    let mut probe = Probe {
+        sides: [a, b],
+        seen: Default::default(),
+    };
+    let limit = limit.max(1);
+    let mut both = 0;
+    let mut x = 0;
+    while x < limit {
+        x += 1;
+        if probe.runs(x, None) {
+            both += 1;
+        }
+        if x >= LATTICE_WINDOW && (both >= 3 || probe.never(0) || probe.never(1)) {
+            break;
+        }
+    }
+    let scanned = x;
+    let (na, nb) = (probe.need(0, scanned), probe.need(1, scanned));
+    Lattices {
+        both: probe.lattice_of(None, scanned),
+        a: na,
+        b: nb,
+        scanned,
+    }
+}
+
 fn winner_of<E: fmt::Display>(a: &Result<Rational, Rc<E>>, b: &Result<Rational, Rc<E>>) -> Winner {
     match (a, b) {
         (Ok(x), Ok(y)) => match x.cmp(y) {
