@@ -208,6 +208,12 @@ struct Row {
     knobs_that_do_not_matter: BTreeMap<String, Vec<String>>,
     /// The strategy as one string.
     strategy: String,
+    /// The software stack the row assumes (`megatron`, `pytorch-ddp`, `pytorch-fsdp`), whose
+    /// validation error decides a tie.
+    stack: crate::search::stack::Stack,
+    /// Ranked by seconds: why this row's place behind #1 is within the model's own error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tie: Option<String>,
     /// The tensor-parallel layout: `annotated` (the family's `tp:` marks) or `auto` (the
     /// per-operator search's).
     layout: LayoutKind,
@@ -395,6 +401,8 @@ fn row_of(r: &crate::search::RankedRow, batch: &Rational) -> Row {
         iteration_seconds: r.seconds,
         knobs_that_do_not_matter: free_knobs(k, &r.alike, batch),
         strategy: k.describe(Some(batch)),
+        stack: crate::search::stack::Stack::of(k),
+        tie: None,
         layout: r.layout.kind,
         placements: r.layout.auto.as_ref().map(|a| a.placements.clone()),
         layout_search: r.layout.auto.as_ref().map(|a| a.method()),
@@ -495,7 +503,8 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
     });
     pb.finish_and_clear();
     let result = result?;
-    let rows: Vec<Row> = result.rows.iter().map(|r| row_of(r, &batch)).collect();
+    let mut rows: Vec<Row> = result.rows.iter().map(|r| row_of(r, &batch)).collect();
+    mark_ties(&mut rows);
     let pareto: Vec<Row> = result.pareto.iter().map(|r| row_of(r, &batch)).collect();
     let smallest = result.smallest.as_ref().map(|(e, layout)| {
         row_of(
@@ -722,6 +731,40 @@ fn cell(r: &Row, knob: &str, own: String) -> String {
     }
 }
 
+/// Ranked by seconds: marks each row behind #1 by less than the model's own error on the
+/// stacks the two rows assume (their order is then not significant).
+fn mark_ties(rows: &mut [Row]) {
+    let Some((first, rest)) = rows.split_first_mut() else {
+        return;
+    };
+    let (Some(t1), true) = (first.iteration_seconds, first.feasible) else {
+        return;
+    };
+    for r in rest.iter_mut().filter(|r| r.feasible) {
+        if let Some(t) = r.iteration_seconds {
+            r.tie = crate::search::stack::tie(t1, first.stack, t, r.stack).map(|t| t.to_string());
+        }
+    }
+}
+
+/// The line that says which rows tie with #1, if any.
+fn ties_line(rows: &[Row]) -> Option<String> {
+    let tied: Vec<String> = rows
+        .iter()
+        .filter(|r| r.tie.is_some())
+        .map(|r| format!("#{}", r.rank))
+        .collect();
+    let first = rows.first()?;
+    let example = rows.iter().find_map(|r| r.tie.as_ref())?;
+    Some(format!(
+        "ties: {} {} behind #1 ({}) by less than validate's error for the stacks assumed, so the order is not significant (e.g. #{}: {example}); stacks assumed: ZeRO 2–3 as PyTorch FSDP, other model parallelism as Megatron, plain data parallelism as DDP",
+        tied.join(", "),
+        if tied.len() == 1 { "is" } else { "are" },
+        first.stack.label(),
+        rows.iter().find(|r| r.tie.is_some()).map_or(0, |r| r.rank),
+    ))
+}
+
 fn print_rows(rows: &[Row]) {
     let table: Vec<Vec<String>> = rows
         .iter()
@@ -860,6 +903,9 @@ fn print_table(
         println!("search restricted by {}", out.steering);
     }
     print_rows(&out.strategies);
+    if let Some(line) = ties_line(&out.strategies) {
+        println!("{line}");
+    }
     println!("{RANK_LEGEND}");
     if !units::exact() {
         println!("{}", units::UNITS_LEGEND);

@@ -9,6 +9,7 @@ pub mod exhaustive;
 pub mod problem;
 pub mod rank;
 pub mod sp;
+pub mod stack;
 pub mod steer;
 pub mod versus;
 
