@@ -896,15 +896,34 @@ def _model_flags(
     )
 
 
+# The strategy flags of `cost`, `timeline` and `analyze`, and the short names `rank --fix` and
+# knob strings use for two of them.
+_STRATEGY_KNOBS = (
+    "dp", "tp", "pp", "ep", "cp", "micro_batch_size", "microbatches", "schedule", "chunks",
+    "sequence_parallel", "recompute", "zero", "precision", "tp_comm_overlap",
+    "overlap_param_gather", "no_overlap_grad_reduce", "gpus_per_node", "memory",
+)
+_KNOB_ALIASES = {"mbs": "micro_batch_size", "sp": "sequence_parallel"}
+
+
 def _strategy_flags(strategy: Any) -> List[str]:
     if strategy is None:
         return []
     if isinstance(strategy, RankRow):
         return _flags(strategy.knobs())
     if isinstance(strategy, (str, os.PathLike)):
+        # A strategy file, or a knob string such as "dp=8,tp=8,mbs=1,sp" (a rank row as printed).
         return ["--strategy", os.fspath(strategy)]
     if isinstance(strategy, Mapping):
-        return _flags(strategy)
+        knobs: Dict[str, Any] = {}
+        for k, v in strategy.items():
+            name = _KNOB_ALIASES.get(k, k)
+            if name not in _STRATEGY_KNOBS:
+                raise TypeError(
+                    f"unknown strategy knob {k!r} (known: {', '.join(_STRATEGY_KNOBS)}, mbs, sp)"
+                )
+            knobs[name] = v
+        return _flags(knobs)
     raise TypeError(
         f"strategy must be a dict of knobs, a RankRow or a strategy file, not {type(strategy).__name__}"
     )
@@ -1033,6 +1052,12 @@ def _search_flags(fix: Any, max: Any, options: Mapping[str, Any]) -> List[str]:
     return out + _flags(rest)
 
 
+def _whole(name: str, v: Any) -> None:
+    """A count argument must be an int (a bool is not one, though Python says it is)."""
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError(f"{name} must be an int, not {type(v).__name__} {v!r}")
+
+
 def rank(
     model: ModelArg,
     devices: int,
@@ -1067,6 +1092,8 @@ def rank(
       ``emit``, ``why``, ``no_sp``.
 
     Any other keyword raises TypeError naming it; a bad value is the library's SymshardError."""
+    _whole("devices", devices)
+    _whole("top", top)
     with _ModelFile(model) as mf:
         args = ["rank", mf.arg(), "--devices", str(devices), "--top", str(top)]
         args += _model_flags(symbols, attention, rules, loss, train_metrics, dropout)

@@ -125,6 +125,19 @@ def test_timeline_matches_the_command_line_and_carries_the_gantt_chart(cli):
     assert "stage 1 · device" in t.svg
 
 
+def test_a_strategy_is_a_dict_with_the_short_knob_names_or_a_knob_string(cli):
+    want = cli.json(
+        "timeline", "llama2-7b", "--calib", "a100-80gb", "--dp", "4", "--tp", "2",
+        "--micro-batch-size", "2", "--sequence-parallel",
+    )
+    by_dict = symshard.timeline("llama2-7b", {"dp": 4, "tp": 2, "mbs": 2, "sp": True}, calib="a100-80gb")
+    by_text = symshard.timeline("llama2-7b", "dp=4,tp=2,mbs=2,sp", calib="a100-80gb")
+    assert by_dict.raw == want
+    assert by_text.raw == want
+    with pytest.raises(TypeError, match="unknown strategy knob 'tensor_parallel'"):
+        symshard.timeline("llama2-7b", {"tensor_parallel": 2}, calib="a100-80gb")
+
+
 def test_a_calibration_may_name_the_attention_kernel_a_stack_runs(cli):
     knobs = {"dp": 8, "microbatches": 128}
     fa2 = symshard.timeline("llama2-7b", knobs, calib="a100-80gb")
@@ -241,6 +254,10 @@ def test_errors_carry_the_command_lines_message_and_exit_code(cli, tmp_path):
         symshard.rank("llama2-7b", devices=8, top=0)
     assert e.value.message == cli.error("rank", "llama2-7b", "--devices", "8", "--top", "0")[0]
 
+    with pytest.raises(TypeError, match="devices must be an int, not bool"):
+        symshard.rank("gpt3-125m", devices=True)
+    with pytest.raises(TypeError, match="devices must be an int"):
+        symshard.rank("gpt3-125m", devices="8")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="no_such_option"):
         symshard.rank("llama2-7b", devices=8, no_such_option=1)
 
