@@ -107,8 +107,10 @@ pub const EXPANSIONS: usize = 250_000;
 /// The search of `p`: exact when its states stay within [`EXPANSIONS`] per operator, otherwise
 /// a beam of the cheapest states that reports a proven lower bound.
 pub fn search_for(p: &Problem, bound: Option<Rational>, guide: Option<Vec<Choice>>) -> Search {
+    // Counted up to the expansions only: beyond them the beam is one state anyway, and an
+    // operator over many axes may have millions of choices.
     let widest = (0..p.ops.len())
-        .map(|v| p.choices(v).len())
+        .map(|v| p.count_choices(v, EXPANSIONS).unwrap_or(EXPANSIONS))
         .max()
         .unwrap_or(1)
         .max(1);
@@ -210,43 +212,10 @@ pub fn compare_layer_with_progress(
         cost: best.cost.clone(),
         choices: labels(&one, &best.assignment),
     });
-    // D-Rec bisects the devices: log2(tp) binary axes on the same tier.
     if tp.is_power_of_two() {
-        let tier = one.axes[0].kappa.clone();
-        let axes: Vec<Axis> = (0..tp.trailing_zeros())
-            .map(|i| Axis {
-                name: format!("tp{i}"),
-                size: 2,
-                kappa: tier.clone(),
-            })
-            .collect();
-        let bin = tensor_only(
-            model,
-            Problem::from_block(model, bi, values, axes, &empty)?
-                .with_hbm_balance(calib.hbm_balance()),
-            sequence,
-        );
-        let d = drec(&bin)?;
-        rows.push(LayoutRow {
-            method: format!("D-Rec, {} halvings", tp.trailing_zeros()),
-            cost: d.cost.clone(),
-            choices: labels(&bin, &d.assignment),
-        });
-        let search = search_for(&bin, Some(d.cost.clone()), Some(d.assignment.clone()));
-        match solve_bounded(&bin, &search, &mut |d, n| progress("halvings", d, n)) {
-            Ok(b) => match &b.solution {
-                Some(s) => rows.push(LayoutRow {
-                    method: method("same halvings", &b),
-                    cost: s.cost.clone(),
-                    choices: labels(&bin, &s.assignment),
-                }),
-                None if b.exact() => notes.push("no layout on the halvings beats D-Rec's".into()),
-                None => notes.push(
-                    "the bounded search on the halvings found nothing cheaper than D-Rec".into(),
-                ),
-            },
-            Err(e) => notes.push(format!("search on the halvings gave up: {e}")),
-        }
+        let (more, said) = halvings(model, bi, values, &one, calib, sequence, progress)?;
+        rows.extend(more);
+        notes.extend(said);
     } else {
         notes.push(format!("D-Rec needs a power-of-two degree, not {tp}"));
     }
@@ -257,4 +226,61 @@ pub fn compare_layer_with_progress(
         rows,
         notes,
     })
+}
+
+/// D-Rec's layout of block `bi` and the search over the same halvings, as rows and notes: D-Rec
+/// bisects the devices, log2(tp) binary axes on the tier of `one`'s axis. The search is skipped,
+/// with a note saying so, when its choices exceed the budget
+/// ([`MAX_PRICED_CHOICES`](super::sp::MAX_PRICED_CHOICES)).
+fn halvings(
+    model: &Model,
+    bi: usize,
+    values: &Bindings,
+    one: &Problem,
+    calib: &Calibration,
+    sequence: bool,
+    progress: &mut dyn FnMut(&str, usize, usize),
+) -> Result<(Vec<LayoutRow>, Vec<String>), SearchError> {
+    let tp = one.axes[0].size;
+    let empty = BTreeMap::new();
+    let mut rows = Vec::new();
+    let mut notes = Vec::new();
+    let tier = one.axes[0].kappa.clone();
+    let axes: Vec<Axis> = (0..tp.trailing_zeros())
+        .map(|i| Axis {
+            name: format!("tp{i}"),
+            size: 2,
+            kappa: tier.clone(),
+        })
+        .collect();
+    let bin = tensor_only(
+        model,
+        Problem::from_block(model, bi, values, axes, &empty)?.with_hbm_balance(calib.hbm_balance()),
+        sequence,
+    );
+    let d = drec(&bin)?;
+    rows.push(LayoutRow {
+        method: format!("D-Rec, {} halvings", tp.trailing_zeros()),
+        cost: d.cost.clone(),
+        choices: labels(&bin, &d.assignment),
+    });
+    let search = search_for(&bin, Some(d.cost.clone()), Some(d.assignment.clone()));
+    match solve_bounded(&bin, &search, &mut |d, n| progress("halvings", d, n)) {
+        Ok(b) => match &b.solution {
+            Some(s) => rows.push(LayoutRow {
+                method: method("same halvings", &b),
+                cost: s.cost.clone(),
+                choices: labels(&bin, &s.assignment),
+            }),
+            None if b.exact() => notes.push("no layout on the halvings beats D-Rec's".into()),
+            None => notes
+                .push("the bounded search on the halvings found nothing cheaper than D-Rec".into()),
+        },
+        Err(e @ SearchError::TooManyChoices { .. }) => notes.push(format!(
+            "the search on the {} halvings was skipped, D-Rec's layout stands alone: {e}",
+            tp.trailing_zeros()
+        )),
+        Err(e) => notes.push(format!("search on the halvings gave up: {e}")),
+    }
+    Ok((rows, notes))
 }

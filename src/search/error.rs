@@ -291,6 +291,18 @@ pub enum SearchError {
         /// The operator where it was hit.
         op: String,
     },
+    /// A problem whose operators have more choices than a search may price.
+    #[error("`{problem}` over {axes} axes has more than {limit} operator choices to price (the search's memory budget; passed at `{op}`)")]
+    TooManyChoices {
+        /// The problem.
+        problem: String,
+        /// Its mesh axes.
+        axes: usize,
+        /// The operator at which the count passed the limit.
+        op: String,
+        /// The limit.
+        limit: usize,
+    },
     /// No valid layout.
     #[error("`{0}` has no valid layout")]
     NoLayout(String),
