@@ -1,9 +1,11 @@
-//! Every per-operator search stays within a budget of priced choices: a problem beyond it is
-//! refused (and `layout` says it skipped that search) instead of growing without bound.
+//! `layout` refuses, before any search, a tensor-parallel degree that the family's annotated
+//! layout cannot use, and every per-operator search stays within a budget of priced choices:
+//! a problem beyond it is refused (and `layout` says it skipped that search) instead of
+//! growing without bound.
 
 mod common;
 
-use common::json;
+use common::{json, refused};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use symshard::calib::Calibration;
@@ -22,6 +24,43 @@ fn model(name: &str) -> Model {
 
 fn layer(m: &Model) -> usize {
     m.blocks.iter().position(|b| b.name == "layer").unwrap()
+}
+
+/// GPT-3 175B has 96 attention heads (Brown et al. 2020, Table 2.1: n_heads = 96), which
+/// neither 512 nor 1024 divides. Both degrees used to run the searches until they were killed
+/// (beyond 8 GB at 512, 24 GB at 1024); they are refused at once, naming the degree, the heads
+/// and the degrees that work.
+#[test]
+fn layout_refuses_tp_512_and_1024_on_gpt3_175b_at_once_for_its_96_heads() {
+    for tp in ["512", "1024"] {
+        let start = Instant::now();
+        let err = refused(&["layout", "gpt3-175b", "--tp", tp]);
+        assert!(start.elapsed() < Duration::from_secs(30), "{tp}: too slow");
+        assert!(
+            err.contains(&format!("--tp {tp} does not divide the 96 heads (`NH`)")),
+            "{err}"
+        );
+        assert!(err.contains("annotated layout of block `layer`"), "{err}");
+        assert!(
+            err.contains("degrees it can use: 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 96"),
+            "{err}"
+        );
+    }
+}
+
+/// A degree that is not a power of two but divides the heads and the MLP is still compared
+/// (the annotated row is there, D-Rec says why it is not).
+#[test]
+fn layout_keeps_a_degree_that_divides_every_annotated_cut() {
+    let v = json(&["layout", "gpt3-175b", "--tp", "12", "--format", "json"]);
+    let rows = v["rows"].as_array().unwrap();
+    assert!(rows
+        .iter()
+        .any(|r| r["method"].as_str().unwrap().starts_with("annotated")));
+    assert!(v["notes"][0]
+        .as_str()
+        .unwrap()
+        .contains("D-Rec needs a power-of-two degree"));
 }
 
 /// With 1024 heads (a size set on the command line) tp = 1024 is accepted: ten halvings, whose

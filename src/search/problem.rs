@@ -131,6 +131,11 @@ impl Cut {
     pub fn place(&self) -> AxisPlace {
         self.place
     }
+
+    /// The value of the atom it cuts: the product of the axes cutting it must divide it.
+    pub fn value(&self) -> u64 {
+        self.value
+    }
 }
 
 /// A tensor view: the key of every atom occurrence of every index.
