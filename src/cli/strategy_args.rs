@@ -266,9 +266,7 @@ impl StrategyFlags {
         }
         let gpus_per_node = gpn.unwrap_or_else(|| calib.gpus_per_node());
         crate::strategy::check_knobs(&knobs)?;
-        let notes = crate::strategy::check_nodes(&knobs, gpus_per_node).map_err(|e| {
-            Error::Usage(e.to_string().replace("`gpus_per_node`", "--gpus-per-node"))
-        })?;
+        let notes = crate::strategy::check_nodes(&knobs, gpus_per_node).map_err(machine_error)?;
         let memory = match &self.memory {
             Some(m) => crate::search::steer::parse_memory(m)
                 .map_err(|e| Error::Usage(format!("--memory: {e}")))?,
@@ -303,6 +301,12 @@ impl StrategyFlags {
         }
         knob_string(text, what)
     }
+}
+
+/// A refusal of the devices per node, worded for the command line (`--gpus-per-node`, which
+/// sets them, rather than the strategy file's `gpus_per_node`).
+pub fn machine_error(e: crate::strategy::StrategyError) -> Error {
+    Error::Usage(e.to_string().replace("`gpus_per_node`", "--gpus-per-node"))
 }
 
 /// Parses a knob string such as `tp=8,pp=4,dp=32,mbs=1,sp,recompute=selective,zero=1` into
