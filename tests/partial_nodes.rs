@@ -1,6 +1,7 @@
 //! Device counts that do not fill a node, one rule for every command: up to one node is one
 //! node partly used (accepted); more must fill whole nodes, and the refusal names the counts
-//! that do and `--gpus-per-node`.
+//! that do and `--gpus-per-node`; a knob that cannot work by itself is refused for that knob
+//! before the machine it implies is.
 
 mod common;
 
@@ -71,6 +72,33 @@ fn pp_97_on_gpt3_175b_is_refused_for_the_nodes_it_does_not_fill() {
         ])
         .assert()
         .success();
+}
+
+/// A knob that cannot work by itself is refused for that knob, not for the devices it
+/// implies: pp = 99 on 98 blocks (99 devices), tp = 7 on 96 heads (14 devices), a fixed
+/// pp = 99 in `rank`.
+#[test]
+fn a_knob_that_cannot_work_is_refused_for_the_knob_before_the_nodes() {
+    for cmd in ["cost", "timeline"] {
+        let err = refused(&[cmd, "gpt3-175b", "--pp", "99"]);
+        assert!(
+            err.contains("pp = 99 is more than the 98 layers to place"),
+            "{cmd}: {err}"
+        );
+        let err = refused(&[cmd, "gpt3-175b", "--tp", "7", "--dp", "2"]);
+        assert!(err.contains("tp = 7 does not divide"), "{cmd}: {err}");
+        assert!(!err.contains("--gpus-per-node"), "{cmd}: {err}");
+    }
+    let err = refused(&["rank", "gpt3-175b", "--devices", "99", "--fix", "pp=99"]);
+    assert!(
+        err.contains("pp = 99 is more than the 98 layers to place"),
+        "{err}"
+    );
+    let err = refused(&["rank", "llama3-8b", "--devices", "14", "--fix", "tp=4"]);
+    assert!(
+        err.contains("--fix tp=4: 4 does not divide the 14 devices"),
+        "{err}"
+    );
 }
 
 /// The range of `--gpus-per-node` is one check, worded alike by every command.

@@ -424,7 +424,7 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
         .search
         .gpus_per_node
         .unwrap_or_else(|| calib.gpus_per_node());
-    crate::strategy::check_fills_nodes(args.devices, gpus_per_node).map_err(machine_error)?;
+    crate::strategy::check_gpus_per_node(gpus_per_node).map_err(machine_error)?;
     if args.top == 0 {
         return Err(Error::Usage("--top must be at least 1".into()));
     }
@@ -438,6 +438,12 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
         )));
     }
     let steer = steering(&args)?;
+    // The knobs first, then the machine they need: a fixed degree the model cannot use is
+    // what to change, not the devices.
+    if let Some(pp) = steer.pp.fixed {
+        crate::parallel::check_pipeline_stages(&model, &values, pp)?;
+    }
+    crate::strategy::check_fills_nodes(args.devices, gpus_per_node).map_err(machine_error)?;
     let capacity = match &args.search.memory {
         Some(m) => parse_memory(m).map_err(|e| Error::Usage(format!("--memory: {e}")))?,
         None => calib.memory_bytes(),
