@@ -594,11 +594,20 @@ impl Calibration {
             }
         }
         let g = &c.gpus_per_node.value;
-        if !g.is_integer() || !g.is_positive() || *g > Rational::from_integer(1024.into()) {
-            return Err(src.error_at(
-                &["gpus_per_node"],
-                format!("`gpus_per_node` must be a whole number from 1 to 1024, not {g}"),
-            ));
+        let whole = g
+            .is_integer()
+            .then(|| g.to_integer().to_u64())
+            .flatten()
+            .ok_or_else(|| {
+                format!(
+                    "`gpus_per_node` must be a whole number from 1 to {}, not {g}",
+                    crate::strategy::MAX_GPUS_PER_NODE
+                )
+            });
+        if let Err(why) =
+            whole.and_then(|n| crate::strategy::check_gpus_per_node(n).map_err(|e| e.to_string()))
+        {
+            return Err(src.error_at(&["gpus_per_node"], why));
         }
         for (tier, l) in [("intra", &c.tiers.intra), ("inter", &c.tiers.inter)] {
             positive(&["tiers", tier, "bandwidth"], &l.bandwidth.value)?;

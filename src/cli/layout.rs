@@ -43,9 +43,8 @@ pub fn run(args: LayoutArgs) -> Result<(), Error> {
     let model = loader.resolve(&args.model)?;
     let values = args.symbols.apply(&model)?;
     let calib = Calibration::resolve_or_reference(args.calib.as_deref())?;
-    if args.gpus_per_node == 0 || args.gpus_per_node > 1024 {
-        return Err(Error::Usage("--gpus-per-node must be 1 to 1024".into()));
-    }
+    crate::strategy::check_gpus_per_node(args.gpus_per_node)
+        .map_err(super::strategy_args::machine_error)?;
     let pb = super::progress::bar(0, "searching");
     let report = compare_layer_with_progress(
         &model,

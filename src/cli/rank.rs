@@ -1,6 +1,7 @@
 //! `symshard rank`: the ranked list of hybrid-parallel strategies for a model on N devices.
 
 use super::output::print_json;
+use super::strategy_args::machine_error;
 use super::units;
 use super::{Format, SymbolArgs};
 use crate::calib::Calibration;
@@ -441,17 +442,7 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
         .search
         .gpus_per_node
         .unwrap_or_else(|| calib.gpus_per_node());
-    if gpus_per_node == 0 || gpus_per_node > 1024 {
-        return Err(Error::Usage(format!(
-            "--gpus-per-node must be 1 to 1024, not {gpus_per_node}"
-        )));
-    }
-    if args.devices > gpus_per_node && !args.devices.is_multiple_of(gpus_per_node) {
-        return Err(Error::Usage(format!(
-            "--gpus-per-node {gpus_per_node} does not divide the {} devices: nodes would be partly used",
-            args.devices
-        )));
-    }
+    crate::strategy::check_gpus_per_node(gpus_per_node).map_err(machine_error)?;
     if args.top == 0 {
         return Err(Error::Usage("--top must be at least 1".into()));
     }
@@ -465,6 +456,12 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
         )));
     }
     let steer = steering(&args)?;
+    // The knobs first, then the machine they need: a fixed degree the model cannot use is
+    // what to change, not the devices.
+    if let Some(pp) = steer.pp.fixed {
+        crate::parallel::check_pipeline_stages(&model, &values, pp)?;
+    }
+    crate::strategy::check_fills_nodes(args.devices, gpus_per_node).map_err(machine_error)?;
     let capacity = match &args.search.memory {
         Some(m) => parse_memory(m).map_err(|e| Error::Usage(format!("--memory: {e}")))?,
         None => calib.memory_bytes(),

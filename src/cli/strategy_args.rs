@@ -137,12 +137,22 @@ impl StrategyFlags {
             .batch_value(values)
             .cloned()
             .unwrap_or_else(|| Rational::from_integer(1.into()));
-        let r = self.resolve(&batch)?;
+        let r = self.assemble(&batch)?;
         if let Err((op, msg)) = crate::parallel::check_overrides(model, &r.layout) {
             if let Some(p) = &self.strategy {
                 return Err(crate::diag::Source::read(p)?.error_at(&["splits", &op], msg));
             }
             return Err(Error::Usage(msg));
+        }
+        let nodes = node_notes(&r);
+        if nodes.is_err() {
+            // A strategy refused both for a knob and for the machine is refused for the knob
+            // (`--pp 99` on 98 blocks, `--tp 7` on 96 heads): that is what to change. Only
+            // on this path, so that a strategy the machine takes is checked once, when priced.
+            crate::parallel::check_knobs_on_model(model, values, &r.knobs, &r.layout)?;
+        }
+        for n in nodes? {
+            eprintln!("warning: {n}");
         }
         if r.knobs.recompute == crate::strategy::Recompute::Selective
             && matches!(
@@ -170,12 +180,19 @@ impl StrategyFlags {
     /// [`StrategyFlags::resolve`] returning its warnings instead of printing them (for commands
     /// that resolve one strategy at many symbol values).
     pub fn resolve_quietly(&self, batch: &Rational) -> Result<(Resolved, Vec<String>), Error> {
+        let r = self.assemble(batch)?;
+        let notes = node_notes(&r)?;
+        Ok((r, notes))
+    }
+
+    /// File and flags as one strategy, its knobs checked, not yet placed on nodes.
+    fn assemble(&self, batch: &Rational) -> Result<Resolved, Error> {
         // `--strategy` takes a knob string too (a rank row pasted as it is), as `compare` does;
         // the flags given beside it win.
         if let Some(text) = self.knob_text() {
             return knob_string(text, "--strategy")?
                 .overlaid_by(self)
-                .resolve_quietly(batch);
+                .assemble(batch);
         }
         let mut file_size: Option<(u64, String)> = None;
         let (mut knobs, mut layout, mut gpn) = match &self.strategy {
@@ -280,24 +297,19 @@ impl StrategyFlags {
         }
         let gpus_per_node = gpn.unwrap_or_else(|| calib.gpus_per_node());
         crate::strategy::check_knobs(&knobs)?;
-        let notes = crate::strategy::check_nodes(&knobs, gpus_per_node).map_err(|e| {
-            Error::Usage(e.to_string().replace("`gpus_per_node`", "--gpus-per-node"))
-        })?;
+        crate::strategy::check_gpus_per_node(gpus_per_node).map_err(machine_error)?;
         let memory = match &self.memory {
             Some(m) => crate::search::steer::parse_memory(m)
                 .map_err(|e| Error::Usage(format!("--memory: {e}")))?,
             None => calib.memory_bytes(),
         };
-        Ok((
-            Resolved {
-                knobs,
-                layout,
-                calib,
-                gpus_per_node,
-                memory,
-            },
-            notes,
-        ))
+        Ok(Resolved {
+            knobs,
+            layout,
+            calib,
+            gpus_per_node,
+            memory,
+        })
     }
 
     /// `--strategy`'s text when it is a knob string rather than a file.
@@ -350,6 +362,18 @@ impl StrategyFlags {
         }
         knob_string(text, what)
     }
+}
+
+/// How the strategy sits on its nodes: the warnings worth giving, or why the machine is
+/// refused ([`crate::strategy::check_nodes`]).
+fn node_notes(r: &Resolved) -> Result<Vec<String>, Error> {
+    crate::strategy::check_nodes(&r.knobs, r.gpus_per_node).map_err(machine_error)
+}
+
+/// A refusal of the devices per node, worded for the command line (`--gpus-per-node`, which
+/// sets them, rather than the strategy file's `gpus_per_node`).
+pub fn machine_error(e: crate::strategy::StrategyError) -> Error {
+    Error::Usage(e.to_string().replace("`gpus_per_node`", "--gpus-per-node"))
 }
 
 /// Parses a knob string such as `tp=8,pp=4,dp=32,mbs=1,sp,recompute=selective,zero=1` into

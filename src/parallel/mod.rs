@@ -74,6 +74,56 @@ fn check_strategy(model: &Model, values: &Bindings, knobs: &Knobs) -> Result<(),
     Ok(check_model_limits(model, values, knobs)?)
 }
 
+/// Everything about `knobs` that `model` refuses without a machine: the knobs' own checks, the
+/// model's limits (batch, context and expert parallelism), more pipeline stages than blocks
+/// to place, and splits that do not divide their index under `layout`. For a command to
+/// refuse a strategy for a knob before it refuses the machine the knobs imply.
+pub fn check_knobs_on_model(
+    model: &Model,
+    values: &Bindings,
+    knobs: &Knobs,
+    layout: &Layout,
+) -> Result<(), Error> {
+    check_strategy(model, values, knobs)?;
+    check_pipeline_stages(model, values, knobs.pp)?;
+    let analysis = per_rank(analyse(model, layout), knobs);
+    let b = evaluate::microbatch_bindings(model, values, knobs);
+    evaluate::check_divisibility(model, &analysis, &b, knobs)?;
+    Ok(())
+}
+
+/// Refuses more pipeline stages than block copies to place (the repeated layers and the blocks
+/// around them, such as the embedding and the head: each stage holds one at least), as the
+/// pipeline partition would. Repeat counts that do not evaluate to whole numbers are left to
+/// the evaluation, which says why.
+pub fn check_pipeline_stages(
+    model: &Model,
+    values: &Bindings,
+    pp: u64,
+) -> Result<(), StrategyError> {
+    use num_traits::ToPrimitive;
+    if pp <= 1 {
+        return Ok(());
+    }
+    let mut copies = 0u64;
+    for b in &model.blocks {
+        let Some(n) = b
+            .repeat
+            .eval(values)
+            .ok()
+            .filter(|r| r.is_integer())
+            .and_then(|r| r.to_integer().to_u64())
+        else {
+            return Ok(());
+        };
+        copies = copies.saturating_add(n);
+    }
+    if pp > copies {
+        return Err(StrategyError::TooManyStages { pp, layers: copies });
+    }
+    Ok(())
+}
+
 /// The analysis one rank sees: a context-parallel rank's under cp > 1.
 fn per_rank(analysis: Analysis, knobs: &Knobs) -> Analysis {
     if knobs.cp > 1 {

@@ -3,7 +3,7 @@
 //! by the same exact model of cost (FLOP-equivalents per device).
 
 use super::drec::drec;
-use super::error::SearchError;
+use super::error::{AnnotatedDegree, SearchError};
 use super::problem::{Axis, Choice, Problem};
 use super::sp::{solve_bounded, Bounded, Search};
 use crate::calib::Calibration;
@@ -107,8 +107,10 @@ pub const EXPANSIONS: usize = 250_000;
 /// The search of `p`: exact when its states stay within [`EXPANSIONS`] per operator, otherwise
 /// a beam of the cheapest states that reports a proven lower bound.
 pub fn search_for(p: &Problem, bound: Option<Rational>, guide: Option<Vec<Choice>>) -> Search {
+    // Counted up to the expansions only: beyond them the beam is one state anyway, and an
+    // operator over many axes may have millions of choices.
     let widest = (0..p.ops.len())
-        .map(|v| p.choices(v).len())
+        .map(|v| p.count_choices(v, EXPANSIONS).unwrap_or(EXPANSIONS))
         .max()
         .unwrap_or(1)
         .max(1);
@@ -117,6 +119,101 @@ pub fn search_for(p: &Problem, bound: Option<Rational>, guide: Option<Vec<Choice
         beam: Some((EXPANSIONS / widest).max(1)),
         guide,
     }
+}
+
+/// Refuses a degree `tp` that block `bi` cannot use, before any search: every cut of the
+/// family's annotated layout `meg` (over `p`'s one axis) must divide its atom — the heads of
+/// attention, the MLP width — or the reference row could not be priced and the comparison
+/// would silently lose it. A block without annotations needs one cut the degree divides, or
+/// the axis would have nothing to cut.
+fn check_degree(
+    model: &Model,
+    bi: usize,
+    p: &Problem,
+    meg: &[Choice],
+    tp: u64,
+) -> Result<(), SearchError> {
+    let block = model.blocks[bi].name.clone();
+    // (operator, cut) of every annotated cut, and which of them the degree does not divide.
+    let cuts: Vec<(usize, usize)> = meg
+        .iter()
+        .enumerate()
+        .filter_map(|(v, c)| c.first().copied().flatten().map(|k| (v, k)))
+        .collect();
+    if cuts.is_empty() {
+        let divides = p
+            .ops
+            .iter()
+            .any(|o| !o.is_source() && o.cuts.iter().any(|c| c.value().is_multiple_of(tp)));
+        return match divides {
+            true => Ok(()),
+            false => Err(SearchError::NothingToCut { tp, block }),
+        };
+    }
+    let failing: Vec<&(usize, usize)> = cuts
+        .iter()
+        .filter(|(v, k)| !p.ops[*v].cuts[*k].value().is_multiple_of(tp))
+        .collect();
+    let Some(&&(v, k)) = failing.first() else {
+        return Ok(());
+    };
+    let usable = cuts.iter().fold(0u64, |g, (v, k)| {
+        num_integer::gcd(g, p.ops[*v].cuts[*k].value())
+    });
+    let cut = &p.ops[v].cuts[k];
+    Err(SearchError::AnnotatedDegree(Box::new(AnnotatedDegree {
+        tp,
+        block,
+        op: p.ops[v].name.clone(),
+        index: cut.index.clone(),
+        what: atom_in_words(model, &cut.atom, cut.value()),
+        others: failing.len() - 1,
+        usable: divisors_listed(usable),
+    })))
+}
+
+/// An atom and its value in words: `the 96 heads (`NH`)` where the model gives the symbol a role,
+/// `` `H/NH` = 128 `` otherwise.
+fn atom_in_words(model: &Model, atom: &str, value: u64) -> String {
+    let r = &model.roles;
+    let roles = [
+        (&r.heads, "heads"),
+        (&r.kv_heads, "key/value heads"),
+        (&r.head_dim, "head dimensions"),
+        (&r.hidden, "hidden features"),
+        (&r.ffn, "MLP features"),
+        (&r.vocab, "vocabulary entries"),
+        (&r.experts, "experts"),
+    ];
+    match roles.iter().find(|(s, _)| s.as_deref() == Some(atom)) {
+        Some((_, words)) => format!("the {value} {words} (`{atom}`)"),
+        None => format!("`{atom}` = {value}"),
+    }
+}
+
+/// The divisors of `n` from 2 up: all of them when there are at most twelve, else the first
+/// eleven, `…` and `n` (`none` when n < 2). Trial division stops at a million, so a huge
+/// atom costs nothing noticeable.
+fn divisors_listed(n: u64) -> String {
+    if n < 2 {
+        return "none".into();
+    }
+    let mut found: Vec<u64> = (2..=n.min(1_000_000))
+        .filter(|&d| n.is_multiple_of(d))
+        .take(12)
+        .collect();
+    if found.last() == Some(&n) {
+        return join(&found);
+    }
+    found.truncate(11);
+    let mut parts: Vec<String> = found.iter().map(u64::to_string).collect();
+    parts.push("…".into());
+    parts.push(n.to_string());
+    parts.join(", ")
+}
+
+fn join(v: &[u64]) -> String {
+    v.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
 }
 
 /// How a row was found: `what`, marked bounded with its gap where the beam dropped states.
@@ -189,6 +286,7 @@ pub fn compare_layer_with_progress(
     let mut rows = Vec::new();
     let mut notes = Vec::new();
     let meg = annotated(model, bi, &one);
+    check_degree(model, bi, &one, &meg, tp)?;
     if let Ok(c) = one.cost(&meg) {
         rows.push(LayoutRow {
             method: "annotated (Megatron-LM)".into(),
@@ -210,43 +308,10 @@ pub fn compare_layer_with_progress(
         cost: best.cost.clone(),
         choices: labels(&one, &best.assignment),
     });
-    // D-Rec bisects the devices: log2(tp) binary axes on the same tier.
     if tp.is_power_of_two() {
-        let tier = one.axes[0].kappa.clone();
-        let axes: Vec<Axis> = (0..tp.trailing_zeros())
-            .map(|i| Axis {
-                name: format!("tp{i}"),
-                size: 2,
-                kappa: tier.clone(),
-            })
-            .collect();
-        let bin = tensor_only(
-            model,
-            Problem::from_block(model, bi, values, axes, &empty)?
-                .with_hbm_balance(calib.hbm_balance()),
-            sequence,
-        );
-        let d = drec(&bin)?;
-        rows.push(LayoutRow {
-            method: format!("D-Rec, {} halvings", tp.trailing_zeros()),
-            cost: d.cost.clone(),
-            choices: labels(&bin, &d.assignment),
-        });
-        let search = search_for(&bin, Some(d.cost.clone()), Some(d.assignment.clone()));
-        match solve_bounded(&bin, &search, &mut |d, n| progress("halvings", d, n)) {
-            Ok(b) => match &b.solution {
-                Some(s) => rows.push(LayoutRow {
-                    method: method("same halvings", &b),
-                    cost: s.cost.clone(),
-                    choices: labels(&bin, &s.assignment),
-                }),
-                None if b.exact() => notes.push("no layout on the halvings beats D-Rec's".into()),
-                None => notes.push(
-                    "the bounded search on the halvings found nothing cheaper than D-Rec".into(),
-                ),
-            },
-            Err(e) => notes.push(format!("search on the halvings gave up: {e}")),
-        }
+        let (more, said) = halvings(model, bi, values, &one, calib, sequence, progress)?;
+        rows.extend(more);
+        notes.extend(said);
     } else {
         notes.push(format!("D-Rec needs a power-of-two degree, not {tp}"));
     }
@@ -257,4 +322,61 @@ pub fn compare_layer_with_progress(
         rows,
         notes,
     })
+}
+
+/// D-Rec's layout of block `bi` and the search over the same halvings, as rows and notes: D-Rec
+/// bisects the devices, log2(tp) binary axes on the tier of `one`'s axis. The search is skipped,
+/// with a note saying so, when its choices exceed the budget
+/// ([`MAX_PRICED_CHOICES`](super::sp::MAX_PRICED_CHOICES)).
+fn halvings(
+    model: &Model,
+    bi: usize,
+    values: &Bindings,
+    one: &Problem,
+    calib: &Calibration,
+    sequence: bool,
+    progress: &mut dyn FnMut(&str, usize, usize),
+) -> Result<(Vec<LayoutRow>, Vec<String>), SearchError> {
+    let tp = one.axes[0].size;
+    let empty = BTreeMap::new();
+    let mut rows = Vec::new();
+    let mut notes = Vec::new();
+    let tier = one.axes[0].kappa.clone();
+    let axes: Vec<Axis> = (0..tp.trailing_zeros())
+        .map(|i| Axis {
+            name: format!("tp{i}"),
+            size: 2,
+            kappa: tier.clone(),
+        })
+        .collect();
+    let bin = tensor_only(
+        model,
+        Problem::from_block(model, bi, values, axes, &empty)?.with_hbm_balance(calib.hbm_balance()),
+        sequence,
+    );
+    let d = drec(&bin)?;
+    rows.push(LayoutRow {
+        method: format!("D-Rec, {} halvings", tp.trailing_zeros()),
+        cost: d.cost.clone(),
+        choices: labels(&bin, &d.assignment),
+    });
+    let search = search_for(&bin, Some(d.cost.clone()), Some(d.assignment.clone()));
+    match solve_bounded(&bin, &search, &mut |d, n| progress("halvings", d, n)) {
+        Ok(b) => match &b.solution {
+            Some(s) => rows.push(LayoutRow {
+                method: method("same halvings", &b),
+                cost: s.cost.clone(),
+                choices: labels(&bin, &s.assignment),
+            }),
+            None if b.exact() => notes.push("no layout on the halvings beats D-Rec's".into()),
+            None => notes
+                .push("the bounded search on the halvings found nothing cheaper than D-Rec".into()),
+        },
+        Err(e @ SearchError::TooManyChoices { .. }) => notes.push(format!(
+            "the search on the {} halvings was skipped, D-Rec's layout stands alone: {e}",
+            tp.trailing_zeros()
+        )),
+        Err(e) => notes.push(format!("search on the halvings gave up: {e}")),
+    }
+    Ok((rows, notes))
 }

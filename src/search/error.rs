@@ -301,6 +301,29 @@ pub enum SearchError {
         /// The operator where it was hit.
         op: String,
     },
+    /// A problem whose operators have more choices than a search may price.
+    #[error("`{problem}` over {axes} axes has more than {limit} operator choices to price (the search's memory budget; passed at `{op}`)")]
+    TooManyChoices {
+        /// The problem.
+        problem: String,
+        /// Its mesh axes.
+        axes: usize,
+        /// The operator at which the count passed the limit.
+        op: String,
+        /// The limit.
+        limit: usize,
+    },
+    /// A tensor-parallel degree that the family's annotated layout cannot use.
+    #[error(transparent)]
+    AnnotatedDegree(Box<AnnotatedDegree>),
+    /// A tensor-parallel degree that divides no feature dimension of a block.
+    #[error("--tp {tp} divides no feature dimension of block `{block}` (hidden, heads, MLP, vocabulary): the tensor-parallel axis would have nothing to cut")]
+    NothingToCut {
+        /// The degree.
+        tp: u64,
+        /// The block.
+        block: String,
+    },
     /// No valid layout.
     #[error("`{0}` has no valid layout")]
     NoLayout(String),
@@ -397,6 +420,26 @@ pub enum SearchError {
     /// A shipped model or rule set that did not load.
     #[error("{0}")]
     Shipped(String),
+}
+
+/// A tensor-parallel degree that does not divide what the family's annotated layout cuts.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("--tp {tp} does not divide {what}, which the annotated layout of block `{block}` cuts at `{op}` (index `{index}`){}; degrees it can use: {usable}", if *.others > 0 { format!(" and at {} other operators", .others) } else { String::new() })]
+pub struct AnnotatedDegree {
+    /// The degree.
+    pub tp: u64,
+    /// The block.
+    pub block: String,
+    /// The first operator whose annotated cut the degree does not divide.
+    pub op: String,
+    /// Its annotated index.
+    pub index: String,
+    /// The atom cut, in words: `the 96 heads (`NH`)`.
+    pub what: String,
+    /// Other operators whose annotated cuts the degree does not divide.
+    pub others: usize,
+    /// The degrees every annotated cut allows.
+    pub usable: String,
 }
 
 /// Two strategies that both run only at every p-th value of the symbol.

@@ -131,6 +131,11 @@ impl Cut {
     pub fn place(&self) -> AxisPlace {
         self.place
     }
+
+    /// The value of the atom it cuts: the product of the axes cutting it must divide it.
+    pub fn value(&self) -> u64 {
+        self.value
+    }
 }
 
 /// A tensor view: the key of every atom occurrence of every index.
@@ -720,25 +725,82 @@ impl Problem {
         self.ops.get(op).and_then(|o| o.only.as_ref())
     }
 
-    /// Every valid choice of `op`: all combinations of a cut or none per axis.
+    /// Every valid choice of `op`: all combinations of a cut or none per axis, in order (the
+    /// first axis most significant; none before the first cut before the second …).
     pub fn choices(&self, op: usize) -> Vec<Choice> {
+        let mut out = Vec::new();
+        self.each_choice(op, &mut |c| {
+            out.push(c.to_vec());
+            true
+        });
+        out
+    }
+
+    /// How many valid choices `op` has, if at most `most`: counted without listing them, so
+    /// that a search can refuse a problem whose choices would not fit in memory (an operator
+    /// with c cuts over k axes has up to (c + 1)^k).
+    pub fn count_choices(&self, op: usize, most: usize) -> Option<usize> {
+        let mut n = 0usize;
+        self.each_choice(op, &mut |_| {
+            n += 1;
+            n <= most
+        });
+        (n <= most).then_some(n)
+    }
+
+    /// Visits the valid choices of `op` in the order of [`Problem::choices`] until `visit`
+    /// returns false.
+    fn each_choice(&self, op: usize, visit: &mut dyn FnMut(&[Option<usize>]) -> bool) {
         let o = &self.ops[op];
         if let Some(only) = &o.only {
-            return vec![only.clone()];
+            visit(only);
+            return;
         }
-        let mut out: Vec<Choice> = vec![Vec::new()];
-        for _ in &self.axes {
-            let mut next = Vec::new();
-            for c in &out {
-                for opt in std::iter::once(None).chain((0..o.cuts.len()).map(Some)) {
-                    let mut v = c.clone();
-                    v.push(opt);
-                    next.push(v);
+        let mut choice = Vec::with_capacity(self.axes.len());
+        let mut product = vec![1u64; o.cuts.len()];
+        self.extend_choice(o, &mut choice, &mut product, visit);
+    }
+
+    /// Extends a valid prefix of a choice by one axis, depth first; false once `visit` said
+    /// stop. A prefix whose cut no longer divides its atom is not extended: later axes only
+    /// multiply the product each atom must be divisible by, so no extension is valid (the
+    /// test of [`Problem::valid`], applied axis by axis).
+    fn extend_choice(
+        &self,
+        o: &Op,
+        choice: &mut Choice,
+        product: &mut [u64],
+        visit: &mut dyn FnMut(&[Option<usize>]) -> bool,
+    ) -> bool {
+        let a = choice.len();
+        if a == self.axes.len() {
+            return visit(choice);
+        }
+        for opt in std::iter::once(None).chain((0..o.cuts.len()).map(Some)) {
+            let mut before = None;
+            if let Some(c) = opt {
+                let cut = &o.cuts[c];
+                // A source's partial placement divides nothing.
+                if !(o.is_source() && cut.place == AxisPlace::Partial) {
+                    let e = product[c].saturating_mul(self.axes[a].size);
+                    if !cut.value.is_multiple_of(e) {
+                        continue;
+                    }
+                    before = Some(product[c]);
+                    product[c] = e;
                 }
             }
-            out = next;
+            choice.push(opt);
+            let go = self.extend_choice(o, choice, product, visit);
+            choice.pop();
+            if let (Some(c), Some(b)) = (opt, before) {
+                product[c] = b;
+            }
+            if !go {
+                return false;
+            }
         }
-        out.into_iter().filter(|c| self.valid(op, c)).collect()
+        true
     }
 
     /// The axis position of a split axis name (`x3` → 3).

@@ -365,8 +365,42 @@ fn order(p: &Problem) -> Result<Vec<usize>, SearchError> {
     Ok(out)
 }
 
-/// Every valid choice of every operator, priced.
+/// Most operator choices one problem may price (all operators together). The solver holds
+/// every valid choice of every operator priced, about 1 KB each, and an operator with c cuts
+/// over k axes has up to (c + 1)^k: GPT-3 175B's layer (with 256 heads) has 80,515 over six
+/// halvings (190 MB in all), 375,315 over seven (460 MB) and far more over eight (`layout` at
+/// tp = 256 took 2.4 GB, at 512 more than 8 GB). A problem beyond this is refused before
+/// anything is priced, so a search stays within about 600 MB.
+pub const MAX_PRICED_CHOICES: usize = 500_000;
+
+/// Refuses a problem whose operators have more than [`MAX_PRICED_CHOICES`] valid choices in
+/// all, counting (not listing) them.
+pub fn check_choice_budget(p: &Problem) -> Result<(), SearchError> {
+    let mut total = 0usize;
+    for v in 0..p.ops.len() {
+        match p.count_choices(v, MAX_PRICED_CHOICES - total) {
+            Some(n) => total += n,
+            None => {
+                return Err(SearchError::TooManyChoices {
+                    problem: p.name.clone(),
+                    axes: p.axes.len(),
+                    op: p.ops[v].name.clone(),
+                    limit: MAX_PRICED_CHOICES,
+                })
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every valid choice of every operator, priced (within [`MAX_PRICED_CHOICES`]).
 pub(crate) fn price_all(p: &Problem) -> Result<Vec<Vec<(Choice, Priced)>>, SearchError> {
+    check_choice_budget(p)?;
+    price_each(p)
+}
+
+/// [`price_all`] once the budget is checked.
+fn price_each(p: &Problem) -> Result<Vec<Vec<(Choice, Priced)>>, SearchError> {
     (0..p.ops.len())
         .map(|v| {
             p.choices(v)
@@ -391,8 +425,9 @@ pub(crate) fn price_all_shared(p: &Problem) -> Result<Vec<Vec<(Choice, Priced)>>
             None => classes.push(vec![a]),
         }
     }
+    check_choice_budget(p)?;
     if classes.len() == k {
-        return price_all(p);
+        return price_each(p);
     }
     (0..p.ops.len())
         .map(|v| {

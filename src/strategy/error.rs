@@ -68,8 +68,8 @@ pub enum StrategyError {
         /// The count given.
         gpus_per_node: u64,
     },
-    /// The devices do not fill whole nodes.
-    #[error("`gpus_per_node` = {gpus_per_node} does not divide the {devices} devices: nodes would be partly used")]
+    /// More devices than one node that do not fill whole nodes.
+    #[error("`gpus_per_node` = {gpus_per_node} does not divide the {devices} devices: nodes would be partly used ({}; nodes of another size: set `gpus_per_node`)", filling_counts(*.devices, *.gpus_per_node))]
     PartNodes {
         /// Devices per node.
         gpus_per_node: u64,
@@ -383,6 +383,17 @@ impl StrategyError {
     }
 }
 
+/// The device counts nearest `devices` that fill whole nodes of `gpus_per_node`, in words.
+fn filling_counts(devices: u64, gpus_per_node: u64) -> String {
+    let g = gpus_per_node.max(1);
+    let below = devices / g * g;
+    match (below, below.checked_add(g)) {
+        (0, Some(above)) => format!("{above} devices fill a node"),
+        (b, Some(above)) => format!("{b} or {above} devices fill whole nodes"),
+        (b, None) => format!("{b} devices fill whole nodes"),
+    }
+}
+
 impl From<Unsupported> for StrategyError {
     fn from(u: Unsupported) -> StrategyError {
         StrategyError::Unsupported(u)
@@ -506,6 +517,33 @@ mod tests {
         for (e, says) in cases {
             assert_eq!(e.to_string(), says);
         }
+    }
+
+    #[test]
+    fn devices_over_one_node_must_fill_nodes_and_the_refusal_names_the_counts_that_do() {
+        use crate::strategy::{check_fills_nodes, check_gpus_per_node};
+        // Up to one node: one node partly used.
+        assert_eq!(check_fills_nodes(7, 8), Ok(()));
+        assert_eq!(check_fills_nodes(16, 8), Ok(()));
+        let e = check_fills_nodes(14, 8).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "`gpus_per_node` = 8 does not divide the 14 devices: nodes would be partly used (8 or 16 devices fill whole nodes; nodes of another size: set `gpus_per_node`)"
+        );
+        assert!(check_fills_nodes(97, 8)
+            .unwrap_err()
+            .to_string()
+            .contains("(96 or 104 devices fill whole nodes;"));
+        // The range is checked first, by the one check every caller uses.
+        for g in [0, MAX_GPUS_PER_NODE + 1] {
+            let range = StrategyError::GpusPerNodeRange { gpus_per_node: g };
+            assert_eq!(check_gpus_per_node(g), Err(range.clone()));
+            assert_eq!(check_fills_nodes(14, g), Err(range));
+        }
+        assert_eq!(
+            check_gpus_per_node(MAX_GPUS_PER_NODE),
+            Ok(MAX_GPUS_PER_NODE)
+        );
     }
 
     #[test]

@@ -171,23 +171,42 @@ pub fn check_knobs(k: &Knobs) -> std::result::Result<(), StrategyError> {
 /// Most devices per node accepted.
 pub const MAX_GPUS_PER_NODE: u64 = 1024;
 
-/// Checks how the knobs sit on nodes of `gpus_per_node` devices: the devices fill whole nodes
-/// (or part of one), and a tensor-parallel group should stay inside a node. Returns the notes
-/// worth a warning, or why the machine is refused.
-pub fn check_nodes(
-    k: &Knobs,
-    gpus_per_node: u64,
-) -> std::result::Result<Vec<String>, StrategyError> {
+/// Checks a count of devices per node, 1 to [`MAX_GPUS_PER_NODE`]: the one check of that range,
+/// whether the count comes from a flag, a strategy file, a calibration table or a saved
+/// analysis.
+pub fn check_gpus_per_node(gpus_per_node: u64) -> std::result::Result<u64, StrategyError> {
     if gpus_per_node == 0 || gpus_per_node > MAX_GPUS_PER_NODE {
         return Err(StrategyError::GpusPerNodeRange { gpus_per_node });
     }
-    let devices = k.devices();
+    Ok(gpus_per_node)
+}
+
+/// Checks that `devices` sit on nodes of `gpus_per_node` (itself checked): up to one node is
+/// one node partly used, a smaller machine of the same kind; more must fill whole nodes, since
+/// the links of a mesh over partly used nodes are those of no machine anyone has. The one
+/// rule of every command; the refusal names the counts that fill nodes and `gpus_per_node`.
+pub fn check_fills_nodes(
+    devices: u64,
+    gpus_per_node: u64,
+) -> std::result::Result<(), StrategyError> {
+    check_gpus_per_node(gpus_per_node)?;
     if devices > gpus_per_node && !devices.is_multiple_of(gpus_per_node) {
         return Err(StrategyError::PartNodes {
             gpus_per_node,
             devices,
         });
     }
+    Ok(())
+}
+
+/// Checks how the knobs sit on nodes of `gpus_per_node` devices: the devices fill whole nodes
+/// (or part of one, [`check_fills_nodes`]), and a tensor-parallel group should stay inside a
+/// node. Returns the notes worth a warning, or why the machine is refused.
+pub fn check_nodes(
+    k: &Knobs,
+    gpus_per_node: u64,
+) -> std::result::Result<Vec<String>, StrategyError> {
+    check_fills_nodes(k.devices(), gpus_per_node)?;
     let mut notes = Vec::new();
     if k.tp > gpus_per_node {
         notes.push(format!(

@@ -896,8 +896,8 @@ impl TimingPlan {
             ));
         }
         crate::strategy::check_knobs(&self.knobs).map_err(|e| e.to_string())?;
-        if self.gpus_per_node.is_some_and(|g| g == 0 || g > 1024) {
-            return Err("`gpus_per_node` must be 1 to 1024".into());
+        if let Some(g) = self.gpus_per_node {
+            crate::strategy::check_gpus_per_node(g).map_err(|e| e.to_string())?;
         }
         let v = self.knobs.virtual_chunks();
         if self.stages.len() as u64 != self.knobs.pp * v {
