@@ -12,7 +12,7 @@
 //! micro-batch's backward.
 
 use super::cost::{bus_factor, KernelClass, Rates};
-pub use super::event::{Event, Stream, What};
+pub use super::event::{Event, PerStream, Stream, What};
 use super::plan::{Axis, Collective, PlanComm, Step, TimingPlan};
 use super::schedule::{program, Pass, Task};
 use crate::parallel::evaluate::GRAD_BYTES;
@@ -45,8 +45,8 @@ pub struct Simulation {
     /// Per pipeline rank: seconds spent inside its passes (from each pass's first event to its
     /// last).
     pub work: Vec<f64>,
-    /// Per pipeline rank and stream: busy seconds.
-    pub busy: Vec<[f64; 6]>,
+    /// Per pipeline rank: each stream's busy seconds.
+    pub busy: Vec<PerStream<f64>>,
 }
 
 /// When a stage's input arrives, and the event that delivers it.
@@ -439,8 +439,11 @@ fn near_at(t: f64) -> impl Fn(f64, f64) -> bool {
 }
 
 /// The streams that issued events between two states: those whose last event changed.
-fn used_streams(before: &[Option<usize>; 6], after: &[Option<usize>; 6]) -> [bool; 6] {
-    std::array::from_fn(|i| after[i] != before[i])
+fn used_streams(
+    before: &PerStream<Option<usize>>,
+    after: &PerStream<Option<usize>>,
+) -> PerStream<bool> {
+    after.zip(*before).map(|(a, b)| a != b)
 }
 
 /// A device's state after a layer of a task, for recognising the steady state of a run of
@@ -453,9 +456,9 @@ struct Snapshot {
     /// The task's time (what the next layer waits for).
     t: f64,
     /// Each stream's free time, busy seconds and last event.
-    free: [f64; 6],
-    busy: [f64; 6],
-    last: [Option<usize>; 6],
+    free: PerStream<f64>,
+    busy: PerStream<f64>,
+    last: PerStream<Option<usize>>,
     /// The last blocking event and the last compute step (start, end).
     prev: Option<usize>,
     last_compute: Option<(f64, f64)>,
@@ -484,20 +487,20 @@ impl Snapshot {
     }
 
     /// The streams used between `from` and `to` (their last event changed).
-    fn used(from: &Snapshot, to: &Snapshot) -> [bool; 6] {
+    fn used(from: &Snapshot, to: &Snapshot) -> PerStream<bool> {
         used_streams(&from.last, &to.last)
     }
 
     /// Whether `self` has the `used` streams as far from its task's time as `to` has them, the
     /// other streams free by `idle_by`, and the last compute step where `to` has it. Equal to
     /// rounding: relative 1e-12 of the times.
-    fn placed_as(&self, to: &Snapshot, used: [bool; 6], idle_by: f64) -> bool {
+    fn placed_as(&self, to: &Snapshot, used: PerStream<bool>, idle_by: f64) -> bool {
         let near = near_at(self.t);
-        let streams = (0..6).all(|i| {
-            if used[i] {
-                near(self.free[i] - self.t, to.free[i] - to.t)
+        let streams = Stream::ALL.iter().all(|&s| {
+            if used[s] {
+                near(self.free[s] - self.t, to.free[s] - to.t)
             } else {
-                self.free[i] <= idle_by
+                self.free[s] <= idle_by
             }
         });
         let compute = match (self.last_compute, to.last_compute) {
@@ -534,11 +537,12 @@ impl Snapshot {
         let shift = to.t - from.t;
         let events = to.count - from.count;
         let x = n as f64;
-        for (i, used) in Snapshot::used(from, to).into_iter().enumerate() {
-            if used {
-                self.free[i] += x * shift;
-                self.busy[i] += x * (to.busy[i] - from.busy[i]);
-                self.last[i] = self.last[i].map(|id| id + n * events);
+        let used = Snapshot::used(from, to);
+        for s in Stream::ALL {
+            if used[s] {
+                self.free[s] += x * shift;
+                self.busy[s] += x * (to.busy[s] - from.busy[s]);
+                self.last[s] = self.last[s].map(|id| id + n * events);
             }
         }
         self.t += x * shift;
@@ -577,9 +581,9 @@ const MEMOS_PER_TASK: usize = 8;
 /// the task issues is ready at the start or later), and the counters the task adds to.
 struct TaskEntry {
     t0: f64,
-    after: [f64; 6],
-    busy: [f64; 6],
-    last: [Option<usize>; 6],
+    after: PerStream<f64>,
+    busy: PerStream<f64>,
+    last: PerStream<Option<usize>>,
     count: usize,
 }
 
@@ -602,19 +606,19 @@ impl TaskEntry {
 #[derive(Clone, Copy)]
 struct TaskMemo {
     /// The state met: each stream's free time after the start.
-    entry: [f64; 6],
+    entry: PerStream<f64>,
     /// The streams the task used, their free times after it (from its start) and their busy
     /// seconds added.
-    used: [bool; 6],
-    free: [f64; 6],
-    busy: [f64; 6],
+    used: PerStream<bool>,
+    free: PerStream<f64>,
+    busy: PerStream<f64>,
     /// The task's end and its first event's start, from its start.
     end: f64,
     started: Option<f64>,
     /// Events issued; each used stream's last event and the last blocking event, counted from
     /// the task's first.
     events: usize,
-    last: [Option<usize>; 6],
+    last: PerStream<Option<usize>>,
     prev: Option<usize>,
 }
 
@@ -631,12 +635,15 @@ impl TaskMemo {
         TaskMemo {
             entry: e.after,
             used,
-            free: std::array::from_fn(|i| dev.free[i] - e.t0),
-            busy: std::array::from_fn(|i| dev.busy[i] - e.busy[i]),
+            free: dev.free.map(|f| f - e.t0),
+            busy: dev.busy.zip(e.busy).map(|(now, then)| now - then),
             end: t - e.t0,
             started: started.map(|s| s - e.t0),
             events: count - e.count,
-            last: std::array::from_fn(|i| dev.last[i].filter(|_| used[i]).map(|id| id - e.count)),
+            last: dev
+                .last
+                .zip(used)
+                .map(|(last, used)| last.filter(|_| used).map(|id| id - e.count)),
             prev: prev.filter(|&id| id >= e.count).map(|id| id - e.count),
         }
     }
@@ -644,7 +651,7 @@ impl TaskMemo {
     /// Whether `e` is the state this task met.
     fn met(&self, e: &TaskEntry) -> bool {
         let near = near_at(e.t0);
-        (0..6).all(|i| near(e.after[i], self.entry[i]))
+        Stream::ALL.iter().all(|&s| near(e.after[s], self.entry[s]))
     }
 
     /// Does to `dev` (from the task's start `t`) what the remembered task did.
@@ -657,11 +664,11 @@ impl TaskMemo {
         count: &mut usize,
     ) {
         let (t0, base) = (*t, *count);
-        for i in 0..6 {
-            if self.used[i] {
-                dev.free[i] = t0 + self.free[i];
-                dev.busy[i] += self.busy[i];
-                dev.last[i] = self.last[i].map(|o| base + o);
+        for s in Stream::ALL {
+            if self.used[s] {
+                dev.free[s] = t0 + self.free[s];
+                dev.busy[s] += self.busy[s];
+                dev.last[s] = self.last[s].map(|o| base + o);
             }
         }
         if let Some(o) = self.prev {
@@ -676,9 +683,9 @@ impl TaskMemo {
 struct Device {
     /// Share of compute throughput a running collective takes (the table's contention).
     contention: f64,
-    free: [f64; 6],
-    last: [Option<usize>; 6],
-    busy: [f64; 6],
+    free: PerStream<f64>,
+    last: PerStream<Option<usize>>,
+    busy: PerStream<f64>,
     work: f64,
     bucket_wire: f64,
     bucket_full: f64,
@@ -742,8 +749,7 @@ impl Device {
         ready: f64,
         event: impl FnOnce() -> Event,
     ) -> (usize, f64, f64) {
-        let s = stream.index();
-        let start = ready.max(self.free[s]);
+        let start = ready.max(self.free[stream]);
         if stream == Stream::Compute && self.contention > 0.0 {
             // A collective still running on another stream takes its share of the SMs and
             // memory bandwidth for as long as the two overlap.
@@ -755,7 +761,7 @@ impl Device {
                 Stream::CpComm,
             ]
             .iter()
-            .map(|c| self.free[c.index()])
+            .map(|&c| self.free[c])
             .fold(0.0, f64::max);
             let overlap = (comm_until - start).clamp(0.0, dur);
             dur += self.contention * overlap;
@@ -765,18 +771,18 @@ impl Device {
             let mut e = event();
             e.start = start;
             e.dur = dur;
-            if let Some(prev) = self.last[s] {
+            if let Some(prev) = self.last[stream] {
                 if !e.deps.contains(&prev) {
                     e.deps.push(prev);
                 }
             }
             rec.events.push(e);
         }
-        self.free[s] = end;
-        self.busy[s] += dur;
+        self.free[stream] = end;
+        self.busy[stream] += dur;
         let id = rec.count;
         rec.count += 1;
-        self.last[s] = Some(id);
+        self.last[stream] = Some(id);
         (id, start, end)
     }
 }
@@ -956,9 +962,9 @@ fn run(
     let mut devices: Vec<Device> = (0..p)
         .map(|_| Device {
             contention: rates.contention,
-            free: [0.0; 6],
-            last: [None; 6],
-            busy: [0.0; 6],
+            free: PerStream::default(),
+            last: PerStream::default(),
+            busy: PerStream::default(),
             work: 0.0,
             bucket_wire: 0.0,
             bucket_full: 0.0,
@@ -1160,7 +1166,7 @@ fn run(
                             let overlap = (end.min(en) - cs).max(0.0);
                             let extra = dev.contention * overlap;
                             if extra > 0.0 && last_compute.is_some() {
-                                let c = Stream::Compute.index();
+                                let c = Stream::Compute;
                                 dev.free[c] = dev.free[c].max(en) + extra;
                                 t = t.max(dev.free[c]);
                             }
@@ -1179,7 +1185,7 @@ fn run(
                             // issue order on the one data-parallel stream (see `push_gather`).
                             let next = item_at(j);
                             if block_params[plan.items[next]] > 0.0 {
-                                let at = ready.max(dev.free[Stream::Compute.index()]);
+                                let at = ready.max(dev.free[Stream::Compute]);
                                 prefetched = Some(push_gather(dev, &mut rec, next, at));
                             }
                         }
@@ -1214,7 +1220,7 @@ fn run(
                                 let wait = g - (first + (end - first) / 2.0);
                                 if wait > 0.0 {
                                     held = end + wait;
-                                    let c = Stream::Compute.index();
+                                    let c = Stream::Compute;
                                     dev.free[c] = dev.free[c].max(held);
                                 }
                             }
@@ -1271,7 +1277,7 @@ fn run(
                     // This micro-batch's gradients leave before the next one adds to the shard.
                     let end = flush_bucket(&ctx, dev, &mut rec, d);
                     if let (Some(end), false) = (end, overlap) {
-                        let c = Stream::Compute.index();
+                        let c = Stream::Compute;
                         dev.free[c] = dev.free[c].max(end);
                         t = t.max(end);
                     }
@@ -1341,7 +1347,7 @@ fn run(
                         let (id, _, end) = dev.push(&mut rec, e, t);
                         // Megatron-LM's pipeline exchange is synchronous: the stage waits for
                         // its batched send/receive before computing again.
-                        let c = Stream::Compute.index();
+                        let c = Stream::Compute;
                         dev.free[c] = dev.free[c].max(end);
                         (end, id)
                     };
@@ -1375,7 +1381,7 @@ fn run(
         0.0
     };
     for (d, dev) in devices.iter_mut().enumerate() {
-        let ready = (dev.last[Stream::Compute.index()].unwrap_or(0), dev.task_end);
+        let ready = (dev.last[Stream::Compute].unwrap_or(0), dev.task_end);
         launch_pending(&ctx, dev, &mut rec, d, None, ready);
         flush_bucket(&ctx, dev, &mut rec, d);
         if norm_seconds > 0.0 {
