@@ -14,7 +14,7 @@
 use super::cost::{bus_factor, KernelClass, Rates};
 pub use super::event::{Event, PerStream, Stream, What};
 use super::plan::{Axis, Collective, PlanComm, Step, TimingPlan};
-use super::schedule::{program, Pass, Task};
+use super::schedule::{program, Pass, PerPass, Task};
 use crate::parallel::evaluate::GRAD_BYTES;
 use crate::strategy::{AxisKind, Mesh, MeshAxis, Recompute, Schedule};
 use num_traits::ToPrimitive;
@@ -791,7 +791,7 @@ impl Device {
 /// pass on one device (operators and the collectives the next operator waits for, under the
 /// plan's recomputation); collectives that overlap other work are left out. Every simulated
 /// device runs these chains one after another, so they bound its time from below.
-pub fn pass_chains(plan: &TimingPlan, rates: &Rates, gpus_per_node: u64) -> Vec<[f64; 2]> {
+pub fn pass_chains(plan: &TimingPlan, rates: &Rates, gpus_per_node: u64) -> Vec<PerPass<f64>> {
     let k = &plan.knobs;
     let mesh = Mesh::of(k, gpus_per_node);
     let ctx = Ctx::new(plan, rates, &mesh);
@@ -803,11 +803,9 @@ pub fn pass_chains(plan: &TimingPlan, rates: &Rates, gpus_per_node: u64) -> Vec<
             .sum()
     };
     (0..plan.blocks.len())
-        .map(|b| {
-            [
-                chain(ctx.steps(b, Pass::Forward)),
-                chain(ctx.steps(b, Pass::Backward)),
-            ]
+        .map(|b| PerPass {
+            forward: chain(ctx.steps(b, Pass::Forward)),
+            backward: chain(ctx.steps(b, Pass::Backward)),
         })
         .collect()
 }
@@ -914,8 +912,11 @@ fn run(
             i
         };
     }
-    let passes: Vec<[Vec<SimStep>; 2]> = (0..plan.blocks.len())
-        .map(|b| [ctx.steps(b, Pass::Forward), ctx.steps(b, Pass::Backward)])
+    let passes: Vec<PerPass<Vec<SimStep>>> = (0..plan.blocks.len())
+        .map(|b| PerPass {
+            forward: ctx.steps(b, Pass::Forward),
+            backward: ctx.steps(b, Pass::Backward),
+        })
         .collect();
     let p2p_tier = mesh.p2p_tier();
     let programs: Vec<Vec<Task>> = (0..p).map(|s| program(k.schedule, s, p, m, v)).collect();
@@ -958,7 +959,7 @@ fn run(
     }
     // Per virtual stage and micro-batch: when (and by which event) its forward input and its
     // backward gradient arrive.
-    let mut arrivals: Vec<Vec<[Arrival; 2]>> = vec![vec![[None; 2]; m]; nst];
+    let mut arrivals: Vec<Vec<PerPass<Arrival>>> = vec![vec![PerPass::default(); m]; nst];
     let mut devices: Vec<Device> = (0..p)
         .map(|_| Device {
             contention: rates.contention,
@@ -999,16 +1000,17 @@ fn run(
     };
     // Per block and pass, the steady step of a run of its layers (two states a layer apart), once
     // a task has shown one; later tasks recognise it after a single layer.
-    let mut steady: Vec<[Option<(Snapshot, Snapshot)>; 2]> = vec![[None, None]; plan.blocks.len()];
+    let mut steady: Vec<PerPass<Option<(Snapshot, Snapshot)>>> =
+        vec![PerPass::default(); plan.blocks.len()];
     // Per virtual stage and pass, what its tasks did from the device states they met.
-    let mut memos: Vec<Vec<TaskMemo>> = vec![Vec::new(); 2 * nst];
+    let mut memos: Vec<PerPass<Vec<TaskMemo>>> = vec![PerPass::default(); nst];
     loop {
         let mut progress = false;
         let mut done = true;
         for d in 0..p {
             while pos[d] < programs[d].len() {
                 let task = programs[d][pos[d]];
-                let slot = if task.pass == Pass::Forward { 0 } else { 1 };
+                let slot = task.pass;
                 let head = match task.pass {
                     Pass::Forward => task.stage == 0,
                     Pass::Backward => task.stage + 1 == nst,
@@ -1081,11 +1083,10 @@ fn run(
                 // A task that finds its device as an earlier task of the same stage and pass
                 // found it (each stream's free time the same distance after the task's start,
                 // or free by then) does what that task did, shifted: its layers are not stepped.
-                let key = task.stage * 2 + slot;
                 let entry = memo.then(|| TaskEntry::of(dev, t, rec.count));
                 let hit = entry
                     .as_ref()
-                    .and_then(|e| memos[key].iter().find(|m| m.met(e)).copied());
+                    .and_then(|e| memos[task.stage][slot].iter().find(|m| m.met(e)).copied());
                 let mut j = 0;
                 if let Some(m) = &hit {
                     m.apply(dev, &mut t, &mut prev, &mut started, &mut rec.count);
@@ -1283,8 +1284,9 @@ fn run(
                     }
                 }
                 if let (Some(e), None) = (&entry, &hit) {
-                    if memos[key].len() < MEMOS_PER_TASK {
-                        memos[key].push(TaskMemo::of(e, dev, t, prev, started, rec.count));
+                    if memos[task.stage][slot].len() < MEMOS_PER_TASK {
+                        memos[task.stage][slot]
+                            .push(TaskMemo::of(e, dev, t, prev, started, rec.count));
                     }
                 }
                 if task.pass == Pass::Backward {
