@@ -13,7 +13,7 @@
 
 use super::cost::{bus_factor, KernelClass, Rates};
 pub use super::event::{Event, PerStream, Stream, What};
-use super::plan::{Axis, Collective, PlanComm, Step, TimingPlan};
+use super::plan::{Axis, Collective, PlanBlock, PlanComm, PlanOp, Step, TimingPlan};
 use super::schedule::{program, Pass, PerPass, Task};
 use crate::parallel::evaluate::GRAD_BYTES;
 use crate::strategy::{AxisKind, Mesh, MeshAxis, Recompute, Schedule};
@@ -199,7 +199,7 @@ impl<'a> Ctx<'a> {
     /// that GEMM, chunk by chunk (Transformer Engine's userbuffers): the collective no longer
     /// blocks, it starts with the GEMM, and the GEMM's step lasts as long as the longer of the
     /// two (the contention share is added where they overlap).
-    fn overlap_tp(&self, steps: &mut [SimStep], b: &crate::timeline::plan::PlanBlock) {
+    fn overlap_tp(&self, steps: &mut [SimStep], b: &PlanBlock) {
         if !self.plan.knobs.overlap.tp_comm {
             return;
         }
@@ -283,92 +283,9 @@ impl<'a> Ctx<'a> {
     /// The events of one block's pass, with their durations.
     fn steps(&self, bi: usize, pass: Pass) -> Vec<SimStep> {
         let b = &self.plan.blocks[bi];
-        let cp = self.plan.knobs.cp;
         let to_sim = |(i, s): (usize, &Step), recompute: bool| -> Vec<SimStep> {
             match s {
-                Step::Compute(k) => {
-                    let o = &b.ops[*k];
-                    let (fl, by) = match (pass, recompute) {
-                        (Pass::Backward, false) => (f(&o.backward_flops), f(&o.backward_bytes)),
-                        _ => (f(&o.forward_flops), f(&o.forward_bytes)),
-                    };
-                    let backward = pass == Pass::Backward && !recompute;
-                    // The backward runs the block's operators in reverse: operator k − 1 next.
-                    let fused_next = backward
-                        && *k > 0
-                        && b.ops[*k - 1].fused_with_next
-                        && matches!(b.backward.get(i + 1), Some(Step::Compute(j)) if j + 1 == *k);
-                    let gemms: Vec<[f64; 4]> = match (backward, o.gemms.split_first()) {
-                        (false, Some((g, _))) => vec![g.to_f64()],
-                        (true, Some((_, rest))) => rest.iter().map(|g| g.to_f64()).collect(),
-                        (_, None) => Vec::new(),
-                    };
-                    let step = |fl: f64, by: f64, ring_wait: u8| SimStep {
-                        blocking: true,
-                        after_dgrad: false,
-                        gather: false,
-                        fused_next,
-                        ring_wait,
-                        op: Some(*k),
-                        step: i,
-                        stream: Stream::Compute,
-                        dur: self.rates.gemm_seconds(
-                            fl,
-                            by,
-                            o.class(),
-                            o.kernels(backward),
-                            &gemms,
-                        ),
-                        flops: fl,
-                        bytes: 0.0,
-                        recompute,
-                    };
-                    // The weight's own traffic: its gradient added to the buffer after a
-                    // backward, its bf16 cast before a forward under autocast.
-                    let accumulate = if backward {
-                        self.grad_accumulation_seconds(f(&o.params))
-                    } else {
-                        self.weight_cast_seconds(f(&o.params))
-                    };
-                    // Kernels of their own once per backward: the parameter gradients' (a bias's
-                    // reduction, layer normalisation's second pass) and autograd's sums of the
-                    // gradients whose last reader this is.
-                    let own_kernels = if backward {
-                        let own = |bytes: &crate::sym::Rational| {
-                            self.rates.op_seconds(
-                                0.0,
-                                f(bytes),
-                                crate::timeline::cost::KernelClass::Other,
-                                1,
-                            )
-                        };
-                        own(&o.param_grad_bytes) + own(&o.fan_in_bytes)
-                    } else {
-                        0.0
-                    };
-                    let ring = f(&o.ring_bytes);
-                    if cp <= 1 || ring <= 0.0 {
-                        let mut one = step(fl, by, 0);
-                        one.dur += accumulate + own_kernels;
-                        return vec![one];
-                    }
-                    self.ring(i, recompute, backward, ring, |j| {
-                        let n = cp as f64;
-                        // Block j computes on the keys and values of exchange j − 1: the one
-                        // issued before its own (the latest, for the last block, which issues
-                        // none).
-                        let wait = match j {
-                            0 => 0,
-                            _ if j + 1 < cp => 2,
-                            _ => 1,
-                        };
-                        let mut part = step(fl / n, by / n, wait);
-                        if j + 1 == cp {
-                            part.dur += accumulate;
-                        }
-                        part
-                    })
-                }
+                Step::Compute(k) => self.compute_steps(b, pass, (i, *k), recompute),
                 Step::Collective(c) | Step::Overlapped(c) | Step::AfterDgrad(c) => {
                     let (stream, dur, bytes) = self.comm(c);
                     vec![SimStep {
@@ -428,6 +345,97 @@ impl<'a> Ctx<'a> {
             out.extend(to_sim((i, s), false));
         }
         out
+    }
+
+    /// Step `i` of block `b`'s `pass`, operator `k` computing (in the recomputed forward when
+    /// `recompute`): one step, or under context parallelism, for an attention operator, its
+    /// ring of blocks and exchanges ([`Ctx::ring`]).
+    fn compute_steps(
+        &self,
+        b: &PlanBlock,
+        pass: Pass,
+        (i, k): (usize, usize),
+        recompute: bool,
+    ) -> Vec<SimStep> {
+        let cp = self.plan.knobs.cp;
+        let o = &b.ops[k];
+        let (fl, by) = match (pass, recompute) {
+            (Pass::Backward, false) => (f(&o.backward_flops), f(&o.backward_bytes)),
+            _ => (f(&o.forward_flops), f(&o.forward_bytes)),
+        };
+        let backward = pass == Pass::Backward && !recompute;
+        // The backward runs the block's operators in reverse: operator k − 1 next.
+        let fused_next = backward
+            && k > 0
+            && b.ops[k - 1].fused_with_next
+            && matches!(b.backward.get(i + 1), Some(Step::Compute(j)) if j + 1 == k);
+        let gemms: Vec<[f64; 4]> = match (backward, o.gemms.split_first()) {
+            (false, Some((g, _))) => vec![g.to_f64()],
+            (true, Some((_, rest))) => rest.iter().map(|g| g.to_f64()).collect(),
+            (_, None) => Vec::new(),
+        };
+        let step = |fl: f64, by: f64, ring_wait: u8| SimStep {
+            blocking: true,
+            after_dgrad: false,
+            gather: false,
+            fused_next,
+            ring_wait,
+            op: Some(k),
+            step: i,
+            stream: Stream::Compute,
+            dur: self
+                .rates
+                .gemm_seconds(fl, by, o.class(), o.kernels(backward), &gemms),
+            flops: fl,
+            bytes: 0.0,
+            recompute,
+        };
+        let (accumulate, own_kernels) = self.own_seconds(o, backward);
+        let ring = f(&o.ring_bytes);
+        if cp <= 1 || ring <= 0.0 {
+            let mut one = step(fl, by, 0);
+            one.dur += accumulate + own_kernels;
+            return vec![one];
+        }
+        self.ring(i, recompute, backward, ring, |j| {
+            let n = cp as f64;
+            // Block j computes on the keys and values of exchange j − 1: the one issued before
+            // its own (the latest, for the last block, which issues none).
+            let wait = match j {
+                0 => 0,
+                _ if j + 1 < cp => 2,
+                _ => 1,
+            };
+            let mut part = step(fl / n, by / n, wait);
+            if j + 1 == cp {
+                part.dur += accumulate;
+            }
+            part
+        })
+    }
+
+    /// Seconds operator `o` spends besides its kernels in a pass (its `backward` or a forward):
+    /// the weight's own traffic, and the kernels of its own a backward runs.
+    fn own_seconds(&self, o: &PlanOp, backward: bool) -> (f64, f64) {
+        // The weight's own traffic: its gradient added to the buffer after a backward, its bf16
+        // cast before a forward under autocast.
+        let accumulate = if backward {
+            self.grad_accumulation_seconds(f(&o.params))
+        } else {
+            self.weight_cast_seconds(f(&o.params))
+        };
+        // Kernels of their own once per backward: the parameter gradients' (a bias's reduction,
+        // layer normalisation's second pass) and autograd's sums of the gradients whose last
+        // reader this is.
+        let own_kernels = if backward {
+            let own = |bytes: &crate::sym::Rational| {
+                self.rates.op_seconds(0.0, f(bytes), KernelClass::Other, 1)
+            };
+            own(&o.param_grad_bytes) + own(&o.fan_in_bytes)
+        } else {
+            0.0
+        };
+        (accumulate, own_kernels)
     }
 }
 
