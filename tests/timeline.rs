@@ -317,7 +317,7 @@ fn busy_times_add_up_to_the_evaluation() {
         assert!((busy_tp - tp_secs).abs() <= 1e-9 * tp_secs.max(1e-9), "{k}");
         // Buckets batch the latency, so only the bandwidth term is additive.
         let link = rates.link(dp_axis.tier);
-        let fastest = link.busbw[kind_index(Collective::AllReduce)]
+        let fastest = link.busbw[Collective::AllReduce]
             .as_ref()
             .map_or(link.bandwidth, |c| c.max().max(link.bandwidth));
         let dp_band = dp_reduce / fastest;

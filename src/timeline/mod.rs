@@ -16,7 +16,7 @@ mod sim;
 mod svg;
 mod trace;
 
-pub use cost::{bus_factor, kind_index, steps, KernelClass, LinkRate, Rates};
+pub use cost::{bus_factor, steps, KernelClass, LinkRate, PerCollective, Rates};
 pub use plan::{
     build_plan, plan_blocks, setting_map, Axis, Collective, PlanBlock, PlanComm, PlanOp, Step,
     TimingPlan, FORMAT,
