@@ -421,11 +421,11 @@ fn timeline_runs_the_ring_beside_attention() {
             for b in &sim.busy {
                 let busiest = b.iter().cloned().fold(0.0, f64::max);
                 assert!(sim.iteration >= busiest * (1.0 - 1e-12), "{name} {k}");
-                assert!(b[Stream::CpComm as usize] > 0.0);
+                assert!(b[Stream::CpComm] > 0.0);
             }
             let b = &sim.busy[0];
             assert!(
-                sim.iteration < b[Stream::Compute as usize] + b[Stream::CpComm as usize],
+                sim.iteration < b[Stream::Compute] + b[Stream::CpComm],
                 "{name} {k}: the ring is not hidden"
             );
             assert!(t.summary.devices[0].busy.cp_comm > 0.0);

@@ -21,6 +21,7 @@
 use super::cost::Rates;
 use super::plan::Collective;
 use super::plan::{strategy_blocks, PlanBlock, TimingPlan, FORMAT};
+use super::schedule::PerPass;
 use super::sim::{optimizer_seconds, pass_chains, weight_gather_wire};
 use crate::error::Result;
 use crate::model::Model;
@@ -33,8 +34,8 @@ use crate::sym::{Bindings, Rational};
 /// layout) choice.
 #[derive(Debug, Clone)]
 pub struct Chains {
-    /// Per recomputation (none, selective, full), per block: (forward, backward) seconds.
-    pub per_block: [Vec<[f64; 2]>; 3],
+    /// Per recomputation, per block: forward and backward seconds.
+    pub per_block: PerRecompute<Vec<PerPass<f64>>>,
     /// Parameter elements per device of each block.
     pub params: Vec<f64>,
     /// Whether each block is a repeated layer.
@@ -43,11 +44,36 @@ pub struct Chains {
     pub dp_grad: Vec<f64>,
 }
 
-fn recompute_index(r: Recompute) -> usize {
-    match r {
-        Recompute::None => 0,
-        Recompute::Selective => 1,
-        Recompute::Full => 2,
+/// One value per recomputation choice, named by choice. Indexed by [`Recompute`].
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PerRecompute<T> {
+    /// Without recomputation.
+    pub none: T,
+    /// Under selective recomputation (the attention core).
+    pub selective: T,
+    /// Under full recomputation.
+    pub full: T,
+}
+
+impl<T> std::ops::Index<Recompute> for PerRecompute<T> {
+    type Output = T;
+
+    fn index(&self, r: Recompute) -> &T {
+        match r {
+            Recompute::None => &self.none,
+            Recompute::Selective => &self.selective,
+            Recompute::Full => &self.full,
+        }
+    }
+}
+
+impl<T> std::ops::IndexMut<Recompute> for PerRecompute<T> {
+    fn index_mut(&mut self, r: Recompute) -> &mut T {
+        match r {
+            Recompute::None => &mut self.none,
+            Recompute::Selective => &mut self.selective,
+            Recompute::Full => &mut self.full,
+        }
     }
 }
 
@@ -85,10 +111,10 @@ pub fn chains(
         items: Vec::new(),
         stages: Vec::new(),
     };
-    let mut per_block: [Vec<[f64; 2]>; 3] = Default::default();
+    let mut per_block: PerRecompute<Vec<PerPass<f64>>> = Default::default();
     for r in [Recompute::None, Recompute::Selective, Recompute::Full] {
         plan.knobs.recompute = r;
-        per_block[recompute_index(r)] = pass_chains(&plan, rates, gpus_per_node);
+        per_block[r] = pass_chains(&plan, rates, gpus_per_node);
     }
     Ok(Chains {
         per_block,
@@ -126,14 +152,17 @@ pub fn lower_bound(
     rates: &Rates,
     gpus_per_node: u64,
 ) -> f64 {
-    let per = &chains.per_block[recompute_index(k.recompute)];
+    let per = &chains.per_block[k.recompute];
     let p = k.pp as usize;
     let m = k.microbatches as f64;
     let sum = |s: &[(usize, u64)], v: &dyn Fn(usize) -> f64| -> f64 {
         s.iter().map(|(b, c)| v(*b) * *c as f64).sum()
     };
-    let fwd: Vec<f64> = stages.iter().map(|s| sum(s, &|b| per[b][0])).collect();
-    let bwd: Vec<f64> = stages.iter().map(|s| sum(s, &|b| per[b][1])).collect();
+    let fwd: Vec<f64> = stages.iter().map(|s| sum(s, &|b| per[b].forward)).collect();
+    let bwd: Vec<f64> = stages
+        .iter()
+        .map(|s| sum(s, &|b| per[b].backward))
+        .collect();
     let mut busy = vec![0.0; p];
     let mut params = vec![0.0; p];
     let mut grads = vec![0.0; p];

@@ -20,9 +20,53 @@ pub struct LinkRate {
     pub latency: f64,
     /// Whether collectives use a tree (logarithmic steps) rather than a ring.
     pub tree: bool,
-    /// Bus bandwidth by message size per collective kind, where the table gives one (indexed
-    /// as [`kind_index`]); such a kind's time is `size × bus factor ÷ busbw(size)`.
-    pub busbw: [Option<FloatCurve>; 5],
+    /// Bus bandwidth by message size per collective kind, where the table gives one; such a
+    /// kind's time is `size × bus factor ÷ busbw(size)`.
+    pub busbw: PerCollective<Option<FloatCurve>>,
+}
+
+/// One value per collective kind, named by kind. Indexed by [`Collective`].
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PerCollective<T> {
+    /// All-reduce.
+    pub all_reduce: T,
+    /// All-gather.
+    pub all_gather: T,
+    /// Reduce-scatter.
+    pub reduce_scatter: T,
+    /// All-to-all.
+    pub all_to_all: T,
+    /// One step: exchange with neighbours, broadcast or point-to-point (a table's `send-recv`).
+    pub one_step: T,
+}
+
+impl<T> PerCollective<T> {
+    /// `f` of each kind's name in a calibration table ([`COLLECTIVE_KINDS`]).
+    pub fn from_names(f: impl FnMut(&str) -> T) -> PerCollective<T> {
+        let [all_reduce, all_gather, reduce_scatter, all_to_all, one_step] =
+            COLLECTIVE_KINDS.map(f);
+        PerCollective {
+            all_reduce,
+            all_gather,
+            reduce_scatter,
+            all_to_all,
+            one_step,
+        }
+    }
+}
+
+impl<T> std::ops::Index<Collective> for PerCollective<T> {
+    type Output = T;
+
+    fn index(&self, kind: Collective) -> &T {
+        match kind {
+            Collective::AllReduce => &self.all_reduce,
+            Collective::AllGather => &self.all_gather,
+            Collective::ReduceScatter => &self.reduce_scatter,
+            Collective::AllToAll => &self.all_to_all,
+            Collective::OneStep => &self.one_step,
+        }
+    }
 }
 
 /// The class of kernel an operator runs as, which decides its efficiency curve.
@@ -128,18 +172,6 @@ impl Tiling {
 
 use crate::parallel::amount::float as f;
 
-/// The position of a collective kind in [`LinkRate::busbw`] (the order of
-/// [`COLLECTIVE_KINDS`]).
-pub fn kind_index(kind: Collective) -> usize {
-    match kind {
-        Collective::AllReduce => 0,
-        Collective::AllGather => 1,
-        Collective::ReduceScatter => 2,
-        Collective::AllToAll => 3,
-        Collective::OneStep => 4,
-    }
-}
-
 impl Rates {
     /// The rates of a calibration table.
     pub fn of(c: &Calibration) -> Rates {
@@ -154,10 +186,7 @@ impl Rates {
             .unwrap_or(peak);
         let link = |t: Tier| {
             let l = c.link(t);
-            let mut busbw: [Option<FloatCurve>; 5] = Default::default();
-            for (i, name) in COLLECTIVE_KINDS.iter().enumerate() {
-                busbw[i] = l.busbw.get(*name).map(|c| c.to_f64());
-            }
+            let busbw = PerCollective::from_names(|name| l.busbw.get(name).map(|c| c.to_f64()));
             LinkRate {
                 bandwidth: f(&c.achievable_bandwidth(t)),
                 latency: f(&l.latency.value),
@@ -273,7 +302,7 @@ impl Rates {
             } else {
                 (n - 1) as f64
             };
-            return match &l.busbw[kind_index(kind)] {
+            return match &l.busbw[kind] {
                 Some(c) => steps * l.latency + wire / c.at(full),
                 None => steps * l.latency + wire / l.bandwidth,
             };
@@ -306,9 +335,7 @@ impl Rates {
             return 0.0;
         }
         let best = |l: &LinkRate, kind: Collective| -> f64 {
-            l.busbw[kind_index(kind)]
-                .as_ref()
-                .map_or(l.bandwidth, |c| c.max())
+            l.busbw[kind].as_ref().map_or(l.bandwidth, |c| c.max())
         };
         let k = axis.per_node.clamp(1, n);
         let full = wire / bus_factor(kind, n);
@@ -337,7 +364,7 @@ impl Rates {
             return 0.0;
         }
         let l = self.link(t);
-        match &l.busbw[kind_index(Collective::OneStep)] {
+        match &l.busbw[Collective::OneStep] {
             Some(c) => l.latency + bytes / c.at(bytes),
             None => l.latency + bytes / l.bandwidth,
         }
@@ -377,7 +404,7 @@ fn ring(kind: Collective, n: u64, full: f64, l: &LinkRate) -> f64 {
     if n <= 1 {
         return 0.0;
     }
-    let bw = match &l.busbw[kind_index(kind)] {
+    let bw = match &l.busbw[kind] {
         Some(c) => c.at(full),
         None => l.bandwidth,
     };

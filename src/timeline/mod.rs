@@ -16,15 +16,15 @@ mod sim;
 mod svg;
 mod trace;
 
-pub use cost::{bus_factor, kind_index, steps, KernelClass, LinkRate, Rates};
+pub use cost::{bus_factor, steps, KernelClass, LinkRate, PerCollective, Rates};
 pub use plan::{
     build_plan, plan_blocks, setting_map, Axis, Collective, PlanBlock, PlanComm, PlanOp, Step,
     TimingPlan, FORMAT,
 };
-pub use schedule::{program, Pass, Task};
+pub use schedule::{program, Pass, PerPass, Task};
 pub use sim::{
     grad_accumulation_bytes, optimizer_seconds, pass_chains, simulate, simulate_times, Event,
-    Simulation, Stream, What, BUCKET_BYTES,
+    PerStream, Simulation, Stream, What, BUCKET_BYTES,
 };
 pub use svg::gantt_svg;
 pub use trace::{chrome_trace, write_chrome_trace, TraceDetail};
@@ -40,46 +40,7 @@ use num_traits::ToPrimitive;
 use serde::Serialize;
 
 /// Busy seconds of one device's streams.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Busy {
-    /// Operator compute (and the optimizer step).
-    pub compute: f64,
-    /// Tensor-parallel collectives.
-    pub tp_comm: f64,
-    /// Data-parallel gradient reductions.
-    pub dp_comm: f64,
-    /// Pipeline sends.
-    pub p2p: f64,
-    /// Expert-parallel all-to-alls.
-    pub ep_comm: f64,
-    /// Context-parallel ring exchanges (listed under context parallelism only).
-    #[serde(skip_serializing_if = "is_zero")]
-    pub cp_comm: f64,
-}
-
-impl Busy {
-    /// Busy seconds of stream `s` (the match names every stream, so a stream the simulator
-    /// gains cannot be left out of what lists [`Stream::ALL`]).
-    pub fn of(&self, s: Stream) -> f64 {
-        match s {
-            Stream::Compute => self.compute,
-            Stream::TpComm => self.tp_comm,
-            Stream::DpComm => self.dp_comm,
-            Stream::P2p => self.p2p,
-            Stream::EpComm => self.ep_comm,
-            Stream::CpComm => self.cp_comm,
-        }
-    }
-
-    /// Busy seconds of every stream together.
-    pub fn total(&self) -> f64 {
-        Stream::ALL.iter().map(|&s| self.of(s)).sum()
-    }
-}
-
-fn is_zero(x: &f64) -> bool {
-    *x == 0.0
-}
+pub type Busy = PerStream<f64>;
 
 /// One representative device.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -206,14 +167,7 @@ fn timed(plan: &TimingPlan, calib: &Calibration, keep: bool) -> Result<Timeline>
             .map(|(s, b)| DeviceSummary {
                 id: s as u64 * per_stage,
                 stage: s,
-                busy: Busy {
-                    compute: b[0],
-                    tp_comm: b[1],
-                    dp_comm: b[2],
-                    p2p: b[3],
-                    ep_comm: b[4],
-                    cp_comm: b[5],
-                },
+                busy: *b,
             })
             .collect(),
     };

@@ -5,7 +5,9 @@
 //! `symshard analyze -o` saves and what `symshard timeline FILE.json` re-times.
 
 use crate::error::{Error, Result};
+use crate::model::graph::Block;
 use crate::model::Model;
+use crate::parallel::analysis::{BlockAnalysis, OpAnalysis};
 use crate::parallel::evaluate::{BlockNumbers, Evaluation};
 use crate::parallel::{Analysis, Comm, Site};
 use crate::rules::{CollectiveKind, FlopClass};
@@ -421,96 +423,215 @@ pub fn plan_blocks(
     numbers: &[BlockNumbers],
     b: &Bindings,
 ) -> Result<Vec<PlanBlock>> {
-    let usage = Error::Usage;
-    let ev = |p: &Poly| {
-        p.eval(b)
-            .map_err(|e| usage(format!("cannot evaluate: {e}")))
-    };
-    let mut blocks = Vec::new();
     let context_parallel = b
         .get(crate::parallel::analysis::CP)
         .is_some_and(|c| *c > Rational::one());
-    for (index, ((blk, ba), n)) in model
+    model
         .blocks
         .iter()
         .zip(&analysis.blocks)
         .zip(numbers)
         .enumerate()
-    {
-        let mut ops = Vec::new();
-        let mut forward = Vec::new();
-        let mut after: Vec<Vec<PlanComm>> = vec![Vec::new(); ba.ops.len()];
-        let mut before_bwd: Vec<Vec<PlanComm>> = vec![Vec::new(); ba.ops.len()];
-        let mut tail_bwd: Vec<PlanComm> = Vec::new();
-        let mut after_bwd: Vec<Vec<PlanComm>> = vec![Vec::new(); ba.ops.len()];
-        let mut grads = Vec::new();
-        let pos = |name: &str| ba.ops.iter().position(|o| o.name == name);
-        for (k, (_, op)) in blk.ops().zip(&ba.ops).enumerate() {
-            let fb = ev(&op.io_bytes)? + ev(&op.loss_pass_bytes[0])?;
-            ops.push(PlanOp {
-                name: op.name.clone(),
-                matmul: op.class == FlopClass::Matmul,
-                attention_core: op.attention_core,
-                fused_attention: op.fused_attention,
-                forward_flops: ev(&op.forward)?,
-                backward_flops: ev(&op.backward)? + ev(&op.recompute)?,
-                backward_bytes: ev(&op.backward_io_bytes)? + ev(&op.loss_pass_bytes[1])?
-                    - ev(&op.param_grad_bytes[1])?,
-                param_grad_bytes: ev(&op.param_grad_bytes[0])?,
-                forward_bytes: fb,
-                ring_bytes: if context_parallel {
-                    ev(&op.ring_bytes)?
-                } else {
-                    Rational::zero()
-                },
-                gemms: op
-                    .gemms
-                    .iter()
-                    .map(|g| {
-                        Ok(GemmShape {
-                            batch: ev(&g.batch)?,
-                            rows: ev(&g.rows)?,
-                            cols: ev(&g.cols)?,
-                            inner: ev(&g.inner)?,
-                        })
-                    })
-                    .collect::<Result<_>>()?,
-                params: ev(&op.params)?,
-                fused_with_next: false,
-                fan_in_bytes: Rational::zero(),
-            });
-            for c in &op.comm {
-                let pc = plan_comm(c, &ev(&c.wire_bytes)?, format!("{} {}", c.op, c.tensor));
-                if matches!(c.site, Site::Backward { .. }) {
-                    after_bwd[k].push(pc);
-                } else {
-                    after[k].push(pc);
-                }
-            }
-            for c in &op.grad_comm {
-                let pc = plan_comm(c, &ev(&c.wire_bytes)?, format!("{} {}", c.op, c.tensor));
-                grads.push((k, pc));
+        .map(|(index, ((blk, ba), n))| {
+            plan_block(index, (blk, ba, n), numbers, b, context_parallel)
+        })
+        .collect()
+}
+
+/// The execution index of the operator of block `ba` named `name`.
+fn op_position(ba: &BlockAnalysis, name: &str) -> Option<usize> {
+    ba.ops.iter().position(|o| o.name == name)
+}
+
+/// `p` at the bindings `b`.
+fn eval(p: &Poly, b: &Bindings) -> Result<Rational> {
+    p.eval(b)
+        .map_err(|e| Error::Usage(format!("cannot evaluate: {e}")))
+}
+
+/// Block `index` of a plan ([`plan_blocks`]): the model's block `blk`, its analysis `ba` and
+/// its numbers `n`.
+fn plan_block(
+    index: usize,
+    (blk, ba, n): (&Block, &BlockAnalysis, &BlockNumbers),
+    numbers: &[BlockNumbers],
+    b: &Bindings,
+    context_parallel: bool,
+) -> Result<PlanBlock> {
+    let ev = |p: &Poly| eval(p, b);
+    let mut sites = Sites::new(ba.ops.len());
+    let mut ops = Vec::new();
+    let mut grads = Vec::new();
+    for (k, (_, op)) in blk.ops().zip(&ba.ops).enumerate() {
+        ops.push(plan_op(op, b, context_parallel)?);
+        for c in &op.comm {
+            let pc = plan_comm(c, &ev(&c.wire_bytes)?, format!("{} {}", c.op, c.tensor));
+            if matches!(c.site, Site::Backward { .. }) {
+                sites.after_bwd[k].push(pc);
+            } else {
+                sites.after[k].push(pc);
             }
         }
-        // Edge conversions: forward ones before their consumer, backward ones before the
-        // producer's backward (or at the end of the block's backward when it lives elsewhere).
-        let mut before_fwd: Vec<Vec<PlanComm>> = vec![Vec::new(); ba.ops.len()];
-        let mut overlapped: Vec<Vec<PlanComm>> = vec![Vec::new(); ba.ops.len()];
+        for c in &op.grad_comm {
+            let pc = plan_comm(c, &ev(&c.wire_bytes)?, format!("{} {}", c.op, c.tensor));
+            grads.push((k, pc));
+        }
+    }
+    sites.place_edges(ba, b)?;
+    let grouped = fused_projections(index, blk, ba);
+    for &k in &grouped {
+        ops[k].fused_with_next = true;
+    }
+    // A sum of activations hands its output gradient to every input: no backward kernel.
+    for (k, node) in blk.ops().enumerate() {
+        if node.rule.passes_gradient_through() {
+            ops[k].backward_flops = Rational::zero();
+            ops[k].backward_bytes = Rational::zero();
+        }
+    }
+    for (k, bytes) in gradient_sums(index, blk, numbers, &grouped, |i| {
+        ev(&ba.ops[i].out_local_bytes)
+    })? {
+        ops[k].fan_in_bytes += bytes;
+    }
+    scattered_bias_gradients(ba, b, &mut ops)?;
+    for k in fused_elementwise(index, blk, ba) {
+        if sites.none_between(k) {
+            let twice = ev(&ba.ops[k].out_local_bytes)? * Rational::from_integer(2.into());
+            let (head, tail) = ops.split_at_mut(k + 1);
+            fuse_into(&mut head[k], &mut tail[0], &twice);
+        }
+    }
+    let forward = sites.forward(ops.len());
+    let backward = sites.backward(&ops, ba);
+    Ok(PlanBlock {
+        name: ba.name.clone(),
+        layer: blk.repeat != Poly::one(),
+        ops,
+        forward,
+        backward,
+        grads,
+        boundary_bytes: n.exact.boundary.clone(),
+        params: n.exact.params.clone(),
+    })
+}
+
+/// Operator `op` of a plan's block at the bindings `b`, before the block's fusions and
+/// gradient sums.
+fn plan_op(op: &OpAnalysis, b: &Bindings, context_parallel: bool) -> Result<PlanOp> {
+    let ev = |p: &Poly| eval(p, b);
+    let fb = ev(&op.io_bytes)? + ev(&op.loss_pass_bytes[0])?;
+    Ok(PlanOp {
+        name: op.name.clone(),
+        matmul: op.class == FlopClass::Matmul,
+        attention_core: op.attention_core,
+        fused_attention: op.fused_attention,
+        forward_flops: ev(&op.forward)?,
+        backward_flops: ev(&op.backward)? + ev(&op.recompute)?,
+        backward_bytes: ev(&op.backward_io_bytes)? + ev(&op.loss_pass_bytes[1])?
+            - ev(&op.param_grad_bytes[1])?,
+        param_grad_bytes: ev(&op.param_grad_bytes[0])?,
+        forward_bytes: fb,
+        ring_bytes: if context_parallel {
+            ev(&op.ring_bytes)?
+        } else {
+            Rational::zero()
+        },
+        gemms: op
+            .gemms
+            .iter()
+            .map(|g| {
+                Ok(GemmShape {
+                    batch: ev(&g.batch)?,
+                    rows: ev(&g.rows)?,
+                    cols: ev(&g.cols)?,
+                    inner: ev(&g.inner)?,
+                })
+            })
+            .collect::<Result<_>>()?,
+        params: ev(&op.params)?,
+        fused_with_next: false,
+        fan_in_bytes: Rational::zero(),
+    })
+}
+
+/// Under sequence parallelism a row-parallel layer's output is reduce-scattered over the
+/// sequence, and Megatron-LM adds its bias after that (`skip_bias_add`, then the
+/// bias-dropout-add on the sequence shard): the bias gradient reduces 1/tp of the rows.
+fn scattered_bias_gradients(ba: &BlockAnalysis, b: &Bindings, ops: &mut [PlanOp]) -> Result<()> {
+    let tp = b
+        .get(crate::parallel::analysis::TP)
+        .cloned()
+        .unwrap_or_else(Rational::one);
+    if tp <= Rational::one() {
+        return Ok(());
+    }
+    for c in &ba.edges {
+        let Site::Edge { producer, .. } = &c.site else {
+            continue;
+        };
+        let scattered = c.axis == AxisKind::Tp && c.kind == CollectiveKind::ReduceScatter;
+        let Some(k) = op_position(ba, producer).filter(|_| scattered) else {
+            continue;
+        };
+        let [own, shared] = &ba.ops[k].param_grad_bytes;
+        // Only a bias (an einsum's one-parameter term), whose kernel reads dy alone.
+        if ba.ops[k].class == FlopClass::Matmul && own == shared && !own.is_zero() {
+            let dy = eval(&ba.ops[k].out_local_bytes, b)?;
+            let cut = &dy - &dy / &tp;
+            ops[k].param_grad_bytes = &ops[k].param_grad_bytes - &cut;
+        }
+    }
+    Ok(())
+}
+
+/// A block's collectives by where its passes run them, per operator (by execution index).
+struct Sites {
+    /// Before the operator's forward: edge conversions into it.
+    before_fwd: Vec<Vec<PlanComm>>,
+    /// After the operator's forward: its own collectives.
+    after: Vec<Vec<PlanComm>>,
+    /// Before the operator's backward: conversions of the gradient it makes.
+    before_bwd: Vec<Vec<PlanComm>>,
+    /// Beside the operator's backward: what sequence parallelism gathers again for it.
+    overlapped: Vec<Vec<PlanComm>>,
+    /// After the operator's backward: its own backward collectives.
+    after_bwd: Vec<Vec<PlanComm>>,
+    /// At the end of the block's backward: conversions whose operator lives elsewhere.
+    tail_bwd: Vec<PlanComm>,
+}
+
+impl Sites {
+    fn new(ops: usize) -> Sites {
+        Sites {
+            before_fwd: vec![Vec::new(); ops],
+            after: vec![Vec::new(); ops],
+            before_bwd: vec![Vec::new(); ops],
+            overlapped: vec![Vec::new(); ops],
+            after_bwd: vec![Vec::new(); ops],
+            tail_bwd: Vec::new(),
+        }
+    }
+
+    /// Places the block's edge conversions: forward ones before their consumer, backward ones
+    /// before the producer's backward (or at the end of the block's backward when it lives
+    /// elsewhere).
+    fn place_edges(&mut self, ba: &BlockAnalysis, b: &Bindings) -> Result<()> {
         for c in &ba.edges {
-            let pc = plan_comm(c, &ev(&c.wire_bytes)?, c.op.clone());
+            let pc = plan_comm(c, &eval(&c.wire_bytes, b)?, c.op.clone());
             match &c.site {
                 // Gathered again for the consumer's backward.
-                Site::Regather { consumer, .. } => match pos(consumer) {
-                    Some(k) => overlapped[k].push(pc),
-                    None => tail_bwd.push(pc),
+                Site::Regather { consumer, .. } => match op_position(ba, consumer) {
+                    Some(k) => self.overlapped[k].push(pc),
+                    None => self.tail_bwd.push(pc),
                 },
-                Site::Gradient { producer } => match pos(producer) {
-                    Some(k) => before_bwd[k].push(pc),
-                    None => tail_bwd.push(pc),
+                Site::Gradient { producer } => match op_position(ba, producer) {
+                    Some(k) => self.before_bwd[k].push(pc),
+                    None => self.tail_bwd.push(pc),
                 },
-                Site::Edge { consumer, .. } => match pos(consumer) {
-                    Some(k) => before_fwd[k].push(pc),
-                    None => before_fwd[0].push(pc),
+                Site::Edge { consumer, .. } => match op_position(ba, consumer) {
+                    Some(k) => self.before_fwd[k].push(pc),
+                    None => self.before_fwd[0].push(pc),
                 },
                 Site::Forward { op } | Site::Backward { op } => {
                     return Err(Error::Check(format!(
@@ -520,65 +641,32 @@ pub fn plan_blocks(
                 }
             }
         }
-        let grouped = fused_projections(index, blk, ba);
-        for &k in &grouped {
-            ops[k].fused_with_next = true;
-        }
-        // A sum of activations hands its output gradient to every input: no backward kernel.
-        for (k, node) in blk.ops().enumerate() {
-            if node.rule.passes_gradient_through() {
-                ops[k].backward_flops = Rational::zero();
-                ops[k].backward_bytes = Rational::zero();
-            }
-        }
-        for (k, bytes) in gradient_sums(index, blk, numbers, &grouped, |i| {
-            ev(&ba.ops[i].out_local_bytes)
-        })? {
-            ops[k].fan_in_bytes += bytes;
-        }
-        // Under sequence parallelism a row-parallel layer's output is reduce-scattered over
-        // the sequence, and Megatron-LM adds its bias after that (`skip_bias_add`, then the
-        // bias-dropout-add on the sequence shard): the bias gradient reduces 1/tp of the rows.
-        let tp = b
-            .get(crate::parallel::analysis::TP)
-            .cloned()
-            .unwrap_or_else(Rational::one);
-        if tp > Rational::one() {
-            for c in &ba.edges {
-                let Site::Edge { producer, .. } = &c.site else {
-                    continue;
-                };
-                let scattered = c.axis == AxisKind::Tp && c.kind == CollectiveKind::ReduceScatter;
-                let Some(k) = pos(producer).filter(|_| scattered) else {
-                    continue;
-                };
-                let [own, shared] = &ba.ops[k].param_grad_bytes;
-                // Only a bias (an einsum's one-parameter term), whose kernel reads dy alone.
-                if ba.ops[k].class == FlopClass::Matmul && own == shared && !own.is_zero() {
-                    let dy = ev(&ba.ops[k].out_local_bytes)?;
-                    let cut = &dy - &dy / &tp;
-                    ops[k].param_grad_bytes = &ops[k].param_grad_bytes - &cut;
-                }
-            }
-        }
-        for k in fused_elementwise(index, blk, ba) {
-            let alone = |v: &[Vec<PlanComm>], i: usize| v[i].is_empty();
-            let between = alone(&after, k)
-                && alone(&before_fwd, k + 1)
-                && alone(&after_bwd, k + 1)
-                && alone(&before_bwd, k)
-                && alone(&overlapped, k);
-            if between {
-                let twice = ev(&ba.ops[k].out_local_bytes)? * Rational::from_integer(2.into());
-                let (head, tail) = ops.split_at_mut(k + 1);
-                fuse_into(&mut head[k], &mut tail[0], &twice);
-            }
-        }
-        for k in 0..ops.len() {
-            forward.extend(before_fwd[k].drain(..).map(Step::Collective));
+        Ok(())
+    }
+
+    /// Whether no collective runs between operator `k` and operator `k + 1`, in either pass.
+    fn none_between(&self, k: usize) -> bool {
+        let alone = |v: &[Vec<PlanComm>], i: usize| v[i].is_empty();
+        alone(&self.after, k)
+            && alone(&self.before_fwd, k + 1)
+            && alone(&self.after_bwd, k + 1)
+            && alone(&self.before_bwd, k)
+            && alone(&self.overlapped, k)
+    }
+
+    /// The forward steps of a block of `ops` operators, taking its forward collectives.
+    fn forward(&mut self, ops: usize) -> Vec<Step> {
+        let mut forward = Vec::new();
+        for k in 0..ops {
+            forward.extend(self.before_fwd[k].drain(..).map(Step::Collective));
             forward.push(Step::Compute(k));
-            forward.extend(after[k].drain(..).map(Step::Collective));
+            forward.extend(self.after[k].drain(..).map(Step::Collective));
         }
+        forward
+    }
+
+    /// The backward steps of a block of operators `ops`, taking its backward collectives.
+    fn backward(&mut self, ops: &[PlanOp], ba: &BlockAnalysis) -> Vec<Step> {
         let mut backward: Vec<Step> = Vec::new();
         for k in (0..ops.len()).rev() {
             // Right after a weight-bearing matmul's backward, its input-gradient collectives
@@ -586,7 +674,7 @@ pub fn plan_blocks(
             let after_matmul = matches!(backward.last(),
                 Some(Step::Compute(j)) if ops[*j].matmul && !ops[*j].fused_attention
                     && ba.ops[*j].params != Poly::zero());
-            for c in before_bwd[k].drain(..) {
+            for c in self.before_bwd[k].drain(..) {
                 let overlappable = after_matmul
                     && c.axis == Axis::Tp
                     && matches!(c.kind, Collective::AllReduce | Collective::ReduceScatter);
@@ -596,28 +684,18 @@ pub fn plan_blocks(
                     Step::Collective(c)
                 });
             }
-            backward.extend(overlapped[k].drain(..).map(Step::Overlapped));
+            backward.extend(self.overlapped[k].drain(..).map(Step::Overlapped));
             backward.push(Step::Compute(k));
-            backward.extend(after_bwd[k].drain(..).map(Step::Collective));
+            backward.extend(self.after_bwd[k].drain(..).map(Step::Collective));
         }
-        backward.extend(tail_bwd.into_iter().map(Step::Collective));
-        blocks.push(PlanBlock {
-            name: ba.name.clone(),
-            layer: blk.repeat != Poly::one(),
-            ops,
-            forward,
-            backward,
-            grads,
-            boundary_bytes: n.exact.boundary.clone(),
-            params: n.exact.params.clone(),
-        });
+        backward.extend(self.tail_bwd.drain(..).map(Step::Collective));
+        backward
     }
-    Ok(blocks)
 }
 
 /// The readers of each operator's output within block `index`, by execution index (an operator
 /// that reads one output twice is listed twice).
-fn block_consumers(index: usize, blk: &crate::model::graph::Block) -> Vec<Vec<usize>> {
+fn block_consumers(index: usize, blk: &Block) -> Vec<Vec<usize>> {
     use crate::model::graph::Producer;
     let at: std::collections::HashMap<_, usize> =
         blk.order.iter().enumerate().map(|(i, v)| (*v, i)).collect();
@@ -642,7 +720,7 @@ fn block_consumers(index: usize, blk: &crate::model::graph::Block) -> Vec<Vec<us
 /// size that block hands on (the layer's own input that of the block before it).
 fn gradient_sums(
     index: usize,
-    blk: &crate::model::graph::Block,
+    blk: &Block,
     numbers: &[BlockNumbers],
     grouped: &[usize],
     local: impl Fn(usize) -> Result<Rational>,
@@ -727,11 +805,7 @@ fn fuse_into(first: &mut PlanOp, second: &mut PlanOp, twice: &Rational) {
 /// megatron/model/fused_softmax.py) and a `dropout` feeding an `add` (the residual connection's
 /// `bias_dropout_add_fused_train`, one fused kernel; megatron/model/transformer.py). The
 /// caller also requires that no collective runs between the two.
-fn fused_elementwise(
-    index: usize,
-    blk: &crate::model::graph::Block,
-    ba: &crate::parallel::analysis::BlockAnalysis,
-) -> Vec<usize> {
+fn fused_elementwise(index: usize, blk: &Block, ba: &BlockAnalysis) -> Vec<usize> {
     const PAIRS: [(&str, &str); 2] = [("scale", "softmax"), ("dropout", "add")];
     let consumers = block_consumers(index, blk);
     let n = consumers.len();
@@ -752,11 +826,7 @@ fn fused_elementwise(
 /// in between, as rotary embeddings sit between the projections and the scores). These are the
 /// query, key and value projections, which Megatron-LM's `ParallelAttention` computes with its
 /// one `query_key_value` `ColumnParallelLinear` (megatron/model/transformer.py).
-fn fused_projections(
-    index: usize,
-    blk: &crate::model::graph::Block,
-    ba: &crate::parallel::analysis::BlockAnalysis,
-) -> Vec<usize> {
+fn fused_projections(index: usize, blk: &Block, ba: &BlockAnalysis) -> Vec<usize> {
     use crate::model::graph::Producer;
     let nodes: Vec<_> = blk.ops().collect();
     let n = nodes.len();

@@ -13,6 +13,36 @@ pub enum Pass {
     Backward,
 }
 
+/// One value per pass, named by pass (a block's chain seconds, its steps, what a task waits
+/// for). Indexed by [`Pass`].
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct PerPass<T> {
+    /// The forward pass's.
+    pub forward: T,
+    /// The backward pass's.
+    pub backward: T,
+}
+
+impl<T> std::ops::Index<Pass> for PerPass<T> {
+    type Output = T;
+
+    fn index(&self, p: Pass) -> &T {
+        match p {
+            Pass::Forward => &self.forward,
+            Pass::Backward => &self.backward,
+        }
+    }
+}
+
+impl<T> std::ops::IndexMut<Pass> for PerPass<T> {
+    fn index_mut(&mut self, p: Pass) -> &mut T {
+        match p {
+            Pass::Forward => &mut self.forward,
+            Pass::Backward => &mut self.backward,
+        }
+    }
+}
+
 /// One unit of a device's program: a pass of a model chunk over a micro-batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Task {

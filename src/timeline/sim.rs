@@ -12,9 +12,9 @@
 //! micro-batch's backward.
 
 use super::cost::{bus_factor, KernelClass, Rates};
-pub use super::event::{Event, Stream, What};
-use super::plan::{Axis, Collective, PlanComm, Step, TimingPlan};
-use super::schedule::{program, Pass, Task};
+pub use super::event::{Event, PerStream, Stream, What};
+use super::plan::{Axis, Collective, PlanBlock, PlanComm, PlanOp, Step, TimingPlan};
+use super::schedule::{program, Pass, PerPass, Task};
 use crate::parallel::evaluate::GRAD_BYTES;
 use crate::strategy::{AxisKind, Mesh, MeshAxis, Recompute, Schedule};
 use num_traits::ToPrimitive;
@@ -45,8 +45,8 @@ pub struct Simulation {
     /// Per pipeline rank: seconds spent inside its passes (from each pass's first event to its
     /// last).
     pub work: Vec<f64>,
-    /// Per pipeline rank and stream: busy seconds.
-    pub busy: Vec<[f64; 6]>,
+    /// Per pipeline rank: each stream's busy seconds.
+    pub busy: Vec<PerStream<f64>>,
 }
 
 /// When a stage's input arrives, and the event that delivers it.
@@ -199,7 +199,7 @@ impl<'a> Ctx<'a> {
     /// that GEMM, chunk by chunk (Transformer Engine's userbuffers): the collective no longer
     /// blocks, it starts with the GEMM, and the GEMM's step lasts as long as the longer of the
     /// two (the contention share is added where they overlap).
-    fn overlap_tp(&self, steps: &mut [SimStep], b: &crate::timeline::plan::PlanBlock) {
+    fn overlap_tp(&self, steps: &mut [SimStep], b: &PlanBlock) {
         if !self.plan.knobs.overlap.tp_comm {
             return;
         }
@@ -283,92 +283,9 @@ impl<'a> Ctx<'a> {
     /// The events of one block's pass, with their durations.
     fn steps(&self, bi: usize, pass: Pass) -> Vec<SimStep> {
         let b = &self.plan.blocks[bi];
-        let cp = self.plan.knobs.cp;
         let to_sim = |(i, s): (usize, &Step), recompute: bool| -> Vec<SimStep> {
             match s {
-                Step::Compute(k) => {
-                    let o = &b.ops[*k];
-                    let (fl, by) = match (pass, recompute) {
-                        (Pass::Backward, false) => (f(&o.backward_flops), f(&o.backward_bytes)),
-                        _ => (f(&o.forward_flops), f(&o.forward_bytes)),
-                    };
-                    let backward = pass == Pass::Backward && !recompute;
-                    // The backward runs the block's operators in reverse: operator k − 1 next.
-                    let fused_next = backward
-                        && *k > 0
-                        && b.ops[*k - 1].fused_with_next
-                        && matches!(b.backward.get(i + 1), Some(Step::Compute(j)) if j + 1 == *k);
-                    let gemms: Vec<[f64; 4]> = match (backward, o.gemms.split_first()) {
-                        (false, Some((g, _))) => vec![g.to_f64()],
-                        (true, Some((_, rest))) => rest.iter().map(|g| g.to_f64()).collect(),
-                        (_, None) => Vec::new(),
-                    };
-                    let step = |fl: f64, by: f64, ring_wait: u8| SimStep {
-                        blocking: true,
-                        after_dgrad: false,
-                        gather: false,
-                        fused_next,
-                        ring_wait,
-                        op: Some(*k),
-                        step: i,
-                        stream: Stream::Compute,
-                        dur: self.rates.gemm_seconds(
-                            fl,
-                            by,
-                            o.class(),
-                            o.kernels(backward),
-                            &gemms,
-                        ),
-                        flops: fl,
-                        bytes: 0.0,
-                        recompute,
-                    };
-                    // The weight's own traffic: its gradient added to the buffer after a
-                    // backward, its bf16 cast before a forward under autocast.
-                    let accumulate = if backward {
-                        self.grad_accumulation_seconds(f(&o.params))
-                    } else {
-                        self.weight_cast_seconds(f(&o.params))
-                    };
-                    // Kernels of their own once per backward: the parameter gradients' (a bias's
-                    // reduction, layer normalisation's second pass) and autograd's sums of the
-                    // gradients whose last reader this is.
-                    let own_kernels = if backward {
-                        let own = |bytes: &crate::sym::Rational| {
-                            self.rates.op_seconds(
-                                0.0,
-                                f(bytes),
-                                crate::timeline::cost::KernelClass::Other,
-                                1,
-                            )
-                        };
-                        own(&o.param_grad_bytes) + own(&o.fan_in_bytes)
-                    } else {
-                        0.0
-                    };
-                    let ring = f(&o.ring_bytes);
-                    if cp <= 1 || ring <= 0.0 {
-                        let mut one = step(fl, by, 0);
-                        one.dur += accumulate + own_kernels;
-                        return vec![one];
-                    }
-                    self.ring(i, recompute, backward, ring, |j| {
-                        let n = cp as f64;
-                        // Block j computes on the keys and values of exchange j − 1: the one
-                        // issued before its own (the latest, for the last block, which issues
-                        // none).
-                        let wait = match j {
-                            0 => 0,
-                            _ if j + 1 < cp => 2,
-                            _ => 1,
-                        };
-                        let mut part = step(fl / n, by / n, wait);
-                        if j + 1 == cp {
-                            part.dur += accumulate;
-                        }
-                        part
-                    })
-                }
+                Step::Compute(k) => self.compute_steps(b, pass, (i, *k), recompute),
                 Step::Collective(c) | Step::Overlapped(c) | Step::AfterDgrad(c) => {
                     let (stream, dur, bytes) = self.comm(c);
                     vec![SimStep {
@@ -429,22 +346,117 @@ impl<'a> Ctx<'a> {
         }
         out
     }
+
+    /// Step `i` of block `b`'s `pass`, operator `k` computing (in the recomputed forward when
+    /// `recompute`): one step, or under context parallelism, for an attention operator, its
+    /// ring of blocks and exchanges ([`Ctx::ring`]).
+    fn compute_steps(
+        &self,
+        b: &PlanBlock,
+        pass: Pass,
+        (i, k): (usize, usize),
+        recompute: bool,
+    ) -> Vec<SimStep> {
+        let cp = self.plan.knobs.cp;
+        let o = &b.ops[k];
+        let (fl, by) = match (pass, recompute) {
+            (Pass::Backward, false) => (f(&o.backward_flops), f(&o.backward_bytes)),
+            _ => (f(&o.forward_flops), f(&o.forward_bytes)),
+        };
+        let backward = pass == Pass::Backward && !recompute;
+        // The backward runs the block's operators in reverse: operator k − 1 next.
+        let fused_next = backward
+            && k > 0
+            && b.ops[k - 1].fused_with_next
+            && matches!(b.backward.get(i + 1), Some(Step::Compute(j)) if j + 1 == k);
+        let gemms: Vec<[f64; 4]> = match (backward, o.gemms.split_first()) {
+            (false, Some((g, _))) => vec![g.to_f64()],
+            (true, Some((_, rest))) => rest.iter().map(|g| g.to_f64()).collect(),
+            (_, None) => Vec::new(),
+        };
+        let step = |fl: f64, by: f64, ring_wait: u8| SimStep {
+            blocking: true,
+            after_dgrad: false,
+            gather: false,
+            fused_next,
+            ring_wait,
+            op: Some(k),
+            step: i,
+            stream: Stream::Compute,
+            dur: self
+                .rates
+                .gemm_seconds(fl, by, o.class(), o.kernels(backward), &gemms),
+            flops: fl,
+            bytes: 0.0,
+            recompute,
+        };
+        let (accumulate, own_kernels) = self.own_seconds(o, backward);
+        let ring = f(&o.ring_bytes);
+        if cp <= 1 || ring <= 0.0 {
+            let mut one = step(fl, by, 0);
+            one.dur += accumulate + own_kernels;
+            return vec![one];
+        }
+        self.ring(i, recompute, backward, ring, |j| {
+            let n = cp as f64;
+            // Block j computes on the keys and values of exchange j − 1: the one issued before
+            // its own (the latest, for the last block, which issues none).
+            let wait = match j {
+                0 => 0,
+                _ if j + 1 < cp => 2,
+                _ => 1,
+            };
+            let mut part = step(fl / n, by / n, wait);
+            if j + 1 == cp {
+                part.dur += accumulate;
+            }
+            part
+        })
+    }
+
+    /// Seconds operator `o` spends besides its kernels in a pass (its `backward` or a forward):
+    /// the weight's own traffic, and the kernels of its own a backward runs.
+    fn own_seconds(&self, o: &PlanOp, backward: bool) -> (f64, f64) {
+        // The weight's own traffic: its gradient added to the buffer after a backward, its bf16
+        // cast before a forward under autocast.
+        let accumulate = if backward {
+            self.grad_accumulation_seconds(f(&o.params))
+        } else {
+            self.weight_cast_seconds(f(&o.params))
+        };
+        // Kernels of their own once per backward: the parameter gradients' (a bias's reduction,
+        // layer normalisation's second pass) and autograd's sums of the gradients whose last
+        // reader this is.
+        let own_kernels = if backward {
+            let own = |bytes: &crate::sym::Rational| {
+                self.rates.op_seconds(0.0, f(bytes), KernelClass::Other, 1)
+            };
+            own(&o.param_grad_bytes) + own(&o.fan_in_bytes)
+        } else {
+            0.0
+        };
+        (accumulate, own_kernels)
+    }
 }
 
 /// Whether two times near `t` are equal to rounding: within relative 1e-12 of `t` (what the
-/// steady-state shortcuts of [`run`] compare their states with).
+/// steady-state shortcuts of [`Layout::run_task`] and [`Layout::run_layers`] compare their
+/// states with).
 fn near_at(t: f64) -> impl Fn(f64, f64) -> bool {
     let tol = 1e-12 * t.abs().max(1e-9);
     move |x, y| (x - y).abs() <= tol
 }
 
 /// The streams that issued events between two states: those whose last event changed.
-fn used_streams(before: &[Option<usize>; 6], after: &[Option<usize>; 6]) -> [bool; 6] {
-    std::array::from_fn(|i| after[i] != before[i])
+fn used_streams(
+    before: &PerStream<Option<usize>>,
+    after: &PerStream<Option<usize>>,
+) -> PerStream<bool> {
+    after.zip(*before).map(|(a, b)| a != b)
 }
 
 /// A device's state after a layer of a task, for recognising the steady state of a run of
-/// equal layers (see [`run`]): when a layer changed it exactly as the layer before did, shifted
+/// equal layers (see [`Layout::run_layers`]): when a layer changed it exactly as the layer before did, shifted
 /// by the same seconds, so does every further layer of the run.
 #[derive(Clone, Copy)]
 struct Snapshot {
@@ -453,9 +465,9 @@ struct Snapshot {
     /// The task's time (what the next layer waits for).
     t: f64,
     /// Each stream's free time, busy seconds and last event.
-    free: [f64; 6],
-    busy: [f64; 6],
-    last: [Option<usize>; 6],
+    free: PerStream<f64>,
+    busy: PerStream<f64>,
+    last: PerStream<Option<usize>>,
     /// The last blocking event and the last compute step (start, end).
     prev: Option<usize>,
     last_compute: Option<(f64, f64)>,
@@ -464,40 +476,34 @@ struct Snapshot {
 }
 
 impl Snapshot {
-    fn of(
-        dev: &Device,
-        t: f64,
-        prev: Option<usize>,
-        last_compute: Option<(f64, f64)>,
-        count: usize,
-    ) -> Snapshot {
+    fn of(dev: &Device, cur: &Cursor, count: usize) -> Snapshot {
         Snapshot {
             block: usize::MAX,
-            t,
+            t: cur.t,
             free: dev.free,
             busy: dev.busy,
             last: dev.last,
-            prev,
-            last_compute,
+            prev: cur.prev,
+            last_compute: cur.last_compute,
             count,
         }
     }
 
     /// The streams used between `from` and `to` (their last event changed).
-    fn used(from: &Snapshot, to: &Snapshot) -> [bool; 6] {
+    fn used(from: &Snapshot, to: &Snapshot) -> PerStream<bool> {
         used_streams(&from.last, &to.last)
     }
 
     /// Whether `self` has the `used` streams as far from its task's time as `to` has them, the
     /// other streams free by `idle_by`, and the last compute step where `to` has it. Equal to
     /// rounding: relative 1e-12 of the times.
-    fn placed_as(&self, to: &Snapshot, used: [bool; 6], idle_by: f64) -> bool {
+    fn placed_as(&self, to: &Snapshot, used: PerStream<bool>, idle_by: f64) -> bool {
         let near = near_at(self.t);
-        let streams = (0..6).all(|i| {
-            if used[i] {
-                near(self.free[i] - self.t, to.free[i] - to.t)
+        let streams = Stream::ALL.iter().all(|&s| {
+            if used[s] {
+                near(self.free[s] - self.t, to.free[s] - to.t)
             } else {
-                self.free[i] <= idle_by
+                self.free[s] <= idle_by
             }
         });
         let compute = match (self.last_compute, to.last_compute) {
@@ -534,11 +540,12 @@ impl Snapshot {
         let shift = to.t - from.t;
         let events = to.count - from.count;
         let x = n as f64;
-        for (i, used) in Snapshot::used(from, to).into_iter().enumerate() {
-            if used {
-                self.free[i] += x * shift;
-                self.busy[i] += x * (to.busy[i] - from.busy[i]);
-                self.last[i] = self.last[i].map(|id| id + n * events);
+        let used = Snapshot::used(from, to);
+        for s in Stream::ALL {
+            if used[s] {
+                self.free[s] += x * shift;
+                self.busy[s] += x * (to.busy[s] - from.busy[s]);
+                self.last[s] = self.last[s].map(|id| id + n * events);
             }
         }
         self.t += x * shift;
@@ -550,20 +557,13 @@ impl Snapshot {
     }
 
     /// Writes the state back.
-    fn store(
-        &self,
-        dev: &mut Device,
-        t: &mut f64,
-        prev: &mut Option<usize>,
-        last_compute: &mut Option<(f64, f64)>,
-        count: &mut usize,
-    ) {
+    fn store(&self, dev: &mut Device, cur: &mut Cursor, count: &mut usize) {
         dev.free = self.free;
         dev.busy = self.busy;
         dev.last = self.last;
-        *t = self.t;
-        *prev = self.prev;
-        *last_compute = self.last_compute;
+        cur.t = self.t;
+        cur.prev = self.prev;
+        cur.last_compute = self.last_compute;
         *count = self.count;
     }
 }
@@ -577,9 +577,9 @@ const MEMOS_PER_TASK: usize = 8;
 /// the task issues is ready at the start or later), and the counters the task adds to.
 struct TaskEntry {
     t0: f64,
-    after: [f64; 6],
-    busy: [f64; 6],
-    last: [Option<usize>; 6],
+    after: PerStream<f64>,
+    busy: PerStream<f64>,
+    last: PerStream<Option<usize>>,
     count: usize,
 }
 
@@ -602,83 +602,72 @@ impl TaskEntry {
 #[derive(Clone, Copy)]
 struct TaskMemo {
     /// The state met: each stream's free time after the start.
-    entry: [f64; 6],
+    entry: PerStream<f64>,
     /// The streams the task used, their free times after it (from its start) and their busy
     /// seconds added.
-    used: [bool; 6],
-    free: [f64; 6],
-    busy: [f64; 6],
+    used: PerStream<bool>,
+    free: PerStream<f64>,
+    busy: PerStream<f64>,
     /// The task's end and its first event's start, from its start.
     end: f64,
     started: Option<f64>,
     /// Events issued; each used stream's last event and the last blocking event, counted from
     /// the task's first.
     events: usize,
-    last: [Option<usize>; 6],
+    last: PerStream<Option<usize>>,
     prev: Option<usize>,
 }
 
 impl TaskMemo {
-    fn of(
-        e: &TaskEntry,
-        dev: &Device,
-        t: f64,
-        prev: Option<usize>,
-        started: Option<f64>,
-        count: usize,
-    ) -> TaskMemo {
+    fn of(e: &TaskEntry, dev: &Device, cur: &Cursor, count: usize) -> TaskMemo {
         let used = used_streams(&e.last, &dev.last);
         TaskMemo {
             entry: e.after,
             used,
-            free: std::array::from_fn(|i| dev.free[i] - e.t0),
-            busy: std::array::from_fn(|i| dev.busy[i] - e.busy[i]),
-            end: t - e.t0,
-            started: started.map(|s| s - e.t0),
+            free: dev.free.map(|f| f - e.t0),
+            busy: dev.busy.zip(e.busy).map(|(now, then)| now - then),
+            end: cur.t - e.t0,
+            started: cur.started.map(|s| s - e.t0),
             events: count - e.count,
-            last: std::array::from_fn(|i| dev.last[i].filter(|_| used[i]).map(|id| id - e.count)),
-            prev: prev.filter(|&id| id >= e.count).map(|id| id - e.count),
+            last: dev
+                .last
+                .zip(used)
+                .map(|(last, used)| last.filter(|_| used).map(|id| id - e.count)),
+            prev: cur.prev.filter(|&id| id >= e.count).map(|id| id - e.count),
         }
     }
 
     /// Whether `e` is the state this task met.
     fn met(&self, e: &TaskEntry) -> bool {
         let near = near_at(e.t0);
-        (0..6).all(|i| near(e.after[i], self.entry[i]))
+        Stream::ALL.iter().all(|&s| near(e.after[s], self.entry[s]))
     }
 
-    /// Does to `dev` (from the task's start `t`) what the remembered task did.
-    fn apply(
-        &self,
-        dev: &mut Device,
-        t: &mut f64,
-        prev: &mut Option<usize>,
-        started: &mut Option<f64>,
-        count: &mut usize,
-    ) {
-        let (t0, base) = (*t, *count);
-        for i in 0..6 {
-            if self.used[i] {
-                dev.free[i] = t0 + self.free[i];
-                dev.busy[i] += self.busy[i];
-                dev.last[i] = self.last[i].map(|o| base + o);
+    /// Does to `dev` (from the task's start, `cur.t`) what the remembered task did.
+    fn apply(&self, dev: &mut Device, cur: &mut Cursor, count: &mut usize) {
+        let (t0, base) = (cur.t, *count);
+        for s in Stream::ALL {
+            if self.used[s] {
+                dev.free[s] = t0 + self.free[s];
+                dev.busy[s] += self.busy[s];
+                dev.last[s] = self.last[s].map(|o| base + o);
             }
         }
         if let Some(o) = self.prev {
-            *prev = Some(base + o);
+            cur.prev = Some(base + o);
         }
-        *started = self.started.map(|s| t0 + s);
+        cur.started = self.started.map(|s| t0 + s);
         *count = base + self.events;
-        *t = t0 + self.end;
+        cur.t = t0 + self.end;
     }
 }
 
 struct Device {
     /// Share of compute throughput a running collective takes (the table's contention).
     contention: f64,
-    free: [f64; 6],
-    last: [Option<usize>; 6],
-    busy: [f64; 6],
+    free: PerStream<f64>,
+    last: PerStream<Option<usize>>,
+    busy: PerStream<f64>,
     work: f64,
     bucket_wire: f64,
     bucket_full: f64,
@@ -742,8 +731,7 @@ impl Device {
         ready: f64,
         event: impl FnOnce() -> Event,
     ) -> (usize, f64, f64) {
-        let s = stream.index();
-        let start = ready.max(self.free[s]);
+        let start = ready.max(self.free[stream]);
         if stream == Stream::Compute && self.contention > 0.0 {
             // A collective still running on another stream takes its share of the SMs and
             // memory bandwidth for as long as the two overlap.
@@ -755,7 +743,7 @@ impl Device {
                 Stream::CpComm,
             ]
             .iter()
-            .map(|c| self.free[c.index()])
+            .map(|&c| self.free[c])
             .fold(0.0, f64::max);
             let overlap = (comm_until - start).clamp(0.0, dur);
             dur += self.contention * overlap;
@@ -765,18 +753,18 @@ impl Device {
             let mut e = event();
             e.start = start;
             e.dur = dur;
-            if let Some(prev) = self.last[s] {
+            if let Some(prev) = self.last[stream] {
                 if !e.deps.contains(&prev) {
                     e.deps.push(prev);
                 }
             }
             rec.events.push(e);
         }
-        self.free[s] = end;
-        self.busy[s] += dur;
+        self.free[stream] = end;
+        self.busy[stream] += dur;
         let id = rec.count;
         rec.count += 1;
-        self.last[s] = Some(id);
+        self.last[stream] = Some(id);
         (id, start, end)
     }
 }
@@ -785,7 +773,7 @@ impl Device {
 /// pass on one device (operators and the collectives the next operator waits for, under the
 /// plan's recomputation); collectives that overlap other work are left out. Every simulated
 /// device runs these chains one after another, so they bound its time from below.
-pub fn pass_chains(plan: &TimingPlan, rates: &Rates, gpus_per_node: u64) -> Vec<[f64; 2]> {
+pub fn pass_chains(plan: &TimingPlan, rates: &Rates, gpus_per_node: u64) -> Vec<PerPass<f64>> {
     let k = &plan.knobs;
     let mesh = Mesh::of(k, gpus_per_node);
     let ctx = Ctx::new(plan, rates, &mesh);
@@ -797,11 +785,9 @@ pub fn pass_chains(plan: &TimingPlan, rates: &Rates, gpus_per_node: u64) -> Vec<
             .sum()
     };
     (0..plan.blocks.len())
-        .map(|b| {
-            [
-                chain(ctx.steps(b, Pass::Forward)),
-                chain(ctx.steps(b, Pass::Backward)),
-            ]
+        .map(|b| PerPass {
+            forward: chain(ctx.steps(b, Pass::Forward)),
+            backward: chain(ctx.steps(b, Pass::Backward)),
         })
         .collect()
 }
@@ -877,519 +863,621 @@ fn run(
     keep: bool,
 ) -> Result<Simulation, String> {
     plan.check()?;
-    let k = &plan.knobs;
-    let mesh = Mesh::of(k, gpus_per_node);
-    let ctx = Ctx::new(plan, rates, &mesh);
-    let p = k.pp as usize;
-    let v = k.virtual_chunks() as usize;
-    let m = k.microbatches as usize;
-    let nst = plan.stages.len();
-    let mut first = vec![0usize; nst + 1];
-    for (s, n) in plan.stages.iter().enumerate() {
-        first[s + 1] = first[s] + n;
-    }
-    // Parameter elements per device of each block, as floats once (FSDP gathers them per item).
-    let block_params: Vec<f64> = plan.blocks.iter().map(|b| f(&b.params)).collect();
-    // For each item, the first and last item of its run of copies of the same block.
-    let n = plan.items.len();
-    let mut run_start = vec![0usize; n];
-    let mut run_end = vec![0usize; n];
-    for i in 0..n {
-        run_start[i] = if i > 0 && plan.items[i - 1] == plan.items[i] {
-            run_start[i - 1]
+    let mesh = Mesh::of(&plan.knobs, gpus_per_node);
+    let layout = Layout::new(plan, rates, &mesh);
+    let mut state = State::new(&layout, keep);
+    layout.run_programs(&mut state)?;
+    let iteration = layout.finish_step(&mut state, gpus_per_node);
+    Ok(Simulation {
+        events: state.rec.events,
+        iteration,
+        flush: state.flush,
+        work: state.devices.iter().map(|d| d.work).collect(),
+        busy: state.devices.iter().map(|d| d.busy).collect(),
+        mesh,
+    })
+}
+
+/// A plan laid out for the event loop: what stays fixed while the devices run their programs.
+struct Layout<'a> {
+    ctx: Ctx<'a>,
+    /// Pipeline ranks: the simulated devices.
+    p: usize,
+    /// Virtual stages.
+    nst: usize,
+    /// Per virtual stage, its first item (and after the last stage, the number of items).
+    first: Vec<usize>,
+    /// Parameter elements per device of each block, as floats once (FSDP gathers them per item).
+    block_params: Vec<f64>,
+    /// For each item, the first and last item of its run of copies of the same block.
+    run_start: Vec<usize>,
+    run_end: Vec<usize>,
+    /// Each block's steps in each pass.
+    passes: Vec<PerPass<Vec<SimStep>>>,
+    /// The slowest tier a pipeline send crosses.
+    p2p_tier: crate::strategy::Tier,
+    /// Each pipeline rank's tasks, in order.
+    programs: Vec<Vec<Task>>,
+    /// Per virtual stage, the position of its last backward in its rank's program: the task that
+    /// produces its gradients.
+    last_bwd: Vec<usize>,
+    /// Data-parallel replicas of each device (dp × cp).
+    replicas: u64,
+    /// Whether a device keeps only its shard of the gradients (ZeRO ≥ 2).
+    sharded_grads: bool,
+    /// Whether gradient reductions overlap the backward (`--overlap-grad-reduce`).
+    overlap: bool,
+    /// Whether the schedule interleaves model chunks.
+    interleaved: bool,
+    /// The gradient bucket, in bytes as the bus carries them.
+    cap: f64,
+    /// Whether every layer's weights are gathered before its use (FSDP: ZeRO 3).
+    fsdp: bool,
+}
+
+impl<'a> Layout<'a> {
+    fn new(plan: &'a TimingPlan, rates: &'a Rates, mesh: &'a Mesh) -> Layout<'a> {
+        let k = &plan.knobs;
+        let ctx = Ctx::new(plan, rates, mesh);
+        let p = k.pp as usize;
+        let v = k.virtual_chunks() as usize;
+        let m = k.microbatches as usize;
+        let nst = plan.stages.len();
+        let mut first = vec![0usize; nst + 1];
+        for (s, n) in plan.stages.iter().enumerate() {
+            first[s + 1] = first[s] + n;
+        }
+        let (run_start, run_end) = block_runs(&plan.items);
+        let passes = (0..plan.blocks.len())
+            .map(|b| PerPass {
+                forward: ctx.steps(b, Pass::Forward),
+                backward: ctx.steps(b, Pass::Backward),
+            })
+            .collect();
+        let programs: Vec<Vec<Task>> = (0..p).map(|s| program(k.schedule, s, p, m, v)).collect();
+        let sched_v = if k.schedule == Schedule::Interleaved {
+            v
         } else {
-            i
+            1
         };
+        debug_assert_eq!(sched_v * p, nst);
+        // When data-parallel gradients are reduced, as Megatron-LM's DDP launches them with
+        // `--overlap-grad-reduce` and its default `delay_grad_reduce`
+        // (megatron/core/pipeline_parallel/schedules.py: "Asynchronous communication tends to
+        // slow down compute. To reduce idling from mismatched microbatch times, we launch
+        // asynchronous communication at the same time across the pipeline-parallel group"):
+        //
+        // * 1F1B: pipeline rank 0 reduces bucket by bucket as its last backward fills them; the
+        //   other ranks launch their gradients after their last backward ("Other pipeline stages
+        //   do grad reduction during pipeline bubble"), one bucket each (DDP buckets only rank
+        //   0).
+        // * Interleaved: rank r launches a model chunk's gradients r backward tasks after the
+        //   last backward of that chunk, so that every rank launches together; those the step
+        //   has no task left for after the last backward. Only chunk 0 of rank 0 is cut into
+        //   buckets.
+        // * Without overlap: one reduction of everything after the last backward.
+        // * ZeRO ≥ 2 keeps only the device's 1/replicas shard of the gradients, so each
+        //   micro-batch's gradients are reduce-scattered after its backward (DeepSpeed ZeRO-2
+        //   and PyTorch FSDP during gradient accumulation; Rajbhandari et al. 2020, §5.2):
+        //   bucket by bucket during the backward with overlap, after it and before the device
+        //   goes on without.
+        let replicas = k.replicas();
+        let mut last_bwd = vec![usize::MAX; nst];
+        for prog in &programs {
+            for (i, t) in prog.iter().enumerate() {
+                if t.pass == Pass::Backward {
+                    last_bwd[t.stage] = i;
+                }
+            }
+        }
+        Layout {
+            p,
+            nst,
+            first,
+            block_params: plan.blocks.iter().map(|b| f(&b.params)).collect(),
+            run_start,
+            run_end,
+            passes,
+            p2p_tier: mesh.p2p_tier(),
+            programs,
+            last_bwd,
+            replicas,
+            sharded_grads: k.shards_gradients(),
+            overlap: k.overlap.grad_reduce,
+            interleaved: sched_v > 1,
+            cap: bucket_bytes(replicas),
+            // FSDP (ZeRO 3): every layer's weights are all-gathered before each forward and each
+            // backward of every micro-batch (resharded after use, PyTorch FSDP's default), one
+            // layer ahead: the gather of a layer is issued when the previous layer starts
+            // computing (forward and backward prefetch), before that layer's gradient
+            // reductions and its kernels (which it slows by the contention share while both
+            // run), and the layer waits for it.
+            fsdp: k.zero == 3 && replicas > 1,
+            ctx,
+        }
     }
-    for i in (0..n).rev() {
-        run_end[i] = if i + 1 < n && plan.items[i + 1] == plan.items[i] {
-            run_end[i + 1]
-        } else {
-            i
-        };
+
+    fn plan(&self) -> &'a TimingPlan {
+        self.ctx.plan
     }
-    let passes: Vec<[Vec<SimStep>; 2]> = (0..plan.blocks.len())
-        .map(|b| [ctx.steps(b, Pass::Forward), ctx.steps(b, Pass::Backward)])
-        .collect();
-    let p2p_tier = mesh.p2p_tier();
-    let programs: Vec<Vec<Task>> = (0..p).map(|s| program(k.schedule, s, p, m, v)).collect();
-    let sched_v = if k.schedule == Schedule::Interleaved {
-        v
-    } else {
-        1
-    };
-    debug_assert_eq!(sched_v * p, nst);
-    // When data-parallel gradients are reduced, as Megatron-LM's DDP launches them with
-    // `--overlap-grad-reduce` and its default `delay_grad_reduce`
-    // (megatron/core/pipeline_parallel/schedules.py: "Asynchronous communication tends to slow
-    // down compute. To reduce idling from mismatched microbatch times, we launch asynchronous
-    // communication at the same time across the pipeline-parallel group"):
-    //
-    // * 1F1B: pipeline rank 0 reduces bucket by bucket as its last backward fills them; the
-    //   other ranks launch their gradients after their last backward ("Other pipeline stages do
-    //   grad reduction during pipeline bubble"), one bucket each (DDP buckets only rank 0).
-    // * Interleaved: rank r launches a model chunk's gradients r backward tasks after the last
-    //   backward of that chunk, so that every rank launches together; those the step has no
-    //   task left for after the last backward. Only chunk 0 of rank 0 is cut into buckets.
-    // * Without overlap: one reduction of everything after the last backward.
-    // * ZeRO ≥ 2 keeps only the device's 1/replicas shard of the gradients, so each micro-batch's
-    //   gradients are reduce-scattered after its backward (DeepSpeed ZeRO-2 and PyTorch FSDP
-    //   during gradient accumulation; Rajbhandari et al. 2020, §5.2): bucket by bucket during
-    //   the backward with overlap, after it and before the device goes on without.
-    let replicas = k.replicas();
-    let sharded_grads = k.shards_gradients();
-    let overlap = k.overlap.grad_reduce;
-    let interleaved = sched_v > 1;
-    let cap = bucket_bytes(replicas);
-    // The last backward of each virtual stage produces its gradients.
-    let mut last_bwd = vec![usize::MAX; nst];
-    for prog in &programs {
-        for (i, t) in prog.iter().enumerate() {
-            if t.pass == Pass::Backward {
-                last_bwd[t.stage] = i;
+
+    /// Runs every device's program, each task once its input has arrived, until all are done.
+    fn run_programs(&self, st: &mut State) -> Result<(), String> {
+        loop {
+            let mut progress = false;
+            let mut done = true;
+            for d in 0..self.p {
+                while st.pos[d] < self.programs[d].len() {
+                    let task = self.programs[d][st.pos[d]];
+                    let Some(input) = self.input(st, task) else {
+                        break;
+                    };
+                    self.run_task(st, d, task, input);
+                    st.pos[d] += 1;
+                    progress = true;
+                }
+                done &= st.pos[d] == self.programs[d].len();
+            }
+            if done {
+                return Ok(());
+            }
+            if !progress {
+                return Err("the pipeline schedule deadlocks".into());
             }
         }
     }
-    // Per virtual stage and micro-batch: when (and by which event) its forward input and its
-    // backward gradient arrive.
-    let mut arrivals: Vec<Vec<[Arrival; 2]>> = vec![vec![[None; 2]; m]; nst];
-    let mut devices: Vec<Device> = (0..p)
-        .map(|_| Device {
-            contention: rates.contention,
-            free: [0.0; 6],
-            last: [None; 6],
-            busy: [0.0; 6],
-            work: 0.0,
-            bucket_wire: 0.0,
-            bucket_full: 0.0,
-            bucket_ready: None,
-            buckets: 0,
-            pending: Vec::new(),
-            backwards: 0,
-            task_end: 0.0,
-            first_forward: None,
-        })
-        .collect();
-    let mut pos = vec![0usize; p];
-    let mut rec = Recorder {
-        keep,
-        events: Vec::new(),
-        count: 0,
-    };
-    let mut flush: f64 = 0.0;
-    let mut iteration: f64 = 0.0;
-    // FSDP (ZeRO 3): every layer's weights are all-gathered before each forward and each backward
-    // of every micro-batch (resharded after use, PyTorch FSDP's default), one layer ahead: the
-    // gather of a layer is issued when the previous layer starts computing (forward and
-    // backward prefetch), before that layer's gradient reductions and its kernels (which it
-    // slows by the contention share while both run), and the layer waits for it.
-    let fsdp = k.zero == 3 && replicas > 1;
-    let gather_seconds = |params: f64| -> (f64, f64) {
-        let wire = weight_gather_wire(params, k);
+
+    /// When `task`'s input (an activation, or its gradient) is there, and the event that
+    /// delivers it (none for the first stage of its pass); `None` while it is on its way.
+    fn input(&self, st: &State, task: Task) -> Option<(f64, Option<usize>)> {
+        let head = match task.pass {
+            Pass::Forward => task.stage == 0,
+            Pass::Backward => task.stage + 1 == self.nst,
+        };
+        if head {
+            Some((0.0, None))
+        } else {
+            st.arrivals[task.stage][task.microbatch][task.pass].map(|(t, e)| (t, Some(e)))
+        }
+    }
+
+    /// Runs `task` on device `d` once its input is there (at `ready`, by event `dep`): its
+    /// layers, or what an earlier task that met the same state did; then its gradients and
+    /// its hand-off to the neighbouring stage.
+    fn run_task(&self, st: &mut State, d: usize, task: Task, (ready, dep): (f64, Option<usize>)) {
+        let dev = &mut st.devices[d];
+        let mut cur = Cursor {
+            t: ready.max(dev.task_end),
+            prev: dep,
+            started: None,
+            last_compute: None,
+        };
+        let last = task.pass == Pass::Backward && self.last_bwd[task.stage] == st.pos[d];
+        let grads_now = task.pass == Pass::Backward && (self.sharded_grads || last);
+        // Whether buckets are launched as the backward fills them.
+        let eager =
+            grads_now && self.overlap && (self.sharded_grads || (d == 0 && !self.interleaved));
+        // A run of equal layers reaches a steady state: once a layer leaves the device as the
+        // one before left it (each stream's free time the same distance from the task's time,
+        // the streams it does not use idle), every further layer of the run repeats it shifted
+        // by the same seconds, and is added at once. Only when just the times are kept, and
+        // without per-layer gathers or gradient launches. Tasks that reduce their own
+        // micro-batch's gradients (ZeRO ≥ 2) start and end with an empty bucket, so they may
+        // still be remembered whole.
+        let memo = !st.rec.keep && !self.fsdp && (!grads_now || self.sharded_grads);
+        let run = TaskRun {
+            d,
+            task,
+            grads_now,
+            cap: if eager { self.cap } else { f64::INFINITY },
+            repeat: memo && !grads_now,
+        };
+        // A task that finds its device as an earlier task of the same stage and pass found it
+        // (each stream's free time the same distance after the task's start, or free by then)
+        // does what that task did, shifted: its layers are not stepped.
+        let memos = &mut st.memos[task.stage][task.pass];
+        let entry = memo.then(|| TaskEntry::of(dev, cur.t, st.rec.count));
+        let hit = entry
+            .as_ref()
+            .and_then(|e| memos.iter().find(|m| m.met(e)).copied());
+        match &hit {
+            Some(m) => m.apply(dev, &mut cur, &mut st.rec.count),
+            None => self.run_layers(dev, &mut st.rec, &mut st.steady, &run, &mut cur),
+        }
+        if grads_now && self.sharded_grads {
+            // This micro-batch's gradients leave before the next one adds to the shard.
+            let end = flush_bucket(&self.ctx, dev, &mut st.rec, d);
+            if let (Some(end), false) = (end, self.overlap) {
+                let c = Stream::Compute;
+                dev.free[c] = dev.free[c].max(end);
+                cur.t = cur.t.max(end);
+            }
+        }
+        if let (Some(e), None) = (&entry, &hit) {
+            if memos.len() < MEMOS_PER_TASK {
+                memos.push(TaskMemo::of(e, dev, &cur, st.rec.count));
+            }
+        }
+        if task.pass == Pass::Backward {
+            self.after_backward(dev, &mut st.rec, d, task, last, &cur);
+        }
+        let start = cur.started.unwrap_or(ready);
+        dev.work += cur.t - start;
+        if task.pass == Pass::Forward && dev.first_forward.is_none() {
+            dev.first_forward = Some(cur.t - start);
+        }
+        dev.task_end = cur.t;
+        if task.pass == Pass::Backward {
+            st.flush = st.flush.max(cur.t);
+        }
+        if let Some((dest, arrival)) = self.hand_on(dev, &mut st.rec, d, task, &cur) {
+            st.arrivals[dest][task.microbatch][task.pass] = Some(arrival);
+        }
+    }
+
+    /// Runs the task's layers (its block copies, in the order it runs them: backward in
+    /// reverse) from `cur`; once a run of equal layers is steady, adds the rest of the run at
+    /// once (see [`Snapshot`]).
+    fn run_layers(
+        &self,
+        dev: &mut Device,
+        rec: &mut Recorder,
+        steady: &mut [PerPass<Option<(Snapshot, Snapshot)>>],
+        run: &TaskRun,
+        cur: &mut Cursor,
+    ) {
+        let plan = self.plan();
+        let task = run.task;
+        let range = self.first[task.stage]..self.first[task.stage + 1];
+        let forward = task.pass == Pass::Forward;
+        let n_items = range.len();
+        let item_at = |j: usize| {
+            if forward {
+                range.start + j
+            } else {
+                range.end - 1 - j
+            }
+        };
+        let mut prefetch = Prefetch {
+            at: cur.t,
+            gathered: None,
+        };
+        let mut before: Option<Snapshot> = None;
+        let mut j = 0;
+        while j < n_items {
+            let item = item_at(j);
+            j += 1;
+            let next = (j < n_items).then(|| item_at(j));
+            self.run_layer(dev, rec, run, (item, next), cur, &mut prefetch);
+            if !run.repeat {
+                continue;
+            }
+            let bi = plan.items[item];
+            let after = Snapshot::of(dev, cur, rec.count);
+            // The copies of the same block still to come in this task.
+            let rest = if forward {
+                self.run_end[item].min(range.end - 1) - item
+            } else {
+                item - self.run_start[item].max(range.start)
+            };
+            // The steady step of this block and pass, once any task has shown it.
+            let known = &mut steady[bi][task.pass];
+            let step = match (&before, &*known) {
+                (_, Some((from, to))) if after.is_steady(from, to) => Some((*from, *to)),
+                (Some(b), _) if b.block == bi && after.repeats(b) => {
+                    let found = (*b, after);
+                    *known = Some(found);
+                    Some(found)
+                }
+                _ => None,
+            };
+            if let Some((from, to)) = step {
+                if rest > 0 {
+                    let mut x = after;
+                    x.advance(&from, &to, rest);
+                    x.store(dev, cur, &mut rec.count);
+                    j += rest;
+                }
+                before = None;
+                continue;
+            }
+            before = Some(Snapshot { block: bi, ..after });
+        }
+    }
+
+    /// Runs one layer of the task: copy `item` of a block (with `next` the task's next item, if
+    /// any), after FSDP's gather of its weights.
+    fn run_layer(
+        &self,
+        dev: &mut Device,
+        rec: &mut Recorder,
+        run: &TaskRun,
+        (item, next): (usize, Option<usize>),
+        cur: &mut Cursor,
+        prefetch: &mut Prefetch,
+    ) {
+        let bi = self.plan().items[item];
+        let params = self.block_params[bi];
+        if self.fsdp && params > 0.0 {
+            let end = match prefetch.gathered.take() {
+                Some(end) => end,
+                None => self.push_gather(dev, rec, run, item, prefetch.at),
+            };
+            cur.t = cur.t.max(end);
+        }
+        let mut layer = LayerState::default();
+        for s in &self.passes[bi][run.task.pass] {
+            // Built only when the events are kept.
+            let keep = rec.keep;
+            let prev = cur.prev;
+            let event = || self.step_event(run, bi, item, s, prev, keep);
+            if s.after_dgrad {
+                let event = || Event {
+                    deps: Vec::new(),
+                    ..event()
+                };
+                issue_after_dgrad(dev, rec, s, cur, &layer, event);
+                continue;
+            }
+            let ready = match s.ring_wait {
+                1 => cur.t.max(layer.ring_last),
+                2 => cur.t.max(layer.ring_prev),
+                _ => cur.t,
+            };
+            let first_compute = !layer.item_started && s.stream == Stream::Compute;
+            if let Some(next) = next.filter(|_| self.fsdp && first_compute) {
+                // The next layer's weights are gathered as this layer starts computing, and
+                // before its gradients are reduce-scattered: in issue order on the one
+                // data-parallel stream (see `push_gather`).
+                if self.block_params[self.plan().items[next]] > 0.0 {
+                    let at = ready.max(dev.free[Stream::Compute]);
+                    prefetch.gathered = Some(self.push_gather(dev, rec, run, next, at));
+                }
+            }
+            let (id, start, end) = dev.push_with(rec, s.stream, s.dur, ready, event);
+            if s.stream == Stream::CpComm {
+                layer.ring_prev = layer.ring_last;
+                layer.ring_last = end;
+            }
+            cur.started.get_or_insert(start);
+            if !layer.item_started && s.stream == Stream::Compute {
+                layer.item_started = true;
+                prefetch.at = start;
+            }
+            let mut held = end;
+            if s.stream == Stream::Compute {
+                held = after_compute(dev, cur, &mut layer, s, start, end);
+            }
+            if s.gather {
+                layer.gathered = Some(end);
+            }
+            if !s.blocking {
+                continue;
+            }
+            cur.t = held;
+            cur.prev = Some(id);
+            if run.grads_now && !s.recompute {
+                if let Some(op) = s.op {
+                    let ready = (run.d, id, end);
+                    launch_grads(&self.ctx, dev, rec, bi, op, item, ready, run.cap);
+                }
+            }
+        }
+    }
+
+    /// The event of step `s` of block `bi`'s pass in `item`, depending on `prev` where events
+    /// are kept.
+    fn step_event(
+        &self,
+        run: &TaskRun,
+        bi: usize,
+        item: usize,
+        s: &SimStep,
+        prev: Option<usize>,
+        keep: bool,
+    ) -> Event {
+        Event {
+            device: run.d,
+            stream: s.stream,
+            start: 0.0,
+            dur: s.dur,
+            what: match s.op {
+                Some(op) => What::Op {
+                    block: bi,
+                    op,
+                    recompute: s.recompute,
+                },
+                None => What::Comm {
+                    block: bi,
+                    step: s.step,
+                    recompute: s.recompute,
+                },
+            },
+            pass: run.task.pass,
+            stage: run.task.stage,
+            item: Some(item),
+            microbatch: Some(run.task.microbatch),
+            flops: s.flops,
+            bytes: s.bytes,
+            deps: if keep {
+                prev.into_iter().collect()
+            } else {
+                Vec::new()
+            },
+        }
+    }
+
+    /// FSDP's gather of `item`'s weights, issued at `ready`; returns when it ends.
+    ///
+    /// PyTorch FSDP issues a layer's backward prefetch (the next layer's all-gather,
+    /// `BackwardPrefetch.BACKWARD_PRE`, the default) in that layer's pre-backward hook, before
+    /// its gradients are computed, and the layer's reduce-scatter in its post-backward hook,
+    /// after them (pytorch/pytorch 00ae0bc, torch/distributed/fsdp/_runtime_utils.py:
+    /// `_pre_backward_hook` → `_prefetch_handles`, `_post_backward_hook`). The two run from
+    /// different CUDA streams (`unshard`, `post_backward`) but through the same process group,
+    /// whose NCCL kernels all run on its one internal stream per device, in the order they were
+    /// issued (pytorch/pytorch 0007e75, torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp, the
+    /// "[Sync Streams]" note: "NCCL communications run on ncclStreams"; one per device of the
+    /// process group): one data-parallel stream in issue order, so the gather a layer waits for
+    /// never queues behind the reductions of the layer before it.
+    fn push_gather(
+        &self,
+        dev: &mut Device,
+        rec: &mut Recorder,
+        run: &TaskRun,
+        item: usize,
+        ready: f64,
+    ) -> f64 {
+        let (dur, wire) = self.gather_seconds(self.block_params[self.plan().items[item]]);
+        let mut e = grad_event(run.d, Stream::DpComm, dur, wire, dev.buckets, Some(item), 0);
+        e.what = What::ParamGather;
+        e.pass = run.task.pass;
+        e.microbatch = Some(run.task.microbatch);
+        e.deps.clear();
+        dev.push(rec, e, ready).2
+    }
+
+    /// Seconds and bytes on the wire of one all-gather of `params` weight elements.
+    fn gather_seconds(&self, params: f64) -> (f64, f64) {
+        let wire = weight_gather_wire(params, &self.plan().knobs);
         (
-            rates.collective_seconds(Collective::AllGather, wire, &ctx.dp),
+            self.ctx
+                .rates
+                .collective_seconds(Collective::AllGather, wire, &self.ctx.dp),
             wire,
         )
-    };
-    // Per block and pass, the steady step of a run of its layers (two states a layer apart), once
-    // a task has shown one; later tasks recognise it after a single layer.
-    let mut steady: Vec<[Option<(Snapshot, Snapshot)>; 2]> = vec![[None, None]; plan.blocks.len()];
-    // Per virtual stage and pass, what its tasks did from the device states they met.
-    let mut memos: Vec<Vec<TaskMemo>> = vec![Vec::new(); 2 * nst];
-    loop {
-        let mut progress = false;
-        let mut done = true;
-        for d in 0..p {
-            while pos[d] < programs[d].len() {
-                let task = programs[d][pos[d]];
-                let slot = if task.pass == Pass::Forward { 0 } else { 1 };
-                let head = match task.pass {
-                    Pass::Forward => task.stage == 0,
-                    Pass::Backward => task.stage + 1 == nst,
-                };
-                let dep = if head {
-                    Some((0.0, None))
-                } else {
-                    arrivals[task.stage][task.microbatch][slot].map(|(t, e)| (t, Some(e)))
-                };
-                let Some((ready, dep_event)) = dep else { break };
-                let dev = &mut devices[d];
-                let mut t = ready.max(dev.task_end);
-                let mut prev = dep_event;
-                let mut started: Option<f64> = None;
-                // The task's block copies, in the order it runs them (backward in reverse).
-                let range = first[task.stage]..first[task.stage + 1];
-                let forward = task.pass == Pass::Forward;
-                let n_items = range.len();
-                let item_at = |j: usize| {
-                    if forward {
-                        range.start + j
-                    } else {
-                        range.end - 1 - j
-                    }
-                };
-                // FSDP's gather of `item`'s weights, issued at `ready`; returns when it ends.
-                //
-                // PyTorch FSDP issues a layer's backward prefetch (the next layer's all-gather,
-                // `BackwardPrefetch.BACKWARD_PRE`, the default) in that layer's pre-backward
-                // hook, before its gradients are computed, and the layer's reduce-scatter in its
-                // post-backward hook, after them (pytorch/pytorch 00ae0bc,
-                // torch/distributed/fsdp/_runtime_utils.py: `_pre_backward_hook` →
-                // `_prefetch_handles`, `_post_backward_hook`). The two run
-                // from different CUDA streams (`unshard`, `post_backward`) but through the same
-                // process group, whose NCCL kernels all run on its one internal stream per
-                // device, in the order they were issued (pytorch/pytorch 0007e75,
-                // torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp, the "[Sync Streams]" note:
-                // "NCCL communications run on ncclStreams"; one per device of the process group):
-                // one data-parallel stream in issue order, so the gather a layer
-                // waits for never queues behind the reductions of the layer before it.
-                let push_gather = |dev: &mut Device, rec: &mut Recorder, item: usize, ready| {
-                    let (dur, wire) = gather_seconds(block_params[plan.items[item]]);
-                    let mut e =
-                        grad_event(d, Stream::DpComm, dur, wire, dev.buckets, Some(item), 0);
-                    e.what = What::ParamGather;
-                    e.pass = task.pass;
-                    e.microbatch = Some(task.microbatch);
-                    e.deps.clear();
-                    dev.push(rec, e, ready).2
-                };
-                let last = task.pass == Pass::Backward && last_bwd[task.stage] == pos[d];
-                let grads_now = task.pass == Pass::Backward && (sharded_grads || last);
-                // Whether buckets are launched as the backward fills them.
-                let eager = grads_now && overlap && (sharded_grads || (d == 0 && !interleaved));
-                let mut last_compute: Option<(f64, f64)> = None;
-                // When the previous layer of this task began computing (FSDP prefetch).
-                let mut prefetch_at = t;
-                // The end of the weight gather already issued for the next layer (FSDP).
-                let mut prefetched: Option<f64> = None;
-                // A run of equal layers reaches a steady state: once a layer leaves the device
-                // as the one before left it (each stream's free time the same distance from the
-                // task's time, the streams it does not use idle), every further layer of the run
-                // repeats it shifted by the same seconds, and is added at once. Only when just
-                // the times are kept, and without per-layer gathers or gradient launches.
-                // Tasks that reduce their own micro-batch's gradients (ZeRO ≥ 2) start and end
-                // with an empty bucket, so they may still be remembered whole.
-                let memo = !rec.keep && !fsdp && (!grads_now || sharded_grads);
-                let repeat = memo && !grads_now;
-                let mut before: Option<Snapshot> = None;
-                // A task that finds its device as an earlier task of the same stage and pass
-                // found it (each stream's free time the same distance after the task's start,
-                // or free by then) does what that task did, shifted: its layers are not stepped.
-                let key = task.stage * 2 + slot;
-                let entry = memo.then(|| TaskEntry::of(dev, t, rec.count));
-                let hit = entry
-                    .as_ref()
-                    .and_then(|e| memos[key].iter().find(|m| m.met(e)).copied());
-                let mut j = 0;
-                if let Some(m) = &hit {
-                    m.apply(dev, &mut t, &mut prev, &mut started, &mut rec.count);
-                    j = n_items;
-                }
-                while j < n_items {
-                    let item = item_at(j);
-                    j += 1;
-                    let bi = plan.items[item];
-                    let params = block_params[bi];
-                    if fsdp && params > 0.0 {
-                        let end = match prefetched.take() {
-                            Some(end) => end,
-                            None => push_gather(dev, &mut rec, item, prefetch_at),
-                        };
-                        t = t.max(end);
-                    }
-                    let mut item_started = false;
-                    // Ends of the latest two ring exchanges (context parallelism).
-                    let (mut ring_prev, mut ring_last) = (0.0f64, 0.0f64);
-                    // The end of a gather the next compute step's weight gradient waits for.
-                    let mut gathered: Option<f64> = None;
-                    // The start of the GEMM group the last compute step belongs to (one
-                    // linear layer written as several operators), and whether the next compute
-                    // step joins it.
-                    let (mut group_start, mut joining): (Option<f64>, bool) = (None, false);
-                    for s in &passes[bi][slot] {
-                        // Built only when the events are kept.
-                        let keep = rec.keep;
-                        let event = || Event {
-                            device: d,
-                            stream: s.stream,
-                            start: 0.0,
-                            dur: s.dur,
-                            what: match s.op {
-                                Some(op) => What::Op {
-                                    block: bi,
-                                    op,
-                                    recompute: s.recompute,
-                                },
-                                None => What::Comm {
-                                    block: bi,
-                                    step: s.step,
-                                    recompute: s.recompute,
-                                },
-                            },
-                            pass: task.pass,
-                            stage: task.stage,
-                            item: Some(item),
-                            microbatch: Some(task.microbatch),
-                            flops: s.flops,
-                            bytes: s.bytes,
-                            deps: if keep {
-                                prev.into_iter().collect()
-                            } else {
-                                Vec::new()
-                            },
-                        };
-                        if s.after_dgrad {
-                            // Issued when the matmul's input gradient (the first of its two
-                            // GEMMs) is done, beside its weight gradient; what follows waits.
-                            // A group's input gradients all run first: the collective is
-                            // issued halfway through the group.
-                            let (st, en) = last_compute.unwrap_or((t, t));
-                            let st = group_start.unwrap_or(st).min(st);
-                            let issue = st + (en - st) / 2.0;
-                            let event = || Event {
-                                deps: Vec::new(),
-                                ..event()
-                            };
-                            let (id, cs, end) =
-                                dev.push_with(&mut rec, s.stream, s.dur, issue, event);
-                            // The weight-gradient GEMM it overlaps gives up the table's
-                            // contention share of its throughput while both run: the compute
-                            // stream is held that much longer after it (what depends on the
-                            // GEMM's result keeps its recorded end, and busy seconds stay the
-                            // sum of the recorded events).
-                            let overlap = (end.min(en) - cs).max(0.0);
-                            let extra = dev.contention * overlap;
-                            if extra > 0.0 && last_compute.is_some() {
-                                let c = Stream::Compute.index();
-                                dev.free[c] = dev.free[c].max(en) + extra;
-                                t = t.max(dev.free[c]);
-                            }
-                            t = t.max(end);
-                            prev = Some(id);
-                            continue;
-                        }
-                        let ready = match s.ring_wait {
-                            1 => t.max(ring_last),
-                            2 => t.max(ring_prev),
-                            _ => t,
-                        };
-                        if fsdp && !item_started && s.stream == Stream::Compute && j < n_items {
-                            // The next layer's weights are gathered as this layer starts
-                            // computing, and before its gradients are reduce-scattered: in
-                            // issue order on the one data-parallel stream (see `push_gather`).
-                            let next = item_at(j);
-                            if block_params[plan.items[next]] > 0.0 {
-                                let at = ready.max(dev.free[Stream::Compute.index()]);
-                                prefetched = Some(push_gather(dev, &mut rec, next, at));
-                            }
-                        }
-                        let (id, start, end) =
-                            dev.push_with(&mut rec, s.stream, s.dur, ready, event);
-                        if s.stream == Stream::CpComm {
-                            ring_prev = ring_last;
-                            ring_last = end;
-                        }
-                        started.get_or_insert(start);
-                        if !item_started && s.stream == Stream::Compute {
-                            item_started = true;
-                            prefetch_at = start;
-                        }
-                        // The weight gradient (the step's second half) starts once the
-                        // gather it reads has arrived: the compute stream and what follows
-                        // wait for the difference (busy seconds keep the recorded event).
-                        let mut held = end;
-                        if s.stream == Stream::Compute {
-                            last_compute = Some((start, end));
-                            let first = if joining {
-                                group_start.unwrap_or(start)
-                            } else {
-                                start
-                            };
-                            group_start = Some(first);
-                            joining = s.fused_next;
-                            // In a group, the weight gradients (the group's second half) wait
-                            // for the gather: checked at its last member.
-                            if let Some(g) = gathered.filter(|_| !s.fused_next) {
-                                gathered = None;
-                                let wait = g - (first + (end - first) / 2.0);
-                                if wait > 0.0 {
-                                    held = end + wait;
-                                    let c = Stream::Compute.index();
-                                    dev.free[c] = dev.free[c].max(held);
-                                }
-                            }
-                        }
-                        if s.gather {
-                            gathered = Some(end);
-                        }
-                        if !s.blocking {
-                            continue;
-                        }
-                        t = held;
-                        prev = Some(id);
-                        if grads_now && !s.recompute {
-                            if let Some(op) = s.op {
-                                let ready = (d, id, end);
-                                let cap = if eager { cap } else { f64::INFINITY };
-                                launch_grads(&ctx, dev, &mut rec, bi, op, item, ready, cap);
-                            }
-                        }
-                    }
-                    if !repeat {
-                        continue;
-                    }
-                    let after = Snapshot::of(dev, t, prev, last_compute, rec.count);
-                    // The copies of the same block still to come in this task.
-                    let rest = if forward {
-                        run_end[item].min(range.end - 1) - item
-                    } else {
-                        item - run_start[item].max(range.start)
-                    };
-                    // The steady step of this block and pass, once any task has shown it.
-                    let step = match (&before, &steady[bi][slot]) {
-                        (_, Some((from, to))) if after.is_steady(from, to) => Some((*from, *to)),
-                        (Some(b), _) if b.block == bi && after.repeats(b) => {
-                            let found = (*b, after);
-                            steady[bi][slot] = Some(found);
-                            Some(found)
-                        }
-                        _ => None,
-                    };
-                    if let Some((from, to)) = step {
-                        if rest > 0 {
-                            let mut x = after;
-                            x.advance(&from, &to, rest);
-                            x.store(dev, &mut t, &mut prev, &mut last_compute, &mut rec.count);
-                            j += rest;
-                        }
-                        before = None;
-                        continue;
-                    }
-                    before = Some(Snapshot { block: bi, ..after });
-                }
-                if grads_now && sharded_grads {
-                    // This micro-batch's gradients leave before the next one adds to the shard.
-                    let end = flush_bucket(&ctx, dev, &mut rec, d);
-                    if let (Some(end), false) = (end, overlap) {
-                        let c = Stream::Compute.index();
-                        dev.free[c] = dev.free[c].max(end);
-                        t = t.max(end);
-                    }
-                }
-                if let (Some(e), None) = (&entry, &hit) {
-                    if memos[key].len() < MEMOS_PER_TASK {
-                        memos[key].push(TaskMemo::of(e, dev, t, prev, started, rec.count));
-                    }
-                }
-                if task.pass == Pass::Backward {
-                    let index = dev.backwards;
-                    dev.backwards += 1;
-                    if last && overlap && interleaved && !sharded_grads {
-                        if let Some(ready) = dev.bucket_ready.take() {
-                            let full = std::mem::take(&mut dev.bucket_full);
-                            let calls = if task.stage == 0 {
-                                (full / cap).ceil()
-                            } else {
-                                1.0
-                            };
-                            dev.pending.push(Pending {
-                                wire: std::mem::take(&mut dev.bucket_wire),
-                                ready,
-                                after: index + d,
-                                calls: calls.max(1.0),
-                            });
-                        }
-                    }
-                    let ready = (prev.unwrap_or(0), t);
-                    launch_pending(&ctx, dev, &mut rec, d, Some(index), ready);
-                }
-                let start = started.unwrap_or(ready);
-                dev.work += t - start;
-                if task.pass == Pass::Forward && dev.first_forward.is_none() {
-                    dev.first_forward = Some(t - start);
-                }
-                dev.task_end = t;
-                if task.pass == Pass::Backward {
-                    flush = flush.max(t);
-                }
-                // Hand the activation (or its gradient) to the neighbouring stage.
-                let to = match task.pass {
-                    Pass::Forward if task.stage + 1 < nst => Some((task.stage + 1, task.stage)),
-                    Pass::Backward if task.stage > 0 => Some((task.stage - 1, task.stage - 1)),
-                    _ => None,
-                };
-                if let Some((dest, boundary_stage)) = to {
-                    let last_item = first[boundary_stage + 1] - 1;
-                    let bytes = f(&plan.blocks[plan.items[last_item]].boundary_bytes);
-                    let arrival = if dest % p == d {
-                        (t, prev.unwrap_or(0))
-                    } else {
-                        let e = Event {
-                            device: d,
-                            stream: Stream::P2p,
-                            start: 0.0,
-                            dur: send_seconds(&ctx, bytes, p2p_tier),
-                            what: What::Send,
-                            pass: task.pass,
-                            stage: task.stage,
-                            item: None,
-                            microbatch: Some(task.microbatch),
-                            flops: 0.0,
-                            bytes,
-                            deps: rec.deps(prev),
-                        };
-                        let (id, _, end) = dev.push(&mut rec, e, t);
-                        // Megatron-LM's pipeline exchange is synchronous: the stage waits for
-                        // its batched send/receive before computing again.
-                        let c = Stream::Compute.index();
-                        dev.free[c] = dev.free[c].max(end);
-                        (end, id)
-                    };
-                    arrivals[dest][task.microbatch][slot] = Some(arrival);
-                }
-                pos[d] += 1;
-                progress = true;
-            }
-            done &= pos[d] == programs[d].len();
-        }
-        if done {
-            break;
-        }
-        if !progress {
-            return Err("the pipeline schedule deadlocks".into());
-        }
     }
-    // Remaining gradient buckets, the gradient-norm all-reduce, the optimizer step and, with a
-    // distributed optimizer, the all-gather of the updated parameters.
-    let all_devices = k.devices();
-    let norm_tier = if all_devices > gpus_per_node {
-        crate::strategy::Tier::Inter
-    } else {
-        crate::strategy::Tier::Intra
-    };
-    let norm_seconds = if all_devices > 1 {
-        // One fp32 number, reduced over every device: latency-bound, a tree (NCCL picks one
-        // for tiny messages).
-        super::cost::steps(Collective::AllReduce, all_devices, true) * rates.link(norm_tier).latency
-    } else {
-        0.0
-    };
-    for (d, dev) in devices.iter_mut().enumerate() {
-        let ready = (dev.last[Stream::Compute.index()].unwrap_or(0), dev.task_end);
-        launch_pending(&ctx, dev, &mut rec, d, None, ready);
-        flush_bucket(&ctx, dev, &mut rec, d);
+
+    /// After backward `task` on device `d` (its last for its stage when `last`), with `cur`
+    /// where it ended: queues an interleaved chunk's gradients for their launch, and launches
+    /// those now due.
+    fn after_backward(
+        &self,
+        dev: &mut Device,
+        rec: &mut Recorder,
+        d: usize,
+        task: Task,
+        last: bool,
+        cur: &Cursor,
+    ) {
+        let index = dev.backwards;
+        dev.backwards += 1;
+        if last && self.overlap && self.interleaved && !self.sharded_grads {
+            if let Some(ready) = dev.bucket_ready.take() {
+                let full = std::mem::take(&mut dev.bucket_full);
+                let calls = if task.stage == 0 {
+                    (full / self.cap).ceil()
+                } else {
+                    1.0
+                };
+                dev.pending.push(Pending {
+                    wire: std::mem::take(&mut dev.bucket_wire),
+                    ready,
+                    after: index + d,
+                    calls: calls.max(1.0),
+                });
+            }
+        }
+        let ready = (cur.prev.unwrap_or(0), cur.t);
+        launch_pending(&self.ctx, dev, rec, d, Some(index), ready);
+    }
+
+    /// Hands `task`'s activation (or its gradient) to the neighbouring stage: returns that
+    /// stage and when (and by which event) it arrives, after a send unless the stage is on the
+    /// same device.
+    fn hand_on(
+        &self,
+        dev: &mut Device,
+        rec: &mut Recorder,
+        d: usize,
+        task: Task,
+        cur: &Cursor,
+    ) -> Option<(usize, (f64, usize))> {
+        let plan = self.plan();
+        let (dest, boundary_stage) = match task.pass {
+            Pass::Forward if task.stage + 1 < self.nst => (task.stage + 1, task.stage),
+            Pass::Backward if task.stage > 0 => (task.stage - 1, task.stage - 1),
+            _ => return None,
+        };
+        let last_item = self.first[boundary_stage + 1] - 1;
+        let bytes = f(&plan.blocks[plan.items[last_item]].boundary_bytes);
+        if dest % self.p == d {
+            return Some((dest, (cur.t, cur.prev.unwrap_or(0))));
+        }
+        let e = Event {
+            device: d,
+            stream: Stream::P2p,
+            start: 0.0,
+            dur: send_seconds(&self.ctx, bytes, self.p2p_tier),
+            what: What::Send,
+            pass: task.pass,
+            stage: task.stage,
+            item: None,
+            microbatch: Some(task.microbatch),
+            flops: 0.0,
+            bytes,
+            deps: rec.deps(cur.prev),
+        };
+        let (id, _, end) = dev.push(rec, e, cur.t);
+        // Megatron-LM's pipeline exchange is synchronous: the stage waits for its batched
+        // send/receive before computing again.
+        let c = Stream::Compute;
+        dev.free[c] = dev.free[c].max(end);
+        Some((dest, (end, id)))
+    }
+
+    /// After the devices' programs: on each device the remaining gradient buckets, the
+    /// gradient-norm all-reduce, the optimizer step and, with a distributed optimizer, the
+    /// all-gather of the updated parameters. Returns the step time.
+    fn finish_step(&self, st: &mut State, gpus_per_node: u64) -> f64 {
+        let k = &self.plan().knobs;
+        let all_devices = k.devices();
+        let norm_tier = if all_devices > gpus_per_node {
+            crate::strategy::Tier::Inter
+        } else {
+            crate::strategy::Tier::Intra
+        };
+        let norm_seconds = if all_devices > 1 {
+            // One fp32 number, reduced over every device: latency-bound, a tree (NCCL picks
+            // one for tiny messages).
+            super::cost::steps(Collective::AllReduce, all_devices, true)
+                * self.ctx.rates.link(norm_tier).latency
+        } else {
+            0.0
+        };
+        let mut iteration: f64 = 0.0;
+        for (d, dev) in st.devices.iter_mut().enumerate() {
+            self.finish_device(dev, &mut st.rec, d, norm_seconds, &mut iteration);
+        }
+        iteration
+    }
+
+    /// [`Layout::finish_step`] on device `d`, taking `iteration` to at least its end.
+    fn finish_device(
+        &self,
+        dev: &mut Device,
+        rec: &mut Recorder,
+        d: usize,
+        norm_seconds: f64,
+        iteration: &mut f64,
+    ) {
+        let plan = self.plan();
+        let (k, rates) = (&plan.knobs, self.ctx.rates);
+        let ready = (dev.last[Stream::Compute].unwrap_or(0), dev.task_end);
+        launch_pending(&self.ctx, dev, rec, d, None, ready);
+        flush_bucket(&self.ctx, dev, rec, d);
         if norm_seconds > 0.0 {
             let ready = dev.free.iter().cloned().fold(0.0, f64::max);
             let deps: Vec<usize> = dev.last.iter().flatten().copied().collect();
             let mut e = grad_event(d, Stream::DpComm, norm_seconds, 4.0, dev.buckets, None, 0);
             e.deps = deps;
             e.what = What::GradNorm;
-            dev.push(&mut rec, e, ready);
+            dev.push(rec, e, ready);
         }
-        let params: f64 = (0..nst)
-            .filter(|s| s % p == d)
-            .flat_map(|s| first[s]..first[s + 1])
-            .map(|i| block_params[plan.items[i]])
+        let params: f64 = (0..self.nst)
+            .filter(|s| s % self.p == d)
+            .flat_map(|s| self.first[s]..self.first[s + 1])
+            .map(|i| self.block_params[plan.items[i]])
             .sum();
         let ready = dev.free.iter().cloned().fold(0.0, f64::max);
         let deps: Vec<usize> = dev.last.iter().flatten().copied().collect();
@@ -1407,34 +1495,219 @@ fn run(
             bytes: 0.0,
             deps,
         };
-        let (opt, _, opt_end) = dev.push(&mut rec, e, ready);
-        if k.zero >= 1 && k.zero < 3 && replicas > 1 {
+        let (opt, _, opt_end) = dev.push(rec, e, ready);
+        if k.zero >= 1 && k.zero < 3 && self.replicas > 1 {
             // The distributed optimizer gathers the updated model weights from their owners.
             let wire = weight_gather_wire(params, k);
-            let dur = rates.collective_seconds(Collective::AllGather, wire, &ctx.dp);
+            let dur = rates.collective_seconds(Collective::AllGather, wire, &self.ctx.dp);
             let before = dev.free.iter().cloned().fold(0.0, f64::max);
             let mut e = grad_event(d, Stream::DpComm, dur, wire, dev.buckets, None, opt);
             e.what = What::ParamGather;
-            dev.push(&mut rec, e, opt_end);
+            dev.push(rec, e, opt_end);
             if k.overlap.param_gather {
                 // Gathered bucket by bucket while the next step's forward runs: only what
                 // outlasts this device's first forward task lengthens the step.
                 let hidden = dev.first_forward.unwrap_or(0.0);
                 let exposed = (dur - hidden).max(0.0);
-                iteration = iteration.max(before).max(opt_end + exposed);
-                continue;
+                *iteration = iteration.max(before).max(opt_end + exposed);
+                return;
             }
         }
-        iteration = iteration.max(dev.free.iter().cloned().fold(0.0, f64::max));
+        *iteration = iteration.max(dev.free.iter().cloned().fold(0.0, f64::max));
     }
-    Ok(Simulation {
-        events: rec.events,
-        iteration,
-        flush,
-        work: devices.iter().map(|d| d.work).collect(),
-        busy: devices.iter().map(|d| d.busy).collect(),
-        mesh,
-    })
+}
+
+/// For each of `items` (block indices), the first and the last item of its run of copies of
+/// the same block.
+fn block_runs(items: &[usize]) -> (Vec<usize>, Vec<usize>) {
+    let n = items.len();
+    let mut run_start = vec![0usize; n];
+    let mut run_end = vec![0usize; n];
+    for i in 0..n {
+        run_start[i] = if i > 0 && items[i - 1] == items[i] {
+            run_start[i - 1]
+        } else {
+            i
+        };
+    }
+    for i in (0..n).rev() {
+        run_end[i] = if i + 1 < n && items[i + 1] == items[i] {
+            run_end[i + 1]
+        } else {
+            i
+        };
+    }
+    (run_start, run_end)
+}
+
+/// What the event loop changes as the devices run their programs.
+struct State {
+    /// The simulated devices, one per pipeline rank.
+    devices: Vec<Device>,
+    /// Per device, the tasks of its program it has run.
+    pos: Vec<usize>,
+    /// Per virtual stage and micro-batch: when (and by which event) its forward input and its
+    /// backward gradient arrive.
+    arrivals: Vec<Vec<PerPass<Arrival>>>,
+    rec: Recorder,
+    /// The end of the last backward.
+    flush: f64,
+    /// Per block and pass, the steady step of a run of its layers (two states a layer apart),
+    /// once a task has shown one; later tasks recognise it after a single layer.
+    steady: Vec<PerPass<Option<(Snapshot, Snapshot)>>>,
+    /// Per virtual stage and pass, what its tasks did from the device states they met.
+    memos: Vec<PerPass<Vec<TaskMemo>>>,
+}
+
+impl State {
+    fn new(layout: &Layout, keep: bool) -> State {
+        let plan = layout.plan();
+        let m = plan.knobs.microbatches as usize;
+        let device = || Device {
+            contention: layout.ctx.rates.contention,
+            free: PerStream::default(),
+            last: PerStream::default(),
+            busy: PerStream::default(),
+            work: 0.0,
+            bucket_wire: 0.0,
+            bucket_full: 0.0,
+            bucket_ready: None,
+            buckets: 0,
+            pending: Vec::new(),
+            backwards: 0,
+            task_end: 0.0,
+            first_forward: None,
+        };
+        State {
+            devices: (0..layout.p).map(|_| device()).collect(),
+            pos: vec![0usize; layout.p],
+            arrivals: vec![vec![PerPass::default(); m]; layout.nst],
+            rec: Recorder {
+                keep,
+                events: Vec::new(),
+                count: 0,
+            },
+            flush: 0.0,
+            steady: vec![PerPass::default(); plan.blocks.len()],
+            memos: vec![PerPass::default(); layout.nst],
+        }
+    }
+}
+
+/// A task as its layers see it.
+struct TaskRun {
+    /// The device (pipeline rank) that runs it.
+    d: usize,
+    task: Task,
+    /// Whether its backward reduces the gradients it makes (the stage's last backward, or
+    /// every backward with sharded gradients).
+    grads_now: bool,
+    /// The bucket at which data-parallel gradients are launched: [`Layout::cap`] where the
+    /// backward launches buckets as it fills them, else never during the task.
+    cap: f64,
+    /// Whether a run of equal layers is added at once once it is steady.
+    repeat: bool,
+}
+
+/// Where a task stands on its device.
+#[derive(Clone, Copy)]
+struct Cursor {
+    /// When the next step may start: the end of the last blocking step (or the task's start).
+    t: f64,
+    /// The last blocking event (or the event that delivered the task's input).
+    prev: Option<usize>,
+    /// The start of the task's first event.
+    started: Option<f64>,
+    /// The last compute step's start and end.
+    last_compute: Option<(f64, f64)>,
+}
+
+/// FSDP's prefetch across a task's layers.
+struct Prefetch {
+    /// When the previous layer of the task began computing: the next gather's issue time.
+    at: f64,
+    /// The end of the weight gather already issued for the next layer.
+    gathered: Option<f64>,
+}
+
+/// What a layer's steps leave for the steps after them.
+#[derive(Default)]
+struct LayerState {
+    /// Whether the layer has begun computing.
+    item_started: bool,
+    /// Ends of the latest two ring exchanges (context parallelism).
+    ring_prev: f64,
+    ring_last: f64,
+    /// The end of a gather the next compute step's weight gradient waits for.
+    gathered: Option<f64>,
+    /// The start of the GEMM group the last compute step belongs to (one linear layer written
+    /// as several operators), and whether the next compute step joins it.
+    group_start: Option<f64>,
+    joining: bool,
+}
+
+/// Issues step `s`, a collective launched when the matmul's input gradient (the first of its
+/// two GEMMs) is done, beside its weight gradient; what follows waits. A group's input
+/// gradients all run first: the collective is issued halfway through the group.
+fn issue_after_dgrad(
+    dev: &mut Device,
+    rec: &mut Recorder,
+    s: &SimStep,
+    cur: &mut Cursor,
+    layer: &LayerState,
+    event: impl FnOnce() -> Event,
+) {
+    let (st, en) = cur.last_compute.unwrap_or((cur.t, cur.t));
+    let st = layer.group_start.unwrap_or(st).min(st);
+    let issue = st + (en - st) / 2.0;
+    let (id, cs, end) = dev.push_with(rec, s.stream, s.dur, issue, event);
+    // The weight-gradient GEMM it overlaps gives up the table's contention share of its
+    // throughput while both run: the compute stream is held that much longer after it (what
+    // depends on the GEMM's result keeps its recorded end, and busy seconds stay the sum of the
+    // recorded events).
+    let overlap = (end.min(en) - cs).max(0.0);
+    let extra = dev.contention * overlap;
+    if extra > 0.0 && cur.last_compute.is_some() {
+        let c = Stream::Compute;
+        dev.free[c] = dev.free[c].max(en) + extra;
+        cur.t = cur.t.max(dev.free[c]);
+    }
+    cur.t = cur.t.max(end);
+    cur.prev = Some(id);
+}
+
+/// After compute step `s` ran from `start` to `end`: records it as the last compute step and in
+/// its GEMM group, and returns when what follows may start. The weight gradient (the step's
+/// second half; in a group, the group's, checked at its last member) starts once the gather it
+/// reads has arrived: the compute stream and what follows wait for the difference (busy seconds
+/// keep the recorded event).
+fn after_compute(
+    dev: &mut Device,
+    cur: &mut Cursor,
+    layer: &mut LayerState,
+    s: &SimStep,
+    start: f64,
+    end: f64,
+) -> f64 {
+    let mut held = end;
+    cur.last_compute = Some((start, end));
+    let first = if layer.joining {
+        layer.group_start.unwrap_or(start)
+    } else {
+        start
+    };
+    layer.group_start = Some(first);
+    layer.joining = s.fused_next;
+    if let Some(g) = layer.gathered.filter(|_| !s.fused_next) {
+        layer.gathered = None;
+        let wait = g - (first + (end - first) / 2.0);
+        if wait > 0.0 {
+            held = end + wait;
+            let c = Stream::Compute;
+            dev.free[c] = dev.free[c].max(held);
+        }
+    }
+    held
 }
 
 /// Seconds of one pipeline send of `bytes` per device. An activation that tensor parallelism
