@@ -8,7 +8,7 @@
 //! of thousands of bars, is embedded zlib-compressed and inflated by the browser. The file
 //! references nothing outside itself.
 
-use crate::cli::units::si;
+use crate::cli::units::{self, si};
 use crate::error::{Error, Result};
 use crate::sym::Rational;
 use base64::Engine as _;
@@ -96,7 +96,11 @@ const COMPONENTS: [(&str, &str, RGBColor); 4] = [
         "inter-node communication",
         RGBColor(0xe1, 0x57, 0x59),
     ),
-    ("bubble", "pipeline bubble", RGBColor(0x9c, 0x9c, 0x9c)),
+    (
+        "bubble",
+        "bubble (pipeline fill and drain)",
+        RGBColor(0x9c, 0x9c, 0x9c),
+    ),
 ];
 
 const MEMORY: [(&str, &str, RGBColor); 4] = [
@@ -143,6 +147,36 @@ fn si_float(v: f64, sig: u32, unit: &str) -> String {
     Rational::from_float(v).map_or_else(|| format!("{v:.2e}"), |r| si(&r, sig, unit))
 }
 
+/// An exact amount as the terminal's formatter `f` prints it ([`units`]: one formatter per
+/// quantity), with what `--exact` prints in its title (followed by `unit`); other text as it is.
+fn amount(v: &Value, f: fn(&Rational) -> String, unit: &str) -> String {
+    match exact(v) {
+        Some(r) => format!(
+            "<span title=\"{}{unit}\">{}</span>",
+            esc(&units::with_exact(true, || f(&r))),
+            esc(&f(&r))
+        ),
+        None => esc(&text(v)),
+    }
+}
+
+/// `part` of `total` in per cent, as `rank` prints a share ([`units::percent`]).
+fn pct(part: &Value, total: &Value) -> String {
+    match (exact(part), exact(total)) {
+        (Some(p), Some(t)) => units::percent(&p, &t),
+        _ => "-".into(),
+    }
+}
+
+/// A row's bubble as `rank` prints it: a share of its relative cost, `-` without a pipeline.
+fn bubble(r: &Value) -> String {
+    if r["pp"].as_u64() == Some(1) {
+        "-".into()
+    } else {
+        pct(&r["relative"]["bubble"], &r["relative"]["total"])
+    }
+}
+
 fn text(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
@@ -169,8 +203,8 @@ fn knobs(r: &Value) -> String {
 }
 
 /// The stacked segments of the components chart: compute, communication by tier and
-/// collective kind (those some strategy has), pipeline bubble — each a label, a colour and the
-/// value of every row.
+/// collective kind (those some strategy has), bubble (where some strategy has one) — each a
+/// label, a colour and the value of every row.
 fn segments(rows: &[Value], parts: &Value) -> Vec<(String, RGBColor, Vec<f64>)> {
     let mut out = vec![(
         "compute".to_string(),
@@ -228,13 +262,14 @@ fn segments(rows: &[Value], parts: &Value) -> Vec<(String, RGBColor, Vec<f64>)> 
             }
         }
     }
-    out.push((
-        "pipeline bubble".to_string(),
-        COMPONENTS[3].2,
-        rows.iter()
-            .map(|r| float(&r["relative"]["bubble"]))
-            .collect(),
-    ));
+    // No legend entry for a bubble no row has (none without a pipeline).
+    let bubbles: Vec<f64> = rows
+        .iter()
+        .map(|r| float(&r["relative"]["bubble"]))
+        .collect();
+    if bubbles.iter().any(|v| *v > 0.0) {
+        out.push((COMPONENTS[3].1.to_string(), COMPONENTS[3].2, bubbles));
+    }
     out
 }
 
@@ -383,7 +418,12 @@ fn frontier_titles(seconds: bool) -> (&'static str, &'static str) {
 
 /// Memory per device against step time (or relative cost): the rows shown, the ranking's Pareto
 /// frontier (`rank --pareto`, over every strategy that fits) and the capacity line.
-fn frontier_svg(rows: &[Value], pareto: &[Value], seconds: bool, capacity: f64) -> Result<String> {
+fn frontier_svg(
+    rows: &[Value],
+    pareto: &[Value],
+    seconds: bool,
+    capacity: &Rational,
+) -> Result<String> {
     let x_of = |r: &Value| {
         if seconds {
             float(&r["iteration_seconds"])
@@ -398,7 +438,7 @@ fn frontier_svg(rows: &[Value], pareto: &[Value], seconds: bool, capacity: f64) 
         .map(point)
         .filter(|p| p.0.is_finite() && p.1.is_finite())
         .collect();
-    let cap = capacity / 1e9;
+    let cap = capacity.to_f64().unwrap_or(f64::NAN) / 1e9;
     let (x0, x1) = points
         .iter()
         .chain(&front)
@@ -447,7 +487,10 @@ fn frontier_svg(rows: &[Value], pareto: &[Value], seconds: bool, capacity: f64) 
                 cap_style,
             ))
             .map_err(chart_err)?
-            .label(format!("device memory limit {cap:.1} GB"))
+            .label(format!(
+                "device memory limit {}",
+                units::bytes_rounded(capacity)
+            ))
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 14, y)], cap_style));
         if !front.is_empty() {
             // The frontier as a staircase: each point is better in time than every one using
@@ -518,8 +561,8 @@ fn frontier_svg(rows: &[Value], pareto: &[Value], seconds: bool, capacity: f64) 
 }
 
 /// The top strategy's memory by kind, against the capacity.
-fn memory_svg(memory: &Value, capacity: f64) -> Result<String> {
-    let cap = capacity / 1e9;
+fn memory_svg(memory: &Value, capacity: &Rational) -> Result<String> {
+    let cap = capacity.to_f64().unwrap_or(f64::NAN) / 1e9;
     let vals: Vec<f64> = MEMORY
         .iter()
         .map(|(k, _, _)| float(&memory[*k]) / 1e9)
@@ -545,14 +588,15 @@ fn memory_svg(memory: &Value, capacity: f64) -> Result<String> {
             .draw()
             .map_err(chart_err)?;
         let mut at = 0.0;
-        for ((_, label, colour), v) in MEMORY.iter().zip(&vals) {
+        for ((key, label, colour), v) in MEMORY.iter().zip(&vals) {
             let (a, b) = (at, at + v);
+            let shown = exact(&memory[*key]).map_or_else(|| "-".into(), |m| units::bytes(&m));
             at = b;
             let colour = *colour;
             chart
                 .draw_series([Rectangle::new([(a, 0.3), (b, 0.7)], colour.filled())])
                 .map_err(chart_err)?
-                .label(format!("{label} {v:.2} GB"))
+                .label(format!("{label} {shown}"))
                 .legend(move |(x, y)| {
                     Rectangle::new([(x, y - 5), (x + 10, y + 5)], colour.filled())
                 });
@@ -566,7 +610,7 @@ fn memory_svg(memory: &Value, capacity: f64) -> Result<String> {
                 cap_style,
             ))
             .map_err(chart_err)?
-            .label(format!("memory limit {cap:.1} GB"))
+            .label(format!("memory limit {}", units::bytes_rounded(capacity)))
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 14, y)], cap_style));
         chart
             .configure_series_labels()
@@ -578,15 +622,6 @@ fn memory_svg(memory: &Value, capacity: f64) -> Result<String> {
         root.present().map_err(chart_err)?;
     }
     Ok(svg)
-}
-
-fn pct(part: &Value, total: &Value) -> String {
-    match (exact(part), exact(total)) {
-        (Some(p), Some(t)) if t != Rational::from_integer(0.into()) => {
-            format!("{:.1} %", (p / t).to_f64().unwrap_or(f64::NAN) * 100.0)
-        }
-        _ => "-".into(),
-    }
 }
 
 fn ranking_table(rows: &[Value], seconds: bool) -> String {
@@ -637,7 +672,7 @@ fn ranking_table(rows: &[Value], seconds: bool) -> String {
         let fits = if r["feasible"].as_bool() == Some(true) {
             "yes".to_string()
         } else {
-            format!("no: {}", text(&r["reason"]))
+            format!("no: {}", units::fit_reason(&text(&r["reason"])))
         };
         let cells: [(String, String); 21] = [
             (text(&r["rank"]), text(&r["rank"])),
@@ -659,14 +694,7 @@ fn ranking_table(rows: &[Value], seconds: bool) -> String {
             (text(&r["recompute"]), text(&r["recompute"])),
             (text(&r["zero"]), text(&r["zero"])),
             (text(&r["layout"]), text(&r["layout"])),
-            (
-                float(total).to_string(),
-                format!(
-                    "<span title=\"{}\">{}</span>",
-                    esc(&text(total)),
-                    exact(total).map_or_else(|| text(total), |r| si(&r, 4, "FLOP"))
-                ),
-            ),
+            (float(total).to_string(), amount(total, units::flops, "")),
             (float(&compute).to_string(), pct(&compute, total)),
             (
                 float(&rel["comm_intra"]).to_string(),
@@ -676,22 +704,20 @@ fn ranking_table(rows: &[Value], seconds: bool) -> String {
                 float(&rel["comm_inter"]).to_string(),
                 pct(&rel["comm_inter"], total),
             ),
-            (
-                float(&rel["bubble"]).to_string(),
-                pct(&rel["bubble"], total),
-            ),
+            (float(&rel["bubble"]).to_string(), bubble(r)),
             (
                 float(&rel["hidden"]).to_string(),
-                format!("−{}", pct(&rel["hidden"], total)),
+                // What overlap hides is taken off the total, as `rank` marks it.
+                match exact(&rel["hidden"]) {
+                    Some(h) if !num_traits::Zero::is_zero(&h) => {
+                        format!("−{}", pct(&rel["hidden"], total))
+                    }
+                    _ => pct(&rel["hidden"], total),
+                },
             ),
             (
                 float(&r["memory_per_device"]).to_string(),
-                format!(
-                    "<span title=\"{} bytes\">{}</span>",
-                    esc(&text(&r["memory_per_device"])),
-                    exact(&r["memory_per_device"])
-                        .map_or_else(|| text(&r["memory_per_device"]), |b| si(&b, 3, "B"))
-                ),
+                amount(&r["memory_per_device"], units::bytes, " bytes"),
             ),
             (
                 r["iteration_seconds"]
@@ -764,7 +790,7 @@ fn formulas(cost: &Value, top: &Value, top_formulas: &Value, top_parts: &Value) 
     let collectives = list(&cost["per_device"]["comm"]);
     let _ = write!(
         h,
-        "<h3>Per device under #1 ({})</h3><p class=\"note\">Each amount of the busiest device in one step as a formula in the model's symbols, with the data- and tensor-parallel sizes and the micro-batch count put in, and its value at the symbols' values above. The formulas are those <code>symshard compare</code> derives, the relative cost's with the calibration's machine balances (κ) as exact fractions, each shown only where it evaluates exactly to the number.</p><table class=\"kv\" id=\"per-device\"><tr><th>amount</th><th>formula in the symbols</th><th>value</th></tr>",
+        "<h3>Per device under #1 ({})</h3><p class=\"note\">Each amount of the busiest device in one step as a formula in the model's symbols, with the data- and tensor-parallel sizes and the micro-batch count put in, and its value at the symbols' values above, as the terminal prints it (hover for what <code>--exact</code> prints: bytes in whole bytes, other amounts exactly). The formulas are those <code>symshard compare</code> derives, the relative cost's with the calibration's machine balances (κ) as exact fractions, each shown only where it evaluates exactly to the exact amount. The bubble is the slowest stage's time × (pp − 1)/(m·v); as a share of the step it is the ranking's bubble column.</p><table class=\"kv\" id=\"per-device\"><tr><th>amount</th><th>formula in the symbols</th><th>value</th></tr>",
         esc(&text(&pd["strategy"]))
     );
     let mut group = String::new();
@@ -774,7 +800,8 @@ fn formulas(cost: &Value, top: &Value, top_formulas: &Value, top_parts: &Value) 
             group.clone_from(&g);
             let _ = write!(h, "<tr><th colspan=\"3\">{}</th></tr>", esc(&g));
         }
-        let name = text(&c["name"]);
+        let name = units::component_name(&g, &text(&c["name"])).to_string();
+        let (format, unit) = (units::component_format(&g), units::component_unit(&g));
         let formula = match (c["formula"].as_str(), c["why"].as_str()) {
             (Some(f), _) => format!("<code>{}</code>", esc(f)),
             (None, Some(why)) => format!("<span class=\"note\">{}</span>", esc(why)),
@@ -782,9 +809,10 @@ fn formulas(cost: &Value, top: &Value, top_formulas: &Value, top_parts: &Value) 
         };
         let _ = write!(
             h,
-            "<tr><th>{}</th><td>{formula}</td><td><code>{}</code></td></tr>",
+            "<tr><th>{}</th><td>{formula}</td><td data-exact=\"{}\">{}</td></tr>",
             esc(&name),
-            esc(&text(&c["value"]))
+            esc(&text(&c["value"])),
+            amount(&c["value"], format, unit)
         );
     }
     h.push_str("</table>");
@@ -793,11 +821,10 @@ fn formulas(cost: &Value, top: &Value, top_formulas: &Value, top_parts: &Value) 
     for p in list(top_parts) {
         let _ = write!(
             h,
-            "<tr><td>{}</td><td>{}</td><td><span title=\"{}\">{}</span></td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&text(&p["kind"])),
             esc(&text(&p["tier"])),
-            esc(&text(&p["cost"])),
-            exact(&p["cost"]).map_or_else(|| text(&p["cost"]), |r| si(&r, 4, "FLOP"))
+            amount(&p["cost"], units::flops, "")
         );
     }
     h.push_str("</table>");
@@ -813,9 +840,10 @@ fn formulas(cost: &Value, top: &Value, top_formulas: &Value, top_parts: &Value) 
             }
         );
     }
-    h.push_str("<table class=\"sortable\" id=\"collectives\"><thead><tr><th>collective</th><th>axis</th><th>tier</th><th>bytes</th><th>count</th><th>where</th></tr></thead><tbody>");
+    h.push_str("<table class=\"sortable\" id=\"collectives\"><thead><tr><th>collective</th><th>axis</th><th>tier</th><th>bytes per call</th><th>calls per step</th><th>where</th></tr></thead><tbody>");
     for c in &collectives {
         let kind = text(&c["collective"]);
+        let calls = exact(&c["count"]);
         let _ = writeln!(
             h,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td data-v=\"{}\">{}</td><td data-v=\"{}\">{}</td><td>{}</td></tr>",
@@ -823,14 +851,27 @@ fn formulas(cost: &Value, top: &Value, top_formulas: &Value, top_parts: &Value) 
             esc(&text(&c["axis"])),
             esc(&text(&c["tier"])),
             float(&c["bytes"]),
-            esc(&text(&c["bytes"])),
+            amount(&c["bytes"], units::bytes, " bytes"),
             esc(&text(&c["count"])),
-            esc(&text(&c["count"])),
-            esc(&text(&c["op"]))
+            esc(&calls.map_or_else(|| text(&c["count"]), |n| units::count(&n))),
+            esc(&collective_site(c))
         );
     }
     h.push_str("</tbody></table>");
     h
+}
+
+/// Where a collective runs: its operator or edge, and the tensor it moves where that is not the
+/// operator's own output (a layer norm's two weight gradients, `dgamma` and `dbeta`, are two
+/// rows of one operator).
+fn collective_site(c: &Value) -> String {
+    let (op, tensor) = (text(&c["op"]), text(&c["tensor"]));
+    let from = op.split('→').next().unwrap_or_default();
+    if tensor.is_empty() || tensor == from {
+        op
+    } else {
+        format!("{op} ({tensor})")
+    }
 }
 
 /// Why an amount of the top strategy has no formula, where its formula failed its check (the
@@ -859,21 +900,18 @@ fn timeline_summary(t: &Value) -> String {
     row(
         &mut h,
         "tokens per second",
-        format!("{:.0}", float(&t["tokens_per_second"])),
+        Rational::from_float(float(&t["tokens_per_second"]).round())
+            .map_or_else(|| "-".into(), |n| units::count(&n)),
     );
     row(
         &mut h,
         "model TFLOP/s per device",
         format!("{:.1}", float(&t["model_tflops_per_device"])),
     );
-    row(&mut h, "MFU", format!("{:.1} %", float(&t["mfu"]) * 100.0));
-    row(
-        &mut h,
-        "pipeline bubble",
-        format!("{:.1} %", float(&t["bubble_fraction"]) * 100.0),
-    );
+    row(&mut h, "MFU", units::percent_float(float(&t["mfu"])));
     row(&mut h, "devices shown", text(&t["representative"]));
-    h.push_str("</table>");
+    // One figure per quantity: the bubble of #1 is the ranking's, not a second, simulated one.
+    h.push_str("</table><p class=\"note\">The step of #1 simulated on this machine. Its bubble is the ranking's bubble column; the gaps in the chart are where each device idles.</p>");
     h
 }
 
@@ -925,7 +963,8 @@ pub fn html(input: &ReportInput) -> Result<String> {
         .first()
         .ok_or_else(|| Error::Usage("a report needs at least one ranked strategy".into()))?;
     let seconds = rows.iter().all(|x| x["iteration_seconds"].is_number());
-    let capacity = input.capacity_bytes.to_f64().unwrap_or(f64::NAN);
+    let capacity = input.capacity_bytes;
+    let count = |v: &Value| exact(v).map_or_else(|| text(v), |n| units::count(&n));
     let title = format!("{} on {} devices", text(&r["model"]), text(&r["devices"]));
     let mut h = String::new();
     let _ = write!(
@@ -935,7 +974,7 @@ pub fn html(input: &ReportInput) -> Result<String> {
     );
     let _ = writeln!(
         h,
-        "<h1>{}</h1><p><span class=\"cmd\">{}</span></p><p>{} per node; machine balance from <b>{}</b>; ranked by {}; {} strategies priced, {} fit in {:.1} GB.</p>",
+        "<h1>{}</h1><p><span class=\"cmd\">{}</span></p><p>{} per node; machine balance from <b>{}</b>; ranked by {}; {} strategies priced, {} fit in {}.</p>",
         esc(&title),
         esc(&input.command),
         esc(&text(&r["gpus_per_node"])),
@@ -945,13 +984,14 @@ pub fn html(input: &ReportInput) -> Result<String> {
         } else {
             "relative cost (FLOP-equivalents)"
         },
-        esc(&text(&r["evaluated"])),
-        esc(&text(&r["feasible"])),
-        capacity / 1e9
+        esc(&count(&r["evaluated"])),
+        esc(&count(&r["feasible"])),
+        esc(&units::bytes_rounded(capacity))
     );
     let _ = writeln!(
         h,
-        "<section><h2>Ranking</h2><p class=\"note\">Click a column to sort. Hover a relative cost or a memory figure for its exact value. mbs: micro-batch size (samples per micro-batch and data-parallel rank); layout: the tensor-parallel layout, <code>annotated</code> (the model's own marks) or <code>auto</code> (the per-operator search's).</p>{}</section>",
+        "<section><h2>Ranking</h2><p class=\"note\">Click a column to sort. Hover a relative cost or a memory figure for what <code>--exact</code> prints (bytes in whole bytes). compute, intra-node, inter-node, bubble and hidden are shares of the relative cost; {}. mbs: micro-batch size (samples per micro-batch and data-parallel rank); layout: the tensor-parallel layout, <code>annotated</code> (the model's own marks) or <code>auto</code> (the per-operator search's).</p>{}</section>",
+        esc(units::BUBBLE_MEANS),
         ranking_table(&rows, seconds)
     );
     let _ = writeln!(
@@ -961,7 +1001,12 @@ pub fn html(input: &ReportInput) -> Result<String> {
     );
     let _ = writeln!(
         h,
-        "<section><h2>Memory versus time</h2><figure class=\"chart\" id=\"frontier\">{}</figure></section>",
+        "<section><h2>Memory versus {}</h2><figure class=\"chart\" id=\"frontier\">{}</figure></section>",
+        if seconds {
+            "simulated seconds"
+        } else {
+            "relative cost"
+        },
         frontier_svg(
             &rows,
             r["pareto"].as_array().map(Vec::as_slice).unwrap_or_default(),
