@@ -931,3 +931,106 @@ fn the_report_never_shows_a_fraction_of_a_byte() {
         .iter()
         .all(|r| r[3].ends_with('B') && !r[3].contains('/')));
 }
+
+/// A text of an SVG drawn by `plotters`: its box (left, top, right, bottom, judging each
+/// character 0.6 em wide) and what it says; rotated texts (the y axes' names) are left out.
+fn text_boxes(svg: &str) -> Vec<((f64, f64, f64, f64), String)> {
+    let attr = |tag: &str, name: &str| -> Option<String> {
+        let at = tag.find(&format!(" {name}=\""))? + name.len() + 3;
+        Some(tag[at..at + tag[at..].find('"')?].to_string())
+    };
+    svg.split("<text")
+        .skip(1)
+        .filter_map(|chunk| {
+            let tag = &chunk[..chunk.find('>')?];
+            if tag.contains("rotate(") {
+                return None;
+            }
+            let body = chunk[tag.len() + 1..chunk.find("</text>")?]
+                .trim()
+                .to_string();
+            let x: f64 = attr(tag, "x")?.parse().ok()?;
+            let y: f64 = attr(tag, "y")?.parse().ok()?;
+            let size: f64 = attr(tag, "font-size")?.parse().ok()?;
+            let w = 0.6 * size * body.chars().count() as f64;
+            let left = match attr(tag, "text-anchor").as_deref() {
+                Some("middle") => x - w / 2.0,
+                Some("end") => x - w,
+                _ => x,
+            };
+            Some(((left, y, left + w, y + size), body))
+        })
+        .collect()
+}
+
+/// The memory-versus-cost chart, with and without `--calib`: both its panels (the frontier and
+/// the rows shown close up) have labelled ticks on both axes, the close-up labels every row it
+/// has room for and lists the others, and no two labels overlap.
+#[test]
+fn the_frontier_chart_labels_every_axis_without_overlap() {
+    let dir = tempfile_dir();
+    for (model, devices, calib) in [
+        ("gpt3-175b", "1024", None),
+        ("llama2-7b", "16", Some("h100-sxm")),
+    ] {
+        let path = dir.join(format!("ticks-{model}.html"));
+        let mut cmd = symshard();
+        cmd.args(["report", model, "--devices", devices]);
+        if let Some(c) = calib {
+            cmd.args(["--calib", c]);
+        }
+        cmd.arg("-o").arg(&path).assert().success();
+        let html = std::fs::read_to_string(&path).unwrap();
+        let chart = figure(&html, "frontier");
+        let svg = &chart[chart.find("<svg").unwrap()..];
+        texts_fit(svg).unwrap();
+        let boxes = text_boxes(svg);
+        // The two panels, above and below 420 px.
+        for panel in [0.0..420.0, 420.0..f64::MAX] {
+            let inside: Vec<&((f64, f64, f64, f64), String)> =
+                boxes.iter().filter(|(b, _)| panel.contains(&b.1)).collect();
+            let numeric = |t: &str| t.split(' ').next().unwrap().parse::<f64>().is_ok();
+            // x ticks lie on one row under the plot; y ticks end at the axis.
+            let bottom = inside
+                .iter()
+                .filter(|(_, t)| numeric(t))
+                .map(|(b, _)| b.1)
+                .fold(0.0, f64::max);
+            let x_ticks = inside
+                .iter()
+                .filter(|(b, t)| b.1 == bottom && numeric(t))
+                .count();
+            let y_ticks = inside
+                .iter()
+                .filter(|(b, t)| b.1 < bottom && numeric(t) && b.2 <= 72.0)
+                .count();
+            assert!(x_ticks >= 3, "{model}: {x_ticks} x ticks: {inside:?}");
+            assert!(y_ticks >= 3, "{model}: {y_ticks} y ticks");
+        }
+        for (i, (a, s)) in boxes.iter().enumerate() {
+            for (b, t) in &boxes[i + 1..] {
+                let apart = a.2 <= b.0 || b.2 <= a.0 || a.3 <= b.1 || b.3 <= a.1;
+                assert!(apart, "{model}: {s:?} {a:?} overlaps {t:?} {b:?}");
+            }
+        }
+        // Every row is labelled with its rank in the close-up, or listed as unlabelled.
+        let rows = html_rows(&html, "ranking").len();
+        let labelled = boxes
+            .iter()
+            .filter(|(b, t)| {
+                b.1 >= 420.0
+                    && t.strip_prefix('#')
+                        .is_some_and(|r| r.parse::<usize>().is_ok())
+            })
+            .count();
+        let listed = boxes
+            .iter()
+            .find(|(_, t)| t.starts_with("not labelled"))
+            .map_or(0, |(_, t)| t.matches('#').count());
+        assert_eq!(labelled + listed, rows, "{model}");
+        assert!(
+            labelled * 2 > rows,
+            "{model}: {labelled} of {rows} labelled"
+        );
+    }
+}

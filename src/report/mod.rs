@@ -416,8 +416,156 @@ fn frontier_titles(seconds: bool) -> (&'static str, &'static str) {
     }
 }
 
-/// Memory per device against step time (or relative cost): the rows shown, the ranking's Pareto
-/// frontier (`rank --pareto`, over every strategy that fits) and the capacity line.
+/// Width of a label's character, in pixels, at the charts' 10 px tick and point labels: 0.6 em,
+/// wider than sans-serif's average, so that labels judged apart are apart.
+const CHAR_PX: f64 = 6.0;
+/// Pixels kept free between two tick labels.
+const TICK_GAP: f64 = 10.0;
+/// Canvas width of the frontier chart, its margin and its y-label area, in pixels.
+const FRONTIER_W: u32 = 960;
+const FRONTIER_MARGIN: u32 = 12;
+const FRONTIER_Y_AREA: u32 = 60;
+
+/// An axis' value as its tick label: `x` to the fewest significant digits (at most four) that
+/// state it, with a decimal prefix before `unit`, or in seconds with the fewest decimals.
+fn tick_label(x: f64, seconds: bool) -> String {
+    let close = |y: f64| (y - x).abs() <= 1e-9 * x.abs();
+    if seconds {
+        let d = (0..6)
+            .find(|d| close(format!("{x:.d$}").parse().unwrap_or(f64::NAN)))
+            .unwrap_or(6);
+        return format!("{x:.d$}");
+    }
+    let sig = (1..4)
+        .find(|s| {
+            let p = 10f64.powi(x.abs().log10().floor() as i32 - *s as i32 + 1);
+            close((x / p).round() * p)
+        })
+        .unwrap_or(4);
+    si_float(x, sig, "FLOP")
+}
+
+/// Where on an axis from `lo` to `hi` (0 to 1) a value lies, logarithmically or linearly.
+fn axis_share(x: f64, lo: f64, hi: f64, log: bool) -> f64 {
+    if log {
+        (x / lo).ln() / (hi / lo).ln()
+    } else {
+        (x - lo) / (hi - lo)
+    }
+}
+
+/// The most ticks an axis gets: more crowd it without telling more.
+const MAX_TICKS: usize = 10;
+
+/// Ticks for an axis from `lo` to `hi` (positive) drawn `width` pixels wide, with `room` pixels
+/// of canvas before and after it: the most (up to [`MAX_TICKS`]) of the round values (1, 2, 5 and
+/// finer in each decade on a logarithmic axis; every multiple of 1, 2, 2.5 or 5 times a power of
+/// ten) whose labels leave [`TICK_GAP`] pixels between them and stay on the canvas. A narrow
+/// logarithmic range, inside one decade, gets evenly spaced ticks; a wide one its 1–2–5.
+fn ticks(
+    (lo, hi): (f64, f64),
+    width: f64,
+    room: (f64, f64),
+    log: bool,
+    label: &dyn Fn(f64) -> String,
+) -> Vec<f64> {
+    if !(lo.is_finite() && hi.is_finite() && 0.0 < lo && lo < hi) {
+        return vec![];
+    }
+    let mut sets: Vec<Vec<f64>> = vec![];
+    let (k0, k1) = (
+        (hi - lo).log10().floor() as i32 - 2,
+        hi.log10().ceil() as i32 + 1,
+    );
+    if log {
+        for mantissas in [
+            &[1.0][..],
+            &[1.0, 2.0, 5.0],
+            &[1.0, 1.5, 2.0, 3.0, 5.0, 7.0],
+            &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0],
+        ] {
+            let decades = lo.log10().floor() as i32..=hi.log10().floor() as i32;
+            sets.push(
+                decades
+                    .flat_map(|k| mantissas.iter().map(move |m| m * 10f64.powi(k)))
+                    .filter(|t| (lo..=hi).contains(t))
+                    .collect(),
+            );
+        }
+    }
+    for k in k0..=k1 {
+        for m in [1.0, 2.0, 2.5, 5.0] {
+            let step = m * 10f64.powi(k);
+            let (first, last) = ((lo / step).ceil() as i64, (hi / step).floor() as i64);
+            if (0..MAX_TICKS as i64).contains(&(last - first)) {
+                sets.push((first..=last).map(|n| n as f64 * step).collect());
+            }
+        }
+    }
+    let at = |t: f64| width * axis_share(t, lo, hi, log);
+    let half = |t: f64| label(t).chars().count() as f64 * CHAR_PX / 2.0;
+    let fits = |set: &Vec<f64>| {
+        set.windows(2)
+            .all(|w| at(w[1]) - at(w[0]) >= half(w[0]) + half(w[1]) + TICK_GAP)
+            && set
+                .iter()
+                .all(|&t| at(t) - half(t) >= -room.0 && at(t) + half(t) <= width + room.1)
+    };
+    sets.into_iter()
+        .filter(|s| (2..=MAX_TICKS).contains(&s.len()) && fits(s))
+        .max_by_key(Vec::len)
+        .unwrap_or_default()
+}
+
+/// A label's box in pixels: left, top, right, bottom.
+type LabelBox = (f64, f64, f64, f64);
+
+/// Places the label of each point (in order) beside it — right, left, above or below — where
+/// it overlaps no label placed before; `None` for a point with no free place (under the points
+/// and labels of others).
+fn place_labels(points: &[(i32, i32)], labels: &[String], size: f64) -> Vec<Option<(i32, i32)>> {
+    let mut taken: Vec<LabelBox> = vec![];
+    let apart = |a: &LabelBox, b: &LabelBox| a.2 <= b.0 || b.2 <= a.0 || a.3 <= b.1 || b.3 <= a.1;
+    points
+        .iter()
+        .zip(labels)
+        .map(|(&(x, y), text)| {
+            let w = text.chars().count() as f64 * CHAR_PX;
+            let (x, y) = (f64::from(x), f64::from(y));
+            let spots = [
+                (x + 6.0, y - size / 2.0),
+                (x - 6.0 - w, y - size / 2.0),
+                (x - w / 2.0, y - 6.0 - size),
+                (x - w / 2.0, y + 6.0),
+                (x + 6.0, y - 6.0 - size),
+                (x + 6.0, y + 6.0),
+                (x - 6.0 - w, y - 6.0 - size),
+                (x - 6.0 - w, y + 6.0),
+            ];
+            let free = spots
+                .iter()
+                .map(|&(l, t)| (l, t, l + w, t + size))
+                .find(|b| taken.iter().all(|o| apart(b, o)))?;
+            taken.push(free);
+            Some((free.0.round() as i32, free.1.round() as i32))
+        })
+        .collect()
+}
+
+/// A panel's x ticks (logarithmic), labelled in seconds or as relative cost, for the plotting
+/// width of the frontier chart.
+fn frontier_ticks(lo: f64, hi: f64, seconds: bool) -> Vec<f64> {
+    let width = f64::from(FRONTIER_W - 2 * FRONTIER_MARGIN - FRONTIER_Y_AREA);
+    let room = (
+        f64::from(FRONTIER_MARGIN + FRONTIER_Y_AREA),
+        f64::from(FRONTIER_MARGIN),
+    );
+    ticks((lo, hi), width, room, true, &|x| tick_label(x, seconds))
+}
+
+/// Memory per device against step time (or relative cost): the ranking's Pareto frontier
+/// (`rank --pareto`, over every strategy that fits), the rows shown and the capacity line
+/// above; below, the rows shown close up, each labelled with its rank where the label has room.
 fn frontier_svg(
     rows: &[Value],
     pareto: &[Value],
@@ -438,126 +586,248 @@ fn frontier_svg(
         .map(point)
         .filter(|p| p.0.is_finite() && p.1.is_finite())
         .collect();
-    let cap = capacity.to_f64().unwrap_or(f64::NAN) / 1e9;
-    let (x0, x1) = points
-        .iter()
-        .chain(&front)
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| {
-            (a.min(p.0), b.max(p.0))
-        });
-    // A logarithmic axis: the frontier runs from the fastest strategies to ones many times slower.
-    let (lo, hi) = (x0.max(1e-12) / 1.15, x1.max(x0 * 1.01).max(1e-12) * 1.15);
-    let ymax = points.iter().chain(&front).map(|p| p.1).fold(cap, f64::max) * 1.1;
-    let (caption, x_desc) = frontier_titles(seconds);
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (960, 400)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, (FRONTIER_W, 780)).into_drawing_area();
         root.fill(&WHITE).map_err(chart_err)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(caption, ("sans-serif", 15))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(60)
-            .build_cartesian_2d((lo..hi).log_scale(), 0f64..ymax)
-            .map_err(chart_err)?;
-        chart
-            .configure_mesh()
-            .x_desc(x_desc)
-            .y_desc("memory per device (GB)")
-            .x_labels(30)
-            .x_label_formatter(&|x| {
-                // Label 1, 2 and 5 times a power of ten only, so that labels do not collide.
-                let m = x / 10f64.powf(x.log10().floor());
-                if ![1.0, 2.0, 5.0].iter().any(|k| (m - k).abs() < 1e-6) {
-                    String::new()
-                } else if seconds {
-                    format!("{x}")
-                } else {
-                    si_float(*x, 3, "FLOP")
-                }
-            })
-            .draw()
-            .map_err(chart_err)?;
-        let cap_style = ShapeStyle::from(&RED).stroke_width(2);
-        chart
-            .draw_series(DashedLineSeries::new(
-                [(lo, cap), (hi, cap)],
-                8,
-                5,
-                cap_style,
-            ))
-            .map_err(chart_err)?
-            .label(format!(
-                "device memory limit {}",
-                units::bytes_rounded(capacity)
-            ))
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 14, y)], cap_style));
-        if !front.is_empty() {
-            // The frontier as a staircase: each point is better in time than every one using
-            // less memory.
-            let line = ShapeStyle::from(&BLACK).stroke_width(1);
-            let mut stairs = vec![];
-            for (i, p) in front.iter().enumerate() {
-                if i > 0 {
-                    stairs.push((p.0, front[i - 1].1));
-                }
-                stairs.push(*p);
-            }
-            chart
-                .draw_series(LineSeries::new(stairs, line))
-                .map_err(chart_err)?
-                .label(format!(
-                    "Pareto frontier of every strategy that fits ({} strategies, rank --pareto)",
-                    front.len()
-                ))
-                .legend(move |(x, y)| PathElement::new([(x, y), (x + 14, y)], line));
-            chart
-                .draw_series(front.iter().map(|&p| Circle::new(p, 2, BLACK.filled())))
-                .map_err(chart_err)?;
-        }
-        let fits = |r: &Value| r["feasible"].as_bool() == Some(true);
-        let blue = RGBColor(0x4e, 0x79, 0xa7);
-        chart
-            .draw_series(
-                rows.iter()
-                    .zip(&points)
-                    .filter(|(r, _)| fits(r))
-                    .map(|(_, &p)| Circle::new(p, 4, blue.filled())),
-            )
-            .map_err(chart_err)?
-            .label("strategy that fits")
-            .legend(move |(x, y)| Circle::new((x + 7, y), 4, blue.filled()));
-        if rows.iter().any(|r| !fits(r)) {
-            chart
-                .draw_series(
-                    rows.iter()
-                        .zip(&points)
-                        .filter(|(r, _)| !fits(r))
-                        .map(|(_, &p)| Cross::new(p, 4, RED.stroke_width(2))),
-                )
-                .map_err(chart_err)?
-                .label("does not fit")
-                .legend(|(x, y)| Cross::new((x + 7, y), 4, RED.stroke_width(2)));
-        }
-        chart
-            .draw_series(rows.iter().zip(&points).map(|(r, &p)| {
-                Text::new(
-                    format!("{}", r["rank"]),
-                    p,
-                    ("sans-serif", 10).into_font().color(&BLACK),
-                )
-            }))
-            .map_err(chart_err)?;
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::MiddleRight)
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK)
-            .draw()
-            .map_err(chart_err)?;
+        let (upper, lower) = root.split_vertically(420);
+        frontier_panel(&upper, rows, &points, &front, seconds, capacity)?;
+        close_up_panel(&root, &lower, rows, &points, seconds)?;
         root.present().map_err(chart_err)?;
     }
     Ok(svg)
+}
+
+/// The smallest and largest of `xs` (finite ones), widened by `pad` of their spread (or of the
+/// value, when they are all one), as an axis range.
+fn padded(xs: impl Iterator<Item = f64>, pad: f64, floor: f64) -> (f64, f64) {
+    let (a, b) = xs
+        .filter(|x| x.is_finite())
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| {
+            (a.min(x), b.max(x))
+        });
+    if !a.is_finite() {
+        return (floor.max(1e-12), floor.max(1e-12) * 2.0);
+    }
+    let spread = if b > a {
+        b - a
+    } else {
+        a.abs().max(1e-12) * 0.2
+    };
+    ((a - pad * spread).max(floor), b + pad * spread)
+}
+
+type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
+
+/// The frontier panel: the Pareto staircase, the rows shown (only #1 labelled; the close-up
+/// below labels them all), a frame around them, and the capacity line.
+fn frontier_panel(
+    area: &Area,
+    rows: &[Value],
+    points: &[(f64, f64)],
+    front: &[(f64, f64)],
+    seconds: bool,
+    capacity: &Rational,
+) -> Result<()> {
+    let cap = capacity.to_f64().unwrap_or(f64::NAN) / 1e9;
+    let (x0, x1) = padded(points.iter().chain(front).map(|p| p.0), 0.0, 1e-12);
+    // A logarithmic axis: the frontier runs from the fastest strategies to ones many times slower.
+    let (lo, hi) = (x0 / 1.15, x1.max(x0 * 1.01) * 1.15);
+    let ymax = points.iter().chain(front).map(|p| p.1).fold(cap, f64::max) * 1.1;
+    let (caption, x_desc) = frontier_titles(seconds);
+    let x_ticks = frontier_ticks(lo, hi, seconds);
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, ("sans-serif", 15))
+        .margin(FRONTIER_MARGIN)
+        .x_label_area_size(40)
+        .y_label_area_size(FRONTIER_Y_AREA)
+        .build_cartesian_2d((lo..hi).log_scale().with_key_points(x_ticks), 0f64..ymax)
+        .map_err(chart_err)?;
+    chart
+        .configure_mesh()
+        .x_desc(x_desc)
+        .y_desc("memory per device (GB)")
+        .x_label_formatter(&|x| tick_label(*x, seconds))
+        .y_label_formatter(&|y| format!("{y:.0}"))
+        .draw()
+        .map_err(chart_err)?;
+    let cap_style = ShapeStyle::from(&RED).stroke_width(2);
+    chart
+        .draw_series(DashedLineSeries::new(
+            [(lo, cap), (hi, cap)],
+            8,
+            5,
+            cap_style,
+        ))
+        .map_err(chart_err)?
+        .label(format!(
+            "device memory limit {}",
+            units::bytes_rounded(capacity)
+        ))
+        .legend(move |(x, y)| PathElement::new([(x, y), (x + 14, y)], cap_style));
+    if !front.is_empty() {
+        // The frontier as a staircase: each point is better in time than every one using
+        // less memory.
+        let line = ShapeStyle::from(&BLACK).stroke_width(1);
+        let mut stairs = vec![];
+        for (i, p) in front.iter().enumerate() {
+            if i > 0 {
+                stairs.push((p.0, front[i - 1].1));
+            }
+            stairs.push(*p);
+        }
+        chart
+            .draw_series(LineSeries::new(stairs, line))
+            .map_err(chart_err)?
+            .label(format!(
+                "Pareto frontier of every strategy that fits ({} strategies, rank --pareto)",
+                front.len()
+            ))
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 14, y)], line));
+        chart
+            .draw_series(front.iter().map(|&p| Circle::new(p, 2, BLACK.filled())))
+            .map_err(chart_err)?;
+    }
+    // The rows shown, framed: the panel below draws them close up.
+    let (fx0, fx1) = padded(points.iter().map(|p| p.0), 0.05, lo);
+    let (fy0, fy1) = padded(points.iter().map(|p| p.1), 0.05, 0.0);
+    let frame = ShapeStyle::from(&RGBColor(0x88, 0x88, 0x88)).stroke_width(1);
+    chart
+        .draw_series([Rectangle::new(
+            [(fx0.max(lo), fy0), (fx1.min(hi), fy1.min(ymax))],
+            frame,
+        )])
+        .map_err(chart_err)?
+        .label(format!("the {} rows shown: close up below", rows.len()))
+        .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], frame));
+    draw_rows(&mut chart, rows, points)?;
+    if let (Some(p), Some(r)) = (points.first(), rows.first()) {
+        // The panel's area starts at the canvas' corner: its pixels are the canvas'.
+        let (x, y) = chart.backend_coord(p);
+        area.draw(&Text::new(
+            format!("#{}", r["rank"]),
+            (x + 6, y - 5),
+            ("sans-serif", 10).into_font().color(&BLACK),
+        ))
+        .map_err(chart_err)?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .draw()
+        .map_err(chart_err)
+}
+
+/// The rows as points: a filled circle where the strategy fits, a cross where it does not.
+fn draw_rows<'a, X, Y>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>,
+    rows: &[Value],
+    points: &[(f64, f64)],
+) -> Result<()>
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    let fits = |r: &Value| r["feasible"].as_bool() == Some(true);
+    let blue = RGBColor(0x4e, 0x79, 0xa7);
+    chart
+        .draw_series(
+            rows.iter()
+                .zip(points)
+                .filter(|(r, _)| fits(r))
+                .map(|(_, &p)| Circle::new(p, 4, blue.filled())),
+        )
+        .map_err(chart_err)?
+        .label("strategy that fits")
+        .legend(move |(x, y)| Circle::new((x + 7, y), 4, blue.filled()));
+    if rows.iter().any(|r| !fits(r)) {
+        chart
+            .draw_series(
+                rows.iter()
+                    .zip(points)
+                    .filter(|(r, _)| !fits(r))
+                    .map(|(_, &p)| Cross::new(p, 4, RED.stroke_width(2))),
+            )
+            .map_err(chart_err)?
+            .label("does not fit")
+            .legend(|(x, y)| Cross::new((x + 7, y), 4, RED.stroke_width(2)));
+    }
+    Ok(())
+}
+
+/// The rows shown close up, each labelled with its rank beside its point where
+/// the label overlaps no other (labels are drawn on `root`, whose pixels are the canvas'); the
+/// ranks left unlabelled are listed under the panel.
+fn close_up_panel(
+    root: &Area,
+    area: &Area,
+    rows: &[Value],
+    points: &[(f64, f64)],
+    seconds: bool,
+) -> Result<()> {
+    let (_, height) = area.dim_in_pixel();
+    let (plot, note) = area.split_vertically(height.saturating_sub(20));
+    let (lo, hi) = padded(points.iter().map(|p| p.0), 0.08, 1e-12);
+    let (y0, y1) = padded(points.iter().map(|p| p.1), 0.12, 0.0);
+    // Logarithmic as above, so that the close-up is the frame's contents enlarged.
+    let x_ticks = frontier_ticks(lo, hi, seconds);
+    let what = if seconds {
+        "simulated seconds per step"
+    } else {
+        "relative cost per step"
+    };
+    let mut chart = ChartBuilder::on(&plot)
+        .caption(
+            format!(
+                "the {} rows shown, close up: memory per device versus {what}",
+                rows.len()
+            ),
+            ("sans-serif", 15),
+        )
+        .margin(FRONTIER_MARGIN)
+        .x_label_area_size(40)
+        .y_label_area_size(FRONTIER_Y_AREA)
+        .build_cartesian_2d((lo..hi).log_scale().with_key_points(x_ticks), y0..y1)
+        .map_err(chart_err)?;
+    chart
+        .configure_mesh()
+        .x_desc(frontier_titles(seconds).1)
+        .y_desc("memory per device (GB)")
+        .x_label_formatter(&|x| tick_label(*x, seconds))
+        .y_label_formatter(&|y| format!("{y:.1}"))
+        .draw()
+        .map_err(chart_err)?;
+    draw_rows(&mut chart, rows, points)?;
+    let pixels: Vec<(i32, i32)> = points.iter().map(|p| chart.backend_coord(p)).collect();
+    // `#7`, not `7`: a rank, not a number of the axes.
+    let labels: Vec<String> = rows.iter().map(|r| format!("#{}", r["rank"])).collect();
+    let font = ("sans-serif", 10).into_font().color(&BLACK);
+    let mut unlabelled = vec![];
+    for (at, label) in place_labels(&pixels, &labels, 10.0)
+        .into_iter()
+        .zip(&labels)
+    {
+        match at {
+            Some(p) => root
+                .draw(&Text::new(label.clone(), p, font.clone()))
+                .map_err(chart_err)?,
+            None => unlabelled.push(label.clone()),
+        }
+    }
+    if !unlabelled.is_empty() {
+        note.draw(&Text::new(
+            format!(
+                "not labelled, for want of room beside the points around them: {}",
+                unlabelled.join(", ")
+            ),
+            ((FRONTIER_MARGIN + FRONTIER_Y_AREA) as i32, 2),
+            font,
+        ))
+        .map_err(chart_err)?;
+    }
+    Ok(())
 }
 
 /// The top strategy's memory by kind, against the capacity.
@@ -1063,5 +1333,66 @@ mod tests {
         );
         assert_eq!(exact(&Value::String("1/0".into())), None);
         assert_eq!(exact(&Value::String("x".into())), None);
+    }
+
+    /// Whether the labels of `ticks` on an axis `width` pixels wide keep [`TICK_GAP`] apart.
+    fn apart(ticks: &[f64], lo: f64, hi: f64, width: f64, seconds: bool) -> bool {
+        ticks.windows(2).all(|w| {
+            let gap = width * (axis_share(w[1], lo, hi, true) - axis_share(w[0], lo, hi, true));
+            let chars = tick_label(w[0], seconds).chars().count()
+                + tick_label(w[1], seconds).chars().count();
+            gap >= chars as f64 * CHAR_PX / 2.0 + TICK_GAP
+        })
+    }
+
+    #[test]
+    fn a_narrow_range_of_seconds_gets_labelled_ticks() {
+        // Simulated steps of 11.0 to 13.5 s hold no 1, 2 or 5 times a power of ten: evenly
+        // spaced ticks instead, labelled without trailing zeros.
+        let label = |x: f64| tick_label(x, true);
+        let t = ticks((11.0, 13.5), 876.0, (72.0, 12.0), true, &label);
+        assert!(t.len() >= 3, "{t:?}");
+        assert!(t.iter().all(|x| (11.0..=13.5).contains(x)));
+        assert!(apart(&t, 11.0, 13.5, 876.0, true), "{t:?}");
+        assert_eq!(tick_label(11.5, true), "11.5");
+        assert_eq!(tick_label(12.0, true), "12");
+    }
+
+    #[test]
+    fn a_wide_range_of_costs_gets_round_ticks_that_do_not_collide() {
+        let (lo, hi) = (4.9e15, 1.5e17);
+        let label = |x: f64| tick_label(x, false);
+        let t = ticks((lo, hi), 876.0, (72.0, 12.0), true, &label);
+        assert!(t.len() >= 3 && t.len() <= MAX_TICKS, "{t:?}");
+        assert!(apart(&t, lo, hi, 876.0, false), "{t:?}");
+        assert!(t.contains(&1e16) && t.contains(&1e17), "{t:?}");
+        assert_eq!(tick_label(2e16, false), "20 PFLOP");
+        assert_eq!(tick_label(5.75e15, false), "5.75 PFLOP");
+        // No range, no ticks (rather than a panic).
+        assert!(ticks((1.0, 1.0), 876.0, (0.0, 0.0), true, &label).is_empty());
+        assert!(ticks((f64::NAN, 1.0), 876.0, (0.0, 0.0), true, &label).is_empty());
+    }
+
+    #[test]
+    fn labels_of_points_on_top_of_each_other_take_free_places_or_none() {
+        // Nine points at one place: eight places around it, so the ninth goes unlabelled.
+        let points = vec![(100, 100); 9];
+        let labels: Vec<String> = (1..=9).map(|i| i.to_string()).collect();
+        let placed = place_labels(&points, &labels, 10.0);
+        assert!(placed[..8].iter().all(Option::is_some));
+        assert_eq!(placed[8], None);
+        let boxes: Vec<(i32, i32)> = placed.iter().flatten().copied().collect();
+        for (i, a) in boxes.iter().enumerate() {
+            for b in &boxes[i + 1..] {
+                // One character is 6 px wide and 10 px high.
+                assert!(
+                    (a.0 - b.0).abs() >= 6 || (a.1 - b.1).abs() >= 10,
+                    "{a:?} {b:?}"
+                );
+            }
+        }
+        // Points far apart keep their labels on their right.
+        let placed = place_labels(&[(10, 10), (200, 10)], &labels[..2], 10.0);
+        assert_eq!(placed, [Some((16, 5)), Some((206, 5))]);
     }
 }
