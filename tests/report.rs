@@ -1034,3 +1034,62 @@ fn the_frontier_chart_labels_every_axis_without_overlap() {
         );
     }
 }
+
+/// The Gantt chart has a lane for each stream its devices use, and none left empty: no expert
+/// or context-parallel lane without expert or context parallelism, none for tensor-parallel
+/// collectives at tp = 1.
+#[test]
+fn the_gantt_chart_has_a_lane_only_for_streams_it_uses() {
+    let dir = tempfile_dir();
+    let cases: [(&str, &[&str], &[&str], &[&str]); 3] = [
+        (
+            "pp.svg",
+            &["gpt3-125m", "--dp", "2", "--pp", "2", "--microbatches", "2"],
+            &["dp_comm", "p2p"],
+            &["tp_comm", "ep_comm", "cp_comm"],
+        ),
+        (
+            "ep.svg",
+            &[
+                "mixtral-8x7b",
+                "--dp",
+                "8",
+                "--ep",
+                "8",
+                "--microbatches",
+                "1",
+            ],
+            &["ep_comm"],
+            &["cp_comm", "p2p"],
+        ),
+        (
+            "cp.svg",
+            &["llama3-8b", "--dp", "2", "--cp", "4", "--microbatches", "2"],
+            &["cp_comm"],
+            &["ep_comm", "p2p"],
+        ),
+    ];
+    for (file, args, present, absent) in cases {
+        let path = dir.join(format!("lanes-{file}"));
+        symshard()
+            .arg("timeline")
+            .args(args)
+            .arg("--svg")
+            .arg(&path)
+            .assert()
+            .success();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        let lanes: Vec<&str> = svg
+            .split("text-anchor=\"end\">")
+            .skip(1)
+            .map(|t| t[..t.find('<').unwrap()].rsplit(" · ").next().unwrap())
+            .collect();
+        assert!(lanes.contains(&"compute"), "{file}: {lanes:?}");
+        for s in present {
+            assert!(lanes.contains(s), "{file}: {s} in {lanes:?}");
+        }
+        for s in absent {
+            assert!(!lanes.contains(s), "{file}: {s} in {lanes:?}");
+        }
+    }
+}
