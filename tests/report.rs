@@ -932,9 +932,12 @@ fn the_report_never_shows_a_fraction_of_a_byte() {
         .all(|r| r[3].ends_with('B') && !r[3].contains('/')));
 }
 
+/// A text's box on its canvas (left, top, right, bottom) and what it says.
+type TextBox = ((f64, f64, f64, f64), String);
+
 /// A text of an SVG drawn by `plotters`: its box (left, top, right, bottom, judging each
 /// character 0.6 em wide) and what it says; rotated texts (the y axes' names) are left out.
-fn text_boxes(svg: &str) -> Vec<((f64, f64, f64, f64), String)> {
+fn text_boxes(svg: &str) -> Vec<TextBox> {
     let attr = |tag: &str, name: &str| -> Option<String> {
         let at = tag.find(&format!(" {name}=\""))? + name.len() + 3;
         Some(tag[at..at + tag[at..].find('"')?].to_string())
@@ -987,7 +990,7 @@ fn the_frontier_chart_labels_every_axis_without_overlap() {
         let boxes = text_boxes(svg);
         // The two panels, above and below 420 px.
         for panel in [0.0..420.0, 420.0..f64::MAX] {
-            let inside: Vec<&((f64, f64, f64, f64), String)> =
+            let inside: Vec<&TextBox> =
                 boxes.iter().filter(|(b, _)| panel.contains(&b.1)).collect();
             let numeric = |t: &str| t.split(' ').next().unwrap().parse::<f64>().is_ok();
             // x ticks lie on one row under the plot; y ticks end at the axis.
@@ -1041,7 +1044,9 @@ fn the_frontier_chart_labels_every_axis_without_overlap() {
 #[test]
 fn the_gantt_chart_has_a_lane_only_for_streams_it_uses() {
     let dir = tempfile_dir();
-    let cases: [(&str, &[&str], &[&str], &[&str]); 3] = [
+    // (file, timeline arguments, lanes drawn, lanes not drawn)
+    type Case<'a> = (&'a str, &'a [&'a str], &'a [&'a str], &'a [&'a str]);
+    let cases: [Case; 3] = [
         (
             "pp.svg",
             &["gpt3-125m", "--dp", "2", "--pp", "2", "--microbatches", "2"],
