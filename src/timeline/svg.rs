@@ -83,18 +83,22 @@ fn esc(s: &str) -> String {
         .replace('>', "&gt;")
 }
 
-/// The timeline as an SVG document.
-pub fn gantt_svg(plan: &TimingPlan, sim: &Simulation, title: &str) -> String {
-    let t = sim.iteration.max(1e-12);
-    let scale = (WIDTH - LEFT - 20.0) / t;
-    // A lane for each stream some event runs on (compute always): no empty expert-parallel or
-    // context-parallel lanes where neither is used.
-    let streams: Vec<Stream> = Stream::ALL
+/// The streams that get a lane: compute, and each other stream some event of some length runs
+/// on — no empty expert- or context-parallel lanes where neither is used.
+fn streams_drawn(sim: &Simulation) -> Vec<Stream> {
+    Stream::ALL
         .into_iter()
         .filter(|st| {
             *st == Stream::Compute || sim.events.iter().any(|e| e.stream == *st && e.dur > 0.0)
         })
-        .collect();
+        .collect()
+}
+
+/// The timeline as an SVG document.
+pub fn gantt_svg(plan: &TimingPlan, sim: &Simulation, title: &str) -> String {
+    let t = sim.iteration.max(1e-12);
+    let scale = (WIDTH - LEFT - 20.0) / t;
+    let streams = streams_drawn(sim);
     let lane = |device: usize, st: Stream| {
         device * streams.len() + streams.iter().position(|x| *x == st).unwrap_or(0)
     };
