@@ -79,11 +79,12 @@ fn report_shows_the_ranking_and_the_top_strategys_numbers_and_fetches_nothing() 
         top["layout"].as_str().unwrap(),
         top["layout"].as_str().unwrap()
     )));
-    // The exact relative cost and memory of every row, as `rank` prints them.
+    // The exact relative cost and the memory in whole bytes of every row, as `rank --exact`
+    // prints them.
     for r in rows {
         let cost = r["relative_cost"].as_str().unwrap();
         assert!(html.contains(&format!("title=\"{cost}\"")), "{cost}");
-        let mem = r["memory_per_device"].as_str().unwrap();
+        let mem = whole_bytes(r["memory_per_device"].as_str().unwrap());
         assert!(html.contains(&format!("title=\"{mem} bytes\"")), "{mem}");
     }
     // The top strategy's exact per-device FLOPs, as `cost` prints them under its knobs.
@@ -107,7 +108,13 @@ fn report_shows_the_ranking_and_the_top_strategys_numbers_and_fetches_nothing() 
     let args: Vec<&str> = knobs.iter().map(String::as_str).collect();
     let cost = json(&args);
     let flops = cost["per_device"]["flops"].as_str().unwrap();
-    assert!(html.contains(&format!("<code>{flops}</code>")), "{flops}");
+    assert!(html.contains(&format!("data-exact=\"{flops}\"")), "{flops}");
+}
+
+/// An exact amount of bytes (`"7/2"`) as the whole bytes it occupies, rounded up (`"4"`).
+fn whole_bytes(exact: &str) -> String {
+    let r: symshard::sym::Rational = exact.parse().unwrap();
+    r.ceil().to_integer().to_string()
 }
 
 #[test]
@@ -159,9 +166,15 @@ fn report_takes_rank_constraints_and_splits_communication_by_collective() {
         .nth(1)
         .and_then(|c| c.split("</figure>").next())
         .unwrap();
-    for label in ["compute", "intra-node all-reduce", "pipeline bubble"] {
+    for label in ["compute", "intra-node all-reduce"] {
         assert!(chart.contains(&format!("\n{label}\n</text>")), "{label}");
     }
+    // A bubble has its legend entry where some row has a pipeline.
+    let pipelined = rows.iter().any(|r| r["pp"].as_u64() > Some(1));
+    assert_eq!(
+        chart.contains("\nbubble (pipeline fill and drain)\n</text>"),
+        pipelined
+    );
     // A bad constraint is rank's error.
     symshard()
         .args([
@@ -408,9 +421,9 @@ fn report_shows_the_top_rows_per_device_formulas() {
         let row = match c["formula_a"].as_str() {
             Some(f) => {
                 with_formula += 1;
-                format!("<td><code>{f}</code></td><td><code>{value}</code></td></tr>")
+                format!("<td><code>{f}</code></td><td data-exact=\"{value}\">")
             }
-            None => format!("</td><td><code>{value}</code></td></tr>"),
+            None => format!("</td><td data-exact=\"{value}\">"),
         };
         assert!(table.contains(&row), "{}: {row}", c["name"]);
     }
@@ -421,7 +434,7 @@ fn report_shows_the_top_rows_per_device_formulas() {
     assert!(top["pp"].as_u64().unwrap() > 1, "{top}");
     let total = top["relative_cost"].as_str().unwrap();
     assert!(table.contains(&format!(
-        "no formula: the bubble is the slowest stage's time × (pp − 1)/(m·v), and which stage is slowest is a maximum over the pipeline partition's stages, not a polynomial</span></td><td><code>{total}</code>"
+        "no formula: the bubble is the slowest stage's time × (pp − 1)/(m·v), and which stage is slowest is a maximum over the pipeline partition's stages, not a polynomial</span></td><td data-exact=\"{total}\">"
     )));
 }
 
@@ -612,13 +625,16 @@ fn report_prices_an_auto_layout_row_with_its_placements() {
     let html = std::fs::read_to_string(&path).unwrap();
     let table = per_device(&html);
     for want in [flops(&auto), memory(&auto)] {
-        assert!(table.contains(&format!("<code>{want}</code>")), "{want}");
+        assert!(table.contains(&format!("data-exact=\"{want}\"")), "{want}");
     }
     for not in [flops(&annotated), memory(&annotated)] {
-        assert!(!table.contains(&format!("<code>{not}</code>")), "{not}");
+        assert!(!table.contains(&format!("data-exact=\"{not}\"")), "{not}");
     }
     let total = top["relative_cost"].as_str().unwrap();
-    assert!(table.contains(&format!("<code>{total}</code>")), "{total}");
+    assert!(
+        table.contains(&format!("data-exact=\"{total}\"")),
+        "{total}"
+    );
     // Without a pipeline the relative cost's compute has a formula in the symbols, the row's
     // number at the model's values; its kernel term, read from the table's curves, has none,
     // and so neither has the total, which says why.
@@ -636,7 +652,7 @@ fn report_prices_an_auto_layout_row_with_its_placements() {
         .iter()
         .any(|(n, f, v)| n == "total" && f.is_none() && v == total));
     assert!(table.contains(&format!(
-        "no formula: the kernel term is each kernel's time read from the calibration table's efficiency curves (interpolated in log size), tiling and launch time, not a polynomial</span></td><td><code>{total}</code>"
+        "no formula: the kernel term is each kernel's time read from the calibration table's efficiency curves (interpolated in log size), tiling and launch time, not a polynomial</span></td><td data-exact=\"{total}\">"
     )));
 }
 
@@ -652,9 +668,10 @@ fn formula_rows(table: &str) -> Vec<(String, Option<String>, String)> {
         .filter(|r| !r.starts_with("amount<") && r.contains("</th><td>"))
         .map(|r| {
             let name = r[..r.find("</th>").unwrap()].to_string();
-            let cells: Vec<&str> = r.split("<td>").skip(1).collect();
-            let formula = cell(cells[0], "<code>", "</code>");
-            let value = cell(cells[1], "<code>", "</code>").unwrap();
+            // The formula cell, then the value cell with its exact amount in `data-exact`.
+            let formula_cell = cell(r, "</th><td>", "</td>").unwrap();
+            let formula = cell(&formula_cell, "<code>", "</code>");
+            let value = cell(r, "data-exact=\"", "\"").unwrap();
             (name, formula, value)
         })
         .collect()
@@ -732,7 +749,10 @@ fn report_relative_cost_formulas_evaluate_to_the_rankings_numbers() {
             "point-to-point bytes/step",
             component("communication", "point-to-point bytes/step"),
         ),
-        ("bubble fraction", component("pipeline", "bubble fraction")),
+        (
+            "bubble ÷ slowest stage's time, (pp − 1)/(m·v)",
+            component("pipeline", "bubble fraction"),
+        ),
         ("compute", relative["compute"].as_str().unwrap().to_string()),
         (
             "intra-node communication",
@@ -759,4 +779,322 @@ fn report_relative_cost_formulas_evaluate_to_the_rankings_numbers() {
     assert!(rows.iter().any(|(n, f, v)| n == "total"
         && f.is_none()
         && *v == top["relative_cost"].as_str().unwrap()));
+}
+
+/// The body rows of a report table: each cell's shown text, markup removed.
+fn html_rows(html: &str, id: &str) -> Vec<Vec<String>> {
+    let table = html
+        .split(&format!("id=\"{id}\""))
+        .nth(1)
+        .and_then(|t| t.split("</table>").next())
+        .unwrap();
+    let body = table.split("<tbody>").nth(1).unwrap();
+    let strip = |cell: &str| {
+        let mut out = String::new();
+        let mut inside = false;
+        for c in cell.chars() {
+            match c {
+                '<' => inside = true,
+                '>' => inside = false,
+                c if !inside => out.push(c),
+                _ => {}
+            }
+        }
+        out
+    };
+    body.split("<tr>")
+        .skip(1)
+        .map(|r| {
+            r.split("<td")
+                .skip(1)
+                .map(|c| strip(&c[c.find('>').unwrap() + 1..c.find("</td>").unwrap()]))
+                .collect()
+        })
+        .collect()
+}
+
+/// One figure per quantity: each row's bubble is shown once, in the ranking table, as `rank`
+/// prints it (a share of the row's relative cost); the per-device bubble of #1 (in
+/// FLOP-equivalents) is that share of its total; the timeline of #1 shows no second, simulated
+/// bubble; and the schedule's (pp − 1)/(m·v) is not called a bubble fraction.
+#[test]
+fn the_report_shows_one_bubble_figure_per_row() {
+    let (_, html) = gpt3_report("bubble.html");
+    let out = symshard()
+        .args(["rank", "gpt3-175b", "--devices", "1024", "--top", "3"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    // rank, dp, tp, pp, ep, cp, mbs, schedule, sp, recompute, zero, layout, cost and its unit,
+    // compute, intra, inter, bubble.
+    let printed: Vec<String> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("rank "))
+        .skip(1)
+        .take(3)
+        .map(|l| l.split_whitespace().nth(17).unwrap().to_string())
+        .collect();
+    let head = html.split("id=\"ranking\"").nth(1).unwrap();
+    let head = &head[..head.find("</thead>").unwrap()];
+    let column = head
+        .split("<th ")
+        .skip(1)
+        .position(|h| h.contains(">bubble</th>"))
+        .unwrap();
+    let shown: Vec<String> = html_rows(&html, "ranking")
+        .iter()
+        .map(|r| r[column].clone())
+        .collect();
+    assert_eq!(shown, printed);
+    assert!(shown[0].ends_with('%') && shown[0] != "0.0%", "{shown:?}");
+    // The per-device bubble and total of #1 give the same share.
+    let rows = formula_rows(per_device(&html));
+    let value = |name: &str| -> symshard::sym::Rational {
+        rows.iter()
+            .find(|r| r.0 == name)
+            .unwrap()
+            .2
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(
+        symshard::cli::units::percent(&value("bubble"), &value("total")),
+        shown[0]
+    );
+    let timeline = html.split("<h2>Timeline of #1").nth(1).unwrap();
+    let timeline = &timeline[..timeline.find("</table>").unwrap()];
+    assert!(!timeline.contains("bubble"), "{timeline}");
+    assert!(!html.contains("bubble fraction"));
+    assert!(html.contains("<th>bubble ÷ slowest stage's time, (pp − 1)/(m·v)</th>"));
+}
+
+/// A ranking without a pipeline shows no bubble: `-` in every row, and no bubble in the
+/// components chart's legend.
+#[test]
+fn a_report_without_a_pipeline_shows_no_bubble() {
+    let path = tempfile_dir().join("no-pipeline.html");
+    symshard()
+        .args([
+            "report",
+            "llama2-7b",
+            "--devices",
+            "16",
+            "--top",
+            "4",
+            "--fix",
+            "pp=1",
+            "-o",
+        ])
+        .arg(&path)
+        .assert()
+        .success();
+    let html = std::fs::read_to_string(&path).unwrap();
+    let rows = html_rows(&html, "ranking");
+    assert_eq!(rows.len(), 4);
+    // rank, dp, tp, pp, ep, cp, mbs, schedule, sp, recompute, zero, layout, cost, compute,
+    // intra, inter, bubble.
+    assert!(rows.iter().all(|r| r[3] == "1" && r[16] == "-"), "{rows:?}");
+    assert!(!figure(&html, "components").contains("bubble"));
+}
+
+/// Every byte amount a person reads in the report is whole bytes: GPT-3 175B's #1 holds
+/// 141532835840/3 bytes of activations (JSON keeps the fraction), shown with units and, on hover,
+/// as the whole bytes `--exact` prints.
+#[test]
+fn the_report_never_shows_a_fraction_of_a_byte() {
+    let (top, html) = gpt3_report("bytes.html");
+    assert!(top["memory"]["activations"].as_str().unwrap().contains('/'));
+    let rows = formula_rows(per_device(&html));
+    let activations = rows.iter().find(|r| r.0 == "activations").unwrap();
+    assert!(
+        activations.2.contains('/'),
+        "the exact amount is kept for checks"
+    );
+    let shown = |html: &str, exact: &str| {
+        let at = html.find(&format!("data-exact=\"{exact}\"")).unwrap();
+        let cell = &html[at..];
+        cell[..cell.find("</td>").unwrap()].to_string()
+    };
+    let cell = shown(&html, &activations.2);
+    let whole = whole_bytes(&activations.2);
+    assert!(
+        cell.contains(&format!("title=\"{whole} bytes\">47.2 GB</span>")),
+        "{cell}"
+    );
+    // No title, and no text outside the formulas and their data, holds a fraction of a byte.
+    for (i, _) in html.match_indices(" bytes\"") {
+        let title = &html[html[..i].rfind('"').unwrap() + 1..i];
+        assert!(title.parse::<u128>().is_ok(), "{title}");
+    }
+    let visible = html_rows(&html, "collectives");
+    assert!(visible
+        .iter()
+        .all(|r| r[3].ends_with('B') && !r[3].contains('/')));
+}
+
+/// A text's box on its canvas (left, top, right, bottom) and what it says.
+type TextBox = ((f64, f64, f64, f64), String);
+
+/// A text of an SVG drawn by `plotters`: its box (left, top, right, bottom, judging each
+/// character 0.6 em wide) and what it says; rotated texts (the y axes' names) are left out.
+fn text_boxes(svg: &str) -> Vec<TextBox> {
+    let attr = |tag: &str, name: &str| -> Option<String> {
+        let at = tag.find(&format!(" {name}=\""))? + name.len() + 3;
+        Some(tag[at..at + tag[at..].find('"')?].to_string())
+    };
+    svg.split("<text")
+        .skip(1)
+        .filter_map(|chunk| {
+            let tag = &chunk[..chunk.find('>')?];
+            if tag.contains("rotate(") {
+                return None;
+            }
+            let body = chunk[tag.len() + 1..chunk.find("</text>")?]
+                .trim()
+                .to_string();
+            let x: f64 = attr(tag, "x")?.parse().ok()?;
+            let y: f64 = attr(tag, "y")?.parse().ok()?;
+            let size: f64 = attr(tag, "font-size")?.parse().ok()?;
+            let w = 0.6 * size * body.chars().count() as f64;
+            let left = match attr(tag, "text-anchor").as_deref() {
+                Some("middle") => x - w / 2.0,
+                Some("end") => x - w,
+                _ => x,
+            };
+            Some(((left, y, left + w, y + size), body))
+        })
+        .collect()
+}
+
+/// The memory-versus-cost chart, with and without `--calib`: both its panels (the frontier and
+/// the rows shown close up) have labelled ticks on both axes, the close-up labels every row it
+/// has room for and lists the others, and no two labels overlap.
+#[test]
+fn the_frontier_chart_labels_every_axis_without_overlap() {
+    let dir = tempfile_dir();
+    for (model, devices, calib) in [
+        ("gpt3-175b", "1024", None),
+        ("llama2-7b", "16", Some("h100-sxm")),
+    ] {
+        let path = dir.join(format!("ticks-{model}.html"));
+        let mut cmd = symshard();
+        cmd.args(["report", model, "--devices", devices]);
+        if let Some(c) = calib {
+            cmd.args(["--calib", c]);
+        }
+        cmd.arg("-o").arg(&path).assert().success();
+        let html = std::fs::read_to_string(&path).unwrap();
+        let chart = figure(&html, "frontier");
+        let svg = &chart[chart.find("<svg").unwrap()..];
+        texts_fit(svg).unwrap();
+        let boxes = text_boxes(svg);
+        // The two panels, above and below 420 px.
+        for panel in [0.0..420.0, 420.0..f64::MAX] {
+            let inside: Vec<&TextBox> =
+                boxes.iter().filter(|(b, _)| panel.contains(&b.1)).collect();
+            let numeric = |t: &str| t.split(' ').next().unwrap().parse::<f64>().is_ok();
+            // x ticks lie on one row under the plot; y ticks end at the axis.
+            let bottom = inside
+                .iter()
+                .filter(|(_, t)| numeric(t))
+                .map(|(b, _)| b.1)
+                .fold(0.0, f64::max);
+            let x_ticks = inside
+                .iter()
+                .filter(|(b, t)| b.1 == bottom && numeric(t))
+                .count();
+            let y_ticks = inside
+                .iter()
+                .filter(|(b, t)| b.1 < bottom && numeric(t) && b.2 <= 72.0)
+                .count();
+            assert!(x_ticks >= 3, "{model}: {x_ticks} x ticks: {inside:?}");
+            assert!(y_ticks >= 3, "{model}: {y_ticks} y ticks");
+        }
+        for (i, (a, s)) in boxes.iter().enumerate() {
+            for (b, t) in &boxes[i + 1..] {
+                let apart = a.2 <= b.0 || b.2 <= a.0 || a.3 <= b.1 || b.3 <= a.1;
+                assert!(apart, "{model}: {s:?} {a:?} overlaps {t:?} {b:?}");
+            }
+        }
+        // Every row is labelled with its rank in the close-up, or listed as unlabelled.
+        let rows = html_rows(&html, "ranking").len();
+        let labelled = boxes
+            .iter()
+            .filter(|(b, t)| {
+                b.1 >= 420.0
+                    && t.strip_prefix('#')
+                        .is_some_and(|r| r.parse::<usize>().is_ok())
+            })
+            .count();
+        let listed = boxes
+            .iter()
+            .find(|(_, t)| t.starts_with("not labelled"))
+            .map_or(0, |(_, t)| t.matches('#').count());
+        assert_eq!(labelled + listed, rows, "{model}");
+        assert!(
+            labelled * 2 > rows,
+            "{model}: {labelled} of {rows} labelled"
+        );
+    }
+}
+
+/// The Gantt chart has a lane for each stream its devices use, and none left empty: no expert
+/// or context-parallel lane without expert or context parallelism, none for tensor-parallel
+/// collectives at tp = 1.
+#[test]
+fn the_gantt_chart_has_a_lane_only_for_streams_it_uses() {
+    let dir = tempfile_dir();
+    // (file, timeline arguments, lanes drawn, lanes not drawn)
+    type Case<'a> = (&'a str, &'a [&'a str], &'a [&'a str], &'a [&'a str]);
+    let cases: [Case; 3] = [
+        (
+            "pp.svg",
+            &["gpt3-125m", "--dp", "2", "--pp", "2", "--microbatches", "2"],
+            &["dp_comm", "p2p"],
+            &["tp_comm", "ep_comm", "cp_comm"],
+        ),
+        (
+            "ep.svg",
+            &[
+                "mixtral-8x7b",
+                "--dp",
+                "8",
+                "--ep",
+                "8",
+                "--microbatches",
+                "1",
+            ],
+            &["ep_comm"],
+            &["cp_comm", "p2p"],
+        ),
+        (
+            "cp.svg",
+            &["llama3-8b", "--dp", "2", "--cp", "4", "--microbatches", "2"],
+            &["cp_comm"],
+            &["ep_comm", "p2p"],
+        ),
+    ];
+    for (file, args, present, absent) in cases {
+        let path = dir.join(format!("lanes-{file}"));
+        symshard()
+            .arg("timeline")
+            .args(args)
+            .arg("--svg")
+            .arg(&path)
+            .assert()
+            .success();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        let lanes: Vec<&str> = svg
+            .split("text-anchor=\"end\">")
+            .skip(1)
+            .map(|t| t[..t.find('<').unwrap()].rsplit(" · ").next().unwrap())
+            .collect();
+        assert!(lanes.contains(&"compute"), "{file}: {lanes:?}");
+        for s in present {
+            assert!(lanes.contains(s), "{file}: {s} in {lanes:?}");
+        }
+        for s in absent {
+            assert!(!lanes.contains(s), "{file}: {s} in {lanes:?}");
+        }
+    }
 }

@@ -234,3 +234,181 @@ fn validate_states_b_and_s_of_every_row() {
         "{head}"
     );
 }
+
+/// The cells of `rank`'s table rows (whitespace-separated; an amount and its unit are two).
+fn rank_rows(t: &str) -> Vec<Vec<&str>> {
+    t.lines()
+        .skip_while(|l| !l.starts_with("rank "))
+        .skip(1)
+        .take_while(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+        .map(|l| l.split_whitespace().collect())
+        .collect()
+}
+
+/// Whether `s` is a byte amount as the tables print one: at most three significant digits and a
+/// decimal prefix (`"53.3 TB"`, `"355 GB"`, `"512 B"`).
+fn table_bytes(s: &str) -> bool {
+    let Some((number, unit)) = s.split_once(' ') else {
+        return false;
+    };
+    let digits = number.chars().filter(char::is_ascii_digit).count();
+    let prefixes = ["", "k", "M", "G", "T", "P", "E", "Z", "Y", "R", "Q"];
+    digits <= 3
+        && number.parse::<f64>().is_ok()
+        && unit
+            .strip_suffix('B')
+            .is_some_and(|p| prefixes.contains(&p))
+}
+
+#[test]
+fn nothing_fits_uses_the_tables_units() {
+    // GPT-3 175B on 8 devices of 80 GB: nothing fits; the line under the table states the
+    // footprints as the table's memory column does, not as a count of GB with a decimal.
+    let args = ["rank", "gpt3-175b", "--devices", "8", "--top", "3"];
+    let t = text(&args);
+    let line = t
+        .lines()
+        .find(|l| l.starts_with("nothing fits in "))
+        .unwrap_or_else(|| panic!("{t}"));
+    let between = |from: &str, to: &str| {
+        let at = line.find(from).unwrap_or_else(|| panic!("{line}")) + from.len();
+        line[at..at + line[at..].find(to).unwrap()].to_string()
+    };
+    let limit = between("nothing fits in ", " per device");
+    let smallest = between("smallest footprint reachable is ", " (");
+    let cheapest = between("from the cheapest strategy (", ")");
+    assert_eq!(limit, "80.0 GB", "{line}");
+    for amount in [&smallest, &cheapest] {
+        assert!(table_bytes(amount), "{amount}: {line}");
+    }
+    // Nothing fits, so the cheapest strategy is #1, and its footprint is its memory cell.
+    // rank, dp, tp, pp, ep, cp, mbs, schedule, sp, recompute, zero, layout, cost and its unit,
+    // compute, intra, inter, bubble, hidden, memory and its unit.
+    let rows = rank_rows(&t);
+    assert_eq!(cheapest, format!("{} {}", rows[0][19], rows[0][20]), "{t}");
+    // With --exact both are the exact whole bytes, as the table's memory column gives them.
+    let mut exact_args = args.to_vec();
+    exact_args.push("--exact");
+    let e = text(&exact_args);
+    let line = e.lines().find(|l| l.starts_with("nothing fits")).unwrap();
+    let v = json(&[
+        "rank",
+        "gpt3-175b",
+        "--devices",
+        "8",
+        "--top",
+        "3",
+        "--format",
+        "json",
+    ]);
+    let smallest = v["smallest_footprint"]["memory_per_device"]
+        .as_str()
+        .unwrap();
+    assert!(!smallest.contains('/'), "{smallest}");
+    assert!(
+        line.contains(&format!("reachable is {smallest} (")),
+        "{line}"
+    );
+}
+
+#[test]
+fn a_strategy_without_a_pipeline_has_no_bubble() {
+    // Llama 3 8B on 64 devices: the top rows mix pp = 1 and pp = 2.
+    let t = text(&["rank", "llama3-8b", "--devices", "64", "--top", "10"]);
+    let rows = rank_rows(&t);
+    let pp = |r: &Vec<&str>| r[3].parse::<u64>().unwrap();
+    assert!(rows.iter().any(|r| pp(r) == 1) && rows.iter().any(|r| pp(r) > 1));
+    // rank, dp, tp, pp, ep, cp, mbs, schedule, sp, recompute, zero, layout, cost and its
+    // unit, compute, intra, inter, bubble.
+    for r in &rows {
+        let bubble = r[17];
+        if pp(r) == 1 {
+            assert_eq!(bubble, "-", "{r:?}");
+        } else {
+            assert!(bubble.ends_with('%') && bubble != "0.0%", "{r:?}");
+        }
+    }
+    assert!(t.contains("bubble: the share of the step"), "{t}");
+    // The timeline of a strategy without a pipeline, whose device waits for ZeRO 3's weight
+    // gathers between passes: those waits are not a bubble.
+    let args = [
+        "timeline",
+        "llama3-8b",
+        "--set",
+        "B=16",
+        "--dp",
+        "8",
+        "--micro-batch-size",
+        "1",
+        "--zero",
+        "3",
+        "--calib",
+        "h100-sxm",
+    ];
+    let mut j = args.to_vec();
+    j.extend(["--format", "json"]);
+    assert_eq!(json(&j)["bubble_fraction"].as_f64(), Some(0.0));
+    let t = text(&args);
+    let line = t.lines().find(|l| l.contains("bubble ")).unwrap();
+    assert_eq!(line.split_whitespace().collect::<Vec<_>>(), ["bubble", "-"]);
+}
+
+#[test]
+fn cost_prints_whole_bytes_with_and_without_exact() {
+    // GPT-3 175B's #1 on 1024 devices interleaves six chunks: its activations in flight are
+    // 55/48 of a stage's, 141532835840/3 bytes exactly in JSON.
+    let args = [
+        "cost",
+        "gpt3-175b",
+        "--dp",
+        "32",
+        "--tp",
+        "4",
+        "--pp",
+        "8",
+        "--micro-batch-size",
+        "2",
+        "--schedule",
+        "interleaved-1f1b",
+        "--chunks",
+        "6",
+        "--sequence-parallel",
+        "--recompute",
+        "selective",
+        "--zero",
+        "1",
+    ];
+    let mut j = args.to_vec();
+    j.extend(["--format", "json"]);
+    let activations = json(&j)["per_device"]["memory"]["activations"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(activations, "141532835840/3");
+    let t = text(&args);
+    let line = |t: &str, name: &str| {
+        t.lines()
+            .find(|l| l.contains(name))
+            .unwrap_or_else(|| panic!("{t}"))
+            .split_whitespace()
+            .skip_while(|w| *w != "activations")
+            .skip(1)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert_eq!(line(&t, "          activations"), "47.2 GB");
+    let mut e = args.to_vec();
+    e.push("--exact");
+    let t = text(&e);
+    assert_eq!(line(&t, "          activations"), "47177611947");
+    // No amount of memory in the per-device table or its stages is a fraction.
+    let memory: Vec<&str> = t
+        .lines()
+        .skip_while(|l| !l.starts_with("  memory"))
+        .take_while(|l| !l.starts_with("  collectives"))
+        .collect();
+    assert!(
+        memory.len() > 5 && memory.iter().all(|l| !l.contains('/')),
+        "{t}"
+    );
+}

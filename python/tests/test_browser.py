@@ -64,6 +64,29 @@ REPORT_BACK = """<script>
 })();
 </script>"""
 
+# Injected last in <body>: once the page has rendered, records the box on the page of every
+# non-empty text of the charts drawn here (the Gantt chart, drawn by `timeline --svg`, aside).
+MEASURE = """<script>
+(function wait() {
+  if (document.body.dataset.rendered !== 'yes' || document.readyState !== 'complete') {
+    setTimeout(wait, 20); return;
+  }
+  var out = {};
+  ['components', 'frontier', 'memory'].forEach(function (id) {
+    var fig = document.getElementById(id);
+    out[id] = Array.prototype.map.call(fig ? fig.querySelectorAll('text') : [], function (t) {
+      var r = t.getBoundingClientRect();
+      return [r.left, r.top, r.right, r.bottom, t.textContent.trim()];
+    }).filter(function (x) { return x[4] !== ''; });
+  });
+  var p = document.createElement('pre'); p.id = '__texts'; p.textContent = JSON.stringify(out);
+  document.body.appendChild(p);
+})();
+</script>"""
+
+# A tick label: a number, with a decimal prefix and unit where the axis has one.
+TICK = re.compile(r"^-?[0-9][0-9,.]*( [kMGTPEZYRQ]?(FLOP|B))?$")
+
 # Chromium's log of what pages print to their console (`--enable-logging=stderr`): a line such
 # as `[…:INFO:CONSOLE:12] "Uncaught TypeError: …", source: file:///… (12)`.
 CONSOLE = re.compile(r"^\[[^\]]*:CONSOLE[^\]]*\] (.*)$", re.M)
@@ -218,3 +241,47 @@ def test_the_screenshot_shows_the_charts(report, tmp_path):
     keep = os.environ.get("SYMSHARD_SCREENSHOT")
     if keep:
         shutil.copy(shot, keep)
+
+
+def measured(browser: str, html: str, tmp_path: Path) -> dict:
+    """The boxes on the rendered page of the charts' texts: ``{chart: [[left, top, right,
+    bottom, text], …]}``."""
+    page = tmp_path / "measured.html"
+    page.write_text(html.replace("</body>", MEASURE + "</body>", 1))
+    p = browse(browser, page, "--dump-dom", "--window-size=1300,4300")
+    assert p.returncode == 0, p.stderr[-2000:]
+    m = re.search(r'<pre id="__texts">(.*?)</pre>', p.stdout, re.S)
+    assert m is not None, "the page did not report its texts"
+    return json.loads(html_unescape(m.group(1)))
+
+
+def test_chart_labels_exist_on_every_axis_and_do_not_overlap(report, tmp_path):
+    """As the browser lays them out: the components chart and both panels of the memory-versus-
+    cost chart (the frontier, the rows shown close up) have a row of x tick labels and a column
+    of y tick labels, the memory bar its x ticks; no two texts of a chart overlap."""
+    from collections import Counter
+
+    browser = chromium()
+    texts = measured(browser, report.read_text(), tmp_path)
+    # (rows of x ticks, panels with a column of y ticks) each chart must have.
+    axes = {"components": (1, 1), "frontier": (2, 2), "memory": (1, 0)}
+    assert set(texts) == set(axes)
+    for chart, boxes in texts.items():
+        assert boxes, f"{chart} has no text"
+        for i, a in enumerate(boxes):
+            for b in boxes[i + 1 :]:
+                wide = min(a[2], b[2]) - max(a[0], b[0])
+                high = min(a[3], b[3]) - max(a[1], b[1])
+                assert wide <= 1 or high <= 1, f"{chart}: {a[4]!r} {a[:4]} overlaps {b[4]!r} {b[:4]}"
+        # x ticks share their top, y ticks their right edge (one column for both panels of the
+        # frontier chart: each panel's y ticks lie above its row of x ticks).
+        ticks = [b for b in boxes if TICK.match(b[4])]
+        tops = Counter(round(b[1]) for b in ticks)
+        rows = sorted(top for top, n in tops.items() if n >= 3)
+        rights = Counter(round(b[2]) for b in ticks)
+        y_ticks = [b for b in ticks if rights[round(b[2])] >= 3 and round(b[1]) not in rows]
+        want_rows, want_columns = axes[chart]
+        assert len(rows) >= want_rows, f"{chart}: x ticks {tops}"
+        for above, row in zip([float("-inf")] + rows, rows[:want_columns]):
+            panel = [b for b in y_ticks if above < b[1] < row]
+            assert len(panel) >= 3, f"{chart}: y ticks above {row}: {panel}"

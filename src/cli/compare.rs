@@ -315,15 +315,6 @@ pub fn comparison(
     }
 }
 
-/// How a component's amounts print: FLOPs (and FLOP-equivalents), bytes, or a fraction.
-fn shown(group: &str) -> fn(&Rational) -> String {
-    match group {
-        "communication" | "memory" => units::bytes,
-        "pipeline" => units::fraction,
-        _ => units::flops,
-    }
-}
-
 /// A difference as `f` prints it, with its sign (`+1.23 GB`, `-4.5 PFLOP`, `0`).
 fn signed(r: &Rational, f: fn(&Rational) -> String) -> String {
     if r.is_zero() {
@@ -364,10 +355,10 @@ pub fn print_comparison(c: &Comparison) {
         } else {
             ""
         };
-        let f = shown(row.group);
+        let f = units::component_format(row.group);
         rows.push(vec![
             g.to_string(),
-            row.name.clone(),
+            units::component_name(row.group, &row.name).to_string(),
             f(&row.a),
             f(&row.b),
             signed(&row.difference, f),
@@ -420,7 +411,7 @@ pub fn print_comparison(c: &Comparison) {
         println!("B − A as formulas in the model's symbols (mesh sizes and micro-batches put in):");
         for r in formulas {
             if let Some(d) = &r.formula_difference {
-                println!("  {:<42} {}", r.name, d);
+                println!("  {:<42} {}", units::component_name(r.group, &r.name), d);
             }
         }
     }

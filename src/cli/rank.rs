@@ -313,16 +313,14 @@ struct EngineNote {
     saving_activation: String,
 }
 
-fn pct(part: &Rational, total: &Rational) -> String {
-    if total.is_zero() {
-        return "-".into();
+/// A row's bubble as a share of its relative cost ([`units::BUBBLE_MEANS`]); `-` without a
+/// pipeline, which has none.
+fn bubble(r: &Row) -> String {
+    if r.pp == 1 {
+        "-".into()
+    } else {
+        units::percent(&r.relative.bubble, &r.relative.total)
     }
-    let p = (part / total).to_f64().unwrap_or(0.0) * 100.0;
-    format!("{p:.0}%")
-}
-
-fn gb(r: &Rational) -> String {
-    format!("{:.1}", r.to_f64().unwrap_or(f64::NAN) / 1e9)
 }
 
 /// The knobs in which `alike` differ from `k`, each with every value seen (the row's first).
@@ -517,9 +515,9 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
     });
     let nothing_fits = result.smallest.as_ref().map(|(s, _)| {
         let mut msg = format!(
-            "nothing fits in {} GB per device: the smallest footprint reachable is {} GB ({})",
-            gb(&memory),
-            gb(&s.memory.total),
+            "nothing fits in {} per device: the smallest footprint reachable is {} ({})",
+            units::bytes_rounded(&memory),
+            units::bytes(&s.memory.total),
             s.knobs.describe(Some(&batch))
         );
         if let Some(c) = &result.cheapest {
@@ -530,8 +528,8 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
                     .map(|(k, v)| format!("{k} {}", v.join(" → ")))
                     .collect();
                 msg.push_str(&format!(
-                    "; from the cheapest strategy ({} GB) it is reached by {}",
-                    gb(&c.memory.total),
+                    "; from the cheapest strategy ({}) it is reached by {}",
+                    units::bytes(&c.memory.total),
                     list.join(", ")
                 ));
             }
@@ -798,14 +796,14 @@ fn print_rows(rows: &[Row]) {
                     r.layout.name().to_string()
                 },
                 units::flops(t),
-                pct(&(&r.relative.compute + &r.relative.kernels), t),
-                pct(&r.relative.comm_intra, t),
-                pct(&r.relative.comm_inter, t),
-                pct(&r.relative.bubble, t),
+                units::percent(&(&r.relative.compute + &r.relative.kernels), t),
+                units::percent(&r.relative.comm_intra, t),
+                units::percent(&r.relative.comm_inter, t),
+                bubble(r),
                 if r.relative.hidden.is_zero() {
-                    "0%".to_string()
+                    units::percent(&r.relative.hidden, t)
                 } else {
-                    format!("−{}", pct(&r.relative.hidden, t))
+                    format!("−{}", units::percent(&r.relative.hidden, t))
                 },
                 units::bytes(&r.memory_per_device),
                 r.iteration_seconds
@@ -852,7 +850,7 @@ fn print_rows(rows: &[Row]) {
 }
 
 /// The legend of the ranking's columns.
-const RANK_LEGEND: &str = "dp, tp, pp, ep, cp: data-, tensor-, pipeline-, expert- and context-parallel degrees; mbs: micro-batch size (samples per micro-batch and data-parallel rank); sp: sequence parallelism; zero: ZeRO stage; layout: the tensor-parallel layout, `annotated` (the family's tp: marks, Megatron-LM's for the shipped transformers) or `auto` (the per-operator search's, --layouts; its placements in --format json); rel. cost: FLOP-equivalents of the busiest device per step, split into compute (FLOPs, HBM bytes at κ hbm, and what kernels take beyond their FLOPs at the matmul plateau: GEMMs below it by their sizes, launches), intra- and inter-node communication and pipeline bubble, less hidden (what overlapping the data-parallel traffic with compute saves: the gradient reduction under the last backward, ZeRO 2's under every backward, ZeRO 3's weight gathers under both passes, less the compute throughput a running collective takes); memory: per device; s/step: simulated seconds per step (with --calib)";
+const RANK_LEGEND: &str = "dp, tp, pp, ep, cp: data-, tensor-, pipeline-, expert- and context-parallel degrees; mbs: micro-batch size (samples per micro-batch and data-parallel rank); sp: sequence parallelism; zero: ZeRO stage; layout: the tensor-parallel layout, `annotated` (the family's tp: marks, Megatron-LM's for the shipped transformers) or `auto` (the per-operator search's, --layouts; its placements in --format json); rel. cost: FLOP-equivalents of the busiest device per step, and its shares: compute (FLOPs, HBM bytes at κ hbm, and what kernels take beyond their FLOPs at the matmul plateau: GEMMs below it by their sizes, launches), intra- and inter-node communication and bubble, less hidden (what overlapping the data-parallel traffic with compute saves: the gradient reduction under the last backward, ZeRO 2's under every backward, ZeRO 3's weight gathers under both passes, less the compute throughput a running collective takes); memory: per device; s/step: simulated seconds per step (with --calib)";
 
 fn print_table(
     out: &Out,
@@ -903,7 +901,7 @@ fn print_table(
     if let Some(line) = ties_line(&out.strategies) {
         println!("{line}");
     }
-    println!("{RANK_LEGEND}");
+    println!("{RANK_LEGEND}; {}", units::BUBBLE_MEANS);
     if !units::exact() {
         println!("{}", units::UNITS_LEGEND);
     }

@@ -175,6 +175,16 @@ fn float_count(x: f64) -> String {
         .map_or_else(|| format!("{x:.0}"), |r| units::grouped(&r.to_integer()))
 }
 
+/// A simulated step's bubble as `rank` prints a row's: a share of the step, `-` without a
+/// pipeline.
+fn bubble(s: &Summary, knobs: &crate::strategy::Knobs) -> String {
+    if knobs.pp == 1 {
+        "-".into()
+    } else {
+        units::percent_float(s.bubble_fraction)
+    }
+}
+
 /// The legend of the per-stream columns.
 const STREAM_LEGEND: &str = "streams: compute; tp_comm, dp_comm, ep_comm: tensor-, data- and expert-parallel collectives; cp_comm: the context-parallel ring of keys and values; p2p: pipeline sends and receives";
 
@@ -199,8 +209,8 @@ fn print_summary(s: &Summary, plan: &TimingPlan, calib: &Calibration) {
         float_count(s.tokens_per_second)
     );
     println!("  model TFLOP/s / device  {:.1}", s.model_tflops_per_device);
-    println!("  MFU                     {:.1}%", 100.0 * s.mfu);
-    println!("  bubble fraction         {:.4}", s.bubble_fraction);
+    println!("  MFU                     {}", units::percent_float(s.mfu));
+    println!("  bubble                  {}", bubble(s, &plan.knobs));
     if let (Some(fits), Some(m)) = (s.fits, s.memory_per_device) {
         println!(
             "  memory per device       {} ({})",
@@ -246,6 +256,7 @@ fn print_summary(s: &Summary, plan: &TimingPlan, calib: &Calibration) {
         );
     }
     println!("  busy seconds per stream; {STREAM_LEGEND}");
+    println!("  {}", units::BUBBLE_MEANS);
     println!("  {}", units::UNITS_LEGEND);
 }
 
@@ -298,8 +309,8 @@ pub fn run_port(args: PortArgs) -> Result<(), Error> {
     line("model TFLOP/s / device", &|r| {
         format!("{:.1}", r.model_tflops_per_device)
     });
-    line("MFU", &|r| format!("{:.1}%", 100.0 * r.mfu));
-    line("bubble fraction", &|r| format!("{:.4}", r.bubble_fraction));
+    line("MFU", &|r| units::percent_float(r.mfu));
+    line("bubble", &|r| bubble(r, &plan.knobs));
     line("memory per device", &|r| {
         r.memory_per_device.map_or("unknown".into(), float_bytes)
     });
@@ -338,6 +349,7 @@ pub fn run_port(args: PortArgs) -> Result<(), Error> {
         });
     }
     println!("  busy (max, s): the most seconds any one device's stream is busy; {STREAM_LEGEND}");
+    println!("  {}", units::BUBBLE_MEANS);
     println!("  {}", units::UNITS_LEGEND);
     Ok(())
 }

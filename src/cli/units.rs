@@ -3,8 +3,14 @@
 //! thousands separators. Rounding is done exactly on the rational amount (half away from zero),
 //! so an amount is never shown larger or smaller than it rounds to.
 //!
+//! Each quantity has one formatter here, and every table, message and the HTML report print that
+//! quantity through it: FLOPs ([`flops`]), bytes ([`bytes`]), counts ([`count`]), shares of a
+//! whole such as the pipeline bubble ([`percent`]).
+//!
 //! JSON never goes through here: it keeps exact integers and fractions. `--exact` makes every
-//! function below print the exact integer or fraction instead, for auditing.
+//! function below print the exact integer or fraction instead, for auditing — except bytes, which
+//! are whole bytes everywhere a person reads them, and percentages, which are rounded shares of
+//! amounts `--exact` prints exactly.
 
 use crate::sym::Rational;
 use num_bigint::BigInt;
@@ -133,11 +139,25 @@ pub fn flops(r: &Rational) -> String {
     si(r, FLOP_DIGITS, "FLOP")
 }
 
-/// Bytes: `"80.0 GB"`, `"1.23 TB"` (three significant digits, decimal prefixes); the exact
-/// amount with `--exact`.
+/// An amount of bytes as the whole bytes it occupies: its magnitude rounded up. A fraction of a
+/// byte comes from an average over the schedule (interleaved 1F1B's activations in flight, a
+/// ring's share of a tensor), and no device stores or sends part of a byte; rounding up also
+/// keeps a shown footprint within a capacity, a whole number of bytes, exactly when the amount
+/// is.
+pub fn whole_bytes(r: &Rational) -> Rational {
+    let up = r.abs().ceil();
+    if r.is_negative() {
+        -up
+    } else {
+        up
+    }
+}
+
+/// Bytes: `"80.0 GB"`, `"1.23 TB"` (three significant digits, decimal prefixes) of the
+/// [`whole_bytes`]; the whole bytes exactly with `--exact` (JSON keeps the exact fraction).
 pub fn bytes(r: &Rational) -> String {
     if exact() {
-        return exact_text(r);
+        return exact_text(&whole_bytes(r));
     }
     bytes_rounded(r)
 }
@@ -145,7 +165,32 @@ pub fn bytes(r: &Rational) -> String {
 /// Bytes rounded as [`bytes`] rounds them, even under `--exact` (a machine's capacity in a
 /// header, not an amount to audit).
 pub fn bytes_rounded(r: &Rational) -> String {
-    si(r, BYTE_DIGITS, "B")
+    si(&whole_bytes(r), BYTE_DIGITS, "B")
+}
+
+/// The definition of the bubble every command and the report show, for their legends.
+pub const BUBBLE_MEANS: &str = "bubble: the share of the step that the busiest device idles while the pipeline fills and drains (- without a pipeline, pp = 1)";
+
+/// `part` as a share of `whole`, in per cent with one decimal (`"4.4%"`), rounded exactly (half
+/// away from zero); `"-"` when `whole` is zero. The same under `--exact`: the amounts it divides
+/// are what `--exact` prints exactly.
+pub fn percent(part: &Rational, whole: &Rational) -> String {
+    if whole.is_zero() {
+        return "-".into();
+    }
+    let tenths = (part / whole * Rational::from_integer(1000.into()))
+        .round()
+        .to_integer();
+    let sign = if tenths.is_negative() { "-" } else { "" };
+    let t = tenths.abs();
+    let (int, frac): (BigInt, BigInt) = (&t / 10, &t % 10);
+    format!("{sign}{int}.{frac}%")
+}
+
+/// A share computed in floating point (a simulated step's MFU or bubble) as [`percent`] prints
+/// one; `"-"` when it is not a number.
+pub fn percent_float(x: f64) -> String {
+    Rational::from_float(x).map_or_else(|| "-".into(), |r| percent(&r, &Rational::one()))
 }
 
 /// An integer with thousands separators: `"174,604,259,328"`.
@@ -222,6 +267,36 @@ pub fn fraction(r: &Rational) -> String {
         return text;
     }
     format!("≈{}", ratio_rounded(r))
+}
+
+/// The name a [`crate::search::versus::Component`] is shown by. The schedule's
+/// `(pp − 1)/(m·v)`, which the comparison's JSON calls the bubble fraction, is the bubble over
+/// the slowest stage's time, not the bubble `rank`, `timeline` and the report show
+/// ([`BUBBLE_MEANS`], a share of the step), so tables name it for what it is.
+pub fn component_name<'a>(group: &str, name: &'a str) -> &'a str {
+    match (group, name) {
+        ("pipeline", "bubble fraction") => "bubble ÷ slowest stage's time, (pp − 1)/(m·v)",
+        _ => name,
+    }
+}
+
+/// How the amounts of a [`crate::search::versus::Component`] group print: bytes, a fraction, or
+/// FLOPs (and FLOP-equivalents).
+pub fn component_format(group: &str) -> fn(&Rational) -> String {
+    match group {
+        "communication" | "memory" => bytes,
+        "pipeline" => fraction,
+        _ => flops,
+    }
+}
+
+/// The unit word of a [`crate::search::versus::Component`] group's exact amounts (`" bytes"`
+/// after a byte count), for a title that states the exact amount without its prefix.
+pub fn component_unit(group: &str) -> &'static str {
+    match group {
+        "communication" | "memory" => " bytes",
+        _ => "",
+    }
 }
 
 /// A count of things (strategies, checks, rows) with thousands separators; plain with `--exact`.
@@ -311,16 +386,18 @@ mod tests {
         assert_eq!(bytes(&int("999499")), "999 kB");
         // Exactly half rounds away from zero, decided on the exact amount, not a float.
         assert_eq!(bytes(&int("1235000")), "1.24 MB");
-        assert_eq!(bytes(&(int("1235000") - q(1, 1_000_000))), "1.23 MB");
+        assert_eq!(bytes(&int("1234999")), "1.23 MB");
+        assert_eq!(flops(&(int("1235000") - q(1, 1_000_000))), "1.235 MFLOP");
+        assert_eq!(si(&(int("1235000") - q(1, 1_000_000)), 3, "B"), "1.23 MB");
     }
 
     #[test]
     fn zero_fractions_and_negative_amounts() {
         assert_eq!(flops(&int("0")), "0 FLOP");
         assert_eq!(bytes(&int("0")), "0 B");
-        assert_eq!(bytes(&q(7, 2)), "3.50 B");
-        assert_eq!(bytes(&q(1, 8)), "0.125 B");
-        assert_eq!(bytes(&q(1, 1000)), "0.00100 B");
+        assert_eq!(bytes(&q(7, 2)), "4 B");
+        assert_eq!(bytes(&q(1, 8)), "1 B");
+        assert_eq!(bytes(&q(-7, 2)), "-4 B");
         assert_eq!(flops(&q(-7_000_000, 3)), "-2.333 MFLOP");
         assert_eq!(bytes(&int("-512")), "-512 B");
         assert_eq!(
@@ -366,11 +443,10 @@ mod tests {
     fn exact_prints_integers_and_fractions_unrounded() {
         with_exact(true, || {
             assert_eq!(flops(&int("1128659346020892672")), "1128659346020892672");
-            assert_eq!(bytes(&q(7, 2)), "7/2");
+            assert_eq!(flops(&q(7, 2)), "7/2");
             assert_eq!(count(&int("174604259328")), "174604259328");
         });
         assert!(!exact());
-        assert_eq!(text("7/2", bytes), "3.50 B");
         assert_eq!(text("2*B*S", bytes), "2*B*S");
     }
 
@@ -386,5 +462,37 @@ mod tests {
             fit_reason("pp = 3 does not divide"),
             "pp = 3 does not divide"
         );
+    }
+
+    #[test]
+    fn memory_is_never_printed_in_fractional_bytes() {
+        // Interleaved 1F1B's activations of GPT-3 175B (dp 32, tp 4, pp 8, v = 6): 141532835840/3
+        // bytes, rounded up to the whole bytes they occupy, with units and with --exact.
+        let activations = q(141_532_835_840, 3);
+        assert_eq!(bytes(&activations), "47.2 GB");
+        assert_eq!(with_exact(true, || bytes(&activations)), "47177611947");
+        assert_eq!(text("141532835840/3", bytes), "47.2 GB");
+        assert_eq!(with_exact(true, || text("7/2", bytes)), "4");
+        assert_eq!(bytes_rounded(&q(2001, 2)), "1.00 kB");
+        assert_eq!(bytes(&q(1, 3)), "1 B");
+        // A difference rounds its magnitude up, the same either way round.
+        assert_eq!(bytes(&q(-1, 3)), "-1 B");
+        assert_eq!(whole_bytes(&int("80000000000")), int("80000000000"));
+    }
+
+    #[test]
+    fn shares_print_in_per_cent_with_one_decimal() {
+        // #1 of GPT-3 175B on 1024 devices: its bubble over its relative cost.
+        let bubble = q(151_526_087_342_719_040, 603);
+        let total: Rational = "85718253080081572544/15075".parse().unwrap();
+        assert_eq!(percent(&bubble, &total), "4.4%");
+        assert_eq!(with_exact(true, || percent(&bubble, &total)), "4.4%");
+        assert_eq!(percent(&int("0"), &int("5")), "0.0%");
+        assert_eq!(percent(&int("1"), &int("0")), "-");
+        assert_eq!(percent(&q(1, 2000), &int("1")), "0.1%");
+        assert_eq!(percent(&q(-1, 3), &int("1")), "-33.3%");
+        assert_eq!(percent(&int("1"), &int("1")), "100.0%");
+        assert_eq!(percent_float(0.654), "65.4%");
+        assert_eq!(percent_float(f64::NAN), "-");
     }
 }

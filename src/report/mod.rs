@@ -8,7 +8,7 @@
 //! of thousands of bars, is embedded zlib-compressed and inflated by the browser. The file
 //! references nothing outside itself.
 
-use crate::cli::units::si;
+use crate::cli::units::{self, si};
 use crate::error::{Error, Result};
 use crate::sym::Rational;
 use base64::Engine as _;
@@ -96,7 +96,11 @@ const COMPONENTS: [(&str, &str, RGBColor); 4] = [
         "inter-node communication",
         RGBColor(0xe1, 0x57, 0x59),
     ),
-    ("bubble", "pipeline bubble", RGBColor(0x9c, 0x9c, 0x9c)),
+    (
+        "bubble",
+        "bubble (pipeline fill and drain)",
+        RGBColor(0x9c, 0x9c, 0x9c),
+    ),
 ];
 
 const MEMORY: [(&str, &str, RGBColor); 4] = [
@@ -143,6 +147,36 @@ fn si_float(v: f64, sig: u32, unit: &str) -> String {
     Rational::from_float(v).map_or_else(|| format!("{v:.2e}"), |r| si(&r, sig, unit))
 }
 
+/// An exact amount as the terminal's formatter `f` prints it ([`units`]: one formatter per
+/// quantity), with what `--exact` prints in its title (followed by `unit`); other text as it is.
+fn amount(v: &Value, f: fn(&Rational) -> String, unit: &str) -> String {
+    match exact(v) {
+        Some(r) => format!(
+            "<span title=\"{}{unit}\">{}</span>",
+            esc(&units::with_exact(true, || f(&r))),
+            esc(&f(&r))
+        ),
+        None => esc(&text(v)),
+    }
+}
+
+/// `part` of `total` in per cent, as `rank` prints a share ([`units::percent`]).
+fn pct(part: &Value, total: &Value) -> String {
+    match (exact(part), exact(total)) {
+        (Some(p), Some(t)) => units::percent(&p, &t),
+        _ => "-".into(),
+    }
+}
+
+/// A row's bubble as `rank` prints it: a share of its relative cost, `-` without a pipeline.
+fn bubble(r: &Value) -> String {
+    if r["pp"].as_u64() == Some(1) {
+        "-".into()
+    } else {
+        pct(&r["relative"]["bubble"], &r["relative"]["total"])
+    }
+}
+
 fn text(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
@@ -169,8 +203,8 @@ fn knobs(r: &Value) -> String {
 }
 
 /// The stacked segments of the components chart: compute, communication by tier and
-/// collective kind (those some strategy has), pipeline bubble — each a label, a colour and the
-/// value of every row.
+/// collective kind (those some strategy has), bubble (where some strategy has one) — each a
+/// label, a colour and the value of every row.
 fn segments(rows: &[Value], parts: &Value) -> Vec<(String, RGBColor, Vec<f64>)> {
     let mut out = vec![(
         "compute".to_string(),
@@ -228,13 +262,14 @@ fn segments(rows: &[Value], parts: &Value) -> Vec<(String, RGBColor, Vec<f64>)> 
             }
         }
     }
-    out.push((
-        "pipeline bubble".to_string(),
-        COMPONENTS[3].2,
-        rows.iter()
-            .map(|r| float(&r["relative"]["bubble"]))
-            .collect(),
-    ));
+    // No legend entry for a bubble no row has (none without a pipeline).
+    let bubbles: Vec<f64> = rows
+        .iter()
+        .map(|r| float(&r["relative"]["bubble"]))
+        .collect();
+    if bubbles.iter().any(|v| *v > 0.0) {
+        out.push((COMPONENTS[3].1.to_string(), COMPONENTS[3].2, bubbles));
+    }
     out
 }
 
@@ -381,9 +416,162 @@ fn frontier_titles(seconds: bool) -> (&'static str, &'static str) {
     }
 }
 
-/// Memory per device against step time (or relative cost): the rows shown, the ranking's Pareto
-/// frontier (`rank --pareto`, over every strategy that fits) and the capacity line.
-fn frontier_svg(rows: &[Value], pareto: &[Value], seconds: bool, capacity: f64) -> Result<String> {
+/// Width of a label's character, in pixels, at the charts' 10 px tick and point labels: 0.6 em,
+/// wider than sans-serif's average, so that labels judged apart are apart.
+const CHAR_PX: f64 = 6.0;
+/// Pixels kept free between two tick labels.
+const TICK_GAP: f64 = 10.0;
+/// Canvas width of the frontier chart, its margin and its y-label area, in pixels.
+const FRONTIER_W: u32 = 960;
+const FRONTIER_MARGIN: u32 = 12;
+const FRONTIER_Y_AREA: u32 = 60;
+
+/// An axis' value as its tick label: `x` to the fewest significant digits (at most four) that
+/// state it, with a decimal prefix before `unit`, or in seconds with the fewest decimals.
+fn tick_label(x: f64, seconds: bool) -> String {
+    let close = |y: f64| (y - x).abs() <= 1e-9 * x.abs();
+    if seconds {
+        let d = (0..6)
+            .find(|d| close(format!("{x:.d$}").parse().unwrap_or(f64::NAN)))
+            .unwrap_or(6);
+        return format!("{x:.d$}");
+    }
+    let sig = (1..4)
+        .find(|s| {
+            let p = 10f64.powi(x.abs().log10().floor() as i32 - *s as i32 + 1);
+            close((x / p).round() * p)
+        })
+        .unwrap_or(4);
+    si_float(x, sig, "FLOP")
+}
+
+/// Where on an axis from `lo` to `hi` (0 to 1) a value lies, logarithmically or linearly.
+fn axis_share(x: f64, lo: f64, hi: f64, log: bool) -> f64 {
+    if log {
+        (x / lo).ln() / (hi / lo).ln()
+    } else {
+        (x - lo) / (hi - lo)
+    }
+}
+
+/// The most ticks an axis gets: more crowd it without telling more.
+const MAX_TICKS: usize = 10;
+
+/// Ticks for an axis from `lo` to `hi` (positive) drawn `width` pixels wide, with `room` pixels
+/// of canvas before and after it: the most (up to [`MAX_TICKS`]) of the round values (1, 2, 5 and
+/// finer in each decade on a logarithmic axis; every multiple of 1, 2, 2.5 or 5 times a power of
+/// ten) whose labels leave [`TICK_GAP`] pixels between them and stay on the canvas. A narrow
+/// logarithmic range, inside one decade, gets evenly spaced ticks; a wide one its 1–2–5.
+fn ticks(
+    (lo, hi): (f64, f64),
+    width: f64,
+    room: (f64, f64),
+    log: bool,
+    label: &dyn Fn(f64) -> String,
+) -> Vec<f64> {
+    if !(lo.is_finite() && hi.is_finite() && 0.0 < lo && lo < hi) {
+        return vec![];
+    }
+    let mut sets: Vec<Vec<f64>> = vec![];
+    let (k0, k1) = (
+        (hi - lo).log10().floor() as i32 - 2,
+        hi.log10().ceil() as i32 + 1,
+    );
+    if log {
+        for mantissas in [
+            &[1.0][..],
+            &[1.0, 2.0, 5.0],
+            &[1.0, 1.5, 2.0, 3.0, 5.0, 7.0],
+            &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0],
+        ] {
+            let decades = lo.log10().floor() as i32..=hi.log10().floor() as i32;
+            sets.push(
+                decades
+                    .flat_map(|k| mantissas.iter().map(move |m| m * 10f64.powi(k)))
+                    .filter(|t| (lo..=hi).contains(t))
+                    .collect(),
+            );
+        }
+    }
+    for k in k0..=k1 {
+        for m in [1.0, 2.0, 2.5, 5.0] {
+            let step = m * 10f64.powi(k);
+            let (first, last) = ((lo / step).ceil() as i64, (hi / step).floor() as i64);
+            if (0..MAX_TICKS as i64).contains(&(last - first)) {
+                sets.push((first..=last).map(|n| n as f64 * step).collect());
+            }
+        }
+    }
+    let at = |t: f64| width * axis_share(t, lo, hi, log);
+    let half = |t: f64| label(t).chars().count() as f64 * CHAR_PX / 2.0;
+    let fits = |set: &Vec<f64>| {
+        set.windows(2)
+            .all(|w| at(w[1]) - at(w[0]) >= half(w[0]) + half(w[1]) + TICK_GAP)
+            && set
+                .iter()
+                .all(|&t| at(t) - half(t) >= -room.0 && at(t) + half(t) <= width + room.1)
+    };
+    sets.into_iter()
+        .filter(|s| (2..=MAX_TICKS).contains(&s.len()) && fits(s))
+        .max_by_key(Vec::len)
+        .unwrap_or_default()
+}
+
+/// A label's box in pixels: left, top, right, bottom.
+type LabelBox = (f64, f64, f64, f64);
+
+/// Places the label of each point (in order) beside it — right, left, above or below — where
+/// it overlaps no label placed before; `None` for a point with no free place (under the points
+/// and labels of others).
+fn place_labels(points: &[(i32, i32)], labels: &[String], size: f64) -> Vec<Option<(i32, i32)>> {
+    let mut taken: Vec<LabelBox> = vec![];
+    let apart = |a: &LabelBox, b: &LabelBox| a.2 <= b.0 || b.2 <= a.0 || a.3 <= b.1 || b.3 <= a.1;
+    points
+        .iter()
+        .zip(labels)
+        .map(|(&(x, y), text)| {
+            let w = text.chars().count() as f64 * CHAR_PX;
+            let (x, y) = (f64::from(x), f64::from(y));
+            let spots = [
+                (x + 6.0, y - size / 2.0),
+                (x - 6.0 - w, y - size / 2.0),
+                (x - w / 2.0, y - 6.0 - size),
+                (x - w / 2.0, y + 6.0),
+                (x + 6.0, y - 6.0 - size),
+                (x + 6.0, y + 6.0),
+                (x - 6.0 - w, y - 6.0 - size),
+                (x - 6.0 - w, y + 6.0),
+            ];
+            let free = spots
+                .iter()
+                .map(|&(l, t)| (l, t, l + w, t + size))
+                .find(|b| taken.iter().all(|o| apart(b, o)))?;
+            taken.push(free);
+            Some((free.0.round() as i32, free.1.round() as i32))
+        })
+        .collect()
+}
+
+/// A panel's x ticks (logarithmic), labelled in seconds or as relative cost, for the plotting
+/// width of the frontier chart.
+fn frontier_ticks(lo: f64, hi: f64, seconds: bool) -> Vec<f64> {
+    let width = f64::from(FRONTIER_W - 2 * FRONTIER_MARGIN - FRONTIER_Y_AREA);
+    let room = (
+        f64::from(FRONTIER_MARGIN + FRONTIER_Y_AREA),
+        f64::from(FRONTIER_MARGIN),
+    );
+    ticks((lo, hi), width, room, true, &|x| tick_label(x, seconds))
+}
+
+/// Memory per device against step time (or relative cost): the ranking's Pareto frontier
+/// (`rank --pareto`, over every strategy that fits), the rows shown and the capacity line
+/// above; below, the rows shown close up, each labelled with its rank where the label has room.
+fn frontier_svg(
+    rows: &[Value],
+    pareto: &[Value],
+    seconds: bool,
+    capacity: &Rational,
+) -> Result<String> {
     let x_of = |r: &Value| {
         if seconds {
             float(&r["iteration_seconds"])
@@ -398,128 +586,253 @@ fn frontier_svg(rows: &[Value], pareto: &[Value], seconds: bool, capacity: f64) 
         .map(point)
         .filter(|p| p.0.is_finite() && p.1.is_finite())
         .collect();
-    let cap = capacity / 1e9;
-    let (x0, x1) = points
-        .iter()
-        .chain(&front)
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| {
-            (a.min(p.0), b.max(p.0))
-        });
-    // A logarithmic axis: the frontier runs from the fastest strategies to ones many times slower.
-    let (lo, hi) = (x0.max(1e-12) / 1.15, x1.max(x0 * 1.01).max(1e-12) * 1.15);
-    let ymax = points.iter().chain(&front).map(|p| p.1).fold(cap, f64::max) * 1.1;
-    let (caption, x_desc) = frontier_titles(seconds);
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (960, 400)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, (FRONTIER_W, 780)).into_drawing_area();
         root.fill(&WHITE).map_err(chart_err)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(caption, ("sans-serif", 15))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(60)
-            .build_cartesian_2d((lo..hi).log_scale(), 0f64..ymax)
-            .map_err(chart_err)?;
-        chart
-            .configure_mesh()
-            .x_desc(x_desc)
-            .y_desc("memory per device (GB)")
-            .x_labels(30)
-            .x_label_formatter(&|x| {
-                // Label 1, 2 and 5 times a power of ten only, so that labels do not collide.
-                let m = x / 10f64.powf(x.log10().floor());
-                if ![1.0, 2.0, 5.0].iter().any(|k| (m - k).abs() < 1e-6) {
-                    String::new()
-                } else if seconds {
-                    format!("{x}")
-                } else {
-                    si_float(*x, 3, "FLOP")
-                }
-            })
-            .draw()
-            .map_err(chart_err)?;
-        let cap_style = ShapeStyle::from(&RED).stroke_width(2);
-        chart
-            .draw_series(DashedLineSeries::new(
-                [(lo, cap), (hi, cap)],
-                8,
-                5,
-                cap_style,
-            ))
-            .map_err(chart_err)?
-            .label(format!("device memory limit {cap:.1} GB"))
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 14, y)], cap_style));
-        if !front.is_empty() {
-            // The frontier as a staircase: each point is better in time than every one using
-            // less memory.
-            let line = ShapeStyle::from(&BLACK).stroke_width(1);
-            let mut stairs = vec![];
-            for (i, p) in front.iter().enumerate() {
-                if i > 0 {
-                    stairs.push((p.0, front[i - 1].1));
-                }
-                stairs.push(*p);
-            }
-            chart
-                .draw_series(LineSeries::new(stairs, line))
-                .map_err(chart_err)?
-                .label(format!(
-                    "Pareto frontier of every strategy that fits ({} strategies, rank --pareto)",
-                    front.len()
-                ))
-                .legend(move |(x, y)| PathElement::new([(x, y), (x + 14, y)], line));
-            chart
-                .draw_series(front.iter().map(|&p| Circle::new(p, 2, BLACK.filled())))
-                .map_err(chart_err)?;
-        }
-        let fits = |r: &Value| r["feasible"].as_bool() == Some(true);
-        let blue = RGBColor(0x4e, 0x79, 0xa7);
-        chart
-            .draw_series(
-                rows.iter()
-                    .zip(&points)
-                    .filter(|(r, _)| fits(r))
-                    .map(|(_, &p)| Circle::new(p, 4, blue.filled())),
-            )
-            .map_err(chart_err)?
-            .label("strategy that fits")
-            .legend(move |(x, y)| Circle::new((x + 7, y), 4, blue.filled()));
-        if rows.iter().any(|r| !fits(r)) {
-            chart
-                .draw_series(
-                    rows.iter()
-                        .zip(&points)
-                        .filter(|(r, _)| !fits(r))
-                        .map(|(_, &p)| Cross::new(p, 4, RED.stroke_width(2))),
-                )
-                .map_err(chart_err)?
-                .label("does not fit")
-                .legend(|(x, y)| Cross::new((x + 7, y), 4, RED.stroke_width(2)));
-        }
-        chart
-            .draw_series(rows.iter().zip(&points).map(|(r, &p)| {
-                Text::new(
-                    format!("{}", r["rank"]),
-                    p,
-                    ("sans-serif", 10).into_font().color(&BLACK),
-                )
-            }))
-            .map_err(chart_err)?;
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::MiddleRight)
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK)
-            .draw()
-            .map_err(chart_err)?;
+        let (upper, lower) = root.split_vertically(420);
+        frontier_panel(&upper, rows, &points, &front, seconds, capacity)?;
+        close_up_panel(&root, &lower, rows, &points, seconds)?;
         root.present().map_err(chart_err)?;
     }
     Ok(svg)
 }
 
+/// The smallest and largest of `xs` (finite ones), widened by `pad` of their spread (or of the
+/// value, when they are all one), as an axis range.
+fn padded(xs: impl Iterator<Item = f64>, pad: f64, floor: f64) -> (f64, f64) {
+    let (a, b) = xs
+        .filter(|x| x.is_finite())
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| {
+            (a.min(x), b.max(x))
+        });
+    if !a.is_finite() {
+        return (floor.max(1e-12), floor.max(1e-12) * 2.0);
+    }
+    let spread = if b > a {
+        b - a
+    } else {
+        a.abs().max(1e-12) * 0.2
+    };
+    ((a - pad * spread).max(floor), b + pad * spread)
+}
+
+type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
+
+/// The frontier panel: the Pareto staircase, the rows shown (only #1 labelled; the close-up
+/// below labels them all), a frame around them, and the capacity line.
+fn frontier_panel(
+    area: &Area,
+    rows: &[Value],
+    points: &[(f64, f64)],
+    front: &[(f64, f64)],
+    seconds: bool,
+    capacity: &Rational,
+) -> Result<()> {
+    let cap = capacity.to_f64().unwrap_or(f64::NAN) / 1e9;
+    let (x0, x1) = padded(points.iter().chain(front).map(|p| p.0), 0.0, 1e-12);
+    // A logarithmic axis: the frontier runs from the fastest strategies to ones many times slower.
+    let (lo, hi) = (x0 / 1.15, x1.max(x0 * 1.01) * 1.15);
+    let ymax = points.iter().chain(front).map(|p| p.1).fold(cap, f64::max) * 1.1;
+    let (caption, x_desc) = frontier_titles(seconds);
+    let x_ticks = frontier_ticks(lo, hi, seconds);
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, ("sans-serif", 15))
+        .margin(FRONTIER_MARGIN)
+        .x_label_area_size(40)
+        .y_label_area_size(FRONTIER_Y_AREA)
+        .build_cartesian_2d((lo..hi).log_scale().with_key_points(x_ticks), 0f64..ymax)
+        .map_err(chart_err)?;
+    chart
+        .configure_mesh()
+        .x_desc(x_desc)
+        .y_desc("memory per device (GB)")
+        .x_label_formatter(&|x| tick_label(*x, seconds))
+        .y_label_formatter(&|y| format!("{y:.0}"))
+        .draw()
+        .map_err(chart_err)?;
+    let cap_style = ShapeStyle::from(&RED).stroke_width(2);
+    chart
+        .draw_series(DashedLineSeries::new(
+            [(lo, cap), (hi, cap)],
+            8,
+            5,
+            cap_style,
+        ))
+        .map_err(chart_err)?
+        .label(format!(
+            "device memory limit {}",
+            units::bytes_rounded(capacity)
+        ))
+        .legend(move |(x, y)| PathElement::new([(x, y), (x + 14, y)], cap_style));
+    if !front.is_empty() {
+        // The frontier as a staircase: each point is better in time than every one using
+        // less memory.
+        let line = ShapeStyle::from(&BLACK).stroke_width(1);
+        let mut stairs = vec![];
+        for (i, p) in front.iter().enumerate() {
+            if i > 0 {
+                stairs.push((p.0, front[i - 1].1));
+            }
+            stairs.push(*p);
+        }
+        chart
+            .draw_series(LineSeries::new(stairs, line))
+            .map_err(chart_err)?
+            .label(format!(
+                "Pareto frontier of every strategy that fits ({} strategies, rank --pareto)",
+                front.len()
+            ))
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 14, y)], line));
+        chart
+            .draw_series(front.iter().map(|&p| Circle::new(p, 2, BLACK.filled())))
+            .map_err(chart_err)?;
+    }
+    // The rows shown, framed: the panel below draws them close up.
+    let (fx0, fx1) = padded(points.iter().map(|p| p.0), 0.05, lo);
+    let (fy0, fy1) = padded(points.iter().map(|p| p.1), 0.05, 0.0);
+    let frame = ShapeStyle::from(&RGBColor(0x88, 0x88, 0x88)).stroke_width(1);
+    chart
+        .draw_series([Rectangle::new(
+            [(fx0.max(lo), fy0), (fx1.min(hi), fy1.min(ymax))],
+            frame,
+        )])
+        .map_err(chart_err)?
+        .label(format!("the {} rows shown: close up below", rows.len()))
+        .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], frame));
+    draw_rows(&mut chart, rows, points)?;
+    if let (Some(p), Some(r)) = (points.first(), rows.first()) {
+        // The panel's area starts at the canvas' corner: its pixels are the canvas'.
+        let (x, y) = chart.backend_coord(p);
+        area.draw(&Text::new(
+            format!("#{}", r["rank"]),
+            (x + 6, y - 5),
+            ("sans-serif", 10).into_font().color(&BLACK),
+        ))
+        .map_err(chart_err)?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .draw()
+        .map_err(chart_err)
+}
+
+/// The rows as points: a filled circle where the strategy fits, a cross where it does not.
+fn draw_rows<'a, X, Y>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>,
+    rows: &[Value],
+    points: &[(f64, f64)],
+) -> Result<()>
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    let fits = |r: &Value| r["feasible"].as_bool() == Some(true);
+    let blue = RGBColor(0x4e, 0x79, 0xa7);
+    chart
+        .draw_series(
+            rows.iter()
+                .zip(points)
+                .filter(|(r, _)| fits(r))
+                .map(|(_, &p)| Circle::new(p, 4, blue.filled())),
+        )
+        .map_err(chart_err)?
+        .label("strategy that fits")
+        .legend(move |(x, y)| Circle::new((x + 7, y), 4, blue.filled()));
+    if rows.iter().any(|r| !fits(r)) {
+        chart
+            .draw_series(
+                rows.iter()
+                    .zip(points)
+                    .filter(|(r, _)| !fits(r))
+                    .map(|(_, &p)| Cross::new(p, 4, RED.stroke_width(2))),
+            )
+            .map_err(chart_err)?
+            .label("does not fit")
+            .legend(|(x, y)| Cross::new((x + 7, y), 4, RED.stroke_width(2)));
+    }
+    Ok(())
+}
+
+/// The rows shown close up, each labelled with its rank beside its point where
+/// the label overlaps no other (labels are drawn on `root`, whose pixels are the canvas'); the
+/// ranks left unlabelled are listed under the panel.
+fn close_up_panel(
+    root: &Area,
+    area: &Area,
+    rows: &[Value],
+    points: &[(f64, f64)],
+    seconds: bool,
+) -> Result<()> {
+    let (_, height) = area.dim_in_pixel();
+    let (plot, note) = area.split_vertically(height.saturating_sub(20));
+    let (lo, hi) = padded(points.iter().map(|p| p.0), 0.08, 1e-12);
+    let (y0, y1) = padded(points.iter().map(|p| p.1), 0.12, 0.0);
+    // Logarithmic as above, so that the close-up is the frame's contents enlarged.
+    let x_ticks = frontier_ticks(lo, hi, seconds);
+    let what = if seconds {
+        "simulated seconds per step"
+    } else {
+        "relative cost per step"
+    };
+    let mut chart = ChartBuilder::on(&plot)
+        .caption(
+            format!(
+                "the {} rows shown, close up: memory per device versus {what}",
+                rows.len()
+            ),
+            ("sans-serif", 15),
+        )
+        .margin(FRONTIER_MARGIN)
+        .x_label_area_size(40)
+        .y_label_area_size(FRONTIER_Y_AREA)
+        .build_cartesian_2d((lo..hi).log_scale().with_key_points(x_ticks), y0..y1)
+        .map_err(chart_err)?;
+    chart
+        .configure_mesh()
+        .x_desc(frontier_titles(seconds).1)
+        .y_desc("memory per device (GB)")
+        .x_label_formatter(&|x| tick_label(*x, seconds))
+        .y_label_formatter(&|y| format!("{y:.1}"))
+        .draw()
+        .map_err(chart_err)?;
+    draw_rows(&mut chart, rows, points)?;
+    let pixels: Vec<(i32, i32)> = points.iter().map(|p| chart.backend_coord(p)).collect();
+    // `#7`, not `7`: a rank, not a number of the axes.
+    let labels: Vec<String> = rows.iter().map(|r| format!("#{}", r["rank"])).collect();
+    let font = ("sans-serif", 10).into_font().color(&BLACK);
+    let mut unlabelled = vec![];
+    for (at, label) in place_labels(&pixels, &labels, 10.0)
+        .into_iter()
+        .zip(&labels)
+    {
+        match at {
+            Some(p) => root
+                .draw(&Text::new(label.clone(), p, font.clone()))
+                .map_err(chart_err)?,
+            None => unlabelled.push(label.clone()),
+        }
+    }
+    if !unlabelled.is_empty() {
+        note.draw(&Text::new(
+            format!(
+                "not labelled, for want of room beside the points around them: {}",
+                unlabelled.join(", ")
+            ),
+            ((FRONTIER_MARGIN + FRONTIER_Y_AREA) as i32, 2),
+            font,
+        ))
+        .map_err(chart_err)?;
+    }
+    Ok(())
+}
+
 /// The top strategy's memory by kind, against the capacity.
-fn memory_svg(memory: &Value, capacity: f64) -> Result<String> {
-    let cap = capacity / 1e9;
+fn memory_svg(memory: &Value, capacity: &Rational) -> Result<String> {
+    let cap = capacity.to_f64().unwrap_or(f64::NAN) / 1e9;
     let vals: Vec<f64> = MEMORY
         .iter()
         .map(|(k, _, _)| float(&memory[*k]) / 1e9)
@@ -545,14 +858,15 @@ fn memory_svg(memory: &Value, capacity: f64) -> Result<String> {
             .draw()
             .map_err(chart_err)?;
         let mut at = 0.0;
-        for ((_, label, colour), v) in MEMORY.iter().zip(&vals) {
+        for ((key, label, colour), v) in MEMORY.iter().zip(&vals) {
             let (a, b) = (at, at + v);
+            let shown = exact(&memory[*key]).map_or_else(|| "-".into(), |m| units::bytes(&m));
             at = b;
             let colour = *colour;
             chart
                 .draw_series([Rectangle::new([(a, 0.3), (b, 0.7)], colour.filled())])
                 .map_err(chart_err)?
-                .label(format!("{label} {v:.2} GB"))
+                .label(format!("{label} {shown}"))
                 .legend(move |(x, y)| {
                     Rectangle::new([(x, y - 5), (x + 10, y + 5)], colour.filled())
                 });
@@ -566,7 +880,7 @@ fn memory_svg(memory: &Value, capacity: f64) -> Result<String> {
                 cap_style,
             ))
             .map_err(chart_err)?
-            .label(format!("memory limit {cap:.1} GB"))
+            .label(format!("memory limit {}", units::bytes_rounded(capacity)))
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 14, y)], cap_style));
         chart
             .configure_series_labels()
@@ -578,15 +892,6 @@ fn memory_svg(memory: &Value, capacity: f64) -> Result<String> {
         root.present().map_err(chart_err)?;
     }
     Ok(svg)
-}
-
-fn pct(part: &Value, total: &Value) -> String {
-    match (exact(part), exact(total)) {
-        (Some(p), Some(t)) if t != Rational::from_integer(0.into()) => {
-            format!("{:.1} %", (p / t).to_f64().unwrap_or(f64::NAN) * 100.0)
-        }
-        _ => "-".into(),
-    }
 }
 
 fn ranking_table(rows: &[Value], seconds: bool) -> String {
@@ -637,7 +942,7 @@ fn ranking_table(rows: &[Value], seconds: bool) -> String {
         let fits = if r["feasible"].as_bool() == Some(true) {
             "yes".to_string()
         } else {
-            format!("no: {}", text(&r["reason"]))
+            format!("no: {}", units::fit_reason(&text(&r["reason"])))
         };
         let cells: [(String, String); 21] = [
             (text(&r["rank"]), text(&r["rank"])),
@@ -659,14 +964,7 @@ fn ranking_table(rows: &[Value], seconds: bool) -> String {
             (text(&r["recompute"]), text(&r["recompute"])),
             (text(&r["zero"]), text(&r["zero"])),
             (text(&r["layout"]), text(&r["layout"])),
-            (
-                float(total).to_string(),
-                format!(
-                    "<span title=\"{}\">{}</span>",
-                    esc(&text(total)),
-                    exact(total).map_or_else(|| text(total), |r| si(&r, 4, "FLOP"))
-                ),
-            ),
+            (float(total).to_string(), amount(total, units::flops, "")),
             (float(&compute).to_string(), pct(&compute, total)),
             (
                 float(&rel["comm_intra"]).to_string(),
@@ -676,22 +974,20 @@ fn ranking_table(rows: &[Value], seconds: bool) -> String {
                 float(&rel["comm_inter"]).to_string(),
                 pct(&rel["comm_inter"], total),
             ),
-            (
-                float(&rel["bubble"]).to_string(),
-                pct(&rel["bubble"], total),
-            ),
+            (float(&rel["bubble"]).to_string(), bubble(r)),
             (
                 float(&rel["hidden"]).to_string(),
-                format!("−{}", pct(&rel["hidden"], total)),
+                // What overlap hides is taken off the total, as `rank` marks it.
+                match exact(&rel["hidden"]) {
+                    Some(h) if !num_traits::Zero::is_zero(&h) => {
+                        format!("−{}", pct(&rel["hidden"], total))
+                    }
+                    _ => pct(&rel["hidden"], total),
+                },
             ),
             (
                 float(&r["memory_per_device"]).to_string(),
-                format!(
-                    "<span title=\"{} bytes\">{}</span>",
-                    esc(&text(&r["memory_per_device"])),
-                    exact(&r["memory_per_device"])
-                        .map_or_else(|| text(&r["memory_per_device"]), |b| si(&b, 3, "B"))
-                ),
+                amount(&r["memory_per_device"], units::bytes, " bytes"),
             ),
             (
                 r["iteration_seconds"]
@@ -764,7 +1060,7 @@ fn formulas(cost: &Value, top: &Value, top_formulas: &Value, top_parts: &Value) 
     let collectives = list(&cost["per_device"]["comm"]);
     let _ = write!(
         h,
-        "<h3>Per device under #1 ({})</h3><p class=\"note\">Each amount of the busiest device in one step as a formula in the model's symbols, with the data- and tensor-parallel sizes and the micro-batch count put in, and its value at the symbols' values above. The formulas are those <code>symshard compare</code> derives, the relative cost's with the calibration's machine balances (κ) as exact fractions, each shown only where it evaluates exactly to the number.</p><table class=\"kv\" id=\"per-device\"><tr><th>amount</th><th>formula in the symbols</th><th>value</th></tr>",
+        "<h3>Per device under #1 ({})</h3><p class=\"note\">Each amount of the busiest device in one step as a formula in the model's symbols, with the data- and tensor-parallel sizes and the micro-batch count put in, and its value at the symbols' values above, as the terminal prints it (hover for what <code>--exact</code> prints: bytes in whole bytes, other amounts exactly). The formulas are those <code>symshard compare</code> derives, the relative cost's with the calibration's machine balances (κ) as exact fractions, each shown only where it evaluates exactly to the exact amount. The bubble is the slowest stage's time × (pp − 1)/(m·v); as a share of the step it is the ranking's bubble column.</p><table class=\"kv\" id=\"per-device\"><tr><th>amount</th><th>formula in the symbols</th><th>value</th></tr>",
         esc(&text(&pd["strategy"]))
     );
     let mut group = String::new();
@@ -774,7 +1070,8 @@ fn formulas(cost: &Value, top: &Value, top_formulas: &Value, top_parts: &Value) 
             group.clone_from(&g);
             let _ = write!(h, "<tr><th colspan=\"3\">{}</th></tr>", esc(&g));
         }
-        let name = text(&c["name"]);
+        let name = units::component_name(&g, &text(&c["name"])).to_string();
+        let (format, unit) = (units::component_format(&g), units::component_unit(&g));
         let formula = match (c["formula"].as_str(), c["why"].as_str()) {
             (Some(f), _) => format!("<code>{}</code>", esc(f)),
             (None, Some(why)) => format!("<span class=\"note\">{}</span>", esc(why)),
@@ -782,9 +1079,10 @@ fn formulas(cost: &Value, top: &Value, top_formulas: &Value, top_parts: &Value) 
         };
         let _ = write!(
             h,
-            "<tr><th>{}</th><td>{formula}</td><td><code>{}</code></td></tr>",
+            "<tr><th>{}</th><td>{formula}</td><td data-exact=\"{}\">{}</td></tr>",
             esc(&name),
-            esc(&text(&c["value"]))
+            esc(&text(&c["value"])),
+            amount(&c["value"], format, unit)
         );
     }
     h.push_str("</table>");
@@ -793,11 +1091,10 @@ fn formulas(cost: &Value, top: &Value, top_formulas: &Value, top_parts: &Value) 
     for p in list(top_parts) {
         let _ = write!(
             h,
-            "<tr><td>{}</td><td>{}</td><td><span title=\"{}\">{}</span></td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&text(&p["kind"])),
             esc(&text(&p["tier"])),
-            esc(&text(&p["cost"])),
-            exact(&p["cost"]).map_or_else(|| text(&p["cost"]), |r| si(&r, 4, "FLOP"))
+            amount(&p["cost"], units::flops, "")
         );
     }
     h.push_str("</table>");
@@ -813,9 +1110,10 @@ fn formulas(cost: &Value, top: &Value, top_formulas: &Value, top_parts: &Value) 
             }
         );
     }
-    h.push_str("<table class=\"sortable\" id=\"collectives\"><thead><tr><th>collective</th><th>axis</th><th>tier</th><th>bytes</th><th>count</th><th>where</th></tr></thead><tbody>");
+    h.push_str("<table class=\"sortable\" id=\"collectives\"><thead><tr><th>collective</th><th>axis</th><th>tier</th><th>bytes per call</th><th>calls per step</th><th>where</th></tr></thead><tbody>");
     for c in &collectives {
         let kind = text(&c["collective"]);
+        let calls = exact(&c["count"]);
         let _ = writeln!(
             h,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td data-v=\"{}\">{}</td><td data-v=\"{}\">{}</td><td>{}</td></tr>",
@@ -823,14 +1121,27 @@ fn formulas(cost: &Value, top: &Value, top_formulas: &Value, top_parts: &Value) 
             esc(&text(&c["axis"])),
             esc(&text(&c["tier"])),
             float(&c["bytes"]),
-            esc(&text(&c["bytes"])),
+            amount(&c["bytes"], units::bytes, " bytes"),
             esc(&text(&c["count"])),
-            esc(&text(&c["count"])),
-            esc(&text(&c["op"]))
+            esc(&calls.map_or_else(|| text(&c["count"]), |n| units::count(&n))),
+            esc(&collective_site(c))
         );
     }
     h.push_str("</tbody></table>");
     h
+}
+
+/// Where a collective runs: its operator or edge, and the tensor it moves where that is not the
+/// operator's own output (a layer norm's two weight gradients, `dgamma` and `dbeta`, are two
+/// rows of one operator).
+fn collective_site(c: &Value) -> String {
+    let (op, tensor) = (text(&c["op"]), text(&c["tensor"]));
+    let from = op.split('→').next().unwrap_or_default();
+    if tensor.is_empty() || tensor == from {
+        op
+    } else {
+        format!("{op} ({tensor})")
+    }
 }
 
 /// Why an amount of the top strategy has no formula, where its formula failed its check (the
@@ -859,21 +1170,18 @@ fn timeline_summary(t: &Value) -> String {
     row(
         &mut h,
         "tokens per second",
-        format!("{:.0}", float(&t["tokens_per_second"])),
+        Rational::from_float(float(&t["tokens_per_second"]).round())
+            .map_or_else(|| "-".into(), |n| units::count(&n)),
     );
     row(
         &mut h,
         "model TFLOP/s per device",
         format!("{:.1}", float(&t["model_tflops_per_device"])),
     );
-    row(&mut h, "MFU", format!("{:.1} %", float(&t["mfu"]) * 100.0));
-    row(
-        &mut h,
-        "pipeline bubble",
-        format!("{:.1} %", float(&t["bubble_fraction"]) * 100.0),
-    );
+    row(&mut h, "MFU", units::percent_float(float(&t["mfu"])));
     row(&mut h, "devices shown", text(&t["representative"]));
-    h.push_str("</table>");
+    // One figure per quantity: the bubble of #1 is the ranking's, not a second, simulated one.
+    h.push_str("</table><p class=\"note\">The step of #1 simulated on this machine. Its bubble is the ranking's bubble column; the gaps in the chart are where each device idles.</p>");
     h
 }
 
@@ -925,7 +1233,8 @@ pub fn html(input: &ReportInput) -> Result<String> {
         .first()
         .ok_or_else(|| Error::Usage("a report needs at least one ranked strategy".into()))?;
     let seconds = rows.iter().all(|x| x["iteration_seconds"].is_number());
-    let capacity = input.capacity_bytes.to_f64().unwrap_or(f64::NAN);
+    let capacity = input.capacity_bytes;
+    let count = |v: &Value| exact(v).map_or_else(|| text(v), |n| units::count(&n));
     let title = format!("{} on {} devices", text(&r["model"]), text(&r["devices"]));
     let mut h = String::new();
     let _ = write!(
@@ -935,7 +1244,7 @@ pub fn html(input: &ReportInput) -> Result<String> {
     );
     let _ = writeln!(
         h,
-        "<h1>{}</h1><p><span class=\"cmd\">{}</span></p><p>{} per node; machine balance from <b>{}</b>; ranked by {}; {} strategies priced, {} fit in {:.1} GB.</p>",
+        "<h1>{}</h1><p><span class=\"cmd\">{}</span></p><p>{} per node; machine balance from <b>{}</b>; ranked by {}; {} strategies priced, {} fit in {}.</p>",
         esc(&title),
         esc(&input.command),
         esc(&text(&r["gpus_per_node"])),
@@ -945,13 +1254,14 @@ pub fn html(input: &ReportInput) -> Result<String> {
         } else {
             "relative cost (FLOP-equivalents)"
         },
-        esc(&text(&r["evaluated"])),
-        esc(&text(&r["feasible"])),
-        capacity / 1e9
+        esc(&count(&r["evaluated"])),
+        esc(&count(&r["feasible"])),
+        esc(&units::bytes_rounded(capacity))
     );
     let _ = writeln!(
         h,
-        "<section><h2>Ranking</h2><p class=\"note\">Click a column to sort. Hover a relative cost or a memory figure for its exact value. mbs: micro-batch size (samples per micro-batch and data-parallel rank); layout: the tensor-parallel layout, <code>annotated</code> (the model's own marks) or <code>auto</code> (the per-operator search's).</p>{}</section>",
+        "<section><h2>Ranking</h2><p class=\"note\">Click a column to sort. Hover a relative cost or a memory figure for what <code>--exact</code> prints (bytes in whole bytes). compute, intra-node, inter-node, bubble and hidden are shares of the relative cost; {}. mbs: micro-batch size (samples per micro-batch and data-parallel rank); layout: the tensor-parallel layout, <code>annotated</code> (the model's own marks) or <code>auto</code> (the per-operator search's).</p>{}</section>",
+        esc(units::BUBBLE_MEANS),
         ranking_table(&rows, seconds)
     );
     let _ = writeln!(
@@ -961,7 +1271,12 @@ pub fn html(input: &ReportInput) -> Result<String> {
     );
     let _ = writeln!(
         h,
-        "<section><h2>Memory versus time</h2><figure class=\"chart\" id=\"frontier\">{}</figure></section>",
+        "<section><h2>Memory versus {}</h2><figure class=\"chart\" id=\"frontier\">{}</figure></section>",
+        if seconds {
+            "simulated seconds"
+        } else {
+            "relative cost"
+        },
         frontier_svg(
             &rows,
             r["pareto"].as_array().map(Vec::as_slice).unwrap_or_default(),
@@ -1018,5 +1333,66 @@ mod tests {
         );
         assert_eq!(exact(&Value::String("1/0".into())), None);
         assert_eq!(exact(&Value::String("x".into())), None);
+    }
+
+    /// Whether the labels of `ticks` on an axis `width` pixels wide keep [`TICK_GAP`] apart.
+    fn apart(ticks: &[f64], lo: f64, hi: f64, width: f64, seconds: bool) -> bool {
+        ticks.windows(2).all(|w| {
+            let gap = width * (axis_share(w[1], lo, hi, true) - axis_share(w[0], lo, hi, true));
+            let chars = tick_label(w[0], seconds).chars().count()
+                + tick_label(w[1], seconds).chars().count();
+            gap >= chars as f64 * CHAR_PX / 2.0 + TICK_GAP
+        })
+    }
+
+    #[test]
+    fn a_narrow_range_of_seconds_gets_labelled_ticks() {
+        // Simulated steps of 11.0 to 13.5 s hold no 1, 2 or 5 times a power of ten: evenly
+        // spaced ticks instead, labelled without trailing zeros.
+        let label = |x: f64| tick_label(x, true);
+        let t = ticks((11.0, 13.5), 876.0, (72.0, 12.0), true, &label);
+        assert!(t.len() >= 3, "{t:?}");
+        assert!(t.iter().all(|x| (11.0..=13.5).contains(x)));
+        assert!(apart(&t, 11.0, 13.5, 876.0, true), "{t:?}");
+        assert_eq!(tick_label(11.5, true), "11.5");
+        assert_eq!(tick_label(12.0, true), "12");
+    }
+
+    #[test]
+    fn a_wide_range_of_costs_gets_round_ticks_that_do_not_collide() {
+        let (lo, hi) = (4.9e15, 1.5e17);
+        let label = |x: f64| tick_label(x, false);
+        let t = ticks((lo, hi), 876.0, (72.0, 12.0), true, &label);
+        assert!(t.len() >= 3 && t.len() <= MAX_TICKS, "{t:?}");
+        assert!(apart(&t, lo, hi, 876.0, false), "{t:?}");
+        assert!(t.contains(&1e16) && t.contains(&1e17), "{t:?}");
+        assert_eq!(tick_label(2e16, false), "20 PFLOP");
+        assert_eq!(tick_label(5.75e15, false), "5.75 PFLOP");
+        // No range, no ticks (rather than a panic).
+        assert!(ticks((1.0, 1.0), 876.0, (0.0, 0.0), true, &label).is_empty());
+        assert!(ticks((f64::NAN, 1.0), 876.0, (0.0, 0.0), true, &label).is_empty());
+    }
+
+    #[test]
+    fn labels_of_points_on_top_of_each_other_take_free_places_or_none() {
+        // Nine points at one place: eight places around it, so the ninth goes unlabelled.
+        let points = vec![(100, 100); 9];
+        let labels: Vec<String> = (1..=9).map(|i| i.to_string()).collect();
+        let placed = place_labels(&points, &labels, 10.0);
+        assert!(placed[..8].iter().all(Option::is_some));
+        assert_eq!(placed[8], None);
+        let boxes: Vec<(i32, i32)> = placed.iter().flatten().copied().collect();
+        for (i, a) in boxes.iter().enumerate() {
+            for b in &boxes[i + 1..] {
+                // One character is 6 px wide and 10 px high.
+                assert!(
+                    (a.0 - b.0).abs() >= 6 || (a.1 - b.1).abs() >= 10,
+                    "{a:?} {b:?}"
+                );
+            }
+        }
+        // Points far apart keep their labels on their right.
+        let placed = place_labels(&[(10, 10), (200, 10)], &labels[..2], 10.0);
+        assert_eq!(placed, [Some((16, 5)), Some((206, 5))]);
     }
 }

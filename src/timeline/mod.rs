@@ -78,8 +78,10 @@ pub struct Summary {
     pub model_tflops_per_device: f64,
     /// Model FLOPs utilisation: model FLOP/s per device over the peak bf16 FLOP/s.
     pub mfu: f64,
-    /// Pipeline bubble: the busiest device's idle time ÷ (idle + busy time) until the pipeline
-    /// flushes (between 0 and 1).
+    /// The bubble ([`crate::cli::units::BUBBLE_MEANS`]): the share of the step (between 0 and 1)
+    /// that the busiest device idles before the pipeline flushes, waiting for the stages before
+    /// and after it; 0 without a pipeline, where a device's waits between passes are for its
+    /// collectives (ZeRO 3's weight gathers), not for other stages.
     pub bubble_fraction: f64,
     /// Whether the fullest device's memory fits the machine's capacity (absent for analyses
     /// saved without their memory).
@@ -148,8 +150,9 @@ fn timed(plan: &TimingPlan, calib: &Calibration, keep: bool) -> Result<Timeline>
         tokens_per_second: f(&plan.tokens) / t,
         model_tflops_per_device: model_flops / 1e12,
         mfu: model_flops / rates.peak_flops,
-        bubble_fraction: if times.flush > 0.0 {
-            ((times.flush - work) / times.flush).clamp(0.0, 1.0)
+        // Of the whole step, as `rank`'s bubble is a share of the whole relative cost.
+        bubble_fraction: if k.pp > 1 && t > 0.0 {
+            ((times.flush - work) / t).clamp(0.0, 1.0)
         } else {
             0.0
         },

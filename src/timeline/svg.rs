@@ -83,19 +83,37 @@ fn esc(s: &str) -> String {
         .replace('>', "&gt;")
 }
 
+/// The streams that get a lane: compute, and each other stream some event of some length runs
+/// on — no empty expert- or context-parallel lanes where neither is used.
+fn streams_drawn(sim: &Simulation) -> Vec<Stream> {
+    Stream::ALL
+        .into_iter()
+        .filter(|st| {
+            *st == Stream::Compute || sim.events.iter().any(|e| e.stream == *st && e.dur > 0.0)
+        })
+        .collect()
+}
+
 /// The timeline as an SVG document.
 pub fn gantt_svg(plan: &TimingPlan, sim: &Simulation, title: &str) -> String {
     let t = sim.iteration.max(1e-12);
     let scale = (WIDTH - LEFT - 20.0) / t;
-    let lanes = sim.busy.len() * Stream::ALL.len();
+    let streams = streams_drawn(sim);
+    let lane = |device: usize, st: Stream| {
+        device * streams.len() + streams.iter().position(|x| *x == st).unwrap_or(0)
+    };
+    // Events of no length on a stream without a lane draw nothing.
+    let shown = |e: &Event| streams.contains(&e.stream);
+    let lanes = sim.busy.len() * streams.len();
     let mut drawn = [false; KINDS.len()];
-    for e in &sim.events {
+    for e in sim.events.iter().filter(|e| shown(e)) {
         drawn[kind(e)] = true;
     }
     let legend = legend(&drawn);
     let legend_rows = legend.last().map_or(0, |l| l.3 + 1);
     let height = TOP + lanes as f64 * LANE + 42.0 + 18.0 * legend_rows.max(1) as f64;
-    let per_stage = plan.knobs.tp * plan.knobs.dp;
+    // Devices per stage, as the summary numbers them: tensor-, context- and data-parallel ranks.
+    let per_stage = plan.knobs.tp * plan.knobs.cp * plan.knobs.dp;
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -109,8 +127,8 @@ pub fn gantt_svg(plan: &TimingPlan, sim: &Simulation, title: &str) -> String {
     );
     // Lanes and their labels.
     for d in 0..sim.busy.len() {
-        for (k, st) in Stream::ALL.iter().enumerate() {
-            let y = TOP + (d * Stream::ALL.len() + k) as f64 * LANE;
+        for (k, st) in streams.iter().enumerate() {
+            let y = TOP + lane(d, *st) as f64 * LANE;
             let fill = if d % 2 == 0 { "#f4f4f4" } else { "#ffffff" };
             let _ = writeln!(
                 s,
@@ -136,7 +154,9 @@ pub fn gantt_svg(plan: &TimingPlan, sim: &Simulation, title: &str) -> String {
         }
     }
     // Bars, merged per lane while they are closer than a pixel and alike.
-    let mut order: Vec<usize> = (0..sim.events.len()).collect();
+    let mut order: Vec<usize> = (0..sim.events.len())
+        .filter(|&i| shown(&sim.events[i]))
+        .collect();
     order.sort_by(|&a, &b| {
         let (ea, eb) = (&sim.events[a], &sim.events[b]);
         (ea.device, ea.stream as usize)
@@ -147,7 +167,7 @@ pub fn gantt_svg(plan: &TimingPlan, sim: &Simulation, title: &str) -> String {
     let flush = |s: &mut String, (i, x0, x1): (usize, f64, f64)| {
         let e: &Event = &sim.events[i];
         let (fill, what) = colour(e);
-        let y = TOP + (e.device * Stream::ALL.len() + e.stream as usize) as f64 * LANE + 1.0;
+        let y = TOP + lane(e.device, e.stream) as f64 * LANE + 1.0;
         let mb = e
             .microbatch
             .map(|j| format!(", micro-batch {j}"))
