@@ -72,7 +72,7 @@ pub struct SideJson {
     pub fits: bool,
     /// Why not.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
+    pub reason: Option<crate::parallel::Infeasible>,
     /// With a calibration table: the timeline's seconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seconds: Option<Seconds>,

@@ -97,7 +97,7 @@ struct PerDevice {
     memory: crate::parallel::Memory,
     feasible: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
-    reason: Option<String>,
+    reason: Option<crate::parallel::Infeasible>,
     stages: Vec<crate::parallel::evaluate::Stage>,
     #[serde(skip_serializing_if = "Option::is_none")]
     per_op: Option<Vec<DeviceOpRow>>,
@@ -507,7 +507,10 @@ fn print_device(pd: &PerDevice, e: &Evaluation, machine: &(String, Rational), le
         } else {
             format!(
                 "  (does not fit: {})",
-                units::fit_reason(pd.reason.as_deref().unwrap_or_default())
+                pd.reason
+                    .as_ref()
+                    .map(units::infeasible)
+                    .unwrap_or_default()
             )
         }
     );

@@ -200,7 +200,7 @@ struct Row {
     memory: crate::parallel::Memory,
     feasible: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
-    reason: Option<String>,
+    reason: Option<crate::parallel::Infeasible>,
     #[serde(skip_serializing_if = "Option::is_none")]
     iteration_seconds: Option<f64>,
     /// Knobs whose values do not change this row's cost or memory: each with the values that
@@ -813,7 +813,7 @@ fn print_rows(rows: &[Row]) {
                 } else {
                     format!(
                         "no: {}",
-                        units::fit_reason(r.reason.as_deref().unwrap_or_default())
+                        r.reason.as_ref().map(units::infeasible).unwrap_or_default()
                     )
                 },
             ]

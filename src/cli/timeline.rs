@@ -89,7 +89,7 @@ pub fn plan_of(
         eprintln!(
             "warning: {} does not fit in memory: {}",
             e.knobs.describe(model.batch_value(&values)),
-            units::fit_reason(why)
+            units::infeasible(why)
         );
     }
     Ok(plan)

@@ -547,7 +547,34 @@ pub struct Evaluation {
     /// Whether it fits in memory.
     pub feasible: bool,
     /// Why not, when not.
-    pub reason: Option<String>,
+    pub reason: Option<Infeasible>,
+}
+
+/// Why a strategy does not fit: the memory its fullest device needs against what a device has
+/// (bytes). Printed, and serialised, as `needs N bytes per device, more than M` (whole bytes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Infeasible {
+    /// Bytes the fullest device needs.
+    pub need: Rational,
+    /// Bytes a device has (after headroom).
+    pub have: Rational,
+}
+
+impl std::fmt::Display for Infeasible {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "needs {} bytes per device, more than {}",
+            self.need.to_integer(),
+            self.have.to_integer()
+        )
+    }
+}
+
+impl Serialize for Infeasible {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
 }
 
 /// Checks that every split divides its index at these bindings.
@@ -2129,12 +2156,9 @@ pub fn evaluate_with(
         .cloned()
         .unwrap_or_default();
     let feasible = fullest.total <= *memory;
-    let reason = (!feasible).then(|| {
-        format!(
-            "needs {} bytes per device, more than {}",
-            fullest.total.to_integer(),
-            memory.to_integer()
-        )
+    let reason = (!feasible).then(|| Infeasible {
+        need: fullest.total.clone(),
+        have: memory.clone(),
     });
     Ok(Evaluation {
         knobs: k.clone(),

@@ -10,7 +10,7 @@ pub mod layout;
 pub mod moe;
 
 pub use analysis::{analyse, Analysis, BlockAnalysis, Comm, OpAnalysis, Site, DP, TP};
-pub use evaluate::{evaluate, CommRow, Evaluation, Memory, RelativeCost};
+pub use evaluate::{evaluate, CommRow, Evaluation, Infeasible, Memory, RelativeCost};
 pub use layout::{plan, Layout, OpPlan, Place, Tag};
 
 use crate::calib::Calibration;
