@@ -302,7 +302,7 @@ struct AutoNote {
     error: Option<String>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, Default)]
 struct EngineNote {
     tp: u64,
     stop: String,
@@ -311,6 +311,9 @@ struct EngineNote {
     saving_compute: String,
     saving_comm: String,
     saving_activation: String,
+    /// Why the engine could not build the layer, when it could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
 }
 
 /// A row's bubble as a share of its relative cost ([`units::BUBBLE_MEANS`]); `-` without a
@@ -436,61 +439,12 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
     let model = loader.resolve(&args.model)?;
     let values = args.symbols.apply(&model)?;
     let calib = Calibration::resolve_or_reference(args.calib.as_deref())?;
-    let gpus_per_node = args
-        .search
-        .gpus_per_node
-        .unwrap_or_else(|| calib.gpus_per_node());
-    crate::strategy::check_gpus_per_node(gpus_per_node).map_err(machine_error)?;
-    if args.top == 0 {
-        return Err(Error::Usage("--top must be at least 1".into()));
-    }
-    if args.search.max_microbatches == 0 {
-        return Err(Error::Usage("--max-microbatches must be at least 1".into()));
-    }
-    if args.search.max_chunks == 0 || args.search.max_chunks > crate::strategy::MAX_DEVICES {
-        return Err(Error::Usage(format!(
-            "--max-chunks must be at least 1 (1: no interleaving), not {}",
-            args.search.max_chunks
-        )));
-    }
-    let steer = steering(&args)?;
-    // The knobs first, then the machine they need: a fixed degree the model cannot use is
-    // what to change, not the devices.
-    if let Some(pp) = steer.pp.fixed {
-        crate::parallel::check_pipeline_stages(&model, &values, pp)?;
-    }
-    crate::strategy::check_fills_nodes(args.devices, gpus_per_node).map_err(machine_error)?;
-    let capacity = match &args.search.memory {
-        Some(m) => parse_memory(m).map_err(|e| Error::Usage(format!("--memory: {e}")))?,
-        None => calib.memory_bytes(),
-    };
-    let memory = match &args.search.headroom {
-        Some(h) => apply_headroom(h, &capacity)?,
-        None => capacity.clone(),
-    };
-    let batch = model
-        .batch_value(&values)
-        .cloned()
-        .unwrap_or_else(|| Rational::from_integer(1.into()));
-    let opts = RankOptions {
-        devices: args.devices,
-        gpus_per_node,
-        top: args.top,
-        memory: memory.clone(),
-        max_microbatches: args.search.max_microbatches.max(1),
-        seconds: args.calib.is_some(),
-        max_chunks: args.search.max_chunks,
-        steer: steer.clone(),
-        pareto: args.pareto,
-        // Auto layouts by default only where the family annotates none: an annotated layout is
-        // the one the training stacks run, and searching beside it triples the time.
-        layouts: args.search.layouts.unwrap_or(
-            match (args.emit, crate::search::auto::has_annotations(&model)) {
-                (Some(Emit::Megatron | Emit::Torchtitan), _) | (_, true) => Layouts::Annotated,
-                _ => Layouts::Both,
-            },
-        ),
-    };
+    let Request {
+        opts,
+        steer,
+        capacity,
+        batch,
+    } = request(&args, &model, &values, &calib)?;
     let pb = super::progress::bar(0, "ranking mesh shapes");
     let result = rank_with_progress(&model, &values, &calib, &opts, &mut |done, all| {
         pb.set_length(all as u64);
@@ -513,127 +467,20 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
             &batch,
         )
     });
-    let nothing_fits = result.smallest.as_ref().map(|(s, _)| {
-        let mut msg = format!(
-            "nothing fits in {} per device: the smallest footprint reachable is {} ({})",
-            units::bytes_rounded(&memory),
-            units::bytes(&s.memory.total),
-            s.knobs.describe(Some(&batch))
-        );
-        if let Some(c) = &result.cheapest {
-            let changes = free_knobs(&c.knobs, std::slice::from_ref(&s.knobs), &batch);
-            if !changes.is_empty() {
-                let list: Vec<String> = changes
-                    .iter()
-                    .map(|(k, v)| format!("{k} {}", v.join(" → ")))
-                    .collect();
-                msg.push_str(&format!(
-                    "; from the cheapest strategy ({}) it is reached by {}",
-                    units::bytes(&c.memory.total),
-                    list.join(", ")
-                ));
-            }
-        }
-        msg
-    });
     let range = result
         .balance_range
         .as_ref()
         .map(|(lo, hi)| (lo.to_string(), hi.as_ref().map(|h| h.to_string())));
-    // Run the shown tensor-parallel layouts through the e-graph engine: the cheapest program the
-    // laws prove equal to each (sequence parallelism, when it is cheaper, is one such program).
-    let mut engine = Vec::new();
-    let mut seen = Vec::new();
-    for r in &result.rows {
-        let k = &r.evaluation.knobs;
-        if k.tp > 1 && !k.sequence_parallel && !seen.contains(&k.tp) {
-            seen.push(k.tp);
-            if let Ok(rep) = crate::rewrite::optimize_layer(&model, k.tp, &values) {
-                engine.push(EngineNote {
-                    tp: k.tp,
-                    stop: rep.run.stop_reason.clone(),
-                    egraph_nodes: rep.run.egraph_nodes,
-                    moved: rep
-                        .moved
-                        .iter()
-                        .map(|m| format!("{}: {} → {}", m.op, m.before, m.after))
-                        .collect(),
-                    saving_compute: rep.saving.compute.clone(),
-                    saving_comm: rep.saving.comm.clone(),
-                    saving_activation: rep.saving.activation.clone(),
-                });
-            }
-        }
-    }
-    // Per-operator placements carry any layout; Megatron-LM's and torchtitan's flags express
-    // only the annotated one, so they describe the best row that uses it.
-    let emitted = match (args.emit, result.rows.first()) {
-        (Some(super::rank::Emit::Json), Some(top)) => Some(super::emit::emit(
-            super::rank::Emit::Json,
-            &model,
-            &values,
-            &top.evaluation,
-            &top.layout.overrides(),
-        )?),
-        (Some(emit), Some(top)) => {
-            match result
-                .rows
-                .iter()
-                .find(|r| r.layout.kind == LayoutKind::Annotated || r.evaluation.knobs.tp == 1)
-            {
-                Some(r) => {
-                    // A grouped row's other members, priced again when the row's own knobs are
-                    // ones the target cannot run.
-                    let reprice = |k: &Knobs| {
-                        super::compare::evaluate_knobs(
-                            &model,
-                            &values,
-                            k,
-                            &calib,
-                            gpus_per_node,
-                            &memory,
-                            false,
-                            &r.layout.overrides(),
-                        )
-                        .map(|e| e.evaluation)
-                    };
-                    let mut e = super::emit::emit_ranked(emit, &model, &values, r, &reprice)?;
-                    if r.rank != top.rank {
-                        e.text = format!(
-                            "# row {} (the best row with the annotated layout: the flags cannot express the auto layout of row {})\n{}",
-                            r.rank, top.rank, e.text
-                        );
-                    }
-                    Some(e)
-                }
-                None => {
-                    return Err(Error::Usage(
-                        "--emit: no row shown uses the annotated layout, which is all Megatron-LM's and torchtitan's flags express; use --emit json for the auto layout's placements, or --layouts annotated".into(),
-                    ))
-                }
-            }
-        }
-        _ => None,
+    let top = Top {
+        args: &args,
+        model: &model,
+        values: &values,
+        calib: &calib,
+        opts: &opts,
+        result: &result,
     };
-    let why = match (args.why, result.rows.first(), result.rows.get(1)) {
-        (true, Some(first), Some(second)) => {
-            let side = |r: &crate::search::RankedRow| {
-                super::compare::evaluate_knobs(
-                    &model,
-                    &values,
-                    &r.evaluation.knobs,
-                    &calib,
-                    gpus_per_node,
-                    &memory,
-                    args.calib.is_some(),
-                    &r.layout.overrides(),
-                )
-            };
-            let (a, b) = (side(first)?, side(second)?);
-            Some(super::compare::comparison(&model, &values, &calib, &a, &b))
-        }
-        _ => None,
-    };
+    let emitted = top.emitted()?;
+    let why = top.why()?;
     let auto_layouts = auto_notes(&result);
     let out = Out {
         model: model.name.clone(),
@@ -648,14 +495,14 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
             .and_then(|s| values.get(s))
             .map(|s| s.to_string()),
         devices: args.devices,
-        gpus_per_node,
+        gpus_per_node: opts.gpus_per_node,
         calibration: calib.name.clone(),
-        memory_limit: memory.clone(),
+        memory_limit: opts.memory.clone(),
         steering: steer.describe(),
         strategies: rows,
         pareto,
         smallest_footprint: smallest,
-        nothing_fits,
+        nothing_fits: nothing_fits_line(&result, &opts.memory, &batch),
         emitted: emitted.as_ref().map(|e| e.json.clone()),
         evaluated: result.evaluated,
         simulated: result.simulated,
@@ -663,33 +510,276 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
         rejected: result.rejected.clone(),
         failed: result.failed.clone(),
         balance_range: range,
-        engine,
+        engine: engine_notes(&model, &values, &result),
         search_seconds: result.search_seconds,
         auto_layout_seconds: (!auto_layouts.is_empty()).then_some(result.auto_seconds),
         auto_layouts,
         why,
     };
     match args.format {
-        Format::Json => print_json(&out)?,
+        Format::Json => print_json(&out),
         Format::Table => {
             print_table(&out, &calib, &capacity, &args, &result);
-            if let Some(e) = &emitted {
-                println!();
-                println!("{}", e.text);
-            }
-            if args.why {
-                println!();
-                match &out.why {
-                    Some(c) => {
-                        println!("why #1 and not #2: A is #1, B is #2");
-                        super::compare::print_comparison(c);
-                    }
-                    None => println!("--why: fewer than two strategies ranked, nothing to compare"),
-                }
-            }
+            print_after_table(&out, emitted.as_ref(), args.why);
+            Ok(())
         }
     }
-    Ok(())
+}
+
+/// The search the flags ask for, checked: the options, the steering, the device's capacity
+/// (before headroom) and the global batch.
+struct Request {
+    opts: RankOptions,
+    steer: Steer,
+    capacity: Rational,
+    batch: Rational,
+}
+
+/// Checks the flags and builds the [`Request`].
+fn request(
+    args: &RankArgs,
+    model: &crate::model::Model,
+    values: &crate::sym::Bindings,
+    calib: &Calibration,
+) -> Result<Request, Error> {
+    let gpus_per_node = args
+        .search
+        .gpus_per_node
+        .unwrap_or_else(|| calib.gpus_per_node());
+    crate::strategy::check_gpus_per_node(gpus_per_node).map_err(machine_error)?;
+    if args.top == 0 {
+        return Err(Error::Usage("--top must be at least 1".into()));
+    }
+    if args.search.max_microbatches == 0 {
+        return Err(Error::Usage("--max-microbatches must be at least 1".into()));
+    }
+    if args.search.max_chunks == 0 || args.search.max_chunks > crate::strategy::MAX_DEVICES {
+        return Err(Error::Usage(format!(
+            "--max-chunks must be at least 1 (1: no interleaving), not {}",
+            args.search.max_chunks
+        )));
+    }
+    let steer = steering(args)?;
+    // The knobs first, then the machine they need: a fixed degree the model cannot use is
+    // what to change, not the devices.
+    if let Some(pp) = steer.pp.fixed {
+        crate::parallel::check_pipeline_stages(model, values, pp)?;
+    }
+    crate::strategy::check_fills_nodes(args.devices, gpus_per_node).map_err(machine_error)?;
+    let capacity = match &args.search.memory {
+        Some(m) => parse_memory(m).map_err(|e| Error::Usage(format!("--memory: {e}")))?,
+        None => calib.memory_bytes(),
+    };
+    let memory = match &args.search.headroom {
+        Some(h) => apply_headroom(h, &capacity)?,
+        None => capacity.clone(),
+    };
+    let batch = model
+        .batch_value(values)
+        .cloned()
+        .unwrap_or_else(|| Rational::from_integer(1.into()));
+    let opts = RankOptions {
+        devices: args.devices,
+        gpus_per_node,
+        top: args.top,
+        memory,
+        max_microbatches: args.search.max_microbatches.max(1),
+        seconds: args.calib.is_some(),
+        max_chunks: args.search.max_chunks,
+        steer: steer.clone(),
+        pareto: args.pareto,
+        // Auto layouts by default only where the family annotates none: an annotated layout is
+        // the one the training stacks run, and searching beside it triples the time.
+        layouts: args.search.layouts.unwrap_or(
+            match (args.emit, crate::search::auto::has_annotations(model)) {
+                (Some(Emit::Megatron | Emit::Torchtitan), _) | (_, true) => Layouts::Annotated,
+                _ => Layouts::Both,
+            },
+        ),
+    };
+    Ok(Request {
+        opts,
+        steer,
+        capacity,
+        batch,
+    })
+}
+
+/// When nothing fits: the smallest footprint reachable, and how the cheapest strategy gets
+/// there.
+fn nothing_fits_line(
+    result: &crate::search::RankResult,
+    memory: &Rational,
+    batch: &Rational,
+) -> Option<String> {
+    let (s, _) = result.smallest.as_ref()?;
+    let mut msg = format!(
+        "nothing fits in {} per device: the smallest footprint reachable is {} ({})",
+        units::bytes_rounded(memory),
+        units::bytes(&s.memory.total),
+        s.knobs.describe(Some(batch))
+    );
+    if let Some(c) = &result.cheapest {
+        let changes = free_knobs(&c.knobs, std::slice::from_ref(&s.knobs), batch);
+        if !changes.is_empty() {
+            let list: Vec<String> = changes
+                .iter()
+                .map(|(k, v)| format!("{k} {}", v.join(" → ")))
+                .collect();
+            msg.push_str(&format!(
+                "; from the cheapest strategy ({}) it is reached by {}",
+                units::bytes(&c.memory.total),
+                list.join(", ")
+            ));
+        }
+    }
+    Some(msg)
+}
+
+/// The shown tensor-parallel layouts run through the e-graph engine: the cheapest program the
+/// laws prove equal to each (sequence parallelism, when it is cheaper, is one such program).
+/// A layer the engine cannot build says why instead of being left out.
+fn engine_notes(
+    model: &crate::model::Model,
+    values: &crate::sym::Bindings,
+    result: &crate::search::RankResult,
+) -> Vec<EngineNote> {
+    let mut engine = Vec::new();
+    let mut seen = Vec::new();
+    for r in &result.rows {
+        let k = &r.evaluation.knobs;
+        if k.tp > 1 && !k.sequence_parallel && !seen.contains(&k.tp) {
+            seen.push(k.tp);
+            engine.push(match crate::rewrite::optimize_layer(model, k.tp, values) {
+                Ok(rep) => EngineNote {
+                    tp: k.tp,
+                    stop: rep.run.stop_reason.clone(),
+                    egraph_nodes: rep.run.egraph_nodes,
+                    moved: rep
+                        .moved
+                        .iter()
+                        .map(|m| format!("{}: {} → {}", m.op, m.before, m.after))
+                        .collect(),
+                    saving_compute: rep.saving.compute.clone(),
+                    saving_comm: rep.saving.comm.clone(),
+                    saving_activation: rep.saving.activation.clone(),
+                    error: None,
+                },
+                Err(e) => EngineNote {
+                    tp: k.tp,
+                    error: Some(e.to_string()),
+                    ..EngineNote::default()
+                },
+            });
+        }
+    }
+    engine
+}
+
+/// What a ranking hands to `--emit` and `--why`.
+struct Top<'a> {
+    args: &'a RankArgs,
+    model: &'a crate::model::Model,
+    values: &'a crate::sym::Bindings,
+    calib: &'a Calibration,
+    opts: &'a RankOptions,
+    result: &'a crate::search::RankResult,
+}
+
+impl Top<'_> {
+    /// A row priced again on its own, as `compare` prices it.
+    fn price(
+        &self,
+        k: &Knobs,
+        seconds: bool,
+        layout: &crate::search::RowLayout,
+    ) -> Result<super::compare::Evaluated, Error> {
+        super::compare::evaluate_knobs(
+            self.model,
+            self.values,
+            k,
+            self.calib,
+            self.opts.gpus_per_node,
+            &self.opts.memory,
+            seconds,
+            &layout.overrides(),
+        )
+    }
+
+    /// `--emit`: per-operator placements carry any layout; Megatron-LM's and torchtitan's
+    /// flags express only the annotated one, so they describe the best row that uses it.
+    fn emitted(&self) -> Result<Option<super::emit::Emitted>, Error> {
+        let (Some(emit), Some(top)) = (self.args.emit, self.result.rows.first()) else {
+            return Ok(None);
+        };
+        if emit == Emit::Json {
+            return super::emit::emit(
+                Emit::Json,
+                self.model,
+                self.values,
+                &top.evaluation,
+                &top.layout.overrides(),
+            )
+            .map(Some);
+        }
+        let Some(r) = self
+            .result
+            .rows
+            .iter()
+            .find(|r| r.layout.kind == LayoutKind::Annotated || r.evaluation.knobs.tp == 1)
+        else {
+            return Err(Error::Usage(
+                "--emit: no row shown uses the annotated layout, which is all Megatron-LM's and torchtitan's flags express; use --emit json for the auto layout's placements, or --layouts annotated".into(),
+            ));
+        };
+        // A grouped row's other members, priced again when the row's own knobs are ones the
+        // target cannot run.
+        let reprice = |k: &Knobs| self.price(k, false, &r.layout).map(|e| e.evaluation);
+        let mut e = super::emit::emit_ranked(emit, self.model, self.values, r, &reprice)?;
+        if r.rank != top.rank {
+            e.text = format!(
+                "# row {} (the best row with the annotated layout: the flags cannot express the auto layout of row {})\n{}",
+                r.rank, top.rank, e.text
+            );
+        }
+        Ok(Some(e))
+    }
+
+    /// `--why`: #1 against #2, component by component.
+    fn why(&self) -> Result<Option<super::compare::Comparison>, Error> {
+        let rows = &self.result.rows;
+        let (true, Some(first), Some(second)) = (self.args.why, rows.first(), rows.get(1)) else {
+            return Ok(None);
+        };
+        let seconds = self.args.calib.is_some();
+        let a = self.price(&first.evaluation.knobs, seconds, &first.layout)?;
+        let b = self.price(&second.evaluation.knobs, seconds, &second.layout)?;
+        Ok(Some(super::compare::comparison(
+            self.model,
+            self.values,
+            self.calib,
+            &a,
+            &b,
+        )))
+    }
+}
+
+/// What the table is followed by: the emitted configuration and `--why`'s comparison.
+fn print_after_table(out: &Out, emitted: Option<&super::emit::Emitted>, why: bool) {
+    if let Some(e) = emitted {
+        println!();
+        println!("{}", e.text);
+    }
+    if why {
+        println!();
+        match &out.why {
+            Some(c) => {
+                println!("why #1 and not #2: A is #1, B is #2");
+                super::compare::print_comparison(c);
+            }
+            None => println!("--why: fewer than two strategies ranked, nothing to compare"),
+        }
+    }
 }
 
 fn auto_notes(result: &crate::search::RankResult) -> Vec<AutoNote> {
@@ -979,7 +1069,12 @@ fn print_table(
         }
     }
     for e in &out.engine {
-        if e.moved.is_empty() {
+        if let Some(why) = &e.error {
+            println!(
+                "e-graph (tp = {}): the layer could not be built: {why}",
+                e.tp
+            );
+        } else if e.moved.is_empty() {
             println!("e-graph (tp = {}): no cheaper equivalent of the layer's communication ({}, {} e-nodes)", e.tp, e.stop, e.egraph_nodes);
         } else {
             println!(
