@@ -949,6 +949,47 @@ fn print_table(
     args: &RankArgs,
     result: &crate::search::RankResult,
 ) {
+    print_header(out, calib, capacity, args);
+    print_rows(&out.strategies);
+    if let Some(line) = ties_line(&out.strategies) {
+        println!("{line}");
+    }
+    println!("{RANK_LEGEND}; {}", units::BUBBLE_MEANS);
+    if !units::exact() {
+        println!("{}", units::UNITS_LEGEND);
+    }
+    if out
+        .strategies
+        .iter()
+        .any(|r| !r.knobs_that_do_not_matter.is_empty())
+    {
+        println!("a|b: strategies that differ only in this knob have the same cost and memory; one line shows them all");
+    }
+    if let Some(msg) = &out.nothing_fits {
+        println!();
+        println!("{msg}");
+    }
+    if !out.pareto.is_empty() {
+        println!();
+        println!(
+            "Pareto frontier of memory against {} ({} strategies, least memory first; each is {} than every one using less memory):",
+            if out.simulated > 0 { "simulated seconds" } else { "relative cost" },
+            units::tally(out.pareto.len() as u64),
+            if out.simulated > 0 { "faster" } else { "cheaper" }
+        );
+        print_rows(&out.pareto);
+    }
+    println!();
+    print_search_summary(out);
+    print_notes(out);
+    if let Some((lo, hi)) = &result.balance_range {
+        print_balance_range(out, calib, lo, hi.as_ref());
+    }
+}
+
+/// The lines above the table: assumed sizes, the machine, the settings, the balance and what
+/// the ranking is by, the steering.
+fn print_header(out: &Out, calib: &Calibration, capacity: &Rational, args: &RankArgs) {
     if let Some(line) = super::cost::assumed_line(&out.assumed_sizes) {
         println!("{line}");
     }
@@ -987,36 +1028,10 @@ fn print_table(
     if !out.steering.is_empty() {
         println!("search restricted by {}", out.steering);
     }
-    print_rows(&out.strategies);
-    if let Some(line) = ties_line(&out.strategies) {
-        println!("{line}");
-    }
-    println!("{RANK_LEGEND}; {}", units::BUBBLE_MEANS);
-    if !units::exact() {
-        println!("{}", units::UNITS_LEGEND);
-    }
-    if out
-        .strategies
-        .iter()
-        .any(|r| !r.knobs_that_do_not_matter.is_empty())
-    {
-        println!("a|b: strategies that differ only in this knob have the same cost and memory; one line shows them all");
-    }
-    if let Some(msg) = &out.nothing_fits {
-        println!();
-        println!("{msg}");
-    }
-    if !out.pareto.is_empty() {
-        println!();
-        println!(
-            "Pareto frontier of memory against {} ({} strategies, least memory first; each is {} than every one using less memory):",
-            if out.simulated > 0 { "simulated seconds" } else { "relative cost" },
-            units::tally(out.pareto.len() as u64),
-            if out.simulated > 0 { "faster" } else { "cheaper" }
-        );
-        print_rows(&out.pareto);
-    }
-    println!();
+}
+
+/// How much was searched: strategies priced and fitting, simulated, failed, rejected by kind.
+fn print_search_summary(out: &Out) {
     println!(
         "{} strategies priced, {} fit in memory; {:.3} s",
         units::tally(out.evaluated as u64),
@@ -1047,6 +1062,10 @@ fn print_table(
             }
         );
     }
+}
+
+/// The notes after the summary: the auto layouts found and the e-graph engine's findings.
+fn print_notes(out: &Out) {
     if !out.auto_layouts.is_empty() {
         let list: Vec<String> = out
             .auto_layouts
@@ -1088,25 +1107,28 @@ fn print_table(
             );
         }
     }
-    if let Some((lo, hi)) = &result.balance_range {
-        let (li, le) = crate::search::rank::scaled_balance(calib, lo);
-        let lo_f = lo.to_f64().unwrap_or(0.0);
-        // Ranked by seconds, the range is where the printed #1 also leads by relative cost; it
-        // need not hold the table's own balance (×1), and the sentence says so when it does not.
-        let by_seconds = out.simulated > 0;
-        let subject = if by_seconds {
-            "by relative cost the top row is first"
+}
+
+/// Over which scalings of every κ the top row stays first (by relative cost).
+fn print_balance_range(out: &Out, calib: &Calibration, lo: &Rational, hi: Option<&Rational>) {
+    let (li, le) = crate::search::rank::scaled_balance(calib, lo);
+    let lo_f = lo.to_f64().unwrap_or(0.0);
+    // Ranked by seconds, the range is where the printed #1 also leads by relative cost; it
+    // need not hold the table's own balance (×1), and the sentence says so when it does not.
+    let by_seconds = out.simulated > 0;
+    let subject = if by_seconds {
+        "by relative cost the top row is first"
+    } else {
+        "the top strategy stays first"
+    };
+    let not_at_one = |contains_one: bool| {
+        if by_seconds && !contains_one {
+            "; not at the table's own κ (×1), where it leads by simulated seconds only"
         } else {
-            "the top strategy stays first"
-        };
-        let not_at_one = |contains_one: bool| {
-            if by_seconds && !contains_one {
-                "; not at the table's own κ (×1), where it leads by simulated seconds only"
-            } else {
-                ""
-            }
-        };
-        match hi.as_ref().map(|h| (h, h.to_f64().unwrap_or(f64::MAX))) {
+            ""
+        }
+    };
+    match hi.map(|h| (h, h.to_f64().unwrap_or(f64::MAX))) {
             Some((_, h)) if h < lo_f => println!(
                 "by relative cost the top row is first for no scaling of κ: it leads by simulated seconds only"
             ),
@@ -1131,5 +1153,4 @@ fn print_table(
                 not_at_one(lo_f <= 1.0)
             ),
         }
-    }
 }
