@@ -150,20 +150,7 @@ pub fn run(args: CostArgs) -> Result<(), Error> {
     let cost: ModelCost = model_cost(&model);
     let s = |p: &Poly| show(p, &values, args.symbolic);
     let per_op = if args.per_op {
-        let mut rows = Vec::new();
-        for o in op_costs(&model) {
-            rows.push(OpRow {
-                name: o.name,
-                rule: o.rule,
-                repeat: s(&o.repeat)?,
-                params: s(&o.params)?,
-                forward: s(&o.forward.total())?,
-                backward: s(&o.backward.total())?,
-                class: o.class,
-                activations: s(&o.activations)?,
-            });
-        }
-        Some(rows)
+        Some(op_rows(&model, &s)?)
     } else {
         None
     };
@@ -205,109 +192,22 @@ pub fn run(args: CostArgs) -> Result<(), Error> {
         per_device: None,
     };
     let mut out = out;
-    let mut eval: Option<Evaluation> = None;
-    let mut machine: Option<(String, Rational)> = None;
-    let mut legend = String::new();
-    if args.strategy.given() {
-        let st = args.strategy.resolve_for(&model, &values)?;
-        let (analysis, e) = evaluate_strategy(
-            &model,
-            &values,
-            &st.knobs,
-            &st.layout,
-            &st.calib,
-            st.gpus_per_node,
-            &st.memory,
-        )?;
-        machine = Some((st.calib.name.clone(), st.memory.clone()));
-        if args.per_op {
-            legend = split_legend(&analysis, &loader.rules);
-        }
-        let b = crate::parallel::evaluate::microbatch_bindings(&model, &values, &st.knobs);
-        let ev = |p: &Poly| show(p, &b, false);
-        let per_op = if args.per_op {
-            let mut rows = Vec::new();
-            for blk in &analysis.blocks {
-                for o in &blk.ops {
-                    rows.push(DeviceOpRow {
-                        block: blk.name.clone(),
-                        name: o.name.clone(),
-                        dp_split: o.plan.dp.clone(),
-                        tp_split: o.plan.tp.as_ref().map(|(i, t)| format!("{i} ({t:?})")),
-                        forward: ev(&o.forward)?,
-                        backward: ev(&o.backward)?,
-                        params: ev(&o.params)?,
-                        saved: ev(&o.saved)?,
-                    });
-                }
-            }
-            Some(rows)
-        } else {
-            None
-        };
-        out.per_device = Some(PerDevice {
-            strategy: e.knobs.describe(model.batch_value(&values)),
-            flops: e.flops.clone(),
-            comm: e
-                .comm
-                .iter()
-                .map(|c| CommJson {
-                    collective: c.collective,
-                    axis: c.axis,
-                    tier: c.tier,
-                    bytes: c.bytes.clone(),
-                    count: c.count,
-                    op: c.op.clone(),
-                    tensor: c.tensor.clone(),
-                })
-                .collect(),
-            p2p_bytes: e.p2p_bytes.clone(),
-            memory: e.memory.clone(),
-            feasible: e.feasible,
-            reason: e.reason.clone(),
-            stages: e.stages.clone(),
-            per_op,
-        });
-        eval = Some(e);
-    }
+    let device = if args.strategy.given() {
+        let (json, device) = per_device(&args, &model, &values, &loader.rules)?;
+        out.per_device = Some(json);
+        Some(device)
+    } else {
+        None
+    };
     match args.format {
         Format::Json => print_json(&out),
         Format::Table => {
             print_model(&out, &model, &cost, &values, &args)?;
-            if let (Some(pd), Some(e), Some(m)) = (&out.per_device, &eval, &machine) {
-                print_device(pd, e, m, &legend);
+            if let (Some(pd), Some(d)) = (&out.per_device, &device) {
+                print_device(pd, &d.evaluation, &d.machine, &d.legend);
             }
             if let Some(rows) = &out.per_op {
-                println!();
-                let rows: Vec<Vec<String>> = rows
-                    .iter()
-                    .map(|r| {
-                        vec![
-                            r.name.clone(),
-                            r.rule.clone(),
-                            r.repeat.clone(),
-                            units::text(&r.params, units::count),
-                            units::text(&r.forward, units::flops),
-                            units::text(&r.backward, units::flops),
-                            units::text(&r.activations, units::bytes),
-                        ]
-                    })
-                    .collect();
-                print_table(
-                    "",
-                    "<<",
-                    &[
-                        "operator",
-                        "rule",
-                        "×",
-                        "params",
-                        "forward FLOPs",
-                        "backward FLOPs",
-                        "saved bytes",
-                    ],
-                    &rows,
-                );
-                println!("×: times the operator runs per forward pass (its `repeat`); saved bytes: activations kept for the backward pass");
+                print_op_rows(rows);
             }
             if !args.symbolic && !units::exact() {
                 println!("{}", units::UNITS_LEGEND);
@@ -315,6 +215,149 @@ pub fn run(args: CostArgs) -> Result<(), Error> {
             Ok(())
         }
     }
+}
+
+/// The model's operators, each with its totals, shown by `s`.
+fn op_rows(
+    model: &crate::model::Model,
+    s: &dyn Fn(&Poly) -> Result<String, Error>,
+) -> Result<Vec<OpRow>, Error> {
+    op_costs(model)
+        .into_iter()
+        .map(|o| {
+            Ok(OpRow {
+                name: o.name,
+                rule: o.rule,
+                repeat: s(&o.repeat)?,
+                params: s(&o.params)?,
+                forward: s(&o.forward.total())?,
+                backward: s(&o.backward.total())?,
+                class: o.class,
+                activations: s(&o.activations)?,
+            })
+        })
+        .collect()
+}
+
+/// What the table of a strategy's busiest device needs beside its JSON.
+struct Device {
+    evaluation: Evaluation,
+    /// The calibration's name and the device memory.
+    machine: (String, Rational),
+    /// With `--per-op`: what the split columns mean.
+    legend: String,
+}
+
+/// Evaluates the strategy the flags give on the busiest device.
+fn per_device(
+    args: &CostArgs,
+    model: &crate::model::Model,
+    values: &Bindings,
+    rules: &RuleSet,
+) -> Result<(PerDevice, Device), Error> {
+    let st = args.strategy.resolve_for(model, values)?;
+    let (analysis, e) = evaluate_strategy(
+        model,
+        values,
+        &st.knobs,
+        &st.layout,
+        &st.calib,
+        st.gpus_per_node,
+        &st.memory,
+    )?;
+    let machine = (st.calib.name.clone(), st.memory.clone());
+    let legend = if args.per_op {
+        split_legend(&analysis, rules)
+    } else {
+        String::new()
+    };
+    let b = crate::parallel::evaluate::microbatch_bindings(model, values, &st.knobs);
+    let ev = |p: &Poly| show(p, &b, false);
+    let per_op = if args.per_op {
+        let mut rows = Vec::new();
+        for blk in &analysis.blocks {
+            for o in &blk.ops {
+                rows.push(DeviceOpRow {
+                    block: blk.name.clone(),
+                    name: o.name.clone(),
+                    dp_split: o.plan.dp.clone(),
+                    tp_split: o.plan.tp.as_ref().map(|(i, t)| format!("{i} ({t:?})")),
+                    forward: ev(&o.forward)?,
+                    backward: ev(&o.backward)?,
+                    params: ev(&o.params)?,
+                    saved: ev(&o.saved)?,
+                });
+            }
+        }
+        Some(rows)
+    } else {
+        None
+    };
+    let json = PerDevice {
+        strategy: e.knobs.describe(model.batch_value(values)),
+        flops: e.flops.clone(),
+        comm: e
+            .comm
+            .iter()
+            .map(|c| CommJson {
+                collective: c.collective,
+                axis: c.axis,
+                tier: c.tier,
+                bytes: c.bytes.clone(),
+                count: c.count,
+                op: c.op.clone(),
+                tensor: c.tensor.clone(),
+            })
+            .collect(),
+        p2p_bytes: e.p2p_bytes.clone(),
+        memory: e.memory.clone(),
+        feasible: e.feasible,
+        reason: e.reason.clone(),
+        stages: e.stages.clone(),
+        per_op,
+    };
+    Ok((
+        json,
+        Device {
+            evaluation: e,
+            machine,
+            legend,
+        },
+    ))
+}
+
+/// `--per-op`'s table of the model's operators.
+fn print_op_rows(rows: &[OpRow]) {
+    println!();
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.name.clone(),
+                r.rule.clone(),
+                r.repeat.clone(),
+                units::text(&r.params, units::count),
+                units::text(&r.forward, units::flops),
+                units::text(&r.backward, units::flops),
+                units::text(&r.activations, units::bytes),
+            ]
+        })
+        .collect();
+    print_table(
+        "",
+        "<<",
+        &[
+            "operator",
+            "rule",
+            "×",
+            "params",
+            "forward FLOPs",
+            "backward FLOPs",
+            "saved bytes",
+        ],
+        &rows,
+    );
+    println!("×: times the operator runs per forward pass (its `repeat`); saved bytes: activations kept for the backward pass");
 }
 
 /// The model's totals: parameters, FLOPs and saved activations, under a header with the model,
