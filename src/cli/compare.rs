@@ -346,6 +346,20 @@ pub fn print_comparison(c: &Comparison) {
         c.calibration
     );
     println!();
+    super::output::print_table(
+        "",
+        "<<>>>",
+        &["", "component", "A", "B", "B − A"],
+        &component_rows(c),
+    );
+    print_formulas(c);
+    println!();
+    print_verdict(c);
+}
+
+/// The table's rows: each component of A and B with B − A, whether each fits, and with a
+/// calibration the timeline's seconds and busy streams.
+fn component_rows(c: &Comparison) -> Vec<Vec<String>> {
     let mut rows: Vec<Vec<String>> = Vec::new();
     let mut group = "";
     for row in &c.components {
@@ -396,7 +410,11 @@ pub fn print_comparison(c: &Comparison) {
             ));
         }
     }
-    super::output::print_table("", "<<>>>", &["", "component", "A", "B", "B − A"], &rows);
+    rows
+}
+
+/// B − A as formulas, for the components whose difference depends on the model's symbols.
+fn print_formulas(c: &Comparison) {
     let formulas: Vec<&Component> = c
         .components
         .iter()
@@ -415,7 +433,10 @@ pub fn print_comparison(c: &Comparison) {
             }
         }
     }
-    println!();
+}
+
+/// Which is faster by simulated seconds, which is cheaper and on what.
+fn print_verdict(c: &Comparison) {
     let list = |v: &[Part]| {
         v.iter()
             .filter(|p| p.part != versus::HIDDEN)
