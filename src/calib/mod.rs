@@ -429,6 +429,18 @@ pub struct Calibration {
     pub tiers: Tiers,
 }
 
+/// Refuses a value that is not positive, at its place in the file.
+fn positive(src: &Source, path: &[&str], v: &Rational) -> Result<()> {
+    if v.is_positive() {
+        Ok(())
+    } else {
+        Err(src.error_at(
+            path,
+            format!("`{}` must be positive, not {v}", path.join(".")),
+        ))
+    }
+}
+
 /// The plausible range of each rate and size a table states, for any accelerator past or
 /// planned (an H100 SXM is about 1e15 FLOP/s, 3.35e12 B/s of HBM and 8e10 bytes): a number
 /// outside it is a typo or a unit mistake, which would otherwise print infinite or zero seconds.
@@ -489,34 +501,41 @@ impl Calibration {
     pub fn load(src: &Source) -> Result<Calibration> {
         let c: Calibration = src.parse()?;
         c.check_magnitudes(src)?;
-        let positive = |path: &[&str], v: &Rational| -> Result<()> {
-            if v.is_positive() {
-                Ok(())
-            } else {
-                Err(src.error_at(
-                    path,
-                    format!("`{}` must be positive, not {v}", path.join(".")),
-                ))
-            }
-        };
-        for (k, v) in &c.device.peak_flops {
-            positive(&["device", "peak_flops", k], &v.value)?;
+        c.check_device(src)?;
+        c.check_efficiencies(src)?;
+        c.check_kernel_model(src)?;
+        c.check_nodes(src)?;
+        c.check_tiers(src)?;
+        Ok(c)
+    }
+
+    /// The device's peaks, bandwidth and capacity are positive; bf16 has a peak.
+    fn check_device(&self, src: &Source) -> Result<()> {
+        let d = &self.device;
+        for (k, v) in &d.peak_flops {
+            positive(src, &["device", "peak_flops", k], &v.value)?;
         }
-        if !c.device.peak_flops.contains_key("bf16") {
+        if !d.peak_flops.contains_key("bf16") {
             return Err(src.error_at(
                 &["device", "peak_flops"],
                 "`peak_flops` needs a `bf16` entry",
             ));
         }
         positive(
+            src,
             &["device", "memory_bandwidth"],
-            &c.device.memory_bandwidth.value,
+            &d.memory_bandwidth.value,
         )?;
         positive(
+            src,
             &["device", "memory_capacity"],
-            &c.device.memory_capacity.value,
-        )?;
-        let e = &c.device.efficiency;
+            &d.memory_capacity.value,
+        )
+    }
+
+    /// Attention kernels have label names, and every efficiency curve is in (0, 1].
+    fn check_efficiencies(&self, src: &Source) -> Result<()> {
+        let e = &self.device.efficiency;
         if let Some(bad) = e.attention_kernels.keys().find(|n| !is_label(n)) {
             return Err(src.error_at(
                 &["device", "efficiency", "attention_kernels", bad],
@@ -556,7 +575,14 @@ impl Calibration {
                 ));
             }
         }
-        if let Some(o) = &c.device.kernel_overhead {
+        Ok(())
+    }
+
+    /// The kernel overhead, the compute share a collective takes and the GEMM tiling are in
+    /// their ranges.
+    fn check_kernel_model(&self, src: &Source) -> Result<()> {
+        let d = &self.device;
+        if let Some(o) = &d.kernel_overhead {
             if o.value.is_negative() || o.value > Rational::new(1.into(), 1000.into()) {
                 return Err(src.error_at(
                     &["device", "kernel_overhead"],
@@ -567,7 +593,7 @@ impl Calibration {
                 ));
             }
         }
-        if let Some(o) = &c.device.comm_contention {
+        if let Some(o) = &d.comm_contention {
             if o.value.is_negative() || o.value >= Rational::one() {
                 return Err(src.error_at(
                     &["device", "comm_contention"],
@@ -575,7 +601,7 @@ impl Calibration {
                 ));
             }
         }
-        if let Some(t) = &c.device.gemm_tiling {
+        if let Some(t) = &d.gemm_tiling {
             let sms = &t.multiprocessors.value;
             if !sms.is_integer()
                 || !sms.is_positive()
@@ -593,7 +619,12 @@ impl Calibration {
                 ));
             }
         }
-        let g = &c.gpus_per_node.value;
+        Ok(())
+    }
+
+    /// Devices per node: a whole number in range.
+    fn check_nodes(&self, src: &Source) -> Result<()> {
+        let g = &self.gpus_per_node.value;
         let whole = g
             .is_integer()
             .then(|| g.to_integer().to_u64())
@@ -609,8 +640,14 @@ impl Calibration {
         {
             return Err(src.error_at(&["gpus_per_node"], why));
         }
-        for (tier, l) in [("intra", &c.tiers.intra), ("inter", &c.tiers.inter)] {
-            positive(&["tiers", tier, "bandwidth"], &l.bandwidth.value)?;
+        Ok(())
+    }
+
+    /// Each link tier: positive bandwidth, efficiency in (0, 1], latency not negative, known
+    /// collectives with positive bus bandwidths, a known algorithm.
+    fn check_tiers(&self, src: &Source) -> Result<()> {
+        for (tier, l) in [("intra", &self.tiers.intra), ("inter", &self.tiers.inter)] {
+            positive(src, &["tiers", tier, "bandwidth"], &l.bandwidth.value)?;
             if !l.efficiency.value.is_positive() || l.efficiency.value > Rational::one() {
                 return Err(src.error_at(
                     &["tiers", tier, "efficiency"],
@@ -646,7 +683,7 @@ impl Calibration {
                 ));
             }
         }
-        Ok(c)
+        Ok(())
     }
 
     /// Loads a calibration named on the command line: a file, or a shipped table's name,
