@@ -373,8 +373,23 @@ fn megatron(
     let mut a = Flags(Vec::new());
     let mut warnings = Vec::new();
     let l = layers(model, values)?;
-    // Model shape.
     a.push(("--num-layers", Some(l.to_string())));
+    megatron_shape(&mut a, model, values);
+    megatron_parallelism(&mut a, &mut warnings, model, evaluation, l)?;
+    let (mbs, b) = micro_batch_size(model, values, k)?;
+    a.push(("--micro-batch-size", Some(mbs.to_string())));
+    a.push(("--global-batch-size", Some(b.to_string())));
+    if k.sequence_parallel {
+        a.push(("--sequence-parallel", None));
+    }
+    megatron_memory(&mut a, k)?;
+    megatron_runtime(&mut a, &mut warnings, model, k);
+    Ok((a.0, warnings))
+}
+
+/// The model's shape: sizes, heads and query groups, the Llama-style block, sequence,
+/// vocabulary and experts.
+fn megatron_shape(a: &mut Flags, model: &Model, values: &Bindings) {
     let r = &model.roles;
     for (flag, sym) in [
         ("--hidden-size", r.hidden.as_ref()),
@@ -424,7 +439,17 @@ fn megatron(
             a.push(("--moe-router-topk", Some(t)));
         }
     }
-    // Parallelism.
+}
+
+/// Tensor, pipeline, context and expert parallelism, and how the pipeline splits the layers.
+fn megatron_parallelism(
+    a: &mut Flags,
+    warnings: &mut Vec<String>,
+    model: &Model,
+    evaluation: &Evaluation,
+    l: u64,
+) -> Result<(), Error> {
+    let k = &evaluation.knobs;
     a.push(("--tensor-model-parallel-size", Some(k.tp.to_string())));
     a.push(("--pipeline-model-parallel-size", Some(k.pp.to_string())));
     a.push(("--context-parallel-size", Some(k.cp.to_string())));
@@ -478,12 +503,11 @@ fn megatron(
             Some((l / (k.pp * k.chunks)).to_string()),
         ));
     }
-    let (mbs, b) = micro_batch_size(model, values, k)?;
-    a.push(("--micro-batch-size", Some(mbs.to_string())));
-    a.push(("--global-batch-size", Some(b.to_string())));
-    if k.sequence_parallel {
-        a.push(("--sequence-parallel", None));
-    }
+    Ok(())
+}
+
+/// Recomputation and how the optimizer state, gradients and weights are sharded.
+fn megatron_memory(a: &mut Flags, k: &Knobs) -> Result<(), Error> {
     match k.recompute {
         Recompute::None => {}
         Recompute::Selective => a.push(("--recompute-granularity", Some("selective".into()))),
@@ -531,6 +555,11 @@ fn megatron(
             )))
         }
     }
+    Ok(())
+}
+
+/// The overlaps, the attention backend and the precision.
+fn megatron_runtime(a: &mut Flags, warnings: &mut Vec<String>, model: &Model, k: &Knobs) {
     // The overlaps the strategy was timed with (Megatron-LM's defaults are all off).
     if k.overlap.tp_comm {
         a.push(("--tp-comm-overlap", None));
@@ -555,7 +584,6 @@ fn megatron(
             "the row was priced with fp32 weights under torch.autocast (precision=autocast), which Megatron-LM does not run: --bf16 keeps bf16 weights with an fp32 master copy, so its memory and time differ from the row".into(),
         );
     }
-    Ok((a.0, warnings))
 }
 
 /// One Megatron-LM argument: the flag and its value, if it takes one.
