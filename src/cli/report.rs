@@ -181,23 +181,7 @@ fn one_json(args: Vec<String>) -> Result<Value, Error> {
 pub fn run(args: ReportArgs) -> Result<(), Error> {
     let machine = Calibration::resolve_or_reference(args.calib.as_deref())?;
     let calib_arg = args.calib.clone().unwrap_or_else(|| machine.name.clone());
-    let mut rank = vec!["rank".to_string()];
-    rank.extend(model_args(&args, &calib_arg, &[]));
-    if args.calib.is_none() {
-        // Rank by relative cost on the reference machine, as `rank` without `--calib` does.
-        let at = rank.len() - 2;
-        rank.truncate(at);
-    }
-    rank.extend([
-        "--devices".into(),
-        args.devices.to_string(),
-        "--top".into(),
-        args.top.to_string(),
-        // The memory-versus-cost (or -seconds) frontier the chart draws, as `rank --pareto`.
-        "--pareto".into(),
-    ]);
-    rank.extend(args.search.to_args());
-    let ranking = one_json(rank)?;
+    let ranking = ranking(&args, &calib_arg)?;
     let rows = ranking["strategies"]
         .as_array()
         .cloned()
@@ -222,25 +206,83 @@ pub fn run(args: ReportArgs) -> Result<(), Error> {
     ];
     let scratch = Scratch::new()?;
     let knobs = knob_args(top, 0, &scratch)?;
-
     let mut cost = vec!["cost".to_string(), "--symbolic".into()];
     cost.extend(model_args(&args, &calib_arg, &shape));
     cost.extend(knobs.iter().cloned());
     let cost = one_json(cost)?;
-
-    let parse = |knobs: Vec<String>| -> Result<super::timeline::TimelineArgs, Error> {
-        let mut tl = vec!["symshard".to_string(), "timeline".into()];
-        tl.extend(model_args(&args, &calib_arg, &shape));
-        tl.extend(knobs);
-        match Cli::try_parse_from(&tl)
-            .map_err(|e| Error::Usage(e.to_string()))?
-            .command
-        {
-            Command::Timeline(tl) => Ok(*tl),
-            _ => Err(Error::Internal("not a timeline command".into())),
-        }
-    };
+    let parse = |knobs: Vec<String>| timeline_args(&args, &calib_arg, &shape, knobs);
     let tl = parse(knobs)?;
+    let (timeline, gantt) = top_timeline(&tl)?;
+    let loader = tl.symbols.loader()?;
+    let model = loader.resolve(&tl.input)?;
+    let values = tl.symbols.apply(&model)?;
+    let mut comm_parts = Vec::new();
+    let mut top_eval = None;
+    for (at, row) in rows.iter().enumerate() {
+        let flags = parse(knob_args(row, at, &scratch)?)?.strategy;
+        let (parts, priced) = row_comm_parts(&model, &values, &flags)?;
+        comm_parts.push(parts);
+        top_eval.get_or_insert(priced);
+    }
+    let (analysis, e, top_calib) =
+        top_eval.ok_or_else(|| Error::Usage(format!("no strategy of {} to report", args.model)))?;
+    let top_formulas = top_formulas(&model, &values, &top_calib, &analysis, &e);
+    let html = crate::report::html(&ReportInput {
+        command: command_line(&args),
+        rank: &ranking,
+        cost: &cost,
+        timeline: &timeline,
+        gantt_svg: &gantt,
+        capacity_bytes: &limit,
+        comm_parts: &Value::Array(comm_parts),
+        top_formulas: &Value::Array(top_formulas),
+    })?;
+    super::output::write_output(&args.output, html.as_bytes(), &[Path::new(&args.model)])?;
+    eprintln!("wrote {} ({} bytes)", args.output.display(), html.len());
+    Ok(())
+}
+
+/// `rank`'s JSON for the report: by relative cost on the reference machine unless `--calib`
+/// is given, as `rank` does, with the Pareto frontier the chart draws.
+fn ranking(args: &ReportArgs, calib_arg: &str) -> Result<Value, Error> {
+    let mut rank = vec!["rank".to_string()];
+    rank.extend(model_args(args, calib_arg, &[]));
+    if args.calib.is_none() {
+        let at = rank.len() - 2;
+        rank.truncate(at);
+    }
+    rank.extend([
+        "--devices".into(),
+        args.devices.to_string(),
+        "--top".into(),
+        args.top.to_string(),
+        "--pareto".into(),
+    ]);
+    rank.extend(args.search.to_args());
+    one_json(rank)
+}
+
+/// `timeline`'s arguments for a row's knobs on the ranking's machine.
+fn timeline_args(
+    args: &ReportArgs,
+    calib_arg: &str,
+    shape: &[String],
+    knobs: Vec<String>,
+) -> Result<super::timeline::TimelineArgs, Error> {
+    let mut tl = vec!["symshard".to_string(), "timeline".into()];
+    tl.extend(model_args(args, calib_arg, shape));
+    tl.extend(knobs);
+    match Cli::try_parse_from(&tl)
+        .map_err(|e| Error::Usage(e.to_string()))?
+        .command
+    {
+        Command::Timeline(tl) => Ok(*tl),
+        _ => Err(Error::Internal("not a timeline command".into())),
+    }
+}
+
+/// The top strategy's timeline summary (as JSON) and its Gantt chart.
+fn top_timeline(tl: &super::timeline::TimelineArgs) -> Result<(Value, String), Error> {
     let plan = super::timeline::plan_of(&tl.input, &tl.symbols, &tl.strategy)?;
     let timed = crate::timeline::time_plan(&plan, &tl.strategy.calibration()?)?;
     let title = format!(
@@ -253,86 +295,91 @@ pub fn run(args: ReportArgs) -> Result<(), Error> {
     let gantt = crate::timeline::gantt_svg(&timed.plan, &timed.sim, &title);
     let timeline = serde_json::to_value(&timed.summary)
         .map_err(|e| Error::Internal(format!("cannot write JSON: {e}")))?;
+    Ok((timeline, gantt))
+}
 
-    // Every row's communication by collective kind and tier, for the stacked bars.
-    let loader = tl.symbols.loader()?;
-    let model = loader.resolve(&tl.input)?;
-    let values = tl.symbols.apply(&model)?;
-    let mut comm_parts = Vec::new();
-    let mut top_eval = None;
-    let mut top_calib = None;
-    for (at, row) in rows.iter().enumerate() {
-        let flags = parse(knob_args(row, at, &scratch)?)?.strategy;
-        let batch = model
-            .batch_value(&values)
-            .cloned()
-            .unwrap_or_else(|| Rational::from_integer(1.into()));
-        let st = flags.resolve(&batch)?;
-        let (analysis, e) = crate::parallel::evaluate_strategy(
-            &model,
-            &values,
-            &st.knobs,
-            &st.layout,
-            &st.calib,
-            st.gpus_per_node,
-            &st.memory,
-        )?;
-        let parts: Vec<Value> = crate::parallel::breakdown::comm_by_kind(&e, &st.calib)
-            .iter()
-            .map(|p| {
-                serde_json::json!({
-                    "kind": p.kind.name(),
-                    "tier": p.tier,
-                    "cost": super::units::exact_text(&p.cost),
-                })
+/// A row's evaluation: its analysis, the evaluation and the machine it ran on.
+type Priced = (
+    crate::parallel::Analysis,
+    crate::parallel::Evaluation,
+    Calibration,
+);
+
+/// A row's communication by collective kind and tier, for the stacked bars, and the row
+/// priced.
+fn row_comm_parts(
+    model: &crate::model::Model,
+    values: &crate::sym::Bindings,
+    flags: &super::strategy_args::StrategyFlags,
+) -> Result<(Value, Priced), Error> {
+    let batch = model
+        .batch_value(values)
+        .cloned()
+        .unwrap_or_else(|| Rational::from_integer(1.into()));
+    let st = flags.resolve(&batch)?;
+    let (analysis, e) = crate::parallel::evaluate_strategy(
+        model,
+        values,
+        &st.knobs,
+        &st.layout,
+        &st.calib,
+        st.gpus_per_node,
+        &st.memory,
+    )?;
+    let parts: Vec<Value> = crate::parallel::breakdown::comm_by_kind(&e, &st.calib)
+        .iter()
+        .map(|p| {
+            serde_json::json!({
+                "kind": p.kind.name(),
+                "tier": p.tier,
+                "cost": super::units::exact_text(&p.cost),
             })
-            .collect();
-        comm_parts.push(Value::Array(parts));
-        if top_eval.is_none() {
-            top_calib = Some(st.calib.clone());
-            top_eval = Some((analysis, e));
-        }
-    }
-    let ((analysis, e), top_calib) = top_eval
-        .zip(top_calib)
-        .ok_or_else(|| Error::Usage(format!("no strategy of {} to report", args.model)))?;
-    // The top strategy's per-device amounts, with the formulas `compare` derives for them (the
-    // relative cost's parts with the calibration's balances), and why an amount has none where
-    // it cannot be a polynomial.
+        })
+        .collect();
+    Ok((Value::Array(parts), (analysis, e, st.calib)))
+}
+
+/// The top strategy's per-device amounts, with the formulas `compare` derives for them (the
+/// relative cost's parts with the calibration's balances), and why an amount has none where
+/// it cannot be a polynomial.
+fn top_formulas(
+    model: &crate::model::Model,
+    values: &crate::sym::Bindings,
+    calib: &Calibration,
+    analysis: &crate::parallel::Analysis,
+    e: &crate::parallel::Evaluation,
+) -> Vec<Value> {
     let layer_kinds = model
         .blocks
         .iter()
         .filter(|b| b.repeat != crate::sym::Poly::one())
         .count();
-    let top_formulas: Vec<Value> = crate::search::versus::compare_on(
-        &model,
-        &values,
-        &top_calib,
-        (&analysis, &e),
-        (&analysis, &e),
-    )
-    .iter()
-    .map(|c| {
-        let why = c.formula_a.is_none().then(|| {
-            crate::search::versus::structural_gap(
-                c.group,
-                &c.name,
-                &e.knobs,
-                layer_kinds,
-                !num_traits::Zero::is_zero(&e.relative.kernels),
-                !num_traits::Zero::is_zero(&e.relative.hidden),
-            )
-        });
-        serde_json::json!({
-            "group": c.group,
-            "name": c.name,
-            "value": super::units::exact_text(&c.a),
-            "formula": c.formula_a.as_ref().map(ToString::to_string),
-            "why": why.flatten(),
+    crate::search::versus::compare_on(model, values, calib, (analysis, e), (analysis, e))
+        .iter()
+        .map(|c| {
+            let why = c.formula_a.is_none().then(|| {
+                crate::search::versus::structural_gap(
+                    c.group,
+                    &c.name,
+                    &e.knobs,
+                    layer_kinds,
+                    !num_traits::Zero::is_zero(&e.relative.kernels),
+                    !num_traits::Zero::is_zero(&e.relative.hidden),
+                )
+            });
+            serde_json::json!({
+                "group": c.group,
+                "name": c.name,
+                "value": super::units::exact_text(&c.a),
+                "formula": c.formula_a.as_ref().map(ToString::to_string),
+                "why": why.flatten(),
+            })
         })
-    })
-    .collect();
+        .collect()
+}
 
+/// The command line the report says it shows.
+fn command_line(args: &ReportArgs) -> String {
     let mut command = vec!["symshard report".to_string(), args.model.clone()];
     command.push(format!("--devices {}", args.devices));
     if let Some(c) = &args.calib {
@@ -342,17 +389,5 @@ pub fn run(args: ReportArgs) -> Result<(), Error> {
     if !search.is_empty() {
         command.push(search.join(" "));
     }
-    let html = crate::report::html(&ReportInput {
-        command: command.join(" "),
-        rank: &ranking,
-        cost: &cost,
-        timeline: &timeline,
-        gantt_svg: &gantt,
-        capacity_bytes: &limit,
-        comm_parts: &Value::Array(comm_parts),
-        top_formulas: &Value::Array(top_formulas),
-    })?;
-    super::output::write_output(&args.output, html.as_bytes(), &[Path::new(&args.model)])?;
-    eprintln!("wrote {} ({} bytes)", args.output.display(), html.len());
-    Ok(())
+    command.join(" ")
 }
