@@ -723,6 +723,12 @@ impl Analysis {
     /// what stays symbolic is what a search still varies), so that evaluating it many times is
     /// cheap.
     pub fn bind(&self, b: &crate::sym::Bindings) -> Result<Analysis, SymError> {
+        self.clone().into_bound(b)
+    }
+
+    /// [`Analysis::bind`] in place: an analysis of thousands of operators is not copied
+    /// whole before every formula in it is replaced anyway.
+    pub fn into_bound(self, b: &crate::sym::Bindings) -> Result<Analysis, SymError> {
         let f = |p: &Poly| p.bind(b);
         let comm = |c: &Comm| -> Result<Comm, SymError> {
             Ok(Comm {
@@ -730,7 +736,7 @@ impl Analysis {
                 ..c.clone()
             })
         };
-        let mut out = self.clone();
+        let mut out = self;
         for blk in &mut out.blocks {
             blk.repeat = f(&blk.repeat)?;
             blk.boundary_bytes = f(&blk.boundary_bytes)?;
@@ -801,13 +807,19 @@ impl Analysis {
     /// data-parallel gradient reductions over the dp × cp ranks that hold the same weights
     /// (`p_dp` replaced by `p_dp · p_cp`). At `p_cp = 1` it evaluates exactly as `self`.
     pub fn context_parallel(&self) -> Analysis {
-        let g = |p: &Poly| per_cp_rank(p, self.sequence.as_deref());
+        self.clone().into_context_parallel()
+    }
+
+    /// [`Analysis::context_parallel`] in place (see [`Analysis::into_bound`]).
+    pub fn into_context_parallel(self) -> Analysis {
+        let sequence = self.sequence.clone();
+        let g = |p: &Poly| per_cp_rank(p, sequence.as_deref());
         let replicas = &Poly::symbol(DP) * &Poly::symbol(CP);
         let tokens = |c: &Comm| Comm {
             wire_bytes: g(&c.wire_bytes),
             ..c.clone()
         };
-        let mut out = self.clone();
+        let mut out = self;
         for blk in &mut out.blocks {
             blk.boundary_bytes = g(&blk.boundary_bytes);
             blk.edges = blk.edges.iter().map(tokens).collect();
