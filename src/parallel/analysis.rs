@@ -13,7 +13,7 @@ use crate::strategy::AxisKind;
 use crate::sym::{Poly, SymError};
 use petgraph::graph::NodeIndex;
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// The data-parallel axis size symbol.
 pub const DP: &str = "p_dp";
@@ -256,6 +256,7 @@ pub fn analyse(model: &Model, layout: &Layout) -> Analysis {
     let mut blocks: Vec<BlockAnalysis> = Vec::new();
     let mut index: BTreeMap<(usize, NodeIndex), (usize, usize)> = BTreeMap::new();
     let mut tied = false;
+    let mut alike: HashMap<String, OpAnalysis> = HashMap::new();
     for (bi, block) in model.blocks.iter().enumerate() {
         let mut ops = Vec::new();
         for (oi, &n) in block.order.iter().enumerate() {
@@ -264,7 +265,7 @@ pub fn analyse(model: &Model, layout: &Layout) -> Analysis {
                 .inputs
                 .iter()
                 .any(|(_, p)| matches!(p, Producer::Tied(_)));
-            ops.push(analyse_op(model, node, layout));
+            ops.push(analyse_alike(model, node, layout, &mut alike));
             index.insert((bi, n), (bi, oi));
         }
         blocks.push(BlockAnalysis {
@@ -514,6 +515,52 @@ fn convert(
 fn op_entry(node: &OpNode, plan: &OpPlan, model: &Model) -> SplitEntry {
     let splits = plan.splits();
     derive(&node.rule, &splits, model.dtype_bytes).expect("layouts only split splittable indices")
+}
+
+/// [`analyse_op`], once per kind of operator: an operator analyses as an earlier one with the
+/// same rule (one name is one rule in a model), bindings, attention mark, kinds of inputs
+/// (own parameter, tied parameter, other) and splits, but for its name, so a graph of
+/// thousands of identical operators is derived once and copied with the name changed.
+fn analyse_alike(
+    model: &Model,
+    node: &OpNode,
+    layout: &Layout,
+    alike: &mut HashMap<String, OpAnalysis>,
+) -> OpAnalysis {
+    let plan = plan(node, layout, model);
+    let kinds: Vec<u8> = node
+        .inputs
+        .iter()
+        .map(|(_, p)| match p {
+            Producer::Param => 0,
+            Producer::Tied(_) => 1,
+            _ => 2,
+        })
+        .collect();
+    let key = format!(
+        "{}|{:?}|{}|{kinds:?}|{plan:?}",
+        node.rule.name, node.bind, node.attention_core
+    );
+    if let Some(a) = alike.get(&key) {
+        let mut a = a.clone();
+        rename(&mut a, &node.name);
+        return a;
+    }
+    let a = analyse_op(model, node, layout);
+    alike.insert(key, a.clone());
+    a
+}
+
+/// Gives an analysed operator, and the collectives it runs, the name `name`.
+fn rename(a: &mut OpAnalysis, name: &str) {
+    a.name = name.to_string();
+    for c in a.comm.iter_mut().chain(a.grad_comm.iter_mut()) {
+        c.op = name.to_string();
+        match &mut c.site {
+            Site::Forward { op } | Site::Backward { op } => *op = name.to_string(),
+            _ => {}
+        }
+    }
 }
 
 fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
@@ -808,6 +855,30 @@ impl Analysis {
     /// (`p_dp` replaced by `p_dp · p_cp`). At `p_cp = 1` it evaluates exactly as `self`.
     pub fn context_parallel(&self) -> Analysis {
         self.clone().into_context_parallel()
+    }
+
+    /// The same analysis without each operator's split table entry ([`OpAnalysis::entry`],
+    /// every formula of the split's derivation): the analysis itself reads the entries to
+    /// price its edges, nothing after it does, and they are most of its memory. `rank` keeps
+    /// an analysis of every layout it prices, of every operator of a graph of thousands.
+    pub fn without_split_entries(mut self) -> Analysis {
+        let empty = || crate::rules::split::PassSplit {
+            compute: Poly::zero(),
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+            collectives: Vec::new(),
+        };
+        for blk in &mut self.blocks {
+            for op in &mut blk.ops {
+                op.entry = SplitEntry {
+                    splits: Vec::new(),
+                    forward: empty(),
+                    backward: empty(),
+                    saved_bytes: Poly::zero(),
+                };
+            }
+        }
+        self
     }
 
     /// [`Analysis::context_parallel`] in place (see [`Analysis::into_bound`]).

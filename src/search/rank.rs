@@ -486,6 +486,7 @@ fn search(
                 crate::parallel::plan(n, &layout, model) != crate::parallel::plan(n, &off, model)
             });
         analyse(model, &layout)
+            .without_split_entries()
             .into_context_parallel()
             .into_bound(&fixed)
             .map_err(SearchError::from)
