@@ -106,7 +106,7 @@ pub fn auto_tp_layout(
             model,
         );
         let guide = annotated(model, bi, &p);
-        let guide = p.cost(&guide).is_ok().then_some(guide);
+        let guide = super::sp::cost_shared(&p, &guide).is_ok().then_some(guide);
         let b = solve_bounded(&p, &search_for(&p, None, guide), &mut |_, _| {})?;
         if !b.exact() {
             exact = false;

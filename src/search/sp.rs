@@ -428,6 +428,23 @@ fn price_each(p: &Problem) -> Result<Vec<Vec<(Choice, Priced)>>, SearchError> {
         .collect()
 }
 
+/// [`Problem::cost`] with the prices shared by the operators of one class (see
+/// [`PriceMemo`]): the same result, without pricing a graph's identical operators one by one.
+pub(crate) fn cost_shared(p: &Problem, a: &[Choice]) -> Result<Rational, SearchError> {
+    if a.len() != p.ops.len() {
+        return Err(SearchError::ChoiceCount {
+            choices: a.len(),
+            ops: p.ops.len(),
+        });
+    }
+    let mut memo = PriceMemo::new(p);
+    let priced: Vec<Priced> = (0..a.len())
+        .map(|v| memo.price(v, &a[v]))
+        .collect::<Result<_, _>>()?;
+    let refs: Vec<&Priced> = priced.iter().collect();
+    p.cost_of(&refs)
+}
+
 /// Prices of one problem's choices, shared by the operators of one class (see
 /// [`Problem::price_classes`]): identical operators, such as the thousands of a repeat-free
 /// export, are priced once.
@@ -575,6 +592,9 @@ fn compile(p: &Problem, shared: bool) -> Result<Compiled, SearchError> {
     let mut distinct: Vec<Vec<Rational>> = Vec::with_capacity(n);
     let mut fac_ix: Vec<Vec<Vec<u32>>> = Vec::with_capacity(n);
     let mut term_ix: Vec<Vec<u32>> = Vec::with_capacity(n);
+    // Across operators: a facility's cost depends on its operator only through the output's
+    // bytes, so operators of one size (every operator of a repeat-free chain) share it.
+    let mut shared: HashMap<(Rational, (Facility, AxisPlace, u64)), Rational> = HashMap::new();
     for v in 0..n {
         for (_, pr) in &priced[v] {
             lcm_den(&mut scale, &pr.cost);
@@ -602,7 +622,16 @@ fn compile(p: &Problem, shared: bool) -> Result<Compiled, SearchError> {
                 let i = match memo.get(&key) {
                     Some(&i) => i,
                     None => {
-                        let i = intern(p.facility_cost(v, x, *f), &mut values);
+                        let at = (p.ops[v].out_bytes.clone(), key);
+                        let cost = match shared.get(&at) {
+                            Some(c) => c.clone(),
+                            None => {
+                                let c = p.facility_cost(v, x, *f);
+                                shared.insert(at, c.clone());
+                                c
+                            }
+                        };
+                        let i = intern(cost, &mut values);
                         memo.insert(key, i);
                         i
                     }
