@@ -13,7 +13,7 @@ use crate::strategy::AxisKind;
 use crate::sym::{Poly, SymError};
 use petgraph::graph::NodeIndex;
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// The data-parallel axis size symbol.
 pub const DP: &str = "p_dp";
@@ -256,6 +256,7 @@ pub fn analyse(model: &Model, layout: &Layout) -> Analysis {
     let mut blocks: Vec<BlockAnalysis> = Vec::new();
     let mut index: BTreeMap<(usize, NodeIndex), (usize, usize)> = BTreeMap::new();
     let mut tied = false;
+    let mut alike: HashMap<String, OpAnalysis> = HashMap::new();
     for (bi, block) in model.blocks.iter().enumerate() {
         let mut ops = Vec::new();
         for (oi, &n) in block.order.iter().enumerate() {
@@ -264,7 +265,7 @@ pub fn analyse(model: &Model, layout: &Layout) -> Analysis {
                 .inputs
                 .iter()
                 .any(|(_, p)| matches!(p, Producer::Tied(_)));
-            ops.push(analyse_op(model, node, layout));
+            ops.push(analyse_alike(model, node, layout, &mut alike));
             index.insert((bi, n), (bi, oi));
         }
         blocks.push(BlockAnalysis {
@@ -516,6 +517,52 @@ fn op_entry(node: &OpNode, plan: &OpPlan, model: &Model) -> SplitEntry {
     derive(&node.rule, &splits, model.dtype_bytes).expect("layouts only split splittable indices")
 }
 
+/// [`analyse_op`], once per kind of operator: an operator analyses as an earlier one with the
+/// same rule (one name is one rule in a model), bindings, attention mark, kinds of inputs
+/// (own parameter, tied parameter, other) and splits, but for its name, so a graph of
+/// thousands of identical operators is derived once and copied with the name changed.
+fn analyse_alike(
+    model: &Model,
+    node: &OpNode,
+    layout: &Layout,
+    alike: &mut HashMap<String, OpAnalysis>,
+) -> OpAnalysis {
+    let plan = plan(node, layout, model);
+    let kinds: Vec<u8> = node
+        .inputs
+        .iter()
+        .map(|(_, p)| match p {
+            Producer::Param => 0,
+            Producer::Tied(_) => 1,
+            _ => 2,
+        })
+        .collect();
+    let key = format!(
+        "{}|{:?}|{}|{kinds:?}|{plan:?}",
+        node.rule.name, node.bind, node.attention_core
+    );
+    if let Some(a) = alike.get(&key) {
+        let mut a = a.clone();
+        rename(&mut a, &node.name);
+        return a;
+    }
+    let a = analyse_op(model, node, layout);
+    alike.insert(key, a.clone());
+    a
+}
+
+/// Gives an analysed operator, and the collectives it runs, the name `name`.
+fn rename(a: &mut OpAnalysis, name: &str) {
+    a.name = name.to_string();
+    for c in a.comm.iter_mut().chain(a.grad_comm.iter_mut()) {
+        c.op = name.to_string();
+        match &mut c.site {
+            Site::Forward { op } | Site::Backward { op } => *op = name.to_string(),
+            _ => {}
+        }
+    }
+}
+
 fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
     let plan = plan(node, layout, model);
     let entry = op_entry(node, &plan, model);
@@ -723,6 +770,12 @@ impl Analysis {
     /// what stays symbolic is what a search still varies), so that evaluating it many times is
     /// cheap.
     pub fn bind(&self, b: &crate::sym::Bindings) -> Result<Analysis, SymError> {
+        self.clone().into_bound(b)
+    }
+
+    /// [`Analysis::bind`] in place: an analysis of thousands of operators is not copied
+    /// whole before every formula in it is replaced anyway.
+    pub fn into_bound(self, b: &crate::sym::Bindings) -> Result<Analysis, SymError> {
         let f = |p: &Poly| p.bind(b);
         let comm = |c: &Comm| -> Result<Comm, SymError> {
             Ok(Comm {
@@ -730,7 +783,7 @@ impl Analysis {
                 ..c.clone()
             })
         };
-        let mut out = self.clone();
+        let mut out = self;
         for blk in &mut out.blocks {
             blk.repeat = f(&blk.repeat)?;
             blk.boundary_bytes = f(&blk.boundary_bytes)?;
@@ -801,13 +854,43 @@ impl Analysis {
     /// data-parallel gradient reductions over the dp × cp ranks that hold the same weights
     /// (`p_dp` replaced by `p_dp · p_cp`). At `p_cp = 1` it evaluates exactly as `self`.
     pub fn context_parallel(&self) -> Analysis {
-        let g = |p: &Poly| per_cp_rank(p, self.sequence.as_deref());
+        self.clone().into_context_parallel()
+    }
+
+    /// The same analysis without each operator's split table entry ([`OpAnalysis::entry`],
+    /// every formula of the split's derivation): the analysis itself reads the entries to
+    /// price its edges, nothing after it does, and they are most of its memory. `rank` keeps
+    /// an analysis of every layout it prices, of every operator of a graph of thousands.
+    pub fn without_split_entries(mut self) -> Analysis {
+        let empty = || crate::rules::split::PassSplit {
+            compute: Poly::zero(),
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+            collectives: Vec::new(),
+        };
+        for blk in &mut self.blocks {
+            for op in &mut blk.ops {
+                op.entry = SplitEntry {
+                    splits: Vec::new(),
+                    forward: empty(),
+                    backward: empty(),
+                    saved_bytes: Poly::zero(),
+                };
+            }
+        }
+        self
+    }
+
+    /// [`Analysis::context_parallel`] in place (see [`Analysis::into_bound`]).
+    pub fn into_context_parallel(self) -> Analysis {
+        let sequence = self.sequence.clone();
+        let g = |p: &Poly| per_cp_rank(p, sequence.as_deref());
         let replicas = &Poly::symbol(DP) * &Poly::symbol(CP);
         let tokens = |c: &Comm| Comm {
             wire_bytes: g(&c.wire_bytes),
             ..c.clone()
         };
-        let mut out = self.clone();
+        let mut out = self;
         for blk in &mut out.blocks {
             blk.boundary_bytes = g(&blk.boundary_bytes);
             blk.edges = blk.edges.iter().map(tokens).collect();

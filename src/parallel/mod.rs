@@ -127,7 +127,7 @@ pub fn check_pipeline_stages(
 /// The analysis one rank sees: a context-parallel rank's under cp > 1.
 fn per_rank(analysis: Analysis, knobs: &Knobs) -> Analysis {
     if knobs.cp > 1 {
-        analysis.context_parallel()
+        analysis.into_context_parallel()
     } else {
         analysis
     }
@@ -164,20 +164,24 @@ pub fn check_overrides(model: &Model, layout: &Layout) -> Result<(), (String, St
 }
 
 fn overrides_ok(model: &Model, layout: &Layout) -> Result<(), (String, String)> {
+    // Operators by name (the first of a name, as a scan would find it), looked up once per
+    // override: scanning the model for each made a layout of every operator quadratic.
+    let mut by_name: std::collections::HashMap<&str, &crate::model::OpNode> = Default::default();
+    if !layout.tp_overrides.is_empty() {
+        for (_, n) in model.ops() {
+            by_name.entry(n.name.as_str()).or_insert(n);
+        }
+    }
     for (op, index) in &layout.tp_overrides {
-        let node = model
-            .ops()
-            .map(|(_, n)| n)
-            .find(|n| &n.name == op)
-            .ok_or_else(|| {
-                (
-                    op.clone(),
-                    format!(
-                        "split override names `{op}`, which is not an operator of model `{}`",
-                        model.name
-                    ),
-                )
-            })?;
+        let node = by_name.get(op.as_str()).copied().ok_or_else(|| {
+            (
+                op.clone(),
+                format!(
+                    "split override names `{op}`, which is not an operator of model `{}`",
+                    model.name
+                ),
+            )
+        })?;
         if index == "none" {
             continue;
         }

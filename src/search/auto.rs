@@ -5,7 +5,7 @@
 use super::compare::{annotated, search_for};
 use super::error::SearchError;
 use super::problem::Problem;
-use super::sp::solve_bounded;
+use super::sp::{solve_bounded, Narrowed};
 use crate::calib::Calibration;
 use crate::model::Model;
 use crate::parallel::evaluate::microbatch_bindings;
@@ -29,6 +29,10 @@ pub struct AutoLayout {
     /// percent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gap_percent: Option<f64>,
+    /// When the search's work budget narrowed a block's beam and the beam then dropped states:
+    /// how (the narrowest such block), so that the note says what was skipped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub narrowed: Option<Narrowed>,
     /// The search's own cost of the layout (FLOP-equivalents per device for the whole batch,
     /// blocks times their repeats), before the strategy evaluation prices it with its knobs.
     #[serde(serialize_with = "crate::sym::ser_rational")]
@@ -38,10 +42,17 @@ pub struct AutoLayout {
 impl AutoLayout {
     /// How the layout was found, in a few words.
     pub fn method(&self) -> String {
+        let how = match &self.narrowed {
+            Some(n) => format!(
+                "bounded by the work budget ({} operators, up to {} tensors live: {} states kept per operator of the {} asked)",
+                n.ops, n.live, n.beam, n.asked
+            ),
+            None => "bounded".into(),
+        };
         match (self.exact, self.gap_percent) {
             (true, _) => "exact".into(),
-            (false, Some(g)) => format!("bounded, gap ≤ {g:.1}%"),
-            (false, None) => "bounded".into(),
+            (false, Some(g)) => format!("{how}, gap ≤ {g:.1}%"),
+            (false, None) => how,
         }
     }
 }
@@ -87,6 +98,7 @@ pub fn auto_tp_layout(
     let mut total = Rational::zero();
     let mut exact = true;
     let mut gap: Option<f64> = None;
+    let mut narrowed: Option<Narrowed> = None;
     for (bi, block) in model.blocks.iter().enumerate() {
         let p = features_only(
             Problem::from_block(model, bi, &vals, axes.clone(), &known)?
@@ -94,12 +106,17 @@ pub fn auto_tp_layout(
             model,
         );
         let guide = annotated(model, bi, &p);
-        let guide = p.cost(&guide).is_ok().then_some(guide);
+        let guide = super::sp::cost_shared(&p, &guide).is_ok().then_some(guide);
         let b = solve_bounded(&p, &search_for(&p, None, guide), &mut |_, _| {})?;
         if !b.exact() {
             exact = false;
             if let Some(g) = b.gap_percent() {
                 gap = Some(gap.map_or(g, |x: f64| x.max(g)));
+            }
+            if let Some(n) = &b.narrowed {
+                if narrowed.as_ref().is_none_or(|m: &Narrowed| n.beam < m.beam) {
+                    narrowed = Some(n.clone());
+                }
             }
         }
         let s = b.solution.ok_or_else(|| SearchError::NoLayoutAt {
@@ -117,6 +134,7 @@ pub fn auto_tp_layout(
         placements,
         exact,
         gap_percent: gap,
+        narrowed,
         search_cost: total,
     })
 }

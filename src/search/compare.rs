@@ -118,6 +118,7 @@ pub fn search_for(p: &Problem, bound: Option<Rational>, guide: Option<Vec<Choice
         bound,
         beam: Some((EXPANSIONS / widest).max(1)),
         guide,
+        budget: Some(super::sp::MAX_WORK),
     }
 }
 

@@ -301,6 +301,20 @@ pub enum SearchError {
         /// The operator where it was hit.
         op: String,
     },
+    /// A problem too large for its search's work budget even with a beam of one state.
+    #[error("the search of `{problem}` was skipped: its {ops} operators, with up to {choices} choices each and {live} tensors live at once, exceed the search's budget of {budget} state entries even keeping one state per operator")]
+    OverBudget {
+        /// The problem.
+        problem: String,
+        /// Its operators.
+        ops: usize,
+        /// The most choices of one operator.
+        choices: usize,
+        /// The most tensors live at once in the search's order.
+        live: usize,
+        /// The budget.
+        budget: usize,
+    },
     /// A problem whose operators have more choices than a search may price.
     #[error("`{problem}` over {axes} axes has more than {limit} operator choices to price (the search's memory budget; passed at `{op}`)")]
     TooManyChoices {

@@ -949,6 +949,55 @@ impl Problem {
         Ok(Priced { cost, out, needs })
     }
 
+    /// A class per operator such that operators of one class price every choice alike: the
+    /// same rule (one name is one rule within a model, whose loader resolves names in one
+    /// registry), bindings, tied inputs, cuts, fixed choice and tensor views, and the same
+    /// inputs read from producers in the problem. A graph of thousands of identical operators
+    /// is then priced once per class instead of once per operator (see [`Problem::price`]:
+    /// nothing else of the operator enters its price, except a placement of an index whose
+    /// extent differs, which names the operator; [`Problem::shares_price`] tells such a price
+    /// apart).
+    pub fn price_classes(&self) -> Vec<usize> {
+        let mut ids: HashMap<String, usize> = HashMap::new();
+        self.ops
+            .iter()
+            .map(|o| {
+                let kind = match &o.kind {
+                    Kind::Rule { rule, bind, tied } => format!("{}{bind:?}{tied:?}", rule.name),
+                    Kind::Source => "source".to_string(),
+                };
+                let inputs: Vec<_> = o
+                    .inputs
+                    .iter()
+                    .map(|i| (&i.name, i.from.is_some(), i.grad, &i.view))
+                    .collect();
+                let key = format!(
+                    "{kind}|{:?}|{:?}|{inputs:?}|{:?}",
+                    o.cuts, o.only, o.out_view
+                );
+                let next = ids.len();
+                *ids.entry(key).or_insert(next)
+            })
+            .collect()
+    }
+
+    /// Whether a price of one operator holds for every operator of its class (see
+    /// [`Problem::price_classes`]): it names no placement particular to the operator (a shard
+    /// of an index whose extent differs in a tensor is keyed by the operator).
+    pub fn shares_price(&self, pr: &Priced) -> bool {
+        let ours = |x: &AxisPlace| match x {
+            AxisPlace::Shard(k) => (*k as usize) < self.keys.len(),
+            _ => true,
+        };
+        pr.out.iter().all(ours)
+            && pr
+                .needs
+                .iter()
+                .flatten()
+                .flatten()
+                .all(|n| ours(&n.want) && n.grad.as_ref().is_none_or(ours))
+    }
+
     /// The cost of one conversion on `axis` of producer `op`'s output placed `x`, from `from`
     /// to `to` (zero when nothing moves).
     pub fn conversion(

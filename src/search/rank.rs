@@ -486,8 +486,9 @@ fn search(
                 crate::parallel::plan(n, &layout, model) != crate::parallel::plan(n, &off, model)
             });
         analyse(model, &layout)
-            .context_parallel()
-            .bind(&fixed)
+            .without_split_entries()
+            .into_context_parallel()
+            .into_bound(&fixed)
             .map_err(SearchError::from)
             .map(|analysis| Variant {
                 sp,

@@ -31,6 +31,7 @@ use crate::sym::{Bindings, Rational};
 use num_bigint::BigInt;
 use num_integer::Integer;
 use num_traits::{One, ToPrimitive, Zero};
+use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -304,62 +305,77 @@ fn to_int(r: &Rational, scale: &BigInt) -> Result<i128, SearchError> {
 }
 
 /// Topological order keeping few tensors live: among ready operators, the one that ends the
-/// most tensors' lives, then the one that starts none.
+/// most tensors' lives, then the one that starts none (the lowest position among equals).
+///
+/// The ready operators are kept ordered by that score, and a score is recomputed only when it
+/// can change: an operator ends a producer's life exactly when it is the producer's last
+/// unplaced consumer, which happens once per producer. The work is linear in the operators and
+/// edges (times a logarithm), where scanning every operator at every step was quadratic.
 fn order(p: &Problem) -> Result<Vec<usize>, SearchError> {
+    use std::cmp::Reverse;
+    use std::collections::BTreeSet;
     let n = p.ops.len();
     let consumers = p.consumers();
-    let mut remaining: Vec<usize> = consumers.iter().map(Vec::len).collect();
-    let mut missing: Vec<usize> = p
+    // Distinct producers of each operator.
+    let producers: Vec<Vec<usize>> = p
         .ops
         .iter()
         .map(|o| {
             let mut f: Vec<usize> = o.inputs.iter().filter_map(|i| i.from).collect();
-            f.sort();
+            f.sort_unstable();
+            f.dedup();
+            f
+        })
+        .collect();
+    // Distinct consumers of each operator not yet placed.
+    let mut open: Vec<usize> = consumers
+        .iter()
+        .map(|c| {
+            let mut f: Vec<usize> = c.iter().map(|&(v, _)| v).collect();
+            f.sort_unstable();
             f.dedup();
             f.len()
         })
         .collect();
+    let mut missing: Vec<usize> = producers.iter().map(Vec::len).collect();
     let mut done = vec![false; n];
+    let score = |v: usize, open: &[usize]| -> i64 {
+        let kills = producers[v].iter().filter(|&&q| open[q] == 1).count() as i64;
+        2 * kills - i64::from(!consumers[v].is_empty())
+    };
+    let mut scored: Vec<i64> = vec![0; n];
+    let mut ready: BTreeSet<(Reverse<i64>, usize)> = BTreeSet::new();
+    for v in (0..n).filter(|&v| missing[v] == 0) {
+        scored[v] = score(v, &open);
+        ready.insert((Reverse(scored[v]), v));
+    }
     let mut out = Vec::with_capacity(n);
     while out.len() < n {
-        let mut best: Option<(i64, usize)> = None;
-        for v in 0..n {
-            if done[v] || missing[v] > 0 {
-                continue;
-            }
-            let mut prods: Vec<usize> = p.ops[v].inputs.iter().filter_map(|i| i.from).collect();
-            prods.sort();
-            prods.dedup();
-            let kills = prods
-                .iter()
-                .filter(|&&q| {
-                    remaining[q] == p.ops[v].inputs.iter().filter(|i| i.from == Some(q)).count()
-                })
-                .count() as i64;
-            let score = 2 * kills - i64::from(!consumers[v].is_empty());
-            if best.is_none_or(|(s, _)| score > s) {
-                best = Some((score, v));
-            }
-        }
-        let (_, v) = best.ok_or(SearchError::Cycle)?;
+        let (_, v) = ready.pop_first().ok_or(SearchError::Cycle)?;
         done[v] = true;
         out.push(v);
-        for i in &p.ops[v].inputs {
-            if let Some(q) = i.from {
-                remaining[q] -= 1;
+        for &q in &producers[v] {
+            open[q] -= 1;
+            if open[q] != 1 {
+                continue;
+            }
+            // The last consumer of q now ends its life: rescore it if it is ready.
+            let last = consumers[q].iter().map(|&(c, _)| c).find(|&c| !done[c]);
+            if let Some(c) = last.filter(|&c| missing[c] == 0) {
+                ready.remove(&(Reverse(scored[c]), c));
+                scored[c] = score(c, &open);
+                ready.insert((Reverse(scored[c]), c));
             }
         }
-        // `missing` counts distinct producers not yet placed.
-        for &(c, _) in &consumers[v] {
-            let mut f: Vec<usize> = p.ops[c]
-                .inputs
-                .iter()
-                .filter_map(|i| i.from)
-                .filter(|q| !done[*q])
-                .collect();
-            f.sort();
-            f.dedup();
-            missing[c] = f.len();
+        let mut seen: Vec<usize> = consumers[v].iter().map(|&(c, _)| c).collect();
+        seen.sort_unstable();
+        seen.dedup();
+        for c in seen {
+            missing[c] -= 1;
+            if missing[c] == 0 {
+                scored[c] = score(c, &open);
+                ready.insert((Reverse(scored[c]), c));
+            }
         }
     }
     Ok(out)
@@ -401,14 +417,65 @@ pub(crate) fn price_all(p: &Problem) -> Result<Vec<Vec<(Choice, Priced)>>, Searc
 
 /// [`price_all`] once the budget is checked.
 fn price_each(p: &Problem) -> Result<Vec<Vec<(Choice, Priced)>>, SearchError> {
+    let mut memo = PriceMemo::new(p);
     (0..p.ops.len())
         .map(|v| {
             p.choices(v)
                 .into_iter()
-                .map(|c| p.price(v, &c).map(|pr| (c, pr)))
+                .map(|c| memo.price(v, &c).map(|pr| (c, pr)))
                 .collect()
         })
         .collect()
+}
+
+/// [`Problem::cost`] with the prices shared by the operators of one class (see
+/// [`PriceMemo`]): the same result, without pricing a graph's identical operators one by one.
+pub(crate) fn cost_shared(p: &Problem, a: &[Choice]) -> Result<Rational, SearchError> {
+    if a.len() != p.ops.len() {
+        return Err(SearchError::ChoiceCount {
+            choices: a.len(),
+            ops: p.ops.len(),
+        });
+    }
+    let mut memo = PriceMemo::new(p);
+    let priced: Vec<Priced> = (0..a.len())
+        .map(|v| memo.price(v, &a[v]))
+        .collect::<Result<_, _>>()?;
+    let refs: Vec<&Priced> = priced.iter().collect();
+    p.cost_of(&refs)
+}
+
+/// Prices of one problem's choices, shared by the operators of one class (see
+/// [`Problem::price_classes`]): identical operators, such as the thousands of a repeat-free
+/// export, are priced once.
+pub(crate) struct PriceMemo<'a> {
+    p: &'a Problem,
+    class: Vec<usize>,
+    known: FxMap<(usize, Choice), Priced>,
+}
+
+impl<'a> PriceMemo<'a> {
+    /// An empty memo for `p`.
+    pub(crate) fn new(p: &'a Problem) -> Self {
+        PriceMemo {
+            p,
+            class: p.price_classes(),
+            known: FxMap::default(),
+        }
+    }
+
+    /// [`Problem::price`], from the memo where an operator of the same class was priced.
+    pub(crate) fn price(&mut self, v: usize, c: &[Option<usize>]) -> Result<Priced, SearchError> {
+        let key = (self.class[v], c.to_vec());
+        if let Some(pr) = self.known.get(&key) {
+            return Ok(pr.clone());
+        }
+        let pr = self.p.price(v, c)?;
+        if self.p.shares_price(&pr) {
+            self.known.insert(key, pr.clone());
+        }
+        Ok(pr)
+    }
 }
 
 /// [`price_all`], pricing once the choices that differ only by a permutation of interchangeable
@@ -429,9 +496,11 @@ pub(crate) fn price_all_shared(p: &Problem) -> Result<Vec<Vec<(Choice, Priced)>>
     if classes.len() == k {
         return price_each(p);
     }
+    let mut memo = PriceMemo::new(p);
     (0..p.ops.len())
         .map(|v| {
             let mut cache: FxMap<Choice, Priced> = FxMap::default();
+            let memo = &mut memo;
             p.choices(v)
                 .into_iter()
                 .map(|c| {
@@ -450,7 +519,7 @@ pub(crate) fn price_all_shared(p: &Problem) -> Result<Vec<Vec<(Choice, Priced)>>
                     let base = match cache.get(&canon) {
                         Some(b) => b.clone(),
                         None => {
-                            let b = p.price(v, &canon)?;
+                            let b = memo.price(v, &canon)?;
                             cache.insert(canon, b.clone());
                             b
                         }
@@ -523,6 +592,9 @@ fn compile(p: &Problem, shared: bool) -> Result<Compiled, SearchError> {
     let mut distinct: Vec<Vec<Rational>> = Vec::with_capacity(n);
     let mut fac_ix: Vec<Vec<Vec<u32>>> = Vec::with_capacity(n);
     let mut term_ix: Vec<Vec<u32>> = Vec::with_capacity(n);
+    // Across operators: a facility's cost depends on its operator only through the output's
+    // bytes, so operators of one size (every operator of a repeat-free chain) share it.
+    let mut shared: HashMap<(Rational, (Facility, AxisPlace, u64)), Rational> = HashMap::new();
     for v in 0..n {
         for (_, pr) in &priced[v] {
             lcm_den(&mut scale, &pr.cost);
@@ -550,7 +622,16 @@ fn compile(p: &Problem, shared: bool) -> Result<Compiled, SearchError> {
                 let i = match memo.get(&key) {
                     Some(&i) => i,
                     None => {
-                        let i = intern(p.facility_cost(v, x, *f), &mut values);
+                        let at = (p.ops[v].out_bytes.clone(), key);
+                        let cost = match shared.get(&at) {
+                            Some(c) => c.clone(),
+                            None => {
+                                let c = p.facility_cost(v, x, *f);
+                                shared.insert(at, c.clone());
+                                c
+                            }
+                        };
+                        let i = intern(cost, &mut values);
                         memo.insert(key, i);
                         i
                     }
@@ -675,11 +756,36 @@ struct Limits<'a> {
 
 /// What [`run`] found.
 struct Ran {
-    /// Per final state: the state, its cost and the choice positions per operator.
-    finals: Vec<(State, i128, Vec<usize>)>,
+    /// Per final state: the state and its cost.
+    finals: Vec<(State, i128)>,
+    /// Per step, per state kept: its entry (to trace a final state's choices back). Only the
+    /// entries are kept for every step, not the states, whose vectors would multiply the
+    /// memory by the live width.
+    entries: Vec<Vec<Entry>>,
     /// The least lower bound of the layouts a beam dropped (cost so far plus the cheapest
     /// choice of every operator still to place); None when the beam dropped nothing.
     dropped: Option<i128>,
+}
+
+impl Ran {
+    /// The cheapest final state (the first among equals) and its choice positions per
+    /// operator, traced back through the entries; only that one is traced, not every final.
+    fn best(&self, c: &Compiled) -> Option<(i128, Vec<usize>)> {
+        let (si, (_, cost)) = self
+            .finals
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, (_, cost))| *cost)?;
+        let n = c.order.len();
+        let mut picks = vec![0usize; n];
+        let mut k = si;
+        for step in (0..n).rev() {
+            let e = self.entries[step + 1][k];
+            picks[c.order[step]] = e.choice as usize;
+            k = e.parent as usize;
+        }
+        Some((*cost, picks))
+    }
 }
 
 /// Runs the programme. `restrict[v]`, where set, limits operator `v` to those choice
@@ -742,9 +848,13 @@ fn run(
         parent: 0,
         choice: 0,
     }]];
-    let mut states: Vec<Vec<State>> = vec![vec![Vec::new()]];
+    // The states of the last step only (see `Ran::entries`).
+    let mut states: Vec<State> = vec![Vec::new()];
     // Per state of the last step: whether the guide's path reaches it.
     let mut guided: Vec<bool> = vec![limits.guide.is_some()];
+    // Scratch buffers reused by every expansion: a state is allocated only when it is new.
+    let mut st: State = Vec::new();
+    let mut ns: State = Vec::new();
     for (step, &v) in c.order.iter().enumerate() {
         // Producers whose last consumer is v.
         let mut ends: Vec<usize> = Vec::new();
@@ -780,8 +890,8 @@ fn run(
         let mut next_guided: Vec<bool> = Vec::new();
         let guide_here = limits.guide.map(|g| g[v]);
         let opts: Vec<usize> = allowed(c, restrict, v).collect();
-        let last = states.len() - 1;
-        for (si, state) in states[last].iter().enumerate() {
+        let last = entries.len() - 1;
+        for (si, state) in states.iter().enumerate() {
             let base = entries[last][si].cost;
             let held = if pinned_before {
                 state.last().map(|&(x, _)| x)
@@ -801,7 +911,8 @@ fn run(
                     }
                 }
                 let mut cost = base + ch.cost;
-                let mut st = state.clone();
+                st.clear();
+                st.extend_from_slice(state);
                 for &(q, m) in &ch.masks {
                     let Some(&slot) = slot_of.get(&q) else {
                         continue;
@@ -822,7 +933,8 @@ fn run(
                 if limits.bound.is_some_and(|b| cost + rest[step + 1] > b) {
                     continue;
                 }
-                let mut ns: State = keep_slots.iter().map(|&i| st[i]).collect();
+                ns.clear();
+                ns.extend(keep_slots.iter().map(|&i| st[i]));
                 if stays {
                     ns.push((ch.out, 0));
                 }
@@ -839,7 +951,7 @@ fn run(
                     choice: ci as u32,
                 };
                 let on_guide = guided[si] && guide_here == Some(ci);
-                match next_map.get(&ns) {
+                match next_map.get(ns.as_slice()) {
                     Some(&k) => {
                         if cost < next_entries[k].cost {
                             next_entries[k] = e;
@@ -849,12 +961,13 @@ fn run(
                     None => {
                         next_map.insert(ns.clone(), next_entries.len());
                         next_entries.push(e);
-                        next_states.push(ns);
+                        next_states.push(ns.clone());
                         next_guided.push(on_guide);
                     }
                 }
             }
         }
+        drop(next_map);
         match limits.beam {
             Some(w) if next_states.len() > w => {
                 // Keep the `w` cheapest states; remember the best any dropped one could reach.
@@ -893,22 +1006,20 @@ fn run(
         live = next_live;
         guided = next_guided;
         entries.push(next_entries);
-        states.push(next_states);
+        states = next_states;
         step_done(step + 1, n);
     }
-    let last = states.len() - 1;
-    let mut finals = Vec::new();
-    for (si, st) in states[last].iter().enumerate() {
-        let mut picks = vec![0usize; n];
-        let mut k = si;
-        for step in (0..n).rev() {
-            let e = entries[step + 1][k];
-            picks[c.order[step]] = e.choice as usize;
-            k = e.parent as usize;
-        }
-        finals.push((st.clone(), entries[last][si].cost, picks));
-    }
-    Ok(Ran { finals, dropped })
+    let last = entries.len() - 1;
+    let finals = states
+        .into_iter()
+        .zip(&entries[last])
+        .map(|(st, e)| (st, e.cost))
+        .collect();
+    Ok(Ran {
+        finals,
+        entries,
+        dropped,
+    })
 }
 
 fn allowed<'a>(
@@ -959,6 +1070,33 @@ pub struct Search {
     /// A known layout (a choice per operator) whose path the beam always keeps, so that the
     /// result never costs more than it; ignored if any of its choices is invalid.
     pub guide: Option<Vec<Choice>>,
+    /// With a beam: the most state entries the whole search may write (expansions times the
+    /// entries of a state), so that its time and memory stay bounded however many operators
+    /// the problem has. The beam is narrowed to fit (reported in [`Bounded::narrowed`]); a
+    /// problem that would not fit even with a beam of one state is refused
+    /// ([`SearchError::OverBudget`]). None: no budget beyond the beam.
+    pub budget: Option<usize>,
+}
+
+/// The work budget of a search for [`Search::budget`]: state entries written in all. A
+/// transformer layer (tens of operators, a few tensors live) stays within it at the full beam
+/// of [`EXPANSIONS`](super::compare::EXPANSIONS); a repeat-free graph of thousands of
+/// operators gets a narrower beam, about a second of search on one core.
+pub const MAX_WORK: usize = 64_000_000;
+
+/// How a budget narrowed a beam.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Narrowed {
+    /// The beam kept: states per operator.
+    pub beam: usize,
+    /// The beam asked for.
+    pub asked: usize,
+    /// Operators of the problem.
+    pub ops: usize,
+    /// The most tensors live at once in the search's order.
+    pub live: usize,
+    /// The budget (state entries written).
+    pub budget: usize,
 }
 
 /// What [`solve_bounded`] found.
@@ -970,6 +1108,8 @@ pub struct Bounded {
     /// layouts kept and, for each dropped state, its cost so far plus the cheapest choice of
     /// every operator still to place). None: nothing was dropped, the result is exact.
     pub lower: Option<Rational>,
+    /// Where the work budget narrowed the beam: how.
+    pub narrowed: Option<Narrowed>,
 }
 
 impl Bounded {
@@ -1014,23 +1154,22 @@ pub fn solve_bounded(
             })
             .flatten()
     });
+    let (beam, narrowed) = budget_beam(p, &c, search)?;
     let limits = Limits {
         bound: b,
-        beam: search.beam.map(|w| w.max(1)),
+        beam,
         guide: guide.as_deref(),
     };
     // Exact: one programme per placement of a cycle's block input (each within the state
     // limit). With a beam: one pass carrying that placement, sharing the work of all of them.
-    let ran = match (p.cycle, limits.beam) {
+    let (best, dropped) = match (p.cycle, limits.beam) {
         (Some(_), None) => per_placement(p, &c, limits, progress)?,
-        _ => run(p, &c, &BTreeMap::new(), None, p.cycle, limits, progress)?,
+        _ => {
+            let ran = run(p, &c, &BTreeMap::new(), None, p.cycle, limits, progress)?;
+            (ran.best(&c), ran.dropped)
+        }
     };
-    let best = ran
-        .finals
-        .into_iter()
-        .map(|(_, cost, picks)| (cost, picks))
-        .min_by_key(|(cost, _)| *cost);
-    let lower = ran.dropped.map(|d| {
+    let lower = dropped.map(|d| {
         let lo = match &best {
             Some((cost, _)) => d.min(*cost),
             None => d,
@@ -1040,7 +1179,76 @@ pub fn solve_bounded(
     Ok(Bounded {
         solution: best.map(|(cost, picks)| solution(&c, cost, &picks)),
         lower,
+        narrowed,
     })
+}
+
+/// The beam of `search` narrowed to its work budget: a step writes at most beam × choices
+/// states of at most (live tensors + 1) entries, so the beam is the budget over operators ×
+/// the most choices × (the most live + 1). The beam never widens.
+fn budget_beam(
+    p: &Problem,
+    c: &Compiled,
+    search: &Search,
+) -> Result<(Option<usize>, Option<Narrowed>), SearchError> {
+    let beam = search.beam.map(|w| w.max(1));
+    let (Some(asked), Some(budget)) = (beam, search.budget) else {
+        return Ok((beam, None));
+    };
+    let ops = c.order.len().max(1);
+    let choices = c.choices.iter().map(Vec::len).max().unwrap_or(1).max(1);
+    let live = max_live(p, c);
+    let per_state = ops.saturating_mul(choices).saturating_mul(live + 1);
+    let fits = budget / per_state;
+    if fits == 0 {
+        return Err(SearchError::OverBudget {
+            problem: p.name.clone(),
+            ops,
+            choices,
+            live,
+            budget,
+        });
+    }
+    if fits >= asked {
+        return Ok((Some(asked), None));
+    }
+    let narrowed = Narrowed {
+        beam: fits,
+        asked,
+        ops,
+        live,
+        budget,
+    };
+    Ok((Some(fits), Some(narrowed)))
+}
+
+/// The most tensors live at once along the search's order (produced, with consumers still to
+/// place), plus one for a pinned block input.
+fn max_live(p: &Problem, c: &Compiled) -> usize {
+    let mut remaining: Vec<usize> = vec![0; p.ops.len()];
+    for o in &p.ops {
+        for i in &o.inputs {
+            if let Some(q) = i.from {
+                remaining[q] += 1;
+            }
+        }
+    }
+    let (mut live, mut most) = (0usize, 0usize);
+    for &v in &c.order {
+        for i in &p.ops[v].inputs {
+            if let Some(q) = i.from {
+                remaining[q] -= 1;
+                if remaining[q] == 0 {
+                    live = live.saturating_sub(1);
+                }
+            }
+        }
+        if c.has_consumers[v] {
+            live += 1;
+        }
+        most = most.max(live);
+    }
+    most + usize::from(p.cycle.is_some())
 }
 
 fn scaled_bound(bound: Option<&Rational>, c: &Compiled) -> Result<Option<i128>, SearchError> {
@@ -1081,31 +1289,31 @@ pub fn solve_reference(p: &Problem) -> Result<Solution, SearchError> {
         beam: None,
         guide: None,
     };
-    let ran = match p.cycle {
-        Some(_) => per_placement(p, &c, limits, &mut |_, _| {})?,
-        None => run(p, &c, &BTreeMap::new(), None, None, limits, &mut |_, _| {})?,
+    let best = match p.cycle {
+        Some(_) => per_placement(p, &c, limits, &mut |_, _| {})?.0,
+        None => run(p, &c, &BTreeMap::new(), None, None, limits, &mut |_, _| {})?.best(&c),
     };
-    ran.finals
-        .into_iter()
-        .min_by_key(|(_, cost, _)| *cost)
-        .map(|(_, cost, picks)| solution(&c, cost, &picks))
+    best.map(|(cost, picks)| solution(&c, cost, &picks))
         .ok_or_else(|| SearchError::NoLayout(p.name.clone()))
 }
 
+/// The cheapest final of a search (its cost and choice positions) and the least lower bound of
+/// what a beam dropped.
+type Best = (Option<(i128, Vec<usize>)>, Option<i128>);
+
 /// One programme per placement of a cycle's block input, the block output restricted to the
-/// same placement; the finals of all of them.
+/// same placement; the cheapest final of all of them (the first among equals, in placement
+/// order).
 fn per_placement(
     p: &Problem,
     c: &Compiled,
     limits: Limits<'_>,
     progress: &mut dyn FnMut(usize, usize),
-) -> Result<Ran, SearchError> {
-    let mut all = Ran {
-        finals: Vec::new(),
-        dropped: None,
-    };
+) -> Result<Best, SearchError> {
+    let mut best: Option<(i128, Vec<usize>)> = None;
+    let mut dropped: Option<i128> = None;
     let Some((s, e)) = p.cycle else {
-        return Ok(all);
+        return Ok((best, dropped));
     };
     for (xi, x) in c.places[s].iter().enumerate() {
         let mut restrict = BTreeMap::new();
@@ -1123,12 +1331,16 @@ fn per_placement(
         }
         restrict.insert(e, ends);
         let r = run(p, c, &restrict, None, None, limits, progress)?;
-        all.finals.extend(r.finals);
+        if let Some((cost, picks)) = r.best(c) {
+            if best.as_ref().is_none_or(|(b, _)| cost < *b) {
+                best = Some((cost, picks));
+            }
+        }
         if let Some(d) = r.dropped {
-            all.dropped = Some(all.dropped.map_or(d, |a: i128| a.min(d)));
+            dropped = Some(dropped.map_or(d, |a: i128| a.min(d)));
         }
     }
-    Ok(all)
+    Ok((best, dropped))
 }
 
 /// The table of a problem between source `entry` (rows: its placements) and operator `exit`
@@ -1159,7 +1371,7 @@ pub fn table(p: &Problem, entry: usize, exit: usize) -> Result<Table, SearchErro
             guide: None,
         };
         let ran = run(&q, &c, &restrict, Some(exit), None, limits, &mut |_, _| {})?;
-        for (st, v, _) in ran.finals {
+        for (st, v) in ran.finals {
             if let Some(&(y, _)) = st.last() {
                 min_into(&mut row[y as usize], Some(rational(v, &c.scale)));
             }
@@ -1211,11 +1423,12 @@ pub(crate) fn block_placements(
     known: &mut BTreeMap<String, Vec<String>>,
 ) -> Result<Vec<(String, Option<String>)>, SearchError> {
     let mut out = Vec::new();
+    let mut memo = PriceMemo::new(p);
     for (v, o) in p.ops.iter().enumerate() {
         if o.is_source() {
             continue;
         }
-        let pr = p.price(v, &s.assignment[v])?;
+        let pr = memo.price(v, &s.assignment[v])?;
         known.insert(
             o.name.clone(),
             pr.out.iter().map(|x| p.place_label(*x)).collect(),
