@@ -195,6 +195,17 @@ fn a_rule_with_negative_flops_is_refused_by_cost_and_explain() {
 }
 
 #[test]
+fn gpus_per_node_out_of_range_is_refused_even_without_a_strategy() {
+    for g in ["0", "1025"] {
+        let e = refused(&["cost", "gpt3-125m", "--gpus-per-node", g]);
+        assert!(
+            e.contains("--gpus-per-node") && e.contains("1 to 1024"),
+            "{g}: {e}"
+        );
+    }
+}
+
+#[test]
 fn a_graph_without_operators_is_refused() {
     let dir = temp_dir("hostile-empty-graph");
     let head = "name: empty\ngraph:\n  symbols:\n    T: tokens\n    H: hidden size\n  inputs:\n    x: {dims: [T, H]}\n";

@@ -144,6 +144,11 @@ pub fn show(p: &Poly, b: &Bindings, symbolic: bool) -> Result<String, Error> {
 
 /// Runs `cost`.
 pub fn run(args: CostArgs) -> Result<(), Error> {
+    // Checked even without a strategy, which alone would read it: a flag given is never ignored
+    // in silence.
+    if let Some(g) = args.strategy.gpus_per_node {
+        crate::strategy::check_gpus_per_node(g).map_err(super::strategy_args::machine_error)?;
+    }
     let loader = args.symbols.loader()?;
     let model = loader.resolve(&args.model)?;
     let values = args.symbols.apply(&model)?;
