@@ -612,79 +612,7 @@ impl GraphBuilder<'_> {
                         format!("duplicate name `{}`", op.name),
                     ));
                 }
-                let rule = self.rules.get(&op.op).cloned().ok_or_else(|| {
-                    self.err(
-                        &["blocks", &op.name, "op", &op.op],
-                        format!("unknown operator `{}` in `{}`", op.op, op.name),
-                    )
-                })?;
-                let mut bind = BTreeMap::new();
-                for (k, f) in &op.bind.0 {
-                    let known = rule.index(k).is_some() || rule.params.contains(k);
-                    if !known {
-                        return Err(self.err(
-                            &["blocks", &op.name, "bind", k],
-                            format!(
-                                "operator `{}` ({}) has no index or parameter `{k}`",
-                                op.name, rule.name
-                            ),
-                        ));
-                    }
-                    let zero_ok = rule.index(k).is_none();
-                    bind.insert(
-                        k.clone(),
-                        self.formula_from(&["blocks", &op.name, "bind", k], &f.0, zero_ok)?,
-                    );
-                }
-                for needed in rule
-                    .indices
-                    .iter()
-                    .map(|i| &i.name)
-                    .chain(rule.params.iter())
-                {
-                    if !bind.contains_key(needed) {
-                        return Err(self.err(
-                            &["blocks", &op.name, "bind"],
-                            format!(
-                                "operator `{}` ({}) does not bind `{needed}`",
-                                op.name, rule.name
-                            ),
-                        ));
-                    }
-                }
-                if let Some(tp) = &op.tp {
-                    if rule.index(tp).is_none() {
-                        return Err(self.err(
-                            &["blocks", &op.name, "tp"],
-                            format!(
-                                "operator `{}` ({}) has no index `{tp}` to split",
-                                op.name, rule.name
-                            ),
-                        ));
-                    }
-                }
-                let attention_core = match op.role.as_deref() {
-                    None => op.attention.as_deref() == Some(AttentionMode::Eager.tag()),
-                    Some(ROLE_ATTENTION_CORE) => true,
-                    Some(other) => {
-                        return Err(self.err(
-                            &["blocks", &op.name, "role"],
-                            format!(
-                                "operator `{}`: unknown role `{other}` (the one role is `{ROLE_ATTENTION_CORE}`)",
-                                op.name
-                            ),
-                        ))
-                    }
-                };
-                let node = graph.add_node(OpNode {
-                    name: op.name.clone(),
-                    rule,
-                    bind,
-                    inputs: Vec::new(),
-                    tp: op.tp.clone(),
-                    doc: op.doc.clone(),
-                    attention_core,
-                });
+                let node = graph.add_node(self.op_node(op)?);
                 local.insert(op.name.clone(), node);
             }
             // Second pass: inputs, edges and shapes.
@@ -702,48 +630,20 @@ impl GraphBuilder<'_> {
                         ));
                     }
                 }
-                let mut ins = Vec::new();
-                for t in &rule.inputs {
-                    let path = ["blocks", op.name.as_str(), t.name.as_str()];
-                    let given = op.inputs.0.get(&t.name);
-                    let tied = op.tied.0.get(&t.name);
-                    let producer = match (given, tied) {
-                        (Some(_), Some(_)) => return Err(self.err(&path, format!("input `{}` of `{}` is both given and tied", t.name, op.name))),
-                        (None, Some(target)) => {
-                            if !t.param {
-                                return Err(self.err(&path, format!("only parameters can be tied; `{}` of `{}` is not one", t.name, op.name)));
-                            }
-                            self.check_tied(&blocks, &graph, target, &path)?;
-                            Producer::Tied(target.clone())
-                        }
-                        (Some(_), None) if t.param => {
-                            return Err(self.err(&path, format!("`{}` is a parameter of `{}`: it is owned, not given (use `tied` to share one)", t.name, op.name)))
-                        }
-                        (None, None) if t.param => Producer::Param,
-                        (None, None) if !t.grad && !t.dims.is_empty() && matches!(t.dtype, Dtype::Compute) => Producer::Buffer,
-                        (None, None) => return Err(self.err(&["blocks", &op.name, "in"], format!("operator `{}` ({}) needs input `{}`", op.name, rule.name, t.name))),
-                        (Some(r), None) => {
-                            let (producer, shape) = if r == "in" {
-                                match &block_input {
-                                    Some(Named::Input(s)) | Some(Named::Op { shape: s, .. }) => (Producer::BlockInput, s.clone()),
-                                    None => return Err(self.err(&path, format!("`in` used in block `{}`, which has no `input`", b.name))),
-                                }
-                            } else if let Some(&n) = local.get(r) {
-                                graph.add_edge(n, node, ());
-                                let shape = graph[n].shape(&graph[n].rule.output);
-                                (Producer::Op { block: bi, node: n }, shape)
-                            } else {
-                                match self.lookup(&names, &path, r)? {
-                                    Named::Input(s) => (Producer::GraphInput(r.clone()), s),
-                                    Named::Op { block, node, shape } => (Producer::Op { block, node }, shape),
-                                }
-                            };
-                            self.check_shape(&graph[node], t, &shape, r, &path)?;
-                            producer
-                        }
-                    };
-                    ins.push((t.name.clone(), producer));
-                }
+                let ins = self.op_inputs(
+                    op,
+                    node,
+                    &rule,
+                    &Scope {
+                        bi,
+                        block: b,
+                        names: &names,
+                        local: &local,
+                        blocks: &blocks,
+                        block_input: block_input.as_ref(),
+                    },
+                    &mut graph,
+                )?;
                 graph[node].inputs = ins;
             }
             let order = toposort(&graph, None).map_err(|cycle| {
@@ -753,51 +653,8 @@ impl GraphBuilder<'_> {
                     format!("cycle: operator `{name}` depends on its own output"),
                 )
             })?;
-            let output = match &b.output {
-                Some(o) => Some(*local.get(o).ok_or_else(|| {
-                    self.err(
-                        &["blocks", &b.name, "output"],
-                        format!(
-                            "block output `{o}` is not an operator of block `{}`",
-                            b.name
-                        ),
-                    )
-                })?),
-                None => order.last().copied(),
-            };
-            if let (Some(out), Some(input), true) = (output, &block_input, b.repeat.is_some()) {
-                let in_shape = match input {
-                    Named::Input(s) | Named::Op { shape: s, .. } => s,
-                };
-                let out_shape = graph[out].shape(&graph[out].rule.output);
-                let a: Poly = in_shape.iter().cloned().product();
-                let o: Poly = out_shape.iter().cloned().product();
-                if a != o {
-                    return Err(self.err(&["blocks", &b.name, "output"], format!("repeated block `{}` must keep its shape: input has {a} elements, output {o}", b.name)));
-                }
-            }
-            for (name, &n) in &local {
-                let shape = graph[n].shape(&graph[n].rule.output);
-                names.insert(
-                    name.clone(),
-                    Named::Op {
-                        block: bi,
-                        node: n,
-                        shape,
-                    },
-                );
-            }
-            if let Some(out) = output {
-                let shape = graph[out].shape(&graph[out].rule.output);
-                names.insert(
-                    b.name.clone(),
-                    Named::Op {
-                        block: bi,
-                        node: out,
-                        shape,
-                    },
-                );
-            }
+            let output = self.block_output(b, &graph, &local, &order, block_input.as_ref())?;
+            register(&mut names, bi, &b.name, &graph, &local, output);
             blocks.push(Block {
                 name: b.name.clone(),
                 doc: b.doc.clone(),
@@ -808,6 +665,178 @@ impl GraphBuilder<'_> {
             });
         }
         Ok((inputs, blocks))
+    }
+
+    /// An operator's node: its rule, its bindings checked against the rule, its `tp` split and
+    /// its role (the first pass over a block, before any input is wired).
+    fn op_node(&self, op: &super::spec::OpSpec) -> Result<OpNode> {
+        let rule = self.rules.get(&op.op).cloned().ok_or_else(|| {
+            self.err(
+                &["blocks", &op.name, "op", &op.op],
+                format!("unknown operator `{}` in `{}`", op.op, op.name),
+            )
+        })?;
+        let mut bind = BTreeMap::new();
+        for (k, f) in &op.bind.0 {
+            let known = rule.index(k).is_some() || rule.params.contains(k);
+            if !known {
+                return Err(self.err(
+                    &["blocks", &op.name, "bind", k],
+                    format!(
+                        "operator `{}` ({}) has no index or parameter `{k}`",
+                        op.name, rule.name
+                    ),
+                ));
+            }
+            let zero_ok = rule.index(k).is_none();
+            bind.insert(
+                k.clone(),
+                self.formula_from(&["blocks", &op.name, "bind", k], &f.0, zero_ok)?,
+            );
+        }
+        for needed in rule
+            .indices
+            .iter()
+            .map(|i| &i.name)
+            .chain(rule.params.iter())
+        {
+            if !bind.contains_key(needed) {
+                return Err(self.err(
+                    &["blocks", &op.name, "bind"],
+                    format!(
+                        "operator `{}` ({}) does not bind `{needed}`",
+                        op.name, rule.name
+                    ),
+                ));
+            }
+        }
+        if let Some(tp) = &op.tp {
+            if rule.index(tp).is_none() {
+                return Err(self.err(
+                    &["blocks", &op.name, "tp"],
+                    format!(
+                        "operator `{}` ({}) has no index `{tp}` to split",
+                        op.name, rule.name
+                    ),
+                ));
+            }
+        }
+        let attention_core = match op.role.as_deref() {
+                    None => op.attention.as_deref() == Some(AttentionMode::Eager.tag()),
+                    Some(ROLE_ATTENTION_CORE) => true,
+                    Some(other) => {
+                        return Err(self.err(
+                            &["blocks", &op.name, "role"],
+                            format!(
+                                "operator `{}`: unknown role `{other}` (the one role is `{ROLE_ATTENTION_CORE}`)",
+                                op.name
+                            ),
+                        ))
+                    }
+                };
+        Ok(OpNode {
+            name: op.name.clone(),
+            rule,
+            bind,
+            inputs: Vec::new(),
+            tp: op.tp.clone(),
+            doc: op.doc.clone(),
+            attention_core,
+        })
+    }
+
+    /// An operator's inputs, each with its producer (another operator, the block's or the
+    /// graph's input, a parameter, a tied parameter or a buffer), edges added and shapes checked.
+    fn op_inputs(
+        &self,
+        op: &super::spec::OpSpec,
+        node: NodeIndex,
+        rule: &crate::rules::OpRule,
+        scope: &Scope,
+        graph: &mut DiGraph<OpNode, ()>,
+    ) -> Result<Vec<(String, Producer)>> {
+        let (names, local, blocks, block_input) =
+            (scope.names, scope.local, scope.blocks, scope.block_input);
+        let (bi, b) = (scope.bi, scope.block);
+        let mut ins = Vec::new();
+        for t in &rule.inputs {
+            let path = ["blocks", op.name.as_str(), t.name.as_str()];
+            let given = op.inputs.0.get(&t.name);
+            let tied = op.tied.0.get(&t.name);
+            let producer = match (given, tied) {
+                        (Some(_), Some(_)) => return Err(self.err(&path, format!("input `{}` of `{}` is both given and tied", t.name, op.name))),
+                        (None, Some(target)) => {
+                            if !t.param {
+                                return Err(self.err(&path, format!("only parameters can be tied; `{}` of `{}` is not one", t.name, op.name)));
+                            }
+                            self.check_tied(blocks, graph, target, &path)?;
+                            Producer::Tied(target.clone())
+                        }
+                        (Some(_), None) if t.param => {
+                            return Err(self.err(&path, format!("`{}` is a parameter of `{}`: it is owned, not given (use `tied` to share one)", t.name, op.name)))
+                        }
+                        (None, None) if t.param => Producer::Param,
+                        (None, None) if !t.grad && !t.dims.is_empty() && matches!(t.dtype, Dtype::Compute) => Producer::Buffer,
+                        (None, None) => return Err(self.err(&["blocks", &op.name, "in"], format!("operator `{}` ({}) needs input `{}`", op.name, rule.name, t.name))),
+                        (Some(r), None) => {
+                            let (producer, shape) = if r == "in" {
+                                match block_input {
+                                    Some(Named::Input(s)) | Some(Named::Op { shape: s, .. }) => (Producer::BlockInput, s.clone()),
+                                    None => return Err(self.err(&path, format!("`in` used in block `{}`, which has no `input`", b.name))),
+                                }
+                            } else if let Some(&n) = local.get(r) {
+                                graph.add_edge(n, node, ());
+                                let shape = graph[n].shape(&graph[n].rule.output);
+                                (Producer::Op { block: bi, node: n }, shape)
+                            } else {
+                                match self.lookup(names, &path, r)? {
+                                    Named::Input(s) => (Producer::GraphInput(r.clone()), s),
+                                    Named::Op { block, node, shape } => (Producer::Op { block, node }, shape),
+                                }
+                            };
+                            self.check_shape(&graph[node], t, &shape, r, &path)?;
+                            producer
+                        }
+                    };
+            ins.push((t.name.clone(), producer));
+        }
+        Ok(ins)
+    }
+
+    /// A block's output (its `output`, else its last operator), and for a repeated block the
+    /// check that it keeps its input's shape.
+    fn block_output(
+        &self,
+        b: &super::spec::BlockSpec,
+        graph: &DiGraph<OpNode, ()>,
+        local: &BTreeMap<String, NodeIndex>,
+        order: &[NodeIndex],
+        block_input: Option<&Named>,
+    ) -> Result<Option<NodeIndex>> {
+        let output = match &b.output {
+            Some(o) => Some(*local.get(o).ok_or_else(|| {
+                self.err(
+                    &["blocks", &b.name, "output"],
+                    format!(
+                        "block output `{o}` is not an operator of block `{}`",
+                        b.name
+                    ),
+                )
+            })?),
+            None => order.last().copied(),
+        };
+        if let (Some(out), Some(input), true) = (output, block_input, b.repeat.is_some()) {
+            let in_shape = match input {
+                Named::Input(s) | Named::Op { shape: s, .. } => s,
+            };
+            let out_shape = graph[out].shape(&graph[out].rule.output);
+            let a: Poly = in_shape.iter().cloned().product();
+            let o: Poly = out_shape.iter().cloned().product();
+            if a != o {
+                return Err(self.err(&["blocks", &b.name, "output"], format!("repeated block `{}` must keep its shape: input has {a} elements, output {o}", b.name)));
+            }
+        }
+        Ok(output)
     }
 
     fn lookup(&self, names: &BTreeMap<String, Named>, path: &[&str], r: &str) -> Result<Named> {
@@ -868,4 +897,48 @@ impl GraphBuilder<'_> {
         }
         Ok(())
     }
+}
+/// Names a block's operators, and the block itself by its output, for the blocks after it.
+fn register(
+    names: &mut BTreeMap<String, Named>,
+    bi: usize,
+    block: &str,
+    graph: &DiGraph<OpNode, ()>,
+    local: &BTreeMap<String, NodeIndex>,
+    output: Option<NodeIndex>,
+) {
+    for (name, &n) in local {
+        let shape = graph[n].shape(&graph[n].rule.output);
+        names.insert(
+            name.clone(),
+            Named::Op {
+                block: bi,
+                node: n,
+                shape,
+            },
+        );
+    }
+    if let Some(out) = output {
+        let shape = graph[out].shape(&graph[out].rule.output);
+        names.insert(
+            block.to_string(),
+            Named::Op {
+                block: bi,
+                node: out,
+                shape,
+            },
+        );
+    }
+}
+
+/// What an operator's inputs may name while a block is built: the names of earlier blocks and
+/// inputs, the block's own operators, the blocks built so far and the block's input.
+struct Scope<'a> {
+    /// The block's index and spec.
+    bi: usize,
+    block: &'a super::spec::BlockSpec,
+    names: &'a BTreeMap<String, Named>,
+    local: &'a BTreeMap<String, NodeIndex>,
+    blocks: &'a [Block],
+    block_input: Option<&'a Named>,
 }
