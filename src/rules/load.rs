@@ -52,6 +52,71 @@ impl Validator<'_> {
                 format!("rule name `{}` is not an identifier", spec.name),
             ));
         }
+        let indices = self.indices()?;
+        let inputs = self.inputs(&indices)?;
+        let output = self.tensor(&["output"], "y", &spec.output, &indices)?;
+        if output.param {
+            return Err(self.err(&["output"], "the output cannot be a parameter"));
+        }
+        self.check_kinds(&indices, &inputs, &output)?;
+        let flops = self.flops()?;
+        let terms = self.terms(&inputs, &flops)?;
+        let class = self.class(&indices, &flops)?;
+        let saved = self.saved(&inputs, &output, &indices)?;
+        let io = match &spec.io {
+            Some(io) => Some((
+                self.formula(&["io", "read"], &io.read)?,
+                self.formula(&["io", "write"], &io.write)?,
+            )),
+            None => None,
+        };
+        let fused_attention = match spec.kernel.as_deref() {
+            None => false,
+            Some("fused-attention") => true,
+            Some(k) => {
+                return Err(self.err(
+                    &["kernel"],
+                    format!("unknown kernel `{k}` (expected fused-attention)"),
+                ))
+            }
+        };
+        let recompute_flops = self.recompute_flops(&flops)?;
+        self.check_kernel_flags(&flops, &inputs, &output)?;
+        // Last: a file that is wrong in itself reports that first.
+        if let Some(stem) = expect_name {
+            if stem != spec.name {
+                return Err(self.err(
+                    &["name"],
+                    format!(
+                        "rule name `{}` differs from its file name `{stem}`",
+                        spec.name
+                    ),
+                ));
+            }
+        }
+        Ok(OpRule {
+            fused_attention,
+            recompute_flops,
+            param_grad_kernel: spec.param_grad_kernel,
+            fp32_passes: spec.fp32_passes,
+            name: spec.name.clone(),
+            doc: spec.doc.clone(),
+            file: self.src.file.clone(),
+            class,
+            params: spec.params.clone(),
+            indices,
+            inputs,
+            output,
+            terms,
+            flops,
+            saved,
+            io,
+        })
+    }
+
+    /// The parameters' and indices' names (each once), and the indices with their kinds.
+    fn indices(&self) -> Result<Vec<Index>> {
+        let spec = self.spec;
         let mut names: BTreeSet<&str> = BTreeSet::new();
         for p in &spec.params {
             self.check_name(&["params", p], p, "parameter")?;
@@ -118,6 +183,12 @@ impl Validator<'_> {
         if indices.is_empty() {
             return Err(self.err(&["indices"], "a rule needs at least one index"));
         }
+        Ok(indices)
+    }
+
+    /// The inputs, in index notation (`y` is the output's).
+    fn inputs(&self, indices: &[Index]) -> Result<Vec<Tensor>> {
+        let spec = self.spec;
         let mut inputs = Vec::new();
         for (name, t) in &spec.inputs.0 {
             self.check_name(&["inputs", name], name, "input")?;
@@ -127,17 +198,18 @@ impl Validator<'_> {
                     "input name `y` is reserved for the output",
                 ));
             }
-            inputs.push(self.tensor(&["inputs", name], name, t, &indices)?);
+            inputs.push(self.tensor(&["inputs", name], name, t, indices)?);
         }
         if inputs.is_empty() {
             return Err(self.err(&["inputs"], "a rule needs at least one input"));
         }
-        let output = self.tensor(&["output"], "y", &spec.output, &indices)?;
-        if output.param {
-            return Err(self.err(&["output"], "the output cannot be a parameter"));
-        }
-        self.check_kinds(&indices, &inputs, &output)?;
-        let flops = match (&spec.flops, &spec.backward_flops) {
+        Ok(inputs)
+    }
+
+    /// How the FLOPs are known: both formulas stated, or neither (an einsum).
+    fn flops(&self) -> Result<Flops> {
+        let spec = self.spec;
+        Ok(match (&spec.flops, &spec.backward_flops) {
             (None, None) => Flops::Einsum,
             (Some(f), Some(b)) => Flops::Explicit {
                 forward: self.formula(&["flops"], f)?,
@@ -151,9 +223,13 @@ impl Validator<'_> {
                 &["backward_flops"],
                 "`backward_flops` is given but `flops` is not: give both, or neither for an einsum",
             )),
-        };
-        let terms = self.terms(&inputs, &flops)?;
-        let class = match spec.class.as_deref() {
+        })
+    }
+
+    /// The FLOP class: stated, or matmul for an einsum that reduces.
+    fn class(&self, indices: &[Index], flops: &Flops) -> Result<FlopClass> {
+        let spec = self.spec;
+        Ok(match spec.class.as_deref() {
             Some("matmul") => FlopClass::Matmul,
             Some("other") => FlopClass::Other,
             Some(c) => {
@@ -170,7 +246,12 @@ impl Validator<'_> {
                     FlopClass::Other
                 }
             }
-        };
+        })
+    }
+
+    /// The tensors kept for the backward pass: inputs, the output, or new tensors with dims.
+    fn saved(&self, inputs: &[Tensor], output: &Tensor, indices: &[Index]) -> Result<Vec<Tensor>> {
+        let spec = self.spec;
         let mut saved = Vec::new();
         let mut saved_names = BTreeSet::new();
         for s in &spec.saved {
@@ -203,7 +284,7 @@ impl Validator<'_> {
                             grad: Some(false),
                             ..TensorSpec::default()
                         };
-                        self.tensor(&["saved", &st.name], &st.name, &ts, &indices)?
+                        self.tensor(&["saved", &st.name], &st.name, &ts, indices)?
                     }
                 };
             if !saved_names.insert(t.name.clone()) {
@@ -214,24 +295,13 @@ impl Validator<'_> {
             }
             saved.push(t);
         }
-        let io = match &spec.io {
-            Some(io) => Some((
-                self.formula(&["io", "read"], &io.read)?,
-                self.formula(&["io", "write"], &io.write)?,
-            )),
-            None => None,
-        };
-        let fused_attention = match spec.kernel.as_deref() {
-            None => false,
-            Some("fused-attention") => true,
-            Some(k) => {
-                return Err(self.err(
-                    &["kernel"],
-                    format!("unknown kernel `{k}` (expected fused-attention)"),
-                ))
-            }
-        };
-        let recompute_flops = match &spec.recompute_flops {
+        Ok(saved)
+    }
+
+    /// FLOPs the backward kernel spends recomputing forward work (explicit-FLOP rules only).
+    fn recompute_flops(&self, flops: &Flops) -> Result<Poly> {
+        let spec = self.spec;
+        Ok(match &spec.recompute_flops {
             Some(f) => {
                 if matches!(flops, Flops::Einsum) {
                     return Err(self.err(
@@ -242,7 +312,12 @@ impl Validator<'_> {
                 self.formula(&["recompute_flops"], f)?
             }
             None => Poly::zero(),
-        };
+        })
+    }
+
+    /// `param_grad_kernel` and `fp32_passes` only where they mean something.
+    fn check_kernel_flags(&self, flops: &Flops, inputs: &[Tensor], output: &Tensor) -> Result<()> {
+        let spec = self.spec;
         if spec.param_grad_kernel {
             if matches!(flops, Flops::Einsum) {
                 return Err(self.err(
@@ -268,36 +343,7 @@ impl Validator<'_> {
                  gradient and has more dimensions than the output (a loss over logits)",
             ));
         }
-        // Last: a file that is wrong in itself reports that first.
-        if let Some(stem) = expect_name {
-            if stem != spec.name {
-                return Err(self.err(
-                    &["name"],
-                    format!(
-                        "rule name `{}` differs from its file name `{stem}`",
-                        spec.name
-                    ),
-                ));
-            }
-        }
-        Ok(OpRule {
-            fused_attention,
-            recompute_flops,
-            param_grad_kernel: spec.param_grad_kernel,
-            fp32_passes: spec.fp32_passes,
-            name: spec.name.clone(),
-            doc: spec.doc.clone(),
-            file: self.src.file.clone(),
-            class,
-            params: spec.params.clone(),
-            indices,
-            inputs,
-            output,
-            terms,
-            flops,
-            saved,
-            io,
-        })
+        Ok(())
     }
 
     fn check_name(&self, path: &[&str], name: &str, what: &str) -> Result<()> {
