@@ -225,16 +225,7 @@ fn side(
     } else {
         st.calib.clone()
     };
-    let (analysis, evaluation) = evaluate_strategy(
-        model,
-        values,
-        &st.knobs,
-        &st.layout,
-        &priced,
-        st.gpus_per_node,
-        &st.memory,
-    )
-    .map_err(named)?;
+    let (analysis, evaluation) = st.evaluate(model, values, Some(&priced)).map_err(named)?;
     let seconds = if args.calib.is_some() {
         Some(
             seconds_of(

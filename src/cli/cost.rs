@@ -6,7 +6,7 @@ use super::units;
 use super::{Format, SymbolArgs};
 use crate::error::Error;
 use crate::model::{model_cost, op_costs, ModelCost};
-use crate::parallel::{evaluate_strategy, Evaluation};
+use crate::parallel::Evaluation;
 use crate::rules::RuleSet;
 use crate::sym::{Bindings, Poly, Rational};
 use clap::Args;
@@ -261,15 +261,7 @@ fn per_device(
     rules: &RuleSet,
 ) -> Result<(PerDevice, Device), Error> {
     let st = args.strategy.resolve_for(model, values)?;
-    let (analysis, e) = evaluate_strategy(
-        model,
-        values,
-        &st.knobs,
-        &st.layout,
-        &st.calib,
-        st.gpus_per_node,
-        &st.memory,
-    )?;
+    let (analysis, e) = st.evaluate(model, values, None)?;
     let machine = (st.calib.name.clone(), st.memory.clone());
     let legend = if args.per_op {
         split_legend(&analysis, rules)

@@ -317,15 +317,7 @@ fn row_comm_parts(
         .cloned()
         .unwrap_or_else(|| Rational::from_integer(1.into()));
     let st = flags.resolve(&batch)?;
-    let (analysis, e) = crate::parallel::evaluate_strategy(
-        model,
-        values,
-        &st.knobs,
-        &st.layout,
-        &st.calib,
-        st.gpus_per_node,
-        &st.memory,
-    )?;
+    let (analysis, e) = st.evaluate(model, values, None)?;
     let parts: Vec<Value> = crate::parallel::breakdown::comm_by_kind(&e, &st.calib)
         .iter()
         .map(|p| {

@@ -99,6 +99,27 @@ pub struct Resolved {
     pub memory: Rational,
 }
 
+impl Resolved {
+    /// The strategy evaluated for `model` on its machine (`calib` in place of its own table
+    /// where given: `compare --plateau` prices at the matmul plateau).
+    pub fn evaluate(
+        &self,
+        model: &crate::model::Model,
+        values: &crate::sym::Bindings,
+        calib: Option<&Calibration>,
+    ) -> Result<(crate::parallel::Analysis, crate::parallel::Evaluation), Error> {
+        crate::parallel::evaluate_strategy(
+            model,
+            values,
+            &self.knobs,
+            &self.layout,
+            calib.unwrap_or(&self.calib),
+            self.gpus_per_node,
+            &self.memory,
+        )
+    }
+}
+
 impl StrategyFlags {
     /// Whether any strategy was given.
     pub fn given(&self) -> bool {
