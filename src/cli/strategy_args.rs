@@ -337,7 +337,8 @@ impl StrategyFlags {
     fn knob_text(&self) -> Option<&str> {
         let p = self.strategy.as_deref()?;
         let text = p.to_str()?;
-        (text.contains('=') && !p.exists()).then_some(text)
+        let file = p.exists() || text.ends_with(".yaml") || text.ends_with(".yml");
+        (text.contains('=') && !file).then_some(text)
     }
 
     /// These flags with every one that `over` gives replaced by its value there.
