@@ -603,6 +603,92 @@ fn llama(c: &Config, src: &dyn Fn(&str) -> String, model_type: &str) -> Result<P
             "the family rotates every dimension of a head",
         )?;
     }
+    let (h, nh, kv, d) = head_symbols(c, &spec, src)?;
+    let tied = c
+        .opt_bool("tie_word_embeddings")?
+        .unwrap_or(spec.tied_default);
+    let mut symbols = vec![
+        field(c, "L", "num_hidden_layers", src)?,
+        sym("H", h, src("hidden_size")),
+        sym("NH", nh, src("num_attention_heads")),
+        kv,
+        d,
+        field(c, "F", spec.ff_key, src)?,
+        field(c, "V", "vocab_size", src)?,
+    ];
+    let family = match (tied, spec.tied, spec.untied) {
+        (true, Some(f), _) | (false, _, Some(f)) => f,
+        _ => {
+            let (have, family_head) = if tied {
+                ("true", "untied")
+            } else {
+                ("false", "tied to the token embedding")
+            };
+            return Err(c.error(
+                "tie_word_embeddings",
+                None,
+                format!(
+                    "tie_word_embeddings {have} is not supported for model_type `{model_type}`: the family's head is {family_head}"
+                ),
+            ));
+        }
+    };
+    expert_symbols(c, &spec, model_type, src, &mut symbols)?;
+    // Rotary settings: Llama 3.1 and later keep the pre-training length in the scaling block,
+    // `rope_scaling` or, from transformers 5, `rope_parameters` (which also holds rope_theta).
+    let mut seq = pretraining_length(c, src)?;
+    let value = |n: &str| symbols.iter().find(|s| s.name == n).map(|s| s.value);
+    if let (Some(e), Some(k)) = (value("E"), value("K")) {
+        seq = whole_capacity(seq, e, k);
+    }
+    let theta = c
+        .number_text(Some("rope_parameters"), "rope_theta")
+        .map(|t| format!("rope_parameters.rope_theta {t}"))
+        .or_else(|| {
+            c.number_text(None, "rope_theta")
+                .map(|t| format!("rope_theta {t}"))
+        })
+        .unwrap_or_else(|| "rope_theta absent (10000)".into());
+    let mut notes = vec![format!(
+        "Rotary positions: {theta}; the tables are buffers and cost no parameters."
+    )];
+    let windowed = c.opt_bool("use_sliding_window")? != Some(false);
+    if let (Some(w), true) = (c.opt_uint("sliding_window")?, windowed) {
+        let which = if model_type == "gemma2" {
+            " (every other layer)"
+        } else {
+            ""
+        };
+        notes.push(format!(
+            "sliding_window {w}{which}: attention is costed over the whole sequence S, as an eager kernel computes and masks it."
+        ));
+    }
+    if let Some(n) = spec.note {
+        notes.push(n.to_string());
+    }
+    routing_and_capping(c, model_type, &mut notes)?;
+    let class = spec.class;
+    let module = if tied {
+        format!("{class} (head tied to the token embedding)")
+    } else {
+        class.to_string()
+    };
+    Ok(Plan {
+        family,
+        module,
+        symbols,
+        seq,
+        notes,
+    })
+}
+
+/// The attention's sizes: hidden size, heads, key/value heads (all heads when absent) and the
+/// head dimension (stated, the family's default, or hidden size ÷ heads).
+fn head_symbols(
+    c: &Config,
+    spec: &Decoder,
+    src: &dyn Fn(&str) -> String,
+) -> Result<(u64, u64, Sym, Sym)> {
     let h = c.uint("hidden_size")?;
     let nh = c.uint("num_attention_heads")?;
     let kv = match c.opt_uint("num_key_value_heads")? {
@@ -645,35 +731,18 @@ fn llama(c: &Config, src: &dyn Fn(&str) -> String, model_type: &str) -> Result<P
             )
         }
     };
-    let tied = c
-        .opt_bool("tie_word_embeddings")?
-        .unwrap_or(spec.tied_default);
-    let mut symbols = vec![
-        field(c, "L", "num_hidden_layers", src)?,
-        sym("H", h, src("hidden_size")),
-        sym("NH", nh, src("num_attention_heads")),
-        kv,
-        d,
-        field(c, "F", spec.ff_key, src)?,
-        field(c, "V", "vocab_size", src)?,
-    ];
-    let family = match (tied, spec.tied, spec.untied) {
-        (true, Some(f), _) | (false, _, Some(f)) => f,
-        _ => {
-            let (have, family_head) = if tied {
-                ("true", "untied")
-            } else {
-                ("false", "tied to the token embedding")
-            };
-            return Err(c.error(
-                "tie_word_embeddings",
-                None,
-                format!(
-                    "tie_word_embeddings {have} is not supported for model_type `{model_type}`: the family's head is {family_head}"
-                ),
-            ));
-        }
-    };
+    Ok((h, nh, kv, d))
+}
+
+/// A mixture of experts' symbols (experts, top-K, dropless capacity, Qwen2-MoE's shared
+/// expert), refusing the layouts the families cannot state.
+fn expert_symbols(
+    c: &Config,
+    spec: &Decoder,
+    model_type: &str,
+    src: &dyn Fn(&str) -> String,
+    symbols: &mut Vec<Sym>,
+) -> Result<()> {
     if let Some(experts) = spec.experts {
         let e = field(c, "E", experts, src)?;
         let k = field(c, "K", "num_experts_per_tok", src)?;
@@ -732,38 +801,12 @@ fn llama(c: &Config, src: &dyn Fn(&str) -> String, model_type: &str) -> Result<P
             ));
         }
     }
-    // Rotary settings: Llama 3.1 and later keep the pre-training length in the scaling block,
-    // `rope_scaling` or, from transformers 5, `rope_parameters` (which also holds rope_theta).
-    let mut seq = pretraining_length(c, src)?;
-    let value = |n: &str| symbols.iter().find(|s| s.name == n).map(|s| s.value);
-    if let (Some(e), Some(k)) = (value("E"), value("K")) {
-        seq = whole_capacity(seq, e, k);
-    }
-    let theta = c
-        .number_text(Some("rope_parameters"), "rope_theta")
-        .map(|t| format!("rope_parameters.rope_theta {t}"))
-        .or_else(|| {
-            c.number_text(None, "rope_theta")
-                .map(|t| format!("rope_theta {t}"))
-        })
-        .unwrap_or_else(|| "rope_theta absent (10000)".into());
-    let mut notes = vec![format!(
-        "Rotary positions: {theta}; the tables are buffers and cost no parameters."
-    )];
-    let windowed = c.opt_bool("use_sliding_window")? != Some(false);
-    if let (Some(w), true) = (c.opt_uint("sliding_window")?, windowed) {
-        let which = if model_type == "gemma2" {
-            " (every other layer)"
-        } else {
-            ""
-        };
-        notes.push(format!(
-            "sliding_window {w}{which}: attention is costed over the whole sequence S, as an eager kernel computes and masks it."
-        ));
-    }
-    if let Some(n) = spec.note {
-        notes.push(n.to_string());
-    }
+    Ok(())
+}
+
+/// The Qwen MoE families' top-K renormalisation as each family computes it, and Gemma 2's
+/// soft-capping (a note; refused when switched off).
+fn routing_and_capping(c: &Config, model_type: &str, notes: &mut Vec<String>) -> Result<()> {
     if model_type == "qwen2_moe" && c.opt_bool("norm_topk_prob")? == Some(true) {
         return Err(c.error(
             "norm_topk_prob",
@@ -796,19 +839,7 @@ fn llama(c: &Config, src: &dyn Fn(&str) -> String, model_type: &str) -> Result<P
         notes
             .push("Soft-capping: attention scores and logits pass through cap·tanh(x/cap).".into());
     }
-    let class = spec.class;
-    let module = if tied {
-        format!("{class} (head tied to the token embedding)")
-    } else {
-        class.to_string()
-    };
-    Ok(Plan {
-        family,
-        module,
-        symbols,
-        seq,
-        notes,
-    })
+    Ok(())
 }
 
 /// Each expert's capacity per sequence, C·S·K/E slots at C = 1, must be whole: with a number of
