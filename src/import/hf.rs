@@ -1064,12 +1064,14 @@ fn field_or(
     })
 }
 
+/// The transformers config class whose defaults a DeepSeek-V3 import cites.
+const DEEPSEEK_V3_CLASS: &str = "DeepseekV3Config";
+
 /// DeepSeek-V3 (`deepseek_v3`): multi-head latent attention with low-rank queries, leading dense
 /// layers, then routed experts behind a sigmoid, group-limited, renormalised gate and shared
 /// experts, as Hugging Face's DeepseekV3ForCausalLM. Absent fields take the DeepseekV3Config
 /// defaults (which are DeepSeek-V3's own sizes).
 fn deepseek_v3(c: &Config, src: &dyn Fn(&str) -> String) -> Result<Plan> {
-    const CLASS: &str = "DeepseekV3Config";
     expect_one_of(
         c,
         "hidden_act",
@@ -1078,6 +1080,101 @@ fn deepseek_v3(c: &Config, src: &dyn Fn(&str) -> String) -> Result<Plan> {
         "the family's MLPs are SwiGLU",
     )?;
     refuse_foreign(c, &["kv_lora_rank", "n_shared_experts", "q_lora_rank"])?;
+    refuse_other_deepseek(c)?;
+    let nh = field_or(c, "NH", "num_attention_heads", 128, DEEPSEEK_V3_CLASS, src)?;
+    if let Some(kv) = c.opt_uint("num_key_value_heads")? {
+        if kv != nh.value {
+            return Err(c.error(
+                "num_key_value_heads",
+                None,
+                format!(
+                    "num_key_value_heads {kv} is not supported for model_type `deepseek_v3`: latent attention expands keys and values to every one of the num_attention_heads {} heads",
+                    nh.value
+                ),
+            ));
+        }
+    }
+    let l = field_or(c, "L", "num_hidden_layers", 61, DEEPSEEK_V3_CLASS, src)?;
+    let ld = field_or(c, "LD", "first_k_dense_replace", 3, DEEPSEEK_V3_CLASS, src)?;
+    if ld.value == 0 || ld.value >= l.value {
+        return Err(c.error(
+            "first_k_dense_replace",
+            None,
+            format!(
+                "first_k_dense_replace {} is not supported for model_type `deepseek_v3`: the family has at least one dense layer first and at least one sparse layer after them (num_hidden_layers {})",
+                ld.value, l.value
+            ),
+        ));
+    }
+    let (e, k, ng, tg) = deepseek_routing(c, src)?;
+    // At least one shared expert: a count of 0 is refused as no positive integer.
+    let ns = field_or(c, "NS", "n_shared_experts", 1, DEEPSEEK_V3_CLASS, src)?;
+    let seq = whole_capacity(pretraining_length(c, src)?, e.value, k.value);
+    let scaling = c
+        .number_text(None, "routed_scaling_factor")
+        .unwrap_or_else(|| "2.5 (absent, the DeepseekV3Config default)".into());
+    let sparse = l.value - ld.value;
+    let mut notes = vec![
+        format!("Routed weights renormalised and scaled by routed_scaling_factor {scaling}; rotary scaling changes constants, not costs."),
+        "Multi-head latent attention: keys and values are expanded from the latent to every head, as transformers computes them (no absorbed projections).".to_string(),
+        format!(
+            "Not counted, as not learnable parameters of DeepseekV3ForCausalLM: each sparse layer's e_score_correction_bias, a buffer of {} values ({} in the {sparse} sparse layers), stored in the checkpoint.",
+            e.value,
+            sparse * e.value
+        ),
+    ];
+    for key in ["num_nextn_predict_layers", "num_mtp_layers"] {
+        // A count, zero included (no module): read as it is, not as a positive size.
+        if let Some(n) = c.get(key).and_then(|v| v.as_u64()) {
+            if n > 0 {
+                notes.push(format!(
+                    "Not counted: the config's {key} {n} multi-token-prediction module(s), which DeepseekV3ForCausalLM does not build (transformers skips their weights when loading and runs them only as a separate draft model in generation)."
+                ));
+            }
+        }
+    }
+    if c.get("quantization_config").is_some() {
+        notes.push("The checkpoint's quantization_config (stored weight format and scales) is not modelled: the counts are of the model as transformers builds it from the config; the number format is chosen when ranking.".to_string());
+    }
+    let qr = field_or(c, "QR", "q_lora_rank", 1536, DEEPSEEK_V3_CLASS, src)?;
+    let symbols =
+        vec![
+        l,
+        ld,
+        field_or(c, "H", "hidden_size", 7168, DEEPSEEK_V3_CLASS, src)?,
+        nh,
+        field_or(c, "DN", "qk_nope_head_dim", 128, DEEPSEEK_V3_CLASS, src)?,
+        field_or(c, "DR", "qk_rope_head_dim", 64, DEEPSEEK_V3_CLASS, src)?,
+        field_or(c, "DV", "v_head_dim", 128, DEEPSEEK_V3_CLASS, src)?,
+        field_or(c, "R", "kv_lora_rank", 512, DEEPSEEK_V3_CLASS, src)?,
+        qr,
+        field_or(c, "FD", "intermediate_size", 18432, DEEPSEEK_V3_CLASS, src)?,
+        field_or(c, "F", "moe_intermediate_size", 2048, DEEPSEEK_V3_CLASS, src)?,
+        ns,
+        field_or(c, "V", "vocab_size", 129280, DEEPSEEK_V3_CLASS, src)?,
+        e,
+        k,
+        ng,
+        tg,
+        sym(
+            "C",
+            1,
+            "dropless routing, as Hugging Face's sparse MoE blocks: no token is dropped or padded"
+                .into(),
+        ),
+    ];
+    Ok(Plan {
+        family: "deepseek_v3",
+        module: "DeepseekV3ForCausalLM".into(),
+        symbols,
+        seq,
+        notes,
+    })
+}
+
+/// Refuses the DeepSeek-V3 configurations that describe another model: no query compression,
+/// another router, unnormalised top-K, sparse layers at intervals, a tied head.
+fn refuse_other_deepseek(c: &Config) -> Result<()> {
     if c.raw("q_lora_rank").is_some_and(|v| v.is_null()) {
         return Err(c.error(
             "q_lora_rank",
@@ -1122,35 +1219,16 @@ fn deepseek_v3(c: &Config, src: &dyn Fn(&str) -> String) -> Result<Plan> {
             "tie_word_embeddings true is not supported for model_type `deepseek_v3`: the family's head is untied",
         ));
     }
-    let nh = field_or(c, "NH", "num_attention_heads", 128, CLASS, src)?;
-    if let Some(kv) = c.opt_uint("num_key_value_heads")? {
-        if kv != nh.value {
-            return Err(c.error(
-                "num_key_value_heads",
-                None,
-                format!(
-                    "num_key_value_heads {kv} is not supported for model_type `deepseek_v3`: latent attention expands keys and values to every one of the num_attention_heads {} heads",
-                    nh.value
-                ),
-            ));
-        }
-    }
-    let l = field_or(c, "L", "num_hidden_layers", 61, CLASS, src)?;
-    let ld = field_or(c, "LD", "first_k_dense_replace", 3, CLASS, src)?;
-    if ld.value == 0 || ld.value >= l.value {
-        return Err(c.error(
-            "first_k_dense_replace",
-            None,
-            format!(
-                "first_k_dense_replace {} is not supported for model_type `deepseek_v3`: the family has at least one dense layer first and at least one sparse layer after them (num_hidden_layers {})",
-                ld.value, l.value
-            ),
-        ));
-    }
-    let e = field_or(c, "E", "n_routed_experts", 256, CLASS, src)?;
-    let k = field_or(c, "K", "num_experts_per_tok", 8, CLASS, src)?;
-    let ng = field_or(c, "NG", "n_group", 8, CLASS, src)?;
-    let tg = field_or(c, "TG", "topk_group", 4, CLASS, src)?;
+    Ok(())
+}
+
+/// DeepSeek-V3's routing sizes: routed experts, top-K, groups and the groups chosen, checked as
+/// DeepseekV3TopkRouter needs them.
+fn deepseek_routing(c: &Config, src: &dyn Fn(&str) -> String) -> Result<(Sym, Sym, Sym, Sym)> {
+    let e = field_or(c, "E", "n_routed_experts", 256, DEEPSEEK_V3_CLASS, src)?;
+    let k = field_or(c, "K", "num_experts_per_tok", 8, DEEPSEEK_V3_CLASS, src)?;
+    let ng = field_or(c, "NG", "n_group", 8, DEEPSEEK_V3_CLASS, src)?;
+    let tg = field_or(c, "TG", "topk_group", 4, DEEPSEEK_V3_CLASS, src)?;
     let per = divide(
         c,
         "n_group",
@@ -1178,68 +1256,7 @@ fn deepseek_v3(c: &Config, src: &dyn Fn(&str) -> String) -> Result<Plan> {
             ),
         ));
     }
-    // At least one shared expert: a count of 0 is refused as no positive integer.
-    let ns = field_or(c, "NS", "n_shared_experts", 1, CLASS, src)?;
-    let seq = whole_capacity(pretraining_length(c, src)?, e.value, k.value);
-    let scaling = c
-        .number_text(None, "routed_scaling_factor")
-        .unwrap_or_else(|| "2.5 (absent, the DeepseekV3Config default)".into());
-    let sparse = l.value - ld.value;
-    let mut notes = vec![
-        format!("Routed weights renormalised and scaled by routed_scaling_factor {scaling}; rotary scaling changes constants, not costs."),
-        "Multi-head latent attention: keys and values are expanded from the latent to every head, as transformers computes them (no absorbed projections).".to_string(),
-        format!(
-            "Not counted, as not learnable parameters of DeepseekV3ForCausalLM: each sparse layer's e_score_correction_bias, a buffer of {} values ({} in the {sparse} sparse layers), stored in the checkpoint.",
-            e.value,
-            sparse * e.value
-        ),
-    ];
-    for key in ["num_nextn_predict_layers", "num_mtp_layers"] {
-        // A count, zero included (no module): read as it is, not as a positive size.
-        if let Some(n) = c.get(key).and_then(|v| v.as_u64()) {
-            if n > 0 {
-                notes.push(format!(
-                    "Not counted: the config's {key} {n} multi-token-prediction module(s), which DeepseekV3ForCausalLM does not build (transformers skips their weights when loading and runs them only as a separate draft model in generation)."
-                ));
-            }
-        }
-    }
-    if c.get("quantization_config").is_some() {
-        notes.push("The checkpoint's quantization_config (stored weight format and scales) is not modelled: the counts are of the model as transformers builds it from the config; the number format is chosen when ranking.".to_string());
-    }
-    let qr = field_or(c, "QR", "q_lora_rank", 1536, CLASS, src)?;
-    let symbols = vec![
-        l,
-        ld,
-        field_or(c, "H", "hidden_size", 7168, CLASS, src)?,
-        nh,
-        field_or(c, "DN", "qk_nope_head_dim", 128, CLASS, src)?,
-        field_or(c, "DR", "qk_rope_head_dim", 64, CLASS, src)?,
-        field_or(c, "DV", "v_head_dim", 128, CLASS, src)?,
-        field_or(c, "R", "kv_lora_rank", 512, CLASS, src)?,
-        qr,
-        field_or(c, "FD", "intermediate_size", 18432, CLASS, src)?,
-        field_or(c, "F", "moe_intermediate_size", 2048, CLASS, src)?,
-        ns,
-        field_or(c, "V", "vocab_size", 129280, CLASS, src)?,
-        e,
-        k,
-        ng,
-        tg,
-        sym(
-            "C",
-            1,
-            "dropless routing, as Hugging Face's sparse MoE blocks: no token is dropped or padded"
-                .into(),
-        ),
-    ];
-    Ok(Plan {
-        family: "deepseek_v3",
-        module: "DeepseekV3ForCausalLM".into(),
-        symbols,
-        seq,
-        notes,
-    })
+    Ok((e, k, ng, tg))
 }
 
 fn t5(c: &Config, src: &dyn Fn(&str) -> String) -> Result<Plan> {
