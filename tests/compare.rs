@@ -631,14 +631,14 @@ proptest! {
     }
 }
 
-/// `compare_on` gives the relative cost's parts formulas in the model's symbols with the
+/// `compare` gives the relative cost's parts formulas in the model's symbols with the
 /// calibration's balances: for GPT-3 175B as a 1F1B pipeline (dp=8 tp=8 pp=16, 32 micro-batches,
 /// 1024 devices) and without a pipeline (GPT-3 1.3B, dp=8 tp=2), every formula evaluates at the
 /// model's values to the evaluation's exact number, the compute, communication, point-to-point,
 /// bubble-fraction and memory rows have one, and the total has one exactly when there is no
 /// bubble to take a maximum over.
 #[test]
-fn compare_on_gives_the_relative_cost_formulas_that_reproduce_the_evaluation() {
+fn compare_gives_the_relative_cost_formulas_that_reproduce_the_evaluation() {
     use symshard::calib::Calibration;
     use symshard::model::ModelLoader;
     use symshard::parallel::{evaluate_strategy, Layout};
@@ -661,7 +661,7 @@ fn compare_on_gives_the_relative_cost_formulas_that_reproduce_the_evaluation() {
             zero: 1,
             ..Knobs::data_parallel(1)
         };
-        let (a, e) = evaluate_strategy(
+        let (_, e) = evaluate_strategy(
             &model,
             &values,
             &k,
@@ -671,8 +671,7 @@ fn compare_on_gives_the_relative_cost_formulas_that_reproduce_the_evaluation() {
             &int(1_000_000_000_000),
         )
         .unwrap();
-        let rows =
-            symshard::search::versus::compare_on(&model, &values, &calib, (&a, &e), (&a, &e));
+        let rows = symshard::search::versus::compare(&values, &e, &e);
         let formula = |group: &str, name: &str| {
             let c = rows
                 .iter()
@@ -717,10 +716,10 @@ fn compare_on_gives_the_relative_cost_formulas_that_reproduce_the_evaluation() {
         assert!(formula("relative cost", "total").is_none(), "{name}");
         let flat = calib.at_plateau();
         let big = int(1_000_000_000_000);
-        let (a, e) =
+        let (_, e) =
             evaluate_strategy(&model, &values, &k, &Layout::default(), &flat, 8, &big).unwrap();
         assert_eq!(e.relative.kernels, int(0), "{name}");
-        let rows = symshard::search::versus::compare_on(&model, &values, &flat, (&a, &e), (&a, &e));
+        let rows = symshard::search::versus::compare(&values, &e, &e);
         let total = rows
             .iter()
             .find(|c| c.group == "relative cost" && c.name == "total")
@@ -735,13 +734,12 @@ fn compare_on_gives_the_relative_cost_formulas_that_reproduce_the_evaluation() {
             assert!(total.is_none(), "{name}");
             assert!(e.relative.bubble > int(0));
         }
-        // `compare` without the calibration keeps its rows as they were: no relative-cost
-        // formulas.
-        let plain = symshard::search::versus::compare(&model, &values, (&a, &e), (&a, &e));
-        assert!(plain
+        // At the plateau every kernel's term is zero, and so is its formula.
+        let kernels = rows
             .iter()
-            .filter(|c| c.group == "relative cost")
-            .all(|c| c.formula_a.is_none()));
+            .find(|c| c.group == "relative cost" && c.name == "kernels")
+            .and_then(|c| c.formula_a.clone());
+        assert_eq!(kernels, Some(Poly::zero()), "{name}");
     }
 }
 
@@ -782,7 +780,13 @@ fn the_command_gives_the_relative_cost_its_formulas() {
         }
         let kernels = q(&row("kernels")["a"]);
         assert_eq!(kernels == int(0), plateau, "{}", row("kernels"));
-        assert!(row("kernels")["formula_difference"].is_null());
+        // A number read from the table's curves has no formula; at the plateau it is zero.
+        assert_eq!(
+            row("kernels")["formula_difference"].is_string(),
+            plateau,
+            "{}",
+            row("kernels")
+        );
         assert_eq!(
             row("total")["formula_difference"].is_string(),
             plateau,

@@ -8,7 +8,7 @@ use super::units;
 use super::{Format, SymbolArgs};
 use crate::error::Error;
 use crate::model::Model;
-use crate::parallel::{evaluate_strategy, Analysis, Evaluation, Layout};
+use crate::parallel::{evaluate_strategy, Evaluation, Layout};
 use crate::search::versus::{self, Component};
 use crate::strategy::Knobs;
 use crate::sym::{Bindings, Rational};
@@ -115,8 +115,6 @@ pub struct Comparison {
 pub struct Evaluated {
     /// What was given.
     pub given: String,
-    /// Its analysis.
-    pub analysis: Analysis,
     /// Its evaluation.
     pub evaluation: Evaluation,
     /// Simulated seconds, when asked.
@@ -144,7 +142,7 @@ pub fn evaluate_knobs(
         sequence_parallel: knobs.sequence_parallel,
         tp_overrides: tp_overrides.clone(),
     };
-    let (analysis, evaluation) =
+    let (_, evaluation) =
         evaluate_strategy(model, values, knobs, &layout, calib, gpus_per_node, memory)?;
     let seconds = if timed {
         Some(seconds_of(
@@ -161,7 +159,6 @@ pub fn evaluate_knobs(
     };
     Ok(Evaluated {
         given: knobs.describe(model.batch_value(values)),
-        analysis,
         evaluation,
         seconds,
         gpus_per_node,
@@ -225,7 +222,7 @@ fn side(
     } else {
         st.calib.clone()
     };
-    let (analysis, evaluation) = st.evaluate(model, values, Some(&priced)).map_err(named)?;
+    let (_, evaluation) = st.evaluate(model, values, Some(&priced)).map_err(named)?;
     let seconds = if args.calib.is_some() {
         Some(
             seconds_of(
@@ -244,7 +241,6 @@ fn side(
     };
     Ok(Evaluated {
         given: text.to_string(),
-        analysis,
         evaluation,
         seconds,
         gpus_per_node: st.gpus_per_node,
@@ -263,13 +259,7 @@ pub fn comparison(
     let calibration = calib.name.as_str();
     // With the table the strategies were priced on, so that the relative cost's parts get
     // formulas too.
-    let components = versus::compare_on(
-        model,
-        values,
-        calib,
-        (&a.analysis, &a.evaluation),
-        (&b.analysis, &b.evaluation),
-    );
+    let components = versus::compare(values, &a.evaluation, &b.evaluation);
     let (_, gains, losses) = versus::verdict(&components);
     let total = |e: &Evaluated| e.evaluation.relative.total.clone();
     let cheaper = match total(a).cmp(&total(b)) {

@@ -224,9 +224,9 @@ pub fn run(args: ReportArgs) -> Result<(), Error> {
         comm_parts.push(parts);
         top_eval.get_or_insert(priced);
     }
-    let (analysis, e, top_calib) =
+    let e =
         top_eval.ok_or_else(|| Error::Usage(format!("no strategy of {} to report", args.model)))?;
-    let top_formulas = top_formulas(&model, &values, &top_calib, &analysis, &e);
+    let top_formulas = top_formulas(&model, &values, &e);
     let html = crate::report::html(&ReportInput {
         command: command_line(&args),
         rank: &ranking,
@@ -298,26 +298,19 @@ fn top_timeline(tl: &super::timeline::TimelineArgs) -> Result<(Value, String), E
     Ok((timeline, gantt))
 }
 
-/// A row's evaluation: its analysis, the evaluation and the machine it ran on.
-type Priced = (
-    crate::parallel::Analysis,
-    crate::parallel::Evaluation,
-    Calibration,
-);
-
 /// A row's communication by collective kind and tier, for the stacked bars, and the row
 /// priced.
 fn row_comm_parts(
     model: &crate::model::Model,
     values: &crate::sym::Bindings,
     flags: &super::strategy_args::StrategyFlags,
-) -> Result<(Value, Priced), Error> {
+) -> Result<(Value, crate::parallel::Evaluation), Error> {
     let batch = model
         .batch_value(values)
         .cloned()
         .unwrap_or_else(|| Rational::from_integer(1.into()));
     let st = flags.resolve(&batch)?;
-    let (analysis, e) = st.evaluate(model, values, None)?;
+    let (_, e) = st.evaluate(model, values, None)?;
     let parts: Vec<Value> = crate::parallel::breakdown::comm_by_kind(&e, &st.calib)
         .iter()
         .map(|p| {
@@ -328,7 +321,7 @@ fn row_comm_parts(
             })
         })
         .collect();
-    Ok((Value::Array(parts), (analysis, e, st.calib)))
+    Ok((Value::Array(parts), e))
 }
 
 /// The top strategy's per-device amounts, with the formulas `compare` derives for them (the
@@ -337,8 +330,6 @@ fn row_comm_parts(
 fn top_formulas(
     model: &crate::model::Model,
     values: &crate::sym::Bindings,
-    calib: &Calibration,
-    analysis: &crate::parallel::Analysis,
     e: &crate::parallel::Evaluation,
 ) -> Vec<Value> {
     let layer_kinds = model
@@ -346,7 +337,7 @@ fn top_formulas(
         .iter()
         .filter(|b| b.repeat != crate::sym::Poly::one())
         .count();
-    crate::search::versus::compare_on(model, values, calib, (analysis, e), (analysis, e))
+    crate::search::versus::compare(values, e, e)
         .iter()
         .map(|c| {
             let why = c.formula_a.is_none().then(|| {

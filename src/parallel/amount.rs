@@ -28,6 +28,11 @@ pub trait Amount:
     fn ratio(num: u64, den: u64) -> Self {
         Self::int(num) / Self::int(den)
     }
+    /// The same amount, marked as no polynomial in the model's symbols (a maximum or a minimum
+    /// of two): a number type that carries formulas drops its formula; others are unchanged.
+    fn piecewise(self) -> Self {
+        self
+    }
 }
 
 impl Amount for Rational {
@@ -389,6 +394,9 @@ pub struct BlockCost<T> {
     pub boundary: T,
     /// The backward pass's part of `compute` (recomputation runs in it).
     pub backward: T,
+    /// The part of `backward` that recomputation reruns of the forward (the layer's forward
+    /// under full recomputation, the attention core's under selective).
+    pub recomputed: T,
     /// The backward pass's part of `kernel`.
     pub kernel_backward: T,
     /// The backward pass's part of `hbm`.
@@ -470,7 +478,8 @@ impl<T: Amount> BlockCost<T> {
             // Forward sends the ring once, backward twice, recomputation once more.
             cp_bytes: T::int(3) * x.ring_forward.clone() + ring_again,
             boundary: x.boundary.clone(),
-            backward: x.backward.clone() + extra,
+            backward: x.backward.clone() + extra.clone(),
+            recomputed: extra,
             kernel_backward: x.kernel_backward.clone() + kernel_again,
             hbm_backward: x.hbm.clone() - x.hbm_forward.clone() + extra_hbm,
         }
@@ -495,6 +504,7 @@ impl<T: Amount> BlockCost<T> {
             add(&mut s.ep_bytes, &c.ep_bytes);
             add(&mut s.cp_bytes, &c.cp_bytes);
             add(&mut s.backward, &c.backward);
+            add(&mut s.recomputed, &c.recomputed);
             add(&mut s.kernel_backward, &c.kernel_backward);
             add(&mut s.hbm_backward, &c.hbm_backward);
         }
@@ -611,7 +621,7 @@ impl<T: Amount> BlockCost<T> {
             _ => (f + b) * m.clone(),
         };
         let by_compute = window < run;
-        let hidden = if by_compute { window } else { run };
+        let hidden = if by_compute { window.piecewise() } else { run };
         (hidden * kap.overlap.clone(), by_compute)
     }
 

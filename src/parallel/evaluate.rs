@@ -4,6 +4,7 @@
 use super::amount::{float, Amount, Amounts, BlockCost, ExpertView, Kappas};
 use super::analysis::{Analysis, BlockAnalysis, Comm, CP, DP, TP};
 use super::kernels::KernelEfficiency;
+use super::traced::{At, Fix, Priced, Traced};
 use crate::calib::Calibration;
 use crate::model::Model;
 use crate::rules::law::CollectiveKind;
@@ -24,30 +25,31 @@ pub const OPTIMIZER_BYTES: i64 = 12;
 /// ([`super::amount::grad_accumulation`]).
 pub const GRAD_ACCUMULATION_BYTES: i64 = 8;
 
-/// One block evaluated for one (micro)batch on one device.
+/// One block evaluated for one (micro)batch on one device: exact numbers ([`Rational`]), or
+/// exact numbers with their formulas ([`Traced`]).
 #[derive(Debug, Clone, Default)]
-pub struct BlockNumbers {
+pub struct BlockNumbers<T = Rational> {
     /// Copies of the block.
     pub repeat: u64,
     /// Its amounts (FLOPs, bytes saved and moved, parameters), exact.
-    pub exact: Amounts<Rational>,
+    pub exact: Amounts<T>,
     /// The same amounts as floats, for choosing (never for reporting).
     pub approx: Amounts<f64>,
     /// The part of `backward` that fused kernels spend recomputing (not model FLOPs).
-    pub kernel_recompute: Rational,
+    pub kernel_recompute: T,
     /// Per-microbatch collectives: (where in the block's analysis, evaluated wire bytes).
-    pub comm: Vec<(CommRef, Rational)>,
+    pub comm: Vec<(CommRef, T)>,
     /// Per-step gradient reductions.
-    pub grad_comm: Vec<(CommRef, Rational)>,
+    pub grad_comm: Vec<(CommRef, T)>,
     /// Parameter elements of expert weights (all experts), per device.
-    pub expert_params: Rational,
+    pub expert_params: T,
     /// Their per-step data-parallel gradient wire bytes.
-    pub expert_dp_grad: Rational,
+    pub expert_dp_grad: T,
     /// Bytes per device of one micro-batch's expert slots (what one all-to-all moves).
-    pub slot_bytes: Rational,
+    pub slot_bytes: T,
     /// Context parallelism: per attention operator, (operator position, bytes of its keys and
     /// values on one rank), what one step of the ring passes on.
-    pub ring_ops: Vec<(usize, Rational)>,
+    pub ring_ops: Vec<(usize, T)>,
 }
 
 /// Where a collective of [`BlockNumbers::comm`] or [`BlockNumbers::grad_comm`] is in its
@@ -127,9 +129,30 @@ pub fn block_numbers(
     b: &Bindings,
     kernels: &KernelEfficiency,
 ) -> Result<Vec<BlockNumbers>, StrategyError> {
+    let at = At {
+        bindings: b,
+        fix: None,
+    };
     a.blocks
         .iter()
-        .map(|blk| block_of(blk, None, b, kernels))
+        .map(|blk| block_of(blk, None, &at, kernels))
+        .collect()
+}
+
+/// [`block_numbers`] with each amount's formula in the model's symbols ([`Fix`]).
+pub fn block_numbers_traced(
+    a: &Analysis,
+    b: &Bindings,
+    fix: &Fix,
+    kernels: &KernelEfficiency,
+) -> Result<Vec<BlockNumbers<Traced>>, StrategyError> {
+    let at = At {
+        bindings: b,
+        fix: Some(fix),
+    };
+    a.blocks
+        .iter()
+        .map(|blk| block_of(blk, None, &at, kernels))
         .collect()
 }
 
@@ -144,12 +167,16 @@ pub fn block_numbers_summed(
     b: &Bindings,
     kernels: &KernelEfficiency,
 ) -> Result<Vec<BlockNumbers>, StrategyError> {
+    let at = At {
+        bindings: b,
+        fix: None,
+    };
     a.blocks
         .iter()
         .zip(sums)
         .map(|(blk, s)| {
             let sums = s.faithful.then_some(s);
-            block_of(blk, sums, b, kernels).or_else(|_| block_of(blk, None, b, kernels))
+            block_of(blk, sums, &at, kernels).or_else(|_| block_of(blk, None, &at, kernels))
         })
         .collect()
 }
@@ -278,13 +305,16 @@ pub fn block_sums(a: &Analysis) -> Vec<BlockSums> {
 
 /// One block of an analysis evaluated for one microbatch: the sums from `sums` when given,
 /// otherwise operator by operator.
-fn block_of(
+fn block_of<T: Priced>(
     blk: &BlockAnalysis,
     sums: Option<&BlockSums>,
-    b: &Bindings,
+    at: &At<'_>,
     kernels: &KernelEfficiency,
-) -> Result<BlockNumbers, StrategyError> {
+) -> Result<BlockNumbers<T>, StrategyError> {
+    let b = at.bindings;
+    let ev = |p: &Poly| T::eval(p, at);
     let cp = b.get(CP).cloned().unwrap_or_else(Rational::one);
+    let dp = T::constant(b.get(DP).cloned().unwrap_or_else(Rational::one));
     let repeat = eval(&blk.repeat, b)?;
     if !repeat.is_integer() || repeat <= Rational::zero() {
         return Err(StrategyError::Repeat {
@@ -300,110 +330,119 @@ fn block_of(
         ..BlockNumbers::default()
     };
     if let Some(s) = sums {
-        n.exact.forward = eval(&s.forward, b)?;
-        n.exact.attention_forward = eval(&s.attention_forward, b)?;
-        n.exact.attention_saved = eval(&s.attention_saved, b)?;
-        n.exact.hbm = eval(&s.hbm, b)?;
-        n.exact.hbm_forward = eval(&s.hbm_forward, b)?;
-        n.exact.attention_hbm = eval(&s.attention_hbm, b)?;
-        n.exact.backward = eval(&s.backward, b)?;
-        n.kernel_recompute = eval(&s.kernel_recompute, b)?;
-        n.exact.saved = eval(&s.saved, b)?;
-        n.exact.params = eval(&s.params, b)?;
-        n.expert_params = eval(&s.expert_params, b)?;
+        let x = &mut n.exact;
+        x.forward = ev(&s.forward)?;
+        x.attention_forward = ev(&s.attention_forward)?;
+        x.attention_saved = ev(&s.attention_saved)?;
+        x.hbm = ev(&s.hbm)?;
+        x.hbm_forward = ev(&s.hbm_forward)?;
+        x.attention_hbm = ev(&s.attention_hbm)?;
+        x.backward = ev(&s.backward)?;
+        n.kernel_recompute = ev(&s.kernel_recompute)?;
+        x.saved = ev(&s.saved)?;
+        x.params = ev(&s.params)?;
+        n.expert_params = ev(&s.expert_params)?;
         if !s.dispatch_out.is_zero() {
-            let dp = b.get(DP).cloned().unwrap_or_else(Rational::one);
-            n.slot_bytes = eval(&s.dispatch_out, b)? / dp;
+            n.slot_bytes = ev(&s.dispatch_out)? / dp.clone();
         }
     }
+    let add = |sum: &mut T, x: T| *sum = std::mem::take(sum) + x;
     for (oi, op) in blk.ops.iter().enumerate() {
         if sums.is_none() {
-            let fwd = eval(&op.forward, b)?;
-            let saved = eval(&op.saved, b)?;
+            let x = &mut n.exact;
+            let fwd = ev(&op.forward)?;
+            let saved = ev(&op.saved)?;
             if op.attention_core {
-                n.exact.attention_forward += &fwd;
-                n.exact.attention_saved += eval(&op.recomputable_saved, b)?;
+                add(&mut x.attention_forward, fwd.clone());
+                add(&mut x.attention_saved, ev(&op.recomputable_saved)?);
             }
             if op.class != crate::rules::FlopClass::Matmul {
-                let f = eval(&op.io_bytes, b)?;
-                let bw = eval(&op.backward_io_bytes, b)?;
+                let f = ev(&op.io_bytes)?;
                 if op.attention_core {
-                    n.exact.attention_hbm += &f;
+                    add(&mut x.attention_hbm, f.clone());
                 }
-                n.exact.hbm += &f + &bw;
-                n.exact.hbm_forward += f;
+                add(&mut x.hbm, f.clone() + ev(&op.backward_io_bytes)?);
+                add(&mut x.hbm_forward, f);
                 // A loss's separate fp32 passes and training metrics, as timed.
                 if op.loss_pass_bytes.iter().any(|p| !p.is_zero()) {
-                    let lf = eval(&op.loss_pass_bytes[0], b)?;
-                    n.exact.hbm += eval(&op.loss_pass_bytes[1], b)? + &lf;
-                    n.exact.hbm_forward += lf;
+                    let lf = ev(&op.loss_pass_bytes[0])?;
+                    add(&mut x.hbm, ev(&op.loss_pass_bytes[1])? + lf.clone());
+                    add(&mut x.hbm_forward, lf);
                 }
             }
-            n.exact.forward += fwd;
-            let recompute = eval(&op.recompute, b)?;
-            n.exact.backward += eval(&op.backward, b)? + &recompute;
-            n.kernel_recompute += recompute;
-            n.exact.saved += saved;
-            let params = eval(&op.params, b)?;
+            add(&mut x.forward, fwd);
+            let recompute = ev(&op.recompute)?;
+            add(&mut x.backward, ev(&op.backward)? + recompute.clone());
+            add(&mut n.kernel_recompute, recompute);
+            add(&mut x.saved, saved);
+            let params = ev(&op.params)?;
             if op.rule == "expert_matmul" {
-                n.expert_params += &params;
+                add(&mut n.expert_params, params.clone());
             }
             if op.rule == "moe_dispatch" {
-                let dp = b.get(DP).cloned().unwrap_or_else(Rational::one);
-                n.slot_bytes += eval(&op.out_bytes, b)? / dp;
+                add(&mut n.slot_bytes, ev(&op.out_bytes)? / dp.clone());
             }
-            n.exact.params += params;
+            x.params = std::mem::take(&mut x.params) + params;
         }
         if cp > Rational::one() && !op.ring_bytes.is_zero() {
-            let x = eval(&op.ring_bytes, b)?;
-            let steps = (&cp - Rational::one()) * &x;
+            let x = ev(&op.ring_bytes)?;
+            let steps = T::constant(&cp - Rational::one()) * x.clone();
             if op.attention_core {
-                n.exact.ring_core_forward += &steps;
+                add(&mut n.exact.ring_core_forward, steps.clone());
             }
-            n.exact.ring_forward += steps;
+            add(&mut n.exact.ring_forward, steps);
             n.ring_ops.push((oi, x));
         }
         for (index, c) in op.comm.iter().enumerate() {
-            let mut bytes = eval(&c.wire_bytes, b)?;
+            let mut bytes = ev(&c.wire_bytes)?;
             // A window's halo formula (kernel − stride rows) is negative when the stride
             // exceeds the kernel (a 1×1 convolution of stride 2): no rows are needed.
-            if c.kind == CollectiveKind::HaloExchange && bytes < Rational::zero() {
-                bytes = Rational::zero();
+            if c.kind == CollectiveKind::HaloExchange && *bytes.value() < Rational::zero() {
+                bytes = T::zero();
             }
             if c.axis == AxisKind::Tp {
-                n.exact.tp_bytes += &bytes;
+                add(&mut n.exact.tp_bytes, bytes.clone());
             }
             n.comm.push((CommRef::Op { op: oi, index }, bytes));
         }
         let expert = op.rule == "expert_matmul";
         for (index, c) in op.grad_comm.iter().enumerate() {
-            let bytes = eval(&c.wire_bytes, b)?;
+            let bytes = ev(&c.wire_bytes)?;
             match c.axis {
                 AxisKind::Dp => {
                     if expert {
-                        n.expert_dp_grad += &bytes;
+                        add(&mut n.expert_dp_grad, bytes.clone());
                     }
-                    n.exact.dp_grad += &bytes;
+                    add(&mut n.exact.dp_grad, bytes.clone());
                 }
-                AxisKind::Tp => n.exact.tp_grad += &bytes,
+                AxisKind::Tp => add(&mut n.exact.tp_grad, bytes.clone()),
                 _ => {}
             }
             n.grad_comm.push((CommRef::Grad { op: oi, index }, bytes));
         }
     }
     for (index, c) in blk.edges.iter().enumerate() {
-        let bytes = eval(&c.wire_bytes, b)?;
+        let bytes = ev(&c.wire_bytes)?;
         if c.axis == AxisKind::Tp {
-            n.exact.tp_bytes += &bytes;
+            add(&mut n.exact.tp_bytes, bytes.clone());
         }
         n.comm.push((CommRef::Edge(index), bytes));
     }
-    n.exact.boundary = eval(&blk.boundary_bytes, b)?;
+    n.exact.boundary = ev(&blk.boundary_bytes)?;
+    // What kernels take beyond their FLOPs is read from the table's curves: a number, no
+    // formula (none at all at the plateau).
     let kc = kernels.block(blk, b)?;
-    n.exact.kernel_forward = kc.forward;
-    n.exact.kernel_backward = kc.backward;
-    n.exact.kernel_attention_forward = kc.attention_forward;
-    n.approx = n.exact.map(float);
+    let curve = |x: Rational| {
+        if kernels.is_plateau() && x.is_zero() {
+            T::zero()
+        } else {
+            T::number(x)
+        }
+    };
+    n.exact.kernel_forward = curve(kc.forward);
+    n.exact.kernel_backward = curve(kc.backward);
+    n.exact.kernel_attention_forward = curve(kc.attention_forward);
+    n.approx = n.exact.map(|x| float(x.value()));
     Ok(n)
 }
 
@@ -431,6 +470,10 @@ pub struct CommRow {
     /// in every micro-batch.
     #[serde(skip)]
     pub gradient: bool,
+    /// `bytes` as a formula in the model's symbols, where the evaluation folded formulas
+    /// ([`block_numbers_traced`]).
+    #[serde(skip)]
+    pub formula: Option<Poly>,
 }
 
 /// Memory per device in bytes.
@@ -548,6 +591,61 @@ pub struct Evaluation {
     pub feasible: bool,
     /// Why not, when not.
     pub reason: Option<Infeasible>,
+    /// The amounts above as formulas in the model's symbols, from the same fold, where the
+    /// evaluation folded formulas ([`block_numbers_traced`]).
+    #[serde(skip)]
+    pub formulas: Option<Box<Formulas>>,
+}
+
+/// An evaluation's amounts as formulas in the model's symbols (the mesh sizes and the
+/// micro-batch count put in, the machine balances as exact constants), each `None` where the
+/// amount is no polynomial: the busiest stage's compute and traffic, the relative cost's parts
+/// and the fullest device's memory. They come from the same computation as the numbers, so
+/// each evaluates at the model's values to its number.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Formulas {
+    /// FLOPs per device per step ([`Evaluation::flops`]).
+    pub compute: Option<Poly>,
+    /// Of them, the forward pass's.
+    pub forward: Option<Poly>,
+    /// The backward pass's, without recomputation.
+    pub backward: Option<Poly>,
+    /// Recomputed forward FLOPs.
+    pub recomputed: Option<Poly>,
+    /// The busiest stage's κ_hbm × HBM bytes ([`Stage::hbm_cost`]).
+    pub hbm_cost: Option<Poly>,
+    /// [`Evaluation::p2p_bytes`].
+    pub p2p_bytes: Option<Poly>,
+    /// [`Evaluation::bubble_fraction`].
+    pub bubble_fraction: Option<Poly>,
+    /// [`Evaluation::relative`]'s parts.
+    pub relative: RelativeFormulas,
+    /// [`Evaluation::memory`]'s parts.
+    pub memory: MemoryFormulas,
+}
+
+/// [`RelativeCost`]'s parts as formulas.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[allow(missing_docs)]
+pub struct RelativeFormulas {
+    pub compute: Option<Poly>,
+    pub kernels: Option<Poly>,
+    pub comm_intra: Option<Poly>,
+    pub comm_inter: Option<Poly>,
+    pub bubble: Option<Poly>,
+    pub hidden: Option<Poly>,
+    pub total: Option<Poly>,
+}
+
+/// [`Memory`]'s parts as formulas.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[allow(missing_docs)]
+pub struct MemoryFormulas {
+    pub params: Option<Poly>,
+    pub grads: Option<Poly>,
+    pub optimizer: Option<Poly>,
+    pub activations: Option<Poly>,
+    pub total: Option<Poly>,
 }
 
 /// Why a strategy does not fit: the memory its fullest device needs against what a device has
@@ -835,22 +933,22 @@ fn pack_items(t: &[f64], limit: f64, stop: usize, mut bounds: Option<&mut Vec<us
 /// already per context-parallel rank) go to their experts and back in the forward pass, and their
 /// gradients in the backward pass: four all-to-alls of the slots, (ep − 1)/ep of them on the wire
 /// (GShard, Lepikhin et al. 2021).
-fn expert_view(n: &BlockNumbers, k: &Knobs) -> Result<ExpertView<Rational>, StrategyError> {
+fn expert_view<T: Priced>(n: &BlockNumbers<T>, k: &Knobs) -> Result<ExpertView<T>, StrategyError> {
     let x = &n.exact;
-    let dense = &x.params - &n.expert_params;
+    let dense = x.params.clone() - n.expert_params.clone();
     if k.ep <= 1 {
         return Ok(ExpertView {
             dense,
             experts: n.expert_params.clone(),
             dp_grad: x.dp_grad.clone(),
-            ep_bytes: Rational::zero(),
+            ep_bytes: T::zero(),
         });
     }
-    let ep = r(k.ep);
-    let held = &n.expert_params / &ep;
-    let grad = &x.dp_grad - &n.expert_dp_grad
+    let ep = T::int(k.ep);
+    let held = n.expert_params.clone() / ep.clone();
+    let grad = x.dp_grad.clone() - n.expert_dp_grad.clone()
         + super::moe::expert_grad_allreduce(&n.expert_dp_grad, k.dp, k.cp, k.ep)?;
-    let wire = r(4) * (&ep - Rational::one()) / &ep * &n.slot_bytes;
+    let wire = T::int(4) * (ep.clone() - T::int(1)) / ep * n.slot_bytes.clone();
     Ok(ExpertView {
         dense,
         experts: held,
@@ -946,14 +1044,20 @@ impl Plan {
 /// Each block's costs under `k`, as floats: the exact amounts converted once, combined by the
 /// same [`BlockCost::of`] as the exact pricing (the expert view, which can fail, converted from
 /// the exact one where the model has experts).
-fn rough_costs(numbers: &[BlockNumbers], layer_block: &[bool], k: &Knobs) -> Vec<BlockCost<f64>> {
+fn rough_costs<N: Priced>(
+    numbers: &[BlockNumbers<N>],
+    layer_block: &[bool],
+    k: &Knobs,
+) -> Vec<BlockCost<f64>> {
     numbers
         .iter()
         .enumerate()
         .map(|(bi, n)| {
             let x = &n.approx;
             let e = if k.ep > 1 || !n.expert_params.is_zero() {
-                expert_view(n, k).unwrap_or_default().map(float)
+                expert_view(n, k)
+                    .unwrap_or_default()
+                    .map(|x| float(x.value()))
             } else {
                 ExpertView {
                     dense: x.params,
@@ -967,8 +1071,8 @@ fn rough_costs(numbers: &[BlockNumbers], layer_block: &[bool], k: &Knobs) -> Vec
         .collect()
 }
 
-fn plan_pipeline(
-    numbers: &[BlockNumbers],
+fn plan_pipeline<N: Priced>(
+    numbers: &[BlockNumbers<N>],
     layer_block: &[bool],
     k: &Knobs,
     kap: &Kappas<f64>,
@@ -1136,8 +1240,8 @@ pub fn interleaved_chunks(
 /// stage `s` holds chunks `s`, `s + pp`, …), as runs of consecutive stages holding the same
 /// copies. No balancing moves a layer to offset the head or the embeddings, so the stage that
 /// holds them is the busiest.
-fn interleaved_groups(
-    numbers: &[BlockNumbers],
+fn interleaved_groups<N>(
+    numbers: &[BlockNumbers<N>],
     layer_block: &[bool],
     pp: usize,
     v: u64,
@@ -1256,22 +1360,29 @@ fn stage_boundary<T: Amount>(
 
 /// Under full recomputation, the largest activations one layer holds while it is recomputed
 /// (`saved` of each block).
-fn full_layer_saved<T: Amount>(
-    numbers: &[BlockNumbers],
+fn full_layer_saved<T: Amount, N>(
+    numbers: &[BlockNumbers<N>],
     layer_block: &[bool],
     k: &Knobs,
-    saved: impl Fn(&BlockNumbers) -> T,
+    saved: impl Fn(&BlockNumbers<N>) -> T,
 ) -> T {
     let mut most = T::zero();
+    let mut kinds = 0;
     if k.recompute == Recompute::Full {
         for (n, _) in numbers.iter().zip(layer_block).filter(|(_, l)| **l) {
             let x = saved(n);
+            kinds += 1;
             if x > most {
                 most = x;
             }
         }
     }
-    most
+    // The largest of several kinds of layer is a maximum, not a polynomial.
+    if kinds > 1 {
+        most.piecewise()
+    } else {
+        most
+    }
 }
 
 /// What a stage of `group` takes from its blocks alone under `k` ([`StageParts`]).
@@ -1299,9 +1410,9 @@ fn group_parts(plan: &Plan, group: &StageGroup, k: &Knobs, kap: &Kappas<f64>) ->
 /// [`group_parts`] of each group of the plan (shared by strategies that differ only in schedule
 /// and chunks).
 #[allow(clippy::too_many_arguments)]
-fn rough_each(
+fn rough_each<N>(
     plan: &Plan,
-    numbers: &[BlockNumbers],
+    numbers: &[BlockNumbers<N>],
     layer_block: &[bool],
     k: &Knobs,
     kap: &Kappas<f64>,
@@ -1642,11 +1753,11 @@ impl Links {
 }
 
 /// Each block's exact per-micro-batch costs under `k` ([`BlockCost::of`]).
-fn block_costs(
-    numbers: &[BlockNumbers],
+fn block_costs<T: Priced>(
+    numbers: &[BlockNumbers<T>],
     layer_block: &[bool],
     k: &Knobs,
-) -> Result<Vec<BlockCost<Rational>>, StrategyError> {
+) -> Result<Vec<BlockCost<T>>, StrategyError> {
     numbers
         .iter()
         .enumerate()
@@ -1659,60 +1770,123 @@ fn block_costs(
 
 /// Bytes one device of a stage moves per step on each parallel dimension.
 #[derive(Clone)]
-struct Traffic {
+struct Traffic<T> {
     /// Gradient reduction (and, under ZeRO-3, weight gathering) over the data-parallel group.
-    dp: Rational,
+    dp: T,
     /// Tensor-parallel collectives, per-micro-batch and gradient ones.
-    tp: Rational,
+    tp: T,
     /// Pipeline point-to-point activations and their gradients.
-    p2p: Rational,
+    p2p: T,
     /// Expert-parallel all-to-alls.
-    ep: Rational,
+    ep: T,
     /// Context-parallel ring passes.
-    cp: Rational,
+    cp: T,
+}
+
+/// Memory per device, in the fold's number type ([`Memory`] of the values).
+#[derive(Clone)]
+struct Held<T> {
+    params: T,
+    grads: T,
+    optimizer: T,
+    activations: T,
+    total: T,
+}
+
+impl<T: Priced> Held<T> {
+    fn values(&self) -> Memory {
+        let v = |x: &T| x.value().clone();
+        Memory {
+            params: v(&self.params),
+            grads: v(&self.grads),
+            optimizer: v(&self.optimizer),
+            activations: v(&self.activations),
+            total: v(&self.total),
+        }
+    }
+
+    fn formulas(&self) -> MemoryFormulas {
+        let f = |x: &T| x.formula().cloned();
+        MemoryFormulas {
+            params: f(&self.params),
+            grads: f(&self.grads),
+            optimizer: f(&self.optimizer),
+            activations: f(&self.activations),
+            total: f(&self.total),
+        }
+    }
 }
 
 /// One stage priced exactly.
 #[derive(Clone)]
-struct PricedStage {
-    /// What the evaluation reports of it.
-    stage: Stage,
+struct PricedStage<T> {
+    /// Stage number.
+    stage: u64,
+    /// Its block copies, by name.
+    items: Vec<(String, u64)>,
+    /// FLOPs per device per step, recomputation included.
+    flops: T,
+    /// Of them, the backward pass's without recomputation.
+    backward: T,
+    /// Of them, the forward FLOPs recomputation reruns.
+    recomputed: T,
+    /// κ_hbm × HBM bytes per step.
+    hbm_cost: T,
+    /// What its kernels take beyond their FLOPs per step.
+    kernel_cost: T,
+    /// Memory per device.
+    memory: Held<T>,
     /// Its time in FLOP-equivalents: compute, HBM traffic, and tensor-, expert- and
     /// context-parallel traffic (what runs once per micro-batch on the stage).
-    time: Rational,
+    time: T,
     /// Its bytes per dimension.
-    traffic: Traffic,
+    traffic: Traffic<T>,
     /// The FLOP-equivalents of its data-parallel traffic that run under its compute
     /// ([`BlockCost::dp_hidden`]).
-    hidden: Rational,
+    hidden: T,
     /// Whether the compute it runs under, not the traffic, bounds `hidden`.
     hidden_by_compute: bool,
 }
 
-/// What pricing the stages of one strategy exactly needs.
-struct StagePricer<'a> {
-    a: &'a Analysis,
-    k: &'a Knobs,
-    links: &'a Links,
-    costs: &'a [BlockCost<Rational>],
-    plan: &'a Plan,
-    layer_block: &'a [bool],
-    /// Micro-batches per step.
-    m: Rational,
-    /// Under full recomputation, the saved activations of the largest layer (what the
-    /// layer being recomputed holds again).
-    full_layer_saved: Rational,
+impl<T: Priced> PricedStage<T> {
+    /// What the evaluation reports of it.
+    fn report(&self) -> Stage {
+        Stage {
+            stage: self.stage,
+            items: self.items.clone(),
+            flops: self.flops.value().clone(),
+            hbm_cost: self.hbm_cost.value().clone(),
+            kernel_cost: self.kernel_cost.value().clone(),
+            memory: self.memory.values(),
+        }
+    }
 }
 
-impl StagePricer<'_> {
+/// What pricing the stages of one strategy exactly needs.
+struct StagePricer<'a, T> {
+    a: &'a Analysis,
+    k: &'a Knobs,
+    costs: &'a [BlockCost<T>],
+    plan: &'a Plan,
+    layer_block: &'a [bool],
+    /// The machine balances, as constants of the fold.
+    kap: Kappas<T>,
+    /// Micro-batches per step.
+    m: T,
+    /// Under full recomputation, the saved activations of the largest layer (what the
+    /// layer being recomputed holds again).
+    full_layer_saved: T,
+}
+
+impl<T: Priced> StagePricer<'_, T> {
     /// Memory per device of stage `s` (its summed costs `c`): weights, gradients and optimizer
     /// state ([`BlockCost::state`]) and the activations of the micro-batches in flight.
-    fn memory(&self, c: &BlockCost<Rational>, s: usize) -> Memory {
-        let [weights, grads, optimizer] = c.state(self.k);
+    fn memory(&self, c: &BlockCost<T>, s: usize) -> Held<T> {
+        let [params, grads, optimizer] = c.state(self.k);
         let activations = c.activations(self.k, self.plan.v, s, &self.full_layer_saved);
-        let total = &weights + &grads + &optimizer + &activations;
-        Memory {
-            params: weights,
+        let total = params.clone() + grads.clone() + optimizer.clone() + activations.clone();
+        Held {
+            params,
             grads,
             optimizer,
             activations,
@@ -1722,15 +1896,15 @@ impl StagePricer<'_> {
 
     /// The stages `pick`, priced exactly: stages in the same place ([`Plan::place`]) share
     /// their times and traffic, priced once; each has its own memory.
-    fn price_all(&self, pick: &[usize]) -> Vec<PricedStage> {
-        let mut known: Vec<(StagePlace<'_>, usize, BlockCost<Rational>)> = Vec::new();
-        let mut priced: Vec<PricedStage> = Vec::with_capacity(pick.len());
+    fn price_all(&self, pick: &[usize]) -> Vec<PricedStage<T>> {
+        let mut known: Vec<(StagePlace<'_>, usize, BlockCost<T>)> = Vec::new();
+        let mut priced: Vec<PricedStage<T>> = Vec::with_capacity(pick.len());
         for &s in pick {
             let place = self.plan.place(s, self.k.pp);
             if let Some((_, at, c)) = known.iter().find(|(p, ..)| *p == place) {
                 let mut p = priced[*at].clone();
-                p.stage.stage = s as u64;
-                p.stage.memory = self.memory(c, s);
+                p.stage = s as u64;
+                p.memory = self.memory(c, s);
                 priced.push(p);
             } else {
                 let c = BlockCost::stage(self.costs, self.plan.counts(s));
@@ -1744,22 +1918,17 @@ impl StagePricer<'_> {
 
     /// Stage `s` (its summed costs `c`) priced exactly: its compute (memory-bound operators
     /// cost their HBM traffic at κ_hbm), memory, time and traffic.
-    fn price(&self, s: usize, c: &BlockCost<Rational>) -> PricedStage {
-        let (m, kap) = (&self.m, &self.links.kap);
-        let compute = &c.compute * m;
-        let kernel_cost = &c.kernel * m;
-        let hbm_cost = &kap.hbm * c.step_hbm(m, self.k);
-        let time = c.time(m, kap, self.k);
+    fn price(&self, s: usize, c: &BlockCost<T>) -> PricedStage<T> {
+        let (m, kap) = (&self.m, &self.kap);
         let traffic = Traffic {
             dp: c.dp_traffic(self.k),
             tp: c.tp_traffic(m),
             p2p: stage_boundary(self.plan, self.k, self.layer_block, s, |b| {
                 self.costs[b].boundary.clone()
-            }) * m,
-            ep: &c.ep_bytes * m,
-            cp: &c.cp_bytes * m,
+            }) * m.clone(),
+            ep: c.ep_bytes.clone() * m.clone(),
+            cp: c.cp_bytes.clone() * m.clone(),
         };
-        let memory = self.memory(c, s);
         let items = self
             .plan
             .counts(s)
@@ -1768,18 +1937,18 @@ impl StagePricer<'_> {
             .collect();
         let (hidden, hidden_by_compute) = c.dp_hidden_bound(m, kap, self.k);
         PricedStage {
+            stage: s as u64,
+            items,
+            flops: c.compute.clone() * m.clone(),
+            backward: (c.backward.clone() - c.recomputed.clone()) * m.clone(),
+            recomputed: c.recomputed.clone() * m.clone(),
+            hbm_cost: kap.hbm.clone() * c.step_hbm(m, self.k),
+            kernel_cost: c.kernel.clone() * m.clone(),
+            memory: self.memory(c, s),
+            time: c.time(m, kap, self.k),
+            traffic,
             hidden,
             hidden_by_compute,
-            stage: Stage {
-                stage: s as u64,
-                items,
-                flops: compute,
-                hbm_cost,
-                kernel_cost,
-                memory,
-            },
-            time,
-            traffic,
         }
     }
 }
@@ -1829,96 +1998,179 @@ fn stages_to_price(rough: &[RoughStage], plan: &Plan, k: &Knobs, detail: bool) -
 }
 
 /// The busiest device and the relative cost of a step on it.
-struct Busiest {
+struct Busiest<T> {
     /// Position in the priced stages of the stage with the largest time including its own
     /// data-parallel and point-to-point traffic: the busiest device.
     at: usize,
     /// Idle fraction of the pipeline schedule, (pp − 1)/(m·v).
     bubble_fraction: Rational,
-    /// Relative cost of a step.
-    relative: RelativeCost,
+    /// Relative cost of a step, in the fold's number type (the total's split into FLOP and
+    /// byte parts aside).
+    parts: RelativeParts<T>,
+    /// The part of the total that is FLOPs ([`RelativeCost::flop_part`]).
+    flop_part: Rational,
+}
+
+/// The relative cost's parts in the fold's number type.
+struct RelativeParts<T> {
+    compute: T,
+    kernels: T,
+    comm_intra: T,
+    comm_inter: T,
+    bubble: T,
+    hidden: T,
+    total: T,
+}
+
+impl<T: Priced> Busiest<T> {
+    /// The relative cost's values.
+    fn relative(&self) -> RelativeCost {
+        let p = &self.parts;
+        let v = |x: &T| x.value().clone();
+        RelativeCost {
+            compute: v(&p.compute),
+            kernels: v(&p.kernels),
+            comm_intra: v(&p.comm_intra),
+            comm_inter: v(&p.comm_inter),
+            bubble: v(&p.bubble),
+            hidden: v(&p.hidden),
+            byte_part: v(&p.total) - &self.flop_part,
+            flop_part: self.flop_part.clone(),
+            total: v(&p.total),
+        }
+    }
+
+    /// Their formulas.
+    fn formulas(&self) -> RelativeFormulas {
+        let p = &self.parts;
+        let f = |x: &T| x.formula().cloned();
+        RelativeFormulas {
+            compute: f(&p.compute),
+            kernels: f(&p.kernels),
+            comm_intra: f(&p.comm_intra),
+            comm_inter: f(&p.comm_inter),
+            bubble: f(&p.bubble),
+            hidden: f(&p.hidden),
+            total: f(&p.total),
+        }
+    }
 }
 
 /// Finds the busiest of the priced stages and prices a step on it: its compute, its traffic on
 /// intra- and inter-node links, and the bubble, the longest per-micro-batch stage time idle for
 /// the bubble fraction.
-fn relative_cost(
-    priced: &[PricedStage],
+fn relative_cost<T: Priced>(
+    priced: &[PricedStage<T>],
     links: &Links,
+    kap: &Kappas<T>,
     k: &Knobs,
     v: u64,
-) -> Result<Busiest, StrategyError> {
+) -> Result<Busiest<T>, StrategyError> {
     let full: Vec<Rational> = priced
         .iter()
         .map(|p| {
-            &p.time + &links.kap.dp * &p.traffic.dp - &p.hidden + &links.kap.p2p * &p.traffic.p2p
+            p.time.value() + kap.dp.value() * p.traffic.dp.value() - p.hidden.value()
+                + kap.p2p.value() * p.traffic.p2p.value()
         })
         .collect();
     let bs = (0..full.len())
         .max_by(|x, y| full[*x].cmp(&full[*y]))
         .ok_or(StrategyError::Nothing("stages"))?;
     let tm = (0..priced.len())
-        .max_by(|x, y| priced[*x].time.cmp(&priced[*y].time))
+        .max_by(|x, y| priced[*x].time.value().cmp(priced[*y].time.value()))
         .ok_or(StrategyError::Nothing("stages"))?;
     let bubble_fraction = Rational::new((k.pp - 1).into(), (k.microbatches * v).into());
-    let bubble = &priced[tm].time * &bubble_fraction;
-    let busiest = &priced[bs].stage;
-    let t = &priced[bs].traffic;
-    let mut relative = RelativeCost {
-        compute: &busiest.flops + &busiest.hbm_cost,
-        kernels: busiest.kernel_cost.clone(),
-        hidden: priced[bs].hidden.clone(),
-        bubble,
-        ..RelativeCost::default()
-    };
-    let mut add = |tier: Tier, c: Rational| match tier {
-        Tier::Intra => relative.comm_intra += c,
-        Tier::Inter => relative.comm_inter += c,
+    let fraction = T::constant(bubble_fraction.clone());
+    let mut bubble = priced[tm].time.clone() * fraction.clone();
+    if k.pp > 1 {
+        // The slowest stage's time: a maximum over the partition's stages.
+        bubble = bubble.piecewise();
+    }
+    let busiest = &priced[bs];
+    let t = &busiest.traffic;
+    let (mut intra, mut inter) = (T::zero(), T::zero());
+    let mut add = |tier: Tier, c: T| match tier {
+        Tier::Intra => intra = std::mem::take(&mut intra) + c,
+        Tier::Inter => inter = std::mem::take(&mut inter) + c,
     };
     // Gradient reductions and tensor-parallel collectives are rings, hierarchical where their
     // group spans nodes: their bytes split over the tiers.
     for (bytes, kind) in [(&t.dp, AxisKind::Dp), (&t.tp, AxisKind::Tp)] {
         let axis = links.mesh.ring_axis(kind).expect("dp and tp run rings");
         for (tier, share) in axis.tier_fractions() {
-            add(tier, links.tier_kappa(tier) * bytes * share);
+            add(
+                tier,
+                T::constant(links.tier_kappa(tier) * share) * bytes.clone(),
+            );
         }
     }
     for (bytes, tier, kappa) in [
-        (&t.p2p, links.p2p_tier, &links.kap.p2p),
-        (&t.ep, links.ep_tier, &links.kap.ep),
-        (&t.cp, links.cp_tier, &links.kap.cp),
+        (&t.p2p, links.p2p_tier, &kap.p2p),
+        (&t.ep, links.ep_tier, &kap.ep),
+        (&t.cp, links.cp_tier, &kap.cp),
     ] {
-        add(tier, kappa * bytes);
+        add(tier, kappa.clone() * bytes.clone());
     }
-    let slowest = &priced[tm].stage;
-    relative.total = &relative.compute
-        + &relative.kernels
-        + &relative.comm_intra
-        + &relative.comm_inter
-        + &relative.bubble
-        - &relative.hidden;
-    relative.flop_part = &relative.compute
-        + &relative.kernels
-        + (&slowest.flops + &slowest.hbm_cost + &slowest.kernel_cost) * &bubble_fraction;
+    let compute = busiest.flops.clone() + busiest.hbm_cost.clone();
+    let kernels = busiest.kernel_cost.clone();
+    let hidden = busiest.hidden.clone();
+    let total = compute.clone() + kernels.clone() + intra.clone() + inter.clone() + bubble.clone()
+        - hidden.clone();
+    let slowest = &priced[tm];
+    let mut flop_part = compute.value()
+        + kernels.value()
+        + (slowest.flops.value() + slowest.hbm_cost.value() + slowest.kernel_cost.value())
+            * &bubble_fraction;
     // What overlap saves scales with the links' κ where the traffic bounds it, and is a FLOP
     // part where the compute it runs under does.
-    if priced[bs].hidden_by_compute {
-        relative.flop_part -= &relative.hidden;
+    if busiest.hidden_by_compute {
+        flop_part -= hidden.value();
     }
-    relative.byte_part = &relative.total - &relative.flop_part;
     Ok(Busiest {
         at: bs,
         bubble_fraction,
-        relative,
+        flop_part,
+        parts: RelativeParts {
+            compute,
+            kernels,
+            comm_intra: intra,
+            comm_inter: inter,
+            bubble,
+            hidden,
+            total,
+        },
     })
+}
+
+/// A collective row with its bytes per call in the fold's number type.
+fn comm_row<T: Priced>(
+    c: &Comm,
+    tier: Tier,
+    bytes: T,
+    count: u64,
+    reason: String,
+    gradient: bool,
+) -> CommRow {
+    CommRow {
+        collective: c.kind,
+        axis: c.axis,
+        tier,
+        formula: bytes.formula().cloned(),
+        bytes: bytes.value().clone(),
+        count,
+        op: c.op.clone(),
+        tensor: c.tensor.clone(),
+        reason,
+        gradient,
+    }
 }
 
 /// The collectives of the analysis that the blocks `counts` (block, copies) of one device run
 /// per step: per-micro-batch collectives, and gradient reductions once a step (expert weights
 /// reduced only among the ranks that hold the same experts).
-fn analysis_rows(
+fn analysis_rows<T: Priced>(
     a: &Analysis,
-    numbers: &[BlockNumbers],
+    numbers: &[BlockNumbers<T>],
     k: &Knobs,
     links: &Links,
     counts: &[(usize, u64)],
@@ -1933,17 +2185,10 @@ fn analysis_rows(
     for &(bi, copies) in counts {
         for (at, b) in &numbers[bi].comm {
             let c = at.of(&a.blocks[bi]);
-            comm.push(CommRow {
-                collective: c.kind,
-                axis: c.axis,
-                tier: tier_of(c.axis, false),
-                bytes: b / r(c.calls.into()),
-                count: copies * k.microbatches * c.calls as u64,
-                op: c.op.clone(),
-                tensor: c.tensor.clone(),
-                reason: c.reason.clone(),
-                gradient: false,
-            });
+            let per_call = b.clone() / T::int(c.calls.into());
+            let count = copies * k.microbatches * c.calls as u64;
+            let tier = tier_of(c.axis, false);
+            comm.push(comm_row(c, tier, per_call, count, c.reason.clone(), false));
         }
         let experts: Vec<&str> = a.blocks[bi]
             .ops
@@ -1958,35 +2203,22 @@ fn analysis_rows(
             } else {
                 b.clone()
             };
-            let per_call = b / r(c.calls.into());
+            let per_call = b / T::int(c.calls.into());
+            let tier = tier_of(c.axis, true);
             if c.axis == AxisKind::Dp && c.kind == CollectiveKind::AllReduce {
                 // As the step runs it under its ZeRO stage: reduce-scatters and all-gathers.
                 for (kind, calls, share) in super::amount::zero_reduction(k) {
-                    comm.push(CommRow {
-                        collective: kind,
-                        axis: c.axis,
-                        tier: tier_of(c.axis, true),
-                        bytes: &per_call * share,
-                        count: copies * c.calls as u64 * calls,
-                        op: c.op.clone(),
-                        tensor: c.tensor.clone(),
-                        reason: zero_reason(k.zero, &c.reason),
-                        gradient: true,
-                    });
+                    let bytes = per_call.clone() * T::constant(share);
+                    let count = copies * c.calls as u64 * calls;
+                    let mut row =
+                        comm_row(c, tier, bytes, count, zero_reason(k.zero, &c.reason), true);
+                    row.collective = kind;
+                    comm.push(row);
                 }
                 continue;
             }
-            comm.push(CommRow {
-                collective: c.kind,
-                axis: c.axis,
-                tier: tier_of(c.axis, true),
-                bytes: per_call,
-                count: copies * c.calls as u64,
-                op: c.op.clone(),
-                tensor: c.tensor.clone(),
-                reason: c.reason.clone(),
-                gradient: true,
-            });
+            let count = copies * c.calls as u64;
+            comm.push(comm_row(c, tier, per_call, count, c.reason.clone(), true));
         }
     }
     Ok(comm)
@@ -2004,9 +2236,9 @@ fn zero_reason(zero: u8, reason: &str) -> String {
 
 /// The context-parallel ring passes of the blocks `counts` per step: forward (cp − 1) steps,
 /// backward 2·(cp − 1), plus the forward's again where recomputation reruns the operator.
-fn ring_rows(
+fn ring_rows<T: Priced>(
     a: &Analysis,
-    numbers: &[BlockNumbers],
+    numbers: &[BlockNumbers<T>],
     k: &Knobs,
     links: &Links,
     layer_block: &[bool],
@@ -2026,7 +2258,8 @@ fn ring_rows(
                 collective: CollectiveKind::SendRecv,
                 axis: AxisKind::Cp,
                 tier: links.cp_tier,
-                bytes: x.clone(),
+                bytes: x.value().clone(),
+                formula: x.formula().cloned(),
                 count: copies * k.microbatches * (k.cp - 1) * (3 + reruns),
                 op: op.name.clone(),
                 tensor: "key, value".into(),
@@ -2040,9 +2273,9 @@ fn ring_rows(
 
 /// The expert-parallel all-to-alls of the blocks `counts` per step: tokens go to the devices
 /// holding their experts and back, forward and backward.
-fn all_to_all_rows(
+fn all_to_all_rows<T: Priced>(
     a: &Analysis,
-    numbers: &[BlockNumbers],
+    numbers: &[BlockNumbers<T>],
     k: &Knobs,
     links: &Links,
     counts: &[(usize, u64)],
@@ -2053,12 +2286,13 @@ fn all_to_all_rows(
         if n.slot_bytes.is_zero() {
             continue;
         }
-        let per_call = (r(k.ep) - Rational::one()) / r(k.ep) * &n.slot_bytes;
+        let per_call = (T::int(k.ep) - T::int(1)) / T::int(k.ep) * n.slot_bytes.clone();
         comm.push(CommRow {
             collective: CollectiveKind::AllToAll,
             axis: AxisKind::Ep,
             tier: links.ep_tier,
-            bytes: per_call,
+            bytes: per_call.value().clone(),
+            formula: per_call.formula().cloned(),
             count: copies * k.microbatches * 4,
             op: format!("{} experts", a.blocks[bi].name),
             tensor: "expert slots".into(),
@@ -2072,10 +2306,13 @@ fn all_to_all_rows(
 
 /// Whole-model FLOPs per step without recomputation, over all devices of one pipeline stage's
 /// replicas: forward and backward, less the fused kernels' recomputation.
-fn model_flops(numbers: &[BlockNumbers], k: &Knobs) -> Rational {
+fn model_flops<T: Priced>(numbers: &[BlockNumbers<T>], k: &Knobs) -> Rational {
     numbers
         .iter()
-        .map(|n| (&n.exact.forward + &n.exact.backward - &n.kernel_recompute) * r(n.repeat))
+        .map(|n| {
+            let x = &n.exact;
+            (x.forward.value() + x.backward.value() - n.kernel_recompute.value()) * r(n.repeat)
+        })
         .sum::<Rational>()
         * r(k.microbatches)
         * r(k.dp)
@@ -2091,11 +2328,14 @@ fn model_flops(numbers: &[BlockNumbers], k: &Knobs) -> Rational {
 /// point (`plan_pipeline`, `rough_each`, `stages_to_price`); those stages priced exactly
 /// (`StagePricer::price`); the busiest device and its relative cost (`relative_cost`); its
 /// collectives (`analysis_rows`, `ring_rows`, `all_to_all_rows`); memory and model FLOPs.
+///
+/// Over [`Traced`] numbers ([`block_numbers_traced`]) the same steps give each amount's
+/// formula too ([`Evaluation::formulas`]).
 #[allow(clippy::too_many_arguments)]
-pub fn evaluate_with(
+pub fn evaluate_with<T: Priced>(
     model: &Model,
     a: &Analysis,
-    numbers: &[BlockNumbers],
+    numbers: &[BlockNumbers<T>],
     knobs: &Knobs,
     calib: &Calibration,
     gpus_per_node: u64,
@@ -2115,20 +2355,17 @@ pub fn evaluate_with(
     let pricer = StagePricer {
         a,
         k,
-        links: &links,
         costs: &costs,
         plan: &plan,
         layer_block: &layer_block,
-        m: r(k.microbatches),
+        kap: links.kap.map(|x| T::constant(x.clone())),
+        m: T::int(k.microbatches),
         full_layer_saved: full_layer_saved(numbers, &layer_block, k, |n| n.exact.saved.clone()),
     };
     let pick = stages_to_price(&rough, &plan, k, detail);
     let priced = pricer.price_all(&pick);
-    let Busiest {
-        at: bs,
-        bubble_fraction,
-        relative,
-    } = relative_cost(&priced, &links, k, plan.v)?;
+    let busy = relative_cost(&priced, &links, &pricer.kap, k, plan.v)?;
+    let bs = busy.at;
     let mut comm = Vec::new();
     let busiest_blocks = plan.counts(pick[bs]);
     if detail {
@@ -2147,33 +2384,58 @@ pub fn evaluate_with(
     if detail && k.ep > 1 {
         comm.extend(all_to_all_rows(a, numbers, k, &links, busiest_blocks));
     }
-    let p2p_bytes = priced[bs].traffic.p2p.clone();
-    let stages: Vec<Stage> = priced.into_iter().map(|p| p.stage).collect();
-    let fullest = stages
-        .iter()
-        .map(|s| &s.memory)
-        .max_by(|a, b| a.total.cmp(&b.total))
-        .cloned()
-        .unwrap_or_default();
+    let fullest = (0..priced.len())
+        .max_by(|x, y| {
+            let total = |i: usize| priced[i].memory.total.value();
+            total(*x).cmp(total(*y))
+        })
+        .map(|i| &priced[i].memory);
+    let formulas = T::FORMULAS.then(|| Box::new(formulas_of(&priced[bs], &busy, fullest)));
+    let fullest = fullest.map(Held::values).unwrap_or_default();
     let feasible = fullest.total <= *memory;
     let reason = (!feasible).then(|| Infeasible {
         need: fullest.total.clone(),
         have: memory.clone(),
     });
+    let stages: Vec<Stage> = priced.iter().map(PricedStage::report).collect();
     Ok(Evaluation {
         knobs: k.clone(),
         mesh: links.mesh,
         flops: stages[bs].flops.clone(),
         model_flops: model_flops(numbers, k),
         comm,
-        p2p_bytes,
+        p2p_bytes: priced[bs].traffic.p2p.value().clone(),
         memory: fullest,
         stages,
-        bubble_fraction,
-        relative,
+        bubble_fraction: busy.bubble_fraction.clone(),
+        relative: busy.relative(),
         feasible,
         reason,
+        formulas,
     })
+}
+
+/// The formulas of the busiest stage `busiest`, of its relative cost and of the fullest
+/// device's memory.
+fn formulas_of<T: Priced>(
+    busiest: &PricedStage<T>,
+    busy: &Busiest<T>,
+    fullest: Option<&Held<T>>,
+) -> Formulas {
+    let f = |x: &T| x.formula().cloned();
+    let b = busiest;
+    let forward = b.flops.clone() - b.backward.clone() - b.recomputed.clone();
+    Formulas {
+        compute: f(&b.flops),
+        forward: f(&forward),
+        backward: f(&b.backward),
+        recomputed: f(&b.recomputed),
+        hbm_cost: f(&b.hbm_cost),
+        p2p_bytes: f(&b.traffic.p2p),
+        bubble_fraction: Some(Poly::constant(busy.bubble_fraction.clone())),
+        relative: busy.formulas(),
+        memory: fullest.map(Held::formulas).unwrap_or_default(),
+    }
 }
 
 /// Evaluates a strategy with the busiest device's collectives listed.

@@ -8,6 +8,7 @@ pub mod evaluate;
 pub mod kernels;
 pub mod layout;
 pub mod moe;
+pub mod traced;
 
 pub use analysis::{analyse, Analysis, BlockAnalysis, Comm, OpAnalysis, Site, DP, TP};
 pub use evaluate::{evaluate, CommRow, Evaluation, Infeasible, Memory, RelativeCost};
@@ -20,7 +21,8 @@ pub use crate::strategy::StrategyError;
 use crate::strategy::{check_knobs, Knobs};
 use crate::sym::{Bindings, Rational};
 
-/// Analyses and evaluates one strategy of `model` at `values` (its symbol values).
+/// Analyses and evaluates one strategy of `model` at `values` (its symbol values), each amount
+/// with its formula in the model's symbols ([`Evaluation::formulas`]).
 pub fn evaluate_strategy(
     model: &Model,
     values: &Bindings,
@@ -41,6 +43,7 @@ pub fn evaluate_strategy(
         calib,
         gpus_per_node,
         memory,
+        true,
     )?;
     Ok((analysis, e))
 }
@@ -65,7 +68,16 @@ pub fn evaluate_analysed(
     } else {
         analysis
     };
-    evaluate_checked(model, analysis, values, knobs, calib, gpus_per_node, memory)
+    evaluate_checked(
+        model,
+        analysis,
+        values,
+        knobs,
+        calib,
+        gpus_per_node,
+        memory,
+        false,
+    )
 }
 
 /// The knobs' own checks and the model's limits on them.
@@ -133,7 +145,9 @@ fn per_rank(analysis: Analysis, knobs: &Knobs) -> Analysis {
     }
 }
 
-/// Evaluates checked knobs on the analysis one rank sees.
+/// Evaluates checked knobs on the analysis one rank sees; with `formulas`, each amount's
+/// formula too ([`Evaluation::formulas`]).
+#[allow(clippy::too_many_arguments)]
 fn evaluate_checked(
     model: &Model,
     analysis: &Analysis,
@@ -142,19 +156,37 @@ fn evaluate_checked(
     calib: &Calibration,
     gpus_per_node: u64,
     memory: &Rational,
+    formulas: bool,
 ) -> Result<Evaluation, Error> {
     let b = evaluate::microbatch_bindings(model, values, knobs);
     evaluate::check_divisibility(model, analysis, &b, knobs)?;
-    let numbers = evaluate::block_numbers(analysis, &b, &kernels::KernelEfficiency::of(calib))?;
-    Ok(evaluate(
-        model,
-        analysis,
-        &numbers,
-        knobs,
-        calib,
-        gpus_per_node,
-        memory,
-    )?)
+    let kernels = kernels::KernelEfficiency::of(calib);
+    let e = if formulas {
+        let fix = traced::Fix::new(model, values, &b, knobs);
+        let numbers = evaluate::block_numbers_traced(analysis, &b, &fix, &kernels)?;
+        evaluate::evaluate_with(
+            model,
+            analysis,
+            &numbers,
+            knobs,
+            calib,
+            gpus_per_node,
+            memory,
+            true,
+        )?
+    } else {
+        let numbers = evaluate::block_numbers(analysis, &b, &kernels)?;
+        evaluate(
+            model,
+            analysis,
+            &numbers,
+            knobs,
+            calib,
+            gpus_per_node,
+            memory,
+        )?
+    };
+    Ok(e)
 }
 
 /// Checks per-operator overrides: each names an operator of the model and a splittable index of

@@ -171,12 +171,12 @@ pub fn site_comm(
 /// hold the same experts (Megatron-Core's expert-data-parallel group):
 /// 2·(1 − ep/R)·S/ep = dp_bytes·(R − ep)/(ep·(R − 1)). At cp = 1 this is the data-parallel
 /// formula, R = dp.
-pub fn expert_grad_allreduce(
-    dp_bytes: &Rational,
+pub fn expert_grad_allreduce<T: crate::parallel::amount::Amount>(
+    dp_bytes: &T,
     dp: u64,
     cp: u64,
     ep: u64,
-) -> Result<Rational, StrategyError> {
+) -> Result<T, StrategyError> {
     let replicas = dp * cp;
     if ep == 0 || replicas == 0 || !replicas.is_multiple_of(ep) {
         return Err(StrategyError::EpDividesDp { ep, dp, cp });
@@ -184,8 +184,7 @@ pub fn expert_grad_allreduce(
     if replicas == 1 {
         return Ok(dp_bytes.clone());
     }
-    let r = |v: u64| Rational::from_integer(v.into());
-    Ok(dp_bytes * (r(replicas) - r(ep)) / (r(ep) * (r(replicas) - r(1))))
+    Ok(dp_bytes.clone() * T::int(replicas - ep) / T::int(ep * (replicas - 1)))
 }
 
 /// Checks an expert-parallel degree against a model and the data- and context-parallel degrees:

@@ -35,7 +35,7 @@ pub struct ReportInput<'a> {
     /// collective kind and tier ([`crate::parallel::breakdown::comm_by_kind`]), as
     /// `[{"kind", "tier", "cost"}]` with `cost` exact.
     pub comm_parts: &'a Value,
-    /// The top strategy's per-device amounts ([`crate::search::versus::compare_on`] of it with
+    /// The top strategy's per-device amounts ([`crate::search::versus::compare`] of it with
     /// itself), as `[{"group", "name", "value", "formula", "why"}]`: `value` exact, `formula` in the
     /// model's symbols or null where none is derived, `why` (or null) why it cannot be one.
     pub top_formulas: &'a Value,

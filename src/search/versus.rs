@@ -3,20 +3,14 @@
 //!
 //! The comparison reads two exact [`Evaluation`]s component by component: compute FLOPs,
 //! each collective kind per mesh axis and link tier, the pipeline bubble, the relative cost and
-//! its parts, and memory. The components that are sums over the busiest device's blocks —
-//! forward, backward and recomputed FLOPs, the collectives, the weight, gradient and optimizer
-//! memory — are also given as formulas in the model's symbols (with the mesh sizes and the
-//! micro-batch count put in), built from the analysis' polynomials; a formula is kept only when
-//! it evaluates exactly to the evaluation's number at the model's values, so a formula shown is
-//! never one the evaluation disagrees with.
+//! its parts, and memory. Each component is also given as a formula in the model's symbols
+//! (with the mesh sizes and the micro-batch count put in) where the evaluation has one
+//! ([`Evaluation::formulas`]): the same fold computed the number and the formula, so a formula
+//! shown cannot disagree with its number.
 
 use super::error::SearchError;
-use crate::calib::Calibration;
-use crate::model::Model;
-use crate::parallel::evaluate::microbatch_bindings;
 use crate::parallel::{Analysis, Evaluation};
 use crate::rules::law::CollectiveKind;
-use crate::rules::FlopClass;
 use crate::strategy::{AxisKind, Knobs, Recompute, Tier};
 use crate::sym::{crossovers, Bindings, Monomial, Poly, Rational};
 use num_traits::{One, Signed, Zero};
@@ -65,494 +59,70 @@ pub fn collective_name(kind: CollectiveKind, axis: AxisKind, tier: Tier) -> Stri
     format!("{} on {} ({tier}) bytes/step", kind.name(), axis.name())
 }
 
-/// The collectives of an evaluation summed per (kind, axis, tier): bytes per device per step.
-fn collectives(e: &Evaluation) -> Vec<(String, Rational)> {
-    let mut out: Vec<(String, Rational)> = Vec::new();
+/// The collectives of an evaluation summed per (kind, axis, tier): bytes per device per step,
+/// and their formula where every row has one.
+fn collectives(e: &Evaluation) -> Vec<(String, Rational, Option<Poly>)> {
+    let mut out: Vec<(String, Rational, Option<Poly>)> = Vec::new();
     for c in &e.comm {
         let name = collective_name(c.collective, c.axis, c.tier);
-        let bytes = &c.bytes * r(c.count);
-        match out.iter_mut().find(|(n, _)| *n == name) {
-            Some((_, b)) => *b += bytes,
-            None => out.push((name, bytes)),
+        let count = r(c.count);
+        let bytes = &c.bytes * &count;
+        let formula = c.formula.as_ref().map(|f| f * Poly::constant(count));
+        match out.iter_mut().find(|(n, ..)| *n == name) {
+            Some((_, b, f)) => {
+                *b += bytes;
+                *f = f.take().zip(formula).map(|(x, y)| x + y);
+            }
+            None => out.push((name, bytes, formula)),
         }
     }
     out
 }
 
-/// The per-device formulas of an evaluated strategy (see the module documentation); those that
-/// do not reproduce the evaluation's numbers at `values` are left out. With the calibration the
-/// strategy was priced on, the relative cost's parts too (keyed `group/name`, see
-/// [`relative_formulas`]).
-fn formulas(
-    model: &Model,
-    a: &Analysis,
-    values: &Bindings,
-    e: &Evaluation,
-    calib: Option<&Calibration>,
-) -> Formulas {
+/// The formulas of an evaluated strategy, keyed `group/name` as [`compare`]'s rows (see the
+/// module documentation): none where the evaluation folded none.
+fn formulas(e: &Evaluation) -> Formulas {
     let mut out = Formulas::new();
-    let k = &e.knobs;
-    let mb = microbatch_bindings(model, values, k);
-    let mut fixed = Bindings::new();
-    // Every mesh size the evaluation binds: the operators' formulas divide the tokens by the
-    // context-parallel degree too.
-    for name in [
-        crate::parallel::DP,
-        crate::parallel::TP,
-        crate::parallel::analysis::CP,
-    ] {
-        if let Some(v) = mb.get(name) {
-            fixed.insert(name.to_string(), v.clone());
-        }
-    }
-    if let Some(vocab) = &model.roles.vocab {
-        if let (Some(padded), Some(v)) = (mb.get(vocab), values.get(vocab)) {
-            if padded != v {
-                // A padded vocabulary is a ceiling, not a polynomial: the formulas use its value.
-                fixed.insert(vocab.clone(), padded.clone());
-            }
-        }
-    }
-    let m = r(k.microbatches);
-    let batch = model.batch.as_deref().filter(|b| values.contains_key(*b));
-    let fix = |p: &Poly| -> Option<Poly> {
-        let p = p.bind(&fixed).ok()?;
-        match batch {
-            Some(b) => {
-                let per_micro = Poly::symbol(b) * Poly::constant(Rational::one() / &m);
-                p.substitute(b, &per_micro).ok()
-            }
-            None => Some(p),
-        }
-    };
-    let index = |name: &str| a.blocks.iter().position(|b| b.name == name);
-    let layer = |bi: usize| model.blocks[bi].repeat != Poly::one();
-    let mc = Poly::constant(m.clone());
-    let once = Poly::one();
-    // The busiest device's stage: the one whose FLOPs are the evaluation's.
-    let Some(busiest) = e.stages.iter().find(|s| s.flops == e.flops) else {
+    let Some(f) = e.formulas.as_deref() else {
         return out;
     };
-    let mut forward = Poly::zero();
-    let mut backward = Poly::zero();
-    let mut recompute = Poly::zero();
-    let mut comm: Vec<(String, Poly)> = Vec::new();
-    // The busiest stage's traffic as the relative cost prices it (`BlockCost`): HBM bytes per
-    // micro-batch, and bytes per step on the tensor-, data- (before ZeRO's factor) and
-    // context-parallel links; and its parameter elements (the gradient accumulation's bytes).
-    let mut t = Traffic::default();
-    let tier_of = |ax: AxisKind| e.mesh.axis(ax).tier;
-    let mut ok = true;
-    for (name, copies) in &busiest.items {
-        let Some(bi) = index(name) else {
-            return out;
-        };
-        let blk = &a.blocks[bi];
-        let c = Poly::constant(r(*copies));
-        for op in &blk.ops {
-            let (Some(f), Some(b), Some(kr), Some(pa)) = (
-                fix(&op.forward),
-                fix(&op.backward),
-                fix(&op.recompute),
-                fix(&op.params),
-            ) else {
-                ok = false;
-                continue;
-            };
-            forward += &c * &mc * &f;
-            backward += &c * &mc * (b + kr);
-            t.params += &c * pa;
-            let extra = match (k.recompute, layer(bi)) {
-                (Recompute::Full, true) => true,
-                (Recompute::Selective, true) => op.attention_core,
-                _ => false,
-            };
-            if extra {
-                recompute += &c * &mc * &f;
-            }
-            // Memory-bound operators move their forward bytes (again where recomputed) and
-            // their backward bytes through HBM, a loss also its separate fp32 passes and
-            // training metrics.
-            if op.class != FlopClass::Matmul {
-                let (Some(io), Some(bw), Some(lf), Some(lb)) = (
-                    fix(&op.io_bytes),
-                    fix(&op.backward_io_bytes),
-                    fix(&op.loss_pass_bytes[0]),
-                    fix(&op.loss_pass_bytes[1]),
-                ) else {
-                    ok = false;
-                    continue;
-                };
-                let again = if extra { r(2) } else { Rational::one() };
-                t.hbm += &c * (Poly::constant(again) * (io + lf) + bw + lb);
-            }
-            // The context-parallel ring: cp − 1 sends of the keys and values forward, twice
-            // that backward, and the forward's again where recomputation reruns the operator.
-            if k.cp > 1 && !op.ring_bytes.is_zero() {
-                let Some(x) = fix(&op.ring_bytes) else {
-                    ok = false;
-                    continue;
-                };
-                let sends = r((k.cp - 1) * (3 + u64::from(extra)));
-                let name = collective_name(
-                    CollectiveKind::SendRecv,
-                    AxisKind::Cp,
-                    tier_of(AxisKind::Cp),
-                );
-                let add = &c * &mc * Poly::constant(sends) * x;
-                t.cp += &add;
-                match comm.iter_mut().find(|(n, _)| *n == name) {
-                    Some((_, p)) => *p += add,
-                    None => comm.push((name, add)),
-                }
-            }
-        }
-        let per_micro_comm = blk.ops.iter().flat_map(|o| o.comm.iter()).chain(&blk.edges);
-        let per_step = blk.ops.iter().flat_map(|o| o.grad_comm.iter());
-        for (cm, times, gradient) in per_micro_comm
-            .map(|x| (x, &mc, false))
-            .chain(per_step.map(|x| (x, &once, true)))
-        {
-            let Some(w) = fix(&cm.wire_bytes) else {
-                ok = false;
-                continue;
-            };
-            match (cm.axis, gradient) {
-                (AxisKind::Tp, _) => t.tp += &c * times * &w,
-                (AxisKind::Dp, true) => t.dp += &c * &w,
-                _ => {}
-            }
-            // A gradient's data-parallel all-reduce as the ZeRO stage runs it, as the
-            // evaluation lists it.
-            let parts: Vec<(CollectiveKind, Poly)> = if gradient
-                && cm.axis == AxisKind::Dp
-                && cm.kind == CollectiveKind::AllReduce
-            {
-                crate::parallel::amount::zero_reduction(k)
-                    .into_iter()
-                    .map(|(kind, calls, share)| (kind, Poly::constant(share * r(calls)) * times))
-                    .collect()
-            } else {
-                vec![(cm.kind, times.clone())]
-            };
-            for (kind, times) in parts {
-                let name = collective_name(kind, cm.axis, tier_of(cm.axis));
-                let add = &c * &times * &w;
-                match comm.iter_mut().find(|(n, _)| *n == name) {
-                    Some((_, p)) => *p += add,
-                    None => comm.push((name, add)),
-                }
-            }
-        }
-    }
-    let check = |p: &Poly, want: &Rational| p.eval(values).ok().as_ref() == Some(want);
-    if ok {
-        let total = &forward + &backward + &recompute;
-        if check(&total, &e.flops) {
-            out.push(("compute FLOPs".into(), total.clone()));
-            out.push(("forward FLOPs".into(), forward));
-            out.push(("backward FLOPs".into(), backward));
-            out.push(("recomputed FLOPs".into(), recompute));
-        }
-        let numbers = collectives(e);
-        for (name, p) in comm {
-            let want = numbers
-                .iter()
-                .find(|(n, _)| *n == name)
-                .map(|(_, v)| v.clone())
-                .unwrap_or_default();
-            if check(&p, &want) {
-                out.push((name, p));
-            }
-        }
-        if let Some(calib) = calib {
-            relative_formulas(
-                model,
-                a,
-                values,
-                e,
-                calib,
-                busiest.stage,
-                &total,
-                &t,
-                &fix,
-                &mut out,
-            );
-        }
-    }
-    // Model state of the fullest device.
-    if let Some(fullest) = e.stages.iter().find(|s| s.memory == e.memory) {
-        let mut params = Poly::zero();
-        for (name, copies) in &fullest.items {
-            let Some(bi) = index(name) else {
-                return out;
-            };
-            for op in &a.blocks[bi].ops {
-                match fix(&op.params) {
-                    Some(p) => params += Poly::constant(r(*copies)) * p,
-                    None => return out,
-                }
-            }
-        }
-        // ZeRO shards over every rank holding the same weights: dp × cp.
-        let shard = |bytes: u64, stage: u8| {
-            let div = if k.zero >= stage {
-                r(k.replicas())
-            } else {
-                Rational::one()
-            };
-            &params * Poly::constant(Rational::from_integer(bytes.into()) / div)
-        };
-        let [(wb, ws), (gb, gs), (ob, os)] = crate::parallel::amount::state_bytes(k.precision);
-        for (name, p, want) in [
-            ("weights", shard(wb, ws), &e.memory.params),
-            ("gradients", shard(gb, gs), &e.memory.grads),
-            ("optimizer state", shard(ob, os), &e.memory.optimizer),
-        ] {
-            if check(&p, want) {
-                out.push((name.into(), p));
-            }
-        }
-        // Activations: what each block copy keeps for its backward pass (under recomputation
-        // what it does not rerun), times the micro-batches in flight on the stage, and under full
-        // recomputation one layer's activations again while it is recomputed. That is the
-        // largest layer's, a maximum, so a formula only where the model has one kind of layer.
-        let layers: Vec<usize> = (0..a.blocks.len()).filter(|bi| layer(*bi)).collect();
-        let saved_of = |bi: usize| -> Option<Poly> {
-            let mut all = Poly::zero();
-            let mut core = Poly::zero();
-            for op in &a.blocks[bi].ops {
-                all += fix(&op.saved)?;
-                if op.attention_core {
-                    core += fix(&op.recomputable_saved)?;
-                }
-            }
-            Some(match (k.recompute, layer(bi)) {
-                (Recompute::Full, true) => fix(&a.blocks[bi].boundary_bytes)?,
-                (Recompute::Selective, true) => all - core,
-                _ => all,
-            })
-        };
-        let mut saved = Some(Poly::zero());
-        for (name, copies) in &fullest.items {
-            saved = match (saved, index(name).and_then(saved_of)) {
-                (Some(x), Some(y)) => Some(x + Poly::constant(r(*copies)) * y),
-                _ => None,
-            };
-        }
-        let again = match (k.recompute, layers.as_slice()) {
-            (Recompute::Full, [one]) => a.blocks[*one]
-                .ops
-                .iter()
-                .map(|op| fix(&op.saved))
-                .sum::<Option<Poly>>(),
-            (Recompute::Full, _) => None,
-            _ => Some(Poly::zero()),
-        };
-        let v = k.virtual_chunks();
-        let flight: Rational = crate::parallel::amount::in_flight(k, v, fullest.stage as usize);
-        if let (Some(x), Some(y)) = (saved, again) {
-            // Under autocast each micro-batch in flight also keeps its bf16 weight copies.
-            let casts = &params * Poly::constant(r(crate::parallel::amount::weight_cast_saved(k)));
-            let act = (x + casts) * Poly::constant(flight) + y;
-            if check(&act, &e.memory.activations) {
-                let state: Option<Poly> = ["weights", "gradients", "optimizer state"]
-                    .iter()
-                    .map(|n| out.iter().find(|(m, _)| m == n).map(|(_, p)| p.clone()))
-                    .sum();
-                if let Some(state) = state {
-                    let total = state + &act;
-                    if check(&total, &e.memory.total) {
-                        out.push(("memory/total".into(), total));
-                    }
-                }
-                out.push(("memory/activations".into(), act));
-            }
-        }
-    }
-    out
-}
-
-/// The busiest stage's traffic as the relative cost prices it, as formulas.
-#[derive(Default)]
-struct Traffic {
-    /// HBM bytes of the memory-bound operators per micro-batch, recomputation included.
-    hbm: Poly,
-    /// Tensor-parallel bytes per step.
-    tp: Poly,
-    /// Data-parallel gradient bytes per step, before ZeRO's factor.
-    dp: Poly,
-    /// Context-parallel ring bytes per step.
-    cp: Poly,
-    /// Parameter elements.
-    params: Poly,
-}
-
-/// The relative cost's parts of the busiest stage (`stage`) as formulas, composed as the
-/// evaluation composes them: compute = FLOPs + κ_hbm × HBM bytes (the memory-bound operators',
-/// the gradient accumulation's and the optimizer step's); each link's bytes × its κ, summed per tier; the bubble,
-/// zero without a pipeline (with one it is the slowest stage's time, a maximum over the
-/// partition's stages, so no formula); the point-to-point bytes of the stage's boundaries under
-/// the evaluation's own partition; and the total. The κ are the calibration's, exact. Each is
-/// kept only where it reproduces the evaluation's number.
-#[allow(clippy::too_many_arguments)]
-fn relative_formulas(
-    model: &Model,
-    a: &Analysis,
-    values: &Bindings,
-    e: &Evaluation,
-    calib: &Calibration,
-    stage: u64,
-    flops: &Poly,
-    t: &Traffic,
-    fix: &dyn Fn(&Poly) -> Option<Poly>,
-    out: &mut Formulas,
-) {
-    let k = &e.knobs;
-    // Expert-parallel all-to-alls and reshaped expert blocks are not built here.
-    if k.ep > 1 {
-        return;
-    }
-    let check = |p: &Poly, want: &Rational| p.eval(values).ok().as_ref() == Some(want);
-    let m = Poly::constant(r(k.microbatches));
-    let q = Poly::constant;
-    let mesh = &e.mesh;
-    let busiest = e.stages.iter().find(|s| s.stage == stage);
-    // HBM: the operators' bytes and the weight gradients added to the fp32 buffer each
-    // micro-batch (the 1/replicas share kept under ZeRO ≥ 2).
-    // Both are linear in the parameters: their bytes per parameter element.
-    let one = Rational::one();
-    let acc = crate::parallel::amount::grad_accumulation(one.clone(), k)
-        + crate::parallel::amount::weight_cast(one.clone(), k);
-    // And the optimizer step once a step, also linear in the parameters.
-    let step: Rational = crate::parallel::amount::optimizer_traffic(one, k)
-        .into_iter()
-        .sum();
-    let hbm = q(calib.hbm_balance()) * (&m * (&t.hbm + q(acc) * &t.params) + q(step) * &t.params);
-    let hbm_ok = busiest.is_some_and(|s| check(&hbm, &s.hbm_cost));
-    let compute = flops + &hbm;
-    let compute_ok = hbm_ok && check(&compute, &e.relative.compute);
-    if hbm_ok {
-        out.push(("compute/HBM traffic (FLOP-equivalents)".into(), hbm));
-    }
-    // Point-to-point: the stage's output forward and its input's gradient back, under the
-    // pipeline partition the evaluation chose (its stages' block copies, in order), and under
-    // interleaving with v chunks 2·(v − 1) more layer boundaries (its first layer's).
-    let v = k.virtual_chunks();
-    let p2p = if k.pp == 1 {
-        Some(Poly::zero())
-    } else {
-        let block = |name: &str| a.blocks.iter().position(|b| b.name == name);
-        let items = |st: u64| e.stages.iter().find(|x| x.stage == st).map(|x| &x.items);
-        let boundary = |st: u64| -> Option<Poly> {
-            let (name, _) = items(st)?.last()?;
-            fix(&a.blocks[block(name)?].boundary_bytes)
-        };
-        (|| {
-            let mut p = Poly::zero();
-            if stage + 1 < k.pp {
-                p += boundary(stage)?;
-            }
-            if stage > 0 {
-                p += boundary(stage - 1)?;
-            }
-            if v > 1 {
-                let layer = |bi: &usize| model.blocks[*bi].repeat != Poly::one();
-                let first = items(stage)?
-                    .iter()
-                    .filter_map(|(name, _)| block(name))
-                    .find(layer)?;
-                p += q(r(2 * (v - 1))) * fix(&a.blocks[first].boundary_bytes)?;
-            }
-            Some(&m * p)
-        })()
-    };
-    let p2p = p2p.filter(|p| check(p, &e.p2p_bytes));
-    if let Some(p) = &p2p {
-        out.push(("communication/point-to-point bytes/step".into(), p.clone()));
-    }
-    let fraction = Rational::new((k.pp - 1).into(), (k.microbatches * v).into());
-    if fraction == e.bubble_fraction {
-        out.push(("pipeline/bubble fraction".into(), q(fraction)));
-    }
-    // Each link's bytes at its κ, on its tier.
-    let dp = &t.dp * q(crate::parallel::amount::dp_traffic_factor(k));
-    // Tensor-parallel collectives and gradient reductions as hierarchical rings where their
-    // group spans nodes (their bytes split over both tiers), the context-parallel ring on the
-    // tier it crosses.
-    let ring = |kind: AxisKind| {
-        mesh.ring_axis(kind)
-            .expect("dp and tp run rings")
-            .tier_fractions()
-    };
-    let links = [
-        (t.tp.clone(), ring(AxisKind::Tp)),
-        (dp, ring(AxisKind::Dp)),
-        (t.cp.clone(), vec![(mesh.cp_axis().tier, Rational::one())]),
-    ];
-    let mut tiers = [Some(Poly::zero()), Some(Poly::zero())];
-    let at = |tier: Tier| usize::from(tier == Tier::Inter);
-    for (bytes, shares) in links {
-        for (tier, share) in shares {
-            if let Some(sum) = &mut tiers[at(tier)] {
-                *sum += q(calib.balance(tier) * share) * &bytes;
-            }
-        }
-    }
-    match p2p {
-        Some(p) => {
-            let tier = mesh.p2p_tier();
-            if let Some(sum) = &mut tiers[at(tier)] {
-                *sum += q(calib.balance(tier)) * p;
-            }
-        }
-        // Without the point-to-point formula, the tier it crosses has none.
-        None => tiers[at(mesh.p2p_tier())] = None,
-    }
-    let [intra, inter] = tiers;
-    let intra = intra.filter(|p| check(p, &e.relative.comm_intra));
-    let inter = inter.filter(|p| check(p, &e.relative.comm_inter));
-    // What overlapping saves, where the traffic (not the compute it runs under) is the
-    // smaller: the overlappable traffic at κ_dp, times 1 − the contention share.
-    let hidden = if e.relative.hidden.is_zero() {
-        Some(Poly::zero())
-    } else {
-        let kappa = crate::parallel::evaluate::axis_kappa(&mesh.grad_axis(), &|t| calib.balance(t));
-        let factor: Rational = crate::parallel::amount::dp_overlappable_factor(k);
-        Some(q(kappa * factor * calib.overlap_saving()) * &t.dp)
-            .filter(|p| check(p, &e.relative.hidden))
-    };
-    let bubble = (k.pp == 1)
-        .then(Poly::zero)
-        .filter(|p| check(p, &e.relative.bubble));
-    if compute_ok {
-        out.push(("relative cost/compute".into(), compute.clone()));
-    }
-    let negative = hidden.as_ref().map(|p| -p);
-    for (name, p) in [
-        ("intra-node communication", &intra),
-        ("inter-node communication", &inter),
-        ("bubble", &bubble),
-        (HIDDEN, &negative),
-    ] {
+    let mut push = |group: &str, name: &str, p: &Option<Poly>| {
         if let Some(p) = p {
-            out.push((format!("relative cost/{name}"), p.clone()));
+            out.push((format!("{group}/{name}"), p.clone()));
         }
+    };
+    push("compute", "compute FLOPs", &f.compute);
+    push("compute", "forward FLOPs", &f.forward);
+    push("compute", "backward FLOPs", &f.backward);
+    push("compute", "recomputed FLOPs", &f.recomputed);
+    push("compute", "HBM traffic (FLOP-equivalents)", &f.hbm_cost);
+    for (name, _, p) in collectives(e) {
+        push("communication", &name, &p);
     }
-    if let (true, Some(x), Some(y), Some(z), Some(h)) = (compute_ok, intra, inter, bubble, negative)
-    {
-        let total = compute + x + y + z + h;
-        if check(&total, &e.relative.total) {
-            out.push(("relative cost/total".into(), total));
-        }
-    }
+    push("communication", "point-to-point bytes/step", &f.p2p_bytes);
+    push("pipeline", "bubble fraction", &f.bubble_fraction);
+    let r = &f.relative;
+    push("relative cost", "compute", &r.compute);
+    push("relative cost", "kernels", &r.kernels);
+    push("relative cost", "intra-node communication", &r.comm_intra);
+    push("relative cost", "inter-node communication", &r.comm_inter);
+    push("relative cost", "bubble", &r.bubble);
+    push("relative cost", HIDDEN, &r.hidden.as_ref().map(|p| -p));
+    push("relative cost", "total", &r.total);
+    let m = &f.memory;
+    push("memory", "weights", &m.params);
+    push("memory", "gradients", &m.grads);
+    push("memory", "optimizer state", &m.optimizer);
+    push("memory", "activations", &m.activations);
+    push("memory", "total", &m.total);
+    out
 }
 
 /// The relative-cost row of what overlapping the data-parallel traffic with compute saves
 /// ([`crate::parallel::RelativeCost::hidden`], negative: it is subtracted from the total).
 pub const HIDDEN: &str = "hidden data-parallel traffic";
 
-/// Why a row of [`compare_on`] has no formula, where the reason is structural rather than a
+/// Why a row of [`compare`] has no formula, where the reason is structural rather than a
 /// formula that failed its check: the pipeline bubble (and the total it is part of) is the
 /// slowest stage's time, a maximum over the pipeline partition's stages; full recomputation holds the largest layer's
 /// activations again, a maximum over the kinds of layer.
@@ -586,47 +156,20 @@ pub fn structural_gap(
     }
 }
 
-/// Compares two evaluated strategies of `model` at `values` component by component (B − A).
-pub fn compare(
-    model: &Model,
-    values: &Bindings,
-    a: (&Analysis, &Evaluation),
-    b: (&Analysis, &Evaluation),
-) -> Vec<Component> {
-    compare_with(model, values, None, a, b)
-}
-
-/// [`compare`] of two strategies priced on `calib`: the rows of the HBM traffic, the
-/// point-to-point bytes, the bubble fraction and the relative cost's parts get formulas too,
-/// with the calibration's machine balances (κ) as exact rationals.
-pub fn compare_on(
-    model: &Model,
-    values: &Bindings,
-    calib: &Calibration,
-    a: (&Analysis, &Evaluation),
-    b: (&Analysis, &Evaluation),
-) -> Vec<Component> {
-    compare_with(model, values, Some(calib), a, b)
-}
-
-fn compare_with(
-    model: &Model,
-    values: &Bindings,
-    calib: Option<&Calibration>,
-    a: (&Analysis, &Evaluation),
-    b: (&Analysis, &Evaluation),
-) -> Vec<Component> {
-    let fa = formulas(model, a.0, values, a.1, calib);
-    let fb = formulas(model, b.0, values, b.1, calib);
-    let (ea, eb) = (a.1, b.1);
+/// Compares two evaluated strategies at the model's symbol values `values` component by
+/// component (B − A), each with its formula where the evaluation folded one
+/// ([`crate::parallel::evaluate_strategy`] does).
+pub fn compare(values: &Bindings, ea: &Evaluation, eb: &Evaluation) -> Vec<Component> {
+    let (fa, fb) = (formulas(ea), formulas(eb));
     let mut rows: Vec<(&'static str, String, Rational, Rational)> = Vec::new();
     let mut push = |g: &'static str, n: &str, x: &Rational, y: &Rational| {
         rows.push((g, n.to_string(), x.clone(), y.clone()));
     };
     // Compute of the busiest device, split by pass where the formulas say so.
     let part = |f: &Formulas, name: &str, e: &Evaluation| {
+        let keyed = format!("compute/{name}");
         f.iter()
-            .find(|(n, _)| n == name)
+            .find(|(n, _)| *n == keyed)
             .and_then(|(_, p)| p.eval(values).ok())
             .or_else(|| (name == "compute FLOPs").then(|| e.flops.clone()))
     };
@@ -654,16 +197,16 @@ fn compare_with(
         &busiest_hbm(eb),
     );
     let (ca, cb) = (collectives(ea), collectives(eb));
-    let mut names: Vec<String> = ca.iter().map(|(n, _)| n.clone()).collect();
-    for (n, _) in &cb {
+    let mut names: Vec<String> = ca.iter().map(|(n, ..)| n.clone()).collect();
+    for (n, ..) in &cb {
         if !names.contains(n) {
             names.push(n.clone());
         }
     }
-    let get = |v: &[(String, Rational)], n: &str| {
+    let get = |v: &[(String, Rational, Option<Poly>)], n: &str| {
         v.iter()
-            .find(|(m, _)| m == n)
-            .map(|(_, x)| x.clone())
+            .find(|(m, ..)| m == n)
+            .map(|(_, x, _)| x.clone())
             .unwrap_or_default()
     };
     for n in &names {
@@ -712,14 +255,7 @@ fn compare_with(
     push("memory", "total", &ma.total, &mb.total);
     let formula = |f: &Formulas, g: &str, n: &str| {
         let keyed = format!("{g}/{n}");
-        if let Some((_, p)) = f.iter().find(|(m, _)| *m == keyed) {
-            return Some(p.clone());
-        }
-        // Relative-cost rows share names with other groups: only the named groups have formulas.
-        if !matches!(g, "compute" | "communication" | "memory") {
-            return None;
-        }
-        f.iter().find(|(m, _)| m == n).map(|(_, p)| p.clone())
+        f.iter().find(|(m, _)| *m == keyed).map(|(_, p)| p.clone())
     };
     rows.into_iter()
         .map(|(group, name, a, b)| {
@@ -732,6 +268,13 @@ fn compare_with(
             };
             let formula_a = zero_if_absent(&formula_a, &a);
             let formula_b = zero_if_absent(&formula_b, &b);
+            for (f, v) in [(&formula_a, &a), (&formula_b, &b)] {
+                debug_assert!(
+                    f.as_ref()
+                        .is_none_or(|f| f.eval(values).ok().as_ref() == Some(v)),
+                    "{group}/{name}: the formula disagrees with its number"
+                );
+            }
             let formula_difference = match (&formula_a, &formula_b) {
                 (Some(x), Some(y)) => Some(y - x),
                 _ => None,
