@@ -1,7 +1,7 @@
 //! `symshard cost`: parameters, FLOPs and activation memory of a model, exact.
 
 use super::output::{print_json, print_table};
-use super::strategy_args::StrategyFlags;
+use super::strategy_args::{Resolved, StrategyFlags};
 use super::units;
 use super::{Format, SymbolArgs};
 use crate::error::Error;
@@ -153,9 +153,58 @@ pub fn run(args: CostArgs) -> Result<(), Error> {
     let model = loader.resolve(&args.model)?;
     let values = args.symbols.apply(&model)?;
     let cost: ModelCost = model_cost(&model);
-    let s = |p: &Poly| show(p, &values, args.symbolic);
-    let per_op = if args.per_op {
-        Some(op_rows(&model, &s)?)
+    let st = if args.strategy.given() {
+        Some(args.strategy.resolve_for(&model, &values)?)
+    } else {
+        None
+    };
+    let ask = Asked {
+        set: &args.symbols.set,
+        symbolic: args.symbolic,
+        per_op: args.per_op,
+    };
+    let (out, device) = document(&model, &values, &cost, &ask, st.as_ref(), &loader.rules)?;
+    match args.format {
+        Format::Json => print_json(&out),
+        Format::Table => {
+            print_model(&out, &model, &cost, &values, &args)?;
+            if let (Some(pd), Some(d)) = (&out.per_device, &device) {
+                print_device(pd, &d.evaluation, &d.machine, &d.legend);
+            }
+            if let Some(rows) = &out.per_op {
+                print_op_rows(rows);
+            }
+            if !args.symbolic && !units::exact() {
+                println!("{}", units::UNITS_LEGEND);
+            }
+            Ok(())
+        }
+    }
+}
+
+/// What a `cost` document is asked to show.
+pub struct Asked<'a> {
+    /// The `--set` bindings given (sizes not given are named as assumed).
+    pub set: &'a [String],
+    /// Formulas instead of numbers.
+    pub symbolic: bool,
+    /// Each operator's row.
+    pub per_op: bool,
+}
+
+/// `cost`'s document for `model` at `values`: its totals, and with a strategy `st` the busiest
+/// device's (with the table's [`Device`] beside it).
+fn document(
+    model: &crate::model::Model,
+    values: &Bindings,
+    cost: &ModelCost,
+    ask: &Asked<'_>,
+    st: Option<&Resolved>,
+    rules: &RuleSet,
+) -> Result<(CostJson, Option<Device>), Error> {
+    let s = |p: &Poly| show(p, values, ask.symbolic);
+    let per_op = if ask.per_op {
+        Some(op_rows(model, &s)?)
     } else {
         None
     };
@@ -165,16 +214,16 @@ pub fn run(args: CostArgs) -> Result<(), Error> {
         .map(|(k, v)| (k.clone(), v.to_string()))
         .collect();
     // Formulas alone (no strategy to evaluate) hold at every size.
-    let assumed_sizes = if args.symbolic && !args.strategy.given() {
+    let assumed_sizes = if ask.symbolic && st.is_none() {
         BTreeMap::new()
     } else {
-        assumed_sizes(&model, &args.symbols.set, &values)
+        assumed_sizes(model, ask.set, values)
     };
-    let out = CostJson {
+    let mut out = CostJson {
         model: model.name.clone(),
         assumed_sizes,
         overrides,
-        settings: crate::timeline::setting_map(&model),
+        settings: crate::timeline::setting_map(model),
         symbols: values
             .iter()
             .map(|(k, v)| (k.clone(), v.to_string()))
@@ -196,30 +245,27 @@ pub fn run(args: CostArgs) -> Result<(), Error> {
         per_op,
         per_device: None,
     };
-    let mut out = out;
-    let device = if args.strategy.given() {
-        let (json, device) = per_device(&args, &model, &values, &loader.rules)?;
-        out.per_device = Some(json);
-        Some(device)
-    } else {
-        None
-    };
-    match args.format {
-        Format::Json => print_json(&out),
-        Format::Table => {
-            print_model(&out, &model, &cost, &values, &args)?;
-            if let (Some(pd), Some(d)) = (&out.per_device, &device) {
-                print_device(pd, &d.evaluation, &d.machine, &d.legend);
-            }
-            if let Some(rows) = &out.per_op {
-                print_op_rows(rows);
-            }
-            if !args.symbolic && !units::exact() {
-                println!("{}", units::UNITS_LEGEND);
-            }
-            Ok(())
+    let device = match st {
+        Some(st) => {
+            let (json, device) = per_device(st, ask.per_op, model, values, rules)?;
+            out.per_device = Some(json);
+            Some(device)
         }
-    }
+        None => None,
+    };
+    Ok((out, device))
+}
+
+/// `cost`'s JSON document (as `--format json` prints it) of `model` under the strategy `st`.
+pub fn json(
+    model: &crate::model::Model,
+    values: &Bindings,
+    ask: &Asked<'_>,
+    st: &Resolved,
+    rules: &RuleSet,
+) -> Result<serde_json::Value, Error> {
+    let (out, _) = document(model, values, &model_cost(model), ask, Some(st), rules)?;
+    serde_json::to_value(&out).map_err(|e| Error::Internal(format!("cannot write JSON: {e}")))
 }
 
 /// The model's operators, each with its totals, shown by `s`.
@@ -253,24 +299,24 @@ struct Device {
     legend: String,
 }
 
-/// Evaluates the strategy the flags give on the busiest device.
+/// Evaluates the strategy `st` on the busiest device.
 fn per_device(
-    args: &CostArgs,
+    st: &Resolved,
+    per_op: bool,
     model: &crate::model::Model,
     values: &Bindings,
     rules: &RuleSet,
 ) -> Result<(PerDevice, Device), Error> {
-    let st = args.strategy.resolve_for(model, values)?;
     let (analysis, e) = st.evaluate(model, values, None)?;
     let machine = (st.calib.name.clone(), st.memory.clone());
-    let legend = if args.per_op {
+    let legend = if per_op {
         split_legend(&analysis, rules)
     } else {
         String::new()
     };
     let b = crate::parallel::evaluate::microbatch_bindings(model, values, &st.knobs);
     let ev = |p: &Poly| show(p, &b, false);
-    let per_op = if args.per_op {
+    let per_op = if per_op {
         let mut rows = Vec::new();
         for blk in &analysis.blocks {
             for o in &blk.ops {

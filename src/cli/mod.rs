@@ -77,7 +77,7 @@ pub enum Command {
 }
 
 /// `--set SYM=VALUE`, shared by every command that takes a model.
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct SymbolArgs {
     /// Bind a model symbol (`--set B=16 --set S=2048`).
     #[arg(long = "set", value_name = "SYM=VALUE")]

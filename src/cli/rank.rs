@@ -31,7 +31,7 @@ const DEFAULT_MAX_MICROBATCHES: u64 = 256;
 
 /// The machine's shape and memory and the constraints of a strategy search: shared by `rank`
 /// and `report`.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct SearchArgs {
     /// Devices per node (default: the calibration's, 8 for the reference machine).
     #[arg(long)]
@@ -434,7 +434,44 @@ fn steering(args: &RankArgs) -> Result<Steer, Error> {
 }
 
 /// Runs `rank`.
+/// A ranking as `rank` computes it, before it is printed.
+pub struct Ranked {
+    /// What `--format json` prints.
+    out: Out,
+    /// The search's result: each row's evaluation and layout.
+    pub result: crate::search::RankResult,
+    /// The machine.
+    pub calib: Calibration,
+    /// The device's capacity before headroom.
+    capacity: Rational,
+    /// The search's options: devices per node, usable memory.
+    pub opts: RankOptions,
+    emitted: Option<super::emit::Emitted>,
+}
+
+impl Ranked {
+    /// The ranking as `rank --format json` prints it.
+    pub fn json(&self) -> Result<serde_json::Value, Error> {
+        serde_json::to_value(&self.out)
+            .map_err(|e| Error::Internal(format!("cannot write JSON: {e}")))
+    }
+}
+
+/// Runs `rank`.
 pub fn run(args: RankArgs) -> Result<(), Error> {
+    let r = ranked(&args)?;
+    match args.format {
+        Format::Json => print_json(&r.out),
+        Format::Table => {
+            print_table(&r.out, &r.calib, &r.capacity, &args, &r.result);
+            print_after_table(&r.out, r.emitted.as_ref(), args.why);
+            Ok(())
+        }
+    }
+}
+
+/// Ranks as the flags ask: the search, its rows, `--emit` and `--why`.
+pub fn ranked(args: &RankArgs) -> Result<Ranked, Error> {
     let loader = args.symbols.loader()?;
     let model = loader.resolve(&args.model)?;
     let values = args.symbols.apply(&model)?;
@@ -444,7 +481,7 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
         steer,
         capacity,
         batch,
-    } = request(&args, &model, &values, &calib)?;
+    } = request(args, &model, &values, &calib)?;
     let pb = super::progress::bar(0, "ranking mesh shapes");
     let result = rank_with_progress(&model, &values, &calib, &opts, &mut |done, all| {
         pb.set_length(all as u64);
@@ -472,7 +509,7 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
         .as_ref()
         .map(|(lo, hi)| (lo.to_string(), hi.as_ref().map(|h| h.to_string())));
     let top = Top {
-        args: &args,
+        args,
         model: &model,
         values: &values,
         calib: &calib,
@@ -516,14 +553,14 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
         auto_layouts,
         why,
     };
-    match args.format {
-        Format::Json => print_json(&out),
-        Format::Table => {
-            print_table(&out, &calib, &capacity, &args, &result);
-            print_after_table(&out, emitted.as_ref(), args.why);
-            Ok(())
-        }
-    }
+    Ok(Ranked {
+        out,
+        result,
+        calib,
+        capacity,
+        opts,
+        emitted,
+    })
 }
 
 /// The search the flags ask for, checked: the options, the steering, the device's capacity
