@@ -29,6 +29,7 @@ fn gpt3_175b_1024(c: &mut Criterion) {
         cp: 1,
         overlap: Default::default(),
         precision: Default::default(),
+        pipeline_split: Default::default(),
     };
     let layout = Layout {
         sequence_parallel: true,

@@ -193,6 +193,7 @@ fn knobs(microbatches: u64) -> Knobs {
         cp: 1,
         overlap: Default::default(),
         precision: Default::default(),
+        pipeline_split: Default::default(),
     }
 }
 

@@ -42,6 +42,8 @@ const MEGATRON_PARSER_FLAGS: &[&str] = &[
     "--decoder-first-pipeline-num-layers",
     "--decoder-last-pipeline-num-layers",
     "--num-layers-per-virtual-pipeline-stage",
+    "--account-for-embedding-in-pipeline-split",
+    "--account-for-loss-in-pipeline-split",
     "--overlap-grad-reduce",
     "--overlap-param-gather",
     "--tp-comm-overlap",
@@ -822,6 +824,7 @@ fn the_fix_help_lists_every_knob_the_parser_takes() {
             "recompute" => "full",
             "overlap" => "tp-comm",
             "precision" => "autocast",
+            "account" => "embedding+loss",
             _ => "1",
         };
         let mut s = symshard::search::Steer::default();

@@ -58,6 +58,7 @@ fn base(dp: u64, tp: u64, pp: u64, cp: u64, m: u64, schedule: Schedule, zero: u8
             param_gather: false,
         },
         precision: Default::default(),
+        pipeline_split: Default::default(),
     }
 }
 

@@ -13,10 +13,19 @@ use symshard::timeline::plan_strategy;
 /// Copies of each block on each device: the relative cost's partition and the timeline's.
 fn both(model: &str, k: &Knobs) -> (Vec<Vec<u64>>, Vec<Vec<u64>>) {
     let m = ModelLoader::embedded().unwrap().resolve(model).unwrap();
+    both_at(&m, &m.values, k)
+}
+
+/// [`both`] at the symbol values `values`.
+fn both_at(
+    m: &symshard::model::Model,
+    values: &symshard::sym::Bindings,
+    k: &Knobs,
+) -> (Vec<Vec<u64>>, Vec<Vec<u64>>) {
     let calib = Calibration::resolve("a100-80gb").unwrap();
     let (plan, e) = plan_strategy(
-        &m,
-        &m.values,
+        m,
+        values,
         k,
         &Layout::default(),
         &calib,
@@ -59,6 +68,7 @@ fn knobs(dp: u64, pp: u64, chunks: u64, microbatches: u64) -> Knobs {
         cp: 1,
         overlap: Default::default(),
         precision: Default::default(),
+        pipeline_split: Default::default(),
     }
 }
 
@@ -89,6 +99,23 @@ fn the_relative_cost_prices_the_chunks_where_the_timeline_runs_them() {
             "{model} {k}: {relative:?}"
         );
     }
+    // Counting the embedding and the loss as layers of the split (Megatron-Core's
+    // --account-for-…-in-pipeline-split): 30 layers and the two over 4 stages of 2 chunks. The
+    // relative cost and the timeline place them alike: the first and last devices one layer short.
+    let mut k = knobs(8, 4, 2, 8);
+    k.pipeline_split.embedding = true;
+    k.pipeline_split.loss = true;
+    let m = ModelLoader::embedded()
+        .unwrap()
+        .resolve("llama3-8b")
+        .unwrap();
+    let mut values = m.values.clone();
+    values.insert("L".into(), symshard::sym::Rational::from_integer(30.into()));
+    let (relative, timed) = both_at(&m, &values, &k);
+    assert_eq!(relative, timed, "{k}");
+    let n = relative[0].len();
+    let layers: Vec<u64> = relative.iter().map(|d| d[1..n - 1].iter().sum()).collect();
+    assert_eq!(layers, vec![7, 8, 8, 7], "{relative:?}");
 }
 
 /// A loss computed as separate fp32 passes costs the relative cost exactly what those passes

@@ -126,6 +126,7 @@ fn knobs() -> impl Strategy<Value = Knobs> {
                     } else {
                         Precision::Bf16
                     },
+                    pipeline_split: Default::default(),
                 };
                 // Each overlap where the strategy allows it, as `rank --fix overlap=…` sets them.
                 k.overlap.tp_comm = tpc && k.sequence_parallel;

@@ -378,6 +378,7 @@ fn estimates_agree_with_exact_prices() {
                             cp: 1,
                             overlap: Default::default(),
                             precision: Default::default(),
+                            pipeline_split: Default::default(),
                         };
                         let layout = Layout {
                             sequence_parallel: sp,

@@ -35,6 +35,7 @@ fn knobs(dp: u64, tp: u64, pp: u64, m: u64, schedule: Schedule, chunks: u64) -> 
         cp: 1,
         overlap: Default::default(),
         precision: Default::default(),
+        pipeline_split: Default::default(),
     }
 }
 

@@ -54,6 +54,8 @@ pub const MEGATRON_FLAGS: &[&str] = &[
     "--decoder-first-pipeline-num-layers",
     "--decoder-last-pipeline-num-layers",
     "--num-layers-per-virtual-pipeline-stage",
+    "--account-for-embedding-in-pipeline-split",
+    "--account-for-loss-in-pipeline-split",
     "--micro-batch-size",
     "--global-batch-size",
     "--sequence-parallel",
@@ -467,9 +469,22 @@ fn megatron_parallelism(
     }
     let interleaved = k.pp > 1 && k.schedule == Schedule::Interleaved;
     let split = layer_split(model, evaluation);
+    // The interleaved split counting the embedding or the loss as a layer is the flags' own
+    // (arguments.py at MEGATRON_VERSION adds one layer for each before dividing by the stages
+    // and the layers per virtual stage).
+    let accounted = interleaved && !k.pipeline_split.is_plain();
+    if accounted {
+        if k.pipeline_split.embedding {
+            a.push(("--account-for-embedding-in-pipeline-split", None));
+        }
+        if k.pipeline_split.loss {
+            a.push(("--account-for-loss-in-pipeline-split", None));
+        }
+    }
     match &split {
         // Megatron-LM's default: L / pp layers on each stage.
         Split::Even => {}
+        Split::Uneven(_) if accounted => {}
         // `--decoder-first-pipeline-num-layers` / `--decoder-last-pipeline-num-layers`
         // (arguments.py at MEGATRON_VERSION; TransformerConfig's num_layers_in_first/last_
         // pipeline_stage): the stages between take the remaining layers evenly, so a split is
@@ -498,9 +513,14 @@ fn megatron_parallelism(
     if interleaved {
         // Megatron-LM interleaves whenever virtual stages are set, and runs 1F1B otherwise; it
         // has no GPipe schedule.
+        let counted = if accounted {
+            l + k.pipeline_split.extra()
+        } else {
+            l
+        };
         a.push((
             "--num-layers-per-virtual-pipeline-stage",
-            Some((l / (k.pp * k.chunks)).to_string()),
+            Some((counted / (k.pp * k.chunks)).to_string()),
         ));
     }
     Ok(())

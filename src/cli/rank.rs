@@ -192,6 +192,10 @@ struct Row {
     /// How weights and gradients are kept in mixed precision (`--fix precision=…`; bf16
     /// otherwise).
     precision: crate::strategy::Precision,
+    /// What the interleaved split counts besides the layers (`--fix account=…`; absent when
+    /// nothing).
+    #[serde(skip_serializing_if = "crate::strategy::PipelineSplit::is_plain")]
+    pipeline_split: crate::strategy::PipelineSplit,
     #[serde(serialize_with = "crate::sym::ser_rational")]
     relative_cost: Rational,
     relative: crate::parallel::RelativeCost,
@@ -394,6 +398,7 @@ fn row_of(r: &crate::search::RankedRow, batch: &Rational) -> Row {
         cp: k.cp,
         overlap: k.overlap,
         precision: k.precision,
+        pipeline_split: k.pipeline_split,
         relative_cost: e.relative.total.clone(),
         relative: e.relative.clone(),
         memory_per_device: e.memory.total.clone(),

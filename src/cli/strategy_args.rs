@@ -72,6 +72,14 @@ pub struct StrategyFlags {
     /// data-parallel collectives move fp32).
     #[arg(long, value_name = "PRECISION")]
     pub precision: Option<crate::strategy::Precision>,
+    /// Interleaved schedule: count the embedding as a layer of the first model chunk when
+    /// splitting the layers over the chunks (Megatron-Core's flag of the same name).
+    #[arg(long)]
+    pub account_for_embedding_in_pipeline_split: bool,
+    /// Interleaved schedule: count the output layer and loss as a layer of the last model chunk
+    /// (Megatron-Core's flag of the same name).
+    #[arg(long)]
+    pub account_for_loss_in_pipeline_split: bool,
     /// Devices per node (default: the calibration's, 8 for the reference machine).
     #[arg(long)]
     pub gpus_per_node: Option<u64>,
@@ -138,6 +146,8 @@ impl StrategyFlags {
             || self.cp.is_some()
             || self.tp_comm_overlap
             || self.overlap_param_gather
+            || self.account_for_embedding_in_pipeline_split
+            || self.account_for_loss_in_pipeline_split
             || self.no_overlap_grad_reduce
             || self.precision.is_some()
     }
@@ -312,6 +322,8 @@ impl StrategyFlags {
         if let Some(p) = self.precision {
             knobs.precision = p;
         }
+        knobs.pipeline_split.embedding |= self.account_for_embedding_in_pipeline_split;
+        knobs.pipeline_split.loss |= self.account_for_loss_in_pipeline_split;
         let calib = self.calibration()?;
         if let Some(g) = self.gpus_per_node {
             gpn = Some(g);
@@ -361,6 +373,8 @@ impl StrategyFlags {
         self.overlap_param_gather |= o.overlap_param_gather;
         self.no_overlap_grad_reduce |= o.no_overlap_grad_reduce;
         self.precision = o.precision.or(self.precision);
+        self.account_for_embedding_in_pipeline_split |= o.account_for_embedding_in_pipeline_split;
+        self.account_for_loss_in_pipeline_split |= o.account_for_loss_in_pipeline_split;
         self.gpus_per_node = o.gpus_per_node.or(self.gpus_per_node);
         self.calib = o.calib.or(self.calib);
         self.memory = o.memory.or(self.memory);
@@ -407,7 +421,10 @@ pub fn machine_error(e: crate::strategy::StrategyError) -> Error {
 ///   means `schedule=` it, and `interleaved-1f1b(v=2)` (as `rank` prints it) adds `chunks=2`;
 /// * the bare words `tp-comm-overlap`, `overlap-param-gather` and `no-overlap-grad-reduce` are
 ///   the timeline flags of the same names, also written as `rank` prints them
-///   (`overlap=tp-comm,param-gather,no-grad-reduce`).
+///   (`overlap=tp-comm,param-gather,no-grad-reduce`);
+/// * `account=embedding+loss` (or either) counts the embedding or the loss as a layer of the
+///   interleaved split, as `--account-for-embedding-in-pipeline-split` and
+///   `--account-for-loss-in-pipeline-split` do.
 ///
 /// So a strategy column of `rank` (`dp=8 tp=8 pp=1 mbs=1 1f1b sp=on recompute=none zero=1`) can
 /// be pasted as it is. Knobs not given keep the defaults of `cost` (dp = tp = pp = 1, one
@@ -481,8 +498,13 @@ pub fn knob_string(text: &str, what: &str) -> Result<StrategyFlags, Error> {
         overlap_grad_reduce,
         overlap_param_gather,
         precision,
+        pipeline_split,
     } = steer;
     flags.precision = precision;
+    if let Some(p) = pipeline_split {
+        flags.account_for_embedding_in_pipeline_split |= p.embedding;
+        flags.account_for_loss_in_pipeline_split |= p.loss;
+    }
     flags.tp_comm_overlap |= tp_comm_overlap == Some(true);
     flags.overlap_param_gather |= overlap_param_gather == Some(true);
     flags.no_overlap_grad_reduce |= overlap_grad_reduce == Some(false);

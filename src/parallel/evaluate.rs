@@ -8,7 +8,9 @@ use super::traced::{At, Fix, Priced, Traced};
 use crate::calib::Calibration;
 use crate::model::Model;
 use crate::rules::law::CollectiveKind;
-use crate::strategy::{AxisKind, Knobs, Mesh, MeshAxis, Recompute, Schedule, StrategyError, Tier};
+use crate::strategy::{
+    AxisKind, Knobs, Mesh, MeshAxis, PipelineSplit, Recompute, Schedule, StrategyError, Tier,
+};
 use crate::sym::{Bindings, Poly, Rational};
 use num_traits::{One, ToPrimitive, Zero};
 use serde::Serialize;
@@ -1103,11 +1105,12 @@ fn plan_pipeline<N: Priced>(
         });
     }
     let v = k.virtual_chunks();
-    if v > 1 && !layers.is_multiple_of(k.pp * v) {
+    if v > 1 && !(layers + k.pipeline_split.extra()).is_multiple_of(k.pp * v) {
         return Err(StrategyError::InterleavedLayers {
             chunks: v,
             layers,
             pp: k.pp,
+            extra: k.pipeline_split.extra(),
         });
     }
     if k.pp == 1 {
@@ -1129,13 +1132,13 @@ fn plan_pipeline<N: Priced>(
     }
     if v > 1 {
         // Checked above: the layers divide evenly over the chunks.
-        let groups = interleaved_groups(numbers, layer_block, k.pp as usize, v).ok_or(
-            StrategyError::InterleavedLayers {
-                chunks: v,
-                layers,
-                pp: k.pp,
-            },
-        )?;
+        let groups = interleaved_groups(numbers, layer_block, k.pp as usize, v, k.pipeline_split)
+            .ok_or(StrategyError::InterleavedLayers {
+            chunks: v,
+            layers,
+            pp: k.pp,
+            extra: k.pipeline_split.extra(),
+        })?;
         return Ok(Plan {
             cf,
             groups,
@@ -1194,12 +1197,15 @@ fn plan_pipeline<N: Priced>(
 
 /// Block copies on each model chunk of the interleaved schedule, as Megatron-LM places them and
 /// the timeline runs them: the layers split evenly over the `chunks`, the blocks before the first
-/// layer (embeddings) on the first chunk and those after the last (the head) on the last. `None`
-/// when there are no layers or they do not divide evenly.
+/// layer (embeddings) on the first chunk and those after the last (the head) on the last. With
+/// `split` counting the embedding or the loss as a layer ([`PipelineSplit`]), the split is of
+/// the layers and those, so the first or last chunk holds one layer fewer. `None` when there
+/// are no layers or they do not divide evenly.
 pub fn interleaved_chunks(
     repeats: &[u64],
     layer_block: &[bool],
     chunks: u64,
+    split: PipelineSplit,
 ) -> Option<Vec<Vec<(usize, u64)>>> {
     let layers: u64 = repeats
         .iter()
@@ -1207,13 +1213,16 @@ pub fn interleaved_chunks(
         .filter(|(_, l)| **l)
         .map(|(r, _)| *r)
         .sum();
-    if layers == 0 || !layers.is_multiple_of(chunks) {
+    let units = layers + split.extra();
+    if layers == 0 || !units.is_multiple_of(chunks) {
         return None;
     }
-    let per = layers / chunks;
+    let per = units / chunks;
     let last = chunks as usize - 1;
     let mut out: Vec<Vec<(usize, u64)>> = vec![Vec::new(); chunks as usize];
-    let mut seen = 0u64;
+    // Units of the split placed so far: the embedding's first, where it counts.
+    let mut seen = u64::from(split.embedding);
+    let mut placed = 0u64;
     let mut add = |c: usize, b: usize, n: u64| match out[c].last_mut() {
         Some((x, m)) if *x == b => *m += n,
         _ => out[c].push((b, n)),
@@ -1225,9 +1234,12 @@ pub fn interleaved_chunks(
                 let take = (per - seen % per).min(left);
                 add(((seen / per) as usize).min(last), b, take);
                 seen += take;
+                placed += take;
                 left -= take;
             }
-        } else if seen < layers {
+        } else if placed == 0 {
+            add(0, b, r);
+        } else if placed < layers {
             add(((seen / per) as usize).min(last), b, r);
         } else {
             add(last, b, r);
@@ -1245,9 +1257,10 @@ fn interleaved_groups<N>(
     layer_block: &[bool],
     pp: usize,
     v: u64,
+    split: PipelineSplit,
 ) -> Option<Vec<StageGroup>> {
     let repeats: Vec<u64> = numbers.iter().map(|n| n.repeat).collect();
-    let chunks = interleaved_chunks(&repeats, layer_block, pp as u64 * v)?;
+    let chunks = interleaved_chunks(&repeats, layer_block, pp as u64 * v, split)?;
     let mut held = vec![vec![0u64; numbers.len()]; pp];
     for (c, copies) in chunks.iter().enumerate() {
         for &(b, n) in copies {
@@ -1571,11 +1584,12 @@ pub fn estimate_variants(
                 }
             };
             let v = k.virtual_chunks();
-            if v > 1 && !layers.is_multiple_of(k.pp * v) {
+            if v > 1 && !(layers + k.pipeline_split.extra()).is_multiple_of(k.pp * v) {
                 return Err(StrategyError::InterleavedLayers {
                     chunks: v,
                     layers,
                     pp: k.pp,
+                    extra: k.pipeline_split.extra(),
                 });
             }
             // The plain schedule's partition is balanced; interleaving places its chunks by
@@ -1589,7 +1603,13 @@ pub fn estimate_variants(
                     .position(|(x, _)| *x == (k.pp, v))
                     .unwrap_or_else(|| {
                         // The layers divide (checked above), so the placement exists.
-                        let g = interleaved_groups(numbers, &layer_block, k.pp as usize, v);
+                        let g = interleaved_groups(
+                            numbers,
+                            &layer_block,
+                            k.pp as usize,
+                            v,
+                            k.pipeline_split,
+                        );
                         chunk_groups.push(((k.pp, v), g.unwrap_or_default()));
                         chunk_groups.len() - 1
                     });
@@ -2459,6 +2479,50 @@ fn r(v: u64) -> Rational {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// Counting the embedding and the loss as layers, 126 layers split over 16 stages of 8
+    /// chunks as Llama 3 405B's did (Grattafiori et al. 2024, §3.3.2): the first chunk holds
+    /// only the embedding, the last only the head, every other chunk one layer; without the
+    /// accounting, or with one of the two, 128 chunks do not divide the layers.
+    #[test]
+    fn the_embedding_and_the_loss_count_as_layers_of_the_split() {
+        let (repeats, layer) = ([1, 126, 1], [false, true, false]);
+        let both = PipelineSplit {
+            embedding: true,
+            loss: true,
+        };
+        let c = interleaved_chunks(&repeats, &layer, 128, both).unwrap();
+        assert_eq!(c[0], vec![(0, 1)]);
+        assert_eq!(c[127], vec![(2, 1)]);
+        assert!(c[1..127].iter().all(|x| *x == vec![(1, 1)]));
+        assert!(interleaved_chunks(&repeats, &layer, 128, PipelineSplit::default()).is_none());
+        let one = PipelineSplit {
+            embedding: true,
+            loss: false,
+        };
+        assert!(interleaved_chunks(&repeats, &layer, 128, one).is_none());
+        // 127 units over 127 chunks: the embedding alone first, the head with the last layer.
+        let c = interleaved_chunks(&repeats, &layer, 127, one).unwrap();
+        assert_eq!(c[0], vec![(0, 1)]);
+        assert_eq!(c[126], vec![(1, 1), (2, 1)]);
+        // Without accounting the placement is as before: embedding and head with the layers.
+        let c = interleaved_chunks(
+            &[1, 8, 1],
+            &[false, true, false],
+            4,
+            PipelineSplit::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            c,
+            vec![
+                vec![(0, 1), (1, 2)],
+                vec![(1, 2)],
+                vec![(1, 2)],
+                vec![(1, 2), (2, 1)]
+            ]
+        );
+    }
 
     proptest! {
         /// Counting the packing's stages a run at a time agrees with counting item by item

@@ -686,6 +686,7 @@ fn search(
                     cp,
                     overlap: Default::default(),
                     precision: steer.precision.unwrap_or_default(),
+                    pipeline_split: steer.pipeline_split.unwrap_or_default(),
                 };
                 if let Err(e) = check_model_limits(model, values, &base) {
                     jobs.push((done, Job::Reject(e.into())));
@@ -714,11 +715,11 @@ fn search(
         } else {
             vec![(Schedule::Gpipe, 1), (Schedule::OneFOneB, 1)]
         };
-        // Interleaving: every chunk count the layers allow (layers divisible by pp × chunks),
-        // up to the cap; the micro-batch count must be a multiple of pp (Narayanan et al.
-        // SC'21).
+        // Interleaving: every chunk count the layers allow (layers divisible by pp × chunks;
+        // with the embedding or the loss counted as layers where `--fix account=` says so), up
+        // to the cap; the micro-batch count must be a multiple of pp (Narayanan et al. SC'21).
         if pp > 1 && m.is_multiple_of(pp) {
-            let layers = layer_count(model, numbers_ok);
+            let layers = layer_count(model, numbers_ok) + base.pipeline_split.extra();
             let per_stage = layers / pp;
             let most = steer.chunks.fixed.unwrap_or(opts.max_chunks);
             for v in 2..=most.min(per_stage) {

@@ -2,7 +2,7 @@
 //! `--max tp=8`), and memory given with units (`75GB`, `80GiB`) or as headroom (`10%`).
 
 use super::error::SteerError;
-use crate::strategy::{Knobs, Overlap, Precision, Recompute, Schedule};
+use crate::strategy::{Knobs, Overlap, PipelineSplit, Precision, Recompute, Schedule};
 use crate::sym::Rational;
 use num_traits::{One, Zero};
 use std::fmt;
@@ -66,6 +66,9 @@ pub struct Steer {
     /// How weights and gradients are kept in mixed precision (`--fix precision=autocast`;
     /// bf16 unless fixed).
     pub precision: Option<Precision>,
+    /// What the interleaved schedule's split counts besides the layers
+    /// (`--fix account=embedding+loss`; nothing unless fixed).
+    pub pipeline_split: Option<PipelineSplit>,
 }
 
 /// The knob names `--fix` and `--max` accept, with what each means.
@@ -92,6 +95,10 @@ pub const KNOBS: &[(&str, &str)] = &[
     (
         "precision",
         "bf16 (bf16 weights, fp32 master copy) or autocast (fp32 weights under torch.autocast) (--fix only)",
+    ),
+    (
+        "account",
+        "embedding, loss or embedding+loss: counted as layers when the interleaved schedule splits the layers over its chunks, as Megatron-Core's --account-for-…-in-pipeline-split (--fix only)",
     ),
 ];
 
@@ -147,6 +154,20 @@ impl Steer {
                     let p = Precision::from_name(value)
                         .ok_or_else(|| bad("unknown precision (bf16, autocast)"))?;
                     set_once(&mut self.precision, p, || bad("given twice"))?;
+                }
+                "account" => {
+                    let mut split = PipelineSplit::default();
+                    for part in value.split('+').map(str::trim) {
+                        match part {
+                            "embedding" => split.embedding = true,
+                            "loss" => split.loss = true,
+                            "none" => {}
+                            _ => {
+                                return Err(bad("expected embedding, loss, embedding+loss or none"))
+                            }
+                        }
+                    }
+                    set_once(&mut self.pipeline_split, split, || bad("given twice"))?;
                 }
                 "recompute" => {
                     let r = Recompute::from_name(value)
@@ -205,6 +226,7 @@ impl Steer {
                     | "recompute"
                     | "overlap"
                     | "precision"
+                    | "account"
             ) {
                 return Err(SteerError::BadValue {
                     flag: flag.into(),
@@ -359,6 +381,7 @@ impl Steer {
                 .is_none_or(|sp| sp == k.sequence_parallel)
             && self.recompute.is_none_or(|r| r == k.recompute)
             && self.precision.is_none_or(|p| p == k.precision)
+            && self.pipeline_split.is_none_or(|p| p == k.pipeline_split)
     }
 
     /// The constraints as `--fix`/`--max` would state them.
@@ -399,6 +422,9 @@ impl Steer {
         }
         if let Some(p) = self.precision {
             fix.push(format!("precision={p}"));
+        }
+        if let Some(p) = self.pipeline_split {
+            fix.push(format!("account={p}"));
         }
         let mut out = Vec::new();
         if !fix.is_empty() {

@@ -4,6 +4,25 @@
 use super::file::{MAX_DEVICES, MAX_GPUS_PER_NODE};
 use crate::sym::{Poly, Rational, SymError};
 
+/// Why interleaving refuses a layer count, and the accounting that would take it where one
+/// would.
+fn interleaved_message(chunks: u64, layers: u64, pp: u64, extra: u64) -> String {
+    let n = pp * chunks;
+    if extra == 0 {
+        let hint = if (layers + 1).is_multiple_of(n) || (layers + 2).is_multiple_of(n) {
+            " (or count the embedding or the loss as a layer of the split, as Megatron-Core's --account-for-embedding-in-pipeline-split and --account-for-loss-in-pipeline-split do)"
+        } else {
+            ""
+        };
+        format!("interleaved-1f1b with {chunks} chunks needs the {layers} layers divisible by pp × chunks = {n}{hint}")
+    } else {
+        format!(
+            "interleaved-1f1b with {chunks} chunks needs the {layers} layers and the {extra} counted with them ({}) divisible by pp × chunks = {n}",
+            layers + extra
+        )
+    }
+}
+
 /// Why a strategy is refused. The messages name the knob, the model item and the sizes
 /// involved; [`crate::Error`] carries them unchanged.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -154,7 +173,7 @@ pub enum StrategyError {
         layers: u64,
     },
     /// Interleaving whose chunks do not divide the layers.
-    #[error("interleaved-1f1b with {chunks} chunks needs the {layers} layers divisible by pp × chunks = {}", .pp * .chunks)]
+    #[error("{}", interleaved_message(*.chunks, *.layers, *.pp, *.extra))]
     InterleavedLayers {
         /// Model chunks per device.
         chunks: u64,
@@ -162,6 +181,8 @@ pub enum StrategyError {
         layers: u64,
         /// Pipeline stages.
         pp: u64,
+        /// The embedding and loss counted as layers of the split (0–2).
+        extra: u64,
     },
     /// No pipeline partition was found.
     #[error("no pipeline partition")]
@@ -483,6 +504,7 @@ mod tests {
                     chunks: 3,
                     layers: 32,
                     pp: 4,
+                    extra: 0,
                 },
                 "interleaved-1f1b with 3 chunks needs the 32 layers divisible by pp × chunks = 12",
             ),

@@ -47,6 +47,9 @@ pub struct StrategyFile {
     overlap: crate::strategy::Overlap,
     #[serde(default)]
     precision: crate::strategy::Precision,
+    /// What the interleaved split counts besides the layers.
+    #[serde(default)]
+    pipeline_split: crate::strategy::PipelineSplit,
     #[serde(default)]
     gpus_per_node: Option<u64>,
     #[serde(default)]
@@ -296,6 +299,7 @@ impl StrategyFile {
             cp: f.cp,
             overlap: f.overlap,
             precision: f.precision,
+            pipeline_split: f.pipeline_split,
         };
         check_knobs(&knobs).map_err(|e| err(e.knob().unwrap_or("dp"), e.to_string()))?;
         if let Some(g) = f.gpus_per_node {

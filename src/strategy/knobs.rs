@@ -186,6 +186,53 @@ fn yes() -> bool {
     true
 }
 
+/// What the interleaved schedule's split of the layers over the model chunks counts besides
+/// the transformer layers: Megatron-Core's `--account-for-embedding-in-pipeline-split` and
+/// `--account-for-loss-in-pipeline-split` each count one more layer (the embedding on the first
+/// chunk, the output layer and loss on the last), so that `layers + 2` divides over the chunks
+/// and the first and last chunks hold one transformer layer fewer (megatron/core/transformer/
+/// transformer_layer.py, `get_transformer_layer_offset`). Llama 3 405B trained so: 126 layers
+/// on 16 stages of 8 chunks, the first chunk holding only the embedding and the last only the
+/// output projection and loss (Grattafiori et al. 2024, arXiv:2407.21783, §3.3.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PipelineSplit {
+    /// The embedding counts as a layer of the first chunk.
+    #[serde(default)]
+    pub embedding: bool,
+    /// The output layer and loss count as a layer of the last chunk.
+    #[serde(default)]
+    pub loss: bool,
+}
+
+impl PipelineSplit {
+    /// Neither is counted: the layers alone are split.
+    pub fn is_plain(&self) -> bool {
+        !self.embedding && !self.loss
+    }
+
+    /// The layers the split counts besides the transformer layers.
+    pub fn extra(&self) -> u64 {
+        u64::from(self.embedding) + u64::from(self.loss)
+    }
+}
+
+impl fmt::Display for PipelineSplit {
+    /// `embedding+loss`, `embedding`, `loss`, or `none`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let v: Vec<&str> = [(self.embedding, "embedding"), (self.loss, "loss")]
+            .into_iter()
+            .filter(|(on, _)| *on)
+            .map(|(_, n)| n)
+            .collect();
+        if v.is_empty() {
+            write!(f, "none")
+        } else {
+            write!(f, "{}", v.join("+"))
+        }
+    }
+}
+
 /// A hybrid-parallel strategy's knobs.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -224,6 +271,9 @@ pub struct Knobs {
     /// How weights and gradients are kept in mixed precision (bf16 unless stated).
     #[serde(default)]
     pub precision: Precision,
+    /// What the interleaved schedule's split counts besides the layers (nothing unless stated).
+    #[serde(default, skip_serializing_if = "PipelineSplit::is_plain")]
+    pub pipeline_split: PipelineSplit,
 }
 
 impl Knobs {
@@ -243,6 +293,7 @@ impl Knobs {
             cp: 1,
             overlap: Overlap::default(),
             precision: Precision::Bf16,
+            pipeline_split: PipelineSplit::default(),
         }
     }
 
@@ -352,6 +403,9 @@ impl fmt::Display for Knobs {
         write!(f, "{}", self.overlap)?;
         if self.precision != Precision::Bf16 {
             write!(f, " precision={}", self.precision)?;
+        }
+        if !self.pipeline_split.is_plain() {
+            write!(f, " account={}", self.pipeline_split)?;
         }
         Ok(())
     }

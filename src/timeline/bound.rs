@@ -140,7 +140,8 @@ pub fn virtual_stages<'a>(
     if k.schedule != Schedule::Interleaved || v <= 1 {
         return Some(std::borrow::Cow::Borrowed(partition));
     }
-    interleaved_chunks(repeats, &chains.layer, k.pp * v).map(std::borrow::Cow::Owned)
+    interleaved_chunks(repeats, &chains.layer, k.pp * v, k.pipeline_split)
+        .map(std::borrow::Cow::Owned)
 }
 
 /// The lower bound of the simulated step time of strategy `k` whose virtual stages hold
@@ -266,6 +267,9 @@ mod tests {
         let mut values = model.values.clone();
         let batch = k.dp * k.microbatches;
         values.insert("B".into(), Rational::from_integer(batch.into()));
+        // Layers that, with what the interleaved split counts besides them, make 12 units.
+        let layers = 12 - k.pipeline_split.extra();
+        values.insert("L".into(), Rational::from_integer(layers.into()));
         let calib = Calibration::resolve(machine).ok()?;
         let gpn = calib.gpus_per_node();
         let layout = Layout {
@@ -301,6 +305,7 @@ mod tests {
             pp in prop::sample::select(vec![1u64, 2, 4]),
             m in prop::sample::select(vec![1u64, 2, 4, 6, 12]),
             interleaved in any::<bool>(),
+            (embedding, loss) in any::<(bool, bool)>(),
             recompute in prop::sample::select(vec![Recompute::None, Recompute::Selective, Recompute::Full]),
             machine in prop::sample::select(vec!["a100-80gb", "h100-sxm", "a40-pcie", "v100-dgx1"]),
         ) {
@@ -319,6 +324,7 @@ mod tests {
                 cp: 1,
                 overlap: Default::default(),
                 precision: Default::default(),
+                pipeline_split: crate::strategy::PipelineSplit { embedding, loss },
             };
             if let Some((bound, simulated)) = bound_and_time(&k, machine) {
                 prop_assert!(

@@ -887,21 +887,29 @@ pub fn build_plan(
         let repeats: Vec<u64> = numbers.iter().map(|n| n.repeat).collect();
         let layer: Vec<bool> = blocks.iter().map(|b| b.layer).collect();
         let chunks = knobs.pp * v;
-        crate::parallel::evaluate::interleaved_chunks(&repeats, &layer, chunks)
-            .ok_or_else(|| {
-                let layers: u64 = repeats
-                    .iter()
-                    .zip(&layer)
-                    .filter(|(_, l)| **l)
-                    .map(|(r, _)| r)
-                    .sum();
-                Error::Usage(format!(
-                    "interleaved-1f1b needs the {layers} layers divisible by pp × chunks = {chunks}"
-                ))
-            })?
-            .iter()
-            .map(|c| c.iter().map(|(_, n)| *n as usize).sum())
-            .collect()
+        crate::parallel::evaluate::interleaved_chunks(
+            &repeats,
+            &layer,
+            chunks,
+            knobs.pipeline_split,
+        )
+        .ok_or_else(|| {
+            let layers: u64 = repeats
+                .iter()
+                .zip(&layer)
+                .filter(|(_, l)| **l)
+                .map(|(r, _)| r)
+                .sum();
+            Error::from(crate::strategy::StrategyError::InterleavedLayers {
+                chunks: v,
+                layers,
+                pp: knobs.pp,
+                extra: knobs.pipeline_split.extra(),
+            })
+        })?
+        .iter()
+        .map(|c| c.iter().map(|(_, n)| *n as usize).sum())
+        .collect()
     } else {
         evaluation
             .stages
