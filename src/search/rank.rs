@@ -443,7 +443,10 @@ impl std::ops::Deref for Ctx<'_> {
     }
 }
 
-/// [`rank_with_progress`]'s search.
+/// [`rank_with_progress`]'s search: the layouts to price (`Variants::new`, `auto_layouts`), the
+/// jobs of every mesh shape (`jobs`), each priced in floating point (`Pricer::price_job`), the
+/// estimates in order (`in_order`), then the shown rows priced exactly, by relative cost
+/// (`rank_by_cost`) or by seconds (`rank_by_seconds`).
 fn search(
     model: &Model,
     values: &Bindings,
@@ -452,6 +455,91 @@ fn search(
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<RankResult, SearchError> {
     let start = Instant::now();
+    check_devices(opts)?;
+    let mut variants = Variants::new(model, values)?;
+    opts.steer.check_devices(opts.devices)?;
+    let meshes = mesh_shapes(model, values, opts);
+    let auto = auto_layouts(model, values, calib, opts, &meshes, &mut variants)?;
+    let batch = model
+        .batch_value(values)
+        .cloned()
+        .unwrap_or_else(Rational::one);
+    let jobs = jobs(model, values, opts, &meshes, &variants, &auto, &batch);
+    let pricer = Pricer::new(model, values, calib, opts, &variants);
+    let mut cache: Cache = BTreeMap::new();
+    let mut rejected = Rejections::default();
+    let mut estimates: Vec<(Cand, Estimate)> = Vec::new();
+    // In chunks, so that progress is reported as the shapes are done.
+    let chunk = (jobs.len() / 32).max(64);
+    for part in jobs.chunks(chunk) {
+        let priced: Vec<Option<JobPriced>> = part
+            .par_iter()
+            .map(|(_, job)| match job {
+                Job::Reject(_) => None,
+                Job::Price { base, v, per_dp } => Some(pricer.price_job(base, *v, *per_dp)),
+            })
+            .collect();
+        for ((_, job), p) in part.iter().zip(priced) {
+            if let Job::Reject(why) = job {
+                reject(&mut rejected, why.clone());
+            }
+            let Some((key, numbers, out)) = p else {
+                continue;
+            };
+            cache.entry(key).or_insert(numbers);
+            for x in out {
+                match x {
+                    Ok(e) => estimates.push(e),
+                    Err(why) => reject(&mut rejected, why),
+                }
+            }
+        }
+        if let Some((done, _)) = part.last() {
+            progress(*done, meshes.len());
+        }
+    }
+    if estimates.is_empty() && !opts.steer.is_free() {
+        return Err(no_strategy(opts, &rejected));
+    }
+    let evaluated = estimates.len();
+    let (estimates, feasible) = in_order(estimates, &opts.memory);
+    let found = Found {
+        variants: &variants,
+        cache: &cache,
+        estimates: &estimates,
+    };
+    let kappa = |t: Tier| pricer.kappa.of(t);
+    let mut r = if opts.seconds {
+        rank_by_seconds(
+            model,
+            values,
+            calib,
+            opts,
+            SecondsSearch {
+                variants: &variants,
+                cache: &cache,
+                estimates: &estimates,
+                kappa: &kappa,
+                evaluated,
+                feasible,
+                rejected,
+                start,
+            },
+        )?
+    } else {
+        rank_by_cost(
+            model, calib, opts, &found, evaluated, feasible, rejected, start,
+        )
+    };
+    r.auto_layouts = variants.autos.into_values().collect();
+    r.auto_failed = auto.failed;
+    r.auto_same = auto.same;
+    r.auto_seconds = auto.seconds;
+    Ok(r)
+}
+
+/// Refuses no devices and absurdly many.
+fn check_devices(opts: &RankOptions) -> Result<(), SearchError> {
     if opts.devices == 0 {
         return Err(SearchError::NoDevices);
     }
@@ -461,18 +549,42 @@ fn search(
             most: MAX_DEVICES,
         });
     }
-    // Bind every symbol the search does not vary (all but the batch, which micro-batching
-    // divides, and the vocabulary, which tensor parallelism may pad).
-    let mut fixed = values.clone();
-    if let Some(b) = &model.batch {
-        fixed.remove(b);
+    Ok(())
+}
+
+impl Variants {
+    /// The annotated layout, without and with sequence parallelism.
+    fn new(model: &Model, values: &Bindings) -> Result<Variants, SearchError> {
+        let none = BTreeMap::new();
+        Ok(Variants {
+            list: vec![
+                Variant::new(model, values, false, &none, false)?,
+                Variant::new(model, values, true, &none, false)?,
+            ],
+            autos: BTreeMap::new(),
+        })
     }
-    if let Some(v) = &model.roles.vocab {
-        fixed.remove(v);
-    }
-    // Context-parallel analyses (at p_cp = 1 they evaluate exactly as the plain ones), each
-    // block's per-operator polynomials summed once, for every (dp, tp, micro-batch) choice.
-    let variant = |sp: bool, overrides: &BTreeMap<String, String>, auto: bool| {
+}
+
+impl Variant {
+    /// A layout analysed once: its context-parallel analysis (at p_cp = 1 it evaluates exactly
+    /// as the plain one), each block's per-operator polynomials summed once, for every (dp, tp,
+    /// micro-batch) choice. Every symbol the search does not vary is bound (all but the batch,
+    /// which micro-batching divides, and the vocabulary, which tensor parallelism may pad).
+    fn new(
+        model: &Model,
+        values: &Bindings,
+        sp: bool,
+        overrides: &BTreeMap<String, String>,
+        auto: bool,
+    ) -> Result<Variant, SearchError> {
+        let mut fixed = values.clone();
+        if let Some(b) = &model.batch {
+            fixed.remove(b);
+        }
+        if let Some(v) = &model.roles.vocab {
+            fixed.remove(v);
+        }
         let layout = Layout {
             sequence_parallel: sp,
             tp_overrides: overrides.clone(),
@@ -497,31 +609,13 @@ fn search(
                 sums: block_sums(&analysis),
                 analysis,
             })
-    };
-    let none = BTreeMap::new();
-    let mut variants = Variants {
-        list: vec![variant(false, &none, false)?, variant(true, &none, false)?],
-        autos: BTreeMap::new(),
-    };
-    let has_experts = !crate::parallel::moe::moe_sites(model).is_empty();
-    let batch = model
-        .batch_value(values)
-        .cloned()
-        .unwrap_or_else(Rational::one);
-    let mut rejected = Rejections::default();
-    let mut estimates: Vec<(Cand, Estimate)> = Vec::new();
-    let kappa_intra = calib.balance(Tier::Intra).to_f64().unwrap_or(f64::MAX);
-    let kappa_inter = calib.balance(Tier::Inter).to_f64().unwrap_or(f64::MAX);
-    let kappa_hbm = calib.hbm_balance().to_f64().unwrap_or(f64::MAX);
-    let overlap = calib.overlap_saving().to_f64().unwrap_or(1.0);
-    let kappa = |t: Tier| match t {
-        Tier::Intra => kappa_intra,
-        Tier::Inter => kappa_inter,
-    };
-    let mut cache: Cache = BTreeMap::new();
-    let kernels = crate::parallel::kernels::KernelEfficiency::of(calib);
-    opts.steer.check_devices(opts.devices)?;
-    let meshes: Vec<(u64, u64, u64)> = divisors(opts.devices)
+    }
+}
+
+/// Every mesh shape (tp, cp, pp) of `opts.devices`, context-parallel degrees as
+/// [`context_degrees`] allows them.
+fn mesh_shapes(model: &Model, values: &Bindings, opts: &Ctx) -> Vec<(u64, u64, u64)> {
+    divisors(opts.devices)
         .into_iter()
         .flat_map(|tp| {
             context_degrees(model, values, opts.devices / tp, &opts.steer)
@@ -532,16 +626,42 @@ fn search(
                         .map(move |pp| (tp, cp, pp))
                 })
         })
-        .collect();
-    let shapes = meshes.len();
-    let steer = &opts.steer;
-    // The auto layout of every tensor-parallel degree a mesh allowed by the steering uses,
-    // found once per degree (in parallel) and analysed with and without sequence parallelism.
+        .collect()
+}
+
+/// The auto layouts of a search: per degree, its variants (without and with sequence
+/// parallelism), and the degrees whose search failed or found the annotated layout.
+#[derive(Default)]
+struct AutoVariants {
+    /// Per degree: the variants of its auto layout.
+    variants: BTreeMap<u64, [usize; 2]>,
+    /// Degrees whose search failed, and why.
+    failed: BTreeMap<u64, SearchError>,
+    /// Degrees whose auto layout is the annotated one.
+    same: Vec<u64>,
+    /// Seconds spent.
+    seconds: f64,
+}
+
+/// The auto layout of every tensor-parallel degree a mesh allowed by the steering uses, found
+/// once per degree (in parallel) and analysed with and without sequence parallelism into
+/// `variants`.
+fn auto_layouts(
+    model: &Model,
+    values: &Bindings,
+    calib: &Calibration,
+    opts: &Ctx,
+    meshes: &[(u64, u64, u64)],
+    variants: &mut Variants,
+) -> Result<AutoVariants, SearchError> {
     let auto_start = Instant::now();
-    let mut auto_failed = BTreeMap::new();
-    let mut auto_same = Vec::new();
-    // Per degree: the variants of its auto layout (without, with sequence parallelism).
-    let mut auto_variants: BTreeMap<u64, [usize; 2]> = BTreeMap::new();
+    let steer = &opts.steer;
+    let mut auto = AutoVariants::default();
+    let (auto_failed, auto_same, auto_variants) =
+        (&mut auto.failed, &mut auto.same, &mut auto.variants);
+    let variant = |sp: bool, overrides: &BTreeMap<String, String>, auto: bool| {
+        Variant::new(model, values, sp, overrides, auto)
+    };
     if opts.layouts != Layouts::Annotated {
         let mut tps: Vec<u64> = meshes
             .iter()
@@ -610,19 +730,33 @@ fn search(
         }
         variants.autos = kept.into_iter().map(|a| (a.tp, a)).collect();
     }
-    let auto_seconds = auto_start.elapsed().as_secs_f64();
+    auto.seconds = auto_start.elapsed().as_secs_f64();
+    Ok(auto)
+}
+
+/// The jobs of a search, in order: each mesh shape's (micro-batch count, layout variant) to
+/// price, or why a shape or strategy is set aside. They are priced in parallel and merged in
+/// this order, so the ranking and its rejections are those of one pass in order.
+fn jobs(
+    model: &Model,
+    values: &Bindings,
+    opts: &Ctx,
+    meshes: &[(u64, u64, u64)],
+    variants: &Variants,
+    auto: &AutoVariants,
+    batch: &Rational,
+) -> Vec<(usize, Job)> {
+    let steer = &opts.steer;
+    let (auto_variants, auto_failed) = (&auto.variants, &auto.failed);
     // A fixed micro-batch size or count overrides the cap on the count.
     let cap_microbatches = steer.mbs.fixed.is_none() && steer.microbatches.fixed.is_none();
-    // The jobs, in order: each mesh shape's (micro-batch count, layout variant) to price, or
-    // why a shape or strategy is set aside. They are priced in parallel and merged in this
-    // order, so the ranking and its rejections are those of one pass in order.
     let mut jobs: Vec<(usize, Job)> = Vec::new();
     for (done, &(tp, cp, pp)) in meshes.iter().enumerate() {
         let dp = opts.devices / tp / pp / cp;
         if !steer.allows_mesh(dp, tp, pp) {
             continue;
         }
-        let per_dp = &batch / Rational::from_integer(dp.into());
+        let per_dp = batch / Rational::from_integer(dp.into());
         if !per_dp.is_integer() {
             jobs.push((done, Job::Reject(Rejection::BatchNotDivisible { dp })));
             continue;
@@ -696,13 +830,76 @@ fn search(
             }
         }
     }
-    let price_job = |base: &Knobs, v: usize, per_dp: u64| -> JobPriced {
+    jobs
+}
+
+/// What pricing a search's jobs in floating point needs.
+struct Pricer<'a> {
+    model: &'a Model,
+    values: &'a Bindings,
+    opts: &'a Ctx<'a>,
+    variants: &'a Variants,
+    kernels: crate::parallel::kernels::KernelEfficiency,
+    has_experts: bool,
+    /// κ of each tier, as floats.
+    kappa: Kappa,
+    kappa_hbm: f64,
+    overlap: f64,
+}
+
+/// κ of the intra- and inter-node tiers, as floats.
+#[derive(Clone, Copy)]
+struct Kappa {
+    intra: f64,
+    inter: f64,
+}
+
+impl Kappa {
+    fn of(&self, t: Tier) -> f64 {
+        match t {
+            Tier::Intra => self.intra,
+            Tier::Inter => self.inter,
+        }
+    }
+}
+
+impl<'a> Pricer<'a> {
+    fn new(
+        model: &'a Model,
+        values: &'a Bindings,
+        calib: &Calibration,
+        opts: &'a Ctx<'a>,
+        variants: &'a Variants,
+    ) -> Pricer<'a> {
+        Pricer {
+            model,
+            values,
+            opts,
+            variants,
+            kernels: crate::parallel::kernels::KernelEfficiency::of(calib),
+            has_experts: !crate::parallel::moe::moe_sites(model).is_empty(),
+            kappa: Kappa {
+                intra: calib.balance(Tier::Intra).to_f64().unwrap_or(f64::MAX),
+                inter: calib.balance(Tier::Inter).to_f64().unwrap_or(f64::MAX),
+            },
+            kappa_hbm: calib.hbm_balance().to_f64().unwrap_or(f64::MAX),
+            overlap: calib.overlap_saving().to_f64().unwrap_or(1.0),
+        }
+    }
+
+    /// A [`Job::Price`]: its blocks' numbers, and every schedule, expert degree, recomputation
+    /// and ZeRO stage of it the steering allows, estimated.
+    fn price_job(&self, base: &Knobs, v: usize, per_dp: u64) -> JobPriced {
+        let (model, values, variants, opts) = (self.model, self.values, self.variants, self.opts);
+        let (steer, kernels, has_experts) = (&opts.steer, &self.kernels, self.has_experts);
+        let (kappa_hbm, overlap) = (self.kappa_hbm, self.overlap);
+        let kappa = |t: Tier| self.kappa.of(t);
         let Variant { analysis, sums, .. } = &variants.list[v];
         let (dp, pp, m, cp) = (base.dp, base.pp, base.microbatches, base.cp);
         let key = numbers_key(&Cand { k: base.clone(), v });
         let b = microbatch_bindings(model, values, base);
         let numbers = check_divisibility(model, analysis, &b, base)
-            .and_then(|()| block_numbers_summed(analysis, sums, &b, &kernels));
+            .and_then(|()| block_numbers_summed(analysis, sums, &b, kernels));
         let mut out: Vec<Result<(Cand, Estimate), Rejection>> = Vec::new();
         let Ok(numbers_ok) = &numbers else {
             if let Err(e) = &numbers {
@@ -783,58 +980,36 @@ fn search(
             out.push(e.map(|e| (Cand { k, v }, e)).map_err(Rejection::from));
         }
         (key, numbers, out)
-    };
-    // In chunks, so that progress is reported as the shapes are done.
-    let chunk = (jobs.len() / 32).max(64);
-    for part in jobs.chunks(chunk) {
-        let priced: Vec<Option<JobPriced>> = part
-            .par_iter()
-            .map(|(_, job)| match job {
-                Job::Reject(_) => None,
-                Job::Price { base, v, per_dp } => Some(price_job(base, *v, *per_dp)),
-            })
-            .collect();
-        for ((_, job), p) in part.iter().zip(priced) {
-            if let Job::Reject(why) = job {
-                reject(&mut rejected, why.clone());
-            }
-            let Some((key, numbers, out)) = p else {
-                continue;
-            };
-            cache.entry(key).or_insert(numbers);
-            for x in out {
-                match x {
-                    Ok(e) => estimates.push(e),
-                    Err(why) => reject(&mut rejected, why),
-                }
-            }
-        }
-        if let Some((done, _)) = part.last() {
-            progress(*done, shapes);
-        }
     }
-    if estimates.is_empty() && !steer.is_free() {
-        let by_message = rejected.by_message();
-        let mut why: Vec<(&String, &usize)> = by_message.iter().collect();
-        why.sort_by(|a, b| b.1.cmp(a.1));
-        let why: Vec<String> = why
-            .iter()
-            .take(3)
-            .map(|(w, n)| format!("{n}× {w}"))
-            .collect();
-        return Err(SearchError::NoStrategy {
-            devices: opts.devices,
-            steer: steer.to_string(),
-            rejected: why.join("; "),
-        });
+}
+
+/// Why a steered search found nothing: the three commonest reasons.
+fn no_strategy(opts: &Ctx, rejected: &Rejections) -> SearchError {
+    let by_message = rejected.by_message();
+    let mut why: Vec<(&String, &usize)> = by_message.iter().collect();
+    why.sort_by(|a, b| b.1.cmp(a.1));
+    let why: Vec<String> = why
+        .iter()
+        .take(3)
+        .map(|(w, n)| format!("{n}× {w}"))
+        .collect();
+    SearchError::NoStrategy {
+        devices: opts.devices,
+        steer: opts.steer.to_string(),
+        rejected: why.join("; "),
     }
-    // Order everything in floating point, then price exactly every strategy that could be
-    // among the shown rows (a relative margin of 1e-6 around the last one) and every strategy
-    // whose memory is within 1e-6 of the capacity, so that the shown order and feasibility are
-    // exact.
-    let evaluated = estimates.len();
-    let cap = opts.memory.to_f64().unwrap_or(f64::MAX);
-    let fits = |e: &Estimate| e.memory <= cap * (1.0 + 1e-9);
+}
+
+/// Whether an estimate fits in `memory` (bytes), with a floating-point margin.
+fn fits_in(e: &Estimate, cap: f64) -> bool {
+    e.memory <= cap * (1.0 + 1e-9)
+}
+
+/// The estimates in order: those that fit first, then by cost, memory and their first order;
+/// and how many fit.
+fn in_order(estimates: Vec<(Cand, Estimate)>, memory: &Rational) -> (Vec<(Cand, Estimate)>, usize) {
+    let cap = memory.to_f64().unwrap_or(f64::MAX);
+    let fits = |e: &Estimate| fits_in(e, cap);
     // Sorted by small keys (ties in their first order), then moved into that order once.
     let mut order: Vec<(bool, f64, f64, usize)> = estimates
         .iter()
@@ -852,36 +1027,41 @@ fn search(
         .iter()
         .filter_map(|&(.., i)| slots[i].take())
         .collect();
-    let feasible_est = estimates.iter().filter(|(_, e)| fits(e)).count();
-    if opts.seconds {
-        let mut r = rank_by_seconds(
-            model,
-            values,
-            calib,
-            opts,
-            SecondsSearch {
-                variants: &variants,
-                cache: &cache,
-                estimates: &estimates,
-                kappa: &kappa,
-                evaluated,
-                feasible: feasible_est,
-                rejected,
-                start,
-            },
-        )?;
-        r.auto_layouts = variants.autos.into_values().collect();
-        r.auto_failed = auto_failed;
-        r.auto_same = auto_same;
-        r.auto_seconds = auto_seconds;
-        return Ok(r);
-    }
+    let feasible = estimates.iter().filter(|(_, e)| fits(e)).count();
+    (estimates, feasible)
+}
+
+/// What the floating-point pass of a search found: the layouts, the evaluated blocks and the
+/// estimates in order.
+struct Found<'a> {
+    variants: &'a Variants,
+    cache: &'a Cache,
+    estimates: &'a [(Cand, Estimate)],
+}
+
+/// Ranking by relative cost: every strategy that could be among the shown rows (a relative
+/// margin of 1e-6 around the last one) and every strategy whose memory is within 1e-6 of the
+/// capacity priced exactly, so that the shown order and feasibility are exact.
+#[allow(clippy::too_many_arguments)]
+fn rank_by_cost(
+    model: &Model,
+    calib: &Calibration,
+    opts: &Ctx,
+    found: &Found<'_>,
+    evaluated: usize,
+    feasible: usize,
+    rejected: Rejections,
+    start: Instant,
+) -> RankResult {
+    let (variants, cache, estimates) = (found.variants, found.cache, found.estimates);
+    let cap = opts.memory.to_f64().unwrap_or(f64::MAX);
+    let fits = |e: &Estimate| fits_in(e, cap);
     // Enough rows for `top` groups: strategies with the same floating-point cost and memory
     // are candidates for one group.
     let mut pool = 0;
     let mut keys = 0;
     let mut prev: Option<(bool, f64, f64)> = None;
-    for (_, e) in &estimates {
+    for (_, e) in estimates {
         let key = (fits(e), e.total, e.memory);
         if prev != Some(key) {
             if keys == opts.top {
@@ -907,7 +1087,7 @@ fn search(
     // Priced in parallel, kept in order.
     let priced: Vec<Option<(Evaluation, usize)>> = candidates
         .par_iter()
-        .map(|c| price(model, &variants, &cache, c, calib, opts).map(|(e, _, _)| (e, c.v)))
+        .map(|c| price(model, variants, cache, c, calib, opts).map(|(e, _, _)| (e, c.v)))
         .collect();
     let mut evals: Vec<(Evaluation, usize)> = priced.into_iter().flatten().collect();
     // Feasible first, cheapest first; ties go to the smaller memory footprint, then to the
@@ -919,7 +1099,6 @@ fn search(
             .then(a.memory.total.cmp(&b.memory.total))
             .then(variants.key(*va, a).cmp(&variants.key(*vb, b)))
     });
-    let feasible = feasible_est;
     let balance_range = evals.first().filter(|(e, _)| e.feasible).map(|(top, tv)| {
         let others: Vec<(f64, f64)> = estimates
             .iter()
@@ -940,16 +1119,16 @@ fn search(
         opts.top,
     );
     let pareto = if opts.pareto {
-        pareto_by_cost(model, &variants, &cache, &estimates, calib, opts)
+        pareto_by_cost(model, variants, cache, estimates, calib, opts)
     } else {
         Vec::new()
     };
     let (smallest, cheapest) = if nothing_fits {
-        smallest_footprint(model, &variants, &cache, &estimates, calib, opts)
+        smallest_footprint(model, variants, cache, estimates, calib, opts)
     } else {
         (None, None)
     };
-    Ok(RankResult {
+    RankResult {
         rows,
         evaluated,
         feasible,
@@ -961,11 +1140,11 @@ fn search(
         pareto,
         smallest,
         cheapest,
-        auto_layouts: variants.autos.into_values().collect(),
-        auto_failed,
-        auto_same,
-        auto_seconds,
-    })
+        auto_layouts: Vec::new(),
+        auto_failed: BTreeMap::new(),
+        auto_same: Vec::new(),
+        auto_seconds: 0.0,
+    }
 }
 
 /// When nothing fits: the strategy with the smallest memory footprint and the cheapest one,
