@@ -1297,6 +1297,15 @@ struct SecondsSearch<'a> {
     start: Instant,
 }
 
+/// A strategy simulated: its seconds per step and its exact evaluation.
+type Simulated = Option<(f64, Evaluation)>;
+
+/// Rows found by seconds: (seconds, evaluation, layout variant).
+type TimedRows = Vec<(f64, Evaluation, usize)>;
+
+/// Strategies simulated: (strategy, seconds, exact memory).
+type Sims = Vec<(Cand, f64, Rational)>;
+
 /// The fastest strategies by simulated seconds, exactly: every strategy that fits gets a
 /// closed-form lower bound of its simulated time ([`crate::timeline::bound`]); they are
 /// simulated in the order of their bounds until the next bound exceeds the `top`-th best time
@@ -1308,6 +1317,80 @@ fn rank_by_seconds(
     opts: &Ctx,
     search: SecondsSearch,
 ) -> Result<RankResult, SearchError> {
+    let cap = opts.memory.to_f64().unwrap_or(f64::MAX);
+    let variants = search.variants;
+    let bounded = bounded_in_order(model, values, calib, opts, &search);
+    let simulated = std::sync::atomic::AtomicUsize::new(0);
+    let simulate = |k: &Cand| -> Simulated {
+        let (e, analysis, numbers) = price(model, variants, search.cache, k, calib, opts)?;
+        if !e.feasible {
+            return None;
+        }
+        simulated.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let t = crate::timeline::iteration_seconds(model, analysis, numbers, &e, values, calib);
+        let t = opts.failures.keep(|| label(k), t)?;
+        Some((t, e))
+    };
+    let (found, sims) = simulate_in_order(&bounded, &simulate, opts.top, variants);
+    let balance_range = found.first().map(|(_, top, tv)| {
+        let fits = |e: &Estimate| e.memory <= cap * (1.0 + 1e-9);
+        let others: Vec<(f64, f64)> = search
+            .estimates
+            .iter()
+            .filter(|(c, e)| fits(e) && (c.k != top.knobs || c.v != *tv))
+            .map(|(_, e)| (e.flop_part, e.byte_part))
+            .collect();
+        stability(&top.relative, &others)
+    });
+    let pareto = if opts.pareto {
+        let reprice = |k: &Cand| price(model, variants, search.cache, k, calib, opts).map(|x| x.0);
+        pareto_by_seconds(&bounded, sims, &simulate, &reprice, variants)
+    } else {
+        Vec::new()
+    };
+    let (smallest, cheapest) = if found.is_empty() {
+        smallest_footprint(model, variants, search.cache, search.estimates, calib, opts)
+    } else {
+        (None, None)
+    };
+    let rows = group(
+        found
+            .into_iter()
+            .map(|(t, e, v)| {
+                let l = variants.layout(v, e.knobs.tp);
+                (e, Some(t), l)
+            })
+            .collect(),
+        opts.top,
+    );
+    Ok(RankResult {
+        rows,
+        evaluated: search.evaluated,
+        feasible: search.feasible,
+        rejected: search.rejected,
+        failed: Failed::default(),
+        simulated: simulated.into_inner(),
+        balance_range,
+        search_seconds: search.start.elapsed().as_secs_f64(),
+        pareto,
+        smallest,
+        cheapest,
+        auto_layouts: Vec::new(),
+        auto_failed: BTreeMap::new(),
+        auto_same: Vec::new(),
+        auto_seconds: 0.0,
+    })
+}
+
+/// Every strategy that fits (with a margin) and its lower bound of the simulated seconds, in
+/// the order of the bounds: (bound, strategy, memory estimate).
+fn bounded_in_order<'c>(
+    model: &Model,
+    values: &Bindings,
+    calib: &Calibration,
+    opts: &Ctx,
+    search: &SecondsSearch<'c>,
+) -> Vec<(f64, &'c Cand, f64)> {
     use crate::timeline::bound::{chains, lower_bound, virtual_stages, Chains};
     let rates = crate::timeline::Rates::of(calib);
     let kappa_hbm = calib.hbm_balance().to_f64().unwrap_or(f64::MAX);
@@ -1345,7 +1428,6 @@ fn rank_by_seconds(
     let chain_cache: BTreeMap<ChainKey, Option<Chains>> =
         first.iter().map(|(key, _)| **key).zip(built).collect();
     type PartitionKey = (NumbersKey, u64, Recompute, Schedule, u64, u64);
-    let variants = search.variants;
     type StageCounts = Vec<Vec<(usize, u64)>>;
     let mut partitions: std::collections::HashMap<PartitionKey, Option<StageCounts>> =
         std::collections::HashMap::new();
@@ -1407,20 +1489,21 @@ fn rank_by_seconds(
         .collect();
     let mut bounded: Vec<(f64, &Cand, f64)> = bounded_all.into_iter().flatten().collect();
     bounded.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let mut found: Vec<(f64, Evaluation, usize)> = Vec::new();
-    let simulated = std::sync::atomic::AtomicUsize::new(0);
-    // Simulated strategies, for the frontier: (strategy, seconds, exact memory).
-    let mut sims: Vec<(Cand, f64, Rational)> = Vec::new();
-    let simulate = |k: &Cand| -> Option<(f64, Evaluation)> {
-        let (e, analysis, numbers) = price(model, variants, search.cache, k, calib, opts)?;
-        if !e.feasible {
-            return None;
-        }
-        simulated.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let t = crate::timeline::iteration_seconds(model, analysis, numbers, &e, values, calib);
-        let t = opts.failures.keep(|| label(k), t)?;
-        Some((t, e))
-    };
+    bounded
+}
+
+/// Simulates the `bounded` strategies in the order of their bounds, a batch of one per thread
+/// at a time, until the `top` groups are found and the next bound exceeds the last of them.
+/// Returns the rows of the first `top` groups, sorted by (seconds, cost, memory, layout), and
+/// every strategy simulated: (strategy, seconds, exact memory).
+fn simulate_in_order(
+    bounded: &[(f64, &Cand, f64)],
+    simulate: &(dyn Fn(&Cand) -> Simulated + Sync),
+    top: usize,
+    variants: &Variants,
+) -> (TimedRows, Sims) {
+    let mut found = TimedRows::new();
+    let mut sims = Sims::new();
     // Rows of the first `top` groups found so far, sorted by (seconds, cost, memory) so that
     // equal rows are adjacent; `groups` counts them.
     let mut groups = 0usize;
@@ -1430,7 +1513,7 @@ fn rank_by_seconds(
     let batch = rayon::current_num_threads().max(1);
     let mut next = 0;
     while next < bounded.len() {
-        if groups == opts.top && found.last().is_some_and(|(t, _, _)| bounded[next].0 > *t) {
+        if groups == top && found.last().is_some_and(|(t, _, _)| bounded[next].0 > *t) {
             break;
         }
         let end = (next + batch).min(bounded.len());
@@ -1452,104 +1535,72 @@ fn rank_by_seconds(
                     != std::cmp::Ordering::Greater
             });
             found.insert(at, (t, e, k.v));
-            if found.len() >= opts.top {
-                // Keep the rows of the first `top` groups.
-                groups = 0;
-                let mut keep = found.len();
-                for i in 0..found.len() {
-                    let (a, b) = (&found[i - i.min(1)], &found[i]);
-                    let new_group = i == 0
-                        || !same(&a.1, Some(a.0), &b.1, Some(b.0))
-                        || variants.key(a.2, &a.1) != variants.key(b.2, &b.1);
-                    if new_group {
-                        if groups == opts.top {
-                            keep = i;
-                            break;
-                        }
-                        groups += 1;
-                    }
-                }
-                found.truncate(keep);
+            if found.len() >= top {
+                groups = keep_top_groups(&mut found, top, variants);
             }
         }
     }
-    let balance_range = found.first().map(|(_, top, tv)| {
-        let fits = |e: &Estimate| e.memory <= cap * (1.0 + 1e-9);
-        let others: Vec<(f64, f64)> = search
-            .estimates
-            .iter()
-            .filter(|(c, e)| fits(e) && (c.k != top.knobs || c.v != *tv))
-            .map(|(_, e)| (e.flop_part, e.byte_part))
-            .collect();
-        stability(&top.relative, &others)
-    });
-    // The memory-versus-seconds frontier: in the order of memory, a strategy is simulated
-    // unless one with no more memory is already at least as fast as its lower bound.
-    let pareto = if opts.pareto {
-        let mut by_memory: Vec<&(f64, &Cand, f64)> = bounded.iter().collect();
-        by_memory.sort_by(|a, b| a.2.total_cmp(&b.2).then(a.0.total_cmp(&b.0)));
-        let mut rows: Vec<Priced> = Vec::new();
-        for &&(bound, k, mem) in &by_memory {
-            let beaten = sims.iter().any(|(_, t, m)| {
-                m.to_f64().unwrap_or(f64::MAX) <= mem * (1.0 - 1e-6) && *t <= bound
-            });
-            if beaten {
-                continue;
+    (found, sims)
+}
+
+/// Keeps the rows of the first `top` groups of `found` (equal rows are adjacent); returns how
+/// many groups it holds.
+fn keep_top_groups(found: &mut TimedRows, top: usize, variants: &Variants) -> usize {
+    let mut groups = 0;
+    let mut keep = found.len();
+    for i in 0..found.len() {
+        let (a, b) = (&found[i - i.min(1)], &found[i]);
+        let new_group = i == 0
+            || !same(&a.1, Some(a.0), &b.1, Some(b.0))
+            || variants.key(a.2, &a.1) != variants.key(b.2, &b.1);
+        if new_group {
+            if groups == top {
+                keep = i;
+                break;
             }
-            let known = sims.iter().position(|(x, _, _)| x == k);
-            let sim = match known {
-                Some(_) => {
-                    let (e, _, _) = match price(model, variants, search.cache, k, calib, opts) {
-                        Some(x) => x,
-                        None => continue,
-                    };
-                    known.map(|i| (sims[i].1, e))
-                }
-                None => simulate(k),
-            };
-            let Some((t, e)) = sim else { continue };
-            if known.is_none() {
-                sims.push((k.clone(), t, e.memory.total.clone()));
-            }
-            let l = variants.layout(k.v, e.knobs.tp);
-            rows.push((e, Some(t), l));
+            groups += 1;
         }
-        frontier(rows)
-    } else {
-        Vec::new()
-    };
-    let (smallest, cheapest) = if found.is_empty() {
-        smallest_footprint(model, variants, search.cache, search.estimates, calib, opts)
-    } else {
-        (None, None)
-    };
-    let rows = group(
-        found
-            .into_iter()
-            .map(|(t, e, v)| {
-                let l = variants.layout(v, e.knobs.tp);
-                (e, Some(t), l)
-            })
-            .collect(),
-        opts.top,
-    );
-    Ok(RankResult {
-        rows,
-        evaluated: search.evaluated,
-        feasible: search.feasible,
-        rejected: search.rejected,
-        failed: Failed::default(),
-        simulated: simulated.into_inner(),
-        balance_range,
-        search_seconds: search.start.elapsed().as_secs_f64(),
-        pareto,
-        smallest,
-        cheapest,
-        auto_layouts: Vec::new(),
-        auto_failed: BTreeMap::new(),
-        auto_same: Vec::new(),
-        auto_seconds: 0.0,
-    })
+    }
+    found.truncate(keep);
+    groups
+}
+
+/// The memory-versus-seconds frontier: in the order of memory, a strategy is simulated unless
+/// one with no more memory is already at least as fast as its lower bound (`sims`: those
+/// simulated so far; `reprice`: a simulated strategy's evaluation again).
+fn pareto_by_seconds(
+    bounded: &[(f64, &Cand, f64)],
+    mut sims: Sims,
+    simulate: &dyn Fn(&Cand) -> Simulated,
+    reprice: &dyn Fn(&Cand) -> Option<Evaluation>,
+    variants: &Variants,
+) -> Vec<RankedRow> {
+    let mut by_memory: Vec<&(f64, &Cand, f64)> = bounded.iter().collect();
+    by_memory.sort_by(|a, b| a.2.total_cmp(&b.2).then(a.0.total_cmp(&b.0)));
+    let mut rows: Vec<Priced> = Vec::new();
+    for &&(bound, k, mem) in &by_memory {
+        let beaten = sims
+            .iter()
+            .any(|(_, t, m)| m.to_f64().unwrap_or(f64::MAX) <= mem * (1.0 - 1e-6) && *t <= bound);
+        if beaten {
+            continue;
+        }
+        let known = sims.iter().position(|(x, _, _)| x == k);
+        let sim = match known {
+            Some(i) => match reprice(k) {
+                Some(e) => Some((sims[i].1, e)),
+                None => continue,
+            },
+            None => simulate(k),
+        };
+        let Some((t, e)) = sim else { continue };
+        if known.is_none() {
+            sims.push((k.clone(), t, e.memory.total.clone()));
+        }
+        let l = variants.layout(k.v, e.knobs.tp);
+        rows.push((e, Some(t), l));
+    }
+    frontier(rows)
 }
 
 /// The interval of λ ≥ 0 (every κ scaled by λ) over which the first strategy stays cheapest:
