@@ -558,6 +558,15 @@ fn every_shipped_table_loads_and_sources_every_number() {
         "a100-40gb",
         "a100-80gb",
         "h100-sxm",
+        "h100-sxm-te",
+        "h200-sxm",
+        "a40-pcie",
+        "h800",
+        "b200",
+        "mi300x",
+        "mi325x",
+        "mi355x",
+        "gaudi3",
     ] {
         assert!(names.iter().any(|n| n == want), "{want}: {names:?}");
     }

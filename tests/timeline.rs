@@ -581,6 +581,13 @@ fn every_calibration_table_loads_and_times() {
         "h200-sxm",
         "a40-pcie",
         "dgx-h100",
+        "v100-dgx2h",
+        "h800",
+        "b200",
+        "mi300x",
+        "mi325x",
+        "mi355x",
+        "gaudi3",
     ] {
         assert!(names.iter().any(|n| n == want), "{want} missing");
     }
