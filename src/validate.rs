@@ -61,6 +61,11 @@ struct Run {
     published: f64,
     #[serde(default)]
     bound: Option<f64>,
+    /// Settings no source states: each item is another plausible value of them, written as
+    /// the row's own fields (`strategy` and `set` merged key by key into the row's); the row is
+    /// predicted at its own settings and at each item, and judged on the interval.
+    #[serde(default)]
+    band: Vec<serde_yaml::Value>,
 }
 
 /// A validation file.
@@ -89,8 +94,13 @@ pub struct RowOutcome {
     pub predicted: f64,
     /// Published value.
     pub published: f64,
-    /// predicted ÷ published − 1.
+    /// predicted ÷ published − 1; for a row with a band, how far the published value lies
+    /// outside the band's interval (predicted ÷ published − 1 at the nearer end; 0 inside).
     pub error: f64,
+    /// The interval of the predictions over the row's band (its own settings and each
+    /// plausible alternative), where the row has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub band: Option<(f64, f64)>,
     /// The largest |error| accepted.
     pub bound: f64,
     /// Whether the device memory fits the strategy (on the file's machine).
@@ -164,98 +174,46 @@ pub fn run_file(name: &str, src: &Source) -> Result<FileOutcome> {
         .map_err(|e| src.error_at(&["machine"], e.to_string()))?;
     let mut rows = Vec::new();
     let mut loader = ModelLoader::embedded()?;
-    for (i, run) in file.runs.into_iter().enumerate() {
+    let raw: serde_yaml::Value = src.parse()?;
+    for (i, mut run) in file.runs.into_iter().enumerate() {
         let idx = i.to_string();
         let at = |field: &str, msg: String| src.error_at(&["runs", &idx, field], msg);
-        let attention = match &run.attention {
-            Some(a) => Some(AttentionMode::from_name(a).ok_or_else(|| {
-                at(
-                    "attention",
-                    format!("`{a}`: expected eager, flash or flash-causal"),
-                )
-            })?),
-            None => None,
-        };
-        loader.attention = attention;
-        loader.loss = match &run.loss {
-            Some(l) => <LossMode as clap::ValueEnum>::from_str(l, false)
-                .map_err(|_| at("loss", format!("`{l}`: expected fp32 or fused")))?,
-            None => LossMode::default(),
-        };
-        loader.train_metrics = match run.train_metrics {
-            Some(n) if n > MAX_TRAIN_METRICS => {
-                return Err(at(
-                    "train_metrics",
-                    format!(
-                        "{n}: at most {MAX_TRAIN_METRICS} evaluations of the loss per micro-batch"
-                    ),
-                ))
-            }
-            n => n.unwrap_or(0),
-        };
-        loader.dropout = run.dropout;
-        let model = loader
-            .resolve(&run.model)
-            .map_err(|e| at("model", e.to_string()))?;
-        let mut values = model.values.clone();
-        for (sym, v) in &run.set {
-            if !model.symbols.contains_key(sym) {
-                return Err(at(
-                    "set",
-                    format!("model `{}` has no symbol `{sym}`", model.name),
-                ));
-            }
-            let text =
-                yaml_number(v).ok_or_else(|| at("set", format!("`{sym}` must be a number")))?;
-            let value = symbol_value(&crate::model::spec::SymbolValue {
-                value: text,
-                source: None,
-                assumed: false,
-            })
-            .map_err(|m| at("set", format!("`{sym}`: {m}")))?;
-            values.insert(sym.clone(), value);
-        }
-        let strategy = run.strategy.resolve(src, &["runs", &idx, "strategy"])?;
-        let batch = model
-            .batch_value(&values)
-            .cloned()
-            .unwrap_or_else(|| crate::sym::Rational::from_integer(1.into()));
-        let knobs = strategy
-            .knobs_for_batch(&batch)
-            .map_err(|e| at("strategy", e.to_string()))?;
-        let layout = Layout {
-            sequence_parallel: knobs.sequence_parallel,
-            tp_overrides: strategy.splits,
-        };
-        let (plan, evaluation) = plan_strategy(
-            &model,
-            &values,
-            &knobs,
-            &layout,
-            &calib,
-            strategy.gpus_per_node,
-            &calib.memory_bytes(),
-        )
-        .map_err(|e| at("strategy", e.to_string()))?;
-        let predicted =
-            measure(&plan, &calib, run.measure).map_err(|e| at("measure", e.to_string()))?;
         if !(run.published.is_finite() && run.published > 0.0) {
             return Err(at("published", "must be a positive number".into()));
         }
-        let batch_and_sequence = [model.batch.as_deref(), model.roles.sequence.as_deref()]
-            .into_iter()
-            .flatten()
-            .filter_map(|k| values.get(k).map(|v| format!("{k} = {v}")))
-            .collect();
+        let band = std::mem::take(&mut run.band);
+        let (name, measure, published, bound) =
+            (run.name.clone(), run.measure, run.published, run.bound);
+        let own = predict(run, &mut loader, &calib, src, &idx)?;
+        let mut lo = own.predicted;
+        let mut hi = own.predicted;
+        for (j, alt) in band.iter().enumerate() {
+            let other = band_item(&raw, i, alt).map_err(|e| {
+                src.error_at(&["runs", &idx, "band"], format!("band item {}: {e}", j + 1))
+            })?;
+            let p = predict(other, &mut loader, &calib, src, &idx)?;
+            lo = lo.min(p.predicted);
+            hi = hi.max(p.predicted);
+        }
+        let error = if band.is_empty() {
+            own.predicted / published - 1.0
+        } else if published < lo {
+            lo / published - 1.0
+        } else if published > hi {
+            hi / published - 1.0
+        } else {
+            0.0
+        };
         rows.push(RowOutcome {
-            batch_and_sequence,
-            name: run.name,
-            measure: run.measure,
-            predicted,
-            published: run.published,
-            error: predicted / run.published - 1.0,
-            bound: run.bound.unwrap_or(file.bound),
-            fits: evaluation.feasible,
+            batch_and_sequence: own.batch_and_sequence,
+            name,
+            measure,
+            predicted: own.predicted,
+            published,
+            error,
+            band: (!band.is_empty()).then_some((lo, hi)),
+            bound: bound.unwrap_or(file.bound),
+            fits: own.fits,
         });
     }
     let n = rows.len().max(1) as f64;
@@ -271,6 +229,135 @@ pub fn run_file(name: &str, src: &Source) -> Result<FileOutcome> {
         mean_abs_error: mean,
         max_abs_error: max,
     })
+}
+
+/// One row predicted at its settings.
+struct Predicted {
+    predicted: f64,
+    fits: bool,
+    batch_and_sequence: Vec<String>,
+}
+
+/// Predicts `run` (row `idx` of `src`) on `calib`.
+fn predict(
+    run: Run,
+    loader: &mut ModelLoader,
+    calib: &Calibration,
+    src: &Source,
+    idx: &str,
+) -> Result<Predicted> {
+    let at = |field: &str, msg: String| src.error_at(&["runs", idx, field], msg);
+    let attention = match &run.attention {
+        Some(a) => Some(AttentionMode::from_name(a).ok_or_else(|| {
+            at(
+                "attention",
+                format!("`{a}`: expected eager, flash or flash-causal"),
+            )
+        })?),
+        None => None,
+    };
+    loader.attention = attention;
+    loader.loss = match &run.loss {
+        Some(l) => <LossMode as clap::ValueEnum>::from_str(l, false)
+            .map_err(|_| at("loss", format!("`{l}`: expected fp32 or fused")))?,
+        None => LossMode::default(),
+    };
+    loader.train_metrics = match run.train_metrics {
+        Some(n) if n > MAX_TRAIN_METRICS => {
+            return Err(at(
+                "train_metrics",
+                format!("{n}: at most {MAX_TRAIN_METRICS} evaluations of the loss per micro-batch"),
+            ))
+        }
+        n => n.unwrap_or(0),
+    };
+    loader.dropout = run.dropout;
+    let model = loader
+        .resolve(&run.model)
+        .map_err(|e| at("model", e.to_string()))?;
+    let mut values = model.values.clone();
+    for (sym, v) in &run.set {
+        if !model.symbols.contains_key(sym) {
+            return Err(at(
+                "set",
+                format!("model `{}` has no symbol `{sym}`", model.name),
+            ));
+        }
+        let text = yaml_number(v).ok_or_else(|| at("set", format!("`{sym}` must be a number")))?;
+        let value = symbol_value(&crate::model::spec::SymbolValue {
+            value: text,
+            source: None,
+            assumed: false,
+        })
+        .map_err(|m| at("set", format!("`{sym}`: {m}")))?;
+        values.insert(sym.clone(), value);
+    }
+    let strategy = run.strategy.resolve(src, &["runs", idx, "strategy"])?;
+    let batch = model
+        .batch_value(&values)
+        .cloned()
+        .unwrap_or_else(|| crate::sym::Rational::from_integer(1.into()));
+    let knobs = strategy
+        .knobs_for_batch(&batch)
+        .map_err(|e| at("strategy", e.to_string()))?;
+    let layout = Layout {
+        sequence_parallel: knobs.sequence_parallel,
+        tp_overrides: strategy.splits,
+    };
+    let (plan, evaluation) = plan_strategy(
+        &model,
+        &values,
+        &knobs,
+        &layout,
+        calib,
+        strategy.gpus_per_node,
+        &calib.memory_bytes(),
+    )
+    .map_err(|e| at("strategy", e.to_string()))?;
+    let predicted = measure(&plan, calib, run.measure).map_err(|e| at("measure", e.to_string()))?;
+    let batch_and_sequence = [model.batch.as_deref(), model.roles.sequence.as_deref()]
+        .into_iter()
+        .flatten()
+        .filter_map(|k| values.get(k).map(|v| format!("{k} = {v}")))
+        .collect();
+    Ok(Predicted {
+        predicted,
+        fits: evaluation.feasible,
+        batch_and_sequence,
+    })
+}
+
+/// Row `i` of the file `raw` with a band item `alt` merged in: its fields replace the row's,
+/// `strategy` and `set` key by key; the item itself has no band.
+fn band_item(
+    raw: &serde_yaml::Value,
+    i: usize,
+    alt: &serde_yaml::Value,
+) -> std::result::Result<Run, String> {
+    use serde_yaml::Value;
+    let mut row = raw
+        .get("runs")
+        .and_then(|r| r.get(i))
+        .cloned()
+        .ok_or("no such row")?;
+    let (Value::Mapping(row_map), Value::Mapping(alt_map)) = (&mut row, alt) else {
+        return Err("a band item is a mapping of the row's fields".into());
+    };
+    row_map.remove("band");
+    for (k, v) in alt_map {
+        let nested = matches!(k.as_str(), Some("strategy" | "set"));
+        match (row_map.get_mut(k), v) {
+            (Some(Value::Mapping(inner)), Value::Mapping(over)) if nested => {
+                for (kk, vv) in over {
+                    inner.insert(kk.clone(), vv.clone());
+                }
+            }
+            _ => {
+                row_map.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    serde_yaml::from_value(row).map_err(|e| e.to_string())
 }
 
 /// The errors of every row measured on one software stack, over the sources that name it.

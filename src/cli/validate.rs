@@ -97,8 +97,18 @@ fn print_table(outcomes: &[FileOutcome]) {
                 if column {
                     row.push(shape(r));
                 }
+                let predicted = match r.band {
+                    Some((lo, hi)) => format!(
+                        "{:.3} {} (band {:.3}–{:.3})",
+                        r.predicted,
+                        r.measure.unit(),
+                        lo,
+                        hi
+                    ),
+                    None => format!("{:.3} {}", r.predicted, r.measure.unit()),
+                };
                 row.extend([
-                    format!("{:.3} {}", r.predicted, r.measure.unit()),
+                    predicted,
                     format!("{:.3} {}", r.published, r.measure.unit()),
                     format!("{:+.1}%", 100.0 * r.error),
                     if r.fits { "fits" } else { "does not fit" }.to_string(),
@@ -109,10 +119,15 @@ fn print_table(outcomes: &[FileOutcome]) {
         let align = if column { "<<>>><" } else { "<>>><" };
         super::output::print_table("  ", align, &head, &rows);
         println!(
-            "  mean |error| {:.1} %, max |error| {:.1} % over {} rows\n",
+            "  mean |error| {:.1} %, max |error| {:.1} % over {} rows{}\n",
             100.0 * o.mean_abs_error,
             100.0 * o.max_abs_error,
-            units::tally(o.rows.len() as u64)
+            units::tally(o.rows.len() as u64),
+            if o.rows.iter().any(|r| r.band.is_some()) {
+                " (a row with a band: its error is how far the published value lies outside the band, 0 inside)"
+            } else {
+                ""
+            }
         );
     }
     // The errors by software stack, where the files name one.
