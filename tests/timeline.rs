@@ -580,6 +580,8 @@ fn every_calibration_table_loads_and_times() {
         "h200-sxm",
         "a40-pcie",
         "dgx-h100",
+        "gb200-nvl72",
+        "gb300-nvl72",
     ] {
         assert!(names.iter().any(|n| n == want), "{want} missing");
     }
