@@ -550,7 +550,7 @@ fn every_shipped_table_loads_and_sources_every_number() {
         assert!(missing.is_empty(), "numbers without a source: {missing:?}");
         names.push(stem);
     }
-    // The tables the README lists, the V100 DGX-2H among them.
+    // The tables the README lists, the V100 DGX-2H and the rack-scale NVLink domains among them.
     for want in [
         "dgx-h100",
         "v100-dgx1",
@@ -567,6 +567,8 @@ fn every_shipped_table_loads_and_sources_every_number() {
         "mi325x",
         "mi355x",
         "gaudi3",
+        "gb200-nvl72",
+        "gb300-nvl72",
     ] {
         assert!(names.iter().any(|n| n == want), "{want}: {names:?}");
     }

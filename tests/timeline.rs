@@ -588,6 +588,8 @@ fn every_calibration_table_loads_and_times() {
         "mi325x",
         "mi355x",
         "gaudi3",
+        "gb200-nvl72",
+        "gb300-nvl72",
     ] {
         assert!(names.iter().any(|n| n == want), "{want} missing");
     }

@@ -66,7 +66,9 @@ pub struct MeshAxis {
     pub stride: u64,
     /// The slowest tier its groups cross.
     pub tier: Tier,
-    /// Devices of one group inside one node (= size when the group stays in a node).
+    /// Devices of one group inside each node it spans (= size when the group stays in a node);
+    /// 1 when its groups spread over the nodes unevenly ([`Mesh::with_cp`]), whose rings then
+    /// run flat over the slowest tier.
     pub per_node: u64,
 }
 
@@ -127,7 +129,16 @@ impl Mesh {
 
     /// A tp × cp × dp × pp mesh over nodes of `gpus_per_node` devices; the context-parallel
     /// axis is listed only when cp > 1.
+    ///
+    /// A group stays inside a node only if its block of consecutive devices does: on nodes of 8
+    /// every power-of-two block of up to 8 does, but on nodes of 72 (an NVL72 rack) a block of
+    /// 64, 32 or 16 devices starting at a multiple of its size crosses a rack boundary wherever
+    /// the mesh spans several racks (devices 64–127 lie in racks 0 and 1). Such groups cross the
+    /// inter-node links; when a group's devices are not spread evenly over the nodes it spans,
+    /// its rings are timed flat over those links (`per_node` = 1, as for one device per node),
+    /// since no even hierarchical split of its traffic exists.
     pub fn with_cp(tp: u64, cp: u64, dp: u64, pp: u64, gpus_per_node: u64) -> Mesh {
+        let devices = tp * cp * dp * pp;
         let mut stride = 1;
         let mut axes = Vec::new();
         for (kind, size) in [
@@ -139,11 +150,11 @@ impl Mesh {
             if kind == AxisKind::Cp && size <= 1 {
                 continue;
             }
-            axes.push(axis_at(kind, size, stride, gpus_per_node));
+            axes.push(axis_at(kind, size, stride, gpus_per_node, devices));
             stride *= size;
         }
         Mesh {
-            devices: tp * cp * dp * pp,
+            devices,
             gpus_per_node,
             axes,
         }
@@ -158,6 +169,7 @@ impl Mesh {
                 1,
                 self.axis(AxisKind::Tp).size,
                 self.gpus_per_node,
+                self.devices,
             ),
         }
     }
@@ -191,6 +203,7 @@ impl Mesh {
                 dp.size * cp.size,
                 cp.stride,
                 self.gpus_per_node,
+                self.devices,
             )
         }
     }
@@ -208,10 +221,12 @@ impl Mesh {
     /// megatron/core/parallel_state.py, see [`crate::parallel::moe`]): a group is `ep`
     /// consecutive ranks at the tensor-parallel stride, drawn from the cp × dp ranks,
     /// context-parallel ones first. Without context parallelism they are `ep` consecutive
-    /// data-parallel ranks.
+    /// data-parallel ranks: blocks of tp × ep devices, which stay in a node only where the
+    /// block divides the node (or the whole mesh is one node): ep = 64 on 72-GPU racks keeps the
+    /// block of devices 0–63 in rack 0, but 64–127 spans racks 0 and 1.
     pub fn ep_tier(&self, ep: u64) -> Tier {
         let span = self.axis(AxisKind::Tp).size * ep;
-        if ep <= 1 || span <= self.gpus_per_node {
+        if ep <= 1 || stays_in_node(span, self.gpus_per_node, self.devices) {
             Tier::Intra
         } else {
             Tier::Inter
@@ -229,18 +244,28 @@ impl Mesh {
     }
 }
 
-/// An axis of `size` devices `stride` apart over nodes of `gpus_per_node`.
-fn axis_at(kind: AxisKind, size: u64, stride: u64, gpus_per_node: u64) -> MeshAxis {
+/// Whether every block of `span` consecutive devices starting at a multiple of `span` lies
+/// inside one node of `gpus_per_node` on a mesh of `devices`: the block divides the node, or the
+/// mesh is at most one node.
+fn stays_in_node(span: u64, gpus_per_node: u64, devices: u64) -> bool {
+    let g = gpus_per_node.max(1);
+    span <= 1 || devices <= g || (span <= g && g.is_multiple_of(span))
+}
+
+/// An axis of `size` devices `stride` apart over nodes of `gpus_per_node`, on a mesh of
+/// `devices`. Its groups lie in blocks of `stride × size` consecutive devices: inside one node
+/// where [`stays_in_node`]; else with `gpus_per_node / stride` devices in each node they span
+/// where the stride divides the node and the node the block; else one device in each node
+/// (stride of a node or more), or unevenly, which is timed as one per node.
+fn axis_at(kind: AxisKind, size: u64, stride: u64, gpus_per_node: u64, devices: u64) -> MeshAxis {
+    let g = gpus_per_node.max(1);
     let span = stride * size;
-    let per_node = if stride >= gpus_per_node {
-        1
+    let (tier, per_node) = if size <= 1 || stays_in_node(span, g, devices) {
+        (Tier::Intra, size.max(1))
+    } else if stride < g && g.is_multiple_of(stride) && span.is_multiple_of(g) {
+        (Tier::Inter, g / stride)
     } else {
-        size.min(gpus_per_node / stride).max(1)
-    };
-    let tier = if size <= 1 || span <= gpus_per_node {
-        Tier::Intra
-    } else {
-        Tier::Inter
+        (Tier::Inter, 1)
     };
     MeshAxis {
         kind,
@@ -285,6 +310,56 @@ mod tests {
             assert!((frac(shares[1].1, shares[1].2) * wire - inter).abs() < 1e-12);
             assert_eq!(shares[0].2, shares[1].2);
             assert_eq!(shares[0].1 + shares[1].1, shares[0].2);
+        }
+    }
+
+    /// On nodes of 72 (an NVL72 rack) a block of 64, 32 or 16 consecutive devices starting at a
+    /// multiple of its size crosses a rack boundary once the mesh spans racks: its groups cross
+    /// the inter-node links, whatever their size. Blocks that divide the rack stay in it; a
+    /// mesh of one rack, or 64 of each rack's 72 used as a node, keeps them inside.
+    #[test]
+    fn groups_straddling_node_boundaries_cross_the_inter_node_tier() {
+        let racks = Mesh::new(1, 576, 1, 72);
+        assert_eq!(racks.ep_tier(64), Tier::Inter);
+        assert_eq!(racks.ep_tier(32), Tier::Inter);
+        assert_eq!(racks.ep_tier(8), Tier::Intra);
+        assert_eq!(racks.ep_tier(72), Tier::Intra);
+        assert_eq!(Mesh::new(1, 64, 1, 72).ep_tier(64), Tier::Intra);
+        assert_eq!(Mesh::new(1, 576, 1, 64).ep_tier(64), Tier::Intra);
+        // tp × ep devices: tp = 8, ep = 8 is a block of 64; ep = 9 fills the rack.
+        assert_eq!(Mesh::new(8, 72, 1, 72).ep_tier(8), Tier::Inter);
+        assert_eq!(Mesh::new(8, 72, 1, 72).ep_tier(9), Tier::Intra);
+        // 64 data-parallel ranks under 9 stages: devices 64–127 form one group.
+        let dp = Mesh::new(1, 64, 9, 72).axis(AxisKind::Dp).clone();
+        assert_eq!((dp.tier, dp.per_node), (Tier::Inter, 1));
+        assert_eq!(dp.tier_shares(), vec![(Tier::Inter, 1, 1)]);
+        assert_eq!(Mesh::new(1, 64, 9, 64).axis(AxisKind::Dp).tier, Tier::Intra);
+        // The context-parallel ring of tp = 8, cp = 4: blocks of 32.
+        assert_eq!(Mesh::with_cp(8, 4, 2, 9, 72).cp_axis().tier, Tier::Inter);
+        assert_eq!(Mesh::with_cp(8, 3, 3, 8, 72).cp_axis().tier, Tier::Intra);
+        // Evenly spread groups keep the hierarchical split: 9 of 72 ranks in each rack.
+        let dp = Mesh::new(8, 72, 1, 72).axis(AxisKind::Dp).clone();
+        assert_eq!((dp.tier, dp.per_node), (Tier::Inter, 9));
+        assert_eq!(
+            dp.tier_shares(),
+            vec![(Tier::Intra, 64, 71), (Tier::Inter, 7, 71)]
+        );
+        // Unevenly spread ones (12 ranks over nodes of 8: 8 + 4) put all their ring bytes on a
+        // tier, none lost.
+        for m in [Mesh::new(1, 12, 2, 8), Mesh::new(8, 24, 3, 72)] {
+            let shares = m.axis(AxisKind::Dp).tier_shares();
+            let sum: crate::sym::Rational = m
+                .axis(AxisKind::Dp)
+                .tier_fractions()
+                .into_iter()
+                .map(|(_, f)| f)
+                .sum();
+            assert_eq!(
+                sum,
+                crate::sym::Rational::from_integer(1.into()),
+                "{shares:?}"
+            );
+            assert_eq!(shares, vec![(Tier::Inter, 1, 1)]);
         }
     }
 
