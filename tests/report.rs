@@ -60,12 +60,12 @@ fn report_shows_the_ranking_and_the_top_strategys_numbers_and_fetches_nothing() 
     assert!(html.contains("<th title=\"click to sort\">mbs</th>"));
     assert!(html.contains("<th title=\"click to sort\">layout</th>"));
     // What overlapping the data-parallel traffic saves has its column, and the components chart
-    // marks it at the top of the bars of the rows that hide some.
+    // outlines it above the solid bars (which end at the total) of the rows that hide some.
     assert!(html.contains("<th title=\"click to sort\">hidden</th>"));
     let hides = rows.iter().any(|r| r["relative"]["hidden"] != "0");
     assert!(hides, "{rows:?}");
     assert!(
-        html.contains("pale top: data-parallel traffic"),
+        html.contains("outline above a bar:"),
         "the legend of what overlap hides"
     );
     assert!(!html.contains("micro-batches</th>"));

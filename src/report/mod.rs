@@ -77,9 +77,9 @@ const COLLECTIVES: [(&str, RGBColor, RGBColor); 6] = [
 ];
 
 /// Colours of the cost components (the same in the bars and the table).
-/// The legend of the pale top of a bar: the data-parallel traffic that overlapping saves.
+/// The legend of the outline above a bar: the data-parallel traffic that overlapping saves.
 const HIDDEN_LABEL: &str =
-    "pale top: data-parallel traffic hidden under compute (not in the total)";
+    "outline above a bar: data-parallel traffic hidden under compute (not in the total, which is the solid bar)";
 
 /// The colour of the relative cost's kernel term in the components chart.
 const KERNELS_COLOUR: RGBColor = RGBColor(0xa0, 0xcb, 0xe8);
@@ -316,7 +316,7 @@ fn components_svg(rows: &[Value], parts: &Value) -> Result<String> {
         root.fill(&WHITE).map_err(chart_err)?;
         let (left, right) = root.split_horizontally(780);
         // The stack of every component; the data-parallel traffic hidden under compute is
-        // marked at its top, and the total lies below it.
+        // outlined at its top, and the solid bar below it is the total.
         let max = (0..rows.len())
             .map(|i| segs.iter().map(|(_, _, v)| v[i]).sum::<f64>())
             .fold(0.0, f64::max)
@@ -359,7 +359,9 @@ fn components_svg(rows: &[Value], parts: &Value) -> Result<String> {
             chart.draw_series(bars).map_err(chart_err)?;
         }
         if marked {
-            let overlay: Vec<Rectangle<(f64, f64)>> = hidden
+            // What overlap hides is cleared from the top of the stack, so that the solid bar
+            // ends at the total (a row hiding more does not look costlier), and outlined.
+            let clear: Vec<Rectangle<(f64, f64)>> = hidden
                 .iter()
                 .enumerate()
                 .filter(|(_, h)| **h > 0.0)
@@ -367,11 +369,24 @@ fn components_svg(rows: &[Value], parts: &Value) -> Result<String> {
                     let x = i as f64 + 1.0;
                     Rectangle::new(
                         [(x - 0.35, base[i] - h), (x + 0.35, base[i])],
-                        WHITE.mix(0.65).filled(),
+                        WHITE.filled(),
                     )
                 })
                 .collect();
-            chart.draw_series(overlay).map_err(chart_err)?;
+            chart.draw_series(clear).map_err(chart_err)?;
+            let outline: Vec<Rectangle<(f64, f64)>> = hidden
+                .iter()
+                .enumerate()
+                .filter(|(_, h)| **h > 0.0)
+                .map(|(i, h)| {
+                    let x = i as f64 + 1.0;
+                    Rectangle::new(
+                        [(x - 0.35, base[i] - h), (x + 0.35, base[i])],
+                        RGBColor(0x88, 0x88, 0x88).stroke_width(1),
+                    )
+                })
+                .collect();
+            chart.draw_series(outline).map_err(chart_err)?;
         }
         // The legend, top of the stack first, beside the chart; long labels wrap to its width.
         let font = ("sans-serif", 12).into_font().color(&BLACK);
