@@ -361,32 +361,20 @@ fn components_svg(rows: &[Value], parts: &Value) -> Result<String> {
         if marked {
             // What overlap hides is cleared from the top of the stack, so that the solid bar
             // ends at the total (a row hiding more does not look costlier), and outlined.
-            let clear: Vec<Rectangle<(f64, f64)>> = hidden
+            let spans: Vec<[(f64, f64); 2]> = hidden
                 .iter()
                 .enumerate()
                 .filter(|(_, h)| **h > 0.0)
                 .map(|(i, h)| {
                     let x = i as f64 + 1.0;
-                    Rectangle::new(
-                        [(x - 0.35, base[i] - h), (x + 0.35, base[i])],
-                        WHITE.filled(),
-                    )
+                    [(x - 0.35, base[i] - h), (x + 0.35, base[i])]
                 })
                 .collect();
-            chart.draw_series(clear).map_err(chart_err)?;
-            let outline: Vec<Rectangle<(f64, f64)>> = hidden
-                .iter()
-                .enumerate()
-                .filter(|(_, h)| **h > 0.0)
-                .map(|(i, h)| {
-                    let x = i as f64 + 1.0;
-                    Rectangle::new(
-                        [(x - 0.35, base[i] - h), (x + 0.35, base[i])],
-                        RGBColor(0x88, 0x88, 0x88).stroke_width(1),
-                    )
-                })
-                .collect();
-            chart.draw_series(outline).map_err(chart_err)?;
+            let grey = RGBColor(0x88, 0x88, 0x88);
+            for style in [WHITE.filled(), grey.stroke_width(1)] {
+                let rects = spans.iter().map(|s| Rectangle::new(*s, style));
+                chart.draw_series(rects).map_err(chart_err)?;
+            }
         }
         // The legend, top of the stack first, beside the chart; long labels wrap to its width.
         let font = ("sans-serif", 12).into_font().color(&BLACK);

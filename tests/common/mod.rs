@@ -162,3 +162,24 @@ pub fn plan_with_loader(
     .unwrap();
     (plan, calib)
 }
+
+/// Every calibration table the repository ships (the README lists them).
+pub const SHIPPED_TABLES: &[&str] = &[
+    "dgx-h100",
+    "v100-dgx1",
+    "v100-dgx2h",
+    "a100-40gb",
+    "a100-80gb",
+    "h100-sxm",
+    "h100-sxm-te",
+    "h200-sxm",
+    "a40-pcie",
+    "h800",
+    "b200",
+    "mi300x",
+    "mi325x",
+    "mi355x",
+    "gaudi3",
+    "gb200-nvl72",
+    "gb300-nvl72",
+];
