@@ -185,152 +185,22 @@ pub fn import_onnx_bytes(
         .find(|o| matches!(o.domain.as_deref(), None | Some("") | Some("ai.onnx")))
         .and_then(|o| o.version)
         .unwrap_or(1);
-    let mut m = Mapper::default();
-    m.opset = opset;
-    m.taken.insert(BLOCK.to_string());
-    m.read = graph
-        .node
-        .iter()
-        .flat_map(|n| n.input.iter().cloned())
-        .collect();
-    let mut symbols = Symbols::default();
-    let mut inputs = Vec::new();
-    for t in &graph.initializer {
-        let name = t.name.clone().unwrap_or_default();
-        // An integer or boolean initializer (indices, a traced mask) is never a parameter: no
-        // origin, so that what is computed from it alone folds as constants do.
-        let integer = t.data_type.is_some_and(|d| float_dtype(d).is_none());
-        let v = match tensor_shape(t) {
-            Some(shape) => Value::Const {
-                shape,
-                vals: tensor_vals(t),
-                origin: (!integer).then(|| name.clone()),
-            },
-            None => Value::Unknown(format!("initializer `{name}` is empty")),
-        };
-        m.values.insert(name, v);
-    }
-    let ids = token_id_inputs(graph);
-    let mut mask_inputs: Vec<String> = Vec::new();
-    for vi in &graph.input {
-        let onnx_name = vi.name.clone().unwrap_or_default();
-        if m.values.contains_key(&onnx_name) {
-            continue; // an initializer listed as an input (IR version < 4)
-        }
-        let integer = elem_type(vi.r#type.as_ref()).is_some_and(|t| float_dtype(t).is_none());
-        let v = match symbols.shape_of(vi.r#type.as_ref(), &onnx_name) {
-            // An integer or boolean input that indexes no table (an attention mask): it carries
-            // no gradient and nothing learned; what the graph computes from it alone is integer
-            // and boolean work on its shape, and its values reach the data only through the
-            // operators that combine the two, which are mapped.
-            Some(dims) if integer && !ids.contains(&onnx_name) => {
-                m.mask_derived.insert(onnx_name.clone());
-                mask_inputs.push(onnx_name.clone());
-                Value::Const {
-                    shape: dims,
-                    vals: None,
-                    origin: None,
-                }
-            }
-            Some(dims) => {
-                let name = m.alloc(&onnx_name);
-                let dtype = elem_type(vi.r#type.as_ref()).and_then(int_dtype);
-                inputs.push(Input {
-                    name: name.clone(),
-                    dims: dims.clone(),
-                    dtype,
-                    note: None,
-                });
-                Value::Act { name, shape: dims }
-            }
-            None => Value::Unknown(format!("graph input `{onnx_name}` has no tensor shape")),
-        };
-        m.values.insert(onnx_name, v);
-    }
-    let infos: BTreeMap<&str, _> = graph
-        .value_info
-        .iter()
-        .chain(&graph.output)
-        .filter_map(|v| Some((v.name.as_deref()?, v.r#type.as_ref())))
-        .collect();
-    // Floating initializers: the weights, by name, with their number of elements.
-    let weights: BTreeMap<&str, Poly> = graph
-        .initializer
-        .iter()
-        .filter(|t| t.data_type.and_then(float_dtype).is_some())
-        .filter_map(|t| Some((t.name.as_deref()?, product(&tensor_shape(t)?))))
-        .collect();
-    let mut unmapped: Vec<Unmapped> = Vec::new();
-    let mut implied: Vec<Option<Poly>> = Vec::new();
-    let mut unmapped_weights: BTreeSet<String> = BTreeSet::new();
-    let mut mapped = 0;
+    let mut w = Walk::start(graph, opset);
+    let walked = w.map_nodes(graph, progress);
     let total = graph.node.len();
-    for (i, node) in graph.node.iter().enumerate() {
-        progress(i, total);
-        let label = format!("ONNX {} `{}`", node.op_type(), node.name());
-        m.begin();
-        match m.node(node, &label) {
-            Ok(()) => mapped += 1,
-            Err(reason) => {
-                m.rollback();
-                let mut root = true;
-                let (mut acts, mut read_weights) = (Vec::new(), Vec::new());
-                for t in node.input.iter().filter(|t| !t.is_empty()) {
-                    match m.values.get(t) {
-                        Some(Value::Act { shape, .. }) => acts.push(shape.clone()),
-                        Some(Value::Const {
-                            origin: Some(o),
-                            vals: None,
-                            ..
-                        }) => {
-                            if let Some(n) = weights.get(o.as_str()) {
-                                read_weights.push(n.clone());
-                                unmapped_weights.insert(o.clone());
-                            }
-                        }
-                        Some(Value::Const { .. }) => {}
-                        Some(Value::Unknown(_)) | None => root = false,
-                    }
-                }
-                implied.push(root.then(|| implied_flops(&acts, &read_weights)));
-                let inferred = elementwise_shape(node, &m);
-                for (k, out) in node.output.iter().enumerate() {
-                    if out.is_empty() || !m.read.contains(out) {
-                        continue;
-                    }
-                    let t = infos.get(out.as_str()).copied().flatten();
-                    let dims = inferred
-                        .clone()
-                        .filter(|_| k == 0)
-                        .or_else(|| symbols.shape_of(t, out));
-                    let v = match dims {
-                        Some(dims) => {
-                            let name = m.alloc(out);
-                            inputs.push(Input {
-                                name: name.clone(),
-                                dims: dims.clone(),
-                                dtype: elem_type(t).and_then(int_dtype),
-                                note: Some(format!("output of unmapped {label}")),
-                            });
-                            Value::Act { name, shape: dims }
-                        }
-                        None => {
-                            Value::Unknown(format!("it reads `{out}`, output of unmapped {label}"))
-                        }
-                    };
-                    m.values.insert(out.clone(), v);
-                }
-                unmapped.push(Unmapped {
-                    op_type: node.op_type().to_string(),
-                    name: node.name().to_string(),
-                    reason,
-                    root,
-                    flops: None,
-                });
-            }
-        }
-    }
-    progress(total, total);
+    let Walk {
+        mut m,
+        symbols,
+        mut inputs,
+        mask_inputs,
+    } = w;
+    let Walked {
+        mut unmapped,
+        implied,
+        unmapped_weights,
+        mapped,
+        weights,
+    } = walked;
     for (name, dims, label) in std::mem::take(&mut m.const_inputs) {
         inputs.push(Input {
             name,
@@ -340,19 +210,7 @@ pub fn import_onnx_bytes(
         });
     }
     if m.emitted.is_empty() {
-        let kinds = by_type(unmapped.iter().map(|u| u.op_type.as_str()));
-        let roots: Vec<String> = unmapped
-            .iter()
-            .filter(|u| u.root)
-            .take(3)
-            .map(|u| format!("`{}` ({}): {}", u.name, u.op_type, u.reason))
-            .collect();
-        return Err(Error::Usage(format!(
-            "{}: none of the {total} ONNX nodes maps to an operator rule ({}); first the root causes: {}",
-            file.display(),
-            kinds,
-            roots.join("; ")
-        )));
+        return Err(nothing_mapped(file, total, &unmapped));
     }
     let stem = file
         .file_stem()
@@ -434,27 +292,7 @@ pub fn import_onnx_bytes(
     let counts = (unmapped_flops, unmapped_params);
     let coverage = measure(file, &loaded, &symbols, &sizes, counts)?;
     if !coverage.complete && !opts.allow_partial {
-        let roots: Vec<String> = unmapped
-            .iter()
-            .filter(|u| u.root)
-            .take(8)
-            .map(|u| format!("`{}` ({}): {}", u.name, u.op_type, u.reason))
-            .collect();
-        return Err(Error::Usage(format!(
-            "{}: the mapped operators cover {}{} and {}{}, below {MIN_COVERAGE_PERCENT} %; \
-             {} ONNX nodes not mapped, first the root causes: {}; `symshard import onnx --allow-partial` imports it anyway",
-            file.display(),
-            coverage.flops_text(),
-            if coverage.unmapped_flops.is_none() {
-                " (unmapped nodes read tensors of unknown shape)"
-            } else {
-                ""
-            },
-            coverage.params_text(),
-            basis_note(&coverage),
-            unmapped.len(),
-            roots.join("; ")
-        )));
+        return Err(below_coverage(file, &coverage, &unmapped));
     }
     let yaml = file_text(heads.as_ref(), &m.emitted, &unmapped, Some(&coverage));
     Ok(OnnxImport {
@@ -479,6 +317,257 @@ pub fn import_onnx_bytes(
             .map(|(s, _)| s.clone())
             .collect(),
     })
+}
+
+/// The graph being read: the mapper's state, the symbols of the graph's sizes, the model file's
+/// inputs and the integer inputs that only mask.
+struct Walk {
+    m: Mapper,
+    symbols: Symbols,
+    inputs: Vec<Input>,
+    mask_inputs: Vec<String>,
+}
+
+/// What mapping the nodes found besides the operators: the unmapped nodes, the FLOPs each
+/// unmapped root implies, the weights they read, how many nodes mapped, and the floating
+/// initializers (the weights) with their elements.
+struct Walked<'g> {
+    unmapped: Vec<Unmapped>,
+    implied: Vec<Option<Poly>>,
+    unmapped_weights: BTreeSet<String>,
+    mapped: usize,
+    weights: BTreeMap<&'g str, Poly>,
+}
+
+impl Walk {
+    /// The initializers and the graph's inputs, before any node.
+    fn start(graph: &GraphProto, opset: i64) -> Walk {
+        let mut m = Mapper::default();
+        m.opset = opset;
+        m.taken.insert(BLOCK.to_string());
+        m.read = graph
+            .node
+            .iter()
+            .flat_map(|n| n.input.iter().cloned())
+            .collect();
+        let mut symbols = Symbols::default();
+        let mut inputs = Vec::new();
+        for t in &graph.initializer {
+            let name = t.name.clone().unwrap_or_default();
+            // An integer or boolean initializer (indices, a traced mask) is never a parameter: no
+            // origin, so that what is computed from it alone folds as constants do.
+            let integer = t.data_type.is_some_and(|d| float_dtype(d).is_none());
+            let v = match tensor_shape(t) {
+                Some(shape) => Value::Const {
+                    shape,
+                    vals: tensor_vals(t),
+                    origin: (!integer).then(|| name.clone()),
+                },
+                None => Value::Unknown(format!("initializer `{name}` is empty")),
+            };
+            m.values.insert(name, v);
+        }
+        let ids = token_id_inputs(graph);
+        let mut mask_inputs: Vec<String> = Vec::new();
+        for vi in &graph.input {
+            let onnx_name = vi.name.clone().unwrap_or_default();
+            if m.values.contains_key(&onnx_name) {
+                continue; // an initializer listed as an input (IR version < 4)
+            }
+            let integer = elem_type(vi.r#type.as_ref()).is_some_and(|t| float_dtype(t).is_none());
+            let v = match symbols.shape_of(vi.r#type.as_ref(), &onnx_name) {
+                // An integer or boolean input that indexes no table (an attention mask): it carries
+                // no gradient and nothing learned; what the graph computes from it alone is integer
+                // and boolean work on its shape, and its values reach the data only through the
+                // operators that combine the two, which are mapped.
+                Some(dims) if integer && !ids.contains(&onnx_name) => {
+                    m.mask_derived.insert(onnx_name.clone());
+                    mask_inputs.push(onnx_name.clone());
+                    Value::Const {
+                        shape: dims,
+                        vals: None,
+                        origin: None,
+                    }
+                }
+                Some(dims) => {
+                    let name = m.alloc(&onnx_name);
+                    let dtype = elem_type(vi.r#type.as_ref()).and_then(int_dtype);
+                    inputs.push(Input {
+                        name: name.clone(),
+                        dims: dims.clone(),
+                        dtype,
+                        note: None,
+                    });
+                    Value::Act { name, shape: dims }
+                }
+                None => Value::Unknown(format!("graph input `{onnx_name}` has no tensor shape")),
+            };
+            m.values.insert(onnx_name, v);
+        }
+        Walk {
+            m,
+            symbols,
+            inputs,
+            mask_inputs,
+        }
+    }
+
+    /// Maps every node in graph order; a node that does not map is rolled back, and its
+    /// outputs read later become inputs of the model file (or unknown).
+    fn map_nodes<'g>(
+        &mut self,
+        graph: &'g GraphProto,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Walked<'g> {
+        let infos: BTreeMap<&str, _> = graph
+            .value_info
+            .iter()
+            .chain(&graph.output)
+            .filter_map(|v| Some((v.name.as_deref()?, v.r#type.as_ref())))
+            .collect();
+        // Floating initializers: the weights, by name, with their number of elements.
+        let weights: BTreeMap<&str, Poly> = graph
+            .initializer
+            .iter()
+            .filter(|t| t.data_type.and_then(float_dtype).is_some())
+            .filter_map(|t| Some((t.name.as_deref()?, product(&tensor_shape(t)?))))
+            .collect();
+        let mut w = Walked {
+            unmapped: Vec::new(),
+            implied: Vec::new(),
+            unmapped_weights: BTreeSet::new(),
+            mapped: 0,
+            weights,
+        };
+        let total = graph.node.len();
+        for (i, node) in graph.node.iter().enumerate() {
+            progress(i, total);
+            let label = format!("ONNX {} `{}`", node.op_type(), node.name());
+            self.m.begin();
+            match self.m.node(node, &label) {
+                Ok(()) => w.mapped += 1,
+                Err(reason) => {
+                    self.m.rollback();
+                    self.unmapped_node(node, &label, reason, &infos, &mut w);
+                }
+            }
+        }
+        progress(total, total);
+        w
+    }
+
+    /// A node that did not map: whether it is a root cause (it read only known tensors), the
+    /// FLOPs it implies, the weights it read, and its outputs as inputs of the model file.
+    fn unmapped_node(
+        &mut self,
+        node: &NodeProto,
+        label: &str,
+        reason: String,
+        infos: &BTreeMap<&str, Option<&super::onnx_pb::TypeProto>>,
+        w: &mut Walked<'_>,
+    ) {
+        let (m, symbols, inputs) = (&mut self.m, &mut self.symbols, &mut self.inputs);
+        let (unmapped, implied, unmapped_weights, weights) = (
+            &mut w.unmapped,
+            &mut w.implied,
+            &mut w.unmapped_weights,
+            &w.weights,
+        );
+        let mut root = true;
+        let (mut acts, mut read_weights) = (Vec::new(), Vec::new());
+        for t in node.input.iter().filter(|t| !t.is_empty()) {
+            match m.values.get(t) {
+                Some(Value::Act { shape, .. }) => acts.push(shape.clone()),
+                Some(Value::Const {
+                    origin: Some(o),
+                    vals: None,
+                    ..
+                }) => {
+                    if let Some(n) = weights.get(o.as_str()) {
+                        read_weights.push(n.clone());
+                        unmapped_weights.insert(o.clone());
+                    }
+                }
+                Some(Value::Const { .. }) => {}
+                Some(Value::Unknown(_)) | None => root = false,
+            }
+        }
+        implied.push(root.then(|| implied_flops(&acts, &read_weights)));
+        let inferred = elementwise_shape(node, m);
+        for (k, out) in node.output.iter().enumerate() {
+            if out.is_empty() || !m.read.contains(out) {
+                continue;
+            }
+            let t = infos.get(out.as_str()).copied().flatten();
+            let dims = inferred
+                .clone()
+                .filter(|_| k == 0)
+                .or_else(|| symbols.shape_of(t, out));
+            let v = match dims {
+                Some(dims) => {
+                    let name = m.alloc(out);
+                    inputs.push(Input {
+                        name: name.clone(),
+                        dims: dims.clone(),
+                        dtype: elem_type(t).and_then(int_dtype),
+                        note: Some(format!("output of unmapped {label}")),
+                    });
+                    Value::Act { name, shape: dims }
+                }
+                None => Value::Unknown(format!("it reads `{out}`, output of unmapped {label}")),
+            };
+            m.values.insert(out.clone(), v);
+        }
+        unmapped.push(Unmapped {
+            op_type: node.op_type().to_string(),
+            name: node.name().to_string(),
+            reason,
+            root,
+            flops: None,
+        });
+    }
+}
+
+/// Nothing mapped: the kinds of node and the first root causes.
+fn nothing_mapped(file: &Path, total: usize, unmapped: &[Unmapped]) -> Error {
+    let kinds = by_type(unmapped.iter().map(|u| u.op_type.as_str()));
+    let roots: Vec<String> = unmapped
+        .iter()
+        .filter(|u| u.root)
+        .take(3)
+        .map(|u| format!("`{}` ({}): {}", u.name, u.op_type, u.reason))
+        .collect();
+    Error::Usage(format!(
+        "{}: none of the {total} ONNX nodes maps to an operator rule ({}); first the root causes: {}",
+        file.display(),
+        kinds,
+        roots.join("; ")
+    ))
+}
+
+/// The mapped operators cover too little: the coverage and the first root causes.
+fn below_coverage(file: &Path, coverage: &Coverage, unmapped: &[Unmapped]) -> Error {
+    let roots: Vec<String> = unmapped
+        .iter()
+        .filter(|u| u.root)
+        .take(8)
+        .map(|u| format!("`{}` ({}): {}", u.name, u.op_type, u.reason))
+        .collect();
+    Error::Usage(format!(
+        "{}: the mapped operators cover {}{} and {}{}, below {MIN_COVERAGE_PERCENT} %; \
+         {} ONNX nodes not mapped, first the root causes: {}; `symshard import onnx --allow-partial` imports it anyway",
+        file.display(),
+        coverage.flops_text(),
+        if coverage.unmapped_flops.is_none() {
+            " (unmapped nodes read tensors of unknown shape)"
+        } else {
+            ""
+        },
+        coverage.params_text(),
+        basis_note(coverage),
+        unmapped.len(),
+        roots.join("; ")
+    ))
 }
 
 /// The coverage of an import: the mapped counts of the model file as loaded, with every symbol
