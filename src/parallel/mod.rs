@@ -32,6 +32,20 @@ pub fn evaluate_strategy(
     gpus_per_node: u64,
     memory: &Rational,
 ) -> Result<(Analysis, Evaluation), Error> {
+    let machine = (calib, gpus_per_node, memory);
+    evaluate_strategy_with(model, values, knobs, layout, machine, true)
+}
+
+/// [`evaluate_strategy`], with the formulas only where `formulas` asks for them (the numbers
+/// are the same either way; the timeline, which reads only numbers, leaves them out).
+pub fn evaluate_strategy_with(
+    model: &Model,
+    values: &Bindings,
+    knobs: &Knobs,
+    layout: &Layout,
+    (calib, gpus_per_node, memory): (&Calibration, u64, &Rational),
+    formulas: bool,
+) -> Result<(Analysis, Evaluation), Error> {
     check_strategy(model, values, knobs)?;
     check_overrides(model, layout).map_err(|(_, m)| Error::Usage(m))?;
     let analysis = per_rank(analyse(model, layout), knobs);
@@ -43,7 +57,7 @@ pub fn evaluate_strategy(
         calib,
         gpus_per_node,
         memory,
-        true,
+        formulas,
     )?;
     Ok((analysis, e))
 }

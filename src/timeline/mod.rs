@@ -33,7 +33,7 @@ use crate::calib::Calibration;
 use crate::error::{Error, Result};
 use crate::model::Model;
 use crate::parallel::evaluate::{block_numbers, microbatch_bindings, BlockNumbers};
-use crate::parallel::{evaluate_strategy, Analysis, Evaluation, Layout};
+use crate::parallel::{Analysis, Evaluation, Layout};
 use crate::strategy::Knobs;
 use crate::sym::{Bindings, Rational};
 use num_traits::ToPrimitive;
@@ -199,7 +199,10 @@ pub fn plan_strategy(
     memory: &Rational,
 ) -> Result<(TimingPlan, Evaluation)> {
     let gpn = gpus_per_node.unwrap_or_else(|| calib.gpus_per_node());
-    let (analysis, e) = evaluate_strategy(model, values, knobs, layout, calib, gpn, memory)?;
+    // The timeline reads numbers only: the fold without formulas.
+    let machine = (calib, gpn, memory);
+    let (analysis, e) =
+        crate::parallel::evaluate_strategy_with(model, values, knobs, layout, machine, false)?;
     let b = microbatch_bindings(model, values, knobs);
     // The plan takes its stages from the evaluation (whose partition weighed the kernel term)
     // and no kernel amounts from the blocks: they are not priced again here.
