@@ -791,6 +791,27 @@ fn dtype(graph: &GraphProto) -> Option<&'static str> {
 }
 
 #[allow(clippy::too_many_arguments)]
+/// What the model file of an import is written from.
+struct Parts<'a> {
+    file_name: String,
+    producer: String,
+    graph: &'a GraphProto,
+    name: &'a str,
+    opts: &'a OnnxOptions,
+    symbols: &'a Symbols,
+    heads: Option<&'a super::onnx_heads::Heads>,
+    unfused: usize,
+    inputs: &'a [Input],
+    ops: &'a [Emit],
+    unmapped: &'a [Unmapped],
+    mapped: usize,
+    folded: &'a [(String, Poly)],
+    mask_inputs: &'a [String],
+    mask_nodes: &'a [(String, Poly)],
+    coverage: Option<&'a Coverage>,
+}
+
+#[allow(clippy::too_many_arguments)]
 fn write(
     file: &Path,
     model: &ModelProto,
@@ -816,265 +837,339 @@ fn write(
         .copied()
         .collect::<Vec<_>>()
         .join(" ");
-    let mut y = String::new();
-    let _ = writeln!(
-        y,
-        "# Imported by `symshard import onnx` from {file_name}{}.",
-        if producer.is_empty() {
-            String::new()
-        } else {
-            format!(" (written by {producer})")
-        }
-    );
-    let _ = writeln!(
-        y,
-        "# {} ONNX nodes: {mapped} mapped, to {} operators; {} not mapped.",
-        graph.node.len(),
-        ops.len(),
-        unmapped.len()
-    );
-    if !folded.is_empty() {
-        let (kinds, elements) = by_type_with_elements(folded);
-        let _ = writeln!(
-            y,
-            "# {} of them computed from constants and shapes alone (the masks, indices and sizes the exporter traced: {kinds}): folded into constants, no operator; their outputs, {} elements in all, are the same at every step of one shape and are not counted; the work a folded mask does on the data is its consumer's.",
-            folded.len(),
-            formula(&elements)
-        );
-    }
-    if unfused > 0 {
-        let _ = writeln!(
-            y,
-            "# {unfused} fused projection(s) whose output the next node splits into equal pieces: written as one projection per piece, reading the same input (the same FLOPs and parameters), so that tensor parallelism can split each by columns."
-        );
-    }
-    if let Some(h) = heads {
-        let _ = writeln!(
-            y,
-            "# The hidden size {} and the {} attention heads are written as the symbols H and NH (the head size as H/NH), so that tensor parallelism can split them.",
-            h.heads * h.head_dim,
-            h.heads
-        );
-    }
-    if symbols.map.is_empty() && heads.is_none() {
-        let _ = writeln!(y, "# {FIXED_SIZES}");
-    }
-    if !mask_inputs.is_empty() {
-        let (kinds, elements) = by_type_with_elements(mask_nodes);
-        let names: Vec<String> = mask_inputs.iter().map(|n| format!("`{n}`")).collect();
-        let _ = writeln!(
-            y,
-            "# Integer input {} indexes no table: it is taken as a mask, not as data (no gradient, no parameter, no FLOPs). {} nodes compute from it alone ({}), {} elements per step of integer and boolean work: no operator, not counted; the work the mask does on the data (adding it to the scores) is its consumer's, mapped as such.",
-            names.join(", "),
-            mask_nodes.len(),
-            if kinds.is_empty() { "none" } else { &kinds },
-            formula(&elements)
-        );
-    }
-    if let Some(c) = coverage {
-        let _ = writeln!(
-            y,
-            "# Coverage{}: {} ({} mapped, {} implied by unmapped nodes), {} ({} mapped, {} unmapped).",
-            basis_note(c),
-            c.flops_text(),
-            c.mapped_flops,
-            c.unmapped_flops.as_deref().unwrap_or("unknown"),
-            c.params_text(),
-            c.mapped_params,
-            c.unmapped_params
-        );
-    }
-    for u in unmapped {
-        let cause = if u.root { "root cause" } else { "downstream" };
-        let _ = writeln!(
-            y,
-            "# Not mapped ({cause}): {} `{}`: {}",
-            u.op_type, u.name, u.reason
-        );
-    }
-    let _ = writeln!(y, "name: {}", yaml_str(name));
-    // The doc is what `cost` shows first: it names what is missing from the count.
-    let missing = by_type(unmapped.iter().map(|u| u.op_type.as_str()));
-    let doc = if missing.is_empty() {
-        format!("{name}, imported from the ONNX graph {file_name}.")
-    } else {
-        format!(
-            "{name}, imported from the ONNX graph {file_name}; not mapped, so not counted: {missing}."
-        )
+    let parts = Parts {
+        file_name,
+        producer,
+        graph,
+        name,
+        opts,
+        symbols,
+        heads,
+        unfused,
+        inputs,
+        ops,
+        unmapped,
+        mapped,
+        folded,
+        mask_inputs,
+        mask_nodes,
+        coverage,
     };
-    let _ = writeln!(y, "doc: {}", yaml_str(&doc));
-    let _ = writeln!(y, "source: {}", yaml_str(&format!("ONNX file {file_name}")));
-    if let Some(d) = dtype(graph) {
-        let _ = writeln!(y, "dtype: {d}");
-    }
-    let _ = writeln!(y, "graph:");
-    if symbols.map.is_empty() && heads.is_none() {
-        let _ = writeln!(y, "  symbols: {{}}");
-    } else {
-        let _ = writeln!(y, "  symbols:");
-        for (s, d) in &symbols.map {
-            let text = format!("ONNX dimension `{}` ({})", d.onnx, d.seen);
-            let _ = writeln!(y, "    {s}: {}", yaml_str(&text));
+    let mut y = String::new();
+    parts.comments(&mut y);
+    parts.head(&mut y);
+    parts.blocks(&mut y);
+    parts.defaults(&mut y);
+    y
+}
+
+impl Parts<'_> {
+    /// The comments that open the file: where it came from, what was folded, unfused, symbolized, taken as a mask, the coverage and each node not mapped.
+    fn comments(&self, y: &mut String) {
+        let &Parts {
+            ref file_name,
+            ref producer,
+            graph,
+            symbols,
+            heads,
+            unfused,
+            ops,
+            unmapped,
+            mapped,
+            folded,
+            mask_inputs,
+            mask_nodes,
+            coverage,
+            ..
+        } = self;
+        let _ = writeln!(
+            y,
+            "# Imported by `symshard import onnx` from {file_name}{}.",
+            if producer.is_empty() {
+                String::new()
+            } else {
+                format!(" (written by {producer})")
+            }
+        );
+        let _ = writeln!(
+            y,
+            "# {} ONNX nodes: {mapped} mapped, to {} operators; {} not mapped.",
+            graph.node.len(),
+            ops.len(),
+            unmapped.len()
+        );
+        if !folded.is_empty() {
+            let (kinds, elements) = by_type_with_elements(folded);
+            let _ = writeln!(
+                y,
+                "# {} of them computed from constants and shapes alone (the masks, indices and sizes the exporter traced: {kinds}): folded into constants, no operator; their outputs, {} elements in all, are the same at every step of one shape and are not counted; the work a folded mask does on the data is its consumer's.",
+                folded.len(),
+                formula(&elements)
+            );
+        }
+        if unfused > 0 {
+            let _ = writeln!(
+                y,
+                "# {unfused} fused projection(s) whose output the next node splits into equal pieces: written as one projection per piece, reading the same input (the same FLOPs and parameters), so that tensor parallelism can split each by columns."
+            );
         }
         if let Some(h) = heads {
-            let [hs, nh] = HEAD_SYMBOLS;
-            for (s, what) in [
-                (hs, format!("the hidden size, {} (its multiples written as multiples of {hs}, the head size as {hs}/{nh})", h.heads * h.head_dim)),
-                (nh, format!("attention heads: `{}` reshapes the hidden size into {} heads of {}", h.seen, h.heads, h.head_dim)),
-            ] {
-                let _ = writeln!(y, "    {s}: {}", yaml_str(&what));
-            }
-        }
-    }
-    // The batch and sequence by the names exporters give them (`conventional` in the shape
-    // naming), and the heads where found, declared.
-    let mut roles: Vec<(&str, String)> = Vec::new();
-    for (role, s) in [("batch", "B"), ("sequence", "S")] {
-        if symbols.map.contains_key(s) {
-            roles.push((role, s.to_string()));
-        }
-    }
-    if heads.is_some() {
-        let [hs, nh] = HEAD_SYMBOLS;
-        roles.push(("hidden", hs.to_string()));
-        roles.push(("heads", nh.to_string()));
-    }
-    if !roles.is_empty() {
-        let _ = writeln!(y, "  roles: {}", flow(&roles));
-    }
-    if inputs.is_empty() {
-        let _ = writeln!(y, "  inputs: {{}}");
-    } else {
-        let _ = writeln!(y, "  inputs:");
-    }
-    for i in inputs {
-        if let Some(n) = &i.note {
-            let _ = writeln!(y, "    # {n}, taken as a graph input");
-        }
-        let dims: Vec<String> = i.dims.iter().map(formula).collect();
-        let mut fields = vec![("dims", format!("[{}]", dims.join(", ")))];
-        if let Some(d) = i.dtype {
-            fields.push(("dtype", d.to_string()));
-        }
-        let _ = writeln!(y, "    {}: {}", i.name, flow(&fields));
-    }
-    let _ = writeln!(y, "  blocks:");
-    let names: BTreeSet<&str> = ops.iter().map(|e| e.name.as_str()).collect();
-    let fresh = |base: &str| {
-        let mut n = base.to_string();
-        let mut k = 2;
-        while names.contains(n.as_str()) || inputs.iter().any(|i| i.name == n) {
-            n = format!("{base}_{k}");
-            k += 1;
-        }
-        n
-    };
-    let write_ops = |y: &mut String, ops: &[Emit], rename: &dyn Fn(&str) -> String| {
-        let _ = writeln!(y, "      ops:");
-        for e in ops {
-            let bind: Vec<(&str, String)> = e.bind.iter().map(|(k, v)| (*k, formula(v))).collect();
-            let ins: Vec<(&str, String)> = e.ins.iter().map(|(k, v)| (*k, rename(v))).collect();
-            let mut fields = vec![
-                ("name", e.name.clone()),
-                ("op", e.rule.to_string()),
-                ("bind", flow(&bind)),
-                ("in", flow(&ins)),
-            ];
-            if !e.tied.is_empty() {
-                let tied: Vec<(&str, String)> =
-                    e.tied.iter().map(|(k, v)| (*k, v.clone())).collect();
-                fields.push(("tied", flow(&tied)));
-            }
-            fields.push(("doc", yaml_str(&e.doc)));
-            let _ = writeln!(y, "        - {}", flow(&fields));
-        }
-    };
-    match super::onnx_repeat::find(ops) {
-        None => {
-            let _ = writeln!(y, "    - name: {BLOCK}");
-            write_ops(&mut y, ops, &|s| s.to_string());
-        }
-        Some(r) => {
-            let end = r.start + r.period * r.count;
-            if r.start > 0 {
-                let _ = writeln!(y, "    - name: {BLOCK}");
-                write_ops(&mut y, &ops[..r.start], &|s| s.to_string());
-            }
-            let layers = fresh("layers");
-            let first = &ops[r.start..r.start + r.period];
-            let output = first[r.period - 1].name.clone();
-            let last = ops[end - 1].name.clone();
-            let _ = writeln!(y, "    - name: {layers}");
-            let doc = format!(
-                "{} identical layers of {} operators (ONNX nodes from {} to {}), written once",
-                r.count,
-                r.period,
-                first[0].doc,
-                ops[end - 1].doc
+            let _ = writeln!(
+                y,
+                "# The hidden size {} and the {} attention heads are written as the symbols H and NH (the head size as H/NH), so that tensor parallelism can split them.",
+                h.heads * h.head_dim,
+                h.heads
             );
-            let _ = writeln!(y, "      doc: {}", yaml_str(&doc));
-            let _ = writeln!(y, "      repeat: {}", r.count);
-            let _ = writeln!(y, "      input: {}", r.input);
-            let _ = writeln!(y, "      output: {output}");
-            let input = r.input.clone();
-            write_ops(&mut y, first, &|s| {
-                if s == input {
-                    "in".to_string()
-                } else {
-                    s.to_string()
+        }
+        if symbols.map.is_empty() && heads.is_none() {
+            let _ = writeln!(y, "# {FIXED_SIZES}");
+        }
+        if !mask_inputs.is_empty() {
+            let (kinds, elements) = by_type_with_elements(mask_nodes);
+            let names: Vec<String> = mask_inputs.iter().map(|n| format!("`{n}`")).collect();
+            let _ = writeln!(
+                y,
+                "# Integer input {} indexes no table: it is taken as a mask, not as data (no gradient, no parameter, no FLOPs). {} nodes compute from it alone ({}), {} elements per step of integer and boolean work: no operator, not counted; the work the mask does on the data (adding it to the scores) is its consumer's, mapped as such.",
+                names.join(", "),
+                mask_nodes.len(),
+                if kinds.is_empty() { "none" } else { &kinds },
+                formula(&elements)
+            );
+        }
+        if let Some(c) = coverage {
+            let _ = writeln!(
+                y,
+                "# Coverage{}: {} ({} mapped, {} implied by unmapped nodes), {} ({} mapped, {} unmapped).",
+                basis_note(c),
+                c.flops_text(),
+                c.mapped_flops,
+                c.unmapped_flops.as_deref().unwrap_or("unknown"),
+                c.params_text(),
+                c.mapped_params,
+                c.unmapped_params
+            );
+        }
+        for u in unmapped {
+            let cause = if u.root { "root cause" } else { "downstream" };
+            let _ = writeln!(
+                y,
+                "# Not mapped ({cause}): {} `{}`: {}",
+                u.op_type, u.name, u.reason
+            );
+        }
+    }
+
+    /// The model's name, doc and source, and the graph's symbols, roles and inputs.
+    fn head(&self, y: &mut String) {
+        let &Parts {
+            ref file_name,
+            graph,
+            name,
+            symbols,
+            heads,
+            inputs,
+            unmapped,
+            ..
+        } = self;
+        let _ = writeln!(y, "name: {}", yaml_str(name));
+        // The doc is what `cost` shows first: it names what is missing from the count.
+        let missing = by_type(unmapped.iter().map(|u| u.op_type.as_str()));
+        let doc = if missing.is_empty() {
+            format!("{name}, imported from the ONNX graph {file_name}.")
+        } else {
+            format!(
+                "{name}, imported from the ONNX graph {file_name}; not mapped, so not counted: {missing}."
+            )
+        };
+        let _ = writeln!(y, "doc: {}", yaml_str(&doc));
+        let _ = writeln!(y, "source: {}", yaml_str(&format!("ONNX file {file_name}")));
+        if let Some(d) = dtype(graph) {
+            let _ = writeln!(y, "dtype: {d}");
+        }
+        let _ = writeln!(y, "graph:");
+        if symbols.map.is_empty() && heads.is_none() {
+            let _ = writeln!(y, "  symbols: {{}}");
+        } else {
+            let _ = writeln!(y, "  symbols:");
+            for (s, d) in &symbols.map {
+                let text = format!("ONNX dimension `{}` ({})", d.onnx, d.seen);
+                let _ = writeln!(y, "    {s}: {}", yaml_str(&text));
+            }
+            if let Some(h) = heads {
+                let [hs, nh] = HEAD_SYMBOLS;
+                for (s, what) in [
+                    (hs, format!("the hidden size, {} (its multiples written as multiples of {hs}, the head size as {hs}/{nh})", h.heads * h.head_dim)),
+                    (nh, format!("attention heads: `{}` reshapes the hidden size into {} heads of {}", h.seen, h.heads, h.head_dim)),
+                ] {
+                    let _ = writeln!(y, "    {s}: {}", yaml_str(&what));
                 }
-            });
-            if end < ops.len() {
-                let _ = writeln!(y, "    - name: {}", fresh("head"));
-                write_ops(&mut y, &ops[end..], &|s| {
-                    if s == last {
-                        layers.clone()
+            }
+        }
+        // The batch and sequence by the names exporters give them (`conventional` in the shape
+        // naming), and the heads where found, declared.
+        let mut roles: Vec<(&str, String)> = Vec::new();
+        for (role, s) in [("batch", "B"), ("sequence", "S")] {
+            if symbols.map.contains_key(s) {
+                roles.push((role, s.to_string()));
+            }
+        }
+        if heads.is_some() {
+            let [hs, nh] = HEAD_SYMBOLS;
+            roles.push(("hidden", hs.to_string()));
+            roles.push(("heads", nh.to_string()));
+        }
+        if !roles.is_empty() {
+            let _ = writeln!(y, "  roles: {}", flow(&roles));
+        }
+        if inputs.is_empty() {
+            let _ = writeln!(y, "  inputs: {{}}");
+        } else {
+            let _ = writeln!(y, "  inputs:");
+        }
+        for i in inputs {
+            if let Some(n) = &i.note {
+                let _ = writeln!(y, "    # {n}, taken as a graph input");
+            }
+            let dims: Vec<String> = i.dims.iter().map(formula).collect();
+            let mut fields = vec![("dims", format!("[{}]", dims.join(", ")))];
+            if let Some(d) = i.dtype {
+                fields.push(("dtype", d.to_string()));
+            }
+            let _ = writeln!(y, "    {}: {}", i.name, flow(&fields));
+        }
+    }
+
+    /// The blocks: the operators, with identical layers written once as a repeated block.
+    fn blocks(&self, y: &mut String) {
+        let &Parts { inputs, ops, .. } = self;
+        let _ = writeln!(y, "  blocks:");
+        let names: BTreeSet<&str> = ops.iter().map(|e| e.name.as_str()).collect();
+        let fresh = |base: &str| {
+            let mut n = base.to_string();
+            let mut k = 2;
+            while names.contains(n.as_str()) || inputs.iter().any(|i| i.name == n) {
+                n = format!("{base}_{k}");
+                k += 1;
+            }
+            n
+        };
+        let write_ops = |y: &mut String, ops: &[Emit], rename: &dyn Fn(&str) -> String| {
+            let _ = writeln!(y, "      ops:");
+            for e in ops {
+                let bind: Vec<(&str, String)> =
+                    e.bind.iter().map(|(k, v)| (*k, formula(v))).collect();
+                let ins: Vec<(&str, String)> = e.ins.iter().map(|(k, v)| (*k, rename(v))).collect();
+                let mut fields = vec![
+                    ("name", e.name.clone()),
+                    ("op", e.rule.to_string()),
+                    ("bind", flow(&bind)),
+                    ("in", flow(&ins)),
+                ];
+                if !e.tied.is_empty() {
+                    let tied: Vec<(&str, String)> =
+                        e.tied.iter().map(|(k, v)| (*k, v.clone())).collect();
+                    fields.push(("tied", flow(&tied)));
+                }
+                fields.push(("doc", yaml_str(&e.doc)));
+                let _ = writeln!(y, "        - {}", flow(&fields));
+            }
+        };
+        match super::onnx_repeat::find(ops) {
+            None => {
+                let _ = writeln!(y, "    - name: {BLOCK}");
+                write_ops(y, ops, &|s| s.to_string());
+            }
+            Some(r) => {
+                let end = r.start + r.period * r.count;
+                if r.start > 0 {
+                    let _ = writeln!(y, "    - name: {BLOCK}");
+                    write_ops(y, &ops[..r.start], &|s| s.to_string());
+                }
+                let layers = fresh("layers");
+                let first = &ops[r.start..r.start + r.period];
+                let output = first[r.period - 1].name.clone();
+                let last = ops[end - 1].name.clone();
+                let _ = writeln!(y, "    - name: {layers}");
+                let doc = format!(
+                    "{} identical layers of {} operators (ONNX nodes from {} to {}), written once",
+                    r.count,
+                    r.period,
+                    first[0].doc,
+                    ops[end - 1].doc
+                );
+                let _ = writeln!(y, "      doc: {}", yaml_str(&doc));
+                let _ = writeln!(y, "      repeat: {}", r.count);
+                let _ = writeln!(y, "      input: {}", r.input);
+                let _ = writeln!(y, "      output: {output}");
+                let input = r.input.clone();
+                write_ops(y, first, &|s| {
+                    if s == input {
+                        "in".to_string()
                     } else {
                         s.to_string()
                     }
                 });
+                if end < ops.len() {
+                    let _ = writeln!(y, "    - name: {}", fresh("head"));
+                    write_ops(y, &ops[end..], &|s| {
+                        if s == last {
+                            layers.clone()
+                        } else {
+                            s.to_string()
+                        }
+                    });
+                }
             }
         }
     }
-    if !symbols.map.is_empty() || heads.is_some() {
-        let _ = writeln!(y, "defaults:");
-        for (s, d) in &symbols.map {
-            let given = given_size(opts, s, d);
-            // A size nobody gave is a placeholder: marked, so that results at it say so.
-            let (value, assumed, source) = match given {
-                Some(v) => (
-                    *v,
-                    "",
-                    format!("given on import for ONNX dimension `{}`", d.onnx),
-                ),
-                None => (
-                    1,
-                    "assumed: true, ",
-                    format!(
-                        "ONNX dimension `{}` has no size in the file: 1 until set (--set {s}=…)",
-                        d.onnx
+
+    /// The symbols' default values: the sizes given on import (1, marked assumed, where none was) and the hidden size and heads.
+    fn defaults(&self, y: &mut String) {
+        let &Parts {
+            opts,
+            symbols,
+            heads,
+            ..
+        } = self;
+        if !symbols.map.is_empty() || heads.is_some() {
+            let _ = writeln!(y, "defaults:");
+            for (s, d) in &symbols.map {
+                let given = given_size(opts, s, d);
+                // A size nobody gave is a placeholder: marked, so that results at it say so.
+                let (value, assumed, source) = match given {
+                    Some(v) => (
+                        *v,
+                        "",
+                        format!("given on import for ONNX dimension `{}`", d.onnx),
                     ),
-                ),
-            };
-            let _ = writeln!(
-                y,
-                "  {s}: {{value: {value}, {assumed}source: {}}}",
-                yaml_str(&source)
-            );
-        }
-        if let Some(h) = heads {
-            let [hs, nh] = HEAD_SYMBOLS;
-            for (s, value) in [(hs, h.heads * h.head_dim), (nh, h.heads)] {
-                let source = format!("the ONNX graph's head reshape `{}`", h.seen);
+                    None => (
+                        1,
+                        "assumed: true, ",
+                        format!(
+                            "ONNX dimension `{}` has no size in the file: 1 until set (--set {s}=…)",
+                            d.onnx
+                        ),
+                    ),
+                };
                 let _ = writeln!(
                     y,
-                    "  {s}: {{value: {value}, source: {}}}",
+                    "  {s}: {{value: {value}, {assumed}source: {}}}",
                     yaml_str(&source)
                 );
             }
+            if let Some(h) = heads {
+                let [hs, nh] = HEAD_SYMBOLS;
+                for (s, value) in [(hs, h.heads * h.head_dim), (nh, h.heads)] {
+                    let source = format!("the ONNX graph's head reshape `{}`", h.seen);
+                    let _ = writeln!(
+                        y,
+                        "  {s}: {{value: {value}, source: {}}}",
+                        yaml_str(&source)
+                    );
+                }
+            }
         }
     }
-    y
 }
 
 /// The size given on import for the model symbol `s` of ONNX dimension `d`, by either name.
