@@ -811,34 +811,12 @@ fn run(
             }
         }
     }
-    // Lower bound of the rest: cheapest allowed choice of each operator still to place.
-    let mut rest = vec![0i128; n + 1];
-    for (s, &v) in c.order.iter().enumerate().rev() {
-        let cheapest = allowed(c, restrict, v)
-            .map(|i| c.choices[v][i].cost)
-            .min()
-            .unwrap_or(0);
-        rest[s] = rest[s + 1] + cheapest;
-    }
-    // For a pin: which of the operator's output placements equal each source placement.
-    let pin_match: Vec<Vec<bool>> = match pin {
-        Some((s, e)) => c.places[s]
-            .iter()
-            .map(|x| c.places[e].iter().map(|y| x == y).collect())
-            .collect(),
-        None => Vec::new(),
-    };
-    let pin_pos = |v: usize| pin.and_then(|_| c.order.iter().position(|&u| u == v));
-    let (pin_from, pin_to) = match pin {
-        Some((s, e)) => (
-            pin_pos(s).ok_or(SearchError::PinOutOfRange("source"))?,
-            pin_pos(e).ok_or(SearchError::PinOutOfRange("operator"))?,
-        ),
-        None => (usize::MAX, usize::MAX),
-    };
-    if pin.is_some() && pin_from > pin_to {
-        return Err(SearchError::InputAfterOutput);
-    }
+    let rest = rest_bounds(c, restrict);
+    let Pin {
+        matches: pin_match,
+        from: pin_from,
+        to: pin_to,
+    } = Pin::of(c, pin)?;
     // Whether the pin is carried in the state after step `s` (as its last element).
     let pinned_after = |s: usize| pin.is_some() && s >= pin_from && s < pin_to;
     let mut dropped: Option<i128> = None;
@@ -970,29 +948,9 @@ fn run(
         drop(next_map);
         match limits.beam {
             Some(w) if next_states.len() > w => {
-                // Keep the `w` cheapest states; remember the best any dropped one could reach.
-                // The guide's state is kept whatever its cost.
-                let mut idx: Vec<usize> = (0..next_states.len()).collect();
-                idx.sort_by_key(|&i| (next_entries[i].cost, i));
-                let mut kept: Vec<usize> = idx[..w].to_vec();
-                for &i in &idx[w..] {
-                    if next_guided[i] {
-                        kept.push(i);
-                        continue;
-                    }
-                    let lb = next_entries[i].cost + rest[step + 1];
-                    if dropped.is_none_or(|d| lb < d) {
-                        dropped = Some(lb);
-                    }
-                }
-                let mut idx = kept;
-                idx.sort_unstable();
-                next_guided = idx.iter().map(|&i| next_guided[i]).collect();
-                next_entries = idx.iter().map(|&i| next_entries[i]).collect();
-                next_states = idx
-                    .iter()
-                    .map(|&i| std::mem::take(&mut next_states[i]))
-                    .collect();
+                let step_rest = rest[step + 1];
+                let next = (&mut next_entries, &mut next_states, &mut next_guided);
+                keep_cheapest(w, next, step_rest, &mut dropped);
             }
             None if next_states.len() > MAX_STATES => {
                 return Err(SearchError::TooManyStates {
@@ -1020,6 +978,82 @@ fn run(
         entries,
         dropped,
     })
+}
+
+/// Lower bounds of the rest of a search: from each step on, the cheapest allowed choice of each
+/// operator still to place, summed.
+fn rest_bounds(c: &Compiled, restrict: &BTreeMap<usize, Vec<usize>>) -> Vec<i128> {
+    let mut rest = vec![0i128; c.order.len() + 1];
+    for (s, &v) in c.order.iter().enumerate().rev() {
+        let cheapest = allowed(c, restrict, v)
+            .map(|i| c.choices[v][i].cost)
+            .min()
+            .unwrap_or(0);
+        rest[s] = rest[s + 1] + cheapest;
+    }
+    rest
+}
+
+/// A pin of an operator's output placement to a source's: which placements of the two match,
+/// and the steps of the source and the operator (`usize::MAX` without a pin).
+struct Pin {
+    matches: Vec<Vec<bool>>,
+    from: usize,
+    to: usize,
+}
+
+impl Pin {
+    fn of(c: &Compiled, pin: Option<(usize, usize)>) -> Result<Pin, SearchError> {
+        let Some((s, e)) = pin else {
+            return Ok(Pin {
+                matches: Vec::new(),
+                from: usize::MAX,
+                to: usize::MAX,
+            });
+        };
+        let matches = c.places[s]
+            .iter()
+            .map(|x| c.places[e].iter().map(|y| x == y).collect())
+            .collect();
+        let pos = |v: usize| c.order.iter().position(|&u| u == v);
+        let from = pos(s).ok_or(SearchError::PinOutOfRange("source"))?;
+        let to = pos(e).ok_or(SearchError::PinOutOfRange("operator"))?;
+        if from > to {
+            return Err(SearchError::InputAfterOutput);
+        }
+        Ok(Pin { matches, from, to })
+    }
+}
+
+/// Keeps the `w` cheapest states of a step (and the guide's, whatever its cost), in their
+/// order; `dropped` becomes the best cost any dropped state could still reach (`step_rest`:
+/// the lower bound of the steps after).
+fn keep_cheapest(
+    w: usize,
+    (entries, states, guided): (&mut Vec<Entry>, &mut Vec<State>, &mut Vec<bool>),
+    step_rest: i128,
+    dropped: &mut Option<i128>,
+) {
+    let mut idx: Vec<usize> = (0..states.len()).collect();
+    idx.sort_by_key(|&i| (entries[i].cost, i));
+    let mut kept: Vec<usize> = idx[..w].to_vec();
+    for &i in &idx[w..] {
+        if guided[i] {
+            kept.push(i);
+            continue;
+        }
+        let lb = entries[i].cost + step_rest;
+        if dropped.is_none_or(|d| lb < d) {
+            *dropped = Some(lb);
+        }
+    }
+    kept.sort_unstable();
+    *guided = kept.iter().map(|&i| guided[i]).collect();
+    *entries = kept.iter().map(|&i| entries[i]).collect();
+    *states = kept
+        .iter()
+        .map(|&i| std::mem::take(&mut states[i]))
+        .collect();
 }
 
 fn allowed<'a>(
