@@ -615,8 +615,58 @@ pub fn crossover<E: fmt::Display>(
         x0: x0.clone(),
         step: step.clone(),
     };
-    // Both strategies valid only at every p-th value (sizes a split must divide): say so,
-    // rather than examine the range value by value.
+    prescan(&mut sides, var, step, count)?;
+    let n = (emax - emin + 1).max(2) as u64;
+    // (first k, last k, winner) per grid run, gathered over the pieces in order.
+    let mut runs: Vec<(u64, u64, Winner)> = Vec::new();
+    let mut pieces: Vec<Piece> = Vec::new();
+    let mut todo = vec![(0u64, count - 1)];
+    while let Some((i, j)) = todo.pop() {
+        let len = j - i + 1;
+        if len <= n + 3 {
+            for k in i..=j {
+                let (va, vb) = sides.at(k)?;
+                runs.push((k, k, winner_of(&va, &vb)));
+            }
+            pieces.push(Piece {
+                from: sides.x(i),
+                to: sides.x(j),
+                a: None,
+                b: None,
+                difference: None,
+                roots: Vec::new(),
+            });
+            continue;
+        }
+        match fit_piece(&mut sides, var, step, emin, n, (i, j))? {
+            Some((piece, piece_runs)) => {
+                runs.extend(piece_runs);
+                pieces.push(piece);
+            }
+            None => {
+                let mid = i + (len - 1) / 2;
+                // Pushed in reverse: the lower half is examined first.
+                todo.push((mid + 1, j));
+                todo.push((i, mid));
+            }
+        }
+    }
+    let (intervals, pieces) = merged(&sides, runs, pieces);
+    Ok(Crossover {
+        intervals,
+        pieces,
+        evaluations: sides.cache.len(),
+    })
+}
+
+/// Refuses a range where the two strategies never both run, or both run only at every p-th
+/// value (sizes a split must divide): say so, rather than examine the range value by value.
+fn prescan<E: fmt::Display>(
+    sides: &mut Sides<'_, '_, E>,
+    var: &str,
+    step: &Rational,
+    count: u64,
+) -> Result<(), SearchError> {
     let scan = count.min(PRESCAN);
     let mut valid = Vec::new();
     let mut first_invalid = None;
@@ -655,133 +705,122 @@ pub fn crossover<E: fmt::Display>(
             })));
         }
     }
-    let n = (emax - emin + 1).max(2) as u64;
-    // (first k, last k, winner) per grid run, gathered over the pieces in order.
-    let mut runs: Vec<(u64, u64, Winner)> = Vec::new();
-    let mut pieces: Vec<Piece> = Vec::new();
-    let mut todo = vec![(0u64, count - 1)];
-    while let Some((i, j)) = todo.pop() {
-        let len = j - i + 1;
-        let pointwise =
-            |sides: &mut Sides<E>, runs: &mut Vec<(u64, u64, Winner)>| -> Result<(), SearchError> {
-                for k in i..=j {
-                    let (va, vb) = sides.at(k)?;
-                    runs.push((k, k, winner_of(&va, &vb)));
-                }
-                Ok(())
-            };
-        if len <= n + 3 {
-            pointwise(&mut sides, &mut runs)?;
-            pieces.push(Piece {
-                from: sides.x(i),
-                to: sides.x(j),
-                a: None,
-                b: None,
-                difference: None,
-                roots: Vec::new(),
-            });
-            continue;
+    Ok(())
+}
+
+/// Grid runs of one piece of the range, values `i..=j`: `n` values of each side fit as Laurent
+/// polynomials in `var` (exponents from `emin`), checked between the fitted values and at
+/// every sign run's ends; `None` where a value does not run or a check fails (the piece is
+/// then halved).
+#[allow(clippy::type_complexity)]
+fn fit_piece<E: fmt::Display>(
+    sides: &mut Sides<'_, '_, E>,
+    var: &str,
+    step: &Rational,
+    emin: i32,
+    n: u64,
+    (i, j): (u64, u64),
+) -> Result<Option<(Piece, Vec<(u64, u64, Winner)>)>, SearchError> {
+    let len = j - i + 1;
+    let fit_at: Vec<u64> = (0..n)
+        .map(|t| i + (t * (len - 1) + (n - 1) / 2) / (n - 1).max(1))
+        .collect();
+    let mut check_at: Vec<u64> = Vec::new();
+    for w in [0, (n as usize - 1) / 2, n as usize - 2] {
+        let (p, q) = (fit_at[w], fit_at[(w + 1).min(n as usize - 1)]);
+        if q > p + 1 {
+            check_at.push((p + q) / 2);
         }
-        let fit_at: Vec<u64> = (0..n)
-            .map(|t| i + (t * (len - 1) + (n - 1) / 2) / (n - 1).max(1))
-            .collect();
-        let mut check_at: Vec<u64> = Vec::new();
-        for w in [0, (n as usize - 1) / 2, n as usize - 2] {
-            let (p, q) = (fit_at[w], fit_at[(w + 1).min(n as usize - 1)]);
-            if q > p + 1 {
-                check_at.push((p + q) / 2);
+    }
+    let mut pa = Vec::new();
+    let mut pb = Vec::new();
+    let mut valid = true;
+    for &k in &fit_at {
+        match sides.at(k)? {
+            (Ok(x), Ok(y)) => {
+                pa.push((sides.x(k), x));
+                pb.push((sides.x(k), y));
             }
+            _ => valid = false,
         }
-        let split = |todo: &mut Vec<(u64, u64)>| {
-            let mid = i + (len - 1) / 2;
-            // Pushed in reverse: the lower half is examined first.
-            todo.push((mid + 1, j));
-            todo.push((i, mid));
-        };
-        let mut pa = Vec::new();
-        let mut pb = Vec::new();
-        let mut valid = true;
-        for &k in &fit_at {
-            match sides.at(k)? {
-                (Ok(x), Ok(y)) => {
-                    pa.push((sides.x(k), x));
-                    pb.push((sides.x(k), y));
-                }
-                _ => valid = false,
+    }
+    if !valid {
+        return Ok(None);
+    }
+    let fa = fit_laurent(var, emin, &pa);
+    let fb = fit_laurent(var, emin, &pb);
+    let value = |p: &Poly, x: &Rational| {
+        let mut bb = Bindings::new();
+        bb.insert(var.to_string(), x.clone());
+        p.eval(&bb).ok()
+    };
+    let mut agrees = true;
+    for &k in &check_at {
+        let x = sides.x(k);
+        match sides.at(k)? {
+            (Ok(va), Ok(vb)) => {
+                agrees &= value(&fa, &x) == Some(va) && value(&fb, &x) == Some(vb);
             }
+            _ => agrees = false,
         }
-        if !valid {
-            split(&mut todo);
-            continue;
-        }
-        let fa = fit_laurent(var, emin, &pa);
-        let fb = fit_laurent(var, emin, &pb);
-        let value = |p: &Poly, x: &Rational| {
-            let mut bb = Bindings::new();
-            bb.insert(var.to_string(), x.clone());
-            p.eval(&bb).ok()
+    }
+    if !agrees {
+        return Ok(None);
+    }
+    let d = &fb - &fa;
+    let signs = sign_runs(&d, var, &sides.x(i), step, len)?;
+    // Check each run's ends against the full evaluation.
+    let mut piece_runs = Vec::new();
+    for (from, to, s) in &signs {
+        let w = match s {
+            Ordering::Greater => Winner::A,
+            Ordering::Less => Winner::B,
+            Ordering::Equal => Winner::Equal,
         };
-        let mut agrees = true;
-        for &k in &check_at {
+        for k in [i + from, i + to] {
             let x = sides.x(k);
             match sides.at(k)? {
                 (Ok(va), Ok(vb)) => {
-                    agrees &= value(&fa, &x) == Some(va) && value(&fb, &x) == Some(vb);
+                    agrees &= value(&fa, &x) == Some(va.clone())
+                        && value(&fb, &x) == Some(vb.clone())
+                        && winner_of::<E>(&Ok(va), &Ok(vb)) == w;
                 }
                 _ => agrees = false,
             }
         }
-        if !agrees {
-            split(&mut todo);
-            continue;
-        }
-        let d = &fb - &fa;
-        let signs = sign_runs(&d, var, &sides.x(i), step, len)?;
-        // Check each run's ends against the full evaluation.
-        let mut piece_runs = Vec::new();
-        for (from, to, s) in &signs {
-            let w = match s {
-                Ordering::Greater => Winner::A,
-                Ordering::Less => Winner::B,
-                Ordering::Equal => Winner::Equal,
-            };
-            for k in [i + from, i + to] {
-                let x = sides.x(k);
-                match sides.at(k)? {
-                    (Ok(va), Ok(vb)) => {
-                        agrees &= value(&fa, &x) == Some(va.clone())
-                            && value(&fb, &x) == Some(vb.clone())
-                            && winner_of::<E>(&Ok(va), &Ok(vb)) == w;
-                    }
-                    _ => agrees = false,
-                }
-            }
-            piece_runs.push((i + from, i + to, w));
-        }
-        if !agrees {
-            split(&mut todo);
-            continue;
-        }
-        let roots = crossovers(&fb, &fa, var, &Bindings::new(), &sides.x(i), &sides.x(j))?
-            .into_iter()
-            .map(|x| {
-                if x.is_integer() {
-                    x.to_string()
-                } else {
-                    format!("≈{}", decimal(&x))
-                }
-            })
-            .collect();
-        runs.extend(piece_runs);
-        pieces.push(Piece {
-            from: sides.x(i),
-            to: sides.x(j),
-            difference: Some(d),
-            a: Some(fa),
-            b: Some(fb),
-            roots,
-        });
+        piece_runs.push((i + from, i + to, w));
     }
+    if !agrees {
+        return Ok(None);
+    }
+    let roots = crossovers(&fb, &fa, var, &Bindings::new(), &sides.x(i), &sides.x(j))?
+        .into_iter()
+        .map(|x| {
+            if x.is_integer() {
+                x.to_string()
+            } else {
+                format!("≈{}", decimal(&x))
+            }
+        })
+        .collect();
+    let piece = Piece {
+        from: sides.x(i),
+        to: sides.x(j),
+        difference: Some(d),
+        a: Some(fa),
+        b: Some(fb),
+        roots,
+    };
+    Ok(Some((piece, piece_runs)))
+}
+
+/// The grid runs merged into intervals of one winner, and neighbouring pieces with the same
+/// formulas (or none) merged.
+fn merged<E: fmt::Display>(
+    sides: &Sides<'_, '_, E>,
+    mut runs: Vec<(u64, u64, Winner)>,
+    mut pieces: Vec<Piece>,
+) -> (Vec<Interval>, Vec<Piece>) {
     runs.sort_by_key(|x| x.0);
     pieces.sort_by(|x, y| x.from.cmp(&y.from));
     // Merge neighbouring pieces with the same formulas (or none).
@@ -807,11 +846,7 @@ pub fn crossover<E: fmt::Display>(
             }),
         }
     }
-    Ok(Crossover {
-        intervals,
-        pieces: merged,
-        evaluations: sides.cache.len(),
-    })
+    (intervals, merged)
 }
 
 /// A step and the first of its multiples at which a strategy (or both) runs, as [`lattice`]
