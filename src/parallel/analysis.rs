@@ -568,6 +568,95 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
     let entry = op_entry(node, &plan, model);
     let f = |p: &Poly| node.model_formula(p);
     let attention_core = node.attention_core && !node.rule.fused_attention;
+    let (comm, grad_comm) = op_collectives(node, &entry);
+    // What one device holds of a tensor's `bytes`: divided by each split of its indices.
+    let shard = |t: &Tensor, bytes: Poly| {
+        entry
+            .splits
+            .iter()
+            .filter(|s| t.has(&s.index))
+            .fold(bytes, |b, s| b.checked_div(&s.size).expect("axis symbol"))
+    };
+    // Saved tensors that are inputs: kept once per producer in the block (see `analyse`).
+    let saved_inputs: Vec<(usize, Poly)> = node
+        .rule
+        .saved
+        .iter()
+        .filter_map(|t| {
+            let k = node.rule.inputs.iter().position(|i| i.name == t.name)?;
+            Some((k, shard(t, f(&tensor_bytes(t, model.dtype_bytes)))))
+        })
+        .collect();
+    let params: Poly = node
+        .rule
+        .inputs
+        .iter()
+        .enumerate()
+        .filter(|(k, _)| node.owns_param(*k))
+        .map(|(_, t)| shard(t, node.elements(t)))
+        .sum();
+    let out = place_of(
+        &plan,
+        &entry,
+        &node.rule.output,
+        &entry.forward.outputs[0].placements,
+    );
+    let bytes = op_bytes(model, node, &plan);
+    let mut recompute = f(&node.rule.recompute_flops);
+    for s in &entry.splits {
+        recompute = recompute.checked_div(&s.size).expect("axis symbol");
+    }
+    // Attention: work quadratic in the declared sequence (never an image side).
+    let quadratic = model.roles.sequence.as_deref().is_some_and(|s| {
+        node.model_formula(&node.rule.forward_flops())
+            .degree_in(s)
+            .1
+            >= 2
+    });
+    let ring_bytes: Poly = if quadratic {
+        node.rule
+            .inputs
+            .iter()
+            .filter(|t| !t.param && (t.name == "key" || t.name == "value"))
+            .map(|t| shard(t, f(&tensor_bytes(t, model.dtype_bytes))))
+            .sum()
+    } else {
+        Poly::zero()
+    };
+    OpAnalysis {
+        name: node.name.clone(),
+        rule: node.rule.name.clone(),
+        class: node.rule.class,
+        attention_core,
+        fused_attention: node.rule.fused_attention,
+        recompute,
+        io_bytes: bytes.io,
+        backward_io_bytes: bytes.backward_io,
+        param_grad_bytes: bytes.param_grad,
+        out_local_bytes: bytes.out_local,
+        loss_pass_bytes: bytes.loss_pass,
+        gemms: gemm_dims(node, &entry),
+        forward: f(&entry.forward.compute),
+        backward: f(&entry.backward.compute),
+        saved: f(&entry.saved_bytes),
+        recomputable_saved: Poly::zero(),
+        saved_inputs,
+        params,
+        comm,
+        grad_comm,
+        out,
+        out_bytes: f(&tensor_bytes(&node.rule.output, model.dtype_bytes)),
+        ring_bytes,
+        plan,
+        entry,
+    }
+}
+
+/// The collectives an operator's own splits need: per micro-batch (forward and backward,
+/// but for the partial output and the input gradients, which the edges resolve) and its
+/// parameters' gradient reductions.
+fn op_collectives(node: &OpNode, entry: &SplitEntry) -> (Vec<Comm>, Vec<Comm>) {
+    let f = |p: &Poly| node.model_formula(p);
     let mut comm = Vec::new();
     let mut grad_comm = Vec::new();
     let axis_of = |name: &str| {
@@ -617,44 +706,21 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
             None => comm.push(to_comm(c, true)),
         }
     }
-    // Saved tensors that are inputs: kept once per producer in the block (see `analyse`).
-    let saved_inputs: Vec<(usize, Poly)> = node
-        .rule
-        .saved
-        .iter()
-        .filter_map(|t| {
-            let k = node.rule.inputs.iter().position(|i| i.name == t.name)?;
-            let mut bytes = f(&tensor_bytes(t, model.dtype_bytes));
-            for s in &entry.splits {
-                if t.has(&s.index) {
-                    bytes = bytes.checked_div(&s.size).expect("axis symbol");
-                }
-            }
-            Some((k, bytes))
-        })
-        .collect();
-    let params: Poly = node
-        .rule
-        .inputs
-        .iter()
-        .enumerate()
-        .filter(|(k, _)| node.owns_param(*k))
-        .map(|(_, t)| {
-            let mut e = node.elements(t);
-            for s in &entry.splits {
-                if t.has(&s.index) {
-                    e = e.checked_div(&s.size).expect("axis symbol");
-                }
-            }
-            e
-        })
-        .sum();
-    let out = place_of(
-        &plan,
-        &entry,
-        &node.rule.output,
-        &entry.forward.outputs[0].placements,
-    );
+    (comm, grad_comm)
+}
+
+/// An operator's HBM bytes per device (memory-bound kernels, forward and backward, the
+/// parameter gradients', a loss's fp32 passes, its output) under the plan's splits.
+struct OpBytes {
+    io: Poly,
+    backward_io: Poly,
+    param_grad: [Poly; 2],
+    loss_pass: [Poly; 2],
+    out_local: Poly,
+}
+
+fn op_bytes(model: &Model, node: &OpNode, plan: &OpPlan) -> OpBytes {
+    let f = |p: &Poly| node.model_formula(p);
     let per_device = |(r, w): (Poly, Poly)| {
         let splits = plan.splits();
         let shares = splits.iter().map(|s| (s.index.as_str(), s.size.clone()));
@@ -684,6 +750,18 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
         Poly::zero(),
         tensor_bytes(&node.rule.output, model.dtype_bytes),
     ));
+    OpBytes {
+        io: io_bytes,
+        backward_io: backward_io_bytes,
+        param_grad: param_grad_bytes,
+        loss_pass: loss_pass_bytes,
+        out_local: out_local_bytes,
+    }
+}
+
+/// The sizes of an operator's GEMMs on one device.
+fn gemm_dims(node: &OpNode, entry: &SplitEntry) -> Vec<GemmDims> {
+    let f = |p: &Poly| node.model_formula(p);
     let local = |names: &[String]| -> Poly {
         names
             .iter()
@@ -696,8 +774,7 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
             })
             .product()
     };
-    let gemms = node
-        .rule
+    node.rule
         .gemms()
         .iter()
         .map(|g| GemmDims {
@@ -706,63 +783,7 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
             cols: local(&g.cols),
             inner: local(&g.inner),
         })
-        .collect();
-    let mut recompute = f(&node.rule.recompute_flops);
-    for s in &entry.splits {
-        recompute = recompute.checked_div(&s.size).expect("axis symbol");
-    }
-    // Attention: work quadratic in the declared sequence (never an image side).
-    let quadratic = model.roles.sequence.as_deref().is_some_and(|s| {
-        node.model_formula(&node.rule.forward_flops())
-            .degree_in(s)
-            .1
-            >= 2
-    });
-    let ring_bytes: Poly = if quadratic {
-        node.rule
-            .inputs
-            .iter()
-            .filter(|t| !t.param && (t.name == "key" || t.name == "value"))
-            .map(|t| {
-                let mut bytes = f(&tensor_bytes(t, model.dtype_bytes));
-                for s in &entry.splits {
-                    if t.has(&s.index) {
-                        bytes = bytes.checked_div(&s.size).expect("axis symbol");
-                    }
-                }
-                bytes
-            })
-            .sum()
-    } else {
-        Poly::zero()
-    };
-    OpAnalysis {
-        name: node.name.clone(),
-        rule: node.rule.name.clone(),
-        class: node.rule.class,
-        attention_core,
-        fused_attention: node.rule.fused_attention,
-        recompute,
-        io_bytes,
-        backward_io_bytes,
-        param_grad_bytes,
-        out_local_bytes,
-        loss_pass_bytes,
-        gemms,
-        forward: f(&entry.forward.compute),
-        backward: f(&entry.backward.compute),
-        saved: f(&entry.saved_bytes),
-        recomputable_saved: Poly::zero(),
-        saved_inputs,
-        params,
-        comm,
-        grad_comm,
-        out,
-        out_bytes: f(&tensor_bytes(&node.rule.output, model.dtype_bytes)),
-        ring_bytes,
-        plan,
-        entry,
-    }
+        .collect()
 }
 
 impl Analysis {
