@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{json, refused, symshard};
+use common::{json, refused, stdout};
 
 const LAYOUT: &[&str] = &[
     "llama3-405b",
@@ -131,25 +131,16 @@ fn the_file_the_knob_string_and_the_flags_agree() {
 
 #[test]
 fn rank_searches_it_and_emits_megatron_flags_that_state_it() {
-    let out = symshard()
-        .args([
-            "rank",
-            "llama3-405b",
-            "--devices",
-            "8192",
-            "--fix",
-            "tp=8,pp=16,schedule=interleaved-1f1b,chunks=8,sp=on,account=embedding+loss",
-            "--emit",
-            "megatron",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = stdout(&[
+        "rank",
+        "llama3-405b",
+        "--devices",
+        "8192",
+        "--fix",
+        "tp=8,pp=16,schedule=interleaved-1f1b,chunks=8,sp=on,account=embedding+loss",
+        "--emit",
+        "megatron",
+    ]);
     assert!(
         text.contains("--account-for-embedding-in-pipeline-split"),
         "{text}"

@@ -58,6 +58,17 @@ pub fn json(args: &[&str]) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// Runs a command that must succeed and returns its standard output.
+pub fn stdout(args: &[&str]) -> String {
+    let out = symshard().args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// Runs a command that must be refused with exit code 2 and returns its stderr.
 pub fn refused(args: &[&str]) -> String {
     let out = symshard().args(args).output().unwrap();
