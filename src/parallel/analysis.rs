@@ -253,8 +253,38 @@ fn regather_comm(kind: CollectiveKind, wire: Poly, producer: &str, consumer: &st
 
 /// Analyses every operator of `model` under `layout`.
 pub fn analyse(model: &Model, layout: &Layout) -> Analysis {
+    let (mut blocks, index, tied) = analyse_ops(model, layout);
+    let mut regather = saved_once(model, &mut blocks, &index);
+    // Edges: forward conversions and backward gradient conversions.
+    for (bi, block) in model.blocks.iter().enumerate() {
+        let (edges, grads) = forward_edges(block, bi, &blocks, &index);
+        let mut edges = edges;
+        edges.extend(gradient_edges(&blocks, grads));
+        blocks[bi].edges.extend(edges);
+        blocks[bi].edges.append(&mut regather[bi]);
+        if let Some(o) = block.output {
+            let (_, oi) = index[&(bi, o)];
+            let op = &blocks[bi].ops[oi];
+            blocks[bi].boundary_bytes = local(&op.out_bytes, &op.out);
+        }
+    }
+    Analysis {
+        model: model.name.clone(),
+        layout: layout.clone(),
+        blocks,
+        tied,
+        sequence: model.roles.sequence.clone(),
+    }
+}
+
+/// Where each operator's analysis is: (block, node) → (block, position).
+type OpIndex = BTreeMap<(usize, NodeIndex), (usize, usize)>;
+
+/// Each block's operators analysed (alike operators once), where each is, and whether a
+/// parameter is tied.
+fn analyse_ops(model: &Model, layout: &Layout) -> (Vec<BlockAnalysis>, OpIndex, bool) {
     let mut blocks: Vec<BlockAnalysis> = Vec::new();
-    let mut index: BTreeMap<(usize, NodeIndex), (usize, usize)> = BTreeMap::new();
+    let mut index = OpIndex::new();
     let mut tied = false;
     let mut alike: HashMap<String, OpAnalysis> = HashMap::new();
     for (bi, block) in model.blocks.iter().enumerate() {
@@ -276,6 +306,31 @@ pub fn analyse(model: &Model, layout: &Layout) -> Analysis {
             boundary_bytes: Poly::zero(),
         });
     }
+    (blocks, index, tied)
+}
+
+/// The producer of an operator's `k`-th input, where it is an analysed operator (the block's
+/// own output for a repeated block's input).
+fn producer_of(
+    block: &crate::model::Block,
+    bi: usize,
+    node: &OpNode,
+    k: usize,
+    index: &OpIndex,
+) -> Option<(usize, usize)> {
+    match &node.inputs[k].1 {
+        Producer::Op {
+            block: pb,
+            node: pn,
+        } => index.get(&(*pb, *pn)).copied(),
+        Producer::BlockInput => block.output.and_then(|o| index.get(&(bi, o)).copied()),
+        _ => None,
+    }
+}
+
+/// The saved bytes with every tensor kept once (see below); returns, per block, the gathers
+/// that sequence parallelism reruns in the backward pass.
+fn saved_once(model: &Model, blocks: &mut [BlockAnalysis], index: &OpIndex) -> Vec<Vec<Comm>> {
     // A tensor read by several operators (the input of q, k and v projections) is saved once;
     // so is an output its producer keeps for its own backward (softmax's probabilities, ReLU's
     // output) and a reader keeps again as its input: autograd saves references to one tensor.
@@ -298,14 +353,7 @@ pub fn analyse(model: &Model, layout: &Layout) -> Analysis {
                 let Some(key) = node.input_key(k) else {
                     continue;
                 };
-                let producer = match &node.inputs[k].1 {
-                    Producer::Op {
-                        block: pb,
-                        node: pn,
-                    } => index.get(&(*pb, *pn)).copied(),
-                    Producer::BlockInput => block.output.and_then(|o| index.get(&(bi, o)).copied()),
-                    _ => None,
-                };
+                let producer = producer_of(block, bi, node, k, index);
                 let mut keep = bytes.clone();
                 if let Some((pb, pi)) = producer {
                     let p = &blocks[pb].ops[pi];
@@ -355,93 +403,103 @@ pub fn analyse(model: &Model, layout: &Layout) -> Analysis {
             }
         }
     }
-    // Edges: forward conversions and backward gradient conversions.
-    for (bi, block) in model.blocks.iter().enumerate() {
-        let mut fwd: BTreeMap<(String, usize, String, String), Comm> = BTreeMap::new();
-        // Gradients arriving at each producer: (producer location) → per-axis consumer placements.
-        let mut grads: BTreeMap<(usize, usize), Vec<[Place; 2]>> = BTreeMap::new();
-        for &n in &block.order {
-            let node = &block.graph[n];
-            let (_, ci) = index[&(bi, n)];
-            let entry = blocks[bi].ops[ci].entry.clone();
-            for (k, (input, producer)) in node.inputs.iter().enumerate() {
-                let src = match producer {
-                    Producer::Op {
-                        block: pb,
-                        node: pn,
-                    } => index.get(&(*pb, *pn)).copied(),
-                    Producer::BlockInput => block.output.and_then(|o| index.get(&(bi, o)).copied()),
-                    _ => None,
-                };
-                let Some((pb, pi)) = src else { continue };
-                let t = &node.rule.inputs[k];
-                let want = place_of(
-                    &blocks[bi].ops[ci].plan,
-                    &entry,
-                    t,
-                    &entry.forward.inputs[k].placements,
-                );
-                let p = &blocks[pb].ops[pi];
-                for (a, axis) in AXES.iter().enumerate() {
-                    if let Some((kind, bytes)) = convert(p.out[a], want[a], &p.out_bytes, &p.out, a)
-                    {
-                        let key = (
-                            p.name.clone(),
-                            a,
-                            format!("{:?}", p.out[a]),
-                            format!("{:?}", want[a]),
-                        );
-                        fwd.entry(key).or_insert(Comm {
-                            kind,
-                            axis: *axis,
-                            op: format!("{}→{}", p.name, node.name),
-                            tensor: p.name.clone(),
-                            wire_bytes: bytes,
-                            calls: 1,
-                            site: Site::Edge {
-                                producer: p.name.clone(),
-                                consumer: node.name.clone(),
-                            },
-                            reason: format!(
-                                "forward: `{}` leaves {} on {}, `{}` reads `{input}` as {}",
-                                p.name,
-                                p.out[a],
-                                axis.name(),
-                                node.name,
-                                want[a]
-                            ),
-                        });
-                    }
+    regather
+}
+
+/// Gradients arriving at each producer: (producer location) → per-axis consumer placements.
+type Arriving = BTreeMap<(usize, usize), Vec<[Place; 2]>>;
+
+/// Block `bi`'s forward conversions between producers and consumers (one per producer, axis
+/// and placement pair), and the placements the input gradients arrive in at each producer.
+fn forward_edges(
+    block: &crate::model::Block,
+    bi: usize,
+    blocks: &[BlockAnalysis],
+    index: &OpIndex,
+) -> (Vec<Comm>, Arriving) {
+    let mut fwd: BTreeMap<(String, usize, String, String), Comm> = BTreeMap::new();
+    // Gradients arriving at each producer: (producer location) → per-axis consumer placements.
+    let mut grads = Arriving::new();
+    for &n in &block.order {
+        let node = &block.graph[n];
+        let (_, ci) = index[&(bi, n)];
+        let entry = blocks[bi].ops[ci].entry.clone();
+        for (k, (input, _)) in node.inputs.iter().enumerate() {
+            let src = producer_of(block, bi, node, k, index);
+            let Some((pb, pi)) = src else { continue };
+            let t = &node.rule.inputs[k];
+            let want = place_of(
+                &blocks[bi].ops[ci].plan,
+                &entry,
+                t,
+                &entry.forward.inputs[k].placements,
+            );
+            let p = &blocks[pb].ops[pi];
+            for (a, axis) in AXES.iter().enumerate() {
+                if let Some((kind, bytes)) = convert(p.out[a], want[a], &p.out_bytes, &p.out, a) {
+                    let key = (
+                        p.name.clone(),
+                        a,
+                        format!("{:?}", p.out[a]),
+                        format!("{:?}", want[a]),
+                    );
+                    fwd.entry(key).or_insert(Comm {
+                        kind,
+                        axis: *axis,
+                        op: format!("{}→{}", p.name, node.name),
+                        tensor: p.name.clone(),
+                        wire_bytes: bytes,
+                        calls: 1,
+                        site: Site::Edge {
+                            producer: p.name.clone(),
+                            consumer: node.name.clone(),
+                        },
+                        reason: format!(
+                            "forward: `{}` leaves {} on {}, `{}` reads `{input}` as {}",
+                            p.name,
+                            p.out[a],
+                            axis.name(),
+                            node.name,
+                            want[a]
+                        ),
+                    });
                 }
-                if t.grad {
-                    let dname = format!("d{}", t.name);
-                    if let Some(g) = entry.backward.outputs.iter().find(|o| o.tensor == dname) {
-                        let got = place_of(&blocks[bi].ops[ci].plan, &entry, t, &g.placements);
-                        grads.entry((pb, pi)).or_default().push(got);
-                    }
+            }
+            if t.grad {
+                let dname = format!("d{}", t.name);
+                if let Some(g) = entry.backward.outputs.iter().find(|o| o.tensor == dname) {
+                    let got = place_of(&blocks[bi].ops[ci].plan, &entry, t, &g.placements);
+                    grads.entry((pb, pi)).or_default().push(got);
                 }
             }
         }
-        let mut edges: Vec<Comm> = fwd.into_values().collect();
-        for ((pb, pi), got) in grads {
-            let p = &blocks[pb].ops[pi];
-            for (a, axis) in AXES.iter().enumerate() {
-                let target = match p.out[a] {
-                    Place::Partial => Place::Replicate,
-                    other => other,
-                };
-                let mut froms: Vec<Place> = Vec::new();
-                if got.iter().any(|g| g[a] == Place::Partial) {
-                    froms.push(Place::Partial);
+    }
+    (fwd.into_values().collect(), grads)
+}
+
+/// The backward conversions of the gradients arriving at each producer: partial sums reduced
+/// once, and each other sharded placement converted once, to the producer's output placement.
+fn gradient_edges(blocks: &[BlockAnalysis], grads: Arriving) -> Vec<Comm> {
+    let mut edges = Vec::new();
+    for ((pb, pi), got) in grads {
+        let p = &blocks[pb].ops[pi];
+        for (a, axis) in AXES.iter().enumerate() {
+            let target = match p.out[a] {
+                Place::Partial => Place::Replicate,
+                other => other,
+            };
+            let mut froms: Vec<Place> = Vec::new();
+            if got.iter().any(|g| g[a] == Place::Partial) {
+                froms.push(Place::Partial);
+            }
+            for g in &got {
+                if matches!(g[a], Place::Shard(_)) && g[a] != target && !froms.contains(&g[a]) {
+                    froms.push(g[a]);
                 }
-                for g in &got {
-                    if matches!(g[a], Place::Shard(_)) && g[a] != target && !froms.contains(&g[a]) {
-                        froms.push(g[a]);
-                    }
-                }
-                for from in froms {
-                    if let Some((kind, bytes)) = convert(from, target, &p.out_bytes, &p.out, a) {
-                        edges.push(Comm {
+            }
+            for from in froms {
+                if let Some((kind, bytes)) = convert(from, target, &p.out_bytes, &p.out, a) {
+                    edges.push(Comm {
                             kind,
                             axis: *axis,
                             op: format!("d{}", p.name),
@@ -453,25 +511,11 @@ pub fn analyse(model: &Model, layout: &Layout) -> Analysis {
                             },
                             reason: format!("backward: the gradient of `{}` arrives as {from} on {}, `{}` needs it as {target}", p.name, axis.name(), p.name),
                         });
-                    }
                 }
             }
         }
-        blocks[bi].edges.extend(edges);
-        blocks[bi].edges.append(&mut regather[bi]);
-        if let Some(o) = block.output {
-            let (_, oi) = index[&(bi, o)];
-            let op = &blocks[bi].ops[oi];
-            blocks[bi].boundary_bytes = local(&op.out_bytes, &op.out);
-        }
     }
-    Analysis {
-        model: model.name.clone(),
-        layout: layout.clone(),
-        blocks,
-        tied,
-        sequence: model.roles.sequence.clone(),
-    }
+    edges
 }
 
 /// Bytes per device of a tensor of `total` bytes with placement `place`.
