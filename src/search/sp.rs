@@ -544,13 +544,37 @@ pub(crate) fn price_all_shared(p: &Problem) -> Result<Vec<Vec<(Choice, Priced)>>
 
 /// Compiles `p`; `shared` prices choices equal up to interchangeable axes once.
 fn compile(p: &Problem, shared: bool) -> Result<Compiled, SearchError> {
-    let n = p.ops.len();
     let priced = if shared {
         price_all_shared(p)?
     } else {
         price_all(p)?
     };
     let consumers = p.consumers();
+    let (places, place_of) = output_places(&priced);
+    let (facs, fac_of) = producer_facilities(p, &priced)?;
+    let costs = distinct_costs(p, &priced, &places, &facs);
+    let ints = integer_costs(p, &priced, &place_of, &facs, &fac_of, &costs)?;
+    Ok(Compiled {
+        scale: costs.scale,
+        order: order(p)?,
+        choices: ints.choices,
+        places,
+        fac_cost: ints.fac_cost,
+        free: ints.free,
+        terminal: ints.terminal,
+        has_consumers: consumers.iter().map(|c| !c.is_empty()).collect(),
+    })
+}
+
+/// Every operator's choices, priced.
+type PricedChoices = Vec<Vec<(Choice, Priced)>>;
+
+/// Per operator: its distinct output placements, and each one's position.
+type Places = (Vec<Vec<Vec<AxisPlace>>>, Vec<FxMap<Vec<AxisPlace>, u16>>);
+
+/// Each operator's distinct output placements over its choices, in order of first use.
+fn output_places(priced: &PricedChoices) -> Places {
+    let n = priced.len();
     let mut places: Vec<Vec<Vec<AxisPlace>>> = vec![Vec::new(); n];
     let mut place_of: Vec<FxMap<Vec<AxisPlace>, u16>> = vec![FxMap::default(); n];
     for v in 0..n {
@@ -561,7 +585,17 @@ fn compile(p: &Problem, shared: bool) -> Result<Compiled, SearchError> {
             }
         }
     }
-    // Facilities of each producer, from every consumer choice.
+    (places, place_of)
+}
+
+/// Per producer: the conversions (facilities) its consumers' choices may ask of its output,
+/// and each one's position.
+type Facilities = (Vec<Vec<Facility>>, Vec<FxMap<Facility, usize>>);
+
+/// Each producer's facilities, from every consumer choice; refuses more than fit a state's
+/// 128-bit mask.
+fn producer_facilities(p: &Problem, priced: &PricedChoices) -> Result<Facilities, SearchError> {
+    let n = priced.len();
     let mut facs: Vec<Vec<Facility>> = vec![Vec::new(); n];
     let mut fac_of: Vec<FxMap<Facility, usize>> = vec![FxMap::default(); n];
     for (v, list) in priced.iter().enumerate() {
@@ -585,6 +619,26 @@ fn compile(p: &Problem, shared: bool) -> Result<Compiled, SearchError> {
             axes: p.axes.len(),
         });
     }
+    Ok((facs, fac_of))
+}
+
+/// Each operator's distinct facility and terminal costs, the scale that makes every cost an
+/// integer, and which distinct value each (placement, facility) and placement's terminal
+/// cost is.
+struct DistinctCosts {
+    scale: BigInt,
+    distinct: Vec<Vec<Rational>>,
+    fac_ix: Vec<Vec<Vec<u32>>>,
+    term_ix: Vec<Vec<u32>>,
+}
+
+fn distinct_costs(
+    p: &Problem,
+    priced: &PricedChoices,
+    places: &[Vec<Vec<AxisPlace>>],
+    facs: &[Vec<Facility>],
+) -> DistinctCosts {
+    let n = priced.len();
     // A facility's cost depends on the producer's placement only through its placement on the
     // facility's axis and the devices its other axes shard it over: each distinct value is
     // computed once and the entries refer to it.
@@ -651,6 +705,38 @@ fn compile(p: &Problem, shared: bool) -> Result<Compiled, SearchError> {
         fac_ix.push(fr);
         term_ix.push(tr);
     }
+    DistinctCosts {
+        scale,
+        distinct,
+        fac_ix,
+        term_ix,
+    }
+}
+
+/// The programme's integer costs: each choice's (with the facilities it uses as a mask), each
+/// facility's and terminal cost per placement, and which facilities are free.
+struct IntegerCosts {
+    choices: Vec<Vec<CChoice>>,
+    fac_cost: Vec<Vec<Vec<i128>>>,
+    free: Vec<Vec<u128>>,
+    terminal: Vec<Vec<i128>>,
+}
+
+fn integer_costs(
+    p: &Problem,
+    priced: &PricedChoices,
+    place_of: &[FxMap<Vec<AxisPlace>, u16>],
+    facs: &[Vec<Facility>],
+    fac_of: &[FxMap<Facility, usize>],
+    costs: &DistinctCosts,
+) -> Result<IntegerCosts, SearchError> {
+    let n = priced.len();
+    let DistinctCosts {
+        scale,
+        distinct,
+        fac_ix,
+        term_ix,
+    } = costs;
     let mut bound = Rational::zero();
     let mut choices = Vec::with_capacity(n);
     let mut fac_cost = Vec::with_capacity(n);
@@ -679,7 +765,7 @@ fn compile(p: &Problem, shared: bool) -> Result<Compiled, SearchError> {
             }
             cs.push(CChoice {
                 choice: c.clone(),
-                cost: to_int(&pr.cost, &scale)?,
+                cost: to_int(&pr.cost, scale)?,
                 out,
                 masks,
             });
@@ -695,7 +781,7 @@ fn compile(p: &Problem, shared: bool) -> Result<Compiled, SearchError> {
         choices.push(cs);
         let ints: Vec<i128> = distinct[v]
             .iter()
-            .map(|r| to_int(r, &scale))
+            .map(|r| to_int(r, scale))
             .collect::<Result<_, _>>()?;
         let fc: Vec<Vec<i128>> = fac_ix[v]
             .iter()
@@ -715,16 +801,12 @@ fn compile(p: &Problem, shared: bool) -> Result<Compiled, SearchError> {
         terminal.push(term_ix[v].iter().map(|&i| ints[i as usize]).collect());
     }
     // Every partial sum stays below 2^120: no overflow anywhere.
-    to_int(&bound, &scale)?;
-    Ok(Compiled {
-        scale,
-        order: order(p)?,
+    to_int(&bound, scale)?;
+    Ok(IntegerCosts {
         choices,
-        places,
         fac_cost,
         free,
         terminal,
-        has_consumers: consumers.iter().map(|c| !c.is_empty()).collect(),
     })
 }
 
