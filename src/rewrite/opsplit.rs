@@ -33,6 +33,43 @@ impl OpSplit {
         marks: &Marks,
         ins: &[&TensorMeta],
     ) -> Result<OpSplit, RewriteError> {
+        let (polys, output_shape) = Self::checked_inputs(rule, bind, ins)?;
+        let axes = ctx.mesh.axes().len();
+        let mut index: Vec<Option<String>> = vec![None; axes];
+        let mut output = vec![Placement::Replicate; axes];
+        for n in 0..axes {
+            let axis = &ctx.mesh.axes()[n].0;
+            if let Some((i, out)) = Self::on_axis(rule, marks, ins, &index, n, axis)? {
+                output[n] = out;
+                index[n] = Some(i);
+            }
+        }
+        let r = &rule.name;
+        for (n, p) in output.iter().enumerate() {
+            if let Placement::Shard(d) = p {
+                if output[..n].contains(p) {
+                    return Err(RewriteError::OutputTwice {
+                        dim: *d,
+                        rule: r.clone(),
+                    });
+                }
+            }
+        }
+        Ok(OpSplit {
+            index,
+            output,
+            output_shape,
+            bind: polys,
+        })
+    }
+
+    /// Checks the inputs against the rule (their count, every index's extent, their shapes);
+    /// returns the extents and the output's shape.
+    fn checked_inputs(
+        rule: &OpRule,
+        bind: &Extents,
+        ins: &[&TensorMeta],
+    ) -> Result<(BTreeMap<String, Poly>, Vec<Poly>), RewriteError> {
         let r = &rule.name;
         if ins.len() != rule.inputs.len() {
             return Err(RewriteError::InputCount {
@@ -76,138 +113,130 @@ impl OpSplit {
                 });
             }
         }
-        let axes = ctx.mesh.axes().len();
-        let mut index = vec![None; axes];
-        let mut output = vec![Placement::Replicate; axes];
-        for n in 0..axes {
-            let axis = &ctx.mesh.axes()[n].0;
-            let at = |k: usize| ins[k].placements[n];
-            let shard = (0..ins.len()).find_map(|k| match at(k) {
-                Placement::Shard(d) => Some((k, d)),
-                _ => None,
-            });
-            let Some((k0, d0)) = shard else {
-                if (0..ins.len()).any(|k| at(k) != Placement::Replicate) {
-                    return Err(RewriteError::PartialUnsplit {
-                        rule: r.clone(),
-                        axis: axis.clone(),
-                    });
-                }
-                if let Some(i) = marks.on_axis(axis) {
-                    return Err(RewriteError::MarkUnsplit {
-                        rule: r.clone(),
-                        index: i.to_string(),
-                        axis: axis.clone(),
-                    });
-                }
-                continue;
-            };
-            let i = rule.inputs[k0]
-                .dims
-                .get(d0)
-                .and_then(|g| g.first())
-                .ok_or_else(|| RewriteError::NoDimension {
+        let output_shape = shape_of(&rule.output)?;
+        Ok((polys, output_shape))
+    }
+
+    /// The index the inputs split on mesh axis `n` (`axis`) and the output's placement there,
+    /// checked against the index's law and the marks; `None` where nothing is split on it.
+    fn on_axis(
+        rule: &OpRule,
+        marks: &Marks,
+        ins: &[&TensorMeta],
+        index: &[Option<String>],
+        n: usize,
+        axis: &str,
+    ) -> Result<Option<(String, Placement)>, RewriteError> {
+        let r = &rule.name;
+        let at = |k: usize| ins[k].placements[n];
+        let shard = (0..ins.len()).find_map(|k| match at(k) {
+            Placement::Shard(d) => Some((k, d)),
+            _ => None,
+        });
+        let Some((k0, d0)) = shard else {
+            if (0..ins.len()).any(|k| at(k) != Placement::Replicate) {
+                return Err(RewriteError::PartialUnsplit {
                     rule: r.clone(),
-                    k: k0,
-                    dim: d0,
-                })?;
-            let kind = rule.index(i).map(|x| x.kind).unwrap_or(IndexKind::Opaque);
-            let law = kind.law();
-            if !law.splittable {
-                return Err(RewriteError::Unsplittable {
+                    axis: axis.to_string(),
+                });
+            }
+            if let Some(i) = marks.on_axis(axis) {
+                return Err(RewriteError::MarkUnsplit {
+                    rule: r.clone(),
+                    index: i.to_string(),
+                    axis: axis.to_string(),
+                });
+            }
+            return Ok(None);
+        };
+        let i = rule.inputs[k0]
+            .dims
+            .get(d0)
+            .and_then(|g| g.first())
+            .ok_or_else(|| RewriteError::NoDimension {
+                rule: r.clone(),
+                k: k0,
+                dim: d0,
+            })?;
+        let kind = rule.index(i).map(|x| x.kind).unwrap_or(IndexKind::Opaque);
+        let law = kind.law();
+        if !law.splittable {
+            return Err(RewriteError::Unsplittable {
+                index: i.clone(),
+                rule: r.clone(),
+                kind,
+                statement: law.statement,
+            });
+        }
+        if index.iter().flatten().any(|j| j == i) {
+            return Err(RewriteError::IndexTwice {
+                index: i.clone(),
+                rule: r.clone(),
+            });
+        }
+        for (k, t) in rule.inputs.iter().enumerate() {
+            let want = match t.position(i) {
+                Some(d) if t.dims[d].first() == Some(i) => Placement::Shard(d),
+                Some(d) => {
+                    return Err(RewriteError::NotOuter {
+                        index: i.clone(),
+                        dim: d,
+                        tensor: t.name.clone(),
+                    })
+                }
+                None if kind == IndexKind::ReduceSum && !term_has(rule, k, i) => {
+                    Placement::Partial(ReduceOp::Sum)
+                }
+                None => Placement::Replicate,
+            };
+            if at(k) != want {
+                return Err(RewriteError::InputPlacement(Box::new(
+                    super::error::Misplaced {
+                        index: i.clone(),
+                        rule: r.clone(),
+                        axis: axis.to_string(),
+                        input: t.name.clone(),
+                        needs: want,
+                        found: at(k),
+                    },
+                )));
+            }
+        }
+        let needs_mark = matches!(
+            law.finish,
+            Finish::AllReduceStatistics | Finish::HaloExchange
+        );
+        if needs_mark != (marks.on_axis(axis) == Some(i.as_str())) {
+            return Err(if needs_mark {
+                RewriteError::NeedsMark {
                     index: i.clone(),
                     rule: r.clone(),
                     kind,
+                    axis: axis.to_string(),
                     statement: law.statement,
-                });
-            }
-            if index.iter().flatten().any(|j| j == i) {
-                return Err(RewriteError::IndexTwice {
-                    index: i.clone(),
-                    rule: r.clone(),
-                });
-            }
-            for (k, t) in rule.inputs.iter().enumerate() {
-                let want = match t.position(i) {
-                    Some(d) if t.dims[d].first() == Some(i) => Placement::Shard(d),
-                    Some(d) => {
-                        return Err(RewriteError::NotOuter {
-                            index: i.clone(),
-                            dim: d,
-                            tensor: t.name.clone(),
-                        })
-                    }
-                    None if kind == IndexKind::ReduceSum && !term_has(rule, k, i) => {
-                        Placement::Partial(ReduceOp::Sum)
-                    }
-                    None => Placement::Replicate,
-                };
-                if at(k) != want {
-                    return Err(RewriteError::InputPlacement(Box::new(
-                        super::error::Misplaced {
-                            index: i.clone(),
-                            rule: r.clone(),
-                            axis: axis.clone(),
-                            input: t.name.clone(),
-                            needs: want,
-                            found: at(k),
-                        },
-                    )));
                 }
-            }
-            let needs_mark = matches!(
-                law.finish,
-                Finish::AllReduceStatistics | Finish::HaloExchange
-            );
-            if needs_mark != (marks.on_axis(axis) == Some(i.as_str())) {
-                return Err(if needs_mark {
-                    RewriteError::NeedsMark {
-                        index: i.clone(),
-                        rule: r.clone(),
-                        kind,
-                        axis: axis.clone(),
-                        statement: law.statement,
-                    }
-                } else {
-                    RewriteError::NeedlessMark {
-                        rule: r.clone(),
-                        axis: axis.clone(),
-                        index: i.clone(),
-                        kind,
-                    }
-                });
-            }
-            let out_pos = || match rule.output.position(i) {
-                Some(d) if rule.output.dims[d].first() == Some(i) => Ok(Placement::Shard(d)),
-                _ => Err(RewriteError::OutputNotOuter {
-                    index: i.clone(),
+            } else {
+                RewriteError::NeedlessMark {
                     rule: r.clone(),
-                }),
-            };
-            output[n] = match law.output {
-                OutputLaw::Shard => out_pos()?,
-                OutputLaw::Partial(op) => Placement::Partial(op),
-                OutputLaw::ShardOrReplicate if rule.output.has(i) => out_pos()?,
-                OutputLaw::ShardOrReplicate => Placement::Replicate,
-            };
-            index[n] = Some(i.clone());
-        }
-        let output_shape = shape_of(&rule.output)?;
-        for (n, p) in output.iter().enumerate() {
-            if let Placement::Shard(d) = p {
-                if output[..n].contains(p) {
-                    return Err(RewriteError::OutputTwice {
-                        dim: *d,
-                        rule: r.clone(),
-                    });
+                    axis: axis.to_string(),
+                    index: i.clone(),
+                    kind,
                 }
-            }
+            });
         }
-        Ok(OpSplit {
-            index,
-            output,
-            output_shape,
-            bind: polys,
-        })
+        let out_pos = || match rule.output.position(i) {
+            Some(d) if rule.output.dims[d].first() == Some(i) => Ok(Placement::Shard(d)),
+            _ => Err(RewriteError::OutputNotOuter {
+                index: i.clone(),
+                rule: r.clone(),
+            }),
+        };
+        let out = match law.output {
+            OutputLaw::Shard => out_pos()?,
+            OutputLaw::Partial(op) => Placement::Partial(op),
+            OutputLaw::ShardOrReplicate if rule.output.has(i) => out_pos()?,
+            OutputLaw::ShardOrReplicate => Placement::Replicate,
+        };
+        Ok(Some((i.clone(), out)))
     }
 }
