@@ -916,38 +916,17 @@ fn run(
     let mut st: State = Vec::new();
     let mut ns: State = Vec::new();
     for (step, &v) in c.order.iter().enumerate() {
-        // Producers whose last consumer is v.
-        let mut ends: Vec<usize> = Vec::new();
-        for i in &p.ops[v].inputs {
-            if let Some(q) = i.from {
-                remaining[q] -= 1;
-                if remaining[q] == 0 && !ends.contains(&q) && Some(q) != keep {
-                    ends.push(q);
-                }
-            }
-        }
         let stays = c.has_consumers[v] || keep == Some(v);
-        let mut next_live: Vec<usize> =
-            live.iter().copied().filter(|q| !ends.contains(q)).collect();
-        if stays {
-            next_live.push(v);
-        }
-        let slot_of: HashMap<usize, usize> =
-            live.iter().enumerate().map(|(i, q)| (*q, i)).collect();
-        let keep_slots: Vec<usize> = live
-            .iter()
-            .enumerate()
-            .filter(|(_, q)| !ends.contains(q))
-            .map(|(i, _)| i)
-            .collect();
+        let Liveness {
+            next_live,
+            slot_of,
+            keep_slots,
+        } = liveness(p, v, &live, &mut remaining, keep, stays);
         let pinned_before = step > 0 && pinned_after(step - 1);
         let pins_now = pin.is_some() && step == pin_from;
         let pinned_next = pinned_after(step);
         let closes_pin = pin.is_some() && step == pin_to;
-        let mut next_map: FxMap<State, usize> = FxMap::default();
-        let mut next_entries: Vec<Entry> = Vec::new();
-        let mut next_states: Vec<State> = Vec::new();
-        let mut next_guided: Vec<bool> = Vec::new();
+        let mut next = Next::default();
         let guide_here = limits.guide.map(|g| g[v]);
         let opts: Vec<usize> = allowed(c, restrict, v).collect();
         let last = entries.len() - 1;
@@ -973,20 +952,7 @@ fn run(
                 let mut cost = base + ch.cost;
                 st.clear();
                 st.extend_from_slice(state);
-                for &(q, m) in &ch.masks {
-                    let Some(&slot) = slot_of.get(&q) else {
-                        continue;
-                    };
-                    let (x, paid) = st[slot];
-                    let useful = m & !c.free[q][x as usize];
-                    let mut new = useful & !paid;
-                    while new != 0 {
-                        let b = new.trailing_zeros() as usize;
-                        cost += c.fac_cost[q][x as usize][b];
-                        new &= new - 1;
-                    }
-                    st[slot] = (x, paid | useful);
-                }
+                cost += pay_facilities(c, ch, &slot_of, &mut st);
                 if !stays {
                     cost += c.terminal[v][ch.out as usize];
                 }
@@ -1011,23 +977,15 @@ fn run(
                     choice: ci as u32,
                 };
                 let on_guide = guided[si] && guide_here == Some(ci);
-                match next_map.get(ns.as_slice()) {
-                    Some(&k) => {
-                        if cost < next_entries[k].cost {
-                            next_entries[k] = e;
-                        }
-                        next_guided[k] |= on_guide;
-                    }
-                    None => {
-                        next_map.insert(ns.clone(), next_entries.len());
-                        next_entries.push(e);
-                        next_states.push(ns.clone());
-                        next_guided.push(on_guide);
-                    }
-                }
+                next.offer(&ns, e, on_guide);
             }
         }
-        drop(next_map);
+        let Next {
+            entries: mut next_entries,
+            states: mut next_states,
+            guided: mut next_guided,
+            ..
+        } = next;
         match limits.beam {
             Some(w) if next_states.len() > w => {
                 let step_rest = rest[step + 1];
@@ -1060,6 +1018,108 @@ fn run(
         entries,
         dropped,
     })
+}
+
+/// What choice `ch` adds for the conversions of its inputs that their producers (at their
+/// slots of state `st`) have not yet paid for; marks them paid in `st`.
+#[inline]
+fn pay_facilities(
+    c: &Compiled,
+    ch: &CChoice,
+    slot_of: &HashMap<usize, usize>,
+    st: &mut [(u16, u128)],
+) -> i128 {
+    let mut cost = 0;
+    for &(q, m) in &ch.masks {
+        let Some(&slot) = slot_of.get(&q) else {
+            continue;
+        };
+        let (x, paid) = st[slot];
+        let useful = m & !c.free[q][x as usize];
+        let mut new = useful & !paid;
+        while new != 0 {
+            let b = new.trailing_zeros() as usize;
+            cost += c.fac_cost[q][x as usize][b];
+            new &= new - 1;
+        }
+        st[slot] = (x, paid | useful);
+    }
+    cost
+}
+
+/// The states of the next step as they are found: one entry per distinct state, the
+/// cheapest way to it, and whether the guide's path reaches it.
+#[derive(Default)]
+struct Next {
+    map: FxMap<State, usize>,
+    entries: Vec<Entry>,
+    states: Vec<State>,
+    guided: Vec<bool>,
+}
+
+impl Next {
+    /// Offers state `ns` reached by `e`: kept if new or cheaper than the way known.
+    #[inline]
+    fn offer(&mut self, ns: &State, e: Entry, on_guide: bool) {
+        match self.map.get(ns.as_slice()) {
+            Some(&k) => {
+                if e.cost < self.entries[k].cost {
+                    self.entries[k] = e;
+                }
+                self.guided[k] |= on_guide;
+            }
+            None => {
+                self.map.insert(ns.clone(), self.entries.len());
+                self.entries.push(e);
+                self.states.push(ns.clone());
+                self.guided.push(on_guide);
+            }
+        }
+    }
+}
+
+/// Which producers a step keeps in its state: those still live after operator `v` (itself
+/// where it `stays`), each live producer's slot, and the slots kept.
+struct Liveness {
+    next_live: Vec<usize>,
+    slot_of: HashMap<usize, usize>,
+    keep_slots: Vec<usize>,
+}
+
+fn liveness(
+    p: &Problem,
+    v: usize,
+    live: &[usize],
+    remaining: &mut [usize],
+    keep: Option<usize>,
+    stays: bool,
+) -> Liveness {
+    // Producers whose last consumer is v.
+    let mut ends: Vec<usize> = Vec::new();
+    for i in &p.ops[v].inputs {
+        if let Some(q) = i.from {
+            remaining[q] -= 1;
+            if remaining[q] == 0 && !ends.contains(&q) && Some(q) != keep {
+                ends.push(q);
+            }
+        }
+    }
+    let mut next_live: Vec<usize> = live.iter().copied().filter(|q| !ends.contains(q)).collect();
+    if stays {
+        next_live.push(v);
+    }
+    let slot_of: HashMap<usize, usize> = live.iter().enumerate().map(|(i, q)| (*q, i)).collect();
+    let keep_slots: Vec<usize> = live
+        .iter()
+        .enumerate()
+        .filter(|(_, q)| !ends.contains(q))
+        .map(|(i, _)| i)
+        .collect();
+    Liveness {
+        next_live,
+        slot_of,
+        keep_slots,
+    }
 }
 
 /// Lower bounds of the rest of a search: from each step on, the cheapest allowed choice of each
