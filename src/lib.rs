@@ -12,7 +12,6 @@ pub mod cli;
 pub mod diag;
 pub mod embedded;
 pub mod error;
-pub mod import;
 pub mod model;
 pub mod parallel;
 pub mod report;
@@ -23,6 +22,10 @@ pub mod strategy;
 pub mod suggest;
 pub mod sym;
 pub mod timeline;
+pub mod units;
 pub mod validate;
 
 pub use error::{Error, Result};
+/// The importers of foreign model formats (Hugging Face configs, ONNX graphs), part of model
+/// loading.
+pub use model::import;

@@ -76,7 +76,7 @@ fn bytes_with_unit(v: &str) -> Option<Rational> {
     if !t.to_ascii_lowercase().ends_with('b') {
         return None;
     }
-    crate::search::steer::parse_memory(t).ok()
+    crate::sym::size::parse_memory(t).ok()
 }
 
 mod exact {
@@ -756,7 +756,7 @@ impl Calibration {
 
     /// The table as the relative cost's formulas see it: every matmul-like and fused attention
     /// kernel at the matmul curve's plateau, no tiling and no per-kernel time, so that the
-    /// relative cost has no kernel term ([`crate::parallel::kernels`]) and is a polynomial in the
+    /// relative cost has no kernel term (`parallel::kernels`) and is a polynomial in the
     /// model's symbols. The balances κ are unchanged.
     pub fn at_plateau(&self) -> Calibration {
         let mut c = self.clone();

@@ -3,7 +3,7 @@
 use super::{progress, Format};
 use crate::diag::Source;
 use crate::error::Error;
-use crate::import::{import_hf, import_onnx, OnnxOptions};
+use crate::model::import::{import_hf, import_onnx, OnnxOptions};
 use crate::model::ModelLoader;
 use clap::{Args, Subcommand};
 use std::path::{Path, PathBuf};
@@ -137,7 +137,7 @@ pub fn run(args: ImportArgs) -> Result<(), Error> {
                 imported.operators,
                 c.flops_text(),
                 c.params_text(),
-                crate::import::onnx::basis_note(c)
+                crate::model::import::onnx::basis_note(c)
             );
             if !imported.assumed_sizes.is_empty() {
                 let set: Vec<String> = imported
@@ -152,7 +152,7 @@ pub fn run(args: ImportArgs) -> Result<(), Error> {
                 );
             }
             if imported.fixed_sizes {
-                eprintln!("note: {}", crate::import::onnx::FIXED_SIZES);
+                eprintln!("note: {}", crate::model::import::onnx::FIXED_SIZES);
             }
             Ok(())
         }

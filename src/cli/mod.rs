@@ -18,7 +18,7 @@ pub mod rank;
 mod report;
 mod strategy_args;
 mod timeline;
-pub mod units;
+pub use crate::units;
 mod validate;
 
 use crate::error::Error;

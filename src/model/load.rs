@@ -85,10 +85,10 @@ impl ModelLoader {
         let path = Path::new(arg);
         // JSON is also YAML: a Hugging Face config must be recognised first.
         if arg.ends_with(".json") {
-            return self.load(&crate::import::model_source_from_hf(path)?);
+            return self.load(&crate::model::import::model_source_from_hf(path)?);
         }
         if arg.ends_with(".onnx") {
-            return self.load(&crate::import::model_source_from_onnx(path)?);
+            return self.load(&crate::model::import::model_source_from_onnx(path)?);
         }
         if arg.ends_with(".yaml") || arg.ends_with(".yml") || path.is_file() {
             if embedded::MODELS.iter().any(|(s, _)| *s == arg) {

@@ -2,6 +2,7 @@
 
 pub mod cost;
 pub mod graph;
+pub mod import;
 mod load;
 pub(crate) mod spec;
 

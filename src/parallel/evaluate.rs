@@ -15,9 +15,9 @@ use crate::sym::{Bindings, Poly, Rational};
 use num_traits::{One, ToPrimitive, Zero};
 use serde::Serialize;
 
-/// Bytes of mixed-precision Adam state per parameter: bf16 weights, bf16 gradients, and fp32
-/// master weights, momentum and variance (Rajbhandari et al. 2020).
-pub const WEIGHT_BYTES: i64 = 2;
+/// Bytes of mixed-precision Adam state per parameter: bf16 weights ([`WEIGHT_BYTES`]), bf16
+/// gradients, and fp32 master weights, momentum and variance (Rajbhandari et al. 2020).
+pub use crate::strategy::WEIGHT_BYTES;
 /// Gradient bytes per parameter.
 pub const GRAD_BYTES: i64 = 2;
 /// Optimizer-state bytes per parameter.

@@ -8,9 +8,9 @@
 //! of thousands of bars, is embedded zlib-compressed and inflated by the browser. The file
 //! references nothing outside itself.
 
-use crate::cli::units::{self, si};
 use crate::error::{Error, Result};
 use crate::sym::Rational;
+use crate::units::{self, si};
 use base64::Engine as _;
 use num_traits::ToPrimitive;
 use plotters::prelude::*;

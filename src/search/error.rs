@@ -105,36 +105,9 @@ pub enum SteerError {
         /// The devices.
         devices: u64,
     },
-    /// A memory size with an unknown unit.
-    #[error("memory `{text}`: unknown unit `{unit}` (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)")]
-    MemoryUnit {
-        /// The size given.
-        text: String,
-        /// Its unit.
-        unit: String,
-    },
-    /// A memory size in bits (`Gb`, `Mb`: a lower-case b), where bytes are meant.
-    #[error("memory `{text}`: `{unit}` is bits (a lower-case b); give bytes: {suggest}")]
-    MemoryBits {
-        /// The size given.
-        text: String,
-        /// Its unit.
-        unit: String,
-        /// The unit in bytes the user probably meant.
-        suggest: String,
-    },
-    /// A memory size that is not a number.
-    #[error("memory `{0}`: expected a number with an optional unit, such as 80GB or 75.5GiB")]
-    MemoryNumber(String),
-    /// A memory size of zero.
-    #[error("memory `{0}` must be positive")]
-    MemoryNotPositive(String),
-    /// A memory size with a fraction of a byte.
-    #[error("memory `{0}` is not a whole number of bytes")]
-    MemoryFraction(String),
-    /// A memory size beyond any device.
-    #[error("memory `{0}` is absurd (more than 2^80 bytes)")]
-    MemoryAbsurd(String),
+    /// A memory size that cannot be read.
+    #[error(transparent)]
+    Memory(#[from] crate::sym::size::MemoryError),
     /// A headroom that is not a percentage.
     #[error("--headroom `{0}`: expected a percentage such as 10%")]
     HeadroomPercent(String),

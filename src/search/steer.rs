@@ -4,7 +4,7 @@
 use super::error::SteerError;
 use crate::strategy::{Knobs, Overlap, PipelineSplit, Precision, Recompute, Schedule};
 use crate::sym::Rational;
-use num_traits::{One, Zero};
+use num_traits::One;
 use std::fmt;
 
 /// A numeric knob's constraint: a fixed value and/or a largest value.
@@ -505,73 +505,8 @@ fn number(name: &str, value: &str, flag: &str) -> Result<u64, SteerError> {
     Ok(v)
 }
 
-/// Parses a memory size: bytes as a whole number (`80000000000`), or a number with a unit —
-/// `KB`, `MB`, `GB`, `TB` (powers of 1000) or `KiB`, `MiB`, `GiB`, `TiB` (powers of 1024), `B`
-/// for bytes; decimals allowed (`75.5GB`), the prefix in either case, a space allowed before the
-/// unit. A lower-case `b` is a bit (`80Gb` is 10 GB), so it is refused rather than read as bytes.
-/// The result is exact and must be a positive whole number of bytes.
-pub fn parse_memory(text: &str) -> Result<Rational, SteerError> {
-    let t = text.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let unit = unit.trim();
-    if let Some(prefix) = unit.strip_suffix('b') {
-        return Err(SteerError::MemoryBits {
-            text: text.into(),
-            unit: unit.into(),
-            suggest: format!("{num}{}B", prefix.to_ascii_uppercase().replace('I', "i")),
-        });
-    }
-    let scale: u64 = match unit.to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "kb" | "k" => 1_000,
-        "mb" | "m" => 1_000_000,
-        "gb" | "g" => 1_000_000_000,
-        "tb" | "t" => 1_000_000_000_000,
-        "kib" => 1 << 10,
-        "mib" => 1 << 20,
-        "gib" => 1 << 30,
-        "tib" => 1 << 40,
-        _ => {
-            return Err(SteerError::MemoryUnit {
-                text: text.into(),
-                unit: unit.into(),
-            })
-        }
-    };
-    let value = decimal(num).ok_or_else(|| SteerError::MemoryNumber(text.into()))?;
-    let bytes = value * Rational::from_integer(scale.into());
-    if bytes <= Rational::zero() {
-        return Err(SteerError::MemoryNotPositive(text.into()));
-    }
-    if !bytes.is_integer() {
-        return Err(SteerError::MemoryFraction(text.into()));
-    }
-    if bytes > Rational::from_integer((1u128 << 80).into()) {
-        return Err(SteerError::MemoryAbsurd(text.into()));
-    }
-    Ok(bytes)
-}
-
-/// An exact decimal (`75`, `75.5`, `1_000`).
-fn decimal(s: &str) -> Option<Rational> {
-    let s: String = s.chars().filter(|c| *c != '_').collect();
-    if s.is_empty() || s.len() > 40 {
-        return None;
-    }
-    let (int, frac) = s.split_once('.').unwrap_or((&s, ""));
-    if int.is_empty() && frac.is_empty() {
-        return None;
-    }
-    if !int.chars().chain(frac.chars()).all(|c| c.is_ascii_digit()) {
-        return None;
-    }
-    let digits: num_bigint::BigInt = format!("{int}{frac}").parse().ok()?;
-    let den = num_bigint::BigInt::from(10u32).pow(frac.len() as u32);
-    Some(Rational::new(digits, den))
-}
+use crate::sym::size::decimal;
+pub use crate::sym::size::parse_memory;
 
 /// Parses headroom: a percentage of the device memory kept free (`10%`, `12.5%`), or an amount
 /// of memory (`8GB`). Returns the usable memory of a device of `capacity` bytes.
@@ -585,7 +520,7 @@ pub fn apply_headroom(text: &str, capacity: &Rational) -> Result<Rational, Steer
         }
         capacity * (Rational::one() - p / hundred)
     } else {
-        let h = parse_memory(t).map_err(|e| SteerError::HeadroomMemory(Box::new(e)))?;
+        let h = parse_memory(t).map_err(|e| SteerError::HeadroomMemory(Box::new(e.into())))?;
         if &h >= capacity {
             return Err(SteerError::HeadroomCapacity {
                 text: text.into(),

@@ -1,9 +1,9 @@
 //! Strategy files (YAML): the usual knobs, and per-operator overrides of the tensor-parallel
 //! split.
 
-use super::error::{StrategyError, Unsupported};
 use super::knobs::{Knobs, Recompute, Schedule};
 use crate::diag::Source;
+use crate::error::strategy::{StrategyError, Unsupported, MAX_DEVICES, MAX_GPUS_PER_NODE};
 use crate::error::Result;
 use crate::rules::spec::UniqueMap;
 use serde::Deserialize;
@@ -97,9 +97,6 @@ impl StrategyArgs {
     }
 }
 
-/// Largest device count accepted anywhere (2^24): beyond any machine built.
-pub const MAX_DEVICES: u64 = 1 << 24;
-
 /// Checks knobs that need no model: positive, not absurd, valid schedule combinations.
 pub fn check_knobs(k: &Knobs) -> std::result::Result<(), StrategyError> {
     for (name, v) in [
@@ -170,9 +167,6 @@ pub fn check_knobs(k: &Knobs) -> std::result::Result<(), StrategyError> {
     }
     Ok(())
 }
-
-/// Most devices per node accepted.
-pub const MAX_GPUS_PER_NODE: u64 = 1024;
 
 /// Checks a count of devices per node, 1 to [`MAX_GPUS_PER_NODE`]: the one check of that range,
 /// whether the count comes from a flag, a strategy file, a calibration table or a saved

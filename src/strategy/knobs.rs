@@ -3,6 +3,10 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+/// Bytes per bf16 model weight element: what [`Precision::Bf16`] keeps on each device beside
+/// the fp32 master copy, and what its ZeRO gathers move.
+pub const WEIGHT_BYTES: i64 = 2;
+
 /// Pipeline schedule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -108,7 +112,7 @@ impl Precision {
     /// Bytes per model weight element (what a ZeRO-3 gather or ZeRO-1's weight gather moves).
     pub fn weight_bytes(self) -> u64 {
         match self {
-            Precision::Bf16 => crate::parallel::evaluate::WEIGHT_BYTES as u64,
+            Precision::Bf16 => WEIGHT_BYTES as u64,
             Precision::Autocast => 4,
         }
     }

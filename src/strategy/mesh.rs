@@ -218,7 +218,7 @@ impl Mesh {
 
     /// The tier of an expert-parallel group of `ep` ranks. Megatron-Core numbers the expert
     /// layers' ranks tp-ep-dp-pp over the same devices (its expert `RankGenerator` has cp = 1;
-    /// megatron/core/parallel_state.py, see [`crate::parallel::moe`]): a group is `ep`
+    /// megatron/core/parallel_state.py, see the expert-parallel pricing in `parallel::moe`): a group is `ep`
     /// consecutive ranks at the tensor-parallel stride, drawn from the cp × dp ranks,
     /// context-parallel ones first. Without context parallelism they are `ep` consecutive
     /// data-parallel ranks: blocks of tp × ep devices, which stay in a node only where the

@@ -1,14 +1,17 @@
 //! Strategies: a device mesh and the knobs of hybrid parallelism.
 
-mod error;
+#[cfg(test)]
+mod error_tests;
 mod file;
 mod knobs;
 mod mesh;
 
-pub use error::{NotDivisible, StrategyError, Unsupported};
+pub use crate::error::strategy::{
+    NotDivisible, StrategyError, Unsupported, MAX_DEVICES, MAX_GPUS_PER_NODE,
+};
 pub use file::{
     check_fills_nodes, check_gpus_per_node, check_knobs, check_nodes, load_strategy,
-    parse_strategy, StrategyArgs, StrategyFile, MAX_DEVICES, MAX_GPUS_PER_NODE,
+    parse_strategy, StrategyArgs, StrategyFile,
 };
-pub use knobs::{Knobs, Overlap, PipelineSplit, Precision, Recompute, Schedule};
+pub use knobs::{Knobs, Overlap, PipelineSplit, Precision, Recompute, Schedule, WEIGHT_BYTES};
 pub use mesh::{AxisKind, Mesh, MeshAxis, Tier};

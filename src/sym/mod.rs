@@ -27,6 +27,7 @@ pub mod parse;
 mod poly;
 mod roots;
 mod serde_impl;
+pub mod size;
 
 pub use error::{ParseError, SymError};
 pub use poly::{Bindings, Monomial, Poly, Rational};

@@ -78,7 +78,7 @@ pub struct Summary {
     pub model_tflops_per_device: f64,
     /// Model FLOPs utilisation: model FLOP/s per device over the peak bf16 FLOP/s.
     pub mfu: f64,
-    /// The bubble ([`crate::cli::units::BUBBLE_MEANS`]): the share of the step (between 0 and 1)
+    /// The bubble (what `symshard` prints as the bubble): the share of the step (between 0 and 1)
     /// that the busiest device idles before the pipeline flushes, waiting for the stages before
     /// and after it; 0 without a pipeline, where a device's waits between passes are for its
     /// collectives (ZeRO 3's weight gathers), not for other stages.

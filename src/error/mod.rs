@@ -1,6 +1,8 @@
 //! Errors of the library: every error that bad input can cause names the file, the line and
 //! column, and the offending item.
 
+pub mod strategy;
+
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -37,7 +39,7 @@ pub enum Error {
     Usage(String),
     /// A strategy that cannot run (bad knobs, or knobs the model's sizes do not allow).
     #[error(transparent)]
-    Strategy(Box<crate::strategy::StrategyError>),
+    Strategy(Box<strategy::StrategyError>),
     /// A check the user asked for found a discrepancy (an audit mismatch): exit code 1.
     #[error("{0}")]
     Check(String),
@@ -57,8 +59,8 @@ pub enum Error {
     },
 }
 
-impl From<crate::strategy::StrategyError> for Error {
-    fn from(e: crate::strategy::StrategyError) -> Error {
+impl From<strategy::StrategyError> for Error {
+    fn from(e: strategy::StrategyError) -> Error {
         Error::Strategy(Box::new(e))
     }
 }
