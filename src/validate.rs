@@ -13,6 +13,7 @@ use crate::model::{symbol_value, AttentionMode, LossMode, ModelLoader, MAX_TRAIN
 use crate::parallel::Layout;
 use crate::strategy::StrategyFile;
 use crate::timeline::{plan_strategy, time_plan, time_summary, Pass, TimingPlan};
+use num_traits::ToPrimitive;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -109,6 +110,15 @@ pub struct RowOutcome {
     /// `S = 2048`), for the table's header or column.
     #[serde(skip)]
     pub batch_and_sequence: Vec<String>,
+    /// What the row's step does and on how many devices, but for the batch: the model, its
+    /// symbol values other than the batch, the device count and the measure. Rows with the same
+    /// work differ only in how it is laid out and batched, so their measurements per sample
+    /// rank those layouts ([`sweeps`]).
+    #[serde(skip)]
+    pub work: String,
+    /// The batch (samples per step, or per micro-batch for a layer's pass).
+    #[serde(skip)]
+    pub batch: f64,
 }
 
 /// One file's outcome.
@@ -131,6 +141,8 @@ pub struct FileOutcome {
     pub mean_abs_error: f64,
     /// Largest |error|.
     pub max_abs_error: f64,
+    /// How the predictions rank the layouts of each sweep of the file ([`sweeps`]).
+    pub sweeps: Vec<SweepOutcome>,
 }
 
 impl FileOutcome {
@@ -206,6 +218,8 @@ pub fn run_file(name: &str, src: &Source) -> Result<FileOutcome> {
         };
         rows.push(RowOutcome {
             batch_and_sequence: own.batch_and_sequence,
+            work: own.work,
+            batch: own.batch,
             name,
             measure,
             predicted: own.predicted,
@@ -219,6 +233,7 @@ pub fn run_file(name: &str, src: &Source) -> Result<FileOutcome> {
     let n = rows.len().max(1) as f64;
     let mean = rows.iter().map(|r| r.error.abs()).sum::<f64>() / n;
     let max = rows.iter().map(|r| r.error.abs()).fold(0.0, f64::max);
+    let sweeps = sweeps(&rows);
     Ok(FileOutcome {
         name: name.to_string(),
         source: file.source,
@@ -228,6 +243,7 @@ pub fn run_file(name: &str, src: &Source) -> Result<FileOutcome> {
         rows,
         mean_abs_error: mean,
         max_abs_error: max,
+        sweeps,
     })
 }
 
@@ -236,6 +252,8 @@ struct Predicted {
     predicted: f64,
     fits: bool,
     batch_and_sequence: Vec<String>,
+    work: String,
+    batch: f64,
 }
 
 /// Predicts `run` (row `idx` of `src`) on `calib`.
@@ -320,10 +338,24 @@ fn predict(
         .flatten()
         .filter_map(|k| values.get(k).map(|v| format!("{k} = {v}")))
         .collect();
+    let work = format!(
+        "{} {} on {} devices, {:?}",
+        model.name,
+        values
+            .iter()
+            .filter(|(k, _)| model.batch.as_deref() != Some(k.as_str()))
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" "),
+        knobs.devices(),
+        run.measure
+    );
     Ok(Predicted {
         predicted,
         fits: evaluation.feasible,
         batch_and_sequence,
+        work,
+        batch: batch.to_f64().unwrap_or(1.0),
     })
 }
 
@@ -450,5 +482,87 @@ fn measure(plan: &TimingPlan, calib: &Calibration, m: Measure) -> Result<f64> {
             let seconds = if hi > lo { hi - lo } else { 0.0 };
             Ok(seconds * 1e3)
         }
+    }
+}
+
+/// Rows of one file with the same work ([`RowOutcome::work`]): at least [`MIN_SWEEP`] layouts
+/// or micro-batch sizes of one model, sequence and device count, each measured. What `rank` is
+/// for is their order, so the predictions are judged on it too: by the time per sample (the
+/// value over the row's batch), which orders rows of one batch as their times do.
+pub const MIN_SWEEP: usize = 3;
+
+/// How the predictions order one sweep's layouts against the measurements.
+#[derive(Debug, Clone, Serialize)]
+pub struct SweepOutcome {
+    /// The sweep's first row and its size (`"1.7B 32 GPUs and 3 more"`).
+    pub name: String,
+    /// Its rows.
+    pub rows: usize,
+    /// Kendall's τ-b between the predicted and the published values (1: the same order; −1:
+    /// reversed; ties in either counted as τ-b counts them).
+    pub tau: f64,
+    /// The row measured fastest.
+    pub measured_best: String,
+    /// Its place in the predicted order (1 = predicted fastest).
+    pub predicted_place: usize,
+}
+
+/// The sweeps among `rows`, in order of their first row.
+pub fn sweeps(rows: &[RowOutcome]) -> Vec<SweepOutcome> {
+    let mut groups: Vec<(&str, Vec<&RowOutcome>)> = Vec::new();
+    for r in rows {
+        match groups.iter_mut().find(|(w, _)| *w == r.work) {
+            Some((_, g)) => g.push(r),
+            None => groups.push((&r.work, vec![r])),
+        }
+    }
+    groups
+        .into_iter()
+        .filter(|(_, g)| g.len() >= MIN_SWEEP)
+        .map(|(_, g)| {
+            let predicted: Vec<f64> = g.iter().map(|r| r.predicted / r.batch).collect();
+            let published: Vec<f64> = g.iter().map(|r| r.published / r.batch).collect();
+            let best = (0..g.len())
+                .min_by(|&a, &b| published[a].total_cmp(&published[b]))
+                .unwrap_or(0);
+            let place = 1 + predicted.iter().filter(|&&p| p < predicted[best]).count();
+            SweepOutcome {
+                name: format!("{} and {} more", g[0].name, g.len() - 1),
+                rows: g.len(),
+                tau: kendall_tau_b(&predicted, &published),
+                measured_best: g[best].name.clone(),
+                predicted_place: place,
+            }
+        })
+        .collect()
+}
+
+/// Kendall's τ-b of two equally long samples: (concordant − discordant) pairs over the square
+/// root of the product of the pairs untied in each; 0 where either sample is all ties.
+pub fn kendall_tau_b(x: &[f64], y: &[f64]) -> f64 {
+    let (mut concordant, mut discordant, mut tied_x, mut tied_y, mut pairs) =
+        (0i64, 0i64, 0i64, 0i64, 0i64);
+    for i in 0..x.len() {
+        for j in i + 1..x.len() {
+            pairs += 1;
+            let dx = x[i].total_cmp(&x[j]);
+            let dy = y[i].total_cmp(&y[j]);
+            match (dx, dy) {
+                (std::cmp::Ordering::Equal, std::cmp::Ordering::Equal) => {
+                    tied_x += 1;
+                    tied_y += 1;
+                }
+                (std::cmp::Ordering::Equal, _) => tied_x += 1,
+                (_, std::cmp::Ordering::Equal) => tied_y += 1,
+                _ if dx == dy => concordant += 1,
+                _ => discordant += 1,
+            }
+        }
+    }
+    let denominator = (((pairs - tied_x) * (pairs - tied_y)) as f64).sqrt();
+    if denominator == 0.0 {
+        0.0
+    } else {
+        (concordant - discordant) as f64 / denominator
     }
 }

@@ -130,6 +130,7 @@ fn print_table(outcomes: &[FileOutcome]) {
             }
         );
     }
+    print_sweeps(outcomes);
     // The errors by software stack, where the files name one.
     if outcomes.iter().any(|o| o.stack.is_some()) {
         println!("by stack (the software the measurements ran)");
@@ -160,4 +161,46 @@ fn print_table(outcomes: &[FileOutcome]) {
             .collect();
         super::output::print_table("  ", "<>>>>>", &head, &rows);
     }
+}
+
+/// How the predictions order the layouts of each sweep: Kendall's τ and where the measured
+/// fastest layout is placed.
+fn print_sweeps(outcomes: &[FileOutcome]) {
+    let rows: Vec<Vec<String>> = outcomes
+        .iter()
+        .flat_map(|o| {
+            o.sweeps.iter().map(|s| {
+                vec![
+                    o.name.clone(),
+                    s.name.clone(),
+                    format!("{:+.2}", s.tau),
+                    format!("{} (#{})", s.measured_best, s.predicted_place),
+                ]
+            })
+        })
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    println!(
+        "layout order within sweeps (rows of one model, sequence and device count, by time per sample; τ: Kendall's τ-b of predicted against published; #: the measured fastest's place in the predicted order)"
+    );
+    let head = ["source", "sweep", "τ", "measured fastest (predicted place)"];
+    super::output::print_table("  ", "<<><", &head, &rows);
+    let n = rows.len() as f64;
+    let mean_tau = outcomes
+        .iter()
+        .flat_map(|o| &o.sweeps)
+        .map(|s| s.tau)
+        .sum::<f64>()
+        / n;
+    let top3 = outcomes
+        .iter()
+        .flat_map(|o| &o.sweeps)
+        .filter(|s| s.predicted_place <= 3)
+        .count();
+    println!(
+        "  mean τ {mean_tau:+.2}; the measured fastest is in the predicted top 3 in {top3} of {} sweeps\n",
+        rows.len()
+    );
 }
