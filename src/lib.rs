@@ -12,6 +12,7 @@ pub mod cli;
 pub mod diag;
 pub mod embedded;
 pub mod error;
+pub mod machine;
 pub mod model;
 pub mod parallel;
 pub mod report;

@@ -8,7 +8,7 @@ use super::evaluate::{GRAD_ACCUMULATION_BYTES, GRAD_BYTES, OPTIMIZER_BYTES, WEIG
 use crate::rules::CollectiveKind;
 use crate::strategy::{Knobs, Precision, Recompute, Schedule};
 use crate::sym::Rational;
-use num_traits::{ToPrimitive, Zero};
+use num_traits::Zero;
 use std::ops::{Add, Div, Mul, Sub};
 
 /// A number the cost formulas compute with.
@@ -47,10 +47,7 @@ impl Amount for f64 {
     }
 }
 
-/// `x` as a float, the largest float where it does not fit.
-pub fn float(x: &Rational) -> f64 {
-    x.to_f64().unwrap_or(f64::MAX)
-}
+pub use crate::sym::float;
 
 /// Bytes per parameter element of the weights, gradients and optimizer state, and the ZeRO
 /// stage from which each is sharded over the replicas (Rajbhandari et al. 2020): bf16 weights

@@ -17,10 +17,10 @@
 
 use super::analysis::{BlockAnalysis, GemmDims, OpAnalysis};
 use crate::calib::Calibration;
+use crate::machine::{KernelClass, Rates};
 use crate::rules::FlopClass;
 use crate::strategy::StrategyError;
 use crate::sym::{Bindings, Poly, Rational};
-use crate::timeline::cost::{KernelClass, Rates};
 use num_traits::ToPrimitive;
 
 /// `x` rounded to a whole number, at least zero; Rust's float-to-integer conversion saturates,

@@ -42,3 +42,8 @@ pub fn ser_rational<S: serde::Serializer>(r: &Rational, s: S) -> Result<S::Ok, S
         s.serialize_str(&r.to_string())
     }
 }
+
+/// `x` as a float, the largest float where it does not fit.
+pub fn float(x: &Rational) -> f64 {
+    num_traits::ToPrimitive::to_f64(x).unwrap_or(f64::MAX)
+}

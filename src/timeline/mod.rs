@@ -7,7 +7,8 @@
 //! ([`gantt_svg`]).
 
 pub mod bound;
-pub mod cost;
+/// The machine's rates and the seconds of kernels and collectives ([`crate::machine`]).
+pub use crate::machine as cost;
 mod event;
 pub mod nccl;
 mod plan;

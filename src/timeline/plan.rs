@@ -40,45 +40,7 @@ pub(crate) mod exact {
     }
 }
 
-/// A collective's kind, as the plan stores it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Collective {
-    /// Ring all-reduce.
-    AllReduce,
-    /// Ring reduce-scatter.
-    ReduceScatter,
-    /// Ring all-gather.
-    AllGather,
-    /// All-to-all.
-    AllToAll,
-    /// Exchange with neighbours, broadcast or point-to-point: one step.
-    OneStep,
-}
-
-impl Collective {
-    /// The plan's kind of a collective.
-    pub fn of(k: CollectiveKind) -> Collective {
-        match k {
-            CollectiveKind::AllReduce => Collective::AllReduce,
-            CollectiveKind::ReduceScatter => Collective::ReduceScatter,
-            CollectiveKind::AllGather => Collective::AllGather,
-            CollectiveKind::AllToAll => Collective::AllToAll,
-            _ => Collective::OneStep,
-        }
-    }
-
-    /// Its name in output.
-    pub fn name(self) -> &'static str {
-        match self {
-            Collective::AllReduce => "all-reduce",
-            Collective::ReduceScatter => "reduce-scatter",
-            Collective::AllGather => "all-gather",
-            Collective::AllToAll => "all-to-all",
-            Collective::OneStep => "exchange",
-        }
-    }
-}
+pub use crate::machine::Collective;
 
 /// The mesh axis of a collective.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,4 +1,4 @@
-//! Seconds from exact amounts: a roofline per kernel (FLOPs at the efficiency of its class and
+//! A machine's achievable rates, and seconds from exact amounts: a roofline per kernel (FLOPs at the efficiency of its class and
 //! size, bytes at the streaming efficiency of its size, plus a fixed overhead) and α–β per
 //! collective (Thakur, Rabenseifner and Gropp 2005: ring all-reduce `2(n−1)·α + 2(n−1)/n·S/β`,
 //! ring all-gather and reduce-scatter `(n−1)·α + (n−1)/n·S/β`), where β is the collective
@@ -7,9 +7,50 @@
 //! part among the group's devices in one node, then the inter-node part among nodes. This is
 //! the only place where amounts become floating-point seconds.
 
-use super::plan::Collective;
 use crate::calib::{Calibration, FloatCurve, COLLECTIVE_KINDS};
+use crate::rules::CollectiveKind;
 use crate::strategy::{MeshAxis, Tier};
+use serde::{Deserialize, Serialize};
+
+/// A collective's kind, as the plan stores it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Collective {
+    /// Ring all-reduce.
+    AllReduce,
+    /// Ring reduce-scatter.
+    ReduceScatter,
+    /// Ring all-gather.
+    AllGather,
+    /// All-to-all.
+    AllToAll,
+    /// Exchange with neighbours, broadcast or point-to-point: one step.
+    OneStep,
+}
+
+impl Collective {
+    /// The plan's kind of a collective.
+    pub fn of(k: CollectiveKind) -> Collective {
+        match k {
+            CollectiveKind::AllReduce => Collective::AllReduce,
+            CollectiveKind::ReduceScatter => Collective::ReduceScatter,
+            CollectiveKind::AllGather => Collective::AllGather,
+            CollectiveKind::AllToAll => Collective::AllToAll,
+            _ => Collective::OneStep,
+        }
+    }
+
+    /// Its name in output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Collective::AllReduce => "all-reduce",
+            Collective::ReduceScatter => "reduce-scatter",
+            Collective::AllGather => "all-gather",
+            Collective::AllToAll => "all-to-all",
+            Collective::OneStep => "exchange",
+        }
+    }
+}
 
 /// One link tier's achievable rates.
 #[derive(Debug, Clone, PartialEq)]
@@ -170,7 +211,7 @@ impl Tiling {
     }
 }
 
-use crate::parallel::amount::float as f;
+use crate::sym::float as f;
 
 impl Rates {
     /// The rates of a calibration table.
