@@ -784,8 +784,8 @@ fn strict_import_and_corrupted_files_exit_2() {
 }
 
 /// An export without dynamic axes imports with a note, on the terminal and as the JSON field
-/// `fixed_sizes`, that its batch and sequence are numbers and tensor parallelism has nothing to
-/// split; an export with them does not get it.
+/// `fixed_sizes`, that its batch and sequence are numbers (which tensor parallelism cuts as
+/// numbers); an export with them does not get it.
 #[test]
 fn fixed_size_exports_say_what_their_numbers_rule_out() {
     let exported = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/onnx/exported");

@@ -14,7 +14,8 @@
 //!   (`B*S` → `B`, `S`; `S^2` → `S`, `S`); a monomial with a negative exponent is one atom
 //!   (`H/NH`, the head dimension); a sum gives its monomial content, atom by atom, and its
 //!   remaining factor as one atom (`B*(S^2/P^2 + 1)` → `B`, `1 + S^2/P^2`). Constants are not
-//!   atoms.
+//!   atoms, except in a graph whose every size is a number, where a size is one atom and a
+//!   shard is keyed by the period of the atom it cuts (see [`Problem::with_numeric_atoms`]).
 //! * Two symbols are **decomposed** heads-major, the way attention lays them out: the hidden
 //!   size `H` becomes `NH` then the head dimension (`D` when the model binds `D` with
 //!   `H = NH·D`, else the atom `H/NH`), provided `NH` divides `H`; in a grouped-query model the
@@ -145,6 +146,15 @@ struct View {
     by_index: BTreeMap<String, Vec<Option<u32>>>,
     /// Sorted atom names, to compare views.
     multiset: Vec<String>,
+}
+
+/// One index of a rule tensor, as a view sees it.
+struct ViewDim<'a> {
+    index: &'a str,
+    /// Whether the index is a dimension of its own here (its extent not a formula in others).
+    own: bool,
+    /// The atoms of its extent.
+    atoms: Vec<(String, Poly)>,
 }
 
 /// What an operator is.
@@ -288,6 +298,9 @@ pub struct Problem {
     keys: Vec<String>,
     key_ids: HashMap<String, u32>,
     decomp: BTreeMap<String, Vec<(String, Poly)>>,
+    /// Whether a number is an atom (a graph whose every size is a number; see
+    /// [`Problem::with_numeric_atoms`]).
+    numeric: bool,
 }
 
 /// How a source may be placed.
@@ -368,10 +381,27 @@ impl Problem {
             keys: Vec::new(),
             key_ids: HashMap::new(),
             decomp,
+            numeric: false,
         }
     }
 
-    /// The name of a shard key, `atom#occurrence`.
+    /// The problem of a graph whose every size is a number (an ONNX export without dynamic
+    /// axes): an extent that is a number of at least 2 is an atom of its own, and a view whose
+    /// atoms are all numbers keys each atom by its *period*, the elements of its dimension and
+    /// of every dimension inside it. A contiguous cut into `p` parts of an atom of period `T`
+    /// (with `p` dividing the atom) gives device `j` the elements whose flat position modulo
+    /// `T` lies in the `j`-th of `p` equal blocks, whatever the view: the hidden size 64 of a
+    /// `[64, 64]` projection output cut in 4 holds the same data as the 4 heads of its
+    /// `[64, 4, 16]` reshape cut in 4, and the two share one key. Views of one tensor are
+    /// compared by their element count (a reshape keeps the order of the elements).
+    /// Which dimension is a batch is not needed: a cut costs what the index kinds of its
+    /// operator say.
+    pub fn with_numeric_atoms(mut self) -> Problem {
+        self.numeric = true;
+        self
+    }
+
+    /// The name of a shard key, `atom#occurrence` (`@period#0` in a graph of numbers).
     pub fn key_name(&self, key: u32) -> &str {
         self.keys
             .get(key as usize)
@@ -393,6 +423,9 @@ impl Problem {
     pub fn atoms(&self, p: &Poly) -> Vec<(String, Poly)> {
         let mut out = Vec::new();
         if p.is_constant() {
+            if self.numeric && p.as_constant().as_ref().and_then(positive_int) >= Some(2) {
+                out.push((p.to_string(), p.clone()));
+            }
             return out;
         }
         let terms: Vec<_> = p.terms().collect();
@@ -446,10 +479,8 @@ impl Problem {
 
     /// The view of rule tensor `t` of an operator bound by `bind`.
     fn view(&mut self, t: &Tensor, bind: &BTreeMap<String, Poly>) -> Result<View, SearchError> {
-        let mut v = View::default();
-        let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+        let mut dims = Vec::new();
         for i in t.indices() {
-            let own = Poly::symbol(i);
             let extent = t.extent(i);
             let formula = extent
                 .substitute_all(bind)
@@ -457,19 +488,59 @@ impl Problem {
                     index: i.to_string(),
                     why,
                 })?;
-            let atoms = self.atoms(&formula);
+            dims.push(ViewDim {
+                index: i,
+                own: extent == Poly::symbol(i),
+                atoms: self.atoms(&formula),
+            });
+        }
+        if let Some(v) = self.numeric_view(&dims) {
+            return Ok(v);
+        }
+        let mut v = View::default();
+        let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+        for ViewDim { index, own, atoms } in dims {
             let mut keys = Vec::new();
             for (name, _) in atoms {
                 let n = seen.entry(name.clone()).or_insert(0);
                 let key = format!("{name}#{n}");
                 *n += 1;
                 v.multiset.push(name);
-                keys.push((extent == own).then(|| self.intern(key)));
+                keys.push(own.then(|| self.intern(key)));
             }
-            v.by_index.insert(i.to_string(), keys);
+            v.by_index.insert(index.to_string(), keys);
         }
         v.multiset.sort();
         Ok(v)
+    }
+
+    /// The view of a tensor whose atoms are all numbers, in a problem of numeric atoms: each
+    /// atom keyed by its period (`@T#0`), the tensor compared by its element count (see
+    /// [`Problem::with_numeric_atoms`]). None where that does not apply.
+    fn numeric_view(&mut self, dims: &[ViewDim]) -> Option<View> {
+        if !self.numeric {
+            return None;
+        }
+        let values = dims
+            .iter()
+            .flat_map(|d| &d.atoms)
+            .map(|(_, p)| p.as_constant().as_ref().and_then(positive_int))
+            .collect::<Option<Vec<u64>>>()?;
+        let mut period = values.iter().try_fold(1u64, |acc, v| acc.checked_mul(*v))?;
+        let mut v = View {
+            multiset: vec![format!("{period} elements")],
+            ..View::default()
+        };
+        let mut value = values.into_iter();
+        for d in dims {
+            let mut keys = Vec::new();
+            for _ in &d.atoms {
+                keys.push(d.own.then(|| self.intern(format!("@{period}#0"))));
+                period /= value.next()?;
+            }
+            v.by_index.insert(d.index.to_string(), keys);
+        }
+        Some(v)
     }
 
     /// A view whose shards match no other tensor's (an incompatible edge).
@@ -1165,6 +1236,9 @@ impl Problem {
             model.dtype_bytes,
             &model.roles,
         );
+        if model.symbols.is_empty() {
+            p = p.with_numeric_atoms();
+        }
         p.loss_passes = (
             model.loss == crate::model::LossMode::Fp32,
             model.train_metrics,

@@ -90,7 +90,7 @@ pub struct OnnxImport {
     /// the graph computes from them alone makes no operator.
     pub mask_inputs: Vec<String>,
     /// Whether every size of the model is a number (an export without dynamic axes): its batch
-    /// and sequence cannot be changed, and tensor parallelism has no size it could split.
+    /// and sequence cannot be changed, and tensor parallelism cuts the numbers themselves.
     pub fixed_sizes: bool,
     /// Model symbols of symbolic dimensions no size was given for on import: written as
     /// defaults of 1 marked `assumed`, which `cost` and `rank` name until `--set` gives them.
@@ -1178,7 +1178,7 @@ fn given_size<'a>(opts: &'a OnnxOptions, s: &str, d: &DimSymbol) -> Option<&'a u
 }
 
 /// What an import whose sizes are all numbers can and cannot be used for.
-pub const FIXED_SIZES: &str = "Every size of this graph is a number (it was exported without dynamic axes): its batch and sequence cannot be changed with `--set`, and tensor parallelism has no size to split (the split search cuts symbols, and a number equal to the hidden size may as well be a token count), so `rank` prices data and pipeline parallelism only. Export with dynamic batch and sequence axes (`torch.onnx.export(..., dynamic_axes=...)`, or `dynamic_shapes` with the dynamo exporter) for both.";
+pub const FIXED_SIZES: &str = "Every size of this graph is a number (it was exported without dynamic axes): its batch and sequence cannot be changed with `--set`. Tensor parallelism cuts the numbers themselves, each where the degree divides it, at what its operator's index kinds say the cut costs; which number is a token count and which a hidden size the graph does not say, so a tensor-parallel axis may cut either. Export with dynamic batch and sequence axes (`torch.onnx.export(..., dynamic_axes=...)`, or `dynamic_shapes` with the dynamo exporter) to rank other sizes.";
 
 /// The symbols of the hidden size and the head count (see `onnx_heads`).
 const HEAD_SYMBOLS: [&str; 2] = ["H", "NH"];
