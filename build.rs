@@ -34,6 +34,7 @@ fn main() {
     embed(&mut out, "FAMILIES", "models/families");
     embed(&mut out, "CALIBRATIONS", "calibration");
     embed(&mut out, "VALIDATIONS", "validation");
+    embed(&mut out, "STACKS", "stacks");
     let dest = Path::new(&std::env::var("OUT_DIR").unwrap()).join("embedded.rs");
     std::fs::write(dest, out).unwrap();
 }

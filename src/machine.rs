@@ -166,8 +166,12 @@ pub struct Rates {
     /// Streaming multiprocessors and output tiles, where the table models wave and tile
     /// quantization of GEMMs.
     pub tiling: Option<Tiling>,
-    /// Fixed seconds per kernel.
+    /// Fixed seconds per kernel (the table's, plus the stack profile's).
     pub kernel_overhead: f64,
+    /// Seconds the stack profile adds once per step ([`crate::calib::stack::Param`]).
+    pub step_overhead: f64,
+    /// Seconds the stack profile adds before each pass of a micro-batch on a stage.
+    pub microbatch_overhead: f64,
     /// Share of compute throughput an overlapping collective takes.
     pub contention: f64,
     /// Inside a node.
@@ -211,12 +215,14 @@ impl Tiling {
     }
 }
 
+use crate::calib::stack::Param;
 use crate::sym::float as f;
 
 impl Rates {
     /// The rates of a calibration table.
     pub fn of(c: &Calibration) -> Rates {
         let d = &c.device;
+        let stack = |p: Param| c.stack.as_ref().map_or(0.0, |s| s.get(p));
         let matmul = d.efficiency.matmul.to_f64();
         let eff = matmul.max();
         let peak = f(&d.peak_flops["bf16"].value);
@@ -251,7 +257,10 @@ impl Rates {
                 .unwrap_or_else(|| matmul.clone()),
             matmul_efficiency: matmul,
             memory_efficiency: memory,
-            kernel_overhead: d.kernel_overhead.as_ref().map_or(0.0, |o| f(&o.value)),
+            kernel_overhead: d.kernel_overhead.as_ref().map_or(0.0, |o| f(&o.value))
+                + stack(Param::KernelOverhead),
+            step_overhead: stack(Param::StepOverhead),
+            microbatch_overhead: stack(Param::MicrobatchOverhead),
             tiling: d.gemm_tiling.as_ref().map(|t| Tiling {
                 sms: f(&t.multiprocessors.value),
                 tiles: t

@@ -3,6 +3,7 @@
 //! (for timelines). Numbers are read exactly: `3.35e12` is the rational 3350000000000.
 
 pub mod gemm;
+pub mod stack;
 use crate::diag::Source;
 use crate::embedded;
 use crate::error::{Error, Result};
@@ -427,6 +428,10 @@ pub struct Calibration {
     pub gpus_per_node: Sourced,
     /// Links.
     pub tiers: Tiers,
+    /// The software stack's profile the timeline adds (`--stack`); none: profile-free. Never
+    /// read from or written to a table's file.
+    #[serde(skip)]
+    pub stack: Option<stack::StackProfile>,
 }
 
 /// Refuses a value that is not positive, at its place in the file.
@@ -770,7 +775,17 @@ impl Calibration {
         e.attention_kernels.clear();
         c.device.kernel_overhead = None;
         c.device.gemm_tiling = None;
+        c.stack = None;
         c
+    }
+
+    /// The table with a stack profile's seconds added by the timeline (`--stack`: a file or a
+    /// shipped name); `None` keeps it profile-free.
+    pub fn with_stack(mut self, arg: Option<&str>) -> Result<Calibration> {
+        if let Some(a) = arg {
+            self.stack = Some(stack::StackProfile::resolve(a)?);
+        }
+        Ok(self)
     }
 
     /// Achievable bf16 FLOP/s of large matmul-like kernels (the plateau of the matmul curve).

@@ -1,6 +1,7 @@
 //! `symshard calibrate`: a calibration table with numbers measured on the user's machine —
 //! link tiers and bus-bandwidth curves from nccl-tests logs (`nccl-tests`), the matmul
-//! efficiency curve from a GEMM sweep (`gemm`).
+//! efficiency curve from a GEMM sweep (`gemm`), a software stack's profile from measured step
+//! times (`--from-runs`).
 
 use crate::calib::{gemm, Calibration};
 use crate::diag::Source;
@@ -13,10 +14,20 @@ use std::path::{Path, PathBuf};
 
 /// Arguments of `calibrate`.
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct CalibrateArgs {
     /// What to calibrate from.
     #[command(subcommand)]
-    pub from: CalibrateFrom,
+    pub from: Option<CalibrateFrom>,
+    /// A software stack's profile from measured step times: a validation file (every row that
+    /// measures seconds per step is fitted), or a fit-set file naming validation files and
+    /// their rows. Writes the profile (`-o`) and reports each parameter with its uncertainty,
+    /// and the error with each source left out in turn.
+    #[arg(long, value_name = "RUNS.yaml", requires = "output")]
+    pub from_runs: Option<PathBuf>,
+    /// The stack profile to write (with --from-runs).
+    #[arg(short, long, value_name = "STACK.yaml")]
+    pub output: Option<PathBuf>,
 }
 
 /// Sources of measurements.
@@ -73,9 +84,13 @@ pub struct GemmArgs {
 
 /// Runs `calibrate`.
 pub fn run(args: CalibrateArgs) -> Result<(), Error> {
-    match args.from {
-        CalibrateFrom::NcclTests(a) => nccl_tests(a),
-        CalibrateFrom::Gemm(a) => gemm_sweep(a),
+    match (args.from, args.from_runs, args.output) {
+        (Some(CalibrateFrom::NcclTests(a)), _, _) => nccl_tests(a),
+        (Some(CalibrateFrom::Gemm(a)), _, _) => gemm_sweep(a),
+        (None, Some(runs), Some(output)) => super::stack_fit::run(&runs, &output),
+        _ => Err(Error::Usage(
+            "calibrate: give `nccl-tests`, `gemm`, or --from-runs RUNS.yaml -o STACK.yaml".into(),
+        )),
     }
 }
 

@@ -34,6 +34,10 @@ pub struct CompareArgs {
     /// per step of each strategy.
     #[arg(long, value_name = "FILE")]
     pub calib: Option<String>,
+    /// A software stack's profile (a file or a shipped name, `stacks/`), added to the simulated
+    /// seconds; default: none, profile-free.
+    #[arg(long, value_name = "NAME|FILE")]
+    pub stack: Option<String>,
     /// Device memory: bytes, or with a unit (`75GB`, `80GiB`); default: the calibration's.
     #[arg(long, value_name = "SIZE")]
     pub memory: Option<String>,
@@ -97,6 +101,9 @@ pub struct Comparison {
     pub symbols: std::collections::BTreeMap<String, String>,
     /// Calibration table of the balance ratios.
     pub calibration: String,
+    /// The stack profile added to the seconds (`--stack`); absent: profile-free.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stack_profile: Option<String>,
     /// Strategy A.
     pub a: SideJson,
     /// Strategy B.
@@ -207,6 +214,7 @@ fn side(
 ) -> Result<Evaluated, Error> {
     let mut flags = StrategyFlags::from_argument(text, what)?;
     flags.calib = args.calib.clone();
+    flags.stack = args.stack.clone();
     flags.memory = args.memory.clone();
     if args.gpus_per_node.is_some() {
         flags.gpus_per_node = args.gpus_per_node;
@@ -223,7 +231,7 @@ fn side(
         st.calib.clone()
     };
     let (_, evaluation) = st.evaluate(model, values, Some(&priced)).map_err(named)?;
-    let seconds = if args.calib.is_some() {
+    let seconds = if args.calib.is_some() || args.stack.is_some() {
         Some(
             seconds_of(
                 model,
@@ -287,6 +295,7 @@ pub fn comparison(
             .map(|(k, v)| (k.clone(), v.to_string()))
             .collect(),
         calibration: calibration.to_string(),
+        stack_profile: calib.stack.as_ref().map(|s| s.describe()),
         a: side(a),
         b: side(b),
         components,
@@ -515,7 +524,8 @@ pub fn run(args: CompareArgs) -> Result<(), Error> {
     let values = args.symbols.apply(&model)?;
     let a = side(&model, &values, &args.a, "strategy A", &args)?;
     let b = side(&model, &values, &args.b, "strategy B", &args)?;
-    let mut calib = crate::calib::Calibration::resolve_or_reference(args.calib.as_deref())?;
+    let mut calib = crate::calib::Calibration::resolve_or_reference(args.calib.as_deref())?
+        .with_stack(args.stack.as_deref())?;
     if args.plateau {
         calib = calib.at_plateau();
     }
@@ -526,6 +536,9 @@ pub fn run(args: CompareArgs) -> Result<(), Error> {
             println!("{}", header(&model, &values, &calib.name, &a, &b));
             if let Some(line) = units::settings_line(&crate::timeline::setting_map(&model)) {
                 println!("{line}");
+            }
+            if let Some(stack) = &c.stack_profile {
+                println!("stack profile: {stack}");
             }
             print_comparison(&c);
             if !units::exact() {

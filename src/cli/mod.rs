@@ -16,6 +16,7 @@ mod output;
 pub mod progress;
 pub mod rank;
 mod report;
+mod stack_fit;
 mod strategy_args;
 mod timeline;
 pub use crate::units;
@@ -52,7 +53,7 @@ pub enum Command {
     Analyze(Box<analyze::AnalyzeArgs>),
     /// Time a saved analysis on several machines side by side.
     Port(timeline::PortArgs),
-    /// Fit a calibration table's link tiers from measurements.
+    /// Fit a calibration table from microbenchmarks, or a stack profile from measured step times.
     Calibrate(calibrate::CalibrateArgs),
     /// Write a model file from a Hugging Face config.json or an ONNX graph.
     Import(import::ImportArgs),

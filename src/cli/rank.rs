@@ -146,6 +146,10 @@ pub struct RankArgs {
     /// `TABLE@KERNEL` times fused attention with one of its `attention_kernels`.
     #[arg(long, value_name = "FILE")]
     pub calib: Option<String>,
+    /// A software stack's profile (a file or a shipped name, `stacks/`), added to the simulated
+    /// seconds (which it turns on, as --calib does); default: none, profile-free.
+    #[arg(long, value_name = "NAME|FILE")]
+    pub stack: Option<String>,
     /// The search's machine and constraints.
     #[command(flatten)]
     pub search: SearchArgs,
@@ -166,6 +170,13 @@ pub struct RankArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
+}
+
+impl RankArgs {
+    /// Whether rows are ranked by simulated seconds: a machine or a stack profile was named.
+    pub fn seconds(&self) -> bool {
+        self.calib.is_some() || self.stack.is_some()
+    }
 }
 
 #[derive(Serialize)]
@@ -253,6 +264,9 @@ struct Out {
     devices: u64,
     gpus_per_node: u64,
     calibration: String,
+    /// The stack profile added to the seconds (`--stack`); absent: profile-free.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stack_profile: Option<String>,
     /// Usable memory per device (after headroom), bytes.
     #[serde(serialize_with = "crate::sym::ser_rational")]
     memory_limit: Rational,
@@ -480,7 +494,8 @@ pub fn ranked(args: &RankArgs) -> Result<Ranked, Error> {
     let loader = args.symbols.loader()?;
     let model = loader.resolve(&args.model)?;
     let values = args.symbols.apply(&model)?;
-    let calib = Calibration::resolve_or_reference(args.calib.as_deref())?;
+    let calib = Calibration::resolve_or_reference(args.calib.as_deref())?
+        .with_stack(args.stack.as_deref())?;
     let Request {
         opts,
         steer,
@@ -539,6 +554,7 @@ pub fn ranked(args: &RankArgs) -> Result<Ranked, Error> {
         devices: args.devices,
         gpus_per_node: opts.gpus_per_node,
         calibration: calib.name.clone(),
+        stack_profile: calib.stack.as_ref().map(|s| s.describe()),
         memory_limit: opts.memory.clone(),
         steering: steer.describe(),
         strategies: rows,
@@ -626,7 +642,7 @@ fn request(
         top: args.top,
         memory,
         max_microbatches: args.search.max_microbatches.max(1),
-        seconds: args.calib.is_some(),
+        seconds: args.seconds(),
         max_chunks: args.search.max_chunks,
         steer: steer.clone(),
         pareto: args.pareto,
@@ -793,7 +809,7 @@ impl Top<'_> {
         let (true, Some(first), Some(second)) = (self.args.why, rows.first(), rows.get(1)) else {
             return Ok(None);
         };
-        let seconds = self.args.calib.is_some();
+        let seconds = self.args.seconds();
         let a = self.price(&first.evaluation.knobs, seconds, &first.layout)?;
         let b = self.price(&second.evaluation.knobs, seconds, &second.layout)?;
         Ok(Some(super::compare::comparison(
@@ -1056,12 +1072,15 @@ fn print_header(out: &Out, calib: &Calibration, capacity: &Rational, args: &Rank
     if let Some(line) = units::settings_line(&out.settings) {
         println!("{line}");
     }
+    if let Some(stack) = &out.stack_profile {
+        println!("stack profile: {stack}");
+    }
     println!(
         "balance: κ hbm {} FLOP/B, κ intra {} FLOP/B, κ inter {} FLOP/B; {}",
         units::ratio(&calib.hbm_balance()),
         units::ratio(&calib.balance(Tier::Intra)),
         units::ratio(&calib.balance(Tier::Inter)),
-        if out.simulated > 0 || args.calib.is_some() {
+        if out.simulated > 0 || args.seconds() {
             "ranked by simulated seconds per step"
         } else {
             "ranked by relative cost (FLOP-equivalents of the busiest device per step)"

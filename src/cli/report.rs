@@ -34,6 +34,10 @@ pub struct ReportArgs {
     /// strategy on it (default: the reference machine, ranking by relative cost).
     #[arg(long, value_name = "FILE")]
     pub calib: Option<String>,
+    /// A software stack's profile (a file or a shipped name, `stacks/`), as `rank` takes it;
+    /// default: none, profile-free.
+    #[arg(long, value_name = "NAME|FILE")]
+    pub stack: Option<String>,
     /// The search's machine and constraints, as `rank` takes them.
     #[command(flatten)]
     pub search: SearchArgs,
@@ -52,6 +56,7 @@ fn rank_args(args: &ReportArgs) -> super::rank::RankArgs {
         devices: args.devices,
         top: args.top,
         calib: args.calib.clone(),
+        stack: args.stack.clone(),
         search: args.search.clone(),
         pareto: true,
         symbols: args.symbols.clone(),
@@ -206,6 +211,9 @@ fn command_line(args: &ReportArgs) -> String {
     command.push(format!("--devices {}", args.devices));
     if let Some(c) = &args.calib {
         command.push(format!("--calib {c}"));
+    }
+    if let Some(s) = &args.stack {
+        command.push(format!("--stack {s}"));
     }
     let search = args.search.to_args();
     if !search.is_empty() {

@@ -87,6 +87,10 @@ pub struct StrategyFlags {
     /// one of its `attention_kernels`); default: the embedded reference machine.
     #[arg(long, value_name = "FILE")]
     pub calib: Option<String>,
+    /// A software stack's profile (a file or a shipped name, `stacks/`): the seconds its host
+    /// work adds per step, per micro-batch pass and per kernel; default: none, profile-free.
+    #[arg(long, value_name = "NAME|FILE")]
+    pub stack: Option<String>,
     /// Device memory: bytes, or with a unit (`75GB`, `80GiB`); default: the calibration's
     /// capacity.
     #[arg(long, value_name = "SIZE")]
@@ -154,7 +158,7 @@ impl StrategyFlags {
 
     /// The machine named by `--calib`, or the reference.
     pub fn calibration(&self) -> Result<Calibration, Error> {
-        Calibration::resolve_or_reference(self.calib.as_deref())
+        Calibration::resolve_or_reference(self.calib.as_deref())?.with_stack(self.stack.as_deref())
     }
 
     /// Resolves file and flags into one strategy for `model`: per-operator overrides must name
@@ -377,6 +381,7 @@ impl StrategyFlags {
         self.account_for_loss_in_pipeline_split |= o.account_for_loss_in_pipeline_split;
         self.gpus_per_node = o.gpus_per_node.or(self.gpus_per_node);
         self.calib = o.calib.or(self.calib);
+        self.stack = o.stack.or(self.stack);
         self.memory = o.memory.or(self.memory);
         self
     }

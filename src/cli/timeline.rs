@@ -46,6 +46,10 @@ pub struct PortArgs {
     /// one of the table's `attention_kernels`), in the order to show them.
     #[arg(long, value_name = "FILE", required = true)]
     pub calib: Vec<String>,
+    /// A software stack's profile (a file or a shipped name, `stacks/`) added on every machine;
+    /// default: none, profile-free.
+    #[arg(long, value_name = "NAME|FILE")]
+    pub stack: Option<String>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
@@ -201,6 +205,9 @@ fn print_summary(s: &Summary, plan: &TimingPlan, calib: &Calibration) {
     if let Some(line) = units::settings_line(&s.settings) {
         println!("{line}");
     }
+    if let Some(stack) = &s.stack_profile {
+        println!("stack profile: {stack}");
+    }
     println!();
     println!("  iteration               {:.4} s", s.iteration_seconds);
     println!("  samples per second      {:.2}", s.samples_per_second);
@@ -266,7 +273,7 @@ pub fn run_port(args: PortArgs) -> Result<(), Error> {
     let mut rows = Vec::new();
     let mut machines = Vec::new();
     for c in &args.calib {
-        let calib = Calibration::resolve(c)?;
+        let calib = Calibration::resolve(c)?.with_stack(args.stack.as_deref())?;
         rows.push(time_summary(&plan, &calib)?);
         machines.push(calib);
     }

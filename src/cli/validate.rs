@@ -4,9 +4,12 @@
 use super::output::print_json;
 use super::units;
 use super::Format;
+use crate::calib::stack::StackProfile;
 use crate::diag::Source;
 use crate::error::Error;
-use crate::validate::{by_stack, run_file, shipped, FileOutcome};
+use crate::validate::{
+    by_stack, file_stack, run_file, run_file_with, shipped, FileOutcome, RowSet,
+};
 use clap::Args;
 use std::path::PathBuf;
 
@@ -15,6 +18,12 @@ use std::path::PathBuf;
 pub struct ValidateArgs {
     /// Validation files (YAML); default: the shipped ones (`validation/`).
     pub files: Vec<PathBuf>,
+    /// A software stack's profile (a file or a shipped name, `stacks/`) added to the files whose
+    /// `stack:` is the profile's label (every file for a profile with none); their rows are
+    /// reported as fit rows (the profile's declared fit set) and test rows, and the test rows
+    /// are the headline. Default: none, profile-free.
+    #[arg(long, value_name = "NAME|FILE")]
+    pub stack: Option<String>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
@@ -36,13 +45,31 @@ pub fn run(args: ValidateArgs) -> Result<(), Error> {
         }
         v
     };
+    let profile = args
+        .stack
+        .as_deref()
+        .map(StackProfile::resolve)
+        .transpose()?;
     let mut outcomes: Vec<FileOutcome> = Vec::new();
+    // With a profile: the same rows profile-free, to show what it changes.
+    let mut free: Vec<FileOutcome> = Vec::new();
     for (name, src) in &sources {
-        outcomes.push(run_file(name, src)?);
+        let applies = profile
+            .as_ref()
+            .filter(|p| p.label.is_none() || p.label == file_stack(src).ok().flatten());
+        outcomes.push(run_file_with(name, src, applies)?);
+        if applies.is_some() {
+            free.push(run_file(name, src)?);
+        }
     }
     match args.format {
         Format::Json => print_json(&outcomes)?,
-        Format::Table => print_table(&outcomes),
+        Format::Table => {
+            print_table(&outcomes);
+            if let Some(p) = &profile {
+                print_split(p, &outcomes, &free);
+            }
+        }
     }
     let beyond: Vec<String> = outcomes
         .iter()
@@ -83,8 +110,15 @@ fn print_table(outcomes: &[FileOutcome]) {
             _ => String::new(),
         };
         println!("{} — {} on {}{in_header}", o.name, o.source, o.machine);
+        if let Some(p) = &o.stack_profile {
+            println!("  stack profile: {p}");
+        }
         let column = shared.is_none();
+        let split = o.rows.iter().any(|r| r.set.is_some());
         let mut head = vec!["run"];
+        if split {
+            head.push("set");
+        }
         if column {
             head.push("B, S");
         }
@@ -94,6 +128,9 @@ fn print_table(outcomes: &[FileOutcome]) {
             .iter()
             .map(|r| {
                 let mut row = vec![r.name.clone()];
+                if let Some(set) = r.set {
+                    row.push(set.name().to_string());
+                }
                 if column {
                     row.push(shape(r));
                 }
@@ -116,7 +153,12 @@ fn print_table(outcomes: &[FileOutcome]) {
                 row
             })
             .collect();
-        let align = if column { "<<>>><" } else { "<>>><" };
+        let align = match (split, column) {
+            (true, true) => "<<<>>><",
+            (true, false) => "<<>>><",
+            (false, true) => "<<>>><",
+            (false, false) => "<>>><",
+        };
         super::output::print_table("  ", align, &head, &rows);
         println!(
             "  mean |error| {:.1} %, max |error| {:.1} % over {} rows{}\n",
@@ -203,4 +245,44 @@ fn print_sweeps(outcomes: &[FileOutcome]) {
         "  mean τ {mean_tau:+.2}; the measured fastest is in the predicted top 3 in {top3} of {} sweeps\n",
         rows.len()
     );
+}
+
+/// With a stack profile: the rows it applies to, fit and test apart, against the same rows
+/// profile-free (`free`, one per file it applies to, in order); the test rows first, as the
+/// headline. Errors as the table's (a row with a band: outside its band).
+fn print_split(p: &StackProfile, outcomes: &[FileOutcome], free: &[FileOutcome]) {
+    println!("stack profile {}", p.describe());
+    let applied = outcomes.iter().filter(|o| o.stack_profile.is_some());
+    // (set, error with the profile, error without).
+    let errors: Vec<(Option<RowSet>, f64, f64)> = applied
+        .zip(free)
+        .flat_map(|(o, f)| o.rows.iter().zip(&f.rows))
+        .map(|(r, f)| (r.set, r.error, f.error))
+        .collect();
+    if errors.is_empty() {
+        let label = p.label.as_deref().unwrap_or("");
+        println!("  applies to no row here (its label: `{label}`)");
+        return;
+    }
+    for set in [RowSet::Test, RowSet::Fit] {
+        let of: Vec<&(Option<RowSet>, f64, f64)> =
+            errors.iter().filter(|e| e.0 == Some(set)).collect();
+        if of.is_empty() {
+            continue;
+        }
+        let n = of.len().max(1) as f64;
+        let with = of.iter().map(|e| e.1.abs()).sum::<f64>() / n;
+        let without = of.iter().map(|e| e.2.abs()).sum::<f64>() / n;
+        println!(
+            "  {} rows: mean |error| {:.1} % over {} (profile-free {:.1} %){}",
+            set.name(),
+            100.0 * with,
+            units::tally(of.len() as u64),
+            100.0 * without,
+            match set {
+                RowSet::Test => ": the headline",
+                RowSet::Fit => ": in sample",
+            }
+        );
+    }
 }

@@ -67,6 +67,9 @@ pub struct Summary {
     pub settings: std::collections::BTreeMap<String, String>,
     /// Calibration table.
     pub calibration: String,
+    /// The stack profile the seconds include (`--stack`); absent: profile-free.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stack_profile: Option<String>,
     /// Devices in all.
     pub device_count: u64,
     /// Seconds per step.
@@ -145,6 +148,7 @@ fn timed(plan: &TimingPlan, calib: &Calibration, keep: bool) -> Result<Timeline>
         strategy: k.to_string(),
         settings: plan.settings.clone(),
         calibration: calib.name.clone(),
+        stack_profile: calib.stack.as_ref().map(|s| s.describe()),
         device_count: devices,
         iteration_seconds: t,
         samples_per_second: f(&plan.samples) / t,

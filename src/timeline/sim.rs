@@ -867,7 +867,8 @@ fn run(
     let layout = Layout::new(plan, rates, &mesh);
     let mut state = State::new(&layout, keep);
     layout.run_programs(&mut state)?;
-    let iteration = layout.finish_step(&mut state, gpus_per_node);
+    // A stack profile's host work once per step (zero without one).
+    let iteration = layout.finish_step(&mut state, gpus_per_node) + rates.step_overhead;
     Ok(Simulation {
         events: state.rec.events,
         iteration,
@@ -1047,7 +1048,8 @@ impl<'a> Layout<'a> {
     fn run_task(&self, st: &mut State, d: usize, task: Task, (ready, dep): (f64, Option<usize>)) {
         let dev = &mut st.devices[d];
         let mut cur = Cursor {
-            t: ready.max(dev.task_end),
+            // A stack profile's host gap before every pass of a micro-batch (zero without one).
+            t: ready.max(dev.task_end) + self.ctx.rates.microbatch_overhead,
             prev: dep,
             started: None,
             last_compute: None,

@@ -5,6 +5,9 @@
 //! Nothing here feeds back into a calibration table: the tables cite datasheets and
 //! microbenchmarks, and these files only judge them.
 
+pub mod fit;
+
+use crate::calib::stack::StackProfile;
 use crate::calib::Calibration;
 use crate::diag::Source;
 use crate::embedded;
@@ -84,6 +87,34 @@ struct ValidationFile {
     runs: Vec<Run>,
 }
 
+/// Whether a stack profile was fitted on a row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RowSet {
+    /// In the profile's declared fit set: in sample.
+    Fit,
+    /// Not in it: a test of the profile.
+    Test,
+}
+
+impl RowSet {
+    /// Its name in tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            RowSet::Fit => "fit",
+            RowSet::Test => "test",
+        }
+    }
+}
+
+/// The stem of a file name (`validation/x.yaml` → `x`), as fit sets name files.
+fn name_of(name: &str) -> &str {
+    std::path::Path::new(name)
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or(name)
+}
+
 /// One row's outcome.
 #[derive(Debug, Clone, Serialize)]
 pub struct RowOutcome {
@@ -104,6 +135,9 @@ pub struct RowOutcome {
     pub band: Option<(f64, f64)>,
     /// The largest |error| accepted.
     pub bound: f64,
+    /// With a stack profile: whether the profile was fitted on this row or it tests it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub set: Option<RowSet>,
     /// Whether the device memory fits the strategy (on the file's machine).
     pub fits: bool,
     /// The model's batch and sequence symbols with their values in this row (`B = 8`,
@@ -133,6 +167,9 @@ pub struct FileOutcome {
     /// The software stack the measurements ran, where the file names it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stack: Option<String>,
+    /// The stack profile added to the predictions (`--stack`); absent: profile-free.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stack_profile: Option<String>,
     /// The settings, stated and chosen.
     pub settings: String,
     /// The rows.
@@ -175,6 +212,21 @@ fn yaml_number(v: &serde_yaml::Value) -> Option<String> {
 
 /// Predicts every row of a validation file.
 pub fn run_file(name: &str, src: &Source) -> Result<FileOutcome> {
+    run_file_with(name, src, None)
+}
+
+/// The `stack:` label a validation file names, if any (after checking the file parses).
+pub fn file_stack(src: &Source) -> Result<Option<String>> {
+    Ok(src.parse::<ValidationFile>()?.stack)
+}
+
+/// Predicts every row of a validation file, with a stack profile added to its machine's
+/// seconds where one is given (the rows are then marked fit or test by its declared fit set).
+pub fn run_file_with(
+    name: &str,
+    src: &Source,
+    stack: Option<&StackProfile>,
+) -> Result<FileOutcome> {
     let file: ValidationFile = src.parse()?;
     if let Some(stack) = file.stack.as_deref().filter(|s| !crate::calib::is_label(s)) {
         return Err(src.error_at(
@@ -182,11 +234,13 @@ pub fn run_file(name: &str, src: &Source) -> Result<FileOutcome> {
             format!("`{stack}`: a stack is a label: a lower-case letter, then lower-case letters, digits and hyphens (megatron, pytorch-fsdp)"),
         ));
     }
-    let calib = Calibration::resolve(&file.machine)
+    let mut calib = Calibration::resolve(&file.machine)
         .map_err(|e| src.error_at(&["machine"], e.to_string()))?;
+    calib.stack = stack.cloned();
     let mut rows = Vec::new();
     let mut loader = ModelLoader::embedded()?;
     let raw: serde_yaml::Value = src.parse()?;
+    let stem = name_of(name).to_owned();
     for (i, mut run) in file.runs.into_iter().enumerate() {
         let idx = i.to_string();
         let at = |field: &str, msg: String| src.error_at(&["runs", &idx, field], msg);
@@ -220,6 +274,13 @@ pub fn run_file(name: &str, src: &Source) -> Result<FileOutcome> {
             batch_and_sequence: own.batch_and_sequence,
             work: own.work,
             batch: own.batch,
+            set: stack.map(|s| {
+                if s.fitted_on(&stem, &name) {
+                    RowSet::Fit
+                } else {
+                    RowSet::Test
+                }
+            }),
             name,
             measure,
             predicted: own.predicted,
@@ -239,6 +300,7 @@ pub fn run_file(name: &str, src: &Source) -> Result<FileOutcome> {
         source: file.source,
         machine: calib.name.clone(),
         stack: file.stack,
+        stack_profile: stack.map(|s| s.describe()),
         settings: file.settings,
         rows,
         mean_abs_error: mean,

@@ -1,0 +1,292 @@
+//! Stack profiles: the time a software stack adds that no microbenchmark publishes (a
+//! framework's host work per step, its scheduler's gaps between micro-batches, the launch work
+//! its Python and dispatcher add to every kernel). A profile is a declared empirical layer: at
+//! most [`MAX_PARAMETERS`] parameters, each a number of seconds with a physical meaning, fitted
+//! by `symshard calibrate --from-runs` on a fit set that the file names row by row, so that
+//! `symshard validate` can report the rows it was fitted on apart from the rows that test it.
+//!
+//! Without `--stack` nothing here is applied: the seconds are profile-free.
+
+use crate::diag::Source;
+use crate::embedded;
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The most parameters a profile may have.
+pub const MAX_PARAMETERS: usize = 4;
+
+/// What the `--stack` help and the outputs say when no profile is given.
+pub const PROFILE_FREE: &str =
+    "none: profile-free (no software overhead beyond the calibration table's)";
+
+/// A parameter of a profile: each is seconds added by the timeline at a named place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Param {
+    /// Seconds once per training step, on every device after its optimizer step: the
+    /// framework's host work outside the model's kernels (optimizer and scheduler launch,
+    /// data loader, logging, the step's synchronisation).
+    StepOverhead,
+    /// Seconds before every forward and every backward of a micro-batch on each pipeline stage:
+    /// the schedule's host gaps (Python between passes, waiting on its own launches).
+    MicrobatchOverhead,
+    /// Seconds added to every kernel on top of the calibration table's `kernel_overhead`:
+    /// the stack's dispatch and launch work per kernel (an unfused kernel pays it once more).
+    KernelOverhead,
+}
+
+impl Param {
+    /// Every parameter, in file order.
+    pub const ALL: [Param; 3] = [
+        Param::StepOverhead,
+        Param::MicrobatchOverhead,
+        Param::KernelOverhead,
+    ];
+
+    /// Its name in files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Param::StepOverhead => "step_overhead",
+            Param::MicrobatchOverhead => "microbatch_overhead",
+            Param::KernelOverhead => "kernel_overhead",
+        }
+    }
+
+    /// The parameter a file names.
+    pub fn from_name(name: &str) -> Option<Param> {
+        Param::ALL.into_iter().find(|p| p.name() == name)
+    }
+
+    /// What it means, for reports and the files `calibrate` writes.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            Param::StepOverhead => "seconds per training step of host work outside the kernels",
+            Param::MicrobatchOverhead => {
+                "seconds before each forward and each backward of a micro-batch on a stage"
+            }
+            Param::KernelOverhead => "seconds per kernel beyond the calibration table's",
+        }
+    }
+
+    /// The largest plausible value, in seconds: a larger one is a unit mistake.
+    pub fn ceiling(self) -> f64 {
+        match self {
+            Param::StepOverhead => 60.0,
+            Param::MicrobatchOverhead => 1.0,
+            Param::KernelOverhead => 1e-3,
+        }
+    }
+
+    /// A step for finite differences of the timeline, small against a typical value.
+    pub fn probe(self) -> f64 {
+        match self {
+            Param::StepOverhead => 1.0,
+            Param::MicrobatchOverhead => 1e-3,
+            Param::KernelOverhead => 1e-5,
+        }
+    }
+}
+
+/// One file's rows of a fit set.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FitRows {
+    /// A validation file: a shipped stem (`narayanan2021-table1`) or a path (relative to the
+    /// file that names it).
+    pub file: String,
+    /// The rows by name; every row that measures step seconds when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows: Option<Vec<String>>,
+}
+
+/// One parameter as a file states it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ParamEntry {
+    /// Seconds.
+    pub value: f64,
+    /// Its standard error from the fit, where known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uncertainty: Option<f64>,
+    /// What it means.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub means: Option<String>,
+}
+
+/// How well the profile fits, as `calibrate --from-runs` measured it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FitSummary {
+    /// Rows fitted.
+    pub rows: usize,
+    /// Sources (files) they come from.
+    pub sources: usize,
+    /// Mean |predicted ÷ published − 1| over the fit rows, with the fitted profile.
+    pub in_sample_error: f64,
+    /// The same, each source's rows predicted by the profile fitted without them (each row
+    /// left out in turn when the fit set has one source).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leave_one_out_error: Option<f64>,
+}
+
+/// A stack profile file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileFile {
+    /// Its name.
+    pub name: String,
+    /// What stack, which versions, and where its fit set comes from.
+    pub doc: String,
+    /// The `stack:` label of the validation files it applies to (`megatron`, `pytorch-fsdp`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// The rows it was fitted on: `validate --stack` reports them apart from the test rows.
+    #[serde(default)]
+    pub fit_set: Vec<FitRows>,
+    /// The parameters, by name; absent ones are zero.
+    pub parameters: BTreeMap<String, ParamEntry>,
+    /// How well it fits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fit: Option<FitSummary>,
+}
+
+/// A loaded, checked profile.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StackProfile {
+    /// Its name.
+    pub name: String,
+    /// The validation label it applies to.
+    pub label: Option<String>,
+    /// The rows it was fitted on (file stems, row names; `None`: every row of the file).
+    pub fit_set: Vec<FitRows>,
+    /// Seconds per parameter; zero for those the file leaves out.
+    pub values: BTreeMap<Param, f64>,
+}
+
+impl StackProfile {
+    /// A profile of the given values, nothing declared about its fit.
+    pub fn of(name: &str, values: BTreeMap<Param, f64>) -> StackProfile {
+        StackProfile {
+            name: name.to_string(),
+            label: None,
+            fit_set: Vec::new(),
+            values,
+        }
+    }
+
+    /// The value of a parameter (zero when the profile leaves it out).
+    pub fn get(&self, p: Param) -> f64 {
+        self.values.get(&p).copied().unwrap_or(0.0)
+    }
+
+    /// Loads and checks a profile: at most [`MAX_PARAMETERS`] parameters, each known, finite,
+    /// not negative and below its ceiling.
+    pub fn load(src: &Source) -> Result<StackProfile> {
+        let file: ProfileFile = src.parse()?;
+        if file.parameters.len() > MAX_PARAMETERS {
+            return Err(src.error_at(
+                &["parameters"],
+                format!(
+                    "a profile has at most {MAX_PARAMETERS} parameters, this one has {}",
+                    file.parameters.len()
+                ),
+            ));
+        }
+        if let Some(l) = file.label.as_deref().filter(|l| !super::is_label(l)) {
+            return Err(src.error_at(
+                &["label"],
+                format!("`{l}`: a label is a lower-case letter, then lower-case letters, digits and hyphens"),
+            ));
+        }
+        let mut values = BTreeMap::new();
+        for (name, entry) in &file.parameters {
+            let at = |m: String| src.error_at(&["parameters", name], m);
+            let p = Param::from_name(name).ok_or_else(|| {
+                let known: Vec<&str> = Param::ALL.iter().map(|p| p.name()).collect();
+                at(format!(
+                    "unknown parameter `{name}` (known: {})",
+                    known.join(", ")
+                ))
+            })?;
+            let v = entry.value;
+            if !v.is_finite() || v < 0.0 {
+                return Err(at(format!(
+                    "`{name}` is seconds and must not be negative, not {v}"
+                )));
+            }
+            if v > p.ceiling() {
+                return Err(at(format!(
+                    "`{name}` = {v} s is above {} s: a unit mistake?",
+                    p.ceiling()
+                )));
+            }
+            values.insert(p, v);
+        }
+        Ok(StackProfile {
+            name: file.name,
+            label: file.label,
+            fit_set: file.fit_set,
+            values,
+        })
+    }
+
+    /// The profile `--stack` names: a file, or a shipped name (`stacks/`).
+    pub fn resolve(arg: &str) -> Result<StackProfile> {
+        let path = Path::new(arg);
+        if arg.ends_with(".yaml") || arg.ends_with(".yml") || path.is_file() {
+            return StackProfile::load(&Source::read(path)?);
+        }
+        match embedded::STACKS.iter().find(|(s, _)| *s == arg) {
+            Some((s, text)) => {
+                StackProfile::load(&Source::new(embedded::display_path("stacks", s), *text))
+            }
+            None => {
+                let names: Vec<&str> = embedded::STACKS.iter().map(|(s, _)| *s).collect();
+                Err(Error::Usage(format!(
+                    "unknown stack profile `{arg}` (shipped: {})",
+                    names.join(", ")
+                )))
+            }
+        }
+    }
+
+    /// Whether row `row` of the validation file `stem` is in the declared fit set.
+    pub fn fitted_on(&self, stem: &str, row: &str) -> bool {
+        self.fit_set.iter().any(|f| {
+            Path::new(&f.file)
+                .file_stem()
+                .is_some_and(|s| s.to_string_lossy() == stem)
+                && f.rows
+                    .as_ref()
+                    .is_none_or(|rows| rows.iter().any(|r| r == row))
+        })
+    }
+
+    /// One line for outputs: its name and values.
+    pub fn describe(&self) -> String {
+        let values: Vec<String> = Param::ALL
+            .iter()
+            .filter(|p| self.get(**p) > 0.0)
+            .map(|p| format!("{} {}", p.name(), seconds_text(self.get(*p))))
+            .collect();
+        if values.is_empty() {
+            format!("{} (every parameter zero)", self.name)
+        } else {
+            format!("{} ({})", self.name, values.join(", "))
+        }
+    }
+}
+
+/// Seconds in the unit that reads best (`0.12 s`, `35 ms`, `4.1 µs`).
+pub fn seconds_text(s: f64) -> String {
+    if s == 0.0 {
+        "0 s".to_string()
+    } else if s >= 1.0 {
+        format!("{s:.3} s")
+    } else if s >= 1e-3 {
+        format!("{:.3} ms", s * 1e3)
+    } else {
+        format!("{:.3} µs", s * 1e6)
+    }
+}

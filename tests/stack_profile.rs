@@ -1,0 +1,301 @@
+//! Stack profiles: `calibrate --from-runs` recovers the parameters that generated synthetic
+//! runs, and reports each source left out; `--stack` adds exactly its seconds; the default is
+//! profile-free; bad profile files are refused at their line with exit code 2; every shipped
+//! profile loads and names a fit set. The synthetic runs are the shipped validation rows with
+//! their published times replaced by the timeline's own predictions under known parameters.
+
+mod common;
+
+use common::{refused_in, stdout, symshard, temp_dir};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use symshard::calib::stack::{Param, StackProfile};
+use symshard::diag::Source;
+use symshard::validate::run_file_with;
+
+/// The parameters the synthetic runs are generated with.
+fn known() -> BTreeMap<Param, f64> {
+    BTreeMap::from([
+        (Param::StepOverhead, 0.25),
+        (Param::MicrobatchOverhead, 0.002),
+        (Param::KernelOverhead, 4e-6),
+    ])
+}
+
+/// Writes the shipped validation file `stem` into `dir` with every published time replaced by
+/// the prediction under `values` (and no band: each row is predicted at its own settings).
+fn synthetic(dir: &Path, stem: &str, values: &BTreeMap<Param, f64>) -> PathBuf {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("validation/{stem}.yaml"));
+    let src = Source::read(&path).unwrap();
+    let profile = StackProfile::of("known", values.clone());
+    let outcome = run_file_with(stem, &src, Some(&profile)).unwrap();
+    let mut raw: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let runs = raw.get_mut("runs").unwrap().as_sequence_mut().unwrap();
+    for (run, row) in runs.iter_mut().zip(&outcome.rows) {
+        let map = run.as_mapping_mut().unwrap();
+        map.remove("band");
+        map.insert("published".into(), row.predicted.into());
+    }
+    let out = dir.join(format!("{stem}.yaml"));
+    std::fs::write(&out, serde_yaml::to_string(&raw).unwrap()).unwrap();
+    out
+}
+
+fn fitted(path: &Path) -> StackProfile {
+    StackProfile::load(&Source::read(path).unwrap()).unwrap()
+}
+
+fn assert_close(got: f64, want: f64, tolerance: f64, what: &str) {
+    assert!(
+        (got - want).abs() <= tolerance * want.abs(),
+        "{what}: {got} against {want}"
+    );
+}
+
+#[test]
+fn calibrate_from_runs_recovers_known_parameters() {
+    let dir = temp_dir("stack-recover");
+    for stem in ["narayanan2021-table1", "nvidia-dgxc-h100"] {
+        synthetic(&dir, stem, &known());
+    }
+    std::fs::write(
+        dir.join("runs.yaml"),
+        "name: synthetic\ndoc: synthetic runs\nlabel: megatron\nfit_set:\n  \
+         - file: narayanan2021-table1.yaml\n  - file: nvidia-dgxc-h100.yaml\n",
+    )
+    .unwrap();
+    let out = stdout(&[
+        "calibrate",
+        "--from-runs",
+        dir.join("runs.yaml").to_str().unwrap(),
+        "-o",
+        dir.join("synthetic.yaml").to_str().unwrap(),
+    ]);
+    let p = fitted(&dir.join("synthetic.yaml"));
+    for (param, want) in known() {
+        assert_close(p.get(param), want, 0.01, param.name());
+    }
+    assert!(p.fitted_on("nvidia-dgxc-h100", "llama3.1-8B 8 GPUs"));
+    assert!(out.contains("each source left out"), "{out}");
+    assert!(out.contains("narayanan2021-table1    10"), "{out}");
+    assert!(
+        out.contains("left out in turn: mean |error| 0.0 %"),
+        "{out}"
+    );
+}
+
+#[test]
+fn three_step_times_of_one_source_fit_with_each_row_left_out() {
+    // The user's case: a few step times from one cluster, one parameter.
+    let dir = temp_dir("stack-one-source");
+    let values = BTreeMap::from([(Param::StepOverhead, 0.4)]);
+    synthetic(&dir, "korthikanti2022-table5", &values);
+    std::fs::write(
+        dir.join("runs.yaml"),
+        "name: mine\ndoc: three runs\nparameters: [step_overhead]\nfit_set:\n  \
+         - file: korthikanti2022-table5.yaml\n    rows: [22B full, 175B full, 530B full]\n",
+    )
+    .unwrap();
+    let out = stdout(&[
+        "calibrate",
+        "--from-runs",
+        dir.join("runs.yaml").to_str().unwrap(),
+        "-o",
+        dir.join("mine.yaml").to_str().unwrap(),
+    ]);
+    let p = fitted(&dir.join("mine.yaml"));
+    assert_close(p.get(Param::StepOverhead), 0.4, 0.001, "step_overhead");
+    assert_eq!(p.get(Param::KernelOverhead), 0.0);
+    assert!(out.contains("each row left out"), "{out}");
+    // A validation file is itself a fit set: every step-time row, every parameter.
+    let whole = stdout(&[
+        "calibrate",
+        "--from-runs",
+        dir.join("korthikanti2022-table5.yaml").to_str().unwrap(),
+        "-o",
+        dir.join("whole.yaml").to_str().unwrap(),
+    ]);
+    assert!(whole.contains("fitted on 8 rows from 1 source"), "{whole}");
+    assert_close(
+        fitted(&dir.join("whole.yaml")).get(Param::StepOverhead),
+        0.4,
+        0.01,
+        "whole",
+    );
+}
+
+fn iteration(args: &[&str]) -> f64 {
+    common::json(args)["iteration_seconds"].as_f64().unwrap()
+}
+
+#[test]
+fn a_step_overhead_adds_exactly_its_seconds_and_the_default_is_profile_free() {
+    let dir = temp_dir("stack-step");
+    std::fs::write(
+        dir.join("s.yaml"),
+        "name: s\ndoc: one term\nparameters:\n  step_overhead: {value: 0.125}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("m.yaml"),
+        "name: m\ndoc: one term\nparameters:\n  microbatch_overhead: {value: 0.01}\n",
+    )
+    .unwrap();
+    let base = [
+        "timeline",
+        "gpt3-1.3b",
+        "--tp",
+        "2",
+        "--dp",
+        "4",
+        "--microbatches",
+        "4",
+    ];
+    let run = |extra: &[&str]| {
+        let mut args: Vec<&str> = base.to_vec();
+        args.extend(extra);
+        args.extend(["--format", "json"]);
+        iteration(&args)
+    };
+    let s = dir.join("s.yaml");
+    let m = dir.join("m.yaml");
+    let free = run(&[]);
+    let step = run(&["--stack", s.to_str().unwrap()]);
+    assert!((step - free - 0.125).abs() < 1e-9, "{free} → {step}");
+    // One pipeline stage, four micro-batches: eight gaps of 10 ms on the critical path.
+    let gaps = run(&["--stack", m.to_str().unwrap()]);
+    assert!((gaps - free - 0.08).abs() < 1e-9, "{free} → {gaps}");
+    // Profile-free by default: no `stack_profile` in the summary; named when given.
+    let mut args: Vec<&str> = base.to_vec();
+    args.extend(["--format", "json"]);
+    assert!(common::json(&args).get("stack_profile").is_none());
+    args.extend(["--stack", s.to_str().unwrap()]);
+    assert!(common::json(&args)["stack_profile"]
+        .as_str()
+        .unwrap()
+        .starts_with("s ("));
+}
+
+#[test]
+fn bad_profiles_are_refused_at_their_line() {
+    let dir = temp_dir("stack-bad");
+    let cases = [
+        ("unknown-field.yaml", "name: x\ndoc: d\ncolour: red\nparameters: {}\n", ":3:1: unknown field `colour`"),
+        (
+            "five.yaml",
+            "name: x\ndoc: d\nparameters:\n  a: {value: 1}\n  b: {value: 1}\n  c: {value: 1}\n  d: {value: 1}\n  e: {value: 1}\n",
+            ":3:1: a profile has at most 4 parameters, this one has 5",
+        ),
+        (
+            "negative.yaml",
+            "name: x\ndoc: d\nparameters:\n  step_overhead: {value: -0.5}\n",
+            ":4:3: `step_overhead` is seconds and must not be negative",
+        ),
+        (
+            "unknown-param.yaml",
+            "name: x\ndoc: d\nparameters:\n  gemm_speed: {value: 0.5}\n",
+            ":4:3: unknown parameter `gemm_speed`",
+        ),
+        (
+            "unit.yaml",
+            "name: x\ndoc: d\nparameters:\n  kernel_overhead: {value: 5}\n",
+            ":4:3: `kernel_overhead` = 5 s is above",
+        ),
+    ];
+    for (file, text, want) in cases {
+        std::fs::write(dir.join(file), text).unwrap();
+        let err = refused_in(
+            &dir,
+            &["timeline", "gpt3-125m", "--dp", "8", "--stack", file],
+        );
+        assert!(err.contains(&format!("{file}{want}")), "{file}: {err}");
+        let err = refused_in(&dir, &["validate", "--stack", file]);
+        assert!(err.contains(&format!("{file}{want}")), "{file}: {err}");
+    }
+    let err = refused_in(
+        &dir,
+        &[
+            "rank",
+            "gpt3-125m",
+            "--devices",
+            "8",
+            "--stack",
+            "no-such-stack",
+        ],
+    );
+    assert!(
+        err.contains("unknown stack profile `no-such-stack`"),
+        "{err}"
+    );
+    // A fit set naming a row that is not there.
+    std::fs::write(
+        dir.join("runs.yaml"),
+        "name: x\ndoc: d\nfit_set:\n  - file: narayanan2021-table1\n    rows: [no such row]\n",
+    )
+    .unwrap();
+    let err = refused_in(
+        &dir,
+        &["calibrate", "--from-runs", "runs.yaml", "-o", "x.yaml"],
+    );
+    assert!(err.contains("no row `no such row`"), "{err}");
+}
+
+#[test]
+fn validate_reports_fit_and_test_rows_apart() {
+    let dir = temp_dir("stack-validate");
+    std::fs::write(
+        dir.join("p.yaml"),
+        "name: p\ndoc: d\nlabel: megatron\nfit_set:\n  - file: megatron-v1-dgx2h\n\
+         parameters:\n  step_overhead: {value: 0.1}\n",
+    )
+    .unwrap();
+    let out = symshard()
+        .current_dir(&dir)
+        .args(["validate", "--stack", "p.yaml"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("test rows: mean |error|"), "{text}");
+    assert!(text.contains("fit rows: mean |error|"), "{text}");
+    assert!(text.contains("  stack profile: p (step_overhead"), "{text}");
+    // Files of another stack stay profile-free.
+    let json: serde_json::Value = serde_json::from_slice(
+        &symshard()
+            .current_dir(&dir)
+            .args(["validate", "--stack", "p.yaml", "--format", "json"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    for o in json.as_array().unwrap() {
+        let megatron = o["stack"] == "megatron";
+        assert_eq!(o.get("stack_profile").is_some(), megatron, "{}", o["name"]);
+        let fit = o["name"] == "megatron-v1-dgx2h";
+        for r in o["rows"].as_array().unwrap() {
+            let want = match (megatron, fit) {
+                (false, _) => None,
+                (true, true) => Some("fit"),
+                (true, false) => Some("test"),
+            };
+            assert_eq!(r.get("set").and_then(|s| s.as_str()), want);
+        }
+    }
+}
+
+#[test]
+fn every_shipped_profile_loads_and_declares_its_fit_set() {
+    for (stem, text) in symshard::embedded::STACKS {
+        let src = Source::new(format!("stacks/{stem}.yaml"), *text);
+        let p = StackProfile::load(&src).unwrap();
+        assert_eq!(&p.name, stem);
+        assert!(!p.fit_set.is_empty(), "{stem}: no declared fit set");
+        let file: symshard::calib::stack::ProfileFile = src.parse().unwrap();
+        let fit = file.fit.expect("a shipped profile states its fit");
+        assert!(
+            fit.sources >= 2,
+            "{stem}: leave-one-source-out needs two sources"
+        );
+    }
+}
