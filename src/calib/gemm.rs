@@ -153,77 +153,17 @@ pub fn parse_sweep(file: &Path, text: &str) -> Result<GemmSweep> {
             continue;
         }
         if let Some(rest) = t.strip_prefix('#') {
-            if let Some((key, value)) = rest.split_once(':') {
-                let value = value.trim().to_string();
-                match key.trim().to_ascii_lowercase().as_str() {
-                    "date" if !value.is_empty() => sweep.date = Some(value),
-                    "gpu" if !value.is_empty() => sweep.gpu = Some(value),
-                    "soak" if !value.is_empty() => sweep.soak = Some(value),
-                    _ => {}
-                }
-            }
+            read_note(&mut sweep, rest);
             continue;
         }
         let Some(h) = &header else {
             header = Some(Header::parse(file, line, raw)?);
             continue;
         };
-        let fields: Vec<&str> = raw.split(',').map(str::trim).collect();
-        if fields.len() != h.width {
-            return Err(Error::at(
-                file,
-                line,
-                1,
-                format!("{} fields where the header has {}", fields.len(), h.width),
-            ));
+        match h.row(file, line, raw)? {
+            Some(row) => sweep.rows.push(row),
+            None => sweep.skipped += 1,
         }
-        if let Some(d) = h.dtype {
-            if !sixteen_bit(fields[d]) {
-                sweep.skipped += 1;
-                continue;
-            }
-        }
-        let dim = |c: usize, name: &str| -> Result<u64> {
-            match fields[c].parse::<u64>() {
-                Ok(v) if v > 0 => Ok(v),
-                _ => Err(Error::at(
-                    file,
-                    line,
-                    column_of(raw, c),
-                    format!(
-                        "`{name}` must be a positive whole number, not `{}`",
-                        fields[c]
-                    ),
-                )),
-            }
-        };
-        let (m, n, k) = (dim(h.m, "m")?, dim(h.n, "n")?, dim(h.k, "k")?);
-        let seconds = match fields[h.seconds].parse::<f64>() {
-            Ok(s) if s.is_finite() && s > 0.0 => s,
-            Ok(_) => {
-                return Err(Error::at(
-                    file,
-                    line,
-                    column_of(raw, h.seconds),
-                    format!("`seconds` must be positive, not `{}`", fields[h.seconds]),
-                ))
-            }
-            Err(_) => {
-                return Err(Error::at(
-                    file,
-                    line,
-                    column_of(raw, h.seconds),
-                    format!("`seconds` must be a number, not `{}`", fields[h.seconds]),
-                ))
-            }
-        };
-        sweep.rows.push(GemmRow {
-            line,
-            m,
-            n,
-            k,
-            seconds,
-        });
     }
     if header.is_none() {
         return Err(Error::at(
@@ -245,6 +185,85 @@ pub fn parse_sweep(file: &Path, text: &str) -> Result<GemmSweep> {
         ));
     }
     Ok(sweep)
+}
+
+/// Keeps a comment line's `date: …`, `gpu: …` or `soak: …` (what follows its `#`) for the
+/// table's source; other comments are ignored.
+fn read_note(sweep: &mut GemmSweep, rest: &str) {
+    if let Some((key, value)) = rest.split_once(':') {
+        let value = value.trim().to_string();
+        match key.trim().to_ascii_lowercase().as_str() {
+            "date" if !value.is_empty() => sweep.date = Some(value),
+            "gpu" if !value.is_empty() => sweep.gpu = Some(value),
+            "soak" if !value.is_empty() => sweep.soak = Some(value),
+            _ => {}
+        }
+    }
+}
+
+impl Header {
+    /// The GEMM on data line `line` (`raw`), or `None` where its dtype is neither bf16 nor fp16.
+    fn row(&self, file: &Path, line: usize, raw: &str) -> Result<Option<GemmRow>> {
+        let fields: Vec<&str> = raw.split(',').map(str::trim).collect();
+        if fields.len() != self.width {
+            return Err(Error::at(
+                file,
+                line,
+                1,
+                format!(
+                    "{} fields where the header has {}",
+                    fields.len(),
+                    self.width
+                ),
+            ));
+        }
+        if let Some(d) = self.dtype {
+            if !sixteen_bit(fields[d]) {
+                return Ok(None);
+            }
+        }
+        let dim = |c: usize, name: &str| -> Result<u64> {
+            match fields[c].parse::<u64>() {
+                Ok(v) if v > 0 => Ok(v),
+                _ => Err(Error::at(
+                    file,
+                    line,
+                    column_of(raw, c),
+                    format!(
+                        "`{name}` must be a positive whole number, not `{}`",
+                        fields[c]
+                    ),
+                )),
+            }
+        };
+        let (m, n, k) = (dim(self.m, "m")?, dim(self.n, "n")?, dim(self.k, "k")?);
+        let seconds = match fields[self.seconds].parse::<f64>() {
+            Ok(s) if s.is_finite() && s > 0.0 => s,
+            Ok(_) => {
+                return Err(Error::at(
+                    file,
+                    line,
+                    column_of(raw, self.seconds),
+                    format!("`seconds` must be positive, not `{}`", fields[self.seconds]),
+                ))
+            }
+            Err(_) => {
+                return Err(Error::at(
+                    file,
+                    line,
+                    column_of(raw, self.seconds),
+                    format!("`seconds` must be a number, not `{}`", fields[self.seconds]),
+                ))
+            }
+        };
+        Ok(Some(GemmRow {
+            line,
+            m,
+            n,
+            k,
+            seconds,
+        }))
+    }
 }
 
 /// The median of sorted values: the lower middle one, so that it is always one of them.

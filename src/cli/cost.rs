@@ -542,7 +542,20 @@ pub fn named_values<'a>(
     }
 }
 
+/// Prints the per-device summary of `cost`: totals, each stage, the collectives and, where asked
+/// for, every operator.
 fn print_device(pd: &PerDevice, e: &Evaluation, machine: &(String, Rational), legend: &str) {
+    print_device_totals(pd, e, machine);
+    print_stages(pd);
+    print_collectives(pd, e);
+    if let Some(rows) = &pd.per_op {
+        print_per_op(rows, legend);
+    }
+}
+
+/// Prints where the strategy runs, then the busiest device's FLOPs, point-to-point bytes and
+/// memory by kind, and whether it fits.
+fn print_device_totals(pd: &PerDevice, e: &Evaluation, machine: &(String, Rational)) {
     let (calib, capacity) = machine;
     println!();
     println!(
@@ -600,6 +613,10 @@ fn print_device(pd: &PerDevice, e: &Evaluation, machine: &(String, Rational), le
             )
         }
     );
+}
+
+/// Prints each pipeline stage's blocks, FLOPs and memory.
+fn print_stages(pd: &PerDevice) {
     println!("  stages");
     let stages: Vec<Vec<String>> = pd
         .stages
@@ -615,6 +632,11 @@ fn print_device(pd: &PerDevice, e: &Evaluation, machine: &(String, Rational), le
         })
         .collect();
     print_table("    ", "<<", &["", "blocks", "FLOPs", "memory"], &stages);
+}
+
+/// Prints the busiest stage's collectives (none on axes of 1), with a note on context
+/// parallelism's where it is used.
+fn print_collectives(pd: &PerDevice, e: &Evaluation) {
     println!(
         "  collectives (busiest stage; bytes per rank per call, ring traffic; none on axes of 1)"
     );
@@ -645,40 +667,43 @@ fn print_device(pd: &PerDevice, e: &Evaluation, machine: &(String, Rational), le
         &["collective", "axis", "tier", "bytes/call", "calls", "where"],
         &comm,
     );
-    if let Some(rows) = &pd.per_op {
-        println!();
-        let table: Vec<Vec<String>> = rows
-            .iter()
-            .map(|r| {
-                vec![
-                    r.block.clone(),
-                    r.name.clone(),
-                    r.dp_split.clone().unwrap_or_else(|| "-".into()),
-                    r.tp_split.clone().unwrap_or_else(|| "-".into()),
-                    units::text(&r.forward, units::flops),
-                    units::text(&r.backward, units::flops),
-                    units::text(&r.params, units::count),
-                    units::text(&r.saved, units::bytes),
-                ]
-            })
-            .collect();
-        print_table(
-            "  ",
-            "<<<<",
-            &[
-                "block",
-                "operator",
-                "dp",
-                "tp",
-                "forward FLOPs",
-                "backward FLOPs",
-                "params",
-                "saved bytes",
-            ],
-            &table,
-        );
-        println!("  {legend}");
-    }
+}
+
+/// Prints every operator's splits, FLOPs, parameters and saved bytes (`--per-op`), then the
+/// legend of the units.
+fn print_per_op(rows: &[DeviceOpRow], legend: &str) {
+    println!();
+    let table: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.block.clone(),
+                r.name.clone(),
+                r.dp_split.clone().unwrap_or_else(|| "-".into()),
+                r.tp_split.clone().unwrap_or_else(|| "-".into()),
+                units::text(&r.forward, units::flops),
+                units::text(&r.backward, units::flops),
+                units::text(&r.params, units::count),
+                units::text(&r.saved, units::bytes),
+            ]
+        })
+        .collect();
+    print_table(
+        "  ",
+        "<<<<",
+        &[
+            "block",
+            "operator",
+            "dp",
+            "tp",
+            "forward FLOPs",
+            "backward FLOPs",
+            "params",
+            "saved bytes",
+        ],
+        &table,
+    );
+    println!("  {legend}");
 }
 
 /// The legend of the per-operator `dp` and `tp` columns: what each index letter shown stands

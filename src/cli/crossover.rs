@@ -149,35 +149,8 @@ pub fn run(args: CrossoverArgs) -> Result<(), Error> {
     let model = loader.resolve(&args.model)?;
     let values = args.symbols.apply(&model)?;
     let var = args.var.trim().to_string();
-    let Some(current) = values.get(&var).cloned() else {
-        let known: Vec<&str> = model.symbols.keys().map(String::as_str).collect();
-        return Err(Error::Usage(format!(
-            "--in `{var}`: model `{}` has no symbol `{var}` (its symbols: {})",
-            model.name,
-            known.join(", ")
-        )));
-    };
-    if args.step == Some(0) {
-        return Err(Error::Usage("--step must be at least 1".into()));
-    }
-    if args.from == Some(0) {
-        return Err(Error::Usage(format!(
-            "--from must be at least 1: {var} is a size"
-        )));
-    }
-    let to = match args.to {
-        Some(t) => t,
-        None => (current * Rational::from_integer(8.into()))
-            .floor()
-            .to_integer()
-            .to_u64()
-            .ok_or_else(|| Error::Usage(format!("--in {var}: give --to")))?,
-    };
-    if let Some(from) = args.from.filter(|&f| f > to) {
-        return Err(Error::Usage(format!(
-            "--from {from} is above --to {to}: nothing to examine"
-        )));
-    }
+    let current = current_value(&model, &values, &var)?;
+    let to = checked_to(&args, &var, current)?;
     let (sa, sb, range) = sides(&args, &model, &values, &var)?;
     let at = |x: &Rational| {
         let mut v = values.clone();
@@ -250,6 +223,46 @@ pub fn run(args: CrossoverArgs) -> Result<(), Error> {
             Ok(())
         }
     }
+}
+
+/// The model's value of the symbol that varies, or a usage error naming the symbols it has.
+fn current_value(model: &Model, values: &Bindings, var: &str) -> Result<Rational, Error> {
+    let Some(current) = values.get(var).cloned() else {
+        let known: Vec<&str> = model.symbols.keys().map(String::as_str).collect();
+        return Err(Error::Usage(format!(
+            "--in `{var}`: model `{}` has no symbol `{var}` (its symbols: {})",
+            model.name,
+            known.join(", ")
+        )));
+    };
+    Ok(current)
+}
+
+/// The largest value examined (`--to`, else 8 × the model's value `current`), once `--step`
+/// and `--from` are checked: neither zero, `--from` not above it.
+fn checked_to(args: &CrossoverArgs, var: &str, current: Rational) -> Result<u64, Error> {
+    if args.step == Some(0) {
+        return Err(Error::Usage("--step must be at least 1".into()));
+    }
+    if args.from == Some(0) {
+        return Err(Error::Usage(format!(
+            "--from must be at least 1: {var} is a size"
+        )));
+    }
+    let to = match args.to {
+        Some(t) => t,
+        None => (current * Rational::from_integer(8.into()))
+            .floor()
+            .to_integer()
+            .to_u64()
+            .ok_or_else(|| Error::Usage(format!("--in {var}: give --to")))?,
+    };
+    if let Some(from) = args.from.filter(|&f| f > to) {
+        return Err(Error::Usage(format!(
+            "--from {from} is above --to {to}: nothing to examine"
+        )));
+    }
+    Ok(to)
 }
 
 /// Strategies A and B, analysed, and the range of the symbol's exponents in their analyses'
@@ -486,6 +499,8 @@ fn refusal(
     ))
 }
 
+/// Prints the crossover as a table: what is compared over which values, each piece's formulas
+/// and roots, who is cheaper on each interval, and both costs at the intervals' ends.
 fn print_table(o: &Out) {
     let v = &o.symbol;
     let fixed: Vec<String> = o.fixed.iter().map(|(k, x)| format!("{k}={x}")).collect();
@@ -503,6 +518,19 @@ fn print_table(o: &Out) {
     println!("B  {}", o.b);
     println!("{} (κ of {})", o.cost, o.calibration);
     println!();
+    print_pieces(o);
+    println!();
+    print_intervals(o);
+    if !o.boundaries.is_empty() {
+        println!();
+        print_boundaries(o);
+    }
+}
+
+/// Prints each piece of the range: both costs, their difference and its roots where each cost
+/// is one formula there; and where the formulas change, if they do.
+fn print_pieces(o: &Out) {
+    let v = &o.symbol;
     for p in &o.result.pieces {
         match (&p.a, &p.b, &p.difference) {
             (Some(a), Some(b), Some(d)) => {
@@ -538,7 +566,11 @@ fn print_table(o: &Out) {
             starts.join(", ")
         );
     }
-    println!();
+}
+
+/// Prints who is cheaper on each interval, or why a strategy cannot run there.
+fn print_intervals(o: &Out) {
+    let v = &o.symbol;
     println!("who is cheaper (every end below is an exact evaluation of both strategies):");
     for i in &o.result.intervals {
         let span = if i.from == i.to {
@@ -563,30 +595,33 @@ fn print_table(o: &Out) {
         };
         println!("  {span:<28} {what}");
     }
-    if !o.boundaries.is_empty() {
-        println!();
-        println!("relative costs at the ends of the intervals (each an exact evaluation):");
-        let rows: Vec<Vec<String>> = o
-            .boundaries
-            .iter()
-            .map(|b| {
-                let d = &b.b - &b.a;
-                vec![
-                    b.value.to_string(),
-                    units::flops(&b.a),
-                    units::flops(&b.b),
-                    if d.is_positive() {
-                        format!("+{}", units::flops(&d))
-                    } else {
-                        units::flops(&d)
-                    },
-                ]
-            })
-            .collect();
-        super::output::print_table("", "<>>>", &[v.as_str(), "A", "B", "B − A"], &rows);
-        if !units::exact() {
-            println!("{}", units::UNITS_LEGEND);
-        }
+}
+
+/// Prints both relative costs and their difference at the first and last value of every
+/// interval.
+fn print_boundaries(o: &Out) {
+    let v = &o.symbol;
+    println!("relative costs at the ends of the intervals (each an exact evaluation):");
+    let rows: Vec<Vec<String>> = o
+        .boundaries
+        .iter()
+        .map(|b| {
+            let d = &b.b - &b.a;
+            vec![
+                b.value.to_string(),
+                units::flops(&b.a),
+                units::flops(&b.b),
+                if d.is_positive() {
+                    format!("+{}", units::flops(&d))
+                } else {
+                    units::flops(&d)
+                },
+            ]
+        })
+        .collect();
+    super::output::print_table("", "<>>>", &[v.as_str(), "A", "B", "B − A"], &rows);
+    if !units::exact() {
+        println!("{}", units::UNITS_LEGEND);
     }
 }
 

@@ -302,106 +302,130 @@ fn components_svg(rows: &[Value], parts: &Value) -> Result<String> {
         .map(|x| if x.is_finite() { x } else { 0.0 })
         .collect();
     let marked = hidden.iter().any(|h| *h > 0.0);
-    // Tall enough for the legend: 15 px a line and 7 px between entries, from 40 px down.
-    let legend_height: usize = segs
-        .iter()
-        .map(|(label, _, _)| label.as_str())
-        .chain(marked.then_some(HIDDEN_LABEL))
-        .map(|label| 15 * wrap(label, LEGEND_CHARS).len() + 7)
-        .sum();
-    let height = 400.max(40 + legend_height as u32 + 10);
+    let height = 400.max(40 + legend_height(&segs, marked) as u32 + 10);
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (1060, height)).into_drawing_area();
         root.fill(&WHITE).map_err(chart_err)?;
         let (left, right) = root.split_horizontally(780);
-        // The stack of every component; the data-parallel traffic hidden under compute is
-        // outlined at its top, and the solid bar below it is the total.
-        let max = (0..rows.len())
-            .map(|i| segs.iter().map(|(_, _, v)| v[i]).sum::<f64>())
-            .fold(0.0, f64::max)
-            .max(1.0);
-        let n = rows.len() as f64;
-        let mut chart = ChartBuilder::on(&left)
-            .caption(
-                "relative cost per strategy by component (FLOP-equivalents, busiest device, one step)",
-                ("sans-serif", 15),
-            )
-            .margin(12)
-            .x_label_area_size(36)
-            .y_label_area_size(80)
-            .build_cartesian_2d(0.5f64..n + 0.5, 0f64..max * 1.05)
-            .map_err(chart_err)?;
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .x_desc("rank")
-            .x_labels(rows.len().min(25))
-            .x_label_formatter(&|x| format!("{x:.0}"))
-            .y_label_formatter(&|y| si_float(*y, 3, "FLOP"))
-            .draw()
-            .map_err(chart_err)?;
-        let mut base = vec![0.0; rows.len()];
-        for (_, colour, values) in &segs {
-            let bars: Vec<Rectangle<(f64, f64)>> = values
-                .iter()
-                .enumerate()
-                .map(|(i, v)| {
-                    let x = i as f64 + 1.0;
-                    let rect = Rectangle::new(
-                        [(x - 0.35, base[i]), (x + 0.35, base[i] + v)],
-                        colour.filled(),
-                    );
-                    base[i] += v;
-                    rect
-                })
-                .collect();
-            chart.draw_series(bars).map_err(chart_err)?;
-        }
-        if marked {
-            // What overlap hides is cleared from the top of the stack, so that the solid bar
-            // ends at the total (a row hiding more does not look costlier), and outlined.
-            let spans: Vec<[(f64, f64); 2]> = hidden
-                .iter()
-                .enumerate()
-                .filter(|(_, h)| **h > 0.0)
-                .map(|(i, h)| {
-                    let x = i as f64 + 1.0;
-                    [(x - 0.35, base[i] - h), (x + 0.35, base[i])]
-                })
-                .collect();
-            let grey = RGBColor(0x88, 0x88, 0x88);
-            for style in [WHITE.filled(), grey.stroke_width(1)] {
-                let rects = spans.iter().map(|s| Rectangle::new(*s, style));
-                chart.draw_series(rects).map_err(chart_err)?;
-            }
-        }
-        // The legend, top of the stack first, beside the chart; long labels wrap to its width.
-        let font = ("sans-serif", 12).into_font().color(&BLACK);
-        let mut y = 40;
-        // One entry: its swatch, then its label wrapped, from `y` down.
-        let mut entry = |swatch: ShapeStyle, label: &str| -> Result<()> {
-            right
-                .draw(&Rectangle::new([(6, y), (20, y + 14)], swatch))
-                .map_err(chart_err)?;
-            for line in wrap(label, LEGEND_CHARS) {
-                right
-                    .draw(&Text::new(line, (26, y + 1), font.clone()))
-                    .map_err(chart_err)?;
-                y += 15;
-            }
-            y += 7;
-            Ok(())
-        };
-        if marked {
-            entry(BLACK.stroke_width(1), HIDDEN_LABEL)?;
-        }
-        for (label, colour, _) in segs.iter().rev() {
-            entry(colour.filled(), label)?;
-        }
+        component_bars(&left, &segs, &hidden, marked)?;
+        component_legend(&right, &segs, marked)?;
         root.present().map_err(chart_err)?;
     }
     Ok(svg)
+}
+
+/// The height of the components chart's legend in pixels: 15 a line and 7 between entries, for
+/// every segment and, where overlap hides traffic, the outline's entry.
+fn legend_height(segs: &[(String, RGBColor, Vec<f64>)], marked: bool) -> usize {
+    segs.iter()
+        .map(|(label, _, _)| label.as_str())
+        .chain(marked.then_some(HIDDEN_LABEL))
+        .map(|label| 15 * wrap(label, LEGEND_CHARS).len() + 7)
+        .sum()
+}
+
+/// The components chart's plot: one stacked bar a strategy, with the data-parallel traffic that
+/// overlap hides under compute cleared from the top of its stack and outlined.
+fn component_bars(
+    area: &Area,
+    segs: &[(String, RGBColor, Vec<f64>)],
+    hidden: &[f64],
+    marked: bool,
+) -> Result<()> {
+    let count = hidden.len();
+    // The stack of every component; the data-parallel traffic hidden under compute is
+    // outlined at its top, and the solid bar below it is the total.
+    let max = (0..count)
+        .map(|i| segs.iter().map(|(_, _, v)| v[i]).sum::<f64>())
+        .fold(0.0, f64::max)
+        .max(1.0);
+    let n = count as f64;
+    let mut chart = ChartBuilder::on(area)
+        .caption(
+            "relative cost per strategy by component (FLOP-equivalents, busiest device, one step)",
+            ("sans-serif", 15),
+        )
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(80)
+        .build_cartesian_2d(0.5f64..n + 0.5, 0f64..max * 1.05)
+        .map_err(chart_err)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_desc("rank")
+        .x_labels(count.min(25))
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_label_formatter(&|y| si_float(*y, 3, "FLOP"))
+        .draw()
+        .map_err(chart_err)?;
+    let mut base = vec![0.0; count];
+    for (_, colour, values) in segs {
+        let bars: Vec<Rectangle<(f64, f64)>> = values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let x = i as f64 + 1.0;
+                let rect = Rectangle::new(
+                    [(x - 0.35, base[i]), (x + 0.35, base[i] + v)],
+                    colour.filled(),
+                );
+                base[i] += v;
+                rect
+            })
+            .collect();
+        chart.draw_series(bars).map_err(chart_err)?;
+    }
+    if marked {
+        // What overlap hides is cleared from the top of the stack, so that the solid bar
+        // ends at the total (a row hiding more does not look costlier), and outlined.
+        let spans: Vec<[(f64, f64); 2]> = hidden
+            .iter()
+            .enumerate()
+            .filter(|(_, h)| **h > 0.0)
+            .map(|(i, h)| {
+                let x = i as f64 + 1.0;
+                [(x - 0.35, base[i] - h), (x + 0.35, base[i])]
+            })
+            .collect();
+        let grey = RGBColor(0x88, 0x88, 0x88);
+        for style in [WHITE.filled(), grey.stroke_width(1)] {
+            let rects = spans.iter().map(|s| Rectangle::new(*s, style));
+            chart.draw_series(rects).map_err(chart_err)?;
+        }
+    }
+    Ok(())
+}
+
+/// The components chart's legend beside the plot, top of the stack first; long labels wrap to
+/// its width.
+fn component_legend(
+    area: &Area,
+    segs: &[(String, RGBColor, Vec<f64>)],
+    marked: bool,
+) -> Result<()> {
+    let font = ("sans-serif", 12).into_font().color(&BLACK);
+    let mut y = 40;
+    // One entry: its swatch, then its label wrapped, from `y` down.
+    let mut entry = |swatch: ShapeStyle, label: &str| -> Result<()> {
+        area.draw(&Rectangle::new([(6, y), (20, y + 14)], swatch))
+            .map_err(chart_err)?;
+        for line in wrap(label, LEGEND_CHARS) {
+            area.draw(&Text::new(line, (26, y + 1), font.clone()))
+                .map_err(chart_err)?;
+            y += 15;
+        }
+        y += 7;
+        Ok(())
+    };
+    if marked {
+        entry(BLACK.stroke_width(1), HIDDEN_LABEL)?;
+    }
+    for (label, colour, _) in segs.iter().rev() {
+        entry(colour.filled(), label)?;
+    }
+    Ok(())
 }
 
 /// The chart's caption and x axis: what the ranking ranks by.
@@ -897,111 +921,42 @@ fn memory_svg(memory: &Value, capacity: &Rational) -> Result<String> {
     Ok(svg)
 }
 
+/// The ranking table's column heads, one for each of [`ranking_cells`]' cells.
+const RANKING_HEADS: [&str; 21] = [
+    "rank",
+    "dp",
+    "tp",
+    "pp",
+    "ep",
+    "cp",
+    "mbs",
+    "schedule",
+    "sequence parallel",
+    "recompute",
+    "ZeRO",
+    "layout",
+    "relative cost",
+    "compute",
+    "intra-node",
+    "inter-node",
+    "bubble",
+    "hidden",
+    "memory",
+    "s / step",
+    "fits",
+];
+
+/// The sortable ranking table, one row a strategy, and below it, when the ranking is by
+/// relative cost, a note on how to rank by seconds.
 fn ranking_table(rows: &[Value], seconds: bool) -> String {
     let mut h = String::from("<table class=\"sortable\" id=\"ranking\"><thead><tr>");
-    let heads = [
-        "rank",
-        "dp",
-        "tp",
-        "pp",
-        "ep",
-        "cp",
-        "mbs",
-        "schedule",
-        "sequence parallel",
-        "recompute",
-        "ZeRO",
-        "layout",
-        "relative cost",
-        "compute",
-        "intra-node",
-        "inter-node",
-        "bubble",
-        "hidden",
-        "memory",
-        "s / step",
-        "fits",
-    ];
-    for t in heads {
+    for t in RANKING_HEADS {
         let _ = write!(h, "<th title=\"click to sort\">{t}</th>");
     }
     h.push_str("</tr></thead><tbody>\n");
     for r in rows {
-        let rel = &r["relative"];
-        let total = &rel["total"];
-        // Compute with what the kernels take beyond their FLOPs, as `rank` prints it.
-        let compute = match (exact(&rel["compute"]), exact(&rel["kernels"])) {
-            (Some(c), Some(k)) => Value::String((c + k).to_string()),
-            _ => rel["compute"].clone(),
-        };
-        let sched = match r["schedule"].as_str() {
-            Some("interleaved-1f1b") => format!("interleaved-1f1b (v={})", r["chunks"]),
-            Some(s) => s.to_string(),
-            None => String::new(),
-        };
-        let secs = r["iteration_seconds"]
-            .as_f64()
-            .map_or("-".to_string(), |s| format!("{s:.4}"));
-        let fits = if r["feasible"].as_bool() == Some(true) {
-            "yes".to_string()
-        } else {
-            format!("no: {}", units::fit_reason(&text(&r["reason"])))
-        };
-        let cells: [(String, String); 21] = [
-            (text(&r["rank"]), text(&r["rank"])),
-            (text(&r["dp"]), text(&r["dp"])),
-            (text(&r["tp"]), text(&r["tp"])),
-            (text(&r["pp"]), text(&r["pp"])),
-            (text(&r["ep"]), text(&r["ep"])),
-            (text(&r["cp"]), text(&r["cp"])),
-            (text(&r["micro_batch_size"]), text(&r["micro_batch_size"])),
-            (sched.clone(), sched),
-            (
-                text(&r["sequence_parallel"]),
-                if r["sequence_parallel"].as_bool() == Some(true) {
-                    "on".into()
-                } else {
-                    "off".into()
-                },
-            ),
-            (text(&r["recompute"]), text(&r["recompute"])),
-            (text(&r["zero"]), text(&r["zero"])),
-            (text(&r["layout"]), text(&r["layout"])),
-            (float(total).to_string(), amount(total, units::flops, "")),
-            (float(&compute).to_string(), pct(&compute, total)),
-            (
-                float(&rel["comm_intra"]).to_string(),
-                pct(&rel["comm_intra"], total),
-            ),
-            (
-                float(&rel["comm_inter"]).to_string(),
-                pct(&rel["comm_inter"], total),
-            ),
-            (float(&rel["bubble"]).to_string(), bubble(r)),
-            (
-                float(&rel["hidden"]).to_string(),
-                // What overlap hides is taken off the total, as `rank` marks it.
-                match exact(&rel["hidden"]) {
-                    Some(h) if !num_traits::Zero::is_zero(&h) => {
-                        format!("−{}", pct(&rel["hidden"], total))
-                    }
-                    _ => pct(&rel["hidden"], total),
-                },
-            ),
-            (
-                float(&r["memory_per_device"]).to_string(),
-                amount(&r["memory_per_device"], units::bytes, " bytes"),
-            ),
-            (
-                r["iteration_seconds"]
-                    .as_f64()
-                    .map_or(String::new(), |s| s.to_string()),
-                secs,
-            ),
-            (fits.clone(), esc(&fits)),
-        ];
         h.push_str("<tr>");
-        for (i, (key, shown)) in cells.iter().enumerate() {
+        for (i, (key, shown)) in ranking_cells(r).iter().enumerate() {
             // Cells 12…18 and 20 already hold markup built from escaped text.
             let shown = if (12..=18).contains(&i) || i == 20 {
                 shown.clone()
@@ -1019,8 +974,114 @@ fn ranking_table(rows: &[Value], seconds: bool) -> String {
     h
 }
 
+/// One ranked strategy's cells, under [`RANKING_HEADS`]: each the key the column sorts by and
+/// what the cell shows.
+fn ranking_cells(r: &Value) -> [(String, String); 21] {
+    let rel = &r["relative"];
+    let total = &rel["total"];
+    let compute = compute_with_kernels(rel);
+    let sched = match r["schedule"].as_str() {
+        Some("interleaved-1f1b") => format!("interleaved-1f1b (v={})", r["chunks"]),
+        Some(s) => s.to_string(),
+        None => String::new(),
+    };
+    let secs = r["iteration_seconds"]
+        .as_f64()
+        .map_or("-".to_string(), |s| format!("{s:.4}"));
+    let fits = if r["feasible"].as_bool() == Some(true) {
+        "yes".to_string()
+    } else {
+        format!("no: {}", units::fit_reason(&text(&r["reason"])))
+    };
+    [
+        (text(&r["rank"]), text(&r["rank"])),
+        (text(&r["dp"]), text(&r["dp"])),
+        (text(&r["tp"]), text(&r["tp"])),
+        (text(&r["pp"]), text(&r["pp"])),
+        (text(&r["ep"]), text(&r["ep"])),
+        (text(&r["cp"]), text(&r["cp"])),
+        (text(&r["micro_batch_size"]), text(&r["micro_batch_size"])),
+        (sched.clone(), sched),
+        (
+            text(&r["sequence_parallel"]),
+            if r["sequence_parallel"].as_bool() == Some(true) {
+                "on".into()
+            } else {
+                "off".into()
+            },
+        ),
+        (text(&r["recompute"]), text(&r["recompute"])),
+        (text(&r["zero"]), text(&r["zero"])),
+        (text(&r["layout"]), text(&r["layout"])),
+        (float(total).to_string(), amount(total, units::flops, "")),
+        (float(&compute).to_string(), pct(&compute, total)),
+        (
+            float(&rel["comm_intra"]).to_string(),
+            pct(&rel["comm_intra"], total),
+        ),
+        (
+            float(&rel["comm_inter"]).to_string(),
+            pct(&rel["comm_inter"], total),
+        ),
+        (float(&rel["bubble"]).to_string(), bubble(r)),
+        (float(&rel["hidden"]).to_string(), hidden_share(rel)),
+        (
+            float(&r["memory_per_device"]).to_string(),
+            amount(&r["memory_per_device"], units::bytes, " bytes"),
+        ),
+        (
+            r["iteration_seconds"]
+                .as_f64()
+                .map_or(String::new(), |s| s.to_string()),
+            secs,
+        ),
+        (fits.clone(), esc(&fits)),
+    ]
+}
+
+/// A strategy's relative compute cost with what the kernels take beyond their FLOPs, as `rank`
+/// prints it (the compute alone where either is not exact).
+fn compute_with_kernels(rel: &Value) -> Value {
+    match (exact(&rel["compute"]), exact(&rel["kernels"])) {
+        (Some(c), Some(k)) => Value::String((c + k).to_string()),
+        _ => rel["compute"].clone(),
+    }
+}
+
+/// The share of the total that overlap hides, marked as taken off the total (as `rank` marks it)
+/// where it is not zero.
+fn hidden_share(rel: &Value) -> String {
+    let total = &rel["total"];
+    match exact(&rel["hidden"]) {
+        Some(h) if !num_traits::Zero::is_zero(&h) => {
+            format!("−{}", pct(&rel["hidden"], total))
+        }
+        _ => pct(&rel["hidden"], total),
+    }
+}
+
+/// The formulas section: the model's symbols and whole-model totals, the top strategy's
+/// per-device amounts as formulas, its communication by collective kind, and its collectives.
 fn formulas(cost: &Value, top: &Value, top_formulas: &Value, top_parts: &Value) -> String {
     let mut h = String::new();
+    whole_model_formulas(&mut h, cost);
+    let ep = top["ep"].as_u64().unwrap_or(1);
+    let cp = top["cp"].as_u64().unwrap_or(1);
+    per_device_formulas(&mut h, &cost["per_device"], top_formulas, ep, cp);
+    comm_parts_table(&mut h, top_parts);
+    let zero = top["zero"].as_u64().unwrap_or(0);
+    collectives_table(&mut h, &cost["per_device"]["comm"], zero);
+    h
+}
+
+/// The elements of a JSON array (none where it is not one).
+fn elements(v: &Value) -> Vec<Value> {
+    v.as_array().cloned().unwrap_or_default()
+}
+
+/// The symbols' values and the whole model's formulas for one step: parameters, FLOPs by pass
+/// and class, activation bytes.
+fn whole_model_formulas(h: &mut String, cost: &Value) {
     h.push_str("<h3>Symbols</h3><table class=\"kv\">");
     if let Some(m) = cost["symbols"].as_object() {
         for (k, v) in m {
@@ -1054,20 +1115,18 @@ fn formulas(cost: &Value, top: &Value, top_formulas: &Value, top_parts: &Value) 
         "<tr><th>activation bytes</th><td><code>{}</code></td></tr></table>",
         esc(&text(&cost["memory"]["activations"]))
     );
-    let pd = &cost["per_device"];
-    let zero = top["zero"].as_u64().unwrap_or(0);
-    let ep = top["ep"].as_u64().unwrap_or(1);
-    let cp = top["cp"].as_u64().unwrap_or(1);
-    let list = |v: &Value| v.as_array().cloned().unwrap_or_default();
-    // The top strategy's collectives as `cost` lists them, as the step runs them.
-    let collectives = list(&cost["per_device"]["comm"]);
+}
+
+/// The top strategy's per-device amounts, grouped, each with its formula in the symbols (or why
+/// there is none) and its value; `pd` is `cost`'s `per_device`.
+fn per_device_formulas(h: &mut String, pd: &Value, top_formulas: &Value, ep: u64, cp: u64) {
     let _ = write!(
         h,
         "<h3>Per device under #1 ({})</h3><p class=\"note\">Each amount of the busiest device in one step as a formula in the model's symbols, with the data- and tensor-parallel sizes and the micro-batch count put in, and its value at the symbols' values above, as the terminal prints it (hover for what <code>--exact</code> prints: bytes in whole bytes, other amounts exactly). The formulas are those <code>symshard compare</code> derives, the relative cost's with the calibration's machine balances (κ) as exact fractions, each shown only where it evaluates exactly to the exact amount. The bubble is the slowest stage's time × (pp − 1)/(m·v); as a share of the step it is the ranking's bubble column.</p><table class=\"kv\" id=\"per-device\"><tr><th>amount</th><th>formula in the symbols</th><th>value</th></tr>",
         esc(&text(&pd["strategy"]))
     );
     let mut group = String::new();
-    for c in list(top_formulas) {
+    for c in elements(top_formulas) {
         let g = text(&c["group"]);
         if g != group {
             group.clone_from(&g);
@@ -1089,9 +1148,12 @@ fn formulas(cost: &Value, top: &Value, top_formulas: &Value, top_parts: &Value) 
         );
     }
     h.push_str("</table>");
-    // The communication the bars stack for #1: relative cost by collective kind and tier.
+}
+
+/// The communication the bars stack for #1: relative cost by collective kind and tier.
+fn comm_parts_table(h: &mut String, top_parts: &Value) {
     h.push_str("<h3>Communication of #1 by collective kind (the bars' parts)</h3><table class=\"kv\" id=\"comm-parts\"><tr><th>collective</th><th>tier</th><th>relative cost (FLOP-equivalents)</th></tr>");
-    for p in list(top_parts) {
+    for p in elements(top_parts) {
         let _ = write!(
             h,
             "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
@@ -1101,6 +1163,11 @@ fn formulas(cost: &Value, top: &Value, top_formulas: &Value, top_parts: &Value) 
         );
     }
     h.push_str("</table>");
+}
+
+/// The top strategy's collectives as `cost` lists them (`comm`), as the step runs them, after a
+/// note on how its ZeRO stage reduces the gradients.
+fn collectives_table(h: &mut String, comm: &Value, zero: u64) {
     h.push_str("<h3>Collectives per device and step</h3>");
     if zero > 0 {
         let _ = write!(
@@ -1114,7 +1181,7 @@ fn formulas(cost: &Value, top: &Value, top_formulas: &Value, top_parts: &Value) 
         );
     }
     h.push_str("<table class=\"sortable\" id=\"collectives\"><thead><tr><th>collective</th><th>axis</th><th>tier</th><th>bytes per call</th><th>calls per step</th><th>where</th></tr></thead><tbody>");
-    for c in &collectives {
+    for c in &elements(comm) {
         let kind = text(&c["collective"]);
         let calls = exact(&c["count"]);
         let _ = writeln!(
@@ -1131,7 +1198,6 @@ fn formulas(cost: &Value, top: &Value, top_formulas: &Value, top_parts: &Value) 
         );
     }
     h.push_str("</tbody></table>");
-    h
 }
 
 /// Where a collective runs: its operator or edge, and the tensor it moves where that is not the

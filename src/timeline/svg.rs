@@ -99,14 +99,10 @@ pub fn gantt_svg(plan: &TimingPlan, sim: &Simulation, title: &str) -> String {
     let t = sim.iteration.max(1e-12);
     let scale = (WIDTH - LEFT - 20.0) / t;
     let streams = streams_drawn(sim);
-    let lane = |device: usize, st: Stream| {
-        device * streams.len() + streams.iter().position(|x| *x == st).unwrap_or(0)
-    };
-    // Events of no length on a stream without a lane draw nothing.
-    let shown = |e: &Event| streams.contains(&e.stream);
     let lanes = sim.busy.len() * streams.len();
     let mut drawn = [false; KINDS.len()];
-    for e in sim.events.iter().filter(|e| shown(e)) {
+    // Events of no length on a stream without a lane draw nothing.
+    for e in sim.events.iter().filter(|e| streams.contains(&e.stream)) {
         drawn[kind(e)] = true;
     }
     let legend = legend(&drawn);
@@ -125,10 +121,37 @@ pub fn gantt_svg(plan: &TimingPlan, sim: &Simulation, title: &str) -> String {
         r#"<text x="10" y="16" font-size="13">{}</text>"#,
         esc(title)
     );
-    // Lanes and their labels.
-    for d in 0..sim.busy.len() {
+    draw_lanes(&mut s, sim.busy.len(), &streams, per_stage);
+    draw_bars(&mut s, sim, &streams, scale);
+    let axis_y = TOP + lanes as f64 * LANE + 4.0;
+    draw_time_axis(&mut s, t, scale, axis_y);
+    // The legend: an entry for every colour drawn, none for a colour not drawn.
+    for (fill, label, lx, row) in legend {
+        let ly = axis_y + 32.0 + 18.0 * row as f64;
+        let _ = writeln!(
+            s,
+            r#"<rect x="{lx}" y="{}" width="10" height="10" fill="{fill}"/><text x="{}" y="{ly}">{label}</text>"#,
+            ly - 9.0,
+            lx + 14.0
+        );
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+/// The lane of a device's stream, counted from the top: each device in turn, with a lane for
+/// each stream drawn.
+fn lane(streams: &[Stream], device: usize, st: Stream) -> usize {
+    device * streams.len() + streams.iter().position(|x| *x == st).unwrap_or(0)
+}
+
+/// The lanes of `devices` devices (one a pipeline stage), shaded alternately by device, and
+/// their labels: the stage, its first device and the stream on a device's first lane, the
+/// stream alone on the others.
+fn draw_lanes(s: &mut String, devices: usize, streams: &[Stream], per_stage: u64) {
+    for d in 0..devices {
         for (k, st) in streams.iter().enumerate() {
-            let y = TOP + lane(d, *st) as f64 * LANE;
+            let y = TOP + lane(streams, d, *st) as f64 * LANE;
             let fill = if d % 2 == 0 { "#f4f4f4" } else { "#ffffff" };
             let _ = writeln!(
                 s,
@@ -153,9 +176,13 @@ pub fn gantt_svg(plan: &TimingPlan, sim: &Simulation, title: &str) -> String {
             );
         }
     }
-    // Bars, merged per lane while they are closer than a pixel and alike.
+}
+
+/// The events on the drawn streams as bars, `scale` pixels a second, merged per lane while they
+/// are closer than a pixel and alike (same device, stream, micro-batch and kind).
+fn draw_bars(s: &mut String, sim: &Simulation, streams: &[Stream], scale: f64) {
     let mut order: Vec<usize> = (0..sim.events.len())
-        .filter(|&i| shown(&sim.events[i]))
+        .filter(|&i| streams.contains(&sim.events[i].stream))
         .collect();
     order.sort_by(|&a, &b| {
         let (ea, eb) = (&sim.events[a], &sim.events[b]);
@@ -167,7 +194,7 @@ pub fn gantt_svg(plan: &TimingPlan, sim: &Simulation, title: &str) -> String {
     let flush = |s: &mut String, (i, x0, x1): (usize, f64, f64)| {
         let e: &Event = &sim.events[i];
         let (fill, what) = colour(e);
-        let y = TOP + lane(e.device, e.stream) as f64 * LANE + 1.0;
+        let y = TOP + lane(streams, e.device, e.stream) as f64 * LANE + 1.0;
         let mb = e
             .microbatch
             .map(|j| format!(", micro-batch {j}"))
@@ -194,15 +221,17 @@ pub fn gantt_svg(plan: &TimingPlan, sim: &Simulation, title: &str) -> String {
                 open = Some((j, a, x1.max(b)));
                 continue;
             }
-            flush(&mut s, (j, a, b));
+            flush(s, (j, a, b));
         }
         open = Some((i, x0, x1));
     }
     if let Some(o) = open {
-        flush(&mut s, o);
+        flush(s, o);
     }
-    // Time axis.
-    let axis_y = TOP + lanes as f64 * LANE + 4.0;
+}
+
+/// The time axis at `axis_y`: a grid line and a label at every nice step up to `t` seconds.
+fn draw_time_axis(s: &mut String, t: f64, scale: f64, axis_y: f64) {
     let step = nice_step(t / 8.0);
     let mut x = 0.0;
     while x <= t * 1.0001 {
@@ -215,18 +244,6 @@ pub fn gantt_svg(plan: &TimingPlan, sim: &Simulation, title: &str) -> String {
         );
         x += step;
     }
-    // The legend: an entry for every colour drawn, none for a colour not drawn.
-    for (fill, label, lx, row) in legend {
-        let ly = axis_y + 32.0 + 18.0 * row as f64;
-        let _ = writeln!(
-            s,
-            r#"<rect x="{lx}" y="{}" width="10" height="10" fill="{fill}"/><text x="{}" y="{ly}">{label}</text>"#,
-            ly - 9.0,
-            lx + 14.0
-        );
-    }
-    s.push_str("</svg>\n");
-    s
 }
 
 fn nice_step(raw: f64) -> f64 {

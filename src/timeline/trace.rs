@@ -192,87 +192,12 @@ pub fn write_chrome_trace<W: Write>(
     let names: Vec<String> = (0..plan.items.len()).map(|i| item_name(plan, i)).collect();
     w.write_all(b"{\"traceEvents\":[\n")?;
     let mut first = true;
-    for d in 0..sim.busy.len() {
-        let pid = d as u64 * per_stage;
-        item(
-            w,
-            &mut first,
-            &json!({"name": "process_name", "ph": "M", "pid": pid, "tid": 0,
-            "args": {"name": format!("device {pid} (pipeline stage {d})")}}),
-        )?;
-        item(
-            w,
-            &mut first,
-            &json!({"name": "process_sort_index", "ph": "M", "pid": pid, "tid": 0,
-            "args": {"sort_index": d}}),
-        )?;
-        for (t, s) in Stream::ALL.iter().enumerate() {
-            item(
-                w,
-                &mut first,
-                &json!({"name": "thread_name", "ph": "M", "pid": pid, "tid": t,
-                "args": {"name": s.name()}}),
-            )?;
-            item(
-                w,
-                &mut first,
-                &json!({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": t,
-                "args": {"sort_index": t}}),
-            )?;
-        }
-    }
-    let complete = |name: String, stream: Stream, device: usize, start: f64, dur: f64, args| {
-        json!({
-            "name": name,
-            "cat": stream.name(),
-            "ph": "X",
-            "ts": start * 1e6,
-            "dur": dur * 1e6,
-            "pid": device as u64 * per_stage,
-            "tid": stream as usize,
-            "args": Value::Object(args),
-        })
-    };
-    let common = |stage: usize, microbatch: Option<usize>, item: &str, flops: f64, bytes: f64| {
-        let mut args = serde_json::Map::new();
-        args.insert("stage".into(), json!(stage));
-        if let Some(j) = microbatch {
-            args.insert("microbatch".into(), json!(j));
-        }
-        if !item.is_empty() {
-            args.insert("layer".into(), json!(item));
-        }
-        if flops > 0.0 {
-            args.insert("flops".into(), json!(flops));
-        }
-        if bytes > 0.0 {
-            args.insert("bytes".into(), json!(bytes));
-        }
-        args
-    };
+    write_lane_names(w, &mut first, sim.busy.len(), per_stage)?;
     // Open spans, one per device and stream: a stream runs its events in issue order, so a
     // layer's events on it are consecutive.
     let mut open: Vec<Option<Span>> = (0..sim.busy.len() * Stream::ALL.len())
         .map(|_| None)
         .collect();
-    let flush = |w: &mut W, first: &mut bool, s: Span| -> io::Result<()> {
-        let name = &names[s.key.item];
-        let mut args = common(s.stage, s.key.microbatch, name, s.flops, s.bytes);
-        args.insert("events".into(), json!(s.events));
-        args.insert("busy_us".into(), json!(s.busy * 1e6));
-        item(
-            w,
-            first,
-            &complete(
-                s.label(name),
-                s.key.stream,
-                s.key.device,
-                s.start,
-                s.end - s.start,
-                args,
-            ),
-        )
-    };
     for e in &sim.events {
         if detail == TraceDetail::Layer {
             if let Some(key) = span_key(e) {
@@ -281,7 +206,7 @@ pub fn write_chrome_trace<W: Write>(
                     Some(s) if s.key == key => s.add(e),
                     _ => {
                         if let Some(s) = slot.replace(Span::of(key, e)) {
-                            flush(w, &mut first, s)?;
+                            write_span(w, &mut first, s, &names, per_stage)?;
                         }
                     }
                 }
@@ -289,14 +214,14 @@ pub fn write_chrome_trace<W: Write>(
             }
         }
         let item_name = e.item.map(|i| names[i].as_str()).unwrap_or("");
-        let args = common(e.stage, e.microbatch, item_name, e.flops, e.bytes);
+        let args = common_args(e.stage, e.microbatch, item_name, e.flops, e.bytes);
         item(
             w,
             &mut first,
             &complete(
                 label(plan, e, item_name),
                 e.stream,
-                e.device,
+                e.device as u64 * per_stage,
                 e.start,
                 e.dur,
                 args,
@@ -304,7 +229,7 @@ pub fn write_chrome_trace<W: Write>(
         )?;
     }
     for s in open.into_iter().flatten() {
-        flush(w, &mut first, s)?;
+        write_span(w, &mut first, s, &names, per_stage)?;
     }
     w.write_all(b"\n],\"displayTimeUnit\":\"ms\",\"otherData\":")?;
     serde_json::to_writer(
@@ -314,6 +239,120 @@ pub fn write_chrome_trace<W: Write>(
     )
     .map_err(io::Error::from)?;
     w.write_all(b"}\n")
+}
+
+/// The metadata events that name and order the trace's processes (one a pipeline stage, named
+/// by its first device, `per_stage` devices apart) and their threads (one a stream).
+fn write_lane_names<W: Write>(
+    w: &mut W,
+    first: &mut bool,
+    stages: usize,
+    per_stage: u64,
+) -> io::Result<()> {
+    for d in 0..stages {
+        let pid = d as u64 * per_stage;
+        item(
+            w,
+            first,
+            &json!({"name": "process_name", "ph": "M", "pid": pid, "tid": 0,
+            "args": {"name": format!("device {pid} (pipeline stage {d})")}}),
+        )?;
+        item(
+            w,
+            first,
+            &json!({"name": "process_sort_index", "ph": "M", "pid": pid, "tid": 0,
+            "args": {"sort_index": d}}),
+        )?;
+        for (t, s) in Stream::ALL.iter().enumerate() {
+            item(
+                w,
+                first,
+                &json!({"name": "thread_name", "ph": "M", "pid": pid, "tid": t,
+                "args": {"name": s.name()}}),
+            )?;
+            item(
+                w,
+                first,
+                &json!({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": t,
+                "args": {"sort_index": t}}),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// A complete (`X`) event on process `pid`, in the thread of `stream`, from `start` for `dur`
+/// seconds.
+fn complete(
+    name: String,
+    stream: Stream,
+    pid: u64,
+    start: f64,
+    dur: f64,
+    args: serde_json::Map<String, Value>,
+) -> Value {
+    json!({
+        "name": name,
+        "cat": stream.name(),
+        "ph": "X",
+        "ts": start * 1e6,
+        "dur": dur * 1e6,
+        "pid": pid,
+        "tid": stream as usize,
+        "args": Value::Object(args),
+    })
+}
+
+/// The arguments every event carries: its stage, and where they apply its micro-batch, its layer
+/// (`item`), FLOPs and bytes.
+fn common_args(
+    stage: usize,
+    microbatch: Option<usize>,
+    item: &str,
+    flops: f64,
+    bytes: f64,
+) -> serde_json::Map<String, Value> {
+    let mut args = serde_json::Map::new();
+    args.insert("stage".into(), json!(stage));
+    if let Some(j) = microbatch {
+        args.insert("microbatch".into(), json!(j));
+    }
+    if !item.is_empty() {
+        args.insert("layer".into(), json!(item));
+    }
+    if flops > 0.0 {
+        args.insert("flops".into(), json!(flops));
+    }
+    if bytes > 0.0 {
+        args.insert("bytes".into(), json!(bytes));
+    }
+    args
+}
+
+/// A layer's span as one complete event, with the events merged into it and their busy time.
+fn write_span<W: Write>(
+    w: &mut W,
+    first: &mut bool,
+    s: Span,
+    names: &[String],
+    per_stage: u64,
+) -> io::Result<()> {
+    let name = &names[s.key.item];
+    let mut args = common_args(s.stage, s.key.microbatch, name, s.flops, s.bytes);
+    args.insert("events".into(), json!(s.events));
+    args.insert("busy_us".into(), json!(s.busy * 1e6));
+    item(
+        w,
+        first,
+        &complete(
+            s.label(name),
+            s.key.stream,
+            s.key.device as u64 * per_stage,
+            s.start,
+            s.end - s.start,
+            args,
+        ),
+    )
 }
 
 /// The timeline as a Chrome trace value (see [`write_chrome_trace`]; this one holds the whole

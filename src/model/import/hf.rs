@@ -116,29 +116,43 @@ pub fn import_hf_text(file: &Path, text: String, name: &str) -> Result<HfImport>
         .map(|s| s.to_string_lossy().to_string())
         .unwrap_or_else(|| name.to_string());
     let src = |field: &str| format!("HF config {config_name}: {field}");
-    let plan = match model_type.as_str() {
-        "gpt2" => gpt2(&c, &src)?,
-        "bert" => bert(&c, &src)?,
+    let plan = plan_of(&c, &model_type, &src)?;
+    let y = model_yaml(&c, file, &model_type, name, &plan);
+    Ok(HfImport {
+        name: name.to_string(),
+        model_type,
+        family: plan.family.to_string(),
+        yaml: y,
+    })
+}
+/// What the family of `model_type` counts of config `c`, or why it does not take it.
+fn plan_of(c: &Config, model_type: &str, src: &dyn Fn(&str) -> String) -> Result<Plan> {
+    match model_type {
+        "gpt2" => gpt2(c, src),
+        "bert" => bert(c, src),
         "llama" | "mistral" | "mixtral" | "qwen2" | "qwen3" | "qwen3_moe" | "qwen2_moe"
-        | "gemma" | "gemma2" | "phi3" => llama(&c, &src, &model_type)?,
-        "t5" => t5(&c, &src)?,
-        "deepseek_v2" => deepseek_v2(&c, &src)?,
-        "deepseek_v3" => deepseek_v3(&c, &src)?,
-        "phi" => phi(&c, &src)?,
-        "gpt_neox" => gpt_neox(&c, &src)?,
-        "falcon" => falcon(&c, &src)?,
-        "opt" => opt(&c, &src)?,
-        other => {
-            return Err(c.error(
-                "model_type",
-                None,
-                format!(
-                    "unsupported model_type `{other}` (supported: {})",
-                    SUPPORTED.join(", ")
-                ),
-            ))
-        }
-    };
+        | "gemma" | "gemma2" | "phi3" => llama(c, src, model_type),
+        "t5" => t5(c, src),
+        "deepseek_v2" => deepseek_v2(c, src),
+        "deepseek_v3" => deepseek_v3(c, src),
+        "phi" => phi(c, src),
+        "gpt_neox" => gpt_neox(c, src),
+        "falcon" => falcon(c, src),
+        "opt" => opt(c, src),
+        other => Err(c.error(
+            "model_type",
+            None,
+            format!(
+                "unsupported model_type `{other}` (supported: {})",
+                SUPPORTED.join(", ")
+            ),
+        )),
+    }
+}
+
+/// The model file of `plan`: comments on where it comes from and what it counts, the name,
+/// family and sources, the symbols and the default batch and sequence.
+fn model_yaml(c: &Config, file: &Path, model_type: &str, name: &str, plan: &Plan) -> String {
     let architectures: Vec<&str> = c
         .get("architectures")
         .and_then(|a| a.as_array())
@@ -198,12 +212,7 @@ pub fn import_hf_text(file: &Path, text: String, name: &str) -> Result<HfImport>
         plan.seq.value,
         yaml_str(&plan.seq.source)
     );
-    Ok(HfImport {
-        name: name.to_string(),
-        model_type,
-        family: plan.family.to_string(),
-        yaml: y,
-    })
+    y
 }
 
 fn gcd(a: u64, b: u64) -> u64 {
@@ -888,6 +897,68 @@ fn pretraining_length(c: &Config, src: &dyn Fn(&str) -> String) -> Result<Sym> {
 /// DeepSeek-V2 (`deepseek_v2`): multi-head latent attention with full-rank queries, leading
 /// dense layers, then routed and shared experts, as Hugging Face's DeepseekV2ForCausalLM.
 fn deepseek_v2(c: &Config, src: &dyn Fn(&str) -> String) -> Result<Plan> {
+    let (qr, family) = deepseek_v2_settings(c)?;
+    let l = c.uint("num_hidden_layers")?;
+    let ld = dense_layers(c, l)?;
+    let e = field(c, "E", "n_routed_experts", src)?;
+    let k = field(c, "K", "num_experts_per_tok", src)?;
+    if k.value > e.value {
+        return Err(c.error(
+            "num_experts_per_tok",
+            None,
+            format!(
+                "num_experts_per_tok {} is more than n_routed_experts {}",
+                k.value, e.value
+            ),
+        ));
+    }
+    let groups = match qr {
+        Some(qr) => expert_groups(c, qr, e.value, k.value, src)?,
+        None => Vec::new(),
+    };
+    let seq = whole_capacity(pretraining_length(c, src)?, e.value, k.value);
+    let scaling = c
+        .number_text(None, "routed_scaling_factor")
+        .unwrap_or_else(|| "1.0 (absent)".into());
+    let mut symbols = vec![
+        sym("L", l, src("num_hidden_layers")),
+        sym("LD", ld, src("first_k_dense_replace")),
+        field(c, "H", "hidden_size", src)?,
+        field(c, "NH", "num_attention_heads", src)?,
+        field(c, "DN", "qk_nope_head_dim", src)?,
+        field(c, "DR", "qk_rope_head_dim", src)?,
+        field(c, "DV", "v_head_dim", src)?,
+        field(c, "R", "kv_lora_rank", src)?,
+        field(c, "FD", "intermediate_size", src)?,
+        field(c, "F", "moe_intermediate_size", src)?,
+        field(c, "NS", "n_shared_experts", src)?,
+        field(c, "V", "vocab_size", src)?,
+        e,
+        k,
+        sym(
+            "C",
+            1,
+            "dropless routing, as Hugging Face's sparse MoE blocks: no token is dropped or padded"
+                .into(),
+        ),
+    ];
+    symbols.extend(groups);
+    let notes = vec![
+        format!("Routed weights scaled by routed_scaling_factor {scaling}; rotary scaling changes constants, not costs."),
+        "Multi-head latent attention: keys and values are expanded from the latent to every head, as transformers computes them (no absorbed projections).".to_string(),
+    ];
+    Ok(Plan {
+        family,
+        module: "DeepseekV2ForCausalLM".into(),
+        symbols,
+        seq,
+        notes,
+    })
+}
+/// Checks the DeepSeek-V2 settings the family counts as they are (SwiGLU, a softmax gate kept
+/// unnormalised, every layer after the dense ones sparse, an untied head, the routing that goes
+/// with the queries' rank), and returns the queries' low rank (`None`: full rank) and the family.
+fn deepseek_v2_settings(c: &Config) -> Result<(Option<u64>, &'static str)> {
     expect_one_of(
         c,
         "hidden_act",
@@ -944,94 +1015,58 @@ fn deepseek_v2(c: &Config, src: &dyn Fn(&str) -> String) -> Result<Plan> {
             "tie_word_embeddings true is not supported for model_type `deepseek_v2`: the family's head is untied",
         ));
     }
-    let l = c.uint("num_hidden_layers")?;
-    let ld = match c.opt_uint("first_k_dense_replace")? {
-        Some(ld) if ld < l => ld,
+    Ok((qr, family))
+}
+
+/// The leading dense layers (`first_k_dense_replace`, which must be stated): fewer than the `l`
+/// layers, so that at least one sparse layer follows them.
+fn dense_layers(c: &Config, l: u64) -> Result<u64> {
+    match c.opt_uint("first_k_dense_replace")? {
+        Some(ld) if ld < l => Ok(ld),
         other => {
             let v = other.map_or(
                 "absent (0, the DeepseekV2Config default)".to_string(),
                 |v| v.to_string(),
             );
-            return Err(c.error(
+            Err(c.error(
                 "first_k_dense_replace",
                 None,
                 format!("first_k_dense_replace {v} is not supported for model_type `deepseek_v2`: the family has at least one dense layer first and at least one sparse layer after them (num_hidden_layers {l})"),
-            ));
+            ))
         }
-    };
-    let e = field(c, "E", "n_routed_experts", src)?;
-    let k = field(c, "K", "num_experts_per_tok", src)?;
-    if k.value > e.value {
+    }
+}
+
+/// The symbols of group-limited routing with low-rank queries of rank `qr`: the rank, the groups
+/// the `e` routed experts split into (`n_group`) and the groups each token's `k` experts are
+/// chosen from (`topk_group`), checked to leave enough experts.
+fn expert_groups(
+    c: &Config,
+    qr: u64,
+    e: u64,
+    k: u64,
+    src: &dyn Fn(&str) -> String,
+) -> Result<Vec<Sym>> {
+    let ng = field(c, "NG", "n_group", src)?;
+    let tg = field(c, "TG", "topk_group", src)?;
+    divide(
+        c,
+        "n_group",
+        e,
+        ng.value,
+        "n_routed_experts must split into n_group equal groups",
+    )?;
+    if tg.value > ng.value || k > tg.value * (e / ng.value) {
         return Err(c.error(
-            "num_experts_per_tok",
+            "topk_group",
             None,
             format!(
-                "num_experts_per_tok {} is more than n_routed_experts {}",
-                k.value, e.value
+                "topk_group {} of n_group {} leaves fewer than num_experts_per_tok {} experts to choose from",
+                tg.value, ng.value, k
             ),
         ));
     }
-    let mut groups = Vec::new();
-    if let Some(qr) = qr {
-        let ng = field(c, "NG", "n_group", src)?;
-        let tg = field(c, "TG", "topk_group", src)?;
-        divide(
-            c,
-            "n_group",
-            e.value,
-            ng.value,
-            "n_routed_experts must split into n_group equal groups",
-        )?;
-        if tg.value > ng.value || k.value > tg.value * (e.value / ng.value) {
-            return Err(c.error(
-                "topk_group",
-                None,
-                format!(
-                    "topk_group {} of n_group {} leaves fewer than num_experts_per_tok {} experts to choose from",
-                    tg.value, ng.value, k.value
-                ),
-            ));
-        }
-        groups = vec![sym("QR", qr, src("q_lora_rank")), ng, tg];
-    }
-    let seq = whole_capacity(pretraining_length(c, src)?, e.value, k.value);
-    let scaling = c
-        .number_text(None, "routed_scaling_factor")
-        .unwrap_or_else(|| "1.0 (absent)".into());
-    let mut symbols = vec![
-        sym("L", l, src("num_hidden_layers")),
-        sym("LD", ld, src("first_k_dense_replace")),
-        field(c, "H", "hidden_size", src)?,
-        field(c, "NH", "num_attention_heads", src)?,
-        field(c, "DN", "qk_nope_head_dim", src)?,
-        field(c, "DR", "qk_rope_head_dim", src)?,
-        field(c, "DV", "v_head_dim", src)?,
-        field(c, "R", "kv_lora_rank", src)?,
-        field(c, "FD", "intermediate_size", src)?,
-        field(c, "F", "moe_intermediate_size", src)?,
-        field(c, "NS", "n_shared_experts", src)?,
-        field(c, "V", "vocab_size", src)?,
-        e,
-        k,
-        sym(
-            "C",
-            1,
-            "dropless routing, as Hugging Face's sparse MoE blocks: no token is dropped or padded"
-                .into(),
-        ),
-    ];
-    symbols.extend(groups);
-    let notes = vec![
-        format!("Routed weights scaled by routed_scaling_factor {scaling}; rotary scaling changes constants, not costs."),
-        "Multi-head latent attention: keys and values are expanded from the latent to every head, as transformers computes them (no absorbed projections).".to_string(),
-    ];
-    Ok(Plan {
-        family,
-        module: "DeepseekV2ForCausalLM".into(),
-        symbols,
-        seq,
-        notes,
-    })
+    Ok(vec![sym("QR", qr, src("q_lora_rank")), ng, tg])
 }
 
 /// A number field as a symbol, or the `transformers` class default when absent (the source says
