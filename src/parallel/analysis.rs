@@ -129,6 +129,11 @@ pub struct OpAnalysis {
     /// Bytes per device the forward kernel reads and writes (the rule's inputs and output, or
     /// its `io`, with split indices divided by their axis sizes).
     pub io_bytes: Poly,
+    /// Where it is a linear layer outside the attention core
+    /// ([`crate::rules::OpRule::linear_input`]), what FP8 training runs in FP8 inside a repeated
+    /// layer: the position of its activation input.
+    #[serde(skip)]
+    pub linear_input: Option<usize>,
     /// Per-device sizes of the GEMMs it runs as (forward, then one per input gradient; see
     /// [`crate::rules::OpRule::gemms`]), with split indices divided; empty when it is not a
     /// two-operand contraction.
@@ -679,6 +684,10 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
         param_grad_bytes: bytes.param_grad,
         out_local_bytes: bytes.out_local,
         loss_pass_bytes: bytes.loss_pass,
+        linear_input: node
+            .rule
+            .linear_input()
+            .filter(|_| !attention_core && !node.rule.fused_attention),
         gemms: gemm_dims(node, &entry),
         forward: f(&entry.forward.compute),
         backward: f(&entry.backward.compute),

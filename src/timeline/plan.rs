@@ -189,6 +189,12 @@ pub struct PlanOp {
         skip_serializing_if = "Zero::is_zero"
     )]
     pub fan_in_bytes: Rational,
+    /// It runs as an FP8 GEMM (a linear layer of a repeated layer under
+    /// [`crate::strategy::Precision::Fp8`]): at the table's FP8 peak, with the casts of its
+    /// operands ([`crate::parallel::amount::Fp8Operands`]). False in plans saved before it
+    /// existed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fp8: bool,
 }
 
 /// One GEMM on one device: `batch` products of a `rows` × `cols` output, summing `inner`.
@@ -358,6 +364,13 @@ pub fn strategy_blocks(
     knobs: &Knobs,
 ) -> Result<Vec<PlanBlock>> {
     let mut blocks = plan_blocks(model, analysis, numbers, b)?;
+    if knobs.precision == crate::strategy::Precision::Fp8 {
+        for (block, ba) in blocks.iter_mut().zip(&analysis.blocks) {
+            for (op, oa) in block.ops.iter_mut().zip(&ba.ops) {
+                op.fp8 = block.layer && oa.linear_input.is_some();
+            }
+        }
+    }
     if knobs.ep <= 1 {
         return Ok(blocks);
     }
@@ -552,6 +565,7 @@ fn plan_op(op: &OpAnalysis, b: &Bindings, context_parallel: bool) -> Result<Plan
         params: ev(&op.params)?,
         fused_with_next: false,
         fan_in_bytes: Rational::zero(),
+        fp8: false,
     })
 }
 
@@ -955,7 +969,22 @@ pub fn build_plan(
 impl PlanOp {
     /// The kind of kernel it runs as.
     pub fn class(&self) -> crate::timeline::cost::KernelClass {
-        crate::timeline::cost::KernelClass::of(self.fused_attention, self.matmul)
+        use crate::timeline::cost::KernelClass;
+        match KernelClass::of(self.fused_attention, self.matmul) {
+            KernelClass::Matmul if self.fp8 => KernelClass::Fp8Matmul,
+            c => c,
+        }
+    }
+
+    /// Its FP8 operands, where it is an FP8 GEMM.
+    pub fn fp8_operands(&self) -> Option<crate::parallel::amount::Fp8Operands<Rational>> {
+        let g = self.gemms.first().filter(|_| self.fp8)?;
+        Some(crate::parallel::amount::Fp8Operands::of([
+            g.batch.clone(),
+            g.rows.clone(),
+            g.cols.clone(),
+            g.inner.clone(),
+        ]))
     }
 
     /// Kernels one pass launches ([`crate::timeline::cost::KernelClass::kernels`]).
