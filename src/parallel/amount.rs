@@ -365,7 +365,8 @@ pub struct Amounts<T> {
     pub fp8_gain_forward: T,
     /// The same for the backward's FP8 GEMMs.
     pub fp8_gain_backward: T,
-    /// HBM bytes of the forward's casts of the FP8 GEMMs' inputs ([`Fp8Operands::cast_bytes`]).
+    /// HBM bytes of the forward's casts of the FP8 GEMMs' inputs ([`Fp8Operands::cast_bytes`];
+    /// one cast per input tensor, however many layers read it).
     pub fp8_cast_forward: T,
     /// HBM bytes of the backward's casts of the FP8 GEMMs' output gradients.
     pub fp8_cast_backward: T,
@@ -373,8 +374,8 @@ pub struct Amounts<T> {
     pub fp8_weight_cast: T,
     /// Weight elements of the FP8 GEMMs.
     pub fp8_weights: T,
-    /// What saving the FP8 GEMMs' inputs in FP8 changes of `saved`: one byte per input
-    /// element, less the bf16 bytes of the inputs those operators were the ones to save.
+    /// What keeping the FP8 GEMMs' inputs in FP8 changes of `saved`
+    /// ([`super::analysis::OpAnalysis::fp8_saved`]).
     pub fp8_saved: T,
 }
 

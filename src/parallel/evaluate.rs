@@ -386,8 +386,8 @@ fn block_of<T: Priced>(
             }
             x.params = std::mem::take(&mut x.params) + params;
         }
-        if let Some(input) = op.linear_input {
-            add_fp8(&mut n.exact, op, input, &ev, kernels.fp8_gain())?;
+        if op.linear_input.is_some() {
+            add_fp8(&mut n.exact, op, &ev, kernels.fp8_gain())?;
         }
         if cp > Rational::one() && !op.ring_bytes.is_zero() {
             let x = ev(&op.ring_bytes)?;
@@ -451,16 +451,15 @@ fn block_of<T: Priced>(
     Ok(n)
 }
 
-/// Adds to a block's amounts those of its linear layer `op` (activation input at position
-/// `input`) run as an FP8 GEMM ([`crate::strategy::Precision::Fp8`]; a repeated layer's are
-/// spent under FP8 only, by [`BlockCost::of`]): the FLOP-equivalents its GEMMs save at the
-/// FP8 peak (`gain` of their FLOPs), its casts and weight elements
-/// ([`crate::parallel::amount::Fp8Operands`]), and what saving its input in FP8 changes: one
-/// byte per element kept, the bf16 bytes it saved of that input no longer kept.
+/// Adds to a block's amounts those of its linear layer `op` run as an FP8 GEMM
+/// ([`crate::strategy::Precision::Fp8`]; a repeated layer's are spent under FP8 only, by
+/// [`BlockCost::of`]): the FLOP-equivalents its GEMMs save at the FP8 peak (`gain` of their
+/// FLOPs), its casts (its input's where it is the first layer to read it) and weight elements
+/// ([`crate::parallel::amount::Fp8Operands`]), and what keeping its input in FP8 changes of
+/// the saved bytes ([`super::analysis::OpAnalysis::fp8_saved`]).
 fn add_fp8<T: Priced>(
     x: &mut Amounts<T>,
     op: &super::analysis::OpAnalysis,
-    input: usize,
     ev: &impl Fn(&Poly) -> Result<T, StrategyError>,
     gain: &Rational,
 ) -> Result<(), StrategyError> {
@@ -478,15 +477,13 @@ fn add_fp8<T: Priced>(
     let gain = T::constant(gain.clone());
     add(&mut x.fp8_gain_forward, ev(&op.forward)? * gain.clone());
     add(&mut x.fp8_gain_backward, ev(&op.backward)? * gain);
-    add(&mut x.fp8_cast_forward, cast_input);
+    if op.fp8_casts_input {
+        add(&mut x.fp8_cast_forward, cast_input);
+    }
     add(&mut x.fp8_cast_backward, cast_grad);
     add(&mut x.fp8_weight_cast, cast_weight);
     add(&mut x.fp8_weights, ops.weight);
-    let mut saved = ops.input;
-    for (_, bytes) in op.saved_inputs.iter().filter(|(i, _)| *i == input) {
-        saved = saved - ev(bytes)?;
-    }
-    add(&mut x.fp8_saved, saved);
+    add(&mut x.fp8_saved, ev(&op.fp8_saved)?);
     Ok(())
 }
 

@@ -195,6 +195,10 @@ pub struct PlanOp {
     /// existed.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub fp8: bool,
+    /// As an FP8 GEMM, it casts its input (the first linear layer of its block to read that
+    /// tensor: one cast serves the q, k and v projections of one input).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fp8_casts_input: bool,
 }
 
 /// One GEMM on one device: `batch` products of a `rows` × `cols` output, summing `inner`.
@@ -368,6 +372,7 @@ pub fn strategy_blocks(
         for (block, ba) in blocks.iter_mut().zip(&analysis.blocks) {
             for (op, oa) in block.ops.iter_mut().zip(&ba.ops) {
                 op.fp8 = block.layer && oa.linear_input.is_some();
+                op.fp8_casts_input = op.fp8 && oa.fp8_casts_input;
             }
         }
     }
@@ -566,6 +571,7 @@ fn plan_op(op: &OpAnalysis, b: &Bindings, context_parallel: bool) -> Result<Plan
         fused_with_next: false,
         fan_in_bytes: Rational::zero(),
         fp8: false,
+        fp8_casts_input: false,
     })
 }
 

@@ -426,12 +426,17 @@ impl<'a> Ctx<'a> {
         };
         let [input, grad, weight] = ops.cast_bytes().map(|b| f(&b));
         let kernel = |bytes: f64| self.rates.op_seconds(0.0, bytes, KernelClass::Other, 1);
+        let input = if o.fp8_casts_input {
+            kernel(input)
+        } else {
+            0.0
+        };
         if backward {
             kernel(grad)
         } else if recompute {
-            kernel(input)
+            input
         } else {
-            kernel(input) + kernel(weight) / self.plan.knobs.microbatches.max(1) as f64
+            input + kernel(weight) / self.plan.knobs.microbatches.max(1) as f64
         }
     }
 
