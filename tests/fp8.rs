@@ -400,3 +400,27 @@ fn machines_without_fp8_refuse_it() {
         }
     }
 }
+
+/// `--emit megatron` of an FP8 row turns on Megatron-LM's Transformer Engine FP8
+/// (`--fp8-format hybrid`: E4M3 forward, E5M2 gradients); a bf16 row's does not.
+#[test]
+fn emit_megatron_turns_fp8_on() {
+    let emit = |fix: &str| {
+        common::stdout(&[
+            "rank",
+            "gpt3-2.7b",
+            "--devices",
+            "8",
+            "--top",
+            "1",
+            "--fix",
+            fix,
+            "--calib",
+            "h100-sxm",
+            "--emit",
+            "megatron",
+        ])
+    };
+    assert!(emit("precision=fp8").contains("--fp8-format hybrid"));
+    assert!(!emit("precision=bf16").contains("--fp8"));
+}
