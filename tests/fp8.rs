@@ -424,3 +424,22 @@ fn emit_megatron_turns_fp8_on() {
     assert!(emit("precision=fp8").contains("--fp8-format hybrid"));
     assert!(!emit("precision=bf16").contains("--fp8"));
 }
+
+/// The FP8 tables of NVIDIA's DGX Cloud benchmarking recipes (validation/fp8/, each setting
+/// cited there), predicted as configured, stay within the file's recorded bound (validate exits
+/// non-zero beyond it).
+#[test]
+fn dgxc_fp8_rows_stay_within_their_bound() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/validation/fp8/nvidia-dgxc-h100-fp8.yaml"
+    );
+    let out = common::symshard()
+        .args(["validate", path])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert_eq!(text.matches("fp8 llama3.1").count(), 6, "{text}");
+    assert_eq!(text.matches("fp8 nemotron4").count(), 2, "{text}");
+}
