@@ -115,6 +115,10 @@ impl<T> std::ops::Index<Collective> for PerCollective<T> {
 pub enum KernelClass {
     /// A GEMM or batched GEMM on the tensor cores.
     Matmul,
+    /// A GEMM on the tensor cores with FP8 operands ([`crate::strategy::Precision::Fp8`]): at
+    /// the table's FP8 peak times the same matmul efficiency curve (and tiling) as a bf16 GEMM
+    /// of the same FLOPs; no separate FP8 efficiency is assumed.
+    Fp8Matmul,
     /// A fused attention kernel (FlashAttention-style).
     Attention,
     /// Elementwise, normalisation, reduction: vector units, usually memory-bound.
@@ -136,7 +140,7 @@ impl KernelClass {
     /// Kernels one pass launches: a matmul's backward is two GEMMs (the input gradient and the
     /// weight or second-operand gradient); everything else is one kernel a pass.
     pub fn kernels(self, backward: bool) -> u32 {
-        if backward && self == KernelClass::Matmul {
+        if backward && matches!(self, KernelClass::Matmul | KernelClass::Fp8Matmul) {
             2
         } else {
             1
@@ -155,6 +159,8 @@ pub struct Rates {
     pub memory_bandwidth: f64,
     /// Peak bf16 FLOP/s (for MFU).
     pub peak_flops: f64,
+    /// Peak FP8 FLOP/s, where the table gives one (`peak_flops.fp8`).
+    pub fp8_peak_flops: Option<f64>,
     /// Peak HBM bytes per second.
     pub peak_memory_bandwidth: f64,
     /// Matmul efficiency against one kernel's FLOPs.
@@ -248,6 +254,7 @@ impl Rates {
             other_flops: vector * eff,
             memory_bandwidth: hbm * memory.max(),
             peak_flops: peak,
+            fp8_peak_flops: d.peak_flops.get("fp8").map(|s| f(&s.value)),
             peak_memory_bandwidth: hbm,
             attention_efficiency: d
                 .efficiency
@@ -323,13 +330,22 @@ impl Rates {
                 KernelClass::Matmul => {
                     self.peak_flops * self.matmul_efficiency.at(fk) * utilisation
                 }
+                // A plan is refused FP8 on a table without an FP8 peak before it is timed
+                // ([`crate::parallel::check_precision`]); a saved plan timed on one runs at bf16.
+                KernelClass::Fp8Matmul => {
+                    self.fp8_peak_flops.unwrap_or(self.peak_flops)
+                        * self.matmul_efficiency.at(fk)
+                        * utilisation
+                }
                 KernelClass::Attention => self.peak_flops * self.attention_efficiency.at(fk),
                 KernelClass::Other => self.other_flops,
             };
             (fk / rate).max(memory) + self.kernel_overhead
         };
         match (&self.tiling, class) {
-            (Some(t), KernelClass::Matmul) if gemms.len() == kernels.max(1) as usize => {
+            (Some(t), KernelClass::Matmul | KernelClass::Fp8Matmul)
+                if gemms.len() == kernels.max(1) as usize =>
+            {
                 gemms.iter().map(|g| one(t.utilisation(*g))).sum()
             }
             _ => k * one(1.0),

@@ -36,6 +36,7 @@ const MEGATRON_PARSER_FLAGS: &[&str] = &[
     "--sequence-parallel",
     "--no-gradient-accumulation-fusion",
     "--bf16",
+    "--fp8-format",
     "--ckpt-format",
     "--tensor-model-parallel-size",
     "--pipeline-model-parallel-size",

@@ -157,13 +157,13 @@ fn the_precision_knob_is_read_everywhere_and_checked() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("precision=autocast"), "{text}");
 
-    std::fs::write(dir.join("bad.yaml"), "dp: 2\nprecision: fp8\n").unwrap();
+    std::fs::write(dir.join("bad.yaml"), "dp: 2\nprecision: fp16\n").unwrap();
     let err = common::refused_in(&dir, &["cost", "gpt2-124m", "--strategy", "bad.yaml"]);
     assert!(err.contains("bad.yaml:2:"), "{err}");
-    assert!(err.contains("fp8") && err.contains("autocast"), "{err}");
+    assert!(err.contains("fp16") && err.contains("autocast"), "{err}");
 
-    let err = common::refused(&["timeline", "gpt2-124m", "--precision", "fp8"]);
-    assert!(err.contains("bf16, autocast"), "{err}");
+    let err = common::refused(&["timeline", "gpt2-124m", "--precision", "fp16"]);
+    assert!(err.contains("bf16, autocast, fp8"), "{err}");
 
     let json = common::json(&[
         "rank",
@@ -187,8 +187,11 @@ fn the_precision_knob_is_read_everywhere_and_checked() {
         "--devices",
         "8",
         "--fix",
-        "precision=fp8",
+        "precision=fp16",
     ]);
-    assert!(err.contains("unknown precision (bf16, autocast)"), "{err}");
+    assert!(
+        err.contains("unknown precision (bf16, autocast, fp8)"),
+        "{err}"
+    );
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -148,6 +148,8 @@ fn uniform(p: u64, m: u64, schedule: Schedule, v: u64, layers: usize) -> TimingP
         fused_with_next: false,
         param_grad_bytes: Rational::from_integer(0.into()),
         fan_in_bytes: Rational::from_integer(0.into()),
+        fp8: false,
+        fp8_casts_input: false,
     };
     let block = PlanBlock {
         name: "layer".into(),

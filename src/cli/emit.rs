@@ -72,6 +72,7 @@ pub const MEGATRON_FLAGS: &[&str] = &[
     "--overlap-grad-reduce",
     "--overlap-param-gather",
     "--bf16",
+    "--fp8-format",
 ];
 
 /// Every torchtitan job-config key `--emit torchtitan` can print, as `section.key`.
@@ -599,6 +600,10 @@ fn megatron_runtime(a: &mut Flags, warnings: &mut Vec<String>, model: &Model, k:
     if model.dtype_bytes == 2 {
         a.push(("--bf16", None));
     }
+    if k.precision == Precision::Fp8 {
+        // Transformer Engine's FP8 linear layers: E4M3 forward, E5M2 gradients, delayed scaling.
+        a.push(("--fp8-format", Some("hybrid".into())));
+    }
     if k.precision == Precision::Autocast {
         warnings.push(
             "the row was priced with fp32 weights under torch.autocast (precision=autocast), which Megatron-LM does not run: --bf16 keeps bf16 weights with an fp32 master copy, so its memory and time differ from the row".into(),
@@ -721,6 +726,11 @@ fn torchtitan(
     if k.precision == Precision::Autocast {
         warnings.push(
             "the row was priced with fp32 weights under torch.autocast (precision=autocast); torchtitan's FSDP casts its parameters to `training.mixed_precision_param` (bfloat16 by default) instead, so its memory and time differ from the row".into(),
+        );
+    }
+    if k.precision == Precision::Fp8 {
+        warnings.push(
+            "the row was priced with Transformer Engine's FP8 linear layers (precision=fp8), which torchtitan does not run: its `float8` model converter (torchao) casts with per-tensor dynamic scaling and is not emitted here, so the config below trains in bf16".into(),
         );
     }
     let (mbs, b) = micro_batch_size(model, values, k)?;

@@ -201,7 +201,7 @@ struct Row {
     /// otherwise: only the gradient reduction overlapped).
     overlap: crate::strategy::Overlap,
     /// How weights and gradients are kept in mixed precision (`--fix precision=…`; bf16
-    /// otherwise).
+    /// otherwise: rank searches no precision, so FP8 is priced only where it is fixed).
     precision: crate::strategy::Precision,
     /// What the interleaved split counts besides the layers (`--fix account=…`; absent when
     /// nothing).

@@ -69,7 +69,9 @@ pub struct StrategyFlags {
     /// Mixed precision: bf16 (bf16 weights, fp32 master copy and gradient buffer; Megatron-LM,
     /// DeepSpeed) or autocast (fp32 weights under torch.autocast: each forward casts every
     /// weight to bf16, each backward casts its gradient back and adds it to `.grad`, and
-    /// data-parallel collectives move fp32).
+    /// data-parallel collectives move fp32) or fp8 (bf16 with the repeated layers' linear layers
+    /// as FP8 GEMMs, Transformer Engine's delayed-scaling recipe; needs a table with an FP8
+    /// peak).
     #[arg(long, value_name = "PRECISION")]
     pub precision: Option<crate::strategy::Precision>,
     /// Interleaved schedule: count the embedding as a layer of the first model chunk when

@@ -78,6 +78,13 @@ pub enum StrategyError {
     /// A combination of knobs that is not modelled or that the frameworks refuse.
     #[error("{}", .0.message())]
     Unsupported(Unsupported),
+    /// FP8 training asked of a machine whose calibration table gives no FP8 peak (no FP8
+    /// tensor cores: A100, V100, A40).
+    #[error("precision=fp8 needs FP8 tensor cores, and calibration table `{table}` gives no `peak_flops.fp8`: price it with bf16, or on a table with an FP8 peak (h100-sxm, h200-sxm, b200, …)")]
+    NoFp8Peak {
+        /// The calibration table.
+        table: String,
+    },
     /// `microbatches` not a multiple of `pp` under interleaving.
     #[error("`microbatches` = {microbatches} must be a multiple of pp = {pp} for interleaved-1f1b (Narayanan et al. SC'21)")]
     InterleavedMicrobatches {
@@ -359,6 +366,7 @@ impl StrategyError {
             StrategyError::EpDividesDp { .. } => "ep does not divide dp × cp",
             StrategyError::ZeroStage { .. } => "no such ZeRO stage",
             StrategyError::Unsupported(_) => "knobs not modelled together",
+            StrategyError::NoFp8Peak { .. } => "no FP8 on this machine",
             StrategyError::InterleavedMicrobatches { .. } => {
                 "interleaving needs micro-batches a multiple of pp"
             }
@@ -399,6 +407,7 @@ impl StrategyError {
             StrategyError::Zero { knob } | StrategyError::Absurd { knob, .. } => Some(knob),
             StrategyError::EpRange { .. } | StrategyError::EpDividesDp { .. } => Some("ep"),
             StrategyError::ZeroStage { .. } => Some("zero"),
+            StrategyError::NoFp8Peak { .. } => Some("precision"),
             StrategyError::Unsupported(u) => Some(u.knob()),
             StrategyError::InterleavedMicrobatches { .. } => Some("microbatches"),
             StrategyError::GpusPerNodeRange { .. } | StrategyError::PartNodes { .. } => {

@@ -56,7 +56,9 @@ pub use crate::sym::float;
 /// autocast.
 pub fn state_bytes(p: Precision) -> [(u64, u8); 3] {
     match p {
-        Precision::Bf16 => [
+        // FP8 keeps the bf16 recipe's state; its FP8 weight copies are counted apart
+        // ([`FP8_WEIGHT_COPY_BYTES`]), over the FP8 GEMMs' weights only.
+        Precision::Bf16 | Precision::Fp8 => [
             (WEIGHT_BYTES as u64, 3),
             (GRAD_BYTES as u64, 2),
             (OPTIMIZER_BYTES as u64, 1),
@@ -102,7 +104,7 @@ pub fn grad_accumulation<T: Amount>(params: T, k: &Knobs) -> T {
         }
     };
     match k.precision {
-        Precision::Bf16 => shard(params) * T::int(GRAD_ACCUMULATION_BYTES as u64),
+        Precision::Bf16 | Precision::Fp8 => shard(params) * T::int(GRAD_ACCUMULATION_BYTES as u64),
         Precision::Autocast => {
             params.clone() * T::int(AUTOCAST_CAST_BYTES)
                 + shard(params) * T::int(AUTOCAST_ACCUMULATION_BYTES)
@@ -147,7 +149,7 @@ pub fn optimizer_traffic<T: Amount>(params: T, k: &Knobs) -> Vec<T> {
         shard.clone() * (state.clone() + grad.clone() + state),
         params * grad,
     ];
-    if k.precision == Precision::Bf16 {
+    if k.precision != Precision::Autocast {
         kernels.push(shard * T::int(MASTER_WEIGHT_BYTES + WEIGHT_BYTES as u64));
     }
     kernels
@@ -159,7 +161,7 @@ pub fn optimizer_traffic<T: Amount>(params: T, k: &Knobs) -> Vec<T> {
 /// weights again: nothing is kept.
 pub fn weight_cast_saved(k: &Knobs) -> u64 {
     match (k.precision, k.recompute) {
-        (Precision::Bf16, _) | (_, Recompute::Full) => 0,
+        (Precision::Bf16 | Precision::Fp8, _) | (_, Recompute::Full) => 0,
         (Precision::Autocast, _) => WEIGHT_BYTES as u64,
     }
 }
@@ -169,8 +171,58 @@ pub fn weight_cast_saved(k: &Knobs) -> u64 {
 /// [`AUTOCAST_CAST_BYTES`] each under autocast.
 pub fn weight_cast<T: Amount>(params: T, k: &Knobs) -> T {
     match k.precision {
-        Precision::Bf16 => T::zero(),
+        Precision::Bf16 | Precision::Fp8 => T::zero(),
         Precision::Autocast => params * T::int(AUTOCAST_CAST_BYTES),
+    }
+}
+
+/// HBM bytes per element of one FP8 cast-transpose kernel as Transformer Engine runs it
+/// (`fp8_cast_transpose_fused`): the bf16 tensor read (2), its FP8 copy and the FP8 copy of
+/// its transpose written (1 + 1; Hopper's FP8 GEMMs take only the "TN" layout, so each operand
+/// is wanted both ways). Under the delayed-scaling recipe the amax of the tensor is reduced
+/// inside the same kernel (its scale was set from the amax history of earlier steps), so it
+/// moves no bytes of its own.
+pub const FP8_CAST_BYTES: u64 = 4;
+
+/// Bytes per weight element of what Transformer Engine keeps of an FP8 GEMM's weight beside the
+/// bf16 weight: its FP8 copy and the FP8 copy of its transpose, cast on a step's first
+/// micro-batch and reused by the others (`is_first_microbatch`, which Megatron-Core sets on
+/// the first micro-batch of each step).
+pub const FP8_WEIGHT_COPY_BYTES: u64 = 2;
+
+/// The operands of an FP8 GEMM, in elements, from the sizes of its forward product
+/// (`batch` products of `rows × inner` by `inner × cols`; the weight is the second operand, as
+/// in the `linear`, `matmul` and `expert_matmul` rules): the input it casts each forward, the
+/// weight it casts once a step, and the output gradient its backward casts.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Fp8Operands<T> {
+    /// Elements of the input (`batch · rows · inner`).
+    pub input: T,
+    /// Elements of the weight (`batch · inner · cols`).
+    pub weight: T,
+    /// Elements of the output gradient (`batch · rows · cols`).
+    pub grad: T,
+}
+
+impl<T: Amount> Fp8Operands<T> {
+    /// The operands of a GEMM of sizes `[batch, rows, cols, inner]`.
+    pub fn of([batch, rows, cols, inner]: [T; 4]) -> Fp8Operands<T> {
+        Fp8Operands {
+            input: batch.clone() * rows.clone() * inner.clone(),
+            weight: batch.clone() * inner * cols.clone(),
+            grad: batch * rows * cols,
+        }
+    }
+
+    /// HBM bytes of its casts: (each forward's input, each backward's output gradient, the
+    /// weight once a step), [`FP8_CAST_BYTES`] per element each.
+    pub fn cast_bytes(&self) -> [T; 3] {
+        let c = || T::int(FP8_CAST_BYTES);
+        [
+            self.input.clone() * c(),
+            self.grad.clone() * c(),
+            self.weight.clone() * c(),
+        ]
     }
 }
 
@@ -304,6 +356,24 @@ pub struct Amounts<T> {
     /// The part of `kernel_forward` of the attention core (what selective recomputation runs
     /// again).
     pub kernel_attention_forward: T,
+    /// FLOP-equivalents the forward's FP8 GEMMs (see [`Precision::Fp8`]) would save at the
+    /// table's FP8 peak: their FLOPs times 1 − bf16 peak ÷ FP8 peak (zero without an FP8 peak).
+    /// Counted for every block; only a repeated layer's are spent, and only under FP8.
+    pub fp8_gain_forward: T,
+    /// The same for the backward's FP8 GEMMs.
+    pub fp8_gain_backward: T,
+    /// HBM bytes of the forward's casts of the FP8 GEMMs' inputs ([`Fp8Operands::cast_bytes`];
+    /// one cast per input tensor, however many layers read it).
+    pub fp8_cast_forward: T,
+    /// HBM bytes of the backward's casts of the FP8 GEMMs' output gradients.
+    pub fp8_cast_backward: T,
+    /// HBM bytes of the FP8 GEMMs' weight casts, once a step.
+    pub fp8_weight_cast: T,
+    /// Weight elements of the FP8 GEMMs.
+    pub fp8_weights: T,
+    /// What keeping the FP8 GEMMs' inputs in FP8 changes of `saved`
+    /// ([`super::analysis::OpAnalysis::fp8_saved`]).
+    pub fp8_saved: T,
 }
 
 impl<T> Amounts<T> {
@@ -328,6 +398,13 @@ impl<T> Amounts<T> {
             kernel_forward: f(&self.kernel_forward),
             kernel_backward: f(&self.kernel_backward),
             kernel_attention_forward: f(&self.kernel_attention_forward),
+            fp8_gain_forward: f(&self.fp8_gain_forward),
+            fp8_gain_backward: f(&self.fp8_gain_backward),
+            fp8_cast_forward: f(&self.fp8_cast_forward),
+            fp8_cast_backward: f(&self.fp8_cast_backward),
+            fp8_weight_cast: f(&self.fp8_weight_cast),
+            fp8_weights: f(&self.fp8_weights),
+            fp8_saved: f(&self.fp8_saved),
         }
     }
 }
@@ -398,6 +475,11 @@ pub struct BlockCost<T> {
     pub kernel_backward: T,
     /// The backward pass's part of `hbm`.
     pub hbm_backward: T,
+    /// HBM bytes of casting the FP8 GEMMs' weights, once a step (zero but under FP8).
+    pub fp8_weight_cast: T,
+    /// Weight elements of the FP8 GEMMs (zero but under FP8), whose FP8 copies Transformer
+    /// Engine keeps ([`FP8_WEIGHT_COPY_BYTES`]).
+    pub fp8_weights: T,
 }
 
 /// Machine balance (FLOP-equivalents per byte) of the links of each parallel dimension and of
@@ -440,9 +522,30 @@ impl<T: Amount> BlockCost<T> {
     /// A block's costs: recomputation adds the forward FLOPs, HBM bytes and ring passes it
     /// reruns and keeps only the activations it does not rerun (full: the layer's input;
     /// selective: all but the attention core's); `layer` says whether the block is a repeated
-    /// layer, which is what recomputation applies to. Of the strategy, only the recomputation
-    /// and (through `e`) the expert-parallel degree matter.
-    pub fn of(x: &Amounts<T>, e: ExpertView<T>, layer: bool, recompute: Recompute) -> BlockCost<T> {
+    /// layer, which is what recomputation applies to. Of the strategy, only the recomputation,
+    /// the precision and (through `e`) the expert-parallel degree matter.
+    pub fn of(
+        x: &Amounts<T>,
+        e: ExpertView<T>,
+        layer: bool,
+        recompute: Recompute,
+        precision: Precision,
+    ) -> BlockCost<T> {
+        let c = Self::of_bf16(x, e, layer, recompute);
+        if precision == Precision::Fp8 && layer {
+            c.with_fp8(x, recompute)
+        } else {
+            c
+        }
+    }
+
+    /// [`BlockCost::of`] with every GEMM in bf16.
+    fn of_bf16(
+        x: &Amounts<T>,
+        e: ExpertView<T>,
+        layer: bool,
+        recompute: Recompute,
+    ) -> BlockCost<T> {
         let zero = T::zero;
         let (extra, saved, extra_hbm, ring_again, kernel_again) = match (recompute, layer) {
             (Recompute::Full, true) => (
@@ -479,7 +582,31 @@ impl<T: Amount> BlockCost<T> {
             recomputed: extra,
             kernel_backward: x.kernel_backward.clone() + kernel_again,
             hbm_backward: x.hbm.clone() - x.hbm_forward.clone() + extra_hbm,
+            fp8_weight_cast: zero(),
+            fp8_weights: zero(),
         }
+    }
+
+    /// These costs of a repeated layer with its FP8 GEMMs run in FP8 ([`Precision::Fp8`]):
+    /// their time at the FP8 peak (`kernel` falls by the FLOP-equivalents saved, so it may be
+    /// negative; the FLOPs themselves are unchanged), their casts as HBM traffic, their inputs
+    /// saved in FP8, and their weights' FP8 copies. Full recomputation reruns the forward's
+    /// GEMMs and casts, and keeps only the layer's input (no FP8 GEMM input is saved).
+    fn with_fp8(mut self, x: &Amounts<T>, recompute: Recompute) -> BlockCost<T> {
+        let full = recompute == Recompute::Full;
+        let again = |v: &T| if full { v.clone() } else { T::zero() };
+        let gain_backward = x.fp8_gain_backward.clone() + again(&x.fp8_gain_forward);
+        let cast_backward = x.fp8_cast_backward.clone() + again(&x.fp8_cast_forward);
+        self.kernel = self.kernel - x.fp8_gain_forward.clone() - gain_backward.clone();
+        self.kernel_backward = self.kernel_backward - gain_backward;
+        self.hbm = self.hbm + x.fp8_cast_forward.clone() + cast_backward.clone();
+        self.hbm_backward = self.hbm_backward + cast_backward;
+        if !full {
+            self.saved = self.saved + x.fp8_saved.clone();
+        }
+        self.fp8_weight_cast = x.fp8_weight_cast.clone();
+        self.fp8_weights = x.fp8_weights.clone();
+        self
     }
 
     /// The sum of `costs[b]` times `copies` over the (block, copies) of a stage.
@@ -504,6 +631,8 @@ impl<T: Amount> BlockCost<T> {
             add(&mut s.recomputed, &c.recomputed);
             add(&mut s.kernel_backward, &c.kernel_backward);
             add(&mut s.hbm_backward, &c.hbm_backward);
+            add(&mut s.fp8_weight_cast, &c.fp8_weight_cast);
+            add(&mut s.fp8_weights, &c.fp8_weights);
         }
         s
     }
@@ -525,18 +654,19 @@ impl<T: Amount> BlockCost<T> {
         let params = self.params.clone() + self.params_expert.clone();
         let traffic = self.hbm.clone() + grad_accumulation(params.clone(), k);
         match k.precision {
-            Precision::Bf16 => traffic,
+            Precision::Bf16 | Precision::Fp8 => traffic,
             Precision::Autocast => traffic + weight_cast(params, k),
         }
     }
 
     /// HBM bytes of the stage's optimizer step, once a step, over the parameters its device
-    /// holds ([`optimizer_traffic`]).
+    /// holds ([`optimizer_traffic`]), and under FP8 the casts of the FP8 GEMMs' weights on the
+    /// step's first micro-batch.
     pub fn optimizer_hbm(&self, k: &Knobs) -> T {
         let params = self.params.clone() + self.params_expert.clone();
         optimizer_traffic(params, k)
             .into_iter()
-            .fold(T::zero(), |sum, b| sum + b)
+            .fold(self.fp8_weight_cast.clone(), |sum, b| sum + b)
     }
 
     /// HBM bytes of a stage for `m` micro-batches: each micro-batch's ([`Self::hbm_traffic`])
@@ -637,7 +767,7 @@ impl<T: Amount> BlockCost<T> {
     /// ZeRO over dp·cp, expert state over the dp·cp/ep ranks that hold the same experts
     /// (Megatron-Core's expert-data-parallel group; `ep` divides dp·cp).
     pub fn state(&self, k: &Knobs) -> [T; 3] {
-        state_bytes(k.precision).map(|(bytes, stage)| {
+        let state = state_bytes(k.precision).map(|(bytes, stage)| {
             let (dense, experts) = if k.zero >= stage {
                 (T::int(k.replicas()), T::int(k.replicas() / k.ep))
             } else {
@@ -645,7 +775,15 @@ impl<T: Amount> BlockCost<T> {
             };
             self.params.clone() * T::int(bytes) / dense
                 + self.params_expert.clone() * T::int(bytes) / experts
-        })
+        });
+        // Transformer Engine's FP8 weight copies are of the weights a device computes with, not
+        // sharded by ZeRO (zero but under FP8).
+        let [w, g, o] = state;
+        [
+            w + self.fp8_weights.clone() * T::int(FP8_WEIGHT_COPY_BYTES),
+            g,
+            o,
+        ]
     }
 
     /// Activation bytes of a stage: what each micro-batch in flight saves, and under full
@@ -689,6 +827,7 @@ mod tests {
             layer: bool,
             m in 1u64..64,
             copies in 1u64..100,
+            fp8: bool,
         ) {
             let a: Vec<Rational> = v.iter().map(|&(n, d)| q(n, d)).collect();
             let x = Amounts {
@@ -700,6 +839,10 @@ mod tests {
                 ring_forward: a[13].clone() + a[14].clone(), ring_core_forward: a[14].clone(),
                 kernel_forward: a[15].clone() + a[16].clone(), kernel_backward: a[15].clone(),
                 kernel_attention_forward: a[16].clone(),
+                fp8_gain_forward: a[0].clone() / q(2, 1), fp8_gain_backward: a[1].clone() / q(2, 1),
+                fp8_cast_forward: a[6].clone(), fp8_cast_backward: a[8].clone(),
+                fp8_weight_cast: a[5].clone() * q(4, 1), fp8_weights: a[5].clone(),
+                fp8_saved: a[3].clone() / q(3, 1),
             };
             let ev = ExpertView {
                 dense: a[5].clone(),
@@ -709,15 +852,17 @@ mod tests {
             };
             let evf = ev.map(float);
             let recompute = [Recompute::None, Recompute::Selective, Recompute::Full][recompute];
+            let precision = if fp8 { Precision::Fp8 } else { Precision::Bf16 };
             let k = Knobs {
                 pp: 4,
                 microbatches: m,
                 zero,
                 recompute,
+                precision,
                 ..Knobs::data_parallel(4)
             };
-            let exact = BlockCost::of(&x, ev, layer, recompute);
-            let rough = BlockCost::of(&x.map(float), evf, layer, recompute);
+            let exact = BlockCost::of(&x, ev, layer, recompute, precision);
+            let rough = BlockCost::of(&x.map(float), evf, layer, recompute, precision);
             let kap = Kappas { tp: q(7, 2), ep: q(5, 1), cp: q(3, 1), dp: q(11, 1), p2p: q(13, 1), hbm: q(1, 3), overlap: q(4, 5) };
             let kapf = kap.map(float);
             let se = BlockCost::stage(std::slice::from_ref(&exact), &[(0, copies)]);

@@ -129,6 +129,21 @@ pub struct OpAnalysis {
     /// Bytes per device the forward kernel reads and writes (the rule's inputs and output, or
     /// its `io`, with split indices divided by their axis sizes).
     pub io_bytes: Poly,
+    /// Where it is a linear layer outside the attention core
+    /// ([`crate::rules::OpRule::linear_input`]), what FP8 training runs in FP8 inside a repeated
+    /// layer: the position of its activation input.
+    #[serde(skip)]
+    pub linear_input: Option<usize>,
+    /// Whether, as an FP8 GEMM, it casts its activation input: the first linear layer of its
+    /// block to read that tensor (the q, k and v projections of one input are one
+    /// Transformer Engine module, which casts its input once).
+    #[serde(skip)]
+    pub fp8_casts_input: bool,
+    /// What its block's saved bytes change by when it runs as an FP8 GEMM: the casting layer
+    /// keeps its input in FP8 (half the bf16 bytes of what it keeps), and the bf16 copy only
+    /// where an earlier operator keeps that too (zero for the others).
+    #[serde(skip)]
+    pub fp8_saved: Poly,
     /// Per-device sizes of the GEMMs it runs as (forward, then one per input gradient; see
     /// [`crate::rules::OpRule::gemms`]), with split indices divided; empty when it is not a
     /// two-operand contraction.
@@ -341,6 +356,8 @@ fn saved_once(model: &Model, blocks: &mut [BlockAnalysis], index: &OpIndex) -> V
     for (bi, block) in model.blocks.iter().enumerate() {
         // The tensors of the block some operator already keeps for the backward.
         let mut kept: BTreeSet<String> = BTreeSet::new();
+        // The inputs some linear layer of the block casts to FP8 (under FP8 training).
+        let mut fp8_cast: BTreeSet<String> = BTreeSet::new();
         for (oi, &n) in block.order.iter().enumerate() {
             let node = &block.graph[n];
             let saved_inputs = blocks[bi].ops[oi].saved_inputs.clone();
@@ -379,6 +396,13 @@ fn saved_once(model: &Model, blocks: &mut [BlockAnalysis], index: &OpIndex) -> V
                             }
                         }
                     }
+                }
+                if blocks[bi].ops[oi].linear_input == Some(k) && fp8_cast.insert(key.clone()) {
+                    let op = &mut blocks[bi].ops[oi];
+                    op.fp8_casts_input = true;
+                    let half =
+                        &keep * &Poly::constant(crate::sym::Rational::new(1.into(), 2.into()));
+                    op.fp8_saved = if kept.contains(&key) { half } else { -half };
                 }
                 blocks[bi].ops[oi].saved -= &bytes;
                 if !kept.contains(&key) {
@@ -679,6 +703,12 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
         param_grad_bytes: bytes.param_grad,
         out_local_bytes: bytes.out_local,
         loss_pass_bytes: bytes.loss_pass,
+        linear_input: node
+            .rule
+            .linear_input()
+            .filter(|_| !attention_core && !node.rule.fused_attention),
+        fp8_casts_input: false,
+        fp8_saved: Poly::zero(),
         gemms: gemm_dims(node, &entry),
         forward: f(&entry.forward.compute),
         backward: f(&entry.backward.compute),
@@ -868,6 +898,7 @@ impl Analysis {
                 }
                 op.saved = f(&op.saved)?;
                 op.recomputable_saved = f(&op.recomputable_saved)?;
+                op.fp8_saved = f(&op.fp8_saved)?;
                 op.params = f(&op.params)?;
                 op.out_bytes = f(&op.out_bytes)?;
                 op.ring_bytes = f(&op.ring_bytes)?;
@@ -974,6 +1005,7 @@ impl Analysis {
                 }
                 op.saved = g(&op.saved);
                 op.recomputable_saved = g(&op.recomputable_saved);
+                op.fp8_saved = g(&op.fp8_saved);
                 op.out_bytes = g(&op.out_bytes);
                 op.ring_bytes = g(&op.ring_bytes);
                 for d in &mut op.gemms {

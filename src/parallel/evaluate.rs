@@ -386,6 +386,9 @@ fn block_of<T: Priced>(
             }
             x.params = std::mem::take(&mut x.params) + params;
         }
+        if op.linear_input.is_some() {
+            add_fp8(&mut n.exact, op, &ev, kernels.fp8_gain())?;
+        }
         if cp > Rational::one() && !op.ring_bytes.is_zero() {
             let x = ev(&op.ring_bytes)?;
             let steps = T::constant(&cp - Rational::one()) * x.clone();
@@ -446,6 +449,42 @@ fn block_of<T: Priced>(
     n.exact.kernel_attention_forward = curve(kc.attention_forward);
     n.approx = n.exact.map(|x| float(x.value()));
     Ok(n)
+}
+
+/// Adds to a block's amounts those of its linear layer `op` run as an FP8 GEMM
+/// ([`crate::strategy::Precision::Fp8`]; a repeated layer's are spent under FP8 only, by
+/// [`BlockCost::of`]): the FLOP-equivalents its GEMMs save at the FP8 peak (`gain` of their
+/// FLOPs), its casts (its input's where it is the first layer to read it) and weight elements
+/// ([`crate::parallel::amount::Fp8Operands`]), and what keeping its input in FP8 changes of
+/// the saved bytes ([`super::analysis::OpAnalysis::fp8_saved`]).
+fn add_fp8<T: Priced>(
+    x: &mut Amounts<T>,
+    op: &super::analysis::OpAnalysis,
+    ev: &impl Fn(&Poly) -> Result<T, StrategyError>,
+    gain: &Rational,
+) -> Result<(), StrategyError> {
+    let Some(g) = op.gemms.first() else {
+        return Ok(());
+    };
+    let add = |sum: &mut T, v: T| *sum = std::mem::take(sum) + v;
+    let ops = crate::parallel::amount::Fp8Operands::of([
+        ev(&g.batch)?,
+        ev(&g.rows)?,
+        ev(&g.cols)?,
+        ev(&g.inner)?,
+    ]);
+    let [cast_input, cast_grad, cast_weight] = ops.cast_bytes();
+    let gain = T::constant(gain.clone());
+    add(&mut x.fp8_gain_forward, ev(&op.forward)? * gain.clone());
+    add(&mut x.fp8_gain_backward, ev(&op.backward)? * gain);
+    if op.fp8_casts_input {
+        add(&mut x.fp8_cast_forward, cast_input);
+    }
+    add(&mut x.fp8_cast_backward, cast_grad);
+    add(&mut x.fp8_weight_cast, cast_weight);
+    add(&mut x.fp8_weights, ops.weight);
+    add(&mut x.fp8_saved, ev(&op.fp8_saved)?);
+    Ok(())
 }
 
 /// A collective as reported per device.
@@ -1068,7 +1107,7 @@ fn rough_costs<N: Priced>(
                     ep_bytes: 0.0,
                 }
             };
-            BlockCost::of(x, e, layer_block[bi], k.recompute)
+            BlockCost::of(x, e, layer_block[bi], k.recompute, k.precision)
         })
         .collect()
 }
@@ -1783,7 +1822,13 @@ fn block_costs<T: Priced>(
         .enumerate()
         .map(|(bi, n)| {
             let e = expert_view(n, k)?;
-            Ok(BlockCost::of(&n.exact, e, layer_block[bi], k.recompute))
+            Ok(BlockCost::of(
+                &n.exact,
+                e,
+                layer_block[bi],
+                k.recompute,
+                k.precision,
+            ))
         })
         .collect()
 }

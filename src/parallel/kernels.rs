@@ -21,7 +21,7 @@ use crate::machine::{KernelClass, Rates};
 use crate::rules::FlopClass;
 use crate::strategy::StrategyError;
 use crate::sym::{Bindings, Poly, Rational};
-use num_traits::ToPrimitive;
+use num_traits::{ToPrimitive, Zero};
 
 /// `x` rounded to a whole number, at least zero; Rust's float-to-integer conversion saturates,
 /// so a value beyond 2^127 (no kernel takes that many FLOP-equivalents) is held there.
@@ -34,6 +34,9 @@ fn whole(x: f64) -> Rational {
 pub struct KernelEfficiency {
     /// The table's rates (`None`: every kernel at the plateau, no launch cost).
     rates: Option<Rates>,
+    /// The share of an FP8 GEMM's FLOPs that running it at the FP8 peak saves:
+    /// 1 − bf16 peak ÷ FP8 peak, exactly (zero for a table without an FP8 peak).
+    fp8_gain: Rational,
 }
 
 /// What one block's kernels add to its FLOPs for one micro-batch, in FLOP-equivalents.
@@ -56,14 +59,34 @@ impl KernelEfficiency {
             && rates.attention_efficiency.max() >= rates.matmul_efficiency.max()
             && rates.tiling.is_none()
             && rates.kernel_overhead <= 0.0;
+        let peaks = &calib.device.peak_flops;
+        let fp8_gain = match (peaks.get("bf16"), peaks.get("fp8")) {
+            (Some(bf16), Some(fp8)) if fp8.value > bf16.value => {
+                Rational::from_integer(1.into()) - &bf16.value / &fp8.value
+            }
+            _ => Rational::zero(),
+        };
         KernelEfficiency {
             rates: (!flat).then_some(rates),
+            fp8_gain,
         }
     }
 
     /// Every kernel at the plateau and no launch cost: FLOPs only.
     pub fn plateau() -> KernelEfficiency {
-        KernelEfficiency { rates: None }
+        KernelEfficiency {
+            rates: None,
+            fp8_gain: Rational::zero(),
+        }
+    }
+
+    /// The share of an FP8 GEMM's FLOPs (FLOP-equivalents at the bf16 matmul plateau) that
+    /// running it at the table's FP8 peak saves: 1 − bf16 peak ÷ FP8 peak. The size-dependent
+    /// part of its kernel cost and its launch stay as for bf16: the relative cost prices an
+    /// FP8 GEMM below its size's efficiency as bf16 does, where the timeline divides its
+    /// whole time by the FP8 peak.
+    pub fn fp8_gain(&self) -> &Rational {
+        &self.fp8_gain
     }
 
     /// Whether it adds nothing to any kernel.

@@ -159,6 +159,21 @@ fn per_rank(analysis: Analysis, knobs: &Knobs) -> Analysis {
     }
 }
 
+/// Refuses a precision the machine of `calib` cannot run: FP8 where the table gives no FP8
+/// peak ([`StrategyError::NoFp8Peak`]).
+pub fn check_precision(
+    calib: &Calibration,
+    precision: crate::strategy::Precision,
+) -> Result<(), crate::strategy::StrategyError> {
+    if precision == crate::strategy::Precision::Fp8 && !calib.device.peak_flops.contains_key("fp8")
+    {
+        return Err(crate::strategy::StrategyError::NoFp8Peak {
+            table: calib.name.clone(),
+        });
+    }
+    Ok(())
+}
+
 /// Evaluates checked knobs on the analysis one rank sees; with `formulas`, each amount's
 /// formula too ([`Evaluation::formulas`]).
 #[allow(clippy::too_many_arguments)]
@@ -172,6 +187,7 @@ fn evaluate_checked(
     memory: &Rational,
     formulas: bool,
 ) -> Result<Evaluation, Error> {
+    check_precision(calib, knobs.precision)?;
     let b = evaluate::microbatch_bindings(model, values, knobs);
     evaluate::check_divisibility(model, analysis, &b, knobs)?;
     let kernels = kernels::KernelEfficiency::of(calib);

@@ -333,6 +333,29 @@ impl OpRule {
         out
     }
 
+    /// Whether it is a linear layer: its one GEMM ([`OpRule::gemms`]) multiplies an activation
+    /// (first operand) by a trained weight (second operand, a parameter), and every index is a
+    /// map or a summed one (no window: a convolution is no linear layer, though it runs as a
+    /// GEMM). These are the layers Transformer Engine's `Linear` (and `LayerNormLinear`,
+    /// `LayerNormMLP`, `GroupedLinear`) runs in FP8. The position of its activation input
+    /// when it is one.
+    pub fn linear_input(&self) -> Option<usize> {
+        if self.gemms().is_empty() {
+            return None;
+        }
+        let term = self
+            .terms
+            .iter()
+            .find(|t| t.len() == 2 && self.is_contraction(t))?;
+        let linear = !self.inputs[term[0]].param
+            && self.inputs[term[1]].param
+            && self
+                .indices
+                .iter()
+                .all(|i| matches!(i.kind, IndexKind::Map | IndexKind::ReduceSum));
+        linear.then_some(term[0])
+    }
+
     /// Whether an einsum term multiplies two or more tensors while summing an index.
     pub fn is_contraction(&self, term: &[usize]) -> bool {
         term.len() >= 2 && self.term_indices(term).iter().any(|i| !self.output.has(i))

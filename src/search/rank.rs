@@ -420,6 +420,8 @@ pub fn rank_with_progress(
     opts: &RankOptions,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<RankResult, SearchError> {
+    // A precision the machine cannot run refuses the search, not each strategy.
+    crate::parallel::check_precision(calib, opts.steer.precision.unwrap_or_default())?;
     let failures = FailureLog::default();
     let ctx = Ctx {
         opts,

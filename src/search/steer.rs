@@ -152,7 +152,7 @@ impl Steer {
                 }
                 "precision" => {
                     let p = Precision::from_name(value)
-                        .ok_or_else(|| bad("unknown precision (bf16, autocast)"))?;
+                        .ok_or_else(|| bad("unknown precision (bf16, autocast, fp8)"))?;
                     set_once(&mut self.precision, p, || bad("given twice"))?;
                 }
                 "account" => {

@@ -97,14 +97,28 @@ pub enum Precision {
     /// `.grad` by separate kernels, and data-parallel collectives move fp32 gradients (DDP) and
     /// fp32 weights (FSDP without a bf16 `param_dtype`).
     Autocast,
+    /// The bf16 recipe with the linear layers of the repeated transformer blocks run as FP8
+    /// GEMMs, as NVIDIA Transformer Engine runs them under its default recipe
+    /// (`transformer_engine.common.recipe.DelayedScaling`: per-tensor scaling from an amax
+    /// history, E4M3 forward and E5M2 gradients, `Format.HYBRID`; Megatron-LM `--fp8-format
+    /// hybrid`). The attention's batched matmuls (fused attention), the output layer and every
+    /// other operator stay bf16, as Transformer Engine's modules leave them. Priced: those
+    /// GEMMs at the table's `peak_flops.fp8` (under the same matmul efficiency as bf16), the
+    /// casts to FP8 that feed them (inputs, weights and output gradients, each with the
+    /// transpose Hopper's FP8 GEMMs need; the amax is reduced inside the cast kernel), the
+    /// FP8 copy of those weights and its transpose that Transformer Engine keeps beside the
+    /// bf16 weights, and their inputs saved for the backward in FP8 (1 byte) instead of bf16.
+    /// Gradients are reduced in bf16/fp32 as under bf16.
+    Fp8,
 }
 
 impl Precision {
-    /// Parses `bf16` or `autocast`.
+    /// Parses `bf16`, `autocast` or `fp8`.
     pub fn from_name(s: &str) -> Option<Precision> {
         match s {
             "bf16" => Some(Precision::Bf16),
             "autocast" => Some(Precision::Autocast),
+            "fp8" => Some(Precision::Fp8),
             _ => None,
         }
     }
@@ -112,7 +126,8 @@ impl Precision {
     /// Bytes per model weight element (what a ZeRO-3 gather or ZeRO-1's weight gather moves).
     pub fn weight_bytes(self) -> u64 {
         match self {
-            Precision::Bf16 => WEIGHT_BYTES as u64,
+            // FP8 training keeps bf16 weights: what ZeRO gathers is bf16.
+            Precision::Bf16 | Precision::Fp8 => WEIGHT_BYTES as u64,
             Precision::Autocast => 4,
         }
     }
@@ -121,7 +136,7 @@ impl Precision {
     /// move: 2 when gradients and weights are fp32.
     pub fn wire_factor(self) -> u64 {
         match self {
-            Precision::Bf16 => 1,
+            Precision::Bf16 | Precision::Fp8 => 1,
             Precision::Autocast => 2,
         }
     }
@@ -132,6 +147,7 @@ impl fmt::Display for Precision {
         f.write_str(match self {
             Precision::Bf16 => "bf16",
             Precision::Autocast => "autocast",
+            Precision::Fp8 => "fp8",
         })
     }
 }

@@ -131,6 +131,7 @@ fn known_memory(plan: &TimingPlan) -> Option<Rational> {
 }
 
 fn timed(plan: &TimingPlan, calib: &Calibration, keep: bool) -> Result<Timeline> {
+    crate::parallel::check_precision(calib, plan.knobs.precision)?;
     let rates = Rates::of(calib);
     let gpn = plan.gpus_per_node.unwrap_or_else(|| calib.gpus_per_node());
     // The numbers always come from the timing-only simulation (which adds a run's repeating

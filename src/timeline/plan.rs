@@ -151,6 +151,16 @@ pub struct PlanOp {
         skip_serializing_if = "Zero::is_zero"
     )]
     pub fan_in_bytes: Rational,
+    /// It runs as an FP8 GEMM (a linear layer of a repeated layer under
+    /// [`crate::strategy::Precision::Fp8`]): at the table's FP8 peak, with the casts of its
+    /// operands ([`crate::parallel::amount::Fp8Operands`]). False in plans saved before it
+    /// existed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fp8: bool,
+    /// As an FP8 GEMM, it casts its input (the first linear layer of its block to read that
+    /// tensor: one cast serves the q, k and v projections of one input).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fp8_casts_input: bool,
 }
 
 /// One GEMM on one device: `batch` products of a `rows` × `cols` output, summing `inner`.
@@ -320,6 +330,14 @@ pub fn strategy_blocks(
     knobs: &Knobs,
 ) -> Result<Vec<PlanBlock>> {
     let mut blocks = plan_blocks(model, analysis, numbers, b)?;
+    if knobs.precision == crate::strategy::Precision::Fp8 {
+        for (block, ba) in blocks.iter_mut().zip(&analysis.blocks) {
+            for (op, oa) in block.ops.iter_mut().zip(&ba.ops) {
+                op.fp8 = block.layer && oa.linear_input.is_some();
+                op.fp8_casts_input = op.fp8 && oa.fp8_casts_input;
+            }
+        }
+    }
     if knobs.ep <= 1 {
         return Ok(blocks);
     }
@@ -514,6 +532,8 @@ fn plan_op(op: &OpAnalysis, b: &Bindings, context_parallel: bool) -> Result<Plan
         params: ev(&op.params)?,
         fused_with_next: false,
         fan_in_bytes: Rational::zero(),
+        fp8: false,
+        fp8_casts_input: false,
     })
 }
 
@@ -916,11 +936,26 @@ pub fn build_plan(
 
 impl PlanOp {
     /// The kind of kernel it runs as.
-    pub fn class(&self) -> crate::timeline::cost::KernelClass {
-        crate::timeline::cost::KernelClass::of(self.fused_attention, self.matmul)
+    pub fn class(&self) -> crate::machine::KernelClass {
+        use crate::machine::KernelClass;
+        match KernelClass::of(self.fused_attention, self.matmul) {
+            KernelClass::Matmul if self.fp8 => KernelClass::Fp8Matmul,
+            c => c,
+        }
     }
 
-    /// Kernels one pass launches ([`crate::timeline::cost::KernelClass::kernels`]).
+    /// Its FP8 operands, where it is an FP8 GEMM.
+    pub fn fp8_operands(&self) -> Option<crate::parallel::amount::Fp8Operands<Rational>> {
+        let g = self.gemms.first().filter(|_| self.fp8)?;
+        Some(crate::parallel::amount::Fp8Operands::of([
+            g.batch.clone(),
+            g.rows.clone(),
+            g.cols.clone(),
+            g.inner.clone(),
+        ]))
+    }
+
+    /// Kernels one pass launches ([`crate::machine::KernelClass::kernels`]).
     pub fn kernels(&self, backward: bool) -> u32 {
         self.class().kernels(backward)
     }

@@ -390,7 +390,8 @@ impl<'a> Ctx<'a> {
             bytes: 0.0,
             recompute,
         };
-        let (accumulate, own_kernels) = self.own_seconds(o, backward);
+        let (mut accumulate, own_kernels) = self.own_seconds(o, backward);
+        accumulate += self.fp8_cast_seconds(o, backward, recompute);
         let ring = f(&o.ring_bytes);
         if cp <= 1 || ring <= 0.0 {
             let mut one = step(fl, by, 0);
@@ -412,6 +413,31 @@ impl<'a> Ctx<'a> {
             }
             part
         })
+    }
+
+    /// Seconds an FP8 GEMM `o` spends casting its operands in a pass (none for other
+    /// operators), each cast its own memory-bound kernel ([`Fp8Operands::cast_bytes`]): a
+    /// forward casts its input, a backward its output gradient; the weight is cast once a step
+    /// (on the first micro-batch, reused by the others and by recomputed forwards), timed as one
+    /// kernel and spread evenly over the step's forwards.
+    fn fp8_cast_seconds(&self, o: &PlanOp, backward: bool, recompute: bool) -> f64 {
+        let Some(ops) = o.fp8_operands() else {
+            return 0.0;
+        };
+        let [input, grad, weight] = ops.cast_bytes().map(|b| f(&b));
+        let kernel = |bytes: f64| self.rates.op_seconds(0.0, bytes, KernelClass::Other, 1);
+        let input = if o.fp8_casts_input {
+            kernel(input)
+        } else {
+            0.0
+        };
+        if backward {
+            kernel(grad)
+        } else if recompute {
+            input
+        } else {
+            input + kernel(weight) / self.plan.knobs.microbatches.max(1) as f64
+        }
     }
 
     /// Seconds operator `o` spends besides its kernels in a pass (its `backward` or a forward):
