@@ -425,14 +425,14 @@ fn emit_megatron_turns_fp8_on() {
     assert!(!emit("precision=bf16").contains("--fp8"));
 }
 
-/// The FP8 tables of NVIDIA's DGX Cloud benchmarking recipes (validation/fp8/, each setting
+/// The FP8 tables of NVIDIA's DGX Cloud benchmarking recipes (validation/, each setting
 /// cited there), predicted as configured, stay within the file's recorded bound (validate exits
 /// non-zero beyond it).
 #[test]
 fn dgxc_fp8_rows_stay_within_their_bound() {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/validation/fp8/nvidia-dgxc-h100-fp8.yaml"
+        "/validation/nvidia-dgxc-h100-fp8.yaml"
     );
     let out = common::symshard()
         .args(["validate", path])
