@@ -691,38 +691,7 @@ fn torchtitan(
     };
     let l = layers(model, values)?;
     let mut warnings = Vec::new();
-    // `pipeline_parallel_split_points`: the modules that begin each stage after the first
-    // (job_config.py at TORCHTITAN_VERSION: "layers.0,layers.2" makes three stages, the first up
-    // to layers.0, the second layers.0 up to layers.2, the third the rest), so the embedding
-    // stays on the first stage and the output on the last. One stage per device, or `chunks` per
-    // device in model order when interleaved.
-    let v = k.virtual_chunks();
-    let even = |stages: u64| -> Vec<u64> { (1..stages).map(|s| s * l / stages).collect() };
-    let split_points: Vec<u64> = match (k.pp, layer_split(model, evaluation)) {
-        (1, _) => Vec::new(),
-        (_, Split::Even) => even(k.pp * v),
-        (_, Split::Uneven(c)) if v == 1 => c
-            .iter()
-            .scan(0, |at, n| {
-                *at += n;
-                Some(*at)
-            })
-            .take(c.len() - 1)
-            .collect(),
-        (_, Split::Uneven(c)) => {
-            warnings.push(format!(
-                "the ranked pipeline puts {} layers on its devices, which split points cannot state with {v} model chunks per device (how each chunk holds its layers is not ranked); the split points below are even, so memory and time differ from the row",
-                list(&c)
-            ));
-            even(k.pp * v)
-        }
-        (_, Split::Other(why)) => {
-            warnings.push(format!(
-                "the ranked pipeline is not a split of the layers alone: {why}; the split points below are even"
-            ));
-            even(k.pp * v)
-        }
-    };
+    let split_points = torchtitan_split_points(model, evaluation, l, &mut warnings);
     if k.precision == Precision::Autocast {
         warnings.push(
             "the row was priced with fp32 weights under torch.autocast (precision=autocast); torchtitan's FSDP casts its parameters to `training.mixed_precision_param` (bfloat16 by default) instead, so its memory and time differ from the row".into(),
@@ -754,18 +723,7 @@ fn torchtitan(
         model.name,
         k.describe(Some(&b)),
     ));
-    match (model.family.as_deref(), llama3_flavor(model, values)) {
-        (Some("llama"), Some(flavor)) => t.push_str(&format!(
-            "[model]\nname = \"llama3\"\n# the flavor of exactly this shape (layers, hidden, heads, key/value heads, FFN width)\nflavor = \"{flavor}\"\n\n"
-        )),
-        (Some("llama"), None) => t.push_str(
-            "[model]\nname = \"llama3\"\n# no torchtitan llama3 flavor has this model's shape: add one with its layers, hidden size, heads, key/value heads and FFN width, and set flavor to it\n\n",
-        ),
-        (family, _) => t.push_str(&format!(
-            "# [model]: torchtitan ships no model of the `{}` family; name your own and set its shape\n\n",
-            family.unwrap_or(&model.name)
-        )),
-    }
+    t.push_str(&torchtitan_model_section(model, values));
     t.push_str(&format!(
         "[training]\nlocal_batch_size = {local}\nglobal_batch_size = {b}\n"
     ));
@@ -812,4 +770,63 @@ fn torchtitan(
         t.push_str("selective_ac_option = \"op\"\n");
     }
     Ok((t, warnings))
+}
+
+/// torchtitan's `pipeline_parallel_split_points`: the modules that begin each stage after the
+/// first (job_config.py at TORCHTITAN_VERSION: "layers.0,layers.2" makes three stages, the first
+/// up to layers.0, the second layers.0 up to layers.2, the third the rest), so the embedding
+/// stays on the first stage and the output on the last. One stage per device, or `chunks` per
+/// device in model order when interleaved; `l` layers. A ranked split that split points cannot
+/// state adds a warning and gives even points.
+fn torchtitan_split_points(
+    model: &Model,
+    evaluation: &Evaluation,
+    l: u64,
+    warnings: &mut Vec<String>,
+) -> Vec<u64> {
+    let k = &evaluation.knobs;
+    let v = k.virtual_chunks();
+    let even = |stages: u64| -> Vec<u64> { (1..stages).map(|s| s * l / stages).collect() };
+    match (k.pp, layer_split(model, evaluation)) {
+        (1, _) => Vec::new(),
+        (_, Split::Even) => even(k.pp * v),
+        (_, Split::Uneven(c)) if v == 1 => c
+            .iter()
+            .scan(0, |at, n| {
+                *at += n;
+                Some(*at)
+            })
+            .take(c.len() - 1)
+            .collect(),
+        (_, Split::Uneven(c)) => {
+            warnings.push(format!(
+                "the ranked pipeline puts {} layers on its devices, which split points cannot state with {v} model chunks per device (how each chunk holds its layers is not ranked); the split points below are even, so memory and time differ from the row",
+                list(&c)
+            ));
+            even(k.pp * v)
+        }
+        (_, Split::Other(why)) => {
+            warnings.push(format!(
+                "the ranked pipeline is not a split of the layers alone: {why}; the split points below are even"
+            ));
+            even(k.pp * v)
+        }
+    }
+}
+
+/// The job config's `[model]` section: torchtitan's llama3 flavor of exactly this shape, or a
+/// comment saying what to add.
+fn torchtitan_model_section(model: &Model, values: &Bindings) -> String {
+    match (model.family.as_deref(), llama3_flavor(model, values)) {
+        (Some("llama"), Some(flavor)) => format!(
+            "[model]\nname = \"llama3\"\n# the flavor of exactly this shape (layers, hidden, heads, key/value heads, FFN width)\nflavor = \"{flavor}\"\n\n"
+        ),
+        (Some("llama"), None) => String::from(
+            "[model]\nname = \"llama3\"\n# no torchtitan llama3 flavor has this model's shape: add one with its layers, hidden size, heads, key/value heads and FFN width, and set flavor to it\n\n",
+        ),
+        (family, _) => format!(
+            "# [model]: torchtitan ships no model of the `{}` family; name your own and set its shape\n\n",
+            family.unwrap_or(&model.name)
+        ),
+    }
 }
