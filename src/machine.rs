@@ -1,5 +1,6 @@
-//! A machine's achievable rates, and seconds from exact amounts: a roofline per kernel (FLOPs at the efficiency of its class and
-//! size, bytes at the streaming efficiency of its size, plus a fixed overhead) and α–β per
+//! A machine's achievable rates, and seconds from exact amounts: a roofline per kernel (FLOPs
+//! at the efficiency of its class and size, bytes at the streaming efficiency of its size, plus
+//! a fixed overhead) and α–β per
 //! collective (Thakur, Rabenseifner and Gropp 2005: ring all-reduce `2(n−1)·α + 2(n−1)/n·S/β`,
 //! ring all-gather and reduce-scatter `(n−1)·α + (n−1)/n·S/β`), where β is the collective
 //! kind's own bus bandwidth at that message size when the table gives one (nccl-tests

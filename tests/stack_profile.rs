@@ -46,6 +46,19 @@ fn fitted(path: &Path) -> StackProfile {
     StackProfile::load(&Source::read(path).unwrap()).unwrap()
 }
 
+/// `symshard calibrate --from-runs DIR/RUNS -o DIR/OUTPUT`, which must succeed: its report and
+/// the profile it wrote.
+fn calibrate_from_runs(dir: &Path, runs: &str, output: &str) -> (String, StackProfile) {
+    let out = stdout(&[
+        "calibrate",
+        "--from-runs",
+        dir.join(runs).to_str().unwrap(),
+        "-o",
+        dir.join(output).to_str().unwrap(),
+    ]);
+    (out, fitted(&dir.join(output)))
+}
+
 fn assert_close(got: f64, want: f64, tolerance: f64, what: &str) {
     assert!(
         (got - want).abs() <= tolerance * want.abs(),
@@ -65,14 +78,7 @@ fn calibrate_from_runs_recovers_known_parameters() {
          - file: narayanan2021-table1.yaml\n  - file: nvidia-dgxc-h100.yaml\n",
     )
     .unwrap();
-    let out = stdout(&[
-        "calibrate",
-        "--from-runs",
-        dir.join("runs.yaml").to_str().unwrap(),
-        "-o",
-        dir.join("synthetic.yaml").to_str().unwrap(),
-    ]);
-    let p = fitted(&dir.join("synthetic.yaml"));
+    let (out, p) = calibrate_from_runs(&dir, "runs.yaml", "synthetic.yaml");
     for (param, want) in known() {
         assert_close(p.get(param), want, 0.01, param.name());
     }
@@ -97,32 +103,14 @@ fn three_step_times_of_one_source_fit_with_each_row_left_out() {
          - file: korthikanti2022-table5.yaml\n    rows: [22B full, 175B full, 530B full]\n",
     )
     .unwrap();
-    let out = stdout(&[
-        "calibrate",
-        "--from-runs",
-        dir.join("runs.yaml").to_str().unwrap(),
-        "-o",
-        dir.join("mine.yaml").to_str().unwrap(),
-    ]);
-    let p = fitted(&dir.join("mine.yaml"));
+    let (out, p) = calibrate_from_runs(&dir, "runs.yaml", "mine.yaml");
     assert_close(p.get(Param::StepOverhead), 0.4, 0.001, "step_overhead");
     assert_eq!(p.get(Param::KernelOverhead), 0.0);
     assert!(out.contains("each row left out"), "{out}");
     // A validation file is itself a fit set: every step-time row, every parameter.
-    let whole = stdout(&[
-        "calibrate",
-        "--from-runs",
-        dir.join("korthikanti2022-table5.yaml").to_str().unwrap(),
-        "-o",
-        dir.join("whole.yaml").to_str().unwrap(),
-    ]);
+    let (whole, w) = calibrate_from_runs(&dir, "korthikanti2022-table5.yaml", "whole.yaml");
     assert!(whole.contains("fitted on 8 rows from 1 source"), "{whole}");
-    assert_close(
-        fitted(&dir.join("whole.yaml")).get(Param::StepOverhead),
-        0.4,
-        0.01,
-        "whole",
-    );
+    assert_close(w.get(Param::StepOverhead), 0.4, 0.01, "whole");
 }
 
 fn iteration(args: &[&str]) -> f64 {

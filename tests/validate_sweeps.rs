@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{symshard, temp_dir};
+use common::{run_on_file, stdout, temp_dir};
 use symshard::validate::kendall_tau_b;
 
 #[test]
@@ -40,17 +40,12 @@ fn sweep_file(name: &str, published: [f64; 3]) -> std::path::PathBuf {
 }
 
 fn validate_json(dir: &std::path::Path) -> serde_json::Value {
-    let out = symshard()
-        .current_dir(dir)
-        .args(["validate", "v.yaml", "--format", "json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    serde_json::from_str(&run_on_file(
+        dir,
+        "v.yaml",
+        &["validate", "--format", "json"],
+    ))
+    .unwrap()
 }
 
 #[test]
@@ -83,8 +78,7 @@ fn rows_of_one_model_and_device_count_are_judged_on_their_order() {
 
 #[test]
 fn validate_prints_the_sweeps_of_the_shipped_files() {
-    let out = symshard().args(["validate"]).output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = stdout(&["validate"]);
     assert!(text.contains("layout order within sweeps"), "{text}");
     assert!(text.contains("korthikanti2022-table4"), "{text}");
 }

@@ -528,15 +528,21 @@ impl Walk {
     }
 }
 
+/// The first `n` unmapped nodes that are root causes (not unmapped only because an input is),
+/// each as "`name` (op type): reason".
+fn root_causes(unmapped: &[Unmapped], n: usize) -> Vec<String> {
+    unmapped
+        .iter()
+        .filter(|u| u.root)
+        .take(n)
+        .map(|u| format!("`{}` ({}): {}", u.name, u.op_type, u.reason))
+        .collect()
+}
+
 /// Nothing mapped: the kinds of node and the first root causes.
 fn nothing_mapped(file: &Path, total: usize, unmapped: &[Unmapped]) -> Error {
     let kinds = by_type(unmapped.iter().map(|u| u.op_type.as_str()));
-    let roots: Vec<String> = unmapped
-        .iter()
-        .filter(|u| u.root)
-        .take(3)
-        .map(|u| format!("`{}` ({}): {}", u.name, u.op_type, u.reason))
-        .collect();
+    let roots = root_causes(unmapped, 3);
     Error::Usage(format!(
         "{}: none of the {total} ONNX nodes maps to an operator rule ({}); first the root causes: {}",
         file.display(),
@@ -547,12 +553,7 @@ fn nothing_mapped(file: &Path, total: usize, unmapped: &[Unmapped]) -> Error {
 
 /// The mapped operators cover too little: the coverage and the first root causes.
 fn below_coverage(file: &Path, coverage: &Coverage, unmapped: &[Unmapped]) -> Error {
-    let roots: Vec<String> = unmapped
-        .iter()
-        .filter(|u| u.root)
-        .take(8)
-        .map(|u| format!("`{}` ({}): {}", u.name, u.op_type, u.reason))
-        .collect();
+    let roots = root_causes(unmapped, 8);
     Error::Usage(format!(
         "{}: the mapped operators cover {}{} and {}{}, below {MIN_COVERAGE_PERCENT} %; \
          {} ONNX nodes not mapped, first the root causes: {}; `symshard import onnx --allow-partial` imports it anyway",
