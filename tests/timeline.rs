@@ -777,7 +777,7 @@ fn validation_rows_are_summarised_by_the_stack_their_file_names() {
     let predicted = a.rows[0].predicted;
     let err = |published: f64| predicted / published - 1.0;
     let summary = symshard::validate::by_stack(&[a, b, c, d]);
-    let labels: Vec<&str> = summary.iter().map(|s| s.stack.as_str()).collect();
+    let labels: Vec<&str> = summary.iter().map(|s| s.group.as_str()).collect();
     assert_eq!(labels, ["alpha", "beta-2", "unstated"]);
     let alpha = &summary[0];
     assert_eq!((alpha.sources, alpha.rows), (2, 3));

@@ -8,7 +8,8 @@ use crate::calib::stack::StackProfile;
 use crate::diag::Source;
 use crate::error::Error;
 use crate::validate::{
-    by_stack, file_stack, run_file, run_file_with, shipped, FileOutcome, RowSet,
+    by_device, by_stack, file_stack, headline, run_file, run_file_with, shipped, FileOutcome,
+    GroupSummary, RowSet,
 };
 use clap::Args;
 use std::path::PathBuf;
@@ -113,6 +114,9 @@ fn print_table(outcomes: &[FileOutcome]) {
         if let Some(p) = &o.stack_profile {
             println!("  stack profile: {p}");
         }
+        if let Some(shares) = o.shares.as_deref().filter(|_| !o.independent) {
+            println!("  not independent of the table (left out of the headline figures): {shares}");
+        }
         let column = shared.is_none();
         let split = o.rows.iter().any(|r| r.set.is_some());
         let mut head = vec!["run"];
@@ -173,36 +177,71 @@ fn print_table(outcomes: &[FileOutcome]) {
         );
     }
     print_sweeps(outcomes);
-    // The errors by software stack, where the files name one.
-    if outcomes.iter().any(|o| o.stack.is_some()) {
-        println!("by stack (the software the measurements ran)");
-        let head = [
-            "stack",
-            "sources",
-            "rows",
-            "mean |error|",
-            "median error",
-            "range",
-        ];
-        let rows: Vec<Vec<String>> = by_stack(outcomes)
-            .into_iter()
-            .map(|s| {
-                vec![
-                    s.stack,
-                    s.sources.to_string(),
-                    units::tally(s.rows as u64),
-                    format!("{:.1} %", 100.0 * s.mean_abs_error),
-                    format!("{:+.1} %", 100.0 * s.median_error),
-                    format!(
-                        "{:+.1} % to {:+.1} %",
-                        100.0 * s.min_error,
-                        100.0 * s.max_error
-                    ),
-                ]
-            })
-            .collect();
-        super::output::print_table("  ", "<>>>>>", &head, &rows);
+    print_groups(outcomes);
+}
+
+/// The headline, and the errors by software stack and by accelerator: independent rows only.
+fn print_groups(outcomes: &[FileOutcome]) {
+    let left_out: Vec<&FileOutcome> = outcomes.iter().filter(|o| !o.independent).collect();
+    if let Some(all) = headline(outcomes) {
+        let rows_left: usize = left_out.iter().map(|o| o.rows.len()).sum();
+        println!(
+            "headline: mean |error| {:.1} %, signed mean {:+.1} %, max |error| {:.1} % over {} independent rows of {} sources{}",
+            100.0 * all.mean_abs_error,
+            100.0 * all.mean_error,
+            100.0 * all.max_error.abs().max(all.min_error.abs()),
+            units::tally(all.rows as u64),
+            all.sources,
+            match rows_left {
+                0 => String::new(),
+                n => format!(
+                    "; {} rows of {} sources that share a publication with their machine's table left out ({})",
+                    units::tally(n as u64),
+                    left_out.len(),
+                    left_out.iter().map(|o| o.name.as_str()).collect::<Vec<_>>().join(", ")
+                ),
+            }
+        );
+        println!();
     }
+    if outcomes.iter().any(|o| o.stack.is_some()) {
+        println!("by stack (the software the measurements ran; independent rows)");
+        print_group_table("stack", &by_stack(outcomes));
+        println!();
+    }
+    println!("by accelerator (independent rows)");
+    print_group_table("device", &by_device(outcomes));
+}
+
+fn print_group_table(what: &str, groups: &[GroupSummary]) {
+    let head = [
+        what,
+        "sources",
+        "rows",
+        "mean |error|",
+        "signed mean",
+        "median error",
+        "range",
+    ];
+    let rows: Vec<Vec<String>> = groups
+        .iter()
+        .map(|s| {
+            vec![
+                s.group.clone(),
+                s.sources.to_string(),
+                units::tally(s.rows as u64),
+                format!("{:.1} %", 100.0 * s.mean_abs_error),
+                format!("{:+.1} %", 100.0 * s.mean_error),
+                format!("{:+.1} %", 100.0 * s.median_error),
+                format!(
+                    "{:+.1} % to {:+.1} %",
+                    100.0 * s.min_error,
+                    100.0 * s.max_error
+                ),
+            ]
+        })
+        .collect();
+    super::output::print_table("  ", "<>>>>>>", &head, &rows);
 }
 
 /// How the predictions order the layouts of each sweep: Kendall's τ and where the measured

@@ -43,13 +43,14 @@ impl Stack {
     }
 
     /// Mean |error| of the shipped validation rows run on this stack, in tenths of a percent,
-    /// as `symshard validate` prints it in its "by stack" table (tests/stack_ties.rs recomputes
+    /// as `symshard validate` prints it in its "by stack" table (the rows independent of their
+    /// machine's calibration numbers) (tests/stack_ties.rs recomputes
     /// it from `validation/`, so it cannot go stale). Those rows are in sample: the error on
     /// runs the model has not seen is larger, so this is the least a lead must exceed.
     pub fn mean_abs_error_permille(self) -> u32 {
         match self {
             Stack::Megatron => 51,
-            Stack::PytorchDdp => 106,
+            Stack::PytorchDdp => 104,
             Stack::PytorchFsdp => 156,
         }
     }

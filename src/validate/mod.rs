@@ -6,6 +6,7 @@
 //! microbenchmarks, and these files only judge them.
 
 pub mod fit;
+pub mod independence;
 
 use crate::calib::stack::StackProfile;
 use crate::calib::Calibration;
@@ -84,7 +85,18 @@ struct ValidationFile {
     stack: Option<String>,
     settings: String,
     bound: f64,
+    /// Whether the measurements are independent of the machine's calibration numbers: `false`
+    /// where the same publication supplied one of them ([`independence`]).
+    #[serde(default = "independent_by_default")]
+    independent: bool,
+    /// With `independent: false`: which numbers of the table share the source, and how.
+    #[serde(default)]
+    shares: Option<String>,
     runs: Vec<Run>,
+}
+
+fn independent_by_default() -> bool {
+    true
 }
 
 /// Whether a stack profile was fitted on a row.
@@ -172,6 +184,15 @@ pub struct FileOutcome {
     pub stack_profile: Option<String>,
     /// The settings, stated and chosen.
     pub settings: String,
+    /// Whether the rows are independent of the calibration numbers they judge; rows that are
+    /// not are left out of the headline figures ([`by_stack`], [`by_device`]).
+    pub independent: bool,
+    /// What a file that is not independent shares with its machine's table.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shares: Option<String>,
+    /// The accelerator (the first word of the table's device name: `A100`, `H100`), which
+    /// [`by_device`] groups the errors by.
+    pub device: String,
     /// The rows.
     pub rows: Vec<RowOutcome>,
     /// Mean |error|.
@@ -237,6 +258,7 @@ pub fn run_file_with(
     let mut calib = Calibration::resolve(&file.machine)
         .map_err(|e| src.error_at(&["machine"], e.to_string()))?;
     calib.stack = stack.cloned();
+    check_independence(src, &file, &calib)?;
     let mut rows = Vec::new();
     let mut loader = ModelLoader::embedded()?;
     let raw: serde_yaml::Value = src.parse()?;
@@ -302,11 +324,52 @@ pub fn run_file_with(
         stack: file.stack,
         stack_profile: stack.map(|s| s.describe()),
         settings: file.settings,
+        independent: file.independent,
+        shares: file.shares,
+        device: calib
+            .device
+            .name
+            .split_whitespace()
+            .next()
+            .unwrap_or("")
+            .to_string(),
         rows,
         mean_abs_error: mean,
         max_abs_error: max,
         sweeps,
     })
+}
+
+/// Refuses a file whose declaration of independence does not hold: one that shares a
+/// publication with a number of its machine's table ([`independence::shared_with`]) but says it
+/// is independent, and `independent: false` without saying what is shared.
+fn check_independence(src: &Source, file: &ValidationFile, calib: &Calibration) -> Result<()> {
+    let shared = independence::shared_with(&file.source, calib);
+    match (file.independent, file.shares.as_deref().map(str::trim)) {
+        (true, None) if !shared.is_empty() => {
+            let list: Vec<String> = shared
+                .iter()
+                .map(|s| format!("{} (cited by `{}`)", s.identifier, s.number))
+                .collect();
+            Err(src.error_at(
+                &["source"],
+                format!(
+                    "the measurements' source shares a publication with numbers of `{}`: {}; its rows do not test those numbers independently: say `independent: false` and what they share (`shares:`)",
+                    calib.name,
+                    list.join(", ")
+                ),
+            ))
+        }
+        (true, Some(_)) => Err(src.error_at(
+            &["shares"],
+            "`shares:` belongs to a file that says `independent: false`",
+        )),
+        (false, None) | (false, Some("")) => Err(src.error_at(
+            &["independent"],
+            "`independent: false` needs `shares:`: which numbers of the machine's table come from the same publication as the rows, and how",
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// One row predicted at its settings.
@@ -454,17 +517,21 @@ fn band_item(
     serde_yaml::from_value(row).map_err(|e| e.to_string())
 }
 
-/// The errors of every row measured on one software stack, over the sources that name it.
+/// The errors of the independent rows of one group of sources: one software stack, one
+/// accelerator, or all of them.
 #[derive(Debug, Clone, Serialize)]
-pub struct StackSummary {
-    /// The stack's label (`unstated` for sources that name none).
-    pub stack: String,
+pub struct GroupSummary {
+    /// The group's name: a stack's label (`unstated` for sources that name none), a device, or
+    /// `all`.
+    pub group: String,
     /// Sources.
     pub sources: usize,
     /// Rows.
     pub rows: usize,
     /// Mean |error|.
     pub mean_abs_error: f64,
+    /// Mean signed error: below zero, the predictions run fast on the whole.
+    pub mean_error: f64,
     /// The median of the signed errors (the middle row, or the mean of the two middle rows).
     pub median_error: f64,
     /// The most negative error (the fastest prediction against its measurement).
@@ -473,16 +540,20 @@ pub struct StackSummary {
     pub max_error: f64,
 }
 
-/// Groups the rows of `outcomes` by the stack their file names, in order of first appearance.
-pub fn by_stack(outcomes: &[FileOutcome]) -> Vec<StackSummary> {
-    // (stack, sources, the rows' errors), in order of first appearance.
+/// Groups the rows of the independent files of `outcomes` by `key`, in order of first
+/// appearance (files that are not independent are left out: [`FileOutcome::independent`]).
+fn group_errors(
+    outcomes: &[FileOutcome],
+    key: impl Fn(&FileOutcome) -> String,
+) -> Vec<GroupSummary> {
+    // (group, sources, the rows' errors), in order of first appearance.
     let mut groups: Vec<(String, usize, Vec<f64>)> = Vec::new();
-    for o in outcomes {
-        let stack = o.stack.as_deref().unwrap_or("unstated");
-        let at = match groups.iter().position(|(s, _, _)| s == stack) {
+    for o in outcomes.iter().filter(|o| o.independent) {
+        let group = key(o);
+        let at = match groups.iter().position(|(g, _, _)| *g == group) {
             Some(i) => i,
             None => {
-                groups.push((stack.to_string(), 0, Vec::new()));
+                groups.push((group, 0, Vec::new()));
                 groups.len() - 1
             }
         };
@@ -492,7 +563,7 @@ pub fn by_stack(outcomes: &[FileOutcome]) -> Vec<StackSummary> {
     groups
         .into_iter()
         .filter(|(_, _, errors)| !errors.is_empty())
-        .map(|(stack, sources, mut errors)| {
+        .map(|(group, sources, mut errors)| {
             errors.sort_by(f64::total_cmp);
             let n = errors.len();
             let median = if n % 2 == 1 {
@@ -500,17 +571,35 @@ pub fn by_stack(outcomes: &[FileOutcome]) -> Vec<StackSummary> {
             } else {
                 (errors[n / 2 - 1] + errors[n / 2]) / 2.0
             };
-            StackSummary {
-                stack,
+            GroupSummary {
+                group,
                 sources,
                 rows: n,
                 mean_abs_error: errors.iter().map(|e| e.abs()).sum::<f64>() / n as f64,
+                mean_error: errors.iter().sum::<f64>() / n as f64,
                 median_error: median,
                 min_error: errors[0],
                 max_error: errors[n - 1],
             }
         })
         .collect()
+}
+
+/// The independent rows' errors by the stack their file names.
+pub fn by_stack(outcomes: &[FileOutcome]) -> Vec<GroupSummary> {
+    group_errors(outcomes, |o| {
+        o.stack.clone().unwrap_or_else(|| "unstated".into())
+    })
+}
+
+/// The independent rows' errors by the accelerator they ran on.
+pub fn by_device(outcomes: &[FileOutcome]) -> Vec<GroupSummary> {
+    group_errors(outcomes, |o| o.device.clone())
+}
+
+/// The independent rows' errors, all together: the headline.
+pub fn headline(outcomes: &[FileOutcome]) -> Option<GroupSummary> {
+    group_errors(outcomes, |_| "all".into()).pop()
 }
 
 /// The value a row measures, predicted from a plan.
