@@ -72,6 +72,7 @@ fn every_fixture_matches_its_hand_written_model() {
         ("Meta-Llama-3-70B", "llama3-70b"),
         ("Meta-Llama-3.1-405B", "llama3-405b"),
         ("Mixtral-8x7B-v0.1", "mixtral-8x7b"),
+        ("DeepSeek-V3", "deepseek-v3"),
     ];
     let l = loader();
     for (config, model) in pairs {
