@@ -206,6 +206,33 @@ fn gpus_per_node_out_of_range_is_refused_even_without_a_strategy() {
 }
 
 #[test]
+fn machine_flags_are_checked_and_named_even_without_a_strategy() {
+    // Bad values are refused as they are with a strategy.
+    let e = refused(&["cost", "gpt3-125m", "--memory", "80Gb"]);
+    assert!(e.contains("--memory") && e.contains("bits"), "{e}");
+    let e = refused(&["cost", "gpt3-125m", "--calib", "no-such-table"]);
+    assert!(e.contains("no-such-table"), "{e}");
+    // Good ones are accepted, with a note that the model's totals do not read them.
+    let out = symshard()
+        .args([
+            "cost",
+            "gpt3-125m",
+            "--memory",
+            "40GB",
+            "--calib",
+            "a100-80gb",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--calib, --memory price a strategy's devices"),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_graph_without_operators_is_refused() {
     let dir = temp_dir("hostile-empty-graph");
     let head = "name: empty\ngraph:\n  symbols:\n    T: tokens\n    H: hidden size\n  inputs:\n    x: {dims: [T, H]}\n";

@@ -156,6 +156,9 @@ pub fn run(args: CostArgs) -> Result<(), Error> {
     let st = if args.strategy.given() {
         Some(args.strategy.resolve_for(&model, &values)?)
     } else {
+        if let Some(note) = args.strategy.unused_machine_flags()? {
+            eprintln!("{note}");
+        }
         None
     };
     let ask = Asked {

@@ -158,6 +158,29 @@ impl StrategyFlags {
             || self.precision.is_some()
     }
 
+    /// Without a strategy ([`StrategyArgs::given`]): checks the machine flags given all the
+    /// same (`--calib`, `--stack`, `--memory`), so that a bad value is refused rather than
+    /// ignored, and returns a note naming those that only a strategy reads.
+    pub fn unused_machine_flags(&self) -> Result<Option<String>, Error> {
+        let mut unused = Vec::new();
+        if self.calib.is_some() || self.stack.is_some() {
+            self.calibration()?;
+            unused.extend(self.calib.as_ref().map(|_| "--calib"));
+            unused.extend(self.stack.as_ref().map(|_| "--stack"));
+        }
+        if let Some(m) = &self.memory {
+            crate::search::steer::parse_memory(m)
+                .map_err(|e| Error::Usage(format!("--memory: {e}")))?;
+            unused.push("--memory");
+        }
+        Ok((!unused.is_empty()).then(|| {
+            format!(
+                "note: {} price a strategy's devices, and no strategy is given (--dp, --tp, --pp, … or --strategy): the model's totals below do not read them",
+                unused.join(", ")
+            )
+        }))
+    }
+
     /// The machine named by `--calib`, or the reference.
     pub fn calibration(&self) -> Result<Calibration, Error> {
         Calibration::resolve_or_reference(self.calib.as_deref())?.with_stack(self.stack.as_deref())
