@@ -665,30 +665,7 @@ fn torchtitan(
     evaluation: &Evaluation,
 ) -> Result<(String, Vec<String>), Error> {
     let k = &evaluation.knobs;
-    let refuse = |why: String| Err(Error::Usage(format!("--emit torchtitan: {why}")));
-    // torchtitan shards data parallelism with FSDP2 (ZeRO-3, or ZeRO-2 when parameters are not
-    // resharded after forward) and replicates it without sharding (ZeRO-0); it has no ZeRO-1.
-    let (replicate, shard, reshard) = match k.zero {
-        0 => (k.dp, 1, None),
-        2 => (1, k.dp, Some("never")),
-        3 => (1, k.dp, Some("always")),
-        z => {
-            return refuse(format!(
-                "ZeRO stage {z} has no torchtitan equivalent (it shards data parallelism with FSDP2 — ZeRO-3, or ZeRO-2 without resharding after forward — or replicates it); rank with --fix zero=0, 2 or 3"
-            ))
-        }
-    };
-    if k.tp > 1 && !k.sequence_parallel {
-        return refuse(
-            "torchtitan's tensor parallelism always shards the norms and residuals by sequence (sequence parallelism); rank without --no-sp or --fix sp=off".into(),
-        );
-    }
-    let schedule = match (k.pp, k.schedule) {
-        (1, _) => None,
-        (_, Schedule::Gpipe) => Some("GPipe"),
-        (_, Schedule::OneFOneB) => Some("1F1B"),
-        (_, Schedule::Interleaved) => Some("Interleaved1F1B"),
-    };
+    let data_parallel = torchtitan_data_parallel(k)?;
     let l = layers(model, values)?;
     let mut warnings = Vec::new();
     let split_points = torchtitan_split_points(model, evaluation, l, &mut warnings);
@@ -730,26 +707,12 @@ fn torchtitan(
     if let Some(s) = &s {
         t.push_str(&format!("seq_len = {s}\n"));
     }
-    t.push_str(&format!(
-        "\n[parallelism]\ndata_parallel_replicate_degree = {replicate}\ndata_parallel_shard_degree = {shard}\n"
+    t.push_str(&torchtitan_parallelism(
+        k,
+        data_parallel,
+        &split_points,
+        mbs,
     ));
-    if let Some(r) = reshard {
-        t.push_str(&format!("fsdp_reshard_after_forward = \"{r}\"\n"));
-    }
-    t.push_str(&format!(
-        "tensor_parallel_degree = {}\npipeline_parallel_degree = {}\n",
-        k.tp, k.pp
-    ));
-    if let Some(s) = schedule {
-        let points: Vec<String> = split_points
-            .iter()
-            .map(|p| format!("\"layers.{p}\""))
-            .collect();
-        t.push_str(&format!(
-            "pipeline_parallel_schedule = \"{s}\"\npipeline_parallel_microbatch_size = {mbs}\npipeline_parallel_split_points = [{}]\n",
-            points.join(", ")
-        ));
-    }
     t.push_str(&format!("context_parallel_degree = {}\n", k.cp));
     if k.cp > 1 {
         // The ring the cost model prices: each step passes a key/value shard to the next rank.
@@ -770,6 +733,68 @@ fn torchtitan(
         t.push_str("selective_ac_option = \"op\"\n");
     }
     Ok((t, warnings))
+}
+
+/// How torchtitan runs the row's data parallelism: (replicate degree, shard degree, FSDP2's
+/// `fsdp_reshard_after_forward`). torchtitan shards data parallelism with FSDP2 (ZeRO-3, or
+/// ZeRO-2 when parameters are not resharded after forward) and replicates it without sharding
+/// (ZeRO-0); it has no ZeRO-1, and its tensor parallelism always runs sequence parallelism.
+fn torchtitan_data_parallel(k: &Knobs) -> Result<(u64, u64, Option<&'static str>), Error> {
+    let refuse = |why: String| Err(Error::Usage(format!("--emit torchtitan: {why}")));
+    let dp = match k.zero {
+        0 => (k.dp, 1, None),
+        2 => (1, k.dp, Some("never")),
+        3 => (1, k.dp, Some("always")),
+        z => {
+            return refuse(format!(
+                "ZeRO stage {z} has no torchtitan equivalent (it shards data parallelism with FSDP2 — ZeRO-3, or ZeRO-2 without resharding after forward — or replicates it); rank with --fix zero=0, 2 or 3"
+            ))
+        }
+    };
+    if k.tp > 1 && !k.sequence_parallel {
+        return refuse(
+            "torchtitan's tensor parallelism always shards the norms and residuals by sequence (sequence parallelism); rank without --no-sp or --fix sp=off".into(),
+        );
+    }
+    Ok(dp)
+}
+
+/// The `[parallelism]` section up to the context-parallel degree: data parallelism as
+/// [`torchtitan_data_parallel`] gives it, the tensor-parallel degree, and the pipeline (its
+/// schedule, micro-batch size `mbs` and `split_points`, where pp > 1).
+fn torchtitan_parallelism(
+    k: &Knobs,
+    (replicate, shard, reshard): (u64, u64, Option<&str>),
+    split_points: &[u64],
+    mbs: u64,
+) -> String {
+    let mut t = format!(
+        "\n[parallelism]\ndata_parallel_replicate_degree = {replicate}\ndata_parallel_shard_degree = {shard}\n"
+    );
+    if let Some(r) = reshard {
+        t.push_str(&format!("fsdp_reshard_after_forward = \"{r}\"\n"));
+    }
+    t.push_str(&format!(
+        "tensor_parallel_degree = {}\npipeline_parallel_degree = {}\n",
+        k.tp, k.pp
+    ));
+    let schedule = match (k.pp, k.schedule) {
+        (1, _) => None,
+        (_, Schedule::Gpipe) => Some("GPipe"),
+        (_, Schedule::OneFOneB) => Some("1F1B"),
+        (_, Schedule::Interleaved) => Some("Interleaved1F1B"),
+    };
+    if let Some(s) = schedule {
+        let points: Vec<String> = split_points
+            .iter()
+            .map(|p| format!("\"layers.{p}\""))
+            .collect();
+        t.push_str(&format!(
+            "pipeline_parallel_schedule = \"{s}\"\npipeline_parallel_microbatch_size = {mbs}\npipeline_parallel_split_points = [{}]\n",
+            points.join(", ")
+        ));
+    }
+    t
 }
 
 /// torchtitan's `pipeline_parallel_split_points`: the modules that begin each stage after the

@@ -160,52 +160,9 @@ pub fn parse_log_as(file: &Path, text: &str, assumed: Option<NcclTest>) -> Resul
         if words.is_empty() {
             continue;
         }
-        let bad = |what: &str| {
-            Error::at(
-                file,
-                n + 1,
-                1,
-                format!("{what}: expected `size count type redop root time algbw busbw …`"),
-            )
-        };
-        let size: f64 = words[0]
-            .parse::<u64>()
-            .map_err(|_| bad("not a result row"))? as f64;
-        let time: f64 = words
-            .get(time_col)
-            .and_then(|w| w.parse().ok())
-            .ok_or_else(|| bad("no time column"))?;
-        if !(time.is_finite() && time > 0.0) {
-            return Err(bad("time must be positive"));
-        }
-        let busbw: f64 = words
-            .get(busbw_col)
-            .and_then(|w| w.parse().ok())
-            .filter(|b: &f64| b.is_finite() && *b >= 0.0)
-            .ok_or_else(|| bad("no busbw column"))?;
-        rows.push(NcclRow {
-            line: n + 1,
-            bytes: size,
-            seconds: time * 1e-6,
-            busbw: busbw * 1e9,
-        });
+        rows.push(result_row(file, n + 1, &words, time_col, busbw_col)?);
     }
-    let test = match (named, assumed) {
-        (Some((t, line)), Some(a)) if t != a => {
-            return Err(Error::at(
-                file,
-                line,
-                1,
-                format!(
-                    "the log is {} output, not {} as --collective says",
-                    t.binary(),
-                    a.binary()
-                ),
-            ))
-        }
-        (Some((t, _)), _) => t,
-        (None, a) => a.unwrap_or(NcclTest::AllReduce),
-    };
+    let test = which_test(file, named, assumed)?;
     if ranks < 2 {
         return Err(Error::at(
             file,
@@ -238,6 +195,69 @@ pub fn parse_log_as(file: &Path, text: &str, assumed: Option<NcclTest>) -> Resul
         rows: rows.iter().map(|r| (r.bytes, r.seconds)).collect(),
         results: rows,
     })
+}
+
+/// One result row of a log (line `line`, split into `words`), its time and bus bandwidth read
+/// from the columns the header named.
+fn result_row(
+    file: &Path,
+    line: usize,
+    words: &[&str],
+    time_col: usize,
+    busbw_col: usize,
+) -> Result<NcclRow> {
+    let bad = |what: &str| {
+        Error::at(
+            file,
+            line,
+            1,
+            format!("{what}: expected `size count type redop root time algbw busbw …`"),
+        )
+    };
+    let size: f64 = words[0]
+        .parse::<u64>()
+        .map_err(|_| bad("not a result row"))? as f64;
+    let time: f64 = words
+        .get(time_col)
+        .and_then(|w| w.parse().ok())
+        .ok_or_else(|| bad("no time column"))?;
+    if !(time.is_finite() && time > 0.0) {
+        return Err(bad("time must be positive"));
+    }
+    let busbw: f64 = words
+        .get(busbw_col)
+        .and_then(|w| w.parse().ok())
+        .filter(|b: &f64| b.is_finite() && *b >= 0.0)
+        .ok_or_else(|| bad("no busbw column"))?;
+    Ok(NcclRow {
+        line,
+        bytes: size,
+        seconds: time * 1e-6,
+        busbw: busbw * 1e9,
+    })
+}
+
+/// The test a log ran: the one it names (`named`, with its line), which must be `assumed`
+/// where that is given; else `assumed`, else all-reduce.
+fn which_test(
+    file: &Path,
+    named: Option<(NcclTest, usize)>,
+    assumed: Option<NcclTest>,
+) -> Result<NcclTest> {
+    match (named, assumed) {
+        (Some((t, line)), Some(a)) if t != a => Err(Error::at(
+            file,
+            line,
+            1,
+            format!(
+                "the log is {} output, not {} as --collective says",
+                t.binary(),
+                a.binary()
+            ),
+        )),
+        (Some((t, _)), _) => Ok(t),
+        (None, a) => Ok(a.unwrap_or(NcclTest::AllReduce)),
+    }
 }
 
 /// The printed busbw is `size ÷ time × bus factor` of the test that ran; a row where that

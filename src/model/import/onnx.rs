@@ -179,13 +179,7 @@ pub fn import_onnx_bytes(
         .graph
         .as_ref()
         .ok_or_else(|| invalid(file, "no graph"))?;
-    let opset = model
-        .opset_import
-        .iter()
-        .find(|o| matches!(o.domain.as_deref(), None | Some("") | Some("ai.onnx")))
-        .and_then(|o| o.version)
-        .unwrap_or(1);
-    let mut w = Walk::start(graph, opset);
+    let mut w = Walk::start(graph, default_opset(&model));
     let walked = w.map_nodes(graph, progress);
     let total = graph.node.len();
     let Walk {
@@ -219,14 +213,7 @@ pub fn import_onnx_bytes(
     let name = opts.name.clone().unwrap_or(stem);
     // The import's sizes: where a share of formulas cannot be bounded over every size, it is
     // taken there.
-    let sizes: Bindings = symbols
-        .map
-        .iter()
-        .map(|(s, d)| {
-            let v = given_size(opts, s, d).copied().unwrap_or(1);
-            (s.clone(), Rational::from_integer(v.into()))
-        })
-        .collect();
+    let sizes = import_sizes(&symbols, opts);
     for (u, f) in unmapped.iter_mut().zip(&implied) {
         u.flops = f.as_ref().map(Poly::to_string);
     }
@@ -238,18 +225,7 @@ pub fn import_onnx_bytes(
     m.emitted = ops;
     // With the tokens symbolic, the hidden size and heads as symbols too, so that the split
     // search can cut features (constants are no atoms of it).
-    let mut heads = if symbols.map.contains_key("B")
-        && HEAD_SYMBOLS.iter().all(|s| !symbols.map.contains_key(*s))
-    {
-        super::onnx_heads::find(&m.emitted)
-    } else {
-        None
-    };
-    let numbers = heads.as_ref().map(|h| {
-        let numbers = m.emitted.clone();
-        super::onnx_heads::symbolize(&mut m.emitted, h, HEAD_SYMBOLS);
-        numbers
-    });
+    let (mut heads, numbers) = symbolic_heads(&symbols, &mut m.emitted);
     // The model file, without coverage (to measure it) and then with it.
     let file_text = |heads: Option<&super::onnx_heads::Heads>,
                      ops: &[Emit],
@@ -310,13 +286,63 @@ pub fn import_onnx_bytes(
             .collect(),
         mask_inputs,
         fixed_sizes: symbols.map.is_empty() && heads.is_none(),
-        assumed_sizes: symbols
-            .map
-            .iter()
-            .filter(|(s, d)| given_size(opts, s, d).is_none())
-            .map(|(s, _)| s.clone())
-            .collect(),
+        assumed_sizes: assumed_sizes(&symbols, opts),
     })
+}
+
+/// The version of the default ONNX operator set the model imports (1 when it names none).
+fn default_opset(model: &ModelProto) -> i64 {
+    model
+        .opset_import
+        .iter()
+        .find(|o| matches!(o.domain.as_deref(), None | Some("") | Some("ai.onnx")))
+        .and_then(|o| o.version)
+        .unwrap_or(1)
+}
+
+/// The import's sizes: each symbol at the size given (`--dim`), else 1. Where a share of
+/// formulas cannot be bounded over every size, it is taken there.
+fn import_sizes(symbols: &Symbols, opts: &OnnxOptions) -> Bindings {
+    symbols
+        .map
+        .iter()
+        .map(|(s, d)| {
+            let v = given_size(opts, s, d).copied().unwrap_or(1);
+            (s.clone(), Rational::from_integer(v.into()))
+        })
+        .collect()
+}
+
+/// The symbols no size was given for (the model file assumes them).
+fn assumed_sizes(symbols: &Symbols, opts: &OnnxOptions) -> Vec<String> {
+    symbols
+        .map
+        .iter()
+        .filter(|(s, d)| given_size(opts, s, d).is_none())
+        .map(|(s, _)| s.clone())
+        .collect()
+}
+
+/// With the tokens symbolic, the hidden size and heads written as symbols too, so that the
+/// split search can cut features (constants are no atoms of it): the heads found, and the
+/// operators as they were (with numbers), to fall back on.
+fn symbolic_heads(
+    symbols: &Symbols,
+    emitted: &mut [Emit],
+) -> (Option<super::onnx_heads::Heads>, Option<Vec<Emit>>) {
+    let heads = if symbols.map.contains_key("B")
+        && HEAD_SYMBOLS.iter().all(|s| !symbols.map.contains_key(*s))
+    {
+        super::onnx_heads::find(emitted)
+    } else {
+        None
+    };
+    let numbers = heads.as_ref().map(|h| {
+        let numbers = emitted.to_vec();
+        super::onnx_heads::symbolize(emitted, h, HEAD_SYMBOLS);
+        numbers
+    });
+    (heads, numbers)
 }
 
 /// The graph being read: the mapper's state, the symbols of the graph's sizes, the model file's
