@@ -20,24 +20,8 @@ pub(super) struct Inferred {
 pub(super) fn infer(slot: &Slot, mesh: &Mesh) -> Inferred {
     let n = mesh.devices;
     let axes = mesh.axes();
-    let len = slot.access.len;
     let dims = &slot.access.dims;
-    let mut partial = vec![0i64; axes];
-    if slot.ops.is_some() {
-        for (ax, p) in partial.iter_mut().enumerate() {
-            for first in (0..n).filter(|&d| mesh.coord(d, ax) == 0) {
-                let shared = (0..len)
-                    .filter(|&e| {
-                        mesh.members(first, ax)
-                            .filter(|&d| slot.own[ax][d].get(e))
-                            .count()
-                            >= 2
-                    })
-                    .count() as i64;
-                *p = (*p).max(shared);
-            }
-        }
-    }
+    let partial = partial_elements(slot, mesh);
     // projections[dev][dim][position]: whether the device touches that position.
     let projections: Vec<Vec<Vec<bool>>> = (0..n)
         .map(|d| {
@@ -101,8 +85,48 @@ pub(super) fn infer(slot: &Slot, mesh: &Mesh) -> Inferred {
             None => placement.push(CountedPlacement::Irregular),
         }
     }
-    // Halo: touched elements outside the device's block, each charged to the last axis along
-    // whose dimension it lies outside (a later exchange forwards what an earlier one brought).
+    let halo = halo_elements(slot, mesh, &placement, &ranges);
+    Inferred {
+        placement,
+        halo,
+        partial,
+    }
+}
+
+/// Per axis: the elements of one group that several of its devices contribute to (the most
+/// over the groups); none where the tensor has no reduction.
+fn partial_elements(slot: &Slot, mesh: &Mesh) -> Vec<i64> {
+    let n = mesh.devices;
+    let mut partial = vec![0i64; mesh.axes()];
+    if slot.ops.is_none() {
+        return partial;
+    }
+    for (ax, p) in partial.iter_mut().enumerate() {
+        for first in (0..n).filter(|&d| mesh.coord(d, ax) == 0) {
+            let shared = (0..slot.access.len)
+                .filter(|&e| {
+                    mesh.members(first, ax)
+                        .filter(|&d| slot.own[ax][d].get(e))
+                        .count()
+                        >= 2
+                })
+                .count() as i64;
+            *p = (*p).max(shared);
+        }
+    }
+    partial
+}
+
+/// Halo: touched elements outside the device's block (`ranges`, per device and dimension), each
+/// charged to the last axis along whose dimension it lies outside (a later exchange forwards
+/// what an earlier one brought); per axis, the most over the devices.
+fn halo_elements(
+    slot: &Slot,
+    mesh: &Mesh,
+    placement: &[CountedPlacement],
+    ranges: &[Vec<(usize, usize)>],
+) -> Vec<i64> {
+    let axes = mesh.axes();
     let mut halo = vec![0i64; axes];
     for (d, range) in ranges.iter().enumerate() {
         let mut mine = vec![0i64; axes];
@@ -123,9 +147,5 @@ pub(super) fn infer(slot: &Slot, mesh: &Mesh) -> Inferred {
             *h = (*h).max(m);
         }
     }
-    Inferred {
-        placement,
-        halo,
-        partial,
-    }
+    halo
 }

@@ -390,31 +390,7 @@ fn predict(
     idx: &str,
 ) -> Result<Predicted> {
     let at = |field: &str, msg: String| src.error_at(&["runs", idx, field], msg);
-    let attention = match &run.attention {
-        Some(a) => Some(AttentionMode::from_name(a).ok_or_else(|| {
-            at(
-                "attention",
-                format!("`{a}`: expected eager, flash or flash-causal"),
-            )
-        })?),
-        None => None,
-    };
-    loader.attention = attention;
-    loader.loss = match &run.loss {
-        Some(l) => <LossMode as clap::ValueEnum>::from_str(l, false)
-            .map_err(|_| at("loss", format!("`{l}`: expected fp32 or fused")))?,
-        None => LossMode::default(),
-    };
-    loader.train_metrics = match run.train_metrics {
-        Some(n) if n > MAX_TRAIN_METRICS => {
-            return Err(at(
-                "train_metrics",
-                format!("{n}: at most {MAX_TRAIN_METRICS} evaluations of the loss per micro-batch"),
-            ))
-        }
-        n => n.unwrap_or(0),
-    };
-    loader.dropout = run.dropout;
+    configure_loader(&run, loader, &at)?;
     let model = loader
         .resolve(&run.model)
         .map_err(|e| at("model", e.to_string()))?;
@@ -482,6 +458,39 @@ fn predict(
         work,
         batch: batch.to_f64().unwrap_or(1.0),
     })
+}
+
+/// Sets the loader's attention, loss, training metrics and dropout as the row states them.
+fn configure_loader(
+    run: &Run,
+    loader: &mut ModelLoader,
+    at: &dyn Fn(&str, String) -> Error,
+) -> Result<()> {
+    loader.attention = match &run.attention {
+        Some(a) => Some(AttentionMode::from_name(a).ok_or_else(|| {
+            at(
+                "attention",
+                format!("`{a}`: expected eager, flash or flash-causal"),
+            )
+        })?),
+        None => None,
+    };
+    loader.loss = match &run.loss {
+        Some(l) => <LossMode as clap::ValueEnum>::from_str(l, false)
+            .map_err(|_| at("loss", format!("`{l}`: expected fp32 or fused")))?,
+        None => LossMode::default(),
+    };
+    loader.train_metrics = match run.train_metrics {
+        Some(n) if n > MAX_TRAIN_METRICS => {
+            return Err(at(
+                "train_metrics",
+                format!("{n}: at most {MAX_TRAIN_METRICS} evaluations of the loss per micro-batch"),
+            ))
+        }
+        n => n.unwrap_or(0),
+    };
+    loader.dropout = run.dropout;
+    Ok(())
 }
 
 /// Row `i` of the file `raw` with a band item `alt` merged in: its fields replace the row's,
