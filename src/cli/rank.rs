@@ -146,6 +146,12 @@ pub struct RankArgs {
     /// `TABLE@KERNEL` times fused attention with one of its `attention_kernels`.
     #[arg(long, value_name = "FILE")]
     pub calib: Option<String>,
+    /// A what-if machine: change named quantities of the `--calib` table
+    /// (`nvlink.bandwidth=x2,hbm.capacity=141GB,domain=72`; a factor `xF` or a value with its
+    /// unit). Names: device.peak.DTYPE, hbm.bandwidth, hbm.capacity, nvlink.bandwidth,
+    /// network.bandwidth, nvlink.latency, network.latency, domain, device.tdp.
+    #[arg(long = "with", value_name = "NAME=VALUE,…", requires = "calib")]
+    pub with: Option<String>,
     /// A software stack's profile (a file or a shipped name, `stacks/`), added to the simulated
     /// seconds (which it turns on, as --calib does); default: none, profile-free.
     #[arg(long, value_name = "NAME|FILE")]
@@ -264,6 +270,10 @@ struct Out {
     devices: u64,
     gpus_per_node: u64,
     calibration: String,
+    /// The changes that derived a what-if machine from its table (`--with`); absent for a
+    /// table as shipped or given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    what_if: Option<crate::calib::whatif::WhatIf>,
     /// The stack profile added to the seconds (`--stack`); absent: profile-free.
     #[serde(skip_serializing_if = "Option::is_none")]
     stack_profile: Option<String>,
@@ -494,7 +504,7 @@ pub fn ranked(args: &RankArgs) -> Result<Ranked, Error> {
     let loader = args.symbols.loader()?;
     let model = loader.resolve(&args.model)?;
     let values = args.symbols.apply(&model)?;
-    let calib = Calibration::resolve_or_reference(args.calib.as_deref())?
+    let calib = Calibration::resolve_with(args.calib.as_deref(), args.with.as_deref())?
         .with_stack(args.stack.as_deref())?;
     let Request {
         opts,
@@ -554,6 +564,7 @@ pub fn ranked(args: &RankArgs) -> Result<Ranked, Error> {
         devices: args.devices,
         gpus_per_node: opts.gpus_per_node,
         calibration: calib.name.clone(),
+        what_if: calib.what_if.clone(),
         stack_profile: calib.stack.as_ref().map(|s| s.describe()),
         memory_limit: opts.memory.clone(),
         steering: steer.describe(),
@@ -1069,6 +1080,9 @@ fn print_header(out: &Out, calib: &Calibration, capacity: &Rational, args: &Rank
             String::new()
         }
     );
+    if let Some(w) = &out.what_if {
+        println!("{}", w.line());
+    }
     if let Some(line) = units::settings_line(&out.settings) {
         println!("{line}");
     }
