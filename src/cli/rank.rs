@@ -674,9 +674,73 @@ fn request(
     })
 }
 
+/// One point of a sweep: the search `rank MODEL --devices N --calib TABLE --top 1` runs with
+/// the sweep's `--fix`, `--max` and `--headroom` and the point's `--set` (its batch and
+/// sequence), on the point's machine: the same checks and options as the command line.
+pub(crate) struct PointSearch<'a> {
+    /// The model as named in the spec.
+    pub model: &'a str,
+    /// Devices.
+    pub devices: u64,
+    /// `--set SYM=VALUE` items.
+    pub set: Vec<String>,
+    /// `--fix` items (the point's precision among them).
+    pub fix: Vec<String>,
+    /// `--max` items.
+    pub max: Vec<String>,
+    /// `--headroom`.
+    pub headroom: Option<String>,
+}
+
+impl PointSearch<'_> {
+    /// The model's symbol values and the search's options, checked as `rank` checks its flags.
+    pub(crate) fn options(
+        &self,
+        model: &crate::model::Model,
+        calib: &Calibration,
+    ) -> Result<(crate::sym::Bindings, RankOptions), Error> {
+        let args = RankArgs {
+            model: self.model.to_string(),
+            devices: self.devices,
+            top: 1,
+            calib: Some(calib.name.clone()),
+            with: None,
+            stack: None,
+            search: SearchArgs {
+                gpus_per_node: None,
+                memory: None,
+                headroom: self.headroom.clone(),
+                max_microbatches: DEFAULT_MAX_MICROBATCHES,
+                max_chunks: crate::search::DEFAULT_MAX_CHUNKS,
+                fix: self.fix.clone(),
+                max: self.max.clone(),
+                schedule: None,
+                micro_batch_size: None,
+                no_sp: false,
+                layouts: None,
+            },
+            pareto: false,
+            symbols: SymbolArgs {
+                set: self.set.clone(),
+                attention: None,
+                loss: crate::model::LossMode::default(),
+                train_metrics: 0,
+                dropout: None,
+                rules: None,
+            },
+            emit: None,
+            why: false,
+            format: Format::Json,
+        };
+        let values = args.symbols.apply(model)?;
+        let req = request(&args, model, &values, calib)?;
+        Ok((values, req.opts))
+    }
+}
+
 /// When nothing fits: the smallest footprint reachable, and how the cheapest strategy gets
 /// there.
-fn nothing_fits_line(
+pub(crate) fn nothing_fits_line(
     result: &crate::search::RankResult,
     memory: &Rational,
     batch: &Rational,
