@@ -59,7 +59,14 @@ fn inconsistent_values_are_refused() {
 #[test]
 fn with_needs_a_table() {
     let err = common::symshard()
-        .args(["rank", "gpt3-1.3b", "--devices", "16", "--with", "domain=16"])
+        .args([
+            "rank",
+            "gpt3-1.3b",
+            "--devices",
+            "16",
+            "--with",
+            "domain=16",
+        ])
         .output()
         .unwrap();
     assert_eq!(err.status.code(), Some(2));
@@ -81,8 +88,18 @@ fn link_bandwidth_moves_the_simulated_seconds_the_right_way() {
     };
     let slow = with("nvlink.bandwidth=x0.125,network.bandwidth=x0.125");
     let fast = with("nvlink.bandwidth=x2,network.bandwidth=x2");
-    assert!(seconds(&slow) > seconds(&plain), "{} {}", seconds(&slow), seconds(&plain));
-    assert!(seconds(&fast) <= seconds(&plain), "{} {}", seconds(&fast), seconds(&plain));
+    assert!(
+        seconds(&slow) > seconds(&plain),
+        "{} {}",
+        seconds(&slow),
+        seconds(&plain)
+    );
+    assert!(
+        seconds(&fast) <= seconds(&plain),
+        "{} {}",
+        seconds(&fast),
+        seconds(&plain)
+    );
     assert_eq!(
         fast["calibration"],
         "h100-sxm+what-if(nvlink.bandwidth=x2,network.bandwidth=x2)"
@@ -126,7 +143,10 @@ fn timeline_marks_a_what_if_machine() {
         "hbm.bandwidth=x2",
     ];
     let text = stdout(&args);
-    assert!(text.contains("what-if machine: h100-sxm with hbm.bandwidth"), "{text}");
+    assert!(
+        text.contains("what-if machine: h100-sxm with hbm.bandwidth"),
+        "{text}"
+    );
     let mut j = args.to_vec();
     j.extend(["--format", "json"]);
     let doc = json(&j);
