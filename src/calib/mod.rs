@@ -4,6 +4,7 @@
 
 pub mod gemm;
 pub mod stack;
+pub mod whatif;
 use crate::diag::Source;
 use crate::embedded;
 use crate::error::{Error, Result};
@@ -71,7 +72,7 @@ pub fn parse_exact(text: &str) -> Option<Rational> {
 
 /// Bytes written with a unit, as memory is given on the command line (`80GB`, `80GiB`), or a
 /// bandwidth in bytes per second (`3.35TB/s`): exact, whole bytes.
-fn bytes_with_unit(v: &str) -> Option<Rational> {
+pub(crate) fn bytes_with_unit(v: &str) -> Option<Rational> {
     let t = v.trim();
     let t = t.strip_suffix("/s").unwrap_or(t).trim_end();
     if !t.to_ascii_lowercase().ends_with('b') {
@@ -364,6 +365,10 @@ pub struct Device {
     /// Rates measured on real hardware, kept beside the datasheet ones (never required).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub measured: BTreeMap<String, Sourced>,
+    /// Thermal design power in watts, from the vendor's datasheet, where the table gives it:
+    /// `sweep`'s energy per step (an upper bound, every device at its TDP the whole step).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tdp: Option<Sourced>,
 }
 
 /// A GEMM library's tiling of the output over the SMs (NVIDIA, Matrix Multiplication
@@ -432,6 +437,10 @@ pub struct Calibration {
     /// read from or written to a table's file.
     #[serde(skip)]
     pub stack: Option<stack::StackProfile>,
+    /// What changed this table from a shipped or given one (`--with`): a what-if machine.
+    /// Never read from or written to a table's file.
+    #[serde(skip)]
+    pub what_if: Option<whatif::WhatIf>,
 }
 
 /// Refuses a value that is not positive, at its place in the file.
@@ -449,7 +458,7 @@ fn positive(src: &Source, path: &[&str], v: &Rational) -> Result<()> {
 /// The plausible range of each rate and size a table states, for any accelerator past or
 /// planned (an H100 SXM is about 1e15 FLOP/s, 3.35e12 B/s of HBM and 8e10 bytes): a number
 /// outside it is a typo or a unit mistake, which would otherwise print infinite or zero seconds.
-const MAGNITUDES: [(&str, f64, f64, &str); 4] = [
+pub(crate) const MAGNITUDES: [(&str, f64, f64, &str); 4] = [
     ("FLOP/s", 1e9, 1e18, "1 GFLOP/s to 1 EFLOP/s"),
     ("B/s", 1e8, 1e15, "100 MB/s to 1 PB/s"),
     ("bytes", 1e8, 1e15, "100 MB to 1 PB"),
@@ -531,6 +540,9 @@ impl Calibration {
             &["device", "memory_bandwidth"],
             &d.memory_bandwidth.value,
         )?;
+        if let Some(t) = &d.tdp {
+            positive(src, &["device", "tdp"], &t.value)?;
+        }
         positive(
             src,
             &["device", "memory_capacity"],

@@ -34,6 +34,12 @@ pub struct CompareArgs {
     /// per step of each strategy.
     #[arg(long, value_name = "FILE")]
     pub calib: Option<String>,
+    /// A what-if machine: change named quantities of the `--calib` table
+    /// (`nvlink.bandwidth=x2,hbm.capacity=141GB,domain=72`; a factor `xF` or a value with its
+    /// unit). Names: device.peak.DTYPE, hbm.bandwidth, hbm.capacity, nvlink.bandwidth,
+    /// network.bandwidth, nvlink.latency, network.latency, domain, device.tdp.
+    #[arg(long = "with", value_name = "NAME=VALUE,…", requires = "calib")]
+    pub with: Option<String>,
     /// A software stack's profile (a file or a shipped name, `stacks/`), added to the simulated
     /// seconds; default: none, profile-free.
     #[arg(long, value_name = "NAME|FILE")]
@@ -214,6 +220,7 @@ fn side(
 ) -> Result<Evaluated, Error> {
     let mut flags = StrategyFlags::from_argument(text, what)?;
     flags.calib = args.calib.clone();
+    flags.with = args.with.clone();
     flags.stack = args.stack.clone();
     flags.memory = args.memory.clone();
     if args.gpus_per_node.is_some() {
@@ -524,8 +531,9 @@ pub fn run(args: CompareArgs) -> Result<(), Error> {
     let values = args.symbols.apply(&model)?;
     let a = side(&model, &values, &args.a, "strategy A", &args)?;
     let b = side(&model, &values, &args.b, "strategy B", &args)?;
-    let mut calib = crate::calib::Calibration::resolve_or_reference(args.calib.as_deref())?
-        .with_stack(args.stack.as_deref())?;
+    let mut calib =
+        crate::calib::Calibration::resolve_with(args.calib.as_deref(), args.with.as_deref())?
+            .with_stack(args.stack.as_deref())?;
     if args.plateau {
         calib = calib.at_plateau();
     }

@@ -45,6 +45,12 @@ pub struct CrossoverArgs {
     /// A calibration table (a file or a shipped name) for the balance ratios and memory.
     #[arg(long, value_name = "FILE")]
     pub calib: Option<String>,
+    /// A what-if machine: change named quantities of the `--calib` table
+    /// (`nvlink.bandwidth=x2,hbm.capacity=141GB,domain=72`; a factor `xF` or a value with its
+    /// unit). Names: device.peak.DTYPE, hbm.bandwidth, hbm.capacity, nvlink.bandwidth,
+    /// network.bandwidth, nvlink.latency, network.latency, domain, device.tdp.
+    #[arg(long = "with", value_name = "NAME=VALUE,…", requires = "calib")]
+    pub with: Option<String>,
     /// Device memory: bytes, or with a unit (`75GB`, `80GiB`); default: the calibration's.
     #[arg(long, value_name = "SIZE")]
     pub memory: Option<String>,
@@ -191,7 +197,8 @@ pub fn run(args: CrossoverArgs) -> Result<(), Error> {
         Err(e) => return Err(refusal(e, &var, &grid, &mut ea, &mut eb)),
     };
     let boundaries = boundaries(&result, &mut ea, &mut eb);
-    let calib = crate::calib::Calibration::resolve_or_reference(args.calib.as_deref())?;
+    let calib =
+        crate::calib::Calibration::resolve_with(args.calib.as_deref(), args.with.as_deref())?;
     let piecewise = result.pieces.len() > 1;
     let out = Out {
         model: model.name.clone(),
@@ -276,6 +283,7 @@ fn sides(
     let make = |text: &str, what: &'static str| -> Result<Side, Error> {
         let mut flags = StrategyFlags::from_argument(text, what)?;
         flags.calib = args.calib.clone();
+        flags.with = args.with.clone();
         flags.memory = args.memory.clone();
         if args.gpus_per_node.is_some() {
             flags.gpus_per_node = args.gpus_per_node;

@@ -18,6 +18,7 @@ pub mod rank;
 mod report;
 mod stack_fit;
 mod strategy_args;
+mod sweep;
 mod timeline;
 pub use crate::units;
 mod validate;
@@ -75,6 +76,10 @@ pub enum Command {
     /// Predict every shipped published measurement and print the errors (exit 1 when one grows
     /// beyond its recorded bound).
     Validate(validate::ValidateArgs),
+    /// Find the fastest layout at every point of a grid of models, machines (shipped or
+    /// what-if), device counts, precisions, batch sizes and sequence lengths; write Parquet and
+    /// CSV.
+    Sweep(Box<sweep::SweepArgs>),
 }
 
 /// `--set SYM=VALUE`, shared by every command that takes a model.
@@ -232,6 +237,7 @@ fn run_command(command: Command) -> Result<(), Error> {
         Command::Calibrate(args) => calibrate::run(args),
         Command::Validate(args) => validate::run(args),
         Command::Report(args) => report::run(*args),
+        Command::Sweep(args) => sweep::run(*args),
     }
 }
 

@@ -146,6 +146,12 @@ pub struct RankArgs {
     /// `TABLE@KERNEL` times fused attention with one of its `attention_kernels`.
     #[arg(long, value_name = "FILE")]
     pub calib: Option<String>,
+    /// A what-if machine: change named quantities of the `--calib` table
+    /// (`nvlink.bandwidth=x2,hbm.capacity=141GB,domain=72`; a factor `xF` or a value with its
+    /// unit). Names: device.peak.DTYPE, hbm.bandwidth, hbm.capacity, nvlink.bandwidth,
+    /// network.bandwidth, nvlink.latency, network.latency, domain, device.tdp.
+    #[arg(long = "with", value_name = "NAME=VALUE,…", requires = "calib")]
+    pub with: Option<String>,
     /// A software stack's profile (a file or a shipped name, `stacks/`), added to the simulated
     /// seconds (which it turns on, as --calib does); default: none, profile-free.
     #[arg(long, value_name = "NAME|FILE")]
@@ -264,6 +270,10 @@ struct Out {
     devices: u64,
     gpus_per_node: u64,
     calibration: String,
+    /// The changes that derived a what-if machine from its table (`--with`); absent for a
+    /// table as shipped or given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    what_if: Option<crate::calib::whatif::WhatIf>,
     /// The stack profile added to the seconds (`--stack`); absent: profile-free.
     #[serde(skip_serializing_if = "Option::is_none")]
     stack_profile: Option<String>,
@@ -494,7 +504,7 @@ pub fn ranked(args: &RankArgs) -> Result<Ranked, Error> {
     let loader = args.symbols.loader()?;
     let model = loader.resolve(&args.model)?;
     let values = args.symbols.apply(&model)?;
-    let calib = Calibration::resolve_or_reference(args.calib.as_deref())?
+    let calib = Calibration::resolve_with(args.calib.as_deref(), args.with.as_deref())?
         .with_stack(args.stack.as_deref())?;
     let Request {
         opts,
@@ -554,6 +564,7 @@ pub fn ranked(args: &RankArgs) -> Result<Ranked, Error> {
         devices: args.devices,
         gpus_per_node: opts.gpus_per_node,
         calibration: calib.name.clone(),
+        what_if: calib.what_if.clone(),
         stack_profile: calib.stack.as_ref().map(|s| s.describe()),
         memory_limit: opts.memory.clone(),
         steering: steer.describe(),
@@ -663,9 +674,73 @@ fn request(
     })
 }
 
+/// One point of a sweep: the search `rank MODEL --devices N --calib TABLE --top 1` runs with
+/// the sweep's `--fix`, `--max` and `--headroom` and the point's `--set` (its batch and
+/// sequence), on the point's machine: the same checks and options as the command line.
+pub(crate) struct PointSearch<'a> {
+    /// The model as named in the spec.
+    pub model: &'a str,
+    /// Devices.
+    pub devices: u64,
+    /// `--set SYM=VALUE` items.
+    pub set: Vec<String>,
+    /// `--fix` items (the point's precision among them).
+    pub fix: Vec<String>,
+    /// `--max` items.
+    pub max: Vec<String>,
+    /// `--headroom`.
+    pub headroom: Option<String>,
+}
+
+impl PointSearch<'_> {
+    /// The model's symbol values and the search's options, checked as `rank` checks its flags.
+    pub(crate) fn options(
+        &self,
+        model: &crate::model::Model,
+        calib: &Calibration,
+    ) -> Result<(crate::sym::Bindings, RankOptions), Error> {
+        let args = RankArgs {
+            model: self.model.to_string(),
+            devices: self.devices,
+            top: 1,
+            calib: Some(calib.name.clone()),
+            with: None,
+            stack: None,
+            search: SearchArgs {
+                gpus_per_node: None,
+                memory: None,
+                headroom: self.headroom.clone(),
+                max_microbatches: DEFAULT_MAX_MICROBATCHES,
+                max_chunks: crate::search::DEFAULT_MAX_CHUNKS,
+                fix: self.fix.clone(),
+                max: self.max.clone(),
+                schedule: None,
+                micro_batch_size: None,
+                no_sp: false,
+                layouts: None,
+            },
+            pareto: false,
+            symbols: SymbolArgs {
+                set: self.set.clone(),
+                attention: None,
+                loss: crate::model::LossMode::default(),
+                train_metrics: 0,
+                dropout: None,
+                rules: None,
+            },
+            emit: None,
+            why: false,
+            format: Format::Json,
+        };
+        let values = args.symbols.apply(model)?;
+        let req = request(&args, model, &values, calib)?;
+        Ok((values, req.opts))
+    }
+}
+
 /// When nothing fits: the smallest footprint reachable, and how the cheapest strategy gets
 /// there.
-fn nothing_fits_line(
+pub(crate) fn nothing_fits_line(
     result: &crate::search::RankResult,
     memory: &Rational,
     batch: &Rational,
@@ -1069,6 +1144,9 @@ fn print_header(out: &Out, calib: &Calibration, capacity: &Rational, args: &Rank
             String::new()
         }
     );
+    if let Some(w) = &out.what_if {
+        println!("{}", w.line());
+    }
     if let Some(line) = units::settings_line(&out.settings) {
         println!("{line}");
     }

@@ -34,6 +34,12 @@ pub struct ReportArgs {
     /// strategy on it (default: the reference machine, ranking by relative cost).
     #[arg(long, value_name = "FILE")]
     pub calib: Option<String>,
+    /// A what-if machine: change named quantities of the `--calib` table
+    /// (`nvlink.bandwidth=x2,hbm.capacity=141GB,domain=72`; a factor `xF` or a value with its
+    /// unit). Names: device.peak.DTYPE, hbm.bandwidth, hbm.capacity, nvlink.bandwidth,
+    /// network.bandwidth, nvlink.latency, network.latency, domain, device.tdp.
+    #[arg(long = "with", value_name = "NAME=VALUE,…", requires = "calib")]
+    pub with: Option<String>,
     /// A software stack's profile (a file or a shipped name, `stacks/`), as `rank` takes it;
     /// default: none, profile-free.
     #[arg(long, value_name = "NAME|FILE")]
@@ -56,6 +62,7 @@ fn rank_args(args: &ReportArgs) -> super::rank::RankArgs {
         devices: args.devices,
         top: args.top,
         calib: args.calib.clone(),
+        with: args.with.clone(),
         stack: args.stack.clone(),
         search: args.search.clone(),
         pareto: true,
@@ -211,6 +218,9 @@ fn command_line(args: &ReportArgs) -> String {
     command.push(format!("--devices {}", args.devices));
     if let Some(c) = &args.calib {
         command.push(format!("--calib {c}"));
+    }
+    if let Some(w) = &args.with {
+        command.push(format!("--with {w}"));
     }
     if let Some(s) = &args.stack {
         command.push(format!("--stack {s}"));

@@ -89,6 +89,12 @@ pub struct StrategyFlags {
     /// one of its `attention_kernels`); default: the embedded reference machine.
     #[arg(long, value_name = "FILE")]
     pub calib: Option<String>,
+    /// A what-if machine: change named quantities of the `--calib` table
+    /// (`nvlink.bandwidth=x2,hbm.capacity=141GB,domain=72`; a factor `xF` or a value with its
+    /// unit). Names: device.peak.DTYPE, hbm.bandwidth, hbm.capacity, nvlink.bandwidth,
+    /// network.bandwidth, nvlink.latency, network.latency, domain, device.tdp.
+    #[arg(long = "with", value_name = "NAME=VALUE,…", requires = "calib")]
+    pub with: Option<String>,
     /// A software stack's profile (a file or a shipped name, `stacks/`): the seconds its host
     /// work adds per step, per micro-batch pass and per kernel; default: none, profile-free.
     #[arg(long, value_name = "NAME|FILE")]
@@ -183,7 +189,8 @@ impl StrategyFlags {
 
     /// The machine named by `--calib`, or the reference.
     pub fn calibration(&self) -> Result<Calibration, Error> {
-        Calibration::resolve_or_reference(self.calib.as_deref())?.with_stack(self.stack.as_deref())
+        Calibration::resolve_with(self.calib.as_deref(), self.with.as_deref())?
+            .with_stack(self.stack.as_deref())
     }
 
     /// Resolves file and flags into one strategy for `model`: per-operator overrides must name
@@ -406,6 +413,7 @@ impl StrategyFlags {
         self.account_for_loss_in_pipeline_split |= o.account_for_loss_in_pipeline_split;
         self.gpus_per_node = o.gpus_per_node.or(self.gpus_per_node);
         self.calib = o.calib.or(self.calib);
+        self.with = o.with.or(self.with);
         self.stack = o.stack.or(self.stack);
         self.memory = o.memory.or(self.memory);
         self

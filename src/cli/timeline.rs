@@ -202,6 +202,9 @@ fn print_summary(s: &Summary, plan: &TimingPlan, calib: &Calibration) {
         s.device_count,
         per_node(plan, calib)
     );
+    if let Some(w) = &calib.what_if {
+        println!("{}", w.line());
+    }
     if let Some(line) = units::settings_line(&s.settings) {
         println!("{line}");
     }

@@ -1231,6 +1231,13 @@ fn timeline_summary(t: &Value) -> String {
         let _ = write!(h, "<tr><th>{k}</th><td>{}</td></tr>", esc(&v));
     };
     row(&mut h, "machine", text(&t["calibration"]));
+    if let Some(w) = t["what_if"].as_str() {
+        row(
+            &mut h,
+            "what-if machine",
+            format!("{w} (derived, not a measured machine)"),
+        );
+    }
     row(
         &mut h,
         "seconds per step",

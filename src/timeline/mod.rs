@@ -67,6 +67,10 @@ pub struct Summary {
     pub settings: std::collections::BTreeMap<String, String>,
     /// Calibration table.
     pub calibration: String,
+    /// The changes that derived a what-if machine from its table (`--with`), as one line;
+    /// absent for a table as shipped or given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub what_if: Option<String>,
     /// The stack profile the seconds include (`--stack`); absent: profile-free.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stack_profile: Option<String>,
@@ -149,6 +153,7 @@ fn timed(plan: &TimingPlan, calib: &Calibration, keep: bool) -> Result<Timeline>
         strategy: k.to_string(),
         settings: plan.settings.clone(),
         calibration: calib.name.clone(),
+        what_if: calib.what_if.as_ref().map(|w| w.describe()),
         stack_profile: calib.stack.as_ref().map(|s| s.describe()),
         device_count: devices,
         iteration_seconds: t,

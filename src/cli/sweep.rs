@@ -1,0 +1,144 @@
+//! `symshard sweep SPEC.yaml -o results.parquet`: the fastest layout at every point of a grid,
+//! written as Parquet and CSV, resumable from its journal.
+
+use super::units;
+use crate::error::Error;
+use crate::sweep::output::{companions, csv_bytes, parquet_bytes, Journal};
+use crate::sweep::Loaded;
+use clap::Args;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Arguments of `sweep`.
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    /// The spec: a YAML file of `models`, `devices`, `machines` (a table's name or `{calib:
+    /// TABLE, with: "NAME=VALUE,…"}`), optional `precisions`, `batch`, `sequence`, `fix`,
+    /// `max`, `headroom` and `price_per_gpu_hour` (see `sweeps/example.yaml`).
+    pub spec: PathBuf,
+    /// The Parquet file to write. The CSV goes beside it (`.csv`), and the journal of finished
+    /// points (`.journal.jsonl`), from which a rerun resumes.
+    #[arg(short = 'o', long, value_name = "FILE.parquet")]
+    pub output: PathBuf,
+    /// Points run at once (default: one per core).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub jobs: Option<u64>,
+}
+
+/// Runs `sweep`.
+pub fn run(args: SweepArgs) -> Result<(), Error> {
+    if args.output.extension().and_then(|e| e.to_str()) != Some("parquet") {
+        return Err(Error::Usage(format!(
+            "-o {}: give the Parquet file to write (NAME.parquet); the CSV is written beside it",
+            args.output.display()
+        )));
+    }
+    let loaded = Loaded::read(&args.spec)?;
+    let (csv, journal_path) = companions(&args.output);
+    let inputs = [args.spec.as_path()];
+    for p in [&args.output, &csv, &journal_path] {
+        super::output::check_output(p, &inputs)?;
+    }
+    let points = loaded.points();
+    let (journal, done) = Journal::open(&journal_path, &loaded.spec, points.len() as u64)?;
+    let resumed = done.len();
+    let jobs = args
+        .jobs
+        .map_or_else(rayon::current_num_threads, |j| j as usize);
+    let pb = super::progress::bar(points.len() as u64, "sweep");
+    pb.set_position(resumed as u64);
+    let busy = AtomicU64::new(0);
+    let start = Instant::now();
+    let rows = loaded.run(done, jobs, &|row, took: Duration| {
+        busy.fetch_add(took.as_micros() as u64, Ordering::Relaxed);
+        journal.append(row)?;
+        pb.inc(1);
+        Ok(())
+    })?;
+    pb.finish_and_clear();
+    let wall = start.elapsed().as_secs_f64();
+    super::output::write_output(&args.output, &parquet_bytes(&rows)?, &inputs)?;
+    super::output::write_output(&csv, &csv_bytes(&rows)?, &inputs)?;
+    let ran = rows.len() - resumed;
+    let timing = Timing {
+        ran,
+        resumed,
+        jobs,
+        wall,
+        busy: busy.load(Ordering::Relaxed) as f64 / 1e6,
+    };
+    print_summary(&args, &loaded, &rows, &timing, &csv, &journal_path);
+    Ok(())
+}
+
+/// How long the points took.
+struct Timing {
+    ran: usize,
+    resumed: usize,
+    jobs: usize,
+    wall: f64,
+    busy: f64,
+}
+
+/// What the sweep did: points, time, infeasible points, files, crossovers.
+fn print_summary(
+    args: &SweepArgs,
+    loaded: &Loaded,
+    rows: &[crate::sweep::Row],
+    t: &Timing,
+    csv: &Path,
+    journal: &Path,
+) {
+    println!(
+        "sweep {}: {} points ({} run, {} from the journal) on {} worker{} in {:.2} s{}",
+        args.spec.display(),
+        units::tally(rows.len() as u64),
+        units::tally(t.ran as u64),
+        units::tally(t.resumed as u64),
+        t.jobs,
+        if t.jobs == 1 { "" } else { "s" },
+        t.wall,
+        if t.ran > 0 {
+            format!(
+                ": {:.3} s per point per worker, {:.0} points per hour",
+                t.busy / t.ran as f64,
+                t.ran as f64 / t.wall * 3600.0
+            )
+        } else {
+            String::new()
+        }
+    );
+    for m in &loaded.machines {
+        if let Some(w) = &m.what_if {
+            println!("{}", w.line());
+        }
+    }
+    let infeasible: Vec<&crate::sweep::Row> = rows.iter().filter(|r| !r.feasible).collect();
+    if let Some(first) = infeasible.first() {
+        println!(
+            "{} infeasible (a row each, with its reason), e.g. point {}: {}",
+            units::tally(infeasible.len() as u64),
+            first.point,
+            first.reason.as_deref().unwrap_or("")
+        );
+    }
+    println!(
+        "wrote {}, {} and {}",
+        args.output.display(),
+        csv.display(),
+        journal.display()
+    );
+    let crossovers = loaded.crossovers(rows);
+    if crossovers.is_empty() {
+        println!(
+            "no crossovers: the best layout family is the same between every two adjacent points"
+        );
+    } else {
+        println!("crossovers (the best layout family changes between adjacent points):");
+        for c in crossovers {
+            println!("  {c}");
+        }
+    }
+    println!("energy is at TDP (an upper bound); costs use the spec's price per GPU-hour");
+}

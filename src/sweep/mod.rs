@@ -1,0 +1,198 @@
+//! Design-space sweeps: a grid of models, machines (shipped or what-if), device counts,
+//! precisions, batch sizes and sequence lengths; at each point the fastest layout by simulated
+//! seconds (`rank --calib … --top 1`) with its throughput, MFU, memory, GPU-hours, energy and
+//! cost. Points run in parallel; each finished row goes to a journal at once, so an interrupted
+//! sweep resumes where it stopped; the rows are written in point order as Parquet and CSV.
+
+pub mod output;
+pub mod point;
+pub mod spec;
+
+pub use point::{Point, Row, AXES};
+pub use spec::{Loaded, Spec};
+
+use crate::error::{Error, Result};
+use rayon::prelude::*;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+impl Loaded {
+    /// The length of each axis, in the order of [`Point::at`].
+    pub fn axis_lengths(&self) -> [usize; 6] {
+        [
+            self.models.len(),
+            self.machines.len(),
+            self.spec.devices.len(),
+            self.precisions.len(),
+            self.spec.batch.as_ref().map_or(1, Vec::len),
+            self.spec.sequence.as_ref().map_or(1, Vec::len),
+        ]
+    }
+
+    /// Every point of the grid, numbered with the last axis (sequence) varying fastest.
+    pub fn points(&self) -> Vec<Point> {
+        let n = self.axis_lengths();
+        let total: usize = n.iter().product();
+        (0..total)
+            .map(|i| {
+                let mut at = [0usize; 6];
+                let mut rest = i;
+                for k in (0..6).rev() {
+                    at[k] = rest % n[k];
+                    rest /= n[k];
+                }
+                Point {
+                    index: i as u64,
+                    at,
+                }
+            })
+            .collect()
+    }
+
+    /// A point's value along one axis, as summaries print it.
+    pub fn axis_value(&self, p: &Point, axis: usize) -> String {
+        let k = p.at[axis];
+        let size = |v: &Option<Vec<u64>>| v.as_ref().map_or("-".into(), |v| v[k].to_string());
+        match axis {
+            0 => self.spec.models[k].clone(),
+            1 => self.machines[k].name.clone(),
+            2 => self.spec.devices[k].to_string(),
+            3 => self.precisions[k].clone(),
+            4 => size(&self.spec.batch),
+            _ => size(&self.spec.sequence),
+        }
+    }
+
+    /// Runs the points not in `done` on `jobs` threads, calling `finished` with each row and the
+    /// time it took as it finishes; returns every row (those of `done` too), in point order.
+    pub fn run(
+        &self,
+        done: BTreeMap<u64, Row>,
+        jobs: usize,
+        finished: &(dyn Fn(&Row, Duration) -> Result<()> + Sync),
+    ) -> Result<Vec<Row>> {
+        let todo: Vec<Point> = self
+            .points()
+            .into_iter()
+            .filter(|p| !done.contains_key(&p.index))
+            .collect();
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(jobs.max(1))
+            .build()
+            .map_err(|e| Error::Internal(format!("cannot start {jobs} workers: {e}")))?;
+        let rows: Vec<Result<Row>> = pool.install(|| {
+            todo.par_iter()
+                .map(|p| {
+                    let start = Instant::now();
+                    let row = self.evaluate(p);
+                    finished(&row, start.elapsed())?;
+                    Ok(row)
+                })
+                .collect()
+        });
+        let mut all = done;
+        for r in rows {
+            let r = r?;
+            all.insert(r.point, r);
+        }
+        Ok(all.into_values().collect())
+    }
+
+    /// Where the best layout's family changes between two points adjacent along one axis other
+    /// than the model (the others equal), both feasible.
+    pub fn crossovers(&self, rows: &[Row]) -> Vec<Crossover> {
+        let n = self.axis_lengths();
+        let points = self.points();
+        let by_index: BTreeMap<u64, &Row> = rows.iter().map(|r| (r.point, r)).collect();
+        let mut out = Vec::new();
+        for p in &points {
+            // Models are a list, not a scale: one model against the next is no crossover.
+            for axis in 1..6 {
+                if p.at[axis] + 1 >= n[axis] {
+                    continue;
+                }
+                // The next point along `axis`: its index grows by the product of the faster axes.
+                let stride: usize = n[axis + 1..].iter().product();
+                let q = &points[p.index as usize + stride];
+                let (Some(a), Some(b)) = (by_index.get(&p.index), by_index.get(&q.index)) else {
+                    continue;
+                };
+                if let (true, true, Some(fa), Some(fb)) =
+                    (a.feasible, b.feasible, &a.family, &b.family)
+                {
+                    if fa != fb {
+                        out.push(Crossover {
+                            axis: AXES[axis],
+                            from: self.axis_value(p, axis),
+                            to: self.axis_value(q, axis),
+                            at: self.others(p, axis),
+                            family_from: fa.clone(),
+                            family_to: fb.clone(),
+                            points: (p.index, q.index),
+                        });
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// A point's other coordinates, for a crossover's line: the model, the machine, and every
+    /// axis the spec lists.
+    fn others(&self, p: &Point, axis: usize) -> String {
+        let n = self.axis_lengths();
+        (0..6)
+            .filter(|&k| {
+                let swept = match k {
+                    4 => self.spec.batch.is_some(),
+                    5 => self.spec.sequence.is_some(),
+                    _ => k < 2,
+                };
+                k != axis && (n[k] > 1 || swept)
+            })
+            .map(|k| match k {
+                0 | 1 | 3 => self.axis_value(p, k),
+                2 => format!("{} devices", self.axis_value(p, k)),
+                4 => format!("batch {}", self.axis_value(p, k)),
+                _ => format!("sequence {}", self.axis_value(p, k)),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// A change of winner between adjacent points.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Crossover {
+    /// The axis along which the points are adjacent.
+    pub axis: &'static str,
+    /// The first point's value on it.
+    pub from: String,
+    /// The second's.
+    pub to: String,
+    /// The coordinates both share.
+    pub at: String,
+    /// The first point's best family.
+    pub family_from: String,
+    /// The second's.
+    pub family_to: String,
+    /// The two points' numbers.
+    pub points: (u64, u64),
+}
+
+impl std::fmt::Display for Crossover {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {} → {} ({}): {} → {} (points {} and {})",
+            self.axis,
+            self.from,
+            self.to,
+            self.at,
+            self.family_from,
+            self.family_to,
+            self.points.0,
+            self.points.1
+        )
+    }
+}

@@ -1,0 +1,210 @@
+//! `symshard sweep`: a grid of points written as Parquet and CSV whose rows agree, an
+//! infeasible point as a row with its reason, a resumed sweep and any number of workers giving
+//! the same bytes, crossovers in the summary, and malformed specs refused at their line.
+
+mod common;
+use arrow::array::{Array, AsArray};
+use arrow::datatypes::{Float64Type, UInt64Type};
+use arrow::record_batch::RecordBatch;
+use common::{refused_in, symshard, temp_dir};
+use std::path::Path;
+
+/// Three machines (one what-if), two precisions: the A100 has no FP8, so two points are
+/// infeasible.
+const SPEC: &str = "\
+models: [gpt3-125m]
+devices: [8]
+machines:
+  - h100-sxm
+  - a100-80gb
+  - {calib: h100-sxm, with: \"nvlink.bandwidth=x2\"}
+precisions: [bf16, fp8]
+price_per_gpu_hour: {h100-sxm: 2.5}
+";
+
+/// Runs a sweep in `dir`; it must succeed. Returns its standard output.
+fn sweep(dir: &Path, spec: &str, out: &str, jobs: &str) -> String {
+    let o = symshard()
+        .current_dir(dir)
+        .args(["sweep", spec, "-o", out, "--jobs", jobs])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// The Parquet file read back with the parquet crate's reader, as one batch.
+fn read_parquet(path: &Path) -> RecordBatch {
+    let file = std::fs::File::open(path).unwrap();
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+        .unwrap()
+        .build()
+        .unwrap();
+    let batches: Vec<RecordBatch> = reader.map(Result::unwrap).collect();
+    arrow::compute::concat_batches(&batches[0].schema(), &batches).unwrap()
+}
+
+/// A CSV line's fields (quoted fields may hold commas and doubled quotes).
+fn csv_fields(line: &str) -> Vec<String> {
+    let (mut out, mut cur, mut quoted) = (Vec::new(), String::new(), false);
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' if quoted && chars.peek() == Some(&'"') => {
+                cur.push('"');
+                chars.next();
+            }
+            '"' => quoted = !quoted,
+            ',' if !quoted => out.push(std::mem::take(&mut cur)),
+            c => cur.push(c),
+        }
+    }
+    out.push(cur);
+    out
+}
+
+fn setup(name: &str) -> std::path::PathBuf {
+    let dir = temp_dir(name);
+    std::fs::write(dir.join("spec.yaml"), SPEC).unwrap();
+    dir
+}
+
+#[test]
+fn parquet_and_csv_hold_the_same_rows_with_infeasible_points_and_their_reasons() {
+    let dir = setup("sweep-rows");
+    let text = sweep(&dir, "spec.yaml", "r.parquet", "2");
+    assert!(
+        text.contains("6 points (6 run, 0 from the journal)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("what-if machine: h100-sxm with nvlink.bandwidth"),
+        "{text}"
+    );
+    let batch = read_parquet(&dir.join("r.parquet"));
+    assert_eq!(batch.num_rows(), 6);
+    let col = |n: &str| batch.column_by_name(n).unwrap().clone();
+    let point = col("point");
+    let point = point.as_primitive::<UInt64Type>();
+    assert_eq!(point.values().to_vec(), vec![0, 1, 2, 3, 4, 5]);
+    let machine = col("machine");
+    let machine = machine.as_string::<i32>();
+    let feasible = col("feasible");
+    let feasible = feasible.as_boolean();
+    let reason = col("reason");
+    let reason = reason.as_string::<i32>();
+    let seconds = col("seconds_per_step");
+    let seconds = seconds.as_primitive::<Float64Type>();
+    let what_if = col("what_if");
+    let what_if = what_if.as_string::<i32>();
+    let price = col("cost_per_trillion_tokens_dollars");
+    let price = price.as_primitive::<Float64Type>();
+    for i in 0..6 {
+        let a100_fp8 = machine.value(i) == "a100-80gb" && i % 2 == 1;
+        assert_eq!(feasible.value(i), !a100_fp8, "row {i}");
+        if a100_fp8 {
+            assert!(reason.value(i).contains("FP8"), "{}", reason.value(i));
+            assert!(seconds.is_null(i));
+        } else {
+            assert!(reason.is_null(i));
+            assert!(seconds.value(i) > 0.0);
+        }
+        // The what-if machine is marked; its price is its table's.
+        let derived = machine.value(i).contains("+what-if(");
+        assert_eq!(!what_if.is_null(i), derived);
+        assert_eq!(!price.is_null(i), machine.value(i).starts_with("h100-sxm"));
+    }
+    // The CSV: a header and the same rows, field by field where both print them alike.
+    let csv = std::fs::read_to_string(dir.join("r.csv")).unwrap();
+    let lines: Vec<Vec<String>> = csv.lines().map(csv_fields).collect();
+    assert_eq!(lines.len(), 7);
+    let head = &lines[0];
+    let at = |n: &str| head.iter().position(|h| h == n).unwrap();
+    for (i, l) in lines[1..].iter().enumerate() {
+        assert_eq!(l.len(), head.len());
+        assert_eq!(l[at("point")], point.value(i).to_string());
+        assert_eq!(l[at("machine")], machine.value(i));
+        assert_eq!(l[at("feasible")], feasible.value(i).to_string());
+        let s = &l[at("seconds_per_step")];
+        if seconds.is_null(i) {
+            assert!(s.is_empty());
+            assert_eq!(l[at("reason")], reason.value(i));
+        } else {
+            assert_eq!(s.parse::<f64>().unwrap(), seconds.value(i));
+        }
+    }
+}
+
+#[test]
+fn an_interrupted_sweep_resumes_from_its_journal_and_writes_the_same_bytes() {
+    let dir = setup("sweep-resume");
+    sweep(&dir, "spec.yaml", "r.parquet", "2");
+    let first = std::fs::read(dir.join("r.parquet")).unwrap();
+    let first_csv = std::fs::read(dir.join("r.csv")).unwrap();
+    // Cut the journal as an interruption would: two points lost, the last line half written.
+    let journal = dir.join("r.parquet.journal.jsonl");
+    let text = std::fs::read_to_string(&journal).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 7, "a header and six rows");
+    let kept = format!("{}\n{}", lines[..5].join("\n"), &lines[5][..20]);
+    std::fs::write(&journal, kept).unwrap();
+    std::fs::remove_file(dir.join("r.parquet")).unwrap();
+    let again = sweep(&dir, "spec.yaml", "r.parquet", "2");
+    assert!(again.contains("(2 run, 4 from the journal)"), "{again}");
+    assert_eq!(std::fs::read(dir.join("r.parquet")).unwrap(), first);
+    assert_eq!(std::fs::read(dir.join("r.csv")).unwrap(), first_csv);
+    // Everything done: nothing runs, the same bytes again.
+    let done = sweep(&dir, "spec.yaml", "r.parquet", "1");
+    assert!(done.contains("(0 run, 6 from the journal)"), "{done}");
+    assert_eq!(std::fs::read(dir.join("r.parquet")).unwrap(), first);
+    // A changed spec does not reuse the journal.
+    std::fs::write(dir.join("spec.yaml"), SPEC.replace("[8]", "[16]")).unwrap();
+    let err = refused_in(&dir, &["sweep", "spec.yaml", "-o", "r.parquet"]);
+    assert!(err.contains("journal of another sweep"), "{err}");
+}
+
+#[test]
+fn one_worker_and_two_write_the_same_bytes() {
+    let dir = setup("sweep-jobs");
+    sweep(&dir, "spec.yaml", "one.parquet", "1");
+    sweep(&dir, "spec.yaml", "two.parquet", "2");
+    for ext in ["parquet", "csv"] {
+        let one = std::fs::read(dir.join(format!("one.{ext}"))).unwrap();
+        let two = std::fs::read(dir.join(format!("two.{ext}"))).unwrap();
+        assert_eq!(one, two, "{ext}");
+    }
+}
+
+#[test]
+fn the_summary_names_a_crossover_between_adjacent_points() {
+    let dir = temp_dir("sweep-crossover");
+    std::fs::write(
+        dir.join("c.yaml"),
+        "models: [gpt3-1.3b]\ndevices: [8, 64]\nmachines: [a100-40gb]\nbatch: [64]\n",
+    )
+    .unwrap();
+    let text = sweep(&dir, "c.yaml", "c.parquet", "2");
+    assert!(
+        text.contains("devices 8 → 64 (gpt3-1.3b, a100-40gb, batch 64): dp → dp+tp"),
+        "{text}"
+    );
+}
+
+#[test]
+fn malformed_specs_are_refused_at_their_line() {
+    let dir = temp_dir("sweep-malformed");
+    for (spec, line, says) in [
+        ("models: [gpt3-125m]\ndevices: [8]\nmachines: [h100-sxm]\nmodles: [x]\n", 4, "unknown field `modles`"),
+        ("models:\n  - gpt3-125m\n  - gpt9\ndevices: [8]\nmachines: [h100-sxm]\n", 3, "gpt9"),
+        ("models: [gpt3-125m]\ndevices: [8]\nmachines:\n  - h100-sxm\n  - {calib: h100-sxm, with: \"domian=4\"}\n", 5, "unknown quantity `domian`"),
+        ("models: [gpt3-125m]\ndevices: [8, 0]\nmachines: [h100-sxm]\n", 2, "positive"),
+        ("models: [gpt3-125m]\ndevices: [8]\nmachines: [h100-sxm]\nfix: [tpp=2]\n", 4, "tpp"),
+        ("models: [gpt3-125m]\ndevices: [8]\nmachines: [h100-sxm]\nprice_per_gpu_hour: {h200-sxm: 3}\n", 4, "no machine `h200-sxm`"),
+    ] {
+        std::fs::write(dir.join("bad.yaml"), spec).unwrap();
+        let err = refused_in(&dir, &["sweep", "bad.yaml", "-o", "r.parquet"]);
+        assert!(err.contains(&format!("bad.yaml:{line}:")), "{spec}\n{err}");
+        assert!(err.contains(says), "{spec}\n{err}");
+    }
+    assert!(!dir.join("r.parquet").exists());
+}
