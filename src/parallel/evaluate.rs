@@ -456,7 +456,7 @@ fn block_of<T: Priced>(
 /// [`BlockCost::of`]): the FLOP-equivalents its GEMMs save at the FP8 peak (`gain` of their
 /// FLOPs), its casts (its input's where it is the first layer to read it) and weight elements
 /// ([`crate::parallel::amount::Fp8Operands`]), and what keeping its input in FP8 changes of
-/// the saved bytes ([`super::analysis::OpAnalysis::fp8_saved`]).
+/// the saved bytes ([`super::analysis::OpFormulas::fp8_saved`]).
 fn add_fp8<T: Priced>(
     x: &mut Amounts<T>,
     op: &super::analysis::OpAnalysis,

@@ -161,7 +161,7 @@ struct ViewDim<'a> {
 #[derive(Debug, Clone)]
 enum Kind {
     Rule {
-        rule: Box<OpRule>,
+        rule: std::sync::Arc<OpRule>,
         bind: BTreeMap<String, Poly>,
         /// Per input: a parameter tied to another operator's (its gradient is reduced there).
         tied: Vec<bool>,
@@ -562,11 +562,12 @@ impl Problem {
     pub fn add_rule_op(
         &mut self,
         name: &str,
-        rule: &OpRule,
+        rule: impl Into<std::sync::Arc<OpRule>>,
         bind: BTreeMap<String, Poly>,
         inputs: &[Option<usize>],
         tied: &[bool],
     ) -> Result<usize, SearchError> {
+        let rule: std::sync::Arc<OpRule> = rule.into();
         if inputs.len() != rule.inputs.len() {
             return Err(SearchError::InputCount {
                 op: name.into(),
@@ -633,7 +634,7 @@ impl Problem {
         self.ops.push(Op {
             name: name.to_string(),
             kind: Kind::Rule {
-                rule: Box::new(rule.clone()),
+                rule,
                 bind,
                 tied: tied_v,
             },
@@ -1321,7 +1322,13 @@ impl Problem {
                 };
                 inputs.push(from);
             }
-            let v = p.add_rule_op(&node.name, &node.rule, node.bind.clone(), &inputs, &tied)?;
+            let v = p.add_rule_op(
+                &node.name,
+                node.rule.clone(),
+                node.bind.clone(),
+                &inputs,
+                &tied,
+            )?;
             p.ops[v].terminal = !read.contains(&(bi, n));
             pos.insert(n, v);
         }
@@ -1549,7 +1556,7 @@ impl Gen<'_> {
             .map(|t| if t.param { None } else { from })
             .collect();
         let name = self.name(rule);
-        let v = p.add_rule_op(&name, &r, bind, &inputs, &[])?;
+        let v = p.add_rule_op(&name, r.clone(), bind, &inputs, &[])?;
         Ok((v, out))
     }
 
@@ -1592,7 +1599,7 @@ impl Gen<'_> {
         .into_iter()
         .collect();
         let name = self.name("add");
-        let v = p.add_rule_op(&name, &r, bind, &[Some(left), Some(right)], &[])?;
+        let v = p.add_rule_op(&name, r.clone(), bind, &[Some(left), Some(right)], &[])?;
         Ok((v, feat))
     }
 }
