@@ -956,6 +956,18 @@ fn gemm_dims(node: &OpNode, entry: &SplitEntry) -> Vec<GemmDims> {
 }
 
 impl Analysis {
+    /// How many distinct formula sets ([`OpFormulas`]) its operators hold: operators of one
+    /// kind share one, so a graph of thousands of identical operators holds a few.
+    pub fn distinct_formulas(&self) -> usize {
+        let mut seen: BTreeSet<usize> = BTreeSet::new();
+        for blk in &self.blocks {
+            for op in &blk.ops {
+                seen.insert(Arc::as_ptr(&op.formulas) as usize);
+            }
+        }
+        seen.len()
+    }
+
     /// The same analysis with the symbols of `b` replaced by their values (partial evaluation:
     /// what stays symbolic is what a search still varies), so that evaluating it many times is
     /// cheap.
