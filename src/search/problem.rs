@@ -285,6 +285,29 @@ pub fn facilities(needs: &[Need]) -> impl Iterator<Item = Facility> + '_ {
     })
 }
 
+/// The operators anything reads, model-wide: (block, node).
+fn read_anywhere(model: &Model) -> std::collections::BTreeSet<(usize, NodeIndex)> {
+    let mut read: std::collections::BTreeSet<(usize, NodeIndex)> = Default::default();
+    for (b, blk) in model.blocks.iter().enumerate() {
+        for n in blk.ops() {
+            for (_, prod) in &n.inputs {
+                match prod {
+                    Producer::Op { block, node } => {
+                        read.insert((*block, *node));
+                    }
+                    Producer::BlockInput => {
+                        if let Some(o) = blk.output {
+                            read.insert((b, o));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    read
+}
+
 /// A search problem.
 #[derive(Debug, Clone)]
 pub struct Problem {
@@ -1299,25 +1322,7 @@ impl Problem {
             model.loss == crate::model::LossMode::Fp32,
             model.train_metrics,
         );
-        // Which operators anything reads, model-wide.
-        let mut read: std::collections::BTreeSet<(usize, NodeIndex)> = Default::default();
-        for (b, blk) in model.blocks.iter().enumerate() {
-            for n in blk.ops() {
-                for (_, prod) in &n.inputs {
-                    match prod {
-                        Producer::Op { block, node } => {
-                            read.insert((*block, *node));
-                        }
-                        Producer::BlockInput => {
-                            if let Some(o) = blk.output {
-                                read.insert((b, o));
-                            }
-                        }
-                        _ => {}
-                    }
-                }
-            }
-        }
+        let read = read_anywhere(model);
         let mut pos: BTreeMap<NodeIndex, usize> = BTreeMap::new();
         let mut sources: BTreeMap<(usize, NodeIndex), usize> = BTreeMap::new();
         let mut entry: Option<usize> = None;
