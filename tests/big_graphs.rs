@@ -5,6 +5,7 @@
 
 use symshard::calib::Calibration;
 use symshard::model::{Model, ModelLoader};
+use symshard::parallel::{analyse, Layout};
 use symshard::search::compare::search_for;
 use symshard::search::problem::Problem;
 use symshard::search::sp::{solve_bounded, Search, MAX_WORK};
@@ -40,6 +41,22 @@ fn fan_in_yaml(branches: usize) -> String {
             }
         }
         level = next;
+    }
+    s + "symbols:\n  T: 8192\n  H: 4096\n"
+}
+
+/// A chain of `n` elementwise operators (gelu and relu in turn), each reading the one before.
+fn chain_yaml(n: usize) -> String {
+    let mut s = String::from(
+        "name: chain\ngraph:\n  symbols:\n    T: tokens\n    H: hidden size\n  inputs:\n    x: {dims: [T, H]}\n  blocks:\n    - name: body\n      ops:\n",
+    );
+    let mut prev = "x".to_string();
+    for i in 0..n {
+        let op = if i % 2 == 0 { "gelu" } else { "relu" };
+        s += &format!(
+            "        - {{name: o{i}, op: {op}, bind: {{b: T, h: H}}, in: {{x: {prev}}}}}\n"
+        );
+        prev = format!("o{i}");
     }
     s + "symbols:\n  T: 8192\n  H: 4096\n"
 }
@@ -123,5 +140,32 @@ fn a_search_beyond_its_work_budget_narrows_its_beam_or_is_refused() {
             assert!(ops >= 599);
         }
         other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+/// The analysis of a graph of thousands of operators of a few kinds holds one set of formulas
+/// per kind (its memory grows with the kinds, not the operators), through binding and context
+/// parallelism too, and each operator keeps its own name.
+#[test]
+fn operators_of_one_kind_share_their_formulas() {
+    let model = load(&chain_yaml(2000), "chain");
+    assert_eq!(model.ops().count(), 2000);
+    for sequence_parallel in [false, true] {
+        let layout = Layout {
+            sequence_parallel,
+            ..Layout::default()
+        };
+        let a = analyse(&model, &layout);
+        let kinds = a.distinct_formulas();
+        // gelu and relu, and the first operator, which reads the graph input.
+        assert!((2..=4).contains(&kinds), "{kinds} formula sets");
+        let names: Vec<&str> = a.blocks[0].ops.iter().map(|o| o.name.as_str()).collect();
+        assert_eq!(names[0], "o0");
+        assert_eq!(names[1999], "o1999");
+        let cp = a.context_parallel();
+        assert_eq!(cp.distinct_formulas(), kinds);
+        let bound = cp.bind(&model.values).unwrap();
+        assert!(bound.distinct_formulas() <= kinds);
+        assert!(bound.blocks[0].ops[1999].forward.is_constant());
     }
 }

@@ -34,8 +34,8 @@ pub enum Producer {
 pub struct OpNode {
     /// Unique name in the model.
     pub name: String,
-    /// The rule it applies.
-    pub rule: OpRule,
+    /// The rule it applies (shared by the operators that apply it).
+    pub rule: std::sync::Arc<OpRule>,
     /// Rule index or parameter → formula in the model's symbols.
     pub bind: BTreeMap<String, Poly>,
     /// Per rule input, where it comes from.

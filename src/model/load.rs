@@ -5,7 +5,7 @@ use super::spec::{FamilyFile, GraphSpec, ModelFile, SymbolValue};
 use crate::diag::Source;
 use crate::embedded;
 use crate::error::{Error, Result};
-use crate::rules::{Dtype, RuleSet};
+use crate::rules::{Dtype, OpRule, RuleSet};
 use crate::sym::{Bindings, Poly, Rational};
 use num_traits::Signed;
 use petgraph::algo::toposort;
@@ -211,6 +211,7 @@ impl ModelLoader {
         let builder = GraphBuilder {
             src: &graph_src,
             rules: &self.rules,
+            applied: Default::default(),
             symbols: &symbols,
             values: &values,
         };
@@ -498,6 +499,8 @@ type GraphInputs = Vec<(String, Vec<Poly>)>;
 struct GraphBuilder<'a> {
     src: &'a Source,
     rules: &'a RuleSet,
+    /// The rules applied so far, one copy each, shared by the operators applying them.
+    applied: std::cell::RefCell<BTreeMap<String, std::sync::Arc<OpRule>>>,
     symbols: &'a BTreeMap<String, String>,
     values: &'a Bindings,
 }
@@ -667,15 +670,28 @@ impl GraphBuilder<'_> {
         Ok((inputs, blocks))
     }
 
-    /// An operator's node: its rule, its bindings checked against the rule, its `tp` split and
-    /// its role (the first pass over a block, before any input is wired).
-    fn op_node(&self, op: &super::spec::OpSpec) -> Result<OpNode> {
+    /// The rule `op` applies, one shared copy per rule.
+    fn applied_rule(&self, op: &super::spec::OpSpec) -> Result<std::sync::Arc<OpRule>> {
+        if let Some(r) = self.applied.borrow().get(&op.op) {
+            return Ok(r.clone());
+        }
         let rule = self.rules.get(&op.op).cloned().ok_or_else(|| {
             self.err(
                 &["blocks", &op.name, "op", &op.op],
                 format!("unknown operator `{}` in `{}`", op.op, op.name),
             )
         })?;
+        let rule = std::sync::Arc::new(rule);
+        self.applied
+            .borrow_mut()
+            .insert(op.op.clone(), rule.clone());
+        Ok(rule)
+    }
+
+    /// An operator's node: its rule, its bindings checked against the rule, its `tp` split and
+    /// its role (the first pass over a block, before any input is wired).
+    fn op_node(&self, op: &super::spec::OpSpec) -> Result<OpNode> {
+        let rule = self.applied_rule(op)?;
         let mut bind = BTreeMap::new();
         for (k, f) in &op.bind.0 {
             let known = rule.index(k).is_some() || rule.params.contains(k);

@@ -372,7 +372,7 @@ pub struct Amounts<T> {
     /// Weight elements of the FP8 GEMMs.
     pub fp8_weights: T,
     /// What keeping the FP8 GEMMs' inputs in FP8 changes of `saved`
-    /// ([`super::analysis::OpAnalysis::fp8_saved`]).
+    /// ([`super::analysis::OpFormulas::fp8_saved`]).
     pub fp8_saved: T,
 }
 

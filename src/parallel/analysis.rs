@@ -14,6 +14,7 @@ use crate::sym::{Poly, SymError};
 use petgraph::graph::NodeIndex;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 /// The data-parallel axis size symbol.
 pub const DP: &str = "p_dp";
@@ -108,11 +109,60 @@ impl GemmDims {
     }
 }
 
-/// One operator, analysed.
-#[derive(Debug, Clone, Serialize)]
+/// One operator, analysed: its name and the collectives that carry it, and its formulas
+/// ([`OpFormulas`], read through `Deref`), shared by the operators of one kind (a graph of
+/// thousands of identical operators holds one copy of them per kind).
+#[derive(Debug, Clone)]
 pub struct OpAnalysis {
     /// Operator name.
     pub name: String,
+    /// Per-(micro)batch collectives of the operator itself (statistics, halos).
+    pub comm: Vec<Comm>,
+    /// Per-step parameter-gradient reductions.
+    pub grad_comm: Vec<Comm>,
+    formulas: Arc<OpFormulas>,
+}
+
+impl std::ops::Deref for OpAnalysis {
+    type Target = OpFormulas;
+    fn deref(&self) -> &OpFormulas {
+        &self.formulas
+    }
+}
+
+impl Serialize for OpAnalysis {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let f = &*self.formulas;
+        let mut st = s.serialize_struct("OpAnalysis", 19)?;
+        st.serialize_field("name", &self.name)?;
+        st.serialize_field("rule", &f.rule)?;
+        st.serialize_field("class", &f.class)?;
+        st.serialize_field("attention_core", &f.attention_core)?;
+        st.serialize_field("fused_attention", &f.fused_attention)?;
+        st.serialize_field("recompute", &f.recompute)?;
+        st.serialize_field("io_bytes", &f.io_bytes)?;
+        st.serialize_field("gemms", &f.gemms)?;
+        st.serialize_field("backward_io_bytes", &f.backward_io_bytes)?;
+        st.serialize_field("forward", &f.forward)?;
+        st.serialize_field("backward", &f.backward)?;
+        st.serialize_field("saved", &f.saved)?;
+        st.serialize_field("recomputable_saved", &f.recomputable_saved)?;
+        st.serialize_field("params", &f.params)?;
+        st.serialize_field("comm", &self.comm)?;
+        st.serialize_field("grad_comm", &self.grad_comm)?;
+        st.serialize_field("out", &f.out)?;
+        st.serialize_field("out_bytes", &f.out_bytes)?;
+        st.serialize_field("ring_bytes", &f.ring_bytes)?;
+        st.end()
+    }
+}
+
+/// What an operator's analysis holds but for its name and collectives: the same for every
+/// operator of one kind (rule, bindings, input kinds, splits and place among the saved
+/// tensors).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpFormulas {
     /// Rule name.
     pub rule: String,
     /// FLOP class.
@@ -132,17 +182,14 @@ pub struct OpAnalysis {
     /// Where it is a linear layer outside the attention core
     /// ([`crate::rules::OpRule::linear_input`]), what FP8 training runs in FP8 inside a repeated
     /// layer: the position of its activation input.
-    #[serde(skip)]
     pub linear_input: Option<usize>,
     /// Whether, as an FP8 GEMM, it casts its activation input: the first linear layer of its
     /// block to read that tensor (the q, k and v projections of one input are one
     /// Transformer Engine module, which casts its input once).
-    #[serde(skip)]
     pub fp8_casts_input: bool,
     /// What its block's saved bytes change by when it runs as an FP8 GEMM: the casting layer
     /// keeps its input in FP8 (half the bf16 bytes of what it keeps), and the bf16 copy only
     /// where an earlier operator keeps that too (zero for the others).
-    #[serde(skip)]
     pub fp8_saved: Poly,
     /// Per-device sizes of the GEMMs it runs as (forward, then one per input gradient; see
     /// [`crate::rules::OpRule::gemms`]), with split indices divided; empty when it is not a
@@ -155,23 +202,18 @@ pub struct OpAnalysis {
     /// reduction, layer normalisation's second pass), and the share of `backward_io_bytes` it
     /// takes from the other backward kernels ([`crate::rules::OpRule::param_grad_kernel_bytes`],
     /// split indices divided).
-    #[serde(skip)]
     pub param_grad_bytes: [Poly; 2],
     /// Bytes per device of its output.
-    #[serde(skip)]
     pub out_local_bytes: Poly,
     /// Bytes a loss moves beyond `io_bytes` and `backward_io_bytes` (forward, backward) where
     /// it runs as separate fp32 passes ([`crate::rules::OpRule::fp32_pass_bytes`], the model's
     /// [`crate::model::LossMode::Fp32`]), and (forward) its evaluations as training metrics
     /// ([`crate::rules::OpRule::metric_pass_bytes`] × the model's `train_metrics`); zero for
     /// every other operator.
-    #[serde(skip)]
     pub loss_pass_bytes: [Poly; 2],
     /// The splits chosen.
-    #[serde(skip)]
     pub plan: OpPlan,
     /// The split table entry of those splits (rule symbols and axis sizes).
-    #[serde(skip)]
     pub entry: SplitEntry,
     /// Forward FLOPs per device.
     pub forward: Poly,
@@ -181,7 +223,6 @@ pub struct OpAnalysis {
     /// keeps is not counted again).
     pub saved: Poly,
     /// The saved inputs: (input position, bytes per device).
-    #[serde(skip)]
     pub saved_inputs: Vec<(usize, Poly)>,
     /// The part of `saved` that selective recomputation drops: what an attention-core operator
     /// saves of its own or of another attention-core operator's outputs (its inputs from outside
@@ -189,10 +230,6 @@ pub struct OpAnalysis {
     pub recomputable_saved: Poly,
     /// Trained parameter elements owned, per device.
     pub params: Poly,
-    /// Per-(micro)batch collectives of the operator itself (statistics, halos).
-    pub comm: Vec<Comm>,
-    /// Per-step parameter-gradient reductions.
-    pub grad_comm: Vec<Comm>,
     /// Forward output placement per axis (dp, tp).
     pub out: [Place; 2],
     /// Output bytes of the whole logical tensor.
@@ -353,6 +390,7 @@ fn saved_once(model: &Model, blocks: &mut [BlockAnalysis], index: &OpIndex) -> V
     // whole is kept sharded and gathered again in the backward pass, as Megatron-LM does
     // (Korthikanti et al. 2022 §4.2.3).
     let mut regather: Vec<Vec<Comm>> = vec![Vec::new(); model.blocks.len()];
+    let mut kinds = SavedKinds::new();
     for (bi, block) in model.blocks.iter().enumerate() {
         // The tensors of the block some operator already keeps for the backward.
         let mut kept: BTreeSet<String> = BTreeSet::new();
@@ -360,24 +398,21 @@ fn saved_once(model: &Model, blocks: &mut [BlockAnalysis], index: &OpIndex) -> V
         let mut fp8_cast: BTreeSet<String> = BTreeSet::new();
         for (oi, &n) in block.order.iter().enumerate() {
             let node = &block.graph[n];
-            let saved_inputs = blocks[bi].ops[oi].saved_inputs.clone();
-            let core = blocks[bi].ops[oi].attention_core;
-            if core {
-                let inputs: Poly = saved_inputs.iter().map(|(_, b)| b.clone()).sum();
-                blocks[bi].ops[oi].recomputable_saved = &blocks[bi].ops[oi].saved - &inputs;
+            let op = blocks[bi].ops[oi].formulas.clone();
+            let mut s = Saved::of(&op);
+            if op.attention_core {
+                let inputs: Poly = op.saved_inputs.iter().map(|(_, b)| b.clone()).sum();
+                s.recomputable = &s.saved - &inputs;
             }
-            for (k, bytes) in saved_inputs {
-                let Some(key) = node.input_key(k) else {
+            for (k, bytes) in &op.saved_inputs {
+                let Some(key) = node.input_key(*k) else {
                     continue;
                 };
-                let producer = producer_of(block, bi, node, k, index);
+                let producer = producer_of(block, bi, node, *k, index);
                 let mut keep = bytes.clone();
                 if let Some((pb, pi)) = producer {
                     let p = &blocks[pb].ops[pi];
-                    let reads_whole = matches!(
-                        blocks[bi].ops[oi].plan.tp,
-                        Some((_, super::layout::Tag::Feature))
-                    );
+                    let reads_whole = matches!(op.plan.tp, Some((_, super::layout::Tag::Feature)));
                     if p.out[1] == Place::Shard(super::layout::Tag::Seq) && reads_whole {
                         keep = bytes.checked_div(&Poly::symbol(TP)).expect("axis symbol");
                         // A later reader runs its backward earlier: the gather serves the
@@ -397,24 +432,24 @@ fn saved_once(model: &Model, blocks: &mut [BlockAnalysis], index: &OpIndex) -> V
                         }
                     }
                 }
-                if blocks[bi].ops[oi].linear_input == Some(k) && fp8_cast.insert(key.clone()) {
-                    let op = &mut blocks[bi].ops[oi];
-                    op.fp8_casts_input = true;
+                if op.linear_input == Some(*k) && fp8_cast.insert(key.clone()) {
+                    s.fp8_casts_input = true;
                     let half =
                         &keep * &Poly::constant(crate::sym::Rational::new(1.into(), 2.into()));
-                    op.fp8_saved = if kept.contains(&key) { half } else { -half };
+                    s.fp8_saved = if kept.contains(&key) { half } else { -half };
                 }
-                blocks[bi].ops[oi].saved -= &bytes;
+                s.saved -= bytes;
                 if !kept.contains(&key) {
-                    blocks[bi].ops[oi].saved += &keep;
+                    s.saved += &keep;
                     let from_core =
                         producer.is_some_and(|(pb, pi)| blocks[pb].ops[pi].attention_core);
-                    if core && from_core {
-                        blocks[bi].ops[oi].recomputable_saved += &keep;
+                    if op.attention_core && from_core {
+                        s.recomputable += &keep;
                     }
                     kept.insert(key);
                 }
             }
+            s.set(&mut blocks[bi].ops[oi], &mut kinds);
             // An output its producer keeps (already in its `saved`): a later reader keeping it
             // again adds nothing.
             if node
@@ -428,6 +463,62 @@ fn saved_once(model: &Model, blocks: &mut [BlockAnalysis], index: &OpIndex) -> V
         }
     }
     regather
+}
+
+/// What an operator keeps for the backward pass, given the tensors the operators before it
+/// keep: the fields of [`OpFormulas`] that [`saved_once`] sets.
+struct Saved {
+    saved: Poly,
+    recomputable: Poly,
+    fp8_saved: Poly,
+    fp8_casts_input: bool,
+}
+
+/// The formulas made for an operator's saved bytes, by the formulas they were made from (kept
+/// alive so that their addresses stay theirs).
+type SavedKinds = HashMap<usize, (Arc<OpFormulas>, Vec<Arc<OpFormulas>>)>;
+
+impl Saved {
+    fn of(f: &OpFormulas) -> Saved {
+        Saved {
+            saved: f.saved.clone(),
+            recomputable: f.recomputable_saved.clone(),
+            fp8_saved: f.fp8_saved.clone(),
+            fp8_casts_input: f.fp8_casts_input,
+        }
+    }
+
+    fn matches(&self, f: &OpFormulas) -> bool {
+        self.saved == f.saved
+            && self.recomputable == f.recomputable_saved
+            && self.fp8_saved == f.fp8_saved
+            && self.fp8_casts_input == f.fp8_casts_input
+    }
+
+    /// Gives `op` these saved bytes, sharing the formulas of an operator of its kind that
+    /// already has them.
+    fn set(self, op: &mut OpAnalysis, kinds: &mut SavedKinds) {
+        if self.matches(&op.formulas) {
+            return;
+        }
+        let key = Arc::as_ptr(&op.formulas) as usize;
+        let (_, made) = kinds
+            .entry(key)
+            .or_insert_with(|| (op.formulas.clone(), Vec::new()));
+        if let Some(f) = made.iter().find(|f| self.matches(f)) {
+            op.formulas = f.clone();
+            return;
+        }
+        let f = Arc::new(OpFormulas {
+            saved: self.saved,
+            recomputable_saved: self.recomputable,
+            fp8_saved: self.fp8_saved,
+            fp8_casts_input: self.fp8_casts_input,
+            ..(*op.formulas).clone()
+        });
+        made.push(f.clone());
+        op.formulas = f;
+    }
 }
 
 /// Gradients arriving at each producer: (producer location) → per-axis consumer placements.
@@ -447,14 +538,15 @@ fn forward_edges(
     for &n in &block.order {
         let node = &block.graph[n];
         let (_, ci) = index[&(bi, n)];
-        let entry = blocks[bi].ops[ci].entry.clone();
+        let formulas = blocks[bi].ops[ci].formulas.clone();
+        let entry = &formulas.entry;
         for (k, (input, _)) in node.inputs.iter().enumerate() {
             let src = producer_of(block, bi, node, k, index);
             let Some((pb, pi)) = src else { continue };
             let t = &node.rule.inputs[k];
             let want = place_of(
                 &blocks[bi].ops[ci].plan,
-                &entry,
+                entry,
                 t,
                 &entry.forward.inputs[k].placements,
             );
@@ -492,7 +584,7 @@ fn forward_edges(
             if t.grad {
                 let dname = format!("d{}", t.name);
                 if let Some(g) = entry.backward.outputs.iter().find(|o| o.tensor == dname) {
-                    let got = place_of(&blocks[bi].ops[ci].plan, &entry, t, &g.placements);
+                    let got = place_of(&blocks[bi].ops[ci].plan, entry, t, &g.placements);
                     grads.entry((pb, pi)).or_default().push(got);
                 }
             }
@@ -691,8 +783,7 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
     } else {
         Poly::zero()
     };
-    OpAnalysis {
-        name: node.name.clone(),
+    let formulas = OpFormulas {
         rule: node.rule.name.clone(),
         class: node.rule.class,
         attention_core,
@@ -716,13 +807,17 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
         recomputable_saved: Poly::zero(),
         saved_inputs,
         params,
-        comm,
-        grad_comm,
         out,
         out_bytes: f(&tensor_bytes(&node.rule.output, model.dtype_bytes)),
         ring_bytes,
         plan,
         entry,
+    };
+    OpAnalysis {
+        name: node.name.clone(),
+        comm,
+        grad_comm,
+        formulas: Arc::new(formulas),
     }
 }
 
@@ -861,6 +956,18 @@ fn gemm_dims(node: &OpNode, entry: &SplitEntry) -> Vec<GemmDims> {
 }
 
 impl Analysis {
+    /// How many distinct formula sets ([`OpFormulas`]) its operators hold: operators of one
+    /// kind share one, so a graph of thousands of identical operators holds a few.
+    pub fn distinct_formulas(&self) -> usize {
+        let mut seen: BTreeSet<usize> = BTreeSet::new();
+        for blk in &self.blocks {
+            for op in &blk.ops {
+                seen.insert(Arc::as_ptr(&op.formulas) as usize);
+            }
+        }
+        seen.len()
+    }
+
     /// The same analysis with the symbols of `b` replaced by their values (partial evaluation:
     /// what stays symbolic is what a search still varies), so that evaluating it many times is
     /// cheap.
@@ -879,44 +986,110 @@ impl Analysis {
             })
         };
         let mut out = self;
+        let mut kinds = Kinds::default();
         for blk in &mut out.blocks {
             blk.repeat = f(&blk.repeat)?;
             blk.boundary_bytes = f(&blk.boundary_bytes)?;
             blk.edges = blk.edges.iter().map(comm).collect::<Result<_, _>>()?;
             for op in &mut blk.ops {
-                op.forward = f(&op.forward)?;
-                op.backward = f(&op.backward)?;
-                op.recompute = f(&op.recompute)?;
-                op.io_bytes = f(&op.io_bytes)?;
-                op.backward_io_bytes = f(&op.backward_io_bytes)?;
-                for p in &mut op.param_grad_bytes {
-                    *p = f(p)?;
-                }
-                op.out_local_bytes = f(&op.out_local_bytes)?;
-                for p in &mut op.loss_pass_bytes {
-                    *p = f(p)?;
-                }
-                op.saved = f(&op.saved)?;
-                op.recomputable_saved = f(&op.recomputable_saved)?;
-                op.fp8_saved = f(&op.fp8_saved)?;
-                op.params = f(&op.params)?;
-                op.out_bytes = f(&op.out_bytes)?;
-                op.ring_bytes = f(&op.ring_bytes)?;
-                op.gemms = op
-                    .gemms
-                    .iter()
-                    .map(|g| g.map(f))
-                    .collect::<Result<_, _>>()?;
-                op.saved_inputs = op
-                    .saved_inputs
-                    .iter()
-                    .map(|(k, p)| Ok((*k, f(p)?)))
-                    .collect::<Result<_, SymError>>()?;
+                op.formulas = kinds.map(&op.formulas, |x| x.bound(b))?;
                 op.comm = op.comm.iter().map(comm).collect::<Result<_, _>>()?;
                 op.grad_comm = op.grad_comm.iter().map(comm).collect::<Result<_, _>>()?;
             }
         }
         Ok(out)
+    }
+}
+
+/// The formulas an analysis-wide change made of each operator kind's formulas, made once per
+/// kind: keyed by the address of the formulas they were made from, kept alive with them.
+#[derive(Default)]
+struct Kinds(HashMap<usize, (Arc<OpFormulas>, Arc<OpFormulas>)>);
+
+impl Kinds {
+    fn map<E>(
+        &mut self,
+        from: &Arc<OpFormulas>,
+        change: impl FnOnce(&OpFormulas) -> Result<OpFormulas, E>,
+    ) -> Result<Arc<OpFormulas>, E> {
+        let key = Arc::as_ptr(from) as usize;
+        if let Some((_, to)) = self.0.get(&key) {
+            return Ok(to.clone());
+        }
+        let to = Arc::new(change(from)?);
+        self.0.insert(key, (from.clone(), to.clone()));
+        Ok(to)
+    }
+}
+
+impl OpFormulas {
+    /// These formulas with the symbols of `b` replaced by their values.
+    fn bound(&self, b: &crate::sym::Bindings) -> Result<OpFormulas, SymError> {
+        let f = |p: &Poly| p.bind(b);
+        let mut op = self.clone();
+        op.forward = f(&op.forward)?;
+        op.backward = f(&op.backward)?;
+        op.recompute = f(&op.recompute)?;
+        op.io_bytes = f(&op.io_bytes)?;
+        op.backward_io_bytes = f(&op.backward_io_bytes)?;
+        for p in &mut op.param_grad_bytes {
+            *p = f(p)?;
+        }
+        op.out_local_bytes = f(&op.out_local_bytes)?;
+        for p in &mut op.loss_pass_bytes {
+            *p = f(p)?;
+        }
+        op.saved = f(&op.saved)?;
+        op.recomputable_saved = f(&op.recomputable_saved)?;
+        op.fp8_saved = f(&op.fp8_saved)?;
+        op.params = f(&op.params)?;
+        op.out_bytes = f(&op.out_bytes)?;
+        op.ring_bytes = f(&op.ring_bytes)?;
+        op.gemms = op
+            .gemms
+            .iter()
+            .map(|g| g.map(f))
+            .collect::<Result<_, _>>()?;
+        op.saved_inputs = op
+            .saved_inputs
+            .iter()
+            .map(|(k, p)| Ok((*k, f(p)?)))
+            .collect::<Result<_, SymError>>()?;
+        Ok(op)
+    }
+
+    /// These formulas on one rank of a context-parallel group (see
+    /// [`Analysis::context_parallel`]).
+    fn context_parallel(&self, sequence: Option<&str>) -> OpFormulas {
+        let g = |p: &Poly| per_cp_rank(p, sequence);
+        let mut op = self.clone();
+        op.forward = g(&op.forward);
+        op.backward = g(&op.backward);
+        op.recompute = g(&op.recompute);
+        op.io_bytes = g(&op.io_bytes);
+        op.backward_io_bytes = g(&op.backward_io_bytes);
+        for p in &mut op.param_grad_bytes {
+            *p = g(p);
+        }
+        op.out_local_bytes = g(&op.out_local_bytes);
+        for p in &mut op.loss_pass_bytes {
+            *p = g(p);
+        }
+        op.saved = g(&op.saved);
+        op.recomputable_saved = g(&op.recomputable_saved);
+        op.fp8_saved = g(&op.fp8_saved);
+        op.out_bytes = g(&op.out_bytes);
+        op.ring_bytes = g(&op.ring_bytes);
+        for d in &mut op.gemms {
+            d.batch = g(&d.batch);
+            d.rows = g(&d.rows);
+            d.cols = g(&d.cols);
+            d.inner = g(&d.inner);
+        }
+        for (_, p) in &mut op.saved_inputs {
+            *p = g(p);
+        }
+        op
     }
 }
 
@@ -953,7 +1126,7 @@ impl Analysis {
         self.clone().into_context_parallel()
     }
 
-    /// The same analysis without each operator's split table entry ([`OpAnalysis::entry`],
+    /// The same analysis without each operator's split table entry ([`OpFormulas::entry`],
     /// every formula of the split's derivation): the analysis itself reads the entries to
     /// price its edges, nothing after it does, and they are most of its memory. `rank` keeps
     /// an analysis of every layout it prices, of every operator of a graph of thousands.
@@ -964,14 +1137,21 @@ impl Analysis {
             outputs: Vec::new(),
             collectives: Vec::new(),
         };
+        let mut kinds = Kinds::default();
         for blk in &mut self.blocks {
             for op in &mut blk.ops {
-                op.entry = SplitEntry {
-                    splits: Vec::new(),
-                    forward: empty(),
-                    backward: empty(),
-                    saved_bytes: Poly::zero(),
-                };
+                let f = kinds.map(&op.formulas, |x| {
+                    Ok::<_, std::convert::Infallible>(OpFormulas {
+                        entry: SplitEntry {
+                            splits: Vec::new(),
+                            forward: empty(),
+                            backward: empty(),
+                            saved_bytes: Poly::zero(),
+                        },
+                        ..x.clone()
+                    })
+                });
+                op.formulas = f.unwrap_or_else(|e| match e {});
             }
         }
         self
@@ -987,36 +1167,15 @@ impl Analysis {
             ..c.clone()
         };
         let mut out = self;
+        let mut kinds = Kinds::default();
         for blk in &mut out.blocks {
             blk.boundary_bytes = g(&blk.boundary_bytes);
             blk.edges = blk.edges.iter().map(tokens).collect();
             for op in &mut blk.ops {
-                op.forward = g(&op.forward);
-                op.backward = g(&op.backward);
-                op.recompute = g(&op.recompute);
-                op.io_bytes = g(&op.io_bytes);
-                op.backward_io_bytes = g(&op.backward_io_bytes);
-                for p in &mut op.param_grad_bytes {
-                    *p = g(p);
-                }
-                op.out_local_bytes = g(&op.out_local_bytes);
-                for p in &mut op.loss_pass_bytes {
-                    *p = g(p);
-                }
-                op.saved = g(&op.saved);
-                op.recomputable_saved = g(&op.recomputable_saved);
-                op.fp8_saved = g(&op.fp8_saved);
-                op.out_bytes = g(&op.out_bytes);
-                op.ring_bytes = g(&op.ring_bytes);
-                for d in &mut op.gemms {
-                    d.batch = g(&d.batch);
-                    d.rows = g(&d.rows);
-                    d.cols = g(&d.cols);
-                    d.inner = g(&d.inner);
-                }
-                for (_, p) in &mut op.saved_inputs {
-                    *p = g(p);
-                }
+                let f = kinds.map(&op.formulas, |x| {
+                    Ok::<_, std::convert::Infallible>(x.context_parallel(sequence.as_deref()))
+                });
+                op.formulas = f.unwrap_or_else(|e| match e {});
                 op.comm = op.comm.iter().map(tokens).collect();
                 for c in &mut op.grad_comm {
                     if c.axis == AxisKind::Dp {

@@ -14,6 +14,7 @@ use crate::strategy::{
 use crate::sym::{Bindings, Poly, Rational};
 use num_traits::{One, ToPrimitive, Zero};
 use serde::Serialize;
+use std::collections::BTreeSet;
 
 /// Bytes of mixed-precision Adam state per parameter: bf16 weights ([`WEIGHT_BYTES`]), bf16
 /// gradients, and fp32 master weights, momentum and variance (Rajbhandari et al. 2020).
@@ -206,23 +207,20 @@ pub struct BlockSums {
 /// The symbols of the polynomials and those they divide by: what decides whether
 /// [`Poly::eval`] fails.
 fn eval_signature(ps: &[&Poly]) -> (Vec<String>, Vec<String>) {
-    let mut all = Vec::new();
-    let mut divides = Vec::new();
+    let mut all: BTreeSet<&str> = BTreeSet::new();
+    let mut divides: BTreeSet<&str> = BTreeSet::new();
     for p in ps {
         for (m, _) in p.terms() {
             for (name, e) in m.iter() {
-                all.push(name.to_string());
+                all.insert(name);
                 if e < 0 {
-                    divides.push(name.to_string());
+                    divides.insert(name);
                 }
             }
         }
     }
-    for v in [&mut all, &mut divides] {
-        v.sort_unstable();
-        v.dedup();
-    }
-    (all, divides)
+    let owned = |v: BTreeSet<&str>| v.into_iter().map(str::to_string).collect();
+    (owned(all), owned(divides))
 }
 
 /// [`BlockSums`] of every block of `a`.
@@ -248,7 +246,7 @@ pub fn block_sums(a: &Analysis) -> Vec<BlockSums> {
             };
             for op in &blk.ops {
                 let mut add = |sum: &mut Poly, p| {
-                    *sum = &*sum + p;
+                    *sum += p;
                     parts.push(p);
                 };
                 add(&mut s.forward, &op.forward);
@@ -456,7 +454,7 @@ fn block_of<T: Priced>(
 /// [`BlockCost::of`]): the FLOP-equivalents its GEMMs save at the FP8 peak (`gain` of their
 /// FLOPs), its casts (its input's where it is the first layer to read it) and weight elements
 /// ([`crate::parallel::amount::Fp8Operands`]), and what keeping its input in FP8 changes of
-/// the saved bytes ([`super::analysis::OpAnalysis::fp8_saved`]).
+/// the saved bytes ([`super::analysis::OpFormulas::fp8_saved`]).
 fn add_fp8<T: Priced>(
     x: &mut Amounts<T>,
     op: &super::analysis::OpAnalysis,

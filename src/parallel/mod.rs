@@ -10,7 +10,7 @@ pub mod layout;
 pub mod moe;
 pub mod traced;
 
-pub use analysis::{analyse, Analysis, BlockAnalysis, Comm, OpAnalysis, Site, DP, TP};
+pub use analysis::{analyse, Analysis, BlockAnalysis, Comm, OpAnalysis, OpFormulas, Site, DP, TP};
 pub use evaluate::{evaluate, CommRow, Evaluation, Infeasible, Memory, RelativeCost};
 pub use layout::{plan, Layout, OpPlan, Place, Tag};
 

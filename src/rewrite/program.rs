@@ -47,7 +47,7 @@ impl Program {
 pub fn block_analysis(model: &Model, block: &Block, axis: &str, size: Poly) -> DistAnalysis {
     let mut rules: BTreeMap<String, OpRule> = BTreeMap::new();
     for op in block.ops() {
-        rules.insert(op.rule.name.clone(), op.rule.clone());
+        rules.insert(op.rule.name.clone(), (*op.rule).clone());
     }
     DistAnalysis::new(
         rules.into_values(),

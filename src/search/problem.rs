@@ -61,6 +61,7 @@ use num_traits::{One, ToPrimitive, Zero};
 use petgraph::graph::NodeIndex;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
+use std::sync::Arc;
 
 /// One mesh axis of a search problem.
 #[derive(Debug, Clone, PartialEq)]
@@ -113,7 +114,7 @@ pub enum AxisPlace {
 }
 
 /// One way of cutting an operator over one axis.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Cut {
     /// The rule index cut (empty for a source's placement).
     pub index: String,
@@ -139,8 +140,20 @@ impl Cut {
     }
 }
 
+/// An operator's bindings: rule index or parameter → formula in the model's symbols.
+type Bind = BTreeMap<String, Poly>;
+
+/// The views made while building a problem, by (rule, tensor position, bindings): the
+/// operators of one kind share theirs. Keyed by the addresses of the rule and bindings, which
+/// it keeps alive.
+#[derive(Default)]
+struct Views(HashMap<(usize, usize, usize), SharedView>);
+
+/// A view made, with the rule and bindings it was made of.
+type SharedView = (Arc<OpRule>, Arc<Bind>, Arc<View>);
+
 /// A tensor view: the key of every atom occurrence of every index.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 struct View {
     /// Index → keys of its atoms in this view (None where the index's extent differs here).
     by_index: BTreeMap<String, Vec<Option<u32>>>,
@@ -161,8 +174,8 @@ struct ViewDim<'a> {
 #[derive(Debug, Clone)]
 enum Kind {
     Rule {
-        rule: Box<OpRule>,
-        bind: BTreeMap<String, Poly>,
+        rule: Arc<OpRule>,
+        bind: Arc<Bind>,
         /// Per input: a parameter tied to another operator's (its gradient is reduced there).
         tied: Vec<bool>,
     },
@@ -180,7 +193,7 @@ pub struct Input {
     pub from: Option<usize>,
     /// Whether a gradient flows back to the producer.
     pub grad: bool,
-    view: View,
+    view: Arc<View>,
 }
 
 /// One operator of a problem.
@@ -195,7 +208,7 @@ pub struct Op {
     pub cuts: Vec<Cut>,
     /// Whole output bytes.
     pub out_bytes: Rational,
-    out_view: View,
+    out_view: Arc<View>,
     /// If set, the only choice allowed (a fixed source).
     only: Option<Vec<Option<usize>>>,
     /// Whether a partial output nobody reads must still be all-reduced.
@@ -270,6 +283,29 @@ pub fn facilities(needs: &[Need]) -> impl Iterator<Item = Facility> + '_ {
         });
         std::iter::once(f).chain(b)
     })
+}
+
+/// The operators anything reads, model-wide: (block, node).
+fn read_anywhere(model: &Model) -> std::collections::BTreeSet<(usize, NodeIndex)> {
+    let mut read: std::collections::BTreeSet<(usize, NodeIndex)> = Default::default();
+    for (b, blk) in model.blocks.iter().enumerate() {
+        for n in blk.ops() {
+            for (_, prod) in &n.inputs {
+                match prod {
+                    Producer::Op { block, node } => {
+                        read.insert((*block, *node));
+                    }
+                    Producer::BlockInput => {
+                        if let Some(o) = blk.output {
+                            read.insert((b, o));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    read
 }
 
 /// A search problem.
@@ -562,10 +598,47 @@ impl Problem {
     pub fn add_rule_op(
         &mut self,
         name: &str,
-        rule: &OpRule,
-        bind: BTreeMap<String, Poly>,
+        rule: impl Into<Arc<OpRule>>,
+        bind: impl Into<Arc<Bind>>,
         inputs: &[Option<usize>],
         tied: &[bool],
+    ) -> Result<usize, SearchError> {
+        let (rule, bind) = (rule.into(), bind.into());
+        self.add_shared_rule_op(name, rule, bind, inputs, tied, &mut Views::default())
+    }
+
+    /// The view of tensor `k` of `rule` (its output for `usize::MAX`) bound by `bind`, made
+    /// once per kind of operator.
+    fn shared_view(
+        &mut self,
+        views: &mut Views,
+        rule: &Arc<OpRule>,
+        k: usize,
+        bind: &Arc<Bind>,
+    ) -> Result<Arc<View>, SearchError> {
+        let key = (Arc::as_ptr(rule) as usize, k, Arc::as_ptr(bind) as usize);
+        if let Some((_, _, v)) = views.0.get(&key) {
+            return Ok(v.clone());
+        }
+        let t = if k == usize::MAX {
+            &rule.output
+        } else {
+            &rule.inputs[k]
+        };
+        let v = Arc::new(self.view(t, bind)?);
+        views.0.insert(key, (rule.clone(), bind.clone(), v.clone()));
+        Ok(v)
+    }
+
+    /// [`Problem::add_rule_op`] with the views of earlier operators of its kind.
+    fn add_shared_rule_op(
+        &mut self,
+        name: &str,
+        rule: Arc<OpRule>,
+        bind: Arc<Bind>,
+        inputs: &[Option<usize>],
+        tied: &[bool],
+        views: &mut Views,
     ) -> Result<usize, SearchError> {
         if inputs.len() != rule.inputs.len() {
             return Err(SearchError::InputCount {
@@ -575,7 +648,7 @@ impl Problem {
                 expected: rule.inputs.len(),
             });
         }
-        let out_view = self.view(&rule.output, &bind)?;
+        let out_view = self.shared_view(views, &rule, usize::MAX, &bind)?;
         let out_bytes = eval(
             &tensor_bytes(&rule.output, self.dtype_bytes).substitute_all(&bind)?,
             &self.values,
@@ -592,10 +665,10 @@ impl Problem {
                     });
                 }
             }
-            let mut view = self.view(t, &bind)?;
+            let mut view = self.shared_view(views, &rule, k, &bind)?;
             if let Some(p) = from {
                 if self.ops[p].out_view.multiset != view.multiset {
-                    view = self.foreign(&view, &format!("{name}.{}", t.name));
+                    view = Arc::new(self.foreign(&view, &format!("{name}.{}", t.name)));
                 }
             }
             ins.push(Input {
@@ -633,7 +706,7 @@ impl Problem {
         self.ops.push(Op {
             name: name.to_string(),
             kind: Kind::Rule {
-                rule: Box::new(rule.clone()),
+                rule,
                 bind,
                 tied: tied_v,
             },
@@ -656,7 +729,7 @@ impl Problem {
         bind: &BTreeMap<String, Poly>,
         mode: SourceMode,
     ) -> Result<usize, SearchError> {
-        let out_view = self.view(&rule.output, bind)?;
+        let out_view = Arc::new(self.view(&rule.output, bind)?);
         let out_bytes = eval(
             &tensor_bytes(&rule.output, self.dtype_bytes).substitute_all(bind)?,
             &self.values,
@@ -1029,23 +1102,29 @@ impl Problem {
     /// extent differs, which names the operator; [`Problem::shares_price`] tells such a price
     /// apart).
     pub fn price_classes(&self) -> Vec<usize> {
-        let mut ids: HashMap<String, usize> = HashMap::new();
+        type Key<'a> = (
+            Option<(&'a str, &'a BTreeMap<String, Poly>, &'a [bool])>,
+            &'a [Cut],
+            &'a Option<Vec<Option<usize>>>,
+            Vec<(&'a str, bool, bool, &'a View)>,
+            &'a View,
+        );
+        let mut ids: HashMap<Key, usize> = HashMap::new();
         self.ops
             .iter()
             .map(|o| {
                 let kind = match &o.kind {
-                    Kind::Rule { rule, bind, tied } => format!("{}{bind:?}{tied:?}", rule.name),
-                    Kind::Source => "source".to_string(),
+                    Kind::Rule { rule, bind, tied } => {
+                        Some((rule.name.as_str(), &**bind, tied.as_slice()))
+                    }
+                    Kind::Source => None,
                 };
                 let inputs: Vec<_> = o
                     .inputs
                     .iter()
-                    .map(|i| (&i.name, i.from.is_some(), i.grad, &i.view))
+                    .map(|i| (i.name.as_str(), i.from.is_some(), i.grad, &*i.view))
                     .collect();
-                let key = format!(
-                    "{kind}|{:?}|{:?}|{inputs:?}|{:?}",
-                    o.cuts, o.only, o.out_view
-                );
+                let key = (kind, o.cuts.as_slice(), &o.only, inputs, &*o.out_view);
                 let next = ids.len();
                 *ids.entry(key).or_insert(next)
             })
@@ -1243,25 +1322,7 @@ impl Problem {
             model.loss == crate::model::LossMode::Fp32,
             model.train_metrics,
         );
-        // Which operators anything reads, model-wide.
-        let mut read: std::collections::BTreeSet<(usize, NodeIndex)> = Default::default();
-        for (b, blk) in model.blocks.iter().enumerate() {
-            for n in blk.ops() {
-                for (_, prod) in &n.inputs {
-                    match prod {
-                        Producer::Op { block, node } => {
-                            read.insert((*block, *node));
-                        }
-                        Producer::BlockInput => {
-                            if let Some(o) = blk.output {
-                                read.insert((b, o));
-                            }
-                        }
-                        _ => {}
-                    }
-                }
-            }
-        }
+        let read = read_anywhere(model);
         let mut pos: BTreeMap<NodeIndex, usize> = BTreeMap::new();
         let mut sources: BTreeMap<(usize, NodeIndex), usize> = BTreeMap::new();
         let mut entry: Option<usize> = None;
@@ -1269,6 +1330,9 @@ impl Problem {
             Some(l) => SourceMode::Fixed(l.clone()),
             None => SourceMode::Fixed(vec!["R".to_string(); n_axes]),
         };
+        // Operators of one kind share their bindings and views.
+        let mut binds: HashMap<&Bind, Arc<Bind>> = HashMap::new();
+        let mut views = Views::default();
         for &n in &block.order {
             let node: &OpNode = &block.graph[n];
             let mut inputs = Vec::new();
@@ -1321,7 +1385,18 @@ impl Problem {
                 };
                 inputs.push(from);
             }
-            let v = p.add_rule_op(&node.name, &node.rule, node.bind.clone(), &inputs, &tied)?;
+            let bind = binds
+                .entry(&node.bind)
+                .or_insert_with(|| Arc::new(node.bind.clone()))
+                .clone();
+            let v = p.add_shared_rule_op(
+                &node.name,
+                node.rule.clone(),
+                bind,
+                &inputs,
+                &tied,
+                &mut views,
+            )?;
             p.ops[v].terminal = !read.contains(&(bi, n));
             pos.insert(n, v);
         }
@@ -1549,7 +1624,7 @@ impl Gen<'_> {
             .map(|t| if t.param { None } else { from })
             .collect();
         let name = self.name(rule);
-        let v = p.add_rule_op(&name, &r, bind, &inputs, &[])?;
+        let v = p.add_rule_op(&name, r.clone(), bind, &inputs, &[])?;
         Ok((v, out))
     }
 
@@ -1592,7 +1667,7 @@ impl Gen<'_> {
         .into_iter()
         .collect();
         let name = self.name("add");
-        let v = p.add_rule_op(&name, &r, bind, &[Some(left), Some(right)], &[])?;
+        let v = p.add_rule_op(&name, r.clone(), bind, &[Some(left), Some(right)], &[])?;
         Ok((v, feat))
     }
 }

@@ -17,13 +17,13 @@ fn add_owned(mut a: Poly, mut b: Poly) -> Poly {
 
 fn add_ref(a: &mut Poly, b: &Poly) {
     for (m, c) in b.terms() {
-        a.add_term(m.clone(), c.clone());
+        a.add_term_ref(m, c, false);
     }
 }
 
 fn sub_ref(a: &mut Poly, b: &Poly) {
     for (m, c) in b.terms() {
-        a.add_term(m.clone(), -c.clone());
+        a.add_term_ref(m, c, true);
     }
 }
 

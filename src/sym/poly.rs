@@ -308,6 +308,33 @@ impl Poly {
         }
     }
 
+    /// [`Poly::add_term`] of `sign · coeff · m`, copying `m` only when it is a new term.
+    pub(crate) fn add_term_ref(&mut self, m: &Monomial, coeff: &Rational, negate: bool) {
+        if coeff.is_zero() {
+            return;
+        }
+        match self.terms.get_mut(m) {
+            Some(c) => {
+                if negate {
+                    *c -= coeff;
+                } else {
+                    add_rational(c, coeff);
+                }
+                if c.is_zero() {
+                    self.terms.remove(m);
+                }
+            }
+            None => {
+                let c = if negate {
+                    -coeff.clone()
+                } else {
+                    coeff.clone()
+                };
+                self.terms.insert(m.clone(), c);
+            }
+        }
+    }
+
     /// Adds `scale * other` to this polynomial in place.
     pub(crate) fn add_scaled(&mut self, other: &Poly, coeff: &Rational, m: &Monomial) {
         for (om, oc) in &other.terms {
