@@ -1025,71 +1025,60 @@ impl Kinds {
 impl OpFormulas {
     /// These formulas with the symbols of `b` replaced by their values.
     fn bound(&self, b: &crate::sym::Bindings) -> Result<OpFormulas, SymError> {
-        let f = |p: &Poly| p.bind(b);
-        let mut op = self.clone();
-        op.forward = f(&op.forward)?;
-        op.backward = f(&op.backward)?;
-        op.recompute = f(&op.recompute)?;
-        op.io_bytes = f(&op.io_bytes)?;
-        op.backward_io_bytes = f(&op.backward_io_bytes)?;
-        for p in &mut op.param_grad_bytes {
-            *p = f(p)?;
-        }
-        op.out_local_bytes = f(&op.out_local_bytes)?;
-        for p in &mut op.loss_pass_bytes {
-            *p = f(p)?;
-        }
-        op.saved = f(&op.saved)?;
-        op.recomputable_saved = f(&op.recomputable_saved)?;
-        op.fp8_saved = f(&op.fp8_saved)?;
-        op.params = f(&op.params)?;
-        op.out_bytes = f(&op.out_bytes)?;
-        op.ring_bytes = f(&op.ring_bytes)?;
-        op.gemms = op
-            .gemms
-            .iter()
-            .map(|g| g.map(f))
-            .collect::<Result<_, _>>()?;
-        op.saved_inputs = op
-            .saved_inputs
-            .iter()
-            .map(|(k, p)| Ok((*k, f(p)?)))
-            .collect::<Result<_, SymError>>()?;
-        Ok(op)
+        self.try_map(true, |p| p.bind(b))
     }
 
     /// These formulas on one rank of a context-parallel group (see
-    /// [`Analysis::context_parallel`]).
+    /// [`Analysis::context_parallel`]): every amount but the parameters, which each rank holds
+    /// whole.
     fn context_parallel(&self, sequence: Option<&str>) -> OpFormulas {
-        let g = |p: &Poly| per_cp_rank(p, sequence);
+        match self.try_map(false, |p| {
+            Ok::<_, std::convert::Infallible>(per_cp_rank(p, sequence))
+        }) {
+            Ok(op) => op,
+            Err(never) => match never {},
+        }
+    }
+
+    /// Every formula through `f` (the parameters too where `params`).
+    fn try_map<E>(
+        &self,
+        params: bool,
+        f: impl Fn(&Poly) -> Result<Poly, E>,
+    ) -> Result<OpFormulas, E> {
         let mut op = self.clone();
-        op.forward = g(&op.forward);
-        op.backward = g(&op.backward);
-        op.recompute = g(&op.recompute);
-        op.io_bytes = g(&op.io_bytes);
-        op.backward_io_bytes = g(&op.backward_io_bytes);
-        for p in &mut op.param_grad_bytes {
-            *p = g(p);
+        for p in [
+            &mut op.forward,
+            &mut op.backward,
+            &mut op.recompute,
+            &mut op.io_bytes,
+            &mut op.backward_io_bytes,
+            &mut op.out_local_bytes,
+            &mut op.saved,
+            &mut op.recomputable_saved,
+            &mut op.fp8_saved,
+            &mut op.out_bytes,
+            &mut op.ring_bytes,
+        ] {
+            *p = f(p)?;
         }
-        op.out_local_bytes = g(&op.out_local_bytes);
-        for p in &mut op.loss_pass_bytes {
-            *p = g(p);
+        if params {
+            op.params = f(&op.params)?;
         }
-        op.saved = g(&op.saved);
-        op.recomputable_saved = g(&op.recomputable_saved);
-        op.fp8_saved = g(&op.fp8_saved);
-        op.out_bytes = g(&op.out_bytes);
-        op.ring_bytes = g(&op.ring_bytes);
-        for d in &mut op.gemms {
-            d.batch = g(&d.batch);
-            d.rows = g(&d.rows);
-            d.cols = g(&d.cols);
-            d.inner = g(&d.inner);
+        for p in op
+            .param_grad_bytes
+            .iter_mut()
+            .chain(op.loss_pass_bytes.iter_mut())
+            .chain(op.saved_inputs.iter_mut().map(|(_, p)| p))
+        {
+            *p = f(p)?;
         }
-        for (_, p) in &mut op.saved_inputs {
-            *p = g(p);
-        }
-        op
+        op.gemms = op
+            .gemms
+            .iter()
+            .map(|g| g.map(&f))
+            .collect::<Result<_, _>>()?;
+        Ok(op)
     }
 }
 
