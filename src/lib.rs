@@ -21,7 +21,6 @@ pub mod rules;
 pub mod search;
 pub mod strategy;
 pub mod suggest;
-pub mod sweep;
 pub mod sym;
 pub mod timeline;
 pub mod units;

@@ -304,20 +304,7 @@ pub fn tally(n: impl Into<BigInt>) -> String {
     count(&Rational::from_integer(n.into()))
 }
 
-/// Why a strategy does not fit, with both amounts in [`bytes`] (as the evaluation states it with
-/// `--exact`).
-pub fn infeasible(why: &crate::parallel::Infeasible) -> String {
-    if exact() {
-        return why.to_string();
-    }
-    format!(
-        "needs {} per device, more than {}",
-        bytes(&why.need.floor()),
-        bytes(&why.have.floor())
-    )
-}
-
-/// [`infeasible`] for the reason as JSON states it (`needs N bytes per device, more than M`),
+/// [`crate::parallel::Infeasible::describe`] for the reason as JSON states it (`needs N bytes per device, more than M`),
 /// where only that text is at hand (the report reads rank's JSON); any other text unchanged.
 pub fn fit_reason(reason: &str) -> String {
     let parsed = reason.strip_prefix("needs ").and_then(|r| {

@@ -611,7 +611,7 @@ fn print_device_totals(pd: &PerDevice, e: &Evaluation, machine: &(String, Ration
                 "  (does not fit: {})",
                 pd.reason
                     .as_ref()
-                    .map(units::infeasible)
+                    .map(crate::parallel::Infeasible::describe)
                     .unwrap_or_default()
             )
         }

@@ -18,7 +18,7 @@ pub mod rank;
 mod report;
 mod stack_fit;
 mod strategy_args;
-mod sweep;
+pub mod sweep;
 mod timeline;
 pub use crate::units;
 mod validate;

@@ -1036,7 +1036,10 @@ fn print_rows(rows: &[Row]) {
                 } else {
                     format!(
                         "no: {}",
-                        r.reason.as_ref().map(units::infeasible).unwrap_or_default()
+                        r.reason
+                            .as_ref()
+                            .map(crate::parallel::Infeasible::describe)
+                            .unwrap_or_default()
                     )
                 },
             ]

@@ -93,7 +93,7 @@ pub fn plan_of(
         eprintln!(
             "warning: {} does not fit in memory: {}",
             e.knobs.describe(model.batch_value(&values)),
-            units::infeasible(why)
+            why.describe()
         );
     }
     Ok(plan)

@@ -708,6 +708,21 @@ impl std::fmt::Display for Infeasible {
     }
 }
 
+impl Infeasible {
+    /// Why the strategy does not fit, with both amounts in [`crate::units::bytes`] (as
+    /// [`std::fmt::Display`] states them with `--exact`).
+    pub fn describe(&self) -> String {
+        if crate::units::exact() {
+            return self.to_string();
+        }
+        format!(
+            "needs {} per device, more than {}",
+            crate::units::bytes(&self.need.floor()),
+            crate::units::bytes(&self.have.floor())
+        )
+    }
+}
+
 impl Serialize for Infeasible {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(self)

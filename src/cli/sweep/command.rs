@@ -1,10 +1,10 @@
 //! `symshard sweep SPEC.yaml -o results.parquet`: the fastest layout at every point of a grid,
 //! written as Parquet and CSV, resumable from its journal.
 
-use super::units;
+use crate::cli::sweep::output::{companions, csv_bytes, parquet_bytes, Journal};
+use crate::cli::sweep::Loaded;
+use crate::cli::units;
 use crate::error::Error;
-use crate::sweep::output::{companions, csv_bytes, parquet_bytes, Journal};
-use crate::sweep::Loaded;
 use clap::Args;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -38,7 +38,7 @@ pub fn run(args: SweepArgs) -> Result<(), Error> {
     let (csv, journal_path) = companions(&args.output);
     let inputs = [args.spec.as_path()];
     for p in [&args.output, &csv, &journal_path] {
-        super::output::check_output(p, &inputs)?;
+        crate::cli::output::check_output(p, &inputs)?;
     }
     let points = loaded.points();
     let (journal, done) = Journal::open(&journal_path, &loaded.spec, points.len() as u64)?;
@@ -46,7 +46,7 @@ pub fn run(args: SweepArgs) -> Result<(), Error> {
     let jobs = args
         .jobs
         .map_or_else(rayon::current_num_threads, |j| j as usize);
-    let pb = super::progress::bar(points.len() as u64, "sweep");
+    let pb = crate::cli::progress::bar(points.len() as u64, "sweep");
     pb.set_position(resumed as u64);
     let busy = AtomicU64::new(0);
     let start = Instant::now();
@@ -58,8 +58,8 @@ pub fn run(args: SweepArgs) -> Result<(), Error> {
     })?;
     pb.finish_and_clear();
     let wall = start.elapsed().as_secs_f64();
-    super::output::write_output(&args.output, &parquet_bytes(&rows)?, &inputs)?;
-    super::output::write_output(&csv, &csv_bytes(&rows)?, &inputs)?;
+    crate::cli::output::write_output(&args.output, &parquet_bytes(&rows)?, &inputs)?;
+    crate::cli::output::write_output(&csv, &csv_bytes(&rows)?, &inputs)?;
     let ran = rows.len() - resumed;
     let timing = Timing {
         ran,
@@ -85,7 +85,7 @@ struct Timing {
 fn print_summary(
     args: &SweepArgs,
     loaded: &Loaded,
-    rows: &[crate::sweep::Row],
+    rows: &[crate::cli::sweep::Row],
     t: &Timing,
     csv: &Path,
     journal: &Path,
@@ -114,7 +114,7 @@ fn print_summary(
             println!("{}", w.line());
         }
     }
-    let infeasible: Vec<&crate::sweep::Row> = rows.iter().filter(|r| !r.feasible).collect();
+    let infeasible: Vec<&crate::cli::sweep::Row> = rows.iter().filter(|r| !r.feasible).collect();
     if let Some(first) = infeasible.first() {
         println!(
             "{} infeasible (a row each, with its reason), e.g. point {}: {}",

@@ -290,7 +290,12 @@ impl Loaded {
         knobs_into(row, top, &batch);
         if !top.evaluation.feasible {
             row.reason = crate::cli::rank::nothing_fits_line(&result, &opts.memory, &batch)
-                .or_else(|| top.evaluation.reason.as_ref().map(crate::units::infeasible));
+                .or_else(|| {
+                    top.evaluation
+                        .reason
+                        .as_ref()
+                        .map(crate::parallel::Infeasible::describe)
+                });
             return Ok(());
         }
         row.feasible = true;

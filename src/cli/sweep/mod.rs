@@ -1,13 +1,15 @@
-//! Design-space sweeps: a grid of models, machines (shipped or what-if), device counts,
+//! `symshard sweep`, design-space sweeps: a grid of models, machines (shipped or what-if), device counts,
 //! precisions, batch sizes and sequence lengths; at each point the fastest layout by simulated
 //! seconds (`rank --calib … --top 1`) with its throughput, MFU, memory, GPU-hours, energy and
 //! cost. Points run in parallel; each finished row goes to a journal at once, so an interrupted
 //! sweep resumes where it stopped; the rows are written in point order as Parquet and CSV.
 
+mod command;
 pub mod output;
 pub mod point;
 pub mod spec;
 
+pub use command::{run, SweepArgs};
 pub use point::{Point, Row, AXES};
 pub use spec::{Loaded, Spec};
 
