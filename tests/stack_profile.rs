@@ -273,6 +273,36 @@ fn validate_reports_fit_and_test_rows_apart() {
 }
 
 #[test]
+fn rows_that_are_not_independent_are_no_test_rows() {
+    // The DDP files: flash-attention-training-a100 (5 rows), the two Lambda files (1 each) and
+    // the two Dao 2023 Table 1 files (4 each), which share a publication with a100-80gb's
+    // attention rates (`independent: false`). Fitted on one Lambda row, the test rows are the
+    // other 6 independent ones, not 14.
+    let dir = temp_dir("stack-independent");
+    std::fs::write(
+        dir.join("p.yaml"),
+        "name: p\ndoc: d\nlabel: pytorch-ddp\nfit_set:\n  - file: lambda-flash-attention-a100\n\
+         parameters:\n  step_overhead: {value: 0.01}\n",
+    )
+    .unwrap();
+    let out = symshard()
+        .current_dir(&dir)
+        .args(["validate", "--stack", "p.yaml"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.contains("test rows: mean |error|"))
+        .unwrap_or_default();
+    assert!(line.contains(" over 6 "), "{text}");
+    assert!(
+        text.contains("fit rows: mean |error|") && text.contains(" over 1 "),
+        "{text}"
+    );
+}
+
+#[test]
 fn every_shipped_profile_loads_and_declares_its_fit_set() {
     for (stem, text) in symshard::embedded::STACKS {
         let src = Source::new(format!("stacks/{stem}.yaml"), *text);

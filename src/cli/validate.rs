@@ -292,10 +292,16 @@ fn print_sweeps(outcomes: &[FileOutcome]) {
 fn print_split(p: &StackProfile, outcomes: &[FileOutcome], free: &[FileOutcome]) {
     println!("stack profile {}", p.describe());
     let applied = outcomes.iter().filter(|o| o.stack_profile.is_some());
-    // (set, error with the profile, error without).
+    // (set, error with the profile, error without); a test row only from a file independent of
+    // its machine's table (the headline leaves the others out, as `validate`'s own does).
     let errors: Vec<(Option<RowSet>, f64, f64)> = applied
         .zip(free)
-        .flat_map(|(o, f)| o.rows.iter().zip(&f.rows))
+        .flat_map(|(o, f)| {
+            o.rows
+                .iter()
+                .zip(&f.rows)
+                .filter(move |(r, _)| o.independent || r.set == Some(RowSet::Fit))
+        })
         .map(|(r, f)| (r.set, r.error, f.error))
         .collect();
     if errors.is_empty() {
