@@ -229,13 +229,16 @@ fn bad_profiles_are_refused_at_their_line() {
     assert!(err.contains("no row `no such row`"), "{err}");
 }
 
-#[test]
-fn validate_reports_fit_and_test_rows_apart() {
-    let dir = temp_dir("stack-validate");
+/// `validate --stack p.yaml` (its table) with a profile `p` of `label` fitted on the shipped file
+/// `fit`, written in a directory of its own for test `name`.
+fn validate_with_profile(name: &str, label: &str, fit: &str) -> (PathBuf, String) {
+    let dir = temp_dir(name);
     std::fs::write(
         dir.join("p.yaml"),
-        "name: p\ndoc: d\nlabel: megatron\nfit_set:\n  - file: megatron-v1-dgx2h\n\
-         parameters:\n  step_overhead: {value: 0.1}\n",
+        format!(
+            "name: p\ndoc: d\nlabel: {label}\nfit_set:\n  - file: {fit}\n\
+             parameters:\n  step_overhead: {{value: 0.1}}\n"
+        ),
     )
     .unwrap();
     let out = symshard()
@@ -243,7 +246,13 @@ fn validate_reports_fit_and_test_rows_apart() {
         .args(["validate", "--stack", "p.yaml"])
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    (dir, text)
+}
+
+#[test]
+fn validate_reports_fit_and_test_rows_apart() {
+    let (dir, text) = validate_with_profile("stack-validate", "megatron", "megatron-v1-dgx2h");
     assert!(text.contains("test rows: mean |error|"), "{text}");
     assert!(text.contains("fit rows: mean |error|"), "{text}");
     assert!(text.contains("  stack profile: p (step_overhead"), "{text}");
@@ -278,28 +287,18 @@ fn rows_that_are_not_independent_are_no_test_rows() {
     // the two Dao 2023 Table 1 files (4 each), which share a publication with a100-80gb's
     // attention rates (`independent: false`). Fitted on one Lambda row, the test rows are the
     // other 6 independent ones, not 14.
-    let dir = temp_dir("stack-independent");
-    std::fs::write(
-        dir.join("p.yaml"),
-        "name: p\ndoc: d\nlabel: pytorch-ddp\nfit_set:\n  - file: lambda-flash-attention-a100\n\
-         parameters:\n  step_overhead: {value: 0.01}\n",
-    )
-    .unwrap();
-    let out = symshard()
-        .current_dir(&dir)
-        .args(["validate", "--stack", "p.yaml"])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    let line = text
-        .lines()
-        .find(|l| l.contains("test rows: mean |error|"))
-        .unwrap_or_default();
-    assert!(line.contains(" over 6 "), "{text}");
-    assert!(
-        text.contains("fit rows: mean |error|") && text.contains(" over 1 "),
-        "{text}"
+    let (_, text) = validate_with_profile(
+        "stack-independent",
+        "pytorch-ddp",
+        "lambda-flash-attention-a100",
     );
+    let line = |set: &str| {
+        text.lines()
+            .find(|l| l.contains(&format!("{set} rows: mean |error|")))
+            .unwrap_or_default()
+    };
+    assert!(line("test").contains(" over 6 "), "{text}");
+    assert!(line("fit").contains(" over 1 "), "{text}");
 }
 
 #[test]
