@@ -153,3 +153,84 @@ fn timeline_marks_a_what_if_machine() {
     assert!(doc["what_if"].as_str().unwrap().contains("hbm.bandwidth"));
     assert!(doc["calibration"].as_str().unwrap().contains("+what-if("));
 }
+
+/// A what-if machine's printed name, `TABLE+what-if(CHANGES)`, names the same machine again
+/// wherever `--calib` is taken: `rank` gives the same seconds as with `--with`.
+#[test]
+fn the_printed_name_of_a_what_if_machine_names_it_again() {
+    let mut with = RANK.to_vec();
+    with.extend([
+        "--with",
+        "nvlink.bandwidth=x2,hbm.capacity=141GB",
+        "--format",
+        "json",
+    ]);
+    let by_flag = json(&with);
+    let name = by_flag["calibration"].as_str().unwrap().to_string();
+    assert_eq!(
+        name,
+        "h100-sxm+what-if(nvlink.bandwidth=x2,hbm.capacity=141GB)"
+    );
+    let mut named = RANK.to_vec();
+    named[5] = &name;
+    named.extend(["--format", "json"]);
+    let by_name = json(&named);
+    assert_eq!(by_name["calibration"], by_flag["calibration"]);
+    assert_eq!(by_name["memory_limit"], "141000000000");
+    assert_eq!(seconds(&by_name), seconds(&by_flag));
+    assert_eq!(by_name["what_if"], by_flag["what_if"]);
+}
+
+/// `port` sets a what-if machine beside its table, and a link twice as fast is no slower.
+#[test]
+fn port_times_an_analysis_on_a_what_if_machine() {
+    let dir = common::temp_dir("whatif-port");
+    let plan = dir.join("plan.json");
+    let plan = plan.to_str().unwrap();
+    stdout(&[
+        "analyze",
+        "gpt3-1.3b",
+        "--dp",
+        "2",
+        "--tp",
+        "8",
+        "--micro-batch-size",
+        "4",
+        "-o",
+        plan,
+    ]);
+    let doc = json(&[
+        "port",
+        plan,
+        "--calib",
+        "h100-sxm",
+        "--calib",
+        "h100-sxm+what-if(nvlink.bandwidth=x4)",
+        "--format",
+        "json",
+    ]);
+    let rows = doc.as_array().unwrap();
+    assert_eq!(
+        rows[1]["calibration"],
+        "h100-sxm+what-if(nvlink.bandwidth=x4)"
+    );
+    let s = |i: usize| rows[i]["iteration_seconds"].as_f64().unwrap();
+    assert!(
+        s(1) < s(0),
+        "tp = 8 over NVLink four times as fast: {} {}",
+        s(1),
+        s(0)
+    );
+}
+
+/// A what-if name with a bad change is refused as `--with` refuses it.
+#[test]
+fn a_bad_what_if_name_is_refused() {
+    let mut args = RANK.to_vec();
+    args[5] = "h100-sxm+what-if(nvlink.bandwith=x2)";
+    let err = refused(&args);
+    assert!(err.contains("unknown quantity `nvlink.bandwith`"), "{err}");
+    args[5] = "no-such-table+what-if(domain=16)";
+    let err = refused(&args);
+    assert!(err.contains("unknown calibration `no-such-table`"), "{err}");
+}

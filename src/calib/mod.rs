@@ -705,9 +705,14 @@ impl Calibration {
 
     /// Loads a calibration named on the command line: a file, or a shipped table's name,
     /// optionally followed by `@KERNEL` to time fused attention with one of the table's
-    /// `attention_kernels` instead of its `attention` curve.
+    /// `attention_kernels` instead of its `attention` curve. A what-if machine is named as
+    /// symshard prints it, `TABLE+what-if(CHANGES)` (see [`Calibration::with_what_if`]), so
+    /// that a name copied from any output names the same machine again.
     pub fn resolve(arg: &str) -> Result<Calibration> {
         if !Path::new(arg).is_file() {
+            if let Some((table, changes)) = whatif::split_name(arg) {
+                return Calibration::resolve(table)?.with_what_if(changes);
+            }
             if let Some((table, kernel)) = arg.rsplit_once('@') {
                 return Calibration::resolve_table(table)?.with_attention_kernel(kernel);
             }

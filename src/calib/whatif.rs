@@ -350,6 +350,14 @@ fn set(c: &mut Calibration, name: &str, before: &Option<Rational>, after: &Ratio
     }
 }
 
+/// The table and the changes of a what-if machine's name, `TABLE+what-if(CHANGES)`; `None`
+/// for any other name.
+pub fn split_name(name: &str) -> Option<(&str, &str)> {
+    let (table, rest) = name.rsplit_once("+what-if(")?;
+    let changes = rest.strip_suffix(')')?;
+    (!table.is_empty()).then_some((table, changes))
+}
+
 impl Calibration {
     /// This table with the quantities `spec` names changed (`nvlink.bandwidth=x2,domain=72`):
     /// a what-if machine, named `TABLE+what-if(SPEC)`. Unknown names, values that are not

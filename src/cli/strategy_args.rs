@@ -92,7 +92,8 @@ pub struct StrategyFlags {
     /// A what-if machine: change named quantities of the `--calib` table
     /// (`nvlink.bandwidth=x2,hbm.capacity=141GB,domain=72`; a factor `xF` or a value with its
     /// unit). Names: device.peak.DTYPE, hbm.bandwidth, hbm.capacity, nvlink.bandwidth,
-    /// network.bandwidth, nvlink.latency, network.latency, domain, device.tdp.
+    /// network.bandwidth, nvlink.latency, network.latency, domain, device.tdp. The machine is
+    /// named `TABLE+what-if(CHANGES)`, a name `--calib` takes again.
     #[arg(long = "with", value_name = "NAME=VALUE,…", requires = "calib")]
     pub with: Option<String>,
     /// A software stack's profile (a file or a shipped name, `stacks/`): the seconds its host

@@ -43,7 +43,9 @@ pub struct PortArgs {
     /// An analysis saved by `symshard analyze -o`.
     pub analysis: PathBuf,
     /// Machines to time it on (files or shipped names; `TABLE@KERNEL` times fused attention with
-    /// one of the table's `attention_kernels`), in the order to show them.
+    /// one of the table's `attention_kernels`; `TABLE+what-if(NAME=VALUE,…)` is a what-if
+    /// machine, changed as `--with` changes it, named as symshard prints it), in the order to
+    /// show them.
     #[arg(long, value_name = "FILE", required = true)]
     pub calib: Vec<String>,
     /// A software stack's profile (a file or a shipped name, `stacks/`) added on every machine;
