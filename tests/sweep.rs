@@ -163,6 +163,29 @@ fn an_interrupted_sweep_resumes_from_its_journal_and_writes_the_same_bytes() {
     assert!(err.contains("journal of another sweep"), "{err}");
 }
 
+/// A calibration file edited between two runs of one spec: the journal's rows were priced on
+/// the old table, so the rerun refuses to mix them in; with the journal deleted it prices anew.
+#[test]
+fn a_journal_is_not_reused_once_a_machine_file_changed() {
+    let dir = temp_dir("sweep-edited-table");
+    let table = include_str!("../calibration/h100-sxm.yaml");
+    std::fs::write(dir.join("mine.yaml"), table).unwrap();
+    let spec = "models: [gpt3-125m]\ndevices: [8]\nmachines: [mine.yaml]\n";
+    std::fs::write(dir.join("spec.yaml"), spec).unwrap();
+    sweep(&dir, "spec.yaml", "e.parquet", "1");
+    let again = sweep(&dir, "spec.yaml", "e.parquet", "1");
+    assert!(again.contains("(0 run, 1 from the journal)"), "{again}");
+    // HBM bandwidth 3.35 TB/s -> 2 TB/s: the same spec text, another machine.
+    let edited = table.replacen("value: 3.35e12", "value: 2.0e12", 1);
+    assert_ne!(edited, table, "the edit must change the table");
+    std::fs::write(dir.join("mine.yaml"), edited).unwrap();
+    let err = refused_in(&dir, &["sweep", "spec.yaml", "-o", "e.parquet"]);
+    assert!(err.contains("priced on other inputs"), "{err}");
+    std::fs::remove_file(dir.join("e.parquet.journal.jsonl")).unwrap();
+    let fresh = sweep(&dir, "spec.yaml", "e.parquet", "1");
+    assert!(fresh.contains("(1 run, 0 from the journal)"), "{fresh}");
+}
+
 #[test]
 fn one_worker_and_two_write_the_same_bytes() {
     let dir = setup("sweep-jobs");

@@ -41,7 +41,7 @@ pub fn run(args: SweepArgs) -> Result<(), Error> {
         crate::cli::output::check_output(p, &inputs)?;
     }
     let points = loaded.points();
-    let (journal, done) = Journal::open(&journal_path, &loaded.spec, points.len() as u64)?;
+    let (journal, done) = Journal::open(&journal_path, &loaded, points.len() as u64)?;
     let resumed = done.len();
     let jobs = args
         .jobs

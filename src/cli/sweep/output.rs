@@ -3,7 +3,7 @@
 //! Parquet crates. Neither file holds a time or a host: the same rows give the same bytes.
 
 use super::point::Row;
-use super::spec::Spec;
+use super::spec::Loaded;
 use crate::error::{Error, Result};
 use arrow::array::{ArrayRef, BooleanArray, Float64Array, StringArray, UInt64Array};
 use arrow::datatypes::{DataType, Field, Schema};
@@ -165,12 +165,45 @@ pub fn companions(parquet: &Path) -> (PathBuf, PathBuf) {
     (csv, PathBuf::from(journal))
 }
 
-/// The journal's first line: which spec its rows belong to.
+/// The journal's first line: which spec its rows belong to, and what its inputs held.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Header {
     symshard_sweep_journal: u32,
     spec: String,
     points: u64,
+    /// A digest of what the spec's names stood for when the rows were written
+    /// ([`inputs_digest`]); absent in journals written before it was kept.
+    #[serde(default)]
+    inputs: String,
+}
+
+/// A digest (XXH64, hexadecimal) of what a sweep's names stand for: symshard's version, every
+/// machine as built (its table, what-if changes applied) and the text of every model given as a
+/// file. A table or model file edited between two runs changes it, so a resumed sweep never
+/// mixes rows priced on the old inputs with rows priced on the new.
+pub fn inputs_digest(loaded: &Loaded) -> Result<String> {
+    use std::hash::Hasher;
+    let mut h = twox_hash::XxHash64::with_seed(0);
+    let mut put = |bytes: &[u8]| {
+        h.write_u64(bytes.len() as u64);
+        h.write(bytes);
+    };
+    put(env!("CARGO_PKG_VERSION").as_bytes());
+    for m in &loaded.machines {
+        let json = serde_json::to_string(m).map_err(|e| {
+            Error::Internal(format!("cannot write machine `{}` as JSON: {e}", m.name))
+        })?;
+        put(json.as_bytes());
+    }
+    for m in &loaded.spec.models {
+        let path = Path::new(m);
+        if path.is_file() {
+            put(&std::fs::read(path).map_err(io(path))?);
+        } else {
+            put(m.as_bytes());
+        }
+    }
+    Ok(format!("{:016x}", h.finish()))
 }
 
 /// The journal of a sweep: rows appended as points finish.
@@ -190,13 +223,18 @@ impl Journal {
     /// Opens the journal at `path` for `spec`: the rows it already holds (a resumed sweep), and
     /// the journal ready to append. A journal of another spec is refused; a line cut short by an
     /// interruption is dropped.
-    pub fn open(path: &Path, spec: &Spec, points: u64) -> Result<(Journal, BTreeMap<u64, Row>)> {
-        let spec_text = serde_json::to_string(spec)
+    pub fn open(
+        path: &Path,
+        loaded: &Loaded,
+        points: u64,
+    ) -> Result<(Journal, BTreeMap<u64, Row>)> {
+        let spec_text = serde_json::to_string(&loaded.spec)
             .map_err(|e| Error::Internal(format!("cannot write the spec as JSON: {e}")))?;
         let header = Header {
             symshard_sweep_journal: 1,
             spec: spec_text,
             points,
+            inputs: inputs_digest(loaded)?,
         };
         let mut done = BTreeMap::new();
         if path.exists() {
@@ -204,7 +242,14 @@ impl Journal {
             let mut lines = text.lines();
             let first: Option<Header> = lines.next().and_then(|l| serde_json::from_str(l).ok());
             match first {
-                Some(h) if h.spec == header.spec && h.points == points => {}
+                Some(h) if h.spec == header.spec && h.points == points => {
+                    if h.inputs != header.inputs {
+                        return Err(Error::Usage(format!(
+                            "{}: its rows were priced on other inputs than the sweep's now (a calibration table or model file changed since, or another symshard version wrote them): delete it to price every point again, or write the results elsewhere with -o",
+                            path.display()
+                        )));
+                    }
+                }
                 _ => {
                     return Err(Error::Usage(format!(
                         "{} is the journal of another sweep (or not a journal): delete it, or write the results elsewhere with -o",
