@@ -13,6 +13,7 @@ mod layout;
 mod models;
 mod optimize;
 mod output;
+mod port;
 pub mod progress;
 pub mod rank;
 mod report;

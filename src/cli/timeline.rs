@@ -40,8 +40,18 @@ pub struct TimelineArgs {
 /// Arguments of `port`.
 #[derive(Debug, Args)]
 pub struct PortArgs {
-    /// An analysis saved by `symshard analyze -o`.
+    /// An analysis saved by `symshard analyze -o` (its strategy timed on each machine), or a
+    /// model (a file or a shipped name) with `--devices`: the fastest layout on each machine,
+    /// and why it changes from one machine to the next.
     pub analysis: PathBuf,
+    /// Devices, for a model: each machine's search runs on this many.
+    #[arg(long)]
+    pub devices: Option<u64>,
+    /// For a model: knobs fixed on every machine, as `rank --fix` takes them.
+    #[arg(long, value_name = "KNOB=VALUE")]
+    pub fix: Vec<String>,
+    #[command(flatten)]
+    pub symbols: SymbolArgs,
     /// Machines to time it on (files or shipped names; `TABLE@KERNEL` times fused attention with
     /// one of the table's `attention_kernels`; `TABLE+what-if(NAME=VALUE,…)` is a what-if
     /// machine, changed as `--with` changes it, named as symshard prints it), in the order to
@@ -274,6 +284,15 @@ fn print_summary(s: &Summary, plan: &TimingPlan, calib: &Calibration) {
 
 /// Runs `port`.
 pub fn run_port(args: PortArgs) -> Result<(), Error> {
+    if !is_analysis(&args.analysis.to_string_lossy()) {
+        return super::port::run_model(&args);
+    }
+    if args.devices.is_some() || !args.fix.is_empty() || !args.symbols.set.is_empty() {
+        return Err(Error::Usage(format!(
+            "{}: a saved analysis already fixes the devices, knobs and symbols: only --calib and --stack apply",
+            args.analysis.display()
+        )));
+    }
     let plan = TimingPlan::load(&args.analysis)?;
     let mut rows = Vec::new();
     let mut machines = Vec::new();

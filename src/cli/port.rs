@@ -1,0 +1,346 @@
+//! `symshard port MODEL --devices N --calib A --calib B …`: one model ported across machines.
+//! On each machine the layout `rank --calib` finds fastest (the same search, `--top 1`), timed;
+//! where a machine's best layout differs from the previous machine's, the previous best is timed
+//! here too, stream by stream, so the table says why the choice changes.
+
+use super::output::print_json;
+use super::rank::PointSearch;
+use super::timeline::PortArgs;
+use super::units;
+use crate::calib::Calibration;
+use crate::error::Error;
+use crate::model::Model;
+use crate::parallel::Layout;
+use crate::strategy::Knobs;
+use crate::sym::{Bindings, Rational};
+use crate::timeline::{plan_strategy, time_summary, Busy, Summary};
+use serde::Serialize;
+
+/// The best layout found on one machine.
+#[derive(Debug, Clone, Serialize)]
+pub struct MachineBest {
+    /// The machine's name (a what-if machine's ends in `+what-if(…)`).
+    pub calibration: String,
+    /// The fastest layout that fits, as `rank` writes it; absent where none fits.
+    pub strategy: Option<String>,
+    /// Why there is none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Its timeline.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<Summary>,
+    /// The previous machine's best layout timed on this machine, where it differs from this
+    /// machine's best.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous_best: Option<PreviousBest>,
+    #[serde(skip)]
+    knobs: Option<(Knobs, Layout)>,
+}
+
+impl MachineBest {
+    fn none(calib: &Calibration, reason: String) -> MachineBest {
+        MachineBest {
+            calibration: calib.name.clone(),
+            strategy: None,
+            reason: Some(reason),
+            summary: None,
+            previous_best: None,
+            knobs: None,
+        }
+    }
+}
+
+/// The previous machine's best layout, timed on this machine.
+#[derive(Debug, Clone, Serialize)]
+pub struct PreviousBest {
+    /// The layout.
+    pub strategy: String,
+    /// Its timeline here; absent where it cannot run here.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<Summary>,
+    /// Why it cannot run here.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// Ports `args.analysis`, a model, across the machines of `--calib`.
+pub fn run_model(args: &PortArgs) -> Result<(), Error> {
+    let Some(devices) = args.devices else {
+        return Err(Error::Usage(format!(
+            "port {}: a model needs --devices (the analysis of `symshard analyze -o` fixes them; a model is searched on each machine)",
+            args.analysis.display()
+        )));
+    };
+    let name = args.analysis.to_string_lossy().to_string();
+    let model = args.symbols.loader()?.resolve(&name)?;
+    let search = PointSearch {
+        model: &name,
+        devices,
+        set: args.symbols.set.clone(),
+        fix: args.fix.clone(),
+        max: Vec::new(),
+        headroom: None,
+    };
+    let mut out: Vec<MachineBest> = Vec::new();
+    for c in &args.calib {
+        let calib = Calibration::resolve(c)?.with_stack(args.stack.as_deref())?;
+        let mut best = match best_on(&search, &model, &calib) {
+            Ok(b) => b,
+            // A machine the devices do not suit (a node size that does not divide them, a
+            // precision it lacks) is a row that says so; the others are still ported.
+            Err(e @ (Error::Usage(_) | Error::Strategy(_))) => {
+                MachineBest::none(&calib, e.to_string())
+            }
+            Err(e) => return Err(e),
+        };
+        let previous = out.iter().rev().find_map(|m| m.knobs.clone());
+        if let (Some((pk, pl)), Some((k, _))) = (previous, &best.knobs) {
+            if &pk != k {
+                best.previous_best = Some(previous_on(&search, &model, &calib, &pk, &pl)?);
+            }
+        }
+        out.push(best);
+    }
+    if args.format == super::Format::Json {
+        return print_json(&out);
+    }
+    print_table(&model, devices, &out);
+    Ok(())
+}
+
+/// The search's bindings and options on `calib`, and the memory it allows.
+fn options(
+    search: &PointSearch<'_>,
+    model: &Model,
+    calib: &Calibration,
+) -> Result<(Bindings, crate::search::RankOptions), Error> {
+    search.options(model, calib)
+}
+
+/// The fastest layout on `calib`, timed.
+fn best_on(
+    search: &PointSearch<'_>,
+    model: &Model,
+    calib: &Calibration,
+) -> Result<MachineBest, Error> {
+    let (values, opts) = options(search, model, calib)?;
+    let result = crate::search::rank(model, &values, calib, &opts)?;
+    let mut best = MachineBest::none(calib, String::new());
+    let batch = batch_of(model, &values);
+    let top = match result.rows.first() {
+        Some(top) if top.evaluation.feasible => top,
+        Some(_) => {
+            best.reason = super::rank::nothing_fits_line(&result, &opts.memory, &batch)
+                .or_else(|| Some("no layout fits in memory".into()));
+            return Ok(best);
+        }
+        None => {
+            best.reason = Some("no strategy to rank".into());
+            return Ok(best);
+        }
+    };
+    best.reason = None;
+    let k = top.evaluation.knobs.clone();
+    let layout = Layout {
+        sequence_parallel: k.sequence_parallel,
+        tp_overrides: top.layout.overrides(),
+    };
+    let (plan, _) = plan_strategy(
+        model,
+        &values,
+        &k,
+        &layout,
+        calib,
+        Some(opts.gpus_per_node),
+        &opts.memory.floor(),
+    )?;
+    best.strategy = Some(k.describe(Some(&batch)));
+    best.summary = Some(time_summary(&plan, calib)?);
+    best.knobs = Some((k, layout));
+    Ok(best)
+}
+
+/// The previous machine's best layout timed on `calib`, or why it cannot run there.
+fn previous_on(
+    search: &PointSearch<'_>,
+    model: &Model,
+    calib: &Calibration,
+    knobs: &Knobs,
+    layout: &Layout,
+) -> Result<PreviousBest, Error> {
+    let (values, opts) = options(search, model, calib)?;
+    let batch = batch_of(model, &values);
+    let mut prev = PreviousBest {
+        strategy: knobs.describe(Some(&batch)),
+        summary: None,
+        reason: None,
+    };
+    let planned = plan_strategy(
+        model,
+        &values,
+        knobs,
+        layout,
+        calib,
+        Some(opts.gpus_per_node),
+        &opts.memory.floor(),
+    );
+    match planned {
+        Ok((plan, e)) if e.feasible => prev.summary = Some(time_summary(&plan, calib)?),
+        Ok((_, e)) => {
+            prev.reason = Some(e.reason.as_ref().map_or(
+                "it does not fit".into(),
+                crate::parallel::Infeasible::describe,
+            ))
+        }
+        Err(e) => prev.reason = Some(e.to_string()),
+    }
+    Ok(prev)
+}
+
+fn batch_of(model: &Model, values: &Bindings) -> Rational {
+    model
+        .batch_value(values)
+        .cloned()
+        .unwrap_or_else(|| Rational::from_integer(1.into()))
+}
+
+/// The most seconds any one device's stream is busy, per stream, with the bubble.
+fn streams(s: &Summary) -> Vec<(&'static str, f64)> {
+    let max = |f: fn(&Busy) -> f64| s.devices.iter().map(|d| f(&d.busy)).fold(0.0, f64::max);
+    vec![
+        ("compute", max(|b| b.compute)),
+        ("tp_comm", max(|b| b.tp_comm)),
+        ("dp_comm", max(|b| b.dp_comm)),
+        ("p2p", max(|b| b.p2p)),
+        ("ep_comm", max(|b| b.ep_comm)),
+        ("cp_comm", max(|b| b.cp_comm)),
+    ]
+}
+
+/// Why `prev` loses to `best` here: its step time, and the streams (and bubble) whose busy
+/// seconds differ most, largest first.
+fn why(prev: &PreviousBest, best: &Summary) -> String {
+    let Some(p) = &prev.summary else {
+        return format!(
+            "it cannot run here: {}",
+            prev.reason.as_deref().unwrap_or("unknown")
+        );
+    };
+    let slower = p.iteration_seconds / best.iteration_seconds - 1.0;
+    let mut diffs: Vec<(String, f64)> = streams(p)
+        .into_iter()
+        .zip(streams(best))
+        .map(|((n, a), (_, b))| (format!("{n} {a:.3} s → {b:.3} s"), a - b))
+        .chain(std::iter::once((
+            format!(
+                "bubble {} → {}",
+                units::percent_float(p.bubble_fraction),
+                units::percent_float(best.bubble_fraction)
+            ),
+            (p.bubble_fraction * p.iteration_seconds
+                - best.bubble_fraction * best.iteration_seconds),
+        )))
+        .filter(|(_, d)| d.abs() >= 1e-4)
+        .collect();
+    diffs.sort_by(|a, b| b.1.abs().total_cmp(&a.1.abs()));
+    let parts: Vec<String> = diffs.into_iter().take(3).map(|(t, _)| t).collect();
+    format!(
+        "it takes {:.4} s here ({} slower){}",
+        p.iteration_seconds,
+        units::percent_float(slower),
+        if parts.is_empty() {
+            String::new()
+        } else {
+            format!("; that layout → this one: {}", parts.join(", "))
+        }
+    )
+}
+
+fn print_table(model: &Model, devices: u64, out: &[MachineBest]) {
+    println!(
+        "port {} on {devices} devices — the fastest layout on each machine (rank --calib … --top 1), timed",
+        model.name
+    );
+    println!();
+    let rows: Vec<Vec<String>> = out
+        .iter()
+        .map(|m| match &m.summary {
+            Some(s) => vec![
+                m.calibration.clone(),
+                format!("{:.4}", s.iteration_seconds),
+                units::percent_float(s.mfu),
+                s.memory_per_device
+                    .and_then(Rational::from_float)
+                    .map_or("unknown".into(), |r| units::bytes_rounded(&r)),
+                m.strategy.clone().unwrap_or_default(),
+            ],
+            None => vec![
+                m.calibration.clone(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                m.reason.clone().unwrap_or_default(),
+            ],
+        })
+        .collect();
+    let head = ["machine", "iteration (s)", "MFU", "memory", "best layout"];
+    let width = |i: usize| {
+        rows.iter()
+            .map(|r| r[i].chars().count())
+            .chain(std::iter::once(head[i].chars().count()))
+            .max()
+            .unwrap_or(0)
+    };
+    let w: Vec<usize> = (0..4).map(width).collect();
+    println!(
+        "  {:<w0$}  {:>w1$}  {:>w2$}  {:>w3$}  {}",
+        head[0],
+        head[1],
+        head[2],
+        head[3],
+        head[4],
+        w0 = w[0],
+        w1 = w[1],
+        w2 = w[2],
+        w3 = w[3]
+    );
+    for r in &rows {
+        println!(
+            "  {:<w0$}  {:>w1$}  {:>w2$}  {:>w3$}  {}",
+            r[0],
+            r[1],
+            r[2],
+            r[3],
+            r[4],
+            w0 = w[0],
+            w1 = w[1],
+            w2 = w[2],
+            w3 = w[3]
+        );
+    }
+    let mut any = false;
+    for (i, m) in out.iter().enumerate() {
+        let (Some(prev), Some(best)) = (&m.previous_best, &m.summary) else {
+            continue;
+        };
+        if !any {
+            println!();
+            println!("why the best layout changes (the previous machine's best, timed here):");
+            any = true;
+        }
+        let from = out[..i]
+            .iter()
+            .rev()
+            .find(|p| p.knobs.is_some())
+            .map_or("", |p| p.calibration.as_str());
+        println!(
+            "  on {}: {from}'s best ({}) — {}",
+            m.calibration,
+            prev.strategy,
+            why(prev, best)
+        );
+    }
+    println!();
+    println!("  streams: the most seconds any one device's stream is busy; bubble: the share of the step the busiest device idles while the pipeline fills and drains");
+    println!("  {}", units::UNITS_LEGEND);
+}

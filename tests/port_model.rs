@@ -1,0 +1,114 @@
+//! `symshard port MODEL --devices N --calib …`: the fastest layout on each machine, and where it
+//! changes, the previous machine's best timed on this one (never faster than this one's best,
+//! which the same search found); a machine the devices do not suit is a row that says why.
+
+mod common;
+use common::{json, refused};
+
+fn seconds(v: &serde_json::Value) -> f64 {
+    v["iteration_seconds"].as_f64().unwrap()
+}
+
+#[test]
+fn each_machine_gets_its_best_layout_and_a_changed_choice_is_explained() {
+    let doc = json(&[
+        "port",
+        "gpt3-1.3b",
+        "--devices",
+        "16",
+        "--calib",
+        "a100-80gb",
+        "--calib",
+        "h100-sxm",
+        "--calib",
+        "gb200-nvl72",
+        "--format",
+        "json",
+    ]);
+    let rows = doc.as_array().unwrap();
+    assert_eq!(rows.len(), 3);
+    let mut changed = 0;
+    for (i, m) in rows.iter().enumerate() {
+        let s = &m["summary"];
+        assert!(m["strategy"].is_string(), "{m}");
+        assert_eq!(s["device_count"], 16);
+        assert_eq!(s["calibration"], m["calibration"]);
+        if i > 0 && m["strategy"] != rows[i - 1]["strategy"] {
+            changed += 1;
+            let prev = &m["previous_best"];
+            assert_eq!(prev["strategy"], rows[i - 1]["strategy"]);
+            // The search ranked the previous best too: timed here it is no faster.
+            assert!(
+                seconds(&prev["summary"]) >= seconds(s) * (1.0 - 1e-9),
+                "{m}"
+            );
+        } else {
+            assert!(m.get("previous_best").is_none(), "{m}");
+        }
+    }
+    assert!(
+        changed >= 1,
+        "the GB200's larger memory changes the micro-batch: {doc}"
+    );
+    // A newer machine is faster on its own best layout.
+    assert!(seconds(&rows[1]["summary"]) < seconds(&rows[0]["summary"]));
+    assert!(seconds(&rows[2]["summary"]) < seconds(&rows[1]["summary"]));
+    let text = common::stdout(&[
+        "port",
+        "gpt3-1.3b",
+        "--devices",
+        "16",
+        "--calib",
+        "h100-sxm",
+        "--calib",
+        "gb200-nvl72",
+    ]);
+    assert!(text.contains("why the best layout changes"), "{text}");
+    assert!(text.contains("on gb200-nvl72: h100-sxm's best"), "{text}");
+}
+
+#[test]
+fn a_machine_whose_nodes_the_devices_do_not_fill_is_a_row_with_its_reason() {
+    let doc = json(&[
+        "port",
+        "gpt3-1.3b",
+        "--devices",
+        "1024",
+        "--calib",
+        "h100-sxm",
+        "--calib",
+        "gb200-nvl72",
+        "--fix",
+        "pp=1",
+        "--format",
+        "json",
+    ]);
+    let rows = doc.as_array().unwrap();
+    assert!(rows[0]["strategy"].is_string());
+    assert!(rows[1].get("strategy").unwrap().is_null());
+    let why = rows[1]["reason"].as_str().unwrap();
+    assert!(why.contains("does not divide the 1024 devices"), "{why}");
+}
+
+#[test]
+fn a_model_needs_devices_and_an_analysis_takes_none() {
+    let err = refused(&["port", "gpt3-1.3b", "--calib", "h100-sxm"]);
+    assert!(err.contains("a model needs --devices"), "{err}");
+    let dir = common::temp_dir("port-analysis-flags");
+    let plan = dir.join("plan.json");
+    let plan = plan.to_str().unwrap();
+    common::stdout(&[
+        "analyze",
+        "gpt3-1.3b",
+        "--dp",
+        "8",
+        "--micro-batch-size",
+        "4",
+        "-o",
+        plan,
+    ]);
+    let err = refused(&["port", plan, "--calib", "h100-sxm", "--devices", "8"]);
+    assert!(err.contains("already fixes the devices"), "{err}");
+    let err = refused(&["port", "gpt3-1.3b", "--devices", "8", "--calib", "no-such"]);
+    assert!(err.contains("unknown calibration `no-such`"), "{err}");
+}
