@@ -186,6 +186,75 @@ fn a_journal_is_not_reused_once_a_machine_file_changed() {
     assert!(fresh.contains("(1 run, 0 from the journal)"), "{fresh}");
 }
 
+/// `report --sweep` draws the rows `sweep` wrote: the three charts, one legend entry per line,
+/// the Pareto front, and a heatmap cell per pair of swept values that names each point's
+/// winning family (or that none fits).
+#[test]
+fn report_draws_a_sweep() {
+    let dir = setup("sweep-report");
+    sweep(&dir, "spec.yaml", "p.parquet", "2");
+    let o = symshard()
+        .current_dir(&dir)
+        .args(["report", "--sweep", "p.parquet", "-o", "p.html"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let html = std::fs::read_to_string(dir.join("p.html")).unwrap();
+    for id in ["scaling", "pareto", "heatmap"] {
+        assert!(html.contains(&format!("<figure id=\"{id}\">")), "{id}");
+    }
+    assert_eq!(html.matches("<svg").count(), 2, "two charts drawn as SVG");
+    // One line per machine and precision with a feasible point: 3 machines × 2 precisions,
+    // less the A100's FP8.
+    let legend = html.split("<ul class=\"legend\">").nth(1).unwrap();
+    let legend = legend.split("</ul>").next().unwrap();
+    assert_eq!(legend.matches("<li>").count(), 5, "{legend}");
+    // The heatmap spans the two swept axes (devices has one value): machine by precision.
+    let heat = html.split("<table class=\"heat\">").nth(1).unwrap();
+    assert!(
+        heat.contains("machine (rows) by precision (columns)"),
+        "{heat}"
+    );
+    assert!(
+        heat.contains("<th>a100-80gb</th>") && heat.contains("<th>fp8</th>"),
+        "{heat}"
+    );
+    assert_eq!(heat.matches("<td>").count(), 6, "{heat}");
+    // The A100 has no FP8: its cell has no layout and says why on hover.
+    assert_eq!(heat.matches(">no layout<").count(), 1, "{heat}");
+    assert!(heat.contains("title=\""), "{heat}");
+    let front = html.split("<table id=\"front\">").nth(1).unwrap();
+    assert!(
+        front.matches("<tr>").count() >= 2,
+        "a header and at least one point"
+    );
+    // The only addresses are the SVG namespace's.
+    let addresses = html.matches("http").count();
+    assert_eq!(
+        addresses,
+        html.matches("http://www.w3.org/2000/svg").count()
+    );
+    for pat in ["<script", "<link", "<img", "url("] {
+        assert!(!html.contains(pat), "{pat}: the page is self-contained");
+    }
+    // Not a sweep's file: refused, naming it.
+    std::fs::write(dir.join("bad.parquet"), "not parquet").unwrap();
+    let err = refused_in(&dir, &["report", "--sweep", "bad.parquet", "-o", "b.html"]);
+    assert!(err.contains("bad.parquet: not a Parquet file"), "{err}");
+    let err = refused_in(
+        &dir,
+        &[
+            "report",
+            "--sweep",
+            "p.parquet",
+            "gpt3-1.3b",
+            "-o",
+            "b.html",
+        ],
+    );
+    assert!(err.contains("cannot be used with"), "{err}");
+}
+
 #[test]
 fn one_worker_and_two_write_the_same_bytes() {
     let dir = setup("sweep-jobs");

@@ -22,10 +22,16 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Args)]
 pub struct ReportArgs {
     /// A model file or a shipped model's name.
-    pub model: String,
+    #[arg(required_unless_present = "sweep")]
+    pub model: Option<String>,
     /// Devices to train on.
-    #[arg(long)]
-    pub devices: u64,
+    #[arg(long, required_unless_present = "sweep")]
+    pub devices: Option<u64>,
+    /// Draw a sweep instead: the Parquet file `symshard sweep` wrote (seconds against devices
+    /// per machine, the Pareto front of time against cost, the winning layout family over two
+    /// swept axes).
+    #[arg(long, value_name = "FILE.parquet", conflicts_with_all = ["model", "devices", "calib", "stack"])]
+    pub sweep: Option<PathBuf>,
     /// Strategies to rank and show.
     #[arg(long, default_value_t = 20)]
     pub top: usize,
@@ -56,10 +62,10 @@ pub struct ReportArgs {
 
 /// `rank`'s arguments for the report: by relative cost on the reference machine unless
 /// `--calib` is given, as `rank` does, with the Pareto frontier the chart draws.
-fn rank_args(args: &ReportArgs) -> super::rank::RankArgs {
+fn rank_args(args: &ReportArgs, model: &str, devices: u64) -> super::rank::RankArgs {
     super::rank::RankArgs {
-        model: args.model.clone(),
-        devices: args.devices,
+        model: model.to_string(),
+        devices,
         top: args.top,
         calib: args.calib.clone(),
         with: args.with.clone(),
@@ -91,15 +97,23 @@ fn strategy_of(row: &RankedRow, ranked: &super::rank::Ranked) -> Resolved {
 
 /// Runs `report`.
 pub fn run(args: ReportArgs) -> Result<(), Error> {
+    if let Some(sweep) = &args.sweep {
+        return super::sweep::report(sweep, &args.output);
+    }
+    let (Some(name), Some(devices)) = (args.model.clone(), args.devices) else {
+        return Err(Error::Usage(
+            "report: give a model and --devices, or --sweep RESULTS.parquet".into(),
+        ));
+    };
     let loader = args.symbols.loader()?;
-    let model = loader.resolve(&args.model)?;
+    let model = loader.resolve(&name)?;
     let values = args.symbols.apply(&model)?;
-    let ranked = super::rank::ranked(&rank_args(&args))?;
+    let ranked = super::rank::ranked(&rank_args(&args, &name, devices))?;
     let ranking = ranked.json()?;
     let rows = &ranked.result.rows;
     let top = rows
         .first()
-        .ok_or_else(|| Error::Usage(format!("no strategy of {} to report", args.model)))?;
+        .ok_or_else(|| Error::Usage(format!("no strategy of {name} to report")))?;
     let st = strategy_of(top, &ranked);
     let ask = super::cost::Asked {
         set: &args.symbols.set,
@@ -117,7 +131,7 @@ pub fn run(args: ReportArgs) -> Result<(), Error> {
     let (_, e) = st.evaluate(&model, &values, None)?;
     let top_formulas = top_formulas(&model, &values, &e);
     let html = crate::report::html(&ReportInput {
-        command: command_line(&args),
+        command: command_line(&args, &name, devices),
         rank: &ranking,
         cost: &cost,
         timeline: &timeline,
@@ -126,7 +140,7 @@ pub fn run(args: ReportArgs) -> Result<(), Error> {
         comm_parts: &Value::Array(comm_parts),
         top_formulas: &Value::Array(top_formulas),
     })?;
-    super::output::write_output(&args.output, html.as_bytes(), &[Path::new(&args.model)])?;
+    super::output::write_output(&args.output, html.as_bytes(), &[Path::new(&name)])?;
     eprintln!("wrote {} ({} bytes)", args.output.display(), html.len());
     Ok(())
 }
@@ -213,9 +227,9 @@ fn top_formulas(
 }
 
 /// The command line the report says it shows.
-fn command_line(args: &ReportArgs) -> String {
-    let mut command = vec!["symshard report".to_string(), args.model.clone()];
-    command.push(format!("--devices {}", args.devices));
+fn command_line(args: &ReportArgs, model: &str, devices: u64) -> String {
+    let mut command = vec!["symshard report".to_string(), model.to_string()];
+    command.push(format!("--devices {devices}"));
     if let Some(c) = &args.calib {
         command.push(format!("--calib {c}"));
     }

@@ -6,6 +6,7 @@
 
 mod command;
 pub mod output;
+pub mod picture;
 pub mod point;
 pub mod spec;
 
@@ -197,4 +198,13 @@ impl std::fmt::Display for Crossover {
             self.points.1
         )
     }
+}
+
+/// `report --sweep`: the sweep's rows drawn in one HTML file.
+pub fn report(parquet: &std::path::Path, output: &std::path::Path) -> Result<(), Error> {
+    let rows = picture::read_rows(parquet)?;
+    let html = picture::html(&rows, &parquet.display().to_string())?;
+    crate::cli::output::write_output(output, html.as_bytes(), &[parquet])?;
+    eprintln!("wrote {} ({} bytes)", output.display(), html.len());
+    Ok(())
 }
