@@ -324,6 +324,7 @@ fn estimates_agree_with_exact_prices_under_cp() {
                     (Schedule::OneFOneB, 1, 0, Recompute::None),
                     (Schedule::Gpipe, 1, 3, Recompute::Full),
                     (Schedule::Interleaved, 2, 1, Recompute::Selective),
+                    (Schedule::ZeroBubbleH1, 1, 2, Recompute::None),
                 ] {
                     if pp == 1 && schedule != Schedule::OneFOneB {
                         continue;

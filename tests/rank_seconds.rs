@@ -84,6 +84,7 @@ fn knobs() -> impl Strategy<Value = Knobs> {
             (Schedule::OneFOneB, 1),
             (Schedule::Interleaved, 2),
             (Schedule::Interleaved, 3),
+            (Schedule::ZeroBubbleH1, 1),
         ]),
         any::<bool>(),
         prop::sample::select(vec![Recompute::None, Recompute::Selective, Recompute::Full]),

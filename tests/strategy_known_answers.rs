@@ -360,6 +360,7 @@ fn estimates_agree_with_exact_prices() {
                         (Schedule::OneFOneB, 1, 0, Recompute::None),
                         (Schedule::Gpipe, 1, 3, Recompute::Full),
                         (Schedule::Interleaved, 2, 1, Recompute::Selective),
+                        (Schedule::ZeroBubbleH1, 1, 2, Recompute::Full),
                     ] {
                         if pp == 1 && schedule != Schedule::OneFOneB {
                             continue;

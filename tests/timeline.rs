@@ -140,6 +140,7 @@ fn uniform(p: u64, m: u64, schedule: Schedule, v: u64, layers: usize) -> TimingP
         fused_attention: false,
         forward_flops: Rational::from_integer(1000.into()),
         backward_flops: Rational::from_integer(2000.into()),
+        weight_grad_flops: Rational::from_integer(0.into()),
         forward_bytes: Rational::from_integer(0.into()),
         backward_bytes: Rational::from_integer(0.into()),
         ring_bytes: Rational::from_integer(0.into()),

@@ -468,6 +468,14 @@ fn megatron_parallelism(
             "--emit megatron: the top strategy uses the GPipe schedule, which Megatron-LM does not run (it runs 1F1B, interleaved when virtual stages are set); rank with --schedule 1f1b or interleaved-1f1b".into(),
         ));
     }
+    if k.pp > 1 && k.schedule == Schedule::ZeroBubbleH1 {
+        // Megatron-LM's pipeline schedules (megatron/core/pipeline_parallel/schedules.py) are
+        // 1F1B and interleaved 1F1B; zero-bubble schedules live in the fork of Qi et al.
+        // (sail-sg/zero-bubble-pipeline-parallelism), whose flags are not Megatron-LM's.
+        return Err(Error::Usage(
+            "--emit megatron: the top strategy uses the ZB-H1 schedule, which Megatron-LM does not run (its schedules are 1F1B and interleaved 1F1B); rank with --schedule 1f1b or interleaved-1f1b".into(),
+        ));
+    }
     let interleaved = k.pp > 1 && k.schedule == Schedule::Interleaved;
     let split = layer_split(model, evaluation);
     // The interleaved split counting the embedding or the loss as a layer is the flags' own
@@ -665,6 +673,14 @@ fn torchtitan(
     evaluation: &Evaluation,
 ) -> Result<(String, Vec<String>), Error> {
     let k = &evaluation.knobs;
+    if k.pp > 1 && k.schedule == Schedule::ZeroBubbleH1 {
+        // torchtitan's zero-bubble schedules are PyTorch's `ZBVZeroBubble` (two V-shaped
+        // stages per rank) and `InterleavedZeroBubble` (several stages per rank): neither is
+        // ZB-H1 with one stage per rank as priced here.
+        return Err(Error::Usage(
+            "--emit torchtitan: the top strategy uses the ZB-H1 schedule (one stage per rank), which torchtitan does not name (its zero-bubble schedules, ZBVZeroBubble and InterleavedZeroBubble, run several stages per rank); rank with --schedule 1f1b or interleaved-1f1b".into(),
+        ));
+    }
     let data_parallel = torchtitan_data_parallel(k)?;
     let l = layers(model, values)?;
     let mut warnings = Vec::new();
@@ -783,6 +799,8 @@ fn torchtitan_parallelism(
         (_, Schedule::Gpipe) => Some("GPipe"),
         (_, Schedule::OneFOneB) => Some("1F1B"),
         (_, Schedule::Interleaved) => Some("Interleaved1F1B"),
+        // Refused before (`torchtitan`): no torchtitan schedule is ZB-H1.
+        (_, Schedule::ZeroBubbleH1) => None,
     };
     if let Some(s) = schedule {
         let points: Vec<String> = split_points

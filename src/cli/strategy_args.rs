@@ -31,7 +31,7 @@ pub struct StrategyFlags {
     /// Micro-batches per step (the count; `--micro-batch-size` states the size instead).
     #[arg(long)]
     pub microbatches: Option<u64>,
-    /// Pipeline schedule: gpipe, 1f1b, interleaved-1f1b; none (what `rank` prints) when pp is 1.
+    /// Pipeline schedule: gpipe, 1f1b, interleaved-1f1b, zb-h1; none (what `rank` prints) when pp is 1.
     #[arg(long)]
     pub schedule: Option<String>,
     /// Model chunks per device for interleaved-1f1b.
@@ -289,14 +289,14 @@ impl StrategyFlags {
         }
         if self.schedule.as_deref() == Some("none") && knobs.pp > 1 {
             return Err(Error::Usage(format!(
-                "--schedule none means no pipeline (what `rank` prints when pp is 1), but pp is {}: give gpipe, 1f1b or interleaved-1f1b",
+                "--schedule none means no pipeline (what `rank` prints when pp is 1), but pp is {}: give gpipe, 1f1b, interleaved-1f1b or zb-h1",
                 knobs.pp
             )));
         }
         if let Some(s) = self.schedule.as_deref().filter(|s| *s != "none") {
             knobs.schedule = Schedule::from_name(s).ok_or_else(|| {
                 Error::Usage(format!(
-                    "unknown schedule `{s}` (gpipe, 1f1b, interleaved-1f1b; none when pp is 1)"
+                    "unknown schedule `{s}` (gpipe, 1f1b, interleaved-1f1b, zb-h1; none when pp is 1)"
                 ))
             })?;
             if knobs.schedule == Schedule::Interleaved && self.chunks.is_none() && knobs.chunks < 2

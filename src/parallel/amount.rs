@@ -296,12 +296,17 @@ pub fn dp_overlappable_factor<T: Amount>(k: &Knobs) -> T {
 
 /// Micro-batches whose activations stage `s` holds at once: all of them under GPipe; under
 /// 1F1B as many as the stages from `s` on (at most m); interleaving with `v` chunks adds
-/// (pp − 1)/(pp·v) of that (Narayanan et al. SC'21 §2.2).
+/// (pp − 1)/(pp·v) of that (Narayanan et al. SC'21 §2.2). Under ZB-H1 a micro-batch is held
+/// until its weight gradient, which rank `s` defers by `s` backwards, so every stage holds
+/// min(m, pp), what 1F1B's first stage holds (Qi et al., arXiv:2401.10241, §3.1: "the same
+/// peak memory as 1F1B"; counted whole until the W, though the B frees what only the input
+/// gradient reads, so an upper bound).
 pub fn in_flight<T: Amount>(k: &Knobs, v: u64, s: usize) -> T {
     match k.schedule {
         Schedule::Gpipe => T::int(k.microbatches),
         _ if k.pp == 1 => T::int(1),
         Schedule::OneFOneB => T::int(k.microbatches.min(k.pp - s as u64)),
+        Schedule::ZeroBubbleH1 => T::int(k.microbatches.min(k.pp)),
         Schedule::Interleaved => {
             let base = k.microbatches.min(k.pp - s as u64);
             T::ratio(base * (k.pp * v + k.pp - 1), k.pp * v)
@@ -317,6 +322,8 @@ pub struct Amounts<T> {
     pub forward: T,
     /// Backward FLOPs, recomputation inside fused kernels included.
     pub backward: T,
+    /// Of `backward`, the weight gradients (what ZB-H1 defers to its W steps).
+    pub weight: T,
     /// Forward FLOPs of the attention core.
     pub attention_forward: T,
     /// Saved bytes.
@@ -382,6 +389,7 @@ impl<T> Amounts<T> {
         Amounts {
             forward: f(&self.forward),
             backward: f(&self.backward),
+            weight: f(&self.weight),
             attention_forward: f(&self.attention_forward),
             saved: f(&self.saved),
             attention_saved: f(&self.attention_saved),
@@ -468,6 +476,8 @@ pub struct BlockCost<T> {
     pub boundary: T,
     /// The backward pass's part of `compute` (recomputation runs in it).
     pub backward: T,
+    /// Of `backward`, the weight gradients ([`Amounts::weight`]).
+    pub weight: T,
     /// The part of `backward` that recomputation reruns of the forward (the layer's forward
     /// under full recomputation, the attention core's under selective).
     pub recomputed: T,
@@ -579,6 +589,7 @@ impl<T: Amount> BlockCost<T> {
             cp_bytes: T::int(3) * x.ring_forward.clone() + ring_again,
             boundary: x.boundary.clone(),
             backward: x.backward.clone() + extra.clone(),
+            weight: x.weight.clone(),
             recomputed: extra,
             kernel_backward: x.kernel_backward.clone() + kernel_again,
             hbm_backward: x.hbm.clone() - x.hbm_forward.clone() + extra_hbm,
@@ -628,6 +639,7 @@ impl<T: Amount> BlockCost<T> {
             add(&mut s.ep_bytes, &c.ep_bytes);
             add(&mut s.cp_bytes, &c.cp_bytes);
             add(&mut s.backward, &c.backward);
+            add(&mut s.weight, &c.weight);
             add(&mut s.recomputed, &c.recomputed);
             add(&mut s.kernel_backward, &c.kernel_backward);
             add(&mut s.hbm_backward, &c.hbm_backward);
@@ -831,7 +843,8 @@ mod tests {
         ) {
             let a: Vec<Rational> = v.iter().map(|&(n, d)| q(n, d)).collect();
             let x = Amounts {
-                forward: a[0].clone(), backward: a[1].clone(), attention_forward: a[2].clone(),
+                forward: a[0].clone(), backward: a[1].clone(), weight: a[1].clone() / q(3, 1),
+                attention_forward: a[2].clone(),
                 saved: a[3].clone() + a[4].clone(), attention_saved: a[4].clone(),
                 params: a[5].clone(), tp_bytes: a[6].clone(), dp_grad: a[7].clone(),
                 tp_grad: a[8].clone(), boundary: a[9].clone(), hbm: a[10].clone(),

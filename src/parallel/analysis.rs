@@ -219,6 +219,9 @@ pub struct OpFormulas {
     pub forward: Poly,
     /// Backward FLOPs per device.
     pub backward: Poly,
+    /// Of `backward`, the gradients of its parameters per device (the weight-gradient GEMMs
+    /// ZB-H1 defers: [`crate::rules::split::PassSplit::weight_compute`]).
+    pub weight_grad: Poly,
     /// Bytes saved for backward per device (an input another operator of the block already
     /// keeps is not counted again).
     pub saved: Poly,
@@ -803,6 +806,7 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
         gemms: gemm_dims(node, &entry),
         forward: f(&entry.forward.compute),
         backward: f(&entry.backward.compute),
+        weight_grad: f(&entry.backward.weight_compute),
         saved: f(&entry.saved_bytes),
         recomputable_saved: Poly::zero(),
         saved_inputs,
@@ -1050,6 +1054,7 @@ impl OpFormulas {
         for p in [
             &mut op.forward,
             &mut op.backward,
+            &mut op.weight_grad,
             &mut op.recompute,
             &mut op.io_bytes,
             &mut op.backward_io_bytes,
@@ -1122,6 +1127,7 @@ impl Analysis {
     pub fn without_split_entries(mut self) -> Analysis {
         let empty = || crate::rules::split::PassSplit {
             compute: Poly::zero(),
+            weight_compute: Poly::zero(),
             inputs: Vec::new(),
             outputs: Vec::new(),
             collectives: Vec::new(),

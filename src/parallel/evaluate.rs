@@ -194,6 +194,7 @@ pub struct BlockSums {
     hbm_forward: Poly,
     attention_hbm: Poly,
     backward: Poly,
+    weight: Poly,
     kernel_recompute: Poly,
     saved: Poly,
     params: Poly,
@@ -237,6 +238,7 @@ pub fn block_sums(a: &Analysis) -> Vec<BlockSums> {
                 hbm_forward: Poly::zero(),
                 attention_hbm: Poly::zero(),
                 backward: Poly::zero(),
+                weight: Poly::zero(),
                 kernel_recompute: Poly::zero(),
                 saved: Poly::zero(),
                 params: Poly::zero(),
@@ -274,6 +276,7 @@ pub fn block_sums(a: &Analysis) -> Vec<BlockSums> {
                 }
                 add(&mut s.backward, &op.backward);
                 add(&mut s.backward, &op.recompute);
+                add(&mut s.weight, &op.weight_grad);
                 add(&mut s.kernel_recompute, &op.recompute);
                 add(&mut s.params, &op.params);
                 if op.rule == "expert_matmul" {
@@ -291,6 +294,7 @@ pub fn block_sums(a: &Analysis) -> Vec<BlockSums> {
                 &s.hbm_forward,
                 &s.attention_hbm,
                 &s.backward,
+                &s.weight,
                 &s.kernel_recompute,
                 &s.saved,
                 &s.params,
@@ -338,6 +342,7 @@ fn block_of<T: Priced>(
         x.hbm_forward = ev(&s.hbm_forward)?;
         x.attention_hbm = ev(&s.attention_hbm)?;
         x.backward = ev(&s.backward)?;
+        x.weight = ev(&s.weight)?;
         n.kernel_recompute = ev(&s.kernel_recompute)?;
         x.saved = ev(&s.saved)?;
         x.params = ev(&s.params)?;
@@ -373,6 +378,7 @@ fn block_of<T: Priced>(
             add(&mut x.forward, fwd);
             let recompute = ev(&op.recompute)?;
             add(&mut x.backward, ev(&op.backward)? + recompute.clone());
+            add(&mut x.weight, ev(&op.weight_grad)?);
             add(&mut n.kernel_recompute, recompute);
             add(&mut x.saved, saved);
             let params = ev(&op.params)?;
@@ -1510,6 +1516,7 @@ fn rough_each<N>(
             time: parts.time,
             full,
             memory: mem,
+            weight: parts.cost.weight * mf,
         });
     }
 }
@@ -1538,6 +1545,8 @@ struct RoughStage {
     full: f64,
     /// Memory per device.
     memory: f64,
+    /// Its weight-gradient FLOPs per step (what ZB-H1 defers into the bubble).
+    weight: f64,
 }
 
 /// What the floating-point pricing of a stage takes from its blocks alone (not from its place
@@ -1742,8 +1751,14 @@ fn estimate_planned(
     };
     let mf = k.microbatches as f64;
     let frac = (k.pp - 1) as f64 / (mf * plan.v as f64);
-    let total = bs.full + tm.time * frac;
-    let flop_part = bs.compute - bs.hidden_flops + tm.compute * frac;
+    // ZB-H1 idles twice its weight gradients less ([`zb_h1_bubble`]).
+    let deferred = if k.schedule.splits_backward() {
+        2.0 * tm.weight
+    } else {
+        0.0
+    };
+    let total = bs.full + (tm.time - deferred) * frac;
+    let flop_part = bs.compute - bs.hidden_flops + (tm.compute - deferred) * frac;
     Estimate {
         total,
         flop_part,
@@ -1906,6 +1921,8 @@ struct PricedStage<T> {
     flops: T,
     /// Of them, the backward pass's without recomputation.
     backward: T,
+    /// Of them, the weight gradients' (what ZB-H1 defers).
+    weight: T,
     /// Of them, the forward FLOPs recomputation reruns.
     recomputed: T,
     /// κ_hbm × HBM bytes per step.
@@ -2019,6 +2036,7 @@ impl<T: Priced> StagePricer<'_, T> {
             items,
             flops: c.compute.clone() * m.clone(),
             backward: (c.backward.clone() - c.recomputed.clone()) * m.clone(),
+            weight: c.weight.clone() * m.clone(),
             recomputed: c.recomputed.clone() * m.clone(),
             hbm_cost: kap.hbm.clone() * c.step_hbm(m, self.k),
             kernel_cost: c.kernel.clone() * m.clone(),
@@ -2041,12 +2059,10 @@ fn stages_to_price(rough: &[RoughStage], plan: &Plan, k: &Knobs, detail: bool) -
         return (0..plan.stages).collect();
     }
     let place = |s: usize| plan.place(s, k.pp);
-    let fly = |s: usize| {
-        if k.schedule == Schedule::Gpipe {
-            k.microbatches
-        } else {
-            k.microbatches.min(k.pp - s as u64)
-        }
+    let fly = |s: usize| match k.schedule {
+        Schedule::Gpipe => k.microbatches,
+        Schedule::ZeroBubbleH1 => k.microbatches.min(k.pp),
+        _ => k.microbatches.min(k.pp - s as u64),
     };
     let mut pick: Vec<usize> = Vec::new();
     let mut timed = Vec::new();
@@ -2080,7 +2096,8 @@ struct Busiest<T> {
     /// Position in the priced stages of the stage with the largest time including its own
     /// data-parallel and point-to-point traffic: the busiest device.
     at: usize,
-    /// Idle fraction of the pipeline schedule, (pp − 1)/(m·v).
+    /// Idle fraction of the pipeline schedule, (pp − 1)/(m·v), of the slowest stage's time
+    /// (under ZB-H1, of that time less twice its weight gradients': [`zb_h1_bubble`]).
     bubble_fraction: Rational,
     /// Relative cost of a step, in the fold's number type (the total's split into FLOP and
     /// byte parts aside).
@@ -2134,6 +2151,16 @@ impl<T: Priced> Busiest<T> {
     }
 }
 
+/// ZB-H1's bubble on a stage of step time `time` whose weight gradients take `weight` (both
+/// over the step's m micro-batches), with `fraction` = (pp − 1)/m: Qi et al.,
+/// arXiv:2401.10241, §3.1, give it as (p − 1)(T_F + T_B − T_W) per step, where 1F1B idles
+/// (p − 1)(T_F + T_B + T_W): the per-micro-batch stage time less twice its W, times p − 1.
+/// Never negative: a weight gradient's FLOPs are those of a forward product it mirrors (the
+/// einsum of the output gradient with the same operand, over the same indices), so T_W ≤ T_F.
+fn zb_h1_bubble<T: Priced>(time: &T, weight: &T, fraction: T) -> T {
+    (time.clone() - weight.clone() * T::int(2)) * fraction
+}
+
 /// Finds the busiest of the priced stages and prices a step on it: its compute, its traffic on
 /// intra- and inter-node links, and the bubble, the longest per-micro-batch stage time idle for
 /// the bubble fraction.
@@ -2157,9 +2184,20 @@ fn relative_cost<T: Priced>(
     let tm = (0..priced.len())
         .max_by(|x, y| priced[*x].time.value().cmp(priced[*y].time.value()))
         .ok_or(StrategyError::Nothing("stages"))?;
-    let bubble_fraction = Rational::new((k.pp - 1).into(), (k.microbatches * v).into());
+    let mut bubble_fraction = Rational::new((k.pp - 1).into(), (k.microbatches * v).into());
     let fraction = T::constant(bubble_fraction.clone());
     let mut bubble = priced[tm].time.clone() * fraction.clone();
+    // What of the slowest stage's FLOPs idles: its time's share for the schedule.
+    let mut idle_flops =
+        priced[tm].flops.value() + priced[tm].hbm_cost.value() + priced[tm].kernel_cost.value();
+    if k.schedule.splits_backward() {
+        let slowest = &priced[tm];
+        bubble = zb_h1_bubble(&slowest.time, &slowest.weight, fraction.clone());
+        idle_flops -= slowest.weight.value() * Rational::from_integer(2.into());
+        if !slowest.time.value().is_zero() {
+            bubble_fraction = bubble.value() / slowest.time.value();
+        }
+    }
     if k.pp > 1 {
         // The slowest stage's time: a maximum over the partition's stages.
         bubble = bubble.piecewise();
@@ -2194,11 +2232,9 @@ fn relative_cost<T: Priced>(
     let hidden = busiest.hidden.clone();
     let total = compute.clone() + kernels.clone() + intra.clone() + inter.clone() + bubble.clone()
         - hidden.clone();
-    let slowest = &priced[tm];
     let mut flop_part = compute.value()
         + kernels.value()
-        + (slowest.flops.value() + slowest.hbm_cost.value() + slowest.kernel_cost.value())
-            * &bubble_fraction;
+        + idle_flops * Rational::new((k.pp - 1).into(), (k.microbatches * v).into());
     // What overlap saves scales with the links' κ where the traffic bounds it, and is a FLOP
     // part where the compute it runs under does.
     if busiest.hidden_by_compute {

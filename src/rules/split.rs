@@ -100,6 +100,11 @@ pub struct Alternative {
 pub struct PassSplit {
     /// FLOPs per device.
     pub compute: Poly,
+    /// Of `compute`, the gradients of the parameter inputs (a backward's weight-gradient
+    /// GEMMs, which a zero-bubble schedule defers): the einsum gradients of the inputs marked
+    /// `param`. Zero in a forward, and for a rule whose backward FLOPs are one stated formula.
+    #[serde(skip)]
+    pub weight_compute: Poly,
     /// Placements the pass reads.
     pub inputs: Vec<TensorPlacement>,
     /// Placements the pass leaves before its collectives.
@@ -366,6 +371,7 @@ impl Deriver<'_> {
         }
         PassSplit {
             compute,
+            weight_compute: Poly::zero(),
             inputs,
             outputs: vec![out],
             collectives,
@@ -465,6 +471,7 @@ impl Deriver<'_> {
             }
             Flops::Einsum => Poly::zero(),
         };
+        let mut weight_compute = Poly::zero();
         let mut dy = self.placement_of(&rule.output);
         dy.tensor = format!("d{}", rule.output.name);
         let mut inputs = vec![dy];
@@ -489,10 +496,14 @@ impl Deriver<'_> {
                 _ => all.clone(),
             };
             if matches!(rule.flops, Flops::Einsum) {
-                compute += Self::div(
+                let grad = Self::div(
                     rule.grad_flops(k),
                     &self.divisor(None, |i| space.iter().any(|x| x == i)),
                 );
+                if t.param {
+                    weight_compute += &grad;
+                }
+                compute += grad;
             }
             let mut grad = self.placement_of(t);
             grad.tensor = format!("d{}", t.name);
@@ -549,9 +560,65 @@ impl Deriver<'_> {
         }
         PassSplit {
             compute,
+            weight_compute,
             inputs,
             outputs,
             collectives,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rules::RuleSet;
+
+    fn entry(rule: &str, splits: &[(&str, usize)]) -> SplitEntry {
+        let set = RuleSet::embedded().unwrap();
+        let splits: Vec<AxisSplit> = splits
+            .iter()
+            .map(|&(index, k)| AxisSplit {
+                index: index.into(),
+                axis: AXES[k].0.into(),
+                size: Poly::symbol(AXES[k].1),
+            })
+            .collect();
+        derive(set.get(rule).unwrap(), &splits, 2).unwrap()
+    }
+
+    fn poly(text: &str) -> Poly {
+        Poly::parse(text).unwrap()
+    }
+
+    /// A linear layer's backward is two GEMMs, dX = dY·Wᵀ and dW = Xᵀ·dY, 2·b·k·n FLOPs each,
+    /// and the bias's gradient, a sum of dY over the rows (b·n adds); the weight part is dW
+    /// and the bias's, exactly, under every split.
+    #[test]
+    fn a_linear_layers_weight_gradient_is_its_dw_gemm_and_its_bias_sum() {
+        let whole = entry("linear", &[]);
+        assert_eq!(whole.backward.compute, poly("4*b*k*n + b*n"));
+        assert_eq!(whole.backward.weight_compute, poly("2*b*k*n + b*n"));
+        // Row-parallel (k split): both GEMMs divide, the bias's sum does not.
+        let row = entry("linear", &[("k", 0)]);
+        assert_eq!(row.backward.weight_compute, poly("2*b*k*n/p_a + b*n"));
+        // Column-parallel (n split) under data parallelism (b split): all divide.
+        let col = entry("linear", &[("b", 0), ("n", 1)]);
+        assert_eq!(
+            col.backward.weight_compute,
+            poly("2*b*k*n/(p_a*p_b) + b*n/(p_a*p_b)")
+        );
+        assert_eq!(col.forward.weight_compute, Poly::zero());
+    }
+
+    /// Operators without parameters have no weight gradient: element-wise ones, and a product
+    /// of two activations (the attention scores), whose two backward GEMMs are both input
+    /// gradients.
+    #[test]
+    fn operators_without_parameters_have_no_weight_gradient() {
+        for rule in ["gelu", "mul", "softmax", "bmm_scores"] {
+            let e = entry(rule, &[]);
+            assert!(!e.backward.compute.is_zero(), "{rule}");
+            assert_eq!(e.backward.weight_compute, Poly::zero(), "{rule}");
         }
     }
 }

@@ -253,8 +253,8 @@ type NumbersKey = (u64, u64, u64, bool, u64, usize);
 type Cache = BTreeMap<NumbersKey, Numbers>;
 
 /// What a strategy's timing chains depend on: its blocks' numbers, its expert-parallel degree
-/// and whether its gradients are sharded.
-type ChainKey = (NumbersKey, u64, bool);
+/// whether its gradients are sharded, and whether its schedule splits the backward.
+type ChainKey = (NumbersKey, u64, bool, bool);
 
 fn numbers_key(c: &Cand) -> NumbersKey {
     let k = &c.k;
@@ -914,6 +914,11 @@ impl<'a> Pricer<'a> {
         } else {
             vec![(Schedule::Gpipe, 1), (Schedule::OneFOneB, 1)]
         };
+        // ZB-H1 only where asked for (`--fix schedule=zb-h1`): the default search stays the
+        // schedules Megatron-LM runs.
+        if pp > 1 && steer.schedule == Some(Schedule::ZeroBubbleH1) {
+            schedules.push((Schedule::ZeroBubbleH1, 1));
+        }
         // Interleaving: every chunk count the layers allow (layers divisible by pp × chunks;
         // with the embedding or the loss counted as layers where `--fix account=` says so), up
         // to the cap; the micro-batch count must be a multiple of pp (Narayanan et al. SC'21).
@@ -1400,8 +1405,16 @@ fn bounded_in_order<'c>(
     // The chains of every (blocks, expert-parallel degree, gradient sharding) a strategy that
     // fits uses, from the first such strategy in order, built in parallel. The chains depend on
     // the ZeRO stage only through the gradient buffer a backward adds to (the whole one, or
-    // under ZeRO ≥ 2 the device's shard), so the key tells those apart.
-    let chain_key = |c: &Cand| (numbers_key(c), c.k.ep, c.k.shards_gradients());
+    // under ZeRO ≥ 2 the device's shard), so the key tells those apart; and on whether the
+    // schedule splits the backward (ZB-H1's weight passes are chains of their own).
+    let chain_key = |c: &Cand| {
+        (
+            numbers_key(c),
+            c.k.ep,
+            c.k.shards_gradients(),
+            c.k.schedule.splits_backward(),
+        )
+    };
     let mut first: BTreeMap<ChainKey, &Cand> = BTreeMap::new();
     for (c, e) in search.estimates {
         if e.memory <= cap * (1.0 + 1e-6) {

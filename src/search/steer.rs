@@ -138,8 +138,9 @@ impl Steer {
             };
             match name {
                 "schedule" => {
-                    let s = Schedule::from_name(value)
-                        .ok_or_else(|| bad("unknown schedule (gpipe, 1f1b, interleaved-1f1b)"))?;
+                    let s = Schedule::from_name(value).ok_or_else(|| {
+                        bad("unknown schedule (gpipe, 1f1b, interleaved-1f1b, zb-h1)")
+                    })?;
                     set_once(&mut self.schedule, s, || bad("given twice"))?;
                 }
                 "sp" | "sequence-parallel" | "sequence_parallel" => {

@@ -241,13 +241,13 @@ impl StrategyFile {
             Some("none") => {
                 return Err(err(
                     "schedule",
-                    format!("schedule `none` means no pipeline, but pp is {}: give gpipe, 1f1b or interleaved-1f1b", f.pp),
+                    format!("schedule `none` means no pipeline, but pp is {}: give gpipe, 1f1b, interleaved-1f1b or zb-h1", f.pp),
                 ))
             }
             Some(s) => Schedule::from_name(s).ok_or_else(|| {
                 err(
                     "schedule",
-                    format!("unknown schedule `{s}` (gpipe, 1f1b, interleaved-1f1b; none when pp is 1)"),
+                    format!("unknown schedule `{s}` (gpipe, 1f1b, interleaved-1f1b, zb-h1; none when pp is 1)"),
                 )
             })?,
         };

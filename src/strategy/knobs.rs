@@ -19,15 +19,29 @@ pub enum Schedule {
     /// Interleaved 1F1B with several model chunks per device (Narayanan et al. SC'21).
     #[serde(rename = "interleaved-1f1b")]
     Interleaved,
+    /// ZB-H1 (Qi, Wan, Huang, Lin, "Zero Bubble Pipeline Parallelism", ICLR 2024,
+    /// arXiv:2401.10241, §3.1): 1F1B with each backward split into B, the gradient of the
+    /// stage's input (sent upstream at once), and W, the gradient of its weights, deferred to
+    /// fill what was bubble; the peak activations of 1F1B, a bubble of about
+    /// (p − 1)(T_F + T_B − T_W).
+    #[serde(rename = "zb-h1")]
+    ZeroBubbleH1,
 }
 
 impl Schedule {
+    /// Whether each backward runs as two steps, the input gradient and, later, the weight
+    /// gradient ([`Schedule::ZeroBubbleH1`]).
+    pub fn splits_backward(self) -> bool {
+        self == Schedule::ZeroBubbleH1
+    }
+
     /// Parses a schedule name.
     pub fn from_name(s: &str) -> Option<Schedule> {
         match s {
             "gpipe" => Some(Schedule::Gpipe),
             "1f1b" => Some(Schedule::OneFOneB),
             "interleaved-1f1b" | "interleaved" => Some(Schedule::Interleaved),
+            "zb-h1" => Some(Schedule::ZeroBubbleH1),
             _ => None,
         }
     }
@@ -39,6 +53,7 @@ impl fmt::Display for Schedule {
             Schedule::Gpipe => "gpipe",
             Schedule::OneFOneB => "1f1b",
             Schedule::Interleaved => "interleaved-1f1b",
+            Schedule::ZeroBubbleH1 => "zb-h1",
         })
     }
 }

@@ -164,11 +164,13 @@ pub fn lower_bound(
         .iter()
         .map(|s| sum(s, &|b| per[b].backward))
         .collect();
+    // ZB-H1's weight passes (empty chains under the other schedules).
+    let wgt: Vec<f64> = stages.iter().map(|s| sum(s, &|b| per[b].weight)).collect();
     let mut busy = vec![0.0; p];
     let mut params = vec![0.0; p];
     let mut grads = vec![0.0; p];
     for (s, st) in stages.iter().enumerate() {
-        busy[s % p] += m * (fwd[s] + bwd[s]);
+        busy[s % p] += m * (fwd[s] + bwd[s] + wgt[s]);
         params[s % p] += sum(st, &|b| chains.params[b]);
         grads[s % p] += sum(st, &|b| chains.dp_grad[b]) * k.precision.wire_factor() as f64;
     }
@@ -232,13 +234,20 @@ pub fn lower_bound(
     let (mut fill, mut drain) = (0.0, 0.0);
     for d in 0..p {
         let after = opt[d] + gather(params[d]);
-        let tail = after.max(drain + opt[0] + gather(params[0]));
+        // Under ZB-H1 rank d's last backward is followed by up to min(m, d + 1) weight passes
+        // (it defers its W's by d backwards), which the drain to rank 0 does not wait for.
+        let w_after = match k.schedule {
+            Schedule::ZeroBubbleH1 => (d as f64 + 1.0).min(m) * wgt.get(d).copied().unwrap_or(0.0),
+            _ => 0.0,
+        };
+        let tail = after.max(drain + opt[0] + gather(params[0]) - w_after);
         best = best.max(fill + busy[d] + tail);
-        // The gradients leave after the last backward starts; everything after waits for them.
-        let last_bwd = if k.schedule == Schedule::Interleaved {
-            busy[d]
-        } else {
-            bwd.get(d).copied().unwrap_or(0.0)
+        // The gradients leave after the task that makes them starts (the last backward; the
+        // last weight pass under ZB-H1); everything after waits for them.
+        let last_bwd = match k.schedule {
+            Schedule::Interleaved => busy[d],
+            Schedule::ZeroBubbleH1 => wgt.get(d).copied().unwrap_or(0.0),
+            _ => bwd.get(d).copied().unwrap_or(0.0),
         };
         best = best.max(fill + busy[d] - last_bwd + reduce(grads[d]) + after);
         best = best.max(reduce(grads[d]) + after);
@@ -305,6 +314,7 @@ mod tests {
             pp in prop::sample::select(vec![1u64, 2, 4]),
             m in prop::sample::select(vec![1u64, 2, 4, 6, 12]),
             interleaved in any::<bool>(),
+            zb in any::<bool>(),
             (embedding, loss) in any::<(bool, bool)>(),
             recompute in prop::sample::select(vec![Recompute::None, Recompute::Selective, Recompute::Full]),
             machine in prop::sample::select(vec!["a100-80gb", "h100-sxm", "a40-pcie", "v100-dgx1"]),
@@ -315,7 +325,11 @@ mod tests {
                 tp,
                 pp,
                 microbatches: m,
-                schedule: if interleaved { Schedule::Interleaved } else { Schedule::OneFOneB },
+                schedule: match (interleaved, zb && pp > 1) {
+                    (true, _) => Schedule::Interleaved,
+                    (false, true) => Schedule::ZeroBubbleH1,
+                    (false, false) => Schedule::OneFOneB,
+                },
                 chunks: if interleaved { 3 } else { 1 },
                 sequence_parallel: false,
                 recompute,

@@ -91,6 +91,15 @@ pub struct PlanOp {
     /// Backward FLOPs.
     #[serde(with = "exact")]
     pub backward_flops: Rational,
+    /// Of `backward_flops`, the gradients of its parameters (its weight-gradient GEMMs), which
+    /// ZB-H1 runs as a step of their own after the input gradient (zero in plans saved before
+    /// it existed).
+    #[serde(
+        default = "no_bytes",
+        with = "exact",
+        skip_serializing_if = "Zero::is_zero"
+    )]
+    pub weight_grad_flops: Rational,
     /// Bytes the forward pass reads and writes (`OpRule::io_bytes` with the split indices
     /// divided by their axis sizes).
     #[serde(with = "exact")]
@@ -466,6 +475,7 @@ fn plan_block(
     for (k, node) in blk.ops().enumerate() {
         if node.rule.passes_gradient_through() {
             ops[k].backward_flops = Rational::zero();
+            ops[k].weight_grad_flops = Rational::zero();
             ops[k].backward_bytes = Rational::zero();
         }
     }
@@ -508,6 +518,7 @@ fn plan_op(op: &OpAnalysis, b: &Bindings, context_parallel: bool) -> Result<Plan
         fused_attention: op.fused_attention,
         forward_flops: ev(&op.forward)?,
         backward_flops: ev(&op.backward)? + ev(&op.recompute)?,
+        weight_grad_flops: ev(&op.weight_grad)?,
         backward_bytes: ev(&op.backward_io_bytes)? + ev(&op.loss_pass_bytes[1])?
             - ev(&op.param_grad_bytes[1])?,
         param_grad_bytes: ev(&op.param_grad_bytes[0])?,
@@ -764,6 +775,7 @@ fn fuse_into(first: &mut PlanOp, second: &mut PlanOp, twice: &Rational) {
     let merged = |a: &Rational, b: &Rational| a + b - twice;
     second.forward_flops += &first.forward_flops;
     second.backward_flops += &first.backward_flops;
+    second.weight_grad_flops += &first.weight_grad_flops;
     second.forward_bytes = merged(&first.forward_bytes, &second.forward_bytes);
     // A second operator that passes its gradient through writes no intermediate gradient.
     second.backward_bytes = if second.backward_bytes.is_zero() {
@@ -776,6 +788,7 @@ fn fuse_into(first: &mut PlanOp, second: &mut PlanOp, twice: &Rational) {
     first.fan_in_bytes = Rational::zero();
     first.forward_flops = Rational::zero();
     first.backward_flops = Rational::zero();
+    first.weight_grad_flops = Rational::zero();
     first.forward_bytes = Rational::zero();
     first.backward_bytes = Rational::zero();
     first.param_grad_bytes = Rational::zero();
@@ -1010,6 +1023,7 @@ impl TimingPlan {
                 [
                     &o.forward_flops,
                     &o.backward_flops,
+                    &o.weight_grad_flops,
                     &o.forward_bytes,
                     &o.backward_bytes,
                     &o.ring_bytes,
@@ -1019,6 +1033,16 @@ impl TimingPlan {
             });
             if negative || b.boundary_bytes < Rational::zero() {
                 return Err(format!("block `{}` has a negative amount", b.name));
+            }
+            if let Some(o) = b
+                .ops
+                .iter()
+                .find(|o| o.weight_grad_flops > o.backward_flops)
+            {
+                return Err(format!(
+                    "operator `{}` of block `{}`: `weight_grad_flops` exceeds `backward_flops`, of which it is a part",
+                    o.name, b.name
+                ));
             }
         }
         let ring = self

@@ -17,7 +17,7 @@ use super::plan::{Axis, Collective, PlanBlock, PlanComm, PlanOp, Step, TimingPla
 use super::schedule::{program, Pass, PerPass, Task};
 use crate::parallel::evaluate::GRAD_BYTES;
 use crate::strategy::{AxisKind, Mesh, MeshAxis, Recompute, Schedule};
-use num_traits::ToPrimitive;
+use num_traits::{ToPrimitive, Zero};
 
 /// The smallest gradient bucket, in bytes of gradients on the wire: Megatron-LM's DDP default
 /// of `max(40_000_000, 1_000_000 × dp·cp)` parameters (megatron/core/distributed/
@@ -113,6 +113,44 @@ struct Ctx<'a> {
     /// Per block, its gradient reductions as floats once (the backward that launches them runs
     /// them for every copy of the block): the operator that makes each ready, and what it does.
     grads: Vec<Vec<(usize, Grad)>>,
+    /// Whether the schedule runs each backward as the input gradient and, as a task of its
+    /// own, the weight gradient ([`crate::strategy::Schedule::splits_backward`]).
+    split: bool,
+}
+
+/// The weight-gradient share of an operator's backward, as floats: what ZB-H1 defers to a
+/// step of its own.
+struct WeightPart {
+    /// Its FLOPs (the plan's [`PlanOp::weight_grad_flops`], exact from the rule).
+    flops: f64,
+    /// The backward's bytes in the proportion of its FLOPs.
+    bytes: f64,
+    /// The position in [`PlanOp::gemms`] of its GEMM: the last backward GEMM within the weight
+    /// gradient's FLOPs (which add a bias's reduction to the weight's GEMM). The two backward
+    /// GEMMs of a two-operand contraction have the same FLOPs, so only the shape, not the work,
+    /// rides on which one this is; a linear layer's weight is its second operand, the last.
+    gemm: Option<usize>,
+}
+
+impl WeightPart {
+    fn of(o: &PlanOp) -> WeightPart {
+        let w = f(&o.weight_grad_flops);
+        let total = f(&o.backward_flops);
+        let bytes = if total > 0.0 {
+            f(&o.backward_bytes) * w / total
+        } else {
+            0.0
+        };
+        let gemm = (1..o.gemms.len()).rev().find(|&i| {
+            let g = o.gemms[i].to_f64();
+            w > 0.0 && 2.0 * g.iter().product::<f64>() <= w * (1.0 + 1e-9)
+        });
+        WeightPart {
+            flops: w,
+            bytes,
+            gemm,
+        }
+    }
 }
 
 /// A gradient reduction as the simulator issues it.
@@ -134,6 +172,7 @@ impl<'a> Ctx<'a> {
             cp: mesh.cp_axis(),
             ep: expert_axis(mesh, plan.knobs.ep),
             grads: Vec::new(),
+            split: plan.knobs.schedule.splits_backward(),
         };
         ctx.grads = plan
             .blocks
@@ -283,6 +322,9 @@ impl<'a> Ctx<'a> {
     /// The events of one block's pass, with their durations.
     fn steps(&self, bi: usize, pass: Pass) -> Vec<SimStep> {
         let b = &self.plan.blocks[bi];
+        if pass == Pass::Weight {
+            return self.weight_steps(bi);
+        }
         let to_sim = |(i, s): (usize, &Step), recompute: bool| -> Vec<SimStep> {
             match s {
                 Step::Compute(k) => self.compute_steps(b, pass, (i, *k), recompute),
@@ -290,7 +332,9 @@ impl<'a> Ctx<'a> {
                     let (stream, dur, bytes) = self.comm(c);
                     vec![SimStep {
                         blocking: !matches!(s, Step::Overlapped(_)),
-                        after_dgrad: matches!(s, Step::AfterDgrad(_)),
+                        // With the weight gradient deferred, nothing of the operator is left to
+                        // overlap a collective launched after its input gradient: it follows it.
+                        after_dgrad: matches!(s, Step::AfterDgrad(_)) && !self.split,
                         gather: matches!(s, Step::Overlapped(_)),
                         fused_next: false,
                         ring_wait: 0,
@@ -347,6 +391,53 @@ impl<'a> Ctx<'a> {
         out
     }
 
+    /// The weight-gradient pass of block `bi` (ZB-H1's W): in the backward's order, one compute
+    /// step per operator with parameters or a weight gradient, its weight-gradient GEMM (one
+    /// kernel) with the addition of its gradient to the buffer and its own parameter-gradient
+    /// kernel; the operator's gradient reductions follow it. Empty unless the schedule splits
+    /// the backward.
+    fn weight_steps(&self, bi: usize) -> Vec<SimStep> {
+        let b = &self.plan.blocks[bi];
+        if !self.split {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        for (i, s) in b.backward.iter().enumerate() {
+            let Step::Compute(k) = *s else {
+                continue;
+            };
+            let o = &b.ops[k];
+            let w = WeightPart::of(o);
+            let reduces = self.grads[bi].iter().any(|(g, _)| *g == k);
+            if w.flops <= 0.0 && o.params.is_zero() && o.param_grad_bytes.is_zero() && !reduces {
+                continue;
+            }
+            let gemms: Vec<[f64; 4]> = w.gemm.iter().map(|&g| o.gemms[g].to_f64()).collect();
+            let (accumulate, own) = self.own_seconds(o, true);
+            let param_kernel = own - self.fan_in_seconds(o);
+            let dur = self
+                .rates
+                .gemm_seconds(w.flops, w.bytes, o.class(), 1, &gemms)
+                + accumulate
+                + param_kernel;
+            out.push(SimStep {
+                blocking: true,
+                after_dgrad: false,
+                gather: false,
+                fused_next: false,
+                ring_wait: 0,
+                op: Some(k),
+                step: i,
+                stream: Stream::Compute,
+                dur,
+                flops: w.flops,
+                bytes: 0.0,
+                recompute: false,
+            });
+        }
+        out
+    }
+
     /// Step `i` of block `b`'s `pass`, operator `k` computing (in the recomputed forward when
     /// `recompute`): one step, or under context parallelism, for an attention operator, its
     /// ring of blocks and exchanges ([`Ctx::ring`]).
@@ -359,11 +450,19 @@ impl<'a> Ctx<'a> {
     ) -> Vec<SimStep> {
         let cp = self.plan.knobs.cp;
         let o = &b.ops[k];
-        let (fl, by) = match (pass, recompute) {
-            (Pass::Backward, false) => (f(&o.backward_flops), f(&o.backward_bytes)),
+        let backward = pass == Pass::Backward && !recompute;
+        // Under ZB-H1 the backward computes the input gradient only: the weight's share (its
+        // GEMM, one kernel) runs in the weight pass ([`Ctx::weight_steps`]).
+        let w = (backward && self.split).then(|| WeightPart::of(o));
+        let (fl, by) = match (backward, &w) {
+            (true, Some(w)) => (
+                f(&o.backward_flops) - w.flops,
+                f(&o.backward_bytes) - w.bytes,
+            ),
+            (true, None) => (f(&o.backward_flops), f(&o.backward_bytes)),
             _ => (f(&o.forward_flops), f(&o.forward_bytes)),
         };
-        let backward = pass == Pass::Backward && !recompute;
+        let wgemm = w.as_ref().and_then(|w| w.gemm);
         // The backward runs the block's operators in reverse: operator k − 1 next.
         let fused_next = backward
             && k > 0
@@ -371,9 +470,18 @@ impl<'a> Ctx<'a> {
             && matches!(b.backward.get(i + 1), Some(Step::Compute(j)) if j + 1 == k);
         let gemms: Vec<[f64; 4]> = match (backward, o.gemms.split_first()) {
             (false, Some((g, _))) => vec![g.to_f64()],
-            (true, Some((_, rest))) => rest.iter().map(|g| g.to_f64()).collect(),
+            (true, Some((_, rest))) => (1..=rest.len())
+                .filter(|i| Some(*i) != wgemm)
+                .map(|i| o.gemms[i].to_f64())
+                .collect(),
             (_, None) => Vec::new(),
         };
+        // The weight's GEMM (its kernel, whether or not its shape is known) leaves the backward.
+        let weight_kernel = w.as_ref().is_some_and(|w| w.flops > 0.0);
+        let kernels = o
+            .kernels(backward)
+            .saturating_sub(u32::from(weight_kernel))
+            .max(1);
         let step = |fl: f64, by: f64, ring_wait: u8| SimStep {
             blocking: true,
             after_dgrad: false,
@@ -383,14 +491,17 @@ impl<'a> Ctx<'a> {
             op: Some(k),
             step: i,
             stream: Stream::Compute,
-            dur: self
-                .rates
-                .gemm_seconds(fl, by, o.class(), o.kernels(backward), &gemms),
+            dur: self.rates.gemm_seconds(fl, by, o.class(), kernels, &gemms),
             flops: fl,
             bytes: 0.0,
             recompute,
         };
-        let (mut accumulate, own_kernels) = self.own_seconds(o, backward);
+        let (mut accumulate, mut own_kernels) = self.own_seconds(o, backward);
+        if w.is_some() {
+            // The gradient's addition to the buffer and its own kernel go with the weight.
+            accumulate = 0.0;
+            own_kernels = self.fan_in_seconds(o);
+        }
         accumulate += self.fp8_cast_seconds(o, backward, recompute);
         let ring = f(&o.ring_bytes);
         if cp <= 1 || ring <= 0.0 {
@@ -462,6 +573,13 @@ impl<'a> Ctx<'a> {
             0.0
         };
         (accumulate, own_kernels)
+    }
+
+    /// Seconds of autograd's sums of the gradients whose last reader is `o`, a kernel of their
+    /// own in its backward (part of [`Ctx::own_seconds`]).
+    fn fan_in_seconds(&self, o: &PlanOp) -> f64 {
+        self.rates
+            .op_seconds(0.0, f(&o.fan_in_bytes), KernelClass::Other, 1)
     }
 }
 
@@ -814,6 +932,7 @@ pub fn pass_chains(plan: &TimingPlan, rates: &Rates, gpus_per_node: u64) -> Vec<
         .map(|b| PerPass {
             forward: chain(ctx.steps(b, Pass::Forward)),
             backward: chain(ctx.steps(b, Pass::Backward)),
+            weight: chain(ctx.steps(b, Pass::Weight)),
         })
         .collect()
 }
@@ -925,9 +1044,11 @@ struct Layout<'a> {
     p2p_tier: crate::strategy::Tier,
     /// Each pipeline rank's tasks, in order.
     programs: Vec<Vec<Task>>,
-    /// Per virtual stage, the position of its last backward in its rank's program: the task that
-    /// produces its gradients.
+    /// Per virtual stage, the position of its last backward (its last weight pass under ZB-H1)
+    /// in its rank's program: the task that produces its gradients.
     last_bwd: Vec<usize>,
+    /// The pass whose tasks make the gradients: the backward, or the weight pass under ZB-H1.
+    grad_pass: Pass,
     /// Data-parallel replicas of each device (dp × cp).
     replicas: u64,
     /// Whether a device keeps only its shard of the gradients (ZeRO ≥ 2).
@@ -959,6 +1080,7 @@ impl<'a> Layout<'a> {
             .map(|b| PerPass {
                 forward: ctx.steps(b, Pass::Forward),
                 backward: ctx.steps(b, Pass::Backward),
+                weight: ctx.steps(b, Pass::Weight),
             })
             .collect();
         let programs: Vec<Vec<Task>> = (0..p).map(|s| program(k.schedule, s, p, m, v)).collect();
@@ -988,11 +1110,18 @@ impl<'a> Layout<'a> {
         //   and PyTorch FSDP during gradient accumulation; Rajbhandari et al. 2020, §5.2):
         //   bucket by bucket during the backward with overlap, after it and before the device
         //   goes on without.
+        // * ZB-H1: the weight pass makes the gradients, so all of the above happens at its
+        //   tasks instead: after the last W, or after each W with ZeRO ≥ 2.
         let replicas = k.replicas();
+        let grad_pass = if k.schedule.splits_backward() {
+            Pass::Weight
+        } else {
+            Pass::Backward
+        };
         let mut last_bwd = vec![usize::MAX; nst];
         for prog in &programs {
             for (i, t) in prog.iter().enumerate() {
-                if t.pass == Pass::Backward {
+                if t.pass == grad_pass {
                     last_bwd[t.stage] = i;
                 }
             }
@@ -1008,6 +1137,7 @@ impl<'a> Layout<'a> {
             p2p_tier: mesh.p2p_tier(),
             programs,
             last_bwd,
+            grad_pass,
             replicas,
             sharded_grads: k.shards_gradients(),
             overlap: k.overlap.grad_reduce,
@@ -1060,6 +1190,8 @@ impl<'a> Layout<'a> {
         let head = match task.pass {
             Pass::Forward => task.stage == 0,
             Pass::Backward => task.stage + 1 == self.nst,
+            // Its input is its own backward's, which ran before it on the same device.
+            Pass::Weight => true,
         };
         if head {
             Some((0.0, None))
@@ -1080,8 +1212,8 @@ impl<'a> Layout<'a> {
             started: None,
             last_compute: None,
         };
-        let last = task.pass == Pass::Backward && self.last_bwd[task.stage] == st.pos[d];
-        let grads_now = task.pass == Pass::Backward && (self.sharded_grads || last);
+        let last = task.pass == self.grad_pass && self.last_bwd[task.stage] == st.pos[d];
+        let grads_now = task.pass == self.grad_pass && (self.sharded_grads || last);
         // Whether buckets are launched as the backward fills them.
         let eager =
             grads_now && self.overlap && (self.sharded_grads || (d == 0 && !self.interleaved));
@@ -1135,7 +1267,7 @@ impl<'a> Layout<'a> {
             dev.first_forward = Some(cur.t - start);
         }
         dev.task_end = cur.t;
-        if task.pass == Pass::Backward {
+        if task.pass != Pass::Forward {
             st.flush = st.flush.max(cur.t);
         }
         if let Some((dest, arrival)) = self.hand_on(dev, &mut st.rec, d, task, &cur) {
@@ -1226,7 +1358,10 @@ impl<'a> Layout<'a> {
     ) {
         let bi = self.plan().items[item];
         let params = self.block_params[bi];
-        if self.fsdp && params > 0.0 {
+        // The weight gradient reads activations and output gradients, not the weights: no
+        // gather before it.
+        let gathers = self.fsdp && run.task.pass != Pass::Weight;
+        if gathers && params > 0.0 {
             let end = match prefetch.gathered.take() {
                 Some(end) => end,
                 None => self.push_gather(dev, rec, run, item, prefetch.at),
@@ -1253,7 +1388,7 @@ impl<'a> Layout<'a> {
                 _ => cur.t,
             };
             let first_compute = !layer.item_started && s.stream == Stream::Compute;
-            if let Some(next) = next.filter(|_| self.fsdp && first_compute) {
+            if let Some(next) = next.filter(|_| gathers && first_compute) {
                 // The next layer's weights are gathered as this layer starts computing, and
                 // before its gradients are reduce-scattered: in issue order on the one
                 // data-parallel stream (see `push_gather`).
@@ -1276,7 +1411,9 @@ impl<'a> Layout<'a> {
             if s.stream == Stream::Compute {
                 held = after_compute(dev, cur, &mut layer, s, start, end);
             }
-            if s.gather {
+            // Under ZB-H1 the weight gradient that reads the gather runs in a later task, by
+            // when the gather has long arrived: the input gradient does not wait for it.
+            if s.gather && !self.ctx.split {
                 layer.gathered = Some(end);
             }
             if !s.blocking {

@@ -38,7 +38,7 @@ fn kind(e: &Event) -> usize {
             _,
         ) => 2,
         (Stream::Compute, _, Pass::Forward) => 0,
-        (Stream::Compute, _, Pass::Backward) => 1,
+        (Stream::Compute, _, Pass::Backward | Pass::Weight) => 1,
         (Stream::TpComm, _, _) => 3,
         (Stream::DpComm, What::ParamGather, _) => 5,
         (Stream::DpComm, _, _) => 4,

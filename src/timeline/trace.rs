@@ -21,12 +21,13 @@ fn item_name(plan: &TimingPlan, item: usize) -> String {
     }
 }
 
-/// `R` for a recomputed forward, else `F` or `B` by pass.
+/// `R` for a recomputed forward, else `F`, `B` or `W` (ZB-H1's weight gradient) by pass.
 fn pass_letter(recompute: bool, pass: Pass) -> &'static str {
     match (recompute, pass) {
         (true, _) => "R",
         (false, Pass::Forward) => "F",
         (false, Pass::Backward) => "B",
+        (false, Pass::Weight) => "W",
     }
 }
 
@@ -80,7 +81,7 @@ pub(crate) fn label(plan: &TimingPlan, e: &Event, item: &str) -> String {
         },
         What::Send => match e.pass {
             Pass::Forward => format!("send activation{mb}"),
-            Pass::Backward => format!("send gradient{mb}"),
+            Pass::Backward | Pass::Weight => format!("send gradient{mb}"),
         },
         What::Optimizer => "optimizer step".into(),
         What::GradNorm => "gradient-norm all-reduce".into(),
