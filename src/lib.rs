@@ -6,6 +6,7 @@
 //! ([`rules::law`]).
 #![warn(missing_docs)]
 
+mod api;
 pub mod audit;
 pub mod calib;
 pub mod cli;
@@ -26,6 +27,10 @@ pub mod timeline;
 pub mod units;
 pub mod validate;
 
+pub use api::{
+    cost, timeline, Cost, CostRequest, DeviceCost, DeviceOp, Flops, Machine, Model, ModelSource,
+    OpCost, Pass, Quantity, Strategy, Timeline, TimelineInput, TimelineRequest,
+};
 pub use error::{Error, Result};
 /// The importers of foreign model formats (Hugging Face configs, ONNX graphs), part of model
 /// loading.

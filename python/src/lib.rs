@@ -1,10 +1,16 @@
-//! The native half of the `symshard` Python package: runs a symshard command line in this
-//! process and returns its JSON text. The Python half (`symshard/__init__.py`) turns the exact
-//! numbers into Python ints and fractions; no number is computed here or there.
+//! The native half of the `symshard` Python package. `cost` and `timeline` call the library's
+//! typed functions and return objects with attributes: exact numbers as Python `int` (or
+//! `fractions.Fraction` where the library's value is a ratio), seconds as `float`. Other
+//! commands still run a command line in this process (`run_json`) and return its JSON text. No
+//! number is computed here.
 
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use pyo3::IntoPyObjectExt;
+use std::collections::BTreeMap;
+use symshard::sym::Rational;
 
 create_exception!(
     _native,
@@ -13,12 +19,20 @@ create_exception!(
     "A symshard error: (message, exit code of the command line)."
 );
 
+fn native_error(e: symshard::Error) -> PyErr {
+    NativeError::new_err((e.to_string(), e.exit_code()))
+}
+
+fn usage(message: String) -> PyErr {
+    native_error(symshard::Error::Usage(message))
+}
+
 /// Runs `symshard ARGS...` (with `--format json` where the command takes it) and returns the JSON
 /// documents it prints: none for a command that only writes files, such as `report`.
 #[pyfunction]
 fn run_json(py: Python<'_>, args: Vec<String>) -> PyResult<Vec<String>> {
     py.detach(|| symshard::cli::run_json(&args))
-        .map_err(|e| NativeError::new_err((e.to_string(), e.exit_code())))
+        .map_err(native_error)
 }
 
 /// The package's version.
@@ -27,10 +41,623 @@ fn version() -> &'static str {
     env!("CARGO_PKG_VERSION")
 }
 
+// ---------------------------------------------------------------------------------------------
+// Conversions
+
+/// An exact number: a Python `int` where it is whole, else a `fractions.Fraction`.
+fn exact(py: Python<'_>, r: &Rational) -> PyResult<Py<PyAny>> {
+    if r.is_integer() {
+        r.to_integer().into_py_any(py)
+    } else {
+        r.clone().into_py_any(py)
+    }
+}
+
+/// An amount: an exact number, or a formula as text.
+fn quantity(py: Python<'_>, q: &symshard::Quantity) -> PyResult<Py<PyAny>> {
+    match q {
+        symshard::Quantity::Exact(r) => exact(py, r),
+        symshard::Quantity::Formula(f) => f.into_py_any(py),
+    }
+}
+
+fn exact_map(py: Python<'_>, m: &BTreeMap<String, Rational>) -> PyResult<Py<PyAny>> {
+    let d = PyDict::new(py);
+    for (k, v) in m {
+        d.set_item(k, exact(py, v)?)?;
+    }
+    d.into_py_any(py)
+}
+
+/// A JSON value as Python values (numbers as JSON has them: the library's exact numbers are
+/// decimal strings there, as the command line prints them).
+fn json(py: Python<'_>, v: &serde_json::Value) -> PyResult<Py<PyAny>> {
+    use serde_json::Value;
+    match v {
+        Value::Null => Ok(py.None()),
+        Value::Bool(b) => b.into_py_any(py),
+        Value::Number(n) => match (n.as_u64(), n.as_i64(), n.as_f64()) {
+            (Some(u), _, _) => u.into_py_any(py),
+            (None, Some(i), _) => i.into_py_any(py),
+            (None, None, Some(f)) => f.into_py_any(py),
+            _ => Err(usage(format!("a JSON number out of range: {n}"))),
+        },
+        Value::String(s) => s.into_py_any(py),
+        Value::Array(a) => {
+            let items = a
+                .iter()
+                .map(|x| json(py, x))
+                .collect::<PyResult<Vec<_>>>()?;
+            PyList::new(py, items)?.into_py_any(py)
+        }
+        Value::Object(o) => {
+            let d = PyDict::new(py);
+            for (k, x) in o {
+                d.set_item(k, json(py, x)?)?;
+            }
+            d.into_py_any(py)
+        }
+    }
+}
+
+/// `x`'s JSON (as the command line prints it) as Python values.
+fn json_of<T: serde::Serialize>(py: Python<'_>, x: &T) -> PyResult<Py<PyAny>> {
+    let v = serde_json::to_value(x)
+        .map_err(|e| native_error(symshard::Error::Internal(format!("cannot write JSON: {e}"))))?;
+    json(py, &v)
+}
+
+/// The name an enum has in JSON (`all-reduce`, `tp`, `matmul`).
+fn name_of<T: serde::Serialize>(x: &T) -> String {
+    match serde_json::to_value(x) {
+        Ok(serde_json::Value::String(s)) => s,
+        Ok(other) => other.to_string(),
+        Err(e) => format!("{e}"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Requests
+
+/// A model as asked for: a name or path, or the text of a model file or of a Hugging Face
+/// config; its symbol bindings and settings.
+#[pyclass(frozen, module = "symshard._native")]
+struct Model(symshard::Model);
+
+#[pymethods]
+impl Model {
+    /// `kind` is `name` (a shipped or user model, or a path), `yaml` (a model file's text) or
+    /// `hf-config` (a Hugging Face config's JSON text); `label` names a text in messages.
+    /// `symbols` binds each name to an int, a Fraction, or a value as a model file writes it.
+    #[new]
+    #[pyo3(signature = (source, *, kind = "name", label = None, symbols = Vec::new(), attention = None, loss = None, train_metrics = 0, dropout = None, rules = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        source: String,
+        kind: &str,
+        label: Option<String>,
+        symbols: Vec<(String, Bound<'_, PyAny>)>,
+        attention: Option<String>,
+        loss: Option<String>,
+        train_metrics: u32,
+        dropout: Option<bool>,
+        rules: Option<std::path::PathBuf>,
+    ) -> PyResult<Model> {
+        let label = label.unwrap_or_else(|| "<text>".into());
+        let src = match kind {
+            "name" => symshard::ModelSource::Named(source),
+            "yaml" => symshard::ModelSource::Yaml {
+                text: source,
+                label,
+            },
+            "hf-config" => symshard::ModelSource::HfConfig {
+                text: source,
+                label,
+                name: "config".into(),
+            },
+            k => {
+                return Err(usage(format!(
+                    "unknown model kind `{k}` (name, yaml, hf-config)"
+                )))
+            }
+        };
+        let attention = match attention.as_deref() {
+            None => None,
+            Some(a) => Some(symshard::model::AttentionMode::from_name(a).ok_or_else(|| {
+                usage(format!(
+                    "unknown attention `{a}` (eager, flash, flash-causal)"
+                ))
+            })?),
+        };
+        let loss = match loss.as_deref() {
+            None | Some("fp32") => symshard::model::LossMode::Fp32,
+            Some("fused") => symshard::model::LossMode::Fused,
+            Some(l) => return Err(usage(format!("unknown loss `{l}` (fp32, fused)"))),
+        };
+        let mut m = symshard::Model::new(src)
+            .attention(attention)
+            .loss(loss)
+            .train_metrics(train_metrics)
+            .dropout(dropout)
+            .rules(rules);
+        for (name, v) in symbols {
+            m = if let Ok(i) = v.extract::<num_bigint::BigInt>() {
+                m.set(name, Rational::from_integer(i))
+            } else if let Ok(r) = v.extract::<Rational>() {
+                m.set(name, r)
+            } else {
+                m.set_text(format!("{name}={}", v.str()?))
+            };
+        }
+        Ok(Model(m))
+    }
+}
+
+/// A strategy: a strategy file or a knob string (`dp=8,tp=8,mbs=1,sp`), and knobs that
+/// override it.
+#[pyclass(frozen, module = "symshard._native")]
+struct Strategy(symshard::Strategy);
+
+#[pymethods]
+impl Strategy {
+    #[new]
+    #[pyo3(signature = (text = None, *, dp = None, tp = None, pp = None, ep = None, cp = None, micro_batch_size = None, microbatches = None, schedule = None, chunks = None, sequence_parallel = false, recompute = None, zero = None, precision = None, tp_comm_overlap = false, overlap_param_gather = false, no_overlap_grad_reduce = false))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        text: Option<String>,
+        dp: Option<u64>,
+        tp: Option<u64>,
+        pp: Option<u64>,
+        ep: Option<u64>,
+        cp: Option<u64>,
+        micro_batch_size: Option<u64>,
+        microbatches: Option<u64>,
+        schedule: Option<String>,
+        chunks: Option<u64>,
+        sequence_parallel: bool,
+        recompute: Option<String>,
+        zero: Option<u8>,
+        precision: Option<String>,
+        tp_comm_overlap: bool,
+        overlap_param_gather: bool,
+        no_overlap_grad_reduce: bool,
+    ) -> PyResult<Strategy> {
+        use symshard::strategy::{Precision, Recompute, Schedule};
+        let schedule_name = schedule.as_deref();
+        let knobs = symshard::Strategy {
+            file: None,
+            dp,
+            tp,
+            pp,
+            micro_batch_size,
+            microbatches,
+            schedule: match schedule_name {
+                None | Some("none") => None,
+                Some(s) => Some(Schedule::from_name(s).ok_or_else(|| {
+                    usage(format!(
+                        "unknown schedule `{s}` (gpipe, 1f1b, interleaved-1f1b; none when pp is 1)"
+                    ))
+                })?),
+            },
+            no_pipeline: schedule_name == Some("none"),
+            chunks,
+            sequence_parallel,
+            recompute: match recompute.as_deref() {
+                None => None,
+                Some(s) => Some(Recompute::from_name(s).ok_or_else(|| {
+                    usage(format!(
+                        "unknown recomputation `{s}` (none, selective, full)"
+                    ))
+                })?),
+            },
+            zero,
+            ep,
+            cp,
+            tp_comm_overlap,
+            overlap_param_gather,
+            no_overlap_grad_reduce,
+            precision: match precision.as_deref() {
+                None => None,
+                Some(s) => Some(Precision::from_name(s).ok_or_else(|| {
+                    usage(format!("unknown precision `{s}` (bf16, autocast, fp8)"))
+                })?),
+            },
+            account_for_embedding_in_pipeline_split: false,
+            account_for_loss_in_pipeline_split: false,
+        };
+        let Some(text) = text else {
+            return Ok(Strategy(knobs));
+        };
+        let path = std::path::Path::new(&text);
+        let file = path.exists() || text.ends_with(".yaml") || text.ends_with(".yml");
+        let base = if text.contains('=') && !file {
+            symshard::Strategy::from_knobs(&text, "strategy").map_err(native_error)?
+        } else {
+            symshard::Strategy::from_file(path)
+        };
+        Ok(Strategy(base.overlaid_by(&knobs)))
+    }
+}
+
+/// A machine: a calibration table (shipped name or file; default: the reference machine),
+/// what-if edits, a stack profile, devices per node and memory per device (bytes, or text with
+/// a unit such as `80GB`).
+#[pyclass(frozen, module = "symshard._native")]
+struct Machine(symshard::Machine);
+
+#[pymethods]
+impl Machine {
+    #[new]
+    #[pyo3(signature = (calib = None, *, what_if = None, stack = None, gpus_per_node = None, memory = None))]
+    fn new(
+        calib: Option<String>,
+        what_if: Option<String>,
+        stack: Option<String>,
+        gpus_per_node: Option<u64>,
+        memory: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<Machine> {
+        let mut m = match &calib {
+            Some(c) => symshard::Machine::named(c),
+            None => symshard::Machine::reference(),
+        }
+        .map_err(native_error)?;
+        if let Some(w) = &what_if {
+            m = m.with_what_if(w).map_err(native_error)?;
+        }
+        if let Some(s) = &stack {
+            m = m.with_stack(s).map_err(native_error)?;
+        }
+        if let Some(g) = gpus_per_node {
+            m = m.with_gpus_per_node(g).map_err(native_error)?;
+        }
+        if let Some(b) = memory {
+            let bytes = if let Ok(i) = b.extract::<num_bigint::BigInt>() {
+                Rational::from_integer(i)
+            } else {
+                let text: String = b.str()?.extract()?;
+                symshard::search::steer::parse_memory(&text)
+                    .map_err(|e| usage(format!("--memory: {e}")))?
+            };
+            m = m.with_memory(bytes);
+        }
+        Ok(Machine(m))
+    }
+
+    /// The calibration table's name.
+    #[getter]
+    fn calibration(&self) -> String {
+        self.0.calibration().name.clone()
+    }
+
+    /// Devices per node.
+    #[getter]
+    fn gpus_per_node(&self) -> u64 {
+        self.0.gpus_per_node()
+    }
+
+    /// Bytes of memory per device.
+    #[getter]
+    fn memory(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        exact(py, &self.0.memory())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Results
+
+/// Memory per device, in bytes.
+#[pyclass(frozen, get_all, module = "symshard._native")]
+struct Memory {
+    params: Py<PyAny>,
+    grads: Py<PyAny>,
+    optimizer: Py<PyAny>,
+    activations: Py<PyAny>,
+    total: Py<PyAny>,
+}
+
+impl Memory {
+    fn of(py: Python<'_>, m: &symshard::parallel::Memory) -> PyResult<Py<Memory>> {
+        Py::new(
+            py,
+            Memory {
+                params: exact(py, &m.params)?,
+                grads: exact(py, &m.grads)?,
+                optimizer: exact(py, &m.optimizer)?,
+                activations: exact(py, &m.activations)?,
+                total: exact(py, &m.total)?,
+            },
+        )
+    }
+}
+
+/// One collective the busiest device runs.
+#[pyclass(frozen, get_all, module = "symshard._native")]
+struct Collective {
+    collective: String,
+    axis: String,
+    tier: String,
+    bytes: Py<PyAny>,
+    count: u64,
+    op: String,
+    tensor: String,
+}
+
+/// One pipeline stage.
+#[pyclass(frozen, get_all, module = "symshard._native")]
+struct Stage {
+    stage: u64,
+    items: Vec<(String, u64)>,
+    flops: Py<PyAny>,
+    hbm_cost: Py<PyAny>,
+    kernel_cost: Py<PyAny>,
+    memory: Py<Memory>,
+}
+
+/// The busiest device's cost under a strategy.
+#[pyclass(frozen, get_all, module = "symshard._native")]
+struct DeviceCost {
+    strategy: String,
+    flops: Py<PyAny>,
+    comm: Vec<Py<Collective>>,
+    p2p_bytes: Py<PyAny>,
+    memory: Py<Memory>,
+    feasible: bool,
+    reason: Option<String>,
+    stages: Vec<Py<Stage>>,
+    per_op: Option<Vec<Py<PyAny>>>,
+}
+
+/// What `cost` finds; `raw` is `symshard cost --format json`'s document.
+#[pyclass(frozen, get_all, module = "symshard._native")]
+struct Cost {
+    model: String,
+    assumed_sizes: Py<PyAny>,
+    overrides: Py<PyAny>,
+    settings: BTreeMap<String, String>,
+    symbols: Py<PyAny>,
+    params: Py<PyAny>,
+    flops: Py<PyAny>,
+    activations: Py<PyAny>,
+    per_op: Option<Vec<Py<PyAny>>>,
+    per_device: Option<Py<DeviceCost>>,
+    raw: Py<PyAny>,
+}
+
+fn op_row(py: Python<'_>, o: &symshard::OpCost) -> PyResult<Py<PyAny>> {
+    let d = PyDict::new(py);
+    d.set_item("name", &o.name)?;
+    d.set_item("rule", &o.rule)?;
+    d.set_item("repeat", quantity(py, &o.repeat)?)?;
+    d.set_item("params", quantity(py, &o.params)?)?;
+    d.set_item("forward", quantity(py, &o.forward)?)?;
+    d.set_item("backward", quantity(py, &o.backward)?)?;
+    d.set_item("class", name_of(&o.class))?;
+    d.set_item("activations", quantity(py, &o.activations)?)?;
+    d.into_py_any(py)
+}
+
+fn device_op_row(py: Python<'_>, o: &symshard::DeviceOp) -> PyResult<Py<PyAny>> {
+    let d = PyDict::new(py);
+    d.set_item("block", &o.block)?;
+    d.set_item("name", &o.name)?;
+    d.set_item("dp_split", &o.dp_split)?;
+    d.set_item("tp_split", &o.tp_split)?;
+    d.set_item("forward", exact(py, &o.forward)?)?;
+    d.set_item("backward", exact(py, &o.backward)?)?;
+    d.set_item("params", exact(py, &o.params)?)?;
+    d.set_item("saved", exact(py, &o.saved)?)?;
+    d.into_py_any(py)
+}
+
+impl DeviceCost {
+    fn of(py: Python<'_>, d: &symshard::DeviceCost) -> PyResult<Py<DeviceCost>> {
+        let comm = d
+            .comm
+            .iter()
+            .map(|c| {
+                Py::new(
+                    py,
+                    Collective {
+                        collective: name_of(&c.collective),
+                        axis: name_of(&c.axis),
+                        tier: name_of(&c.tier),
+                        bytes: exact(py, &c.bytes)?,
+                        count: c.count,
+                        op: c.op.clone(),
+                        tensor: c.tensor.clone(),
+                    },
+                )
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        let stages = d
+            .stages
+            .iter()
+            .map(|s| {
+                Py::new(
+                    py,
+                    Stage {
+                        stage: s.stage,
+                        items: s.items.clone(),
+                        flops: exact(py, &s.flops)?,
+                        hbm_cost: exact(py, &s.hbm_cost)?,
+                        kernel_cost: exact(py, &s.kernel_cost)?,
+                        memory: Memory::of(py, &s.memory)?,
+                    },
+                )
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        let per_op = match &d.per_op {
+            Some(rows) => Some(
+                rows.iter()
+                    .map(|o| device_op_row(py, o))
+                    .collect::<PyResult<Vec<_>>>()?,
+            ),
+            None => None,
+        };
+        Py::new(
+            py,
+            DeviceCost {
+                strategy: d.strategy.clone(),
+                flops: exact(py, &d.flops)?,
+                comm,
+                p2p_bytes: exact(py, &d.p2p_bytes)?,
+                memory: Memory::of(py, &d.memory)?,
+                feasible: d.feasible,
+                reason: d.reason.as_ref().map(|r| r.to_string()),
+                stages,
+                per_op,
+            },
+        )
+    }
+}
+
+fn pass(py: Python<'_>, p: &symshard::Pass) -> PyResult<Py<PyAny>> {
+    let d = PyDict::new(py);
+    d.set_item("matmul", quantity(py, &p.matmul)?)?;
+    d.set_item("other", quantity(py, &p.other)?)?;
+    d.into_py_any(py)
+}
+
+impl Cost {
+    fn of(py: Python<'_>, c: &symshard::Cost) -> PyResult<Cost> {
+        let flops = PyDict::new(py);
+        flops.set_item("forward", pass(py, &c.flops.forward)?)?;
+        flops.set_item("backward", pass(py, &c.flops.backward)?)?;
+        let per_op = match &c.per_op {
+            Some(rows) => Some(
+                rows.iter()
+                    .map(|o| op_row(py, o))
+                    .collect::<PyResult<Vec<_>>>()?,
+            ),
+            None => None,
+        };
+        Ok(Cost {
+            model: c.model.clone(),
+            assumed_sizes: exact_map(py, &c.assumed_sizes)?,
+            overrides: exact_map(py, &c.overrides)?,
+            settings: c.settings.clone(),
+            symbols: exact_map(py, &c.symbols)?,
+            params: quantity(py, &c.params)?,
+            flops: flops.into_py_any(py)?,
+            activations: quantity(py, &c.activations)?,
+            per_op,
+            per_device: match &c.per_device {
+                Some(d) => Some(DeviceCost::of(py, d)?),
+                None => None,
+            },
+            raw: json_of(py, c)?,
+        })
+    }
+}
+
+/// Parameters, FLOPs and activation memory of `model`; with `strategy` the busiest device's
+/// share on `machine` (default: the reference machine).
+#[pyfunction]
+#[pyo3(signature = (model, *, strategy = None, machine = None, symbolic = false, per_op = false))]
+fn cost(
+    py: Python<'_>,
+    model: &Model,
+    strategy: Option<&Strategy>,
+    machine: Option<&Machine>,
+    symbolic: bool,
+    per_op: bool,
+) -> PyResult<Cost> {
+    let req = symshard::CostRequest {
+        model: model.0.clone(),
+        strategy: strategy.map(|s| s.0.clone()),
+        machine: machine.map(|m| m.0.clone()),
+        symbolic,
+        per_op,
+    };
+    let c = py.detach(|| symshard::cost(&req)).map_err(native_error)?;
+    Cost::of(py, &c)
+}
+
+/// One training step simulated; `raw` is `symshard timeline --format json`'s document.
+#[pyclass(frozen, get_all, module = "symshard._native")]
+struct Timeline {
+    model: String,
+    strategy: String,
+    settings: BTreeMap<String, String>,
+    calibration: String,
+    what_if: Option<String>,
+    stack_profile: Option<String>,
+    device_count: u64,
+    iteration_seconds: f64,
+    samples_per_second: f64,
+    tokens_per_second: f64,
+    model_tflops_per_device: f64,
+    mfu: f64,
+    bubble_fraction: f64,
+    fits: Option<bool>,
+    memory_per_device: Option<f64>,
+    representative: String,
+    devices: Py<PyAny>,
+    svg: Option<String>,
+    raw: Py<PyAny>,
+}
+
+/// Simulates one training step of `model` under `strategy` on `machine`; with `svg` the
+/// result carries the Gantt chart as SVG text.
+#[pyfunction]
+#[pyo3(signature = (model, strategy, machine, *, svg = false))]
+fn timeline(
+    py: Python<'_>,
+    model: &Model,
+    strategy: &Strategy,
+    machine: &Machine,
+    svg: bool,
+) -> PyResult<Timeline> {
+    let req = symshard::TimelineRequest {
+        input: symshard::TimelineInput::Model {
+            model: model.0.clone(),
+            strategy: strategy.0.clone(),
+        },
+        machine: machine.0.clone(),
+        svg,
+    };
+    let t = py
+        .detach(|| symshard::timeline(&req))
+        .map_err(native_error)?;
+    let s = &t.summary;
+    Ok(Timeline {
+        model: s.model.clone(),
+        strategy: s.strategy.clone(),
+        settings: s.settings.clone(),
+        calibration: s.calibration.clone(),
+        what_if: s.what_if.clone(),
+        stack_profile: s.stack_profile.clone(),
+        device_count: s.device_count,
+        iteration_seconds: s.iteration_seconds,
+        samples_per_second: s.samples_per_second,
+        tokens_per_second: s.tokens_per_second,
+        model_tflops_per_device: s.model_tflops_per_device,
+        mfu: s.mfu,
+        bubble_fraction: s.bubble_fraction,
+        fits: s.fits,
+        memory_per_device: s.memory_per_device,
+        representative: s.representative.clone(),
+        devices: json_of(py, &s.devices)?,
+        svg: t.svg.clone(),
+        raw: json_of(py, s)?,
+    })
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("NativeError", m.py().get_type::<NativeError>())?;
     m.add_function(wrap_pyfunction!(run_json, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
+    m.add_function(wrap_pyfunction!(cost, m)?)?;
+    m.add_function(wrap_pyfunction!(timeline, m)?)?;
+    m.add_class::<Model>()?;
+    m.add_class::<Strategy>()?;
+    m.add_class::<Machine>()?;
+    m.add_class::<Cost>()?;
+    m.add_class::<DeviceCost>()?;
+    m.add_class::<Collective>()?;
+    m.add_class::<Stage>()?;
+    m.add_class::<Memory>()?;
+    m.add_class::<Timeline>()?;
     Ok(())
 }

@@ -19,7 +19,7 @@ import warnings
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple, TypeVar, Union
 
 from . import _native
 
@@ -61,6 +61,8 @@ __version__: str = _native.version()
 
 Number = Union[int, Fraction]
 """An exact number: an ``int``, or a ``Fraction`` where the library's value is a ratio."""
+
+_T = TypeVar("_T")
 
 _EXACT = re.compile(r"^-?\d+(/\d+)?$")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
@@ -118,6 +120,12 @@ def _value(v: Any) -> Union[Number, Formula]:
     return _exact(v)
 
 
+def _formula(v: Any) -> Union[Number, Formula]:
+    """An amount of the typed interface: an exact number as it is, a formula's text as a
+    :class:`Formula`."""
+    return Formula(v) if isinstance(v, str) else v
+
+
 def _opt(v: Any, f: Any) -> Any:
     return None if v is None else f(v)
 
@@ -129,8 +137,8 @@ def _opt(v: Any, f: Any) -> Any:
 _STDERR_LOCK = threading.Lock()
 
 
-def _native_call(args: List[str]) -> List[str]:
-    """The native call's JSON documents; what it wrote to stderr is relayed (`_relay`)."""
+def _relayed(f: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+    """``f(*args, **kwargs)``, a native call; what it wrote to stderr is relayed (`_relay`)."""
     with _STDERR_LOCK:
         try:
             sys.stderr.flush()
@@ -139,19 +147,24 @@ def _native_call(args: List[str]) -> List[str]:
         try:
             saved = os.dup(2)
         except OSError:  # pragma: no cover - a process without descriptor 2
-            return _native.run_json(args)
+            return f(*args, **kwargs)
         try:
             with tempfile.TemporaryFile() as err:
                 os.dup2(err.fileno(), 2)
                 try:
-                    docs = _native.run_json(args)
+                    out = f(*args, **kwargs)
                 finally:
                     os.dup2(saved, 2)
                     err.seek(0)
                     _relay(err.read().decode("utf-8", "replace"))
         finally:
             os.close(saved)
-        return docs
+        return out
+
+
+def _native_call(args: List[str]) -> List[str]:
+    """The native call's JSON documents; what it wrote to stderr is relayed (`_relay`)."""
+    return _relayed(_native.run_json, args)
 
 
 def _stacklevel() -> int:
@@ -324,6 +337,10 @@ class Memory:
     def _from(d: Mapping[str, Any]) -> "Memory":
         return Memory(**{k: _exact(d[k]) for k in ("params", "grads", "optimizer", "activations", "total")})
 
+    @staticmethod
+    def _from_native(n: Any) -> "Memory":
+        return Memory(n.params, n.grads, n.optimizer, n.activations, n.total)
+
 
 @dataclass(frozen=True)
 class RelativeCost:
@@ -388,6 +405,10 @@ class Collective:
             tensor=d.get("tensor", ""),
         )
 
+    @staticmethod
+    def _from_native(n: Any) -> "Collective":
+        return Collective(n.collective, n.axis, n.tier, n.bytes, n.count, n.op, n.tensor)
+
 
 @dataclass(frozen=True)
 class Stage:
@@ -410,6 +431,17 @@ class Stage:
             hbm_cost=_exact(d["hbm_cost"]),
             kernel_cost=_exact(d["kernel_cost"]),
             memory=Memory._from(d["memory"]),
+        )
+
+    @staticmethod
+    def _from_native(n: Any) -> "Stage":
+        return Stage(
+            stage=n.stage,
+            items=[(str(b), int(c)) for b, c in n.items],
+            flops=n.flops,
+            hbm_cost=n.hbm_cost,
+            kernel_cost=n.kernel_cost,
+            memory=Memory._from_native(n.memory),
         )
 
 
@@ -439,6 +471,20 @@ class PerDevice:
             reason=d.get("reason"),
             stages=[Stage._from(x) for x in d.get("stages", [])],
             per_op=_opt(d.get("per_op"), lambda rows: [_convert_row(r) for r in rows]),
+        )
+
+    @staticmethod
+    def _from_native(n: Any) -> "PerDevice":
+        return PerDevice(
+            strategy=n.strategy,
+            flops=n.flops,
+            comm=[Collective._from_native(c) for c in n.comm],
+            p2p_bytes=n.p2p_bytes,
+            memory=Memory._from_native(n.memory),
+            feasible=n.feasible,
+            reason=n.reason,
+            stages=[Stage._from_native(x) for x in n.stages],
+            per_op=_opt(n.per_op, lambda rows: [dict(r) for r in rows]),
         )
 
 
@@ -478,6 +524,19 @@ class Cost:
             per_op=_opt(d.get("per_op"), lambda rows: [_convert_row(r) for r in rows]),
             per_device=_opt(d.get("per_device"), PerDevice._from),
             raw=d,
+        )
+
+    @staticmethod
+    def _from_native(n: Any) -> "Cost":
+        return Cost(
+            model=n.model,
+            symbols=dict(n.symbols),
+            params=_formula(n.params),
+            flops={p: {c: _formula(v) for c, v in cls.items()} for p, cls in n.flops.items()},
+            activations=_formula(n.activations),
+            per_op=_opt(n.per_op, lambda rows: [_convert_row(r) for r in rows]),
+            per_device=_opt(n.per_device, PerDevice._from_native),
+            raw=n.raw,
         )
 
     def to_pandas(self) -> "pandas.DataFrame":
@@ -666,6 +725,27 @@ class Timeline:
             svg=svg,
             raw=d,
             settings=dict(d.get("settings", {})),
+        )
+
+    @staticmethod
+    def _from_native(n: Any) -> "Timeline":
+        return Timeline(
+            model=n.model,
+            strategy=n.strategy,
+            calibration=n.calibration,
+            device_count=n.device_count,
+            iteration_seconds=n.iteration_seconds,
+            samples_per_second=n.samples_per_second,
+            tokens_per_second=n.tokens_per_second,
+            model_tflops_per_device=n.model_tflops_per_device,
+            mfu=n.mfu,
+            bubble_fraction=n.bubble_fraction,
+            fits=n.fits,
+            memory_per_device=n.memory_per_device,
+            devices=list(n.devices),
+            svg=n.svg,
+            raw=n.raw,
+            settings=dict(n.settings),
         )
 
     def to_pandas(self) -> "pandas.DataFrame":
@@ -906,14 +986,78 @@ _STRATEGY_KNOBS = (
 _KNOB_ALIASES = {"mbs": "micro_batch_size", "sp": "sequence_parallel"}
 
 
-def _strategy_flags(strategy: Any) -> List[str]:
-    if strategy is None:
-        return []
+def _typed(f: Callable[..., _T], *args: Any, source: Optional[str] = None, **kwargs: Any) -> _T:
+    """A call of the library's typed interface, its errors as :class:`SymshardError` (``source``:
+    the text a config's ``line:column`` point into)."""
+    try:
+        return _relayed(f, *args, **kwargs)
+    except _native.NativeError as e:
+        message, code = e.args[0] if len(e.args) == 1 else e.args
+        raise SymshardError(str(message), int(code), source) from None
+
+
+def _native_model(
+    model: ModelArg,
+    symbols: Optional[Mapping[str, Any]],
+    attention: Optional[str],
+    rules: Any,
+    loss: Optional[str] = None,
+    train_metrics: Optional[int] = None,
+    dropout: Optional[bool] = None,
+) -> Tuple["_native.Model", Optional[str]]:
+    """The model as the library takes it, and a config's JSON text (else ``None``): a name or
+    path as it is; a Hugging Face config (a dict, or an object with ``to_dict()``) as its text
+    ``json.dumps(config, indent=2)``, named ``<config dict>`` or ``<ClassName>`` in errors."""
+    m = model
+    kind, label, text = "name", None, None
+    if isinstance(m, str):
+        source = m
+    elif isinstance(m, os.PathLike):
+        source = os.fspath(m)
+    else:
+        label = "<config dict>"
+        if not isinstance(m, Mapping) and hasattr(m, "to_dict") and callable(m.to_dict):
+            label = f"<{type(m).__name__}>"
+            m = m.to_dict()
+        if not isinstance(m, Mapping):
+            raise TypeError(
+                "model must be a name, a path, a Hugging Face config dict or an object with "
+                f"to_dict(), not {type(m).__name__}"
+            )
+        kind, text = "hf-config", json.dumps(dict(m), indent=2, default=str)
+        source = text
+    # Exact numbers pass as they are; anything else as text, as a model file writes a value.
+    binds = [
+        (k, v if isinstance(v, (int, Fraction)) and not isinstance(v, bool) else str(v))
+        for k, v in (symbols or {}).items()
+    ]
+    native = _typed(
+        _native.Model,
+        source,
+        kind=kind,
+        label=label,
+        symbols=binds,
+        attention=attention,
+        loss=loss,
+        train_metrics=train_metrics or 0,
+        dropout=dropout,
+        rules=_opt(rules, os.fspath),
+        source=text,
+    )
+    return native, text
+
+
+# The strategy's options that describe the machine rather than the layout.
+_MACHINE_KNOBS = ("gpus_per_node", "memory")
+_MACHINE_OPTIONS = ("gpus_per_node", "memory", "stack", "what_if")
+
+
+def _knob_dict(strategy: Any) -> Optional[Dict[str, Any]]:
+    """A strategy's knobs by their long names, or ``None`` for a file or knob string."""
     if isinstance(strategy, RankRow):
-        return _flags(strategy.knobs())
+        return strategy.knobs()
     if isinstance(strategy, (str, os.PathLike)):
-        # A strategy file, or a knob string such as "dp=8,tp=8,mbs=1,sp" (a rank row as printed).
-        return ["--strategy", os.fspath(strategy)]
+        return None
     if isinstance(strategy, Mapping):
         knobs: Dict[str, Any] = {}
         for k, v in strategy.items():
@@ -923,10 +1067,32 @@ def _strategy_flags(strategy: Any) -> List[str]:
                     f"unknown strategy knob {k!r} (known: {', '.join(_STRATEGY_KNOBS)}, mbs, sp)"
                 )
             knobs[name] = v
-        return _flags(knobs)
+        return knobs
     raise TypeError(
         f"strategy must be a dict of knobs, a RankRow or a strategy file, not {type(strategy).__name__}"
     )
+
+
+def _native_strategy(
+    strategy: Any, calib: Optional[str], options: Mapping[str, Any]
+) -> Tuple["_native.Strategy", "_native.Machine"]:
+    """The strategy and machine as the library takes them: ``options`` are knobs that override
+    the strategy's (as the command line's flags beside ``--strategy``) or the machine's
+    ``gpus_per_node``, ``memory``, ``stack`` and ``what_if``."""
+    knobs = _knob_dict(strategy)
+    text = None if knobs is not None else os.fspath(strategy)
+    knobs = dict(knobs or {})
+    machine = {k: knobs.pop(k) for k in _MACHINE_KNOBS if k in knobs}
+    for k, v in options.items():
+        if k in _MACHINE_OPTIONS:
+            machine[k] = v
+        elif _KNOB_ALIASES.get(k, k) in _STRATEGY_KNOBS:
+            knobs[_KNOB_ALIASES.get(k, k)] = v
+        else:
+            raise TypeError(f"unknown option {k!r}")
+    st = _typed(_native.Strategy, text, **{k: v for k, v in knobs.items() if v is not None})
+    m = _typed(_native.Machine, calib, **{k: v for k, v in machine.items() if v is not None})
+    return st, m
 
 
 def cost(
@@ -949,11 +1115,22 @@ def cost(
     (``B=4096``, any size of int). With ``symbolic=True`` the model's totals and per-operator
     rows are :class:`Formula` objects; the busiest device's amounts stay exact numbers (the
     library prices a strategy at the model's symbol values)."""
-    with _ModelFile(model) as mf:
-        args = ["cost", mf.arg()] + _model_flags(symbols, attention, rules, loss, train_metrics, dropout)
-        args += _flags({"symbolic": symbolic, "per_op": per_op, "calib": calib})
-        args += _strategy_flags(strategy)
-        return Cost._from(_one(args, mf))
+    m, text = _native_model(model, symbols, attention, rules, loss, train_metrics, dropout)
+    st = machine = None
+    if strategy is not None and not (isinstance(strategy, Mapping) and not strategy):
+        st, machine = _native_strategy(strategy, calib, {})
+    elif calib is not None:
+        _typed(_native.Machine, calib)  # a table given is read, so that a bad one is refused
+        warnings.warn(
+            "note: --calib price a strategy's devices, and no strategy is given (--dp, --tp, "
+            "--pp, … or --strategy): the model's totals below do not read them",
+            SymshardWarning,
+            stacklevel=2,
+        )
+    n = _typed(
+        _native.cost, m, strategy=st, machine=machine, symbolic=symbolic, per_op=per_op, source=text
+    )
+    return Cost._from_native(n)
 
 
 # Keyword knobs of `rank` and `report`, as `--fix` names them.
@@ -1117,16 +1294,13 @@ def timeline(
 ) -> Timeline:
     """Simulate one training step of ``strategy`` (a dict of knobs, a :class:`RankRow` or a
     strategy file) on the machine of calibration table ``calib``; with ``svg=True`` the result
-    carries the Gantt chart as SVG text. A strategy that does not fit in memory is simulated
-    all the same, with a :class:`SymshardWarning`."""
-    with _ModelFile(model) as mf, tempfile.TemporaryDirectory(prefix="symshard-") as tmp:
-        args = ["timeline", mf.arg(), "--calib", calib] + _model_flags(symbols, attention, rules, loss, train_metrics, dropout)
-        args += _strategy_flags(strategy) + _flags(options)
-        svg_path = Path(tmp) / "timeline.svg"
-        if svg:
-            args += ["--svg", str(svg_path)]
-        d = _one(args, mf)
-        return Timeline._from(d, svg_path.read_text() if svg else None)
+    carries the Gantt chart as SVG text. ``options`` are knobs that override the strategy's,
+    or the machine's ``gpus_per_node``, ``memory``, ``stack`` and ``what_if``. A strategy that
+    does not fit in memory is simulated all the same, with a :class:`SymshardWarning`."""
+    m, text = _native_model(model, symbols, attention, rules, loss, train_metrics, dropout)
+    st, machine = _native_strategy(strategy, calib, options)
+    n = _typed(_native.timeline, m, st, machine, svg=svg, source=text)
+    return Timeline._from_native(n)
 
 
 def explain(rule: Union[str, "os.PathLike[str]"]) -> Explanation:

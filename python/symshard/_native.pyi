@@ -1,8 +1,27 @@
 """The native half of the package: the symshard library, compiled."""
 
-from typing import List
+from fractions import Fraction
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union, final
 
-__all__ = ["NativeError", "run_json", "version"]
+__all__ = [
+    "NativeError",
+    "run_json",
+    "version",
+    "Model",
+    "Strategy",
+    "Machine",
+    "Memory",
+    "Collective",
+    "Stage",
+    "DeviceCost",
+    "Cost",
+    "Timeline",
+    "cost",
+    "timeline",
+]
+
+_Exact = Union[int, Fraction]
+_Amount = Union[int, Fraction, str]
 
 class NativeError(Exception):
     """A symshard error; ``args`` is ``(message, exit_code)``."""
@@ -13,3 +32,228 @@ def run_json(args: List[str]) -> List[str]:
 
 def version() -> str:
     """The library's version."""
+
+@final
+class Model:
+    """A model as asked for: a name or path (``kind="name"``), a model file's text
+    (``"yaml"``) or a Hugging Face config's JSON text (``"hf-config"``), with its bindings and
+    settings."""
+
+    def __new__(
+        cls,
+        source: str,
+        *,
+        kind: str = ...,
+        label: Optional[str] = ...,
+        symbols: Sequence[Tuple[str, Any]] = ...,
+        attention: Optional[str] = ...,
+        loss: Optional[str] = ...,
+        train_metrics: int = ...,
+        dropout: Optional[bool] = ...,
+        rules: Optional[str] = ...,
+    ) -> "Model": ...
+
+@final
+class Strategy:
+    """A strategy file or knob string, and knobs that override it."""
+
+    def __new__(
+        cls,
+        text: Optional[str] = ...,
+        *,
+        dp: Optional[int] = ...,
+        tp: Optional[int] = ...,
+        pp: Optional[int] = ...,
+        ep: Optional[int] = ...,
+        cp: Optional[int] = ...,
+        micro_batch_size: Optional[int] = ...,
+        microbatches: Optional[int] = ...,
+        schedule: Optional[str] = ...,
+        chunks: Optional[int] = ...,
+        sequence_parallel: bool = ...,
+        recompute: Optional[str] = ...,
+        zero: Optional[int] = ...,
+        precision: Optional[str] = ...,
+        tp_comm_overlap: bool = ...,
+        overlap_param_gather: bool = ...,
+        no_overlap_grad_reduce: bool = ...,
+    ) -> "Strategy": ...
+
+@final
+class Machine:
+    """A calibration table with its what-if edits, stack profile, devices per node and memory
+    per device."""
+
+    def __new__(
+        cls,
+        calib: Optional[str] = ...,
+        *,
+        what_if: Optional[str] = ...,
+        stack: Optional[str] = ...,
+        gpus_per_node: Optional[int] = ...,
+        memory: Union[int, str, None] = ...,
+    ) -> "Machine": ...
+    @property
+    def calibration(self) -> str: ...
+    @property
+    def gpus_per_node(self) -> int: ...
+    @property
+    def memory(self) -> _Exact: ...
+
+@final
+class Memory:
+    """Memory per device, in bytes."""
+
+    @property
+    def params(self) -> _Exact: ...
+    @property
+    def grads(self) -> _Exact: ...
+    @property
+    def optimizer(self) -> _Exact: ...
+    @property
+    def activations(self) -> _Exact: ...
+    @property
+    def total(self) -> _Exact: ...
+
+@final
+class Collective:
+    """One collective the busiest device runs."""
+
+    @property
+    def collective(self) -> str: ...
+    @property
+    def axis(self) -> str: ...
+    @property
+    def tier(self) -> str: ...
+    @property
+    def bytes(self) -> _Exact: ...
+    @property
+    def count(self) -> int: ...
+    @property
+    def op(self) -> str: ...
+    @property
+    def tensor(self) -> str: ...
+
+@final
+class Stage:
+    """One pipeline stage."""
+
+    @property
+    def stage(self) -> int: ...
+    @property
+    def items(self) -> List[Tuple[str, int]]: ...
+    @property
+    def flops(self) -> _Exact: ...
+    @property
+    def hbm_cost(self) -> _Exact: ...
+    @property
+    def kernel_cost(self) -> _Exact: ...
+    @property
+    def memory(self) -> Memory: ...
+
+@final
+class DeviceCost:
+    """The busiest device's cost under a strategy."""
+
+    @property
+    def strategy(self) -> str: ...
+    @property
+    def flops(self) -> _Exact: ...
+    @property
+    def comm(self) -> List[Collective]: ...
+    @property
+    def p2p_bytes(self) -> _Exact: ...
+    @property
+    def memory(self) -> Memory: ...
+    @property
+    def feasible(self) -> bool: ...
+    @property
+    def reason(self) -> Optional[str]: ...
+    @property
+    def stages(self) -> List[Stage]: ...
+    @property
+    def per_op(self) -> Optional[List[Dict[str, Any]]]: ...
+
+@final
+class Cost:
+    """What ``cost`` finds; ``raw`` is ``symshard cost --format json``'s document."""
+
+    @property
+    def model(self) -> str: ...
+    @property
+    def assumed_sizes(self) -> Dict[str, _Exact]: ...
+    @property
+    def overrides(self) -> Dict[str, _Exact]: ...
+    @property
+    def settings(self) -> Dict[str, str]: ...
+    @property
+    def symbols(self) -> Dict[str, _Exact]: ...
+    @property
+    def params(self) -> _Amount: ...
+    @property
+    def flops(self) -> Dict[str, Dict[str, _Amount]]: ...
+    @property
+    def activations(self) -> _Amount: ...
+    @property
+    def per_op(self) -> Optional[List[Dict[str, Any]]]: ...
+    @property
+    def per_device(self) -> Optional[DeviceCost]: ...
+    @property
+    def raw(self) -> Dict[str, Any]: ...
+
+@final
+class Timeline:
+    """One training step simulated; ``raw`` is ``symshard timeline --format json``'s
+    document."""
+
+    @property
+    def model(self) -> str: ...
+    @property
+    def strategy(self) -> str: ...
+    @property
+    def settings(self) -> Dict[str, str]: ...
+    @property
+    def calibration(self) -> str: ...
+    @property
+    def what_if(self) -> Optional[str]: ...
+    @property
+    def stack_profile(self) -> Optional[str]: ...
+    @property
+    def device_count(self) -> int: ...
+    @property
+    def iteration_seconds(self) -> float: ...
+    @property
+    def samples_per_second(self) -> float: ...
+    @property
+    def tokens_per_second(self) -> float: ...
+    @property
+    def model_tflops_per_device(self) -> float: ...
+    @property
+    def mfu(self) -> float: ...
+    @property
+    def bubble_fraction(self) -> float: ...
+    @property
+    def fits(self) -> Optional[bool]: ...
+    @property
+    def memory_per_device(self) -> Optional[float]: ...
+    @property
+    def representative(self) -> str: ...
+    @property
+    def devices(self) -> List[Dict[str, Any]]: ...
+    @property
+    def svg(self) -> Optional[str]: ...
+    @property
+    def raw(self) -> Dict[str, Any]: ...
+
+def cost(
+    model: Model,
+    *,
+    strategy: Optional[Strategy] = ...,
+    machine: Optional[Machine] = ...,
+    symbolic: bool = ...,
+    per_op: bool = ...,
+) -> Cost:
+    """Parameters, FLOPs and activation memory; with ``strategy`` the busiest device's share."""
+
+def timeline(model: Model, strategy: Strategy, machine: Machine, *, svg: bool = ...) -> Timeline:
+    """One training step of ``strategy`` simulated on ``machine``."""

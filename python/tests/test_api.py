@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from fractions import Fraction
 from pathlib import Path
 
@@ -484,3 +485,42 @@ def test_warnings_of_the_library_are_python_warnings(cli, capfd):
     assert got[0].filename == __file__
     assert not t.fits
     assert "warning" not in capfd.readouterr().err
+
+
+def test_results_are_attribute_classes_with_python_ints(cli):
+    c = symshard.cost("llama2-7b", strategy={"tp": 8, "dp": 2, "recompute": "selective"})
+    want = cli.json("cost", "llama2-7b", "--tp", "8", "--dp", "2", "--recompute", "selective")
+    assert c.raw == want
+    assert type(c.params) is int and c.params == int(want["params"])
+    assert all(type(v) is int for v in c.symbols.values())
+    d = c.per_device
+    assert d is not None and isinstance(d.memory, symshard.Memory)
+    assert type(d.flops) is int and d.flops == int(want["per_device"]["flops"])
+    for got, raw in zip(d.stages, want["per_device"]["stages"]):
+        for key in ("flops", "hbm_cost", "kernel_cost"):
+            v = getattr(got, key)
+            assert type(v) in (int, Fraction), (key, v)
+            assert v == Fraction(raw[key])
+    # The native objects the package builds on: attributes, not JSON text.
+    n = symshard._native.cost(
+        symshard._native.Model("llama2-7b"),
+        strategy=symshard._native.Strategy(tp=8, dp=2, recompute="selective"),
+    )
+    assert type(n.params) is int and n.per_device.memory.total == d.memory.total
+    assert isinstance(n.per_device.comm[0], symshard._native.Collective)
+    m = symshard._native.Machine("h100-sxm", gpus_per_node=4, memory="60GB")
+    assert (m.gpus_per_node, m.memory) == (4, 60 * 10**9)
+
+
+def test_a_config_dict_needs_no_temporary_file(monkeypatch):
+    config = json.loads((FIXTURES / "hf" / "Llama-2-7b-hf.json").read_text())
+    want = symshard.cost(config).params
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a temporary directory was made")
+
+    monkeypatch.setattr(tempfile, "TemporaryDirectory", refuse)
+    monkeypatch.setattr(tempfile, "mkdtemp", refuse)
+    assert symshard.cost(config).params == want
+    t = symshard.timeline(config, {"dp": 8}, calib="a100-80gb", svg=True)
+    assert t.svg is not None and t.svg.startswith("<svg")

@@ -115,51 +115,28 @@ pub struct SymbolArgs {
 }
 
 impl SymbolArgs {
+    /// The model named `arg` (a file or a shipped name) with these bindings and settings.
+    pub fn model(&self, arg: &str) -> crate::api::Model {
+        let mut m = crate::api::Model::named(arg)
+            .attention(self.attention)
+            .loss(self.loss)
+            .train_metrics(self.train_metrics)
+            .dropout(self.dropout)
+            .rules(self.rules.clone());
+        for s in &self.set {
+            m = m.set_text(s.as_str());
+        }
+        m
+    }
+
     /// The shipped rules and families, building models with the attention asked for.
     pub fn loader(&self) -> Result<crate::model::ModelLoader, Error> {
-        let mut loader = crate::model::ModelLoader::embedded()?
-            .with_attention(self.attention)
-            .with_loss(self.loss)
-            .with_train_metrics(self.train_metrics)
-            .with_dropout(self.dropout);
-        if let Some(dir) = &self.rules {
-            for r in loader.rules.add_dir(dir)? {
-                eprintln!("{r}");
-            }
-        }
-        Ok(loader)
+        self.model("").loader()
     }
 
     /// The model's symbol values with the `--set` overrides applied.
     pub fn apply(&self, model: &crate::model::Model) -> Result<crate::sym::Bindings, Error> {
-        let mut values = model.values.clone();
-        for s in &self.set {
-            let (name, value) = s
-                .split_once('=')
-                .ok_or_else(|| Error::Usage(format!("--set `{s}`: expected SYM=VALUE")))?;
-            let name = name.trim();
-            if !model.symbols.contains_key(name) {
-                let known: Vec<&str> = model.symbols.keys().map(String::as_str).collect();
-                return Err(Error::Usage(format!(
-                    "--set `{s}`: model `{}` has no symbol `{name}` (its symbols: {})",
-                    model.name,
-                    known.join(", ")
-                )));
-            }
-            let v = crate::model::symbol_value(&crate::model::spec::SymbolValue {
-                value: value.trim().to_string(),
-                source: None,
-                assumed: false,
-            })
-            .map_err(|m| Error::Usage(format!("--set `{s}`: {m}")))?;
-            values.insert(name.to_string(), v);
-        }
-        if !self.set.is_empty() {
-            model
-                .check_sizes(&values)
-                .map_err(|e| Error::Usage(format!("--set: {e}")))?;
-        }
-        Ok(values)
+        self.model(&model.name).bind(model)
     }
 }
 

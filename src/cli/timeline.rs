@@ -4,12 +4,10 @@ use super::output::print_json;
 use super::strategy_args::StrategyFlags;
 use super::units;
 use super::{Format, SymbolArgs};
+use crate::api::{TimelineInput, TimelineRequest};
 use crate::calib::Calibration;
 use crate::error::Error;
-use crate::timeline::{
-    gantt_svg, plan_strategy, time_plan, time_summary, write_chrome_trace, Summary, TimingPlan,
-    TraceDetail,
-};
+use crate::timeline::{time_summary, write_chrome_trace, Summary, TimingPlan, TraceDetail};
 use clap::Args;
 use std::path::{Path, PathBuf};
 
@@ -72,12 +70,12 @@ pub fn is_analysis(input: &str) -> bool {
     input.ends_with(".json")
 }
 
-/// The plan of the command line's input: a saved analysis, or a model and strategy.
-pub fn plan_of(
+/// The typed request of the command line's input: a saved analysis, or a model and strategy.
+fn input_of(
     input: &str,
     symbols: &SymbolArgs,
     strategy: &StrategyFlags,
-) -> Result<TimingPlan, Error> {
+) -> Result<TimelineInput, Error> {
     if is_analysis(input) {
         if strategy.given() || !symbols.set.is_empty() || strategy.gpus_per_node.is_some() {
             return Err(Error::Usage(
@@ -85,52 +83,37 @@ pub fn plan_of(
                     .into(),
             ));
         }
-        return TimingPlan::load(Path::new(input));
+        return Ok(TimelineInput::Analysis(PathBuf::from(input)));
     }
-    let loader = symbols.loader()?;
-    let model = loader.resolve(input)?;
-    let values = symbols.apply(&model)?;
-    let st = strategy.resolve_for(&model, &values)?;
-    let gpn = strategy.gpus_per_node.or_else(|| {
-        strategy
-            .strategy
-            .as_ref()
-            .and_then(|p| crate::strategy::load_strategy(p).ok())
-            .and_then(|s| s.gpus_per_node)
-    });
-    let (plan, e) = plan_strategy(
-        &model, &values, &st.knobs, &st.layout, &st.calib, gpn, &st.memory,
-    )?;
-    if let Some(why) = &e.reason {
-        eprintln!(
-            "warning: {} does not fit in memory: {}",
-            e.knobs.describe(model.batch_value(&values)),
-            why.describe()
-        );
-    }
-    Ok(plan)
+    Ok(TimelineInput::Model {
+        model: symbols.model(input),
+        strategy: strategy.strategy()?,
+    })
+}
+
+/// The plan of the command line's input: a saved analysis, or a model and strategy.
+pub fn plan_of(
+    input: &str,
+    symbols: &SymbolArgs,
+    strategy: &StrategyFlags,
+) -> Result<TimingPlan, Error> {
+    let input = input_of(input, symbols, strategy)?;
+    crate::api::plan_of(&input, &strategy.machine()?)
 }
 
 /// Runs `timeline`.
 pub fn run(args: TimelineArgs) -> Result<(), Error> {
-    let plan = plan_of(&args.input, &args.symbols, &args.strategy)?;
-    let calib = args.strategy.calibration()?;
-    if args.trace.is_none() && args.svg.is_none() {
-        let summary = time_summary(&plan, &calib)?;
-        return match args.format {
-            Format::Json => print_json(&summary),
-            Format::Table => {
-                print_summary(&summary, &plan, &calib);
-                Ok(())
-            }
-        };
-    }
+    let req = TimelineRequest {
+        input: input_of(&args.input, &args.symbols, &args.strategy)?,
+        machine: args.strategy.machine()?,
+        svg: args.svg.is_some(),
+    };
     let input = Path::new(&args.input);
     for p in args.trace.iter().chain(&args.svg) {
         super::output::check_output(p, &[input])?;
     }
-    let tl = time_plan(&plan, &calib)?;
-    if let Some(p) = &args.trace {
+    let (out, plan, tl) = crate::api::timeline_in_full(&req, args.trace.is_some())?;
+    if let (Some(p), Some(tl)) = (&args.trace, &tl) {
         let io = |source| Error::Io {
             path: p.to_path_buf(),
             source,
@@ -139,20 +122,13 @@ pub fn run(args: TimelineArgs) -> Result<(), Error> {
         write_chrome_trace(&tl.plan, &tl.sim, args.trace_detail, &mut w).map_err(io)?;
         std::io::Write::flush(&mut w).map_err(io)?;
     }
-    if let Some(p) = &args.svg {
-        let title = format!(
-            "{} · {} · {} · {:.3} s per step",
-            tl.summary.model,
-            tl.summary.strategy,
-            tl.summary.calibration,
-            tl.summary.iteration_seconds
-        );
-        super::output::write_output(p, gantt_svg(&tl.plan, &tl.sim, &title).as_bytes(), &[input])?;
+    if let (Some(p), Some(svg)) = (&args.svg, &out.svg) {
+        super::output::write_output(p, svg.as_bytes(), &[input])?;
     }
     match args.format {
-        Format::Json => print_json(&tl.summary),
+        Format::Json => print_json(&out.summary),
         Format::Table => {
-            print_summary(&tl.summary, &tl.plan, &calib);
+            print_summary(&out.summary, &plan, req.machine.calibration());
             Ok(())
         }
     }

@@ -1,0 +1,101 @@
+//! [`Machine`]: the calibration table, devices per node and device memory, together.
+
+use crate::calib::Calibration;
+use crate::error::Error;
+use crate::sym::Rational;
+
+/// The machine a strategy is priced and timed on: a calibration table (with any what-if edits
+/// and stack profile), the devices per node and the memory of one device.
+#[derive(Debug, Clone)]
+pub struct Machine {
+    calibration: Calibration,
+    gpus_per_node: Option<u64>,
+    memory: Option<Rational>,
+}
+
+impl Machine {
+    /// The embedded reference machine.
+    pub fn reference() -> Result<Machine, Error> {
+        Ok(Machine::from_calibration(Calibration::resolve_with(
+            None, None,
+        )?))
+    }
+
+    /// A shipped table's name or a table file (`TABLE@KERNEL` times fused attention with one of
+    /// the table's `attention_kernels`).
+    pub fn named(table: &str) -> Result<Machine, Error> {
+        Ok(Machine::from_calibration(Calibration::resolve_with(
+            Some(table),
+            None,
+        )?))
+    }
+
+    /// A table already loaded.
+    pub fn from_calibration(calibration: Calibration) -> Machine {
+        Machine {
+            calibration,
+            gpus_per_node: None,
+            memory: None,
+        }
+    }
+
+    /// The machine with named quantities of its table changed (`nvlink.bandwidth=x2,domain=72`;
+    /// a factor `xF` or a value with its unit).
+    pub fn with_what_if(self, edits: &str) -> Result<Machine, Error> {
+        Ok(Machine {
+            calibration: self.calibration.with_what_if(edits)?,
+            ..self
+        })
+    }
+
+    /// The machine with a software stack's profile (a file or a shipped name) added to the
+    /// seconds of its timelines.
+    pub fn with_stack(self, stack: &str) -> Result<Machine, Error> {
+        Ok(Machine {
+            calibration: self.calibration.with_stack(Some(stack))?,
+            ..self
+        })
+    }
+
+    /// The machine with `n` devices per node (refused unless it is 1 or more).
+    pub fn with_gpus_per_node(self, n: u64) -> Result<Machine, Error> {
+        crate::strategy::check_gpus_per_node(n).map_err(super::machine_error)?;
+        Ok(self.with_gpus_per_node_unchecked(n))
+    }
+
+    /// [`Machine::with_gpus_per_node`] checked later, when a strategy is resolved on it (the
+    /// command line's order of errors).
+    pub(crate) fn with_gpus_per_node_unchecked(mut self, n: u64) -> Machine {
+        self.gpus_per_node = Some(n);
+        self
+    }
+
+    /// The machine with `bytes` of memory per device instead of its table's capacity.
+    pub fn with_memory(mut self, bytes: Rational) -> Machine {
+        self.memory = Some(bytes);
+        self
+    }
+
+    /// Its calibration table.
+    pub fn calibration(&self) -> &Calibration {
+        &self.calibration
+    }
+
+    /// Devices per node: as given, else the table's.
+    pub fn gpus_per_node(&self) -> u64 {
+        self.gpus_per_node
+            .unwrap_or_else(|| self.calibration.gpus_per_node())
+    }
+
+    /// Devices per node where given explicitly (they win over a strategy file's).
+    pub fn given_gpus_per_node(&self) -> Option<u64> {
+        self.gpus_per_node
+    }
+
+    /// Bytes of memory per device: as given, else the table's capacity.
+    pub fn memory(&self) -> Rational {
+        self.memory
+            .clone()
+            .unwrap_or_else(|| self.calibration.memory_bytes())
+    }
+}

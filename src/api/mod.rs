@@ -1,0 +1,21 @@
+//! The library's typed interface: requests built in Rust (a [`Model`] with its sizes and
+//! settings, a [`Strategy`], a [`Machine`]) and results that carry exact numbers as
+//! [`Rational`](crate::sym::Rational) and seconds as `f64`. The command line parses its
+//! arguments into these requests once and prints the results; other languages call the same
+//! functions.
+
+mod cost;
+mod machine;
+mod model;
+mod strategy;
+mod timeline;
+
+pub use cost::{cost, Cost, CostRequest, DeviceCost, DeviceOp, Flops, OpCost, Pass, Quantity};
+pub use machine::Machine;
+pub use model::{Model, ModelSource};
+pub use strategy::Strategy;
+pub use timeline::{timeline, Timeline, TimelineInput, TimelineRequest};
+
+pub(crate) use cost::{assumed_sizes, cost_in_full, document as cost_document, Asked, CostDetail};
+pub(crate) use strategy::{machine_error, Resolved};
+pub(crate) use timeline::{plan_of, timeline_in_full};
