@@ -312,6 +312,13 @@ struct Out {
     /// searched).
     #[serde(skip_serializing_if = "Option::is_none")]
     auto_layout_seconds: Option<f64>,
+    /// The e-graph's variants of the auto layouts (`auto+e-graph` rows): the operators moved
+    /// and the layer's forward wire bytes the laws price as saved.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    egraph_layouts: Vec<crate::search::egraph::EGraphLayout>,
+    /// Degrees whose e-graph pass over the auto layout failed, and why.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    egraph_failed: BTreeMap<u64, String>,
     /// With `--why`: the top strategy (A) against the second (B).
     #[serde(skip_serializing_if = "Option::is_none")]
     why: Option<super::compare::Comparison>,
@@ -583,6 +590,8 @@ pub fn ranked(args: &RankArgs) -> Result<Ranked, Error> {
         search_seconds: result.search_seconds,
         auto_layout_seconds: (!auto_layouts.is_empty()).then_some(result.auto_seconds),
         auto_layouts,
+        egraph_layouts: result.egraph_layouts.clone(),
+        egraph_failed: result.egraph_failed.clone(),
         why,
     };
     Ok(Ranked {
@@ -1228,6 +1237,19 @@ fn print_notes(out: &Out) {
                 println!("  no auto layout at tp = {}: {e}", n.tp);
             }
         }
+    }
+    for e in &out.egraph_layouts {
+        println!(
+            "e-graph over the auto layout (tp = {}): `auto+e-graph` moves {} ({}; {} e-nodes); the laws price one layer's forward at {} fewer wire bytes per device at the full batch, and the rows price the whole step",
+            e.tp,
+            e.moved.join(", "),
+            e.stop,
+            e.egraph_nodes,
+            units::bytes(&e.layer_wire_bytes_saved)
+        );
+    }
+    for (tp, why) in &out.egraph_failed {
+        println!("e-graph over the auto layout (tp = {tp}): {why}");
     }
     for e in &out.engine {
         if let Some(why) = &e.error {

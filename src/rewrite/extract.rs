@@ -101,6 +101,10 @@ fn greedy_dag(egraph: &DistEGraph, cost: &mut ExactCost) -> HashMap<Id, Dist> {
                         let total = &own + &body.total * Rational::from_integer(n.into());
                         (HashMap::from([(class.id, total.clone())]), total)
                     }
+                    // A child whose program computes this class already is a cycle
+                    // (`x = all_gather(shard(x))`): its set prices this class at the node it
+                    // had, so taking the node would count a cheaper program that cannot run.
+                    None if kids.iter().any(|k| k.set.contains_key(&class.id)) => continue,
                     None => {
                         let mut set: HashMap<Id, Rational> = HashMap::new();
                         for k in kids {

@@ -10,7 +10,8 @@ use super::error::RewriteError;
 use super::lang::{Dim, DimMap, Dist, Extents, Marks, ShapeLit};
 use super::laws::term_has;
 use crate::error::{Error, Result};
-use crate::model::{Block, Model, Producer};
+use crate::model::{Block, Model, OpNode, Producer};
+use crate::parallel::layout::{plan, Layout};
 use crate::rules::law::Finish;
 use crate::rules::{Dtype, IndexKind, OpRule, Placement, ReduceOp, Tensor};
 use crate::sym::Poly;
@@ -192,6 +193,32 @@ fn wanted(rule: &OpRule, t: &Tensor, k: usize, tp: Option<&str>) -> Placement {
 /// The tensor-parallel program of `block` on axis `axis` of `ctx`'s mesh: inputs, parameters and
 /// the block input (`in`) whole on every device, the output whole again at the end.
 pub fn block_program(model: &Model, bi: usize, ctx: &DistAnalysis, axis: &str) -> Result<Program> {
+    build_program(model, bi, ctx, axis, &|op| op.tp.clone())
+}
+
+/// [`block_program`] under `layout`: each operator split on the index its
+/// [`plan`](crate::parallel::layout::plan) gives the tensor-parallel axis (an auto layout's
+/// placements, where the model has no `tp:` marks), so that the program carries the collectives
+/// that layout prices.
+pub fn block_program_in(
+    model: &Model,
+    bi: usize,
+    ctx: &DistAnalysis,
+    axis: &str,
+    layout: &Layout,
+) -> Result<Program> {
+    build_program(model, bi, ctx, axis, &|op| {
+        plan(op, layout, model).tp.map(|(i, _)| i)
+    })
+}
+
+fn build_program(
+    model: &Model,
+    bi: usize,
+    ctx: &DistAnalysis,
+    axis: &str,
+    tp_index: &dyn Fn(&OpNode) -> Option<String>,
+) -> Result<Program> {
     let block = model
         .blocks
         .get(bi)
@@ -212,7 +239,8 @@ pub fn block_program(model: &Model, bi: usize, ctx: &DistAnalysis, axis: &str) -
     for &node in &block.order {
         let op = &block.graph[node];
         let rule = &op.rule;
-        let tp = op.tp.as_deref();
+        let tp_owned = tp_index(op);
+        let tp = tp_owned.as_deref();
         let mut kids = vec![
             b.add(Dist::Name(Symbol::from(rule.name.as_str()))),
             b.add(Dist::Extents(Extents(
