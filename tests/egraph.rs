@@ -43,54 +43,76 @@ fn rank(model: &str) -> Value {
     ])
 }
 
-#[test]
-fn rank_lists_the_egraph_variant_of_the_auto_layout() {
-    let dir = temp_dir("egraph-rank");
-    let model = imported(&dir);
-    let r = rank(&model);
-    let rows = r["strategies"].as_array().unwrap();
-    let eg: Vec<&Value> = rows.iter().filter(|s| s["layout"] == "e-graph").collect();
-    assert!(!eg.is_empty(), "{rows:?}");
-    // The variant's placements put the first layernorm on sequence shards.
-    let p = &eg[0]["placements"];
-    assert_eq!(
-        p["model_transformer_h_0_ln_1_LayerNormalization"], "seq-shard",
-        "{p}"
-    );
-    let layouts = r["egraph_layouts"].as_array().unwrap();
-    assert_eq!(layouts.len(), 1);
-    assert_eq!(layouts[0]["tp"], 4);
-    let saved: symshard::sym::Rational = layouts[0]["layer_wire_bytes_saved"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
-    assert!(saved > symshard::sym::Rational::from_integer(0.into()));
-    let text = stdout(&[
-        "rank",
-        &model,
-        "--devices",
-        "8",
+/// Communication bytes per device per step of `cost --format json`: the sum of its
+/// collectives' bytes times their count, and the point-to-point bytes.
+fn comm_bytes(model: &str, strategy: &std::path::Path) -> i128 {
+    let s = strategy.display().to_string();
+    let c = json(&[
+        "cost",
+        model,
+        "--strategy",
+        s.as_str(),
         "--set",
         "B=8",
         "--set",
         "S=1024",
-        "--fix",
-        "tp=4",
-        "--layouts",
-        "auto",
-        "--top",
-        "40",
+        "--format",
+        "json",
     ]);
-    assert!(text.contains("auto+e-graph"), "{text}");
-    assert!(
-        text.contains("e-graph over the auto layout (tp = 4)"),
-        "{text}"
-    );
+    let d = &c["per_device"];
+    let num = |v: &Value| -> i128 {
+        v.as_i64()
+            .map(i128::from)
+            .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+            .unwrap()
+    };
+    let coll: i128 = d["comm"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| num(&x["bytes"]) * num(&x["count"]))
+        .sum();
+    coll + num(&d["p2p_bytes"])
 }
 
+/// A strategy file of `row`'s knobs (zero 0) and `placements`.
+fn strategy_file(
+    dir: &std::path::Path,
+    name: &str,
+    row: &Value,
+    placements: &serde_json::Map<String, Value>,
+) -> std::path::PathBuf {
+    let mut file = format!(
+        "dp: {}\ntp: {}\nmicrobatches: {}\nzero: 0\nsplits:\n",
+        row["dp"], row["tp"], row["microbatches"]
+    );
+    for (op, i) in placements {
+        file.push_str(&format!("  {op}: {}\n", i.as_str().unwrap()));
+    }
+    let path = dir.join(name);
+    std::fs::write(&path, file).unwrap();
+    path
+}
+
+/// The e-graph sees the layer's input split as the layout hands it over (the previous layer's
+/// output split by features), so moving the first layernorm to sequence shards is no longer free:
+/// on GPT-2 at tp = 4 the extraction keeps the auto layout and rank lists no variant.
 #[test]
-fn cost_and_timeline_price_the_egraph_variant_from_a_strategy_file() {
+fn rank_lists_no_egraph_variant_that_the_evaluator_finds_dearer() {
+    let dir = temp_dir("egraph-rank");
+    let model = imported(&dir);
+    let r = rank(&model);
+    let rows = r["strategies"].as_array().unwrap();
+    assert!(rows.iter().any(|s| s["layout"] == "auto"), "{rows:?}");
+    assert!(!rows.iter().any(|s| s["layout"] == "e-graph"), "{rows:?}");
+    assert!(r.get("egraph_layouts").is_none(), "{r}");
+}
+
+/// The variant the pass used to derive (the first layernorm on sequence shards, the
+/// attention's input reshape whole) costs more communication than the auto layout by the
+/// evaluator; strategy files still state it, and cost and timeline price it.
+#[test]
+fn cost_and_timeline_price_a_sequence_shard_variant_from_a_strategy_file() {
     let dir = temp_dir("egraph-strategy");
     let model = imported(&dir);
     let r = rank(&model);
@@ -98,23 +120,24 @@ fn cost_and_timeline_price_the_egraph_variant_from_a_strategy_file() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|s| s["layout"] == "e-graph")
+        .find(|s| s["layout"] == "auto" && s["dp"] == 2)
         .unwrap()
         .clone();
-    let mut file = format!(
-        "dp: {}\ntp: {}\nmicrobatches: {}\nzero: {}\nsplits:\n",
-        row["dp"], row["tp"], row["microbatches"], row["zero"]
+    let auto = row["placements"].as_object().unwrap().clone();
+    let mut moved = auto.clone();
+    moved.insert(
+        "model_transformer_h_0_ln_1_LayerNormalization".into(),
+        "seq-shard".into(),
     );
-    for (op, i) in row["placements"].as_object().unwrap() {
-        file.push_str(&format!("  {op}: {}\n", i.as_str().unwrap()));
-    }
-    let path = dir.join("egraph.yaml");
-    std::fs::write(&path, file).unwrap();
-    let s = path.display().to_string();
+    moved.insert(
+        "model_transformer_h_0_attn_c_attn_Reshape".into(),
+        "none".into(),
+    );
+    let a = strategy_file(&dir, "auto.yaml", &row, &auto);
+    let e = strategy_file(&dir, "moved.yaml", &row, &moved);
+    assert!(comm_bytes(&model, &e) > comm_bytes(&model, &a));
+    let s = e.display().to_string();
     let sets = ["--set", "B=8", "--set", "S=1024"];
-    let mut args = vec!["cost", model.as_str(), "--strategy", s.as_str()];
-    args.extend(sets);
-    stdout(&args);
     let mut args = vec!["timeline", model.as_str(), "--strategy", s.as_str()];
     args.extend(sets);
     let t = stdout(&args);

@@ -10,7 +10,8 @@ use super::cost::{NodeCost, Weights};
 use super::extract::extract;
 use super::lang::Dist;
 use super::program::{
-    block_analysis, block_program, block_program_in, render, show_placement, Program,
+    block_analysis, block_program, block_program_in, boundary_shard, render, show_placement,
+    Program,
 };
 use super::run::{rewrites, Limits, RunStats};
 use crate::error::{Error, Result};
@@ -192,9 +193,10 @@ fn optimize_in(
                 }
             }
             let none = free;
+            let edge = boundary_shard(model, bi, l);
             (
-                block_program_in(model, bi, &ctx, "tp", l)?,
-                Some(block_program_in(model, bi, &ctx, "tp", &none)?),
+                block_program_in(model, bi, &ctx, "tp", l, edge)?,
+                Some(block_program_in(model, bi, &ctx, "tp", &none, edge)?),
             )
         }
         None => (block_program(model, bi, &ctx, "tp")?, None),
