@@ -1240,11 +1240,13 @@ fn print_notes(out: &Out) {
     }
     for e in &out.egraph_layouts {
         println!(
-            "e-graph over the auto layout (tp = {}): `auto+e-graph` moves {} ({}; {} e-nodes); the laws price one layer's forward at {} fewer wire bytes per device at the full batch, and the rows price the whole step",
+            "e-graph over the auto layout (tp = {}): `auto+e-graph` moves {} ({}; {} e-nodes); it sends {} less per device per step than the auto layout at tp = {} alone, as the rows price it (the laws' own forward estimate for one layer: {})",
             e.tp,
             e.moved.join(", "),
             e.stop,
             e.egraph_nodes,
+            units::bytes(&e.step_comm_bytes_saved),
+            e.tp,
             units::bytes(&e.layer_wire_bytes_saved)
         );
     }

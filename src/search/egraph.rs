@@ -30,9 +30,33 @@ pub struct EGraphLayout {
     /// E-nodes at the end.
     pub egraph_nodes: usize,
     /// Wire bytes per device of one layer's forward pass at the full batch that the extracted
-    /// program no longer sends, as the e-graph prices them.
+    /// program no longer sends, as the e-graph prices them (the forward pass only).
     #[serde(serialize_with = "crate::sym::ser_rational")]
     pub layer_wire_bytes_saved: Rational,
+    /// Communication bytes per device per step the variant saves against the auto layout, as
+    /// the strategy evaluation prices both (forward and backward, every block) at `tp` alone
+    /// (dp = pp = 1, one micro-batch): the figure the rows' prices rest on. Always positive: a
+    /// variant the evaluation does not find cheaper is dropped.
+    #[serde(serialize_with = "crate::sym::ser_rational")]
+    pub step_comm_bytes_saved: Rational,
+}
+
+/// Communication bytes per device per step of `layout` at tensor parallelism `tp` alone, as the
+/// strategy evaluation prices them (on the reference machine, whose rates do not enter bytes).
+fn step_comm_bytes(model: &Model, values: &Bindings, tp: u64, layout: &Layout) -> Result<Rational> {
+    let calib = crate::calib::Calibration::reference()?;
+    let mut knobs = crate::strategy::Knobs::data_parallel(1);
+    knobs.tp = tp;
+    let unlimited = Rational::from_integer(0.into());
+    let machine = (&calib, calib.gpus_per_node().max(tp), &unlimited);
+    let (_, e) =
+        crate::parallel::evaluate_strategy_with(model, values, &knobs, layout, machine, false)?;
+    let comm: Rational = e
+        .comm
+        .iter()
+        .map(|c| &c.bytes * Rational::from_integer(c.count.into()))
+        .sum();
+    Ok(comm + e.p2p_bytes)
 }
 
 /// The extraction's weights for a layout variant. The laws price the forward pass only: a
@@ -117,7 +141,15 @@ pub fn egraph_layout(
     crate::parallel::check_overrides(model, &checked).map_err(|(op, why)| {
         Error::Internal(format!("the e-graph's layout places `{op}` wrongly: {why}"))
     })?;
+    // The e-graph prices one layer's forward pass; the evaluation prices the step. A variant
+    // that is not cheaper there is no variant.
+    let before = step_comm_bytes(model, values, auto.tp, &layout)?;
+    let after = step_comm_bytes(model, values, auto.tp, &checked)?;
+    if after >= before {
+        return Ok(None);
+    }
     Ok(Some(EGraphLayout {
+        step_comm_bytes_saved: before - after,
         tp: auto.tp,
         placements,
         moved,
