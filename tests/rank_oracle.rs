@@ -17,6 +17,7 @@ use symshard::parallel::kernels::KernelEfficiency;
 use symshard::parallel::plan;
 use symshard::parallel::{analyse, check_model_limits, Analysis, Evaluation, Layout};
 use symshard::search::auto::{auto_tp_layout, same_as_annotated};
+use symshard::search::egraph::egraph_layout;
 use symshard::search::{rank, LayoutKind, RankOptions};
 use symshard::strategy::{check_knobs, Knobs, Recompute, Schedule};
 use symshard::sym::{Bindings, Rational};
@@ -83,6 +84,14 @@ fn oracle(
                     .any(|(_, n)| plan(n, &on, model) != plan(n, &off, model))
                 {
                     layouts.push((LayoutKind::Auto, true, analyse(model, &on)));
+                }
+                // The e-graph's variant of the auto layout, without sequence parallelism.
+                if let Some(e) = egraph_layout(model, values, &auto).unwrap() {
+                    let l = Layout {
+                        sequence_parallel: false,
+                        tp_overrides: e.placements,
+                    };
+                    layouts.push((LayoutKind::EGraph, false, analyse(model, &l)));
                 }
             }
         }
@@ -171,7 +180,7 @@ fn key((e, kind): &Priced) -> (bool, Rational, Rational, LayoutKind, u64) {
         e.relative.total.clone(),
         e.memory.total.clone(),
         *kind,
-        if *kind == LayoutKind::Auto {
+        if matches!(*kind, LayoutKind::Auto | LayoutKind::EGraph) {
             e.knobs.tp
         } else {
             0
@@ -237,7 +246,7 @@ fn check(layers: u64, batch: u64, devices: u64, memory_gb: u64, top: usize) {
         );
         // An auto row carries its degree's layout.
         match kind {
-            LayoutKind::Auto => assert_eq!(
+            LayoutKind::Auto | LayoutKind::EGraph => assert_eq!(
                 row.layout.auto.as_ref().map(|a| a.tp),
                 Some(row.evaluation.knobs.tp),
                 "{case}: row {}",

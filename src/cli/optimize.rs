@@ -25,6 +25,11 @@ pub struct OptimizeArgs {
     /// Analyse this many identical layers at once (`repeat N layer`).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub layers: Option<u64>,
+    /// Optimise the layer as the per-operator search lays it out at `--tp` (the `auto` layout
+    /// `rank` prices) instead of as the family's `tp:` marks do: what an imported graph, which
+    /// has no marks, needs for any communication to appear.
+    #[arg(long)]
+    pub auto: bool,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
@@ -44,7 +49,26 @@ pub fn run(args: OptimizeArgs) -> Result<(), Error> {
         },
         ..OptimizeOptions::default()
     };
-    let r = optimize_layer_with(&model, args.tp, &values, &opts)?;
+    let r = if args.auto {
+        let auto = crate::search::auto::auto_tp_layout(
+            &model,
+            &values,
+            args.tp,
+            &calib,
+            calib.gpus_per_node(),
+        )?;
+        let layout = crate::parallel::Layout {
+            sequence_parallel: false,
+            tp_overrides: auto.placements,
+        };
+        let opts = OptimizeOptions {
+            weights: crate::search::egraph::variant_weights(),
+            ..opts
+        };
+        crate::rewrite::optimize::optimize_layout(&model, args.tp, &values, &layout, &opts)?
+    } else {
+        optimize_layer_with(&model, args.tp, &values, &opts)?
+    };
     if args.format == Format::Json {
         return print_json(&r);
     }

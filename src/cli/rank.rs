@@ -313,6 +313,13 @@ struct Out {
     /// searched).
     #[serde(skip_serializing_if = "Option::is_none")]
     auto_layout_seconds: Option<f64>,
+    /// The e-graph's variants of the auto layouts (`auto+e-graph` rows): the operators moved
+    /// and the layer's forward wire bytes the laws price as saved.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    egraph_layouts: Vec<crate::search::egraph::EGraphLayout>,
+    /// Degrees whose e-graph pass over the auto layout failed, and why.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    egraph_failed: BTreeMap<u64, String>,
     /// With `--why`: the top strategy (A) against the second (B).
     #[serde(skip_serializing_if = "Option::is_none")]
     why: Option<super::compare::Comparison>,
@@ -584,6 +591,8 @@ pub fn ranked(args: &RankArgs) -> Result<Ranked, Error> {
         search_seconds: result.search_seconds,
         auto_layout_seconds: (!auto_layouts.is_empty()).then_some(result.auto_seconds),
         auto_layouts,
+        egraph_layouts: result.egraph_layouts.clone(),
+        egraph_failed: result.egraph_failed.clone(),
         why,
     };
     Ok(Ranked {
@@ -1229,6 +1238,21 @@ fn print_notes(out: &Out) {
                 println!("  no auto layout at tp = {}: {e}", n.tp);
             }
         }
+    }
+    for e in &out.egraph_layouts {
+        println!(
+            "e-graph over the auto layout (tp = {}): `auto+e-graph` moves {} ({}; {} e-nodes); it sends {} less per device per step than the auto layout at tp = {} alone, as the rows price it (the laws' own forward estimate for one layer: {})",
+            e.tp,
+            e.moved.join(", "),
+            e.stop,
+            e.egraph_nodes,
+            units::bytes(&e.step_comm_bytes_saved),
+            e.tp,
+            units::bytes(&e.layer_wire_bytes_saved)
+        );
+    }
+    for (tp, why) in &out.egraph_failed {
+        println!("e-graph over the auto layout (tp = {tp}): {why}");
     }
     for e in &out.engine {
         if let Some(why) = &e.error {

@@ -107,6 +107,28 @@ fn splittable(node: &OpNode, index: &str) -> bool {
         .is_some_and(|i| i.kind.law().splittable)
 }
 
+/// The value of [`Layout::tp_overrides`] that splits an operator's sequence index on the
+/// tensor-parallel axis, as sequence parallelism splits the operators it reaches (the layout the
+/// e-graph pass derives writes it; not an identifier, so no rule index is named so).
+pub const SEQ_SHARD: &str = "seq-shard";
+
+/// The index of `node` that binds `model`'s sequence symbol and can be split.
+pub fn sequence_index(node: &OpNode, model: &Model) -> Option<String> {
+    node.rule
+        .indices
+        .iter()
+        .map(|i| i.name.as_str())
+        .find(|i| {
+            model
+                .roles
+                .sequence
+                .as_deref()
+                .is_some_and(|s| binds(node, i, s))
+                && splittable(node, i)
+        })
+        .map(str::to_string)
+}
+
 /// The splits of `node` of `model` under `layout`; data parallelism splits the index that binds
 /// the model's batch symbol, sequence parallelism the one that binds its sequence (its
 /// `sequence` role).
@@ -119,23 +141,17 @@ pub fn plan(node: &OpNode, layout: &Layout, model: &Model) -> OpPlan {
         .map(|i| i.to_string());
     let annotated = match layout.tp_overrides.get(&node.name) {
         Some(o) if o == "none" => None,
+        Some(o) if o == SEQ_SHARD => {
+            let tp = sequence_index(node, model).map(|i| (i, Tag::Seq));
+            return OpPlan { dp, tp };
+        }
         Some(o) => Some(o.clone()),
         None => node.tp.clone(),
     };
     let tp = match annotated {
         Some(i) if splittable(node, &i) => Some((i, Tag::Feature)),
         Some(_) => None,
-        None if layout.sequence_parallel => indices
-            .iter()
-            .find(|i| {
-                model
-                    .roles
-                    .sequence
-                    .as_deref()
-                    .is_some_and(|s| binds(node, i, s))
-                    && splittable(node, i)
-            })
-            .map(|i| (i.to_string(), Tag::Seq)),
+        None if layout.sequence_parallel => sequence_index(node, model).map(|i| (i, Tag::Seq)),
         None => None,
     };
     OpPlan { dp, tp }

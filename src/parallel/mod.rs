@@ -247,6 +247,23 @@ fn overrides_ok(model: &Model, layout: &Layout) -> Result<(), (String, String)> 
         if index == "none" {
             continue;
         }
+        if index == layout::SEQ_SHARD {
+            if layout::sequence_index(node, model).is_none() {
+                return Err((
+                    op.clone(),
+                    format!(
+                        "split override `{op}: {index}`: `{op}` has no splittable index that binds the model's sequence{}",
+                        model
+                            .roles
+                            .sequence
+                            .as_deref()
+                            .map(|s| format!(" `{s}`"))
+                            .unwrap_or_else(|| " (the model names none: `roles: {sequence: …}`)".into())
+                    ),
+                ));
+            }
+            continue;
+        }
         match node.rule.index(index) {
             Some(i) if i.kind.law().splittable => {}
             Some(i) => {

@@ -176,11 +176,25 @@ impl DistAnalysis {
         let sum = Placement::Partial(ReduceOp::Sum);
         match node {
             Dist::Tensor([_, shape]) => match child(*shape) {
-                Meta::Leaf(Dist::Shape(s)) => Ok(TensorMeta {
-                    shape: s.dims.iter().map(|d| d.0.clone()).collect(),
-                    elem_bytes: s.elem_bytes.unwrap_or(self.compute_bytes),
-                    placements: vec![Placement::Replicate; self.mesh.axes.len()],
-                }),
+                Meta::Leaf(Dist::Shape(s)) => {
+                    let mut placements = vec![Placement::Replicate; self.mesh.axes.len()];
+                    if let Some(d) = s.shard {
+                        match placements.first_mut() {
+                            Some(p) if d < s.dims.len() => *p = Placement::Shard(d),
+                            _ => {
+                                return Err(RewriteError::Expected {
+                                    wanted: "a dimension of the shape on a mesh axis",
+                                    found: s.to_string(),
+                                })
+                            }
+                        }
+                    }
+                    Ok(TensorMeta {
+                        shape: s.dims.iter().map(|d| d.0.clone()).collect(),
+                        elem_bytes: s.elem_bytes.unwrap_or(self.compute_bytes),
+                        placements,
+                    })
+                }
                 other => Err(RewriteError::Expected {
                     wanted: "a shape",
                     found: format!("{other:?}"),

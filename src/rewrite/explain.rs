@@ -132,7 +132,14 @@ fn unsplit(rule: &OpRule) -> (RecExpr<Dist>, Vec<Id>, [Id; 3]) {
             _ => None,
         };
         let name = leaf(&mut e, Dist::Name(Symbol::from(t.name.as_str())));
-        let shape = leaf(&mut e, Dist::Shape(ShapeLit { dims, elem_bytes }));
+        let shape = leaf(
+            &mut e,
+            Dist::Shape(ShapeLit {
+                dims,
+                elem_bytes,
+                shard: None,
+            }),
+        );
         inputs.push(e.add(Dist::Tensor([name, shape])));
     }
     let head = [

@@ -66,6 +66,42 @@ pub fn extract(
     (best, expr, classes)
 }
 
+/// The union of `kids`' programs (a class priced as the first kid that holds it prices it) and
+/// `class` at `own`, with its total. The largest set is copied whole with its total, so that only
+/// the classes the others add are summed again.
+fn union(kids: &[&Best], class: Id, own: Rational) -> (HashMap<Id, Rational>, Rational) {
+    let big = (0..kids.len())
+        .max_by_key(|&i| (kids[i].set.len(), std::cmp::Reverse(i)))
+        .unwrap_or(0);
+    let (mut set, mut total) = match kids.get(big) {
+        Some(k) => (k.set.clone(), k.total.clone()),
+        None => (HashMap::new(), Rational::from_integer(0.into())),
+    };
+    let mut claimed: std::collections::HashSet<Id> = std::collections::HashSet::new();
+    for (i, k) in kids.iter().enumerate() {
+        if i == big {
+            continue;
+        }
+        for (c, v) in &k.set {
+            if i > big || !claimed.insert(*c) {
+                if let std::collections::hash_map::Entry::Vacant(e) = set.entry(*c) {
+                    total += v;
+                    e.insert(v.clone());
+                }
+                continue;
+            }
+            match set.insert(*c, v.clone()) {
+                Some(old) if old != *v => total += v - &old,
+                Some(_) => {}
+                None => total += v,
+            }
+        }
+    }
+    total += &own;
+    set.insert(class, own);
+    (set, total)
+}
+
 fn repeat_count(egraph: &DistEGraph, node: &Dist) -> Option<u64> {
     match node {
         Dist::Repeat([n, _]) => match &egraph[*n].data {
@@ -101,17 +137,11 @@ fn greedy_dag(egraph: &DistEGraph, cost: &mut ExactCost) -> HashMap<Id, Dist> {
                         let total = &own + &body.total * Rational::from_integer(n.into());
                         (HashMap::from([(class.id, total.clone())]), total)
                     }
-                    None => {
-                        let mut set: HashMap<Id, Rational> = HashMap::new();
-                        for k in kids {
-                            for (c, v) in &k.set {
-                                set.entry(*c).or_insert_with(|| v.clone());
-                            }
-                        }
-                        set.insert(class.id, own);
-                        let total = set.values().sum();
-                        (set, total)
-                    }
+                    // A child whose program computes this class already is a cycle
+                    // (`x = all_gather(shard(x))`): its set prices this class at the node it
+                    // had, so taking the node would count a cheaper program that cannot run.
+                    None if kids.iter().any(|k| k.set.contains_key(&class.id)) => continue,
+                    None => union(&kids, class.id, own),
                 };
                 let better = best.get(&class.id).is_none_or(|b| total < b.total);
                 if better {

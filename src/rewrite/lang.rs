@@ -259,6 +259,9 @@ pub struct ShapeLit {
     pub dims: Vec<Dim>,
     /// Bytes per element, when fixed (token ids); `None`: the compute type.
     pub elem_bytes: Option<u32>,
+    /// The dimension the tensor arrives split on along the mesh's first axis (`@D`: a block
+    /// input that the layout hands over in shards); `None`: whole on every device.
+    pub shard: Option<usize>,
 }
 
 impl fmt::Display for ShapeLit {
@@ -274,6 +277,9 @@ impl fmt::Display for ShapeLit {
         if let Some(b) = self.elem_bytes {
             write!(f, ":{b}")?;
         }
+        if let Some(d) = self.shard {
+            write!(f, "@{d}")?;
+        }
         Ok(())
     }
 }
@@ -287,6 +293,16 @@ impl FromStr for ShapeLit {
         let (inner, tail) = rest
             .split_once(']')
             .ok_or_else(|| format!("`{s}`: missing `]`"))?;
+        let (tail, shard) = match tail.split_once('@') {
+            Some((t, d)) => (
+                t,
+                Some(
+                    d.parse()
+                        .map_err(|_| format!("`{s}`: expected `@DIM` after the shape"))?,
+                ),
+            ),
+            None => (tail, None),
+        };
         let elem_bytes = match tail {
             "" => None,
             t => Some(
@@ -300,7 +316,11 @@ impl FromStr for ShapeLit {
             .filter(|p| !p.is_empty())
             .map(str::parse)
             .collect::<Result<_, _>>()?;
-        Ok(ShapeLit { dims, elem_bytes })
+        Ok(ShapeLit {
+            dims,
+            elem_bytes,
+            shard,
+        })
     }
 }
 

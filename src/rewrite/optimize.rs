@@ -9,10 +9,14 @@ use super::analysis::{DistAnalysis, DistEGraph, Meta};
 use super::cost::{NodeCost, Weights};
 use super::extract::extract;
 use super::lang::Dist;
-use super::program::{block_analysis, block_program, render, show_placement, Program};
+use super::program::{
+    block_analysis, block_program, block_program_in, boundary_shard, render, show_placement,
+    Program,
+};
 use super::run::{rewrites, Limits, RunStats};
 use crate::error::{Error, Result};
 use crate::model::Model;
+use crate::parallel::Layout;
 use crate::sym::{Bindings, Poly, Rational};
 use egg::{EGraph, Id, RecExpr};
 use serde::Serialize;
@@ -113,6 +117,47 @@ pub fn optimize_layer_with(
     values: &Bindings,
     opts: &OptimizeOptions,
 ) -> Result<OptimizeReport> {
+    optimize_in(model, tp, values, None, opts)
+}
+
+/// [`optimize_layer_with`] on the program of the layer under `layout` (an auto layout's
+/// placements, say): the collectives that layout's splits call for are the communication the
+/// laws may make cheaper.
+pub fn optimize_layout(
+    model: &Model,
+    tp: u64,
+    values: &Bindings,
+    layout: &Layout,
+    opts: &OptimizeOptions,
+) -> Result<OptimizeReport> {
+    optimize_in(model, tp, values, Some(layout), opts)
+}
+
+/// Whether `op` sums over an index (a linear, a batched matmul).
+fn contracts(op: &crate::model::OpNode) -> bool {
+    op.rule
+        .indices
+        .iter()
+        .any(|i| i.kind == crate::rules::IndexKind::ReduceSum)
+}
+
+/// The block `optimize` analyses: `layer`, else the first repeated block.
+pub fn layer_block(model: &Model) -> Result<usize> {
+    model
+        .blocks
+        .iter()
+        .position(|b| b.name == "layer")
+        .or_else(|| model.blocks.iter().position(|b| b.repeat != Poly::one()))
+        .ok_or_else(|| Error::Usage(format!("model `{}` has no `layer` block", model.name)))
+}
+
+fn optimize_in(
+    model: &Model,
+    tp: u64,
+    values: &Bindings,
+    layout: Option<&Layout>,
+    opts: &OptimizeOptions,
+) -> Result<OptimizeReport> {
     if tp < 2 {
         return Err(Error::Usage(format!(
             "--tp {tp}: a layer that is not split has no tensor-parallel communication to optimise (give --tp 2 or more)"
@@ -125,23 +170,42 @@ pub fn optimize_layer_with(
         ..crate::strategy::Knobs::data_parallel(1)
     };
     let b = crate::parallel::evaluate::microbatch_bindings(model, values, &knobs);
-    let analysis = crate::parallel::analyse(model, &crate::parallel::Layout::default());
+    let default = Layout::default();
+    let analysis = crate::parallel::analyse(model, layout.unwrap_or(&default));
     if model.symbols.keys().all(|s| values.contains_key(s)) {
         crate::parallel::evaluate::check_divisibility(model, &analysis, &b, &knobs)?;
     }
-    let bi = model
-        .blocks
-        .iter()
-        .position(|b| b.name == "layer")
-        .or_else(|| model.blocks.iter().position(|b| b.repeat != Poly::one()))
-        .ok_or_else(|| Error::Usage(format!("model `{}` has no `layer` block", model.name)))?;
+    let bi = layer_block(model)?;
     let size = Poly::from_bigint(tp.into());
     let ctx = block_analysis(model, &model.blocks[bi], "tp", size);
-    let mut program = block_program(model, bi, &ctx, "tp")?;
+    let (mut program, mut whole) = match layout {
+        Some(l) => {
+            // The layer run whole, beside the layout's program: the laws split its operators
+            // every way (the layout's split is one of them), which is what lets the extraction
+            // leave the layout's choice for another.
+            // Contractions (an index summed over: linears, batched matmuls) keep the layout's
+            // split there: the laws price the forward pass only, and moving a contraction's
+            // split moves its weights, whose gradient reduction the backward pays.
+            let mut free = l.clone();
+            for o in model.blocks[bi].ops() {
+                if !contracts(o) {
+                    free.tp_overrides.insert(o.name.clone(), "none".to_string());
+                }
+            }
+            let none = free;
+            let edge = boundary_shard(model, bi, l);
+            (
+                block_program_in(model, bi, &ctx, "tp", l, edge)?,
+                Some(block_program_in(model, bi, &ctx, "tp", &none, edge)?),
+            )
+        }
+        None => (block_program(model, bi, &ctx, "tp")?, None),
+    };
     if let Some(n) = opts.layers {
         program = program.repeat(n);
+        whole = whole.map(|w| w.repeat(n));
     }
-    let mut report = optimize_program(&ctx, &program, values, opts)?;
+    let mut report = optimize_program_beside(&ctx, &program, whole.as_ref(), values, opts)?;
     report.model = model.name.clone();
     report.block = model.blocks[bi].name.clone();
     report.tp = tp;
@@ -156,14 +220,39 @@ pub fn optimize_program(
     values: &Bindings,
     opts: &OptimizeOptions,
 ) -> Result<OptimizeReport> {
+    optimize_program_beside(ctx, program, None, values, opts)
+}
+
+/// [`optimize_program`] with `whole`, the same computation with no operator split, added to the
+/// e-graph as equal to `program` (both end with the output whole on every device).
+fn optimize_program_beside(
+    ctx: &DistAnalysis,
+    program: &Program,
+    whole: Option<&Program>,
+    values: &Bindings,
+    opts: &OptimizeOptions,
+) -> Result<OptimizeReport> {
     let before_cost = ctx.program_cost(&program.expr)?;
     // Every symbol must have a value before costs can be compared.
     cost_report(before_cost.clone(), values)?;
     let mut egraph: DistEGraph = EGraph::new(ctx.clone());
-    let root = egraph.add_expr(&program.expr);
+    let mut root = egraph.add_expr(&program.expr);
     let ids = egraph
         .lookup_expr_ids(&program.expr)
         .ok_or_else(|| Error::Internal("program not in its own e-graph".into()))?;
+    let mut whole_ops: BTreeMap<Id, String> = BTreeMap::new();
+    if let Some(w) = whole {
+        let r = egraph.add_expr(&w.expr);
+        let wids = egraph
+            .lookup_expr_ids(&w.expr)
+            .ok_or_else(|| Error::Internal("program not in its own e-graph".into()))?;
+        for (id, name) in &w.labels {
+            whole_ops.insert(wids[usize::from(*id)], name.clone());
+        }
+        egraph.union(root, r);
+        egraph.rebuild();
+        root = egraph.find(root);
+    }
     let runner = opts.limits.runner(egraph).run(&rewrites(&program.rules)?);
     let run = RunStats::of(&runner);
     let egraph = &runner.egraph;
@@ -172,8 +261,13 @@ pub fn optimize_program(
 
     // Each model operator's class, and the classes of its shards.
     let mut ops: BTreeMap<Id, (String, Option<usize>)> = BTreeMap::new();
-    for (id, name) in &program.labels {
-        let class = egraph.find(ids[usize::from(*id)]);
+    let labelled = program
+        .labels
+        .iter()
+        .map(|(id, name)| (ids[usize::from(*id)], name))
+        .chain(whole_ops.iter().map(|(id, name)| (*id, name)));
+    for (id, name) in labelled {
+        let class = egraph.find(id);
         ops.insert(class, (name.clone(), None));
         for d in 0..rank(&egraph[class].data) {
             if let Some(s) = lookup_shard(egraph, class, d) {

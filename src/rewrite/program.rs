@@ -10,7 +10,8 @@ use super::error::RewriteError;
 use super::lang::{Dim, DimMap, Dist, Extents, Marks, ShapeLit};
 use super::laws::term_has;
 use crate::error::{Error, Result};
-use crate::model::{Block, Model, Producer};
+use crate::model::{Block, Model, OpNode, Producer};
+use crate::parallel::layout::{plan, Layout};
 use crate::rules::law::Finish;
 use crate::rules::{Dtype, IndexKind, OpRule, Placement, ReduceOp, Tensor};
 use crate::sym::Poly;
@@ -92,6 +93,18 @@ impl Builder<'_> {
         self.add(Dist::Tensor([n, s]))
     }
 
+    /// The block input `in`, split on dimension `shard` when the layout hands it over so.
+    fn block_input(&mut self, shape: &[Poly], dtype: Dtype, shard: Option<usize>) -> Id {
+        let n = self.add(Dist::Name(Symbol::from("in")));
+        let mut lit = shape_lit(shape, None);
+        if let Dtype::Fixed(b) = dtype {
+            lit.elem_bytes = (b != self.ctx.compute_bytes).then_some(b);
+        }
+        lit.shard = shard.filter(|d| *d < shape.len());
+        let s = self.add(Dist::Shape(lit));
+        self.add(Dist::Tensor([n, s]))
+    }
+
     /// `x` moved to placement `want` with the cheapest collective that does it.
     fn fix(
         &mut self,
@@ -168,6 +181,7 @@ fn shape_lit(shape: &[Poly], elem_bytes: Option<u32>) -> ShapeLit {
     ShapeLit {
         dims: shape.iter().cloned().map(Dim).collect(),
         elem_bytes,
+        shard: None,
     }
 }
 
@@ -192,6 +206,46 @@ fn wanted(rule: &OpRule, t: &Tensor, k: usize, tp: Option<&str>) -> Placement {
 /// The tensor-parallel program of `block` on axis `axis` of `ctx`'s mesh: inputs, parameters and
 /// the block input (`in`) whole on every device, the output whole again at the end.
 pub fn block_program(model: &Model, bi: usize, ctx: &DistAnalysis, axis: &str) -> Result<Program> {
+    build_program(model, bi, ctx, axis, None, &|op| op.tp.clone())
+}
+
+/// The dimension of the output of `model`'s block `bi` that `layout` splits on the
+/// tensor-parallel axis: how the layer's output, hence the next layer's input, is handed over.
+pub fn boundary_shard(model: &Model, bi: usize, layout: &Layout) -> Option<usize> {
+    let block = model.blocks.get(bi)?;
+    let out = block.output.or_else(|| block.order.last().copied())?;
+    let op = &block.graph[out];
+    let (i, _) = plan(op, layout, model).tp?;
+    op.rule.output.position(&i)
+}
+
+/// [`block_program`] under `layout`: each operator split on the index its
+/// [`plan`](crate::parallel::layout::plan) gives the tensor-parallel axis (an auto layout's
+/// placements, where the model has no `tp:` marks), so that the program carries the collectives
+/// that layout prices. The block input arrives split on dimension `boundary` (as
+/// [`boundary_shard`] gives it: the previous layer's output as the layout leaves it) and the
+/// output leaves so, so that moving the input's split costs what the layout's evaluation charges.
+pub fn block_program_in(
+    model: &Model,
+    bi: usize,
+    ctx: &DistAnalysis,
+    axis: &str,
+    layout: &Layout,
+    boundary: Option<usize>,
+) -> Result<Program> {
+    build_program(model, bi, ctx, axis, boundary, &|op| {
+        plan(op, layout, model).tp.map(|(i, _)| i)
+    })
+}
+
+fn build_program(
+    model: &Model,
+    bi: usize,
+    ctx: &DistAnalysis,
+    axis: &str,
+    boundary: Option<usize>,
+    tp_index: &dyn Fn(&OpNode) -> Option<String>,
+) -> Result<Program> {
     let block = model
         .blocks
         .get(bi)
@@ -212,7 +266,8 @@ pub fn block_program(model: &Model, bi: usize, ctx: &DistAnalysis, axis: &str) -
     for &node in &block.order {
         let op = &block.graph[node];
         let rule = &op.rule;
-        let tp = op.tp.as_deref();
+        let tp_owned = tp_index(op);
+        let tp = tp_owned.as_deref();
         let mut kids = vec![
             b.add(Dist::Name(Symbol::from(rule.name.as_str()))),
             b.add(Dist::Extents(Extents(
@@ -269,7 +324,7 @@ pub fn block_program(model: &Model, bi: usize, ctx: &DistAnalysis, axis: &str) -
                     b.tensor(name, &s, t.dtype)
                 }
                 Producer::BlockInput => {
-                    *block_in.get_or_insert_with(|| b.tensor("in", &shape, t.dtype))
+                    *block_in.get_or_insert_with(|| b.block_input(&shape, t.dtype, boundary))
                 }
                 Producer::Buffer | Producer::Param => {
                     b.tensor(&format!("{}.{iname}", op.name), &shape, t.dtype)
@@ -300,8 +355,12 @@ pub fn block_program(model: &Model, bi: usize, ctx: &DistAnalysis, axis: &str) -
         .and_then(|n| values.get(&n).copied())
         .ok_or_else(|| Error::Usage(format!("block `{}` has no operators", block.name)))?;
     let (shape, _) = b.placement(out).map_err(|why| err("output", why))?;
+    let end = match boundary.filter(|d| *d < shape.len()) {
+        Some(d) => Placement::Shard(d),
+        None => Placement::Replicate,
+    };
     let mut root = b
-        .coerce(out, Placement::Replicate, &shape)
+        .coerce(out, end, &shape)
         .map_err(|why| err("output", why))?;
     // Operators the output does not depend on still run: sequence them before it.
     let reach = reachable(&b.expr, root);

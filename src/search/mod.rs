@@ -4,6 +4,7 @@
 pub mod auto;
 pub mod compare;
 pub mod drec;
+pub mod egraph;
 pub mod error;
 pub mod exhaustive;
 pub mod problem;

@@ -3,6 +3,7 @@
 //! cost.
 
 use super::auto::{auto_tp_layout, same_as_annotated, AutoLayout};
+use super::egraph::{egraph_layout, EGraphLayout};
 use super::error::{Failed, FailureLog, Rejection, Rejections, SearchError};
 use super::steer::Steer;
 use crate::calib::Calibration;
@@ -72,6 +73,9 @@ pub enum LayoutKind {
     Annotated,
     /// The per-operator search's layout for the row's tensor-parallel degree.
     Auto,
+    /// The auto layout as the e-graph pass rewrites it (operators moved to the cheapest
+    /// equivalent placements the laws prove, [`super::egraph`]).
+    EGraph,
 }
 
 impl LayoutKind {
@@ -80,6 +84,7 @@ impl LayoutKind {
         match self {
             LayoutKind::Annotated => "annotated",
             LayoutKind::Auto => "auto",
+            LayoutKind::EGraph => "auto+e-graph",
         }
     }
 }
@@ -186,6 +191,11 @@ pub struct RankResult {
     pub auto_same: Vec<u64>,
     /// Seconds spent finding the auto layouts.
     pub auto_seconds: f64,
+    /// The e-graph's variants of the auto layouts, one per degree where the extraction moved
+    /// an operator.
+    pub egraph_layouts: Vec<EGraphLayout>,
+    /// Degrees whose e-graph pass failed, and why.
+    pub egraph_failed: BTreeMap<u64, String>,
 }
 
 /// A row's identity for grouping: strategies with equal keys differ only in knobs that do not
@@ -202,7 +212,7 @@ fn same(a: &Evaluation, sa: Option<f64>, b: &Evaluation, sb: Option<f64>) -> boo
 fn layout_key(kind: LayoutKind, e: &Evaluation) -> (LayoutKind, u64) {
     match kind {
         LayoutKind::Annotated => (kind, 0),
-        LayoutKind::Auto => (kind, e.knobs.tp),
+        LayoutKind::Auto | LayoutKind::EGraph => (kind, e.knobs.tp),
     }
 }
 
@@ -304,6 +314,8 @@ struct Variant {
     /// Whether sequence parallelism changes anything (it splits the operators the layout
     /// replicates; an auto layout may replicate none).
     sp_matters: bool,
+    /// Whether it is the e-graph's variant of an auto layout.
+    egraph: bool,
     analysis: Analysis,
     sums: Vec<crate::parallel::evaluate::BlockSums>,
 }
@@ -313,6 +325,8 @@ struct Variants {
     list: Vec<Variant>,
     /// The auto layout of each degree.
     autos: BTreeMap<u64, AutoLayout>,
+    /// The e-graph's variant of each degree's auto layout.
+    egraphs: BTreeMap<u64, EGraphLayout>,
 }
 
 impl Variants {
@@ -321,7 +335,9 @@ impl Variants {
     }
 
     fn kind(&self, v: usize) -> LayoutKind {
-        if self.list[v].auto {
+        if self.list[v].egraph {
+            LayoutKind::EGraph
+        } else if self.list[v].auto {
             LayoutKind::Auto
         } else {
             LayoutKind::Annotated
@@ -333,6 +349,19 @@ impl Variants {
     }
 
     fn layout(&self, v: usize, tp: u64) -> RowLayout {
+        if self.list[v].egraph {
+            return RowLayout {
+                kind: LayoutKind::EGraph,
+                auto: self
+                    .autos
+                    .get(&tp)
+                    .zip(self.egraphs.get(&tp))
+                    .map(|(a, e)| AutoLayout {
+                        placements: e.placements.clone(),
+                        ..a.clone()
+                    }),
+            };
+        }
         match self.list[v].auto {
             true => RowLayout {
                 kind: LayoutKind::Auto,
@@ -537,6 +566,8 @@ fn search(
     r.auto_failed = auto.failed;
     r.auto_same = auto.same;
     r.auto_seconds = auto.seconds;
+    r.egraph_layouts = variants.egraphs.into_values().collect();
+    r.egraph_failed = auto.egraph_failed;
     Ok(r)
 }
 
@@ -564,6 +595,7 @@ impl Variants {
                 Variant::new(model, values, true, &none, false)?,
             ],
             autos: BTreeMap::new(),
+            egraphs: BTreeMap::new(),
         })
     }
 }
@@ -608,6 +640,7 @@ impl Variant {
                 sp,
                 auto,
                 sp_matters,
+                egraph: false,
                 sums: block_sums(&analysis),
                 analysis,
             })
@@ -641,6 +674,10 @@ struct AutoVariants {
     failed: BTreeMap<u64, SearchError>,
     /// Degrees whose auto layout is the annotated one.
     same: Vec<u64>,
+    /// Per degree: the variant of the e-graph's rewrite of its auto layout.
+    egraph: BTreeMap<u64, usize>,
+    /// Degrees whose e-graph pass failed, and why.
+    egraph_failed: BTreeMap<u64, String>,
     /// Seconds spent.
     seconds: f64,
 }
@@ -730,10 +767,43 @@ fn auto_layouts(
                 auto_variants.insert(a.tp, [base + 2 * i, base + 2 * i + 1]);
             }
         }
+        egraph_variants(model, values, &kept, variants, &mut auto)?;
         variants.autos = kept.into_iter().map(|a| (a.tp, a)).collect();
     }
     auto.seconds = auto_start.elapsed().as_secs_f64();
     Ok(auto)
+}
+
+/// The e-graph pass over each degree's auto layout, once per degree (in parallel, not per
+/// strategy): each layout it rewrites becomes one more variant, without sequence parallelism
+/// (the variant places the operators that sequence parallelism would move itself).
+fn egraph_variants(
+    model: &Model,
+    values: &Bindings,
+    kept: &[AutoLayout],
+    variants: &mut Variants,
+    auto: &mut AutoVariants,
+) -> Result<(), SearchError> {
+    let found: Vec<(u64, crate::error::Result<Option<EGraphLayout>>)> = kept
+        .par_iter()
+        .map(|a| (a.tp, egraph_layout(model, values, a)))
+        .collect();
+    for (tp, e) in found {
+        match e {
+            Ok(Some(e)) => {
+                let mut v = Variant::new(model, values, false, &e.placements, true)?;
+                v.egraph = true;
+                auto.egraph.insert(tp, variants.list.len());
+                variants.list.push(v);
+                variants.egraphs.insert(tp, e);
+            }
+            Ok(None) => {}
+            Err(why) => {
+                auto.egraph_failed.insert(tp, why.to_string());
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The jobs of a search, in order: each mesh shape's (micro-batch count, layout variant) to
@@ -782,6 +852,7 @@ fn jobs(
         if let Some(a) = auto_variants.get(&tp) {
             vs.extend(a);
         }
+        vs.extend(auto.egraph.get(&tp));
         if vs.is_empty() {
             let why = match auto_failed.get(&tp) {
                 Some(e) => Rejection::NoAutoLayout {
@@ -1151,6 +1222,8 @@ fn rank_by_cost(
         auto_failed: BTreeMap::new(),
         auto_same: Vec::new(),
         auto_seconds: 0.0,
+        egraph_layouts: Vec::new(),
+        egraph_failed: BTreeMap::new(),
     }
 }
 
@@ -1386,6 +1459,8 @@ fn rank_by_seconds(
         auto_failed: BTreeMap::new(),
         auto_same: Vec::new(),
         auto_seconds: 0.0,
+        egraph_layouts: Vec::new(),
+        egraph_failed: BTreeMap::new(),
     })
 }
 
