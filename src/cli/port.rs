@@ -292,19 +292,7 @@ fn print_table(model: &Model, devices: u64, out: &[MachineBest]) {
             .unwrap_or(0)
     };
     let w: Vec<usize> = (0..4).map(width).collect();
-    println!(
-        "  {:<w0$}  {:>w1$}  {:>w2$}  {:>w3$}  {}",
-        head[0],
-        head[1],
-        head[2],
-        head[3],
-        head[4],
-        w0 = w[0],
-        w1 = w[1],
-        w2 = w[2],
-        w3 = w[3]
-    );
-    for r in &rows {
+    let line = |r: [&str; 5]| {
         println!(
             "  {:<w0$}  {:>w1$}  {:>w2$}  {:>w3$}  {}",
             r[0],
@@ -316,7 +304,11 @@ fn print_table(model: &Model, devices: u64, out: &[MachineBest]) {
             w1 = w[1],
             w2 = w[2],
             w3 = w[3]
-        );
+        )
+    };
+    line(head);
+    for r in &rows {
+        line([&r[0], &r[1], &r[2], &r[3], &r[4]]);
     }
     let mut any = false;
     for (i, m) in out.iter().enumerate() {
