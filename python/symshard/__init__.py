@@ -394,18 +394,6 @@ class Collective:
     tensor: str
 
     @staticmethod
-    def _from(d: Mapping[str, Any]) -> "Collective":
-        return Collective(
-            collective=d["collective"],
-            axis=d.get("axis", ""),
-            tier=d.get("tier", ""),
-            bytes=_exact(d["bytes"]),
-            count=int(_exact(d["count"])),
-            op=d.get("op", ""),
-            tensor=d.get("tensor", ""),
-        )
-
-    @staticmethod
     def _from_native(n: Any) -> "Collective":
         return Collective(n.collective, n.axis, n.tier, n.bytes, n.count, n.op, n.tensor)
 
@@ -421,17 +409,6 @@ class Stage:
     hbm_cost: Number
     kernel_cost: Number
     memory: Memory
-
-    @staticmethod
-    def _from(d: Mapping[str, Any]) -> "Stage":
-        return Stage(
-            stage=d["stage"],
-            items=[(str(n), int(c)) for n, c in d.get("items", [])],
-            flops=_exact(d["flops"]),
-            hbm_cost=_exact(d["hbm_cost"]),
-            kernel_cost=_exact(d["kernel_cost"]),
-            memory=Memory._from(d["memory"]),
-        )
 
     @staticmethod
     def _from_native(n: Any) -> "Stage":
@@ -458,20 +435,6 @@ class PerDevice:
     reason: Optional[str]
     stages: List[Stage]
     per_op: Optional[List[Dict[str, Any]]]
-
-    @staticmethod
-    def _from(d: Mapping[str, Any]) -> "PerDevice":
-        return PerDevice(
-            strategy=d["strategy"],
-            flops=_exact(d["flops"]),
-            comm=[Collective._from(c) for c in d.get("comm", [])],
-            p2p_bytes=_exact(d.get("p2p_bytes", "0")),
-            memory=Memory._from(d["memory"]),
-            feasible=bool(d.get("feasible", True)),
-            reason=d.get("reason"),
-            stages=[Stage._from(x) for x in d.get("stages", [])],
-            per_op=_opt(d.get("per_op"), lambda rows: [_convert_row(r) for r in rows]),
-        )
 
     @staticmethod
     def _from_native(n: Any) -> "PerDevice":
@@ -512,19 +475,6 @@ class Cost:
     per_op: Optional[List[Dict[str, Any]]]
     per_device: Optional[PerDevice]
     raw: Dict[str, Any] = field(repr=False)
-
-    @staticmethod
-    def _from(d: Dict[str, Any]) -> "Cost":
-        return Cost(
-            model=d["model"],
-            symbols={k: _exact(v) for k, v in d.get("symbols", {}).items()},
-            params=_value(d["params"]),
-            flops={p: {c: _value(v) for c, v in cls.items()} for p, cls in d["flops"].items()},
-            activations=_value(d["memory"]["activations"]),
-            per_op=_opt(d.get("per_op"), lambda rows: [_convert_row(r) for r in rows]),
-            per_device=_opt(d.get("per_device"), PerDevice._from),
-            raw=d,
-        )
 
     @staticmethod
     def _from_native(n: Any) -> "Cost":
@@ -705,27 +655,6 @@ class Timeline:
     svg: Optional[str]
     raw: Dict[str, Any] = field(repr=False)
     settings: Dict[str, str] = field(default_factory=dict)
-
-    @staticmethod
-    def _from(d: Dict[str, Any], svg: Optional[str]) -> "Timeline":
-        return Timeline(
-            model=d["model"],
-            strategy=d["strategy"],
-            calibration=d["calibration"],
-            device_count=d["device_count"],
-            iteration_seconds=d["iteration_seconds"],
-            samples_per_second=d["samples_per_second"],
-            tokens_per_second=d["tokens_per_second"],
-            model_tflops_per_device=d["model_tflops_per_device"],
-            mfu=d["mfu"],
-            bubble_fraction=d["bubble_fraction"],
-            fits=d["fits"],
-            memory_per_device=d["memory_per_device"],
-            devices=list(d.get("devices", [])),
-            svg=svg,
-            raw=d,
-            settings=dict(d.get("settings", {})),
-        )
 
     @staticmethod
     def _from_native(n: Any) -> "Timeline":

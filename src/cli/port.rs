@@ -10,10 +10,12 @@ use super::units;
 use crate::calib::Calibration;
 use crate::error::Error;
 use crate::model::Model;
+use crate::parallel::Evaluation;
 use crate::parallel::Layout;
+use crate::search::RankOptions;
 use crate::strategy::Knobs;
 use crate::sym::{Bindings, Rational};
-use crate::timeline::{plan_strategy, time_summary, Busy, Summary};
+use crate::timeline::{plan_strategy, time_summary, Stream, Summary, TimingPlan};
 use serde::Serialize;
 
 /// The best layout found on one machine.
@@ -53,6 +55,8 @@ impl MachineBest {
 /// The previous machine's best layout, timed on this machine.
 #[derive(Debug, Clone, Serialize)]
 pub struct PreviousBest {
+    /// The machine it was best on.
+    pub machine: String,
     /// The layout.
     pub strategy: String,
     /// Its timeline here; absent where it cannot run here.
@@ -84,7 +88,25 @@ pub fn run_model(args: &PortArgs) -> Result<(), Error> {
     let mut out: Vec<MachineBest> = Vec::new();
     for c in &args.calib {
         let calib = Calibration::resolve(c)?.with_stack(args.stack.as_deref())?;
-        let mut best = match best_on(&search, &model, &calib) {
+        let best = match search.options(&model, &calib).and_then(|(values, opts)| {
+            let at = At {
+                model: &model,
+                values: &values,
+                calib: &calib,
+                opts: &opts,
+            };
+            let mut best = at.best()?;
+            let previous = out
+                .iter()
+                .rev()
+                .find_map(|m| Some((m.calibration.as_str(), m.knobs.as_ref()?)));
+            if let (Some((machine, (pk, pl))), Some((k, _))) = (previous, &best.knobs) {
+                if pk != k {
+                    best.previous_best = Some(at.previous(machine, pk, pl)?);
+                }
+            }
+            Ok(best)
+        }) {
             Ok(b) => b,
             // A machine the devices do not suit (a node size that does not divide them, a
             // precision it lacks) is a row that says so; the others are still ported.
@@ -93,12 +115,6 @@ pub fn run_model(args: &PortArgs) -> Result<(), Error> {
             }
             Err(e) => return Err(e),
         };
-        let previous = out.iter().rev().find_map(|m| m.knobs.clone());
-        if let (Some((pk, pl)), Some((k, _))) = (previous, &best.knobs) {
-            if &pk != k {
-                best.previous_best = Some(previous_on(&search, &model, &calib, &pk, &pl)?);
-            }
-        }
         out.push(best);
     }
     if args.format == super::Format::Json {
@@ -108,113 +124,94 @@ pub fn run_model(args: &PortArgs) -> Result<(), Error> {
     Ok(())
 }
 
-/// The search's bindings and options on `calib`, and the memory it allows.
-fn options(
-    search: &PointSearch<'_>,
-    model: &Model,
-    calib: &Calibration,
-) -> Result<(Bindings, crate::search::RankOptions), Error> {
-    search.options(model, calib)
+/// One machine's search: the model's bindings and the search's options there.
+struct At<'a> {
+    model: &'a Model,
+    values: &'a Bindings,
+    calib: &'a Calibration,
+    opts: &'a RankOptions,
 }
 
-/// The fastest layout on `calib`, timed.
-fn best_on(
-    search: &PointSearch<'_>,
-    model: &Model,
-    calib: &Calibration,
-) -> Result<MachineBest, Error> {
-    let (values, opts) = options(search, model, calib)?;
-    let result = crate::search::rank(model, &values, calib, &opts)?;
-    let mut best = MachineBest::none(calib, String::new());
-    let batch = batch_of(model, &values);
-    let top = match result.rows.first() {
-        Some(top) if top.evaluation.feasible => top,
-        Some(_) => {
-            best.reason = super::rank::nothing_fits_line(&result, &opts.memory, &batch)
-                .or_else(|| Some("no layout fits in memory".into()));
-            return Ok(best);
-        }
-        None => {
-            best.reason = Some("no strategy to rank".into());
-            return Ok(best);
-        }
-    };
-    best.reason = None;
-    let k = top.evaluation.knobs.clone();
-    let layout = Layout {
-        sequence_parallel: k.sequence_parallel,
-        tp_overrides: top.layout.overrides(),
-    };
-    let (plan, _) = plan_strategy(
-        model,
-        &values,
-        &k,
-        &layout,
-        calib,
-        Some(opts.gpus_per_node),
-        &opts.memory.floor(),
-    )?;
-    best.strategy = Some(k.describe(Some(&batch)));
-    best.summary = Some(time_summary(&plan, calib)?);
-    best.knobs = Some((k, layout));
-    Ok(best)
-}
-
-/// The previous machine's best layout timed on `calib`, or why it cannot run there.
-fn previous_on(
-    search: &PointSearch<'_>,
-    model: &Model,
-    calib: &Calibration,
-    knobs: &Knobs,
-    layout: &Layout,
-) -> Result<PreviousBest, Error> {
-    let (values, opts) = options(search, model, calib)?;
-    let batch = batch_of(model, &values);
-    let mut prev = PreviousBest {
-        strategy: knobs.describe(Some(&batch)),
-        summary: None,
-        reason: None,
-    };
-    let planned = plan_strategy(
-        model,
-        &values,
-        knobs,
-        layout,
-        calib,
-        Some(opts.gpus_per_node),
-        &opts.memory.floor(),
-    );
-    match planned {
-        Ok((plan, e)) if e.feasible => prev.summary = Some(time_summary(&plan, calib)?),
-        Ok((_, e)) => {
-            prev.reason = Some(e.reason.as_ref().map_or(
-                "it does not fit".into(),
-                crate::parallel::Infeasible::describe,
-            ))
-        }
-        Err(e) => prev.reason = Some(e.to_string()),
+impl At<'_> {
+    /// `knobs` and `layout` planned on this machine, on the devices per node and the memory
+    /// the search used.
+    fn plan(&self, knobs: &Knobs, layout: &Layout) -> Result<(TimingPlan, Evaluation), Error> {
+        plan_strategy(
+            self.model,
+            self.values,
+            knobs,
+            layout,
+            self.calib,
+            Some(self.opts.gpus_per_node),
+            &self.opts.memory.floor(),
+        )
     }
-    Ok(prev)
+
+    /// The fastest layout here, timed.
+    fn best(&self) -> Result<MachineBest, Error> {
+        let result = crate::search::rank(self.model, self.values, self.calib, self.opts)?;
+        let batch = self.model.batch_value(self.values);
+        let top = match result.rows.first() {
+            Some(top) if top.evaluation.feasible => top,
+            Some(_) => {
+                let one = Rational::from_integer(1.into());
+                let why = super::rank::nothing_fits_line(
+                    &result,
+                    &self.opts.memory,
+                    batch.unwrap_or(&one),
+                );
+                let why = why.unwrap_or_else(|| "no layout fits in memory".into());
+                return Ok(MachineBest::none(self.calib, why));
+            }
+            None => return Ok(MachineBest::none(self.calib, "no strategy to rank".into())),
+        };
+        let k = top.evaluation.knobs.clone();
+        let layout = top.parallel_layout();
+        let (plan, _) = self.plan(&k, &layout)?;
+        let mut best = MachineBest::none(self.calib, String::new());
+        best.reason = None;
+        best.strategy = Some(k.describe(batch));
+        best.summary = Some(time_summary(&plan, self.calib)?);
+        best.knobs = Some((k, layout));
+        Ok(best)
+    }
+
+    /// `machine`'s best layout timed here, or why it cannot run here.
+    fn previous(
+        &self,
+        machine: &str,
+        knobs: &Knobs,
+        layout: &Layout,
+    ) -> Result<PreviousBest, Error> {
+        let mut prev = PreviousBest {
+            machine: machine.to_string(),
+            strategy: knobs.describe(self.model.batch_value(self.values)),
+            summary: None,
+            reason: None,
+        };
+        match self.plan(knobs, layout) {
+            Ok((plan, e)) if e.feasible => prev.summary = Some(time_summary(&plan, self.calib)?),
+            Ok((_, e)) => {
+                prev.reason = Some(e.reason.as_ref().map_or(
+                    "it does not fit".into(),
+                    crate::parallel::Infeasible::describe,
+                ))
+            }
+            Err(e) => prev.reason = Some(e.to_string()),
+        }
+        Ok(prev)
+    }
 }
 
-fn batch_of(model: &Model, values: &Bindings) -> Rational {
-    model
-        .batch_value(values)
-        .cloned()
-        .unwrap_or_else(|| Rational::from_integer(1.into()))
-}
-
-/// The most seconds any one device's stream is busy, per stream, with the bubble.
+/// The most seconds any one device's stream is busy, per stream.
 fn streams(s: &Summary) -> Vec<(&'static str, f64)> {
-    let max = |f: fn(&Busy) -> f64| s.devices.iter().map(|d| f(&d.busy)).fold(0.0, f64::max);
-    vec![
-        ("compute", max(|b| b.compute)),
-        ("tp_comm", max(|b| b.tp_comm)),
-        ("dp_comm", max(|b| b.dp_comm)),
-        ("p2p", max(|b| b.p2p)),
-        ("ep_comm", max(|b| b.ep_comm)),
-        ("cp_comm", max(|b| b.cp_comm)),
-    ]
+    Stream::ALL
+        .iter()
+        .map(|&st| {
+            let most = s.devices.iter().map(|d| d.busy[st]).fold(0.0, f64::max);
+            (st.name(), most)
+        })
+        .collect()
 }
 
 /// Why `prev` loses to `best` here: its step time, and the streams (and bubble) whose busy
@@ -311,7 +308,7 @@ fn print_table(model: &Model, devices: u64, out: &[MachineBest]) {
         line([&r[0], &r[1], &r[2], &r[3], &r[4]]);
     }
     let mut any = false;
-    for (i, m) in out.iter().enumerate() {
+    for m in out {
         let (Some(prev), Some(best)) = (&m.previous_best, &m.summary) else {
             continue;
         };
@@ -320,14 +317,10 @@ fn print_table(model: &Model, devices: u64, out: &[MachineBest]) {
             println!("why the best layout changes (the previous machine's best, timed here):");
             any = true;
         }
-        let from = out[..i]
-            .iter()
-            .rev()
-            .find(|p| p.knobs.is_some())
-            .map_or("", |p| p.calibration.as_str());
         println!(
-            "  on {}: {from}'s best ({}) — {}",
+            "  on {}: {}'s best ({}) — {}",
             m.calibration,
+            prev.machine,
             prev.strategy,
             why(prev, best)
         );

@@ -11,7 +11,6 @@ use super::strategy_args::Resolved;
 use super::SymbolArgs;
 use crate::calib::Calibration;
 use crate::error::Error;
-use crate::parallel::Layout;
 use crate::report::ReportInput;
 use crate::search::RankedRow;
 use clap::Args;
@@ -84,10 +83,7 @@ fn rank_args(args: &ReportArgs, model: &str, devices: u64) -> super::rank::RankA
 fn strategy_of(row: &RankedRow, ranked: &super::rank::Ranked) -> Resolved {
     let knobs = row.evaluation.knobs.clone();
     Resolved {
-        layout: Layout {
-            sequence_parallel: knobs.sequence_parallel,
-            tp_overrides: row.layout.overrides(),
-        },
+        layout: row.parallel_layout(),
         knobs,
         calib: ranked.calib.clone(),
         gpus_per_node: ranked.opts.gpus_per_node,

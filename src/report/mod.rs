@@ -135,7 +135,8 @@ fn float(v: &Value) -> f64 {
     }
 }
 
-fn esc(s: &str) -> String {
+/// `s` with the characters HTML gives meaning escaped.
+pub(crate) fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -185,7 +186,8 @@ fn text(v: &Value) -> String {
     }
 }
 
-fn chart_err<E: std::fmt::Debug>(e: E) -> Error {
+/// A chart that plotters could not draw: an internal error.
+pub(crate) fn chart_err<E: std::fmt::Debug>(e: E) -> Error {
     Error::Internal(format!("cannot draw a chart: {e:?}"))
 }
 

@@ -155,6 +155,17 @@ pub struct RankedRow {
     pub layout: RowLayout,
 }
 
+impl RankedRow {
+    /// The row's layout as the evaluation takes it: its sequence parallelism and its
+    /// tensor-parallel overrides.
+    pub fn parallel_layout(&self) -> crate::parallel::Layout {
+        crate::parallel::Layout {
+            sequence_parallel: self.evaluation.knobs.sequence_parallel,
+            tp_overrides: self.layout.overrides(),
+        }
+    }
+}
+
 /// The result of a search.
 #[derive(Debug, Clone, Serialize)]
 pub struct RankResult {

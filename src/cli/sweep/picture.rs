@@ -6,6 +6,7 @@
 
 use super::point::Row;
 use crate::error::{Error, Result};
+use crate::report::{chart_err, esc};
 use plotters::prelude::*;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -59,17 +60,6 @@ pub fn read_rows(path: &Path) -> Result<Vec<Row>> {
         return Err(bad(&"the sweep has no rows"));
     }
     Ok(rows)
-}
-
-fn chart_err<E: std::fmt::Debug>(e: E) -> Error {
-    Error::Internal(format!("cannot draw a chart: {e:?}"))
-}
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }
 
 /// The swept axes of a row, in the sweep's order, as text.

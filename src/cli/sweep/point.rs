@@ -7,7 +7,6 @@ use crate::calib::Calibration;
 use crate::cli::rank::PointSearch;
 use crate::error::Error;
 use crate::model::Model;
-use crate::parallel::Layout;
 use crate::search::RankedRow;
 use crate::sym::Rational;
 use num_traits::ToPrimitive;
@@ -300,10 +299,7 @@ impl Loaded {
         }
         row.feasible = true;
         row.seconds_per_step = top.seconds;
-        let layout = Layout {
-            sequence_parallel: top.evaluation.knobs.sequence_parallel,
-            tp_overrides: top.layout.overrides(),
-        };
+        let layout = top.parallel_layout();
         let (plan, _) = crate::timeline::plan_strategy(
             model,
             &values,
