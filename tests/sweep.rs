@@ -267,6 +267,41 @@ fn one_worker_and_two_write_the_same_bytes() {
     }
 }
 
+/// Points evaluated elsewhere (as Ray's workers do, through the library) and recorded in any
+/// order, their rows passed on as the journal's text, give the command line's bytes; a row twice,
+/// or one of no point, is refused, and so is writing before every point has its row.
+#[test]
+fn rows_recorded_out_of_order_write_the_command_lines_bytes() {
+    use symshard::cli::sweep::{row_of_text, row_text, Loaded, SweepRun};
+    let dir = setup("sweep-record");
+    sweep(&dir, "spec.yaml", "cli.parquet", "1");
+    let spec = dir.join("spec.yaml");
+    let run = SweepRun::open(&spec, &dir.join("lib.parquet")).unwrap();
+    let loaded = Loaded::read(&spec).unwrap();
+    let pending = run.pending().unwrap();
+    assert_eq!(pending, (0..run.points()).collect::<Vec<_>>());
+    for &i in pending.iter().rev() {
+        let text = row_text(&loaded.evaluate(&loaded.point(i).unwrap())).unwrap();
+        run.record(row_of_text(&text).unwrap()).unwrap();
+        if i == 1 {
+            let twice = run.record(row_of_text(&text).unwrap()).unwrap_err();
+            assert!(twice.to_string().contains("already has a row"), "{twice}");
+        }
+        if i == pending.len() as u64 - 1 {
+            let early = run.finish().unwrap_err();
+            assert!(early.to_string().contains("have no row yet"), "{early}");
+        }
+    }
+    let beyond = loaded.point(run.points()).unwrap_err();
+    assert!(beyond.to_string().contains("the sweep has"), "{beyond}");
+    run.finish().unwrap();
+    for ext in ["parquet", "csv"] {
+        let cli = std::fs::read(dir.join(format!("cli.{ext}"))).unwrap();
+        let lib = std::fs::read(dir.join(format!("lib.{ext}"))).unwrap();
+        assert_eq!(cli, lib, "{ext}");
+    }
+}
+
 #[test]
 fn the_summary_names_a_crossover_between_adjacent_points() {
     let dir = temp_dir("sweep-crossover");

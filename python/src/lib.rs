@@ -1,6 +1,7 @@
 //! The native half of the `symshard` Python package. `cost` and `timeline` call the library's
 //! typed functions and return objects with attributes: exact numbers as Python `int` (or
-//! `fractions.Fraction` where the library's value is a ratio), seconds as `float`. Other
+//! `fractions.Fraction` where the library's value is a ratio), seconds as `float`. Sweeps
+//! (`sweep.rs`) run their points through the library, here or in Ray's workers. Other
 //! commands still run a command line in this process (`run_json`) and return its JSON text. No
 //! number is computed here.
 
@@ -11,6 +12,8 @@ use pyo3::types::{PyDict, PyList};
 use pyo3::IntoPyObjectExt;
 use std::collections::BTreeMap;
 use symshard::sym::Rational;
+
+mod sweep;
 
 create_exception!(
     _native,
@@ -650,6 +653,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(version, m)?)?;
     m.add_function(wrap_pyfunction!(cost, m)?)?;
     m.add_function(wrap_pyfunction!(timeline, m)?)?;
+    m.add_function(wrap_pyfunction!(sweep::sweep_points, m)?)?;
+    m.add_class::<sweep::SweepRun>()?;
+    m.add_class::<sweep::SweepResult>()?;
     m.add_class::<Model>()?;
     m.add_class::<Strategy>()?;
     m.add_class::<Machine>()?;

@@ -1303,3 +1303,153 @@ def compare(
         args = ["compare", mf.arg(), side(a), side(b)] + _model_flags(symbols, attention, rules, loss, train_metrics, dropout)
         args += _flags({"calib": calib, **options})
         return Comparison._from(_one(args, mf))
+
+
+# ---------------------------------------------------------------------------------------------
+# Sweeps
+
+__all__ += ["SweepRow", "SweepResult", "sweep"]
+
+
+class SweepRow(dict):  # type: ignore[type-arg]
+    """One point of a sweep and its best layout, as the Parquet file's columns (``point``,
+    ``model``, ``machine``, ``devices``, ``feasible``, ``reason``, ``strategy``, ``tp``, …,
+    ``seconds_per_step``, ``mfu``, ``gpu_hours_per_trillion_tokens``, …): a dict whose keys are
+    also attributes. Counts are ``int``, rates ``float``, missing values ``None``."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """What :func:`sweep` wrote and found."""
+
+    output: Path
+    """The Parquet file."""
+    csv: Path
+    """The CSV beside it."""
+    journal: Path
+    """The journal of finished points, from which a rerun resumes."""
+    points: int
+    """Points in the grid (one row each, infeasible ones included)."""
+    resumed: int
+    """Rows read back from the journal instead of run."""
+    infeasible: int
+    """Points with no layout that fits, each a row that says why."""
+    crossovers: List[str]
+    """Where the best layout family changes between adjacent points."""
+    rows: List[SweepRow]
+    """The rows in point order."""
+    executor: str
+    """``local`` or ``ray``."""
+
+    def to_pandas(self) -> "pandas.DataFrame":
+        """The rows as a pandas DataFrame (pandas must be installed)."""
+        return _pandas().DataFrame([dict(r) for r in self.rows])
+
+
+_SWEEP_TASK: Any = None
+
+
+def _sweep_task(ray: Any) -> Any:
+    """The Ray task that evaluates points: one per partition, each in its worker's process
+    through the library (not the command line)."""
+    global _SWEEP_TASK
+    if _SWEEP_TASK is None:
+
+        def points(spec: str, indices: List[int]) -> List[str]:
+            from symshard import _native as native
+
+            return native.sweep_points(spec, indices)
+
+        _SWEEP_TASK = ray.remote(num_cpus=1)(points)
+    return _SWEEP_TASK
+
+
+def _partitions(pending: List[int], parts: int) -> List[List[int]]:
+    """``pending`` cut into at most ``parts`` runs of consecutive points, sizes differing by at
+    most one."""
+    parts = max(1, min(parts, len(pending)))
+    size, extra = divmod(len(pending), parts)
+    out, start = [], 0
+    for k in range(parts):
+        end = start + size + (1 if k < extra else 0)
+        out.append(pending[start:end])
+        start = end
+    return [p for p in out if p]
+
+
+def _run_on_ray(run: Any, spec: str, address: Optional[str], partitions: Optional[int]) -> None:
+    try:
+        import ray as ray_module
+    except ImportError:
+        raise SymshardError("executor='ray' needs Ray: pip install 'ray'", 2) from None
+    ray: Any = ray_module  # Ray's functions are not all typed
+    if not ray.is_initialized():
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    elif address is not None:
+        raise SymshardError("Ray is already initialised: call sweep() without address=", 2)
+    pending = run.pending()
+    if not pending:
+        return
+    cpus = int(ray.cluster_resources().get("CPU", 1))
+    parts = partitions if partitions is not None else 4 * max(cpus, 1)
+    if parts < 1:
+        raise SymshardError(f"partitions must be at least 1, not {parts}", 2)
+    task = _sweep_task(ray)
+    waiting = [task.remote(spec, chunk) for chunk in _partitions(pending, parts)]
+    while waiting:
+        ready, waiting = ray.wait(waiting, num_returns=1)
+        # Journaled as each partition finishes: an interrupted sweep resumes from here.
+        run.record(ray.get(ready[0]))
+
+
+def sweep(
+    spec: Union[str, "os.PathLike[str]"],
+    output: Union[str, "os.PathLike[str]"],
+    *,
+    executor: str = "local",
+    jobs: Optional[int] = None,
+    address: Optional[str] = None,
+    partitions: Optional[int] = None,
+) -> SweepResult:
+    """Run the sweep of the spec file ``spec`` (as ``symshard sweep SPEC -o OUTPUT``) and write
+    ``output`` (``NAME.parquet``), the CSV beside it and the journal from which a rerun resumes.
+
+    ``executor="local"`` runs the points on ``jobs`` threads of this process (default: one per
+    core). ``executor="ray"`` spreads them over a Ray cluster: the one already initialised, or
+    ``ray.init(address=address)`` (``None``: a local one). Each task evaluates a run of
+    consecutive points through the library in its worker's process; ``partitions`` (default: four
+    per CPU of the cluster) sets how many tasks. Every worker must read the spec, and the model and
+    calibration files it names, at the same paths. Either way the files are the same, bit for bit,
+    however the points were partitioned."""
+    if executor not in ("local", "ray"):
+        raise SymshardError(f"executor must be 'local' or 'ray', not {executor!r}", 2)
+    spec_path = os.fspath(Path(spec).resolve())
+    run = _typed(_native.SweepRun, spec_path, os.fspath(output))
+    if executor == "local":
+        _typed(run.run_local, jobs)
+    else:
+        if jobs is not None:
+            raise SymshardError("jobs= is for executor='local'; Ray gives each task one CPU", 2)
+        try:
+            _run_on_ray(run, spec_path, address, partitions)
+        except _native.NativeError as e:
+            message, code = e.args[0] if len(e.args) == 1 else e.args
+            raise SymshardError(str(message), int(code)) from None
+    done = _typed(run.finish)
+    return SweepResult(
+        output=Path(done.output),
+        csv=Path(done.csv),
+        journal=Path(done.journal),
+        points=done.points,
+        resumed=done.resumed,
+        infeasible=done.infeasible,
+        crossovers=list(done.crossovers),
+        rows=[SweepRow(r) for r in done.rows],
+        executor=executor,
+    )

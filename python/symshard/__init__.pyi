@@ -38,6 +38,9 @@ __all__ = [
     'report',
     'compare',
     '__version__',
+    'SweepRow',
+    'SweepResult',
+    'sweep',
 ]
 
 __version__: str
@@ -328,3 +331,29 @@ def compare(
     rules: Any = None,
     **options: Any,
 ) -> Comparison: ...
+
+class SweepRow(dict[str, Any]):
+    def __getattr__(self, name: str) -> Any: ...
+
+@dataclass(frozen=True)
+class SweepResult:
+    output: Path
+    csv: Path
+    journal: Path
+    points: int
+    resumed: int
+    infeasible: int
+    crossovers: list[str]
+    rows: list[SweepRow]
+    executor: str
+    def to_pandas(self) -> pandas.DataFrame: ...
+
+def sweep(
+    spec: str | os.PathLike[str],
+    output: str | os.PathLike[str],
+    *,
+    executor: str = 'local',
+    jobs: int | None = None,
+    address: str | None = None,
+    partitions: int | None = None,
+) -> SweepResult: ...

@@ -18,6 +18,9 @@ __all__ = [
     "Timeline",
     "cost",
     "timeline",
+    "SweepRun",
+    "SweepResult",
+    "sweep_points",
 ]
 
 _Exact = Union[int, Fraction]
@@ -257,3 +260,43 @@ def cost(
 
 def timeline(model: Model, strategy: Strategy, machine: Machine, *, svg: bool = ...) -> Timeline:
     """One training step of ``strategy`` simulated on ``machine``."""
+
+@final
+class SweepRun:
+    """A sweep being run: its grid, the rows finished so far (a journal beside the output is
+    resumed from) and the files it writes."""
+
+    def __new__(cls, spec: str, output: str) -> SweepRun: ...
+    @property
+    def points(self) -> int: ...
+    @property
+    def resumed(self) -> int: ...
+    def pending(self) -> List[int]: ...
+    def run_local(self, jobs: Optional[int] = None) -> None: ...
+    def record(self, rows: List[str]) -> None: ...
+    def finish(self) -> SweepResult: ...
+
+@final
+class SweepResult:
+    """What a finished sweep wrote and found."""
+
+    @property
+    def output(self) -> str: ...
+    @property
+    def csv(self) -> str: ...
+    @property
+    def journal(self) -> str: ...
+    @property
+    def points(self) -> int: ...
+    @property
+    def resumed(self) -> int: ...
+    @property
+    def infeasible(self) -> int: ...
+    @property
+    def crossovers(self) -> List[str]: ...
+    @property
+    def rows(self) -> List[Dict[str, Any]]: ...
+
+def sweep_points(spec: str, indices: Sequence[int], *, jobs: int = 1) -> List[str]:
+    """The rows of the points numbered ``indices`` of the spec at ``spec``, evaluated on ``jobs``
+    threads of this process, as the journal's lines, in the order asked."""

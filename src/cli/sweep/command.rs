@@ -1,8 +1,7 @@
 //! `symshard sweep SPEC.yaml -o results.parquet`: the fastest layout at every point of a grid,
 //! written as Parquet and CSV, resumable from its journal.
 
-use crate::cli::sweep::output::{companions, csv_bytes, parquet_bytes, Journal};
-use crate::cli::sweep::Loaded;
+use crate::cli::sweep::{Loaded, SweepRun};
 use crate::cli::units;
 use crate::error::Error;
 use clap::Args;
@@ -28,38 +27,22 @@ pub struct SweepArgs {
 
 /// Runs `sweep`.
 pub fn run(args: SweepArgs) -> Result<(), Error> {
-    if args.output.extension().and_then(|e| e.to_str()) != Some("parquet") {
-        return Err(Error::Usage(format!(
-            "-o {}: give the Parquet file to write (NAME.parquet); the CSV is written beside it",
-            args.output.display()
-        )));
-    }
-    let loaded = Loaded::read(&args.spec)?;
-    let (csv, journal_path) = companions(&args.output);
-    let inputs = [args.spec.as_path()];
-    for p in [&args.output, &csv, &journal_path] {
-        crate::cli::output::check_output(p, &inputs)?;
-    }
-    let points = loaded.points();
-    let (journal, done) = Journal::open(&journal_path, &loaded, points.len() as u64)?;
-    let resumed = done.len();
+    let sweep = SweepRun::open(&args.spec, &args.output)?;
+    let resumed = sweep.resumed();
     let jobs = args
         .jobs
         .map_or_else(rayon::current_num_threads, |j| j as usize);
-    let pb = crate::cli::progress::bar(points.len() as u64, "sweep");
+    let pb = crate::cli::progress::bar(sweep.points(), "sweep");
     pb.set_position(resumed as u64);
     let busy = AtomicU64::new(0);
     let start = Instant::now();
-    let rows = loaded.run(done, jobs, &|row, took: Duration| {
+    sweep.run_local(jobs, &|took: Duration| {
         busy.fetch_add(took.as_micros() as u64, Ordering::Relaxed);
-        journal.append(row)?;
         pb.inc(1);
-        Ok(())
     })?;
     pb.finish_and_clear();
     let wall = start.elapsed().as_secs_f64();
-    crate::cli::output::write_output(&args.output, &parquet_bytes(&rows)?, &inputs)?;
-    crate::cli::output::write_output(&csv, &csv_bytes(&rows)?, &inputs)?;
+    let rows = sweep.finish()?;
     let ran = rows.len() - resumed;
     let timing = Timing {
         ran,
@@ -68,7 +51,8 @@ pub fn run(args: SweepArgs) -> Result<(), Error> {
         wall,
         busy: busy.load(Ordering::Relaxed) as f64 / 1e6,
     };
-    print_summary(&args, &loaded, &rows, &timing, &csv, &journal_path);
+    let [_, csv, journal] = sweep.files();
+    print_summary(&args, &sweep.loaded, &rows, &timing, csv, journal);
     Ok(())
 }
 

@@ -8,10 +8,12 @@ mod command;
 pub mod output;
 pub mod picture;
 pub mod point;
+mod run;
 pub mod spec;
 
 pub use command::{run, SweepArgs};
 pub use point::{Point, Row, AXES};
+pub use run::{row_of_text, row_text, SweepRun};
 pub use spec::{Loaded, Spec};
 
 use crate::error::{Error, Result};
@@ -36,20 +38,19 @@ impl Loaded {
     pub fn points(&self) -> Vec<Point> {
         let n = self.axis_lengths();
         let total: usize = n.iter().product();
-        (0..total)
-            .map(|i| {
-                let mut at = [0usize; 6];
-                let mut rest = i;
-                for k in (0..6).rev() {
-                    at[k] = rest % n[k];
-                    rest /= n[k];
-                }
-                Point {
-                    index: i as u64,
-                    at,
-                }
-            })
-            .collect()
+        (0..total).map(|i| point_of(i, &n)).collect()
+    }
+
+    /// The point numbered `index`.
+    pub fn point(&self, index: u64) -> Result<Point> {
+        let n = self.axis_lengths();
+        let total: usize = n.iter().product();
+        match usize::try_from(index) {
+            Ok(i) if i < total => Ok(point_of(i, &n)),
+            _ => Err(Error::Usage(format!(
+                "point {index}: the sweep has {total} points"
+            ))),
+        }
     }
 
     /// A point's value along one axis, as summaries print it.
@@ -161,6 +162,20 @@ impl Loaded {
             })
             .collect::<Vec<_>>()
             .join(", ")
+    }
+}
+
+/// The point numbered `i` of a grid of axes of lengths `n`, the last varying fastest.
+fn point_of(i: usize, n: &[usize; 6]) -> Point {
+    let mut at = [0usize; 6];
+    let mut rest = i;
+    for k in (0..6).rev() {
+        at[k] = rest % n[k];
+        rest /= n[k];
+    }
+    Point {
+        index: i as u64,
+        at,
     }
 }
 

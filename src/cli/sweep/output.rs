@@ -95,6 +95,36 @@ fn columns() -> Vec<(&'static str, bool, Get)> {
     ]
 }
 
+/// One value of a row, as its column holds it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value<'a> {
+    /// A count.
+    U64(Option<u64>),
+    /// A float.
+    F64(Option<f64>),
+    /// Text.
+    Str(Option<&'a str>),
+    /// A yes or no.
+    Bool(Option<bool>),
+}
+
+/// A row's values under the names of the Parquet file's columns, in their order: the same
+/// table the files are written from.
+pub fn row_values(row: &Row) -> Vec<(&'static str, Value<'_>)> {
+    columns()
+        .into_iter()
+        .map(|(name, _, get)| {
+            let v = match get {
+                Get::U64(f) => Value::U64(f(row)),
+                Get::F64(f) => Value::F64(f(row)),
+                Get::Str(f) => Value::Str(f(row)),
+                Get::Bool(f) => Value::Bool(f(row)),
+            };
+            (name, v)
+        })
+        .collect()
+}
+
 /// The rows as one Arrow record batch, in the order given.
 pub fn record_batch(rows: &[Row]) -> Result<RecordBatch> {
     let mut fields = Vec::new();
