@@ -317,6 +317,72 @@ fn the_summary_names_a_crossover_between_adjacent_points() {
     );
 }
 
+/// Along the sequence, the crossover names the exact answer of `symshard crossover` for the two
+/// winning layouts (by relative cost) and, where the first no longer fits at the second point,
+/// its exact memory there against the usable memory.
+#[test]
+fn a_crossover_along_the_sequence_is_solved_exactly() {
+    let dir = temp_dir("sweep-crossover-exact");
+    std::fs::write(
+        dir.join("c.yaml"),
+        "models: [gpt3-1.3b]\ndevices: [8]\nmachines: [a100-40gb]\nsequence: [2048, 4096]\n",
+    )
+    .unwrap();
+    let text = sweep(&dir, "c.yaml", "c.parquet", "1");
+    let line = text
+        .lines()
+        .find(|l| l.contains("sequence 2048 → 4096"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(line.contains("dp → dp+tp (points 0 and 1)"), "{line}");
+    assert!(
+        line.contains("by relative cost (exact): dp stays cheaper from S = 2048 to 4096"),
+        "{line}"
+    );
+    assert!(
+        line.contains("memory decides: at S = 4096 dp needs"),
+        "{line}"
+    );
+    // The same strategies through `symshard crossover` and `cost`.
+    let csv = std::fs::read_to_string(dir.join("c.csv")).unwrap();
+    let header = csv_fields(csv.lines().next().unwrap());
+    let at = |name: &str| header.iter().position(|h| h == name).unwrap();
+    let rows: Vec<Vec<String>> = csv.lines().skip(1).map(csv_fields).collect();
+    let strategy = |r: &Vec<String>| format!("{} precision=bf16", r[at("strategy")]);
+    let (a, b) = (strategy(&rows[0]), strategy(&rows[1]));
+    let o = symshard()
+        .args([
+            "crossover",
+            "gpt3-1.3b",
+            &a,
+            &b,
+            "--in",
+            "S",
+            "--from",
+            "2048",
+        ])
+        .args(["--to", "4096", "--calib", "a100-40gb", "--set", "B=512"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("S = 2048 … 4096              A is cheaper"),
+        "{out}"
+    );
+    let o = symshard()
+        .args(["cost", "gpt3-1.3b", "--strategy", &a, "--set", "S=4096"])
+        .args(["--calib", "a100-40gb"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    let total = out
+        .lines()
+        .find(|l| l.contains("total"))
+        .unwrap_or_else(|| panic!("{out}"));
+    let needs = line.split(" dp needs ").nth(1).unwrap();
+    let needs = needs.split(" per device").next().unwrap();
+    assert!(total.contains(needs), "{total} / {needs}");
+}
+
 #[test]
 fn malformed_specs_are_refused_at_their_line() {
     let dir = temp_dir("sweep-malformed");

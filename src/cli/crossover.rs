@@ -72,8 +72,9 @@ struct Boundary {
     b: Rational,
 }
 
+/// A crossover solved: who is cheaper where, and both costs at the ends of the intervals.
 #[derive(Serialize)]
-struct Out {
+pub(crate) struct Out {
     model: String,
     symbol: String,
     #[serde(serialize_with = "crate::sym::ser_rational")]
@@ -92,7 +93,7 @@ struct Out {
     /// What is compared: the relative cost of the busiest device per step.
     cost: String,
     #[serde(flatten)]
-    result: Crossover,
+    pub(crate) result: Crossover,
     /// Both costs, exactly evaluated, at the first and last value of every interval.
     boundaries: Vec<Boundary>,
     /// Whether the costs are more than one polynomial over the range (the pipeline partition,
@@ -110,6 +111,15 @@ struct Side {
 impl Side {
     /// The relative cost at `values`, or why the strategy cannot run there.
     fn cost(&self, model: &Model, values: &Bindings) -> Result<Rational, Error> {
+        Ok(self.evaluation(model, values)?.relative.total)
+    }
+
+    /// The exact evaluation at `values`, or why the strategy cannot run there.
+    fn evaluation(
+        &self,
+        model: &Model,
+        values: &Bindings,
+    ) -> Result<crate::parallel::Evaluation, Error> {
         model
             .check_sizes(values)
             .map_err(|e| Error::Usage(e.to_string()))?;
@@ -132,8 +142,20 @@ impl Side {
             st.gpus_per_node,
             &st.memory,
         )?;
-        Ok(e.relative.total)
+        Ok(e)
     }
+}
+
+/// Memory per device of strategy A (`a`) or B of `args` at `values`, exactly.
+pub(crate) fn memory_at(
+    args: &CrossoverArgs,
+    model: &Model,
+    values: &Bindings,
+    a: bool,
+) -> Result<Rational, Error> {
+    let (sa, sb, _) = sides(args, model, values, args.var.trim())?;
+    let side = if a { sa } else { sb };
+    Ok(side.evaluation(model, values)?.memory.total)
 }
 
 /// Values of the symbol from 1 on examined, at most, for the lattice both strategies run on
@@ -154,17 +176,29 @@ pub fn run(args: CrossoverArgs) -> Result<(), Error> {
     let loader = args.symbols.loader()?;
     let model = loader.resolve(&args.model)?;
     let values = args.symbols.apply(&model)?;
+    let out = solve(&args, &model, &values)?;
+    match args.format {
+        Format::Json => print_json(&out),
+        Format::Table => {
+            print_table(&out);
+            Ok(())
+        }
+    }
+}
+
+/// Where `args.a` stops beating `args.b` as `args.var` grows, for `model` at `values`.
+pub(crate) fn solve(args: &CrossoverArgs, model: &Model, values: &Bindings) -> Result<Out, Error> {
     let var = args.var.trim().to_string();
-    let current = current_value(&model, &values, &var)?;
-    let to = checked_to(&args, &var, current)?;
-    let (sa, sb, range) = sides(&args, &model, &values, &var)?;
+    let current = current_value(model, values, &var)?;
+    let to = checked_to(args, &var, current)?;
+    let (sa, sb, range) = sides(args, model, values, &var)?;
     let at = |x: &Rational| {
         let mut v = values.clone();
         v.insert(var.clone(), x.clone());
         v
     };
-    let mut ea = |x: &Rational| sa.cost(&model, &at(x));
-    let mut eb = |x: &Rational| sb.cost(&model, &at(x));
+    let mut ea = |x: &Rational| sa.cost(model, &at(x));
+    let mut eb = |x: &Rational| sb.cost(model, &at(x));
     let grid = match args.step {
         Some(step) => {
             let from = args.from.unwrap_or(step);
@@ -200,7 +234,7 @@ pub fn run(args: CrossoverArgs) -> Result<(), Error> {
     let calib =
         crate::calib::Calibration::resolve_with(args.calib.as_deref(), args.with.as_deref())?;
     let piecewise = result.pieces.len() > 1;
-    let out = Out {
+    Ok(Out {
         model: model.name.clone(),
         symbol: var.clone(),
         from: Rational::from_integer(grid.from.into()),
@@ -222,14 +256,44 @@ pub fn run(args: CrossoverArgs) -> Result<(), Error> {
         result,
         boundaries,
         piecewise,
-    };
-    match args.format {
-        Format::Json => print_json(&out),
-        Format::Table => {
-            print_table(&out);
-            Ok(())
+    })
+}
+
+/// Who is cheaper where, in one line: `A for S = 2048 … 3071, B for S = 3072 … 4096`, with `a`
+/// and `b` naming the strategies.
+pub(crate) fn winners_line(o: &Out, a: &str, b: &str) -> String {
+    let v = &o.symbol;
+    if let [only] = &o.result.intervals[..] {
+        let who = match only.winner {
+            Winner::A => a,
+            Winner::B => b,
+            _ => "",
+        };
+        if !who.is_empty() {
+            return format!(
+                "{who} stays cheaper from {v} = {} to {}",
+                only.from, only.to
+            );
         }
     }
+    o.result
+        .intervals
+        .iter()
+        .map(|i| {
+            let span = if i.from == i.to {
+                format!("{v} = {}", i.from)
+            } else {
+                format!("{v} = {} … {}", i.from, i.to)
+            };
+            match &i.winner {
+                Winner::A => format!("{a} for {span}"),
+                Winner::B => format!("{b} for {span}"),
+                Winner::Equal => format!("equal for {span}"),
+                Winner::Invalid { .. } => format!("one cannot run for {span}"),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The model's value of the symbol that varies, or a usage error naming the symbols it has.

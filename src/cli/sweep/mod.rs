@@ -125,6 +125,10 @@ impl Loaded {
                     (a.feasible, b.feasible, &a.family, &b.family)
                 {
                     if fa != fb {
+                        let exact = match axis {
+                            4 | 5 => Some(self.exact_crossover(p, axis, a, b)),
+                            _ => None,
+                        };
                         out.push(Crossover {
                             axis: AXES[axis],
                             from: self.axis_value(p, axis),
@@ -133,12 +137,115 @@ impl Loaded {
                             family_from: fa.clone(),
                             family_to: fb.clone(),
                             points: (p.index, q.index),
+                            exact,
                         });
                     }
                 }
             }
         }
         out
+    }
+
+    /// Between two points adjacent along the batch (`axis` 4) or the sequence (5), whose best
+    /// layouts `a` and `b` differ: who of the two layouts is cheaper where as that one symbol
+    /// grows from `a`'s value to `b`'s, solved exactly as `symshard crossover` solves it (by
+    /// relative cost, on the point's machine), or why it could not be.
+    fn exact_crossover(&self, p: &Point, axis: usize, a: &Row, b: &Row) -> String {
+        let model = &self.models[p.at[0]];
+        let solved = (|| -> Result<String> {
+            let sym = if axis == 4 {
+                model.batch.clone()
+            } else {
+                model.roles.sequence.clone()
+            }
+            .ok_or_else(|| Error::Usage(format!("model `{}` has no such symbol", model.name)))?;
+            let mut values = model.values.clone();
+            for set in self.sets(p, model)? {
+                if let Some((k, v)) = set.split_once('=') {
+                    let v: u64 = v
+                        .parse()
+                        .map_err(|_| Error::Internal(format!("a size that is no count: {set}")))?;
+                    values.insert(k.to_string(), crate::sym::Rational::from_integer(v.into()));
+                }
+            }
+            let value = |r: &Row| if axis == 4 { r.batch } else { r.sequence };
+            let knobs = |r: &Row| {
+                format!(
+                    "{} precision={}",
+                    r.strategy.as_deref().unwrap_or_default(),
+                    r.precision
+                )
+            };
+            let args = super::crossover::CrossoverArgs {
+                model: a.model.clone(),
+                a: knobs(a),
+                b: knobs(b),
+                var: sym,
+                from: value(a),
+                to: value(b),
+                step: None,
+                symbols: super::SymbolArgs {
+                    set: Vec::new(),
+                    attention: None,
+                    loss: crate::model::LossMode::Fp32,
+                    train_metrics: 0,
+                    dropout: None,
+                    rules: None,
+                },
+                calib: Some(a.machine.clone()),
+                with: None,
+                memory: None,
+                gpus_per_node: None,
+                format: super::Format::Table,
+            };
+            // Checked at one end, then at the other: each layout runs at its own point, not
+            // necessarily at the other's.
+            let at = |r: &Row| {
+                let mut v = values.clone();
+                let x = value(r).unwrap_or_default();
+                v.insert(
+                    args.var.clone(),
+                    crate::sym::Rational::from_integer(x.into()),
+                );
+                super::crossover::solve(&args, model, &v)
+            };
+            let out = at(b).or_else(|_| at(a))?;
+            let fa = a.family.as_deref().unwrap_or_default();
+            let fb = b.family.as_deref().unwrap_or_default();
+            let mut line = super::crossover::winners_line(&out, fa, fb);
+            // Whether the first point's layout still fits at the second point: where it does
+            // not, memory decided.
+            let mut v = values.clone();
+            let x = value(b).unwrap_or_default();
+            v.insert(
+                args.var.clone(),
+                crate::sym::Rational::from_integer(x.into()),
+            );
+            let limit = b
+                .memory_limit_bytes
+                .map(|m| crate::sym::Rational::from_integer(m.into()));
+            if let (Ok(need), Some(limit)) =
+                (super::crossover::memory_at(&args, model, &v, true), limit)
+            {
+                if need > limit {
+                    line.push_str(&format!(
+                        "; memory decides: at {} = {x} {fa} needs {} per device, {} usable",
+                        args.var,
+                        super::units::bytes(&need),
+                        super::units::bytes(&limit)
+                    ));
+                    return Ok(line);
+                }
+            }
+            if line.contains(" stays cheaper ") {
+                line.push_str("; the winner changes by simulated seconds");
+            }
+            Ok(line)
+        })();
+        match solved {
+            Ok(line) => format!("by relative cost (exact): {line}"),
+            Err(e) => format!("no exact crossover by relative cost: {e}"),
+        }
     }
 
     /// A point's other coordinates, for a crossover's line: the model, the machine, and every
@@ -196,6 +303,9 @@ pub struct Crossover {
     pub family_to: String,
     /// The two points' numbers.
     pub points: (u64, u64),
+    /// Along the batch or the sequence: who of the two layouts is cheaper where between the two
+    /// values, solved exactly by relative cost (as `symshard crossover`), or why not.
+    pub exact: Option<String>,
 }
 
 impl std::fmt::Display for Crossover {
@@ -211,7 +321,11 @@ impl std::fmt::Display for Crossover {
             self.family_to,
             self.points.0,
             self.points.1
-        )
+        )?;
+        match &self.exact {
+            Some(x) => write!(f, "; {x}"),
+            None => Ok(()),
+        }
     }
 }
 

@@ -232,7 +232,7 @@ impl Loaded {
     }
 
     /// `--set` items for the point's swept batch and sequence.
-    fn sets(&self, p: &Point, model: &Model) -> Result<Vec<String>, Error> {
+    pub(super) fn sets(&self, p: &Point, model: &Model) -> Result<Vec<String>, Error> {
         let mut set = Vec::new();
         let axes = [
             ("batch", &self.spec.batch, 4, model.batch.as_ref()),
