@@ -393,3 +393,76 @@ impl Topology {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn torus(dims: &[u64], wrap: bool) -> Torus {
+        Torus {
+            dims: SourcedDims {
+                value: dims.to_vec(),
+                source: String::new(),
+            },
+            wraparound: vec![wrap; dims.len()],
+            link_bandwidth: Sourced {
+                value: Rational::one(),
+                source: String::new(),
+            },
+        }
+    }
+
+    /// Every aligned placement's pieces are exactly the group: the devices `j · stride`,
+    /// `j < size`, are the sums over the pieces of `position · step · P_axis`.
+    #[test]
+    fn placements_are_the_groups_in_mixed_radix() {
+        let mut aligned = 0;
+        for dims in [vec![4u64, 8, 8], vec![16, 16], vec![2, 3, 4], vec![6]] {
+            let t = torus(&dims, true);
+            let total: u64 = dims.iter().product();
+            let place_value: Vec<u64> = dims
+                .iter()
+                .scan(1u64, |p, &d| {
+                    let v = *p;
+                    *p *= d;
+                    Some(v)
+                })
+                .collect();
+            for stride in 1..=total {
+                for size in 2..=total / stride {
+                    let want: std::collections::BTreeSet<u64> =
+                        (0..size).map(|j| j * stride).collect();
+                    let Placement::Axes(pieces) = t.place(size, stride) else {
+                        continue;
+                    };
+                    aligned += 1;
+                    let mut got = std::collections::BTreeSet::from([0u64]);
+                    for p in &pieces {
+                        let unit = p.step * place_value[p.axis];
+                        got = got
+                            .iter()
+                            .flat_map(|&g| (0..p.len).map(move |i| g + i * unit))
+                            .collect();
+                        assert_eq!(p.wraps, p.len * p.step == dims[p.axis], "{p:?}");
+                    }
+                    assert_eq!(got, want, "{dims:?} size {size} stride {stride}");
+                }
+            }
+        }
+        assert!(aligned > 50, "{aligned}");
+        assert_eq!(torus(&[4, 8, 8], true).place(3, 1), Placement::Unaligned);
+        assert_eq!(torus(&[4, 8, 8], true).place(4, 3), Placement::Unaligned);
+        assert_eq!(torus(&[4, 8], true).place(64, 1), Placement::Unaligned);
+        // Without wraparound every piece is a line.
+        let line = torus(&[4, 8], false);
+        assert_eq!(
+            line.ring_bandwidth(&line.place(32, 1)),
+            Rational::from_integer(2.into())
+        );
+        let ring = torus(&[4, 8], true);
+        assert_eq!(
+            ring.ring_bandwidth(&ring.place(32, 1)),
+            Rational::from_integer(4.into())
+        );
+    }
+}
