@@ -8,6 +8,7 @@
 //! part among the group's devices in one node, then the inter-node part among nodes. This is
 //! the only place where amounts become floating-point seconds.
 
+use crate::calib::topology::{Placement, Torus};
 use crate::calib::{Calibration, FloatCurve, COLLECTIVE_KINDS};
 use crate::rules::CollectiveKind;
 use crate::strategy::{MeshAxis, Tier};
@@ -93,6 +94,18 @@ impl<T> PerCollective<T> {
             reduce_scatter,
             all_to_all,
             one_step,
+        }
+    }
+}
+
+impl<T> std::ops::IndexMut<Collective> for PerCollective<T> {
+    fn index_mut(&mut self, kind: Collective) -> &mut T {
+        match kind {
+            Collective::AllReduce => &mut self.all_reduce,
+            Collective::AllGather => &mut self.all_gather,
+            Collective::ReduceScatter => &mut self.reduce_scatter,
+            Collective::AllToAll => &mut self.all_to_all,
+            Collective::OneStep => &mut self.one_step,
         }
     }
 }
@@ -185,6 +198,109 @@ pub struct Rates {
     pub intra: LinkRate,
     /// Across nodes.
     pub inter: LinkRate,
+    /// How the links are laid out, where the table says ([`crate::calib::topology`]).
+    pub layout: LinkLayout,
+}
+
+/// A table's topology as the timeline times it: the torus or fully connected node that the
+/// intra-node rings run on, and the scale-out oversubscription; empty for two flat tiers.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct LinkLayout {
+    /// The node's torus and its link's bytes per second, one direction.
+    pub torus: Option<(Torus, f64)>,
+    /// The node's peers and their link's bytes per second, one direction.
+    pub fully_connected: Option<(u64, f64)>,
+    /// Devices at the full inter-node rate, and the ratio above them.
+    pub oversubscription: Option<(u64, f64)>,
+    /// The intra-node tier's achievable fraction of its links.
+    pub intra_efficiency: f64,
+}
+
+impl LinkLayout {
+    /// The layout of a table.
+    pub fn of(c: &Calibration) -> LinkLayout {
+        let t = c.topology.as_ref();
+        let whole = |r: &crate::sym::Rational| r.to_integer().try_into().unwrap_or(u64::MAX);
+        LinkLayout {
+            torus: t
+                .and_then(|t| t.torus.as_ref())
+                .map(|t| (t.clone(), f(&t.link_bandwidth.value))),
+            fully_connected: t
+                .and_then(|t| t.fully_connected.as_ref())
+                .map(|x| (whole(&x.peers.value), f(&x.link_bandwidth.value))),
+            oversubscription: t
+                .and_then(|t| t.oversubscription.as_ref())
+                .map(|o| (whole(&o.group.value), f(&o.ratio.value))),
+            intra_efficiency: f(&c.tiers.intra.efficiency.value),
+        }
+    }
+
+    /// Bus bandwidth and latency steps of a ring collective of `kind` over a group of `n`
+    /// devices `stride` apart inside one node, where the layout decides them: along the torus
+    /// axes the group spans, or over the `n − 1` links among `n` fully connected peers (the
+    /// tier's bus bandwidth curve, where given, scaled by `(n − 1) / (peers − 1)`). `at`: the
+    /// logical size whose curve value is read; `None` reads the curve's best.
+    fn intra_ring(
+        &self,
+        kind: Collective,
+        n: u64,
+        stride: u64,
+        at: Option<f64>,
+        l: &LinkRate,
+    ) -> Option<(f64, f64)> {
+        let per = if kind == Collective::AllReduce {
+            2.0
+        } else {
+            1.0
+        };
+        if let Some((torus, link)) = &self.torus {
+            let placement = torus.place(n, stride);
+            let links: f64 = match &placement {
+                Placement::Unaligned => 1.0,
+                Placement::Axes(pieces) => pieces
+                    .iter()
+                    .map(|p| if p.wraps { 2.0 } else { 1.0 } / p.step.max(1) as f64)
+                    .sum(),
+            };
+            let steps = Torus::ring_steps(&placement, n) as f64 * per;
+            return Some((link * links * self.intra_efficiency, steps));
+        }
+        let (peers, link) = self.fully_connected?;
+        let bw = match (&l.busbw[kind], at) {
+            (Some(c), Some(size)) => c.at(size) * fc_share(n, peers),
+            (Some(c), None) => c.max() * fc_share(n, peers),
+            (None, _) => link * n.saturating_sub(1).max(1) as f64 * self.intra_efficiency,
+        };
+        Some((bw, steps(kind, n, l.tree)))
+    }
+
+    /// Achievable bytes per second of one link of the torus or fully connected node.
+    fn one_link(&self) -> Option<f64> {
+        let link = match (&self.torus, &self.fully_connected) {
+            (Some((_, link)), _) | (None, Some((_, link))) => *link,
+            (None, None) => return None,
+        };
+        Some(link * self.intra_efficiency)
+    }
+
+    /// The factor the inter-node bandwidth of a group spanning `span` device numbers runs at:
+    /// `1 / ratio` beyond the oversubscription's group, else 1.
+    fn inter_scale(&self, span: u64) -> f64 {
+        match self.oversubscription {
+            Some((group, ratio)) if span > group => 1.0 / ratio,
+            _ => 1.0,
+        }
+    }
+}
+
+/// The share of a fully connected node's bus bandwidth a group of `k` of its `peers` reaches:
+/// the `k − 1` links among them of the `peers − 1` each device has.
+fn fc_share(k: u64, peers: u64) -> f64 {
+    if peers <= 1 || k >= peers {
+        1.0
+    } else {
+        k.saturating_sub(1).max(1) as f64 / (peers - 1) as f64
+    }
 }
 
 /// A device's GEMM tiling, as floats.
@@ -280,6 +396,7 @@ impl Rates {
             contention: d.comm_contention.as_ref().map_or(0.0, |o| f(&o.value)),
             intra: link(Tier::Intra),
             inter: link(Tier::Inter),
+            layout: LinkLayout::of(c),
         }
     }
 
@@ -364,33 +481,81 @@ impl Rates {
         if kind == Collective::OneStep || kind == Collective::AllToAll {
             // Every rank talks to others over the slowest tier the group crosses.
             let l = self.link(axis.tier);
+            let scale = self.span_scale(axis);
             let steps = if kind == Collective::OneStep {
                 1.0
             } else {
                 (n - 1) as f64
             };
             return match &l.busbw[kind] {
-                Some(c) => steps * l.latency + wire / c.at(full),
-                None => steps * l.latency + wire / l.bandwidth,
+                Some(c) => steps * l.latency + wire / (c.at(full) * scale),
+                None => steps * l.latency + wire / (l.bandwidth * scale),
             };
         }
         if k >= n || axis.tier == Tier::Intra {
-            return ring(kind, n, full, &self.intra);
+            return self.intra_ring(kind, n, axis.stride, full);
         }
+        let inter = self.scaled_inter(axis);
         if k == 1 {
-            return ring(kind, n, full, &self.inter);
+            return ring(kind, n, full, &inter);
         }
         // Hierarchical: reduce-scatter inside the node, the collective of each device's 1/k
         // share across the n/k nodes, all-gather inside the node (for all-reduce); the
         // intra-node half alone for reduce-scatter and all-gather.
         let g = n / k;
-        let intra_half = ring(Collective::ReduceScatter, k, full, &self.intra);
+        let intra_half = self.intra_ring(Collective::ReduceScatter, k, axis.stride, full);
         match kind {
             Collective::AllReduce => {
-                2.0 * intra_half + ring(Collective::AllReduce, g, full / k as f64, &self.inter)
+                2.0 * intra_half + ring(Collective::AllReduce, g, full / k as f64, &inter)
             }
-            _ => intra_half + ring(kind, g, full / k as f64, &self.inter),
+            _ => intra_half + ring(kind, g, full / k as f64, &inter),
         }
+    }
+
+    /// A ring collective of a `full`-byte tensor over `n` devices `stride` apart inside one
+    /// node: on the table's torus or fully connected links where it has them, else flat on the
+    /// intra-node tier.
+    fn intra_ring(&self, kind: Collective, n: u64, stride: u64, full: f64) -> f64 {
+        if n <= 1 {
+            return 0.0;
+        }
+        match self
+            .layout
+            .intra_ring(kind, n, stride, Some(full), &self.intra)
+        {
+            Some((bw, steps)) => steps * self.intra.latency + bus_factor(kind, n) * full / bw,
+            None => ring(kind, n, full, &self.intra),
+        }
+    }
+
+    /// The factor the inter-node bandwidth of `axis`'s groups runs at (oversubscription).
+    fn span_scale(&self, axis: &MeshAxis) -> f64 {
+        if axis.tier == Tier::Intra {
+            return 1.0;
+        }
+        self.layout
+            .inter_scale(axis.stride.saturating_mul(axis.size))
+    }
+
+    /// The inter-node rates `axis`'s groups get: the tier's, oversubscribed where they span
+    /// more devices than the table's group.
+    fn scaled_inter(&self, axis: &MeshAxis) -> std::borrow::Cow<'_, LinkRate> {
+        let scale = self.span_scale(axis);
+        if scale == 1.0 {
+            return std::borrow::Cow::Borrowed(&self.inter);
+        }
+        let mut l = self.inter.clone();
+        l.bandwidth *= scale;
+        for kind in [
+            Collective::AllReduce,
+            Collective::AllGather,
+            Collective::ReduceScatter,
+        ] {
+            if let Some(c) = l.busbw[kind].as_mut() {
+                *c = c.scaled(scale);
+            }
+        }
+        std::borrow::Cow::Owned(l)
     }
 
     /// The least time `wire` bytes per rank of `kind` over `axis` can take however they are split
@@ -404,21 +569,27 @@ impl Rates {
         let best = |l: &LinkRate, kind: Collective| -> f64 {
             l.busbw[kind].as_ref().map_or(l.bandwidth, |c| c.max())
         };
+        let intra_best = |kind: Collective, n: u64| -> f64 {
+            self.layout
+                .intra_ring(kind, n, axis.stride, None, &self.intra)
+                .map_or_else(|| best(&self.intra, kind), |(bw, _)| bw)
+        };
         let k = axis.per_node.clamp(1, n);
         let full = wire / bus_factor(kind, n);
+        let scale = self.span_scale(axis);
         if kind == Collective::OneStep || kind == Collective::AllToAll {
-            return wire / best(self.link(axis.tier), kind);
+            return wire / (best(self.link(axis.tier), kind) * scale);
         }
         if k >= n || axis.tier == Tier::Intra {
-            return wire / best(&self.intra, kind);
+            return wire / intra_best(kind, n);
         }
         if k == 1 {
-            return wire / best(&self.inter, kind);
+            return wire / (best(&self.inter, kind) * scale);
         }
         let g = n / k;
         let rs = Collective::ReduceScatter;
-        let intra_half = bus_factor(rs, k) * full / best(&self.intra, rs);
-        let inter = bus_factor(kind, g) * (full / k as f64) / best(&self.inter, kind);
+        let intra_half = bus_factor(rs, k) * full / intra_best(rs, k);
+        let inter = bus_factor(kind, g) * (full / k as f64) / (best(&self.inter, kind) * scale);
         match kind {
             Collective::AllReduce => 2.0 * intra_half + inter,
             _ => intra_half + inter,
@@ -433,6 +604,10 @@ impl Rates {
         let l = self.link(t);
         match &l.busbw[Collective::OneStep] {
             Some(c) => l.latency + bytes / c.at(bytes),
+            // On a torus or fully connected node, one link to the neighbour.
+            None if t == Tier::Intra && self.layout.one_link().is_some() => {
+                l.latency + bytes / self.layout.one_link().unwrap_or(l.bandwidth)
+            }
             None => l.latency + bytes / l.bandwidth,
         }
     }

@@ -4,6 +4,7 @@
 
 pub mod gemm;
 pub mod stack;
+pub mod topology;
 pub mod whatif;
 use crate::diag::Source;
 use crate::embedded;
@@ -289,6 +290,14 @@ impl FloatCurve {
         self.y.iter().cloned().fold(f64::MIN, f64::max)
     }
 
+    /// The curve with every value multiplied by `factor`.
+    pub fn scaled(&self, factor: f64) -> FloatCurve {
+        FloatCurve {
+            log_x: self.log_x.clone(),
+            y: self.y.iter().map(|y| y * factor).collect(),
+        }
+    }
+
     /// Whether it is one number (no size dependence of its own).
     pub fn is_constant(&self) -> bool {
         self.y.len() == 1
@@ -433,6 +442,10 @@ pub struct Calibration {
     pub gpus_per_node: Sourced,
     /// Links.
     pub tiers: Tiers,
+    /// How the links are laid out, where more than two flat tiers ([`topology`]); none: every
+    /// group of a tier gets the tier's rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<topology::Topology>,
     /// The software stack's profile the timeline adds (`--stack`); none: profile-free. Never
     /// read from or written to a table's file.
     #[serde(skip)]
@@ -520,6 +533,9 @@ impl Calibration {
         c.check_kernel_model(src)?;
         c.check_nodes(src)?;
         c.check_tiers(src)?;
+        if let Some(t) = &c.topology {
+            t.check(src, c.gpus_per_node())?;
+        }
         Ok(c)
     }
 

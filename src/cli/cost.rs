@@ -294,6 +294,7 @@ fn print_device(pd: &DeviceCost, e: &Evaluation, machine: &(String, Rational), l
     print_device_totals(pd, e, machine);
     print_stages(pd);
     print_collectives(pd, e);
+    print_links(e, &machine.0);
     if let Some(rows) = &pd.per_op {
         print_per_op(rows, legend);
     }
@@ -413,6 +414,20 @@ fn print_collectives(pd: &DeviceCost, e: &Evaluation) {
         &["collective", "axis", "tier", "bytes/call", "calls", "where"],
         &comm,
     );
+}
+
+/// Where each parallel dimension's groups run, on a table that describes its topology (a
+/// torus, fully connected nodes, oversubscribed scale-out).
+fn print_links(e: &Evaluation, machine: &str) {
+    let Ok(calib) = crate::calib::Calibration::resolve(machine) else {
+        return;
+    };
+    if let Some(t) = &calib.topology {
+        let items = t.placements(&e.mesh);
+        if !items.is_empty() {
+            println!("  links ({machine}): {}", items.join("; "));
+        }
+    }
 }
 
 /// Prints every operator's splits, FLOPs, parameters and saved bytes (`--per-op`), then the

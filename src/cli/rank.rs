@@ -1097,6 +1097,7 @@ fn print_table(
 ) {
     print_header(out, calib, capacity, args);
     print_rows(&out.strategies);
+    print_links(out, calib);
     if let Some(line) = ties_line(&out.strategies) {
         println!("{line}");
     }
@@ -1130,6 +1131,17 @@ fn print_table(
     print_notes(out);
     if let Some((lo, hi)) = &result.balance_range {
         print_balance_range(out, calib, lo, hi.as_ref());
+    }
+}
+
+/// Where the top row's parallel dimensions run, on a table that describes its topology.
+fn print_links(out: &Out, calib: &Calibration) {
+    if let (Some(t), Some(r)) = (&calib.topology, out.strategies.first()) {
+        let mesh = crate::strategy::Mesh::with_cp(r.tp, r.cp, r.dp, r.pp, out.gpus_per_node);
+        let items = t.placements(&mesh);
+        if !items.is_empty() {
+            println!("links of #{}: {}", r.rank, items.join("; "));
+        }
     }
 }
 

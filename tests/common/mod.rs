@@ -193,4 +193,6 @@ pub const SHIPPED_TABLES: &[&str] = &[
     "gaudi3",
     "gb200-nvl72",
     "gb300-nvl72",
+    "tpu-v5p",
+    "tpu-v6e",
 ];
