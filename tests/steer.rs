@@ -507,6 +507,50 @@ fn the_pareto_frontier_is_exact() {
     );
 }
 
+/// Without `--headroom`, a search keeps 10 % of the table's capacity free (vLLM's default
+/// `gpu_memory_utilization` of 0.9, vLLM documentation, Engine Arguments) and says so in its
+/// header; `--headroom 0%` takes it back, and a `--memory` given is taken whole.
+#[test]
+fn the_default_headroom_is_kept_free_and_stated() {
+    let run = |extra: &[&str]| {
+        let mut args = vec!["rank", "gpt3-1.3b", "--devices", "8", "--top", "3"];
+        args.extend_from_slice(extra);
+        let o = symshard().args(&args).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let text = run(&[]);
+    let header = text.lines().next().unwrap();
+    assert!(
+        header.ends_with(
+            "80.0 GB per device, 72.0 GB usable (headroom 10% by default, --headroom to change)"
+        ),
+        "{header}"
+    );
+    let limit = |extra: &[&str]| {
+        let mut args = vec!["rank", "gpt3-1.3b", "--devices", "8", "--top", "1"];
+        args.extend_from_slice(extra);
+        args.extend(["--format", "json"]);
+        json(&args)["memory_limit"].as_str().unwrap().to_string()
+    };
+    assert_eq!(limit(&[]), "72000000000");
+    assert_eq!(limit(&["--headroom", "0%"]), "80000000000");
+    assert_eq!(limit(&["--memory", "75GB"]), "75000000000");
+    assert_eq!(
+        limit(&["--memory", "75GB", "--headroom", "10%"]),
+        "67500000000"
+    );
+    let plain = run(&["--headroom", "0%"]);
+    assert!(
+        plain
+            .lines()
+            .next()
+            .unwrap()
+            .ends_with("80.0 GB per device"),
+        "{plain}"
+    );
+}
+
 #[test]
 fn when_nothing_fits_the_smallest_footprint_is_named() {
     // GPT-3 175B on 8 devices of 80 GB: its 175 B parameters need 16 bytes each under mixed
@@ -518,7 +562,7 @@ fn when_nothing_fits_the_smallest_footprint_is_named() {
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains("nothing fits in 80.0 GB per device: the smallest footprint reachable is"),
+        text.contains("nothing fits in 72.0 GB per device: the smallest footprint reachable is"),
         "{text}"
     );
     let v = json(&[

@@ -124,7 +124,8 @@ fn capacity_and_domain_change_the_machine() {
     args.extend(["--with", "hbm.capacity=141GB,domain=16", "--format", "json"]);
     let doc = json(&args);
     assert_eq!(doc["gpus_per_node"], 16);
-    assert_eq!(doc["memory_limit"], "141000000000");
+    // 141 GB less the default headroom of 10 %.
+    assert_eq!(doc["memory_limit"], "126900000000");
 }
 
 /// `timeline` takes `--with` too, and says so in its table and JSON.
@@ -176,7 +177,7 @@ fn the_printed_name_of_a_what_if_machine_names_it_again() {
     named.extend(["--format", "json"]);
     let by_name = json(&named);
     assert_eq!(by_name["calibration"], by_flag["calibration"]);
-    assert_eq!(by_name["memory_limit"], "141000000000");
+    assert_eq!(by_name["memory_limit"], "126900000000");
     assert_eq!(seconds(&by_name), seconds(&by_flag));
     assert_eq!(by_name["what_if"], by_flag["what_if"]);
 }

@@ -6,7 +6,7 @@ use super::units;
 use super::{Format, SymbolArgs};
 use crate::calib::Calibration;
 use crate::error::Error;
-use crate::search::steer::{apply_headroom, parse_memory};
+use crate::search::steer::{apply_headroom, parse_memory, DEFAULT_HEADROOM};
 use crate::search::{rank_with_progress, LayoutKind, Layouts, RankOptions, Steer};
 use crate::strategy::{Knobs, Schedule, Tier};
 use crate::sym::Rational;
@@ -40,7 +40,11 @@ pub struct SearchArgs {
     /// capacity.
     #[arg(long, value_name = "SIZE")]
     pub memory: Option<String>,
-    /// Memory kept free on each device: a share (`10%`) or an amount (`8GB`).
+    /// Memory kept free on each device for the CUDA context, NCCL and cuBLAS workspaces and
+    /// allocator fragmentation: a share (`10%`) or an amount (`8GB`); `0%` for none. Default 10%
+    /// of the calibration's capacity (none off a `--memory` given): vLLM's default
+    /// `gpu_memory_utilization` of 0.9 (vLLM documentation, Engine Arguments), the one published
+    /// framework default for this reserve.
     #[arg(long, value_name = "SHARE|SIZE")]
     pub headroom: Option<String>,
     /// Largest micro-batch count to try.
@@ -649,10 +653,14 @@ fn request(
         Some(m) => parse_memory(m).map_err(|e| Error::Usage(format!("--memory: {e}")))?,
         None => calib.memory_bytes(),
     };
-    let memory = match &args.search.headroom {
-        Some(h) => apply_headroom(h, &capacity)?,
-        None => capacity.clone(),
+    // A memory size given is what the user has; the default headroom is kept off the table's
+    // capacity only.
+    let headroom = match (&args.search.headroom, &args.search.memory) {
+        (Some(h), _) => h.as_str(),
+        (None, Some(_)) => "0%",
+        (None, None) => DEFAULT_HEADROOM,
     };
+    let memory = apply_headroom(headroom, &capacity)?;
     let batch = model
         .batch_value(values)
         .cloned()
@@ -1163,7 +1171,10 @@ fn print_header(out: &Out, calib: &Calibration, capacity: &Rational, args: &Rank
             format!(
                 ", {} usable (headroom {})",
                 units::bytes_rounded(&out.memory_limit),
-                args.search.headroom.as_deref().unwrap_or("")
+                match args.search.headroom.as_deref() {
+                    Some(h) => h.to_string(),
+                    None => format!("{DEFAULT_HEADROOM} by default, --headroom to change"),
+                }
             )
         } else {
             String::new()

@@ -509,6 +509,13 @@ fn number(name: &str, value: &str, flag: &str) -> Result<u64, SteerError> {
 use crate::sym::size::decimal;
 pub use crate::sym::size::parse_memory;
 
+/// The memory a search keeps free on each device unless told otherwise (`--headroom`): what the
+/// CUDA context, NCCL's and cuBLAS's workspaces and the caching allocator's fragmentation take
+/// beside the tensors a cost model counts. Training stacks publish no default for it; this is the
+/// one a widely used PyTorch-based engine ships: vLLM lets its tensors use 0.9 of device memory
+/// by default (`gpu_memory_utilization`, vLLM documentation, "Engine Arguments").
+pub const DEFAULT_HEADROOM: &str = "10%";
+
 /// Parses headroom: a percentage of the device memory kept free (`10%`, `12.5%`), or an amount
 /// of memory (`8GB`). Returns the usable memory of a device of `capacity` bytes.
 pub fn apply_headroom(text: &str, capacity: &Rational) -> Result<Rational, SteerError> {

@@ -103,7 +103,7 @@ pub struct Spec {
     /// Knobs capped at every point, as `rank --max` takes them.
     #[serde(default)]
     pub max: OneOrMany,
-    /// Memory kept free on each device, as `rank --headroom` takes it.
+    /// Memory kept free on each device, as `rank --headroom` takes it (default 10%).
     #[serde(default)]
     pub headroom: Option<String>,
     /// Dollars per GPU-hour, by machine name (a what-if machine's full name, or the name of
