@@ -21,6 +21,10 @@ use rayon::prelude::*;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+/// Most crossovers along the batch or the sequence a sweep's summary solves exactly (each a
+/// `symshard crossover` of the two winning layouts).
+pub const MAX_EXACT_CROSSOVERS: usize = 200;
+
 impl Loaded {
     /// The length of each axis, in the order of [`Point::at`].
     pub fn axis_lengths(&self) -> [usize; 6] {
@@ -108,7 +112,7 @@ impl Loaded {
         let n = self.axis_lengths();
         let points = self.points();
         let by_index: BTreeMap<u64, &Row> = rows.iter().map(|r| (r.point, r)).collect();
-        let mut out = Vec::new();
+        let mut found = Vec::new();
         for p in &points {
             // Models are a list, not a scale: one model against the next is no crossover.
             for axis in 1..6 {
@@ -125,25 +129,42 @@ impl Loaded {
                     (a.feasible, b.feasible, &a.family, &b.family)
                 {
                     if fa != fb {
-                        let exact = match axis {
-                            4 | 5 => Some(self.exact_crossover(p, axis, a, b)),
-                            _ => None,
-                        };
-                        out.push(Crossover {
-                            axis: AXES[axis],
-                            from: self.axis_value(p, axis),
-                            to: self.axis_value(q, axis),
-                            at: self.others(p, axis),
-                            family_from: fa.clone(),
-                            family_to: fb.clone(),
-                            points: (p.index, q.index),
-                            exact,
-                        });
+                        found.push((p, q, axis, *a, *b));
                     }
                 }
             }
         }
-        out
+        // The exact answers along the batch and the sequence, in parallel, the first
+        // MAX_EXACT_CROSSOVERS of them.
+        let mut along = 0;
+        found
+            .into_iter()
+            .map(|(p, q, axis, a, b)| {
+                let solve = matches!(axis, 4 | 5) && {
+                    along += 1;
+                    along <= MAX_EXACT_CROSSOVERS
+                };
+                (p, q, axis, a, b, solve, matches!(axis, 4 | 5))
+            })
+            .collect::<Vec<_>>()
+            .into_par_iter()
+            .map(|(p, q, axis, a, b, solve, one_symbol)| Crossover {
+                axis: AXES[axis],
+                from: self.axis_value(p, axis),
+                to: self.axis_value(q, axis),
+                at: self.others(p, axis),
+                family_from: a.family.clone().unwrap_or_default(),
+                family_to: b.family.clone().unwrap_or_default(),
+                points: (p.index, q.index),
+                exact: match (solve, one_symbol) {
+                    (true, _) => Some(self.exact_crossover(p, axis, a, b)),
+                    (false, true) => Some(format!(
+                        "not solved exactly: only the first {MAX_EXACT_CROSSOVERS} crossovers along the batch or the sequence are (symshard crossover solves any)"
+                    )),
+                    _ => None,
+                },
+            })
+            .collect()
     }
 
     /// Between two points adjacent along the batch (`axis` 4) or the sequence (5), whose best
