@@ -413,3 +413,52 @@ fn dualpipe_runs_one_micro_batchs_all_to_all_under_anothers_compute() {
     assert_eq!(all_to_all_under_other_compute(Schedule::OneFOneB), 0.0);
     assert!(all_to_all_under_other_compute(Schedule::DualPipe) > 0.0);
 }
+
+/// The exact relative cost: DualPipe idles less than 1F1B (Table 2 of arXiv:2412.19437: about
+/// half the stages' worth, (PP/2 − 1) against (PP − 1)), more than nothing where pp > 2, none
+/// at pp = 2; the rest of the cost is 1F1B's.
+#[test]
+fn the_exact_bubble_is_table_2s() {
+    use symshard::model::ModelLoader;
+    use symshard::parallel::Layout;
+    let evaluate = |model: &str, pp: u64, m: u64, schedule: Schedule| {
+        let md = ModelLoader::embedded().unwrap().resolve(model).unwrap();
+        let mut values = md.values.clone();
+        values.insert("B".into(), q(m as i64));
+        let calib = Calibration::resolve("h100-sxm").unwrap();
+        let k = knobs(pp, m, schedule);
+        let layout = Layout::default();
+        plan_strategy(
+            &md,
+            &values,
+            &k,
+            &layout,
+            &calib,
+            None,
+            &calib.memory_bytes(),
+        )
+        .unwrap()
+        .1
+    };
+    for (model, pp, m) in [
+        ("gpt3-125m", 4u64, 8u64),
+        ("gpt3-125m", 2, 4),
+        ("llama3-8b", 4, 16),
+    ] {
+        let one = evaluate(model, pp, m, Schedule::OneFOneB);
+        let dual = evaluate(model, pp, m, Schedule::DualPipe);
+        let (b1, bd) = (&one.relative.bubble, &dual.relative.bubble);
+        assert!(bd < b1, "{model}: {bd} vs {b1}");
+        if pp == 2 {
+            assert_eq!(*bd, q(0), "{model}");
+        } else {
+            assert!(*bd > q(0), "{model}");
+        }
+        assert_eq!(one.relative.compute, dual.relative.compute, "{model}");
+        assert_eq!(
+            &one.relative.total - b1,
+            &dual.relative.total - bd,
+            "{model}"
+        );
+    }
+}
