@@ -6,6 +6,7 @@
 mod common;
 
 use common::symshard;
+use num_traits::ToPrimitive;
 use predicates::prelude::*;
 use std::collections::BTreeMap;
 use symshard::calib::Calibration;
@@ -460,5 +461,73 @@ fn the_exact_bubble_is_table_2s() {
             &dual.relative.total - bd,
             "{model}"
         );
+    }
+}
+
+/// What the timeline computes is what the evaluation prices: rank d runs half the
+/// micro-batches of stage d and half of stage pp − 1 − d, so its FLOPs are the mean of the two
+/// stages' per step; and its busy seconds per stream are its events' durations.
+#[test]
+fn busy_flops_are_the_mean_of_the_ranks_two_stages() {
+    use symshard::model::ModelLoader;
+    use symshard::parallel::Layout;
+    use symshard::strategy::Recompute;
+    let md = ModelLoader::embedded()
+        .unwrap()
+        .resolve("gpt3-125m")
+        .unwrap();
+    let mut values = md.values.clone();
+    values.insert("B".into(), q(32));
+    let calib = Calibration::resolve("h100-sxm").unwrap();
+    for (pp, m, recompute) in [
+        (4u64, 8u64, Recompute::None),
+        (4, 16, Recompute::Selective),
+        (2, 4, Recompute::Full),
+    ] {
+        let k = Knobs {
+            dp: 2,
+            recompute,
+            ..knobs(pp, m, Schedule::DualPipe)
+        };
+        let (plan, e) = plan_strategy(
+            &md,
+            &values,
+            &k,
+            &Layout::default(),
+            &calib,
+            None,
+            &calib.memory_bytes(),
+        )
+        .unwrap();
+        let tl = time_plan(&plan, &calib).unwrap();
+        let p = pp as usize;
+        let per_device = |s: Stream, f: &dyn Fn(&Event) -> f64| -> Vec<f64> {
+            let mut v = vec![0.0; p];
+            for ev in tl.sim.events.iter().filter(|ev| ev.stream == s) {
+                v[ev.device] += f(ev);
+            }
+            v
+        };
+        let flops = per_device(Stream::Compute, &|ev| ev.flops);
+        assert_eq!(e.stages.len(), p);
+        for d in 0..p {
+            let f = |s: usize| e.stages[s].flops.to_f64().unwrap();
+            let want = (f(d) + f(p - 1 - d)) / 2.0;
+            assert!(
+                (flops[d] - want).abs() <= 1e-9 * want,
+                "pp={pp} m={m}: rank {d}"
+            );
+        }
+        for (d, dev) in tl.summary.devices.iter().enumerate() {
+            for (stream, busy) in [
+                (Stream::Compute, dev.busy.compute),
+                (Stream::TpComm, dev.busy.tp_comm),
+                (Stream::DpComm, dev.busy.dp_comm),
+                (Stream::P2p, dev.busy.p2p),
+            ] {
+                let sum = per_device(stream, &|ev| ev.dur)[d];
+                assert!((sum - busy).abs() < 1e-12, "rank {d} {stream:?}");
+            }
+        }
     }
 }
