@@ -510,13 +510,10 @@ fn busy_flops_are_the_mean_of_the_ranks_two_stages() {
         };
         let flops = per_device(Stream::Compute, &|ev| ev.flops);
         assert_eq!(e.stages.len(), p);
-        for d in 0..p {
-            let f = |s: usize| e.stages[s].flops.to_f64().unwrap();
+        let f = |s: usize| e.stages[s].flops.to_f64().unwrap();
+        for (d, got) in flops.iter().enumerate() {
             let want = (f(d) + f(p - 1 - d)) / 2.0;
-            assert!(
-                (flops[d] - want).abs() <= 1e-9 * want,
-                "pp={pp} m={m}: rank {d}"
-            );
+            assert!((got - want).abs() <= 1e-9 * want, "pp={pp} m={m}: rank {d}");
         }
         for (d, dev) in tl.summary.devices.iter().enumerate() {
             for (stream, busy) in [
