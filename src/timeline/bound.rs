@@ -172,17 +172,24 @@ pub fn lower_bound(
     // DualPipe: rank d holds a copy of stage d and one of stage p − 1 − d, each run for half
     // the micro-batches.
     let dual = k.schedule.bidirectional() && p > 1;
-    for (s, st) in stages.iter().enumerate() {
-        let holders = if dual {
+    let holders = |s: usize| {
+        if dual {
             vec![s, p - 1 - s]
         } else {
             vec![s % p]
-        };
-        let runs = m / holders.len() as f64;
-        for d in holders {
+        }
+    };
+    // Each holder runs its stage for this many micro-batches.
+    let runs = if dual { m / 2.0 } else { m };
+    let stage_grads: Vec<f64> = stages
+        .iter()
+        .map(|st| sum(st, &|b| chains.dp_grad[b]) * k.precision.wire_factor() as f64)
+        .collect();
+    for (s, st) in stages.iter().enumerate() {
+        for d in holders(s) {
             busy[d] += runs * (fwd[s] + bwd[s] + wgt[s]);
             params[d] += sum(st, &|b| chains.params[b]);
-            grads[d] += sum(st, &|b| chains.dp_grad[b]) * k.precision.wire_factor() as f64;
+            grads[d] += stage_grads[s];
         }
     }
     // Data-parallel traffic of a device, at its best bandwidth: the gradient reduction (a
@@ -227,7 +234,9 @@ pub fn lower_bound(
                 if x > 0.0 {
                     let wire = weight_gather_wire(x, k);
                     let one = rates.collective_seconds(Collective::AllGather, wire, dp_axis);
-                    gathers[s % p] += 2.0 * m * c as f64 * one;
+                    for d in holders(s) {
+                        gathers[d] += 2.0 * runs * c as f64 * one;
+                    }
                 }
             }
         }
@@ -237,8 +246,19 @@ pub fn lower_bound(
     // the data-parallel stream that also carries ZeRO 3's gathers; the optimizer step waits for
     // the last of them and ZeRO 2's weight gather follows it on the same stream.
     if k.shards_gradients() {
+        // Each micro-batch reduces its stage's gradients; under DualPipe a rank's two stage
+        // copies reduce apart, each for half the micro-batches.
+        let mut reduced: Vec<f64> = grads.iter().map(|&g| m * reduce(g)).collect();
+        if dual {
+            reduced = vec![0.0; p];
+            for (s, g) in stage_grads.iter().enumerate() {
+                for d in holders(s) {
+                    reduced[d] += runs * reduce(*g);
+                }
+            }
+        }
         for d in 0..p {
-            let stream = m * reduce(grads[d]) + if k.zero == 3 { gathers[d] } else { 0.0 };
+            let stream = reduced[d] + if k.zero == 3 { gathers[d] } else { 0.0 };
             best = best.max((stream + opt[d] + gather(params[d])) * (1.0 - 1e-9));
         }
     }

@@ -1296,11 +1296,13 @@ impl<'a> Layout<'a> {
     }
 
     /// Hands on what `task` on device `d` made, once its chunk is done: now, with `cur` where
-    /// it ended; or, where its sends wait for the next task ([`Layout::joined`]), after that
-    /// task, with what waited before it.
+    /// it ended; or, where its sends wait for the next task (the forward of an F&B chunk,
+    /// [`Layout::paired`], and a task of [`Layout::joined`]), after that task, with what waited
+    /// before it.
     fn send(&self, st: &mut State, d: usize, task: Task, cur: &Cursor) {
         st.waiting[d].push(task);
-        if self.joined[d][st.pos[d]] {
+        let pos = st.pos[d];
+        if self.joined[d][pos] || self.paired[d][pos] {
             return;
         }
         let dev = &mut st.devices[d];
@@ -1400,6 +1402,21 @@ impl<'a> Layout<'a> {
                 layers[pick] = LayerState::default();
             }
         }
+        self.finish_pair(st, d, tasks, inputs, curs);
+    }
+
+    /// After the F&B chunk `tasks` on device `d`, which ran from `inputs` to `curs`: its work,
+    /// its backward's bookkeeping, and both its sends, when the chunk is done
+    /// (`_forward_backward_chunk` sends after computing both).
+    fn finish_pair(
+        &self,
+        st: &mut State,
+        d: usize,
+        tasks: [Task; 2],
+        inputs: [(f64, Option<usize>); 2],
+        curs: [Cursor; 2],
+    ) {
+        let dev = &mut st.devices[d];
         let start = curs
             .iter()
             .zip(&inputs)
@@ -1419,12 +1436,10 @@ impl<'a> Layout<'a> {
                 st.flush = st.flush.max(cur.t);
             }
         }
-        // The chunk sends both its outputs when it is done (`_forward_backward_chunk` sends
-        // after computing both).
         let last = usize::from(curs[1].t > curs[0].t);
         let [c0, c1] = curs;
         let done = if last == 1 { c1 } else { c0 };
-        st.waiting[d].push(tasks[0]);
+        self.send(st, d, tasks[0], &done);
         st.pos[d] += 1;
         self.send(st, d, tasks[1], &done);
         st.pos[d] -= 1;
