@@ -476,6 +476,14 @@ fn megatron_parallelism(
             "--emit megatron: the top strategy uses the ZB-H1 schedule, which Megatron-LM does not run (its schedules are 1F1B and interleaved 1F1B); rank with --schedule 1f1b or interleaved-1f1b".into(),
         ));
     }
+    if k.pp > 1 && k.schedule == Schedule::DualPipe {
+        // DualPipe is DeepSeek's own (deepseek-ai/DualPipe, a module wrapping two stages per
+        // rank); Megatron-LM's schedules (megatron/core/pipeline_parallel/schedules.py) are
+        // 1F1B and interleaved 1F1B, with no bidirectional pipeline.
+        return Err(Error::Usage(
+            "--emit megatron: the top strategy uses the DualPipe schedule, which Megatron-LM does not run (its schedules are 1F1B and interleaved 1F1B; DualPipe is deepseek-ai/DualPipe's own module); rank with --schedule 1f1b or interleaved-1f1b".into(),
+        ));
+    }
     let interleaved = k.pp > 1 && k.schedule == Schedule::Interleaved;
     let split = layer_split(model, evaluation);
     // The interleaved split counting the embedding or the loss as a layer is the flags' own
@@ -681,6 +689,15 @@ fn torchtitan(
             "--emit torchtitan: the top strategy uses the ZB-H1 schedule (one stage per rank), which torchtitan does not name (its zero-bubble schedules, ZBVZeroBubble and InterleavedZeroBubble, run several stages per rank); rank with --schedule 1f1b or interleaved-1f1b".into(),
         ));
     }
+    if k.pp > 1 && k.schedule == Schedule::DualPipe {
+        // torchtitan's pipeline schedules are PyTorch's (torch/distributed/pipelining/
+        // schedules.py), among them `ScheduleDualPipeV`, the cut-in-half V-shape variant with
+        // pp/2 ranks of two stages each, not DualPipe's pp ranks holding stages i and pp − 1 − i
+        // fed from both ends as priced here.
+        return Err(Error::Usage(
+            "--emit torchtitan: the top strategy uses the DualPipe schedule (two stages per rank, micro-batches fed from both ends), which torchtitan does not name (its schedules are PyTorch's; DualPipeV, a V-shaped variant, is not this schedule); rank with --schedule 1f1b or interleaved-1f1b".into(),
+        ));
+    }
     let data_parallel = torchtitan_data_parallel(k)?;
     let l = layers(model, values)?;
     let mut warnings = Vec::new();
@@ -799,8 +816,8 @@ fn torchtitan_parallelism(
         (_, Schedule::Gpipe) => Some("GPipe"),
         (_, Schedule::OneFOneB) => Some("1F1B"),
         (_, Schedule::Interleaved) => Some("Interleaved1F1B"),
-        // Refused before (`torchtitan`): no torchtitan schedule is ZB-H1.
-        (_, Schedule::ZeroBubbleH1) => None,
+        // Refused before (`torchtitan`): no torchtitan schedule is ZB-H1 or DualPipe.
+        (_, Schedule::ZeroBubbleH1 | Schedule::DualPipe) => None,
     };
     if let Some(s) = schedule {
         let points: Vec<String> = split_points

@@ -85,6 +85,13 @@ pub enum StrategyError {
         /// The calibration table.
         table: String,
     },
+    /// DualPipe with an odd pp, or an odd count of micro-batches or fewer than 2·pp
+    /// ([`crate::strategy::Schedule::refuses`]).
+    #[error("{reason}")]
+    DualPipeShape {
+        /// What is wrong, with the values.
+        reason: String,
+    },
     /// `microbatches` not a multiple of `pp` under interleaving.
     #[error("`microbatches` = {microbatches} must be a multiple of pp = {pp} for interleaved-1f1b (Narayanan et al. SC'21)")]
     InterleavedMicrobatches {
@@ -370,6 +377,9 @@ impl StrategyError {
             StrategyError::InterleavedMicrobatches { .. } => {
                 "interleaving needs micro-batches a multiple of pp"
             }
+            StrategyError::DualPipeShape { .. } => {
+                "dualpipe needs pp even and micro-batches even, at least 2·pp"
+            }
             StrategyError::GpusPerNodeRange { .. } | StrategyError::PartNodes { .. } => {
                 "devices do not fill whole nodes"
             }
@@ -410,6 +420,7 @@ impl StrategyError {
             StrategyError::NoFp8Peak { .. } => Some("precision"),
             StrategyError::Unsupported(u) => Some(u.knob()),
             StrategyError::InterleavedMicrobatches { .. } => Some("microbatches"),
+            StrategyError::DualPipeShape { .. } => Some("schedule"),
             StrategyError::GpusPerNodeRange { .. } | StrategyError::PartNodes { .. } => {
                 Some("gpus_per_node")
             }

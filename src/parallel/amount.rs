@@ -307,6 +307,11 @@ pub fn in_flight<T: Amount>(k: &Knobs, v: u64, s: usize) -> T {
         _ if k.pp == 1 => T::int(1),
         Schedule::OneFOneB => T::int(k.microbatches.min(k.pp - s as u64)),
         Schedule::ZeroBubbleH1 => T::int(k.microbatches.min(k.pp)),
+        // DeepSeek-V3 Technical Report (arXiv:2412.19437), Table 2: "Activation" per device
+        // PP + 1 under DualPipe (PP under 1F1B and ZB1P), in micro-batches of one stage's
+        // activations; counted on each of the rank's two stages (equal when its stages hold
+        // the same layers) and, as the table does, whole until the weight gradient.
+        Schedule::DualPipe => T::int(k.pp + 1),
         Schedule::Interleaved => {
             let base = k.microbatches.min(k.pp - s as u64);
             T::ratio(base * (k.pp * v + k.pp - 1), k.pp * v)
@@ -713,6 +718,42 @@ impl<T: Amount> BlockCost<T> {
             + kap.hbm.clone() * self.hbm_backward.clone()
     }
 
+    /// DualPipe's idle FLOP-equivalents per step on a stage of these summed costs, for `m`
+    /// micro-batches: the DeepSeek-V3 Technical Report's (arXiv:2412.19437) Table 2 bubble,
+    /// (PP/2 − 1)(F&B + B − 3W), per micro-batch times m, against 1F1B's (PP − 1)(F + B).
+    /// With `m·F` the forward's compute and half the stage's tensor-, expert- and
+    /// context-parallel traffic, `m·B` the full backward's compute (recomputation included)
+    /// and the other half (the backward mirrors each forward collective: exact for the expert
+    /// all-to-alls and tensor-parallel all-reduces, while a recomputed forward's collectives
+    /// are counted in the forward's half), `m·W` the weight-gradient FLOPs, and F&B = F + B − H
+    /// with H what an overlapped forward and backward chunk hide: each chunk's communication
+    /// under the other's compute, at most the two, at the share overlap saves (`kap.overlap`).
+    /// The optimizer's HBM traffic, once a step, idles in neither.
+    pub fn dualpipe_bubble(&self, m: &T, kap: &Kappas<T>, k: &Knobs) -> T {
+        if k.pp < 2 {
+            return T::zero();
+        }
+        let comm = self.time(m, kap, k) - self.compute_time(m, kap, k);
+        let half = comm / T::int(2);
+        let f_compute = self.forward_time(kap) * m.clone();
+        let b_compute = self.backward_time(kap) * m.clone();
+        let under = |c: &T, w: &T| {
+            if c < w {
+                c.clone()
+            } else {
+                w.clone()
+            }
+        };
+        let h =
+            (under(&half, &b_compute) + under(&half, &f_compute)).piecewise() * kap.overlap.clone();
+        let f = f_compute + half.clone();
+        let b = b_compute + half;
+        let f_and_b = f + b.clone() - h;
+        let w = self.weight.clone() * m.clone();
+        let idle = f_and_b + b - w * T::int(3);
+        idle * T::ratio(k.pp / 2 - 1, k.microbatches)
+    }
+
     /// The same for one micro-batch's forward pass.
     pub fn forward_time(&self, kap: &Kappas<T>) -> T {
         (self.compute.clone() - self.backward.clone())
@@ -788,14 +829,24 @@ impl<T: Amount> BlockCost<T> {
             self.params.clone() * T::int(bytes) / dense
                 + self.params_expert.clone() * T::int(bytes) / experts
         });
+
         // Transformer Engine's FP8 weight copies are of the weights a device computes with, not
         // sharded by ZeRO (zero but under FP8).
         let [w, g, o] = state;
-        [
+        let held = [
             w + self.fp8_weights.clone() * T::int(FP8_WEIGHT_COPY_BYTES),
             g,
             o,
-        ]
+        ];
+        // DualPipe keeps two copies of the parameters, stages i and pp − 1 − i on rank i
+        // (arXiv:2412.19437, Table 2: "Parameter" 2× against 1F1B's 1×), with their gradients
+        // and optimizer state: priced as twice this stage's, exact where the two stages hold
+        // the same layers.
+        if k.schedule.bidirectional() && k.pp > 1 {
+            held.map(|x| x * T::int(2))
+        } else {
+            held
+        }
     }
 
     /// Activation bytes of a stage: what each micro-batch in flight saves, and under full

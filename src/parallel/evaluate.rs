@@ -1517,6 +1517,11 @@ fn rough_each<N>(
             full,
             memory: mem,
             weight: parts.cost.weight * mf,
+            dualpipe: if k.schedule.bidirectional() {
+                parts.cost.dualpipe_bubble(&mf, kap, k)
+            } else {
+                0.0
+            },
         });
     }
 }
@@ -1547,6 +1552,9 @@ struct RoughStage {
     memory: f64,
     /// Its weight-gradient FLOPs per step (what ZB-H1 defers into the bubble).
     weight: f64,
+    /// Its DualPipe bubble per step ([`BlockCost::dualpipe_bubble`]; zero under the other
+    /// schedules).
+    dualpipe: f64,
 }
 
 /// What the floating-point pricing of a stage takes from its blocks alone (not from its place
@@ -1757,8 +1765,24 @@ fn estimate_planned(
     } else {
         0.0
     };
-    let total = bs.full + (tm.time - deferred) * frac;
-    let flop_part = bs.compute - bs.hidden_flops + (tm.compute - deferred) * frac;
+    let (total, flop_part) = if k.schedule.bidirectional() {
+        // DualPipe's bubble ([`BlockCost::dualpipe_bubble`]), its FLOP part in the slowest
+        // stage's own proportion.
+        let share = if tm.time > 0.0 {
+            tm.compute / tm.time
+        } else {
+            0.0
+        };
+        (
+            bs.full + tm.dualpipe,
+            bs.compute - bs.hidden_flops + tm.dualpipe * share,
+        )
+    } else {
+        (
+            bs.full + (tm.time - deferred) * frac,
+            bs.compute - bs.hidden_flops + (tm.compute - deferred) * frac,
+        )
+    };
     Estimate {
         total,
         flop_part,
@@ -1923,6 +1947,9 @@ struct PricedStage<T> {
     backward: T,
     /// Of them, the weight gradients' (what ZB-H1 defers).
     weight: T,
+    /// Its DualPipe bubble per step ([`BlockCost::dualpipe_bubble`]; zero under the other
+    /// schedules).
+    dualpipe: T,
     /// Of them, the forward FLOPs recomputation reruns.
     recomputed: T,
     /// κ_hbm × HBM bytes per step.
@@ -2037,6 +2064,11 @@ impl<T: Priced> StagePricer<'_, T> {
             flops: c.compute.clone() * m.clone(),
             backward: (c.backward.clone() - c.recomputed.clone()) * m.clone(),
             weight: c.weight.clone() * m.clone(),
+            dualpipe: if self.k.schedule.bidirectional() {
+                c.dualpipe_bubble(m, kap, self.k)
+            } else {
+                T::zero()
+            },
             recomputed: c.recomputed.clone() * m.clone(),
             hbm_cost: kap.hbm.clone() * c.step_hbm(m, self.k),
             kernel_cost: c.kernel.clone() * m.clone(),
@@ -2062,6 +2094,7 @@ fn stages_to_price(rough: &[RoughStage], plan: &Plan, k: &Knobs, detail: bool) -
     let fly = |s: usize| match k.schedule {
         Schedule::Gpipe => k.microbatches,
         Schedule::ZeroBubbleH1 => k.microbatches.min(k.pp),
+        Schedule::DualPipe => k.pp + 1,
         _ => k.microbatches.min(k.pp - s as u64),
     };
     let mut pick: Vec<usize> = Vec::new();
@@ -2190,8 +2223,17 @@ fn relative_cost<T: Priced>(
     // What of the slowest stage's FLOPs idles: its time's share for the schedule.
     let mut idle_flops =
         priced[tm].flops.value() + priced[tm].hbm_cost.value() + priced[tm].kernel_cost.value();
-    if k.schedule.splits_backward() {
-        let slowest = &priced[tm];
+    let slowest = &priced[tm];
+    if k.schedule.bidirectional() && k.pp > 1 {
+        // DualPipe: arXiv:2412.19437 Table 2 ([`BlockCost::dualpipe_bubble`]); its FLOP part
+        // in the slowest stage's own proportion, so that times (pp − 1)/m below it comes out.
+        bubble = slowest.dualpipe.clone();
+        if !slowest.time.value().is_zero() {
+            idle_flops = idle_flops * bubble.value() / slowest.time.value()
+                * Rational::new((k.microbatches * v).into(), (k.pp - 1).into());
+            bubble_fraction = bubble.value() / slowest.time.value();
+        }
+    } else if k.schedule.splits_backward() {
         bubble = zb_h1_bubble(&slowest.time, &slowest.weight, fraction.clone());
         idle_flops -= slowest.weight.value() * Rational::from_integer(2.into());
         if !slowest.time.value().is_zero() {

@@ -1001,6 +1001,14 @@ impl<'a> Pricer<'a> {
         if pp > 1 && steer.schedule == Some(Schedule::ZeroBubbleH1) {
             schedules.push((Schedule::ZeroBubbleH1, 1));
         }
+        // DualPipe likewise only under `--fix schedule=dualpipe`, and only where it runs (pp
+        // even, micro-batches even and at least 2·pp).
+        if pp > 1
+            && steer.schedule == Some(Schedule::DualPipe)
+            && Schedule::DualPipe.refuses(pp, m).is_none()
+        {
+            schedules.push((Schedule::DualPipe, 1));
+        }
         // Interleaving: every chunk count the layers allow (layers divisible by pp × chunks;
         // with the embedding or the loss counted as layers where `--fix account=` says so), up
         // to the cap; the micro-batch count must be a multiple of pp (Narayanan et al. SC'21).

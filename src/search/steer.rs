@@ -85,7 +85,10 @@ pub const KNOBS: &[(&str, &str)] = &[
         "model chunks per device, interleaved schedule (also `v`)",
     ),
     ("zero", "ZeRO stage 0–3"),
-    ("schedule", "gpipe, 1f1b or interleaved-1f1b (--fix only)"),
+    (
+        "schedule",
+        "gpipe, 1f1b or interleaved-1f1b; zb-h1 and dualpipe are tried only when fixed so (--fix only)",
+    ),
     ("sp", "sequence parallelism on/off (--fix only)"),
     ("recompute", "none, selective or full (--fix only)"),
     (
@@ -139,7 +142,7 @@ impl Steer {
             match name {
                 "schedule" => {
                     let s = Schedule::from_name(value).ok_or_else(|| {
-                        bad("unknown schedule (gpipe, 1f1b, interleaved-1f1b, zb-h1)")
+                        bad("unknown schedule (gpipe, 1f1b, interleaved-1f1b, zb-h1, dualpipe)")
                     })?;
                     set_once(&mut self.schedule, s, || bad("given twice"))?;
                 }

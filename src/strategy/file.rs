@@ -156,6 +156,9 @@ pub fn check_knobs(k: &Knobs) -> std::result::Result<(), StrategyError> {
             pp: k.pp,
         });
     }
+    if let Some(reason) = k.schedule.refuses(k.pp, k.microbatches) {
+        return Err(StrategyError::DualPipeShape { reason });
+    }
     if k.zero > 0 && k.replicas() == 1 {
         return Err(Unsupported::ZeroOneReplica { zero: k.zero }.into());
     }
@@ -241,13 +244,13 @@ impl StrategyFile {
             Some("none") => {
                 return Err(err(
                     "schedule",
-                    format!("schedule `none` means no pipeline, but pp is {}: give gpipe, 1f1b, interleaved-1f1b or zb-h1", f.pp),
+                    format!("schedule `none` means no pipeline, but pp is {}: give gpipe, 1f1b, interleaved-1f1b, zb-h1 or dualpipe", f.pp),
                 ))
             }
             Some(s) => Schedule::from_name(s).ok_or_else(|| {
                 err(
                     "schedule",
-                    format!("unknown schedule `{s}` (gpipe, 1f1b, interleaved-1f1b, zb-h1; none when pp is 1)"),
+                    format!("unknown schedule `{s}` (gpipe, 1f1b, interleaved-1f1b, zb-h1, dualpipe; none when pp is 1)"),
                 )
             })?,
         };

@@ -26,13 +26,52 @@ pub enum Schedule {
     /// (p − 1)(T_F + T_B − T_W).
     #[serde(rename = "zb-h1")]
     ZeroBubbleH1,
+    /// DualPipe (DeepSeek-AI, "DeepSeek-V3 Technical Report", arXiv:2412.19437, §3.2.1 and
+    /// Table 2; deepseek-ai/DualPipe): bidirectional, each of the pp ranks holding two stages,
+    /// stage i and stage pp − 1 − i, with micro-batches fed from both ends; a forward and a
+    /// backward chunk of two micro-batches run overlapped, the communication of one under the
+    /// other's compute; backwards split into input and weight gradients where it fills the
+    /// bubble. Table 2: a bubble of (PP/2 − 1)(F&B + B − 3W), 2× the parameters and PP + 1
+    /// micro-batches of activations per device. Needs pp even and an even micro-batch count of
+    /// at least 2·pp (the published `DualPipe.step` asserts both).
+    #[serde(rename = "dualpipe")]
+    DualPipe,
 }
 
 impl Schedule {
     /// Whether each backward runs as two steps, the input gradient and, later, the weight
-    /// gradient ([`Schedule::ZeroBubbleH1`]).
+    /// gradient ([`Schedule::ZeroBubbleH1`], and [`Schedule::DualPipe`], where some weight
+    /// gradients run apart from their backward).
     pub fn splits_backward(self) -> bool {
-        self == Schedule::ZeroBubbleH1
+        matches!(self, Schedule::ZeroBubbleH1 | Schedule::DualPipe)
+    }
+
+    /// Whether each pipeline rank holds two stages, i and pp − 1 − i, with micro-batches fed
+    /// from both ends ([`Schedule::DualPipe`]).
+    pub fn bidirectional(self) -> bool {
+        self == Schedule::DualPipe
+    }
+
+    /// Why `pp` ranks and `microbatches` micro-batches cannot run this schedule, if they
+    /// cannot: DualPipe needs pp even and the micro-batches even and at least 2·pp (the
+    /// assertions of `DualPipe.step`, deepseek-ai/DualPipe, dualpipe/dualpipe.py:
+    /// `num_ranks % 2 == 0`, `num_chunks % 2 == 0 and num_chunks >= num_ranks * 2`).
+    pub fn refuses(self, pp: u64, microbatches: u64) -> Option<String> {
+        if self != Schedule::DualPipe || pp <= 1 {
+            return None;
+        }
+        if pp % 2 == 1 {
+            return Some(format!(
+                "dualpipe needs an even pp (each rank holds stages i and pp - 1 - i), but pp is {pp}"
+            ));
+        }
+        if microbatches % 2 == 1 || microbatches < 2 * pp {
+            return Some(format!(
+                "dualpipe needs an even number of micro-batches, at least 2·pp = {} (half fed from each end), but microbatches is {microbatches}",
+                2 * pp
+            ));
+        }
+        None
     }
 
     /// Parses a schedule name.
@@ -42,6 +81,7 @@ impl Schedule {
             "1f1b" => Some(Schedule::OneFOneB),
             "interleaved-1f1b" | "interleaved" => Some(Schedule::Interleaved),
             "zb-h1" => Some(Schedule::ZeroBubbleH1),
+            "dualpipe" => Some(Schedule::DualPipe),
             _ => None,
         }
     }
@@ -54,6 +94,7 @@ impl fmt::Display for Schedule {
             Schedule::OneFOneB => "1f1b",
             Schedule::Interleaved => "interleaved-1f1b",
             Schedule::ZeroBubbleH1 => "zb-h1",
+            Schedule::DualPipe => "dualpipe",
         })
     }
 }

@@ -169,10 +169,28 @@ pub fn lower_bound(
     let mut busy = vec![0.0; p];
     let mut params = vec![0.0; p];
     let mut grads = vec![0.0; p];
+    // DualPipe: rank d holds a copy of stage d and one of stage p − 1 − d, each run for half
+    // the micro-batches.
+    let dual = k.schedule.bidirectional() && p > 1;
+    let holders = |s: usize| {
+        if dual {
+            vec![s, p - 1 - s]
+        } else {
+            vec![s % p]
+        }
+    };
+    // Each holder runs its stage for this many micro-batches.
+    let runs = if dual { m / 2.0 } else { m };
+    let stage_grads: Vec<f64> = stages
+        .iter()
+        .map(|st| sum(st, &|b| chains.dp_grad[b]) * k.precision.wire_factor() as f64)
+        .collect();
     for (s, st) in stages.iter().enumerate() {
-        busy[s % p] += m * (fwd[s] + bwd[s] + wgt[s]);
-        params[s % p] += sum(st, &|b| chains.params[b]);
-        grads[s % p] += sum(st, &|b| chains.dp_grad[b]) * k.precision.wire_factor() as f64;
+        for d in holders(s) {
+            busy[d] += runs * (fwd[s] + bwd[s] + wgt[s]);
+            params[d] += sum(st, &|b| chains.params[b]);
+            grads[d] += stage_grads[s];
+        }
     }
     // Data-parallel traffic of a device, at its best bandwidth: the gradient reduction (a
     // reduce-scatter of half the bytes under ZeRO 1–3), then after the optimizer step the
@@ -216,7 +234,9 @@ pub fn lower_bound(
                 if x > 0.0 {
                     let wire = weight_gather_wire(x, k);
                     let one = rates.collective_seconds(Collective::AllGather, wire, dp_axis);
-                    gathers[s % p] += 2.0 * m * c as f64 * one;
+                    for d in holders(s) {
+                        gathers[d] += 2.0 * runs * c as f64 * one;
+                    }
                 }
             }
         }
@@ -226,10 +246,30 @@ pub fn lower_bound(
     // the data-parallel stream that also carries ZeRO 3's gathers; the optimizer step waits for
     // the last of them and ZeRO 2's weight gather follows it on the same stream.
     if k.shards_gradients() {
+        // Each micro-batch reduces its stage's gradients; under DualPipe a rank's two stage
+        // copies reduce apart, each for half the micro-batches.
+        let mut reduced: Vec<f64> = grads.iter().map(|&g| m * reduce(g)).collect();
+        if dual {
+            reduced = vec![0.0; p];
+            for (s, g) in stage_grads.iter().enumerate() {
+                for d in holders(s) {
+                    reduced[d] += runs * reduce(*g);
+                }
+            }
+        }
         for d in 0..p {
-            let stream = m * reduce(grads[d]) + if k.zero == 3 { gathers[d] } else { 0.0 };
+            let stream = reduced[d] + if k.zero == 3 { gathers[d] } else { 0.0 };
             best = best.max((stream + opt[d] + gather(params[d])) * (1.0 - 1e-9));
         }
+    }
+    if dual {
+        // An F&B chunk hides collectives that the pass chains count as waited for, so a rank's
+        // chains are no bound on its time there: only its gradients' reduction and what
+        // follows it are.
+        for d in 0..p {
+            best = best.max(reduce(grads[d]) + opt[d] + gather(params[d]));
+        }
+        return best;
     }
     let (mut fill, mut drain) = (0.0, 0.0);
     for d in 0..p {
@@ -315,6 +355,7 @@ mod tests {
             m in prop::sample::select(vec![1u64, 2, 4, 6, 12]),
             interleaved in any::<bool>(),
             zb in any::<bool>(),
+            dual in any::<bool>(),
             (embedding, loss) in any::<(bool, bool)>(),
             recompute in prop::sample::select(vec![Recompute::None, Recompute::Selective, Recompute::Full]),
             machine in prop::sample::select(vec!["a100-80gb", "h100-sxm", "a40-pcie", "v100-dgx1"]),
@@ -327,6 +368,7 @@ mod tests {
                 microbatches: m,
                 schedule: match (interleaved, zb && pp > 1) {
                     (true, _) => Schedule::Interleaved,
+                    _ if dual && pp % 2 == 0 && m >= 2 * pp => Schedule::DualPipe,
                     (false, true) => Schedule::ZeroBubbleH1,
                     (false, false) => Schedule::OneFOneB,
                 },

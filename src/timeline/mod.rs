@@ -22,7 +22,7 @@ pub use plan::{
     build_plan, plan_blocks, setting_map, Axis, Collective, PlanBlock, PlanComm, PlanOp, Step,
     TimingPlan, FORMAT,
 };
-pub use schedule::{program, Pass, PerPass, Task};
+pub use schedule::{device_of, paired, program, Pass, PerPass, Task};
 pub use sim::{
     grad_accumulation_bytes, optimizer_seconds, pass_chains, simulate, simulate_times, Event,
     PerStream, Simulation, Stream, What, BUCKET_BYTES,

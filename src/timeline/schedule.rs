@@ -1,7 +1,8 @@
 //! Pipeline schedules: the order in which one device runs the forward and backward passes of its
 //! model chunks over the micro-batches — GPipe (Huang et al. 2019), 1F1B (PipeDream-Flush) and
 //! interleaved 1F1B (Narayanan et al. SC'21, as Megatron-LM orders it) and ZB-H1 (Qi et al.,
-//! ICLR 2024, arXiv:2401.10241).
+//! ICLR 2024, arXiv:2401.10241) and DualPipe (DeepSeek-V3 Technical Report, arXiv:2412.19437,
+//! §3.2.1).
 
 use crate::strategy::Schedule;
 
@@ -85,8 +86,193 @@ pub fn program(schedule: Schedule, s: usize, p: usize, m: usize, v: usize) -> Ve
             out
         }
         Schedule::ZeroBubbleH1 => zero_bubble_h1(s, p, m),
+        Schedule::DualPipe if p > 1 => dualpipe(s, p, m).0,
+        // One rank: each backward and its weight gradient, one after the other.
+        Schedule::DualPipe => zero_bubble_h1(s, p, m),
         _ => interleaved(s, p, m, v.max(1)),
     }
+}
+
+/// Per task of [`program`], whether it runs overlapped with the next one: under DualPipe the
+/// forward of an F&B chunk, with the backward that follows it; false everywhere else.
+pub fn paired(schedule: Schedule, s: usize, p: usize, m: usize, v: usize) -> Vec<bool> {
+    match schedule {
+        Schedule::DualPipe if p > 1 => dualpipe(s, p, m).1,
+        _ => vec![false; program(schedule, s, p, m, v).len()],
+    }
+}
+
+/// Per task of [`program`], whether what it sends waits for the next task: under DualPipe a
+/// full backward chunk (its input gradient, then its weight gradient) sends its gradient when
+/// the whole chunk is done, as `DualPipe._backward_chunk` does (and an F&B chunk both its
+/// outputs); false everywhere else.
+pub fn sends_after_next(schedule: Schedule, s: usize, p: usize, m: usize, v: usize) -> Vec<bool> {
+    match schedule {
+        Schedule::DualPipe if p > 1 => dualpipe(s, p, m).2,
+        _ => vec![false; program(schedule, s, p, m, v).len()],
+    }
+}
+
+/// The pipeline rank that runs `stage` for `microbatch`: the stage's own rank (its position
+/// modulo `p` under interleaving), except under DualPipe, whose second half of the
+/// micro-batches (`m/2..m`) enters at rank p − 1 and runs stage i on rank p − 1 − i.
+pub fn device_of(schedule: Schedule, stage: usize, microbatch: usize, p: usize, m: usize) -> usize {
+    if schedule.bidirectional() && p > 1 && microbatch >= m / 2 {
+        p - 1 - stage
+    } else {
+        stage % p
+    }
+}
+
+/// One DualPipe rank's program being written: its tasks, which run paired with the next, and
+/// the count of forwards and backwards so far of each of its two phases.
+struct DualProgram {
+    s: usize,
+    p: usize,
+    m: usize,
+    tasks: Vec<Task>,
+    paired: Vec<bool>,
+    joined: Vec<bool>,
+    forwards: [usize; 2],
+    backwards: [usize; 2],
+    /// Backwards whose weight gradient waits for a W of its own, oldest first.
+    deferred: std::collections::VecDeque<Task>,
+}
+
+impl DualProgram {
+    /// The stage and the first micro-batch of `phase` on this rank: phase 0 is the direction
+    /// in which the rank is stage h = min(s, p − 1 − s), phase 1 the one in which it is stage
+    /// p − 1 − h (deepseek-ai/DualPipe: "For the first half of the ranks: phase 0 means forward
+    /// direction, phase 1 means reverse direction", the other way round for the second half).
+    fn phase(&self, phase: usize) -> (usize, usize) {
+        let h = self.s.min(self.p - 1 - self.s);
+        let second_half = self.s >= self.p / 2;
+        let direction = phase ^ usize::from(second_half);
+        let stage = if phase == 0 { h } else { self.p - 1 - h };
+        (stage, direction * (self.m / 2))
+    }
+
+    fn push(&mut self, pass: Pass, stage: usize, microbatch: usize, paired: bool) {
+        self.tasks.push(Task {
+            pass,
+            stage,
+            microbatch,
+        });
+        self.paired.push(paired);
+        self.joined.push(false);
+    }
+
+    /// A forward chunk of `phase` (the first of an F&B chunk when `paired`).
+    fn forward(&mut self, phase: usize, paired: bool) {
+        let (stage, base) = self.phase(phase);
+        self.push(Pass::Forward, stage, base + self.forwards[phase], paired);
+        self.forwards[phase] += 1;
+    }
+
+    /// A backward chunk of `phase`: its weight gradient right after it, or with `zb` deferred
+    /// to a later [`DualProgram::weight`].
+    fn backward(&mut self, phase: usize, zb: bool) {
+        let (stage, base) = self.phase(phase);
+        let mb = base + self.backwards[phase];
+        self.backwards[phase] += 1;
+        self.push(Pass::Backward, stage, mb, false);
+        if zb {
+            let t = *self.tasks.last().expect("just pushed");
+            self.deferred.push_back(t);
+        } else {
+            *self.joined.last_mut().expect("just pushed") = true;
+            self.push(Pass::Weight, stage, mb, false);
+        }
+    }
+
+    /// The weight gradient of the oldest deferred backward.
+    fn weight(&mut self) {
+        if let Some(t) = self.deferred.pop_front() {
+            self.push(Pass::Weight, t.stage, t.microbatch, false);
+        }
+    }
+
+    /// An F&B chunk: the forward of `f` and the full backward of `b`, overlapped.
+    fn forward_backward(&mut self, f: usize, b: usize) {
+        self.forward(f, true);
+        self.backward(b, false);
+    }
+}
+
+/// DualPipe (DeepSeek-AI, "DeepSeek-V3 Technical Report", arXiv:2412.19437, §3.2.1, Figure 5)
+/// on rank `s` of `p` (even) with `m` micro-batches (even, at least 2p), half fed from each end:
+/// the eight steps of `DualPipe.step` in deepseek-ai/DualPipe (dualpipe/dualpipe.py), with
+/// h = min(s, p − 1 − s): 2(p/2 − h − 1) forwards of phase 0; h + 1 pairs of forwards of
+/// phases 0 and 1; p/2 − h − 1 of (backward 1 with its W deferred, a W, forward 1); the main
+/// step, m/2 − p + h + 1 times an F&B chunk of (0, 1) and one of (1, 0), where the first (0, 1)
+/// of the two middle ranks runs its forward and backward one after the other, not overlapped;
+/// p/2 − h − 1 of (backward 1, F&B (1, 0)); h + 1 of (backward 1, backward 0), the second half
+/// of them with their W's deferred; p/2 − h − 1 of (W, backward 0 with its W deferred); and
+/// the W's left. Returns the tasks, which run paired with the next (an F&B chunk's forward),
+/// and which send only after the next: a full backward is its input gradient then its weight
+/// gradient, two tasks, and sends when both are done.
+fn dualpipe(s: usize, p: usize, m: usize) -> (Vec<Task>, Vec<bool>, Vec<bool>) {
+    let half = p / 2;
+    let h = s.min(p - 1 - s);
+    let middle = h + 1 == half;
+    let mut d = DualProgram {
+        s,
+        p,
+        m,
+        tasks: Vec::new(),
+        paired: Vec::new(),
+        joined: Vec::new(),
+        forwards: [0, 0],
+        backwards: [0, 0],
+        deferred: Default::default(),
+    };
+    for _ in 0..2 * (half - h - 1) {
+        d.forward(0, false);
+    }
+    for _ in 0..=h {
+        d.forward(0, false);
+        d.forward(1, false);
+    }
+    for _ in 0..half - h - 1 {
+        d.backward(1, true);
+        d.weight();
+        d.forward(1, false);
+    }
+    for i in 0..(m / 2 + h + 1).saturating_sub(p) {
+        if i == 0 && middle {
+            d.forward(0, false);
+            d.backward(1, false);
+        } else {
+            d.forward_backward(0, 1);
+        }
+        d.forward_backward(1, 0);
+    }
+    for _ in 0..half - h - 1 {
+        d.backward(1, false);
+        d.forward_backward(1, 0);
+    }
+    // From the middle of these h + 1 pairs on (`step_6 // 2`, step_6 = h + 1), the weight
+    // gradients are deferred: before the pair's first backward where h is odd, its second
+    // where h is even.
+    let (mut zb, mid) = (false, h.div_ceil(2));
+    for i in 0..=h {
+        if i == mid && !h.is_multiple_of(2) {
+            zb = true;
+        }
+        d.backward(1, zb);
+        if i == mid && h.is_multiple_of(2) {
+            zb = true;
+        }
+        d.backward(0, zb);
+    }
+    for _ in 0..half - h - 1 {
+        d.weight();
+        d.backward(0, true);
+    }
+    while !d.deferred.is_empty() {
+        d.weight();
+    }
+    (d.tasks, d.paired, d.joined)
 }
 
 /// ZB-H1 (Qi, Wan, Huang, Lin, "Zero Bubble Pipeline Parallelism", ICLR 2024,

@@ -14,7 +14,7 @@
 use super::cost::{bus_factor, KernelClass, Rates};
 pub use super::event::{Event, PerStream, Stream, What};
 use super::plan::{Axis, Collective, PlanBlock, PlanComm, PlanOp, Step, TimingPlan};
-use super::schedule::{program, Pass, PerPass, Task};
+use super::schedule::{device_of, paired, program, sends_after_next, Pass, PerPass, Task};
 use crate::parallel::evaluate::GRAD_BYTES;
 use crate::strategy::{AxisKind, Mesh, MeshAxis, Recompute, Schedule};
 use num_traits::{ToPrimitive, Zero};
@@ -1044,9 +1044,16 @@ struct Layout<'a> {
     p2p_tier: crate::strategy::Tier,
     /// Each pipeline rank's tasks, in order.
     programs: Vec<Vec<Task>>,
-    /// Per virtual stage, the position of its last backward (its last weight pass under ZB-H1)
-    /// in its rank's program: the task that produces its gradients.
-    last_bwd: Vec<usize>,
+    /// Per rank and virtual stage, the position of the stage's last backward (its last weight
+    /// pass under ZB-H1 and DualPipe) in the rank's program: the task that produces its
+    /// gradients (a stage runs on two ranks under DualPipe, one copy each).
+    last_bwd: Vec<Vec<usize>>,
+    /// Per rank and task of its program, whether it runs overlapped with the next (DualPipe's
+    /// F&B chunks).
+    paired: Vec<Vec<bool>>,
+    /// Per rank and task of its program, whether its sends wait for the end of the next task
+    /// (DualPipe's full backward chunks: [`sends_after_next`]).
+    joined: Vec<Vec<bool>>,
     /// The pass whose tasks make the gradients: the backward, or the weight pass under ZB-H1.
     grad_pass: Pass,
     /// Data-parallel replicas of each device (dp × cp).
@@ -1084,6 +1091,10 @@ impl<'a> Layout<'a> {
             })
             .collect();
         let programs: Vec<Vec<Task>> = (0..p).map(|s| program(k.schedule, s, p, m, v)).collect();
+        let paired: Vec<Vec<bool>> = (0..p).map(|s| paired(k.schedule, s, p, m, v)).collect();
+        let joined: Vec<Vec<bool>> = (0..p)
+            .map(|s| sends_after_next(k.schedule, s, p, m, v))
+            .collect();
         let sched_v = if k.schedule == Schedule::Interleaved {
             v
         } else {
@@ -1118,11 +1129,11 @@ impl<'a> Layout<'a> {
         } else {
             Pass::Backward
         };
-        let mut last_bwd = vec![usize::MAX; nst];
-        for prog in &programs {
+        let mut last_bwd = vec![vec![usize::MAX; nst]; p];
+        for (d, prog) in programs.iter().enumerate() {
             for (i, t) in prog.iter().enumerate() {
                 if t.pass == grad_pass {
-                    last_bwd[t.stage] = i;
+                    last_bwd[d][t.stage] = i;
                 }
             }
         }
@@ -1137,6 +1148,8 @@ impl<'a> Layout<'a> {
             p2p_tier: mesh.p2p_tier(),
             programs,
             last_bwd,
+            paired,
+            joined,
             grad_pass,
             replicas,
             sharded_grads: k.shards_gradients(),
@@ -1169,8 +1182,17 @@ impl<'a> Layout<'a> {
                     let Some(input) = self.input(st, task) else {
                         break;
                     };
-                    self.run_task(st, d, task, input);
-                    st.pos[d] += 1;
+                    if self.paired[d][st.pos[d]] {
+                        let second = self.programs[d][st.pos[d] + 1];
+                        let Some(other) = self.input(st, second) else {
+                            break;
+                        };
+                        self.run_pair(st, d, [task, second], [input, other]);
+                        st.pos[d] += 2;
+                    } else {
+                        self.run_task(st, d, task, input);
+                        st.pos[d] += 1;
+                    }
                     progress = true;
                 }
                 done &= st.pos[d] == self.programs[d].len();
@@ -1212,7 +1234,7 @@ impl<'a> Layout<'a> {
             started: None,
             last_compute: None,
         };
-        let last = task.pass == self.grad_pass && self.last_bwd[task.stage] == st.pos[d];
+        let last = task.pass == self.grad_pass && self.last_bwd[d][task.stage] == st.pos[d];
         let grads_now = task.pass == self.grad_pass && (self.sharded_grads || last);
         // Whether buckets are launched as the backward fills them.
         let eager =
@@ -1270,8 +1292,202 @@ impl<'a> Layout<'a> {
         if task.pass != Pass::Forward {
             st.flush = st.flush.max(cur.t);
         }
-        if let Some((dest, arrival)) = self.hand_on(dev, &mut st.rec, d, task, &cur) {
-            st.arrivals[dest][task.microbatch][task.pass] = Some(arrival);
+        self.send(st, d, task, &cur);
+    }
+
+    /// Hands on what `task` on device `d` made, once its chunk is done: now, with `cur` where
+    /// it ended; or, where its sends wait for the next task (the forward of an F&B chunk,
+    /// [`Layout::paired`], and a task of [`Layout::joined`]), after that task, with what waited
+    /// before it.
+    fn send(&self, st: &mut State, d: usize, task: Task, cur: &Cursor) {
+        st.waiting[d].push(task);
+        let pos = st.pos[d];
+        if self.joined[d][pos] || self.paired[d][pos] {
+            return;
+        }
+        let dev = &mut st.devices[d];
+        for t in std::mem::take(&mut st.waiting[d]) {
+            if let Some((dest, arrival)) = self.hand_on(dev, &mut st.rec, d, t, cur) {
+                st.arrivals[dest][t.microbatch][t.pass] = Some(arrival);
+            }
+        }
+    }
+
+    /// Runs DualPipe's F&B chunk on device `d`: the forward of one micro-batch and the
+    /// backward (input gradient) of another, overlapped as DeepSeek-V3 runs them
+    /// (arXiv:2412.19437, §3.2.1 and Figure 4: the all-to-all and tensor-parallel
+    /// communication of one chunk under the other's compute). The two tasks' steps are issued
+    /// in turn on the device's streams, each step of a task after its own previous blocking
+    /// step, always the step that can start first (the forward's on a tie): while one task
+    /// waits for its collective, the other computes. The streams stay in-order queues, so a
+    /// step issued later never starts before one issued earlier on the same stream, where a
+    /// hand-tuned kernel order could; under FSDP (ZeRO 3) the two run one after the other.
+    fn run_pair(
+        &self,
+        st: &mut State,
+        d: usize,
+        tasks: [Task; 2],
+        inputs: [(f64, Option<usize>); 2],
+    ) {
+        if self.fsdp {
+            self.run_task(st, d, tasks[0], inputs[0]);
+            st.pos[d] += 1;
+            let (ready, dep) = inputs[1];
+            self.run_task(st, d, tasks[1], (ready, dep));
+            st.pos[d] -= 1;
+            return;
+        }
+        let dev = &mut st.devices[d];
+        let overhead = self.ctx.rates.microbatch_overhead;
+        // The chunk starts once both inputs are there, as `DualPipe._forward_backward_chunk`
+        // receives both before it computes (deepseek-ai/DualPipe, dualpipe/dualpipe.py).
+        let both = inputs[0].0.max(inputs[1].0).max(dev.task_end) + overhead;
+        let mut curs = inputs.map(|(_, dep)| Cursor {
+            t: both,
+            prev: dep,
+            started: None,
+            last_compute: None,
+        });
+        let runs = tasks.map(|task| TaskRun {
+            d,
+            task,
+            grads_now: false,
+            cap: f64::INFINITY,
+            repeat: false,
+        });
+        // Each task's (item, block) in the order it runs them, and where it stands.
+        let order = |task: Task| -> Vec<(usize, usize)> {
+            let range = self.first[task.stage]..self.first[task.stage + 1];
+            let items: Vec<usize> = if task.pass == Pass::Forward {
+                range.collect()
+            } else {
+                range.rev().collect()
+            };
+            items
+                .into_iter()
+                .map(|i| (i, self.plan().items[i]))
+                .collect()
+        };
+        let orders = tasks.map(order);
+        let mut at = [(0usize, 0usize); 2];
+        let mut layers = [LayerState::default(), LayerState::default()];
+        loop {
+            let next = |i: usize| -> Option<&SimStep> {
+                let (li, si) = at[i];
+                let &(_, bi) = orders[i].get(li)?;
+                self.passes[bi][tasks[i].pass].get(si)
+            };
+            let start_of = |i: usize, s: &SimStep| curs[i].t.max(dev.free[s.stream]);
+            let pick = match (next(0), next(1)) {
+                (None, None) => break,
+                (Some(_), None) => 0,
+                (None, Some(_)) => 1,
+                (Some(a), Some(b)) => usize::from(start_of(1, b) < start_of(0, a)),
+            };
+            let (li, si) = at[pick];
+            let (item, bi) = orders[pick][li];
+            let s = &self.passes[bi][tasks[pick].pass][si];
+            let run = &runs[pick];
+            self.pair_step(
+                dev,
+                &mut st.rec,
+                run,
+                (item, bi, s),
+                &mut curs[pick],
+                &mut layers[pick],
+            );
+            at[pick].1 += 1;
+            if at[pick].1 == self.passes[bi][tasks[pick].pass].len() {
+                at[pick] = (li + 1, 0);
+                layers[pick] = LayerState::default();
+            }
+        }
+        self.finish_pair(st, d, tasks, inputs, curs);
+    }
+
+    /// After the F&B chunk `tasks` on device `d`, which ran from `inputs` to `curs`: its work,
+    /// its backward's bookkeeping, and both its sends, when the chunk is done
+    /// (`_forward_backward_chunk` sends after computing both).
+    fn finish_pair(
+        &self,
+        st: &mut State,
+        d: usize,
+        tasks: [Task; 2],
+        inputs: [(f64, Option<usize>); 2],
+        curs: [Cursor; 2],
+    ) {
+        let dev = &mut st.devices[d];
+        let start = curs
+            .iter()
+            .zip(&inputs)
+            .map(|(c, (ready, _))| c.started.unwrap_or(*ready))
+            .fold(f64::INFINITY, f64::min);
+        let end = curs[0].t.max(curs[1].t);
+        dev.work += end - start;
+        dev.task_end = end;
+        for (task, cur) in tasks.iter().zip(&curs) {
+            if task.pass == Pass::Backward {
+                self.after_backward(dev, &mut st.rec, d, *task, false, cur);
+            }
+            if task.pass == Pass::Forward && dev.first_forward.is_none() {
+                dev.first_forward = Some(cur.t - start);
+            }
+            if task.pass != Pass::Forward {
+                st.flush = st.flush.max(cur.t);
+            }
+        }
+        let last = usize::from(curs[1].t > curs[0].t);
+        let [c0, c1] = curs;
+        let done = if last == 1 { c1 } else { c0 };
+        self.send(st, d, tasks[0], &done);
+        st.pos[d] += 1;
+        self.send(st, d, tasks[1], &done);
+        st.pos[d] -= 1;
+    }
+
+    /// One step `s` of block `bi` in `item` of a task of an F&B chunk ([`Layout::run_pair`]):
+    /// what [`Layout::run_layer`] does with a step, without FSDP's gathers (not paired) and
+    /// without gradient launches (a paired task makes no gradients: its weight gradient is a
+    /// task of its own).
+    fn pair_step(
+        &self,
+        dev: &mut Device,
+        rec: &mut Recorder,
+        run: &TaskRun,
+        (item, bi, s): (usize, usize, &SimStep),
+        cur: &mut Cursor,
+        layer: &mut LayerState,
+    ) {
+        let keep = rec.keep;
+        let prev = cur.prev;
+        let event = || self.step_event(run, bi, item, s, prev, keep);
+        if s.after_dgrad {
+            let event = || Event {
+                deps: Vec::new(),
+                ..event()
+            };
+            issue_after_dgrad(dev, rec, s, cur, layer, event);
+            return;
+        }
+        let ready = match s.ring_wait {
+            1 => cur.t.max(layer.ring_last),
+            2 => cur.t.max(layer.ring_prev),
+            _ => cur.t,
+        };
+        let (id, start, end) = dev.push_with(rec, s.stream, s.dur, ready, event);
+        if s.stream == Stream::CpComm {
+            layer.ring_prev = layer.ring_last;
+            layer.ring_last = end;
+        }
+        cur.started.get_or_insert(start);
+        let mut held = end;
+        if s.stream == Stream::Compute {
+            layer.item_started = true;
+            held = after_compute(dev, cur, layer, s, start, end);
+        }
+        if s.blocking {
+            cur.t = held;
+            cur.prev = Some(id);
         }
     }
 
@@ -1566,7 +1782,9 @@ impl<'a> Layout<'a> {
         };
         let last_item = self.first[boundary_stage + 1] - 1;
         let bytes = f(&plan.blocks[plan.items[last_item]].boundary_bytes);
-        if dest % self.p == d {
+        let k = &plan.knobs;
+        let m = k.microbatches as usize;
+        if device_of(k.schedule, dest, task.microbatch, self.p, m) == d {
             return Some((dest, (cur.t, cur.prev.unwrap_or(0))));
         }
         let e = Event {
@@ -1639,8 +1857,10 @@ impl<'a> Layout<'a> {
             e.what = What::GradNorm;
             dev.push(rec, e, ready);
         }
+        // Under DualPipe rank d holds stages d and p − 1 − d, a copy of each.
+        let mirror = k.schedule.bidirectional() && self.p > 1;
         let params: f64 = (0..self.nst)
-            .filter(|s| s % self.p == d)
+            .filter(|s| s % self.p == d || (mirror && self.p - 1 - s == d))
             .flat_map(|s| self.first[s]..self.first[s + 1])
             .map(|i| self.block_params[plan.items[i]])
             .sum();
@@ -1722,6 +1942,8 @@ struct State {
     steady: Vec<PerPass<Option<(Snapshot, Snapshot)>>>,
     /// Per virtual stage and pass, what its tasks did from the device states they met.
     memos: Vec<PerPass<Vec<TaskMemo>>>,
+    /// Per device, the tasks run whose sends wait for the end of their chunk.
+    waiting: Vec<Vec<Task>>,
 }
 
 impl State {
@@ -1755,6 +1977,7 @@ impl State {
             flush: 0.0,
             steady: vec![PerPass::default(); plan.blocks.len()],
             memos: vec![PerPass::default(); layout.nst],
+            waiting: vec![Vec::new(); layout.p],
         }
     }
 }
