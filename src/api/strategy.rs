@@ -140,7 +140,7 @@ impl Strategy {
             crate::parallel::check_knobs_on_model(model, values, &r.knobs, &r.layout)?;
         }
         for n in nodes? {
-            eprintln!("warning: {n}");
+            crate::diag::note(format!("warning: {n}"));
         }
         if r.knobs.recompute == Recompute::Selective
             && matches!(
@@ -148,8 +148,8 @@ impl Strategy {
                 Some(crate::model::AttentionMode::Flash | crate::model::AttentionMode::FlashCausal)
             )
         {
-            eprintln!(
-                "note: selective recomputation recomputes nothing here: with fused attention no S×S tensor is saved (--attention eager to compare)"
+            crate::diag::note(
+                "note: selective recomputation recomputes nothing here: with fused attention no S×S tensor is saved (--attention eager to compare)".into(),
             );
         }
         Ok(r)

@@ -108,11 +108,11 @@ pub(crate) fn plan_of(input: &TimelineInput, machine: &Machine) -> Result<Timing
         model, values, &st.knobs, &st.layout, &st.calib, gpn, &st.memory,
     )?;
     if let Some(why) = &e.reason {
-        eprintln!(
+        crate::diag::note(format!(
             "warning: {} does not fit in memory: {}",
             e.knobs.describe(model.batch_value(values)),
             why.describe()
-        );
+        ));
     }
     Ok(plan)
 }

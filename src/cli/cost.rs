@@ -227,16 +227,6 @@ fn print_model(out: &Cost, detail: &CostDetail, args: &CostArgs) -> Result<(), E
     Ok(())
 }
 
-/// The model's assumed sizes (defaults its file marks `assumed`: placeholders for sizes its
-/// source does not give) that no `--set` in `set` (`SYM=VALUE`) chose, with their values.
-pub fn assumed_sizes(
-    model: &crate::model::Model,
-    set: &[String],
-    values: &Bindings,
-) -> BTreeMap<String, String> {
-    texts(&crate::api::assumed_sizes(model, &set_names(set), values))
-}
-
 /// Exact values as text.
 fn texts(m: &BTreeMap<String, Rational>) -> BTreeMap<String, String> {
     m.iter().map(|(k, v)| (k.clone(), v.to_string())).collect()
