@@ -28,9 +28,10 @@ pub mod units;
 pub mod validate;
 
 pub use api::{
-    cost, rank, timeline, AutoNote, Cost, CostRequest, DeviceCost, DeviceOp, EngineNote, Flops,
-    Headroom, Knob, Machine, Model, ModelSource, OpCost, Pass, Quantity, RankOptions,
-    RankOptionsBuilder, RankResult, RankRow, Strategy, Timeline, TimelineInput, TimelineRequest,
+    compare, cost, rank, timeline, AutoNote, CompareRequest, CompareSide, ComparedStrategy,
+    Comparison, Cost, CostRequest, DeviceCost, DeviceOp, EngineNote, Flops, Headroom, Knob,
+    Machine, Model, ModelSource, OpCost, Part, Pass, Quantity, RankOptions, RankOptionsBuilder,
+    RankResult, RankRow, StepSeconds, Strategy, Timeline, TimelineInput, TimelineRequest,
 };
 pub use error::{Error, Result};
 /// The importers of foreign model formats (Hugging Face configs, ONNX graphs), part of model

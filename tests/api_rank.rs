@@ -203,3 +203,87 @@ fn bad_options_are_typed_errors_naming_the_item() {
     // A machine the options cannot run on is refused when it is built.
     assert!(Machine::reference().unwrap().with_gpus_per_node(0).is_err());
 }
+
+#[test]
+fn a_comparison_through_the_library_is_the_command_lines_document() {
+    use symshard::{compare, CompareRequest, CompareSide};
+    let (a, b) = ("dp=64,mbs=1,zero=1", "dp=8,tp=8,mbs=1,sp,zero=1");
+    let req = CompareRequest {
+        model: Model::named("llama3-8b"),
+        a: CompareSide::parse(a, "strategy A").unwrap(),
+        b: CompareSide::parse(b, "strategy B").unwrap(),
+        machine: Some(Machine::named("h100-sxm").unwrap()),
+        seconds: true,
+        plateau: false,
+    };
+    let got = compare(&req).unwrap();
+    let want = common::json(&[
+        "compare",
+        "llama3-8b",
+        a,
+        b,
+        "--calib",
+        "h100-sxm",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(serde_json::to_value(&got).unwrap(), want);
+    assert_eq!(got.cheaper, want["cheaper"].as_str().unwrap());
+    assert!(got.a.seconds.is_some() && got.b.seconds.is_some());
+
+    // The first two rows of a ranking, compared as typed strategies: the totals are the rows'.
+    let r = rank(
+        &Model::named("llama3-8b"),
+        &RankOptions::builder(64).top(2).build().unwrap(),
+    )
+    .unwrap();
+    let side = |row: &symshard::RankRow| CompareSide {
+        strategy: row.knobs.clone(),
+        given: row.strategy.clone(),
+    };
+    let c = compare(&CompareRequest {
+        model: Model::named("llama3-8b"),
+        a: side(&r.rows[0]),
+        b: side(&r.rows[1]),
+        machine: None,
+        seconds: false,
+        plateau: false,
+    })
+    .unwrap();
+    let total = c
+        .components
+        .iter()
+        .find(|x| x.group == "relative cost" && x.name == "total")
+        .unwrap();
+    assert_eq!(total.a, r.rows[0].relative_cost);
+    assert_eq!(total.b, r.rows[1].relative_cost);
+    assert_eq!(c.a.strategy, r.rows[0].strategy);
+}
+
+#[test]
+fn comparison_errors_name_the_side() {
+    use symshard::{compare, CompareRequest, CompareSide};
+    match CompareSide::parse("tp=2,foo=1", "strategy A") {
+        Err(Error::Usage(m)) => assert!(m.contains("unknown knob `foo`"), "{m}"),
+        other => panic!("{:?}", other.map(|s| s.given)),
+    }
+    let (a, b) = ("tp=7,dp=8", "tp=4,dp=4");
+    let req = CompareRequest {
+        model: Model::named("gpt3-1.3b"),
+        a: CompareSide::parse(a, "strategy A").unwrap(),
+        b: CompareSide::parse(b, "strategy B").unwrap(),
+        machine: None,
+        seconds: false,
+        plateau: false,
+    };
+    let got = match compare(&req) {
+        Err(e) => e.to_string(),
+        Ok(c) => panic!("accepted: {}", c.cheaper),
+    };
+    let out = common::symshard()
+        .args(["compare", "gpt3-1.3b", a, b])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.trim_end(), format!("error: {got}"));
+}

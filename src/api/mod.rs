@@ -4,6 +4,7 @@
 //! arguments into these requests once and prints the results; other languages call the same
 //! functions.
 
+mod compare;
 mod cost;
 mod machine;
 mod model;
@@ -11,6 +12,9 @@ mod rank;
 mod strategy;
 mod timeline;
 
+pub use compare::{
+    compare, CompareRequest, CompareSide, ComparedStrategy, Comparison, Part, StepSeconds,
+};
 pub use cost::{cost, Cost, CostRequest, DeviceCost, DeviceOp, Flops, OpCost, Pass, Quantity};
 pub use machine::Machine;
 pub use model::{Model, ModelSource};
@@ -21,6 +25,7 @@ pub use rank::{
 pub use strategy::Strategy;
 pub use timeline::{timeline, Timeline, TimelineInput, TimelineRequest};
 
+pub(crate) use compare::{compare_loaded, comparison, evaluate_knobs, Evaluated};
 pub(crate) use cost::{assumed_sizes, cost_in_full, document as cost_document, Asked, CostDetail};
 pub(crate) use model::Loaded;
 pub(crate) use rank::{
