@@ -334,10 +334,6 @@ class Memory:
     total: Number
 
     @staticmethod
-    def _from(d: Mapping[str, Any]) -> "Memory":
-        return Memory(**{k: _exact(d[k]) for k in ("params", "grads", "optimizer", "activations", "total")})
-
-    @staticmethod
     def _from_native(n: Any) -> "Memory":
         return Memory(n.params, n.grads, n.optimizer, n.activations, n.total)
 
@@ -366,7 +362,7 @@ class RelativeCost:
     total: Number
 
     @staticmethod
-    def _from(d: Mapping[str, Any]) -> "RelativeCost":
+    def _from_native(n: Any) -> "RelativeCost":
         keys = (
             "compute",
             "kernels",
@@ -378,7 +374,7 @@ class RelativeCost:
             "byte_part",
             "total",
         )
-        return RelativeCost(**{k: _exact(d[k]) for k in keys})
+        return RelativeCost(**{k: getattr(n, k) for k in keys})
 
 
 @dataclass(frozen=True)
@@ -533,30 +529,47 @@ class RankRow:
     #: ``rank(..., precision="autocast")``).
     precision: str = "bf16"
 
+    #: Samples per micro-batch and data-parallel rank (``None`` where the batch has no size).
+    micro_batch_size: Optional[int] = None
+    #: The strategy as one string, as the command line prints it.
+    strategy: str = ""
+    #: The tensor-parallel layout: ``"annotated"``, ``"auto"`` or ``"auto+e-graph"``.
+    layout: str = "annotated"
+    #: The software stack the row assumes (``"megatron"``, ``"pytorch-ddp"``,
+    #: ``"pytorch-fsdp"``), whose validation error decides a tie.
+    stack: str = ""
+    #: Ranked by seconds: why this row's place behind #1 is within the model's own error.
+    tie: Optional[str] = None
+
     @staticmethod
-    def _from(d: Mapping[str, Any]) -> "RankRow":
+    def _from_native(n: Any) -> "RankRow":
         return RankRow(
-            rank=d["rank"],
-            dp=d["dp"],
-            tp=d["tp"],
-            pp=d["pp"],
-            microbatches=d["microbatches"],
-            schedule=d["schedule"],
-            chunks=d["chunks"],
-            sequence_parallel=d["sequence_parallel"],
-            recompute=d["recompute"],
-            zero=d["zero"],
-            ep=d["ep"],
-            cp=d.get("cp", 1),
-            relative_cost=_exact(d["relative_cost"]),
-            relative=RelativeCost._from(d["relative"]),
-            memory_per_device=_exact(d["memory_per_device"]),
-            memory=Memory._from(d["memory"]),
-            feasible=d["feasible"],
-            reason=d.get("reason"),
-            iteration_seconds=d.get("iteration_seconds"),
-            overlap=dict(d.get("overlap", {})),
-            precision=d.get("precision", "bf16"),
+            rank=n.rank,
+            dp=n.dp,
+            tp=n.tp,
+            pp=n.pp,
+            microbatches=n.microbatches,
+            schedule=n.schedule,
+            chunks=n.chunks,
+            sequence_parallel=n.sequence_parallel,
+            recompute=n.recompute,
+            zero=n.zero,
+            ep=n.ep,
+            cp=n.cp,
+            relative_cost=n.relative_cost,
+            relative=RelativeCost._from_native(n.relative),
+            memory_per_device=n.memory_per_device,
+            memory=Memory._from_native(n.memory),
+            feasible=n.feasible,
+            reason=n.reason,
+            iteration_seconds=n.iteration_seconds,
+            overlap=dict(n.overlap),
+            precision=n.precision,
+            micro_batch_size=n.micro_batch_size,
+            strategy=n.strategy,
+            layout=n.layout,
+            stack=n.stack,
+            tie=n.tie,
         )
 
     def knobs(self) -> Dict[str, Any]:
@@ -604,22 +617,29 @@ class Ranking:
     search_seconds: float
     raw: Dict[str, Any] = field(repr=False)
 
+    #: The library's warnings and notes on this ranking (also given as
+    #: :class:`SymshardWarning`), as the command line prints them to stderr.
+    warnings: List[str] = field(default_factory=list)
+    #: Strategies rejected before pricing, by kind: how many, and one reason.
+    rejected_by_kind: Dict[str, Tuple[int, str]] = field(default_factory=dict)
+
     @staticmethod
-    def _from(d: Dict[str, Any]) -> "Ranking":
-        br = d.get("balance_range")
+    def _from_native(n: Any) -> "Ranking":
         return Ranking(
-            model=d["model"],
-            devices=d["devices"],
-            gpus_per_node=d["gpus_per_node"],
-            calibration=d["calibration"],
-            rows=[RankRow._from(r) for r in d["strategies"]],
-            evaluated=d["evaluated"],
-            feasible=d["feasible"],
-            rejected=dict(d.get("rejected", {})),
-            simulated=d.get("simulated", 0),
-            balance_range=None if br is None else (_exact(br[0]), _opt(br[1], _exact)),
-            search_seconds=d["search_seconds"],
-            raw=d,
+            model=n.model,
+            devices=n.devices,
+            gpus_per_node=n.gpus_per_node,
+            calibration=n.calibration,
+            rows=[RankRow._from_native(r) for r in n.rows],
+            evaluated=n.evaluated,
+            feasible=n.feasible,
+            rejected=dict(n.rejected),
+            simulated=n.simulated,
+            balance_range=n.balance_range,
+            search_seconds=n.search_seconds,
+            raw=n.raw,
+            warnings=list(n.warnings),
+            rejected_by_kind={k: (int(c), str(e)) for k, (c, e) in n.rejected_by_kind.items()},
         )
 
     def to_pandas(self) -> "pandas.DataFrame":
@@ -925,6 +945,16 @@ def _typed(f: Callable[..., _T], *args: Any, source: Optional[str] = None, **kwa
         raise SymshardError(str(message), int(code), source) from None
 
 
+def _direct(f: Callable[..., _T], *args: Any, source: Optional[str] = None, **kwargs: Any) -> _T:
+    """A call of the library's typed interface that returns its warnings as data (nothing is
+    read from stderr), its errors as :class:`SymshardError`."""
+    try:
+        return f(*args, **kwargs)
+    except _native.NativeError as e:
+        message, code = e.args[0] if len(e.args) == 1 else e.args
+        raise SymshardError(str(message), int(code), source) from None
+
+
 def _native_model(
     model: ModelArg,
     symbols: Optional[Mapping[str, Any]],
@@ -960,7 +990,7 @@ def _native_model(
         (k, v if isinstance(v, (int, Fraction)) and not isinstance(v, bool) else str(v))
         for k, v in (symbols or {}).items()
     ]
-    native = _typed(
+    native = _direct(
         _native.Model,
         source,
         kind=kind,
@@ -1127,10 +1157,12 @@ def _knob_value(v: Any) -> str:
     return str(v)
 
 
-def _search_flags(fix: Any, max: Any, options: Mapping[str, Any]) -> List[str]:
-    """The search constraints of `rank` and `report` as flags: keyword knobs (``tp=8``) join
-    ``fix`` as ``--fix``, ``sp=False`` is ``--no-sp``, ``max_tp=8`` joins ``max`` as ``--max``,
-    the search options are their flags; any other keyword is a TypeError naming it."""
+def _search_options(
+    fix: Any, max: Any, options: Mapping[str, Any]
+) -> Tuple[List[str], List[str], Dict[str, Any]]:
+    """The search constraints of `rank` and `report`: the ``--fix`` items (keyword knobs such as
+    ``tp=8`` join ``fix``), the ``--max`` items (``max_tp=8`` joins ``max``) and the search's
+    other options (``sp=False`` is ``no_sp``); any other keyword is a TypeError naming it."""
     fixed = _items("fix", fix)
     capped = _items("max", max)
     rest: Dict[str, Any] = {}
@@ -1150,6 +1182,12 @@ def _search_flags(fix: Any, max: Any, options: Mapping[str, Any]) -> List[str]:
         else:
             known = sorted([*_FIX_KNOBS, *(f"max_{n}" for n in _MAX_KNOBS), *_SEARCH_OPTIONS])
             raise TypeError(f"unknown keyword argument {k!r} (known: fix, max, {', '.join(known)})")
+    return fixed, capped, rest
+
+
+def _search_flags(fix: Any, max: Any, options: Mapping[str, Any]) -> List[str]:
+    """The search constraints of `rank` and `report` (:func:`_search_options`) as flags."""
+    fixed, capped, rest = _search_options(fix, max, options)
     out = []
     if fixed:
         out += ["--fix", ",".join(fixed)]
@@ -1200,11 +1238,28 @@ def rank(
     Any other keyword raises TypeError naming it; a bad value is the library's SymshardError."""
     _whole("devices", devices)
     _whole("top", top)
-    with _ModelFile(model) as mf:
-        args = ["rank", mf.arg(), "--devices", str(devices), "--top", str(top)]
-        args += _model_flags(symbols, attention, rules, loss, train_metrics, dropout)
-        args += _flags({"calib": calib}) + _search_flags(fix, max, knobs)
-        return Ranking._from(_one(args, mf))
+    fixed, capped, options = _search_options(fix, max, knobs)
+    m, text = _native_model(model, symbols, attention, rules, loss, train_metrics, dropout)
+    # `exact` changes only the command line's tables.
+    options.pop("exact", None)
+    shape = {k: options.pop(k) for k in ("gpus_per_node", "memory") if k in options}
+    machine = None
+    if calib is not None or any(v is not None for v in shape.values()):
+        machine = _direct(_native.Machine, calib, **{k: v for k, v in shape.items() if v is not None})
+    n = _direct(
+        _native.rank,
+        m,
+        devices,
+        machine=machine,
+        by_seconds=calib is not None,
+        top=top,
+        fix=",".join(fixed) or None,
+        max=",".join(capped) or None,
+        source=text,
+        **{k: v for k, v in options.items() if v is not None and v is not False},
+    )
+    _relay("\n".join(n.warnings))
+    return Ranking._from_native(n)
 
 
 def timeline(
