@@ -287,3 +287,37 @@ fn comparison_errors_name_the_side() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(stderr.trim_end(), format!("error: {got}"));
 }
+
+#[test]
+fn cost_and_timeline_return_their_warnings() {
+    use symshard::{timeline, TimelineInput, TimelineRequest};
+    let t = timeline(&TimelineRequest {
+        input: TimelineInput::Model {
+            model: Model::named("llama2-7b"),
+            strategy: Strategy {
+                dp: Some(8),
+                ..Strategy::default()
+            },
+        },
+        machine: Machine::named("a100-80gb").unwrap(),
+        svg: false,
+    })
+    .unwrap();
+    assert_eq!(t.warnings.len(), 1, "{:?}", t.warnings);
+    assert!(t.warnings[0].starts_with("warning: ") && t.warnings[0].contains("does not fit"));
+    let c = cost(&CostRequest {
+        strategy: Some(Strategy {
+            tp: Some(8),
+            dp: Some(2),
+            recompute: Some(symshard::strategy::Recompute::Selective),
+            ..Strategy::default()
+        }),
+        ..CostRequest::new(Model::named("llama2-7b"))
+    })
+    .unwrap();
+    assert!(
+        c.warnings.iter().any(|w| w.starts_with("note: selective")),
+        "{:?}",
+        c.warnings
+    );
+}

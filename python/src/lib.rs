@@ -1,8 +1,8 @@
-//! The native half of the `symshard` Python package. `cost`, `timeline` and `rank` call the
-//! library's typed functions and return objects with attributes: exact numbers as Python `int`
-//! (or `fractions.Fraction` where the library's value is a ratio), seconds as `float`, warnings
-//! as data. Other commands still run a command line in this process (`run_json`) and return its
-//! JSON text. No number is computed here.
+//! The native half of the `symshard` Python package. `cost`, `timeline`, `rank` and `compare`
+//! call the library's typed functions and return objects with attributes: exact numbers as
+//! Python `int` (or `fractions.Fraction` where the library's value is a ratio), seconds as
+//! `float`, warnings as data. Other commands still run a command line in this process
+//! (`run_json`) and return its JSON text. No number is computed here.
 
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
@@ -420,6 +420,7 @@ struct Cost {
     activations: Py<PyAny>,
     per_op: Option<Vec<Py<PyAny>>>,
     per_device: Option<Py<DeviceCost>>,
+    warnings: Vec<String>,
     raw: Py<PyAny>,
 }
 
@@ -545,6 +546,7 @@ impl Cost {
                 Some(d) => Some(DeviceCost::of(py, d)?),
                 None => None,
             },
+            warnings: c.warnings.clone(),
             raw: json_of(py, c)?,
         })
     }
@@ -594,6 +596,7 @@ struct Timeline {
     representative: String,
     devices: Py<PyAny>,
     svg: Option<String>,
+    warnings: Vec<String>,
     raw: Py<PyAny>,
 }
 
@@ -639,6 +642,7 @@ fn timeline(
         representative: s.representative.clone(),
         devices: json_of(py, &s.devices)?,
         svg: t.svg.clone(),
+        warnings: t.warnings.clone(),
         raw: json_of(py, s)?,
     })
 }
@@ -918,6 +922,102 @@ fn rank(
     Ranking::of(py, &r)
 }
 
+/// One row of a comparison: A's value, B's and B − A, exact, with formulas where they exist.
+#[pyclass(frozen, get_all, module = "symshard._native")]
+struct Component {
+    group: String,
+    name: String,
+    a: Py<PyAny>,
+    b: Py<PyAny>,
+    difference: Py<PyAny>,
+    formula_a: Option<String>,
+    formula_b: Option<String>,
+    formula_difference: Option<String>,
+}
+
+/// Two strategies side by side; `raw` is `symshard compare --format json`'s document.
+#[pyclass(frozen, get_all, module = "symshard._native")]
+struct Comparison {
+    model: String,
+    a: String,
+    b: String,
+    components: Vec<Py<Component>>,
+    cheaper: String,
+    wins_on: Vec<(String, Py<PyAny>)>,
+    loses_on: Vec<(String, Py<PyAny>)>,
+    warnings: Vec<String>,
+    raw: Py<PyAny>,
+}
+
+fn parts(py: Python<'_>, v: &[symshard::Part]) -> PyResult<Vec<(String, Py<PyAny>)>> {
+    v.iter()
+        .map(|p| Ok((p.part.clone(), exact(py, &p.amount)?)))
+        .collect()
+}
+
+impl Comparison {
+    fn of(py: Python<'_>, c: &symshard::Comparison, warnings: Vec<String>) -> PyResult<Self> {
+        let components = c
+            .components
+            .iter()
+            .map(|x| {
+                let component = Component {
+                    group: x.group.to_string(),
+                    name: x.name.clone(),
+                    a: exact(py, &x.a)?,
+                    b: exact(py, &x.b)?,
+                    difference: exact(py, &x.difference)?,
+                    formula_a: x.formula_a.as_ref().map(ToString::to_string),
+                    formula_b: x.formula_b.as_ref().map(ToString::to_string),
+                    formula_difference: x.formula_difference.as_ref().map(ToString::to_string),
+                };
+                Py::new(py, component)
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(Comparison {
+            model: c.model.clone(),
+            a: c.a.strategy.clone(),
+            b: c.b.strategy.clone(),
+            components,
+            cheaper: c.cheaper.clone(),
+            wins_on: parts(py, &c.wins_on)?,
+            loses_on: parts(py, &c.loses_on)?,
+            warnings,
+            raw: json_of(py, c)?,
+        })
+    }
+}
+
+/// Strategies `a` and `b` (each a strategy file or a knob string, named in errors as the
+/// command line names them) of `model` side by side on `machine` (default: the reference
+/// machine); with `seconds` each step simulated, with `plateau` every kernel priced at the
+/// matmul plateau.
+#[pyfunction]
+#[pyo3(signature = (model, a, b, *, machine = None, seconds = false, plateau = false))]
+fn compare(
+    py: Python<'_>,
+    model: &Model,
+    a: String,
+    b: String,
+    machine: Option<&Machine>,
+    seconds: bool,
+    plateau: bool,
+) -> PyResult<Comparison> {
+    let a = symshard::CompareSide::parse(&a, "strategy A").map_err(native_error)?;
+    let b = symshard::CompareSide::parse(&b, "strategy B").map_err(native_error)?;
+    let req = symshard::CompareRequest {
+        model: model.0.clone(),
+        a,
+        b,
+        machine: machine.map(|m| m.0.clone()),
+        seconds,
+        plateau,
+    };
+    let (c, warnings) = py.detach(|| symshard::diag::capture_notes(|| symshard::compare(&req)));
+    let c = c.map_err(native_error)?;
+    Comparison::of(py, &c, warnings)
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("NativeError", m.py().get_type::<NativeError>())?;
@@ -926,6 +1026,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cost, m)?)?;
     m.add_function(wrap_pyfunction!(timeline, m)?)?;
     m.add_function(wrap_pyfunction!(rank, m)?)?;
+    m.add_function(wrap_pyfunction!(compare, m)?)?;
     m.add_class::<Model>()?;
     m.add_class::<Strategy>()?;
     m.add_class::<Machine>()?;
@@ -938,5 +1039,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RelativeCost>()?;
     m.add_class::<RankRow>()?;
     m.add_class::<Ranking>()?;
+    m.add_class::<Component>()?;
+    m.add_class::<Comparison>()?;
     Ok(())
 }

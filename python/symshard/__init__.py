@@ -130,10 +130,12 @@ def _opt(v: Any, f: Any) -> Any:
     return None if v is None else f(v)
 
 
-# The library prints its warnings and notes to the process's stderr (file descriptor 2), which a
-# notebook never shows. Each call redirects descriptor 2 to a temporary file for its duration and
-# re-emits what was written there: warnings and notes with `warnings.warn`, anything else on
-# `sys.stderr`. Descriptor 2 is one per process, so calls are serialised.
+# The typed calls (`cost`, `timeline`, `rank`, `compare`) return the library's warnings and notes
+# as data, re-emitted with `warnings.warn` (`_typed`). The commands still run as a command line
+# (`models`, `explain`, `report`) print theirs to the process's stderr (file descriptor 2), which
+# a notebook never shows: each such call redirects descriptor 2 to a temporary file for its
+# duration and re-emits what was written there the same way, anything else on `sys.stderr`.
+# Descriptor 2 is one per process, so these calls are serialised.
 _STDERR_LOCK = threading.Lock()
 
 
@@ -850,16 +852,16 @@ class Component:
     formula_difference: Optional[Formula]
 
     @staticmethod
-    def _from(d: Mapping[str, Any]) -> "Component":
+    def _from_native(n: Any) -> "Component":
         return Component(
-            group=d["group"],
-            name=d["name"],
-            a=_exact(d["a"]),
-            b=_exact(d["b"]),
-            difference=_exact(d["difference"]),
-            formula_a=_opt(d.get("formula_a"), Formula),
-            formula_b=_opt(d.get("formula_b"), Formula),
-            formula_difference=_opt(d.get("formula_difference"), Formula),
+            group=n.group,
+            name=n.name,
+            a=n.a,
+            b=n.b,
+            difference=n.difference,
+            formula_a=_opt(n.formula_a, Formula),
+            formula_b=_opt(n.formula_b, Formula),
+            formula_difference=_opt(n.formula_difference, Formula),
         )
 
 
@@ -876,17 +878,21 @@ class Comparison:
     loses_on: Dict[str, Number]
     raw: Dict[str, Any] = field(repr=False)
 
+    #: The library's warnings and notes (also given as :class:`SymshardWarning`).
+    warnings: List[str] = field(default_factory=list)
+
     @staticmethod
-    def _from(d: Dict[str, Any]) -> "Comparison":
+    def _from_native(n: Any) -> "Comparison":
         return Comparison(
-            model=d["model"],
-            a=d["a"]["strategy"],
-            b=d["b"]["strategy"],
-            components=[Component._from(c) for c in d["components"]],
-            cheaper=d["cheaper"],
-            wins_on={p["part"]: _exact(p["amount"]) for p in d["wins_on"]},
-            loses_on={p["part"]: _exact(p["amount"]) for p in d["loses_on"]},
-            raw=d,
+            model=n.model,
+            a=n.a,
+            b=n.b,
+            components=[Component._from_native(c) for c in n.components],
+            cheaper=n.cheaper,
+            wins_on=dict(n.wins_on),
+            loses_on=dict(n.loses_on),
+            raw=n.raw,
+            warnings=list(n.warnings),
         )
 
     def component(self, group: str, name: str) -> Component:
@@ -937,12 +943,13 @@ _KNOB_ALIASES = {"mbs": "micro_batch_size", "sp": "sequence_parallel"}
 
 def _typed(f: Callable[..., _T], *args: Any, source: Optional[str] = None, **kwargs: Any) -> _T:
     """A call of the library's typed interface, its errors as :class:`SymshardError` (``source``:
-    the text a config's ``line:column`` point into)."""
-    try:
-        return _relayed(f, *args, **kwargs)
-    except _native.NativeError as e:
-        message, code = e.args[0] if len(e.args) == 1 else e.args
-        raise SymshardError(str(message), int(code), source) from None
+    the text a config's ``line:column`` point into) and the warnings its result carries as
+    :class:`SymshardWarning`."""
+    out = _direct(f, *args, source=source, **kwargs)
+    notes = getattr(out, "warnings", None)
+    if isinstance(notes, list) and notes:
+        _relay("\n".join(notes))
+    return out
 
 
 def _direct(f: Callable[..., _T], *args: Any, source: Optional[str] = None, **kwargs: Any) -> _T:
@@ -1246,7 +1253,7 @@ def rank(
     machine = None
     if calib is not None or any(v is not None for v in shape.values()):
         machine = _direct(_native.Machine, calib, **{k: v for k, v in shape.items() if v is not None})
-    n = _direct(
+    n = _typed(
         _native.rank,
         m,
         devices,
@@ -1258,7 +1265,6 @@ def rank(
         source=text,
         **{k: v for k, v in options.items() if v is not None and v is not False},
     )
-    _relay("\n".join(n.warnings))
     return Ranking._from_native(n)
 
 
@@ -1338,7 +1344,8 @@ def compare(
 ) -> Comparison:
     """Two strategies side by side, component by component (``symshard compare``). ``a`` and
     ``b`` are each a knob string (``"tp=8,pp=4,mbs=1,sp"``), a strategy file, or a
-    :class:`RankRow`; other keyword arguments are the command line's options."""
+    :class:`RankRow`; other keyword arguments are the machine's ``gpus_per_node``, ``memory``,
+    ``stack`` and ``what_if`` and ``plateau`` (every kernel priced at the matmul plateau)."""
 
     def side(s: Any) -> str:
         if isinstance(s, RankRow):
@@ -1354,7 +1361,20 @@ def compare(
             f"a strategy to compare is a knob string, a strategy file or a RankRow, not {type(s).__name__}"
         )
 
-    with _ModelFile(model) as mf:
-        args = ["compare", mf.arg(), side(a), side(b)] + _model_flags(symbols, attention, rules, loss, train_metrics, dropout)
-        args += _flags({"calib": calib, **options})
-        return Comparison._from(_one(args, mf))
+    sa, sb = side(a), side(b)
+    plateau = bool(options.pop("plateau", False))
+    options.pop("exact", None)  # it changes only the command line's tables
+    shape: Dict[str, Any] = {}
+    for k, v in options.items():
+        if k not in _MACHINE_OPTIONS:
+            known = ", ".join(sorted([*_MACHINE_OPTIONS, "plateau", "exact"]))
+            raise TypeError(f"unknown keyword argument {k!r} (known: calib, {known})")
+        if v is not None:
+            shape[k] = v
+    m, text = _native_model(model, symbols, attention, rules, loss, train_metrics, dropout)
+    machine = None
+    if calib is not None or shape:
+        machine = _direct(_native.Machine, calib, **shape)
+    seconds = calib is not None or shape.get("stack") is not None
+    n = _typed(_native.compare, m, sa, sb, machine=machine, seconds=seconds, plateau=plateau, source=text)
+    return Comparison._from_native(n)

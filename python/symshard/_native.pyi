@@ -19,9 +19,12 @@ __all__ = [
     "RelativeCost",
     "RankRow",
     "Ranking",
+    "Component",
+    "Comparison",
     "cost",
     "timeline",
     "rank",
+    "compare",
 ]
 
 _Exact = Union[int, Fraction]
@@ -203,6 +206,8 @@ class Cost:
     @property
     def per_device(self) -> Optional[DeviceCost]: ...
     @property
+    def warnings(self) -> List[str]: ...
+    @property
     def raw(self) -> Dict[str, Any]: ...
 
 @final
@@ -246,6 +251,8 @@ class Timeline:
     def devices(self) -> List[Dict[str, Any]]: ...
     @property
     def svg(self) -> Optional[str]: ...
+    @property
+    def warnings(self) -> List[str]: ...
     @property
     def raw(self) -> Dict[str, Any]: ...
 
@@ -409,3 +416,59 @@ def rank(
     why: bool = ...,
 ) -> Ranking:
     """The strategies of ``model`` on ``devices`` devices, ranked."""
+
+@final
+class Component:
+    """One row of a comparison: A's value, B's and B − A, exact, with formulas where they
+    exist."""
+
+    @property
+    def group(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def a(self) -> _Exact: ...
+    @property
+    def b(self) -> _Exact: ...
+    @property
+    def difference(self) -> _Exact: ...
+    @property
+    def formula_a(self) -> Optional[str]: ...
+    @property
+    def formula_b(self) -> Optional[str]: ...
+    @property
+    def formula_difference(self) -> Optional[str]: ...
+
+@final
+class Comparison:
+    """Two strategies side by side; ``raw`` is ``symshard compare --format json``'s document."""
+
+    @property
+    def model(self) -> str: ...
+    @property
+    def a(self) -> str: ...
+    @property
+    def b(self) -> str: ...
+    @property
+    def components(self) -> List[Component]: ...
+    @property
+    def cheaper(self) -> str: ...
+    @property
+    def wins_on(self) -> List[Tuple[str, _Exact]]: ...
+    @property
+    def loses_on(self) -> List[Tuple[str, _Exact]]: ...
+    @property
+    def warnings(self) -> List[str]: ...
+    @property
+    def raw(self) -> Dict[str, Any]: ...
+
+def compare(
+    model: Model,
+    a: str,
+    b: str,
+    *,
+    machine: Optional[Machine] = ...,
+    seconds: bool = ...,
+    plateau: bool = ...,
+) -> Comparison:
+    """Strategies ``a`` and ``b`` (strategy files or knob strings) side by side."""

@@ -79,3 +79,31 @@ def test_bad_options_are_the_command_lines_errors(cli, no_argv):
         assert e.value.exit_code == 2
     with pytest.raises(symshard.SymshardError, match="unknown layouts `sideways`"):
         symshard.rank("gpt3-1.3b", devices=8, layouts="sideways")
+
+
+def test_compare_is_typed_and_matches_the_command_line(cli, no_argv):
+    a, b = "dp=64,mbs=1,zero=1", "dp=8,tp=8,mbs=1,sp,zero=1"
+    c = symshard.compare("llama3-8b", a, b, calib="h100-sxm")
+    want = cli.json("compare", "llama3-8b", a, b, "--calib", "h100-sxm")
+    assert c.raw == want
+    total = c.component("relative cost", "total")
+    assert type(total.a) in (int, Fraction) and total.difference == total.b - total.a
+    assert list(c.wins_on) == [p["part"] for p in want["wins_on"]]
+    with pytest.raises(TypeError, match="'sideways'"):
+        symshard.compare("llama3-8b", a, b, sideways=1)
+    msg, code = cli.error("compare", "gpt3-1.3b", "tp=7,dp=8", "tp=4,dp=4")
+    with pytest.raises(symshard.SymshardError) as e:
+        symshard.compare("gpt3-1.3b", "tp=7,dp=8", "tp=4,dp=4")
+    assert (e.value.message, e.value.exit_code) == (msg, code)
+
+
+def test_cost_and_timeline_warnings_are_data(no_argv):
+    with pytest.warns(symshard.SymshardWarning, match="does not fit in memory"):
+        t = symshard.timeline("llama2-7b", {"dp": 8}, calib="a100-80gb")
+    assert t.fits is False
+    n = _native.timeline(
+        _native.Model("llama2-7b"), _native.Strategy(dp=8), _native.Machine("a100-80gb")
+    )
+    assert len(n.warnings) == 1 and n.warnings[0].startswith("warning: ")
+    with pytest.warns(symshard.SymshardWarning, match="selective recomputation recomputes nothing"):
+        symshard.cost("llama2-7b", strategy={"tp": 8, "dp": 2, "recompute": "selective"})
