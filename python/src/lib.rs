@@ -841,6 +841,109 @@ fn one_of<T: Copy>(what: &str, value: &str, names: &[(&str, T)]) -> PyResult<T> 
         })
 }
 
+/// The search's options that `rank` and `report` share.
+struct Search<'a> {
+    machine: Option<&'a Machine>,
+    by_seconds: Option<bool>,
+    fix: Option<String>,
+    max: Option<String>,
+    no_sp: bool,
+    headroom: Option<String>,
+    max_microbatches: Option<u64>,
+    max_chunks: Option<u64>,
+    layouts: Option<String>,
+}
+
+impl Search<'_> {
+    /// The options for `devices` devices (checked when built).
+    fn builder(&self, devices: u64) -> PyResult<symshard::RankOptionsBuilder> {
+        use symshard::Layouts;
+        let mut b = symshard::RankOptions::builder(devices);
+        if let Some(m) = self.machine {
+            b = b.machine(m.0.clone());
+        }
+        if let Some(s) = self.by_seconds {
+            b = b.by_seconds(s);
+        }
+        if let Some(f) = &self.fix {
+            b = b.fix_text(f);
+        }
+        if self.no_sp {
+            b = b.sequence_parallel(false);
+        }
+        if let Some(m) = &self.max {
+            b = b.max_text(m);
+        }
+        if let Some(h) = &self.headroom {
+            b = b.headroom(symshard::Headroom::parse(h).map_err(native_error)?);
+        }
+        if let Some(n) = self.max_microbatches {
+            b = b.max_microbatches(n);
+        }
+        if let Some(n) = self.max_chunks {
+            b = b.max_chunks(n);
+        }
+        if let Some(l) = &self.layouts {
+            let named = [
+                ("annotated", Layouts::Annotated),
+                ("auto", Layouts::Auto),
+                ("both", Layouts::Both),
+            ];
+            b = b.layouts(one_of("layouts", l, &named)?);
+        }
+        Ok(b)
+    }
+}
+
+/// Writes `symshard report`'s HTML file of `model` (named `name` in errors) ranked on `devices`
+/// devices to `output`, its header naming `command`; returns the bytes written.
+#[pyfunction]
+#[pyo3(signature = (model, name, devices, output, command, *, machine = None, by_seconds = None, top = 20, fix = None, max = None, no_sp = false, headroom = None, max_microbatches = None, max_chunks = None, layouts = None))]
+#[allow(clippy::too_many_arguments)]
+fn report(
+    py: Python<'_>,
+    model: &Model,
+    name: String,
+    devices: u64,
+    output: std::path::PathBuf,
+    command: String,
+    machine: Option<&Machine>,
+    by_seconds: Option<bool>,
+    top: usize,
+    fix: Option<String>,
+    max: Option<String>,
+    no_sp: bool,
+    headroom: Option<String>,
+    max_microbatches: Option<u64>,
+    max_chunks: Option<u64>,
+    layouts: Option<String>,
+) -> PyResult<(usize, Vec<String>)> {
+    let search = Search {
+        machine,
+        by_seconds,
+        fix,
+        max,
+        no_sp,
+        headroom,
+        max_microbatches,
+        max_chunks,
+        layouts,
+    };
+    let opts = search
+        .builder(devices)?
+        .top(top)
+        .pareto(true)
+        .build()
+        .map_err(native_error)?;
+    let m = model.0.clone();
+    let (out, warnings) = py.detach(|| {
+        symshard::diag::capture_notes(|| {
+            symshard::cli::write_report(&m, &name, &opts, &command, &output)
+        })
+    });
+    Ok((out.map_err(native_error)?, warnings))
+}
+
 /// Ranks the strategies of `model` on `devices` devices of `machine` (default: the reference
 /// machine, by relative cost; a machine given ranks by simulated seconds unless `by_seconds`
 /// says otherwise). `fix` and `max` are `rank --fix`/`--max` items; `emit` and `why` are the
@@ -867,42 +970,18 @@ fn rank(
     why: bool,
 ) -> PyResult<Ranking> {
     use symshard::cli::rank::Emit;
-    use symshard::Layouts;
-    let mut b = symshard::RankOptions::builder(devices)
-        .top(top)
-        .pareto(pareto);
-    if let Some(m) = machine {
-        b = b.machine(m.0.clone());
-    }
-    if let Some(s) = by_seconds {
-        b = b.by_seconds(s);
-    }
-    if let Some(f) = &fix {
-        b = b.fix_text(f);
-    }
-    if no_sp {
-        b = b.sequence_parallel(false);
-    }
-    if let Some(m) = &max {
-        b = b.max_text(m);
-    }
-    if let Some(h) = &headroom {
-        b = b.headroom(symshard::Headroom::parse(h).map_err(native_error)?);
-    }
-    if let Some(n) = max_microbatches {
-        b = b.max_microbatches(n);
-    }
-    if let Some(n) = max_chunks {
-        b = b.max_chunks(n);
-    }
-    if let Some(l) = &layouts {
-        let named = [
-            ("annotated", Layouts::Annotated),
-            ("auto", Layouts::Auto),
-            ("both", Layouts::Both),
-        ];
-        b = b.layouts(one_of("layouts", l, &named)?);
-    }
+    let search = Search {
+        machine,
+        by_seconds,
+        fix,
+        max,
+        no_sp,
+        headroom,
+        max_microbatches,
+        max_chunks,
+        layouts,
+    };
+    let b = search.builder(devices)?.top(top).pareto(pareto);
     let emit = match &emit {
         Some(e) => {
             let named = [
@@ -1027,6 +1106,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(timeline, m)?)?;
     m.add_function(wrap_pyfunction!(rank, m)?)?;
     m.add_function(wrap_pyfunction!(compare, m)?)?;
+    m.add_function(wrap_pyfunction!(report, m)?)?;
     m.add_class::<Model>()?;
     m.add_class::<Strategy>()?;
     m.add_class::<Machine>()?;

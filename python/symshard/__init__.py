@@ -200,96 +200,23 @@ def _relay(text: str) -> None:
             print(message, file=sys.stderr)
 
 
-def _call(args: List[str], model: Optional["_ModelFile"] = None) -> List[Any]:
+def _call(args: List[str]) -> List[Any]:
     try:
         docs = _native_call(args)
     except _native.NativeError as e:
         message, code = e.args[0] if len(e.args) == 1 else e.args
-        message = str(message)
-        source = None
-        if model is not None and model.path is not None:
-            message = message.replace(model.path, model.label)
-            source = model.text
-        raise SymshardError(message, int(code), source) from None
+        raise SymshardError(str(message), int(code)) from None
     return [json.loads(d) for d in docs]
 
 
-def _one(args: List[str], model: Optional["_ModelFile"] = None) -> Any:
-    docs = _call(args, model)
+def _one(args: List[str]) -> Any:
+    docs = _call(args)
     if len(docs) != 1:
         raise SymshardError(f"`symshard {' '.join(args)}` printed {len(docs)} JSON documents", 1)
     return docs[0]
 
 
-def _flags(options: Mapping[str, Any]) -> List[str]:
-    """Keyword arguments as command-line flags: ``gpus_per_node=8`` → ``--gpus-per-node 8``,
-    ``sequence_parallel=True`` → ``--sequence-parallel``; ``None`` and ``False`` are left out."""
-    out: List[str] = []
-    for k, v in options.items():
-        if v is None or v is False:
-            continue
-        flag = "--" + k.replace("_", "-")
-        if v is True:
-            out.append(flag)
-        elif isinstance(v, (list, tuple)):
-            for item in v:
-                out += [flag, str(item)]
-        else:
-            out += [flag, str(v)]
-    return out
-
-
-def _sets(symbols: Optional[Mapping[str, Any]]) -> List[str]:
-    out: List[str] = []
-    for k, v in (symbols or {}).items():
-        out += ["--set", f"{k}={v}"]
-    return out
-
-
 ModelArg = Union[str, "os.PathLike[str]", Mapping[str, Any], Any]
-
-
-class _ModelFile:
-    """A model argument as the command line takes it: a shipped or user model's name, a path, or
-    a Hugging Face config (a dict, or an object with ``to_dict()`` such as a ``transformers``
-    config) written to a temporary ``config.json`` as ``json.dumps(config, indent=2)``. Errors
-    name such a config ``<config dict>`` or ``<ClassName>`` instead of the temporary file."""
-
-    def __init__(self, model: ModelArg) -> None:
-        self.model = model
-        self.tmp: Optional[tempfile.TemporaryDirectory[str]] = None
-        self.path: Optional[str] = None
-        self.label = ""
-        self.text: Optional[str] = None
-
-    def __enter__(self) -> "_ModelFile":
-        return self
-
-    def arg(self) -> str:
-        m = self.model
-        if isinstance(m, str):
-            return m
-        if isinstance(m, os.PathLike):
-            return os.fspath(m)
-        label = "<config dict>"
-        if not isinstance(m, Mapping) and hasattr(m, "to_dict") and callable(m.to_dict):
-            label = f"<{type(m).__name__}>"
-            m = m.to_dict()
-        if isinstance(m, Mapping):
-            self.tmp = tempfile.TemporaryDirectory(prefix="symshard-")
-            path = Path(self.tmp.name) / "config.json"
-            self.text = json.dumps(dict(m), indent=2, default=str)
-            path.write_text(self.text)
-            self.path, self.label = str(path), label
-            return self.path
-        raise TypeError(
-            "model must be a name, a path, a Hugging Face config dict or an object with to_dict(), "
-            f"not {type(m).__name__}"
-        )
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.tmp is not None:
-            self.tmp.cleanup()
 
 
 def _pandas() -> Any:
@@ -912,25 +839,6 @@ def models() -> List[ModelInfo]:
     return [ModelInfo._from(d) for d in _one(["models"]) if "name" in d]
 
 
-def _model_flags(
-    symbols: Optional[Mapping[str, Any]],
-    attention: Optional[str],
-    rules: Any,
-    loss: Optional[str] = None,
-    train_metrics: Optional[int] = None,
-    dropout: Optional[bool] = None,
-) -> List[str]:
-    return _sets(symbols) + _flags(
-        {
-            "attention": attention,
-            "loss": loss,
-            "train_metrics": train_metrics,
-            "dropout": None if dropout is None else ("on" if dropout else "off"),
-            "rules": _opt(rules, os.fspath),
-        }
-    )
-
-
 # The strategy flags of `cost`, `timeline` and `analyze`, and the short names `rank --fix` and
 # knob strings use for two of them.
 _STRATEGY_KNOBS = (
@@ -1192,17 +1100,6 @@ def _search_options(
     return fixed, capped, rest
 
 
-def _search_flags(fix: Any, max: Any, options: Mapping[str, Any]) -> List[str]:
-    """The search constraints of `rank` and `report` (:func:`_search_options`) as flags."""
-    fixed, capped, rest = _search_options(fix, max, options)
-    out = []
-    if fixed:
-        out += ["--fix", ",".join(fixed)]
-    if capped:
-        out += ["--max", ",".join(capped)]
-    return out + _flags(rest)
-
-
 def _whole(name: str, v: Any) -> None:
     """A count argument must be an int (a bool is not one, though Python says it is)."""
     if isinstance(v, bool) or not isinstance(v, int):
@@ -1319,13 +1216,83 @@ def report(
     path. The search constraints are :func:`rank`'s (``tp=8``, ``sp=False``, ``max_pp=16``,
     ``fix="tp=8"``, ``max={"pp": 16}``, ``memory="75GB"``, ``headroom="10%"``,
     ``gpus_per_node=8``, …)."""
+    _whole("devices", devices)
+    _whole("top", top)
     out = Path(output)
-    with _ModelFile(model) as mf:
-        args = ["report", mf.arg(), "--devices", str(devices), "--top", str(top), "-o", str(out)]
-        args += _model_flags(symbols, attention, rules, loss, train_metrics, dropout)
-        args += _flags({"calib": calib}) + _search_flags(fix, max, knobs)
-        _call(args, mf)
+    fixed, capped, options = _search_options(fix, max, knobs)
+    options.pop("exact", None)  # it changes only the command line's tables
+    for k in ("pareto", "emit", "why"):
+        if options.pop(k, None) not in (None, False):
+            raise TypeError(f"report takes no {k!r} (the report always draws the Pareto frontier)")
+    m, text = _native_model(model, symbols, attention, rules, loss, train_metrics, dropout)
+    if isinstance(model, (str, os.PathLike)):
+        name = os.fspath(model)
+    elif not isinstance(model, Mapping) and callable(getattr(model, "to_dict", None)):
+        name = f"<{type(model).__name__}>"
+    else:
+        name = "<config dict>"
+    shape: Dict[str, Any] = {}
+    for k in ("gpus_per_node", "memory"):
+        v = options.pop(k, None)
+        if v is not None:
+            shape[k] = v
+    machine = _direct(_native.Machine, calib, **shape) if calib is not None or shape else None
+    options = {k: v for k, v in options.items() if v is not None and v is not False}
+    command = _report_command(name, devices, calib, shape, fixed, capped, options)
+    size, notes = _direct(
+        _native.report,
+        m,
+        name,
+        devices,
+        os.fspath(out),
+        command,
+        machine=machine,
+        by_seconds=calib is not None,
+        top=top,
+        fix=",".join(fixed) or None,
+        max=",".join(capped) or None,
+        source=text,
+        **options,
+    )
+    _relay("\n".join([*notes, f"wrote {out} ({size} bytes)"]))
     return out
+
+
+def _report_command(
+    name: str,
+    devices: int,
+    calib: Optional[str],
+    shape: Mapping[str, Any],
+    fixed: List[str],
+    capped: List[str],
+    options: Mapping[str, Any],
+) -> str:
+    """The command line a report says it shows, as ``symshard report`` states its own."""
+    words = ["symshard report", name, f"--devices {devices}"]
+    if calib is not None:
+        words.append(f"--calib {calib}")
+    flags: List[str] = []
+    for key, default in (
+        ("gpus_per_node", None),
+        ("memory", None),
+        ("headroom", None),
+        ("max_microbatches", 256),
+        ("max_chunks", 8),
+    ):
+        v = shape.get(key, options.get(key))
+        if v is not None and v != default:
+            flags += ["--" + key.replace("_", "-"), str(v)]
+    if fixed:
+        flags += ["--fix", ",".join(fixed)]
+    if capped:
+        flags += ["--max", ",".join(capped)]
+    if options.get("no_sp"):
+        flags.append("--no-sp")
+    if options.get("layouts") is not None:
+        flags += ["--layouts", str(options["layouts"])]
+    if flags:
+        words.append(" ".join(flags))
+    return " ".join(words)
 
 
 def compare(

@@ -25,6 +25,7 @@ __all__ = [
     "timeline",
     "rank",
     "compare",
+    "report",
 ]
 
 _Exact = Union[int, Fraction]
@@ -472,3 +473,23 @@ def compare(
     plateau: bool = ...,
 ) -> Comparison:
     """Strategies ``a`` and ``b`` (strategy files or knob strings) side by side."""
+
+def report(
+    model: Model,
+    name: str,
+    devices: int,
+    output: str,
+    command: str,
+    *,
+    machine: Optional[Machine] = ...,
+    by_seconds: Optional[bool] = ...,
+    top: int = ...,
+    fix: Optional[str] = ...,
+    max: Optional[str] = ...,
+    no_sp: bool = ...,
+    headroom: Optional[str] = ...,
+    max_microbatches: Optional[int] = ...,
+    max_chunks: Optional[int] = ...,
+    layouts: Optional[str] = ...,
+) -> Tuple[int, List[str]]:
+    """Write ``symshard report``'s HTML file; the bytes written and the warnings."""

@@ -107,3 +107,17 @@ def test_cost_and_timeline_warnings_are_data(no_argv):
     assert len(n.warnings) == 1 and n.warnings[0].startswith("warning: ")
     with pytest.warns(symshard.SymshardWarning, match="selective recomputation recomputes nothing"):
         symshard.cost("llama2-7b", strategy={"tp": 8, "dp": 2, "recompute": "selective"})
+
+
+def test_report_is_written_by_the_library_without_a_command_line(cli, tmp_path, no_argv):
+    steer = dict(fix="tp=2", sp=False, max_pp=2, headroom="10%", max_microbatches=64, gpus_per_node=8)
+    out = symshard.report("gpt3-1.3b", devices=16, output=tmp_path / "py.html", top=4, **steer)
+    p = cli.run(
+        "report", "gpt3-1.3b", "--devices", "16", "--top", "4", "--fix", "tp=2", "--no-sp",
+        "--max", "pp=2", "--headroom", "10%", "--max-microbatches", "64", "--gpus-per-node", "8",
+        "-o", str(tmp_path / "cli.html"),
+    )
+    assert p.returncode == 0, p.stderr
+    assert out.read_bytes() == (tmp_path / "cli.html").read_bytes()
+    with pytest.raises(TypeError, match="'why'"):
+        symshard.report("gpt3-1.3b", devices=16, output=tmp_path / "x.html", why=True)

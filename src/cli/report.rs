@@ -72,28 +72,30 @@ fn strategy_of(row: &RankedRow, ranked: &crate::api::RankDetail) -> Resolved {
     }
 }
 
-/// The ranking the report shows: `rank`'s, by relative cost on the reference machine unless
+/// The search the report ranks: `rank`'s, by relative cost on the reference machine unless
 /// `--calib` is given, with the Pareto frontier the chart draws.
-fn ranking(
-    args: &ReportArgs,
-    loaded: &crate::api::Loaded,
-    devices: u64,
-) -> Result<(crate::api::RankResult, crate::api::RankDetail), Error> {
+fn options(args: &ReportArgs, devices: u64) -> Result<crate::api::RankOptions, Error> {
     let machine = super::rank::machine_of(
         args.calib.as_deref(),
         args.with.as_deref(),
         args.stack.as_deref(),
         args.search.gpus_per_node,
     )?;
-    let opts = args
-        .search
+    args.search
         .options(devices, machine, None)
         .by_seconds(args.calib.is_some() || args.stack.is_some())
         .top(args.top)
         .pareto(true)
-        .build()?;
+        .build()
+}
+
+/// The ranking the report shows (with a progress bar).
+fn ranking(
+    loaded: &crate::api::Loaded,
+    opts: &crate::api::RankOptions,
+) -> Result<(crate::api::RankResult, crate::api::RankDetail), Error> {
     let pb = super::progress::bar(0, "ranking mesh shapes");
-    let out = crate::api::rank_loaded(loaded, &opts, &mut |done, all| {
+    let out = crate::api::rank_loaded(loaded, opts, &mut |done, all| {
         pb.set_length(all as u64);
         pb.set_position(done as u64);
     });
@@ -112,7 +114,34 @@ pub fn run(args: ReportArgs) -> Result<(), Error> {
         ));
     };
     let loaded = args.symbols.model(&name).load()?;
-    let (result, ranked) = ranking(&args, &loaded, devices)?;
+    let opts = options(&args, devices)?;
+    let command = command_line(&args, &name, devices);
+    let written = write_loaded(&loaded, &name, &opts, &command, &args.output)?;
+    eprintln!("wrote {} ({written} bytes)", args.output.display());
+    Ok(())
+}
+
+/// Writes the report of `model` ranked as `opts` ask (with the Pareto frontier the chart draws)
+/// to `output`, its header naming `command`; `name` names the model in errors and is not
+/// overwritten. Returns the bytes written.
+pub fn write_report(
+    model: &crate::api::Model,
+    name: &str,
+    opts: &crate::api::RankOptions,
+    command: &str,
+    output: &Path,
+) -> Result<usize, Error> {
+    write_loaded(&model.load()?, name, opts, command, output)
+}
+
+fn write_loaded(
+    loaded: &crate::api::Loaded,
+    name: &str,
+    opts: &crate::api::RankOptions,
+    command: &str,
+    output: &Path,
+) -> Result<usize, Error> {
+    let (result, ranked) = ranking(loaded, opts)?;
     let ranking = serde_json::to_value(&result)
         .map_err(|e| Error::Internal(format!("cannot write JSON: {e}")))?;
     let (model, values) = (&ranked.model, &ranked.values);
@@ -122,7 +151,7 @@ pub fn run(args: ReportArgs) -> Result<(), Error> {
         .ok_or_else(|| Error::Usage(format!("no strategy of {name} to report")))?;
     let st = strategy_of(top, &ranked);
     let ask = super::cost::Asked {
-        set: &args.symbols.set,
+        bound: &loaded.bound,
         symbolic: true,
         per_op: false,
     };
@@ -137,7 +166,7 @@ pub fn run(args: ReportArgs) -> Result<(), Error> {
     let (_, e) = st.evaluate(model, values, None)?;
     let top_formulas = top_formulas(model, values, &e);
     let html = crate::report::html(&ReportInput {
-        command: command_line(&args, &name, devices),
+        command: command.to_string(),
         rank: &ranking,
         cost: &cost,
         timeline: &timeline,
@@ -146,9 +175,8 @@ pub fn run(args: ReportArgs) -> Result<(), Error> {
         comm_parts: &Value::Array(comm_parts),
         top_formulas: &Value::Array(top_formulas),
     })?;
-    super::output::write_output(&args.output, html.as_bytes(), &[Path::new(&name)])?;
-    eprintln!("wrote {} ({} bytes)", args.output.display(), html.len());
-    Ok(())
+    super::output::write_output(output, html.as_bytes(), &[Path::new(name)])?;
+    Ok(html.len())
 }
 
 /// The top strategy's timeline summary (as JSON) and its Gantt chart.
