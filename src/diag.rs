@@ -419,3 +419,31 @@ mod tests {
         Source::new("s.yaml", text).check_bounds().unwrap();
     }
 }
+
+thread_local! {
+    /// Where [`note`] puts its lines while [`capture_notes`] runs on this thread.
+    static NOTES: std::cell::RefCell<Option<Vec<String>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// A warning or note for the user (`warning: …`, `note: …`): printed to stderr, or kept while
+/// [`capture_notes`] runs on this thread.
+pub fn note(line: String) {
+    let kept = NOTES.with(|n| match n.borrow_mut().as_mut() {
+        Some(v) => {
+            v.push(line.clone());
+            true
+        }
+        None => false,
+    });
+    if !kept {
+        eprintln!("{line}");
+    }
+}
+
+/// Runs `f` with the notes it gives on this thread kept instead of printed, and returns them.
+pub fn capture_notes<T>(f: impl FnOnce() -> T) -> (T, Vec<String>) {
+    let outer = NOTES.with(|n| n.borrow_mut().replace(Vec::new()));
+    let out = f();
+    let notes = NOTES.with(|n| std::mem::replace(&mut *n.borrow_mut(), outer));
+    (out, notes.unwrap_or_default())
+}

@@ -28,10 +28,16 @@ pub mod units;
 pub mod validate;
 
 pub use api::{
-    cost, timeline, Cost, CostRequest, DeviceCost, DeviceOp, Flops, Machine, Model, ModelSource,
-    OpCost, Pass, Quantity, Strategy, Timeline, TimelineInput, TimelineRequest,
+    compare, cost, rank, timeline, AutoNote, CompareRequest, CompareSide, ComparedStrategy,
+    Comparison, Cost, CostRequest, DeviceCost, DeviceOp, EngineNote, Flops, Headroom, Knob,
+    Machine, Model, ModelSource, OpCost, Part, Pass, Quantity, RankOptions, RankOptionsBuilder,
+    RankResult, RankRow, StepSeconds, Strategy, Timeline, TimelineInput, TimelineRequest,
 };
 pub use error::{Error, Result};
 /// The importers of foreign model formats (Hugging Face configs, ONNX graphs), part of model
 /// loading.
 pub use model::import;
+/// Constraints on the knobs a ranking searches ([`RankOptionsBuilder::constraints`]).
+pub use search::Steer;
+/// Which tensor-parallel layouts a ranking prices, and which one a row uses.
+pub use search::{LayoutKind, Layouts};

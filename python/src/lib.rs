@@ -1,9 +1,9 @@
-//! The native half of the `symshard` Python package. `cost` and `timeline` call the library's
-//! typed functions and return objects with attributes: exact numbers as Python `int` (or
-//! `fractions.Fraction` where the library's value is a ratio), seconds as `float`. Sweeps
-//! (`sweep.rs`) run their points through the library, here or in Ray's workers. Other
-//! commands still run a command line in this process (`run_json`) and return its JSON text. No
-//! number is computed here.
+//! The native half of the `symshard` Python package. `cost`, `timeline`, `rank` and `compare`
+//! call the library's typed functions and return objects with attributes: exact numbers as
+//! Python `int` (or `fractions.Fraction` where the library's value is a ratio), seconds as
+//! `float`, warnings as data. Sweeps (`sweep.rs`) run their points through the library, here
+//! or in Ray's workers. Other commands still run a command line in this process (`run_json`)
+//! and return its JSON text. No number is computed here.
 
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
@@ -423,6 +423,7 @@ struct Cost {
     activations: Py<PyAny>,
     per_op: Option<Vec<Py<PyAny>>>,
     per_device: Option<Py<DeviceCost>>,
+    warnings: Vec<String>,
     raw: Py<PyAny>,
 }
 
@@ -548,6 +549,7 @@ impl Cost {
                 Some(d) => Some(DeviceCost::of(py, d)?),
                 None => None,
             },
+            warnings: c.warnings.clone(),
             raw: json_of(py, c)?,
         })
     }
@@ -597,6 +599,7 @@ struct Timeline {
     representative: String,
     devices: Py<PyAny>,
     svg: Option<String>,
+    warnings: Vec<String>,
     raw: Py<PyAny>,
 }
 
@@ -642,8 +645,459 @@ fn timeline(
         representative: s.representative.clone(),
         devices: json_of(py, &s.devices)?,
         svg: t.svg.clone(),
+        warnings: t.warnings.clone(),
         raw: json_of(py, s)?,
     })
+}
+
+/// The relative cost of a ranked row and its parts, in FLOP-equivalents.
+#[pyclass(frozen, get_all, module = "symshard._native")]
+struct RelativeCost {
+    compute: Py<PyAny>,
+    kernels: Py<PyAny>,
+    comm_intra: Py<PyAny>,
+    comm_inter: Py<PyAny>,
+    bubble: Py<PyAny>,
+    hidden: Py<PyAny>,
+    flop_part: Py<PyAny>,
+    byte_part: Py<PyAny>,
+    total: Py<PyAny>,
+}
+
+impl RelativeCost {
+    fn of(py: Python<'_>, r: &symshard::parallel::RelativeCost) -> PyResult<Py<RelativeCost>> {
+        Py::new(
+            py,
+            RelativeCost {
+                compute: exact(py, &r.compute)?,
+                kernels: exact(py, &r.kernels)?,
+                comm_intra: exact(py, &r.comm_intra)?,
+                comm_inter: exact(py, &r.comm_inter)?,
+                bubble: exact(py, &r.bubble)?,
+                hidden: exact(py, &r.hidden)?,
+                flop_part: exact(py, &r.flop_part)?,
+                byte_part: exact(py, &r.byte_part)?,
+                total: exact(py, &r.total)?,
+            },
+        )
+    }
+}
+
+/// One ranked strategy; `knobs` is the row as a `Strategy` for `cost` and `timeline`.
+#[pyclass(frozen, get_all, module = "symshard._native")]
+struct RankRow {
+    rank: usize,
+    dp: u64,
+    tp: u64,
+    pp: u64,
+    micro_batch_size: Option<u64>,
+    microbatches: u64,
+    schedule: String,
+    chunks: u64,
+    sequence_parallel: bool,
+    recompute: String,
+    zero: u8,
+    ep: u64,
+    cp: u64,
+    overlap: BTreeMap<String, bool>,
+    precision: String,
+    relative_cost: Py<PyAny>,
+    relative: Py<RelativeCost>,
+    memory_per_device: Py<PyAny>,
+    memory: Py<Memory>,
+    feasible: bool,
+    reason: Option<String>,
+    iteration_seconds: Option<f64>,
+    knobs_that_do_not_matter: BTreeMap<String, Vec<String>>,
+    strategy: String,
+    stack: String,
+    tie: Option<String>,
+    layout: String,
+    placements: Option<BTreeMap<String, String>>,
+    knobs: Py<Strategy>,
+}
+
+impl RankRow {
+    fn of(py: Python<'_>, r: &symshard::RankRow) -> PyResult<Py<RankRow>> {
+        let overlap = [
+            ("tp-comm", r.overlap.tp_comm),
+            ("grad-reduce", r.overlap.grad_reduce),
+            ("param-gather", r.overlap.param_gather),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        let row = RankRow {
+            rank: r.rank,
+            dp: r.dp,
+            tp: r.tp,
+            pp: r.pp,
+            micro_batch_size: r.micro_batch_size,
+            microbatches: r.microbatches,
+            schedule: r.schedule.clone(),
+            chunks: r.chunks,
+            sequence_parallel: r.sequence_parallel,
+            recompute: r.recompute.clone(),
+            zero: r.zero,
+            ep: r.ep,
+            cp: r.cp,
+            overlap,
+            precision: r.precision.to_string(),
+            relative_cost: exact(py, &r.relative_cost)?,
+            relative: RelativeCost::of(py, &r.relative)?,
+            memory_per_device: exact(py, &r.memory_per_device)?,
+            memory: Memory::of(py, &r.memory)?,
+            feasible: r.feasible,
+            reason: r.reason.as_ref().map(|x| x.to_string()),
+            iteration_seconds: r.iteration_seconds,
+            knobs_that_do_not_matter: r.knobs_that_do_not_matter.clone(),
+            strategy: r.strategy.clone(),
+            stack: name_of(&r.stack),
+            tie: r.tie.clone(),
+            layout: name_of(&r.layout),
+            placements: r.placements.clone(),
+            knobs: Py::new(py, Strategy(r.knobs.clone()))?,
+        };
+        Py::new(py, row)
+    }
+}
+
+/// What `rank` finds; `raw` is `symshard rank --format json`'s document and `warnings` the
+/// warnings and notes the command line prints to stderr.
+#[pyclass(frozen, get_all, module = "symshard._native")]
+struct Ranking {
+    model: String,
+    devices: u64,
+    gpus_per_node: u64,
+    calibration: String,
+    memory_limit: Py<PyAny>,
+    by_seconds: bool,
+    rows: Vec<Py<RankRow>>,
+    pareto: Vec<Py<RankRow>>,
+    nothing_fits: Option<String>,
+    evaluated: usize,
+    feasible: usize,
+    rejected: BTreeMap<String, usize>,
+    rejected_by_kind: BTreeMap<String, (usize, String)>,
+    simulated: usize,
+    balance_range: Option<(Py<PyAny>, Option<Py<PyAny>>)>,
+    search_seconds: f64,
+    warnings: Vec<String>,
+    raw: Py<PyAny>,
+}
+
+fn rows(py: Python<'_>, rows: &[symshard::RankRow]) -> PyResult<Vec<Py<RankRow>>> {
+    rows.iter().map(|r| RankRow::of(py, r)).collect()
+}
+
+impl Ranking {
+    fn of(py: Python<'_>, r: &symshard::cli::rank::Ranked) -> PyResult<Ranking> {
+        let doc = r.json().map_err(native_error)?;
+        let x = &r.result;
+        let balance_range = match &x.balance_range {
+            Some((lo, hi)) => Some((
+                exact(py, lo)?,
+                match hi {
+                    Some(h) => Some(exact(py, h)?),
+                    None => None,
+                },
+            )),
+            None => None,
+        };
+        Ok(Ranking {
+            model: x.model.clone(),
+            devices: x.devices,
+            gpus_per_node: x.gpus_per_node,
+            calibration: x.calibration.clone(),
+            memory_limit: exact(py, &x.memory_limit)?,
+            by_seconds: x.by_seconds,
+            rows: rows(py, &x.rows)?,
+            pareto: rows(py, &x.pareto)?,
+            nothing_fits: x.nothing_fits.clone(),
+            evaluated: x.evaluated,
+            feasible: x.feasible,
+            rejected: x.rejected.by_message(),
+            rejected_by_kind: x
+                .rejected
+                .by_kind()
+                .into_iter()
+                .map(|(k, r)| (k.to_string(), (r.count, r.example().to_string())))
+                .collect(),
+            simulated: x.simulated,
+            balance_range,
+            search_seconds: x.search_seconds,
+            warnings: x.warnings.clone(),
+            raw: json(py, &doc)?,
+        })
+    }
+}
+
+/// A name among `names` (errors list them).
+fn one_of<T: Copy>(what: &str, value: &str, names: &[(&str, T)]) -> PyResult<T> {
+    names
+        .iter()
+        .find(|(n, _)| *n == value)
+        .map(|(_, v)| *v)
+        .ok_or_else(|| {
+            let known: Vec<&str> = names.iter().map(|(n, _)| *n).collect();
+            usage(format!("unknown {what} `{value}` ({})", known.join(", ")))
+        })
+}
+
+/// The search's options that `rank` and `report` share.
+struct Search<'a> {
+    machine: Option<&'a Machine>,
+    by_seconds: Option<bool>,
+    fix: Option<String>,
+    max: Option<String>,
+    no_sp: bool,
+    headroom: Option<String>,
+    max_microbatches: Option<u64>,
+    max_chunks: Option<u64>,
+    layouts: Option<String>,
+}
+
+impl Search<'_> {
+    /// The options for `devices` devices (checked when built).
+    fn builder(&self, devices: u64) -> PyResult<symshard::RankOptionsBuilder> {
+        use symshard::Layouts;
+        let mut b = symshard::RankOptions::builder(devices);
+        if let Some(m) = self.machine {
+            b = b.machine(m.0.clone());
+        }
+        if let Some(s) = self.by_seconds {
+            b = b.by_seconds(s);
+        }
+        if let Some(f) = &self.fix {
+            b = b.fix_text(f);
+        }
+        if self.no_sp {
+            b = b.sequence_parallel(false);
+        }
+        if let Some(m) = &self.max {
+            b = b.max_text(m);
+        }
+        if let Some(h) = &self.headroom {
+            b = b.headroom(symshard::Headroom::parse(h).map_err(native_error)?);
+        }
+        if let Some(n) = self.max_microbatches {
+            b = b.max_microbatches(n);
+        }
+        if let Some(n) = self.max_chunks {
+            b = b.max_chunks(n);
+        }
+        if let Some(l) = &self.layouts {
+            let named = [
+                ("annotated", Layouts::Annotated),
+                ("auto", Layouts::Auto),
+                ("both", Layouts::Both),
+            ];
+            b = b.layouts(one_of("layouts", l, &named)?);
+        }
+        Ok(b)
+    }
+}
+
+/// Writes `symshard report`'s HTML file of `model` (named `name` in errors) ranked on `devices`
+/// devices to `output`, its header naming `command`; returns the bytes written.
+#[pyfunction]
+#[pyo3(signature = (model, name, devices, output, command, *, machine = None, by_seconds = None, top = 20, fix = None, max = None, no_sp = false, headroom = None, max_microbatches = None, max_chunks = None, layouts = None))]
+#[allow(clippy::too_many_arguments)]
+fn report(
+    py: Python<'_>,
+    model: &Model,
+    name: String,
+    devices: u64,
+    output: std::path::PathBuf,
+    command: String,
+    machine: Option<&Machine>,
+    by_seconds: Option<bool>,
+    top: usize,
+    fix: Option<String>,
+    max: Option<String>,
+    no_sp: bool,
+    headroom: Option<String>,
+    max_microbatches: Option<u64>,
+    max_chunks: Option<u64>,
+    layouts: Option<String>,
+) -> PyResult<(usize, Vec<String>)> {
+    let search = Search {
+        machine,
+        by_seconds,
+        fix,
+        max,
+        no_sp,
+        headroom,
+        max_microbatches,
+        max_chunks,
+        layouts,
+    };
+    let opts = search
+        .builder(devices)?
+        .top(top)
+        .pareto(true)
+        .build()
+        .map_err(native_error)?;
+    let m = model.0.clone();
+    let (out, warnings) = py.detach(|| {
+        symshard::diag::capture_notes(|| {
+            symshard::cli::write_report(&m, &name, &opts, &command, &output)
+        })
+    });
+    Ok((out.map_err(native_error)?, warnings))
+}
+
+/// Ranks the strategies of `model` on `devices` devices of `machine` (default: the reference
+/// machine, by relative cost; a machine given ranks by simulated seconds unless `by_seconds`
+/// says otherwise). `fix` and `max` are `rank --fix`/`--max` items; `emit` and `why` are the
+/// command line's `--emit` and `--why`.
+#[pyfunction]
+#[pyo3(signature = (model, devices, *, machine = None, by_seconds = None, top = 10, fix = None, max = None, no_sp = false, headroom = None, max_microbatches = None, max_chunks = None, layouts = None, pareto = false, emit = None, why = false))]
+#[allow(clippy::too_many_arguments)]
+fn rank(
+    py: Python<'_>,
+    model: &Model,
+    devices: u64,
+    machine: Option<&Machine>,
+    by_seconds: Option<bool>,
+    top: usize,
+    fix: Option<String>,
+    max: Option<String>,
+    no_sp: bool,
+    headroom: Option<String>,
+    max_microbatches: Option<u64>,
+    max_chunks: Option<u64>,
+    layouts: Option<String>,
+    pareto: bool,
+    emit: Option<String>,
+    why: bool,
+) -> PyResult<Ranking> {
+    use symshard::cli::rank::Emit;
+    let search = Search {
+        machine,
+        by_seconds,
+        fix,
+        max,
+        no_sp,
+        headroom,
+        max_microbatches,
+        max_chunks,
+        layouts,
+    };
+    let b = search.builder(devices)?.top(top).pareto(pareto);
+    let emit = match &emit {
+        Some(e) => {
+            let named = [
+                ("megatron", Emit::Megatron),
+                ("torchtitan", Emit::Torchtitan),
+                ("json", Emit::Json),
+            ];
+            Some(one_of("emit", e, &named)?)
+        }
+        None => None,
+    };
+    let opts = b.build().map_err(native_error)?;
+    let m = model.0.clone();
+    let r = py
+        .detach(|| symshard::cli::rank::rank_with(&m, &opts, emit, why))
+        .map_err(native_error)?;
+    Ranking::of(py, &r)
+}
+
+/// One row of a comparison: A's value, B's and B − A, exact, with formulas where they exist.
+#[pyclass(frozen, get_all, module = "symshard._native")]
+struct Component {
+    group: String,
+    name: String,
+    a: Py<PyAny>,
+    b: Py<PyAny>,
+    difference: Py<PyAny>,
+    formula_a: Option<String>,
+    formula_b: Option<String>,
+    formula_difference: Option<String>,
+}
+
+/// Two strategies side by side; `raw` is `symshard compare --format json`'s document.
+#[pyclass(frozen, get_all, module = "symshard._native")]
+struct Comparison {
+    model: String,
+    a: String,
+    b: String,
+    components: Vec<Py<Component>>,
+    cheaper: String,
+    wins_on: Vec<(String, Py<PyAny>)>,
+    loses_on: Vec<(String, Py<PyAny>)>,
+    warnings: Vec<String>,
+    raw: Py<PyAny>,
+}
+
+fn parts(py: Python<'_>, v: &[symshard::Part]) -> PyResult<Vec<(String, Py<PyAny>)>> {
+    v.iter()
+        .map(|p| Ok((p.part.clone(), exact(py, &p.amount)?)))
+        .collect()
+}
+
+impl Comparison {
+    fn of(py: Python<'_>, c: &symshard::Comparison, warnings: Vec<String>) -> PyResult<Self> {
+        let components = c
+            .components
+            .iter()
+            .map(|x| {
+                let component = Component {
+                    group: x.group.to_string(),
+                    name: x.name.clone(),
+                    a: exact(py, &x.a)?,
+                    b: exact(py, &x.b)?,
+                    difference: exact(py, &x.difference)?,
+                    formula_a: x.formula_a.as_ref().map(ToString::to_string),
+                    formula_b: x.formula_b.as_ref().map(ToString::to_string),
+                    formula_difference: x.formula_difference.as_ref().map(ToString::to_string),
+                };
+                Py::new(py, component)
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(Comparison {
+            model: c.model.clone(),
+            a: c.a.strategy.clone(),
+            b: c.b.strategy.clone(),
+            components,
+            cheaper: c.cheaper.clone(),
+            wins_on: parts(py, &c.wins_on)?,
+            loses_on: parts(py, &c.loses_on)?,
+            warnings,
+            raw: json_of(py, c)?,
+        })
+    }
+}
+
+/// Strategies `a` and `b` (each a strategy file or a knob string, named in errors as the
+/// command line names them) of `model` side by side on `machine` (default: the reference
+/// machine); with `seconds` each step simulated, with `plateau` every kernel priced at the
+/// matmul plateau.
+#[pyfunction]
+#[pyo3(signature = (model, a, b, *, machine = None, seconds = false, plateau = false))]
+fn compare(
+    py: Python<'_>,
+    model: &Model,
+    a: String,
+    b: String,
+    machine: Option<&Machine>,
+    seconds: bool,
+    plateau: bool,
+) -> PyResult<Comparison> {
+    let a = symshard::CompareSide::parse(&a, "strategy A").map_err(native_error)?;
+    let b = symshard::CompareSide::parse(&b, "strategy B").map_err(native_error)?;
+    let req = symshard::CompareRequest {
+        model: model.0.clone(),
+        a,
+        b,
+        machine: machine.map(|m| m.0.clone()),
+        seconds,
+        plateau,
+    };
+    let (c, warnings) = py.detach(|| symshard::diag::capture_notes(|| symshard::compare(&req)));
+    let c = c.map_err(native_error)?;
+    Comparison::of(py, &c, warnings)
 }
 
 #[pymodule]
@@ -656,6 +1110,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sweep::sweep_points, m)?)?;
     m.add_class::<sweep::SweepRun>()?;
     m.add_class::<sweep::SweepResult>()?;
+    m.add_function(wrap_pyfunction!(rank, m)?)?;
+    m.add_function(wrap_pyfunction!(compare, m)?)?;
+    m.add_function(wrap_pyfunction!(report, m)?)?;
     m.add_class::<Model>()?;
     m.add_class::<Strategy>()?;
     m.add_class::<Machine>()?;
@@ -665,5 +1122,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Stage>()?;
     m.add_class::<Memory>()?;
     m.add_class::<Timeline>()?;
+    m.add_class::<RelativeCost>()?;
+    m.add_class::<RankRow>()?;
+    m.add_class::<Ranking>()?;
+    m.add_class::<Component>()?;
+    m.add_class::<Comparison>()?;
     Ok(())
 }

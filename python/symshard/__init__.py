@@ -130,10 +130,12 @@ def _opt(v: Any, f: Any) -> Any:
     return None if v is None else f(v)
 
 
-# The library prints its warnings and notes to the process's stderr (file descriptor 2), which a
-# notebook never shows. Each call redirects descriptor 2 to a temporary file for its duration and
-# re-emits what was written there: warnings and notes with `warnings.warn`, anything else on
-# `sys.stderr`. Descriptor 2 is one per process, so calls are serialised.
+# The typed calls (`cost`, `timeline`, `rank`, `compare`) return the library's warnings and notes
+# as data, re-emitted with `warnings.warn` (`_typed`). The commands still run as a command line
+# (`models`, `explain`, `report`) print theirs to the process's stderr (file descriptor 2), which
+# a notebook never shows: each such call redirects descriptor 2 to a temporary file for its
+# duration and re-emits what was written there the same way, anything else on `sys.stderr`.
+# Descriptor 2 is one per process, so these calls are serialised.
 _STDERR_LOCK = threading.Lock()
 
 
@@ -198,96 +200,23 @@ def _relay(text: str) -> None:
             print(message, file=sys.stderr)
 
 
-def _call(args: List[str], model: Optional["_ModelFile"] = None) -> List[Any]:
+def _call(args: List[str]) -> List[Any]:
     try:
         docs = _native_call(args)
     except _native.NativeError as e:
         message, code = e.args[0] if len(e.args) == 1 else e.args
-        message = str(message)
-        source = None
-        if model is not None and model.path is not None:
-            message = message.replace(model.path, model.label)
-            source = model.text
-        raise SymshardError(message, int(code), source) from None
+        raise SymshardError(str(message), int(code)) from None
     return [json.loads(d) for d in docs]
 
 
-def _one(args: List[str], model: Optional["_ModelFile"] = None) -> Any:
-    docs = _call(args, model)
+def _one(args: List[str]) -> Any:
+    docs = _call(args)
     if len(docs) != 1:
         raise SymshardError(f"`symshard {' '.join(args)}` printed {len(docs)} JSON documents", 1)
     return docs[0]
 
 
-def _flags(options: Mapping[str, Any]) -> List[str]:
-    """Keyword arguments as command-line flags: ``gpus_per_node=8`` → ``--gpus-per-node 8``,
-    ``sequence_parallel=True`` → ``--sequence-parallel``; ``None`` and ``False`` are left out."""
-    out: List[str] = []
-    for k, v in options.items():
-        if v is None or v is False:
-            continue
-        flag = "--" + k.replace("_", "-")
-        if v is True:
-            out.append(flag)
-        elif isinstance(v, (list, tuple)):
-            for item in v:
-                out += [flag, str(item)]
-        else:
-            out += [flag, str(v)]
-    return out
-
-
-def _sets(symbols: Optional[Mapping[str, Any]]) -> List[str]:
-    out: List[str] = []
-    for k, v in (symbols or {}).items():
-        out += ["--set", f"{k}={v}"]
-    return out
-
-
 ModelArg = Union[str, "os.PathLike[str]", Mapping[str, Any], Any]
-
-
-class _ModelFile:
-    """A model argument as the command line takes it: a shipped or user model's name, a path, or
-    a Hugging Face config (a dict, or an object with ``to_dict()`` such as a ``transformers``
-    config) written to a temporary ``config.json`` as ``json.dumps(config, indent=2)``. Errors
-    name such a config ``<config dict>`` or ``<ClassName>`` instead of the temporary file."""
-
-    def __init__(self, model: ModelArg) -> None:
-        self.model = model
-        self.tmp: Optional[tempfile.TemporaryDirectory[str]] = None
-        self.path: Optional[str] = None
-        self.label = ""
-        self.text: Optional[str] = None
-
-    def __enter__(self) -> "_ModelFile":
-        return self
-
-    def arg(self) -> str:
-        m = self.model
-        if isinstance(m, str):
-            return m
-        if isinstance(m, os.PathLike):
-            return os.fspath(m)
-        label = "<config dict>"
-        if not isinstance(m, Mapping) and hasattr(m, "to_dict") and callable(m.to_dict):
-            label = f"<{type(m).__name__}>"
-            m = m.to_dict()
-        if isinstance(m, Mapping):
-            self.tmp = tempfile.TemporaryDirectory(prefix="symshard-")
-            path = Path(self.tmp.name) / "config.json"
-            self.text = json.dumps(dict(m), indent=2, default=str)
-            path.write_text(self.text)
-            self.path, self.label = str(path), label
-            return self.path
-        raise TypeError(
-            "model must be a name, a path, a Hugging Face config dict or an object with to_dict(), "
-            f"not {type(m).__name__}"
-        )
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.tmp is not None:
-            self.tmp.cleanup()
 
 
 def _pandas() -> Any:
@@ -334,10 +263,6 @@ class Memory:
     total: Number
 
     @staticmethod
-    def _from(d: Mapping[str, Any]) -> "Memory":
-        return Memory(**{k: _exact(d[k]) for k in ("params", "grads", "optimizer", "activations", "total")})
-
-    @staticmethod
     def _from_native(n: Any) -> "Memory":
         return Memory(n.params, n.grads, n.optimizer, n.activations, n.total)
 
@@ -366,7 +291,7 @@ class RelativeCost:
     total: Number
 
     @staticmethod
-    def _from(d: Mapping[str, Any]) -> "RelativeCost":
+    def _from_native(n: Any) -> "RelativeCost":
         keys = (
             "compute",
             "kernels",
@@ -378,7 +303,7 @@ class RelativeCost:
             "byte_part",
             "total",
         )
-        return RelativeCost(**{k: _exact(d[k]) for k in keys})
+        return RelativeCost(**{k: getattr(n, k) for k in keys})
 
 
 @dataclass(frozen=True)
@@ -533,30 +458,47 @@ class RankRow:
     #: ``rank(..., precision="autocast")``).
     precision: str = "bf16"
 
+    #: Samples per micro-batch and data-parallel rank (``None`` where the batch has no size).
+    micro_batch_size: Optional[int] = None
+    #: The strategy as one string, as the command line prints it.
+    strategy: str = ""
+    #: The tensor-parallel layout: ``"annotated"``, ``"auto"`` or ``"auto+e-graph"``.
+    layout: str = "annotated"
+    #: The software stack the row assumes (``"megatron"``, ``"pytorch-ddp"``,
+    #: ``"pytorch-fsdp"``), whose validation error decides a tie.
+    stack: str = ""
+    #: Ranked by seconds: why this row's place behind #1 is within the model's own error.
+    tie: Optional[str] = None
+
     @staticmethod
-    def _from(d: Mapping[str, Any]) -> "RankRow":
+    def _from_native(n: Any) -> "RankRow":
         return RankRow(
-            rank=d["rank"],
-            dp=d["dp"],
-            tp=d["tp"],
-            pp=d["pp"],
-            microbatches=d["microbatches"],
-            schedule=d["schedule"],
-            chunks=d["chunks"],
-            sequence_parallel=d["sequence_parallel"],
-            recompute=d["recompute"],
-            zero=d["zero"],
-            ep=d["ep"],
-            cp=d.get("cp", 1),
-            relative_cost=_exact(d["relative_cost"]),
-            relative=RelativeCost._from(d["relative"]),
-            memory_per_device=_exact(d["memory_per_device"]),
-            memory=Memory._from(d["memory"]),
-            feasible=d["feasible"],
-            reason=d.get("reason"),
-            iteration_seconds=d.get("iteration_seconds"),
-            overlap=dict(d.get("overlap", {})),
-            precision=d.get("precision", "bf16"),
+            rank=n.rank,
+            dp=n.dp,
+            tp=n.tp,
+            pp=n.pp,
+            microbatches=n.microbatches,
+            schedule=n.schedule,
+            chunks=n.chunks,
+            sequence_parallel=n.sequence_parallel,
+            recompute=n.recompute,
+            zero=n.zero,
+            ep=n.ep,
+            cp=n.cp,
+            relative_cost=n.relative_cost,
+            relative=RelativeCost._from_native(n.relative),
+            memory_per_device=n.memory_per_device,
+            memory=Memory._from_native(n.memory),
+            feasible=n.feasible,
+            reason=n.reason,
+            iteration_seconds=n.iteration_seconds,
+            overlap=dict(n.overlap),
+            precision=n.precision,
+            micro_batch_size=n.micro_batch_size,
+            strategy=n.strategy,
+            layout=n.layout,
+            stack=n.stack,
+            tie=n.tie,
         )
 
     def knobs(self) -> Dict[str, Any]:
@@ -604,22 +546,29 @@ class Ranking:
     search_seconds: float
     raw: Dict[str, Any] = field(repr=False)
 
+    #: The library's warnings and notes on this ranking (also given as
+    #: :class:`SymshardWarning`), as the command line prints them to stderr.
+    warnings: List[str] = field(default_factory=list)
+    #: Strategies rejected before pricing, by kind: how many, and one reason.
+    rejected_by_kind: Dict[str, Tuple[int, str]] = field(default_factory=dict)
+
     @staticmethod
-    def _from(d: Dict[str, Any]) -> "Ranking":
-        br = d.get("balance_range")
+    def _from_native(n: Any) -> "Ranking":
         return Ranking(
-            model=d["model"],
-            devices=d["devices"],
-            gpus_per_node=d["gpus_per_node"],
-            calibration=d["calibration"],
-            rows=[RankRow._from(r) for r in d["strategies"]],
-            evaluated=d["evaluated"],
-            feasible=d["feasible"],
-            rejected=dict(d.get("rejected", {})),
-            simulated=d.get("simulated", 0),
-            balance_range=None if br is None else (_exact(br[0]), _opt(br[1], _exact)),
-            search_seconds=d["search_seconds"],
-            raw=d,
+            model=n.model,
+            devices=n.devices,
+            gpus_per_node=n.gpus_per_node,
+            calibration=n.calibration,
+            rows=[RankRow._from_native(r) for r in n.rows],
+            evaluated=n.evaluated,
+            feasible=n.feasible,
+            rejected=dict(n.rejected),
+            simulated=n.simulated,
+            balance_range=n.balance_range,
+            search_seconds=n.search_seconds,
+            raw=n.raw,
+            warnings=list(n.warnings),
+            rejected_by_kind={k: (int(c), str(e)) for k, (c, e) in n.rejected_by_kind.items()},
         )
 
     def to_pandas(self) -> "pandas.DataFrame":
@@ -830,16 +779,16 @@ class Component:
     formula_difference: Optional[Formula]
 
     @staticmethod
-    def _from(d: Mapping[str, Any]) -> "Component":
+    def _from_native(n: Any) -> "Component":
         return Component(
-            group=d["group"],
-            name=d["name"],
-            a=_exact(d["a"]),
-            b=_exact(d["b"]),
-            difference=_exact(d["difference"]),
-            formula_a=_opt(d.get("formula_a"), Formula),
-            formula_b=_opt(d.get("formula_b"), Formula),
-            formula_difference=_opt(d.get("formula_difference"), Formula),
+            group=n.group,
+            name=n.name,
+            a=n.a,
+            b=n.b,
+            difference=n.difference,
+            formula_a=_opt(n.formula_a, Formula),
+            formula_b=_opt(n.formula_b, Formula),
+            formula_difference=_opt(n.formula_difference, Formula),
         )
 
 
@@ -856,17 +805,21 @@ class Comparison:
     loses_on: Dict[str, Number]
     raw: Dict[str, Any] = field(repr=False)
 
+    #: The library's warnings and notes (also given as :class:`SymshardWarning`).
+    warnings: List[str] = field(default_factory=list)
+
     @staticmethod
-    def _from(d: Dict[str, Any]) -> "Comparison":
+    def _from_native(n: Any) -> "Comparison":
         return Comparison(
-            model=d["model"],
-            a=d["a"]["strategy"],
-            b=d["b"]["strategy"],
-            components=[Component._from(c) for c in d["components"]],
-            cheaper=d["cheaper"],
-            wins_on={p["part"]: _exact(p["amount"]) for p in d["wins_on"]},
-            loses_on={p["part"]: _exact(p["amount"]) for p in d["loses_on"]},
-            raw=d,
+            model=n.model,
+            a=n.a,
+            b=n.b,
+            components=[Component._from_native(c) for c in n.components],
+            cheaper=n.cheaper,
+            wins_on=dict(n.wins_on),
+            loses_on=dict(n.loses_on),
+            raw=n.raw,
+            warnings=list(n.warnings),
         )
 
     def component(self, group: str, name: str) -> Component:
@@ -886,25 +839,6 @@ def models() -> List[ModelInfo]:
     return [ModelInfo._from(d) for d in _one(["models"]) if "name" in d]
 
 
-def _model_flags(
-    symbols: Optional[Mapping[str, Any]],
-    attention: Optional[str],
-    rules: Any,
-    loss: Optional[str] = None,
-    train_metrics: Optional[int] = None,
-    dropout: Optional[bool] = None,
-) -> List[str]:
-    return _sets(symbols) + _flags(
-        {
-            "attention": attention,
-            "loss": loss,
-            "train_metrics": train_metrics,
-            "dropout": None if dropout is None else ("on" if dropout else "off"),
-            "rules": _opt(rules, os.fspath),
-        }
-    )
-
-
 # The strategy flags of `cost`, `timeline` and `analyze`, and the short names `rank --fix` and
 # knob strings use for two of them.
 _STRATEGY_KNOBS = (
@@ -917,9 +851,20 @@ _KNOB_ALIASES = {"mbs": "micro_batch_size", "sp": "sequence_parallel"}
 
 def _typed(f: Callable[..., _T], *args: Any, source: Optional[str] = None, **kwargs: Any) -> _T:
     """A call of the library's typed interface, its errors as :class:`SymshardError` (``source``:
-    the text a config's ``line:column`` point into)."""
+    the text a config's ``line:column`` point into) and the warnings its result carries as
+    :class:`SymshardWarning`."""
+    out = _direct(f, *args, source=source, **kwargs)
+    notes = getattr(out, "warnings", None)
+    if isinstance(notes, list) and notes:
+        _relay("\n".join(notes))
+    return out
+
+
+def _direct(f: Callable[..., _T], *args: Any, source: Optional[str] = None, **kwargs: Any) -> _T:
+    """A call of the library's typed interface that returns its warnings as data (nothing is
+    read from stderr), its errors as :class:`SymshardError`."""
     try:
-        return _relayed(f, *args, **kwargs)
+        return f(*args, **kwargs)
     except _native.NativeError as e:
         message, code = e.args[0] if len(e.args) == 1 else e.args
         raise SymshardError(str(message), int(code), source) from None
@@ -960,7 +905,7 @@ def _native_model(
         (k, v if isinstance(v, (int, Fraction)) and not isinstance(v, bool) else str(v))
         for k, v in (symbols or {}).items()
     ]
-    native = _typed(
+    native = _direct(
         _native.Model,
         source,
         kind=kind,
@@ -1127,10 +1072,12 @@ def _knob_value(v: Any) -> str:
     return str(v)
 
 
-def _search_flags(fix: Any, max: Any, options: Mapping[str, Any]) -> List[str]:
-    """The search constraints of `rank` and `report` as flags: keyword knobs (``tp=8``) join
-    ``fix`` as ``--fix``, ``sp=False`` is ``--no-sp``, ``max_tp=8`` joins ``max`` as ``--max``,
-    the search options are their flags; any other keyword is a TypeError naming it."""
+def _search_options(
+    fix: Any, max: Any, options: Mapping[str, Any]
+) -> Tuple[List[str], List[str], Dict[str, Any]]:
+    """The search constraints of `rank` and `report`: the ``--fix`` items (keyword knobs such as
+    ``tp=8`` join ``fix``), the ``--max`` items (``max_tp=8`` joins ``max``) and the search's
+    other options (``sp=False`` is ``no_sp``); any other keyword is a TypeError naming it."""
     fixed = _items("fix", fix)
     capped = _items("max", max)
     rest: Dict[str, Any] = {}
@@ -1150,12 +1097,7 @@ def _search_flags(fix: Any, max: Any, options: Mapping[str, Any]) -> List[str]:
         else:
             known = sorted([*_FIX_KNOBS, *(f"max_{n}" for n in _MAX_KNOBS), *_SEARCH_OPTIONS])
             raise TypeError(f"unknown keyword argument {k!r} (known: fix, max, {', '.join(known)})")
-    out = []
-    if fixed:
-        out += ["--fix", ",".join(fixed)]
-    if capped:
-        out += ["--max", ",".join(capped)]
-    return out + _flags(rest)
+    return fixed, capped, rest
 
 
 def _whole(name: str, v: Any) -> None:
@@ -1200,11 +1142,27 @@ def rank(
     Any other keyword raises TypeError naming it; a bad value is the library's SymshardError."""
     _whole("devices", devices)
     _whole("top", top)
-    with _ModelFile(model) as mf:
-        args = ["rank", mf.arg(), "--devices", str(devices), "--top", str(top)]
-        args += _model_flags(symbols, attention, rules, loss, train_metrics, dropout)
-        args += _flags({"calib": calib}) + _search_flags(fix, max, knobs)
-        return Ranking._from(_one(args, mf))
+    fixed, capped, options = _search_options(fix, max, knobs)
+    m, text = _native_model(model, symbols, attention, rules, loss, train_metrics, dropout)
+    # `exact` changes only the command line's tables.
+    options.pop("exact", None)
+    shape = {k: options.pop(k) for k in ("gpus_per_node", "memory") if k in options}
+    machine = None
+    if calib is not None or any(v is not None for v in shape.values()):
+        machine = _direct(_native.Machine, calib, **{k: v for k, v in shape.items() if v is not None})
+    n = _typed(
+        _native.rank,
+        m,
+        devices,
+        machine=machine,
+        by_seconds=calib is not None,
+        top=top,
+        fix=",".join(fixed) or None,
+        max=",".join(capped) or None,
+        source=text,
+        **{k: v for k, v in options.items() if v is not None and v is not False},
+    )
+    return Ranking._from_native(n)
 
 
 def timeline(
@@ -1258,13 +1216,83 @@ def report(
     path. The search constraints are :func:`rank`'s (``tp=8``, ``sp=False``, ``max_pp=16``,
     ``fix="tp=8"``, ``max={"pp": 16}``, ``memory="75GB"``, ``headroom="10%"``,
     ``gpus_per_node=8``, …)."""
+    _whole("devices", devices)
+    _whole("top", top)
     out = Path(output)
-    with _ModelFile(model) as mf:
-        args = ["report", mf.arg(), "--devices", str(devices), "--top", str(top), "-o", str(out)]
-        args += _model_flags(symbols, attention, rules, loss, train_metrics, dropout)
-        args += _flags({"calib": calib}) + _search_flags(fix, max, knobs)
-        _call(args, mf)
+    fixed, capped, options = _search_options(fix, max, knobs)
+    options.pop("exact", None)  # it changes only the command line's tables
+    for k in ("pareto", "emit", "why"):
+        if options.pop(k, None) not in (None, False):
+            raise TypeError(f"report takes no {k!r} (the report always draws the Pareto frontier)")
+    m, text = _native_model(model, symbols, attention, rules, loss, train_metrics, dropout)
+    if isinstance(model, (str, os.PathLike)):
+        name = os.fspath(model)
+    elif not isinstance(model, Mapping) and callable(getattr(model, "to_dict", None)):
+        name = f"<{type(model).__name__}>"
+    else:
+        name = "<config dict>"
+    shape: Dict[str, Any] = {}
+    for k in ("gpus_per_node", "memory"):
+        v = options.pop(k, None)
+        if v is not None:
+            shape[k] = v
+    machine = _direct(_native.Machine, calib, **shape) if calib is not None or shape else None
+    options = {k: v for k, v in options.items() if v is not None and v is not False}
+    command = _report_command(name, devices, calib, shape, fixed, capped, options)
+    size, notes = _direct(
+        _native.report,
+        m,
+        name,
+        devices,
+        os.fspath(out),
+        command,
+        machine=machine,
+        by_seconds=calib is not None,
+        top=top,
+        fix=",".join(fixed) or None,
+        max=",".join(capped) or None,
+        source=text,
+        **options,
+    )
+    _relay("\n".join([*notes, f"wrote {out} ({size} bytes)"]))
     return out
+
+
+def _report_command(
+    name: str,
+    devices: int,
+    calib: Optional[str],
+    shape: Mapping[str, Any],
+    fixed: List[str],
+    capped: List[str],
+    options: Mapping[str, Any],
+) -> str:
+    """The command line a report says it shows, as ``symshard report`` states its own."""
+    words = ["symshard report", name, f"--devices {devices}"]
+    if calib is not None:
+        words.append(f"--calib {calib}")
+    flags: List[str] = []
+    for key, default in (
+        ("gpus_per_node", None),
+        ("memory", None),
+        ("headroom", None),
+        ("max_microbatches", 256),
+        ("max_chunks", 8),
+    ):
+        v = shape.get(key, options.get(key))
+        if v is not None and v != default:
+            flags += ["--" + key.replace("_", "-"), str(v)]
+    if fixed:
+        flags += ["--fix", ",".join(fixed)]
+    if capped:
+        flags += ["--max", ",".join(capped)]
+    if options.get("no_sp"):
+        flags.append("--no-sp")
+    if options.get("layouts") is not None:
+        flags += ["--layouts", str(options["layouts"])]
+    if flags:
+        words.append(" ".join(flags))
+    return " ".join(words)
 
 
 def compare(
@@ -1283,7 +1311,8 @@ def compare(
 ) -> Comparison:
     """Two strategies side by side, component by component (``symshard compare``). ``a`` and
     ``b`` are each a knob string (``"tp=8,pp=4,mbs=1,sp"``), a strategy file, or a
-    :class:`RankRow`; other keyword arguments are the command line's options."""
+    :class:`RankRow`; other keyword arguments are the machine's ``gpus_per_node``, ``memory``,
+    ``stack`` and ``what_if`` and ``plateau`` (every kernel priced at the matmul plateau)."""
 
     def side(s: Any) -> str:
         if isinstance(s, RankRow):
@@ -1299,10 +1328,23 @@ def compare(
             f"a strategy to compare is a knob string, a strategy file or a RankRow, not {type(s).__name__}"
         )
 
-    with _ModelFile(model) as mf:
-        args = ["compare", mf.arg(), side(a), side(b)] + _model_flags(symbols, attention, rules, loss, train_metrics, dropout)
-        args += _flags({"calib": calib, **options})
-        return Comparison._from(_one(args, mf))
+    sa, sb = side(a), side(b)
+    plateau = bool(options.pop("plateau", False))
+    options.pop("exact", None)  # it changes only the command line's tables
+    shape: Dict[str, Any] = {}
+    for k, v in options.items():
+        if k not in _MACHINE_OPTIONS:
+            known = ", ".join(sorted([*_MACHINE_OPTIONS, "plateau", "exact"]))
+            raise TypeError(f"unknown keyword argument {k!r} (known: calib, {known})")
+        if v is not None:
+            shape[k] = v
+    m, text = _native_model(model, symbols, attention, rules, loss, train_metrics, dropout)
+    machine = None
+    if calib is not None or shape:
+        machine = _direct(_native.Machine, calib, **shape)
+    seconds = calib is not None or shape.get("stack") is not None
+    n = _typed(_native.compare, m, sa, sb, machine=machine, seconds=seconds, plateau=plateau, source=text)
+    return Comparison._from_native(n)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -224,6 +224,9 @@ pub struct Cost {
     /// The busiest device's share under the strategy.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub per_device: Option<DeviceCost>,
+    /// Warnings and notes (`warning: …`, `note: …`), as the command line prints them.
+    #[serde(skip)]
+    pub warnings: Vec<String>,
 }
 
 fn ser_map<S: Serializer>(m: &BTreeMap<String, Rational>, s: S) -> Result<S::Ok, S::Error> {
@@ -261,10 +264,13 @@ pub(crate) struct DeviceDetail {
 }
 
 /// A model's parameters, FLOPs and activation memory, and under a strategy the busiest
-/// device's share. Warnings and notes (a strategy that does not fit, a note on its nodes) go to
-/// stderr.
+/// device's share. Warnings and notes (a strategy that does not fit, a note on its nodes) are
+/// returned in [`Cost::warnings`], not printed.
 pub fn cost(req: &CostRequest) -> Result<Cost, Error> {
-    Ok(cost_in_full(req)?.0)
+    let (out, notes) = crate::diag::capture_notes(|| cost_in_full(req));
+    let mut c = out?.0;
+    c.warnings = notes;
+    Ok(c)
 }
 
 /// [`cost`] with what a table of it needs.
@@ -354,6 +360,7 @@ pub(crate) fn document(
         activations: s(&cost.activations)?,
         per_op,
         per_device: None,
+        warnings: Vec::new(),
     };
     let device = match st {
         Some(st) => {

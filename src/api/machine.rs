@@ -92,6 +92,11 @@ impl Machine {
         self.gpus_per_node
     }
 
+    /// Bytes of memory per device where given explicitly.
+    pub fn given_memory(&self) -> Option<&Rational> {
+        self.memory.as_ref()
+    }
+
     /// Bytes of memory per device: as given, else the table's capacity.
     pub fn memory(&self) -> Rational {
         self.memory

@@ -4,18 +4,32 @@
 //! arguments into these requests once and prints the results; other languages call the same
 //! functions.
 
+mod compare;
 mod cost;
 mod machine;
 mod model;
+mod rank;
 mod strategy;
 mod timeline;
 
+pub use compare::{
+    compare, CompareRequest, CompareSide, ComparedStrategy, Comparison, Part, StepSeconds,
+};
 pub use cost::{cost, Cost, CostRequest, DeviceCost, DeviceOp, Flops, OpCost, Pass, Quantity};
 pub use machine::Machine;
 pub use model::{Model, ModelSource};
+pub use rank::{
+    rank, AutoNote, EngineNote, Headroom, Knob, RankOptions, RankOptionsBuilder, RankResult,
+    RankRow, DEFAULT_MAX_MICROBATCHES,
+};
 pub use strategy::Strategy;
 pub use timeline::{timeline, Timeline, TimelineInput, TimelineRequest};
 
+pub(crate) use compare::{compare_loaded, comparison, evaluate_knobs, Evaluated};
 pub(crate) use cost::{assumed_sizes, cost_in_full, document as cost_document, Asked, CostDetail};
+pub(crate) use model::Loaded;
+pub(crate) use rank::{
+    nothing_fits_line, rank_loaded, search_options, Document as RankDocument, RankDetail,
+};
 pub(crate) use strategy::{machine_error, Resolved};
 pub(crate) use timeline::{plan_of, timeline_in_full};

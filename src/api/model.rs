@@ -164,7 +164,7 @@ impl Model {
             .with_dropout(self.dropout);
         if let Some(dir) = &self.rules {
             for r in loader.rules.add_dir(dir)? {
-                eprintln!("{r}");
+                crate::diag::note(r.to_string());
             }
         }
         Ok(loader)

@@ -140,7 +140,7 @@ impl Strategy {
             crate::parallel::check_knobs_on_model(model, values, &r.knobs, &r.layout)?;
         }
         for n in nodes? {
-            eprintln!("warning: {n}");
+            crate::diag::note(format!("warning: {n}"));
         }
         if r.knobs.recompute == Recompute::Selective
             && matches!(
@@ -148,8 +148,8 @@ impl Strategy {
                 Some(crate::model::AttentionMode::Flash | crate::model::AttentionMode::FlashCausal)
             )
         {
-            eprintln!(
-                "note: selective recomputation recomputes nothing here: with fused attention no S×S tensor is saved (--attention eager to compare)"
+            crate::diag::note(
+                "note: selective recomputation recomputes nothing here: with fused attention no S×S tensor is saved (--attention eager to compare)".into(),
             );
         }
         Ok(r)
@@ -206,7 +206,7 @@ impl Strategy {
         knobs.microbatches = self.microbatches.unwrap_or(knobs.microbatches);
         if self.no_pipeline && knobs.pp > 1 {
             return Err(Error::Usage(format!(
-                "--schedule none means no pipeline (what `rank` prints when pp is 1), but pp is {}: give gpipe, 1f1b, interleaved-1f1b or zb-h1",
+                "--schedule none means no pipeline (what `rank` prints when pp is 1), but pp is {}: give gpipe, 1f1b, interleaved-1f1b, zb-h1 or dualpipe",
                 knobs.pp
             )));
         }

@@ -40,12 +40,17 @@ pub struct Timeline {
     pub summary: Summary,
     /// The SVG Gantt chart, where asked for.
     pub svg: Option<String>,
+    /// Warnings and notes (`warning: …`, `note: …`), as the command line prints them.
+    pub warnings: Vec<String>,
 }
 
 /// Simulates one training step. A strategy that does not fit in memory is simulated all the
-/// same, with a warning on stderr.
+/// same, with a warning in [`Timeline::warnings`].
 pub fn timeline(req: &TimelineRequest) -> Result<Timeline, Error> {
-    Ok(timeline_in_full(req, false)?.0)
+    let (out, notes) = crate::diag::capture_notes(|| timeline_in_full(req, false));
+    let mut t = out?.0;
+    t.warnings = notes;
+    Ok(t)
 }
 
 /// [`timeline`] with the plan, and with `events` (or an SVG asked for) every event of the
@@ -58,7 +63,12 @@ pub(crate) fn timeline_in_full(
     let calib = req.machine.calibration();
     if !events && !req.svg {
         let summary = time_summary(&plan, calib)?;
-        return Ok((Timeline { summary, svg: None }, plan, None));
+        let out = Timeline {
+            summary,
+            svg: None,
+            warnings: Vec::new(),
+        };
+        return Ok((out, plan, None));
     }
     let tl = time_plan(&plan, calib)?;
     let svg = req.svg.then(|| {
@@ -74,6 +84,7 @@ pub(crate) fn timeline_in_full(
     let out = Timeline {
         summary: tl.summary.clone(),
         svg,
+        warnings: Vec::new(),
     };
     Ok((out, plan, Some(tl)))
 }
@@ -108,11 +119,11 @@ pub(crate) fn plan_of(input: &TimelineInput, machine: &Machine) -> Result<Timing
         model, values, &st.knobs, &st.layout, &st.calib, gpn, &st.memory,
     )?;
     if let Some(why) = &e.reason {
-        eprintln!(
+        crate::diag::note(format!(
             "warning: {} does not fit in memory: {}",
             e.knobs.describe(model.batch_value(values)),
             why.describe()
-        );
+        ));
     }
     Ok(plan)
 }

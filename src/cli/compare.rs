@@ -3,19 +3,16 @@
 //! model's polynomials).
 
 use super::output::print_json;
-use super::strategy_args::StrategyFlags;
 use super::units;
 use super::{Format, SymbolArgs};
+use crate::api::{CompareRequest, CompareSide, Machine};
 use crate::error::Error;
 use crate::model::Model;
-use crate::parallel::{evaluate_strategy, Evaluation, Layout};
 use crate::search::versus::{self, Component};
-use crate::strategy::Knobs;
 use crate::sym::{Bindings, Rational};
 use crate::timeline::Stream;
 use clap::Args;
 use num_traits::{Signed, Zero};
-use serde::Serialize;
 
 /// Arguments of `compare`.
 #[derive(Debug, Args)]
@@ -60,257 +57,8 @@ pub struct CompareArgs {
     pub format: Format,
 }
 
-/// Simulated seconds of one step.
-#[derive(Debug, Clone, Serialize)]
-pub struct Seconds {
-    /// Seconds per training step.
-    pub iteration_seconds: f64,
-    /// Busy seconds per stream of the busiest device, by stream.
-    pub busy: crate::timeline::Busy,
-}
-
-/// One side of a comparison.
-#[derive(Debug, Clone, Serialize)]
-pub struct SideJson {
-    /// As given on the command line.
-    pub given: String,
-    /// The strategy as `rank` prints it.
-    pub strategy: String,
-    /// Devices it uses.
-    pub devices: u64,
-    /// Whether it fits in memory.
-    pub fits: bool,
-    /// Why not.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<crate::parallel::Infeasible>,
-    /// With a calibration table: the timeline's seconds.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub seconds: Option<Seconds>,
-}
-
-/// A part of the relative cost and how much it differs.
-#[derive(Debug, Clone, Serialize)]
-pub struct Part {
-    /// The part.
-    pub part: String,
-    /// FLOP-equivalents.
-    #[serde(serialize_with = "crate::sym::ser_rational")]
-    pub amount: Rational,
-}
-
-/// A comparison, as `compare` prints it.
-#[derive(Debug, Clone, Serialize)]
-pub struct Comparison {
-    /// Model.
-    pub model: String,
-    /// Its symbols' values.
-    pub symbols: std::collections::BTreeMap<String, String>,
-    /// Calibration table of the balance ratios.
-    pub calibration: String,
-    /// The stack profile added to the seconds (`--stack`); absent: profile-free.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub stack_profile: Option<String>,
-    /// Strategy A.
-    pub a: SideJson,
-    /// Strategy B.
-    pub b: SideJson,
-    /// Components: A, B and B − A, exact.
-    pub components: Vec<Component>,
-    /// `A`, `B` or `equal`, by relative cost.
-    pub cheaper: String,
-    /// The parts of the relative cost on which the cheaper strategy spends less, largest first.
-    pub wins_on: Vec<Part>,
-    /// The parts on which it spends more.
-    pub loses_on: Vec<Part>,
-}
-
-/// One strategy resolved and evaluated.
-pub struct Evaluated {
-    /// What was given.
-    pub given: String,
-    /// Its evaluation.
-    pub evaluation: Evaluation,
-    /// Simulated seconds, when asked.
-    pub seconds: Option<Seconds>,
-    /// Devices per node.
-    pub gpus_per_node: u64,
-    /// Device memory, bytes.
-    pub memory: Rational,
-}
-
-/// Evaluates knobs (as `rank` ranks them: sequence parallelism as the knob says, the
-/// tensor-parallel overrides of the row's layout, none for the annotated one) on `calib`.
-#[allow(clippy::too_many_arguments)]
-pub fn evaluate_knobs(
-    model: &Model,
-    values: &Bindings,
-    knobs: &Knobs,
-    calib: &crate::calib::Calibration,
-    gpus_per_node: u64,
-    memory: &Rational,
-    timed: bool,
-    tp_overrides: &std::collections::BTreeMap<String, String>,
-) -> Result<Evaluated, Error> {
-    let layout = Layout {
-        sequence_parallel: knobs.sequence_parallel,
-        tp_overrides: tp_overrides.clone(),
-    };
-    let (_, evaluation) =
-        evaluate_strategy(model, values, knobs, &layout, calib, gpus_per_node, memory)?;
-    let seconds = if timed {
-        Some(seconds_of(
-            model,
-            values,
-            knobs,
-            &layout,
-            calib,
-            gpus_per_node,
-            memory,
-        )?)
-    } else {
-        None
-    };
-    Ok(Evaluated {
-        given: knobs.describe(model.batch_value(values)),
-        evaluation,
-        seconds,
-        gpus_per_node,
-        memory: memory.clone(),
-    })
-}
-
-fn seconds_of(
-    model: &Model,
-    values: &Bindings,
-    knobs: &Knobs,
-    layout: &Layout,
-    calib: &crate::calib::Calibration,
-    gpus_per_node: u64,
-    memory: &Rational,
-) -> Result<Seconds, Error> {
-    let (plan, _) = crate::timeline::plan_strategy(
-        model,
-        values,
-        knobs,
-        layout,
-        calib,
-        Some(gpus_per_node),
-        memory,
-    )?;
-    let s = crate::timeline::time_summary(&plan, calib)?;
-    let busiest = s
-        .devices
-        .iter()
-        .max_by(|x, y| x.busy.total().total_cmp(&y.busy.total()))
-        .map(|d| d.busy)
-        .ok_or_else(|| Error::Usage("the timeline has no devices".into()))?;
-    Ok(Seconds {
-        iteration_seconds: s.iteration_seconds,
-        busy: busiest,
-    })
-}
-
-/// Resolves one side given as a file or knob string; `what` names it in errors.
-fn side(
-    model: &Model,
-    values: &Bindings,
-    text: &str,
-    what: &str,
-    args: &CompareArgs,
-) -> Result<Evaluated, Error> {
-    let mut flags = StrategyFlags::from_argument(text, what)?;
-    flags.calib = args.calib.clone();
-    flags.with = args.with.clone();
-    flags.stack = args.stack.clone();
-    flags.memory = args.memory.clone();
-    if args.gpus_per_node.is_some() {
-        flags.gpus_per_node = args.gpus_per_node;
-    }
-    let st = flags.resolve_for(model, values)?;
-    let named = |e: Error| match e {
-        Error::Usage(m) => Error::Usage(format!("{what} `{text}`: {m}")),
-        Error::Strategy(e) => Error::Usage(format!("{what} `{text}`: {e}")),
-        other => other,
-    };
-    let priced = if args.plateau {
-        st.calib.at_plateau()
-    } else {
-        st.calib.clone()
-    };
-    let (_, evaluation) = st.evaluate(model, values, Some(&priced)).map_err(named)?;
-    let seconds = if args.calib.is_some() || args.stack.is_some() {
-        Some(
-            seconds_of(
-                model,
-                values,
-                &st.knobs,
-                &st.layout,
-                &st.calib,
-                st.gpus_per_node,
-                &st.memory,
-            )
-            .map_err(named)?,
-        )
-    } else {
-        None
-    };
-    Ok(Evaluated {
-        given: text.to_string(),
-        evaluation,
-        seconds,
-        gpus_per_node: st.gpus_per_node,
-        memory: st.memory.clone(),
-    })
-}
-
-/// The comparison of two evaluated strategies.
-pub fn comparison(
-    model: &Model,
-    values: &Bindings,
-    calib: &crate::calib::Calibration,
-    a: &Evaluated,
-    b: &Evaluated,
-) -> Comparison {
-    let calibration = calib.name.as_str();
-    // With the table the strategies were priced on, so that the relative cost's parts get
-    // formulas too.
-    let components = versus::compare(values, &a.evaluation, &b.evaluation);
-    let (_, gains, losses) = versus::verdict(&components);
-    let total = |e: &Evaluated| e.evaluation.relative.total.clone();
-    let cheaper = match total(a).cmp(&total(b)) {
-        std::cmp::Ordering::Less => "A",
-        std::cmp::Ordering::Greater => "B",
-        std::cmp::Ordering::Equal => "equal",
-    };
-    let part = |v: Vec<(String, Rational)>| {
-        v.into_iter()
-            .map(|(part, amount)| Part { part, amount })
-            .collect()
-    };
-    let side = |e: &Evaluated| SideJson {
-        given: e.given.clone(),
-        strategy: e.evaluation.knobs.describe(model.batch_value(values)),
-        devices: e.evaluation.knobs.devices(),
-        fits: e.evaluation.feasible,
-        reason: e.evaluation.reason.clone(),
-        seconds: e.seconds.clone(),
-    };
-    Comparison {
-        model: model.name.clone(),
-        symbols: values
-            .iter()
-            .map(|(k, v)| (k.clone(), v.to_string()))
-            .collect(),
-        calibration: calibration.to_string(),
-        stack_profile: calib.stack.as_ref().map(|s| s.describe()),
-        a: side(a),
-        b: side(b),
-        components,
-        cheaper: cheaper.into(),
-        wins_on: part(gains),
-        loses_on: part(losses),
-    }
-}
+pub(crate) use crate::api::{comparison, evaluate_knobs, Evaluated};
+pub use crate::api::{Comparison, Part};
 
 /// A difference as `f` prints it, with its sign (`+1.23 GB`, `-4.5 PFLOP`, `0`).
 fn signed(r: &Rational, f: fn(&Rational) -> String) -> String {
@@ -524,25 +272,44 @@ fn header(model: &Model, values: &Bindings, calib: &str, a: &Evaluated, b: &Eval
     )
 }
 
+/// `compare`'s request of the command line's arguments, checked in its order: strategy A,
+/// the machine, strategy B.
+fn request(args: &CompareArgs) -> Result<CompareRequest, Error> {
+    let a = CompareSide::parse(&args.a, "strategy A")?;
+    let mut machine = Machine::from_calibration(
+        crate::calib::Calibration::resolve_with(args.calib.as_deref(), args.with.as_deref())?
+            .with_stack(args.stack.as_deref())?,
+    );
+    if let Some(g) = args.gpus_per_node {
+        machine = machine.with_gpus_per_node_unchecked(g);
+    }
+    if let Some(text) = &args.memory {
+        let bytes = crate::search::steer::parse_memory(text)
+            .map_err(|e| Error::Usage(format!("--memory: {e}")))?;
+        machine = machine.with_memory(bytes);
+    }
+    let b = CompareSide::parse(&args.b, "strategy B")?;
+    Ok(CompareRequest {
+        model: args.symbols.model(&args.model),
+        a,
+        b,
+        machine: Some(machine),
+        seconds: args.calib.is_some() || args.stack.is_some(),
+        plateau: args.plateau,
+    })
+}
+
 /// Runs `compare`.
 pub fn run(args: CompareArgs) -> Result<(), Error> {
-    let loader = args.symbols.loader()?;
-    let model = loader.resolve(&args.model)?;
-    let values = args.symbols.apply(&model)?;
-    let a = side(&model, &values, &args.a, "strategy A", &args)?;
-    let b = side(&model, &values, &args.b, "strategy B", &args)?;
-    let mut calib =
-        crate::calib::Calibration::resolve_with(args.calib.as_deref(), args.with.as_deref())?
-            .with_stack(args.stack.as_deref())?;
-    if args.plateau {
-        calib = calib.at_plateau();
-    }
-    let c = comparison(&model, &values, &calib, &a, &b);
+    let loaded = args.symbols.model(&args.model).load()?;
+    let (c, d) = crate::api::compare_loaded(loaded, &request(&args)?)?;
+    let (model, values, a, b) = (&d.model, &d.values, &d.a, &d.b);
+    let calib = &c.calibration;
     match args.format {
         Format::Json => print_json(&c),
         Format::Table => {
-            println!("{}", header(&model, &values, &calib.name, &a, &b));
-            if let Some(line) = units::settings_line(&crate::timeline::setting_map(&model)) {
+            println!("{}", header(model, values, calib, a, b));
+            if let Some(line) = units::settings_line(&crate::timeline::setting_map(model)) {
                 println!("{line}");
             }
             if let Some(stack) = &c.stack_profile {

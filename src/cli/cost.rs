@@ -82,8 +82,8 @@ pub fn run(args: CostArgs) -> Result<(), Error> {
 
 /// What a `cost` document is asked to show.
 pub struct Asked<'a> {
-    /// The `--set` bindings given (sizes not given are named as assumed).
-    pub set: &'a [String],
+    /// The symbols bound (sizes not bound are named as assumed).
+    pub bound: &'a [String],
     /// Formulas instead of numbers.
     pub symbolic: bool,
     /// Each operator's row.
@@ -98,22 +98,14 @@ pub fn json(
     st: &Resolved,
     rules: &RuleSet,
 ) -> Result<serde_json::Value, Error> {
-    let bound = set_names(ask.set);
     let ask = crate::api::Asked {
-        bound: &bound,
+        bound: ask.bound,
         symbolic: ask.symbolic,
         per_op: ask.per_op,
     };
     let totals = crate::model::model_cost(model);
     let (out, _) = crate::api::cost_document(model, values, &totals, &ask, Some(st), rules)?;
     serde_json::to_value(&out).map_err(|e| Error::Internal(format!("cannot write JSON: {e}")))
-}
-
-/// The symbols that `--set` items (`SYM=VALUE`) name.
-fn set_names(set: &[String]) -> Vec<String> {
-    set.iter()
-        .filter_map(|s| s.split_once('=').map(|(k, _)| k.trim().to_string()))
-        .collect()
 }
 
 /// Evaluates `p` under `b` as exact text, or prints the formula when symbolic.
@@ -225,16 +217,6 @@ fn print_model(out: &Cost, detail: &CostDetail, args: &CostArgs) -> Result<(), E
     }
     println!("activations saved (bytes)     {}", b(&out.activations));
     Ok(())
-}
-
-/// The model's assumed sizes (defaults its file marks `assumed`: placeholders for sizes its
-/// source does not give) that no `--set` in `set` (`SYM=VALUE`) chose, with their values.
-pub fn assumed_sizes(
-    model: &crate::model::Model,
-    set: &[String],
-    values: &Bindings,
-) -> BTreeMap<String, String> {
-    texts(&crate::api::assumed_sizes(model, &set_names(set), values))
 }
 
 /// Exact values as text.

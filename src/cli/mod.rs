@@ -24,6 +24,8 @@ mod timeline;
 pub use crate::units;
 mod validate;
 
+pub use report::write_report;
+
 use crate::error::Error;
 use clap::{Parser, Subcommand};
 

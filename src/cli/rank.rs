@@ -1,19 +1,16 @@
 //! `symshard rank`: the ranked list of hybrid-parallel strategies for a model on N devices.
 
 use super::output::print_json;
-use super::strategy_args::machine_error;
 use super::units;
 use super::{Format, SymbolArgs};
+use crate::api::{Machine, RankDetail, RankOptions, RankResult, RankRow, DEFAULT_MAX_MICROBATCHES};
 use crate::calib::Calibration;
 use crate::error::Error;
-use crate::search::steer::{apply_headroom, parse_memory, DEFAULT_HEADROOM};
-use crate::search::{rank_with_progress, LayoutKind, Layouts, RankOptions, Steer};
-use crate::strategy::{Knobs, Schedule, Tier};
+use crate::search::{LayoutKind, Layouts};
+use crate::strategy::{Knobs, Tier};
 use crate::sym::Rational;
 use clap::Args;
 use num_traits::{ToPrimitive, Zero};
-use serde::Serialize;
-use std::collections::BTreeMap;
 
 /// What `--emit` prints about the top strategy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -25,9 +22,6 @@ pub enum Emit {
     /// Full per-operator placements as JSON.
     Json,
 }
-
-/// The largest micro-batch count tried unless `--max-microbatches` says otherwise.
-const DEFAULT_MAX_MICROBATCHES: u64 = 256;
 
 /// The machine's shape and memory and the constraints of a strategy search: shared by `rank`
 /// and `report`.
@@ -191,311 +185,84 @@ impl RankArgs {
     }
 }
 
-#[derive(Serialize)]
-struct Row {
-    rank: usize,
-    dp: u64,
-    tp: u64,
-    pp: u64,
-    /// Samples per micro-batch and data-parallel rank (Megatron-LM's `--micro-batch-size`).
-    micro_batch_size: Option<u64>,
-    /// Micro-batches per step: global batch ÷ (dp × micro-batch size).
-    microbatches: u64,
-    schedule: String,
-    chunks: u64,
-    sequence_parallel: bool,
-    recompute: String,
-    zero: u8,
-    ep: u64,
-    /// Context-parallel degree.
-    cp: u64,
-    /// The communication overlaps it runs with (`--fix overlap=…`; Megatron-LM's defaults
-    /// otherwise: only the gradient reduction overlapped).
-    overlap: crate::strategy::Overlap,
-    /// How weights and gradients are kept in mixed precision (`--fix precision=…`; bf16
-    /// otherwise: rank searches no precision, so FP8 is priced only where it is fixed).
-    precision: crate::strategy::Precision,
-    /// What the interleaved split counts besides the layers (`--fix account=…`; absent when
-    /// nothing).
-    #[serde(skip_serializing_if = "crate::strategy::PipelineSplit::is_plain")]
-    pipeline_split: crate::strategy::PipelineSplit,
-    #[serde(serialize_with = "crate::sym::ser_rational")]
-    relative_cost: Rational,
-    relative: crate::parallel::RelativeCost,
-    #[serde(serialize_with = "crate::sym::ser_rational")]
-    memory_per_device: Rational,
-    memory: crate::parallel::Memory,
-    feasible: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reason: Option<crate::parallel::Infeasible>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    iteration_seconds: Option<f64>,
-    /// Knobs whose values do not change this row's cost or memory: each with the values that
-    /// give the same row.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    knobs_that_do_not_matter: BTreeMap<String, Vec<String>>,
-    /// The strategy as one string.
-    strategy: String,
-    /// The software stack the row assumes (`megatron`, `pytorch-ddp`, `pytorch-fsdp`), whose
-    /// validation error decides a tie.
-    stack: crate::search::stack::Stack,
-    /// Ranked by seconds: why this row's place behind #1 is within the model's own error.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tie: Option<String>,
-    /// The tensor-parallel layout: `annotated` (the family's `tp:` marks) or `auto` (the
-    /// per-operator search's).
-    layout: LayoutKind,
-    /// For the auto layout: per operator, the rule index the tensor-parallel axis splits
-    /// (`none`: replicated).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    placements: Option<BTreeMap<String, String>>,
-    /// For the auto layout: how it was found (`exact`, or bounded with its proven gap).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    layout_search: Option<String>,
-}
-
-#[derive(Serialize)]
-struct Out {
-    model: String,
-    /// Sizes at the model file's placeholders (defaults marked `assumed`) that `--set` did not
-    /// give, with their values: the ranking is for a size nobody chose.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    assumed_sizes: BTreeMap<String, String>,
-    /// Global batch B and sequence length S the strategies were ranked at.
-    #[serde(serialize_with = "crate::sym::ser_rational")]
-    global_batch: Rational,
-    /// `" (B = 512, S = 2048)"` under the model's names for its batch and sequence.
-    #[serde(skip)]
-    batch_and_sequence: String,
-    /// The model's settings that change how its operators run (attention, loss, training
-    /// metrics, dropout).
-    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    settings: std::collections::BTreeMap<String, String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    sequence_length: Option<String>,
-    devices: u64,
-    gpus_per_node: u64,
-    calibration: String,
-    /// The changes that derived a what-if machine from its table (`--with`); absent for a
-    /// table as shipped or given.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    what_if: Option<crate::calib::whatif::WhatIf>,
-    /// The stack profile added to the seconds (`--stack`); absent: profile-free.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    stack_profile: Option<String>,
-    /// Usable memory per device (after headroom), bytes.
-    #[serde(serialize_with = "crate::sym::ser_rational")]
-    memory_limit: Rational,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    steering: String,
-    strategies: Vec<Row>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pareto: Vec<Row>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    smallest_footprint: Option<Row>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    nothing_fits: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    emitted: Option<serde_json::Value>,
-    evaluated: usize,
-    feasible: usize,
-    rejected: crate::search::error::Rejections,
-    /// Strategies that passed the screen but could not be priced or simulated.
-    #[serde(skip_serializing_if = "crate::search::error::Failed::is_empty")]
-    failed: crate::search::error::Failed,
-    /// Strategies simulated to rank by seconds (0 when ranking by relative cost).
-    simulated: usize,
-    balance_range: Option<(String, Option<String>)>,
-    /// For each tensor-parallel degree shown without sequence parallelism: what the e-graph
-    /// engine proves about the layer's communication.
-    engine: Vec<EngineNote>,
-    search_seconds: f64,
-    /// The auto layouts: for each tensor-parallel degree searched, how its layout was found
-    /// (`exact`, `bounded, gap ≤ …`), or that it is the annotated one, or why none was found.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    auto_layouts: Vec<AutoNote>,
-    /// Seconds of `search_seconds` spent finding the auto layouts (absent when none was
-    /// searched).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    auto_layout_seconds: Option<f64>,
-    /// The e-graph's variants of the auto layouts (`auto+e-graph` rows): the operators moved
-    /// and the layer's forward wire bytes the laws price as saved.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    egraph_layouts: Vec<crate::search::egraph::EGraphLayout>,
-    /// Degrees whose e-graph pass over the auto layout failed, and why.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    egraph_failed: BTreeMap<u64, String>,
-    /// With `--why`: the top strategy (A) against the second (B).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    why: Option<super::compare::Comparison>,
-}
-
-#[derive(Serialize)]
-struct AutoNote {
-    tp: u64,
-    /// `exact`, `bounded, gap ≤ …%`, `annotated` (the search found the annotated layout) or
-    /// `none`.
-    search: String,
-    /// The search's own cost of the layout (FLOP-equivalents per device for the whole batch).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    search_cost: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<String>,
-}
-
-#[derive(Serialize, Default)]
-struct EngineNote {
-    tp: u64,
-    stop: String,
-    egraph_nodes: usize,
-    moved: Vec<String>,
-    saving_compute: String,
-    saving_comm: String,
-    saving_activation: String,
-    /// Why the engine could not build the layer, when it could not.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<String>,
-}
-
-/// A row's bubble as a share of its relative cost ([`units::BUBBLE_MEANS`]); `-` without a
-/// pipeline, which has none.
-fn bubble(r: &Row) -> String {
-    if r.pp == 1 {
-        "-".into()
-    } else {
-        units::percent(&r.relative.bubble, &r.relative.total)
-    }
-}
-
-/// The knobs in which `alike` differ from `k`, each with every value seen (the row's first).
-fn free_knobs(k: &Knobs, alike: &[Knobs], batch: &Rational) -> BTreeMap<String, Vec<String>> {
-    let fields = |k: &Knobs| -> Vec<(&'static str, String)> {
-        vec![
-            ("dp", k.dp.to_string()),
-            ("tp", k.tp.to_string()),
-            ("pp", k.pp.to_string()),
-            ("ep", k.ep.to_string()),
-            ("cp", k.cp.to_string()),
-            (
-                "mbs",
-                k.micro_batch_size(batch)
-                    .map_or_else(|| "-".into(), |m| m.to_string()),
-            ),
-            ("schedule", sched_name(k)),
-            ("sp", if k.sequence_parallel { "on" } else { "off" }.into()),
-            ("recompute", k.recompute.to_string()),
-            ("zero", k.zero.to_string()),
-        ]
-    };
-    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let base = fields(k);
-    for other in alike {
-        for ((name, a), (_, b)) in base.iter().zip(fields(other)) {
-            if *a != b {
-                let e = out
-                    .entry(name.to_string())
-                    .or_insert_with(|| vec![a.clone()]);
-                if !e.contains(&b) {
-                    e.push(b);
-                }
-            }
+impl SearchArgs {
+    /// The search's options as these flags give them, on `machine` (`--memory` and
+    /// `--headroom` are read when ranking, in the command line's order of errors).
+    pub(crate) fn options(
+        &self,
+        devices: u64,
+        machine: Machine,
+        emit: Option<Emit>,
+    ) -> crate::api::RankOptionsBuilder {
+        let mut b = RankOptions::builder(devices)
+            .machine(machine)
+            .max_microbatches(self.max_microbatches)
+            .max_chunks(self.max_chunks)
+            .memory_text(self.memory.clone())
+            .headroom_text(self.headroom.clone());
+        for f in &self.fix {
+            b = b.fix_as(f, "--fix");
+        }
+        if let Some(s) = &self.schedule {
+            b = b.fix_as(&format!("schedule={s}"), "--schedule");
+        }
+        if let Some(m) = self.micro_batch_size {
+            b = b.fix_as(&format!("mbs={m}"), "--micro-batch-size");
+        }
+        if self.no_sp {
+            b = b.fix_as("sp=off", "--no-sp");
+        }
+        for m in &self.max {
+            b = b.max_as(m, "--max");
+        }
+        // Megatron-LM's and torchtitan's flags express only the annotated layout.
+        match (self.layouts, emit) {
+            (Some(l), _) => b.layouts(l),
+            (None, Some(Emit::Megatron | Emit::Torchtitan)) => b.layouts(Layouts::Annotated),
+            (None, _) => b,
         }
     }
-    out
 }
 
-fn sched_name(k: &Knobs) -> String {
-    match k.schedule {
-        _ if k.pp == 1 => "none".into(),
-        Schedule::Interleaved => format!("interleaved(v={})", k.chunks),
-        s => s.to_string(),
-    }
+/// The machine of `--calib`, `--with`, `--stack` and `--gpus-per-node` (checked with the
+/// search's options, in the command line's order of errors).
+pub(crate) fn machine_of(
+    calib: Option<&str>,
+    with: Option<&str>,
+    stack: Option<&str>,
+    gpus_per_node: Option<u64>,
+) -> Result<Machine, Error> {
+    let c = Calibration::resolve_with(calib, with)?.with_stack(stack)?;
+    let m = Machine::from_calibration(c);
+    Ok(match gpus_per_node {
+        Some(g) => m.with_gpus_per_node_unchecked(g),
+        None => m,
+    })
 }
 
-fn row_of(r: &crate::search::RankedRow, batch: &Rational) -> Row {
-    let e = &r.evaluation;
-    let k = &e.knobs;
-    Row {
-        rank: r.rank,
-        dp: k.dp,
-        tp: k.tp,
-        pp: k.pp,
-        micro_batch_size: k.micro_batch_size(batch),
-        microbatches: k.microbatches,
-        schedule: if k.pp == 1 {
-            "none".into()
-        } else {
-            k.schedule.to_string()
-        },
-        chunks: k.chunks,
-        sequence_parallel: k.sequence_parallel,
-        recompute: k.recompute.to_string(),
-        zero: k.zero,
-        ep: k.ep,
-        cp: k.cp,
-        overlap: k.overlap,
-        precision: k.precision,
-        pipeline_split: k.pipeline_split,
-        relative_cost: e.relative.total.clone(),
-        relative: e.relative.clone(),
-        memory_per_device: e.memory.total.clone(),
-        memory: e.memory.clone(),
-        feasible: e.feasible,
-        reason: e.reason.clone(),
-        iteration_seconds: r.seconds,
-        knobs_that_do_not_matter: free_knobs(k, &r.alike, batch),
-        strategy: k.describe(Some(batch)),
-        stack: crate::search::stack::Stack::of(k),
-        tie: None,
-        layout: r.layout.kind,
-        placements: r.layout.auto.as_ref().map(|a| a.placements.clone()),
-        layout_search: r.layout.auto.as_ref().map(|a| a.method()),
-    }
-}
-
-/// The search constraints the flags state.
-fn steering(args: &RankArgs) -> Result<Steer, Error> {
-    let mut steer = Steer::default();
-    for f in &args.search.fix {
-        steer.fix(f, "--fix")?;
-    }
-    if let Some(s) = &args.search.schedule {
-        steer.fix(&format!("schedule={s}"), "--schedule")?;
-    }
-    if let Some(m) = args.search.micro_batch_size {
-        steer.fix(&format!("mbs={m}"), "--micro-batch-size")?;
-    }
-    if args.search.no_sp {
-        steer.fix("sp=off", "--no-sp")?;
-    }
-    for m in &args.search.max {
-        steer.max(m, "--max")?;
-    }
-    steer.check_devices(args.devices)?;
-    Ok(steer)
-}
-
-/// Runs `rank`.
-/// A ranking as `rank` computes it, before it is printed.
+/// A ranking as `rank` computes it, before it is printed: the typed result, with `--emit`'s
+/// configuration and `--why`'s comparison.
 pub struct Ranked {
-    /// What `--format json` prints.
-    out: Out,
-    /// The search's result: each row's evaluation and layout.
-    pub result: crate::search::RankResult,
-    /// The machine.
-    pub calib: Calibration,
-    /// The device's capacity before headroom.
-    capacity: Rational,
-    /// The search's options: devices per node, usable memory.
-    pub opts: RankOptions,
+    /// The ranking.
+    pub result: RankResult,
     emitted: Option<super::emit::Emitted>,
+    why: Option<super::compare::Comparison>,
+    batch_and_sequence: String,
+    calib: Calibration,
 }
 
 impl Ranked {
     /// The ranking as `rank --format json` prints it.
     pub fn json(&self) -> Result<serde_json::Value, Error> {
-        serde_json::to_value(&self.out)
+        serde_json::to_value(self.document())
             .map_err(|e| Error::Internal(format!("cannot write JSON: {e}")))
+    }
+
+    fn document(
+        &self,
+    ) -> crate::api::RankDocument<'_, &serde_json::Value, &super::compare::Comparison> {
+        self.result
+            .document(self.emitted.as_ref().map(|e| &e.json), self.why.as_ref())
     }
 }
 
@@ -503,193 +270,78 @@ impl Ranked {
 pub fn run(args: RankArgs) -> Result<(), Error> {
     let r = ranked(&args)?;
     match args.format {
-        Format::Json => print_json(&r.out),
+        Format::Json => print_json(&r.document()),
         Format::Table => {
-            print_table(&r.out, &r.calib, &r.capacity, &args, &r.result);
-            print_after_table(&r.out, r.emitted.as_ref(), args.why);
+            print_table(&r);
+            print_after_table(&r, args.why);
             Ok(())
         }
     }
 }
 
-/// Ranks as the flags ask: the search, its rows, `--emit` and `--why`.
+/// Ranks as the flags ask: the model loaded, the machine, the options checked, the search,
+/// `--emit` and `--why`.
 pub fn ranked(args: &RankArgs) -> Result<Ranked, Error> {
-    let loader = args.symbols.loader()?;
-    let model = loader.resolve(&args.model)?;
-    let values = args.symbols.apply(&model)?;
-    let calib = Calibration::resolve_with(args.calib.as_deref(), args.with.as_deref())?
-        .with_stack(args.stack.as_deref())?;
-    let Request {
-        opts,
-        steer,
-        capacity,
-        batch,
-    } = request(args, &model, &values, &calib)?;
+    let loaded = args.symbols.model(&args.model).load()?;
+    let machine = machine_of(
+        args.calib.as_deref(),
+        args.with.as_deref(),
+        args.stack.as_deref(),
+        args.search.gpus_per_node,
+    )?;
+    let opts = args
+        .search
+        .options(args.devices, machine, args.emit)
+        .by_seconds(args.seconds())
+        .top(args.top)
+        .pareto(args.pareto)
+        .build()?;
+    ranked_loaded(&loaded, &opts, args.emit, args.why)
+}
+
+/// [`crate::api::rank`] with `--emit`'s configuration and `--why`'s comparison: what the
+/// Python package calls. Warnings and notes are kept in the result's `warnings`.
+pub fn rank_with(
+    model: &crate::api::Model,
+    opts: &RankOptions,
+    emit: Option<Emit>,
+    why: bool,
+) -> Result<Ranked, Error> {
+    let (out, notes) = crate::diag::capture_notes(|| {
+        let loaded = model.load()?;
+        ranked_loaded(&loaded, opts, emit, why)
+    });
+    let mut r = out?;
+    r.result.warnings = notes;
+    Ok(r)
+}
+
+fn ranked_loaded(
+    loaded: &crate::api::Loaded,
+    opts: &RankOptions,
+    emit: Option<Emit>,
+    why: bool,
+) -> Result<Ranked, Error> {
     let pb = super::progress::bar(0, "ranking mesh shapes");
-    let result = rank_with_progress(&model, &values, &calib, &opts, &mut |done, all| {
+    let out = crate::api::rank_loaded(loaded, opts, &mut |done, all| {
         pb.set_length(all as u64);
         pb.set_position(done as u64);
     });
     pb.finish_and_clear();
-    let result = result?;
-    let mut rows: Vec<Row> = result.rows.iter().map(|r| row_of(r, &batch)).collect();
-    mark_ties(&mut rows);
-    let pareto: Vec<Row> = result.pareto.iter().map(|r| row_of(r, &batch)).collect();
-    let smallest = result.smallest.as_ref().map(|(e, layout)| {
-        row_of(
-            &crate::search::RankedRow {
-                rank: 0,
-                evaluation: e.clone(),
-                seconds: None,
-                alike: Vec::new(),
-                layout: layout.clone(),
-            },
-            &batch,
-        )
-    });
-    let range = result
-        .balance_range
-        .as_ref()
-        .map(|(lo, hi)| (lo.to_string(), hi.as_ref().map(|h| h.to_string())));
+    let (result, detail) = out?;
     let top = Top {
-        args,
-        model: &model,
-        values: &values,
-        calib: &calib,
-        opts: &opts,
-        result: &result,
+        emit,
+        why,
+        detail: &detail,
     };
     let emitted = top.emitted()?;
     let why = top.why()?;
-    let auto_layouts = auto_notes(&result);
-    let out = Out {
-        model: model.name.clone(),
-        assumed_sizes: super::cost::assumed_sizes(&model, &args.symbols.set, &values),
-        global_batch: batch.clone(),
-        batch_and_sequence: super::cost::batch_and_sequence(&model, &values),
-        settings: crate::timeline::setting_map(&model),
-        sequence_length: model
-            .roles
-            .sequence
-            .as_ref()
-            .and_then(|s| values.get(s))
-            .map(|s| s.to_string()),
-        devices: args.devices,
-        gpus_per_node: opts.gpus_per_node,
-        calibration: calib.name.clone(),
-        what_if: calib.what_if.clone(),
-        stack_profile: calib.stack.as_ref().map(|s| s.describe()),
-        memory_limit: opts.memory.clone(),
-        steering: steer.describe(),
-        strategies: rows,
-        pareto,
-        smallest_footprint: smallest,
-        nothing_fits: nothing_fits_line(&result, &opts.memory, &batch),
-        emitted: emitted.as_ref().map(|e| e.json.clone()),
-        evaluated: result.evaluated,
-        simulated: result.simulated,
-        feasible: result.feasible,
-        rejected: result.rejected.clone(),
-        failed: result.failed.clone(),
-        balance_range: range,
-        engine: engine_notes(&model, &values, &result),
-        search_seconds: result.search_seconds,
-        auto_layout_seconds: (!auto_layouts.is_empty()).then_some(result.auto_seconds),
-        auto_layouts,
-        egraph_layouts: result.egraph_layouts.clone(),
-        egraph_failed: result.egraph_failed.clone(),
-        why,
-    };
     Ok(Ranked {
-        out,
-        result,
-        calib,
-        capacity,
-        opts,
         emitted,
-    })
-}
-
-/// The search the flags ask for, checked: the options, the steering, the device's capacity
-/// (before headroom) and the global batch.
-struct Request {
-    opts: RankOptions,
-    steer: Steer,
-    capacity: Rational,
-    batch: Rational,
-}
-
-/// Checks the flags and builds the [`Request`].
-fn request(
-    args: &RankArgs,
-    model: &crate::model::Model,
-    values: &crate::sym::Bindings,
-    calib: &Calibration,
-) -> Result<Request, Error> {
-    let gpus_per_node = args
-        .search
-        .gpus_per_node
-        .unwrap_or_else(|| calib.gpus_per_node());
-    crate::strategy::check_gpus_per_node(gpus_per_node).map_err(machine_error)?;
-    if args.top == 0 {
-        return Err(Error::Usage("--top must be at least 1".into()));
-    }
-    if args.search.max_microbatches == 0 {
-        return Err(Error::Usage("--max-microbatches must be at least 1".into()));
-    }
-    if args.search.max_chunks == 0 || args.search.max_chunks > crate::strategy::MAX_DEVICES {
-        return Err(Error::Usage(format!(
-            "--max-chunks must be at least 1 (1: no interleaving), not {}",
-            args.search.max_chunks
-        )));
-    }
-    let steer = steering(args)?;
-    // The knobs first, then the machine they need: a fixed degree the model cannot use is
-    // what to change, not the devices.
-    if let Some(pp) = steer.pp.fixed {
-        crate::parallel::check_pipeline_stages(model, values, pp)?;
-    }
-    crate::strategy::check_fills_nodes(args.devices, gpus_per_node).map_err(machine_error)?;
-    let capacity = match &args.search.memory {
-        Some(m) => parse_memory(m).map_err(|e| Error::Usage(format!("--memory: {e}")))?,
-        None => calib.memory_bytes(),
-    };
-    // A memory size given is what the user has; the default headroom is kept off the table's
-    // capacity only.
-    let headroom = match (&args.search.headroom, &args.search.memory) {
-        (Some(h), _) => h.as_str(),
-        (None, Some(_)) => "0%",
-        (None, None) => DEFAULT_HEADROOM,
-    };
-    let memory = apply_headroom(headroom, &capacity)?;
-    let batch = model
-        .batch_value(values)
-        .cloned()
-        .unwrap_or_else(|| Rational::from_integer(1.into()));
-    let opts = RankOptions {
-        devices: args.devices,
-        gpus_per_node,
-        top: args.top,
-        memory,
-        max_microbatches: args.search.max_microbatches.max(1),
-        seconds: args.seconds(),
-        max_chunks: args.search.max_chunks,
-        steer: steer.clone(),
-        pareto: args.pareto,
-        // Auto layouts by default only where the family annotates none: an annotated layout is
-        // the one the training stacks run, and searching beside it triples the time.
-        layouts: args.search.layouts.unwrap_or(
-            match (args.emit, crate::search::auto::has_annotations(model)) {
-                (Some(Emit::Megatron | Emit::Torchtitan), _) | (_, true) => Layouts::Annotated,
-                _ => Layouts::Both,
-            },
-        ),
-    };
-    Ok(Request {
-        opts,
-        steer,
-        capacity,
-        batch,
+        why,
+        batch_and_sequence: super::cost::batch_and_sequence(&detail.model, &detail.values),
+        calib: detail.calib,
+        result,
     })
 }
 
@@ -717,43 +369,27 @@ impl PointSearch<'_> {
         &self,
         model: &crate::model::Model,
         calib: &Calibration,
-    ) -> Result<(crate::sym::Bindings, RankOptions), Error> {
-        let args = RankArgs {
-            model: self.model.to_string(),
-            devices: self.devices,
-            top: 1,
-            calib: Some(calib.name.clone()),
-            with: None,
-            stack: None,
-            search: SearchArgs {
-                gpus_per_node: None,
-                memory: None,
-                headroom: self.headroom.clone(),
-                max_microbatches: DEFAULT_MAX_MICROBATCHES,
-                max_chunks: crate::search::DEFAULT_MAX_CHUNKS,
-                fix: self.fix.clone(),
-                max: self.max.clone(),
-                schedule: None,
-                micro_batch_size: None,
-                no_sp: false,
-                layouts: None,
-            },
-            pareto: false,
-            symbols: SymbolArgs {
-                set: self.set.clone(),
-                attention: None,
-                loss: crate::model::LossMode::default(),
-                train_metrics: 0,
-                dropout: None,
-                rules: None,
-            },
-            emit: None,
-            why: false,
-            format: Format::Json,
-        };
-        let values = args.symbols.apply(model)?;
-        let req = request(&args, model, &values, calib)?;
-        Ok((values, req.opts))
+    ) -> Result<(crate::sym::Bindings, crate::search::RankOptions), Error> {
+        let mut m = crate::api::Model::named(self.model);
+        for s in &self.set {
+            m = m.set_text(s.as_str());
+        }
+        let values = m.bind(model)?;
+        let machine = Machine::from_calibration(calib.clone());
+        let mut b = RankOptions::builder(self.devices)
+            .machine(machine.clone())
+            .by_seconds(true)
+            .top(1)
+            .headroom_text(self.headroom.clone());
+        for f in &self.fix {
+            b = b.fix_as(f, "--fix");
+        }
+        for m in &self.max {
+            b = b.max_as(m, "--max");
+        }
+        let opts = b.build()?;
+        let (search, _) = crate::api::search_options(model, &values, &machine, &opts)?;
+        Ok((values, search))
     }
 }
 
@@ -764,78 +400,14 @@ pub(crate) fn nothing_fits_line(
     memory: &Rational,
     batch: &Rational,
 ) -> Option<String> {
-    let (s, _) = result.smallest.as_ref()?;
-    let mut msg = format!(
-        "nothing fits in {} per device: the smallest footprint reachable is {} ({})",
-        units::bytes_rounded(memory),
-        units::bytes(&s.memory.total),
-        s.knobs.describe(Some(batch))
-    );
-    if let Some(c) = &result.cheapest {
-        let changes = free_knobs(&c.knobs, std::slice::from_ref(&s.knobs), batch);
-        if !changes.is_empty() {
-            let list: Vec<String> = changes
-                .iter()
-                .map(|(k, v)| format!("{k} {}", v.join(" → ")))
-                .collect();
-            msg.push_str(&format!(
-                "; from the cheapest strategy ({}) it is reached by {}",
-                units::bytes(&c.memory.total),
-                list.join(", ")
-            ));
-        }
-    }
-    Some(msg)
-}
-
-/// The shown tensor-parallel layouts run through the e-graph engine: the cheapest program the
-/// laws prove equal to each (sequence parallelism, when it is cheaper, is one such program).
-/// A layer the engine cannot build says why instead of being left out.
-fn engine_notes(
-    model: &crate::model::Model,
-    values: &crate::sym::Bindings,
-    result: &crate::search::RankResult,
-) -> Vec<EngineNote> {
-    let mut engine = Vec::new();
-    let mut seen = Vec::new();
-    for r in &result.rows {
-        let k = &r.evaluation.knobs;
-        if k.tp > 1 && !k.sequence_parallel && !seen.contains(&k.tp) {
-            seen.push(k.tp);
-            engine.push(match crate::rewrite::optimize_layer(model, k.tp, values) {
-                Ok(rep) => EngineNote {
-                    tp: k.tp,
-                    stop: rep.run.stop_reason.clone(),
-                    egraph_nodes: rep.run.egraph_nodes,
-                    moved: rep
-                        .moved
-                        .iter()
-                        .map(|m| format!("{}: {} → {}", m.op, m.before, m.after))
-                        .collect(),
-                    saving_compute: rep.saving.compute.clone(),
-                    saving_comm: rep.saving.comm.clone(),
-                    saving_activation: rep.saving.activation.clone(),
-                    error: None,
-                },
-                Err(e) => EngineNote {
-                    tp: k.tp,
-                    error: Some(e.to_string()),
-                    ..EngineNote::default()
-                },
-            });
-        }
-    }
-    engine
+    crate::api::nothing_fits_line(result, memory, batch)
 }
 
 /// What a ranking hands to `--emit` and `--why`.
 struct Top<'a> {
-    args: &'a RankArgs,
-    model: &'a crate::model::Model,
-    values: &'a crate::sym::Bindings,
-    calib: &'a Calibration,
-    opts: &'a RankOptions,
-    result: &'a crate::search::RankResult,
+    emit: Option<Emit>,
+    why: bool,
+    detail: &'a RankDetail,
 }
 
 impl Top<'_> {
@@ -846,13 +418,14 @@ impl Top<'_> {
         seconds: bool,
         layout: &crate::search::RowLayout,
     ) -> Result<super::compare::Evaluated, Error> {
+        let d = self.detail;
         super::compare::evaluate_knobs(
-            self.model,
-            self.values,
+            &d.model,
+            &d.values,
             k,
-            self.calib,
-            self.opts.gpus_per_node,
-            &self.opts.memory,
+            &d.calib,
+            d.search.gpus_per_node,
+            &d.search.memory,
             seconds,
             &layout.overrides(),
         )
@@ -861,20 +434,21 @@ impl Top<'_> {
     /// `--emit`: per-operator placements carry any layout; Megatron-LM's and torchtitan's
     /// flags express only the annotated one, so they describe the best row that uses it.
     fn emitted(&self) -> Result<Option<super::emit::Emitted>, Error> {
-        let (Some(emit), Some(top)) = (self.args.emit, self.result.rows.first()) else {
+        let (Some(emit), Some(top)) = (self.emit, self.detail.result.rows.first()) else {
             return Ok(None);
         };
         if emit == Emit::Json {
             return super::emit::emit(
                 Emit::Json,
-                self.model,
-                self.values,
+                &self.detail.model,
+                &self.detail.values,
                 &top.evaluation,
                 &top.layout.overrides(),
             )
             .map(Some);
         }
         let Some(r) = self
+            .detail
             .result
             .rows
             .iter()
@@ -887,7 +461,8 @@ impl Top<'_> {
         // A grouped row's other members, priced again when the row's own knobs are ones the
         // target cannot run.
         let reprice = |k: &Knobs| self.price(k, false, &r.layout).map(|e| e.evaluation);
-        let mut e = super::emit::emit_ranked(emit, self.model, self.values, r, &reprice)?;
+        let mut e =
+            super::emit::emit_ranked(emit, &self.detail.model, &self.detail.values, r, &reprice)?;
         if r.rank != top.rank {
             e.text = format!(
                 "# row {} (the best row with the annotated layout: the flags cannot express the auto layout of row {})\n{}",
@@ -899,17 +474,17 @@ impl Top<'_> {
 
     /// `--why`: #1 against #2, component by component.
     fn why(&self) -> Result<Option<super::compare::Comparison>, Error> {
-        let rows = &self.result.rows;
-        let (true, Some(first), Some(second)) = (self.args.why, rows.first(), rows.get(1)) else {
+        let rows = &self.detail.result.rows;
+        let (true, Some(first), Some(second)) = (self.why, rows.first(), rows.get(1)) else {
             return Ok(None);
         };
-        let seconds = self.args.seconds();
+        let seconds = self.detail.search.seconds;
         let a = self.price(&first.evaluation.knobs, seconds, &first.layout)?;
         let b = self.price(&second.evaluation.knobs, seconds, &second.layout)?;
         Ok(Some(super::compare::comparison(
-            self.model,
-            self.values,
-            self.calib,
+            &self.detail.model,
+            &self.detail.values,
+            &self.detail.calib,
             &a,
             &b,
         )))
@@ -917,14 +492,14 @@ impl Top<'_> {
 }
 
 /// What the table is followed by: the emitted configuration and `--why`'s comparison.
-fn print_after_table(out: &Out, emitted: Option<&super::emit::Emitted>, why: bool) {
-    if let Some(e) = emitted {
+fn print_after_table(r: &Ranked, why: bool) {
+    if let Some(e) = &r.emitted {
         println!();
         println!("{}", e.text);
     }
     if why {
         println!();
-        match &out.why {
+        match &r.why {
             Some(c) => {
                 println!("why #1 and not #2: A is #1, B is #2");
                 super::compare::print_comparison(c);
@@ -934,58 +509,25 @@ fn print_after_table(out: &Out, emitted: Option<&super::emit::Emitted>, why: boo
     }
 }
 
-fn auto_notes(result: &crate::search::RankResult) -> Vec<AutoNote> {
-    let mut v: Vec<AutoNote> = result
-        .auto_layouts
-        .iter()
-        .map(|a| AutoNote {
-            tp: a.tp,
-            search: a.method(),
-            search_cost: Some(a.search_cost.to_string()),
-            error: None,
-        })
-        .collect();
-    v.extend(result.auto_same.iter().map(|&tp| AutoNote {
-        tp,
-        search: "annotated".into(),
-        search_cost: None,
-        error: None,
-    }));
-    v.extend(result.auto_failed.iter().map(|(&tp, e)| AutoNote {
-        tp,
-        search: "none".into(),
-        search_cost: None,
-        error: Some(e.to_string()),
-    }));
-    v.sort_by_key(|n| n.tp);
-    v
+/// A row's bubble as a share of its relative cost ([`units::BUBBLE_MEANS`]); `-` without a
+/// pipeline, which has none.
+fn bubble(r: &RankRow) -> String {
+    if r.pp == 1 {
+        "-".into()
+    } else {
+        units::percent(&r.relative.bubble, &r.relative.total)
+    }
 }
 
-fn cell(r: &Row, knob: &str, own: String) -> String {
+fn cell(r: &RankRow, knob: &str, own: String) -> String {
     match r.knobs_that_do_not_matter.get(knob) {
         Some(v) => v.join("|"),
         None => own,
     }
 }
 
-/// Ranked by seconds: marks each row behind #1 by less than the model's own error on the
-/// stacks the two rows assume (their order is then not significant).
-fn mark_ties(rows: &mut [Row]) {
-    let Some((first, rest)) = rows.split_first_mut() else {
-        return;
-    };
-    let (Some(t1), true) = (first.iteration_seconds, first.feasible) else {
-        return;
-    };
-    for r in rest.iter_mut().filter(|r| r.feasible) {
-        if let Some(t) = r.iteration_seconds {
-            r.tie = crate::search::stack::tie(t1, first.stack, t, r.stack).map(|t| t.to_string());
-        }
-    }
-}
-
 /// The line that says which rows tie with #1, if any.
-fn ties_line(rows: &[Row]) -> Option<String> {
+fn ties_line(rows: &[RankRow]) -> Option<String> {
     let tied: Vec<String> = rows
         .iter()
         .filter(|r| r.tie.is_some())
@@ -1002,7 +544,7 @@ fn ties_line(rows: &[Row]) -> Option<String> {
     ))
 }
 
-fn print_rows(rows: &[Row]) {
+fn print_rows(rows: &[RankRow]) {
     let table: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
@@ -1097,17 +639,12 @@ fn print_rows(rows: &[Row]) {
 /// The legend of the ranking's columns.
 const RANK_LEGEND: &str = "dp, tp, pp, ep, cp: data-, tensor-, pipeline-, expert- and context-parallel degrees; mbs: micro-batch size (samples per micro-batch and data-parallel rank); sp: sequence parallelism; zero: ZeRO stage; layout: the tensor-parallel layout, `annotated` (the family's tp: marks, Megatron-LM's for the shipped transformers) or `auto` (the per-operator search's, --layouts; its placements in --format json); rel. cost: FLOP-equivalents of the busiest device per step, and its shares: compute (FLOPs, HBM bytes at κ hbm, and what kernels take beyond their FLOPs at the matmul plateau: GEMMs below it by their sizes, launches), intra- and inter-node communication and bubble, less hidden (what overlapping the data-parallel traffic with compute saves: the gradient reduction under the last backward, ZeRO 2's under every backward, ZeRO 3's weight gathers under both passes, less the compute throughput a running collective takes); memory: per device; s/step: simulated seconds per step (with --calib)";
 
-fn print_table(
-    out: &Out,
-    calib: &Calibration,
-    capacity: &Rational,
-    args: &RankArgs,
-    result: &crate::search::RankResult,
-) {
-    print_header(out, calib, capacity, args);
-    print_rows(&out.strategies);
-    print_links(out, calib);
-    if let Some(line) = ties_line(&out.strategies) {
+fn print_table(r: &Ranked) {
+    let out = &r.result;
+    print_header(r);
+    print_rows(&out.rows);
+    print_links(out, &r.calib);
+    if let Some(line) = ties_line(&out.rows) {
         println!("{line}");
     }
     println!("{RANK_LEGEND}; {}", units::BUBBLE_MEANS);
@@ -1115,7 +652,7 @@ fn print_table(
         println!("{}", units::UNITS_LEGEND);
     }
     if out
-        .strategies
+        .rows
         .iter()
         .any(|r| !r.knobs_that_do_not_matter.is_empty())
     {
@@ -1138,14 +675,14 @@ fn print_table(
     println!();
     print_search_summary(out);
     print_notes(out);
-    if let Some((lo, hi)) = &result.balance_range {
-        print_balance_range(out, calib, lo, hi.as_ref());
+    if let Some((lo, hi)) = &out.balance_range {
+        print_balance_range(out, &r.calib, lo, hi.as_ref());
     }
 }
 
 /// Where the top row's parallel dimensions run, on a table that describes its topology.
-fn print_links(out: &Out, calib: &Calibration) {
-    if let (Some(t), Some(r)) = (&calib.topology, out.strategies.first()) {
+fn print_links(out: &RankResult, calib: &Calibration) {
+    if let (Some(t), Some(r)) = (&calib.topology, out.rows.first()) {
         let mesh = crate::strategy::Mesh::with_cp(r.tp, r.cp, r.dp, r.pp, out.gpus_per_node);
         let items = t.placements(&mesh);
         if !items.is_empty() {
@@ -1156,14 +693,20 @@ fn print_links(out: &Out, calib: &Calibration) {
 
 /// The lines above the table: assumed sizes, the machine, the settings, the balance and what
 /// the ranking is by, the steering.
-fn print_header(out: &Out, calib: &Calibration, capacity: &Rational, args: &RankArgs) {
-    if let Some(line) = super::cost::assumed_line(&out.assumed_sizes) {
+fn print_header(r: &Ranked) {
+    let (out, calib, capacity) = (&r.result, &r.calib, &r.result.capacity);
+    let assumed = out
+        .assumed_sizes
+        .iter()
+        .map(|(k, v)| (k.clone(), v.to_string()))
+        .collect();
+    if let Some(line) = super::cost::assumed_line(&assumed) {
         println!("{line}");
     }
     println!(
         "{}{} on {} devices ({} per node) of {}: {} per device{}",
         out.model,
-        out.batch_and_sequence,
+        r.batch_and_sequence,
         out.devices,
         out.gpus_per_node,
         out.calibration,
@@ -1172,10 +715,7 @@ fn print_header(out: &Out, calib: &Calibration, capacity: &Rational, args: &Rank
             format!(
                 ", {} usable (headroom {})",
                 units::bytes_rounded(&out.memory_limit),
-                match args.search.headroom.as_deref() {
-                    Some(h) => h.to_string(),
-                    None => format!("{DEFAULT_HEADROOM} by default, --headroom to change"),
-                }
+                out.headroom.as_deref().unwrap_or("")
             )
         } else {
             String::new()
@@ -1195,7 +735,7 @@ fn print_header(out: &Out, calib: &Calibration, capacity: &Rational, args: &Rank
         units::ratio(&calib.hbm_balance()),
         units::ratio(&calib.balance(Tier::Intra)),
         units::ratio(&calib.balance(Tier::Inter)),
-        if out.simulated > 0 || args.seconds() {
+        if out.simulated > 0 || out.by_seconds {
             "ranked by simulated seconds per step"
         } else {
             "ranked by relative cost (FLOP-equivalents of the busiest device per step)"
@@ -1207,7 +747,7 @@ fn print_header(out: &Out, calib: &Calibration, capacity: &Rational, args: &Rank
 }
 
 /// How much was searched: strategies priced and fitting, simulated, failed, rejected by kind.
-fn print_search_summary(out: &Out) {
+fn print_search_summary(out: &RankResult) {
     println!(
         "{} strategies priced, {} fit in memory; {:.3} s",
         units::tally(out.evaluated as u64),
@@ -1241,7 +781,7 @@ fn print_search_summary(out: &Out) {
 }
 
 /// The notes after the summary: the auto layouts found and the e-graph engine's findings.
-fn print_notes(out: &Out) {
+fn print_notes(out: &RankResult) {
     if !out.auto_layouts.is_empty() {
         let list: Vec<String> = out
             .auto_layouts
@@ -1301,7 +841,12 @@ fn print_notes(out: &Out) {
 }
 
 /// Over which scalings of every κ the top row stays first (by relative cost).
-fn print_balance_range(out: &Out, calib: &Calibration, lo: &Rational, hi: Option<&Rational>) {
+fn print_balance_range(
+    out: &RankResult,
+    calib: &Calibration,
+    lo: &Rational,
+    hi: Option<&Rational>,
+) {
     let (li, le) = crate::search::rank::scaled_balance(calib, lo);
     let lo_f = lo.to_f64().unwrap_or(0.0);
     // Ranked by seconds, the range is where the printed #1 also leads by relative cost; it

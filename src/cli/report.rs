@@ -59,36 +59,48 @@ pub struct ReportArgs {
     pub output: PathBuf,
 }
 
-/// `rank`'s arguments for the report: by relative cost on the reference machine unless
-/// `--calib` is given, as `rank` does, with the Pareto frontier the chart draws.
-fn rank_args(args: &ReportArgs, model: &str, devices: u64) -> super::rank::RankArgs {
-    super::rank::RankArgs {
-        model: model.to_string(),
-        devices,
-        top: args.top,
-        calib: args.calib.clone(),
-        with: args.with.clone(),
-        stack: args.stack.clone(),
-        search: args.search.clone(),
-        pareto: true,
-        symbols: args.symbols.clone(),
-        emit: None,
-        why: false,
-        format: super::Format::Json,
-    }
-}
-
 /// A ranked row as a strategy on the ranking's machine: its knobs and layout, on the devices
 /// per node and the usable memory (after headroom, in whole bytes) the ranking used.
-fn strategy_of(row: &RankedRow, ranked: &super::rank::Ranked) -> Resolved {
+fn strategy_of(row: &RankedRow, ranked: &crate::api::RankDetail) -> Resolved {
     let knobs = row.evaluation.knobs.clone();
     Resolved {
         layout: row.parallel_layout(),
         knobs,
         calib: ranked.calib.clone(),
-        gpus_per_node: ranked.opts.gpus_per_node,
-        memory: ranked.opts.memory.floor(),
+        gpus_per_node: ranked.search.gpus_per_node,
+        memory: ranked.search.memory.floor(),
     }
+}
+
+/// The search the report ranks: `rank`'s, by relative cost on the reference machine unless
+/// `--calib` is given, with the Pareto frontier the chart draws.
+fn options(args: &ReportArgs, devices: u64) -> Result<crate::api::RankOptions, Error> {
+    let machine = super::rank::machine_of(
+        args.calib.as_deref(),
+        args.with.as_deref(),
+        args.stack.as_deref(),
+        args.search.gpus_per_node,
+    )?;
+    args.search
+        .options(devices, machine, None)
+        .by_seconds(args.calib.is_some() || args.stack.is_some())
+        .top(args.top)
+        .pareto(true)
+        .build()
+}
+
+/// The ranking the report shows (with a progress bar).
+fn ranking(
+    loaded: &crate::api::Loaded,
+    opts: &crate::api::RankOptions,
+) -> Result<(crate::api::RankResult, crate::api::RankDetail), Error> {
+    let pb = super::progress::bar(0, "ranking mesh shapes");
+    let out = crate::api::rank_loaded(loaded, opts, &mut |done, all| {
+        pb.set_length(all as u64);
+        pb.set_position(done as u64);
+    });
+    pb.finish_and_clear();
+    out
 }
 
 /// Runs `report`.
@@ -101,44 +113,70 @@ pub fn run(args: ReportArgs) -> Result<(), Error> {
             "report: give a model and --devices, or --sweep RESULTS.parquet".into(),
         ));
     };
-    let loader = args.symbols.loader()?;
-    let model = loader.resolve(&name)?;
-    let values = args.symbols.apply(&model)?;
-    let ranked = super::rank::ranked(&rank_args(&args, &name, devices))?;
-    let ranking = ranked.json()?;
+    let loaded = args.symbols.model(&name).load()?;
+    let opts = options(&args, devices)?;
+    let command = command_line(&args, &name, devices);
+    let written = write_loaded(&loaded, &name, &opts, &command, &args.output)?;
+    eprintln!("wrote {} ({written} bytes)", args.output.display());
+    Ok(())
+}
+
+/// Writes the report of `model` ranked as `opts` ask (with the Pareto frontier the chart draws)
+/// to `output`, its header naming `command`; `name` names the model in errors and is not
+/// overwritten. Returns the bytes written.
+pub fn write_report(
+    model: &crate::api::Model,
+    name: &str,
+    opts: &crate::api::RankOptions,
+    command: &str,
+    output: &Path,
+) -> Result<usize, Error> {
+    write_loaded(&model.load()?, name, opts, command, output)
+}
+
+fn write_loaded(
+    loaded: &crate::api::Loaded,
+    name: &str,
+    opts: &crate::api::RankOptions,
+    command: &str,
+    output: &Path,
+) -> Result<usize, Error> {
+    let (result, ranked) = ranking(loaded, opts)?;
+    let ranking = serde_json::to_value(&result)
+        .map_err(|e| Error::Internal(format!("cannot write JSON: {e}")))?;
+    let (model, values) = (&ranked.model, &ranked.values);
     let rows = &ranked.result.rows;
     let top = rows
         .first()
         .ok_or_else(|| Error::Usage(format!("no strategy of {name} to report")))?;
     let st = strategy_of(top, &ranked);
     let ask = super::cost::Asked {
-        set: &args.symbols.set,
+        bound: &loaded.bound,
         symbolic: true,
         per_op: false,
     };
-    let cost = super::cost::json(&model, &values, &ask, &st, &loader.rules)?;
-    let (timeline, gantt) = top_timeline(&model, &values, &st)?;
+    let cost = super::cost::json(model, values, &ask, &st, &ranked.rules)?;
+    let (timeline, gantt) = top_timeline(model, values, &st)?;
     // Each row's communication by collective kind and tier, for the stacked bars.
     let comm_parts: Vec<Value> = rows
         .iter()
         .map(|r| comm_parts(&r.evaluation, &ranked.calib))
         .collect();
     // The top row again, with the formulas of its amounts.
-    let (_, e) = st.evaluate(&model, &values, None)?;
-    let top_formulas = top_formulas(&model, &values, &e);
+    let (_, e) = st.evaluate(model, values, None)?;
+    let top_formulas = top_formulas(model, values, &e);
     let html = crate::report::html(&ReportInput {
-        command: command_line(&args, &name, devices),
+        command: command.to_string(),
         rank: &ranking,
         cost: &cost,
         timeline: &timeline,
         gantt_svg: &gantt,
-        capacity_bytes: &ranked.opts.memory,
+        capacity_bytes: &ranked.search.memory,
         comm_parts: &Value::Array(comm_parts),
         top_formulas: &Value::Array(top_formulas),
     })?;
-    super::output::write_output(&args.output, html.as_bytes(), &[Path::new(&name)])?;
-    eprintln!("wrote {} ({} bytes)", args.output.display(), html.len());
-    Ok(())
+    super::output::write_output(output, html.as_bytes(), &[Path::new(name)])?;
+    Ok(html.len())
 }
 
 /// The top strategy's timeline summary (as JSON) and its Gantt chart.

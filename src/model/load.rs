@@ -93,9 +93,9 @@ impl ModelLoader {
         if arg.ends_with(".yaml") || arg.ends_with(".yml") || path.is_file() {
             if embedded::MODELS.iter().any(|(s, _)| *s == arg) {
                 // The command line's only channel for a note that is not an error.
-                eprintln!(
+                crate::diag::note(format!(
                     "note: reading the file `{arg}` in this directory, not the shipped model of that name"
-                );
+                ));
             }
             return self.load(&Source::read(path)?);
         }
@@ -109,10 +109,10 @@ impl ModelLoader {
                     let src = Source::read(&file)?;
                     let shipped = embedded::MODELS.iter().find(|(s, _)| *s == stem);
                     if shipped.is_some_and(|(_, text)| *text != src.text) {
-                        eprintln!(
+                        crate::diag::note(format!(
                             "note: reading `{}`, which shadows the shipped model `{stem}`",
                             file.display()
-                        );
+                        ));
                     }
                     return self.load(&src);
                 }

@@ -1,0 +1,123 @@
+"""`rank` through the library's typed interface: no command line is built, no stderr is read,
+the rows are objects with exact Python ints, and warnings arrive as data."""
+
+from __future__ import annotations
+
+import shutil
+from fractions import Fraction
+
+import pytest
+
+import symshard
+from symshard import _native
+from conftest import ROOT
+
+
+@pytest.fixture
+def no_argv(monkeypatch):
+    """Fails a test that runs a command line or redirects stderr."""
+
+    def refused(*args, **kwargs):
+        raise AssertionError(f"a command line or stderr redirection was used: {args}")
+
+    monkeypatch.setattr(_native, "run_json", refused)
+    monkeypatch.setattr(symshard, "_relayed", refused)
+
+
+def test_rank_rows_are_typed_objects_with_exact_ints(cli, no_argv):
+    r = symshard.rank("llama3-8b", devices=64, top=3)
+    want = cli.json("rank", "llama3-8b", "--devices", "64", "--top", "3")
+    assert len(r.rows) == 3
+    for row, w in zip(r.rows, want["strategies"]):
+        assert type(row.dp) is int and type(row.tp) is int
+        assert isinstance(row.relative_cost, (int, Fraction))
+        assert row.relative_cost == Fraction(w["relative_cost"])
+        assert row.memory_per_device == Fraction(w["memory_per_device"])
+        assert row.relative.total == row.relative_cost
+        assert row.strategy == w["strategy"]
+        assert row.layout == w["layout"] and row.stack == w["stack"]
+        assert row.micro_batch_size == w["micro_batch_size"]
+    assert r.warnings == []
+    assert sum(c for c, _ in r.rejected_by_kind.values()) == sum(r.rejected.values())
+
+
+def test_the_native_ranking_carries_each_rows_knobs_as_a_strategy(no_argv):
+    model = _native.Model("gpt3-1.3b")
+    n = _native.rank(model, 16, top=2, fix="tp=2", max="pp=2", headroom="10%", pareto=True)
+    assert not n.by_seconds and n.memory_limit < 80_000_000_000
+    assert type(n.memory_limit) is int
+    assert n.pareto
+    for row in n.rows:
+        assert row.tp == 2 and row.pp <= 2
+        assert isinstance(row.knobs, _native.Strategy)
+        c = _native.cost(model, strategy=row.knobs)
+        assert c.per_device is not None
+        assert c.per_device.memory.total == row.memory_per_device
+        assert c.per_device.strategy == row.strategy
+    timed = _native.rank(model, 16, top=1, machine=_native.Machine("a100-80gb"))
+    assert timed.by_seconds and timed.simulated > 0
+    assert isinstance(timed.rows[0].iteration_seconds, float)
+
+
+def test_warnings_are_data_and_python_warnings(tmp_path, no_argv):
+    shutil.copy(ROOT / "operator_rules" / "add.yaml", tmp_path / "add.yaml")
+    with pytest.warns(symshard.SymshardWarning, match="replaces the shipped rule `add`"):
+        r = symshard.rank("gpt3-125m", devices=8, top=1, rules=tmp_path)
+    assert len(r.warnings) == 1 and r.warnings[0].startswith("note: `")
+
+
+def test_bad_options_are_the_command_lines_errors(cli, no_argv):
+    for flags in (["--fix", "foo=1"], ["--max", "schedule=gpipe"], ["--top", "0"]):
+        want = cli.error("rank", "gpt3-1.3b", "--devices", "8", *flags)[0]
+        kwargs = {"fix": "foo=1"} if flags[0] == "--fix" else {}
+        if flags[0] == "--max":
+            kwargs = {"max": "schedule=gpipe"}
+        top = 0 if flags[0] == "--top" else 10
+        with pytest.raises(symshard.SymshardError) as e:
+            symshard.rank("gpt3-1.3b", devices=8, top=top, **kwargs)
+        assert e.value.message == want
+        assert e.value.exit_code == 2
+    with pytest.raises(symshard.SymshardError, match="unknown layouts `sideways`"):
+        symshard.rank("gpt3-1.3b", devices=8, layouts="sideways")
+
+
+def test_compare_is_typed_and_matches_the_command_line(cli, no_argv):
+    a, b = "dp=64,mbs=1,zero=1", "dp=8,tp=8,mbs=1,sp,zero=1"
+    c = symshard.compare("llama3-8b", a, b, calib="h100-sxm")
+    want = cli.json("compare", "llama3-8b", a, b, "--calib", "h100-sxm")
+    assert c.raw == want
+    total = c.component("relative cost", "total")
+    assert type(total.a) in (int, Fraction) and total.difference == total.b - total.a
+    assert list(c.wins_on) == [p["part"] for p in want["wins_on"]]
+    with pytest.raises(TypeError, match="'sideways'"):
+        symshard.compare("llama3-8b", a, b, sideways=1)
+    msg, code = cli.error("compare", "gpt3-1.3b", "tp=7,dp=8", "tp=4,dp=4")
+    with pytest.raises(symshard.SymshardError) as e:
+        symshard.compare("gpt3-1.3b", "tp=7,dp=8", "tp=4,dp=4")
+    assert (e.value.message, e.value.exit_code) == (msg, code)
+
+
+def test_cost_and_timeline_warnings_are_data(no_argv):
+    with pytest.warns(symshard.SymshardWarning, match="does not fit in memory"):
+        t = symshard.timeline("llama2-7b", {"dp": 8}, calib="a100-80gb")
+    assert t.fits is False
+    n = _native.timeline(
+        _native.Model("llama2-7b"), _native.Strategy(dp=8), _native.Machine("a100-80gb")
+    )
+    assert len(n.warnings) == 1 and n.warnings[0].startswith("warning: ")
+    with pytest.warns(symshard.SymshardWarning, match="selective recomputation recomputes nothing"):
+        symshard.cost("llama2-7b", strategy={"tp": 8, "dp": 2, "recompute": "selective"})
+
+
+def test_report_is_written_by_the_library_without_a_command_line(cli, tmp_path, no_argv):
+    steer = dict(fix="tp=2", sp=False, max_pp=2, headroom="10%", max_microbatches=64, gpus_per_node=8)
+    out = symshard.report("gpt3-1.3b", devices=16, output=tmp_path / "py.html", top=4, **steer)
+    p = cli.run(
+        "report", "gpt3-1.3b", "--devices", "16", "--top", "4", "--fix", "tp=2", "--no-sp",
+        "--max", "pp=2", "--headroom", "10%", "--max-microbatches", "64", "--gpus-per-node", "8",
+        "-o", str(tmp_path / "cli.html"),
+    )
+    assert p.returncode == 0, p.stderr
+    assert out.read_bytes() == (tmp_path / "cli.html").read_bytes()
+    with pytest.raises(TypeError, match="'why'"):
+        symshard.report("gpt3-1.3b", devices=16, output=tmp_path / "x.html", why=True)
