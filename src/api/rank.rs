@@ -8,7 +8,6 @@ use crate::search::steer::{apply_headroom, parse_memory, DEFAULT_HEADROOM};
 use crate::search::{LayoutKind, Layouts, Steer};
 use crate::strategy::Knobs;
 use crate::sym::{ser_rational, Bindings, Rational};
-use num_traits::One;
 use serde::{Serialize, Serializer};
 use std::collections::BTreeMap;
 
@@ -89,27 +88,11 @@ impl Headroom {
 
     /// The usable memory of a device of `capacity` bytes, in whole bytes.
     fn apply(&self, capacity: &Rational) -> Result<Rational, Error> {
-        use crate::search::SteerError;
-        let usable = match self {
-            Headroom::Percent(p) => {
-                let hundred = Rational::from_integer(100.into());
-                if *p < Rational::from_integer(0.into()) || *p >= hundred {
-                    return Err(SteerError::HeadroomAll(self.text()).into());
-                }
-                capacity * (Rational::one() - p / hundred)
-            }
-            Headroom::Bytes(h) => {
-                if h >= capacity {
-                    return Err(SteerError::HeadroomCapacity {
-                        text: self.text(),
-                        capacity: capacity.to_string(),
-                    }
-                    .into());
-                }
-                capacity - h
-            }
-        };
-        Ok(usable.floor())
+        use crate::search::steer::{usable_after_bytes, usable_after_share};
+        Ok(match self {
+            Headroom::Percent(p) => usable_after_share(p, &self.text(), capacity)?,
+            Headroom::Bytes(h) => usable_after_bytes(h, &self.text(), capacity)?,
+        })
     }
 }
 

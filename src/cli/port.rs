@@ -155,7 +155,7 @@ impl At<'_> {
             Some(top) if top.evaluation.feasible => top,
             Some(_) => {
                 let one = Rational::from_integer(1.into());
-                let why = super::rank::nothing_fits_line(
+                let why = crate::api::nothing_fits_line(
                     &result,
                     &self.opts.memory,
                     batch.unwrap_or(&one),

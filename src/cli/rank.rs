@@ -393,16 +393,6 @@ impl PointSearch<'_> {
     }
 }
 
-/// When nothing fits: the smallest footprint reachable, and how the cheapest strategy gets
-/// there.
-pub(crate) fn nothing_fits_line(
-    result: &crate::search::RankResult,
-    memory: &Rational,
-    batch: &Rational,
-) -> Option<String> {
-    crate::api::nothing_fits_line(result, memory, batch)
-}
-
 /// What a ranking hands to `--emit` and `--why`.
 struct Top<'a> {
     emit: Option<Emit>,

@@ -523,22 +523,41 @@ pub const DEFAULT_HEADROOM: &str = "10%";
 /// of memory (`8GB`). Returns the usable memory of a device of `capacity` bytes.
 pub fn apply_headroom(text: &str, capacity: &Rational) -> Result<Rational, SteerError> {
     let t = text.trim();
-    let usable = if let Some(p) = t.strip_suffix('%') {
+    if let Some(p) = t.strip_suffix('%') {
         let p = decimal(p.trim()).ok_or_else(|| SteerError::HeadroomPercent(text.into()))?;
-        let hundred = Rational::from_integer(100.into());
-        if p >= hundred {
-            return Err(SteerError::HeadroomAll(text.into()));
-        }
-        capacity * (Rational::one() - p / hundred)
+        usable_after_share(&p, text, capacity)
     } else {
         let h = parse_memory(t).map_err(|e| SteerError::HeadroomMemory(Box::new(e.into())))?;
-        if &h >= capacity {
-            return Err(SteerError::HeadroomCapacity {
-                text: text.into(),
-                capacity: capacity.to_string(),
-            });
-        }
-        capacity - h
-    };
-    Ok(usable.floor())
+        usable_after_bytes(&h, text, capacity)
+    }
+}
+
+/// The whole bytes left of `capacity` with `percent` % kept free (`text`: the headroom as given,
+/// for the error).
+pub fn usable_after_share(
+    percent: &Rational,
+    text: &str,
+    capacity: &Rational,
+) -> Result<Rational, SteerError> {
+    let hundred = Rational::from_integer(100.into());
+    if percent < &Rational::from_integer(0.into()) || percent >= &hundred {
+        return Err(SteerError::HeadroomAll(text.into()));
+    }
+    Ok((capacity * (Rational::one() - percent / hundred)).floor())
+}
+
+/// The whole bytes left of `capacity` with `bytes` kept free (`text`: the headroom as given, for
+/// the error).
+pub fn usable_after_bytes(
+    bytes: &Rational,
+    text: &str,
+    capacity: &Rational,
+) -> Result<Rational, SteerError> {
+    if bytes >= capacity {
+        return Err(SteerError::HeadroomCapacity {
+            text: text.into(),
+            capacity: capacity.to_string(),
+        });
+    }
+    Ok((capacity - bytes).floor())
 }

@@ -181,13 +181,8 @@ impl Loaded {
             }
             .ok_or_else(|| Error::Usage(format!("model `{}` has no such symbol", model.name)))?;
             let mut values = model.values.clone();
-            for set in self.sets(p, model)? {
-                if let Some((k, v)) = set.split_once('=') {
-                    let v: u64 = v
-                        .parse()
-                        .map_err(|_| Error::Internal(format!("a size that is no count: {set}")))?;
-                    values.insert(k.to_string(), crate::sym::Rational::from_integer(v.into()));
-                }
+            for (k, v) in self.set_values(p, model)? {
+                values.insert(k, crate::sym::Rational::from_integer(v.into()));
             }
             let value = |r: &Row| if axis == 4 { r.batch } else { r.sequence };
             let knobs = |r: &Row| {

@@ -233,6 +233,15 @@ impl Loaded {
 
     /// `--set` items for the point's swept batch and sequence.
     pub(super) fn sets(&self, p: &Point, model: &Model) -> Result<Vec<String>, Error> {
+        Ok(self
+            .set_values(p, model)?
+            .into_iter()
+            .map(|(sym, v)| format!("{sym}={v}"))
+            .collect())
+    }
+
+    /// The point's swept batch and sequence: each model symbol and its value.
+    pub(super) fn set_values(&self, p: &Point, model: &Model) -> Result<Vec<(String, u64)>, Error> {
         let mut set = Vec::new();
         let axes = [
             ("batch", &self.spec.batch, 4, model.batch.as_ref()),
@@ -251,7 +260,7 @@ impl Loaded {
                         model.name
                     ))
                 })?;
-                set.push(format!("{sym}={}", v[p.at[k]]));
+                set.push((sym.clone(), v[p.at[k]]));
             }
         }
         Ok(set)
@@ -288,8 +297,8 @@ impl Loaded {
         };
         knobs_into(row, top, &batch);
         if !top.evaluation.feasible {
-            row.reason = crate::cli::rank::nothing_fits_line(&result, &opts.memory, &batch)
-                .or_else(|| {
+            row.reason =
+                crate::api::nothing_fits_line(&result, &opts.memory, &batch).or_else(|| {
                     top.evaluation
                         .reason
                         .as_ref()
