@@ -194,6 +194,12 @@ pub struct Rates {
     pub microbatch_overhead: f64,
     /// Share of compute throughput an overlapping collective takes.
     pub contention: f64,
+    /// The table's spread of device rates (`pace_spread`: the standard deviation of one
+    /// device's compute rate over the median device's); zero without one.
+    pub pace_spread: f64,
+    /// What compute seconds are multiplied by: 1 for the median device the table describes,
+    /// [`slowest_pace`] of the job's devices once [`Rates::paced`].
+    pub pace: f64,
     /// Inside a node.
     pub intra: LinkRate,
     /// Across nodes.
@@ -394,10 +400,26 @@ impl Rates {
                     .collect(),
             }),
             contention: d.comm_contention.as_ref().map_or(0.0, |o| f(&o.value)),
+            pace_spread: d.pace_spread.as_ref().map_or(0.0, |o| f(&o.value)),
+            pace: 1.0,
             intra: link(Tier::Intra),
             inter: link(Tier::Inter),
             layout: LinkLayout::of(c),
         }
+    }
+
+    /// The rates of a synchronous step over `devices` devices: compute runs at the pace of the
+    /// slowest of them ([`slowest_pace`] of the table's `pace_spread`). Unchanged without a
+    /// spread or on one device.
+    pub fn paced(&self, devices: u64) -> std::borrow::Cow<'_, Rates> {
+        let pace = slowest_pace(self.pace_spread, devices);
+        if pace == self.pace {
+            return std::borrow::Cow::Borrowed(self);
+        }
+        std::borrow::Cow::Owned(Rates {
+            pace,
+            ..self.clone()
+        })
     }
 
     /// The rates of a tier.
@@ -458,7 +480,7 @@ impl Rates {
                 KernelClass::Attention => self.peak_flops * self.attention_efficiency.at(fk),
                 KernelClass::Other => self.other_flops,
             };
-            (fk / rate).max(memory) + self.kernel_overhead
+            (fk / rate * self.pace).max(memory) + self.kernel_overhead
         };
         match (&self.tiling, class) {
             (Some(t), KernelClass::Matmul | KernelClass::Fp8Matmul)
@@ -610,6 +632,85 @@ impl Rates {
             }
             None => l.latency + bytes / l.bandwidth,
         }
+    }
+}
+
+/// How much longer the slowest of `devices` devices takes over the same compute than the median
+/// device, when device rates spread normally with standard deviation `spread` (a fraction of
+/// the median rate): `1 / (1 − spread · E[max of n standard normals])`. A synchronous step
+/// (each data-parallel reduction, each tensor-parallel collective, each pipeline send) waits for
+/// its slowest participant, and a device's rate is its own for the whole run (Sinha et al.,
+/// "Not All GPUs Are Created Equal", SC'22, arXiv:2208.11035: the variation is per GPU, from
+/// manufacturing and power management), so the step runs at that device's pace. 1 for one
+/// device or no spread.
+pub fn slowest_pace(spread: f64, devices: u64) -> f64 {
+    if spread <= 0.0 || devices <= 1 {
+        return 1.0;
+    }
+    1.0 / (1.0 - spread * expected_max_normal(devices)).max(1e-3)
+}
+
+/// The expected largest of `n` independent standard normal draws,
+/// `∫ x · n φ(x) Φ(x)ⁿ⁻¹ dx`, by Simpson's rule on [−10, 10] (steps of 1/200), remembered
+/// per `n` (0 for `n ≤ 1`; 1/√π for 2).
+pub fn expected_max_normal(n: u64) -> f64 {
+    use std::cell::RefCell;
+    use std::collections::HashMap;
+    thread_local! {
+        static KNOWN: RefCell<HashMap<u64, f64>> = RefCell::new(HashMap::new());
+    }
+    if n <= 1 {
+        return 0.0;
+    }
+    if let Some(v) = KNOWN.with(|k| k.borrow().get(&n).copied()) {
+        return v;
+    }
+    let density = |x: f64| {
+        let phi = (-0.5 * x * x).exp() / (2.0 * std::f64::consts::PI).sqrt();
+        // ln Φ(x) from the upper tail where Φ is near 1, so that Φⁿ⁻¹ keeps its precision.
+        let ln_cdf = if x > 0.0 {
+            (-0.5 * erfc(x / std::f64::consts::SQRT_2)).ln_1p()
+        } else {
+            (0.5 * erfc(-x / std::f64::consts::SQRT_2)).ln()
+        };
+        x * n as f64 * phi * ((n - 1) as f64 * ln_cdf).exp()
+    };
+    let (a, steps) = (-10.0, 4000);
+    let h = 20.0 / steps as f64;
+    let mut sum = density(a) + density(a + h * steps as f64);
+    for i in 1..steps {
+        sum += density(a + h * i as f64) * if i % 2 == 1 { 4.0 } else { 2.0 };
+    }
+    let v = sum * h / 3.0;
+    KNOWN.with(|k| k.borrow_mut().insert(n, v));
+    v
+}
+
+/// The complementary error function, by the Chebyshev fit of Press et al., *Numerical Recipes
+/// in C* (2nd ed.), §6.2, `erfcc`: fractional error below 1.2·10⁻⁷ everywhere.
+fn erfc(x: f64) -> f64 {
+    let z = x.abs();
+    let t = 1.0 / (1.0 + 0.5 * z);
+    let poly = [
+        -1.265_512_23,
+        1.000_023_68,
+        0.374_091_96,
+        0.096_784_18,
+        -0.186_288_06,
+        0.278_868_07,
+        -1.135_203_98,
+        1.488_515_87,
+        -0.822_152_23,
+        0.170_872_77,
+    ]
+    .iter()
+    .rev()
+    .fold(0.0, |acc, c| acc * t + c);
+    let r = t * (-z * z + poly).exp();
+    if x >= 0.0 {
+        r
+    } else {
+        2.0 - r
     }
 }
 
@@ -775,5 +876,47 @@ mod tests {
             .map(|_| r.collective_seconds(Collective::AllReduce, wire / 10.0, ax))
             .sum();
         assert!(floor <= t && floor <= split);
+    }
+
+    /// Expected largest of n standard normals: 1/√π and 3/(2√π) in closed form for n = 2 and 3;
+    /// for 5, 10, 100 and 1000, the tabulated expected normal order statistics (Harter,
+    /// "Expected values of normal order statistics", Biometrika 48, 1961, Table 1: 1.16296,
+    /// 1.53875, 2.50759, 3.24144).
+    #[test]
+    fn the_expected_slowest_matches_closed_forms_and_tables() {
+        let pi = std::f64::consts::PI;
+        let close = |n: u64, want: f64| {
+            let got = expected_max_normal(n);
+            assert!((got - want).abs() < 2e-5, "n = {n}: {got} against {want}");
+        };
+        close(2, 1.0 / pi.sqrt());
+        close(3, 1.5 / pi.sqrt());
+        close(5, 1.16296);
+        close(10, 1.53875);
+        close(100, 2.50759);
+        close(1000, 3.24144);
+        assert_eq!(expected_max_normal(1), 0.0);
+        assert_eq!(slowest_pace(0.0, 4096), 1.0);
+        assert_eq!(slowest_pace(0.02, 1), 1.0);
+        // The pace falls with the device count, and a spread of 2 % at 1000 devices is
+        // 1 / (1 − 0.02 · 3.24144).
+        assert!((slowest_pace(0.02, 1000) - 1.0 / (1.0 - 0.02 * 3.24144)).abs() < 1e-6);
+        assert!(slowest_pace(0.02, 16384) > slowest_pace(0.02, 1024));
+    }
+
+    /// Pacing slows compute-bound kernels only: a GEMM by the pace, a streaming kernel not.
+    #[test]
+    fn pacing_slows_compute_not_streaming() {
+        let mut c = alpha_beta();
+        c.device.kernel_overhead = None;
+        c.device.gemm_tiling = None;
+        let mut r = Rates::of(&c);
+        r.pace_spread = 0.02;
+        let p = r.paced(1024);
+        assert_eq!(r.paced(1).pace, 1.0);
+        let gemm = |r: &Rates| r.op_seconds(1e15, 1e6, KernelClass::Matmul, 1);
+        let stream = |r: &Rates| r.op_seconds(1.0, 1e10, KernelClass::Other, 1);
+        assert!((gemm(&p) / gemm(&r) - slowest_pace(0.02, 1024)).abs() < 1e-12);
+        assert_eq!(stream(&p), stream(&r));
     }
 }

@@ -598,6 +598,7 @@ class Timeline:
     model_tflops_per_device: float
     mfu: float
     bubble_fraction: float
+    slowest_device_pace: float
     fits: bool
     memory_per_device: float
     devices: List[Dict[str, Any]]
@@ -618,6 +619,7 @@ class Timeline:
             model_tflops_per_device=n.model_tflops_per_device,
             mfu=n.mfu,
             bubble_fraction=n.bubble_fraction,
+            slowest_device_pace=n.slowest_device_pace,
             fits=n.fits,
             memory_per_device=n.memory_per_device,
             devices=list(n.devices),

@@ -366,6 +366,13 @@ pub struct Device {
     /// kernels it overlaps (its SMs and HBM traffic); zero when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comm_contention: Option<Sourced>,
+    /// The spread of throughput between devices of the same model: the standard deviation of
+    /// one device's compute rate over the median device's (a fraction, e.g. 0.015). A
+    /// synchronous step runs at the pace of its slowest device, so the timeline slows compute
+    /// by the expected slowest of the job's devices ([`crate::machine::slowest_pace`]); zero
+    /// when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pace_spread: Option<Sourced>,
     /// How GEMMs are tiled over the streaming multiprocessors, where the table models it:
     /// a GEMM whose output tiles do not fill its last wave of SMs, or whose sizes are not
     /// multiples of its tile, runs below the matmul curve (wave and tile quantization).
@@ -631,6 +638,18 @@ impl Calibration {
                 return Err(src.error_at(
                     &["device", "comm_contention"],
                     format!("`comm_contention` must be in [0, 1), not {}", o.value),
+                ));
+            }
+        }
+        if let Some(o) = &d.pace_spread {
+            if o.value.is_negative() || o.value > Rational::new(1.into(), 5.into()) {
+                return Err(src.error_at(
+                    &["device", "pace_spread"],
+                    format!(
+                        "`pace_spread` (the standard deviation of a device's rate over the \
+                         median's) must be from 0 to 0.2, not {}",
+                        o.value
+                    ),
                 ));
             }
         }

@@ -26,10 +26,12 @@ enum Kind {
     Count,
     /// Watts.
     Watts,
+    /// A fraction of a rate (a spread), from 0 to 0.2.
+    Fraction,
 }
 
 /// The quantities every table has, by name: what each is and where it sits in the table.
-const FIELDS: [(&str, Kind, &str); 8] = [
+const FIELDS: [(&str, Kind, &str); 9] = [
     ("hbm.bandwidth", Kind::HbmRate, "device.memory_bandwidth"),
     ("hbm.capacity", Kind::Bytes, "device.memory_capacity"),
     (
@@ -50,6 +52,11 @@ const FIELDS: [(&str, Kind, &str); 8] = [
         "gpus_per_node (the NVLink domain size)",
     ),
     ("device.tdp", Kind::Watts, "device.tdp"),
+    (
+        "device.pace_spread",
+        Kind::Fraction,
+        "device.pace_spread (the spread of device rates)",
+    ),
 ];
 
 /// One changed quantity.
@@ -133,6 +140,10 @@ fn show(kind: Kind, r: &Rational) -> String {
         }
         Kind::Count => r.to_string(),
         Kind::Watts => crate::units::si(r, 4, "W"),
+        Kind::Fraction => {
+            let pct = r * Rational::from_integer(100.into());
+            format!("{} %", crate::units::si(&pct, 4, "").trim())
+        }
     }
 }
 
@@ -178,6 +189,9 @@ fn absolute(kind: Kind, text: &str) -> Option<Rational> {
             Some(parse_exact(num.trim())? / Rational::from_integer(scale.into()))
         }
         Kind::Watts => parse_exact(t.strip_suffix('W')?.trim()),
+        Kind::Fraction => {
+            Some(parse_exact(t.strip_suffix('%')?.trim())? / Rational::from_integer(100.into()))
+        }
         Kind::Flops | Kind::Count => None,
     }
 }
@@ -191,6 +205,7 @@ fn example(kind: Kind) -> &'static str {
         Kind::Seconds => "seconds such as 2us, 1e-6 or 0.5ms, or x0.5",
         Kind::Count => "a whole number of devices such as 72, or x2",
         Kind::Watts => "watts such as 700W or 700, or x1.5",
+        Kind::Fraction => "a fraction such as 0.01 or 1%, or x0.5",
     }
 }
 
@@ -198,6 +213,7 @@ fn example(kind: Kind) -> &'static str {
 fn slot<'a>(c: &'a mut Calibration, name: &str) -> Option<&'a mut Option<Sourced>> {
     match name {
         "device.tdp" => Some(&mut c.device.tdp),
+        "device.pace_spread" => Some(&mut c.device.pace_spread),
         _ => None,
     }
 }
@@ -234,6 +250,16 @@ fn kind_of(c: &Calibration, name: &str) -> Option<Kind> {
 /// Refuses a new value out of range for its kind: not positive, a fraction of a device, or
 /// outside the magnitudes a table may state.
 fn check_value(c: &Calibration, name: &str, kind: Kind, v: &Rational) -> Result<()> {
+    if kind == Kind::Fraction {
+        return if v.is_negative() || *v > Rational::new(1.into(), 5.into()) {
+            Err(refuse(
+                c,
+                format!("`{name}` must be from 0 to 0.2 (20 %), not {v}"),
+            ))
+        } else {
+            Ok(())
+        };
+    }
     if !v.is_positive() {
         return Err(refuse(c, format!("`{name}` must be positive, not {v}")));
     }

@@ -209,6 +209,12 @@ fn print_summary(s: &Summary, plan: &TimingPlan, calib: &Calibration) {
     println!("  model TFLOP/s / device  {:.1}", s.model_tflops_per_device);
     println!("  MFU                     {}", units::percent_float(s.mfu));
     println!("  bubble                  {}", bubble(s, &plan.knobs));
+    if s.slowest_device_pace > 1.0 {
+        println!(
+            "  slowest device          compute × {:.4} (the slowest of {} devices; the table's pace_spread)",
+            s.slowest_device_pace, s.device_count
+        );
+    }
     if let (Some(fits), Some(m)) = (s.fits, s.memory_per_device) {
         println!(
             "  memory per device       {} ({})",
@@ -318,6 +324,9 @@ pub fn run_port(args: PortArgs) -> Result<(), Error> {
     });
     line("MFU", &|r| units::percent_float(r.mfu));
     line("bubble", &|r| bubble(r, &plan.knobs));
+    line("slowest device pace", &|r| {
+        format!("× {:.4}", r.slowest_device_pace)
+    });
     line("memory per device", &|r| {
         r.memory_per_device.map_or("unknown".into(), float_bytes)
     });

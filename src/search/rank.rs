@@ -1493,7 +1493,12 @@ fn bounded_in_order<'c>(
     search: &SecondsSearch<'c>,
 ) -> Vec<(f64, &'c Cand, f64)> {
     use crate::timeline::bound::{chains, lower_bound, virtual_stages, Chains};
-    let rates = crate::timeline::Rates::of(calib);
+    // Paced for the fewest devices any strategy uses: the slowest of more devices is slower,
+    // so the bounds stay below every simulation.
+    let fewest = search.estimates.iter().map(|(c, _)| c.k.devices()).min();
+    let rates = crate::timeline::Rates::of(calib)
+        .paced(fewest.unwrap_or(1))
+        .into_owned();
     let kappa_hbm = calib.hbm_balance().to_f64().unwrap_or(f64::MAX);
     let cap = opts.memory.to_f64().unwrap_or(f64::MAX);
     // The chains of every (blocks, expert-parallel degree, gradient sharding) a strategy that

@@ -91,6 +91,10 @@ pub struct Summary {
     /// and after it; 0 without a pipeline, where a device's waits between passes are for its
     /// collectives (ZeRO 3's weight gathers), not for other stages.
     pub bubble_fraction: f64,
+    /// What the compute seconds were multiplied by because a synchronous step runs at the pace
+    /// of its slowest device: [`crate::machine::slowest_pace`] of the table's `pace_spread` and
+    /// the device count; 1 without a spread or on one device.
+    pub slowest_device_pace: f64,
     /// Whether the fullest device's memory fits the machine's capacity (absent for analyses
     /// saved without their memory).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -167,6 +171,7 @@ fn timed(plan: &TimingPlan, calib: &Calibration, keep: bool) -> Result<Timeline>
         } else {
             0.0
         },
+        slowest_device_pace: rates.paced(devices).pace,
         fits: known_memory(plan).map(|m| m <= calib.memory_bytes()),
         memory_per_device: known_memory(plan).map(|m| f(&m)),
         representative: format!(

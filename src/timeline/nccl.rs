@@ -686,6 +686,9 @@ pub fn to_yaml(c: &Calibration) -> String {
     if let Some(k) = &c.device.comm_contention {
         entry(&mut o, 2, "comm_contention", k);
     }
+    if let Some(k) = &c.device.pace_spread {
+        entry(&mut o, 2, "pace_spread", k);
+    }
     if let Some(t) = &c.device.gemm_tiling {
         let _ = writeln!(o, "  gemm_tiling:");
         entry(&mut o, 4, "multiprocessors", &t.multiprocessors);

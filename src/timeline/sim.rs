@@ -1009,6 +1009,8 @@ fn run(
 ) -> Result<Simulation, String> {
     plan.check()?;
     let mesh = Mesh::of(&plan.knobs, gpus_per_node);
+    // Compute runs at the pace of the slowest of the step's devices.
+    let rates = &*rates.paced(plan.knobs.devices());
     let layout = Layout::new(plan, rates, &mesh);
     let mut state = State::new(&layout, keep);
     layout.run_programs(&mut state)?;
