@@ -238,3 +238,35 @@ fn a_hugging_face_config_text_is_a_model() {
     let want = common::json(&["cost", path, "--format", "json"]);
     assert_eq!(got.params.to_string(), want["params"].as_str().unwrap());
 }
+
+/// `models()` lists what names resolve to, each shipped model's parameters what `cost` counts.
+#[test]
+fn the_catalogue_counts_what_cost_counts() {
+    let all = symshard::models().unwrap();
+    let shipped: Vec<_> = all.iter().filter(|m| m.source == "shipped").collect();
+    assert!(shipped.len() > 20, "{}", shipped.len());
+    for m in shipped.iter().filter(|m| m.family.is_some()).take(12) {
+        let c = cost(&CostRequest::new(Model::named(&m.name))).unwrap();
+        let want = m.params.clone().map(Rational::from_integer);
+        assert_eq!(want.map(Quantity::Exact), Some(c.params), "{}", m.name);
+    }
+    // JSON keeps the command line's form: the count as decimal text.
+    let doc = serde_json::to_value(shipped[0]).unwrap();
+    assert!(doc["params"].is_string(), "{doc}");
+}
+
+/// `explain()` is `explain --format json`'s document; an unknown rule or an element size out of
+/// range is refused.
+#[test]
+fn an_explanation_through_the_library_is_the_command_lines() {
+    let e = symshard::explain("linear", None, 2).unwrap();
+    let want = common::json(&["explain", "linear", "--format", "json"]);
+    assert_eq!(serde_json::to_value(&e).unwrap(), want);
+    assert_eq!(e.rule.name, "linear");
+    let four = symshard::explain("linear", None, 4).unwrap();
+    assert_ne!(four.bytes.read, e.bytes.read);
+    let unknown = symshard::explain("no-such-rule", None, 2).unwrap_err();
+    assert!(unknown.to_string().contains("no-such-rule"), "{unknown}");
+    let zero = symshard::explain("linear", None, 0).unwrap_err();
+    assert!(matches!(zero, Error::Usage(_)), "{zero}");
+}

@@ -4,6 +4,7 @@
 //! arguments into these requests once and prints the results; other languages call the same
 //! functions.
 
+mod catalog;
 mod compare;
 mod cost;
 mod machine;
@@ -12,6 +13,7 @@ mod rank;
 mod strategy;
 mod timeline;
 
+pub use catalog::{explain, models, ExplainedBytes, ExplainedFlops, Explanation, ModelEntry};
 pub use compare::{
     compare, CompareRequest, CompareSide, ComparedStrategy, Comparison, Part, StepSeconds,
 };
@@ -25,6 +27,7 @@ pub use rank::{
 pub use strategy::Strategy;
 pub use timeline::{timeline, Timeline, TimelineInput, TimelineRequest};
 
+pub(crate) use catalog::rule_set;
 pub(crate) use compare::{compare_loaded, comparison, evaluate_knobs, Evaluated};
 pub(crate) use cost::{assumed_sizes, cost_in_full, document as cost_document, Asked, CostDetail};
 pub(crate) use model::Loaded;

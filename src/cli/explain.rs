@@ -4,7 +4,7 @@ use super::output::print_json;
 use super::Format;
 use crate::error::Error;
 use crate::rules::law::LAWS;
-use crate::rules::split::{split_table, PassSplit, SplitEntry, SplitTable, TensorPlacement};
+use crate::rules::split::{PassSplit, SplitEntry, SplitTable, TensorPlacement};
 use crate::rules::{OpRule, RuleSet};
 use clap::Args;
 use serde::Serialize;
@@ -37,49 +37,8 @@ pub struct ExplainArgs {
     pub format: Format,
 }
 
-#[derive(Serialize)]
-struct Explained<'a> {
-    rule: &'a OpRule,
-    flops: Flops,
-    bytes: Bytes,
-    split_table: &'a SplitTable,
-}
-
-#[derive(Serialize)]
-struct Flops {
-    forward: String,
-    backward: String,
-}
-
-#[derive(Serialize)]
-struct Bytes {
-    read: String,
-    write: String,
-    saved: String,
-    params: String,
-    /// Read and written by the backward pass (its gradient einsums, or its output gradient,
-    /// saved tensors and parameters).
-    backward_read: String,
-    backward_write: String,
-    /// The backward's own kernel for vector-parameter gradients ("0" when there is none).
-    param_grad_kernel: String,
-    /// Bytes separate fp32 passes move beyond one fused kernel, forward and backward (a rule
-    /// with `fp32_passes: true`; absent otherwise).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    fp32_passes: Option<[String; 2]>,
-}
-
 /// Runs `explain`.
 pub fn run(args: ExplainArgs) -> Result<(), Error> {
-    let mut set = RuleSet::embedded()?;
-    if let Some(dir) = &args.rules {
-        for r in set.add_dir(dir)? {
-            eprintln!("{r}");
-        }
-    }
-    if args.list {
-        return list(&set, args.format);
-    }
     if args.laws {
         return match args.format {
             Format::Json => print_json(&LAWS),
@@ -89,9 +48,13 @@ pub fn run(args: ExplainArgs) -> Result<(), Error> {
             }
         };
     }
-    let name = args.rule.as_deref().unwrap_or_default();
-    let rule = set.resolve(name)?;
-    if args.why {
+    if args.list || args.why {
+        let (set, notes) = crate::api::rule_set(args.rules.as_deref())?;
+        notes.iter().for_each(|n| eprintln!("{n}"));
+        if args.list {
+            return list(&set, args.format);
+        }
+        let rule = set.resolve(args.rule.as_deref().unwrap_or_default())?;
         let why = crate::rewrite::explain_why(&rule)?;
         return match args.format {
             Format::Json => print_json(&why),
@@ -103,37 +66,13 @@ pub fn run(args: ExplainArgs) -> Result<(), Error> {
             }
         };
     }
-    let table = split_table(&rule, args.dtype_bytes);
+    let name = args.rule.as_deref().unwrap_or_default();
+    let e = crate::api::explain(name, args.rules.as_deref(), args.dtype_bytes)?;
+    e.notes.iter().for_each(|n| eprintln!("{n}"));
     match args.format {
-        Format::Json => {
-            let (read, write) = rule.io_bytes(args.dtype_bytes);
-            let (backward_read, backward_write) = rule.backward_io_bytes(args.dtype_bytes);
-            print_json(&Explained {
-                rule: &rule,
-                flops: Flops {
-                    forward: rule.forward_flops().to_string(),
-                    backward: rule.backward_flops().to_string(),
-                },
-                bytes: Bytes {
-                    read: read.to_string(),
-                    write: write.to_string(),
-                    saved: rule.saved_bytes(args.dtype_bytes).to_string(),
-                    params: (rule.param_elements()
-                        * crate::sym::Poly::int(args.dtype_bytes as i64))
-                    .to_string(),
-                    backward_read: backward_read.to_string(),
-                    backward_write: backward_write.to_string(),
-                    param_grad_kernel: rule.param_grad_kernel_bytes(args.dtype_bytes).0.to_string(),
-                    fp32_passes: rule.fp32_passes.then(|| {
-                        let (f, b) = rule.fp32_pass_bytes(args.dtype_bytes);
-                        [f.to_string(), b.to_string()]
-                    }),
-                },
-                split_table: &table,
-            })
-        }
+        Format::Json => print_json(&e),
         Format::Table => {
-            print!("{}", render(&rule, &table));
+            print!("{}", render(&e.rule, &e.split_table));
             Ok(())
         }
     }

@@ -3,11 +3,9 @@
 
 use super::output::print_json;
 use super::Format;
-use crate::embedded;
 use crate::error::Error;
 use crate::model::ModelLoader;
 use clap::Args;
-use serde::Serialize;
 
 /// Arguments of `models`.
 #[derive(Debug, Args)]
@@ -17,81 +15,10 @@ pub struct ModelsArgs {
     pub format: Format,
 }
 
-#[derive(Serialize)]
-struct Row {
-    /// Where it comes from: `shipped`, or the file a user's model is read from.
-    source: String,
-    name: String,
-    family: Option<String>,
-    params: String,
-    doc: String,
-}
-
 /// Runs `models`.
 pub fn run(args: ModelsArgs) -> Result<(), Error> {
     let loader = ModelLoader::embedded()?;
-    let mut rows = Vec::new();
-    let row = |m: crate::model::Model, source: String| {
-        let params = crate::model::model_cost(&m)
-            .params
-            .eval(&m.values)
-            .map(|p| p.to_integer().to_string())
-            .unwrap_or_else(|_| "-".into());
-        Row {
-            source,
-            name: m.name,
-            family: m.family,
-            params,
-            doc: m.doc,
-        }
-    };
-    // Users' models by name (`./models`, then `SYMSHARD_MODEL_PATH`), as `resolve` finds them.
-    let mut seen = std::collections::BTreeSet::new();
-    for dir in crate::model::user_model_dirs() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        let mut files: Vec<_> = entries
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
-            .collect();
-        files.sort();
-        for file in files {
-            let Some(stem) = file.file_stem().map(|s| s.to_string_lossy().to_string()) else {
-                continue;
-            };
-            let Ok(src) = crate::diag::Source::read(&file) else {
-                continue;
-            };
-            // The repository's own copies of the shipped models are the shipped models.
-            if embedded::MODELS
-                .iter()
-                .any(|(s, text)| *s == stem && *text == src.text)
-                || !seen.insert(stem.clone())
-            {
-                continue;
-            }
-            match loader.load(&src) {
-                Ok(m) => rows.push(row(m, file.display().to_string())),
-                Err(e) => rows.push(Row {
-                    source: file.display().to_string(),
-                    name: stem,
-                    family: None,
-                    params: "-".into(),
-                    doc: format!("does not load: {e}"),
-                }),
-            }
-        }
-    }
-    for (stem, text) in embedded::MODELS {
-        let src = crate::diag::Source::new(embedded::display_path("models", stem), *text);
-        let shadowed = seen.contains(*stem);
-        let mut r = row(loader.load(&src)?, "shipped".into());
-        if shadowed {
-            r.source = "shipped (shadowed)".into();
-        }
-        rows.push(r);
-    }
+    let rows = crate::api::models()?;
     match args.format {
         Format::Json => print_json(&rows),
         Format::Table => {
@@ -100,7 +27,10 @@ pub fn run(args: ModelsArgs) -> Result<(), Error> {
                     "{:<16} {:<10} {:>18}  {}{}",
                     r.name,
                     r.family.as_deref().unwrap_or("graph"),
-                    super::units::text(&r.params, super::units::count),
+                    super::units::text(
+                        &r.params.as_ref().map_or("-".into(), |p| p.to_string()),
+                        super::units::count
+                    ),
                     r.doc,
                     if r.source == "shipped" {
                         String::new()
