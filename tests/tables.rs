@@ -52,7 +52,7 @@ fn compare_prints_units_by_default_and_the_json_numbers_with_exact() {
     // Llama 3 8B's shipped values: global batch 2048 (as rank states it) and S = 8192.
     assert!(
         readable.starts_with(
-            "llama3-8b (B = 2048, S = 8192) on 64 devices (8 per node) of dgx-h100: 80.0 GB per device\n"
+            "llama3-8b (B = 2048, S = 8192) on 64 devices (8 per node) of dgx-h100: 72.0 GB usable per device\n"
         ),
         "{readable}"
     );

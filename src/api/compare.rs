@@ -131,7 +131,7 @@ pub(crate) struct Evaluated {
     pub seconds: Option<StepSeconds>,
     /// Devices per node.
     pub gpus_per_node: u64,
-    /// Device memory, bytes.
+    /// Memory a strategy may fill on one device (the capacity less the headroom), bytes.
     pub memory: Rational,
 }
 

@@ -11,6 +11,7 @@ pub struct Machine {
     calibration: Calibration,
     gpus_per_node: Option<u64>,
     memory: Option<Rational>,
+    headroom: Option<super::Headroom>,
 }
 
 impl Machine {
@@ -36,6 +37,7 @@ impl Machine {
             calibration,
             gpus_per_node: None,
             memory: None,
+            headroom: None,
         }
     }
 
@@ -74,6 +76,38 @@ impl Machine {
     pub fn with_memory(mut self, bytes: Rational) -> Machine {
         self.memory = Some(bytes);
         self
+    }
+
+    /// The machine keeping `headroom` of each device's memory free: a strategy fits when its
+    /// fullest device needs no more than the rest ([`Machine::usable_memory`]).
+    pub fn with_headroom(mut self, headroom: super::Headroom) -> Machine {
+        self.headroom = Some(headroom);
+        self
+    }
+
+    /// The memory a strategy may fill on one device, the one definition of "fits" for every
+    /// command: the memory less the headroom given; without a headroom, a memory given is all
+    /// usable and the table's capacity keeps the default headroom
+    /// ([`crate::calib::DEFAULT_HEADROOM`]).
+    pub fn usable_memory(&self) -> Result<Rational, Error> {
+        match (&self.headroom, &self.memory) {
+            (Some(h), _) => h.apply(&self.memory()),
+            (None, Some(m)) => Ok(m.clone()),
+            (None, None) => Ok(self.calibration.usable_memory_bytes()),
+        }
+    }
+
+    /// The headroom as a header names it: as given, or the default's where the memory is the
+    /// table's; `None` where a memory given is all usable.
+    pub fn headroom_text(&self) -> Option<String> {
+        match (&self.headroom, &self.memory) {
+            (Some(h), _) => Some(h.text()),
+            (None, Some(_)) => None,
+            (None, None) => Some(format!(
+                "{} by default, --headroom to change",
+                crate::calib::DEFAULT_HEADROOM
+            )),
+        }
     }
 
     /// Its calibration table.

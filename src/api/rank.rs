@@ -79,7 +79,7 @@ impl Headroom {
     }
 
     /// As the header of a ranking names it.
-    fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         match self {
             Headroom::Percent(p) => format!("{p}%"),
             Headroom::Bytes(b) => b.to_string(),
@@ -87,7 +87,7 @@ impl Headroom {
     }
 
     /// The usable memory of a device of `capacity` bytes, in whole bytes.
-    fn apply(&self, capacity: &Rational) -> Result<Rational, Error> {
+    pub(crate) fn apply(&self, capacity: &Rational) -> Result<Rational, Error> {
         use crate::search::steer::{usable_after_bytes, usable_after_share};
         Ok(match self {
             Headroom::Percent(p) => usable_after_share(p, &self.text(), capacity)?,
@@ -193,10 +193,13 @@ impl RankOptions {
         match &self.headroom {
             Some(HeadroomArg::Typed(h)) => Some(h.text()),
             Some(HeadroomArg::Text(t)) => Some(t.clone()),
-            None if self.memory_text.is_none() => Some(format!(
-                "{DEFAULT_HEADROOM} by default, --headroom to change"
-            )),
-            None => None,
+            None if self.memory_text.is_some() => None,
+            None => match &self.machine {
+                Some(m) => m.headroom_text(),
+                None => Some(format!(
+                    "{DEFAULT_HEADROOM} by default, --headroom to change"
+                )),
+            },
         }
     }
 }
@@ -816,8 +819,8 @@ pub(crate) fn search_options(
     let memory = match &opts.headroom {
         Some(HeadroomArg::Text(h)) => apply_headroom(h, &capacity)?,
         Some(HeadroomArg::Typed(h)) => h.apply(&capacity)?,
-        None if opts.memory_text.is_some() || machine.given_memory().is_some() => capacity.clone(),
-        None => apply_headroom(DEFAULT_HEADROOM, &capacity)?,
+        None if opts.memory_text.is_some() => capacity.clone(),
+        None => machine.usable_memory()?,
     };
     let layouts = opts
         .layouts

@@ -241,7 +241,7 @@ impl Strategy {
             layout,
             calib: machine.calibration().clone(),
             gpus_per_node,
-            memory: machine.memory(),
+            memory: machine.usable_memory()?,
         })
     }
 

@@ -2,7 +2,9 @@
 
 use super::{Machine, Model, Strategy};
 use crate::error::Error;
-use crate::timeline::{gantt_svg, plan_strategy, time_plan, time_summary, Summary, TimingPlan};
+use crate::timeline::{
+    gantt_svg, judged_against, plan_strategy, time_plan, time_summary, Summary, TimingPlan,
+};
 use std::path::PathBuf;
 
 /// What is timed: a model under a strategy, or an analysis saved by `symshard analyze -o`.
@@ -61,8 +63,9 @@ pub(crate) fn timeline_in_full(
 ) -> Result<(Timeline, TimingPlan, Option<crate::timeline::Timeline>), Error> {
     let plan = plan_of(&req.input, &req.machine)?;
     let calib = req.machine.calibration();
+    let usable = req.machine.usable_memory()?;
     if !events && !req.svg {
-        let summary = time_summary(&plan, calib)?;
+        let summary = judged_against(time_summary(&plan, calib)?, &plan, &usable);
         let out = Timeline {
             summary,
             svg: None,
@@ -70,7 +73,8 @@ pub(crate) fn timeline_in_full(
         };
         return Ok((out, plan, None));
     }
-    let tl = time_plan(&plan, calib)?;
+    let mut tl = time_plan(&plan, calib)?;
+    tl.summary = judged_against(tl.summary, &plan, &usable);
     let svg = req.svg.then(|| {
         let title = format!(
             "{} · {} · {} · {:.3} s per step",

@@ -19,6 +19,24 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
 
+/// The memory kept free on each device unless told otherwise (`--headroom`): what the CUDA
+/// context, NCCL's and cuBLAS's workspaces and the caching allocator's fragmentation take beside
+/// the tensors a cost model counts. Training stacks publish no default for it; this is the one a
+/// widely used PyTorch-based engine ships: vLLM lets its tensors use 0.9 of device memory by
+/// default (`gpu_memory_utilization`, vLLM documentation, "Engine Arguments").
+pub const DEFAULT_HEADROOM: &str = "10%";
+
+/// [`DEFAULT_HEADROOM`] as a number of percent.
+fn default_headroom_percent() -> Rational {
+    crate::sym::size::decimal(DEFAULT_HEADROOM.trim_end_matches('%')).unwrap_or_default()
+}
+
+/// The whole bytes left of `capacity` with `percent` % of it kept free.
+pub fn less_share(capacity: &Rational, percent: &Rational) -> Rational {
+    let hundred = Rational::from_integer(100.into());
+    (capacity * (Rational::one() - percent / hundred)).floor()
+}
+
 /// The name of the embedded reference machine.
 pub const REFERENCE: &str = "dgx-h100";
 
@@ -889,6 +907,12 @@ impl Calibration {
     /// Device memory in bytes.
     pub fn memory_bytes(&self) -> Rational {
         self.device.memory_capacity.value.clone()
+    }
+
+    /// The memory a strategy may fill on one device unless told otherwise: the capacity less
+    /// [`DEFAULT_HEADROOM`], in whole bytes. What "fits" means on this table for every command.
+    pub fn usable_memory_bytes(&self) -> Rational {
+        less_share(&self.memory_bytes(), &default_headroom_percent())
     }
 
     /// Devices per node.

@@ -44,6 +44,10 @@ pub struct CompareArgs {
     /// Device memory: bytes, or with a unit (`75GB`, `80GiB`); default: the calibration's.
     #[arg(long, value_name = "SIZE")]
     pub memory: Option<String>,
+    /// Memory kept free on each device (`10%`, `8GB`); default: 10 % of the calibration's
+    /// capacity, none of a `--memory` given (as `rank` judges it).
+    #[arg(long, value_name = "PERCENT|SIZE")]
+    pub headroom: Option<String>,
     /// Devices per node (default: the strategy file's, else the calibration's).
     #[arg(long)]
     pub gpus_per_node: Option<u64>,
@@ -263,7 +267,7 @@ fn header(model: &Model, values: &Bindings, calib: &str, a: &Evaluated, b: &Eval
     let per_node = |e: &Evaluated| e.gpus_per_node.to_string();
     let memory = |e: &Evaluated| units::bytes_rounded(&e.memory);
     format!(
-        "{}{} on {} devices ({} per node) of {calib}: {} per device",
+        "{}{} on {} devices ({} per node) of {calib}: {} usable per device",
         model.name,
         super::cost::batch_and_sequence(model, values),
         both(devices(a), devices(b)),
@@ -287,6 +291,9 @@ fn request(args: &CompareArgs) -> Result<CompareRequest, Error> {
         let bytes = crate::search::steer::parse_memory(text)
             .map_err(|e| Error::Usage(format!("--memory: {e}")))?;
         machine = machine.with_memory(bytes);
+    }
+    if let Some(h) = &args.headroom {
+        machine = machine.with_headroom(crate::api::Headroom::parse(h)?);
     }
     let b = CompareSide::parse(&args.b, "strategy B")?;
     Ok(CompareRequest {

@@ -288,7 +288,7 @@ fn print_device_totals(pd: &DeviceCost, e: &Evaluation, machine: &(String, Ratio
     let (calib, capacity) = machine;
     println!();
     println!(
-        "per device, {} on {} devices ({} per node) of {}, {} per device",
+        "per device, {} on {} devices ({} per node) of {}, {} usable per device",
         pd.strategy,
         e.mesh.devices,
         e.mesh.gpus_per_node,

@@ -103,6 +103,11 @@ pub struct StrategyFlags {
     /// capacity.
     #[arg(long, value_name = "SIZE")]
     pub memory: Option<String>,
+    /// Memory kept free on each device: a percentage of it (`10%`) or an amount (`8GB`); a
+    /// strategy fits when its fullest device needs no more than the rest. Default: 10 % of the
+    /// calibration's capacity, none of a `--memory` given (as `rank` judges it).
+    #[arg(long, value_name = "PERCENT|SIZE")]
+    pub headroom: Option<String>,
 }
 
 pub(crate) use crate::api::{machine_error, Resolved};
@@ -145,6 +150,10 @@ impl StrategyFlags {
             crate::search::steer::parse_memory(m)
                 .map_err(|e| Error::Usage(format!("--memory: {e}")))?;
             unused.push("--memory");
+        }
+        if let Some(h) = &self.headroom {
+            crate::api::Headroom::parse(h)?;
+            unused.push("--headroom");
         }
         Ok((!unused.is_empty()).then(|| {
             format!(
@@ -198,6 +207,9 @@ impl StrategyFlags {
             let bytes = crate::search::steer::parse_memory(text)
                 .map_err(|e| Error::Usage(format!("--memory: {e}")))?;
             m = m.with_memory(bytes);
+        }
+        if let Some(h) = &self.headroom {
+            m = m.with_headroom(crate::api::Headroom::parse(h)?);
         }
         Ok(m)
     }

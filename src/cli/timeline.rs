@@ -217,9 +217,10 @@ fn print_summary(s: &Summary, plan: &TimingPlan, calib: &Calibration) {
     }
     if let (Some(fits), Some(m)) = (s.fits, s.memory_per_device) {
         println!(
-            "  memory per device       {} ({})",
+            "  memory per device       {} ({} in the {} usable)",
             float_bytes(m),
-            if fits { "fits" } else { "does NOT fit" }
+            if fits { "fits" } else { "does NOT fit" },
+            float_bytes(s.usable_memory)
         );
     }
     println!();

@@ -4,7 +4,6 @@
 use super::error::SteerError;
 use crate::strategy::{Knobs, Overlap, PipelineSplit, Precision, Recompute, Schedule};
 use crate::sym::Rational;
-use num_traits::One;
 use std::fmt;
 
 /// A numeric knob's constraint: a fixed value and/or a largest value.
@@ -512,12 +511,7 @@ fn number(name: &str, value: &str, flag: &str) -> Result<u64, SteerError> {
 use crate::sym::size::decimal;
 pub use crate::sym::size::parse_memory;
 
-/// The memory a search keeps free on each device unless told otherwise (`--headroom`): what the
-/// CUDA context, NCCL's and cuBLAS's workspaces and the caching allocator's fragmentation take
-/// beside the tensors a cost model counts. Training stacks publish no default for it; this is the
-/// one a widely used PyTorch-based engine ships: vLLM lets its tensors use 0.9 of device memory
-/// by default (`gpu_memory_utilization`, vLLM documentation, "Engine Arguments").
-pub const DEFAULT_HEADROOM: &str = "10%";
+pub use crate::calib::DEFAULT_HEADROOM;
 
 /// Parses headroom: a percentage of the device memory kept free (`10%`, `12.5%`), or an amount
 /// of memory (`8GB`). Returns the usable memory of a device of `capacity` bytes.
@@ -543,7 +537,7 @@ pub fn usable_after_share(
     if percent < &Rational::from_integer(0.into()) || percent >= &hundred {
         return Err(SteerError::HeadroomAll(text.into()));
     }
-    Ok((capacity * (Rational::one() - percent / hundred)).floor())
+    Ok(crate::calib::less_share(capacity, percent))
 }
 
 /// The whole bytes left of `capacity` with `bytes` kept free (`text`: the headroom as given, for

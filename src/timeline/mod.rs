@@ -95,10 +95,13 @@ pub struct Summary {
     /// of its slowest device: [`crate::machine::slowest_pace`] of the table's `pace_spread` and
     /// the device count; 1 without a spread or on one device.
     pub slowest_device_pace: f64,
-    /// Whether the fullest device's memory fits the machine's capacity (absent for analyses
-    /// saved without their memory).
+    /// Whether the fullest device's memory fits the memory a strategy may fill
+    /// ([`Summary::usable_memory`]; absent for analyses saved without their memory).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fits: Option<bool>,
+    /// Bytes a strategy may fill on one device: the capacity less the headroom
+    /// ([`crate::calib::Calibration::usable_memory_bytes`], or the machine's as given).
+    pub usable_memory: f64,
     /// Bytes of memory the fullest device needs (absent when unknown).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memory_per_device: Option<f64>,
@@ -131,6 +134,13 @@ pub fn time_plan(plan: &TimingPlan, calib: &Calibration) -> Result<Timeline> {
 /// Times a plan on a machine, keeping only the summary (no events).
 pub fn time_summary(plan: &TimingPlan, calib: &Calibration) -> Result<Summary> {
     Ok(timed(plan, calib, false)?.summary)
+}
+
+/// The summary judged against `usable` bytes per device instead of the table's default.
+pub fn judged_against(mut s: Summary, plan: &TimingPlan, usable: &Rational) -> Summary {
+    s.fits = known_memory(plan).map(|m| m <= *usable);
+    s.usable_memory = usable.to_f64().unwrap_or(f64::MAX);
+    s
 }
 
 fn known_memory(plan: &TimingPlan) -> Option<Rational> {
@@ -172,7 +182,8 @@ fn timed(plan: &TimingPlan, calib: &Calibration, keep: bool) -> Result<Timeline>
             0.0
         },
         slowest_device_pace: rates.paced(devices).pace,
-        fits: known_memory(plan).map(|m| m <= calib.memory_bytes()),
+        fits: known_memory(plan).map(|m| m <= calib.usable_memory_bytes()),
+        usable_memory: f(&calib.usable_memory_bytes()),
         memory_per_device: known_memory(plan).map(|m| f(&m)),
         representative: format!(
             "one device per pipeline stage: its {} tensor-{}and data-parallel ranks are symmetric",
