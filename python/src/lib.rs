@@ -1,9 +1,10 @@
 //! The native half of the `symshard` Python package. `cost`, `timeline`, `rank` and `compare`
 //! call the library's typed functions and return objects with attributes: exact numbers as
 //! Python `int` (or `fractions.Fraction` where the library's value is a ratio), seconds as
-//! `float`, warnings as data. Sweeps (`sweep.rs`) run their points through the library, here
-//! or in Ray's workers. Other commands still run a command line in this process (`run_json`)
-//! and return its JSON text. No number is computed here.
+//! `float`, warnings as data; `models` and `explain` return the library's catalogue and rule
+//! explanations. Sweeps (`sweep.rs`) run their points through the library, here
+//! or in Ray's workers. `run_json` runs any other command line in this process and returns its
+//! JSON text; the package's own functions do not use it. No number is computed here.
 
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
@@ -291,13 +292,14 @@ struct Machine(symshard::Machine);
 #[pymethods]
 impl Machine {
     #[new]
-    #[pyo3(signature = (calib = None, *, what_if = None, stack = None, gpus_per_node = None, memory = None))]
+    #[pyo3(signature = (calib = None, *, what_if = None, stack = None, gpus_per_node = None, memory = None, headroom = None))]
     fn new(
         calib: Option<String>,
         what_if: Option<String>,
         stack: Option<String>,
         gpus_per_node: Option<u64>,
         memory: Option<Bound<'_, PyAny>>,
+        headroom: Option<String>,
     ) -> PyResult<Machine> {
         let mut m = match &calib {
             Some(c) => symshard::Machine::named(c),
@@ -323,7 +325,17 @@ impl Machine {
             };
             m = m.with_memory(bytes);
         }
+        if let Some(h) = &headroom {
+            m = m.with_headroom(symshard::Headroom::parse(h).map_err(native_error)?);
+        }
         Ok(Machine(m))
+    }
+
+    /// Bytes a strategy may fill on one device: the memory less the headroom (10 % of the
+    /// table's capacity by default; a memory given is all usable unless a headroom is given).
+    #[getter]
+    fn usable_memory(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        exact(py, &self.0.usable_memory().map_err(native_error)?)
     }
 
     /// The calibration table's name.
@@ -595,6 +607,7 @@ struct Timeline {
     mfu: f64,
     bubble_fraction: f64,
     slowest_device_pace: f64,
+    usable_memory: f64,
     fits: Option<bool>,
     memory_per_device: Option<f64>,
     representative: String,
@@ -642,6 +655,7 @@ fn timeline(
         mfu: s.mfu,
         bubble_fraction: s.bubble_fraction,
         slowest_device_pace: s.slowest_device_pace,
+        usable_memory: s.usable_memory,
         fits: s.fits,
         memory_per_device: s.memory_per_device,
         representative: s.representative.clone(),
@@ -1102,6 +1116,40 @@ fn compare(
     Comparison::of(py, &c, warnings)
 }
 
+/// The models a name resolves to (the user's, then the shipped ones), each
+/// `(name, family, source, params, doc)`: `params` a Python `int`, or `None` where it cannot
+/// be counted.
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn models(
+    py: Python<'_>,
+) -> PyResult<Vec<(String, Option<String>, String, Option<Py<PyAny>>, String)>> {
+    let rows = py.detach(symshard::models).map_err(native_error)?;
+    rows.into_iter()
+        .map(|m| {
+            let params = m.params.map(|p| p.into_py_any(py)).transpose()?;
+            Ok((m.name, m.family, m.source, params, m.doc))
+        })
+        .collect()
+}
+
+/// An operator rule (a shipped name or a rule file; `rules`: a directory of rules loaded beside
+/// the shipped ones) explained at `dtype_bytes` bytes per element: `(document, notes)`, the
+/// document as `symshard explain --format json` writes it, the notes what loading `rules` said.
+#[pyfunction]
+#[pyo3(signature = (rule, *, rules = None, dtype_bytes = 2))]
+fn explain(
+    py: Python<'_>,
+    rule: String,
+    rules: Option<std::path::PathBuf>,
+    dtype_bytes: u32,
+) -> PyResult<(Py<PyAny>, Vec<String>)> {
+    let e = py
+        .detach(|| symshard::explain(&rule, rules.as_deref(), dtype_bytes))
+        .map_err(native_error)?;
+    Ok((json_of(py, &e)?, e.notes))
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("NativeError", m.py().get_type::<NativeError>())?;
@@ -1115,6 +1163,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(rank, m)?)?;
     m.add_function(wrap_pyfunction!(compare, m)?)?;
     m.add_function(wrap_pyfunction!(report, m)?)?;
+    m.add_function(wrap_pyfunction!(models, m)?)?;
+    m.add_function(wrap_pyfunction!(explain, m)?)?;
     m.add_class::<Model>()?;
     m.add_class::<Strategy>()?;
     m.add_class::<Machine>()?;

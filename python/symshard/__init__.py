@@ -13,8 +13,6 @@ import json
 import os
 import re
 import sys
-import tempfile
-import threading
 import warnings
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -130,43 +128,9 @@ def _opt(v: Any, f: Any) -> Any:
     return None if v is None else f(v)
 
 
-# The typed calls (`cost`, `timeline`, `rank`, `compare`) return the library's warnings and notes
-# as data, re-emitted with `warnings.warn` (`_typed`). The commands still run as a command line
-# (`models`, `explain`, `report`) print theirs to the process's stderr (file descriptor 2), which
-# a notebook never shows: each such call redirects descriptor 2 to a temporary file for its
-# duration and re-emits what was written there the same way, anything else on `sys.stderr`.
-# Descriptor 2 is one per process, so these calls are serialised.
-_STDERR_LOCK = threading.Lock()
-
-
-def _relayed(f: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
-    """``f(*args, **kwargs)``, a native call; what it wrote to stderr is relayed (`_relay`)."""
-    with _STDERR_LOCK:
-        try:
-            sys.stderr.flush()
-        except (AttributeError, OSError, ValueError):  # pragma: no cover - no usable sys.stderr
-            pass
-        try:
-            saved = os.dup(2)
-        except OSError:  # pragma: no cover - a process without descriptor 2
-            return f(*args, **kwargs)
-        try:
-            with tempfile.TemporaryFile() as err:
-                os.dup2(err.fileno(), 2)
-                try:
-                    out = f(*args, **kwargs)
-                finally:
-                    os.dup2(saved, 2)
-                    err.seek(0)
-                    _relay(err.read().decode("utf-8", "replace"))
-        finally:
-            os.close(saved)
-        return out
-
-
-def _native_call(args: List[str]) -> List[str]:
-    """The native call's JSON documents; what it wrote to stderr is relayed (`_relay`)."""
-    return _relayed(_native.run_json, args)
+# The typed calls (`cost`, `timeline`, `rank`, `compare`, `models`, `explain`, `report`) return
+# the library's warnings and notes as data, re-emitted with `warnings.warn` (`_relay`); nothing is
+# read from the process's stderr.
 
 
 def _stacklevel() -> int:
@@ -200,22 +164,6 @@ def _relay(text: str) -> None:
             print(message, file=sys.stderr)
 
 
-def _call(args: List[str]) -> List[Any]:
-    try:
-        docs = _native_call(args)
-    except _native.NativeError as e:
-        message, code = e.args[0] if len(e.args) == 1 else e.args
-        raise SymshardError(str(message), int(code)) from None
-    return [json.loads(d) for d in docs]
-
-
-def _one(args: List[str]) -> Any:
-    docs = _call(args)
-    if len(docs) != 1:
-        raise SymshardError(f"`symshard {' '.join(args)}` printed {len(docs)} JSON documents", 1)
-    return docs[0]
-
-
 ModelArg = Union[str, "os.PathLike[str]", Mapping[str, Any], Any]
 
 
@@ -233,23 +181,14 @@ def _pandas() -> Any:
 
 @dataclass(frozen=True)
 class ModelInfo:
-    """One model that ``models()`` lists."""
+    """One model that ``models()`` lists (``family`` is ``None`` for a graph, ``params`` where its
+    parameters cannot be counted)."""
 
     name: str
-    family: str
+    family: Optional[str]
     source: str
     params: Optional[int]
     doc: str
-
-    @staticmethod
-    def _from(d: Mapping[str, Any]) -> "ModelInfo":
-        return ModelInfo(
-            name=d["name"],
-            family=d.get("family", ""),
-            source=d.get("source", ""),
-            params=_opt(d.get("params"), _exact),
-            doc=d.get("doc", "") or "",
-        )
 
 
 @dataclass(frozen=True)
@@ -599,6 +538,7 @@ class Timeline:
     mfu: float
     bubble_fraction: float
     slowest_device_pace: float
+    usable_memory: float
     fits: bool
     memory_per_device: float
     devices: List[Dict[str, Any]]
@@ -620,6 +560,7 @@ class Timeline:
             mfu=n.mfu,
             bubble_fraction=n.bubble_fraction,
             slowest_device_pace=n.slowest_device_pace,
+            usable_memory=n.usable_memory,
             fits=n.fits,
             memory_per_device=n.memory_per_device,
             devices=list(n.devices),
@@ -838,7 +779,10 @@ class Comparison:
 
 def models() -> List[ModelInfo]:
     """The models symshard knows: ./models, SYMSHARD_MODEL_PATH, then the shipped ones."""
-    return [ModelInfo._from(d) for d in _one(["models"]) if "name" in d]
+    return [
+        ModelInfo(name=n, family=f, source=s, params=p, doc=d or "")
+        for (n, f, s, p, d) in _direct(_native.models)
+    ]
 
 
 # The strategy flags of `cost`, `timeline` and `analyze`, and the short names `rank --fix` and
@@ -846,7 +790,7 @@ def models() -> List[ModelInfo]:
 _STRATEGY_KNOBS = (
     "dp", "tp", "pp", "ep", "cp", "micro_batch_size", "microbatches", "schedule", "chunks",
     "sequence_parallel", "recompute", "zero", "precision", "tp_comm_overlap",
-    "overlap_param_gather", "no_overlap_grad_reduce", "gpus_per_node", "memory",
+    "overlap_param_gather", "no_overlap_grad_reduce", "gpus_per_node", "memory", "headroom",
 )
 _KNOB_ALIASES = {"mbs": "micro_batch_size", "sp": "sequence_parallel"}
 
@@ -924,8 +868,8 @@ def _native_model(
 
 
 # The strategy's options that describe the machine rather than the layout.
-_MACHINE_KNOBS = ("gpus_per_node", "memory")
-_MACHINE_OPTIONS = ("gpus_per_node", "memory", "stack", "what_if")
+_MACHINE_KNOBS = ("gpus_per_node", "memory", "headroom")
+_MACHINE_OPTIONS = ("gpus_per_node", "memory", "headroom", "stack", "what_if")
 
 
 def _knob_dict(strategy: Any) -> Optional[Dict[str, Any]]:
@@ -1192,9 +1136,25 @@ def timeline(
     return Timeline._from_native(n)
 
 
-def explain(rule: Union[str, "os.PathLike[str]"]) -> Explanation:
-    """An operator rule (shipped name or file): indices, laws, FLOPs and split table."""
-    return Explanation._from(_one(["explain", os.fspath(rule)]))
+def explain(
+    rule: Union[str, "os.PathLike[str]"],
+    *,
+    rules: Optional[Union[str, "os.PathLike[str]"]] = None,
+    dtype_bytes: int = 2,
+) -> Explanation:
+    """An operator rule (shipped name or file): indices, laws, FLOPs and split table; ``rules``
+    a directory of rules loaded beside the shipped ones, ``dtype_bytes`` the element size."""
+    if isinstance(dtype_bytes, bool) or not isinstance(dtype_bytes, int):
+        raise TypeError(f"dtype_bytes must be an int, not {type(dtype_bytes).__name__}")
+    doc, notes = _direct(
+        _native.explain,
+        os.fspath(rule),
+        rules=None if rules is None else os.fspath(rules),
+        dtype_bytes=dtype_bytes,
+    )
+    if notes:
+        _relay("\n".join(notes))
+    return Explanation._from(doc)
 
 
 def report(

@@ -61,7 +61,7 @@ class Formula(str):
 @dataclass(frozen=True)
 class ModelInfo:
     name: str
-    family: str
+    family: str | None
     source: str
     params: int | None
     doc: str
@@ -189,6 +189,8 @@ class Timeline:
     model_tflops_per_device: float
     mfu: float
     bubble_fraction: float
+    slowest_device_pace: float
+    usable_memory: float
     fits: bool
     memory_per_device: float
     devices: list[dict[str, Any]]
@@ -307,7 +309,12 @@ def timeline(
     svg: bool = False,
     **options: Any,
 ) -> Timeline: ...
-def explain(rule: str | os.PathLike[str]) -> Explanation: ...
+def explain(
+    rule: str | os.PathLike[str],
+    *,
+    rules: str | os.PathLike[str] | None = None,
+    dtype_bytes: int = 2,
+) -> Explanation: ...
 def report(
     model: ModelArg,
     devices: int,

@@ -29,6 +29,8 @@ __all__ = [
     "rank",
     "compare",
     "report",
+    "models",
+    "explain",
 ]
 
 _Exact = Union[int, Fraction]
@@ -103,6 +105,7 @@ class Machine:
         stack: Optional[str] = ...,
         gpus_per_node: Optional[int] = ...,
         memory: Union[int, str, None] = ...,
+        headroom: Optional[str] = ...,
     ) -> "Machine": ...
     @property
     def calibration(self) -> str: ...
@@ -110,6 +113,8 @@ class Machine:
     def gpus_per_node(self) -> int: ...
     @property
     def memory(self) -> _Exact: ...
+    @property
+    def usable_memory(self) -> _Exact: ...
 
 @final
 class Memory:
@@ -245,6 +250,10 @@ class Timeline:
     def mfu(self) -> float: ...
     @property
     def bubble_fraction(self) -> float: ...
+    @property
+    def slowest_device_pace(self) -> float: ...
+    @property
+    def usable_memory(self) -> float: ...
     @property
     def fits(self) -> Optional[bool]: ...
     @property
@@ -516,6 +525,14 @@ def compare(
     plateau: bool = ...,
 ) -> Comparison:
     """Strategies ``a`` and ``b`` (strategy files or knob strings) side by side."""
+
+def models() -> List[Tuple[str, Optional[str], str, Optional[int], str]]:
+    """The models a name resolves to: ``(name, family, source, params, doc)`` each."""
+
+def explain(
+    rule: str, *, rules: Optional[str] = ..., dtype_bytes: int = ...
+) -> Tuple[Dict[str, Any], List[str]]:
+    """An operator rule explained: ``symshard explain --format json``'s document and the notes."""
 
 def report(
     model: Model,
