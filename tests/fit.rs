@@ -53,9 +53,13 @@ fn cost_and_timeline_judge_fit_as_rank_does() {
     ]);
     assert_eq!(rank["memory_limit"], "72000000000");
     assert_eq!(cost(&[]), false);
+    assert_eq!(
+        run("cost", &[])["per_device"]["memory_limit"],
+        "72000000000"
+    );
     let t = timeline(&[]);
     assert_eq!(t["fits"], false);
-    assert_eq!(t["usable_memory"].as_f64(), Some(72e9));
+    assert_eq!(t["memory_limit"].as_f64(), Some(72e9));
     // No headroom: the whole 80 GB, and it fits.
     assert_eq!(cost(&["--headroom", "0%"]), true);
     assert_eq!(timeline(&["--headroom", "0%"])["fits"], true);

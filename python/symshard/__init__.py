@@ -538,7 +538,7 @@ class Timeline:
     mfu: float
     bubble_fraction: float
     slowest_device_pace: float
-    usable_memory: float
+    memory_limit: float
     fits: bool
     memory_per_device: float
     devices: List[Dict[str, Any]]
@@ -560,7 +560,7 @@ class Timeline:
             mfu=n.mfu,
             bubble_fraction=n.bubble_fraction,
             slowest_device_pace=n.slowest_device_pace,
-            usable_memory=n.usable_memory,
+            memory_limit=n.memory_limit,
             fits=n.fits,
             memory_per_device=n.memory_per_device,
             devices=list(n.devices),

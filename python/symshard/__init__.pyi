@@ -190,7 +190,7 @@ class Timeline:
     mfu: float
     bubble_fraction: float
     slowest_device_pace: float
-    usable_memory: float
+    memory_limit: float
     fits: bool
     memory_per_device: float
     devices: list[dict[str, Any]]

@@ -145,5 +145,5 @@ def test_a_machine_has_one_usable_memory(no_argv):
     row = {"dp": 16, "tp": 8, "pp": 8, "mbs": 1, "recompute": "selective"}
     with pytest.warns(symshard.SymshardWarning, match="does not fit"):
         t = symshard.timeline("gpt3-175b", row, calib="a100-80gb")
-    assert t.usable_memory == 72e9 and t.fits is False
+    assert t.memory_limit == 72e9 and t.fits is False
     assert symshard.timeline("gpt3-175b", dict(row, headroom="0%"), calib="a100-80gb").fits is True

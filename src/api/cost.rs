@@ -182,8 +182,13 @@ pub struct DeviceCost {
     pub p2p_bytes: Rational,
     /// Memory by kind.
     pub memory: crate::parallel::Memory,
-    /// Whether it fits the machine's memory.
+    /// Whether it fits the machine's memory: the fullest device needs no more than
+    /// `memory_limit`.
     pub feasible: bool,
+    /// Bytes a strategy may fill on one device: the capacity less the headroom
+    /// ([`crate::Machine::usable_memory`]), as `rank` states it.
+    #[serde(serialize_with = "ser_rational")]
+    pub memory_limit: Rational,
     /// Why not, where it does not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<crate::parallel::Infeasible>,
@@ -473,6 +478,7 @@ fn per_device(
         p2p_bytes: e.p2p_bytes.clone(),
         memory: e.memory.clone(),
         feasible: e.feasible,
+        memory_limit: st.memory.clone(),
         reason: e.reason.clone(),
         stages: e.stages.clone(),
         per_op,

@@ -220,7 +220,7 @@ fn print_summary(s: &Summary, plan: &TimingPlan, calib: &Calibration) {
             "  memory per device       {} ({} in the {} usable)",
             float_bytes(m),
             if fits { "fits" } else { "does NOT fit" },
-            float_bytes(s.usable_memory)
+            float_bytes(s.memory_limit)
         );
     }
     println!();

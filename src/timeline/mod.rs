@@ -96,12 +96,12 @@ pub struct Summary {
     /// the device count; 1 without a spread or on one device.
     pub slowest_device_pace: f64,
     /// Whether the fullest device's memory fits the memory a strategy may fill
-    /// ([`Summary::usable_memory`]; absent for analyses saved without their memory).
+    /// ([`Summary::memory_limit`]; absent for analyses saved without their memory).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fits: Option<bool>,
     /// Bytes a strategy may fill on one device: the capacity less the headroom
     /// ([`crate::calib::Calibration::usable_memory_bytes`], or the machine's as given).
-    pub usable_memory: f64,
+    pub memory_limit: f64,
     /// Bytes of memory the fullest device needs (absent when unknown).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memory_per_device: Option<f64>,
@@ -139,7 +139,7 @@ pub fn time_summary(plan: &TimingPlan, calib: &Calibration) -> Result<Summary> {
 /// The summary judged against `usable` bytes per device instead of the table's default.
 pub fn judged_against(mut s: Summary, plan: &TimingPlan, usable: &Rational) -> Summary {
     s.fits = known_memory(plan).map(|m| m <= *usable);
-    s.usable_memory = usable.to_f64().unwrap_or(f64::MAX);
+    s.memory_limit = usable.to_f64().unwrap_or(f64::MAX);
     s
 }
 
@@ -183,7 +183,7 @@ fn timed(plan: &TimingPlan, calib: &Calibration, keep: bool) -> Result<Timeline>
         },
         slowest_device_pace: rates.paced(devices).pace,
         fits: known_memory(plan).map(|m| m <= calib.usable_memory_bytes()),
-        usable_memory: f(&calib.usable_memory_bytes()),
+        memory_limit: f(&calib.usable_memory_bytes()),
         memory_per_device: known_memory(plan).map(|m| f(&m)),
         representative: format!(
             "one device per pipeline stage: its {} tensor-{}and data-parallel ranks are symmetric",
