@@ -315,13 +315,19 @@ pub fn fit_reason(reason: &str) -> String {
         ))
     });
     match parsed {
-        Some((need, have)) if !exact() => format!(
-            "needs {} per device, more than {}",
-            bytes(&need),
-            bytes(&have)
-        ),
+        Some((need, have)) if !exact() => fit_text(&need, &have),
         _ => reason.to_string(),
     }
+}
+
+/// Why a strategy does not fit, in [`bytes`]: what its fullest device needs against the memory a
+/// strategy may fill (the capacity less the headroom).
+pub fn fit_text(need: &Rational, usable: &Rational) -> String {
+    format!(
+        "needs {} per device, more than the {} usable",
+        bytes(&need.floor()),
+        bytes(&usable.floor())
+    )
 }
 
 /// A number printed by the exact evaluator (an integer or a fraction), shown by `f`; other text
@@ -455,7 +461,7 @@ mod tests {
         let why = "needs 231291682816 bytes per device, more than 80000000000";
         assert_eq!(
             fit_reason(why),
-            "needs 231 GB per device, more than 80.0 GB"
+            "needs 231 GB per device, more than the 80.0 GB usable"
         );
         assert_eq!(with_exact(true, || fit_reason(why)), why);
         assert_eq!(

@@ -721,11 +721,7 @@ impl Infeasible {
         if crate::units::exact() {
             return self.to_string();
         }
-        format!(
-            "needs {} per device, more than {}",
-            crate::units::bytes(&self.need.floor()),
-            crate::units::bytes(&self.have.floor())
-        )
+        crate::units::fit_text(&self.need, &self.have)
     }
 }
 
