@@ -4,6 +4,14 @@ use crate::calib::Calibration;
 use crate::error::Error;
 use crate::sym::Rational;
 
+/// The default headroom as a header names it.
+pub(crate) fn default_headroom_text() -> String {
+    format!(
+        "{} by default, --headroom to change",
+        crate::calib::DEFAULT_HEADROOM
+    )
+}
+
 /// The machine a strategy is priced and timed on: a calibration table (with any what-if edits
 /// and stack profile), the devices per node and the memory of one device.
 #[derive(Debug, Clone)]
@@ -103,10 +111,7 @@ impl Machine {
         match (&self.headroom, &self.memory) {
             (Some(h), _) => Some(h.text()),
             (None, Some(_)) => None,
-            (None, None) => Some(format!(
-                "{} by default, --headroom to change",
-                crate::calib::DEFAULT_HEADROOM
-            )),
+            (None, None) => Some(default_headroom_text()),
         }
     }
 

@@ -4,7 +4,7 @@
 use super::{Machine, Model, Strategy};
 use crate::calib::Calibration;
 use crate::error::Error;
-use crate::search::steer::{apply_headroom, parse_memory, DEFAULT_HEADROOM};
+use crate::search::steer::{apply_headroom, parse_memory};
 use crate::search::{LayoutKind, Layouts, Steer};
 use crate::strategy::Knobs;
 use crate::sym::{ser_rational, Bindings, Rational};
@@ -196,9 +196,7 @@ impl RankOptions {
             None if self.memory_text.is_some() => None,
             None => match &self.machine {
                 Some(m) => m.headroom_text(),
-                None => Some(format!(
-                    "{DEFAULT_HEADROOM} by default, --headroom to change"
-                )),
+                None => Some(super::machine::default_headroom_text()),
             },
         }
     }

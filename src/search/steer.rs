@@ -511,8 +511,6 @@ fn number(name: &str, value: &str, flag: &str) -> Result<u64, SteerError> {
 use crate::sym::size::decimal;
 pub use crate::sym::size::parse_memory;
 
-pub use crate::calib::DEFAULT_HEADROOM;
-
 /// Parses headroom: a percentage of the device memory kept free (`10%`, `12.5%`), or an amount
 /// of memory (`8GB`). Returns the usable memory of a device of `capacity` bytes.
 pub fn apply_headroom(text: &str, capacity: &Rational) -> Result<Rational, SteerError> {

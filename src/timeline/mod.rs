@@ -181,7 +181,7 @@ fn timed(plan: &TimingPlan, calib: &Calibration, keep: bool) -> Result<Timeline>
         } else {
             0.0
         },
-        slowest_device_pace: rates.paced(devices).pace,
+        slowest_device_pace: crate::machine::slowest_pace(rates.pace_spread, devices),
         fits: known_memory(plan).map(|m| m <= calib.usable_memory_bytes()),
         memory_limit: f(&calib.usable_memory_bytes()),
         memory_per_device: known_memory(plan).map(|m| f(&m)),
