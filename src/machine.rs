@@ -130,8 +130,9 @@ pub enum KernelClass {
     /// A GEMM or batched GEMM on the tensor cores.
     Matmul,
     /// A GEMM on the tensor cores with FP8 operands ([`crate::strategy::Precision::Fp8`]): at
-    /// the table's FP8 peak times the same matmul efficiency curve (and tiling) as a bf16 GEMM
-    /// of the same FLOPs; no separate FP8 efficiency is assumed.
+    /// the table's FP8 peak times its measured FP8 curve (`efficiency.matmul_fp8`) where it has
+    /// one, else times the same matmul efficiency curve (and tiling) as a bf16 GEMM of the same
+    /// FLOPs.
     Fp8Matmul,
     /// A fused attention kernel (FlashAttention-style).
     Attention,
@@ -181,6 +182,9 @@ pub struct Rates {
     pub matmul_efficiency: FloatCurve,
     /// Fused attention efficiency against one kernel's FLOPs.
     pub attention_efficiency: FloatCurve,
+    /// FP8 GEMM efficiency (of the FP8 peak) against one GEMM's FLOPs, where it was measured;
+    /// such a curve already holds the GEMMs' wave and tile losses, so no tiling applies to it.
+    pub fp8_matmul_efficiency: Option<FloatCurve>,
     /// Streaming efficiency against one kernel's bytes.
     pub memory_efficiency: FloatCurve,
     /// Streaming multiprocessors and output tiles, where the table models wave and tile
@@ -386,6 +390,7 @@ impl Rates {
                 .map(|a| a.to_f64())
                 .unwrap_or_else(|| matmul.clone()),
             matmul_efficiency: matmul,
+            fp8_matmul_efficiency: d.efficiency.matmul_fp8.as_ref().map(|c| c.to_f64()),
             memory_efficiency: memory,
             kernel_overhead: d.kernel_overhead.as_ref().map_or(0.0, |o| f(&o.value))
                 + stack(Param::KernelOverhead),
@@ -473,19 +478,24 @@ impl Rates {
                 // A plan is refused FP8 on a table without an FP8 peak before it is timed
                 // ([`crate::parallel::check_precision`]); a saved plan timed on one runs at bf16.
                 KernelClass::Fp8Matmul => {
-                    self.fp8_peak_flops.unwrap_or(self.peak_flops)
-                        * self.matmul_efficiency.at(fk)
-                        * utilisation
+                    let curve = self
+                        .fp8_matmul_efficiency
+                        .as_ref()
+                        .unwrap_or(&self.matmul_efficiency);
+                    self.fp8_peak_flops.unwrap_or(self.peak_flops) * curve.at(fk) * utilisation
                 }
                 KernelClass::Attention => self.peak_flops * self.attention_efficiency.at(fk),
                 KernelClass::Other => self.other_flops,
             };
             (fk / rate * self.pace).max(memory) + self.kernel_overhead
         };
-        match (&self.tiling, class) {
-            (Some(t), KernelClass::Matmul | KernelClass::Fp8Matmul)
-                if gemms.len() == kernels.max(1) as usize =>
-            {
+        let tiled = match class {
+            KernelClass::Matmul => true,
+            KernelClass::Fp8Matmul => self.fp8_matmul_efficiency.is_none(),
+            _ => false,
+        };
+        match &self.tiling {
+            Some(t) if tiled && gemms.len() == kernels.max(1) as usize => {
                 gemms.iter().map(|g| one(t.utilisation(*g))).sum()
             }
             _ => k * one(1.0),

@@ -557,3 +557,151 @@ fn every_shipped_table_loads_and_sources_every_number() {
         assert!(names.iter().any(|n| n == want), "{want}: {names:?}");
     }
 }
+
+/// FP8 rows of a sweep (`tools/gemm_sweep.py --dtype fp8`) give their own curve, as fractions
+/// of the FP8 peak, which times FP8 GEMMs in place of the bf16 curve and is never tiled again;
+/// the table it is written to loads back with it. The rows are made up: a 16-bit GEMM at 0.8 of
+/// the H100's 989 TFLOP/s bf16 peak and an FP8 one at 0.6 of its 1,979 TFLOP/s FP8 peak.
+#[test]
+fn fp8_rows_of_a_sweep_give_the_fp8_curve() {
+    let base = Calibration::resolve("dgx-h100").unwrap();
+    let flops = 2.0 * 8192f64.powi(3);
+    let text = format!(
+        "# gpu: H100\nm,n,k,dtype,seconds\n8192,8192,8192,bf16,{:e}\n8192,8192,8192,fp8,{:e}\n\
+         8192,8192,8192,int8,1e-3\n",
+        flops / (0.8 * 989e12),
+        flops / (0.6 * 1979e12)
+    );
+    let sweep = parse_sweep(Path::new("mixed.csv"), &text).unwrap();
+    assert_eq!(
+        (sweep.rows.len(), sweep.fp8_rows.len(), sweep.skipped),
+        (1, 1, 1)
+    );
+    let c = calibrate(&sweep, &base, "mixed").unwrap();
+    let fp8 = c.device.efficiency.matmul_fp8.as_ref().unwrap();
+    let at = |curve: &symshard::calib::Curve| curve.to_f64().at(flops);
+    assert!((at(fp8) - 0.6).abs() < 1e-3, "{}", at(fp8));
+    assert!((at(&c.device.efficiency.matmul) - 0.8).abs() < 1e-3);
+    assert!(
+        fp8.source.contains("the fp8 peak 1.979e15"),
+        "{}",
+        fp8.source
+    );
+    assert!(c
+        .doc
+        .ends_with("Matmul efficiency and FP8 matmul efficiency measured with a GEMM sweep."));
+    // The FP8 GEMM is timed on its own curve: the FP8 peak times 0.6, not times 0.8.
+    let r = Rates::of(&c);
+    let t = r.gemm_seconds(flops, 0.0, KernelClass::Fp8Matmul, 1, &[]) - r.kernel_overhead;
+    assert!(
+        (t / (flops / (0.6 * 1979e12) * r.pace) - 1.0).abs() < 1e-3,
+        "{t}"
+    );
+    // Without the curve it is the bf16 curve at the FP8 peak, as before.
+    let mut plain = c.clone();
+    plain.device.efficiency.matmul_fp8 = None;
+    let r = Rates::of(&plain);
+    let t = r.gemm_seconds(flops, 0.0, KernelClass::Fp8Matmul, 1, &[]) - r.kernel_overhead;
+    assert!(
+        (t / (flops / (0.8 * 1979e12) * r.pace) - 1.0).abs() < 1e-3,
+        "{t}"
+    );
+    // An FP8-only sweep keeps the base's bf16 curve and tiling.
+    let only = parse_sweep(
+        Path::new("fp8.csv"),
+        &format!(
+            "m,n,k,dtype,seconds\n8192,8192,8192,fp8,{:e}\n",
+            flops / 1e15
+        ),
+    )
+    .unwrap();
+    let c8 = calibrate(&only, &base, "fp8").unwrap();
+    assert_eq!(c8.device.efficiency.matmul, base.device.efficiency.matmul);
+    assert_eq!(c8.device.gemm_tiling, base.device.gemm_tiling);
+    // A base with no FP8 peak cannot take FP8 rows.
+    let a100 = Calibration::resolve("a100-80gb").unwrap();
+    let err = calibrate(&only, &a100, "x").unwrap_err().to_string();
+    assert!(err.contains("has no fp8 peak"), "{err}");
+    // Written and read back through the command line.
+    let dir = scratch("fp8-sweep");
+    let csv = dir.join("mixed.csv");
+    std::fs::write(&csv, &text).unwrap();
+    let out = dir.join("mixed.yaml");
+    let o = Command::cargo_bin("symshard")
+        .unwrap()
+        .args(["calibrate", "gemm", "--base", "dgx-h100", "-o"])
+        .arg(&out)
+        .arg(&csv)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.contains("fp8 matmul efficiency: 1 points from 1 rows"),
+        "{stdout}"
+    );
+    let loaded = Calibration::resolve(out.to_str().unwrap()).unwrap();
+    assert_eq!(loaded.device.efficiency.matmul_fp8.as_ref(), Some(fp8));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The H200 measurements shipped in `calibration/sweeps/` (bf16 and FP8 GEMM sweeps and memory
+/// copies, measured 2026-12-04 with `tools/device_checks.sh`) are what `h200-sxm`'s `measured`
+/// entries say they are, and calibrate into curves: FP8 reaches a smaller share of its peak
+/// than bf16 of its own.
+#[test]
+fn the_h200_measurements_match_the_table_that_cites_them() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let sweeps = root.join("calibration/sweeps");
+    let table = Calibration::resolve("h200-sxm").unwrap();
+    let measured = |key: &str| table.device.measured[key].value.to_f64().unwrap();
+    let bf16 = sweeps.join("h200-sxm-2026-12-04-bf16.csv");
+    let fp8 = sweeps.join("h200-sxm-2026-12-04-fp8.csv");
+    let b = parse_sweep(&bf16, &read(&bf16)).unwrap();
+    let f = parse_sweep(&fp8, &read(&fp8)).unwrap();
+    assert_eq!((b.rows.len(), b.fp8_rows.len()), (1000, 0));
+    assert_eq!((f.rows.len(), f.fp8_rows.len()), (0, 900));
+    assert!(b.soak.is_some());
+    // The median rate of the GEMMs with every size at least 4096.
+    let median_rate = |rows: &[symshard::calib::gemm::GemmRow]| {
+        let mut r: Vec<f64> = rows
+            .iter()
+            .filter(|g| g.m.min(g.n).min(g.k) >= 4096)
+            .map(|g| g.flops() / g.seconds)
+            .collect();
+        r.sort_by(f64::total_cmp);
+        assert_eq!(r.len(), 75);
+        r[r.len() / 2]
+    };
+    for (got, key) in [
+        (median_rate(&b.rows), "bf16_gemm"),
+        (median_rate(&f.fp8_rows), "fp8_gemm"),
+    ] {
+        assert!((got / measured(key) - 1.0).abs() < 1e-3, "{key}: {got:e}");
+    }
+    let copy = read(&sweeps.join("h200-sxm-2026-12-04-copy.csv"));
+    let rate = |kind: &str| -> f64 {
+        copy.lines()
+            .rfind(|l| l.starts_with(&format!("{kind},")))
+            .and_then(|l| l.rsplit(',').next())
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    assert!((rate("device") / measured("hbm_copy") - 1.0).abs() < 1e-3);
+    assert!((rate("host-to-device") / measured("host_to_device") - 1.0).abs() < 1e-3);
+    // Both sweeps calibrate, one after the other, into the two curves.
+    let once = calibrate(&b, &table, "h200-measured").unwrap();
+    let both = calibrate(&f, &once, "h200-measured").unwrap();
+    let plateau = both.device.efficiency.matmul.to_f64().at(1e12);
+    let plateau8 = both
+        .device
+        .efficiency
+        .matmul_fp8
+        .as_ref()
+        .unwrap()
+        .to_f64()
+        .at(1e12);
+    assert!((0.60..0.72).contains(&plateau), "{plateau}");
+    assert!((0.55..plateau).contains(&plateau8), "{plateau8}");
+}

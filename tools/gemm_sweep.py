@@ -78,22 +78,38 @@ def device_state():
     return ", ".join(parts) or None
 
 
-def time_one(m, n, k, dtype, min_ms, warmup):
+def product(m, n, k, dtype):
+    """A zero-argument function that runs one GEMM of (m, k) by (k, n) in `dtype`.
+
+    FP8 is an e4m3 GEMM through `torch._scaled_mm` with per-tensor scales and a bf16 output,
+    as Transformer Engine's per-tensor recipes run their linear layers; cuBLASLt needs the
+    second operand column-major and every size a multiple of 16.
+    """
+    if dtype == "fp8":
+        a = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
+        b = torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn).t()
+        one = torch.ones((), device="cuda", dtype=torch.float32)
+        return lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
     a = torch.randn(m, k, device="cuda", dtype=dtype)
     b = torch.randn(k, n, device="cuda", dtype=dtype)
+    return lambda: torch.matmul(a, b)
+
+
+def time_one(m, n, k, dtype, min_ms, warmup):
+    run = product(m, n, k, dtype)
     for _ in range(warmup):
-        torch.matmul(a, b)
+        run()
     start = torch.cuda.Event(enable_timing=True)
     end = torch.cuda.Event(enable_timing=True)
     # One timed call to size the loop, then enough calls to last min_ms.
     start.record()
-    torch.matmul(a, b)
+    run()
     end.record()
     torch.cuda.synchronize()
     iters = max(3, min(1000, int(min_ms / max(start.elapsed_time(end), 1e-3))))
     start.record()
     for _ in range(iters):
-        torch.matmul(a, b)
+        run()
     end.record()
     torch.cuda.synchronize()
     return start.elapsed_time(end) / 1e3 / iters
@@ -102,7 +118,13 @@ def time_one(m, n, k, dtype, min_ms, warmup):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("-o", "--output", default="-", help="CSV file (default: stdout)")
-    p.add_argument("--dtype", choices=["bf16", "fp16"], default="bf16")
+    p.add_argument(
+        "--dtype",
+        choices=["bf16", "fp16", "fp8"],
+        default="bf16",
+        help="fp8: e4m3 through torch._scaled_mm (Hopper and later); shapes whose sizes are "
+        "not multiples of 16 are skipped",
+    )
     p.add_argument("--quick", action="store_true", help="a coarse grid of 36 shapes")
     p.add_argument("--min-ms", type=float, default=20.0, help="timed milliseconds per shape")
     p.add_argument("--warmup", type=int, default=5, help="untimed calls per shape")
@@ -119,7 +141,8 @@ def main():
         sys.exit("gemm_sweep.py: --soak must be 0 or more seconds")
     if not torch.cuda.is_available():
         sys.exit("gemm_sweep.py: no CUDA device")
-    dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp8": "fp8"}[args.dtype]
+    soak_dtype = torch.bfloat16 if dtype == "fp8" else dtype
     # Time what the tensor cores do, as training stacks run them.
     torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = True
     torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = True
@@ -129,15 +152,17 @@ def main():
     out.write(f"# torch: {torch.__version__}, CUDA {torch.version.cuda}\n")
     if args.soak > 0:
         before = device_state()
-        soak(args.soak, dtype)
+        soak(args.soak, soak_dtype)
         after = device_state()
         out.write(f"# soak: {args.soak:g} s of 8192x8192x8192 GEMMs before the sweep\n")
         if before and after:
             out.write(f"# before the soak: {before}; after: {after}\n")
     out.write("m,n,k,dtype,seconds\n")
     for m, n, k in shapes(args.quick):
+        if dtype == "fp8" and (m % 16 or n % 16 or k % 16):
+            continue
         if args.soak > 0:
-            soak(0.2, dtype)
+            soak(0.2, soak_dtype)
         seconds = time_one(m, n, k, dtype, args.min_ms, args.warmup)
         out.write(f"{m},{n},{k},{args.dtype},{seconds:.6e}\n")
         out.flush()

@@ -1,7 +1,8 @@
 //! Matmul efficiency measured on the user's GPU: a GEMM sweep (`tools/gemm_sweep.py` writes it)
 //! read as a CSV of `m,n,k,seconds`, turned into the curve `efficiency.matmul` of a table —
 //! the fraction of the bf16 peak one GEMM of `2·m·n·k` FLOPs reaches, as the median of the rows
-//! in each quarter-decade of FLOPs.
+//! in each quarter-decade of FLOPs. FP8 rows (`tools/gemm_sweep.py --dtype fp8`) give the curve
+//! `efficiency.matmul_fp8` the same way, as fractions of the FP8 peak.
 
 use super::{parse_exact, Calibration, Curve};
 use crate::error::{Error, Result};
@@ -41,14 +42,16 @@ impl GemmRow {
     }
 }
 
-/// A parsed sweep: its bf16/fp16 rows and what its comment lines say.
+/// A parsed sweep: its bf16/fp16 and FP8 rows and what its comment lines say.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GemmSweep {
     /// The file.
     pub file: PathBuf,
-    /// Rows in a 16-bit dtype (others are skipped).
+    /// Rows in a 16-bit dtype.
     pub rows: Vec<GemmRow>,
-    /// Rows skipped for their dtype.
+    /// Rows with FP8 operands.
+    pub fp8_rows: Vec<GemmRow>,
+    /// Rows skipped for their dtype (neither 16-bit nor FP8).
     pub skipped: usize,
     /// The `# date:` comment, if any.
     pub date: Option<String>,
@@ -70,12 +73,24 @@ pub struct BinPoint {
     pub rows: usize,
 }
 
-/// The dtypes whose rows measure the bf16 tensor-core rate.
-fn sixteen_bit(dtype: &str) -> bool {
-    matches!(
-        dtype.trim().to_ascii_lowercase().as_str(),
-        "bf16" | "bfloat16" | "torch.bfloat16" | "fp16" | "float16" | "half" | "torch.float16"
-    )
+/// What a row's dtype measures: the bf16 tensor-core rate, the FP8 one, or neither.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Measures {
+    SixteenBit,
+    Fp8,
+    Other,
+}
+
+fn measures(dtype: &str) -> Measures {
+    match dtype.trim().to_ascii_lowercase().as_str() {
+        "bf16" | "bfloat16" | "torch.bfloat16" | "fp16" | "float16" | "half" | "torch.float16" => {
+            Measures::SixteenBit
+        }
+        "fp8" | "float8" | "e4m3" | "fp8_e4m3" | "float8_e4m3fn" | "torch.float8_e4m3fn" => {
+            Measures::Fp8
+        }
+        _ => Measures::Other,
+    }
 }
 
 /// The columns a sweep's header names.
@@ -137,6 +152,7 @@ pub fn parse_sweep(file: &Path, text: &str) -> Result<GemmSweep> {
     let mut sweep = GemmSweep {
         file: file.to_path_buf(),
         rows: Vec::new(),
+        fp8_rows: Vec::new(),
         skipped: 0,
         date: None,
         gpu: None,
@@ -161,8 +177,9 @@ pub fn parse_sweep(file: &Path, text: &str) -> Result<GemmSweep> {
             continue;
         };
         match h.row(file, line, raw)? {
-            Some(row) => sweep.rows.push(row),
-            None => sweep.skipped += 1,
+            (Measures::SixteenBit, Some(row)) => sweep.rows.push(row),
+            (Measures::Fp8, Some(row)) => sweep.fp8_rows.push(row),
+            _ => sweep.skipped += 1,
         }
     }
     if header.is_none() {
@@ -173,13 +190,13 @@ pub fn parse_sweep(file: &Path, text: &str) -> Result<GemmSweep> {
             "no header line `m,n,k,seconds`: the file is empty or holds only comments",
         ));
     }
-    if sweep.rows.is_empty() {
+    if sweep.rows.is_empty() && sweep.fp8_rows.is_empty() {
         return Err(Error::at(
             file,
             last,
             1,
             format!(
-                "no bf16 or fp16 rows to fit ({} rows of other dtypes skipped)",
+                "no bf16, fp16 or fp8 rows to fit ({} rows of other dtypes skipped)",
                 sweep.skipped
             ),
         ));
@@ -202,8 +219,9 @@ fn read_note(sweep: &mut GemmSweep, rest: &str) {
 }
 
 impl Header {
-    /// The GEMM on data line `line` (`raw`), or `None` where its dtype is neither bf16 nor fp16.
-    fn row(&self, file: &Path, line: usize, raw: &str) -> Result<Option<GemmRow>> {
+    /// The GEMM on data line `line` (`raw`) and what its dtype measures (16-bit without a
+    /// dtype column), or `None` where its dtype is neither 16-bit nor FP8.
+    fn row(&self, file: &Path, line: usize, raw: &str) -> Result<(Measures, Option<GemmRow>)> {
         let fields: Vec<&str> = raw.split(',').map(str::trim).collect();
         if fields.len() != self.width {
             return Err(Error::at(
@@ -217,10 +235,11 @@ impl Header {
                 ),
             ));
         }
-        if let Some(d) = self.dtype {
-            if !sixteen_bit(fields[d]) {
-                return Ok(None);
-            }
+        let kind = self
+            .dtype
+            .map_or(Measures::SixteenBit, |d| measures(fields[d]));
+        if kind == Measures::Other {
+            return Ok((kind, None));
         }
         let dim = |c: usize, name: &str| -> Result<u64> {
             match fields[c].parse::<u64>() {
@@ -256,13 +275,16 @@ impl Header {
                 ))
             }
         };
-        Ok(Some(GemmRow {
-            line,
-            m,
-            n,
-            k,
-            seconds,
-        }))
+        Ok((
+            kind,
+            Some(GemmRow {
+                line,
+                m,
+                n,
+                k,
+                seconds,
+            }),
+        ))
     }
 }
 
@@ -280,22 +302,32 @@ pub struct Binned {
     pub decades_per_bin: f64,
 }
 
-/// The efficiency curve of a sweep against a bf16 peak of `peak` FLOP/s: rows binned by
-/// log10(FLOPs) in quarter decades (wider when the sweep spans more than [`MAX_POINTS`] of
-/// them), the median efficiency of each bin at its median FLOPs, capped at 1. A row above
-/// [`IMPLAUSIBLE_EFFICIENCY`] is an error at its line.
+/// The efficiency curve of a sweep's 16-bit rows against a bf16 peak of `peak` FLOP/s: rows
+/// binned by log10(FLOPs) in quarter decades (wider when the sweep spans more than
+/// [`MAX_POINTS`] of them), the median efficiency of each bin at its median FLOPs, capped at 1.
+/// A row above [`IMPLAUSIBLE_EFFICIENCY`] is an error at its line.
 pub fn efficiency_points(sweep: &GemmSweep, peak: f64) -> Result<Binned> {
-    let mut rows: Vec<(f64, u64, f64)> = Vec::with_capacity(sweep.rows.len());
-    for r in &sweep.rows {
+    bin_rows(&sweep.file, &sweep.rows, peak, "bf16")
+}
+
+/// [`efficiency_points`] of the sweep's FP8 rows against an FP8 peak of `peak` FLOP/s.
+pub fn fp8_efficiency_points(sweep: &GemmSweep, peak: f64) -> Result<Binned> {
+    bin_rows(&sweep.file, &sweep.fp8_rows, peak, "fp8")
+}
+
+/// `rows` of `file` binned as [`efficiency_points`] says, against the `dtype` peak `peak`.
+fn bin_rows(file: &Path, all: &[GemmRow], peak: f64, dtype: &str) -> Result<Binned> {
+    let mut rows: Vec<(f64, u64, f64)> = Vec::with_capacity(all.len());
+    for r in all {
         let flops = r.flops();
         let e = flops / r.seconds / peak;
         if !(e.is_finite() && e <= IMPLAUSIBLE_EFFICIENCY) {
             return Err(Error::at(
-                &sweep.file,
+                file,
                 r.line,
                 1,
                 format!(
-                    "{m}×{n}×{k} in {s:e} s is {e:.2} of the bf16 peak {peak:e} FLOP/s: a \
+                    "{m}×{n}×{k} in {s:e} s is {e:.2} of the {dtype} peak {peak:e} FLOP/s: a \
                      wrong peak (--base) or a time not in seconds",
                     m = r.m,
                     n = r.n,
@@ -348,24 +380,20 @@ fn four_digits(x: f64) -> Rational {
     parse_exact(&format!("{x:.3e}")).unwrap_or_else(Rational::one)
 }
 
-/// `base` with `device.efficiency.matmul` replaced by the sweep's curve, its source naming the
-/// file, its rows and date. The measured GEMMs already ran with whatever wave and tile
-/// quantization their shapes met, so the curve replaces the base table's `gemm_tiling` too
-/// (keeping both would count those losses twice).
-pub fn calibrate(sweep: &GemmSweep, base: &Calibration, name: &str) -> Result<Calibration> {
-    let peak = base
-        .device
-        .peak_flops
-        .get("bf16")
-        .and_then(|p| p.value.to_f64())
-        .ok_or_else(|| Error::Usage(format!("table `{}` has no bf16 peak", base.name)))?;
-    let binned = efficiency_points(sweep, peak)?;
+/// The measured curve of `binned`, its source naming the file, its rows and date.
+fn measured_curve(
+    sweep: &GemmSweep,
+    rows: usize,
+    binned: &Binned,
+    dtype: &str,
+    peak: f64,
+) -> Curve {
     let file = sweep
         .file
         .file_name()
         .map(|n| n.to_string_lossy().to_string())
         .unwrap_or_default();
-    let mut about = format!("{} rows", sweep.rows.len());
+    let mut about = format!("{rows} rows");
     if let Some(d) = &sweep.date {
         about.push_str(&format!(", {d}"));
     }
@@ -377,14 +405,11 @@ pub fn calibrate(sweep: &GemmSweep, base: &Calibration, name: &str) -> Result<Ca
     }
     let source = format!(
         "measured: GEMM sweep {file} ({about}), median per bin: efficiency = 2·m·n·k ÷ seconds ÷ \
-         the bf16 peak {peak:e} FLOP/s, median of each {:.2}-decade bin of FLOPs at its median \
+         the {dtype} peak {peak:e} FLOP/s, median of each {:.2}-decade bin of FLOPs at its median \
          FLOPs, capped at 1",
         binned.decades_per_bin
     );
-    let mut c = base.clone();
-    c.name = name.to_string();
-    c.doc = format!("{} Matmul efficiency measured with a GEMM sweep.", base.doc);
-    c.device.efficiency.matmul = Curve {
+    Curve {
         points: binned
             .points
             .iter()
@@ -397,7 +422,57 @@ pub fn calibrate(sweep: &GemmSweep, base: &Calibration, name: &str) -> Result<Ca
             .collect(),
         constant: false,
         source,
-    };
-    c.device.gemm_tiling = None;
+    }
+}
+
+/// The table's peak FLOP/s for `dtype`.
+fn peak_of(base: &Calibration, dtype: &str) -> Result<f64> {
+    base.device
+        .peak_flops
+        .get(dtype)
+        .and_then(|p| p.value.to_f64())
+        .ok_or_else(|| {
+            Error::Usage(format!(
+                "table `{}` has no {dtype} peak (`device.peak_flops.{dtype}`) to measure the \
+                 sweep's {dtype} rows against: pick a --base table for a GPU with one",
+                base.name
+            ))
+        })
+}
+
+/// `base` with the sweep's curves: its 16-bit rows replace `device.efficiency.matmul`, and its
+/// FP8 rows (as fractions of the FP8 peak) give `device.efficiency.matmul_fp8`; each curve's
+/// source names the file, its rows and date. The measured GEMMs already ran with whatever wave
+/// and tile quantization their shapes met, so a measured 16-bit curve replaces the base
+/// table's `gemm_tiling` too (keeping both would count those losses twice); an FP8 curve is
+/// never tiled ([`crate::machine::Rates::gemm_seconds`]).
+pub fn calibrate(sweep: &GemmSweep, base: &Calibration, name: &str) -> Result<Calibration> {
+    let mut c = base.clone();
+    c.name = name.to_string();
+    let mut what = Vec::new();
+    if !sweep.rows.is_empty() {
+        let peak = peak_of(base, "bf16")?;
+        let binned = efficiency_points(sweep, peak)?;
+        c.device.efficiency.matmul = measured_curve(sweep, sweep.rows.len(), &binned, "bf16", peak);
+        c.device.gemm_tiling = None;
+        what.push("Matmul efficiency");
+    }
+    if !sweep.fp8_rows.is_empty() {
+        let peak = peak_of(base, "fp8")?;
+        let binned = fp8_efficiency_points(sweep, peak)?;
+        c.device.efficiency.matmul_fp8 = Some(measured_curve(
+            sweep,
+            sweep.fp8_rows.len(),
+            &binned,
+            "fp8",
+            peak,
+        ));
+        what.push("FP8 matmul efficiency");
+    }
+    c.doc = format!(
+        "{} {} measured with a GEMM sweep.",
+        base.doc,
+        what.join(" and ")
+    );
     Ok(c)
 }

@@ -341,6 +341,11 @@ pub struct Efficiency {
     /// `attention`; `--calib TABLE@NAME` times attention with the named one.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub attention_kernels: BTreeMap<String, Curve>,
+    /// GEMMs with FP8 operands, of the FP8 peak, against the FLOPs of one GEMM, where they
+    /// were measured (`symshard calibrate gemm` on a sweep with FP8 rows). Without it an FP8
+    /// GEMM is timed at the FP8 peak times the `matmul` curve (and the table's tiling).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matmul_fp8: Option<Curve>,
 }
 
 /// Whether `name` is a label: a lower-case letter, then lower-case letters, digits and hyphens.
@@ -608,6 +613,7 @@ impl Calibration {
             (vec!["memory_bound"], &e.memory_bound),
         ];
         curves.extend(e.attention.iter().map(|a| (vec!["attention"], a)));
+        curves.extend(e.matmul_fp8.iter().map(|a| (vec!["matmul_fp8"], a)));
         curves.extend(
             e.attention_kernels
                 .iter()
@@ -843,6 +849,7 @@ impl Calibration {
         };
         e.attention = None;
         e.attention_kernels.clear();
+        e.matmul_fp8 = None;
         c.device.kernel_overhead = None;
         c.device.gemm_tiling = None;
         c.stack = None;

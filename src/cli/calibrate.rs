@@ -169,25 +169,33 @@ fn gemm_sweep(a: GemmArgs) -> Result<(), Error> {
     let name = table_name(a.name, &a.output);
     let c = gemm::calibrate(&sweep, &base, &name)?;
     write_table(&c, &a.output, &[a.sweep.as_path()])?;
-    let m = &c.device.efficiency.matmul;
     let skipped = if sweep.skipped > 0 {
         format!(" ({} rows of other dtypes skipped)", sweep.skipped)
     } else {
         String::new()
     };
-    println!(
-        "matmul efficiency: {} points from {} rows{skipped}",
-        m.points.len(),
-        sweep.rows.len()
-    );
-    if let (Some((x0, y0)), Some((x1, y1))) = (m.points.first(), m.points.last()) {
+    let e = &c.device.efficiency;
+    let fp8 = e.matmul_fp8.as_ref();
+    for (label, rows, curve) in [
+        ("matmul efficiency", sweep.rows.len(), Some(&e.matmul)),
+        ("fp8 matmul efficiency", sweep.fp8_rows.len(), fp8),
+    ] {
+        let Some(m) = curve.filter(|_| rows > 0) else {
+            continue;
+        };
         println!(
-            "  {:.3} of peak at {:.2e} FLOPs per GEMM … {:.3} at {:.2e}",
-            float(y0),
-            float(x0),
-            float(y1),
-            float(x1)
+            "{label}: {} points from {rows} rows{skipped}",
+            m.points.len()
         );
+        if let (Some((x0, y0)), Some((x1, y1))) = (m.points.first(), m.points.last()) {
+            println!(
+                "  {:.3} of peak at {:.2e} FLOPs per GEMM … {:.3} at {:.2e}",
+                float(y0),
+                float(x0),
+                float(y1),
+                float(x1)
+            );
+        }
     }
     println!("wrote {}", a.output.display());
     Ok(())

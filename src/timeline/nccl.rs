@@ -674,6 +674,9 @@ pub fn to_yaml(c: &Calibration) -> String {
     if let Some(a) = &c.device.efficiency.attention {
         curve(&mut o, 4, "attention", a);
     }
+    if let Some(a) = &c.device.efficiency.matmul_fp8 {
+        curve(&mut o, 4, "matmul_fp8", a);
+    }
     if !c.device.efficiency.attention_kernels.is_empty() {
         let _ = writeln!(o, "    attention_kernels:");
         for (name, k) in &c.device.efficiency.attention_kernels {
