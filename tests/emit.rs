@@ -37,6 +37,7 @@ const MEGATRON_PARSER_FLAGS: &[&str] = &[
     "--no-gradient-accumulation-fusion",
     "--bf16",
     "--fp8-format",
+    "--fp8-recipe",
     "--ckpt-format",
     "--tensor-model-parallel-size",
     "--pipeline-model-parallel-size",

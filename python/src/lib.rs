@@ -263,7 +263,7 @@ impl Strategy {
             precision: match precision.as_deref() {
                 None => None,
                 Some(s) => Some(Precision::from_name(s).ok_or_else(|| {
-                    usage(format!("unknown precision `{s}` (bf16, autocast, fp8)"))
+                    usage(format!("unknown precision `{s}` ({})", Precision::NAMES))
                 })?),
             },
             account_for_embedding_in_pipeline_split: false,

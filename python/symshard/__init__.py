@@ -393,8 +393,9 @@ class RankRow:
     #: "param-gather": …}`` (``rank(..., overlap="all")`` turns them on where they apply).
     overlap: Dict[str, bool] = field(default_factory=dict)
     #: How weights and gradients are kept in mixed precision: ``"bf16"`` (bf16 weights, fp32
-    #: master copy) or ``"autocast"`` (fp32 weights under ``torch.autocast``;
-    #: ``rank(..., precision="autocast")``).
+    #: master copy), ``"autocast"`` (fp32 weights under ``torch.autocast``;
+    #: ``rank(..., precision="autocast")``), or an FP8 recipe of the linear layers: ``"fp8"``
+    #: (per-tensor delayed scaling), ``"fp8-current"``, ``"fp8-block"`` or ``"mxfp8"``.
     precision: str = "bf16"
 
     #: Samples per micro-batch and data-parallel rank (``None`` where the batch has no size).

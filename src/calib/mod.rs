@@ -401,6 +401,10 @@ pub struct Device {
     /// multiples of its tile, runs below the matmul curve (wave and tile quantization).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gemm_tiling: Option<GemmTiling>,
+    /// Block-scaled formats its tensor cores run natively (`mxfp8`, `nvfp4`), where a source
+    /// says so; a format needing such hardware is refused on a table without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scaled_formats: Option<ScaledFormats>,
     /// Rates measured on real hardware, kept beside the datasheet ones (never required).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub measured: BTreeMap<String, Sourced>,
@@ -409,6 +413,19 @@ pub struct Device {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tdp: Option<Sourced>,
 }
+
+/// The block-scaled formats a device's tensor cores run, with the source that says so.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScaledFormats {
+    /// The formats: `mxfp8`, `nvfp4`.
+    pub formats: Vec<String>,
+    /// Where this is stated.
+    pub source: String,
+}
+
+/// The block-scaled formats a table may list under `device.scaled_formats`.
+pub const SCALED_FORMATS: [&str; 2] = ["mxfp8", "nvfp4"];
 
 /// A GEMM library's tiling of the output over the SMs (NVIDIA, Matrix Multiplication
 /// Background User's Guide, "Dimension Quantization Effects"): each thread block computes one
@@ -560,6 +577,7 @@ impl Calibration {
         c.check_magnitudes(src)?;
         c.check_device(src)?;
         c.check_efficiencies(src)?;
+        c.check_scaled_formats(src)?;
         c.check_kernel_model(src)?;
         c.check_nodes(src)?;
         c.check_tiers(src)?;
@@ -594,6 +612,30 @@ impl Calibration {
             &["device", "memory_capacity"],
             &d.memory_capacity.value,
         )
+    }
+
+    /// The block-scaled formats a table lists are known ones, each once.
+    fn check_scaled_formats(&self, src: &Source) -> Result<()> {
+        let Some(l) = &self.device.scaled_formats else {
+            return Ok(());
+        };
+        for (i, f) in l.formats.iter().enumerate() {
+            if !SCALED_FORMATS.contains(&f.as_str()) || l.formats[..i].contains(f) {
+                return Err(src.error_at(
+                    &["device", "scaled_formats", "formats"],
+                    format!(
+                        "`{f}` is {} (the formats are {})",
+                        if SCALED_FORMATS.contains(&f.as_str()) {
+                            "listed twice"
+                        } else {
+                            "not a block-scaled format"
+                        },
+                        SCALED_FORMATS.join(", ")
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Attention kernels have label names, and every efficiency curve is in (0, 1].

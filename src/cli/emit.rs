@@ -616,9 +616,18 @@ fn megatron_runtime(a: &mut Flags, warnings: &mut Vec<String>, model: &Model, k:
     if model.dtype_bytes == 2 {
         a.push(("--bf16", None));
     }
-    if k.precision == Precision::Fp8 {
-        // Transformer Engine's FP8 linear layers: E4M3 forward, E5M2 gradients, delayed scaling.
-        a.push(("--fp8-format", Some("hybrid".into())));
+    // Transformer Engine's FP8 linear layers (Megatron-LM's `--fp8-recipe`): E4M3 forward and
+    // E5M2 gradients under per-tensor scaling; E4M3 throughout under block scaling.
+    let recipe = match k.precision {
+        Precision::Fp8 => Some(("hybrid", "delayed")),
+        Precision::Fp8Current => Some(("hybrid", "tensorwise")),
+        Precision::Fp8Block => Some(("e4m3", "blockwise")),
+        Precision::Mxfp8 => Some(("e4m3", "mxfp8")),
+        Precision::Bf16 | Precision::Autocast => None,
+    };
+    if let Some((format, recipe)) = recipe {
+        a.push(("--fp8-format", Some(format.into())));
+        a.push(("--fp8-recipe", Some(recipe.into())));
     }
     if k.precision == Precision::Autocast {
         warnings.push(
@@ -707,10 +716,11 @@ fn torchtitan(
             "the row was priced with fp32 weights under torch.autocast (precision=autocast); torchtitan's FSDP casts its parameters to `training.mixed_precision_param` (bfloat16 by default) instead, so its memory and time differ from the row".into(),
         );
     }
-    if k.precision == Precision::Fp8 {
-        warnings.push(
-            "the row was priced with Transformer Engine's FP8 linear layers (precision=fp8), which torchtitan does not run: its `float8` model converter (torchao) casts with per-tensor dynamic scaling and is not emitted here, so the config below trains in bf16".into(),
-        );
+    if k.precision.is_fp8() {
+        warnings.push(format!(
+            "the row was priced with Transformer Engine's FP8 linear layers (precision={}), which torchtitan does not run: its `float8` model converter (torchao) casts with per-tensor dynamic scaling and is not emitted here, so the config below trains in bf16",
+            k.precision
+        ));
     }
     let (mbs, b) = micro_batch_size(model, values, k)?;
     let s = role_value(values, model.roles.sequence.as_ref());

@@ -80,10 +80,22 @@ pub enum StrategyError {
     Unsupported(Unsupported),
     /// FP8 training asked of a machine whose calibration table gives no FP8 peak (no FP8
     /// tensor cores: A100, V100, A40).
-    #[error("precision=fp8 needs FP8 tensor cores, and calibration table `{table}` gives no `peak_flops.fp8`: price it with bf16, or on a table with an FP8 peak (h100-sxm, h200-sxm, b200, …)")]
+    #[error("precision={precision} needs FP8 tensor cores, and calibration table `{table}` gives no `peak_flops.fp8`: price it with bf16, or on a table with an FP8 peak (h100-sxm, h200-sxm, b200, …)")]
     NoFp8Peak {
         /// The calibration table.
         table: String,
+        /// The FP8 recipe asked for.
+        precision: crate::strategy::Precision,
+    },
+    /// A block-scaled format the machine's tensor cores do not run (MXFP8 before Blackwell).
+    #[error("precision={format} needs tensor cores that scale blocks themselves, and calibration table `{table}` does not list `{format}` under `device.scaled_formats`{listed}: price it with fp8 or fp8-block, or on a table that runs it (b200, gb200-nvl72, gb300-nvl72)")]
+    NoScaledFormat {
+        /// The calibration table.
+        table: String,
+        /// The format asked for.
+        format: String,
+        /// `" (it lists …)"` where the table lists others.
+        listed: String,
     },
     /// DualPipe with an odd pp, or an odd count of micro-batches or fewer than 2·pp
     /// ([`crate::strategy::Schedule::refuses`]).
@@ -374,6 +386,7 @@ impl StrategyError {
             StrategyError::ZeroStage { .. } => "no such ZeRO stage",
             StrategyError::Unsupported(_) => "knobs not modelled together",
             StrategyError::NoFp8Peak { .. } => "no FP8 on this machine",
+            StrategyError::NoScaledFormat { .. } => "format not run by this machine",
             StrategyError::InterleavedMicrobatches { .. } => {
                 "interleaving needs micro-batches a multiple of pp"
             }
@@ -417,7 +430,9 @@ impl StrategyError {
             StrategyError::Zero { knob } | StrategyError::Absurd { knob, .. } => Some(knob),
             StrategyError::EpRange { .. } | StrategyError::EpDividesDp { .. } => Some("ep"),
             StrategyError::ZeroStage { .. } => Some("zero"),
-            StrategyError::NoFp8Peak { .. } => Some("precision"),
+            StrategyError::NoFp8Peak { .. } | StrategyError::NoScaledFormat { .. } => {
+                Some("precision")
+            }
             StrategyError::Unsupported(u) => Some(u.knob()),
             StrategyError::InterleavedMicrobatches { .. } => Some("microbatches"),
             StrategyError::DualPipeShape { .. } => Some("schedule"),

@@ -6,7 +6,7 @@
 
 use super::evaluate::{GRAD_ACCUMULATION_BYTES, GRAD_BYTES, OPTIMIZER_BYTES, WEIGHT_BYTES};
 use crate::rules::CollectiveKind;
-use crate::strategy::{Knobs, Precision, Recompute, Schedule};
+use crate::strategy::{Fp8Bytes, Knobs, Precision, Recompute, Schedule};
 use crate::sym::Rational;
 use num_traits::Zero;
 use std::ops::{Add, Div, Mul, Sub};
@@ -58,7 +58,11 @@ pub fn state_bytes(p: Precision) -> [(u64, u8); 3] {
     match p {
         // FP8 keeps the bf16 recipe's state; its FP8 weight copies are counted apart
         // ([`FP8_WEIGHT_COPY_BYTES`]), over the FP8 GEMMs' weights only.
-        Precision::Bf16 | Precision::Fp8 => [
+        Precision::Bf16
+        | Precision::Fp8
+        | Precision::Fp8Current
+        | Precision::Fp8Block
+        | Precision::Mxfp8 => [
             (WEIGHT_BYTES as u64, 3),
             (GRAD_BYTES as u64, 2),
             (OPTIMIZER_BYTES as u64, 1),
@@ -104,7 +108,11 @@ pub fn grad_accumulation<T: Amount>(params: T, k: &Knobs) -> T {
         }
     };
     match k.precision {
-        Precision::Bf16 | Precision::Fp8 => shard(params) * T::int(GRAD_ACCUMULATION_BYTES as u64),
+        Precision::Bf16
+        | Precision::Fp8
+        | Precision::Fp8Current
+        | Precision::Fp8Block
+        | Precision::Mxfp8 => shard(params) * T::int(GRAD_ACCUMULATION_BYTES as u64),
         Precision::Autocast => {
             params.clone() * T::int(AUTOCAST_CAST_BYTES)
                 + shard(params) * T::int(AUTOCAST_ACCUMULATION_BYTES)
@@ -161,8 +169,8 @@ pub fn optimizer_traffic<T: Amount>(params: T, k: &Knobs) -> Vec<T> {
 /// weights again: nothing is kept.
 pub fn weight_cast_saved(k: &Knobs) -> u64 {
     match (k.precision, k.recompute) {
-        (Precision::Bf16 | Precision::Fp8, _) | (_, Recompute::Full) => 0,
-        (Precision::Autocast, _) => WEIGHT_BYTES as u64,
+        (Precision::Autocast, Recompute::None | Recompute::Selective) => WEIGHT_BYTES as u64,
+        _ => 0,
     }
 }
 
@@ -171,7 +179,11 @@ pub fn weight_cast_saved(k: &Knobs) -> u64 {
 /// [`AUTOCAST_CAST_BYTES`] each under autocast.
 pub fn weight_cast<T: Amount>(params: T, k: &Knobs) -> T {
     match k.precision {
-        Precision::Bf16 | Precision::Fp8 => T::zero(),
+        Precision::Bf16
+        | Precision::Fp8
+        | Precision::Fp8Current
+        | Precision::Fp8Block
+        | Precision::Mxfp8 => T::zero(),
         Precision::Autocast => params * T::int(AUTOCAST_CAST_BYTES),
     }
 }
@@ -189,6 +201,14 @@ pub const FP8_CAST_BYTES: u64 = 4;
 /// micro-batch and reused by the others (`is_first_microbatch`, which Megatron-Core sets on
 /// the first micro-batch of each step).
 pub const FP8_WEIGHT_COPY_BYTES: u64 = 2;
+
+/// Bytes per weight element of the FP8 copies the recipe of `precision` keeps
+/// ([`FP8_WEIGHT_COPY_BYTES`] under the delayed and current recipes; zero without FP8).
+pub fn fp8_weight_copy_bytes<T: Amount>(precision: Precision) -> T {
+    precision
+        .fp8_bytes()
+        .map_or_else(T::zero, |b| T::ratio(b.weight_copy.0, b.weight_copy.1))
+}
 
 /// The operands of an FP8 GEMM, in elements, from the sizes of its forward product
 /// (`batch` products of `rows × inner` by `inner × cols`; the weight is the second operand, as
@@ -215,13 +235,18 @@ impl<T: Amount> Fp8Operands<T> {
     }
 
     /// HBM bytes of its casts: (each forward's input, each backward's output gradient, the
-    /// weight once a step), [`FP8_CAST_BYTES`] per element each.
+    /// weight once a step), [`FP8_CAST_BYTES`] per element each, the delayed recipe's.
     pub fn cast_bytes(&self) -> [T; 3] {
-        let c = || T::int(FP8_CAST_BYTES);
+        self.cast_bytes_of(crate::strategy::Fp8Bytes::DELAYED)
+    }
+
+    /// [`Fp8Operands::cast_bytes`] under the recipe whose bytes are `bytes`.
+    pub fn cast_bytes_of(&self, bytes: crate::strategy::Fp8Bytes) -> [T; 3] {
+        let c = || T::ratio(bytes.cast.0, bytes.cast.1);
         [
             self.input.clone() * c(),
             self.grad.clone() * c(),
-            self.weight.clone() * c(),
+            self.weight.clone() * T::ratio(bytes.weight_cast.0, bytes.weight_cast.1),
         ]
     }
 }
@@ -384,8 +409,11 @@ pub struct Amounts<T> {
     /// Weight elements of the FP8 GEMMs.
     pub fp8_weights: T,
     /// What keeping the FP8 GEMMs' inputs in FP8 changes of `saved`
-    /// ([`super::analysis::OpFormulas::fp8_saved`]).
+    /// ([`super::analysis::OpFormulas::fp8_saved`]), at 1 byte per element.
     pub fp8_saved: T,
+    /// The elements of the FP8 GEMMs' inputs kept in FP8, to which a recipe's scales add
+    /// ([`super::analysis::OpFormulas::fp8_saved_elements`]).
+    pub fp8_saved_elements: T,
 }
 
 impl<T> Amounts<T> {
@@ -418,6 +446,7 @@ impl<T> Amounts<T> {
             fp8_weight_cast: f(&self.fp8_weight_cast),
             fp8_weights: f(&self.fp8_weights),
             fp8_saved: f(&self.fp8_saved),
+            fp8_saved_elements: f(&self.fp8_saved_elements),
         }
     }
 }
@@ -547,10 +576,9 @@ impl<T: Amount> BlockCost<T> {
         precision: Precision,
     ) -> BlockCost<T> {
         let c = Self::of_bf16(x, e, layer, recompute);
-        if precision == Precision::Fp8 && layer {
-            c.with_fp8(x, recompute)
-        } else {
-            c
+        match precision.fp8_bytes() {
+            Some(bytes) if layer => c.with_fp8(x, recompute, bytes),
+            _ => c,
         }
     }
 
@@ -603,24 +631,33 @@ impl<T: Amount> BlockCost<T> {
         }
     }
 
-    /// These costs of a repeated layer with its FP8 GEMMs run in FP8 ([`Precision::Fp8`]):
-    /// their time at the FP8 peak (`kernel` falls by the FLOP-equivalents saved, so it may be
-    /// negative; the FLOPs themselves are unchanged), their casts as HBM traffic, their inputs
-    /// saved in FP8, and their weights' FP8 copies. Full recomputation reruns the forward's
-    /// GEMMs and casts, and keeps only the layer's input (no FP8 GEMM input is saved).
-    fn with_fp8(mut self, x: &Amounts<T>, recompute: Recompute) -> BlockCost<T> {
+    /// These costs of a repeated layer with its FP8 GEMMs run in FP8 ([`Precision::Fp8`] and
+    /// the other recipes, whose `bytes` they are): their time at the FP8 peak (`kernel` falls
+    /// by the FLOP-equivalents saved, so it may be negative; the FLOPs themselves are
+    /// unchanged), their casts as HBM traffic, their inputs saved in FP8 with their scales,
+    /// and their weights' FP8 copies. Full recomputation reruns the forward's GEMMs and casts,
+    /// and keeps only the layer's input (no FP8 GEMM input is saved).
+    fn with_fp8(mut self, x: &Amounts<T>, recompute: Recompute, bytes: Fp8Bytes) -> BlockCost<T> {
         let full = recompute == Recompute::Full;
         let again = |v: &T| if full { v.clone() } else { T::zero() };
+        // The amounts count casts at the delayed recipe's bytes per element.
+        let per = |(n, d): (u64, u64), base: u64| T::ratio(n, d * base);
+        let cast = per(bytes.cast, FP8_CAST_BYTES);
         let gain_backward = x.fp8_gain_backward.clone() + again(&x.fp8_gain_forward);
-        let cast_backward = x.fp8_cast_backward.clone() + again(&x.fp8_cast_forward);
+        let cast_backward =
+            (x.fp8_cast_backward.clone() + again(&x.fp8_cast_forward)) * cast.clone();
+        let cast_forward = x.fp8_cast_forward.clone() * cast;
         self.kernel = self.kernel - x.fp8_gain_forward.clone() - gain_backward.clone();
         self.kernel_backward = self.kernel_backward - gain_backward;
-        self.hbm = self.hbm + x.fp8_cast_forward.clone() + cast_backward.clone();
+        self.hbm = self.hbm + cast_forward + cast_backward.clone();
         self.hbm_backward = self.hbm_backward + cast_backward;
         if !full {
-            self.saved = self.saved + x.fp8_saved.clone();
+            let (n, d) = bytes.saved;
+            // Scales beyond the FP8 byte of each element kept.
+            let scales = T::ratio(n - d, d) * x.fp8_saved_elements.clone();
+            self.saved = self.saved + x.fp8_saved.clone() + scales;
         }
-        self.fp8_weight_cast = x.fp8_weight_cast.clone();
+        self.fp8_weight_cast = x.fp8_weight_cast.clone() * per(bytes.weight_cast, FP8_CAST_BYTES);
         self.fp8_weights = x.fp8_weights.clone();
         self
     }
@@ -671,7 +708,11 @@ impl<T: Amount> BlockCost<T> {
         let params = self.params.clone() + self.params_expert.clone();
         let traffic = self.hbm.clone() + grad_accumulation(params.clone(), k);
         match k.precision {
-            Precision::Bf16 | Precision::Fp8 => traffic,
+            Precision::Bf16
+            | Precision::Fp8
+            | Precision::Fp8Current
+            | Precision::Fp8Block
+            | Precision::Mxfp8 => traffic,
             Precision::Autocast => traffic + weight_cast(params, k),
         }
     }
@@ -834,7 +875,7 @@ impl<T: Amount> BlockCost<T> {
         // sharded by ZeRO (zero but under FP8).
         let [w, g, o] = state;
         let held = [
-            w + self.fp8_weights.clone() * T::int(FP8_WEIGHT_COPY_BYTES),
+            w + self.fp8_weights.clone() * fp8_weight_copy_bytes::<T>(k.precision),
             g,
             o,
         ];
@@ -890,7 +931,7 @@ mod tests {
             layer: bool,
             m in 1u64..64,
             copies in 1u64..100,
-            fp8: bool,
+            fp8 in 0usize..5,
         ) {
             let a: Vec<Rational> = v.iter().map(|&(n, d)| q(n, d)).collect();
             let x = Amounts {
@@ -906,7 +947,7 @@ mod tests {
                 fp8_gain_forward: a[0].clone() / q(2, 1), fp8_gain_backward: a[1].clone() / q(2, 1),
                 fp8_cast_forward: a[6].clone(), fp8_cast_backward: a[8].clone(),
                 fp8_weight_cast: a[5].clone() * q(4, 1), fp8_weights: a[5].clone(),
-                fp8_saved: a[3].clone() / q(3, 1),
+                fp8_saved: a[3].clone() / q(3, 1), fp8_saved_elements: a[3].clone() / q(5, 1),
             };
             let ev = ExpertView {
                 dense: a[5].clone(),
@@ -916,7 +957,7 @@ mod tests {
             };
             let evf = ev.map(float);
             let recompute = [Recompute::None, Recompute::Selective, Recompute::Full][recompute];
-            let precision = if fp8 { Precision::Fp8 } else { Precision::Bf16 };
+            let precision = [Precision::Bf16, Precision::Fp8, Precision::Fp8Current, Precision::Fp8Block, Precision::Mxfp8][fp8];
             let k = Knobs {
                 pp: 4,
                 microbatches: m,

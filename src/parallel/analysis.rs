@@ -191,6 +191,10 @@ pub struct OpFormulas {
     /// keeps its input in FP8 (half the bf16 bytes of what it keeps), and the bf16 copy only
     /// where an earlier operator keeps that too (zero for the others).
     pub fp8_saved: Poly,
+    /// The elements of the input the casting layer keeps in FP8 (the same half of its bf16
+    /// bytes, whatever the sign of `fp8_saved`): what a recipe's scales add to per element
+    /// ([`crate::strategy::Fp8Bytes::saved`]).
+    pub fp8_saved_elements: Poly,
     /// Per-device sizes of the GEMMs it runs as (forward, then one per input gradient; see
     /// [`crate::rules::OpRule::gemms`]), with split indices divided; empty when it is not a
     /// two-operand contraction.
@@ -439,7 +443,12 @@ fn saved_once(model: &Model, blocks: &mut [BlockAnalysis], index: &OpIndex) -> V
                     s.fp8_casts_input = true;
                     let half =
                         &keep * &Poly::constant(crate::sym::Rational::new(1.into(), 2.into()));
-                    s.fp8_saved = if kept.contains(&key) { half } else { -half };
+                    s.fp8_saved = if kept.contains(&key) {
+                        half.clone()
+                    } else {
+                        -half.clone()
+                    };
+                    s.fp8_saved_elements = half;
                 }
                 s.saved -= bytes;
                 if !kept.contains(&key) {
@@ -474,6 +483,7 @@ struct Saved {
     saved: Poly,
     recomputable: Poly,
     fp8_saved: Poly,
+    fp8_saved_elements: Poly,
     fp8_casts_input: bool,
 }
 
@@ -487,6 +497,7 @@ impl Saved {
             saved: f.saved.clone(),
             recomputable: f.recomputable_saved.clone(),
             fp8_saved: f.fp8_saved.clone(),
+            fp8_saved_elements: f.fp8_saved_elements.clone(),
             fp8_casts_input: f.fp8_casts_input,
         }
     }
@@ -495,6 +506,7 @@ impl Saved {
         self.saved == f.saved
             && self.recomputable == f.recomputable_saved
             && self.fp8_saved == f.fp8_saved
+            && self.fp8_saved_elements == f.fp8_saved_elements
             && self.fp8_casts_input == f.fp8_casts_input
     }
 
@@ -516,6 +528,7 @@ impl Saved {
             saved: self.saved,
             recomputable_saved: self.recomputable,
             fp8_saved: self.fp8_saved,
+            fp8_saved_elements: self.fp8_saved_elements,
             fp8_casts_input: self.fp8_casts_input,
             ..(*op.formulas).clone()
         });
@@ -803,6 +816,7 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
             .filter(|_| !attention_core && !node.rule.fused_attention),
         fp8_casts_input: false,
         fp8_saved: Poly::zero(),
+        fp8_saved_elements: Poly::zero(),
         gemms: gemm_dims(node, &entry),
         forward: f(&entry.forward.compute),
         backward: f(&entry.backward.compute),
@@ -1062,6 +1076,7 @@ impl OpFormulas {
             &mut op.saved,
             &mut op.recomputable_saved,
             &mut op.fp8_saved,
+            &mut op.fp8_saved_elements,
             &mut op.out_bytes,
             &mut op.ring_bytes,
         ] {

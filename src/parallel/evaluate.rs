@@ -488,6 +488,7 @@ fn add_fp8<T: Priced>(
     add(&mut x.fp8_weight_cast, cast_weight);
     add(&mut x.fp8_weights, ops.weight);
     add(&mut x.fp8_saved, ev(&op.fp8_saved)?);
+    add(&mut x.fp8_saved_elements, ev(&op.fp8_saved_elements)?);
     Ok(())
 }
 

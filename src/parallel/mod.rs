@@ -160,16 +160,30 @@ fn per_rank(analysis: Analysis, knobs: &Knobs) -> Analysis {
 }
 
 /// Refuses a precision the machine of `calib` cannot run: FP8 where the table gives no FP8
-/// peak ([`StrategyError::NoFp8Peak`]).
+/// peak ([`StrategyError::NoFp8Peak`]), a block-scaled format its tensor cores do not run
+/// where the table does not list it ([`StrategyError::NoScaledFormat`]).
 pub fn check_precision(
     calib: &Calibration,
     precision: crate::strategy::Precision,
 ) -> Result<(), crate::strategy::StrategyError> {
-    if precision == crate::strategy::Precision::Fp8 && !calib.device.peak_flops.contains_key("fp8")
-    {
+    if precision.is_fp8() && !calib.device.peak_flops.contains_key("fp8") {
         return Err(crate::strategy::StrategyError::NoFp8Peak {
             table: calib.name.clone(),
+            precision,
         });
+    }
+    if let Some(format) = precision.hardware_format() {
+        let listed = calib.device.scaled_formats.as_ref();
+        if !listed.is_some_and(|l| l.formats.iter().any(|f| f == format)) {
+            return Err(crate::strategy::StrategyError::NoScaledFormat {
+                table: calib.name.clone(),
+                format: format.to_string(),
+                listed: listed
+                    .filter(|l| !l.formats.is_empty())
+                    .map(|l| format!(" (it lists {})", l.formats.join(", ")))
+                    .unwrap_or_default(),
+            });
+        }
     }
     Ok(())
 }

@@ -155,7 +155,7 @@ impl Steer {
                 }
                 "precision" => {
                     let p = Precision::from_name(value)
-                        .ok_or_else(|| bad("unknown precision (bf16, autocast, fp8)"))?;
+                        .ok_or_else(|| bad(&format!("unknown precision ({})", Precision::NAMES)))?;
                     set_once(&mut self.precision, p, || bad("given twice"))?;
                 }
                 "account" => {

@@ -159,22 +159,127 @@ pub enum Precision {
     /// history, E4M3 forward and E5M2 gradients, `Format.HYBRID`; Megatron-LM `--fp8-format
     /// hybrid`). The attention's batched matmuls (fused attention), the output layer and every
     /// other operator stay bf16, as Transformer Engine's modules leave them. Priced: those
-    /// GEMMs at the table's `peak_flops.fp8` (under the same matmul efficiency as bf16), the
-    /// casts to FP8 that feed them (inputs, weights and output gradients, each with the
-    /// transpose Hopper's FP8 GEMMs need; the amax is reduced inside the cast kernel), the
-    /// FP8 copy of those weights and its transpose that Transformer Engine keeps beside the
-    /// bf16 weights, and their inputs saved for the backward in FP8 (1 byte) instead of bf16.
-    /// Gradients are reduced in bf16/fp32 as under bf16.
+    /// GEMMs at the table's `peak_flops.fp8` (under its `matmul_fp8` curve where it has one,
+    /// else the bf16 matmul curve), the casts to FP8 that feed them (inputs, weights and
+    /// output gradients, each with the transpose Hopper's FP8 GEMMs need; the amax is reduced
+    /// inside the cast kernel), the FP8 copy of those weights and its transpose that
+    /// Transformer Engine keeps beside the bf16 weights, and their inputs saved for the
+    /// backward in FP8 (1 byte) instead of bf16. Gradients are reduced in bf16/fp32 as under
+    /// bf16. [`Fp8Bytes`] gives the bytes of each FP8 recipe.
     Fp8,
+    /// As [`Precision::Fp8`] with per-tensor current scaling (Transformer Engine's
+    /// `Float8CurrentScaling`, Megatron-LM `--fp8-recipe tensorwise`): each tensor's scale is
+    /// set from its own amax, reduced by a pass over the bf16 tensor before the cast, so every
+    /// cast reads its input twice.
+    #[serde(rename = "fp8-current")]
+    #[value(name = "fp8-current")]
+    Fp8Current,
+    /// As [`Precision::Fp8`] with DeepSeek-V3's block scaling (DeepSeek-AI, arXiv:2412.19437,
+    /// §3.3.1; Transformer Engine's `Float8BlockScaling`, Megatron-LM `--fp8-recipe
+    /// blockwise`): E4M3 throughout, one fp32 scale per 1×128 tile of activations and
+    /// gradients and per 128×128 block of weights; each operand is quantized once per
+    /// direction (rowwise and columnwise) with its own scales. Runs at the FP8 peak.
+    #[serde(rename = "fp8-block")]
+    #[value(name = "fp8-block")]
+    Fp8Block,
+    /// MXFP8 (OCP Microscaling Formats v1.0; Transformer Engine's `MXFP8BlockScaling`,
+    /// Megatron-LM `--fp8-recipe mxfp8`): E4M3 elements with one E8M0 (1-byte) scale per 32
+    /// consecutive elements, rowwise and columnwise copies of every operand, GEMMs scaled by
+    /// the tensor cores themselves. Needs hardware that runs it (Blackwell, SM 10.0 and later):
+    /// a table lists it under `device.scaled_formats`. Runs at the FP8 peak.
+    Mxfp8,
+}
+
+/// HBM bytes per element of what one FP8 recipe ([`Precision::fp8_bytes`]) casts, keeps and
+/// saves, as exact fractions `(numerator, denominator)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fp8Bytes {
+    /// One cast of an activation or output gradient: the bf16 tensor read (2; twice under
+    /// current scaling, whose amax needs a pass of its own) and its rowwise and columnwise FP8
+    /// copies written (1 + 1), each with its scales.
+    pub cast: (u64, u64),
+    /// One cast of a weight, as `cast` with the weights' scaling.
+    pub weight_cast: (u64, u64),
+    /// The FP8 copies of a weight kept beside the bf16 weight (rowwise and columnwise, with
+    /// their scales).
+    pub weight_copy: (u64, u64),
+    /// Bytes per element of an FP8 GEMM input saved for the backward pass (1, plus its scales).
+    pub saved: (u64, u64),
+}
+
+impl Fp8Bytes {
+    /// Per-tensor scaling, delayed: one fp32 scale per tensor (no bytes per element).
+    pub const DELAYED: Fp8Bytes = Fp8Bytes {
+        cast: (4, 1),
+        weight_cast: (4, 1),
+        weight_copy: (2, 1),
+        saved: (1, 1),
+    };
+    /// Per-tensor scaling, current: the amax pass reads the bf16 tensor once more.
+    pub const CURRENT: Fp8Bytes = Fp8Bytes {
+        cast: (6, 1),
+        weight_cast: (6, 1),
+        weight_copy: (2, 1),
+        saved: (1, 1),
+    };
+    /// DeepSeek-V3 blocks: 4 bytes of fp32 scale per 128 activation elements (1/32 byte each)
+    /// and per 128 × 128 weight elements (1/4096 byte each), per copy.
+    pub const BLOCK: Fp8Bytes = Fp8Bytes {
+        // 2 + 2·(1 + 1/32)
+        cast: (65, 16),
+        // 2 + 2·(1 + 1/4096)
+        weight_cast: (8193, 2048),
+        // 2·(1 + 1/4096)
+        weight_copy: (4097, 2048),
+        saved: (33, 32),
+    };
+    /// MXFP8: one 1-byte E8M0 scale per 32 elements (1/32 byte each), per copy, weights too.
+    pub const MX: Fp8Bytes = Fp8Bytes {
+        cast: (65, 16),
+        weight_cast: (65, 16),
+        weight_copy: (33, 16),
+        saved: (33, 32),
+    };
 }
 
 impl Precision {
-    /// Parses `bf16`, `autocast` or `fp8`.
+    /// Parses `bf16`, `autocast`, `fp8`, `fp8-current`, `fp8-block` or `mxfp8`.
     pub fn from_name(s: &str) -> Option<Precision> {
         match s {
             "bf16" => Some(Precision::Bf16),
             "autocast" => Some(Precision::Autocast),
             "fp8" => Some(Precision::Fp8),
+            "fp8-current" => Some(Precision::Fp8Current),
+            "fp8-block" => Some(Precision::Fp8Block),
+            "mxfp8" => Some(Precision::Mxfp8),
+            _ => None,
+        }
+    }
+
+    /// Every precision's name, as [`Precision::from_name`] reads them.
+    pub const NAMES: &'static str = "bf16, autocast, fp8, fp8-current, fp8-block, mxfp8";
+
+    /// Whether the repeated layers' linear layers run as FP8 GEMMs.
+    pub fn is_fp8(self) -> bool {
+        self.fp8_bytes().is_some()
+    }
+
+    /// The bytes of its FP8 recipe, where it is one.
+    pub fn fp8_bytes(self) -> Option<Fp8Bytes> {
+        match self {
+            Precision::Bf16 | Precision::Autocast => None,
+            Precision::Fp8 => Some(Fp8Bytes::DELAYED),
+            Precision::Fp8Current => Some(Fp8Bytes::CURRENT),
+            Precision::Fp8Block => Some(Fp8Bytes::BLOCK),
+            Precision::Mxfp8 => Some(Fp8Bytes::MX),
+        }
+    }
+
+    /// The name under which a calibration table says its hardware runs this format
+    /// (`device.scaled_formats`), where the format needs it.
+    pub fn hardware_format(self) -> Option<&'static str> {
+        match self {
+            Precision::Mxfp8 => Some("mxfp8"),
             _ => None,
         }
     }
@@ -183,8 +288,8 @@ impl Precision {
     pub fn weight_bytes(self) -> u64 {
         match self {
             // FP8 training keeps bf16 weights: what ZeRO gathers is bf16.
-            Precision::Bf16 | Precision::Fp8 => WEIGHT_BYTES as u64,
             Precision::Autocast => 4,
+            _ => WEIGHT_BYTES as u64,
         }
     }
 
@@ -192,8 +297,8 @@ impl Precision {
     /// move: 2 when gradients and weights are fp32.
     pub fn wire_factor(self) -> u64 {
         match self {
-            Precision::Bf16 | Precision::Fp8 => 1,
             Precision::Autocast => 2,
+            _ => 1,
         }
     }
 }
@@ -204,6 +309,9 @@ impl fmt::Display for Precision {
             Precision::Bf16 => "bf16",
             Precision::Autocast => "autocast",
             Precision::Fp8 => "fp8",
+            Precision::Fp8Current => "fp8-current",
+            Precision::Fp8Block => "fp8-block",
+            Precision::Mxfp8 => "mxfp8",
         })
     }
 }

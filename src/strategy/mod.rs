@@ -13,5 +13,7 @@ pub use file::{
     check_fills_nodes, check_gpus_per_node, check_knobs, check_nodes, load_strategy,
     parse_strategy, StrategyArgs, StrategyFile,
 };
-pub use knobs::{Knobs, Overlap, PipelineSplit, Precision, Recompute, Schedule, WEIGHT_BYTES};
+pub use knobs::{
+    Fp8Bytes, Knobs, Overlap, PipelineSplit, Precision, Recompute, Schedule, WEIGHT_BYTES,
+};
 pub use mesh::{AxisKind, Mesh, MeshAxis, Tier};

@@ -699,6 +699,14 @@ pub fn to_yaml(c: &Calibration) -> String {
         let _ = writeln!(o, "    tiles: [{}]", tiles.join(", "));
         let _ = writeln!(o, "    source: {}", q(&t.source));
     }
+    if let Some(f) = &c.device.scaled_formats {
+        let _ = writeln!(
+            o,
+            "  scaled_formats: {{formats: [{}], source: {}}}",
+            f.formats.join(", "),
+            q(&f.source)
+        );
+    }
     if !c.device.measured.is_empty() {
         let _ = writeln!(o, "  measured:");
         for (k, v) in &c.device.measured {

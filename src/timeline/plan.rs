@@ -339,7 +339,7 @@ pub fn strategy_blocks(
     knobs: &Knobs,
 ) -> Result<Vec<PlanBlock>> {
     let mut blocks = plan_blocks(model, analysis, numbers, b)?;
-    if knobs.precision == crate::strategy::Precision::Fp8 {
+    if knobs.precision.is_fp8() {
         for (block, ba) in blocks.iter_mut().zip(&analysis.blocks) {
             for (op, oa) in block.ops.iter_mut().zip(&ba.ops) {
                 op.fp8 = block.layer && oa.linear_input.is_some();

@@ -532,10 +532,11 @@ impl<'a> Ctx<'a> {
     /// (on the first micro-batch, reused by the others and by recomputed forwards), timed as one
     /// kernel and spread evenly over the step's forwards.
     fn fp8_cast_seconds(&self, o: &PlanOp, backward: bool, recompute: bool) -> f64 {
-        let Some(ops) = o.fp8_operands() else {
+        let (Some(ops), Some(bytes)) = (o.fp8_operands(), self.plan.knobs.precision.fp8_bytes())
+        else {
             return 0.0;
         };
-        let [input, grad, weight] = ops.cast_bytes().map(|b| f(&b));
+        let [input, grad, weight] = ops.cast_bytes_of(bytes).map(|b| f(&b));
         let kernel = |bytes: f64| self.rates.op_seconds(0.0, bytes, KernelClass::Other, 1);
         let input = if o.fp8_casts_input {
             kernel(input)

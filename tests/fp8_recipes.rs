@@ -1,0 +1,299 @@
+//! The FP8 recipes beside Transformer Engine's default delayed scaling: per-tensor current
+//! scaling (`Float8CurrentScaling`), DeepSeek-V3's block scaling (arXiv:2412.19437 §3.3.1;
+//! `Float8BlockScaling`: fp32 scales per 1×128 activation tile and per 128×128 weight block)
+//! and MXFP8 (OCP Microscaling Formats v1.0; `MXFP8BlockScaling`: one E8M0 byte per 32
+//! elements, Blackwell only). Memory, casts and refusals against hand counts of GPT-2 124M
+//! (Radford et al. 2019: 12 layers, hidden 768, MLP 3072, sequence 1024).
+
+mod common;
+
+use symshard::calib::Calibration;
+use symshard::model::ModelLoader;
+use symshard::parallel::{evaluate_strategy, Evaluation, Layout};
+use symshard::strategy::{Fp8Bytes, Knobs, Precision, Recompute};
+use symshard::sym::Rational;
+use symshard::timeline::time_summary;
+
+const LAYERS: i64 = 12;
+const H: i64 = 768;
+const S: i64 = 1024;
+const B: i64 = 16;
+
+fn q(n: i64) -> Rational {
+    Rational::from_integer(n.into())
+}
+
+fn frac((n, d): (u64, u64)) -> Rational {
+    Rational::new((n as i64).into(), (d as i64).into())
+}
+
+fn knobs(precision: Precision, recompute: Recompute) -> Knobs {
+    Knobs {
+        precision,
+        recompute,
+        ..Knobs::data_parallel(1)
+    }
+}
+
+fn run(k: &Knobs, machine: &str) -> Result<Evaluation, String> {
+    let m = ModelLoader::embedded()
+        .unwrap()
+        .resolve("gpt2-124m")
+        .unwrap();
+    let mut v = m.values.clone();
+    v.insert("B".into(), q(B));
+    let calib = Calibration::resolve(machine).unwrap();
+    evaluate_strategy(&m, &v, k, &Layout::default(), &calib, 8, &q(1 << 40))
+        .map(|e| e.1)
+        .map_err(|e| e.to_string())
+}
+
+/// A layer's linear layers `[rows, inner, cols]`: q, k, v and the output projection (h × h
+/// each), the MLP's two layers (h × 4h, 4h × h).
+fn layer_gemms() -> [[i64; 3]; 6] {
+    let t = B * S;
+    [
+        [t, H, H],
+        [t, H, H],
+        [t, H, H],
+        [t, H, H],
+        [t, H, 4 * H],
+        [t, 4 * H, H],
+    ]
+}
+
+/// The distinct inputs of a layer's linear layers, in elements (q, k and v read one tensor).
+fn layer_inputs() -> i64 {
+    let t = B * S;
+    3 * t * H + t * 4 * H
+}
+
+fn layer_weights() -> i64 {
+    layer_gemms().iter().map(|[_, k, n]| k * n).sum()
+}
+
+/// Elements a layer's casts touch: (activations and output gradients, weights).
+fn layer_cast_elements() -> (i64, i64) {
+    let grads: i64 = layer_gemms().iter().map(|[t, _, n]| t * n).sum();
+    (layer_inputs() + grads, layer_weights())
+}
+
+const RECIPES: [(Precision, Fp8Bytes); 4] = [
+    (Precision::Fp8, Fp8Bytes::DELAYED),
+    (Precision::Fp8Current, Fp8Bytes::CURRENT),
+    (Precision::Fp8Block, Fp8Bytes::BLOCK),
+    (Precision::Mxfp8, Fp8Bytes::MX),
+];
+
+/// The recipes' bytes per element, by hand from their formats: a cast reads the bf16 tensor
+/// (2 bytes; current scaling twice, its amax first) and writes a rowwise and a columnwise
+/// copy of 1 byte per element plus scales: none per element for per-tensor scaling, a 4-byte
+/// fp32 scale per 128 elements (activations) or per 128 × 128 (weights) for DeepSeek's blocks,
+/// a 1-byte E8M0 scale per 32 elements for MXFP8.
+#[test]
+fn each_recipes_bytes_follow_from_its_format() {
+    let one = |scale_bytes: i64, per: i64| q(1) + Rational::new(scale_bytes.into(), per.into());
+    let cast = |amax_reads: i64, copy: Rational| q(2 * amax_reads) + q(2) * copy;
+    for (recipe, act, weight, reads) in [
+        (Fp8Bytes::DELAYED, one(0, 1), one(0, 1), 1),
+        (Fp8Bytes::CURRENT, one(0, 1), one(0, 1), 2),
+        (Fp8Bytes::BLOCK, one(4, 128), one(4, 128 * 128), 1),
+        (Fp8Bytes::MX, one(1, 32), one(1, 32), 1),
+    ] {
+        assert_eq!(frac(recipe.cast), cast(reads, act.clone()), "{recipe:?}");
+        assert_eq!(
+            frac(recipe.weight_cast),
+            cast(reads, weight.clone()),
+            "{recipe:?}"
+        );
+        assert_eq!(frac(recipe.weight_copy), q(2) * weight, "{recipe:?}");
+        assert_eq!(frac(recipe.saved), act, "{recipe:?}");
+    }
+}
+
+/// Memory per device, by hand, for every recipe: the FP8 weight copies (rowwise and
+/// columnwise, with their scales) beside the bf16 weights, and each linear layer's input kept
+/// in FP8 with its scales instead of bf16.
+#[test]
+fn memory_per_device_matches_a_hand_count_for_every_recipe() {
+    let bf16 = run(&knobs(Precision::Bf16, Recompute::None), "b200").unwrap();
+    for (precision, bytes) in RECIPES {
+        let e = run(&knobs(precision, Recompute::None), "b200").unwrap();
+        assert_eq!(
+            &e.memory.params - &bf16.memory.params,
+            frac(bytes.weight_copy) * q(LAYERS * layer_weights()),
+            "{precision}"
+        );
+        assert_eq!(e.memory.grads, bf16.memory.grads);
+        assert_eq!(e.memory.optimizer, bf16.memory.optimizer);
+        assert_eq!(
+            &bf16.memory.activations - &e.memory.activations,
+            (q(2) - frac(bytes.saved)) * q(LAYERS * layer_inputs()),
+            "{precision}"
+        );
+    }
+}
+
+/// The relative cost prices each recipe's casts at κ_hbm: against the delayed recipe, only
+/// the bytes per element cast differ (every recipe runs its GEMMs at the FP8 peak).
+#[test]
+fn the_relative_cost_prices_each_recipes_casts() {
+    let kappa = Calibration::resolve("b200").unwrap().hbm_balance();
+    let total = |e: &Evaluation| &e.relative.compute + &e.relative.kernels;
+    let delayed = run(&knobs(Precision::Fp8, Recompute::None), "b200").unwrap();
+    let (acts, weights) = layer_cast_elements();
+    let casts =
+        |b: Fp8Bytes| q(LAYERS) * (frac(b.cast) * q(acts) + frac(b.weight_cast) * q(weights));
+    for (precision, bytes) in RECIPES {
+        let e = run(&knobs(precision, Recompute::None), "b200").unwrap();
+        assert_eq!(e.flops, delayed.flops);
+        assert_eq!(
+            total(&e) - total(&delayed),
+            &kappa * (casts(bytes) - casts(Fp8Bytes::DELAYED)),
+            "{precision}"
+        );
+    }
+}
+
+/// The timeline's casts follow the recipe too: per-tensor current scaling reads each tensor
+/// twice, so a step takes longer than under delayed scaling; the block-scaled recipes write
+/// 1/32 more bytes per element; none is faster than delayed scaling.
+#[test]
+fn the_timeline_times_each_recipes_casts() {
+    let time = |precision: Precision| {
+        let k = knobs(precision, Recompute::None);
+        let (plan, calib) = common::plan_on("gpt2-124m", &[("B", B)], &k, "b200");
+        time_summary(&plan, &calib).unwrap().iteration_seconds
+    };
+    let delayed = time(Precision::Fp8);
+    let current = time(Precision::Fp8Current);
+    assert!(current > delayed * 1.001, "{current} vs {delayed}");
+    for p in [Precision::Fp8Block, Precision::Mxfp8] {
+        let t = time(p);
+        assert!(
+            t >= delayed && t < current,
+            "{p}: {t} vs {delayed}, {current}"
+        );
+    }
+}
+
+/// MXFP8 needs tensor cores that scale blocks themselves: refused on an H100 (whose table
+/// lists no `scaled_formats`), naming the table and the field; DeepSeek's block scaling runs
+/// on any FP8 tensor cores (DeepSeek-V3 trained with it on H800); no FP8 recipe runs on an
+/// A100 (no FP8 peak).
+#[test]
+fn mxfp8_needs_blackwell_and_every_recipe_fp8_tensor_cores() {
+    let err = run(&knobs(Precision::Mxfp8, Recompute::None), "h100-sxm").unwrap_err();
+    assert!(
+        err.contains("h100-sxm") && err.contains("device.scaled_formats") && err.contains("mxfp8"),
+        "{err}"
+    );
+    assert!(run(&knobs(Precision::Fp8Block, Recompute::None), "h800").is_ok());
+    for (precision, _) in RECIPES {
+        let err = run(&knobs(precision, Recompute::None), "a100-80gb").unwrap_err();
+        assert!(
+            err.contains("a100-80gb") && err.contains(&format!("precision={precision}")),
+            "{err}"
+        );
+    }
+    let stderr = common::refused(&[
+        "timeline",
+        "gpt2-124m",
+        "--precision",
+        "mxfp8",
+        "--calib",
+        "h100-sxm",
+    ]);
+    assert!(stderr.contains("scaled_formats"), "{stderr}");
+}
+
+/// The command line takes every recipe: `rank --fix precision=mxfp8` ranks MXFP8 rows on a
+/// B200, `--emit megatron` names Megatron-LM's recipe (`--fp8-recipe`, whose choices are
+/// tensorwise, delayed, mxfp8 and blockwise), and an unknown precision lists the names.
+#[test]
+fn the_command_line_takes_every_recipe() {
+    for (fix, recipe, format) in [
+        ("precision=fp8", "delayed", "hybrid"),
+        ("precision=fp8-current", "tensorwise", "hybrid"),
+        ("precision=fp8-block", "blockwise", "e4m3"),
+        ("precision=mxfp8", "mxfp8", "e4m3"),
+    ] {
+        let v = common::json(&[
+            "rank",
+            "gpt2-124m",
+            "--devices",
+            "8",
+            "--top",
+            "2",
+            "--calib",
+            "b200",
+            "--fix",
+            fix,
+            "--format",
+            "json",
+        ]);
+        let rows = v["strategies"].as_array().unwrap();
+        assert!(!rows.is_empty());
+        let name = fix.trim_start_matches("precision=");
+        assert!(rows.iter().all(|r| r["precision"] == name), "{fix}");
+        let out = common::symshard()
+            .args([
+                "rank",
+                "gpt2-124m",
+                "--devices",
+                "8",
+                "--calib",
+                "b200",
+                "--fix",
+                fix,
+                "--emit",
+                "megatron",
+            ])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains(&format!("--fp8-recipe {recipe}"))
+                && text.contains(&format!("--fp8-format {format}")),
+            "{fix}: {text}"
+        );
+    }
+    let stderr = common::refused(&[
+        "rank",
+        "gpt2-124m",
+        "--devices",
+        "8",
+        "--fix",
+        "precision=fp4",
+    ]);
+    assert!(
+        stderr.contains("fp8-block") && stderr.contains("mxfp8"),
+        "{stderr}"
+    );
+}
+
+/// A table's `scaled_formats` lists known formats only, each once; an unknown one is refused
+/// at its line.
+#[test]
+fn a_table_lists_known_scaled_formats_only() {
+    let dir = common::temp_dir("scaled-formats");
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("calibration/b200.yaml"),
+    )
+    .unwrap();
+    for (bad, says) in [
+        ("mxfp6", "not a block-scaled format"),
+        ("mxfp8, mxfp8", "listed twice"),
+    ] {
+        let file = dir.join("t.yaml");
+        std::fs::write(
+            &file,
+            text.replace("formats: [mxfp8, nvfp4]", &format!("formats: [{bad}]")),
+        )
+        .unwrap();
+        let err = Calibration::resolve(file.to_str().unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("t.yaml:") && err.contains(says), "{err}");
+    }
+}
