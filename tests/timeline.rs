@@ -567,7 +567,8 @@ fn every_calibration_table_loads_and_times() {
         // Every number says where it comes from.
         let values = text.matches("value:").count()
             + text.matches("points:").count()
-            + text.matches("tiles:").count();
+            + text.matches("tiles:").count()
+            + text.matches("formats: [").count();
         let sourced = text.matches("source: \"").count();
         assert!(values > 0 && values == sourced, "{}", path.display());
         let s = time_plan(&p, &c).unwrap().summary;
