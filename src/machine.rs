@@ -134,6 +134,9 @@ pub enum KernelClass {
     /// one, else times the same matmul efficiency curve (and tiling) as a bf16 GEMM of the same
     /// FLOPs.
     Fp8Matmul,
+    /// A GEMM with FP4 operands ([`crate::strategy::Precision::Nvfp4`]): at the table's FP4
+    /// peak times the bf16 matmul curve (and tiling); no FP4 efficiency is measured yet.
+    Fp4Matmul,
     /// A fused attention kernel (FlashAttention-style).
     Attention,
     /// Elementwise, normalisation, reduction: vector units, usually memory-bound.
@@ -155,7 +158,12 @@ impl KernelClass {
     /// Kernels one pass launches: a matmul's backward is two GEMMs (the input gradient and the
     /// weight or second-operand gradient); everything else is one kernel a pass.
     pub fn kernels(self, backward: bool) -> u32 {
-        if backward && matches!(self, KernelClass::Matmul | KernelClass::Fp8Matmul) {
+        if backward
+            && matches!(
+                self,
+                KernelClass::Matmul | KernelClass::Fp8Matmul | KernelClass::Fp4Matmul
+            )
+        {
             2
         } else {
             1
@@ -176,6 +184,8 @@ pub struct Rates {
     pub peak_flops: f64,
     /// Peak FP8 FLOP/s, where the table gives one (`peak_flops.fp8`).
     pub fp8_peak_flops: Option<f64>,
+    /// Peak FP4 FLOP/s, where the table gives one (`peak_flops.fp4`).
+    pub fp4_peak_flops: Option<f64>,
     /// Peak HBM bytes per second.
     pub peak_memory_bandwidth: f64,
     /// Matmul efficiency against one kernel's FLOPs.
@@ -382,6 +392,7 @@ impl Rates {
             memory_bandwidth: hbm * memory.max(),
             peak_flops: peak,
             fp8_peak_flops: d.peak_flops.get("fp8").map(|s| f(&s.value)),
+            fp4_peak_flops: d.peak_flops.get("fp4").map(|s| f(&s.value)),
             peak_memory_bandwidth: hbm,
             attention_efficiency: d
                 .efficiency
@@ -484,13 +495,18 @@ impl Rates {
                         .unwrap_or(&self.matmul_efficiency);
                     self.fp8_peak_flops.unwrap_or(self.peak_flops) * curve.at(fk) * utilisation
                 }
+                KernelClass::Fp4Matmul => {
+                    self.fp4_peak_flops.unwrap_or(self.peak_flops)
+                        * self.matmul_efficiency.at(fk)
+                        * utilisation
+                }
                 KernelClass::Attention => self.peak_flops * self.attention_efficiency.at(fk),
                 KernelClass::Other => self.other_flops,
             };
             (fk / rate * self.pace).max(memory) + self.kernel_overhead
         };
         let tiled = match class {
-            KernelClass::Matmul => true,
+            KernelClass::Matmul | KernelClass::Fp4Matmul => true,
             KernelClass::Fp8Matmul => self.fp8_matmul_efficiency.is_none(),
             _ => false,
         };

@@ -2,7 +2,8 @@
 //! scaling (`Float8CurrentScaling`), DeepSeek-V3's block scaling (arXiv:2412.19437 §3.3.1;
 //! `Float8BlockScaling`: fp32 scales per 1×128 activation tile and per 128×128 weight block)
 //! and MXFP8 (OCP Microscaling Formats v1.0; `MXFP8BlockScaling`: one E8M0 byte per 32
-//! elements, Blackwell only). Memory, casts and refusals against hand counts of GPT-2 124M
+//! elements, Blackwell only), and NVFP4 (arXiv:2509.25149; `NVFP4BlockScaling`: E2M1 elements,
+//! an E4M3 scale per 16 elements or 16 × 16 weight block, FP4 GEMMs, Blackwell only). Memory, casts and refusals against hand counts of GPT-2 124M
 //! (Radford et al. 2019: 12 layers, hidden 768, MLP 3072, sequence 1024).
 
 mod common;
@@ -78,27 +79,44 @@ fn layer_cast_elements() -> (i64, i64) {
     (layer_inputs() + grads, layer_weights())
 }
 
-const RECIPES: [(Precision, Fp8Bytes); 4] = [
+const RECIPES: [(Precision, Fp8Bytes); 5] = [
     (Precision::Fp8, Fp8Bytes::DELAYED),
     (Precision::Fp8Current, Fp8Bytes::CURRENT),
     (Precision::Fp8Block, Fp8Bytes::BLOCK),
     (Precision::Mxfp8, Fp8Bytes::MX),
+    (Precision::Nvfp4, Fp8Bytes::NVFP4),
 ];
 
 /// The recipes' bytes per element, by hand from their formats: a cast reads the bf16 tensor
 /// (2 bytes; current scaling twice, its amax first) and writes a rowwise and a columnwise
 /// copy of 1 byte per element plus scales: none per element for per-tensor scaling, a 4-byte
 /// fp32 scale per 128 elements (activations) or per 128 × 128 (weights) for DeepSeek's blocks,
-/// a 1-byte E8M0 scale per 32 elements for MXFP8.
+/// a 1-byte E8M0 scale per 32 elements for MXFP8; NVFP4 writes half a byte per element and
+/// a 1-byte E4M3 scale per 16 elements (16 × 16 for weights), and reads twice (its per-tensor
+/// amax first).
 #[test]
 fn each_recipes_bytes_follow_from_its_format() {
-    let one = |scale_bytes: i64, per: i64| q(1) + Rational::new(scale_bytes.into(), per.into());
+    let elem = |half: bool, scale_bytes: i64, per: i64| {
+        let base = if half {
+            Rational::new(1.into(), 2.into())
+        } else {
+            q(1)
+        };
+        base + Rational::new(scale_bytes.into(), per.into())
+    };
+    let one = |scale_bytes: i64, per: i64| elem(false, scale_bytes, per);
     let cast = |amax_reads: i64, copy: Rational| q(2 * amax_reads) + q(2) * copy;
     for (recipe, act, weight, reads) in [
         (Fp8Bytes::DELAYED, one(0, 1), one(0, 1), 1),
         (Fp8Bytes::CURRENT, one(0, 1), one(0, 1), 2),
         (Fp8Bytes::BLOCK, one(4, 128), one(4, 128 * 128), 1),
         (Fp8Bytes::MX, one(1, 32), one(1, 32), 1),
+        (
+            Fp8Bytes::NVFP4,
+            elem(true, 1, 16),
+            elem(true, 1, 16 * 16),
+            2,
+        ),
     ] {
         assert_eq!(frac(recipe.cast), cast(reads, act.clone()), "{recipe:?}");
         assert_eq!(
@@ -135,10 +153,23 @@ fn memory_per_device_matches_a_hand_count_for_every_recipe() {
 }
 
 /// The relative cost prices each recipe's casts at κ_hbm: against the delayed recipe, only
-/// the bytes per element cast differ (every recipe runs its GEMMs at the FP8 peak).
+/// the bytes per element cast differ, and under NVFP4 the GEMMs' gain: their FLOPs are worth
+/// 1 − bf16 peak ÷ FP4 peak fewer FLOP-equivalents instead of 1 − bf16 ÷ FP8 (NVIDIA DGX B200
+/// datasheet figures as the b200 table gives them: 2,250 TFLOP/s dense BF16, 4,500 FP8, 9,000
+/// FP4).
 #[test]
 fn the_relative_cost_prices_each_recipes_casts() {
-    let kappa = Calibration::resolve("b200").unwrap().hbm_balance();
+    let calib = Calibration::resolve("b200").unwrap();
+    let kappa = calib.hbm_balance();
+    let peak = |k: &str| calib.device.peak_flops[k].value.clone();
+    let fp4_more = (q(1) - peak("bf16") / peak("fp4")) - (q(1) - peak("bf16") / peak("fp8"));
+    // The linear layers' FLOPs: 6 per weight element and token, and the biases' adds.
+    let t = B * S;
+    let gemm_flops: i64 = LAYERS
+        * layer_gemms()
+            .iter()
+            .map(|[_, k, n]| 6 * t * k * n + 2 * t * n)
+            .sum::<i64>();
     let total = |e: &Evaluation| &e.relative.compute + &e.relative.kernels;
     let delayed = run(&knobs(Precision::Fp8, Recompute::None), "b200").unwrap();
     let (acts, weights) = layer_cast_elements();
@@ -147,9 +178,14 @@ fn the_relative_cost_prices_each_recipes_casts() {
     for (precision, bytes) in RECIPES {
         let e = run(&knobs(precision, Recompute::None), "b200").unwrap();
         assert_eq!(e.flops, delayed.flops);
+        let gain = if bytes.fp4 {
+            &fp4_more * q(gemm_flops)
+        } else {
+            q(0)
+        };
         assert_eq!(
             total(&e) - total(&delayed),
-            &kappa * (casts(bytes) - casts(Fp8Bytes::DELAYED)),
+            &kappa * (casts(bytes) - casts(Fp8Bytes::DELAYED)) - gain,
             "{precision}"
         );
     }
@@ -205,6 +241,12 @@ fn mxfp8_needs_blackwell_and_every_recipe_fp8_tensor_cores() {
         "h100-sxm",
     ]);
     assert!(stderr.contains("scaled_formats"), "{stderr}");
+    // NVFP4 needs an FP4 peak (not on an H100) and the format in hardware: the MI355X's table
+    // gives an FP4 peak (MXFP4) but does not list NVFP4.
+    let err = run(&knobs(Precision::Nvfp4, Recompute::None), "h100-sxm").unwrap_err();
+    assert!(err.contains("peak_flops.fp4"), "{err}");
+    let err = run(&knobs(Precision::Nvfp4, Recompute::None), "mi355x").unwrap_err();
+    assert!(err.contains("mi355x") && err.contains("nvfp4"), "{err}");
 }
 
 /// The command line takes every recipe: `rank --fix precision=mxfp8` ranks MXFP8 rows on a
@@ -258,6 +300,32 @@ fn the_command_line_takes_every_recipe() {
             "{fix}: {text}"
         );
     }
+    // NVFP4 ranks too; the cited Megatron-LM cannot select it, and the emitted flags say so.
+    let out = common::symshard()
+        .args([
+            "rank",
+            "gpt2-124m",
+            "--devices",
+            "8",
+            "--calib",
+            "b200",
+            "--fix",
+            "precision=nvfp4",
+            "--emit",
+            "megatron",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        all.contains("precision=nvfp4") && !all.contains("--fp8-recipe"),
+        "{all}"
+    );
     let stderr = common::refused(&[
         "rank",
         "gpt2-124m",
@@ -267,7 +335,7 @@ fn the_command_line_takes_every_recipe() {
         "precision=fp4",
     ]);
     assert!(
-        stderr.contains("fp8-block") && stderr.contains("mxfp8"),
+        stderr.contains("fp8-block") && stderr.contains("mxfp8") && stderr.contains("nvfp4"),
         "{stderr}"
     );
 }

@@ -190,7 +190,9 @@ fn the_precision_knob_is_read_everywhere_and_checked() {
         "precision=fp16",
     ]);
     assert!(
-        err.contains("unknown precision (bf16, autocast, fp8, fp8-current, fp8-block, mxfp8)"),
+        err.contains(
+            "unknown precision (bf16, autocast, fp8, fp8-current, fp8-block, mxfp8, nvfp4)"
+        ),
         "{err}"
     );
     std::fs::remove_dir_all(&dir).ok();

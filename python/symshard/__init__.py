@@ -395,7 +395,7 @@ class RankRow:
     #: How weights and gradients are kept in mixed precision: ``"bf16"`` (bf16 weights, fp32
     #: master copy), ``"autocast"`` (fp32 weights under ``torch.autocast``;
     #: ``rank(..., precision="autocast")``), or an FP8 recipe of the linear layers: ``"fp8"``
-    #: (per-tensor delayed scaling), ``"fp8-current"``, ``"fp8-block"`` or ``"mxfp8"``.
+    #: (per-tensor delayed scaling), ``"fp8-current"``, ``"fp8-block"``, ``"mxfp8"`` or ``"nvfp4"``.
     precision: str = "bf16"
 
     #: Samples per micro-batch and data-parallel rank (``None`` where the batch has no size).

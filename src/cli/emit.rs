@@ -623,6 +623,12 @@ fn megatron_runtime(a: &mut Flags, warnings: &mut Vec<String>, model: &Model, k:
         Precision::Fp8Current => Some(("hybrid", "tensorwise")),
         Precision::Fp8Block => Some(("e4m3", "blockwise")),
         Precision::Mxfp8 => Some(("e4m3", "mxfp8")),
+        Precision::Nvfp4 => {
+            warnings.push(
+                "the row was priced with NVFP4 linear layers (precision=nvfp4), which the cited Megatron-LM's arguments do not select: the flags below train them in bf16 (later Megatron-LM versions take `--fp4-format e2m1 --fp4-recipe nvfp4`)".into(),
+            );
+            None
+        }
         Precision::Bf16 | Precision::Autocast => None,
     };
     if let Some((format, recipe)) = recipe {

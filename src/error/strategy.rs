@@ -80,12 +80,14 @@ pub enum StrategyError {
     Unsupported(Unsupported),
     /// FP8 training asked of a machine whose calibration table gives no FP8 peak (no FP8
     /// tensor cores: A100, V100, A40).
-    #[error("precision={precision} needs FP8 tensor cores, and calibration table `{table}` gives no `peak_flops.fp8`: price it with bf16, or on a table with an FP8 peak (h100-sxm, h200-sxm, b200, …)")]
+    #[error("precision={precision} needs {} tensor cores, and calibration table `{table}` gives no `peak_flops.{peak}`: price it with bf16, or on a table with an {} peak ({})", peak.to_uppercase(), peak.to_uppercase(), if *peak == "fp4" { "b200, gb200-nvl72, gb300-nvl72" } else { "h100-sxm, h200-sxm, b200, …" })]
     NoFp8Peak {
         /// The calibration table.
         table: String,
-        /// The FP8 recipe asked for.
+        /// The FP8 or FP4 recipe asked for.
         precision: crate::strategy::Precision,
+        /// The peak it needs: `fp8` or `fp4`.
+        peak: &'static str,
     },
     /// A block-scaled format the machine's tensor cores do not run (MXFP8 before Blackwell).
     #[error("precision={format} needs tensor cores that scale blocks themselves, and calibration table `{table}` does not list `{format}` under `device.scaled_formats`{listed}: price it with fp8 or fp8-block, or on a table that runs it (b200, gb200-nvl72, gb300-nvl72)")]

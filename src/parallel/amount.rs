@@ -62,7 +62,8 @@ pub fn state_bytes(p: Precision) -> [(u64, u8); 3] {
         | Precision::Fp8
         | Precision::Fp8Current
         | Precision::Fp8Block
-        | Precision::Mxfp8 => [
+        | Precision::Mxfp8
+        | Precision::Nvfp4 => [
             (WEIGHT_BYTES as u64, 3),
             (GRAD_BYTES as u64, 2),
             (OPTIMIZER_BYTES as u64, 1),
@@ -112,7 +113,8 @@ pub fn grad_accumulation<T: Amount>(params: T, k: &Knobs) -> T {
         | Precision::Fp8
         | Precision::Fp8Current
         | Precision::Fp8Block
-        | Precision::Mxfp8 => shard(params) * T::int(GRAD_ACCUMULATION_BYTES as u64),
+        | Precision::Mxfp8
+        | Precision::Nvfp4 => shard(params) * T::int(GRAD_ACCUMULATION_BYTES as u64),
         Precision::Autocast => {
             params.clone() * T::int(AUTOCAST_CAST_BYTES)
                 + shard(params) * T::int(AUTOCAST_ACCUMULATION_BYTES)
@@ -183,7 +185,8 @@ pub fn weight_cast<T: Amount>(params: T, k: &Knobs) -> T {
         | Precision::Fp8
         | Precision::Fp8Current
         | Precision::Fp8Block
-        | Precision::Mxfp8 => T::zero(),
+        | Precision::Mxfp8
+        | Precision::Nvfp4 => T::zero(),
         Precision::Autocast => params * T::int(AUTOCAST_CAST_BYTES),
     }
 }
@@ -399,6 +402,10 @@ pub struct Amounts<T> {
     pub fp8_gain_forward: T,
     /// The same for the backward's FP8 GEMMs.
     pub fp8_gain_backward: T,
+    /// [`Amounts::fp8_gain_forward`] at the table's FP4 peak (NVFP4's GEMMs).
+    pub fp4_gain_forward: T,
+    /// The same for the backward.
+    pub fp4_gain_backward: T,
     /// HBM bytes of the forward's casts of the FP8 GEMMs' inputs ([`Fp8Operands::cast_bytes`];
     /// one cast per input tensor, however many layers read it).
     pub fp8_cast_forward: T,
@@ -441,6 +448,8 @@ impl<T> Amounts<T> {
             kernel_attention_forward: f(&self.kernel_attention_forward),
             fp8_gain_forward: f(&self.fp8_gain_forward),
             fp8_gain_backward: f(&self.fp8_gain_backward),
+            fp4_gain_forward: f(&self.fp4_gain_forward),
+            fp4_gain_backward: f(&self.fp4_gain_backward),
             fp8_cast_forward: f(&self.fp8_cast_forward),
             fp8_cast_backward: f(&self.fp8_cast_backward),
             fp8_weight_cast: f(&self.fp8_weight_cast),
@@ -643,19 +652,24 @@ impl<T: Amount> BlockCost<T> {
         // The amounts count casts at the delayed recipe's bytes per element.
         let per = |(n, d): (u64, u64), base: u64| T::ratio(n, d * base);
         let cast = per(bytes.cast, FP8_CAST_BYTES);
-        let gain_backward = x.fp8_gain_backward.clone() + again(&x.fp8_gain_forward);
+        let (gain_forward, gain_backward) = if bytes.fp4 {
+            (&x.fp4_gain_forward, &x.fp4_gain_backward)
+        } else {
+            (&x.fp8_gain_forward, &x.fp8_gain_backward)
+        };
+        let gain_backward = gain_backward.clone() + again(gain_forward);
         let cast_backward =
             (x.fp8_cast_backward.clone() + again(&x.fp8_cast_forward)) * cast.clone();
         let cast_forward = x.fp8_cast_forward.clone() * cast;
-        self.kernel = self.kernel - x.fp8_gain_forward.clone() - gain_backward.clone();
+        self.kernel = self.kernel - gain_forward.clone() - gain_backward.clone();
         self.kernel_backward = self.kernel_backward - gain_backward;
         self.hbm = self.hbm + cast_forward + cast_backward.clone();
         self.hbm_backward = self.hbm_backward + cast_backward;
         if !full {
             let (n, d) = bytes.saved;
-            // Scales beyond the FP8 byte of each element kept.
-            let scales = T::ratio(n - d, d) * x.fp8_saved_elements.clone();
-            self.saved = self.saved + x.fp8_saved.clone() + scales;
+            // `fp8_saved` counts one byte per element kept; the recipe keeps n/d.
+            let e = x.fp8_saved_elements.clone();
+            self.saved = self.saved + x.fp8_saved.clone() + T::ratio(n, d) * e.clone() - e;
         }
         self.fp8_weight_cast = x.fp8_weight_cast.clone() * per(bytes.weight_cast, FP8_CAST_BYTES);
         self.fp8_weights = x.fp8_weights.clone();
@@ -712,7 +726,8 @@ impl<T: Amount> BlockCost<T> {
             | Precision::Fp8
             | Precision::Fp8Current
             | Precision::Fp8Block
-            | Precision::Mxfp8 => traffic,
+            | Precision::Mxfp8
+            | Precision::Nvfp4 => traffic,
             Precision::Autocast => traffic + weight_cast(params, k),
         }
     }
@@ -931,7 +946,7 @@ mod tests {
             layer: bool,
             m in 1u64..64,
             copies in 1u64..100,
-            fp8 in 0usize..5,
+            fp8 in 0usize..6,
         ) {
             let a: Vec<Rational> = v.iter().map(|&(n, d)| q(n, d)).collect();
             let x = Amounts {
@@ -945,6 +960,7 @@ mod tests {
                 kernel_forward: a[15].clone() + a[16].clone(), kernel_backward: a[15].clone(),
                 kernel_attention_forward: a[16].clone(),
                 fp8_gain_forward: a[0].clone() / q(2, 1), fp8_gain_backward: a[1].clone() / q(2, 1),
+                fp4_gain_forward: a[0].clone() * q(3, 4), fp4_gain_backward: a[1].clone() * q(3, 4),
                 fp8_cast_forward: a[6].clone(), fp8_cast_backward: a[8].clone(),
                 fp8_weight_cast: a[5].clone() * q(4, 1), fp8_weights: a[5].clone(),
                 fp8_saved: a[3].clone() / q(3, 1), fp8_saved_elements: a[3].clone() / q(5, 1),
@@ -957,7 +973,7 @@ mod tests {
             };
             let evf = ev.map(float);
             let recompute = [Recompute::None, Recompute::Selective, Recompute::Full][recompute];
-            let precision = [Precision::Bf16, Precision::Fp8, Precision::Fp8Current, Precision::Fp8Block, Precision::Mxfp8][fp8];
+            let precision = [Precision::Bf16, Precision::Fp8, Precision::Fp8Current, Precision::Fp8Block, Precision::Mxfp8, Precision::Nvfp4][fp8];
             let k = Knobs {
                 pp: 4,
                 microbatches: m,

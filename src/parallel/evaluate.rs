@@ -391,7 +391,12 @@ fn block_of<T: Priced>(
             x.params = std::mem::take(&mut x.params) + params;
         }
         if op.linear_input.is_some() {
-            add_fp8(&mut n.exact, op, &ev, kernels.fp8_gain())?;
+            add_fp8(
+                &mut n.exact,
+                op,
+                &ev,
+                [kernels.fp8_gain(), kernels.fp4_gain()],
+            )?;
         }
         if cp > Rational::one() && !op.ring_bytes.is_zero() {
             let x = ev(&op.ring_bytes)?;
@@ -465,7 +470,7 @@ fn add_fp8<T: Priced>(
     x: &mut Amounts<T>,
     op: &super::analysis::OpAnalysis,
     ev: &impl Fn(&Poly) -> Result<T, StrategyError>,
-    gain: &Rational,
+    [gain, fp4_gain]: [&Rational; 2],
 ) -> Result<(), StrategyError> {
     let Some(g) = op.gemms.first() else {
         return Ok(());
@@ -478,9 +483,13 @@ fn add_fp8<T: Priced>(
         ev(&g.inner)?,
     ]);
     let [cast_input, cast_grad, cast_weight] = ops.cast_bytes();
+    let (forward, backward) = (ev(&op.forward)?, ev(&op.backward)?);
     let gain = T::constant(gain.clone());
-    add(&mut x.fp8_gain_forward, ev(&op.forward)? * gain.clone());
-    add(&mut x.fp8_gain_backward, ev(&op.backward)? * gain);
+    add(&mut x.fp8_gain_forward, forward.clone() * gain.clone());
+    add(&mut x.fp8_gain_backward, backward.clone() * gain);
+    let gain = T::constant(fp4_gain.clone());
+    add(&mut x.fp4_gain_forward, forward * gain.clone());
+    add(&mut x.fp4_gain_backward, backward * gain);
     if op.fp8_casts_input {
         add(&mut x.fp8_cast_forward, cast_input);
     }

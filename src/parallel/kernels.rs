@@ -37,6 +37,8 @@ pub struct KernelEfficiency {
     /// The share of an FP8 GEMM's FLOPs that running it at the FP8 peak saves:
     /// 1 − bf16 peak ÷ FP8 peak, exactly (zero for a table without an FP8 peak).
     fp8_gain: Rational,
+    /// The same at the FP4 peak (NVFP4's GEMMs).
+    fp4_gain: Rational,
 }
 
 /// What one block's kernels add to its FLOPs for one micro-batch, in FLOP-equivalents.
@@ -60,15 +62,16 @@ impl KernelEfficiency {
             && rates.tiling.is_none()
             && rates.kernel_overhead <= 0.0;
         let peaks = &calib.device.peak_flops;
-        let fp8_gain = match (peaks.get("bf16"), peaks.get("fp8")) {
-            (Some(bf16), Some(fp8)) if fp8.value > bf16.value => {
-                Rational::from_integer(1.into()) - &bf16.value / &fp8.value
+        let gain = |key: &str| match (peaks.get("bf16"), peaks.get(key)) {
+            (Some(bf16), Some(low)) if low.value > bf16.value => {
+                Rational::from_integer(1.into()) - &bf16.value / &low.value
             }
             _ => Rational::zero(),
         };
         KernelEfficiency {
             rates: (!flat).then_some(rates),
-            fp8_gain,
+            fp8_gain: gain("fp8"),
+            fp4_gain: gain("fp4"),
         }
     }
 
@@ -77,6 +80,7 @@ impl KernelEfficiency {
         KernelEfficiency {
             rates: None,
             fp8_gain: Rational::zero(),
+            fp4_gain: Rational::zero(),
         }
     }
 
@@ -87,6 +91,11 @@ impl KernelEfficiency {
     /// whole time by the FP8 peak.
     pub fn fp8_gain(&self) -> &Rational {
         &self.fp8_gain
+    }
+
+    /// [`KernelEfficiency::fp8_gain`] at the table's FP4 peak: 1 − bf16 peak ÷ FP4 peak.
+    pub fn fp4_gain(&self) -> &Rational {
+        &self.fp4_gain
     }
 
     /// Whether it adds nothing to any kernel.

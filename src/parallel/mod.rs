@@ -166,11 +166,14 @@ pub fn check_precision(
     calib: &Calibration,
     precision: crate::strategy::Precision,
 ) -> Result<(), crate::strategy::StrategyError> {
-    if precision.is_fp8() && !calib.device.peak_flops.contains_key("fp8") {
-        return Err(crate::strategy::StrategyError::NoFp8Peak {
-            table: calib.name.clone(),
-            precision,
-        });
+    if let Some(peak) = precision.gemm_peak() {
+        if !calib.device.peak_flops.contains_key(peak) {
+            return Err(crate::strategy::StrategyError::NoFp8Peak {
+                table: calib.name.clone(),
+                precision,
+                peak,
+            });
+        }
     }
     if let Some(format) = precision.hardware_format() {
         let listed = calib.device.scaled_formats.as_ref();

@@ -188,6 +188,15 @@ pub enum Precision {
     /// the tensor cores themselves. Needs hardware that runs it (Blackwell, SM 10.0 and later):
     /// a table lists it under `device.scaled_formats`. Runs at the FP8 peak.
     Mxfp8,
+    /// NVFP4 (NVIDIA, "Pretraining Large Language Models with NVFP4", arXiv:2509.25149;
+    /// Transformer Engine's `NVFP4BlockScaling`): the same linear layers as FP4 GEMMs at the
+    /// table's `peak_flops.fp4`, E2M1 elements (half a byte) with one E4M3 scale byte per 16
+    /// consecutive activation or gradient elements and per 16 × 16 weight block, and an fp32
+    /// scale per tensor from its amax, reduced by a pass of its own before the cast. Needs
+    /// Blackwell (`device.scaled_formats: [nvfp4]`). The paper's random Hadamard transforms
+    /// (fused into the casts of the weight-gradient GEMM's operands) and stochastic rounding
+    /// move no bytes of their own; its choice to keep some layers in bf16 is not modelled.
+    Nvfp4,
 }
 
 /// HBM bytes per element of what one FP8 recipe ([`Precision::fp8_bytes`]) casts, keeps and
@@ -205,6 +214,8 @@ pub struct Fp8Bytes {
     pub weight_copy: (u64, u64),
     /// Bytes per element of an FP8 GEMM input saved for the backward pass (1, plus its scales).
     pub saved: (u64, u64),
+    /// Its GEMMs run at the FP4 peak (`peak_flops.fp4`), not the FP8 one.
+    pub fp4: bool,
 }
 
 impl Fp8Bytes {
@@ -214,6 +225,7 @@ impl Fp8Bytes {
         weight_cast: (4, 1),
         weight_copy: (2, 1),
         saved: (1, 1),
+        fp4: false,
     };
     /// Per-tensor scaling, current: the amax pass reads the bf16 tensor once more.
     pub const CURRENT: Fp8Bytes = Fp8Bytes {
@@ -221,6 +233,7 @@ impl Fp8Bytes {
         weight_cast: (6, 1),
         weight_copy: (2, 1),
         saved: (1, 1),
+        fp4: false,
     };
     /// DeepSeek-V3 blocks: 4 bytes of fp32 scale per 128 activation elements (1/32 byte each)
     /// and per 128 × 128 weight elements (1/4096 byte each), per copy.
@@ -232,6 +245,7 @@ impl Fp8Bytes {
         // 2·(1 + 1/4096)
         weight_copy: (4097, 2048),
         saved: (33, 32),
+        fp4: false,
     };
     /// MXFP8: one 1-byte E8M0 scale per 32 elements (1/32 byte each), per copy, weights too.
     pub const MX: Fp8Bytes = Fp8Bytes {
@@ -239,11 +253,25 @@ impl Fp8Bytes {
         weight_cast: (65, 16),
         weight_copy: (33, 16),
         saved: (33, 32),
+        fp4: false,
+    };
+    /// NVFP4: half a byte per element, one E4M3 scale byte per 16 elements (1/16 byte each)
+    /// or per 16 × 16 weight elements (1/256 each), per copy; every cast reads its tensor twice
+    /// (the per-tensor amax first).
+    pub const NVFP4: Fp8Bytes = Fp8Bytes {
+        // 2 + 2 + 2·(1/2 + 1/16)
+        cast: (41, 8),
+        // 2 + 2 + 2·(1/2 + 1/256)
+        weight_cast: (641, 128),
+        // 2·(1/2 + 1/256)
+        weight_copy: (129, 128),
+        saved: (9, 16),
+        fp4: true,
     };
 }
 
 impl Precision {
-    /// Parses `bf16`, `autocast`, `fp8`, `fp8-current`, `fp8-block` or `mxfp8`.
+    /// Parses `bf16`, `autocast`, `fp8`, `fp8-current`, `fp8-block`, `mxfp8` or `nvfp4`.
     pub fn from_name(s: &str) -> Option<Precision> {
         match s {
             "bf16" => Some(Precision::Bf16),
@@ -252,14 +280,15 @@ impl Precision {
             "fp8-current" => Some(Precision::Fp8Current),
             "fp8-block" => Some(Precision::Fp8Block),
             "mxfp8" => Some(Precision::Mxfp8),
+            "nvfp4" => Some(Precision::Nvfp4),
             _ => None,
         }
     }
 
     /// Every precision's name, as [`Precision::from_name`] reads them.
-    pub const NAMES: &'static str = "bf16, autocast, fp8, fp8-current, fp8-block, mxfp8";
+    pub const NAMES: &'static str = "bf16, autocast, fp8, fp8-current, fp8-block, mxfp8, nvfp4";
 
-    /// Whether the repeated layers' linear layers run as FP8 GEMMs.
+    /// Whether the repeated layers' linear layers run as FP8 (or, under NVFP4, FP4) GEMMs.
     pub fn is_fp8(self) -> bool {
         self.fp8_bytes().is_some()
     }
@@ -272,6 +301,7 @@ impl Precision {
             Precision::Fp8Current => Some(Fp8Bytes::CURRENT),
             Precision::Fp8Block => Some(Fp8Bytes::BLOCK),
             Precision::Mxfp8 => Some(Fp8Bytes::MX),
+            Precision::Nvfp4 => Some(Fp8Bytes::NVFP4),
         }
     }
 
@@ -280,8 +310,14 @@ impl Precision {
     pub fn hardware_format(self) -> Option<&'static str> {
         match self {
             Precision::Mxfp8 => Some("mxfp8"),
+            Precision::Nvfp4 => Some("nvfp4"),
             _ => None,
         }
+    }
+
+    /// The peak its low-precision GEMMs run at (`peak_flops.fp8` or `peak_flops.fp4`).
+    pub fn gemm_peak(self) -> Option<&'static str> {
+        self.fp8_bytes().map(|b| if b.fp4 { "fp4" } else { "fp8" })
     }
 
     /// Bytes per model weight element (what a ZeRO-3 gather or ZeRO-1's weight gather moves).
@@ -312,6 +348,7 @@ impl fmt::Display for Precision {
             Precision::Fp8Current => "fp8-current",
             Precision::Fp8Block => "fp8-block",
             Precision::Mxfp8 => "mxfp8",
+            Precision::Nvfp4 => "nvfp4",
         })
     }
 }

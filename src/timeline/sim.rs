@@ -417,7 +417,7 @@ impl<'a> Ctx<'a> {
             let param_kernel = own - self.fan_in_seconds(o);
             let dur = self
                 .rates
-                .gemm_seconds(w.flops, w.bytes, o.class(), 1, &gemms)
+                .gemm_seconds(w.flops, w.bytes, self.class(o), 1, &gemms)
                 + accumulate
                 + param_kernel;
             out.push(SimStep {
@@ -491,7 +491,9 @@ impl<'a> Ctx<'a> {
             op: Some(k),
             step: i,
             stream: Stream::Compute,
-            dur: self.rates.gemm_seconds(fl, by, o.class(), kernels, &gemms),
+            dur: self
+                .rates
+                .gemm_seconds(fl, by, self.class(o), kernels, &gemms),
             flops: fl,
             bytes: 0.0,
             recompute,
@@ -524,6 +526,17 @@ impl<'a> Ctx<'a> {
             }
             part
         })
+    }
+
+    /// The kind of kernel `o` runs as under the plan's precision: its low-precision GEMMs at
+    /// the FP4 peak under NVFP4.
+    fn class(&self, o: &PlanOp) -> KernelClass {
+        match o.class() {
+            KernelClass::Fp8Matmul if self.plan.knobs.precision.gemm_peak() == Some("fp4") => {
+                KernelClass::Fp4Matmul
+            }
+            c => c,
+        }
     }
 
     /// Seconds an FP8 GEMM `o` spends casting its operands in a pass (none for other
