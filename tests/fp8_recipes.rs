@@ -365,3 +365,69 @@ fn a_table_lists_known_scaled_formats_only() {
         assert!(err.contains("t.yaml:") && err.contains(says), "{err}");
     }
 }
+
+/// `rank --fix precision=any` searches bf16 and every recipe the machine runs: on a B200 (whose
+/// FP4 peak is twice its FP8 and four times its bf16 one, NVIDIA DGX B200 datasheet) NVFP4
+/// rows lead GPT-3 2.7B; on an H100 no row is MXFP8 or NVFP4 (its table lists no scaled
+/// formats); on an A100 (no FP8 peak) every row is bf16. The table shows a precision column.
+#[test]
+fn rank_searches_every_precision_the_machine_runs() {
+    let precisions = |machine: &str| {
+        let v = common::json(&[
+            "rank",
+            "gpt3-2.7b",
+            "--devices",
+            "8",
+            "--top",
+            "40",
+            "--calib",
+            machine,
+            "--fix",
+            "precision=any",
+            "--format",
+            "json",
+        ]);
+        v["strategies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["precision"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    let b200 = precisions("b200");
+    assert_eq!(b200[0], "nvfp4", "{b200:?}");
+    let h100 = precisions("h100-sxm");
+    assert!(
+        h100.iter().all(|p| p != "mxfp8" && p != "nvfp4") && h100.iter().any(|p| p != "bf16"),
+        "{h100:?}"
+    );
+    let a100 = precisions("a100-80gb");
+    assert!(a100.iter().all(|p| p == "bf16"), "{a100:?}");
+    let out = common::symshard()
+        .args([
+            "rank",
+            "gpt3-2.7b",
+            "--devices",
+            "8",
+            "--top",
+            "3",
+            "--calib",
+            "b200",
+            "--fix",
+            "precision=any",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let head = text.lines().find(|l| l.starts_with("rank ")).unwrap();
+    assert!(head.contains(" zero  precision  layout"), "{head}");
+    let stderr = common::refused(&[
+        "rank",
+        "gpt3-2.7b",
+        "--devices",
+        "8",
+        "--fix",
+        "precision=any,precision=fp8",
+    ]);
+    assert!(stderr.contains("given twice"), "{stderr}");
+}

@@ -399,8 +399,14 @@ impl Strategy {
             overlap_grad_reduce,
             overlap_param_gather,
             precision,
+            any_precision,
             pipeline_split,
         } = steer;
+        if any_precision {
+            return Err(Error::Usage(format!(
+                "{what} `{text}`: precision=any searches precisions, and one strategy has one: name it (bf16, fp8, …)"
+            )));
+        }
         flags.precision = precision;
         if let Some(p) = pipeline_split {
             flags.account_for_embedding_in_pipeline_split |= p.embedding;

@@ -535,7 +535,11 @@ fn ties_line(rows: &[RankRow]) -> Option<String> {
 }
 
 fn print_rows(rows: &[RankRow]) {
-    let table: Vec<Vec<String>> = rows
+    // A precision column where a row is not bf16 (`--fix precision=…`).
+    let precision = rows
+        .iter()
+        .any(|r| r.precision != crate::strategy::Precision::Bf16);
+    let mut table: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
             let t = &r.relative.total;
@@ -596,38 +600,43 @@ fn print_rows(rows: &[RankRow]) {
             ]
         })
         .collect();
-    super::output::print_table(
-        "",
-        ">>>>>>><<<><>>>>>>>><",
-        &[
-            "rank",
-            "dp",
-            "tp",
-            "pp",
-            "ep",
-            "cp",
-            "mbs",
-            "schedule",
-            "sp",
-            "recompute",
-            "zero",
-            "layout",
-            "rel. cost",
-            "compute",
-            "intra",
-            "inter",
-            "bubble",
-            "hidden",
-            "memory",
-            "s/step",
-            "fits",
-        ],
-        &table,
-    );
+    let mut head = vec![
+        "rank",
+        "dp",
+        "tp",
+        "pp",
+        "ep",
+        "cp",
+        "mbs",
+        "schedule",
+        "sp",
+        "recompute",
+        "zero",
+        "layout",
+        "rel. cost",
+        "compute",
+        "intra",
+        "inter",
+        "bubble",
+        "hidden",
+        "memory",
+        "s/step",
+        "fits",
+    ];
+    let mut align = String::from(">>>>>>><<<><>>>>>>>><");
+    if precision {
+        // After `zero` (the 11th column).
+        head.insert(11, "precision");
+        align.insert(11, '<');
+        for (row, r) in table.iter_mut().zip(rows) {
+            row.insert(11, r.precision.to_string());
+        }
+    }
+    super::output::print_table("", &align, &head, &table);
 }
 
 /// The legend of the ranking's columns.
-const RANK_LEGEND: &str = "dp, tp, pp, ep, cp: data-, tensor-, pipeline-, expert- and context-parallel degrees; mbs: micro-batch size (samples per micro-batch and data-parallel rank); sp: sequence parallelism; zero: ZeRO stage; layout: the tensor-parallel layout, `annotated` (the family's tp: marks, Megatron-LM's for the shipped transformers) or `auto` (the per-operator search's, --layouts; its placements in --format json); rel. cost: FLOP-equivalents of the busiest device per step, and its shares: compute (FLOPs, HBM bytes at κ hbm, and what kernels take beyond their FLOPs at the matmul plateau: GEMMs below it by their sizes, launches), intra- and inter-node communication and bubble, less hidden (what overlapping the data-parallel traffic with compute saves: the gradient reduction under the last backward, ZeRO 2's under every backward, ZeRO 3's weight gathers under both passes, less the compute throughput a running collective takes); memory: per device; s/step: simulated seconds per step (with --calib)";
+const RANK_LEGEND: &str = "dp, tp, pp, ep, cp: data-, tensor-, pipeline-, expert- and context-parallel degrees; mbs: micro-batch size (samples per micro-batch and data-parallel rank); sp: sequence parallelism; zero: ZeRO stage; precision (a column where a row is not bf16): bf16 or the FP8/FP4 recipe of the linear layers; layout: the tensor-parallel layout, `annotated` (the family's tp: marks, Megatron-LM's for the shipped transformers) or `auto` (the per-operator search's, --layouts; its placements in --format json); rel. cost: FLOP-equivalents of the busiest device per step, and its shares: compute (FLOPs, HBM bytes at κ hbm, and what kernels take beyond their FLOPs at the matmul plateau: GEMMs below it by their sizes, launches), intra- and inter-node communication and bubble, less hidden (what overlapping the data-parallel traffic with compute saves: the gradient reduction under the last backward, ZeRO 2's under every backward, ZeRO 3's weight gathers under both passes, less the compute throughput a running collective takes); memory: per device; s/step: simulated seconds per step (with --calib)";
 
 fn print_table(r: &Ranked) {
     let out = &r.result;

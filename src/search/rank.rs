@@ -14,7 +14,7 @@ use crate::parallel::evaluate::{
 };
 use crate::parallel::{analyse, check_model_limits, Analysis, Evaluation, Layout};
 use crate::strategy::Tier;
-use crate::strategy::{Knobs, Recompute, Schedule, MAX_DEVICES};
+use crate::strategy::{Knobs, Precision, Recompute, Schedule, MAX_DEVICES};
 use crate::sym::{Bindings, Rational};
 use num_traits::{One, ToPrimitive};
 use rayon::prelude::*;
@@ -460,12 +460,23 @@ pub fn rank_with_progress(
     opts: &RankOptions,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<RankResult, SearchError> {
-    // A precision the machine cannot run refuses the search, not each strategy.
-    crate::parallel::check_precision(calib, opts.steer.precision.unwrap_or_default())?;
+    // A precision the machine cannot run refuses the search, not each strategy; `any` searches
+    // those it runs.
+    let precisions = if opts.steer.any_precision {
+        Precision::SEARCHED
+            .into_iter()
+            .filter(|p| crate::parallel::check_precision(calib, *p).is_ok())
+            .collect()
+    } else {
+        let p = opts.steer.precision.unwrap_or_default();
+        crate::parallel::check_precision(calib, p)?;
+        vec![p]
+    };
     let failures = FailureLog::default();
     let ctx = Ctx {
         opts,
         failures: &failures,
+        precisions,
     };
     let mut result = search(model, values, calib, &ctx, progress)?;
     result.failed = failures.summary();
@@ -476,6 +487,9 @@ pub fn rank_with_progress(
 struct Ctx<'a> {
     opts: &'a RankOptions,
     failures: &'a FailureLog,
+    /// The precisions searched: the one fixed (bf16 by default), or under `precision=any`
+    /// every one the machine runs.
+    precisions: Vec<Precision>,
 }
 
 impl std::ops::Deref for Ctx<'_> {
@@ -903,14 +917,20 @@ fn jobs(
                     ep: 1,
                     cp,
                     overlap: Default::default(),
-                    precision: steer.precision.unwrap_or_default(),
+                    precision: Precision::Bf16,
                     pipeline_split: steer.pipeline_split.unwrap_or_default(),
                 };
                 if let Err(e) = check_model_limits(model, values, &base) {
                     jobs.push((done, Job::Reject(e.into())));
                     continue;
                 }
-                jobs.push((done, Job::Price { base, v, per_dp }));
+                for &precision in &opts.precisions {
+                    let base = Knobs {
+                        precision,
+                        ..base.clone()
+                    };
+                    jobs.push((done, Job::Price { base, v, per_dp }));
+                }
             }
         }
     }

@@ -65,6 +65,10 @@ pub struct Steer {
     /// How weights and gradients are kept in mixed precision (`--fix precision=autocast`;
     /// bf16 unless fixed).
     pub precision: Option<Precision>,
+    /// Every precision the machine runs is searched (`--fix precision=any`): bf16 and each
+    /// FP8 or FP4 recipe its table allows (autocast, a framework's recipe rather than a
+    /// choice of speed, aside).
+    pub any_precision: bool,
     /// What the interleaved schedule's split counts besides the layers
     /// (`--fix account=embedding+loss`; nothing unless fixed).
     pub pipeline_split: Option<PipelineSplit>,
@@ -96,7 +100,7 @@ pub const KNOBS: &[(&str, &str)] = &[
     ),
     (
         "precision",
-        "bf16 (bf16 weights, fp32 master copy) or autocast (fp32 weights under torch.autocast) (--fix only)",
+        "bf16 (bf16 weights, fp32 master copy), autocast (fp32 weights under torch.autocast), an FP8 recipe (fp8, fp8-current, fp8-block, mxfp8) or nvfp4; any searches bf16 and every recipe the machine runs (--fix only)",
     ),
     (
         "account",
@@ -153,9 +157,19 @@ impl Steer {
                     };
                     set_once(&mut self.sequence_parallel, on, || bad("given twice"))?;
                 }
+                "precision" if value == "any" => {
+                    if self.any_precision || self.precision.is_some() {
+                        return Err(bad("given twice"));
+                    }
+                    self.any_precision = true;
+                }
                 "precision" => {
-                    let p = Precision::from_name(value)
-                        .ok_or_else(|| bad(&format!("unknown precision ({})", Precision::NAMES)))?;
+                    let p = Precision::from_name(value).ok_or_else(|| {
+                        bad(&format!("unknown precision ({}, or any)", Precision::NAMES))
+                    })?;
+                    if self.any_precision {
+                        return Err(bad("given twice"));
+                    }
                     set_once(&mut self.precision, p, || bad("given twice"))?;
                 }
                 "account" => {
@@ -383,7 +397,7 @@ impl Steer {
                 .sequence_parallel
                 .is_none_or(|sp| sp == k.sequence_parallel)
             && self.recompute.is_none_or(|r| r == k.recompute)
-            && self.precision.is_none_or(|p| p == k.precision)
+            && (self.any_precision || self.precision.is_none_or(|p| p == k.precision))
             && self.pipeline_split.is_none_or(|p| p == k.pipeline_split)
     }
 
@@ -425,6 +439,9 @@ impl Steer {
         }
         if let Some(p) = self.precision {
             fix.push(format!("precision={p}"));
+        }
+        if self.any_precision {
+            fix.push("precision=any".into());
         }
         if let Some(p) = self.pipeline_split {
             fix.push(format!("account={p}"));

@@ -285,6 +285,17 @@ impl Precision {
         }
     }
 
+    /// What `rank --fix precision=any` searches, where the machine runs it: bf16 and every FP8
+    /// or FP4 recipe (autocast, a framework's recipe rather than a choice of speed, aside).
+    pub const SEARCHED: [Precision; 6] = [
+        Precision::Bf16,
+        Precision::Fp8,
+        Precision::Fp8Current,
+        Precision::Fp8Block,
+        Precision::Mxfp8,
+        Precision::Nvfp4,
+    ];
+
     /// Every precision's name, as [`Precision::from_name`] reads them.
     pub const NAMES: &'static str = "bf16, autocast, fp8, fp8-current, fp8-block, mxfp8, nvfp4";
 
