@@ -191,7 +191,7 @@ fn the_precision_knob_is_read_everywhere_and_checked() {
     ]);
     assert!(
         err.contains(
-            "unknown precision (bf16, autocast, fp8, fp8-current, fp8-block, mxfp8, nvfp4)"
+            "unknown precision (bf16, autocast, fp8, fp8-current, fp8-block, mxfp8, nvfp4, or any)"
         ),
         "{err}"
     );
