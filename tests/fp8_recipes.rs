@@ -431,3 +431,23 @@ fn rank_searches_every_precision_the_machine_runs() {
     ]);
     assert!(stderr.contains("given twice"), "{stderr}");
 }
+
+/// Delayed scaling moves no more bytes than any other FP8 recipe in any cast, copy or saved
+/// input, at the same FP8 peak, so `precision=any` need not search the others: on the same
+/// knobs they are never faster (the_timeline_times_each_recipes_casts) nor smaller. NVFP4 and bf16 are
+/// not dominated by it.
+#[test]
+fn delayed_scaling_dominates_the_other_fp8_recipes_in_speed_and_memory() {
+    for p in [Precision::Fp8Current, Precision::Fp8Block, Precision::Mxfp8] {
+        assert!(Precision::Fp8.dominates(p), "{p}");
+        assert!(!p.dominates(Precision::Fp8), "{p}");
+        assert!(!Precision::SEARCHED.contains(&p));
+    }
+    assert!(!Precision::Fp8.dominates(Precision::Nvfp4));
+    assert!(!Precision::Fp8.dominates(Precision::Bf16));
+    let delayed = run(&knobs(Precision::Fp8, Recompute::None), "b200").unwrap();
+    for p in [Precision::Fp8Current, Precision::Fp8Block, Precision::Mxfp8] {
+        let e = run(&knobs(p, Recompute::None), "b200").unwrap();
+        assert!(e.memory.total >= delayed.memory.total, "{p}");
+    }
+}

@@ -65,9 +65,8 @@ pub struct Steer {
     /// How weights and gradients are kept in mixed precision (`--fix precision=autocast`;
     /// bf16 unless fixed).
     pub precision: Option<Precision>,
-    /// Every precision the machine runs is searched (`--fix precision=any`): bf16 and each
-    /// FP8 or FP4 recipe its table allows (autocast, a framework's recipe rather than a
-    /// choice of speed, aside).
+    /// The precisions that can be fastest are searched (`--fix precision=any`):
+    /// [`Precision::SEARCHED`], where the machine runs them.
     pub any_precision: bool,
     /// What the interleaved schedule's split counts besides the layers
     /// (`--fix account=embedding+loss`; nothing unless fixed).
@@ -100,7 +99,7 @@ pub const KNOBS: &[(&str, &str)] = &[
     ),
     (
         "precision",
-        "bf16 (bf16 weights, fp32 master copy), autocast (fp32 weights under torch.autocast), an FP8 recipe (fp8, fp8-current, fp8-block, mxfp8) or nvfp4; any searches bf16 and every recipe the machine runs (--fix only)",
+        "bf16 (bf16 weights, fp32 master copy), autocast (fp32 weights under torch.autocast), an FP8 recipe (fp8, fp8-current, fp8-block, mxfp8) or nvfp4; any searches bf16, fp8 and nvfp4 where the machine runs them (the other FP8 recipes move more bytes at the same rate than fp8, so never rank above it) (--fix only)",
     ),
     (
         "account",

@@ -285,16 +285,28 @@ impl Precision {
         }
     }
 
-    /// What `rank --fix precision=any` searches, where the machine runs it: bf16 and every FP8
-    /// or FP4 recipe (autocast, a framework's recipe rather than a choice of speed, aside).
-    pub const SEARCHED: [Precision; 6] = [
-        Precision::Bf16,
-        Precision::Fp8,
-        Precision::Fp8Current,
-        Precision::Fp8Block,
-        Precision::Mxfp8,
-        Precision::Nvfp4,
-    ];
+    /// What `rank --fix precision=any` searches, where the machine runs it: bf16, FP8 under
+    /// delayed scaling and NVFP4. Autocast is a framework's recipe rather than a choice of
+    /// speed; the other FP8 recipes run their GEMMs at the same FP8 peak and move at least as
+    /// many bytes in every cast, copy and saved input as delayed scaling
+    /// ([`Precision::dominates`]), so on the same knobs they are never faster nor smaller:
+    /// they are chosen for their numerics, and priced where they are fixed.
+    pub const SEARCHED: [Precision; 3] = [Precision::Bf16, Precision::Fp8, Precision::Nvfp4];
+
+    /// Whether `other` runs its GEMMs at the same peak as `self` and moves no fewer bytes per
+    /// element in any cast, weight copy or saved input: then `other` is never faster and never
+    /// smaller than `self` on the same knobs.
+    pub fn dominates(self, other: Precision) -> bool {
+        let (Some(a), Some(b)) = (self.fp8_bytes(), other.fp8_bytes()) else {
+            return false;
+        };
+        let le = |(n, d): (u64, u64), (m, e): (u64, u64)| n * e <= m * d;
+        a.fp4 == b.fp4
+            && le(a.cast, b.cast)
+            && le(a.weight_cast, b.weight_cast)
+            && le(a.weight_copy, b.weight_copy)
+            && le(a.saved, b.saved)
+    }
 
     /// Every precision's name, as [`Precision::from_name`] reads them.
     pub const NAMES: &'static str = "bf16, autocast, fp8, fp8-current, fp8-block, mxfp8, nvfp4";
