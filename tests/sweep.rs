@@ -383,6 +383,28 @@ fn a_crossover_along_the_sequence_is_solved_exactly() {
     assert!(total.contains(needs), "{total} / {needs}");
 }
 
+/// An FP8 point's crossover is solved too: the row's strategy already says `precision=fp8`,
+/// which the solve reads once (it once said it twice and was refused).
+#[test]
+fn an_fp8_crossover_along_the_sequence_is_solved() {
+    let dir = temp_dir("sweep-crossover-fp8");
+    std::fs::write(
+        dir.join("c.yaml"),
+        "models: [gpt3-1.3b]\ndevices: [8]\nmachines: [h100-sxm]\nprecisions: [fp8]\nsequence: [2048, 131072]\n",
+    )
+    .unwrap();
+    let text = sweep(&dir, "c.yaml", "c.parquet", "1");
+    let line = text
+        .lines()
+        .find(|l| l.contains("sequence 2048 → 131072"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        line.contains("dp → dp+cp") && line.contains("by relative cost (exact)"),
+        "{line}"
+    );
+    assert!(!line.contains("given twice"), "{line}");
+}
+
 #[test]
 fn malformed_specs_are_refused_at_their_line() {
     let dir = temp_dir("sweep-malformed");

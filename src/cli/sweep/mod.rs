@@ -185,13 +185,8 @@ impl Loaded {
                 values.insert(k, crate::sym::Rational::from_integer(v.into()));
             }
             let value = |r: &Row| if axis == 4 { r.batch } else { r.sequence };
-            let knobs = |r: &Row| {
-                format!(
-                    "{} precision={}",
-                    r.strategy.as_deref().unwrap_or_default(),
-                    r.precision
-                )
-            };
+            // A row's strategy states its precision where it is not bf16 (the knobs' text).
+            let knobs = |r: &Row| r.strategy.clone().unwrap_or_default();
             let args = super::crossover::CrossoverArgs {
                 model: a.model.clone(),
                 a: knobs(a),
