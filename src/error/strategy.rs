@@ -85,7 +85,7 @@ pub enum StrategyError {
         /// The calibration table.
         table: String,
         /// The FP8 or FP4 recipe asked for.
-        precision: crate::strategy::Precision,
+        precision: String,
         /// The peak it needs: `fp8` or `fp4`.
         peak: &'static str,
     },

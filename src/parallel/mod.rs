@@ -170,7 +170,7 @@ pub fn check_precision(
         if !calib.device.peak_flops.contains_key(peak) {
             return Err(crate::strategy::StrategyError::NoFp8Peak {
                 table: calib.name.clone(),
-                precision,
+                precision: precision.to_string(),
                 peak,
             });
         }
