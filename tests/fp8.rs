@@ -57,34 +57,6 @@ fn knobs(precision: Precision, recompute: Recompute) -> Knobs {
     }
 }
 
-/// A GPT-2 layer's four linear layers as GEMMs `[rows, inner, cols]` (x[rows, inner] ·
-/// w[inner, cols]): the q, k and v projections (one input, three weights of h × h), the
-/// attention's output projection, the MLP's two layers (Radford et al. 2019; Vaswani et al.
-/// 2017 §3).
-fn layer_gemms() -> [[i64; 3]; 6] {
-    let t = B * S;
-    [
-        [t, H, H],
-        [t, H, H],
-        [t, H, H],
-        [t, H, H],
-        [t, H, 4 * H],
-        [t, 4 * H, H],
-    ]
-}
-
-/// The distinct inputs of a layer's linear layers, in elements: the q, k and v projections read
-/// one tensor (one cast), the output projection, the MLP's first and second layer one each.
-fn layer_inputs() -> i64 {
-    let t = B * S;
-    t * H + t * H + t * H + t * 4 * H
-}
-
-/// Weights of a layer's linear layers: 4h² in attention, 8h² in the MLP.
-fn layer_weights() -> i64 {
-    layer_gemms().iter().map(|[_, k, n]| k * n).sum()
-}
-
 /// Memory per device under fp8, counted by hand: Transformer Engine keeps an FP8 copy of each
 /// FP8 GEMM's weight and of its transpose beside the bf16 weight and the fp32 master copy (2
 /// bytes per weight element more), nothing more of gradients or optimizer state, and keeps each
@@ -95,16 +67,16 @@ fn layer_weights() -> i64 {
 fn memory_per_device_matches_a_hand_count() {
     let bf16 = run(&knobs(Precision::Bf16, Recompute::None), "h100-sxm");
     let fp8 = run(&knobs(Precision::Fp8, Recompute::None), "h100-sxm");
-    assert_eq!(layer_weights(), 12 * H * H);
+    assert_eq!(common::layer_weights(H), 12 * H * H);
     assert_eq!(
         &fp8.memory.params - &bf16.memory.params,
-        q(2 * LAYERS * layer_weights())
+        q(2 * LAYERS * common::layer_weights(H))
     );
     assert_eq!(fp8.memory.grads, bf16.memory.grads);
     assert_eq!(fp8.memory.optimizer, bf16.memory.optimizer);
     assert_eq!(
         &bf16.memory.activations - &fp8.memory.activations,
-        q(LAYERS * layer_inputs())
+        q(LAYERS * common::layer_inputs(B * S, H))
     );
     // Under full recomputation a layer keeps only its input: the FP8 copies of the weights
     // remain, the activations are the bf16 recipe's.
@@ -113,7 +85,7 @@ fn memory_per_device_matches_a_hand_count() {
     assert_eq!(fp8.memory.activations, bf16.memory.activations);
     assert_eq!(
         &fp8.memory.params - &bf16.memory.params,
-        q(2 * LAYERS * layer_weights())
+        q(2 * LAYERS * common::layer_weights(H))
     );
 }
 
@@ -149,11 +121,11 @@ fn cast_bytes_match_a_brute_force_count() {
     // One layer copy in the plan (its repeats are timed alike).
     assert_eq!(gemms, 6);
     let (mut want_grad, mut want_weight) = (0i64, 0i64);
-    for [rows, inner, cols] in layer_gemms() {
+    for [rows, inner, cols] in common::layer_gemms(B * S, H) {
         want_grad += 4 * rows * cols;
         want_weight += 4 * inner * cols;
     }
-    assert_eq!(input, q(4 * layer_inputs()));
+    assert_eq!(input, q(4 * common::layer_inputs(B * S, H)));
     assert_eq!(grad, q(want_grad));
     assert_eq!(weight, q(want_weight));
     // The bf16 plan has no FP8 operator.
@@ -181,9 +153,12 @@ fn the_relative_cost_prices_the_fp8_gemms_and_their_casts() {
     assert_eq!(fp8.flops, bf16.flops);
     let casts: i64 = (0..LAYERS)
         .map(|_| {
-            4 * layer_inputs()
-                + layer_gemms().iter().map(|[t, _, n]| 4 * t * n).sum::<i64>()
-                + 4 * layer_weights()
+            4 * common::layer_inputs(B * S, H)
+                + common::layer_gemms(B * S, H)
+                    .iter()
+                    .map(|[t, _, n]| 4 * t * n)
+                    .sum::<i64>()
+                + 4 * common::layer_weights(H)
         })
         .sum();
     let saved_share = Rational::new(990.into(), 1979.into());
@@ -195,7 +170,7 @@ fn the_relative_cost_prices_the_fp8_gemms_and_their_casts() {
     // the biases' adds (one per output element forward, one per output element in the bias
     // gradient's reduction backward).
     let t = B * S;
-    let per_layer: i64 = layer_gemms()
+    let per_layer: i64 = common::layer_gemms(B * S, H)
         .iter()
         .map(|[_, k, n]| 6 * t * k * n + 2 * t * n)
         .sum();
@@ -260,10 +235,13 @@ fn cost_honours_precision_fp8() {
         )
     };
     let (bf16, fp8) = (cost("bf16"), cost("fp8"));
-    assert_eq!(fp8.0 - bf16.0, 2 * LAYERS * layer_weights());
+    assert_eq!(fp8.0 - bf16.0, 2 * LAYERS * common::layer_weights(H));
     // Micro-batches of 2 sequences (16 over 8 ranks): the distinct linear inputs of each layer,
     // one byte per element less.
-    assert_eq!(bf16.1 - fp8.1, LAYERS * layer_inputs() / (B / 2));
+    assert_eq!(
+        bf16.1 - fp8.1,
+        LAYERS * common::layer_inputs(B * S, H) / (B / 2)
+    );
     assert!(
         fp8.2.as_str().unwrap().contains("precision=fp8"),
         "{}",

@@ -49,34 +49,16 @@ fn run(k: &Knobs, machine: &str) -> Result<Evaluation, String> {
         .map_err(|e| e.to_string())
 }
 
-/// A layer's linear layers `[rows, inner, cols]`: q, k, v and the output projection (h × h
-/// each), the MLP's two layers (h × 4h, 4h × h).
-fn layer_gemms() -> [[i64; 3]; 6] {
-    let t = B * S;
-    [
-        [t, H, H],
-        [t, H, H],
-        [t, H, H],
-        [t, H, H],
-        [t, H, 4 * H],
-        [t, 4 * H, H],
-    ]
-}
-
-/// The distinct inputs of a layer's linear layers, in elements (q, k and v read one tensor).
-fn layer_inputs() -> i64 {
-    let t = B * S;
-    3 * t * H + t * 4 * H
-}
-
-fn layer_weights() -> i64 {
-    layer_gemms().iter().map(|[_, k, n]| k * n).sum()
-}
-
 /// Elements a layer's casts touch: (activations and output gradients, weights).
 fn layer_cast_elements() -> (i64, i64) {
-    let grads: i64 = layer_gemms().iter().map(|[t, _, n]| t * n).sum();
-    (layer_inputs() + grads, layer_weights())
+    let grads: i64 = common::layer_gemms(B * S, H)
+        .iter()
+        .map(|[t, _, n]| t * n)
+        .sum();
+    (
+        common::layer_inputs(B * S, H) + grads,
+        common::layer_weights(H),
+    )
 }
 
 const RECIPES: [(Precision, Fp8Bytes); 5] = [
@@ -139,14 +121,14 @@ fn memory_per_device_matches_a_hand_count_for_every_recipe() {
         let e = run(&knobs(precision, Recompute::None), "b200").unwrap();
         assert_eq!(
             &e.memory.params - &bf16.memory.params,
-            frac(bytes.weight_copy) * q(LAYERS * layer_weights()),
+            frac(bytes.weight_copy) * q(LAYERS * common::layer_weights(H)),
             "{precision}"
         );
         assert_eq!(e.memory.grads, bf16.memory.grads);
         assert_eq!(e.memory.optimizer, bf16.memory.optimizer);
         assert_eq!(
             &bf16.memory.activations - &e.memory.activations,
-            (q(2) - frac(bytes.saved)) * q(LAYERS * layer_inputs()),
+            (q(2) - frac(bytes.saved)) * q(LAYERS * common::layer_inputs(B * S, H)),
             "{precision}"
         );
     }
@@ -166,7 +148,7 @@ fn the_relative_cost_prices_each_recipes_casts() {
     // The linear layers' FLOPs: 6 per weight element and token, and the biases' adds.
     let t = B * S;
     let gemm_flops: i64 = LAYERS
-        * layer_gemms()
+        * common::layer_gemms(B * S, H)
             .iter()
             .map(|[_, k, n]| 6 * t * k * n + 2 * t * n)
             .sum::<i64>();
@@ -254,6 +236,28 @@ fn mxfp8_needs_blackwell_and_every_recipe_fp8_tensor_cores() {
 /// tensorwise, delayed, mxfp8 and blockwise), and an unknown precision lists the names.
 #[test]
 fn the_command_line_takes_every_recipe() {
+    // `rank … --fix FIX --emit megatron` on a B200: its standard output and error together.
+    let emit = |fix: &str| {
+        let out = common::symshard()
+            .args([
+                "rank",
+                "gpt2-124m",
+                "--devices",
+                "8",
+                "--calib",
+                "b200",
+                "--fix",
+            ])
+            .args([fix, "--emit", "megatron"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{fix}");
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    };
     for (fix, recipe, format) in [
         ("precision=fp8", "delayed", "hybrid"),
         ("precision=fp8-current", "tensorwise", "hybrid"),
@@ -278,22 +282,7 @@ fn the_command_line_takes_every_recipe() {
         assert!(!rows.is_empty());
         let name = fix.trim_start_matches("precision=");
         assert!(rows.iter().all(|r| r["precision"] == name), "{fix}");
-        let out = common::symshard()
-            .args([
-                "rank",
-                "gpt2-124m",
-                "--devices",
-                "8",
-                "--calib",
-                "b200",
-                "--fix",
-                fix,
-                "--emit",
-                "megatron",
-            ])
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
+        let text = emit(fix);
         assert!(
             text.contains(&format!("--fp8-recipe {recipe}"))
                 && text.contains(&format!("--fp8-format {format}")),
@@ -301,27 +290,7 @@ fn the_command_line_takes_every_recipe() {
         );
     }
     // NVFP4 ranks too; the cited Megatron-LM cannot select it, and the emitted flags say so.
-    let out = common::symshard()
-        .args([
-            "rank",
-            "gpt2-124m",
-            "--devices",
-            "8",
-            "--calib",
-            "b200",
-            "--fix",
-            "precision=nvfp4",
-            "--emit",
-            "megatron",
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let all = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let all = emit("precision=nvfp4");
     assert!(
         all.contains("precision=nvfp4") && !all.contains("--fp8-recipe"),
         "{all}"

@@ -196,3 +196,30 @@ pub const SHIPPED_TABLES: &[&str] = &[
     "tpu-v5p",
     "tpu-v6e",
 ];
+
+/// A GPT-style layer's linear layers as GEMMs `[rows, inner, cols]` (x[rows, inner] ·
+/// w[inner, cols]) for `tokens` tokens of width `h`: the q, k and v projections (one input,
+/// three weights of h × h), the attention's output projection, the MLP's two layers (h × 4h,
+/// 4h × h; Radford et al. 2019; Vaswani et al. 2017 §3).
+pub fn layer_gemms(tokens: i64, h: i64) -> [[i64; 3]; 6] {
+    let t = tokens;
+    [
+        [t, h, h],
+        [t, h, h],
+        [t, h, h],
+        [t, h, h],
+        [t, h, 4 * h],
+        [t, 4 * h, h],
+    ]
+}
+
+/// The distinct inputs of those linear layers, in elements: the q, k and v projections read one
+/// tensor (one cast), the output projection and the MLP's two layers one each.
+pub fn layer_inputs(tokens: i64, h: i64) -> i64 {
+    3 * tokens * h + tokens * 4 * h
+}
+
+/// Weights of those linear layers: 4h² in attention, 8h² in the MLP.
+pub fn layer_weights(h: i64) -> i64 {
+    layer_gemms(1, h).iter().map(|[_, k, n]| k * n).sum()
+}
