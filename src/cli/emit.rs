@@ -73,6 +73,7 @@ pub const MEGATRON_FLAGS: &[&str] = &[
     "--overlap-param-gather",
     "--bf16",
     "--fp8-format",
+    "--fp8-recipe",
 ];
 
 /// Every torchtitan job-config key `--emit torchtitan` can print, as `section.key`.
