@@ -56,8 +56,8 @@ pub use crate::sym::float;
 /// autocast.
 pub fn state_bytes(p: Precision) -> [(u64, u8); 3] {
     match p {
-        // FP8 keeps the bf16 recipe's state; its FP8 weight copies are counted apart
-        // ([`FP8_WEIGHT_COPY_BYTES`]), over the FP8 GEMMs' weights only.
+        // The FP8 and FP4 recipes keep the bf16 recipe's state; their low-precision weight
+        // copies are counted apart ([`fp8_weight_copy_bytes`]), over those GEMMs' weights only.
         Precision::Bf16
         | Precision::Fp8
         | Precision::Fp8Current
