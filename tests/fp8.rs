@@ -8,7 +8,7 @@ mod common;
 use symshard::calib::Calibration;
 use symshard::model::ModelLoader;
 use symshard::parallel::{evaluate_strategy, Evaluation, Layout};
-use symshard::strategy::{Knobs, Precision, Recompute};
+use symshard::strategy::{Fp8Bytes, Knobs, Precision, Recompute};
 use symshard::sym::{Bindings, Rational};
 use symshard::timeline::time_summary;
 
@@ -109,7 +109,7 @@ fn cast_bytes_match_a_brute_force_count() {
                 "{}",
                 op.name
             );
-            let [i, g, w] = ops.cast_bytes();
+            let [i, g, w] = ops.cast_bytes(Fp8Bytes::DELAYED);
             if op.fp8_casts_input {
                 input += i;
             }

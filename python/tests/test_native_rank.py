@@ -18,7 +18,7 @@ def no_argv(monkeypatch):
     """Fails a test that runs a command line."""
 
     def refused(*args, **kwargs):
-        raise AssertionError(f"a command line or stderr redirection was used: {args}")
+        raise AssertionError(f"a command line was used: {args}")
 
     monkeypatch.setattr(_native, "run_json", refused)
 

@@ -620,20 +620,20 @@ impl Calibration {
             return Ok(());
         };
         for (i, f) in l.formats.iter().enumerate() {
-            if !SCALED_FORMATS.contains(&f.as_str()) || l.formats[..i].contains(f) {
-                return Err(src.error_at(
-                    &["device", "scaled_formats", "formats"],
-                    format!(
-                        "`{f}` is {} (the formats are {})",
-                        if SCALED_FORMATS.contains(&f.as_str()) {
-                            "listed twice"
-                        } else {
-                            "not a block-scaled format"
-                        },
-                        SCALED_FORMATS.join(", ")
-                    ),
-                ));
-            }
+            let what = if !SCALED_FORMATS.contains(&f.as_str()) {
+                "not a block-scaled format"
+            } else if l.formats[..i].contains(f) {
+                "listed twice"
+            } else {
+                continue;
+            };
+            return Err(src.error_at(
+                &["device", "scaled_formats", "formats"],
+                format!(
+                    "`{f}` is {what} (the formats are {})",
+                    SCALED_FORMATS.join(", ")
+                ),
+            ));
         }
         Ok(())
     }

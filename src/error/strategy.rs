@@ -78,10 +78,10 @@ pub enum StrategyError {
     /// A combination of knobs that is not modelled or that the frameworks refuse.
     #[error("{}", .0.message())]
     Unsupported(Unsupported),
-    /// FP8 training asked of a machine whose calibration table gives no FP8 peak (no FP8
-    /// tensor cores: A100, V100, A40).
+    /// An FP8 (or FP4) recipe asked of a machine whose calibration table gives no FP8 (or FP4)
+    /// peak: no such tensor cores (FP8: A100, V100, A40; FP4: before Blackwell).
     #[error("precision={precision} needs {} tensor cores, and calibration table `{table}` gives no `peak_flops.{peak}`: price it with bf16, or on a table with an {} peak ({})", peak.to_uppercase(), peak.to_uppercase(), if *peak == "fp4" { "b200, gb200-nvl72, gb300-nvl72" } else { "h100-sxm, h200-sxm, b200, …" })]
-    NoFp8Peak {
+    NoLowPrecisionPeak {
         /// The calibration table.
         table: String,
         /// The FP8 or FP4 recipe asked for.
@@ -387,7 +387,7 @@ impl StrategyError {
             StrategyError::EpDividesDp { .. } => "ep does not divide dp × cp",
             StrategyError::ZeroStage { .. } => "no such ZeRO stage",
             StrategyError::Unsupported(_) => "knobs not modelled together",
-            StrategyError::NoFp8Peak { .. } => "no FP8 on this machine",
+            StrategyError::NoLowPrecisionPeak { .. } => "no FP8 on this machine",
             StrategyError::NoScaledFormat { .. } => "format not run by this machine",
             StrategyError::InterleavedMicrobatches { .. } => {
                 "interleaving needs micro-batches a multiple of pp"
@@ -432,7 +432,7 @@ impl StrategyError {
             StrategyError::Zero { knob } | StrategyError::Absurd { knob, .. } => Some(knob),
             StrategyError::EpRange { .. } | StrategyError::EpDividesDp { .. } => Some("ep"),
             StrategyError::ZeroStage { .. } => Some("zero"),
-            StrategyError::NoFp8Peak { .. } | StrategyError::NoScaledFormat { .. } => {
+            StrategyError::NoLowPrecisionPeak { .. } | StrategyError::NoScaledFormat { .. } => {
                 Some("precision")
             }
             StrategyError::Unsupported(u) => Some(u.knob()),

@@ -57,7 +57,7 @@ pub use crate::sym::float;
 pub fn state_bytes(p: Precision) -> [(u64, u8); 3] {
     match p {
         // The FP8 and FP4 recipes keep the bf16 recipe's state; their low-precision weight
-        // copies are counted apart ([`fp8_weight_copy_bytes`]), over those GEMMs' weights only.
+        // copies are counted apart ([`fp8_bytes_of`]), over those GEMMs' weights only.
         Precision::Bf16
         | Precision::Fp8
         | Precision::Fp8Current
@@ -191,26 +191,13 @@ pub fn weight_cast<T: Amount>(params: T, k: &Knobs) -> T {
     }
 }
 
-/// HBM bytes per element of one FP8 cast-transpose kernel as Transformer Engine runs it
-/// (`fp8_cast_transpose_fused`): the bf16 tensor read (2), its FP8 copy and the FP8 copy of
-/// its transpose written (1 + 1; Hopper's FP8 GEMMs take only the "TN" layout, so each operand
-/// is wanted both ways). Under the delayed-scaling recipe the amax of the tensor is reduced
-/// inside the same kernel (its scale was set from the amax history of earlier steps), so it
-/// moves no bytes of its own.
-pub const FP8_CAST_BYTES: u64 = 4;
-
-/// Bytes per weight element of what Transformer Engine keeps of an FP8 GEMM's weight beside the
-/// bf16 weight: its FP8 copy and the FP8 copy of its transpose, cast on a step's first
-/// micro-batch and reused by the others (`is_first_microbatch`, which Megatron-Core sets on
-/// the first micro-batch of each step).
-pub const FP8_WEIGHT_COPY_BYTES: u64 = 2;
-
-/// Bytes per weight element of the FP8 copies the recipe of `precision` keeps
-/// ([`FP8_WEIGHT_COPY_BYTES`] under the delayed and current recipes; zero without FP8).
-pub fn fp8_weight_copy_bytes<T: Amount>(precision: Precision) -> T {
-    precision
-        .fp8_bytes()
-        .map_or_else(T::zero, |b| T::ratio(b.weight_copy.0, b.weight_copy.1))
+/// Bytes per element of one of the FP8 recipe's quantities (`field` of its [`Fp8Bytes`]) under
+/// `precision`: zero without an FP8 recipe.
+pub fn fp8_bytes_of<T: Amount>(precision: Precision, field: fn(&Fp8Bytes) -> (u64, u64)) -> T {
+    precision.fp8_bytes().map_or_else(T::zero, |b| {
+        let (n, d) = field(&b);
+        T::ratio(n, d)
+    })
 }
 
 /// The operands of an FP8 GEMM, in elements, from the sizes of its forward product
@@ -237,14 +224,9 @@ impl<T: Amount> Fp8Operands<T> {
         }
     }
 
-    /// HBM bytes of its casts: (each forward's input, each backward's output gradient, the
-    /// weight once a step), [`FP8_CAST_BYTES`] per element each, the delayed recipe's.
-    pub fn cast_bytes(&self) -> [T; 3] {
-        self.cast_bytes_of(crate::strategy::Fp8Bytes::DELAYED)
-    }
-
-    /// [`Fp8Operands::cast_bytes`] under the recipe whose bytes are `bytes`.
-    pub fn cast_bytes_of(&self, bytes: crate::strategy::Fp8Bytes) -> [T; 3] {
+    /// HBM bytes of its casts under the recipe whose bytes are `bytes`: (each forward's input,
+    /// each backward's output gradient, the weight once a step).
+    pub fn cast_bytes(&self, bytes: Fp8Bytes) -> [T; 3] {
         let c = || T::ratio(bytes.cast.0, bytes.cast.1);
         [
             self.input.clone() * c(),
@@ -406,21 +388,19 @@ pub struct Amounts<T> {
     pub fp4_gain_forward: T,
     /// The same for the backward.
     pub fp4_gain_backward: T,
-    /// HBM bytes of the forward's casts of the FP8 GEMMs' inputs ([`Fp8Operands::cast_bytes`];
-    /// one cast per input tensor, however many layers read it).
+    /// Elements of the forward's casts of the FP8 GEMMs' inputs ([`Fp8Operands`]; one cast per
+    /// input tensor, however many layers read it).
     pub fp8_cast_forward: T,
-    /// HBM bytes of the backward's casts of the FP8 GEMMs' output gradients.
+    /// Elements of the backward's casts of the FP8 GEMMs' output gradients.
     pub fp8_cast_backward: T,
-    /// HBM bytes of the FP8 GEMMs' weight casts, once a step.
-    pub fp8_weight_cast: T,
-    /// Weight elements of the FP8 GEMMs.
+    /// Weight elements of the FP8 GEMMs: what a step casts once and keeps FP8 copies of.
     pub fp8_weights: T,
-    /// What keeping the FP8 GEMMs' inputs in FP8 changes of `saved`
-    /// ([`super::analysis::OpFormulas::fp8_saved`]), at 1 byte per element.
-    pub fp8_saved: T,
-    /// The elements of the FP8 GEMMs' inputs kept in FP8, to which a recipe's scales add
+    /// Elements of the FP8 GEMMs' inputs kept in FP8 for the backward
     /// ([`super::analysis::OpFormulas::fp8_saved_elements`]).
     pub fp8_saved_elements: T,
+    /// Of those, the elements whose bf16 copy the FP8 one replaces
+    /// ([`super::analysis::OpFormulas::fp8_replaces_bf16`]).
+    pub fp8_replaced_elements: T,
 }
 
 impl<T> Amounts<T> {
@@ -452,10 +432,9 @@ impl<T> Amounts<T> {
             fp4_gain_backward: f(&self.fp4_gain_backward),
             fp8_cast_forward: f(&self.fp8_cast_forward),
             fp8_cast_backward: f(&self.fp8_cast_backward),
-            fp8_weight_cast: f(&self.fp8_weight_cast),
             fp8_weights: f(&self.fp8_weights),
-            fp8_saved: f(&self.fp8_saved),
             fp8_saved_elements: f(&self.fp8_saved_elements),
+            fp8_replaced_elements: f(&self.fp8_replaced_elements),
         }
     }
 }
@@ -528,10 +507,8 @@ pub struct BlockCost<T> {
     pub kernel_backward: T,
     /// The backward pass's part of `hbm`.
     pub hbm_backward: T,
-    /// HBM bytes of casting the FP8 GEMMs' weights, once a step (zero but under FP8).
-    pub fp8_weight_cast: T,
-    /// Weight elements of the FP8 GEMMs (zero but under FP8), whose FP8 copies Transformer
-    /// Engine keeps ([`FP8_WEIGHT_COPY_BYTES`]).
+    /// Weight elements of the FP8 GEMMs (zero but under FP8): cast once a step, and kept in
+    /// FP8 copies beside the bf16 weights, at the recipe's bytes ([`Fp8Bytes`]).
     pub fp8_weights: T,
 }
 
@@ -635,7 +612,6 @@ impl<T: Amount> BlockCost<T> {
             recomputed: extra,
             kernel_backward: x.kernel_backward.clone() + kernel_again,
             hbm_backward: x.hbm.clone() - x.hbm_forward.clone() + extra_hbm,
-            fp8_weight_cast: zero(),
             fp8_weights: zero(),
         }
     }
@@ -649,9 +625,7 @@ impl<T: Amount> BlockCost<T> {
     fn with_fp8(mut self, x: &Amounts<T>, recompute: Recompute, bytes: Fp8Bytes) -> BlockCost<T> {
         let full = recompute == Recompute::Full;
         let again = |v: &T| if full { v.clone() } else { T::zero() };
-        // The amounts count casts at the delayed recipe's bytes per element.
-        let per = |(n, d): (u64, u64), base: u64| T::ratio(n, d * base);
-        let cast = per(bytes.cast, FP8_CAST_BYTES);
+        let per = |(n, d): (u64, u64)| T::ratio(n, d);
         let (gain_forward, gain_backward) = if bytes.fp4 {
             (&x.fp4_gain_forward, &x.fp4_gain_backward)
         } else {
@@ -659,19 +633,18 @@ impl<T: Amount> BlockCost<T> {
         };
         let gain_backward = gain_backward.clone() + again(gain_forward);
         let cast_backward =
-            (x.fp8_cast_backward.clone() + again(&x.fp8_cast_forward)) * cast.clone();
-        let cast_forward = x.fp8_cast_forward.clone() * cast;
+            (x.fp8_cast_backward.clone() + again(&x.fp8_cast_forward)) * per(bytes.cast);
+        let cast_forward = x.fp8_cast_forward.clone() * per(bytes.cast);
         self.kernel = self.kernel - gain_forward.clone() - gain_backward.clone();
         self.kernel_backward = self.kernel_backward - gain_backward;
         self.hbm = self.hbm + cast_forward + cast_backward.clone();
         self.hbm_backward = self.hbm_backward + cast_backward;
         if !full {
-            let (n, d) = bytes.saved;
-            // `fp8_saved` counts one byte per element kept; the recipe keeps n/d.
-            let e = x.fp8_saved_elements.clone();
-            self.saved = self.saved + x.fp8_saved.clone() + T::ratio(n, d) * e.clone() - e;
+            // Each input kept at the recipe's bytes, less the 2 bytes of each bf16 copy it
+            // replaces.
+            self.saved = self.saved + x.fp8_saved_elements.clone() * per(bytes.saved)
+                - x.fp8_replaced_elements.clone() * T::int(2);
         }
-        self.fp8_weight_cast = x.fp8_weight_cast.clone() * per(bytes.weight_cast, FP8_CAST_BYTES);
         self.fp8_weights = x.fp8_weights.clone();
         self
     }
@@ -699,7 +672,6 @@ impl<T: Amount> BlockCost<T> {
             add(&mut s.recomputed, &c.recomputed);
             add(&mut s.kernel_backward, &c.kernel_backward);
             add(&mut s.hbm_backward, &c.hbm_backward);
-            add(&mut s.fp8_weight_cast, &c.fp8_weight_cast);
             add(&mut s.fp8_weights, &c.fp8_weights);
         }
         s
@@ -737,9 +709,10 @@ impl<T: Amount> BlockCost<T> {
     /// step's first micro-batch.
     pub fn optimizer_hbm(&self, k: &Knobs) -> T {
         let params = self.params.clone() + self.params_expert.clone();
-        optimizer_traffic(params, k)
-            .into_iter()
-            .fold(self.fp8_weight_cast.clone(), |sum, b| sum + b)
+        optimizer_traffic(params, k).into_iter().fold(
+            self.fp8_weights.clone() * fp8_bytes_of(k.precision, |b| b.weight_cast),
+            |sum, b| sum + b,
+        )
     }
 
     /// HBM bytes of a stage for `m` micro-batches: each micro-batch's ([`Self::hbm_traffic`])
@@ -890,7 +863,7 @@ impl<T: Amount> BlockCost<T> {
         // sharded by ZeRO (zero but under FP8).
         let [w, g, o] = state;
         let held = [
-            w + self.fp8_weights.clone() * fp8_weight_copy_bytes::<T>(k.precision),
+            w + self.fp8_weights.clone() * fp8_bytes_of::<T>(k.precision, |b| b.weight_copy),
             g,
             o,
         ];
@@ -962,8 +935,8 @@ mod tests {
                 fp8_gain_forward: a[0].clone() / q(2, 1), fp8_gain_backward: a[1].clone() / q(2, 1),
                 fp4_gain_forward: a[0].clone() * q(3, 4), fp4_gain_backward: a[1].clone() * q(3, 4),
                 fp8_cast_forward: a[6].clone(), fp8_cast_backward: a[8].clone(),
-                fp8_weight_cast: a[5].clone() * q(4, 1), fp8_weights: a[5].clone(),
-                fp8_saved: a[3].clone() / q(3, 1), fp8_saved_elements: a[3].clone() / q(5, 1),
+                fp8_weights: a[5].clone(),
+                fp8_saved_elements: a[3].clone() / q(3, 1), fp8_replaced_elements: a[3].clone() / q(5, 1),
             };
             let ev = ExpertView {
                 dense: a[5].clone(),

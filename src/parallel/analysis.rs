@@ -187,14 +187,13 @@ pub struct OpFormulas {
     /// block to read that tensor (the q, k and v projections of one input are one
     /// Transformer Engine module, which casts its input once).
     pub fp8_casts_input: bool,
-    /// What its block's saved bytes change by when it runs as an FP8 GEMM: the casting layer
-    /// keeps its input in FP8 (half the bf16 bytes of what it keeps), and the bf16 copy only
-    /// where an earlier operator keeps that too (zero for the others).
-    pub fp8_saved: Poly,
-    /// The elements of the input the casting layer keeps in FP8 (the same half of its bf16
-    /// bytes, whatever the sign of `fp8_saved`): what a recipe's scales add to per element
+    /// The elements of the input the casting layer keeps in FP8 for the backward (half the
+    /// bf16 bytes of what it keeps; zero for the others): their bytes are a recipe's
     /// ([`crate::strategy::Fp8Bytes::saved`]).
     pub fp8_saved_elements: Poly,
+    /// Whether that FP8 copy replaces the bf16 one, which no earlier operator of its block
+    /// keeps; otherwise both are kept.
+    pub fp8_replaces_bf16: bool,
     /// Per-device sizes of the GEMMs it runs as (forward, then one per input gradient; see
     /// [`crate::rules::OpRule::gemms`]), with split indices divided; empty when it is not a
     /// two-operand contraction.
@@ -443,12 +442,8 @@ fn saved_once(model: &Model, blocks: &mut [BlockAnalysis], index: &OpIndex) -> V
                     s.fp8_casts_input = true;
                     let half =
                         &keep * &Poly::constant(crate::sym::Rational::new(1.into(), 2.into()));
-                    s.fp8_saved = if kept.contains(&key) {
-                        half.clone()
-                    } else {
-                        -half.clone()
-                    };
                     s.fp8_saved_elements = half;
+                    s.fp8_replaces_bf16 = !kept.contains(&key);
                 }
                 s.saved -= bytes;
                 if !kept.contains(&key) {
@@ -482,8 +477,8 @@ fn saved_once(model: &Model, blocks: &mut [BlockAnalysis], index: &OpIndex) -> V
 struct Saved {
     saved: Poly,
     recomputable: Poly,
-    fp8_saved: Poly,
     fp8_saved_elements: Poly,
+    fp8_replaces_bf16: bool,
     fp8_casts_input: bool,
 }
 
@@ -496,8 +491,8 @@ impl Saved {
         Saved {
             saved: f.saved.clone(),
             recomputable: f.recomputable_saved.clone(),
-            fp8_saved: f.fp8_saved.clone(),
             fp8_saved_elements: f.fp8_saved_elements.clone(),
+            fp8_replaces_bf16: f.fp8_replaces_bf16,
             fp8_casts_input: f.fp8_casts_input,
         }
     }
@@ -505,8 +500,8 @@ impl Saved {
     fn matches(&self, f: &OpFormulas) -> bool {
         self.saved == f.saved
             && self.recomputable == f.recomputable_saved
-            && self.fp8_saved == f.fp8_saved
             && self.fp8_saved_elements == f.fp8_saved_elements
+            && self.fp8_replaces_bf16 == f.fp8_replaces_bf16
             && self.fp8_casts_input == f.fp8_casts_input
     }
 
@@ -527,8 +522,8 @@ impl Saved {
         let f = Arc::new(OpFormulas {
             saved: self.saved,
             recomputable_saved: self.recomputable,
-            fp8_saved: self.fp8_saved,
             fp8_saved_elements: self.fp8_saved_elements,
+            fp8_replaces_bf16: self.fp8_replaces_bf16,
             fp8_casts_input: self.fp8_casts_input,
             ..(*op.formulas).clone()
         });
@@ -815,8 +810,8 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
             .linear_input()
             .filter(|_| !attention_core && !node.rule.fused_attention),
         fp8_casts_input: false,
-        fp8_saved: Poly::zero(),
         fp8_saved_elements: Poly::zero(),
+        fp8_replaces_bf16: false,
         gemms: gemm_dims(node, &entry),
         forward: f(&entry.forward.compute),
         backward: f(&entry.backward.compute),
@@ -1075,7 +1070,6 @@ impl OpFormulas {
             &mut op.out_local_bytes,
             &mut op.saved,
             &mut op.recomputable_saved,
-            &mut op.fp8_saved,
             &mut op.fp8_saved_elements,
             &mut op.out_bytes,
             &mut op.ring_bytes,

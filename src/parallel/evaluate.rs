@@ -462,15 +462,15 @@ fn block_of<T: Priced>(
 
 /// Adds to a block's amounts those of its linear layer `op` run as an FP8 GEMM
 /// ([`crate::strategy::Precision::Fp8`]; a repeated layer's are spent under FP8 only, by
-/// [`BlockCost::of`]): the FLOP-equivalents its GEMMs save at the FP8 peak (`gain` of their
-/// FLOPs), its casts (its input's where it is the first layer to read it) and weight elements
-/// ([`crate::parallel::amount::Fp8Operands`]), and what keeping its input in FP8 changes of
-/// the saved bytes ([`super::analysis::OpFormulas::fp8_saved`]).
+/// [`BlockCost::of`]): the FLOP-equivalents its GEMMs save at the FP8 and FP4 peaks (`gains`
+/// of their FLOPs), the elements it casts (its input's where it is the first layer to read it)
+/// and its weight's ([`crate::parallel::amount::Fp8Operands`]), and the input elements it
+/// keeps in FP8 ([`super::analysis::OpFormulas::fp8_saved_elements`]).
 fn add_fp8<T: Priced>(
     x: &mut Amounts<T>,
     op: &super::analysis::OpAnalysis,
     ev: &impl Fn(&Poly) -> Result<T, StrategyError>,
-    [gain, fp4_gain]: [&Rational; 2],
+    [fp8_gain, fp4_gain]: [&Rational; 2],
 ) -> Result<(), StrategyError> {
     let Some(g) = op.gemms.first() else {
         return Ok(());
@@ -482,22 +482,34 @@ fn add_fp8<T: Priced>(
         ev(&g.cols)?,
         ev(&g.inner)?,
     ]);
-    let [cast_input, cast_grad, cast_weight] = ops.cast_bytes();
     let (forward, backward) = (ev(&op.forward)?, ev(&op.backward)?);
-    let gain = T::constant(gain.clone());
-    add(&mut x.fp8_gain_forward, forward.clone() * gain.clone());
-    add(&mut x.fp8_gain_backward, backward.clone() * gain);
-    let gain = T::constant(fp4_gain.clone());
-    add(&mut x.fp4_gain_forward, forward * gain.clone());
-    add(&mut x.fp4_gain_backward, backward * gain);
-    if op.fp8_casts_input {
-        add(&mut x.fp8_cast_forward, cast_input);
+    // A table without the peak saves nothing there.
+    for (gain, [f, b]) in [
+        (
+            fp8_gain,
+            [&mut x.fp8_gain_forward, &mut x.fp8_gain_backward],
+        ),
+        (
+            fp4_gain,
+            [&mut x.fp4_gain_forward, &mut x.fp4_gain_backward],
+        ),
+    ] {
+        if !gain.is_zero() {
+            let gain = T::constant(gain.clone());
+            add(f, forward.clone() * gain.clone());
+            add(b, backward.clone() * gain);
+        }
     }
-    add(&mut x.fp8_cast_backward, cast_grad);
-    add(&mut x.fp8_weight_cast, cast_weight);
+    if op.fp8_casts_input {
+        add(&mut x.fp8_cast_forward, ops.input);
+    }
+    add(&mut x.fp8_cast_backward, ops.grad);
     add(&mut x.fp8_weights, ops.weight);
-    add(&mut x.fp8_saved, ev(&op.fp8_saved)?);
-    add(&mut x.fp8_saved_elements, ev(&op.fp8_saved_elements)?);
+    let kept = ev(&op.fp8_saved_elements)?;
+    if op.fp8_replaces_bf16 {
+        add(&mut x.fp8_replaced_elements, kept.clone());
+    }
+    add(&mut x.fp8_saved_elements, kept);
     Ok(())
 }
 

@@ -160,7 +160,7 @@ fn per_rank(analysis: Analysis, knobs: &Knobs) -> Analysis {
 }
 
 /// Refuses a precision the machine of `calib` cannot run: FP8 where the table gives no FP8
-/// peak ([`StrategyError::NoFp8Peak`]), a block-scaled format its tensor cores do not run
+/// peak ([`StrategyError::NoLowPrecisionPeak`]), a block-scaled format its tensor cores do not run
 /// where the table does not list it ([`StrategyError::NoScaledFormat`]).
 pub fn check_precision(
     calib: &Calibration,
@@ -168,7 +168,7 @@ pub fn check_precision(
 ) -> Result<(), crate::strategy::StrategyError> {
     if let Some(peak) = precision.gemm_peak() {
         if !calib.device.peak_flops.contains_key(peak) {
-            return Err(crate::strategy::StrategyError::NoFp8Peak {
+            return Err(crate::strategy::StrategyError::NoLowPrecisionPeak {
                 table: calib.name.clone(),
                 precision: precision.to_string(),
                 peak,

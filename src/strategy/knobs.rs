@@ -219,7 +219,13 @@ pub struct Fp8Bytes {
 }
 
 impl Fp8Bytes {
-    /// Per-tensor scaling, delayed: one fp32 scale per tensor (no bytes per element).
+    /// Per-tensor scaling, delayed: one fp32 scale per tensor (no bytes per element). A cast is
+    /// Transformer Engine's `fp8_cast_transpose_fused`: the bf16 tensor read (2), its FP8 copy
+    /// and the FP8 copy of its transpose written (1 + 1; Hopper's FP8 GEMMs take only the "TN"
+    /// layout, so each operand is wanted both ways); the amax is reduced inside the same kernel
+    /// (its scale was set from the amax history of earlier steps). The weight's two FP8 copies
+    /// are cast on a step's first micro-batch and reused by the others (`is_first_microbatch`,
+    /// which Megatron-Core sets on the first micro-batch of each step).
     pub const DELAYED: Fp8Bytes = Fp8Bytes {
         cast: (4, 1),
         weight_cast: (4, 1),

@@ -532,7 +532,9 @@ impl<'a> Ctx<'a> {
     /// the FP4 peak under NVFP4.
     fn class(&self, o: &PlanOp) -> KernelClass {
         match o.class() {
-            KernelClass::Fp8Matmul if self.plan.knobs.precision.gemm_peak() == Some("fp4") => {
+            KernelClass::Fp8Matmul
+                if self.plan.knobs.precision.fp8_bytes().is_some_and(|b| b.fp4) =>
+            {
                 KernelClass::Fp4Matmul
             }
             c => c,
@@ -549,7 +551,7 @@ impl<'a> Ctx<'a> {
         else {
             return 0.0;
         };
-        let [input, grad, weight] = ops.cast_bytes_of(bytes).map(|b| f(&b));
+        let [input, grad, weight] = ops.cast_bytes(bytes).map(|b| f(&b));
         let kernel = |bytes: f64| self.rates.op_seconds(0.0, bytes, KernelClass::Other, 1);
         let input = if o.fp8_casts_input {
             kernel(input)
