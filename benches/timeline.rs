@@ -30,6 +30,7 @@ fn gpt3_175b_1024(c: &mut Criterion) {
         overlap: Default::default(),
         precision: Default::default(),
         pipeline_split: Default::default(),
+        fp8_params: false,
     };
     let layout = Layout {
         sequence_parallel: true,

@@ -196,6 +196,7 @@ fn knobs(microbatches: u64) -> Knobs {
         overlap: Default::default(),
         precision: Default::default(),
         pipeline_split: Default::default(),
+        fp8_params: false,
     }
 }
 

@@ -128,6 +128,7 @@ fn knobs() -> impl Strategy<Value = Knobs> {
                         Precision::Bf16
                     },
                     pipeline_split: Default::default(),
+                    fp8_params: false,
                 };
                 // Each overlap where the strategy allows it, as `rank --fix overlap=…` sets them.
                 k.overlap.tp_comm = tpc && k.sequence_parallel;

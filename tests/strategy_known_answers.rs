@@ -380,6 +380,7 @@ fn estimates_agree_with_exact_prices() {
                             overlap: Default::default(),
                             precision: Default::default(),
                             pipeline_split: Default::default(),
+                            fp8_params: false,
                         };
                         let layout = Layout {
                             sequence_parallel: sp,

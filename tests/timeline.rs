@@ -36,6 +36,7 @@ fn knobs(dp: u64, tp: u64, pp: u64, m: u64, schedule: Schedule, chunks: u64) -> 
         overlap: Default::default(),
         precision: Default::default(),
         pipeline_split: Default::default(),
+        fp8_params: false,
     }
 }
 

@@ -268,6 +268,7 @@ impl Strategy {
             },
             account_for_embedding_in_pipeline_split: false,
             account_for_loss_in_pipeline_split: false,
+            fp8_params: false,
         };
         let Some(text) = text else {
             return Ok(Strategy(knobs));
@@ -717,6 +718,7 @@ struct RankRow {
     cp: u64,
     overlap: BTreeMap<String, bool>,
     precision: String,
+    fp8_params: bool,
     relative_cost: Py<PyAny>,
     relative: Py<RelativeCost>,
     memory_per_device: Py<PyAny>,
@@ -759,6 +761,7 @@ impl RankRow {
             cp: r.cp,
             overlap,
             precision: r.precision.to_string(),
+            fp8_params: r.fp8_params,
             relative_cost: exact(py, &r.relative_cost)?,
             relative: RelativeCost::of(py, &r.relative)?,
             memory_per_device: exact(py, &r.memory_per_device)?,

@@ -418,6 +418,9 @@ fn fix_items(s: &Strategy) -> Result<String, Error> {
     if !account.is_empty() {
         items.push(format!("account={}", account.join("+")));
     }
+    if s.fp8_params {
+        items.push("fp8-params=on".into());
+    }
     Ok(items.join(","))
 }
 
@@ -460,6 +463,9 @@ pub struct RankRow {
     /// What the interleaved split counts besides the layers (absent when nothing).
     #[serde(skip_serializing_if = "crate::strategy::PipelineSplit::is_plain")]
     pub pipeline_split: crate::strategy::PipelineSplit,
+    /// FP8 parameters ([`Knobs::fp8_params`]; absent when not kept).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub fp8_params: bool,
     /// Relative cost: FLOP-equivalents of the busiest device per step.
     #[serde(serialize_with = "ser_rational")]
     pub relative_cost: Rational,
@@ -960,6 +966,15 @@ fn sched_name(k: &Knobs) -> String {
     }
 }
 
+impl RankRow {
+    /// Its precision as the rank table prints it: the recipe, `+params` where the row keeps FP8
+    /// parameters (`--fix fp8-params=on`).
+    pub fn precision_label(&self) -> String {
+        let params = if self.fp8_params { "+params" } else { "" };
+        format!("{}{params}", self.precision)
+    }
+}
+
 /// A row's knobs as a strategy.
 fn strategy_of(k: &Knobs) -> Strategy {
     Strategy {
@@ -981,6 +996,7 @@ fn strategy_of(k: &Knobs) -> Strategy {
         precision: Some(k.precision),
         account_for_embedding_in_pipeline_split: k.pipeline_split.embedding,
         account_for_loss_in_pipeline_split: k.pipeline_split.loss,
+        fp8_params: k.fp8_params,
         ..Strategy::default()
     }
 }
@@ -1009,6 +1025,7 @@ fn row_of(r: &crate::search::RankedRow, batch: &Rational) -> RankRow {
         overlap: k.overlap,
         precision: k.precision,
         pipeline_split: k.pipeline_split,
+        fp8_params: k.fp8_params,
         relative_cost: e.relative.total.clone(),
         relative: e.relative.clone(),
         memory_per_device: e.memory.total.clone(),

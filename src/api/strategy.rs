@@ -53,6 +53,8 @@ pub struct Strategy {
     pub account_for_embedding_in_pipeline_split: bool,
     /// Interleaved schedule: the output layer and loss count as a layer of the last chunk.
     pub account_for_loss_in_pipeline_split: bool,
+    /// FP8 parameters (Megatron-LM's `--fp8-param-gather`; [`Knobs::fp8_params`]).
+    pub fp8_params: bool,
 }
 
 /// What a strategy file gives before the knobs override it.
@@ -230,6 +232,7 @@ impl Strategy {
         knobs.precision = self.precision.unwrap_or(knobs.precision);
         knobs.pipeline_split.embedding |= self.account_for_embedding_in_pipeline_split;
         knobs.pipeline_split.loss |= self.account_for_loss_in_pipeline_split;
+        knobs.fp8_params |= self.fp8_params;
         let gpus_per_node = machine
             .given_gpus_per_node()
             .or(gpn)
@@ -308,6 +311,7 @@ impl Strategy {
                 | o.account_for_embedding_in_pipeline_split,
             account_for_loss_in_pipeline_split: self.account_for_loss_in_pipeline_split
                 | o.account_for_loss_in_pipeline_split,
+            fp8_params: self.fp8_params | o.fp8_params,
         }
     }
 }
@@ -325,7 +329,9 @@ impl Strategy {
     ///   (`overlap=tp-comm,param-gather,no-grad-reduce`);
     /// * `account=embedding+loss` (or either) counts the embedding or the loss as a layer of the
     ///   interleaved split, as `--account-for-embedding-in-pipeline-split` and
-    ///   `--account-for-loss-in-pipeline-split` do.
+    ///   `--account-for-loss-in-pipeline-split` do;
+    /// * the bare word `fp8-params` (or Megatron-LM's `fp8-param-gather`) keeps the FP8 GEMMs'
+    ///   weights as FP8 parameters, as `--fp8-params` does.
     ///
     /// So a strategy column of `rank` (`dp=8 tp=8 pp=1 mbs=1 1f1b sp=on recompute=none zero=1`) can
     /// be pasted as it is. Knobs not given keep the defaults of `cost` (dp = tp = pp = 1, one
@@ -342,6 +348,7 @@ impl Strategy {
             match word {
             "schedule=none" => no_pipeline = true,
             "sp" | "sequence-parallel" => items.push("sp=on".into()),
+            "fp8-params" | "fp8-param-gather" => items.push("fp8-params=on".into()),
             // `rank` prints the overlaps as `overlap=tp-comm,param-gather,no-grad-reduce`.
             "tp-comm-overlap" | "overlap=tp-comm" | "tp-comm" => flags.tp_comm_overlap = true,
             "overlap-param-gather" | "overlap=param-gather" | "param-gather" => {
@@ -365,7 +372,7 @@ impl Strategy {
                 None if word.contains('=') => items.push(word.to_string()),
                 None => {
                     return Err(Error::Usage(format!(
-                        "{what} `{text}`: `{word}` is neither KNOB=VALUE nor a known word (sp, a schedule name, tp-comm-overlap, overlap-param-gather, no-overlap-grad-reduce), nor a strategy file"
+                        "{what} `{text}`: `{word}` is neither KNOB=VALUE nor a known word (sp, a schedule name, tp-comm-overlap, overlap-param-gather, no-overlap-grad-reduce, fp8-params), nor a strategy file"
                     )))
                 }
             },
@@ -380,6 +387,19 @@ impl Strategy {
         if !items.is_empty() {
             steer.fix(&items.join(","), what)?;
         }
+        flags.take_steer(steer, no_pipeline, &format!("{what} `{text}`"))?;
+        Ok(flags)
+    }
+
+    /// Sets the knobs `steer` fixes (a knob string's items, parsed as `--fix` parses them);
+    /// `no_pipeline` where the string said `schedule=none`, `what` naming the string in errors.
+    fn take_steer(
+        &mut self,
+        steer: crate::search::Steer,
+        no_pipeline: bool,
+        what: &str,
+    ) -> Result<(), Error> {
+        let flags = self;
         // Every knob `--fix` knows becomes a flag: the pattern names them all, so a knob added to
         // `Steer` does not compile here until it is passed on.
         let crate::search::Steer {
@@ -401,13 +421,15 @@ impl Strategy {
             precision,
             any_precision,
             pipeline_split,
+            fp8_params,
         } = steer;
         if any_precision {
             return Err(Error::Usage(format!(
-                "{what} `{text}`: precision=any searches precisions, and one strategy has one: name it (bf16, fp8, …)"
+                "{what}: precision=any searches precisions, and one strategy has one: name it (bf16, fp8, …)"
             )));
         }
         flags.precision = precision;
+        flags.fp8_params |= fp8_params == Some(true);
         if let Some(p) = pipeline_split {
             flags.account_for_embedding_in_pipeline_split |= p.embedding;
             flags.account_for_loss_in_pipeline_split |= p.loss;
@@ -428,7 +450,7 @@ impl Strategy {
         flags.no_pipeline = no_pipeline && schedule.is_none();
         flags.sequence_parallel = sequence_parallel.unwrap_or(false);
         flags.recompute = recompute;
-        Ok(flags)
+        Ok(())
     }
 }
 

@@ -74,6 +74,7 @@ pub const MEGATRON_FLAGS: &[&str] = &[
     "--bf16",
     "--fp8-format",
     "--fp8-recipe",
+    "--fp8-param-gather",
 ];
 
 /// Every torchtitan job-config key `--emit torchtitan` can print, as `section.key`.
@@ -635,6 +636,11 @@ fn megatron_runtime(a: &mut Flags, warnings: &mut Vec<String>, model: &Model, k:
     if let Some((format, recipe)) = recipe {
         a.push(("--fp8-format", Some(format.into())));
         a.push(("--fp8-recipe", Some(recipe.into())));
+        // FP8 parameters: "keep the compute param in fp8 … and perform the param all-gather in
+        // fp8" (arguments.py), with the distributed optimizer the row's ZeRO stage selects.
+        if k.fp8_params {
+            a.push(("--fp8-param-gather", None));
+        }
     }
     if k.precision == Precision::Autocast {
         warnings.push(

@@ -629,7 +629,7 @@ fn print_rows(rows: &[RankRow]) {
         head.insert(11, "precision");
         align.insert(11, '<');
         for (row, r) in table.iter_mut().zip(rows) {
-            row.insert(11, r.precision.to_string());
+            row.insert(11, r.precision_label());
         }
     }
     super::output::print_table("", &align, &head, &table);

@@ -82,6 +82,12 @@ pub struct StrategyFlags {
     /// (Megatron-Core's flag of the same name).
     #[arg(long)]
     pub account_for_loss_in_pipeline_split: bool,
+    /// FP8 parameters (Megatron-LM's `--fp8-param-gather`, NeMo's `fp8_params`): the FP8 GEMMs'
+    /// weights are kept only as FP8, without a bf16 copy beside them, the distributed
+    /// optimizer writes them from its fp32 master shard and gathers them in FP8. Under fp8,
+    /// fp8-current or fp8-block, with zero 1 or 2.
+    #[arg(long)]
+    pub fp8_params: bool,
     /// Devices per node (default: the calibration's, 8 for the reference machine).
     #[arg(long)]
     pub gpus_per_node: Option<u64>,
@@ -134,6 +140,7 @@ impl StrategyFlags {
             || self.account_for_loss_in_pipeline_split
             || self.no_overlap_grad_reduce
             || self.precision.is_some()
+            || self.fp8_params
     }
 
     /// Without a strategy ([`StrategyArgs::given`]): checks the machine flags given all the
@@ -254,6 +261,7 @@ impl StrategyFlags {
             precision: self.precision,
             account_for_embedding_in_pipeline_split: self.account_for_embedding_in_pipeline_split,
             account_for_loss_in_pipeline_split: self.account_for_loss_in_pipeline_split,
+            fp8_params: self.fp8_params,
         };
         // `--strategy` takes a knob string too (a rank row pasted as it is), as `compare` does;
         // the flags given beside it win.
@@ -291,6 +299,7 @@ impl StrategyFlags {
             precision: s.precision,
             account_for_embedding_in_pipeline_split: s.account_for_embedding_in_pipeline_split,
             account_for_loss_in_pipeline_split: s.account_for_loss_in_pipeline_split,
+            fp8_params: s.fp8_params,
             ..StrategyFlags::default()
         }
     }

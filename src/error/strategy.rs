@@ -331,6 +331,18 @@ pub enum Unsupported {
     },
     /// Sequence parallelism without tensor parallelism.
     SequenceParallelOneRank,
+    /// FP8 parameters under a precision whose weights cannot be them.
+    Fp8ParamsPrecision {
+        /// The precision given, by name.
+        precision: &'static str,
+    },
+    /// FP8 parameters of a model with expert layers.
+    Fp8ParamsExperts,
+    /// FP8 parameters without the distributed optimizer (ZeRO 1 or 2).
+    Fp8ParamsZero {
+        /// The ZeRO stage.
+        zero: u8,
+    },
 }
 
 impl Unsupported {
@@ -355,6 +367,19 @@ impl Unsupported {
                 format!("`chunks` = {chunks} needs the interleaved-1f1b schedule")
             }
             Unsupported::SequenceParallelOneRank => "sequence parallelism needs tp > 1".into(),
+            Unsupported::Fp8ParamsPrecision { precision } => format!(
+                "`fp8_params` needs an FP8 recipe whose weights it keeps (fp8, fp8-current or fp8-block), not precision={precision}: \
+                 an MXFP8 weight's columnwise copy is quantized again from higher precision and NVFP4 has its own parameter gather, \
+                 neither modelled"
+            ),
+            Unsupported::Fp8ParamsExperts => "`fp8_params` with expert layers (mixture of experts) is not modelled: \
+             their weights are gathered over the expert-data-parallel ranks"
+                .into(),
+            Unsupported::Fp8ParamsZero { zero } => format!(
+                "`fp8_params` needs the distributed optimizer, zero 1 or 2, not zero {zero} (Megatron-LM asserts `--fp8-param-gather` \
+                 only with the distributed optimizer or FSDP, and turns it off for FSDP2 with Transformer Engine 2: \
+                 megatron/training/arguments.py)"
+            ),
         }
     }
 
@@ -370,6 +395,9 @@ impl Unsupported {
             Unsupported::InterleavedOneStage => "schedule",
             Unsupported::ZeroOneReplica { .. } => "zero",
             Unsupported::SequenceParallelOneRank => "sequence_parallel",
+            Unsupported::Fp8ParamsPrecision { .. }
+            | Unsupported::Fp8ParamsZero { .. }
+            | Unsupported::Fp8ParamsExperts => "fp8_params",
         }
     }
 }

@@ -191,6 +191,20 @@ pub fn weight_cast<T: Amount>(params: T, k: &Knobs) -> T {
     }
 }
 
+/// Bytes each rank holds of `params` weight elements, `fp8` of them FP8 GEMM weights, as a
+/// gather of the weights moves them: in the precision's weight type, except that with FP8
+/// parameters ([`Knobs::fp8_params`]) an FP8 GEMM's weight moves as one FP8 copy with its
+/// scales (half its `weight_copy`, which holds the rowwise and columnwise ones).
+pub fn weight_gather_bytes<T: Amount>(params: T, fp8: T, k: &Knobs) -> T {
+    let bf16 = T::int(k.precision.weight_bytes());
+    match k.precision.fp8_bytes().filter(|_| k.fp8_params) {
+        Some(b) => {
+            (params - fp8.clone()) * bf16 + fp8 * T::ratio(b.weight_copy.0, 2 * b.weight_copy.1)
+        }
+        None => params * bf16,
+    }
+}
+
 /// Bytes per element of one of the FP8 recipe's quantities (`field` of its [`Fp8Bytes`]) under
 /// `precision`: zero without an FP8 recipe.
 pub fn fp8_bytes_of<T: Amount>(precision: Precision, field: fn(&Fp8Bytes) -> (u64, u64)) -> T {
@@ -706,13 +720,16 @@ impl<T: Amount> BlockCost<T> {
 
     /// HBM bytes of the stage's optimizer step, once a step, over the parameters its device
     /// holds ([`optimizer_traffic`]), and under FP8 the casts of the FP8 GEMMs' weights on the
-    /// step's first micro-batch.
+    /// step's first micro-batch (with FP8 parameters, the transposed copy made from the gathered
+    /// weight: [`Knobs::fp8_bytes`]).
     pub fn optimizer_hbm(&self, k: &Knobs) -> T {
         let params = self.params.clone() + self.params_expert.clone();
-        optimizer_traffic(params, k).into_iter().fold(
-            self.fp8_weights.clone() * fp8_bytes_of(k.precision, |b| b.weight_cast),
-            |sum, b| sum + b,
-        )
+        let cast = k
+            .fp8_bytes()
+            .map_or_else(T::zero, |b| T::ratio(b.weight_cast.0, b.weight_cast.1));
+        optimizer_traffic(params, k)
+            .into_iter()
+            .fold(self.fp8_weights.clone() * cast, |sum, b| sum + b)
     }
 
     /// HBM bytes of a stage for `m` micro-batches: each micro-batch's ([`Self::hbm_traffic`])
@@ -821,7 +838,12 @@ impl<T: Amount> BlockCost<T> {
     /// [`Self::dp_hidden`], and whether the compute the traffic runs under (not the traffic)
     /// is the smaller: then what overlap saves does not scale with the links' κ.
     pub fn dp_hidden_bound(&self, m: &T, kap: &Kappas<T>, k: &Knobs) -> (T, bool) {
-        let run = kap.dp.clone() * self.dp_grad.clone() * dp_overlappable_factor(k);
+        let run = if k.fp8_params && k.overlap.param_gather {
+            let gathered = self.dp_grad.clone() * dp_overlappable_factor(k);
+            kap.dp.clone() * (gathered - self.fp8_gather_saving(k))
+        } else {
+            kap.dp.clone() * self.dp_grad.clone() * dp_overlappable_factor(k)
+        };
         let (f, b) = (self.forward_time(kap), self.backward_time(kap));
         let when = |on: bool, x: T| if on { x } else { T::zero() };
         let window = match k.zero {
@@ -840,9 +862,35 @@ impl<T: Amount> BlockCost<T> {
         self.tp_bytes.clone() * m.clone() + self.tp_grad.clone()
     }
 
-    /// Data-parallel bytes of a stage per step (ZeRO-3's weight gathers included).
+    /// Data-parallel bytes of a stage per step (ZeRO-3's weight gathers included; ZeRO 1–2's
+    /// weight gather in FP8 with FP8 parameters: [`Self::fp8_gather_saving`]).
     pub fn dp_traffic(&self, k: &Knobs) -> T {
-        self.dp_grad.clone() * dp_traffic_factor(k)
+        let traffic = self.dp_grad.clone() * dp_traffic_factor(k);
+        if k.fp8_params {
+            traffic - self.fp8_gather_saving(k)
+        } else {
+            traffic
+        }
+    }
+
+    /// Bytes per rank that ZeRO 1–2's weight all-gather after the optimizer step does not move
+    /// with FP8 parameters ([`Knobs::fp8_params`]): the FP8 GEMMs' weights go as one FP8 copy
+    /// ([`weight_gather_bytes`]), not as bf16, over the dp·cp replicas (zero otherwise).
+    pub fn fp8_gather_saving(&self, k: &Knobs) -> T {
+        let n = k.replicas();
+        if !k.fp8_params || !(k.zero == 1 || k.zero == 2) || n <= 1 {
+            return T::zero();
+        }
+        let w = self.fp8_weights.clone();
+        let full = weight_gather_bytes(
+            w.clone(),
+            T::zero(),
+            &Knobs {
+                fp8_params: false,
+                ..k.clone()
+            },
+        );
+        (full - weight_gather_bytes(w.clone(), w, k)) * T::ratio(n - 1, n)
     }
 
     /// Weights, gradients and optimizer state of a stage on one device: dense state sharded by
@@ -860,13 +908,15 @@ impl<T: Amount> BlockCost<T> {
         });
 
         // Transformer Engine's FP8 weight copies are of the weights a device computes with, not
-        // sharded by ZeRO (zero but under FP8).
+        // sharded by ZeRO (zero but under FP8). With FP8 parameters they are the weights: the
+        // bf16 weight beside them is not kept (ZeRO 1–2 only, which leave it unsharded).
         let [w, g, o] = state;
-        let held = [
-            w + self.fp8_weights.clone() * fp8_bytes_of::<T>(k.precision, |b| b.weight_copy),
-            g,
-            o,
-        ];
+        let mut w =
+            w + self.fp8_weights.clone() * fp8_bytes_of::<T>(k.precision, |b| b.weight_copy);
+        if k.fp8_params {
+            w = w - self.fp8_weights.clone() * T::int(WEIGHT_BYTES as u64);
+        }
+        let held = [w, g, o];
         // DualPipe keeps two copies of the parameters, stages i and pp − 1 − i on rank i
         // (arXiv:2412.19437, Table 2: "Parameter" 2× against 1F1B's 1×), with their gradients
         // and optimizer state: priced as twice this stage's, exact where the two stages hold

@@ -53,6 +53,9 @@ pub struct BlockNumbers<T = Rational> {
     /// Context parallelism: per attention operator, (operator position, bytes of its keys and
     /// values on one rank), what one step of the ring passes on.
     pub ring_ops: Vec<(usize, T)>,
+    /// Per FP8 GEMM operator, (operator position, its weight elements on one device): what
+    /// FP8 parameters gather in FP8 ([`crate::strategy::Knobs::fp8_params`]).
+    pub fp8_op_weights: Vec<(usize, T)>,
 }
 
 /// Where a collective of [`BlockNumbers::comm`] or [`BlockNumbers::grad_comm`] is in its
@@ -334,107 +337,24 @@ fn block_of<T: Priced>(
         ..BlockNumbers::default()
     };
     if let Some(s) = sums {
-        let x = &mut n.exact;
-        x.forward = ev(&s.forward)?;
-        x.attention_forward = ev(&s.attention_forward)?;
-        x.attention_saved = ev(&s.attention_saved)?;
-        x.hbm = ev(&s.hbm)?;
-        x.hbm_forward = ev(&s.hbm_forward)?;
-        x.attention_hbm = ev(&s.attention_hbm)?;
-        x.backward = ev(&s.backward)?;
-        x.weight = ev(&s.weight)?;
-        n.kernel_recompute = ev(&s.kernel_recompute)?;
-        x.saved = ev(&s.saved)?;
-        x.params = ev(&s.params)?;
-        n.expert_params = ev(&s.expert_params)?;
-        if !s.dispatch_out.is_zero() {
-            n.slot_bytes = ev(&s.dispatch_out)? / dp.clone();
-        }
+        from_sums(&mut n, s, &ev, &dp)?;
     }
-    let add = |sum: &mut T, x: T| *sum = std::mem::take(sum) + x;
     for (oi, op) in blk.ops.iter().enumerate() {
         if sums.is_none() {
-            let x = &mut n.exact;
-            let fwd = ev(&op.forward)?;
-            let saved = ev(&op.saved)?;
-            if op.attention_core {
-                add(&mut x.attention_forward, fwd.clone());
-                add(&mut x.attention_saved, ev(&op.recomputable_saved)?);
-            }
-            if op.class != crate::rules::FlopClass::Matmul {
-                let f = ev(&op.io_bytes)?;
-                if op.attention_core {
-                    add(&mut x.attention_hbm, f.clone());
-                }
-                add(&mut x.hbm, f.clone() + ev(&op.backward_io_bytes)?);
-                add(&mut x.hbm_forward, f);
-                // A loss's separate fp32 passes and training metrics, as timed.
-                if op.loss_pass_bytes.iter().any(|p| !p.is_zero()) {
-                    let lf = ev(&op.loss_pass_bytes[0])?;
-                    add(&mut x.hbm, ev(&op.loss_pass_bytes[1])? + lf.clone());
-                    add(&mut x.hbm_forward, lf);
-                }
-            }
-            add(&mut x.forward, fwd);
-            let recompute = ev(&op.recompute)?;
-            add(&mut x.backward, ev(&op.backward)? + recompute.clone());
-            add(&mut x.weight, ev(&op.weight_grad)?);
-            add(&mut n.kernel_recompute, recompute);
-            add(&mut x.saved, saved);
-            let params = ev(&op.params)?;
-            if op.rule == "expert_matmul" {
-                add(&mut n.expert_params, params.clone());
-            }
-            if op.rule == "moe_dispatch" {
-                add(&mut n.slot_bytes, ev(&op.out_bytes)? / dp.clone());
-            }
-            x.params = std::mem::take(&mut x.params) + params;
+            add_op_amounts(&mut n, op, &ev, &dp)?;
         }
         if op.linear_input.is_some() {
-            add_fp8(
+            let weight = add_fp8(
                 &mut n.exact,
                 op,
                 &ev,
                 [kernels.fp8_gain(), kernels.fp4_gain()],
             )?;
+            n.fp8_op_weights.extend(weight.map(|w| (oi, w)));
         }
-        if cp > Rational::one() && !op.ring_bytes.is_zero() {
-            let x = ev(&op.ring_bytes)?;
-            let steps = T::constant(&cp - Rational::one()) * x.clone();
-            if op.attention_core {
-                add(&mut n.exact.ring_core_forward, steps.clone());
-            }
-            add(&mut n.exact.ring_forward, steps);
-            n.ring_ops.push((oi, x));
-        }
-        for (index, c) in op.comm.iter().enumerate() {
-            let mut bytes = ev(&c.wire_bytes)?;
-            // A window's halo formula (kernel − stride rows) is negative when the stride
-            // exceeds the kernel (a 1×1 convolution of stride 2): no rows are needed.
-            if c.kind == CollectiveKind::HaloExchange && *bytes.value() < Rational::zero() {
-                bytes = T::zero();
-            }
-            if c.axis == AxisKind::Tp {
-                add(&mut n.exact.tp_bytes, bytes.clone());
-            }
-            n.comm.push((CommRef::Op { op: oi, index }, bytes));
-        }
-        let expert = op.rule == "expert_matmul";
-        for (index, c) in op.grad_comm.iter().enumerate() {
-            let bytes = ev(&c.wire_bytes)?;
-            match c.axis {
-                AxisKind::Dp => {
-                    if expert {
-                        add(&mut n.expert_dp_grad, bytes.clone());
-                    }
-                    add(&mut n.exact.dp_grad, bytes.clone());
-                }
-                AxisKind::Tp => add(&mut n.exact.tp_grad, bytes.clone()),
-                _ => {}
-            }
-            n.grad_comm.push((CommRef::Grad { op: oi, index }, bytes));
-        }
+        add_op_comm(&mut n, (oi, op), &ev, &cp)?;
     }
+    let add = |sum: &mut T, x: T| *sum = std::mem::take(sum) + x;
     for (index, c) in blk.edges.iter().enumerate() {
         let bytes = ev(&c.wire_bytes)?;
         if c.axis == AxisKind::Tp {
@@ -460,20 +380,143 @@ fn block_of<T: Priced>(
     Ok(n)
 }
 
+/// A block's amounts from the sums of its operators' formulas ([`BlockSums`]).
+fn from_sums<T: Priced>(
+    n: &mut BlockNumbers<T>,
+    s: &BlockSums,
+    ev: &impl Fn(&Poly) -> Result<T, StrategyError>,
+    dp: &T,
+) -> Result<(), StrategyError> {
+    let x = &mut n.exact;
+    x.forward = ev(&s.forward)?;
+    x.attention_forward = ev(&s.attention_forward)?;
+    x.attention_saved = ev(&s.attention_saved)?;
+    x.hbm = ev(&s.hbm)?;
+    x.hbm_forward = ev(&s.hbm_forward)?;
+    x.attention_hbm = ev(&s.attention_hbm)?;
+    x.backward = ev(&s.backward)?;
+    x.weight = ev(&s.weight)?;
+    n.kernel_recompute = ev(&s.kernel_recompute)?;
+    x.saved = ev(&s.saved)?;
+    x.params = ev(&s.params)?;
+    n.expert_params = ev(&s.expert_params)?;
+    if !s.dispatch_out.is_zero() {
+        n.slot_bytes = ev(&s.dispatch_out)? / dp.clone();
+    }
+    Ok(())
+}
+
+/// Adds operator `op`'s FLOPs, HBM bytes, saved activations and parameters to a block's
+/// amounts (what [`from_sums`] reads at once when the block's sums are faithful).
+fn add_op_amounts<T: Priced>(
+    n: &mut BlockNumbers<T>,
+    op: &super::analysis::OpAnalysis,
+    ev: &impl Fn(&Poly) -> Result<T, StrategyError>,
+    dp: &T,
+) -> Result<(), StrategyError> {
+    let add = |sum: &mut T, x: T| *sum = std::mem::take(sum) + x;
+    let x = &mut n.exact;
+    let fwd = ev(&op.forward)?;
+    let saved = ev(&op.saved)?;
+    if op.attention_core {
+        add(&mut x.attention_forward, fwd.clone());
+        add(&mut x.attention_saved, ev(&op.recomputable_saved)?);
+    }
+    if op.class != crate::rules::FlopClass::Matmul {
+        let f = ev(&op.io_bytes)?;
+        if op.attention_core {
+            add(&mut x.attention_hbm, f.clone());
+        }
+        add(&mut x.hbm, f.clone() + ev(&op.backward_io_bytes)?);
+        add(&mut x.hbm_forward, f);
+        // A loss's separate fp32 passes and training metrics, as timed.
+        if op.loss_pass_bytes.iter().any(|p| !p.is_zero()) {
+            let lf = ev(&op.loss_pass_bytes[0])?;
+            add(&mut x.hbm, ev(&op.loss_pass_bytes[1])? + lf.clone());
+            add(&mut x.hbm_forward, lf);
+        }
+    }
+    add(&mut x.forward, fwd);
+    let recompute = ev(&op.recompute)?;
+    add(&mut x.backward, ev(&op.backward)? + recompute.clone());
+    add(&mut x.weight, ev(&op.weight_grad)?);
+    add(&mut n.kernel_recompute, recompute);
+    add(&mut x.saved, saved);
+    let params = ev(&op.params)?;
+    if op.rule == "expert_matmul" {
+        add(&mut n.expert_params, params.clone());
+    }
+    if op.rule == "moe_dispatch" {
+        add(&mut n.slot_bytes, ev(&op.out_bytes)? / dp.clone());
+    }
+    let x = &mut n.exact;
+    x.params = std::mem::take(&mut x.params) + params;
+    Ok(())
+}
+
+/// Adds operator `oi`'s context-parallel ring, collectives and gradient collectives to a
+/// block's amounts, under a context-parallel degree of `cp`.
+fn add_op_comm<T: Priced>(
+    n: &mut BlockNumbers<T>,
+    (oi, op): (usize, &super::analysis::OpAnalysis),
+    ev: &impl Fn(&Poly) -> Result<T, StrategyError>,
+    cp: &Rational,
+) -> Result<(), StrategyError> {
+    let add = |sum: &mut T, x: T| *sum = std::mem::take(sum) + x;
+    if *cp > Rational::one() && !op.ring_bytes.is_zero() {
+        let x = ev(&op.ring_bytes)?;
+        let steps = T::constant(cp - Rational::one()) * x.clone();
+        if op.attention_core {
+            add(&mut n.exact.ring_core_forward, steps.clone());
+        }
+        add(&mut n.exact.ring_forward, steps);
+        n.ring_ops.push((oi, x));
+    }
+    for (index, c) in op.comm.iter().enumerate() {
+        let mut bytes = ev(&c.wire_bytes)?;
+        // A window's halo formula (kernel − stride rows) is negative when the stride
+        // exceeds the kernel (a 1×1 convolution of stride 2): no rows are needed.
+        if c.kind == CollectiveKind::HaloExchange && *bytes.value() < Rational::zero() {
+            bytes = T::zero();
+        }
+        if c.axis == AxisKind::Tp {
+            add(&mut n.exact.tp_bytes, bytes.clone());
+        }
+        n.comm.push((CommRef::Op { op: oi, index }, bytes));
+    }
+    let expert = op.rule == "expert_matmul";
+    for (index, c) in op.grad_comm.iter().enumerate() {
+        let bytes = ev(&c.wire_bytes)?;
+        match c.axis {
+            AxisKind::Dp => {
+                if expert {
+                    add(&mut n.expert_dp_grad, bytes.clone());
+                }
+                add(&mut n.exact.dp_grad, bytes.clone());
+            }
+            AxisKind::Tp => add(&mut n.exact.tp_grad, bytes.clone()),
+            _ => {}
+        }
+        n.grad_comm.push((CommRef::Grad { op: oi, index }, bytes));
+    }
+    Ok(())
+}
+
 /// Adds to a block's amounts those of its linear layer `op` run as an FP8 GEMM
 /// ([`crate::strategy::Precision::Fp8`]; a repeated layer's are spent under FP8 only, by
 /// [`BlockCost::of`]): the FLOP-equivalents its GEMMs save at the FP8 and FP4 peaks (`gains`
 /// of their FLOPs), the elements it casts (its input's where it is the first layer to read it)
 /// and its weight's ([`crate::parallel::amount::Fp8Operands`]), and the input elements it
-/// keeps in FP8 ([`super::analysis::OpFormulas::fp8_saved_elements`]).
+/// keeps in FP8 ([`super::analysis::OpFormulas::fp8_saved_elements`]). Returns its weight
+/// elements (none for an operator without a GEMM).
 fn add_fp8<T: Priced>(
     x: &mut Amounts<T>,
     op: &super::analysis::OpAnalysis,
     ev: &impl Fn(&Poly) -> Result<T, StrategyError>,
     [fp8_gain, fp4_gain]: [&Rational; 2],
-) -> Result<(), StrategyError> {
+) -> Result<Option<T>, StrategyError> {
     let Some(g) = op.gemms.first() else {
-        return Ok(());
+        return Ok(None);
     };
     let add = |sum: &mut T, v: T| *sum = std::mem::take(sum) + v;
     let ops = crate::parallel::amount::Fp8Operands::of([
@@ -504,13 +547,13 @@ fn add_fp8<T: Priced>(
         add(&mut x.fp8_cast_forward, ops.input);
     }
     add(&mut x.fp8_cast_backward, ops.grad);
-    add(&mut x.fp8_weights, ops.weight);
+    add(&mut x.fp8_weights, ops.weight.clone());
     let kept = ev(&op.fp8_saved_elements)?;
     if op.fp8_replaces_bf16 {
         add(&mut x.fp8_replaced_elements, kept.clone());
     }
     add(&mut x.fp8_saved_elements, kept);
-    Ok(())
+    Ok(Some(ops.weight))
 }
 
 /// A collective as reported per device.
@@ -2380,9 +2423,15 @@ fn analysis_rows<T: Priced>(
             let per_call = b / T::int(c.calls.into());
             let tier = tier_of(c.axis, true);
             if c.axis == AxisKind::Dp && c.kind == CollectiveKind::AllReduce {
+                let layer = a.blocks[bi].repeat != Poly::one();
+                let saving =
+                    fp8_gather_saving(&numbers[bi], *at, layer, k) / T::int(c.calls.into());
                 // As the step runs it under its ZeRO stage: reduce-scatters and all-gathers.
                 for (kind, calls, share) in super::amount::zero_reduction(k) {
-                    let bytes = per_call.clone() * T::constant(share);
+                    let mut bytes = per_call.clone() * T::constant(share);
+                    if kind == CollectiveKind::AllGather && k.fp8_params {
+                        bytes = bytes - saving.clone();
+                    }
                     let count = copies * c.calls as u64 * calls;
                     let mut row =
                         comm_row(c, tier, bytes, count, zero_reason(k.zero, &c.reason), true);
@@ -2396,6 +2445,28 @@ fn analysis_rows<T: Priced>(
         }
     }
     Ok(comm)
+}
+
+/// What ZeRO 1–2's weight all-gather of the operator of gradient collective `at` does not move
+/// with FP8 parameters, all calls together ([`BlockCost::fp8_gather_saving`] for its weight: a
+/// repeated layer's FP8 GEMM; zero otherwise).
+fn fp8_gather_saving<T: Priced>(n: &BlockNumbers<T>, at: CommRef, layer: bool, k: &Knobs) -> T {
+    // Counted once per operator, on its first gradient (a linear layer's weight, before its
+    // bias).
+    let CommRef::Grad { op, index: 0 } = at else {
+        return T::zero();
+    };
+    if !layer {
+        return T::zero();
+    }
+    match n.fp8_op_weights.iter().find(|(o, _)| *o == op) {
+        Some((_, w)) => BlockCost {
+            fp8_weights: w.clone(),
+            ..BlockCost::default()
+        }
+        .fp8_gather_saving(k),
+        None => T::zero(),
+    }
 }
 
 /// Why a data-parallel gradient collective runs, under ZeRO stage `zero`.

@@ -205,6 +205,17 @@ fn evaluate_checked(
     formulas: bool,
 ) -> Result<Evaluation, Error> {
     check_precision(calib, knobs.precision)?;
+    if knobs.fp8_params
+        && analysis
+            .blocks
+            .iter()
+            .any(|b| b.ops.iter().any(|o| o.rule == "expert_matmul"))
+    {
+        return Err(crate::strategy::StrategyError::from(
+            crate::strategy::Unsupported::Fp8ParamsExperts,
+        )
+        .into());
+    }
     let b = evaluate::microbatch_bindings(model, values, knobs);
     evaluate::check_divisibility(model, analysis, &b, knobs)?;
     let kernels = kernels::KernelEfficiency::of(calib);

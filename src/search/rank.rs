@@ -919,6 +919,7 @@ fn jobs(
                     overlap: Default::default(),
                     precision: Precision::Bf16,
                     pipeline_split: steer.pipeline_split.unwrap_or_default(),
+                    fp8_params: false,
                 };
                 if let Err(e) = check_model_limits(model, values, &base) {
                     jobs.push((done, Job::Reject(e.into())));
@@ -1072,6 +1073,7 @@ impl<'a> Pricer<'a> {
                             ..base.clone()
                         };
                         k.overlap = steer.overlap_for(&k);
+                        k.fp8_params = steer.fp8_params_for(&k);
                         if !steer.allows(&k, per_dp / m) {
                             continue;
                         }

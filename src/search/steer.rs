@@ -71,6 +71,9 @@ pub struct Steer {
     /// What the interleaved schedule's split counts besides the layers
     /// (`--fix account=embedding+loss`; nothing unless fixed).
     pub pipeline_split: Option<PipelineSplit>,
+    /// FP8 parameters (`--fix fp8-params=on`), where they apply: an FP8 recipe that keeps them
+    /// with ZeRO 1–2 ([`Knobs::fp8_params`]).
+    pub fp8_params: Option<bool>,
 }
 
 /// The knob names `--fix` and `--max` accept, with what each means.
@@ -105,7 +108,20 @@ pub const KNOBS: &[(&str, &str)] = &[
         "account",
         "embedding, loss or embedding+loss: counted as layers when the interleaved schedule splits the layers over its chunks, as Megatron-Core's --account-for-…-in-pipeline-split (--fix only)",
     ),
+    (
+        "fp8-params",
+        "on or off: FP8 parameters (Megatron-LM's --fp8-param-gather) where a row allows them, an fp8, fp8-current or fp8-block recipe with ZeRO 1 or 2; the precision column says fp8+params (--fix only)",
+    ),
 ];
+
+/// `on` or `off` (also true/false, yes/no, 1/0).
+fn on_off(value: &str) -> Option<bool> {
+    match value {
+        "on" | "true" | "yes" | "1" => Some(true),
+        "off" | "false" | "no" | "0" => Some(false),
+        _ => None,
+    }
+}
 
 fn known() -> String {
     KNOBS.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
@@ -148,13 +164,14 @@ impl Steer {
                     })?;
                     set_once(&mut self.schedule, s, || bad("given twice"))?;
                 }
-                "sp" | "sequence-parallel" | "sequence_parallel" => {
-                    let on = match value {
-                        "on" | "true" | "yes" | "1" => true,
-                        "off" | "false" | "no" | "0" => false,
-                        _ => return Err(bad("expected on or off")),
+                "sp" | "sequence-parallel" | "sequence_parallel" | "fp8-params" | "fp8_params" => {
+                    let on = on_off(value).ok_or_else(|| bad("expected on or off"))?;
+                    let slot = if name.starts_with("fp8") {
+                        &mut self.fp8_params
+                    } else {
+                        &mut self.sequence_parallel
                     };
-                    set_once(&mut self.sequence_parallel, on, || bad("given twice"))?;
+                    set_once(slot, on, || bad("given twice"))?;
                 }
                 "precision" if value == "any" => {
                     if self.any_precision || self.precision.is_some() {
@@ -243,6 +260,8 @@ impl Steer {
                     | "overlap"
                     | "precision"
                     | "account"
+                    | "fp8-params"
+                    | "fp8_params"
             ) {
                 return Err(SteerError::BadValue {
                     flag: flag.into(),
@@ -320,6 +339,14 @@ impl Steer {
                 && (k.zero == 1 || k.zero == 2)
                 && k.replicas() > 1,
         }
+    }
+
+    /// Whether strategy `k` keeps FP8 parameters: fixed on, and allowed by its precision and
+    /// ZeRO stage.
+    pub fn fp8_params_for(&self, k: &Knobs) -> bool {
+        self.fp8_params == Some(true)
+            && k.precision.keeps_fp8_params()
+            && (k.zero == 1 || k.zero == 2)
     }
 
     fn bounds(&self) -> [(&'static str, &Bound); 9] {
@@ -420,6 +447,9 @@ impl Steer {
         }
         if let Some(r) = self.recompute {
             fix.push(format!("recompute={r}"));
+        }
+        if let Some(on) = self.fp8_params {
+            fix.push(format!("fp8-params={}", if on { "on" } else { "off" }));
         }
         let mut overlaps = Vec::new();
         for (name, on) in [

@@ -50,6 +50,9 @@ pub struct StrategyFile {
     /// What the interleaved split counts besides the layers.
     #[serde(default)]
     pipeline_split: crate::strategy::PipelineSplit,
+    /// FP8 parameters ([`Knobs::fp8_params`]).
+    #[serde(default)]
+    fp8_params: bool,
     #[serde(default)]
     gpus_per_node: Option<u64>,
     #[serde(default)]
@@ -167,6 +170,15 @@ pub fn check_knobs(k: &Knobs) -> std::result::Result<(), StrategyError> {
     }
     if k.sequence_parallel && k.tp == 1 {
         return Err(Unsupported::SequenceParallelOneRank.into());
+    }
+    if k.fp8_params && !k.precision.keeps_fp8_params() {
+        return Err(Unsupported::Fp8ParamsPrecision {
+            precision: k.precision.name(),
+        }
+        .into());
+    }
+    if k.fp8_params && !(k.zero == 1 || k.zero == 2) {
+        return Err(Unsupported::Fp8ParamsZero { zero: k.zero }.into());
     }
     Ok(())
 }
@@ -297,6 +309,7 @@ impl StrategyFile {
             overlap: f.overlap,
             precision: f.precision,
             pipeline_split: f.pipeline_split,
+            fp8_params: f.fp8_params,
         };
         check_knobs(&knobs).map_err(|e| err(e.knob().unwrap_or("dp"), e.to_string()))?;
         if let Some(g) = f.gpus_per_node {

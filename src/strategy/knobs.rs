@@ -344,6 +344,18 @@ impl Precision {
         }
     }
 
+    /// Whether its FP8 weights can be the model's parameters ([`Knobs::fp8_params`]): the
+    /// per-tensor recipes and DeepSeek-V3's 128 × 128 weight blocks, whose FP8 copy can be
+    /// transposed as it is. An MXFP8 weight's columnwise copy has scales along the other axis
+    /// and is quantized again from higher precision, and NVFP4 has its own `--fp4-param-gather`:
+    /// neither is modelled.
+    pub fn keeps_fp8_params(self) -> bool {
+        matches!(
+            self,
+            Precision::Fp8 | Precision::Fp8Current | Precision::Fp8Block
+        )
+    }
+
     /// The peak its low-precision GEMMs run at (`peak_flops.fp8` or `peak_flops.fp4`).
     pub fn gemm_peak(self) -> Option<&'static str> {
         self.fp8_bytes().map(|b| if b.fp4 { "fp4" } else { "fp8" })
@@ -370,7 +382,14 @@ impl Precision {
 
 impl fmt::Display for Precision {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+        f.write_str(self.name())
+    }
+}
+
+impl Precision {
+    /// Its name, as `--precision` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
             Precision::Bf16 => "bf16",
             Precision::Autocast => "autocast",
             Precision::Fp8 => "fp8",
@@ -378,7 +397,7 @@ impl fmt::Display for Precision {
             Precision::Fp8Block => "fp8-block",
             Precision::Mxfp8 => "mxfp8",
             Precision::Nvfp4 => "nvfp4",
-        })
+        }
     }
 }
 
@@ -524,6 +543,15 @@ pub struct Knobs {
     /// What the interleaved schedule's split counts besides the layers (nothing unless stated).
     #[serde(default, skip_serializing_if = "PipelineSplit::is_plain")]
     pub pipeline_split: PipelineSplit,
+    /// FP8 parameters (Megatron-LM's `--fp8-param-gather`, NeMo's `fp8_params`): "keep the
+    /// compute param in fp8 (do not use any other intermediate dtype) and perform the param
+    /// all-gather in fp8" (megatron/training/arguments.py). The FP8 GEMMs' weights are kept only
+    /// as their FP8 copies, without the bf16 weight beside them; the distributed optimizer
+    /// writes each step's FP8 weights from its fp32 master shard, gathers them in FP8, and the
+    /// transposed copy is made from the gathered one. Under an FP8 recipe whose weights can be
+    /// ([`Precision::keeps_fp8_params`]) with ZeRO 1 or 2 only.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fp8_params: bool,
 }
 
 impl Knobs {
@@ -544,7 +572,24 @@ impl Knobs {
             overlap: Overlap::default(),
             precision: Precision::Bf16,
             pipeline_split: PipelineSplit::default(),
+            fp8_params: false,
         }
+    }
+
+    /// The bytes of its FP8 recipe ([`Precision::fp8_bytes`]) as this strategy runs it: with
+    /// FP8 parameters the weight's per-step cast is the transposed copy made from the gathered
+    /// FP8 weight (one FP8 copy read and one written, `weight_copy`), not a cast from bf16.
+    pub fn fp8_bytes(&self) -> Option<Fp8Bytes> {
+        self.precision.fp8_bytes().map(|b| {
+            if self.fp8_params {
+                Fp8Bytes {
+                    weight_cast: b.weight_copy,
+                    ..b
+                }
+            } else {
+                b
+            }
+        })
     }
 
     /// Model chunks per device (1 unless interleaved).
@@ -656,6 +701,9 @@ impl fmt::Display for Knobs {
         }
         if !self.pipeline_split.is_plain() {
             write!(f, " account={}", self.pipeline_split)?;
+        }
+        if self.fp8_params {
+            write!(f, " fp8-params")?;
         }
         Ok(())
     }

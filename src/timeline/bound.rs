@@ -22,12 +22,12 @@ use super::cost::Rates;
 use super::plan::Collective;
 use super::plan::{strategy_blocks, PlanBlock, TimingPlan, FORMAT};
 use super::schedule::PerPass;
-use super::sim::{optimizer_seconds, pass_chains, weight_gather_wire};
+use super::sim::{block_fp8_weights, optimizer_seconds, pass_chains, weight_gather_wire};
 use crate::error::Result;
 use crate::model::Model;
 use crate::parallel::evaluate::{interleaved_chunks, microbatch_bindings, BlockNumbers};
 use crate::parallel::Analysis;
-use crate::strategy::{Knobs, Mesh, Recompute, Schedule};
+use crate::strategy::{Knobs, Mesh, MeshAxis, Recompute, Schedule};
 use crate::sym::{Bindings, Rational};
 
 /// Chain seconds of each block under each recomputation choice, for one (dp, tp, micro-batch,
@@ -42,6 +42,8 @@ pub struct Chains {
     pub layer: Vec<bool>,
     /// Data-parallel gradient wire bytes per device of each block, per step.
     pub dp_grad: Vec<f64>,
+    /// FP8 GEMM weight elements per device of each block (what FP8 parameters gather in FP8).
+    pub fp8: Vec<f64>,
 }
 
 /// One value per recomputation choice, named by choice. Indexed by [`Recompute`].
@@ -94,6 +96,7 @@ pub fn chains(
     let params = blocks.iter().map(|b| f(&b.params)).collect();
     let layer = blocks.iter().map(|b| b.layer).collect();
     let dp_grad = numbers.iter().map(|n| f(&n.exact.dp_grad)).collect();
+    let fp8 = blocks.iter().map(block_fp8_weights).collect();
     let mut plan = TimingPlan {
         format: FORMAT.into(),
         model: model.name.clone(),
@@ -121,6 +124,7 @@ pub fn chains(
         params,
         layer,
         dp_grad,
+        fp8,
     })
 }
 
@@ -144,6 +148,155 @@ pub fn virtual_stages<'a>(
         .map(std::borrow::Cow::Owned)
 }
 
+/// What each pipeline rank runs, summed over the (virtual) stages it holds.
+struct Ranks {
+    /// Per virtual stage: one micro-batch's forward, backward and (ZB-H1) weight chains.
+    fwd: Vec<f64>,
+    bwd: Vec<f64>,
+    wgt: Vec<f64>,
+    /// Per rank: the seconds of all its chains over the step.
+    busy: Vec<f64>,
+    /// Per rank: parameter elements held.
+    params: Vec<f64>,
+    /// Per rank: FP8 GEMM weight elements held.
+    fp8: Vec<f64>,
+    /// Per rank: data-parallel gradient wire bytes per micro-batch.
+    grads: Vec<f64>,
+    /// Per virtual stage: its gradient wire bytes.
+    stage_grads: Vec<f64>,
+    /// DualPipe: rank d holds a copy of stage d and one of stage p − 1 − d.
+    dual: bool,
+    /// Micro-batches each holder runs its stage for.
+    runs: f64,
+}
+
+impl Ranks {
+    fn of(chains: &Chains, stages: &[Vec<(usize, u64)>], k: &Knobs) -> Ranks {
+        let per = &chains.per_block[k.recompute];
+        let p = k.pp as usize;
+        let m = k.microbatches as f64;
+        let fwd: Vec<f64> = stages
+            .iter()
+            .map(|s| stage_sum(s, |b| per[b].forward))
+            .collect();
+        let bwd: Vec<f64> = stages
+            .iter()
+            .map(|s| stage_sum(s, |b| per[b].backward))
+            .collect();
+        // ZB-H1's weight passes (empty chains under the other schedules).
+        let wgt: Vec<f64> = stages
+            .iter()
+            .map(|s| stage_sum(s, |b| per[b].weight))
+            .collect();
+        let dual = k.schedule.bidirectional() && p > 1;
+        let runs = if dual { m / 2.0 } else { m };
+        let stage_grads: Vec<f64> = stages
+            .iter()
+            .map(|st| stage_sum(st, |b| chains.dp_grad[b]) * k.precision.wire_factor() as f64)
+            .collect();
+        let mut r = Ranks {
+            busy: vec![0.0; p],
+            params: vec![0.0; p],
+            fp8: vec![0.0; p],
+            grads: vec![0.0; p],
+            fwd,
+            bwd,
+            wgt,
+            stage_grads,
+            dual,
+            runs,
+        };
+        for (s, st) in stages.iter().enumerate() {
+            for d in r.holders(s, p) {
+                r.busy[d] += runs * (r.fwd[s] + r.bwd[s] + r.wgt[s]);
+                r.params[d] += stage_sum(st, |b| chains.params[b]);
+                r.fp8[d] += stage_sum(st, |b| chains.fp8[b]);
+                r.grads[d] += r.stage_grads[s];
+            }
+        }
+        r
+    }
+
+    /// The ranks that run virtual stage `s` of `p` ranks.
+    fn holders(&self, s: usize, p: usize) -> Vec<usize> {
+        if self.dual {
+            vec![s, p - 1 - s]
+        } else {
+            vec![s % p]
+        }
+    }
+}
+
+/// The sum of `v(block)` times its copies over a stage's (block, copies).
+fn stage_sum(s: &[(usize, u64)], v: impl Fn(usize) -> f64) -> f64 {
+    s.iter().map(|(b, c)| v(*b) * *c as f64).sum()
+}
+
+/// A device's data-parallel traffic, at its best bandwidth.
+struct DpStream<'a> {
+    k: &'a Knobs,
+    rates: &'a Rates,
+    axis: MeshAxis,
+}
+
+impl DpStream<'_> {
+    /// The gradient reduction of `g` wire bytes: a reduce-scatter of half the bytes when ZeRO
+    /// 1–3 shards the gradients' owners, else an all-reduce.
+    fn reduce(&self, g: f64) -> f64 {
+        if (1..=3).contains(&self.k.zero) && self.k.replicas() > 1 {
+            self.rates
+                .collective_floor(Collective::ReduceScatter, g / 2.0, &self.axis)
+        } else {
+            self.rates
+                .collective_floor(Collective::AllReduce, g, &self.axis)
+        }
+    }
+
+    /// After the optimizer step, ZeRO 1–2's all-gather of `x` weight elements, `fp8` of them
+    /// FP8 GEMM weights (ZeRO 3 gathers layer by layer during the passes, bounded apart);
+    /// overlapped with the next step's forward (`--overlap-param-gather`), it may lengthen the
+    /// step by nothing.
+    fn gather(&self, x: f64, fp8: f64) -> f64 {
+        let distributed = (1..3).contains(&self.k.zero) && self.k.replicas() > 1;
+        if distributed && !self.k.overlap.param_gather {
+            self.rates.collective_floor(
+                Collective::AllGather,
+                weight_gather_wire(x, if self.k.fp8_params { fp8 } else { 0.0 }, self.k),
+                &self.axis,
+            )
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Per rank, ZeRO 3's (FSDP's) all-gathers of every layer's weights before each micro-batch's
+/// forward and backward, one after another on the device's data-parallel stream.
+fn zero3_gathers(
+    chains: &Chains,
+    stages: &[Vec<(usize, u64)>],
+    r: &Ranks,
+    dp: &DpStream,
+) -> Vec<f64> {
+    let p = dp.k.pp as usize;
+    let mut gathers = vec![0.0; p];
+    for (s, st) in stages.iter().enumerate() {
+        for &(b, c) in st {
+            let x = chains.params[b];
+            if x > 0.0 {
+                let wire = weight_gather_wire(x, 0.0, dp.k);
+                let one = dp
+                    .rates
+                    .collective_seconds(Collective::AllGather, wire, &dp.axis);
+                for d in r.holders(s, p) {
+                    gathers[d] += 2.0 * r.runs * c as f64 * one;
+                }
+            }
+        }
+    }
+    gathers
+}
+
 /// The lower bound of the simulated step time of strategy `k` whose virtual stages hold
 /// `stages` (see the module documentation), on nodes of `gpus_per_node` devices.
 pub fn lower_bound(
@@ -153,93 +306,25 @@ pub fn lower_bound(
     rates: &Rates,
     gpus_per_node: u64,
 ) -> f64 {
-    let per = &chains.per_block[k.recompute];
     let p = k.pp as usize;
     let m = k.microbatches as f64;
-    let sum = |s: &[(usize, u64)], v: &dyn Fn(usize) -> f64| -> f64 {
-        s.iter().map(|(b, c)| v(*b) * *c as f64).sum()
+    let r = Ranks::of(chains, stages, k);
+    let dp = DpStream {
+        k,
+        rates,
+        axis: Mesh::of(k, gpus_per_node).grad_axis(),
     };
-    let fwd: Vec<f64> = stages.iter().map(|s| sum(s, &|b| per[b].forward)).collect();
-    let bwd: Vec<f64> = stages
-        .iter()
-        .map(|s| sum(s, &|b| per[b].backward))
-        .collect();
-    // ZB-H1's weight passes (empty chains under the other schedules).
-    let wgt: Vec<f64> = stages.iter().map(|s| sum(s, &|b| per[b].weight)).collect();
-    let mut busy = vec![0.0; p];
-    let mut params = vec![0.0; p];
-    let mut grads = vec![0.0; p];
-    // DualPipe: rank d holds a copy of stage d and one of stage p − 1 − d, each run for half
-    // the micro-batches.
-    let dual = k.schedule.bidirectional() && p > 1;
-    let holders = |s: usize| {
-        if dual {
-            vec![s, p - 1 - s]
-        } else {
-            vec![s % p]
-        }
-    };
-    // Each holder runs its stage for this many micro-batches.
-    let runs = if dual { m / 2.0 } else { m };
-    let stage_grads: Vec<f64> = stages
-        .iter()
-        .map(|st| sum(st, &|b| chains.dp_grad[b]) * k.precision.wire_factor() as f64)
-        .collect();
-    for (s, st) in stages.iter().enumerate() {
-        for d in holders(s) {
-            busy[d] += runs * (fwd[s] + bwd[s] + wgt[s]);
-            params[d] += sum(st, &|b| chains.params[b]);
-            grads[d] += stage_grads[s];
-        }
-    }
-    // Data-parallel traffic of a device, at its best bandwidth: the gradient reduction (a
-    // reduce-scatter of half the bytes under ZeRO 1–3), then after the optimizer step the
-    // weights' all-gather (ZeRO 1–2; ZeRO 3 gathers layer by layer during the passes, bounded
-    // apart below).
-    let mesh = Mesh::of(k, gpus_per_node);
-    let grad_axis = mesh.grad_axis();
-    let dp_axis = &grad_axis;
-    let replicas = k.replicas();
-    let distributed = (1..3).contains(&k.zero) && replicas > 1;
-    let sharded_grads = (1..=3).contains(&k.zero) && replicas > 1;
-    let reduce = |g: f64| -> f64 {
-        if sharded_grads {
-            rates.collective_floor(Collective::ReduceScatter, g / 2.0, dp_axis)
-        } else {
-            rates.collective_floor(Collective::AllReduce, g, dp_axis)
-        }
-    };
-    // Overlapped with the next step's forward (`--overlap-param-gather`), the weight gather may
-    // lengthen the step by nothing.
-    let gather = |x: f64| -> f64 {
-        if distributed && !k.overlap.param_gather {
-            rates.collective_floor(Collective::AllGather, weight_gather_wire(x, k), dp_axis)
-        } else {
-            0.0
-        }
-    };
-    let opt: Vec<f64> = params
+    let opt: Vec<f64> = r
+        .params
         .iter()
         .map(|&x| optimizer_seconds(x, k, rates))
         .collect();
     let mut best: f64 = 0.0;
     let mut gathers = vec![0.0; p];
-    // ZeRO 3 (FSDP) all-gathers every layer's weights before each micro-batch's forward and
-    // backward, one gather after another on the device's data-parallel stream, which the step
-    // outlasts. Summed here in another order than the simulation's: a relative 10⁻⁹ below.
-    if k.zero == 3 && replicas > 1 {
-        for (s, st) in stages.iter().enumerate() {
-            for &(b, c) in st {
-                let x = chains.params[b];
-                if x > 0.0 {
-                    let wire = weight_gather_wire(x, k);
-                    let one = rates.collective_seconds(Collective::AllGather, wire, dp_axis);
-                    for d in holders(s) {
-                        gathers[d] += 2.0 * runs * c as f64 * one;
-                    }
-                }
-            }
-        }
+    // ZeRO 3's gathers, on the data-parallel stream, which the step outlasts. Summed here in
+    // another order than the simulation's: a relative 10⁻⁹ below.
+    if k.zero == 3 && k.replicas() > 1 {
+        gathers = zero3_gathers(chains, stages, &r, &dp);
         best = gathers.iter().fold(0.0, |a: f64, &g| a.max(g)) * (1.0 - 1e-9);
     }
     // Sharded gradients (ZeRO 2–3) are reduce-scattered after every micro-batch's backward, on
@@ -248,51 +333,62 @@ pub fn lower_bound(
     if k.shards_gradients() {
         // Each micro-batch reduces its stage's gradients; under DualPipe a rank's two stage
         // copies reduce apart, each for half the micro-batches.
-        let mut reduced: Vec<f64> = grads.iter().map(|&g| m * reduce(g)).collect();
-        if dual {
+        let mut reduced: Vec<f64> = r.grads.iter().map(|&g| m * dp.reduce(g)).collect();
+        if r.dual {
             reduced = vec![0.0; p];
-            for (s, g) in stage_grads.iter().enumerate() {
-                for d in holders(s) {
-                    reduced[d] += runs * reduce(*g);
+            for (s, g) in r.stage_grads.iter().enumerate() {
+                for d in r.holders(s, p) {
+                    reduced[d] += r.runs * dp.reduce(*g);
                 }
             }
         }
         for d in 0..p {
             let stream = reduced[d] + if k.zero == 3 { gathers[d] } else { 0.0 };
-            best = best.max((stream + opt[d] + gather(params[d])) * (1.0 - 1e-9));
+            best = best.max((stream + opt[d] + dp.gather(r.params[d], r.fp8[d])) * (1.0 - 1e-9));
         }
     }
-    if dual {
+    if r.dual {
         // An F&B chunk hides collectives that the pass chains count as waited for, so a rank's
         // chains are no bound on its time there: only its gradients' reduction and what
         // follows it are.
-        for d in 0..p {
-            best = best.max(reduce(grads[d]) + opt[d] + gather(params[d]));
+        for (d, o) in opt.iter().enumerate() {
+            best = best.max(dp.reduce(r.grads[d]) + o + dp.gather(r.params[d], r.fp8[d]));
         }
         return best;
     }
+    best.max(pipeline_bound(&r, &opt, &dp))
+}
+
+/// The bound of the fill, each rank's chains and the drain (see the module documentation),
+/// with each rank's gradient reduction and optimizer step after its last backward.
+fn pipeline_bound(r: &Ranks, opt: &[f64], dp: &DpStream) -> f64 {
+    let k = dp.k;
+    let m = k.microbatches as f64;
+    let mut best: f64 = 0.0;
     let (mut fill, mut drain) = (0.0, 0.0);
-    for d in 0..p {
-        let after = opt[d] + gather(params[d]);
+    for d in 0..k.pp as usize {
+        let after = opt[d] + dp.gather(r.params[d], r.fp8[d]);
         // Under ZB-H1 rank d's last backward is followed by up to min(m, d + 1) weight passes
         // (it defers its W's by d backwards), which the drain to rank 0 does not wait for.
         let w_after = match k.schedule {
-            Schedule::ZeroBubbleH1 => (d as f64 + 1.0).min(m) * wgt.get(d).copied().unwrap_or(0.0),
+            Schedule::ZeroBubbleH1 => {
+                (d as f64 + 1.0).min(m) * r.wgt.get(d).copied().unwrap_or(0.0)
+            }
             _ => 0.0,
         };
-        let tail = after.max(drain + opt[0] + gather(params[0]) - w_after);
-        best = best.max(fill + busy[d] + tail);
+        let tail = after.max(drain + opt[0] + dp.gather(r.params[0], r.fp8[0]) - w_after);
+        best = best.max(fill + r.busy[d] + tail);
         // The gradients leave after the task that makes them starts (the last backward; the
         // last weight pass under ZB-H1); everything after waits for them.
         let last_bwd = match k.schedule {
-            Schedule::Interleaved => busy[d],
-            Schedule::ZeroBubbleH1 => wgt.get(d).copied().unwrap_or(0.0),
-            _ => bwd.get(d).copied().unwrap_or(0.0),
+            Schedule::Interleaved => r.busy[d],
+            Schedule::ZeroBubbleH1 => r.wgt.get(d).copied().unwrap_or(0.0),
+            _ => r.bwd.get(d).copied().unwrap_or(0.0),
         };
-        best = best.max(fill + busy[d] - last_bwd + reduce(grads[d]) + after);
-        best = best.max(reduce(grads[d]) + after);
-        fill += fwd.get(d).copied().unwrap_or(0.0);
-        drain += bwd.get(d).copied().unwrap_or(0.0);
+        best = best.max(fill + r.busy[d] - last_bwd + dp.reduce(r.grads[d]) + after);
+        best = best.max(dp.reduce(r.grads[d]) + after);
+        fill += r.fwd.get(d).copied().unwrap_or(0.0);
+        drain += r.bwd.get(d).copied().unwrap_or(0.0);
     }
     best
 }
@@ -381,6 +477,7 @@ mod tests {
                 overlap: Default::default(),
                 precision: Default::default(),
                 pipeline_split: crate::strategy::PipelineSplit { embedding, loss },
+                fp8_params: false,
             };
             if let Some((bound, simulated)) = bound_and_time(&k, machine) {
                 prop_assert!(

@@ -547,8 +547,7 @@ impl<'a> Ctx<'a> {
     /// (on the first micro-batch, reused by the others and by recomputed forwards), timed as one
     /// kernel and spread evenly over the step's forwards.
     fn fp8_cast_seconds(&self, o: &PlanOp, backward: bool, recompute: bool) -> f64 {
-        let (Some(ops), Some(bytes)) = (o.fp8_operands(), self.plan.knobs.precision.fp8_bytes())
-        else {
+        let (Some(ops), Some(bytes)) = (o.fp8_operands(), self.plan.knobs.fp8_bytes()) else {
             return 0.0;
         };
         let [input, grad, weight] = ops.cast_bytes(bytes).map(|b| f(&b));
@@ -990,12 +989,24 @@ pub fn optimizer_seconds(params: f64, k: &crate::strategy::Knobs, rates: &Rates)
         .sum()
 }
 
-/// Bytes per rank on the wire of one all-gather of `params` weight elements over the strategy's
-/// replicas (ZeRO 3's per-layer gathers, ZeRO 1–2's gather after the step): each rank receives
-/// the (n − 1)/n it does not hold, in the precision's weight type.
-pub fn weight_gather_wire(params: f64, k: &crate::strategy::Knobs) -> f64 {
+/// Bytes per rank on the wire of one all-gather of `params` weight elements, `fp8` of them FP8
+/// GEMM weights, over the strategy's replicas (ZeRO 3's per-layer gathers, ZeRO 1–2's gather
+/// after the step): each rank receives the (n − 1)/n it does not hold, in the precision's
+/// weight type, or FP8 with FP8 parameters
+/// ([`crate::parallel::amount::weight_gather_bytes`]).
+pub fn weight_gather_wire(params: f64, fp8: f64, k: &crate::strategy::Knobs) -> f64 {
     let n = k.replicas() as f64;
-    params * k.precision.weight_bytes() as f64 * (n - 1.0) / n
+    crate::parallel::amount::weight_gather_bytes(params, fp8, k) * (n - 1.0) / n
+}
+
+/// FP8 GEMM weight elements per device of `b`'s operators under the plan's precision (none
+/// without an FP8 recipe): what FP8 parameters gather in FP8.
+pub fn block_fp8_weights(b: &PlanBlock) -> f64 {
+    b.ops
+        .iter()
+        .filter_map(|o| o.fp8_operands())
+        .map(|ops| f(&ops.weight))
+        .sum()
 }
 
 /// Simulates one training step of `plan` on the machine `rates`, with `gpus_per_node` devices
@@ -1053,6 +1064,8 @@ struct Layout<'a> {
     first: Vec<usize>,
     /// Parameter elements per device of each block, as floats once (FSDP gathers them per item).
     block_params: Vec<f64>,
+    /// Per block, its FP8 GEMM weight elements ([`block_fp8_weights`]).
+    block_fp8: Vec<f64>,
     /// For each item, the first and last item of its run of copies of the same block.
     run_start: Vec<usize>,
     run_end: Vec<usize>,
@@ -1160,6 +1173,7 @@ impl<'a> Layout<'a> {
             nst,
             first,
             block_params: plan.blocks.iter().map(|b| f(&b.params)).collect(),
+            block_fp8: plan.blocks.iter().map(block_fp8_weights).collect(),
             run_start,
             run_end,
             passes,
@@ -1738,7 +1752,8 @@ impl<'a> Layout<'a> {
 
     /// Seconds and bytes on the wire of one all-gather of `params` weight elements.
     fn gather_seconds(&self, params: f64) -> (f64, f64) {
-        let wire = weight_gather_wire(params, &self.plan().knobs);
+        // ZeRO 3 gathers: FP8 parameters run with ZeRO 1–2 only.
+        let wire = weight_gather_wire(params, 0.0, &self.plan().knobs);
         (
             self.ctx
                 .rates
@@ -1882,6 +1897,15 @@ impl<'a> Layout<'a> {
             .flat_map(|s| self.first[s]..self.first[s + 1])
             .map(|i| self.block_params[plan.items[i]])
             .sum();
+        let fp8: f64 = if k.fp8_params {
+            (0..self.nst)
+                .filter(|s| s % self.p == d || (mirror && self.p - 1 - s == d))
+                .flat_map(|s| self.first[s]..self.first[s + 1])
+                .map(|i| self.block_fp8[plan.items[i]])
+                .sum()
+        } else {
+            0.0
+        };
         let ready = dev.free.iter().cloned().fold(0.0, f64::max);
         let deps: Vec<usize> = dev.last.iter().flatten().copied().collect();
         let e = Event {
@@ -1901,7 +1925,7 @@ impl<'a> Layout<'a> {
         let (opt, _, opt_end) = dev.push(rec, e, ready);
         if k.zero >= 1 && k.zero < 3 && self.replicas > 1 {
             // The distributed optimizer gathers the updated model weights from their owners.
-            let wire = weight_gather_wire(params, k);
+            let wire = weight_gather_wire(params, fp8, k);
             let dur = rates.collective_seconds(Collective::AllGather, wire, &self.ctx.dp);
             let before = dev.free.iter().cloned().fold(0.0, f64::max);
             let mut e = grad_event(d, Stream::DpComm, dur, wire, dev.buckets, None, opt);
