@@ -49,7 +49,7 @@ impl Stack {
     /// runs the model has not seen is larger, so this is the least a lead must exceed.
     pub fn mean_abs_error_permille(self) -> u32 {
         match self {
-            Stack::Megatron => 43,
+            Stack::Megatron => 42,
             Stack::PytorchDdp => 88,
             Stack::PytorchFsdp => 139,
         }
@@ -109,11 +109,11 @@ mod tests {
 
     #[test]
     fn a_lead_inside_the_larger_error_is_a_tie() {
-        // 0.5 % behind: inside FSDP's 13.9 %, and inside Megatron's 4.3 %.
+        // 0.5 % behind: inside FSDP's 13.9 %, and inside Megatron's 4.2 %.
         let t = tie(18.2, Stack::PytorchFsdp, 18.29, Stack::Megatron).unwrap();
         assert_eq!(t.stack, Stack::PytorchFsdp);
         assert!(tie(10.0, Stack::Megatron, 10.3, Stack::Megatron).is_some());
-        // 6 % behind two Megatron rows is outside 4.3 %, inside DDP's 8.8 %.
+        // 6 % behind two Megatron rows is outside 4.2 %, inside DDP's 8.8 %.
         assert!(tie(10.0, Stack::Megatron, 10.6, Stack::Megatron).is_none());
         assert!(tie(10.0, Stack::Megatron, 10.6, Stack::PytorchDdp).is_some());
     }
