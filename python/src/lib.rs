@@ -205,7 +205,7 @@ struct Strategy(symshard::Strategy);
 #[pymethods]
 impl Strategy {
     #[new]
-    #[pyo3(signature = (text = None, *, dp = None, tp = None, pp = None, ep = None, cp = None, micro_batch_size = None, microbatches = None, schedule = None, chunks = None, sequence_parallel = false, recompute = None, zero = None, precision = None, tp_comm_overlap = false, overlap_param_gather = false, no_overlap_grad_reduce = false))]
+    #[pyo3(signature = (text = None, *, dp = None, tp = None, pp = None, ep = None, cp = None, micro_batch_size = None, microbatches = None, schedule = None, chunks = None, sequence_parallel = false, recompute = None, zero = None, precision = None, tp_comm_overlap = false, overlap_param_gather = false, no_overlap_grad_reduce = false, fp8_params = false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         text: Option<String>,
@@ -225,6 +225,7 @@ impl Strategy {
         tp_comm_overlap: bool,
         overlap_param_gather: bool,
         no_overlap_grad_reduce: bool,
+        fp8_params: bool,
     ) -> PyResult<Strategy> {
         use symshard::strategy::{Precision, Recompute, Schedule};
         let schedule_name = schedule.as_deref();
@@ -268,7 +269,7 @@ impl Strategy {
             },
             account_for_embedding_in_pipeline_split: false,
             account_for_loss_in_pipeline_split: false,
-            fp8_params: false,
+            fp8_params,
         };
         let Some(text) = text else {
             return Ok(Strategy(knobs));

@@ -397,6 +397,9 @@ class RankRow:
     #: ``rank(..., precision="autocast")``), or an FP8 recipe of the linear layers: ``"fp8"``
     #: (per-tensor delayed scaling), ``"fp8-current"``, ``"fp8-block"``, ``"mxfp8"`` or ``"nvfp4"``.
     precision: str = "bf16"
+    #: Whether it keeps FP8 parameters (Megatron-LM's ``--fp8-param-gather``;
+    #: ``rank(..., fix="fp8-params=on")``).
+    fp8_params: bool = False
 
     #: Samples per micro-batch and data-parallel rank (``None`` where the batch has no size).
     micro_batch_size: Optional[int] = None
@@ -434,6 +437,7 @@ class RankRow:
             iteration_seconds=n.iteration_seconds,
             overlap=dict(n.overlap),
             precision=n.precision,
+            fp8_params=n.fp8_params,
             micro_batch_size=n.micro_batch_size,
             strategy=n.strategy,
             layout=n.layout,
@@ -466,6 +470,8 @@ class RankRow:
             k["no_overlap_grad_reduce"] = True
         if self.precision != "bf16":
             k["precision"] = self.precision
+        if self.fp8_params:
+            k["fp8_params"] = True
         return k
 
 
@@ -791,7 +797,8 @@ def models() -> List[ModelInfo]:
 _STRATEGY_KNOBS = (
     "dp", "tp", "pp", "ep", "cp", "micro_batch_size", "microbatches", "schedule", "chunks",
     "sequence_parallel", "recompute", "zero", "precision", "tp_comm_overlap",
-    "overlap_param_gather", "no_overlap_grad_reduce", "gpus_per_node", "memory", "headroom",
+    "overlap_param_gather", "no_overlap_grad_reduce", "fp8_params", "gpus_per_node", "memory",
+    "headroom",
 )
 _KNOB_ALIASES = {"mbs": "micro_batch_size", "sp": "sequence_parallel"}
 

@@ -90,6 +90,7 @@ class Strategy:
         tp_comm_overlap: bool = ...,
         overlap_param_gather: bool = ...,
         no_overlap_grad_reduce: bool = ...,
+        fp8_params: bool = ...,
     ) -> "Strategy": ...
 
 @final

@@ -81,6 +81,24 @@ def test_cost_takes_a_twenty_digit_symbol_exactly(cli):
     assert c.raw == want
 
 
+def test_a_row_with_fp8_params_is_priced_again_with_them(cli):
+    # `rank --fix fp8-params=on`: the row keeps FP8 parameters, says so, and passes them on to
+    # `cost`, which prices the same memory as the command line given the flag.
+    r = symshard.rank(
+        "gpt3-1.3b", devices=16, calib="h100-sxm", fix="precision=fp8,fp8-params=on,zero=1", top=1
+    )
+    row = r.rows[0]
+    assert row.fp8_params is True and row.knobs()["fp8_params"] is True
+    c = symshard.cost("gpt3-1.3b", strategy=row, calib="h100-sxm")
+    assert c.per_device is not None
+    assert c.per_device.memory.total == row.memory.total
+    want = cli.json(
+        "cost", "gpt3-1.3b", "--calib", "h100-sxm", "--strategy", row.strategy,
+    )
+    assert c.per_device.memory.total == int(want["per_device"]["memory"]["total"])
+    assert "fp8-params" in row.strategy
+
+
 def test_cost_under_a_strategy_matches_the_command_line(cli):
     knobs = {"dp": 2, "tp": 8, "pp": 4, "microbatches": 8, "sequence_parallel": True, "recompute": "selective"}
     c = symshard.cost("llama2-7b", strategy=knobs)
