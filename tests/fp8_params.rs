@@ -290,3 +290,25 @@ fn rank_keeps_fp8_params_where_rows_allow_them_and_emits_the_flag() {
     assert!(text.contains("--fp8-param-gather"), "{text}");
     assert!(text.contains("--use-distributed-optimizer"), "{text}");
 }
+
+/// The relative cost's data-parallel traffic is the rows' bytes: at dp 8 on one node every
+/// collective is intra-node, and `comm_intra` is κ_intra times the rows' bytes, with FP8
+/// parameters as without.
+#[test]
+fn the_relative_cost_counts_the_rows_bytes() {
+    let calib = Calibration::resolve("h100-sxm").unwrap();
+    let kappa = calib.balance(symshard::strategy::Tier::Intra);
+    for fp8_params in [false, true] {
+        let e = run(&knobs(1, fp8_params));
+        let bytes = e
+            .comm
+            .iter()
+            .map(|r| &r.bytes * q(r.count as i64))
+            .fold(q(0), |a, b| a + b);
+        assert_eq!(
+            e.relative.comm_intra,
+            &kappa * &bytes,
+            "fp8_params {fp8_params}"
+        );
+    }
+}
