@@ -192,17 +192,39 @@ pub fn weight_cast<T: Amount>(params: T, k: &Knobs) -> T {
 }
 
 /// Bytes each rank holds of `params` weight elements, `fp8` of them FP8 GEMM weights, as a
-/// gather of the weights moves them: in the precision's weight type, except that with FP8
-/// parameters ([`Knobs::fp8_params`]) an FP8 GEMM's weight moves as one FP8 copy with its
-/// scales (half its `weight_copy`, which holds the rowwise and columnwise ones).
+/// gather of the weights moves them: in the precision's weight type, less
+/// [`fp8_gather_saving_per_element`] for each FP8 GEMM weight.
 pub fn weight_gather_bytes<T: Amount>(params: T, fp8: T, k: &Knobs) -> T {
-    let bf16 = T::int(k.precision.weight_bytes());
+    let bytes = params * T::int(k.precision.weight_bytes());
+    if k.fp8_params {
+        bytes - fp8 * fp8_gather_saving_per_element(k)
+    } else {
+        bytes
+    }
+}
+
+/// Bytes per FP8 GEMM weight element that a gather of the weights does not move with FP8
+/// parameters ([`Knobs::fp8_params`]): the element goes as one FP8 copy with its scales (half
+/// the recipe's `weight_copy`, which holds the rowwise and the columnwise one) instead of in the
+/// precision's weight type. Zero without FP8 parameters.
+pub fn fp8_gather_saving_per_element<T: Amount>(k: &Knobs) -> T {
     match k.precision.fp8_bytes().filter(|_| k.fp8_params) {
         Some(b) => {
-            (params - fp8.clone()) * bf16 + fp8 * T::ratio(b.weight_copy.0, 2 * b.weight_copy.1)
+            T::int(k.precision.weight_bytes()) - T::ratio(b.weight_copy.0, 2 * b.weight_copy.1)
         }
-        None => params * bf16,
+        None => T::zero(),
     }
+}
+
+/// Bytes per rank that ZeRO 1–2's weight all-gather after the optimizer step does not move for
+/// `fp8` FP8 GEMM weight elements with FP8 parameters: [`fp8_gather_saving_per_element`] of
+/// each, over the (n − 1)/n of them a rank receives from the dp·cp replicas (zero otherwise).
+pub fn fp8_gather_saving<T: Amount>(fp8: T, k: &Knobs) -> T {
+    let n = k.replicas();
+    if !k.fp8_params || !(k.zero == 1 || k.zero == 2) || n <= 1 {
+        return T::zero();
+    }
+    fp8 * fp8_gather_saving_per_element(k) * T::ratio(n - 1, n)
 }
 
 /// Bytes per element of one of the FP8 recipe's quantities (`field` of its [`Fp8Bytes`]) under
@@ -874,23 +896,9 @@ impl<T: Amount> BlockCost<T> {
     }
 
     /// Bytes per rank that ZeRO 1–2's weight all-gather after the optimizer step does not move
-    /// with FP8 parameters ([`Knobs::fp8_params`]): the FP8 GEMMs' weights go as one FP8 copy
-    /// ([`weight_gather_bytes`]), not as bf16, over the dp·cp replicas (zero otherwise).
+    /// for these FP8 GEMM weights with FP8 parameters ([`fp8_gather_saving`]).
     pub fn fp8_gather_saving(&self, k: &Knobs) -> T {
-        let n = k.replicas();
-        if !k.fp8_params || !(k.zero == 1 || k.zero == 2) || n <= 1 {
-            return T::zero();
-        }
-        let w = self.fp8_weights.clone();
-        let full = weight_gather_bytes(
-            w.clone(),
-            T::zero(),
-            &Knobs {
-                fp8_params: false,
-                ..k.clone()
-            },
-        );
-        (full - weight_gather_bytes(w.clone(), w, k)) * T::ratio(n - 1, n)
+        fp8_gather_saving(self.fp8_weights.clone(), k)
     }
 
     /// Weights, gradients and optimizer state of a stage on one device: dense state sharded by

@@ -2425,7 +2425,7 @@ fn analysis_rows<T: Priced>(
             if c.axis == AxisKind::Dp && c.kind == CollectiveKind::AllReduce {
                 let layer = a.blocks[bi].repeat != Poly::one();
                 let saving =
-                    fp8_gather_saving(&numbers[bi], *at, layer, k) / T::int(c.calls.into());
+                    row_fp8_gather_saving(&numbers[bi], *at, layer, k) / T::int(c.calls.into());
                 // As the step runs it under its ZeRO stage: reduce-scatters and all-gathers.
                 for (kind, calls, share) in super::amount::zero_reduction(k) {
                     let mut bytes = per_call.clone() * T::constant(share);
@@ -2450,7 +2450,7 @@ fn analysis_rows<T: Priced>(
 /// What ZeRO 1–2's weight all-gather of the operator of gradient collective `at` does not move
 /// with FP8 parameters, all calls together ([`BlockCost::fp8_gather_saving`] for its weight: a
 /// repeated layer's FP8 GEMM; zero otherwise).
-fn fp8_gather_saving<T: Priced>(n: &BlockNumbers<T>, at: CommRef, layer: bool, k: &Knobs) -> T {
+fn row_fp8_gather_saving<T: Priced>(n: &BlockNumbers<T>, at: CommRef, layer: bool, k: &Knobs) -> T {
     // Counted once per operator, on its first gradient (a linear layer's weight, before its
     // bias).
     let CommRef::Grad { op, index: 0 } = at else {
@@ -2459,14 +2459,12 @@ fn fp8_gather_saving<T: Priced>(n: &BlockNumbers<T>, at: CommRef, layer: bool, k
     if !layer {
         return T::zero();
     }
-    match n.fp8_op_weights.iter().find(|(o, _)| *o == op) {
-        Some((_, w)) => BlockCost {
-            fp8_weights: w.clone(),
-            ..BlockCost::default()
-        }
-        .fp8_gather_saving(k),
-        None => T::zero(),
-    }
+    n.fp8_op_weights
+        .iter()
+        .find(|(o, _)| *o == op)
+        .map_or_else(T::zero, |(_, w)| {
+            super::amount::fp8_gather_saving(w.clone(), k)
+        })
 }
 
 /// Why a data-parallel gradient collective runs, under ZeRO stage `zero`.

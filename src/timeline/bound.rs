@@ -261,7 +261,7 @@ impl DpStream<'_> {
         if distributed && !self.k.overlap.param_gather {
             self.rates.collective_floor(
                 Collective::AllGather,
-                weight_gather_wire(x, if self.k.fp8_params { fp8 } else { 0.0 }, self.k),
+                weight_gather_wire(x, fp8, self.k),
                 &self.axis,
             )
         } else {
@@ -284,7 +284,7 @@ fn zero3_gathers(
         for &(b, c) in st {
             let x = chains.params[b];
             if x > 0.0 {
-                let wire = weight_gather_wire(x, 0.0, dp.k);
+                let wire = weight_gather_wire(x, chains.fp8[b], dp.k);
                 let one = dp
                     .rates
                     .collective_seconds(Collective::AllGather, wire, &dp.axis);

@@ -1741,7 +1741,7 @@ impl<'a> Layout<'a> {
         item: usize,
         ready: f64,
     ) -> f64 {
-        let (dur, wire) = self.gather_seconds(self.block_params[self.plan().items[item]]);
+        let (dur, wire) = self.gather_seconds(self.plan().items[item]);
         let mut e = grad_event(run.d, Stream::DpComm, dur, wire, dev.buckets, Some(item), 0);
         e.what = What::ParamGather;
         e.pass = run.task.pass;
@@ -1750,10 +1750,10 @@ impl<'a> Layout<'a> {
         dev.push(rec, e, ready).2
     }
 
-    /// Seconds and bytes on the wire of one all-gather of `params` weight elements.
-    fn gather_seconds(&self, params: f64) -> (f64, f64) {
-        // ZeRO 3 gathers: FP8 parameters run with ZeRO 1–2 only.
-        let wire = weight_gather_wire(params, 0.0, &self.plan().knobs);
+    /// Seconds and bytes on the wire of one all-gather of block `b`'s weights (ZeRO 3's).
+    fn gather_seconds(&self, b: usize) -> (f64, f64) {
+        let (params, fp8) = (self.block_params[b], self.block_fp8[b]);
+        let wire = weight_gather_wire(params, fp8, &self.plan().knobs);
         (
             self.ctx
                 .rates
@@ -1892,20 +1892,14 @@ impl<'a> Layout<'a> {
         }
         // Under DualPipe rank d holds stages d and p − 1 − d, a copy of each.
         let mirror = k.schedule.bidirectional() && self.p > 1;
-        let params: f64 = (0..self.nst)
+        // The blocks of the items it holds: their parameters, and of those its FP8 GEMM weights.
+        let held: Vec<usize> = (0..self.nst)
             .filter(|s| s % self.p == d || (mirror && self.p - 1 - s == d))
             .flat_map(|s| self.first[s]..self.first[s + 1])
-            .map(|i| self.block_params[plan.items[i]])
-            .sum();
-        let fp8: f64 = if k.fp8_params {
-            (0..self.nst)
-                .filter(|s| s % self.p == d || (mirror && self.p - 1 - s == d))
-                .flat_map(|s| self.first[s]..self.first[s + 1])
-                .map(|i| self.block_fp8[plan.items[i]])
-                .sum()
-        } else {
-            0.0
-        };
+            .map(|i| plan.items[i])
+            .collect();
+        let params: f64 = held.iter().map(|&b| self.block_params[b]).sum();
+        let fp8: f64 = held.iter().map(|&b| self.block_fp8[b]).sum();
         let ready = dev.free.iter().cloned().fold(0.0, f64::max);
         let deps: Vec<usize> = dev.last.iter().flatten().copied().collect();
         let e = Event {
