@@ -1,6 +1,7 @@
 //! FP8 parameters (`fp8_params`, Megatron-LM's `--fp8-param-gather`): the FP8 GEMMs' weights
-//! are kept only as their FP8 copies, gathered in FP8 by the distributed optimizer, and the
-//! transposed copy is made from the gathered one. Memory, the all-gather's bytes (in the
+//! are kept only as their FP8 copies, gathered in FP8 by the distributed optimizer (ZeRO 1–2)
+//! or before every forward and backward (ZeRO 3, Megatron-FSDP), and the transposed copy is
+//! made from the gathered one. Memory, the all-gather's bytes (in the
 //! evaluation's rows and on the simulated wire) and the per-step cast against hand counts, and
 //! the refusals.
 //!
@@ -72,15 +73,17 @@ fn fp8_weights() -> i64 {
 }
 
 /// Without its bf16 copy each FP8 GEMM weight takes 2 bytes less (its FP8 copy and transposed
-/// copy stay); gradients, optimizer state and activations are unchanged.
+/// copy stay), under ZeRO 3 2 bytes less of the device's 1/dp shard; gradients, optimizer
+/// state and activations are unchanged.
 #[test]
 fn memory_drops_the_bf16_copy_of_each_fp8_weight() {
-    for zero in [1, 2] {
+    for zero in [1, 2, 3] {
         let plain = run(&knobs(zero, false));
         let params = run(&knobs(zero, true));
+        let shards = if zero == 3 { DP } else { 1 };
         assert_eq!(
             &plain.memory.params - &params.memory.params,
-            q(2 * fp8_weights()),
+            q(2 * fp8_weights()) / q(shards),
             "zero {zero}"
         );
         assert_eq!(plain.memory.grads, params.memory.grads);
@@ -89,9 +92,10 @@ fn memory_drops_the_bf16_copy_of_each_fp8_weight() {
     }
 }
 
-/// The data-parallel all-gather rows (ZeRO 1–2's weight gather after the optimizer step) move
-/// each FP8 GEMM weight element as 1 byte (one FP8 copy; the delayed recipe's scale is per
-/// tensor) instead of 2, over (n − 1)/n of the weights: (7/8) · 1 byte less per element. The
+/// The data-parallel all-gather rows (ZeRO 1–2's weight gather after the optimizer step, ZeRO
+/// 3's before each of the 4 micro-batches' forward and backward) move each FP8 GEMM weight
+/// element as 1 byte (one FP8 copy; the delayed recipe's scale is per tensor) instead of 2,
+/// over (n − 1)/n of the weights: (7/8) · 1 byte less per element and gather. The
 /// reduce-scatter rows are unchanged.
 #[test]
 fn the_weight_gather_rows_move_one_byte_per_fp8_weight() {
@@ -102,12 +106,17 @@ fn the_weight_gather_rows_move_one_byte_per_fp8_weight() {
             .map(|r| &r.bytes * q(r.count as i64))
             .fold(q(0), |a, b| a + b)
     };
-    for zero in [1, 2] {
+    for zero in [1, 2, 3] {
         let plain = run(&knobs(zero, false));
         let params = run(&knobs(zero, true));
         let saved =
             total(&plain, CollectiveKind::AllGather) - total(&params, CollectiveKind::AllGather);
-        assert_eq!(saved, q(fp8_weights() * (DP - 1)) / q(DP), "zero {zero}");
+        let gathers = if zero == 3 { 2 * 4 } else { 1 };
+        assert_eq!(
+            saved,
+            q(gathers * fp8_weights() * (DP - 1)) / q(DP),
+            "zero {zero}"
+        );
         assert_eq!(
             total(&plain, CollectiveKind::ReduceScatter),
             total(&params, CollectiveKind::ReduceScatter)
@@ -115,15 +124,22 @@ fn the_weight_gather_rows_move_one_byte_per_fp8_weight() {
     }
 }
 
-/// The simulated weight gather carries the same bytes on the wire: the device's bf16 weights at
-/// 2 bytes and its FP8 GEMM weights at 1, times (n − 1)/n.
+/// The simulated weight gathers carry the same bytes on the wire: the device's bf16 weights at
+/// 2 bytes and its FP8 GEMM weights at 1, times (n − 1)/n, once a step under ZeRO 1 and before
+/// each micro-batch's forward and backward under ZeRO 3.
 #[test]
 fn the_simulated_weight_gather_carries_fp8_bytes() {
+    for (zero, gathers) in [(1, 1), (3, 2 * 4)] {
+        simulated_gathers_carry_fp8_bytes(zero, gathers);
+    }
+}
+
+fn simulated_gathers_carry_fp8_bytes(zero: u8, gathers: i64) {
     let wire = |fp8_params: bool| -> f64 {
         let (plan, calib) = common::plan_on(
             "gpt2-124m",
             &[("B", DP * 4)],
-            &knobs(1, fp8_params),
+            &knobs(zero, fp8_params),
             "h100-sxm",
         );
         let t = time_plan(&plan, &calib).unwrap();
@@ -135,17 +151,19 @@ fn the_simulated_weight_gather_carries_fp8_bytes() {
             .sum()
     };
     let saved = wire(false) - wire(true);
-    let expected = fp8_weights() as f64 * (DP - 1) as f64 / DP as f64;
+    let expected = (gathers * fp8_weights()) as f64 * (DP - 1) as f64 / DP as f64;
     assert!(
         (saved - expected).abs() <= 1e-9 * expected,
-        "{saved} against {expected}"
+        "zero {zero}: {saved} against {expected}"
     );
 }
 
 /// With FP8 parameters the step's weight cast is the transposed copy made from the gathered FP8
 /// weight (1 byte read, 1 written per element) instead of a cast from bf16 (2 read, 1 + 1
-/// written): 2 bytes less per FP8 weight element in the optimizer step's HBM traffic, and a
-/// step that is no slower.
+/// written): 2 bytes less per FP8 weight element in the optimizer step's HBM traffic. The
+/// optimizer's copy of its fp32 master shard into the model weights writes each FP8 weight
+/// of the device's 1/dp shard as 1 byte instead of 2: 1/dp byte less per element. A step that
+/// is no slower.
 #[test]
 fn the_per_step_weight_cast_reads_the_fp8_copy() {
     let plain = run(&knobs(1, false));
@@ -154,7 +172,7 @@ fn the_per_step_weight_cast_reads_the_fp8_copy() {
     let kappa = Calibration::resolve("h100-sxm").unwrap().hbm_balance();
     assert_eq!(
         &plain.relative.compute - &params.relative.compute,
-        kappa * q(2 * fp8_weights())
+        kappa * (q(2 * fp8_weights()) + q(fp8_weights()) / q(DP))
     );
     let seconds = |fp8_params: bool| {
         let (plan, calib) = common::plan_on(
@@ -169,7 +187,7 @@ fn the_per_step_weight_cast_reads_the_fp8_copy() {
 }
 
 /// Refused with the reason: without an FP8 recipe whose weights can be FP8 parameters, without
-/// the distributed optimizer, and for a model with expert layers.
+/// a gather of the weights (ZeRO 0), and for a model with expert layers.
 #[test]
 fn refusals_name_the_reason() {
     let cost = |strategy: &str, model: &str, calib: &str| {
@@ -189,14 +207,13 @@ fn refusals_name_the_reason() {
         "b200",
     );
     assert!(e.contains("precision=nvfp4"), "{e}");
-    for zero in ["0", "3"] {
-        let s = format!("dp=8,zero={zero},precision=fp8,fp8-params");
-        let e = cost(&s, "gpt3-125m", "h100-sxm");
-        assert!(
-            e.contains("needs the distributed optimizer, zero 1 or 2"),
-            "{e}"
-        );
-    }
+    let e = cost(
+        "dp=8,zero=0,precision=fp8,fp8-params",
+        "gpt3-125m",
+        "h100-sxm",
+    );
+    assert!(e.contains("needs a gather of the weights"), "{e}");
+    assert!(e.contains("not zero 0"), "{e}");
     let e = cost(
         "dp=8,ep=8,zero=1,precision=fp8,fp8-params",
         "mixtral-8x7b",
@@ -223,8 +240,8 @@ fn refusals_name_the_reason() {
 }
 
 /// `rank --fix fp8-params=on` keeps FP8 parameters on every row that allows them (an FP8 recipe
-/// with ZeRO 1–2), the row passes back as it is printed, and `--emit megatron` says
-/// `--fp8-param-gather`.
+/// with ZeRO 1–3), the row passes back as it is printed, and `--emit megatron` says
+/// `--fp8-param-gather` beside the distributed optimizer (ZeRO 1) or Megatron-FSDP (ZeRO 3).
 #[test]
 fn rank_keeps_fp8_params_where_rows_allow_them_and_emits_the_flag() {
     let v = json(&[
@@ -246,7 +263,7 @@ fn rank_keeps_fp8_params_where_rows_allow_them_and_emits_the_flag() {
     for r in rows {
         let zero = r["zero"].as_u64().unwrap();
         let params = r["fp8_params"].as_bool().unwrap_or(false);
-        assert_eq!(params, zero == 1 || zero == 2, "{r}");
+        assert_eq!(params, zero >= 1, "{r}");
     }
     let row = rows
         .iter()
@@ -289,6 +306,34 @@ fn rank_keeps_fp8_params_where_rows_allow_them_and_emits_the_flag() {
     assert!(out.status.success());
     assert!(text.contains("--fp8-param-gather"), "{text}");
     assert!(text.contains("--use-distributed-optimizer"), "{text}");
+    // Megatron-LM asserts `--fp8-param-gather` with the distributed optimizer, torch FSDP2 or
+    // Megatron-FSDP (megatron/training/arguments.py at commit 000c4ac2).
+    let out = common::symshard()
+        .args([
+            "rank",
+            "gpt3-1.3b",
+            "--devices",
+            "16",
+            "--calib",
+            "h100-sxm",
+            "--fix",
+            "precision=fp8,fp8-params=on,zero=3",
+            "--top",
+            "1",
+            "--emit",
+            "megatron",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("--fp8-param-gather"), "{text}");
+    assert!(text.contains("--use-megatron-fsdp"), "{text}");
+    assert!(text.contains("optim_grads_params"), "{text}");
 }
 
 /// The relative cost's data-parallel traffic is the rows' bytes: at dp 8 on one node every
@@ -298,8 +343,8 @@ fn rank_keeps_fp8_params_where_rows_allow_them_and_emits_the_flag() {
 fn the_relative_cost_counts_the_rows_bytes() {
     let calib = Calibration::resolve("h100-sxm").unwrap();
     let kappa = calib.balance(symshard::strategy::Tier::Intra);
-    for fp8_params in [false, true] {
-        let e = run(&knobs(1, fp8_params));
+    for (zero, fp8_params) in [(1, false), (1, true), (3, false), (3, true)] {
+        let e = run(&knobs(zero, fp8_params));
         let bytes = e
             .comm
             .iter()
@@ -308,7 +353,7 @@ fn the_relative_cost_counts_the_rows_bytes() {
         assert_eq!(
             e.relative.comm_intra,
             &kappa * &bytes,
-            "fp8_params {fp8_params}"
+            "zero {zero}, fp8_params {fp8_params}"
         );
     }
 }

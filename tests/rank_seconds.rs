@@ -185,6 +185,37 @@ fn the_lower_bound_holds_with_the_weight_gather_overlapped() {
     assert!(checked >= 6, "{checked}");
 }
 
+/// With FP8 parameters the bound's weight gathers and optimizer step read the FP8 weights as the
+/// simulation's do (ZeRO 1–2's gather after the step, ZeRO 3's before every forward and
+/// backward, the optimizer's FP8 write): the bound stays below the simulated time.
+#[test]
+fn the_lower_bound_holds_with_fp8_parameters() {
+    let mut checked = 0;
+    for zero in 1..=3u8 {
+        for (dp, pp, m) in [(4, 1, 1), (8, 1, 4), (4, 2, 4), (2, 3, 6)] {
+            for gather in [false, true] {
+                let mut k = Knobs {
+                    pp,
+                    microbatches: m,
+                    zero,
+                    precision: Precision::Fp8,
+                    fp8_params: true,
+                    ..Knobs::data_parallel(dp)
+                };
+                k.overlap.param_gather = gather && zero < 3;
+                if let Some((bound, simulated)) = bound_and_time(&k, "h100-sxm", 48) {
+                    checked += 1;
+                    assert!(
+                        bound <= simulated * (1.0 + 1e-9),
+                        "{k}: bound {bound} above the simulated {simulated}"
+                    );
+                }
+            }
+        }
+    }
+    assert!(checked >= 12, "{checked}");
+}
+
 /// A timing-only simulation (which adds the layers of a run at once when they repeat) and the
 /// full event simulation of the same strategy of gpt3-125m at `batch`, when it is valid.
 fn timed_both_ways(

@@ -1574,8 +1574,8 @@ fn autocast_casts_weights_every_forward_and_gradients_every_backward() {
         assert!((chains_b[0].backward - chains_a[0].backward - back).abs() < 1e-12);
     }
     // The optimizer step: Adam over fp32 weights has no copy into bf16 model weights.
-    let bf16 = optimizer_seconds(params, &Knobs::data_parallel(1), &rates);
-    let amp = optimizer_seconds(params, &at(0, 1), &rates);
+    let bf16 = optimizer_seconds(params, 0.0, &Knobs::data_parallel(1), &rates);
+    let amp = optimizer_seconds(params, 0.0, &at(0, 1), &rates);
     assert!(
         (bf16 - amp - rates.op_seconds(0.0, 6.0 * params, KernelClass::Other, 1)).abs() < 1e-12
     );

@@ -83,9 +83,10 @@ pub struct StrategyFlags {
     #[arg(long)]
     pub account_for_loss_in_pipeline_split: bool,
     /// FP8 parameters (Megatron-LM's `--fp8-param-gather`, NeMo's `fp8_params`): the FP8 GEMMs'
-    /// weights are kept only as FP8, without a bf16 copy beside them, the distributed
-    /// optimizer writes them from its fp32 master shard and gathers them in FP8. Under fp8,
-    /// fp8-current or fp8-block, with zero 1 or 2.
+    /// weights are kept only as FP8, without a bf16 copy beside them, the optimizer writes them
+    /// from its fp32 master shard and they are gathered in FP8 (once a step under the
+    /// distributed optimizer, zero 1 or 2; before every forward and backward under
+    /// Megatron-FSDP, zero 3). Under fp8, fp8-current or fp8-block, with zero 1 to 3.
     #[arg(long)]
     pub fp8_params: bool,
     /// Devices per node (default: the calibration's, 8 for the reference machine).

@@ -338,7 +338,7 @@ pub enum Unsupported {
     },
     /// FP8 parameters of a model with expert layers.
     Fp8ParamsExperts,
-    /// FP8 parameters without the distributed optimizer (ZeRO 1 or 2).
+    /// FP8 parameters without sharded weights or optimizer state to gather from (ZeRO 0).
     Fp8ParamsZero {
         /// The ZeRO stage.
         zero: u8,
@@ -376,9 +376,9 @@ impl Unsupported {
              their weights are gathered over the expert-data-parallel ranks"
                 .into(),
             Unsupported::Fp8ParamsZero { zero } => format!(
-                "`fp8_params` needs the distributed optimizer, zero 1 or 2, not zero {zero} (Megatron-LM asserts `--fp8-param-gather` \
-                 only with the distributed optimizer or FSDP, and turns it off for FSDP2 with Transformer Engine 2: \
-                 megatron/training/arguments.py)"
+                "`fp8_params` needs a gather of the weights, zero 1 or 2 (the distributed optimizer) or zero 3 (Megatron-FSDP), \
+                 not zero {zero} (Megatron-LM asserts `--fp8-param-gather` only with the distributed optimizer, torch FSDP2 or \
+                 Megatron-FSDP: megatron/training/arguments.py)"
             ),
         }
     }

@@ -142,16 +142,22 @@ const MASTER_WEIGHT_BYTES: u64 = 4;
 ///    writes weights and moments;
 /// 3. the gradient buffer is zeroed for the next step (the whole buffer);
 /// 4. under the bf16 recipe, the fp32 master weights are copied into the bf16 model weights
-///    (under autocast the model weights are the fp32 weights Adam updates: no copy).
+///    (under autocast the model weights are the fp32 weights Adam updates: no copy); with FP8
+///    parameters the `fp8` FP8 GEMM weight elements among `params` are written as their FP8
+///    copy instead ([`fp8_gather_saving_per_element`] fewer bytes each: Megatron-LM's
+///    distributed optimizer quantizes its fp32 master shard straight into the FP8 parameter).
 ///
 /// The timeline times each as a streaming kernel; the relative cost prices their sum at κ_hbm
 /// once a step ([`BlockCost::optimizer_hbm`]).
-pub fn optimizer_traffic<T: Amount>(params: T, k: &Knobs) -> Vec<T> {
-    let shard = if k.zero >= 1 {
-        params.clone() / T::int(k.replicas().max(1))
-    } else {
-        params.clone()
+pub fn optimizer_traffic<T: Amount>(params: T, fp8: T, k: &Knobs) -> Vec<T> {
+    let local = |x: T| {
+        if k.zero >= 1 {
+            x / T::int(k.replicas().max(1))
+        } else {
+            x
+        }
     };
+    let shard = local(params.clone());
     let grad = T::int(MAIN_GRAD_BYTES);
     let state = T::int(OPTIMIZER_BYTES as u64);
     let mut kernels = vec![
@@ -160,7 +166,8 @@ pub fn optimizer_traffic<T: Amount>(params: T, k: &Knobs) -> Vec<T> {
         params * grad,
     ];
     if k.precision != Precision::Autocast {
-        kernels.push(shard * T::int(MASTER_WEIGHT_BYTES + WEIGHT_BYTES as u64));
+        let copy = shard * T::int(MASTER_WEIGHT_BYTES + WEIGHT_BYTES as u64);
+        kernels.push(copy - local(fp8) * fp8_gather_saving_per_element(k));
     }
     kernels
 }
@@ -216,15 +223,34 @@ pub fn fp8_gather_saving_per_element<T: Amount>(k: &Knobs) -> T {
     }
 }
 
-/// Bytes per rank that ZeRO 1–2's weight all-gather after the optimizer step does not move for
-/// `fp8` FP8 GEMM weight elements with FP8 parameters: [`fp8_gather_saving_per_element`] of
-/// each, over the (n − 1)/n of them a rank receives from the dp·cp replicas (zero otherwise).
-pub fn fp8_gather_saving<T: Amount>(fp8: T, k: &Knobs) -> T {
+/// Bytes per rank that one all-gather of the weights does not move for `fp8` FP8 GEMM weight
+/// elements with FP8 parameters: [`fp8_gather_saving_per_element`] of each, over the
+/// (n − 1)/n of them a rank receives from the dp·cp replicas (zero without FP8 parameters or
+/// without a gather of the weights, ZeRO 0).
+pub fn fp8_gather_saving_once<T: Amount>(fp8: T, k: &Knobs) -> T {
     let n = k.replicas();
-    if !k.fp8_params || !(k.zero == 1 || k.zero == 2) || n <= 1 {
+    if !k.fp8_params || k.zero == 0 || n <= 1 {
         return T::zero();
     }
     fp8 * fp8_gather_saving_per_element(k) * T::ratio(n - 1, n)
+}
+
+/// The all-gathers of the weights a step runs ([`zero_reduction`]): ZeRO 1–2's one after the
+/// optimizer step, ZeRO 3's before every micro-batch's forward and backward (2m), none under
+/// ZeRO 0.
+pub fn weight_gathers(k: &Knobs) -> u64 {
+    match k.zero {
+        0 => 0,
+        1 | 2 => 1,
+        _ => 2 * k.microbatches.max(1),
+    }
+}
+
+/// Bytes per rank that a step's weight all-gathers do not move for `fp8` FP8 GEMM weight
+/// elements with FP8 parameters: [`fp8_gather_saving_once`] for each of
+/// [`weight_gathers`].
+pub fn fp8_gather_saving<T: Amount>(fp8: T, k: &Knobs) -> T {
+    fp8_gather_saving_once(fp8, k) * T::int(weight_gathers(k))
 }
 
 /// Bytes per element of one of the FP8 recipe's quantities (`field` of its [`Fp8Bytes`]) under
@@ -749,7 +775,7 @@ impl<T: Amount> BlockCost<T> {
         let cast = k
             .fp8_bytes()
             .map_or_else(T::zero, |b| T::ratio(b.weight_cast.0, b.weight_cast.1));
-        optimizer_traffic(params, k)
+        optimizer_traffic(params, self.fp8_weights.clone(), k)
             .into_iter()
             .fold(self.fp8_weights.clone() * cast, |sum, b| sum + b)
     }
@@ -860,7 +886,8 @@ impl<T: Amount> BlockCost<T> {
     /// [`Self::dp_hidden`], and whether the compute the traffic runs under (not the traffic)
     /// is the smaller: then what overlap saves does not scale with the links' κ.
     pub fn dp_hidden_bound(&self, m: &T, kap: &Kappas<T>, k: &Knobs) -> (T, bool) {
-        let run = if k.fp8_params && k.overlap.param_gather {
+        // ZeRO 3's per-layer gathers overlap always, ZeRO 1–2's with --overlap-param-gather.
+        let run = if k.fp8_params && (k.overlap.param_gather || k.zero >= 3) {
             let gathered = self.dp_grad.clone() * dp_overlappable_factor(k);
             kap.dp.clone() * (gathered - self.fp8_gather_saving(k))
         } else {
@@ -884,8 +911,8 @@ impl<T: Amount> BlockCost<T> {
         self.tp_bytes.clone() * m.clone() + self.tp_grad.clone()
     }
 
-    /// Data-parallel bytes of a stage per step (ZeRO-3's weight gathers included; ZeRO 1–2's
-    /// weight gather in FP8 with FP8 parameters: [`Self::fp8_gather_saving`]).
+    /// Data-parallel bytes of a stage per step (ZeRO-3's weight gathers included; the weight
+    /// gathers in FP8 with FP8 parameters: [`Self::fp8_gather_saving`]).
     pub fn dp_traffic(&self, k: &Knobs) -> T {
         let traffic = self.dp_grad.clone() * dp_traffic_factor(k);
         if k.fp8_params {
@@ -895,8 +922,9 @@ impl<T: Amount> BlockCost<T> {
         }
     }
 
-    /// Bytes per rank that ZeRO 1–2's weight all-gather after the optimizer step does not move
-    /// for these FP8 GEMM weights with FP8 parameters ([`fp8_gather_saving`]).
+    /// Bytes per rank that the step's weight all-gathers (ZeRO 1–2's after the optimizer step,
+    /// ZeRO 3's per layer) do not move for these FP8 GEMM weights with FP8 parameters
+    /// ([`fp8_gather_saving`]).
     pub fn fp8_gather_saving(&self, k: &Knobs) -> T {
         fp8_gather_saving(self.fp8_weights.clone(), k)
     }
@@ -916,13 +944,17 @@ impl<T: Amount> BlockCost<T> {
         });
 
         // Transformer Engine's FP8 weight copies are of the weights a device computes with, not
-        // sharded by ZeRO (zero but under FP8). With FP8 parameters they are the weights: the
-        // bf16 weight beside them is not kept (ZeRO 1–2 only, which leave it unsharded).
+        // sharded by ZeRO (zero but under FP8); under ZeRO 3 they are the gathered weights a
+        // micro-batch in flight keeps for its backward (torchtitan's docs/float8.md: unsharded
+        // FP8 weights are saved for the backward unless `force_recompute_fp8_weight_in_bwd`).
+        // With FP8 parameters they are the weights: the bf16 weight beside them is not kept,
+        // whole under ZeRO 1–2 and the device's shard under ZeRO 3.
         let [w, g, o] = state;
         let mut w =
             w + self.fp8_weights.clone() * fp8_bytes_of::<T>(k.precision, |b| b.weight_copy);
         if k.fp8_params {
-            w = w - self.fp8_weights.clone() * T::int(WEIGHT_BYTES as u64);
+            let shards = if k.zero >= 3 { k.replicas() } else { 1 };
+            w = w - self.fp8_weights.clone() * T::ratio(WEIGHT_BYTES as u64, shards);
         }
         let held = [w, g, o];
         // DualPipe keeps two copies of the parameters, stages i and pp − 1 − i on rank i

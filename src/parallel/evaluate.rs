@@ -2447,9 +2447,10 @@ fn analysis_rows<T: Priced>(
     Ok(comm)
 }
 
-/// What ZeRO 1–2's weight all-gather of the operator of gradient collective `at` does not move
-/// with FP8 parameters, all calls together ([`BlockCost::fp8_gather_saving`] for its weight: a
-/// repeated layer's FP8 GEMM; zero otherwise).
+/// What one all-gather of the weights of the operator of gradient collective `at` (ZeRO 1–2's
+/// after the step, or one of ZeRO 3's per layer) does not move with FP8 parameters, all calls
+/// together ([`crate::parallel::amount::fp8_gather_saving_once`] for its weight: a repeated
+/// layer's FP8 GEMM; zero otherwise).
 fn row_fp8_gather_saving<T: Priced>(n: &BlockNumbers<T>, at: CommRef, layer: bool, k: &Knobs) -> T {
     // Counted once per operator, on its first gradient (a linear layer's weight, before its
     // bias).
@@ -2463,7 +2464,7 @@ fn row_fp8_gather_saving<T: Priced>(n: &BlockNumbers<T>, at: CommRef, layer: boo
         .iter()
         .find(|(o, _)| *o == op)
         .map_or_else(T::zero, |(_, w)| {
-            super::amount::fp8_gather_saving(w.clone(), k)
+            super::amount::fp8_gather_saving_once(w.clone(), k)
         })
 }
 

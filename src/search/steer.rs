@@ -72,7 +72,7 @@ pub struct Steer {
     /// (`--fix account=embedding+loss`; nothing unless fixed).
     pub pipeline_split: Option<PipelineSplit>,
     /// FP8 parameters (`--fix fp8-params=on`), where they apply: an FP8 recipe that keeps them
-    /// with ZeRO 1–2 ([`Knobs::fp8_params`]).
+    /// with ZeRO 1–3 ([`Knobs::fp8_params`]).
     pub fp8_params: Option<bool>,
 }
 
@@ -344,9 +344,7 @@ impl Steer {
     /// Whether strategy `k` keeps FP8 parameters: fixed on, and allowed by its precision and
     /// ZeRO stage.
     pub fn fp8_params_for(&self, k: &Knobs) -> bool {
-        self.fp8_params == Some(true)
-            && k.precision.keeps_fp8_params()
-            && (k.zero == 1 || k.zero == 2)
+        self.fp8_params == Some(true) && k.precision.keeps_fp8_params() && k.zero >= 1
     }
 
     fn bounds(&self) -> [(&'static str, &Bound); 9] {

@@ -177,7 +177,7 @@ pub fn check_knobs(k: &Knobs) -> std::result::Result<(), StrategyError> {
         }
         .into());
     }
-    if k.fp8_params && !(k.zero == 1 || k.zero == 2) {
+    if k.fp8_params && k.zero == 0 {
         return Err(Unsupported::Fp8ParamsZero { zero: k.zero }.into());
     }
     Ok(())

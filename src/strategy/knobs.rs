@@ -546,10 +546,11 @@ pub struct Knobs {
     /// FP8 parameters (Megatron-LM's `--fp8-param-gather`, NeMo's `fp8_params`): "keep the
     /// compute param in fp8 (do not use any other intermediate dtype) and perform the param
     /// all-gather in fp8" (megatron/training/arguments.py). The FP8 GEMMs' weights are kept only
-    /// as their FP8 copies, without the bf16 weight beside them; the distributed optimizer
-    /// writes each step's FP8 weights from its fp32 master shard, gathers them in FP8, and the
-    /// transposed copy is made from the gathered one. Under an FP8 recipe whose weights can be
-    /// ([`Precision::keeps_fp8_params`]) with ZeRO 1 or 2 only.
+    /// as their FP8 copies, without the bf16 weight beside them; the optimizer writes each
+    /// step's FP8 weights from its fp32 master shard, they are gathered in FP8 (by the
+    /// distributed optimizer once a step under ZeRO 1–2, by Megatron-FSDP before every forward
+    /// and backward under ZeRO 3), and the transposed copy is made from the gathered one. Under
+    /// an FP8 recipe whose weights can be ([`Precision::keeps_fp8_params`]) with ZeRO 1 to 3.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub fp8_params: bool,
 }

@@ -317,7 +317,8 @@ pub fn lower_bound(
     let opt: Vec<f64> = r
         .params
         .iter()
-        .map(|&x| optimizer_seconds(x, k, rates))
+        .zip(&r.fp8)
+        .map(|(&x, &fp8)| optimizer_seconds(x, fp8, k, rates))
         .collect();
     let mut best: f64 = 0.0;
     let mut gathers = vec![0.0; p];

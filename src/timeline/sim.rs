@@ -975,15 +975,16 @@ pub fn grad_accumulation_bytes(params: f64, k: &crate::strategy::Knobs) -> f64 {
     crate::parallel::amount::grad_accumulation(params, k)
 }
 
-/// Seconds of the optimizer step over `params` parameter elements held by one device: its
-/// memory-bound kernels ([`crate::parallel::amount::optimizer_traffic`]), each a streaming
-/// kernel with its own launch. Gradient clipping's rescale runs only when the norm exceeds the
-/// threshold and is left out.
-pub fn optimizer_seconds(params: f64, k: &crate::strategy::Knobs, rates: &Rates) -> f64 {
+/// Seconds of the optimizer step over `params` parameter elements held by one device, `fp8`
+/// of them FP8 GEMM weights: its memory-bound kernels
+/// ([`crate::parallel::amount::optimizer_traffic`]), each a streaming kernel with its own
+/// launch. Gradient clipping's rescale runs only when the norm exceeds the threshold and is
+/// left out.
+pub fn optimizer_seconds(params: f64, fp8: f64, k: &crate::strategy::Knobs, rates: &Rates) -> f64 {
     if params <= 0.0 {
         return 0.0;
     }
-    crate::parallel::amount::optimizer_traffic(params, k)
+    crate::parallel::amount::optimizer_traffic(params, fp8, k)
         .iter()
         .map(|b| rates.op_seconds(0.0, *b, KernelClass::Other, 1))
         .sum()
@@ -1906,7 +1907,7 @@ impl<'a> Layout<'a> {
             device: d,
             stream: Stream::Compute,
             start: 0.0,
-            dur: optimizer_seconds(params, k, rates),
+            dur: optimizer_seconds(params, fp8, k, rates),
             what: What::Optimizer,
             pass: Pass::Backward,
             stage: d,
