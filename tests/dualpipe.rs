@@ -97,7 +97,7 @@ fn each_rank_runs_two_stages_half_the_micro_batches_each() {
         for t in &prog {
             assert_eq!(schedule_device(t.stage, t.microbatch, p, m), s);
         }
-        let pairs = paired(Schedule::DualPipe, s, p, m, 1);
+        let pairs = paired(Schedule::DualPipe, s, p, m, prog.len());
         assert_eq!(pairs.len(), prog.len());
         // A paired forward is followed by a backward of the other phase.
         for (i, &two) in pairs.iter().enumerate() {

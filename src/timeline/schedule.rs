@@ -93,23 +93,24 @@ pub fn program(schedule: Schedule, s: usize, p: usize, m: usize, v: usize) -> Ve
     }
 }
 
-/// Per task of [`program`], whether it runs overlapped with the next one: under DualPipe the
-/// forward of an F&B chunk, with the backward that follows it; false everywhere else.
-pub fn paired(schedule: Schedule, s: usize, p: usize, m: usize, v: usize) -> Vec<bool> {
+/// Per task of [`program`] (`len` tasks), whether it runs overlapped with the next one: under
+/// DualPipe the forward of an F&B chunk, with the backward that follows it; false everywhere
+/// else.
+pub fn paired(schedule: Schedule, s: usize, p: usize, m: usize, len: usize) -> Vec<bool> {
     match schedule {
         Schedule::DualPipe if p > 1 => dualpipe(s, p, m).1,
-        _ => vec![false; program(schedule, s, p, m, v).len()],
+        _ => vec![false; len],
     }
 }
 
 /// Per task of [`program`], whether what it sends waits for the next task: under DualPipe a
 /// full backward chunk (its input gradient, then its weight gradient) sends its gradient when
 /// the whole chunk is done, as `DualPipe._backward_chunk` does (and an F&B chunk both its
-/// outputs); false everywhere else.
-pub fn sends_after_next(schedule: Schedule, s: usize, p: usize, m: usize, v: usize) -> Vec<bool> {
+/// outputs); false everywhere else. `len`: the tasks of the rank's [`program`].
+pub fn sends_after_next(schedule: Schedule, s: usize, p: usize, m: usize, len: usize) -> Vec<bool> {
     match schedule {
         Schedule::DualPipe if p > 1 => dualpipe(s, p, m).2,
-        _ => vec![false; program(schedule, s, p, m, v).len()],
+        _ => vec![false; len],
     }
 }
 

@@ -1072,8 +1072,9 @@ struct Layout<'a> {
     run_end: Vec<usize>,
     /// Each block's steps in each pass.
     passes: Vec<PerPass<Vec<SimStep>>>,
-    /// The slowest tier a pipeline send crosses.
-    p2p_tier: crate::strategy::Tier,
+    /// Per virtual stage: the bytes of its last item's output, what a pipeline send after it
+    /// moves, and that send's seconds (as floats once: every micro-batch sends them).
+    boundary: Vec<(f64, f64)>,
     /// Each pipeline rank's tasks, in order.
     programs: Vec<Vec<Task>>,
     /// Per rank and virtual stage, the position of the stage's last backward (its last weight
@@ -1123,9 +1124,11 @@ impl<'a> Layout<'a> {
             })
             .collect();
         let programs: Vec<Vec<Task>> = (0..p).map(|s| program(k.schedule, s, p, m, v)).collect();
-        let paired: Vec<Vec<bool>> = (0..p).map(|s| paired(k.schedule, s, p, m, v)).collect();
+        let paired: Vec<Vec<bool>> = (0..p)
+            .map(|s| paired(k.schedule, s, p, m, programs[s].len()))
+            .collect();
         let joined: Vec<Vec<bool>> = (0..p)
-            .map(|s| sends_after_next(k.schedule, s, p, m, v))
+            .map(|s| sends_after_next(k.schedule, s, p, m, programs[s].len()))
             .collect();
         let sched_v = if k.schedule == Schedule::Interleaved {
             v
@@ -1169,6 +1172,17 @@ impl<'a> Layout<'a> {
                 }
             }
         }
+        let p2p_tier = mesh.p2p_tier();
+        let boundary = (0..nst)
+            .map(|s| {
+                // Through the last item before the boundary (none before an empty first stage).
+                let Some(last_item) = first[s + 1].checked_sub(1) else {
+                    return (0.0, 0.0);
+                };
+                let bytes = f(&plan.blocks[plan.items[last_item]].boundary_bytes);
+                (bytes, send_seconds(&ctx, bytes, p2p_tier))
+            })
+            .collect();
         Layout {
             p,
             nst,
@@ -1178,7 +1192,7 @@ impl<'a> Layout<'a> {
             run_start,
             run_end,
             passes,
-            p2p_tier: mesh.p2p_tier(),
+            boundary,
             programs,
             last_bwd,
             paired,
@@ -1808,15 +1822,13 @@ impl<'a> Layout<'a> {
         task: Task,
         cur: &Cursor,
     ) -> Option<(usize, (f64, usize))> {
-        let plan = self.plan();
         let (dest, boundary_stage) = match task.pass {
             Pass::Forward if task.stage + 1 < self.nst => (task.stage + 1, task.stage),
             Pass::Backward if task.stage > 0 => (task.stage - 1, task.stage - 1),
             _ => return None,
         };
-        let last_item = self.first[boundary_stage + 1] - 1;
-        let bytes = f(&plan.blocks[plan.items[last_item]].boundary_bytes);
-        let k = &plan.knobs;
+        let (bytes, dur) = self.boundary[boundary_stage];
+        let k = &self.plan().knobs;
         let m = k.microbatches as usize;
         if device_of(k.schedule, dest, task.microbatch, self.p, m) == d {
             return Some((dest, (cur.t, cur.prev.unwrap_or(0))));
@@ -1825,7 +1837,7 @@ impl<'a> Layout<'a> {
             device: d,
             stream: Stream::P2p,
             start: 0.0,
-            dur: send_seconds(&self.ctx, bytes, self.p2p_tier),
+            dur,
             what: What::Send,
             pass: task.pass,
             stage: task.stage,
