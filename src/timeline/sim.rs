@@ -1353,11 +1353,14 @@ impl<'a> Layout<'a> {
             return;
         }
         let dev = &mut st.devices[d];
-        for t in std::mem::take(&mut st.waiting[d]) {
+        // Emptied in place, its allocation kept for the next task.
+        let mut waiting = std::mem::take(&mut st.waiting[d]);
+        for t in waiting.drain(..) {
             if let Some((dest, arrival)) = self.hand_on(dev, &mut st.rec, d, t, cur) {
                 st.arrivals[dest][t.microbatch][t.pass] = Some(arrival);
             }
         }
+        st.waiting[d] = waiting;
     }
 
     /// Runs DualPipe's F&B chunk on device `d`: the forward of one micro-batch and the
