@@ -198,18 +198,6 @@ pub fn weight_cast<T: Amount>(params: T, k: &Knobs) -> T {
     }
 }
 
-/// Bytes each rank holds of `params` weight elements, `fp8` of them FP8 GEMM weights, as a
-/// gather of the weights moves them: in the precision's weight type, less
-/// [`fp8_gather_saving_per_element`] for each FP8 GEMM weight.
-pub fn weight_gather_bytes<T: Amount>(params: T, fp8: T, k: &Knobs) -> T {
-    let bytes = params * T::int(k.precision.weight_bytes());
-    if k.fp8_params {
-        bytes - fp8 * fp8_gather_saving_per_element(k)
-    } else {
-        bytes
-    }
-}
-
 /// Bytes per FP8 GEMM weight element that a gather of the weights does not move with FP8
 /// parameters ([`Knobs::fp8_params`]): the element goes as one FP8 copy with its scales (half
 /// the recipe's `weight_copy`, which holds the rowwise and the columnwise one) instead of in the

@@ -22,7 +22,7 @@ use super::cost::Rates;
 use super::plan::Collective;
 use super::plan::{strategy_blocks, PlanBlock, TimingPlan, FORMAT};
 use super::schedule::PerPass;
-use super::sim::{block_fp8_weights, optimizer_seconds, pass_chains, weight_gather_wire};
+use super::sim::{block_fp8_weights, block_gather_wire, optimizer_seconds, pass_chains};
 use crate::error::Result;
 use crate::model::Model;
 use crate::parallel::evaluate::{interleaved_chunks, microbatch_bindings, BlockNumbers};
@@ -44,6 +44,9 @@ pub struct Chains {
     pub dp_grad: Vec<f64>,
     /// FP8 GEMM weight elements per device of each block (what FP8 parameters gather in FP8).
     pub fp8: Vec<f64>,
+    /// Wire bytes per device of one all-gather of each block's weights, as the simulation
+    /// gathers them ([`block_gather_wire`]).
+    pub gather: Vec<f64>,
 }
 
 /// One value per recomputation choice, named by choice. Indexed by [`Recompute`].
@@ -97,6 +100,7 @@ pub fn chains(
     let layer = blocks.iter().map(|b| b.layer).collect();
     let dp_grad = numbers.iter().map(|n| f(&n.exact.dp_grad)).collect();
     let fp8 = blocks.iter().map(block_fp8_weights).collect();
+    let gather = blocks.iter().map(|b| block_gather_wire(b, knobs)).collect();
     let mut plan = TimingPlan {
         format: FORMAT.into(),
         model: model.name.clone(),
@@ -125,6 +129,7 @@ pub fn chains(
         layer,
         dp_grad,
         fp8,
+        gather,
     })
 }
 
@@ -160,6 +165,8 @@ struct Ranks {
     params: Vec<f64>,
     /// Per rank: FP8 GEMM weight elements held.
     fp8: Vec<f64>,
+    /// Per rank: wire bytes of one all-gather of the weights it holds.
+    gather: Vec<f64>,
     /// Per rank: data-parallel gradient wire bytes per micro-batch.
     grads: Vec<f64>,
     /// Per virtual stage: its gradient wire bytes.
@@ -198,6 +205,7 @@ impl Ranks {
             busy: vec![0.0; p],
             params: vec![0.0; p],
             fp8: vec![0.0; p],
+            gather: vec![0.0; p],
             grads: vec![0.0; p],
             fwd,
             bwd,
@@ -211,6 +219,7 @@ impl Ranks {
                 r.busy[d] += runs * (r.fwd[s] + r.bwd[s] + r.wgt[s]);
                 r.params[d] += stage_sum(st, |b| chains.params[b]);
                 r.fp8[d] += stage_sum(st, |b| chains.fp8[b]);
+                r.gather[d] += stage_sum(st, |b| chains.gather[b]);
                 r.grads[d] += r.stage_grads[s];
             }
         }
@@ -252,18 +261,14 @@ impl DpStream<'_> {
         }
     }
 
-    /// After the optimizer step, ZeRO 1–2's all-gather of `x` weight elements, `fp8` of them
-    /// FP8 GEMM weights (ZeRO 3 gathers layer by layer during the passes, bounded apart);
-    /// overlapped with the next step's forward (`--overlap-param-gather`), it may lengthen the
-    /// step by nothing.
-    fn gather(&self, x: f64, fp8: f64) -> f64 {
+    /// After the optimizer step, ZeRO 1–2's all-gather of `wire` bytes per rank (ZeRO 3
+    /// gathers layer by layer during the passes, bounded apart); overlapped with the next
+    /// step's forward (`--overlap-param-gather`), it may lengthen the step by nothing.
+    fn gather(&self, wire: f64) -> f64 {
         let distributed = (1..3).contains(&self.k.zero) && self.k.replicas() > 1;
         if distributed && !self.k.overlap.param_gather {
-            self.rates.collective_floor(
-                Collective::AllGather,
-                weight_gather_wire(x, fp8, self.k),
-                &self.axis,
-            )
+            self.rates
+                .collective_floor(Collective::AllGather, wire, &self.axis)
         } else {
             0.0
         }
@@ -282,9 +287,8 @@ fn zero3_gathers(
     let mut gathers = vec![0.0; p];
     for (s, st) in stages.iter().enumerate() {
         for &(b, c) in st {
-            let x = chains.params[b];
-            if x > 0.0 {
-                let wire = weight_gather_wire(x, chains.fp8[b], dp.k);
+            if chains.params[b] > 0.0 {
+                let wire = chains.gather[b];
                 let one = dp
                     .rates
                     .collective_seconds(Collective::AllGather, wire, &dp.axis);
@@ -345,7 +349,7 @@ pub fn lower_bound(
         }
         for d in 0..p {
             let stream = reduced[d] + if k.zero == 3 { gathers[d] } else { 0.0 };
-            best = best.max((stream + opt[d] + dp.gather(r.params[d], r.fp8[d])) * (1.0 - 1e-9));
+            best = best.max((stream + opt[d] + dp.gather(r.gather[d])) * (1.0 - 1e-9));
         }
     }
     if r.dual {
@@ -353,7 +357,7 @@ pub fn lower_bound(
         // chains are no bound on its time there: only its gradients' reduction and what
         // follows it are.
         for (d, o) in opt.iter().enumerate() {
-            best = best.max(dp.reduce(r.grads[d]) + o + dp.gather(r.params[d], r.fp8[d]));
+            best = best.max(dp.reduce(r.grads[d]) + o + dp.gather(r.gather[d]));
         }
         return best;
     }
@@ -368,7 +372,7 @@ fn pipeline_bound(r: &Ranks, opt: &[f64], dp: &DpStream) -> f64 {
     let mut best: f64 = 0.0;
     let (mut fill, mut drain) = (0.0, 0.0);
     for d in 0..k.pp as usize {
-        let after = opt[d] + dp.gather(r.params[d], r.fp8[d]);
+        let after = opt[d] + dp.gather(r.gather[d]);
         // Under ZB-H1 rank d's last backward is followed by up to min(m, d + 1) weight passes
         // (it defers its W's by d backwards), which the drain to rank 0 does not wait for.
         let w_after = match k.schedule {
@@ -377,7 +381,7 @@ fn pipeline_bound(r: &Ranks, opt: &[f64], dp: &DpStream) -> f64 {
             }
             _ => 0.0,
         };
-        let tail = after.max(drain + opt[0] + dp.gather(r.params[0], r.fp8[0]) - w_after);
+        let tail = after.max(drain + opt[0] + dp.gather(r.gather[0]) - w_after);
         best = best.max(fill + r.busy[d] + tail);
         // The gradients leave after the task that makes them starts (the last backward; the
         // last weight pass under ZB-H1); everything after waits for them.

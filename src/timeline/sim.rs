@@ -990,14 +990,22 @@ pub fn optimizer_seconds(params: f64, fp8: f64, k: &crate::strategy::Knobs, rate
         .sum()
 }
 
-/// Bytes per rank on the wire of one all-gather of `params` weight elements, `fp8` of them FP8
-/// GEMM weights, over the strategy's replicas (ZeRO 3's per-layer gathers, ZeRO 1–2's gather
-/// after the step): each rank receives the (n − 1)/n it does not hold, in the precision's
-/// weight type, or FP8 with FP8 parameters
-/// ([`crate::parallel::amount::weight_gather_bytes`]).
-pub fn weight_gather_wire(params: f64, fp8: f64, k: &crate::strategy::Knobs) -> f64 {
-    let n = k.replicas() as f64;
-    crate::parallel::amount::weight_gather_bytes(params, fp8, k) * (n - 1.0) / n
+/// Bytes per rank on the wire of one all-gather of block `b`'s weights (ZeRO 3's per-layer
+/// gathers, ZeRO 1–2's gather after the step), from the block's data-parallel gradient
+/// all-reduces as the collectives table reads them ([`crate::parallel::amount::zero_reduction`]):
+/// half of each all-reduce's wire bytes (in the precision's gradient type, which is its weight
+/// type), an expert's over its expert-data-parallel group as the plan states its gradients,
+/// less what FP8 parameters do not move
+/// ([`crate::parallel::amount::fp8_gather_saving_once`]).
+pub fn block_gather_wire(b: &PlanBlock, k: &crate::strategy::Knobs) -> f64 {
+    let all_reduced: f64 = b
+        .grads
+        .iter()
+        .filter(|(_, c)| c.axis == Axis::Dp && c.kind == Collective::AllReduce)
+        .map(|(_, c)| f(&c.bytes))
+        .sum();
+    let wire = all_reduced * k.precision.wire_factor() as f64 / 2.0;
+    wire - crate::parallel::amount::fp8_gather_saving_once(block_fp8_weights(b), k)
 }
 
 /// FP8 GEMM weight elements per device of `b`'s operators under the plan's precision (none
@@ -1067,6 +1075,8 @@ struct Layout<'a> {
     block_params: Vec<f64>,
     /// Per block, its FP8 GEMM weight elements ([`block_fp8_weights`]).
     block_fp8: Vec<f64>,
+    /// Per block, the wire bytes of one all-gather of its weights ([`block_gather_wire`]).
+    block_gather: Vec<f64>,
     /// For each item, the first and last item of its run of copies of the same block.
     run_start: Vec<usize>,
     run_end: Vec<usize>,
@@ -1189,6 +1199,11 @@ impl<'a> Layout<'a> {
             first,
             block_params: plan.blocks.iter().map(|b| f(&b.params)).collect(),
             block_fp8: plan.blocks.iter().map(block_fp8_weights).collect(),
+            block_gather: plan
+                .blocks
+                .iter()
+                .map(|b| block_gather_wire(b, k))
+                .collect(),
             run_start,
             run_end,
             passes,
@@ -1770,8 +1785,7 @@ impl<'a> Layout<'a> {
 
     /// Seconds and bytes on the wire of one all-gather of block `b`'s weights (ZeRO 3's).
     fn gather_seconds(&self, b: usize) -> (f64, f64) {
-        let (params, fp8) = (self.block_params[b], self.block_fp8[b]);
-        let wire = weight_gather_wire(params, fp8, &self.plan().knobs);
+        let wire = self.block_gather[b];
         (
             self.ctx
                 .rates
@@ -1935,7 +1949,7 @@ impl<'a> Layout<'a> {
         let (opt, _, opt_end) = dev.push(rec, e, ready);
         if k.zero >= 1 && k.zero < 3 && self.replicas > 1 {
             // The distributed optimizer gathers the updated model weights from their owners.
-            let wire = weight_gather_wire(params, fp8, k);
+            let wire: f64 = held.iter().map(|&b| self.block_gather[b]).sum();
             let dur = rates.collective_seconds(Collective::AllGather, wire, &self.ctx.dp);
             let before = dev.free.iter().cloned().fold(0.0, f64::max);
             let mut e = grad_event(d, Stream::DpComm, dur, wire, dev.buckets, None, opt);
