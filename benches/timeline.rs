@@ -31,6 +31,7 @@ fn gpt3_175b_1024(c: &mut Criterion) {
         precision: Default::default(),
         pipeline_split: Default::default(),
         fp8_params: false,
+        fp8_dispatch: false,
     };
     let layout = Layout {
         sequence_parallel: true,

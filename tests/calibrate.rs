@@ -197,6 +197,7 @@ fn knobs(microbatches: u64) -> Knobs {
         precision: Default::default(),
         pipeline_split: Default::default(),
         fp8_params: false,
+        fp8_dispatch: false,
     }
 }
 

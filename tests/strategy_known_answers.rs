@@ -381,6 +381,7 @@ fn estimates_agree_with_exact_prices() {
                             precision: Default::default(),
                             pipeline_split: Default::default(),
                             fp8_params: false,
+                            fp8_dispatch: false,
                         };
                         let layout = Layout {
                             sequence_parallel: sp,

@@ -37,6 +37,7 @@ fn knobs(dp: u64, tp: u64, pp: u64, m: u64, schedule: Schedule, chunks: u64) -> 
         precision: Default::default(),
         pipeline_split: Default::default(),
         fp8_params: false,
+        fp8_dispatch: false,
     }
 }
 

@@ -205,7 +205,7 @@ struct Strategy(symshard::Strategy);
 #[pymethods]
 impl Strategy {
     #[new]
-    #[pyo3(signature = (text = None, *, dp = None, tp = None, pp = None, ep = None, cp = None, micro_batch_size = None, microbatches = None, schedule = None, chunks = None, sequence_parallel = false, recompute = None, zero = None, precision = None, tp_comm_overlap = false, overlap_param_gather = false, no_overlap_grad_reduce = false, fp8_params = false))]
+    #[pyo3(signature = (text = None, *, dp = None, tp = None, pp = None, ep = None, cp = None, micro_batch_size = None, microbatches = None, schedule = None, chunks = None, sequence_parallel = false, recompute = None, zero = None, precision = None, tp_comm_overlap = false, overlap_param_gather = false, no_overlap_grad_reduce = false, fp8_params = false, fp8_dispatch = false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         text: Option<String>,
@@ -226,6 +226,7 @@ impl Strategy {
         overlap_param_gather: bool,
         no_overlap_grad_reduce: bool,
         fp8_params: bool,
+        fp8_dispatch: bool,
     ) -> PyResult<Strategy> {
         use symshard::strategy::{Precision, Recompute, Schedule};
         let schedule_name = schedule.as_deref();
@@ -270,6 +271,7 @@ impl Strategy {
             account_for_embedding_in_pipeline_split: false,
             account_for_loss_in_pipeline_split: false,
             fp8_params,
+            fp8_dispatch,
         };
         let Some(text) = text else {
             return Ok(Strategy(knobs));
@@ -720,6 +722,7 @@ struct RankRow {
     overlap: BTreeMap<String, bool>,
     precision: String,
     fp8_params: bool,
+    fp8_dispatch: bool,
     relative_cost: Py<PyAny>,
     relative: Py<RelativeCost>,
     memory_per_device: Py<PyAny>,
@@ -763,6 +766,7 @@ impl RankRow {
             overlap,
             precision: r.precision.to_string(),
             fp8_params: r.fp8_params,
+            fp8_dispatch: r.fp8_dispatch,
             relative_cost: exact(py, &r.relative_cost)?,
             relative: RelativeCost::of(py, &r.relative)?,
             memory_per_device: exact(py, &r.memory_per_device)?,

@@ -400,6 +400,9 @@ class RankRow:
     #: Whether it keeps FP8 parameters (Megatron-LM's ``--fp8-param-gather``;
     #: ``rank(..., fix="fp8-params=on")``).
     fp8_params: bool = False
+    #: Whether it dispatches the experts' tokens in FP8 (DeepSeek-V3's FP8 dispatch;
+    #: ``rank(..., fix="fp8-dispatch=on")``).
+    fp8_dispatch: bool = False
 
     #: Samples per micro-batch and data-parallel rank (``None`` where the batch has no size).
     micro_batch_size: Optional[int] = None
@@ -438,6 +441,7 @@ class RankRow:
             overlap=dict(n.overlap),
             precision=n.precision,
             fp8_params=n.fp8_params,
+            fp8_dispatch=n.fp8_dispatch,
             micro_batch_size=n.micro_batch_size,
             strategy=n.strategy,
             layout=n.layout,
@@ -472,6 +476,8 @@ class RankRow:
             k["precision"] = self.precision
         if self.fp8_params:
             k["fp8_params"] = True
+        if self.fp8_dispatch:
+            k["fp8_dispatch"] = True
         return k
 
 
@@ -797,8 +803,8 @@ def models() -> List[ModelInfo]:
 _STRATEGY_KNOBS = (
     "dp", "tp", "pp", "ep", "cp", "micro_batch_size", "microbatches", "schedule", "chunks",
     "sequence_parallel", "recompute", "zero", "precision", "tp_comm_overlap",
-    "overlap_param_gather", "no_overlap_grad_reduce", "fp8_params", "gpus_per_node", "memory",
-    "headroom",
+    "overlap_param_gather", "no_overlap_grad_reduce", "fp8_params", "fp8_dispatch",
+    "gpus_per_node", "memory", "headroom",
 )
 _KNOB_ALIASES = {"mbs": "micro_batch_size", "sp": "sequence_parallel"}
 

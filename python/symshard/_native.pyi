@@ -91,6 +91,7 @@ class Strategy:
         overlap_param_gather: bool = ...,
         no_overlap_grad_reduce: bool = ...,
         fp8_params: bool = ...,
+        fp8_dispatch: bool = ...,
     ) -> "Strategy": ...
 
 @final
@@ -382,6 +383,8 @@ class RankRow:
     def precision(self) -> str: ...
     @property
     def fp8_params(self) -> bool: ...
+    @property
+    def fp8_dispatch(self) -> bool: ...
     @property
     def relative_cost(self) -> _Exact: ...
     @property

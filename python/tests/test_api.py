@@ -81,6 +81,34 @@ def test_cost_takes_a_twenty_digit_symbol_exactly(cli):
     assert c.raw == want
 
 
+def test_a_row_with_fp8_dispatch_is_priced_again_with_it(cli):
+    # `rank --fix fp8-dispatch=on`: an expert-parallel row dispatches in FP8, says so, and
+    # passes it on to `cost`, whose all-to-alls are the command line's given the same row.
+    r = symshard.rank(
+        "mixtral-8x7b", devices=64, calib="h100-sxm", fix="precision=fp8,fp8-dispatch=on", top=1
+    )
+    row = r.rows[0]
+    assert row.ep > 1
+    assert row.fp8_dispatch is True and row.knobs()["fp8_dispatch"] is True
+    assert "fp8-dispatch" in row.strategy
+    c = symshard.cost("mixtral-8x7b", strategy=row, calib="h100-sxm")
+    assert c.per_device is not None
+    a2a = sorted(
+        (x.tensor, x.bytes, x.count) for x in c.per_device.comm if x.collective == "all-to-all"
+    )
+    # Toward the experts in FP8, back in bf16: two rows of two calls each per layer.
+    assert [t for t, _, _ in a2a] == ["expert slots", "expert slots (FP8)"]
+    want = cli.json(
+        "cost", "mixtral-8x7b", "--calib", "h100-sxm", "--strategy", row.strategy,
+    )
+    got = sorted(
+        (x["tensor"], int(x["bytes"]), x["count"])
+        for x in want["per_device"]["comm"]
+        if x["collective"] == "all-to-all"
+    )
+    assert [(t, int(b), n) for t, b, n in a2a] == got
+
+
 def test_a_row_with_fp8_params_is_priced_again_with_them(cli):
     # `rank --fix fp8-params=on`: the row keeps FP8 parameters, says so, and passes them on to
     # `cost`, which prices the same memory as the command line given the flag.

@@ -421,6 +421,9 @@ fn fix_items(s: &Strategy) -> Result<String, Error> {
     if s.fp8_params {
         items.push("fp8-params=on".into());
     }
+    if s.fp8_dispatch {
+        items.push("fp8-dispatch=on".into());
+    }
     Ok(items.join(","))
 }
 
@@ -466,6 +469,9 @@ pub struct RankRow {
     /// FP8 parameters ([`Knobs::fp8_params`]; absent when not kept).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub fp8_params: bool,
+    /// FP8 dispatch ([`Knobs::fp8_dispatch`]; absent when not used).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub fp8_dispatch: bool,
     /// Relative cost: FLOP-equivalents of the busiest device per step.
     #[serde(serialize_with = "ser_rational")]
     pub relative_cost: Rational,
@@ -968,10 +974,12 @@ fn sched_name(k: &Knobs) -> String {
 
 impl RankRow {
     /// Its precision as the rank table prints it: the recipe, `+params` where the row keeps FP8
-    /// parameters (`--fix fp8-params=on`).
+    /// parameters (`--fix fp8-params=on`), `+dispatch` where it dispatches in FP8
+    /// (`--fix fp8-dispatch=on`).
     pub fn precision_label(&self) -> String {
         let params = if self.fp8_params { "+params" } else { "" };
-        format!("{}{params}", self.precision)
+        let dispatch = if self.fp8_dispatch { "+dispatch" } else { "" };
+        format!("{}{params}{dispatch}", self.precision)
     }
 }
 
@@ -997,6 +1005,7 @@ fn strategy_of(k: &Knobs) -> Strategy {
         account_for_embedding_in_pipeline_split: k.pipeline_split.embedding,
         account_for_loss_in_pipeline_split: k.pipeline_split.loss,
         fp8_params: k.fp8_params,
+        fp8_dispatch: k.fp8_dispatch,
         ..Strategy::default()
     }
 }
@@ -1026,6 +1035,7 @@ fn row_of(r: &crate::search::RankedRow, batch: &Rational) -> RankRow {
         precision: k.precision,
         pipeline_split: k.pipeline_split,
         fp8_params: k.fp8_params,
+        fp8_dispatch: k.fp8_dispatch,
         relative_cost: e.relative.total.clone(),
         relative: e.relative.clone(),
         memory_per_device: e.memory.total.clone(),

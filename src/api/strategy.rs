@@ -55,6 +55,8 @@ pub struct Strategy {
     pub account_for_loss_in_pipeline_split: bool,
     /// FP8 parameters (Megatron-LM's `--fp8-param-gather`; [`Knobs::fp8_params`]).
     pub fp8_params: bool,
+    /// FP8 dispatch (DeepSeek-V3's; [`Knobs::fp8_dispatch`]).
+    pub fp8_dispatch: bool,
 }
 
 /// What a strategy file gives before the knobs override it.
@@ -233,6 +235,7 @@ impl Strategy {
         knobs.pipeline_split.embedding |= self.account_for_embedding_in_pipeline_split;
         knobs.pipeline_split.loss |= self.account_for_loss_in_pipeline_split;
         knobs.fp8_params |= self.fp8_params;
+        knobs.fp8_dispatch |= self.fp8_dispatch;
         let gpus_per_node = machine
             .given_gpus_per_node()
             .or(gpn)
@@ -312,6 +315,7 @@ impl Strategy {
             account_for_loss_in_pipeline_split: self.account_for_loss_in_pipeline_split
                 | o.account_for_loss_in_pipeline_split,
             fp8_params: self.fp8_params | o.fp8_params,
+            fp8_dispatch: self.fp8_dispatch | o.fp8_dispatch,
         }
     }
 }
@@ -331,7 +335,9 @@ impl Strategy {
     ///   interleaved split, as `--account-for-embedding-in-pipeline-split` and
     ///   `--account-for-loss-in-pipeline-split` do;
     /// * the bare word `fp8-params` (or Megatron-LM's `fp8-param-gather`) keeps the FP8 GEMMs'
-    ///   weights as FP8 parameters, as `--fp8-params` does.
+    ///   weights as FP8 parameters, as `--fp8-params` does;
+    /// * the bare word `fp8-dispatch` dispatches the experts' tokens in FP8, as `--fp8-dispatch`
+    ///   does.
     ///
     /// So a strategy column of `rank` (`dp=8 tp=8 pp=1 mbs=1 1f1b sp=on recompute=none zero=1`) can
     /// be pasted as it is. Knobs not given keep the defaults of `cost` (dp = tp = pp = 1, one
@@ -349,6 +355,7 @@ impl Strategy {
             "schedule=none" => no_pipeline = true,
             "sp" | "sequence-parallel" => items.push("sp=on".into()),
             "fp8-params" | "fp8-param-gather" => items.push("fp8-params=on".into()),
+            "fp8-dispatch" => items.push("fp8-dispatch=on".into()),
             // `rank` prints the overlaps as `overlap=tp-comm,param-gather,no-grad-reduce`.
             "tp-comm-overlap" | "overlap=tp-comm" | "tp-comm" => flags.tp_comm_overlap = true,
             "overlap-param-gather" | "overlap=param-gather" | "param-gather" => {
@@ -372,7 +379,7 @@ impl Strategy {
                 None if word.contains('=') => items.push(word.to_string()),
                 None => {
                     return Err(Error::Usage(format!(
-                        "{what} `{text}`: `{word}` is neither KNOB=VALUE nor a known word (sp, a schedule name, tp-comm-overlap, overlap-param-gather, no-overlap-grad-reduce, fp8-params), nor a strategy file"
+                        "{what} `{text}`: `{word}` is neither KNOB=VALUE nor a known word (sp, a schedule name, tp-comm-overlap, overlap-param-gather, no-overlap-grad-reduce, fp8-params, fp8-dispatch), nor a strategy file"
                     )))
                 }
             },
@@ -422,6 +429,7 @@ impl Strategy {
             any_precision,
             pipeline_split,
             fp8_params,
+            fp8_dispatch,
         } = steer;
         if any_precision {
             return Err(Error::Usage(format!(
@@ -430,6 +438,7 @@ impl Strategy {
         }
         flags.precision = precision;
         flags.fp8_params |= fp8_params == Some(true);
+        flags.fp8_dispatch |= fp8_dispatch == Some(true);
         if let Some(p) = pipeline_split {
             flags.account_for_embedding_in_pipeline_split |= p.embedding;
             flags.account_for_loss_in_pipeline_split |= p.loss;

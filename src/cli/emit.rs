@@ -642,6 +642,11 @@ fn megatron_runtime(a: &mut Flags, warnings: &mut Vec<String>, model: &Model, k:
             a.push(("--fp8-param-gather", None));
         }
     }
+    if k.fp8_dispatch {
+        warnings.push(
+            "the row was priced with FP8 dispatch (fp8_dispatch: the all-to-alls toward the experts in FP8), which the cited Megatron-LM does not run (its token dispatchers and DeepEP path move the activations' bf16): the flags below dispatch in bf16".into(),
+        );
+    }
     if k.precision == Precision::Autocast {
         warnings.push(
             "the row was priced with fp32 weights under torch.autocast (precision=autocast), which Megatron-LM does not run: --bf16 keeps bf16 weights with an fp32 master copy, so its memory and time differ from the row".into(),
@@ -734,6 +739,11 @@ fn torchtitan(
             "the row was priced with Transformer Engine's FP8 linear layers (precision={}), which torchtitan does not run: its `float8` model converter (torchao) casts with per-tensor dynamic scaling and is not emitted here, so the config below trains in bf16",
             k.precision
         ));
+    }
+    if k.fp8_dispatch {
+        warnings.push(
+            "the row was priced with FP8 dispatch (fp8_dispatch), which torchtitan does not run: its expert-parallel all-to-alls move bf16".into(),
+        );
     }
     let (mbs, b) = micro_batch_size(model, values, k)?;
     let s = role_value(values, model.roles.sequence.as_ref());

@@ -89,6 +89,12 @@ pub struct StrategyFlags {
     /// Megatron-FSDP, zero 3). Under fp8, fp8-current or fp8-block, with zero 1 to 3.
     #[arg(long)]
     pub fp8_params: bool,
+    /// FP8 dispatch (DeepSeek-V3, arXiv:2412.19437, §3.3.2; DeepEP's FP8 dispatch): the
+    /// expert-parallel all-to-alls toward the experts (the forward dispatch, the backward of
+    /// combine) move FP8 with an fp32 scale per 128 elements, those back stay bf16. Under an
+    /// FP8 recipe with ep > 1.
+    #[arg(long)]
+    pub fp8_dispatch: bool,
     /// Devices per node (default: the calibration's, 8 for the reference machine).
     #[arg(long)]
     pub gpus_per_node: Option<u64>,
@@ -142,6 +148,7 @@ impl StrategyFlags {
             || self.no_overlap_grad_reduce
             || self.precision.is_some()
             || self.fp8_params
+            || self.fp8_dispatch
     }
 
     /// Without a strategy ([`StrategyArgs::given`]): checks the machine flags given all the
@@ -263,6 +270,7 @@ impl StrategyFlags {
             account_for_embedding_in_pipeline_split: self.account_for_embedding_in_pipeline_split,
             account_for_loss_in_pipeline_split: self.account_for_loss_in_pipeline_split,
             fp8_params: self.fp8_params,
+            fp8_dispatch: self.fp8_dispatch,
         };
         // `--strategy` takes a knob string too (a rank row pasted as it is), as `compare` does;
         // the flags given beside it win.
@@ -301,6 +309,7 @@ impl StrategyFlags {
             account_for_embedding_in_pipeline_split: s.account_for_embedding_in_pipeline_split,
             account_for_loss_in_pipeline_split: s.account_for_loss_in_pipeline_split,
             fp8_params: s.fp8_params,
+            fp8_dispatch: s.fp8_dispatch,
             ..StrategyFlags::default()
         }
     }

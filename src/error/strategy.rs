@@ -338,6 +338,18 @@ pub enum Unsupported {
     },
     /// FP8 parameters of a model with expert layers.
     Fp8ParamsExperts,
+    /// FP8 dispatch without an FP8 recipe of the GEMMs it feeds.
+    Fp8DispatchPrecision {
+        /// The precision given, by name.
+        precision: &'static str,
+    },
+    /// FP8 dispatch without expert parallelism: nothing is dispatched.
+    Fp8DispatchOneRank,
+    /// FP8 dispatch of activations that are not 2-byte (bf16 or fp16) ones.
+    Fp8DispatchActivations {
+        /// Bytes per activation element of the model.
+        bytes: u32,
+    },
     /// FP8 parameters without sharded weights or optimizer state to gather from (ZeRO 0).
     Fp8ParamsZero {
         /// The ZeRO stage.
@@ -375,6 +387,14 @@ impl Unsupported {
             Unsupported::Fp8ParamsExperts => "`fp8_params` with expert layers (mixture of experts) is not modelled: \
              their weights are gathered over the expert-data-parallel ranks"
                 .into(),
+            Unsupported::Fp8DispatchPrecision { precision } => format!(
+                "`fp8_dispatch` needs an FP8 recipe of the expert GEMMs the tokens are dispatched to (fp8, fp8-current, fp8-block or mxfp8), \
+                 not precision={precision}: DeepSeek-V3 quantizes the activation before the MoE up-projections for their FP8 GEMM"
+            ),
+            Unsupported::Fp8DispatchOneRank => "`fp8_dispatch` needs expert parallelism, ep > 1: with one rank no token is dispatched".into(),
+            Unsupported::Fp8DispatchActivations { bytes } => format!(
+                "`fp8_dispatch` prices 1 byte and a 4-byte scale per 128 elements against a 2-byte (bf16) activation, and this model's activations take {bytes} bytes"
+            ),
             Unsupported::Fp8ParamsZero { zero } => format!(
                 "`fp8_params` needs a gather of the weights, zero 1 or 2 (the distributed optimizer) or zero 3 (Megatron-FSDP), \
                  not zero {zero} (Megatron-LM asserts `--fp8-param-gather` only with the distributed optimizer, torch FSDP2 or \
@@ -398,6 +418,9 @@ impl Unsupported {
             Unsupported::Fp8ParamsPrecision { .. }
             | Unsupported::Fp8ParamsZero { .. }
             | Unsupported::Fp8ParamsExperts => "fp8_params",
+            Unsupported::Fp8DispatchPrecision { .. }
+            | Unsupported::Fp8DispatchOneRank
+            | Unsupported::Fp8DispatchActivations { .. } => "fp8_dispatch",
         }
     }
 }

@@ -1069,7 +1069,14 @@ fn expert_view<T: Priced>(n: &BlockNumbers<T>, k: &Knobs) -> Result<ExpertView<T
     let held = n.expert_params.clone() / ep.clone();
     let grad = x.dp_grad.clone() - n.expert_dp_grad.clone()
         + super::moe::expert_grad_allreduce(&n.expert_dp_grad, k.dp, k.cp, k.ep)?;
-    let wire = T::int(4) * (ep.clone() - T::int(1)) / ep * n.slot_bytes.clone();
+    let [dispatch, combine, combine_grad, dispatch_grad] =
+        super::moe::all_to_all_wire(n.slot_bytes.clone(), k);
+    let wire = if k.fp8_dispatch {
+        dispatch + combine + combine_grad + dispatch_grad
+    } else {
+        // The four alike, as counted before FP8 dispatch (the same number, one product).
+        T::int(4) * combine
+    };
     Ok(ExpertView {
         dense,
         experts: held,
@@ -2530,20 +2537,40 @@ fn all_to_all_rows<T: Priced>(
         if n.slot_bytes.is_zero() {
             continue;
         }
-        let per_call = (T::int(k.ep) - T::int(1)) / T::int(k.ep) * n.slot_bytes.clone();
-        comm.push(CommRow {
+        let [toward, back, ..] = super::moe::all_to_all_wire(n.slot_bytes.clone(), k);
+        let row = |per_call: T, calls: u64, tensor: &str, reason: &str| CommRow {
             collective: CollectiveKind::AllToAll,
             axis: AxisKind::Ep,
             tier: links.ep_tier,
             bytes: per_call.value().clone(),
             formula: per_call.formula().cloned(),
-            count: copies * k.microbatches * 4,
+            count: copies * k.microbatches * calls,
             op: format!("{} experts", a.blocks[bi].name),
-            tensor: "expert slots".into(),
-            reason: "tokens go to the devices holding their experts and back, forward and backward"
-                .into(),
+            tensor: tensor.into(),
+            reason: reason.into(),
             gradient: false,
-        });
+        };
+        if k.fp8_dispatch {
+            comm.push(row(
+                toward,
+                2,
+                "expert slots (FP8)",
+                "tokens go to the devices holding their experts, forward (dispatch) and backward (the combine's gradient), in FP8 with a scale per 128 elements (DeepSeek-V3's FP8 dispatch)",
+            ));
+            comm.push(row(
+                back,
+                2,
+                "expert slots",
+                "tokens come back from their experts, forward (combine) and backward (the dispatch's gradient), in bf16",
+            ));
+        } else {
+            comm.push(row(
+                back,
+                4,
+                "expert slots",
+                "tokens go to the devices holding their experts and back, forward and backward",
+            ));
+        }
     }
     comm
 }

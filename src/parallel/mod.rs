@@ -216,6 +216,14 @@ fn evaluate_checked(
         )
         .into());
     }
+    if knobs.fp8_dispatch && model.dtype_bytes != 2 {
+        return Err(crate::strategy::StrategyError::from(
+            crate::strategy::Unsupported::Fp8DispatchActivations {
+                bytes: model.dtype_bytes,
+            },
+        )
+        .into());
+    }
     let b = evaluate::microbatch_bindings(model, values, knobs);
     evaluate::check_divisibility(model, analysis, &b, knobs)?;
     let kernels = kernels::KernelEfficiency::of(calib);

@@ -92,6 +92,35 @@ pub fn expert_parallel_comm(
     })
 }
 
+/// Bytes per slot element of an FP8 dispatch, relative to the 2 bytes of the bf16 activation
+/// it replaces: 1 byte of E4M3 and a 4-byte fp32 scale per 1×128 tile (DeepSeek-V3,
+/// arXiv:2412.19437, §3.3.2 and its fine-grained 1×128 activation tiles, §3.3.1; DeepEP,
+/// github.com/deepseek-ai/DeepEP, README: the dispatch takes FP8 tokens with their scales, the
+/// combine BF16 ones): (1 + 4/128)/2 = 33/64.
+pub const FP8_DISPATCH_SHARE: (u64, u64) = (33, 64);
+
+/// Wire bytes per rank of each of the four expert-parallel all-to-alls of one MoE layer and
+/// micro-batch, from the bytes of the slots a device dispatches (`slot_bytes`, bf16): the
+/// forward's dispatch and combine, then the backward's combine gradient and dispatch gradient.
+/// Each moves (ep − 1)/ep of the slots (nccl-tests doc/PERFORMANCE.md: all-to-all moves
+/// (n − 1)/n · S per rank). With FP8 dispatch ([`crate::strategy::Knobs::fp8_dispatch`]) the
+/// two toward the experts, the dispatch and the combine gradient (the activation gradient
+/// before the down-projections), move [`FP8_DISPATCH_SHARE`] of that; the two back stay bf16.
+pub fn all_to_all_wire<T: crate::parallel::amount::Amount>(
+    slot_bytes: T,
+    k: &crate::strategy::Knobs,
+) -> [T; 4] {
+    let ep = T::int(k.ep);
+    let bf16 = (ep.clone() - T::int(1)) / ep * slot_bytes;
+    let toward = if k.fp8_dispatch {
+        let (num, den) = FP8_DISPATCH_SHARE;
+        bf16.clone() * T::ratio(num, den)
+    } else {
+        bf16.clone()
+    };
+    [toward.clone(), bf16.clone(), toward, bf16]
+}
+
 /// A mixture-of-experts layer of a model: its dispatch operator and what it moves.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MoeSite {

@@ -74,6 +74,9 @@ pub struct Steer {
     /// FP8 parameters (`--fix fp8-params=on`), where they apply: an FP8 recipe that keeps them
     /// with ZeRO 1–3 ([`Knobs::fp8_params`]).
     pub fp8_params: Option<bool>,
+    /// FP8 dispatch (`--fix fp8-dispatch=on`), where it applies: an FP8 recipe with expert
+    /// parallelism ([`Knobs::fp8_dispatch`]).
+    pub fp8_dispatch: Option<bool>,
 }
 
 /// The knob names `--fix` and `--max` accept, with what each means.
@@ -110,7 +113,11 @@ pub const KNOBS: &[(&str, &str)] = &[
     ),
     (
         "fp8-params",
-        "on or off: FP8 parameters (Megatron-LM's --fp8-param-gather) where a row allows them, an fp8, fp8-current or fp8-block recipe with ZeRO 1 or 2; the precision column says fp8+params (--fix only)",
+        "on or off: FP8 parameters (Megatron-LM's --fp8-param-gather) where a row allows them, an fp8, fp8-current or fp8-block recipe with ZeRO 1 to 3; the precision column says fp8+params (--fix only)",
+    ),
+    (
+        "fp8-dispatch",
+        "on or off: DeepSeek-V3's FP8 dispatch where a row allows it, an FP8 recipe with ep > 1: the all-to-alls toward the experts in FP8 with a scale per 128 elements, those back in bf16; the precision column says +dispatch (--fix only)",
     ),
 ];
 
@@ -164,12 +171,13 @@ impl Steer {
                     })?;
                     set_once(&mut self.schedule, s, || bad("given twice"))?;
                 }
-                "sp" | "sequence-parallel" | "sequence_parallel" | "fp8-params" | "fp8_params" => {
+                "sp" | "sequence-parallel" | "sequence_parallel" | "fp8-params" | "fp8_params"
+                | "fp8-dispatch" | "fp8_dispatch" => {
                     let on = on_off(value).ok_or_else(|| bad("expected on or off"))?;
-                    let slot = if name.starts_with("fp8") {
-                        &mut self.fp8_params
-                    } else {
-                        &mut self.sequence_parallel
+                    let slot = match name {
+                        "fp8-params" | "fp8_params" => &mut self.fp8_params,
+                        "fp8-dispatch" | "fp8_dispatch" => &mut self.fp8_dispatch,
+                        _ => &mut self.sequence_parallel,
                     };
                     set_once(slot, on, || bad("given twice"))?;
                 }
@@ -262,6 +270,8 @@ impl Steer {
                     | "account"
                     | "fp8-params"
                     | "fp8_params"
+                    | "fp8-dispatch"
+                    | "fp8_dispatch"
             ) {
                 return Err(SteerError::BadValue {
                     flag: flag.into(),
@@ -345,6 +355,12 @@ impl Steer {
     /// ZeRO stage.
     pub fn fp8_params_for(&self, k: &Knobs) -> bool {
         self.fp8_params == Some(true) && k.precision.keeps_fp8_params() && k.zero >= 1
+    }
+
+    /// Whether strategy `k` dispatches in FP8: fixed on, and allowed by its precision (an FP8
+    /// recipe) and its expert parallelism (ep > 1).
+    pub fn fp8_dispatch_for(&self, k: &Knobs) -> bool {
+        self.fp8_dispatch == Some(true) && k.precision.gemm_peak() == Some("fp8") && k.ep > 1
     }
 
     fn bounds(&self) -> [(&'static str, &Bound); 9] {
@@ -448,6 +464,9 @@ impl Steer {
         }
         if let Some(on) = self.fp8_params {
             fix.push(format!("fp8-params={}", if on { "on" } else { "off" }));
+        }
+        if let Some(on) = self.fp8_dispatch {
+            fix.push(format!("fp8-dispatch={}", if on { "on" } else { "off" }));
         }
         let mut overlaps = Vec::new();
         for (name, on) in [

@@ -53,6 +53,9 @@ pub struct StrategyFile {
     /// FP8 parameters ([`Knobs::fp8_params`]).
     #[serde(default)]
     fp8_params: bool,
+    /// FP8 dispatch ([`Knobs::fp8_dispatch`]).
+    #[serde(default)]
+    fp8_dispatch: bool,
     #[serde(default)]
     gpus_per_node: Option<u64>,
     #[serde(default)]
@@ -179,6 +182,15 @@ pub fn check_knobs(k: &Knobs) -> std::result::Result<(), StrategyError> {
     }
     if k.fp8_params && k.zero == 0 {
         return Err(Unsupported::Fp8ParamsZero { zero: k.zero }.into());
+    }
+    if k.fp8_dispatch && k.precision.gemm_peak() != Some("fp8") {
+        return Err(Unsupported::Fp8DispatchPrecision {
+            precision: k.precision.name(),
+        }
+        .into());
+    }
+    if k.fp8_dispatch && k.ep <= 1 {
+        return Err(Unsupported::Fp8DispatchOneRank.into());
     }
     Ok(())
 }
@@ -310,6 +322,7 @@ impl StrategyFile {
             precision: f.precision,
             pipeline_split: f.pipeline_split,
             fp8_params: f.fp8_params,
+            fp8_dispatch: f.fp8_dispatch,
         };
         check_knobs(&knobs).map_err(|e| err(e.knob().unwrap_or("dp"), e.to_string()))?;
         if let Some(g) = f.gpus_per_node {

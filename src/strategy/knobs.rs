@@ -553,6 +553,17 @@ pub struct Knobs {
     /// an FP8 recipe whose weights can be ([`Precision::keeps_fp8_params`]) with ZeRO 1 to 3.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub fp8_params: bool,
+    /// FP8 dispatch (DeepSeek-V3, arXiv:2412.19437, §3.3.2: "we quantize the activation before
+    /// MoE up-projections into FP8 and then apply dispatch components … A similar strategy is
+    /// applied to the activation gradient before MoE down-projections. For both the forward
+    /// and backward combine components, we retain them in BF16"; DeepEP's dispatch takes FP8
+    /// tokens with one fp32 scale per 128 channels). The two expert-parallel all-to-alls that
+    /// carry tokens toward the experts (the forward dispatch, the backward of combine) move
+    /// each element as 1 byte plus 4/128 of a scale instead of the bf16 activation's 2; the two
+    /// that carry them back stay bf16 ([`crate::parallel::moe::all_to_all_wire`]). Under an FP8
+    /// recipe with expert parallelism (ep > 1) only.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fp8_dispatch: bool,
 }
 
 impl Knobs {
@@ -574,6 +585,7 @@ impl Knobs {
             precision: Precision::Bf16,
             pipeline_split: PipelineSplit::default(),
             fp8_params: false,
+            fp8_dispatch: false,
         }
     }
 
@@ -705,6 +717,9 @@ impl fmt::Display for Knobs {
         }
         if self.fp8_params {
             write!(f, " fp8-params")?;
+        }
+        if self.fp8_dispatch {
+            write!(f, " fp8-dispatch")?;
         }
         Ok(())
     }

@@ -483,6 +483,7 @@ mod tests {
                 precision: Default::default(),
                 pipeline_split: crate::strategy::PipelineSplit { embedding, loss },
                 fp8_params: false,
+                fp8_dispatch: false,
             };
             if let Some((bound, simulated)) = bound_and_time(&k, machine) {
                 prop_assert!(

@@ -358,11 +358,12 @@ pub fn strategy_blocks(
             .filter(|&k| ba.ops[k].rule == "expert_matmul")
             .collect();
         if let (Some(dispatch), Some(combine)) = (find("moe_dispatch"), find("moe_combine")) {
-            let wire = (&ep - Rational::one()) / &ep * &n.slot_bytes;
-            let a2a = |what: &str| PlanComm {
+            let [dispatch_wire, combine_wire, combine_grad_wire, dispatch_grad_wire] =
+                crate::parallel::moe::all_to_all_wire(n.slot_bytes.clone(), knobs);
+            let a2a = |what: &str, bytes: &Rational| PlanComm {
                 kind: Collective::AllToAll,
                 axis: Axis::Ep,
-                bytes: wire.clone(),
+                bytes: bytes.clone(),
                 calls: 1,
                 name: format!("{} {what}", ba.name),
             };
@@ -376,17 +377,21 @@ pub fn strategy_blocks(
             let i = at(&block.forward, dispatch).ok_or_else(missing)?;
             block
                 .forward
-                .insert(i + 1, Step::Collective(a2a("dispatch")));
+                .insert(i + 1, Step::Collective(a2a("dispatch", &dispatch_wire)));
             let i = at(&block.forward, combine).ok_or_else(missing)?;
-            block.forward.insert(i, Step::Collective(a2a("combine")));
+            block
+                .forward
+                .insert(i, Step::Collective(a2a("combine", &combine_wire)));
             let i = at(&block.backward, combine).ok_or_else(missing)?;
-            block
-                .backward
-                .insert(i + 1, Step::Collective(a2a("combine gradient")));
+            block.backward.insert(
+                i + 1,
+                Step::Collective(a2a("combine gradient", &combine_grad_wire)),
+            );
             let i = at(&block.backward, dispatch).ok_or_else(missing)?;
-            block
-                .backward
-                .insert(i, Step::Collective(a2a("dispatch gradient")));
+            block.backward.insert(
+                i,
+                Step::Collective(a2a("dispatch gradient", &dispatch_grad_wire)),
+            );
         }
         for (k, c) in block.grads.iter_mut() {
             if c.axis == Axis::Dp && experts.contains(k) {
