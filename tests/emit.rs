@@ -86,6 +86,13 @@ const TORCHTITAN_CONFIG_KEYS: &[&str] = &[
     "parallelism.expert_parallel_degree",
     "activation_checkpoint.mode",
     "activation_checkpoint.selective_ac_option",
+    "model.converters",
+    "training.compile",
+    "float8.recipe_name",
+    "float8.filter_fqns",
+    "float8.enable_fsdp_float8_all_gather",
+    "float8.precompute_float8_dynamic_scale_for_fsdp",
+    "mx.recipe_name",
 ];
 
 #[test]
@@ -582,6 +589,12 @@ fn emitted_torchtitan_keys_are_the_parsers_and_read_back_to_the_row() {
         ("mixtral-8x7b", 64, "ep=4,tp=4,zero=2"),
         // pp = 1 with gradient accumulation: torchtitan's local batch is then one micro-batch.
         ("llama3-8b", 64, "zero=3"),
+        // torchao's float8 converter (tensorwise) with FP8 all-gathers under FSDP.
+        (
+            "llama3-8b",
+            64,
+            "zero=3,precision=fp8-current,fp8-params=on",
+        ),
         ("llama3-8b", 64, "tp=8,zero=2,mbs=2"),
     ] {
         let case = format!("{model} --fix {fix}");
@@ -670,6 +683,19 @@ fn emitted_torchtitan_keys_are_the_parsers_and_read_back_to_the_row() {
         ]);
         if u(&row["tp"]) > 1 {
             c.push("--sequence-parallel".into());
+        }
+        // torchao's tensorwise float8 converter is per-tensor current scaling; its FSDP FP8
+        // all-gather keeps FP8 parameters.
+        if keys.get("model.converters").map(String::as_str) == Some("[\"float8\"]") {
+            assert_eq!(keys["float8.recipe_name"], "tensorwise", "{case}");
+            c.extend(["--precision".into(), "fp8-current".into()]);
+            if keys
+                .get("float8.enable_fsdp_float8_all_gather")
+                .map(String::as_str)
+                == Some("true")
+            {
+                c.push("--fp8-params".into());
+            }
         }
         if chunks > 1 {
             c.extend([
@@ -835,4 +861,58 @@ fn the_fix_help_lists_every_knob_the_parser_takes() {
         s.fix(&format!("{knob}={value}"), "--fix")
             .unwrap_or_else(|e| panic!("{knob}: {e}"));
     }
+}
+
+/// FP8 rows name torchtitan's converter that runs them (torchtitan/config/job_config.py at
+/// TORCHTITAN_VERSION: `model.converters`, the `float8` and `mx` sections): fp8-current is
+/// torchao's tensorwise float8, all-gathered in FP8 under FSDP with FP8 parameters
+/// (docs/float8.md: `enable_fsdp_float8_all_gather`, `precompute_float8_dynamic_scale_for_fsdp`,
+/// and `training.compile` "required for competitive performance"); mxfp8 is the `mx` converter.
+/// The output layer stays bf16, as priced. A recipe torchtitan has no converter for says so.
+#[test]
+fn torchtitan_configs_name_the_fp8_converter_the_row_was_priced_with() {
+    let v = ranked(
+        "llama3-8b",
+        64,
+        "torchtitan",
+        &[
+            "--calib",
+            "h100-sxm",
+            "--fix",
+            "zero=3,precision=fp8-current,fp8-params=on",
+        ],
+    );
+    let keys = toml_keys(v["emitted"]["toml"].as_str().unwrap());
+    assert_eq!(keys["model.converters"], "[\"float8\"]");
+    assert_eq!(keys["float8.recipe_name"], "tensorwise");
+    assert_eq!(keys["float8.filter_fqns"], "[\"output\"]");
+    assert_eq!(keys["float8.enable_fsdp_float8_all_gather"], "true");
+    assert_eq!(
+        keys["float8.precompute_float8_dynamic_scale_for_fsdp"],
+        "true"
+    );
+    assert_eq!(keys["training.compile"], "true");
+    let v = ranked(
+        "llama3-8b",
+        64,
+        "torchtitan",
+        &["--calib", "b200", "--fix", "zero=3,precision=mxfp8"],
+    );
+    let keys = toml_keys(v["emitted"]["toml"].as_str().unwrap());
+    assert_eq!(keys["model.converters"], "[\"mx\"]");
+    assert_eq!(keys["mx.recipe_name"], "mxfp8");
+    assert!(!keys.contains_key("float8.enable_fsdp_float8_all_gather"));
+    // Delayed scaling has no torchtitan converter: bf16, with a warning.
+    let v = ranked(
+        "llama3-8b",
+        64,
+        "torchtitan",
+        &["--calib", "h100-sxm", "--fix", "zero=3,precision=fp8"],
+    );
+    let toml = v["emitted"]["toml"].as_str().unwrap();
+    assert!(!toml_keys(toml).contains_key("model.converters"), "{toml}");
+    assert!(
+        toml.contains("# warning: ") && toml.contains("precision=fp8"),
+        "{toml}"
+    );
 }

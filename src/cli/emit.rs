@@ -98,6 +98,13 @@ pub const TORCHTITAN_KEYS: &[&str] = &[
     "parallelism.expert_parallel_degree",
     "activation_checkpoint.mode",
     "activation_checkpoint.selective_ac_option",
+    "model.converters",
+    "training.compile",
+    "float8.recipe_name",
+    "float8.filter_fqns",
+    "float8.enable_fsdp_float8_all_gather",
+    "float8.precompute_float8_dynamic_scale_for_fsdp",
+    "mx.recipe_name",
 ];
 
 /// Emits the ranked row `row` of `model` as `emit` asks. A row stands for every strategy of
@@ -734,12 +741,7 @@ fn torchtitan(
             "the row was priced with fp32 weights under torch.autocast (precision=autocast); torchtitan's FSDP casts its parameters to `training.mixed_precision_param` (bfloat16 by default) instead, so its memory and time differ from the row".into(),
         );
     }
-    if k.precision.is_fp8() {
-        warnings.push(format!(
-            "the row was priced with Transformer Engine's FP8 linear layers (precision={}), which torchtitan does not run: its `float8` model converter (torchao) casts with per-tensor dynamic scaling and is not emitted here, so the config below trains in bf16",
-            k.precision
-        ));
-    }
+    let quantized = torchtitan_quantization(k, &mut warnings);
     if k.fp8_dispatch {
         warnings.push(
             "the row was priced with FP8 dispatch (fp8_dispatch), which torchtitan does not run: its expert-parallel all-to-alls move bf16".into(),
@@ -766,12 +768,18 @@ fn torchtitan(
         model.name,
         k.describe(Some(&b)),
     ));
-    t.push_str(&torchtitan_model_section(model, values));
+    let converter = quantized.as_ref().map(|(c, _)| *c);
+    t.push_str(&torchtitan_model_section(model, values, converter));
     t.push_str(&format!(
         "[training]\nlocal_batch_size = {local}\nglobal_batch_size = {b}\n"
     ));
     if let Some(s) = &s {
         t.push_str(&format!("seq_len = {s}\n"));
+    }
+    if quantized.is_some() {
+        // torchtitan's docs/float8.md: `--training.compile` is "required for competitive
+        // performance", fusing the scaling and casting kernels the row was priced with.
+        t.push_str("compile = true\n");
     }
     t.push_str(&torchtitan_parallelism(
         k,
@@ -797,6 +805,10 @@ fn torchtitan(
     ));
     if k.recompute == Recompute::Selective {
         t.push_str("selective_ac_option = \"op\"\n");
+    }
+    if let Some((_, section)) = &quantized {
+        t.push('\n');
+        t.push_str(section);
     }
     Ok((t, warnings))
 }
@@ -909,13 +921,59 @@ fn torchtitan_split_points(
 
 /// The job config's `[model]` section: torchtitan's llama3 flavor of exactly this shape, or a
 /// comment saying what to add.
-fn torchtitan_model_section(model: &Model, values: &Bindings) -> String {
+/// torchtitan's model converter (torchao) that runs the row's FP8 linear layers, and its
+/// section of the config: `float8` with tensorwise scaling for fp8-current (per-tensor current
+/// scaling), `mx` for mxfp8. Either leaves the output layer in bf16, as the row was priced
+/// (Transformer Engine's default); the attention core is never converted. With FP8 parameters
+/// under FSDP (ZeRO 2–3) the float8 converter all-gathers the weights in FP8
+/// (`enable_fsdp_float8_all_gather`, with one all-reduce for all scales,
+/// `precompute_float8_dynamic_scale_for_fsdp`: torchtitan's docs/float8.md). The other recipes
+/// have no torchtitan converter: the config trains them in bf16, with a warning.
+fn torchtitan_quantization(
+    k: &Knobs,
+    warnings: &mut Vec<String>,
+) -> Option<(&'static str, String)> {
+    let out = match k.precision {
+        Precision::Fp8Current => {
+            let mut s = String::from(
+                "[float8]\nrecipe_name = \"tensorwise\"\n# the output layer stays bf16, as priced\nfilter_fqns = [\"output\"]\n",
+            );
+            if k.fp8_params && k.zero >= 2 {
+                s.push_str("# FP8 parameters: the FSDP all-gathers move the weights in FP8\nenable_fsdp_float8_all_gather = true\nprecompute_float8_dynamic_scale_for_fsdp = true\n");
+            }
+            Some(("float8", s))
+        }
+        Precision::Mxfp8 => Some(("mx", "[mx]\nrecipe_name = \"mxfp8\"\n".to_string())),
+        p if p.is_fp8() => {
+            warnings.push(format!(
+                "the row was priced with FP8 linear layers under precision={p}, which torchtitan's converters (torchao's float8 with tensorwise or rowwise scaling, mx for mxfp8) do not run: the config below trains them in bf16"
+            ));
+            None
+        }
+        _ => None,
+    };
+    if k.fp8_params && !(k.precision == Precision::Fp8Current && k.zero >= 2) {
+        warnings.push(
+            "the row keeps FP8 parameters (fp8_params), which torchtitan gathers in FP8 only with tensorwise float8 under FSDP (precision=fp8-current, zero 2 or 3): the config below gathers them in bf16".into(),
+        );
+    }
+    out
+}
+
+fn torchtitan_model_section(model: &Model, values: &Bindings, converter: Option<&str>) -> String {
+    let converters = converter
+        .map(|c| format!("converters = [\"{c}\"]\n"))
+        .unwrap_or_default();
     match (model.family.as_deref(), llama3_flavor(model, values)) {
         (Some("llama"), Some(flavor)) => format!(
-            "[model]\nname = \"llama3\"\n# the flavor of exactly this shape (layers, hidden, heads, key/value heads, FFN width)\nflavor = \"{flavor}\"\n\n"
+            "[model]\nname = \"llama3\"\n# the flavor of exactly this shape (layers, hidden, heads, key/value heads, FFN width)\nflavor = \"{flavor}\"\n{converters}\n"
         ),
-        (Some("llama"), None) => String::from(
-            "[model]\nname = \"llama3\"\n# no torchtitan llama3 flavor has this model's shape: add one with its layers, hidden size, heads, key/value heads and FFN width, and set flavor to it\n\n",
+        (Some("llama"), None) => format!(
+            "[model]\nname = \"llama3\"\n# no torchtitan llama3 flavor has this model's shape: add one with its layers, hidden size, heads, key/value heads and FFN width, and set flavor to it\n{converters}\n",
+        ),
+        (family, _) if converter.is_some() => format!(
+            "[model]\n# torchtitan ships no model of the `{}` family; name your own and set its shape\n{converters}\n",
+            family.unwrap_or(&model.name)
         ),
         (family, _) => format!(
             "# [model]: torchtitan ships no model of the `{}` family; name your own and set its shape\n\n",
