@@ -153,6 +153,7 @@ fn uniform(p: u64, m: u64, schedule: Schedule, v: u64, layers: usize) -> TimingP
         fan_in_bytes: Rational::from_integer(0.into()),
         fp8: false,
         fp8_casts_input: false,
+        weight_share: Rational::from_integer(1.into()),
     };
     let block = PlanBlock {
         name: "layer".into(),

@@ -501,6 +501,9 @@ pub struct ExpertView<T> {
     pub dp_grad: T,
     /// Expert-parallel all-to-all wire bytes per micro-batch.
     pub ep_bytes: T,
+    /// Weight elements of the FP8 GEMMs a device holds: the expert GEMMs' of its E/ep
+    /// experts.
+    pub fp8_weights: T,
 }
 
 impl<T> ExpertView<T> {
@@ -511,6 +514,7 @@ impl<T> ExpertView<T> {
             experts: f(&self.experts),
             dp_grad: f(&self.dp_grad),
             ep_bytes: f(&self.ep_bytes),
+            fp8_weights: f(&self.fp8_weights),
         }
     }
 }
@@ -611,9 +615,10 @@ impl<T: Amount> BlockCost<T> {
         recompute: Recompute,
         precision: Precision,
     ) -> BlockCost<T> {
+        let fp8_weights = e.fp8_weights.clone();
         let c = Self::of_bf16(x, e, layer, recompute);
         match precision.fp8_bytes() {
-            Some(bytes) if layer => c.with_fp8(x, recompute, bytes),
+            Some(bytes) if layer => c.with_fp8(x, recompute, bytes, fp8_weights),
             _ => c,
         }
     }
@@ -672,7 +677,13 @@ impl<T: Amount> BlockCost<T> {
     /// unchanged), their casts as HBM traffic, their inputs saved in FP8 with their scales,
     /// and their weights' FP8 copies. Full recomputation reruns the forward's GEMMs and casts,
     /// and keeps only the layer's input (no FP8 GEMM input is saved).
-    fn with_fp8(mut self, x: &Amounts<T>, recompute: Recompute, bytes: Fp8Bytes) -> BlockCost<T> {
+    fn with_fp8(
+        mut self,
+        x: &Amounts<T>,
+        recompute: Recompute,
+        bytes: Fp8Bytes,
+        fp8_weights: T,
+    ) -> BlockCost<T> {
         let full = recompute == Recompute::Full;
         let again = |v: &T| if full { v.clone() } else { T::zero() };
         let per = |(n, d): (u64, u64)| T::ratio(n, d);
@@ -695,7 +706,7 @@ impl<T: Amount> BlockCost<T> {
             self.saved = self.saved + x.fp8_saved_elements.clone() * per(bytes.saved)
                 - x.fp8_replaced_elements.clone() * T::int(2);
         }
-        self.fp8_weights = x.fp8_weights.clone();
+        self.fp8_weights = fp8_weights;
         self
     }
 
@@ -1021,6 +1032,7 @@ mod tests {
                 experts: q(e[0], 1),
                 dp_grad: a[7].clone() + q(e[1], 1),
                 ep_bytes: q(e[2], 3),
+                fp8_weights: a[5].clone(),
             };
             let evf = ev.map(float);
             let recompute = [Recompute::None, Recompute::Selective, Recompute::Full][recompute];

@@ -48,6 +48,8 @@ pub struct BlockNumbers<T = Rational> {
     pub expert_params: T,
     /// Their per-step data-parallel gradient wire bytes.
     pub expert_dp_grad: T,
+    /// Weight elements of the expert GEMMs among [`Amounts::fp8_weights`] (all experts).
+    pub expert_fp8_weights: T,
     /// Bytes per device of one micro-batch's expert slots (what one all-to-all moves).
     pub slot_bytes: T,
     /// Context parallelism: per attention operator, (operator position, bytes of its keys and
@@ -350,6 +352,11 @@ fn block_of<T: Priced>(
                 &ev,
                 [kernels.fp8_gain(), kernels.fp4_gain()],
             )?;
+            if op.rule == "expert_matmul" {
+                if let Some(w) = &weight {
+                    n.expert_fp8_weights = std::mem::take(&mut n.expert_fp8_weights) + w.clone();
+                }
+            }
             n.fp8_op_weights.extend(weight.map(|w| (oi, w)));
         }
         add_op_comm(&mut n, (oi, op), &ev, &cp)?;
@@ -1063,6 +1070,7 @@ fn expert_view<T: Priced>(n: &BlockNumbers<T>, k: &Knobs) -> Result<ExpertView<T
             experts: n.expert_params.clone(),
             dp_grad: x.dp_grad.clone(),
             ep_bytes: T::zero(),
+            fp8_weights: x.fp8_weights.clone(),
         });
     }
     let ep = T::int(k.ep);
@@ -1077,11 +1085,15 @@ fn expert_view<T: Priced>(n: &BlockNumbers<T>, k: &Knobs) -> Result<ExpertView<T
         // The four alike, as counted before FP8 dispatch (the same number, one product).
         T::int(4) * combine
     };
+    // A device's FP8 expert weights are those of its E/ep experts, as its parameters are.
+    let fp8_weights = x.fp8_weights.clone() - n.expert_fp8_weights.clone()
+        + n.expert_fp8_weights.clone() / T::int(k.ep);
     Ok(ExpertView {
         dense,
         experts: held,
         dp_grad: grad,
         ep_bytes: wire,
+        fp8_weights,
     })
 }
 
@@ -1192,6 +1204,7 @@ fn rough_costs<N: Priced>(
                     experts: 0.0,
                     dp_grad: x.dp_grad,
                     ep_bytes: 0.0,
+                    fp8_weights: x.fp8_weights,
                 }
             };
             BlockCost::of(x, e, layer_block[bi], k.recompute, k.precision)

@@ -170,6 +170,12 @@ pub struct PlanOp {
     /// tensor: one cast serves the q, k and v projections of one input).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub fp8_casts_input: bool,
+    /// The share of its GEMM's weight operand one device holds: 1, or 1/ep for an expert GEMM
+    /// under expert parallelism, whose shapes count the weights of all E experts where the
+    /// device holds E/ep of them (what its FP8 weight copies and casts cover). 1 in plans saved
+    /// before it existed.
+    #[serde(default = "whole", with = "exact", skip_serializing_if = "is_whole")]
+    pub weight_share: Rational,
 }
 
 /// One GEMM on one device: `batch` products of a `rows` × `cols` output, summing `inner`.
@@ -302,6 +308,14 @@ fn unknown_memory() -> Rational {
     Rational::zero()
 }
 
+fn whole() -> Rational {
+    Rational::one()
+}
+
+fn is_whole(r: &Rational) -> bool {
+    r.is_one()
+}
+
 fn no_bytes() -> Rational {
     Rational::zero()
 }
@@ -403,6 +417,7 @@ pub fn strategy_blocks(
         block.params = &block.params - &n.expert_params + &n.expert_params / &ep;
         for &k in &experts {
             block.ops[k].params = &block.ops[k].params / &ep;
+            block.ops[k].weight_share = Rational::one() / &ep;
         }
     }
     Ok(blocks)
@@ -550,6 +565,7 @@ fn plan_op(op: &OpAnalysis, b: &Bindings, context_parallel: bool) -> Result<Plan
         fan_in_bytes: Rational::zero(),
         fp8: false,
         fp8_casts_input: false,
+        weight_share: Rational::one(),
     })
 }
 
@@ -965,12 +981,14 @@ impl PlanOp {
     /// Its FP8 operands, where it is an FP8 GEMM.
     pub fn fp8_operands(&self) -> Option<crate::parallel::amount::Fp8Operands<Rational>> {
         let g = self.gemms.first().filter(|_| self.fp8)?;
-        Some(crate::parallel::amount::Fp8Operands::of([
+        let mut ops = crate::parallel::amount::Fp8Operands::of([
             g.batch.clone(),
             g.rows.clone(),
             g.cols.clone(),
             g.inner.clone(),
-        ]))
+        ]);
+        ops.weight *= &self.weight_share;
+        Some(ops)
     }
 
     /// Kernels one pass launches ([`crate::machine::KernelClass::kernels`]).

@@ -40,6 +40,7 @@ pub fn uniform(k: Knobs, layers: usize, (f, b, w): (i64, i64, i64)) -> TimingPla
         fan_in_bytes: q(0),
         fp8: false,
         fp8_casts_input: false,
+        weight_share: q(1),
     };
     let block = PlanBlock {
         name: "layer".into(),

@@ -1,0 +1,93 @@
+//! Under expert parallelism a device holds E/ep experts, so its FP8 weight copies (memory) and
+//! the per-step casts of its FP8 weights cover 1/ep of the expert weights, as its parameters
+//! do: in the evaluation (memory) and in the timeline's plan (the weight operand its casts
+//! read). Hand counts from Mixtral 8x7B's configuration (Jiang et al. 2024, arXiv:2401.04088,
+//! Table 1: 32 layers, dim 4096, hidden_dim 14336, 8 experts; Hugging Face
+//! mistralai/Mixtral-8x7B-v0.1 config.json): three 4096 × 14336 matrices per expert.
+
+mod common;
+
+use symshard::calib::Calibration;
+use symshard::model::ModelLoader;
+use symshard::parallel::{evaluate_strategy, Evaluation, Layout};
+use symshard::strategy::{Knobs, Precision};
+use symshard::sym::Rational;
+
+fn q(n: i64) -> Rational {
+    Rational::from_integer(n.into())
+}
+
+const LAYERS: i64 = 32;
+const EXPERTS: i64 = 8;
+/// The expert GEMMs' weight elements of the whole model (all experts).
+const EXPERT_WEIGHTS: i64 = LAYERS * EXPERTS * 3 * 4096 * 14336;
+
+fn knobs(ep: u64, precision: Precision) -> Knobs {
+    Knobs {
+        precision,
+        ep,
+        ..Knobs::data_parallel(8)
+    }
+}
+
+fn run(k: &Knobs) -> Evaluation {
+    let m = ModelLoader::embedded()
+        .unwrap()
+        .resolve("mixtral-8x7b")
+        .unwrap();
+    let mut v = m.values.clone();
+    v.insert("B".into(), q(8));
+    v.insert("S".into(), q(256));
+    let calib = Calibration::resolve("h100-sxm").unwrap();
+    evaluate_strategy(
+        &m,
+        &v,
+        k,
+        &Layout::default(),
+        &calib,
+        8,
+        &q(1_000_000_000_000_000),
+    )
+    .unwrap()
+    .1
+}
+
+/// The FP8 weight copies a device keeps (the delayed recipe's rowwise and columnwise copies,
+/// 2 bytes per element): with ep = 8 the expert ones are an eighth of those at ep = 1.
+#[test]
+fn a_devices_fp8_weight_copies_cover_its_own_experts() {
+    let copies = |ep: u64| -> Rational {
+        &run(&knobs(ep, Precision::Fp8)).memory.params
+            - &run(&knobs(ep, Precision::Bf16)).memory.params
+    };
+    let (one, eight) = (copies(1), copies(8));
+    assert_eq!(&one - &eight, q(2 * EXPERT_WEIGHTS) * q(7) / q(8));
+}
+
+/// The plan's expert GEMMs hand their casts 1/ep of the weight operand their shapes count.
+#[test]
+fn the_plans_expert_gemms_cast_their_own_experts_weights() {
+    let weights = |ep: u64| -> Rational {
+        let (plan, _) = common::plan_on(
+            "mixtral-8x7b",
+            &[("B", 8), ("S", 256)],
+            &knobs(ep, Precision::Fp8),
+            "h100-sxm",
+        );
+        let per_block: Vec<Rational> = plan
+            .blocks
+            .iter()
+            .map(|b| {
+                b.ops
+                    .iter()
+                    .filter_map(|o| o.fp8_operands())
+                    .map(|o| o.weight)
+                    .fold(q(0), |a, w| a + w)
+            })
+            .collect();
+        // The repeated layer's block, once per layer.
+        per_block.into_iter().max().unwrap() * q(LAYERS)
+    };
+    let (one, eight) = (weights(1), weights(8));
+    assert_eq!(&one - &eight, q(EXPERT_WEIGHTS) * q(7) / q(8));
+}
