@@ -91,3 +91,21 @@ fn the_plans_expert_gemms_cast_their_own_experts_weights() {
     let (one, eight) = (weights(1), weights(8));
     assert_eq!(&one - &eight, q(EXPERT_WEIGHTS) * q(7) / q(8));
 }
+
+/// With FP8 parameters under ZeRO 3 the bf16 weight shard dropped is the device's: 2 bytes of
+/// each dense FP8 GEMM weight over the 8 replicas, and of each of its E/ep experts' FP8 weights
+/// over the dp/ep = 2 ranks that shard them. The dense FP8 GEMMs are the attention projections
+/// and the router's linear layer (4096 × (4096 + 1024 + 1024 + 4096 + 8) per layer).
+#[test]
+fn fp8_parameters_drop_each_shards_bf16_weight() {
+    let k = |fp8_params: bool| Knobs {
+        zero: 3,
+        ep: 4,
+        fp8_params,
+        ..knobs(4, Precision::Fp8)
+    };
+    let dropped = &run(&k(false)).memory.params - &run(&k(true)).memory.params;
+    let dense = q(LAYERS * 4096 * (4096 + 1024 + 1024 + 4096 + 8));
+    let held = q(EXPERT_WEIGHTS) / q(4);
+    assert_eq!(dropped, q(2) * dense / q(8) + q(2) * held / q(2));
+}

@@ -11,7 +11,7 @@ use symshard::calib::Calibration;
 use symshard::model::ModelLoader;
 use symshard::parallel::{evaluate_strategy, Layout};
 use symshard::rules::CollectiveKind;
-use symshard::strategy::{AxisKind, Knobs};
+use symshard::strategy::{AxisKind, Knobs, Precision};
 use symshard::sym::Rational;
 use symshard::timeline::{time_plan, What};
 
@@ -92,4 +92,57 @@ fn an_experts_weights_are_gathered_over_its_expert_data_parallel_group() {
         };
         same("mixtral-8x7b", 8, &k);
     }
+}
+
+/// With FP8 parameters the gathers move the FP8 GEMM weights as one FP8 copy, an expert's over
+/// its expert-data-parallel group: the simulation's bytes are the table's.
+#[test]
+fn fp8_parameters_gather_the_same_bytes_in_the_table_and_the_simulation() {
+    for zero in [1, 3] {
+        let dense = Knobs {
+            zero,
+            microbatches: 2,
+            precision: Precision::Fp8,
+            fp8_params: true,
+            ..Knobs::data_parallel(8)
+        };
+        same("gpt2-124m", 16, &dense);
+        let moe = Knobs {
+            zero,
+            ep: 4,
+            microbatches: 1,
+            precision: Precision::Fp8,
+            fp8_params: true,
+            ..Knobs::data_parallel(8)
+        };
+        same("mixtral-8x7b", 8, &moe);
+    }
+}
+
+/// An expert weight's FP8 copy saves (2 − 1) bytes per element of the device's E/ep experts,
+/// over the (R/ep − 1)/(R/ep) of them a rank receives: at dp = 8, ep = 4, half of an eighth of
+/// Mixtral 8x7B's expert weights per gather, less than the 7/8 a gather over all 8 replicas
+/// would save. Hand count: 32 layers × 8 experts × three 4096 × 14336 matrices (Jiang et al.
+/// 2024, arXiv:2401.04088, Table 1).
+#[test]
+fn an_experts_fp8_gather_saves_over_its_expert_data_parallel_group() {
+    let expert_weights: i64 = 32 * 8 * 3 * 4096 * 14336;
+    let k = |fp8_params: bool| Knobs {
+        zero: 1,
+        ep: 4,
+        precision: Precision::Fp8,
+        fp8_params,
+        ..Knobs::data_parallel(8)
+    };
+    let saved =
+        table_bytes("mixtral-8x7b", 8, &k(false)) - table_bytes("mixtral-8x7b", 8, &k(true));
+    // Dense FP8 GEMMs (the attention projections, 4096 × (4096 + 1024 + 1024 + 4096) per
+    // layer, and the router's 4096 × 8 linear layer, priced as an FP8 GEMM like the layer's
+    // other linear layers) over all 8 replicas, 7/8; the experts' held quarter over 2 ranks, 1/2.
+    let dense: i64 = 32 * 4096 * (4096 + 1024 + 1024 + 4096 + 8);
+    let want = dense as f64 * 7.0 / 8.0 + (expert_weights / 4) as f64 / 2.0;
+    assert!(
+        (saved - want).abs() <= 1e-9 * want,
+        "saved {saved}, hand count {want}"
+    );
 }

@@ -336,8 +336,6 @@ pub enum Unsupported {
         /// The precision given, by name.
         precision: &'static str,
     },
-    /// FP8 parameters of a model with expert layers.
-    Fp8ParamsExperts,
     /// FP8 dispatch without an FP8 recipe of the GEMMs it feeds.
     Fp8DispatchPrecision {
         /// The precision given, by name.
@@ -384,9 +382,6 @@ impl Unsupported {
                  an MXFP8 weight's columnwise copy is quantized again from higher precision and NVFP4 has its own parameter gather, \
                  neither modelled"
             ),
-            Unsupported::Fp8ParamsExperts => "`fp8_params` with expert layers (mixture of experts) is not modelled: \
-             their weights are gathered over the expert-data-parallel ranks"
-                .into(),
             Unsupported::Fp8DispatchPrecision { precision } => format!(
                 "`fp8_dispatch` needs an FP8 recipe of the expert GEMMs the tokens are dispatched to (fp8, fp8-current, fp8-block or mxfp8), \
                  not precision={precision}: DeepSeek-V3 quantizes the activation before the MoE up-projections for their FP8 GEMM"
@@ -415,9 +410,9 @@ impl Unsupported {
             Unsupported::InterleavedOneStage => "schedule",
             Unsupported::ZeroOneReplica { .. } => "zero",
             Unsupported::SequenceParallelOneRank => "sequence_parallel",
-            Unsupported::Fp8ParamsPrecision { .. }
-            | Unsupported::Fp8ParamsZero { .. }
-            | Unsupported::Fp8ParamsExperts => "fp8_params",
+            Unsupported::Fp8ParamsPrecision { .. } | Unsupported::Fp8ParamsZero { .. } => {
+                "fp8_params"
+            }
             Unsupported::Fp8DispatchPrecision { .. }
             | Unsupported::Fp8DispatchOneRank
             | Unsupported::Fp8DispatchActivations { .. } => "fp8_dispatch",

@@ -216,7 +216,13 @@ pub fn fp8_gather_saving_per_element<T: Amount>(k: &Knobs) -> T {
 /// (n − 1)/n of them a rank receives from the dp·cp replicas (zero without FP8 parameters or
 /// without a gather of the weights, ZeRO 0).
 pub fn fp8_gather_saving_once<T: Amount>(fp8: T, k: &Knobs) -> T {
-    let n = k.replicas();
+    fp8_gather_saving_over(fp8, k, k.replicas())
+}
+
+/// [`fp8_gather_saving_once`] for weights gathered over `n` ranks: the dp·cp replicas for
+/// dense weights, the dp·cp/ep ranks that hold the same experts for an expert's (Megatron-Core's
+/// expert-data-parallel group).
+pub fn fp8_gather_saving_over<T: Amount>(fp8: T, k: &Knobs, n: u64) -> T {
     if !k.fp8_params || k.zero == 0 || n <= 1 {
         return T::zero();
     }
@@ -504,6 +510,8 @@ pub struct ExpertView<T> {
     /// Weight elements of the FP8 GEMMs a device holds: the expert GEMMs' of its E/ep
     /// experts.
     pub fp8_weights: T,
+    /// Of those, the expert GEMMs' (its E/ep experts').
+    pub fp8_experts: T,
 }
 
 impl<T> ExpertView<T> {
@@ -515,6 +523,7 @@ impl<T> ExpertView<T> {
             dp_grad: f(&self.dp_grad),
             ep_bytes: f(&self.ep_bytes),
             fp8_weights: f(&self.fp8_weights),
+            fp8_experts: f(&self.fp8_experts),
         }
     }
 }
@@ -564,6 +573,9 @@ pub struct BlockCost<T> {
     /// Weight elements of the FP8 GEMMs (zero but under FP8): cast once a step, and kept in
     /// FP8 copies beside the bf16 weights, at the recipe's bytes ([`Fp8Bytes`]).
     pub fp8_weights: T,
+    /// Of those, the expert GEMMs' (sharded and gathered over the ranks holding the same
+    /// experts).
+    pub fp8_experts: T,
 }
 
 /// Machine balance (FLOP-equivalents per byte) of the links of each parallel dimension and of
@@ -615,10 +627,10 @@ impl<T: Amount> BlockCost<T> {
         recompute: Recompute,
         precision: Precision,
     ) -> BlockCost<T> {
-        let fp8_weights = e.fp8_weights.clone();
+        let fp8 = [e.fp8_weights.clone(), e.fp8_experts.clone()];
         let c = Self::of_bf16(x, e, layer, recompute);
         match precision.fp8_bytes() {
-            Some(bytes) if layer => c.with_fp8(x, recompute, bytes, fp8_weights),
+            Some(bytes) if layer => c.with_fp8(x, recompute, bytes, fp8),
             _ => c,
         }
     }
@@ -668,6 +680,7 @@ impl<T: Amount> BlockCost<T> {
             kernel_backward: x.kernel_backward.clone() + kernel_again,
             hbm_backward: x.hbm.clone() - x.hbm_forward.clone() + extra_hbm,
             fp8_weights: zero(),
+            fp8_experts: zero(),
         }
     }
 
@@ -682,7 +695,7 @@ impl<T: Amount> BlockCost<T> {
         x: &Amounts<T>,
         recompute: Recompute,
         bytes: Fp8Bytes,
-        fp8_weights: T,
+        [fp8_weights, fp8_experts]: [T; 2],
     ) -> BlockCost<T> {
         let full = recompute == Recompute::Full;
         let again = |v: &T| if full { v.clone() } else { T::zero() };
@@ -707,6 +720,7 @@ impl<T: Amount> BlockCost<T> {
                 - x.fp8_replaced_elements.clone() * T::int(2);
         }
         self.fp8_weights = fp8_weights;
+        self.fp8_experts = fp8_experts;
         self
     }
 
@@ -734,6 +748,7 @@ impl<T: Amount> BlockCost<T> {
             add(&mut s.kernel_backward, &c.kernel_backward);
             add(&mut s.hbm_backward, &c.hbm_backward);
             add(&mut s.fp8_weights, &c.fp8_weights);
+            add(&mut s.fp8_experts, &c.fp8_experts);
         }
         s
     }
@@ -925,7 +940,10 @@ impl<T: Amount> BlockCost<T> {
     /// ZeRO 3's per layer) do not move for these FP8 GEMM weights with FP8 parameters
     /// ([`fp8_gather_saving`]).
     pub fn fp8_gather_saving(&self, k: &Knobs) -> T {
-        fp8_gather_saving(self.fp8_weights.clone(), k)
+        let dense = self.fp8_weights.clone() - self.fp8_experts.clone();
+        let experts = fp8_gather_saving_over(self.fp8_experts.clone(), k, k.replicas() / k.ep)
+            * T::int(weight_gathers(k));
+        fp8_gather_saving(dense, k) + experts
     }
 
     /// Weights, gradients and optimizer state of a stage on one device: dense state sharded by
@@ -952,8 +970,15 @@ impl<T: Amount> BlockCost<T> {
         let mut w =
             w + self.fp8_weights.clone() * fp8_bytes_of::<T>(k.precision, |b| b.weight_copy);
         if k.fp8_params {
-            let shards = if k.zero >= 3 { k.replicas() } else { 1 };
-            w = w - self.fp8_weights.clone() * T::ratio(WEIGHT_BYTES as u64, shards);
+            let (dense, experts) = if k.zero >= 3 {
+                (k.replicas(), k.replicas() / k.ep)
+            } else {
+                (1, 1)
+            };
+            let dense_fp8 = self.fp8_weights.clone() - self.fp8_experts.clone();
+            w = w
+                - dense_fp8 * T::ratio(WEIGHT_BYTES as u64, dense)
+                - self.fp8_experts.clone() * T::ratio(WEIGHT_BYTES as u64, experts);
         }
         let held = [w, g, o];
         // DualPipe keeps two copies of the parameters, stages i and pp − 1 − i on rank i
@@ -1033,6 +1058,7 @@ mod tests {
                 dp_grad: a[7].clone() + q(e[1], 1),
                 ep_bytes: q(e[2], 3),
                 fp8_weights: a[5].clone(),
+                fp8_experts: q(0, 1),
             };
             let evf = ev.map(float);
             let recompute = [Recompute::None, Recompute::Selective, Recompute::Full][recompute];

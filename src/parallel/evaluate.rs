@@ -1071,6 +1071,7 @@ fn expert_view<T: Priced>(n: &BlockNumbers<T>, k: &Knobs) -> Result<ExpertView<T
             dp_grad: x.dp_grad.clone(),
             ep_bytes: T::zero(),
             fp8_weights: x.fp8_weights.clone(),
+            fp8_experts: n.expert_fp8_weights.clone(),
         });
     }
     let ep = T::int(k.ep);
@@ -1086,14 +1087,15 @@ fn expert_view<T: Priced>(n: &BlockNumbers<T>, k: &Knobs) -> Result<ExpertView<T
         T::int(4) * combine
     };
     // A device's FP8 expert weights are those of its E/ep experts, as its parameters are.
-    let fp8_weights = x.fp8_weights.clone() - n.expert_fp8_weights.clone()
-        + n.expert_fp8_weights.clone() / T::int(k.ep);
+    let fp8_experts = n.expert_fp8_weights.clone() / T::int(k.ep);
+    let fp8_weights = x.fp8_weights.clone() - n.expert_fp8_weights.clone() + fp8_experts.clone();
     Ok(ExpertView {
         dense,
         experts: held,
         dp_grad: grad,
         ep_bytes: wire,
         fp8_weights,
+        fp8_experts,
     })
 }
 
@@ -1205,6 +1207,7 @@ fn rough_costs<N: Priced>(
                     dp_grad: x.dp_grad,
                     ep_bytes: 0.0,
                     fp8_weights: x.fp8_weights,
+                    fp8_experts: 0.0,
                 }
             };
             BlockCost::of(x, e, layer_block[bi], k.recompute, k.precision)
@@ -2444,8 +2447,9 @@ fn analysis_rows<T: Priced>(
             let tier = tier_of(c.axis, true);
             if c.axis == AxisKind::Dp && c.kind == CollectiveKind::AllReduce {
                 let layer = a.blocks[bi].repeat != Poly::one();
-                let saving =
-                    row_fp8_gather_saving(&numbers[bi], *at, layer, k) / T::int(c.calls.into());
+                let expert = k.ep > 1 && experts.contains(&c.op.as_str());
+                let saving = row_fp8_gather_saving(&numbers[bi], *at, layer, expert, k)
+                    / T::int(c.calls.into());
                 // As the step runs it under its ZeRO stage: reduce-scatters and all-gathers.
                 for (kind, calls, share) in super::amount::zero_reduction(k) {
                     let mut bytes = per_call.clone() * T::constant(share);
@@ -2470,8 +2474,14 @@ fn analysis_rows<T: Priced>(
 /// What one all-gather of the weights of the operator of gradient collective `at` (ZeRO 1–2's
 /// after the step, or one of ZeRO 3's per layer) does not move with FP8 parameters, all calls
 /// together ([`crate::parallel::amount::fp8_gather_saving_once`] for its weight: a repeated
-/// layer's FP8 GEMM; zero otherwise).
-fn row_fp8_gather_saving<T: Priced>(n: &BlockNumbers<T>, at: CommRef, layer: bool, k: &Knobs) -> T {
+/// layer's FP8 GEMM, an `expert` one's over its expert-data-parallel group; zero otherwise).
+fn row_fp8_gather_saving<T: Priced>(
+    n: &BlockNumbers<T>,
+    at: CommRef,
+    layer: bool,
+    expert: bool,
+    k: &Knobs,
+) -> T {
     // Counted once per operator, on its first gradient (a linear layer's weight, before its
     // bias).
     let CommRef::Grad { op, index: 0 } = at else {
@@ -2484,7 +2494,14 @@ fn row_fp8_gather_saving<T: Priced>(n: &BlockNumbers<T>, at: CommRef, layer: boo
         .iter()
         .find(|(o, _)| *o == op)
         .map_or_else(T::zero, |(_, w)| {
-            super::amount::fp8_gather_saving_once(w.clone(), k)
+            if expert {
+                // A device holds E/ep experts' weights, gathered over the dp·cp/ep ranks that
+                // hold the same ones.
+                let held = w.clone() / T::int(k.ep);
+                super::amount::fp8_gather_saving_over(held, k, k.replicas() / k.ep)
+            } else {
+                super::amount::fp8_gather_saving_once(w.clone(), k)
+            }
         })
 }
 

@@ -205,17 +205,6 @@ fn evaluate_checked(
     formulas: bool,
 ) -> Result<Evaluation, Error> {
     check_precision(calib, knobs.precision)?;
-    if knobs.fp8_params
-        && analysis
-            .blocks
-            .iter()
-            .any(|b| b.ops.iter().any(|o| o.rule == "expert_matmul"))
-    {
-        return Err(crate::strategy::StrategyError::from(
-            crate::strategy::Unsupported::Fp8ParamsExperts,
-        )
-        .into());
-    }
     if knobs.fp8_dispatch && model.dtype_bytes != 2 {
         return Err(crate::strategy::StrategyError::from(
             crate::strategy::Unsupported::Fp8DispatchActivations {

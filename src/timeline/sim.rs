@@ -996,7 +996,7 @@ pub fn optimizer_seconds(params: f64, fp8: f64, k: &crate::strategy::Knobs, rate
 /// half of each all-reduce's wire bytes (in the precision's gradient type, which is its weight
 /// type), an expert's over its expert-data-parallel group as the plan states its gradients,
 /// less what FP8 parameters do not move
-/// ([`crate::parallel::amount::fp8_gather_saving_once`]).
+/// ([`crate::parallel::amount::fp8_gather_saving_over`]).
 pub fn block_gather_wire(b: &PlanBlock, k: &crate::strategy::Knobs) -> f64 {
     let all_reduced: f64 = b
         .grads
@@ -1005,7 +1005,24 @@ pub fn block_gather_wire(b: &PlanBlock, k: &crate::strategy::Knobs) -> f64 {
         .map(|(_, c)| f(&c.bytes))
         .sum();
     let wire = all_reduced * k.precision.wire_factor() as f64 / 2.0;
-    wire - crate::parallel::amount::fp8_gather_saving_once(block_fp8_weights(b), k)
+    // Each FP8 GEMM's weights over the ranks holding the same share of them: the dp·cp
+    // replicas, or for an expert GEMM (a 1/ep share) the dp·cp/ep holding the same experts.
+    let saving: f64 = b
+        .ops
+        .iter()
+        .filter_map(|o| {
+            let ops = o.fp8_operands()?;
+            let group = (crate::sym::Rational::from_integer(k.replicas().into()) * &o.weight_share)
+                .to_integer()
+                .to_u64()?;
+            Some(crate::parallel::amount::fp8_gather_saving_over(
+                f(&ops.weight),
+                k,
+                group,
+            ))
+        })
+        .sum();
+    wire - saving
 }
 
 /// FP8 GEMM weight elements per device of `b`'s operators under the plan's precision (none
