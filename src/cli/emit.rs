@@ -742,11 +742,6 @@ fn torchtitan(
         );
     }
     let quantized = torchtitan_quantization(k, &mut warnings);
-    if k.fp8_dispatch {
-        warnings.push(
-            "the row was priced with FP8 dispatch (fp8_dispatch), which torchtitan does not run: its expert-parallel all-to-alls move bf16".into(),
-        );
-    }
     let (mbs, b) = micro_batch_size(model, values, k)?;
     let s = role_value(values, model.roles.sequence.as_ref());
     // torchtitan (train.py at TORCHTITAN_VERSION) runs `global_batch_size // (local_batch_size ×
@@ -928,7 +923,8 @@ fn torchtitan_split_points(
 /// under FSDP (ZeRO 2–3) the float8 converter all-gathers the weights in FP8
 /// (`enable_fsdp_float8_all_gather`, with one all-reduce for all scales,
 /// `precompute_float8_dynamic_scale_for_fsdp`: torchtitan's docs/float8.md). The other recipes
-/// have no torchtitan converter: the config trains them in bf16, with a warning.
+/// have no torchtitan converter: the config trains them in bf16, with a warning, as it does
+/// FP8 dispatch.
 fn torchtitan_quantization(
     k: &Knobs,
     warnings: &mut Vec<String>,
@@ -952,6 +948,11 @@ fn torchtitan_quantization(
         }
         _ => None,
     };
+    if k.fp8_dispatch {
+        warnings.push(
+            "the row was priced with FP8 dispatch (fp8_dispatch), which torchtitan does not run: its expert-parallel all-to-alls move bf16".into(),
+        );
+    }
     if k.fp8_params && !(k.precision == Precision::Fp8Current && k.zero >= 2) {
         warnings.push(
             "the row keeps FP8 parameters (fp8_params), which torchtitan gathers in FP8 only with tensorwise float8 under FSDP (precision=fp8-current, zero 2 or 3): the config below gathers them in bf16".into(),

@@ -1079,6 +1079,39 @@ fn run(
     })
 }
 
+/// Per rank and virtual stage, the position in the rank's program of the stage's last task of
+/// `grad_pass` (usize::MAX where the rank runs none of the stage).
+fn last_grad_tasks(programs: &[Vec<Task>], nst: usize, grad_pass: Pass) -> Vec<Vec<usize>> {
+    programs
+        .iter()
+        .map(|prog| {
+            let mut last = vec![usize::MAX; nst];
+            for (i, t) in prog.iter().enumerate() {
+                if t.pass == grad_pass {
+                    last[t.stage] = i;
+                }
+            }
+            last
+        })
+        .collect()
+}
+
+/// Per virtual stage (`first`: each stage's first item), the bytes and seconds of a pipeline
+/// send after it, through the slowest tier a send crosses: its last item's output (none before
+/// an empty first stage).
+fn boundary_sends(ctx: &Ctx, first: &[usize], tier: crate::strategy::Tier) -> Vec<(f64, f64)> {
+    let plan = ctx.plan;
+    (0..first.len() - 1)
+        .map(|s| {
+            let Some(last_item) = first[s + 1].checked_sub(1) else {
+                return (0.0, 0.0);
+            };
+            let bytes = f(&plan.blocks[plan.items[last_item]].boundary_bytes);
+            (bytes, send_seconds(ctx, bytes, tier))
+        })
+        .collect()
+}
+
 /// A plan laid out for the event loop: what stays fixed while the devices run their programs.
 struct Layout<'a> {
     ctx: Ctx<'a>,
@@ -1191,25 +1224,8 @@ impl<'a> Layout<'a> {
         } else {
             Pass::Backward
         };
-        let mut last_bwd = vec![vec![usize::MAX; nst]; p];
-        for (d, prog) in programs.iter().enumerate() {
-            for (i, t) in prog.iter().enumerate() {
-                if t.pass == grad_pass {
-                    last_bwd[d][t.stage] = i;
-                }
-            }
-        }
-        let p2p_tier = mesh.p2p_tier();
-        let boundary = (0..nst)
-            .map(|s| {
-                // Through the last item before the boundary (none before an empty first stage).
-                let Some(last_item) = first[s + 1].checked_sub(1) else {
-                    return (0.0, 0.0);
-                };
-                let bytes = f(&plan.blocks[plan.items[last_item]].boundary_bytes);
-                (bytes, send_seconds(&ctx, bytes, p2p_tier))
-            })
-            .collect();
+        let last_bwd = last_grad_tasks(&programs, nst, grad_pass);
+        let boundary = boundary_sends(&ctx, &first, mesh.p2p_tier());
         Layout {
             p,
             nst,
