@@ -68,19 +68,25 @@ fn rank_bench(c: &mut Criterion) {
         });
     }
     // The same by simulated seconds on A100s: the simulations of deep pipelines with many layers
-    // per stage are what grows with the layers.
-    for layers in [12u64, 192] {
-        let mut v = m.values.clone();
-        v.insert("L".into(), Rational::from_integer(layers.into()));
-        let o = RankOptions {
-            seconds: true,
-            ..opts(512)
-        };
-        g.bench_with_input(
-            BenchmarkId::new("gpt3-175b/layers/calib-a100-80gb", layers),
-            &v,
-            |b, v| b.iter(|| black_box(rank(&m, v, &a100, &o).unwrap().simulated)),
-        );
+    // per stage are what grows with the layers (512 devices keeps its historical name; 1024 and
+    // 2048, where 192 layers allow deeper interleaved pipelines than 12, are named by both).
+    for devices in [512u64, 1024, 2048] {
+        for layers in [12u64, 192] {
+            let mut v = m.values.clone();
+            v.insert("L".into(), Rational::from_integer(layers.into()));
+            let o = RankOptions {
+                seconds: true,
+                ..opts(devices)
+            };
+            let name = if devices == 512 {
+                "gpt3-175b/layers/calib-a100-80gb".to_string()
+            } else {
+                format!("gpt3-175b/{devices}/layers/calib-a100-80gb")
+            };
+            g.bench_with_input(BenchmarkId::new(name, layers), &v, |b, v| {
+                b.iter(|| black_box(rank(&m, v, &a100, &o).unwrap().simulated))
+            });
+        }
     }
     for devices in [8u64, 64, 512, 4096] {
         g.bench_with_input(

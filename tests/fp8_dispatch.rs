@@ -8,8 +8,7 @@ mod common;
 
 use common::{json, refused};
 use symshard::calib::Calibration;
-use symshard::model::ModelLoader;
-use symshard::parallel::{evaluate_strategy, Evaluation, Layout};
+use symshard::parallel::Evaluation;
 use symshard::rules::CollectiveKind;
 use symshard::strategy::{AxisKind, Knobs, Precision, Tier};
 use symshard::sym::Rational;
@@ -38,25 +37,7 @@ fn knobs(fp8_dispatch: bool) -> Knobs {
 }
 
 fn run(k: &Knobs) -> Evaluation {
-    let m = ModelLoader::embedded()
-        .unwrap()
-        .resolve("mixtral-8x7b")
-        .unwrap();
-    let mut v = m.values.clone();
-    v.insert("B".into(), q(B));
-    v.insert("S".into(), q(S));
-    let calib = Calibration::resolve("h100-sxm").unwrap();
-    evaluate_strategy(
-        &m,
-        &v,
-        k,
-        &Layout::default(),
-        &calib,
-        8,
-        &q(1_000_000_000_000_000),
-    )
-    .unwrap()
-    .1
+    common::evaluate_on("mixtral-8x7b", &[("B", B), ("S", S)], k, "h100-sxm")
 }
 
 /// The all-to-all rows: (tensor, bytes per call, calls).
@@ -232,28 +213,6 @@ fn rank_dispatches_in_fp8_where_rows_allow_it() {
             .any(|c| c["tensor"] == "expert slots (FP8)"),
         "{back}"
     );
-    let out = common::symshard()
-        .args([
-            "rank",
-            "mixtral-8x7b",
-            "--devices",
-            "64",
-            "--calib",
-            "h100-sxm",
-            "--fix",
-            "precision=fp8,fp8-dispatch=on,ep=8",
-            "--top",
-            "1",
-            "--emit",
-            "megatron",
-        ])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = common::emit_megatron("mixtral-8x7b", 64, "precision=fp8,fp8-dispatch=on,ep=8");
     assert!(text.contains("FP8 dispatch"), "{text}");
 }

@@ -279,52 +279,12 @@ fn rank_keeps_fp8_params_where_rows_allow_them_and_emits_the_flag() {
         back["per_device"]["memory"]["total"],
         row["memory"]["total"]
     );
-    let out = common::symshard()
-        .args([
-            "rank",
-            "gpt3-1.3b",
-            "--devices",
-            "16",
-            "--calib",
-            "h100-sxm",
-            "--fix",
-            "precision=fp8,fp8-params=on,zero=1",
-            "--top",
-            "1",
-            "--emit",
-            "megatron",
-        ])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success());
+    let text = common::emit_megatron("gpt3-1.3b", 16, "precision=fp8,fp8-params=on,zero=1");
     assert!(text.contains("--fp8-param-gather"), "{text}");
     assert!(text.contains("--use-distributed-optimizer"), "{text}");
     // Megatron-LM asserts `--fp8-param-gather` with the distributed optimizer, torch FSDP2 or
     // Megatron-FSDP (megatron/training/arguments.py at commit 000c4ac2).
-    let out = common::symshard()
-        .args([
-            "rank",
-            "gpt3-1.3b",
-            "--devices",
-            "16",
-            "--calib",
-            "h100-sxm",
-            "--fix",
-            "precision=fp8,fp8-params=on,zero=3",
-            "--top",
-            "1",
-            "--emit",
-            "megatron",
-        ])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = common::emit_megatron("gpt3-1.3b", 16, "precision=fp8,fp8-params=on,zero=3");
     assert!(text.contains("--fp8-param-gather"), "{text}");
     assert!(text.contains("--use-megatron-fsdp"), "{text}");
     assert!(text.contains("optim_grads_params"), "{text}");

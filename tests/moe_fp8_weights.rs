@@ -7,9 +7,7 @@
 
 mod common;
 
-use symshard::calib::Calibration;
-use symshard::model::ModelLoader;
-use symshard::parallel::{evaluate_strategy, Evaluation, Layout};
+use symshard::parallel::Evaluation;
 use symshard::strategy::{Knobs, Precision};
 use symshard::sym::Rational;
 
@@ -31,25 +29,7 @@ fn knobs(ep: u64, precision: Precision) -> Knobs {
 }
 
 fn run(k: &Knobs) -> Evaluation {
-    let m = ModelLoader::embedded()
-        .unwrap()
-        .resolve("mixtral-8x7b")
-        .unwrap();
-    let mut v = m.values.clone();
-    v.insert("B".into(), q(8));
-    v.insert("S".into(), q(256));
-    let calib = Calibration::resolve("h100-sxm").unwrap();
-    evaluate_strategy(
-        &m,
-        &v,
-        k,
-        &Layout::default(),
-        &calib,
-        8,
-        &q(1_000_000_000_000_000),
-    )
-    .unwrap()
-    .1
+    common::evaluate_on("mixtral-8x7b", &[("B", 8), ("S", 256)], k, "h100-sxm")
 }
 
 /// The FP8 weight copies a device keeps (the delayed recipe's rowwise and columnwise copies,

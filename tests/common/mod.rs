@@ -47,6 +47,36 @@ pub fn symshard() -> Command {
     Command::cargo_bin("symshard").unwrap()
 }
 
+/// `rank MODEL --devices DEVICES --calib h100-sxm --fix FIX --top 1 --emit megatron`, which must
+/// succeed: its standard output (the table and the emitted arguments).
+#[allow(dead_code)]
+pub fn emit_megatron(model: &str, devices: u64, fix: &str) -> String {
+    let n = devices.to_string();
+    let out = symshard()
+        .args([
+            "rank",
+            model,
+            "--devices",
+            &n,
+            "--calib",
+            "h100-sxm",
+            "--fix",
+            fix,
+            "--top",
+            "1",
+            "--emit",
+            "megatron",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// Runs a command that must succeed and returns its standard output as JSON.
 pub fn json(args: &[&str]) -> Value {
     let out = symshard().args(args).output().unwrap();
@@ -141,6 +171,35 @@ pub fn plan_on(
         knobs,
         machine,
     )
+}
+
+/// The exact evaluation of `knobs` on `model` with the symbols `set`, on `machine`'s table
+/// with 8 devices per node and memory that never binds (1 EB per device).
+#[allow(dead_code)]
+pub fn evaluate_on(
+    model: &str,
+    set: &[(&str, i64)],
+    knobs: &Knobs,
+    machine: &str,
+) -> symshard::parallel::Evaluation {
+    let m = ModelLoader::embedded().unwrap().resolve(model).unwrap();
+    let mut values = m.values.clone();
+    for (k, v) in set {
+        values.insert(k.to_string(), Rational::from_integer((*v).into()));
+    }
+    let calib = Calibration::resolve(machine).unwrap();
+    let memory = Rational::from_integer(1_000_000_000_000_000u64.into());
+    symshard::parallel::evaluate_strategy(
+        &m,
+        &values,
+        knobs,
+        &Layout::default(),
+        &calib,
+        8,
+        &memory,
+    )
+    .unwrap()
+    .1
 }
 
 /// [`plan_on`] with the model built by `loader` (an attention or loss mode of its own).
