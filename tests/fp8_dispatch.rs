@@ -164,23 +164,8 @@ fn refusals_name_the_reason() {
 /// in bf16.
 #[test]
 fn rank_dispatches_in_fp8_where_rows_allow_it() {
-    let v = json(&[
-        "rank",
-        "mixtral-8x7b",
-        "--devices",
-        "64",
-        "--calib",
-        "h100-sxm",
-        "--fix",
-        "precision=fp8,fp8-dispatch=on",
-        "--top",
-        "20",
-        "--format",
-        "json",
-    ]);
-    let rows = v["strategies"].as_array().unwrap();
-    assert!(!rows.is_empty());
-    for r in rows {
+    let rows = common::ranked_rows("mixtral-8x7b", 64, "precision=fp8,fp8-dispatch=on", 20);
+    for r in &rows {
         let ep = r["ep"].as_u64().unwrap();
         let on = r["fp8_dispatch"].as_bool().unwrap_or(false);
         assert_eq!(on, ep > 1, "{r}");

@@ -238,23 +238,8 @@ fn refusals_name_the_reason() {
 /// `--fp8-param-gather` beside the distributed optimizer (ZeRO 1) or Megatron-FSDP (ZeRO 3).
 #[test]
 fn rank_keeps_fp8_params_where_rows_allow_them_and_emits_the_flag() {
-    let v = json(&[
-        "rank",
-        "gpt3-1.3b",
-        "--devices",
-        "16",
-        "--calib",
-        "h100-sxm",
-        "--fix",
-        "precision=fp8,fp8-params=on",
-        "--top",
-        "40",
-        "--format",
-        "json",
-    ]);
-    let rows = v["strategies"].as_array().unwrap();
-    assert!(!rows.is_empty());
-    for r in rows {
+    let rows = common::ranked_rows("gpt3-1.3b", 16, "precision=fp8,fp8-params=on", 40);
+    for r in &rows {
         let zero = r["zero"].as_u64().unwrap();
         let params = r["fp8_params"].as_bool().unwrap_or(false);
         assert_eq!(params, zero >= 1, "{r}");

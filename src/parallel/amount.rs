@@ -211,18 +211,13 @@ pub fn fp8_gather_saving_per_element<T: Amount>(k: &Knobs) -> T {
     }
 }
 
-/// Bytes per rank that one all-gather of the weights does not move for `fp8` FP8 GEMM weight
-/// elements with FP8 parameters: [`fp8_gather_saving_per_element`] of each, over the
-/// (n − 1)/n of them a rank receives from the dp·cp replicas (zero without FP8 parameters or
-/// without a gather of the weights, ZeRO 0).
-pub fn fp8_gather_saving_once<T: Amount>(fp8: T, k: &Knobs) -> T {
-    fp8_gather_saving_over(fp8, k, k.replicas())
-}
-
-/// [`fp8_gather_saving_once`] for weights gathered over `n` ranks: the dp·cp replicas for
-/// dense weights, the dp·cp/ep ranks that hold the same experts for an expert's (Megatron-Core's
-/// expert-data-parallel group).
-pub fn fp8_gather_saving_over<T: Amount>(fp8: T, k: &Knobs, n: u64) -> T {
+/// Bytes per rank that one all-gather of the weights over `n` ranks does not move for `fp8` FP8
+/// GEMM weight elements with FP8 parameters: [`fp8_gather_saving_per_element`] of each, over
+/// the (n − 1)/n of them a rank receives. Dense weights are gathered over the dp·cp replicas
+/// ([`Knobs::replicas`]), an expert's over the ranks holding the same experts
+/// ([`Knobs::expert_replicas`]). Zero without FP8 parameters or without a gather of the
+/// weights (ZeRO 0).
+pub fn fp8_gather_saving<T: Amount>(fp8: T, k: &Knobs, n: u64) -> T {
     if !k.fp8_params || k.zero == 0 || n <= 1 {
         return T::zero();
     }
@@ -238,13 +233,6 @@ pub fn weight_gathers(k: &Knobs) -> u64 {
         1 | 2 => 1,
         _ => 2 * k.microbatches.max(1),
     }
-}
-
-/// Bytes per rank that a step's weight all-gathers do not move for `fp8` FP8 GEMM weight
-/// elements with FP8 parameters: [`fp8_gather_saving_once`] for each of
-/// [`weight_gathers`].
-pub fn fp8_gather_saving<T: Amount>(fp8: T, k: &Knobs) -> T {
-    fp8_gather_saving_once(fp8, k) * T::int(weight_gathers(k))
 }
 
 /// Bytes per element of one of the FP8 recipe's quantities (`field` of its [`Fp8Bytes`]) under
@@ -936,14 +924,19 @@ impl<T: Amount> BlockCost<T> {
         }
     }
 
-    /// Bytes per rank that the step's weight all-gathers (ZeRO 1–2's after the optimizer step,
+    /// Bytes per rank that the step's [`weight_gathers`] (ZeRO 1–2's after the optimizer step,
     /// ZeRO 3's per layer) do not move for these FP8 GEMM weights with FP8 parameters
-    /// ([`fp8_gather_saving`]).
+    /// ([`fp8_gather_saving`]: the dense ones over the replicas, the experts' over the ranks
+    /// holding the same experts).
     pub fn fp8_gather_saving(&self, k: &Knobs) -> T {
-        let dense = self.fp8_weights.clone() - self.fp8_experts.clone();
-        let experts = fp8_gather_saving_over(self.fp8_experts.clone(), k, k.replicas() / k.ep)
-            * T::int(weight_gathers(k));
-        fp8_gather_saving(dense, k) + experts
+        let once = fp8_gather_saving(self.fp8_dense(), k, k.replicas())
+            + fp8_gather_saving(self.fp8_experts.clone(), k, k.expert_replicas());
+        once * T::int(weight_gathers(k))
+    }
+
+    /// The dense FP8 GEMM weight elements (all but the experts').
+    fn fp8_dense(&self) -> T {
+        self.fp8_weights.clone() - self.fp8_experts.clone()
     }
 
     /// Weights, gradients and optimizer state of a stage on one device: dense state sharded by
@@ -952,7 +945,7 @@ impl<T: Amount> BlockCost<T> {
     pub fn state(&self, k: &Knobs) -> [T; 3] {
         let state = state_bytes(k.precision).map(|(bytes, stage)| {
             let (dense, experts) = if k.zero >= stage {
-                (T::int(k.replicas()), T::int(k.replicas() / k.ep))
+                (T::int(k.replicas()), T::int(k.expert_replicas()))
             } else {
                 (T::int(1), T::int(1))
             };
@@ -971,13 +964,12 @@ impl<T: Amount> BlockCost<T> {
             w + self.fp8_weights.clone() * fp8_bytes_of::<T>(k.precision, |b| b.weight_copy);
         if k.fp8_params {
             let (dense, experts) = if k.zero >= 3 {
-                (k.replicas(), k.replicas() / k.ep)
+                (k.replicas(), k.expert_replicas())
             } else {
                 (1, 1)
             };
-            let dense_fp8 = self.fp8_weights.clone() - self.fp8_experts.clone();
             w = w
-                - dense_fp8 * T::ratio(WEIGHT_BYTES as u64, dense)
+                - self.fp8_dense() * T::ratio(WEIGHT_BYTES as u64, dense)
                 - self.fp8_experts.clone() * T::ratio(WEIGHT_BYTES as u64, experts);
         }
         let held = [w, g, o];

@@ -352,10 +352,8 @@ fn block_of<T: Priced>(
                 &ev,
                 [kernels.fp8_gain(), kernels.fp4_gain()],
             )?;
-            if op.rule == "expert_matmul" {
-                if let Some(w) = &weight {
-                    n.expert_fp8_weights = std::mem::take(&mut n.expert_fp8_weights) + w.clone();
-                }
+            if let (Some(w), "expert_matmul") = (&weight, op.rule.as_str()) {
+                n.expert_fp8_weights = std::mem::take(&mut n.expert_fp8_weights) + w.clone();
             }
             n.fp8_op_weights.extend(weight.map(|w| (oi, w)));
         }
@@ -2447,7 +2445,7 @@ fn analysis_rows<T: Priced>(
             let tier = tier_of(c.axis, true);
             if c.axis == AxisKind::Dp && c.kind == CollectiveKind::AllReduce {
                 let layer = a.blocks[bi].repeat != Poly::one();
-                let expert = k.ep > 1 && experts.contains(&c.op.as_str());
+                let expert = experts.contains(&c.op.as_str());
                 let saving = row_fp8_gather_saving(&numbers[bi], *at, layer, expert, k)
                     / T::int(c.calls.into());
                 // As the step runs it under its ZeRO stage: reduce-scatters and all-gathers.
@@ -2473,7 +2471,7 @@ fn analysis_rows<T: Priced>(
 
 /// What one all-gather of the weights of the operator of gradient collective `at` (ZeRO 1–2's
 /// after the step, or one of ZeRO 3's per layer) does not move with FP8 parameters, all calls
-/// together ([`crate::parallel::amount::fp8_gather_saving_once`] for its weight: a repeated
+/// together ([`crate::parallel::amount::fp8_gather_saving`] for its weight: a repeated
 /// layer's FP8 GEMM, an `expert` one's over its expert-data-parallel group; zero otherwise).
 fn row_fp8_gather_saving<T: Priced>(
     n: &BlockNumbers<T>,
@@ -2494,14 +2492,13 @@ fn row_fp8_gather_saving<T: Priced>(
         .iter()
         .find(|(o, _)| *o == op)
         .map_or_else(T::zero, |(_, w)| {
-            if expert {
-                // A device holds E/ep experts' weights, gathered over the dp·cp/ep ranks that
-                // hold the same ones.
-                let held = w.clone() / T::int(k.ep);
-                super::amount::fp8_gather_saving_over(held, k, k.replicas() / k.ep)
+            // A device holds E/ep experts' weights, gathered over the ranks holding the same.
+            let (held, ranks) = if expert {
+                (w.clone() / T::int(k.ep), k.expert_replicas())
             } else {
-                super::amount::fp8_gather_saving_once(w.clone(), k)
-            }
+                (w.clone(), k.replicas())
+            };
+            super::amount::fp8_gather_saving(held, k, ranks)
         })
 }
 

@@ -625,6 +625,13 @@ impl Knobs {
         self.dp * self.cp
     }
 
+    /// Ranks holding the same experts: the dp·cp/ep ranks over which an expert's gradients are
+    /// reduced, its state sharded and its weights gathered (Megatron-Core's
+    /// expert-data-parallel group; `ep` divides dp·cp).
+    pub fn expert_replicas(&self) -> u64 {
+        self.replicas() / self.ep.max(1)
+    }
+
     /// Whether each device keeps only its `1/replicas` shard of the gradients (ZeRO ≥ 2 over
     /// more than one replica), so that every micro-batch's gradients are reduce-scattered.
     pub fn shards_gradients(&self) -> bool {

@@ -996,7 +996,7 @@ pub fn optimizer_seconds(params: f64, fp8: f64, k: &crate::strategy::Knobs, rate
 /// half of each all-reduce's wire bytes (in the precision's gradient type, which is its weight
 /// type), an expert's over its expert-data-parallel group as the plan states its gradients,
 /// less what FP8 parameters do not move
-/// ([`crate::parallel::amount::fp8_gather_saving_over`]).
+/// ([`crate::parallel::amount::fp8_gather_saving`]).
 pub fn block_gather_wire(b: &PlanBlock, k: &crate::strategy::Knobs) -> f64 {
     let all_reduced: f64 = b
         .grads
@@ -1015,7 +1015,7 @@ pub fn block_gather_wire(b: &PlanBlock, k: &crate::strategy::Knobs) -> f64 {
             let group = (crate::sym::Rational::from_integer(k.replicas().into()) * &o.weight_share)
                 .to_integer()
                 .to_u64()?;
-            Some(crate::parallel::amount::fp8_gather_saving_over(
+            Some(crate::parallel::amount::fp8_gather_saving(
                 f(&ops.weight),
                 k,
                 group,

@@ -77,6 +77,29 @@ pub fn emit_megatron(model: &str, devices: u64, fix: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// `rank MODEL --devices DEVICES --calib h100-sxm --fix FIX --top TOP --format json`: its rows.
+#[allow(dead_code)]
+pub fn ranked_rows(model: &str, devices: u64, fix: &str, top: u64) -> Vec<Value> {
+    let (n, top) = (devices.to_string(), top.to_string());
+    let v = json(&[
+        "rank",
+        model,
+        "--devices",
+        &n,
+        "--calib",
+        "h100-sxm",
+        "--fix",
+        fix,
+        "--top",
+        &top,
+        "--format",
+        "json",
+    ]);
+    let rows = v["strategies"].as_array().unwrap().clone();
+    assert!(!rows.is_empty(), "{model} --fix {fix}: no row");
+    rows
+}
+
 /// Runs a command that must succeed and returns its standard output as JSON.
 pub fn json(args: &[&str]) -> Value {
     let out = symshard().args(args).output().unwrap();
