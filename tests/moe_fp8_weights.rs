@@ -75,7 +75,7 @@ fn the_plans_expert_gemms_cast_their_own_experts_weights() {
 /// With FP8 parameters under ZeRO 3 the bf16 weight shard dropped is the device's: 2 bytes of
 /// each dense FP8 GEMM weight over the 8 replicas, and of each of its E/ep experts' FP8 weights
 /// over the dp/ep = 2 ranks that shard them. The dense FP8 GEMMs are the attention projections
-/// and the router's linear layer (4096 × (4096 + 1024 + 1024 + 4096 + 8) per layer).
+/// (4096 × (4096 + 1024 + 1024 + 4096) per layer); the router's linear layer stays in bf16.
 #[test]
 fn fp8_parameters_drop_each_shards_bf16_weight() {
     let k = |fp8_params: bool| Knobs {
@@ -85,7 +85,34 @@ fn fp8_parameters_drop_each_shards_bf16_weight() {
         ..knobs(4, Precision::Fp8)
     };
     let dropped = &run(&k(false)).memory.params - &run(&k(true)).memory.params;
-    let dense = q(LAYERS * 4096 * (4096 + 1024 + 1024 + 4096 + 8));
+    let dense = q(LAYERS * 4096 * (4096 + 1024 + 1024 + 4096));
     let held = q(EXPERT_WEIGHTS) / q(4);
     assert_eq!(dropped, q(2) * dense / q(8) + q(2) * held / q(2));
+}
+
+/// Megatron-Core computes the router's logits outside Transformer Engine
+/// (megatron/core/transformer/moe/router.py, `Router.gating` through `router_gating_linear`, a
+/// GEMM in the input's dtype or `--moe-router-dtype`): under an FP8 recipe the router is no FP8
+/// GEMM, while the attention projections and the experts are.
+#[test]
+fn the_router_stays_out_of_fp8() {
+    let (plan, _) = common::plan_on(
+        "mixtral-8x7b",
+        &[("B", 8), ("S", 256)],
+        &knobs(1, Precision::Fp8),
+        "h100-sxm",
+    );
+    let layer = plan.blocks.iter().find(|b| b.layer).unwrap();
+    let fp8 = |name: &str| {
+        layer
+            .ops
+            .iter()
+            .find(|o| o.name.ends_with(name))
+            .unwrap_or_else(|| panic!("no operator {name}"))
+            .fp8
+    };
+    assert!(!fp8("router"));
+    for gemm in ["q_proj", "o_proj", "expert_w1", "expert_w2"] {
+        assert!(fp8(gemm), "{gemm}");
+    }
 }

@@ -47,6 +47,10 @@ pub struct OpNode {
     /// Part of attention's core between the projections (tagged `attention: eager` or
     /// `role: attention-core` in its graph): what selective recomputation recomputes.
     pub attention_core: bool,
+    /// It makes the logits a mixture-of-experts gate reads (an operator whose rule declares
+    /// role `moe-gate`): a router, which FP8 recipes keep in the model's precision
+    /// ([`crate::rules::Role::MoeGate`]).
+    pub router: bool,
 }
 
 impl OpNode {

@@ -5,7 +5,7 @@ use super::spec::{FamilyFile, GraphSpec, ModelFile, SymbolValue};
 use crate::diag::Source;
 use crate::embedded;
 use crate::error::{Error, Result};
-use crate::rules::{Dtype, OpRule, RuleSet};
+use crate::rules::{Dtype, OpRule, Role, RuleSet};
 use crate::sym::{Bindings, Poly, Rational};
 use num_traits::Signed;
 use petgraph::algo::toposort;
@@ -649,6 +649,7 @@ impl GraphBuilder<'_> {
                 )?;
                 graph[node].inputs = ins;
             }
+            mark_routers(bi, &mut graph, &mut blocks);
             let order = toposort(&graph, None).map_err(|cycle| {
                 let name = graph[cycle.node_id()].name.clone();
                 self.err(
@@ -758,6 +759,7 @@ impl GraphBuilder<'_> {
             tp: op.tp.clone(),
             doc: op.doc.clone(),
             attention_core,
+            router: false,
         })
     }
 
@@ -914,6 +916,27 @@ impl GraphBuilder<'_> {
         Ok(())
     }
 }
+/// Marks the routers read by the mixture-of-experts gates of block `bi` (`graph`, not yet in
+/// `blocks`): the operators, in it or in an earlier block, whose output a gate reads.
+fn mark_routers(bi: usize, graph: &mut DiGraph<OpNode, ()>, blocks: &mut [Block]) {
+    let routers: Vec<(usize, NodeIndex)> = graph
+        .node_weights()
+        .filter(|n| n.rule.is(Role::MoeGate))
+        .flat_map(|n| &n.inputs)
+        .filter_map(|(_, p)| match p {
+            Producer::Op { block, node } => Some((*block, *node)),
+            _ => None,
+        })
+        .collect();
+    for (block, node) in routers {
+        if block == bi {
+            graph[node].router = true;
+        } else if let Some(b) = blocks.get_mut(block) {
+            b.graph[node].router = true;
+        }
+    }
+}
+
 /// Names a block's operators, and the block itself by its output, for the blocks after it.
 fn register(
     names: &mut BTreeMap<String, Named>,

@@ -8,7 +8,7 @@ use crate::model::{Model, OpNode, Producer};
 use crate::rules::law::CollectiveKind;
 use crate::rules::rule::tensor_bytes;
 use crate::rules::split::{derive, Placement, SplitEntry};
-use crate::rules::{FlopClass, Tensor};
+use crate::rules::{FlopClass, Role, Tensor};
 use crate::strategy::AxisKind;
 use crate::sym::{Poly, SymError};
 use petgraph::graph::NodeIndex;
@@ -165,6 +165,8 @@ impl Serialize for OpAnalysis {
 pub struct OpFormulas {
     /// Rule name.
     pub rule: String,
+    /// What its rule declares it is in a mixture of experts ([`Role`]).
+    pub role: Option<Role>,
     /// FLOP class.
     pub class: FlopClass,
     /// Whether its work grows with the square of the sequence (the attention core that selective
@@ -179,9 +181,9 @@ pub struct OpFormulas {
     /// Bytes per device the forward kernel reads and writes (the rule's inputs and output, or
     /// its `io`, with split indices divided by their axis sizes).
     pub io_bytes: Poly,
-    /// Where it is a linear layer outside the attention core
-    /// ([`crate::rules::OpRule::linear_input`]), what FP8 training runs in FP8 inside a repeated
-    /// layer: the position of its activation input.
+    /// Where it is a linear layer outside the attention core and not a router
+    /// ([`crate::rules::OpRule::linear_input`], [`crate::model::OpNode::router`]), what FP8
+    /// training runs in FP8 inside a repeated layer: the position of its activation input.
     pub linear_input: Option<usize>,
     /// Whether, as an FP8 GEMM, it casts its activation input: the first linear layer of its
     /// block to read that tensor (the q, k and v projections of one input are one
@@ -689,7 +691,7 @@ fn op_entry(node: &OpNode, plan: &OpPlan, model: &Model) -> SplitEntry {
 }
 
 /// [`analyse_op`], once per kind of operator: an operator analyses as an earlier one with the
-/// same rule (one name is one rule in a model), bindings, attention mark, kinds of inputs
+/// same rule (one name is one rule in a model), bindings, attention and router marks, kinds of inputs
 /// (own parameter, tied parameter, other) and splits, but for its name, so a graph of
 /// thousands of identical operators is derived once and copied with the name changed.
 fn analyse_alike(
@@ -709,8 +711,8 @@ fn analyse_alike(
         })
         .collect();
     let key = format!(
-        "{}|{:?}|{}|{kinds:?}|{plan:?}",
-        node.rule.name, node.bind, node.attention_core
+        "{}|{:?}|{}|{}|{kinds:?}|{plan:?}",
+        node.rule.name, node.bind, node.attention_core, node.router
     );
     if let Some(a) = alike.get(&key) {
         let mut a = a.clone();
@@ -796,6 +798,7 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
     };
     let formulas = OpFormulas {
         rule: node.rule.name.clone(),
+        role: node.rule.role,
         class: node.rule.class,
         attention_core,
         fused_attention: node.rule.fused_attention,
@@ -808,7 +811,7 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
         linear_input: node
             .rule
             .linear_input()
-            .filter(|_| !attention_core && !node.rule.fused_attention),
+            .filter(|_| !attention_core && !node.rule.fused_attention && !node.router),
         fp8_casts_input: false,
         fp8_saved_elements: Poly::zero(),
         fp8_replaces_bf16: false,

@@ -8,6 +8,7 @@ use super::traced::{At, Fix, Priced, Traced};
 use crate::calib::Calibration;
 use crate::model::Model;
 use crate::rules::law::CollectiveKind;
+use crate::rules::Role;
 use crate::strategy::{
     AxisKind, Knobs, Mesh, MeshAxis, PipelineSplit, Recompute, Schedule, StrategyError, Tier,
 };
@@ -284,10 +285,10 @@ pub fn block_sums(a: &Analysis) -> Vec<BlockSums> {
                 add(&mut s.weight, &op.weight_grad);
                 add(&mut s.kernel_recompute, &op.recompute);
                 add(&mut s.params, &op.params);
-                if op.rule == "expert_matmul" {
+                if op.role == Some(Role::ExpertGemm) {
                     add(&mut s.expert_params, &op.params);
                 }
-                if op.rule == "moe_dispatch" {
+                if op.role == Some(Role::MoeDispatch) {
                     add(&mut s.dispatch_out, &op.out_bytes);
                 }
             }
@@ -352,7 +353,7 @@ fn block_of<T: Priced>(
                 &ev,
                 [kernels.fp8_gain(), kernels.fp4_gain()],
             )?;
-            if let (Some(w), "expert_matmul") = (&weight, op.rule.as_str()) {
+            if let (Some(w), Some(Role::ExpertGemm)) = (&weight, op.role) {
                 n.expert_fp8_weights = std::mem::take(&mut n.expert_fp8_weights) + w.clone();
             }
             n.fp8_op_weights.extend(weight.map(|w| (oi, w)));
@@ -448,10 +449,10 @@ fn add_op_amounts<T: Priced>(
     add(&mut n.kernel_recompute, recompute);
     add(&mut x.saved, saved);
     let params = ev(&op.params)?;
-    if op.rule == "expert_matmul" {
+    if op.role == Some(Role::ExpertGemm) {
         add(&mut n.expert_params, params.clone());
     }
-    if op.rule == "moe_dispatch" {
+    if op.role == Some(Role::MoeDispatch) {
         add(&mut n.slot_bytes, ev(&op.out_bytes)? / dp.clone());
     }
     let x = &mut n.exact;
@@ -489,7 +490,7 @@ fn add_op_comm<T: Priced>(
         }
         n.comm.push((CommRef::Op { op: oi, index }, bytes));
     }
-    let expert = op.rule == "expert_matmul";
+    let expert = op.role == Some(Role::ExpertGemm);
     for (index, c) in op.grad_comm.iter().enumerate() {
         let bytes = ev(&c.wire_bytes)?;
         match c.axis {
@@ -2431,7 +2432,7 @@ fn analysis_rows<T: Priced>(
         let experts: Vec<&str> = a.blocks[bi]
             .ops
             .iter()
-            .filter(|o| o.rule == "expert_matmul")
+            .filter(|o| o.role == Some(Role::ExpertGemm))
             .map(|o| o.name.as_str())
             .collect();
         for (at, b) in &numbers[bi].grad_comm {

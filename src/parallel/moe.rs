@@ -27,6 +27,7 @@
 
 use crate::model::Model;
 use crate::rules::law::CollectiveKind;
+use crate::rules::Role;
 use crate::strategy::StrategyError;
 use crate::sym::{Poly, Rational};
 use serde::Serialize;
@@ -144,7 +145,7 @@ pub fn moe_sites(model: &Model) -> Vec<MoeSite> {
     for block in &model.blocks {
         let expert_params: Poly = block
             .ops()
-            .filter(|o| o.rule.name == "expert_matmul")
+            .filter(|o| o.rule.is(Role::ExpertGemm))
             .map(|o| {
                 (0..o.rule.inputs.len())
                     .filter(|&k| o.owns_param(k))
@@ -152,7 +153,7 @@ pub fn moe_sites(model: &Model) -> Vec<MoeSite> {
                     .sum::<Poly>()
             })
             .sum();
-        for op in block.ops().filter(|o| o.rule.name == "moe_dispatch") {
+        for op in block.ops().filter(|o| o.rule.is(Role::MoeDispatch)) {
             let y = &op.rule.output;
             out.push(MoeSite {
                 block: block.name.clone(),

@@ -1,7 +1,7 @@
 //! Loading and validating operator rule files.
 
 use super::law::IndexKind;
-use super::rule::{Dtype, FlopClass, Flops, Index, OpRule, Tensor};
+use super::rule::{Dtype, FlopClass, Flops, Index, OpRule, Role, Tensor};
 use super::spec::{RuleFile, SavedSpec, TensorSpec};
 use crate::diag::Source;
 use crate::error::{Error, Result};
@@ -82,6 +82,7 @@ impl Validator<'_> {
         };
         let recompute_flops = self.recompute_flops(&flops)?;
         self.check_kernel_flags(&flops, &inputs, &output)?;
+        let role = self.role(&inputs)?;
         // Last: a file that is wrong in itself reports that first.
         if let Some(stem) = expect_name {
             if stem != spec.name {
@@ -95,6 +96,7 @@ impl Validator<'_> {
             }
         }
         Ok(OpRule {
+            role,
             fused_attention,
             recompute_flops,
             param_grad_kernel: spec.param_grad_kernel,
@@ -344,6 +346,38 @@ impl Validator<'_> {
             ));
         }
         Ok(())
+    }
+
+    /// The declared role, if any: a known name; an expert GEMM has the experts' stacked weights
+    /// (a parameter of three or more dimensions, experts first), and a gate reads one input.
+    fn role(&self, inputs: &[Tensor]) -> Result<Option<Role>> {
+        let Some(name) = self.spec.role.as_deref() else {
+            return Ok(None);
+        };
+        let role = Role::from_name(name).ok_or_else(|| {
+            let known: Vec<&str> = Role::ALL.iter().map(|(n, _)| *n).collect();
+            self.err(
+                &["role"],
+                format!(
+                    "unknown role `{name}` (expected one of: {})",
+                    known.join(", ")
+                ),
+            )
+        })?;
+        if role == Role::ExpertGemm && !inputs.iter().any(|t| t.param && t.dims.len() >= 3) {
+            return Err(self.err(
+                &["role"],
+                "role `expert-gemm` needs the experts' stacked weights: a parameter input of \
+                 three or more dimensions",
+            ));
+        }
+        if role == Role::MoeGate && inputs.len() != 1 {
+            return Err(self.err(
+                &["role"],
+                "role `moe-gate` reads one input, the router's logits",
+            ));
+        }
+        Ok(Some(role))
     }
 
     fn check_name(&self, path: &[&str], name: &str, what: &str) -> Result<()> {

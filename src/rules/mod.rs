@@ -9,6 +9,6 @@ pub mod split;
 
 pub use law::{CollectiveKind, IndexKind, Law, ReduceOp, LAWS};
 pub use load::{load_rule, load_rule_file, RESERVED};
-pub use rule::{Dtype, FlopClass, Flops, GemmIndices, Index, OpRule, Tensor};
+pub use rule::{Dtype, FlopClass, Flops, GemmIndices, Index, OpRule, Role, Tensor};
 pub use set::RuleSet;
 pub use split::{derive, split_table, AxisSplit, Placement, SplitEntry, SplitTable};

@@ -17,6 +17,42 @@ pub enum FlopClass {
     Other,
 }
 
+/// What part an operator plays in a model that the pricing needs to know, declared by its rule
+/// (`role:`), never read off a rule's or an operator's name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Role {
+    /// A per-expert linear layer of a mixture of experts (its weights indexed by expert): a
+    /// device holds the weights of E/ep experts, whose gradients are reduced among the ranks
+    /// holding the same experts.
+    ExpertGemm,
+    /// Tokens copied into their experts' slots: expert parallelism's dispatch all-to-all follows
+    /// it.
+    MoeDispatch,
+    /// Expert outputs summed back into their tokens: the combine all-to-all precedes it.
+    MoeCombine,
+    /// The gate over a router's logits. The linear layer that makes those logits (the router)
+    /// stays in the model's precision under FP8 recipes: Megatron-Core's `Router.gating`
+    /// (megatron/core/transformer/moe/router.py) runs it through `router_gating_linear`
+    /// (moe_utils.py), a GEMM in the input's dtype or `--moe-router-dtype`, never in FP8.
+    MoeGate,
+}
+
+impl Role {
+    /// Every role, as rule files spell them.
+    pub const ALL: [(&'static str, Role); 4] = [
+        ("expert-gemm", Role::ExpertGemm),
+        ("moe-dispatch", Role::MoeDispatch),
+        ("moe-combine", Role::MoeCombine),
+        ("moe-gate", Role::MoeGate),
+    ];
+
+    /// The role a rule file names `name`.
+    pub fn from_name(name: &str) -> Option<Role> {
+        Role::ALL.iter().find(|(n, _)| *n == name).map(|(_, r)| *r)
+    }
+}
+
 /// One index of an operator's iteration space.
 #[derive(Debug, Clone, Serialize)]
 pub struct Index {
@@ -177,6 +213,16 @@ pub struct OpRule {
     /// (`fp32_passes: true`, the loss over the logits); see [`OpRule::fp32_pass_bytes`].
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub fp32_passes: bool,
+    /// What it is in a mixture of experts (`role:`), if anything.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<Role>,
+}
+
+impl OpRule {
+    /// Whether it declares `role`.
+    pub fn is(&self, role: Role) -> bool {
+        self.role == Some(role)
+    }
 }
 
 impl OpRule {

@@ -80,6 +80,10 @@ pub struct RuleFile {
     /// input (a loss over the vocabulary's logits; see `OpRule::fp32_pass_bytes`).
     #[serde(default)]
     pub fp32_passes: bool,
+    /// What it is in a mixture of experts: `expert-gemm`, `moe-dispatch`, `moe-combine` or
+    /// `moe-gate`.
+    #[serde(default)]
+    pub role: Option<String>,
 }
 
 /// An index: a kind name, or a mapping with the kind and its details.

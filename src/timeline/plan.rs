@@ -10,7 +10,7 @@ use crate::model::Model;
 use crate::parallel::analysis::{BlockAnalysis, OpAnalysis};
 use crate::parallel::evaluate::{BlockNumbers, Evaluation};
 use crate::parallel::{Analysis, Comm, Site};
-use crate::rules::{CollectiveKind, FlopClass};
+use crate::rules::{CollectiveKind, FlopClass, Role};
 use crate::strategy::{AxisKind, Knobs};
 use crate::sym::{Bindings, Poly, Rational};
 use num_traits::{One, ToPrimitive, Zero};
@@ -367,11 +367,11 @@ pub fn strategy_blocks(
     let r = |v: u64| Rational::from_integer(v.into());
     let ep = r(knobs.ep);
     for ((block, ba), n) in blocks.iter_mut().zip(&analysis.blocks).zip(numbers) {
-        let find = |rule: &str| ba.ops.iter().position(|o| o.rule == rule);
+        let find = |role: Role| ba.ops.iter().position(|o| o.role == Some(role));
         let experts: Vec<usize> = (0..ba.ops.len())
-            .filter(|&k| ba.ops[k].rule == "expert_matmul")
+            .filter(|&k| ba.ops[k].role == Some(Role::ExpertGemm))
             .collect();
-        if let (Some(dispatch), Some(combine)) = (find("moe_dispatch"), find("moe_combine")) {
+        if let (Some(dispatch), Some(combine)) = (find(Role::MoeDispatch), find(Role::MoeCombine)) {
             let [dispatch_wire, combine_wire, combine_grad_wire, dispatch_grad_wire] =
                 crate::parallel::moe::all_to_all_wire(n.slot_bytes.clone(), knobs);
             let a2a = |what: &str, bytes: &Rational| PlanComm {
