@@ -11,6 +11,7 @@ use std::path::Path;
 use symshard::calib::Calibration;
 use symshard::diag::Source;
 use symshard::model::ModelLoader;
+use symshard::parallel::amount::Held;
 use symshard::parallel::{Evaluation, Layout};
 use symshard::rules::CollectiveKind;
 use symshard::strategy::{AxisKind, Knobs, Precision, Recompute, Schedule};
@@ -154,6 +155,7 @@ fn uniform(p: u64, m: u64, schedule: Schedule, v: u64, layers: usize) -> TimingP
         fp8: false,
         fp8_casts_input: false,
         weight_share: Rational::from_integer(1.into()),
+        expert: false,
     };
     let block = PlanBlock {
         name: "layer".into(),
@@ -1576,8 +1578,12 @@ fn autocast_casts_weights_every_forward_and_gradients_every_backward() {
         assert!((chains_b[0].backward - chains_a[0].backward - back).abs() < 1e-12);
     }
     // The optimizer step: Adam over fp32 weights has no copy into bf16 model weights.
-    let bf16 = optimizer_seconds(params, 0.0, &Knobs::data_parallel(1), &rates);
-    let amp = optimizer_seconds(params, 0.0, &at(0, 1), &rates);
+    let held = Held {
+        dense: params,
+        ..Held::default()
+    };
+    let bf16 = optimizer_seconds(&held, &Knobs::data_parallel(1), &rates);
+    let amp = optimizer_seconds(&held, &at(0, 1), &rates);
     assert!(
         (bf16 - amp - rates.op_seconds(0.0, 6.0 * params, KernelClass::Other, 1)).abs() < 1e-12
     );

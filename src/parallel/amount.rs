@@ -132,10 +132,79 @@ pub const MAIN_GRAD_BYTES: u64 = 4;
 /// into the bf16 model weights.
 const MASTER_WEIGHT_BYTES: u64 = 4;
 
-/// HBM bytes of each memory-bound kernel of the optimizer step over `params` parameter
-/// elements held by one device, in order (Megatron-LM's mixed-precision optimizer step,
-/// megatron/optimizer/optimizer.py, `MixedPrecisionOptimizer.step`), each over the local shard
-/// (all of it without a distributed optimizer, `1/replicas` with ZeRO ≥ 1):
+/// The parameter elements one device holds, as ZeRO shards them: dense ones over the dp·cp
+/// replicas ([`Knobs::replicas`]), expert ones over the ranks holding the same experts
+/// ([`Knobs::expert_replicas`], Megatron-Core's expert-data-parallel group); and of each, the
+/// FP8 GEMM weights.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Held<T> {
+    /// Dense parameter elements.
+    pub dense: T,
+    /// Expert parameter elements (of the device's E/ep experts).
+    pub experts: T,
+    /// Of `dense`, the FP8 GEMM weights.
+    pub fp8_dense: T,
+    /// Of `experts`, the FP8 GEMM weights.
+    pub fp8_experts: T,
+}
+
+impl<T: Amount> Held<T> {
+    /// All parameter elements held.
+    pub fn params(&self) -> T {
+        self.dense.clone() + self.experts.clone()
+    }
+
+    /// `n` times as many of each.
+    pub fn times(&self, n: T) -> Held<T> {
+        Held {
+            dense: self.dense.clone() * n.clone(),
+            experts: self.experts.clone() * n.clone(),
+            fp8_dense: self.fp8_dense.clone() * n.clone(),
+            fp8_experts: self.fp8_experts.clone() * n,
+        }
+    }
+
+    /// The share of these the device's optimizer updates, as (parameter elements, FP8 GEMM
+    /// weight elements): all of them without a distributed optimizer (ZeRO 0), each group's
+    /// shard with ZeRO ≥ 1.
+    pub fn shard(&self, k: &Knobs) -> (T, T) {
+        if k.zero == 0 {
+            return (
+                self.params(),
+                self.fp8_dense.clone() + self.fp8_experts.clone(),
+            );
+        }
+        let (dense, experts) = (k.replicas().max(1), k.expert_replicas().max(1));
+        if dense == experts {
+            let all = self.fp8_dense.clone() + self.fp8_experts.clone();
+            return (self.params() / T::int(dense), all / T::int(dense));
+        }
+        let (dense, experts) = (T::int(dense), T::int(experts));
+        (
+            self.dense.clone() / dense.clone() + self.experts.clone() / experts.clone(),
+            self.fp8_dense.clone() / dense + self.fp8_experts.clone() / experts,
+        )
+    }
+}
+
+impl<T: Amount> Add for Held<T> {
+    type Output = Held<T>;
+
+    fn add(self, o: Held<T>) -> Held<T> {
+        Held {
+            dense: self.dense + o.dense,
+            experts: self.experts + o.experts,
+            fp8_dense: self.fp8_dense + o.fp8_dense,
+            fp8_experts: self.fp8_experts + o.fp8_experts,
+        }
+    }
+}
+
+/// HBM bytes of each memory-bound kernel of the optimizer step over the parameters `held` by one
+/// device, in order (Megatron-LM's mixed-precision optimizer step,
+/// megatron/optimizer/optimizer.py, `MixedPrecisionOptimizer.step`), each over the shard it
+/// updates ([`Held::shard`]: all of it without a distributed optimizer; with ZeRO ≥ 1 the
+/// dense parameters' `1/replicas` and the experts' share among the ranks holding them):
 ///
 /// 1. the gradient norm (apex `multi_tensor_l2norm`) reads the fp32 gradients;
 /// 2. Adam (apex `multi_tensor_adam`) reads the fp32 weights, gradients and both moments and
@@ -143,31 +212,24 @@ const MASTER_WEIGHT_BYTES: u64 = 4;
 /// 3. the gradient buffer is zeroed for the next step (the whole buffer);
 /// 4. under the bf16 recipe, the fp32 master weights are copied into the bf16 model weights
 ///    (under autocast the model weights are the fp32 weights Adam updates: no copy); with FP8
-///    parameters the `fp8` FP8 GEMM weight elements among `params` are written as their FP8
-///    copy instead ([`fp8_gather_saving_per_element`] fewer bytes each: Megatron-LM's
-///    distributed optimizer quantizes its fp32 master shard straight into the FP8 parameter).
+///    parameters the FP8 GEMM weight elements of the shard are written as their FP8 copy
+///    instead ([`fp8_gather_saving_per_element`] fewer bytes each: Megatron-LM's distributed
+///    optimizer quantizes its fp32 master shard straight into the FP8 parameter).
 ///
 /// The timeline times each as a streaming kernel; the relative cost prices their sum at κ_hbm
 /// once a step ([`BlockCost::optimizer_hbm`]).
-pub fn optimizer_traffic<T: Amount>(params: T, fp8: T, k: &Knobs) -> Vec<T> {
-    let local = |x: T| {
-        if k.zero >= 1 {
-            x / T::int(k.replicas().max(1))
-        } else {
-            x
-        }
-    };
-    let shard = local(params.clone());
+pub fn optimizer_traffic<T: Amount>(held: &Held<T>, k: &Knobs) -> Vec<T> {
+    let (shard, fp8) = held.shard(k);
     let grad = T::int(MAIN_GRAD_BYTES);
     let state = T::int(OPTIMIZER_BYTES as u64);
     let mut kernels = vec![
         shard.clone() * grad.clone(),
         shard.clone() * (state.clone() + grad.clone() + state),
-        params * grad,
+        held.params() * grad,
     ];
     if k.precision != Precision::Autocast {
         let copy = shard * T::int(MASTER_WEIGHT_BYTES + WEIGHT_BYTES as u64);
-        kernels.push(copy - local(fp8) * fp8_gather_saving_per_element(k));
+        kernels.push(copy - fp8 * fp8_gather_saving_per_element(k));
     }
     kernels
 }
@@ -773,11 +835,16 @@ impl<T: Amount> BlockCost<T> {
     /// step's first micro-batch (with FP8 parameters, the transposed copy made from the gathered
     /// weight: [`Knobs::fp8_bytes`]).
     pub fn optimizer_hbm(&self, k: &Knobs) -> T {
-        let params = self.params.clone() + self.params_expert.clone();
+        let held = Held {
+            dense: self.params.clone(),
+            experts: self.params_expert.clone(),
+            fp8_dense: self.fp8_dense(),
+            fp8_experts: self.fp8_experts.clone(),
+        };
         let cast = k
             .fp8_bytes()
             .map_or_else(T::zero, |b| T::ratio(b.weight_cast.0, b.weight_cast.1));
-        optimizer_traffic(params, self.fp8_weights.clone(), k)
+        optimizer_traffic(&held, k)
             .into_iter()
             .fold(self.fp8_weights.clone() * cast, |sum, b| sum + b)
     }

@@ -22,9 +22,10 @@ use super::cost::Rates;
 use super::plan::Collective;
 use super::plan::{strategy_blocks, PlanBlock, TimingPlan, FORMAT};
 use super::schedule::PerPass;
-use super::sim::{block_fp8_weights, block_gather_wire, optimizer_seconds, pass_chains};
+use super::sim::{block_gather_wire, block_held, optimizer_seconds, pass_chains};
 use crate::error::Result;
 use crate::model::Model;
+use crate::parallel::amount::Held;
 use crate::parallel::evaluate::{interleaved_chunks, microbatch_bindings, BlockNumbers};
 use crate::parallel::Analysis;
 use crate::strategy::{Knobs, Mesh, MeshAxis, Recompute, Schedule};
@@ -42,8 +43,9 @@ pub struct Chains {
     pub layer: Vec<bool>,
     /// Data-parallel gradient wire bytes per device of each block, per step.
     pub dp_grad: Vec<f64>,
-    /// FP8 GEMM weight elements per device of each block (what FP8 parameters gather in FP8).
-    pub fp8: Vec<f64>,
+    /// Parameter elements per device of each block, dense and expert, and of each the FP8 GEMM
+    /// weights ([`block_held`]): what the optimizer step updates.
+    pub held: Vec<Held<f64>>,
     /// Wire bytes per device of one all-gather of each block's weights, as the simulation
     /// gathers them ([`block_gather_wire`]).
     pub gather: Vec<f64>,
@@ -99,7 +101,7 @@ pub fn chains(
     let params = blocks.iter().map(|b| f(&b.params)).collect();
     let layer = blocks.iter().map(|b| b.layer).collect();
     let dp_grad = numbers.iter().map(|n| f(&n.exact.dp_grad)).collect();
-    let fp8 = blocks.iter().map(block_fp8_weights).collect();
+    let held = blocks.iter().map(block_held).collect();
     let gather = blocks.iter().map(|b| block_gather_wire(b, knobs)).collect();
     let mut plan = TimingPlan {
         format: FORMAT.into(),
@@ -128,7 +130,7 @@ pub fn chains(
         params,
         layer,
         dp_grad,
-        fp8,
+        held,
         gather,
     })
 }
@@ -161,10 +163,8 @@ struct Ranks {
     wgt: Vec<f64>,
     /// Per rank: the seconds of all its chains over the step.
     busy: Vec<f64>,
-    /// Per rank: parameter elements held.
-    params: Vec<f64>,
-    /// Per rank: FP8 GEMM weight elements held.
-    fp8: Vec<f64>,
+    /// Per rank: parameter elements held, and of them the FP8 GEMM weights.
+    held: Vec<Held<f64>>,
     /// Per rank: wire bytes of one all-gather of the weights it holds.
     gather: Vec<f64>,
     /// Per rank: data-parallel gradient wire bytes per micro-batch.
@@ -203,8 +203,7 @@ impl Ranks {
             .collect();
         let mut r = Ranks {
             busy: vec![0.0; p],
-            params: vec![0.0; p],
-            fp8: vec![0.0; p],
+            held: vec![Held::default(); p],
             gather: vec![0.0; p],
             grads: vec![0.0; p],
             fwd,
@@ -217,8 +216,11 @@ impl Ranks {
         for (s, st) in stages.iter().enumerate() {
             for d in r.holders(s, p) {
                 r.busy[d] += runs * (r.fwd[s] + r.bwd[s] + r.wgt[s]);
-                r.params[d] += stage_sum(st, |b| chains.params[b]);
-                r.fp8[d] += stage_sum(st, |b| chains.fp8[b]);
+                let stage = st
+                    .iter()
+                    .map(|&(b, n)| chains.held[b].times(n as f64))
+                    .fold(Held::default(), |sum, h| sum + h);
+                r.held[d] = r.held[d] + stage;
                 r.gather[d] += stage_sum(st, |b| chains.gather[b]);
                 r.grads[d] += r.stage_grads[s];
             }
@@ -319,10 +321,9 @@ pub fn lower_bound(
         axis: Mesh::of(k, gpus_per_node).grad_axis(),
     };
     let opt: Vec<f64> = r
-        .params
+        .held
         .iter()
-        .zip(&r.fp8)
-        .map(|(&x, &fp8)| optimizer_seconds(x, fp8, k, rates))
+        .map(|h| optimizer_seconds(h, k, rates))
         .collect();
     let mut best: f64 = 0.0;
     let mut gathers = vec![0.0; p];

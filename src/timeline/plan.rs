@@ -176,6 +176,11 @@ pub struct PlanOp {
     /// before it existed.
     #[serde(default = "whole", with = "exact", skip_serializing_if = "is_whole")]
     pub weight_share: Rational,
+    /// An expert GEMM (its rule's role is `expert-gemm`): ZeRO shards its weights and their
+    /// optimizer state over the ranks holding the same experts, not over all replicas. False in
+    /// plans saved before it existed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub expert: bool,
 }
 
 /// One GEMM on one device: `batch` products of a `rows` × `cols` output, summing `inner`.
@@ -566,6 +571,7 @@ fn plan_op(op: &OpAnalysis, b: &Bindings, context_parallel: bool) -> Result<Plan
         fp8: false,
         fp8_casts_input: false,
         weight_share: Rational::one(),
+        expert: op.role == Some(Role::ExpertGemm),
     })
 }
 

@@ -15,6 +15,7 @@ use super::cost::{bus_factor, KernelClass, Rates};
 pub use super::event::{Event, PerStream, Stream, What};
 use super::plan::{Axis, Collective, PlanBlock, PlanComm, PlanOp, Step, TimingPlan};
 use super::schedule::{device_of, paired, program, sends_after_next, Pass, PerPass, Task};
+use crate::parallel::amount::Held;
 use crate::parallel::evaluate::GRAD_BYTES;
 use crate::strategy::{AxisKind, Mesh, MeshAxis, Recompute, Schedule};
 use num_traits::{ToPrimitive, Zero};
@@ -975,16 +976,15 @@ pub fn grad_accumulation_bytes(params: f64, k: &crate::strategy::Knobs) -> f64 {
     crate::parallel::amount::grad_accumulation(params, k)
 }
 
-/// Seconds of the optimizer step over `params` parameter elements held by one device, `fp8`
-/// of them FP8 GEMM weights: its memory-bound kernels
-/// ([`crate::parallel::amount::optimizer_traffic`]), each a streaming kernel with its own
-/// launch. Gradient clipping's rescale runs only when the norm exceeds the threshold and is
-/// left out.
-pub fn optimizer_seconds(params: f64, fp8: f64, k: &crate::strategy::Knobs, rates: &Rates) -> f64 {
-    if params <= 0.0 {
+/// Seconds of the optimizer step over the parameter elements `held` by one device: its
+/// memory-bound kernels ([`crate::parallel::amount::optimizer_traffic`]), each a streaming
+/// kernel with its own launch. Gradient clipping's rescale runs only when the norm exceeds the
+/// threshold and is left out.
+pub fn optimizer_seconds(held: &Held<f64>, k: &crate::strategy::Knobs, rates: &Rates) -> f64 {
+    if held.params() <= 0.0 {
         return 0.0;
     }
-    crate::parallel::amount::optimizer_traffic(params, fp8, k)
+    crate::parallel::amount::optimizer_traffic(held, k)
         .iter()
         .map(|b| rates.op_seconds(0.0, *b, KernelClass::Other, 1))
         .sum()
@@ -1025,14 +1025,22 @@ pub fn block_gather_wire(b: &PlanBlock, k: &crate::strategy::Knobs) -> f64 {
     wire - saving
 }
 
-/// FP8 GEMM weight elements per device of `b`'s operators under the plan's precision (none
-/// without an FP8 recipe): what FP8 parameters gather in FP8.
-pub fn block_fp8_weights(b: &PlanBlock) -> f64 {
-    b.ops
-        .iter()
-        .filter_map(|o| o.fp8_operands())
-        .map(|ops| f(&ops.weight))
-        .sum()
+/// The parameter elements per device of `b`'s operators, dense and expert, and of each the FP8
+/// GEMM weights under the plan's precision (none without an FP8 recipe): what the optimizer step
+/// updates, and what FP8 parameters gather and write in FP8.
+pub fn block_held(b: &PlanBlock) -> Held<f64> {
+    let mut held = Held::default();
+    for o in &b.ops {
+        let fp8 = o.fp8_operands().map_or(0.0, |ops| f(&ops.weight));
+        if o.expert {
+            held.experts += f(&o.params);
+            held.fp8_experts += fp8;
+        } else {
+            held.fp8_dense += fp8;
+        }
+    }
+    held.dense = f(&b.params) - held.experts;
+    held
 }
 
 /// Simulates one training step of `plan` on the machine `rates`, with `gpus_per_node` devices
@@ -1123,8 +1131,9 @@ struct Layout<'a> {
     first: Vec<usize>,
     /// Parameter elements per device of each block, as floats once (FSDP gathers them per item).
     block_params: Vec<f64>,
-    /// Per block, its FP8 GEMM weight elements ([`block_fp8_weights`]).
-    block_fp8: Vec<f64>,
+    /// Per block, its parameter elements and FP8 GEMM weights, dense and expert
+    /// ([`block_held`]).
+    block_held: Vec<Held<f64>>,
     /// Per block, the wire bytes of one all-gather of its weights ([`block_gather_wire`]).
     block_gather: Vec<f64>,
     /// For each item, the first and last item of its run of copies of the same block.
@@ -1231,7 +1240,7 @@ impl<'a> Layout<'a> {
             nst,
             first,
             block_params: plan.blocks.iter().map(|b| f(&b.params)).collect(),
-            block_fp8: plan.blocks.iter().map(block_fp8_weights).collect(),
+            block_held: plan.blocks.iter().map(block_held).collect(),
             block_gather: plan
                 .blocks
                 .iter()
@@ -1955,21 +1964,23 @@ impl<'a> Layout<'a> {
         }
         // Under DualPipe rank d holds stages d and p − 1 − d, a copy of each.
         let mirror = k.schedule.bidirectional() && self.p > 1;
-        // The blocks of the items it holds: their parameters, and of those its FP8 GEMM weights.
-        let held: Vec<usize> = (0..self.nst)
+        // The blocks of the items it holds.
+        let blocks: Vec<usize> = (0..self.nst)
             .filter(|s| s % self.p == d || (mirror && self.p - 1 - s == d))
             .flat_map(|s| self.first[s]..self.first[s + 1])
             .map(|i| plan.items[i])
             .collect();
-        let params: f64 = held.iter().map(|&b| self.block_params[b]).sum();
-        let fp8: f64 = held.iter().map(|&b| self.block_fp8[b]).sum();
+        // Their parameters, and of those the FP8 GEMM weights.
+        let held = blocks
+            .iter()
+            .fold(Held::default(), |sum, &b| sum + self.block_held[b]);
         let ready = dev.free.iter().cloned().fold(0.0, f64::max);
         let deps: Vec<usize> = dev.last.iter().flatten().copied().collect();
         let e = Event {
             device: d,
             stream: Stream::Compute,
             start: 0.0,
-            dur: optimizer_seconds(params, fp8, k, rates),
+            dur: optimizer_seconds(&held, k, rates),
             what: What::Optimizer,
             pass: Pass::Backward,
             stage: d,
@@ -1982,7 +1993,7 @@ impl<'a> Layout<'a> {
         let (opt, _, opt_end) = dev.push(rec, e, ready);
         if k.zero >= 1 && k.zero < 3 && self.replicas > 1 {
             // The distributed optimizer gathers the updated model weights from their owners.
-            let wire: f64 = held.iter().map(|&b| self.block_gather[b]).sum();
+            let wire: f64 = blocks.iter().map(|&b| self.block_gather[b]).sum();
             let dur = rates.collective_seconds(Collective::AllGather, wire, &self.ctx.dp);
             let before = dev.free.iter().cloned().fold(0.0, f64::max);
             let mut e = grad_event(d, Stream::DpComm, dur, wire, dev.buckets, None, opt);

@@ -41,6 +41,7 @@ pub fn uniform(k: Knobs, layers: usize, (f, b, w): (i64, i64, i64)) -> TimingPla
         fp8: false,
         fp8_casts_input: false,
         weight_share: q(1),
+        expert: false,
     };
     let block = PlanBlock {
         name: "layer".into(),
