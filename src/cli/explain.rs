@@ -315,6 +315,9 @@ pub fn render(rule: &OpRule, table: &SplitTable) -> String {
              beyond one fused kernel (timelines under --loss fp32, the default)"
         );
     }
+    if let Some(role) = rule.role {
+        let _ = writeln!(s, "role {}: {}", role.name(), role.meaning());
+    }
     let _ = writeln!(s);
     let _ = writeln!(s, "split table (axis a has p_a devices, axis b has p_b)");
     for e in std::iter::once(&table.whole).chain(&table.entries) {

@@ -47,6 +47,30 @@ impl Role {
         ("moe-gate", Role::MoeGate),
     ];
 
+    /// What the pricing does with an operator of this role, in a sentence.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            Role::ExpertGemm => {
+                "per-expert weights: a device holds E/ep experts', sharded by ZeRO among the \
+                 ranks holding the same experts"
+            }
+            Role::MoeDispatch => "the expert-parallel dispatch all-to-all follows it",
+            Role::MoeCombine => "the expert-parallel combine all-to-all precedes it",
+            Role::MoeGate => {
+                "the linear layer whose logits it reads is the router, kept in bf16 under FP8 \
+                 recipes"
+            }
+        }
+    }
+
+    /// Its name in rule files.
+    pub fn name(self) -> &'static str {
+        Role::ALL
+            .iter()
+            .find(|(_, r)| *r == self)
+            .map_or("", |(n, _)| n)
+    }
+
     /// The role a rule file names `name`.
     pub fn from_name(name: &str) -> Option<Role> {
         Role::ALL.iter().find(|(n, _)| *n == name).map(|(_, r)| *r)
