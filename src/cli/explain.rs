@@ -315,6 +315,13 @@ pub fn render(rule: &OpRule, table: &SplitTable) -> String {
              beyond one fused kernel (timelines under --loss fp32, the default)"
         );
     }
+    if !rule.ring.is_empty() {
+        let _ = writeln!(
+            s,
+            "ring {}: passed from rank to rank under context parallelism",
+            rule.ring.join(", ")
+        );
+    }
     if let Some(role) = rule.role {
         let _ = writeln!(s, "role {}: {}", role.name(), role.meaning());
     }

@@ -790,7 +790,7 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
         node.rule
             .inputs
             .iter()
-            .filter(|t| !t.param && (t.name == "key" || t.name == "value"))
+            .filter(|t| node.rule.rings(t))
             .map(|t| shard(t, f(&tensor_bytes(t, model.dtype_bytes))))
             .sum()
     } else {

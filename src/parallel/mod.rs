@@ -332,13 +332,10 @@ pub fn check_context_parallel(
             model: model.name.clone(),
         });
     };
-    // Attention: an operator reading keys and values whose work grows with S².
+    // Attention: an operator whose rule declares a ring (its keys and values) and whose work
+    // grows with S².
     let attention = model.ops().any(|(_, n)| {
-        n.rule
-            .inputs
-            .iter()
-            .any(|t| !t.param && (t.name == "key" || t.name == "value"))
-            && n.model_formula(&n.rule.forward_flops()).degree_in(seq).1 >= 2
+        !n.rule.ring.is_empty() && n.model_formula(&n.rule.forward_flops()).degree_in(seq).1 >= 2
     });
     if !attention {
         return Err(StrategyError::CpNoAttention {

@@ -83,6 +83,7 @@ impl Validator<'_> {
         let recompute_flops = self.recompute_flops(&flops)?;
         self.check_kernel_flags(&flops, &inputs, &output)?;
         let role = self.role(&inputs)?;
+        let ring = self.ring(&inputs)?;
         // Last: a file that is wrong in itself reports that first.
         if let Some(stem) = expect_name {
             if stem != spec.name {
@@ -97,6 +98,7 @@ impl Validator<'_> {
         }
         Ok(OpRule {
             role,
+            ring,
             fused_attention,
             recompute_flops,
             param_grad_kernel: spec.param_grad_kernel,
@@ -378,6 +380,31 @@ impl Validator<'_> {
             ));
         }
         Ok(Some(role))
+    }
+
+    /// The inputs a context-parallel ring passes: each one of the rule's inputs, once, and
+    /// not a parameter (every rank holds those whole).
+    fn ring(&self, inputs: &[Tensor]) -> Result<Vec<String>> {
+        let mut out: Vec<String> = Vec::new();
+        for name in &self.spec.ring {
+            let path = ["ring", name.as_str()];
+            match inputs.iter().find(|t| t.name == *name) {
+                None => {
+                    return Err(self.err(&path, format!("`ring` names `{name}`, which is no input")))
+                }
+                Some(t) if t.param => {
+                    return Err(self.err(
+                        &path,
+                        format!("`ring` names parameter `{name}`: every rank holds it whole"),
+                    ))
+                }
+                Some(_) if out.contains(name) => {
+                    return Err(self.err(&path, format!("`ring` names `{name}` twice")))
+                }
+                Some(_) => out.push(name.clone()),
+            }
+        }
+        Ok(out)
     }
 
     fn check_name(&self, path: &[&str], name: &str, what: &str) -> Result<()> {

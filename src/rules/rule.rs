@@ -240,9 +240,19 @@ pub struct OpRule {
     /// What it is in a mixture of experts (`role:`), if anything.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub role: Option<Role>,
+    /// The inputs (by name) that context parallelism passes around its ring of ranks (`ring:`,
+    /// an attention's keys and values): each rank holds its sequence chunk's and needs every
+    /// other rank's.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ring: Vec<String>,
 }
 
 impl OpRule {
+    /// Whether the context-parallel ring passes input `t` (the rule's `ring:`).
+    pub fn rings(&self, t: &Tensor) -> bool {
+        self.ring.contains(&t.name)
+    }
+
     /// Whether it declares `role`.
     pub fn is(&self, role: Role) -> bool {
         self.role == Some(role)

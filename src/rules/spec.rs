@@ -84,6 +84,10 @@ pub struct RuleFile {
     /// `moe-gate`.
     #[serde(default)]
     pub role: Option<String>,
+    /// The inputs a context-parallel ring passes from rank to rank (an attention's keys and
+    /// values), by name.
+    #[serde(default)]
+    pub ring: Vec<String>,
 }
 
 /// An index: a kind name, or a mapping with the kind and its details.
