@@ -555,6 +555,10 @@ pub struct ExpertView<T> {
     pub experts: T,
     /// Per-step data-parallel gradient wire bytes.
     pub dp_grad: T,
+    /// Of `dp_grad`, the expert weights' under expert parallelism, reduced over the ranks
+    /// holding the same experts (zero without it, where every gradient is reduced over the
+    /// replicas).
+    pub expert_dp_grad: T,
     /// Expert-parallel all-to-all wire bytes per micro-batch.
     pub ep_bytes: T,
     /// Weight elements of the FP8 GEMMs a device holds: the expert GEMMs' of its E/ep
@@ -571,6 +575,7 @@ impl<T> ExpertView<T> {
             dense: f(&self.dense),
             experts: f(&self.experts),
             dp_grad: f(&self.dp_grad),
+            expert_dp_grad: f(&self.expert_dp_grad),
             ep_bytes: f(&self.ep_bytes),
             fp8_weights: f(&self.fp8_weights),
             fp8_experts: f(&self.fp8_experts),
@@ -596,6 +601,9 @@ pub struct BlockCost<T> {
     pub tp_grad: T,
     /// Data-parallel gradient wire bytes per step (before ZeRO-3's factor).
     pub dp_grad: T,
+    /// Of `dp_grad`, what the ranks holding the same experts reduce under expert parallelism
+    /// ([`ExpertView::expert_dp_grad`]).
+    pub expert_dp_grad: T,
     /// Activation bytes one micro-batch keeps for the backward pass.
     pub saved: T,
     /// Dense parameter elements.
@@ -640,6 +648,9 @@ pub struct Kappas<T> {
     pub cp: T,
     /// Gradient-reduction links.
     pub dp: T,
+    /// Gradient-reduction links of the ranks holding the same experts (expert weights under
+    /// expert parallelism).
+    pub edp: T,
     /// Pipeline point-to-point links.
     pub p2p: T,
     /// HBM.
@@ -657,6 +668,7 @@ impl<T> Kappas<T> {
             ep: f(&self.ep),
             cp: f(&self.cp),
             dp: f(&self.dp),
+            edp: f(&self.edp),
             p2p: f(&self.p2p),
             hbm: f(&self.hbm),
             overlap: f(&self.overlap),
@@ -717,6 +729,7 @@ impl<T: Amount> BlockCost<T> {
             tp_bytes: x.tp_bytes.clone(),
             tp_grad: x.tp_grad.clone(),
             dp_grad: e.dp_grad,
+            expert_dp_grad: e.expert_dp_grad,
             saved,
             params: e.dense,
             params_expert: e.experts,
@@ -787,6 +800,7 @@ impl<T: Amount> BlockCost<T> {
             add(&mut s.tp_bytes, &c.tp_bytes);
             add(&mut s.tp_grad, &c.tp_grad);
             add(&mut s.dp_grad, &c.dp_grad);
+            add(&mut s.expert_dp_grad, &c.expert_dp_grad);
             add(&mut s.saved, &c.saved);
             add(&mut s.params, &c.params);
             add(&mut s.params_expert, &c.params_expert);
@@ -956,11 +970,13 @@ impl<T: Amount> BlockCost<T> {
     /// is the smaller: then what overlap saves does not scale with the links' κ.
     pub fn dp_hidden_bound(&self, m: &T, kap: &Kappas<T>, k: &Knobs) -> (T, bool) {
         // ZeRO 3's per-layer gathers overlap always, ZeRO 1–2's with --overlap-param-gather.
+        let [(dense, dense_saving), (expert, expert_saving)] = self.dp_groups(k);
         let run = if k.fp8_params && (k.overlap.param_gather || k.zero >= 3) {
-            let gathered = self.dp_grad.clone() * dp_overlappable_factor(k);
-            kap.dp.clone() * (gathered - self.fp8_gather_saving(k))
+            kap.dp.clone() * (dense * dp_overlappable_factor(k) - dense_saving)
+                + kap.edp.clone() * (expert * dp_overlappable_factor(k) - expert_saving)
         } else {
-            kap.dp.clone() * self.dp_grad.clone() * dp_overlappable_factor(k)
+            kap.dp.clone() * dense * dp_overlappable_factor(k)
+                + kap.edp.clone() * expert * dp_overlappable_factor(k)
         };
         let (f, b) = (self.forward_time(kap), self.backward_time(kap));
         let when = |on: bool, x: T| if on { x } else { T::zero() };
@@ -980,25 +996,55 @@ impl<T: Amount> BlockCost<T> {
         self.tp_bytes.clone() * m.clone() + self.tp_grad.clone()
     }
 
-    /// Data-parallel bytes of a stage per step (ZeRO-3's weight gathers included; the weight
-    /// gathers in FP8 with FP8 parameters: [`Self::fp8_gather_saving`]).
+    /// Data-parallel bytes of a stage per step over the dp·cp replicas (ZeRO-3's weight
+    /// gathers included; the weight gathers in FP8 with FP8 parameters:
+    /// [`fp8_gather_saving`]). Under expert parallelism the expert weights' are apart
+    /// ([`Self::edp_traffic`]).
     pub fn dp_traffic(&self, k: &Knobs) -> T {
-        let traffic = self.dp_grad.clone() * dp_traffic_factor(k);
+        let [(dense, saving), _] = self.dp_groups(k);
+        self.group_traffic(dense, saving, k)
+    }
+
+    /// Under expert parallelism, the data-parallel bytes of a stage per step over the ranks
+    /// holding the same experts: the expert weights' gradient reductions and gathers (zero
+    /// without it).
+    pub fn edp_traffic(&self, k: &Knobs) -> T {
+        let [_, (expert, saving)] = self.dp_groups(k);
+        self.group_traffic(expert, saving, k)
+    }
+
+    /// A group's traffic from its gradient bytes and what FP8 parameters save it.
+    fn group_traffic(&self, grads: T, saving: T, k: &Knobs) -> T {
+        let traffic = grads * dp_traffic_factor(k);
         if k.fp8_params {
-            traffic - self.fp8_gather_saving(k)
+            traffic - saving
         } else {
             traffic
         }
     }
 
-    /// Bytes per rank that the step's [`weight_gathers`] (ZeRO 1–2's after the optimizer step,
-    /// ZeRO 3's per layer) do not move for these FP8 GEMM weights with FP8 parameters
-    /// ([`fp8_gather_saving`]: the dense ones over the replicas, the experts' over the ranks
-    /// holding the same experts).
-    pub fn fp8_gather_saving(&self, k: &Knobs) -> T {
-        let once = fp8_gather_saving(self.fp8_dense(), k, k.replicas())
-            + fp8_gather_saving(self.fp8_experts.clone(), k, k.expert_replicas());
-        once * T::int(weight_gathers(k))
+    /// Per data-parallel group (the replicas, then the ranks holding the same experts): its
+    /// gradient bytes per step, and the bytes per rank that the step's [`weight_gathers`]
+    /// (ZeRO 1–2's after the optimizer step, ZeRO 3's per layer) do not move for its FP8 GEMM
+    /// weights with FP8 parameters ([`fp8_gather_saving`]). Without expert parallelism every
+    /// weight is the replicas'.
+    fn dp_groups(&self, k: &Knobs) -> [(T, T); 2] {
+        let n = T::int(weight_gathers(k));
+        let dense = fp8_gather_saving(self.fp8_dense(), k, k.replicas());
+        let experts = fp8_gather_saving(self.fp8_experts.clone(), k, k.expert_replicas());
+        if k.ep <= 1 {
+            return [
+                (self.dp_grad.clone(), (dense + experts) * n),
+                (T::zero(), T::zero()),
+            ];
+        }
+        [
+            (
+                self.dp_grad.clone() - self.expert_dp_grad.clone(),
+                dense * n.clone(),
+            ),
+            (self.expert_dp_grad.clone(), experts * n),
+        ]
     }
 
     /// The dense FP8 GEMM weight elements (all but the experts').
@@ -1093,6 +1139,7 @@ mod tests {
             m in 1u64..64,
             copies in 1u64..100,
             fp8 in 0usize..6,
+            ep in 0usize..3,
         ) {
             let a: Vec<Rational> = v.iter().map(|&(n, d)| q(n, d)).collect();
             let x = Amounts {
@@ -1115,6 +1162,7 @@ mod tests {
                 dense: a[5].clone(),
                 experts: q(e[0], 1),
                 dp_grad: a[7].clone() + q(e[1], 1),
+                expert_dp_grad: q(e[1], 1),
                 ep_bytes: q(e[2], 3),
                 fp8_weights: a[5].clone(),
                 fp8_experts: q(0, 1),
@@ -1128,11 +1176,12 @@ mod tests {
                 zero,
                 recompute,
                 precision,
+                ep: [1, 2, 4][ep],
                 ..Knobs::data_parallel(4)
             };
             let exact = BlockCost::of(&x, ev, layer, recompute, precision);
             let rough = BlockCost::of(&x.map(float), evf, layer, recompute, precision);
-            let kap = Kappas { tp: q(7, 2), ep: q(5, 1), cp: q(3, 1), dp: q(11, 1), p2p: q(13, 1), hbm: q(1, 3), overlap: q(4, 5) };
+            let kap = Kappas { tp: q(7, 2), ep: q(5, 1), cp: q(3, 1), dp: q(11, 1), edp: q(17, 1), p2p: q(13, 1), hbm: q(1, 3), overlap: q(4, 5) };
             let kapf = kap.map(float);
             let se = BlockCost::stage(std::slice::from_ref(&exact), &[(0, copies)]);
             let sf = BlockCost::stage(std::slice::from_ref(&rough), &[(0, copies)]);
@@ -1143,6 +1192,7 @@ mod tests {
             };
             close(&se.time(&Rational::int(m), &kap, &k), sf.time(&(m as f64), &kapf, &k))?;
             close(&se.dp_traffic(&k), sf.dp_traffic(&k))?;
+            close(&se.edp_traffic(&k), sf.edp_traffic(&k))?;
             close(
                 &se.dp_hidden(&Rational::int(m), &kap, &k),
                 sf.dp_hidden(&(m as f64), &kapf, &k),
@@ -1167,6 +1217,7 @@ mod tests {
             ep: q(1, 1),
             cp: q(1, 1),
             dp: q(10, 1),
+            edp: q(10, 1),
             p2p: q(1, 1),
             hbm: q(2, 1),
             overlap: q(4, 5),

@@ -1068,6 +1068,7 @@ fn expert_view<T: Priced>(n: &BlockNumbers<T>, k: &Knobs) -> Result<ExpertView<T
             dense,
             experts: n.expert_params.clone(),
             dp_grad: x.dp_grad.clone(),
+            expert_dp_grad: T::zero(),
             ep_bytes: T::zero(),
             fp8_weights: x.fp8_weights.clone(),
             fp8_experts: n.expert_fp8_weights.clone(),
@@ -1075,8 +1076,8 @@ fn expert_view<T: Priced>(n: &BlockNumbers<T>, k: &Knobs) -> Result<ExpertView<T
     }
     let ep = T::int(k.ep);
     let held = n.expert_params.clone() / ep.clone();
-    let grad = x.dp_grad.clone() - n.expert_dp_grad.clone()
-        + super::moe::expert_grad_allreduce(&n.expert_dp_grad, k.dp, k.cp, k.ep)?;
+    let expert_grad = super::moe::expert_grad_allreduce(&n.expert_dp_grad, k.dp, k.cp, k.ep)?;
+    let grad = x.dp_grad.clone() - n.expert_dp_grad.clone() + expert_grad.clone();
     let [dispatch, combine, combine_grad, dispatch_grad] =
         super::moe::all_to_all_wire(n.slot_bytes.clone(), k);
     let wire = if k.fp8_dispatch {
@@ -1092,6 +1093,7 @@ fn expert_view<T: Priced>(n: &BlockNumbers<T>, k: &Knobs) -> Result<ExpertView<T
         dense,
         experts: held,
         dp_grad: grad,
+        expert_dp_grad: expert_grad,
         ep_bytes: wire,
         fp8_weights,
         fp8_experts,
@@ -1204,6 +1206,7 @@ fn rough_costs<N: Priced>(
                     dense: x.params,
                     experts: 0.0,
                     dp_grad: x.dp_grad,
+                    expert_dp_grad: 0.0,
                     ep_bytes: 0.0,
                     fp8_weights: x.fp8_weights,
                     fp8_experts: 0.0,
@@ -1468,6 +1471,7 @@ fn mesh_kappas<T: Amount>(
         ep: kappa(mesh.ep_tier(k.ep)),
         cp: kappa(mesh.cp_axis().tier),
         dp: axis_kappa(&mesh.grad_axis(), &kappa),
+        edp: axis_kappa(&mesh.expert_grad_axis(k.ep), &kappa),
         p2p: kappa(mesh.p2p_tier()),
         hbm: kappa_hbm,
         overlap,
@@ -1548,6 +1552,7 @@ fn group_parts(plan: &Plan, group: &StageGroup, k: &Knobs, kap: &Kappas<f64>) ->
         compute: c.compute_time(&mf, kap, k),
         time: c.time(&mf, kap, k),
         dp: c.dp_traffic(k),
+        edp: c.edp_traffic(k),
         hidden: hidden.0,
         hidden_by_compute: hidden.1,
         state: c.state(k).iter().sum(),
@@ -1587,7 +1592,8 @@ fn rough_each<N>(
         };
         current = Some((gi, parts));
         let p2p = stage_boundary(plan, k, layer_block, s, |b| numbers[b].approx.boundary);
-        let full = parts.time + kap.dp * parts.dp - parts.hidden + kap.p2p * p2p * mf;
+        let full = parts.time + kap.dp * parts.dp + kap.edp * parts.edp - parts.hidden
+            + kap.p2p * p2p * mf;
         let mem = parts.state + parts.cost.activations(k, plan.v, s, &full_recompute);
         visit(RoughStage {
             compute: parts.compute,
@@ -1648,7 +1654,10 @@ struct StageParts {
     compute: f64,
     time: f64,
     dp: f64,
-    /// The part of `dp` at κ_dp that runs under compute ([`BlockCost::dp_hidden`]).
+    /// Of the data-parallel bytes, those over the ranks holding the same experts
+    /// ([`BlockCost::edp_traffic`]).
+    edp: f64,
+    /// The part of `dp` and `edp` at their κ that runs under compute ([`BlockCost::dp_hidden`]).
     hidden: f64,
     /// Whether the compute it runs under, not the traffic, bounds `hidden`.
     hidden_by_compute: bool,
@@ -1973,6 +1982,9 @@ fn block_costs<T: Priced>(
 struct Traffic<T> {
     /// Gradient reduction (and, under ZeRO-3, weight gathering) over the data-parallel group.
     dp: T,
+    /// The same for expert weights under expert parallelism, over the ranks holding the same
+    /// experts.
+    edp: T,
     /// Tensor-parallel collectives, per-micro-batch and gradient ones.
     tp: T,
     /// Pipeline point-to-point activations and their gradients.
@@ -2127,6 +2139,7 @@ impl<T: Priced> StagePricer<'_, T> {
         let (m, kap) = (&self.m, &self.kap);
         let traffic = Traffic {
             dp: c.dp_traffic(self.k),
+            edp: c.edp_traffic(self.k),
             tp: c.tp_traffic(m),
             p2p: stage_boundary(self.plan, self.k, self.layer_block, s, |b| {
                 self.costs[b].boundary.clone()
@@ -2290,7 +2303,10 @@ fn relative_cost<T: Priced>(
     let full: Vec<Rational> = priced
         .iter()
         .map(|p| {
-            p.time.value() + kap.dp.value() * p.traffic.dp.value() - p.hidden.value()
+            p.time.value()
+                + kap.dp.value() * p.traffic.dp.value()
+                + kap.edp.value() * p.traffic.edp.value()
+                - p.hidden.value()
                 + kap.p2p.value() * p.traffic.p2p.value()
         })
         .collect();
@@ -2336,8 +2352,12 @@ fn relative_cost<T: Priced>(
     };
     // Gradient reductions and tensor-parallel collectives are rings, hierarchical where their
     // group spans nodes: their bytes split over the tiers.
-    for (bytes, kind) in [(&t.dp, AxisKind::Dp), (&t.tp, AxisKind::Tp)] {
-        let axis = links.mesh.ring_axis(kind).expect("dp and tp run rings");
+    let rings = [
+        (&t.dp, links.mesh.grad_axis()),
+        (&t.edp, links.mesh.expert_grad_axis(k.ep)),
+        (&t.tp, links.mesh.axis(AxisKind::Tp).clone()),
+    ];
+    for (bytes, axis) in rings {
         for (tier, share) in axis.tier_fractions() {
             add(
                 tier,
@@ -2443,10 +2463,16 @@ fn analysis_rows<T: Priced>(
                 b.clone()
             };
             let per_call = b / T::int(c.calls.into());
-            let tier = tier_of(c.axis, true);
+            let expert = experts.contains(&c.op.as_str());
+            // An expert weight's gradients, under expert parallelism, over the ranks holding
+            // the same experts.
+            let tier = if expert && k.ep > 1 && c.axis == AxisKind::Dp {
+                links.mesh.expert_grad_axis(k.ep).tier
+            } else {
+                tier_of(c.axis, true)
+            };
             if c.axis == AxisKind::Dp && c.kind == CollectiveKind::AllReduce {
                 let layer = a.blocks[bi].repeat != Poly::one();
-                let expert = experts.contains(&c.op.as_str());
                 let saving = row_fp8_gather_saving(&numbers[bi], *at, layer, expert, k)
                     / T::int(c.calls.into());
                 // As the step runs it under its ZeRO stage: reduce-scatters and all-gathers.
@@ -2943,7 +2969,7 @@ mod tests {
             let numbers = block_numbers(&a, &b, &kernels).unwrap();
             let layer_block = layer_blocks(&model);
             // Balances of the order of an H100 node's (any positive values serve the test).
-            let kap = Kappas { tp: 2000.0, ep: 2000.0, cp: 2000.0, dp: 20000.0, p2p: 20000.0, hbm: 300.0, overlap: 0.8 };
+            let kap = Kappas { tp: 2000.0, ep: 2000.0, cp: 2000.0, dp: 20000.0, edp: 20000.0, p2p: 20000.0, hbm: 300.0, overlap: 0.8 };
             let Ok(plan) = plan_pipeline(&numbers, &layer_block, &k, &kap) else {
                 return Ok(());
             };

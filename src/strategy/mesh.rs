@@ -208,6 +208,27 @@ impl Mesh {
         }
     }
 
+    /// The axis the gradients of expert weights are reduced over under expert parallelism of
+    /// degree `ep`: the dp·cp/ep ranks that hold the same experts (Megatron-Core's
+    /// expert-data-parallel group). Expert-parallel groups are `ep` consecutive ranks of the
+    /// cp × dp ranks at the tensor-parallel stride ([`Mesh::ep_tier`]), so the ranks holding
+    /// the same experts are every `ep`-th of them, `tp × ep` devices apart. Without expert
+    /// parallelism it is [`Mesh::grad_axis`].
+    pub fn expert_grad_axis(&self, ep: u64) -> MeshAxis {
+        let grad = self.grad_axis();
+        if ep <= 1 || !grad.size.is_multiple_of(ep) {
+            return grad;
+        }
+        let tp = self.axis(AxisKind::Tp).size;
+        axis_at(
+            AxisKind::Dp,
+            grad.size / ep,
+            tp * ep,
+            self.gpus_per_node,
+            self.devices,
+        )
+    }
+
     /// The axis of a kind.
     pub fn axis(&self, kind: AxisKind) -> &MeshAxis {
         self.axes
@@ -311,6 +332,32 @@ mod tests {
             assert_eq!(shares[0].2, shares[1].2);
             assert_eq!(shares[0].1 + shares[1].1, shares[0].2);
         }
+    }
+
+    /// The ranks holding the same experts are `tp × ep` devices apart: with tp = 1 and ep = 8 on
+    /// nodes of 8 each node holds one expert-parallel group, and an expert's replicas are one
+    /// per node, their ring across the nodes alone; with ep = 2 four of them share each node.
+    #[test]
+    fn expert_gradients_reduce_over_the_ranks_holding_the_same_experts() {
+        let mesh = Mesh::new(1, 32, 1, 8);
+        let ep8 = mesh.expert_grad_axis(8);
+        assert_eq!(
+            (ep8.size, ep8.stride, ep8.tier, ep8.per_node),
+            (4, 8, Tier::Inter, 1)
+        );
+        let ep2 = mesh.expert_grad_axis(2);
+        assert_eq!(
+            (ep2.size, ep2.stride, ep2.tier, ep2.per_node),
+            (16, 2, Tier::Inter, 4)
+        );
+        assert_eq!(mesh.expert_grad_axis(1), mesh.grad_axis());
+        // One node: the group stays inside it.
+        let node = Mesh::new(1, 8, 1, 8).expert_grad_axis(4);
+        assert_eq!((node.size, node.tier), (2, Tier::Intra));
+        // With tp = 2 and context parallelism the expert-parallel groups are drawn from the
+        // cp × dp ranks: cp = 2, dp = 4, ep = 4 leaves pairs 8 devices apart.
+        let cp = Mesh::with_cp(2, 2, 4, 1, 8).expert_grad_axis(4);
+        assert_eq!((cp.size, cp.stride), (2, 8));
     }
 
     /// On nodes of 72 (an NVL72 rack) a block of 64, 32 or 16 consecutive devices starting at a

@@ -22,7 +22,10 @@ use super::cost::Rates;
 use super::plan::Collective;
 use super::plan::{strategy_blocks, PlanBlock, TimingPlan, FORMAT};
 use super::schedule::PerPass;
-use super::sim::{block_gather_wire, block_held, optimizer_seconds, pass_chains};
+use super::sim::{
+    block_dp_grads, block_gather_split, block_held, dp_seconds, optimizer_seconds, pass_chains,
+    DpWire,
+};
 use crate::error::Result;
 use crate::model::Model;
 use crate::parallel::amount::Held;
@@ -41,14 +44,15 @@ pub struct Chains {
     pub params: Vec<f64>,
     /// Whether each block is a repeated layer.
     pub layer: Vec<bool>,
-    /// Data-parallel gradient wire bytes per device of each block, per step.
-    pub dp_grad: Vec<f64>,
+    /// Data-parallel gradient wire bytes per device of each block, per step, in the precision's
+    /// gradient type, dense and expert ([`block_dp_grads`]).
+    pub dp_grad: Vec<DpWire>,
     /// Parameter elements per device of each block, dense and expert, and of each the FP8 GEMM
     /// weights ([`block_held`]): what the optimizer step updates.
     pub held: Vec<Held<f64>>,
     /// Wire bytes per device of one all-gather of each block's weights, as the simulation
-    /// gathers them ([`block_gather_wire`]).
-    pub gather: Vec<f64>,
+    /// gathers them ([`block_gather_split`]).
+    pub gather: Vec<DpWire>,
 }
 
 /// One value per recomputation choice, named by choice. Indexed by [`Recompute`].
@@ -100,9 +104,12 @@ pub fn chains(
     let f = crate::parallel::amount::float;
     let params = blocks.iter().map(|b| f(&b.params)).collect();
     let layer = blocks.iter().map(|b| b.layer).collect();
-    let dp_grad = numbers.iter().map(|n| f(&n.exact.dp_grad)).collect();
+    let dp_grad = blocks.iter().map(|b| block_dp_grads(b, knobs)).collect();
     let held = blocks.iter().map(block_held).collect();
-    let gather = blocks.iter().map(|b| block_gather_wire(b, knobs)).collect();
+    let gather = blocks
+        .iter()
+        .map(|b| block_gather_split(b, knobs))
+        .collect();
     let mut plan = TimingPlan {
         format: FORMAT.into(),
         model: model.name.clone(),
@@ -166,11 +173,11 @@ struct Ranks {
     /// Per rank: parameter elements held, and of them the FP8 GEMM weights.
     held: Vec<Held<f64>>,
     /// Per rank: wire bytes of one all-gather of the weights it holds.
-    gather: Vec<f64>,
+    gather: Vec<DpWire>,
     /// Per rank: data-parallel gradient wire bytes per micro-batch.
-    grads: Vec<f64>,
+    grads: Vec<DpWire>,
     /// Per virtual stage: its gradient wire bytes.
-    stage_grads: Vec<f64>,
+    stage_grads: Vec<DpWire>,
     /// DualPipe: rank d holds a copy of stage d and one of stage p − 1 − d.
     dual: bool,
     /// Micro-batches each holder runs its stage for.
@@ -197,15 +204,15 @@ impl Ranks {
             .collect();
         let dual = k.schedule.bidirectional() && p > 1;
         let runs = if dual { m / 2.0 } else { m };
-        let stage_grads: Vec<f64> = stages
+        let stage_grads: Vec<DpWire> = stages
             .iter()
-            .map(|st| stage_sum(st, |b| chains.dp_grad[b]) * k.precision.wire_factor() as f64)
+            .map(|st| wire_sum(st, |b| chains.dp_grad[b]))
             .collect();
         let mut r = Ranks {
             busy: vec![0.0; p],
             held: vec![Held::default(); p],
-            gather: vec![0.0; p],
-            grads: vec![0.0; p],
+            gather: vec![DpWire::default(); p],
+            grads: vec![DpWire::default(); p],
             fwd,
             bwd,
             wgt,
@@ -221,7 +228,7 @@ impl Ranks {
                     .map(|&(b, n)| chains.held[b].times(n as f64))
                     .fold(Held::default(), |sum, h| sum + h);
                 r.held[d] = r.held[d] + stage;
-                r.gather[d] += stage_sum(st, |b| chains.gather[b]);
+                r.gather[d] += wire_sum(st, |b| chains.gather[b]);
                 r.grads[d] += r.stage_grads[s];
             }
         }
@@ -243,34 +250,48 @@ fn stage_sum(s: &[(usize, u64)], v: impl Fn(usize) -> f64) -> f64 {
     s.iter().map(|(b, c)| v(*b) * *c as f64).sum()
 }
 
+/// [`stage_sum`] of data-parallel bytes, each group's apart.
+fn wire_sum(s: &[(usize, u64)], v: impl Fn(usize) -> DpWire) -> DpWire {
+    DpWire {
+        dense: stage_sum(s, |b| v(b).dense),
+        expert: stage_sum(s, |b| v(b).expert),
+    }
+}
+
 /// A device's data-parallel traffic, at its best bandwidth.
 struct DpStream<'a> {
     k: &'a Knobs,
     rates: &'a Rates,
+    /// The replicas' group (dense weights).
     axis: MeshAxis,
+    /// The group of the ranks holding the same experts (expert weights).
+    edp: MeshAxis,
 }
 
 impl DpStream<'_> {
     /// The gradient reduction of `g` wire bytes: a reduce-scatter of half the bytes when ZeRO
     /// 1–3 shards the gradients' owners, else an all-reduce.
-    fn reduce(&self, g: f64) -> f64 {
+    fn reduce(&self, g: DpWire) -> f64 {
         if (1..=3).contains(&self.k.zero) && self.k.replicas() > 1 {
-            self.rates
-                .collective_floor(Collective::ReduceScatter, g / 2.0, &self.axis)
+            self.floor(Collective::ReduceScatter, g.times(0.5))
         } else {
-            self.rates
-                .collective_floor(Collective::AllReduce, g, &self.axis)
+            self.floor(Collective::AllReduce, g)
         }
+    }
+
+    /// The least seconds of collectives of `kind` moving `wire`, each group's over its axis.
+    fn floor(&self, kind: Collective, wire: DpWire) -> f64 {
+        self.rates.collective_floor(kind, wire.dense, &self.axis)
+            + self.rates.collective_floor(kind, wire.expert, &self.edp)
     }
 
     /// After the optimizer step, ZeRO 1–2's all-gather of `wire` bytes per rank (ZeRO 3
     /// gathers layer by layer during the passes, bounded apart); overlapped with the next
     /// step's forward (`--overlap-param-gather`), it may lengthen the step by nothing.
-    fn gather(&self, wire: f64) -> f64 {
+    fn gather(&self, wire: DpWire) -> f64 {
         let distributed = (1..3).contains(&self.k.zero) && self.k.replicas() > 1;
         if distributed && !self.k.overlap.param_gather {
-            self.rates
-                .collective_floor(Collective::AllGather, wire, &self.axis)
+            self.floor(Collective::AllGather, wire)
         } else {
             0.0
         }
@@ -291,9 +312,13 @@ fn zero3_gathers(
         for &(b, c) in st {
             if chains.params[b] > 0.0 {
                 let wire = chains.gather[b];
-                let one = dp
-                    .rates
-                    .collective_seconds(Collective::AllGather, wire, &dp.axis);
+                let one = dp_seconds(
+                    dp.rates,
+                    Collective::AllGather,
+                    wire,
+                    1.0,
+                    (&dp.axis, &dp.edp),
+                );
                 for d in r.holders(s, p) {
                     gathers[d] += 2.0 * r.runs * c as f64 * one;
                 }
@@ -315,10 +340,12 @@ pub fn lower_bound(
     let p = k.pp as usize;
     let m = k.microbatches as f64;
     let r = Ranks::of(chains, stages, k);
+    let mesh = Mesh::of(k, gpus_per_node);
     let dp = DpStream {
         k,
         rates,
-        axis: Mesh::of(k, gpus_per_node).grad_axis(),
+        axis: mesh.grad_axis(),
+        edp: mesh.expert_grad_axis(k.ep),
     };
     let opt: Vec<f64> = r
         .held

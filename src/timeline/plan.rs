@@ -52,6 +52,9 @@ pub enum Axis {
     Dp,
     /// Expert parallelism (mixture-of-experts all-to-alls).
     Ep,
+    /// The ranks holding the same experts (the gradients of expert weights under expert
+    /// parallelism: [`crate::strategy::Mesh::expert_grad_axis`]).
+    ExpertDp,
 }
 
 /// One collective of a layer.
@@ -348,8 +351,8 @@ fn plan_comm(c: &Comm, bytes: &Rational, name: String) -> PlanComm {
 /// stream — dispatch after the `moe_dispatch` operator and combine before the `moe_combine`
 /// operator in the forward pass, their gradients in reverse in the backward pass, each moving
 /// (ep − 1)/ep of the device's expert slots (nccl-tests doc/PERFORMANCE.md) — its expert
-/// weights' gradients are reduced only among the dp·cp/ep ranks holding the same experts, and a
-/// device holds 1/ep of the expert weights.
+/// weights' gradients are reduced only among the dp·cp/ep ranks holding the same experts (on
+/// [`Axis::ExpertDp`]), and a device holds 1/ep of the expert weights.
 pub fn strategy_blocks(
     model: &Model,
     analysis: &Analysis,
@@ -417,6 +420,7 @@ pub fn strategy_blocks(
                 c.bytes = crate::parallel::moe::expert_grad_allreduce(
                     &c.bytes, knobs.dp, knobs.cp, knobs.ep,
                 )?;
+                c.axis = Axis::ExpertDp;
             }
         }
         block.params = &block.params - &n.expert_params + &n.expert_params / &ep;

@@ -101,12 +101,77 @@ fn expert_axis(mesh: &Mesh, ep: u64) -> MeshAxis {
     }
 }
 
+/// Data-parallel bytes on the wire per rank, by the group that moves them: the dp·cp replicas
+/// (dense weights), and under expert parallelism the ranks holding the same experts (expert
+/// weights, [`Axis::ExpertDp`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct DpWire {
+    /// Over the dp·cp replicas ([`Mesh::grad_axis`]).
+    pub dense: f64,
+    /// Over the ranks holding the same experts ([`Mesh::expert_grad_axis`]).
+    pub expert: f64,
+}
+
+impl DpWire {
+    /// Both together.
+    pub fn total(&self) -> f64 {
+        self.dense + self.expert
+    }
+
+    /// Each scaled by `x`.
+    pub fn times(&self, x: f64) -> DpWire {
+        DpWire {
+            dense: self.dense * x,
+            expert: self.expert * x,
+        }
+    }
+}
+
+impl std::ops::Add for DpWire {
+    type Output = DpWire;
+
+    fn add(self, o: DpWire) -> DpWire {
+        DpWire {
+            dense: self.dense + o.dense,
+            expert: self.expert + o.expert,
+        }
+    }
+}
+
+impl std::ops::AddAssign for DpWire {
+    fn add_assign(&mut self, o: DpWire) {
+        *self = *self + o;
+    }
+}
+
+/// Seconds of `calls` equal collectives of `kind` moving `wire` (all calls together): each
+/// group's share over its own axis, one after the other (Megatron-Core reduces the expert
+/// weights' gradient buffers over the expert-data-parallel group beside the dense ones').
+pub fn dp_seconds(
+    rates: &Rates,
+    kind: Collective,
+    wire: DpWire,
+    calls: f64,
+    (dp, edp): (&MeshAxis, &MeshAxis),
+) -> f64 {
+    let one = |bytes: f64, axis: &MeshAxis| {
+        if bytes > 0.0 {
+            calls * rates.collective_seconds(kind, bytes / calls, axis)
+        } else {
+            0.0
+        }
+    };
+    one(wire.dense, dp) + one(wire.expert, edp)
+}
+
 struct Ctx<'a> {
     plan: &'a TimingPlan,
     rates: &'a Rates,
     tp: &'a MeshAxis,
     /// The gradient group: the data-parallel ranks of every context-parallel rank (dp × cp).
     dp: MeshAxis,
+    /// The ranks holding the same experts, which reduce the expert weights' gradients.
+    edp: MeshAxis,
     /// The context-parallel ring.
     cp: MeshAxis,
     /// The expert-parallel groups: `ep` consecutive ranks of the cp × dp ones.
@@ -160,7 +225,7 @@ enum Grad {
     /// A tensor- or expert-parallel collective issued at once: its stream, seconds and bytes.
     Now(Stream, f64, f64),
     /// Data-parallel bytes added to the bucket: on the wire, and as the bus carries them.
-    Bucket { wire: f64, full: f64 },
+    Bucket { wire: DpWire, full: f64 },
 }
 
 impl<'a> Ctx<'a> {
@@ -170,6 +235,7 @@ impl<'a> Ctx<'a> {
             rates,
             tp: mesh.axis(AxisKind::Tp),
             dp: mesh.grad_axis(),
+            edp: mesh.expert_grad_axis(plan.knobs.ep),
             cp: mesh.cp_axis(),
             ep: expert_axis(mesh, plan.knobs.ep),
             grads: Vec::new(),
@@ -187,12 +253,29 @@ impl<'a> Ctx<'a> {
                                 let (stream, dur, bytes) = ctx.comm(c);
                                 Grad::Now(stream, dur, bytes)
                             }
-                            Axis::Dp => {
+                            Axis::Dp | Axis::ExpertDp => {
                                 // The rules count bf16 gradients; autocast reduces fp32 ones.
-                                let wire = f(&c.bytes) * plan.knobs.precision.wire_factor() as f64;
+                                let w = f(&c.bytes) * plan.knobs.precision.wire_factor() as f64;
+                                let (wire, group) = if c.axis == Axis::Dp {
+                                    (
+                                        DpWire {
+                                            dense: w,
+                                            expert: 0.0,
+                                        },
+                                        &ctx.dp,
+                                    )
+                                } else {
+                                    (
+                                        DpWire {
+                                            dense: 0.0,
+                                            expert: w,
+                                        },
+                                        &ctx.edp,
+                                    )
+                                };
                                 Grad::Bucket {
                                     wire,
-                                    full: wire / bus_factor(c.kind, ctx.dp.size.max(2)),
+                                    full: w / bus_factor(c.kind, group.size.max(2)),
                                 }
                             }
                         };
@@ -222,10 +305,16 @@ impl<'a> Ctx<'a> {
         self.rates.memory_seconds(bytes)
     }
 
+    /// [`dp_seconds`] over this mesh's gradient groups.
+    fn dp_seconds(&self, kind: Collective, wire: DpWire, calls: f64) -> f64 {
+        dp_seconds(self.rates, kind, wire, calls, (&self.dp, &self.edp))
+    }
+
     fn comm(&self, c: &PlanComm) -> (Stream, f64, f64) {
         let (stream, axis) = match c.axis {
             Axis::Tp => (Stream::TpComm, self.tp),
             Axis::Dp => (Stream::DpComm, &self.dp),
+            Axis::ExpertDp => (Stream::DpComm, &self.edp),
             Axis::Ep => (Stream::EpComm, &self.ep),
         };
         let bytes = f(&c.bytes);
@@ -829,7 +918,7 @@ struct Device {
     last: PerStream<Option<usize>>,
     busy: PerStream<f64>,
     work: f64,
-    bucket_wire: f64,
+    bucket_wire: DpWire,
     bucket_full: f64,
     bucket_ready: Option<(usize, f64)>,
     buckets: usize,
@@ -848,7 +937,7 @@ struct Device {
 
 /// A model chunk's gradients waiting for their launch.
 struct Pending {
-    wire: f64,
+    wire: DpWire,
     ready: (usize, f64),
     after: usize,
     calls: f64,
@@ -994,35 +1083,55 @@ pub fn optimizer_seconds(held: &Held<f64>, k: &crate::strategy::Knobs, rates: &R
 /// gathers, ZeRO 1–2's gather after the step), from the block's data-parallel gradient
 /// all-reduces as the collectives table reads them ([`crate::parallel::amount::zero_reduction`]):
 /// half of each all-reduce's wire bytes (in the precision's gradient type, which is its weight
-/// type), an expert's over its expert-data-parallel group as the plan states its gradients,
-/// less what FP8 parameters do not move
+/// type), the dense weights' over the replicas and the experts' over the ranks holding the same
+/// experts, as the plan states their gradients, less what FP8 parameters do not move
 /// ([`crate::parallel::amount::fp8_gather_saving`]).
-pub fn block_gather_wire(b: &PlanBlock, k: &crate::strategy::Knobs) -> f64 {
-    let all_reduced: f64 = b
-        .grads
-        .iter()
-        .filter(|(_, c)| c.axis == Axis::Dp && c.kind == Collective::AllReduce)
-        .map(|(_, c)| f(&c.bytes))
-        .sum();
-    let wire = all_reduced * k.precision.wire_factor() as f64 / 2.0;
+pub fn block_gather_split(b: &PlanBlock, k: &crate::strategy::Knobs) -> DpWire {
+    let half = |axis: Axis| {
+        let all_reduced: f64 = b
+            .grads
+            .iter()
+            .filter(|(_, c)| c.axis == axis && c.kind == Collective::AllReduce)
+            .map(|(_, c)| f(&c.bytes))
+            .sum();
+        all_reduced * k.precision.wire_factor() as f64 / 2.0
+    };
     // Each FP8 GEMM's weights over the ranks holding the same share of them: the dp·cp
-    // replicas, or for an expert GEMM (a 1/ep share) the dp·cp/ep holding the same experts.
-    let saving: f64 = b
-        .ops
-        .iter()
-        .filter_map(|o| {
-            let ops = o.fp8_operands()?;
-            let group = (crate::sym::Rational::from_integer(k.replicas().into()) * &o.weight_share)
-                .to_integer()
-                .to_u64()?;
-            Some(crate::parallel::amount::fp8_gather_saving(
-                f(&ops.weight),
-                k,
-                group,
-            ))
-        })
-        .sum();
-    wire - saving
+    // replicas, or for an expert GEMM the dp·cp/ep holding the same experts.
+    let saving = |expert: bool| -> f64 {
+        let group = if expert {
+            k.expert_replicas()
+        } else {
+            k.replicas()
+        };
+        b.ops
+            .iter()
+            .filter(|o| o.expert == expert)
+            .filter_map(|o| o.fp8_operands())
+            .map(|ops| crate::parallel::amount::fp8_gather_saving(f(&ops.weight), k, group))
+            .sum()
+    };
+    DpWire {
+        dense: half(Axis::Dp) - saving(false),
+        expert: half(Axis::ExpertDp) - saving(true),
+    }
+}
+
+/// The wire bytes per rank of block `b`'s data-parallel gradient reductions per step (in the
+/// precision's gradient type), dense and expert.
+pub fn block_dp_grads(b: &PlanBlock, k: &crate::strategy::Knobs) -> DpWire {
+    let sum = |axis: Axis| -> f64 {
+        b.grads
+            .iter()
+            .filter(|(_, c)| c.axis == axis)
+            .map(|(_, c)| f(&c.bytes))
+            .sum()
+    };
+    DpWire {
+        dense: sum(Axis::Dp),
+        expert: sum(Axis::ExpertDp),
+    }
+    .times(k.precision.wire_factor() as f64)
 }
 
 /// The parameter elements per device of `b`'s operators, dense and expert, and of each the FP8
@@ -1134,8 +1243,8 @@ struct Layout<'a> {
     /// Per block, its parameter elements and FP8 GEMM weights, dense and expert
     /// ([`block_held`]).
     block_held: Vec<Held<f64>>,
-    /// Per block, the wire bytes of one all-gather of its weights ([`block_gather_wire`]).
-    block_gather: Vec<f64>,
+    /// Per block, the wire bytes of one all-gather of its weights ([`block_gather_split`]).
+    block_gather: Vec<DpWire>,
     /// For each item, the first and last item of its run of copies of the same block.
     run_start: Vec<usize>,
     run_end: Vec<usize>,
@@ -1244,7 +1353,7 @@ impl<'a> Layout<'a> {
             block_gather: plan
                 .blocks
                 .iter()
-                .map(|b| block_gather_wire(b, k))
+                .map(|b| block_gather_split(b, k))
                 .collect(),
             run_start,
             run_end,
@@ -1829,10 +1938,8 @@ impl<'a> Layout<'a> {
     fn gather_seconds(&self, b: usize) -> (f64, f64) {
         let wire = self.block_gather[b];
         (
-            self.ctx
-                .rates
-                .collective_seconds(Collective::AllGather, wire, &self.ctx.dp),
-            wire,
+            self.ctx.dp_seconds(Collective::AllGather, wire, 1.0),
+            wire.total(),
         )
     }
 
@@ -1993,10 +2100,12 @@ impl<'a> Layout<'a> {
         let (opt, _, opt_end) = dev.push(rec, e, ready);
         if k.zero >= 1 && k.zero < 3 && self.replicas > 1 {
             // The distributed optimizer gathers the updated model weights from their owners.
-            let wire: f64 = blocks.iter().map(|&b| self.block_gather[b]).sum();
-            let dur = rates.collective_seconds(Collective::AllGather, wire, &self.ctx.dp);
+            let wire = blocks
+                .iter()
+                .fold(DpWire::default(), |sum, &b| sum + self.block_gather[b]);
+            let dur = self.ctx.dp_seconds(Collective::AllGather, wire, 1.0);
             let before = dev.free.iter().cloned().fold(0.0, f64::max);
-            let mut e = grad_event(d, Stream::DpComm, dur, wire, dev.buckets, None, opt);
+            let mut e = grad_event(d, Stream::DpComm, dur, wire.total(), dev.buckets, None, opt);
             e.what = What::ParamGather;
             dev.push(rec, e, opt_end);
             if k.overlap.param_gather {
@@ -2066,7 +2175,7 @@ impl State {
             last: PerStream::default(),
             busy: PerStream::default(),
             work: 0.0,
-            bucket_wire: 0.0,
+            bucket_wire: DpWire::default(),
             bucket_full: 0.0,
             bucket_ready: None,
             buckets: 0,
@@ -2321,7 +2430,7 @@ fn reduce_grads(
     dev: &mut Device,
     rec: &mut Recorder,
     d: usize,
-    mut wire: f64,
+    mut wire: DpWire,
     (ready, t): (usize, f64),
     calls: f64,
 ) -> f64 {
@@ -2330,13 +2439,21 @@ fn reduce_grads(
     // owners (half an all-reduce's traffic); ZeRO 1–2 gather the weights after the step, ZeRO 3
     // before each layer's use.
     let kind = if (1..=3).contains(&k.zero) && k.replicas() > 1 {
-        wire /= 2.0;
+        wire = wire.times(0.5);
         Collective::ReduceScatter
     } else {
         Collective::AllReduce
     };
-    let dur = calls * ctx.rates.collective_seconds(kind, wire / calls, &ctx.dp);
-    let e = grad_event(d, Stream::DpComm, dur, wire, dev.buckets, None, ready);
+    let dur = ctx.dp_seconds(kind, wire, calls);
+    let e = grad_event(
+        d,
+        Stream::DpComm,
+        dur,
+        wire.total(),
+        dev.buckets,
+        None,
+        ready,
+    );
     dev.buckets += 1;
     dev.push(rec, e, t).2
 }
