@@ -395,7 +395,7 @@ pub fn strategy_blocks(
                     .position(|s| matches!(s, Step::Compute(j) if *j == k))
             };
             let missing =
-                || Error::Usage(format!("block `{}`: no dispatch or combine step", ba.name));
+                || Error::Internal(format!("block `{}`: no dispatch or combine step", ba.name));
             let i = at(&block.forward, dispatch).ok_or_else(missing)?;
             block
                 .forward
