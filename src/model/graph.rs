@@ -403,6 +403,12 @@ impl Model {
         Ok(())
     }
 
+    /// The first repeated block (a transformer's layer): what `compare`'s layer report and
+    /// `optimize` analyse, and the block recomputation applies to.
+    pub fn first_repeated_block(&self) -> Option<usize> {
+        self.blocks.iter().position(|b| b.repeat != Poly::one())
+    }
+
     /// Every operator with its block's repeat count.
     pub fn ops(&self) -> impl Iterator<Item = (&Block, &OpNode)> {
         self.blocks

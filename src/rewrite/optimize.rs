@@ -141,14 +141,11 @@ fn contracts(op: &crate::model::OpNode) -> bool {
         .any(|i| i.kind == crate::rules::IndexKind::ReduceSum)
 }
 
-/// The block `optimize` analyses: `layer`, else the first repeated block.
+/// The block `optimize` analyses: the first repeated block.
 pub fn layer_block(model: &Model) -> Result<usize> {
     model
-        .blocks
-        .iter()
-        .position(|b| b.name == "layer")
-        .or_else(|| model.blocks.iter().position(|b| b.repeat != Poly::one()))
-        .ok_or_else(|| Error::Usage(format!("model `{}` has no `layer` block", model.name)))
+        .first_repeated_block()
+        .ok_or_else(|| Error::Usage(format!("model `{}` has no repeated block", model.name)))
 }
 
 fn optimize_in(

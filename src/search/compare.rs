@@ -261,15 +261,7 @@ pub fn compare_layer_with_progress(
         return Err(SearchError::CompareNeedsTp);
     }
     let bi = model
-        .blocks
-        .iter()
-        .position(|b| b.name == "layer")
-        .or_else(|| {
-            model
-                .blocks
-                .iter()
-                .position(|b| b.repeat != crate::sym::Poly::one())
-        })
+        .first_repeated_block()
         .ok_or_else(|| SearchError::NoRepeatedLayer(model.name.clone()))?;
     let empty = BTreeMap::new();
     let one = tensor_only(

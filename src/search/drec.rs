@@ -235,9 +235,7 @@ pub fn gap_suite(calib: &crate::calib::Calibration) -> Result<Vec<GapRow>, Searc
     for model in ["gpt3-125m", "llama3-8b", "bert-base", "vit-b16"] {
         let m = loader.resolve(model).map_err(shipped)?;
         let bi = m
-            .blocks
-            .iter()
-            .position(|b| b.name == "layer")
+            .first_repeated_block()
             .ok_or_else(|| SearchError::NoLayerBlock(model.to_string()))?;
         for k in 1..=3 {
             let make = |axes: Vec<Axis>| {
