@@ -2290,6 +2290,40 @@ fn zb_h1_bubble<T: Priced>(time: &T, weight: &T, fraction: T) -> T {
     (time.clone() - weight.clone() * T::int(2)) * fraction
 }
 
+/// κ times the bytes of traffic `t` on the intra- and inter-node links: rings (gradient
+/// reductions of each data-parallel group, tensor-parallel collectives) split over the tiers
+/// their group crosses, the other traffic on its dimension's tier.
+fn tier_costs<T: Priced>(t: &Traffic<T>, links: &Links, kap: &Kappas<T>, k: &Knobs) -> (T, T) {
+    let (mut intra, mut inter) = (T::zero(), T::zero());
+    let mut add = |tier: Tier, c: T| match tier {
+        Tier::Intra => intra = std::mem::take(&mut intra) + c,
+        Tier::Inter => inter = std::mem::take(&mut inter) + c,
+    };
+    // Gradient reductions and tensor-parallel collectives are rings, hierarchical where their
+    // group spans nodes: their bytes split over the tiers.
+    let rings = [
+        (&t.dp, links.mesh.grad_axis()),
+        (&t.edp, links.mesh.expert_grad_axis(k.ep)),
+        (&t.tp, links.mesh.axis(AxisKind::Tp).clone()),
+    ];
+    for (bytes, axis) in rings {
+        for (tier, share) in axis.tier_fractions() {
+            add(
+                tier,
+                T::constant(links.tier_kappa(tier) * share) * bytes.clone(),
+            );
+        }
+    }
+    for (bytes, tier, kappa) in [
+        (&t.p2p, links.p2p_tier, &kap.p2p),
+        (&t.ep, links.ep_tier, &kap.ep),
+        (&t.cp, links.cp_tier, &kap.cp),
+    ] {
+        add(tier, kappa.clone() * bytes.clone());
+    }
+    (intra, inter)
+}
+
 /// Finds the busiest of the priced stages and prices a step on it: its compute, its traffic on
 /// intra- and inter-node links, and the bubble, the longest per-micro-batch stage time idle for
 /// the bubble fraction.
@@ -2344,34 +2378,7 @@ fn relative_cost<T: Priced>(
         bubble = bubble.piecewise();
     }
     let busiest = &priced[bs];
-    let t = &busiest.traffic;
-    let (mut intra, mut inter) = (T::zero(), T::zero());
-    let mut add = |tier: Tier, c: T| match tier {
-        Tier::Intra => intra = std::mem::take(&mut intra) + c,
-        Tier::Inter => inter = std::mem::take(&mut inter) + c,
-    };
-    // Gradient reductions and tensor-parallel collectives are rings, hierarchical where their
-    // group spans nodes: their bytes split over the tiers.
-    let rings = [
-        (&t.dp, links.mesh.grad_axis()),
-        (&t.edp, links.mesh.expert_grad_axis(k.ep)),
-        (&t.tp, links.mesh.axis(AxisKind::Tp).clone()),
-    ];
-    for (bytes, axis) in rings {
-        for (tier, share) in axis.tier_fractions() {
-            add(
-                tier,
-                T::constant(links.tier_kappa(tier) * share) * bytes.clone(),
-            );
-        }
-    }
-    for (bytes, tier, kappa) in [
-        (&t.p2p, links.p2p_tier, &kap.p2p),
-        (&t.ep, links.ep_tier, &kap.ep),
-        (&t.cp, links.cp_tier, &kap.cp),
-    ] {
-        add(tier, kappa.clone() * bytes.clone());
-    }
+    let (intra, inter) = tier_costs(&busiest.traffic, links, kap, k);
     let compute = busiest.flops.clone() + busiest.hbm_cost.clone();
     let kernels = busiest.kernel_cost.clone();
     let hidden = busiest.hidden.clone();
