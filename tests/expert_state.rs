@@ -8,7 +8,7 @@
 
 mod common;
 
-use symshard::parallel::amount::{optimizer_traffic, Held};
+use symshard::parallel::amount::{optimizer_traffic, HeldParams};
 use symshard::strategy::{Knobs, Precision};
 use symshard::timeline::block_held;
 
@@ -26,11 +26,11 @@ fn knobs(ep: u64, zero: u8) -> Knobs {
 }
 
 /// What a device of the plan of `k` holds (one pipeline stage: every block).
-fn held(k: &Knobs) -> Held<f64> {
+fn held(k: &Knobs) -> HeldParams<f64> {
     let (plan, _) = common::plan_on("mixtral-8x7b", &[("B", 8), ("S", 256)], k, "h100-sxm");
-    plan.items
-        .iter()
-        .fold(Held::default(), |sum, &b| sum + block_held(&plan.blocks[b]))
+    plan.items.iter().fold(HeldParams::default(), |sum, &b| {
+        sum + block_held(&plan.blocks[b])
+    })
 }
 
 /// The plan's expert parameters are the device's E/ep experts', told apart from the dense ones

@@ -11,7 +11,7 @@ use std::path::Path;
 use symshard::calib::Calibration;
 use symshard::diag::Source;
 use symshard::model::ModelLoader;
-use symshard::parallel::amount::Held;
+use symshard::parallel::amount::HeldParams;
 use symshard::parallel::{Evaluation, Layout};
 use symshard::rules::CollectiveKind;
 use symshard::strategy::{AxisKind, Knobs, Precision, Recompute, Schedule};
@@ -1578,9 +1578,9 @@ fn autocast_casts_weights_every_forward_and_gradients_every_backward() {
         assert!((chains_b[0].backward - chains_a[0].backward - back).abs() < 1e-12);
     }
     // The optimizer step: Adam over fp32 weights has no copy into bf16 model weights.
-    let held = Held {
+    let held = HeldParams {
         dense: params,
-        ..Held::default()
+        ..HeldParams::default()
     };
     let bf16 = optimizer_seconds(&held, &Knobs::data_parallel(1), &rates);
     let amp = optimizer_seconds(&held, &at(0, 1), &rates);

@@ -137,7 +137,7 @@ const MASTER_WEIGHT_BYTES: u64 = 4;
 /// ([`Knobs::expert_replicas`], Megatron-Core's expert-data-parallel group); and of each, the
 /// FP8 GEMM weights.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Held<T> {
+pub struct HeldParams<T> {
     /// Dense parameter elements.
     pub dense: T,
     /// Expert parameter elements (of the device's E/ep experts).
@@ -148,15 +148,15 @@ pub struct Held<T> {
     pub fp8_experts: T,
 }
 
-impl<T: Amount> Held<T> {
+impl<T: Amount> HeldParams<T> {
     /// All parameter elements held.
     pub fn params(&self) -> T {
         self.dense.clone() + self.experts.clone()
     }
 
     /// `n` times as many of each.
-    pub fn times(&self, n: T) -> Held<T> {
-        Held {
+    pub fn times(&self, n: T) -> HeldParams<T> {
+        HeldParams {
             dense: self.dense.clone() * n.clone(),
             experts: self.experts.clone() * n.clone(),
             fp8_dense: self.fp8_dense.clone() * n.clone(),
@@ -187,11 +187,11 @@ impl<T: Amount> Held<T> {
     }
 }
 
-impl<T: Amount> Add for Held<T> {
-    type Output = Held<T>;
+impl<T: Amount> Add for HeldParams<T> {
+    type Output = HeldParams<T>;
 
-    fn add(self, o: Held<T>) -> Held<T> {
-        Held {
+    fn add(self, o: HeldParams<T>) -> HeldParams<T> {
+        HeldParams {
             dense: self.dense + o.dense,
             experts: self.experts + o.experts,
             fp8_dense: self.fp8_dense + o.fp8_dense,
@@ -203,7 +203,7 @@ impl<T: Amount> Add for Held<T> {
 /// HBM bytes of each memory-bound kernel of the optimizer step over the parameters `held` by one
 /// device, in order (Megatron-LM's mixed-precision optimizer step,
 /// megatron/optimizer/optimizer.py, `MixedPrecisionOptimizer.step`), each over the shard it
-/// updates ([`Held::shard`]: all of it without a distributed optimizer; with ZeRO ≥ 1 the
+/// updates ([`HeldParams::shard`]: all of it without a distributed optimizer; with ZeRO ≥ 1 the
 /// dense parameters' `1/replicas` and the experts' share among the ranks holding them):
 ///
 /// 1. the gradient norm (apex `multi_tensor_l2norm`) reads the fp32 gradients;
@@ -218,7 +218,7 @@ impl<T: Amount> Add for Held<T> {
 ///
 /// The timeline times each as a streaming kernel; the relative cost prices their sum at κ_hbm
 /// once a step ([`BlockCost::optimizer_hbm`]).
-pub fn optimizer_traffic<T: Amount>(held: &Held<T>, k: &Knobs) -> Vec<T> {
+pub fn optimizer_traffic<T: Amount>(held: &HeldParams<T>, k: &Knobs) -> Vec<T> {
     let (shard, fp8) = held.shard(k);
     let grad = T::int(MAIN_GRAD_BYTES);
     let state = T::int(OPTIMIZER_BYTES as u64);
@@ -849,7 +849,7 @@ impl<T: Amount> BlockCost<T> {
     /// step's first micro-batch (with FP8 parameters, the transposed copy made from the gathered
     /// weight: [`Knobs::fp8_bytes`]).
     pub fn optimizer_hbm(&self, k: &Knobs) -> T {
-        let held = Held {
+        let held = HeldParams {
             dense: self.params.clone(),
             experts: self.params_expert.clone(),
             fp8_dense: self.fp8_dense(),

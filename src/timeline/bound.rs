@@ -28,7 +28,7 @@ use super::sim::{
 };
 use crate::error::Result;
 use crate::model::Model;
-use crate::parallel::amount::Held;
+use crate::parallel::amount::HeldParams;
 use crate::parallel::evaluate::{interleaved_chunks, microbatch_bindings, BlockNumbers};
 use crate::parallel::Analysis;
 use crate::strategy::{Knobs, Mesh, MeshAxis, Recompute, Schedule};
@@ -49,7 +49,7 @@ pub struct Chains {
     pub dp_grad: Vec<DpWire>,
     /// Parameter elements per device of each block, dense and expert, and of each the FP8 GEMM
     /// weights ([`block_held`]): what the optimizer step updates.
-    pub held: Vec<Held<f64>>,
+    pub held: Vec<HeldParams<f64>>,
     /// Wire bytes per device of one all-gather of each block's weights, as the simulation
     /// gathers them ([`block_gather_split`]).
     pub gather: Vec<DpWire>,
@@ -171,7 +171,7 @@ struct Ranks {
     /// Per rank: the seconds of all its chains over the step.
     busy: Vec<f64>,
     /// Per rank: parameter elements held, and of them the FP8 GEMM weights.
-    held: Vec<Held<f64>>,
+    held: Vec<HeldParams<f64>>,
     /// Per rank: wire bytes of one all-gather of the weights it holds.
     gather: Vec<DpWire>,
     /// Per rank: data-parallel gradient wire bytes per micro-batch.
@@ -210,7 +210,7 @@ impl Ranks {
             .collect();
         let mut r = Ranks {
             busy: vec![0.0; p],
-            held: vec![Held::default(); p],
+            held: vec![HeldParams::default(); p],
             gather: vec![DpWire::default(); p],
             grads: vec![DpWire::default(); p],
             fwd,
@@ -226,7 +226,7 @@ impl Ranks {
                 let stage = st
                     .iter()
                     .map(|&(b, n)| chains.held[b].times(n as f64))
-                    .fold(Held::default(), |sum, h| sum + h);
+                    .fold(HeldParams::default(), |sum, h| sum + h);
                 r.held[d] = r.held[d] + stage;
                 r.gather[d] += wire_sum(st, |b| chains.gather[b]);
                 r.grads[d] += r.stage_grads[s];

@@ -15,7 +15,7 @@ use super::cost::{bus_factor, KernelClass, Rates};
 pub use super::event::{Event, PerStream, Stream, What};
 use super::plan::{Axis, Collective, PlanBlock, PlanComm, PlanOp, Step, TimingPlan};
 use super::schedule::{device_of, paired, program, sends_after_next, Pass, PerPass, Task};
-use crate::parallel::amount::Held;
+use crate::parallel::amount::HeldParams;
 use crate::parallel::evaluate::GRAD_BYTES;
 use crate::strategy::{AxisKind, Mesh, MeshAxis, Recompute, Schedule};
 use num_traits::{ToPrimitive, Zero};
@@ -1069,7 +1069,7 @@ pub fn grad_accumulation_bytes(params: f64, k: &crate::strategy::Knobs) -> f64 {
 /// memory-bound kernels ([`crate::parallel::amount::optimizer_traffic`]), each a streaming
 /// kernel with its own launch. Gradient clipping's rescale runs only when the norm exceeds the
 /// threshold and is left out.
-pub fn optimizer_seconds(held: &Held<f64>, k: &crate::strategy::Knobs, rates: &Rates) -> f64 {
+pub fn optimizer_seconds(held: &HeldParams<f64>, k: &crate::strategy::Knobs, rates: &Rates) -> f64 {
     if held.params() <= 0.0 {
         return 0.0;
     }
@@ -1137,8 +1137,8 @@ pub fn block_dp_grads(b: &PlanBlock, k: &crate::strategy::Knobs) -> DpWire {
 /// The parameter elements per device of `b`'s operators, dense and expert, and of each the FP8
 /// GEMM weights under the plan's precision (none without an FP8 recipe): what the optimizer step
 /// updates, and what FP8 parameters gather and write in FP8.
-pub fn block_held(b: &PlanBlock) -> Held<f64> {
-    let mut held = Held::default();
+pub fn block_held(b: &PlanBlock) -> HeldParams<f64> {
+    let mut held = HeldParams::default();
     for o in &b.ops {
         let fp8 = o.fp8_operands().map_or(0.0, |ops| f(&ops.weight));
         if o.expert {
@@ -1242,7 +1242,7 @@ struct Layout<'a> {
     block_params: Vec<f64>,
     /// Per block, its parameter elements and FP8 GEMM weights, dense and expert
     /// ([`block_held`]).
-    block_held: Vec<Held<f64>>,
+    block_held: Vec<HeldParams<f64>>,
     /// Per block, the wire bytes of one all-gather of its weights ([`block_gather_split`]).
     block_gather: Vec<DpWire>,
     /// For each item, the first and last item of its run of copies of the same block.
@@ -2080,7 +2080,7 @@ impl<'a> Layout<'a> {
         // Their parameters, and of those the FP8 GEMM weights.
         let held = blocks
             .iter()
-            .fold(Held::default(), |sum, &b| sum + self.block_held[b]);
+            .fold(HeldParams::default(), |sum, &b| sum + self.block_held[b]);
         let ready = dev.free.iter().cloned().fold(0.0, f64::max);
         let deps: Vec<usize> = dev.last.iter().flatten().copied().collect();
         let e = Event {
