@@ -60,7 +60,7 @@ pub enum StrategyError {
     },
     /// The expert-parallel degree does not divide dp × cp: expert-parallel groups are drawn from
     /// the data- and context-parallel ranks (Megatron-Core's expert rank generator).
-    #[error("`ep` = {ep} must divide dp × cp = {dp} × {cp}: expert-parallel groups are drawn from the data- and context-parallel ranks")]
+    #[error("`ep` = {ep} must divide dp × cp = {dp} × {cp}: expert-parallel groups are drawn from the data- and context-parallel ranks (an expert tensor-parallel size below tp, with which Megatron-Core's expert layers re-slice the tp × dp ranks, is not modelled)")]
     EpDividesDp {
         /// Expert-parallel degree.
         ep: u64,

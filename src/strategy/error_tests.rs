@@ -71,7 +71,7 @@ fn messages_name_the_knob_and_the_sizes() {
         ),
         (
             StrategyError::EpDividesDp { ep: 3, dp: 8, cp: 1 },
-            "`ep` = 3 must divide dp × cp = 8 × 1: expert-parallel groups are drawn from the data- and context-parallel ranks",
+            "`ep` = 3 must divide dp × cp = 8 × 1: expert-parallel groups are drawn from the data- and context-parallel ranks (an expert tensor-parallel size below tp, with which Megatron-Core's expert layers re-slice the tp × dp ranks, is not modelled)",
         ),
         (
             Unsupported::ZeroOneReplica { zero: 2 }.into(),
