@@ -116,3 +116,25 @@ fn the_router_stays_out_of_fp8() {
         assert!(fp8(gemm), "{gemm}");
     }
 }
+
+/// A shared expert's gate is a plain `torch.nn.functional.linear` in Megatron-Core
+/// (megatron/core/transformer/moe/shared_experts.py), like the router: the `sigmoid_gate` rule
+/// names its `gate` input in `router:`, so the linear layer feeding it is marked, as the
+/// router feeding a `moe-gate` is. Qwen1.5-MoE-A2.7B (its Hugging Face config.json, in
+/// tests/fixtures/hf): one sigmoid-gated shared expert per layer.
+#[test]
+fn a_shared_experts_gate_is_a_router_too() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/hf/Qwen1.5-MoE-A2.7B.json");
+    let m = symshard::model::ModelLoader::embedded()
+        .unwrap()
+        .resolve(path.to_str().unwrap())
+        .unwrap();
+    let mut marked: Vec<&str> = m
+        .ops()
+        .filter(|(_, n)| n.router)
+        .map(|(_, n)| n.name.as_str())
+        .collect();
+    marked.sort();
+    assert_eq!(marked, ["router", "shared_expert_gate"]);
+}

@@ -322,6 +322,14 @@ pub fn render(rule: &OpRule, table: &SplitTable) -> String {
             rule.ring.join(", ")
         );
     }
+    if !rule.router.is_empty() {
+        let _ = writeln!(
+            s,
+            "router {}: a router's logits; the linear layer that makes them stays in bf16 under \
+             FP8 recipes",
+            rule.router.join(", ")
+        );
+    }
     if let Some(role) = rule.role {
         let _ = writeln!(s, "role {}: {}", role.name(), role.meaning());
     }

@@ -47,9 +47,9 @@ pub struct OpNode {
     /// Part of attention's core between the projections (tagged `attention: eager` or
     /// `role: attention-core` in its graph): what selective recomputation recomputes.
     pub attention_core: bool,
-    /// It makes the logits a mixture-of-experts gate reads (an operator whose rule declares
-    /// role `moe-gate`): a router, which FP8 recipes keep in the model's precision
-    /// ([`crate::rules::Role::MoeGate`]).
+    /// It makes logits a gate reads through an input its rule names in `router:` (a mixture
+    /// of experts' router, a shared expert's gate), which FP8 recipes keep in the model's
+    /// precision ([`crate::rules::OpRule::router`]).
     pub router: bool,
 }
 

@@ -5,7 +5,7 @@ use super::spec::{FamilyFile, GraphSpec, ModelFile, SymbolValue};
 use crate::diag::Source;
 use crate::embedded;
 use crate::error::{Error, Result};
-use crate::rules::{Dtype, OpRule, Role, RuleSet};
+use crate::rules::{Dtype, OpRule, RuleSet};
 use crate::sym::{Bindings, Poly, Rational};
 use num_traits::Signed;
 use petgraph::algo::toposort;
@@ -916,13 +916,16 @@ impl GraphBuilder<'_> {
         Ok(())
     }
 }
-/// Marks the routers read by the mixture-of-experts gates of block `bi` (`graph`, not yet in
-/// `blocks`): the operators, in it or in an earlier block, whose output a gate reads.
+/// Marks the routers of block `bi` (`graph`, not yet in `blocks`): the operators, in it or in an
+/// earlier block, whose output an operator reads through an input its rule names in `router:`.
 fn mark_routers(bi: usize, graph: &mut DiGraph<OpNode, ()>, blocks: &mut [Block]) {
     let routers: Vec<(usize, NodeIndex)> = graph
         .node_weights()
-        .filter(|n| n.rule.is(Role::MoeGate))
-        .flat_map(|n| &n.inputs)
+        .flat_map(|n| {
+            n.inputs
+                .iter()
+                .filter(|(name, _)| n.rule.router.contains(name))
+        })
         .filter_map(|(_, p)| match p {
             Producer::Op { block, node } => Some((*block, *node)),
             _ => None,

@@ -83,7 +83,8 @@ impl Validator<'_> {
         let recompute_flops = self.recompute_flops(&flops)?;
         self.check_kernel_flags(&flops, &inputs, &output)?;
         let role = self.role(&inputs)?;
-        let ring = self.ring(&inputs)?;
+        let ring = self.named_inputs("ring", &self.spec.ring, &inputs)?;
+        let router = self.named_inputs("router", &self.spec.router, &inputs)?;
         // Last: a file that is wrong in itself reports that first.
         if let Some(stem) = expect_name {
             if stem != spec.name {
@@ -99,6 +100,7 @@ impl Validator<'_> {
         Ok(OpRule {
             role,
             ring,
+            router,
             fused_attention,
             recompute_flops,
             param_grad_kernel: spec.param_grad_kernel,
@@ -351,7 +353,8 @@ impl Validator<'_> {
     }
 
     /// The declared role, if any: a known name; an expert GEMM has the experts' stacked weights
-    /// (a parameter of three or more dimensions, experts first), and a gate reads one input.
+    /// (a parameter of three or more dimensions, experts first), and a gate names its router's
+    /// logits.
     fn role(&self, inputs: &[Tensor]) -> Result<Option<Role>> {
         let Some(name) = self.spec.role.as_deref() else {
             return Ok(None);
@@ -373,33 +376,41 @@ impl Validator<'_> {
                  three or more dimensions",
             ));
         }
-        if role == Role::MoeGate && inputs.len() != 1 {
+        if role == Role::MoeGate && self.spec.router.is_empty() {
             return Err(self.err(
                 &["role"],
-                "role `moe-gate` reads one input, the router's logits",
+                "role `moe-gate` needs `router:`, the input that holds the router's logits",
             ));
         }
         Ok(Some(role))
     }
 
-    /// The inputs a context-parallel ring passes: each one of the rule's inputs, once, and
-    /// not a parameter (every rank holds those whole).
-    fn ring(&self, inputs: &[Tensor]) -> Result<Vec<String>> {
+    /// The inputs a field names (`ring`: what a context-parallel ring passes; `router`: what
+    /// holds a router's logits): each one of the rule's inputs, once, and not a parameter.
+    fn named_inputs(
+        &self,
+        field: &str,
+        names: &[String],
+        inputs: &[Tensor],
+    ) -> Result<Vec<String>> {
         let mut out: Vec<String> = Vec::new();
-        for name in &self.spec.ring {
-            let path = ["ring", name.as_str()];
+        for name in names {
+            let path = [field, name.as_str()];
             match inputs.iter().find(|t| t.name == *name) {
                 None => {
-                    return Err(self.err(&path, format!("`ring` names `{name}`, which is no input")))
+                    return Err(self.err(
+                        &path,
+                        format!("`{field}` names `{name}`, which is no input"),
+                    ))
                 }
                 Some(t) if t.param => {
                     return Err(self.err(
                         &path,
-                        format!("`ring` names parameter `{name}`: every rank holds it whole"),
+                        format!("`{field}` names `{name}`, a parameter: it names inputs that other operators make"),
                     ))
                 }
                 Some(_) if out.contains(name) => {
-                    return Err(self.err(&path, format!("`ring` names `{name}` twice")))
+                    return Err(self.err(&path, format!("`{field}` names `{name}` twice")))
                 }
                 Some(_) => out.push(name.clone()),
             }

@@ -31,10 +31,7 @@ pub enum Role {
     MoeDispatch,
     /// Expert outputs summed back into their tokens: the combine all-to-all precedes it.
     MoeCombine,
-    /// The gate over a router's logits. The linear layer that makes those logits (the router)
-    /// stays in the model's precision under FP8 recipes: Megatron-Core's `Router.gating`
-    /// (megatron/core/transformer/moe/router.py) runs it through `router_gating_linear`
-    /// (moe_utils.py), a GEMM in the input's dtype or `--moe-router-dtype`, never in FP8.
+    /// The gate over a router's logits (which its rule names in `router:`).
     MoeGate,
 }
 
@@ -56,10 +53,7 @@ impl Role {
             }
             Role::MoeDispatch => "the expert-parallel dispatch all-to-all follows it",
             Role::MoeCombine => "the expert-parallel combine all-to-all precedes it",
-            Role::MoeGate => {
-                "the linear layer whose logits it reads is the router, kept in bf16 under FP8 \
-                 recipes"
-            }
+            Role::MoeGate => "the gate over a router's logits",
         }
     }
 
@@ -245,6 +239,14 @@ pub struct OpRule {
     /// other rank's.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ring: Vec<String>,
+    /// The inputs (by name) that hold the logits of a router (`router:`, a gate's): the
+    /// linear layer that makes them stays in the model's precision under FP8 recipes.
+    /// Megatron-Core runs a mixture of experts' router through `router_gating_linear`
+    /// (megatron/core/transformer/moe/moe_utils.py, called from `Router.gating` in router.py)
+    /// in the input's dtype or `--moe-router-dtype`, and a shared expert's gate through
+    /// `torch.nn.functional.linear` (shared_experts.py), outside Transformer Engine.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub router: Vec<String>,
 }
 
 impl OpRule {

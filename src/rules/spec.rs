@@ -88,6 +88,9 @@ pub struct RuleFile {
     /// values), by name.
     #[serde(default)]
     pub ring: Vec<String>,
+    /// The inputs that hold a router's logits (a gate's), by name.
+    #[serde(default)]
+    pub router: Vec<String>,
 }
 
 /// An index: a kind name, or a mapping with the kind and its details.
