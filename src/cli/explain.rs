@@ -243,6 +243,29 @@ fn split_label(e: &SplitEntry) -> String {
         .join(", ")
 }
 
+/// What a rule declares for the pricing beyond its formulas: the inputs a context-parallel ring
+/// passes, the inputs that hold a router's logits, and its role.
+fn declarations(s: &mut String, rule: &OpRule) {
+    if !rule.ring.is_empty() {
+        let _ = writeln!(
+            s,
+            "ring {}: passed from rank to rank under context parallelism",
+            rule.ring.join(", ")
+        );
+    }
+    if !rule.router.is_empty() {
+        let _ = writeln!(
+            s,
+            "router {}: a router's logits; the linear layer that makes them stays in bf16 under \
+             FP8 recipes",
+            rule.router.join(", ")
+        );
+    }
+    if let Some(role) = rule.role {
+        let _ = writeln!(s, "role {}: {}", role.name(), role.meaning());
+    }
+}
+
 /// The whole explanation of a rule as text.
 pub fn render(rule: &OpRule, table: &SplitTable) -> String {
     let mut s = String::new();
@@ -315,24 +338,7 @@ pub fn render(rule: &OpRule, table: &SplitTable) -> String {
              beyond one fused kernel (timelines under --loss fp32, the default)"
         );
     }
-    if !rule.ring.is_empty() {
-        let _ = writeln!(
-            s,
-            "ring {}: passed from rank to rank under context parallelism",
-            rule.ring.join(", ")
-        );
-    }
-    if !rule.router.is_empty() {
-        let _ = writeln!(
-            s,
-            "router {}: a router's logits; the linear layer that makes them stays in bf16 under \
-             FP8 recipes",
-            rule.router.join(", ")
-        );
-    }
-    if let Some(role) = rule.role {
-        let _ = writeln!(s, "role {}: {}", role.name(), role.meaning());
-    }
+    declarations(&mut s, rule);
     let _ = writeln!(s);
     let _ = writeln!(s, "split table (axis a has p_a devices, axis b has p_b)");
     for e in std::iter::once(&table.whole).chain(&table.entries) {
