@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{json, refused};
+use common::refused;
 use symshard::calib::Calibration;
 use symshard::parallel::Evaluation;
 use symshard::rules::CollectiveKind;
@@ -176,16 +176,7 @@ fn rank_dispatches_in_fp8_where_rows_allow_it() {
         .expect("a row with FP8 dispatch");
     let strategy = row["strategy"].as_str().unwrap();
     assert!(strategy.contains("fp8-dispatch"), "{strategy}");
-    let back = json(&[
-        "cost",
-        "mixtral-8x7b",
-        "--strategy",
-        strategy,
-        "--calib",
-        "h100-sxm",
-        "--format",
-        "json",
-    ]);
+    let back = common::cost_json("mixtral-8x7b", strategy);
     assert!(back["per_device"]["strategy"]
         .as_str()
         .unwrap()

@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::{json, refused};
+use common::refused;
 use symshard::calib::Calibration;
 use symshard::model::ModelLoader;
 use symshard::parallel::{evaluate_strategy, Evaluation, Layout};
@@ -250,16 +250,7 @@ fn rank_keeps_fp8_params_where_rows_allow_them_and_emits_the_flag() {
         .expect("a row with FP8 parameters");
     let strategy = row["strategy"].as_str().unwrap();
     assert!(strategy.contains("fp8-params"), "{strategy}");
-    let back = json(&[
-        "cost",
-        "gpt3-1.3b",
-        "--strategy",
-        strategy,
-        "--calib",
-        "h100-sxm",
-        "--format",
-        "json",
-    ]);
+    let back = common::cost_json("gpt3-1.3b", strategy);
     assert_eq!(
         back["per_device"]["memory"]["total"],
         row["memory"]["total"]

@@ -914,8 +914,6 @@ fn torchtitan_split_points(
     }
 }
 
-/// The job config's `[model]` section: torchtitan's llama3 flavor of exactly this shape, or a
-/// comment saying what to add.
 /// torchtitan's model converter (torchao) that runs the row's FP8 linear layers, and its
 /// section of the config: `float8` with tensorwise scaling for fp8-current (per-tensor current
 /// scaling), `mx` for mxfp8. Either leaves the output layer in bf16, as the row was priced
@@ -961,6 +959,9 @@ fn torchtitan_quantization(
     out
 }
 
+/// The job config's `[model]` section: torchtitan's llama3 flavor of exactly this shape, or a
+/// comment saying what to add; with the model converter `converter` where the row's precision
+/// has one ([`torchtitan_quantization`]).
 fn torchtitan_model_section(model: &Model, values: &Bindings, converter: Option<&str>) -> String {
     let converters = converter
         .map(|c| format!("converters = [\"{c}\"]\n"))

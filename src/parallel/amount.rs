@@ -174,7 +174,8 @@ impl<T: Amount> HeldParams<T> {
                 self.fp8_dense.clone() + self.fp8_experts.clone(),
             );
         }
-        let (dense, experts) = (k.replicas().max(1), k.expert_replicas().max(1));
+        let (dense, experts) = k.shard_groups(true);
+        let (dense, experts) = (dense.max(1), experts.max(1));
         if dense == experts {
             let all = self.fp8_dense.clone() + self.fp8_experts.clone();
             return (self.params() / T::int(dense), all / T::int(dense));
@@ -1057,11 +1058,8 @@ impl<T: Amount> BlockCost<T> {
     /// (Megatron-Core's expert-data-parallel group; `ep` divides dp·cp).
     pub fn state(&self, k: &Knobs) -> [T; 3] {
         let state = state_bytes(k.precision).map(|(bytes, stage)| {
-            let (dense, experts) = if k.zero >= stage {
-                (T::int(k.replicas()), T::int(k.expert_replicas()))
-            } else {
-                (T::int(1), T::int(1))
-            };
+            let (dense, experts) = k.shard_groups(k.zero >= stage);
+            let (dense, experts) = (T::int(dense), T::int(experts));
             self.params.clone() * T::int(bytes) / dense
                 + self.params_expert.clone() * T::int(bytes) / experts
         });
@@ -1076,11 +1074,7 @@ impl<T: Amount> BlockCost<T> {
         let mut w =
             w + self.fp8_weights.clone() * fp8_bytes_of::<T>(k.precision, |b| b.weight_copy);
         if k.fp8_params {
-            let (dense, experts) = if k.zero >= 3 {
-                (k.replicas(), k.expert_replicas())
-            } else {
-                (1, 1)
-            };
+            let (dense, experts) = k.shard_groups(k.zero >= 3);
             w = w
                 - self.fp8_dense() * T::ratio(WEIGHT_BYTES as u64, dense)
                 - self.fp8_experts.clone() * T::ratio(WEIGHT_BYTES as u64, experts);

@@ -54,9 +54,14 @@ pub fn comm_by_kind(e: &Evaluation, calib: &Calibration) -> Vec<CommPart> {
         }
         let bytes = &c.bytes * Rational::from_integer(c.count.into());
         // Gradient reductions and tensor-parallel collectives run as rings, hierarchical where
-        // their group spans nodes: their bytes split over the tiers as the evaluation prices
-        // them.
-        match e.mesh.ring_axis(c.axis) {
+        // their group spans nodes (an expert weight's, the ranks holding the same experts):
+        // their bytes split over the tiers as the evaluation prices them.
+        let axis = if c.expert_group {
+            Some(e.mesh.expert_grad_axis(e.knobs.ep))
+        } else {
+            e.mesh.ring_axis(c.axis)
+        };
+        match axis {
             Some(axis) => {
                 for (tier, share) in axis.tier_fractions() {
                     add(c.collective, tier, &bytes * share);
@@ -90,8 +95,14 @@ mod tests {
         let loader = ModelLoader::embedded().unwrap();
         let calib = Calibration::reference().unwrap();
         let mut checked = 0;
+        let mut experts = 0;
         for name in ["gpt3-1.3b", "llama2-7b", "mixtral-8x7b", "resnet50"] {
             let model = loader.resolve(name).unwrap();
+            // A batch every mesh below divides into 4 micro-batches per data-parallel rank.
+            let mut values = model.values.clone();
+            if let Some(b) = &model.batch {
+                values.insert(b.clone(), Rational::from_integer(64.into()));
+            }
             for (dp, tp, pp, ep, cp) in [
                 (8, 1, 1, 1, 1),
                 (4, 2, 2, 1, 1),
@@ -119,13 +130,7 @@ mod tests {
                             };
                             let memory = Rational::from_integer(1_000_000_000_000u64.into());
                             let Ok((_, e)) = evaluate_strategy(
-                                &model,
-                                &model.values,
-                                &k,
-                                &layout,
-                                &calib,
-                                gpn,
-                                &memory,
+                                &model, &values, &k, &layout, &calib, gpn, &memory,
                             ) else {
                                 continue;
                             };
@@ -150,11 +155,13 @@ mod tests {
                                 assert_eq!(&t, want, "{name} {k} {tier}");
                             }
                             checked += 1;
+                            experts += usize::from(ep > 1);
                         }
                     }
                 }
             }
         }
         assert!(checked > 100, "{checked}");
+        assert!(experts > 0, "no strategy with expert parallelism priced");
     }
 }

@@ -586,6 +586,11 @@ pub struct CommRow {
     /// in every micro-batch.
     #[serde(skip)]
     pub gradient: bool,
+    /// Whether it runs over the ranks holding the same experts
+    /// ([`Mesh::expert_grad_axis`]) rather than the whole axis: an expert weight's gradient
+    /// collective under expert parallelism.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub expert_group: bool,
     /// `bytes` as a formula in the model's symbols, where the evaluation folded formulas
     /// ([`block_numbers_traced`]).
     #[serde(skip)]
@@ -2428,6 +2433,7 @@ fn comm_row<T: Priced>(
         tensor: c.tensor.clone(),
         reason,
         gradient,
+        expert_group: false,
     }
 }
 
@@ -2464,20 +2470,19 @@ fn analysis_rows<T: Priced>(
             .collect();
         for (at, b) in &numbers[bi].grad_comm {
             let c = at.of(&a.blocks[bi]);
-            let b = if k.ep > 1 && c.axis == AxisKind::Dp && experts.contains(&c.op.as_str()) {
-                super::moe::expert_grad_allreduce(b, k.dp, k.cp, k.ep)?
-            } else {
-                b.clone()
-            };
-            let per_call = b / T::int(c.calls.into());
             let expert = experts.contains(&c.op.as_str());
             // An expert weight's gradients, under expert parallelism, over the ranks holding
             // the same experts.
-            let tier = if expert && k.ep > 1 && c.axis == AxisKind::Dp {
-                links.mesh.expert_grad_axis(k.ep).tier
+            let group = expert && k.ep > 1 && c.axis == AxisKind::Dp;
+            let (b, tier) = if group {
+                (
+                    super::moe::expert_grad_allreduce(b, k.dp, k.cp, k.ep)?,
+                    links.mesh.expert_grad_axis(k.ep).tier,
+                )
             } else {
-                tier_of(c.axis, true)
+                (b.clone(), tier_of(c.axis, true))
             };
+            let per_call = b / T::int(c.calls.into());
             if c.axis == AxisKind::Dp && c.kind == CollectiveKind::AllReduce {
                 let layer = a.blocks[bi].repeat != Poly::one();
                 let saving = row_fp8_gather_saving(&numbers[bi], *at, layer, expert, k)
@@ -2492,12 +2497,15 @@ fn analysis_rows<T: Priced>(
                     let mut row =
                         comm_row(c, tier, bytes, count, zero_reason(k.zero, &c.reason), true);
                     row.collective = kind;
+                    row.expert_group = group;
                     comm.push(row);
                 }
                 continue;
             }
             let count = copies * c.calls as u64;
-            comm.push(comm_row(c, tier, per_call, count, c.reason.clone(), true));
+            let mut row = comm_row(c, tier, per_call, count, c.reason.clone(), true);
+            row.expert_group = group;
+            comm.push(row);
         }
     }
     Ok(comm)
@@ -2576,6 +2584,7 @@ fn ring_rows<T: Priced>(
                 op: op.name.clone(),
                 tensor: "key, value".into(),
                 gradient: false,
+                expert_group: false,
                 reason: "context parallelism passes each rank's keys and values to the next rank of the ring, cp − 1 steps forward; backward passes them again with their gradients".into(),
             });
         }
@@ -2610,6 +2619,7 @@ fn all_to_all_rows<T: Priced>(
             tensor: tensor.into(),
             reason: reason.into(),
             gradient: false,
+            expert_group: false,
         };
         if k.fp8_dispatch {
             comm.push(row(

@@ -632,6 +632,16 @@ impl Knobs {
         self.replicas() / self.ep.max(1)
     }
 
+    /// The ranks that share what ZeRO shards, as (dense weights', expert weights'): the
+    /// [`Knobs::replicas`] and the [`Knobs::expert_replicas`] where `sharded`, else one each.
+    pub fn shard_groups(&self, sharded: bool) -> (u64, u64) {
+        if sharded {
+            (self.replicas(), self.expert_replicas())
+        } else {
+            (1, 1)
+        }
+    }
+
     /// Whether each device keeps only its `1/replicas` shard of the gradients (ZeRO ≥ 2 over
     /// more than one replica), so that every micro-batch's gradients are reduce-scattered.
     pub fn shards_gradients(&self) -> bool {

@@ -40,8 +40,6 @@ use crate::sym::{Bindings, Rational};
 pub struct Chains {
     /// Per recomputation, per block: forward and backward seconds.
     pub per_block: PerRecompute<Vec<PerPass<f64>>>,
-    /// Parameter elements per device of each block.
-    pub params: Vec<f64>,
     /// Whether each block is a repeated layer.
     pub layer: Vec<bool>,
     /// Data-parallel gradient wire bytes per device of each block, per step, in the precision's
@@ -101,8 +99,6 @@ pub fn chains(
 ) -> Result<Chains> {
     let b = microbatch_bindings(model, values, knobs);
     let blocks: Vec<PlanBlock> = strategy_blocks(model, analysis, numbers, &b, knobs)?;
-    let f = crate::parallel::amount::float;
-    let params = blocks.iter().map(|b| f(&b.params)).collect();
     let layer = blocks.iter().map(|b| b.layer).collect();
     let dp_grad = blocks.iter().map(|b| block_dp_grads(b, knobs)).collect();
     let held = blocks.iter().map(block_held).collect();
@@ -134,7 +130,6 @@ pub fn chains(
     }
     Ok(Chains {
         per_block,
-        params,
         layer,
         dp_grad,
         held,
@@ -310,7 +305,7 @@ fn zero3_gathers(
     let mut gathers = vec![0.0; p];
     for (s, st) in stages.iter().enumerate() {
         for &(b, c) in st {
-            if chains.params[b] > 0.0 {
+            if chains.held[b].params() > 0.0 {
                 let wire = chains.gather[b];
                 let one = dp_seconds(
                     dp.rates,

@@ -113,6 +113,15 @@ pub struct DpWire {
 }
 
 impl DpWire {
+    /// Each group's from `bytes` of the plan's axis that carries it (dense weights' on
+    /// [`Axis::Dp`], expert weights' on [`Axis::ExpertDp`]).
+    pub fn by_axis(bytes: impl Fn(Axis) -> f64) -> DpWire {
+        DpWire {
+            dense: bytes(Axis::Dp),
+            expert: bytes(Axis::ExpertDp),
+        }
+    }
+
     /// Both together.
     pub fn total(&self) -> f64 {
         self.dense + self.expert
@@ -256,25 +265,13 @@ impl<'a> Ctx<'a> {
                             Axis::Dp | Axis::ExpertDp => {
                                 // The rules count bf16 gradients; autocast reduces fp32 ones.
                                 let w = f(&c.bytes) * plan.knobs.precision.wire_factor() as f64;
-                                let (wire, group) = if c.axis == Axis::Dp {
-                                    (
-                                        DpWire {
-                                            dense: w,
-                                            expert: 0.0,
-                                        },
-                                        &ctx.dp,
-                                    )
+                                let group = if c.axis == Axis::Dp {
+                                    &ctx.dp
                                 } else {
-                                    (
-                                        DpWire {
-                                            dense: 0.0,
-                                            expert: w,
-                                        },
-                                        &ctx.edp,
-                                    )
+                                    &ctx.edp
                                 };
                                 Grad::Bucket {
-                                    wire,
+                                    wire: DpWire::by_axis(|a| if a == c.axis { w } else { 0.0 }),
                                     full: w / bus_factor(c.kind, group.size.max(2)),
                                 }
                             }
@@ -1087,51 +1084,40 @@ pub fn optimizer_seconds(held: &HeldParams<f64>, k: &crate::strategy::Knobs, rat
 /// experts, as the plan states their gradients, less what FP8 parameters do not move
 /// ([`crate::parallel::amount::fp8_gather_saving`]).
 pub fn block_gather_split(b: &PlanBlock, k: &crate::strategy::Knobs) -> DpWire {
-    let half = |axis: Axis| {
-        let all_reduced: f64 = b
-            .grads
-            .iter()
-            .filter(|(_, c)| c.axis == axis && c.kind == Collective::AllReduce)
-            .map(|(_, c)| f(&c.bytes))
-            .sum();
-        all_reduced * k.precision.wire_factor() as f64 / 2.0
-    };
-    // Each FP8 GEMM's weights over the ranks holding the same share of them: the dp·cp
-    // replicas, or for an expert GEMM the dp·cp/ep holding the same experts.
-    let saving = |expert: bool| -> f64 {
+    DpWire::by_axis(|axis| {
+        let all_reduced = grad_bytes(b, axis, |c| c == Collective::AllReduce);
+        // Each FP8 GEMM's weights over the ranks holding the same share of them: the dp·cp
+        // replicas, or for an expert GEMM the dp·cp/ep holding the same experts.
+        let expert = axis == Axis::ExpertDp;
         let group = if expert {
             k.expert_replicas()
         } else {
             k.replicas()
         };
-        b.ops
+        let saving: f64 = b
+            .ops
             .iter()
             .filter(|o| o.expert == expert)
             .filter_map(|o| o.fp8_operands())
             .map(|ops| crate::parallel::amount::fp8_gather_saving(f(&ops.weight), k, group))
-            .sum()
-    };
-    DpWire {
-        dense: half(Axis::Dp) - saving(false),
-        expert: half(Axis::ExpertDp) - saving(true),
-    }
+            .sum();
+        all_reduced * k.precision.wire_factor() as f64 / 2.0 - saving
+    })
+}
+
+/// The bytes of block `b`'s gradient collectives on `axis` whose kind `kind` accepts.
+fn grad_bytes(b: &PlanBlock, axis: Axis, kind: impl Fn(Collective) -> bool) -> f64 {
+    b.grads
+        .iter()
+        .filter(|(_, c)| c.axis == axis && kind(c.kind))
+        .map(|(_, c)| f(&c.bytes))
+        .sum()
 }
 
 /// The wire bytes per rank of block `b`'s data-parallel gradient reductions per step (in the
 /// precision's gradient type), dense and expert.
 pub fn block_dp_grads(b: &PlanBlock, k: &crate::strategy::Knobs) -> DpWire {
-    let sum = |axis: Axis| -> f64 {
-        b.grads
-            .iter()
-            .filter(|(_, c)| c.axis == axis)
-            .map(|(_, c)| f(&c.bytes))
-            .sum()
-    };
-    DpWire {
-        dense: sum(Axis::Dp),
-        expert: sum(Axis::ExpertDp),
-    }
-    .times(k.precision.wire_factor() as f64)
+    DpWire::by_axis(|axis| grad_bytes(b, axis, |_| true)).times(k.precision.wire_factor() as f64)
 }
 
 /// The parameter elements per device of `b`'s operators, dense and expert, and of each the FP8
@@ -1238,10 +1224,8 @@ struct Layout<'a> {
     nst: usize,
     /// Per virtual stage, its first item (and after the last stage, the number of items).
     first: Vec<usize>,
-    /// Parameter elements per device of each block, as floats once (FSDP gathers them per item).
-    block_params: Vec<f64>,
-    /// Per block, its parameter elements and FP8 GEMM weights, dense and expert
-    /// ([`block_held`]).
+    /// Per block, its parameter elements and FP8 GEMM weights, dense and expert, as floats once
+    /// ([`block_held`]; FSDP gathers a block's weights per item).
     block_held: Vec<HeldParams<f64>>,
     /// Per block, the wire bytes of one all-gather of its weights ([`block_gather_split`]).
     block_gather: Vec<DpWire>,
@@ -1348,7 +1332,6 @@ impl<'a> Layout<'a> {
             p,
             nst,
             first,
-            block_params: plan.blocks.iter().map(|b| f(&b.params)).collect(),
             block_held: plan.blocks.iter().map(block_held).collect(),
             block_gather: plan
                 .blocks
@@ -1789,7 +1772,7 @@ impl<'a> Layout<'a> {
         prefetch: &mut Prefetch,
     ) {
         let bi = self.plan().items[item];
-        let params = self.block_params[bi];
+        let params = self.block_held[bi].params();
         // The weight gradient reads activations and output gradients, not the weights: no
         // gather before it.
         let gathers = self.fsdp && run.task.pass != Pass::Weight;
@@ -1824,7 +1807,7 @@ impl<'a> Layout<'a> {
                 // The next layer's weights are gathered as this layer starts computing, and
                 // before its gradients are reduce-scattered: in issue order on the one
                 // data-parallel stream (see `push_gather`).
-                if self.block_params[self.plan().items[next]] > 0.0 {
+                if self.block_held[self.plan().items[next]].params() > 0.0 {
                     let at = ready.max(dev.free[Stream::Compute]);
                     prefetch.gathered = Some(self.push_gather(dev, rec, run, next, at));
                 }

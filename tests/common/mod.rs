@@ -52,29 +52,31 @@ pub fn symshard() -> Command {
 #[allow(dead_code)]
 pub fn emit_megatron(model: &str, devices: u64, fix: &str) -> String {
     let n = devices.to_string();
-    let out = symshard()
-        .args([
-            "rank",
-            model,
-            "--devices",
-            &n,
-            "--calib",
-            "h100-sxm",
-            "--fix",
-            fix,
-            "--top",
-            "1",
-            "--emit",
-            "megatron",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    let args = ["--devices", &n, "--calib", "h100-sxm", "--fix", fix];
+    stdout(
+        &[
+            &["rank", model][..],
+            &args,
+            &["--top", "1", "--emit", "megatron"],
+        ]
+        .concat(),
+    )
+}
+
+/// `cost MODEL --strategy STRATEGY --calib h100-sxm --format json`, which must succeed: a
+/// ranked row's strategy passed back as it was printed.
+#[allow(dead_code)]
+pub fn cost_json(model: &str, strategy: &str) -> Value {
+    json(&[
+        "cost",
+        model,
+        "--strategy",
+        strategy,
+        "--calib",
+        "h100-sxm",
+        "--format",
+        "json",
+    ])
 }
 
 /// `rank MODEL --devices DEVICES --calib h100-sxm --fix FIX --top TOP --format json`: its rows.
@@ -205,11 +207,7 @@ pub fn evaluate_on(
     knobs: &Knobs,
     machine: &str,
 ) -> symshard::parallel::Evaluation {
-    let m = ModelLoader::embedded().unwrap().resolve(model).unwrap();
-    let mut values = m.values.clone();
-    for (k, v) in set {
-        values.insert(k.to_string(), Rational::from_integer((*v).into()));
-    }
+    let (m, values) = model_with(&ModelLoader::embedded().unwrap(), model, set);
     let calib = Calibration::resolve(machine).unwrap();
     let memory = Rational::from_integer(1_000_000_000_000_000u64.into());
     symshard::parallel::evaluate_strategy(
@@ -225,6 +223,20 @@ pub fn evaluate_on(
     .1
 }
 
+/// Model `model` as `loader` builds it, with its symbol values and those of `set` over them.
+fn model_with(
+    loader: &ModelLoader,
+    model: &str,
+    set: &[(&str, i64)],
+) -> (symshard::model::Model, symshard::sym::Bindings) {
+    let m = loader.resolve(model).unwrap();
+    let mut values = m.values.clone();
+    for (k, v) in set {
+        values.insert(k.to_string(), Rational::from_integer((*v).into()));
+    }
+    (m, values)
+}
+
 /// [`plan_on`] with the model built by `loader` (an attention or loss mode of its own).
 pub fn plan_with_loader(
     loader: &ModelLoader,
@@ -233,11 +245,7 @@ pub fn plan_with_loader(
     knobs: &Knobs,
     machine: &str,
 ) -> (TimingPlan, Calibration) {
-    let m = loader.resolve(model).unwrap();
-    let mut values = m.values.clone();
-    for (k, v) in set {
-        values.insert(k.to_string(), Rational::from_integer((*v).into()));
-    }
+    let (m, values) = model_with(loader, model, set);
     let calib = Calibration::resolve(machine).unwrap();
     let layout = Layout {
         sequence_parallel: knobs.sequence_parallel,
