@@ -605,6 +605,17 @@ impl FailureLog {
         map.entry(strategy).or_insert(why);
     }
 
+    /// Notes what `other` noted, keeping the first reason per strategy.
+    pub fn merge(&self, other: FailureLog) {
+        let theirs = other
+            .by_strategy
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for (strategy, why) in theirs {
+            self.note(strategy, why);
+        }
+    }
+
     /// What was noted: how many strategies, and the first in strategy order with its reason.
     pub fn summary(&self) -> Failed {
         let map = self

@@ -19,6 +19,7 @@ use crate::sym::{Bindings, Rational};
 use num_traits::{One, ToPrimitive};
 use rayon::prelude::*;
 use serde::Serialize;
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -1413,7 +1414,7 @@ struct SecondsSearch<'a> {
     variants: &'a Variants,
     cache: &'a Cache,
     estimates: &'a [(Cand, Estimate)],
-    kappa: &'a dyn Fn(Tier) -> f64,
+    kappa: &'a (dyn Fn(Tier) -> f64 + Sync),
     evaluated: usize,
     feasible: usize,
     rejected: Rejections,
@@ -1422,6 +1423,13 @@ struct SecondsSearch<'a> {
 
 /// A strategy simulated: its seconds per step and its exact evaluation.
 type Simulated = Option<(f64, Evaluation)>;
+
+/// A strategy tried by the search by seconds: whether it was priced and fits (what the search
+/// counts as simulated), and its simulation where the timeline ran.
+type Attempt = (bool, Simulated);
+
+/// How the search by seconds tries a strategy, noting its failures in the context's log.
+type TryFn<'a> = dyn Fn(&Cand, &Ctx) -> Attempt + Sync + 'a;
 
 /// Rows found by seconds: (seconds, evaluation, layout variant).
 type TimedRows = Vec<(f64, Evaluation, usize)>;
@@ -1443,18 +1451,27 @@ fn rank_by_seconds(
     let cap = opts.memory.to_f64().unwrap_or(f64::MAX);
     let variants = search.variants;
     let bounded = bounded_in_order(model, values, calib, opts, &search);
+    let attempt = |k: &Cand, ctx: &Ctx| -> Attempt {
+        let Some((e, analysis, numbers)) = price(model, variants, search.cache, k, calib, ctx)
+        else {
+            return (false, None);
+        };
+        if !e.feasible {
+            return (false, None);
+        }
+        let t = crate::timeline::iteration_seconds(model, analysis, numbers, &e, values, calib);
+        (true, ctx.failures.keep(|| label(k), t).map(|t| (t, e)))
+    };
     let simulated = std::sync::atomic::AtomicUsize::new(0);
     let simulate = |k: &Cand| -> Simulated {
-        let (e, analysis, numbers) = price(model, variants, search.cache, k, calib, opts)?;
-        if !e.feasible {
-            return None;
+        let (counted, sim) = attempt(k, opts);
+        if counted {
+            simulated.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
-        simulated.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let t = crate::timeline::iteration_seconds(model, analysis, numbers, &e, values, calib);
-        let t = opts.failures.keep(|| label(k), t)?;
-        Some((t, e))
+        sim
     };
-    let (found, sims) = simulate_in_order(&bounded, &simulate, opts.top, variants);
+    let (found, sims, counted) = simulate_in_order(&bounded, &attempt, opts, variants);
+    simulated.fetch_add(counted, std::sync::atomic::Ordering::Relaxed);
     let balance_range = found.first().map(|(_, top, tv)| {
         let fits = |e: &Estimate| e.memory <= cap * (1.0 + 1e-9);
         let others: Vec<(f64, f64)> = search
@@ -1567,10 +1584,11 @@ fn bounded_in_order<'c>(
         first.iter().map(|(key, _)| **key).zip(built).collect();
     type PartitionKey = (NumbersKey, u64, Recompute, Schedule, u64, u64);
     type StageCounts = Vec<Vec<(usize, u64)>>;
-    let mut partitions: std::collections::HashMap<PartitionKey, Option<StageCounts>> =
-        std::collections::HashMap::new();
-    // The strategies to bound, with the keys of their chains and virtual stages.
+    // The strategies to bound, with the keys of their chains and virtual stages, and the first
+    // strategy of each virtual-stage key.
     let mut todo: Vec<(&Cand, f64, ChainKey, PartitionKey)> = Vec::new();
+    let mut first_of: std::collections::HashMap<PartitionKey, &Cand> =
+        std::collections::HashMap::new();
     for (c, e) in search.estimates {
         // A margin keeps every strategy the exact pricing may find feasible.
         if e.memory > cap * (1.0 + 1e-6) {
@@ -1578,40 +1596,49 @@ fn bounded_in_order<'c>(
         }
         let k = &c.k;
         let key = numbers_key(c);
-        let Some(Ok(numbers)) = search.cache.get(&key) else {
-            continue;
-        };
         // Built above for every strategy this loop reaches.
-        let Some(Some(ch)) = chain_cache.get(&chain_key(c)) else {
+        if !matches!(search.cache.get(&key), Some(Ok(_)))
+            || !matches!(chain_cache.get(&chain_key(c)), Some(Some(_)))
+        {
             continue;
-        };
-        // The partition depends on neither the ZeRO stage nor (interleaved) the partition
-        // search; share it between the strategies that differ only there.
-        let interleaved = k.schedule == Schedule::Interleaved && k.chunks > 1;
-        let pkey = (key, k.pp, k.recompute, k.schedule, k.chunks, k.ep);
-        // The virtual stages, shared the same way (they follow from the partition, the
-        // schedule and the chunks).
-        let stages = partitions.entry(pkey).or_insert_with(|| {
-            let partition = if interleaved {
-                Vec::new()
-            } else {
-                let partition = crate::parallel::evaluate::pipeline_stage_counts(
-                    model,
-                    numbers,
-                    k,
-                    search.kappa,
-                    kappa_hbm,
-                    opts.gpus_per_node,
-                );
-                opts.failures.keep(|| label(c), partition)?
-            };
-            let repeats: Vec<u64> = numbers.iter().map(|n| n.repeat).collect();
-            virtual_stages(ch, &repeats, &partition, k).map(|s| s.into_owned())
-        });
-        if stages.is_some() {
-            todo.push((c, e.memory, chain_key(c), pkey));
         }
+        // The partition depends on neither the ZeRO stage nor (interleaved) the partition
+        // search; share it between the strategies that differ only there. The virtual stages
+        // are shared the same way (they follow from the partition, the schedule and the
+        // chunks).
+        let pkey = (key, k.pp, k.recompute, k.schedule, k.chunks, k.ep);
+        first_of.entry(pkey).or_insert(c);
+        todo.push((c, e.memory, chain_key(c), pkey));
     }
+    // The virtual stages of each key, in parallel.
+    let stage_of = |c: &Cand| -> Option<StageCounts> {
+        let k = &c.k;
+        let Some(Ok(numbers)) = search.cache.get(&numbers_key(c)) else {
+            return None;
+        };
+        let ch = chain_cache.get(&chain_key(c))?.as_ref()?;
+        let partition = if k.schedule == Schedule::Interleaved && k.chunks > 1 {
+            Vec::new()
+        } else {
+            let partition = crate::parallel::evaluate::pipeline_stage_counts(
+                model,
+                numbers,
+                k,
+                search.kappa,
+                kappa_hbm,
+                opts.gpus_per_node,
+            );
+            opts.failures.keep(|| label(c), partition)?
+        };
+        let repeats: Vec<u64> = numbers.iter().map(|n| n.repeat).collect();
+        virtual_stages(ch, &repeats, &partition, k).map(|s| s.into_owned())
+    };
+    let keys: Vec<(PartitionKey, &Cand)> = first_of.into_iter().collect();
+    let partitions: std::collections::HashMap<PartitionKey, Option<StageCounts>> = keys
+        .par_iter()
+        .map(|&(pkey, c)| (pkey, stage_of(c)))
+        .collect();
+    todo.retain(|(_, _, _, pkey)| partitions.get(pkey).is_some_and(Option::is_some));
     // The bounds themselves, in parallel and in order.
     let bounded_all: Vec<Option<(f64, &Cand, f64)>> = todo
         .par_iter()
@@ -1634,14 +1661,21 @@ fn bounded_in_order<'c>(
 /// at a time, until the `top` groups are found and the next bound exceeds the last of them.
 /// Returns the rows of the first `top` groups, sorted by (seconds, cost, memory, layout), and
 /// every strategy simulated: (strategy, seconds, exact memory).
+///
+/// The simulations themselves run ahead ([`simulate_ahead`]), each thread taking the next
+/// strategy as soon as it is done with one; the batches are then replayed over their results,
+/// so what is shown and counted is the batches', whatever the threads' timing.
 fn simulate_in_order(
     bounded: &[(f64, &Cand, f64)],
-    simulate: &(dyn Fn(&Cand) -> Simulated + Sync),
-    top: usize,
+    attempt: &TryFn,
+    opts: &Ctx,
     variants: &Variants,
-) -> (TimedRows, Sims) {
+) -> (TimedRows, Sims, usize) {
+    let top = opts.top;
+    let mut ahead = simulate_ahead(bounded, attempt, opts, variants);
     let mut found = TimedRows::new();
     let mut sims = Sims::new();
+    let mut counted = 0;
     // Rows of the first `top` groups found so far, sorted by (seconds, cost, memory) so that
     // equal rows are adjacent; `groups` counts them.
     let mut groups = 0usize;
@@ -1655,42 +1689,142 @@ fn simulate_in_order(
             break;
         }
         let end = (next + batch).min(bounded.len());
-        let done: Vec<(&Cand, Option<(f64, Evaluation)>)> = bounded[next..end]
-            .par_iter()
-            .map(|&(_, k, _)| (k, simulate(k)))
+        // What ran ahead stopped no earlier than this order does (it knew at most as many
+        // rows), but it may stop inside a batch: the rest of the batch is simulated here.
+        let missing: Vec<(usize, Ahead)> = (next..end)
+            .filter(|&i| ahead[i].is_none())
+            .collect::<Vec<usize>>()
+            .into_par_iter()
+            .map(|i| (i, try_apart(attempt, bounded[i].1, opts)))
             .collect();
-        next = end;
-        for (k, sim) in done {
-            let Some((t, e)) = sim else {
+        for (i, tried) in missing {
+            ahead[i] = Some(tried);
+        }
+        for (i, tried) in ahead.iter_mut().enumerate().take(end).skip(next) {
+            let k = bounded[i].1;
+            let Some(((was_counted, sim), log)) = tried.take() else {
                 continue;
             };
-            sims.push((k.clone(), t, e.memory.total.clone()));
-            let at = found.partition_point(|(x, f, fv)| {
-                x.total_cmp(&t)
-                    .then(f.relative.total.cmp(&e.relative.total))
-                    .then(f.memory.total.cmp(&e.memory.total))
-                    .then(variants.key(*fv, f).cmp(&variants.key(k.v, &e)))
-                    != std::cmp::Ordering::Greater
-            });
-            found.insert(at, (t, e, k.v));
-            if found.len() >= top {
-                groups = keep_top_groups(&mut found, top, variants);
+            // Only the strategies this order tries are counted and their failures noted.
+            opts.failures.merge(log);
+            counted += usize::from(was_counted);
+            if let Some((t, e)) = sim {
+                sims.push((k.clone(), t, e.memory.total.clone()));
+                groups = insert_row(&mut found, (t, e, k.v), top, variants);
             }
         }
+        next = end;
     }
-    (found, sims)
+    (found, sims, counted)
+}
+
+/// A strategy tried ahead of the search's order, with the failures it noted apart.
+type Ahead = (Attempt, FailureLog);
+
+/// `attempt` of `k` noting its failures in a log of its own.
+fn try_apart(attempt: &TryFn, k: &Cand, opts: &Ctx) -> Ahead {
+    let log = FailureLog::default();
+    let ctx = Ctx {
+        opts: opts.opts,
+        failures: &log,
+        precisions: opts.precisions.clone(),
+    };
+    let tried = attempt(k, &ctx);
+    (tried, log)
+}
+
+/// Tries `bounded` in the order of their bounds on every thread, each taking the next strategy
+/// as it finishes one, until the `top` groups of the rows it has are found and the next bound
+/// exceeds the last of them. It knows at most the rows the sequential order knows at the same
+/// strategy, so its last row is no earlier than that order's and it stops no sooner. Returns
+/// each strategy's attempt, `None` where it made none; failures are noted apart, for the
+/// search's order to keep those of the strategies it tries.
+fn simulate_ahead(
+    bounded: &[(f64, &Cand, f64)],
+    attempt: &TryFn,
+    opts: &Ctx,
+    variants: &Variants,
+) -> Vec<Option<Ahead>> {
+    use std::sync::{Mutex, OnceLock};
+    let top = opts.top;
+    // Each attempt, written once by the thread that made it; the rows found so far refer to
+    // them.
+    let done: Vec<OnceLock<Ahead>> = (0..bounded.len()).map(|_| OnceLock::new()).collect();
+    // The next strategy to take, the rows of the first `top` groups found so far, and how many
+    // groups they hold.
+    type Found<'e> = (usize, Vec<(f64, &'e Evaluation, usize)>, usize);
+    let shared: Mutex<Found> = Mutex::new((0, Vec::new(), 0));
+    let lock = || {
+        shared
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    };
+    let work = || loop {
+        let i = {
+            let mut sh = lock();
+            let (i, last) = (sh.0, sh.1.last().map(|(t, _, _)| *t));
+            if i >= bounded.len() || (sh.2 == top && last.is_some_and(|t| bounded[i].0 > t)) {
+                return;
+            }
+            sh.0 += 1;
+            i
+        };
+        let k = bounded[i].1;
+        let ((_, sim), _) = done[i].get_or_init(|| try_apart(attempt, k, opts));
+        if let Some((t, e)) = sim {
+            let mut sh = lock();
+            sh.2 = insert_row(&mut sh.1, (*t, e, k.v), top, variants);
+        }
+    };
+    rayon::scope(|s| {
+        for _ in 0..rayon::current_num_threads().max(1) {
+            s.spawn(|_| work());
+        }
+    });
+    drop(shared);
+    done.into_iter().map(OnceLock::into_inner).collect()
+}
+
+/// Inserts a simulated row into `found` (sorted by seconds, cost, memory and layout, equal rows
+/// adjacent) and keeps the first `top` groups once there are that many rows; returns how many
+/// groups `found` holds (0 before then, as the search counts them).
+fn insert_row<E: Borrow<Evaluation>>(
+    found: &mut Vec<(f64, E, usize)>,
+    (t, e, v): (f64, E, usize),
+    top: usize,
+    variants: &Variants,
+) -> usize {
+    let at = found.partition_point(|(x, f, fv)| {
+        let (f, e) = (f.borrow(), e.borrow());
+        x.total_cmp(&t)
+            .then(f.relative.total.cmp(&e.relative.total))
+            .then(f.memory.total.cmp(&e.memory.total))
+            .then(variants.key(*fv, f).cmp(&variants.key(v, e)))
+            != std::cmp::Ordering::Greater
+    });
+    found.insert(at, (t, e, v));
+    if found.len() >= top {
+        keep_top_groups(found, top, variants)
+    } else {
+        0
+    }
 }
 
 /// Keeps the rows of the first `top` groups of `found` (equal rows are adjacent); returns how
 /// many groups it holds.
-fn keep_top_groups(found: &mut TimedRows, top: usize, variants: &Variants) -> usize {
+fn keep_top_groups<E: Borrow<Evaluation>>(
+    found: &mut Vec<(f64, E, usize)>,
+    top: usize,
+    variants: &Variants,
+) -> usize {
     let mut groups = 0;
     let mut keep = found.len();
     for i in 0..found.len() {
         let (a, b) = (&found[i - i.min(1)], &found[i]);
+        let (ea, eb) = (a.1.borrow(), b.1.borrow());
         let new_group = i == 0
-            || !same(&a.1, Some(a.0), &b.1, Some(b.0))
-            || variants.key(a.2, &a.1) != variants.key(b.2, &b.1);
+            || !same(ea, Some(a.0), eb, Some(b.0))
+            || variants.key(a.2, ea) != variants.key(b.2, eb);
         if new_group {
             if groups == top {
                 keep = i;
