@@ -131,3 +131,81 @@ fn schedule_none_is_refused_with_a_pipeline() {
     ]);
     assert!(e.contains("no pipeline"), "{e}");
 }
+
+/// The schedule word of a strategy text (`dp=64 tp=1 pp=1 mbs=1 none sp=off …`): the one item
+/// that is not `KNOB=VALUE`, its chunks (`(v=2)`) left off.
+fn schedule_word(strategy: &str) -> String {
+    let words: Vec<&str> = strategy
+        .split_whitespace()
+        .filter(|w| !w.contains('=') || w.contains("(v="))
+        .collect();
+    assert_eq!(words.len(), 1, "one schedule word in `{strategy}`");
+    words[0].split('(').next().unwrap().to_string()
+}
+
+#[test]
+fn a_strategy_without_a_pipeline_names_its_schedule_none_everywhere() {
+    let rank = [
+        "rank",
+        "llama3-8b",
+        "--devices",
+        "64",
+        "--fix",
+        "tp=1,pp=1,zero=3",
+        "--top",
+        "1",
+        "--emit",
+        "torchtitan",
+    ];
+    // JSON: the `schedule` field, the strategy text, and the emitted torchtitan config's
+    // description of the same row.
+    let v = json(&[&rank[..], &["--format", "json"]].concat());
+    let row = &v["strategies"][0];
+    assert_eq!(row["pp"], 1, "{row}");
+    assert_eq!(row["schedule"], "none", "{row}");
+    let text = row["strategy"].as_str().unwrap();
+    assert_eq!(schedule_word(text), "none", "{text}");
+    assert!(!text.contains("1f1b"), "{text}");
+    assert_eq!(v["emitted"]["strategy"], text);
+    let toml = v["emitted"]["toml"].as_str().unwrap();
+    let description = format!("description = \"llama3-8b {text}\"");
+    assert!(toml.contains(&description), "{description}\n{toml}");
+    // The rank table's schedule column and the emitted config printed under it.
+    let table = common::stdout(&rank);
+    let mut lines = table.lines();
+    let head: Vec<&str> = lines
+        .by_ref()
+        .find(|l| l.starts_with("rank "))
+        .unwrap_or_else(|| panic!("{table}"))
+        .split_whitespace()
+        .collect();
+    let column = head.iter().position(|h| *h == "schedule").unwrap();
+    let first: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!((first[0], first[3]), ("1", "1"), "{table}");
+    assert_eq!(first[column], "none", "{table}");
+    assert!(table.contains(&description), "{description}\n{table}");
+    // The timeline header of the row passed back, as its text and as its fields.
+    for args in [
+        vec!["timeline", "llama3-8b", "--strategy", text],
+        vec![
+            "timeline",
+            "llama3-8b",
+            "--dp",
+            "64",
+            "--pp",
+            "1",
+            "--micro-batch-size",
+            "1",
+            "--schedule",
+            "none",
+            "--zero",
+            "3",
+        ],
+    ] {
+        let args: Vec<String> = args.into_iter().map(String::from).collect();
+        let timed = timed_strategy(&args);
+        // Up to the machine (`… zero=3 on dgx-h100 (64 devices, …)`).
+        let knobs = timed.split(" on ").next().unwrap();
+        assert_eq!(schedule_word(knobs), "none", "{args:?}: {timed}");
+    }
+}

@@ -966,9 +966,8 @@ fn free_knobs(k: &Knobs, alike: &[Knobs], batch: &Rational) -> BTreeMap<String, 
 
 fn sched_name(k: &Knobs) -> String {
     match k.schedule {
-        _ if k.pp == 1 => "none".into(),
         crate::strategy::Schedule::Interleaved => format!("interleaved(v={})", k.chunks),
-        s => s.to_string(),
+        _ => k.schedule_name(),
     }
 }
 
@@ -990,8 +989,8 @@ fn strategy_of(k: &Knobs) -> Strategy {
         tp: Some(k.tp),
         pp: Some(k.pp),
         microbatches: Some(k.microbatches),
-        schedule: (k.pp > 1).then_some(k.schedule),
-        no_pipeline: k.pp == 1,
+        schedule: (!k.without_pipeline()).then_some(k.schedule),
+        no_pipeline: k.without_pipeline(),
         chunks: Some(k.chunks),
         sequence_parallel: k.sequence_parallel,
         recompute: Some(k.recompute),
@@ -1020,11 +1019,7 @@ fn row_of(r: &crate::search::RankedRow, batch: &Rational) -> RankRow {
         pp: k.pp,
         micro_batch_size: k.micro_batch_size(batch),
         microbatches: k.microbatches,
-        schedule: if k.pp == 1 {
-            "none".into()
-        } else {
-            k.schedule.to_string()
-        },
+        schedule: k.schedule_name(),
         chunks: k.chunks,
         sequence_parallel: k.sequence_parallel,
         recompute: k.recompute.to_string(),

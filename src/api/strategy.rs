@@ -214,6 +214,11 @@ impl Strategy {
                 knobs.pp
             )));
         }
+        if self.no_pipeline {
+            // `none` names one stage under 1F1B ([`Knobs::without_pipeline`]), whatever a file
+            // under it says.
+            knobs.schedule = Schedule::OneFOneB;
+        }
         if let Some(s) = self.schedule {
             knobs.schedule = s;
             if s == Schedule::Interleaved && self.chunks.is_none() && knobs.chunks < 2 {
@@ -337,9 +342,11 @@ impl Strategy {
     /// * the bare word `fp8-params` (or Megatron-LM's `fp8-param-gather`) keeps the FP8 GEMMs'
     ///   weights as FP8 parameters, as `--fp8-params` does;
     /// * the bare word `fp8-dispatch` dispatches the experts' tokens in FP8, as `--fp8-dispatch`
-    ///   does.
+    ///   does;
+    /// * `none` (or `schedule=none`), the schedule of a strategy without a pipeline, means pp is
+    ///   1 under 1F1B, and is refused with pp above 1.
     ///
-    /// So a strategy column of `rank` (`dp=8 tp=8 pp=1 mbs=1 1f1b sp=on recompute=none zero=1`) can
+    /// So a strategy column of `rank` (`dp=8 tp=8 pp=1 mbs=1 none sp=on recompute=none zero=1`) can
     /// be pasted as it is. Knobs not given keep the defaults of `cost` (dp = tp = pp = 1, one
     /// micro-batch, 1F1B, no recomputation, ZeRO 0).
     pub fn from_knobs(text: &str, what: &str) -> Result<Strategy, Error> {
@@ -352,7 +359,8 @@ impl Strategy {
                 continue;
             }
             match word {
-            "schedule=none" => no_pipeline = true,
+            // Bare, as the schedule of a strategy text without a pipeline (`pp=1 mbs=1 none`).
+            "schedule=none" | "none" => no_pipeline = true,
             "sp" | "sequence-parallel" => items.push("sp=on".into()),
             "fp8-params" | "fp8-param-gather" => items.push("fp8-params=on".into()),
             "fp8-dispatch" => items.push("fp8-dispatch=on".into()),
@@ -379,7 +387,7 @@ impl Strategy {
                 None if word.contains('=') => items.push(word.to_string()),
                 None => {
                     return Err(Error::Usage(format!(
-                        "{what} `{text}`: `{word}` is neither KNOB=VALUE nor a known word (sp, a schedule name, tp-comm-overlap, overlap-param-gather, no-overlap-grad-reduce, fp8-params, fp8-dispatch), nor a strategy file"
+                        "{what} `{text}`: `{word}` is neither KNOB=VALUE nor a known word (sp, a schedule name or none, tp-comm-overlap, overlap-param-gather, no-overlap-grad-reduce, fp8-params, fp8-dispatch), nor a strategy file"
                     )))
                 }
             },
@@ -500,6 +508,18 @@ mod tests {
         let g = Strategy::from_knobs("tp=4,sp,gpipe,pp=2,overlap=tp-comm", "strategy B").unwrap();
         assert_eq!(g.schedule, Some(Schedule::Gpipe));
         assert!(g.sequence_parallel && g.tp_comm_overlap);
+    }
+
+    #[test]
+    fn a_row_without_a_pipeline_parses_with_its_schedule_none() {
+        let f = Strategy::from_knobs(
+            "dp=64 tp=1 pp=1 mbs=1 none sp=off recompute=none zero=3",
+            "strategy A",
+        )
+        .unwrap();
+        assert!(f.no_pipeline);
+        assert_eq!((f.schedule, f.pp), (None, Some(1)));
+        assert_eq!(f.recompute, Some(Recompute::None));
     }
 
     #[test]

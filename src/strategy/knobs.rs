@@ -685,6 +685,25 @@ impl Knobs {
             .map_err(|_| StrategyError::TooManyMicrobatches { size })
     }
 
+    /// Whether these knobs run without a pipeline: one stage under 1F1B, the one schedule
+    /// `rank` tries at pp = 1 and the one `--schedule none` (or `schedule=none`) gives back.
+    /// Other schedules at pp = 1 are not this: GPipe there still holds every micro-batch's
+    /// activations at once.
+    pub fn without_pipeline(&self) -> bool {
+        self.pp == 1 && self.schedule == Schedule::OneFOneB
+    }
+
+    /// The schedule's one name wherever a user reads it (strategy text, tables, JSON, timeline
+    /// header, emitted configs): `none` without a pipeline ([`Knobs::without_pipeline`]), the
+    /// schedule's name otherwise (`interleaved-1f1b`, without its chunks).
+    pub fn schedule_name(&self) -> String {
+        if self.without_pipeline() {
+            "none".into()
+        } else {
+            self.schedule.to_string()
+        }
+    }
+
     /// The strategy as users write it, with the micro-batch size (`mbs=`) where the global
     /// batch is known and whole, the micro-batch count otherwise.
     pub fn describe(&self, global_batch: Option<&crate::sym::Rational>) -> String {
@@ -709,7 +728,7 @@ impl fmt::Display for Knobs {
             self.tp,
             self.pp,
             self.microbatches,
-            self.schedule,
+            self.schedule_name(),
             if self.schedule == Schedule::Interleaved {
                 format!("(v={})", self.chunks)
             } else {
@@ -744,4 +763,27 @@ impl fmt::Display for Knobs {
 
 fn one() -> u64 {
     1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_stage_under_1f1b_is_named_none_and_other_schedules_keep_their_names() {
+        let mut k = Knobs::data_parallel(8);
+        assert!(k.without_pipeline());
+        assert_eq!(k.schedule_name(), "none");
+        assert_eq!(
+            k.to_string(),
+            "dp=8 tp=1 pp=1 microbatches=1 none sp=off recompute=none zero=0"
+        );
+        // GPipe at pp = 1 holds every micro-batch's activations: not `none`, which is 1F1B.
+        k.schedule = Schedule::Gpipe;
+        assert_eq!(k.schedule_name(), "gpipe");
+        k.schedule = Schedule::OneFOneB;
+        k.pp = 2;
+        assert_eq!(k.schedule_name(), "1f1b");
+        assert!(k.to_string().contains(" 1f1b "), "{k}");
+    }
 }

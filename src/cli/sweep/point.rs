@@ -373,11 +373,7 @@ fn knobs_into(row: &mut Row, top: &RankedRow, batch: &Rational) {
     row.ep = Some(k.ep);
     row.micro_batch_size = k.micro_batch_size(batch);
     row.microbatches = Some(k.microbatches);
-    row.schedule = Some(if k.pp == 1 {
-        "none".into()
-    } else {
-        k.schedule.to_string()
-    });
+    row.schedule = Some(k.schedule_name());
     row.chunks = Some(k.chunks);
     row.sequence_parallel = Some(k.sequence_parallel);
     row.recompute = Some(k.recompute.to_string());
