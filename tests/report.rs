@@ -60,12 +60,12 @@ fn report_shows_the_ranking_and_the_top_strategys_numbers_and_fetches_nothing() 
     assert!(html.contains("<th title=\"click to sort\">mbs</th>"));
     assert!(html.contains("<th title=\"click to sort\">layout</th>"));
     // What overlapping the data-parallel traffic saves has its column, and the components chart
-    // outlines it above the solid bars (which end at the total) of the rows that hide some.
+    // hatches it inside the bars (which end at the total) of the rows that hide some.
     assert!(html.contains("<th title=\"click to sort\">hidden</th>"));
     let hides = rows.iter().any(|r| r["relative"]["hidden"] != "0");
     assert!(hides, "{rows:?}");
     assert!(
-        html.contains("outline above a bar:"),
+        html.contains("\nhatched: data-parallel traffic\n</text>"),
         "the legend of what overlap hides"
     );
     assert!(!html.contains("micro-batches</th>"));
@@ -1095,6 +1095,177 @@ fn the_gantt_chart_has_a_lane_only_for_streams_it_uses() {
         }
         for s in absent {
             assert!(!lanes.contains(s), "{file}: {s} in {lanes:?}");
+        }
+    }
+}
+
+/// The collectives table tells a layer norm's two weight gradients apart: GPT-3's `ln1` and
+/// `ln2` each reduce a gamma and a beta gradient, listed as `(dgamma)` and `(dbeta)` rows, and
+/// no two rows of the table read the same.
+#[test]
+fn the_collectives_table_labels_the_gamma_and_beta_gradients_apart() {
+    let (_, html) = gpt3_report("gamma-beta.html");
+    let rows = html_rows(&html, "collectives");
+    assert!(!rows.is_empty());
+    // collective, axis, tier, bytes per call, calls per step, where.
+    for norm in ["ln1", "ln2"] {
+        for grad in ["dgamma", "dbeta"] {
+            let site = format!("{norm} ({grad})");
+            assert!(
+                rows.iter().any(|r| r[5] == site),
+                "no row for {site}: {rows:?}"
+            );
+        }
+        let unlabelled = rows.iter().filter(|r| r[5] == norm).count();
+        assert_eq!(unlabelled, 0, "{norm}: a weight gradient without its name");
+    }
+    let distinct: BTreeSet<&Vec<String>> = rows.iter().collect();
+    assert_eq!(
+        distinct.len(),
+        rows.len(),
+        "rows that read the same: {rows:?}"
+    );
+}
+
+/// A collective over a group of one device moves nothing and is not listed: at tp = 1 the
+/// report's collectives table (as `cost`'s) has no tensor-parallel row of 0 bytes, while the
+/// data-parallel gradient traffic is listed.
+#[test]
+fn a_tp1_report_lists_no_tensor_parallel_collective_of_zero_bytes() {
+    let path = tempfile_dir().join("tp1.html");
+    symshard()
+        .args([
+            "report",
+            "llama2-7b",
+            "--devices",
+            "16",
+            "--top",
+            "3",
+            "--fix",
+            "tp=1",
+            "-o",
+        ])
+        .arg(&path)
+        .assert()
+        .success();
+    let html = std::fs::read_to_string(&path).unwrap();
+    let ranking = html_rows(&html, "ranking");
+    // rank, dp, tp, …
+    assert_eq!(ranking[0][2], "1", "{:?}", ranking[0]);
+    let rows = html_rows(&html, "collectives");
+    assert!(rows.iter().any(|r| r[1] == "dp"), "{rows:?}");
+    // collective, axis, tier, bytes per call, calls per step, where.
+    let empty: Vec<&Vec<String>> = rows
+        .iter()
+        .filter(|r| r[3] == "0 B" || (r[1] == "tp" && r[3].starts_with("0 ")))
+        .collect();
+    assert!(empty.is_empty(), "collectives that move nothing: {empty:?}");
+    assert!(rows.iter().all(|r| r[1] != "tp"), "{rows:?}");
+}
+
+/// The drawn shapes (`<rect>` and `<polyline>`) of the components chart's bars, one group a bar
+/// from left to right (the ranking's order), as their topmost pixel row: shapes are grouped by
+/// the x span of the bar they lie within, so the outline, hatching or marker of a bar counts as
+/// part of it.
+fn bar_tops(svg: &str, plot_right: f64) -> Vec<f64> {
+    let attr = |tag: &str, name: &str| -> Option<f64> {
+        let at = tag.find(&format!(" {name}=\""))? + name.len() + 3;
+        tag[at..at + tag[at..].find('"')?].parse().ok()
+    };
+    // Each rect's (left, top, right).
+    let rects: Vec<(f64, f64, f64)> = svg
+        .split("<rect")
+        .skip(1)
+        .filter_map(|chunk| {
+            let tag = &chunk[..chunk.find('>')?];
+            let (x, y, w) = (attr(tag, "x")?, attr(tag, "y")?, attr(tag, "width")?);
+            (x + w <= plot_right && w < 100.0).then_some((x, y, x + w))
+        })
+        .collect();
+    // Bars: rects clustered by their centre.
+    let mut spans: Vec<(f64, f64, f64)> = vec![];
+    let mut by_centre = rects.clone();
+    by_centre.sort_by(|a, b| (a.0 + a.2).partial_cmp(&(b.0 + b.2)).unwrap());
+    for (l, t, r) in by_centre {
+        match spans.last_mut() {
+            Some(s) if ((l + r) / 2.0 - (s.0 + s.2) / 2.0).abs() <= 4.0 => {
+                *s = (s.0.min(l), s.1.min(t), s.2.max(r));
+            }
+            _ => spans.push((l, t, r)),
+        }
+    }
+    // Polylines (hatching, outlines, markers) within a bar's span raise its top where they
+    // reach higher.
+    for chunk in svg.split("<polyline").skip(1) {
+        let tag = &chunk[..chunk.find('>').unwrap()];
+        let at = tag.find(" points=\"").unwrap() + 9;
+        let points: Vec<(f64, f64)> = tag[at..at + tag[at..].find('"').unwrap()]
+            .split_whitespace()
+            .map(|p| {
+                let (x, y) = p.split_once(',').unwrap();
+                (x.parse().unwrap(), y.parse().unwrap())
+            })
+            .collect();
+        for s in spans.iter_mut() {
+            if points.iter().all(|(x, _)| s.0 <= *x && *x <= s.2) {
+                s.1 = points.iter().map(|p| p.1).fold(s.1, f64::min);
+            }
+        }
+    }
+    spans.iter().map(|s| s.1).collect()
+}
+
+/// In the components chart #1 never looks like the worst row: no shape of #1's bar (what overlap
+/// hides included) reaches above the bar of any row whose total is larger. On an A100 table
+/// GPT-3 175B on 1,024 devices ranks first a ZeRO-3 row that hides much of its data-parallel
+/// traffic (its bar with that traffic stacked on top was nearly the tallest of the 20).
+#[test]
+fn the_components_chart_never_draws_row_1_above_a_costlier_row() {
+    let dir = tempfile_dir();
+    for calib in [Some("a100-80gb"), None] {
+        let path = dir.join(format!("tallest-{}.html", calib.unwrap_or("none")));
+        let mut args = vec!["gpt3-175b", "--devices", "1024", "--top", "20"];
+        if let Some(c) = calib {
+            args.extend(["--calib", c]);
+        }
+        symshard()
+            .arg("report")
+            .args(&args)
+            .arg("-o")
+            .arg(&path)
+            .assert()
+            .success();
+        let html = std::fs::read_to_string(&path).unwrap();
+        let rank = json(&[&["rank"][..], &args].concat());
+        let rows = rank["strategies"].as_array().unwrap();
+        assert_eq!(rows.len(), 20);
+        assert_ne!(rows[0]["relative"]["hidden"], "0", "{calib:?}: {}", rows[0]);
+        // The bars' totals: the relative cost, also where seconds rank the rows.
+        let totals: Vec<symshard::sym::Rational> = rows
+            .iter()
+            .map(|r| r["relative_cost"].as_str().unwrap().parse().unwrap())
+            .collect();
+        assert!(
+            totals.iter().skip(1).any(|t| *t > totals[0]),
+            "{calib:?}: no row costs more than #1: {totals:?}"
+        );
+        let chart = figure(&html, "components");
+        let svg = &chart[chart.find("<svg").unwrap()..];
+        // The plot lies left of the legend, which starts at 780 px.
+        let tops = bar_tops(svg, 780.0);
+        assert_eq!(tops.len(), rows.len(), "{calib:?}: {tops:?}");
+        for (j, total) in totals.iter().enumerate().skip(1) {
+            if *total > totals[0] {
+                // SVG's y grows downwards: a taller shape has a smaller top.
+                assert!(
+                    tops[0] >= tops[j],
+                    "{calib:?}: #1 (total {}) reaches y = {} px, above #{} (total {total}) at {} px",
+                    totals[0],
+                    tops[0],
+                    j + 1,
+                    tops[j]
+                );
+            }
         }
     }
 }

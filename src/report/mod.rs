@@ -76,14 +76,16 @@ const COLLECTIVES: [(&str, RGBColor, RGBColor); 6] = [
     ),
 ];
 
-/// Colours of the cost components (the same in the bars and the table).
-/// The legend of the outline above a bar: the data-parallel traffic that overlapping saves.
+/// The legend of the hatched band inside a bar: the data-parallel traffic that overlapping
+/// hides, drawn where it overlaps the compute it runs under, so that no bar rises above its total.
 const HIDDEN_LABEL: &str =
-    "outline above a bar: data-parallel traffic hidden under compute (not in the total, which is the solid bar)";
+    "hatched: data-parallel traffic hidden under compute, drawn over the compute it runs under (each bar ends at its total)";
 
-/// The colour of the relative cost's kernel term in the components chart.
+/// The legend of the relative cost's kernel term in the components chart, and its colour.
+const KERNELS_LABEL: &str = "kernels beyond their FLOPs (GEMMs below the plateau, launches)";
 const KERNELS_COLOUR: RGBColor = RGBColor(0xa0, 0xcb, 0xe8);
 
+/// Colours of the cost components (the same in the bars and the table).
 const COMPONENTS: [(&str, &str, RGBColor); 4] = [
     ("compute", "compute", RGBColor(0x4e, 0x79, 0xa7)),
     (
@@ -221,11 +223,7 @@ fn segments(rows: &[Value], parts: &Value) -> Vec<(String, RGBColor, Vec<f64>)> 
         .map(|x| if x.is_finite() { x } else { 0.0 })
         .collect();
     if kernels.iter().any(|v| *v > 0.0) {
-        out.push((
-            "kernels beyond their FLOPs (GEMMs below the plateau, launches)".to_string(),
-            KERNELS_COLOUR,
-            kernels,
-        ));
+        out.push((KERNELS_LABEL.to_string(), KERNELS_COLOUR, kernels));
     }
     let slot = |kind: &str| {
         COLLECTIVES
@@ -318,7 +316,7 @@ fn components_svg(rows: &[Value], parts: &Value) -> Result<String> {
 }
 
 /// The height of the components chart's legend in pixels: 15 a line and 7 between entries, for
-/// every segment and, where overlap hides traffic, the outline's entry.
+/// every segment and, where overlap hides traffic, the hatched band's entry.
 fn legend_height(segs: &[(String, RGBColor, Vec<f64>)], marked: bool) -> usize {
     segs.iter()
         .map(|(label, _, _)| label.as_str())
@@ -327,8 +325,38 @@ fn legend_height(segs: &[(String, RGBColor, Vec<f64>)], marked: bool) -> usize {
         .sum()
 }
 
-/// The components chart's plot: one stacked bar a strategy, with the data-parallel traffic that
-/// overlap hides under compute cleared from the top of its stack and outlined.
+/// Pixels between two lines of the hatching, and the lines' width.
+const HATCH_STEP: i32 = 6;
+const HATCH_WIDTH: u32 = 2;
+
+/// Hatches the pixel box `(left, top, right, bottom)` of `area` with lines rising at 45° in
+/// `colour`, each clipped to the box.
+fn hatch(
+    area: &Area,
+    (left, top, right, bottom): (i32, i32, i32, i32),
+    colour: RGBColor,
+) -> Result<()> {
+    // The lines x + y = c that cross the box.
+    let mut c = left + top + HATCH_STEP / 2;
+    while c < right + bottom {
+        let x0 = left.max(c - bottom);
+        let x1 = right.min(c - top);
+        if x0 < x1 {
+            area.draw(&PathElement::new(
+                vec![(x0, c - x0), (x1, c - x1)],
+                colour.stroke_width(HATCH_WIDTH),
+            ))
+            .map_err(chart_err)?;
+        }
+        c += HATCH_STEP;
+    }
+    Ok(())
+}
+
+/// The components chart's plot: one stacked bar a strategy, ending at its total. Compute (with
+/// the kernel term) stacks first; the data-parallel traffic that overlap hides runs under it,
+/// so the communication above starts that much below compute's top, and the band where both
+/// run is hatched in compute's colour over the communication's.
 fn component_bars(
     area: &Area,
     segs: &[(String, RGBColor, Vec<f64>)],
@@ -336,12 +364,26 @@ fn component_bars(
     marked: bool,
 ) -> Result<()> {
     let count = hidden.len();
-    // The stack of every component; the data-parallel traffic hidden under compute is
-    // outlined at its top, and the solid bar below it is the total.
-    let max = (0..count)
-        .map(|i| segs.iter().map(|(_, _, v)| v[i]).sum::<f64>())
-        .fold(0.0, f64::max)
-        .max(1.0);
+    // Compute and the kernel term, which the hidden traffic runs under.
+    let under = segs
+        .iter()
+        .take_while(|(label, _, _)| label == COMPONENTS[0].0 || label == KERNELS_LABEL)
+        .count()
+        .max(1);
+    let compute_top: Vec<f64> = (0..count)
+        .map(|i| segs[..under].iter().map(|(_, _, v)| v[i]).sum::<f64>())
+        .collect();
+    // What overlap hides, at most the compute it runs under.
+    let overlap: Vec<f64> = (0..count)
+        .map(|i| hidden[i].clamp(0.0, compute_top[i]))
+        .collect();
+    let tops: Vec<f64> = (0..count)
+        .map(|i| {
+            let rest: f64 = segs[under..].iter().map(|(_, _, v)| v[i]).sum();
+            compute_top[i].max(compute_top[i] - overlap[i] + rest)
+        })
+        .collect();
+    let max = tops.iter().copied().fold(0.0, f64::max).max(1.0);
     let n = count as f64;
     let mut chart = ChartBuilder::on(area)
         .caption(
@@ -363,7 +405,12 @@ fn component_bars(
         .draw()
         .map_err(chart_err)?;
     let mut base = vec![0.0; count];
-    for (_, colour, values) in segs {
+    for (s, (_, colour, values)) in segs.iter().enumerate() {
+        if s == under {
+            for (i, b) in base.iter_mut().enumerate() {
+                *b -= overlap[i];
+            }
+        }
         let bars: Vec<Rectangle<(f64, f64)>> = values
             .iter()
             .enumerate()
@@ -380,21 +427,19 @@ fn component_bars(
         chart.draw_series(bars).map_err(chart_err)?;
     }
     if marked {
-        // What overlap hides is cleared from the top of the stack, so that the solid bar
-        // ends at the total (a row hiding more does not look costlier), and outlined.
-        let spans: Vec<[(f64, f64); 2]> = hidden
-            .iter()
-            .enumerate()
-            .filter(|(_, h)| **h > 0.0)
-            .map(|(i, h)| {
-                let x = i as f64 + 1.0;
-                [(x - 0.35, base[i] - h), (x + 0.35, base[i])]
-            })
-            .collect();
-        let grey = RGBColor(0x88, 0x88, 0x88);
-        for style in [WHITE.filled(), grey.stroke_width(1)] {
-            let rects = spans.iter().map(|s| Rectangle::new(*s, style));
-            chart.draw_series(rects).map_err(chart_err)?;
+        let (ox, oy) = area.get_base_pixel();
+        for (i, h) in overlap.iter().enumerate() {
+            if *h <= 0.0 {
+                continue;
+            }
+            let x = i as f64 + 1.0;
+            let (left, top) = chart.backend_coord(&(x - 0.35, compute_top[i]));
+            let (right, bottom) = chart.backend_coord(&(x + 0.35, compute_top[i] - h));
+            hatch(
+                area,
+                (left - ox, top - oy, right - ox, bottom - oy),
+                COMPONENTS[0].2,
+            )?;
         }
     }
     Ok(())
@@ -410,9 +455,12 @@ fn component_legend(
     let font = ("sans-serif", 12).into_font().color(&BLACK);
     let mut y = 40;
     // One entry: its swatch, then its label wrapped, from `y` down.
-    let mut entry = |swatch: ShapeStyle, label: &str| -> Result<()> {
+    let mut entry = |swatch: ShapeStyle, label: &str, hatched: bool| -> Result<()> {
         area.draw(&Rectangle::new([(6, y), (20, y + 14)], swatch))
             .map_err(chart_err)?;
+        if hatched {
+            hatch(area, (6, y, 20, y + 14), COMPONENTS[0].2)?;
+        }
         for line in wrap(label, LEGEND_CHARS) {
             area.draw(&Text::new(line, (26, y + 1), font.clone()))
                 .map_err(chart_err)?;
@@ -422,10 +470,11 @@ fn component_legend(
         Ok(())
     };
     if marked {
-        entry(BLACK.stroke_width(1), HIDDEN_LABEL)?;
+        // Compute's stripes over a communication colour, as in the bars.
+        entry(COLLECTIVES[1].2.filled(), HIDDEN_LABEL, true)?;
     }
     for (label, colour, _) in segs.iter().rev() {
-        entry(colour.filled(), label)?;
+        entry(colour.filled(), label, false)?;
     }
     Ok(())
 }
@@ -1168,7 +1217,8 @@ fn comm_parts_table(h: &mut String, top_parts: &Value) {
 }
 
 /// The top strategy's collectives as `cost` lists them (`comm`), as the step runs them, after a
-/// note on how its ZeRO stage reduces the gradients.
+/// note on how its ZeRO stage reduces the gradients. As in `cost`'s table, a collective that
+/// moves nothing (over a group of one device: tensor parallelism at tp = 1) is not listed.
 fn collectives_table(h: &mut String, comm: &Value, zero: u64) {
     h.push_str("<h3>Collectives per device and step</h3>");
     if zero > 0 {
@@ -1183,7 +1233,8 @@ fn collectives_table(h: &mut String, comm: &Value, zero: u64) {
         );
     }
     h.push_str("<table class=\"sortable\" id=\"collectives\"><thead><tr><th>collective</th><th>axis</th><th>tier</th><th>bytes per call</th><th>calls per step</th><th>where</th></tr></thead><tbody>");
-    for c in &elements(comm) {
+    let moves = |c: &&Value| !exact(&c["bytes"]).is_some_and(|b| num_traits::Zero::is_zero(&b));
+    for c in elements(comm).iter().filter(moves) {
         let kind = text(&c["collective"]);
         let calls = exact(&c["count"]);
         let _ = writeln!(
