@@ -1811,3 +1811,22 @@ fn the_attention_input_gradient_reduction_overlaps_all_three_weight_gradients() 
         assert!(reduce.end() < v.end(), "sp {sp}");
     }
 }
+
+/// A plan whose stages do not cover its layers is bad input (exit code 2), refused by the
+/// simulation itself as well as where plans are read; a schedule that deadlocks would be a
+/// fault of symshard's, an internal error (exit code 3), not a usage error.
+#[test]
+fn a_simulation_failure_says_whether_the_input_or_symshard_is_at_fault() {
+    let rates = Rates::of(&Calibration::reference().unwrap());
+    let mut plan = uniform(2, 4, Schedule::OneFOneB, 1, 4);
+    plan.stages = vec![1, 1];
+    let err = simulate(&plan, &rates, 8).unwrap_err();
+    assert_eq!(
+        err,
+        SimError::Plan("the stages do not cover the layer items".into())
+    );
+    assert_eq!(symshard::Error::from(err).exit_code(), 2);
+    let deadlock = symshard::Error::from(SimError::Deadlock);
+    assert_eq!(deadlock.exit_code(), 3);
+    assert!(deadlock.to_string().contains("deadlocks"), "{deadlock}");
+}

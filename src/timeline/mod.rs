@@ -25,13 +25,13 @@ pub use plan::{
 pub use schedule::{device_of, paired, program, Pass, PerPass, Task};
 pub use sim::{
     block_held, grad_accumulation_bytes, optimizer_seconds, pass_chains, simulate, simulate_times,
-    Event, PerStream, Simulation, Stream, What, BUCKET_BYTES,
+    Event, PerStream, SimError, Simulation, Stream, What, BUCKET_BYTES,
 };
 pub use svg::gantt_svg;
 pub use trace::{chrome_trace, write_chrome_trace, TraceDetail};
 
 use crate::calib::Calibration;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::model::Model;
 use crate::parallel::evaluate::{block_numbers, microbatch_bindings, BlockNumbers};
 use crate::parallel::{Analysis, Evaluation, Layout};
@@ -155,7 +155,7 @@ fn timed(plan: &TimingPlan, calib: &Calibration, keep: bool) -> Result<Timeline>
     // The numbers always come from the timing-only simulation (which adds a run's repeating
     // layers at once), so that a step has the same figures with or without its events; the
     // events, for traces and charts, from the simulation of every event (equal to 1e-9).
-    let times = simulate_times(plan, &rates, gpn).map_err(Error::Usage)?;
+    let times = simulate_times(plan, &rates, gpn)?;
     let k = &plan.knobs;
     let per_stage = k.tp * k.cp * k.dp;
     let t = times.iteration;
@@ -202,7 +202,7 @@ fn timed(plan: &TimingPlan, calib: &Calibration, keep: bool) -> Result<Timeline>
             .collect(),
     };
     let sim = if keep {
-        simulate(plan, &rates, gpn).map_err(Error::Usage)?
+        simulate(plan, &rates, gpn)?
     } else {
         times
     };
@@ -273,6 +273,6 @@ pub fn iteration_seconds(
         Some(gpn),
     )
     .map_err(|e| e.to_string())?;
-    let sim = simulate_times(&plan, &Rates::of(calib), gpn)?;
+    let sim = simulate_times(&plan, &Rates::of(calib), gpn).map_err(|e| e.to_string())?;
     Ok(sim.iteration)
 }

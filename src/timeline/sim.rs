@@ -32,6 +32,28 @@ pub fn bucket_bytes(replicas: u64) -> f64 {
     BUCKET_BYTES.max(1e6 * replicas as f64 * GRAD_BYTES as f64)
 }
 
+/// Why a plan could not be simulated.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SimError {
+    /// The plan is not valid (its knobs, stages or layer items): bad input where the plan was
+    /// read from a file or built by hand.
+    #[error("{0}")]
+    Plan(String),
+    /// The stages' programs wait on each other for ever: a fault of the schedule, not of the
+    /// input.
+    #[error("the pipeline schedule deadlocks")]
+    Deadlock,
+}
+
+impl From<SimError> for crate::Error {
+    fn from(e: SimError) -> crate::Error {
+        match e {
+            SimError::Plan(m) => crate::Error::Usage(m),
+            SimError::Deadlock => crate::Error::Internal(e.to_string()),
+        }
+    }
+}
+
 /// A simulated step.
 #[derive(Debug, Clone)]
 pub struct Simulation {
@@ -1144,7 +1166,7 @@ pub fn simulate(
     plan: &TimingPlan,
     rates: &Rates,
     gpus_per_node: u64,
-) -> Result<Simulation, String> {
+) -> Result<Simulation, SimError> {
     run(plan, rates, gpus_per_node, true)
 }
 
@@ -1153,7 +1175,7 @@ pub fn simulate_times(
     plan: &TimingPlan,
     rates: &Rates,
     gpus_per_node: u64,
-) -> Result<Simulation, String> {
+) -> Result<Simulation, SimError> {
     run(plan, rates, gpus_per_node, false)
 }
 
@@ -1162,8 +1184,8 @@ fn run(
     rates: &Rates,
     gpus_per_node: u64,
     keep: bool,
-) -> Result<Simulation, String> {
-    plan.check()?;
+) -> Result<Simulation, SimError> {
+    plan.check().map_err(SimError::Plan)?;
     let mesh = Mesh::of(&plan.knobs, gpus_per_node);
     // Compute runs at the pace of the slowest of the step's devices.
     let rates = &*rates.paced(plan.knobs.devices());
@@ -1368,7 +1390,7 @@ impl<'a> Layout<'a> {
     }
 
     /// Runs every device's program, each task once its input has arrived, until all are done.
-    fn run_programs(&self, st: &mut State) -> Result<(), String> {
+    fn run_programs(&self, st: &mut State) -> Result<(), SimError> {
         loop {
             let mut progress = false;
             let mut done = true;
@@ -1397,7 +1419,7 @@ impl<'a> Layout<'a> {
                 return Ok(());
             }
             if !progress {
-                return Err("the pipeline schedule deadlocks".into());
+                return Err(SimError::Deadlock);
             }
         }
     }
