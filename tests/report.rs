@@ -335,22 +335,10 @@ fn texts_fit(svg: &str) -> Result<(), String> {
 /// pipeline and the context-parallel ring, between nodes) wraps instead of running off the edge.
 #[test]
 fn report_components_legend_fits_the_chart() {
-    let dir = tempfile_dir();
-    let path = dir.join("legend.html");
-    symshard()
-        .args([
-            "report",
-            "gpt3-175b",
-            "--devices",
-            "1024",
-            "--top",
-            "5",
-            "-o",
-        ])
-        .arg(&path)
-        .assert()
-        .success();
-    let html = std::fs::read_to_string(&path).unwrap();
+    let html = report_html(
+        "legend.html",
+        &["gpt3-175b", "--devices", "1024", "--top", "5"],
+    );
     let chart = figure(&html, "components");
     let chart = &chart[chart.find("<svg").unwrap()..];
     // The label that used to be clipped is there, in two lines.
@@ -361,25 +349,22 @@ fn report_components_legend_fits_the_chart() {
 
 /// `rank`'s top row of GPT-3 175B on 1024 devices and the report of that ranking.
 fn gpt3_report(file: &str) -> (serde_json::Value, String) {
+    let html = report_html(file, &["gpt3-175b", "--devices", "1024", "--top", "3"]);
+    let rank = json(&["rank", "gpt3-175b", "--devices", "1024", "--top", "1"]);
+    (rank["strategies"][0].clone(), html)
+}
+
+/// The HTML of `report ARGS`, written to `file` in the tests' folder.
+fn report_html(file: &str, args: &[&str]) -> String {
     let path = tempfile_dir().join(file);
     symshard()
-        .args([
-            "report",
-            "gpt3-175b",
-            "--devices",
-            "1024",
-            "--top",
-            "3",
-            "-o",
-        ])
+        .arg("report")
+        .args(args)
+        .arg("-o")
         .arg(&path)
         .assert()
         .success();
-    let rank = json(&["rank", "gpt3-175b", "--devices", "1024", "--top", "1"]);
-    (
-        rank["strategies"][0].clone(),
-        std::fs::read_to_string(&path).unwrap(),
-    )
+    std::fs::read_to_string(&path).unwrap()
 }
 
 /// The #1 row's per-device amounts are shown as the formulas `compare` derives for that strategy,
@@ -1132,10 +1117,9 @@ fn the_collectives_table_labels_the_gamma_and_beta_gradients_apart() {
 /// data-parallel gradient traffic is listed.
 #[test]
 fn a_tp1_report_lists_no_tensor_parallel_collective_of_zero_bytes() {
-    let path = tempfile_dir().join("tp1.html");
-    symshard()
-        .args([
-            "report",
+    let html = report_html(
+        "tp1.html",
+        &[
             "llama2-7b",
             "--devices",
             "16",
@@ -1143,12 +1127,8 @@ fn a_tp1_report_lists_no_tensor_parallel_collective_of_zero_bytes() {
             "3",
             "--fix",
             "tp=1",
-            "-o",
-        ])
-        .arg(&path)
-        .assert()
-        .success();
-    let html = std::fs::read_to_string(&path).unwrap();
+        ],
+    );
     let ranking = html_rows(&html, "ranking");
     // rank, dp, tp, …
     assert_eq!(ranking[0][2], "1", "{:?}", ranking[0]);
@@ -1221,21 +1201,13 @@ fn bar_tops(svg: &str, plot_right: f64) -> Vec<f64> {
 /// traffic (its bar with that traffic stacked on top was nearly the tallest of the 20).
 #[test]
 fn the_components_chart_never_draws_row_1_above_a_costlier_row() {
-    let dir = tempfile_dir();
     for calib in [Some("a100-80gb"), None] {
-        let path = dir.join(format!("tallest-{}.html", calib.unwrap_or("none")));
         let mut args = vec!["gpt3-175b", "--devices", "1024", "--top", "20"];
         if let Some(c) = calib {
             args.extend(["--calib", c]);
         }
-        symshard()
-            .arg("report")
-            .args(&args)
-            .arg("-o")
-            .arg(&path)
-            .assert()
-            .success();
-        let html = std::fs::read_to_string(&path).unwrap();
+        let file = format!("tallest-{}.html", calib.unwrap_or("none"));
+        let html = report_html(&file, &args);
         let rank = json(&[&["rank"][..], &args].concat());
         let rows = rank["strategies"].as_array().unwrap();
         assert_eq!(rows.len(), 20);

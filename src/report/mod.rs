@@ -81,8 +81,7 @@ const COLLECTIVES: [(&str, RGBColor, RGBColor); 6] = [
 const HIDDEN_LABEL: &str =
     "hatched: data-parallel traffic hidden under compute, drawn over the compute it runs under (each bar ends at its total)";
 
-/// The legend of the relative cost's kernel term in the components chart, and its colour.
-const KERNELS_LABEL: &str = "kernels beyond their FLOPs (GEMMs below the plateau, launches)";
+/// The colour of the relative cost's kernel term in the components chart.
 const KERNELS_COLOUR: RGBColor = RGBColor(0xa0, 0xcb, 0xe8);
 
 /// Colours of the cost components (the same in the bars and the table).
@@ -206,10 +205,14 @@ fn knobs(r: &Value) -> String {
     s
 }
 
+/// A segment of the components chart's bars: its label, colour and the value of every row.
+type Segment = (String, RGBColor, Vec<f64>);
+
 /// The stacked segments of the components chart: compute, communication by tier and
 /// collective kind (those some strategy has), bubble (where some strategy has one) — each a
-/// label, a colour and the value of every row.
-fn segments(rows: &[Value], parts: &Value) -> Vec<(String, RGBColor, Vec<f64>)> {
+/// label, a colour and the value of every row; and how many of them, from the first, are
+/// compute (compute alone, or compute and the kernel term): what overlapped traffic runs under.
+fn segments(rows: &[Value], parts: &Value) -> (Vec<Segment>, usize) {
     let mut out = vec![(
         "compute".to_string(),
         COMPONENTS[0].2,
@@ -223,8 +226,13 @@ fn segments(rows: &[Value], parts: &Value) -> Vec<(String, RGBColor, Vec<f64>)> 
         .map(|x| if x.is_finite() { x } else { 0.0 })
         .collect();
     if kernels.iter().any(|v| *v > 0.0) {
-        out.push((KERNELS_LABEL.to_string(), KERNELS_COLOUR, kernels));
+        out.push((
+            "kernels beyond their FLOPs (GEMMs below the plateau, launches)".to_string(),
+            KERNELS_COLOUR,
+            kernels,
+        ));
     }
+    let under = out.len();
     let slot = |kind: &str| {
         COLLECTIVES
             .iter()
@@ -270,7 +278,7 @@ fn segments(rows: &[Value], parts: &Value) -> Vec<(String, RGBColor, Vec<f64>)> 
     if bubbles.iter().any(|v| *v > 0.0) {
         out.push((COMPONENTS[3].1.to_string(), COMPONENTS[3].2, bubbles));
     }
-    out
+    (out, under)
 }
 
 /// Characters of a components legend line: 12 px sans-serif in the 254 px beside the swatches.
@@ -295,7 +303,7 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
 /// Stacked bars of each strategy's relative cost: compute, communication by tier and collective
 /// kind, and pipeline bubble, with a legend entry for every colour.
 fn components_svg(rows: &[Value], parts: &Value) -> Result<String> {
-    let segs = segments(rows, parts);
+    let (segs, under) = segments(rows, parts);
     let hidden: Vec<f64> = rows
         .iter()
         .map(|r| float(&r["relative"]["hidden"]))
@@ -308,7 +316,7 @@ fn components_svg(rows: &[Value], parts: &Value) -> Result<String> {
         let root = SVGBackend::with_string(&mut svg, (1060, height)).into_drawing_area();
         root.fill(&WHITE).map_err(chart_err)?;
         let (left, right) = root.split_horizontally(780);
-        component_bars(&left, &segs, &hidden, marked)?;
+        component_bars(&left, (&segs, under), &hidden, marked)?;
         component_legend(&right, &segs, marked)?;
         root.present().map_err(chart_err)?;
     }
@@ -317,7 +325,7 @@ fn components_svg(rows: &[Value], parts: &Value) -> Result<String> {
 
 /// The height of the components chart's legend in pixels: 15 a line and 7 between entries, for
 /// every segment and, where overlap hides traffic, the hatched band's entry.
-fn legend_height(segs: &[(String, RGBColor, Vec<f64>)], marked: bool) -> usize {
+fn legend_height(segs: &[Segment], marked: bool) -> usize {
     segs.iter()
         .map(|(label, _, _)| label.as_str())
         .chain(marked.then_some(HIDDEN_LABEL))
@@ -359,17 +367,12 @@ fn hatch(
 /// run is hatched in compute's colour over the communication's.
 fn component_bars(
     area: &Area,
-    segs: &[(String, RGBColor, Vec<f64>)],
+    (segs, under): (&[Segment], usize),
     hidden: &[f64],
     marked: bool,
 ) -> Result<()> {
     let count = hidden.len();
-    // Compute and the kernel term, which the hidden traffic runs under.
-    let under = segs
-        .iter()
-        .take_while(|(label, _, _)| label == COMPONENTS[0].0 || label == KERNELS_LABEL)
-        .count()
-        .max(1);
+    // `segs[..under]`: compute and the kernel term, which the hidden traffic runs under.
     let compute_top: Vec<f64> = (0..count)
         .map(|i| segs[..under].iter().map(|(_, _, v)| v[i]).sum::<f64>())
         .collect();
@@ -447,11 +450,7 @@ fn component_bars(
 
 /// The components chart's legend beside the plot, top of the stack first; long labels wrap to
 /// its width.
-fn component_legend(
-    area: &Area,
-    segs: &[(String, RGBColor, Vec<f64>)],
-    marked: bool,
-) -> Result<()> {
+fn component_legend(area: &Area, segs: &[Segment], marked: bool) -> Result<()> {
     let font = ("sans-serif", 12).into_font().color(&BLACK);
     let mut y = 40;
     // One entry: its swatch, then its label wrapped, from `y` down.

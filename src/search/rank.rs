@@ -1587,7 +1587,7 @@ fn bounded_in_order<'c>(
     // The strategies to bound, with the keys of their chains and virtual stages, and the first
     // strategy of each virtual-stage key.
     let mut todo: Vec<(&Cand, f64, ChainKey, PartitionKey)> = Vec::new();
-    let mut first_of: std::collections::HashMap<PartitionKey, &Cand> =
+    let mut first_of: std::collections::HashMap<PartitionKey, (&Cand, &[BlockNumbers], &Chains)> =
         std::collections::HashMap::new();
     for (c, e) in search.estimates {
         // A margin keeps every strategy the exact pricing may find feasible.
@@ -1597,26 +1597,22 @@ fn bounded_in_order<'c>(
         let k = &c.k;
         let key = numbers_key(c);
         // Built above for every strategy this loop reaches.
-        if !matches!(search.cache.get(&key), Some(Ok(_)))
-            || !matches!(chain_cache.get(&chain_key(c)), Some(Some(_)))
-        {
+        let (Some(Ok(numbers)), Some(Some(ch))) =
+            (search.cache.get(&key), chain_cache.get(&chain_key(c)))
+        else {
             continue;
-        }
+        };
         // The partition depends on neither the ZeRO stage nor (interleaved) the partition
         // search; share it between the strategies that differ only there. The virtual stages
         // are shared the same way (they follow from the partition, the schedule and the
         // chunks).
         let pkey = (key, k.pp, k.recompute, k.schedule, k.chunks, k.ep);
-        first_of.entry(pkey).or_insert(c);
+        first_of.entry(pkey).or_insert((c, numbers, ch));
         todo.push((c, e.memory, chain_key(c), pkey));
     }
     // The virtual stages of each key, in parallel.
-    let stage_of = |c: &Cand| -> Option<StageCounts> {
+    let stage_of = |c: &Cand, numbers: &[BlockNumbers], ch: &Chains| -> Option<StageCounts> {
         let k = &c.k;
-        let Some(Ok(numbers)) = search.cache.get(&numbers_key(c)) else {
-            return None;
-        };
-        let ch = chain_cache.get(&chain_key(c))?.as_ref()?;
         let partition = if k.schedule == Schedule::Interleaved && k.chunks > 1 {
             Vec::new()
         } else {
@@ -1633,10 +1629,10 @@ fn bounded_in_order<'c>(
         let repeats: Vec<u64> = numbers.iter().map(|n| n.repeat).collect();
         virtual_stages(ch, &repeats, &partition, k).map(|s| s.into_owned())
     };
-    let keys: Vec<(PartitionKey, &Cand)> = first_of.into_iter().collect();
+    let keys: Vec<_> = first_of.into_iter().collect();
     let partitions: std::collections::HashMap<PartitionKey, Option<StageCounts>> = keys
         .par_iter()
-        .map(|&(pkey, c)| (pkey, stage_of(c)))
+        .map(|&(pkey, (c, numbers, ch))| (pkey, stage_of(c, numbers, ch)))
         .collect();
     todo.retain(|(_, _, _, pkey)| partitions.get(pkey).is_some_and(Option::is_some));
     // The bounds themselves, in parallel and in order.
