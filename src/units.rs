@@ -350,6 +350,18 @@ pub fn settings_line(settings: &std::collections::BTreeMap<String, String>) -> O
     Some(format!("settings: {}", parts.join(", ")))
 }
 
+/// The header line naming the stack profiles the seconds include: the one given, each row's
+/// (`--stack auto`), or that they are profile-free (the default).
+pub fn stack_line(profile: Option<&str>) -> String {
+    match profile {
+        Some(p) => format!("stack profile: {p}"),
+        None => format!(
+            "stack profile: {}; --stack auto prices each strategy on the profile of the stack it assumes",
+            crate::calib::stack::PROFILE_FREE
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -35,7 +35,14 @@ fn planned(
         .unwrap();
     let mut values = model.values.clone();
     values.insert("B".into(), Rational::from_integer(batch.into()));
-    let calib = Calibration::resolve(machine).unwrap();
+    // `TABLE+PROFILE`: the table with a shipped stack profile.
+    let calib = match machine.split_once('+') {
+        Some((table, profile)) => Calibration::resolve(table)
+            .unwrap()
+            .with_stack(Some(profile))
+            .unwrap(),
+        None => Calibration::resolve(machine).unwrap(),
+    };
     let layout = Layout {
         sequence_parallel: k.sequence_parallel,
         ..Layout::default()
@@ -147,7 +154,9 @@ proptest! {
     #[test]
     fn the_lower_bound_never_exceeds_the_simulated_time(
         k in knobs(),
-        machine in prop::sample::select(vec!["a100-80gb", "h100-sxm", "a40-pcie", "v100-dgx1"]),
+        machine in prop::sample::select(vec![
+            "a100-80gb", "h100-sxm", "a40-pcie", "v100-dgx1", "a100-80gb+pytorch-fsdp",
+        ]),
     ) {
         if let Some((bound, simulated)) = bound_and_time(&k, machine, 48) {
             prop_assert!(bound > 0.0, "{k}: bound {bound}");
@@ -266,8 +275,11 @@ proptest! {
 }
 
 fn ranked(model: &str, devices: u64, top: usize, machine: &str) -> Vec<(String, f64)> {
+    ranked_on(model, devices, top, Calibration::resolve(machine).unwrap())
+}
+
+fn ranked_on(model: &str, devices: u64, top: usize, calib: Calibration) -> Vec<(String, f64)> {
     let m = ModelLoader::embedded().unwrap().resolve(model).unwrap();
-    let calib = Calibration::resolve(machine).unwrap();
     let opts = RankOptions {
         devices,
         gpus_per_node: calib.gpus_per_node(),
@@ -305,6 +317,34 @@ fn the_fastest_does_not_depend_on_top() {
         let all = ranked(model, devices, 1_000_000, machine);
         assert_eq!(all[0].1, one[0].1, "{model}");
     }
+}
+
+/// Each row priced on its own stack's profile (`--stack auto`):
+/// ZeRO 2–3 rows carry the FSDP profile's seconds per kernel, the others none, and the bounds
+/// are each row's own; the fastest is still found whatever `--top` is, and simulating every
+/// strategy finds no faster one.
+#[test]
+fn the_fastest_on_each_rows_stack_does_not_depend_on_top() {
+    let auto = |machine: &str| {
+        Calibration::resolve(machine)
+            .unwrap()
+            .with_stack(Some("auto"))
+            .unwrap()
+    };
+    let one = ranked_on("gpt3-1.3b", 16, 1, auto("a100-80gb"));
+    let ten = ranked_on("gpt3-1.3b", 16, 10, auto("a100-80gb"));
+    assert_eq!(one[0], ten[0]);
+    let all = ranked_on("gpt3-1.3b", 16, 1_000_000, auto("a100-80gb"));
+    assert_eq!(all[0].1, one[0].1);
+    assert_eq!(ten[..], all[..ten.len()]);
+    // Both kinds of row are ranked: some shard gradients (FSDP's profile), some do not.
+    assert!(all.iter().any(|(k, _)| k.contains("zero=3")));
+    assert!(all
+        .iter()
+        .any(|(k, _)| !k.contains("zero=2") && !k.contains("zero=3")));
+    let three = ranked_on("gpt3-175b", 1024, 3, auto("a100-80gb"));
+    let twelve = ranked_on("gpt3-175b", 1024, 12, auto("a100-80gb"));
+    assert_eq!(three[..], twelve[..three.len()]);
 }
 
 /// The lower bounds share timing chains between strategies that differ only in knobs the

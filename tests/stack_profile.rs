@@ -149,15 +149,33 @@ fn a_step_overhead_adds_exactly_its_seconds_and_the_default_is_profile_free() {
     let s = dir.join("s.yaml");
     let m = dir.join("m.yaml");
     let free = run(&[]);
+    assert_eq!(free, run(&["--stack", "none"]));
     let step = run(&["--stack", s.to_str().unwrap()]);
     assert!((step - free - 0.125).abs() < 1e-9, "{free} → {step}");
     // One pipeline stage, four micro-batches: eight gaps of 10 ms on the critical path.
     let gaps = run(&["--stack", m.to_str().unwrap()]);
     assert!((gaps - free - 0.08).abs() < 1e-9, "{free} → {gaps}");
-    // Profile-free by default: no `stack_profile` in the summary; named when given.
+    // Profile-free by default: no `stack_profile` in the summary, and the table says so; the
+    // profile of the strategy's own stack (tp = 2: Megatron's) with `--stack auto`; the one
+    // given otherwise.
     let mut args: Vec<&str> = base.to_vec();
     args.extend(["--format", "json"]);
     assert!(common::json(&args).get("stack_profile").is_none());
+    let table = common::stdout(&base);
+    assert!(
+        table.contains("stack profile: none, profile-free"),
+        "{table}"
+    );
+    let mut auto = args.clone();
+    auto.extend(["--stack", "auto"]);
+    let own = common::json(&auto)["stack_profile"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        own.starts_with("megatron-lm-2021 (") && own.contains("the megatron stack"),
+        "{own}"
+    );
     args.extend(["--stack", s.to_str().unwrap()]);
     assert!(common::json(&args)["stack_profile"]
         .as_str()

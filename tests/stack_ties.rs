@@ -8,41 +8,83 @@ use common::{json, symshard};
 use std::collections::BTreeMap;
 use symshard::search::stack::Stack;
 
-#[test]
-fn the_stack_errors_are_what_validate_measures() {
-    // The shipped table must be `validate`'s "by stack" mean |error| over validation/, to the
-    // tenth of a percent it prints: over the files independent of their machine's table.
-    let sources = json(&["validate", "--format", "json"]);
+/// `validate`'s mean |error| by stack over validation/, in tenths of a percent, over the files
+/// independent of their machine's table and the rows not in a profile's fit set; and the
+/// number of fit rows left out.
+fn measured(args: &[&str]) -> (BTreeMap<String, u32>, usize) {
+    let sources = json(args);
     let mut by_stack: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    let mut fitted = 0;
     for s in sources.as_array().unwrap() {
         if s["independent"] == false {
             continue;
         }
         let stack = s["stack"].as_str().unwrap().to_string();
         for r in s["rows"].as_array().unwrap() {
+            if r["set"] == "fit" {
+                fitted += 1;
+                continue;
+            }
             by_stack
                 .entry(stack.clone())
                 .or_default()
                 .push(r["error"].as_f64().unwrap().abs());
         }
     }
-    for stack in Stack::ALL {
-        let errors = &by_stack[stack.label()];
-        let mean = errors.iter().sum::<f64>() / errors.len() as f64;
-        assert_eq!(
-            (mean * 1000.0).round() as u32,
-            stack.mean_abs_error_permille(),
-            "{}: validate now measures {:.1} %",
-            stack.label(),
-            mean * 100.0
-        );
-    }
-    assert_eq!(by_stack.len(), Stack::ALL.len(), "{:?}", by_stack.keys());
+    let permille = by_stack
+        .into_iter()
+        .map(|(s, e)| {
+            (
+                s,
+                (e.iter().sum::<f64>() / e.len() as f64 * 1000.0).round() as u32,
+            )
+        })
+        .collect();
+    (permille, fitted)
+}
+
+#[test]
+fn the_stack_errors_are_what_validate_measures() {
+    // The shipped table must be `validate`'s "by stack" mean |error| over validation/, to the
+    // tenth of a percent it prints: over the files independent of their machine's table.
+    let (measured, fitted) = measured(&["validate", "--format", "json"]);
+    assert_eq!(fitted, 0);
+    let shipped: BTreeMap<String, u32> = Stack::ALL
+        .iter()
+        .map(|s| (s.label().to_string(), s.mean_abs_error_permille()))
+        .collect();
+    assert_eq!(measured, shipped, "validate now measures these (‰)");
+}
+
+#[test]
+fn the_profiled_stack_errors_are_what_validate_stack_auto_measures() {
+    // With each file priced on its stack's shipped profile, the mean |error| of the rows the
+    // profile was not fitted on (every row where the stack has no profile).
+    let (measured, fitted) = measured(&["validate", "--stack", "auto", "--format", "json"]);
+    // Both shipped profiles' fit sets are left out.
+    assert!(fitted >= 20, "{fitted} fit rows");
+    let shipped: BTreeMap<String, u32> = Stack::ALL
+        .iter()
+        .map(|s| (s.label().to_string(), s.profiled_mean_abs_error_permille()))
+        .collect();
+    assert_eq!(
+        measured, shipped,
+        "validate --stack auto now measures these (‰)"
+    );
 }
 
 #[test]
 fn a_lead_within_the_stacks_error_is_shown_as_a_tie() {
-    let args = [
+    // Profile-free (the default), compared with `validate`'s own error; each row priced on
+    // its stack's profile, with the error `validate --stack auto` measures.
+    ties_follow_the_errors(&[], Stack::mean_abs_error);
+    ties_follow_the_errors(&["--stack", "auto"], |s| {
+        f64::from(s.profiled_mean_abs_error_permille()) / 1000.0
+    });
+}
+
+fn ties_follow_the_errors(extra: &[&str], error: impl Fn(Stack) -> f64) {
+    let mut args = vec![
         "rank",
         "llama3-8b",
         "--devices",
@@ -52,7 +94,8 @@ fn a_lead_within_the_stacks_error_is_shown_as_a_tie() {
         "--top",
         "4",
     ];
-    let mut a = args.to_vec();
+    args.extend(extra);
+    let mut a = args.clone();
     a.extend(["--format", "json"]);
     let v = json(&a);
     let rows = v["strategies"].as_array().unwrap();
@@ -73,13 +116,7 @@ fn a_lead_within_the_stacks_error_is_shown_as_a_tie() {
         let behind = r["iteration_seconds"].as_f64().unwrap() / first - 1.0;
         let worse = [rows[0]["stack"].as_str().unwrap(), stack]
             .iter()
-            .map(|s| {
-                Stack::ALL
-                    .into_iter()
-                    .find(|x| x.label() == *s)
-                    .unwrap()
-                    .mean_abs_error()
-            })
+            .map(|s| error(Stack::ALL.into_iter().find(|x| x.label() == *s).unwrap()))
             .fold(0.0, f64::max);
         let tied = r.get("tie").is_some();
         assert_eq!(

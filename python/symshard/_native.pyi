@@ -97,7 +97,9 @@ class Strategy:
 @final
 class Machine:
     """A calibration table with its what-if edits, stack profile, devices per node and memory
-    per device."""
+    per device. ``stack``: ``"none"`` (the default) profile-free, ``"auto"`` each strategy on
+    the shipped profile of the software stack it is assumed to run on, a profile's name or file
+    that profile for every strategy."""
 
     def __new__(
         cls,

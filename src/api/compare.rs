@@ -344,7 +344,7 @@ pub(crate) fn comparison(
             .map(|(k, v)| (k.clone(), v.to_string()))
             .collect(),
         calibration: calibration.to_string(),
-        stack_profile: calib.stack.as_ref().map(|s| s.describe()),
+        stack_profile: calib.stack_text(),
         a: side(a),
         b: side(b),
         components,

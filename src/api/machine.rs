@@ -23,7 +23,7 @@ pub struct Machine {
 }
 
 impl Machine {
-    /// The embedded reference machine.
+    /// The embedded reference machine, profile-free ([`Machine::with_stack`]).
     pub fn reference() -> Result<Machine, Error> {
         Ok(Machine::from_calibration(Calibration::resolve_with(
             None, None,
@@ -31,7 +31,7 @@ impl Machine {
     }
 
     /// A shipped table's name or a table file (`TABLE@KERNEL` times fused attention with one of
-    /// the table's `attention_kernels`).
+    /// the table's `attention_kernels`), profile-free ([`Machine::with_stack`]).
     pub fn named(table: &str) -> Result<Machine, Error> {
         Ok(Machine::from_calibration(Calibration::resolve_with(
             Some(table),
@@ -39,7 +39,7 @@ impl Machine {
         )?))
     }
 
-    /// A table already loaded.
+    /// A table already loaded, with the stack profiles it carries.
     pub fn from_calibration(calibration: Calibration) -> Machine {
         Machine {
             calibration,
@@ -58,8 +58,9 @@ impl Machine {
         })
     }
 
-    /// The machine with a software stack's profile (a file or a shipped name) added to the
-    /// seconds of its timelines.
+    /// The machine with the software stack profiles `stack` names added to the seconds of its
+    /// timelines: `auto` each strategy on the shipped profile of the stack it assumes, `none`
+    /// none (the default), a file or a shipped profile's name that one for every strategy.
     pub fn with_stack(self, stack: &str) -> Result<Machine, Error> {
         Ok(Machine {
             calibration: self.calibration.with_stack(Some(stack))?,

@@ -874,7 +874,7 @@ fn result_of(
     let (model, values) = (&loaded.model, &loaded.values);
     let batch = global_batch(model, values);
     let mut rows: Vec<RankRow> = result.rows.iter().map(|r| row_of(r, &batch)).collect();
-    mark_ties(&mut rows);
+    mark_ties(&mut rows, calib.per_row.is_some());
     let smallest = result.smallest.as_ref().map(|(e, layout)| {
         let r = crate::search::RankedRow {
             rank: 0,
@@ -900,7 +900,7 @@ fn result_of(
         gpus_per_node: search.gpus_per_node,
         calibration: calib.name.clone(),
         what_if: calib.what_if.clone(),
-        stack_profile: calib.stack.as_ref().map(|s| s.describe()),
+        stack_profile: calib.stack_text(),
         capacity,
         memory_limit: search.memory.clone(),
         headroom: opts.headroom_text(),
@@ -1051,7 +1051,7 @@ fn row_of(r: &crate::search::RankedRow, batch: &Rational) -> RankRow {
 
 /// Ranked by seconds: marks each row behind #1 by less than the model's own error on the
 /// stacks the two rows assume (their order is then not significant).
-fn mark_ties(rows: &mut [RankRow]) {
+fn mark_ties(rows: &mut [RankRow], per_row: bool) {
     let Some((first, rest)) = rows.split_first_mut() else {
         return;
     };
@@ -1060,7 +1060,8 @@ fn mark_ties(rows: &mut [RankRow]) {
     };
     for r in rest.iter_mut().filter(|r| r.feasible) {
         if let Some(t) = r.iteration_seconds {
-            r.tie = crate::search::stack::tie(t1, first.stack, t, r.stack).map(|t| t.to_string());
+            r.tie = crate::search::stack::tie(t1, first.stack, t, r.stack, per_row)
+                .map(|t| t.to_string());
         }
     }
 }

@@ -493,10 +493,17 @@ pub struct Calibration {
     /// group of a tier gets the tier's rate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topology: Option<topology::Topology>,
-    /// The software stack's profile the timeline adds (`--stack`); none: profile-free. Never
-    /// read from or written to a table's file.
+    /// The software stack's profile the timeline adds to every strategy (`--stack NAME`);
+    /// none: profile-free, or each strategy on its own stack's ([`Calibration::per_row`]).
+    /// Never read from or written to a table's file.
     #[serde(skip)]
     pub stack: Option<stack::StackProfile>,
+    /// Each strategy priced on the profile of the stack it assumes (`--stack auto`):
+    /// [`Calibration::for_knobs`] gives the table
+    /// a strategy is timed on. The table itself is profile-free, and so is the relative cost,
+    /// which compares every row on one scale. Never read from or written to a table's file.
+    #[serde(skip)]
+    pub per_row: Option<stack::PerRow>,
     /// What changed this table from a shipped or given one (`--with`): a what-if machine.
     /// Never read from or written to a table's file.
     #[serde(skip)]
@@ -514,6 +521,12 @@ fn positive(src: &Source, path: &[&str], v: &Rational) -> Result<()> {
         ))
     }
 }
+
+/// `--stack auto`: each strategy on its own stack's shipped profile.
+pub const STACK_AUTO: &str = "auto";
+
+/// `--stack none`: every strategy profile-free (the default).
+pub const STACK_NONE: &str = "none";
 
 /// The plausible range of each rate and size a table states, for any accelerator past or
 /// planned (an H100 SXM is about 1e15 FLOP/s, 3.35e12 B/s of HBM and 8e10 bytes): a number
@@ -895,16 +908,60 @@ impl Calibration {
         c.device.kernel_overhead = None;
         c.device.gemm_tiling = None;
         c.stack = None;
+        c.per_row = None;
         c
     }
 
-    /// The table with a stack profile's seconds added by the timeline (`--stack`: a file or a
-    /// shipped name); `None` keeps it profile-free.
+    /// The table with the stack profiles `--stack` names: `none` (also `None`, the default)
+    /// prices every strategy profile-free; `auto` prices each strategy on the shipped profile of
+    /// the stack it assumes; a file or a shipped profile's name adds that profile's seconds to
+    /// every strategy.
     pub fn with_stack(mut self, arg: Option<&str>) -> Result<Calibration> {
-        if let Some(a) = arg {
-            self.stack = Some(stack::StackProfile::resolve(a)?);
+        match arg.unwrap_or(STACK_NONE) {
+            STACK_AUTO => {
+                self.stack = None;
+                self.per_row = Some(stack::PerRow::shipped()?);
+            }
+            STACK_NONE => {
+                self.stack = None;
+                self.per_row = None;
+            }
+            a => {
+                self.stack = Some(stack::StackProfile::resolve(a)?);
+                self.per_row = None;
+            }
         }
         Ok(self)
+    }
+
+    /// The table a strategy run on `stack` is timed on: under per-row profiles, with that
+    /// stack's profile; otherwise the table itself.
+    pub fn on_stack(&self, s: stack::Stack) -> std::borrow::Cow<'_, Calibration> {
+        match &self.per_row {
+            None => std::borrow::Cow::Borrowed(self),
+            Some(per_row) => {
+                let mut c = self.clone();
+                c.stack = per_row.profile(s).cloned();
+                c.per_row = None;
+                std::borrow::Cow::Owned(c)
+            }
+        }
+    }
+
+    /// [`Calibration::on_stack`] for the stack a strategy of knobs `k` assumes
+    /// ([`stack::Stack::of`]).
+    pub fn for_knobs(&self, k: &crate::strategy::Knobs) -> std::borrow::Cow<'_, Calibration> {
+        self.on_stack(stack::Stack::of(k))
+    }
+
+    /// The stack profiles as a header names them: one profile, per row, or none (`None`:
+    /// profile-free).
+    pub fn stack_text(&self) -> Option<String> {
+        match (&self.stack, &self.per_row) {
+            (Some(p), _) => Some(p.describe()),
+            (None, Some(r)) => Some(r.describe()),
+            (None, None) => None,
+        }
     }
 
     /// Achievable bf16 FLOP/s of large matmul-like kernels (the plateau of the matmul curve).

@@ -5,21 +5,113 @@
 //! by `symshard calibrate --from-runs` on a fit set that the file names row by row, so that
 //! `symshard validate` can report the rows it was fitted on apart from the rows that test it.
 //!
-//! Without `--stack` nothing here is applied: the seconds are profile-free.
+//! By default (`--stack none`) the seconds are profile-free. `--stack auto` prices each
+//! strategy's seconds on the shipped profile of the software stack it is assumed to run on
+//! ([`Stack::of`]); `--stack NAME` every strategy on one profile.
 
 use crate::diag::Source;
 use crate::embedded;
 use crate::error::{Error, Result};
+use crate::strategy::Knobs;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
+
+/// A software stack, named as the validation files' `stack:` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum Stack {
+    /// Megatron-LM or Megatron-Core (NeMo): tensor, pipeline, context or expert parallelism.
+    #[serde(rename = "megatron")]
+    Megatron,
+    /// PyTorch's DistributedDataParallel: data parallelism alone, gradients not sharded.
+    #[serde(rename = "pytorch-ddp")]
+    PytorchDdp,
+    /// PyTorch's FSDP (FSDP1, FSDP2, torchtitan): gradients and parameters sharded.
+    #[serde(rename = "pytorch-fsdp")]
+    PytorchFsdp,
+}
+
+impl Stack {
+    /// The stack a row's knobs are most commonly run on: sharded gradients (ZeRO 2 or 3) as
+    /// PyTorch's FSDP, else any model parallelism as Megatron, else plain data parallelism as
+    /// DDP. An assumption, printed with every row, not a fact about the row.
+    pub fn of(k: &Knobs) -> Stack {
+        if k.zero >= 2 {
+            Stack::PytorchFsdp
+        } else if k.tp > 1 || k.pp > 1 || k.cp > 1 || k.ep > 1 {
+            Stack::Megatron
+        } else {
+            Stack::PytorchDdp
+        }
+    }
+
+    /// The label validation files use.
+    pub fn label(self) -> &'static str {
+        match self {
+            Stack::Megatron => "megatron",
+            Stack::PytorchDdp => "pytorch-ddp",
+            Stack::PytorchFsdp => "pytorch-fsdp",
+        }
+    }
+
+    /// Mean |error| of the shipped validation rows run on this stack, in tenths of a percent,
+    /// as `symshard validate` prints it in its "by stack" table (the rows independent of their
+    /// machine's calibration numbers) (tests/stack_ties.rs recomputes
+    /// it from `validation/`, so it cannot go stale). Those rows are in sample: the error on
+    /// runs the model has not seen is larger, so this is the least a lead must exceed.
+    pub fn mean_abs_error_permille(self) -> u32 {
+        match self {
+            Stack::Megatron => 42,
+            Stack::PytorchDdp => 88,
+            Stack::PytorchFsdp => 139,
+        }
+    }
+
+    /// [`Stack::mean_abs_error_permille`] as a fraction.
+    pub fn mean_abs_error(self) -> f64 {
+        f64::from(self.mean_abs_error_permille()) / 1000.0
+    }
+
+    /// The same with each row priced on its stack's shipped profile, as `symshard validate
+    /// --stack auto` measures it: over the rows of files independent of their machine's table
+    /// that the profile was not fitted on (its test rows; every row of a stack without a
+    /// profile), in tenths of a percent. What `rank` compares a lead with when it prices each
+    /// row on its stack's profile (`--stack auto`); tests/stack_ties.rs recomputes it.
+    pub fn profiled_mean_abs_error_permille(self) -> u32 {
+        match self {
+            Stack::Megatron => 43,
+            Stack::PytorchDdp => 88,
+            Stack::PytorchFsdp => 54,
+        }
+    }
+
+    /// The mean |error| a row's lead is compared with: [`Stack::profiled_mean_abs_error_permille`]
+    /// where rows are priced on their stacks' profiles (`per_row`), else
+    /// [`Stack::mean_abs_error_permille`]; as a fraction.
+    pub fn error_as_priced(self, per_row: bool) -> f64 {
+        let permille = if per_row {
+            self.profiled_mean_abs_error_permille()
+        } else {
+            self.mean_abs_error_permille()
+        };
+        f64::from(permille) / 1000.0
+    }
+
+    /// The stack a validation file's `stack:` label names.
+    pub fn from_label(label: &str) -> Option<Stack> {
+        Stack::ALL.into_iter().find(|s| s.label() == label)
+    }
+
+    /// Every stack.
+    pub const ALL: [Stack; 3] = [Stack::Megatron, Stack::PytorchDdp, Stack::PytorchFsdp];
+}
 
 /// The most parameters a profile may have.
 pub const MAX_PARAMETERS: usize = 4;
 
 /// What the `--stack` help and the outputs say when no profile is given.
 pub const PROFILE_FREE: &str =
-    "none: profile-free (no software overhead beyond the calibration table's)";
+    "none, profile-free (no software overhead beyond the calibration table's)";
 
 /// A parameter of a profile: each is seconds added by the timeline at a named place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -275,6 +367,57 @@ impl StackProfile {
         } else {
             format!("{} ({})", self.name, values.join(", "))
         }
+    }
+}
+
+/// The profiles of `--stack auto`: each strategy's seconds are priced on the
+/// shipped profile whose `label` is the stack the strategy is assumed to run on
+/// ([`Stack::of`]); a stack no shipped profile is labelled for is priced profile-free.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PerRow {
+    profiles: BTreeMap<Stack, StackProfile>,
+}
+
+impl PerRow {
+    /// The shipped profiles, by the stack their `label` names (refused if two name one stack).
+    pub fn shipped() -> Result<PerRow> {
+        let mut profiles: BTreeMap<Stack, StackProfile> = BTreeMap::new();
+        for (name, _) in embedded::STACKS {
+            let p = StackProfile::resolve(name)?;
+            let Some(stack) = Stack::ALL
+                .into_iter()
+                .find(|s| p.label.as_deref() == Some(s.label()))
+            else {
+                continue;
+            };
+            if let Some(other) = profiles.get(&stack) {
+                return Err(Error::Internal(format!(
+                    "shipped stack profiles `{}` and `{}` are both labelled `{}`",
+                    other.name,
+                    p.name,
+                    stack.label()
+                )));
+            }
+            profiles.insert(stack, p);
+        }
+        Ok(PerRow { profiles })
+    }
+
+    /// The profile a strategy run on `stack` is priced on (none: profile-free).
+    pub fn profile(&self, stack: Stack) -> Option<&StackProfile> {
+        self.profiles.get(&stack)
+    }
+
+    /// What a header prints: each stack's profile, or that it is priced profile-free.
+    pub fn describe(&self) -> String {
+        let each: Vec<String> = Stack::ALL
+            .iter()
+            .map(|s| match self.profile(*s) {
+                Some(p) => format!("{} rows on {}", s.label(), p.describe()),
+                None => format!("{} rows profile-free", s.label()),
+            })
+            .collect();
+        format!("per row (--stack auto): {}", each.join("; "))
     }
 }
 

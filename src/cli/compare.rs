@@ -38,7 +38,9 @@ pub struct CompareArgs {
     #[arg(long = "with", value_name = "NAME=VALUE,…", requires = "calib")]
     pub with: Option<String>,
     /// A software stack's profile (a file or a shipped name, `stacks/`), added to the simulated
-    /// seconds; default: none, profile-free.
+    /// seconds; default: `none`, profile-free; `auto` times each strategy on the shipped profile of the stack it
+    /// is assumed to run on (ZeRO 2–3 PyTorch FSDP, other model parallelism Megatron, plain data
+    /// parallelism DDP, which has none).
     #[arg(long, value_name = "NAME|FILE")]
     pub stack: Option<String>,
     /// Device memory: bytes, or with a unit (`75GB`, `80GiB`); default: the calibration's.
@@ -319,8 +321,8 @@ pub fn run(args: CompareArgs) -> Result<(), Error> {
             if let Some(line) = units::settings_line(&crate::timeline::setting_map(model)) {
                 println!("{line}");
             }
-            if let Some(stack) = &c.stack_profile {
-                println!("stack profile: {stack}");
+            if c.stack_profile.is_some() || c.a.seconds.is_some() {
+                println!("{}", units::stack_line(c.stack_profile.as_deref()));
             }
             print_comparison(&c);
             if !units::exact() {

@@ -153,7 +153,9 @@ pub struct RankArgs {
     #[arg(long = "with", value_name = "NAME=VALUE,…", requires = "calib")]
     pub with: Option<String>,
     /// A software stack's profile (a file or a shipped name, `stacks/`), added to the simulated
-    /// seconds (which it turns on, as --calib does); default: none, profile-free.
+    /// seconds (which it turns on, as --calib does); default: `none`, profile-free; `auto` times each strategy on the shipped profile of the stack it
+    /// is assumed to run on (ZeRO 2–3 PyTorch FSDP, other model parallelism Megatron, plain data
+    /// parallelism DDP, which has none).
     #[arg(long, value_name = "NAME|FILE")]
     pub stack: Option<String>,
     /// The search's machine and constraints.
@@ -726,8 +728,8 @@ fn print_header(r: &Ranked) {
     if let Some(line) = units::settings_line(&out.settings) {
         println!("{line}");
     }
-    if let Some(stack) = &out.stack_profile {
-        println!("stack profile: {stack}");
+    if out.stack_profile.is_some() || out.simulated > 0 || out.by_seconds {
+        println!("{}", units::stack_line(out.stack_profile.as_deref()));
     }
     println!(
         "balance: κ hbm {} FLOP/B, κ intra {} FLOP/B, κ inter {} FLOP/B; {}",

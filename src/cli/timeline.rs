@@ -57,7 +57,9 @@ pub struct PortArgs {
     #[arg(long, value_name = "FILE", required = true)]
     pub calib: Vec<String>,
     /// A software stack's profile (a file or a shipped name, `stacks/`) added on every machine;
-    /// default: none, profile-free.
+    /// default: `none`, profile-free; `auto` times each strategy on the shipped profile of the stack it
+    /// is assumed to run on (ZeRO 2–3 PyTorch FSDP, other model parallelism Megatron, plain data
+    /// parallelism DDP, which has none).
     #[arg(long, value_name = "NAME|FILE")]
     pub stack: Option<String>,
     /// Output format.
@@ -196,9 +198,7 @@ fn print_summary(s: &Summary, plan: &TimingPlan, calib: &Calibration) {
     if let Some(line) = units::settings_line(&s.settings) {
         println!("{line}");
     }
-    if let Some(stack) = &s.stack_profile {
-        println!("stack profile: {stack}");
-    }
+    println!("{}", units::stack_line(s.stack_profile.as_deref()));
     println!();
     println!("  iteration               {:.4} s", s.iteration_seconds);
     println!("  samples per second      {:.2}", s.samples_per_second);

@@ -4,7 +4,7 @@
 use super::output::print_json;
 use super::units;
 use super::Format;
-use crate::calib::stack::StackProfile;
+use crate::calib::stack::{PerRow, Stack, StackProfile};
 use crate::diag::Source;
 use crate::error::Error;
 use crate::validate::{
@@ -22,7 +22,8 @@ pub struct ValidateArgs {
     /// A software stack's profile (a file or a shipped name, `stacks/`) added to the files whose
     /// `stack:` is the profile's label (every file for a profile with none); their rows are
     /// reported as fit rows (the profile's declared fit set) and test rows, and the test rows
-    /// are the headline. Default: none, profile-free.
+    /// are the headline. `auto`: each file on the shipped profile labelled with its stack
+    /// (as `rank` prices each row). Default: none, profile-free.
     #[arg(long, value_name = "NAME|FILE")]
     pub stack: Option<String>,
     /// Output format.
@@ -46,29 +47,42 @@ pub fn run(args: ValidateArgs) -> Result<(), Error> {
         }
         v
     };
-    let profile = args
-        .stack
-        .as_deref()
-        .map(StackProfile::resolve)
-        .transpose()?;
+    // `auto`: each file on the shipped profile of its stack; `none`: none.
+    let per_row = match args.stack.as_deref() {
+        Some(crate::calib::STACK_AUTO) => Some(PerRow::shipped()?),
+        _ => None,
+    };
+    let profiles: Vec<StackProfile> = match (&per_row, args.stack.as_deref()) {
+        (Some(r), _) => Stack::ALL
+            .iter()
+            .filter_map(|s| r.profile(*s).cloned())
+            .collect(),
+        (None, None | Some(crate::calib::STACK_NONE)) => Vec::new(),
+        (None, Some(a)) => vec![StackProfile::resolve(a)?],
+    };
     let mut outcomes: Vec<FileOutcome> = Vec::new();
-    // With a profile: the same rows profile-free, to show what it changes.
-    let mut free: Vec<FileOutcome> = Vec::new();
+    // With a profile: the same rows profile-free, to show what it changes; by the profile's
+    // place in `profiles`.
+    let mut applied: Vec<Vec<(usize, FileOutcome)>> = vec![Vec::new(); profiles.len()];
     for (name, src) in &sources {
-        let applies = profile
-            .as_ref()
-            .filter(|p| p.label.is_none() || p.label == file_stack(src).ok().flatten());
-        outcomes.push(run_file_with(name, src, applies)?);
-        if applies.is_some() {
-            free.push(run_file(name, src)?);
+        let label = file_stack(src).ok().flatten();
+        let applies = profiles.iter().position(|p| match &per_row {
+            Some(_) => p.label.is_some() && p.label == label,
+            None => p.label.is_none() || p.label == label,
+        });
+        outcomes.push(run_file_with(name, src, applies.map(|i| &profiles[i]))?);
+        if let Some(i) = applies {
+            applied[i].push((outcomes.len() - 1, run_file(name, src)?));
         }
     }
     match args.format {
         Format::Json => print_json(&outcomes)?,
         Format::Table => {
             print_table(&outcomes);
-            if let Some(p) = &profile {
-                print_split(p, &outcomes, &free);
+            for (p, files) in profiles.iter().zip(&applied) {
+                let with: Vec<&FileOutcome> = files.iter().map(|(i, _)| &outcomes[*i]).collect();
+                let free: Vec<&FileOutcome> = files.iter().map(|(_, f)| f).collect();
+                print_split(p, &with, &free);
             }
         }
     }
@@ -289,12 +303,12 @@ fn print_sweeps(outcomes: &[FileOutcome]) {
 /// With a stack profile: the rows it applies to, fit and test apart, against the same rows
 /// profile-free (`free`, one per file it applies to, in order); the test rows first, as the
 /// headline. Errors as the table's (a row with a band: outside its band).
-fn print_split(p: &StackProfile, outcomes: &[FileOutcome], free: &[FileOutcome]) {
+fn print_split(p: &StackProfile, applied: &[&FileOutcome], free: &[&FileOutcome]) {
     println!("stack profile {}", p.describe());
-    let applied = outcomes.iter().filter(|o| o.stack_profile.is_some());
     // (set, error with the profile, error without); a test row only from a file independent of
     // its machine's table (the headline leaves the others out, as `validate`'s own does).
     let errors: Vec<(Option<RowSet>, f64, f64)> = applied
+        .iter()
         .zip(free)
         .flat_map(|(o, f)| {
             o.rows

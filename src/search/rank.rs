@@ -6,6 +6,7 @@ use super::auto::{auto_tp_layout, same_as_annotated, AutoLayout};
 use super::egraph::{egraph_layout, EGraphLayout};
 use super::error::{Failed, FailureLog, Rejection, Rejections, SearchError};
 use super::steer::Steer;
+use crate::calib::stack::Stack;
 use crate::calib::Calibration;
 use crate::model::Model;
 use crate::parallel::evaluate::{
@@ -276,7 +277,7 @@ type Cache = BTreeMap<NumbersKey, Numbers>;
 
 /// What a strategy's timing chains depend on: its blocks' numbers, its expert-parallel degree
 /// whether its gradients are sharded, and whether its schedule splits the backward.
-type ChainKey = (NumbersKey, u64, bool, bool);
+type ChainKey = (NumbersKey, u64, bool, bool, Stack);
 
 fn numbers_key(c: &Cand) -> NumbersKey {
     let k = &c.k;
@@ -1537,9 +1538,14 @@ fn bounded_in_order<'c>(
     // Paced for the fewest devices any strategy uses: the slowest of more devices is slower,
     // so the bounds stay below every simulation.
     let fewest = search.estimates.iter().map(|(c, _)| c.k.devices()).min();
-    let rates = crate::timeline::Rates::of(calib)
-        .paced(fewest.unwrap_or(1))
-        .into_owned();
+    // Each stack's rates: under per-row profiles a strategy is timed on its own stack's.
+    let rates: BTreeMap<Stack, crate::timeline::Rates> = Stack::ALL
+        .into_iter()
+        .map(|s| {
+            let r = crate::timeline::Rates::of(&calib.on_stack(s));
+            (s, r.paced(fewest.unwrap_or(1)).into_owned())
+        })
+        .collect();
     let kappa_hbm = calib.hbm_balance().to_f64().unwrap_or(f64::MAX);
     let cap = opts.memory.to_f64().unwrap_or(f64::MAX);
     // The chains of every (blocks, expert-parallel degree, gradient sharding) a strategy that
@@ -1553,6 +1559,7 @@ fn bounded_in_order<'c>(
             c.k.ep,
             c.k.shards_gradients(),
             c.k.schedule.splits_backward(),
+            Stack::of(&c.k),
         )
     };
     let mut first: BTreeMap<ChainKey, &Cand> = BTreeMap::new();
@@ -1574,7 +1581,7 @@ fn bounded_in_order<'c>(
                 numbers,
                 values,
                 &c.k,
-                &rates,
+                &rates[&key.4],
                 opts.gpus_per_node,
             );
             opts.failures.keep(|| label(c), chains)
@@ -1642,7 +1649,7 @@ fn bounded_in_order<'c>(
             let ch = chain_cache.get(&ckey)?.as_ref()?;
             let stages = partitions.get(&pkey)?.as_ref()?;
             Some((
-                lower_bound(ch, stages, &c.k, &rates, opts.gpus_per_node),
+                lower_bound(ch, stages, &c.k, &rates[&ckey.4], opts.gpus_per_node),
                 c,
                 memory,
             ))

@@ -148,7 +148,9 @@ fn known_memory(plan: &TimingPlan) -> Option<Rational> {
     (!plan.memory_per_device.is_zero()).then(|| plan.memory_per_device.clone())
 }
 
-fn timed(plan: &TimingPlan, calib: &Calibration, keep: bool) -> Result<Timeline> {
+fn timed(plan: &TimingPlan, table: &Calibration, keep: bool) -> Result<Timeline> {
+    // Under per-row profiles, the strategy's own stack's.
+    let calib = &*table.for_knobs(&plan.knobs);
     crate::parallel::check_precision(calib, plan.knobs.precision)?;
     let rates = Rates::of(calib);
     let gpn = plan.gpus_per_node.unwrap_or_else(|| calib.gpus_per_node());
@@ -168,7 +170,7 @@ fn timed(plan: &TimingPlan, calib: &Calibration, keep: bool) -> Result<Timeline>
         settings: plan.settings.clone(),
         calibration: calib.name.clone(),
         what_if: calib.what_if.as_ref().map(|w| w.describe()),
-        stack_profile: calib.stack.as_ref().map(|s| s.describe()),
+        stack_profile: stack_profile_text(table, &plan.knobs),
         device_count: devices,
         iteration_seconds: t,
         samples_per_second: f(&plan.samples) / t,
@@ -273,6 +275,25 @@ pub fn iteration_seconds(
         Some(gpn),
     )
     .map_err(|e| e.to_string())?;
-    let sim = simulate_times(&plan, &Rates::of(calib), gpn).map_err(|e| e.to_string())?;
+    let calib = calib.for_knobs(knobs);
+    let sim = simulate_times(&plan, &Rates::of(&calib), gpn).map_err(|e| e.to_string())?;
     Ok(sim.iteration)
+}
+
+/// The stack profile a strategy of knobs `k` is timed with on `table`, as a timeline's header
+/// names it (`None`: profile-free, no profile asked for).
+pub fn stack_profile_text(table: &Calibration, k: &Knobs) -> Option<String> {
+    if table.per_row.is_none() {
+        return table.stack_text();
+    }
+    let stack = crate::calib::stack::Stack::of(k);
+    let profile = table
+        .for_knobs(k)
+        .stack
+        .as_ref()
+        .map_or_else(|| "profile-free".to_string(), |p| p.describe());
+    Some(format!(
+        "{profile}: the {} stack this strategy is assumed to run on (--stack auto)",
+        stack.label()
+    ))
 }
