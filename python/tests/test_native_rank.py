@@ -147,3 +147,23 @@ def test_a_machine_has_one_usable_memory(no_argv):
         t = symshard.timeline("gpt3-175b", row, calib="a100-80gb")
     assert t.memory_limit == 72e9 and t.fits is False
     assert symshard.timeline("gpt3-175b", dict(row, headroom="0%"), calib="a100-80gb").fits is True
+
+
+def test_stack_auto_prices_each_row_on_its_own_stacks_profile(cli, no_argv):
+    # The same rows and seconds as `rank --stack auto`: a ZeRO-3 row on PyTorch FSDP's profile.
+    machine = _native.Machine("h100-sxm", stack="auto")
+    n = _native.rank(_native.Model("llama3-8b"), 64, top=2, fix="zero=3", machine=machine)
+    want = cli.json(
+        "rank", "llama3-8b", "--devices", "64", "--top", "2", "--fix", "zero=3",
+        "--calib", "h100-sxm", "--stack", "auto",
+    )
+    assert n.stack_profile is not None
+    assert n.stack_profile.startswith("per row (--stack auto): ")
+    for row, w in zip(n.rows, want["strategies"]):
+        assert row.stack == "pytorch-fsdp" and row.strategy == w["strategy"]
+        assert row.iteration_seconds == w["iteration_seconds"]
+    free = _native.rank(
+        _native.Model("llama3-8b"), 64, top=1, fix="zero=3", machine=_native.Machine("h100-sxm")
+    )
+    assert free.stack_profile is None
+    assert free.rows[0].iteration_seconds < n.rows[0].iteration_seconds
