@@ -275,8 +275,9 @@ type NumbersKey = (u64, u64, u64, bool, u64, usize);
 /// The cache of evaluated blocks.
 type Cache = BTreeMap<NumbersKey, Numbers>;
 
-/// What a strategy's timing chains depend on: its blocks' numbers, its expert-parallel degree
-/// whether its gradients are sharded, and whether its schedule splits the backward.
+/// What a strategy's timing chains depend on: its blocks' numbers, its expert-parallel degree,
+/// whether its gradients are sharded, whether its schedule splits the backward, and the stack
+/// whose rates it is timed with (one for every strategy unless rows are priced per stack).
 type ChainKey = (NumbersKey, u64, bool, bool, Stack);
 
 fn numbers_key(c: &Cand) -> NumbersKey {
@@ -1538,7 +1539,12 @@ fn bounded_in_order<'c>(
     // Paced for the fewest devices any strategy uses: the slowest of more devices is slower,
     // so the bounds stay below every simulation.
     let fewest = search.estimates.iter().map(|(c, _)| c.k.devices()).min();
-    // Each stack's rates: under per-row profiles a strategy is timed on its own stack's.
+    // Each stack's rates: under per-row profiles a strategy is timed on its own stack's;
+    // otherwise every strategy on the table's (one key, so that no chains are built twice).
+    let rates_of = |k: &Knobs| match calib.per_row {
+        Some(_) => Stack::of(k),
+        None => Stack::Megatron,
+    };
     let rates: BTreeMap<Stack, crate::timeline::Rates> = Stack::ALL
         .into_iter()
         .map(|s| {
@@ -1559,7 +1565,7 @@ fn bounded_in_order<'c>(
             c.k.ep,
             c.k.shards_gradients(),
             c.k.schedule.splits_backward(),
-            Stack::of(&c.k),
+            rates_of(&c.k),
         )
     };
     let mut first: BTreeMap<ChainKey, &Cand> = BTreeMap::new();
