@@ -5,7 +5,10 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 fn embed(out: &mut String, konst: &str, dir: &str) {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+    // Read when the script runs, not when it was compiled: cargo may reuse one compiled
+    // script for a checkout at another path.
+    let manifest = std::env::var("CARGO_MANIFEST_DIR").unwrap();
+    let root = Path::new(&manifest).join(dir);
     println!("cargo:rerun-if-changed={}", root.display());
     let mut files: Vec<_> = std::fs::read_dir(&root)
         .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path()).collect())
