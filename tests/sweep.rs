@@ -415,6 +415,7 @@ fn malformed_specs_are_refused_at_their_line() {
         ("models: [gpt3-125m]\ndevices: [8, 0]\nmachines: [h100-sxm]\n", 2, "positive"),
         ("models: [gpt3-125m]\ndevices: [8]\nmachines: [h100-sxm]\nfix: [tpp=2]\n", 4, "tpp"),
         ("models: [gpt3-125m]\ndevices: [8]\nmachines: [h100-sxm]\nprice_per_gpu_hour: {h200-sxm: 3}\n", 4, "no machine `h200-sxm`"),
+        ("models: [gpt3-125m]\ndevices: [8]\nmachines: [h100-sxm]\nstack: autoo\n", 4, "unknown stack profile `autoo`"),
     ] {
         std::fs::write(dir.join("bad.yaml"), spec).unwrap();
         let err = refused_in(&dir, &["sweep", "bad.yaml", "-o", "r.parquet"]);
@@ -422,4 +423,40 @@ fn malformed_specs_are_refused_at_their_line() {
         assert!(err.contains(says), "{spec}\n{err}");
     }
     assert!(!dir.join("r.parquet").exists());
+}
+
+/// `stack:` prices every point as `rank --stack` does, and each row names the profile its
+/// layout's seconds include: none by default; under `auto`, FSDP's for a ZeRO-3 layout
+/// (`fix: zero=3`), Megatron-LM's for a tensor-parallel one (`fix: tp=2,zero=1`).
+#[test]
+fn a_spec_stack_prices_each_point_on_its_layouts_profile() {
+    let dir = temp_dir("sweep-stack");
+    let base = "models: [gpt3-125m]\ndevices: [8]\nmachines: [h100-sxm]\n";
+    let mut seconds = Vec::new();
+    for (name, extra, profile) in [
+        ("free", "fix: zero=3\n", None),
+        ("fsdp", "fix: zero=3\nstack: auto\n", Some("pytorch-fsdp")),
+        (
+            "megatron",
+            "fix: tp=2,zero=1\nstack: auto\n",
+            Some("megatron-lm-2021"),
+        ),
+    ] {
+        let spec = format!("{name}.yaml");
+        std::fs::write(dir.join(&spec), format!("{base}{extra}")).unwrap();
+        let out = format!("{name}.parquet");
+        sweep(&dir, &spec, &out, "1");
+        let batch = read_parquet(&dir.join(&out));
+        let col = batch.column_by_name("stack_profile").unwrap().clone();
+        let col = col.as_string::<i32>();
+        assert_eq!(col.len(), 1);
+        match profile {
+            None => assert!(col.is_null(0), "{name}"),
+            Some(p) => assert_eq!(col.value(0), p, "{name}"),
+        }
+        let s = batch.column_by_name("seconds_per_step").unwrap().clone();
+        seconds.push(s.as_primitive::<Float64Type>().value(0));
+    }
+    // FSDP's profile adds its seconds per kernel to the ZeRO-3 layout.
+    assert!(seconds[1] > seconds[0], "{seconds:?}");
 }

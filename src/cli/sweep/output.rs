@@ -92,6 +92,7 @@ fn columns() -> Vec<(&'static str, bool, Get)> {
             F64(|r| r.cost_per_trillion_tokens_dollars),
         ),
         ("note", true, Str(|r| r.note.as_deref())),
+        ("stack_profile", true, Str(|r| r.stack_profile.as_deref())),
     ]
 }
 

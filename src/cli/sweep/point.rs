@@ -122,6 +122,10 @@ pub struct Row {
     pub cost_per_trillion_tokens_dollars: Option<f64>,
     /// What is missing from a feasible row (`no TDP in table`, `no price given`).
     pub note: Option<String>,
+    /// The stack profile the best layout's seconds include (the spec's `stack`; under `auto`
+    /// the profile of the stack that layout assumes); absent: profile-free.
+    #[serde(default)]
+    pub stack_profile: Option<String>,
 }
 
 /// Floats in the journal as Rust prints them (the shortest text that reads back as the same
@@ -228,6 +232,7 @@ impl Loaded {
             cost_per_step_dollars: None,
             cost_per_trillion_tokens_dollars: None,
             note: None,
+            stack_profile: None,
         }
     }
 
@@ -308,6 +313,11 @@ impl Loaded {
         }
         row.feasible = true;
         row.seconds_per_step = top.seconds;
+        row.stack_profile = calib
+            .for_knobs(&top.evaluation.knobs)
+            .stack
+            .as_ref()
+            .map(|s| s.name.clone());
         let layout = top.parallel_layout();
         let (plan, _) = crate::timeline::plan_strategy(
             model,

@@ -106,6 +106,11 @@ pub struct Spec {
     /// Memory kept free on each device, as `rank --headroom` takes it (default 10%).
     #[serde(default)]
     pub headroom: Option<String>,
+    /// Stack profiles, as `rank --stack` takes them: `none` (the default, profile-free),
+    /// `auto` (each point's layouts on the shipped profile of the stack each assumes), or a
+    /// shipped profile's name or a file (every layout on that one).
+    #[serde(default)]
+    pub stack: Option<String>,
     /// Dollars per GPU-hour, by machine name (a what-if machine's full name, or the name of
     /// the table it is derived from).
     #[serde(default)]
@@ -203,6 +208,9 @@ impl Loaded {
             let c = m
                 .resolve()
                 .map_err(|e| item_error(src, "machines", i, m.table(), e.to_string()))?;
+            let c = c
+                .with_stack(spec.stack.as_deref())
+                .map_err(|e| src.error_at(&["stack"], e.to_string()))?;
             machines.push(c);
         }
         let (fix, max) = constraints(src, &spec, &precisions)?;
