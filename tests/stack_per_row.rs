@@ -177,3 +177,33 @@ fn validate_prices_each_file_on_its_stacks_profile_with_auto() {
     let e = refused(&["validate", "--stack", "autoo"]);
     assert!(e.contains("unknown stack profile `autoo`"), "{e}");
 }
+
+#[test]
+fn port_says_which_profiles_its_seconds_include() {
+    let port = |extra: &[&str]| {
+        let mut args = vec![
+            "port",
+            "gpt3-1.3b",
+            "--devices",
+            "16",
+            "--calib",
+            "a100-80gb",
+            "--calib",
+            "h100-sxm",
+        ];
+        args.extend(extra);
+        common::stdout(&args)
+    };
+    let free = port(&[]);
+    assert!(
+        free.lines()
+            .any(|l| l.starts_with("stack profile: none, profile-free")),
+        "{free}"
+    );
+    let auto = port(&["--stack", "auto"]);
+    assert!(
+        auto.lines()
+            .any(|l| l.starts_with("stack profile: per row (--stack auto): ")),
+        "{auto}"
+    );
+}

@@ -86,8 +86,11 @@ pub fn run_model(args: &PortArgs) -> Result<(), Error> {
         headroom: None,
     };
     let mut out: Vec<MachineBest> = Vec::new();
+    // The stack profiles, as every machine's table takes them from `--stack`.
+    let mut stack = None;
     for c in &args.calib {
         let calib = Calibration::resolve(c)?.with_stack(args.stack.as_deref())?;
+        stack = calib.stack_text();
         let best = match search.options(&model, &calib).and_then(|(values, opts)| {
             let at = At {
                 model: &model,
@@ -120,7 +123,7 @@ pub fn run_model(args: &PortArgs) -> Result<(), Error> {
     if args.format == super::Format::Json {
         return print_json(&out);
     }
-    print_table(&model, devices, &out);
+    print_table(&model, devices, &out, stack.as_deref());
     Ok(())
 }
 
@@ -253,11 +256,12 @@ fn why(prev: &PreviousBest, best: &Summary) -> String {
     )
 }
 
-fn print_table(model: &Model, devices: u64, out: &[MachineBest]) {
+fn print_table(model: &Model, devices: u64, out: &[MachineBest], stack: Option<&str>) {
     println!(
         "port {} on {devices} devices — the fastest layout on each machine (rank --calib … --top 1), timed",
         model.name
     );
+    println!("{}", units::stack_line(stack));
     println!();
     let rows: Vec<Vec<String>> = out
         .iter()

@@ -297,6 +297,8 @@ pub fn run_port(args: PortArgs) -> Result<(), Error> {
     if let Some(line) = units::settings_line(&plan.settings) {
         println!("{line}");
     }
+    // The one strategy, on every machine's table with the same `--stack`.
+    println!("{}", units::stack_line(rows[0].stack_profile.as_deref()));
     println!();
     let w = 14;
     let mut head = format!("  {:<24}", "");
