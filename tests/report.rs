@@ -1241,3 +1241,23 @@ fn the_components_chart_never_draws_row_1_above_a_costlier_row() {
         }
     }
 }
+
+/// Ranked by seconds, the report says which stack profiles the seconds include, as `rank` does:
+/// none by default, each row's own with `--stack auto` (and the #1's in its timeline summary).
+#[test]
+fn a_report_by_seconds_names_its_stack_profiles() {
+    let base = ["gpt3-1.3b", "--devices", "16", "--calib", "a100-80gb"];
+    let free = report_html("stack-free.html", &base);
+    assert!(
+        free.contains("stack profile: none, profile-free"),
+        "no profile-free line"
+    );
+    let mut auto = base.to_vec();
+    auto.extend(["--stack", "auto"]);
+    let auto = report_html("stack-auto.html", &auto);
+    assert!(auto.contains("stack profile: per row (--stack auto): "));
+    assert!(auto.contains("<tr><th>stack profile</th><td>"));
+    // Ranked by relative cost there are no seconds to qualify.
+    let relative = report_html("stack-relative.html", &base[..3]);
+    assert!(!relative.contains("stack profile"));
+}

@@ -1290,6 +1290,9 @@ fn timeline_summary(t: &Value) -> String {
             format!("{w} (derived, not a measured machine)"),
         );
     }
+    if let Some(s) = t["stack_profile"].as_str() {
+        row(&mut h, "stack profile", s.to_string());
+    }
     row(
         &mut h,
         "seconds per step",
@@ -1386,6 +1389,13 @@ pub fn html(input: &ReportInput) -> Result<String> {
         esc(&count(&r["feasible"])),
         esc(&units::bytes_rounded(capacity))
     );
+    if seconds {
+        let _ = writeln!(
+            h,
+            "<p>{}</p>",
+            esc(&units::stack_line(r["stack_profile"].as_str()))
+        );
+    }
     let _ = writeln!(
         h,
         "<section><h2>Ranking</h2><p class=\"note\">Click a column to sort. Hover a relative cost or a memory figure for what <code>--exact</code> prints (bytes in whole bytes). compute, intra-node, inter-node, bubble and hidden are shares of the relative cost; {}. mbs: micro-batch size (samples per micro-batch and data-parallel rank); layout: the tensor-parallel layout, <code>annotated</code> (the model's own marks) or <code>auto</code> (the per-operator search's).</p>{}</section>",
