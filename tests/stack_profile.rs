@@ -300,6 +300,45 @@ fn validate_reports_fit_and_test_rows_apart() {
 }
 
 #[test]
+fn the_headline_with_a_profile_is_its_test_rows() {
+    // Fitted on Megatron-LM v1.0's rows, the headline and the groups leave those rows out and
+    // say so: the headline is over the independent rows less the fit rows.
+    let (_, text) = validate_with_profile("stack-headline", "megatron", "megatron-v1-dgx2h");
+    let headline = text.lines().find(|l| l.starts_with("headline:")).unwrap();
+    let fit = text
+        .lines()
+        .find(|l| l.contains("fit rows: mean |error|"))
+        .unwrap();
+    let count = |line: &str, after: &str| -> usize {
+        let at = line.find(after).unwrap() + after.len();
+        line[at..]
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let fitted = count(fit, " over ");
+    assert!(fitted > 0, "{fit}");
+    assert!(
+        headline.contains(&format!(
+            "the {fitted} rows a stack profile was fitted on left out (in sample)"
+        )),
+        "{headline}"
+    );
+    let free = symshard().args(["validate"]).output().unwrap();
+    let free = String::from_utf8_lossy(&free.stdout).into_owned();
+    let free = free.lines().find(|l| l.starts_with("headline:")).unwrap();
+    assert_eq!(
+        count(headline, " over ") + fitted,
+        count(free, " over "),
+        "{headline}\n{free}"
+    );
+    assert!(headline.contains("independent test rows"), "{headline}");
+    assert!(text.contains("by stack (the software the measurements ran; independent test rows)"));
+}
+
+#[test]
 fn rows_that_are_not_independent_are_no_test_rows() {
     // The DDP files: flash-attention-training-a100 (5 rows), the two Lambda files (1 each) and
     // the two Dao 2023 Table 1 files (4 each), which share a publication with a100-80gb's

@@ -197,15 +197,30 @@ fn print_table(outcomes: &[FileOutcome]) {
 /// The headline, and the errors by software stack and by accelerator: independent rows only.
 fn print_groups(outcomes: &[FileOutcome]) {
     let left_out: Vec<&FileOutcome> = outcomes.iter().filter(|o| !o.independent).collect();
+    // With a stack profile, the rows it was fitted on (of independent files) are in sample.
+    let fitted = outcomes
+        .iter()
+        .filter(|o| o.independent)
+        .flat_map(|o| &o.rows)
+        .filter(|r| r.set == Some(RowSet::Fit))
+        .count();
     if let Some(all) = headline(outcomes) {
         let rows_left: usize = left_out.iter().map(|o| o.rows.len()).sum();
         println!(
-            "headline: mean |error| {:.1} %, signed mean {:+.1} %, max |error| {:.1} % over {} independent rows of {} sources{}",
+            "headline: mean |error| {:.1} %, signed mean {:+.1} %, max |error| {:.1} % over {} independent {}rows of {} sources{}{}",
             100.0 * all.mean_abs_error,
             100.0 * all.mean_error,
             100.0 * all.max_error.abs().max(all.min_error.abs()),
             units::tally(all.rows as u64),
+            if fitted > 0 { "test " } else { "" },
             all.sources,
+            match fitted {
+                0 => String::new(),
+                n => format!(
+                    "; the {} rows a stack profile was fitted on left out (in sample)",
+                    units::tally(n as u64)
+                ),
+            },
             match rows_left {
                 0 => String::new(),
                 n => format!(
@@ -219,11 +234,17 @@ fn print_groups(outcomes: &[FileOutcome]) {
         println!();
     }
     if outcomes.iter().any(|o| o.stack.is_some()) {
-        println!("by stack (the software the measurements ran; independent rows)");
+        println!(
+            "by stack (the software the measurements ran; independent {}rows)",
+            if fitted > 0 { "test " } else { "" }
+        );
         print_group_table("stack", &by_stack(outcomes));
         println!();
     }
-    println!("by accelerator (independent rows)");
+    println!(
+        "by accelerator (independent {}rows)",
+        if fitted > 0 { "test " } else { "" }
+    );
     print_group_table("device", &by_device(outcomes));
 }
 

@@ -550,7 +550,8 @@ pub struct GroupSummary {
 }
 
 /// Groups the rows of the independent files of `outcomes` by `key`, in order of first
-/// appearance (files that are not independent are left out: [`FileOutcome::independent`]).
+/// appearance (files that are not independent are left out: [`FileOutcome::independent`]; so
+/// are the rows a stack profile was fitted on, [`RowSet::Fit`]).
 fn group_errors(
     outcomes: &[FileOutcome],
     key: impl Fn(&FileOutcome) -> String,
@@ -558,6 +559,16 @@ fn group_errors(
     // (group, sources, the rows' errors), in order of first appearance.
     let mut groups: Vec<(String, usize, Vec<f64>)> = Vec::new();
     for o in outcomes.iter().filter(|o| o.independent) {
+        // A stack profile's fit rows are in sample: its test rows are what is judged.
+        let errors: Vec<f64> = o
+            .rows
+            .iter()
+            .filter(|r| r.set != Some(RowSet::Fit))
+            .map(|r| r.error)
+            .collect();
+        if errors.is_empty() {
+            continue;
+        }
         let group = key(o);
         let at = match groups.iter().position(|(g, _, _)| *g == group) {
             Some(i) => i,
@@ -567,7 +578,7 @@ fn group_errors(
             }
         };
         groups[at].1 += 1;
-        groups[at].2.extend(o.rows.iter().map(|r| r.error));
+        groups[at].2.extend(errors);
     }
     groups
         .into_iter()
