@@ -350,6 +350,10 @@ pub fn settings_line(settings: &std::collections::BTreeMap<String, String>) -> O
     Some(format!("settings: {}", parts.join(", ")))
 }
 
+/// What the outputs say when no stack profile is given.
+pub const PROFILE_FREE: &str =
+    "none, profile-free (no software overhead beyond the calibration table's)";
+
 /// The header line naming the stack profiles the seconds include: the one given, each row's
 /// (`--stack auto`), or that they are profile-free (the default).
 pub fn stack_line(profile: Option<&str>) -> String {
@@ -357,7 +361,7 @@ pub fn stack_line(profile: Option<&str>) -> String {
         Some(p) => format!("stack profile: {p}"),
         None => format!(
             "stack profile: {}; --stack auto prices each strategy on the profile of the stack it assumes",
-            crate::calib::stack::PROFILE_FREE
+            PROFILE_FREE
         ),
     }
 }
