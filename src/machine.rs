@@ -362,10 +362,25 @@ use crate::calib::stack::Param;
 use crate::sym::float as f;
 
 impl Rates {
-    /// The rates of a calibration table.
+    /// The rates of a calibration table, with the stack profile it gives every strategy
+    /// (`--stack NAME`; none under per-row profiles: [`Rates::for_knobs`]).
     pub fn of(c: &Calibration) -> Rates {
+        Rates::with_profile(c, c.stack.as_ref())
+    }
+
+    /// The rates a strategy of knobs `k` is timed at: the table's with the stack profile it is
+    /// timed with ([`Calibration::profile_for`]: under `--stack auto`, its own stack's).
+    pub fn for_knobs(c: &Calibration, k: &crate::strategy::Knobs) -> Rates {
+        Rates::with_profile(c, c.profile_for(k))
+    }
+
+    /// The rates of a calibration table with `profile`'s seconds added (none: profile-free).
+    pub fn with_profile(
+        c: &Calibration,
+        profile: Option<&crate::calib::stack::StackProfile>,
+    ) -> Rates {
         let d = &c.device;
-        let stack = |p: Param| c.stack.as_ref().map_or(0.0, |s| s.get(p));
+        let stack = |p: Param| profile.map_or(0.0, |s| s.get(p));
         let matmul = d.efficiency.matmul.to_f64();
         let eff = matmul.max();
         let peak = f(&d.peak_flops["bf16"].value);

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{json, refused};
+use common::{json, ranked_rows_with, refused};
 use serde_json::Value;
 
 /// The shipped profile of each stack, as `stacks/*.yaml` label them.
@@ -19,24 +19,13 @@ fn profile_of(stack: &str) -> &'static str {
     }
 }
 
+/// The top 3 rows of llama3-8b on 64 H100s, with `--stack auto` unless `extra` names a stack.
 fn rows(extra: &[&str]) -> Vec<Value> {
-    let mut args = vec![
-        "rank",
-        "llama3-8b",
-        "--devices",
-        "64",
-        "--calib",
-        "h100-sxm",
-        "--top",
-        "3",
-        "--format",
-        "json",
-    ];
-    args.extend(extra);
+    let mut args = extra.to_vec();
     if !extra.contains(&"--stack") {
         args.extend(["--stack", "auto"]);
     }
-    json(&args)["strategies"].as_array().unwrap().clone()
+    ranked_rows_with("llama3-8b", 64, 3, &args)
 }
 
 fn timeline(strategy: &str, extra: &[&str]) -> Value {

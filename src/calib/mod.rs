@@ -499,9 +499,9 @@ pub struct Calibration {
     #[serde(skip)]
     pub stack: Option<stack::StackProfile>,
     /// Each strategy priced on the profile of the stack it assumes (`--stack auto`):
-    /// [`Calibration::for_knobs`] gives the table
-    /// a strategy is timed on. The table itself is profile-free, and so is the relative cost,
-    /// which compares every row on one scale. Never read from or written to a table's file.
+    /// [`Calibration::profile_for`] gives the one a strategy is timed with. The table itself is
+    /// profile-free, and so is the relative cost, which compares every row on one scale. Never
+    /// read from or written to a table's file.
     #[serde(skip)]
     pub per_row: Option<stack::PerRow>,
     /// What changed this table from a shipped or given one (`--with`): a what-if machine.
@@ -934,24 +934,20 @@ impl Calibration {
         Ok(self)
     }
 
-    /// The table a strategy run on `stack` is timed on: under per-row profiles, with that
-    /// stack's profile; otherwise the table itself.
-    pub fn on_stack(&self, s: stack::Stack) -> std::borrow::Cow<'_, Calibration> {
+    /// The stack profile a strategy assumed to run on `stack` is timed with: under per-row
+    /// profiles that stack's (none where no shipped profile is labelled for it), otherwise the
+    /// one the table gives every strategy (none: profile-free).
+    pub fn profile_on(&self, stack: stack::Stack) -> Option<&stack::StackProfile> {
         match &self.per_row {
-            None => std::borrow::Cow::Borrowed(self),
-            Some(per_row) => {
-                let mut c = self.clone();
-                c.stack = per_row.profile(s).cloned();
-                c.per_row = None;
-                std::borrow::Cow::Owned(c)
-            }
+            Some(per_row) => per_row.profile(stack),
+            None => self.stack.as_ref(),
         }
     }
 
-    /// [`Calibration::on_stack`] for the stack a strategy of knobs `k` assumes
+    /// [`Calibration::profile_on`] for the stack a strategy of knobs `k` assumes
     /// ([`stack::Stack::of`]).
-    pub fn for_knobs(&self, k: &crate::strategy::Knobs) -> std::borrow::Cow<'_, Calibration> {
-        self.on_stack(stack::Stack::of(k))
+    pub fn profile_for(&self, k: &crate::strategy::Knobs) -> Option<&stack::StackProfile> {
+        self.profile_on(stack::Stack::of(k))
     }
 
     /// The stack profiles as a header names them: one profile, per row, or none (`None`:

@@ -69,7 +69,7 @@ impl Stack {
 
     /// [`Stack::mean_abs_error_permille`] as a fraction.
     pub fn mean_abs_error(self) -> f64 {
-        f64::from(self.mean_abs_error_permille()) / 1000.0
+        self.error_as_priced(false)
     }
 
     /// The same with each row priced on its stack's shipped profile, as `symshard validate
@@ -383,10 +383,7 @@ impl PerRow {
         let mut profiles: BTreeMap<Stack, StackProfile> = BTreeMap::new();
         for (name, _) in embedded::STACKS {
             let p = StackProfile::resolve(name)?;
-            let Some(stack) = Stack::ALL
-                .into_iter()
-                .find(|s| p.label.as_deref() == Some(s.label()))
-            else {
+            let Some(stack) = p.label.as_deref().and_then(Stack::from_label) else {
                 continue;
             };
             if let Some(other) = profiles.get(&stack) {
@@ -405,6 +402,11 @@ impl PerRow {
     /// The profile a strategy run on `stack` is priced on (none: profile-free).
     pub fn profile(&self, stack: Stack) -> Option<&StackProfile> {
         self.profiles.get(&stack)
+    }
+
+    /// Every profile, in the order of [`Stack::ALL`].
+    pub fn profiles(&self) -> impl Iterator<Item = &StackProfile> {
+        self.profiles.values()
     }
 
     /// What a header prints: each stack's profile, or that it is priced profile-free.

@@ -38,9 +38,9 @@ pub struct CompareArgs {
     #[arg(long = "with", value_name = "NAME=VALUE,…", requires = "calib")]
     pub with: Option<String>,
     /// A software stack's profile (a file or a shipped name, `stacks/`), added to the simulated
-    /// seconds; default: `none`, profile-free; `auto` times each strategy on the shipped profile of the stack it
-    /// is assumed to run on (ZeRO 2–3 PyTorch FSDP, other model parallelism Megatron, plain data
-    /// parallelism DDP, which has none).
+    /// seconds; default: `none`, profile-free; `auto` times each strategy on the shipped profile of
+    /// the stack it is assumed to run on (ZeRO 2–3 PyTorch FSDP, other model parallelism Megatron,
+    /// plain data parallelism DDP, which has none).
     #[arg(long, value_name = "NAME|FILE")]
     pub stack: Option<String>,
     /// Device memory: bytes, or with a unit (`75GB`, `80GiB`); default: the calibration's.

@@ -153,9 +153,9 @@ pub struct RankArgs {
     #[arg(long = "with", value_name = "NAME=VALUE,…", requires = "calib")]
     pub with: Option<String>,
     /// A software stack's profile (a file or a shipped name, `stacks/`), added to the simulated
-    /// seconds (which it turns on, as --calib does); default: `none`, profile-free; `auto` times each strategy on the shipped profile of the stack it
-    /// is assumed to run on (ZeRO 2–3 PyTorch FSDP, other model parallelism Megatron, plain data
-    /// parallelism DDP, which has none).
+    /// seconds (which it turns on, as --calib does); default: `none`, profile-free; `auto` times
+    /// each strategy on the shipped profile of the stack it is assumed to run on (ZeRO 2–3 PyTorch
+    /// FSDP, other model parallelism Megatron, plain data parallelism DDP, which has none).
     #[arg(long, value_name = "NAME|FILE")]
     pub stack: Option<String>,
     /// The search's machine and constraints.

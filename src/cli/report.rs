@@ -46,9 +46,9 @@ pub struct ReportArgs {
     #[arg(long = "with", value_name = "NAME=VALUE,…", requires = "calib")]
     pub with: Option<String>,
     /// A software stack's profile (a file or a shipped name, `stacks/`), as `rank` takes it;
-    /// default: `none`, profile-free; `auto` times each strategy on the shipped profile of the stack it
-    /// is assumed to run on (ZeRO 2–3 PyTorch FSDP, other model parallelism Megatron, plain data
-    /// parallelism DDP, which has none).
+    /// default: `none`, profile-free; `auto` times each strategy on the shipped profile of the
+    /// stack it is assumed to run on (ZeRO 2–3 PyTorch FSDP, other model parallelism Megatron,
+    /// plain data parallelism DDP, which has none).
     #[arg(long, value_name = "NAME|FILE")]
     pub stack: Option<String>,
     /// The search's machine and constraints, as `rank` takes them.

@@ -108,10 +108,10 @@ pub struct StrategyFlags {
     /// network.bandwidth, nvlink.latency, network.latency, domain, device.tdp.
     #[arg(long = "with", value_name = "NAME=VALUE,…", requires = "calib")]
     pub with: Option<String>,
-    /// A software stack's profile (a file or a shipped name, `stacks/`): the seconds its host
-    /// work adds per step, per micro-batch pass and per kernel; default: `none`, profile-free; `auto` times each strategy on the shipped profile of the stack it
-    /// is assumed to run on (ZeRO 2–3 PyTorch FSDP, other model parallelism Megatron, plain data
-    /// parallelism DDP, which has none).
+    /// A software stack's profile (a file or a shipped name, `stacks/`): the seconds its host work
+    /// adds per step, per micro-batch pass and per kernel; default: `none`, profile-free; `auto`
+    /// times each strategy on the shipped profile of the stack it is assumed to run on (ZeRO 2–3
+    /// PyTorch FSDP, other model parallelism Megatron, plain data parallelism DDP, which has none).
     #[arg(long, value_name = "NAME|FILE")]
     pub stack: Option<String>,
     /// Device memory: bytes, or with a unit (`75GB`, `80GiB`); default: the calibration's

@@ -4,7 +4,7 @@
 use super::output::print_json;
 use super::units;
 use super::Format;
-use crate::calib::stack::{PerRow, Stack, StackProfile};
+use crate::calib::stack::{PerRow, StackProfile};
 use crate::diag::Source;
 use crate::error::Error;
 use crate::validate::{
@@ -47,29 +47,22 @@ pub fn run(args: ValidateArgs) -> Result<(), Error> {
         }
         v
     };
-    // `auto`: each file on the shipped profile of its stack; `none`: none.
-    let per_row = match args.stack.as_deref() {
-        Some(crate::calib::STACK_AUTO) => Some(PerRow::shipped()?),
-        _ => None,
-    };
-    let profiles: Vec<StackProfile> = match (&per_row, args.stack.as_deref()) {
-        (Some(r), _) => Stack::ALL
-            .iter()
-            .filter_map(|s| r.profile(*s).cloned())
-            .collect(),
-        (None, None | Some(crate::calib::STACK_NONE)) => Vec::new(),
-        (None, Some(a)) => vec![StackProfile::resolve(a)?],
+    // `auto`: each file on the shipped profile labelled with its stack; `none`: none.
+    let profiles: Vec<StackProfile> = match args.stack.as_deref() {
+        None | Some(crate::calib::STACK_NONE) => Vec::new(),
+        Some(crate::calib::STACK_AUTO) => PerRow::shipped()?.profiles().cloned().collect(),
+        Some(a) => vec![StackProfile::resolve(a)?],
     };
     let mut outcomes: Vec<FileOutcome> = Vec::new();
     // With a profile: the same rows profile-free, to show what it changes; by the profile's
     // place in `profiles`.
     let mut applied: Vec<Vec<(usize, FileOutcome)>> = vec![Vec::new(); profiles.len()];
     for (name, src) in &sources {
+        // A profile without a label applies to every file (the shipped ones all have one).
         let label = file_stack(src).ok().flatten();
-        let applies = profiles.iter().position(|p| match &per_row {
-            Some(_) => p.label.is_some() && p.label == label,
-            None => p.label.is_none() || p.label == label,
-        });
+        let applies = profiles
+            .iter()
+            .position(|p| p.label.is_none() || p.label == label);
         outcomes.push(run_file_with(name, src, applies.map(|i| &profiles[i]))?);
         if let Some(i) = applies {
             applied[i].push((outcomes.len() - 1, run_file(name, src)?));
@@ -204,6 +197,7 @@ fn print_groups(outcomes: &[FileOutcome]) {
         .flat_map(|o| &o.rows)
         .filter(|r| r.set == Some(RowSet::Fit))
         .count();
+    let test = if fitted > 0 { "test " } else { "" };
     if let Some(all) = headline(outcomes) {
         let rows_left: usize = left_out.iter().map(|o| o.rows.len()).sum();
         println!(
@@ -212,7 +206,7 @@ fn print_groups(outcomes: &[FileOutcome]) {
             100.0 * all.mean_error,
             100.0 * all.max_error.abs().max(all.min_error.abs()),
             units::tally(all.rows as u64),
-            if fitted > 0 { "test " } else { "" },
+            test,
             all.sources,
             match fitted {
                 0 => String::new(),
@@ -234,17 +228,11 @@ fn print_groups(outcomes: &[FileOutcome]) {
         println!();
     }
     if outcomes.iter().any(|o| o.stack.is_some()) {
-        println!(
-            "by stack (the software the measurements ran; independent {}rows)",
-            if fitted > 0 { "test " } else { "" }
-        );
+        println!("by stack (the software the measurements ran; independent {test}rows)");
         print_group_table("stack", &by_stack(outcomes));
         println!();
     }
-    println!(
-        "by accelerator (independent {}rows)",
-        if fitted > 0 { "test " } else { "" }
-    );
+    println!("by accelerator (independent {test}rows)");
     print_group_table("device", &by_device(outcomes));
 }
 

@@ -277,8 +277,9 @@ type Cache = BTreeMap<NumbersKey, Numbers>;
 
 /// What a strategy's timing chains depend on: its blocks' numbers, its expert-parallel degree,
 /// whether its gradients are sharded, whether its schedule splits the backward, and the stack
-/// whose rates it is timed with (one for every strategy unless rows are priced per stack).
-type ChainKey = (NumbersKey, u64, bool, bool, Stack);
+/// whose rates it is timed with (`None`: the table's, for every strategy, unless rows are
+/// priced per stack).
+type ChainKey = (NumbersKey, u64, bool, bool, Option<Stack>);
 
 fn numbers_key(c: &Cand) -> NumbersKey {
     let k = &c.k;
@@ -1539,17 +1540,19 @@ fn bounded_in_order<'c>(
     // Paced for the fewest devices any strategy uses: the slowest of more devices is slower,
     // so the bounds stay below every simulation.
     let fewest = search.estimates.iter().map(|(c, _)| c.k.devices()).min();
-    // Each stack's rates: under per-row profiles a strategy is timed on its own stack's;
-    // otherwise every strategy on the table's (one key, so that no chains are built twice).
-    let rates_of = |k: &Knobs| match calib.per_row {
-        Some(_) => Stack::of(k),
-        None => Stack::Megatron,
+    // The rates a strategy is timed at: under per-row profiles its own stack's (keyed by the
+    // stack), otherwise the table's for every strategy (one key, so no chains are built twice).
+    let rates_key = |k: &Knobs| calib.per_row.is_some().then(|| Stack::of(k));
+    let keys: Vec<Option<Stack>> = match calib.per_row {
+        Some(_) => Stack::ALL.into_iter().map(Some).collect(),
+        None => vec![None],
     };
-    let rates: BTreeMap<Stack, crate::timeline::Rates> = Stack::ALL
+    let rates: BTreeMap<Option<Stack>, crate::timeline::Rates> = keys
         .into_iter()
-        .map(|s| {
-            let r = crate::timeline::Rates::of(&calib.on_stack(s));
-            (s, r.paced(fewest.unwrap_or(1)).into_owned())
+        .map(|key| {
+            let profile = key.map_or(calib.stack.as_ref(), |s| calib.profile_on(s));
+            let r = crate::timeline::Rates::with_profile(calib, profile);
+            (key, r.paced(fewest.unwrap_or(1)).into_owned())
         })
         .collect();
     let kappa_hbm = calib.hbm_balance().to_f64().unwrap_or(f64::MAX);
@@ -1565,7 +1568,7 @@ fn bounded_in_order<'c>(
             c.k.ep,
             c.k.shards_gradients(),
             c.k.schedule.splits_backward(),
-            rates_of(&c.k),
+            rates_key(&c.k),
         )
     };
     let mut first: BTreeMap<ChainKey, &Cand> = BTreeMap::new();

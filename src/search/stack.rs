@@ -46,12 +46,15 @@ pub fn tie(
     stack: Stack,
     per_row: bool,
 ) -> Option<Tie> {
-    let worse = if stack.error_as_priced(per_row) > first_stack.error_as_priced(per_row) {
-        stack
+    let (first_error, own) = (
+        first_stack.error_as_priced(per_row),
+        stack.error_as_priced(per_row),
+    );
+    let (worse, error) = if own > first_error {
+        (stack, own)
     } else {
-        first_stack
+        (first_stack, first_error)
     };
-    let error = worse.error_as_priced(per_row);
     let behind = (seconds - first_seconds) / first_seconds;
     (first_seconds > 0.0 && behind < error).then_some(Tie {
         behind: behind.max(0.0),

@@ -148,11 +148,10 @@ fn known_memory(plan: &TimingPlan) -> Option<Rational> {
     (!plan.memory_per_device.is_zero()).then(|| plan.memory_per_device.clone())
 }
 
-fn timed(plan: &TimingPlan, table: &Calibration, keep: bool) -> Result<Timeline> {
-    // Under per-row profiles, the strategy's own stack's.
-    let calib = &*table.for_knobs(&plan.knobs);
+fn timed(plan: &TimingPlan, calib: &Calibration, keep: bool) -> Result<Timeline> {
     crate::parallel::check_precision(calib, plan.knobs.precision)?;
-    let rates = Rates::of(calib);
+    // Under per-row profiles, with the strategy's own stack's.
+    let rates = Rates::for_knobs(calib, &plan.knobs);
     let gpn = plan.gpus_per_node.unwrap_or_else(|| calib.gpus_per_node());
     // The numbers always come from the timing-only simulation (which adds a run's repeating
     // layers at once), so that a step has the same figures with or without its events; the
@@ -170,7 +169,7 @@ fn timed(plan: &TimingPlan, table: &Calibration, keep: bool) -> Result<Timeline>
         settings: plan.settings.clone(),
         calibration: calib.name.clone(),
         what_if: calib.what_if.as_ref().map(|w| w.describe()),
-        stack_profile: stack_profile_text(table, &plan.knobs),
+        stack_profile: stack_profile_text(calib, &plan.knobs),
         device_count: devices,
         iteration_seconds: t,
         samples_per_second: f(&plan.samples) / t,
@@ -275,8 +274,8 @@ pub fn iteration_seconds(
         Some(gpn),
     )
     .map_err(|e| e.to_string())?;
-    let calib = calib.for_knobs(knobs);
-    let sim = simulate_times(&plan, &Rates::of(&calib), gpn).map_err(|e| e.to_string())?;
+    let sim =
+        simulate_times(&plan, &Rates::for_knobs(calib, knobs), gpn).map_err(|e| e.to_string())?;
     Ok(sim.iteration)
 }
 
@@ -288,9 +287,7 @@ pub fn stack_profile_text(table: &Calibration, k: &Knobs) -> Option<String> {
     }
     let stack = crate::calib::stack::Stack::of(k);
     let profile = table
-        .for_knobs(k)
-        .stack
-        .as_ref()
+        .profile_on(stack)
         .map_or_else(|| "profile-free".to_string(), |p| p.describe());
     Some(format!(
         "{profile}: the {} stack this strategy is assumed to run on (--stack auto)",

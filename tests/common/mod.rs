@@ -82,23 +82,30 @@ pub fn cost_json(model: &str, strategy: &str) -> Value {
 /// `rank MODEL --devices DEVICES --calib h100-sxm --fix FIX --top TOP --format json`: its rows.
 #[allow(dead_code)]
 pub fn ranked_rows(model: &str, devices: u64, fix: &str, top: u64) -> Vec<Value> {
+    ranked_rows_with(model, devices, top, &["--fix", fix])
+}
+
+/// `rank MODEL --devices DEVICES --calib h100-sxm --top TOP --format json` with `extra`
+/// arguments: its rows (at least one).
+#[allow(dead_code)]
+pub fn ranked_rows_with(model: &str, devices: u64, top: u64, extra: &[&str]) -> Vec<Value> {
     let (n, top) = (devices.to_string(), top.to_string());
-    let v = json(&[
+    let mut args = vec![
         "rank",
         model,
         "--devices",
         &n,
         "--calib",
         "h100-sxm",
-        "--fix",
-        fix,
         "--top",
         &top,
         "--format",
         "json",
-    ]);
+    ];
+    args.extend(extra);
+    let v = json(&args);
     let rows = v["strategies"].as_array().unwrap().clone();
-    assert!(!rows.is_empty(), "{model} --fix {fix}: no row");
+    assert!(!rows.is_empty(), "{model} {extra:?}: no row");
     rows
 }
 

@@ -314,9 +314,7 @@ impl Loaded {
         row.feasible = true;
         row.seconds_per_step = top.seconds;
         row.stack_profile = calib
-            .for_knobs(&top.evaluation.knobs)
-            .stack
-            .as_ref()
+            .profile_for(&top.evaluation.knobs)
             .map(|s| s.name.clone());
         let layout = top.parallel_layout();
         let (plan, _) = crate::timeline::plan_strategy(
