@@ -72,3 +72,47 @@ fn a_bad_band_item_names_the_row() {
     assert!(err.contains("band") && err.contains("item 1"), "{err}");
     assert!(err.contains("widgets"), "{err}");
 }
+
+/// A run that trained fit its GPUs: every shipped row that times whole training steps fits the
+/// device memory at its own settings or at one of its band's. (Rows that time one layer's pass,
+/// Korthikanti et al. 2022 Table 4, time a layer of a model that was not trained that way.)
+#[test]
+fn every_shipped_training_run_fits_at_one_of_its_settings() {
+    let v = common::json(&["validate", "--format", "json"]);
+    let mut checked = 0;
+    for f in v.as_array().unwrap() {
+        for r in f["rows"].as_array().unwrap() {
+            if r["measure"] != "iteration-seconds" {
+                continue;
+            }
+            checked += 1;
+            let somewhere = r["band_fits"][0].as_u64().is_some_and(|n| n > 0);
+            assert!(
+                r["fits"] == true || somewhere,
+                "{} / {}: fits at none of its settings ({r})",
+                f["name"],
+                r["name"]
+            );
+        }
+    }
+    assert!(checked > 100, "only {checked} rows checked");
+}
+
+#[test]
+fn a_band_counts_the_settings_that_fit() {
+    // gpt3-125m on 8 A100s: one micro-batch of 256 sequences of 2048 does not fit 80 GB, 32
+    // micro-batches of 8 do.
+    let dir = temp_dir("band-fits");
+    std::fs::write(
+        dir.join("v.yaml"),
+        "source: test\nmachine: a100-80gb\nsettings: none\nbound: 0.9\nruns:\n  - name: s\n    \
+         model: gpt3-125m\n    set: {B: 256, S: 2048}\n    strategy: {dp: 8, microbatches: 1}\n    \
+         published: 1\n    band: [{strategy: {microbatches: 32}}]\n",
+    )
+    .unwrap();
+    let r = row(&dir);
+    assert_eq!(r["fits"], false, "{r}");
+    assert_eq!(r["band_fits"], serde_json::json!([1, 2]), "{r}");
+    let table = common::run_on_file(&dir, "v.yaml", &["validate"]);
+    assert!(table.contains("fits at 1 of 2 band settings"), "{table}");
+}

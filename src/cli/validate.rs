@@ -9,7 +9,7 @@ use crate::diag::Source;
 use crate::error::Error;
 use crate::validate::{
     by_device, by_stack, file_stack, headline, run_file, run_file_with, shipped, FileOutcome,
-    GroupSummary, RowSet,
+    GroupSummary, RowOutcome, RowSet,
 };
 use clap::Args;
 use std::path::PathBuf;
@@ -159,7 +159,7 @@ fn print_table(outcomes: &[FileOutcome]) {
                     predicted,
                     format!("{:.3} {}", r.published, r.measure.unit()),
                     format!("{:+.1}%", 100.0 * r.error),
-                    if r.fits { "fits" } else { "does not fit" }.to_string(),
+                    memory(r),
                 ]);
                 row
             })
@@ -185,6 +185,18 @@ fn print_table(outcomes: &[FileOutcome]) {
     }
     print_sweeps(outcomes);
     print_groups(outcomes);
+}
+
+/// The memory column: whether the row's strategy fits; for a row with a band, at how many of
+/// its settings.
+fn memory(r: &RowOutcome) -> String {
+    match r.band_fits {
+        Some((0, _)) => "fits at none of its band".into(),
+        Some((n, of)) if n < of => format!("fits at {n} of {of} band settings"),
+        Some(_) => "fits".into(),
+        None if r.fits => "fits".into(),
+        None => "does not fit".into(),
+    }
 }
 
 /// The headline, and the errors by software stack and by accelerator: independent rows only.

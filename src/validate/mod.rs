@@ -152,6 +152,10 @@ pub struct RowOutcome {
     pub set: Option<RowSet>,
     /// Whether the device memory fits the strategy (on the file's machine).
     pub fits: bool,
+    /// For a row with a band: how many of its settings (its own and each alternative) fit the
+    /// device memory, and how many there are. A run that trained fits at one of them at least.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub band_fits: Option<(usize, usize)>,
     /// The model's batch and sequence symbols with their values in this row (`B = 8`,
     /// `S = 2048`), for the table's header or column.
     #[serde(skip)]
@@ -275,6 +279,7 @@ pub fn run_file_with(
         let own = predict(run, &mut loader, &calib, src, &idx)?;
         let mut lo = own.predicted;
         let mut hi = own.predicted;
+        let mut fitting = usize::from(own.fits);
         for (j, alt) in band.iter().enumerate() {
             let other = band_item(&raw, i, alt).map_err(|e| {
                 src.error_at(&["runs", &idx, "band"], format!("band item {}: {e}", j + 1))
@@ -282,6 +287,7 @@ pub fn run_file_with(
             let p = predict(other, &mut loader, &calib, src, &idx)?;
             lo = lo.min(p.predicted);
             hi = hi.max(p.predicted);
+            fitting += usize::from(p.fits);
         }
         let error = if band.is_empty() {
             own.predicted / published - 1.0
@@ -311,6 +317,7 @@ pub fn run_file_with(
             band: (!band.is_empty()).then_some((lo, hi)),
             bound: bound.unwrap_or(file.bound),
             fits: own.fits,
+            band_fits: (!band.is_empty()).then_some((fitting, band.len() + 1)),
         });
     }
     let n = rows.len().max(1) as f64;
