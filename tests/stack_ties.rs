@@ -10,7 +10,8 @@ use symshard::search::stack::Stack;
 
 /// `validate`'s mean |error| by stack over validation/, in tenths of a percent, over the files
 /// independent of their machine's table and the rows not in a profile's fit set; and the
-/// number of fit rows left out.
+/// number of fit rows left out. Only the stacks a ranked row can assume ([`Stack::ALL`]): the
+/// corpus also holds stacks `rank` never prices a row on (MaxText on TPUs).
 fn measured(args: &[&str]) -> (BTreeMap<String, u32>, usize) {
     let sources = json(args);
     let mut by_stack: BTreeMap<String, Vec<f64>> = BTreeMap::new();
@@ -20,6 +21,9 @@ fn measured(args: &[&str]) -> (BTreeMap<String, u32>, usize) {
             continue;
         }
         let stack = s["stack"].as_str().unwrap().to_string();
+        if !Stack::ALL.iter().any(|k| k.label() == stack) {
+            continue;
+        }
         for r in s["rows"].as_array().unwrap() {
             if r["set"] == "fit" {
                 fitted += 1;
