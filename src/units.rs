@@ -304,22 +304,6 @@ pub fn tally(n: impl Into<BigInt>) -> String {
     count(&Rational::from_integer(n.into()))
 }
 
-/// [`crate::parallel::Infeasible::describe`] for the reason as JSON states it (`needs N bytes per device, more than M`),
-/// where only that text is at hand (the report reads rank's JSON); any other text unchanged.
-pub fn fit_reason(reason: &str) -> String {
-    let parsed = reason.strip_prefix("needs ").and_then(|r| {
-        let (need, have) = r.split_once(" bytes per device, more than ")?;
-        Some((
-            need.parse::<Rational>().ok()?,
-            have.parse::<Rational>().ok()?,
-        ))
-    });
-    match parsed {
-        Some((need, have)) if !exact() => fit_text(&need, &have),
-        _ => reason.to_string(),
-    }
-}
-
 /// Why a strategy does not fit, in [`bytes`]: what its fullest device needs against the memory a
 /// strategy may fill (the capacity less the headroom).
 pub fn fit_text(need: &Rational, usable: &Rational) -> String {
@@ -470,20 +454,6 @@ mod tests {
         });
         assert!(!exact());
         assert_eq!(text("2*B*S", bytes), "2*B*S");
-    }
-
-    #[test]
-    fn fit_reasons_state_bytes_with_units() {
-        let why = "needs 231291682816 bytes per device, more than 80000000000";
-        assert_eq!(
-            fit_reason(why),
-            "needs 231 GB per device, more than the 80.0 GB usable"
-        );
-        assert_eq!(with_exact(true, || fit_reason(why)), why);
-        assert_eq!(
-            fit_reason("pp = 3 does not divide"),
-            "pp = 3 does not divide"
-        );
     }
 
     #[test]

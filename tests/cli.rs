@@ -489,3 +489,37 @@ fn the_stability_sentence_says_what_it_measures() {
         }
     }
 }
+
+/// A strategy that does not fit says so as data in JSON (what its fullest device needs and what
+/// a device has, exact bytes) and in words, with units, in the table.
+#[test]
+fn infeasibility_is_need_and_have() {
+    // GPT-3 175B unsplit over 8 A100s: every device holds every weight.
+    let strategy = "dp=8,microbatches=1";
+    let v = json(&[
+        "cost",
+        "gpt3-175b",
+        "--strategy",
+        strategy,
+        "--calib",
+        "a100-80gb",
+        "--format",
+        "json",
+    ]);
+    let reason = &v["per_device"]["reason"];
+    let need: u128 = reason["need"].as_str().unwrap().parse().unwrap();
+    let have: u128 = reason["have"].as_str().unwrap().parse().unwrap();
+    // 80 GB less the default 10 % headroom.
+    assert_eq!(have, 72_000_000_000);
+    assert!(need > have, "{reason}");
+    assert_eq!(v["per_device"]["feasible"], false);
+    let table = common::stdout(&[
+        "cost",
+        "gpt3-175b",
+        "--strategy",
+        strategy,
+        "--calib",
+        "a100-80gb",
+    ]);
+    assert!(table.contains("more than the 72.0 GB usable"), "{table}");
+}

@@ -770,12 +770,15 @@ pub struct MemoryFormulas {
 }
 
 /// Why a strategy does not fit: the memory its fullest device needs against what a device has
-/// (bytes). Printed, and serialised, as `needs N bytes per device, more than M` (whole bytes).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// (bytes). Printed as `needs N bytes per device, more than M` (whole bytes); serialised as
+/// data, `{"need": "N", "have": "M"}` (exact byte counts as strings, as every exact amount).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Infeasible {
     /// Bytes the fullest device needs.
+    #[serde(serialize_with = "crate::sym::ser_rational")]
     pub need: Rational,
     /// Bytes a device has (after headroom).
+    #[serde(serialize_with = "crate::sym::ser_rational")]
     pub have: Rational,
 }
 
@@ -798,12 +801,6 @@ impl Infeasible {
             return self.to_string();
         }
         crate::units::fit_text(&self.need, &self.have)
-    }
-}
-
-impl Serialize for Infeasible {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
     }
 }
 

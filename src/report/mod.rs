@@ -1041,7 +1041,11 @@ fn ranking_cells(r: &Value) -> [(String, String); 21] {
     let fits = if r["feasible"].as_bool() == Some(true) {
         "yes".to_string()
     } else {
-        format!("no: {}", units::fit_reason(&text(&r["reason"])))
+        let reason = &r["reason"];
+        match (exact(&reason["need"]), exact(&reason["have"])) {
+            (Some(need), Some(have)) => format!("no: {}", units::fit_text(&need, &have)),
+            _ => "no".to_string(),
+        }
     };
     [
         (text(&r["rank"]), text(&r["rank"])),
