@@ -495,17 +495,15 @@ fn the_stability_sentence_says_what_it_measures() {
 #[test]
 fn infeasibility_is_need_and_have() {
     // GPT-3 175B unsplit over 8 A100s: every device holds every weight.
-    let strategy = "dp=8,microbatches=1";
-    let v = json(&[
+    let args = [
         "cost",
         "gpt3-175b",
         "--strategy",
-        strategy,
+        "dp=8,microbatches=1",
         "--calib",
         "a100-80gb",
-        "--format",
-        "json",
-    ]);
+    ];
+    let v = json(&[&args[..], &["--format", "json"]].concat());
     let reason = &v["per_device"]["reason"];
     let need: u128 = reason["need"].as_str().unwrap().parse().unwrap();
     let have: u128 = reason["have"].as_str().unwrap().parse().unwrap();
@@ -513,13 +511,6 @@ fn infeasibility_is_need_and_have() {
     assert_eq!(have, 72_000_000_000);
     assert!(need > have, "{reason}");
     assert_eq!(v["per_device"]["feasible"], false);
-    let table = common::stdout(&[
-        "cost",
-        "gpt3-175b",
-        "--strategy",
-        strategy,
-        "--calib",
-        "a100-80gb",
-    ]);
+    let table = common::stdout(&args);
     assert!(table.contains("more than the 72.0 GB usable"), "{table}");
 }
