@@ -435,3 +435,34 @@ fn kernel_bytes_match_hand_computed_values_and_refute_twice_the_forward() {
     );
     assert_eq!(check.counted, backward.to_string());
 }
+
+/// A user's rule whose window the audit cannot read is refused at its file, line and column,
+/// naming the symbol: here the stride also sits in the kernel's place (`oh*stride + kh`).
+#[test]
+fn a_window_the_audit_cannot_read_names_the_rules_line() {
+    let dir = common::temp_dir("audit-window-line");
+    let text = std::fs::read_to_string("operator_rules/maxpool2d.yaml")
+        .unwrap()
+        .replace("name: maxpool2d", "name: pool_odd")
+        .replace(
+            "oh: \"(oh - 1)*stride + kh - 2*pad\"",
+            "oh: \"oh*stride + kh\"",
+        );
+    assert!(text.contains("oh*stride + kh"));
+    let line = text
+        .lines()
+        .position(|l| l.contains("oh*stride + kh"))
+        .unwrap()
+        + 1;
+    std::fs::write(dir.join("pool_odd.yaml"), &text).unwrap();
+    let out = Command::cargo_bin("symshard")
+        .unwrap()
+        .current_dir(&dir)
+        .args(["audit", "pool_odd.yaml"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("pool_odd.yaml:{line}:")), "{err}");
+    assert!(err.contains("`stride`"), "{err}");
+}

@@ -188,10 +188,13 @@ fn io_checks(rule: &OpRule, case: &Case, counted: &count::Counted) -> Result<Vec
         let p = crate::parallel::analysis::per_device_bytes(&r, &w, splits)
             .map_err(crate::error::Error::Usage)?;
         p.eval(&b).map_err(|e| {
-            crate::error::Error::Usage(format!(
-                "rule `{}`: bytes formula `{p}` at the audit's sizes: {e}",
-                rule.name
-            ))
+            rule.error_at(
+                &["io"],
+                format!(
+                    "rule `{}`: bytes formula `{p}` at the audit's sizes: {e}",
+                    rule.name
+                ),
+            )
         })
     };
     let sizes: Vec<String> = case.sizes.iter().map(|(k, v)| format!("{k}={v}")).collect();

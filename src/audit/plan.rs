@@ -226,13 +226,21 @@ fn divides(rule: &OpRule, case: &Case) -> Result<bool> {
                     .and_then(window::integer)
                     .filter(|e| *e >= 1)
                     .ok_or_else(|| {
-                        Error::Usage(format!(
-                            "rule `{}`: extent `{}` of `{i}` in `{}` is not a positive integer \
-                             at the audit's sizes",
-                            rule.name,
-                            t.extent(i),
-                            t.name
-                        ))
+                        let at: &[&str] = if t.name == rule.output.name {
+                            &["output"]
+                        } else {
+                            &["inputs", &t.name]
+                        };
+                        rule.error_at(
+                            at,
+                            format!(
+                                "rule `{}`: extent `{}` of `{i}` in `{}` is not a positive \
+                                 integer at the audit's sizes",
+                                rule.name,
+                                t.extent(i),
+                                t.name
+                            ),
+                        )
                     })?;
                 extent *= e;
             }
@@ -324,11 +332,14 @@ fn choose_sizes(
     }
     let volume: i64 = fixed_volume * free.iter().map(|(_, b, p)| b * p).product::<i64>();
     if volume > LIMIT {
-        return Err(Error::Usage(format!(
-            "rule `{}`: its iteration space has {volume} points at the smallest sizes the audit \
-             uses (at most {LIMIT})",
-            rule.name
-        )));
+        return Err(rule.error_at(
+            &["indices"],
+            format!(
+                "rule `{}`: its iteration space has {volume} points at the smallest sizes the \
+                 audit uses (at most {LIMIT})",
+                rule.name
+            ),
+        ));
     }
     for (name, base, devices) in free {
         sizes.insert(name, base * devices);

@@ -9,7 +9,7 @@
 //! The audit gives the stride, kernel and padding symbols small values with "same" padding
 //! (`kernel − stride = 2·pad`), so that a window-split input divides evenly among the devices.
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::rules::{IndexKind, OpRule};
 use crate::sym::{Poly, Rational};
 use num_traits::{ToPrimitive, Zero};
@@ -124,11 +124,14 @@ pub fn window_shapes(rule: &OpRule) -> Result<Vec<WindowShape>> {
 
 fn shape(rule: &OpRule, tensor: &str, index: &str, extent: &Poly) -> Result<WindowShape> {
     let bad = || {
-        Error::Usage(format!(
-            "rule `{}`: the extent of window index `{index}` in `{tensor}` is `{extent}`; the audit \
-             reads window extents as `({index} - 1)*stride + kernel - 2*pad`",
-            rule.name
-        ))
+        rule.error_at(
+            &["inputs", tensor, "extents", index],
+            format!(
+                "rule `{}`: the extent of window index `{index}` in `{tensor}` is `{extent}`; the \
+                 audit reads window extents as `({index} - 1)*stride + kernel - 2*pad`",
+                rule.name
+            ),
+        )
     };
     let at0 = extent.substitute(index, &Poly::zero()).map_err(|_| bad())?;
     let at1 = extent.substitute(index, &Poly::one()).map_err(|_| bad())?;
@@ -174,19 +177,25 @@ pub fn roles(rule: &OpRule, shapes: &[WindowShape]) -> Result<BTreeMap<String, R
             for sym in poly.symbols() {
                 if let Some(ix) = rule.index(&sym) {
                     if ix.kind.law().splittable {
-                        return Err(Error::Usage(format!(
-                            "rule `{}`: splittable index `{sym}` is part of the window of `{}`; \
-                             the audit gives window symbols fixed values",
-                            rule.name, s.index
-                        )));
+                        return Err(rule.error_at(
+                            &["inputs", &s.tensor, "extents", &s.index],
+                            format!(
+                                "rule `{}`: splittable index `{sym}` is part of the window of \
+                                 `{}`; the audit gives window symbols fixed values",
+                                rule.name, s.index
+                            ),
+                        ));
                     }
                 }
                 match roles.insert(sym.clone(), role) {
                     Some(r) if r != role => {
-                        return Err(Error::Usage(format!(
-                            "rule `{}`: symbol `{sym}` is both {r:?} and {role:?} of a window",
-                            rule.name
-                        )))
+                        return Err(rule.error_at(
+                            &["inputs", &s.tensor, "extents", &s.index],
+                            format!(
+                                "rule `{}`: symbol `{sym}` is both {r:?} and {role:?} of a window",
+                                rule.name
+                            ),
+                        ))
                     }
                     _ => {}
                 }
@@ -204,14 +213,16 @@ pub fn concrete(
 ) -> Result<Vec<Window>> {
     let b = super::plan::bindings(sizes);
     let value = |p: &Poly, what: &str, s: &WindowShape| -> Result<i64> {
+        let at =
+            |message: String| rule.error_at(&["inputs", &s.tensor, "extents", &s.index], message);
         let v = p.eval(&b).map_err(|e| {
-            Error::Usage(format!(
+            at(format!(
                 "rule `{}`: {what} of window `{}`: {e}",
                 rule.name, s.index
             ))
         })?;
         integer(&v).ok_or_else(|| {
-            Error::Usage(format!(
+            at(format!(
                 "rule `{}`: {what} of window `{}` is {v}, not an integer",
                 rule.name, s.index
             ))
@@ -225,10 +236,13 @@ pub fn concrete(
         let size = sizes.get(&s.index).copied().unwrap_or(0);
         let extent = (size - 1) * stride + kernel - 2 * pad;
         if stride < 1 || kernel < 1 || pad < 0 || extent < 1 {
-            return Err(Error::Usage(format!(
-                "rule `{}`: window `{}` of `{}` has stride {stride}, kernel {kernel}, pad {pad}",
-                rule.name, s.index, s.tensor
-            )));
+            return Err(rule.error_at(
+                &["inputs", &s.tensor, "extents", &s.index],
+                format!(
+                    "rule `{}`: window `{}` of `{}` has stride {stride}, kernel {kernel}, pad {pad}",
+                    rule.name, s.index, s.tensor
+                ),
+            ));
         }
         let kernel_index = s
             .kernel

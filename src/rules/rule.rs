@@ -259,6 +259,20 @@ impl OpRule {
     pub fn is(&self, role: Role) -> bool {
         self.role == Some(role)
     }
+
+    /// An error in this rule's file at the item `path` names (a chain of keys, as
+    /// [`crate::diag::Source::error_at`] takes it): its line and column where the file can be
+    /// read again (a shipped rule's text is built in), else its first line.
+    pub fn error_at(&self, path: &[&str], message: impl Into<String>) -> crate::error::Error {
+        let shipped = crate::embedded::RULES
+            .iter()
+            .find(|(stem, _)| crate::embedded::display_path("operator_rules", stem) == self.file)
+            .map(|(_, text)| text.to_string());
+        match shipped.or_else(|| std::fs::read_to_string(&self.file).ok()) {
+            Some(text) => crate::diag::Source::new(&self.file, text).error_at(path, message),
+            None => crate::error::Error::at(&self.file, 1, 1, message),
+        }
+    }
 }
 
 impl OpRule {
