@@ -245,6 +245,8 @@ fn bad_profiles_are_refused_at_their_line() {
         &["calibrate", "--from-runs", "runs.yaml", "-o", "x.yaml"],
     );
     assert!(err.contains("no row `no such row`"), "{err}");
+    // At the row's line of the fit-set file (line 5: `rows: [no such row]`).
+    assert!(err.contains("runs.yaml:5:"), "{err}");
 }
 
 /// `validate --stack p.yaml` (its table) with a profile `p` of `label` fitted on the shipped file

@@ -44,6 +44,9 @@ struct FitFile {
     rows: Option<Vec<String>>,
     /// How the fit set names it.
     named: String,
+    /// Where the fit set names its rows (the fit-set file and the item's index), to point an
+    /// error at; `None` for a validation file fitted whole.
+    at: Option<(Source, usize)>,
 }
 
 /// A fit set: what to fit, on which rows.
@@ -116,6 +119,7 @@ impl FitSet {
                     source: src,
                     rows: None,
                     named: path.display().to_string(),
+                    at: None,
                 }],
             });
         }
@@ -146,6 +150,7 @@ impl FitSet {
                 source,
                 rows: f.rows.clone(),
                 named: f.file.clone(),
+                at: Some((src.clone(), i)),
             });
         }
         Ok(FitSet {
@@ -170,10 +175,16 @@ impl FitSet {
                 .collect();
             for name in f.rows.iter().flatten() {
                 if !steps.iter().any(|r| &r.name == name) {
-                    return Err(Error::Usage(format!(
+                    let message = format!(
                         "{}: no row `{name}` that measures seconds per step",
                         f.named
-                    )));
+                    );
+                    return Err(match &f.at {
+                        Some((src, i)) => {
+                            src.error_at(&["fit_set", &i.to_string(), "rows", name], message)
+                        }
+                        None => Error::Usage(message),
+                    });
                 }
             }
             for r in steps {
