@@ -117,7 +117,7 @@ fn a_sharded_row_costs_its_stacks_seconds_and_others_do_not() {
 #[test]
 fn the_zero3_lead_on_gpt3_175b_was_the_missing_stack_time() {
     let first = |extra: &[&str]| {
-        let mut args = vec![
+        let base = [
             "rank",
             "gpt3-175b",
             "--devices",
@@ -129,8 +129,7 @@ fn the_zero3_lead_on_gpt3_175b_was_the_missing_stack_time() {
             "--format",
             "json",
         ];
-        args.extend(extra);
-        let v = json(&args);
+        let v = json(&[&base[..], extra].concat());
         let header = v["stack_profile"].as_str().map(str::to_string);
         (
             v["strategies"][0]["stack"].as_str().unwrap().to_string(),
@@ -170,7 +169,7 @@ fn validate_prices_each_file_on_its_stacks_profile_with_auto() {
 #[test]
 fn port_says_which_profiles_its_seconds_include() {
     let port = |extra: &[&str]| {
-        let mut args = vec![
+        let base = [
             "port",
             "gpt3-1.3b",
             "--devices",
@@ -180,8 +179,7 @@ fn port_says_which_profiles_its_seconds_include() {
             "--calib",
             "h100-sxm",
         ];
-        args.extend(extra);
-        common::stdout(&args)
+        common::stdout(&[&base[..], extra].concat())
     };
     let free = port(&[]);
     assert!(

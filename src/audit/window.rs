@@ -32,6 +32,13 @@ pub struct WindowShape {
     pub pad: Poly,
 }
 
+impl WindowShape {
+    /// An error in `rule`'s file at this window's extent (`inputs.TENSOR.extents.INDEX`).
+    fn error(&self, rule: &OpRule, message: String) -> crate::error::Error {
+        rule.error_at(&["inputs", &self.tensor, "extents", &self.index], message)
+    }
+}
+
 /// What a symbol of a window extent stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -177,8 +184,8 @@ pub fn roles(rule: &OpRule, shapes: &[WindowShape]) -> Result<BTreeMap<String, R
             for sym in poly.symbols() {
                 if let Some(ix) = rule.index(&sym) {
                     if ix.kind.law().splittable {
-                        return Err(rule.error_at(
-                            &["inputs", &s.tensor, "extents", &s.index],
+                        return Err(s.error(
+                            rule,
                             format!(
                                 "rule `{}`: splittable index `{sym}` is part of the window of \
                                  `{}`; the audit gives window symbols fixed values",
@@ -189,8 +196,8 @@ pub fn roles(rule: &OpRule, shapes: &[WindowShape]) -> Result<BTreeMap<String, R
                 }
                 match roles.insert(sym.clone(), role) {
                     Some(r) if r != role => {
-                        return Err(rule.error_at(
-                            &["inputs", &s.tensor, "extents", &s.index],
+                        return Err(s.error(
+                            rule,
                             format!(
                                 "rule `{}`: symbol `{sym}` is both {r:?} and {role:?} of a window",
                                 rule.name
@@ -213,19 +220,20 @@ pub fn concrete(
 ) -> Result<Vec<Window>> {
     let b = super::plan::bindings(sizes);
     let value = |p: &Poly, what: &str, s: &WindowShape| -> Result<i64> {
-        let at =
-            |message: String| rule.error_at(&["inputs", &s.tensor, "extents", &s.index], message);
         let v = p.eval(&b).map_err(|e| {
-            at(format!(
-                "rule `{}`: {what} of window `{}`: {e}",
-                rule.name, s.index
-            ))
+            s.error(
+                rule,
+                format!("rule `{}`: {what} of window `{}`: {e}", rule.name, s.index),
+            )
         })?;
         integer(&v).ok_or_else(|| {
-            at(format!(
-                "rule `{}`: {what} of window `{}` is {v}, not an integer",
-                rule.name, s.index
-            ))
+            s.error(
+                rule,
+                format!(
+                    "rule `{}`: {what} of window `{}` is {v}, not an integer",
+                    rule.name, s.index
+                ),
+            )
         })
     };
     let mut out = Vec::new();
@@ -236,8 +244,8 @@ pub fn concrete(
         let size = sizes.get(&s.index).copied().unwrap_or(0);
         let extent = (size - 1) * stride + kernel - 2 * pad;
         if stride < 1 || kernel < 1 || pad < 0 || extent < 1 {
-            return Err(rule.error_at(
-                &["inputs", &s.tensor, "extents", &s.index],
+            return Err(s.error(
+                rule,
                 format!(
                     "rule `{}`: window `{}` of `{}` has stride {stride}, kernel {kernel}, pad {pad}",
                     rule.name, s.index, s.tensor

@@ -109,9 +109,6 @@ impl Stack {
 /// The most parameters a profile may have.
 pub const MAX_PARAMETERS: usize = 4;
 
-/// What the outputs say when no profile is given.
-pub use crate::units::PROFILE_FREE;
-
 /// A parameter of a profile: each is seconds added by the timeline at a named place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Param {

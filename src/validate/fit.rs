@@ -44,9 +44,9 @@ struct FitFile {
     rows: Option<Vec<String>>,
     /// How the fit set names it.
     named: String,
-    /// Where the fit set names its rows (the fit-set file and the item's index), to point an
-    /// error at; `None` for a validation file fitted whole.
-    at: Option<(Source, usize)>,
+    /// Its item's place in the fit-set file's `fit_set` (an error about its rows points
+    /// there); `None` for a validation file fitted whole.
+    item: Option<usize>,
 }
 
 /// A fit set: what to fit, on which rows.
@@ -56,6 +56,8 @@ pub struct FitSet {
     label: Option<String>,
     params: Vec<Param>,
     files: Vec<FitFile>,
+    /// The fit-set file, where one names the files (`None`: a validation file fitted whole).
+    src: Option<Source>,
 }
 
 /// One fitted row.
@@ -119,8 +121,9 @@ impl FitSet {
                     source: src,
                     rows: None,
                     named: path.display().to_string(),
-                    at: None,
+                    item: None,
                 }],
+                src: None,
             });
         }
         let file: FitSetFile = src.parse()?;
@@ -150,7 +153,7 @@ impl FitSet {
                 source,
                 rows: f.rows.clone(),
                 named: f.file.clone(),
-                at: Some((src.clone(), i)),
+                item: Some(i),
             });
         }
         Ok(FitSet {
@@ -159,6 +162,7 @@ impl FitSet {
             label: file.label,
             params,
             files,
+            src: Some(src),
         })
     }
 
@@ -179,11 +183,11 @@ impl FitSet {
                         "{}: no row `{name}` that measures seconds per step",
                         f.named
                     );
-                    return Err(match &f.at {
-                        Some((src, i)) => {
+                    return Err(match (&self.src, f.item) {
+                        (Some(src), Some(i)) => {
                             src.error_at(&["fit_set", &i.to_string(), "rows", name], message)
                         }
-                        None => Error::Usage(message),
+                        _ => Error::Usage(message),
                     });
                 }
             }
