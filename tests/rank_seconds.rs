@@ -63,7 +63,28 @@ fn planned(
 /// The bound and the simulated time of one strategy of gpt3-125m (12 layers) at batch `batch`,
 /// or `None` when the strategy is not valid for the model.
 fn bound_and_time(k: &Knobs, machine: &str, batch: i64) -> Option<(f64, f64)> {
-    let (model, values, layout, calib, plan) = planned(k, machine, batch)?;
+    bound_and_time_on(k, machine, batch, |_| {})
+}
+
+/// [`bound_and_time`] on the machine's table as `change` leaves it.
+fn bound_and_time_on(
+    k: &Knobs,
+    machine: &str,
+    batch: i64,
+    change: impl Fn(&mut Calibration),
+) -> Option<(f64, f64)> {
+    let (model, values, layout, mut calib, _) = planned(k, machine, batch)?;
+    change(&mut calib);
+    let (plan, _) = plan_strategy(
+        &model,
+        &values,
+        k,
+        &layout,
+        &calib,
+        None,
+        &calib.memory_bytes(),
+    )
+    .ok()?;
     let gpn = calib.gpus_per_node();
     let simulated = time_summary(&plan, &calib).ok()?.iteration_seconds;
     // As `rank` prices it: the context-parallel analysis (exactly the plain one at cp = 1).
@@ -166,6 +187,41 @@ proptest! {
             );
         }
     }
+}
+
+/// A collective overlapping a kernel slows it by the table's `comm_contention` share; the
+/// bound counts the least of that slowdown the data-parallel stream must cause where its
+/// traffic outlasts the compute stream's idle time. ZeRO 2 on a pipeline reduce-scatters every
+/// micro-batch's gradients, so its stream is long: the bound rises with the contention (above
+/// the bound of the same table without it) and stays below the simulated time.
+#[test]
+fn the_lower_bound_counts_the_contention_of_the_data_parallel_stream() {
+    let mut checked = 0;
+    for (dp, pp, m, zero) in [(8u64, 2u64, 12u64, 2u8), (8, 1, 6, 2), (4, 2, 12, 3)] {
+        let mut k = Knobs {
+            pp,
+            microbatches: m,
+            zero,
+            ..Knobs::data_parallel(dp)
+        };
+        k.overlap.grad_reduce = true;
+        let with = bound_and_time(&k, "a100-80gb", 96);
+        let without = bound_and_time_on(&k, "a100-80gb", 96, |c| c.device.comm_contention = None);
+        let (Some((bound, simulated)), Some((bound0, simulated0))) = (with, without) else {
+            continue;
+        };
+        checked += 1;
+        assert!(simulated > simulated0, "{k}: contention slows nothing");
+        assert!(
+            bound > bound0 * (1.0 + 1e-6),
+            "{k}: bound {bound} with contention, {bound0} without"
+        );
+        assert!(
+            bound <= simulated * (1.0 + 1e-9),
+            "{k}: bound {bound} above the simulated {simulated}"
+        );
+    }
+    assert!(checked >= 3, "{checked}");
 }
 
 /// With the weight gather overlapped with the next forward (`overlap=param-gather`), the step

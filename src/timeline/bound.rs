@@ -14,7 +14,10 @@
 //! ```
 //!
 //! Overlapped collectives, contention, sends and gradient reductions only add to the simulated
-//! time, so the bound holds for every schedule (property-tested against the simulator). Under
+//! time, so the bound holds for every schedule (property-tested against the simulator). Of
+//! them, the bound counts the least that the data-parallel stream's contention must add: a
+//! collective that cannot fit in the compute stream's idle seconds overlaps compute, which it
+//! slows by the table's `comm_contention` ([`contention`]). Under
 //! ZeRO 3 the step also outlasts each device's data-parallel stream, which gathers every
 //! layer's weights twice per micro-batch: `T ≥ max_d 2·m·Σ gather_d`.
 
@@ -23,8 +26,8 @@ use super::plan::Collective;
 use super::plan::{strategy_blocks, PlanBlock, TimingPlan, FORMAT};
 use super::schedule::PerPass;
 use super::sim::{
-    block_dp_grads, block_gather_split, block_held, dp_seconds, optimizer_seconds, pass_chains,
-    DpWire,
+    block_dp_grads, block_gather_split, block_held, dp_seconds, optimizer_seconds,
+    pass_chain_seconds, ChainSeconds, DpWire,
 };
 use crate::error::Result;
 use crate::model::Model;
@@ -38,8 +41,9 @@ use crate::sym::{Bindings, Rational};
 /// layout) choice.
 #[derive(Debug, Clone)]
 pub struct Chains {
-    /// Per recomputation, per block: forward and backward seconds.
-    pub per_block: PerRecompute<Vec<PerPass<f64>>>,
+    /// Per recomputation, per block: forward and backward seconds, and of them the waits for
+    /// collectives.
+    pub per_block: PerRecompute<Vec<PerPass<ChainSeconds>>>,
     /// Whether each block is a repeated layer.
     pub layer: Vec<bool>,
     /// Data-parallel gradient wire bytes per device of each block, per step, in the precision's
@@ -123,10 +127,10 @@ pub fn chains(
         items: Vec::new(),
         stages: Vec::new(),
     };
-    let mut per_block: PerRecompute<Vec<PerPass<f64>>> = Default::default();
+    let mut per_block: PerRecompute<Vec<PerPass<ChainSeconds>>> = Default::default();
     for r in [Recompute::None, Recompute::Selective, Recompute::Full] {
         plan.knobs.recompute = r;
-        per_block[r] = pass_chains(&plan, rates, gpus_per_node);
+        per_block[r] = pass_chain_seconds(&plan, rates, gpus_per_node);
     }
     Ok(Chains {
         per_block,
@@ -165,6 +169,9 @@ struct Ranks {
     wgt: Vec<f64>,
     /// Per rank: the seconds of all its chains over the step.
     busy: Vec<f64>,
+    /// Per rank: of `busy`, the seconds its chains wait for collectives (the compute stream
+    /// idle).
+    waits: Vec<f64>,
     /// Per rank: parameter elements held, and of them the FP8 GEMM weights.
     held: Vec<HeldParams<f64>>,
     /// Per rank: wire bytes of one all-gather of the weights it holds.
@@ -186,16 +193,24 @@ impl Ranks {
         let m = k.microbatches as f64;
         let fwd: Vec<f64> = stages
             .iter()
-            .map(|s| stage_sum(s, |b| per[b].forward))
+            .map(|s| stage_sum(s, |b| per[b].forward.seconds))
             .collect();
         let bwd: Vec<f64> = stages
             .iter()
-            .map(|s| stage_sum(s, |b| per[b].backward))
+            .map(|s| stage_sum(s, |b| per[b].backward.seconds))
             .collect();
         // ZB-H1's weight passes (empty chains under the other schedules).
         let wgt: Vec<f64> = stages
             .iter()
-            .map(|s| stage_sum(s, |b| per[b].weight))
+            .map(|s| stage_sum(s, |b| per[b].weight.seconds))
+            .collect();
+        let waits: Vec<f64> = stages
+            .iter()
+            .map(|s| {
+                stage_sum(s, |b| {
+                    per[b].forward.waits + per[b].backward.waits + per[b].weight.waits
+                })
+            })
             .collect();
         let dual = k.schedule.bidirectional() && p > 1;
         let runs = if dual { m / 2.0 } else { m };
@@ -205,6 +220,7 @@ impl Ranks {
             .collect();
         let mut r = Ranks {
             busy: vec![0.0; p],
+            waits: vec![0.0; p],
             held: vec![HeldParams::default(); p],
             gather: vec![DpWire::default(); p],
             grads: vec![DpWire::default(); p],
@@ -218,6 +234,7 @@ impl Ranks {
         for (s, st) in stages.iter().enumerate() {
             for d in r.holders(s, p) {
                 r.busy[d] += runs * (r.fwd[s] + r.bwd[s] + r.wgt[s]);
+                r.waits[d] += runs * waits[s];
                 let stage = st
                     .iter()
                     .map(|&(b, n)| chains.held[b].times(n as f64))
@@ -358,6 +375,10 @@ pub fn lower_bound(
     // Sharded gradients (ZeRO 2–3) are reduce-scattered after every micro-batch's backward, on
     // the data-parallel stream that also carries ZeRO 3's gathers; the optimizer step waits for
     // the last of them and ZeRO 2's weight gather follows it on the same stream.
+    // Each rank's data-parallel stream over the step: its gradient reductions (once, or under
+    // sharded gradients once per micro-batch), ZeRO 3's gathers and the weight gather after
+    // the step.
+    let mut stream: Vec<f64> = r.grads.iter().map(|&g| dp.reduce(g)).collect();
     if k.shards_gradients() {
         // Each micro-batch reduces its stage's gradients; under DualPipe a rank's two stage
         // copies reduce apart, each for half the micro-batches.
@@ -371,9 +392,12 @@ pub fn lower_bound(
             }
         }
         for d in 0..p {
-            let stream = reduced[d] + if k.zero == 3 { gathers[d] } else { 0.0 };
-            best = best.max((stream + opt[d] + dp.gather(r.gather[d])) * (1.0 - 1e-9));
+            stream[d] = reduced[d] + if k.zero == 3 { gathers[d] } else { 0.0 };
+            best = best.max((stream[d] + opt[d] + dp.gather(r.gather[d])) * (1.0 - 1e-9));
         }
+    }
+    for (d, s) in stream.iter_mut().enumerate() {
+        *s += dp.gather(r.gather[d]);
     }
     if r.dual {
         // An F&B chunk hides collectives that the pass chains count as waited for, so a rank's
@@ -384,12 +408,13 @@ pub fn lower_bound(
         }
         return best;
     }
-    best.max(pipeline_bound(&r, &opt, &dp))
+    best.max(pipeline_bound(&r, &opt, &dp, &stream))
 }
 
 /// The bound of the fill, each rank's chains and the drain (see the module documentation),
-/// with each rank's gradient reduction and optimizer step after its last backward.
-fn pipeline_bound(r: &Ranks, opt: &[f64], dp: &DpStream) -> f64 {
+/// with each rank's gradient reduction and optimizer step after its last backward, and the
+/// compute its data-parallel `stream` (seconds per rank) slows ([`contention`]).
+fn pipeline_bound(r: &Ranks, opt: &[f64], dp: &DpStream, stream: &[f64]) -> f64 {
     let k = dp.k;
     let m = k.microbatches as f64;
     let mut best: f64 = 0.0;
@@ -405,7 +430,11 @@ fn pipeline_bound(r: &Ranks, opt: &[f64], dp: &DpStream) -> f64 {
             _ => 0.0,
         };
         let tail = after.max(drain + opt[0] + dp.gather(r.gather[0]) - w_after);
-        best = best.max(fill + r.busy[d] + tail);
+        // The rank's compute stream idles through the fill, its chains' waits and the tail
+        // less its optimizer step.
+        let idle = fill + r.waits[d] + tail - opt[d];
+        let slowed = contention(dp.rates.contention, stream[d], idle);
+        best = best.max(fill + r.busy[d] + tail + slowed);
         // The gradients leave after the task that makes them starts (the last backward; the
         // last weight pass under ZB-H1); everything after waits for them.
         let last_bwd = match k.schedule {
@@ -419,6 +448,21 @@ fn pipeline_bound(r: &Ranks, opt: &[f64], dp: &DpStream) -> f64 {
         drain += r.bwd.get(d).copied().unwrap_or(0.0);
     }
     best
+}
+
+/// The least seconds a collective stream busy `stream` seconds adds to a device's compute,
+/// where a running collective slows a compute kernel by the share `c` of their overlap (the
+/// table's `comm_contention`) and the compute stream idles at least `idle` seconds. The
+/// collective runs at most `idle` seconds beside no compute, so it overlaps compute at least
+/// `stream − idle` seconds of wall time; a kernel overlapped `o` seconds of its own length
+/// lasts `c·o` longer and overlaps at most `(1 + c)·o`, so the compute lengthens by at least
+/// `c·(stream − idle)/(1 + c)`. (With `X ≥ idle` seconds idle the step is at least compute +
+/// `X` + `c·(stream − X)/(1 + c)`, least at `X = idle`.)
+fn contention(c: f64, stream: f64, idle: f64) -> f64 {
+    if c <= 0.0 || stream <= idle {
+        return 0.0;
+    }
+    c * (stream - idle) / (1.0 + c) * (1.0 - 1e-9)
 }
 
 #[cfg(test)]

@@ -1037,20 +1037,49 @@ impl Device {
     }
 }
 
+/// One pass's serial chain on one device: its seconds, and of them those spent waiting for a
+/// collective (the compute stream idle).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct ChainSeconds {
+    /// The whole chain: its operators and the collectives the next operator waits for.
+    pub seconds: f64,
+    /// The collectives of the chain, which the compute stream waits for.
+    pub waits: f64,
+}
+
 /// Per block of `plan`: seconds of the serial chain of one micro-batch's forward and backward
 /// pass on one device (operators and the collectives the next operator waits for, under the
 /// plan's recomputation); collectives that overlap other work are left out. Every simulated
 /// device runs these chains one after another, so they bound its time from below.
 pub fn pass_chains(plan: &TimingPlan, rates: &Rates, gpus_per_node: u64) -> Vec<PerPass<f64>> {
+    pass_chain_seconds(plan, rates, gpus_per_node)
+        .into_iter()
+        .map(|c| PerPass {
+            forward: c.forward.seconds,
+            backward: c.backward.seconds,
+            weight: c.weight.seconds,
+        })
+        .collect()
+}
+
+/// [`pass_chains`] with the part of each chain that waits for collectives apart.
+pub fn pass_chain_seconds(
+    plan: &TimingPlan,
+    rates: &Rates,
+    gpus_per_node: u64,
+) -> Vec<PerPass<ChainSeconds>> {
     let k = &plan.knobs;
     let mesh = Mesh::of(k, gpus_per_node);
     let ctx = Ctx::new(plan, rates, &mesh);
-    let chain = |steps: Vec<SimStep>| -> f64 {
-        steps
-            .iter()
-            .filter(|s| s.blocking && !s.after_dgrad)
-            .map(|s| s.dur)
-            .sum()
+    let chain = |steps: Vec<SimStep>| -> ChainSeconds {
+        let mut c = ChainSeconds::default();
+        for s in steps.iter().filter(|s| s.blocking && !s.after_dgrad) {
+            c.seconds += s.dur;
+            if s.stream != Stream::Compute {
+                c.waits += s.dur;
+            }
+        }
+        c
     };
     (0..plan.blocks.len())
         .map(|b| PerPass {
