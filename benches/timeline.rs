@@ -53,5 +53,46 @@ fn gpt3_175b_1024(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, gpt3_175b_1024);
+/// The deep interleaved pipeline that 192 layers allow and `rank` simulates near the top of its
+/// table at 1024 A100s (the layer-scaling benchmark of `benches/analysis.rs`): dp 8 × tp 4 ×
+/// pp 32, six model chunks per rank, 192 micro-batches, 73,728 tasks, timing only.
+fn gpt3_175b_deep_interleaved(c: &mut Criterion) {
+    let loader = ModelLoader::embedded().unwrap();
+    let model = loader.resolve("gpt3-175b").unwrap();
+    let mut values = model.values.clone();
+    values.insert("L".into(), Rational::from_integer(192.into()));
+    let knobs = Knobs {
+        dp: 8,
+        tp: 4,
+        pp: 32,
+        microbatches: 192,
+        schedule: Schedule::Interleaved,
+        chunks: 6,
+        sequence_parallel: true,
+        recompute: Recompute::Selective,
+        zero: 1,
+        ep: 1,
+        cp: 1,
+        overlap: Default::default(),
+        precision: Default::default(),
+        pipeline_split: Default::default(),
+        fp8_params: false,
+        fp8_dispatch: false,
+    };
+    let layout = Layout {
+        sequence_parallel: true,
+        ..Layout::default()
+    };
+    let calib = Calibration::resolve("a100-80gb").unwrap();
+    let memory = calib.memory_bytes();
+    let (p, _) = plan_strategy(&model, &values, &knobs, &layout, &calib, None, &memory).unwrap();
+    let mut g = c.benchmark_group("timeline gpt3-175b L=192 1024 a100 interleaved pp 32 v 6");
+    g.sample_size(20);
+    g.bench_function("simulate", |b| {
+        b.iter(|| black_box(time_summary(&p, &calib).unwrap()))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, gpt3_175b_1024, gpt3_175b_deep_interleaved);
 criterion_main!(benches);

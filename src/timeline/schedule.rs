@@ -77,7 +77,8 @@ pub fn program(schedule: Schedule, s: usize, p: usize, m: usize, v: usize) -> Ve
             .collect(),
         Schedule::OneFOneB if v <= 1 => {
             let warm = (p - s - 1).min(m);
-            let mut out: Vec<Task> = (0..warm).map(|j| task(Pass::Forward, 0, j)).collect();
+            let mut out: Vec<Task> = Vec::with_capacity(2 * m);
+            out.extend((0..warm).map(|j| task(Pass::Forward, 0, j)));
             for i in 0..m - warm {
                 out.push(task(Pass::Forward, 0, warm + i));
                 out.push(task(Pass::Backward, 0, i));
@@ -293,7 +294,8 @@ fn zero_bubble_h1(s: usize, p: usize, m: usize) -> Vec<Task> {
         microbatch,
     };
     let warm = (p - s - 1).min(m);
-    let mut out: Vec<Task> = (0..warm).map(|j| task(Pass::Forward, j)).collect();
+    let mut out: Vec<Task> = Vec::with_capacity(3 * m);
+    out.extend((0..warm).map(|j| task(Pass::Forward, j)));
     let mut weights = 0;
     for j in 0..m {
         if j + warm < m {
@@ -330,7 +332,8 @@ fn interleaved(s: usize, p: usize, m: usize, v: usize) -> Vec<Task> {
     } else {
         ((p - s - 1) * 2 + (v - 1) * p).min(total)
     };
-    let mut out: Vec<Task> = (0..warm).map(fwd).collect();
+    let mut out: Vec<Task> = Vec::with_capacity(2 * total);
+    out.extend((0..warm).map(fwd));
     for i in 0..total - warm {
         out.push(fwd(warm + i));
         out.push(bwd(i));

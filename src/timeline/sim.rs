@@ -908,7 +908,17 @@ impl TaskMemo {
     /// Whether `e` is the state this task met.
     fn met(&self, e: &TaskEntry) -> bool {
         let near = near_at(e.t0);
-        Stream::ALL.iter().all(|&s| near(e.after[s], self.entry[s]))
+        // The streams whose free times tell states apart most often first (a task starts on a
+        // free compute stream): the same answer in fewer comparisons.
+        const ORDER: [Stream; 6] = [
+            Stream::P2p,
+            Stream::DpComm,
+            Stream::TpComm,
+            Stream::EpComm,
+            Stream::CpComm,
+            Stream::Compute,
+        ];
+        ORDER.iter().all(|&s| near(e.after[s], self.entry[s]))
     }
 
     /// Does to `dev` (from the task's start, `cur.t`) what the remembered task did.
