@@ -10,12 +10,10 @@ use symshard::strategy::{Knobs, Recompute, Schedule};
 use symshard::sym::Rational;
 use symshard::timeline::{plan_strategy, time_plan, time_summary};
 
-fn gpt3_175b_1024(c: &mut Criterion) {
-    let loader = ModelLoader::embedded().unwrap();
-    let model = loader.resolve("gpt3-175b").unwrap();
-    let mut values = model.values.clone();
-    values.insert("B".into(), Rational::from_integer(512.into()));
-    let knobs = Knobs {
+/// tp 8 × dp 8 × pp 16, 1F1B with 64 micro-batches, sequence parallelism, selective
+/// recomputation and the distributed optimizer, as Megatron-LM runs GPT-3 175B.
+fn megatron_knobs() -> Knobs {
+    Knobs {
         dp: 8,
         tp: 8,
         pp: 16,
@@ -32,7 +30,15 @@ fn gpt3_175b_1024(c: &mut Criterion) {
         pipeline_split: Default::default(),
         fp8_params: false,
         fp8_dispatch: false,
-    };
+    }
+}
+
+fn gpt3_175b_1024(c: &mut Criterion) {
+    let loader = ModelLoader::embedded().unwrap();
+    let model = loader.resolve("gpt3-175b").unwrap();
+    let mut values = model.values.clone();
+    values.insert("B".into(), Rational::from_integer(512.into()));
+    let knobs = megatron_knobs();
     let layout = Layout {
         sequence_parallel: true,
         ..Layout::default()
@@ -62,22 +68,12 @@ fn gpt3_175b_deep_interleaved(c: &mut Criterion) {
     let mut values = model.values.clone();
     values.insert("L".into(), Rational::from_integer(192.into()));
     let knobs = Knobs {
-        dp: 8,
         tp: 4,
         pp: 32,
         microbatches: 192,
         schedule: Schedule::Interleaved,
         chunks: 6,
-        sequence_parallel: true,
-        recompute: Recompute::Selective,
-        zero: 1,
-        ep: 1,
-        cp: 1,
-        overlap: Default::default(),
-        precision: Default::default(),
-        pipeline_split: Default::default(),
-        fp8_params: false,
-        fp8_dispatch: false,
+        ..megatron_knobs()
     };
     let layout = Layout {
         sequence_parallel: true,

@@ -18,17 +18,26 @@ use symshard::timeline::{plan_strategy, simulate, simulate_times, time_summary, 
 /// A strategy of gpt3-125m (12 layers) at batch `batch` on `machine`: the model, its values,
 /// the layout, the machine and the timing plan, or `None` when the strategy is not valid for
 /// the model.
-fn planned(
-    k: &Knobs,
-    machine: &str,
-    batch: i64,
-) -> Option<(
+fn planned(k: &Knobs, machine: &str, batch: i64) -> Option<Planned> {
+    planned_on(k, machine, batch, |_| {})
+}
+
+/// What [`planned`] gives: the model, its values, the layout, the machine and the plan.
+type Planned = (
     symshard::model::Model,
     symshard::sym::Bindings,
     Layout,
     Calibration,
     symshard::timeline::TimingPlan,
-)> {
+);
+
+/// [`planned`] on the machine's table as `change` leaves it.
+fn planned_on(
+    k: &Knobs,
+    machine: &str,
+    batch: i64,
+    change: impl Fn(&mut Calibration),
+) -> Option<Planned> {
     let model = ModelLoader::embedded()
         .unwrap()
         .resolve("gpt3-125m")
@@ -36,13 +45,14 @@ fn planned(
     let mut values = model.values.clone();
     values.insert("B".into(), Rational::from_integer(batch.into()));
     // `TABLE+PROFILE`: the table with a shipped stack profile.
-    let calib = match machine.split_once('+') {
+    let mut calib = match machine.split_once('+') {
         Some((table, profile)) => Calibration::resolve(table)
             .unwrap()
             .with_stack(Some(profile))
             .unwrap(),
         None => Calibration::resolve(machine).unwrap(),
     };
+    change(&mut calib);
     let layout = Layout {
         sequence_parallel: k.sequence_parallel,
         ..Layout::default()
@@ -73,18 +83,7 @@ fn bound_and_time_on(
     batch: i64,
     change: impl Fn(&mut Calibration),
 ) -> Option<(f64, f64)> {
-    let (model, values, layout, mut calib, _) = planned(k, machine, batch)?;
-    change(&mut calib);
-    let (plan, _) = plan_strategy(
-        &model,
-        &values,
-        k,
-        &layout,
-        &calib,
-        None,
-        &calib.memory_bytes(),
-    )
-    .ok()?;
+    let (model, values, layout, calib, plan) = planned_on(k, machine, batch, change)?;
     let gpn = calib.gpus_per_node();
     let simulated = time_summary(&plan, &calib).ok()?.iteration_seconds;
     // As `rank` prices it: the context-parallel analysis (exactly the plain one at cp = 1).
