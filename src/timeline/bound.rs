@@ -26,8 +26,8 @@ use super::plan::Collective;
 use super::plan::{strategy_blocks, PlanBlock, TimingPlan, FORMAT};
 use super::schedule::PerPass;
 use super::sim::{
-    block_dp_grads, block_gather_split, block_held, dp_seconds, optimizer_seconds,
-    pass_chain_seconds, ChainSeconds, DpWire,
+    block_dp_grads, block_gather_split, block_held, dp_seconds, optimizer_seconds, pass_chains,
+    ChainSeconds, DpWire,
 };
 use crate::error::Result;
 use crate::model::Model;
@@ -130,7 +130,7 @@ pub fn chains(
     let mut per_block: PerRecompute<Vec<PerPass<ChainSeconds>>> = Default::default();
     for r in [Recompute::None, Recompute::Selective, Recompute::Full] {
         plan.knobs.recompute = r;
-        per_block[r] = pass_chain_seconds(&plan, rates, gpus_per_node);
+        per_block[r] = pass_chains(&plan, rates, gpus_per_node);
     }
     Ok(Chains {
         per_block,
@@ -372,17 +372,20 @@ pub fn lower_bound(
         gathers = zero3_gathers(chains, stages, &r, &dp);
         best = gathers.iter().fold(0.0, |a: f64, &g| a.max(g)) * (1.0 - 1e-9);
     }
-    // Sharded gradients (ZeRO 2–3) are reduce-scattered after every micro-batch's backward, on
-    // the data-parallel stream that also carries ZeRO 3's gathers; the optimizer step waits for
-    // the last of them and ZeRO 2's weight gather follows it on the same stream.
+    // Per rank: one reduction of its gradients, and the weight gather after the step.
+    let reduce: Vec<f64> = r.grads.iter().map(|&g| dp.reduce(g)).collect();
+    let gather_after: Vec<f64> = r.gather.iter().map(|&g| dp.gather(g)).collect();
     // Each rank's data-parallel stream over the step: its gradient reductions (once, or under
     // sharded gradients once per micro-batch), ZeRO 3's gathers and the weight gather after
     // the step.
-    let mut stream: Vec<f64> = r.grads.iter().map(|&g| dp.reduce(g)).collect();
+    let mut stream = reduce.clone();
+    // Sharded gradients (ZeRO 2–3) are reduce-scattered after every micro-batch's backward, on
+    // the data-parallel stream that also carries ZeRO 3's gathers; the optimizer step waits for
+    // the last of them and ZeRO 2's weight gather follows it on the same stream.
     if k.shards_gradients() {
         // Each micro-batch reduces its stage's gradients; under DualPipe a rank's two stage
         // copies reduce apart, each for half the micro-batches.
-        let mut reduced: Vec<f64> = r.grads.iter().map(|&g| m * dp.reduce(g)).collect();
+        let mut reduced: Vec<f64> = reduce.iter().map(|&g| m * g).collect();
         if r.dual {
             reduced = vec![0.0; p];
             for (s, g) in r.stage_grads.iter().enumerate() {
@@ -393,34 +396,49 @@ pub fn lower_bound(
         }
         for d in 0..p {
             stream[d] = reduced[d] + if k.zero == 3 { gathers[d] } else { 0.0 };
-            best = best.max((stream[d] + opt[d] + dp.gather(r.gather[d])) * (1.0 - 1e-9));
+            best = best.max((stream[d] + opt[d] + gather_after[d]) * (1.0 - 1e-9));
         }
     }
-    for (d, s) in stream.iter_mut().enumerate() {
-        *s += dp.gather(r.gather[d]);
+    for (s, g) in stream.iter_mut().zip(&gather_after) {
+        *s += g;
     }
     if r.dual {
         // An F&B chunk hides collectives that the pass chains count as waited for, so a rank's
         // chains are no bound on its time there: only its gradients' reduction and what
         // follows it are.
         for (d, o) in opt.iter().enumerate() {
-            best = best.max(dp.reduce(r.grads[d]) + o + dp.gather(r.gather[d]));
+            best = best.max(reduce[d] + o + gather_after[d]);
         }
         return best;
     }
-    best.max(pipeline_bound(&r, &opt, &dp, &stream))
+    let dp_seconds = DpSeconds {
+        reduce,
+        gather_after,
+        stream,
+    };
+    best.max(pipeline_bound(&r, &opt, &dp, &dp_seconds))
+}
+
+/// Per rank, seconds of its data-parallel stream ([`lower_bound`]).
+struct DpSeconds {
+    /// One reduction of the rank's gradients.
+    reduce: Vec<f64>,
+    /// The weight gather after the optimizer step (zero where overlapped or not needed).
+    gather_after: Vec<f64>,
+    /// The whole stream over the step.
+    stream: Vec<f64>,
 }
 
 /// The bound of the fill, each rank's chains and the drain (see the module documentation),
 /// with each rank's gradient reduction and optimizer step after its last backward, and the
-/// compute its data-parallel `stream` (seconds per rank) slows ([`contention`]).
-fn pipeline_bound(r: &Ranks, opt: &[f64], dp: &DpStream, stream: &[f64]) -> f64 {
+/// compute its data-parallel stream slows ([`contention`]).
+fn pipeline_bound(r: &Ranks, opt: &[f64], dp: &DpStream, dps: &DpSeconds) -> f64 {
     let k = dp.k;
     let m = k.microbatches as f64;
     let mut best: f64 = 0.0;
     let (mut fill, mut drain) = (0.0, 0.0);
     for d in 0..k.pp as usize {
-        let after = opt[d] + dp.gather(r.gather[d]);
+        let after = opt[d] + dps.gather_after[d];
         // Under ZB-H1 rank d's last backward is followed by up to min(m, d + 1) weight passes
         // (it defers its W's by d backwards), which the drain to rank 0 does not wait for.
         let w_after = match k.schedule {
@@ -429,11 +447,11 @@ fn pipeline_bound(r: &Ranks, opt: &[f64], dp: &DpStream, stream: &[f64]) -> f64 
             }
             _ => 0.0,
         };
-        let tail = after.max(drain + opt[0] + dp.gather(r.gather[0]) - w_after);
+        let tail = after.max(drain + opt[0] + dps.gather_after[0] - w_after);
         // The rank's compute stream idles through the fill, its chains' waits and the tail
         // less its optimizer step.
         let idle = fill + r.waits[d] + tail - opt[d];
-        let slowed = contention(dp.rates.contention, stream[d], idle);
+        let slowed = contention(dp.rates.contention, dps.stream[d], idle);
         best = best.max(fill + r.busy[d] + tail + slowed);
         // The gradients leave after the task that makes them starts (the last backward; the
         // last weight pass under ZB-H1); everything after waits for them.
@@ -442,8 +460,8 @@ fn pipeline_bound(r: &Ranks, opt: &[f64], dp: &DpStream, stream: &[f64]) -> f64 
             Schedule::ZeroBubbleH1 => r.wgt.get(d).copied().unwrap_or(0.0),
             _ => r.bwd.get(d).copied().unwrap_or(0.0),
         };
-        best = best.max(fill + r.busy[d] - last_bwd + dp.reduce(r.grads[d]) + after);
-        best = best.max(dp.reduce(r.grads[d]) + after);
+        best = best.max(fill + r.busy[d] - last_bwd + dps.reduce[d] + after);
+        best = best.max(dps.reduce[d] + after);
         fill += r.fwd.get(d).copied().unwrap_or(0.0);
         drain += r.bwd.get(d).copied().unwrap_or(0.0);
     }

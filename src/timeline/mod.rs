@@ -24,8 +24,8 @@ pub use plan::{
 };
 pub use schedule::{device_of, paired, program, Pass, PerPass, Task};
 pub use sim::{
-    block_held, grad_accumulation_bytes, optimizer_seconds, pass_chain_seconds, pass_chains,
-    simulate, simulate_times, Event, PerStream, SimError, Simulation, Stream, What, BUCKET_BYTES,
+    block_held, grad_accumulation_bytes, optimizer_seconds, pass_chains, simulate, simulate_times,
+    ChainSeconds, Event, PerStream, SimError, Simulation, Stream, What, BUCKET_BYTES,
 };
 pub use svg::gantt_svg;
 pub use trace::{chrome_trace, write_chrome_trace, TraceDetail};

@@ -1059,21 +1059,10 @@ pub struct ChainSeconds {
 
 /// Per block of `plan`: seconds of the serial chain of one micro-batch's forward and backward
 /// pass on one device (operators and the collectives the next operator waits for, under the
-/// plan's recomputation); collectives that overlap other work are left out. Every simulated
-/// device runs these chains one after another, so they bound its time from below.
-pub fn pass_chains(plan: &TimingPlan, rates: &Rates, gpus_per_node: u64) -> Vec<PerPass<f64>> {
-    pass_chain_seconds(plan, rates, gpus_per_node)
-        .into_iter()
-        .map(|c| PerPass {
-            forward: c.forward.seconds,
-            backward: c.backward.seconds,
-            weight: c.weight.seconds,
-        })
-        .collect()
-}
-
-/// [`pass_chains`] with the part of each chain that waits for collectives apart.
-pub fn pass_chain_seconds(
+/// plan's recomputation), and of them the waits; collectives that overlap other work are left
+/// out. Every simulated device runs these chains one after another, so they bound its time
+/// from below.
+pub fn pass_chains(
     plan: &TimingPlan,
     rates: &Rates,
     gpus_per_node: u64,
