@@ -30,6 +30,7 @@ fn megatron_knobs() -> Knobs {
         pipeline_split: Default::default(),
         fp8_params: false,
         fp8_dispatch: false,
+        node_dispatch: false,
     }
 }
 

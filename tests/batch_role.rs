@@ -148,7 +148,7 @@ fn roles_are_checked_where_they_are_declared() {
     for (role, says) in [
         (
             "roles: {batch: N, vocabulary: V}",
-            "unknown role `vocabulary` (the symbol roles: batch, sequence, vocab, heads, layer, hidden, ffn, kv_heads, head_dim, positions, experts, top_k)",
+            "unknown role `vocabulary` (the symbol roles: batch, sequence, vocab, heads, layer, hidden, ffn, kv_heads, head_dim, positions, experts, top_k, expert_groups, groups_per_token)",
         ),
         ("roles: {batch: Q}", "role `batch`: unknown symbol `Q`"),
     ] {

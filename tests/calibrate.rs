@@ -198,6 +198,7 @@ fn knobs(microbatches: u64) -> Knobs {
         pipeline_split: Default::default(),
         fp8_params: false,
         fp8_dispatch: false,
+        node_dispatch: false,
     }
 }
 

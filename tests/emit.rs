@@ -61,6 +61,10 @@ const MEGATRON_PARSER_FLAGS: &[&str] = &[
     "--expert-model-parallel-size",
     "--num-experts",
     "--moe-router-topk",
+    "--moe-router-num-groups",
+    "--moe-router-group-topk",
+    "--moe-token-dispatcher-type",
+    "--moe-enable-deepep",
 ];
 
 /// torchtitan job-config keys defined by `torchtitan/config/job_config.py` of pytorch/torchtitan

@@ -164,23 +164,13 @@ fn refusals_name_the_reason() {
 /// in bf16.
 #[test]
 fn rank_dispatches_in_fp8_where_rows_allow_it() {
-    let rows = common::ranked_rows("mixtral-8x7b", 64, "precision=fp8,fp8-dispatch=on", 20);
-    for r in &rows {
-        let ep = r["ep"].as_u64().unwrap();
-        let on = r["fp8_dispatch"].as_bool().unwrap_or(false);
-        assert_eq!(on, ep > 1, "{r}");
-    }
-    let row = rows
-        .iter()
-        .find(|r| r["fp8_dispatch"].as_bool() == Some(true))
-        .expect("a row with FP8 dispatch");
-    let strategy = row["strategy"].as_str().unwrap();
-    assert!(strategy.contains("fp8-dispatch"), "{strategy}");
-    let back = common::cost_json("mixtral-8x7b", strategy);
-    assert!(back["per_device"]["strategy"]
-        .as_str()
-        .unwrap()
-        .contains("fp8-dispatch"));
+    let back = common::expert_knob_passes_back(
+        "mixtral-8x7b",
+        64,
+        "precision=fp8,fp8-dispatch=on",
+        "fp8_dispatch",
+        "fp8-dispatch",
+    );
     assert!(
         back["per_device"]["comm"]
             .as_array()

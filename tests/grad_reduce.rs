@@ -61,6 +61,7 @@ fn base(dp: u64, tp: u64, pp: u64, cp: u64, m: u64, schedule: Schedule, zero: u8
         pipeline_split: Default::default(),
         fp8_params: false,
         fp8_dispatch: false,
+        node_dispatch: false,
     }
 }
 

@@ -71,6 +71,7 @@ fn knobs(dp: u64, pp: u64, chunks: u64, microbatches: u64) -> Knobs {
         pipeline_split: Default::default(),
         fp8_params: false,
         fp8_dispatch: false,
+        node_dispatch: false,
     }
 }
 

@@ -157,6 +157,7 @@ fn knobs() -> impl Strategy<Value = Knobs> {
                     pipeline_split: Default::default(),
                     fp8_params: false,
                     fp8_dispatch: false,
+                    node_dispatch: false,
                 };
                 // Each overlap where the strategy allows it, as `rank --fix overlap=…` sets them.
                 k.overlap.tp_comm = tpc && k.sequence_parallel;

@@ -382,6 +382,7 @@ fn estimates_agree_with_exact_prices() {
                             pipeline_split: Default::default(),
                             fp8_params: false,
                             fp8_dispatch: false,
+                            node_dispatch: false,
                         };
                         let layout = Layout {
                             sequence_parallel: sp,

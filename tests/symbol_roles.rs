@@ -214,7 +214,7 @@ fn roles_are_checked_where_they_are_declared() {
     for (bad, says) in [
         (
             "roles: {batch: B, vocabulary: V}",
-            "unknown role `vocabulary` (the symbol roles: batch, sequence, vocab, heads, layer, hidden, ffn, kv_heads, head_dim, positions, experts, top_k)",
+            "unknown role `vocabulary` (the symbol roles: batch, sequence, vocab, heads, layer, hidden, ffn, kv_heads, head_dim, positions, experts, top_k, expert_groups, groups_per_token)",
         ),
         (
             "roles: {batch: B, sequence: T}",

@@ -39,6 +39,7 @@ fn knobs(dp: u64, tp: u64, pp: u64, m: u64, schedule: Schedule, chunks: u64) -> 
         pipeline_split: Default::default(),
         fp8_params: false,
         fp8_dispatch: false,
+        node_dispatch: false,
     }
 }
 

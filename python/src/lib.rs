@@ -205,7 +205,7 @@ struct Strategy(symshard::Strategy);
 #[pymethods]
 impl Strategy {
     #[new]
-    #[pyo3(signature = (text = None, *, dp = None, tp = None, pp = None, ep = None, cp = None, micro_batch_size = None, microbatches = None, schedule = None, chunks = None, sequence_parallel = false, recompute = None, zero = None, precision = None, tp_comm_overlap = false, overlap_param_gather = false, no_overlap_grad_reduce = false, fp8_params = false, fp8_dispatch = false))]
+    #[pyo3(signature = (text = None, *, dp = None, tp = None, pp = None, ep = None, cp = None, micro_batch_size = None, microbatches = None, schedule = None, chunks = None, sequence_parallel = false, recompute = None, zero = None, precision = None, tp_comm_overlap = false, overlap_param_gather = false, no_overlap_grad_reduce = false, fp8_params = false, fp8_dispatch = false, node_dispatch = false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         text: Option<String>,
@@ -227,6 +227,7 @@ impl Strategy {
         no_overlap_grad_reduce: bool,
         fp8_params: bool,
         fp8_dispatch: bool,
+        node_dispatch: bool,
     ) -> PyResult<Strategy> {
         use symshard::strategy::{Precision, Recompute, Schedule};
         let schedule_name = schedule.as_deref();
@@ -272,6 +273,7 @@ impl Strategy {
             account_for_loss_in_pipeline_split: false,
             fp8_params,
             fp8_dispatch,
+            node_dispatch,
         };
         let Some(text) = text else {
             return Ok(Strategy(knobs));
@@ -723,6 +725,7 @@ struct RankRow {
     precision: String,
     fp8_params: bool,
     fp8_dispatch: bool,
+    node_dispatch: bool,
     relative_cost: Py<PyAny>,
     relative: Py<RelativeCost>,
     memory_per_device: Py<PyAny>,
@@ -767,6 +770,7 @@ impl RankRow {
             precision: r.precision.to_string(),
             fp8_params: r.fp8_params,
             fp8_dispatch: r.fp8_dispatch,
+            node_dispatch: r.node_dispatch,
             relative_cost: exact(py, &r.relative_cost)?,
             relative: RelativeCost::of(py, &r.relative)?,
             memory_per_device: exact(py, &r.memory_per_device)?,

@@ -403,6 +403,9 @@ class RankRow:
     #: Whether it dispatches the experts' tokens in FP8 (DeepSeek-V3's FP8 dispatch;
     #: ``rank(..., fix="fp8-dispatch=on")``).
     fp8_dispatch: bool = False
+    #: Whether it dispatches the experts' tokens node by node (DeepSeek-V3's node-limited
+    #: dispatch through DeepEP; ``rank(..., fix="node-dispatch=on")``).
+    node_dispatch: bool = False
 
     #: Samples per micro-batch and data-parallel rank (``None`` where the batch has no size).
     micro_batch_size: Optional[int] = None
@@ -442,6 +445,7 @@ class RankRow:
             precision=n.precision,
             fp8_params=n.fp8_params,
             fp8_dispatch=n.fp8_dispatch,
+            node_dispatch=n.node_dispatch,
             micro_batch_size=n.micro_batch_size,
             strategy=n.strategy,
             layout=n.layout,
@@ -478,6 +482,8 @@ class RankRow:
             k["fp8_params"] = True
         if self.fp8_dispatch:
             k["fp8_dispatch"] = True
+        if self.node_dispatch:
+            k["node_dispatch"] = True
         return k
 
 
@@ -804,6 +810,7 @@ _STRATEGY_KNOBS = (
     "dp", "tp", "pp", "ep", "cp", "micro_batch_size", "microbatches", "schedule", "chunks",
     "sequence_parallel", "recompute", "zero", "precision", "tp_comm_overlap",
     "overlap_param_gather", "no_overlap_grad_reduce", "fp8_params", "fp8_dispatch",
+    "node_dispatch",
     "gpus_per_node", "memory", "headroom",
 )
 _KNOB_ALIASES = {"mbs": "micro_batch_size", "sp": "sequence_parallel"}

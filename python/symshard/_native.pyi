@@ -92,6 +92,7 @@ class Strategy:
         no_overlap_grad_reduce: bool = ...,
         fp8_params: bool = ...,
         fp8_dispatch: bool = ...,
+        node_dispatch: bool = ...,
     ) -> "Strategy": ...
 
 @final
@@ -387,6 +388,8 @@ class RankRow:
     def fp8_params(self) -> bool: ...
     @property
     def fp8_dispatch(self) -> bool: ...
+    @property
+    def node_dispatch(self) -> bool: ...
     @property
     def relative_cost(self) -> _Exact: ...
     @property

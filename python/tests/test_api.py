@@ -81,6 +81,29 @@ def test_cost_takes_a_twenty_digit_symbol_exactly(cli):
     assert c.raw == want
 
 
+def test_a_row_with_node_dispatch_passes_it_on(cli):
+    # `rank --fix node-dispatch=on`: an expert-parallel row dispatches node by node, says so,
+    # and its knobs price it the same way again.
+    r = symshard.rank(
+        "mixtral-8x7b", devices=64, calib="h100-sxm", fix="tp=2,ep=8,node-dispatch=on", top=1
+    )
+    row = r.rows[0]
+    assert row.node_dispatch is True and row.knobs()["node_dispatch"] is True
+    assert "node-dispatch" in row.strategy
+    c = symshard.cost("mixtral-8x7b", strategy=row, calib="h100-sxm")
+    a2a = [
+        (Fraction(x.bytes), x.count) for x in c.per_device.comm if x.collective == "all-to-all"
+    ]
+    want = cli.json(
+        "cost", "mixtral-8x7b", "--calib", "h100-sxm", "--strategy", row.strategy,
+    )
+    assert a2a == [
+        (Fraction(x["bytes"]), x["count"])
+        for x in want["per_device"]["comm"]
+        if x["collective"] == "all-to-all"
+    ]
+
+
 def test_a_row_with_fp8_dispatch_is_priced_again_with_it(cli):
     # `rank --fix fp8-dispatch=on`: an expert-parallel row dispatches in FP8, says so, and
     # passes it on to `cost`, whose all-to-alls are the command line's given the same row.

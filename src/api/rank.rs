@@ -424,6 +424,9 @@ fn fix_items(s: &Strategy) -> Result<String, Error> {
     if s.fp8_dispatch {
         items.push("fp8-dispatch=on".into());
     }
+    if s.node_dispatch {
+        items.push("node-dispatch=on".into());
+    }
     Ok(items.join(","))
 }
 
@@ -472,6 +475,9 @@ pub struct RankRow {
     /// FP8 dispatch ([`Knobs::fp8_dispatch`]; absent when not used).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub fp8_dispatch: bool,
+    /// Node-limited dispatch ([`Knobs::node_dispatch`]; absent when not used).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub node_dispatch: bool,
     /// Relative cost: FLOP-equivalents of the busiest device per step.
     #[serde(serialize_with = "ser_rational")]
     pub relative_cost: Rational,
@@ -1005,6 +1011,7 @@ fn strategy_of(k: &Knobs) -> Strategy {
         account_for_loss_in_pipeline_split: k.pipeline_split.loss,
         fp8_params: k.fp8_params,
         fp8_dispatch: k.fp8_dispatch,
+        node_dispatch: k.node_dispatch,
         ..Strategy::default()
     }
 }
@@ -1031,6 +1038,7 @@ fn row_of(r: &crate::search::RankedRow, batch: &Rational) -> RankRow {
         pipeline_split: k.pipeline_split,
         fp8_params: k.fp8_params,
         fp8_dispatch: k.fp8_dispatch,
+        node_dispatch: k.node_dispatch,
         relative_cost: e.relative.total.clone(),
         relative: e.relative.clone(),
         memory_per_device: e.memory.total.clone(),

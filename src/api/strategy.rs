@@ -57,6 +57,8 @@ pub struct Strategy {
     pub fp8_params: bool,
     /// FP8 dispatch (DeepSeek-V3's; [`Knobs::fp8_dispatch`]).
     pub fp8_dispatch: bool,
+    /// Node-limited, two-tier dispatch (DeepSeek-V3's; [`Knobs::node_dispatch`]).
+    pub node_dispatch: bool,
 }
 
 /// What a strategy file gives before the knobs override it.
@@ -241,6 +243,7 @@ impl Strategy {
         knobs.pipeline_split.loss |= self.account_for_loss_in_pipeline_split;
         knobs.fp8_params |= self.fp8_params;
         knobs.fp8_dispatch |= self.fp8_dispatch;
+        knobs.node_dispatch |= self.node_dispatch;
         let gpus_per_node = machine
             .given_gpus_per_node()
             .or(gpn)
@@ -321,6 +324,7 @@ impl Strategy {
                 | o.account_for_loss_in_pipeline_split,
             fp8_params: self.fp8_params | o.fp8_params,
             fp8_dispatch: self.fp8_dispatch | o.fp8_dispatch,
+            node_dispatch: self.node_dispatch | o.node_dispatch,
         }
     }
 }
@@ -342,7 +346,7 @@ impl Strategy {
     /// * the bare word `fp8-params` (or Megatron-LM's `fp8-param-gather`) keeps the FP8 GEMMs'
     ///   weights as FP8 parameters, as `--fp8-params` does;
     /// * the bare word `fp8-dispatch` dispatches the experts' tokens in FP8, as `--fp8-dispatch`
-    ///   does;
+    ///   does, and `node-dispatch` dispatches them node by node, as `--node-dispatch` does;
     /// * `none` (or `schedule=none`), the schedule of a strategy without a pipeline, means pp is
     ///   1 under 1F1B, and is refused with pp above 1.
     ///
@@ -364,6 +368,7 @@ impl Strategy {
             "sp" | "sequence-parallel" => items.push("sp=on".into()),
             "fp8-params" | "fp8-param-gather" => items.push("fp8-params=on".into()),
             "fp8-dispatch" => items.push("fp8-dispatch=on".into()),
+            "node-dispatch" => items.push("node-dispatch=on".into()),
             // `rank` prints the overlaps as `overlap=tp-comm,param-gather,no-grad-reduce`.
             "tp-comm-overlap" | "overlap=tp-comm" | "tp-comm" => flags.tp_comm_overlap = true,
             "overlap-param-gather" | "overlap=param-gather" | "param-gather" => {
@@ -438,6 +443,7 @@ impl Strategy {
             pipeline_split,
             fp8_params,
             fp8_dispatch,
+            node_dispatch,
         } = steer;
         if any_precision {
             return Err(Error::Usage(format!(
@@ -447,6 +453,7 @@ impl Strategy {
         flags.precision = precision;
         flags.fp8_params |= fp8_params == Some(true);
         flags.fp8_dispatch |= fp8_dispatch == Some(true);
+        flags.node_dispatch |= node_dispatch == Some(true);
         if let Some(p) = pipeline_split {
             flags.account_for_embedding_in_pipeline_split |= p.embedding;
             flags.account_for_loss_in_pipeline_split |= p.loss;

@@ -46,11 +46,15 @@ pub const MEGATRON_FLAGS: &[&str] = &[
     "--vocab-size",
     "--num-experts",
     "--moe-router-topk",
+    "--moe-router-num-groups",
+    "--moe-router-group-topk",
     "--tensor-model-parallel-size",
     "--pipeline-model-parallel-size",
     "--context-parallel-size",
     "--cp-comm-type",
     "--expert-model-parallel-size",
+    "--moe-token-dispatcher-type",
+    "--moe-enable-deepep",
     "--decoder-first-pipeline-num-layers",
     "--decoder-last-pipeline-num-layers",
     "--num-layers-per-virtual-pipeline-stage",
@@ -450,6 +454,14 @@ fn megatron_shape(a: &mut Flags, model: &Model, values: &Bindings) {
         if let Some(t) = role_value(values, r.top_k.as_ref()) {
             a.push(("--moe-router-topk", Some(t)));
         }
+        // Group-limited routing: "Node-limited routing: Set equal to number of nodes in EP
+        // group to limit each token to experts on a subset of nodes" (arguments.py).
+        let groups = role_value(values, r.expert_groups.as_ref())
+            .zip(role_value(values, r.groups_per_token.as_ref()));
+        if let Some((g, kept)) = groups {
+            a.push(("--moe-router-num-groups", Some(g)));
+            a.push(("--moe-router-group-topk", Some(kept)));
+        }
     }
 }
 
@@ -471,6 +483,15 @@ fn megatron_parallelism(
     }
     if k.ep > 1 {
         a.push(("--expert-model-parallel-size", Some(k.ep.to_string())));
+        // As priced: the all-to-all dispatcher, or node by node through DeepEP ("Enable
+        // DeepSeek/DeepEP for efficient token dispatching and combine … Only works with flex
+        // token dispatcher", arguments.py). The parser's default is `allgather`.
+        if k.node_dispatch {
+            a.push(("--moe-token-dispatcher-type", Some("flex".into())));
+            a.push(("--moe-enable-deepep", None));
+        } else {
+            a.push(("--moe-token-dispatcher-type", Some("alltoall".into())));
+        }
     }
     if k.pp > 1 && k.schedule == Schedule::Gpipe {
         return Err(Error::Usage(
@@ -949,6 +970,11 @@ fn torchtitan_quantization(
     if k.fp8_dispatch {
         warnings.push(
             "the row was priced with FP8 dispatch (fp8_dispatch), which torchtitan does not run: its expert-parallel all-to-alls move bf16".into(),
+        );
+    }
+    if k.node_dispatch {
+        warnings.push(
+            "the row was priced with node-limited dispatch (node_dispatch: a token crosses to each other node once, DeepEP's internode kernels), which the cited torchtitan does not run: its expert-parallel all-to-alls send every routed copy".into(),
         );
     }
     if k.fp8_params && !(k.precision == Precision::Fp8Current && k.zero >= 2) {

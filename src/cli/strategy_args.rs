@@ -95,6 +95,12 @@ pub struct StrategyFlags {
     /// FP8 recipe with ep > 1.
     #[arg(long)]
     pub fp8_dispatch: bool,
+    /// Node-limited, two-tier expert dispatch (DeepSeek-V3, arXiv:2412.19437, §3.2.2; DeepEP's
+    /// internode kernels): a token crosses the inter-node links once per other node holding any
+    /// of its experts (at most the model's groups per token where its expert groups sit on
+    /// whole nodes), then fans out over the node's own links at the same time. Under ep > 1.
+    #[arg(long)]
+    pub node_dispatch: bool,
     /// Devices per node (default: the calibration's, 8 for the reference machine).
     #[arg(long)]
     pub gpus_per_node: Option<u64>,
@@ -151,6 +157,7 @@ impl StrategyFlags {
             || self.precision.is_some()
             || self.fp8_params
             || self.fp8_dispatch
+            || self.node_dispatch
     }
 
     /// Without a strategy ([`StrategyArgs::given`]): checks the machine flags given all the
@@ -273,6 +280,7 @@ impl StrategyFlags {
             account_for_loss_in_pipeline_split: self.account_for_loss_in_pipeline_split,
             fp8_params: self.fp8_params,
             fp8_dispatch: self.fp8_dispatch,
+            node_dispatch: self.node_dispatch,
         };
         // `--strategy` takes a knob string too (a rank row pasted as it is), as `compare` does;
         // the flags given beside it win.
@@ -312,6 +320,7 @@ impl StrategyFlags {
             account_for_loss_in_pipeline_split: s.account_for_loss_in_pipeline_split,
             fp8_params: s.fp8_params,
             fp8_dispatch: s.fp8_dispatch,
+            node_dispatch: s.node_dispatch,
             ..StrategyFlags::default()
         }
     }

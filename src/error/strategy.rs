@@ -343,6 +343,8 @@ pub enum Unsupported {
     },
     /// FP8 dispatch without expert parallelism: nothing is dispatched.
     Fp8DispatchOneRank,
+    /// Node-limited dispatch without expert parallelism: nothing is dispatched.
+    NodeDispatchOneRank,
     /// FP8 dispatch of activations that are not 2-byte (bf16 or fp16) ones.
     Fp8DispatchActivations {
         /// Bytes per activation element of the model.
@@ -387,6 +389,7 @@ impl Unsupported {
                  not precision={precision}: DeepSeek-V3 quantizes the activation before the MoE up-projections for their FP8 GEMM"
             ),
             Unsupported::Fp8DispatchOneRank => "`fp8_dispatch` needs expert parallelism, ep > 1: with one rank no token is dispatched".into(),
+            Unsupported::NodeDispatchOneRank => "`node_dispatch` needs expert parallelism, ep > 1: with one rank no token is dispatched".into(),
             Unsupported::Fp8DispatchActivations { bytes } => format!(
                 "`fp8_dispatch` prices 1 byte and a 4-byte scale per 128 elements against a 2-byte (bf16) activation, and this model's activations take {bytes} bytes"
             ),
@@ -416,6 +419,7 @@ impl Unsupported {
             Unsupported::Fp8DispatchPrecision { .. }
             | Unsupported::Fp8DispatchOneRank
             | Unsupported::Fp8DispatchActivations { .. } => "fp8_dispatch",
+            Unsupported::NodeDispatchOneRank => "node_dispatch",
         }
     }
 }

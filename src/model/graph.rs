@@ -171,8 +171,9 @@ pub struct Model {
 
 /// The symbols a graph gives a role besides the batch (`roles: {sequence: S, vocab: V, heads:
 /// NH, layer: L, hidden: H, ffn: F, kv_heads: KV, head_dim: D, positions: P, experts: E, top_k:
-/// K}`). A graph that declares no roles has them inferred from the conventional names (`B`, `S`,
-/// `V`, `NH`, `L`, `H`, `F`, `KV`, `D`, `P`, `E`, `K`), once, when it is loaded;
+/// K, expert_groups: NG, groups_per_token: TG}`). A graph that declares no roles has them
+/// inferred from the conventional names (`B`, `S`, `V`, `NH`, `L`, `H`, `F`, `KV`, `D`, `P`, `E`,
+/// `K`, `NG`, `TG`), once, when it is loaded;
 /// [`Roles::inferred`] says which.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Roles {
@@ -198,6 +199,11 @@ pub struct Roles {
     pub experts: Option<String>,
     /// The experts each token is routed to (top-k).
     pub top_k: Option<String>,
+    /// The groups a group-limited router splits the experts into (DeepSeek-V2 and V3's
+    /// `n_group`; the experts of a group are consecutive).
+    pub expert_groups: Option<String>,
+    /// The groups each token's experts are chosen from (`topk_group`).
+    pub groups_per_token: Option<String>,
     /// The roles inferred from symbol names, as (role, symbol), for a graph that declares none;
     /// empty when the graph declares its roles.
     pub inferred: Vec<(&'static str, String)>,

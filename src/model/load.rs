@@ -381,7 +381,7 @@ pub const ROLE_BATCH: &str = "batch";
 
 /// The symbol roles a graph may declare, each with the conventional name a graph that declares
 /// no roles is read with.
-pub const SYMBOL_ROLES: [(&str, &str); 12] = [
+pub const SYMBOL_ROLES: [(&str, &str); 14] = [
     (ROLE_BATCH, "B"),
     ("sequence", "S"),
     ("vocab", "V"),
@@ -394,6 +394,8 @@ pub const SYMBOL_ROLES: [(&str, &str); 12] = [
     ("positions", "P"),
     ("experts", "E"),
     ("top_k", "K"),
+    ("expert_groups", "NG"),
+    ("groups_per_token", "TG"),
 ];
 
 /// The batch symbol and the other roles a graph declares (`roles: {batch: SYMBOL, sequence:
@@ -458,6 +460,8 @@ fn symbol_roles(
         positions: take("positions"),
         experts: take("experts"),
         top_k: take("top_k"),
+        expert_groups: take("expert_groups"),
+        groups_per_token: take("groups_per_token"),
         inferred,
     };
     Ok((batch, roles))

@@ -24,6 +24,8 @@ pub trait Amount:
 {
     /// The integer `n`.
     fn int(n: u64) -> Self;
+    /// The exact number `r` (a constant: no polynomial in the model's symbols beyond itself).
+    fn exact(r: &Rational) -> Self;
     /// `num / den`.
     fn ratio(num: u64, den: u64) -> Self {
         Self::int(num) / Self::int(den)
@@ -39,11 +41,17 @@ impl Amount for Rational {
     fn int(n: u64) -> Rational {
         Rational::from_integer(n.into())
     }
+    fn exact(r: &Rational) -> Rational {
+        r.clone()
+    }
 }
 
 impl Amount for f64 {
     fn int(n: u64) -> f64 {
         n as f64
+    }
+    fn exact(r: &Rational) -> f64 {
+        float(r)
     }
 }
 

@@ -277,6 +277,10 @@ pub struct Analysis {
     /// The model's sequence symbol (its `sequence` role), what context parallelism cuts; `None`
     /// for a model without a sequence (image sides are not one).
     pub sequence: Option<String>,
+    /// The symbols of the model's expert routing (its `experts`, `top_k` and group roles), what
+    /// the node-limited dispatch counts nodes with.
+    #[serde(skip)]
+    pub routing: Option<super::moe::RoutingSymbols>,
 }
 
 fn place_of(plan: &OpPlan, entry: &SplitEntry, t: &Tensor, placements: &[Placement]) -> [Place; 2] {
@@ -334,6 +338,7 @@ pub fn analyse(model: &Model, layout: &Layout) -> Analysis {
         blocks,
         tied,
         sequence: model.roles.sequence.clone(),
+        routing: super::moe::RoutingSymbols::of(model),
     }
 }
 

@@ -53,6 +53,9 @@ pub struct BlockNumbers<T = Rational> {
     pub expert_fp8_weights: T,
     /// Bytes per device of one micro-batch's expert slots (what one all-to-all moves).
     pub slot_bytes: T,
+    /// How the model routes the tokens of those slots, where it has experts and its routing
+    /// symbols are bound ([`super::moe::Routing`]).
+    pub routing: Option<super::moe::Routing>,
     /// Context parallelism: per attention operator, (operator position, bytes of its keys and
     /// values on one rank), what one step of the ring passes on.
     pub ring_ops: Vec<(usize, T)>,
@@ -142,10 +145,12 @@ pub fn block_numbers(
         bindings: b,
         fix: None,
     };
-    a.blocks
+    let numbers = a
+        .blocks
         .iter()
         .map(|blk| block_of(blk, None, &at, kernels))
-        .collect()
+        .collect();
+    routed(a, b, numbers)
 }
 
 /// [`block_numbers`] with each amount's formula in the model's symbols ([`Fix`]).
@@ -159,10 +164,12 @@ pub fn block_numbers_traced(
         bindings: b,
         fix: Some(fix),
     };
-    a.blocks
+    let numbers = a
+        .blocks
         .iter()
         .map(|blk| block_of(blk, None, &at, kernels))
-        .collect()
+        .collect();
+    routed(a, b, numbers)
 }
 
 /// [`block_numbers`] with each block's per-operator polynomials summed once beforehand
@@ -180,14 +187,30 @@ pub fn block_numbers_summed(
         bindings: b,
         fix: None,
     };
-    a.blocks
+    let numbers = a
+        .blocks
         .iter()
         .zip(sums)
         .map(|(blk, s)| {
             let sums = s.faithful.then_some(s);
             block_of(blk, sums, &at, kernels).or_else(|_| block_of(blk, None, &at, kernels))
         })
-        .collect()
+        .collect();
+    routed(a, b, numbers)
+}
+
+/// `numbers` with the model's routing at `b` on each block that dispatches tokens to experts.
+fn routed<T: Priced>(
+    a: &Analysis,
+    b: &Bindings,
+    numbers: Result<Vec<BlockNumbers<T>>, StrategyError>,
+) -> Result<Vec<BlockNumbers<T>>, StrategyError> {
+    let mut numbers = numbers?;
+    let routing = a.routing.as_ref().and_then(|r| r.at(b));
+    for n in numbers.iter_mut().filter(|n| !n.slot_bytes.is_zero()) {
+        n.routing.clone_from(&routing);
+    }
+    Ok(numbers)
 }
 
 /// One block's per-operator polynomials summed, as [`BlockNumbers`] adds up their values.
@@ -1062,7 +1085,11 @@ fn pack_items(t: &[f64], limit: f64, stop: usize, mut bounds: Option<&mut Vec<us
 /// already per context-parallel rank) go to their experts and back in the forward pass, and their
 /// gradients in the backward pass: four all-to-alls of the slots, (ep − 1)/ep of them on the wire
 /// (GShard, Lepikhin et al. 2021).
-fn expert_view<T: Priced>(n: &BlockNumbers<T>, k: &Knobs) -> Result<ExpertView<T>, StrategyError> {
+fn expert_view<T: Priced>(
+    n: &BlockNumbers<T>,
+    k: &Knobs,
+    share: &Rational,
+) -> Result<ExpertView<T>, StrategyError> {
     let x = &n.exact;
     let dense = x.params.clone() - n.expert_params.clone();
     if k.ep <= 1 {
@@ -1081,7 +1108,7 @@ fn expert_view<T: Priced>(n: &BlockNumbers<T>, k: &Knobs) -> Result<ExpertView<T
     let expert_grad = super::moe::expert_grad_allreduce(&n.expert_dp_grad, k.dp, k.cp, k.ep)?;
     let grad = x.dp_grad.clone() - n.expert_dp_grad.clone() + expert_grad.clone();
     let [dispatch, combine, combine_grad, dispatch_grad] =
-        super::moe::all_to_all_wire(n.slot_bytes.clone(), k);
+        super::moe::all_to_all_wire(n.slot_bytes.clone(), k, share);
     let wire = if k.fp8_dispatch {
         dispatch + combine + combine_grad + dispatch_grad
     } else {
@@ -1193,6 +1220,7 @@ fn rough_costs<N: Priced>(
     numbers: &[BlockNumbers<N>],
     layer_block: &[bool],
     k: &Knobs,
+    share: &Rational,
 ) -> Vec<BlockCost<f64>> {
     numbers
         .iter()
@@ -1200,7 +1228,7 @@ fn rough_costs<N: Priced>(
         .map(|(bi, n)| {
             let x = &n.approx;
             let e = if k.ep > 1 || !n.expert_params.is_zero() {
-                expert_view(n, k)
+                expert_view(n, k, share)
                     .unwrap_or_default()
                     .map(|x| float(x.value()))
             } else {
@@ -1224,8 +1252,9 @@ fn plan_pipeline<N: Priced>(
     layer_block: &[bool],
     k: &Knobs,
     kap: &Kappas<f64>,
+    share: &Rational,
 ) -> Result<Plan, StrategyError> {
-    let cf = rough_costs(numbers, layer_block, k);
+    let cf = rough_costs(numbers, layer_block, k, share);
     // The partition places block copies (a run of copies per block); without pipelining the
     // copies are only counted, so any number of layers is fine.
     let copies: u64 = numbers
@@ -1456,7 +1485,8 @@ pub fn pipeline_stage_counts(
     let layer_block = layer_blocks(model);
     // The partition balances per-micro-batch time, in which no overlap is credited.
     let kap = mesh_kappas(&mesh, k, kappa, kappa_hbm, 1.0);
-    Ok(plan_pipeline(numbers, &layer_block, k, &kap)?.stage_counts())
+    let share = ep_share(numbers, k, &mesh);
+    Ok(plan_pipeline(numbers, &layer_block, k, &kap, &share)?.stage_counts())
 }
 
 /// The balances of the links of `k`'s parallel dimensions on `mesh` (`kappa` of each link's
@@ -1725,7 +1755,7 @@ pub fn estimate_variants(
         .map(|(_, n)| n.repeat)
         .sum();
     // Per (recomputation, expert degree, interleaved): the partitions.
-    type PlanKey = (Recompute, u64, bool);
+    type PlanKey = (Recompute, u64, bool, Rational);
     let mut plans: Vec<(PlanKey, Result<Plan, StrategyError>)> = Vec::new();
     // The interleaved stages of each (pp, chunks).
     let mut chunk_groups: Vec<((u64, u64), Vec<StageGroup>)> = Vec::new();
@@ -1733,15 +1763,17 @@ pub fn estimate_variants(
     // for every schedule and chunk count): computed once, shared by the strategies.
     type MeshKey = (u64, u64, u64, u64, u64);
     type PartsKey = (usize, u8, u64, MeshKey, [bool; 2]);
-    let mut kaps: Vec<(MeshKey, Kappas<f64>)> = Vec::new();
+    let mut kaps: Vec<(MeshKey, (Kappas<f64>, Rational))> = Vec::new();
     let mut shared: Vec<(PartsKey, Vec<StageParts>)> = Vec::new();
     ks.iter()
         .map(|k| {
             let mesh_key = (k.dp, k.tp, k.pp, k.cp, k.ep);
-            let kap = match kaps.iter().find(|(x, _)| *x == mesh_key) {
+            let (kap, share) = match kaps.iter().find(|(x, _)| *x == mesh_key) {
                 Some((_, x)) => x.clone(),
                 None => {
-                    let x = mesh_kappas(&Mesh::of(k, gpus_per_node), k, kappa, kappa_hbm, overlap);
+                    let mesh = Mesh::of(k, gpus_per_node);
+                    let x = mesh_kappas(&mesh, k, kappa, kappa_hbm, overlap);
+                    let x = (x, ep_share(numbers, k, &mesh));
                     kaps.push((mesh_key, x.clone()));
                     x
                 }
@@ -1759,7 +1791,7 @@ pub fn estimate_variants(
             // layer count ([`interleaved_groups`]), which for most models gives every chunk
             // count the same stages: a plan (and its group parts) is shared by the chunk counts
             // whose stages agree.
-            let key = (k.recompute, k.ep, v > 1);
+            let key = (k.recompute, k.ep, v > 1, share.clone());
             let groups = (v > 1).then(|| {
                 let at = chunk_groups
                     .iter()
@@ -1784,7 +1816,7 @@ pub fn estimate_variants(
             let at = match plans.iter().position(|(x, p)| same(x, p)) {
                 Some(i) => i,
                 None => {
-                    let p = plan_pipeline(numbers, &layer_block, k, &kap);
+                    let p = plan_pipeline(numbers, &layer_block, k, &kap, &share);
                     plans.push((key, p));
                     plans.len() - 1
                 }
@@ -1957,17 +1989,25 @@ impl Links {
     }
 }
 
+/// The share of a device's expert slots each all-to-all of `k` puts on the expert-parallel links
+/// of `mesh` ([`super::moe::wire_share`], with the routing of the blocks that dispatch).
+pub fn ep_share<T>(numbers: &[BlockNumbers<T>], k: &Knobs, mesh: &Mesh) -> Rational {
+    let routing = numbers.iter().find_map(|n| n.routing.as_ref());
+    super::moe::wire_share(k, routing, mesh.ep_nodes(k.ep))
+}
+
 /// Each block's exact per-micro-batch costs under `k` ([`BlockCost::of`]).
 fn block_costs<T: Priced>(
     numbers: &[BlockNumbers<T>],
     layer_block: &[bool],
     k: &Knobs,
+    share: &Rational,
 ) -> Result<Vec<BlockCost<T>>, StrategyError> {
     numbers
         .iter()
         .enumerate()
         .map(|(bi, n)| {
-            let e = expert_view(n, k)?;
+            let e = expert_view(n, k, share)?;
             Ok(BlockCost::of(
                 &n.exact,
                 e,
@@ -2597,6 +2637,7 @@ fn all_to_all_rows<T: Priced>(
     k: &Knobs,
     links: &Links,
     counts: &[(usize, u64)],
+    share: &Rational,
 ) -> Vec<CommRow> {
     let mut comm = Vec::new();
     for &(bi, copies) in counts {
@@ -2604,7 +2645,7 @@ fn all_to_all_rows<T: Priced>(
         if n.slot_bytes.is_zero() {
             continue;
         }
-        let [toward, back, ..] = super::moe::all_to_all_wire(n.slot_bytes.clone(), k);
+        let [toward, back, ..] = super::moe::all_to_all_wire(n.slot_bytes.clone(), k, share);
         let row = |per_call: T, calls: u64, tensor: &str, reason: &str| CommRow {
             collective: CollectiveKind::AllToAll,
             axis: AxisKind::Ep,
@@ -2684,9 +2725,10 @@ pub fn evaluate_with<T: Priced>(
     let k = knobs;
     let links = Links::of(k, calib, gpus_per_node);
     let layer_block = layer_blocks(model);
-    let costs = block_costs(numbers, &layer_block, k)?;
+    let share = ep_share(numbers, k, &links.mesh);
+    let costs = block_costs(numbers, &layer_block, k, &share)?;
     let kap = links.kappas();
-    let plan = plan_pipeline(numbers, &layer_block, k, &kap)?;
+    let plan = plan_pipeline(numbers, &layer_block, k, &kap, &share)?;
     let mut rough: Vec<RoughStage> = Vec::with_capacity(plan.stages);
     rough_each(&plan, numbers, &layer_block, k, &kap, true, None, |x| {
         rough.push(x)
@@ -2721,7 +2763,14 @@ pub fn evaluate_with<T: Priced>(
         ));
     }
     if detail && k.ep > 1 {
-        comm.extend(all_to_all_rows(a, numbers, k, &links, busiest_blocks));
+        comm.extend(all_to_all_rows(
+            a,
+            numbers,
+            k,
+            &links,
+            busiest_blocks,
+            &share,
+        ));
     }
     let fullest = (0..priced.len())
         .max_by(|x, y| {
@@ -2984,7 +3033,7 @@ mod tests {
             let layer_block = layer_blocks(&model);
             // Balances of the order of an H100 node's (any positive values serve the test).
             let kap = Kappas { tp: 2000.0, ep: 2000.0, cp: 2000.0, dp: 20000.0, edp: 20000.0, p2p: 20000.0, hbm: 300.0, overlap: 0.8 };
-            let Ok(plan) = plan_pipeline(&numbers, &layer_block, &k, &kap) else {
+            let Ok(plan) = plan_pipeline(&numbers, &layer_block, &k, &kap, &ep_share(&numbers, &k, &Mesh::of(&k, 8))) else {
                 return Ok(());
             };
             // The screen's way (each group's parts computed beforehand, as a batch shares

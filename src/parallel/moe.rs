@@ -30,6 +30,7 @@ use crate::rules::law::CollectiveKind;
 use crate::rules::Role;
 use crate::strategy::StrategyError;
 use crate::sym::{Poly, Rational};
+use num_traits::{One, Zero};
 use serde::Serialize;
 
 /// The expert-parallel axis size symbol.
@@ -103,16 +104,17 @@ pub const FP8_DISPATCH_SHARE: (u64, u64) = (33, 64);
 /// Wire bytes per rank of each of the four expert-parallel all-to-alls of one MoE layer and
 /// micro-batch, from the bytes of the slots a device dispatches (`slot_bytes`, bf16): the
 /// forward's dispatch and combine, then the backward's combine gradient and dispatch gradient.
-/// Each moves (ep − 1)/ep of the slots (nccl-tests doc/PERFORMANCE.md: all-to-all moves
-/// (n − 1)/n · S per rank). With FP8 dispatch ([`crate::strategy::Knobs::fp8_dispatch`]) the
-/// two toward the experts, the dispatch and the combine gradient (the activation gradient
-/// before the down-projections), move [`FP8_DISPATCH_SHARE`] of that; the two back stay bf16.
+/// Each moves `share` of the slots over the expert-parallel links ([`wire_share`]: (ep − 1)/ep
+/// for the flat all-to-all, nccl-tests doc/PERFORMANCE.md: all-to-all moves (n − 1)/n · S per
+/// rank). With FP8 dispatch ([`crate::strategy::Knobs::fp8_dispatch`]) the two toward the
+/// experts, the dispatch and the combine gradient (the activation gradient before the
+/// down-projections), move [`FP8_DISPATCH_SHARE`] of that; the two back stay bf16.
 pub fn all_to_all_wire<T: crate::parallel::amount::Amount>(
     slot_bytes: T,
     k: &crate::strategy::Knobs,
+    share: &Rational,
 ) -> [T; 4] {
-    let ep = T::int(k.ep);
-    let bf16 = (ep.clone() - T::int(1)) / ep * slot_bytes;
+    let bf16 = T::exact(share) * slot_bytes;
     let toward = if k.fp8_dispatch {
         let (num, den) = FP8_DISPATCH_SHARE;
         bf16.clone() * T::ratio(num, den)
@@ -120,6 +122,166 @@ pub fn all_to_all_wire<T: crate::parallel::amount::Amount>(
         bf16.clone()
     };
     [toward.clone(), bf16.clone(), toward, bf16]
+}
+
+/// The share of a device's expert slots one all-to-all of strategy `k` puts on the
+/// expert-parallel links: (ep − 1)/ep for the flat all-to-all (every slot whose expert is on
+/// another rank); under node-limited dispatch ([`crate::strategy::Knobs::node_dispatch`]) where
+/// a group spans `nodes` nodes, the inter-node share of [`NodeRoute`] for the model's
+/// `routing` (a model whose routing is unknown, no `experts` or `top_k` role, is priced flat).
+pub fn wire_share(k: &crate::strategy::Knobs, routing: Option<&Routing>, nodes: u64) -> Rational {
+    match node_route(k, routing, nodes) {
+        Some(r) => r.inter,
+        None => Rational::new((k.ep.max(1) - 1).into(), k.ep.max(1).into()),
+    }
+}
+
+/// The node-limited route of strategy `k` where it applies: node dispatch, a group spanning
+/// `nodes` > 1 nodes, and a known `routing`.
+pub fn node_route(
+    k: &crate::strategy::Knobs,
+    routing: Option<&Routing>,
+    nodes: u64,
+) -> Option<NodeRoute> {
+    let r = routing.filter(|_| k.node_dispatch && nodes > 1)?;
+    Some(NodeRoute::of(r, k.ep, nodes))
+}
+
+/// How a model routes each token to its experts, evaluated: what the node-limited dispatch
+/// needs to count the nodes a token reaches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Routing {
+    /// Routed experts (the model's `experts` role).
+    pub experts: u64,
+    /// Experts per token (`top_k`).
+    pub top_k: u64,
+    /// Group-limited routing (DeepSeek-V2 and V3's `n_group`, `topk_group`): the experts split
+    /// into this many groups of consecutive experts, and each token's experts chosen from this
+    /// many of them (the `expert_groups` and `groups_per_token` roles).
+    pub groups: Option<(u64, u64)>,
+}
+
+/// The symbols of a model's routing: its `experts` and `top_k` roles, and its
+/// `expert_groups` and `groups_per_token` roles where it declares both.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoutingSymbols {
+    experts: String,
+    top_k: String,
+    groups: Option<(String, String)>,
+}
+
+impl RoutingSymbols {
+    /// Those of `model`, where it has the `experts` and `top_k` roles.
+    pub fn of(model: &Model) -> Option<RoutingSymbols> {
+        let r = &model.roles;
+        Some(RoutingSymbols {
+            experts: r.experts.clone()?,
+            top_k: r.top_k.clone()?,
+            groups: r.expert_groups.clone().zip(r.groups_per_token.clone()),
+        })
+    }
+
+    /// The routing at `values`, where the experts and top-k are bound to positive whole
+    /// numbers; its groups where both group symbols are.
+    pub fn at(&self, values: &crate::sym::Bindings) -> Option<Routing> {
+        let whole = |s: &str| -> Option<u64> {
+            let v = values.get(s)?;
+            v.is_integer()
+                .then(|| v.to_integer().try_into().ok())
+                .flatten()
+                .filter(|n: &u64| *n > 0)
+        };
+        Some(Routing {
+            experts: whole(&self.experts)?,
+            top_k: whole(&self.top_k)?,
+            groups: self
+                .groups
+                .as_ref()
+                .and_then(|(g, kept)| whole(g).zip(whole(kept))),
+        })
+    }
+}
+
+/// An expert-parallel group's dispatch node by node (DeepSeek-V3, arXiv:2412.19437, §3.2.2; its
+/// node-limited routing, §2.1.2; DeepEP's internode kernels): each token is sent once over the
+/// inter-node links to every other node holding any of its experts (to the device with the same
+/// in-node index), and fanned out there over the node's links to the devices of its experts,
+/// the two overlapped.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeRoute {
+    /// Nodes one group spans.
+    pub nodes: u64,
+    /// Ranks of the group in each node.
+    pub per_node: u64,
+    /// Expected nodes a token's experts are on ([`nodes_reached`]).
+    pub nodes_per_token: Rational,
+    /// Share of a device's slots one all-to-all sends between nodes: a token's row once per
+    /// other node it reaches, `nodes_per_token · (nodes − 1)/nodes` rows of its `top_k` slots.
+    pub inter: Rational,
+    /// Share of a device's slots one all-to-all moves inside nodes: every slot whose expert is
+    /// on another device of the node it reaches, `(per_node − 1)/per_node`.
+    pub intra: Rational,
+}
+
+impl NodeRoute {
+    /// The route of `routing` over an expert-parallel group of `ep` ranks spread evenly over
+    /// `nodes` nodes (`ep / nodes` in each, holding consecutive experts, as Megatron-Core and
+    /// DeepEP place them).
+    pub fn of(routing: &Routing, ep: u64, nodes: u64) -> NodeRoute {
+        let nodes = nodes.clamp(1, ep.max(1));
+        let per_node = (ep / nodes).max(1);
+        let reached = nodes_reached(routing, nodes);
+        let r = |n: u64| Rational::from_integer(n.into());
+        let inter = &reached * r(nodes - 1) / r(nodes) / r(routing.top_k.max(1));
+        NodeRoute {
+            nodes,
+            per_node,
+            nodes_per_token: reached,
+            inter,
+            intra: r(per_node - 1) / r(per_node),
+        }
+    }
+}
+
+/// The expected number of the `nodes` nodes that a token's experts are on, under balanced
+/// routing (each choice equally likely, as the rest of the expert-parallel pricing assumes).
+/// The experts sit in equal runs of consecutive experts per node. Without group-limited
+/// routing, the `top_k` experts are any of the `experts`: `nodes · (1 − C(E − E/nodes, k) /
+/// C(E, k))`. With it, where each node holds whole groups (`n_group` a multiple of `nodes`) and
+/// a token takes at least one expert from each group it keeps (`topk_group ≤ top_k`), its
+/// experts are on the nodes of its `topk_group` groups: the same count over groups,
+/// `nodes · (1 − C(G − G/nodes, g) / C(G, g))`. DeepSeek-V3's 8 groups of 32 experts on 8 nodes
+/// of EP64, 4 groups kept, give exactly 4: the report's "at most 4 nodes" (§2.1.2). Where the
+/// experts do not sit evenly on the nodes either, at most `min(nodes, top_k)`, which is taken.
+pub fn nodes_reached(routing: &Routing, nodes: u64) -> Rational {
+    let spread = |items: u64, picks: u64| -> Option<Rational> {
+        if nodes <= 1 || items == 0 || !items.is_multiple_of(nodes) || picks > items {
+            return None;
+        }
+        let missed = choose(items - items / nodes, picks) / choose(items, picks);
+        Some(Rational::from_integer(nodes.into()) * (Rational::one() - missed))
+    };
+    if nodes <= 1 {
+        return Rational::one();
+    }
+    let grouped = routing
+        .groups
+        .filter(|&(g, kept)| kept <= routing.top_k && g.is_multiple_of(nodes))
+        .and_then(|(g, kept)| spread(g, kept));
+    grouped
+        .or_else(|| spread(routing.experts, routing.top_k))
+        .unwrap_or_else(|| Rational::from_integer(nodes.min(routing.top_k).into()))
+}
+
+/// C(n, r), exactly.
+fn choose(n: u64, r: u64) -> Rational {
+    if r > n {
+        return Rational::zero();
+    }
+    let r = r.min(n - r);
+    (0..r).fold(Rational::one(), |acc, i| {
+        acc * Rational::new((n - i).into(), (i + 1).into())
+    })
 }
 
 /// A mixture-of-experts layer of a model: its dispatch operator and what it moves.
@@ -259,6 +421,80 @@ mod tests {
 
     fn p(s: &str) -> Poly {
         Poly::parse(s).unwrap()
+    }
+
+    /// Every `picks`-subset of `0..items`, by enumeration.
+    fn subsets(items: u64, picks: u64) -> Vec<Vec<u64>> {
+        (0u64..1 << items)
+            .filter(|m| m.count_ones() as u64 == picks)
+            .map(|m| (0..items).filter(|i| m >> i & 1 == 1).collect())
+            .collect()
+    }
+
+    /// The mean of `count` over `sets`, exactly.
+    fn mean(sets: &[Vec<u64>], count: impl Fn(&[u64]) -> u64) -> Rational {
+        let total: u64 = sets.iter().map(|s| count(s)).sum();
+        Rational::new(total.into(), (sets.len() as u64).into())
+    }
+
+    fn distinct(v: impl Iterator<Item = u64>) -> u64 {
+        v.collect::<std::collections::BTreeSet<_>>().len() as u64
+    }
+
+    /// Without groups: the mean over every choice of top-k experts of the distinct nodes their
+    /// experts are on (consecutive experts per node).
+    #[test]
+    fn the_nodes_a_token_reaches_are_counted_as_by_enumeration() {
+        for (experts, top_k, nodes) in [(8, 2, 2), (8, 2, 4), (12, 3, 3), (16, 4, 4), (16, 6, 8)] {
+            let per = experts / nodes;
+            let want = mean(&subsets(experts, top_k), |s| {
+                distinct(s.iter().map(|e| e / per))
+            });
+            let r = Routing {
+                experts,
+                top_k,
+                groups: None,
+            };
+            assert_eq!(nodes_reached(&r, nodes), want, "{experts} {top_k} {nodes}");
+        }
+    }
+
+    /// With group-limited routing: a token keeps `kept` of the groups and takes an expert from
+    /// each, so its experts are on the nodes of its groups; enumerated over the groups kept.
+    #[test]
+    fn group_limited_routing_reaches_the_nodes_of_its_groups() {
+        for (groups, kept, nodes) in [(8, 4, 8), (8, 3, 4), (12, 2, 3), (8, 4, 2)] {
+            let per = groups / nodes;
+            let want = mean(&subsets(groups, kept), |s| {
+                distinct(s.iter().map(|g| g / per))
+            });
+            let r = Routing {
+                experts: 64,
+                top_k: 8,
+                groups: Some((groups, kept)),
+            };
+            assert_eq!(nodes_reached(&r, nodes), want, "{groups} {kept} {nodes}");
+        }
+        // DeepSeek-V3 at EP64 on 8 nodes (arXiv:2412.19437, §2.1.2 and §3.2.2: "at most 4
+        // nodes"; HF config deepseek-ai/DeepSeek-V3: 256 experts, top 8, n_group 8,
+        // topk_group 4): its 8 groups are its 8 nodes, so a token reaches exactly 4.
+        let v3 = Routing {
+            experts: 256,
+            top_k: 8,
+            groups: Some((8, 4)),
+        };
+        assert_eq!(nodes_reached(&v3, 8), Rational::from_integer(4.into()));
+        // Of which 7/8 are another node's, rows of its 8 slots: 7/16 of the slots cross.
+        let route = NodeRoute::of(&v3, 64, 8);
+        assert_eq!(route.inter, Rational::new(7.into(), 16.into()));
+        assert_eq!(route.intra, Rational::new(7.into(), 8.into()));
+        // Groups that do not sit on whole nodes (8 groups on 16 nodes) leave the count to the
+        // experts alone.
+        let free = Routing {
+            groups: None,
+            ..v3.clone()
+        };
+        assert_eq!(nodes_reached(&v3, 16), nodes_reached(&free, 16));
     }
 
     fn mixtral_layer(tokens: i64) -> MoeLayer {

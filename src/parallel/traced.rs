@@ -127,6 +127,9 @@ impl Amount for Traced {
     fn int(n: u64) -> Traced {
         Traced::constant(Rational::from_integer(n.into()))
     }
+    fn exact(r: &Rational) -> Traced {
+        Traced::constant(r.clone())
+    }
     fn piecewise(self) -> Traced {
         Traced::number(self.value)
     }

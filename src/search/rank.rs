@@ -925,6 +925,7 @@ fn jobs(
                     pipeline_split: steer.pipeline_split.unwrap_or_default(),
                     fp8_params: false,
                     fp8_dispatch: false,
+                    node_dispatch: false,
                 };
                 if let Err(e) = check_model_limits(model, values, &base) {
                     jobs.push((done, Job::Reject(e.into())));
@@ -1080,6 +1081,7 @@ impl<'a> Pricer<'a> {
                         k.overlap = steer.overlap_for(&k);
                         k.fp8_params = steer.fp8_params_for(&k);
                         k.fp8_dispatch = steer.fp8_dispatch_for(&k);
+                        k.node_dispatch = steer.node_dispatch_for(&k);
                         if !steer.allows(&k, per_dp / m) {
                             continue;
                         }

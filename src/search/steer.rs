@@ -77,6 +77,9 @@ pub struct Steer {
     /// FP8 dispatch (`--fix fp8-dispatch=on`), where it applies: an FP8 recipe with expert
     /// parallelism ([`Knobs::fp8_dispatch`]).
     pub fp8_dispatch: Option<bool>,
+    /// Node-limited, two-tier dispatch (`--fix node-dispatch=on`), where it applies: expert
+    /// parallelism ([`Knobs::node_dispatch`]).
+    pub node_dispatch: Option<bool>,
 }
 
 /// The knob names `--fix` and `--max` accept, with what each means.
@@ -118,6 +121,10 @@ pub const KNOBS: &[(&str, &str)] = &[
     (
         "fp8-dispatch",
         "on or off: DeepSeek-V3's FP8 dispatch where a row allows it, an FP8 recipe with ep > 1: the all-to-alls toward the experts in FP8 with a scale per 128 elements, those back in bf16; the precision column says +dispatch (--fix only)",
+    ),
+    (
+        "node-dispatch",
+        "on or off: DeepSeek-V3's node-limited dispatch where a row has ep > 1: a token crosses the inter-node links once per other node holding its experts, then fans out inside the node (DeepEP's internode kernels) (--fix only)",
     ),
 ];
 
@@ -172,11 +179,12 @@ impl Steer {
                     set_once(&mut self.schedule, s, || bad("given twice"))?;
                 }
                 "sp" | "sequence-parallel" | "sequence_parallel" | "fp8-params" | "fp8_params"
-                | "fp8-dispatch" | "fp8_dispatch" => {
+                | "fp8-dispatch" | "fp8_dispatch" | "node-dispatch" | "node_dispatch" => {
                     let on = on_off(value).ok_or_else(|| bad("expected on or off"))?;
                     let slot = match name {
                         "fp8-params" | "fp8_params" => &mut self.fp8_params,
                         "fp8-dispatch" | "fp8_dispatch" => &mut self.fp8_dispatch,
+                        "node-dispatch" | "node_dispatch" => &mut self.node_dispatch,
                         _ => &mut self.sequence_parallel,
                     };
                     set_once(slot, on, || bad("given twice"))?;
@@ -272,6 +280,8 @@ impl Steer {
                     | "fp8_params"
                     | "fp8-dispatch"
                     | "fp8_dispatch"
+                    | "node-dispatch"
+                    | "node_dispatch"
             ) {
                 return Err(SteerError::BadValue {
                     flag: flag.into(),
@@ -361,6 +371,11 @@ impl Steer {
     /// recipe) and its expert parallelism (ep > 1).
     pub fn fp8_dispatch_for(&self, k: &Knobs) -> bool {
         self.fp8_dispatch == Some(true) && k.precision.gemm_peak() == Some("fp8") && k.ep > 1
+    }
+
+    /// Whether strategy `k` dispatches node by node: fixed on, with expert parallelism (ep > 1).
+    pub fn node_dispatch_for(&self, k: &Knobs) -> bool {
+        self.node_dispatch == Some(true) && k.ep > 1
     }
 
     fn bounds(&self) -> [(&'static str, &Bound); 9] {
@@ -467,6 +482,9 @@ impl Steer {
         }
         if let Some(on) = self.fp8_dispatch {
             fix.push(format!("fp8-dispatch={}", if on { "on" } else { "off" }));
+        }
+        if let Some(on) = self.node_dispatch {
+            fix.push(format!("node-dispatch={}", if on { "on" } else { "off" }));
         }
         let mut overlaps = Vec::new();
         for (name, on) in [

@@ -56,6 +56,9 @@ pub struct StrategyFile {
     /// FP8 dispatch ([`Knobs::fp8_dispatch`]).
     #[serde(default)]
     fp8_dispatch: bool,
+    /// Node-limited dispatch ([`Knobs::node_dispatch`]).
+    #[serde(default)]
+    node_dispatch: bool,
     #[serde(default)]
     gpus_per_node: Option<u64>,
     #[serde(default)]
@@ -192,6 +195,9 @@ pub fn check_knobs(k: &Knobs) -> std::result::Result<(), StrategyError> {
     if k.fp8_dispatch && k.ep <= 1 {
         return Err(Unsupported::Fp8DispatchOneRank.into());
     }
+    if k.node_dispatch && k.ep <= 1 {
+        return Err(Unsupported::NodeDispatchOneRank.into());
+    }
     Ok(())
 }
 
@@ -323,6 +329,7 @@ impl StrategyFile {
             pipeline_split: f.pipeline_split,
             fp8_params: f.fp8_params,
             fp8_dispatch: f.fp8_dispatch,
+            node_dispatch: f.node_dispatch,
         };
         check_knobs(&knobs).map_err(|e| err(e.knob().unwrap_or("dp"), e.to_string()))?;
         if let Some(g) = f.gpus_per_node {

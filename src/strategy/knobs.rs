@@ -564,6 +564,21 @@ pub struct Knobs {
     /// recipe with expert parallelism (ep > 1) only.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub fp8_dispatch: bool,
+    /// Node-limited, two-tier expert dispatch (DeepSeek-V3, arXiv:2412.19437, §3.2.2: "we limit
+    /// each token to be dispatched to at most 4 nodes, thereby reducing IB traffic. For each
+    /// token, when its routing decision is made, it will first be transmitted via IB to the GPUs
+    /// with the same in-node index on its target nodes. Once it reaches the target nodes, we
+    /// will endeavor to ensure that it is instantaneously forwarded via NVLink to specific GPUs
+    /// that host their target experts … In this way, communications via IB and NVLink are fully
+    /// overlapped"; DeepEP's internode kernels, github.com/deepseek-ai/DeepEP). A token crosses
+    /// the inter-node links once per other node holding any of its experts, not once per
+    /// expert; the copies then fan out over the node's own links at the same time
+    /// ([`crate::parallel::moe::NodeRoute`]). The collectives table and the relative cost count
+    /// the bytes between nodes; the timeline times each call as the longer of its two tiers.
+    /// Under expert parallelism (ep > 1) only; the same as the flat all-to-all where an
+    /// expert-parallel group stays in one node.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub node_dispatch: bool,
 }
 
 impl Knobs {
@@ -586,6 +601,7 @@ impl Knobs {
             pipeline_split: PipelineSplit::default(),
             fp8_params: false,
             fp8_dispatch: false,
+            node_dispatch: false,
         }
     }
 
@@ -756,6 +772,9 @@ impl fmt::Display for Knobs {
         }
         if self.fp8_dispatch {
             write!(f, " fp8-dispatch")?;
+        }
+        if self.node_dispatch {
+            write!(f, " node-dispatch")?;
         }
         Ok(())
     }

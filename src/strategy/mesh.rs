@@ -73,6 +73,29 @@ pub struct MeshAxis {
 }
 
 impl MeshAxis {
+    /// The two tiers of this axis (an expert-parallel group's, [`Mesh::ep_axis`]) as a collective
+    /// run node by node sees them: one device per node across the nodes the group spans, at the
+    /// group's per-node stride over the slowest tier; and the group's devices of one node over
+    /// the intra-node links.
+    pub fn by_node(&self) -> (MeshAxis, MeshAxis) {
+        let per_node = self.per_node.clamp(1, self.size.max(1));
+        let across = MeshAxis {
+            kind: self.kind,
+            size: self.size.div_ceil(per_node),
+            stride: self.stride.saturating_mul(per_node),
+            tier: self.tier,
+            per_node: 1,
+        };
+        let inside = MeshAxis {
+            kind: self.kind,
+            size: per_node,
+            stride: self.stride,
+            tier: Tier::Intra,
+            per_node,
+        };
+        (across, inside)
+    }
+
     /// The shares of a ring collective's wire bytes per rank (all-reduce, reduce-scatter,
     /// all-gather) over this axis that cross each link tier, as `(tier, numerator,
     /// denominator)`, summing to 1. A group inside one node, or with one device per node, runs
@@ -251,6 +274,30 @@ impl Mesh {
             Tier::Intra
         } else {
             Tier::Inter
+        }
+    }
+
+    /// The axis of an expert-parallel group of `ep` ranks: `ep` ranks next to each other at the
+    /// tensor-parallel stride ([`Mesh::ep_tier`]), `gpus_per_node / tp` of them in each node it
+    /// spans.
+    pub fn ep_axis(&self, ep: u64) -> MeshAxis {
+        let tp = self.axis(AxisKind::Tp).size;
+        MeshAxis {
+            kind: AxisKind::Ep,
+            size: ep.max(1),
+            stride: tp,
+            tier: self.ep_tier(ep),
+            per_node: (self.gpus_per_node / tp.max(1)).clamp(1, ep.max(1)),
+        }
+    }
+
+    /// The nodes one expert-parallel group of `ep` ranks spans: 1 where it stays in a node.
+    pub fn ep_nodes(&self, ep: u64) -> u64 {
+        let a = self.ep_axis(ep);
+        if a.tier == Tier::Intra {
+            1
+        } else {
+            a.by_node().0.size
         }
     }
 

@@ -102,7 +102,8 @@ pub fn chains(
     gpus_per_node: u64,
 ) -> Result<Chains> {
     let b = microbatch_bindings(model, values, knobs);
-    let blocks: Vec<PlanBlock> = strategy_blocks(model, analysis, numbers, &b, knobs)?;
+    let mesh = crate::strategy::Mesh::of(knobs, gpus_per_node);
+    let blocks: Vec<PlanBlock> = strategy_blocks(model, analysis, numbers, &b, knobs, &mesh)?;
     let layer = blocks.iter().map(|b| b.layer).collect();
     let dp_grad = blocks.iter().map(|b| block_dp_grads(b, knobs)).collect();
     let held = blocks.iter().map(block_held).collect();
@@ -569,6 +570,7 @@ mod tests {
                 pipeline_split: crate::strategy::PipelineSplit { embedding, loss },
                 fp8_params: false,
                 fp8_dispatch: false,
+                node_dispatch: false,
             };
             if let Some((bound, simulated)) = bound_and_time(&k, machine) {
                 prop_assert!(

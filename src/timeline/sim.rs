@@ -108,21 +108,6 @@ fn f(r: &crate::sym::Rational) -> f64 {
     r.to_f64().unwrap_or(f64::MAX)
 }
 
-/// The mesh axis of expert parallelism: `ep` ranks next to each other at the tensor-parallel
-/// stride (data-parallel ranks, and under context parallelism the cp × dp ranks, context-parallel
-/// ones first: [`Mesh::ep_tier`]), whose groups stay in a node while tp × ep devices fit in one.
-fn expert_axis(mesh: &Mesh, ep: u64) -> MeshAxis {
-    let tp = mesh.axis(AxisKind::Tp).size;
-    let per_node = (mesh.gpus_per_node / tp.max(1)).clamp(1, ep.max(1));
-    MeshAxis {
-        kind: AxisKind::Ep,
-        size: ep.max(1),
-        stride: tp,
-        tier: mesh.ep_tier(ep),
-        per_node,
-    }
-}
-
 /// Data-parallel bytes on the wire per rank, by the group that moves them: the dp·cp replicas
 /// (dense weights), and under expert parallelism the ranks holding the same experts (expert
 /// weights, [`Axis::ExpertDp`]).
@@ -268,7 +253,7 @@ impl<'a> Ctx<'a> {
             dp: mesh.grad_axis(),
             edp: mesh.expert_grad_axis(plan.knobs.ep),
             cp: mesh.cp_axis(),
-            ep: expert_axis(mesh, plan.knobs.ep),
+            ep: mesh.ep_axis(plan.knobs.ep),
             grads: Vec::new(),
             split: plan.knobs.schedule.splits_backward(),
         };
@@ -338,8 +323,21 @@ impl<'a> Ctx<'a> {
         };
         let bytes = f(&c.bytes);
         let calls = c.calls.max(1) as f64;
-        let dur = calls * self.rates.collective_seconds(c.kind, bytes / calls, axis);
-        (stream, dur, bytes)
+        let one = match &c.inside {
+            // Node by node: between the nodes and inside them at once, as long as the longer.
+            Some(inside) => {
+                let (across, within) = axis.by_node();
+                let between = self
+                    .rates
+                    .collective_seconds(c.kind, bytes / calls, &across);
+                let fan_out = self
+                    .rates
+                    .collective_seconds(c.kind, f(inside) / calls, &within);
+                between.max(fan_out)
+            }
+            None => self.rates.collective_seconds(c.kind, bytes / calls, axis),
+        };
+        (stream, calls * one, bytes)
     }
 
     /// Under `--tp-comm-overlap`: each blocking tensor-parallel collective of a forward pass

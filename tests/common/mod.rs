@@ -63,6 +63,40 @@ pub fn emit_megatron(model: &str, devices: u64, fix: &str) -> String {
     )
 }
 
+/// `rank MODEL --devices DEVICES --fix FIX --top 20` (FIX turning on the expert-parallel knob
+/// `key`): the knob is on exactly in the rows with ep > 1, a row says so with `word` in its
+/// strategy, and that strategy passed back to `cost` keeps it. Returns `cost`'s JSON.
+#[allow(dead_code)]
+pub fn expert_knob_passes_back(
+    model: &str,
+    devices: u64,
+    fix: &str,
+    key: &str,
+    word: &str,
+) -> Value {
+    let rows = ranked_rows(model, devices, fix, 20);
+    for r in &rows {
+        let ep = r["ep"].as_u64().unwrap();
+        let on = r[key].as_bool().unwrap_or(false);
+        assert_eq!(on, ep > 1, "{r}");
+    }
+    let row = rows
+        .iter()
+        .find(|r| r[key].as_bool() == Some(true))
+        .unwrap_or_else(|| panic!("a row with {key}"));
+    let strategy = row["strategy"].as_str().unwrap();
+    assert!(strategy.contains(word), "{strategy}");
+    let back = cost_json(model, strategy);
+    assert!(
+        back["per_device"]["strategy"]
+            .as_str()
+            .unwrap()
+            .contains(word),
+        "{back}"
+    );
+    back
+}
+
 /// `cost MODEL --strategy STRATEGY --calib h100-sxm --format json`, which must succeed: a
 /// ranked row's strategy passed back as it was printed.
 #[allow(dead_code)]

@@ -1,0 +1,207 @@
+//! Node-limited, two-tier expert dispatch (DeepSeek-V3, arXiv:2412.19437, §3.2.2; DeepEP's
+//! internode kernels): a token crosses the inter-node links once per other node holding any of
+//! its experts, then fans out over the node's own links at the same time. The collectives
+//! table, the simulated wire and the simulated call times agree with hand counts; a group that
+//! stays in one node is priced as before; the refusal names the knob; `rank --fix` carries it.
+
+mod common;
+
+use common::refused;
+use symshard::machine::{Collective, Rates};
+use symshard::parallel::Evaluation;
+use symshard::rules::CollectiveKind;
+use symshard::strategy::{AxisKind, Knobs, Mesh, Tier};
+use symshard::sym::Rational;
+use symshard::timeline::{time_plan, Stream};
+
+fn q(n: i64) -> Rational {
+    Rational::from_integer(n.into())
+}
+
+/// Mixtral 8x7B (Jiang et al. 2024): 32 MoE layers of hidden 4096, top-2 of 8 experts.
+const LAYERS: i64 = 32;
+const H: i64 = 4096;
+/// Samples per step, sequence length.
+const B: i64 = 16;
+const S: i64 = 256;
+
+/// dp 8 and ep 8 at tensor-parallel degree `tp`, on nodes of 8 devices: at tp 2 an
+/// expert-parallel group (8 ranks at stride 2) spans two nodes, 4 ranks and 4 experts in each;
+/// at tp 1 it stays in one node.
+fn knobs(tp: u64, node_dispatch: bool) -> Knobs {
+    Knobs {
+        tp,
+        ep: 8,
+        node_dispatch,
+        ..Knobs::data_parallel(8)
+    }
+}
+
+fn run(k: &Knobs) -> Evaluation {
+    common::evaluate_on("mixtral-8x7b", &[("B", B), ("S", S)], k, "h100-sxm")
+}
+
+/// The all-to-all rows: (tier, bytes per call, calls).
+fn all_to_alls(e: &Evaluation) -> Vec<(Tier, Rational, u64)> {
+    e.comm
+        .iter()
+        .filter(|r| r.axis == AxisKind::Ep && r.collective == CollectiveKind::AllToAll)
+        .map(|r| (r.tier, r.bytes.clone(), r.count))
+        .collect()
+}
+
+/// The bf16 slots one device dispatches per layer and micro-batch: its B/dp samples' S tokens,
+/// each sent to its top-2 experts, H elements of 2 bytes.
+fn slots() -> Rational {
+    q(B / 8 * S * 2 * H * 2)
+}
+
+/// Of a token's two experts among 8, 4 on each of two nodes: both on its own node in 6 of the
+/// C(8, 2) = 28 pairs, both on the other node in 6, one on each in 16. It crosses to the other
+/// node in 22 of 28 pairs, once: 22/28 of a row of its 2 slots, 11/28 of the slots. The flat
+/// all-to-all sends every slot whose expert is on another rank, 7/8 of them.
+#[test]
+fn a_token_crosses_to_each_other_node_it_reaches_once() {
+    let flat = all_to_alls(&run(&knobs(2, false)));
+    assert_eq!(
+        flat,
+        vec![(Tier::Inter, slots() * q(7) / q(8), LAYERS as u64 * 4)]
+    );
+    let by_node = all_to_alls(&run(&knobs(2, true)));
+    assert_eq!(
+        by_node,
+        vec![(Tier::Inter, slots() * q(11) / q(28), LAYERS as u64 * 4)]
+    );
+}
+
+/// A group inside one node has no inter-node links to save: every number is the flat
+/// all-to-all's.
+#[test]
+fn a_group_inside_one_node_is_priced_as_the_flat_all_to_all() {
+    let (flat, by_node) = (run(&knobs(1, false)), run(&knobs(1, true)));
+    assert_eq!(all_to_alls(&flat), all_to_alls(&by_node));
+    assert_eq!(flat.relative, by_node.relative);
+    assert_eq!(flat.memory, by_node.memory);
+}
+
+/// The simulated expert-parallel stream carries the rows' bytes, and each call lasts as long
+/// as the longer of its two tiers: the rows' bytes between the nodes, one device per node; and
+/// inside each node the fan-out of every slot whose expert is on another of its 4 devices, 3/4
+/// of the slots, 21/11 of the bytes between nodes. On the H100 table the inter-node part is the
+/// longer; with the intra-node links made 1,000 times slower, the fan-out is.
+#[test]
+fn the_simulated_call_lasts_the_longer_of_its_two_tiers() {
+    let k = knobs(2, true);
+    let table: f64 = all_to_alls(&run(&k))
+        .iter()
+        .map(|(_, b, n)| symshard::parallel::amount::float(b) * *n as f64)
+        .sum();
+    let (plan, h100) = common::plan_on("mixtral-8x7b", &[("B", B), ("S", S)], &k, "h100-sxm");
+    let mut slow_inside = h100.clone();
+    let intra = &mut slow_inside.tiers.intra;
+    intra.busbw.clear();
+    intra.bandwidth.value = &intra.bandwidth.value / q(1000);
+    let (across, within) = Mesh::of(&k, 8).ep_axis(8).by_node();
+    assert_eq!((across.size, within.size), (2, 4));
+    assert_eq!((across.tier, within.tier), (Tier::Inter, Tier::Intra));
+    let mut longer = Vec::new();
+    for calib in [h100, slow_inside] {
+        let t = time_plan(&plan, &calib).unwrap();
+        let calls: Vec<_> = t
+            .sim
+            .events
+            .iter()
+            .filter(|e| e.device == 0 && e.stream == Stream::EpComm)
+            .collect();
+        let simulated: f64 = calls.iter().map(|e| e.bytes).sum();
+        assert!(
+            (table - simulated).abs() <= 1e-9 * table,
+            "table {table}, simulated {simulated}"
+        );
+        let rates = Rates::for_knobs(&calib, &k);
+        for e in calls {
+            let between = rates.collective_seconds(Collective::AllToAll, e.bytes, &across);
+            let inside =
+                rates.collective_seconds(Collective::AllToAll, e.bytes * 21.0 / 11.0, &within);
+            let want = between.max(inside);
+            assert!(
+                (e.dur - want).abs() <= 1e-9 * want,
+                "{} s, want {want} s",
+                e.dur
+            );
+            longer.push(if between >= inside {
+                "between"
+            } else {
+                "inside"
+            });
+        }
+    }
+    assert!(longer.contains(&"between") && longer.contains(&"inside"));
+}
+
+/// On the same step, node by node takes less of the expert-parallel stream than the flat
+/// all-to-all.
+#[test]
+fn node_dispatch_shortens_the_expert_parallel_stream() {
+    let busy = |k: &Knobs| -> f64 {
+        let (plan, calib) = common::plan_on("mixtral-8x7b", &[("B", B), ("S", S)], k, "h100-sxm");
+        let t = time_plan(&plan, &calib).unwrap();
+        t.sim
+            .events
+            .iter()
+            .filter(|e| e.device == 0 && e.stream == Stream::EpComm)
+            .map(|e| e.dur)
+            .sum()
+    };
+    let (flat, by_node) = (busy(&knobs(2, false)), busy(&knobs(2, true)));
+    assert!(by_node < flat, "{by_node} s against {flat} s");
+}
+
+#[test]
+fn without_expert_parallelism_it_is_refused() {
+    let e = refused(&[
+        "cost",
+        "mixtral-8x7b",
+        "--set",
+        "B=64",
+        "--strategy",
+        "dp=8,node-dispatch",
+        "--calib",
+        "h100-sxm",
+    ]);
+    assert!(
+        e.contains("`node_dispatch` needs expert parallelism, ep > 1"),
+        "{e}"
+    );
+}
+
+/// `rank --fix node-dispatch=on` dispatches node by node on every row with ep > 1, and a row
+/// passes back to `cost` as printed.
+#[test]
+fn rank_dispatches_node_by_node_where_rows_allow_it() {
+    common::expert_knob_passes_back(
+        "mixtral-8x7b",
+        64,
+        "node-dispatch=on",
+        "node_dispatch",
+        "node-dispatch",
+    );
+}
+
+/// `--emit megatron` runs the dispatcher the row was priced with: DeepEP's node-by-node kernels
+/// behind the flex dispatcher, or the all-to-all dispatcher (not the parser's default,
+/// `allgather`) for the flat all-to-all (flags of megatron/training/arguments.py at the commit
+/// `--emit` cites).
+#[test]
+fn emit_megatron_names_the_dispatcher_the_row_was_priced_with() {
+    let node = common::emit_megatron("mixtral-8x7b", 64, "tp=2,ep=8,node-dispatch=on");
+    assert!(
+        node.contains("--moe-token-dispatcher-type flex") && node.contains("--moe-enable-deepep"),
+        "{node}"
+    );
+    let flat = common::emit_megatron("mixtral-8x7b", 64, "tp=2,ep=8");
+    assert!(
+        flat.contains("--moe-token-dispatcher-type alltoall") && !flat.contains("deepep"),
+        "{flat}"
+    );
+}
