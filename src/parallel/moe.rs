@@ -459,6 +459,37 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Node by node never puts more of the slots between nodes than the flat all-to-all
+        /// puts on the group's links, and reaches at least one node and at most as many as it
+        /// has experts or as there are nodes.
+        #[test]
+        fn node_by_node_never_sends_more_between_nodes_than_the_flat_all_to_all(
+            nodes_log in 0u32..6,
+            per_node_log in 0u32..4,
+            experts_per_rank_log in 0u32..3,
+            top_k in 1u64..9,
+            groups in proptest::option::of((0u32..4, 1u64..5)),
+        ) {
+            let (nodes, per_node) = (1u64 << nodes_log, 1u64 << per_node_log);
+            let ep = nodes * per_node;
+            let experts = ep << experts_per_rank_log;
+            let top_k = top_k.min(experts);
+            let groups = groups.map(|(g, kept)| {
+                let g = (1u64 << g).min(experts);
+                (g, kept.min(g))
+            });
+            let r = Routing { experts, top_k, groups };
+            let route = NodeRoute::of(&r, ep, nodes);
+            let flat = Rational::new((ep - 1).into(), ep.into());
+            proptest::prop_assert!(route.inter <= flat, "{r:?} over {nodes} nodes: {} > {flat}", route.inter);
+            let reached = nodes_reached(&r, nodes);
+            proptest::prop_assert!(reached >= Rational::one());
+            let most = nodes.min(top_k);
+            proptest::prop_assert!(reached <= Rational::from_integer(most.into()), "{r:?}: {reached}");
+        }
+    }
+
     /// With group-limited routing: a token keeps `kept` of the groups and takes an expert from
     /// each, so its experts are on the nodes of its groups; enumerated over the groups kept.
     #[test]
