@@ -205,3 +205,37 @@ fn emit_megatron_names_the_dispatcher_the_row_was_priced_with() {
         "{flat}"
     );
 }
+
+/// The screen prices strategies in batches that share their meshes; a batch that holds the same
+/// mesh with and without node dispatch prices each as it prices it alone, and node dispatch
+/// makes the relative cost smaller.
+#[test]
+fn the_screen_keeps_node_dispatch_apart_from_the_flat_all_to_all() {
+    use symshard::parallel::evaluate::{block_numbers, estimate_variants, microbatch_bindings};
+    use symshard::parallel::kernels::KernelEfficiency;
+    use symshard::parallel::{analyse, Layout};
+    let model = symshard::model::ModelLoader::embedded()
+        .unwrap()
+        .resolve("mixtral-8x7b")
+        .unwrap();
+    let mut values = model.values.clone();
+    values.insert("B".into(), q(B));
+    values.insert("S".into(), q(S));
+    let calib = symshard::calib::Calibration::resolve("h100-sxm").unwrap();
+    let analysis = analyse(&model, &Layout::default());
+    let (flat, by_node) = (knobs(2, false), knobs(2, true));
+    let b = microbatch_bindings(&model, &values, &flat);
+    let numbers = block_numbers(&analysis, &b, &KernelEfficiency::of(&calib)).unwrap();
+    let kappa = |t: Tier| symshard::parallel::amount::float(&calib.balance(t));
+    let kh = symshard::parallel::amount::float(&calib.hbm_balance());
+    let price = |ks: &[Knobs]| -> Vec<symshard::parallel::evaluate::Estimate> {
+        estimate_variants(&model, &numbers, ks, &kappa, kh, 1.0, 8)
+            .into_iter()
+            .map(|e| e.unwrap())
+            .collect()
+    };
+    let together = price(&[flat.clone(), by_node.clone()]);
+    let apart = [price(&[flat])[0], price(&[by_node])[0]];
+    assert_eq!(together, apart);
+    assert!(apart[1].total < apart[0].total, "{apart:?}");
+}

@@ -1754,20 +1754,21 @@ pub fn estimate_variants(
         .filter(|(bi, _)| layer_block[*bi])
         .map(|(_, n)| n.repeat)
         .sum();
-    // Per (recomputation, expert degree, interleaved): the partitions.
+    // Per (recomputation, expert degree, interleaved, expert-parallel share): the partitions.
     type PlanKey = (Recompute, u64, bool, Rational);
     let mut plans: Vec<(PlanKey, Result<Plan, StrategyError>)> = Vec::new();
     // The interleaved stages of each (pp, chunks).
     let mut chunk_groups: Vec<((u64, u64), Vec<StageGroup>)> = Vec::new();
     // The links' balances of each mesh, and each plan's group parts per ZeRO stage (the same
-    // for every schedule and chunk count): computed once, shared by the strategies.
-    type MeshKey = (u64, u64, u64, u64, u64);
+    // for every schedule and chunk count): computed once, shared by the strategies. A mesh is
+    // keyed with whether its experts dispatch node by node, which sets their wire share.
+    type MeshKey = (u64, u64, u64, u64, u64, bool);
     type PartsKey = (usize, u8, u64, MeshKey, [bool; 2]);
     let mut kaps: Vec<(MeshKey, (Kappas<f64>, Rational))> = Vec::new();
     let mut shared: Vec<(PartsKey, Vec<StageParts>)> = Vec::new();
     ks.iter()
         .map(|k| {
-            let mesh_key = (k.dp, k.tp, k.pp, k.cp, k.ep);
+            let mesh_key = (k.dp, k.tp, k.pp, k.cp, k.ep, k.node_dispatch);
             let (kap, share) = match kaps.iter().find(|(x, _)| *x == mesh_key) {
                 Some((_, x)) => x.clone(),
                 None => {
