@@ -186,6 +186,19 @@ fn rank_dispatches_node_by_node_where_rows_allow_it() {
         "node_dispatch",
         "node-dispatch",
     );
+    // The table says which rows dispatch node by node (its columns cannot).
+    let text = common::stdout(&[
+        "rank",
+        "mixtral-8x7b",
+        "--devices",
+        "64",
+        "--fix",
+        "node-dispatch=on",
+    ]);
+    assert!(
+        text.contains("node dispatch: the rows with ep > 1"),
+        "{text}"
+    );
 }
 
 /// `--emit megatron` runs the dispatcher the row was priced with: DeepEP's node-by-node kernels

@@ -648,6 +648,9 @@ fn print_table(r: &Ranked) {
     if let Some(line) = ties_line(&out.rows) {
         println!("{line}");
     }
+    if out.rows.iter().any(|r| r.node_dispatch) {
+        println!("node dispatch: the rows with ep > 1 send each token once to each other node holding its experts, then fan it out inside the node (DeepSeek-V3's node-limited dispatch through DeepEP; the strategy's `node-dispatch`)");
+    }
     println!("{RANK_LEGEND}; {}", units::BUBBLE_MEANS);
     if !units::exact() {
         println!("{}", units::UNITS_LEGEND);
