@@ -252,3 +252,22 @@ fn the_screen_keeps_node_dispatch_apart_from_the_flat_all_to_all() {
     assert_eq!(together, apart);
     assert!(apart[1].total < apart[0].total, "{apart:?}");
 }
+
+/// The flat all-to-all's bytes are a formula in the model's symbols (the mesh sizes put in);
+/// node by node they are not (binomials of the routing sizes), so `compare` and `crossover`
+/// give no formula for them rather than one that holds only at these sizes.
+#[test]
+fn node_by_node_bytes_carry_no_formula() {
+    let formula = |k: &Knobs| -> Vec<bool> {
+        run(k)
+            .comm
+            .iter()
+            .filter(|r| r.axis == AxisKind::Ep)
+            .map(|r| r.formula.is_some())
+            .collect()
+    };
+    assert_eq!(formula(&knobs(2, false)), vec![true]);
+    assert_eq!(formula(&knobs(2, true)), vec![false]);
+    // Inside one node the share is the flat one, and so is its formula.
+    assert_eq!(formula(&knobs(1, true)), vec![true]);
+}

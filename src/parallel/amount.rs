@@ -26,6 +26,11 @@ pub trait Amount:
     fn int(n: u64) -> Self;
     /// The exact number `r` (a constant: no polynomial in the model's symbols beyond itself).
     fn exact(r: &Rational) -> Self;
+    /// The exact number `r`, computed from the model's symbols' values in a way no polynomial
+    /// in them gives: a number type that carries formulas gives it none (others, `exact`).
+    fn opaque(r: &Rational) -> Self {
+        Self::exact(r)
+    }
     /// `num / den`.
     fn ratio(num: u64, den: u64) -> Self {
         Self::int(num) / Self::int(den)

@@ -106,7 +106,8 @@ pub const FP8_DISPATCH_SHARE: (u64, u64) = (33, 64);
 /// forward's dispatch and combine, then the backward's combine gradient and dispatch gradient.
 /// Each moves `share` of the slots over the expert-parallel links ([`wire_share`]: (ep − 1)/ep
 /// for the flat all-to-all, nccl-tests doc/PERFORMANCE.md: all-to-all moves (n − 1)/n · S per
-/// rank). With FP8 dispatch ([`crate::strategy::Knobs::fp8_dispatch`]) the two toward the
+/// rank). A share other than that one is node-limited dispatch's, which depends on the model's
+/// routing sizes through binomials, no polynomial in them: the wire then has no formula. With FP8 dispatch ([`crate::strategy::Knobs::fp8_dispatch`]) the two toward the
 /// experts, the dispatch and the combine gradient (the activation gradient before the
 /// down-projections), move [`FP8_DISPATCH_SHARE`] of that; the two back stay bf16.
 pub fn all_to_all_wire<T: crate::parallel::amount::Amount>(
@@ -114,7 +115,14 @@ pub fn all_to_all_wire<T: crate::parallel::amount::Amount>(
     k: &crate::strategy::Knobs,
     share: &Rational,
 ) -> [T; 4] {
-    let bf16 = T::exact(share) * slot_bytes;
+    let ep = k.ep.max(1);
+    let flat = *share == Rational::new((ep - 1).into(), ep.into());
+    let share = if flat {
+        T::exact(share)
+    } else {
+        T::opaque(share)
+    };
+    let bf16 = share * slot_bytes;
     let toward = if k.fp8_dispatch {
         let (num, den) = FP8_DISPATCH_SHARE;
         bf16.clone() * T::ratio(num, den)

@@ -130,6 +130,9 @@ impl Amount for Traced {
     fn exact(r: &Rational) -> Traced {
         Traced::constant(r.clone())
     }
+    fn opaque(r: &Rational) -> Traced {
+        Traced::number(r.clone())
+    }
     fn piecewise(self) -> Traced {
         Traced::number(self.value)
     }
