@@ -157,6 +157,31 @@ fn node_dispatch_shortens_the_expert_parallel_stream() {
     assert!(by_node < flat, "{by_node} s against {flat} s");
 }
 
+/// On nodes of 6 devices, an expert-parallel group of 8 ranks holds 6 in one node and 2 in the
+/// next: node by node is priced for groups spread evenly, so it is refused, naming the sizes.
+#[test]
+fn a_group_spread_unevenly_over_its_nodes_is_refused() {
+    let e = refused(&[
+        "cost",
+        "mixtral-8x7b",
+        "--set",
+        "B=48",
+        "--dp",
+        "24",
+        "--ep",
+        "8",
+        "--node-dispatch",
+        "--gpus-per-node",
+        "6",
+        "--calib",
+        "h100-sxm",
+    ]);
+    assert!(
+        e.contains("ep = 8 does not split into nodes of 6 of its ranks"),
+        "{e}"
+    );
+}
+
 #[test]
 fn without_expert_parallelism_it_is_refused() {
     let e = refused(&[
@@ -270,4 +295,35 @@ fn node_by_node_bytes_carry_no_formula() {
     assert_eq!(formula(&knobs(2, true)), vec![false]);
     // Inside one node the share is the flat one, and so is its formula.
     assert_eq!(formula(&knobs(1, true)), vec![true]);
+}
+
+/// On nodes of 6 devices some expert-parallel groups spread unevenly: `rank --fix
+/// node-dispatch=on` dispatches those flat, so every row it prints passes back to `cost`, which
+/// refuses node dispatch over an uneven group.
+#[test]
+fn rank_dispatches_flat_where_a_group_spreads_unevenly() {
+    let rows = common::ranked_rows_with(
+        "mixtral-8x7b",
+        48,
+        40,
+        &["--gpus-per-node", "6", "--fix", "node-dispatch=on"],
+    );
+    let on = |r: &serde_json::Value| r["node_dispatch"].as_bool().unwrap_or(false);
+    // tp 2 leaves 3 ranks of a group in a node: ep 4 and 8 spread unevenly, ep 2 evenly.
+    assert!(rows.iter().any(|r| r["tp"] == 2 && r["ep"] == 8 && !on(r)));
+    for r in rows.iter().filter(|r| on(r)) {
+        let strategy = r["strategy"].as_str().unwrap();
+        common::json(&[
+            "cost",
+            "mixtral-8x7b",
+            "--strategy",
+            strategy,
+            "--gpus-per-node",
+            "6",
+            "--calib",
+            "h100-sxm",
+            "--format",
+            "json",
+        ]);
+    }
 }

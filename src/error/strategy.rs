@@ -345,6 +345,14 @@ pub enum Unsupported {
     Fp8DispatchOneRank,
     /// Node-limited dispatch without expert parallelism: nothing is dispatched.
     NodeDispatchOneRank,
+    /// Node-limited dispatch over an expert-parallel group whose nodes hold different numbers
+    /// of its ranks.
+    NodeDispatchUneven {
+        /// The expert-parallel degree.
+        ep: u64,
+        /// Ranks of a group in one full node.
+        per_node: u64,
+    },
     /// FP8 dispatch of activations that are not 2-byte (bf16 or fp16) ones.
     Fp8DispatchActivations {
         /// Bytes per activation element of the model.
@@ -390,6 +398,9 @@ impl Unsupported {
             ),
             Unsupported::Fp8DispatchOneRank => "`fp8_dispatch` needs expert parallelism, ep > 1: with one rank no token is dispatched".into(),
             Unsupported::NodeDispatchOneRank => "`node_dispatch` needs expert parallelism, ep > 1: with one rank no token is dispatched".into(),
+            Unsupported::NodeDispatchUneven { ep, per_node } => format!(
+                "`node_dispatch` prices an expert-parallel group spread evenly over its nodes, and ep = {ep} does not split into nodes of {per_node} of its ranks (devices per node ÷ tp): choose an ep that {per_node} divides"
+            ),
             Unsupported::Fp8DispatchActivations { bytes } => format!(
                 "`fp8_dispatch` prices 1 byte and a 4-byte scale per 128 elements against a 2-byte (bf16) activation, and this model's activations take {bytes} bytes"
             ),
@@ -419,7 +430,9 @@ impl Unsupported {
             Unsupported::Fp8DispatchPrecision { .. }
             | Unsupported::Fp8DispatchOneRank
             | Unsupported::Fp8DispatchActivations { .. } => "fp8_dispatch",
-            Unsupported::NodeDispatchOneRank => "node_dispatch",
+            Unsupported::NodeDispatchOneRank | Unsupported::NodeDispatchUneven { .. } => {
+                "node_dispatch"
+            }
         }
     }
 }

@@ -213,6 +213,16 @@ fn evaluate_checked(
         )
         .into());
     }
+    let mesh = || crate::strategy::Mesh::of(knobs, gpus_per_node);
+    if knobs.node_dispatch && !mesh().ep_even(knobs.ep) {
+        return Err(crate::strategy::StrategyError::from(
+            crate::strategy::Unsupported::NodeDispatchUneven {
+                ep: knobs.ep,
+                per_node: mesh().ep_axis(knobs.ep).per_node,
+            },
+        )
+        .into());
+    }
     let b = evaluate::microbatch_bindings(model, values, knobs);
     evaluate::check_divisibility(model, analysis, &b, knobs)?;
     let kernels = kernels::KernelEfficiency::of(calib);

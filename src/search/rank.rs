@@ -15,7 +15,7 @@ use crate::parallel::evaluate::{
 };
 use crate::parallel::{analyse, check_model_limits, Analysis, Evaluation, Layout};
 use crate::strategy::Tier;
-use crate::strategy::{Knobs, Precision, Recompute, Schedule, MAX_DEVICES};
+use crate::strategy::{Knobs, Mesh, Precision, Recompute, Schedule, MAX_DEVICES};
 use crate::sym::{Bindings, Rational};
 use num_traits::{One, ToPrimitive};
 use rayon::prelude::*;
@@ -1081,7 +1081,10 @@ impl<'a> Pricer<'a> {
                         k.overlap = steer.overlap_for(&k);
                         k.fp8_params = steer.fp8_params_for(&k);
                         k.fp8_dispatch = steer.fp8_dispatch_for(&k);
-                        k.node_dispatch = steer.node_dispatch_for(&k);
+                        // Node by node where the expert-parallel group spreads evenly over
+                        // its nodes (else the flat all-to-all, as `cost` would refuse it).
+                        k.node_dispatch = steer.node_dispatch_for(&k)
+                            && Mesh::of(&k, opts.gpus_per_node).ep_even(k.ep);
                         if !steer.allows(&k, per_dp / m) {
                             continue;
                         }

@@ -291,6 +291,13 @@ impl Mesh {
         }
     }
 
+    /// Whether every node an expert-parallel group of `ep` ranks spans holds as many of its
+    /// ranks as the others (always where it stays in one node).
+    pub fn ep_even(&self, ep: u64) -> bool {
+        let a = self.ep_axis(ep);
+        a.tier == Tier::Intra || a.size.is_multiple_of(a.per_node)
+    }
+
     /// The nodes one expert-parallel group of `ep` ranks spans: 1 where it stays in a node.
     pub fn ep_nodes(&self, ep: u64) -> u64 {
         let a = self.ep_axis(ep);
