@@ -327,3 +327,23 @@ fn rank_dispatches_flat_where_a_group_spreads_unevenly() {
         ]);
     }
 }
+
+/// A saved plan holds the flat all-to-all's bytes and the model's routing, no machine's nodes:
+/// timed on GB200 NVL72, whose 72-device nodes hold a whole group, node dispatch is the flat
+/// all-to-all; timed on the H100 nodes of 8 it was planned on, it is shorter.
+#[test]
+fn a_saved_plan_goes_node_by_node_on_the_nodes_it_is_timed_on() {
+    let time = |node: bool, machine: &str| -> f64 {
+        let (plan, _) = common::plan_on(
+            "mixtral-8x7b",
+            &[("B", B), ("S", S)],
+            &knobs(2, node),
+            "h100-sxm",
+        );
+        assert_eq!(plan.gpus_per_node, None);
+        let calib = symshard::calib::Calibration::resolve(machine).unwrap();
+        time_plan(&plan, &calib).unwrap().sim.iteration
+    };
+    assert_eq!(time(true, "gb200-nvl72"), time(false, "gb200-nvl72"));
+    assert!(time(true, "h100-sxm") < time(false, "h100-sxm"));
+}

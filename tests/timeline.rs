@@ -182,6 +182,7 @@ fn uniform(p: u64, m: u64, schedule: Schedule, v: u64, layers: usize) -> TimingP
         batch_symbol: None,
         sequence_symbol: None,
         settings: BTreeMap::new(),
+        routing: None,
         blocks: vec![block],
         items: vec![0; layers],
         stages: vec![layers / stages; stages],

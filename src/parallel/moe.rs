@@ -157,7 +157,8 @@ pub fn node_route(
 
 /// How a model routes each token to its experts, evaluated: what the node-limited dispatch
 /// needs to count the nodes a token reaches.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Routing {
     /// Routed experts (the model's `experts` role).
     pub experts: u64,
@@ -166,6 +167,7 @@ pub struct Routing {
     /// Group-limited routing (DeepSeek-V2 and V3's `n_group`, `topk_group`): the experts split
     /// into this many groups of consecutive experts, and each token's experts chosen from this
     /// many of them (the `expert_groups` and `groups_per_token` roles).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub groups: Option<(u64, u64)>,
 }
 

@@ -102,8 +102,7 @@ pub fn chains(
     gpus_per_node: u64,
 ) -> Result<Chains> {
     let b = microbatch_bindings(model, values, knobs);
-    let mesh = crate::strategy::Mesh::of(knobs, gpus_per_node);
-    let blocks: Vec<PlanBlock> = strategy_blocks(model, analysis, numbers, &b, knobs, &mesh)?;
+    let blocks: Vec<PlanBlock> = strategy_blocks(model, analysis, numbers, &b, knobs)?;
     let layer = blocks.iter().map(|b| b.layer).collect();
     let dp_grad = blocks.iter().map(|b| block_dp_grads(b, knobs)).collect();
     let held = blocks.iter().map(block_held).collect();
@@ -124,6 +123,7 @@ pub fn chains(
         batch_symbol: model.batch.clone(),
         sequence_symbol: model.roles.sequence.clone(),
         settings: Default::default(),
+        routing: numbers.iter().find_map(|n| n.routing.clone()),
         blocks,
         items: Vec::new(),
         stages: Vec::new(),

@@ -72,30 +72,6 @@ pub struct PlanComm {
     pub calls: u32,
     /// What it moves (operator or edge, and tensor).
     pub name: String,
-    /// Bytes each rank moves inside its node at the same time, where the collective runs on two
-    /// tiers at once (the node-limited dispatch's fan-out, [`crate::parallel::moe::NodeRoute`]:
-    /// `bytes` are then those between nodes); a call lasts as long as the longer of the two.
-    #[serde(default, skip_serializing_if = "Option::is_none", with = "exact_opt")]
-    pub inside: Option<Rational>,
-}
-
-/// [`exact`] of an optional number (absent: `None`).
-pub(crate) mod exact_opt {
-    use super::Rational;
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(r: &Option<Rational>, s: S) -> Result<S::Ok, S::Error> {
-        match r {
-            Some(r) => super::exact::serialize(r, s),
-            None => s.serialize_none(),
-        }
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Rational>, D::Error> {
-        #[derive(Deserialize)]
-        struct Wrap(#[serde(with = "super::exact")] Rational);
-        Ok(Option::<Wrap>::deserialize(d)?.map(|Wrap(r)| r))
-    }
 }
 
 /// One operator, per device and micro-batch.
@@ -325,6 +301,11 @@ pub struct TimingPlan {
     /// [`Model::settings`]: crate::model::Model::settings
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub settings: BTreeMap<String, String>,
+    /// How the model routes its tokens to experts, where it has experts and a known routing:
+    /// what node-limited dispatch ([`Knobs::node_dispatch`]) counts the nodes a token reaches
+    /// with on the mesh the plan is timed on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routing: Option<crate::parallel::moe::Routing>,
 }
 
 /// [`crate::model::Model::settings`] keyed by name.
@@ -367,7 +348,6 @@ fn plan_comm(c: &Comm, bytes: &Rational, name: String) -> PlanComm {
         bytes: bytes.clone(),
         calls: c.calls.max(1),
         name,
-        inside: None,
     }
 }
 
@@ -384,7 +364,6 @@ pub fn strategy_blocks(
     numbers: &[BlockNumbers],
     b: &Bindings,
     knobs: &Knobs,
-    mesh: &crate::strategy::Mesh,
 ) -> Result<Vec<PlanBlock>> {
     let mut blocks = plan_blocks(model, analysis, numbers, b)?;
     if knobs.precision.is_fp8() {
@@ -406,21 +385,18 @@ pub fn strategy_blocks(
             .filter(|&k| ba.ops[k].role == Some(Role::ExpertGemm))
             .collect();
         if let (Some(dispatch), Some(combine)) = (find(Role::MoeDispatch), find(Role::MoeCombine)) {
-            let wire = |share: &Rational| {
-                crate::parallel::moe::all_to_all_wire(n.slot_bytes.clone(), knobs, share)
-            };
-            let nodes = mesh.ep_nodes(knobs.ep);
-            let route = crate::parallel::moe::node_route(knobs, n.routing.as_ref(), nodes);
-            let share = crate::parallel::moe::wire_share(knobs, n.routing.as_ref(), nodes);
-            let [dispatch_wire, combine_wire, combine_grad_wire, dispatch_grad_wire] = wire(&share);
-            let inside = route.map(|r| wire(&r.intra));
-            let a2a = |what: &str, bytes: &Rational, call: usize| PlanComm {
+            // The flat all-to-all's bytes, which depend on no machine: the timeline moves them
+            // node by node where the strategy says so, on the mesh it times them on
+            // ([`TimingPlan::routing`]).
+            let flat = crate::parallel::moe::wire_share(knobs, None, 1);
+            let [dispatch_wire, combine_wire, combine_grad_wire, dispatch_grad_wire] =
+                crate::parallel::moe::all_to_all_wire(n.slot_bytes.clone(), knobs, &flat);
+            let a2a = |what: &str, bytes: &Rational| PlanComm {
                 kind: Collective::AllToAll,
                 axis: Axis::Ep,
                 bytes: bytes.clone(),
                 calls: 1,
                 name: format!("{} {what}", ba.name),
-                inside: inside.as_ref().map(|x| x[call].clone()),
             };
             let at = |steps: &[Step], k: usize| {
                 steps
@@ -432,20 +408,20 @@ pub fn strategy_blocks(
             let i = at(&block.forward, dispatch).ok_or_else(missing)?;
             block
                 .forward
-                .insert(i + 1, Step::Collective(a2a("dispatch", &dispatch_wire, 0)));
+                .insert(i + 1, Step::Collective(a2a("dispatch", &dispatch_wire)));
             let i = at(&block.forward, combine).ok_or_else(missing)?;
             block
                 .forward
-                .insert(i, Step::Collective(a2a("combine", &combine_wire, 1)));
+                .insert(i, Step::Collective(a2a("combine", &combine_wire)));
             let i = at(&block.backward, combine).ok_or_else(missing)?;
             block.backward.insert(
                 i + 1,
-                Step::Collective(a2a("combine gradient", &combine_grad_wire, 2)),
+                Step::Collective(a2a("combine gradient", &combine_grad_wire)),
             );
             let i = at(&block.backward, dispatch).ok_or_else(missing)?;
             block.backward.insert(
                 i,
-                Step::Collective(a2a("dispatch gradient", &dispatch_grad_wire, 3)),
+                Step::Collective(a2a("dispatch gradient", &dispatch_grad_wire)),
             );
         }
         for (k, c) in block.grads.iter_mut() {
@@ -936,7 +912,7 @@ pub fn build_plan(
     knobs: &Knobs,
     gpus_per_node: Option<u64>,
 ) -> Result<TimingPlan> {
-    let blocks = strategy_blocks(model, analysis, numbers, b, knobs, &evaluation.mesh)?;
+    let blocks = strategy_blocks(model, analysis, numbers, b, knobs)?;
     let mut items = Vec::new();
     for (bi, n) in numbers.iter().enumerate() {
         items.extend(std::iter::repeat_n(bi, n.repeat as usize));
@@ -1003,6 +979,7 @@ pub fn build_plan(
         batch_symbol: model.batch.clone(),
         sequence_symbol: model.roles.sequence.clone(),
         settings: setting_map(model),
+        routing: numbers.iter().find_map(|n| n.routing.clone()),
         blocks,
         items,
         stages,

@@ -192,6 +192,9 @@ struct Ctx<'a> {
     cp: MeshAxis,
     /// The expert-parallel groups: `ep` consecutive ranks of the cp × dp ones.
     ep: MeshAxis,
+    /// Under node-limited dispatch, where the groups span nodes: how the slots go
+    /// ([`crate::parallel::moe::NodeRoute`], from the plan's routing on this mesh).
+    route: Option<crate::parallel::moe::NodeRoute>,
     /// Per block, its gradient reductions as floats once (the backward that launches them runs
     /// them for every copy of the block): the operator that makes each ready, and what it does.
     grads: Vec<Vec<(usize, Grad)>>,
@@ -254,6 +257,14 @@ impl<'a> Ctx<'a> {
             edp: mesh.expert_grad_axis(plan.knobs.ep),
             cp: mesh.cp_axis(),
             ep: mesh.ep_axis(plan.knobs.ep),
+            // A saved plan timed on nodes its groups spread over unevenly, which `cost` and
+            // `timeline` refuse node dispatch on, moves its slots flat.
+            route: crate::parallel::moe::node_route(
+                &plan.knobs,
+                plan.routing.as_ref(),
+                mesh.ep_nodes(plan.knobs.ep),
+            )
+            .filter(|_| mesh.ep_even(plan.knobs.ep)),
             grads: Vec::new(),
             split: plan.knobs.schedule.splits_backward(),
         };
@@ -321,23 +332,26 @@ impl<'a> Ctx<'a> {
             Axis::ExpertDp => (Stream::DpComm, &self.edp),
             Axis::Ep => (Stream::EpComm, &self.ep),
         };
-        let bytes = f(&c.bytes);
         let calls = c.calls.max(1) as f64;
-        let one = match &c.inside {
-            // Node by node: between the nodes and inside them at once, as long as the longer.
-            Some(inside) => {
+        match (&self.route, c.axis) {
+            // Node by node: the plan's flat bytes, (ep − 1)/ep of the slots, as the slots
+            // between the nodes and inside them, moved at once, as long as the longer.
+            (Some(r), Axis::Ep) => {
+                let slots = f(&c.bytes) * self.ep.size as f64 / (self.ep.size - 1) as f64;
+                let (between, inside) = (slots * f(&r.inter), slots * f(&r.intra));
                 let (across, within) = axis.by_node();
-                let between = self
-                    .rates
-                    .collective_seconds(c.kind, bytes / calls, &across);
-                let fan_out = self
-                    .rates
-                    .collective_seconds(c.kind, f(inside) / calls, &within);
-                between.max(fan_out)
+                let one = |bytes: f64, axis: &MeshAxis| {
+                    self.rates.collective_seconds(c.kind, bytes / calls, axis)
+                };
+                let dur = calls * one(between, &across).max(one(inside, &within));
+                (stream, dur, between)
             }
-            None => self.rates.collective_seconds(c.kind, bytes / calls, axis),
-        };
-        (stream, calls * one, bytes)
+            _ => {
+                let bytes = f(&c.bytes);
+                let dur = calls * self.rates.collective_seconds(c.kind, bytes / calls, axis);
+                (stream, dur, bytes)
+            }
+        }
     }
 
     /// Under `--tp-comm-overlap`: each blocking tensor-parallel collective of a forward pass

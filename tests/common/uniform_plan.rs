@@ -67,6 +67,7 @@ pub fn uniform(k: Knobs, layers: usize, (f, b, w): (i64, i64, i64)) -> TimingPla
         batch_symbol: None,
         sequence_symbol: None,
         settings: BTreeMap::new(),
+        routing: None,
         blocks: vec![block],
         items: vec![0; layers],
         stages: vec![layers / p; p],
