@@ -3034,7 +3034,8 @@ mod tests {
             let layer_block = layer_blocks(&model);
             // Balances of the order of an H100 node's (any positive values serve the test).
             let kap = Kappas { tp: 2000.0, ep: 2000.0, cp: 2000.0, dp: 20000.0, edp: 20000.0, p2p: 20000.0, hbm: 300.0, overlap: 0.8 };
-            let Ok(plan) = plan_pipeline(&numbers, &layer_block, &k, &kap, &ep_share(&numbers, &k, &Mesh::of(&k, 8))) else {
+            let share = ep_share(&numbers, &k, &Mesh::of(&k, 8));
+            let Ok(plan) = plan_pipeline(&numbers, &layer_block, &k, &kap, &share) else {
                 return Ok(());
             };
             // The screen's way (each group's parts computed beforehand, as a batch shares

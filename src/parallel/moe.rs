@@ -107,9 +107,10 @@ pub const FP8_DISPATCH_SHARE: (u64, u64) = (33, 64);
 /// Each moves `share` of the slots over the expert-parallel links ([`wire_share`]: (ep − 1)/ep
 /// for the flat all-to-all, nccl-tests doc/PERFORMANCE.md: all-to-all moves (n − 1)/n · S per
 /// rank). A share other than that one is node-limited dispatch's, which depends on the model's
-/// routing sizes through binomials, no polynomial in them: the wire then has no formula. With FP8 dispatch ([`crate::strategy::Knobs::fp8_dispatch`]) the two toward the
-/// experts, the dispatch and the combine gradient (the activation gradient before the
-/// down-projections), move [`FP8_DISPATCH_SHARE`] of that; the two back stay bf16.
+/// routing sizes through binomials, no polynomial in them: the wire then has no formula. With
+/// FP8 dispatch ([`crate::strategy::Knobs::fp8_dispatch`]) the two toward the experts, the
+/// dispatch and the combine gradient (the activation gradient before the down-projections),
+/// move [`FP8_DISPATCH_SHARE`] of that; the two back stay bf16.
 pub fn all_to_all_wire<T: crate::parallel::amount::Amount>(
     slot_bytes: T,
     k: &crate::strategy::Knobs,
@@ -492,11 +493,18 @@ mod tests {
             let r = Routing { experts, top_k, groups };
             let route = NodeRoute::of(&r, ep, nodes);
             let flat = Rational::new((ep - 1).into(), ep.into());
-            proptest::prop_assert!(route.inter <= flat, "{r:?} over {nodes} nodes: {} > {flat}", route.inter);
+            proptest::prop_assert!(
+                route.inter <= flat,
+                "{r:?} over {nodes} nodes: {} > {flat}",
+                route.inter
+            );
             let reached = nodes_reached(&r, nodes);
             proptest::prop_assert!(reached >= Rational::one());
             let most = nodes.min(top_k);
-            proptest::prop_assert!(reached <= Rational::from_integer(most.into()), "{r:?}: {reached}");
+            proptest::prop_assert!(
+                reached <= Rational::from_integer(most.into()),
+                "{r:?}: {reached}"
+            );
         }
     }
 
