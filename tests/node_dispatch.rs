@@ -347,3 +347,44 @@ fn a_saved_plan_goes_node_by_node_on_the_nodes_it_is_timed_on() {
     assert_eq!(time(true, "gb200-nvl72"), time(false, "gb200-nvl72"));
     assert!(time(true, "h100-sxm") < time(false, "h100-sxm"));
 }
+
+/// A strategy file says `node_dispatch: true` as the flag says `--node-dispatch`: the same
+/// expert-parallel bytes, and the refusal at ep = 1 names the file.
+#[test]
+fn a_strategy_file_sets_node_dispatch() {
+    let dir = common::temp_dir("node-dispatch-file");
+    std::fs::write(
+        dir.join("s.yaml"),
+        "dp: 8\ntp: 2\nep: 8\nnode_dispatch: true\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("one.yaml"), "dp: 8\nnode_dispatch: true\n").unwrap();
+    let a2a = |v: serde_json::Value| -> Vec<String> {
+        v["per_device"]["comm"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["collective"] == "all-to-all")
+            .map(|c| c["bytes"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let cost = |args: &[&str]| -> serde_json::Value {
+        let base = ["cost", "--calib", "h100-sxm", "--format", "json"];
+        let text = common::run_on_file(&dir, "mixtral-8x7b", &[&base[..], args].concat());
+        serde_json::from_str(&text).unwrap()
+    };
+    let from_file = a2a(cost(&["--strategy", "s.yaml"]));
+    let from_flags = a2a(cost(&[
+        "--dp",
+        "8",
+        "--tp",
+        "2",
+        "--ep",
+        "8",
+        "--node-dispatch",
+    ]));
+    assert!(!from_file.is_empty());
+    assert_eq!(from_file, from_flags);
+    let e = common::refused_in(&dir, &["cost", "mixtral-8x7b", "--strategy", "one.yaml"]);
+    assert!(e.contains("one.yaml") && e.contains("node_dispatch"), "{e}");
+}
