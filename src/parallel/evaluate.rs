@@ -1990,11 +1990,15 @@ impl Links {
     }
 }
 
+/// The model's routing, as the blocks that dispatch to experts carry it.
+pub fn routing_of<T>(numbers: &[BlockNumbers<T>]) -> Option<&super::moe::Routing> {
+    numbers.iter().find_map(|n| n.routing.as_ref())
+}
+
 /// The share of a device's expert slots each all-to-all of `k` puts on the expert-parallel links
-/// of `mesh` ([`super::moe::wire_share`], with the routing of the blocks that dispatch).
+/// of `mesh` ([`super::moe::wire_share`], with the model's routing).
 pub fn ep_share<T>(numbers: &[BlockNumbers<T>], k: &Knobs, mesh: &Mesh) -> Rational {
-    let routing = numbers.iter().find_map(|n| n.routing.as_ref());
-    super::moe::wire_share(k, routing, mesh.ep_nodes(k.ep))
+    super::moe::wire_share(k, routing_of(numbers), mesh.ep_nodes(k.ep))
 }
 
 /// Each block's exact per-micro-batch costs under `k` ([`BlockCost::of`]).

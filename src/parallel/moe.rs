@@ -220,14 +220,9 @@ impl RoutingSymbols {
 /// the two overlapped.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeRoute {
-    /// Nodes one group spans.
-    pub nodes: u64,
-    /// Ranks of the group in each node.
-    pub per_node: u64,
-    /// Expected nodes a token's experts are on ([`nodes_reached`]).
-    pub nodes_per_token: Rational,
     /// Share of a device's slots one all-to-all sends between nodes: a token's row once per
-    /// other node it reaches, `nodes_per_token · (nodes − 1)/nodes` rows of its `top_k` slots.
+    /// other node it reaches, `reached · (nodes − 1)/nodes` rows of its `top_k` slots, where
+    /// `reached` is the expected number of nodes its experts are on ([`nodes_reached`]).
     pub inter: Rational,
     /// Share of a device's slots one all-to-all moves inside nodes: every slot whose expert is
     /// on another device of the node it reaches, `(per_node − 1)/per_node`.
@@ -243,12 +238,8 @@ impl NodeRoute {
         let per_node = (ep / nodes).max(1);
         let reached = nodes_reached(routing, nodes);
         let r = |n: u64| Rational::from_integer(n.into());
-        let inter = &reached * r(nodes - 1) / r(nodes) / r(routing.top_k.max(1));
         NodeRoute {
-            nodes,
-            per_node,
-            nodes_per_token: reached,
-            inter,
+            inter: reached * r(nodes - 1) / r(nodes) / r(routing.top_k.max(1)),
             intra: r(per_node - 1) / r(per_node),
         }
     }

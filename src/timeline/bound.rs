@@ -123,7 +123,7 @@ pub fn chains(
         batch_symbol: model.batch.clone(),
         sequence_symbol: model.roles.sequence.clone(),
         settings: Default::default(),
-        routing: numbers.iter().find_map(|n| n.routing.clone()),
+        routing: crate::parallel::evaluate::routing_of(numbers).cloned(),
         blocks,
         items: Vec::new(),
         stages: Vec::new(),

@@ -979,7 +979,7 @@ pub fn build_plan(
         batch_symbol: model.batch.clone(),
         sequence_symbol: model.roles.sequence.clone(),
         settings: setting_map(model),
-        routing: numbers.iter().find_map(|n| n.routing.clone()),
+        routing: crate::parallel::evaluate::routing_of(numbers).cloned(),
         blocks,
         items,
         stages,

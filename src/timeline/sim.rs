@@ -192,9 +192,10 @@ struct Ctx<'a> {
     cp: MeshAxis,
     /// The expert-parallel groups: `ep` consecutive ranks of the cp × dp ones.
     ep: MeshAxis,
-    /// Under node-limited dispatch, where the groups span nodes: how the slots go
+    /// Under node-limited dispatch, where the groups span nodes: the bytes one rank moves
+    /// between nodes and inside its node per byte of the plan's flat all-to-all
     /// ([`crate::parallel::moe::NodeRoute`], from the plan's routing on this mesh).
-    route: Option<crate::parallel::moe::NodeRoute>,
+    route: Option<[f64; 2]>,
     /// Per block, its gradient reductions as floats once (the backward that launches them runs
     /// them for every copy of the block): the operator that makes each ready, and what it does.
     grads: Vec<Vec<(usize, Grad)>>,
@@ -264,7 +265,12 @@ impl<'a> Ctx<'a> {
                 plan.routing.as_ref(),
                 mesh.ep_nodes(plan.knobs.ep),
             )
-            .filter(|_| mesh.ep_even(plan.knobs.ep)),
+            .filter(|_| mesh.ep_even(plan.knobs.ep))
+            .map(|r| {
+                // The flat bytes are (ep − 1)/ep of the slots.
+                let ep = plan.knobs.ep as f64;
+                [&r.inter, &r.intra].map(|share| f(share) * ep / (ep - 1.0))
+            }),
             grads: Vec::new(),
             split: plan.knobs.schedule.splits_backward(),
         };
@@ -334,11 +340,9 @@ impl<'a> Ctx<'a> {
         };
         let calls = c.calls.max(1) as f64;
         match (&self.route, c.axis) {
-            // Node by node: the plan's flat bytes, (ep − 1)/ep of the slots, as the slots
-            // between the nodes and inside them, moved at once, as long as the longer.
-            (Some(r), Axis::Ep) => {
-                let slots = f(&c.bytes) * self.ep.size as f64 / (self.ep.size - 1) as f64;
-                let (between, inside) = (slots * f(&r.inter), slots * f(&r.intra));
+            // Node by node: between the nodes and inside them at once, as long as the longer.
+            (Some([to_nodes, in_node]), Axis::Ep) => {
+                let (between, inside) = (f(&c.bytes) * to_nodes, f(&c.bytes) * in_node);
                 let (across, within) = axis.by_node();
                 let one = |bytes: f64, axis: &MeshAxis| {
                     self.rates.collective_seconds(c.kind, bytes / calls, axis)
