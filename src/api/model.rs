@@ -67,6 +67,7 @@ pub struct Model {
     loss: LossMode,
     train_metrics: u32,
     dropout: Option<bool>,
+    recompute_modules: Option<Vec<crate::model::RecomputeModule>>,
     rules: Option<PathBuf>,
 }
 
@@ -92,6 +93,7 @@ impl Model {
             loss: LossMode::default(),
             train_metrics: 0,
             dropout: None,
+            recompute_modules: None,
             rules: None,
         }
     }
@@ -137,6 +139,16 @@ impl Model {
         self
     }
 
+    /// What selective recomputation recomputes; `None`: the model file's `recompute_modules`,
+    /// else `core_attn` ([`crate::model::RecomputeModule`]).
+    pub fn recompute_modules(
+        mut self,
+        modules: Option<Vec<crate::model::RecomputeModule>>,
+    ) -> Model {
+        self.recompute_modules = modules;
+        self
+    }
+
     /// Also load the operator rules in this directory.
     pub fn rules(mut self, dir: Option<PathBuf>) -> Model {
         self.rules = dir;
@@ -161,7 +173,8 @@ impl Model {
             .with_attention(self.attention)
             .with_loss(self.loss)
             .with_train_metrics(self.train_metrics)
-            .with_dropout(self.dropout);
+            .with_dropout(self.dropout)
+            .with_recompute_modules(self.recompute_modules.clone());
         if let Some(dir) = &self.rules {
             for r in loader.rules.add_dir(dir)? {
                 crate::diag::note(r.to_string());

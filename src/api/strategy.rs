@@ -148,11 +148,15 @@ impl Strategy {
         for n in nodes? {
             crate::diag::note(format!("warning: {n}"));
         }
+        // Under fused attention `core_attn` recomputes nothing; another module still may.
         if r.knobs.recompute == Recompute::Selective
             && matches!(
                 model.attention,
                 Some(crate::model::AttentionMode::Flash | crate::model::AttentionMode::FlashCausal)
             )
+            && !model
+                .ops()
+                .any(|(_, op)| op.recomputed(&model.recompute_modules))
         {
             crate::diag::note(
                 "note: selective recomputation recomputes nothing here: with fused attention no S×S tensor is saved (--attention eager to compare)".into(),

@@ -399,6 +399,14 @@ fn megatron(
         a.push(("--sequence-parallel", None));
     }
     megatron_memory(&mut a, k)?;
+    if k.recompute == Recompute::Selective
+        && model.recompute_modules != crate::model::RecomputeModule::default_set()
+    {
+        // Megatron-Core's `--recompute-modules` (nargs "*", default core_attn), the submodules
+        // priced as recomputed.
+        let names: Vec<&str> = model.recompute_modules.iter().map(|m| m.name()).collect();
+        a.push(("--recompute-modules", Some(names.join(" "))));
+    }
     megatron_runtime(&mut a, &mut warnings, model, k);
     Ok((a.0, warnings))
 }
@@ -821,6 +829,12 @@ fn torchtitan(
     ));
     if k.recompute == Recompute::Selective {
         t.push_str("selective_ac_option = \"op\"\n");
+        if model.recompute_modules != crate::model::RecomputeModule::default_set() {
+            warnings.push(format!(
+                "torchtitan's selective activation checkpointing (`op`) saves the outputs of the matmuls and attention it lists and recomputes the rest; it names no modules, so the row's recompute modules ({}) are not what it runs",
+                crate::model::RecomputeModule::list(&model.recompute_modules)
+            ));
+        }
     }
     if let Some((_, section)) = &quantized {
         t.push('\n');

@@ -110,6 +110,14 @@ pub struct SymbolArgs {
     /// kernel, no mask kept for the backward); default: the model file's `dropout`, else on.
     #[arg(long, value_name = "on|off", value_parser = clap::builder::BoolishValueParser::new())]
     pub dropout: Option<bool>,
+    /// What selective recomputation (`--recompute selective`) recomputes, as Megatron-Core's
+    /// `--recompute-modules` names the submodules (comma-separated): `core_attn` the attention
+    /// core (the default), and, where the model's family declares them, `layernorm` (the input
+    /// and pre-MLP norms), `mla_up_proj` (multi-head latent attention's up-projections and
+    /// rotary embedding) and `moe_act` (the experts' activation). The last three discard their
+    /// outputs: the copies the next operators save are recomputed, not kept.
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "MODULE,…")]
+    pub recompute_modules: Option<Vec<crate::model::RecomputeModule>>,
     /// Also load the operator rules in this directory (they replace shipped rules of the same
     /// name, so a model can use a rule of your own).
     #[arg(long, value_name = "DIR")]
@@ -124,6 +132,7 @@ impl SymbolArgs {
             .loss(self.loss)
             .train_metrics(self.train_metrics)
             .dropout(self.dropout)
+            .recompute_modules(self.recompute_modules.clone())
             .rules(self.rules.clone());
         for s in &self.set {
             m = m.set_text(s.as_str());

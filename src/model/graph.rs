@@ -45,8 +45,12 @@ pub struct OpNode {
     /// A description.
     pub doc: Option<String>,
     /// Part of attention's core between the projections (tagged `attention: eager` or
-    /// `role: attention-core` in its graph): what selective recomputation recomputes.
+    /// `role: attention-core` in its graph): what selective recomputation's `core_attn`
+    /// recomputes.
     pub attention_core: bool,
+    /// The submodule of selective recomputation it belongs to besides the attention core, as
+    /// its family declares it (`recompute: layernorm`).
+    pub recompute: Option<RecomputeModule>,
     /// It makes logits a gate reads through an input its rule names in `router:` (a mixture
     /// of experts' router, a shared expert's gate), which FP8 recipes keep in the model's
     /// precision ([`crate::rules::OpRule::router`]).
@@ -54,6 +58,22 @@ pub struct OpNode {
 }
 
 impl OpNode {
+    /// Whether selective recomputation of `modules` recomputes it: an attention-core operator
+    /// that is not a fused kernel under `core_attn`, or one of a module asked for.
+    pub fn recomputed(&self, modules: &[RecomputeModule]) -> bool {
+        (self.attention_core
+            && !self.rule.fused_attention
+            && modules.contains(&RecomputeModule::CoreAttn))
+            || self.recompute.is_some_and(|m| modules.contains(&m))
+    }
+
+    /// Whether selective recomputation of `modules` discards its output: it belongs to an
+    /// output-discarding module asked for.
+    pub fn discards_output(&self, modules: &[RecomputeModule]) -> bool {
+        self.recompute
+            .is_some_and(|m| m.discards_output() && modules.contains(&m))
+    }
+
     /// A rule formula in the model's symbols.
     pub fn model_formula(&self, rule_formula: &Poly) -> Poly {
         rule_formula
@@ -159,6 +179,8 @@ pub struct Model {
     /// fp32 pass over the logits without gradients (timelines only; Composer's trainer runs
     /// its model's training metrics after every micro-batch: two for LLM Foundry's MPT).
     pub train_metrics: u32,
+    /// What selective recomputation recomputes ([`RecomputeModule`]; default `core_attn`).
+    pub recompute_modules: Vec<RecomputeModule>,
     /// Whether its dropout operators run: `None` for a graph without any, `Some(false)` where
     /// `dropout: false` (or `--dropout off`) took them out.
     pub dropout: Option<bool>,
@@ -252,6 +274,82 @@ impl LossMode {
             LossMode::Fp32 => "fp32",
             LossMode::Fused => "fused",
         }
+    }
+}
+
+/// A submodule selective recomputation may recompute, as Megatron-Core names them
+/// (`--recompute-granularity selective --recompute-modules …`; `recompute_modules` in
+/// megatron/core/transformer/transformer_config.py, Megatron-LM commit d98e8a64dd: default
+/// `core_attn`; `moe_act`, `layernorm` and `mla_up_proj` "use output-discarding checkpointing",
+/// `core_attn` normal checkpointing). A family declares which operators belong to each but the
+/// attention core (`recompute: layernorm` on an operator); the attention core is its eager
+/// attention operators (`attention: eager` or `role: attention-core`).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum RecomputeModule {
+    /// The attention core between the projections (Korthikanti et al. 2022, §5): its
+    /// intermediates are dropped and recomputed, its output and inputs kept. Fused attention
+    /// keeps no intermediates, so there it drops nothing.
+    #[value(name = "core_attn")]
+    CoreAttn,
+    /// The layer's input norm and pre-MLP norm: their outputs, which the following linear
+    /// layers save, are discarded and recomputed from their inputs.
+    #[value(name = "layernorm")]
+    Layernorm,
+    /// Multi-head latent attention's up-projections and rotary embedding (Megatron-Core's
+    /// `qkv_up_proj_and_rope_apply`): the queries, keys and values the attention saves are
+    /// discarded and recomputed from the latents.
+    #[value(name = "mla_up_proj")]
+    MlaUpProj,
+    /// The activation of the experts' MLP (SwiGLU): its output, which the down-projection
+    /// saves, and its intermediates are discarded and recomputed from its inputs.
+    #[value(name = "moe_act")]
+    MoeAct,
+}
+
+impl RecomputeModule {
+    /// Every module, as Megatron-Core spells them.
+    pub const ALL: [(&'static str, RecomputeModule); 4] = [
+        ("core_attn", RecomputeModule::CoreAttn),
+        ("layernorm", RecomputeModule::Layernorm),
+        ("mla_up_proj", RecomputeModule::MlaUpProj),
+        ("moe_act", RecomputeModule::MoeAct),
+    ];
+
+    /// Its name (`core_attn`, `layernorm`, `mla_up_proj`, `moe_act`).
+    pub fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(_, m)| *m == self)
+            .map(|(n, _)| *n)
+            .unwrap_or("core_attn")
+    }
+
+    /// Parses a name of [`RecomputeModule::ALL`].
+    pub fn from_name(s: &str) -> Option<RecomputeModule> {
+        Self::ALL.iter().find(|(n, _)| *n == s).map(|(_, m)| *m)
+    }
+
+    /// Whether its output is discarded too (output-discarding checkpointing): the tensors its
+    /// readers save of it are recomputed, not kept.
+    pub fn discards_output(self) -> bool {
+        self != RecomputeModule::CoreAttn
+    }
+
+    /// Megatron-Core's default: the attention core alone.
+    pub fn default_set() -> Vec<RecomputeModule> {
+        vec![RecomputeModule::CoreAttn]
+    }
+
+    /// A list as written (`layernorm,moe_act`), sorted, without repeats.
+    pub fn list(modules: &[RecomputeModule]) -> String {
+        modules
+            .iter()
+            .map(|m| m.name())
+            .collect::<Vec<_>>()
+            .join(",")
     }
 }
 
@@ -371,6 +469,12 @@ impl Model {
         }
         if let Some(d) = self.dropout {
             out.push(("dropout", if d { "on" } else { "off" }.to_string()));
+        }
+        if self.recompute_modules != RecomputeModule::default_set() {
+            out.push((
+                "recompute-modules",
+                RecomputeModule::list(&self.recompute_modules),
+            ));
         }
         out
     }

@@ -1,6 +1,8 @@
 //! Loading and validating model and family files.
 
-use super::graph::{check_size, AttentionMode, Block, LossMode, Model, OpNode, Producer, Roles};
+use super::graph::{
+    check_size, AttentionMode, Block, LossMode, Model, OpNode, Producer, RecomputeModule, Roles,
+};
 use super::spec::{FamilyFile, GraphSpec, ModelFile, SymbolValue};
 use crate::diag::Source;
 use crate::embedded;
@@ -26,6 +28,9 @@ pub struct ModelLoader {
     pub train_metrics: u32,
     /// Whether dropout runs, as asked for on the command line (overrides the model file).
     pub dropout: Option<bool>,
+    /// What selective recomputation recomputes, as asked for on the command line (overrides
+    /// the model file; default `core_attn`).
+    pub recompute_modules: Option<Vec<RecomputeModule>>,
 }
 
 impl ModelLoader {
@@ -45,7 +50,15 @@ impl ModelLoader {
             loss: LossMode::default(),
             train_metrics: 0,
             dropout: None,
+            recompute_modules: None,
         })
+    }
+
+    /// The same loader, building models whose selective recomputation recomputes `modules`
+    /// when given (the model file's `recompute_modules`, else `core_attn`, otherwise).
+    pub fn with_recompute_modules(mut self, modules: Option<Vec<RecomputeModule>>) -> ModelLoader {
+        self.recompute_modules = modules;
+        self
     }
 
     /// The same loader, building models with attention run as `mode` when given.
@@ -216,6 +229,8 @@ impl ModelLoader {
             values: &values,
         };
         let (inputs, blocks) = builder.build(&graph)?;
+        let recompute_modules =
+            self.recompute_modules(src, &spec.name, &spec.recompute_modules, &blocks)?;
         // The layer role names what a block repeats.
         if let Some(l) = roles.layer.clone() {
             if !blocks.iter().any(|b| b.repeat.degree_in(&l).1 >= 1) {
@@ -246,9 +261,58 @@ impl ModelLoader {
             loss: self.loss,
             train_metrics: self.train_metrics,
             dropout: has_dropout.then_some(dropout),
+            recompute_modules,
             batch,
             roles,
         })
+    }
+
+    /// The modules selective recomputation recomputes: the command line's, then the model
+    /// file's, then `core_attn`; sorted, without repeats. A module other than `core_attn` that
+    /// no operator of the graph belongs to is refused (its family declares none).
+    fn recompute_modules(
+        &self,
+        src: &Source,
+        model: &str,
+        from_file: &Option<Vec<String>>,
+        blocks: &[Block],
+    ) -> Result<Vec<RecomputeModule>> {
+        let mut modules = match (&self.recompute_modules, from_file) {
+            (Some(m), _) => m.clone(),
+            (None, Some(names)) => names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| {
+                    RecomputeModule::from_name(n).ok_or_else(|| {
+                        src.error_at(
+                            &["recompute_modules", &i.to_string()],
+                            format!(
+                                "unknown recompute module `{n}` (known: {})",
+                                RecomputeModule::ALL.map(|(n, _)| n).join(", ")
+                            ),
+                        )
+                    })
+                })
+                .collect::<Result<_>>()?,
+            (None, None) => RecomputeModule::default_set(),
+        };
+        modules.sort();
+        modules.dedup();
+        for m in &modules {
+            let declared = *m == RecomputeModule::CoreAttn
+                || blocks
+                    .iter()
+                    .any(|b| b.ops().any(|o| o.recompute == Some(*m)));
+            if !declared {
+                return Err(Error::Usage(format!(
+                    "recompute module `{}`: no operator of model `{model}` belongs to it (its graph declares `recompute: {}` on none; known here: {})",
+                    m.name(),
+                    m.name(),
+                    declared_modules(blocks)
+                )));
+            }
+        }
+        Ok(modules)
     }
 
     /// Keeps the operators of the attention mode in effect (command line, then model file, then
@@ -742,6 +806,21 @@ impl GraphBuilder<'_> {
                 ));
             }
         }
+        let recompute = match op.recompute.as_deref() {
+            None => None,
+            Some(n) => match RecomputeModule::from_name(n) {
+                Some(m) if m != RecomputeModule::CoreAttn => Some(m),
+                _ => {
+                    return Err(self.err(
+                        &["blocks", &op.name, "recompute"],
+                        format!(
+                            "operator `{}`: unknown recompute module `{n}` (known: layernorm, mla_up_proj, moe_act; the attention core is `role: {ROLE_ATTENTION_CORE}`)",
+                            op.name
+                        ),
+                    ))
+                }
+            },
+        };
         let attention_core = match op.role.as_deref() {
                     None => op.attention.as_deref() == Some(AttentionMode::Eager.tag()),
                     Some(ROLE_ATTENTION_CORE) => true,
@@ -763,6 +842,7 @@ impl GraphBuilder<'_> {
             tp: op.tp.clone(),
             doc: op.doc.clone(),
             attention_core,
+            recompute,
             router: false,
         })
     }
@@ -987,4 +1067,18 @@ struct Scope<'a> {
     local: &'a BTreeMap<String, NodeIndex>,
     blocks: &'a [Block],
     block_input: Option<&'a Named>,
+}
+
+/// The recompute modules some operator of `blocks` belongs to, `core_attn` first.
+fn declared_modules(blocks: &[Block]) -> String {
+    let mut found: BTreeSet<RecomputeModule> = BTreeSet::new();
+    found.insert(RecomputeModule::CoreAttn);
+    for b in blocks {
+        found.extend(b.ops().filter_map(|o| o.recompute));
+    }
+    found
+        .into_iter()
+        .map(RecomputeModule::name)
+        .collect::<Vec<_>>()
+        .join(", ")
 }

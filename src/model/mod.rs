@@ -8,6 +8,7 @@ pub(crate) mod spec;
 
 pub use cost::{model_cost, op_costs, FlopSplit, ModelCost, OpCost};
 pub use graph::{
-    AttentionMode, Block, LossMode, Model, OpNode, Producer, Roles, MAX_TRAIN_METRICS,
+    AttentionMode, Block, LossMode, Model, OpNode, Producer, RecomputeModule, Roles,
+    MAX_TRAIN_METRICS,
 };
 pub use load::{symbol_value, user_model_dirs, ModelLoader};

@@ -30,6 +30,9 @@ pub struct ModelFile {
     /// `false`: the graph's dropout operators are identities (probability 0): no kernel, no mask.
     #[serde(default)]
     pub dropout: Option<bool>,
+    /// What selective recomputation recomputes (`[layernorm, moe_act]`; default `[core_attn]`).
+    #[serde(default)]
+    pub recompute_modules: Option<Vec<String>>,
 }
 
 /// A family file: a graph over free symbols.
@@ -120,6 +123,12 @@ pub struct OpSpec {
     /// tagged `attention: eager` have that role without saying so.
     #[serde(default)]
     pub role: Option<String>,
+    /// The submodule of selective recomputation the operator belongs to, as Megatron-Core
+    /// names them: `layernorm`, `mla_up_proj` or `moe_act` ([`RecomputeModule`]).
+    ///
+    /// [`RecomputeModule`]: crate::model::RecomputeModule
+    #[serde(default)]
+    pub recompute: Option<String>,
     pub op: String,
     #[serde(default)]
     pub bind: UniqueMap<FormulaText>,

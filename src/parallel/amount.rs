@@ -459,11 +459,13 @@ pub struct Amounts<T> {
     pub backward: T,
     /// Of `backward`, the weight gradients (what ZB-H1 defers to its W steps).
     pub weight: T,
-    /// Forward FLOPs of the attention core.
+    /// Forward FLOPs of what selective recomputation recomputes (the attention core, or the
+    /// model's `recompute_modules`; the names are from when the core was all it recomputed).
     pub attention_forward: T,
     /// Saved bytes.
     pub saved: T,
-    /// Saved bytes of the attention core.
+    /// Saved bytes selective recomputation frees (the attention core's, and the outputs an
+    /// output-discarding module discards).
     pub attention_saved: T,
     /// Parameter elements.
     pub params: T,
@@ -480,14 +482,14 @@ pub struct Amounts<T> {
     pub hbm: T,
     /// The forward part of `hbm` (what full recomputation moves again).
     pub hbm_forward: T,
-    /// The forward HBM bytes of the memory-bound attention-core operators (what selective
-    /// recomputation moves again).
+    /// The forward HBM bytes of the memory-bound operators selective recomputation recomputes
+    /// (what it moves again).
     pub attention_hbm: T,
     /// Context-parallel ring bytes one forward pass sends: (cp − 1) steps of every attention
     /// operator's keys and values. The backward pass sends twice this (keys and values again,
     /// and their gradients).
     pub ring_forward: T,
-    /// The part of `ring_forward` of attention-core operators (what selective recomputation
+    /// The part of `ring_forward` of operators selective recomputation recomputes (what it
     /// sends again).
     pub ring_core_forward: T,
     /// FLOP-equivalents the forward's kernels take beyond their FLOPs at the matmul plateau
@@ -495,8 +497,8 @@ pub struct Amounts<T> {
     pub kernel_forward: T,
     /// The same for the backward's kernels.
     pub kernel_backward: T,
-    /// The part of `kernel_forward` of the attention core (what selective recomputation runs
-    /// again).
+    /// The part of `kernel_forward` of the operators selective recomputation recomputes (what
+    /// it runs again).
     pub kernel_attention_forward: T,
     /// FLOP-equivalents the forward's FP8 GEMMs (see [`Precision::Fp8`]) would save at the
     /// table's FP8 peak: their FLOPs times 1 − bf16 peak ÷ FP8 peak (zero without an FP8 peak).

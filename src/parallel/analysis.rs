@@ -175,6 +175,13 @@ pub struct OpFormulas {
     /// Whether it is a fused attention kernel (it keeps no S×S tensor, so selective
     /// recomputation has nothing to drop from it).
     pub fused_attention: bool,
+    /// Whether selective recomputation recomputes it: a non-fused attention-core operator
+    /// under `core_attn`, or one of another module the model's `recompute_modules` name
+    /// ([`crate::model::OpNode::recomputed`]).
+    pub recomputed: bool,
+    /// Whether selective recomputation discards its output too (an output-discarding module's
+    /// operator): the copies its readers save are recomputed, not kept.
+    pub discards_output: bool,
     /// Backward FLOPs per device that recompute forward work inside the kernel (device work,
     /// not model FLOPs); in neither `forward` nor `backward`.
     pub recompute: Poly,
@@ -413,7 +420,7 @@ fn saved_once(model: &Model, blocks: &mut [BlockAnalysis], index: &OpIndex) -> V
             let node = &block.graph[n];
             let op = blocks[bi].ops[oi].formulas.clone();
             let mut s = Saved::of(&op);
-            if op.attention_core {
+            if op.recomputed {
                 let inputs: Poly = op.saved_inputs.iter().map(|(_, b)| b.clone()).sum();
                 s.recomputable = &s.saved - &inputs;
             }
@@ -455,9 +462,13 @@ fn saved_once(model: &Model, blocks: &mut [BlockAnalysis], index: &OpIndex) -> V
                 s.saved -= bytes;
                 if !kept.contains(&key) {
                     s.saved += &keep;
-                    let from_core =
-                        producer.is_some_and(|(pb, pi)| blocks[pb].ops[pi].attention_core);
-                    if op.attention_core && from_core {
+                    // Recomputed with its reader, or discarded by its producer's module and
+                    // recomputed before its reader's backward (output-discarding
+                    // checkpointing): not kept between the passes.
+                    let from = producer.map(|(pb, pi)| &blocks[pb].ops[pi].formulas);
+                    let rerun =
+                        from.is_some_and(|p| (op.recomputed && p.recomputed) || p.discards_output);
+                    if rerun {
                         s.recomputable += &keep;
                     }
                     kept.insert(key);
@@ -716,8 +727,8 @@ fn analyse_alike(
         })
         .collect();
     let key = format!(
-        "{}|{:?}|{}|{}|{kinds:?}|{plan:?}",
-        node.rule.name, node.bind, node.attention_core, node.router
+        "{}|{:?}|{}|{:?}|{}|{kinds:?}|{plan:?}",
+        node.rule.name, node.bind, node.attention_core, node.recompute, node.router
     );
     if let Some(a) = alike.get(&key) {
         let mut a = a.clone();
@@ -807,6 +818,8 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
         class: node.rule.class,
         attention_core,
         fused_attention: node.rule.fused_attention,
+        recomputed: node.recomputed(&model.recompute_modules),
+        discards_output: node.discards_output(&model.recompute_modules),
         recompute,
         io_bytes: bytes.io,
         backward_io_bytes: bytes.backward_io,

@@ -282,8 +282,11 @@ pub fn block_sums(a: &Analysis) -> Vec<BlockSums> {
                 };
                 add(&mut s.forward, &op.forward);
                 add(&mut s.saved, &op.saved);
-                if op.attention_core {
+                if op.recomputed {
                     add(&mut s.attention_forward, &op.forward);
+                }
+                // A reader of a discarded output saves less too.
+                if op.recomputed || !op.recomputable_saved.is_zero() {
                     add(&mut s.attention_saved, &op.recomputable_saved);
                 }
                 if op.class != crate::rules::FlopClass::Matmul {
@@ -299,7 +302,7 @@ pub fn block_sums(a: &Analysis) -> Vec<BlockSums> {
                     if !lb.is_zero() {
                         add(&mut s.hbm, lb);
                     }
-                    if op.attention_core {
+                    if op.recomputed {
                         add(&mut s.attention_hbm, &op.io_bytes);
                     }
                 }
@@ -447,13 +450,16 @@ fn add_op_amounts<T: Priced>(
     let x = &mut n.exact;
     let fwd = ev(&op.forward)?;
     let saved = ev(&op.saved)?;
-    if op.attention_core {
+    if op.recomputed {
         add(&mut x.attention_forward, fwd.clone());
+    }
+    // A reader of a discarded output saves less too.
+    if op.recomputed || !op.recomputable_saved.is_zero() {
         add(&mut x.attention_saved, ev(&op.recomputable_saved)?);
     }
     if op.class != crate::rules::FlopClass::Matmul {
         let f = ev(&op.io_bytes)?;
-        if op.attention_core {
+        if op.recomputed {
             add(&mut x.attention_hbm, f.clone());
         }
         add(&mut x.hbm, f.clone() + ev(&op.backward_io_bytes)?);
@@ -495,7 +501,7 @@ fn add_op_comm<T: Priced>(
     if *cp > Rational::one() && !op.ring_bytes.is_zero() {
         let x = ev(&op.ring_bytes)?;
         let steps = T::constant(cp - Rational::one()) * x.clone();
-        if op.attention_core {
+        if op.recomputed {
             add(&mut n.exact.ring_core_forward, steps.clone());
         }
         add(&mut n.exact.ring_forward, steps);
@@ -2613,7 +2619,7 @@ fn ring_rows<T: Priced>(
             let op = &a.blocks[bi].ops[*oi];
             let reruns = match (k.recompute, layer_block[bi]) {
                 (Recompute::Full, true) => 1,
-                (Recompute::Selective, true) => u64::from(op.attention_core),
+                (Recompute::Selective, true) => u64::from(op.recomputed),
                 _ => 0,
             };
             comm.push(CommRow {

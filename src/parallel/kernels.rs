@@ -48,7 +48,8 @@ pub struct KernelCost {
     pub forward: Rational,
     /// Its backward pass's kernels (recomputation inside fused kernels included).
     pub backward: Rational,
-    /// The forward kernels of its attention core (what selective recomputation runs again).
+    /// The forward kernels of the operators selective recomputation recomputes (what it runs
+    /// again).
     pub attention_forward: Rational,
 }
 
@@ -114,14 +115,14 @@ impl KernelEfficiency {
         for op in &blk.ops {
             match op_kernels(r, op, b)? {
                 OpKernels::Timed([f, bw]) => {
-                    if op.attention_core {
+                    if op.recomputed {
                         cost.attention_forward += &f;
                     }
                     cost.forward += f;
                     cost.backward += bw;
                 }
                 OpKernels::Launches([f, bw]) => {
-                    if op.attention_core {
+                    if op.recomputed {
                         launches[2] += f;
                     }
                     launches[0] += f;

@@ -82,7 +82,9 @@ pub struct PlanOp {
     pub name: String,
     /// Whether it is matmul-like (tensor cores) rather than elementwise or normalisation.
     pub matmul: bool,
-    /// Whether selective recomputation recomputes it (the attention core).
+    /// Whether selective recomputation recomputes it: the attention core under `core_attn`,
+    /// or an operator of another module the model's `recompute_modules` name (the name is the
+    /// saved format's, from when the attention core was all it recomputed).
     pub attention_core: bool,
     /// Whether it is a fused attention kernel (FlashAttention-style), timed by the table's
     /// attention efficiency.
@@ -552,7 +554,7 @@ fn plan_op(op: &OpAnalysis, b: &Bindings, context_parallel: bool) -> Result<Plan
     Ok(PlanOp {
         name: op.name.clone(),
         matmul: op.class == FlopClass::Matmul,
-        attention_core: op.attention_core,
+        attention_core: op.recomputed,
         fused_attention: op.fused_attention,
         forward_flops: ev(&op.forward)?,
         backward_flops: ev(&op.backward)? + ev(&op.recompute)?,

@@ -60,6 +60,9 @@ struct Run {
     train_metrics: Option<u32>,
     #[serde(default)]
     dropout: Option<bool>,
+    /// What selective recomputation recomputes (Megatron-Core's `--recompute-modules`).
+    #[serde(default)]
+    recompute_modules: Option<Vec<String>>,
     strategy: StrategyFile,
     #[serde(default)]
     measure: Measure,
@@ -467,7 +470,8 @@ fn predict(
     })
 }
 
-/// Sets the loader's attention, loss, training metrics and dropout as the row states them.
+/// Sets the loader's attention, loss, training metrics, dropout and recompute modules as the row
+/// states them.
 fn configure_loader(
     run: &Run,
     loader: &mut ModelLoader,
@@ -497,6 +501,27 @@ fn configure_loader(
         n => n.unwrap_or(0),
     };
     loader.dropout = run.dropout;
+    loader.recompute_modules = match &run.recompute_modules {
+        Some(names) => Some(
+            names
+                .iter()
+                .map(|n| {
+                    crate::model::RecomputeModule::from_name(n).ok_or_else(|| {
+                        at(
+                            "recompute_modules",
+                            format!(
+                                "recompute module `{n}`: expected {}",
+                                crate::model::RecomputeModule::ALL
+                                    .map(|(n, _)| n)
+                                    .join(", ")
+                            ),
+                        )
+                    })
+                })
+                .collect::<Result<_>>()?,
+        ),
+        None => None,
+    };
     Ok(())
 }
 

@@ -201,6 +201,7 @@ impl Loaded {
                     loss: crate::model::LossMode::Fp32,
                     train_metrics: 0,
                     dropout: None,
+                    recompute_modules: None,
                     rules: None,
                 },
                 calib: Some(a.machine.clone()),
