@@ -134,7 +134,7 @@ impl Model {
     /// `hf-config` (a Hugging Face config's JSON text); `label` names a text in messages.
     /// `symbols` binds each name to an int, a Fraction, or a value as a model file writes it.
     #[new]
-    #[pyo3(signature = (source, *, kind = "name", label = None, symbols = Vec::new(), attention = None, loss = None, train_metrics = 0, dropout = None, rules = None))]
+    #[pyo3(signature = (source, *, kind = "name", label = None, symbols = Vec::new(), attention = None, loss = None, train_metrics = 0, dropout = None, recompute_modules = None, rules = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         source: String,
@@ -145,6 +145,7 @@ impl Model {
         loss: Option<String>,
         train_metrics: u32,
         dropout: Option<bool>,
+        recompute_modules: Option<Vec<String>>,
         rules: Option<std::path::PathBuf>,
     ) -> PyResult<Model> {
         let label = label.unwrap_or_else(|| "<text>".into());
@@ -178,11 +179,27 @@ impl Model {
             Some("fused") => symshard::model::LossMode::Fused,
             Some(l) => return Err(usage(format!("unknown loss `{l}` (fp32, fused)"))),
         };
+        let recompute_modules = match recompute_modules {
+            None => None,
+            Some(names) => Some(
+                names
+                    .iter()
+                    .map(|n| {
+                        symshard::model::RecomputeModule::from_name(n).ok_or_else(|| {
+                            usage(format!(
+                                "unknown recompute module `{n}` (core_attn, layernorm, mla_up_proj, moe_act)"
+                            ))
+                        })
+                    })
+                    .collect::<PyResult<Vec<_>>>()?,
+            ),
+        };
         let mut m = symshard::Model::new(src)
             .attention(attention)
             .loss(loss)
             .train_metrics(train_metrics)
             .dropout(dropout)
+            .recompute_modules(recompute_modules)
             .rules(rules);
         for (name, v) in symbols {
             m = if let Ok(i) = v.extract::<num_bigint::BigInt>() {

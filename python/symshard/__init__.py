@@ -17,7 +17,19 @@ import warnings
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple, TypeVar, Union
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+    TypeVar,
+    Union,
+)
 
 from . import _native
 
@@ -837,6 +849,21 @@ def _direct(f: Callable[..., _T], *args: Any, source: Optional[str] = None, **kw
         raise SymshardError(str(message), int(code), source) from None
 
 
+def _modules(modules: Optional[Sequence[str]]) -> Optional[List[str]]:
+    """Recompute modules as the library takes them: a list of names (a string is one name, or
+    several separated by commas, as on the command line)."""
+    if modules is None:
+        return None
+    if isinstance(modules, str):
+        return [m.strip() for m in modules.split(",") if m.strip()]
+    out = []
+    for m in modules:
+        if not isinstance(m, str):
+            raise TypeError(f"recompute_modules: a module name is a str, not {type(m).__name__}")
+        out.append(m)
+    return out
+
+
 def _native_model(
     model: ModelArg,
     symbols: Optional[Mapping[str, Any]],
@@ -845,6 +872,7 @@ def _native_model(
     loss: Optional[str] = None,
     train_metrics: Optional[int] = None,
     dropout: Optional[bool] = None,
+    recompute_modules: Optional[Sequence[str]] = None,
 ) -> Tuple["_native.Model", Optional[str]]:
     """The model as the library takes it, and a config's JSON text (else ``None``): a name or
     path as it is; a Hugging Face config (a dict, or an object with ``to_dict()``) as its text
@@ -882,6 +910,7 @@ def _native_model(
         loss=loss,
         train_metrics=train_metrics or 0,
         dropout=dropout,
+        recompute_modules=_modules(recompute_modules),
         rules=_opt(rules, os.fspath),
         source=text,
     )
@@ -946,6 +975,7 @@ def cost(
     loss: Optional[str] = None,
     train_metrics: Optional[int] = None,
     dropout: Optional[bool] = None,
+    recompute_modules: Optional[Sequence[str]] = None,
     rules: Any = None,
     calib: Optional[str] = None,
     **symbols: Any,
@@ -956,7 +986,9 @@ def cost(
     (``B=4096``, any size of int). With ``symbolic=True`` the model's totals and per-operator
     rows are :class:`Formula` objects; the busiest device's amounts stay exact numbers (the
     library prices a strategy at the model's symbol values)."""
-    m, text = _native_model(model, symbols, attention, rules, loss, train_metrics, dropout)
+    m, text = _native_model(
+        model, symbols, attention, rules, loss, train_metrics, dropout, recompute_modules
+    )
     st = machine = None
     if strategy is not None and not (isinstance(strategy, Mapping) and not strategy):
         st, machine = _native_strategy(strategy, calib, {})
@@ -1084,6 +1116,7 @@ def rank(
     loss: Optional[str] = None,
     train_metrics: Optional[int] = None,
     dropout: Optional[bool] = None,
+    recompute_modules: Optional[Sequence[str]] = None,
     rules: Any = None,
     fix: Any = None,
     max: Any = None,
@@ -1110,7 +1143,9 @@ def rank(
     _whole("devices", devices)
     _whole("top", top)
     fixed, capped, options = _search_options(fix, max, knobs)
-    m, text = _native_model(model, symbols, attention, rules, loss, train_metrics, dropout)
+    m, text = _native_model(
+        model, symbols, attention, rules, loss, train_metrics, dropout, recompute_modules
+    )
     # `exact` changes only the command line's tables.
     options.pop("exact", None)
     shape = {k: options.pop(k) for k in ("gpus_per_node", "memory") if k in options}
@@ -1142,6 +1177,7 @@ def timeline(
     loss: Optional[str] = None,
     train_metrics: Optional[int] = None,
     dropout: Optional[bool] = None,
+    recompute_modules: Optional[Sequence[str]] = None,
     rules: Any = None,
     svg: bool = False,
     **options: Any,
@@ -1151,7 +1187,9 @@ def timeline(
     carries the Gantt chart as SVG text. ``options`` are knobs that override the strategy's,
     or the machine's ``gpus_per_node``, ``memory``, ``stack`` and ``what_if``. A strategy that
     does not fit in memory is simulated all the same, with a :class:`SymshardWarning`."""
-    m, text = _native_model(model, symbols, attention, rules, loss, train_metrics, dropout)
+    m, text = _native_model(
+        model, symbols, attention, rules, loss, train_metrics, dropout, recompute_modules
+    )
     st, machine = _native_strategy(strategy, calib, options)
     n = _typed(_native.timeline, m, st, machine, svg=svg, source=text)
     return Timeline._from_native(n)
@@ -1190,6 +1228,7 @@ def report(
     loss: Optional[str] = None,
     train_metrics: Optional[int] = None,
     dropout: Optional[bool] = None,
+    recompute_modules: Optional[Sequence[str]] = None,
     rules: Any = None,
     fix: Any = None,
     max: Any = None,
@@ -1207,7 +1246,9 @@ def report(
     for k in ("pareto", "emit", "why"):
         if options.pop(k, None) not in (None, False):
             raise TypeError(f"report takes no {k!r} (the report always draws the Pareto frontier)")
-    m, text = _native_model(model, symbols, attention, rules, loss, train_metrics, dropout)
+    m, text = _native_model(
+        model, symbols, attention, rules, loss, train_metrics, dropout, recompute_modules
+    )
     if isinstance(model, (str, os.PathLike)):
         name = os.fspath(model)
     elif not isinstance(model, Mapping) and callable(getattr(model, "to_dict", None)):
@@ -1289,6 +1330,7 @@ def compare(
     loss: Optional[str] = None,
     train_metrics: Optional[int] = None,
     dropout: Optional[bool] = None,
+    recompute_modules: Optional[Sequence[str]] = None,
     rules: Any = None,
     **options: Any,
 ) -> Comparison:
@@ -1321,7 +1363,9 @@ def compare(
             raise TypeError(f"unknown keyword argument {k!r} (known: calib, {known})")
         if v is not None:
             shape[k] = v
-    m, text = _native_model(model, symbols, attention, rules, loss, train_metrics, dropout)
+    m, text = _native_model(
+        model, symbols, attention, rules, loss, train_metrics, dropout, recompute_modules
+    )
     machine = None
     if calib is not None or shape:
         machine = _direct(_native.Machine, calib, **shape)

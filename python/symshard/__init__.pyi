@@ -4,7 +4,7 @@ import os
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Mapping, Union
+from typing import Any, Mapping, Sequence, Union
 
 import pandas
 import sympy
@@ -278,6 +278,7 @@ def cost(
     loss: str | None = None,
     train_metrics: int | None = None,
     dropout: bool | None = None,
+    recompute_modules: Sequence[str] | None = None,
     rules: Any = None,
     calib: str | None = None,
     **symbols: Any,
@@ -293,6 +294,7 @@ def rank(
     loss: str | None = None,
     train_metrics: int | None = None,
     dropout: bool | None = None,
+    recompute_modules: Sequence[str] | None = None,
     rules: Any = None,
     fix: Any = None,
     max: Any = None,
@@ -308,6 +310,7 @@ def timeline(
     loss: str | None = None,
     train_metrics: int | None = None,
     dropout: bool | None = None,
+    recompute_modules: Sequence[str] | None = None,
     rules: Any = None,
     svg: bool = False,
     **options: Any,
@@ -330,6 +333,7 @@ def report(
     loss: str | None = None,
     train_metrics: int | None = None,
     dropout: bool | None = None,
+    recompute_modules: Sequence[str] | None = None,
     rules: Any = None,
     fix: Any = None,
     max: Any = None,
@@ -346,6 +350,7 @@ def compare(
     loss: str | None = None,
     train_metrics: int | None = None,
     dropout: bool | None = None,
+    recompute_modules: Sequence[str] | None = None,
     rules: Any = None,
     **options: Any,
 ) -> Comparison: ...

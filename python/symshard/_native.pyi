@@ -63,6 +63,7 @@ class Model:
         loss: Optional[str] = ...,
         train_metrics: int = ...,
         dropout: Optional[bool] = ...,
+        recompute_modules: Optional[Sequence[str]] = ...,
         rules: Optional[str] = ...,
     ) -> "Model": ...
 

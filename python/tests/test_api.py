@@ -262,6 +262,23 @@ def test_dropout_off_keeps_no_masks(cli):
     assert (on.raw["settings"]["dropout"], off.raw["settings"]["dropout"]) == ("on", "off")
 
 
+def test_recompute_modules_as_on_the_command_line(cli):
+    knobs = {"dp": 8, "recompute": "selective"}
+    # Under flash attention the default, core_attn, recomputes nothing, and says so.
+    with pytest.warns(symshard.SymshardWarning, match="recomputes nothing"):
+        base = symshard.cost("mixtral-8x7b", strategy=knobs)
+    act = symshard.cost("mixtral-8x7b", strategy=knobs, recompute_modules=["moe_act", "layernorm"])
+    want = cli.json(
+        "cost", "mixtral-8x7b", "--dp", "8", "--recompute", "selective",
+        "--recompute-modules", "layernorm,moe_act",
+    )
+    assert act.raw == want
+    assert act.per_device.memory.activations < base.per_device.memory.activations
+    assert act.raw["settings"]["recompute-modules"] == "layernorm,moe_act"
+    with pytest.raises(symshard.SymshardError, match="mla_up_proj"):
+        symshard.cost("mixtral-8x7b", strategy=knobs, recompute_modules="mla_up_proj")
+
+
 def test_a_rank_row_feeds_timeline_and_cost(cli):
     r = symshard.rank("llama2-7b", devices=16, top=1)
     row = r.rows[0]
