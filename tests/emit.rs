@@ -30,6 +30,7 @@ const MEGATRON_PARSER_FLAGS: &[&str] = &[
     "--global-batch-size",
     "--recompute-activations",
     "--recompute-granularity",
+    "--recompute-modules",
     "--recompute-method",
     "--recompute-num-layers",
     "--disable-bias-linear",

@@ -1,6 +1,6 @@
 //! Selective recomputation of named submodules, as Megatron-Core's `--recompute-modules` runs
 //! them (`recompute_modules` in megatron/core/transformer/transformer_config.py, Megatron-LM
-//! commit d98e8a64dd: default `core_attn`; `moe_act`, `layernorm` and `mla_up_proj` use
+//! commit 000c4ac: default `core_attn`; `moe_act`, `layernorm` and `mla_up_proj` use
 //! output-discarding checkpointing). The activations each module frees and the FLOPs it reruns
 //! are counted by hand from the model's published sizes; the default is the attention core
 //! alone; a module the model does not declare, an unknown name and a bad family tag are refused;
@@ -105,6 +105,33 @@ fn the_default_is_the_attention_core_alone() {
         "core_attn",
     ]);
     assert!(!text.contains("recompute-modules"), "{text}");
+}
+
+#[test]
+fn layernorm_frees_the_norm_outputs_of_an_eager_gpt() {
+    // GPT-3 1.3B (Brown et al. 2020, Table 2.1): 24 layers of d_model 2048, context 2048.
+    let at = |modules: &str| {
+        let c = json(&[
+            "cost",
+            "gpt3-1.3b",
+            "--set",
+            "B=1",
+            "--set",
+            "S=2048",
+            "--recompute",
+            "selective",
+            "--recompute-modules",
+            modules,
+            "--format",
+            "json",
+        ]);
+        activations(&c)
+    };
+    let (t, h, layers) = (2048, 2048, 24);
+    // The two norms' bf16 outputs, and each norm's fp32 mean and reciprocal deviation per row;
+    // the attention core's saving is the same with or without the norms.
+    let freed = layers * (2 * (t * h * 2) + 2 * (t * 8));
+    assert_eq!(at("core_attn") - at("core_attn,layernorm"), freed);
 }
 
 #[test]

@@ -184,13 +184,7 @@ impl Model {
             Some(names) => Some(
                 names
                     .iter()
-                    .map(|n| {
-                        symshard::model::RecomputeModule::from_name(n).ok_or_else(|| {
-                            usage(format!(
-                                "unknown recompute module `{n}` (core_attn, layernorm, mla_up_proj, moe_act)"
-                            ))
-                        })
-                    })
+                    .map(|n| symshard::model::RecomputeModule::parse(n).map_err(usage))
                     .collect::<PyResult<Vec<_>>>()?,
             ),
         };

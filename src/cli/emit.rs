@@ -64,6 +64,7 @@ pub const MEGATRON_FLAGS: &[&str] = &[
     "--global-batch-size",
     "--sequence-parallel",
     "--recompute-granularity",
+    "--recompute-modules",
     "--recompute-method",
     "--recompute-num-layers",
     "--use-distributed-optimizer",
@@ -404,8 +405,8 @@ fn megatron(
     {
         // Megatron-Core's `--recompute-modules` (nargs "*", default core_attn), the submodules
         // priced as recomputed.
-        let names: Vec<&str> = model.recompute_modules.iter().map(|m| m.name()).collect();
-        a.push(("--recompute-modules", Some(names.join(" "))));
+        let names = crate::model::RecomputeModule::list(&model.recompute_modules, " ");
+        a.push(("--recompute-modules", Some(names)));
     }
     megatron_runtime(&mut a, &mut warnings, model, k);
     Ok((a.0, warnings))
@@ -831,8 +832,8 @@ fn torchtitan(
         t.push_str("selective_ac_option = \"op\"\n");
         if model.recompute_modules != crate::model::RecomputeModule::default_set() {
             warnings.push(format!(
-                "torchtitan's selective activation checkpointing (`op`) saves the outputs of the matmuls and attention it lists and recomputes the rest; it names no modules, so the row's recompute modules ({}) are not what it runs",
-                crate::model::RecomputeModule::list(&model.recompute_modules)
+                "torchtitan's selective activation checkpointing (`op`) chooses what to save by operator type, not by module: the row's recompute modules ({}) are not what it runs",
+                crate::model::RecomputeModule::list(&model.recompute_modules, ", ")
             ));
         }
     }

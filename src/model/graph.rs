@@ -279,7 +279,7 @@ impl LossMode {
 
 /// A submodule selective recomputation may recompute, as Megatron-Core names them
 /// (`--recompute-granularity selective --recompute-modules …`; `recompute_modules` in
-/// megatron/core/transformer/transformer_config.py, Megatron-LM commit d98e8a64dd: default
+/// megatron/core/transformer/transformer_config.py, Megatron-LM commit 000c4ac: default
 /// `core_attn`; `moe_act`, `layernorm` and `mla_up_proj` "use output-discarding checkpointing",
 /// `core_attn` normal checkpointing). A family declares which operators belong to each but the
 /// attention core (`recompute: layernorm` on an operator); the attention core is its eager
@@ -332,6 +332,16 @@ impl RecomputeModule {
         Self::ALL.iter().find(|(n, _)| *n == s).map(|(_, m)| *m)
     }
 
+    /// [`RecomputeModule::from_name`], or a message naming the known modules.
+    pub fn parse(s: &str) -> Result<RecomputeModule, String> {
+        Self::from_name(s).ok_or_else(|| {
+            format!(
+                "unknown recompute module `{s}` (known: {})",
+                Self::ALL.map(|(n, _)| n).join(", ")
+            )
+        })
+    }
+
     /// Whether its output is discarded too (output-discarding checkpointing): the tensors its
     /// readers save of it are recomputed, not kept.
     pub fn discards_output(self) -> bool {
@@ -343,13 +353,13 @@ impl RecomputeModule {
         vec![RecomputeModule::CoreAttn]
     }
 
-    /// A list as written (`layernorm,moe_act`), sorted, without repeats.
-    pub fn list(modules: &[RecomputeModule]) -> String {
+    /// The names of `modules` joined by `sep` (`layernorm,moe_act`).
+    pub fn list(modules: &[RecomputeModule], sep: &str) -> String {
         modules
             .iter()
             .map(|m| m.name())
             .collect::<Vec<_>>()
-            .join(",")
+            .join(sep)
     }
 }
 
@@ -473,7 +483,7 @@ impl Model {
         if self.recompute_modules != RecomputeModule::default_set() {
             out.push((
                 "recompute-modules",
-                RecomputeModule::list(&self.recompute_modules),
+                RecomputeModule::list(&self.recompute_modules, ","),
             ));
         }
         out

@@ -283,15 +283,8 @@ impl ModelLoader {
                 .iter()
                 .enumerate()
                 .map(|(i, n)| {
-                    RecomputeModule::from_name(n).ok_or_else(|| {
-                        src.error_at(
-                            &["recompute_modules", &i.to_string()],
-                            format!(
-                                "unknown recompute module `{n}` (known: {})",
-                                RecomputeModule::ALL.map(|(n, _)| n).join(", ")
-                            ),
-                        )
-                    })
+                    RecomputeModule::parse(n)
+                        .map_err(|m| src.error_at(&["recompute_modules", &i.to_string()], m))
                 })
                 .collect::<Result<_>>()?,
             (None, None) => RecomputeModule::default_set(),

@@ -506,17 +506,7 @@ fn configure_loader(
             names
                 .iter()
                 .map(|n| {
-                    crate::model::RecomputeModule::from_name(n).ok_or_else(|| {
-                        at(
-                            "recompute_modules",
-                            format!(
-                                "recompute module `{n}`: expected {}",
-                                crate::model::RecomputeModule::ALL
-                                    .map(|(n, _)| n)
-                                    .join(", ")
-                            ),
-                        )
-                    })
+                    crate::model::RecomputeModule::parse(n).map_err(|m| at("recompute_modules", m))
                 })
                 .collect::<Result<_>>()?,
         ),
