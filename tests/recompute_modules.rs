@@ -135,6 +135,32 @@ fn layernorm_frees_the_norm_outputs_of_an_eager_gpt() {
 }
 
 #[test]
+fn mlp_and_shared_experts_keep_their_inputs_and_outputs_only() {
+    // Llama 3 8B (Hugging Face config meta-llama/Meta-Llama-3-8B: 32 layers, hidden 4096,
+    // intermediate 14336): the gate's and the up-projection's outputs, the SiLU's output and the
+    // product go; the norm's output (the MLP's input) and the MLP's output stay.
+    let base = activations(&cost("llama3-8b", &[]));
+    let mlp = activations(&cost("llama3-8b", &["--recompute-modules", "mlp"]));
+    assert_eq!(base - mlp, 32 * 4 * (T * 14336 * 2));
+    // The MLP's three GEMMs run again, 2·T·H·F FLOPs each, and its SiLU and product.
+    let extra =
+        flops(&cost("llama3-8b", &["--recompute-modules", "mlp"])) - flops(&cost("llama3-8b", &[]));
+    let gemms = 32 * 3 * (2 * T * 4096 * 14336);
+    assert!(
+        extra > gemms && extra < gemms + gemms / 1000,
+        "{extra} vs {gemms}"
+    );
+    // DeepSeek-V3's shared expert (n_shared_experts 1 of moe_intermediate_size 2048), on each
+    // of its 58 MoE layers: the same four tensors of width F.
+    let base = activations(&cost("deepseek-v3", &[]));
+    let shared = activations(&cost(
+        "deepseek-v3",
+        &["--recompute-modules", "shared_experts"],
+    ));
+    assert_eq!(base - shared, MOE_LAYERS * 4 * (T * F * 2));
+}
+
+#[test]
 fn each_module_frees_what_its_outputs_and_intermediates_held() {
     let base = activations(&cost("deepseek-v3", &[]));
     let ln = activations(&cost("deepseek-v3", &["--recompute-modules", "layernorm"]));

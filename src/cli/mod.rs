@@ -114,8 +114,10 @@ pub struct SymbolArgs {
     /// `--recompute-modules` names the submodules (comma-separated): `core_attn` the attention
     /// core (the default), and, where the model's family declares them, `layernorm` (the input
     /// and pre-MLP norms), `mla_up_proj` (multi-head latent attention's up-projections and
-    /// rotary embedding) and `moe_act` (the experts' activation). The last three discard their
-    /// outputs: the copies the next operators save are recomputed, not kept.
+    /// rotary embedding), `moe_act` (the experts' activation), `mlp` (a dense layer's MLP) and
+    /// `shared_experts` (an MoE layer's shared experts). `layernorm`, `mla_up_proj` and
+    /// `moe_act` discard their outputs: the copies the next operators save are recomputed, not
+    /// kept.
     #[arg(long, value_enum, value_delimiter = ',', value_name = "MODULE,…")]
     pub recompute_modules: Option<Vec<crate::model::RecomputeModule>>,
     /// Also load the operator rules in this directory (they replace shipped rules of the same

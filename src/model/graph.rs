@@ -281,7 +281,8 @@ impl LossMode {
 /// (`--recompute-granularity selective --recompute-modules …`; `recompute_modules` in
 /// megatron/core/transformer/transformer_config.py, Megatron-LM commit 000c4ac: default
 /// `core_attn`; `moe_act`, `layernorm` and `mla_up_proj` "use output-discarding checkpointing",
-/// `core_attn` normal checkpointing). A family declares which operators belong to each but the
+/// `core_attn`, `mlp` and `shared_experts` normal checkpointing; its `moe`, the whole MoE layer,
+/// is not offered). A family declares which operators belong to each but the
 /// attention core (`recompute: layernorm` on an operator); the attention core is its eager
 /// attention operators (`attention: eager` or `role: attention-core`).
 #[derive(
@@ -307,15 +308,24 @@ pub enum RecomputeModule {
     /// saves, and its intermediates are discarded and recomputed from its inputs.
     #[value(name = "moe_act")]
     MoeAct,
+    /// A dense layer's MLP (normal checkpointing): its intermediates are dropped and
+    /// recomputed from its input, its output kept.
+    #[value(name = "mlp")]
+    Mlp,
+    /// A mixture-of-experts layer's shared experts (normal checkpointing), as `mlp`.
+    #[value(name = "shared_experts")]
+    SharedExperts,
 }
 
 impl RecomputeModule {
     /// Every module, as Megatron-Core spells them.
-    pub const ALL: [(&'static str, RecomputeModule); 4] = [
+    pub const ALL: [(&'static str, RecomputeModule); 6] = [
         ("core_attn", RecomputeModule::CoreAttn),
         ("layernorm", RecomputeModule::Layernorm),
         ("mla_up_proj", RecomputeModule::MlaUpProj),
         ("moe_act", RecomputeModule::MoeAct),
+        ("mlp", RecomputeModule::Mlp),
+        ("shared_experts", RecomputeModule::SharedExperts),
     ];
 
     /// Its name (`core_attn`, `layernorm`, `mla_up_proj`, `moe_act`).
@@ -345,7 +355,10 @@ impl RecomputeModule {
     /// Whether its output is discarded too (output-discarding checkpointing): the tensors its
     /// readers save of it are recomputed, not kept.
     pub fn discards_output(self) -> bool {
-        self != RecomputeModule::CoreAttn
+        matches!(
+            self,
+            RecomputeModule::Layernorm | RecomputeModule::MlaUpProj | RecomputeModule::MoeAct
+        )
     }
 
     /// Megatron-Core's default: the attention core alone.

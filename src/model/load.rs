@@ -807,7 +807,7 @@ impl GraphBuilder<'_> {
                     return Err(self.err(
                         &["blocks", &op.name, "recompute"],
                         format!(
-                            "operator `{}`: unknown recompute module `{n}` (known: layernorm, mla_up_proj, moe_act; the attention core is `role: {ROLE_ATTENTION_CORE}`)",
+                            "operator `{}`: unknown recompute module `{n}` (known: layernorm, mla_up_proj, moe_act, mlp, shared_experts; the attention core is `role: {ROLE_ATTENTION_CORE}`)",
                             op.name
                         ),
                     ))
