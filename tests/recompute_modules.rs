@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{json, refused, refused_validation_row, stdout, symshard, temp_dir};
+use common::{json, refused, refused_validation_row, stdout, temp_dir};
 use serde_json::Value;
 
 /// An exact integer from a JSON number or an exact-number string.
@@ -22,18 +22,18 @@ fn int(v: &Value) -> i128 {
 /// `cost MODEL` at dp 1, one micro-batch of B = 1 and S = 4096, selective recomputation, with
 /// `extra` arguments, as JSON.
 fn cost(model: &str, extra: &[&str]) -> Value {
-    cost_with(model, "selective", extra)
+    cost_with(model, "selective", "S=4096", extra)
 }
 
-/// [`cost`] under recomputation `recompute`.
-fn cost_with(model: &str, recompute: &str, extra: &[&str]) -> Value {
+/// [`cost`] under recomputation `recompute`, at the sequence `seq` (`S=…`).
+fn cost_with(model: &str, recompute: &str, seq: &str, extra: &[&str]) -> Value {
     let mut args = vec![
         "cost",
         model,
         "--set",
         "B=1",
         "--set",
-        "S=4096",
+        seq,
         "--recompute",
         recompute,
         "--format",
@@ -90,7 +90,7 @@ fn moe_act_bytes() -> i128 {
 #[test]
 fn the_default_is_the_attention_core_alone() {
     // GPT-3's family runs eager attention, whose core selective recomputation drops.
-    let none = cost_with("gpt3-1.3b", "none", &[]);
+    let none = cost_with("gpt3-1.3b", "none", "S=4096", &[]);
     let default = cost("gpt3-1.3b", &[]);
     let named = cost("gpt3-1.3b", &["--recompute-modules", "core_attn"]);
     assert!(activations(&default) < activations(&none));
@@ -111,21 +111,12 @@ fn the_default_is_the_attention_core_alone() {
 fn layernorm_frees_the_norm_outputs_of_an_eager_gpt() {
     // GPT-3 1.3B (Brown et al. 2020, Table 2.1): 24 layers of d_model 2048, context 2048.
     let at = |modules: &str| {
-        let c = json(&[
-            "cost",
+        activations(&cost_with(
             "gpt3-1.3b",
-            "--set",
-            "B=1",
-            "--set",
-            "S=2048",
-            "--recompute",
             "selective",
-            "--recompute-modules",
-            modules,
-            "--format",
-            "json",
-        ]);
-        activations(&c)
+            "S=2048",
+            &["--recompute-modules", modules],
+        ))
     };
     let (t, h, layers) = (2048, 2048, 24);
     // The two norms' bf16 outputs, and each norm's fp32 mean and reciprocal deviation per row;
@@ -186,17 +177,8 @@ fn each_module_frees_what_its_outputs_and_intermediates_held() {
 
 #[test]
 fn recomputation_reruns_the_forward_flops_of_the_modules_ops() {
-    let per_op = json(&[
-        "cost",
-        "deepseek-v3",
-        "--set",
-        "B=1",
-        "--set",
-        "S=4096",
-        "--per-op",
-        "--format",
-        "json",
-    ]);
+    // The model's own per-operator FLOPs, which recomputation does not change.
+    let per_op = cost("deepseek-v3", &["--per-op"]);
     // The up-projections: queries from the 1536-wide latent to NH·(DN + DR), keys and values
     // from the 512-wide latent to NH·(DN + DV) (q_lora_rank 1536, kv_lora_rank 512 in the same
     // config), on every layer.
@@ -329,18 +311,13 @@ fn emit_megatron_names_the_modules_priced() {
 
 #[test]
 fn the_header_names_the_modules() {
-    let out = symshard()
-        .args([
-            "cost",
-            "mixtral-8x7b",
-            "--recompute",
-            "selective",
-            "--recompute-modules",
-            "moe_act",
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = stdout(&[
+        "cost",
+        "mixtral-8x7b",
+        "--recompute",
+        "selective",
+        "--recompute-modules",
+        "moe_act",
+    ]);
     assert!(text.contains("recompute-modules moe_act"), "{text}");
 }

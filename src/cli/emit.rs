@@ -401,7 +401,7 @@ fn megatron(
     }
     megatron_memory(&mut a, k)?;
     if k.recompute == Recompute::Selective
-        && model.recompute_modules != crate::model::RecomputeModule::default_set()
+        && !crate::model::RecomputeModule::is_default(&model.recompute_modules)
     {
         // Megatron-Core's `--recompute-modules` (nargs "*", default core_attn), the submodules
         // priced as recomputed.
@@ -830,7 +830,7 @@ fn torchtitan(
     ));
     if k.recompute == Recompute::Selective {
         t.push_str("selective_ac_option = \"op\"\n");
-        if model.recompute_modules != crate::model::RecomputeModule::default_set() {
+        if !crate::model::RecomputeModule::is_default(&model.recompute_modules) {
             warnings.push(format!(
                 "torchtitan's selective activation checkpointing (`op`) chooses what to save by operator type, not by module: the row's recompute modules ({}) are not what it runs",
                 crate::model::RecomputeModule::list(&model.recompute_modules, ", ")

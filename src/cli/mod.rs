@@ -118,7 +118,8 @@ pub struct SymbolArgs {
     /// `shared_experts` (an MoE layer's shared experts). `layernorm`, `mla_up_proj` and
     /// `moe_act` discard their outputs: the copies the next operators save are recomputed, not
     /// kept.
-    #[arg(long, value_enum, value_delimiter = ',', value_name = "MODULE,…")]
+    #[arg(long, value_delimiter = ',', value_name = "MODULE,…",
+          value_parser = crate::model::RecomputeModule::parse)]
     pub recompute_modules: Option<Vec<crate::model::RecomputeModule>>,
     /// Also load the operator rules in this directory (they replace shipped rules of the same
     /// name, so a model can use a rule of your own).

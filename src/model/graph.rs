@@ -285,71 +285,63 @@ impl LossMode {
 /// is not offered). A family declares which operators belong to each but the
 /// attention core (`recompute: layernorm` on an operator); the attention core is its eager
 /// attention operators (`attention: eager` or `role: attention-core`).
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, clap::ValueEnum,
-)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum RecomputeModule {
     /// The attention core between the projections (Korthikanti et al. 2022, §5): its
     /// intermediates are dropped and recomputed, its output and inputs kept. Fused attention
     /// keeps no intermediates, so there it drops nothing.
-    #[value(name = "core_attn")]
     CoreAttn,
     /// The layer's input norm and pre-MLP norm: their outputs, which the following linear
     /// layers save, are discarded and recomputed from their inputs.
-    #[value(name = "layernorm")]
     Layernorm,
     /// Multi-head latent attention's up-projections and rotary embedding (Megatron-Core's
     /// `qkv_up_proj_and_rope_apply`): the queries, keys and values the attention saves are
     /// discarded and recomputed from the latents.
-    #[value(name = "mla_up_proj")]
     MlaUpProj,
     /// The activation of the experts' MLP (SwiGLU): its output, which the down-projection
     /// saves, and its intermediates are discarded and recomputed from its inputs.
-    #[value(name = "moe_act")]
     MoeAct,
     /// A dense layer's MLP (normal checkpointing): its intermediates are dropped and
     /// recomputed from its input, its output kept.
-    #[value(name = "mlp")]
     Mlp,
     /// A mixture-of-experts layer's shared experts (normal checkpointing), as `mlp`.
-    #[value(name = "shared_experts")]
     SharedExperts,
 }
 
 impl RecomputeModule {
-    /// Every module, as Megatron-Core spells them.
-    pub const ALL: [(&'static str, RecomputeModule); 6] = [
-        ("core_attn", RecomputeModule::CoreAttn),
-        ("layernorm", RecomputeModule::Layernorm),
-        ("mla_up_proj", RecomputeModule::MlaUpProj),
-        ("moe_act", RecomputeModule::MoeAct),
-        ("mlp", RecomputeModule::Mlp),
-        ("shared_experts", RecomputeModule::SharedExperts),
+    /// Every module.
+    pub const ALL: [RecomputeModule; 6] = [
+        RecomputeModule::CoreAttn,
+        RecomputeModule::Layernorm,
+        RecomputeModule::MlaUpProj,
+        RecomputeModule::MoeAct,
+        RecomputeModule::Mlp,
+        RecomputeModule::SharedExperts,
     ];
 
-    /// Its name (`core_attn`, `layernorm`, `mla_up_proj`, `moe_act`).
+    /// Its name, as Megatron-Core spells it.
     pub fn name(self) -> &'static str {
-        Self::ALL
-            .iter()
-            .find(|(_, m)| *m == self)
-            .map(|(n, _)| *n)
-            .unwrap_or("core_attn")
+        match self {
+            RecomputeModule::CoreAttn => "core_attn",
+            RecomputeModule::Layernorm => "layernorm",
+            RecomputeModule::MlaUpProj => "mla_up_proj",
+            RecomputeModule::MoeAct => "moe_act",
+            RecomputeModule::Mlp => "mlp",
+            RecomputeModule::SharedExperts => "shared_experts",
+        }
     }
 
-    /// Parses a name of [`RecomputeModule::ALL`].
-    pub fn from_name(s: &str) -> Option<RecomputeModule> {
-        Self::ALL.iter().find(|(n, _)| *n == s).map(|(_, m)| *m)
-    }
-
-    /// [`RecomputeModule::from_name`], or a message naming the known modules.
+    /// The module named `s`, or a message naming the known modules.
     pub fn parse(s: &str) -> Result<RecomputeModule, String> {
-        Self::from_name(s).ok_or_else(|| {
-            format!(
-                "unknown recompute module `{s}` (known: {})",
-                Self::ALL.map(|(n, _)| n).join(", ")
-            )
-        })
+        Self::ALL
+            .into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown recompute module `{s}` (known: {})",
+                    Self::list(&Self::ALL, ", ")
+                )
+            })
     }
 
     /// Whether its output is discarded too (output-discarding checkpointing): the tensors its
@@ -364,6 +356,11 @@ impl RecomputeModule {
     /// Megatron-Core's default: the attention core alone.
     pub fn default_set() -> Vec<RecomputeModule> {
         vec![RecomputeModule::CoreAttn]
+    }
+
+    /// Whether `modules` is the default, [`RecomputeModule::default_set`].
+    pub fn is_default(modules: &[RecomputeModule]) -> bool {
+        modules == [RecomputeModule::CoreAttn]
     }
 
     /// The names of `modules` joined by `sep` (`layernorm,moe_act`).
@@ -493,7 +490,7 @@ impl Model {
         if let Some(d) = self.dropout {
             out.push(("dropout", if d { "on" } else { "off" }.to_string()));
         }
-        if self.recompute_modules != RecomputeModule::default_set() {
+        if !RecomputeModule::is_default(&self.recompute_modules) {
             out.push((
                 "recompute-modules",
                 RecomputeModule::list(&self.recompute_modules, ","),

@@ -291,19 +291,14 @@ impl ModelLoader {
         };
         modules.sort();
         modules.dedup();
-        for m in &modules {
-            let declared = *m == RecomputeModule::CoreAttn
-                || blocks
-                    .iter()
-                    .any(|b| b.ops().any(|o| o.recompute == Some(*m)));
-            if !declared {
-                return Err(Error::Usage(format!(
-                    "recompute module `{}`: no operator of model `{model}` belongs to it (its graph declares `recompute: {}` on none; known here: {})",
-                    m.name(),
-                    m.name(),
-                    declared_modules(blocks)
-                )));
-            }
+        let declared = declared_modules(blocks);
+        if let Some(m) = modules.iter().find(|m| !declared.contains(m)) {
+            return Err(Error::Usage(format!(
+                "recompute module `{}`: no operator of model `{model}` belongs to it (its graph declares `recompute: {}` on none; known here: {})",
+                m.name(),
+                m.name(),
+                RecomputeModule::list(&declared, ", ")
+            )));
         }
         Ok(modules)
     }
@@ -801,16 +796,21 @@ impl GraphBuilder<'_> {
         }
         let recompute = match op.recompute.as_deref() {
             None => None,
-            Some(n) => match RecomputeModule::from_name(n) {
-                Some(m) if m != RecomputeModule::CoreAttn => Some(m),
+            Some(n) => match RecomputeModule::parse(n) {
+                Ok(m) if m != RecomputeModule::CoreAttn => Some(m),
                 _ => {
+                    let declarable: Vec<RecomputeModule> = RecomputeModule::ALL
+                        .into_iter()
+                        .filter(|m| *m != RecomputeModule::CoreAttn)
+                        .collect();
                     return Err(self.err(
                         &["blocks", &op.name, "recompute"],
                         format!(
-                            "operator `{}`: unknown recompute module `{n}` (known: layernorm, mla_up_proj, moe_act, mlp, shared_experts; the attention core is `role: {ROLE_ATTENTION_CORE}`)",
-                            op.name
+                            "operator `{}`: unknown recompute module `{n}` (known: {}; the attention core is `role: {ROLE_ATTENTION_CORE}`)",
+                            op.name,
+                            RecomputeModule::list(&declarable, ", ")
                         ),
-                    ))
+                    ));
                 }
             },
         };
@@ -1062,16 +1062,16 @@ struct Scope<'a> {
     block_input: Option<&'a Named>,
 }
 
-/// The recompute modules some operator of `blocks` belongs to, `core_attn` first.
-fn declared_modules(blocks: &[Block]) -> String {
-    let mut found: BTreeSet<RecomputeModule> = BTreeSet::new();
-    found.insert(RecomputeModule::CoreAttn);
-    for b in blocks {
-        found.extend(b.ops().filter_map(|o| o.recompute));
-    }
+/// The recompute modules some operator of `blocks` belongs to, `core_attn` (which needs no
+/// declaration) first, in order.
+fn declared_modules(blocks: &[Block]) -> Vec<RecomputeModule> {
+    let mut found = vec![RecomputeModule::CoreAttn];
+    found.extend(
+        blocks
+            .iter()
+            .flat_map(|b| b.ops().filter_map(|o| o.recompute)),
+    );
+    found.sort();
+    found.dedup();
     found
-        .into_iter()
-        .map(RecomputeModule::name)
-        .collect::<Vec<_>>()
-        .join(", ")
 }

@@ -286,7 +286,7 @@ pub fn block_sums(a: &Analysis) -> Vec<BlockSums> {
                     add(&mut s.attention_forward, &op.forward);
                 }
                 // A reader of a discarded output saves less too.
-                if op.recomputed || !op.recomputable_saved.is_zero() {
+                if !op.recomputable_saved.is_zero() {
                     add(&mut s.attention_saved, &op.recomputable_saved);
                 }
                 if op.class != crate::rules::FlopClass::Matmul {
@@ -454,7 +454,7 @@ fn add_op_amounts<T: Priced>(
         add(&mut x.attention_forward, fwd.clone());
     }
     // A reader of a discarded output saves less too.
-    if op.recomputed || !op.recomputable_saved.is_zero() {
+    if !op.recomputable_saved.is_zero() {
         add(&mut x.attention_saved, ev(&op.recomputable_saved)?);
     }
     if op.class != crate::rules::FlopClass::Matmul {
