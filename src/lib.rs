@@ -31,8 +31,8 @@ pub use api::{
     compare, cost, explain, models, rank, timeline, AutoNote, CompareRequest, CompareSide,
     ComparedStrategy, Comparison, Cost, CostRequest, DeviceCost, DeviceOp, EngineNote,
     ExplainedBytes, ExplainedFlops, Explanation, Flops, Headroom, Knob, Machine, Model, ModelEntry,
-    ModelSource, OpCost, Part, Pass, Quantity, RankOptions, RankOptionsBuilder, RankResult,
-    RankRow, StepSeconds, Strategy, Timeline, TimelineInput, TimelineRequest,
+    ModelSource, OpCost, Part, PartialDomains, Pass, Quantity, RankOptions, RankOptionsBuilder,
+    RankResult, RankRow, StepSeconds, Strategy, Timeline, TimelineInput, TimelineRequest,
 };
 pub use error::{Error, Result};
 /// The importers of foreign model formats (Hugging Face configs, ONNX graphs), part of model

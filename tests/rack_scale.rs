@@ -86,3 +86,146 @@ fn a_64_way_expert_group_keeps_its_all_to_alls_in_one_nvl72_rack() {
         "{aligned_s} vs {rack_s}"
     );
 }
+
+#[test]
+fn blocks_of_consecutive_devices_on_racks_by_hand() {
+    use symshard::strategy::block_placement;
+    // Blocks of 64 on 8 racks of 72: block i covers 64i..64i+63. Blocks 1-7 cross a rack
+    // boundary; block 4 (256-319) holds 32 devices of rack 3 and 32 of rack 4, the other six
+    // 8/56, 16/48, 24/40, 40/24, 48/16 and 56/8.
+    assert_eq!(block_placement(64, 72, 576), [9, 7, 6]);
+    // 64 of each rack: every block is one rack.
+    assert_eq!(block_placement(64, 64, 576), [9, 0, 0]);
+    // Blocks of 8 tile a 72-GPU rack.
+    assert_eq!(block_placement(8, 72, 576), [72, 0, 0]);
+    // Blocks of 16 over two racks: only 64-79 crosses, 8 devices on each side.
+    assert_eq!(block_placement(16, 72, 144), [9, 1, 0]);
+    // Blocks of two whole racks, and blocks of 160 over three racks (72 + 72 + 16, 56 + 32).
+    assert_eq!(block_placement(144, 72, 288), [2, 2, 0]);
+    assert_eq!(block_placement(160, 72, 320), [2, 2, 2]);
+    // Blocks that do not tile the devices: none.
+    assert_eq!(block_placement(100, 72, 576), [0, 0, 0]);
+}
+
+/// `rank` of a Mixtral shape with 64 experts at ep = 64 on 576 GB200 NVL72 GPUs, JSON, with
+/// `extra` arguments.
+fn rank_experts(extra: &[&str]) -> Value {
+    let mut args = vec![
+        "rank",
+        "mixtral-8x7b",
+        "--set",
+        "E=64",
+        "--set",
+        "B=1152",
+        "--devices",
+        "576",
+        "--calib",
+        "gb200-nvl72",
+        "--fix",
+        "ep=64,tp=1,cp=1",
+        "--top",
+        "1",
+        "--format",
+        "json",
+    ];
+    args.extend(extra);
+    json(&args)
+}
+
+#[test]
+fn rank_says_when_64_of_each_nvl72_rack_wins() {
+    let full = rank_experts(&[]);
+    let p = &full["partial_domains"];
+    assert_eq!(p["domain_size"], 72);
+    assert_eq!(p["gpus_per_domain"], 64);
+    assert_eq!(p["domains"], 9);
+    assert_eq!(p["full_domains"], 8);
+    // Its best row is #1 of the same search on 64 of each rack.
+    let partial = rank_experts(&["--gpus-per-node", "64"]);
+    let best = &partial["strategies"][0];
+    assert_eq!(p["best"]["strategy"], best["strategy"]);
+    assert_eq!(p["best"]["iteration_seconds"], best["iteration_seconds"]);
+    // Its change is its seconds over #1's on full racks.
+    let (b, f) = (
+        best["iteration_seconds"].as_f64().unwrap(),
+        full["strategies"][0]["iteration_seconds"].as_f64().unwrap(),
+    );
+    let change = p["change"].as_f64().unwrap();
+    assert!(
+        (change - (b / f - 1.0)).abs() < 1e-12,
+        "{change} vs {b}/{f}"
+    );
+    // On full racks the groups of 64 straddle two racks in 7 of 9 (the hand count above) and
+    // cross InfiniBand; on 64 of each they stay on NVLink, and that wins.
+    assert_eq!(p["wins"], true);
+    assert!(change < 0.0);
+    assert_eq!(
+        p["straddling"],
+        serde_json::json!(["ep = 64: 7 of 9 groups cross domains (on 64 of each, none)"])
+    );
+    let text = common::stdout(&[
+        "rank",
+        "mixtral-8x7b",
+        "--set",
+        "E=64",
+        "--set",
+        "B=1152",
+        "--devices",
+        "576",
+        "--calib",
+        "gb200-nvl72",
+        "--fix",
+        "ep=64,tp=1,cp=1",
+        "--top",
+        "1",
+    ]);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("partial domains: "))
+        .unwrap_or_else(|| panic!("no partial-domains line:\n{text}"));
+    assert!(
+        line.contains("on 64 of each 72-device NVLink domain (9 domains for 576 devices where full ones take 8; 8 devices of each idle)")
+            && line.contains("faster than #1: it wins")
+            && line.contains("--gpus-per-node 64 ranks that placement"),
+        "{line}"
+    );
+}
+
+#[test]
+fn no_partial_domains_where_the_placement_is_given_or_a_power_of_two() {
+    // Devices per node given: the user chose the placement.
+    assert!(rank_experts(&["--gpus-per-node", "72"])
+        .get("partial_domains")
+        .is_none());
+    assert!(rank_experts(&["--gpus-per-node", "64"])
+        .get("partial_domains")
+        .is_none());
+    // Nodes of 8: a power of two.
+    let v = json(&[
+        "rank",
+        "gpt3-1.3b",
+        "--devices",
+        "576",
+        "--calib",
+        "a100-80gb",
+        "--top",
+        "1",
+        "--format",
+        "json",
+    ]);
+    assert!(v.get("partial_domains").is_none());
+    // One rack: nothing straddles.
+    let v = json(&[
+        "rank",
+        "gpt3-1.3b",
+        "--devices",
+        "72",
+        "--calib",
+        "gb200-nvl72",
+        "--top",
+        "1",
+        "--format",
+        "json",
+    ]);
+    assert!(v.get("partial_domains").is_none());
+}

@@ -801,6 +801,36 @@ impl RankRow {
     }
 }
 
+/// The best strategy on part of each NVLink domain, where the machine's domain is not a
+/// power of two (`symshard::PartialDomains`).
+#[pyclass(frozen, get_all, module = "symshard._native")]
+struct PartialDomains {
+    domain_size: u64,
+    gpus_per_domain: u64,
+    domains: u64,
+    full_domains: u64,
+    best: Py<RankRow>,
+    wins: bool,
+    change: Option<f64>,
+    straddling: Vec<String>,
+}
+
+impl PartialDomains {
+    fn of(py: Python<'_>, p: &symshard::PartialDomains) -> PyResult<Py<PartialDomains>> {
+        let out = PartialDomains {
+            domain_size: p.domain_size,
+            gpus_per_domain: p.gpus_per_domain,
+            domains: p.domains,
+            full_domains: p.full_domains,
+            best: RankRow::of(py, &p.best)?,
+            wins: p.wins,
+            change: p.change,
+            straddling: p.straddling.clone(),
+        };
+        Py::new(py, out)
+    }
+}
+
 /// What `rank` finds; `raw` is `symshard rank --format json`'s document and `warnings` the
 /// warnings and notes the command line prints to stderr.
 #[pyclass(frozen, get_all, module = "symshard._native")]
@@ -822,6 +852,7 @@ struct Ranking {
     simulated: usize,
     balance_range: Option<(Py<PyAny>, Option<Py<PyAny>>)>,
     search_seconds: f64,
+    partial_domains: Option<Py<PartialDomains>>,
     warnings: Vec<String>,
     raw: Py<PyAny>,
 }
@@ -867,6 +898,10 @@ impl Ranking {
             simulated: x.simulated,
             balance_range,
             search_seconds: x.search_seconds,
+            partial_domains: match &x.partial_domains {
+                Some(p) => Some(PartialDomains::of(py, p)?),
+                None => None,
+            },
             warnings: x.warnings.clone(),
             raw: json(py, &doc)?,
         })
@@ -1202,6 +1237,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RelativeCost>()?;
     m.add_class::<RankRow>()?;
     m.add_class::<Ranking>()?;
+    m.add_class::<PartialDomains>()?;
     m.add_class::<Component>()?;
     m.add_class::<Comparison>()?;
     Ok(())

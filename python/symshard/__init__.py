@@ -50,6 +50,7 @@ __all__ = [
     "PerDevice",
     "Cost",
     "RankRow",
+    "PartialDomains",
     "Ranking",
     "Timeline",
     "Explanation",
@@ -500,6 +501,35 @@ class RankRow:
 
 
 @dataclass(frozen=True)
+class PartialDomains:
+    """The best strategy on part of each NVLink domain, where the machine's domain is not a
+    power of two (64 of each 72-GPU GB200 NVL72 rack, as MLPerf's GB200 systems run), against
+    #1 on full domains: ``change`` is its seconds (or relative cost) over #1's, less one."""
+
+    domain_size: int
+    gpus_per_domain: int
+    domains: int
+    full_domains: int
+    best: RankRow
+    wins: bool
+    change: Optional[float]
+    straddling: List[str]
+
+    @staticmethod
+    def _from_native(n: Any) -> "PartialDomains":
+        return PartialDomains(
+            domain_size=n.domain_size,
+            gpus_per_domain=n.gpus_per_domain,
+            domains=n.domains,
+            full_domains=n.full_domains,
+            best=RankRow._from_native(n.best),
+            wins=n.wins,
+            change=n.change,
+            straddling=list(n.straddling),
+        )
+
+
+@dataclass(frozen=True)
 class Ranking:
     """What ``rank`` reports."""
 
@@ -521,6 +551,9 @@ class Ranking:
     warnings: List[str] = field(default_factory=list)
     #: Strategies rejected before pricing, by kind: how many, and one reason.
     rejected_by_kind: Dict[str, Tuple[int, str]] = field(default_factory=dict)
+    #: On a machine whose NVLink domain is not a power of two: the best strategy on part of
+    #: each domain (:class:`PartialDomains`), else None.
+    partial_domains: Optional[PartialDomains] = None
 
     @staticmethod
     def _from_native(n: Any) -> "Ranking":
@@ -539,6 +572,11 @@ class Ranking:
             raw=n.raw,
             warnings=list(n.warnings),
             rejected_by_kind={k: (int(c), str(e)) for k, (c, e) in n.rejected_by_kind.items()},
+            partial_domains=(
+                None
+                if n.partial_domains is None
+                else PartialDomains._from_native(n.partial_domains)
+            ),
         )
 
     def to_pandas(self) -> "pandas.DataFrame":

@@ -23,6 +23,7 @@ __all__ = [
     'PerDevice',
     'Cost',
     'RankRow',
+    'PartialDomains',
     'Ranking',
     'Timeline',
     'Explanation',
@@ -163,6 +164,17 @@ class RankRow:
     def knobs(self) -> dict[str, Any]: ...
 
 @dataclass(frozen=True)
+class PartialDomains:
+    domain_size: int
+    gpus_per_domain: int
+    domains: int
+    full_domains: int
+    best: RankRow
+    wins: bool
+    change: float | None
+    straddling: list[str]
+
+@dataclass(frozen=True)
 class Ranking:
     model: str
     devices: int
@@ -178,6 +190,7 @@ class Ranking:
     raw: dict[str, Any] = field(repr=False)
     warnings: list[str] = ...
     rejected_by_kind: dict[str, tuple[int, str]] = ...
+    partial_domains: PartialDomains | None = ...
     def to_pandas(self) -> pandas.DataFrame: ...
 
 @dataclass(frozen=True)

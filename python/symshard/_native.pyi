@@ -18,6 +18,7 @@ __all__ = [
     "Timeline",
     "RelativeCost",
     "RankRow",
+    "PartialDomains",
     "Ranking",
     "Component",
     "Comparison",
@@ -421,6 +422,28 @@ class RankRow:
     def knobs(self) -> Strategy: ...
 
 @final
+class PartialDomains:
+    """The best strategy on part of each NVLink domain, where the machine's domain is not a
+    power of two (64 of each 72-GPU GB200 NVL72 rack), against #1 on full domains."""
+
+    @property
+    def domain_size(self) -> int: ...
+    @property
+    def gpus_per_domain(self) -> int: ...
+    @property
+    def domains(self) -> int: ...
+    @property
+    def full_domains(self) -> int: ...
+    @property
+    def best(self) -> RankRow: ...
+    @property
+    def wins(self) -> bool: ...
+    @property
+    def change(self) -> Optional[float]: ...
+    @property
+    def straddling(self) -> List[str]: ...
+
+@final
 class Ranking:
     """What ``rank`` finds; ``raw`` is ``symshard rank --format json``'s document and
     ``warnings`` what the command line prints to stderr."""
@@ -459,6 +482,8 @@ class Ranking:
     def balance_range(self) -> Optional[Tuple[_Exact, Optional[_Exact]]]: ...
     @property
     def search_seconds(self) -> float: ...
+    @property
+    def partial_domains(self) -> Optional[PartialDomains]: ...
     @property
     def warnings(self) -> List[str]: ...
     @property

@@ -610,3 +610,25 @@ def test_a_config_dict_needs_no_temporary_file(monkeypatch):
     assert symshard.cost(config).params == want
     t = symshard.timeline(config, {"dp": 8}, calib="a100-80gb", svg=True)
     assert t.svg is not None and t.svg.startswith("<svg")
+
+
+def test_rank_reports_the_best_strategy_on_64_of_each_nvl72_rack(cli):
+    # A Mixtral shape with 64 experts at ep = 64 on 576 GB200 NVL72 GPUs: on full racks of 72,
+    # 7 of the 9 expert groups straddle two racks; on 64 of each they stay on NVLink.
+    args = dict(symbols={"E": 64, "B": 1152}, calib="gb200-nvl72", top=1, fix="ep=64,tp=1,cp=1")
+    r = symshard.rank("mixtral-8x7b", devices=576, **args)
+    want = cli.json(
+        "rank", "mixtral-8x7b", "--set", "E=64", "--set", "B=1152", "--devices", "576",
+        "--calib", "gb200-nvl72", "--top", "1", "--fix", "ep=64,tp=1,cp=1",
+    )["partial_domains"]
+    p = r.partial_domains
+    assert p is not None
+    assert (p.domain_size, p.gpus_per_domain, p.domains, p.full_domains) == (72, 64, 9, 8)
+    assert p.best.strategy == want["best"]["strategy"]
+    assert p.best.iteration_seconds == want["best"]["iteration_seconds"]
+    assert p.change == want["change"] and p.wins == (p.change < 0)
+    assert p.straddling == want["straddling"]
+    # Given the devices per node, the user chose the placement: no comparison.
+    given = symshard.rank("mixtral-8x7b", devices=576, gpus_per_node=72, **args)
+    assert given.partial_domains is None
+    assert given.rows[0].strategy == r.rows[0].strategy

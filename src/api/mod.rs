@@ -21,8 +21,8 @@ pub use cost::{cost, Cost, CostRequest, DeviceCost, DeviceOp, Flops, OpCost, Pas
 pub use machine::Machine;
 pub use model::{Model, ModelSource};
 pub use rank::{
-    rank, AutoNote, EngineNote, Headroom, Knob, RankOptions, RankOptionsBuilder, RankResult,
-    RankRow, DEFAULT_MAX_MICROBATCHES,
+    rank, AutoNote, EngineNote, Headroom, Knob, PartialDomains, RankOptions, RankOptionsBuilder,
+    RankResult, RankRow, DEFAULT_MAX_MICROBATCHES,
 };
 pub use strategy::Strategy;
 pub use timeline::{timeline, Timeline, TimelineInput, TimelineRequest};

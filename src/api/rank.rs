@@ -558,6 +558,40 @@ pub struct EngineNote {
     pub error: Option<String>,
 }
 
+/// The same devices placed on part of each NVLink domain. Where a machine's domain (its node)
+/// holds a number of devices that is not a power of two (72 on GB200 and GB300 NVL72), the
+/// power-of-two degrees of most models do not tile it: a group of 64 consecutive devices on
+/// 72-GPU racks straddles two racks in 7 of every 9, and its collectives cross the slower
+/// network. Large jobs on such racks use 64 of each rack's 72 GPUs (MLPerf Training v5.0's
+/// GB200 NVL72 systems, mlcommons/training_results_v5.0 at 0fdc28f0: NVIDIA's Tyche runs 256
+/// GPUs on "4x NVIDIA GB200 NVL72", 512 on "8x", IBM+CoreWeave+NVIDIA's Carina 1,024 on "16x",
+/// in each submitter's systems/<system>.json), so [`rank`] also searches that placement and
+/// reports its best row beside #1.
+#[derive(Debug, Clone, Serialize)]
+pub struct PartialDomains {
+    /// Devices of each NVLink domain (node) of the machine.
+    pub domain_size: u64,
+    /// Devices used of each domain in this placement: the largest power of two it holds.
+    pub gpus_per_domain: u64,
+    /// Domains the job spans this way.
+    pub domains: u64,
+    /// Domains it spans on full domains.
+    pub full_domains: u64,
+    /// The best strategy on partial domains (rank 1 of that search).
+    pub best: RankRow,
+    /// Whether it beats #1 on full domains (or fits where nothing on them does).
+    pub wins: bool,
+    /// Its seconds per step (relative cost, ranking by cost) over #1's, less one: negative
+    /// where it is faster; absent where #1 does not fit.
+    pub change: Option<f64>,
+    /// What changes for its groups: those that cross domains on full domains and stay inside
+    /// one on partial ones (`dp = 64: 7 of 9 groups cross domains (on 64 of each, none)`), or
+    /// that split unevenly over the domains they span, whose collectives then run flat over the
+    /// network, and evenly on partial ones. Tensor-, context-, expert- and data-parallel groups,
+    /// each a block of consecutive devices ([`crate::strategy::block_placement`]).
+    pub straddling: Vec<String>,
+}
+
 /// What [`rank`] finds. Its JSON ([`serde_json::to_value`]) is `symshard rank --format json`'s.
 #[derive(Debug, Clone)]
 pub struct RankResult {
@@ -623,6 +657,9 @@ pub struct RankResult {
     pub egraph_layouts: Vec<crate::search::egraph::EGraphLayout>,
     /// Degrees whose e-graph pass over the auto layout failed, and why.
     pub egraph_failed: BTreeMap<u64, String>,
+    /// The best strategy on part of each NVLink domain, where the machine's domain is not a
+    /// power of two and the devices per node were not given ([`PartialDomains`]).
+    pub partial_domains: Option<PartialDomains>,
     /// Warnings and notes (`warning: …`, `note: …`), as the command line prints them.
     pub warnings: Vec<String>,
 }
@@ -699,6 +736,8 @@ pub(crate) struct Document<'a, E: Serialize, W: Serialize> {
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     egraph_failed: &'a BTreeMap<u64, String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    partial_domains: &'a Option<PartialDomains>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     why: Option<W>,
 }
 
@@ -739,6 +778,7 @@ impl RankResult {
             auto_layout_seconds: self.auto_layout_seconds,
             egraph_layouts: &self.egraph_layouts,
             egraph_failed: &self.egraph_failed,
+            partial_domains: &self.partial_domains,
             why,
         }
     }
@@ -798,7 +838,10 @@ pub(crate) fn rank_loaded(
         &search,
         progress,
     )?;
-    let out = result_of(loaded, opts, &calib, &search, &result, capacity);
+    let mut out = result_of(loaded, opts, &calib, &search, &result, capacity);
+    if let Some(per) = partial_domain(&machine, opts.devices) {
+        out.partial_domains = partial_domains(loaded, &calib, &search, per, &out)?;
+    }
     let detail = RankDetail {
         model: loaded.model.clone(),
         values: loaded.values.clone(),
@@ -808,6 +851,82 @@ pub(crate) fn rank_loaded(
         result,
     };
     Ok((out, detail))
+}
+
+/// The devices of each domain a job on `devices` devices of `machine` could use instead of all
+/// of them ([`PartialDomains`]): the largest power of two below a domain that is not one, where
+/// the devices span more than one domain, fill that many of each, and the devices per node
+/// were not given.
+fn partial_domain(machine: &Machine, devices: u64) -> Option<u64> {
+    let g = machine.gpus_per_node();
+    if machine.given_gpus_per_node().is_some() || g.is_power_of_two() || devices <= g {
+        return None;
+    }
+    let p = 1u64 << (u64::BITS - 1 - g.leading_zeros());
+    (p >= 2 && devices.is_multiple_of(p)).then_some(p)
+}
+
+/// The best strategy on `per` devices of each domain, searched with `search`'s options, against
+/// `out`'s #1 on full domains; None where nothing fits that way.
+fn partial_domains(
+    loaded: &super::model::Loaded,
+    calib: &Calibration,
+    search: &crate::search::RankOptions,
+    per: u64,
+    out: &RankResult,
+) -> Result<Option<PartialDomains>, Error> {
+    let opts = crate::search::RankOptions {
+        gpus_per_node: per,
+        top: 1,
+        pareto: false,
+        ..search.clone()
+    };
+    let alt = crate::search::rank(&loaded.model, &loaded.values, calib, &opts)?;
+    let Some(best) = alt.rows.first().filter(|r| r.evaluation.feasible) else {
+        return Ok(None);
+    };
+    let best = row_of(best, &out.global_batch);
+    let measure = |r: &RankRow| match r.iteration_seconds {
+        Some(s) => s,
+        None => crate::sym::float(&r.relative_cost),
+    };
+    let first = out.rows.first().filter(|r| r.feasible);
+    let change = first.map(|f| measure(&best) / measure(f) - 1.0);
+    let (g, devices) = (search.gpus_per_node, search.devices);
+    let straddling = [
+        ("tp", best.tp, best.tp),
+        ("cp", best.cp, best.tp * best.cp),
+        ("ep", best.ep, best.tp * best.ep),
+        ("dp", best.dp, best.tp * best.cp * best.dp),
+    ]
+    .into_iter()
+    .filter(|(_, degree, _)| *degree > 1)
+    .filter_map(|(name, degree, span)| {
+        let [groups, crossing, uneven] = crate::strategy::block_placement(span, g, devices);
+        let [_, crossing_p, uneven_p] = crate::strategy::block_placement(span, per, devices);
+        if crossing > 0 && crossing_p == 0 {
+            Some(format!(
+                "{name} = {degree}: {crossing} of {groups} groups cross domains (on {per} of each, none)"
+            ))
+        } else if uneven > 0 && uneven_p == 0 {
+            Some(format!(
+                "{name} = {degree}: {uneven} of {groups} groups split unevenly over their domains (on {per} of each, evenly)"
+            ))
+        } else {
+            None
+        }
+    })
+    .collect();
+    Ok(Some(PartialDomains {
+        domain_size: g,
+        gpus_per_domain: per,
+        domains: devices / per,
+        full_domains: devices / g,
+        wins: change.is_none_or(|c| c < 0.0),
+        change,
+        straddling,
+        best,
+    }))
 }
 
 /// The search's options for `model` on `machine`, checked in the command line's order (a fixed
@@ -929,6 +1048,7 @@ fn result_of(
         egraph_layouts: result.egraph_layouts.clone(),
         egraph_failed: result.egraph_failed.clone(),
         global_batch: batch,
+        partial_domains: None,
         warnings: Vec::new(),
     }
 }

@@ -322,6 +322,35 @@ impl Mesh {
 /// Whether every block of `span` consecutive devices starting at a multiple of `span` lies
 /// inside one node of `gpus_per_node` on a mesh of `devices`: the block divides the node, or the
 /// mesh is at most one node.
+/// How the blocks of `span` consecutive devices that tile `devices` (the groups of an axis
+/// whose ranks are consecutive: tensor parallelism, tp × cp for context parallelism, tp × ep
+/// for expert parallelism, tp × cp × dp for data parallelism) lie on nodes of `gpus_per_node`:
+/// `[blocks, crossing, uneven]`, the blocks, those that cross a boundary between nodes, and of
+/// those the ones with unequal numbers of devices in the nodes they span. Blocks of 64 over 192
+/// devices on 72-GPU racks give `[3, 2, 2]` (64–127 holds 8 devices of rack 0 and 56 of rack 1).
+pub fn block_placement(span: u64, gpus_per_node: u64, devices: u64) -> [u64; 3] {
+    let g = gpus_per_node.max(1);
+    if span == 0 || !devices.is_multiple_of(span) {
+        return [0; 3];
+    }
+    let blocks = devices / span;
+    let (mut crossing, mut uneven) = (0, 0);
+    for i in 0..blocks {
+        let (first, last) = (i * span, i * span + span - 1);
+        if first / g == last / g {
+            continue;
+        }
+        crossing += 1;
+        // The first and last nodes hold what the boundaries leave; those between, whole nodes.
+        let head = g - first % g;
+        let tail = last % g + 1;
+        if head != tail || (last / g - first / g > 1 && head != g) {
+            uneven += 1;
+        }
+    }
+    [blocks, crossing, uneven]
+}
+
 fn stays_in_node(span: u64, gpus_per_node: u64, devices: u64) -> bool {
     let g = gpus_per_node.max(1);
     span <= 1 || devices <= g || (span <= g && g.is_multiple_of(span))

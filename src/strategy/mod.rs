@@ -16,4 +16,4 @@ pub use file::{
 pub use knobs::{
     Fp8Bytes, Knobs, Overlap, PipelineSplit, Precision, Recompute, Schedule, WEIGHT_BYTES,
 };
-pub use mesh::{AxisKind, Mesh, MeshAxis, Tier};
+pub use mesh::{block_placement, AxisKind, Mesh, MeshAxis, Tier};
