@@ -163,8 +163,7 @@ fn rank_says_when_64_of_each_nvl72_rack_wins() {
         p["straddling"],
         serde_json::json!(["ep = 64: 7 of 9 groups cross domains (on 64 of each, none)"])
     );
-    let text = common::stdout(&[
-        "rank",
+    let args = [
         "mixtral-8x7b",
         "--set",
         "E=64",
@@ -178,7 +177,8 @@ fn rank_says_when_64_of_each_nvl72_rack_wins() {
         "ep=64,tp=1,cp=1",
         "--top",
         "1",
-    ]);
+    ];
+    let text = common::stdout(&[&["rank"][..], &args].concat());
     let line = text
         .lines()
         .find(|l| l.starts_with("partial domains: "))
@@ -188,6 +188,22 @@ fn rank_says_when_64_of_each_nvl72_rack_wins() {
             && line.contains("faster than #1: it wins")
             && line.contains("--gpus-per-node 64 ranks that placement"),
         "{line}"
+    );
+    // The report says the same.
+    let dir = common::temp_dir("partial-domains-report");
+    let path = dir.join("r.html");
+    let out = dir.join("r.html").display().to_string();
+    common::stdout(&[&["report"][..], &args, &["-o", &out]].concat());
+    let html = std::fs::read_to_string(&path).unwrap();
+    let said = line.trim_start_matches("partial domains: ");
+    assert!(
+        html.contains(&format!(
+            "<p id=\"partial-domains\">Partial domains: {}</p>",
+            said.replace('&', "&amp;")
+                .replace('<', "&lt;")
+                .replace('>', "&gt;")
+        )),
+        "{said}"
     );
 }
 

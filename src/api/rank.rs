@@ -592,6 +592,44 @@ pub struct PartialDomains {
     pub straddling: Vec<String>,
 }
 
+impl PartialDomains {
+    /// What it says of a ranking of `devices` devices, as `rank` prints it under the table.
+    pub fn sentence(&self, devices: u64) -> String {
+        let b = &self.best;
+        let price = match b.iteration_seconds {
+            Some(s) => format!("{s:.3} s per step"),
+            None => format!("relative cost {}", crate::units::flops(&b.relative_cost)),
+        };
+        let verdict = match self.change {
+            Some(c) if c < 0.0 => {
+                format!(
+                    "{} faster than #1: it wins",
+                    crate::units::percent_float(-c)
+                )
+            }
+            Some(c) => format!(
+                "{} slower than #1: full domains win",
+                crate::units::percent_float(c)
+            ),
+            None => "it fits where nothing on full domains does".to_string(),
+        };
+        let why = if self.straddling.is_empty() {
+            String::new()
+        } else {
+            format!("; on full domains {}", self.straddling.join("; "))
+        };
+        format!(
+            "on {per} of each {g}-device NVLink domain ({n} domains for {devices} devices where full ones take {f}; {idle} devices of each idle) the best strategy is {s} at {price}, {verdict}{why}; --gpus-per-node {per} ranks that placement",
+            per = self.gpus_per_domain,
+            g = self.domain_size,
+            n = self.domains,
+            f = self.full_domains,
+            idle = self.domain_size - self.gpus_per_domain,
+            s = b.strategy,
+        )
+    }
+}
+
 /// What [`rank`] finds. Its JSON ([`serde_json::to_value`]) is `symshard rank --format json`'s.
 #[derive(Debug, Clone)]
 pub struct RankResult {

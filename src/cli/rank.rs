@@ -536,39 +536,6 @@ fn ties_line(rows: &[RankRow]) -> Option<String> {
     ))
 }
 
-/// The line that compares #1 with the best strategy on part of each NVLink domain.
-fn partial_domains_line(out: &RankResult) -> Option<String> {
-    let p = out.partial_domains.as_ref()?;
-    let b = &p.best;
-    let price = match b.iteration_seconds {
-        Some(s) => format!("{s:.3} s per step"),
-        None => format!("relative cost {}", units::flops(&b.relative_cost)),
-    };
-    let verdict = match p.change {
-        Some(c) if c < 0.0 => format!("{} faster than #1: it wins", units::percent_float(-c)),
-        Some(c) => format!(
-            "{} slower than #1: full domains win",
-            units::percent_float(c)
-        ),
-        None => "it fits where nothing on full domains does".to_string(),
-    };
-    let why = if p.straddling.is_empty() {
-        String::new()
-    } else {
-        format!("; on full domains {}", p.straddling.join("; "))
-    };
-    Some(format!(
-        "partial domains: on {per} of each {g}-device NVLink domain ({n} domains for {d} devices where full ones take {f}; {idle} devices of each idle) the best strategy is {s} at {price}, {verdict}{why}; --gpus-per-node {per} ranks that placement",
-        per = p.gpus_per_domain,
-        g = p.domain_size,
-        n = p.domains,
-        d = out.devices,
-        f = p.full_domains,
-        idle = p.domain_size - p.gpus_per_domain,
-        s = b.strategy,
-    ))
-}
-
 fn print_rows(rows: &[RankRow]) {
     // A precision column where a row is not bf16 (`--fix precision=…`).
     let precision = rows
@@ -681,8 +648,8 @@ fn print_table(r: &Ranked) {
     if let Some(line) = ties_line(&out.rows) {
         println!("{line}");
     }
-    if let Some(line) = partial_domains_line(out) {
-        println!("{line}");
+    if let Some(p) = &out.partial_domains {
+        println!("partial domains: {}", p.sentence(out.devices));
     }
     if out.rows.iter().any(|r| r.node_dispatch) {
         println!("node dispatch: the rows with ep > 1 send each token once to each other node holding its experts, then fan it out inside the node (DeepSeek-V3's node-limited dispatch through DeepEP; the strategy's `node-dispatch`)");

@@ -176,6 +176,10 @@ fn write_loaded(
         capacity_bytes: &ranked.search.memory,
         comm_parts: &Value::Array(comm_parts),
         top_formulas: &Value::Array(top_formulas),
+        partial_domains: result
+            .partial_domains
+            .as_ref()
+            .map(|p| p.sentence(result.devices)),
     })?;
     super::output::write_output(output, html.as_bytes(), &[Path::new(name)])?;
     Ok(html.len())

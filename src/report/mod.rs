@@ -39,6 +39,9 @@ pub struct ReportInput<'a> {
     /// itself), as `[{"group", "name", "value", "formula", "why"}]`: `value` exact, `formula` in the
     /// model's symbols or null where none is derived, `why` (or null) why it cannot be one.
     pub top_formulas: &'a Value,
+    /// What the ranking says of part of each NVLink domain
+    /// ([`crate::api::PartialDomains::sentence`]), where it searched it.
+    pub partial_domains: Option<String>,
 }
 
 /// Collective kinds in the order the bars stack them, each with its colour within the
@@ -1398,6 +1401,13 @@ pub fn html(input: &ReportInput) -> Result<String> {
             h,
             "<p>{}</p>",
             esc(&units::stack_line(r["stack_profile"].as_str()))
+        );
+    }
+    if let Some(p) = &input.partial_domains {
+        let _ = writeln!(
+            h,
+            "<p id=\"partial-domains\">Partial domains: {}</p>",
+            esc(p)
         );
     }
     let _ = writeln!(
