@@ -112,3 +112,49 @@ fn a_model_needs_devices_and_an_analysis_takes_none() {
     let err = refused(&["port", "gpt3-1.3b", "--devices", "8", "--calib", "no-such"]);
     assert!(err.contains("unknown calibration `no-such`"), "{err}");
 }
+
+#[test]
+fn port_times_the_best_layout_on_64_of_each_nvl72_rack_as_rank_finds_it() {
+    // A Mixtral shape with 64 experts at ep = 64 on 576 GPUs: 8 full racks of 72, or 64 of each
+    // of 9 racks.
+    let args = [
+        "mixtral-8x7b",
+        "--set",
+        "E=64",
+        "--set",
+        "B=1152",
+        "--devices",
+        "576",
+        "--calib",
+        "gb200-nvl72",
+        "--fix",
+        "ep=64,tp=1,cp=1",
+        "--format",
+        "json",
+    ];
+    let port = json(&[&["port"][..], &args].concat());
+    let m = &port.as_array().unwrap()[0];
+    let p = &m["partial_domains"];
+    assert_eq!(p["gpus_per_domain"], 64);
+    assert_eq!(p["domain_size"], 72);
+    assert_eq!(p["domains"], 9);
+    let rank = json(&[&["rank"][..], &args, &["--top", "1"]].concat());
+    let want = &rank["partial_domains"]["best"];
+    assert_eq!(p["strategy"], want["strategy"]);
+    let (got, want) = (seconds(&p["summary"]), seconds(want));
+    assert!((got - want).abs() <= 1e-9 * want, "{got} vs {want}");
+    // And the full racks' best is rank's #1.
+    assert_eq!(m["strategy"], rank["strategies"][0]["strategy"]);
+    // A machine whose node is a power of two has none.
+    let h100 = json(&[
+        "port",
+        "gpt3-1.3b",
+        "--devices",
+        "16",
+        "--calib",
+        "h100-sxm",
+        "--format",
+        "json",
+    ]);
+    assert!(h100[0].get("partial_domains").is_none());
+}

@@ -877,7 +877,9 @@ pub(crate) fn rank_loaded(
         progress,
     )?;
     let mut out = result_of(loaded, opts, &calib, &search, &result, capacity);
-    if let Some(per) = partial_domain(&machine, opts.devices) {
+    let given = machine.given_gpus_per_node().is_some();
+    let per = partial_domain_size(machine.gpus_per_node(), opts.devices).filter(|_| !given);
+    if let Some(per) = per {
         out.partial_domains = partial_domains(loaded, &calib, &search, per, &out)?;
     }
     let detail = RankDetail {
@@ -891,13 +893,12 @@ pub(crate) fn rank_loaded(
     Ok((out, detail))
 }
 
-/// The devices of each domain a job on `devices` devices of `machine` could use instead of all
-/// of them ([`PartialDomains`]): the largest power of two below a domain that is not one, where
-/// the devices span more than one domain, fill that many of each, and the devices per node
-/// were not given.
-fn partial_domain(machine: &Machine, devices: u64) -> Option<u64> {
-    let g = machine.gpus_per_node();
-    if machine.given_gpus_per_node().is_some() || g.is_power_of_two() || devices <= g {
+/// The devices of each domain (node) of `gpus_per_node` a job on `devices` devices could use
+/// instead of all of them ([`PartialDomains`]): the largest power of two below a domain that is
+/// not one, where the devices span more than one domain and fill that many of each.
+pub(crate) fn partial_domain_size(gpus_per_node: u64, devices: u64) -> Option<u64> {
+    let g = gpus_per_node;
+    if g.is_power_of_two() || devices <= g {
         return None;
     }
     let p = 1u64 << (u64::BITS - 1 - g.leading_zeros());

@@ -35,8 +35,27 @@ pub struct MachineBest {
     /// machine's best.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub previous_best: Option<PreviousBest>,
+    /// On a machine whose node (NVLink domain) is not a power of two: the fastest layout on the
+    /// largest power of two of each domain, timed (as `rank`'s `partial_domains`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partial_domains: Option<PartialBest>,
     #[serde(skip)]
     knobs: Option<(Knobs, Layout)>,
+}
+
+/// The fastest layout on part of each NVLink domain.
+#[derive(Debug, Clone, Serialize)]
+pub struct PartialBest {
+    /// Devices used of each domain.
+    pub gpus_per_domain: u64,
+    /// Devices of each domain.
+    pub domain_size: u64,
+    /// Domains the job spans this way.
+    pub domains: u64,
+    /// The layout.
+    pub strategy: String,
+    /// Its timeline.
+    pub summary: Summary,
 }
 
 impl MachineBest {
@@ -47,6 +66,7 @@ impl MachineBest {
             reason: Some(reason),
             summary: None,
             previous_best: None,
+            partial_domains: None,
             knobs: None,
         }
     }
@@ -99,6 +119,9 @@ pub fn run_model(args: &PortArgs) -> Result<(), Error> {
                 opts: &opts,
             };
             let mut best = at.best()?;
+            if let Some(per) = crate::api::partial_domain_size(opts.gpus_per_node, devices) {
+                best.partial_domains = at.partial(per)?;
+            }
             let previous = out
                 .iter()
                 .rev()
@@ -148,6 +171,29 @@ impl At<'_> {
             Some(self.opts.gpus_per_node),
             &self.opts.memory.floor(),
         )
+    }
+
+    /// The fastest layout on `per` devices of each domain, timed; None where none fits.
+    fn partial(&self, per: u64) -> Result<Option<PartialBest>, Error> {
+        let opts = RankOptions {
+            gpus_per_node: per,
+            ..self.opts.clone()
+        };
+        let at = At {
+            opts: &opts,
+            ..*self
+        };
+        let best = at.best()?;
+        let (Some(strategy), Some(summary)) = (best.strategy, best.summary) else {
+            return Ok(None);
+        };
+        Ok(Some(PartialBest {
+            gpus_per_domain: per,
+            domain_size: self.opts.gpus_per_node,
+            domains: self.opts.devices / per,
+            strategy,
+            summary,
+        }))
     }
 
     /// The fastest layout here, timed.
@@ -329,7 +375,49 @@ fn print_table(model: &Model, devices: u64, out: &[MachineBest], stack: Option<&
             why(prev, best)
         );
     }
+    print_partial(devices, out);
     println!();
     println!("  streams: the most seconds any one device's stream is busy; bubble: the share of the step the busiest device idles while the pipeline fills and drains");
     println!("  {}", units::UNITS_LEGEND);
+}
+
+/// The machines' fastest layouts on part of each NVLink domain, against their full domains'.
+fn print_partial(devices: u64, out: &[MachineBest]) {
+    let mut any = false;
+    for m in out {
+        let Some(p) = &m.partial_domains else {
+            continue;
+        };
+        if !any {
+            println!();
+            println!("on part of each NVLink domain (rank's partial domains):");
+            any = true;
+        }
+        let verdict = match &m.summary {
+            Some(s) => {
+                let change = p.summary.iteration_seconds / s.iteration_seconds - 1.0;
+                if change < 0.0 {
+                    format!(
+                        "{} faster than the best on full domains",
+                        units::percent_float(-change)
+                    )
+                } else {
+                    format!(
+                        "{} slower than the best on full domains",
+                        units::percent_float(change)
+                    )
+                }
+            }
+            None => "it fits where nothing on full domains does".into(),
+        };
+        println!(
+            "  on {}: {} of each {}-device domain ({} domains for {devices} devices), {} takes {:.4} s, {verdict}",
+            m.calibration,
+            p.gpus_per_domain,
+            p.domain_size,
+            p.domains,
+            p.strategy,
+            p.summary.iteration_seconds
+        );
+    }
 }
