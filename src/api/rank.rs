@@ -920,7 +920,15 @@ fn partial_domains(
         pareto: false,
         ..search.clone()
     };
-    let alt = crate::search::rank(&loaded.model, &loaded.values, calib, &opts)?;
+    // A placement the constraints rule out (a fixed knob that no strategy on it satisfies) is
+    // no comparison; only a failure of symshard itself is an error.
+    let alt = match crate::search::rank(&loaded.model, &loaded.values, calib, &opts) {
+        Ok(alt) => alt,
+        Err(e) => match Error::from(e) {
+            e @ Error::Internal(_) => return Err(e),
+            _ => return Ok(None),
+        },
+    };
     let Some(best) = alt.rows.first().filter(|r| r.evaluation.feasible) else {
         return Ok(None);
     };
