@@ -44,7 +44,32 @@ fn devices_beyond_one_node_that_do_not_fill_nodes_are_refused_with_the_counts_th
         "--gpus-per-node",
         "5",
     ]);
-    assert!(err.contains("(10 or 15 devices fill whole nodes;"), "{err}");
+    // Nodes of 5 are not a power of two: 4 of each of 3 nodes also hold the 12.
+    assert!(
+        err.contains("(10 or 15 devices fill whole nodes, or 4 devices of each of 3 nodes;"),
+        "{err}"
+    );
+}
+
+/// 1,024 devices do not fill 72-GPU GB200 NVL72 racks; 64 of each of 16 racks do (as MLPerf
+/// Training v5.0's 1,024-GPU GB200 run used them), and the refusal says so.
+#[test]
+fn the_refusal_names_the_power_of_two_of_each_rack_that_tiles_the_devices() {
+    let err = refused(&[
+        "rank",
+        "llama3-8b",
+        "--devices",
+        "1024",
+        "--calib",
+        "gb200-nvl72",
+    ]);
+    assert!(
+        err.contains(
+            "(1008 or 1080 devices fill whole nodes, or 64 devices of each of 16 nodes; \
+             nodes of another size: set --gpus-per-node)"
+        ),
+        "{err}"
+    );
 }
 
 /// 97 devices on nodes of 8 (`--pp 97`, one device per stage): GPT-3 175B places 98 blocks

@@ -513,10 +513,18 @@ impl StrategyError {
 fn filling_counts(devices: u64, gpus_per_node: u64) -> String {
     let g = gpus_per_node.max(1);
     let below = devices / g * g;
-    match (below, below.checked_add(g)) {
+    let counts = match (below, below.checked_add(g)) {
         (0, Some(above)) => format!("{above} devices fill a node"),
         (b, Some(above)) => format!("{b} or {above} devices fill whole nodes"),
         (b, None) => format!("{b} devices fill whole nodes"),
+    };
+    // On nodes that are not a power of two (72-GPU NVLink racks), the largest power of two of
+    // each node may tile the devices: 1,024 GPUs as 64 of each of 16 racks.
+    let p = 1u64 << (u64::BITS - 1 - g.leading_zeros());
+    if !g.is_power_of_two() && p >= 2 && devices > p && devices.is_multiple_of(p) {
+        format!("{counts}, or {p} devices of each of {} nodes", devices / p)
+    } else {
+        counts
     }
 }
 
