@@ -115,23 +115,8 @@ fn a_model_needs_devices_and_an_analysis_takes_none() {
 
 #[test]
 fn port_times_the_best_layout_on_64_of_each_nvl72_rack_as_rank_finds_it() {
-    // A Mixtral shape with 64 experts at ep = 64 on 576 GPUs: 8 full racks of 72, or 64 of each
-    // of 9 racks.
-    let args = [
-        "mixtral-8x7b",
-        "--set",
-        "E=64",
-        "--set",
-        "B=1152",
-        "--devices",
-        "576",
-        "--calib",
-        "gb200-nvl72",
-        "--fix",
-        "ep=64,tp=1,cp=1",
-        "--format",
-        "json",
-    ];
+    // common::EXPERTS_ON_NVL72: 8 full racks of 72, or 64 of each of 9 racks.
+    let args = [&common::EXPERTS_ON_NVL72[..], &["--format", "json"]].concat();
     let port = json(&[&["port"][..], &args].concat());
     let m = &port.as_array().unwrap()[0];
     let p = &m["partial_domains"];

@@ -107,29 +107,11 @@ fn blocks_of_consecutive_devices_on_racks_by_hand() {
     assert_eq!(block_placement(100, 72, 576), [0, 0, 0]);
 }
 
-/// `rank` of a Mixtral shape with 64 experts at ep = 64 on 576 GB200 NVL72 GPUs, JSON, with
-/// `extra` arguments.
+/// `rank` of [`common::EXPERTS_ON_NVL72`], top 1, JSON, with `extra` arguments.
 fn rank_experts(extra: &[&str]) -> Value {
-    let mut args = vec![
-        "rank",
-        "mixtral-8x7b",
-        "--set",
-        "E=64",
-        "--set",
-        "B=1152",
-        "--devices",
-        "576",
-        "--calib",
-        "gb200-nvl72",
-        "--fix",
-        "ep=64,tp=1,cp=1",
-        "--top",
-        "1",
-        "--format",
-        "json",
-    ];
-    args.extend(extra);
-    json(&args)
+    let head = ["rank"];
+    let tail = ["--top", "1", "--format", "json"];
+    json(&[&head[..], &common::EXPERTS_ON_NVL72, &tail, extra].concat())
 }
 
 #[test]
@@ -163,21 +145,7 @@ fn rank_says_when_64_of_each_nvl72_rack_wins() {
         p["straddling"],
         serde_json::json!(["ep = 64: 7 of 9 groups cross domains (on 64 of each, none)"])
     );
-    let args = [
-        "mixtral-8x7b",
-        "--set",
-        "E=64",
-        "--set",
-        "B=1152",
-        "--devices",
-        "576",
-        "--calib",
-        "gb200-nvl72",
-        "--fix",
-        "ep=64,tp=1,cp=1",
-        "--top",
-        "1",
-    ];
+    let args = [&common::EXPERTS_ON_NVL72[..], &["--top", "1"]].concat();
     let text = common::stdout(&[&["rank"][..], &args].concat());
     let line = text
         .lines()

@@ -354,3 +354,21 @@ pub fn layer_inputs(tokens: i64, h: i64) -> i64 {
 pub fn layer_weights(h: i64) -> i64 {
     layer_gemms(1, h).iter().map(|[_, k, n]| k * n).sum()
 }
+
+/// A Mixtral shape with 64 experts (E = 64, B = 1,152) at ep = 64, tp = cp = 1 on 576 GB200 NVL72
+/// GPUs: 8 full racks of 72, where 7 of the 9 expert groups straddle two racks, or 64 of each of
+/// 9 racks. The arguments after the command.
+#[allow(dead_code)]
+pub const EXPERTS_ON_NVL72: [&str; 11] = [
+    "mixtral-8x7b",
+    "--set",
+    "E=64",
+    "--set",
+    "B=1152",
+    "--devices",
+    "576",
+    "--calib",
+    "gb200-nvl72",
+    "--fix",
+    "ep=64,tp=1,cp=1",
+];
