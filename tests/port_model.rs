@@ -143,3 +143,47 @@ fn port_times_the_best_layout_on_64_of_each_nvl72_rack_as_rank_finds_it() {
     ]);
     assert!(h100[0].get("partial_domains").is_none());
 }
+
+#[test]
+fn port_times_64_of_each_rack_where_whole_nvl72_racks_cannot_hold_the_devices() {
+    // 1,024 GPUs fill no whole number of 72-GPU racks; 64 of each of 16 racks hold them.
+    let doc = json(&[
+        "port",
+        "gpt3-1.3b",
+        "--devices",
+        "1024",
+        "--calib",
+        "gb200-nvl72",
+        "--format",
+        "json",
+    ]);
+    let m = &doc[0];
+    assert!(m["strategy"].is_null(), "{m}");
+    let reason = m["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("or 64 devices of each of 16 nodes"),
+        "{reason}"
+    );
+    let p = &m["partial_domains"];
+    assert_eq!(p["gpus_per_domain"], 64);
+    assert_eq!(p["domains"], 16);
+    // The same row `rank` finds on 64 of each rack.
+    let rank = json(&[
+        "rank",
+        "gpt3-1.3b",
+        "--devices",
+        "1024",
+        "--calib",
+        "gb200-nvl72",
+        "--gpus-per-node",
+        "64",
+        "--top",
+        "1",
+        "--format",
+        "json",
+    ]);
+    let want = &rank["strategies"][0];
+    assert_eq!(p["strategy"], want["strategy"]);
+    let (got, want) = (seconds(&p["summary"]), seconds(want));
+    assert!((got - want).abs() <= 1e-9 * want, "{got} vs {want}");
+}

@@ -135,9 +135,25 @@ pub fn run_model(args: &PortArgs) -> Result<(), Error> {
         }) {
             Ok(b) => b,
             // A machine the devices do not suit (a node size that does not divide them, a
-            // precision it lacks) is a row that says so; the others are still ported.
+            // precision it lacks) is a row that says so; the others are still ported. Where
+            // its whole nodes cannot hold them but the largest power of two of each can (1,024
+            // devices on 72-GPU racks), that placement is still timed.
             Err(e @ (Error::Usage(_) | Error::Strategy(_))) => {
-                MachineBest::none(&calib, e.to_string())
+                let mut none = MachineBest::none(&calib, e.to_string());
+                if let Some(per) = crate::api::partial_domain_size(calib.gpus_per_node(), devices) {
+                    let on = search.options_on(&model, &calib, Some(per));
+                    none.partial_domains = match on {
+                        Ok((values, opts)) => At {
+                            model: &model,
+                            values: &values,
+                            calib: &calib,
+                            opts: &opts,
+                        }
+                        .partial_best(calib.gpus_per_node())?,
+                        Err(_) => None,
+                    };
+                }
+                none
             }
             Err(e) => return Err(e),
         };
@@ -179,18 +195,24 @@ impl At<'_> {
             gpus_per_node: per,
             ..self.opts.clone()
         };
-        let at = At {
+        At {
             opts: &opts,
             ..*self
-        };
-        let best = at.best()?;
+        }
+        .partial_best(self.opts.gpus_per_node)
+    }
+
+    /// The fastest layout of this search, whose nodes are part of each domain of
+    /// `domain_size` devices, timed; None where none fits.
+    fn partial_best(&self, domain_size: u64) -> Result<Option<PartialBest>, Error> {
+        let best = self.best()?;
         let (Some(strategy), Some(summary)) = (best.strategy, best.summary) else {
             return Ok(None);
         };
         Ok(Some(PartialBest {
-            gpus_per_domain: per,
-            domain_size: self.opts.gpus_per_node,
-            domains: self.opts.devices / per,
+            gpus_per_domain: self.opts.gpus_per_node,
+            domain_size,
+            domains: self.opts.devices / self.opts.gpus_per_node,
             strategy,
             summary,
         }))
@@ -408,7 +430,10 @@ fn print_partial(devices: u64, out: &[MachineBest]) {
                     )
                 }
             }
-            None => "it fits where nothing on full domains does".into(),
+            None if !devices.is_multiple_of(p.domain_size) => {
+                "where whole domains cannot hold the devices".into()
+            }
+            None => "where nothing fits on full domains".into(),
         };
         println!(
             "  on {}: {} of each {}-device domain ({} domains for {devices} devices), {} takes {:.4} s, {verdict}",

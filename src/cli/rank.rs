@@ -372,12 +372,26 @@ impl PointSearch<'_> {
         model: &crate::model::Model,
         calib: &Calibration,
     ) -> Result<(crate::sym::Bindings, crate::search::RankOptions), Error> {
+        self.options_on(model, calib, None)
+    }
+
+    /// [`PointSearch::options`] on nodes of `gpus_per_node` devices where given (else the
+    /// table's).
+    pub(crate) fn options_on(
+        &self,
+        model: &crate::model::Model,
+        calib: &Calibration,
+        gpus_per_node: Option<u64>,
+    ) -> Result<(crate::sym::Bindings, crate::search::RankOptions), Error> {
         let mut m = crate::api::Model::named(self.model);
         for s in &self.set {
             m = m.set_text(s.as_str());
         }
         let values = m.bind(model)?;
-        let machine = Machine::from_calibration(calib.clone());
+        let mut machine = Machine::from_calibration(calib.clone());
+        if let Some(g) = gpus_per_node {
+            machine = machine.with_gpus_per_node(g)?;
+        }
         let mut b = RankOptions::builder(self.devices)
             .machine(machine.clone())
             .by_seconds(true)
