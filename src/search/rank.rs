@@ -1532,64 +1532,72 @@ fn rank_by_seconds(
     })
 }
 
-/// Every strategy that fits (with a margin) and its lower bound of the simulated seconds, in
-/// the order of the bounds: (bound, strategy, memory estimate).
-fn bounded_in_order<'c>(
-    model: &Model,
-    values: &Bindings,
+/// The rates a strategy is timed at, by the key of [`bound_rates_key`]: under per-row profiles
+/// each stack's, otherwise the table's (one key, so no chains are built twice). Paced for the
+/// fewest devices any strategy uses: the slowest of more devices is slower, so the bounds stay
+/// below every simulation.
+fn bound_rates(
     calib: &Calibration,
-    opts: &Ctx,
-    search: &SecondsSearch<'c>,
-) -> Vec<(f64, &'c Cand, f64)> {
-    use crate::timeline::bound::{chains, lower_bound, virtual_stages, Chains};
-    // Paced for the fewest devices any strategy uses: the slowest of more devices is slower,
-    // so the bounds stay below every simulation.
+    search: &SecondsSearch<'_>,
+) -> BTreeMap<Option<Stack>, crate::timeline::Rates> {
     let fewest = search.estimates.iter().map(|(c, _)| c.k.devices()).min();
-    // The rates a strategy is timed at: under per-row profiles its own stack's (keyed by the
-    // stack), otherwise the table's for every strategy (one key, so no chains are built twice).
-    let rates_key = |k: &Knobs| calib.per_row.is_some().then(|| Stack::of(k));
     let keys: Vec<Option<Stack>> = match calib.per_row {
         Some(_) => Stack::ALL.into_iter().map(Some).collect(),
         None => vec![None],
     };
-    let rates: BTreeMap<Option<Stack>, crate::timeline::Rates> = keys
-        .into_iter()
+    keys.into_iter()
         .map(|key| {
             let profile = key.map_or(calib.stack.as_ref(), |s| calib.profile_on(s));
             let r = crate::timeline::Rates::with_profile(calib, profile);
             (key, r.paced(fewest.unwrap_or(1)).into_owned())
         })
-        .collect();
-    let kappa_hbm = calib.hbm_balance().to_f64().unwrap_or(f64::MAX);
-    let cap = opts.memory.to_f64().unwrap_or(f64::MAX);
-    // The chains of every (blocks, expert-parallel degree, gradient sharding) a strategy that
-    // fits uses, from the first such strategy in order, built in parallel. The chains depend on
-    // the ZeRO stage only through the gradient buffer a backward adds to (the whole one, or
-    // under ZeRO ≥ 2 the device's shard), so the key tells those apart; and on whether the
-    // schedule splits the backward (ZB-H1's weight passes are chains of their own).
-    let chain_key = |c: &Cand| {
-        (
-            numbers_key(c),
-            c.k.ep,
-            c.k.shards_gradients(),
-            c.k.schedule.splits_backward(),
-            rates_key(&c.k),
-        )
-    };
+        .collect()
+}
+
+/// The key of a strategy's rates in [`bound_rates`].
+fn bound_rates_key(calib: &Calibration, k: &Knobs) -> Option<Stack> {
+    calib.per_row.is_some().then(|| Stack::of(k))
+}
+
+/// The key of a strategy's chains. The chains depend on the ZeRO stage only through the
+/// gradient buffer a backward adds to (the whole one, or under ZeRO ≥ 2 the device's shard),
+/// so the key tells those apart; and on whether the schedule splits the backward (ZB-H1's
+/// weight passes are chains of their own).
+fn chain_key(calib: &Calibration, c: &Cand) -> ChainKey {
+    (
+        numbers_key(c),
+        c.k.ep,
+        c.k.shards_gradients(),
+        c.k.schedule.splits_backward(),
+        bound_rates_key(calib, &c.k),
+    )
+}
+
+/// The chains of every (blocks, expert-parallel degree, gradient sharding) a strategy that
+/// fits under `cap` uses, from the first such strategy in order, built in parallel.
+fn bound_chains(
+    model: &Model,
+    values: &Bindings,
+    calib: &Calibration,
+    opts: &Ctx,
+    search: &SecondsSearch<'_>,
+    rates: &BTreeMap<Option<Stack>, crate::timeline::Rates>,
+    cap: f64,
+) -> BTreeMap<ChainKey, Option<crate::timeline::bound::Chains>> {
     let mut first: BTreeMap<ChainKey, &Cand> = BTreeMap::new();
     for (c, e) in search.estimates {
         if e.memory <= cap * (1.0 + 1e-6) {
-            first.entry(chain_key(c)).or_insert(c);
+            first.entry(chain_key(calib, c)).or_insert(c);
         }
     }
     let first: Vec<(&ChainKey, &&Cand)> = first.iter().collect();
-    let built: Vec<Option<Chains>> = first
+    let built: Vec<Option<crate::timeline::bound::Chains>> = first
         .par_iter()
         .map(|(key, c)| {
             let Some(Ok(numbers)) = search.cache.get(&key.0) else {
                 return None;
             };
-            let chains = chains(
+            let chains = crate::timeline::bound::chains(
                 model,
                 search.variants.analysis(c),
                 numbers,
@@ -1601,10 +1609,58 @@ fn bounded_in_order<'c>(
             opts.failures.keep(|| label(c), chains)
         })
         .collect();
-    let chain_cache: BTreeMap<ChainKey, Option<Chains>> =
-        first.iter().map(|(key, _)| **key).zip(built).collect();
-    type PartitionKey = (NumbersKey, u64, Recompute, Schedule, u64, u64);
-    type StageCounts = Vec<Vec<(usize, u64)>>;
+    first.iter().map(|(key, _)| **key).zip(built).collect()
+}
+
+/// The key of a strategy's virtual stages: the partition depends on neither the ZeRO stage nor
+/// (interleaved) the partition search, so the strategies that differ only there share it, and
+/// the virtual stages follow from the partition, the schedule and the chunks.
+type PartitionKey = (NumbersKey, u64, Recompute, Schedule, u64, u64);
+
+/// Block copies on each virtual stage ([`crate::timeline::bound::virtual_stages`]).
+type StageCounts = Vec<Vec<(usize, u64)>>;
+
+/// The virtual stages of the strategy `c` with its blocks' `numbers` and chains `ch`; None
+/// where its pipeline cannot be partitioned (noted in the context's log).
+fn bound_stages(
+    model: &Model,
+    opts: &Ctx,
+    search: &SecondsSearch<'_>,
+    kappa_hbm: f64,
+    (c, numbers, ch): (&Cand, &[BlockNumbers], &crate::timeline::bound::Chains),
+) -> Option<StageCounts> {
+    let k = &c.k;
+    let partition = if k.schedule == Schedule::Interleaved && k.chunks > 1 {
+        Vec::new()
+    } else {
+        let partition = crate::parallel::evaluate::pipeline_stage_counts(
+            model,
+            numbers,
+            k,
+            search.kappa,
+            kappa_hbm,
+            opts.gpus_per_node,
+        );
+        opts.failures.keep(|| label(c), partition)?
+    };
+    let repeats: Vec<u64> = numbers.iter().map(|n| n.repeat).collect();
+    crate::timeline::bound::virtual_stages(ch, &repeats, &partition, k).map(|s| s.into_owned())
+}
+
+/// Every strategy that fits (with a margin) and its lower bound of the simulated seconds, in
+/// the order of the bounds: (bound, strategy, memory estimate).
+fn bounded_in_order<'c>(
+    model: &Model,
+    values: &Bindings,
+    calib: &Calibration,
+    opts: &Ctx,
+    search: &SecondsSearch<'c>,
+) -> Vec<(f64, &'c Cand, f64)> {
+    use crate::timeline::bound::{lower_bound, Chains};
+    let rates = bound_rates(calib, search);
+    let kappa_hbm = calib.hbm_balance().to_f64().unwrap_or(f64::MAX);
+    let cap = opts.memory.to_f64().unwrap_or(f64::MAX);
+    let chain_cache = bound_chains(model, values, calib, opts, search, &rates, cap);
     // The strategies to bound, with the keys of their chains and virtual stages, and the first
     // strategy of each virtual-stage key.
     let mut todo: Vec<(&Cand, f64, ChainKey, PartitionKey)> = Vec::new();
@@ -1618,42 +1674,21 @@ fn bounded_in_order<'c>(
         let k = &c.k;
         let key = numbers_key(c);
         // Built above for every strategy this loop reaches.
-        let (Some(Ok(numbers)), Some(Some(ch))) =
-            (search.cache.get(&key), chain_cache.get(&chain_key(c)))
-        else {
+        let (Some(Ok(numbers)), Some(Some(ch))) = (
+            search.cache.get(&key),
+            chain_cache.get(&chain_key(calib, c)),
+        ) else {
             continue;
         };
-        // The partition depends on neither the ZeRO stage nor (interleaved) the partition
-        // search; share it between the strategies that differ only there. The virtual stages
-        // are shared the same way (they follow from the partition, the schedule and the
-        // chunks).
         let pkey = (key, k.pp, k.recompute, k.schedule, k.chunks, k.ep);
         first_of.entry(pkey).or_insert((c, numbers, ch));
-        todo.push((c, e.memory, chain_key(c), pkey));
+        todo.push((c, e.memory, chain_key(calib, c), pkey));
     }
     // The virtual stages of each key, in parallel.
-    let stage_of = |c: &Cand, numbers: &[BlockNumbers], ch: &Chains| -> Option<StageCounts> {
-        let k = &c.k;
-        let partition = if k.schedule == Schedule::Interleaved && k.chunks > 1 {
-            Vec::new()
-        } else {
-            let partition = crate::parallel::evaluate::pipeline_stage_counts(
-                model,
-                numbers,
-                k,
-                search.kappa,
-                kappa_hbm,
-                opts.gpus_per_node,
-            );
-            opts.failures.keep(|| label(c), partition)?
-        };
-        let repeats: Vec<u64> = numbers.iter().map(|n| n.repeat).collect();
-        virtual_stages(ch, &repeats, &partition, k).map(|s| s.into_owned())
-    };
     let keys: Vec<_> = first_of.into_iter().collect();
     let partitions: std::collections::HashMap<PartitionKey, Option<StageCounts>> = keys
         .par_iter()
-        .map(|&(pkey, (c, numbers, ch))| (pkey, stage_of(c, numbers, ch)))
+        .map(|&(pkey, first)| (pkey, bound_stages(model, opts, search, kappa_hbm, first)))
         .collect();
     todo.retain(|(_, _, _, pkey)| partitions.get(pkey).is_some_and(Option::is_some));
     // The bounds themselves, in parallel and in order.
