@@ -997,34 +997,60 @@ impl Problem {
             eval(&m, &self.values)
         };
         let mut cost = f(&entry.forward.compute)? + f(&entry.backward.compute)?;
-        // A memory-bound operator's HBM traffic per device, forward and backward, at κ_hbm.
-        if rule.class != crate::rules::FlopClass::Matmul && !self.hbm_kappa.is_zero() {
-            let shares = || splits.iter().map(|s| (s.index.as_str(), s.size.clone()));
-            let mut moved = vec![
-                rule.io_bytes(self.dtype_bytes),
-                rule.backward_io_bytes(self.dtype_bytes),
-            ];
-            if rule.fp32_passes {
-                let (fp32, metrics) = self.loss_passes;
-                let (f, b) = rule.loss_pass_bytes(self.dtype_bytes, fp32, metrics);
-                moved.push((f + b, Poly::zero()));
-            }
-            for (r, w) in moved {
-                let per = crate::parallel::analysis::per_device_bytes(&r, &w, shares()).map_err(
-                    |why| SearchError::Derive {
-                        op: o.name.clone(),
-                        why,
-                    },
-                )?;
-                cost += &self.hbm_kappa * f(&per)?;
-            }
+        cost += self.hbm_cost(&o.name, rule, &splits, &f)?;
+        cost += self.collective_cost(rule, tied, &entry, &f)?;
+        let (out, needs) = self.placements(op, &cut_of, &entry);
+        Ok(Priced { cost, out, needs })
+    }
+
+    /// A memory-bound operator's HBM traffic per device under `splits`, forward and backward,
+    /// at κ_hbm (zero for a matmul or without κ_hbm); `f` evaluates a formula of the rule.
+    fn hbm_cost(
+        &self,
+        op: &str,
+        rule: &OpRule,
+        splits: &[AxisSplit],
+        f: &dyn Fn(&Poly) -> Result<Rational, SearchError>,
+    ) -> Result<Rational, SearchError> {
+        let mut cost = Rational::zero();
+        if rule.class == crate::rules::FlopClass::Matmul || self.hbm_kappa.is_zero() {
+            return Ok(cost);
         }
+        let shares = || splits.iter().map(|s| (s.index.as_str(), s.size.clone()));
+        let mut moved = vec![
+            rule.io_bytes(self.dtype_bytes),
+            rule.backward_io_bytes(self.dtype_bytes),
+        ];
+        if rule.fp32_passes {
+            let (fp32, metrics) = self.loss_passes;
+            let (f, b) = rule.loss_pass_bytes(self.dtype_bytes, fp32, metrics);
+            moved.push((f + b, Poly::zero()));
+        }
+        for (r, w) in moved {
+            let per = crate::parallel::analysis::per_device_bytes(&r, &w, shares())
+                .map_err(|why| SearchError::Derive { op: op.into(), why })?;
+            cost += &self.hbm_kappa * f(&per)?;
+        }
+        Ok(cost)
+    }
+
+    /// The collectives of a split entry at each axis's κ, except those the edges resolve: the
+    /// all-reduce of a partial output and the reduction of an input gradient (a parameter's
+    /// stays, unless it is tied to another operator's, which reduces it).
+    fn collective_cost(
+        &self,
+        rule: &OpRule,
+        tied: &[bool],
+        entry: &crate::rules::split::SplitEntry,
+        f: &dyn Fn(&Poly) -> Result<Rational, SearchError>,
+    ) -> Result<Rational, SearchError> {
         let kappa = |name: &str| -> Result<&Rational, SearchError> {
             Self::axis_of(name)
                 .and_then(|a| self.axes.get(a))
                 .map(|a| &a.kappa)
                 .ok_or_else(|| SearchError::UnknownAxis(name.into()))
         };
+        let mut cost = Rational::zero();
         for c in &entry.forward.collectives {
             if c.kind == CollectiveKind::AllReduce && c.tensor == rule.output.name {
                 continue;
@@ -1043,6 +1069,18 @@ impl Problem {
             }
             cost += kappa(&c.axis)? * f(&c.wire_bytes)?;
         }
+        Ok(cost)
+    }
+
+    /// Where operator `op`'s split entry, with the cut `cut_of` chose on each axis, leaves its
+    /// output, and what it needs of each input (and its gradient) on each axis.
+    fn placements(
+        &self,
+        op: usize,
+        cut_of: &[(usize, &Cut)],
+        entry: &crate::rules::split::SplitEntry,
+    ) -> (Vec<AxisPlace>, Vec<Option<Vec<Need>>>) {
+        let o = &self.ops[op];
         let key_in = |v: &View, index: &str, occurrence: usize| -> AxisPlace {
             match v.by_index.get(index).and_then(|k| k.get(occurrence)) {
                 Some(Some(k)) => AxisPlace::Shard(*k),
@@ -1090,7 +1128,7 @@ impl Problem {
                     .collect(),
             ));
         }
-        Ok(Priced { cost, out, needs })
+        (out, needs)
     }
 
     /// A class per operator such that operators of one class price every choice alike: the
