@@ -161,7 +161,22 @@ pub fn structural_gap(
 /// ([`crate::parallel::evaluate_strategy`] does).
 pub fn compare(values: &Bindings, ea: &Evaluation, eb: &Evaluation) -> Vec<Component> {
     let (fa, fb) = (formulas(ea), formulas(eb));
-    let mut rows: Vec<(&'static str, String, Rational, Rational)> = Vec::new();
+    compared_amounts(values, (ea, &fa), (eb, &fb))
+        .into_iter()
+        .map(|row| component(values, &fa, &fb, row))
+        .collect()
+}
+
+/// One amount of both sides: its group, its name, A's and B's.
+type Compared = (&'static str, String, Rational, Rational);
+
+/// The amounts [`compare`] lists, A's and B's, each side with its formulas.
+fn compared_amounts(
+    values: &Bindings,
+    (ea, fa): (&Evaluation, &Formulas),
+    (eb, fb): (&Evaluation, &Formulas),
+) -> Vec<Compared> {
+    let mut rows: Vec<Compared> = Vec::new();
     let mut push = |g: &'static str, n: &str, x: &Rational, y: &Rational| {
         rows.push((g, n.to_string(), x.clone(), y.clone()));
     };
@@ -179,7 +194,7 @@ pub fn compare(values: &Bindings, ea: &Evaluation, eb: &Evaluation) -> Vec<Compo
         "backward FLOPs",
         "recomputed FLOPs",
     ] {
-        if let (Some(x), Some(y)) = (part(&fa, name, ea), part(&fb, name, eb)) {
+        if let (Some(x), Some(y)) = (part(fa, name, ea), part(fb, name, eb)) {
             push("compute", name, &x, &y);
         }
     }
@@ -253,44 +268,51 @@ pub fn compare(values: &Bindings, ea: &Evaluation, eb: &Evaluation) -> Vec<Compo
     push("memory", "optimizer state", &ma.optimizer, &mb.optimizer);
     push("memory", "activations", &ma.activations, &mb.activations);
     push("memory", "total", &ma.total, &mb.total);
+    rows
+}
+
+/// One row of [`compare`]: the amounts with their formulas from `fa` and `fb` and the
+/// difference, each formula checked against its number in debug builds.
+fn component(
+    values: &Bindings,
+    fa: &Formulas,
+    fb: &Formulas,
+    (group, name, a, b): Compared,
+) -> Component {
     let formula = |f: &Formulas, g: &str, n: &str| {
         let keyed = format!("{g}/{n}");
         f.iter().find(|(m, _)| *m == keyed).map(|(_, p)| p.clone())
     };
-    rows.into_iter()
-        .map(|(group, name, a, b)| {
-            let formula_a = formula(&fa, group, &name);
-            let formula_b = formula(&fb, group, &name);
-            // A collective one side does not have is zero there, exactly.
-            let zero_if_absent = |x: &Option<Poly>, v: &Rational| match x {
-                None if v.is_zero() && group == "communication" => Some(Poly::zero()),
-                _ => x.clone(),
-            };
-            let formula_a = zero_if_absent(&formula_a, &a);
-            let formula_b = zero_if_absent(&formula_b, &b);
-            for (f, v) in [(&formula_a, &a), (&formula_b, &b)] {
-                debug_assert!(
-                    f.as_ref()
-                        .is_none_or(|f| f.eval(values).ok().as_ref() == Some(v)),
-                    "{group}/{name}: the formula disagrees with its number"
-                );
-            }
-            let formula_difference = match (&formula_a, &formula_b) {
-                (Some(x), Some(y)) => Some(y - x),
-                _ => None,
-            };
-            Component {
-                group,
-                difference: &b - &a,
-                name,
-                a,
-                b,
-                formula_a,
-                formula_b,
-                formula_difference,
-            }
-        })
-        .collect()
+    let formula_a = formula(fa, group, &name);
+    let formula_b = formula(fb, group, &name);
+    // A collective one side does not have is zero there, exactly.
+    let zero_if_absent = |x: &Option<Poly>, v: &Rational| match x {
+        None if v.is_zero() && group == "communication" => Some(Poly::zero()),
+        _ => x.clone(),
+    };
+    let formula_a = zero_if_absent(&formula_a, &a);
+    let formula_b = zero_if_absent(&formula_b, &b);
+    for (f, v) in [(&formula_a, &a), (&formula_b, &b)] {
+        debug_assert!(
+            f.as_ref()
+                .is_none_or(|f| f.eval(values).ok().as_ref() == Some(v)),
+            "{group}/{name}: the formula disagrees with its number"
+        );
+    }
+    let formula_difference = match (&formula_a, &formula_b) {
+        (Some(x), Some(y)) => Some(y - x),
+        _ => None,
+    };
+    Component {
+        group,
+        difference: &b - &a,
+        name,
+        a,
+        b,
+        formula_a,
+        formula_b,
+        formula_difference,
+    }
 }
 
 /// Relative-cost parts with an amount each.
