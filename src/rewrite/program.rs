@@ -291,46 +291,18 @@ fn build_program(
             _ => Marks::default(),
         };
         kids.push(b.add(Dist::Marks(marks)));
-        for (k, (iname, producer)) in op.inputs.iter().enumerate() {
+        for (k, (iname, _)) in op.inputs.iter().enumerate() {
             let t = &rule.inputs[k];
             let shape = op.shape(t);
-            let x = match producer {
-                Producer::Op {
-                    block: pb,
-                    node: pn,
-                } if *pb == bi => *values
-                    .get(pn)
-                    .ok_or_else(|| err(&op.name, RewriteError::InputLater(iname.to_string())))?,
-                Producer::Op {
-                    block: pb,
-                    node: pn,
-                } => {
-                    let p = model
-                        .blocks
-                        .get(*pb)
-                        .map(|blk| &blk.graph[*pn])
-                        .ok_or_else(|| {
-                            err(&op.name, RewriteError::NoProducer(iname.to_string()))
-                        })?;
-                    b.tensor(&p.name, &p.shape(&p.rule.output), p.rule.output.dtype)
-                }
-                Producer::GraphInput(name) => {
-                    let s = model
-                        .inputs
-                        .iter()
-                        .find(|(n, _)| n == name)
-                        .map(|(_, s)| s.clone())
-                        .unwrap_or_else(|| shape.clone());
-                    b.tensor(name, &s, t.dtype)
-                }
-                Producer::BlockInput => {
-                    *block_in.get_or_insert_with(|| b.block_input(&shape, t.dtype, boundary))
-                }
-                Producer::Buffer | Producer::Param => {
-                    b.tensor(&format!("{}.{iname}", op.name), &shape, t.dtype)
-                }
-                Producer::Tied(name) => b.tensor(name, &shape, t.dtype),
+            let at = Producing {
+                model,
+                bi,
+                values: &values,
+                boundary,
             };
+            let x = at
+                .tensor(&mut b, op, k, &mut block_in)
+                .map_err(|why| err(&op.name, why))?;
             let x = b.coerce(x, wanted(rule, t, k, tp), &shape).map_err(|why| {
                 err(
                     &op.name,
@@ -372,6 +344,70 @@ fn build_program(
         labels,
         rules: ctx.rules().cloned().collect(),
     })
+}
+
+/// Where the inputs of block `bi`'s operators come from while its program is built: the
+/// values of the operators built so far, and the block input's split.
+struct Producing<'a> {
+    model: &'a Model,
+    bi: usize,
+    values: &'a HashMap<petgraph::graph::NodeIndex, Id>,
+    boundary: Option<usize>,
+}
+
+impl Producing<'_> {
+    /// The e-node of input `k` of `op`, read from its producer: an operator of this block
+    /// built before it, a tensor of another block, a graph input, the block input (one e-node
+    /// for every reader, in `block_in`), a parameter or buffer, or a tied parameter.
+    fn tensor(
+        &self,
+        b: &mut Builder<'_>,
+        op: &OpNode,
+        k: usize,
+        block_in: &mut Option<Id>,
+    ) -> std::result::Result<Id, RewriteError> {
+        let (iname, producer) = &op.inputs[k];
+        let t = &op.rule.inputs[k];
+        let shape = op.shape(t);
+        Ok(match producer {
+            Producer::Op {
+                block: pb,
+                node: pn,
+            } if *pb == self.bi => *self
+                .values
+                .get(pn)
+                .ok_or_else(|| RewriteError::InputLater(iname.to_string()))?,
+            Producer::Op {
+                block: pb,
+                node: pn,
+            } => {
+                let p = self
+                    .model
+                    .blocks
+                    .get(*pb)
+                    .map(|blk| &blk.graph[*pn])
+                    .ok_or_else(|| RewriteError::NoProducer(iname.to_string()))?;
+                b.tensor(&p.name, &p.shape(&p.rule.output), p.rule.output.dtype)
+            }
+            Producer::GraphInput(name) => {
+                let s = self
+                    .model
+                    .inputs
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .map(|(_, s)| s.clone())
+                    .unwrap_or_else(|| shape.clone());
+                b.tensor(name, &s, t.dtype)
+            }
+            Producer::BlockInput => {
+                *block_in.get_or_insert_with(|| b.block_input(&shape, t.dtype, self.boundary))
+            }
+            Producer::Buffer | Producer::Param => {
+                b.tensor(&format!("{}.{iname}", op.name), &shape, t.dtype)
+            }
+            Producer::Tied(name) => b.tensor(name, &shape, t.dtype),
+        })
+    }
 }
 
 fn reachable(expr: &RecExpr<Dist>, root: Id) -> Vec<bool> {
