@@ -1336,8 +1336,18 @@ fn plan_pipeline<N: Priced>(
         .map(|(b, n)| (b, (cf[b].block_time(kap), n.repeat as usize)))
         .unzip();
     let bounds = partition_runs(&runs, k.pp as usize).ok_or(StrategyError::NoPartition)?;
-    // Copies of each block on each stage, in order: the blocks' item ranges cut at the bounds;
-    // consecutive stages with the same copies form one group.
+    Ok(Plan {
+        cf,
+        groups: stage_groups(&blocks, &runs, &bounds),
+        stages: bounds.len() - 1,
+        v,
+    })
+}
+
+/// Copies of each block on each stage, in order: the items of `runs` (one run of equal items
+/// per block of `blocks`) cut at the partition's `bounds`; consecutive stages with the same
+/// copies form one group.
+fn stage_groups(blocks: &[usize], runs: &[(f64, usize)], bounds: &[usize]) -> Vec<StageGroup> {
     let mut groups: Vec<StageGroup> = Vec::new();
     let mut counts = Vec::new();
     let mut run = 0;
@@ -1368,12 +1378,7 @@ fn plan_pipeline<N: Priced>(
             }),
         }
     }
-    Ok(Plan {
-        cf,
-        groups,
-        stages: bounds.len() - 1,
-        v,
-    })
+    groups
 }
 
 /// Block copies on each model chunk of the interleaved schedule, as Megatron-LM places them and
