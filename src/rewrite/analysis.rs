@@ -156,50 +156,12 @@ impl DistAnalysis {
             }),
         };
         let axis = |id: Id| self.axis(child(id));
-        let retag =
-            |x: &TensorMeta, n: usize, from: Placement, to: Placement, what: &'static str| {
-                if x.placements[n] != from {
-                    return Err(RewriteError::Retag {
-                        what,
-                        needs: from,
-                        axis: self.mesh.axes[n].0.clone(),
-                        found: x.placements[n],
-                    });
-                }
-                if let Placement::Shard(d) = to {
-                    check_dim(x, d, n)?;
-                }
-                let mut out = x.clone();
-                out.placements[n] = to;
-                Ok(out)
-            };
+        let retag = |x: &TensorMeta, n: usize, from: Placement, to: Placement, what| {
+            self.retag(x, n, (from, to), what)
+        };
         let sum = Placement::Partial(ReduceOp::Sum);
         match node {
-            Dist::Tensor([_, shape]) => match child(*shape) {
-                Meta::Leaf(Dist::Shape(s)) => {
-                    let mut placements = vec![Placement::Replicate; self.mesh.axes.len()];
-                    if let Some(d) = s.shard {
-                        match placements.first_mut() {
-                            Some(p) if d < s.dims.len() => *p = Placement::Shard(d),
-                            _ => {
-                                return Err(RewriteError::Expected {
-                                    wanted: "a dimension of the shape on a mesh axis",
-                                    found: s.to_string(),
-                                })
-                            }
-                        }
-                    }
-                    Ok(TensorMeta {
-                        shape: s.dims.iter().map(|d| d.0.clone()).collect(),
-                        elem_bytes: s.elem_bytes.unwrap_or(self.compute_bytes),
-                        placements,
-                    })
-                }
-                other => Err(RewriteError::Expected {
-                    wanted: "a shape",
-                    found: format!("{other:?}"),
-                }),
-            },
+            Dist::Tensor([_, shape]) => self.tensor_leaf(child(*shape)),
             Dist::View([x, shape, map]) => self.view(t(*x)?, child(*shape), child(*map)),
             Dist::Shard([x, d, a]) => {
                 let d = num(*d)?;
@@ -269,6 +231,60 @@ impl DistAnalysis {
             Dist::Op(children) => self.op(children, child),
             leaf => Err(RewriteError::NotAProgram(leaf.to_string())),
         }
+    }
+
+    /// `x` with its placement on mesh axis `n` changed `from` → `to` by the collective or
+    /// annotation `what`; refused where `x` is not placed `from` there, or where `to` shards a
+    /// dimension the axis cannot cut.
+    fn retag(
+        &self,
+        x: &TensorMeta,
+        n: usize,
+        (from, to): (Placement, Placement),
+        what: &'static str,
+    ) -> Result<TensorMeta, RewriteError> {
+        if x.placements[n] != from {
+            return Err(RewriteError::Retag {
+                what,
+                needs: from,
+                axis: self.mesh.axes[n].0.clone(),
+                found: x.placements[n],
+            });
+        }
+        if let Placement::Shard(d) = to {
+            check_dim(x, d, n)?;
+        }
+        let mut out = x.clone();
+        out.placements[n] = to;
+        Ok(out)
+    }
+
+    /// A named tensor of the shape `shape`: replicated on every mesh axis, or sharded on the
+    /// first along the dimension the shape names.
+    fn tensor_leaf(&self, shape: &Meta) -> Result<TensorMeta, RewriteError> {
+        let Meta::Leaf(Dist::Shape(s)) = shape else {
+            return Err(RewriteError::Expected {
+                wanted: "a shape",
+                found: format!("{shape:?}"),
+            });
+        };
+        let mut placements = vec![Placement::Replicate; self.mesh.axes.len()];
+        if let Some(d) = s.shard {
+            match placements.first_mut() {
+                Some(p) if d < s.dims.len() => *p = Placement::Shard(d),
+                _ => {
+                    return Err(RewriteError::Expected {
+                        wanted: "a dimension of the shape on a mesh axis",
+                        found: s.to_string(),
+                    })
+                }
+            }
+        }
+        Ok(TensorMeta {
+            shape: s.dims.iter().map(|d| d.0.clone()).collect(),
+            elem_bytes: s.elem_bytes.unwrap_or(self.compute_bytes),
+            placements,
+        })
     }
 
     fn view(&self, x: &TensorMeta, shape: &Meta, map: &Meta) -> Result<TensorMeta, RewriteError> {
