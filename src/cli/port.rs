@@ -120,7 +120,7 @@ pub fn run_model(args: &PortArgs) -> Result<(), Error> {
             };
             let mut best = at.best()?;
             if let Some(per) = crate::api::partial_domain_size(opts.gpus_per_node, devices) {
-                best.partial_domains = at.partial(per)?;
+                best.partial_domains = no_comparison_if_refused(at.partial(per))?;
             }
             let previous = out
                 .iter()
@@ -141,17 +141,19 @@ pub fn run_model(args: &PortArgs) -> Result<(), Error> {
             Err(e @ (Error::Usage(_) | Error::Strategy(_))) => {
                 let mut none = MachineBest::none(&calib, e.to_string());
                 if let Some(per) = crate::api::partial_domain_size(calib.gpus_per_node(), devices) {
-                    let on = search.options_on(&model, &calib, Some(per));
-                    none.partial_domains = match on {
-                        Ok((values, opts)) => At {
-                            model: &model,
-                            values: &values,
-                            calib: &calib,
-                            opts: &opts,
-                        }
-                        .partial_best(calib.gpus_per_node())?,
-                        Err(_) => None,
-                    };
+                    let partial =
+                        search
+                            .options_on(&model, &calib, Some(per))
+                            .and_then(|(values, opts)| {
+                                At {
+                                    model: &model,
+                                    values: &values,
+                                    calib: &calib,
+                                    opts: &opts,
+                                }
+                                .partial_best(calib.gpus_per_node())
+                            });
+                    none.partial_domains = no_comparison_if_refused(partial)?;
                 }
                 none
             }
@@ -444,5 +446,16 @@ fn print_partial(devices: u64, out: &[MachineBest]) {
             p.strategy,
             p.summary.iteration_seconds
         );
+    }
+}
+
+/// The placement on part of each domain, or none where its search is refused (the constraints
+/// rule it out, as `rank`'s partial domains); a failure of symshard itself stays an error.
+fn no_comparison_if_refused(
+    partial: Result<Option<PartialBest>, Error>,
+) -> Result<Option<PartialBest>, Error> {
+    match partial {
+        Err(Error::Usage(_) | Error::Strategy(_) | Error::Input { .. }) => Ok(None),
+        other => other,
     }
 }
