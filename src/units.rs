@@ -193,6 +193,15 @@ pub fn percent_float(x: f64) -> String {
     Rational::from_float(x).map_or_else(|| "-".into(), |r| percent(&r, &Rational::one()))
 }
 
+/// A relative change of time as `"4.9% faster"` (negative) or `"10.1% slower"`.
+pub fn faster_or_slower(change: f64) -> String {
+    if change < 0.0 {
+        format!("{} faster", percent_float(-change))
+    } else {
+        format!("{} slower", percent_float(change))
+    }
+}
+
 /// An integer with thousands separators: `"174,604,259,328"`.
 pub fn grouped(i: &BigInt) -> String {
     let digits = i.abs().to_string();

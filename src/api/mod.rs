@@ -32,7 +32,7 @@ pub(crate) use compare::{compare_loaded, comparison, evaluate_knobs, Evaluated};
 pub(crate) use cost::{assumed_sizes, cost_in_full, document as cost_document, Asked, CostDetail};
 pub(crate) use model::Loaded;
 pub(crate) use rank::{
-    nothing_fits_line, partial_domain_size, rank_loaded, search_options, Document as RankDocument,
+    nothing_fits_line, rank_loaded, refused_as_none, search_options, Document as RankDocument,
     RankDetail,
 };
 pub(crate) use strategy::{machine_error, Resolved};

@@ -601,15 +601,14 @@ impl PartialDomains {
             None => format!("relative cost {}", crate::units::flops(&b.relative_cost)),
         };
         let verdict = match self.change {
-            Some(c) if c < 0.0 => {
-                format!(
-                    "{} faster than #1: it wins",
-                    crate::units::percent_float(-c)
-                )
-            }
             Some(c) => format!(
-                "{} slower than #1: full domains win",
-                crate::units::percent_float(c)
+                "{} than #1: {}",
+                crate::units::faster_or_slower(c),
+                if c < 0.0 {
+                    "it wins"
+                } else {
+                    "full domains win"
+                }
             ),
             None => "it fits where nothing on full domains does".to_string(),
         };
@@ -878,7 +877,8 @@ pub(crate) fn rank_loaded(
     )?;
     let mut out = result_of(loaded, opts, &calib, &search, &result, capacity);
     let given = machine.given_gpus_per_node().is_some();
-    let per = partial_domain_size(machine.gpus_per_node(), opts.devices).filter(|_| !given);
+    let per = crate::strategy::partial_node_size(opts.devices, machine.gpus_per_node())
+        .filter(|_| !given);
     if let Some(per) = per {
         out.partial_domains = partial_domains(loaded, &calib, &search, per, &out)?;
     }
@@ -893,16 +893,14 @@ pub(crate) fn rank_loaded(
     Ok((out, detail))
 }
 
-/// The devices of each domain (node) of `gpus_per_node` a job on `devices` devices could use
-/// instead of all of them ([`PartialDomains`]): the largest power of two below a domain that is
-/// not one, where the devices span more than one domain and fill that many of each.
-pub(crate) fn partial_domain_size(gpus_per_node: u64, devices: u64) -> Option<u64> {
-    let g = gpus_per_node;
-    if g.is_power_of_two() || devices <= g {
-        return None;
+/// A search on part of each domain ([`PartialDomains`]) that the input refuses (a fixed knob no
+/// strategy there satisfies: exit code 2) is no comparison; any other failure stays an error.
+pub(crate) fn refused_as_none<T>(r: Result<T, Error>) -> Result<Option<T>, Error> {
+    match r {
+        Ok(x) => Ok(Some(x)),
+        Err(e) if e.exit_code() == 2 => Ok(None),
+        Err(e) => Err(e),
     }
-    let p = 1u64 << (u64::BITS - 1 - g.leading_zeros());
-    (p >= 2 && devices.is_multiple_of(p)).then_some(p)
 }
 
 /// The best strategy on `per` devices of each domain, searched with `search`'s options, against
@@ -920,14 +918,11 @@ fn partial_domains(
         pareto: false,
         ..search.clone()
     };
-    // A placement the constraints rule out (a fixed knob that no strategy on it satisfies) is
-    // no comparison; only a failure of symshard itself is an error.
-    let alt = match crate::search::rank(&loaded.model, &loaded.values, calib, &opts) {
-        Ok(alt) => alt,
-        Err(e) => match Error::from(e) {
-            e @ Error::Internal(_) => return Err(e),
-            _ => return Ok(None),
-        },
+    let alt = match refused_as_none(
+        crate::search::rank(&loaded.model, &loaded.values, calib, &opts).map_err(Error::from),
+    )? {
+        Some(alt) => alt,
+        None => return Ok(None),
     };
     let Some(best) = alt.rows.first().filter(|r| r.evaluation.feasible) else {
         return Ok(None);

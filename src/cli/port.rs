@@ -119,8 +119,8 @@ pub fn run_model(args: &PortArgs) -> Result<(), Error> {
                 opts: &opts,
             };
             let mut best = at.best()?;
-            if let Some(per) = crate::api::partial_domain_size(opts.gpus_per_node, devices) {
-                best.partial_domains = no_comparison_if_refused(at.partial(per))?;
+            if let Some(per) = crate::strategy::partial_node_size(devices, opts.gpus_per_node) {
+                best.partial_domains = crate::api::refused_as_none(at.partial(per))?.flatten();
             }
             let previous = out
                 .iter()
@@ -140,7 +140,9 @@ pub fn run_model(args: &PortArgs) -> Result<(), Error> {
             // devices on 72-GPU racks), that placement is still timed.
             Err(e @ (Error::Usage(_) | Error::Strategy(_))) => {
                 let mut none = MachineBest::none(&calib, e.to_string());
-                if let Some(per) = crate::api::partial_domain_size(calib.gpus_per_node(), devices) {
+                if let Some(per) =
+                    crate::strategy::partial_node_size(devices, calib.gpus_per_node())
+                {
                     let partial =
                         search
                             .options_on(&model, &calib, Some(per))
@@ -153,7 +155,7 @@ pub fn run_model(args: &PortArgs) -> Result<(), Error> {
                                 }
                                 .partial_best(calib.gpus_per_node())
                             });
-                    none.partial_domains = no_comparison_if_refused(partial)?;
+                    none.partial_domains = crate::api::refused_as_none(partial)?.flatten();
                 }
                 none
             }
@@ -418,20 +420,10 @@ fn print_partial(devices: u64, out: &[MachineBest]) {
             any = true;
         }
         let verdict = match &m.summary {
-            Some(s) => {
-                let change = p.summary.iteration_seconds / s.iteration_seconds - 1.0;
-                if change < 0.0 {
-                    format!(
-                        "{} faster than the best on full domains",
-                        units::percent_float(-change)
-                    )
-                } else {
-                    format!(
-                        "{} slower than the best on full domains",
-                        units::percent_float(change)
-                    )
-                }
-            }
+            Some(s) => format!(
+                "{} than the best on full domains",
+                units::faster_or_slower(p.summary.iteration_seconds / s.iteration_seconds - 1.0)
+            ),
             None if !devices.is_multiple_of(p.domain_size) => {
                 "where whole domains cannot hold the devices".into()
             }
@@ -446,16 +438,5 @@ fn print_partial(devices: u64, out: &[MachineBest]) {
             p.strategy,
             p.summary.iteration_seconds
         );
-    }
-}
-
-/// The placement on part of each domain, or none where its search is refused (the constraints
-/// rule it out, as `rank`'s partial domains); a failure of symshard itself stays an error.
-fn no_comparison_if_refused(
-    partial: Result<Option<PartialBest>, Error>,
-) -> Result<Option<PartialBest>, Error> {
-    match partial {
-        Err(Error::Usage(_) | Error::Strategy(_) | Error::Input { .. }) => Ok(None),
-        other => other,
     }
 }

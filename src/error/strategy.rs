@@ -9,6 +9,19 @@ pub const MAX_DEVICES: u64 = 1 << 24;
 /// Most devices per node accepted.
 pub const MAX_GPUS_PER_NODE: u64 = 1024;
 
+/// The devices of each node of `gpus_per_node` a job on `devices` devices can use instead of all
+/// of them: the largest power of two below a node that is not one (64 of a 72-GPU NVLink rack,
+/// as MLPerf Training v5.0's GB200 NVL72 systems run), where the devices span more than one node
+/// and fill that many of each; None otherwise.
+pub fn partial_node_size(devices: u64, gpus_per_node: u64) -> Option<u64> {
+    let g = gpus_per_node;
+    if g == 0 || g.is_power_of_two() || devices <= g {
+        return None;
+    }
+    let p = 1u64 << (u64::BITS - 1 - g.leading_zeros());
+    (p >= 2 && devices.is_multiple_of(p)).then_some(p)
+}
+
 /// Why interleaving refuses a layer count, and the accounting that would take it where one
 /// would.
 fn interleaved_message(chunks: u64, layers: u64, pp: u64, extra: u64) -> String {
@@ -520,11 +533,9 @@ fn filling_counts(devices: u64, gpus_per_node: u64) -> String {
     };
     // On nodes that are not a power of two (72-GPU NVLink racks), the largest power of two of
     // each node may tile the devices: 1,024 GPUs as 64 of each of 16 racks.
-    let p = 1u64 << (u64::BITS - 1 - g.leading_zeros());
-    if !g.is_power_of_two() && p >= 2 && devices > p && devices.is_multiple_of(p) {
-        format!("{counts}, or {p} devices of each of {} nodes", devices / p)
-    } else {
-        counts
+    match partial_node_size(devices, g) {
+        Some(p) => format!("{counts}, or {p} devices of each of {} nodes", devices / p),
+        None => counts,
     }
 }
 

@@ -291,17 +291,17 @@ fn build_program(
             _ => Marks::default(),
         };
         kids.push(b.add(Dist::Marks(marks)));
+        let at = Producing {
+            model,
+            bi,
+            values: &values,
+            boundary,
+        };
         for (k, (iname, _)) in op.inputs.iter().enumerate() {
             let t = &rule.inputs[k];
             let shape = op.shape(t);
-            let at = Producing {
-                model,
-                bi,
-                values: &values,
-                boundary,
-            };
             let x = at
-                .tensor(&mut b, op, k, &mut block_in)
+                .tensor(&mut b, op, k, &shape, &mut block_in)
                 .map_err(|why| err(&op.name, why))?;
             let x = b.coerce(x, wanted(rule, t, k, tp), &shape).map_err(|why| {
                 err(
@@ -356,7 +356,7 @@ struct Producing<'a> {
 }
 
 impl Producing<'_> {
-    /// The e-node of input `k` of `op`, read from its producer: an operator of this block
+    /// The e-node of input `k` of `op` (of shape `shape`), read from its producer: an operator of this block
     /// built before it, a tensor of another block, a graph input, the block input (one e-node
     /// for every reader, in `block_in`), a parameter or buffer, or a tied parameter.
     fn tensor(
@@ -364,11 +364,11 @@ impl Producing<'_> {
         b: &mut Builder<'_>,
         op: &OpNode,
         k: usize,
+        shape: &[Poly],
         block_in: &mut Option<Id>,
     ) -> std::result::Result<Id, RewriteError> {
         let (iname, producer) = &op.inputs[k];
         let t = &op.rule.inputs[k];
-        let shape = op.shape(t);
         Ok(match producer {
             Producer::Op {
                 block: pb,
@@ -396,16 +396,16 @@ impl Producing<'_> {
                     .iter()
                     .find(|(n, _)| n == name)
                     .map(|(_, s)| s.clone())
-                    .unwrap_or_else(|| shape.clone());
+                    .unwrap_or_else(|| shape.to_vec());
                 b.tensor(name, &s, t.dtype)
             }
             Producer::BlockInput => {
-                *block_in.get_or_insert_with(|| b.block_input(&shape, t.dtype, self.boundary))
+                *block_in.get_or_insert_with(|| b.block_input(shape, t.dtype, self.boundary))
             }
             Producer::Buffer | Producer::Param => {
-                b.tensor(&format!("{}.{iname}", op.name), &shape, t.dtype)
+                b.tensor(&format!("{}.{iname}", op.name), shape, t.dtype)
             }
-            Producer::Tied(name) => b.tensor(name, &shape, t.dtype),
+            Producer::Tied(name) => b.tensor(name, shape, t.dtype),
         })
     }
 }

@@ -1673,16 +1673,15 @@ fn bounded_in_order<'c>(
         }
         let k = &c.k;
         let key = numbers_key(c);
+        let ckey = chain_key(calib, c);
         // Built above for every strategy this loop reaches.
-        let (Some(Ok(numbers)), Some(Some(ch))) = (
-            search.cache.get(&key),
-            chain_cache.get(&chain_key(calib, c)),
-        ) else {
+        let (Some(Ok(numbers)), Some(Some(ch))) = (search.cache.get(&key), chain_cache.get(&ckey))
+        else {
             continue;
         };
         let pkey = (key, k.pp, k.recompute, k.schedule, k.chunks, k.ep);
         first_of.entry(pkey).or_insert((c, numbers, ch));
-        todo.push((c, e.memory, chain_key(calib, c), pkey));
+        todo.push((c, e.memory, ckey, pkey));
     }
     // The virtual stages of each key, in parallel.
     let keys: Vec<_> = first_of.into_iter().collect();

@@ -319,9 +319,6 @@ impl Mesh {
     }
 }
 
-/// Whether every block of `span` consecutive devices starting at a multiple of `span` lies
-/// inside one node of `gpus_per_node` on a mesh of `devices`: the block divides the node, or the
-/// mesh is at most one node.
 /// How the blocks of `span` consecutive devices that tile `devices` (the groups of an axis
 /// whose ranks are consecutive: tensor parallelism, tp × cp for context parallelism, tp × ep
 /// for expert parallelism, tp × cp × dp for data parallelism) lie on nodes of `gpus_per_node`:
@@ -351,6 +348,9 @@ pub fn block_placement(span: u64, gpus_per_node: u64, devices: u64) -> [u64; 3] 
     [blocks, crossing, uneven]
 }
 
+/// Whether every block of `span` consecutive devices starting at a multiple of `span` lies
+/// inside one node of `gpus_per_node` on a mesh of `devices`: the block divides the node, or the
+/// mesh is at most one node.
 fn stays_in_node(span: u64, gpus_per_node: u64, devices: u64) -> bool {
     let g = gpus_per_node.max(1);
     span <= 1 || devices <= g || (span <= g && g.is_multiple_of(span))

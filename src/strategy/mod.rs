@@ -7,7 +7,7 @@ mod knobs;
 mod mesh;
 
 pub use crate::error::strategy::{
-    NotDivisible, StrategyError, Unsupported, MAX_DEVICES, MAX_GPUS_PER_NODE,
+    partial_node_size, NotDivisible, StrategyError, Unsupported, MAX_DEVICES, MAX_GPUS_PER_NODE,
 };
 pub use file::{
     check_fills_nodes, check_gpus_per_node, check_knobs, check_nodes, load_strategy,
