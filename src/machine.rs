@@ -63,6 +63,10 @@ pub struct LinkRate {
     pub latency: f64,
     /// Whether collectives use a tree (logarithmic steps) rather than a ring.
     pub tree: bool,
+    /// Whether an all-reduce across nodes runs whichever of the ring and NCCL's tree its model
+    /// times faster, as NCCL's tuner picks per call (the table's `algorithm: nccl`;
+    /// [`nccl_tree_all_reduce`]).
+    pub select: bool,
     /// Bus bandwidth by message size per collective kind, where the table gives one; such a
     /// kind's time is `size × bus factor ÷ busbw(size)`.
     pub busbw: PerCollective<Option<FloatCurve>>,
@@ -396,6 +400,7 @@ impl Rates {
                 bandwidth: f(&c.achievable_bandwidth(t)),
                 latency: f(&l.latency.value),
                 tree: l.algorithm == "tree",
+                select: l.algorithm == "nccl",
                 busbw,
             }
         };
@@ -559,19 +564,25 @@ impl Rates {
             return self.intra_ring(kind, n, axis.stride, full);
         }
         let inter = self.scaled_inter(axis);
-        if k == 1 {
-            return ring(kind, n, full, &inter);
-        }
         // Hierarchical: reduce-scatter inside the node, the collective of each device's 1/k
         // share across the n/k nodes, all-gather inside the node (for all-reduce); the
-        // intra-node half alone for reduce-scatter and all-gather.
+        // intra-node half alone for reduce-scatter and all-gather. One device per node: the
+        // collective across the nodes alone.
         let g = n / k;
+        let share = full / k as f64;
+        let across = match kind {
+            Collective::AllReduce if inter.select => {
+                ring(kind, g, share, &inter).min(nccl_tree_all_reduce(g, share, full, &inter))
+            }
+            _ => ring(kind, g, share, &inter),
+        };
+        if k == 1 {
+            return across;
+        }
         let intra_half = self.intra_ring(Collective::ReduceScatter, k, axis.stride, full);
         match kind {
-            Collective::AllReduce => {
-                2.0 * intra_half + ring(Collective::AllReduce, g, full / k as f64, &inter)
-            }
-            _ => intra_half + ring(kind, g, full / k as f64, &inter),
+            Collective::AllReduce => 2.0 * intra_half + across,
+            _ => intra_half + across,
         }
     }
 
@@ -781,6 +792,50 @@ pub fn steps(kind: Collective, n: u64, tree: bool) -> f64 {
     }
 }
 
+/// NCCL's model of its tree all-reduce against its ring (src/graph/tuning.cc of NVIDIA/nccl at
+/// commit 5067397c, `ncclTopoTuneModel` and `ncclTopoGetAlgoTime`): the tree's bus bandwidth is
+/// the ring's × 0.92 ("busBw * .92" for `NCCL_ALGO_TREE` all-reduce), its algorithm bandwidth half
+/// of that (ratio .5, where the ring's is nRanks / nsteps), and for messages under 512 MiB it is
+/// further scaled by `treeCorrectionFactor` ("Trees are not perfectly sticking to the model for
+/// medium sizes"), read here on the Simple protocol's row, the protocol of NCCL's highest
+/// bandwidth.
+const NCCL_TREE_BUSBW: f64 = 0.92;
+
+/// `treeCorrectionFactor[NCCL_PROTO_SIMPLE]` of the same file, by ⌊log₂(bytes ÷ 64)⌋ from 0 to
+/// 22; messages of 512 MiB and more (and under 64 bytes) are not corrected.
+const NCCL_TREE_CORRECTION: [f64; 23] = [
+    0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.8, 0.7, 0.6, 0.6, 0.5, 0.5, 0.5, 0.5, 0.6, 0.7, 0.8, 0.7,
+    0.7, 0.8, 0.9, 0.9,
+];
+
+/// The correction NCCL's model applies to its tree's bandwidth for an all-reduce of `bytes`.
+pub fn nccl_tree_correction(bytes: f64) -> f64 {
+    let chunks = (bytes / 64.0).floor();
+    if chunks < 1.0 {
+        return 1.0;
+    }
+    let log = chunks.log2().floor() as usize;
+    NCCL_TREE_CORRECTION.get(log).copied().unwrap_or(1.0)
+}
+
+/// Seconds of the part across `g` nodes of an all-reduce of a `full`-byte tensor, as NCCL's
+/// double binary tree over the nodes runs it, each device reducing its `share` (`full` ÷ the
+/// devices per node): `2 ⌊log₂ g⌋` steps of the tier's latency (NCCL: `2 · log2i(nNodes) ·
+/// interLat`, where the ring pays `2 (nNodes − 1)`), and the share moved at half the tier's bus
+/// bandwidth × 0.92 × the size's correction ([`NCCL_TREE_BUSBW`], [`nccl_tree_correction`]),
+/// where the ring moves `2 (g − 1) / g` of it at the full bus bandwidth.
+pub fn nccl_tree_all_reduce(g: u64, share: f64, full: f64, l: &LinkRate) -> f64 {
+    if g <= 1 {
+        return 0.0;
+    }
+    let bw = match &l.busbw[Collective::AllReduce] {
+        Some(c) => c.at(share),
+        None => l.bandwidth,
+    };
+    let steps = 2.0 * (g as f64).log2().floor();
+    steps * l.latency + 2.0 * share / (bw * NCCL_TREE_BUSBW * nccl_tree_correction(full))
+}
+
 /// Time of a flat collective of a `full`-byte logical tensor over `n` ranks of one tier: α per
 /// step plus the wire bytes at the tier's bus bandwidth for the kind at that size (its curve), or
 /// at the tier's achievable bandwidth where the table has no curve for the kind.
@@ -890,6 +945,88 @@ mod tests {
         let intra = 3e-6 + 0.5 * s / (450e9 * 0.8);
         let inter = 2.0 * 10e-6 + (s / 2.0) / (50e9 * 0.8);
         assert!((t - (2.0 * intra + inter)).abs() < 1e-12);
+    }
+
+    /// NCCL's tree correction by hand (NVIDIA/nccl src/graph/tuning.cc at 5067397c,
+    /// `treeCorrectionFactor`, Simple row, indexed by ⌊log₂(bytes ÷ 64)⌋ below 2²³).
+    #[test]
+    fn the_tree_correction_is_read_by_the_size_s_power_of_two() {
+        assert_eq!(nccl_tree_correction(63.0), 1.0);
+        assert_eq!(nccl_tree_correction(64.0), 0.9);
+        // 1 MB: 15,625 chunks of 64 bytes, ⌊log₂⌋ = 13.
+        assert_eq!(nccl_tree_correction(1e6), 0.5);
+        // 40 MB: 625,000 chunks, ⌊log₂⌋ = 19.
+        assert_eq!(nccl_tree_correction(40e6), 0.7);
+        // 256 MiB is 2²² chunks: the last corrected entry; 512 MiB is not corrected.
+        assert_eq!(nccl_tree_correction(268_435_456.0), 0.9);
+        assert_eq!(nccl_tree_correction(536_870_912.0), 1.0);
+    }
+
+    /// `algorithm: nccl`: an all-reduce over 256 nodes of 8 (dp = 2048) takes NCCL's tree
+    /// across the nodes for a 1 MB tensor, where the ring's 2 · 255 latency steps dominate, and
+    /// the ring for a 64 GB one, where the tree's lower bandwidth does; over 2 nodes the tree
+    /// saves no step and is never chosen. Hand counts on the reference table without its bus
+    /// bandwidth curves (α 3 µs and 10 µs, 450 GB/s and 50 GB/s at 0.8).
+    #[test]
+    fn nccl_selection_takes_the_faster_of_ring_and_tree_across_nodes() {
+        let mut c = alpha_beta();
+        c.tiers.inter.algorithm = "nccl".into();
+        let selected = Rates::of(&c);
+        c.tiers.inter.algorithm = "ring".into();
+        let ringed = Rates::of(&c);
+        let m = Mesh::new(1, 2048, 1, 8);
+        let ax = m.axis(AxisKind::Dp);
+        assert_eq!((ax.per_node, ax.tier), (8, Tier::Inter));
+        let time = |r: &Rates, full: f64| {
+            r.collective_seconds(Collective::AllReduce, 2.0 * 2047.0 / 2048.0 * full, ax)
+        };
+        let intra_half = |full: f64| 7.0 * 3e-6 + 7.0 / 8.0 * full / (450e9 * 0.8);
+        let ring_across =
+            |full: f64| 2.0 * 255.0 * 10e-6 + 2.0 * 255.0 / 256.0 * (full / 8.0) / 40e9;
+        let tree_across =
+            |full: f64, corr: f64| 2.0 * 8.0 * 10e-6 + 2.0 * (full / 8.0) / (40e9 * 0.92 * corr);
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-12 * b.max(1.0);
+        // 1 MB: the tree (correction 0.5) across the nodes.
+        let full = 1e6;
+        assert!(tree_across(full, 0.5) < ring_across(full));
+        assert!(close(
+            time(&selected, full),
+            2.0 * intra_half(full) + tree_across(full, 0.5)
+        ));
+        assert!(close(
+            time(&ringed, full),
+            2.0 * intra_half(full) + ring_across(full)
+        ));
+        // 64 GB: the ring (no correction at this size; at 4 GB the ring's 2.5 ms of latency
+        // still loses to the tree's 9 % more wire time).
+        let full = 64e9;
+        assert!(ring_across(full) < tree_across(full, 1.0));
+        assert!(close(time(&selected, full), time(&ringed, full)));
+        // Two nodes: the same single latency step each way, so the ring's bandwidth wins.
+        let two = Mesh::new(1, 16, 1, 8);
+        let ax2 = two.axis(AxisKind::Dp);
+        for full in [1e3, 1e6, 1e9] {
+            let wire = 2.0 * 15.0 / 16.0 * full;
+            assert_eq!(
+                selected.collective_seconds(Collective::AllReduce, wire, ax2),
+                ringed.collective_seconds(Collective::AllReduce, wire, ax2)
+            );
+        }
+        // Reduce-scatter and all-gather keep the ring.
+        for kind in [Collective::ReduceScatter, Collective::AllGather] {
+            assert_eq!(
+                selected.collective_seconds(kind, 1e6, ax),
+                ringed.collective_seconds(kind, 1e6, ax)
+            );
+        }
+        // The floor the lower bound uses stays below the selected time.
+        for full in [1e3, 1e6, 1e9] {
+            let wire = 2.0 * 2047.0 / 2048.0 * full;
+            assert!(
+                selected.collective_floor(Collective::AllReduce, wire, ax)
+                    <= selected.collective_seconds(Collective::AllReduce, wire, ax)
+            );
+        }
     }
 
     #[test]

@@ -455,7 +455,10 @@ pub struct Link {
     pub efficiency: Sourced,
     /// Seconds of latency per step of a collective (α).
     pub latency: Sourced,
-    /// Collective algorithm (`ring`; `tree` for latency-bound small messages).
+    /// Collective algorithm: `ring`; `tree` for latency-bound small messages (log₂ n steps);
+    /// `nccl` for NCCL's choice per call: an all-reduce across nodes runs whichever of the
+    /// ring and NCCL's double binary tree NCCL's own model times faster
+    /// ([`crate::machine::nccl_tree_all_reduce`]), every other collective the ring.
     pub algorithm: String,
     /// Per collective kind (`all-reduce`, `all-gather`, `reduce-scatter`, `all-to-all`,
     /// `send-recv`): bus bandwidth in bytes per second against the message size in bytes, in
@@ -807,10 +810,10 @@ impl Calibration {
                     ));
                 }
             }
-            if !["ring", "tree"].contains(&l.algorithm.as_str()) {
+            if !["ring", "tree", "nccl"].contains(&l.algorithm.as_str()) {
                 return Err(src.error_at(
                     &["tiers", tier, "algorithm"],
-                    format!("unknown algorithm `{}` (ring or tree)", l.algorithm),
+                    format!("unknown algorithm `{}` (ring, tree or nccl)", l.algorithm),
                 ));
             }
         }
