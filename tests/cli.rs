@@ -179,6 +179,38 @@ fn bad_values_are_exit_2() {
     }
 }
 
+/// `--set` takes a comma-separated list, as `--fix`, `--max` and `--with` do: one flag binds
+/// what two do, and a bad entry of the list is refused as a lone one is.
+#[test]
+fn set_takes_a_comma_separated_list() {
+    let one = json(&[
+        "cost",
+        "gpt2-124m",
+        "--set",
+        "B=8,S=512",
+        "--format",
+        "json",
+    ]);
+    let two = json(&[
+        "cost",
+        "gpt2-124m",
+        "--set",
+        "B=8",
+        "--set",
+        "S=512",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(one, two);
+    let default = json(&["cost", "gpt2-124m", "--format", "json"]);
+    assert_ne!(one, default);
+    symshard()
+        .args(["cost", "gpt2-124m", "--set", "B=8,Q=3"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("Q"));
+}
+
 #[test]
 fn strategy_files() {
     let v = json(&[

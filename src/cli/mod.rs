@@ -88,8 +88,8 @@ pub enum Command {
 /// `--set SYM=VALUE`, shared by every command that takes a model.
 #[derive(Debug, Clone, clap::Args)]
 pub struct SymbolArgs {
-    /// Bind a model symbol (`--set B=16 --set S=2048`).
-    #[arg(long = "set", value_name = "SYM=VALUE")]
+    /// Bind model symbols (`--set B=16,S=2048`, or `--set B=16 --set S=2048`).
+    #[arg(long = "set", value_name = "SYM=VALUE", value_delimiter = ',')]
     pub set: Vec<String>,
     /// How attention runs: eager (S×S scores in memory), flash (one fused kernel) or
     /// flash-causal (fused, skipping the masked half); default: the model's setting.
