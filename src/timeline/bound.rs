@@ -24,7 +24,7 @@
 use super::cost::Rates;
 use super::plan::Collective;
 use super::plan::{strategy_blocks, PlanBlock, TimingPlan, FORMAT};
-use super::schedule::PerPass;
+use super::schedule::{stage_ranks, PerPass};
 use super::sim::{
     block_dp_grads, block_gather_split, block_held, dp_seconds, optimizer_seconds, pass_chains,
     ChainSeconds, DpWire,
@@ -233,7 +233,7 @@ impl Ranks {
             runs,
         };
         for (s, st) in stages.iter().enumerate() {
-            for d in r.holders(s, p) {
+            for d in stage_ranks(k.schedule, s, p) {
                 r.busy[d] += runs * (r.fwd[s] + r.bwd[s] + r.wgt[s]);
                 r.waits[d] += runs * waits[s];
                 let stage = st
@@ -246,15 +246,6 @@ impl Ranks {
             }
         }
         r
-    }
-
-    /// The ranks that run virtual stage `s` of `p` ranks.
-    fn holders(&self, s: usize, p: usize) -> Vec<usize> {
-        if self.dual {
-            vec![s, p - 1 - s]
-        } else {
-            vec![s % p]
-        }
     }
 }
 
@@ -332,7 +323,7 @@ fn zero3_gathers(
                     1.0,
                     (&dp.axis, &dp.edp),
                 );
-                for d in r.holders(s, p) {
+                for d in stage_ranks(dp.k.schedule, s, p) {
                     gathers[d] += 2.0 * r.runs * c as f64 * one;
                 }
             }
@@ -390,7 +381,7 @@ pub fn lower_bound(
         if r.dual {
             reduced = vec![0.0; p];
             for (s, g) in r.stage_grads.iter().enumerate() {
-                for d in r.holders(s, p) {
+                for d in stage_ranks(k.schedule, s, p) {
                     reduced[d] += r.runs * dp.reduce(*g);
                 }
             }

@@ -115,6 +115,18 @@ pub fn sends_after_next(schedule: Schedule, s: usize, p: usize, m: usize, len: u
     }
 }
 
+/// The pipeline ranks that hold virtual stage `stage` of `p` ranks: its position modulo `p`
+/// (interleaving places chunk c of rank s as stage c·p + s), and under DualPipe also rank
+/// p − 1 − stage, which holds the mirrored copy (DualPipe needs p even, so the two differ).
+pub fn stage_ranks(schedule: Schedule, stage: usize, p: usize) -> Vec<usize> {
+    let own = stage % p;
+    if schedule.bidirectional() && p > 1 && stage < p && p - 1 - stage != own {
+        vec![own, p - 1 - stage]
+    } else {
+        vec![own]
+    }
+}
+
 /// The pipeline rank that runs `stage` for `microbatch`: the stage's own rank (its position
 /// modulo `p` under interleaving), except under DualPipe, whose second half of the
 /// micro-batches (`m/2..m`) enters at rank p − 1 and runs stage i on rank p − 1 − i.

@@ -14,7 +14,9 @@
 use super::cost::{bus_factor, KernelClass, Rates};
 pub use super::event::{Event, PerStream, Stream, What};
 use super::plan::{Axis, Collective, PlanBlock, PlanComm, PlanOp, Step, TimingPlan};
-use super::schedule::{device_of, paired, program, sends_after_next, Pass, PerPass, Task};
+use super::schedule::{
+    device_of, paired, program, sends_after_next, stage_ranks, Pass, PerPass, Task,
+};
 use crate::parallel::amount::HeldParams;
 use crate::parallel::evaluate::GRAD_BYTES;
 use crate::strategy::{AxisKind, Mesh, MeshAxis, Recompute, Schedule};
@@ -2118,11 +2120,9 @@ impl<'a> Layout<'a> {
             e.what = What::GradNorm;
             dev.push(rec, e, ready);
         }
-        // Under DualPipe rank d holds stages d and p − 1 − d, a copy of each.
-        let mirror = k.schedule.bidirectional() && self.p > 1;
-        // The blocks of the items it holds.
+        // The blocks of the items it holds (under DualPipe a copy of stages d and p − 1 − d).
         let blocks: Vec<usize> = (0..self.nst)
-            .filter(|s| s % self.p == d || (mirror && self.p - 1 - s == d))
+            .filter(|&s| stage_ranks(k.schedule, s, self.p).contains(&d))
             .flat_map(|s| self.first[s]..self.first[s + 1])
             .map(|i| plan.items[i])
             .collect();
