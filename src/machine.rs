@@ -1029,6 +1029,35 @@ mod tests {
         }
     }
 
+    /// The shipped tables that run NCCL choose per all-reduce across nodes; the AMD (RCCL),
+    /// TPU and Gaudi tables keep their ring, and every table's intra-node tier does.
+    #[test]
+    fn nccl_tables_select_across_nodes_only() {
+        let nccl = [
+            "a100-40gb",
+            "a100-80gb",
+            "a40-pcie",
+            "b200",
+            "dgx-h100",
+            "gb200-nvl72",
+            "gb300-nvl72",
+            "h100-sxm-te",
+            "h100-sxm",
+            "h200-sxm",
+            "h800",
+            "v100-dgx1",
+            "v100-dgx2h",
+        ];
+        for name in nccl
+            .iter()
+            .chain(&["mi300x", "mi325x", "mi355x", "tpu-v5p", "tpu-v6e", "gaudi3"])
+        {
+            let r = Rates::of(&Calibration::resolve(name).unwrap());
+            assert_eq!(r.inter.select, nccl.contains(name), "{name}");
+            assert!(!r.intra.select, "{name}");
+        }
+    }
+
     #[test]
     fn a_bus_bandwidth_curve_times_its_collective() {
         // dgx-h100: all-reduce 370 GB/s at 268 MB rising to 480 GB/s at 8.59 GB (log-linear).
