@@ -379,6 +379,59 @@ fn machines_without_fp8_refuse_it() {
     }
 }
 
+/// Every command that times an FP8 or FP4 strategy says, under its header, that the table has
+/// no GEMM curve of that format and which one it uses instead; a bf16 one says nothing.
+#[test]
+fn timed_low_precision_names_the_borrowed_curve() {
+    let say = "its FP8 GEMMs are timed at the fp8 peak × the bf16 matmul curve";
+    for args in [
+        vec!["timeline", "gpt2-124m", "--dp", "8", "--precision", "fp8"],
+        vec![
+            "rank",
+            "gpt2-124m",
+            "--devices",
+            "8",
+            "--fix",
+            "precision=fp8",
+            "--top",
+            "2",
+        ],
+        vec![
+            "port",
+            "gpt2-124m",
+            "--devices",
+            "8",
+            "--fix",
+            "precision=fp8",
+        ],
+    ] {
+        let mut a = args.clone();
+        a.extend_from_slice(&["--calib", "h100-sxm"]);
+        let out = common::stdout(&a);
+        assert!(out.contains(&format!("precision fp8: h100-sxm has no measured FP8 GEMM efficiency (efficiency.matmul_fp8); {say}")), "{a:?}: {out}");
+        let bf16: Vec<&str> = a
+            .iter()
+            .copied()
+            .filter(|x| !x.contains("fp8") && *x != "--precision" && *x != "--fix")
+            .collect();
+        assert!(!common::stdout(&bf16).contains(say), "{bf16:?}");
+    }
+    let fp4 = common::stdout(&[
+        "timeline",
+        "gpt2-124m",
+        "--dp",
+        "8",
+        "--precision",
+        "nvfp4",
+        "--calib",
+        "b200",
+    ]);
+    assert!(
+        fp4.contains("precision nvfp4: b200 has no FP4 GEMM efficiency curve"),
+        "{fp4}"
+    );
+}
+
 /// `--emit megatron` of an FP8 row turns on Megatron-LM's Transformer Engine FP8
 /// (`--fp8-format hybrid`: E4M3 forward, E5M2 gradients); a bf16 row's does not.
 #[test]

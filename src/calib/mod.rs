@@ -1020,6 +1020,29 @@ impl Calibration {
         less_share(&self.memory_bytes(), &default_headroom_percent())
     }
 
+    /// Where the table has no GEMM efficiency of a low-precision recipe's own and borrows its
+    /// bf16 matmul curve: the line that says so, for the headers of what is timed under that
+    /// precision (`None` for bf16 and autocast, and for FP8 recipes on a table with an
+    /// `efficiency.matmul_fp8` curve). No table has an FP4 curve: no FP4 GEMM sweep is cited.
+    pub fn borrowed_gemm_curve(&self, p: crate::strategy::Precision) -> Option<String> {
+        let bytes = p.fp8_bytes()?;
+        let (format, field) = if bytes.fp4 {
+            ("FP4", "no FP4 GEMM efficiency curve")
+        } else if self.device.efficiency.matmul_fp8.is_none() {
+            (
+                "FP8",
+                "no measured FP8 GEMM efficiency (efficiency.matmul_fp8)",
+            )
+        } else {
+            return None;
+        };
+        Some(format!(
+            "precision {p}: {} has {field}; its {format} GEMMs are timed at the {} peak × the bf16 matmul curve",
+            self.name,
+            format.to_lowercase()
+        ))
+    }
+
     /// Devices per node.
     pub fn gpus_per_node(&self) -> u64 {
         self.gpus_per_node
@@ -1033,6 +1056,34 @@ impl Calibration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A low-precision recipe's GEMMs timed on a borrowed curve are named: FP8 on a table
+    /// without `efficiency.matmul_fp8`, FP4 on every table; nothing for bf16 and autocast, or
+    /// for FP8 once the table has its own curve.
+    #[test]
+    fn a_borrowed_gemm_curve_is_said() {
+        use crate::strategy::Precision;
+        let mut h100 = Calibration::resolve("h100-sxm").unwrap();
+        for p in [Precision::Bf16, Precision::Autocast] {
+            assert_eq!(h100.borrowed_gemm_curve(p), None);
+        }
+        for p in [Precision::Fp8, Precision::Fp8Current, Precision::Fp8Block] {
+            let line = h100.borrowed_gemm_curve(p).unwrap();
+            assert!(
+                line.starts_with(&format!("precision {p}: h100-sxm")),
+                "{line}"
+            );
+            assert!(line.contains("efficiency.matmul_fp8"), "{line}");
+        }
+        h100.device.efficiency.matmul_fp8 = Some(h100.device.efficiency.matmul.clone());
+        assert_eq!(h100.borrowed_gemm_curve(Precision::Fp8), None);
+        let b200 = Calibration::resolve("b200").unwrap();
+        let line = b200.borrowed_gemm_curve(Precision::Nvfp4).unwrap();
+        assert!(
+            line.contains("FP4 GEMMs are timed at the fp4 peak"),
+            "{line}"
+        );
+    }
 
     #[test]
     fn exact_decimals() {

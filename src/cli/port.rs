@@ -108,6 +108,8 @@ pub fn run_model(args: &PortArgs) -> Result<(), Error> {
     let mut out: Vec<MachineBest> = Vec::new();
     // The stack profiles, as every machine's table takes them from `--stack`.
     let mut stack = None;
+    // Where a machine's table borrows the GEMM curve of its best layout's precision.
+    let mut borrowed: Vec<String> = Vec::new();
     for c in &args.calib {
         let calib = Calibration::resolve(c)?.with_stack(args.stack.as_deref())?;
         stack = calib.stack_text();
@@ -161,12 +163,15 @@ pub fn run_model(args: &PortArgs) -> Result<(), Error> {
             }
             Err(e) => return Err(e),
         };
+        if let Some((k, _)) = &best.knobs {
+            borrowed.extend(calib.borrowed_gemm_curve(k.precision));
+        }
         out.push(best);
     }
     if args.format == super::Format::Json {
         return print_json(&out);
     }
-    print_table(&model, devices, &out, stack.as_deref());
+    print_table(&model, devices, &out, stack.as_deref(), &borrowed);
     Ok(())
 }
 
@@ -328,12 +333,21 @@ fn why(prev: &PreviousBest, best: &Summary) -> String {
     )
 }
 
-fn print_table(model: &Model, devices: u64, out: &[MachineBest], stack: Option<&str>) {
+fn print_table(
+    model: &Model,
+    devices: u64,
+    out: &[MachineBest],
+    stack: Option<&str>,
+    borrowed: &[String],
+) {
     println!(
         "port {} on {devices} devices — the fastest layout on each machine (rank --calib … --top 1), timed",
         model.name
     );
     println!("{}", units::stack_line(stack));
+    for line in borrowed {
+        println!("{line}");
+    }
     println!();
     let rows: Vec<Vec<String>> = out
         .iter()

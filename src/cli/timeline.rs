@@ -199,6 +199,9 @@ fn print_summary(s: &Summary, plan: &TimingPlan, calib: &Calibration) {
         println!("{line}");
     }
     println!("{}", units::stack_line(s.stack_profile.as_deref()));
+    if let Some(line) = calib.borrowed_gemm_curve(plan.knobs.precision) {
+        println!("{line}");
+    }
     println!();
     println!("  iteration               {:.4} s", s.iteration_seconds);
     println!("  samples per second      {:.2}", s.samples_per_second);
@@ -299,6 +302,11 @@ pub fn run_port(args: PortArgs) -> Result<(), Error> {
     }
     // The one strategy, on every machine's table with the same `--stack`.
     println!("{}", units::stack_line(rows[0].stack_profile.as_deref()));
+    for m in &machines {
+        if let Some(line) = m.borrowed_gemm_curve(plan.knobs.precision) {
+            println!("{line}");
+        }
+    }
     println!();
     let w = 14;
     let mut head = format!("  {:<24}", "");

@@ -121,6 +121,9 @@ fn print_table(outcomes: &[FileOutcome]) {
         if let Some(p) = &o.stack_profile {
             println!("  stack profile: {p}");
         }
+        for line in &o.borrowed_curves {
+            println!("  {line}");
+        }
         if let Some(shares) = o.shares.as_deref().filter(|_| !o.independent) {
             println!("  not independent of the table (left out of the headline figures): {shares}");
         }

@@ -208,6 +208,10 @@ pub struct FileOutcome {
     pub max_abs_error: f64,
     /// How the predictions rank the layouts of each sweep of the file ([`sweeps`]).
     pub sweeps: Vec<SweepOutcome>,
+    /// Where the table borrows the bf16 matmul curve for a low-precision recipe a row runs
+    /// ([`Calibration::borrowed_gemm_curve`]), once each.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub borrowed_curves: Vec<String>,
 }
 
 impl FileOutcome {
@@ -270,6 +274,7 @@ pub fn run_file_with(
     let mut loader = ModelLoader::embedded()?;
     let raw: serde_yaml::Value = src.parse()?;
     let stem = name_of(name).to_owned();
+    let mut borrowed: Vec<String> = Vec::new();
     for (i, mut run) in file.runs.into_iter().enumerate() {
         let idx = i.to_string();
         let at = |field: &str, msg: String| src.error_at(&["runs", &idx, field], msg);
@@ -280,6 +285,11 @@ pub fn run_file_with(
         let (name, measure, published, bound) =
             (run.name.clone(), run.measure, run.published, run.bound);
         let own = predict(run, &mut loader, &calib, src, &idx)?;
+        if let Some(line) = calib.borrowed_gemm_curve(own.precision) {
+            if !borrowed.contains(&line) {
+                borrowed.push(line);
+            }
+        }
         let mut lo = own.predicted;
         let mut hi = own.predicted;
         let mut fitting = usize::from(own.fits);
@@ -347,6 +357,7 @@ pub fn run_file_with(
         mean_abs_error: mean,
         max_abs_error: max,
         sweeps,
+        borrowed_curves: borrowed,
     })
 }
 
@@ -386,6 +397,8 @@ fn check_independence(src: &Source, file: &ValidationFile, calib: &Calibration) 
 struct Predicted {
     predicted: f64,
     fits: bool,
+    /// The precision it was timed in.
+    precision: crate::strategy::Precision,
     batch_and_sequence: Vec<String>,
     work: String,
     batch: f64,
@@ -464,6 +477,7 @@ fn predict(
     Ok(Predicted {
         predicted,
         fits: evaluation.feasible,
+        precision: knobs.precision,
         batch_and_sequence,
         work,
         batch: batch.to_f64().unwrap_or(1.0),
