@@ -28,11 +28,12 @@ pub mod units;
 pub mod validate;
 
 pub use api::{
-    compare, cost, explain, models, rank, timeline, AutoNote, CompareRequest, CompareSide,
-    ComparedStrategy, Comparison, Cost, CostRequest, DeviceCost, DeviceOp, EngineNote,
-    ExplainedBytes, ExplainedFlops, Explanation, Flops, Headroom, Knob, Machine, Model, ModelEntry,
-    ModelSource, OpCost, Part, PartialDomains, Pass, Quantity, RankOptions, RankOptionsBuilder,
-    RankResult, RankRow, StepSeconds, Strategy, Timeline, TimelineInput, TimelineRequest,
+    compare, cost, explain, machine_sources, machines, models, rank, timeline, AutoNote,
+    CompareRequest, CompareSide, ComparedStrategy, Comparison, Cost, CostRequest, DeviceCost,
+    DeviceOp, EngineNote, ExplainedBytes, ExplainedFlops, Explanation, Flops, Headroom, Knob,
+    Machine, MachineEntry, Model, ModelEntry, ModelSource, OpCost, Part, PartialDomains, Pass,
+    Quantity, RankOptions, RankOptionsBuilder, RankResult, RankRow, SourcedNumber, StepSeconds,
+    Strategy, Timeline, TimelineInput, TimelineRequest,
 };
 pub use error::{Error, Result};
 /// The importers of foreign model formats (Hugging Face configs, ONNX graphs), part of model

@@ -20,6 +20,7 @@ fn every_subcommand_has_help() {
         "import",
         "optimize",
         "layout",
+        "machines",
     ] {
         symshard()
             .args([sub, "--help"])

@@ -201,3 +201,155 @@ pub(crate) fn rule_set(dir: Option<&Path>) -> Result<(RuleSet, Vec<String>), Err
     };
     Ok((set, notes))
 }
+
+/// One shipped machine (calibration table) [`machines`] lists: the numbers that decide most of
+/// what a layout costs on it, each as the table states it (exact), and its description.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MachineEntry {
+    /// The name `--calib` takes.
+    pub name: String,
+    /// The accelerator.
+    pub device: String,
+    /// Dense peak FLOP/s per device by number format (`bf16`, `fp8`, `fp4`, `fp32`, `int8`).
+    #[serde(serialize_with = "ser_rationals")]
+    pub peak_flops: std::collections::BTreeMap<String, crate::sym::Rational>,
+    /// HBM bytes per second per device.
+    #[serde(serialize_with = "crate::sym::ser_rational")]
+    pub memory_bandwidth: crate::sym::Rational,
+    /// HBM bytes per device.
+    #[serde(serialize_with = "crate::sym::ser_rational")]
+    pub memory_capacity: crate::sym::Rational,
+    /// Devices per node (the fast domain: NVLink, Infinity Fabric, the ICI slice).
+    pub gpus_per_node: u64,
+    /// Bytes per second per device and direction inside a node, as the datasheet rates it.
+    #[serde(serialize_with = "crate::sym::ser_rational")]
+    pub intra_bandwidth: crate::sym::Rational,
+    /// Bytes per second per device and direction across nodes, as the datasheet rates it.
+    #[serde(serialize_with = "crate::sym::ser_rational")]
+    pub inter_bandwidth: crate::sym::Rational,
+    /// How an all-reduce across nodes runs: `ring`, `tree`, or `nccl` (NCCL's choice per call).
+    pub inter_algorithm: String,
+    /// The table's description.
+    pub doc: String,
+}
+
+fn ser_rationals<S: serde::Serializer>(
+    m: &std::collections::BTreeMap<String, crate::sym::Rational>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut map = s.serialize_map(Some(m.len()))?;
+    for (k, v) in m {
+        map.serialize_entry(k, &v.to_string())?;
+    }
+    map.end()
+}
+
+/// The shipped machines, by name.
+pub fn machines() -> Result<Vec<MachineEntry>, Error> {
+    embedded::CALIBRATIONS
+        .iter()
+        .map(|(name, _)| {
+            let c = crate::calib::Calibration::resolve(name)?;
+            Ok(MachineEntry {
+                name: c.name.clone(),
+                device: c.device.name.clone(),
+                peak_flops: c
+                    .device
+                    .peak_flops
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.value.clone()))
+                    .collect(),
+                memory_bandwidth: c.device.memory_bandwidth.value.clone(),
+                memory_capacity: c.device.memory_capacity.value.clone(),
+                gpus_per_node: c.gpus_per_node(),
+                intra_bandwidth: c.tiers.intra.bandwidth.value.clone(),
+                inter_bandwidth: c.tiers.inter.bandwidth.value.clone(),
+                inter_algorithm: c.tiers.inter.algorithm.clone(),
+                doc: c.doc.clone(),
+            })
+        })
+        .collect()
+}
+
+/// One number of a machine's table with where it comes from, as [`machine_sources`] lists them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SourcedNumber {
+    /// Where it sits in the table (`device.peak_flops.bf16`, `tiers.inter.latency`).
+    pub path: String,
+    /// The value as the table holds it: a number, or a curve's `(size, value)` points.
+    pub value: String,
+    /// Its source: a datasheet, a paper, a published measurement, or what was assumed and why.
+    pub source: String,
+}
+
+/// Every number of a machine's table (a shipped name or a file, as `--calib` takes it) with its
+/// source, by path.
+pub fn machine_sources(
+    name: &str,
+) -> Result<(crate::calib::Calibration, Vec<SourcedNumber>), Error> {
+    let c = crate::calib::Calibration::resolve(name)?;
+    let tree = serde_json::to_value(&c)
+        .map_err(|e| Error::Internal(format!("a calibration table as JSON: {e}")))?;
+    let mut out = Vec::new();
+    sourced_in(&tree, &mut Vec::new(), &mut out);
+    Ok((c, out))
+}
+
+/// Collects every object of `v` that carries a `source`, with its path from the root: a number
+/// or a curve (`value` or `points`), or a group whose plain fields share the source (a GEMM
+/// tiling's tiles), whose own sourced fields are listed apart.
+fn sourced_in(v: &serde_json::Value, path: &mut Vec<String>, out: &mut Vec<SourcedNumber>) {
+    let children: Vec<(String, &serde_json::Value)> = match v {
+        serde_json::Value::Object(map) => {
+            if let Some(serde_json::Value::String(source)) = map.get("source") {
+                let own = map.get("value").or_else(|| map.get("points"));
+                let value = match own {
+                    Some(x) => plain(x),
+                    None => map
+                        .iter()
+                        .filter(|(k, x)| k.as_str() != "source" && !x.is_object())
+                        .map(|(k, x)| format!("{k} {}", plain(x)))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                };
+                out.push(SourcedNumber {
+                    path: path.join("."),
+                    value,
+                    source: source.clone(),
+                });
+                if own.is_some() {
+                    return;
+                }
+            }
+            map.iter().map(|(k, x)| (k.clone(), x)).collect()
+        }
+        serde_json::Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .map(|(i, x)| (i.to_string(), x))
+            .collect(),
+        _ => return,
+    };
+    for (k, child) in children {
+        path.push(k);
+        sourced_in(child, path, out);
+        path.pop();
+    }
+}
+
+/// A JSON value as plain text: exact numbers (`4/5`, `3350000000000`) as decimals, other strings
+/// unquoted, arrays as `[a, b]`.
+fn plain(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => match s.parse::<crate::sym::Rational>() {
+            Ok(r) => crate::sym::float(&r).to_string(),
+            Err(_) => s.clone(),
+        },
+        serde_json::Value::Array(items) => format!(
+            "[{}]",
+            items.iter().map(plain).collect::<Vec<_>>().join(", ")
+        ),
+        other => other.to_string(),
+    }
+}

@@ -13,7 +13,10 @@ mod rank;
 mod strategy;
 mod timeline;
 
-pub use catalog::{explain, models, ExplainedBytes, ExplainedFlops, Explanation, ModelEntry};
+pub use catalog::{
+    explain, machine_sources, machines, models, ExplainedBytes, ExplainedFlops, Explanation,
+    MachineEntry, ModelEntry, SourcedNumber,
+};
 pub use compare::{
     compare, CompareRequest, CompareSide, ComparedStrategy, Comparison, Part, StepSeconds,
 };

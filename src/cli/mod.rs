@@ -10,6 +10,7 @@ pub mod emit;
 pub mod explain;
 mod import;
 mod layout;
+mod machines;
 mod models;
 mod optimize;
 mod output;
@@ -73,6 +74,9 @@ pub enum Command {
     Crossover(Box<crossover::CrossoverArgs>),
     /// List the shipped models and families.
     Models(models::ModelsArgs),
+    /// List the shipped machines (calibration tables) with their peaks, memory and links; with
+    /// a name, every number of its table and where it comes from.
+    Machines(machines::MachinesArgs),
     /// Write a self-contained HTML report: ranking, cost components, memory versus time, the top
     /// strategy's timeline, memory and formulas.
     Report(Box<report::ReportArgs>),
@@ -216,6 +220,7 @@ fn run_command(command: Command) -> Result<(), Error> {
         Command::Explain(args) => explain::run(args),
         Command::Cost(args) => cost::run(*args),
         Command::Models(args) => models::run(args),
+        Command::Machines(args) => machines::run(args),
         Command::Rank(args) => rank::run(*args),
         Command::Compare(args) => compare::run(*args),
         Command::Crossover(args) => crossover::run(*args),
