@@ -1193,6 +1193,54 @@ fn models(
         .collect()
 }
 
+/// The shipped machines: `(name, device, peak_flops, memory_bandwidth, memory_capacity,
+/// gpus_per_node, intra_bandwidth, inter_bandwidth, inter_algorithm, doc)`, the numbers exact.
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn machines(
+    py: Python<'_>,
+) -> PyResult<
+    Vec<(
+        String,
+        String,
+        Py<PyAny>,
+        Py<PyAny>,
+        Py<PyAny>,
+        u64,
+        Py<PyAny>,
+        Py<PyAny>,
+        String,
+        String,
+    )>,
+> {
+    let rows = py.detach(symshard::machines).map_err(native_error)?;
+    rows.into_iter()
+        .map(|m| {
+            Ok((
+                m.name,
+                m.device,
+                exact_map(py, &m.peak_flops)?,
+                exact(py, &m.memory_bandwidth)?,
+                exact(py, &m.memory_capacity)?,
+                m.gpus_per_node,
+                exact(py, &m.intra_bandwidth)?,
+                exact(py, &m.inter_bandwidth)?,
+                m.inter_algorithm,
+                m.doc,
+            ))
+        })
+        .collect()
+}
+
+/// Every number of a machine's table with its source: `(path, value, source)`.
+#[pyfunction]
+fn machine_sources(py: Python<'_>, name: String) -> PyResult<Vec<(String, String, String)>> {
+    let (_, rows) = py
+        .detach(|| symshard::machine_sources(&name))
+        .map_err(native_error)?;
+    Ok(rows.into_iter().map(|r| (r.path, r.value, r.source)).collect())
+}
+
 /// An operator rule (a shipped name or a rule file; `rules`: a directory of rules loaded beside
 /// the shipped ones) explained at `dtype_bytes` bytes per element: `(document, notes)`, the
 /// document as `symshard explain --format json` writes it, the notes what loading `rules` said.
@@ -1224,6 +1272,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(compare, m)?)?;
     m.add_function(wrap_pyfunction!(report, m)?)?;
     m.add_function(wrap_pyfunction!(models, m)?)?;
+    m.add_function(wrap_pyfunction!(machines, m)?)?;
+    m.add_function(wrap_pyfunction!(machine_sources, m)?)?;
     m.add_function(wrap_pyfunction!(explain, m)?)?;
     m.add_class::<Model>()?;
     m.add_class::<Strategy>()?;

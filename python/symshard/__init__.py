@@ -43,6 +43,10 @@ __all__ = [
     "Formula",
     "Number",
     "ModelInfo",
+    "MachineInfo",
+    "SourcedNumber",
+    "machines",
+    "machine_sources",
     "Memory",
     "RelativeCost",
     "Collective",
@@ -202,6 +206,35 @@ class ModelInfo:
     source: str
     params: Optional[int]
     doc: str
+
+
+@dataclass(frozen=True)
+class MachineInfo:
+    """One shipped machine that ``machines()`` lists: dense peak FLOP/s by number format, HBM
+    bytes per second and bytes, devices per node, link bytes per second per device and direction
+    as rated inside and across nodes, and how an all-reduce across nodes runs (``nccl``: NCCL's
+    ring or tree, whichever its model times faster)."""
+
+    name: str
+    device: str
+    peak_flops: Dict[str, Number]
+    memory_bandwidth: Number
+    memory_capacity: Number
+    gpus_per_node: int
+    intra_bandwidth: Number
+    inter_bandwidth: Number
+    inter_algorithm: str
+    doc: str
+
+
+@dataclass(frozen=True)
+class SourcedNumber:
+    """One number of a machine's table (``path`` as ``device.peak_flops.bf16``), its value as
+    text (a decimal, or a curve's points) and its source."""
+
+    path: str
+    value: str
+    source: str
 
 
 @dataclass(frozen=True)
@@ -852,6 +885,17 @@ def models() -> List[ModelInfo]:
         ModelInfo(name=n, family=f, source=s, params=p, doc=d or "")
         for (n, f, s, p, d) in _direct(_native.models)
     ]
+
+
+def machines() -> List[MachineInfo]:
+    """The shipped machines (calibration tables) with their peaks, memory and links."""
+    return [MachineInfo(*row) for row in _direct(_native.machines)]
+
+
+def machine_sources(name: str) -> List[SourcedNumber]:
+    """Every number of a machine's table (a shipped name or a calibration file) with its
+    source."""
+    return [SourcedNumber(*row) for row in _direct(_native.machine_sources, name)]
 
 
 # The strategy flags of `cost`, `timeline` and `analyze`, and the short names `rank --fix` and

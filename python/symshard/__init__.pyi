@@ -16,6 +16,10 @@ __all__ = [
     'Formula',
     'Number',
     'ModelInfo',
+    'MachineInfo',
+    'SourcedNumber',
+    'machines',
+    'machine_sources',
     'Memory',
     'RelativeCost',
     'Collective',
@@ -66,6 +70,25 @@ class ModelInfo:
     source: str
     params: int | None
     doc: str
+
+@dataclass(frozen=True)
+class MachineInfo:
+    name: str
+    device: str
+    peak_flops: dict[str, Number]
+    memory_bandwidth: Number
+    memory_capacity: Number
+    gpus_per_node: int
+    intra_bandwidth: Number
+    inter_bandwidth: Number
+    inter_algorithm: str
+    doc: str
+
+@dataclass(frozen=True)
+class SourcedNumber:
+    path: str
+    value: str
+    source: str
 
 @dataclass(frozen=True)
 class Memory:
@@ -281,6 +304,8 @@ class Comparison:
     def component(self, group: str, name: str) -> Component: ...
 
 def models() -> list[ModelInfo]: ...
+def machines() -> list[MachineInfo]: ...
+def machine_sources(name: str) -> list[SourcedNumber]: ...
 def cost(
     model: ModelArg,
     *,

@@ -31,6 +31,8 @@ __all__ = [
     "compare",
     "report",
     "models",
+    "machines",
+    "machine_sources",
     "explain",
 ]
 
@@ -567,6 +569,15 @@ def compare(
 
 def models() -> List[Tuple[str, Optional[str], str, Optional[int], str]]:
     """The models a name resolves to: ``(name, family, source, params, doc)`` each."""
+
+def machines() -> List[
+    Tuple[str, str, Dict[str, _Exact], _Exact, _Exact, int, _Exact, _Exact, str, str]
+]:
+    """The shipped machines: ``(name, device, peak_flops, memory_bandwidth, memory_capacity,
+    gpus_per_node, intra_bandwidth, inter_bandwidth, inter_algorithm, doc)`` each."""
+
+def machine_sources(name: str) -> List[Tuple[str, str, str]]:
+    """Every number of a machine's table: ``(path, value, source)`` each."""
 
 def explain(
     rule: str, *, rules: Optional[str] = ..., dtype_bytes: int = ...

@@ -25,6 +25,27 @@ def test_models_lists_the_shipped_zoo_with_exact_parameter_counts(cli):
             assert type(got[name].params) is int
 
 
+def test_machines_lists_the_shipped_tables_with_exact_numbers(cli):
+    got = {m.name: m for m in symshard.machines()}
+    want = {m["name"]: m for m in cli.json("machines")}
+    assert set(got) == set(want)
+    for name, m in want.items():
+        g = got[name]
+        assert g.peak_flops == {k: Fraction(v) for k, v in m["peak_flops"].items()}
+        assert g.memory_capacity == Fraction(m["memory_capacity"])
+        assert (g.gpus_per_node, g.inter_algorithm) == (m["gpus_per_node"], m["inter_algorithm"])
+    # NVIDIA H100 Tensor Core GPU datasheet: 989 TFLOP/s dense BF16 (SXM), an exact int.
+    assert got["h100-sxm"].peak_flops["bf16"] == 989 * 10**12
+    assert type(got["h100-sxm"].peak_flops["bf16"]) is int
+    sources = symshard.machine_sources("h100-sxm")
+    want_sources = cli.json("machines", "h100-sxm")
+    assert [(s.path, s.value, s.source) for s in sources] == [
+        (w["path"], w["value"], w["source"]) for w in want_sources
+    ]
+    with pytest.raises(symshard.SymshardError):
+        symshard.machine_sources("h900")
+
+
 def test_rank_returns_the_command_lines_rows_exactly(cli):
     r = symshard.rank("gpt3-175b", devices=1024)
     want = cli.json("rank", "gpt3-175b", "--devices", "1024")
