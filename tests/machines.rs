@@ -44,6 +44,14 @@ fn every_shipped_machine_is_listed() {
             .any(|l| l.starts_with("h100-sxm ") && l.contains("989.0 TFLOP/s")),
         "{table}"
     );
+    // --exact prints the table's numbers as it states them.
+    let exact = common::stdout(&["--exact", "machines"]);
+    assert!(
+        exact.lines().any(|l| l.starts_with("h100-sxm ")
+            && l.contains(" 989000000000000 ")
+            && l.contains(" 80000000000 ")),
+        "{exact}"
+    );
 }
 
 /// A table's numbers each come with a non-empty source, and the datasheet ones say which

@@ -32,10 +32,18 @@ fn list(format: Format) -> Result<(), Error> {
     if format == Format::Json {
         return print_json(&rows);
     }
+    // Rounded with units, or with --exact as the table states them.
+    let amount = |v: &crate::sym::Rational, unit: &str| {
+        if units::exact() {
+            v.to_string()
+        } else {
+            units::si(v, 4, unit)
+        }
+    };
     let flops = |r: &crate::api::MachineEntry, k: &str| {
         r.peak_flops
             .get(k)
-            .map_or_else(|| "-".to_string(), |v| units::si(v, 4, "FLOP/s"))
+            .map_or_else(|| "-".to_string(), |v| amount(v, "FLOP/s"))
     };
     let table: Vec<Vec<String>> = rows
         .iter()
@@ -46,11 +54,11 @@ fn list(format: Format) -> Result<(), Error> {
                 flops(r, "bf16"),
                 flops(r, "fp8"),
                 flops(r, "fp4"),
-                units::si(&r.memory_bandwidth, 4, "B/s"),
-                units::bytes_rounded(&r.memory_capacity),
+                amount(&r.memory_bandwidth, "B/s"),
+                amount(&r.memory_capacity, "B"),
                 r.gpus_per_node.to_string(),
-                units::si(&r.intra_bandwidth, 4, "B/s"),
-                units::si(&r.inter_bandwidth, 4, "B/s"),
+                amount(&r.intra_bandwidth, "B/s"),
+                amount(&r.inter_bandwidth, "B/s"),
                 r.inter_algorithm.clone(),
             ]
         })
