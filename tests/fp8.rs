@@ -416,6 +416,27 @@ fn timed_low_precision_names_the_borrowed_curve() {
             .collect();
         assert!(!common::stdout(&bf16).contains(say), "{bf16:?}");
     }
+    // rank's JSON (and the report, which reads it) carries the same line; a bf16 ranking none.
+    let rank = |fix: &str| {
+        common::json(&[
+            "rank",
+            "gpt2-124m",
+            "--devices",
+            "8",
+            "--top",
+            "2",
+            "--calib",
+            "h100-sxm",
+            "--fix",
+            fix,
+            "--format",
+            "json",
+        ])
+    };
+    let lines = rank("precision=fp8")["borrowed_curves"].clone();
+    assert_eq!(lines.as_array().map(Vec::len), Some(1), "{lines}");
+    assert!(lines[0].as_str().unwrap().contains(say), "{lines}");
+    assert!(rank("precision=bf16").get("borrowed_curves").is_none());
     let fp4 = common::stdout(&[
         "timeline",
         "gpt2-124m",

@@ -853,6 +853,7 @@ struct Ranking {
     balance_range: Option<(Py<PyAny>, Option<Py<PyAny>>)>,
     search_seconds: f64,
     partial_domains: Option<Py<PartialDomains>>,
+    borrowed_curves: Vec<String>,
     warnings: Vec<String>,
     raw: Py<PyAny>,
 }
@@ -898,6 +899,7 @@ impl Ranking {
             simulated: x.simulated,
             balance_range,
             search_seconds: x.search_seconds,
+            borrowed_curves: x.borrowed_curves.clone(),
             partial_domains: match &x.partial_domains {
                 Some(p) => Some(PartialDomains::of(py, p)?),
                 None => None,

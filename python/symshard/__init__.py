@@ -587,6 +587,9 @@ class Ranking:
     #: On a machine whose NVLink domain is not a power of two: the best strategy on part of
     #: each domain (:class:`PartialDomains`), else None.
     partial_domains: Optional[PartialDomains] = None
+    #: Where the rows' seconds time a low-precision recipe's GEMMs on the table's bf16 matmul
+    #: curve (the table has none of that format), one line per precision; empty otherwise.
+    borrowed_curves: List[str] = field(default_factory=list)
 
     @staticmethod
     def _from_native(n: Any) -> "Ranking":
@@ -610,6 +613,7 @@ class Ranking:
                 if n.partial_domains is None
                 else PartialDomains._from_native(n.partial_domains)
             ),
+            borrowed_curves=list(n.borrowed_curves),
         )
 
     def to_pandas(self) -> "pandas.DataFrame":

@@ -46,6 +46,17 @@ def test_machines_lists_the_shipped_tables_with_exact_numbers(cli):
         symshard.machine_sources("h900")
 
 
+def test_a_ranking_says_where_its_gemm_curve_is_borrowed(cli):
+    r = symshard.rank("gpt2-124m", devices=8, calib="h100-sxm", fix="precision=fp8", top=2)
+    want = cli.json(
+        "rank", "gpt2-124m", "--devices", "8", "--calib", "h100-sxm", "--fix", "precision=fp8",
+        "--top", "2",
+    )
+    assert r.borrowed_curves == want["borrowed_curves"]
+    assert len(r.borrowed_curves) == 1 and "efficiency.matmul_fp8" in r.borrowed_curves[0]
+    assert symshard.rank("gpt2-124m", devices=8, calib="h100-sxm", top=2).borrowed_curves == []
+
+
 def test_rank_returns_the_command_lines_rows_exactly(cli):
     r = symshard.rank("gpt3-175b", devices=1024)
     want = cli.json("rank", "gpt3-175b", "--devices", "1024")

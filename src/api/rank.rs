@@ -652,6 +652,10 @@ pub struct RankResult {
     pub what_if: Option<crate::calib::whatif::WhatIf>,
     /// The stack profile added to the seconds.
     pub stack_profile: Option<String>,
+    /// Where the seconds of the rows shown use the bf16 matmul curve for a low-precision
+    /// recipe's GEMMs, once per precision ([`crate::calib::Calibration::borrowed_gemm_curve`]);
+    /// empty when ranking by relative cost.
+    pub borrowed_curves: Vec<String>,
     /// Device memory before headroom, bytes.
     pub capacity: Rational,
     /// Usable memory per device (after headroom), bytes.
@@ -741,6 +745,8 @@ pub(crate) struct Document<'a, E: Serialize, W: Serialize> {
     what_if: &'a Option<crate::calib::whatif::WhatIf>,
     #[serde(skip_serializing_if = "Option::is_none")]
     stack_profile: &'a Option<String>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    borrowed_curves: &'a [String],
     #[serde(serialize_with = "ser_rational")]
     memory_limit: &'a Rational,
     #[serde(skip_serializing_if = "str::is_empty")]
@@ -796,6 +802,7 @@ impl RankResult {
             calibration: &self.calibration,
             what_if: &self.what_if,
             stack_profile: &self.stack_profile,
+            borrowed_curves: &self.borrowed_curves,
             memory_limit: &self.memory_limit,
             steering: &self.steering,
             strategies: &self.rows,
@@ -1068,6 +1075,7 @@ fn result_of(
         calibration: calib.name.clone(),
         what_if: calib.what_if.clone(),
         stack_profile: calib.stack_text(),
+        borrowed_curves: borrowed_curves(calib, &rows, search.seconds),
         capacity,
         memory_limit: search.memory.clone(),
         headroom: opts.headroom_text(),
@@ -1093,6 +1101,23 @@ fn result_of(
         partial_domains: None,
         warnings: Vec::new(),
     }
+}
+
+/// The borrowed-curve lines of the precisions of `rows`, once each, where they are timed
+/// (`seconds`).
+fn borrowed_curves(calib: &Calibration, rows: &[RankRow], seconds: bool) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    if !seconds {
+        return out;
+    }
+    for r in rows {
+        if let Some(line) = calib.borrowed_gemm_curve(r.precision) {
+            if !out.contains(&line) {
+                out.push(line);
+            }
+        }
+    }
+    out
 }
 
 /// The knobs in which `alike` differ from `k`, each with every value seen (the row's first).

@@ -750,15 +750,8 @@ fn print_header(r: &Ranked) {
     }
     if out.stack_profile.is_some() || out.simulated > 0 || out.by_seconds {
         println!("{}", units::stack_line(out.stack_profile.as_deref()));
-        // Each precision of the rows shown, once, where the table borrows its GEMM curve.
-        let mut seen = Vec::new();
-        for r in &out.rows {
-            if !seen.contains(&r.precision) {
-                seen.push(r.precision);
-                if let Some(line) = calib.borrowed_gemm_curve(r.precision) {
-                    println!("{line}");
-                }
-            }
+        for line in &out.borrowed_curves {
+            println!("{line}");
         }
     }
     println!(

@@ -1402,6 +1402,13 @@ pub fn html(input: &ReportInput) -> Result<String> {
             "<p>{}</p>",
             esc(&units::stack_line(r["stack_profile"].as_str()))
         );
+        for line in r["borrowed_curves"].as_array().into_iter().flatten() {
+            let _ = writeln!(
+                h,
+                "<p class=\"borrowed-curve\">{}</p>",
+                esc(line.as_str().unwrap_or(""))
+            );
+        }
     }
     if let Some(p) = &input.partial_domains {
         let _ = writeln!(
