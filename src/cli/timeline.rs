@@ -268,6 +268,29 @@ fn print_summary(s: &Summary, plan: &TimingPlan, calib: &Calibration) {
     println!("  {}", units::UNITS_LEGEND);
 }
 
+/// The lines above `port`'s table of a saved analysis: the model and strategy, its settings,
+/// the stack profile (the same `--stack` on every machine) and each machine's borrowed GEMM
+/// curve.
+fn print_port_header(plan: &TimingPlan, rows: &[Summary], machines: &[Calibration]) {
+    println!(
+        "{}{} — {} on {} devices",
+        plan.model,
+        plan_batch_and_sequence(plan),
+        plan.knobs,
+        plan.knobs.devices()
+    );
+    if let Some(line) = units::settings_line(&plan.settings) {
+        println!("{line}");
+    }
+    println!("{}", units::stack_line(rows[0].stack_profile.as_deref()));
+    for m in machines {
+        if let Some(line) = m.borrowed_gemm_curve(plan.knobs.precision) {
+            println!("{line}");
+        }
+    }
+    println!();
+}
+
 /// Runs `port`.
 pub fn run_port(args: PortArgs) -> Result<(), Error> {
     if !is_analysis(&args.analysis.to_string_lossy()) {
@@ -290,24 +313,7 @@ pub fn run_port(args: PortArgs) -> Result<(), Error> {
     if args.format == Format::Json {
         return print_json(&rows);
     }
-    println!(
-        "{}{} — {} on {} devices",
-        plan.model,
-        plan_batch_and_sequence(&plan),
-        plan.knobs,
-        plan.knobs.devices()
-    );
-    if let Some(line) = units::settings_line(&plan.settings) {
-        println!("{line}");
-    }
-    // The one strategy, on every machine's table with the same `--stack`.
-    println!("{}", units::stack_line(rows[0].stack_profile.as_deref()));
-    for m in &machines {
-        if let Some(line) = m.borrowed_gemm_curve(plan.knobs.precision) {
-            println!("{line}");
-        }
-    }
-    println!();
+    print_port_header(&plan, &rows, &machines);
     let w = 14;
     let mut head = format!("  {:<24}", "");
     for r in &rows {

@@ -290,18 +290,15 @@ pub fn run_file_with(
                 borrowed.push(line);
             }
         }
-        let mut lo = own.predicted;
-        let mut hi = own.predicted;
-        let mut fitting = usize::from(own.fits);
-        for (j, alt) in band.iter().enumerate() {
-            let other = band_item(&raw, i, alt).map_err(|e| {
-                src.error_at(&["runs", &idx, "band"], format!("band item {}: {e}", j + 1))
-            })?;
-            let p = predict(other, &mut loader, &calib, src, &idx)?;
-            lo = lo.min(p.predicted);
-            hi = hi.max(p.predicted);
-            fitting += usize::from(p.fits);
-        }
+        let (lo, hi, fitting) = {
+            let mut band_run = |j: usize, alt: &serde_yaml::Value| {
+                let other = band_item(&raw, i, alt).map_err(|e| {
+                    src.error_at(&["runs", &idx, "band"], format!("band item {}: {e}", j + 1))
+                })?;
+                predict(other, &mut loader, &calib, src, &idx)
+            };
+            band_range(&own, &band, &mut band_run)?
+        };
         let error = if band.is_empty() {
             own.predicted / published - 1.0
         } else if published < lo {
@@ -402,6 +399,23 @@ struct Predicted {
     batch_and_sequence: Vec<String>,
     work: String,
     batch: f64,
+}
+
+/// The least and the most of a row's predictions, its own and each band item's
+/// (`predict_item`), and how many of them fit.
+fn band_range(
+    own: &Predicted,
+    band: &[serde_yaml::Value],
+    predict_item: &mut dyn FnMut(usize, &serde_yaml::Value) -> Result<Predicted>,
+) -> Result<(f64, f64, usize)> {
+    let (mut lo, mut hi, mut fitting) = (own.predicted, own.predicted, usize::from(own.fits));
+    for (j, alt) in band.iter().enumerate() {
+        let p = predict_item(j, alt)?;
+        lo = lo.min(p.predicted);
+        hi = hi.max(p.predicted);
+        fitting += usize::from(p.fits);
+    }
+    Ok((lo, hi, fitting))
 }
 
 /// Predicts `run` (row `idx` of `src`) on `calib`.
