@@ -474,6 +474,32 @@ fn megatron_shape(a: &mut Flags, model: &Model, values: &Bindings) {
     }
 }
 
+/// Refuses a row whose pipeline schedule Megatron-LM does not run (GPipe, ZB-H1, DualPipe).
+fn megatron_schedule(k: &Knobs) -> Result<(), Error> {
+    if k.pp > 1 && k.schedule == Schedule::Gpipe {
+        return Err(Error::Usage(
+            "--emit megatron: the top strategy uses the GPipe schedule, which Megatron-LM does not run (it runs 1F1B, interleaved when virtual stages are set); rank with --schedule 1f1b or interleaved-1f1b".into(),
+        ));
+    }
+    if k.pp > 1 && k.schedule == Schedule::ZeroBubbleH1 {
+        // Megatron-LM's pipeline schedules (megatron/core/pipeline_parallel/schedules.py) are
+        // 1F1B and interleaved 1F1B; zero-bubble schedules live in the fork of Qi et al.
+        // (sail-sg/zero-bubble-pipeline-parallelism), whose flags are not Megatron-LM's.
+        return Err(Error::Usage(
+            "--emit megatron: the top strategy uses the ZB-H1 schedule, which Megatron-LM does not run (its schedules are 1F1B and interleaved 1F1B); rank with --schedule 1f1b or interleaved-1f1b".into(),
+        ));
+    }
+    if k.pp > 1 && k.schedule == Schedule::DualPipe {
+        // DualPipe is DeepSeek's own (deepseek-ai/DualPipe, a module wrapping two stages per
+        // rank); Megatron-LM's schedules (megatron/core/pipeline_parallel/schedules.py) are
+        // 1F1B and interleaved 1F1B, with no bidirectional pipeline.
+        return Err(Error::Usage(
+            "--emit megatron: the top strategy uses the DualPipe schedule, which Megatron-LM does not run (its schedules are 1F1B and interleaved 1F1B; DualPipe is deepseek-ai/DualPipe's own module); rank with --schedule 1f1b or interleaved-1f1b".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// Tensor, pipeline, context and expert parallelism, and how the pipeline splits the layers.
 fn megatron_parallelism(
     a: &mut Flags,
@@ -502,27 +528,7 @@ fn megatron_parallelism(
             a.push(("--moe-token-dispatcher-type", Some("alltoall".into())));
         }
     }
-    if k.pp > 1 && k.schedule == Schedule::Gpipe {
-        return Err(Error::Usage(
-            "--emit megatron: the top strategy uses the GPipe schedule, which Megatron-LM does not run (it runs 1F1B, interleaved when virtual stages are set); rank with --schedule 1f1b or interleaved-1f1b".into(),
-        ));
-    }
-    if k.pp > 1 && k.schedule == Schedule::ZeroBubbleH1 {
-        // Megatron-LM's pipeline schedules (megatron/core/pipeline_parallel/schedules.py) are
-        // 1F1B and interleaved 1F1B; zero-bubble schedules live in the fork of Qi et al.
-        // (sail-sg/zero-bubble-pipeline-parallelism), whose flags are not Megatron-LM's.
-        return Err(Error::Usage(
-            "--emit megatron: the top strategy uses the ZB-H1 schedule, which Megatron-LM does not run (its schedules are 1F1B and interleaved 1F1B); rank with --schedule 1f1b or interleaved-1f1b".into(),
-        ));
-    }
-    if k.pp > 1 && k.schedule == Schedule::DualPipe {
-        // DualPipe is DeepSeek's own (deepseek-ai/DualPipe, a module wrapping two stages per
-        // rank); Megatron-LM's schedules (megatron/core/pipeline_parallel/schedules.py) are
-        // 1F1B and interleaved 1F1B, with no bidirectional pipeline.
-        return Err(Error::Usage(
-            "--emit megatron: the top strategy uses the DualPipe schedule, which Megatron-LM does not run (its schedules are 1F1B and interleaved 1F1B; DualPipe is deepseek-ai/DualPipe's own module); rank with --schedule 1f1b or interleaved-1f1b".into(),
-        ));
-    }
+    megatron_schedule(k)?;
     let interleaved = k.pp > 1 && k.schedule == Schedule::Interleaved;
     let split = layer_split(model, evaluation);
     // The interleaved split counting the embedding or the loss as a layer is the flags' own
@@ -745,23 +751,7 @@ fn torchtitan(
     evaluation: &Evaluation,
 ) -> Result<(String, Vec<String>), Error> {
     let k = &evaluation.knobs;
-    if k.pp > 1 && k.schedule == Schedule::ZeroBubbleH1 {
-        // torchtitan's zero-bubble schedules are PyTorch's `ZBVZeroBubble` (two V-shaped
-        // stages per rank) and `InterleavedZeroBubble` (several stages per rank): neither is
-        // ZB-H1 with one stage per rank as priced here.
-        return Err(Error::Usage(
-            "--emit torchtitan: the top strategy uses the ZB-H1 schedule (one stage per rank), which torchtitan does not name (its zero-bubble schedules, ZBVZeroBubble and InterleavedZeroBubble, run several stages per rank); rank with --schedule 1f1b or interleaved-1f1b".into(),
-        ));
-    }
-    if k.pp > 1 && k.schedule == Schedule::DualPipe {
-        // torchtitan's pipeline schedules are PyTorch's (torch/distributed/pipelining/
-        // schedules.py), among them `ScheduleDualPipeV`, the cut-in-half V-shape variant with
-        // pp/2 ranks of two stages each, not DualPipe's pp ranks holding stages i and pp − 1 − i
-        // fed from both ends as priced here.
-        return Err(Error::Usage(
-            "--emit torchtitan: the top strategy uses the DualPipe schedule (two stages per rank, micro-batches fed from both ends), which torchtitan does not name (its schedules are PyTorch's; DualPipeV, a V-shaped variant, is not this schedule); rank with --schedule 1f1b or interleaved-1f1b".into(),
-        ));
-    }
+    torchtitan_schedule(k)?;
     let data_parallel = torchtitan_data_parallel(k)?;
     let l = layers(model, values)?;
     let mut warnings = Vec::new();
@@ -842,6 +832,28 @@ fn torchtitan(
         t.push_str(section);
     }
     Ok((t, warnings))
+}
+
+/// Refuses a row whose pipeline schedule torchtitan does not name (ZB-H1, DualPipe).
+fn torchtitan_schedule(k: &Knobs) -> Result<(), Error> {
+    if k.pp > 1 && k.schedule == Schedule::ZeroBubbleH1 {
+        // torchtitan's zero-bubble schedules are PyTorch's `ZBVZeroBubble` (two V-shaped
+        // stages per rank) and `InterleavedZeroBubble` (several stages per rank): neither is
+        // ZB-H1 with one stage per rank as priced here.
+        return Err(Error::Usage(
+            "--emit torchtitan: the top strategy uses the ZB-H1 schedule (one stage per rank), which torchtitan does not name (its zero-bubble schedules, ZBVZeroBubble and InterleavedZeroBubble, run several stages per rank); rank with --schedule 1f1b or interleaved-1f1b".into(),
+        ));
+    }
+    if k.pp > 1 && k.schedule == Schedule::DualPipe {
+        // torchtitan's pipeline schedules are PyTorch's (torch/distributed/pipelining/
+        // schedules.py), among them `ScheduleDualPipeV`, the cut-in-half V-shape variant with
+        // pp/2 ranks of two stages each, not DualPipe's pp ranks holding stages i and pp − 1 − i
+        // fed from both ends as priced here.
+        return Err(Error::Usage(
+            "--emit torchtitan: the top strategy uses the DualPipe schedule (two stages per rank, micro-batches fed from both ends), which torchtitan does not name (its schedules are PyTorch's; DualPipeV, a V-shaped variant, is not this schedule); rank with --schedule 1f1b or interleaved-1f1b".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// How torchtitan runs the row's data parallelism: (replicate degree, shard degree, FSDP2's
