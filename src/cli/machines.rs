@@ -1,7 +1,7 @@
 //! `symshard machines [NAME]`: the shipped calibration tables at a glance, or one table's every
 //! number with its source.
 
-use super::output::print_json;
+use super::output::{print_json, print_table};
 use super::Format;
 use crate::error::Error;
 use crate::units;
@@ -55,7 +55,11 @@ fn list(format: Format) -> Result<(), Error> {
                 flops(r, "fp8"),
                 flops(r, "fp4"),
                 amount(&r.memory_bandwidth, "B/s"),
-                amount(&r.memory_capacity, "B"),
+                if units::exact() {
+                    r.memory_capacity.to_string()
+                } else {
+                    units::bytes_rounded(&r.memory_capacity)
+                },
                 r.gpus_per_node.to_string(),
                 amount(&r.intra_bandwidth, "B/s"),
                 amount(&r.inter_bandwidth, "B/s"),
@@ -76,35 +80,7 @@ fn list(format: Format) -> Result<(), Error> {
         "across nodes",
         "all-reduce",
     ];
-    let widths: Vec<usize> = (0..head.len())
-        .map(|i| {
-            table
-                .iter()
-                .map(|r| r[i].chars().count())
-                .chain([head[i].chars().count()])
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let line = |cells: Vec<&str>| {
-        let parts: Vec<String> = cells
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                let pad = widths[i] - c.chars().count();
-                if i < 2 || i + 1 == cells.len() {
-                    format!("{c}{}", " ".repeat(pad))
-                } else {
-                    format!("{}{c}", " ".repeat(pad))
-                }
-            })
-            .collect();
-        println!("{}", parts.join("  ").trim_end());
-    };
-    line(head.to_vec());
-    for r in &table {
-        line(r.iter().map(String::as_str).collect());
-    }
+    print_table("", "<<>>>>>>>><", &head, &table);
     println!();
     println!(
         "bf16, fp8, fp4: dense peak per device (- where the datasheet gives none); HBM: memory \
