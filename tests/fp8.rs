@@ -433,6 +433,20 @@ fn timed_low_precision_names_the_borrowed_curve() {
             "json",
         ])
     };
+    // The timeline's MFU says it is of the bf16 peak where the GEMMs run faster than that.
+    let fp8 = common::stdout(&[
+        "timeline",
+        "gpt2-124m",
+        "--dp",
+        "8",
+        "--precision",
+        "fp8",
+        "--calib",
+        "h100-sxm",
+    ]);
+    let bf16 = common::stdout(&["timeline", "gpt2-124m", "--dp", "8", "--calib", "h100-sxm"]);
+    assert!(fp8.contains("  MFU (of the bf16 peak)  "), "{fp8}");
+    assert!(bf16.contains("  MFU                     "), "{bf16}");
     let lines = rank("precision=fp8")["borrowed_curves"].clone();
     assert_eq!(lines.as_array().map(Vec::len), Some(1), "{lines}");
     assert!(lines[0].as_str().unwrap().contains(say), "{lines}");

@@ -210,7 +210,13 @@ fn print_summary(s: &Summary, plan: &TimingPlan, calib: &Calibration) {
         float_count(s.tokens_per_second)
     );
     println!("  model TFLOP/s / device  {:.1}", s.model_tflops_per_device);
-    println!("  MFU                     {}", units::percent_float(s.mfu));
+    // MFU is of the bf16 peak whatever the precision (`Summary::mfu`); under FP8 or FP4 it may
+    // pass 100 %, so the line says which peak.
+    if plan.knobs.precision.is_fp8() {
+        println!("  MFU (of the bf16 peak)  {}", units::percent_float(s.mfu));
+    } else {
+        println!("  MFU                     {}", units::percent_float(s.mfu));
+    }
     println!("  bubble                  {}", bubble(s, &plan.knobs));
     if s.slowest_device_pace > 1.0 {
         println!(
