@@ -921,3 +921,29 @@ fn torchtitan_configs_name_the_fp8_converter_the_row_was_priced_with() {
         "{toml}"
     );
 }
+
+/// torchtitan's selective checkpointing chooses by operator type, so a row recomputing named
+/// modules (here the layer norms beside the attention core) runs otherwise under it: the config
+/// says so in its header comments, as it does every other warning, and the JSON lists it.
+#[test]
+fn torchtitan_configs_warn_of_recompute_modules_in_their_header() {
+    let v = ranked(
+        "llama3-8b",
+        64,
+        "torchtitan",
+        &[
+            "--fix",
+            "zero=3,recompute=selective",
+            "--recompute-modules",
+            "core_attn,layernorm",
+        ],
+    );
+    let toml = v["emitted"]["toml"].as_str().unwrap();
+    let say = "torchtitan's selective activation checkpointing (`op`) chooses what to save by operator type";
+    assert!(toml.contains(&format!("# warning: {say}")), "{toml}");
+    let warned = v["emitted"]["warnings"].as_array().unwrap();
+    assert!(
+        warned.iter().any(|w| w.as_str().unwrap().starts_with(say)),
+        "{warned:?}"
+    );
+}

@@ -762,6 +762,14 @@ fn torchtitan(
         );
     }
     let quantized = torchtitan_quantization(k, &mut warnings);
+    if k.recompute == Recompute::Selective
+        && !crate::model::RecomputeModule::is_default(&model.recompute_modules)
+    {
+        warnings.push(format!(
+            "torchtitan's selective activation checkpointing (`op`) chooses what to save by operator type, not by module: the row's recompute modules ({}) are not what it runs",
+            crate::model::RecomputeModule::list(&model.recompute_modules, ", ")
+        ));
+    }
     let (mbs, b) = micro_batch_size(model, values, k)?;
     let s = role_value(values, model.roles.sequence.as_ref());
     // torchtitan (train.py at TORCHTITAN_VERSION) runs `global_batch_size // (local_batch_size ×
@@ -820,12 +828,6 @@ fn torchtitan(
     ));
     if k.recompute == Recompute::Selective {
         t.push_str("selective_ac_option = \"op\"\n");
-        if !crate::model::RecomputeModule::is_default(&model.recompute_modules) {
-            warnings.push(format!(
-                "torchtitan's selective activation checkpointing (`op`) chooses what to save by operator type, not by module: the row's recompute modules ({}) are not what it runs",
-                crate::model::RecomputeModule::list(&model.recompute_modules, ", ")
-            ));
-        }
     }
     if let Some((_, section)) = &quantized {
         t.push('\n');
