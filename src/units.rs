@@ -168,6 +168,9 @@ pub fn bytes_rounded(r: &Rational) -> String {
     si(&whole_bytes(r), BYTE_DIGITS, "B")
 }
 
+/// The definition of MFU, for the legends of the tables that show it.
+pub const MFU_MEANS: &str = "MFU: model FLOPs per second per device (no recomputation) over the device's dense bf16 peak, also under FP8 and FP4, where it can pass 100 %";
+
 /// The definition of the bubble every command and the report show, for their legends.
 pub const BUBBLE_MEANS: &str = "bubble: the share of the step that the busiest device idles while the pipeline fills and drains (- without a pipeline, pp = 1)";
 

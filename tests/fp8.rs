@@ -433,6 +433,12 @@ fn timed_low_precision_names_the_borrowed_curve() {
             "json",
         ])
     };
+    // port's table (MFU a column) defines it in its legend.
+    let port = common::stdout(&["port", "gpt2-124m", "--devices", "8", "--calib", "h100-sxm"]);
+    assert!(
+        port.contains("MFU: model FLOPs per second per device (no recomputation) over the device's dense bf16 peak"),
+        "{port}"
+    );
     // The timeline's MFU says it is of the bf16 peak where the GEMMs run faster than that.
     let fp8 = common::stdout(&[
         "timeline",

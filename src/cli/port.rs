@@ -418,6 +418,7 @@ fn print_table(
     print_partial(devices, out);
     println!();
     println!("  streams: the most seconds any one device's stream is busy; bubble: the share of the step the busiest device idles while the pipeline fills and drains");
+    println!("  {}", units::MFU_MEANS);
     println!("  {}", units::UNITS_LEGEND);
 }
 

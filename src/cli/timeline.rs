@@ -389,6 +389,7 @@ pub fn run_port(args: PortArgs) -> Result<(), Error> {
     }
     println!("  busy (max, s): the most seconds any one device's stream is busy; {STREAM_LEGEND}");
     println!("  {}", units::BUBBLE_MEANS);
+    println!("  {}", units::MFU_MEANS);
     println!("  {}", units::UNITS_LEGEND);
     Ok(())
 }
