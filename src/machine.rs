@@ -61,15 +61,50 @@ pub struct LinkRate {
     pub bandwidth: f64,
     /// Seconds per step (α).
     pub latency: f64,
-    /// Whether collectives use a tree (logarithmic steps) rather than a ring.
-    pub tree: bool,
-    /// Whether an all-reduce across nodes runs whichever of the ring and NCCL's tree its model
-    /// times faster, as NCCL's tuner picks per call (the table's `algorithm: nccl`;
-    /// [`nccl_tree_all_reduce`]).
-    pub select: bool,
+    /// How the tier runs its collectives (the table's `algorithm`).
+    pub algorithm: LinkAlgorithm,
     /// Bus bandwidth by message size per collective kind, where the table gives one; such a
     /// kind's time is `size × bus factor ÷ busbw(size)`.
     pub busbw: PerCollective<Option<FloatCurve>>,
+}
+
+/// How a tier runs its collectives: the table's `algorithm`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkAlgorithm {
+    /// A ring: `n − 1` latency steps per pass.
+    Ring,
+    /// A tree: `⌈log₂ n⌉` latency steps per pass, the ring's bandwidth.
+    Tree,
+    /// NCCL's choice per call: an all-reduce across nodes runs whichever of the ring and NCCL's
+    /// tree its model times faster ([`nccl_tree_all_reduce`]), every other collective the ring.
+    Nccl,
+}
+
+impl LinkAlgorithm {
+    /// The algorithm a table's `algorithm` names (`ring` for any other name: the loader refuses
+    /// those).
+    pub fn of(name: &str) -> LinkAlgorithm {
+        match name {
+            "tree" => LinkAlgorithm::Tree,
+            "nccl" => LinkAlgorithm::Nccl,
+            _ => LinkAlgorithm::Ring,
+        }
+    }
+}
+
+impl LinkRate {
+    /// Whether its collectives take a tree's latency steps.
+    pub fn tree(&self) -> bool {
+        self.algorithm == LinkAlgorithm::Tree
+    }
+
+    /// Bus bandwidth of `kind` for a `size`-byte logical tensor: its curve at that size, or the
+    /// tier's achievable bandwidth where the table has no curve for the kind.
+    pub fn bus_bandwidth(&self, kind: Collective, size: f64) -> f64 {
+        self.busbw[kind]
+            .as_ref()
+            .map_or(self.bandwidth, |c| c.at(size))
+    }
 }
 
 /// One value per collective kind, named by kind. Indexed by [`Collective`].
@@ -295,7 +330,7 @@ impl LinkLayout {
             (Some(c), None) => c.max() * fc_share(n, peers),
             (None, _) => link * n.saturating_sub(1).max(1) as f64 * self.intra_efficiency,
         };
-        Some((bw, steps(kind, n, l.tree)))
+        Some((bw, steps(kind, n, l.tree())))
     }
 
     /// Achievable bytes per second of one link of the torus or fully connected node.
@@ -399,8 +434,7 @@ impl Rates {
             LinkRate {
                 bandwidth: f(&c.achievable_bandwidth(t)),
                 latency: f(&l.latency.value),
-                tree: l.algorithm == "tree",
-                select: l.algorithm == "nccl",
+                algorithm: LinkAlgorithm::of(&l.algorithm),
                 busbw,
             }
         };
@@ -555,10 +589,7 @@ impl Rates {
             } else {
                 (n - 1) as f64
             };
-            return match &l.busbw[kind] {
-                Some(c) => steps * l.latency + wire / (c.at(full) * scale),
-                None => steps * l.latency + wire / (l.bandwidth * scale),
-            };
+            return steps * l.latency + wire / (l.bus_bandwidth(kind, full) * scale);
         }
         if k >= n || axis.tier == Tier::Intra {
             return self.intra_ring(kind, n, axis.stride, full);
@@ -571,7 +602,7 @@ impl Rates {
         let g = n / k;
         let share = full / k as f64;
         let across = match kind {
-            Collective::AllReduce if inter.select => {
+            Collective::AllReduce if inter.algorithm == LinkAlgorithm::Nccl => {
                 ring(kind, g, share, &inter).min(nccl_tree_all_reduce(g, share, full, &inter))
             }
             _ => ring(kind, g, share, &inter),
@@ -828,10 +859,7 @@ pub fn nccl_tree_all_reduce(g: u64, share: f64, full: f64, l: &LinkRate) -> f64 
     if g <= 1 {
         return 0.0;
     }
-    let bw = match &l.busbw[Collective::AllReduce] {
-        Some(c) => c.at(share),
-        None => l.bandwidth,
-    };
+    let bw = l.bus_bandwidth(Collective::AllReduce, share);
     let steps = 2.0 * (g as f64).log2().floor();
     steps * l.latency + 2.0 * share / (bw * NCCL_TREE_BUSBW * nccl_tree_correction(full))
 }
@@ -843,11 +871,7 @@ fn ring(kind: Collective, n: u64, full: f64, l: &LinkRate) -> f64 {
     if n <= 1 {
         return 0.0;
     }
-    let bw = match &l.busbw[kind] {
-        Some(c) => c.at(full),
-        None => l.bandwidth,
-    };
-    steps(kind, n, l.tree) * l.latency + bus_factor(kind, n) * full / bw
+    steps(kind, n, l.tree()) * l.latency + bus_factor(kind, n) * full / l.bus_bandwidth(kind, full)
 }
 
 #[cfg(test)]
@@ -1053,8 +1077,12 @@ mod tests {
             .chain(&["mi300x", "mi325x", "mi355x", "tpu-v5p", "tpu-v6e", "gaudi3"])
         {
             let r = Rates::of(&Calibration::resolve(name).unwrap());
-            assert_eq!(r.inter.select, nccl.contains(name), "{name}");
-            assert!(!r.intra.select, "{name}");
+            assert_eq!(
+                r.inter.algorithm == LinkAlgorithm::Nccl,
+                nccl.contains(name),
+                "{name}"
+            );
+            assert_ne!(r.intra.algorithm, LinkAlgorithm::Nccl, "{name}");
         }
     }
 

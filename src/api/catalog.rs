@@ -211,7 +211,7 @@ pub struct MachineEntry {
     /// The accelerator.
     pub device: String,
     /// Dense peak FLOP/s per device by number format (`bf16`, `fp8`, `fp4`, `fp32`, `int8`).
-    #[serde(serialize_with = "ser_rationals")]
+    #[serde(serialize_with = "crate::sym::ser_rational_map")]
     pub peak_flops: std::collections::BTreeMap<String, crate::sym::Rational>,
     /// HBM bytes per second per device.
     #[serde(serialize_with = "crate::sym::ser_rational")]
@@ -231,18 +231,6 @@ pub struct MachineEntry {
     pub inter_algorithm: String,
     /// The table's description.
     pub doc: String,
-}
-
-fn ser_rationals<S: serde::Serializer>(
-    m: &std::collections::BTreeMap<String, crate::sym::Rational>,
-    s: S,
-) -> Result<S::Ok, S::Error> {
-    use serde::ser::SerializeMap;
-    let mut map = s.serialize_map(Some(m.len()))?;
-    for (k, v) in m {
-        map.serialize_entry(k, &v.to_string())?;
-    }
-    map.end()
 }
 
 /// The shipped machines, by name.

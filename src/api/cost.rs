@@ -205,16 +205,22 @@ pub struct Cost {
     /// The model's name.
     pub model: String,
     /// Sizes at the model file's placeholders (defaults marked `assumed`) that no binding gave.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty", serialize_with = "ser_map")]
+    #[serde(
+        skip_serializing_if = "BTreeMap::is_empty",
+        serialize_with = "crate::sym::ser_rational_map"
+    )]
     pub assumed_sizes: BTreeMap<String, Rational>,
     /// The symbols the bindings changed, with their values.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty", serialize_with = "ser_map")]
+    #[serde(
+        skip_serializing_if = "BTreeMap::is_empty",
+        serialize_with = "crate::sym::ser_rational_map"
+    )]
     pub overrides: BTreeMap<String, Rational>,
     /// The settings that change how its operators run.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub settings: BTreeMap<String, String>,
     /// Every symbol's value.
-    #[serde(serialize_with = "ser_map")]
+    #[serde(serialize_with = "crate::sym::ser_rational_map")]
     pub symbols: BTreeMap<String, Rational>,
     /// Parameters.
     pub params: Quantity,
@@ -232,10 +238,6 @@ pub struct Cost {
     /// Warnings and notes (`warning: …`, `note: …`), as the command line prints them.
     #[serde(skip)]
     pub warnings: Vec<String>,
-}
-
-fn ser_map<S: Serializer>(m: &BTreeMap<String, Rational>, s: S) -> Result<S::Ok, S::Error> {
-    s.collect_map(m.iter().map(|(k, v)| (k, v.to_string())))
 }
 
 fn ser_activations<S: Serializer>(q: &Quantity, s: S) -> Result<S::Ok, S::Error> {

@@ -705,10 +705,6 @@ pub struct RankResult {
     pub warnings: Vec<String>,
 }
 
-fn ser_map<S: Serializer>(m: &BTreeMap<String, Rational>, s: S) -> Result<S::Ok, S::Error> {
-    s.collect_map(m.iter().map(|(k, v)| (k, v.to_string())))
-}
-
 fn ser_opt<S: Serializer>(r: &Option<Rational>, s: S) -> Result<S::Ok, S::Error> {
     match r {
         Some(r) => s.collect_str(r),
@@ -730,7 +726,10 @@ fn ser_range<S: Serializer>(
 #[derive(Serialize)]
 pub(crate) struct Document<'a, E: Serialize, W: Serialize> {
     model: &'a str,
-    #[serde(skip_serializing_if = "BTreeMap::is_empty", serialize_with = "ser_map")]
+    #[serde(
+        skip_serializing_if = "BTreeMap::is_empty",
+        serialize_with = "crate::sym::ser_rational_map"
+    )]
     assumed_sizes: &'a BTreeMap<String, Rational>,
     #[serde(serialize_with = "ser_rational")]
     global_batch: &'a Rational,
@@ -1075,7 +1074,11 @@ fn result_of(
         calibration: calib.name.clone(),
         what_if: calib.what_if.clone(),
         stack_profile: calib.stack_text(),
-        borrowed_curves: borrowed_curves(calib, &rows, search.seconds),
+        borrowed_curves: if search.seconds {
+            calib.borrowed_gemm_curves(rows.iter().map(|r| r.precision))
+        } else {
+            Vec::new()
+        },
         capacity,
         memory_limit: search.memory.clone(),
         headroom: opts.headroom_text(),
@@ -1101,23 +1104,6 @@ fn result_of(
         partial_domains: None,
         warnings: Vec::new(),
     }
-}
-
-/// The borrowed-curve lines of the precisions of `rows`, once each, where they are timed
-/// (`seconds`).
-fn borrowed_curves(calib: &Calibration, rows: &[RankRow], seconds: bool) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    if !seconds {
-        return out;
-    }
-    for r in rows {
-        if let Some(line) = calib.borrowed_gemm_curve(r.precision) {
-            if !out.contains(&line) {
-                out.push(line);
-            }
-        }
-    }
-    out
 }
 
 /// The knobs in which `alike` differ from `k`, each with every value seen (the row's first).

@@ -1043,6 +1043,23 @@ impl Calibration {
         ))
     }
 
+    /// [`Calibration::borrowed_gemm_curve`] of each of `precisions`, each line once, in order.
+    pub fn borrowed_gemm_curves(
+        &self,
+        precisions: impl IntoIterator<Item = crate::strategy::Precision>,
+    ) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for line in precisions
+            .into_iter()
+            .filter_map(|p| self.borrowed_gemm_curve(p))
+        {
+            if !out.contains(&line) {
+                out.push(line);
+            }
+        }
+        out
+    }
+
     /// Devices per node.
     pub fn gpus_per_node(&self) -> u64 {
         self.gpus_per_node

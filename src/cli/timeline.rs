@@ -289,10 +289,11 @@ fn print_port_header(plan: &TimingPlan, rows: &[Summary], machines: &[Calibratio
         println!("{line}");
     }
     println!("{}", units::stack_line(rows[0].stack_profile.as_deref()));
-    for m in machines {
-        if let Some(line) = m.borrowed_gemm_curve(plan.knobs.precision) {
-            println!("{line}");
-        }
+    for line in machines
+        .iter()
+        .filter_map(|m| m.borrowed_gemm_curve(plan.knobs.precision))
+    {
+        println!("{line}");
     }
     println!();
 }

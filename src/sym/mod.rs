@@ -43,6 +43,14 @@ pub fn ser_rational<S: serde::Serializer>(r: &Rational, s: S) -> Result<S::Ok, S
     }
 }
 
+/// Serialises a map of exact numbers, each as [`ser_rational`]'s text.
+pub fn ser_rational_map<S: serde::Serializer>(
+    m: &std::collections::BTreeMap<String, Rational>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.collect_map(m.iter().map(|(k, v)| (k, v.to_string())))
+}
+
 /// `x` as a float, the largest float where it does not fit.
 pub fn float(x: &Rational) -> f64 {
     num_traits::ToPrimitive::to_f64(x).unwrap_or(f64::MAX)

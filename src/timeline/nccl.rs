@@ -513,7 +513,7 @@ pub fn busbw_point(log: &NcclLog, row: &NcclRow, rates: &Rates) -> Option<(f64, 
     let steps = match kind {
         // All-to-all is timed with n − 1 steps on either algorithm.
         Collective::AllToAll => (ranks - 1) as f64,
-        _ => steps(kind, ranks, link.tree),
+        _ => steps(kind, ranks, link.tree()),
     };
     let own = row.seconds - fixed;
     let bandwidth_time = own - steps * link.latency;

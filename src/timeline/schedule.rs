@@ -118,13 +118,11 @@ pub fn sends_after_next(schedule: Schedule, s: usize, p: usize, m: usize, len: u
 /// The pipeline ranks that hold virtual stage `stage` of `p` ranks: its position modulo `p`
 /// (interleaving places chunk c of rank s as stage c·p + s), and under DualPipe also rank
 /// p − 1 − stage, which holds the mirrored copy (DualPipe needs p even, so the two differ).
-pub fn stage_ranks(schedule: Schedule, stage: usize, p: usize) -> Vec<usize> {
+pub fn stage_ranks(schedule: Schedule, stage: usize, p: usize) -> impl Iterator<Item = usize> {
     let own = stage % p;
-    if schedule.bidirectional() && p > 1 && stage < p && p - 1 - stage != own {
-        vec![own, p - 1 - stage]
-    } else {
-        vec![own]
-    }
+    let mirror = (schedule.bidirectional() && p > 1 && stage < p && p - 1 - stage != own)
+        .then(|| p - 1 - stage);
+    std::iter::once(own).chain(mirror)
 }
 
 /// The pipeline rank that runs `stage` for `microbatch`: the stage's own rank (its position

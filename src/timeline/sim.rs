@@ -2122,7 +2122,7 @@ impl<'a> Layout<'a> {
         }
         // The blocks of the items it holds (under DualPipe a copy of stages d and p − 1 − d).
         let blocks: Vec<usize> = (0..self.nst)
-            .filter(|&s| stage_ranks(k.schedule, s, self.p).contains(&d))
+            .filter(|&s| stage_ranks(k.schedule, s, self.p).any(|r| r == d))
             .flat_map(|s| self.first[s]..self.first[s + 1])
             .map(|i| plan.items[i])
             .collect();

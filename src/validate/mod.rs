@@ -274,7 +274,7 @@ pub fn run_file_with(
     let mut loader = ModelLoader::embedded()?;
     let raw: serde_yaml::Value = src.parse()?;
     let stem = name_of(name).to_owned();
-    let mut borrowed: Vec<String> = Vec::new();
+    let mut precisions = Vec::new();
     for (i, mut run) in file.runs.into_iter().enumerate() {
         let idx = i.to_string();
         let at = |field: &str, msg: String| src.error_at(&["runs", &idx, field], msg);
@@ -285,11 +285,7 @@ pub fn run_file_with(
         let (name, measure, published, bound) =
             (run.name.clone(), run.measure, run.published, run.bound);
         let own = predict(run, &mut loader, &calib, src, &idx)?;
-        if let Some(line) = calib.borrowed_gemm_curve(own.precision) {
-            if !borrowed.contains(&line) {
-                borrowed.push(line);
-            }
-        }
+        precisions.push(own.precision);
         let (lo, hi, fitting) = {
             let mut band_run = |j: usize, alt: &serde_yaml::Value| {
                 let other = band_item(&raw, i, alt).map_err(|e| {
@@ -354,7 +350,7 @@ pub fn run_file_with(
         mean_abs_error: mean,
         max_abs_error: max,
         sweeps,
-        borrowed_curves: borrowed,
+        borrowed_curves: calib.borrowed_gemm_curves(precisions),
     })
 }
 
