@@ -140,26 +140,46 @@ fn exact(v: &serde_json::Value, key: &str) -> Rational {
 }
 
 /// Table 2 of arXiv:2412.19437: DualPipe holds 2× the parameters of 1F1B and PP + 1
-/// micro-batches of activations (1F1B: PP on its first stage). Here per stage of gpt3-125m at
-/// pp = 4: twice the weights, gradients and optimizer state; activations of 5 micro-batches
-/// where 1F1B's stage s holds 4 − s.
+/// micro-batches of activations (1F1B: PP on its first stage); deepseek-ai/DualPipe places
+/// stages s and pp − 1 − s on rank s. Here gpt3-125m at pp = 4, whose stage 0 holds the
+/// embedding and stage 3 the head, so a rank's two stages differ: rank s holds the weights,
+/// gradients and optimizer state of 1F1B's stages s and 3 − s, and at the fullest moment of its
+/// program, walked here task by task, the micro-batches it holds of each (from a forward to its
+/// weight gradient), each at 1F1B's per-micro-batch activations of that stage (1F1B's stage s
+/// holds 4 − s).
 #[test]
-fn dualpipe_holds_twice_the_parameters_and_pp_plus_1_activations() {
+fn dualpipe_holds_both_stages_parameters_and_pp_plus_1_activations() {
     let (one, dual) = (stage_memory("1f1b"), stage_memory("dualpipe"));
-    assert_eq!(one.len(), 4);
-    for s in 0..4 {
+    let (p, m) = (4usize, 8usize);
+    assert_eq!(one.len(), p);
+    let per_microbatch: Vec<Rational> = (0..p)
+        .map(|s| exact(&one[s], "activations") / q((p - s) as i64))
+        .collect();
+    assert_ne!(per_microbatch[0], per_microbatch[p - 1]);
+    for s in 0..p {
+        let mirror = p - 1 - s;
         for key in ["params", "grads", "optimizer"] {
             assert_eq!(
                 exact(&dual[s], key),
-                exact(&one[s], key) * q(2),
-                "stage {s} {key}"
+                exact(&one[s], key) + exact(&one[mirror], key),
+                "rank {s} {key}"
             );
         }
-        assert_eq!(
-            exact(&dual[s], "activations") * q(4 - s as i64),
-            exact(&one[s], "activations") * q(5),
-            "stage {s}"
-        );
+        let (mut held, mut fullest, mut most) = ([0i64; 2], q(0), 0);
+        for t in program(Schedule::DualPipe, s, p, m, 1) {
+            let i = usize::from(t.stage != s);
+            match t.pass {
+                Pass::Forward => held[i] += 1,
+                Pass::Weight => held[i] -= 1,
+                Pass::Backward => continue,
+            }
+            let now = per_microbatch[s].clone() * q(held[0])
+                + per_microbatch[mirror].clone() * q(held[1]);
+            fullest = fullest.max(now);
+            most = most.max(held[0] + held[1]);
+        }
+        assert_eq!(most, p as i64 + 1, "rank {s}");
+        assert_eq!(exact(&dual[s], "activations"), fullest, "rank {s}");
     }
 }
 

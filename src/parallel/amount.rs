@@ -439,8 +439,8 @@ pub fn in_flight<T: Amount>(k: &Knobs, v: u64, s: usize) -> T {
         Schedule::ZeroBubbleH1 => T::int(k.microbatches.min(k.pp)),
         // DeepSeek-V3 Technical Report (arXiv:2412.19437), Table 2: "Activation" per device
         // PP + 1 under DualPipe (PP under 1F1B and ZB1P), in micro-batches of one stage's
-        // activations; counted on each of the rank's two stages (equal when its stages hold
-        // the same layers) and, as the table does, whole until the weight gradient.
+        // activations, whole until the weight gradient: a stage taken alone. A rank's two
+        // stages are priced together by [`BlockCost::memory`].
         Schedule::DualPipe => T::int(k.pp + 1),
         Schedule::Interleaved => {
             let base = k.microbatches.min(k.pp - s as u64);
@@ -1094,31 +1094,76 @@ impl<T: Amount> BlockCost<T> {
                 - self.fp8_dense() * T::ratio(WEIGHT_BYTES as u64, dense)
                 - self.fp8_experts.clone() * T::ratio(WEIGHT_BYTES as u64, experts);
         }
-        let held = [w, g, o];
-        // DualPipe keeps two copies of the parameters, stages i and pp − 1 − i on rank i
-        // (arXiv:2412.19437, Table 2: "Parameter" 2× against 1F1B's 1×), with their gradients
-        // and optimizer state: priced as twice this stage's, exact where the two stages hold
-        // the same layers.
-        if k.schedule.bidirectional() && k.pp > 1 {
-            held.map(|x| x * T::int(2))
+        // Under DualPipe a rank also holds its mirrored stage's ([`BlockCost::memory`]).
+        [w, g, o]
+    }
+
+    /// What one micro-batch in flight keeps for the backward: the saved activations, and under
+    /// autocast the bf16 copies of the weights each micro-batch's graph keeps for the
+    /// backward's input gradients (not under full recomputation: the recomputed forward casts
+    /// them again).
+    fn held_per_microbatch(&self, k: &Knobs) -> T {
+        let casts = weight_cast_saved(k);
+        if casts > 0 {
+            self.saved.clone() + (self.params.clone() + self.params_expert.clone()) * T::int(casts)
         } else {
-            held
+            self.saved.clone()
         }
+    }
+
+    /// Memory of the device that runs stage `s` (of these summed costs) with `v` chunks:
+    /// weights, gradients and optimizer state, and activations ([`BlockCost::activations`]).
+    /// Under DualPipe the rank also holds stage pp − 1 − s, whose summed costs are `mirror`
+    /// (DeepSeek-V3 Technical Report, arXiv:2412.19437, Table 2: "Parameter" 2× against
+    /// 1F1B's 1×; deepseek-ai/DualPipe places stages s and pp − 1 − s on rank s): both
+    /// stages' state, and at each moment of its program the micro-batches it holds of each
+    /// ([`crate::strategy::schedule::dualpipe_held`]), the largest of those sums. Exact for
+    /// stages of different sizes, as rank 0 pairs the embedding's stage with the head's.
+    pub fn memory(
+        &self,
+        k: &Knobs,
+        v: u64,
+        s: usize,
+        full_layer_saved: &T,
+        mirror: Option<&Self>,
+    ) -> [T; 4] {
+        let [w, g, o] = self.state(k);
+        let Some(other) = mirror.filter(|_| k.schedule.bidirectional() && k.pp > 1) else {
+            return [w, g, o, self.activations(k, v, s, full_layer_saved)];
+        };
+        let [w2, g2, o2] = other.state(k);
+        let (own, theirs) = (self.held_per_microbatch(k), other.held_per_microbatch(k));
+        let held =
+            crate::strategy::schedule::dualpipe_held(s, k.pp as usize, k.microbatches as usize);
+        let mut act = if own == theirs {
+            // Stages holding the same: PP + 1 of them, a polynomial.
+            own * T::int(held.iter().map(|[a, b]| a + b).max().unwrap_or(0))
+        } else {
+            let mut act: Option<T> = None;
+            for [a, b] in &held {
+                let x = own.clone() * T::int(*a) + theirs.clone() * T::int(*b);
+                if act.as_ref().is_none_or(|y| x > *y) {
+                    act = Some(x);
+                }
+            }
+            let act = act.unwrap_or_default();
+            if held.len() > 1 {
+                act.piecewise()
+            } else {
+                act
+            }
+        };
+        if k.recompute == Recompute::Full {
+            act = act + full_layer_saved.clone();
+        }
+        [w + w2, g + g2, o + o2, act]
     }
 
     /// Activation bytes of a stage: what each micro-batch in flight saves, and under full
     /// recomputation the largest layer's activations again (`full_layer_saved`) while it is
     /// recomputed.
     pub fn activations(&self, k: &Knobs, v: u64, s: usize, full_layer_saved: &T) -> T {
-        // Under autocast each micro-batch's graph keeps its bf16 copies of the weights for the
-        // backward's input gradients (not under full recomputation: the recomputed forward
-        // casts them again).
-        let mut saved = self.saved.clone();
-        let casts = weight_cast_saved(k);
-        if casts > 0 {
-            saved = saved + (self.params.clone() + self.params_expert.clone()) * T::int(casts);
-        }
-        let mut act = saved * in_flight(k, v, s);
+        let mut act = self.held_per_microbatch(k) * in_flight(k, v, s);
         if k.recompute == Recompute::Full {
             act = act + full_layer_saved.clone();
         }

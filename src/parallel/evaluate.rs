@@ -1624,6 +1624,9 @@ fn rough_each<N>(
 ) {
     let mf = k.microbatches as f64;
     let full_recompute = full_layer_saved(numbers, layer_block, k, |n| n.approx.saved);
+    // Under DualPipe a stage's memory depends on its mirrored stage too, which another group
+    // may hold: every stage is visited.
+    let all = all || k.schedule.bidirectional();
     // What depends on a stage's blocks alone, computed once for each group of stages holding
     // the same copies: the same operations on the same values, so the same floats.
     let mut current: Option<(usize, StageParts)> = None;
@@ -1637,7 +1640,16 @@ fn rough_each<N>(
         let p2p = stage_boundary(plan, k, layer_block, s, |b| numbers[b].approx.boundary);
         let full = parts.time + kap.dp * parts.dp + kap.edp * parts.edp - parts.hidden
             + kap.p2p * p2p * mf;
-        let mem = parts.state + parts.cost.activations(k, plan.v, s, &full_recompute);
+        let mem: f64 = match dualpipe_mirror(k, s) {
+            Some(m) => {
+                let mirror = BlockCost::stage(&plan.cf, plan.counts(m));
+                let held = parts
+                    .cost
+                    .memory(k, plan.v, s, &full_recompute, Some(&mirror));
+                held.iter().sum()
+            }
+            None => parts.state + parts.cost.activations(k, plan.v, s, &full_recompute),
+        };
         visit(RoughStage {
             compute: parts.compute,
             hidden_flops: if parts.hidden_by_compute {
@@ -1667,6 +1679,11 @@ fn interleaved_boundary(counts: &[(usize, u64)], layer_block: &[bool], v: u64) -
         return None;
     }
     counts.iter().map(|(b, _)| *b).find(|b| layer_block[*b])
+}
+
+/// Under DualPipe with more than one stage, the stage whose rank also runs stage `s`: pp − 1 − s.
+fn dualpipe_mirror(k: &Knobs, s: usize) -> Option<usize> {
+    (k.schedule.bidirectional() && k.pp > 1).then(|| k.pp as usize - 1 - s)
 }
 
 /// A stage priced in floating point, for choosing.
@@ -2157,8 +2174,15 @@ impl<T: Priced> StagePricer<'_, T> {
     /// Memory per device of stage `s` (its summed costs `c`): weights, gradients and optimizer
     /// state ([`BlockCost::state`]) and the activations of the micro-batches in flight.
     fn memory(&self, c: &BlockCost<T>, s: usize) -> Held<T> {
-        let [params, grads, optimizer] = c.state(self.k);
-        let activations = c.activations(self.k, self.plan.v, s, &self.full_layer_saved);
+        let mirror =
+            dualpipe_mirror(self.k, s).map(|m| BlockCost::stage(self.costs, self.plan.counts(m)));
+        let [params, grads, optimizer, activations] = c.memory(
+            self.k,
+            self.plan.v,
+            s,
+            &self.full_layer_saved,
+            mirror.as_ref(),
+        );
         let total = params.clone() + grads.clone() + optimizer.clone() + activations.clone();
         Held {
             params,
@@ -2251,6 +2275,8 @@ fn stages_to_price(rough: &[RoughStage], plan: &Plan, k: &Knobs, detail: bool) -
         Schedule::DualPipe => k.pp + 1,
         _ => k.microbatches.min(k.pp - s as u64),
     };
+    // Under DualPipe a rank's memory is its two stages'.
+    let key = |s: usize| (place(s), fly(s), dualpipe_mirror(k, s).map(place));
     let mut pick: Vec<usize> = Vec::new();
     let mut timed = Vec::new();
     let mut held = Vec::new();
@@ -2265,10 +2291,10 @@ fn stages_to_price(rough: &[RoughStage], plan: &Plan, k: &Knobs, detail: bool) -
             let new = if m < 2 {
                 !timed.contains(&p)
             } else {
-                !held.contains(&(p, fly(s)))
+                !held.contains(&key(s))
             };
             if new {
-                held.push((p, fly(s)));
+                held.push(key(s));
                 timed.push(p);
                 pick.push(s);
             }

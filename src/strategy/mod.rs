@@ -5,6 +5,7 @@ mod error_tests;
 mod file;
 mod knobs;
 mod mesh;
+pub mod schedule;
 
 pub use crate::error::strategy::{
     partial_node_size, NotDivisible, StrategyError, Unsupported, MAX_DEVICES, MAX_GPUS_PER_NODE,

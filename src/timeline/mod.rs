@@ -12,7 +12,7 @@ pub use crate::machine as cost;
 mod event;
 pub mod nccl;
 mod plan;
-mod schedule;
+use crate::strategy::schedule;
 mod sim;
 mod svg;
 mod trace;

@@ -125,6 +125,32 @@ pub fn stage_ranks(schedule: Schedule, stage: usize, p: usize) -> impl Iterator<
     std::iter::once(own).chain(mirror)
 }
 
+/// Under DualPipe, the micro-batches whose activations rank `s` of `p` (even, more than 1)
+/// holds at once with `m` micro-batches, as pairs (of its own stage s, of its mirrored stage
+/// p − 1 − s): every state of its [`program`] that no other state exceeds in both, in program
+/// order. A micro-batch is held from its forward to its weight gradient, the last task that
+/// reads its activations. Their largest sum is the DeepSeek-V3 report's PP + 1 (arXiv:2412.19437,
+/// Table 2) on every rank; how it divides between the rank's two stages differs: rank 0, first
+/// in one direction and last in the other, holds p micro-batches of stage 0 and one of
+/// stage p − 1.
+pub fn dualpipe_held(s: usize, p: usize, m: usize) -> Vec<[u64; 2]> {
+    let mut held = [0u64; 2];
+    let mut states: Vec<[u64; 2]> = Vec::new();
+    for t in dualpipe(s, p, m).0 {
+        let i = usize::from(t.stage != s);
+        match t.pass {
+            Pass::Forward => held[i] += 1,
+            Pass::Weight => held[i] -= 1,
+            Pass::Backward => continue,
+        }
+        if states.iter().all(|x| x[0] < held[0] || x[1] < held[1]) {
+            states.retain(|x| x[0] > held[0] || x[1] > held[1]);
+            states.push(held);
+        }
+    }
+    states
+}
+
 /// The pipeline rank that runs `stage` for `microbatch`: the stage's own rank (its position
 /// modulo `p` under interleaving), except under DualPipe, whose second half of the
 /// micro-batches (`m/2..m`) enters at rank p − 1 and runs stage i on rank p − 1 − i.
@@ -403,6 +429,45 @@ mod tests {
             peak = peak.max(held);
         }
         peak
+    }
+
+    /// DeepSeek-V3 Technical Report (arXiv:2412.19437), Table 2: DualPipe's activation memory
+    /// is PP + 1 micro-batches of a stage. The program holds that many at its peak on every
+    /// rank, and its states' frontier agrees with a count over the whole program.
+    #[test]
+    fn dualpipe_holds_pp_plus_one_on_every_rank() {
+        for (p, m) in [
+            (2, 4),
+            (4, 8),
+            (4, 10),
+            (8, 16),
+            (8, 20),
+            (16, 32),
+            (16, 120),
+        ] {
+            for s in 0..p {
+                let frontier = dualpipe_held(s, p, m);
+                let peak = frontier.iter().map(|x| x[0] + x[1]).max().unwrap();
+                assert_eq!(peak, p as u64 + 1, "p={p} m={m} s={s}: {frontier:?}");
+                let prog = program(Schedule::DualPipe, s, p, m, 1);
+                assert_eq!(
+                    peak as usize,
+                    peak_in_flight(&prog, true),
+                    "p={p} m={m} s={s}"
+                );
+                // No state dominates another.
+                for a in &frontier {
+                    for b in &frontier {
+                        assert!(a == b || a[0] < b[0] || a[1] < b[1], "{frontier:?}");
+                    }
+                }
+            }
+            // Rank 0 is the first stage of one direction and the last of the other.
+            assert!(
+                dualpipe_held(0, p, m).contains(&[p as u64, 1]),
+                "p={p} m={m}"
+            );
+        }
     }
 
     #[test]
