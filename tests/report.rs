@@ -1261,3 +1261,30 @@ fn a_report_by_seconds_names_its_stack_profiles() {
     let relative = report_html("stack-relative.html", &base[..3]);
     assert!(!relative.contains("stack profile"));
 }
+
+/// With `--calib`, the simulated #1's MFU is labelled with what it is of, and the note under
+/// it gives the definition (under FP8 and FP4 it can pass 100 %).
+#[test]
+fn report_says_what_mfu_is_of() {
+    let html = report_html(
+        "mfu.html",
+        &[
+            "gpt3-1.3b",
+            "--devices",
+            "8",
+            "--calib",
+            "a100-80gb",
+            "--top",
+            "2",
+        ],
+    );
+    assert!(
+        html.contains("<th>MFU (of the bf16 peak)</th>"),
+        "no MFU label"
+    );
+    assert!(
+        html.contains(symshard::units::MFU_MEANS),
+        "no MFU definition"
+    );
+    assert!(!html.contains("<th>MFU</th>"));
+}

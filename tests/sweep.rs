@@ -83,6 +83,13 @@ fn parquet_and_csv_hold_the_same_rows_with_infeasible_points_and_their_reasons()
     );
     let batch = read_parquet(&dir.join("r.parquet"));
     assert_eq!(batch.num_rows(), 6);
+    // MFU's column says what it is of (the dense bf16 peak, under every precision).
+    let schema = batch.schema();
+    let mfu = schema.field_with_name("mfu").unwrap();
+    assert_eq!(
+        mfu.metadata().get("description").map(String::as_str),
+        Some(symshard::units::MFU_MEANS)
+    );
     let col = |n: &str| batch.column_by_name(n).unwrap().clone();
     let point = col("point");
     let point = point.as_primitive::<UInt64Type>();

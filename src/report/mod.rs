@@ -1316,10 +1316,16 @@ fn timeline_summary(t: &Value) -> String {
         "model TFLOP/s per device",
         format!("{:.1}", float(&t["model_tflops_per_device"])),
     );
-    row(&mut h, "MFU", units::percent_float(float(&t["mfu"])));
+    row(
+        &mut h,
+        "MFU (of the bf16 peak)",
+        units::percent_float(float(&t["mfu"])),
+    );
     row(&mut h, "devices shown", text(&t["representative"]));
     // One figure per quantity: the bubble of #1 is the ranking's, not a second, simulated one.
-    h.push_str("</table><p class=\"note\">The step of #1 simulated on this machine. Its bubble is the ranking's bubble column; the gaps in the chart are where each device idles.</p>");
+    h.push_str("</table><p class=\"note\">The step of #1 simulated on this machine. Its bubble is the ranking's bubble column; the gaps in the chart are where each device idles. ");
+    h.push_str(&esc(units::MFU_MEANS));
+    h.push_str(".</p>");
     h
 }
 

@@ -5,6 +5,7 @@
 use super::point::Row;
 use super::spec::Loaded;
 use crate::error::{Error, Result};
+use crate::units;
 use arrow::array::{ArrayRef, BooleanArray, Float64Array, StringArray, UInt64Array};
 use arrow::datatypes::{DataType, Field, Schema};
 use arrow::record_batch::RecordBatch;
@@ -149,7 +150,15 @@ pub fn record_batch(rows: &[Row]) -> Result<RecordBatch> {
                 Arc::new(rows.iter().map(f).collect::<BooleanArray>()),
             ),
         };
-        fields.push(Field::new(name, ty, nullable));
+        let field = Field::new(name, ty, nullable);
+        // A column whose figure needs its definition carries it.
+        fields.push(match name {
+            "mfu" => field.with_metadata(std::collections::HashMap::from([(
+                "description".to_string(),
+                units::MFU_MEANS.to_string(),
+            )])),
+            _ => field,
+        });
         arrays.push(array);
     }
     RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)
