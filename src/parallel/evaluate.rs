@@ -1588,8 +1588,19 @@ fn full_layer_saved<T: Amount, N>(
 
 /// What a stage of `group` takes from its blocks alone under `k` ([`StageParts`]).
 fn group_parts(plan: &Plan, group: &StageGroup, k: &Knobs, kap: &Kappas<f64>) -> StageParts {
-    let mf = k.microbatches as f64;
-    let c = BlockCost::stage(&plan.cf, &group.counts);
+    parts_of(plan, &group.counts, k, kap, k.microbatches as f64)
+}
+
+/// What a device running the blocks `counts` for `mf` micro-batches each takes from them
+/// alone under `k` ([`StageParts`]).
+fn parts_of(
+    plan: &Plan,
+    counts: &[(usize, u64)],
+    k: &Knobs,
+    kap: &Kappas<f64>,
+    mf: f64,
+) -> StageParts {
+    let c = BlockCost::stage(&plan.cf, counts);
     let hidden = c.dp_hidden_bound(&mf, kap, k);
     StageParts {
         compute: c.compute_time(&mf, kap, k),
@@ -1622,34 +1633,49 @@ fn rough_each<N>(
     parts: Option<&[StageParts]>,
     mut visit: impl FnMut(RoughStage),
 ) {
-    let mf = k.microbatches as f64;
     let full_recompute = full_layer_saved(numbers, layer_block, k, |n| n.approx.saved);
-    // Under DualPipe a stage's memory depends on its mirrored stage too, which another group
-    // may hold: every stage is visited.
+    let boundary =
+        |s: usize| stage_boundary(plan, k, layer_block, s, |b| numbers[b].approx.boundary);
+    // Under DualPipe a stage stands for its rank, whose stages another group may hold: every
+    // stage is visited.
     let all = all || k.schedule.bidirectional();
     // What depends on a stage's blocks alone, computed once for each group of stages holding
     // the same copies: the same operations on the same values, so the same floats.
     let mut current: Option<(usize, StageParts)> = None;
     for (s, gi, group) in plan.representatives(all) {
-        let parts = match (current, parts) {
+        let own = match (current, parts) {
             (Some((g, x)), _) if g == gi => x,
             (_, Some(known)) => known[gi],
             _ => group_parts(plan, group, k, kap),
         };
-        current = Some((gi, parts));
-        let p2p = stage_boundary(plan, k, layer_block, s, |b| numbers[b].approx.boundary);
-        let full = parts.time + kap.dp * parts.dp + kap.edp * parts.edp - parts.hidden
-            + kap.p2p * p2p * mf;
-        let mem: f64 = match dualpipe_mirror(k, s) {
+        current = Some((gi, own));
+        // The blocks the device runs, for how many micro-batches each, sending how much per
+        // micro-batch, and its memory.
+        let (parts, mf, p2p, memory) = match dualpipe_mirror(k, s) {
             Some(m) => {
+                // DualPipe: stages s and pp − 1 − s, half the micro-batches through each
+                // ([`StagePricer::price`]).
+                let counts = rank_counts(plan.counts(s), plan.counts(m));
+                let half = k.microbatches as f64 / 2.0;
                 let mirror = BlockCost::stage(&plan.cf, plan.counts(m));
-                let held = parts
+                let held = own
                     .cost
                     .memory(k, plan.v, s, &full_recompute, Some(&mirror));
-                held.iter().sum()
+                let p2p = boundary(s) + boundary(m);
+                (
+                    parts_of(plan, &counts, k, kap, half),
+                    half,
+                    p2p,
+                    held.iter().sum(),
+                )
             }
-            None => parts.state + parts.cost.activations(k, plan.v, s, &full_recompute),
+            None => {
+                let act = own.cost.activations(k, plan.v, s, &full_recompute);
+                (own, k.microbatches as f64, boundary(s), own.state + act)
+            }
         };
+        let full = parts.time + kap.dp * parts.dp + kap.edp * parts.edp - parts.hidden
+            + kap.p2p * p2p * mf;
         visit(RoughStage {
             compute: parts.compute,
             hidden_flops: if parts.hidden_by_compute {
@@ -1659,7 +1685,7 @@ fn rough_each<N>(
             },
             time: parts.time,
             full,
-            memory: mem,
+            memory,
             weight: parts.cost.weight * mf,
             dualpipe: if k.schedule.bidirectional() {
                 parts.cost.dualpipe_bubble(&mf, kap, k)
@@ -1684,6 +1710,19 @@ fn interleaved_boundary(counts: &[(usize, u64)], layer_block: &[bool], v: u64) -
 /// Under DualPipe with more than one stage, the stage whose rank also runs stage `s`: pp − 1 − s.
 fn dualpipe_mirror(k: &Knobs, s: usize) -> Option<usize> {
     (k.schedule.bidirectional() && k.pp > 1).then(|| k.pp as usize - 1 - s)
+}
+
+/// The blocks a DualPipe rank runs: those of its stage (`own`) and of the mirrored stage
+/// (`mirror`), copies of the same block added, in order of first appearance.
+fn rank_counts(own: &[(usize, u64)], mirror: &[(usize, u64)]) -> Vec<(usize, u64)> {
+    let mut counts: Vec<(usize, u64)> = Vec::with_capacity(own.len() + mirror.len());
+    for &(b, n) in own.iter().chain(mirror) {
+        match counts.iter_mut().find(|(c, _)| *c == b) {
+            Some((_, m)) => *m += n,
+            None => counts.push((b, n)),
+        }
+    }
+    counts
 }
 
 /// A stage priced in floating point, for choosing.
@@ -2194,12 +2233,15 @@ impl<T: Priced> StagePricer<'_, T> {
     }
 
     /// The stages `pick`, priced exactly: stages in the same place ([`Plan::place`]) share
-    /// their times and traffic, priced once; each has its own memory.
+    /// their times and traffic, priced once; each has its own memory. Under DualPipe a stage
+    /// stands for its rank, whose place is its two stages'.
     fn price_all(&self, pick: &[usize]) -> Vec<PricedStage<T>> {
-        let mut known: Vec<(StagePlace<'_>, usize, BlockCost<T>)> = Vec::new();
+        type Place<'p> = (StagePlace<'p>, Option<StagePlace<'p>>);
+        let mut known: Vec<(Place<'_>, usize, BlockCost<T>)> = Vec::new();
         let mut priced: Vec<PricedStage<T>> = Vec::with_capacity(pick.len());
+        let place_of = |s: usize| self.plan.place(s, self.k.pp);
         for &s in pick {
-            let place = self.plan.place(s, self.k.pp);
+            let place = (place_of(s), dualpipe_mirror(self.k, s).map(place_of));
             if let Some((_, at, c)) = known.iter().find(|(p, ..)| *p == place) {
                 let mut p = priced[*at].clone();
                 p.stage = s as u64;
@@ -2215,20 +2257,53 @@ impl<T: Priced> StagePricer<'_, T> {
         priced
     }
 
+    /// Pipeline point-to-point bytes of stage `s` per micro-batch.
+    fn boundary(&self, s: usize) -> T {
+        stage_boundary(self.plan, self.k, self.layer_block, s, |b| {
+            self.costs[b].boundary.clone()
+        })
+    }
+
     /// Stage `s` (its summed costs `c`) priced exactly: its compute (memory-bound operators
-    /// cost their HBM traffic at κ_hbm), memory, time and traffic.
+    /// cost their HBM traffic at κ_hbm), memory, time and traffic. Under DualPipe, its rank
+    /// ([`rank_counts`]): stages s and pp − 1 − s, half the micro-batches through each, as the
+    /// timeline runs them.
     fn price(&self, s: usize, c: &BlockCost<T>) -> PricedStage<T> {
-        let (m, kap) = (&self.m, &self.kap);
+        match dualpipe_mirror(self.k, s) {
+            Some(mirror) => {
+                let counts = rank_counts(self.plan.counts(s), self.plan.counts(mirror));
+                let rank = BlockCost::stage(self.costs, &counts);
+                let half = self.m.clone() / T::int(2);
+                let p2p = (self.boundary(s) + self.boundary(mirror)) * half.clone();
+                self.price_as(s, c, &rank, &half, p2p)
+            }
+            None => {
+                let p2p = self.boundary(s) * self.m.clone();
+                self.price_as(s, c, c, &self.m, p2p)
+            }
+        }
+    }
+
+    /// Stage `s` (its summed costs `own`, for its memory) priced as its device runs it: the
+    /// summed costs `c` for `m` micro-batches, sending `p2p` bytes.
+    fn price_as(
+        &self,
+        s: usize,
+        own: &BlockCost<T>,
+        c: &BlockCost<T>,
+        m: &T,
+        p2p: T,
+    ) -> PricedStage<T> {
+        let kap = &self.kap;
         let traffic = Traffic {
             dp: c.dp_traffic(self.k),
             edp: c.edp_traffic(self.k),
             tp: c.tp_traffic(m),
-            p2p: stage_boundary(self.plan, self.k, self.layer_block, s, |b| {
-                self.costs[b].boundary.clone()
-            }) * m.clone(),
+            p2p,
             ep: c.ep_bytes.clone() * m.clone(),
             cp: c.cp_bytes.clone() * m.clone(),
         };
+        // The stage's own blocks (under DualPipe its rank also runs the mirrored stage's).
         let items = self
             .plan
             .counts(s)
@@ -2250,7 +2325,7 @@ impl<T: Priced> StagePricer<'_, T> {
             recomputed: c.recomputed.clone() * m.clone(),
             hbm_cost: kap.hbm.clone() * c.step_hbm(m, self.k),
             kernel_cost: c.kernel.clone() * m.clone(),
-            memory: self.memory(c, s),
+            memory: self.memory(own, s),
             time: c.time(m, kap, self.k),
             traffic,
             hidden,
@@ -2289,13 +2364,13 @@ fn stages_to_price(rough: &[RoughStage], plan: &Plan, k: &Knobs, detail: bool) -
             }
             let p = place(s);
             let new = if m < 2 {
-                !timed.contains(&p)
+                !timed.contains(&(p, dualpipe_mirror(k, s).map(place)))
             } else {
                 !held.contains(&key(s))
             };
             if new {
                 held.push(key(s));
-                timed.push(p);
+                timed.push((p, dualpipe_mirror(k, s).map(place)));
                 pick.push(s);
             }
         }
