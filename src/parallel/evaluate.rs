@@ -2965,6 +2965,52 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// Under DualPipe the screen prices each rank as the exact pricing does (its two stages,
+    /// half the micro-batches through each): compute and memory per rank agree to float
+    /// precision. gpt3-125m at pp = 4: rank 0 pairs the embedding's stage with the head's.
+    #[test]
+    fn the_screen_prices_dualpipe_ranks_as_the_exact_pricing() {
+        let model = crate::model::ModelLoader::embedded()
+            .unwrap()
+            .resolve("gpt3-125m")
+            .unwrap();
+        let mut values = model.values.clone();
+        values.insert("B".into(), r(16));
+        let k = Knobs {
+            pp: 4,
+            microbatches: 8,
+            schedule: Schedule::DualPipe,
+            ..Knobs::data_parallel(2)
+        };
+        let calib = Calibration::reference().unwrap();
+        let a = super::super::analysis::analyse(&model, &Default::default());
+        let b = microbatch_bindings(&model, &values, &k);
+        let numbers = block_numbers(&a, &b, &KernelEfficiency::of(&calib)).unwrap();
+        let e = evaluate(&model, &a, &numbers, &k, &calib, 8, &calib.memory_bytes()).unwrap();
+        let links = Links::of(&k, &calib, 8);
+        let kap = links.kappas();
+        let layer_block = layer_blocks(&model);
+        let share = ep_share(&numbers, &k, &links.mesh);
+        let plan = plan_pipeline(&numbers, &layer_block, &k, &kap, &share).unwrap();
+        let mut rough = Vec::new();
+        rough_each(&plan, &numbers, &layer_block, &k, &kap, false, None, |x| {
+            rough.push(x)
+        });
+        assert_eq!((rough.len(), e.stages.len()), (4, 4));
+        let close = |x: f64, y: &Rational| {
+            let y = float(y);
+            (x - y).abs() <= 1e-9 * y.abs()
+        };
+        for (s, x) in rough.iter().enumerate() {
+            let st = &e.stages[s];
+            assert!(close(x.memory, &st.memory.total), "rank {s} memory");
+            let compute = &st.flops + &st.kernel_cost + &st.hbm_cost;
+            assert!(close(x.compute, &compute), "rank {s} compute");
+        }
+        assert_ne!(e.stages[0].flops, e.stages[1].flops);
+        assert_eq!(e.stages[0].flops, e.stages[3].flops);
+    }
+
     /// Counting the embedding and the loss as layers, 126 layers split over 16 stages of 8
     /// chunks as Llama 3 405B's did (Grattafiori et al. 2024, §3.3.2): the first chunk holds
     /// only the embedding, the last only the head, every other chunk one layer; without the
