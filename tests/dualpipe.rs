@@ -489,3 +489,33 @@ fn busy_flops_are_the_mean_of_the_ranks_two_stages() {
         }
     }
 }
+
+/// `cost` under DualPipe says that its stage table's rows are ranks of two stages, and that the
+/// busiest device's FLOPs are a rank's.
+#[test]
+fn cost_says_its_rows_are_dualpipe_ranks() {
+    let out = symshard()
+        .args(["cost", "gpt3-125m", "--pp", "4", "--microbatches", "8"])
+        .args(["--schedule", "dualpipe"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(out).unwrap();
+    assert!(
+        text.contains("(busiest rank: its two stages, one device"),
+        "{text}"
+    );
+    assert!(text.contains("dualpipe: row s is rank s"), "{text}");
+    let plain = symshard()
+        .args(["cost", "gpt3-125m", "--pp", "4", "--microbatches", "8"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let plain = String::from_utf8(plain).unwrap();
+    assert!(plain.contains("(busiest stage, one device"), "{plain}");
+    assert!(!plain.contains("dualpipe: row s"), "{plain}");
+}

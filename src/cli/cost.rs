@@ -274,7 +274,7 @@ pub fn named_values<'a>(
 /// for, every operator.
 fn print_device(pd: &DeviceCost, e: &Evaluation, machine: &(String, Rational), legend: &str) {
     print_device_totals(pd, e, machine);
-    print_stages(pd);
+    print_stages(pd, dualpipe(e));
     print_collectives(pd, e);
     print_links(e, &machine.0);
     if let Some(rows) = &pd.per_op {
@@ -296,8 +296,13 @@ fn print_device_totals(pd: &DeviceCost, e: &Evaluation, machine: &(String, Ratio
         units::bytes_rounded(capacity)
     );
     println!(
-        "  compute FLOPs per step      {}  (busiest stage, one device, with recomputation)",
-        units::flops(&pd.flops)
+        "  compute FLOPs per step      {}  ({}, one device, with recomputation)",
+        units::flops(&pd.flops),
+        if dualpipe(e) {
+            "busiest rank: its two stages"
+        } else {
+            "busiest stage"
+        }
     );
     if pd.stages.len() > 1 {
         let all: Rational = pd.stages.iter().map(|s| &s.flops).sum();
@@ -344,8 +349,15 @@ fn print_device_totals(pd: &DeviceCost, e: &Evaluation, machine: &(String, Ratio
     );
 }
 
-/// Prints each pipeline stage's blocks, FLOPs and memory.
-fn print_stages(pd: &DeviceCost) {
+/// Whether the strategy runs DualPipe over more than one stage, where a row of the stage table
+/// is a rank running two stages.
+fn dualpipe(e: &Evaluation) -> bool {
+    e.knobs.schedule.bidirectional() && e.knobs.pp > 1
+}
+
+/// Prints each pipeline stage's blocks, FLOPs and memory; under DualPipe (`dualpipe`) each row
+/// is the rank that runs the stage and its mirror, and says so.
+fn print_stages(pd: &DeviceCost, dualpipe: bool) {
     println!("  stages");
     let stages: Vec<Vec<String>> = pd
         .stages
@@ -361,6 +373,11 @@ fn print_stages(pd: &DeviceCost) {
         })
         .collect();
     print_table("    ", "<<", &["", "blocks", "FLOPs", "memory"], &stages);
+    if dualpipe {
+        println!(
+            "    dualpipe: row s is rank s, which runs stage s (the blocks shown) and stage pp − 1 − s, half the micro-batches through each; FLOPs and memory are the rank's"
+        );
+    }
 }
 
 /// Prints the busiest stage's collectives (none on axes of 1), with a note on context
