@@ -134,6 +134,10 @@ pub fn stage_ranks(schedule: Schedule, stage: usize, p: usize) -> impl Iterator<
 /// in one direction and last in the other, holds p micro-batches of stage 0 and one of
 /// stage p − 1.
 pub fn dualpipe_held(s: usize, p: usize, m: usize) -> Vec<[u64; 2]> {
+    // Past 2p micro-batches the program only repeats its main step, whose F&B chunks each
+    // forward and fully backward a micro-batch of both phases: the same states again. So the
+    // walk is bounded whatever m is.
+    let m = if m > 2 * p { 2 * p } else { m };
     let mut held = [0u64; 2];
     let mut states: Vec<[u64; 2]> = Vec::new();
     for t in dualpipe(s, p, m).0 {
@@ -467,6 +471,46 @@ mod tests {
                 dualpipe_held(0, p, m).contains(&[p as u64, 1]),
                 "p={p} m={m}"
             );
+        }
+    }
+
+    /// The states past 2p micro-batches repeat: the bounded walk of [`dualpipe_held`] finds
+    /// what a walk of the whole program finds.
+    #[test]
+    fn dualpipe_held_is_bounded_in_the_micro_batches() {
+        for (p, m) in [
+            (2, 6),
+            (4, 10),
+            (4, 30),
+            (8, 18),
+            (8, 64),
+            (16, 34),
+            (16, 120),
+        ] {
+            for s in 0..p {
+                let (mut held, mut states) = ([0u64; 2], Vec::new());
+                for t in program(Schedule::DualPipe, s, p, m, 1) {
+                    let i = usize::from(t.stage != s);
+                    match t.pass {
+                        Pass::Forward => held[i] += 1,
+                        Pass::Weight => held[i] -= 1,
+                        Pass::Backward => continue,
+                    }
+                    states.push(held);
+                }
+                let frontier = dualpipe_held(s, p, m);
+                // Every state of the whole program is at or under one of the frontier's, and
+                // every frontier state occurs in it.
+                for x in &states {
+                    assert!(
+                        frontier.iter().any(|f| f[0] >= x[0] && f[1] >= x[1]),
+                        "p={p} m={m} s={s}: {x:?} not under {frontier:?}"
+                    );
+                }
+                for f in &frontier {
+                    assert!(states.contains(f), "p={p} m={m} s={s}: {f:?}");
+                }
+            }
         }
     }
 
