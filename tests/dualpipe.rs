@@ -519,3 +519,31 @@ fn cost_says_its_rows_are_dualpipe_ranks() {
     assert!(plain.contains("(busiest stage, one device"), "{plain}");
     assert!(!plain.contains("dualpipe: row s"), "{plain}");
 }
+
+/// `timeline` under DualPipe says that each device it shows runs two stages.
+#[test]
+fn timeline_says_a_dualpipe_device_runs_two_stages() {
+    let args = ["timeline", "gpt3-125m", "--pp", "4", "--microbatches", "8"];
+    let out = symshard()
+        .args(args)
+        .args(["--schedule", "dualpipe"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(out).unwrap();
+    assert!(
+        text.contains("rank s runs stages s and pp − 1 − s"),
+        "{text}"
+    );
+    let plain = symshard()
+        .args(args)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let plain = String::from_utf8(plain).unwrap();
+    assert!(plain.contains("one device per pipeline stage:"), "{plain}");
+}

@@ -187,7 +187,12 @@ fn timed(plan: &TimingPlan, calib: &Calibration, keep: bool) -> Result<Timeline>
         memory_limit: f(&calib.usable_memory_bytes()),
         memory_per_device: known_memory(plan).map(|m| f(&m)),
         representative: format!(
-            "one device per pipeline stage: its {} tensor-{}and data-parallel ranks are symmetric",
+            "one device per pipeline {}: its {} tensor-{}and data-parallel ranks are symmetric",
+            if k.schedule.bidirectional() && k.pp > 1 {
+                "rank (under dualpipe rank s runs stages s and pp − 1 − s; the stage shown is s)"
+            } else {
+                "stage"
+            },
             per_stage,
             if k.cp > 1 { ", context- " } else { " " }
         ),
