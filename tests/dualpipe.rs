@@ -494,28 +494,14 @@ fn busy_flops_are_the_mean_of_the_ranks_two_stages() {
 /// busiest device's FLOPs are a rank's.
 #[test]
 fn cost_says_its_rows_are_dualpipe_ranks() {
-    let out = symshard()
-        .args(["cost", "gpt3-125m", "--pp", "4", "--microbatches", "8"])
-        .args(["--schedule", "dualpipe"])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let text = String::from_utf8(out).unwrap();
+    let args = ["cost", "gpt3-125m", "--pp", "4", "--microbatches", "8"];
+    let text = common::stdout(&[&args[..], &["--schedule", "dualpipe"]].concat());
     assert!(
         text.contains("(busiest rank: its two stages, one device"),
         "{text}"
     );
     assert!(text.contains("dualpipe: row s is rank s"), "{text}");
-    let plain = symshard()
-        .args(["cost", "gpt3-125m", "--pp", "4", "--microbatches", "8"])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let plain = String::from_utf8(plain).unwrap();
+    let plain = common::stdout(&args);
     assert!(plain.contains("(busiest stage, one device"), "{plain}");
     assert!(!plain.contains("dualpipe: row s"), "{plain}");
 }
@@ -524,26 +510,11 @@ fn cost_says_its_rows_are_dualpipe_ranks() {
 #[test]
 fn timeline_says_a_dualpipe_device_runs_two_stages() {
     let args = ["timeline", "gpt3-125m", "--pp", "4", "--microbatches", "8"];
-    let out = symshard()
-        .args(args)
-        .args(["--schedule", "dualpipe"])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let text = String::from_utf8(out).unwrap();
+    let text = common::stdout(&[&args[..], &["--schedule", "dualpipe"]].concat());
     assert!(
         text.contains("rank s runs stages s and pp − 1 − s"),
         "{text}"
     );
-    let plain = symshard()
-        .args(args)
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let plain = String::from_utf8(plain).unwrap();
+    let plain = common::stdout(&args);
     assert!(plain.contains("one device per pipeline stage:"), "{plain}");
 }

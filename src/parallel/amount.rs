@@ -1113,7 +1113,7 @@ impl<T: Amount> BlockCost<T> {
 
     /// Memory of the device that runs stage `s` (of these summed costs) with `v` chunks:
     /// weights, gradients and optimizer state, and activations ([`BlockCost::activations`]).
-    /// Under DualPipe the rank also holds stage pp − 1 − s, whose summed costs are `mirror`
+    /// Under DualPipe (`mirror` given) the rank also holds stage pp − 1 − s, of summed costs `mirror`
     /// (DeepSeek-V3 Technical Report, arXiv:2412.19437, Table 2: "Parameter" 2× against
     /// 1F1B's 1×; deepseek-ai/DualPipe places stages s and pp − 1 − s on rank s): both
     /// stages' state, and at each moment of its program the micro-batches it holds of each
@@ -1128,7 +1128,7 @@ impl<T: Amount> BlockCost<T> {
         mirror: Option<&Self>,
     ) -> [T; 4] {
         let [w, g, o] = self.state(k);
-        let Some(other) = mirror.filter(|_| k.schedule.bidirectional() && k.pp > 1) else {
+        let Some(other) = mirror else {
             return [w, g, o, self.activations(k, v, s, full_layer_saved)];
         };
         let [w2, g2, o2] = other.state(k);

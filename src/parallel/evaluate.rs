@@ -1707,9 +1707,10 @@ fn interleaved_boundary(counts: &[(usize, u64)], layer_block: &[bool], v: u64) -
     counts.iter().map(|(b, _)| *b).find(|b| layer_block[*b])
 }
 
-/// Under DualPipe with more than one stage, the stage whose rank also runs stage `s`: pp − 1 − s.
+/// Under DualPipe with more than one stage, the stage whose rank also runs stage `s`,
+/// pp − 1 − s: the second of [`stage_ranks`].
 fn dualpipe_mirror(k: &Knobs, s: usize) -> Option<usize> {
-    (k.schedule.bidirectional() && k.pp > 1).then(|| k.pp as usize - 1 - s)
+    crate::strategy::schedule::stage_ranks(k.schedule, s, k.pp as usize).nth(1)
 }
 
 /// The blocks a DualPipe rank runs: those of its stage (`own`) and of the mirrored stage
@@ -2350,8 +2351,8 @@ fn stages_to_price(rough: &[RoughStage], plan: &Plan, k: &Knobs, detail: bool) -
         Schedule::DualPipe => k.pp + 1,
         _ => k.microbatches.min(k.pp - s as u64),
     };
-    // Under DualPipe a rank's memory is its two stages'.
-    let key = |s: usize| (place(s), fly(s), dualpipe_mirror(k, s).map(place));
+    // Under DualPipe a stage stands for its rank, whose place is its two stages'.
+    let at = |s: usize| (place(s), dualpipe_mirror(k, s).map(place));
     let mut pick: Vec<usize> = Vec::new();
     let mut timed = Vec::new();
     let mut held = Vec::new();
@@ -2362,15 +2363,15 @@ fn stages_to_price(rough: &[RoughStage], plan: &Plan, k: &Knobs, detail: bool) -
             if get(x) < top - top.abs() * 1e-9 || pick.contains(&s) {
                 continue;
             }
-            let p = place(s);
+            let p = at(s);
             let new = if m < 2 {
-                !timed.contains(&(p, dualpipe_mirror(k, s).map(place)))
+                !timed.contains(&p)
             } else {
-                !held.contains(&key(s))
+                !held.contains(&(p, fly(s)))
             };
             if new {
-                held.push(key(s));
-                timed.push((p, dualpipe_mirror(k, s).map(place)));
+                held.push((p, fly(s)));
+                timed.push(p);
                 pick.push(s);
             }
         }
