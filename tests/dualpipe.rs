@@ -518,3 +518,111 @@ fn timeline_says_a_dualpipe_device_runs_two_stages() {
     let plain = common::stdout(&args);
     assert!(plain.contains("one device per pipeline stage:"), "{plain}");
 }
+
+/// `cost gpt3-125m --pp 4 --dp 2 --microbatches 8` under `schedule` and ZeRO `zero`, as JSON.
+fn rank_cost(schedule: &str, zero: &str) -> serde_json::Value {
+    common::json(&[
+        "cost",
+        "gpt3-125m",
+        "--pp",
+        "4",
+        "--dp",
+        "2",
+        "--microbatches",
+        "8",
+        "--schedule",
+        schedule,
+        "--zero",
+        zero,
+        "--format",
+        "json",
+    ])["per_device"]
+        .clone()
+}
+
+/// DualPipe keeps every stage on two ranks, so before the optimizer step a rank adds its
+/// mirror's gradients to its own (deepseek-ai/DualPipe, `examples/example_dualpipe.py`:
+/// `p0.grad += p1all[pp_size - 1 - rank]`). The rank sends the bf16 gradient of what it
+/// updates: without ZeRO, all its weights, as many bytes as its bf16 weights; under ZeRO 1 its
+/// half of them at dp = 2. Those bytes are part of its point-to-point traffic, whose
+/// activation sends ZeRO does not change; 1F1B sends none of them.
+#[test]
+fn a_dualpipe_rank_sends_its_gradients_to_its_mirror() {
+    let (zero0, zero1) = (rank_cost("dualpipe", "0"), rank_cost("dualpipe", "1"));
+    let sum = |v: &serde_json::Value| exact(v, "grad_sum_bytes");
+    let weights: Vec<Rational> = zero0["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| exact(&s["memory"], "params"))
+        .collect();
+    // Each row is a rank of two stages and holds both stages' weights: the busiest rank's.
+    let w = weights
+        .iter()
+        .find(|w| **w == sum(&zero0))
+        .unwrap_or_else(|| panic!("{} among {weights:?}", sum(&zero0)));
+    assert_eq!(sum(&zero1), w / Rational::from_integer(2.into()));
+    assert_eq!(
+        exact(&zero0, "p2p_bytes") - sum(&zero0),
+        exact(&zero1, "p2p_bytes") - sum(&zero1)
+    );
+    let one = rank_cost("1f1b", "0");
+    assert!(one.get("grad_sum_bytes").is_none(), "{one}");
+    let text = common::stdout(&[
+        "cost",
+        "gpt3-125m",
+        "--pp",
+        "4",
+        "--microbatches",
+        "8",
+        "--schedule",
+        "dualpipe",
+    ]);
+    assert!(text.contains("of which gradient sum"), "{text}");
+}
+
+/// In the timeline each rank sends its copies' gradients to its mirror once, after its last
+/// gradient and before its optimizer step, on the pipeline's stream: here without ZeRO and
+/// data parallelism, 2 bytes (bf16) for each of the weights of its two stages.
+#[test]
+fn the_timeline_sums_each_ranks_gradients_before_its_step() {
+    let rates = Rates::of(&Calibration::reference().unwrap());
+    let (p, m, layers) = (4u64, 8u64, 8usize);
+    let with_weights = |schedule: Schedule| {
+        let mut plan = uniform(knobs(p, m, schedule), layers, (1000, 2000, 1000));
+        plan.blocks[0].params = q(1_000_000);
+        plan.blocks[0].ops[0].params = q(1_000_000);
+        symshard::timeline::time_plan(&plan, &Calibration::reference().unwrap())
+            .unwrap()
+            .sim
+    };
+    let sim = with_weights(Schedule::DualPipe);
+    let per_rank = 2.0 * (layers as f64 / p as f64) * 1e6 * 2.0;
+    for d in 0..p as usize {
+        let on = |what: What| -> Vec<&Event> {
+            sim.events
+                .iter()
+                .filter(|e| e.device == d && e.what == what)
+                .collect()
+        };
+        let sums = on(What::GradSum);
+        assert_eq!(sums.len(), 1, "rank {d}");
+        let g = sums[0];
+        assert_eq!(g.stream, Stream::P2p);
+        assert_eq!(g.bytes, per_rank, "rank {d}");
+        let want = rates.p2p_seconds(per_rank, symshard::strategy::Tier::Intra);
+        assert!((g.dur - want).abs() <= 1e-12 * want, "rank {d}");
+        let last_grad = sim
+            .events
+            .iter()
+            .filter(|e| e.device == d && e.stream == Stream::Compute)
+            .filter(|e| !matches!(e.what, What::Optimizer))
+            .map(|e| e.start + e.dur)
+            .fold(0.0, f64::max);
+        assert!(g.start >= last_grad - 1e-12, "rank {d}");
+        let opt = on(What::Optimizer);
+        assert!(opt[0].start >= g.start + g.dur - 1e-12, "rank {d}");
+    }
+    let one = with_weights(Schedule::OneFOneB);
+    assert!(one.events.iter().all(|e| e.what != What::GradSum));
+}

@@ -340,6 +340,8 @@ class PerDevice:
     flops: Number
     comm: List[Collective]
     p2p_bytes: Number
+    # Of p2p_bytes, under DualPipe, the sum of the rank's copies' gradients with its mirror's.
+    grad_sum_bytes: Number
     memory: Memory
     feasible: bool
     reason: Optional[str]
@@ -353,6 +355,7 @@ class PerDevice:
             flops=n.flops,
             comm=[Collective._from_native(c) for c in n.comm],
             p2p_bytes=n.p2p_bytes,
+            grad_sum_bytes=n.grad_sum_bytes,
             memory=Memory._from_native(n.memory),
             feasible=n.feasible,
             reason=n.reason,

@@ -135,6 +135,7 @@ class PerDevice:
     flops: Number
     comm: list[Collective]
     p2p_bytes: Number
+    grad_sum_bytes: Number
     memory: Memory
     feasible: bool
     reason: str | None

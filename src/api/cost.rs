@@ -180,6 +180,13 @@ pub struct DeviceCost {
     /// Point-to-point bytes per step.
     #[serde(serialize_with = "ser_rational")]
     pub p2p_bytes: Rational,
+    /// Of `p2p_bytes`, under DualPipe, the sum of the rank's copies' gradients with its
+    /// mirror's; zero, and absent from JSON, under the other schedules.
+    #[serde(
+        serialize_with = "ser_rational",
+        skip_serializing_if = "num_traits::Zero::is_zero"
+    )]
+    pub grad_sum_bytes: Rational,
     /// Memory by kind.
     pub memory: crate::parallel::Memory,
     /// Whether it fits the machine's memory: the fullest device needs no more than
@@ -478,6 +485,7 @@ fn per_device(
             })
             .collect(),
         p2p_bytes: e.p2p_bytes.clone(),
+        grad_sum_bytes: e.grad_sum_bytes.clone(),
         memory: e.memory.clone(),
         feasible: e.feasible,
         memory_limit: st.memory.clone(),

@@ -316,6 +316,12 @@ fn print_device_totals(pd: &DeviceCost, e: &Evaluation, machine: &(String, Ratio
         "  point-to-point bytes        {}",
         units::bytes(&pd.p2p_bytes)
     );
+    if !num_traits::Zero::is_zero(&pd.grad_sum_bytes) {
+        println!(
+            "    of which gradient sum     {}  (dualpipe: the rank's copies' gradients added to its mirror's before the optimizer step)",
+            units::bytes(&pd.grad_sum_bytes)
+        );
+    }
     println!(
         "  memory  weights             {}",
         units::bytes(&pd.memory.params)

@@ -406,6 +406,26 @@ pub fn dp_traffic_factor<T: Amount>(k: &Knobs) -> T {
     }
 }
 
+/// Under DualPipe with more than one stage, the bytes a rank holding `dense` and `experts`
+/// parameter elements (its two stages') exchanges per step with the rank holding the other
+/// copies of its stages, to sum the two copies' gradients (zero under the other schedules).
+/// DualPipe keeps every stage twice, on ranks s and pp − 1 − s (arXiv:2412.19437, Table 2:
+/// "Parameter" 2×), and each copy gets the gradients of half the micro-batches, so before the
+/// optimizer step each rank adds its mirror's gradients to its own (deepseek-ai/DualPipe,
+/// `examples/example_dualpipe.py`: `p0.grad += p1all[pp_size - 1 - rank]`). What a rank
+/// exchanges is the gradient of the parameters it updates: all of them without ZeRO, its
+/// 1/replicas shard (the experts' 1/expert replicas) under ZeRO ≥ 1, after the data-parallel
+/// reduction, in the type that reduction moves (bf16, fp32 under autocast). Both ranks send
+/// at once, so a rank sends these bytes once, as a pipeline send, over the pipeline's link.
+pub fn dualpipe_grad_sum<T: Amount>(dense: T, experts: T, k: &Knobs) -> T {
+    if !k.schedule.bidirectional() || k.pp <= 1 {
+        return T::zero();
+    }
+    let (d, e) = k.shard_groups(k.zero >= 1);
+    let each = T::int(WEIGHT_BYTES as u64 * k.precision.wire_factor());
+    (dense / T::int(d) + experts / T::int(e)) * each
+}
+
 /// The part of a stage's data-parallel traffic per step that can run while the device
 /// computes, in all-reduce units of its gradient bytes (as [`dp_traffic_factor`]; see
 /// [`BlockCost::dp_hidden`]): the gradient reduction where it is overlapped
@@ -1027,6 +1047,12 @@ impl<T: Amount> BlockCost<T> {
     pub fn edp_traffic(&self, k: &Knobs) -> T {
         let [_, (expert, saving)] = self.dp_groups(k);
         self.group_traffic(expert, saving, k)
+    }
+
+    /// Under DualPipe, the bytes a rank of these summed costs (its two stages') sends per step
+    /// to sum its copies' gradients with its mirror's ([`dualpipe_grad_sum`]).
+    pub fn grad_sum_bytes(&self, k: &Knobs) -> T {
+        dualpipe_grad_sum(self.params.clone(), self.params_expert.clone(), k)
     }
 
     /// A group's traffic from its gradient bytes and what FP8 parameters save it.

@@ -728,6 +728,14 @@ pub struct Evaluation {
     /// Point-to-point bytes sent per device per step.
     #[serde(serialize_with = "crate::sym::ser_rational")]
     pub p2p_bytes: Rational,
+    /// Of `p2p_bytes`, under DualPipe, the sum of the busiest rank's copies' gradients with
+    /// its mirror's ([`crate::parallel::amount::dualpipe_grad_sum`]); zero, and not
+    /// serialized, under the other schedules.
+    #[serde(
+        serialize_with = "crate::sym::ser_rational",
+        skip_serializing_if = "num_traits::Zero::is_zero"
+    )]
+    pub grad_sum_bytes: Rational,
     /// Memory of the fullest device.
     pub memory: Memory,
     /// Stages.
@@ -1675,7 +1683,7 @@ fn rough_each<N>(
             }
         };
         let full = parts.time + kap.dp * parts.dp + kap.edp * parts.edp - parts.hidden
-            + kap.p2p * p2p * mf;
+            + kap.p2p * (p2p * mf + parts.cost.grad_sum_bytes(k));
         visit(RoughStage {
             compute: parts.compute,
             hidden_flops: if parts.hidden_by_compute {
@@ -2173,6 +2181,9 @@ struct PricedStage<T> {
     time: T,
     /// Its bytes per dimension.
     traffic: Traffic<T>,
+    /// Of its point-to-point bytes, the DualPipe sum of its copies' gradients with its
+    /// mirror's ([`BlockCost::grad_sum_bytes`]; zero under the other schedules).
+    grad_sum: T,
     /// The FLOP-equivalents of its data-parallel traffic that run under its compute
     /// ([`BlockCost::dp_hidden`]).
     hidden: T,
@@ -2286,7 +2297,9 @@ impl<T: Priced> StagePricer<'_, T> {
     }
 
     /// Stage `s` (its summed costs `own`, for its memory) priced as its device runs it: the
-    /// summed costs `c` for `m` micro-batches, sending `p2p` bytes.
+    /// summed costs `c` for `m` micro-batches, sending `p2p` bytes of activations and their
+    /// gradients, and under DualPipe the sum of its copies' gradients with its mirror's
+    /// ([`BlockCost::grad_sum_bytes`]) over the same link.
     fn price_as(
         &self,
         s: usize,
@@ -2296,11 +2309,12 @@ impl<T: Priced> StagePricer<'_, T> {
         p2p: T,
     ) -> PricedStage<T> {
         let kap = &self.kap;
+        let grad_sum = c.grad_sum_bytes(self.k);
         let traffic = Traffic {
             dp: c.dp_traffic(self.k),
             edp: c.edp_traffic(self.k),
             tp: c.tp_traffic(m),
-            p2p,
+            p2p: p2p + grad_sum.clone(),
             ep: c.ep_bytes.clone() * m.clone(),
             cp: c.cp_bytes.clone() * m.clone(),
         };
@@ -2329,6 +2343,7 @@ impl<T: Priced> StagePricer<'_, T> {
             memory: self.memory(own, s),
             time: c.time(m, kap, self.k),
             traffic,
+            grad_sum,
             hidden,
             hidden_by_compute,
         }
@@ -2911,6 +2926,7 @@ pub fn evaluate_with<T: Priced>(
         model_flops: model_flops(numbers, k),
         comm,
         p2p_bytes: priced[bs].traffic.p2p.value().clone(),
+        grad_sum_bytes: priced[bs].grad_sum.value().clone(),
         memory: fullest,
         stages,
         bubble_fraction: busy.bubble_fraction.clone(),

@@ -201,6 +201,8 @@ pub enum What {
     GradNorm,
     /// The distributed optimizer's all-gather of the updated weights.
     ParamGather,
+    /// Under DualPipe, the exchange that sums a rank's copies' gradients with its mirror's.
+    GradSum,
 }
 
 /// One event of a device's timeline.

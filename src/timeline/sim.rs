@@ -1331,6 +1331,8 @@ struct Layout<'a> {
     cap: f64,
     /// Whether every layer's weights are gathered before its use (FSDP: ZeRO 3).
     fsdp: bool,
+    /// The tier of the pipeline's links.
+    p2p_tier: crate::strategy::Tier,
 }
 
 impl<'a> Layout<'a> {
@@ -1427,6 +1429,7 @@ impl<'a> Layout<'a> {
             // reductions and its kernels (which it slows by the contention share while both
             // run), and the layer waits for it.
             fsdp: k.zero == 3 && replicas > 1,
+            p2p_tier: mesh.p2p_tier(),
             ctx,
         }
     }
@@ -2130,6 +2133,26 @@ impl<'a> Layout<'a> {
         let held = blocks
             .iter()
             .fold(HeldParams::default(), |sum, &b| sum + self.block_held[b]);
+        // Under DualPipe, the sum of its copies' gradients with its mirror's, before the step.
+        let grad_sum = crate::parallel::amount::dualpipe_grad_sum(held.dense, held.experts, k);
+        if grad_sum > 0.0 {
+            let ready = dev.free.iter().cloned().fold(0.0, f64::max);
+            let e = Event {
+                device: d,
+                stream: Stream::P2p,
+                start: 0.0,
+                dur: rates.p2p_seconds(grad_sum, self.p2p_tier),
+                what: What::GradSum,
+                pass: Pass::Backward,
+                stage: d,
+                item: None,
+                microbatch: None,
+                flops: 0.0,
+                bytes: grad_sum,
+                deps: dev.last.iter().flatten().copied().collect(),
+            };
+            dev.push(rec, e, ready);
+        }
         let ready = dev.free.iter().cloned().fold(0.0, f64::max);
         let deps: Vec<usize> = dev.last.iter().flatten().copied().collect();
         let e = Event {

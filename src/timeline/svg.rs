@@ -30,6 +30,7 @@ const KINDS: [(&str, &str); 10] = [
 fn kind(e: &Event) -> usize {
     match (e.stream, &e.what, e.pass) {
         (_, What::Optimizer, _) => 9,
+        (_, What::GradSum, _) => 4,
         (
             _,
             What::Op {

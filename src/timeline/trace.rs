@@ -86,6 +86,7 @@ pub(crate) fn label(plan: &TimingPlan, e: &Event, item: &str) -> String {
         What::Optimizer => "optimizer step".into(),
         What::GradNorm => "gradient-norm all-reduce".into(),
         What::ParamGather => "parameter all-gather (distributed optimizer)".into(),
+        What::GradSum => "gradient sum with the mirrored rank (DualPipe)".into(),
     }
 }
 
