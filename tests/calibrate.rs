@@ -509,6 +509,39 @@ fn the_a100_tables_carry_the_shipped_sweeps_curve() {
     }
 }
 
+/// The H800 table's FP8 GEMM curve is what `symshard calibrate gemm` makes of the published
+/// DeepGEMM benchmark shipped beside it (github.com/deepseek-ai/DeepGEMM, README.md at 327ec92:
+/// 28 block-scaled FP8 GEMMs on H800 SXM5, 206 to 1,520 TFLOPS), point for point; its bf16
+/// curve stays the table's own. The rows keep the published rates: the fastest is 1,520 TFLOP/s
+/// (M = 4096, N = 7168, K = 16384) and the slowest 206 (M = 64, N = 2112, K = 7168).
+#[test]
+fn the_h800_fp8_curve_is_the_shipped_deepgemm_benchmark() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let file = root.join("calibration/sweeps/h800-deepgemm.csv");
+    let sweep = parse_sweep(&file, &std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!((sweep.rows.len(), sweep.fp8_rows.len()), (0, 28));
+    let tflops = |r: &symshard::calib::gemm::GemmRow| r.flops() / r.seconds / 1e12;
+    let rates: Vec<f64> = sweep.fp8_rows.iter().map(tflops).collect();
+    let best = rates.iter().cloned().fold(f64::MIN, f64::max);
+    let worst = rates.iter().cloned().fold(f64::MAX, f64::min);
+    assert!(
+        (best - 1520.0).abs() < 1e-6 && (worst - 206.0).abs() < 1e-6,
+        "{best} {worst}"
+    );
+    let table = Calibration::resolve("h800").unwrap();
+    let swept = calibrate(&sweep, &table, "h800").unwrap();
+    let fp8 = table.device.efficiency.matmul_fp8.as_ref().unwrap();
+    assert_eq!(
+        fp8.points,
+        swept.device.efficiency.matmul_fp8.unwrap().points
+    );
+    assert!(fp8.source.contains("DeepGEMM") && fp8.source.contains("327ec92"));
+    assert_eq!(
+        table.device.efficiency.matmul,
+        swept.device.efficiency.matmul
+    );
+}
+
 /// Every shipped table (`calibration/*.yaml`) loads by its name, is named as its file, and
 /// every number in it carries a non-empty `source`.
 #[test]
