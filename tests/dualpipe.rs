@@ -501,9 +501,14 @@ fn cost_says_its_rows_are_dualpipe_ranks() {
         "{text}"
     );
     assert!(text.contains("dualpipe: row s is rank s"), "{text}");
+    assert!(
+        text.contains("collectives (busiest rank: its two stages, half the micro-batches"),
+        "{text}"
+    );
     let plain = common::stdout(&args);
     assert!(plain.contains("(busiest stage, one device"), "{plain}");
     assert!(!plain.contains("dualpipe: row s"), "{plain}");
+    assert!(plain.contains("collectives (busiest stage;"), "{plain}");
 }
 
 /// `timeline` under DualPipe says that each device it shows runs two stages.
@@ -625,4 +630,44 @@ fn the_timeline_sums_each_ranks_gradients_before_its_step() {
     }
     let one = with_weights(Schedule::OneFOneB);
     assert!(one.events.iter().all(|e| e.what != What::GradSum));
+}
+
+/// Under DualPipe `cost` lists the collectives of the busiest rank, both its stages: gpt3-125m
+/// at pp = 4 puts four layers on each middle stage, so a middle rank runs eight layers for half
+/// the micro-batches each. Its tensor-parallel calls per step are a middle stage's under 1F1B
+/// (8 layers × 4 micro-batches = 4 × 8), and it reduces the gradients of twice the layers.
+#[test]
+fn dualpipe_lists_the_collectives_of_both_stages() {
+    let calls = |schedule: &str| -> [u64; 2] {
+        let v = common::json(&[
+            "cost",
+            "gpt3-125m",
+            "--pp",
+            "4",
+            "--dp",
+            "2",
+            "--tp",
+            "2",
+            "--microbatches",
+            "8",
+            "--schedule",
+            schedule,
+            "--format",
+            "json",
+        ]);
+        let mut n = [0, 0];
+        for r in v["per_device"]["comm"].as_array().unwrap() {
+            let i = match r["axis"].as_str().unwrap() {
+                "tp" => 0,
+                "dp" => 1,
+                other => panic!("{other}"),
+            };
+            n[i] += r["count"].as_u64().unwrap();
+        }
+        n
+    };
+    let ([tp1, dp1], [tp2, dp2]) = (calls("1f1b"), calls("dualpipe"));
+    assert!(tp1 > 0 && dp1 > 0);
+    assert_eq!(tp2, tp1);
+    assert_eq!(dp2, 2 * dp1);
 }

@@ -386,11 +386,16 @@ fn print_stages(pd: &DeviceCost, dualpipe: bool) {
     }
 }
 
-/// Prints the busiest stage's collectives (none on axes of 1), with a note on context
-/// parallelism's where it is used.
+/// Prints the busiest stage's collectives (under DualPipe its rank's, both stages'; none on
+/// axes of 1), with a note on context parallelism's where it is used.
 fn print_collectives(pd: &DeviceCost, e: &Evaluation) {
     println!(
-        "  collectives (busiest stage; bytes per rank per call, ring traffic; none on axes of 1)"
+        "  collectives ({}; bytes per rank per call, ring traffic; none on axes of 1)",
+        if dualpipe(e) {
+            "busiest rank: its two stages, half the micro-batches through each"
+        } else {
+            "busiest stage"
+        }
     );
     if e.knobs.cp > 1 {
         println!(

@@ -2880,31 +2880,11 @@ pub fn evaluate_with<T: Priced>(
     let priced = pricer.price_all(&pick);
     let busy = relative_cost(&priced, &links, &pricer.kap, k, plan.v)?;
     let bs = busy.at;
-    let mut comm = Vec::new();
-    let busiest_blocks = plan.counts(pick[bs]);
-    if detail {
-        comm.extend(analysis_rows(a, numbers, k, &links, busiest_blocks)?);
-    }
-    if detail && k.cp > 1 {
-        comm.extend(ring_rows(
-            a,
-            numbers,
-            k,
-            &links,
-            &layer_block,
-            busiest_blocks,
-        ));
-    }
-    if detail && k.ep > 1 {
-        comm.extend(all_to_all_rows(
-            a,
-            numbers,
-            k,
-            &links,
-            busiest_blocks,
-            &share,
-        ));
-    }
+    let comm = if detail {
+        busiest_rows(a, numbers, k, &links, &plan, &layer_block, pick[bs], &share)?
+    } else {
+        Vec::new()
+    };
     let fullest = (0..priced.len())
         .max_by(|x, y| {
             let total = |i: usize| priced[i].memory.total.value();
@@ -2935,6 +2915,40 @@ pub fn evaluate_with<T: Priced>(
         reason,
         formulas,
     })
+}
+
+/// The collectives of the device running stage `s` (the busiest): the operators',
+/// under context parallelism the ring's, under expert parallelism the all-to-alls'. Under
+/// DualPipe, its rank's: both its stages' blocks, each for half the micro-batches.
+#[allow(clippy::too_many_arguments)]
+fn busiest_rows<T: Priced>(
+    a: &Analysis,
+    numbers: &[BlockNumbers<T>],
+    k: &Knobs,
+    links: &Links,
+    plan: &Plan,
+    layer_block: &[bool],
+    s: usize,
+    share: &Rational,
+) -> Result<Vec<CommRow>, StrategyError> {
+    let (blocks, k) = match dualpipe_mirror(k, s) {
+        Some(mirror) => (
+            rank_counts(plan.counts(s), plan.counts(mirror)),
+            Knobs {
+                microbatches: k.microbatches / 2,
+                ..k.clone()
+            },
+        ),
+        None => (plan.counts(s).to_vec(), k.clone()),
+    };
+    let mut comm = analysis_rows(a, numbers, &k, links, &blocks)?;
+    if k.cp > 1 {
+        comm.extend(ring_rows(a, numbers, &k, links, layer_block, &blocks));
+    }
+    if k.ep > 1 {
+        comm.extend(all_to_all_rows(a, numbers, &k, links, &blocks, share));
+    }
+    Ok(comm)
 }
 
 /// The formulas of the busiest stage `busiest`, of its relative cost and of the fullest
