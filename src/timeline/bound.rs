@@ -397,9 +397,13 @@ pub fn lower_bound(
     if r.dual {
         // An F&B chunk hides collectives that the pass chains count as waited for, so a rank's
         // chains are no bound on its time there: only its gradients' reduction and what
-        // follows it are.
+        // follows it are: the sum of its copies' gradients with its mirror's, the optimizer
+        // step and the weight gather.
         for (d, o) in opt.iter().enumerate() {
-            best = best.max(reduce[d] + o + gather_after[d]);
+            let h = &r.held[d];
+            let sum = crate::parallel::amount::dualpipe_grad_sum(h.dense, h.experts, k);
+            let sum = rates.p2p_seconds(sum, mesh.p2p_tier());
+            best = best.max(reduce[d] + sum + o + gather_after[d]);
         }
         return best;
     }
