@@ -85,6 +85,12 @@ fn strategies() -> Vec<Knobs> {
         amp.precision = Precision::Autocast;
         v.push(amp);
     }
+    // DualPipe: each rank runs two stages and sums its copies' gradients with its mirror's.
+    for zero in [0, 1] {
+        let mut dual = knobs(2, 1, 2, 4, Schedule::DualPipe, 1);
+        dual.zero = zero;
+        v.push(dual);
+    }
     v
 }
 
