@@ -90,3 +90,34 @@ fn expert_parallelism_leaves_each_device_the_same_expert_state_to_update() {
         );
     }
 }
+
+/// A device reads and writes the weights of its own experts only. Its expert GEMM `expert_w1`
+/// (Mixtral 8x7B, one 256-token sequence per device at dp 8, two experts per token) reads the
+/// 512 routed tokens' rows (4096 bf16 elements each) and the weights of its 8/ep experts
+/// (4096 × 14336 each) and writes 512 rows of 14336: the same FLOPs at every ep, a weight
+/// 1/ep the size. Its backward reads and writes each of these twice (the output gradient read
+/// by both gradient GEMMs, the input's and the weight's gradients written, the weight and the
+/// input read).
+#[test]
+fn an_expert_gemm_moves_the_weights_of_the_devices_own_experts() {
+    for ep in [1u64, 2, 8] {
+        let (plan, _) = common::plan_on(
+            "mixtral-8x7b",
+            &[("B", 8), ("S", 256)],
+            &knobs(ep, 0),
+            "h100-sxm",
+        );
+        let op = plan
+            .blocks
+            .iter()
+            .flat_map(|b| &b.ops)
+            .find(|o| o.name == "expert_w1")
+            .unwrap();
+        let slots = 256 * 2;
+        let want = 2 * (slots * 4096 + (8 / ep as i64) * 4096 * 14336 + slots * 14336);
+        let q = |n: i64| symshard::sym::Rational::from_integer(n.into());
+        assert_eq!(op.forward_bytes, q(want), "ep {ep}");
+        assert_eq!(op.backward_bytes, q(2 * want), "ep {ep}");
+        assert_eq!(op.forward_flops, q(2 * slots * 4096 * 14336), "ep {ep}");
+    }
+}

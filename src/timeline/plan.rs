@@ -435,9 +435,17 @@ pub fn strategy_blocks(
             }
         }
         block.params = &block.params - &n.expert_params + &n.expert_params / &ep;
+        // A device reads and writes the weights of its E/ep experts only: the rule's bytes
+        // (its forward reads the weight, its backward reads it and writes its gradient) count
+        // every expert's. Its FLOPs stay: E/ep experts, each with ep devices' slots.
+        let dtype = r(u64::from(model.dtype_bytes));
         for &k in &experts {
-            block.ops[k].params = &block.ops[k].params / &ep;
-            block.ops[k].weight_share = Rational::one() / &ep;
+            let op = &mut block.ops[k];
+            let elsewhere = &op.params * &dtype * (Rational::one() - Rational::one() / &ep);
+            op.forward_bytes = &op.forward_bytes - &elsewhere;
+            op.backward_bytes = &op.backward_bytes - &elsewhere * r(2);
+            op.params = &op.params / &ep;
+            op.weight_share = Rational::one() / &ep;
         }
     }
     Ok(blocks)
