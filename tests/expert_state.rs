@@ -121,3 +121,40 @@ fn an_expert_gemm_moves_the_weights_of_the_devices_own_experts() {
         assert_eq!(op.forward_flops, q(2 * slots * 4096 * 14336), "ep {ep}");
     }
 }
+
+/// `cost --per-op` lists a device's own parameters: at ep = 8 an expert GEMM holds one of
+/// Mixtral's 8 experts (4096 × 14336), at ep = 1 all 8; a dense operator is unchanged.
+#[test]
+fn per_op_rows_hold_the_devices_own_experts() {
+    let params = |ep: &str| -> std::collections::BTreeMap<String, String> {
+        let v = common::json(&[
+            "cost",
+            "mixtral-8x7b",
+            "--dp",
+            "8",
+            "--ep",
+            ep,
+            "--set",
+            "B=8",
+            "--set",
+            "S=256",
+            "--per-op",
+            "--format",
+            "json",
+        ]);
+        v["per_device"]["per_op"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|o| o["block"] == "layer")
+            .map(|o| {
+                let p = o["params"].as_str().unwrap().to_string();
+                (o["name"].as_str().unwrap().to_string(), p)
+            })
+            .collect()
+    };
+    let (one, eight) = (params("1"), params("8"));
+    assert_eq!(one["expert_w1"], (8 * 4096 * 14336).to_string());
+    assert_eq!(eight["expert_w1"], (4096 * 14336).to_string());
+    assert_eq!(one["q_proj"], eight["q_proj"]);
+}

@@ -448,6 +448,15 @@ fn per_device(
         p.eval(&b)
             .map_err(|e| Error::Usage(format!("cannot evaluate: {e} (bind it with --set)")))
     };
+    // Under expert parallelism a device holds the weights of E/ep experts.
+    let expert_share = |o: &crate::parallel::analysis::OpAnalysis| {
+        let ep = if o.role == Some(crate::rules::Role::ExpertGemm) {
+            st.knobs.ep.max(1)
+        } else {
+            1
+        };
+        Rational::from_integer(ep.into())
+    };
     let per_op = if per_op {
         let mut rows = Vec::new();
         for blk in &analysis.blocks {
@@ -459,7 +468,7 @@ fn per_device(
                     tp_split: o.plan.tp.as_ref().map(|(i, t)| format!("{i} ({t:?})")),
                     forward: ev(&o.forward)?,
                     backward: ev(&o.backward)?,
-                    params: ev(&o.params)?,
+                    params: ev(&o.params)? / expert_share(o),
                     saved: ev(&o.saved)?,
                 });
             }
