@@ -114,19 +114,11 @@ fn schedule_device(stage: usize, microbatch: usize, p: usize, m: usize) -> usize
     device_of(Schedule::DualPipe, stage, microbatch, p, m)
 }
 
+/// `cost gpt3-125m` at pp = 4 and 8 micro-batches, the schedule left to add.
+const COST_PP4: [&str; 6] = ["cost", "gpt3-125m", "--pp", "4", "--microbatches", "8"];
+
 fn stage_memory(schedule: &str) -> Vec<serde_json::Value> {
-    let v = common::json(&[
-        "cost",
-        "gpt3-125m",
-        "--pp",
-        "4",
-        "--microbatches",
-        "8",
-        "--schedule",
-        schedule,
-        "--format",
-        "json",
-    ]);
+    let v = common::json(&[&COST_PP4[..], &["--schedule", schedule, "--format", "json"]].concat());
     v["per_device"]["stages"]
         .as_array()
         .unwrap()
@@ -494,7 +486,7 @@ fn busy_flops_are_the_mean_of_the_ranks_two_stages() {
 /// busiest device's FLOPs are a rank's.
 #[test]
 fn cost_says_its_rows_are_dualpipe_ranks() {
-    let args = ["cost", "gpt3-125m", "--pp", "4", "--microbatches", "8"];
+    let args = COST_PP4;
     let text = common::stdout(&[&args[..], &["--schedule", "dualpipe"]].concat());
     assert!(
         text.contains("(busiest rank: its two stages, one device"),
@@ -526,23 +518,17 @@ fn timeline_says_a_dualpipe_device_runs_two_stages() {
 
 /// `cost gpt3-125m --pp 4 --dp 2 --microbatches 8` under `schedule` and ZeRO `zero`, as JSON.
 fn rank_cost(schedule: &str, zero: &str) -> serde_json::Value {
-    common::json(&[
-        "cost",
-        "gpt3-125m",
-        "--pp",
-        "4",
+    let more = [
         "--dp",
         "2",
-        "--microbatches",
-        "8",
         "--schedule",
         schedule,
         "--zero",
         zero,
         "--format",
         "json",
-    ])["per_device"]
-        .clone()
+    ];
+    common::json(&[&COST_PP4[..], &more].concat())["per_device"].clone()
 }
 
 /// DualPipe keeps every stage on two ranks, so before the optimizer step a rank adds its
@@ -573,16 +559,7 @@ fn a_dualpipe_rank_sends_its_gradients_to_its_mirror() {
     );
     let one = rank_cost("1f1b", "0");
     assert!(one.get("grad_sum_bytes").is_none(), "{one}");
-    let text = common::stdout(&[
-        "cost",
-        "gpt3-125m",
-        "--pp",
-        "4",
-        "--microbatches",
-        "8",
-        "--schedule",
-        "dualpipe",
-    ]);
+    let text = common::stdout(&[&COST_PP4[..], &["--schedule", "dualpipe"]].concat());
     assert!(text.contains("of which gradient sum"), "{text}");
 }
 
@@ -639,22 +616,17 @@ fn the_timeline_sums_each_ranks_gradients_before_its_step() {
 #[test]
 fn dualpipe_lists_the_collectives_of_both_stages() {
     let calls = |schedule: &str| -> [u64; 2] {
-        let v = common::json(&[
-            "cost",
-            "gpt3-125m",
-            "--pp",
-            "4",
+        let more = [
             "--dp",
             "2",
             "--tp",
             "2",
-            "--microbatches",
-            "8",
             "--schedule",
             schedule,
             "--format",
             "json",
-        ]);
+        ];
+        let v = common::json(&[&COST_PP4[..], &more].concat());
         let mut n = [0, 0];
         for r in v["per_device"]["comm"].as_array().unwrap() {
             let i = match r["axis"].as_str().unwrap() {
