@@ -486,8 +486,7 @@ fn busy_flops_are_the_mean_of_the_ranks_two_stages() {
 /// busiest device's FLOPs are a rank's.
 #[test]
 fn cost_says_its_rows_are_dualpipe_ranks() {
-    let args = COST_PP4;
-    let text = common::stdout(&[&args[..], &["--schedule", "dualpipe"]].concat());
+    let text = common::stdout(&[&COST_PP4[..], &["--schedule", "dualpipe"]].concat());
     assert!(
         text.contains("(busiest rank: its two stages, one device"),
         "{text}"
@@ -497,7 +496,7 @@ fn cost_says_its_rows_are_dualpipe_ranks() {
         text.contains("collectives (busiest rank: its two stages, half the micro-batches"),
         "{text}"
     );
-    let plain = common::stdout(&args);
+    let plain = common::stdout(&COST_PP4);
     assert!(plain.contains("(busiest stage, one device"), "{plain}");
     assert!(!plain.contains("dualpipe: row s"), "{plain}");
     assert!(plain.contains("collectives (busiest stage;"), "{plain}");
@@ -568,15 +567,14 @@ fn a_dualpipe_rank_sends_its_gradients_to_its_mirror() {
 /// data parallelism, 2 bytes (bf16) for each of the weights of its two stages.
 #[test]
 fn the_timeline_sums_each_ranks_gradients_before_its_step() {
-    let rates = Rates::of(&Calibration::reference().unwrap());
+    let calib = Calibration::reference().unwrap();
+    let rates = Rates::of(&calib);
     let (p, m, layers) = (4u64, 8u64, 8usize);
     let with_weights = |schedule: Schedule| {
         let mut plan = uniform(knobs(p, m, schedule), layers, (1000, 2000, 1000));
         plan.blocks[0].params = q(1_000_000);
         plan.blocks[0].ops[0].params = q(1_000_000);
-        symshard::timeline::time_plan(&plan, &Calibration::reference().unwrap())
-            .unwrap()
-            .sim
+        time_plan(&plan, &calib).unwrap().sim
     };
     let sim = with_weights(Schedule::DualPipe);
     let per_rank = 2.0 * (layers as f64 / p as f64) * 1e6 * 2.0;

@@ -4,6 +4,7 @@
 use super::{Machine, Model, Resolved, Strategy};
 use crate::error::Error;
 use crate::model::{model_cost, op_costs, ModelCost};
+use crate::parallel::moe::held_share;
 use crate::parallel::Evaluation;
 use crate::rules::RuleSet;
 use crate::sym::{ser_rational, Bindings, Poly, Rational};
@@ -448,15 +449,6 @@ fn per_device(
         p.eval(&b)
             .map_err(|e| Error::Usage(format!("cannot evaluate: {e} (bind it with --set)")))
     };
-    // Under expert parallelism a device holds the weights of E/ep experts.
-    let expert_share = |o: &crate::parallel::analysis::OpAnalysis| {
-        let ep = if o.role == Some(crate::rules::Role::ExpertGemm) {
-            st.knobs.ep.max(1)
-        } else {
-            1
-        };
-        Rational::from_integer(ep.into())
-    };
     let per_op = if per_op {
         let mut rows = Vec::new();
         for blk in &analysis.blocks {
@@ -468,7 +460,8 @@ fn per_device(
                     tp_split: o.plan.tp.as_ref().map(|(i, t)| format!("{i} ({t:?})")),
                     forward: ev(&o.forward)?,
                     backward: ev(&o.backward)?,
-                    params: ev(&o.params)? / expert_share(o),
+                    // Under expert parallelism a device holds the weights of E/ep experts.
+                    params: ev(&o.params)? * held_share(o.role, st.knobs.ep),
                     saved: ev(&o.saved)?,
                 });
             }

@@ -274,7 +274,7 @@ pub fn named_values<'a>(
 /// for, every operator.
 fn print_device(pd: &DeviceCost, e: &Evaluation, machine: &(String, Rational), legend: &str) {
     print_device_totals(pd, e, machine);
-    print_stages(pd, dualpipe(e));
+    print_stages(pd, e.knobs.dualpipe());
     print_collectives(pd, e);
     print_links(e, &machine.0);
     if let Some(rows) = &pd.per_op {
@@ -298,7 +298,7 @@ fn print_device_totals(pd: &DeviceCost, e: &Evaluation, machine: &(String, Ratio
     println!(
         "  compute FLOPs per step      {}  ({}, one device, with recomputation)",
         units::flops(&pd.flops),
-        if dualpipe(e) {
+        if e.knobs.dualpipe() {
             "busiest rank: its two stages"
         } else {
             "busiest stage"
@@ -355,12 +355,6 @@ fn print_device_totals(pd: &DeviceCost, e: &Evaluation, machine: &(String, Ratio
     );
 }
 
-/// Whether the strategy runs DualPipe over more than one stage, where a row of the stage table
-/// is a rank running two stages.
-fn dualpipe(e: &Evaluation) -> bool {
-    e.knobs.schedule.bidirectional() && e.knobs.pp > 1
-}
-
 /// Prints each pipeline stage's blocks, FLOPs and memory; under DualPipe (`dualpipe`) each row
 /// is the rank that runs the stage and its mirror, and says so.
 fn print_stages(pd: &DeviceCost, dualpipe: bool) {
@@ -391,7 +385,7 @@ fn print_stages(pd: &DeviceCost, dualpipe: bool) {
 fn print_collectives(pd: &DeviceCost, e: &Evaluation) {
     println!(
         "  collectives ({}; bytes per rank per call, ring traffic; none on axes of 1)",
-        if dualpipe(e) {
+        if e.knobs.dualpipe() {
             "busiest rank: its two stages, half the micro-batches through each"
         } else {
             "busiest stage"

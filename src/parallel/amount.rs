@@ -418,7 +418,7 @@ pub fn dp_traffic_factor<T: Amount>(k: &Knobs) -> T {
 /// reduction, in the type that reduction moves (bf16, fp32 under autocast). Both ranks send
 /// at once, so a rank sends these bytes once, as a pipeline send, over the pipeline's link.
 pub fn dualpipe_grad_sum<T: Amount>(dense: T, experts: T, k: &Knobs) -> T {
-    if !k.schedule.bidirectional() || k.pp <= 1 {
+    if !k.dualpipe() {
         return T::zero();
     }
     let (d, e) = k.shard_groups(k.zero >= 1);

@@ -1659,11 +1659,10 @@ fn rough_each<N>(
         current = Some((gi, own));
         // The blocks the device runs, for how many micro-batches each, sending how much per
         // micro-batch, and its memory.
-        let (parts, mf, p2p, memory) = match dualpipe_mirror(k, s) {
-            Some(m) => {
+        let (parts, mf, p2p, memory) = match dualpipe_rank(plan, k, s) {
+            Some((m, counts)) => {
                 // DualPipe: stages s and pp − 1 − s, half the micro-batches through each
                 // ([`StagePricer::price`]).
-                let counts = rank_counts(plan.counts(s), plan.counts(m));
                 let half = k.microbatches as f64 / 2.0;
                 let mirror = BlockCost::stage(&plan.cf, plan.counts(m));
                 let held = own
@@ -1721,17 +1720,19 @@ fn dualpipe_mirror(k: &Knobs, s: usize) -> Option<usize> {
     crate::strategy::schedule::stage_ranks(k.schedule, s, k.pp as usize).nth(1)
 }
 
-/// The blocks a DualPipe rank runs: those of its stage (`own`) and of the mirrored stage
-/// (`mirror`), copies of the same block added, in order of first appearance.
-fn rank_counts(own: &[(usize, u64)], mirror: &[(usize, u64)]) -> Vec<(usize, u64)> {
-    let mut counts: Vec<(usize, u64)> = Vec::with_capacity(own.len() + mirror.len());
-    for &(b, n) in own.iter().chain(mirror) {
+/// Under DualPipe, the rank that runs stage `s`: its mirrored stage ([`dualpipe_mirror`]) and
+/// the blocks of both, copies of the same block added, in order of first appearance.
+fn dualpipe_rank(plan: &Plan, k: &Knobs, s: usize) -> Option<(usize, Vec<(usize, u64)>)> {
+    let mirror = dualpipe_mirror(k, s)?;
+    let (own, theirs) = (plan.counts(s), plan.counts(mirror));
+    let mut counts: Vec<(usize, u64)> = Vec::with_capacity(own.len() + theirs.len());
+    for &(b, n) in own.iter().chain(theirs) {
         match counts.iter_mut().find(|(c, _)| *c == b) {
             Some((_, m)) => *m += n,
             None => counts.push((b, n)),
         }
     }
-    counts
+    Some((mirror, counts))
 }
 
 /// A stage priced in floating point, for choosing.
@@ -2278,12 +2279,11 @@ impl<T: Priced> StagePricer<'_, T> {
 
     /// Stage `s` (its summed costs `c`) priced exactly: its compute (memory-bound operators
     /// cost their HBM traffic at κ_hbm), memory, time and traffic. Under DualPipe, its rank
-    /// ([`rank_counts`]): stages s and pp − 1 − s, half the micro-batches through each, as the
+    /// ([`dualpipe_rank`]): stages s and pp − 1 − s, half the micro-batches through each, as the
     /// timeline runs them.
     fn price(&self, s: usize, c: &BlockCost<T>) -> PricedStage<T> {
-        match dualpipe_mirror(self.k, s) {
-            Some(mirror) => {
-                let counts = rank_counts(self.plan.counts(s), self.plan.counts(mirror));
+        match dualpipe_rank(self.plan, self.k, s) {
+            Some((mirror, counts)) => {
                 let rank = BlockCost::stage(self.costs, &counts);
                 let half = self.m.clone() / T::int(2);
                 let p2p = (self.boundary(s) + self.boundary(mirror)) * half.clone();
@@ -2532,7 +2532,7 @@ fn relative_cost<T: Priced>(
     let mut idle_flops =
         priced[tm].flops.value() + priced[tm].hbm_cost.value() + priced[tm].kernel_cost.value();
     let slowest = &priced[tm];
-    if k.schedule.bidirectional() && k.pp > 1 {
+    if k.dualpipe() {
         // DualPipe: arXiv:2412.19437 Table 2 ([`BlockCost::dualpipe_bubble`]); its FLOP part
         // in the slowest stage's own proportion, so that times (pp − 1)/m below it comes out.
         bubble = slowest.dualpipe.clone();
@@ -2931,9 +2931,9 @@ fn busiest_rows<T: Priced>(
     s: usize,
     share: &Rational,
 ) -> Result<Vec<CommRow>, StrategyError> {
-    let (blocks, k) = match dualpipe_mirror(k, s) {
-        Some(mirror) => (
-            rank_counts(plan.counts(s), plan.counts(mirror)),
+    let (blocks, k) = match dualpipe_rank(plan, k, s) {
+        Some((_, counts)) => (
+            counts,
             Knobs {
                 microbatches: k.microbatches / 2,
                 ..k.clone()

@@ -36,6 +36,16 @@ use serde::Serialize;
 /// The expert-parallel axis size symbol.
 pub const EP: &str = "p_ep";
 
+/// The share of an operator's weights that one device holds under expert parallelism over
+/// `ep` devices: 1/ep of an expert GEMM's (its E/ep experts), all of any other operator's.
+pub fn held_share(role: Option<Role>, ep: u64) -> Rational {
+    if role == Some(Role::ExpertGemm) {
+        Rational::new(1.into(), ep.max(1).into())
+    } else {
+        Rational::one()
+    }
+}
+
 /// One mixture-of-experts layer as one device sees it before dispatch.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MoeLayer {

@@ -635,6 +635,12 @@ impl Knobs {
         self.dp * self.tp * self.pp * self.cp
     }
 
+    /// Whether each pipeline rank runs two stages under DualPipe ([`Schedule::bidirectional`]
+    /// with more than one stage): rank s runs stages s and pp − 1 − s.
+    pub fn dualpipe(&self) -> bool {
+        self.schedule.bidirectional() && self.pp > 1
+    }
+
     /// Ranks holding the same weights: the data-parallel group times the context-parallel
     /// group, over which gradients are reduced and ZeRO shards.
     pub fn replicas(&self) -> u64 {

@@ -138,21 +138,30 @@ pub fn dualpipe_held(s: usize, p: usize, m: usize) -> Vec<[u64; 2]> {
     // forward and fully backward a micro-batch of both phases: the same states again. So the
     // walk is bounded whatever m is.
     let m = if m > 2 * p { 2 * p } else { m };
-    let mut held = [0u64; 2];
     let mut states: Vec<[u64; 2]> = Vec::new();
-    for t in dualpipe(s, p, m).0 {
-        let i = usize::from(t.stage != s);
-        match t.pass {
-            Pass::Forward => held[i] += 1,
-            Pass::Weight => held[i] -= 1,
-            Pass::Backward => continue,
-        }
+    for held in dualpipe_states(s, p, m) {
         if states.iter().all(|x| x[0] < held[0] || x[1] < held[1]) {
             states.retain(|x| x[0] > held[0] || x[1] > held[1]);
             states.push(held);
         }
     }
     states
+}
+
+/// Under DualPipe, the micro-batches rank `s` of `p` holds of its own stage and of its mirrored
+/// stage after each forward and each weight gradient of its whole [`program`] with `m`
+/// micro-batches, in program order.
+fn dualpipe_states(s: usize, p: usize, m: usize) -> impl Iterator<Item = [u64; 2]> {
+    let mut held = [0u64; 2];
+    dualpipe(s, p, m).0.into_iter().filter_map(move |t| {
+        let i = usize::from(t.stage != s);
+        match t.pass {
+            Pass::Forward => held[i] += 1,
+            Pass::Weight => held[i] -= 1,
+            Pass::Backward => return None,
+        }
+        Some(held)
+    })
 }
 
 /// The pipeline rank that runs `stage` for `microbatch`: the stage's own rank (its position
@@ -488,16 +497,7 @@ mod tests {
             (16, 120),
         ] {
             for s in 0..p {
-                let (mut held, mut states) = ([0u64; 2], Vec::new());
-                for t in program(Schedule::DualPipe, s, p, m, 1) {
-                    let i = usize::from(t.stage != s);
-                    match t.pass {
-                        Pass::Forward => held[i] += 1,
-                        Pass::Weight => held[i] -= 1,
-                        Pass::Backward => continue,
-                    }
-                    states.push(held);
-                }
+                let states: Vec<[u64; 2]> = dualpipe_states(s, p, m).collect();
                 let frontier = dualpipe_held(s, p, m);
                 // Every state of the whole program is at or under one of the frontier's, and
                 // every frontier state occurs in it.

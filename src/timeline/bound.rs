@@ -26,8 +26,8 @@ use super::plan::Collective;
 use super::plan::{strategy_blocks, PlanBlock, TimingPlan, FORMAT};
 use super::schedule::{stage_ranks, PerPass};
 use super::sim::{
-    block_dp_grads, block_gather_split, block_held, dp_seconds, optimizer_seconds, pass_chains,
-    ChainSeconds, DpWire,
+    block_dp_grads, block_gather_split, block_held, dp_seconds, grad_sum, optimizer_seconds,
+    pass_chains, ChainSeconds, DpWire,
 };
 use crate::error::Result;
 use crate::model::Model;
@@ -213,7 +213,7 @@ impl Ranks {
                 })
             })
             .collect();
-        let dual = k.schedule.bidirectional() && p > 1;
+        let dual = k.dualpipe();
         let runs = if dual { m / 2.0 } else { m };
         let stage_grads: Vec<DpWire> = stages
             .iter()
@@ -400,9 +400,7 @@ pub fn lower_bound(
         // follows it are: the sum of its copies' gradients with its mirror's, the optimizer
         // step and the weight gather.
         for (d, o) in opt.iter().enumerate() {
-            let h = &r.held[d];
-            let sum = crate::parallel::amount::dualpipe_grad_sum(h.dense, h.experts, k);
-            let sum = rates.p2p_seconds(sum, mesh.p2p_tier());
+            let (_, sum) = grad_sum(&r.held[d], k, rates, mesh.p2p_tier());
             best = best.max(reduce[d] + sum + o + gather_after[d]);
         }
         return best;

@@ -188,7 +188,7 @@ fn timed(plan: &TimingPlan, calib: &Calibration, keep: bool) -> Result<Timeline>
         memory_per_device: known_memory(plan).map(|m| f(&m)),
         representative: format!(
             "one device per pipeline {}: its {} tensor-{}and data-parallel ranks are symmetric",
-            if k.schedule.bidirectional() && k.pp > 1 {
+            if k.dualpipe() {
                 "rank (under dualpipe rank s runs stages s and pp − 1 − s; the stage shown is s)"
             } else {
                 "stage"

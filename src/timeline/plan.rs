@@ -439,13 +439,14 @@ pub fn strategy_blocks(
         // (its forward reads the weight, its backward reads it and writes its gradient) count
         // every expert's. Its FLOPs stay: E/ep experts, each with ep devices' slots.
         let dtype = r(u64::from(model.dtype_bytes));
+        let share = crate::parallel::moe::held_share(Some(Role::ExpertGemm), knobs.ep);
         for &k in &experts {
             let op = &mut block.ops[k];
-            let elsewhere = &op.params * &dtype * (Rational::one() - Rational::one() / &ep);
+            let elsewhere = &op.params * &dtype * (Rational::one() - &share);
             op.forward_bytes = &op.forward_bytes - &elsewhere;
             op.backward_bytes = &op.backward_bytes - &elsewhere * r(2);
-            op.params = &op.params / &ep;
-            op.weight_share = Rational::one() / &ep;
+            op.params = &op.params * &share;
+            op.weight_share = share.clone();
         }
     }
     Ok(blocks)

@@ -1144,6 +1144,24 @@ pub fn optimizer_seconds(held: &HeldParams<f64>, k: &crate::strategy::Knobs, rat
         .sum()
 }
 
+/// The bytes and seconds of a DualPipe rank's exchange with its mirror that sums their
+/// copies' gradients, over the pipeline's links of tier `tier`, for the parameter elements
+/// `held` by the rank ([`crate::parallel::amount::dualpipe_grad_sum`]; zero under the other
+/// schedules).
+pub fn grad_sum(
+    held: &HeldParams<f64>,
+    k: &crate::strategy::Knobs,
+    rates: &Rates,
+    tier: crate::strategy::Tier,
+) -> (f64, f64) {
+    let bytes = crate::parallel::amount::dualpipe_grad_sum(held.dense, held.experts, k);
+    if bytes > 0.0 {
+        (bytes, rates.p2p_seconds(bytes, tier))
+    } else {
+        (0.0, 0.0)
+    }
+}
+
 /// Bytes per rank on the wire of one all-gather of block `b`'s weights (ZeRO 3's per-layer
 /// gathers, ZeRO 1–2's gather after the step), from the block's data-parallel gradient
 /// all-reduces as the collectives table reads them ([`crate::parallel::amount::zero_reduction`]):
@@ -2134,21 +2152,21 @@ impl<'a> Layout<'a> {
             .iter()
             .fold(HeldParams::default(), |sum, &b| sum + self.block_held[b]);
         // Under DualPipe, the sum of its copies' gradients with its mirror's, before the step.
-        let grad_sum = crate::parallel::amount::dualpipe_grad_sum(held.dense, held.experts, k);
-        if grad_sum > 0.0 {
+        let (sum_bytes, sum_seconds) = grad_sum(&held, k, rates, self.p2p_tier);
+        if sum_bytes > 0.0 {
             let ready = dev.free.iter().cloned().fold(0.0, f64::max);
             let e = Event {
                 device: d,
                 stream: Stream::P2p,
                 start: 0.0,
-                dur: rates.p2p_seconds(grad_sum, self.p2p_tier),
+                dur: sum_seconds,
                 what: What::GradSum,
                 pass: Pass::Backward,
                 stage: d,
                 item: None,
                 microbatch: None,
                 flops: 0.0,
-                bytes: grad_sum,
+                bytes: sum_bytes,
                 deps: dev.last.iter().flatten().copied().collect(),
             };
             dev.push(rec, e, ready);
