@@ -601,6 +601,8 @@ fn emitted_torchtitan_keys_are_the_parsers_and_read_back_to_the_row() {
             "zero=3,precision=fp8-current,fp8-params=on",
         ),
         ("llama3-8b", 64, "tp=8,zero=2,mbs=2"),
+        // PyTorch's ZBVZeroBubble: two stages per rank, placed as a "V".
+        ("llama3-8b", 64, "tp=4,pp=4,schedule=zb-v,zero=3"),
     ] {
         let case = format!("{model} --fix {fix}");
         let v = ranked(model, devices, "torchtitan", &["--fix", fix]);
@@ -661,7 +663,14 @@ fn emitted_torchtitan_keys_are_the_parsers_and_read_back_to_the_row() {
         );
         // The row's memory from `cost` at the micro-batch and schedule the config states.
         let pp = u(&row["pp"]);
-        let chunks = u(&row["chunks"]);
+        // Stages per rank as torchtitan builds them: the schedule's (two under ZBVZeroBubble,
+        // the row's chunks under Interleaved1F1B, one otherwise).
+        let schedule = keys
+            .get("parallelism.pipeline_parallel_schedule")
+            .map(String::as_str);
+        let vee = schedule == Some("ZBVZeroBubble");
+        assert_eq!(vee, row["schedule"] == "zb-v", "{case}");
+        let chunks = if vee { 2 } else { u(&row["chunks"]) };
         let mut c = vec![
             "cost".to_string(),
             model.into(),
@@ -702,7 +711,9 @@ fn emitted_torchtitan_keys_are_the_parsers_and_read_back_to_the_row() {
                 c.push("--fp8-params".into());
             }
         }
-        if chunks > 1 {
+        if vee {
+            c.extend(["--schedule".into(), "zb-v".into()]);
+        } else if chunks > 1 {
             c.extend([
                 "--schedule".into(),
                 "interleaved-1f1b".into(),

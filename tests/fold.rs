@@ -148,7 +148,12 @@ fn knobs(
     (dp, tp, pp, cp, ep): (u64, u64, u64, u64, u64),
     (m, zero, recompute, schedule, sp): (u64, u8, usize, usize, bool),
 ) -> Knobs {
-    let schedule = [Schedule::OneFOneB, Schedule::Gpipe, Schedule::Interleaved][schedule];
+    let schedule = [
+        Schedule::OneFOneB,
+        Schedule::Gpipe,
+        Schedule::Interleaved,
+        Schedule::ZeroBubbleV,
+    ][schedule];
     Knobs {
         dp,
         tp,
@@ -182,7 +187,7 @@ proptest! {
     fn the_formulas_are_the_numbers(
         model in 0usize..4,
         (dp, tp, pp, cp, ep) in (0u32..5, 0u32..4, 0u32..3, 1u64..3, 0u32..4),
-        (m, zero, recompute, schedule, sp) in (0u32..4, 0u8..4, 0usize..3, 0usize..3, any::<bool>()),
+        (m, zero, recompute, schedule, sp) in (0u32..4, 0u8..4, 0usize..3, 0usize..4, any::<bool>()),
         plateau: bool,
     ) {
         let name = ["gpt3-1.3b", "llama3-8b", "mixtral-8x7b", "bert-large"][model];

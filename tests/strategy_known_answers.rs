@@ -361,6 +361,7 @@ fn estimates_agree_with_exact_prices() {
                         (Schedule::Gpipe, 1, 3, Recompute::Full),
                         (Schedule::Interleaved, 2, 1, Recompute::Selective),
                         (Schedule::ZeroBubbleH1, 1, 2, Recompute::Full),
+                        (Schedule::ZeroBubbleV, 1, 1, Recompute::Selective),
                     ] {
                         if pp == 1 && schedule != Schedule::OneFOneB {
                             continue;

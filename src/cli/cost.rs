@@ -274,7 +274,7 @@ pub fn named_values<'a>(
 /// for, every operator.
 fn print_device(pd: &DeviceCost, e: &Evaluation, machine: &(String, Rational), legend: &str) {
     print_device_totals(pd, e, machine);
-    print_stages(pd, e.knobs.dualpipe());
+    print_stages(pd, &e.knobs);
     print_collectives(pd, e);
     print_links(e, &machine.0);
     if let Some(rows) = &pd.per_op {
@@ -357,7 +357,7 @@ fn print_device_totals(pd: &DeviceCost, e: &Evaluation, machine: &(String, Ratio
 
 /// Prints each pipeline stage's blocks, FLOPs and memory; under DualPipe (`dualpipe`) each row
 /// is the rank that runs the stage and its mirror, and says so.
-fn print_stages(pd: &DeviceCost, dualpipe: bool) {
+fn print_stages(pd: &DeviceCost, k: &crate::strategy::Knobs) {
     println!("  stages");
     let stages: Vec<Vec<String>> = pd
         .stages
@@ -373,9 +373,13 @@ fn print_stages(pd: &DeviceCost, dualpipe: bool) {
         })
         .collect();
     print_table("    ", "<<", &["", "blocks", "FLOPs", "memory"], &stages);
-    if dualpipe {
+    if k.dualpipe() {
         println!(
             "    dualpipe: row s is rank s, which runs stage s (the blocks shown) and stage pp − 1 − s, half the micro-batches through each; FLOPs and memory are the rank's"
+        );
+    } else if k.schedule.v_shaped() && k.virtual_chunks() > 1 {
+        println!(
+            "    zb-v: row s is rank s, which holds chunks s and 2·pp − 1 − s of the 2·pp (the blocks shown are both); every micro-batch runs through each"
         );
     }
 }

@@ -474,19 +474,19 @@ fn megatron_shape(a: &mut Flags, model: &Model, values: &Bindings) {
     }
 }
 
-/// Refuses a row whose pipeline schedule Megatron-LM does not run (GPipe, ZB-H1, DualPipe).
+/// Refuses a row whose pipeline schedule Megatron-LM does not run (GPipe, ZB-H1, ZB-V, DualPipe).
 fn megatron_schedule(k: &Knobs) -> Result<(), Error> {
     if k.pp > 1 && k.schedule == Schedule::Gpipe {
         return Err(Error::Usage(
             "--emit megatron: the top strategy uses the GPipe schedule, which Megatron-LM does not run (it runs 1F1B, interleaved when virtual stages are set); rank with --schedule 1f1b or interleaved-1f1b".into(),
         ));
     }
-    if k.pp > 1 && k.schedule == Schedule::ZeroBubbleH1 {
+    if k.pp > 1 && matches!(k.schedule, Schedule::ZeroBubbleH1 | Schedule::ZeroBubbleV) {
         // Megatron-LM's pipeline schedules (megatron/core/pipeline_parallel/schedules.py) are
         // 1F1B and interleaved 1F1B; zero-bubble schedules live in the fork of Qi et al.
         // (sail-sg/zero-bubble-pipeline-parallelism), whose flags are not Megatron-LM's.
         return Err(Error::Usage(
-            "--emit megatron: the top strategy uses the ZB-H1 schedule, which Megatron-LM does not run (its schedules are 1F1B and interleaved 1F1B); rank with --schedule 1f1b or interleaved-1f1b".into(),
+            format!("--emit megatron: the top strategy uses the {} schedule, which Megatron-LM does not run (its schedules are 1F1B and interleaved 1F1B); rank with --schedule 1f1b or interleaved-1f1b", k.schedule.to_string().to_uppercase()),
         ));
     }
     if k.pp > 1 && k.schedule == Schedule::DualPipe {
@@ -840,10 +840,10 @@ fn torchtitan(
 fn torchtitan_schedule(k: &Knobs) -> Result<(), Error> {
     if k.pp > 1 && k.schedule == Schedule::ZeroBubbleH1 {
         // torchtitan's zero-bubble schedules are PyTorch's `ZBVZeroBubble` (two V-shaped
-        // stages per rank) and `InterleavedZeroBubble` (several stages per rank): neither is
-        // ZB-H1 with one stage per rank as priced here.
+        // stages per rank, `--schedule zb-v` here) and `InterleavedZeroBubble` (several stages
+        // per rank): neither is ZB-H1 with one stage per rank as priced here.
         return Err(Error::Usage(
-            "--emit torchtitan: the top strategy uses the ZB-H1 schedule (one stage per rank), which torchtitan does not name (its zero-bubble schedules, ZBVZeroBubble and InterleavedZeroBubble, run several stages per rank); rank with --schedule 1f1b or interleaved-1f1b".into(),
+            "--emit torchtitan: the top strategy uses the ZB-H1 schedule (one stage per rank), which torchtitan does not name (its zero-bubble schedules, ZBVZeroBubble and InterleavedZeroBubble, run several stages per rank); rank with --schedule zb-v, 1f1b or interleaved-1f1b".into(),
         ));
     }
     if k.pp > 1 && k.schedule == Schedule::DualPipe {
@@ -906,6 +906,10 @@ fn torchtitan_parallelism(
         (_, Schedule::Gpipe) => Some("GPipe"),
         (_, Schedule::OneFOneB) => Some("1F1B"),
         (_, Schedule::Interleaved) => Some("Interleaved1F1B"),
+        // PyTorch's `ScheduleZBVZeroBubble`, with its stages placed as a "V" (torchtitan's
+        // pipeline builder places rank r's stages at r and 2·pp − 1 − r for it), the split
+        // points cutting 2·pp stages.
+        (_, Schedule::ZeroBubbleV) => Some("ZBVZeroBubble"),
         // Refused before (`torchtitan`): no torchtitan schedule is ZB-H1 or DualPipe.
         (_, Schedule::ZeroBubbleH1 | Schedule::DualPipe) => None,
     };

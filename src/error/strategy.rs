@@ -24,7 +24,13 @@ pub fn partial_node_size(devices: u64, gpus_per_node: u64) -> Option<u64> {
 
 /// Why interleaving refuses a layer count, and the accounting that would take it where one
 /// would.
-fn interleaved_message(chunks: u64, layers: u64, pp: u64, extra: u64) -> String {
+fn interleaved_message(
+    schedule: crate::strategy::Schedule,
+    chunks: u64,
+    layers: u64,
+    pp: u64,
+    extra: u64,
+) -> String {
     let n = pp * chunks;
     if extra == 0 {
         let hint = if (layers + 1).is_multiple_of(n) || (layers + 2).is_multiple_of(n) {
@@ -32,10 +38,10 @@ fn interleaved_message(chunks: u64, layers: u64, pp: u64, extra: u64) -> String 
         } else {
             ""
         };
-        format!("interleaved-1f1b with {chunks} chunks needs the {layers} layers divisible by pp × chunks = {n}{hint}")
+        format!("{schedule} with {chunks} chunks needs the {layers} layers divisible by pp × chunks = {n}{hint}")
     } else {
         format!(
-            "interleaved-1f1b with {chunks} chunks needs the {layers} layers and the {extra} counted with them ({}) divisible by pp × chunks = {n}",
+            "{schedule} with {chunks} chunks needs the {layers} layers and the {extra} counted with them ({}) divisible by pp × chunks = {n}",
             layers + extra
         )
     }
@@ -218,9 +224,11 @@ pub enum StrategyError {
         /// Block copies of the model.
         layers: u64,
     },
-    /// Interleaving whose chunks do not divide the layers.
-    #[error("{}", interleaved_message(*.chunks, *.layers, *.pp, *.extra))]
+    /// Interleaving (or ZB-V) whose chunks do not divide the layers.
+    #[error("{}", interleaved_message(*.schedule, *.chunks, *.layers, *.pp, *.extra))]
     InterleavedLayers {
+        /// The schedule: interleaved 1F1B, or ZB-V (two chunks per device).
+        schedule: crate::strategy::Schedule,
         /// Model chunks per device.
         chunks: u64,
         /// Repeated layers of the model.

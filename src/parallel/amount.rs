@@ -450,7 +450,7 @@ pub fn dp_overlappable_factor<T: Amount>(k: &Knobs) -> T {
 /// until its weight gradient, which rank `s` defers by `s` backwards, so every stage holds
 /// min(m, pp), what 1F1B's first stage holds (Qi et al., arXiv:2401.10241, §3.1: "the same
 /// peak memory as 1F1B"; counted whole until the W, though the B frees what only the input
-/// gradient reads, so an upper bound).
+/// gradient reads, so an upper bound). ZB-V holds as many, in chunks of half a stage.
 pub fn in_flight<T: Amount>(k: &Knobs, v: u64, s: usize) -> T {
     match k.schedule {
         Schedule::Gpipe => T::int(k.microbatches),
@@ -462,6 +462,19 @@ pub fn in_flight<T: Amount>(k: &Knobs, v: u64, s: usize) -> T {
         // activations, whole until the weight gradient: a stage taken alone. A rank's two
         // stages are priced together by [`BlockCost::memory`].
         Schedule::DualPipe => T::int(k.pp + 1),
+        // ZB-V: the chunks the program holds at its peak ([`zero_bubble_v_held`]), in
+        // micro-batches of the rank's two chunks, taken as equal, as interleaving's count
+        // takes its chunks (pp of them from 2pp − 1 micro-batches on, 1F1B's first stage's).
+        //
+        // [`zero_bubble_v_held`]: crate::strategy::schedule::zero_bubble_v_held
+        Schedule::ZeroBubbleV => T::ratio(
+            crate::strategy::schedule::zero_bubble_v_held(
+                s,
+                k.pp as usize,
+                k.microbatches as usize,
+            ),
+            2,
+        ),
         Schedule::Interleaved => {
             let base = k.microbatches.min(k.pp - s as u64);
             T::ratio(base * (k.pp * v + k.pp - 1), k.pp * v)

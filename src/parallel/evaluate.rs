@@ -1296,6 +1296,7 @@ fn plan_pipeline<N: Priced>(
     let v = k.virtual_chunks();
     if v > 1 && !(layers + k.pipeline_split.extra()).is_multiple_of(k.pp * v) {
         return Err(StrategyError::InterleavedLayers {
+            schedule: k.schedule,
             chunks: v,
             layers,
             pp: k.pp,
@@ -1321,8 +1322,15 @@ fn plan_pipeline<N: Priced>(
     }
     if v > 1 {
         // Checked above: the layers divide evenly over the chunks.
-        let groups = interleaved_groups(numbers, layer_block, k.pp as usize, v, k.pipeline_split)
-            .ok_or(StrategyError::InterleavedLayers {
+        let groups = interleaved_groups(
+            numbers,
+            layer_block,
+            (k.pp as usize, v),
+            k.schedule,
+            k.pipeline_split,
+        )
+        .ok_or(StrategyError::InterleavedLayers {
+            schedule: k.schedule,
             chunks: v,
             layers,
             pp: k.pp,
@@ -1443,14 +1451,16 @@ pub fn interleaved_chunks(
 }
 
 /// The stages of the interleaved schedule with `v` chunks per device ([`interleaved_chunks`];
-/// stage `s` holds chunks `s`, `s + pp`, …), as runs of consecutive stages holding the same
-/// copies. No balancing moves a layer to offset the head or the embeddings, so the stage that
-/// holds them is the busiest.
+/// stage `s` holds chunks `s`, `s + pp`, …, or under ZB-V chunks `s` and `2pp − 1 − s`:
+/// [`rank_of`]), as runs of consecutive stages holding the same copies. No balancing moves a
+/// layer to offset the head or the embeddings, so the stage that holds them is the busiest.
+///
+/// [`rank_of`]: crate::strategy::schedule::rank_of
 fn interleaved_groups<N>(
     numbers: &[BlockNumbers<N>],
     layer_block: &[bool],
-    pp: usize,
-    v: u64,
+    (pp, v): (usize, u64),
+    schedule: Schedule,
     split: PipelineSplit,
 ) -> Option<Vec<StageGroup>> {
     let repeats: Vec<u64> = numbers.iter().map(|n| n.repeat).collect();
@@ -1458,7 +1468,7 @@ fn interleaved_groups<N>(
     let mut held = vec![vec![0u64; numbers.len()]; pp];
     for (c, copies) in chunks.iter().enumerate() {
         for &(b, n) in copies {
-            held[c % pp][b] += n;
+            held[crate::strategy::schedule::rank_of(schedule, c, pp)][b] += n;
         }
     }
     let mut groups: Vec<StageGroup> = Vec::new();
@@ -1551,6 +1561,17 @@ fn stage_boundary<T: Amount>(
 ) -> T {
     let v = plan.v;
     let mut p2p = T::zero();
+    if k.schedule.v_shaped() && v > 1 {
+        // ZB-V: each neighbouring rank receives one chunk's output and sends back its
+        // gradient, and sends the other's; the turn of the "V" (rank pp − 1, chunk 0 to
+        // chunk 1) and the ends (rank 0's first chunk's input, its last chunk's output) stay
+        // on the device.
+        let neighbours = u64::from(s > 0) + u64::from((s as u64) + 1 < k.pp);
+        if let Some(b) = interleaved_boundary(plan.counts(s), layer_block, v) {
+            p2p = T::int(2 * neighbours) * boundary(b);
+        }
+        return p2p;
+    }
     if (s as u64) + 1 < k.pp {
         if let Some(b) = plan.last_block(s) {
             p2p = p2p + boundary(b);
@@ -1834,8 +1855,8 @@ pub fn estimate_variants(
     // Per (recomputation, expert degree, interleaved, expert-parallel share): the partitions.
     type PlanKey = (Recompute, u64, bool, Rational);
     let mut plans: Vec<(PlanKey, Result<Plan, StrategyError>)> = Vec::new();
-    // The interleaved stages of each (pp, chunks).
-    let mut chunk_groups: Vec<((u64, u64), Vec<StageGroup>)> = Vec::new();
+    // The interleaved stages of each (pp, chunks, V-shaped).
+    let mut chunk_groups: Vec<((u64, u64, bool), Vec<StageGroup>)> = Vec::new();
     // The links' balances of each mesh, and each plan's group parts per ZeRO stage (the same
     // for every schedule and chunk count): computed once, shared by the strategies. A mesh is
     // keyed with whether its experts dispatch node by node, which sets their wire share.
@@ -1859,6 +1880,7 @@ pub fn estimate_variants(
             let v = k.virtual_chunks();
             if v > 1 && !(layers + k.pipeline_split.extra()).is_multiple_of(k.pp * v) {
                 return Err(StrategyError::InterleavedLayers {
+                    schedule: k.schedule,
                     chunks: v,
                     layers,
                     pp: k.pp,
@@ -1873,17 +1895,18 @@ pub fn estimate_variants(
             let groups = (v > 1).then(|| {
                 let at = chunk_groups
                     .iter()
-                    .position(|(x, _)| *x == (k.pp, v))
+                    .position(|(x, _)| *x == (k.pp, v, k.schedule.v_shaped()))
                     .unwrap_or_else(|| {
                         // The layers divide (checked above), so the placement exists.
                         let g = interleaved_groups(
                             numbers,
                             &layer_block,
-                            k.pp as usize,
-                            v,
+                            (k.pp as usize, v),
+                            k.schedule,
                             k.pipeline_split,
                         );
-                        chunk_groups.push(((k.pp, v), g.unwrap_or_default()));
+                        chunk_groups
+                            .push(((k.pp, v, k.schedule.v_shaped()), g.unwrap_or_default()));
                         chunk_groups.len() - 1
                     });
                 &chunk_groups[at].1
@@ -2364,6 +2387,9 @@ fn stages_to_price(rough: &[RoughStage], plan: &Plan, k: &Knobs, detail: bool) -
         Schedule::Gpipe => k.microbatches,
         Schedule::ZeroBubbleH1 => k.microbatches.min(k.pp),
         Schedule::DualPipe => k.pp + 1,
+        Schedule::ZeroBubbleV => {
+            crate::strategy::schedule::zero_bubble_v_held(s, k.pp as usize, k.microbatches as usize)
+        }
         _ => k.microbatches.min(k.pp - s as u64),
     };
     // Under DualPipe a stage stands for its rank, whose place is its two stages'.

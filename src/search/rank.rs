@@ -1036,6 +1036,14 @@ impl<'a> Pricer<'a> {
         {
             schedules.push((Schedule::DualPipe, 1));
         }
+        // ZB-V likewise only under `--fix schedule=zb-v`, where its 2·pp chunks divide the
+        // layers.
+        if pp > 1 && steer.schedule == Some(Schedule::ZeroBubbleV) {
+            let layers = layer_count(model, numbers_ok) + base.pipeline_split.extra();
+            if layers.is_multiple_of(2 * pp) {
+                schedules.push((Schedule::ZeroBubbleV, 1));
+            }
+        }
         // Interleaving: every chunk count the layers allow (layers divisible by pp × chunks;
         // with the embedding or the loss counted as layers where `--fix account=` says so), up
         // to the cap; the micro-batch count must be a multiple of pp (Narayanan et al. SC'21).
@@ -1630,7 +1638,7 @@ fn bound_stages(
     (c, numbers, ch): (&Cand, &[BlockNumbers], &crate::timeline::bound::Chains),
 ) -> Option<StageCounts> {
     let k = &c.k;
-    let partition = if k.schedule == Schedule::Interleaved && k.chunks > 1 {
+    let partition = if k.virtual_chunks() > 1 {
         Vec::new()
     } else {
         let partition = crate::parallel::evaluate::pipeline_stage_counts(

@@ -79,6 +79,7 @@ fn messages_name_the_knob_and_the_sizes() {
         ),
         (
             StrategyError::InterleavedLayers {
+                schedule: Schedule::Interleaved,
                 chunks: 3,
                 layers: 32,
                 pp: 4,

@@ -274,13 +274,13 @@ impl StrategyFile {
             Some("none") => {
                 return Err(err(
                     "schedule",
-                    format!("schedule `none` means no pipeline, but pp is {}: give gpipe, 1f1b, interleaved-1f1b, zb-h1 or dualpipe", f.pp),
+                    format!("schedule `none` means no pipeline, but pp is {}: give gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-v or dualpipe", f.pp),
                 ))
             }
             Some(s) => Schedule::from_name(s).ok_or_else(|| {
                 err(
                     "schedule",
-                    format!("unknown schedule `{s}` (gpipe, 1f1b, interleaved-1f1b, zb-h1, dualpipe; none when pp is 1)"),
+                    format!("unknown schedule `{s}` (gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-v, dualpipe; none when pp is 1)"),
                 )
             })?,
         };

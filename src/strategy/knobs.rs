@@ -36,6 +36,15 @@ pub enum Schedule {
     /// at least 2·pp (the published `DualPipe.step` asserts both).
     #[serde(rename = "dualpipe")]
     DualPipe,
+    /// ZB-V (Qi, Wan, Huang, Lin, "Zero Bubble Pipeline Parallelism", arXiv:2401.10241, §6;
+    /// PyTorch's `ScheduleZBVZeroBubble`, which torchtitan runs as `ZBVZeroBubble`): the
+    /// layers split into 2·pp chunks, rank s holding chunks s and 2·pp − 1 − s, so that a
+    /// micro-batch's forward runs down the ranks and back up (a "V"); backwards split into B
+    /// and W as under ZB-H1. The peak activations of 1F1B (pp micro-batches of a whole stage
+    /// on every rank), twice its pipeline exchanges, and, with the chunks' F, B and W equal, a
+    /// bubble of (pp − 1) chunk forwards.
+    #[serde(rename = "zb-v")]
+    ZeroBubbleV,
 }
 
 impl Schedule {
@@ -43,7 +52,16 @@ impl Schedule {
     /// gradient ([`Schedule::ZeroBubbleH1`], and [`Schedule::DualPipe`], where some weight
     /// gradients run apart from their backward).
     pub fn splits_backward(self) -> bool {
-        matches!(self, Schedule::ZeroBubbleH1 | Schedule::DualPipe)
+        matches!(
+            self,
+            Schedule::ZeroBubbleH1 | Schedule::DualPipe | Schedule::ZeroBubbleV
+        )
+    }
+
+    /// Whether the model splits into two chunks per rank placed as a "V", chunk s and
+    /// 2·pp − 1 − s on rank s ([`Schedule::ZeroBubbleV`]).
+    pub fn v_shaped(self) -> bool {
+        self == Schedule::ZeroBubbleV
     }
 
     /// Whether each pipeline rank holds two stages, i and pp − 1 − i, with micro-batches fed
@@ -82,6 +100,7 @@ impl Schedule {
             "interleaved-1f1b" | "interleaved" => Some(Schedule::Interleaved),
             "zb-h1" => Some(Schedule::ZeroBubbleH1),
             "dualpipe" => Some(Schedule::DualPipe),
+            "zb-v" | "zbv" => Some(Schedule::ZeroBubbleV),
             _ => None,
         }
     }
@@ -95,6 +114,7 @@ impl fmt::Display for Schedule {
             Schedule::Interleaved => "interleaved-1f1b",
             Schedule::ZeroBubbleH1 => "zb-h1",
             Schedule::DualPipe => "dualpipe",
+            Schedule::ZeroBubbleV => "zb-v",
         })
     }
 }
@@ -621,12 +641,13 @@ impl Knobs {
         })
     }
 
-    /// Model chunks per device (1 unless interleaved).
+    /// Model chunks per device (1 unless interleaved, or 2 under ZB-V with more than one
+    /// rank).
     pub fn virtual_chunks(&self) -> u64 {
-        if self.schedule == Schedule::Interleaved {
-            self.chunks
-        } else {
-            1
+        match self.schedule {
+            Schedule::Interleaved => self.chunks,
+            Schedule::ZeroBubbleV if self.pp > 1 => 2,
+            _ => 1,
         }
     }
 

@@ -1,8 +1,8 @@
 //! Pipeline schedules: the order in which one device runs the forward and backward passes of its
 //! model chunks over the micro-batches — GPipe (Huang et al. 2019), 1F1B (PipeDream-Flush) and
 //! interleaved 1F1B (Narayanan et al. SC'21, as Megatron-LM orders it) and ZB-H1 (Qi et al.,
-//! ICLR 2024, arXiv:2401.10241) and DualPipe (DeepSeek-V3 Technical Report, arXiv:2412.19437,
-//! §3.2.1).
+//! ICLR 2024, arXiv:2401.10241), its V-shaped ZB-V (the same paper, §6) and DualPipe
+//! (DeepSeek-V3 Technical Report, arXiv:2412.19437, §3.2.1).
 
 use crate::strategy::Schedule;
 
@@ -63,7 +63,8 @@ pub struct Task {
     pub microbatch: usize,
 }
 
-/// The program of pipeline rank `s` of `p`, with `m` micro-batches and `v` chunks per rank.
+/// The program of pipeline rank `s` of `p`, with `m` micro-batches and `v` chunks per rank
+/// (ZB-V: always two, [`rank_of`] places them).
 pub fn program(schedule: Schedule, s: usize, p: usize, m: usize, v: usize) -> Vec<Task> {
     let task = |pass, chunk: usize, microbatch| Task {
         pass,
@@ -90,6 +91,8 @@ pub fn program(schedule: Schedule, s: usize, p: usize, m: usize, v: usize) -> Ve
         Schedule::DualPipe if p > 1 => dualpipe(s, p, m).0,
         // One rank: each backward and its weight gradient, one after the other.
         Schedule::DualPipe => zero_bubble_h1(s, p, m),
+        Schedule::ZeroBubbleV if p > 1 => zero_bubble_v(s, p, m),
+        Schedule::ZeroBubbleV => zero_bubble_h1(s, p, m),
         _ => interleaved(s, p, m, v.max(1)),
     }
 }
@@ -115,11 +118,23 @@ pub fn sends_after_next(schedule: Schedule, s: usize, p: usize, m: usize, len: u
     }
 }
 
-/// The pipeline ranks that hold virtual stage `stage` of `p` ranks: its position modulo `p`
-/// (interleaving places chunk c of rank s as stage c·p + s), and under DualPipe also rank
-/// p − 1 − stage, which holds the mirrored copy (DualPipe needs p even, so the two differ).
+/// The pipeline rank that holds virtual stage `stage` of `p` ranks (its own copy, under
+/// DualPipe): its position modulo `p` (interleaving places chunk c of rank s as stage c·p + s),
+/// except under ZB-V, whose second chunks run back up the ranks: stage j ≥ p on rank
+/// 2p − 1 − j (PyTorch's `generate_stage_to_rank_mapping(..., style="v")`).
+pub fn rank_of(schedule: Schedule, stage: usize, p: usize) -> usize {
+    if schedule.v_shaped() && stage >= p && stage < 2 * p {
+        2 * p - 1 - stage
+    } else {
+        stage % p
+    }
+}
+
+/// The pipeline ranks that hold virtual stage `stage` of `p` ranks: [`rank_of`], and under
+/// DualPipe also rank p − 1 − stage, which holds the mirrored copy (DualPipe needs p even, so
+/// the two differ).
 pub fn stage_ranks(schedule: Schedule, stage: usize, p: usize) -> impl Iterator<Item = usize> {
-    let own = stage % p;
+    let own = rank_of(schedule, stage, p);
     let mirror = (schedule.bidirectional() && p > 1 && stage < p && p - 1 - stage != own)
         .then(|| p - 1 - stage);
     std::iter::once(own).chain(mirror)
@@ -164,15 +179,24 @@ fn dualpipe_states(s: usize, p: usize, m: usize) -> impl Iterator<Item = [u64; 2
     })
 }
 
-/// The pipeline rank that runs `stage` for `microbatch`: the stage's own rank (its position
-/// modulo `p` under interleaving), except under DualPipe, whose second half of the
-/// micro-batches (`m/2..m`) enters at rank p − 1 and runs stage i on rank p − 1 − i.
+/// The pipeline rank that runs `stage` for `microbatch`: the stage's own rank ([`rank_of`]),
+/// except under DualPipe, whose second half of the micro-batches (`m/2..m`) enters at rank
+/// p − 1 and runs stage i on rank p − 1 − i.
 pub fn device_of(schedule: Schedule, stage: usize, microbatch: usize, p: usize, m: usize) -> usize {
     if schedule.bidirectional() && p > 1 && microbatch >= m / 2 {
         p - 1 - stage
     } else {
-        stage % p
+        rank_of(schedule, stage, p)
     }
+}
+
+/// Under ZB-V, the most micro-batches' activations rank `s` of `p` holds at once, in chunks
+/// (a micro-batch of one of its two chunks each): min(2m, m + s + 1, 2p). From 2p − 1
+/// micro-batches on every rank holds 2p, p micro-batches of a whole stage, what 1F1B's first
+/// stage holds (Qi et al., arXiv:2401.10241, §6: ZB-V keeps 1F1B's peak memory). A test walks
+/// the program for it.
+pub fn zero_bubble_v_held(s: usize, p: usize, m: usize) -> u64 {
+    (2 * m).min(m + s + 1).min(2 * p) as u64
 }
 
 /// One DualPipe rank's program being written: its tasks, which run paired with the next, and
@@ -360,6 +384,70 @@ fn zero_bubble_h1(s: usize, p: usize, m: usize) -> Vec<Task> {
     out
 }
 
+/// ZB-V (Qi, Wan, Huang, Lin, "Zero Bubble Pipeline Parallelism", arXiv:2401.10241, §6) on
+/// rank `s` of `p` with `m` micro-batches, in the order of PyTorch's `ScheduleZBVZeroBubble`
+/// (pytorch/pytorch, torch/distributed/pipelining/schedules.py,
+/// `_calculate_single_rank_operations`). Chunk 0 is virtual stage s, chunk 1 stage 2p − 1 − s.
+/// With n = max(m, 2p − 1) micro-batches: 2(p − s) − 1 forwards of chunk 0; s pairs of
+/// forwards of chunks 1 and 0; p − s of (forward, B and W of chunk 1); then, until every
+/// forward has run, (forward of chunk 0 while any is left, B and W of chunk 0, forward, B and
+/// W of chunk 1); s of (B of chunk 0, B of chunk 1); p − s of (B of chunk 0, the oldest W of
+/// chunk 0 left); the W's of chunk 1 left, then those of chunk 0. The tasks of micro-batches
+/// past m are dropped, as PyTorch drops them.
+fn zero_bubble_v(s: usize, p: usize, m: usize) -> Vec<Task> {
+    let n = m.max(2 * p - 1);
+    let chunk = [s, 2 * p - 1 - s];
+    let mut out: Vec<Task> = Vec::with_capacity(6 * n);
+    let (mut f, mut b, mut w) = ([0usize; 2], [0usize; 2], [0usize; 2]);
+    let mut push = |pass: Pass, c: usize, count: &mut [usize; 2]| {
+        out.push(Task {
+            pass,
+            stage: chunk[c],
+            microbatch: count[c],
+        });
+        count[c] += 1;
+    };
+    for _ in 0..2 * (p - s) - 1 {
+        push(Pass::Forward, 0, &mut f);
+    }
+    for _ in 0..s {
+        push(Pass::Forward, 1, &mut f);
+        push(Pass::Forward, 0, &mut f);
+    }
+    for _ in 0..p - s {
+        push(Pass::Forward, 1, &mut f);
+        push(Pass::Backward, 1, &mut b);
+        push(Pass::Weight, 1, &mut w);
+    }
+    while f[1] < f[0] || f[0] < n {
+        if f[0] < n {
+            push(Pass::Forward, 0, &mut f);
+        }
+        push(Pass::Backward, 0, &mut b);
+        push(Pass::Weight, 0, &mut w);
+        push(Pass::Forward, 1, &mut f);
+        push(Pass::Backward, 1, &mut b);
+        push(Pass::Weight, 1, &mut w);
+    }
+    for _ in 0..s {
+        push(Pass::Backward, 0, &mut b);
+        push(Pass::Backward, 1, &mut b);
+    }
+    for _ in 0..p - s {
+        push(Pass::Backward, 0, &mut b);
+        push(Pass::Weight, 0, &mut w);
+    }
+    while w[1] < b[1] {
+        push(Pass::Weight, 1, &mut w);
+    }
+    while w[0] < b[0] {
+        push(Pass::Weight, 0, &mut w);
+    }
+    debug_assert!(f == b && b == w && f == [n, n]);
+    out.retain(|t| t.microbatch < m);
+    out
+}
+
 /// Megatron-LM's interleaved order: virtual micro-batch `k` runs chunk `(k / p) mod v` on
 /// micro-batch `(k / (p·v))·p + k mod p`; backward visits chunks in reverse. Needs `m` to be
 /// a multiple of `p` (checked by the plan); with `m = p` every forward comes first, as there.
@@ -403,6 +491,7 @@ mod tests {
             (Schedule::Interleaved, 2),
             (Schedule::Interleaved, 3),
             (Schedule::ZeroBubbleH1, 1),
+            (Schedule::ZeroBubbleV, 2),
         ] {
             for s in 0..4 {
                 let prog = program(sched, s, 4, 8, v);
@@ -411,7 +500,7 @@ mod tests {
                 let mut seen = std::collections::HashSet::new();
                 for t in &prog {
                     assert!(seen.insert(*t), "{t:?} twice");
-                    assert_eq!(t.stage % 4, s);
+                    assert_eq!(rank_of(sched, t.stage, 4), s);
                 }
                 // A backward never precedes its forward, a weight gradient its backward.
                 for (i, t) in prog.iter().enumerate() {
@@ -512,6 +601,62 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// ZB-V's held chunks: [`zero_bubble_v_held`] against a walk of the program, and from
+    /// 2p − 1 micro-batches on, 2p on every rank: 1F1B's first stage's p micro-batches of a
+    /// whole stage (Qi et al., arXiv:2401.10241, §6).
+    #[test]
+    fn zb_v_holds_what_1f1b_holds_on_rank_0() {
+        for p in [2usize, 3, 4, 8] {
+            for m in [1usize, 2, 3, p, 2 * p - 1, 2 * p, 4 * p + 3] {
+                for s in 0..p {
+                    let prog = program(Schedule::ZeroBubbleV, s, p, m, 2);
+                    assert_eq!(prog.len(), 6 * m, "p={p} m={m} s={s}");
+                    let walked = peak_in_flight(&prog, true) as u64;
+                    assert_eq!(walked, zero_bubble_v_held(s, p, m), "p={p} m={m} s={s}");
+                    if m >= 2 * p - 1 {
+                        let ofob = peak_in_flight(&program(Schedule::OneFOneB, 0, p, m, 1), false);
+                        assert_eq!(walked, 2 * ofob as u64, "p={p} m={m} s={s}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// The order of PyTorch's `ScheduleZBVZeroBubble` for 2 ranks and 4 micro-batches, as its
+    /// `_calculate_single_rank_operations` lists it (stages 0..3; rank 0 holds 0 and 3, rank 1
+    /// holds 1 and 2), written out by hand from that function's steps.
+    #[test]
+    fn zb_v_order_for_two_ranks() {
+        let names = |s: usize| {
+            program(Schedule::ZeroBubbleV, s, 2, 4, 2)
+                .iter()
+                .map(|t| {
+                    let c = match t.pass {
+                        Pass::Forward => 'F',
+                        Pass::Backward => 'I',
+                        Pass::Weight => 'W',
+                    };
+                    format!("{}{c}{}", t.stage, t.microbatch)
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        // Rank 0: 3 forwards of stage 0; no pairs; 2 of (F, I, W of stage 3); the steady
+        // loop until stage 3 has run 4 forwards; no (I, I) pairs; 2 of (I 0, W 0); the rest.
+        assert_eq!(
+            names(0),
+            "0F0 0F1 0F2 3F0 3I0 3W0 3F1 3I1 3W1 0F3 0I0 0W0 3F2 3I2 3W2 0I1 0W1 3F3 3I3 3W3 \
+             0I2 0W2 0I3 0W3"
+        );
+        // Rank 1: 1 forward of stage 1; a pair (stage 2, stage 1); 1 of (F, I, W of stage 2);
+        // the steady loop; 1 pair of I's; 1 of (I 1, W 1); the W's of stage 2, then of stage 1.
+        assert_eq!(
+            names(1),
+            "1F0 2F0 1F1 2F1 2I0 2W0 1F2 1I0 1W0 2F2 2I1 2W1 1F3 1I1 1W1 2F3 2I2 2W2 \
+             1I2 2I3 1I3 1W2 2W3 1W3"
+        );
     }
 
     #[test]

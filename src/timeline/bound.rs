@@ -155,7 +155,7 @@ pub fn virtual_stages<'a>(
     k: &Knobs,
 ) -> Option<std::borrow::Cow<'a, [StageBlocks]>> {
     let v = k.virtual_chunks();
-    if k.schedule != Schedule::Interleaved || v <= 1 {
+    if v <= 1 {
         return Some(std::borrow::Cow::Borrowed(partition));
     }
     interleaved_chunks(repeats, &chains.layer, k.pp * v, k.pipeline_split)
@@ -439,6 +439,12 @@ fn pipeline_bound(r: &Ranks, opt: &[f64], dp: &DpStream, dps: &DpSeconds) -> f64
             Schedule::ZeroBubbleH1 => {
                 (d as f64 + 1.0).min(m) * r.wgt.get(d).copied().unwrap_or(0.0)
             }
+            // ZB-V: at most all of rank d's weight passes, of both its chunks.
+            Schedule::ZeroBubbleV => {
+                let p = k.pp as usize;
+                let own = |s: usize| r.wgt.get(s).copied().unwrap_or(0.0);
+                m * (own(d) + own(2 * p - 1 - d))
+            }
             _ => 0.0,
         };
         let tail = after.max(drain + opt[0] + dps.gather_after[0] - w_after);
@@ -450,7 +456,7 @@ fn pipeline_bound(r: &Ranks, opt: &[f64], dp: &DpStream, dps: &DpSeconds) -> f64
         // The gradients leave after the task that makes them starts (the last backward; the
         // last weight pass under ZB-H1); everything after waits for them.
         let last_bwd = match k.schedule {
-            Schedule::Interleaved => r.busy[d],
+            Schedule::Interleaved | Schedule::ZeroBubbleV => r.busy[d],
             Schedule::ZeroBubbleH1 => r.wgt.get(d).copied().unwrap_or(0.0),
             _ => r.bwd.get(d).copied().unwrap_or(0.0),
         };
@@ -536,6 +542,7 @@ mod tests {
             interleaved in any::<bool>(),
             zb in any::<bool>(),
             dual in any::<bool>(),
+            vee in any::<bool>(),
             (embedding, loss) in any::<(bool, bool)>(),
             recompute in prop::sample::select(vec![Recompute::None, Recompute::Selective, Recompute::Full]),
             machine in prop::sample::select(vec!["a100-80gb", "h100-sxm", "a40-pcie", "v100-dgx1"]),
@@ -549,6 +556,7 @@ mod tests {
                 schedule: match (interleaved, zb && pp > 1) {
                     (true, _) => Schedule::Interleaved,
                     _ if dual && pp % 2 == 0 && m >= 2 * pp => Schedule::DualPipe,
+                    (false, true) if vee => Schedule::ZeroBubbleV,
                     (false, true) => Schedule::ZeroBubbleH1,
                     (false, false) => Schedule::OneFOneB,
                 },

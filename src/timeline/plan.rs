@@ -947,6 +947,7 @@ pub fn build_plan(
                 .map(|(r, _)| r)
                 .sum();
             Error::from(crate::strategy::StrategyError::InterleavedLayers {
+                schedule: knobs.schedule,
                 chunks: v,
                 layers,
                 pp: knobs.pp,
@@ -1055,7 +1056,10 @@ impl TimingPlan {
         if self.stages.iter().sum::<usize>() != self.items.len() {
             return Err("the stages do not cover the layer items".into());
         }
-        if v > 1 && !self.knobs.microbatches.is_multiple_of(self.knobs.pp) {
+        if self.knobs.schedule == crate::strategy::Schedule::Interleaved
+            && v > 1
+            && !self.knobs.microbatches.is_multiple_of(self.knobs.pp)
+        {
             return Err(format!(
                 "interleaved-1f1b needs the micro-batches ({}) to be a multiple of pp ({})",
                 self.knobs.microbatches, self.knobs.pp

@@ -1380,12 +1380,10 @@ impl<'a> Layout<'a> {
         let joined: Vec<Vec<bool>> = (0..p)
             .map(|s| sends_after_next(k.schedule, s, p, m, programs[s].len()))
             .collect();
-        let sched_v = if k.schedule == Schedule::Interleaved {
-            v
-        } else {
-            1
-        };
-        debug_assert_eq!(sched_v * p, nst);
+        debug_assert_eq!(v * p, nst);
+        // Megatron-LM's delayed launch of a chunk's gradients (below) is the interleaved
+        // schedule's; ZB-V's ranks launch theirs as 1F1B's do.
+        let interleaved = k.schedule == Schedule::Interleaved && v > 1;
         // When data-parallel gradients are reduced, as Megatron-LM's DDP launches them with
         // `--overlap-grad-reduce` and its default `delay_grad_reduce`
         // (megatron/core/pipeline_parallel/schedules.py: "Asynchronous communication tends to
@@ -1438,7 +1436,7 @@ impl<'a> Layout<'a> {
             replicas,
             sharded_grads: k.shards_gradients(),
             overlap: k.overlap.grad_reduce,
-            interleaved: sched_v > 1,
+            interleaved,
             cap: bucket_bytes(replicas),
             // FSDP (ZeRO 3): every layer's weights are all-gathered before each forward and each
             // backward of every micro-batch (resharded after use, PyTorch FSDP's default), one

@@ -53,7 +53,8 @@ pub fn uniform(k: Knobs, layers: usize, (f, b, w): (i64, i64, i64)) -> TimingPla
         boundary_bytes: q(0),
         params: q(0),
     };
-    let p = k.pp as usize;
+    // Virtual stages: pp, or two per rank under ZB-V.
+    let p = (k.pp * k.virtual_chunks()) as usize;
     TimingPlan {
         format: FORMAT.into(),
         model: "uniform".into(),

@@ -1,0 +1,299 @@
+//! ZB-V (Qi, Wan, Huang, Lin, "Zero Bubble Pipeline Parallelism", arXiv:2401.10241, §6; PyTorch's
+//! `ScheduleZBVZeroBubble`, torchtitan's `ZBVZeroBubble`): the chunks placed as a "V", the
+//! simulated bubble, the activations held, the exact pricing against the timeline's placement,
+//! the pipeline exchanges, and what `rank` and `--emit` do with it.
+
+mod common;
+
+use common::symshard;
+use predicates::prelude::*;
+use symshard::calib::Calibration;
+use symshard::model::ModelLoader;
+use symshard::parallel::Layout;
+use symshard::strategy::{Knobs, Schedule};
+use symshard::sym::Rational;
+use symshard::timeline::*;
+
+#[path = "common/uniform_plan.rs"]
+mod uniform_plan;
+use uniform_plan::{knobs, uniform};
+
+/// The simulated idle share of the busiest rank's work: (flush − work) / work.
+fn bubble(sim: &Simulation) -> f64 {
+    let work = sim.work.iter().cloned().fold(0.0, f64::max);
+    (sim.flush - work) / work
+}
+
+/// With a chunk's F, B and W equal (one GEMM each of the same size), ZB-V's program idles
+/// (p − 1) chunk forwards per step: its ranks wait for the first micro-batch to reach them,
+/// and every other slot is filled. Of the rank's m·6 chunk units that is (p − 1)/(6m), half
+/// ZB-H1's (p − 1)/(3m) (Qi et al.'s ZB-V "zero bubble" assumes the optimizer step's
+/// synchronisation bypassed as well; the timeline keeps it, so the fill remains).
+#[test]
+fn zb_v_idles_p_minus_1_chunk_forwards() {
+    let rates = Rates::of(&Calibration::reference().unwrap());
+    for (p, m) in [
+        (2u64, 4u64),
+        (2, 3),
+        (4, 8),
+        (4, 7),
+        (4, 16),
+        (8, 16),
+        (3, 9),
+    ] {
+        // Two layers per chunk, 2p chunks.
+        let k = knobs(p, m, Schedule::ZeroBubbleV);
+        let plan = uniform(k, 4 * p as usize, (1000, 2000, 1000));
+        assert_eq!(plan.stages.len(), 2 * p as usize);
+        let zb = simulate(&plan, &rates, 8).unwrap();
+        let want = (p - 1) as f64 / (6 * m) as f64;
+        assert!(
+            (bubble(&zb) - want).abs() < 1e-9,
+            "zb-v p={p} m={m}: {} vs {want}",
+            bubble(&zb)
+        );
+        let h1 = simulate(
+            &uniform(
+                knobs(p, m, Schedule::ZeroBubbleH1),
+                4 * p as usize,
+                (1000, 2000, 1000),
+            ),
+            &rates,
+            8,
+        )
+        .unwrap();
+        assert!(zb.iteration < h1.iteration, "p={p} m={m}");
+    }
+}
+
+/// Rank s holds chunks s and 2p − 1 − s, as torchtitan's pipeline builder places a V-style
+/// schedule's stages (`stage_v_pairs = zip(range(pp), range(num_stages - 1, pp - 1, -1))`):
+/// the relative cost prices on each rank the blocks the timeline runs there, rank 0 holding
+/// both the embedding and the head.
+#[test]
+fn the_relative_cost_prices_the_v_where_the_timeline_runs_it() {
+    for (model, pp, m) in [
+        ("gpt3-125m", 2u64, 4u64),
+        ("gpt3-125m", 3, 4),
+        ("llama3-8b", 4, 8),
+    ] {
+        let lm = ModelLoader::embedded().unwrap().resolve(model).unwrap();
+        let calib = Calibration::resolve("a100-80gb").unwrap();
+        let k = Knobs {
+            dp: 2,
+            ..knobs(pp, m, Schedule::ZeroBubbleV)
+        };
+        let (plan, e) = plan_strategy(
+            &lm,
+            &lm.values,
+            &k,
+            &Layout::default(),
+            &calib,
+            Some(8),
+            &calib.memory_bytes(),
+        )
+        .unwrap();
+        let p = pp as usize;
+        assert_eq!(plan.stages.len(), 2 * p, "{model}");
+        let blocks = plan.blocks.len();
+        let mut relative = vec![vec![0u64; blocks]; p];
+        for (d, stage) in e.stages.iter().enumerate() {
+            for (name, c) in &stage.items {
+                let bi = plan.blocks.iter().position(|b| &b.name == name).unwrap();
+                relative[d][bi] += c;
+            }
+        }
+        let mut timed = vec![vec![0u64; blocks]; p];
+        let mut item = 0;
+        for (chunk, n) in plan.stages.iter().enumerate() {
+            let rank = if chunk < p { chunk } else { 2 * p - 1 - chunk };
+            for &bi in &plan.items[item..item + n] {
+                timed[rank][bi] += 1;
+            }
+            item += n;
+        }
+        assert_eq!(relative, timed, "{model} pp={pp}");
+        // These models' blocks: embedding, layer, head. Rank 0 holds the first and last.
+        assert_eq!(relative[0][0], 1, "{model}: {relative:?}");
+        assert_eq!(relative[0][blocks - 1], 1, "{model}: {relative:?}");
+        let layers: Vec<u64> = relative
+            .iter()
+            .map(|d| d[1..blocks - 1].iter().sum())
+            .collect();
+        assert!(
+            layers.iter().all(|&l| l == layers[0]),
+            "{model}: {layers:?}"
+        );
+    }
+}
+
+fn activations(args: &[&str]) -> Vec<Rational> {
+    let mut all = vec!["cost", "gpt3-125m", "--format", "json"];
+    all.extend(args);
+    let v = common::json(&all);
+    v["per_device"]["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            s["memory"]["activations"]
+                .as_str()
+                .unwrap()
+                .parse()
+                .unwrap()
+        })
+        .collect()
+}
+
+/// The activations a rank holds: its two chunks' for min(2m, m + s + 1, 2p) chunk micro-batches
+/// (a walk of PyTorch's order, tested in the library), so p whole-stage micro-batches from
+/// 2p − 1 micro-batches on. gpt3-125m's 12 layers over 4 chunks at pp = 2: rank 1 holds layers
+/// 3–5 and 6–8, one micro-batch of them with one micro-batch, two from three on; rank 0 holds
+/// one and a half with two.
+#[test]
+fn zb_v_holds_p_micro_batches_of_a_whole_stage() {
+    let at = |m: &str| {
+        activations(&[
+            "--pp",
+            "2",
+            "--schedule",
+            "zb-v",
+            "--microbatches",
+            m,
+            "--set",
+            &format!("B={m}"),
+        ])
+    };
+    let (one, two, eight) = (at("1"), at("2"), at("8"));
+    let q = |n: i64| Rational::from_integer(n.into());
+    assert_eq!(eight[1], &one[1] * q(2));
+    assert_eq!(two[1], &one[1] * q(2));
+    // Rank 0 with two micro-batches: 3 of its 4 chunk micro-batches.
+    assert_eq!(&two[0] * q(4), &eight[0] * q(3));
+}
+
+/// Each neighbouring rank takes one chunk's output and gives back its gradient, and the other
+/// chunk's the other way; the turn of the V (rank p − 1, chunk p − 1 to chunk p) stays on the
+/// device, and rank 0's second chunk is the last stage. In the timeline's trace at pp = 3 with
+/// 6 micro-batches: rank 2 sends no activation from stage 2, six from stage 3; rank 0 six from
+/// stage 0 and none from stage 5.
+#[test]
+fn the_turn_of_the_v_stays_on_the_device() {
+    let dir = std::env::temp_dir().join(format!("symshard-zbv-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let trace = dir.join("trace.json");
+    symshard()
+        .args([
+            "timeline",
+            "gpt3-125m",
+            "--pp",
+            "3",
+            "--microbatches",
+            "6",
+            "--set",
+            "B=12",
+            "--schedule",
+            "zb-v",
+            "--trace",
+            trace.to_str().unwrap(),
+        ])
+        .assert()
+        .success();
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    let events = v["traceEvents"].as_array().unwrap();
+    let sends_from = |device: u64, stage: u64| {
+        events
+            .iter()
+            .filter(|e| {
+                e["name"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("send activation"))
+                    && e["pid"] == device
+                    && e["args"]["stage"] == stage
+            })
+            .count()
+    };
+    assert_eq!(sends_from(2, 2), 0);
+    assert_eq!(sends_from(2, 3), 6);
+    assert_eq!(sends_from(0, 0), 6);
+    assert_eq!(sends_from(0, 5), 0);
+    assert_eq!(sends_from(1, 1), 6);
+    assert_eq!(sends_from(1, 4), 6);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `rank` tries ZB-V only where asked; `--emit torchtitan` names PyTorch's `ZBVZeroBubble` with
+/// 2·pp − 1 split points; Megatron-LM has no such schedule, so `--emit megatron` refuses it;
+/// layers that 2·pp chunks do not divide are refused naming the schedule.
+#[test]
+fn rank_tries_zb_v_when_fixed_and_torchtitan_runs_it() {
+    let rows = |fix: Option<&str>| -> Vec<serde_json::Value> {
+        let mut args = vec!["rank", "gpt3-125m", "--devices", "16", "--top", "400"];
+        args.extend(["--format", "json"]);
+        if let Some(f) = fix {
+            args.extend(["--fix", f]);
+        }
+        let v = common::json(&args);
+        v["strategies"].as_array().cloned().unwrap_or_default()
+    };
+    assert!(rows(None)
+        .iter()
+        .all(|r| r.to_string().find("zb-v").is_none()));
+    let fixed = rows(Some("schedule=zb-v"));
+    assert!(fixed.iter().any(|r| r["schedule"] == "zb-v"));
+
+    let out = common::stdout(&[
+        "rank",
+        "llama3-8b",
+        "--devices",
+        "32",
+        "--fix",
+        "schedule=zb-v,pp=4,zero=3",
+        "--emit",
+        "torchtitan",
+    ]);
+    assert!(
+        out.contains("pipeline_parallel_schedule = \"ZBVZeroBubble\""),
+        "{out}"
+    );
+    let points = out
+        .lines()
+        .find(|l| l.starts_with("pipeline_parallel_split_points"))
+        .unwrap();
+    assert_eq!(points.matches("layers.").count(), 7, "{points}");
+
+    symshard()
+        .args([
+            "rank",
+            "llama3-8b",
+            "--devices",
+            "32",
+            "--fix",
+            "schedule=zb-v,pp=4",
+            "--emit",
+            "megatron",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("ZB-V"));
+    // 12 layers over 2·4 chunks.
+    symshard()
+        .args([
+            "cost",
+            "gpt3-125m",
+            "--pp",
+            "4",
+            "--microbatches",
+            "8",
+            "--schedule",
+            "zb-v",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "zb-v with 2 chunks needs the 12 layers divisible by pp × chunks = 8",
+        ));
+    assert_eq!(Schedule::from_name("zb-v"), Some(Schedule::ZeroBubbleV));
+    assert_eq!(Schedule::ZeroBubbleV.to_string(), "zb-v");
+}
