@@ -145,11 +145,11 @@ fn activations(args: &[&str]) -> Vec<Rational> {
         .collect()
 }
 
-/// The activations a rank holds: its two chunks' for min(2m, m + s + 1, 2p) chunk micro-batches
+/// The activations a rank holds: at the fullest moment of its program, each chunk's
+/// micro-batches at that chunk's own size; min(2m, m + s + 1, 2p) chunk micro-batches in all
 /// (a walk of PyTorch's order, tested in the library), so p whole-stage micro-batches from
 /// 2p − 1 micro-batches on. gpt3-125m's 12 layers over 4 chunks at pp = 2: rank 1 holds layers
-/// 3–5 and 6–8, one micro-batch of them with one micro-batch, two from three on; rank 0 holds
-/// one and a half with two.
+/// 3–5 and 6–8, one micro-batch of them with one micro-batch, two from two on.
 #[test]
 fn zb_v_holds_p_micro_batches_of_a_whole_stage() {
     let at = |m: &str| {
@@ -168,8 +168,15 @@ fn zb_v_holds_p_micro_batches_of_a_whole_stage() {
     let q = |n: i64| Rational::from_integer(n.into());
     assert_eq!(eight[1], &one[1] * q(2));
     assert_eq!(two[1], &one[1] * q(2));
-    // Rank 0 with two micro-batches: 3 of its 4 chunk micro-batches.
-    assert_eq!(&two[0] * q(4), &eight[0] * q(3));
+    // Rank 0's chunks differ (the embedding's, the head's): with one micro-batch it holds one
+    // of each, with two, two of its first and one of its last; with eight, at its fullest,
+    // three and one or four of its first (PyTorch's order walked by hand).
+    let first = &two[0] - &one[0];
+    let last = &one[0] - &first;
+    assert!(last > first, "the head's chunk holds the logits");
+    let three_one = &first * q(3) + &last;
+    let four = &first * q(4);
+    assert_eq!(eight[0], three_one.max(four));
 }
 
 /// Each neighbouring rank takes one chunk's output and gives back its gradient, and the other

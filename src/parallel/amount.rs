@@ -463,8 +463,9 @@ pub fn in_flight<T: Amount>(k: &Knobs, v: u64, s: usize) -> T {
         // stages are priced together by [`BlockCost::memory`].
         Schedule::DualPipe => T::int(k.pp + 1),
         // ZB-V: the chunks the program holds at its peak ([`zero_bubble_v_held`]), in
-        // micro-batches of the rank's two chunks, taken as equal, as interleaving's count
-        // takes its chunks (pp of them from 2pp − 1 micro-batches on, 1F1B's first stage's).
+        // micro-batches of the rank's two chunks together (pp of them from 2pp − 1 micro-batches
+        // on, 1F1B's first stage's). A rank's memory takes its chunks apart, each at its own
+        // size ([`BlockCost::memory`]).
         //
         // [`zero_bubble_v_held`]: crate::strategy::schedule::zero_bubble_v_held
         Schedule::ZeroBubbleV => T::ratio(
@@ -1154,9 +1155,10 @@ impl<T: Amount> BlockCost<T> {
     /// weights, gradients and optimizer state, and activations ([`BlockCost::activations`]).
     /// Under DualPipe (`mirror` given) the rank also holds stage pp − 1 − s, of summed costs `mirror`
     /// (DeepSeek-V3 Technical Report, arXiv:2412.19437, Table 2: "Parameter" 2× against
-    /// 1F1B's 1×; deepseek-ai/DualPipe places stages s and pp − 1 − s on rank s): both
-    /// stages' state, and at each moment of its program the micro-batches it holds of each
-    /// ([`crate::strategy::schedule::dualpipe_held`]), the largest of those sums. Exact for
+    /// 1F1B's 1×; deepseek-ai/DualPipe places stages s and pp − 1 − s on rank s); under ZB-V
+    /// these costs are the rank's chunk s and `mirror` its chunk 2pp − 1 − s. Both stages'
+    /// state, and at each moment of its program the micro-batches it holds of each
+    /// ([`crate::strategy::schedule::rank_held`]), the largest of those sums. Exact for
     /// stages of different sizes, as rank 0 pairs the embedding's stage with the head's.
     pub fn memory(
         &self,
@@ -1172,8 +1174,12 @@ impl<T: Amount> BlockCost<T> {
         };
         let [w2, g2, o2] = other.state(k);
         let (own, theirs) = (self.held_per_microbatch(k), other.held_per_microbatch(k));
-        let held =
-            crate::strategy::schedule::dualpipe_held(s, k.pp as usize, k.microbatches as usize);
+        let held = crate::strategy::schedule::rank_held(
+            k.schedule,
+            s,
+            k.pp as usize,
+            k.microbatches as usize,
+        );
         let mut act = if own == theirs {
             // Stages holding the same: PP + 1 of them, a polynomial.
             own * T::int(held.iter().map(|[a, b]| a + b).max().unwrap_or(0))

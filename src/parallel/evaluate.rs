@@ -1154,7 +1154,13 @@ struct Plan {
     stages: usize,
     /// Model chunks per device.
     v: u64,
+    /// Under ZB-V, the copies of each block on each of the 2·pp chunks, in model order (rank s
+    /// holds chunks s and 2·pp − 1 − s); empty otherwise.
+    chunks: Vec<Copies>,
 }
+
+/// Copies of each block on a stage or a chunk, in order.
+type Copies = Vec<(usize, u64)>;
 
 /// A stage's copies and the blocks whose boundaries it receives and sends ([`Plan::place`]).
 type StagePlace<'a> = (&'a [(usize, u64)], Option<usize>, Option<usize>);
@@ -1175,6 +1181,12 @@ impl Plan {
     fn counts(&self, s: usize) -> &[(usize, u64)] {
         let g = self.groups.partition_point(|g| g.first <= s) - 1;
         &self.groups[g].counts
+    }
+
+    /// Under ZB-V, the copies on rank `s`'s two chunks, s and 2·pp − 1 − s.
+    fn v_chunks(&self, s: usize) -> Option<[&[(usize, u64)]; 2]> {
+        let n = self.chunks.len();
+        (n > 0 && s < n / 2).then(|| [&self.chunks[s][..], &self.chunks[n - 1 - s][..]])
     }
 
     /// The block of stage `s`'s last copy: the block whose output the stage sends on.
@@ -1318,11 +1330,12 @@ fn plan_pipeline<N: Priced>(
             }],
             stages: 1,
             v,
+            chunks: Vec::new(),
         });
     }
     if v > 1 {
         // Checked above: the layers divide evenly over the chunks.
-        let groups = interleaved_groups(
+        let (groups, chunks) = interleaved_groups(
             numbers,
             layer_block,
             (k.pp as usize, v),
@@ -1341,6 +1354,11 @@ fn plan_pipeline<N: Priced>(
             groups,
             stages: k.pp as usize,
             v,
+            chunks: if k.schedule.v_shaped() {
+                chunks
+            } else {
+                Vec::new()
+            },
         });
     }
     // Each block copy's time for one micro-batch, what the partition balances: a run of equal
@@ -1357,6 +1375,7 @@ fn plan_pipeline<N: Priced>(
         groups: stage_groups(&blocks, &runs, &bounds),
         stages: bounds.len() - 1,
         v,
+        chunks: Vec::new(),
     })
 }
 
@@ -1462,7 +1481,7 @@ fn interleaved_groups<N>(
     (pp, v): (usize, u64),
     schedule: Schedule,
     split: PipelineSplit,
-) -> Option<Vec<StageGroup>> {
+) -> Option<(Vec<StageGroup>, Vec<Copies>)> {
     let repeats: Vec<u64> = numbers.iter().map(|n| n.repeat).collect();
     let chunks = interleaved_chunks(&repeats, layer_block, pp as u64 * v, split)?;
     let mut held = vec![vec![0u64; numbers.len()]; pp];
@@ -1488,7 +1507,7 @@ fn interleaved_groups<N>(
             }),
         }
     }
-    Some(groups)
+    Some((groups, chunks))
 }
 
 /// Whether each block of `model` is a repeated layer (what recomputation applies to).
@@ -1698,8 +1717,17 @@ fn rough_each<N>(
                 )
             }
             None => {
-                let act = own.cost.activations(k, plan.v, s, &full_recompute);
-                (own, k.microbatches as f64, boundary(s), own.state + act)
+                let memory = match plan.v_chunks(s) {
+                    // ZB-V: the rank's two chunks, each held as its program holds it.
+                    Some([first, last]) => {
+                        let chunk = |counts| BlockCost::stage(&plan.cf, counts);
+                        let held =
+                            chunk(first).memory(k, plan.v, s, &full_recompute, Some(&chunk(last)));
+                        held.iter().sum()
+                    }
+                    None => own.state + own.cost.activations(k, plan.v, s, &full_recompute),
+                };
+                (own, k.microbatches as f64, boundary(s), memory)
             }
         };
         let full = parts.time + kap.dp * parts.dp + kap.edp * parts.edp - parts.hidden
@@ -1852,8 +1880,9 @@ pub fn estimate_variants(
         .filter(|(bi, _)| layer_block[*bi])
         .map(|(_, n)| n.repeat)
         .sum();
-    // Per (recomputation, expert degree, interleaved, expert-parallel share): the partitions.
-    type PlanKey = (Recompute, u64, bool, Rational);
+    // Per (recomputation, expert degree, interleaved, V-shaped, expert-parallel share): the
+    // partitions.
+    type PlanKey = (Recompute, u64, bool, bool, Rational);
     let mut plans: Vec<(PlanKey, Result<Plan, StrategyError>)> = Vec::new();
     // The interleaved stages of each (pp, chunks, V-shaped).
     let mut chunk_groups: Vec<((u64, u64, bool), Vec<StageGroup>)> = Vec::new();
@@ -1891,7 +1920,13 @@ pub fn estimate_variants(
             // layer count ([`interleaved_groups`]), which for most models gives every chunk
             // count the same stages: a plan (and its group parts) is shared by the chunk counts
             // whose stages agree.
-            let key = (k.recompute, k.ep, v > 1, share.clone());
+            let key = (
+                k.recompute,
+                k.ep,
+                v > 1,
+                k.schedule.v_shaped() && v > 1,
+                share.clone(),
+            );
             let groups = (v > 1).then(|| {
                 let at = chunk_groups
                     .iter()
@@ -1905,8 +1940,10 @@ pub fn estimate_variants(
                             k.schedule,
                             k.pipeline_split,
                         );
-                        chunk_groups
-                            .push(((k.pp, v, k.schedule.v_shaped()), g.unwrap_or_default()));
+                        chunk_groups.push((
+                            (k.pp, v, k.schedule.v_shaped()),
+                            g.map(|(groups, _)| groups).unwrap_or_default(),
+                        ));
                         chunk_groups.len() - 1
                     });
                 &chunk_groups[at].1
@@ -2249,9 +2286,16 @@ impl<T: Priced> StagePricer<'_, T> {
     /// Memory per device of stage `s` (its summed costs `c`): weights, gradients and optimizer
     /// state ([`BlockCost::state`]) and the activations of the micro-batches in flight.
     fn memory(&self, c: &BlockCost<T>, s: usize) -> Held<T> {
-        let mirror =
-            dualpipe_mirror(self.k, s).map(|m| BlockCost::stage(self.costs, self.plan.counts(m)));
-        let [params, grads, optimizer, activations] = c.memory(
+        let stage = |counts: &[(usize, u64)]| BlockCost::stage(self.costs, counts);
+        let (own, mirror) = match self.plan.v_chunks(s) {
+            // ZB-V: the rank's two chunks, each held as its program holds it.
+            Some([first, last]) => (stage(first), Some(stage(last))),
+            None => (
+                c.clone(),
+                dualpipe_mirror(self.k, s).map(|m| stage(self.plan.counts(m))),
+            ),
+        };
+        let [params, grads, optimizer, activations] = own.memory(
             self.k,
             self.plan.v,
             s,

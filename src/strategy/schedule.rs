@@ -153,23 +153,48 @@ pub fn dualpipe_held(s: usize, p: usize, m: usize) -> Vec<[u64; 2]> {
     // forward and fully backward a micro-batch of both phases: the same states again. So the
     // walk is bounded whatever m is.
     let m = if m > 2 * p { 2 * p } else { m };
-    let mut states: Vec<[u64; 2]> = Vec::new();
-    for held in dualpipe_states(s, p, m) {
-        if states.iter().all(|x| x[0] < held[0] || x[1] < held[1]) {
-            states.retain(|x| x[0] > held[0] || x[1] > held[1]);
-            states.push(held);
-        }
-    }
-    states
+    frontier(dualpipe_states(s, p, m))
 }
 
-/// Under DualPipe, the micro-batches rank `s` of `p` holds of its own stage and of its mirrored
-/// stage after each forward and each weight gradient of its whole [`program`] with `m`
-/// micro-batches, in program order.
-fn dualpipe_states(s: usize, p: usize, m: usize) -> impl Iterator<Item = [u64; 2]> {
+/// The micro-batches whose activations rank `s` of `p` holds at once with `m` micro-batches, as
+/// pairs over its two stages, where it runs two: under DualPipe (p even, more than 1) its own
+/// stage s and its mirrored stage p − 1 − s ([`dualpipe_held`]); under ZB-V (p > 1) its chunks
+/// s and 2p − 1 − s ([`zero_bubble_v_frontier`]). Empty under the other schedules.
+pub fn rank_held(schedule: Schedule, s: usize, p: usize, m: usize) -> Vec<[u64; 2]> {
+    match schedule {
+        Schedule::DualPipe if p > 1 => dualpipe_held(s, p, m),
+        Schedule::ZeroBubbleV if p > 1 => zero_bubble_v_frontier(s, p, m),
+        _ => Vec::new(),
+    }
+}
+
+/// The states of `states` that no other exceeds in both, in order of first appearance.
+fn frontier(states: impl Iterator<Item = [u64; 2]>) -> Vec<[u64; 2]> {
+    let mut out: Vec<[u64; 2]> = Vec::new();
+    for held in states {
+        if out.iter().all(|x| x[0] < held[0] || x[1] < held[1]) {
+            out.retain(|x| x[0] > held[0] || x[1] > held[1]);
+            out.push(held);
+        }
+    }
+    out
+}
+
+/// Under ZB-V, the chunk micro-batches rank `s` of `p` holds of its chunks s and 2p − 1 − s:
+/// every state of its [`program`] that no other exceeds in both, a micro-batch held from its
+/// forward to its weight gradient. From 2p − 1 micro-batches on the program's warm-up is the
+/// same and its steady step repeats two states, (2p − s, s) and (2p − s − 1, s + 1), so the walk
+/// stops at 2p micro-batches whatever `m` is. Their largest sum is [`zero_bubble_v_held`].
+pub fn zero_bubble_v_frontier(s: usize, p: usize, m: usize) -> Vec<[u64; 2]> {
+    frontier(held_states(s, zero_bubble_v(s, p, m.min(2 * p))))
+}
+
+/// The micro-batches a rank holds of stage `own` and of its other stage after each forward and
+/// each weight gradient of `program`, in program order.
+fn held_states(own: usize, program: Vec<Task>) -> impl Iterator<Item = [u64; 2]> {
     let mut held = [0u64; 2];
-    dualpipe(s, p, m).0.into_iter().filter_map(move |t| {
-        let i = usize::from(t.stage != s);
+    program.into_iter().filter_map(move |t| {
+        let i = usize::from(t.stage != own);
         match t.pass {
             Pass::Forward => held[i] += 1,
             Pass::Weight => held[i] -= 1,
@@ -177,6 +202,13 @@ fn dualpipe_states(s: usize, p: usize, m: usize) -> impl Iterator<Item = [u64; 2
         }
         Some(held)
     })
+}
+
+/// Under DualPipe, the micro-batches rank `s` of `p` holds of its own stage and of its mirrored
+/// stage after each forward and each weight gradient of its whole [`program`] with `m`
+/// micro-batches, in program order.
+fn dualpipe_states(s: usize, p: usize, m: usize) -> impl Iterator<Item = [u64; 2]> {
+    held_states(s, dualpipe(s, p, m).0)
 }
 
 /// The pipeline rank that runs `stage` for `microbatch`: the stage's own rank ([`rank_of`]),
@@ -622,6 +654,34 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// ZB-V's frontier: the bounded walk finds what a walk of the whole program finds, and its
+    /// largest sum is [`zero_bubble_v_held`].
+    #[test]
+    fn zb_v_frontier_is_bounded_in_the_micro_batches() {
+        for p in [2usize, 3, 4, 8] {
+            for m in [1usize, 2, p, 2 * p - 1, 2 * p, 2 * p + 1, 5 * p + 3] {
+                for s in 0..p {
+                    let states: Vec<[u64; 2]> = held_states(s, zero_bubble_v(s, p, m)).collect();
+                    let front = zero_bubble_v_frontier(s, p, m);
+                    for x in &states {
+                        assert!(
+                            front.iter().any(|f| f[0] >= x[0] && f[1] >= x[1]),
+                            "p={p} m={m} s={s}: {x:?} not under {front:?}"
+                        );
+                    }
+                    for f in &front {
+                        assert!(states.contains(f), "p={p} m={m} s={s}: {f:?}");
+                    }
+                    let peak = front.iter().map(|x| x[0] + x[1]).max().unwrap();
+                    assert_eq!(peak, zero_bubble_v_held(s, p, m), "p={p} m={m} s={s}");
+                }
+            }
+        }
+        // Rank 0 at its fullest: 2p micro-batches of its first chunk, or 2p − 1 and one of its
+        // last (the head's).
+        assert_eq!(zero_bubble_v_frontier(0, 4, 16), vec![[7, 1], [8, 0]]);
     }
 
     /// The order of PyTorch's `ScheduleZBVZeroBubble` for 2 ranks and 4 micro-batches, as its
