@@ -16,13 +16,7 @@ use symshard::timeline::*;
 
 #[path = "common/uniform_plan.rs"]
 mod uniform_plan;
-use uniform_plan::{knobs, q, uniform};
-
-/// The simulated idle share of the busiest rank's work: (flush − work) / work.
-fn bubble(sim: &Simulation) -> f64 {
-    let work = sim.work.iter().cloned().fold(0.0, f64::max);
-    (sim.flush - work) / work
-}
+use uniform_plan::{bubble, knobs, q, uniform};
 
 /// With T_F = T_B = T_W (the paper's §3.1 setting: a matmul's forward, input gradient and
 /// weight gradient are one GEMM each of the same size), 1F1B idles (p − 1)·3 units of its
@@ -194,8 +188,7 @@ fn zb_h1_is_no_slower_than_1f1b_on_gpt3_125m_at_pp_4() {
 #[test]
 fn zb_h1_holds_1f1b_stage_0_activations_on_every_stage() {
     let stages = |schedule: &str| -> Vec<Rational> {
-        let v = common::json(&[
-            "cost",
+        common::stage_activations(&[
             "gpt3-125m",
             "--pp",
             "4",
@@ -203,21 +196,7 @@ fn zb_h1_holds_1f1b_stage_0_activations_on_every_stage() {
             "8",
             "--schedule",
             schedule,
-            "--format",
-            "json",
-        ]);
-        v["per_device"]["stages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| {
-                s["memory"]["activations"]
-                    .as_str()
-                    .unwrap()
-                    .parse()
-                    .unwrap()
-            })
-            .collect()
+        ])
     };
     let (one, zb) = (stages("1f1b"), stages("zb-h1"));
     assert_eq!(one.len(), 4);

@@ -16,13 +16,7 @@ use symshard::timeline::*;
 
 #[path = "common/uniform_plan.rs"]
 mod uniform_plan;
-use uniform_plan::{knobs, uniform};
-
-/// The simulated idle share of the busiest rank's work: (flush − work) / work.
-fn bubble(sim: &Simulation) -> f64 {
-    let work = sim.work.iter().cloned().fold(0.0, f64::max);
-    (sim.flush - work) / work
-}
+use uniform_plan::{bubble, knobs, uniform};
 
 /// With a chunk's F, B and W equal (one GEMM each of the same size), ZB-V's program idles
 /// (p − 1) chunk forwards per step: its ranks wait for the first micro-batch to reach them,
@@ -128,21 +122,9 @@ fn the_relative_cost_prices_the_v_where_the_timeline_runs_it() {
 }
 
 fn activations(args: &[&str]) -> Vec<Rational> {
-    let mut all = vec!["cost", "gpt3-125m", "--format", "json"];
+    let mut all = vec!["gpt3-125m"];
     all.extend(args);
-    let v = common::json(&all);
-    v["per_device"]["stages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| {
-            s["memory"]["activations"]
-                .as_str()
-                .unwrap()
-                .parse()
-                .unwrap()
-        })
-        .collect()
+    common::stage_activations(&all)
 }
 
 /// The activations a rank holds: at the fullest moment of its program, each chunk's
@@ -235,19 +217,10 @@ fn the_turn_of_the_v_stays_on_the_device() {
 /// layers that 2·pp chunks do not divide are refused naming the schedule.
 #[test]
 fn rank_tries_zb_v_when_fixed_and_torchtitan_runs_it() {
-    let rows = |fix: Option<&str>| -> Vec<serde_json::Value> {
-        let mut args = vec!["rank", "gpt3-125m", "--devices", "16", "--top", "400"];
-        args.extend(["--format", "json"]);
-        if let Some(f) = fix {
-            args.extend(["--fix", f]);
-        }
-        let v = common::json(&args);
-        v["strategies"].as_array().cloned().unwrap_or_default()
-    };
-    assert!(rows(None)
+    assert!(common::ranked_rows_with("gpt3-125m", 16, 400, &[])
         .iter()
-        .all(|r| r.to_string().find("zb-v").is_none()));
-    let fixed = rows(Some("schedule=zb-v"));
+        .all(|r| r["schedule"] != "zb-v"));
+    let fixed = common::ranked_rows("gpt3-125m", 16, "schedule=zb-v", 400);
     assert!(fixed.iter().any(|r| r["schedule"] == "zb-v"));
 
     let out = common::stdout(&[

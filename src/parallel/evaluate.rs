@@ -1920,13 +1920,7 @@ pub fn estimate_variants(
             // layer count ([`interleaved_groups`]), which for most models gives every chunk
             // count the same stages: a plan (and its group parts) is shared by the chunk counts
             // whose stages agree.
-            let key = (
-                k.recompute,
-                k.ep,
-                v > 1,
-                k.schedule.v_shaped() && v > 1,
-                share.clone(),
-            );
+            let key = (k.recompute, k.ep, v > 1, k.zero_bubble_v(), share.clone());
             let groups = (v > 1).then(|| {
                 let at = chunk_groups
                     .iter()

@@ -662,6 +662,12 @@ impl Knobs {
         self.schedule.bidirectional() && self.pp > 1
     }
 
+    /// Whether each pipeline rank runs two chunks placed as a "V" under ZB-V
+    /// ([`Schedule::v_shaped`] with more than one stage): rank s runs chunks s and 2·pp − 1 − s.
+    pub fn zero_bubble_v(&self) -> bool {
+        self.schedule.v_shaped() && self.pp > 1
+    }
+
     /// Ranks holding the same weights: the data-parallel group times the context-parallel
     /// group, over which gradients are reduced and ZeRO shards.
     pub fn replicas(&self) -> u64 {

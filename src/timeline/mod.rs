@@ -190,7 +190,7 @@ fn timed(plan: &TimingPlan, calib: &Calibration, keep: bool) -> Result<Timeline>
             "one device per pipeline {}: its {} tensor-{}and data-parallel ranks are symmetric",
             if k.dualpipe() {
                 "rank (under dualpipe rank s runs stages s and pp − 1 − s; the stage shown is s)"
-            } else if k.schedule.v_shaped() && k.virtual_chunks() > 1 {
+            } else if k.zero_bubble_v() {
                 "rank (under zb-v rank s runs chunks s and 2·pp − 1 − s; the stage shown is s)"
             } else {
                 "stage"

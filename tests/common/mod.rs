@@ -143,6 +143,26 @@ pub fn ranked_rows_with(model: &str, devices: u64, top: u64, extra: &[&str]) -> 
     rows
 }
 
+/// `cost ARGS --format json`: each stage's activation bytes, exact.
+#[allow(dead_code)]
+pub fn stage_activations(args: &[&str]) -> Vec<Rational> {
+    let mut all = vec!["cost"];
+    all.extend(args);
+    all.extend(["--format", "json"]);
+    json(&all)["per_device"]["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            s["memory"]["activations"]
+                .as_str()
+                .unwrap()
+                .parse()
+                .unwrap()
+        })
+        .collect()
+}
+
 /// Runs a command that must succeed and returns its standard output as JSON.
 pub fn json(args: &[&str]) -> Value {
     let out = symshard().args(args).output().unwrap();

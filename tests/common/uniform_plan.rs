@@ -74,3 +74,10 @@ pub fn uniform(k: Knobs, layers: usize, (f, b, w): (i64, i64, i64)) -> TimingPla
         stages: vec![layers / p; p],
     }
 }
+
+/// The simulated idle share of the busiest rank's work: (flush − work) / work.
+#[allow(dead_code)]
+pub fn bubble(sim: &Simulation) -> f64 {
+    let work = sim.work.iter().cloned().fold(0.0, f64::max);
+    (sim.flush - work) / work
+}
