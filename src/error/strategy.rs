@@ -24,13 +24,7 @@ pub fn partial_node_size(devices: u64, gpus_per_node: u64) -> Option<u64> {
 
 /// Why interleaving refuses a layer count, and the accounting that would take it where one
 /// would.
-fn interleaved_message(
-    schedule: crate::strategy::Schedule,
-    chunks: u64,
-    layers: u64,
-    pp: u64,
-    extra: u64,
-) -> String {
+fn interleaved_message(schedule: &str, chunks: u64, layers: u64, pp: u64, extra: u64) -> String {
     let n = pp * chunks;
     if extra == 0 {
         let hint = if (layers + 1).is_multiple_of(n) || (layers + 2).is_multiple_of(n) {
@@ -225,10 +219,10 @@ pub enum StrategyError {
         layers: u64,
     },
     /// Interleaving (or ZB-V) whose chunks do not divide the layers.
-    #[error("{}", interleaved_message(*.schedule, *.chunks, *.layers, *.pp, *.extra))]
+    #[error("{}", interleaved_message(.schedule, *.chunks, *.layers, *.pp, *.extra))]
     InterleavedLayers {
-        /// The schedule: interleaved 1F1B, or ZB-V (two chunks per device).
-        schedule: crate::strategy::Schedule,
+        /// The schedule's name: interleaved 1F1B's, or ZB-V's (two chunks per device).
+        schedule: &'static str,
         /// Model chunks per device.
         chunks: u64,
         /// Repeated layers of the model.

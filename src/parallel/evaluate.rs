@@ -1308,7 +1308,7 @@ fn plan_pipeline<N: Priced>(
     let v = k.virtual_chunks();
     if v > 1 && !(layers + k.pipeline_split.extra()).is_multiple_of(k.pp * v) {
         return Err(StrategyError::InterleavedLayers {
-            schedule: k.schedule,
+            schedule: k.schedule.name(),
             chunks: v,
             layers,
             pp: k.pp,
@@ -1343,7 +1343,7 @@ fn plan_pipeline<N: Priced>(
             k.pipeline_split,
         )
         .ok_or(StrategyError::InterleavedLayers {
-            schedule: k.schedule,
+            schedule: k.schedule.name(),
             chunks: v,
             layers,
             pp: k.pp,
@@ -1909,7 +1909,7 @@ pub fn estimate_variants(
             let v = k.virtual_chunks();
             if v > 1 && !(layers + k.pipeline_split.extra()).is_multiple_of(k.pp * v) {
                 return Err(StrategyError::InterleavedLayers {
-                    schedule: k.schedule,
+                    schedule: k.schedule.name(),
                     chunks: v,
                     layers,
                     pp: k.pp,

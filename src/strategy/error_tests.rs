@@ -79,7 +79,7 @@ fn messages_name_the_knob_and_the_sizes() {
         ),
         (
             StrategyError::InterleavedLayers {
-                schedule: Schedule::Interleaved,
+                schedule: Schedule::Interleaved.name(),
                 chunks: 3,
                 layers: 32,
                 pp: 4,

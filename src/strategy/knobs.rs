@@ -106,16 +106,23 @@ impl Schedule {
     }
 }
 
-impl fmt::Display for Schedule {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl Schedule {
+    /// The name users type and the tables print.
+    pub fn name(self) -> &'static str {
+        match self {
             Schedule::Gpipe => "gpipe",
             Schedule::OneFOneB => "1f1b",
             Schedule::Interleaved => "interleaved-1f1b",
             Schedule::ZeroBubbleH1 => "zb-h1",
             Schedule::DualPipe => "dualpipe",
             Schedule::ZeroBubbleV => "zb-v",
-        })
+        }
+    }
+}
+
+impl fmt::Display for Schedule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
 }
 

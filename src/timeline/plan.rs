@@ -947,7 +947,7 @@ pub fn build_plan(
                 .map(|(r, _)| r)
                 .sum();
             Error::from(crate::strategy::StrategyError::InterleavedLayers {
-                schedule: knobs.schedule,
+                schedule: knobs.schedule.name(),
                 chunks: v,
                 layers,
                 pp: knobs.pp,
