@@ -257,7 +257,21 @@ fn rank_tries_zb_v_when_fixed_and_torchtitan_runs_it() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("ZB-V"));
-    // 12 layers over 2·4 chunks.
+    // 12 layers over 2·4 chunks: `rank` says why nothing is left, `cost` refuses it.
+    symshard()
+        .args([
+            "rank",
+            "gpt3-125m",
+            "--devices",
+            "16",
+            "--fix",
+            "schedule=zb-v,pp=4",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "zb-v with 2 chunks needs the 12 layers divisible by pp × chunks = 8",
+        ));
     symshard()
         .args([
             "cost",

@@ -1036,13 +1036,10 @@ impl<'a> Pricer<'a> {
         {
             schedules.push((Schedule::DualPipe, 1));
         }
-        // ZB-V likewise only under `--fix schedule=zb-v`, where its 2·pp chunks divide the
-        // layers.
+        // ZB-V likewise only under `--fix schedule=zb-v`; where its 2·pp chunks do not divide
+        // the layers, pricing refuses it and the refusal is counted with its reason.
         if pp > 1 && steer.schedule == Some(Schedule::ZeroBubbleV) {
-            let layers = layer_count(model, numbers_ok) + base.pipeline_split.extra();
-            if layers.is_multiple_of(2 * pp) {
-                schedules.push((Schedule::ZeroBubbleV, 1));
-            }
+            schedules.push((Schedule::ZeroBubbleV, 1));
         }
         // Interleaving: every chunk count the layers allow (layers divisible by pp × chunks;
         // with the embedding or the loss counted as layers where `--fix account=` says so), up
