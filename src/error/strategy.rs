@@ -489,7 +489,7 @@ impl StrategyError {
             StrategyError::TooManyLayers { .. } => "too many layers to partition",
             StrategyError::TooManyStages { .. } => "more pipeline stages than layers",
             StrategyError::InterleavedLayers { .. } => {
-                "interleaving chunks do not divide the layers"
+                "model chunks (interleaving, ZB-V) do not divide the layers"
             }
             StrategyError::NoPartition | StrategyError::Nothing(_) => "no pipeline partition",
             StrategyError::CpNoSequence { .. } | StrategyError::CpNoAttention { .. } => {
