@@ -1,8 +1,9 @@
 //! The relative cost prices what the timeline runs. Under the interleaved schedule it places the
 //! model chunks where the timeline does (Megatron-LM's placement: the layers split evenly over
 //! the `pp × v` chunks, the embedding on the first, the head on the last, device `d` holding
-//! chunks `d`, `d + pp`, …), so the stage it prices as the busiest is the one the timeline keeps
-//! busiest; and it prices a loss's separate fp32 passes by the bytes the timeline times.
+//! chunks `d`, `d + pp`, …; under ZB-V chunks `d` and `2·pp − 1 − d`), so the stage it prices as
+//! the busiest is the one the timeline keeps busiest; and it prices a loss's separate fp32
+//! passes by the bytes the timeline times.
 
 use symshard::calib::Calibration;
 use symshard::model::ModelLoader;
@@ -42,11 +43,18 @@ fn both_at(
             relative[d][bi] += c;
         }
     }
+    // Megatron-LM places chunk c on device c mod pp; ZB-V's second chunks run back up the
+    // devices, chunk c ≥ pp on device 2·pp − 1 − c (torchtitan's V-style stage placement:
+    // `stage_v_pairs = zip(range(pp), range(num_stages - 1, pp - 1, -1))`).
+    let device = |c: usize| match k.schedule {
+        Schedule::ZeroBubbleV if c >= pp => 2 * pp - 1 - c,
+        _ => c % pp,
+    };
     let mut timed = vec![vec![0u64; blocks]; pp];
     let mut item = 0;
     for (chunk, n) in plan.stages.iter().enumerate() {
         for &bi in &plan.items[item..item + n] {
-            timed[chunk % pp][bi] += 1;
+            timed[device(chunk)][bi] += 1;
         }
         item += n;
     }
@@ -119,6 +127,35 @@ fn the_relative_cost_prices_the_chunks_where_the_timeline_runs_them() {
     let n = relative[0].len();
     let layers: Vec<u64> = relative.iter().map(|d| d[1..n - 1].iter().sum()).collect();
     assert_eq!(layers, vec![7, 8, 8, 7], "{relative:?}");
+}
+
+/// ZB-V's rank s holds chunks s and 2·pp − 1 − s: the relative cost prices on each rank the
+/// blocks the timeline runs there, rank 0 holding both the embedding and the head, every rank
+/// the same layers.
+#[test]
+fn the_relative_cost_prices_zb_v_chunks_where_the_timeline_runs_them() {
+    for (model, pp, m) in [
+        ("gpt3-125m", 2u64, 4u64),
+        ("gpt3-125m", 3, 4),
+        ("llama3-8b", 4, 8),
+    ] {
+        let k = Knobs {
+            schedule: Schedule::ZeroBubbleV,
+            chunks: 1,
+            ..knobs(2, pp, 1, m)
+        };
+        let (relative, timed) = both(model, &k);
+        assert_eq!(relative, timed, "{model} {k}");
+        // These models' blocks: embedding, layer, head. Rank 0 holds the first and last.
+        let n = relative[0].len();
+        assert_eq!(relative[0][0], 1, "{model}: {relative:?}");
+        assert_eq!(relative[0][n - 1], 1, "{model}: {relative:?}");
+        let layers: Vec<u64> = relative.iter().map(|d| d[1..n - 1].iter().sum()).collect();
+        assert!(
+            layers.iter().all(|&l| l == layers[0]),
+            "{model}: {layers:?}"
+        );
+    }
 }
 
 /// A loss computed as separate fp32 passes costs the relative cost exactly what those passes

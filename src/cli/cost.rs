@@ -355,8 +355,9 @@ fn print_device_totals(pd: &DeviceCost, e: &Evaluation, machine: &(String, Ratio
     );
 }
 
-/// Prints each pipeline stage's blocks, FLOPs and memory; under DualPipe (`dualpipe`) each row
-/// is the rank that runs the stage and its mirror, and says so.
+/// Prints each pipeline stage's blocks, FLOPs and memory; under DualPipe each row is the rank
+/// that runs the stage and its mirror, under ZB-V the rank that holds two chunks, and it says
+/// so.
 fn print_stages(pd: &DeviceCost, k: &crate::strategy::Knobs) {
     println!("  stages");
     let stages: Vec<Vec<String>> = pd

@@ -486,7 +486,7 @@ fn megatron_schedule(k: &Knobs) -> Result<(), Error> {
         // 1F1B and interleaved 1F1B; zero-bubble schedules live in the fork of Qi et al.
         // (sail-sg/zero-bubble-pipeline-parallelism), whose flags are not Megatron-LM's.
         return Err(Error::Usage(
-            format!("--emit megatron: the top strategy uses the {} schedule, which Megatron-LM does not run (its schedules are 1F1B and interleaved 1F1B); rank with --schedule 1f1b or interleaved-1f1b", k.schedule.to_string().to_uppercase()),
+            format!("--emit megatron: the top strategy uses the {} schedule, which Megatron-LM does not run (its schedules are 1F1B and interleaved 1F1B); rank with --schedule 1f1b or interleaved-1f1b", k.schedule.name().to_uppercase()),
         ));
     }
     if k.pp > 1 && k.schedule == Schedule::DualPipe {

@@ -1183,10 +1183,23 @@ impl Plan {
         &self.groups[g].counts
     }
 
-    /// Under ZB-V, the copies on rank `s`'s two chunks, s and 2·pp − 1 − s.
-    fn v_chunks(&self, s: usize) -> Option<[&[(usize, u64)]; 2]> {
+    /// The two stages whose memory rank `s` holds apart, as [`BlockCost::memory`] takes them
+    /// (`costs`: per block): under ZB-V its chunks s and 2·pp − 1 − s, under DualPipe its stage
+    /// (`own`, summed) and the mirrored stage; none where the rank runs one stage.
+    fn held_apart<T: Amount>(
+        &self,
+        costs: &[BlockCost<T>],
+        k: &Knobs,
+        s: usize,
+        own: &BlockCost<T>,
+    ) -> Option<(BlockCost<T>, BlockCost<T>)> {
         let n = self.chunks.len();
-        (n > 0 && s < n / 2).then(|| [&self.chunks[s][..], &self.chunks[n - 1 - s][..]])
+        if n > 0 && s < n / 2 {
+            let chunk = |c: usize| BlockCost::stage(costs, &self.chunks[c]);
+            return Some((chunk(s), chunk(n - 1 - s)));
+        }
+        let mirror = dualpipe_mirror(k, s)?;
+        Some((own.clone(), BlockCost::stage(costs, self.counts(mirror))))
     }
 
     /// The block of stage `s`'s last copy: the block whose output the stage sends on.
@@ -1699,36 +1712,22 @@ fn rough_each<N>(
         current = Some((gi, own));
         // The blocks the device runs, for how many micro-batches each, sending how much per
         // micro-batch, and its memory.
-        let (parts, mf, p2p, memory) = match dualpipe_rank(plan, k, s) {
+        let (parts, mf, p2p) = match dualpipe_rank(plan, k, s) {
             Some((m, counts)) => {
                 // DualPipe: stages s and pp − 1 − s, half the micro-batches through each
                 // ([`StagePricer::price`]).
                 let half = k.microbatches as f64 / 2.0;
-                let mirror = BlockCost::stage(&plan.cf, plan.counts(m));
-                let held = own
-                    .cost
-                    .memory(k, plan.v, s, &full_recompute, Some(&mirror));
                 let p2p = boundary(s) + boundary(m);
-                (
-                    parts_of(plan, &counts, k, kap, half),
-                    half,
-                    p2p,
-                    held.iter().sum(),
-                )
+                (parts_of(plan, &counts, k, kap, half), half, p2p)
             }
-            None => {
-                let memory = match plan.v_chunks(s) {
-                    // ZB-V: the rank's two chunks, each held as its program holds it.
-                    Some([first, last]) => {
-                        let chunk = |counts| BlockCost::stage(&plan.cf, counts);
-                        let held =
-                            chunk(first).memory(k, plan.v, s, &full_recompute, Some(&chunk(last)));
-                        held.iter().sum()
-                    }
-                    None => own.state + own.cost.activations(k, plan.v, s, &full_recompute),
-                };
-                (own, k.microbatches as f64, boundary(s), memory)
-            }
+            None => (own, k.microbatches as f64, boundary(s)),
+        };
+        let memory = match plan.held_apart(&plan.cf, k, s, &own.cost) {
+            Some((first, last)) => first
+                .memory(k, plan.v, s, &full_recompute, Some(&last))
+                .iter()
+                .sum(),
+            None => own.state + own.cost.activations(k, plan.v, s, &full_recompute),
         };
         let full = parts.time + kap.dp * parts.dp + kap.edp * parts.edp - parts.hidden
             + kap.p2p * (p2p * mf + parts.cost.grad_sum_bytes(k));
@@ -1924,7 +1923,7 @@ pub fn estimate_variants(
             let groups = (v > 1).then(|| {
                 let at = chunk_groups
                     .iter()
-                    .position(|(x, _)| *x == (k.pp, v, k.schedule.v_shaped()))
+                    .position(|(x, _)| *x == (k.pp, v, k.zero_bubble_v()))
                     .unwrap_or_else(|| {
                         // The layers divide (checked above), so the placement exists.
                         let g = interleaved_groups(
@@ -1935,7 +1934,7 @@ pub fn estimate_variants(
                             k.pipeline_split,
                         );
                         chunk_groups.push((
-                            (k.pp, v, k.schedule.v_shaped()),
+                            (k.pp, v, k.zero_bubble_v()),
                             g.map(|(groups, _)| groups).unwrap_or_default(),
                         ));
                         chunk_groups.len() - 1
@@ -2280,22 +2279,12 @@ impl<T: Priced> StagePricer<'_, T> {
     /// Memory per device of stage `s` (its summed costs `c`): weights, gradients and optimizer
     /// state ([`BlockCost::state`]) and the activations of the micro-batches in flight.
     fn memory(&self, c: &BlockCost<T>, s: usize) -> Held<T> {
-        let stage = |counts: &[(usize, u64)]| BlockCost::stage(self.costs, counts);
-        let (own, mirror) = match self.plan.v_chunks(s) {
-            // ZB-V: the rank's two chunks, each held as its program holds it.
-            Some([first, last]) => (stage(first), Some(stage(last))),
-            None => (
-                c.clone(),
-                dualpipe_mirror(self.k, s).map(|m| stage(self.plan.counts(m))),
-            ),
-        };
-        let [params, grads, optimizer, activations] = own.memory(
-            self.k,
-            self.plan.v,
-            s,
-            &self.full_layer_saved,
-            mirror.as_ref(),
-        );
+        let (v, full) = (self.plan.v, &self.full_layer_saved);
+        let [params, grads, optimizer, activations] =
+            match self.plan.held_apart(self.costs, self.k, s, c) {
+                Some((first, last)) => first.memory(self.k, v, s, full, Some(&last)),
+                None => c.memory(self.k, v, s, full, None),
+            };
         let total = params.clone() + grads.clone() + optimizer.clone() + activations.clone();
         Held {
             params,
