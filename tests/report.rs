@@ -882,28 +882,40 @@ fn a_report_without_a_pipeline_shows_no_bubble() {
     assert!(!figure(&html, "components").contains("bubble"));
 }
 
-/// Every byte amount a person reads in the report is whole bytes: GPT-3 175B's #1 holds
-/// 141532835840/3 bytes of activations (JSON keeps the fraction), shown with units and, on hover,
-/// as the whole bytes `--exact` prints.
+/// Every byte amount a person reads in the report is whole bytes: gpt3-125m under ZeRO 3 over
+/// 7 data-parallel ranks holds a total of sevenths of a byte (JSON keeps the fraction), shown
+/// with units and, on hover, as the whole bytes `--exact` prints.
 #[test]
 fn the_report_never_shows_a_fraction_of_a_byte() {
-    let (top, html) = gpt3_report("bytes.html");
-    assert!(top["memory"]["activations"].as_str().unwrap().contains('/'));
+    let args = [
+        "gpt3-125m",
+        "--devices",
+        "7",
+        "--set",
+        "B=7",
+        "--fix",
+        "dp=7,zero=3",
+        "--top",
+    ];
+    let html = report_html("bytes.html", &[&args[..], &["3"]].concat());
+    let rank = json(&[&["rank"], &args[..], &["1"]].concat());
+    let top = &rank["strategies"][0];
+    assert!(top["memory"]["total"].as_str().unwrap().ends_with("/7"));
     let rows = formula_rows(per_device(&html));
-    let activations = rows.iter().find(|r| r.0 == "activations").unwrap();
-    assert!(
-        activations.2.contains('/'),
-        "the exact amount is kept for checks"
-    );
+    let memory = top["memory"]["total"].as_str().unwrap();
+    let total = rows
+        .iter()
+        .find(|r| r.0 == "total" && r.2 == memory)
+        .expect("the exact amount is kept for checks");
     let shown = |html: &str, exact: &str| {
         let at = html.find(&format!("data-exact=\"{exact}\"")).unwrap();
         let cell = &html[at..];
         cell[..cell.find("</td>").unwrap()].to_string()
     };
-    let cell = shown(&html, &activations.2);
-    let whole = whole_bytes(&activations.2);
+    let cell = shown(&html, &total.2);
+    let whole = whole_bytes(&total.2);
     assert!(
-        cell.contains(&format!("title=\"{whole} bytes\">47.2 GB</span>")),
+        cell.contains(&format!("title=\"{whole} bytes\">4.16 GB</span>")),
         "{cell}"
     );
     // No title, and no text outside the formulas and their data, holds a fraction of a byte.

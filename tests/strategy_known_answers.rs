@@ -422,6 +422,51 @@ fn estimates_agree_with_exact_prices() {
     }
 }
 
+/// The screen prices chunk counts together, sharing one pipeline partition where their stages
+/// agree (gpt2-124m's 12 layers over pp = 2 in 4, 6 or 12 chunks: the same 6 layers per rank);
+/// each chunk count's memory is still its own chunks', as the exact price has it.
+#[test]
+fn estimates_of_chunk_counts_priced_together_agree_with_exact_prices() {
+    use symshard::parallel::analyse;
+    use symshard::parallel::evaluate::{
+        block_numbers, estimate_variants, evaluate_with, microbatch_bindings,
+    };
+    let calib = Calibration::reference().unwrap();
+    let kappa = |t: symshard::strategy::Tier| calib.balance(t).to_f64().unwrap();
+    let kappa_hbm = calib.hbm_balance().to_f64().unwrap();
+    let overlap = calib.overlap_saving().to_f64().unwrap();
+    let (m, mut v) = model("gpt2-124m");
+    v.insert("B".into(), q(16));
+    v.insert("S".into(), q(1024));
+    let ks: Vec<Knobs> = [2u64, 3, 6]
+        .into_iter()
+        .map(|chunks| Knobs {
+            schedule: Schedule::Interleaved,
+            chunks,
+            ..knobs(2, 1, 2, 8)
+        })
+        .collect();
+    let a = analyse(&m, &Layout::default());
+    let bind = microbatch_bindings(&m, &v, &ks[0]);
+    let n = block_numbers(&a, &bind, &KernelEfficiency::of(&calib)).unwrap();
+    let est = estimate_variants(&m, &n, &ks, &kappa, kappa_hbm, overlap, 8);
+    let mut seen = Vec::new();
+    for (k, e) in ks.iter().zip(est) {
+        let e = e.unwrap();
+        let mem = q(80_000_000_000);
+        let ex = evaluate_with(&m, &a, &n, k, &calib, 8, &mem, false).unwrap();
+        let memory = ex.memory.total.to_f64().unwrap();
+        assert!(
+            (e.memory - memory).abs() <= 1e-9 * memory,
+            "{k}: memory estimate {} exact {memory}",
+            e.memory
+        );
+        seen.push(ex.memory.total);
+    }
+    // Each chunk count holds its own: the rank 0 chunks of 3, 2 and 1 layers differ.
+    assert!(seen[0] != seen[1] && seen[1] != seen[2], "{seen:?}");
+}
+
 /// Two independent implementations agree: the e-graph engine's tensor-parallel program of a GPT
 /// layer (built from the law table, priced on its own terms) and the strategy analysis price the
 /// same forward communication and compute per device — Megatron-LM's layout and the

@@ -356,52 +356,40 @@ fn a_strategy_without_a_pipeline_has_no_bubble() {
 
 #[test]
 fn cost_prints_whole_bytes_with_and_without_exact() {
-    // GPT-3 175B's #1 on 1024 devices interleaves six chunks: its activations in flight are
-    // 55/48 of a stage's, 141532835840/3 bytes exactly in JSON.
+    // ZeRO 3 over 7 data-parallel ranks shards gpt3-125m's optimizer state into sevenths:
+    // 1502714880/7 bytes exactly in JSON.
     let args = [
         "cost",
-        "gpt3-175b",
+        "gpt3-125m",
         "--dp",
-        "32",
-        "--tp",
-        "4",
-        "--pp",
-        "8",
-        "--micro-batch-size",
-        "2",
-        "--schedule",
-        "interleaved-1f1b",
-        "--chunks",
-        "6",
-        "--sequence-parallel",
-        "--recompute",
-        "selective",
+        "7",
         "--zero",
-        "1",
+        "3",
+        "--set",
+        "B=7",
     ];
     let mut j = args.to_vec();
     j.extend(["--format", "json"]);
-    let activations = json(&j)["per_device"]["memory"]["activations"]
+    let optimizer = json(&j)["per_device"]["memory"]["optimizer"]
         .as_str()
         .unwrap()
         .to_string();
-    assert_eq!(activations, "141532835840/3");
+    assert_eq!(optimizer, "1502714880/7");
     let t = text(&args);
     let line = |t: &str, name: &str| {
         t.lines()
             .find(|l| l.contains(name))
             .unwrap_or_else(|| panic!("{t}"))
-            .split_whitespace()
-            .skip_while(|w| *w != "activations")
-            .skip(1)
-            .collect::<Vec<_>>()
-            .join(" ")
+            .split_once(name)
+            .map(|(_, rest)| rest.trim().to_string())
+            .unwrap_or_default()
     };
-    assert_eq!(line(&t, "          activations"), "47.2 GB");
+    assert_eq!(line(&t, "optimizer state"), "215 MB");
     let mut e = args.to_vec();
     e.push("--exact");
     let t = text(&e);
-    assert_eq!(line(&t, "          activations"), "47177611947");
+    // Rounded up to whole bytes: 214673554 and 2/7.
+    assert_eq!(line(&t, "optimizer state"), "214673555");
     // No amount of memory in the per-device table or its stages is a fraction.
     let memory: Vec<&str> = t
         .lines()

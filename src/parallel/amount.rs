@@ -35,6 +35,12 @@ pub trait Amount:
     fn ratio(num: u64, den: u64) -> Self {
         Self::int(num) / Self::int(den)
     }
+    /// Whether this amount is at least `other` at every value of the model's symbols (all
+    /// positive): a number type that carries formulas checks that their difference has no
+    /// negative coefficient; others cannot tell.
+    fn at_least_everywhere(&self, _other: &Self) -> bool {
+        false
+    }
     /// The same amount, marked as no polynomial in the model's symbols (a maximum or a minimum
     /// of two): a number type that carries formulas drops its formula; others are unchanged.
     fn piecewise(self) -> Self {
@@ -445,12 +451,16 @@ pub fn dp_overlappable_factor<T: Amount>(k: &Knobs) -> T {
 }
 
 /// Micro-batches whose activations stage `s` holds at once: all of them under GPipe; under
-/// 1F1B as many as the stages from `s` on (at most m); interleaving with `v` chunks adds
-/// (pp − 1)/(pp·v) of that (Narayanan et al. SC'21 §2.2). Under ZB-H1 a micro-batch is held
-/// until its weight gradient, which rank `s` defers by `s` backwards, so every stage holds
+/// 1F1B as many as the stages from `s` on (at most m); interleaving with `v` chunks its
+/// warm-up's forwards and one, in chunks of 1/v of the stage ([`interleaved_peak`]: on rank 0
+/// (pp − 1)/(pp·v) more than 1F1B's, Narayanan et al. SC'21 §2.2; on the later ranks more, as
+/// every rank runs (v − 1)·pp chunk forwards before its first backward). Under ZB-H1 a
+/// micro-batch is held until its weight gradient, which rank `s` defers by `s` backwards, so every stage holds
 /// min(m, pp), what 1F1B's first stage holds (Qi et al., arXiv:2401.10241, §3.1: "the same
 /// peak memory as 1F1B"; counted whole until the W, though the B frees what only the input
 /// gradient reads, so an upper bound). ZB-V holds as many, in chunks of half a stage.
+///
+/// [`interleaved_peak`]: crate::strategy::schedule::interleaved_peak
 pub fn in_flight<T: Amount>(k: &Knobs, v: u64, s: usize) -> T {
     match k.schedule {
         Schedule::Gpipe => T::int(k.microbatches),
@@ -476,10 +486,16 @@ pub fn in_flight<T: Amount>(k: &Knobs, v: u64, s: usize) -> T {
             ),
             2,
         ),
-        Schedule::Interleaved => {
-            let base = k.microbatches.min(k.pp - s as u64);
-            T::ratio(base * (k.pp * v + k.pp - 1), k.pp * v)
-        }
+        Schedule::Interleaved if v > 1 => T::ratio(
+            crate::strategy::schedule::interleaved_peak(
+                s,
+                k.pp as usize,
+                k.microbatches as usize,
+                v as usize,
+            ),
+            v,
+        ),
+        Schedule::Interleaved => T::int(k.microbatches.min(k.pp - s as u64)),
     }
 }
 
@@ -631,6 +647,20 @@ impl<T> ExpertView<T> {
             fp8_experts: f(&self.fp8_experts),
         }
     }
+}
+
+/// The parts of a pipeline rank whose memory is counted apart ([`BlockCost::rank_memory`]):
+/// one summed cost per class of parts (parts of a class hold the same copies), numbered in
+/// order of first appearance; each part's class, in the rank's order; and whether the second
+/// class is DualPipe's mirrored stage, whose state the rank holds beside its own.
+#[derive(Debug, Clone)]
+pub struct Apart<T> {
+    /// One part of each class.
+    pub classes: Vec<BlockCost<T>>,
+    /// Each part's class.
+    pub class: Vec<usize>,
+    /// Under DualPipe: `classes[1]` is the mirrored stage.
+    pub mirror: bool,
 }
 
 /// One block's per-micro-batch costs under a strategy's recomputation and expert parallelism;
@@ -1134,7 +1164,7 @@ impl<T: Amount> BlockCost<T> {
                 - self.fp8_dense() * T::ratio(WEIGHT_BYTES as u64, dense)
                 - self.fp8_experts.clone() * T::ratio(WEIGHT_BYTES as u64, experts);
         }
-        // Under DualPipe a rank also holds its mirrored stage's ([`BlockCost::memory`]).
+        // Under DualPipe a rank also holds its mirrored stage's ([`BlockCost::rank_memory`]).
         [w, g, o]
     }
 
@@ -1153,55 +1183,69 @@ impl<T: Amount> BlockCost<T> {
 
     /// Memory of the device that runs stage `s` (of these summed costs) with `v` chunks:
     /// weights, gradients and optimizer state, and activations ([`BlockCost::activations`]).
-    /// Under DualPipe (`mirror` given) the rank also holds stage pp − 1 − s, of summed costs `mirror`
-    /// (DeepSeek-V3 Technical Report, arXiv:2412.19437, Table 2: "Parameter" 2× against
-    /// 1F1B's 1×; deepseek-ai/DualPipe places stages s and pp − 1 − s on rank s); under ZB-V
-    /// these costs are the rank's chunk s and `mirror` its chunk 2pp − 1 − s. Both stages'
-    /// state, and at each moment of its program the micro-batches it holds of each
-    /// ([`crate::strategy::schedule::rank_held`]), the largest of those sums. Exact for
-    /// stages of different sizes, as rank 0 pairs the embedding's stage with the head's.
-    pub fn memory(
+    pub fn memory(&self, k: &Knobs, v: u64, s: usize, full_layer_saved: &T) -> [T; 4] {
+        let [w, g, o] = self.state(k);
+        [w, g, o, self.activations(k, v, s, full_layer_saved)]
+    }
+
+    /// Memory of pipeline rank `s`, these its summed costs, whose parts are held `apart`:
+    /// under DualPipe its stage s and its mirrored stage pp − 1 − s (DeepSeek-V3 Technical
+    /// Report, arXiv:2412.19437, Table 2: "Parameter" 2× against 1F1B's 1×;
+    /// deepseek-ai/DualPipe places stages s and pp − 1 − s on rank s), these costs its own
+    /// stage's; under ZB-V its chunks s and 2pp − 1 − s; interleaved with `v` chunks, its chunks
+    /// in order. The state of all its parts, and at each moment of its program the
+    /// micro-batches it holds of each class of parts
+    /// ([`crate::strategy::schedule::rank_held`]), the largest of those sums. Exact for parts of
+    /// different sizes, as rank 0 pairs the embedding's chunk with the head's.
+    pub fn rank_memory(
         &self,
+        apart: &Apart<T>,
         k: &Knobs,
         v: u64,
         s: usize,
         full_layer_saved: &T,
-        mirror: Option<&Self>,
     ) -> [T; 4] {
-        let [w, g, o] = self.state(k);
-        let Some(other) = mirror else {
-            return [w, g, o, self.activations(k, v, s, full_layer_saved)];
-        };
-        let [w2, g2, o2] = other.state(k);
-        let (own, theirs) = (self.held_per_microbatch(k), other.held_per_microbatch(k));
-        let held = crate::strategy::schedule::rank_held(
-            k.schedule,
-            s,
-            k.pp as usize,
-            k.microbatches as usize,
-        );
-        let mut act = if own == theirs {
-            // Stages holding the same: PP + 1 of them, a polynomial.
-            own * T::int(held.iter().map(|[a, b]| a + b).max().unwrap_or(0))
+        let [mut w, mut g, mut o] = self.state(k);
+        if let (true, Some(mirror)) = (apart.mirror, apart.classes.get(1)) {
+            let [w2, g2, o2] = mirror.state(k);
+            (w, g, o) = (w + w2, g + g2, o + o2);
+        }
+        let (parts, class) = (&apart.classes, &apart.class);
+        // What a micro-batch of each class holds.
+        let each: Vec<T> = parts.iter().map(|x| x.held_per_microbatch(k)).collect();
+        let shape = (s, k.pp as usize, k.microbatches as usize, v as usize);
+        let held = crate::strategy::schedule::rank_held(k.schedule, shape, class);
+        let mut act = if each.iter().all(|x| *x == each[0]) {
+            // Parts holding the same: their largest count, a polynomial.
+            let most = held.iter().map(|x| x.iter().sum::<u64>()).max();
+            each[0].clone() * T::int(most.unwrap_or(0))
         } else {
-            let mut act: Option<T> = None;
-            for [a, b] in &held {
-                let x = own.clone() * T::int(*a) + theirs.clone() * T::int(*b);
-                if act.as_ref().is_none_or(|y| x > *y) {
-                    act = Some(x);
+            let sums: Vec<T> = held
+                .iter()
+                .map(|counts| {
+                    let terms = each.iter().zip(counts);
+                    terms.fold(T::zero(), |sum, (e, n)| sum + e.clone() * T::int(*n))
+                })
+                .collect();
+            let mut most: Option<&T> = None;
+            for x in &sums {
+                if most.is_none_or(|y| x > y) {
+                    most = Some(x);
                 }
             }
-            let act = act.unwrap_or_default();
-            if held.len() > 1 {
-                act.piecewise()
-            } else {
+            let act = most.cloned().unwrap_or_default();
+            // The largest at every value of the symbols (as rank 0's embedding chunk against
+            // its plain ones): a polynomial; otherwise the largest here.
+            if sums.iter().all(|x| act.at_least_everywhere(x)) {
                 act
+            } else {
+                act.piecewise()
             }
         };
         if k.recompute == Recompute::Full {
             act = act + full_layer_saved.clone();
         }
-        [w + w2, g + g2, o + o2, act]
+        [w, g, o, act]
     }
 
     /// Activation bytes of a stage: what each micro-batch in flight saves, and under full

@@ -1,7 +1,7 @@
 //! Evaluating an analysis for one strategy: exact per-device FLOPs, collectives, point-to-point
 //! bytes and memory, the pipeline partition, and the relative cost of DESIGN §3.
 
-use super::amount::{float, Amount, Amounts, BlockCost, ExpertView, Kappas};
+use super::amount::{float, Amount, Amounts, Apart, BlockCost, ExpertView, Kappas};
 use super::analysis::{Analysis, BlockAnalysis, Comm, CP, DP, TP};
 use super::kernels::KernelEfficiency;
 use super::traced::{At, Fix, Priced, Traced};
@@ -1154,13 +1154,49 @@ struct Plan {
     stages: usize,
     /// Model chunks per device.
     v: u64,
-    /// Under ZB-V, the copies of each block on each of the 2·pp chunks, in model order (rank s
-    /// holds chunks s and 2·pp − 1 − s); empty otherwise.
-    chunks: Vec<Copies>,
+    /// With model chunks (interleaving, ZB-V), per rank how its chunks are held apart
+    /// ([`rank_chunks`]); empty otherwise.
+    chunks: std::sync::Arc<RankChunks>,
 }
 
 /// Copies of each block on a stage or a chunk, in order.
 type Copies = Vec<(usize, u64)>;
+
+/// An interleaved placement: the stages, and how each rank's chunks are held apart.
+type ChunkPlace = (Vec<StageGroup>, std::sync::Arc<RankChunks>);
+
+/// Per pipeline rank, how its chunks are held apart ([`Plan::held_apart`]): each chunk's class,
+/// in the rank's order, and the copies of each class (chunks of a class hold the same copies);
+/// none where all its chunks hold the same copies (interleaving; ZB-V's two are always apart).
+type RankChunks = Vec<Option<(Vec<usize>, Vec<Copies>)>>;
+
+/// [`RankChunks`] of `chunks` (the copies on each chunk, in model order) over `p` ranks.
+fn rank_chunks(chunks: &[Copies], schedule: Schedule, p: usize) -> RankChunks {
+    let v_shaped = schedule.v_shaped();
+    (0..p)
+        .map(|s| {
+            let mine: Vec<&Copies> = if v_shaped {
+                vec![&chunks[s], &chunks[2 * p - 1 - s]]
+            } else {
+                chunks.iter().skip(s).step_by(p).collect()
+            };
+            if !v_shaped && mine.iter().all(|x| *x == mine[0]) {
+                return None;
+            }
+            let (mut firsts, mut class): (Vec<Copies>, Vec<usize>) = (Vec::new(), Vec::new());
+            for x in mine {
+                match firsts.iter().position(|y| y == x) {
+                    Some(c) if !v_shaped => class.push(c),
+                    _ => {
+                        class.push(firsts.len());
+                        firsts.push(x.clone());
+                    }
+                }
+            }
+            Some((class, firsts))
+        })
+        .collect()
+}
 
 /// A stage's copies and the blocks whose boundaries it receives and sends ([`Plan::place`]).
 type StagePlace<'a> = (&'a [(usize, u64)], Option<usize>, Option<usize>);
@@ -1183,23 +1219,32 @@ impl Plan {
         &self.groups[g].counts
     }
 
-    /// The two stages whose memory rank `s` holds apart, as [`BlockCost::memory`] takes them
-    /// (`costs`: per block): under ZB-V its chunks s and 2·pp − 1 − s, under DualPipe its stage
-    /// (`own`, summed) and the mirrored stage; none where the rank runs one stage.
+    /// The parts whose memory rank `s` holds apart, as [`BlockCost::rank_memory`] takes them
+    /// (`costs`: per block): under ZB-V its chunks s and 2·pp − 1 − s; interleaved, its chunks
+    /// in order where they differ (the embedding's, the head's, an uneven split), none where
+    /// they hold the same copies (priced as the rank's sum, [`in_flight`]); under DualPipe its
+    /// stage (`own`, summed) and the mirrored stage; none where the rank runs one stage.
     fn held_apart<T: Amount>(
         &self,
         costs: &[BlockCost<T>],
         k: &Knobs,
         s: usize,
         own: &BlockCost<T>,
-    ) -> Option<(BlockCost<T>, BlockCost<T>)> {
-        let n = self.chunks.len();
-        if n > 0 && s < n / 2 {
-            let chunk = |c: usize| BlockCost::stage(costs, &self.chunks[c]);
-            return Some((chunk(s), chunk(n - 1 - s)));
+    ) -> Option<Apart<T>> {
+        if !self.chunks.is_empty() {
+            let (class, firsts) = self.chunks.get(s)?.as_ref()?;
+            return Some(Apart {
+                classes: firsts.iter().map(|x| BlockCost::stage(costs, x)).collect(),
+                class: class.clone(),
+                mirror: false,
+            });
         }
-        let mirror = dualpipe_mirror(k, s)?;
-        Some((own.clone(), BlockCost::stage(costs, self.counts(mirror))))
+        let mirror = BlockCost::stage(costs, self.counts(dualpipe_mirror(k, s)?));
+        Some(Apart {
+            classes: vec![own.clone(), mirror],
+            class: vec![0, 1],
+            mirror: true,
+        })
     }
 
     /// The block of stage `s`'s last copy: the block whose output the stage sends on.
@@ -1343,7 +1388,7 @@ fn plan_pipeline<N: Priced>(
             }],
             stages: 1,
             v,
-            chunks: Vec::new(),
+            chunks: Default::default(),
         });
     }
     if v > 1 {
@@ -1367,11 +1412,7 @@ fn plan_pipeline<N: Priced>(
             groups,
             stages: k.pp as usize,
             v,
-            chunks: if k.schedule.v_shaped() {
-                chunks
-            } else {
-                Vec::new()
-            },
+            chunks: std::sync::Arc::new(rank_chunks(&chunks, k.schedule, k.pp as usize)),
         });
     }
     // Each block copy's time for one micro-batch, what the partition balances: a run of equal
@@ -1388,7 +1429,7 @@ fn plan_pipeline<N: Priced>(
         groups: stage_groups(&blocks, &runs, &bounds),
         stages: bounds.len() - 1,
         v,
-        chunks: Vec::new(),
+        chunks: Default::default(),
     })
 }
 
@@ -1723,8 +1764,9 @@ fn rough_each<N>(
             None => (own, k.microbatches as f64, boundary(s)),
         };
         let memory = match plan.held_apart(&plan.cf, k, s, &own.cost) {
-            Some((first, last)) => first
-                .memory(k, plan.v, s, &full_recompute, Some(&last))
+            Some(apart) => own
+                .cost
+                .rank_memory(&apart, k, plan.v, s, &full_recompute)
                 .iter()
                 .sum(),
             None => own.state + own.cost.activations(k, plan.v, s, &full_recompute),
@@ -1884,7 +1926,7 @@ pub fn estimate_variants(
     type PlanKey = (Recompute, u64, bool, bool, Rational);
     let mut plans: Vec<(PlanKey, Result<Plan, StrategyError>)> = Vec::new();
     // The interleaved stages of each (pp, chunks, V-shaped).
-    let mut chunk_groups: Vec<((u64, u64, bool), Vec<StageGroup>)> = Vec::new();
+    let mut chunk_groups: Vec<((u64, u64, bool), ChunkPlace)> = Vec::new();
     // The links' balances of each mesh, and each plan's group parts per ZeRO stage (the same
     // for every schedule and chunk count): computed once, shared by the strategies. A mesh is
     // keyed with whether its experts dispatch node by node, which sets their wire share.
@@ -1933,16 +1975,16 @@ pub fn estimate_variants(
                             k.schedule,
                             k.pipeline_split,
                         );
-                        chunk_groups.push((
-                            (k.pp, v, k.zero_bubble_v()),
-                            g.map(|(groups, _)| groups).unwrap_or_default(),
-                        ));
+                        let (groups, chunks) = g.unwrap_or_default();
+                        let rank = rank_chunks(&chunks, k.schedule, k.pp as usize);
+                        let place = (groups, std::sync::Arc::new(rank));
+                        chunk_groups.push(((k.pp, v, k.zero_bubble_v()), place));
                         chunk_groups.len() - 1
                     });
                 &chunk_groups[at].1
             });
             let same = |x: &PlanKey, p: &Result<Plan, StrategyError>| {
-                *x == key && groups.is_none_or(|g| p.as_ref().is_ok_and(|p| p.groups == *g))
+                *x == key && groups.is_none_or(|g| p.as_ref().is_ok_and(|p| p.groups == g.0))
             };
             let at = match plans.iter().position(|(x, p)| same(x, p)) {
                 Some(i) => i,
@@ -1953,7 +1995,11 @@ pub fn estimate_variants(
                 }
             };
             let plan = plans[at].1.as_mut().map_err(|e| e.clone())?;
+            // A plan shared by chunk counts: this one's chunks.
             plan.v = v;
+            if let Some((_, chunks)) = groups {
+                plan.chunks = chunks.clone();
+            }
             let overlap = [k.overlap.grad_reduce, k.overlap.param_gather];
             let parts_key = (at, k.zero, k.microbatches, mesh_key, overlap);
             let parts = match shared.iter().position(|(x, _)| *x == parts_key) {
@@ -2282,8 +2328,8 @@ impl<T: Priced> StagePricer<'_, T> {
         let (v, full) = (self.plan.v, &self.full_layer_saved);
         let [params, grads, optimizer, activations] =
             match self.plan.held_apart(self.costs, self.k, s, c) {
-                Some((first, last)) => first.memory(self.k, v, s, full, Some(&last)),
-                None => c.memory(self.k, v, s, full, None),
+                Some(apart) => c.rank_memory(&apart, self.k, v, s, full),
+                None => c.memory(self.k, v, s, full),
             };
         let total = params.clone() + grads.clone() + optimizer.clone() + activations.clone();
         Held {

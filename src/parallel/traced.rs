@@ -133,6 +133,14 @@ impl Amount for Traced {
     fn opaque(r: &Rational) -> Traced {
         Traced::number(r.clone())
     }
+    fn at_least_everywhere(&self, other: &Traced) -> bool {
+        match (&self.formula, &other.formula) {
+            (Some(a), Some(b)) => (a.clone() - b.clone())
+                .terms()
+                .all(|(_, c)| *c >= Rational::zero()),
+            _ => false,
+        }
+    }
     fn piecewise(self) -> Traced {
         Traced::number(self.value)
     }

@@ -5,6 +5,9 @@
 //! (DeepSeek-V3 Technical Report, arXiv:2412.19437, §3.2.1).
 
 use crate::strategy::Schedule;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
 
 /// Forward or backward.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -148,32 +151,95 @@ pub fn stage_ranks(schedule: Schedule, stage: usize, p: usize) -> impl Iterator<
 /// Table 2) on every rank; how it divides between the rank's two stages differs: rank 0, first
 /// in one direction and last in the other, holds p micro-batches of stage 0 and one of
 /// stage p − 1.
-pub fn dualpipe_held(s: usize, p: usize, m: usize) -> Vec<[u64; 2]> {
-    // Past 2p micro-batches the program only repeats its main step, whose F&B chunks each
-    // forward and fully backward a micro-batch of both phases: the same states again. So the
-    // walk is bounded whatever m is.
-    let m = if m > 2 * p { 2 * p } else { m };
-    frontier(dualpipe_states(s, p, m))
+pub fn dualpipe_held(s: usize, p: usize, m: usize) -> Vec<Vec<u64>> {
+    by_parts(Schedule::DualPipe, (s, p, m, 1), &[0, 1])
 }
 
-/// The micro-batches whose activations rank `s` of `p` holds at once with `m` micro-batches, as
-/// pairs over its two stages, where it runs two: under DualPipe (p even, more than 1) its own
-/// stage s and its mirrored stage p − 1 − s ([`dualpipe_held`]); under ZB-V (p > 1) its chunks
-/// s and 2p − 1 − s ([`zero_bubble_v_frontier`]). Empty under the other schedules.
-pub fn rank_held(schedule: Schedule, s: usize, p: usize, m: usize) -> Vec<[u64; 2]> {
-    match schedule {
-        Schedule::DualPipe if p > 1 => dualpipe_held(s, p, m),
-        Schedule::ZeroBubbleV if p > 1 => zero_bubble_v_frontier(s, p, m),
-        _ => Vec::new(),
+/// The micro-batches whose activations rank `s` of `p` holds at once with `m` micro-batches, per
+/// class of its parts, where it runs more than one: under DualPipe (p even, more than 1) its
+/// own stage s and its mirrored stage p − 1 − s ([`dualpipe_held`]); under ZB-V (p > 1) its
+/// chunks s and 2p − 1 − s ([`zero_bubble_v_frontier`]); interleaved with `v` > 1 chunks, its
+/// chunks in order ([`interleaved_frontier`]). `class` gives each part's class (parts of one
+/// class hold the same per micro-batch, so their counts add): the states whose class counts no
+/// other exceeds in every class. Empty under the other schedules. Each walk is kept per
+/// thread: a search asks for the same few ranks of many strategies.
+pub fn rank_held(
+    schedule: Schedule,
+    (s, p, m, v): (usize, usize, usize, usize),
+    class: &[usize],
+) -> Rc<[Vec<u64>]> {
+    // Per shape, the walks of each class vector seen (a few).
+    type Walked = HashMap<(Schedule, [usize; 4]), Vec<(Vec<usize>, Rc<[Vec<u64>]>)>>;
+    thread_local! {
+        static WALKED: RefCell<Walked> = RefCell::new(HashMap::new());
     }
+    let key = (schedule, [s, p, m, v]);
+    let known = WALKED.with(|w| {
+        let w = w.borrow();
+        let seen = w.get(&key)?;
+        seen.iter()
+            .find(|(c, _)| c == class)
+            .map(|(_, x)| x.clone())
+    });
+    if let Some(x) = known {
+        return x;
+    }
+    let held: Rc<[Vec<u64>]> = by_parts(schedule, (s, p, m, v), class).into();
+    WALKED.with(|w| {
+        let mut w = w.borrow_mut();
+        w.entry(key)
+            .or_default()
+            .push((class.to_vec(), held.clone()));
+    });
+    held
 }
 
-/// The states of `states` that no other exceeds in both, in order of first appearance.
-fn frontier(states: impl Iterator<Item = [u64; 2]>) -> Vec<[u64; 2]> {
-    let mut out: Vec<[u64; 2]> = Vec::new();
+/// The walk of [`rank_held`]: the program of rank `s` of `p` with `m` micro-batches and `v`
+/// chunks, as far as its states can differ (DualPipe's past 2p micro-batches only repeats its
+/// main step, whose F&B chunks each forward and fully backward a micro-batch of both phases;
+/// ZB-V's and interleaving's, [`zero_bubble_v_frontier`] and [`interleaved_frontier`]), its
+/// states counted per class of parts, and their frontier.
+fn by_parts(
+    schedule: Schedule,
+    (s, p, m, v): (usize, usize, usize, usize),
+    class: &[usize],
+) -> Vec<Vec<u64>> {
+    let (program, by_chunk) = match schedule {
+        Schedule::DualPipe if p > 1 => (dualpipe(s, p, m.min(2 * p)).0, false),
+        Schedule::ZeroBubbleV if p > 1 => (zero_bubble_v(s, p, m.min(2 * p)), false),
+        Schedule::Interleaved if p > 1 && v > 1 => {
+            let m = if m > 3 * p { 3 * p } else { m };
+            (interleaved(s, p, m, v), true)
+        }
+        _ => return Vec::new(),
+    };
+    // A stage's part of the rank: its chunk (interleaved), or whether it is not stage s; a part
+    // without a class is a class of its own.
+    let of = |stage: usize| {
+        let i = if by_chunk {
+            stage / p
+        } else {
+            usize::from(stage != s)
+        };
+        class.get(i).copied().unwrap_or(i)
+    };
+    let parts = if by_chunk { v } else { 2 };
+    let named = class.iter().max().map_or(0, |c| c + 1);
+    let classes = if class.len() >= parts {
+        named
+    } else {
+        named.max(parts)
+    };
+    frontier(held_states(program, classes, of))
+}
+
+/// The states of `states` that no other exceeds in every part, in order of first appearance.
+fn frontier(states: impl Iterator<Item = Vec<u64>>) -> Vec<Vec<u64>> {
+    let under = |x: &[u64], y: &[u64]| x.iter().zip(y).all(|(a, b)| a <= b);
+    let mut out: Vec<Vec<u64>> = Vec::new();
     for held in states {
-        if out.iter().all(|x| x[0] < held[0] || x[1] < held[1]) {
-            out.retain(|x| x[0] > held[0] || x[1] > held[1]);
+        if !out.iter().any(|x| under(&held, x)) {
+            out.retain(|x| !under(x, &held));
             out.push(held);
         }
     }
@@ -185,30 +251,54 @@ fn frontier(states: impl Iterator<Item = [u64; 2]>) -> Vec<[u64; 2]> {
 /// forward to its weight gradient. From 2p − 1 micro-batches on the program's warm-up is the
 /// same and its steady step repeats two states, (2p − s, s) and (2p − s − 1, s + 1), so the walk
 /// stops at 2p micro-batches whatever `m` is. Their largest sum is [`zero_bubble_v_held`].
-pub fn zero_bubble_v_frontier(s: usize, p: usize, m: usize) -> Vec<[u64; 2]> {
-    frontier(held_states(s, zero_bubble_v(s, p, m.min(2 * p))))
+pub fn zero_bubble_v_frontier(s: usize, p: usize, m: usize) -> Vec<Vec<u64>> {
+    by_parts(Schedule::ZeroBubbleV, (s, p, m, 2), &[0, 1])
 }
 
-/// The micro-batches a rank holds of stage `own` and of its other stage after each forward and
-/// each weight gradient of `program`, in program order.
-fn held_states(own: usize, program: Vec<Task>) -> impl Iterator<Item = [u64; 2]> {
-    let mut held = [0u64; 2];
+/// Interleaved with `v` chunks, the micro-batches rank `s` of `p` holds of each of its chunks
+/// (in chunk order): every state of its [`program`] that no other exceeds in every chunk, a
+/// micro-batch held from its forward to its backward. Past the warm-up, the forward of virtual
+/// micro-batch w + i and the backward of i both advance a whole round of every chunk every p·v
+/// steps, so the states repeat with period p·v; 3p micro-batches (a multiple of p, as
+/// interleaving needs) hold a whole period after any warm-up, which is under (v + 1)·p virtual
+/// micro-batches. So the walk stops at 3p micro-batches whatever `m` is. Their largest sum is
+/// [`interleaved_peak`].
+pub fn interleaved_frontier(s: usize, p: usize, m: usize, v: usize) -> Vec<Vec<u64>> {
+    let class: Vec<usize> = (0..v).collect();
+    by_parts(Schedule::Interleaved, (s, p, m, v), &class)
+}
+
+/// The micro-batches a rank holds of each of its `parts` after each forward and each release
+/// (the weight gradient where the program has one, else the backward) of `program`, in program
+/// order; `part` gives a stage's part.
+fn held_states(
+    program: Vec<Task>,
+    parts: usize,
+    part: impl Fn(usize) -> usize,
+) -> impl Iterator<Item = Vec<u64>> {
+    let release = if program.iter().any(|t| t.pass == Pass::Weight) {
+        Pass::Weight
+    } else {
+        Pass::Backward
+    };
+    let mut held = vec![0u64; parts];
     program.into_iter().filter_map(move |t| {
-        let i = usize::from(t.stage != own);
+        let i = part(t.stage);
         match t.pass {
             Pass::Forward => held[i] += 1,
-            Pass::Weight => held[i] -= 1,
-            Pass::Backward => return None,
+            x if x == release => held[i] -= 1,
+            _ => return None,
         }
-        Some(held)
+        Some(held.clone())
     })
 }
 
 /// Under DualPipe, the micro-batches rank `s` of `p` holds of its own stage and of its mirrored
 /// stage after each forward and each weight gradient of its whole [`program`] with `m`
 /// micro-batches, in program order.
-fn dualpipe_states(s: usize, p: usize, m: usize) -> impl Iterator<Item = [u64; 2]> {
-    held_states(s, dualpipe(s, p, m).0)
+#[cfg(test)]
+fn dualpipe_states(s: usize, p: usize, m: usize) -> impl Iterator<Item = Vec<u64>> {
+    held_states(dualpipe(s, p, m).0, 2, move |stage| usize::from(stage != s))
 }
 
 /// The pipeline rank that runs `stage` for `microbatch`: the stage's own rank ([`rank_of`]),
@@ -480,6 +570,30 @@ fn zero_bubble_v(s: usize, p: usize, m: usize) -> Vec<Task> {
     out
 }
 
+/// The forwards rank `s` of `p` runs before its first backward, interleaved with `v` chunks and
+/// `m` micro-batches (`m·v` virtual micro-batches): Megatron-LM's `(p − s − 1)·2 + (v − 1)·p`
+/// (`get_pp_rank_microbatches` in megatron/core/pipeline_parallel/schedules.py), all of them
+/// when `m = p`, as `forward_backward_pipelining_with_interleaving` ran it before
+/// `microbatch_group_size_per_vp_stage` (its `all_warmup_microbatches`).
+fn interleaved_warm_up(s: usize, p: usize, m: usize, v: usize) -> usize {
+    let total = m * v;
+    if m == p {
+        total
+    } else {
+        ((p - s - 1) * 2 + (v - 1) * p).min(total)
+    }
+}
+
+/// Interleaved with `v` chunks, the most chunk micro-batches rank `s` of `p` holds at once with
+/// `m` micro-batches: its warm-up's forwards and the steady state's next one, at most all `m·v`.
+/// Rank 0 holds (v + 1)·p − 1 from 2p micro-batches on, Narayanan et al.'s (1 + (p − 1)/(p·v))
+/// times 1F1B's p micro-batches of a whole stage (SC'21, §2.2); the later ranks hold more than
+/// that formula scaled by their 1F1B counts, (v − 1)·p + 1 on the last rank, as every rank runs
+/// (v − 1)·p forwards before any backward. A test walks the program for it.
+pub fn interleaved_peak(s: usize, p: usize, m: usize, v: usize) -> u64 {
+    (interleaved_warm_up(s, p, m, v) + 1).min(m * v) as u64
+}
+
 /// Megatron-LM's interleaved order: virtual micro-batch `k` runs chunk `(k / p) mod v` on
 /// micro-batch `(k / (p·v))·p + k mod p`; backward visits chunks in reverse. Needs `m` to be
 /// a multiple of `p` (checked by the plan); with `m = p` every forward comes first, as there.
@@ -496,11 +610,7 @@ fn interleaved(s: usize, p: usize, m: usize, v: usize) -> Vec<Task> {
         stage: (v - 1 - (k / p) % v) * p + s,
         microbatch: mb(k),
     };
-    let warm = if m == p {
-        total
-    } else {
-        ((p - s - 1) * 2 + (v - 1) * p).min(total)
-    };
+    let warm = interleaved_warm_up(s, p, m, v);
     let mut out: Vec<Task> = Vec::with_capacity(2 * total);
     out.extend((0..warm).map(fwd));
     for i in 0..total - warm {
@@ -598,7 +708,7 @@ mod tests {
             }
             // Rank 0 is the first stage of one direction and the last of the other.
             assert!(
-                dualpipe_held(0, p, m).contains(&[p as u64, 1]),
+                dualpipe_held(0, p, m).contains(&vec![p as u64, 1]),
                 "p={p} m={m}"
             );
         }
@@ -618,7 +728,7 @@ mod tests {
             (16, 120),
         ] {
             for s in 0..p {
-                let states: Vec<[u64; 2]> = dualpipe_states(s, p, m).collect();
+                let states: Vec<Vec<u64>> = dualpipe_states(s, p, m).collect();
                 let frontier = dualpipe_held(s, p, m);
                 // Every state of the whole program is at or under one of the frontier's, and
                 // every frontier state occurs in it.
@@ -663,7 +773,8 @@ mod tests {
         for p in [2usize, 3, 4, 8] {
             for m in [1usize, 2, p, 2 * p - 1, 2 * p, 2 * p + 1, 5 * p + 3] {
                 for s in 0..p {
-                    let states: Vec<[u64; 2]> = held_states(s, zero_bubble_v(s, p, m)).collect();
+                    let states: Vec<Vec<u64>> =
+                        held_states(zero_bubble_v(s, p, m), 2, |j| usize::from(j != s)).collect();
                     let front = zero_bubble_v_frontier(s, p, m);
                     for x in &states {
                         assert!(
@@ -681,7 +792,10 @@ mod tests {
         }
         // Rank 0 at its fullest: 2p micro-batches of its first chunk, or 2p − 1 and one of its
         // last (the head's).
-        assert_eq!(zero_bubble_v_frontier(0, 4, 16), vec![[7, 1], [8, 0]]);
+        assert_eq!(
+            zero_bubble_v_frontier(0, 4, 16),
+            vec![vec![7, 1], vec![8, 0]]
+        );
     }
 
     /// The order of PyTorch's `ScheduleZBVZeroBubble` for 2 ranks and 4 micro-batches, as its
@@ -717,6 +831,47 @@ mod tests {
             "1F0 2F0 1F1 2F1 2I0 2W0 1F2 1I0 1W0 2F2 2I1 2W1 1F3 1I1 1W1 2F3 2I2 2W2 \
              1I2 2I3 1I3 1W2 2W3 1W3"
         );
+    }
+
+    /// Interleaving: the most chunk micro-batches a rank holds ([`interleaved_peak`]) against a
+    /// walk of the program; rank 0's is Narayanan et al.'s (1 + (p − 1)/(p·v)) times 1F1B's
+    /// (SC'21, §2.2) from 2p micro-batches on, the last rank's (v − 1)·p + 1; and the walk
+    /// bounded at 3p micro-batches finds the frontier of the whole program.
+    #[test]
+    fn interleaving_holds_its_warm_up_and_one() {
+        for p in [2usize, 3, 4, 8] {
+            for v in [2usize, 3, 4] {
+                for m in [p, 2 * p, 3 * p, 4 * p, 7 * p] {
+                    for s in 0..p {
+                        let prog = program(Schedule::Interleaved, s, p, m, v);
+                        let walked = peak_in_flight(&prog, false) as u64;
+                        let at = format!("p={p} v={v} m={m} s={s}");
+                        assert_eq!(walked, interleaved_peak(s, p, m, v), "{at}");
+                        let states: Vec<Vec<u64>> = held_states(prog, v, |j| j / p).collect();
+                        let front = interleaved_frontier(s, p, m, v);
+                        for x in &states {
+                            let under = |f: &Vec<u64>| f.iter().zip(x).all(|(a, b)| a >= b);
+                            assert!(front.iter().any(under), "{at}: {x:?} not under {front:?}");
+                        }
+                        for f in &front {
+                            assert!(states.contains(f), "{at}: {f:?}");
+                        }
+                        let peak = front.iter().map(|x| x.iter().sum::<u64>()).max();
+                        assert_eq!(peak, Some(walked), "{at}");
+                    }
+                    if m >= 2 * p {
+                        let first = interleaved_peak(0, p, m, v) as usize;
+                        let ofob = peak_in_flight(&program(Schedule::OneFOneB, 0, p, m, 1), false);
+                        // (1 + (p − 1)/(p·v)) · p micro-batches of a stage, in chunks of 1/v.
+                        assert_eq!(first, ofob * v + p - 1, "p={p} v={v} m={m}");
+                        assert_eq!(interleaved_peak(p - 1, p, m, v) as usize, (v - 1) * p + 1);
+                    }
+                }
+            }
+        }
+        // Rank 3 of 4 with 2 chunks holds its first chunk's 4 micro-batches and one of its
+        // second (the last virtual stage, which turns at once).
+        assert!(interleaved_frontier(3, 4, 8, 2).contains(&vec![4, 1]));
     }
 
     #[test]
