@@ -465,6 +465,31 @@ fn estimates_of_chunk_counts_priced_together_agree_with_exact_prices() {
     }
     // Each chunk count holds its own: the rank 0 chunks of 3, 2 and 1 layers differ.
     assert!(seen[0] != seen[1] && seen[1] != seen[2], "{seen:?}");
+    // Interleaving runs micro-batches in groups of pp: 7 over 2 stages has no order to count
+    // its activations from, and both the screen and the exact pricing refuse it.
+    let odd = Knobs {
+        microbatches: 7,
+        ..ks[0].clone()
+    };
+    let mem = q(80_000_000_000);
+    let refused = |e: String| assert!(e.contains("must be a multiple of pp = 2"), "{e}");
+    refused(
+        estimate_variants(
+            &m,
+            &n,
+            std::slice::from_ref(&odd),
+            &kappa,
+            kappa_hbm,
+            overlap,
+            8,
+        )
+        .pop()
+        .unwrap()
+        .unwrap_err()
+        .to_string(),
+    );
+    let exact = evaluate_with(&m, &a, &n, &odd, &calib, 8, &mem, false);
+    refused(exact.err().unwrap().to_string());
 }
 
 /// Two independent implementations agree: the e-graph engine's tensor-parallel program of a GPT

@@ -1364,6 +1364,14 @@ fn plan_pipeline<N: Priced>(
         });
     }
     let v = k.virtual_chunks();
+    // Megatron-LM's interleaved order runs the micro-batches in groups of pp (Narayanan et al.
+    // SC'21); the activations it holds are counted from that order.
+    if k.schedule == Schedule::Interleaved && v > 1 && !k.microbatches.is_multiple_of(k.pp) {
+        return Err(StrategyError::InterleavedMicrobatches {
+            microbatches: k.microbatches,
+            pp: k.pp,
+        });
+    }
     if v > 1 && !(layers + k.pipeline_split.extra()).is_multiple_of(k.pp * v) {
         return Err(StrategyError::InterleavedLayers {
             schedule: k.schedule.name(),

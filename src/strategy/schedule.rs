@@ -159,10 +159,10 @@ pub fn dualpipe_held(s: usize, p: usize, m: usize) -> Vec<Vec<u64>> {
 /// class of its parts, where it runs more than one: under DualPipe (p even, more than 1) its
 /// own stage s and its mirrored stage p − 1 − s ([`dualpipe_held`]); under ZB-V (p > 1) its
 /// chunks s and 2p − 1 − s ([`zero_bubble_v_frontier`]); interleaved with `v` > 1 chunks, its
-/// chunks in order ([`interleaved_frontier`]). `class` gives each part's class (parts of one
-/// class hold the same per micro-batch, so their counts add): the states whose class counts no
-/// other exceeds in every class. Empty under the other schedules. Each walk is kept per
-/// thread: a search asks for the same few ranks of many strategies.
+/// chunks in order ([`interleaved_frontier`]; `m` a multiple of `p`). `class` gives each
+/// part's class (parts of one class hold the same per micro-batch, so their counts add): the
+/// states whose class counts no other exceeds in every class. Empty under the other schedules.
+/// Each walk is kept per thread: a search asks for the same few ranks of many strategies.
 pub fn rank_held(
     schedule: Schedule,
     (s, p, m, v): (usize, usize, usize, usize),
@@ -207,7 +207,8 @@ fn by_parts(
     let (program, by_chunk) = match schedule {
         Schedule::DualPipe if p > 1 => (dualpipe(s, p, m.min(2 * p)).0, false),
         Schedule::ZeroBubbleV if p > 1 => (zero_bubble_v(s, p, m.min(2 * p)), false),
-        Schedule::Interleaved if p > 1 && v > 1 => {
+        // Interleaving runs the micro-batches in groups of p: no order for other counts.
+        Schedule::Interleaved if p > 1 && v > 1 && m.is_multiple_of(p) => {
             let m = if m > 3 * p { 3 * p } else { m };
             (interleaved(s, p, m, v), true)
         }
