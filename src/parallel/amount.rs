@@ -455,10 +455,11 @@ pub fn dp_overlappable_factor<T: Amount>(k: &Knobs) -> T {
 /// warm-up's forwards and one, in chunks of 1/v of the stage ([`interleaved_peak`]: on rank 0
 /// (pp − 1)/(pp·v) more than 1F1B's, Narayanan et al. SC'21 §2.2; on the later ranks more, as
 /// every rank runs (v − 1)·pp chunk forwards before its first backward). Under ZB-H1 a
-/// micro-batch is held until its weight gradient, which rank `s` defers by `s` backwards, so every stage holds
-/// min(m, pp), what 1F1B's first stage holds (Qi et al., arXiv:2401.10241, §3.1: "the same
-/// peak memory as 1F1B"; counted whole until the W, though the B frees what only the input
-/// gradient reads, so an upper bound). ZB-V holds as many, in chunks of half a stage.
+/// micro-batch is held until its weight gradient, which rank `s` defers by `s` backwards, so
+/// every stage holds min(m, pp), what 1F1B's first stage holds (Qi et al., arXiv:2401.10241,
+/// §3.1: "the same peak memory as 1F1B"; counted whole until the W, though the B frees what
+/// only the input gradient reads, so an upper bound). ZB-V holds as many, in chunks of half a
+/// stage.
 ///
 /// [`interleaved_peak`]: crate::strategy::schedule::interleaved_peak
 pub fn in_flight<T: Amount>(k: &Knobs, v: u64, s: usize) -> T {

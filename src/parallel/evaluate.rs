@@ -1222,8 +1222,9 @@ impl Plan {
     /// The parts whose memory rank `s` holds apart, as [`BlockCost::rank_memory`] takes them
     /// (`costs`: per block): under ZB-V its chunks s and 2·pp − 1 − s; interleaved, its chunks
     /// in order where they differ (the embedding's, the head's, an uneven split), none where
-    /// they hold the same copies (priced as the rank's sum, [`in_flight`]); under DualPipe its
-    /// stage (`own`, summed) and the mirrored stage; none where the rank runs one stage.
+    /// they hold the same copies (priced as the rank's sum,
+    /// [`in_flight`](super::amount::in_flight)); under DualPipe its stage (`own`, summed) and
+    /// the mirrored stage; none where the rank runs one stage.
     fn held_apart<T: Amount>(
         &self,
         costs: &[BlockCost<T>],
@@ -1278,7 +1279,8 @@ impl Plan {
     /// The stages that stand for all: of each group its first, its second and its last. A
     /// group's stages hold the same copies; its inner stages have neighbours holding them too,
     /// so they send and receive the same boundaries and differ only in the micro-batches in
-    /// flight, which never grow with the stage index ([`in_flight`]): the first holds the most.
+    /// flight, which never grow with the stage index
+    /// ([`in_flight`](super::amount::in_flight)): the first holds the most.
     /// With `all`, every stage.
     fn representatives(&self, all: bool) -> impl Iterator<Item = (usize, usize, &StageGroup)> + '_ {
         self.groups.iter().enumerate().flat_map(move |(gi, g)| {
@@ -1813,7 +1815,7 @@ fn interleaved_boundary(counts: &[(usize, u64)], layer_block: &[bool], v: u64) -
 }
 
 /// Under DualPipe with more than one stage, the stage whose rank also runs stage `s`,
-/// pp − 1 − s: the second of [`stage_ranks`].
+/// pp − 1 − s: the second of [`stage_ranks`](crate::strategy::schedule::stage_ranks).
 fn dualpipe_mirror(k: &Knobs, s: usize) -> Option<usize> {
     crate::strategy::schedule::stage_ranks(k.schedule, s, k.pp as usize).nth(1)
 }
