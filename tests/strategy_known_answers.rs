@@ -328,6 +328,16 @@ fn korthikanti_activation_memory() {
     assert_eq!(&sp - &dropped, q(34) * &sbh / q(t) + ln(t));
 }
 
+/// The balances the floating-point screen takes from `calib`: κ per link tier, κ of HBM, and
+/// the overlap saving.
+fn screen_balances(
+    calib: &Calibration,
+) -> (impl Fn(symshard::strategy::Tier) -> f64 + '_, f64, f64) {
+    let kappa = |t: symshard::strategy::Tier| calib.balance(t).to_f64().unwrap();
+    let hbm = calib.hbm_balance().to_f64().unwrap();
+    (kappa, hbm, calib.overlap_saving().to_f64().unwrap())
+}
+
 /// The floating-point screen `rank` orders strategies with agrees with the exact price.
 #[test]
 fn estimates_agree_with_exact_prices() {
@@ -336,9 +346,7 @@ fn estimates_agree_with_exact_prices() {
         block_numbers, estimate, evaluate_with, microbatch_bindings,
     };
     let calib = Calibration::reference().unwrap();
-    let kappa = |t: symshard::strategy::Tier| calib.balance(t).to_f64().unwrap();
-    let kappa_hbm = calib.hbm_balance().to_f64().unwrap();
-    let overlap = calib.overlap_saving().to_f64().unwrap();
+    let (kappa, kappa_hbm, overlap) = screen_balances(&calib);
     let mem = q(80_000_000_000);
     for (name, b, s) in [("gpt2-124m", 64, 1024), ("mixtral-8x7b", 64, 1024)] {
         let (m, mut v) = model(name);
@@ -432,9 +440,7 @@ fn estimates_of_chunk_counts_priced_together_agree_with_exact_prices() {
         block_numbers, estimate_variants, evaluate_with, microbatch_bindings,
     };
     let calib = Calibration::reference().unwrap();
-    let kappa = |t: symshard::strategy::Tier| calib.balance(t).to_f64().unwrap();
-    let kappa_hbm = calib.hbm_balance().to_f64().unwrap();
-    let overlap = calib.overlap_saving().to_f64().unwrap();
+    let (kappa, kappa_hbm, overlap) = screen_balances(&calib);
     let (m, mut v) = model("gpt2-124m");
     v.insert("B".into(), q(16));
     v.insert("S".into(), q(1024));

@@ -1216,7 +1216,7 @@ impl<T: Amount> BlockCost<T> {
         let each: Vec<T> = parts.iter().map(|x| x.held_per_microbatch(k)).collect();
         let shape = (s, k.pp as usize, k.microbatches as usize, v as usize);
         let held = crate::strategy::schedule::rank_held(k.schedule, shape, class);
-        let mut act = if each.iter().all(|x| *x == each[0]) {
+        let act = if each.iter().all(|x| *x == each[0]) {
             // Parts holding the same: their largest count, a polynomial.
             let most = held.iter().map(|x| x.iter().sum::<u64>()).max();
             each[0].clone() * T::int(most.unwrap_or(0))
@@ -1243,20 +1243,24 @@ impl<T: Amount> BlockCost<T> {
                 act.piecewise()
             }
         };
-        if k.recompute == Recompute::Full {
-            act = act + full_layer_saved.clone();
-        }
-        [w, g, o, act]
+        [w, g, o, recomputing(k, act, full_layer_saved)]
     }
 
     /// Activation bytes of a stage: what each micro-batch in flight saves, and under full
     /// recomputation the largest layer's activations again (`full_layer_saved`) while it is
     /// recomputed.
     pub fn activations(&self, k: &Knobs, v: u64, s: usize, full_layer_saved: &T) -> T {
-        let mut act = self.held_per_microbatch(k) * in_flight(k, v, s);
-        if k.recompute == Recompute::Full {
-            act = act + full_layer_saved.clone();
-        }
+        let act = self.held_per_microbatch(k) * in_flight(k, v, s);
+        recomputing(k, act, full_layer_saved)
+    }
+}
+
+/// Activations `act` held in flight, and under full recomputation the largest layer's
+/// activations again (`full_layer_saved`) while it is recomputed.
+fn recomputing<T: Amount>(k: &Knobs, act: T, full_layer_saved: &T) -> T {
+    if k.recompute == Recompute::Full {
+        act + full_layer_saved.clone()
+    } else {
         act
     }
 }

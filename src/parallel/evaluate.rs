@@ -1167,31 +1167,27 @@ type ChunkPlace = (Vec<StageGroup>, std::sync::Arc<RankChunks>);
 
 /// Per pipeline rank, how its chunks are held apart ([`Plan::held_apart`]): each chunk's class,
 /// in the rank's order, and the copies of each class (chunks of a class hold the same copies);
-/// none where all its chunks hold the same copies (interleaving; ZB-V's two are always apart).
+/// none where all its chunks hold the same copies.
 type RankChunks = Vec<Option<(Vec<usize>, Vec<Copies>)>>;
 
-/// [`RankChunks`] of `chunks` (the copies on each chunk, in model order) over `p` ranks.
+/// [`RankChunks`] of `chunks` (the copies on each chunk, in model order) over `p` ranks, each
+/// rank's chunks where [`crate::strategy::schedule::rank_of`] places them.
 fn rank_chunks(chunks: &[Copies], schedule: Schedule, p: usize) -> RankChunks {
-    let v_shaped = schedule.v_shaped();
-    (0..p)
-        .map(|s| {
-            let mine: Vec<&Copies> = if v_shaped {
-                vec![&chunks[s], &chunks[2 * p - 1 - s]]
-            } else {
-                chunks.iter().skip(s).step_by(p).collect()
-            };
-            if !v_shaped && mine.iter().all(|x| *x == mine[0]) {
+    let mut mine: Vec<Vec<&Copies>> = vec![Vec::new(); p];
+    for (c, copies) in chunks.iter().enumerate() {
+        mine[crate::strategy::schedule::rank_of(schedule, c, p)].push(copies);
+    }
+    mine.into_iter()
+        .map(|mine| {
+            if mine.iter().all(|x| *x == mine[0]) {
                 return None;
             }
             let (mut firsts, mut class): (Vec<Copies>, Vec<usize>) = (Vec::new(), Vec::new());
             for x in mine {
-                match firsts.iter().position(|y| y == x) {
-                    Some(c) if !v_shaped => class.push(c),
-                    _ => {
-                        class.push(firsts.len());
-                        firsts.push(x.clone());
-                    }
-                }
+                class.push(firsts.iter().position(|y| y == x).unwrap_or_else(|| {
+                    firsts.push(x.clone());
+                    firsts.len() - 1
+                }));
             }
             Some((class, firsts))
         })
@@ -1246,6 +1242,22 @@ impl Plan {
             class: vec![0, 1],
             mirror: true,
         })
+    }
+
+    /// Memory of the device that runs stage `s` (`c`: its summed costs; `costs`: per block):
+    /// its parts held apart where it runs several ([`Plan::held_apart`]), else the stage whole.
+    fn memory<T: Amount>(
+        &self,
+        costs: &[BlockCost<T>],
+        k: &Knobs,
+        s: usize,
+        c: &BlockCost<T>,
+        full_layer_saved: &T,
+    ) -> [T; 4] {
+        match self.held_apart(costs, k, s, c) {
+            Some(apart) => c.rank_memory(&apart, k, self.v, s, full_layer_saved),
+            None => c.memory(k, self.v, s, full_layer_saved),
+        }
     }
 
     /// The block of stage `s`'s last copy: the block whose output the stage sends on.
@@ -1366,14 +1378,8 @@ fn plan_pipeline<N: Priced>(
         });
     }
     let v = k.virtual_chunks();
-    // Megatron-LM's interleaved order runs the micro-batches in groups of pp (Narayanan et al.
-    // SC'21); the activations it holds are counted from that order.
-    if k.schedule == Schedule::Interleaved && v > 1 && !k.microbatches.is_multiple_of(k.pp) {
-        return Err(StrategyError::InterleavedMicrobatches {
-            microbatches: k.microbatches,
-            pp: k.pp,
-        });
-    }
+    // The activations in flight are counted from the interleaved order.
+    crate::strategy::check_interleaved_microbatches(k)?;
     if v > 1 && !(layers + k.pipeline_split.extra()).is_multiple_of(k.pp * v) {
         return Err(StrategyError::InterleavedLayers {
             schedule: k.schedule.name(),
@@ -1422,7 +1428,7 @@ fn plan_pipeline<N: Priced>(
             groups,
             stages: k.pp as usize,
             v,
-            chunks: std::sync::Arc::new(rank_chunks(&chunks, k.schedule, k.pp as usize)),
+            chunks: std::sync::Arc::new(chunks),
         });
     }
     // Each block copy's time for one micro-batch, what the partition balances: a run of equal
@@ -1545,7 +1551,7 @@ fn interleaved_groups<N>(
     (pp, v): (usize, u64),
     schedule: Schedule,
     split: PipelineSplit,
-) -> Option<(Vec<StageGroup>, Vec<Copies>)> {
+) -> Option<(Vec<StageGroup>, RankChunks)> {
     let repeats: Vec<u64> = numbers.iter().map(|n| n.repeat).collect();
     let chunks = interleaved_chunks(&repeats, layer_block, pp as u64 * v, split)?;
     let mut held = vec![vec![0u64; numbers.len()]; pp];
@@ -1571,7 +1577,7 @@ fn interleaved_groups<N>(
             }),
         }
     }
-    Some((groups, chunks))
+    Some((groups, rank_chunks(&chunks, schedule, pp)))
 }
 
 /// Whether each block of `model` is a repeated layer (what recomputation applies to).
@@ -1721,7 +1727,6 @@ fn parts_of(
         edp: c.edp_traffic(k),
         hidden: hidden.0,
         hidden_by_compute: hidden.1,
-        state: c.state(k).iter().sum(),
         cost: c,
     }
 }
@@ -1773,14 +1778,10 @@ fn rough_each<N>(
             }
             None => (own, k.microbatches as f64, boundary(s)),
         };
-        let memory = match plan.held_apart(&plan.cf, k, s, &own.cost) {
-            Some(apart) => own
-                .cost
-                .rank_memory(&apart, k, plan.v, s, &full_recompute)
-                .iter()
-                .sum(),
-            None => own.state + own.cost.activations(k, plan.v, s, &full_recompute),
-        };
+        let memory = plan
+            .memory(&plan.cf, k, s, &own.cost, &full_recompute)
+            .iter()
+            .sum();
         let full = parts.time + kap.dp * parts.dp + kap.edp * parts.edp - parts.hidden
             + kap.p2p * (p2p * mf + parts.cost.grad_sum_bytes(k));
         visit(RoughStage {
@@ -1870,7 +1871,6 @@ struct StageParts {
     hidden: f64,
     /// Whether the compute it runs under, not the traffic, bounds `hidden`.
     hidden_by_compute: bool,
-    state: f64,
     cost: BlockCost<f64>,
 }
 
@@ -1986,8 +1986,7 @@ pub fn estimate_variants(
                             k.pipeline_split,
                         );
                         let (groups, chunks) = g.unwrap_or_default();
-                        let rank = rank_chunks(&chunks, k.schedule, k.pp as usize);
-                        let place = (groups, std::sync::Arc::new(rank));
+                        let place = (groups, std::sync::Arc::new(chunks));
                         chunk_groups.push(((k.pp, v, k.zero_bubble_v()), place));
                         chunk_groups.len() - 1
                     });
@@ -2335,12 +2334,9 @@ impl<T: Priced> StagePricer<'_, T> {
     /// Memory per device of stage `s` (its summed costs `c`): weights, gradients and optimizer
     /// state ([`BlockCost::state`]) and the activations of the micro-batches in flight.
     fn memory(&self, c: &BlockCost<T>, s: usize) -> Held<T> {
-        let (v, full) = (self.plan.v, &self.full_layer_saved);
         let [params, grads, optimizer, activations] =
-            match self.plan.held_apart(self.costs, self.k, s, c) {
-                Some(apart) => c.rank_memory(&apart, self.k, v, s, full),
-                None => c.memory(self.k, v, s, full),
-            };
+            self.plan
+                .memory(self.costs, self.k, s, c, &self.full_layer_saved);
         let total = params.clone() + grads.clone() + optimizer.clone() + activations.clone();
         Held {
             params,

@@ -106,6 +106,18 @@ impl StrategyArgs {
     }
 }
 
+/// Interleaving runs the micro-batches in groups of pp (Narayanan et al. SC'21, as Megatron-LM
+/// orders it): another count has no order, and no activations in flight to count from it.
+pub fn check_interleaved_microbatches(k: &Knobs) -> std::result::Result<(), StrategyError> {
+    if k.schedule == Schedule::Interleaved && !k.microbatches.is_multiple_of(k.pp) {
+        return Err(StrategyError::InterleavedMicrobatches {
+            microbatches: k.microbatches,
+            pp: k.pp,
+        });
+    }
+    Ok(())
+}
+
 /// Checks knobs that need no model: positive, not absurd, valid schedule combinations.
 pub fn check_knobs(k: &Knobs) -> std::result::Result<(), StrategyError> {
     for (name, v) in [
@@ -159,12 +171,7 @@ pub fn check_knobs(k: &Knobs) -> std::result::Result<(), StrategyError> {
     if k.schedule == Schedule::Interleaved && k.pp == 1 {
         return Err(Unsupported::InterleavedOneStage.into());
     }
-    if k.schedule == Schedule::Interleaved && !k.microbatches.is_multiple_of(k.pp) {
-        return Err(StrategyError::InterleavedMicrobatches {
-            microbatches: k.microbatches,
-            pp: k.pp,
-        });
-    }
+    check_interleaved_microbatches(k)?;
     if let Some(reason) = k.schedule.refuses(k.pp, k.microbatches) {
         return Err(StrategyError::DualPipeShape { reason });
     }

@@ -160,7 +160,8 @@ pub fn dualpipe_held(s: usize, p: usize, m: usize) -> Vec<Vec<u64>> {
 /// own stage s and its mirrored stage p − 1 − s ([`dualpipe_held`]); under ZB-V (p > 1) its
 /// chunks s and 2p − 1 − s ([`zero_bubble_v_frontier`]); interleaved with `v` > 1 chunks, its
 /// chunks in order ([`interleaved_frontier`]; `m` a multiple of `p`). `class` gives each
-/// part's class (parts of one class hold the same per micro-batch, so their counts add): the
+/// part's class, one per part (parts of one class hold the same per micro-batch, so their counts
+/// add): the
 /// states whose class counts no other exceeds in every class. Empty under the other schedules.
 /// Each walk is kept per thread: a search asks for the same few ranks of many strategies.
 pub fn rank_held(
@@ -214,24 +215,16 @@ fn by_parts(
         }
         _ => return Vec::new(),
     };
-    // A stage's part of the rank: its chunk (interleaved), or whether it is not stage s; a part
-    // without a class is a class of its own.
+    // A stage's part of the rank: its chunk (interleaved), or whether it is not stage s.
     let of = |stage: usize| {
-        let i = if by_chunk {
+        class[if by_chunk {
             stage / p
         } else {
             usize::from(stage != s)
-        };
-        class.get(i).copied().unwrap_or(i)
+        }]
     };
-    let parts = if by_chunk { v } else { 2 };
-    let named = class.iter().max().map_or(0, |c| c + 1);
-    let classes = if class.len() >= parts {
-        named
-    } else {
-        named.max(parts)
-    };
-    frontier(held_states(program, classes, of))
+    let classes = class.iter().max().map_or(0, |c| c + 1);
+    frontier(held_states(program, classes, of, release(schedule)))
 }
 
 /// The states of `states` that no other exceeds in every part, in order of first appearance.
@@ -269,19 +262,24 @@ pub fn interleaved_frontier(s: usize, p: usize, m: usize, v: usize) -> Vec<Vec<u
     by_parts(Schedule::Interleaved, (s, p, m, v), &class)
 }
 
-/// The micro-batches a rank holds of each of its `parts` after each forward and each release
-/// (the weight gradient where the program has one, else the backward) of `program`, in program
-/// order; `part` gives a stage's part.
+/// The pass after which a micro-batch's activations are freed: the weight gradient where the
+/// schedule splits the backward, else the backward.
+fn release(schedule: Schedule) -> Pass {
+    if schedule.splits_backward() {
+        Pass::Weight
+    } else {
+        Pass::Backward
+    }
+}
+
+/// The micro-batches a rank holds of each of its `parts` after each forward and each `release`
+/// of `program`, in program order; `part` gives a stage's part.
 fn held_states(
     program: Vec<Task>,
     parts: usize,
     part: impl Fn(usize) -> usize,
+    release: Pass,
 ) -> impl Iterator<Item = Vec<u64>> {
-    let release = if program.iter().any(|t| t.pass == Pass::Weight) {
-        Pass::Weight
-    } else {
-        Pass::Backward
-    };
     let mut held = vec![0u64; parts];
     program.into_iter().filter_map(move |t| {
         let i = part(t.stage);
@@ -299,7 +297,8 @@ fn held_states(
 /// micro-batches, in program order.
 #[cfg(test)]
 fn dualpipe_states(s: usize, p: usize, m: usize) -> impl Iterator<Item = Vec<u64>> {
-    held_states(dualpipe(s, p, m).0, 2, move |stage| usize::from(stage != s))
+    let part = move |stage: usize| usize::from(stage != s);
+    held_states(dualpipe(s, p, m).0, 2, part, Pass::Weight)
 }
 
 /// The pipeline rank that runs `stage` for `microbatch`: the stage's own rank ([`rank_of`]),
@@ -774,8 +773,9 @@ mod tests {
         for p in [2usize, 3, 4, 8] {
             for m in [1usize, 2, p, 2 * p - 1, 2 * p, 2 * p + 1, 5 * p + 3] {
                 for s in 0..p {
+                    let part = |j: usize| usize::from(j != s);
                     let states: Vec<Vec<u64>> =
-                        held_states(zero_bubble_v(s, p, m), 2, |j| usize::from(j != s)).collect();
+                        held_states(zero_bubble_v(s, p, m), 2, part, Pass::Weight).collect();
                     let front = zero_bubble_v_frontier(s, p, m);
                     for x in &states {
                         assert!(
@@ -848,7 +848,8 @@ mod tests {
                         let walked = peak_in_flight(&prog, false) as u64;
                         let at = format!("p={p} v={v} m={m} s={s}");
                         assert_eq!(walked, interleaved_peak(s, p, m, v), "{at}");
-                        let states: Vec<Vec<u64>> = held_states(prog, v, |j| j / p).collect();
+                        let states: Vec<Vec<u64>> =
+                            held_states(prog, v, |j| j / p, Pass::Backward).collect();
                         let front = interleaved_frontier(s, p, m, v);
                         for x in &states {
                             let under = |f: &Vec<u64>| f.iter().zip(x).all(|(a, b)| a >= b);
