@@ -603,6 +603,8 @@ fn emitted_torchtitan_keys_are_the_parsers_and_read_back_to_the_row() {
         ("llama3-8b", 64, "tp=8,zero=2,mbs=2"),
         // PyTorch's ZBVZeroBubble: two stages per rank, placed as a "V".
         ("llama3-8b", 64, "tp=4,pp=4,schedule=zb-v,zero=3"),
+        // PyTorch's ScheduleDualPipeV, placed as a "V" too.
+        ("llama3-8b", 64, "tp=4,pp=4,schedule=dualpipev,zero=3"),
     ] {
         let case = format!("{model} --fix {fix}");
         let v = ranked(model, devices, "torchtitan", &["--fix", fix]);
@@ -663,13 +665,18 @@ fn emitted_torchtitan_keys_are_the_parsers_and_read_back_to_the_row() {
         );
         // The row's memory from `cost` at the micro-batch and schedule the config states.
         let pp = u(&row["pp"]);
-        // Stages per rank as torchtitan builds them: the schedule's (two under ZBVZeroBubble,
-        // the row's chunks under Interleaved1F1B, one otherwise).
+        // Stages per rank as torchtitan builds them: the schedule's (two under ZBVZeroBubble
+        // and DualPipeV, the row's chunks under Interleaved1F1B, one otherwise).
         let schedule = keys
             .get("parallelism.pipeline_parallel_schedule")
             .map(String::as_str);
-        let vee = schedule == Some("ZBVZeroBubble");
-        assert_eq!(vee, row["schedule"] == "zb-v", "{case}");
+        let vee = matches!(schedule, Some("ZBVZeroBubble" | "DualPipeV"));
+        let named = match schedule {
+            Some("ZBVZeroBubble") => "zb-v",
+            Some("DualPipeV") => "dualpipev",
+            _ => "",
+        };
+        assert_eq!(vee, row["schedule"] == named, "{case}");
         let chunks = if vee { 2 } else { u(&row["chunks"]) };
         let mut c = vec![
             "cost".to_string(),
@@ -712,7 +719,7 @@ fn emitted_torchtitan_keys_are_the_parsers_and_read_back_to_the_row() {
             }
         }
         if vee {
-            c.extend(["--schedule".into(), "zb-v".into()]);
+            c.extend(["--schedule".into(), named.into()]);
         } else if chunks > 1 {
             c.extend([
                 "--schedule".into(),

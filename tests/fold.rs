@@ -153,6 +153,7 @@ fn knobs(
         Schedule::Gpipe,
         Schedule::Interleaved,
         Schedule::ZeroBubbleV,
+        Schedule::DualPipeV,
     ][schedule];
     Knobs {
         dp,
@@ -187,7 +188,7 @@ proptest! {
     fn the_formulas_are_the_numbers(
         model in 0usize..4,
         (dp, tp, pp, cp, ep) in (0u32..5, 0u32..4, 0u32..3, 1u64..3, 0u32..4),
-        (m, zero, recompute, schedule, sp) in (0u32..4, 0u8..4, 0usize..3, 0usize..4, any::<bool>()),
+        (m, zero, recompute, schedule, sp) in (0u32..4, 0u8..4, 0usize..3, 0usize..5, any::<bool>()),
         plateau: bool,
     ) {
         let name = ["gpt3-1.3b", "llama3-8b", "mixtral-8x7b", "bert-large"][model];

@@ -47,7 +47,7 @@ fn both_at(
     // devices, chunk c ≥ pp on device 2·pp − 1 − c (torchtitan's V-style stage placement:
     // `stage_v_pairs = zip(range(pp), range(num_stages - 1, pp - 1, -1))`).
     let device = |c: usize| match k.schedule {
-        Schedule::ZeroBubbleV if c >= pp => 2 * pp - 1 - c,
+        Schedule::ZeroBubbleV | Schedule::DualPipeV if c >= pp => 2 * pp - 1 - c,
         _ => c % pp,
     };
     let mut timed = vec![vec![0u64; blocks]; pp];
@@ -129,18 +129,21 @@ fn the_relative_cost_prices_the_chunks_where_the_timeline_runs_them() {
     assert_eq!(layers, vec![7, 8, 8, 7], "{relative:?}");
 }
 
-/// ZB-V's rank s holds chunks s and 2·pp − 1 − s: the relative cost prices on each rank the
-/// blocks the timeline runs there, rank 0 holding both the embedding and the head, every rank
-/// the same layers.
+/// ZB-V's and DualPipeV's rank s holds chunks s and 2·pp − 1 − s: the relative cost prices on
+/// each rank the blocks the timeline runs there, rank 0 holding both the embedding and the
+/// head, every rank the same layers.
 #[test]
 fn the_relative_cost_prices_zb_v_chunks_where_the_timeline_runs_them() {
-    for (model, pp, m) in [
-        ("gpt3-125m", 2u64, 4u64),
-        ("gpt3-125m", 3, 4),
-        ("llama3-8b", 4, 8),
+    for (model, pp, m, schedule) in [
+        ("gpt3-125m", 2u64, 4u64, Schedule::ZeroBubbleV),
+        ("gpt3-125m", 3, 4, Schedule::ZeroBubbleV),
+        ("llama3-8b", 4, 8, Schedule::ZeroBubbleV),
+        ("gpt3-125m", 2, 4, Schedule::DualPipeV),
+        ("gpt3-125m", 3, 8, Schedule::DualPipeV),
+        ("llama3-8b", 4, 8, Schedule::DualPipeV),
     ] {
         let k = Knobs {
-            schedule: Schedule::ZeroBubbleV,
+            schedule,
             chunks: 1,
             ..knobs(2, pp, 1, m)
         };

@@ -113,6 +113,7 @@ fn knobs() -> impl Strategy<Value = Knobs> {
             (Schedule::Interleaved, 3),
             (Schedule::ZeroBubbleH1, 1),
             (Schedule::ZeroBubbleV, 1),
+            (Schedule::DualPipeV, 1),
         ]),
         any::<bool>(),
         prop::sample::select(vec![Recompute::None, Recompute::Selective, Recompute::Full]),

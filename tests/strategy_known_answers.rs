@@ -370,6 +370,7 @@ fn estimates_agree_with_exact_prices() {
                         (Schedule::Interleaved, 2, 1, Recompute::Selective),
                         (Schedule::ZeroBubbleH1, 1, 2, Recompute::Full),
                         (Schedule::ZeroBubbleV, 1, 1, Recompute::Selective),
+                        (Schedule::DualPipeV, 1, 2, Recompute::None),
                     ] {
                         if pp == 1 && schedule != Schedule::OneFOneB {
                             continue;

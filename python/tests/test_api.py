@@ -535,6 +535,11 @@ def test_rank_takes_knobs_as_keywords(cli):
     # ZB-V, tried only when fixed: two chunks per rank, its row's chunks still 1 as passed back.
     rows = same(symshard.rank("gpt3-1.3b", devices=16, top=4, pp=2, schedule="zb-v"), "--fix", "pp=2,schedule=zb-v")
     assert rows and all(r.pp == 2 and r.schedule == "zb-v" and r.chunks == 1 for r in rows)
+    # DualPipeV likewise: ZB-V's placement in DualPipe's steps.
+    rows = same(
+        symshard.rank("gpt3-1.3b", devices=16, top=4, pp=2, schedule="dualpipev"), "--fix", "pp=2,schedule=dualpipev"
+    )
+    assert rows and all(r.pp == 2 and r.schedule == "dualpipev" and r.chunks == 1 for r in rows)
     rows = same(symshard.rank("gpt3-1.3b", devices=16, top=4, max_tp=2, max_pp=1), "--max", "tp=2,pp=1")
     assert rows and all(r.tp <= 2 and r.pp == 1 for r in rows)
     same(symshard.rank("gpt3-1.3b", devices=16, top=4, max={"tp": 2}, mbs=1), "--fix", "mbs=1", "--max", "tp=2")

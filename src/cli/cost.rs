@@ -378,9 +378,10 @@ fn print_stages(pd: &DeviceCost, k: &crate::strategy::Knobs) {
         println!(
             "    dualpipe: row s is rank s, which runs stage s (the blocks shown) and stage pp − 1 − s, half the micro-batches through each; FLOPs and memory are the rank's"
         );
-    } else if k.zero_bubble_v() {
+    } else if k.v_placed() {
         println!(
-            "    zb-v: row s is rank s, which holds chunks s and 2·pp − 1 − s of the 2·pp (the blocks shown are both); every micro-batch runs through each"
+            "    {}: row s is rank s, which holds chunks s and 2·pp − 1 − s of the 2·pp (the blocks shown are both); every micro-batch runs through each",
+            k.schedule
         );
     }
 }

@@ -474,7 +474,8 @@ fn megatron_shape(a: &mut Flags, model: &Model, values: &Bindings) {
     }
 }
 
-/// Refuses a row whose pipeline schedule Megatron-LM does not run (GPipe, ZB-H1, ZB-V, DualPipe).
+/// Refuses a row whose pipeline schedule Megatron-LM does not run (GPipe, ZB-H1, ZB-V, DualPipe,
+/// DualPipeV).
 fn megatron_schedule(k: &Knobs) -> Result<(), Error> {
     if k.pp > 1 && k.schedule == Schedule::Gpipe {
         return Err(Error::Usage(
@@ -489,13 +490,14 @@ fn megatron_schedule(k: &Knobs) -> Result<(), Error> {
             format!("--emit megatron: the top strategy uses the {} schedule, which Megatron-LM does not run (its schedules are 1F1B and interleaved 1F1B); rank with --schedule 1f1b or interleaved-1f1b", k.schedule.name().to_uppercase()),
         ));
     }
-    if k.pp > 1 && k.schedule == Schedule::DualPipe {
-        // DualPipe is DeepSeek's own (deepseek-ai/DualPipe, a module wrapping two stages per
-        // rank); Megatron-LM's schedules (megatron/core/pipeline_parallel/schedules.py) are
-        // 1F1B and interleaved 1F1B, with no bidirectional pipeline.
-        return Err(Error::Usage(
-            "--emit megatron: the top strategy uses the DualPipe schedule, which Megatron-LM does not run (its schedules are 1F1B and interleaved 1F1B; DualPipe is deepseek-ai/DualPipe's own module); rank with --schedule 1f1b or interleaved-1f1b".into(),
-        ));
+    if k.pp > 1 && k.schedule.overlaps_chunks() {
+        // DualPipe and DualPipeV are DeepSeek's own (deepseek-ai/DualPipe, modules wrapping two
+        // stages per rank); Megatron-LM's schedules (megatron/core/pipeline_parallel/
+        // schedules.py) are 1F1B and interleaved 1F1B.
+        return Err(Error::Usage(format!(
+            "--emit megatron: the top strategy uses the {} schedule, which Megatron-LM does not run (its schedules are 1F1B and interleaved 1F1B; DualPipe and DualPipeV are deepseek-ai/DualPipe's own modules); rank with --schedule 1f1b or interleaved-1f1b",
+            if k.schedule == Schedule::DualPipe { "DualPipe" } else { "DualPipeV" }
+        )));
     }
     Ok(())
 }
@@ -762,6 +764,7 @@ fn torchtitan(
         );
     }
     let quantized = torchtitan_quantization(k, &mut warnings);
+    torchtitan_dualpipe_v(k, &mut warnings);
     if k.recompute == Recompute::Selective
         && !crate::model::RecomputeModule::is_default(&model.recompute_modules)
     {
@@ -834,6 +837,31 @@ fn torchtitan(
         t.push_str(section);
     }
     Ok((t, warnings))
+}
+
+/// What a DualPipeV row needs of torchtitan beyond the keys' version, and where torchtitan runs
+/// its F&B chunks otherwise than they were priced. PyTorch's `ScheduleDualPipeV` runs an F&B
+/// chunk's forward and backward one after the other unless a callback overlaps them;
+/// torchtitan registers one (torchtitan/distributed/dual_pipe_v.py, `overlap_callback`, at
+/// pytorch/torchtitan@02ef790c79614758f85880e173d2338d7de502a3) only with expert parallelism,
+/// `parallelism.pipeline_parallel_expert_parallel_overlap` (default true) and, its docstring
+/// says, without activation checkpointing.
+fn torchtitan_dualpipe_v(k: &Knobs, warnings: &mut Vec<String>) {
+    if k.pp <= 1 || k.schedule != Schedule::DualPipeV {
+        return;
+    }
+    warnings.push(format!(
+        "DualPipeV is newer than the keys' torchtitan: it needs a torchtitan whose pipeline builder imports PyTorch's ScheduleDualPipeV (pytorch/torchtitan@02ef790c79614758f85880e173d2338d7de502a3) and a PyTorch that has it; {TORCHTITAN_VERSION} does not name it"
+    ));
+    if k.ep <= 1 {
+        warnings.push(
+            "the row prices each F&B chunk's forward and backward overlapped (one's communication under the other's compute); torchtitan overlaps them only with expert parallelism (its dual_pipe_v overlap callback) and runs them one after the other here".into(),
+        );
+    } else if k.recompute != Recompute::None {
+        warnings.push(
+            "torchtitan's expert-parallel overlap under DualPipeV does not support activation checkpointing (its pipeline_parallel_expert_parallel_overlap docstring: set mode=\"none\"); with it the F&B chunks may not overlap as priced".into(),
+        );
+    }
 }
 
 /// Refuses a row whose pipeline schedule torchtitan does not name (ZB-H1, DualPipe).
@@ -910,6 +938,10 @@ fn torchtitan_parallelism(
         // pipeline builder places rank r's stages at r and 2·pp − 1 − r for it), the split
         // points cutting 2·pp stages.
         (_, Schedule::ZeroBubbleV) => Some("ZBVZeroBubble"),
+        // PyTorch's `ScheduleDualPipeV` (torch/distributed/pipelining/schedules.py,
+        // `get_schedule_class`: "DualPipeV"), placed as a "V" like ZBVZeroBubble
+        // (torchtitan/distributed/pipeline_parallel.py: `style = "v"` for both).
+        (_, Schedule::DualPipeV) => Some("DualPipeV"),
         // Refused before (`torchtitan`): no torchtitan schedule is ZB-H1 or DualPipe.
         (_, Schedule::ZeroBubbleH1 | Schedule::DualPipe) => None,
     };

@@ -54,8 +54,8 @@ pub struct SearchArgs {
     /// Cap knobs: `--max tp=8,pp=16`.
     #[arg(long, value_name = "KNOB=VALUE,…")]
     pub max: Vec<String>,
-    /// Only this pipeline schedule (gpipe, 1f1b, interleaved-1f1b) where pp > 1; zb-h1, zb-v
-    /// and dualpipe are opt-in: searched only when named here or by `--fix schedule=`.
+    /// Only this pipeline schedule (gpipe, 1f1b, interleaved-1f1b) where pp > 1; zb-h1, zb-v,
+    /// dualpipe and dualpipev are opt-in: searched only when named here or by `--fix schedule=`.
     #[arg(long)]
     pub schedule: Option<String>,
     /// Only this micro-batch size (samples per micro-batch and data-parallel rank).

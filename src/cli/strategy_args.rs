@@ -31,7 +31,7 @@ pub struct StrategyFlags {
     /// Micro-batches per step (the count; `--micro-batch-size` states the size instead).
     #[arg(long)]
     pub microbatches: Option<u64>,
-    /// Pipeline schedule: gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-v, dualpipe; none (what `rank` prints) when pp is 1.
+    /// Pipeline schedule: gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-v, dualpipe, dualpipev; none (what `rank` prints) when pp is 1.
     #[arg(long)]
     pub schedule: Option<String>,
     /// Model chunks per device for interleaved-1f1b.
@@ -245,7 +245,7 @@ impl StrategyFlags {
             None | Some("none") => None,
             Some(s) => Some(Schedule::from_name(s).ok_or_else(|| {
                 Error::Usage(format!(
-                    "unknown schedule `{s}` (gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-v, dualpipe; none when pp is 1)"
+                    "unknown schedule `{s}` (gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-v, dualpipe, dualpipev; none when pp is 1)"
                 ))
             })?),
         };

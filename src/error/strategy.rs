@@ -112,8 +112,8 @@ pub enum StrategyError {
         /// `" (it lists …)"` where the table lists others.
         listed: String,
     },
-    /// DualPipe with an odd pp, or an odd count of micro-batches or fewer than 2·pp
-    /// ([`crate::strategy::Schedule::refuses`]).
+    /// DualPipe with an odd pp, or an odd count of micro-batches or fewer than 2·pp; DualPipeV
+    /// with fewer than 2·pp micro-batches ([`crate::strategy::Schedule::refuses`]).
     #[error("{reason}")]
     DualPipeShape {
         /// What is wrong, with the values.
@@ -471,7 +471,7 @@ impl StrategyError {
                 "interleaving needs micro-batches a multiple of pp"
             }
             StrategyError::DualPipeShape { .. } => {
-                "dualpipe needs pp even and micro-batches even, at least 2·pp"
+                "dualpipe needs pp even and micro-batches even, at least 2·pp (dualpipev at least 2·pp)"
             }
             StrategyError::GpusPerNodeRange { .. } | StrategyError::PartNodes { .. } => {
                 "devices do not fill whole nodes"
@@ -489,7 +489,7 @@ impl StrategyError {
             StrategyError::TooManyLayers { .. } => "too many layers to partition",
             StrategyError::TooManyStages { .. } => "more pipeline stages than layers",
             StrategyError::InterleavedLayers { .. } => {
-                "model chunks (interleaving, ZB-V) do not divide the layers"
+                "model chunks (interleaving, ZB-V, DualPipeV) do not divide the layers"
             }
             StrategyError::NoPartition | StrategyError::Nothing(_) => "no pipeline partition",
             StrategyError::CpNoSequence { .. } | StrategyError::CpNoAttention { .. } => {

@@ -487,6 +487,13 @@ pub fn in_flight<T: Amount>(k: &Knobs, v: u64, s: usize) -> T {
             ),
             2,
         ),
+        // DualPipeV: 2pp + 1 chunk micro-batches on every rank ([`dualpipe_v_held`]), in
+        // micro-batches of the rank's two chunks together; taken apart as ZB-V's are.
+        //
+        // [`dualpipe_v_held`]: crate::strategy::schedule::dualpipe_v_held
+        Schedule::DualPipeV => {
+            T::ratio(crate::strategy::schedule::dualpipe_v_held(k.pp as usize), 2)
+        }
         Schedule::Interleaved if v > 1 => T::ratio(
             crate::strategy::schedule::interleaved_peak(
                 s,
@@ -986,11 +993,19 @@ impl<T: Amount> BlockCost<T> {
     /// are counted in the forward's half), `m·W` the weight-gradient FLOPs, and F&B = F + B − H
     /// with H what an overlapped forward and backward chunk hide: each chunk's communication
     /// under the other's compute, at most the two, at the share overlap saves (`kap.overlap`).
-    /// The optimizer's HBM traffic, once a step, idles in neither.
+    /// The optimizer's HBM traffic, once a step, idles in neither. Under DualPipeV (deepseek-ai/
+    /// DualPipe's README: the same bubble for its PP = 2pp chunks) these summed costs are a
+    /// rank's two chunks, each micro-batch through both: (pp − 1) chunks' F&B + B − 3W, half
+    /// the rank's.
     pub fn dualpipe_bubble(&self, m: &T, kap: &Kappas<T>, k: &Knobs) -> T {
         if k.pp < 2 {
             return T::zero();
         }
+        let share = if k.schedule == Schedule::DualPipeV {
+            T::ratio(k.pp - 1, 2 * k.microbatches)
+        } else {
+            T::ratio(k.pp / 2 - 1, k.microbatches)
+        };
         let comm = self.time(m, kap, k) - self.compute_time(m, kap, k);
         let half = comm / T::int(2);
         let f_compute = self.forward_time(kap) * m.clone();
@@ -1009,7 +1024,7 @@ impl<T: Amount> BlockCost<T> {
         let f_and_b = f + b.clone() - h;
         let w = self.weight.clone() * m.clone();
         let idle = f_and_b + b - w * T::int(3);
-        idle * T::ratio(k.pp / 2 - 1, k.microbatches)
+        idle * share
     }
 
     /// The same for one micro-batch's forward pass.

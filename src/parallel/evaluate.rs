@@ -1379,7 +1379,7 @@ fn plan_pipeline<N: Priced>(
     }
     let v = k.virtual_chunks();
     // The activations in flight are counted from the interleaved order.
-    crate::strategy::check_interleaved_microbatches(k)?;
+    crate::strategy::check_schedule_microbatches(k)?;
     if v > 1 && !(layers + k.pipeline_split.extra()).is_multiple_of(k.pp * v) {
         return Err(StrategyError::InterleavedLayers {
             schedule: k.schedule.name(),
@@ -1795,7 +1795,7 @@ fn rough_each<N>(
             full,
             memory,
             weight: parts.cost.weight * mf,
-            dualpipe: if k.schedule.bidirectional() {
+            dualpipe: if k.schedule.overlaps_chunks() {
                 parts.cost.dualpipe_bubble(&mf, kap, k)
             } else {
                 0.0
@@ -1971,11 +1971,11 @@ pub fn estimate_variants(
             // layer count ([`interleaved_groups`]), which for most models gives every chunk
             // count the same stages: a plan (and its group parts) is shared by the chunk counts
             // whose stages agree.
-            let key = (k.recompute, k.ep, v > 1, k.zero_bubble_v(), share.clone());
+            let key = (k.recompute, k.ep, v > 1, k.v_placed(), share.clone());
             let groups = (v > 1).then(|| {
                 let at = chunk_groups
                     .iter()
-                    .position(|(x, _)| *x == (k.pp, v, k.zero_bubble_v()))
+                    .position(|(x, _)| *x == (k.pp, v, k.v_placed()))
                     .unwrap_or_else(|| {
                         // The layers divide (checked above), so the placement exists.
                         let g = interleaved_groups(
@@ -1987,7 +1987,7 @@ pub fn estimate_variants(
                         );
                         let (groups, chunks) = g.unwrap_or_default();
                         let place = (groups, std::sync::Arc::new(chunks));
-                        chunk_groups.push(((k.pp, v, k.zero_bubble_v()), place));
+                        chunk_groups.push(((k.pp, v, k.v_placed()), place));
                         chunk_groups.len() - 1
                     });
                 &chunk_groups[at].1
@@ -2077,7 +2077,7 @@ fn estimate_planned(
     } else {
         0.0
     };
-    let (total, flop_part) = if k.schedule.bidirectional() {
+    let (total, flop_part) = if k.schedule.overlaps_chunks() {
         // DualPipe's bubble ([`BlockCost::dualpipe_bubble`]), its FLOP part in the slowest
         // stage's own proportion.
         let share = if tm.time > 0.0 {
@@ -2434,7 +2434,7 @@ impl<T: Priced> StagePricer<'_, T> {
             flops: c.compute.clone() * m.clone(),
             backward: (c.backward.clone() - c.recomputed.clone()) * m.clone(),
             weight: c.weight.clone() * m.clone(),
-            dualpipe: if self.k.schedule.bidirectional() {
+            dualpipe: if self.k.schedule.overlaps_chunks() {
                 c.dualpipe_bubble(m, kap, self.k)
             } else {
                 T::zero()
@@ -2469,6 +2469,7 @@ fn stages_to_price(rough: &[RoughStage], plan: &Plan, k: &Knobs, detail: bool) -
         Schedule::ZeroBubbleV => {
             crate::strategy::schedule::zero_bubble_v_held(s, k.pp as usize, k.microbatches as usize)
         }
+        Schedule::DualPipeV => crate::strategy::schedule::dualpipe_v_held(k.pp as usize),
         _ => k.microbatches.min(k.pp - s as u64),
     };
     // Under DualPipe a stage stands for its rank, whose place is its two stages'.
@@ -2637,8 +2638,8 @@ fn relative_cost<T: Priced>(
     let mut idle_flops =
         priced[tm].flops.value() + priced[tm].hbm_cost.value() + priced[tm].kernel_cost.value();
     let slowest = &priced[tm];
-    if k.dualpipe() {
-        // DualPipe: arXiv:2412.19437 Table 2 ([`BlockCost::dualpipe_bubble`]); its FLOP part
+    if k.overlapped_chunks() {
+        // DualPipe and DualPipeV: arXiv:2412.19437 Table 2 ([`BlockCost::dualpipe_bubble`]); its FLOP part
         // in the slowest stage's own proportion, so that times (pp − 1)/m below it comes out.
         bubble = slowest.dualpipe.clone();
         if !slowest.time.value().is_zero() {

@@ -1041,6 +1041,12 @@ impl<'a> Pricer<'a> {
         if pp > 1 && steer.schedule == Some(Schedule::ZeroBubbleV) {
             schedules.push((Schedule::ZeroBubbleV, 1));
         }
+        // DualPipeV likewise only under `--fix schedule=dualpipev`; pricing refuses fewer than
+        // 2·pp micro-batches and layers its 2·pp chunks do not divide, each counted with its
+        // reason.
+        if pp > 1 && steer.schedule == Some(Schedule::DualPipeV) {
+            schedules.push((Schedule::DualPipeV, 1));
+        }
         // Interleaving: every chunk count the layers allow (layers divisible by pp × chunks;
         // with the embedding or the loss counted as layers where `--fix account=` says so), up
         // to the cap; the micro-batch count must be a multiple of pp (Narayanan et al. SC'21).

@@ -98,7 +98,7 @@ pub const KNOBS: &[(&str, &str)] = &[
     ("zero", "ZeRO stage 0–3"),
     (
         "schedule",
-        "gpipe, 1f1b or interleaved-1f1b; zb-h1, zb-v and dualpipe are tried only when fixed so (--fix only)",
+        "gpipe, 1f1b or interleaved-1f1b; zb-h1, zb-v, dualpipe and dualpipev are tried only when fixed so (--fix only)",
     ),
     ("sp", "sequence parallelism on/off (--fix only)"),
     ("recompute", "none, selective or full (--fix only)"),
@@ -174,7 +174,7 @@ impl Steer {
             match name {
                 "schedule" => {
                     let s = Schedule::from_name(value).ok_or_else(|| {
-                        bad("unknown schedule (gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-v, dualpipe)")
+                        bad("unknown schedule (gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-v, dualpipe, dualpipev)")
                     })?;
                     set_once(&mut self.schedule, s, || bad("given twice"))?;
                 }

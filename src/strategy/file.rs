@@ -107,13 +107,18 @@ impl StrategyArgs {
 }
 
 /// Interleaving runs the micro-batches in groups of pp (Narayanan et al. SC'21, as Megatron-LM
-/// orders it): another count has no order, and no activations in flight to count from it.
-pub fn check_interleaved_microbatches(k: &Knobs) -> std::result::Result<(), StrategyError> {
+/// orders it), and DualPipe and DualPipeV need the counts their published steps assert
+/// ([`Schedule::refuses`]): another count has no order, and no activations in flight to count
+/// from it.
+pub fn check_schedule_microbatches(k: &Knobs) -> std::result::Result<(), StrategyError> {
     if k.schedule == Schedule::Interleaved && !k.microbatches.is_multiple_of(k.pp) {
         return Err(StrategyError::InterleavedMicrobatches {
             microbatches: k.microbatches,
             pp: k.pp,
         });
+    }
+    if let Some(reason) = k.schedule.refuses(k.pp, k.microbatches) {
+        return Err(StrategyError::DualPipeShape { reason });
     }
     Ok(())
 }
@@ -171,10 +176,7 @@ pub fn check_knobs(k: &Knobs) -> std::result::Result<(), StrategyError> {
     if k.schedule == Schedule::Interleaved && k.pp == 1 {
         return Err(Unsupported::InterleavedOneStage.into());
     }
-    check_interleaved_microbatches(k)?;
-    if let Some(reason) = k.schedule.refuses(k.pp, k.microbatches) {
-        return Err(StrategyError::DualPipeShape { reason });
-    }
+    check_schedule_microbatches(k)?;
     if k.zero > 0 && k.replicas() == 1 {
         return Err(Unsupported::ZeroOneReplica { zero: k.zero }.into());
     }
@@ -281,13 +283,13 @@ impl StrategyFile {
             Some("none") => {
                 return Err(err(
                     "schedule",
-                    format!("schedule `none` means no pipeline, but pp is {}: give gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-v or dualpipe", f.pp),
+                    format!("schedule `none` means no pipeline, but pp is {}: give gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-v, dualpipe or dualpipev", f.pp),
                 ))
             }
             Some(s) => Schedule::from_name(s).ok_or_else(|| {
                 err(
                     "schedule",
-                    format!("unknown schedule `{s}` (gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-v, dualpipe; none when pp is 1)"),
+                    format!("unknown schedule `{s}` (gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-v, dualpipe, dualpipev; none when pp is 1)"),
                 )
             })?,
         };

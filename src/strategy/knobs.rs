@@ -45,6 +45,17 @@ pub enum Schedule {
     /// bubble of (pp − 1) chunk forwards.
     #[serde(rename = "zb-v")]
     ZeroBubbleV,
+    /// DualPipeV (deepseek-ai/DualPipe, dualpipe/dualpipev.py, DualPipe "cut in half"; PyTorch's
+    /// `ScheduleDualPipeV`, which torchtitan runs as `DualPipeV`): ZB-V's placement, the layers
+    /// in 2·pp chunks with rank s holding chunks s and 2·pp − 1 − s, run in DualPipe's eight
+    /// steps: the forward of one micro-batch and the full backward of another overlapped as an
+    /// F&B chunk in the steady state, backwards split into input and weight gradients where it
+    /// fills the bubble. deepseek-ai/DualPipe's README: a bubble of (PP/2 − 1)(F&B + B − 3W)
+    /// for PP stages (2·pp chunks here), 2·pp + 1 chunk micro-batches of activations per
+    /// device, DualPipe's with half the devices. Needs at least 2·pp micro-batches (both
+    /// implementations assert it).
+    #[serde(rename = "dualpipev")]
+    DualPipeV,
 }
 
 impl Schedule {
@@ -54,14 +65,25 @@ impl Schedule {
     pub fn splits_backward(self) -> bool {
         matches!(
             self,
-            Schedule::ZeroBubbleH1 | Schedule::DualPipe | Schedule::ZeroBubbleV
+            Schedule::ZeroBubbleH1
+                | Schedule::DualPipe
+                | Schedule::ZeroBubbleV
+                | Schedule::DualPipeV
         )
     }
 
     /// Whether the model splits into two chunks per rank placed as a "V", chunk s and
-    /// 2·pp − 1 − s on rank s ([`Schedule::ZeroBubbleV`]).
+    /// 2·pp − 1 − s on rank s ([`Schedule::ZeroBubbleV`], [`Schedule::DualPipeV`]).
     pub fn v_shaped(self) -> bool {
-        self == Schedule::ZeroBubbleV
+        matches!(self, Schedule::ZeroBubbleV | Schedule::DualPipeV)
+    }
+
+    /// Whether the steady state runs F&B chunks, the forward of one micro-batch overlapped
+    /// with the full backward of another, and idles the bubble of the DeepSeek-V3 report's
+    /// Table 2, (PP/2 − 1)(F&B + B − 3W) for PP stages ([`Schedule::DualPipe`],
+    /// [`Schedule::DualPipeV`]).
+    pub fn overlaps_chunks(self) -> bool {
+        matches!(self, Schedule::DualPipe | Schedule::DualPipeV)
     }
 
     /// Whether each pipeline rank holds two stages, i and pp − 1 − i, with micro-batches fed
@@ -74,8 +96,22 @@ impl Schedule {
     /// cannot: DualPipe needs pp even and the micro-batches even and at least 2·pp (the
     /// assertions of `DualPipe.step`, deepseek-ai/DualPipe, dualpipe/dualpipe.py:
     /// `num_ranks % 2 == 0`, `num_chunks % 2 == 0 and num_chunks >= num_ranks * 2`).
+    /// DualPipeV needs at least 2·pp micro-batches, one per stage of its V (`DualPipeV.step`,
+    /// dualpipe/dualpipev.py: `num_chunks >= num_ranks * 2`; PyTorch's `ScheduleDualPipeV`:
+    /// "at least as many microbatches as stages").
     pub fn refuses(self, pp: u64, microbatches: u64) -> Option<String> {
-        if self != Schedule::DualPipe || pp <= 1 {
+        if pp <= 1 {
+            return None;
+        }
+        if self == Schedule::DualPipeV {
+            return (microbatches < 2 * pp).then(|| {
+                format!(
+                    "dualpipev needs at least 2·pp = {} micro-batches (one per stage of its V), but microbatches is {microbatches}",
+                    2 * pp
+                )
+            });
+        }
+        if self != Schedule::DualPipe {
             return None;
         }
         if pp % 2 == 1 {
@@ -101,6 +137,7 @@ impl Schedule {
             "zb-h1" => Some(Schedule::ZeroBubbleH1),
             "dualpipe" => Some(Schedule::DualPipe),
             "zb-v" | "zbv" => Some(Schedule::ZeroBubbleV),
+            "dualpipev" | "dualpipe-v" => Some(Schedule::DualPipeV),
             _ => None,
         }
     }
@@ -116,6 +153,7 @@ impl Schedule {
             Schedule::ZeroBubbleH1 => "zb-h1",
             Schedule::DualPipe => "dualpipe",
             Schedule::ZeroBubbleV => "zb-v",
+            Schedule::DualPipeV => "dualpipev",
         }
     }
 }
@@ -653,7 +691,7 @@ impl Knobs {
     pub fn virtual_chunks(&self) -> u64 {
         match self.schedule {
             Schedule::Interleaved => self.chunks,
-            Schedule::ZeroBubbleV if self.pp > 1 => 2,
+            Schedule::ZeroBubbleV | Schedule::DualPipeV if self.pp > 1 => 2,
             _ => 1,
         }
     }
@@ -669,9 +707,15 @@ impl Knobs {
         self.schedule.bidirectional() && self.pp > 1
     }
 
-    /// Whether each pipeline rank runs two chunks placed as a "V" under ZB-V
+    /// Whether the pipeline runs F&B chunks and idles the DeepSeek-V3 report's bubble
+    /// ([`Schedule::overlaps_chunks`] with more than one stage): DualPipe and DualPipeV.
+    pub fn overlapped_chunks(&self) -> bool {
+        self.schedule.overlaps_chunks() && self.pp > 1
+    }
+
+    /// Whether each pipeline rank runs two chunks placed as a "V" under ZB-V or DualPipeV
     /// ([`Schedule::v_shaped`] with more than one stage): rank s runs chunks s and 2·pp − 1 − s.
-    pub fn zero_bubble_v(&self) -> bool {
+    pub fn v_placed(&self) -> bool {
         self.schedule.v_shaped() && self.pp > 1
     }
 

@@ -11,8 +11,8 @@ pub use crate::error::strategy::{
     partial_node_size, NotDivisible, StrategyError, Unsupported, MAX_DEVICES, MAX_GPUS_PER_NODE,
 };
 pub use file::{
-    check_fills_nodes, check_gpus_per_node, check_interleaved_microbatches, check_knobs,
-    check_nodes, load_strategy, parse_strategy, StrategyArgs, StrategyFile,
+    check_fills_nodes, check_gpus_per_node, check_knobs, check_nodes, check_schedule_microbatches,
+    load_strategy, parse_strategy, StrategyArgs, StrategyFile,
 };
 pub use knobs::{
     Fp8Bytes, Knobs, Overlap, PipelineSplit, Precision, Recompute, Schedule, WEIGHT_BYTES,

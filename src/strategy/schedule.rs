@@ -1,8 +1,9 @@
 //! Pipeline schedules: the order in which one device runs the forward and backward passes of its
 //! model chunks over the micro-batches — GPipe (Huang et al. 2019), 1F1B (PipeDream-Flush) and
 //! interleaved 1F1B (Narayanan et al. SC'21, as Megatron-LM orders it) and ZB-H1 (Qi et al.,
-//! ICLR 2024, arXiv:2401.10241), its V-shaped ZB-V (the same paper, §6) and DualPipe
-//! (DeepSeek-V3 Technical Report, arXiv:2412.19437, §3.2.1).
+//! ICLR 2024, arXiv:2401.10241), its V-shaped ZB-V (the same paper, §6), DualPipe
+//! (DeepSeek-V3 Technical Report, arXiv:2412.19437, §3.2.1) and its V-shaped DualPipeV
+//! (deepseek-ai/DualPipe, dualpipe/dualpipev.py).
 
 use crate::strategy::Schedule;
 use std::cell::RefCell;
@@ -95,17 +96,19 @@ pub fn program(schedule: Schedule, s: usize, p: usize, m: usize, v: usize) -> Ve
         // One rank: each backward and its weight gradient, one after the other.
         Schedule::DualPipe => zero_bubble_h1(s, p, m),
         Schedule::ZeroBubbleV if p > 1 => zero_bubble_v(s, p, m),
-        Schedule::ZeroBubbleV => zero_bubble_h1(s, p, m),
+        Schedule::DualPipeV if p > 1 => dualpipe_v(s, p, m).0,
+        Schedule::ZeroBubbleV | Schedule::DualPipeV => zero_bubble_h1(s, p, m),
         _ => interleaved(s, p, m, v.max(1)),
     }
 }
 
 /// Per task of [`program`] (`len` tasks), whether it runs overlapped with the next one: under
-/// DualPipe the forward of an F&B chunk, with the backward that follows it; false everywhere
-/// else.
+/// DualPipe and DualPipeV the forward of an F&B chunk, with the backward that follows it;
+/// false everywhere else.
 pub fn paired(schedule: Schedule, s: usize, p: usize, m: usize, len: usize) -> Vec<bool> {
     match schedule {
         Schedule::DualPipe if p > 1 => dualpipe(s, p, m).1,
+        Schedule::DualPipeV if p > 1 => dualpipe_v(s, p, m).1,
         _ => vec![false; len],
     }
 }
@@ -113,10 +116,12 @@ pub fn paired(schedule: Schedule, s: usize, p: usize, m: usize, len: usize) -> V
 /// Per task of [`program`], whether what it sends waits for the next task: under DualPipe a
 /// full backward chunk (its input gradient, then its weight gradient) sends its gradient when
 /// the whole chunk is done, as `DualPipe._backward_chunk` does (and an F&B chunk both its
-/// outputs); false everywhere else. `len`: the tasks of the rank's [`program`].
+/// outputs); the same under DualPipeV (`DualPipeV._backward_chunk`); false everywhere else.
+/// `len`: the tasks of the rank's [`program`].
 pub fn sends_after_next(schedule: Schedule, s: usize, p: usize, m: usize, len: usize) -> Vec<bool> {
     match schedule {
         Schedule::DualPipe if p > 1 => dualpipe(s, p, m).2,
+        Schedule::DualPipeV if p > 1 => dualpipe_v(s, p, m).2,
         _ => vec![false; len],
     }
 }
@@ -208,6 +213,9 @@ fn by_parts(
     let (program, by_chunk) = match schedule {
         Schedule::DualPipe if p > 1 => (dualpipe(s, p, m.min(2 * p)).0, false),
         Schedule::ZeroBubbleV if p > 1 => (zero_bubble_v(s, p, m.min(2 * p)), false),
+        // DualPipeV's main step (each of its iterations a forward and a full backward of both
+        // chunks) repeats the same states: 2p micro-batches, the fewest it runs, hold them all.
+        Schedule::DualPipeV if p > 1 => (dualpipe_v(s, p, 2 * p).0, false),
         // Interleaving runs the micro-batches in groups of p: no order for other counts.
         Schedule::Interleaved if p > 1 && v > 1 && m.is_multiple_of(p) => {
             let m = if m > 3 * p { 3 * p } else { m };
@@ -327,6 +335,8 @@ struct DualProgram {
     s: usize,
     p: usize,
     m: usize,
+    /// DualPipeV: phase 0 is chunk s, phase 1 chunk 2p − 1 − s, every micro-batch through both.
+    vee: bool,
     tasks: Vec<Task>,
     paired: Vec<bool>,
     joined: Vec<bool>,
@@ -342,6 +352,14 @@ impl DualProgram {
     /// p − 1 − h (deepseek-ai/DualPipe: "For the first half of the ranks: phase 0 means forward
     /// direction, phase 1 means reverse direction", the other way round for the second half).
     fn phase(&self, phase: usize) -> (usize, usize) {
+        if self.vee {
+            let stage = if phase == 0 {
+                self.s
+            } else {
+                2 * self.p - 1 - self.s
+            };
+            return (stage, 0);
+        }
         let h = self.s.min(self.p - 1 - self.s);
         let second_half = self.s >= self.p / 2;
         let direction = phase ^ usize::from(second_half);
@@ -416,6 +434,7 @@ fn dualpipe(s: usize, p: usize, m: usize) -> (Vec<Task>, Vec<bool>, Vec<bool>) {
         s,
         p,
         m,
+        vee: false,
         tasks: Vec::new(),
         paired: Vec::new(),
         joined: Vec::new(),
@@ -470,6 +489,87 @@ fn dualpipe(s: usize, p: usize, m: usize) -> (Vec<Task>, Vec<bool>, Vec<bool>) {
         d.weight();
     }
     (d.tasks, d.paired, d.joined)
+}
+
+/// DualPipeV (deepseek-ai/DualPipe, dualpipe/dualpipev.py, `DualPipeV.step`; PyTorch's
+/// `ScheduleDualPipeV._calculate_single_rank_operations`, torch/distributed/pipelining/
+/// schedules.py, the same order) on rank `s` of `p` with `m` micro-batches (at least 2p), its
+/// chunks s (phase 0) and 2p − 1 − s (phase 1): 2(p − s − 1) forwards of chunk 0; s + 1 pairs
+/// of forwards of chunks 0 and 1; p − s − 1 of (backward 1 with its W deferred, a W, forward
+/// 1); the main step, m − 2p + s + 1 times an F&B chunk of (0, 1) and one of (1, 0), where the
+/// last rank's first (0, 1) runs its forward and backward one after the other, not overlapped;
+/// p − s − 1 of (backward 1, F&B (1, 0)); s + 1 of (backward 1, backward 0), the second half of
+/// them with their W's deferred; p − s − 1 of (W, backward 0 with its W deferred); and the W's
+/// left. Returns the tasks, which run paired with the next, and which send only after the next,
+/// as [`dualpipe`] does.
+fn dualpipe_v(s: usize, p: usize, m: usize) -> (Vec<Task>, Vec<bool>, Vec<bool>) {
+    let mut d = DualProgram {
+        s,
+        p,
+        m,
+        vee: true,
+        tasks: Vec::new(),
+        paired: Vec::new(),
+        joined: Vec::new(),
+        forwards: [0, 0],
+        backwards: [0, 0],
+        deferred: Default::default(),
+    };
+    let last = s + 1 == p;
+    for _ in 0..2 * (p - s - 1) {
+        d.forward(0, false);
+    }
+    for _ in 0..=s {
+        d.forward(0, false);
+        d.forward(1, false);
+    }
+    for _ in 0..p - s - 1 {
+        d.backward(1, true);
+        d.weight();
+        d.forward(1, false);
+    }
+    for i in 0..(m + s + 1).saturating_sub(2 * p) {
+        if i == 0 && last {
+            d.forward(0, false);
+            d.backward(1, false);
+        } else {
+            d.forward_backward(0, 1);
+        }
+        d.forward_backward(1, 0);
+    }
+    for _ in 0..p - s - 1 {
+        d.backward(1, false);
+        d.forward_backward(1, 0);
+    }
+    // From the middle of these s + 1 pairs on (`step_6 // 2`), the weight gradients are
+    // deferred: before the pair's first backward where s is odd, its second where s is even.
+    let (mut zb, mid) = (false, s.div_ceil(2));
+    for i in 0..=s {
+        if i == mid && !s.is_multiple_of(2) {
+            zb = true;
+        }
+        d.backward(1, zb);
+        if i == mid && s.is_multiple_of(2) {
+            zb = true;
+        }
+        d.backward(0, zb);
+    }
+    for _ in 0..p - s - 1 {
+        d.weight();
+        d.backward(0, true);
+    }
+    while !d.deferred.is_empty() {
+        d.weight();
+    }
+    (d.tasks, d.paired, d.joined)
+}
+
+/// Under DualPipeV, the most chunk micro-batches rank `s` of `p` holds at once with `m`
+/// micro-batches (at least 2p): 2p + 1 on every rank, a micro-batch held from its forward to
+/// its weight gradient (deepseek-ai/DualPipe's README: "Activation Per Device" PP + 1 for PP
+/// stages, 2p here). A test walks the program for it.
+pub fn dualpipe_v_held(p: usize) -> u64 {
+    2 * p as u64 + 1
 }
 
 /// ZB-H1 (Qi, Wan, Huang, Lin, "Zero Bubble Pipeline Parallelism", ICLR 2024,
@@ -625,6 +725,78 @@ fn interleaved(s: usize, p: usize, m: usize, v: usize) -> Vec<Task> {
 mod tests {
     use super::*;
 
+    /// deepseek-ai/DualPipe's README ("Pipeline Bubbles and Memory Usage Comparison"):
+    /// DualPipeV holds PP + 1 micro-batches of one of its PP stages' activations per device,
+    /// PP = 2p chunks here, whatever the rank and the micro-batch count (at least 2p).
+    #[test]
+    fn dualpipe_v_holds_two_pp_plus_one_on_every_rank() {
+        for p in [2usize, 3, 4, 5, 8] {
+            for m in [2 * p, 2 * p + 1, 3 * p, 5 * p + 2] {
+                for s in 0..p {
+                    let prog = program(Schedule::DualPipeV, s, p, m, 2);
+                    let part = move |stage: usize| usize::from(stage != s);
+                    let peak = held_states(prog.clone(), 2, part, Pass::Weight)
+                        .map(|h| h.iter().sum::<u64>())
+                        .max();
+                    assert_eq!(peak, Some(dualpipe_v_held(p)), "p {p} m {m} rank {s}");
+                    // The walk's frontier, bounded at 2p micro-batches, is the whole program's.
+                    let whole = frontier(held_states(prog, 2, part, Pass::Weight));
+                    assert_eq!(
+                        whole,
+                        by_parts(Schedule::DualPipeV, (s, p, m, 2), &[0, 1]),
+                        "p {p} m {m} rank {s}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// `DualPipeV.step` (deepseek-ai/DualPipe, dualpipe/dualpipev.py) on 2 ranks and 4
+    /// micro-batches, written out by hand from its eight steps. Rank 0 (chunks 0 and 3): step 1
+    /// two forwards of chunk 0; step 2 one pair of forwards; step 3 (B of chunk 3 with its W
+    /// deferred, that W, a forward of chunk 3); step 4 once (4 − 4 + 0 + 1) F&B(0, 3) then
+    /// F&B(3, 0); step 5 (a full backward of chunk 3, F&B(3, 0)); step 6 one pair, its second
+    /// backward's W deferred (rank 0 even); step 7 (that W, a backward of chunk 0 with its W
+    /// deferred); step 8 the last W. Rank 1, the last (chunks 1 and 2): step 2 two pairs; step 4
+    /// twice, its first (1, 2) a forward and a full backward one after the other, not
+    /// overlapped; step 6 two pairs, the second's W's deferred (rank 1 odd: from its first
+    /// backward); step 8 two W's. `f`, `b`, `w`: forward, input gradient, weight gradient, of
+    /// chunk.micro-batch; `&`: runs overlapped with the next.
+    #[test]
+    fn dualpipe_v_order_for_two_ranks() {
+        let show = |s: usize| -> String {
+            let prog = program(Schedule::DualPipeV, s, 2, 4, 2);
+            let pairs = paired(Schedule::DualPipeV, s, 2, 4, prog.len());
+            prog.iter()
+                .zip(&pairs)
+                .map(|(t, pair)| {
+                    let c = match t.pass {
+                        Pass::Forward => 'f',
+                        Pass::Backward => 'b',
+                        Pass::Weight => 'w',
+                    };
+                    format!(
+                        "{c}{}.{}{}",
+                        t.stage,
+                        t.microbatch,
+                        if *pair { "&" } else { "" }
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        assert_eq!(
+            show(0),
+            "f0.0 f0.1 f0.2 f3.0 b3.0 w3.0 f3.1 f0.3& b3.1 w3.1 f3.2& b0.0 w0.0 b3.2 w3.2 \
+             f3.3& b0.1 w0.1 b3.3 w3.3 b0.2 w0.2 b0.3 w0.3"
+        );
+        assert_eq!(
+            show(1),
+            "f1.0 f2.0 f1.1 f2.1 f1.2 b2.0 w2.0 f2.2& b1.0 w1.0 f1.3& b2.1 w2.1 f2.3& b1.1 w1.1 \
+             b2.2 w2.2 b1.2 w1.2 b2.3 b1.3 w2.3 w1.3"
+        );
+    }
+
     #[test]
     fn every_pass_once() {
         for (sched, v) in [
@@ -634,6 +806,7 @@ mod tests {
             (Schedule::Interleaved, 3),
             (Schedule::ZeroBubbleH1, 1),
             (Schedule::ZeroBubbleV, 2),
+            (Schedule::DualPipeV, 2),
         ] {
             for s in 0..4 {
                 let prog = program(sched, s, 4, 8, v);

@@ -394,13 +394,17 @@ pub fn lower_bound(
     for (s, g) in stream.iter_mut().zip(&gather_after) {
         *s += g;
     }
-    if r.dual {
-        // An F&B chunk hides collectives that the pass chains count as waited for, so a rank's
-        // chains are no bound on its time there: only its gradients' reduction and what
-        // follows it are: the sum of its copies' gradients with its mirror's, the optimizer
-        // step and the weight gather.
+    if k.overlapped_chunks() {
+        // An F&B chunk (DualPipe, DualPipeV) hides collectives that the pass chains count as
+        // waited for, so a rank's chains are no bound on its time there: only its gradients'
+        // reduction and what follows it are: under DualPipe the sum of its copies' gradients
+        // with its mirror's, the optimizer step and the weight gather.
         for (d, o) in opt.iter().enumerate() {
-            let (_, sum) = grad_sum(&r.held[d], k, rates, mesh.p2p_tier());
+            let sum = if r.dual {
+                grad_sum(&r.held[d], k, rates, mesh.p2p_tier()).1
+            } else {
+                0.0
+            };
             best = best.max(reduce[d] + sum + o + gather_after[d]);
         }
         return best;
@@ -555,6 +559,7 @@ mod tests {
                 microbatches: m,
                 schedule: match (interleaved, zb && pp > 1) {
                     (true, _) => Schedule::Interleaved,
+                    (false, true) if vee && dual && m >= 2 * pp => Schedule::DualPipeV,
                     _ if dual && pp % 2 == 0 && m >= 2 * pp => Schedule::DualPipe,
                     (false, true) if vee => Schedule::ZeroBubbleV,
                     (false, true) => Schedule::ZeroBubbleH1,

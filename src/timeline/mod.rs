@@ -190,8 +190,12 @@ fn timed(plan: &TimingPlan, calib: &Calibration, keep: bool) -> Result<Timeline>
             "one device per pipeline {}: its {} tensor-{}and data-parallel ranks are symmetric",
             if k.dualpipe() {
                 "rank (under dualpipe rank s runs stages s and pp − 1 − s; the stage shown is s)"
-            } else if k.zero_bubble_v() {
-                "rank (under zb-v rank s runs chunks s and 2·pp − 1 − s; the stage shown is s)"
+            } else if k.v_placed() {
+                if k.schedule.overlaps_chunks() {
+                    "rank (under dualpipev rank s runs chunks s and 2·pp − 1 − s; the stage shown is s)"
+                } else {
+                    "rank (under zb-v rank s runs chunks s and 2·pp − 1 − s; the stage shown is s)"
+                }
             } else {
                 "stage"
             },
