@@ -114,6 +114,7 @@ fn knobs() -> impl Strategy<Value = Knobs> {
             (Schedule::ZeroBubbleH1, 1),
             (Schedule::ZeroBubbleV, 1),
             (Schedule::DualPipeV, 1),
+            (Schedule::DualPipe, 1),
         ]),
         any::<bool>(),
         prop::sample::select(vec![Recompute::None, Recompute::Selective, Recompute::Full]),

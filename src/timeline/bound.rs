@@ -396,9 +396,16 @@ pub fn lower_bound(
     }
     if k.overlapped_chunks() {
         // An F&B chunk (DualPipe, DualPipeV) hides collectives that the pass chains count as
-        // waited for, so a rank's chains are no bound on its time there: only its gradients'
-        // reduction and what follows it are: under DualPipe the sum of its copies' gradients
-        // with its mirror's, the optimizer step and the weight gather.
+        // waited for, so a rank's chains are no bound on its time there. Its compute stream
+        // still runs every kernel of its chains, paired or not, one after another, and the
+        // optimizer step after the last of them: its chains less their waits, the step and
+        // the weight gather. So does its gradients' reduction and what follows it: under
+        // DualPipe the sum of its copies' gradients with its mirror's, the optimizer step and
+        // the weight gather.
+        // Under DualPipeV rank d's first task, unpaired, is micro-batch 0's forward of stage
+        // d: its compute waits for that micro-batch's forward through the stages before it
+        // (the fill), which run unpaired too.
+        let mut fill = 0.0;
         for (d, o) in opt.iter().enumerate() {
             let sum = if r.dual {
                 grad_sum(&r.held[d], k, rates, mesh.p2p_tier()).1
@@ -406,6 +413,10 @@ pub fn lower_bound(
                 0.0
             };
             best = best.max(reduce[d] + sum + o + gather_after[d]);
+            best = best.max(fill + r.busy[d] - r.waits[d] + o + gather_after[d]);
+            if !r.dual {
+                fill += r.fwd.get(d).copied().unwrap_or(0.0);
+            }
         }
         return best;
     }
