@@ -876,11 +876,11 @@ fn torchtitan_schedule(k: &Knobs) -> Result<(), Error> {
     }
     if k.pp > 1 && k.schedule == Schedule::DualPipe {
         // torchtitan's pipeline schedules are PyTorch's (torch/distributed/pipelining/
-        // schedules.py), among them `ScheduleDualPipeV`, the cut-in-half V-shape variant with
-        // pp/2 ranks of two stages each, not DualPipe's pp ranks holding stages i and pp − 1 − i
-        // fed from both ends as priced here.
+        // schedules.py), among them `ScheduleDualPipeV`, the cut-in-half V-shape variant
+        // (`--schedule dualpipev` here), not DualPipe's pp ranks holding stages i and
+        // pp − 1 − i fed from both ends as priced here.
         return Err(Error::Usage(
-            "--emit torchtitan: the top strategy uses the DualPipe schedule (two stages per rank, micro-batches fed from both ends), which torchtitan does not name (its schedules are PyTorch's; DualPipeV, a V-shaped variant, is not this schedule); rank with --schedule 1f1b or interleaved-1f1b".into(),
+            "--emit torchtitan: the top strategy uses the DualPipe schedule (two stages per rank, micro-batches fed from both ends), which torchtitan does not name (its schedules are PyTorch's; DualPipeV, the V-shaped variant, is --schedule dualpipev here); rank with --schedule dualpipev, 1f1b or interleaved-1f1b".into(),
         ));
     }
     Ok(())
