@@ -671,17 +671,14 @@ fn zero_bubble_v(s: usize, p: usize, m: usize) -> Vec<Task> {
 }
 
 /// The forwards rank `s` of `p` runs before its first backward, interleaved with `v` chunks and
-/// `m` micro-batches (`m·v` virtual micro-batches): Megatron-LM's `(p − s − 1)·2 + (v − 1)·p`
-/// (`get_pp_rank_microbatches` in megatron/core/pipeline_parallel/schedules.py), all of them
-/// when `m = p`, as `forward_backward_pipelining_with_interleaving` ran it before
-/// `microbatch_group_size_per_vp_stage` (its `all_warmup_microbatches`).
+/// `m` micro-batches (`m·v` virtual micro-batches): Megatron-Core's `(p − s − 1)·2 + (v − 1)·p`,
+/// all of them where that reaches `m·v` (`get_pp_rank_microbatches` in
+/// megatron/core/pipeline_parallel/schedules.py, `microbatch_group_size_per_vp_stage` at its
+/// default of `p`; since NVIDIA/Megatron-LM@4295be1a6c, 2024-11, Megatron-Core 0.10). Before it
+/// every rank ran all its forwards first when `m = p`; now only the ranks whose count reaches
+/// `m·v` do (rank 0 always at `m = p`, the last rank never).
 fn interleaved_warm_up(s: usize, p: usize, m: usize, v: usize) -> usize {
-    let total = m * v;
-    if m == p {
-        total
-    } else {
-        ((p - s - 1) * 2 + (v - 1) * p).min(total)
-    }
+    ((p - s - 1) * 2 + (v - 1) * p).min(m * v)
 }
 
 /// Interleaved with `v` chunks, the most chunk micro-batches rank `s` of `p` holds at once with
@@ -696,7 +693,7 @@ pub fn interleaved_peak(s: usize, p: usize, m: usize, v: usize) -> u64 {
 
 /// Megatron-LM's interleaved order: virtual micro-batch `k` runs chunk `(k / p) mod v` on
 /// micro-batch `(k / (p·v))·p + k mod p`; backward visits chunks in reverse. Needs `m` to be
-/// a multiple of `p` (checked by the plan); with `m = p` every forward comes first, as there.
+/// a multiple of `p` (checked by the plan).
 fn interleaved(s: usize, p: usize, m: usize, v: usize) -> Vec<Task> {
     let total = m * v;
     let mb = |k: usize| (k / (p * v)) * p + k % p;
@@ -1047,6 +1044,28 @@ mod tests {
         // Rank 3 of 4 with 2 chunks holds its first chunk's 4 micro-batches and one of its
         // second (the last virtual stage, which turns at once).
         assert!(interleaved_frontier(3, 4, 8, 2).contains(&vec![4, 1]));
+    }
+
+    /// Megatron-Core 0.10 on (`get_pp_rank_microbatches`, NVIDIA/Megatron-LM@4295be1a6c): with
+    /// as many micro-batches as stages a rank runs all its forwards first only where its warm-up
+    /// count reaches them all. With p = 4, v = 2 and m = 4 (8 chunk micro-batches) rank 0's count
+    /// is 6 + 4 = 10 (all 8 first), rank 2's 2 + 4 = 6 and the last rank's 4, each followed by
+    /// the steady state's first forward: the last rank turns after 5 forwards and holds 5, where
+    /// the older rule (every forward first at m = p) held 8.
+    #[test]
+    fn interleaving_at_as_many_micro_batches_as_stages_warms_up_as_megatron_core() {
+        let firsts = |s: usize| {
+            program(Schedule::Interleaved, s, 4, 4, 2)
+                .iter()
+                .take_while(|t| t.pass == Pass::Forward)
+                .count()
+        };
+        assert_eq!([firsts(0), firsts(1), firsts(2), firsts(3)], [8, 8, 7, 5]);
+        assert_eq!(interleaved_peak(3, 4, 4, 2), 5);
+        assert_eq!(interleaved_peak(0, 4, 4, 2), 8);
+        for (p, v) in [(2usize, 2usize), (4, 3), (8, 2)] {
+            assert_eq!(interleaved_peak(p - 1, p, p, v) as usize, (v - 1) * p + 1);
+        }
     }
 
     #[test]
