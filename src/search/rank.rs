@@ -389,9 +389,14 @@ impl Variants {
 
 /// Fewest tokens of each sequence a context-parallel rank keeps for `rank` to try cp > 1
 /// unasked: shorter slices leave each ring step too little attention work to hide the key and
-/// value exchange behind. Llama 3's long-context stage ran cp = 16 at 131,072 tokens, 8,192
-/// per rank (Grattafiori et al. 2024, "The Llama 3 Herd of Models", §3.3.2, arXiv:2407.21783).
-pub const MIN_CP_TOKENS: u64 = 8192;
+/// value exchange behind. Published Megatron-Core runs go down to 4,096: NVIDIA's Llama 3.1
+/// pre-training recipes run cp = 2 at 8,192 tokens for 8B, 70B and 405B (NVIDIA/dgxc-benchmarking,
+/// llama3.1/README_8b.md at 143b90dd, README_70b.md and README_405b.md at 8f5cbb37), as NeMo's
+/// Llama 3 70B recipe does by default (NVIDIA/NeMo, nemo/collections/llm/recipes/llama3_70b.py,
+/// `trainer`: `context_parallelism = 2`); Llama 3's long-context stage ran cp = 16 at 131,072
+/// tokens, 8,192 per rank (Grattafiori et al. 2024, "The Llama 3 Herd of Models", §3.3.2,
+/// arXiv:2407.21783).
+pub const MIN_CP_TOKENS: u64 = 4096;
 
 /// Largest context-parallel degree `rank` tries unasked.
 pub const MAX_CP: u64 = 32;
