@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Where `symshard rank` places the layouts of published runs.
+
+For each step-time row of the given validation files (default: every file in validation/ whose
+rows state a layout on 8 devices or more), ranks the row's model on its device count, machine,
+sizes and precision, and prints the place of the first ranked row with the published degrees
+(dp, tp, pp, cp, ep and, for an interleaved row, its chunk count), its simulated seconds, and
+the #1 with its seconds. A published layout far down the list, or absent from the top 100,
+is a layout the model's mechanisms do not favour although a team chose it: the ranking question
+beside validate's step-time error. Needs a release build:
+
+    cargo build --release && python3 tools/published_places.py [--stack NAME] [validation/FILE.yaml ...]
+
+`--stack auto` ranks each row on the profile of the stack it assumes (`rank --stack`).
+
+PyYAML reads the files (pip install pyyaml); `SYMSHARD=PATH` runs another binary.
+"""
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BINARY = os.environ.get("SYMSHARD", os.path.join(ROOT, "target", "release", "symshard"))
+TOP = 100
+
+
+def degrees(strategy):
+    return tuple(strategy.get(k, 1) for k in ("dp", "tp", "pp", "cp", "ep"))
+
+
+def main(files, stack=None):
+    for path in files:
+        data = yaml.safe_load(open(path))
+        for run in data.get("runs", []):
+            strategy = run.get("strategy")
+            if not isinstance(strategy, dict) or run.get("measure", "step") != "step":
+                continue
+            dp, tp, pp, cp, _ = degrees(strategy)
+            devices = dp * tp * pp * cp
+            if devices < 8:
+                continue
+            args = [BINARY, "rank", run["model"], "--devices", str(devices)]
+            args += ["--calib", run.get("machine", data.get("machine"))]
+            args += ["--top", str(TOP), "--format", "json"]
+            if stack:
+                args += ["--stack", stack]
+            for sym, value in (run.get("set") or {}).items():
+                args += ["--set", f"{sym}={value}"]
+            fix = []
+            if strategy.get("precision"):
+                fix.append(f"precision={strategy['precision']}")
+            split = strategy.get("pipeline_split") or {}
+            counted = [k for k in ("embedding", "loss") if split.get(k)]
+            if counted:
+                # The published split counts them as layers: rank tries that only when asked.
+                fix.append("account=" + "+".join(counted))
+            if fix:
+                args += ["--fix", ",".join(fix)]
+            if strategy.get("chunks", 1) > 8:
+                args += ["--max-chunks", str(strategy["chunks"])]
+            if strategy.get("gpus_per_node"):
+                args += ["--gpus-per-node", str(strategy["gpus_per_node"])]
+            for key in ("attention", "loss"):
+                if run.get(key):
+                    args += [f"--{key}", str(run[key])]
+            out = subprocess.run(args, capture_output=True, text=True)
+            name = f"{os.path.basename(path)[:-5]}: {run['name']}"
+            if out.returncode != 0:
+                print(f"{name}: rank refused: {out.stderr.strip()[:200]}")
+                continue
+            rows = json.loads(out.stdout)["strategies"]
+            chunks = strategy.get("chunks", 1)
+            same = [
+                r for r in rows
+                if (r["dp"], r["tp"], r["pp"], r["cp"], r["ep"]) == degrees(strategy)
+                and (r.get("chunks") or 1) == chunks
+            ]
+            shown = f"dp {dp} tp {tp} pp {pp} cp {cp}" + (f" v {chunks}" if chunks > 1 else "")
+            place = f"#{same[0]['rank']} ({same[0]['iteration_seconds']:.3f} s)" if same else f"not in the top {TOP}"
+            best = f"{rows[0]['strategy']} ({rows[0]['iteration_seconds']:.3f} s)" if rows else "none fits"
+            print(f"{name}: published {shown}: {place}; #1 {best}")
+
+
+if __name__ == "__main__":
+    argv, stack = sys.argv[1:], None
+    if argv[:1] == ["--stack"]:
+        stack, argv = argv[1], argv[2:]
+    chosen = argv or [
+        p for p in sorted(glob.glob(os.path.join(ROOT, "validation", "*.yaml")))
+        if "pp:" in open(p).read() or "tp:" in open(p).read()
+    ]
+    main(chosen, stack)
