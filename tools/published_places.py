@@ -3,8 +3,11 @@
 
 For each step-time row of the given validation files (default: every file in validation/ whose
 rows state a layout on 8 devices or more), ranks the row's model on its device count, machine,
-sizes and precision, and prints the place of the first ranked row with the published degrees
-(dp, tp, pp, cp, ep and, for an interleaved row, its chunk count), its simulated seconds, and
+sizes and precision, with the run's software settings (its overlaps, FP8 weights, pipeline
+split, activation recomputation and sequence parallelism) fixed for every layout and the whole
+device memory usable (`--headroom 0%`, as `validate` checks a row's fit), and prints the place of the first ranked row with the published degrees
+(dp, tp, pp, cp, ep, the ZeRO stage, the micro-batch size where the row states it and, for an
+interleaved row, its chunk count), its simulated seconds, and
 the #1 with its seconds. A published layout far down the list, or absent from the top 100,
 is a layout the model's mechanisms do not favour although a team chose it: the ranking question
 beside validate's step-time error. Needs a release build:
@@ -45,7 +48,9 @@ def main(files, stack=None):
                 continue
             args = [BINARY, "rank", run["model"], "--devices", str(devices)]
             args += ["--calib", run.get("machine", data.get("machine"))]
-            args += ["--top", str(TOP), "--format", "json"]
+            # The whole device memory, as validate checks a row's fit: a layout that trained
+            # fitted, whatever rank's default headroom keeps free.
+            args += ["--top", str(TOP), "--format", "json", "--headroom", "0%"]
             if stack:
                 args += ["--stack", stack]
             for sym, value in (run.get("set") or {}).items():
@@ -53,6 +58,18 @@ def main(files, stack=None):
             fix = []
             if strategy.get("precision"):
                 fix.append(f"precision={strategy['precision']}")
+            # The run's software settings hold for every layout ranked: its overlaps and FP8
+            # weights, so that layouts are compared under the settings the team ran.
+            overlap = strategy.get("overlap") or {}
+            on = [k for k, v in overlap.items() if v and k != "grad-reduce"]
+            if overlap.get("grad-reduce") is False:
+                on.append("no-grad-reduce")
+            if on:
+                fix.append("overlap=" + "+".join(on))
+            if strategy.get("fp8_params"):
+                fix.append("fp8-params=on")
+            fix.append(f"recompute={strategy.get('recompute', 'none')}")
+            fix.append("sp=" + ("on" if strategy.get("sequence_parallel") else "off"))
             split = strategy.get("pipeline_split") or {}
             counted = [k for k in ("embedding", "loss") if split.get(k)]
             if counted:
@@ -74,10 +91,16 @@ def main(files, stack=None):
                 continue
             rows = json.loads(out.stdout)["strategies"]
             chunks = strategy.get("chunks", 1)
+            mbs = strategy.get("micro_batch_size")
+            batch = (run.get("set") or {}).get("B")
+            if mbs is None and strategy.get("microbatches") and batch:
+                mbs = batch // (dp * strategy["microbatches"])
             same = [
                 r for r in rows
                 if (r["dp"], r["tp"], r["pp"], r["cp"], r["ep"]) == degrees(strategy)
                 and (r.get("chunks") or 1) == chunks
+                and r["zero"] == strategy.get("zero", 0)
+                and (mbs is None or r["micro_batch_size"] == mbs)
             ]
             shown = f"dp {dp} tp {tp} pp {pp} cp {cp}" + (f" v {chunks}" if chunks > 1 else "")
             place = f"#{same[0]['rank']} ({same[0]['iteration_seconds']:.3f} s)" if same else f"not in the top {TOP}"
