@@ -1389,7 +1389,7 @@ def _report_command(
         ("gpus_per_node", None),
         ("memory", None),
         ("headroom", None),
-        ("max_microbatches", 256),
+        ("max_microbatches", 512),
         ("max_chunks", 8),
     ):
         v = shape.get(key, options.get(key))

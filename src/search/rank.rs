@@ -35,7 +35,7 @@ pub struct RankOptions {
     pub top: usize,
     /// Device memory in bytes.
     pub memory: Rational,
-    /// Largest micro-batch count tried.
+    /// Largest micro-batch count tried (default 512, `api::DEFAULT_MAX_MICROBATCHES`).
     pub max_microbatches: u64,
     /// Order the shown rows by simulated seconds per step on the calibration's machine (the
     /// strategies are still screened by relative cost first).
@@ -131,7 +131,7 @@ impl Default for RankOptions {
             gpus_per_node: 8,
             top: 10,
             memory: Rational::from_integer(80_000_000_000u64.into()),
-            max_microbatches: 256,
+            max_microbatches: 512,
             seconds: false,
             max_chunks: DEFAULT_MAX_CHUNKS,
             steer: Steer::default(),
