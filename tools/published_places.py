@@ -84,6 +84,10 @@ def main(files, stack=None):
             for key in ("attention", "loss"):
                 if run.get(key):
                     args += [f"--{key}", str(run[key])]
+            if "dropout" in run:
+                args += ["--dropout", "on" if run["dropout"] else "off"]
+            if run.get("train_metrics"):
+                args += ["--train-metrics", str(run["train_metrics"])]
             out = subprocess.run(args, capture_output=True, text=True)
             name = f"{os.path.basename(path)[:-5]}: {run['name']}"
             if out.returncode != 0:
