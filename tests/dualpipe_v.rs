@@ -117,25 +117,7 @@ fn mixtral(schedule: Schedule) -> (TimingPlan, Calibration) {
 /// computes another micro-batch.
 fn all_to_all_under_other_compute(schedule: Schedule) -> f64 {
     let (plan, calib) = mixtral(schedule);
-    let tl = time_plan(&plan, &calib).unwrap();
-    let on0 = |s: Stream| -> Vec<&Event> {
-        tl.sim
-            .events
-            .iter()
-            .filter(|e| e.device == 0 && e.stream == s && e.microbatch.is_some())
-            .collect()
-    };
-    let (a2a, compute) = (on0(Stream::EpComm), on0(Stream::Compute));
-    assert!(!a2a.is_empty(), "{schedule}: no expert all-to-all");
-    let mut hidden = 0.0;
-    for e in &a2a {
-        for c in &compute {
-            if c.microbatch != e.microbatch {
-                hidden += (c.end().min(e.end()) - c.start.max(e.start)).max(0.0);
-            }
-        }
-    }
-    hidden
+    common::all_to_all_under_other_compute(&plan, &calib)
 }
 
 /// DualPipeV's F&B chunks run one micro-batch's expert all-to-all under another's compute,

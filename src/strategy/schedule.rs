@@ -347,6 +347,22 @@ struct DualProgram {
 }
 
 impl DualProgram {
+    /// An empty program of rank `s` of `p` with `m` micro-batches (DualPipeV's where `vee`).
+    fn new(s: usize, p: usize, m: usize, vee: bool) -> DualProgram {
+        DualProgram {
+            s,
+            p,
+            m,
+            vee,
+            tasks: Vec::new(),
+            paired: Vec::new(),
+            joined: Vec::new(),
+            forwards: [0, 0],
+            backwards: [0, 0],
+            deferred: Default::default(),
+        }
+    }
+
     /// The stage and the first micro-batch of `phase` on this rank: phase 0 is the direction
     /// in which the rank is stage h = min(s, p − 1 − s), phase 1 the one in which it is stage
     /// p − 1 − h (deepseek-ai/DualPipe: "For the first half of the ranks: phase 0 means forward
@@ -427,35 +443,44 @@ impl DualProgram {
 /// and which send only after the next: a full backward is its input gradient then its weight
 /// gradient, two tasks, and sends when both are done.
 fn dualpipe(s: usize, p: usize, m: usize) -> (Vec<Task>, Vec<bool>, Vec<bool>) {
-    let half = p / 2;
-    let h = s.min(p - 1 - s);
-    let middle = h + 1 == half;
-    let mut d = DualProgram {
-        s,
-        p,
-        m,
-        vee: false,
-        tasks: Vec::new(),
-        paired: Vec::new(),
-        joined: Vec::new(),
-        forwards: [0, 0],
-        backwards: [0, 0],
-        deferred: Default::default(),
-    };
-    for _ in 0..2 * (half - h - 1) {
+    eight_steps(
+        DualProgram::new(s, p, m, false),
+        p / 2,
+        s.min(p - 1 - s),
+        m / 2,
+    )
+}
+
+/// The eight steps `DualPipe.step` and `DualPipeV.step` share, on a rank `k` places from the
+/// nearer end of `n` (DualPipe: h of p/2; DualPipeV: s of p) with `per_end` micro-batches fed
+/// from each end (DualPipe: m/2; DualPipeV: all m down the V): 2(n − k − 1) forwards of phase 0;
+/// k + 1 pairs of forwards of phases 0 and 1; n − k − 1 of (backward 1 with its W deferred, a W,
+/// forward 1); the main step, per_end − 2n + k + 1 times an F&B chunk of (0, 1) and one of
+/// (1, 0), where the innermost rank's (k = n − 1) first (0, 1) runs its forward and backward one
+/// after the other; n − k − 1 of (backward 1, F&B (1, 0)); k + 1 of (backward 1, backward 0),
+/// from the middle of them on with their W's deferred; n − k − 1 of (W, backward 0 with its W
+/// deferred); and the W's left.
+fn eight_steps(
+    mut d: DualProgram,
+    n: usize,
+    k: usize,
+    per_end: usize,
+) -> (Vec<Task>, Vec<bool>, Vec<bool>) {
+    let innermost = k + 1 == n;
+    for _ in 0..2 * (n - k - 1) {
         d.forward(0, false);
     }
-    for _ in 0..=h {
+    for _ in 0..=k {
         d.forward(0, false);
         d.forward(1, false);
     }
-    for _ in 0..half - h - 1 {
+    for _ in 0..n - k - 1 {
         d.backward(1, true);
         d.weight();
         d.forward(1, false);
     }
-    for i in 0..(m / 2 + h + 1).saturating_sub(p) {
-        if i == 0 && middle {
+    for i in 0..(per_end + k + 1).saturating_sub(2 * n) {
+        if i == 0 && innermost {
             d.forward(0, false);
             d.backward(1, false);
         } else {
@@ -463,25 +488,25 @@ fn dualpipe(s: usize, p: usize, m: usize) -> (Vec<Task>, Vec<bool>, Vec<bool>) {
         }
         d.forward_backward(1, 0);
     }
-    for _ in 0..half - h - 1 {
+    for _ in 0..n - k - 1 {
         d.backward(1, false);
         d.forward_backward(1, 0);
     }
-    // From the middle of these h + 1 pairs on (`step_6 // 2`, step_6 = h + 1), the weight
-    // gradients are deferred: before the pair's first backward where h is odd, its second
-    // where h is even.
-    let (mut zb, mid) = (false, h.div_ceil(2));
-    for i in 0..=h {
-        if i == mid && !h.is_multiple_of(2) {
+    // From the middle of these k + 1 pairs on (`step_6 // 2`, step_6 = k + 1), the weight
+    // gradients are deferred: before the pair's first backward where k is odd, its second
+    // where k is even.
+    let (mut zb, mid) = (false, k.div_ceil(2));
+    for i in 0..=k {
+        if i == mid && !k.is_multiple_of(2) {
             zb = true;
         }
         d.backward(1, zb);
-        if i == mid && h.is_multiple_of(2) {
+        if i == mid && k.is_multiple_of(2) {
             zb = true;
         }
         d.backward(0, zb);
     }
-    for _ in 0..half - h - 1 {
+    for _ in 0..n - k - 1 {
         d.weight();
         d.backward(0, true);
     }
@@ -503,65 +528,7 @@ fn dualpipe(s: usize, p: usize, m: usize) -> (Vec<Task>, Vec<bool>, Vec<bool>) {
 /// left. Returns the tasks, which run paired with the next, and which send only after the next,
 /// as [`dualpipe`] does.
 fn dualpipe_v(s: usize, p: usize, m: usize) -> (Vec<Task>, Vec<bool>, Vec<bool>) {
-    let mut d = DualProgram {
-        s,
-        p,
-        m,
-        vee: true,
-        tasks: Vec::new(),
-        paired: Vec::new(),
-        joined: Vec::new(),
-        forwards: [0, 0],
-        backwards: [0, 0],
-        deferred: Default::default(),
-    };
-    let last = s + 1 == p;
-    for _ in 0..2 * (p - s - 1) {
-        d.forward(0, false);
-    }
-    for _ in 0..=s {
-        d.forward(0, false);
-        d.forward(1, false);
-    }
-    for _ in 0..p - s - 1 {
-        d.backward(1, true);
-        d.weight();
-        d.forward(1, false);
-    }
-    for i in 0..(m + s + 1).saturating_sub(2 * p) {
-        if i == 0 && last {
-            d.forward(0, false);
-            d.backward(1, false);
-        } else {
-            d.forward_backward(0, 1);
-        }
-        d.forward_backward(1, 0);
-    }
-    for _ in 0..p - s - 1 {
-        d.backward(1, false);
-        d.forward_backward(1, 0);
-    }
-    // From the middle of these s + 1 pairs on (`step_6 // 2`), the weight gradients are
-    // deferred: before the pair's first backward where s is odd, its second where s is even.
-    let (mut zb, mid) = (false, s.div_ceil(2));
-    for i in 0..=s {
-        if i == mid && !s.is_multiple_of(2) {
-            zb = true;
-        }
-        d.backward(1, zb);
-        if i == mid && s.is_multiple_of(2) {
-            zb = true;
-        }
-        d.backward(0, zb);
-    }
-    for _ in 0..p - s - 1 {
-        d.weight();
-        d.backward(0, true);
-    }
-    while !d.deferred.is_empty() {
-        d.weight();
-    }
-    (d.tasks, d.paired, d.joined)
+    eight_steps(DualProgram::new(s, p, m, true), p, s, m)
 }
 
 /// Under DualPipeV, the most chunk micro-batches rank `s` of `p` holds at once with `m`

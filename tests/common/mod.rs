@@ -392,3 +392,30 @@ pub const EXPERTS_ON_NVL72: [&str; 11] = [
     "--fix",
     "ep=64,tp=1,cp=1",
 ];
+
+/// Seconds, on device 0 of `plan` timed on `calib`, that an expert all-to-all of one
+/// micro-batch runs while the device computes another micro-batch (DualPipe's and DualPipeV's
+/// F&B chunks hide one under the other; under 1F1B and ZB-V nothing runs under it).
+#[allow(dead_code)]
+pub fn all_to_all_under_other_compute(plan: &TimingPlan, calib: &Calibration) -> f64 {
+    use symshard::timeline::{time_plan, Event, Stream};
+    let tl = time_plan(plan, calib).unwrap();
+    let on0 = |s: Stream| -> Vec<&Event> {
+        tl.sim
+            .events
+            .iter()
+            .filter(|e| e.device == 0 && e.stream == s && e.microbatch.is_some())
+            .collect()
+    };
+    let (a2a, compute) = (on0(Stream::EpComm), on0(Stream::Compute));
+    assert!(!a2a.is_empty(), "no expert all-to-all");
+    let mut hidden = 0.0;
+    for e in &a2a {
+        for c in &compute {
+            if c.microbatch != e.microbatch {
+                hidden += (c.end().min(e.end()) - c.start.max(e.start)).max(0.0);
+            }
+        }
+    }
+    hidden
+}
