@@ -79,8 +79,13 @@ def main(files, stack=None):
                 args += ["--fix", ",".join(fix)]
             if strategy.get("chunks", 1) > 8:
                 args += ["--max-chunks", str(strategy["chunks"])]
+            machine = str(run.get("machine", data.get("machine")))
             if strategy.get("gpus_per_node"):
                 args += ["--gpus-per-node", str(strategy["gpus_per_node"])]
+            elif "nvl72" in machine and devices % 72 and devices % 64 == 0:
+                # Runs on NVL72 racks hold 64 GPUs of each 72-GPU NVLink domain (the MLPerf
+                # GB200 file's systems: "4x NVIDIA GB200 NVL72" for 256 GPUs, and so on).
+                args += ["--gpus-per-node", "64"]
             for key in ("attention", "loss"):
                 if run.get(key):
                     args += [f"--{key}", str(run[key])]
