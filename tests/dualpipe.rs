@@ -299,13 +299,6 @@ fn deepseek_v3_at_pp_16_runs_under_dualpipe() {
 /// The technical report's layout of the shipped DeepSeek-V3 (see
 /// `deepseek_v3_at_pp_16_runs_under_dualpipe`) planned under `schedule`.
 fn deepseek_v3(schedule: Schedule) -> (TimingPlan, Calibration) {
-    use symshard::model::ModelLoader;
-    use symshard::parallel::Layout;
-    let m = ModelLoader::embedded()
-        .unwrap()
-        .resolve("deepseek-v3")
-        .unwrap();
-    let calib = Calibration::resolve("h800").unwrap();
     let k = Knobs {
         pp: 16,
         ep: 64,
@@ -315,17 +308,7 @@ fn deepseek_v3(schedule: Schedule) -> (TimingPlan, Calibration) {
         schedule,
         ..Knobs::data_parallel(1)
     };
-    let (plan, _) = plan_strategy(
-        &m,
-        &m.values,
-        &k,
-        &Layout::default(),
-        &calib,
-        None,
-        &calib.memory_bytes(),
-    )
-    .unwrap();
-    (plan, calib)
+    common::plan_on("deepseek-v3", &[], &k, "h800")
 }
 
 /// How long, on rank 0, an expert all-to-all of one micro-batch runs while the device

@@ -82,15 +82,6 @@ fn dualpipe_v_holds_one_chunk_micro_batch_more_than_zb_v() {
 
 /// Mixtral 8x7B at pp = 4 (32 layers, 8 chunks), 8-way expert parallelism, on H100s.
 fn mixtral(schedule: Schedule) -> (TimingPlan, Calibration) {
-    use symshard::model::ModelLoader;
-    use symshard::parallel::Layout;
-    let m = ModelLoader::embedded()
-        .unwrap()
-        .resolve("mixtral-8x7b")
-        .unwrap();
-    let mut values = m.values.clone();
-    values.insert("B".into(), q(64));
-    let calib = Calibration::resolve("h100-sxm").unwrap();
     let k = Knobs {
         pp: 4,
         ep: 8,
@@ -100,17 +91,7 @@ fn mixtral(schedule: Schedule) -> (TimingPlan, Calibration) {
         schedule,
         ..Knobs::data_parallel(1)
     };
-    let (plan, _) = plan_strategy(
-        &m,
-        &values,
-        &k,
-        &Layout::default(),
-        &calib,
-        None,
-        &calib.memory_bytes(),
-    )
-    .unwrap();
-    (plan, calib)
+    common::plan_on("mixtral-8x7b", &[("B", 64)], &k, "h100-sxm")
 }
 
 /// Seconds, on rank 0, that an expert all-to-all of one micro-batch runs while the device
@@ -134,27 +115,13 @@ fn dualpipe_v_runs_one_micro_batchs_all_to_all_under_anothers_compute() {
 /// pp = 2, where DualPipe's (PP/2 − 1) is zero; and below 1F1B's.
 #[test]
 fn the_exact_bubble_counts_p_minus_1_chunks() {
-    use symshard::model::ModelLoader;
-    use symshard::parallel::Layout;
     let evaluate = |pp: u64, m: u64, schedule: Schedule| {
-        let md = ModelLoader::embedded()
-            .unwrap()
-            .resolve("llama3-8b")
-            .unwrap();
-        let mut values = md.values.clone();
-        values.insert("B".into(), q(m as i64));
-        let calib = Calibration::resolve("h100-sxm").unwrap();
-        plan_strategy(
-            &md,
-            &values,
+        common::evaluate_on(
+            "llama3-8b",
+            &[("B", m as i64)],
             &knobs(pp, m, schedule),
-            &Layout::default(),
-            &calib,
-            None,
-            &calib.memory_bytes(),
+            "h100-sxm",
         )
-        .unwrap()
-        .1
     };
     for (pp, m) in [(2u64, 4u64), (4, 16)] {
         let one = evaluate(pp, m, Schedule::OneFOneB);
@@ -172,31 +139,22 @@ fn the_exact_bubble_counts_p_minus_1_chunks() {
 /// chunks do not divide are refused, naming the schedule; the names parse.
 #[test]
 fn dualpipe_v_is_a_schedule_name_and_its_shapes_are_checked() {
-    let out = common::stdout(&[
-        "cost",
-        "gpt3-125m",
-        "--pp",
-        "2",
-        "--microbatches",
-        "4",
-        "--schedule",
-        "dualpipev",
-    ]);
-    assert!(out.contains("dualpipev: row s is rank s"), "{out}");
-    let out = common::stdout(&[
-        "timeline",
-        "gpt3-125m",
-        "--pp",
-        "2",
-        "--microbatches",
-        "4",
-        "--schedule",
-        "dualpipev",
-    ]);
-    assert!(
-        out.contains("under dualpipev rank s runs chunks s"),
-        "{out}"
-    );
+    for (command, says) in [
+        ("cost", "dualpipev: row s is rank s"),
+        ("timeline", "under dualpipev rank s runs chunks s"),
+    ] {
+        let out = common::stdout(&[
+            command,
+            "gpt3-125m",
+            "--pp",
+            "2",
+            "--microbatches",
+            "4",
+            "--schedule",
+            "dualpipev",
+        ]);
+        assert!(out.contains(says), "{command}: {out}");
+    }
     for (pp, m, why) in [
         (
             "2",

@@ -102,6 +102,25 @@ pub fn program(schedule: Schedule, s: usize, p: usize, m: usize, v: usize) -> Ve
     }
 }
 
+/// [`program`] with [`paired`] and [`sends_after_next`] of its tasks, from one walk of it.
+pub fn program_with_pairs(
+    schedule: Schedule,
+    s: usize,
+    p: usize,
+    m: usize,
+    v: usize,
+) -> (Vec<Task>, Vec<bool>, Vec<bool>) {
+    match schedule {
+        Schedule::DualPipe if p > 1 => dualpipe(s, p, m),
+        Schedule::DualPipeV if p > 1 => dualpipe_v(s, p, m),
+        _ => {
+            let tasks = program(schedule, s, p, m, v);
+            let none = vec![false; tasks.len()];
+            (tasks, none.clone(), none)
+        }
+    }
+}
+
 /// Per task of [`program`] (`len` tasks), whether it runs overlapped with the next one: under
 /// DualPipe and DualPipeV the forward of an F&B chunk, with the backward that follows it;
 /// false everywhere else.
@@ -432,15 +451,10 @@ impl DualProgram {
 
 /// DualPipe (DeepSeek-AI, "DeepSeek-V3 Technical Report", arXiv:2412.19437, §3.2.1, Figure 5)
 /// on rank `s` of `p` (even) with `m` micro-batches (even, at least 2p), half fed from each end:
-/// the eight steps of `DualPipe.step` in deepseek-ai/DualPipe (dualpipe/dualpipe.py), with
-/// h = min(s, p − 1 − s): 2(p/2 − h − 1) forwards of phase 0; h + 1 pairs of forwards of
-/// phases 0 and 1; p/2 − h − 1 of (backward 1 with its W deferred, a W, forward 1); the main
-/// step, m/2 − p + h + 1 times an F&B chunk of (0, 1) and one of (1, 0), where the first (0, 1)
-/// of the two middle ranks runs its forward and backward one after the other, not overlapped;
-/// p/2 − h − 1 of (backward 1, F&B (1, 0)); h + 1 of (backward 1, backward 0), the second half
-/// of them with their W's deferred; p/2 − h − 1 of (W, backward 0 with its W deferred); and
-/// the W's left. Returns the tasks, which run paired with the next (an F&B chunk's forward),
-/// and which send only after the next: a full backward is its input gradient then its weight
+/// the [`eight_steps`] of `DualPipe.step` in deepseek-ai/DualPipe (dualpipe/dualpipe.py) on the
+/// rank h = min(s, p − 1 − s) places from the nearer end of p/2, the two middle ranks
+/// innermost. Returns the tasks, which run paired with the next (an F&B chunk's forward), and
+/// which send only after the next: a full backward is its input gradient then its weight
 /// gradient, two tasks, and sends when both are done.
 fn dualpipe(s: usize, p: usize, m: usize) -> (Vec<Task>, Vec<bool>, Vec<bool>) {
     eight_steps(
@@ -518,15 +532,10 @@ fn eight_steps(
 
 /// DualPipeV (deepseek-ai/DualPipe, dualpipe/dualpipev.py, `DualPipeV.step`; PyTorch's
 /// `ScheduleDualPipeV._calculate_single_rank_operations`, torch/distributed/pipelining/
-/// schedules.py, the same order) on rank `s` of `p` with `m` micro-batches (at least 2p), its
-/// chunks s (phase 0) and 2p − 1 − s (phase 1): 2(p − s − 1) forwards of chunk 0; s + 1 pairs
-/// of forwards of chunks 0 and 1; p − s − 1 of (backward 1 with its W deferred, a W, forward
-/// 1); the main step, m − 2p + s + 1 times an F&B chunk of (0, 1) and one of (1, 0), where the
-/// last rank's first (0, 1) runs its forward and backward one after the other, not overlapped;
-/// p − s − 1 of (backward 1, F&B (1, 0)); s + 1 of (backward 1, backward 0), the second half of
-/// them with their W's deferred; p − s − 1 of (W, backward 0 with its W deferred); and the W's
-/// left. Returns the tasks, which run paired with the next, and which send only after the next,
-/// as [`dualpipe`] does.
+/// schedules.py, the same order) on rank `s` of `p` with `m` micro-batches (at least 2p): the
+/// [`eight_steps`] on its chunks s (phase 0) and 2p − 1 − s (phase 1), the rank s places from
+/// the V's ends and every micro-batch down it, the last rank innermost. Returns what
+/// [`dualpipe`] does.
 fn dualpipe_v(s: usize, p: usize, m: usize) -> (Vec<Task>, Vec<bool>, Vec<bool>) {
     eight_steps(DualProgram::new(s, p, m, true), p, s, m)
 }

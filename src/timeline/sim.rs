@@ -14,9 +14,7 @@
 use super::cost::{bus_factor, KernelClass, Rates};
 pub use super::event::{Event, PerStream, Stream, What};
 use super::plan::{Axis, Collective, PlanBlock, PlanComm, PlanOp, Step, TimingPlan};
-use super::schedule::{
-    device_of, paired, program, sends_after_next, stage_ranks, Pass, PerPass, Task,
-};
+use super::schedule::{device_of, program_with_pairs, stage_ranks, Pass, PerPass, Task};
 use crate::parallel::amount::HeldParams;
 use crate::parallel::evaluate::GRAD_BYTES;
 use crate::strategy::{AxisKind, Mesh, MeshAxis, Recompute, Schedule};
@@ -1333,7 +1331,7 @@ struct Layout<'a> {
     /// F&B chunks).
     paired: Vec<Vec<bool>>,
     /// Per rank and task of its program, whether its sends wait for the end of the next task
-    /// (DualPipe's full backward chunks: [`sends_after_next`]).
+    /// (DualPipe's full backward chunks: [`super::schedule::sends_after_next`]).
     joined: Vec<Vec<bool>>,
     /// The pass whose tasks make the gradients: the backward, or the weight pass under ZB-H1.
     grad_pass: Pass,
@@ -1373,13 +1371,13 @@ impl<'a> Layout<'a> {
                 weight: ctx.steps(b, Pass::Weight),
             })
             .collect();
-        let programs: Vec<Vec<Task>> = (0..p).map(|s| program(k.schedule, s, p, m, v)).collect();
-        let paired: Vec<Vec<bool>> = (0..p)
-            .map(|s| paired(k.schedule, s, p, m, programs[s].len()))
-            .collect();
-        let joined: Vec<Vec<bool>> = (0..p)
-            .map(|s| sends_after_next(k.schedule, s, p, m, programs[s].len()))
-            .collect();
+        let (mut programs, mut paired, mut joined) = (Vec::new(), Vec::new(), Vec::new());
+        for s in 0..p {
+            let (tasks, pairs, sends) = program_with_pairs(k.schedule, s, p, m, v);
+            programs.push(tasks);
+            paired.push(pairs);
+            joined.push(sends);
+        }
         debug_assert_eq!(v * p, nst);
         // Megatron-LM's delayed launch of a chunk's gradients (below) is the interleaved
         // schedule's; ZB-V's ranks launch theirs as 1F1B's do.
