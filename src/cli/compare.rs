@@ -5,7 +5,7 @@
 use super::output::print_json;
 use super::units;
 use super::{Format, SymbolArgs};
-use crate::api::{CompareRequest, CompareSide, Machine};
+use crate::api::{CompareRequest, CompareSide};
 use crate::error::Error;
 use crate::model::Model;
 use crate::search::versus::{self, Component};
@@ -26,23 +26,9 @@ pub struct CompareArgs {
     pub b: String,
     #[command(flatten)]
     pub symbols: SymbolArgs,
-    /// A calibration table (a file or a shipped name; `TABLE@KERNEL` times fused attention with
-    /// one of its `attention_kernels`): its balance ratios and memory, and the simulated seconds
-    /// per step of each strategy.
-    #[arg(long, value_name = "FILE")]
-    pub calib: Option<String>,
-    /// A what-if machine: change named quantities of the `--calib` table
-    /// (`nvlink.bandwidth=x2,hbm.capacity=141GB,domain=72`; a factor `xF` or a value with its
-    /// unit). Names: device.peak.DTYPE, hbm.bandwidth, hbm.capacity, nvlink.bandwidth,
-    /// network.bandwidth, nvlink.latency, network.latency, domain, device.tdp.
-    #[arg(long = "with", value_name = "NAME=VALUE,…", requires = "calib")]
-    pub with: Option<String>,
-    /// A software stack's profile (a file or a shipped name, `stacks/`), added to the simulated
-    /// seconds; default: `none`, profile-free; `auto` times each strategy on the shipped profile of
-    /// the stack it is assumed to run on (ZeRO 2–3 PyTorch FSDP, other model parallelism Megatron,
-    /// plain data parallelism DDP, which has none).
-    #[arg(long, value_name = "NAME|FILE")]
-    pub stack: Option<String>,
+    /// The machine: a calibration table, a what-if change of it, a stack profile.
+    #[command(flatten)]
+    pub machine: super::strategy_args::MachineArgs,
     /// Device memory: bytes, or with a unit (`75GB`, `80GiB`); default: the calibration's.
     #[arg(long, value_name = "SIZE")]
     pub memory: Option<String>,
@@ -282,28 +268,18 @@ fn header(model: &Model, values: &Bindings, calib: &str, a: &Evaluated, b: &Eval
 /// the machine, strategy B.
 fn request(args: &CompareArgs) -> Result<CompareRequest, Error> {
     let a = CompareSide::parse(&args.a, "strategy A")?;
-    let mut machine = Machine::from_calibration(
-        crate::calib::Calibration::resolve_with(args.calib.as_deref(), args.with.as_deref())?
-            .with_stack(args.stack.as_deref())?,
-    );
-    if let Some(g) = args.gpus_per_node {
-        machine = machine.with_gpus_per_node_unchecked(g);
-    }
-    if let Some(text) = &args.memory {
-        let bytes = crate::search::steer::parse_memory(text)
-            .map_err(|e| Error::Usage(format!("--memory: {e}")))?;
-        machine = machine.with_memory(bytes);
-    }
-    if let Some(h) = &args.headroom {
-        machine = machine.with_headroom(crate::api::Headroom::parse(h)?);
-    }
+    let machine = args.machine.machine_with_memory(
+        args.gpus_per_node,
+        args.memory.as_deref(),
+        args.headroom.as_deref(),
+    )?;
     let b = CompareSide::parse(&args.b, "strategy B")?;
     Ok(CompareRequest {
         model: args.symbols.model(&args.model),
         a,
         b,
         machine: Some(machine),
-        seconds: args.calib.is_some() || args.stack.is_some(),
+        seconds: args.machine.seconds(),
         plateau: args.plateau,
     })
 }

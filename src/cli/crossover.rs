@@ -346,8 +346,8 @@ fn sides(
 ) -> Result<(Side, Side, (i32, i32)), Error> {
     let make = |text: &str, what: &'static str| -> Result<Side, Error> {
         let mut flags = StrategyFlags::from_argument(text, what)?;
-        flags.calib = args.calib.clone();
-        flags.with = args.with.clone();
+        flags.machine.calib = args.calib.clone();
+        flags.machine.with = args.with.clone();
         flags.memory = args.memory.clone();
         if args.gpus_per_node.is_some() {
             flags.gpus_per_node = args.gpus_per_node;

@@ -257,3 +257,56 @@ pub fn run_json<S: AsRef<str>>(args: &[S]) -> Result<Vec<String>, Error> {
         })?;
     output::capture_json(|| run(cli))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::{CommandFactory, Parser};
+
+    /// clap's own consistency checks over every subcommand: no two flags with one name (the
+    /// machine flags shared by several commands included), every `requires` and `conflicts_with`
+    /// naming a flag that exists.
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    /// The machine flags are one definition: `rank`, `report` and `compare` take `--calib`,
+    /// `--with` and `--stack` alike, and `--with` needs `--calib` on each.
+    #[test]
+    fn machine_flags_are_shared() {
+        for argv in [
+            &["symshard", "rank", "gpt3-125m", "--devices", "8"][..],
+            &[
+                "symshard",
+                "report",
+                "gpt3-125m",
+                "--devices",
+                "8",
+                "-o",
+                "x.html",
+            ][..],
+            &["symshard", "compare", "gpt3-125m", "dp=8", "dp=4,tp=2"][..],
+            &["symshard", "cost", "gpt3-125m"][..],
+        ] {
+            let mut given: Vec<&str> = argv.to_vec();
+            given.extend([
+                "--calib",
+                "a100-80gb",
+                "--with",
+                "domain=16",
+                "--stack",
+                "auto",
+            ]);
+            assert!(Cli::try_parse_from(&given).is_ok(), "{given:?}");
+            let mut without_calib: Vec<&str> = argv.to_vec();
+            without_calib.extend(["--with", "domain=16"]);
+            let e = Cli::try_parse_from(&without_calib).unwrap_err();
+            assert_eq!(
+                e.kind(),
+                clap::error::ErrorKind::MissingRequiredArgument,
+                "{without_calib:?}"
+            );
+        }
+    }
+}

@@ -141,23 +141,9 @@ pub struct RankArgs {
     /// Rows to show.
     #[arg(long, default_value_t = 10)]
     pub top: usize,
-    /// A calibration table (file or shipped name) for the balance ratios and memory;
-    /// `TABLE@KERNEL` times fused attention with one of its `attention_kernels`.
-    #[arg(long, value_name = "FILE")]
-    pub calib: Option<String>,
-    /// A what-if machine: change named quantities of the `--calib` table
-    /// (`nvlink.bandwidth=x2,hbm.capacity=141GB,domain=72`; a factor `xF` or a value with its
-    /// unit). Names: device.peak.DTYPE, hbm.bandwidth, hbm.capacity, nvlink.bandwidth,
-    /// network.bandwidth, nvlink.latency, network.latency, domain, device.tdp. The machine is
-    /// named `TABLE+what-if(CHANGES)`, a name `--calib` takes again.
-    #[arg(long = "with", value_name = "NAME=VALUE,…", requires = "calib")]
-    pub with: Option<String>,
-    /// A software stack's profile (a file or a shipped name, `stacks/`), added to the simulated
-    /// seconds (which it turns on, as --calib does); default: `none`, profile-free; `auto` times
-    /// each strategy on the shipped profile of the stack it is assumed to run on (ZeRO 2–3 PyTorch
-    /// FSDP, other model parallelism Megatron, plain data parallelism DDP, which has none).
-    #[arg(long, value_name = "NAME|FILE")]
-    pub stack: Option<String>,
+    /// The machine: a calibration table, a what-if change of it, a stack profile.
+    #[command(flatten)]
+    pub machine: super::strategy_args::MachineArgs,
     /// The search's machine and constraints.
     #[command(flatten)]
     pub search: SearchArgs,
@@ -183,7 +169,7 @@ pub struct RankArgs {
 impl RankArgs {
     /// Whether rows are ranked by simulated seconds: a machine or a stack profile was named.
     pub fn seconds(&self) -> bool {
-        self.calib.is_some() || self.stack.is_some()
+        self.machine.seconds()
     }
 }
 
@@ -224,22 +210,6 @@ impl SearchArgs {
             (None, _) => b,
         }
     }
-}
-
-/// The machine of `--calib`, `--with`, `--stack` and `--gpus-per-node` (checked with the
-/// search's options, in the command line's order of errors).
-pub(crate) fn machine_of(
-    calib: Option<&str>,
-    with: Option<&str>,
-    stack: Option<&str>,
-    gpus_per_node: Option<u64>,
-) -> Result<Machine, Error> {
-    let c = Calibration::resolve_with(calib, with)?.with_stack(stack)?;
-    let m = Machine::from_calibration(c);
-    Ok(match gpus_per_node {
-        Some(g) => m.with_gpus_per_node_unchecked(g),
-        None => m,
-    })
 }
 
 /// A ranking as `rank` computes it, before it is printed: the typed result, with `--emit`'s
@@ -285,12 +255,7 @@ pub fn run(args: RankArgs) -> Result<(), Error> {
 /// `--emit` and `--why`.
 pub fn ranked(args: &RankArgs) -> Result<Ranked, Error> {
     let loaded = args.symbols.model(&args.model).load()?;
-    let machine = machine_of(
-        args.calib.as_deref(),
-        args.with.as_deref(),
-        args.stack.as_deref(),
-        args.search.gpus_per_node,
-    )?;
+    let machine = args.machine.machine(args.search.gpus_per_node)?;
     let opts = args
         .search
         .options(args.devices, machine, args.emit)

@@ -34,23 +34,10 @@ pub struct ReportArgs {
     /// Strategies to rank and show.
     #[arg(long, default_value_t = 20)]
     pub top: usize,
-    /// A calibration table (file or shipped name; `TABLE@KERNEL` times fused attention with one
-    /// of its `attention_kernels`): ranks by simulated seconds and times the top
-    /// strategy on it (default: the reference machine, ranking by relative cost).
-    #[arg(long, value_name = "FILE")]
-    pub calib: Option<String>,
-    /// A what-if machine: change named quantities of the `--calib` table
-    /// (`nvlink.bandwidth=x2,hbm.capacity=141GB,domain=72`; a factor `xF` or a value with its
-    /// unit). Names: device.peak.DTYPE, hbm.bandwidth, hbm.capacity, nvlink.bandwidth,
-    /// network.bandwidth, nvlink.latency, network.latency, domain, device.tdp.
-    #[arg(long = "with", value_name = "NAME=VALUE,…", requires = "calib")]
-    pub with: Option<String>,
-    /// A software stack's profile (a file or a shipped name, `stacks/`), as `rank` takes it;
-    /// default: `none`, profile-free; `auto` times each strategy on the shipped profile of the
-    /// stack it is assumed to run on (ZeRO 2–3 PyTorch FSDP, other model parallelism Megatron,
-    /// plain data parallelism DDP, which has none).
-    #[arg(long, value_name = "NAME|FILE")]
-    pub stack: Option<String>,
+    /// The machine: a calibration table, a what-if change of it, a stack profile. With
+    /// `--calib`, the report ranks by simulated seconds and times the top strategy on it.
+    #[command(flatten)]
+    pub machine: super::strategy_args::MachineArgs,
     /// The search's machine and constraints, as `rank` takes them.
     #[command(flatten)]
     pub search: SearchArgs,
@@ -77,15 +64,10 @@ fn strategy_of(row: &RankedRow, ranked: &crate::api::RankDetail) -> Resolved {
 /// The search the report ranks: `rank`'s, by relative cost on the reference machine unless
 /// `--calib` is given, with the Pareto frontier the chart draws.
 fn options(args: &ReportArgs, devices: u64) -> Result<crate::api::RankOptions, Error> {
-    let machine = super::rank::machine_of(
-        args.calib.as_deref(),
-        args.with.as_deref(),
-        args.stack.as_deref(),
-        args.search.gpus_per_node,
-    )?;
+    let machine = args.machine.machine(args.search.gpus_per_node)?;
     args.search
         .options(devices, machine, None)
-        .by_seconds(args.calib.is_some() || args.stack.is_some())
+        .by_seconds(args.machine.seconds())
         .top(args.top)
         .pareto(true)
         .build()
@@ -270,15 +252,7 @@ fn top_formulas(
 fn command_line(args: &ReportArgs, model: &str, devices: u64) -> String {
     let mut command = vec!["symshard report".to_string(), model.to_string()];
     command.push(format!("--devices {devices}"));
-    if let Some(c) = &args.calib {
-        command.push(format!("--calib {c}"));
-    }
-    if let Some(w) = &args.with {
-        command.push(format!("--with {w}"));
-    }
-    if let Some(s) = &args.stack {
-        command.push(format!("--stack {s}"));
-    }
+    command.extend(args.machine.to_args());
     let search = args.search.to_args();
     if !search.is_empty() {
         command.push(search.join(" "));

@@ -1,4 +1,5 @@
-//! Strategy flags shared by `cost`, `timeline` and `analyze`.
+//! Strategy flags shared by `cost`, `timeline` and `analyze`, and the machine flags (`--calib`,
+//! `--with`, `--stack`) shared by every command that prices one machine.
 
 use crate::api::{Machine, Strategy};
 use crate::calib::Calibration;
@@ -7,6 +8,88 @@ use crate::strategy::{Recompute, Schedule};
 use crate::sym::Rational;
 use clap::Args;
 use std::path::PathBuf;
+
+/// The machine a command prices on, as flags: a calibration table, a what-if change of it and a
+/// software stack's profile. One definition for `rank`, `report`, `compare`, `cost`, `timeline`
+/// and `analyze`.
+#[derive(Debug, Clone, Args, Default)]
+pub struct MachineArgs {
+    /// A calibration table (a file or a shipped name; `TABLE@KERNEL` times fused attention with
+    /// one of its `attention_kernels`): its balance ratios and memory, and the simulated seconds
+    /// per step; default: the embedded reference machine, by relative cost.
+    #[arg(long, value_name = "FILE")]
+    pub calib: Option<String>,
+    /// A what-if machine: change named quantities of the `--calib` table
+    /// (`nvlink.bandwidth=x2,hbm.capacity=141GB,domain=72`; a factor `xF` or a value with its
+    /// unit). Names: device.peak.DTYPE, hbm.bandwidth, hbm.capacity, nvlink.bandwidth,
+    /// network.bandwidth, nvlink.latency, network.latency, domain, device.tdp. The machine is
+    /// named `TABLE+what-if(CHANGES)`, a name `--calib` takes again.
+    #[arg(long = "with", value_name = "NAME=VALUE,…", requires = "calib")]
+    pub with: Option<String>,
+    /// A software stack's profile (a file or a shipped name, `stacks/`): the seconds its host work
+    /// adds per step, per micro-batch pass and per kernel, which it turns on as --calib does;
+    /// default: `none`, profile-free; `auto` times each strategy on the shipped profile of the
+    /// stack it is assumed to run on (ZeRO 2–3 PyTorch FSDP, other model parallelism Megatron,
+    /// plain data parallelism DDP, which has none).
+    #[arg(long, value_name = "NAME|FILE")]
+    pub stack: Option<String>,
+}
+
+impl MachineArgs {
+    /// Whether strategies are timed in seconds: a machine or a stack profile was named.
+    pub fn seconds(&self) -> bool {
+        self.calib.is_some() || self.stack.is_some()
+    }
+
+    /// The machine named by `--calib` (the reference without it), changed by `--with`, with the
+    /// profile `--stack` names.
+    pub fn calibration(&self) -> Result<Calibration, Error> {
+        Calibration::resolve_with(self.calib.as_deref(), self.with.as_deref())?
+            .with_stack(self.stack.as_deref())
+    }
+
+    /// [`MachineArgs::calibration`] as a typed machine, with `gpus_per_node` devices per node
+    /// where given (checked where the machine is used).
+    pub fn machine(&self, gpus_per_node: Option<u64>) -> Result<Machine, Error> {
+        let m = Machine::from_calibration(self.calibration()?);
+        Ok(match gpus_per_node {
+            Some(g) => m.with_gpus_per_node_unchecked(g),
+            None => m,
+        })
+    }
+
+    /// [`MachineArgs::machine`] with the device memory of a `--memory` and the reserve of a
+    /// `--headroom` where given.
+    pub fn machine_with_memory(
+        &self,
+        gpus_per_node: Option<u64>,
+        memory: Option<&str>,
+        headroom: Option<&str>,
+    ) -> Result<Machine, Error> {
+        let mut m = self.machine(gpus_per_node)?;
+        if let Some(text) = memory {
+            let bytes = crate::search::steer::parse_memory(text)
+                .map_err(|e| Error::Usage(format!("--memory: {e}")))?;
+            m = m.with_memory(bytes);
+        }
+        if let Some(h) = headroom {
+            m = m.with_headroom(crate::api::Headroom::parse(h)?);
+        }
+        Ok(m)
+    }
+
+    /// The flags as given, in order, to print a command line again.
+    pub fn to_args(&self) -> Vec<String> {
+        [
+            ("--calib", &self.calib),
+            ("--with", &self.with),
+            ("--stack", &self.stack),
+        ]
+        .into_iter()
+        .filter_map(|(flag, v)| v.as_ref().map(|v| format!("{flag} {v}")))
+        .collect()
+    }
+}
 
 /// A strategy as flags or a file.
 #[derive(Debug, Clone, Args, Default)]
@@ -104,22 +187,9 @@ pub struct StrategyFlags {
     /// Devices per node (default: the calibration's, 8 for the reference machine).
     #[arg(long)]
     pub gpus_per_node: Option<u64>,
-    /// A calibration table (a file or a shipped name; `TABLE@KERNEL` times fused attention with
-    /// one of its `attention_kernels`); default: the embedded reference machine.
-    #[arg(long, value_name = "FILE")]
-    pub calib: Option<String>,
-    /// A what-if machine: change named quantities of the `--calib` table
-    /// (`nvlink.bandwidth=x2,hbm.capacity=141GB,domain=72`; a factor `xF` or a value with its
-    /// unit). Names: device.peak.DTYPE, hbm.bandwidth, hbm.capacity, nvlink.bandwidth,
-    /// network.bandwidth, nvlink.latency, network.latency, domain, device.tdp.
-    #[arg(long = "with", value_name = "NAME=VALUE,…", requires = "calib")]
-    pub with: Option<String>,
-    /// A software stack's profile (a file or a shipped name, `stacks/`): the seconds its host work
-    /// adds per step, per micro-batch pass and per kernel; default: `none`, profile-free; `auto`
-    /// times each strategy on the shipped profile of the stack it is assumed to run on (ZeRO 2–3
-    /// PyTorch FSDP, other model parallelism Megatron, plain data parallelism DDP, which has none).
-    #[arg(long, value_name = "NAME|FILE")]
-    pub stack: Option<String>,
+    /// The machine: a calibration table, a what-if change of it, a stack profile.
+    #[command(flatten)]
+    pub machine: MachineArgs,
     /// Device memory: bytes, or with a unit (`75GB`, `80GiB`); default: the calibration's
     /// capacity.
     #[arg(long, value_name = "SIZE")]
@@ -165,10 +235,10 @@ impl StrategyFlags {
     /// ignored, and returns a note naming those that only a strategy reads.
     pub fn unused_machine_flags(&self) -> Result<Option<String>, Error> {
         let mut unused = Vec::new();
-        if self.calib.is_some() || self.stack.is_some() {
+        if self.machine.seconds() {
             self.calibration()?;
-            unused.extend(self.calib.as_ref().map(|_| "--calib"));
-            unused.extend(self.stack.as_ref().map(|_| "--stack"));
+            unused.extend(self.machine.calib.as_ref().map(|_| "--calib"));
+            unused.extend(self.machine.stack.as_ref().map(|_| "--stack"));
         }
         if let Some(m) = &self.memory {
             crate::search::steer::parse_memory(m)
@@ -189,8 +259,7 @@ impl StrategyFlags {
 
     /// The machine named by `--calib`, or the reference.
     pub fn calibration(&self) -> Result<Calibration, Error> {
-        Calibration::resolve_with(self.calib.as_deref(), self.with.as_deref())?
-            .with_stack(self.stack.as_deref())
+        self.machine.calibration()
     }
 
     /// Resolves file and flags into one strategy for `model`: per-operator overrides must name
@@ -223,19 +292,11 @@ impl StrategyFlags {
     /// The machine the flags name: `--calib` (with `--with` and `--stack`), `--gpus-per-node`
     /// and `--memory`.
     pub fn machine(&self) -> Result<Machine, Error> {
-        let mut m = Machine::from_calibration(self.calibration()?);
-        if let Some(g) = self.gpus_per_node {
-            m = m.with_gpus_per_node_unchecked(g);
-        }
-        if let Some(text) = &self.memory {
-            let bytes = crate::search::steer::parse_memory(text)
-                .map_err(|e| Error::Usage(format!("--memory: {e}")))?;
-            m = m.with_memory(bytes);
-        }
-        if let Some(h) = &self.headroom {
-            m = m.with_headroom(crate::api::Headroom::parse(h)?);
-        }
-        Ok(m)
+        self.machine.machine_with_memory(
+            self.gpus_per_node,
+            self.memory.as_deref(),
+            self.headroom.as_deref(),
+        )
     }
 
     /// The strategy the flags ask for: `--strategy` (a file, or a knob string that the flags
