@@ -146,28 +146,8 @@ impl ModelLoader {
 
     /// Loads a model from its source text.
     pub fn load(&self, src: &Source) -> Result<Model> {
-        let spec: ModelFile = src.parse()?;
-        let (graph_src, mut graph, family, doc) = match (&spec.family, spec.graph) {
-            (Some(f), None) => {
-                let fsrc = self.families.get(f).ok_or_else(|| {
-                    let known: Vec<&str> = self.family_names().collect();
-                    src.error_at(
-                        &["family"],
-                        format!("unknown family `{f}` (known: {})", known.join(", ")),
-                    )
-                })?;
-                let ff: FamilyFile = fsrc.parse()?;
-                let (name, fdoc, g) = ff.into_graph();
-                (fsrc.clone(), g, Some(name), fdoc)
-            }
-            (None, Some(g)) => (src.clone(), g, None, String::new()),
-            (Some(_), Some(_)) => {
-                return Err(src.error_at(&["graph"], "give either `family` or `graph`, not both"))
-            }
-            (None, None) => {
-                return Err(src.error_at(&["name"], "a model needs a `family` or a `graph`"))
-            }
-        };
+        let mut spec: ModelFile = src.parse()?;
+        let (graph_src, mut graph, family, doc) = self.graph_of(src, &mut spec)?;
         let dtype_bytes = match spec.dtype.as_deref() {
             None => 2,
             Some(d) => match Dtype::from_name(d) {
@@ -176,41 +156,11 @@ impl ModelLoader {
             },
         };
         let symbols: BTreeMap<String, String> = graph.symbols.0.clone().into_iter().collect();
-        let mut values = Bindings::new();
-        let mut sources = BTreeMap::new();
-        let mut assumed = BTreeSet::new();
-        for (section, map) in [("symbols", &spec.symbols), ("defaults", &spec.defaults)] {
-            for (name, v) in &map.0 {
-                if !symbols.contains_key(name) {
-                    return Err(src.error_at(
-                        &[section, name],
-                        format!(
-                            "unknown symbol `{name}` (the graph's symbols: {})",
-                            symbols.keys().cloned().collect::<Vec<_>>().join(", ")
-                        ),
-                    ));
-                }
-                if values.contains_key(name) {
-                    return Err(src.error_at(&[section, name], format!("duplicate name `{name}`")));
-                }
-                let value = symbol_value(v)
-                    .map_err(|m| src.error_at(&[section, name], format!("symbol `{name}`: {m}")))?;
-                values.insert(name.clone(), value);
-                if let Some(s) = &v.source {
-                    sources.insert(name.clone(), s.clone());
-                }
-                if v.assumed {
-                    // A placeholder for a size, not a property of the model.
-                    if section != "defaults" {
-                        return Err(src.error_at(
-                            &[section, name],
-                            format!("symbol `{name}`: `assumed` marks a default (in `defaults`), not one of the model's own values"),
-                        ));
-                    }
-                    assumed.insert(name.clone());
-                }
-            }
-        }
+        let SymbolValues {
+            values,
+            sources,
+            assumed,
+        } = symbol_values(src, &spec, &symbols)?;
         let (batch, mut roles) = symbol_roles(&graph_src, &graph, &symbols)?;
         let attention = self.select_attention(src, &spec.attention, &graph_src, &mut graph)?;
         let has_dropout = graph
@@ -231,19 +181,7 @@ impl ModelLoader {
         let (inputs, blocks) = builder.build(&graph)?;
         let recompute_modules =
             self.recompute_modules(src, &spec.name, &spec.recompute_modules, &blocks)?;
-        // The layer role names what a block repeats.
-        if let Some(l) = roles.layer.clone() {
-            if !blocks.iter().any(|b| b.repeat.degree_in(&l).1 >= 1) {
-                if roles.inferred.is_empty() {
-                    return Err(graph_src.error_at(
-                        &["roles", "layer"],
-                        format!("role `layer`: no block repeats `{l}` times"),
-                    ));
-                }
-                roles.layer = None;
-                roles.inferred.retain(|(r, _)| *r != "layer");
-            }
-        }
+        check_layer_role(&graph_src, &mut roles, &blocks)?;
         Ok(Model {
             name: spec.name,
             doc: spec.doc.unwrap_or(doc),
@@ -264,6 +202,36 @@ impl ModelLoader {
             recompute_modules,
             batch,
             roles,
+        })
+    }
+
+    /// The graph a model file states: its own `graph`, or its `family`'s (with the file it comes
+    /// from, the family's name and its doc).
+    fn graph_of(
+        &self,
+        src: &Source,
+        spec: &mut ModelFile,
+    ) -> Result<(Source, GraphSpec, Option<String>, String)> {
+        Ok(match (&spec.family, spec.graph.take()) {
+            (Some(f), None) => {
+                let fsrc = self.families.get(f).ok_or_else(|| {
+                    let known: Vec<&str> = self.family_names().collect();
+                    src.error_at(
+                        &["family"],
+                        format!("unknown family `{f}` (known: {})", known.join(", ")),
+                    )
+                })?;
+                let ff: FamilyFile = fsrc.parse()?;
+                let (name, fdoc, g) = ff.into_graph();
+                (fsrc.clone(), g, Some(name), fdoc)
+            }
+            (None, Some(g)) => (src.clone(), g, None, String::new()),
+            (Some(_), Some(_)) => {
+                return Err(src.error_at(&["graph"], "give either `family` or `graph`, not both"))
+            }
+            (None, None) => {
+                return Err(src.error_at(&["name"], "a model needs a `family` or a `graph`"))
+            }
         })
     }
 
@@ -661,50 +629,8 @@ impl GraphBuilder<'_> {
                     format!("repeated block `{}` needs `input` and `output`", b.name),
                 ));
             }
-            let mut graph: DiGraph<OpNode, ()> = DiGraph::new();
-            let mut local: BTreeMap<String, NodeIndex> = BTreeMap::new();
-            // First pass: nodes, so that references in any order resolve and cycles are seen.
-            for op in &b.ops {
-                if names.contains_key(&op.name) || local.contains_key(&op.name) || op.name == "in" {
-                    return Err(self.err(
-                        &["blocks", &op.name],
-                        format!("duplicate name `{}`", op.name),
-                    ));
-                }
-                let node = graph.add_node(self.op_node(op)?);
-                local.insert(op.name.clone(), node);
-            }
-            // Second pass: inputs, edges and shapes.
-            for op in &b.ops {
-                let node = local[&op.name];
-                let rule = graph[node].rule.clone();
-                for key in op.inputs.0.keys().chain(op.tied.0.keys()) {
-                    if rule.input(key).is_none() {
-                        return Err(self.err(
-                            &["blocks", &op.name, key],
-                            format!(
-                                "operator `{}` ({}) has no input `{key}`",
-                                op.name, rule.name
-                            ),
-                        ));
-                    }
-                }
-                let ins = self.op_inputs(
-                    op,
-                    node,
-                    &rule,
-                    &Scope {
-                        bi,
-                        block: b,
-                        names: &names,
-                        local: &local,
-                        blocks: &blocks,
-                        block_input: block_input.as_ref(),
-                    },
-                    &mut graph,
-                )?;
-                graph[node].inputs = ins;
-            }
+            let (mut graph, local) =
+                self.block_graph(bi, b, &names, &blocks, block_input.as_ref())?;
             mark_routers(bi, &mut graph, &mut blocks);
             let order = toposort(&graph, None).map_err(|cycle| {
                 let name = graph[cycle.node_id()].name.clone();
@@ -725,6 +651,64 @@ impl GraphBuilder<'_> {
             });
         }
         Ok((inputs, blocks))
+    }
+
+    /// The operator graph of block `bi` (`b`): its nodes first, so that references in any order
+    /// resolve and cycles are seen, then each operator's inputs, edges and shapes; with the node
+    /// of each operator's name.
+    fn block_graph(
+        &self,
+        bi: usize,
+        b: &super::spec::BlockSpec,
+        names: &BTreeMap<String, Named>,
+        blocks: &[Block],
+        block_input: Option<&Named>,
+    ) -> Result<(DiGraph<OpNode, ()>, BTreeMap<String, NodeIndex>)> {
+        let mut graph: DiGraph<OpNode, ()> = DiGraph::new();
+        let mut local: BTreeMap<String, NodeIndex> = BTreeMap::new();
+        // First pass: nodes, so that references in any order resolve and cycles are seen.
+        for op in &b.ops {
+            if names.contains_key(&op.name) || local.contains_key(&op.name) || op.name == "in" {
+                return Err(self.err(
+                    &["blocks", &op.name],
+                    format!("duplicate name `{}`", op.name),
+                ));
+            }
+            let node = graph.add_node(self.op_node(op)?);
+            local.insert(op.name.clone(), node);
+        }
+        // Second pass: inputs, edges and shapes.
+        for op in &b.ops {
+            let node = local[&op.name];
+            let rule = graph[node].rule.clone();
+            for key in op.inputs.0.keys().chain(op.tied.0.keys()) {
+                if rule.input(key).is_none() {
+                    return Err(self.err(
+                        &["blocks", &op.name, key],
+                        format!(
+                            "operator `{}` ({}) has no input `{key}`",
+                            op.name, rule.name
+                        ),
+                    ));
+                }
+            }
+            let ins = self.op_inputs(
+                op,
+                node,
+                &rule,
+                &Scope {
+                    bi,
+                    block: b,
+                    names,
+                    local: &local,
+                    blocks,
+                    block_input,
+                },
+                &mut graph,
+            )?;
+            graph[node].inputs = ins;
+        }
+        Ok((graph, local))
     }
 
     /// The rule `op` applies, one shared copy per rule.
@@ -1074,4 +1058,79 @@ fn declared_modules(blocks: &[Block]) -> Vec<RecomputeModule> {
     found.sort();
     found.dedup();
     found
+}
+
+/// The values a model file binds (`symbols`, then `defaults`), where each came from, and the
+/// defaults marked `assumed`.
+struct SymbolValues {
+    values: Bindings,
+    sources: BTreeMap<String, String>,
+    assumed: BTreeSet<String>,
+}
+
+/// Reads the values of `spec`'s `symbols` and `defaults`: each names a symbol of the graph
+/// (`symbols`), once, and only a default may be `assumed`.
+fn symbol_values(
+    src: &Source,
+    spec: &ModelFile,
+    symbols: &BTreeMap<String, String>,
+) -> Result<SymbolValues> {
+    let mut values = Bindings::new();
+    let mut sources = BTreeMap::new();
+    let mut assumed = BTreeSet::new();
+    for (section, map) in [("symbols", &spec.symbols), ("defaults", &spec.defaults)] {
+        for (name, v) in &map.0 {
+            if !symbols.contains_key(name) {
+                return Err(src.error_at(
+                    &[section, name],
+                    format!(
+                        "unknown symbol `{name}` (the graph's symbols: {})",
+                        symbols.keys().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                ));
+            }
+            if values.contains_key(name) {
+                return Err(src.error_at(&[section, name], format!("duplicate name `{name}`")));
+            }
+            let value = symbol_value(v)
+                .map_err(|m| src.error_at(&[section, name], format!("symbol `{name}`: {m}")))?;
+            values.insert(name.clone(), value);
+            if let Some(s) = &v.source {
+                sources.insert(name.clone(), s.clone());
+            }
+            if v.assumed {
+                // A placeholder for a size, not a property of the model.
+                if section != "defaults" {
+                    return Err(src.error_at(
+                            &[section, name],
+                            format!("symbol `{name}`: `assumed` marks a default (in `defaults`), not one of the model's own values"),
+                        ));
+                }
+                assumed.insert(name.clone());
+            }
+        }
+    }
+    Ok(SymbolValues {
+        values,
+        sources,
+        assumed,
+    })
+}
+
+/// The layer role names what a block repeats: a declared role that no block repeats is refused;
+/// an inferred one is dropped.
+fn check_layer_role(graph_src: &Source, roles: &mut Roles, blocks: &[Block]) -> Result<()> {
+    if let Some(l) = roles.layer.clone() {
+        if !blocks.iter().any(|b| b.repeat.degree_in(&l).1 >= 1) {
+            if roles.inferred.is_empty() {
+                return Err(graph_src.error_at(
+                    &["roles", "layer"],
+                    format!("role `layer`: no block repeats `{l}` times"),
+                ));
+            }
+            roles.layer = None;
+            roles.inferred.retain(|(r, _)| *r != "layer");
+        }
+    }
+    Ok(())
 }
