@@ -853,7 +853,7 @@ pub fn nccl_tree_correction(bytes: f64) -> f64 {
 /// double binary tree over the nodes runs it, each device reducing its `share` (`full` ÷ the
 /// devices per node): `2 ⌊log₂ g⌋` steps of the tier's latency (NCCL: `2 · log2i(nNodes) ·
 /// interLat`, where the ring pays `2 (nNodes − 1)`), and the share moved at half the tier's bus
-/// bandwidth × 0.92 × the size's correction ([`NCCL_TREE_BUSBW`], [`nccl_tree_correction`]),
+/// bandwidth × 0.92 × the size's correction (`NCCL_TREE_BUSBW`, [`nccl_tree_correction`]),
 /// where the ring moves `2 (g − 1) / g` of it at the full bus bandwidth.
 pub fn nccl_tree_all_reduce(g: u64, share: f64, full: f64, l: &LinkRate) -> f64 {
     if g <= 1 {

@@ -568,7 +568,7 @@ pub struct EngineNote {
 /// network. Large jobs on such racks use 64 of each rack's 72 GPUs (MLPerf Training v5.0's
 /// GB200 NVL72 systems, mlcommons/training_results_v5.0 at 0fdc28f0: NVIDIA's Tyche runs 256
 /// GPUs on "4x NVIDIA GB200 NVL72", 512 on "8x", IBM+CoreWeave+NVIDIA's Carina 1,024 on "16x",
-/// in each submitter's systems/<system>.json), so [`rank`] also searches that placement and
+/// in each submitter's `systems/<system>.json`), so [`rank`] also searches that placement and
 /// reports its best row beside #1.
 #[derive(Debug, Clone, Serialize)]
 pub struct PartialDomains {

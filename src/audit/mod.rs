@@ -1,6 +1,6 @@
 //! The brute-force audit of derived split costs.
 //!
-//! For every split a rule allows, on small meshes ([`plan`]), the audit picks small concrete sizes,
+//! For every split a rule allows, on small meshes (`plan`), the audit picks small concrete sizes,
 //! enumerates the operator's iteration space point by point, gives each point to the device that
 //! computes it, and counts per device what the derivation ([`crate::rules::split`]) predicts:
 //! FLOPs, the placement of every tensor read and written, the elements several devices contribute

@@ -118,7 +118,7 @@ const AUTOCAST_ACCUMULATION_BYTES: u64 = 12;
 /// * autocast: the bf16 weight gradient cast to fp32 by the weight cast's backward
 ///   ([`AUTOCAST_CAST_BYTES`], on every element: the cast runs before any reduction) and added
 ///   to the fp32 `.grad` by autograd's gradient accumulation
-///   ([`AUTOCAST_ACCUMULATION_BYTES`]).
+///   (`AUTOCAST_ACCUMULATION_BYTES`).
 pub fn grad_accumulation<T: Amount>(params: T, k: &Knobs) -> T {
     let shard = |p: T| {
         if k.zero >= 2 {

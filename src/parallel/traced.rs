@@ -1,6 +1,6 @@
 //! The cost fold over a number that carries its own formula: an exact value and, where the
 //! value is a polynomial in the model's symbols, that polynomial. Folding the same cost
-//! functions ([`super::amount`], [`super::evaluate`]) over [`Traced`] gives every amount of an
+//! functions ([`super::amount`], [`super::evaluate`](mod@super::evaluate)) over [`Traced`] gives every amount of an
 //! evaluation together with its formula, in one computation, so a formula cannot disagree with
 //! the number beside it. What is not a polynomial (a kernel's time read from a table's curves,
 //! the larger of two stages, the smaller of the traffic and the compute it hides under) keeps

@@ -220,7 +220,7 @@ pub fn boundary_shard(model: &Model, bi: usize, layout: &Layout) -> Option<usize
 }
 
 /// [`block_program`] under `layout`: each operator split on the index its
-/// [`plan`](crate::parallel::layout::plan) gives the tensor-parallel axis (an auto layout's
+/// [`plan`] gives the tensor-parallel axis (an auto layout's
 /// placements, where the model has no `tp:` marks), so that the program carries the collectives
 /// that layout prices. The block input arrives split on dimension `boundary` (as
 /// [`boundary_shard`] gives it: the previous layer's output as the layout leaves it) and the

@@ -17,7 +17,7 @@
 //! time, so the bound holds for every schedule (property-tested against the simulator). Of
 //! them, the bound counts the least that the data-parallel stream's contention must add: a
 //! collective that cannot fit in the compute stream's idle seconds overlaps compute, which it
-//! slows by the table's `comm_contention` ([`contention`]). Under
+//! slows by the table's `comm_contention` (`contention`). Under
 //! ZeRO 3 the step also outlasts each device's data-parallel stream, which gathers every
 //! layer's weights twice per micro-batch: `T ≥ max_d 2·m·Σ gather_d`.
 
@@ -47,13 +47,13 @@ pub struct Chains {
     /// Whether each block is a repeated layer.
     pub layer: Vec<bool>,
     /// Data-parallel gradient wire bytes per device of each block, per step, in the precision's
-    /// gradient type, dense and expert ([`block_dp_grads`]).
+    /// gradient type, dense and expert (`block_dp_grads`).
     pub dp_grad: Vec<DpWire>,
     /// Parameter elements per device of each block, dense and expert, and of each the FP8 GEMM
     /// weights ([`block_held`]): what the optimizer step updates.
     pub held: Vec<HeldParams<f64>>,
     /// Wire bytes per device of one all-gather of each block's weights, as the simulation
-    /// gathers them ([`block_gather_split`]).
+    /// gathers them (`block_gather_split`).
     pub gather: Vec<DpWire>,
 }
 
