@@ -166,3 +166,48 @@ fn ranking_by_relative_cost_marks_no_ties() {
         assert!(r["stack"].is_string(), "{r}");
     }
 }
+
+/// `--stack NAME` times every row on one profile, fitted on runs of one stack: rows that assume
+/// another stack are named, and `--stack auto` offered; rows that all assume the profile's stack
+/// get no such line, and neither does `--stack auto`.
+#[test]
+fn a_named_profile_says_which_rows_assume_another_stack() {
+    let base = [
+        "rank",
+        "llama3-8b",
+        "--devices",
+        "64",
+        "--calib",
+        "h100-sxm",
+        "--top",
+        "5",
+    ];
+    let with = |extra: &[&str]| {
+        let rows = json(&[&base[..], extra, &["--format", "json"]].concat());
+        let text = common::stdout(&[&base[..], extra].concat());
+        (rows, text)
+    };
+    let (rows, text) = with(&["--stack", "pytorch-fsdp"]);
+    let other: Vec<String> = rows["strategies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["stack"] != "pytorch-fsdp")
+        .map(|r| format!("#{}", r["rank"]))
+        .collect();
+    assert!(!other.is_empty(), "the top 5 all assume FSDP: {text}");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("stack: --stack pytorch-fsdp is a profile of pytorch-fsdp runs"))
+        .unwrap_or_else(|| panic!("no stack line: {text}"));
+    assert!(
+        line.contains(&format!("{} assume", other.join(", "))),
+        "{line}"
+    );
+    assert!(line.contains("--stack auto"), "{line}");
+    // Every row of the ranking on the Megatron profile is a Megatron layout: no line.
+    let (_, text) = with(&["--stack", "megatron-lm-2021", "--fix", "zero=1,tp=2"]);
+    assert!(!text.lines().any(|l| l.starts_with("stack:")), "{text}");
+    let (_, text) = with(&["--stack", "auto"]);
+    assert!(!text.lines().any(|l| l.starts_with("stack:")), "{text}");
+}

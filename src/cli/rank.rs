@@ -515,6 +515,31 @@ fn ties_line(rows: &[RankRow]) -> Option<String> {
     ))
 }
 
+/// The note that a profile named by `--stack NAME` (fitted on runs of one stack, its `label`)
+/// times rows that assume another stack: their seconds carry the named stack's overheads, not
+/// their own.
+fn other_stack_line(rows: &[RankRow], calib: &Calibration) -> Option<String> {
+    let profile = calib.stack.as_ref()?;
+    let label = profile.label.as_deref()?;
+    let others: Vec<&RankRow> = rows.iter().filter(|r| r.stack.label() != label).collect();
+    if others.is_empty() {
+        return None;
+    }
+    let mut stacks: Vec<&str> = others.iter().map(|r| r.stack.label()).collect();
+    stacks.sort_unstable();
+    stacks.dedup();
+    let ranks: Vec<String> = others.iter().map(|r| format!("#{}", r.rank)).collect();
+    Some(format!(
+        "stack: --stack {} is a profile of {label} runs; {} {} another stack ({}: ZeRO 2–3 as PyTorch FSDP, other model parallelism as Megatron, plain data parallelism as DDP) and {} timed with {}'s overheads all the same; --stack auto times each row on the profile of the stack it assumes",
+        profile.name,
+        ranks.join(", "),
+        if ranks.len() == 1 { "assumes" } else { "assume" },
+        stacks.join(", "),
+        if ranks.len() == 1 { "is" } else { "are" },
+        profile.name,
+    ))
+}
+
 fn print_rows(rows: &[RankRow]) {
     // A precision column where a row is not bf16 (`--fix precision=…`).
     let precision = rows
@@ -625,6 +650,9 @@ fn print_table(r: &Ranked) {
     print_rows(&out.rows);
     print_links(out, &r.calib);
     if let Some(line) = ties_line(&out.rows) {
+        println!("{line}");
+    }
+    if let Some(line) = other_stack_line(&out.rows, &r.calib) {
         println!("{line}");
     }
     if let Some(p) = &out.partial_domains {
