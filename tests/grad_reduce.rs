@@ -130,7 +130,7 @@ proptest! {
 /// ZeRO 3 steps heavy on their data-parallel stream (every layer's weights gathered before each
 /// forward and backward of one-sequence micro-batches, over 8 or 32 data-parallel ranks): the
 /// gradient reduce-scatters launched during the backward must not hold up the next layer's
-/// weight gather, which FSDP issues before them (see `run` in src/timeline/sim.rs). Queued
+/// weight gather, which FSDP issues before them (see `run` in src/timeline/sim/mod.rs). Queued
 /// behind them, the gather serialised every layer's backward with the data-parallel stream and
 /// the overlapped step lost up to 11 % here (and 3 % on GPT-3 175B with dp 32, tp 2, pp 16,
 /// which is too slow for a debug build).
