@@ -33,7 +33,7 @@ pub use api::{
     DeviceOp, EngineNote, ExplainedBytes, ExplainedFlops, Explanation, Flops, Headroom, Knob,
     Machine, MachineEntry, Model, ModelEntry, ModelSource, OpCost, Part, PartialDomains, Pass,
     Quantity, RankOptions, RankOptionsBuilder, RankResult, RankRow, SourcedNumber, StepSeconds,
-    Strategy, Timeline, TimelineInput, TimelineRequest,
+    Strategy, Timeline, TimelineInput, TimelineRequest, DEFAULT_MAX_MICROBATCHES,
 };
 pub use error::{Error, Result};
 /// The importers of foreign model formats (Hugging Face configs, ONNX graphs), part of model

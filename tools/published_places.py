@@ -35,6 +35,11 @@ def degrees(strategy):
     return tuple(strategy.get(k, 1) for k in ("dp", "tp", "pp", "cp", "ep"))
 
 
+def states_a_layout(text):
+    """Whether a validation file's rows name a pipeline or tensor-parallel degree."""
+    return "pp:" in text or "tp:" in text
+
+
 def main(files, stack=None):
     for path in files:
         data = yaml.safe_load(open(path))
@@ -46,8 +51,8 @@ def main(files, stack=None):
             devices = dp * tp * pp * cp
             if devices < 8:
                 continue
-            args = [BINARY, "rank", run["model"], "--devices", str(devices)]
-            args += ["--calib", run.get("machine", data.get("machine"))]
+            machine = str(run.get("machine", data.get("machine")))
+            args = [BINARY, "rank", run["model"], "--devices", str(devices), "--calib", machine]
             # The whole device memory, as validate checks a row's fit: a layout that trained
             # fitted, whatever rank's default headroom keeps free.
             args += ["--top", str(TOP), "--format", "json", "--headroom", "0%"]
@@ -79,7 +84,6 @@ def main(files, stack=None):
                 args += ["--fix", ",".join(fix)]
             if strategy.get("chunks", 1) > 8:
                 args += ["--max-chunks", str(strategy["chunks"])]
-            machine = str(run.get("machine", data.get("machine")))
             if strategy.get("gpus_per_node"):
                 args += ["--gpus-per-node", str(strategy["gpus_per_node"])]
             elif "nvl72" in machine and devices % 72 and devices % 64 == 0:
@@ -123,6 +127,6 @@ if __name__ == "__main__":
         stack, argv = argv[1], argv[2:]
     chosen = argv or [
         p for p in sorted(glob.glob(os.path.join(ROOT, "validation", "*.yaml")))
-        if "pp:" in open(p).read() or "tp:" in open(p).read()
+        if states_a_layout(open(p).read())
     ]
     main(chosen, stack)

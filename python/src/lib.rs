@@ -1242,7 +1242,10 @@ fn machine_sources(py: Python<'_>, name: String) -> PyResult<Vec<(String, String
     let (_, rows) = py
         .detach(|| symshard::machine_sources(&name))
         .map_err(native_error)?;
-    Ok(rows.into_iter().map(|r| (r.path, r.value, r.source)).collect())
+    Ok(rows
+        .into_iter()
+        .map(|r| (r.path, r.value, r.source))
+        .collect())
 }
 
 /// An operator rule (a shipped name or a rule file; `rules`: a directory of rules loaded beside
@@ -1267,6 +1270,12 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("NativeError", m.py().get_type::<NativeError>())?;
     m.add_function(wrap_pyfunction!(run_json, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
+    // The search's defaults, so that the package states them as the library does.
+    m.add(
+        "DEFAULT_MAX_MICROBATCHES",
+        symshard::DEFAULT_MAX_MICROBATCHES,
+    )?;
+    m.add("DEFAULT_MAX_CHUNKS", symshard::search::DEFAULT_MAX_CHUNKS)?;
     m.add_function(wrap_pyfunction!(cost, m)?)?;
     m.add_function(wrap_pyfunction!(timeline, m)?)?;
     m.add_function(wrap_pyfunction!(sweep::sweep_points, m)?)?;

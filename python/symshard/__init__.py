@@ -1389,8 +1389,8 @@ def _report_command(
         ("gpus_per_node", None),
         ("memory", None),
         ("headroom", None),
-        ("max_microbatches", 512),
-        ("max_chunks", 8),
+        ("max_microbatches", _native.DEFAULT_MAX_MICROBATCHES),
+        ("max_chunks", _native.DEFAULT_MAX_CHUNKS),
     ):
         v = shape.get(key, options.get(key))
         if v is not None and v != default:

@@ -7,6 +7,8 @@ __all__ = [
     "NativeError",
     "run_json",
     "version",
+    "DEFAULT_MAX_MICROBATCHES",
+    "DEFAULT_MAX_CHUNKS",
     "Model",
     "Strategy",
     "Machine",
@@ -35,6 +37,11 @@ __all__ = [
     "machine_sources",
     "explain",
 ]
+
+DEFAULT_MAX_MICROBATCHES: int
+"""The largest micro-batch count `rank` tries unless told otherwise."""
+DEFAULT_MAX_CHUNKS: int
+"""The most interleaved chunks per device `rank` tries unless told otherwise."""
 
 _Exact = Union[int, Fraction]
 _Amount = Union[int, Fraction, str]

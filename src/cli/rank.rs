@@ -497,6 +497,11 @@ fn cell(r: &RankRow, knob: &str, own: String) -> String {
     }
 }
 
+/// Which stack a row is assumed to run on ([`crate::search::stack::Stack::of`]), as the notes
+/// under the table say it.
+const STACKS_ASSUMED: &str =
+    "ZeRO 2–3 as PyTorch FSDP, other model parallelism as Megatron, plain data parallelism as DDP";
+
 /// The line that says which rows tie with #1, if any.
 fn ties_line(rows: &[RankRow]) -> Option<String> {
     let tied: Vec<String> = rows
@@ -507,7 +512,7 @@ fn ties_line(rows: &[RankRow]) -> Option<String> {
     let first = rows.first()?;
     let example = rows.iter().find_map(|r| r.tie.as_ref())?;
     Some(format!(
-        "ties: {} {} behind #1 ({}) by less than validate's error for the stacks assumed, so the order is not significant (e.g. #{}: {example}); stacks assumed: ZeRO 2–3 as PyTorch FSDP, other model parallelism as Megatron, plain data parallelism as DDP",
+        "ties: {} {} behind #1 ({}) by less than validate's error for the stacks assumed, so the order is not significant (e.g. #{}: {example}); stacks assumed: {STACKS_ASSUMED}",
         tied.join(", "),
         if tied.len() == 1 { "is" } else { "are" },
         first.stack.label(),
@@ -521,21 +526,21 @@ fn ties_line(rows: &[RankRow]) -> Option<String> {
 fn other_stack_line(rows: &[RankRow], calib: &Calibration) -> Option<String> {
     let profile = calib.stack.as_ref()?;
     let label = profile.label.as_deref()?;
-    let others: Vec<&RankRow> = rows.iter().filter(|r| r.stack.label() != label).collect();
+    let own = crate::search::stack::Stack::from_label(label);
+    let others: Vec<&RankRow> = rows.iter().filter(|r| Some(r.stack) != own).collect();
     if others.is_empty() {
         return None;
     }
-    let mut stacks: Vec<&str> = others.iter().map(|r| r.stack.label()).collect();
-    stacks.sort_unstable();
-    stacks.dedup();
+    let stacks: std::collections::BTreeSet<&str> = others.iter().map(|r| r.stack.label()).collect();
     let ranks: Vec<String> = others.iter().map(|r| format!("#{}", r.rank)).collect();
+    let one = ranks.len() == 1;
     Some(format!(
-        "stack: --stack {} is a profile of {label} runs; {} {} another stack ({}: ZeRO 2–3 as PyTorch FSDP, other model parallelism as Megatron, plain data parallelism as DDP) and {} timed with {}'s overheads all the same; --stack auto times each row on the profile of the stack it assumes",
+        "stack: --stack {} is a profile of {label} runs; {} {} another stack ({}: {STACKS_ASSUMED}) and {} timed with {}'s overheads all the same; --stack auto times each row on the profile of the stack it assumes",
         profile.name,
         ranks.join(", "),
-        if ranks.len() == 1 { "assumes" } else { "assume" },
-        stacks.join(", "),
-        if ranks.len() == 1 { "is" } else { "are" },
+        if one { "assumes" } else { "assume" },
+        stacks.into_iter().collect::<Vec<_>>().join(", "),
+        if one { "is" } else { "are" },
         profile.name,
     ))
 }

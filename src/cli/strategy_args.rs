@@ -230,25 +230,21 @@ impl StrategyFlags {
             || self.node_dispatch
     }
 
-    /// Without a strategy ([`StrategyArgs::given`]): checks the machine flags given all the
-    /// same (`--calib`, `--stack`, `--memory`), so that a bad value is refused rather than
-    /// ignored, and returns a note naming those that only a strategy reads.
+    /// Without a strategy ([`StrategyFlags::given`]): checks the machine flags given all the
+    /// same (`--calib`, `--stack`, `--memory`, `--headroom`), as [`StrategyFlags::machine`] reads
+    /// them, so that a bad value is refused rather than ignored, and returns a note naming those
+    /// that only a strategy reads.
     pub fn unused_machine_flags(&self) -> Result<Option<String>, Error> {
-        let mut unused = Vec::new();
-        if self.machine.seconds() {
-            self.calibration()?;
-            unused.extend(self.machine.calib.as_ref().map(|_| "--calib"));
-            unused.extend(self.machine.stack.as_ref().map(|_| "--stack"));
-        }
-        if let Some(m) = &self.memory {
-            crate::search::steer::parse_memory(m)
-                .map_err(|e| Error::Usage(format!("--memory: {e}")))?;
-            unused.push("--memory");
-        }
-        if let Some(h) = &self.headroom {
-            crate::api::Headroom::parse(h)?;
-            unused.push("--headroom");
-        }
+        self.machine()?;
+        let unused: Vec<&str> = [
+            ("--calib", self.machine.calib.is_some()),
+            ("--stack", self.machine.stack.is_some()),
+            ("--memory", self.memory.is_some()),
+            ("--headroom", self.headroom.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(flag, given)| given.then_some(flag))
+        .collect();
         Ok((!unused.is_empty()).then(|| {
             format!(
                 "note: {} price a strategy's devices, and no strategy is given (--dp, --tp, --pp, … or --strategy): the model's totals below do not read them",

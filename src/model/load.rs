@@ -147,7 +147,8 @@ impl ModelLoader {
     /// Loads a model from its source text.
     pub fn load(&self, src: &Source) -> Result<Model> {
         let mut spec: ModelFile = src.parse()?;
-        let (graph_src, mut graph, family, doc) = self.graph_of(src, &mut spec)?;
+        let (graph_src, mut graph, family, doc) =
+            self.graph_of(src, spec.family.as_deref(), spec.graph.take())?;
         let dtype_bytes = match spec.dtype.as_deref() {
             None => 2,
             Some(d) => match Dtype::from_name(d) {
@@ -210,9 +211,10 @@ impl ModelLoader {
     fn graph_of(
         &self,
         src: &Source,
-        spec: &mut ModelFile,
+        family: Option<&str>,
+        graph: Option<GraphSpec>,
     ) -> Result<(Source, GraphSpec, Option<String>, String)> {
-        Ok(match (&spec.family, spec.graph.take()) {
+        Ok(match (family, graph) {
             (Some(f), None) => {
                 let fsrc = self.families.get(f).ok_or_else(|| {
                     let known: Vec<&str> = self.family_names().collect();
