@@ -32,8 +32,8 @@ pub use api::{
     CompareRequest, CompareSide, ComparedStrategy, Comparison, Cost, CostRequest, DeviceCost,
     DeviceOp, EngineNote, ExplainedBytes, ExplainedFlops, Explanation, Flops, Headroom, Knob,
     Machine, MachineEntry, Model, ModelEntry, ModelSource, OpCost, Part, PartialDomains, Pass,
-    Quantity, RankOptions, RankOptionsBuilder, RankResult, RankRow, SourcedNumber, StepSeconds,
-    Strategy, Timeline, TimelineInput, TimelineRequest, DEFAULT_MAX_MICROBATCHES,
+    Quantity, RankOptions, RankOptionsBuilder, RankResult, RankRow, SourcedNumber, StackSupports,
+    StepSeconds, Strategy, Timeline, TimelineInput, TimelineRequest, DEFAULT_MAX_MICROBATCHES,
 };
 pub use error::{Error, Result};
 /// The importers of foreign model formats (Hugging Face configs, ONNX graphs), part of model

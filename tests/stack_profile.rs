@@ -208,6 +208,31 @@ fn bad_profiles_are_refused_at_their_line() {
             "name: x\ndoc: d\nparameters:\n  kernel_overhead: {value: 5}\n",
             ":4:3: `kernel_overhead` = 5 s is above",
         ),
+        (
+            "supports-knob.yaml",
+            "name: x\ndoc: d\nparameters: {}\nsupports:\n  source: s\n  max:\n    mbs: 1\n",
+            ":7:5: unknown knob `mbs` (a stack's limits name dp, tp, pp, cp, ep, zero)",
+        ),
+        (
+            "supports-zero.yaml",
+            "name: x\ndoc: d\nparameters: {}\nsupports:\n  source: s\n  max: {zero: 4}\n",
+            ":6:9: `zero` = 4: expected 0 to 3",
+        ),
+        (
+            "supports-schedule.yaml",
+            "name: x\ndoc: d\nparameters: {}\nsupports:\n  source: s\n  schedules: [1f1b, pipedream]\n",
+            ":6:21: unknown value `pipedream` (known: gpipe, 1f1b,",
+        ),
+        (
+            "supports-empty.yaml",
+            "name: x\ndoc: d\nparameters: {}\nsupports:\n  source: s\n  precisions: []\n",
+            ":6:3: `precisions` lists nothing",
+        ),
+        (
+            "supports-source.yaml",
+            "name: x\ndoc: d\nparameters: {}\nsupports:\n  max: {zero: 1}\n",
+            ":5:3: supports: missing field `source`",
+        ),
     ];
     for (file, text, want) in cases {
         std::fs::write(dir.join(file), text).unwrap();

@@ -167,3 +167,19 @@ def test_stack_auto_prices_each_row_on_its_own_stacks_profile(cli, no_argv):
     )
     assert free.stack_profile is None
     assert free.rows[0].iteration_seconds < n.rows[0].iteration_seconds
+
+
+def test_a_named_stack_ranks_only_the_layouts_it_runs(cli, no_argv):
+    # megatron-lm-2021's `supports:` caps ZeRO at stage 1 (its distributed optimizer): the
+    # ranking reports the limits and holds no ZeRO 2–3 row, as `rank --stack` does.
+    machine = _native.Machine("h100-sxm", stack="megatron-lm-2021")
+    n = _native.rank(_native.Model("llama3-8b"), 64, top=5, machine=machine)
+    want = cli.json(
+        "rank", "llama3-8b", "--devices", "64", "--top", "5",
+        "--calib", "h100-sxm", "--stack", "megatron-lm-2021",
+    )
+    assert n.stack_supports == want["stack_supports"]["runs"]
+    assert "zero ≤ 1" in n.stack_supports
+    assert [r.strategy for r in n.rows] == [w["strategy"] for w in want["strategies"]]
+    assert all(w["zero"] <= 1 for w in want["strategies"])
+    assert _native.rank(_native.Model("llama3-8b"), 64, top=1).stack_supports is None

@@ -25,7 +25,7 @@ pub use machine::Machine;
 pub use model::{Model, ModelSource};
 pub use rank::{
     rank, AutoNote, EngineNote, Headroom, Knob, PartialDomains, RankOptions, RankOptionsBuilder,
-    RankResult, RankRow, DEFAULT_MAX_MICROBATCHES,
+    RankResult, RankRow, StackSupports, DEFAULT_MAX_MICROBATCHES,
 };
 pub use strategy::Strategy;
 pub use timeline::{timeline, Timeline, TimelineInput, TimelineRequest};

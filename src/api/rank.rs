@@ -655,6 +655,8 @@ pub struct RankResult {
     pub what_if: Option<crate::calib::whatif::WhatIf>,
     /// The stack profile added to the seconds.
     pub stack_profile: Option<String>,
+    /// The layouts the named stack profile runs, the only ones ranked (its `supports:`).
+    pub stack_supports: Option<StackSupports>,
     /// Where the seconds of the rows shown use the bf16 matmul curve for a low-precision
     /// recipe's GEMMs, once per precision ([`crate::calib::Calibration::borrowed_gemm_curve`]);
     /// empty when ranking by relative cost.
@@ -747,6 +749,8 @@ pub(crate) struct Document<'a, E: Serialize, W: Serialize> {
     what_if: &'a Option<crate::calib::whatif::WhatIf>,
     #[serde(skip_serializing_if = "Option::is_none")]
     stack_profile: &'a Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stack_supports: &'a Option<StackSupports>,
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     borrowed_curves: &'a [String],
     #[serde(serialize_with = "ser_rational")]
@@ -804,6 +808,7 @@ impl RankResult {
             calibration: &self.calibration,
             what_if: &self.what_if,
             stack_profile: &self.stack_profile,
+            stack_supports: &self.stack_supports,
             borrowed_curves: &self.borrowed_curves,
             memory_limit: &self.memory_limit,
             steering: &self.steering,
@@ -1015,6 +1020,16 @@ pub(crate) fn search_options(
         } else {
             Layouts::Both
         });
+    // A named stack profile ranks only the layouts its stack runs (its `supports:`).
+    let mut steer = opts.steer.clone();
+    if let Some(s) = machine
+        .calibration()
+        .stack
+        .as_ref()
+        .and_then(|p| p.supports.as_ref())
+    {
+        steer.restrict_to(s)?;
+    }
     let search = crate::search::RankOptions {
         devices: opts.devices,
         gpus_per_node,
@@ -1023,7 +1038,7 @@ pub(crate) fn search_options(
         max_microbatches: opts.max_microbatches.max(1),
         seconds: opts.by_seconds(),
         max_chunks: opts.max_chunks,
-        steer: opts.steer.clone(),
+        steer,
         pareto: opts.pareto,
         layouts,
     };
@@ -1036,6 +1051,35 @@ fn global_batch(model: &crate::model::Model, values: &Bindings) -> Rational {
         .batch_value(values)
         .cloned()
         .unwrap_or_else(|| Rational::from_integer(1.into()))
+}
+
+/// The layouts a named stack profile runs, as a ranking reports them.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct StackSupports {
+    /// The profile.
+    pub profile: String,
+    /// What it runs: `zero ≤ 1, cp ≤ 1; schedules 1f1b, interleaved-1f1b; precision bf16`.
+    pub runs: String,
+    /// Where the limits come from.
+    pub source: String,
+}
+
+impl StackSupports {
+    fn of(s: &crate::calib::stack::Supports) -> StackSupports {
+        StackSupports {
+            profile: s.profile.clone(),
+            runs: s.describe(),
+            source: s.source.clone(),
+        }
+    }
+
+    /// The line a ranking prints.
+    pub fn line(&self) -> String {
+        format!(
+            "supports: --stack {} runs {}; other layouts are not ranked (the profile's `supports:` cites where each limit comes from)",
+            self.profile, self.runs
+        )
+    }
 }
 
 /// The typed result of a search.
@@ -1077,6 +1121,7 @@ fn result_of(
         calibration: calib.name.clone(),
         what_if: calib.what_if.clone(),
         stack_profile: calib.stack_text(),
+        stack_supports: search.steer.supports.as_ref().map(StackSupports::of),
         borrowed_curves: if search.seconds {
             calib.borrowed_gemm_curves(rows.iter().map(|r| r.precision))
         } else {

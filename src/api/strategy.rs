@@ -448,6 +448,8 @@ impl Strategy {
             fp8_params,
             fp8_dispatch,
             node_dispatch,
+            // Set by a named stack profile when ranking, never by a knob string.
+            supports: _,
         } = steer;
         if any_precision {
             return Err(Error::Usage(format!(

@@ -12,7 +12,7 @@
 use crate::diag::Source;
 use crate::embedded;
 use crate::error::{Error, Result};
-use crate::strategy::Knobs;
+use crate::strategy::{Knobs, Precision, Schedule};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -237,6 +237,205 @@ pub struct ProfileFile {
     /// How well it fits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fit: Option<FitSummary>,
+    /// The layouts the stack runs; absent: every layout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supports: Option<SupportsFile>,
+}
+
+/// The knobs a `supports:` section may cap: the parallel degrees and the ZeRO stage.
+pub const SUPPORT_KNOBS: [&str; 6] = ["dp", "tp", "pp", "cp", "ep", "zero"];
+
+/// A profile's `supports:` section as a file states it: the layouts the software stack runs,
+/// each limit with its public source, so that `rank --stack NAME` ranks only those.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SupportsFile {
+    /// Where the limits come from (a repository's history, release notes, documentation).
+    pub source: String,
+    /// The largest value of each knob it runs ([`SUPPORT_KNOBS`]; absent: any).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub max: BTreeMap<String, u64>,
+    /// The pipeline schedules it runs where pp > 1 (absent: any).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedules: Option<Vec<String>>,
+    /// The precisions it trains in (absent: any).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precisions: Option<Vec<String>>,
+}
+
+/// The layouts a software stack runs, checked: `rank --stack NAME` ranks only these.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Supports {
+    /// The profile that states it.
+    pub profile: String,
+    /// Where the limits come from.
+    pub source: String,
+    /// The largest value of each knob, in [`SUPPORT_KNOBS`] order.
+    pub max: Vec<(&'static str, u64)>,
+    /// The pipeline schedules it runs where pp > 1 (`None`: any).
+    pub schedules: Option<Vec<Schedule>>,
+    /// The precisions it trains in (`None`: any).
+    pub precisions: Option<Vec<Precision>>,
+}
+
+impl SupportsFile {
+    /// Checks the section of profile `profile` read from `src` (at `supports:`): known knobs,
+    /// schedules and precisions, none listed empty, and a ZeRO stage of at most 3.
+    pub fn check(&self, profile: &str, src: &Source) -> Result<Supports> {
+        let at = |path: &[&str], m: String| {
+            let mut p = vec!["supports"];
+            p.extend_from_slice(path);
+            src.error_at(&p, m)
+        };
+        if self.source.trim().is_empty() {
+            return Err(at(
+                &["source"],
+                "`source` must say where the limits come from".into(),
+            ));
+        }
+        let mut max = Vec::new();
+        for (name, v) in &self.max {
+            let Some(knob) = SUPPORT_KNOBS.iter().find(|k| **k == name.as_str()) else {
+                return Err(at(
+                    &["max", name],
+                    format!(
+                        "unknown knob `{name}` (a stack's limits name {})",
+                        SUPPORT_KNOBS.join(", ")
+                    ),
+                ));
+            };
+            if *v == 0 || (*knob == "zero" && *v > 3) {
+                let range = if *knob == "zero" {
+                    "0 to 3"
+                } else {
+                    "at least 1"
+                };
+                return Err(at(
+                    &["max", name],
+                    format!("`{name}` = {v}: expected {range}"),
+                ));
+            }
+            max.push((*knob, *v));
+        }
+        max.sort_by_key(|(k, _)| SUPPORT_KNOBS.iter().position(|n| n == k));
+        let schedules = self
+            .schedules
+            .as_ref()
+            .map(|names| {
+                listed(names, "schedules", &at, |n| {
+                    Schedule::from_name(n).ok_or_else(|| {
+                        "gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-v, dualpipe, dualpipev"
+                            .to_string()
+                    })
+                })
+            })
+            .transpose()?;
+        let precisions = self
+            .precisions
+            .as_ref()
+            .map(|names| {
+                listed(names, "precisions", &at, |n| {
+                    Precision::from_name(n).ok_or_else(|| Precision::NAMES.to_string())
+                })
+            })
+            .transpose()?;
+        Ok(Supports {
+            profile: profile.to_string(),
+            source: self.source.clone(),
+            max,
+            schedules,
+            precisions,
+        })
+    }
+}
+
+/// The values of a `supports:` list, each parsed by `parse` (which gives the known names when
+/// it fails); an empty list is refused.
+fn listed<T>(
+    names: &[String],
+    field: &str,
+    at: &dyn Fn(&[&str], String) -> Error,
+    parse: impl Fn(&str) -> std::result::Result<T, String>,
+) -> Result<Vec<T>> {
+    if names.is_empty() {
+        return Err(at(
+            &[field],
+            format!("`{field}` lists nothing: leave it out to allow any"),
+        ));
+    }
+    names
+        .iter()
+        .map(|n| {
+            parse(n)
+                .map_err(|known| at(&[field, n], format!("unknown value `{n}` (known: {known})")))
+        })
+        .collect()
+}
+
+impl Supports {
+    /// Whether the stack runs a strategy of knobs `k`.
+    pub fn allows(&self, k: &Knobs) -> bool {
+        self.refuses(k).is_none()
+    }
+
+    /// What in knobs `k` the stack does not run (`zero = 3 (above 1)`, `the gpipe schedule`),
+    /// the first in the section's order; `None` where it runs them.
+    pub fn refuses(&self, k: &Knobs) -> Option<String> {
+        if let Some((name, m)) = self.max.iter().find(|(n, m)| knob_value(k, n) > *m) {
+            return Some(format!("{name} = {} (above {m})", knob_value(k, name)));
+        }
+        if k.pp > 1
+            && self
+                .schedules
+                .as_ref()
+                .is_some_and(|s| !s.contains(&k.schedule))
+        {
+            return Some(format!("the {} schedule", k.schedule));
+        }
+        if self
+            .precisions
+            .as_ref()
+            .is_some_and(|p| !p.contains(&k.precision))
+        {
+            return Some(format!("precision {}", k.precision));
+        }
+        None
+    }
+
+    /// What it allows, as a header prints it: `zero ≤ 1, cp ≤ 1; schedules 1f1b,
+    /// interleaved-1f1b; precision bf16`.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if !self.max.is_empty() {
+            let caps: Vec<String> = self.max.iter().map(|(n, m)| format!("{n} ≤ {m}")).collect();
+            parts.push(caps.join(", "));
+        }
+        if let Some(s) = &self.schedules {
+            let names: Vec<String> = s.iter().map(|s| s.to_string()).collect();
+            parts.push(format!("schedules {}", names.join(", ")));
+        }
+        if let Some(p) = &self.precisions {
+            let names: Vec<String> = p.iter().map(|p| p.to_string()).collect();
+            parts.push(format!("precision {}", names.join(", ")));
+        }
+        if parts.is_empty() {
+            "every layout".to_string()
+        } else {
+            parts.join("; ")
+        }
+    }
+}
+
+/// The value of a [`SUPPORT_KNOBS`] knob in `k`.
+pub fn knob_value(k: &Knobs, name: &str) -> u64 {
+    match name {
+        "dp" => k.dp,
+        "tp" => k.tp,
+        "pp" => k.pp,
+        "cp" => k.cp,
+        "ep" => k.ep,
+        _ => u64::from(k.zero),
+    }
 }
 
 /// A loaded, checked profile.
@@ -250,6 +449,8 @@ pub struct StackProfile {
     pub fit_set: Vec<FitRows>,
     /// Seconds per parameter; zero for those the file leaves out.
     pub values: BTreeMap<Param, f64>,
+    /// The layouts the stack runs (`None`: every layout).
+    pub supports: Option<Supports>,
 }
 
 impl StackProfile {
@@ -260,6 +461,7 @@ impl StackProfile {
             label: None,
             fit_set: Vec::new(),
             values,
+            supports: None,
         }
     }
 
@@ -311,11 +513,17 @@ impl StackProfile {
             }
             values.insert(p, v);
         }
+        let supports = file
+            .supports
+            .as_ref()
+            .map(|s| s.check(&file.name, src))
+            .transpose()?;
         Ok(StackProfile {
             name: file.name,
             label: file.label,
             fit_set: file.fit_set,
             values,
+            supports,
         })
     }
 

@@ -748,6 +748,9 @@ fn print_header(r: &Ranked) {
     }
     if out.stack_profile.is_some() || out.simulated > 0 || out.by_seconds {
         println!("{}", units::stack_line(out.stack_profile.as_deref()));
+        if let Some(s) = &out.stack_supports {
+            println!("{}", s.line());
+        }
         for line in &out.borrowed_curves {
             println!("{line}");
         }

@@ -1408,6 +1408,11 @@ pub fn html(input: &ReportInput) -> Result<String> {
             "<p>{}</p>",
             esc(&units::stack_line(r["stack_profile"].as_str()))
         );
+        if let Ok(s) =
+            serde_json::from_value::<crate::api::StackSupports>(r["stack_supports"].clone())
+        {
+            let _ = writeln!(h, "<p>{}</p>", esc(&s.line()));
+        }
         for line in r["borrowed_curves"].as_array().into_iter().flatten() {
             let _ = writeln!(
                 h,

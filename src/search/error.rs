@@ -125,6 +125,16 @@ pub enum SteerError {
         /// The device memory in bytes.
         capacity: String,
     },
+    /// A fixed knob outside the layouts the named stack profile runs.
+    #[error("--fix {item}: the stack profile `{profile}` (--stack) does not run it; it runs {supports} (its `supports:`). Drop the fix, or rank on another profile (--stack auto, or none)")]
+    Unsupported {
+        /// The fixed item, `zero=3`.
+        item: String,
+        /// The profile.
+        profile: String,
+        /// What it runs.
+        supports: String,
+    },
 }
 
 /// Why a per-operator search, a ranking or a comparison fails.
@@ -470,6 +480,14 @@ pub enum Rejection {
         /// Tensor-parallel degree.
         tp: u64,
     },
+    /// The named stack profile's stack does not run it (its `supports:`).
+    #[error("{profile} does not run {what}")]
+    NotRunByStack {
+        /// The profile (`--stack NAME`).
+        profile: String,
+        /// What it does not run: `zero = 3 (above 1)`, `the gpipe schedule`.
+        what: String,
+    },
     /// The strategy cannot run.
     #[error(transparent)]
     Strategy(#[from] StrategyError),
@@ -482,6 +500,7 @@ impl Rejection {
             Rejection::BatchNotDivisible { .. } => "global batch not divisible by dp",
             Rejection::NoAutoLayout { .. } => "auto layout search failed",
             Rejection::AutoIsAnnotated { .. } => "auto layout same as the annotated one",
+            Rejection::NotRunByStack { .. } => "not run by the --stack profile's stack",
             Rejection::Strategy(e) => e.kind(),
         }
     }

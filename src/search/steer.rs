@@ -2,6 +2,7 @@
 //! `--max tp=8`), and memory given with units (`75GB`, `80GiB`) or as headroom (`10%`).
 
 use super::error::SteerError;
+use crate::calib::stack::Supports;
 use crate::strategy::{Knobs, Overlap, PipelineSplit, Precision, Recompute, Schedule};
 use crate::sym::Rational;
 use std::fmt;
@@ -80,6 +81,10 @@ pub struct Steer {
     /// Node-limited, two-tier dispatch (`--fix node-dispatch=on`), where it applies: expert
     /// parallelism ([`Knobs::node_dispatch`]).
     pub node_dispatch: Option<bool>,
+    /// The layouts the named stack profile runs (`rank --stack NAME`, its `supports:`):
+    /// strategies outside them are rejected ([`Steer::stack_refuses`]; [`Steer::allows`] does
+    /// not look at it).
+    pub supports: Option<Supports>,
 }
 
 /// The knob names `--fix` and `--max` accept, with what each means.
@@ -456,6 +461,41 @@ impl Steer {
             && self.pipeline_split.is_none_or(|p| p == k.pipeline_split)
     }
 
+    /// What in knobs `k` the named stack profile's stack does not run ([`Supports::refuses`]),
+    /// with the profile's name: apart from [`Steer::allows`], so that `rank` counts such
+    /// strategies as rejected instead of leaving them out silently.
+    pub fn stack_refuses(&self, k: &Knobs) -> Option<(String, String)> {
+        let s = self.supports.as_ref()?;
+        s.refuses(k).map(|what| (s.profile.clone(), what))
+    }
+
+    /// Ranks only the layouts a stack runs: refused where a fixed knob lies outside them.
+    pub fn restrict_to(&mut self, s: &Supports) -> Result<(), SteerError> {
+        let outside = |item: String| SteerError::Unsupported {
+            item,
+            profile: s.profile.clone(),
+            supports: s.describe(),
+        };
+        for (name, m) in &s.max {
+            let fixed = self.bounds().into_iter().find(|(n, _)| n == name);
+            if let Some(f) = fixed.and_then(|(_, b)| b.fixed).filter(|f| f > m) {
+                return Err(outside(format!("{name}={f}")));
+            }
+        }
+        if let (Some(x), Some(list)) = (self.schedule, &s.schedules) {
+            if !list.contains(&x) {
+                return Err(outside(format!("schedule={x}")));
+            }
+        }
+        if let (Some(p), Some(list)) = (self.precision, &s.precisions) {
+            if !list.contains(&p) {
+                return Err(outside(format!("precision={p}")));
+            }
+        }
+        self.supports = Some(s.clone());
+        Ok(())
+    }
+
     /// The constraints as `--fix`/`--max` would state them.
     pub fn describe(&self) -> String {
         let mut fix = Vec::new();
@@ -523,7 +563,12 @@ impl Steer {
 
 impl fmt::Display for Steer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.describe())
+        let given = self.describe();
+        match &self.supports {
+            Some(s) if given.is_empty() => write!(f, "--stack {} ({})", s.profile, s.describe()),
+            Some(s) => write!(f, "{given} on --stack {} ({})", s.profile, s.describe()),
+            None => f.write_str(&given),
+        }
     }
 }
 

@@ -294,7 +294,20 @@ pub fn iteration_seconds(
 /// names it (`None`: profile-free, no profile asked for).
 pub fn stack_profile_text(table: &Calibration, k: &Knobs) -> Option<String> {
     if table.per_row.is_none() {
-        return table.stack_text();
+        let outside = table
+            .stack
+            .as_ref()
+            .and_then(|p| p.supports.as_ref())
+            .filter(|s| !s.allows(k));
+        return match outside {
+            Some(s) => table.stack_text().map(|t| {
+                format!(
+                    "{t}; this stack does not run this layout (it runs {}: the profile's `supports:`), so its seconds are an extrapolation",
+                    s.describe()
+                )
+            }),
+            None => table.stack_text(),
+        };
     }
     let stack = crate::calib::stack::Stack::of(k);
     let profile = table

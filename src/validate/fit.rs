@@ -10,7 +10,9 @@
 //! row, when there is one source) left out of the fit and predicted by the rest.
 
 use super::{run_file_with, Measure};
-use crate::calib::stack::{FitRows, FitSummary, Param, ParamEntry, ProfileFile, StackProfile};
+use crate::calib::stack::{
+    FitRows, FitSummary, Param, ParamEntry, ProfileFile, StackProfile, SupportsFile,
+};
 use crate::diag::Source;
 use crate::error::{Error, Result};
 use serde::Deserialize;
@@ -33,6 +35,9 @@ struct FitSetFile {
     parameters: Option<Vec<String>>,
     /// The rows.
     fit_set: Vec<FitRows>,
+    /// The layouts the stack runs, copied into the profile (absent: every layout).
+    #[serde(default)]
+    supports: Option<SupportsFile>,
 }
 
 /// One validation file of a fit set, loaded.
@@ -56,6 +61,8 @@ pub struct FitSet {
     label: Option<String>,
     params: Vec<Param>,
     files: Vec<FitFile>,
+    /// The layouts the stack runs, as the fit-set file states them (checked).
+    supports: Option<SupportsFile>,
     /// The fit-set file, where one names the files (`None`: a validation file fitted whole).
     src: Option<Source>,
 }
@@ -123,6 +130,7 @@ impl FitSet {
                     named: path.display().to_string(),
                     item: None,
                 }],
+                supports: None,
                 src: None,
             });
         }
@@ -143,6 +151,9 @@ impl FitSet {
         if file.fit_set.is_empty() {
             return Err(src.error_at(&["fit_set"], "a fit set names at least one file"));
         }
+        if let Some(s) = &file.supports {
+            s.check(&file.name, &src)?;
+        }
         let dir = path.parent().unwrap_or(Path::new("."));
         let mut files = Vec::new();
         for (i, f) in file.fit_set.iter().enumerate() {
@@ -162,6 +173,7 @@ impl FitSet {
             label: file.label,
             params,
             files,
+            supports: file.supports,
             src: Some(src),
         })
     }
@@ -379,6 +391,7 @@ impl FitSet {
                 in_sample_error: round_sig(in_sample),
                 leave_one_out_error: loo.map(round_sig),
             }),
+            supports: self.supports.clone(),
         }
     }
 }

@@ -335,6 +335,10 @@ impl<'a> Pricer<'a> {
                         if !steer.allows(&k, per_dp / m) {
                             continue;
                         }
+                        if let Some((profile, what)) = steer.stack_refuses(&k) {
+                            out.push(Err(Rejection::NotRunByStack { profile, what }));
+                            continue;
+                        }
                         if let Err(e) = crate::strategy::check_knobs(&k) {
                             out.push(Err(e.into()));
                             continue;
