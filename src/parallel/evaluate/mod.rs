@@ -138,9 +138,6 @@ pub fn microbatch_bindings(model: &Model, values: &Bindings, k: &Knobs) -> Bindi
     b
 }
 
-/// Context-parallel ring bytes one rank sends per micro-batch: the forward pass's (cp − 1)
-/// steps of keys and values, the backward pass's twice that (the keys and values again and
-/// their gradients), and the forward's again where recomputation reruns the attention.
 /// Evaluates every block of an analysis for one microbatch, operator by operator (the
 /// reference [`block_numbers_summed`] is held to).
 /// `kernels` prices what the blocks' kernels take beyond their FLOPs (the table's
@@ -150,16 +147,7 @@ pub fn block_numbers(
     b: &Bindings,
     kernels: &KernelEfficiency,
 ) -> Result<Vec<BlockNumbers>, StrategyError> {
-    let at = At {
-        bindings: b,
-        fix: None,
-    };
-    let numbers = a
-        .blocks
-        .iter()
-        .map(|blk| block_of(blk, None, &at, kernels))
-        .collect();
-    routed(a, b, numbers)
+    each_block(a, b, None, kernels)
 }
 
 /// [`block_numbers`] with each amount's formula in the model's symbols ([`Fix`]).
@@ -169,10 +157,17 @@ pub fn block_numbers_traced(
     fix: &Fix,
     kernels: &KernelEfficiency,
 ) -> Result<Vec<BlockNumbers<Traced>>, StrategyError> {
-    let at = At {
-        bindings: b,
-        fix: Some(fix),
-    };
+    each_block(a, b, Some(fix), kernels)
+}
+
+/// [`block_numbers`] over any [`Priced`] number: values, or formulas where `fix` is given.
+fn each_block<T: Priced>(
+    a: &Analysis,
+    b: &Bindings,
+    fix: Option<&Fix>,
+    kernels: &KernelEfficiency,
+) -> Result<Vec<BlockNumbers<T>>, StrategyError> {
+    let at = At { bindings: b, fix };
     let numbers = a
         .blocks
         .iter()

@@ -346,16 +346,8 @@ pub(super) fn stages_to_price(
         return (0..plan.stages).collect();
     }
     let place = |s: usize| plan.place(s, k.pp);
-    let fly = |s: usize| match k.schedule {
-        Schedule::Gpipe => k.microbatches,
-        Schedule::ZeroBubbleH1 => k.microbatches.min(k.pp),
-        Schedule::DualPipe => k.pp + 1,
-        Schedule::ZeroBubbleV => {
-            crate::strategy::schedule::zero_bubble_v_held(s, k.pp as usize, k.microbatches as usize)
-        }
-        Schedule::DualPipeV => crate::strategy::schedule::dualpipe_v_held(k.pp as usize),
-        _ => k.microbatches.min(k.pp - s as u64),
-    };
+    // The micro-batches a stage holds, which its memory depends on besides its place.
+    let fly = |s: usize| crate::parallel::amount::in_flight::<Rational>(k, plan.v, s);
     // Under DualPipe a stage stands for its rank, whose place is its two stages'.
     let at = |s: usize| (place(s), dualpipe_mirror(k, s).map(place));
     let mut pick: Vec<usize> = Vec::new();

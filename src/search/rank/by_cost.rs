@@ -139,19 +139,13 @@ pub(super) fn rank_by_cost(
         evaluated,
         feasible,
         rejected,
-        failed: Failed::default(),
-        simulated: 0,
         balance_range,
         search_seconds: start.elapsed().as_secs_f64(),
         pareto,
         smallest,
         cheapest,
-        auto_layouts: Vec::new(),
-        auto_failed: BTreeMap::new(),
-        auto_same: Vec::new(),
-        auto_seconds: 0.0,
-        egraph_layouts: Vec::new(),
-        egraph_failed: BTreeMap::new(),
+        // Nothing simulated; failures, the auto layouts and the e-graph's are the caller's.
+        ..RankResult::default()
     }
 }
 

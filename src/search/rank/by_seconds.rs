@@ -103,19 +103,14 @@ pub(super) fn rank_by_seconds(
         evaluated: search.evaluated,
         feasible: search.feasible,
         rejected: search.rejected,
-        failed: Failed::default(),
         simulated: simulated.into_inner(),
         balance_range,
         search_seconds: search.start.elapsed().as_secs_f64(),
         pareto,
         smallest,
         cheapest,
-        auto_layouts: Vec::new(),
-        auto_failed: BTreeMap::new(),
-        auto_same: Vec::new(),
-        auto_seconds: 0.0,
-        egraph_layouts: Vec::new(),
-        egraph_failed: BTreeMap::new(),
+        // Failures, the auto layouts and the e-graph's are filled in by the caller.
+        ..RankResult::default()
     })
 }
 

@@ -178,7 +178,7 @@ impl RankedRow {
 }
 
 /// The result of a search.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct RankResult {
     /// Ranked rows (feasible first).
     pub rows: Vec<RankedRow>,
