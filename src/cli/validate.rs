@@ -26,6 +26,15 @@ pub struct ValidateArgs {
     /// (as `rank` prices each row). Default: none, profile-free.
     #[arg(long, value_name = "NAME|FILE")]
     pub stack: Option<String>,
+    /// Instead of the step-time errors, where `rank` places each published layout: every
+    /// step-time row of 8 devices or more is ranked on its model, sizes, devices and machine
+    /// (by simulated seconds, the first 100 rows, the whole device memory usable, the run's
+    /// precision, overlaps, recomputation, sequence parallelism and pipeline split fixed for
+    /// every layout), and the first row with its degrees, ZeRO stage, chunks and (where stated)
+    /// micro-batches is its place. Default files: the shipped ones with a tensor- or
+    /// pipeline-parallel row.
+    #[arg(long)]
+    pub places: bool,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
@@ -47,6 +56,14 @@ pub fn run(args: ValidateArgs) -> Result<(), Error> {
         }
         v
     };
+    if args.places {
+        return places(
+            &sources,
+            args.files.is_empty(),
+            args.stack.as_deref(),
+            args.format,
+        );
+    }
     // `auto`: each file on the shipped profile labelled with its stack; `none`: none.
     let profiles: Vec<StackProfile> = match args.stack.as_deref() {
         None | Some(crate::calib::STACK_NONE) => Vec::new(),
@@ -368,4 +385,87 @@ fn print_split(p: &StackProfile, applied: &[&FileOutcome], free: &[&FileOutcome]
             }
         );
     }
+}
+
+/// `validate --places`: the place of each published layout in `rank`'s order, on the stack
+/// profiles `stack` names; of the files with a tensor- or pipeline-parallel row when
+/// `model_parallel_only` (the shipped set).
+fn places(
+    sources: &[(String, Source)],
+    model_parallel_only: bool,
+    stack: Option<&str>,
+    format: Format,
+) -> Result<(), Error> {
+    let mut all = Vec::new();
+    for (name, src) in sources {
+        if model_parallel_only && !has_model_parallel_row(src)? {
+            continue;
+        }
+        all.extend(crate::validate::places::places(name, src, stack)?);
+    }
+    match format {
+        Format::Json => print_json(&all)?,
+        Format::Table => print_places(&all, stack),
+    }
+    Ok(())
+}
+
+/// Whether a validation file has a row with tensor or pipeline parallelism.
+fn has_model_parallel_row(src: &Source) -> Result<bool, Error> {
+    let raw: serde_yaml::Value = src.parse()?;
+    let runs = raw["runs"].as_sequence().map(Vec::as_slice).unwrap_or(&[]);
+    Ok(runs.iter().any(|r| {
+        ["tp", "pp"]
+            .iter()
+            .any(|k| r["strategy"][*k].as_u64().is_some_and(|d| d > 1))
+    }))
+}
+
+fn print_places(all: &[crate::validate::places::Place], stack: Option<&str>) {
+    use crate::validate::places::TOP;
+    println!(
+        "where rank places the published layouts: by simulated seconds, the first {TOP} rows, the whole device memory usable, each run's settings fixed; {}",
+        match stack.filter(|s| *s != crate::calib::STACK_NONE) {
+            Some(s) => format!("on --stack {s}"),
+            None => "profile-free".to_string(),
+        }
+    );
+    let mut file = "";
+    for p in all {
+        if p.file != file {
+            file = &p.file;
+            println!("{file}");
+        }
+        let place = match (&p.refused, p.place, p.seconds) {
+            (Some(why), ..) => format!("rank refused: {why}"),
+            (None, Some(n), Some(s)) => format!("#{n} ({s:.3} s)"),
+            _ => format!("not in the first {TOP}"),
+        };
+        let first = match &p.first {
+            Some((k, s)) => format!("; #1 {k} ({s:.3} s)"),
+            None if p.refused.is_none() => "; nothing ranked".to_string(),
+            None => String::new(),
+        };
+        println!("  {}: published {}: {place}{first}", p.row, p.published);
+    }
+    let placed: Vec<usize> = all.iter().filter_map(|p| p.place).collect();
+    let refused = all.iter().filter(|p| p.refused.is_some()).count();
+    let ranked = all.len() - refused;
+    let within = |n: usize| placed.iter().filter(|&&p| p <= n).count();
+    let mut sorted = placed.clone();
+    sorted.sort_unstable();
+    let median = sorted.get(sorted.len().saturating_sub(1) / 2);
+    println!(
+        "{ranked} published layouts ranked: {} first, {} in the first 10, {} in the first {TOP}, {} below{}{}",
+        within(1),
+        within(10),
+        placed.len(),
+        ranked - placed.len(),
+        median.map_or(String::new(), |m| format!("; median place of those placed #{m}")),
+        if refused > 0 {
+            format!("; {refused} refused by rank")
+        } else {
+            String::new()
+        }
+    );
 }

@@ -7,6 +7,7 @@
 
 pub mod fit;
 pub mod independence;
+pub mod places;
 
 use crate::calib::stack::StackProfile;
 use crate::calib::Calibration;
@@ -414,14 +415,18 @@ fn band_range(
     Ok((lo, hi, fitting))
 }
 
-/// Predicts `run` (row `idx` of `src`) on `calib`.
-fn predict(
-    run: Run,
-    loader: &mut ModelLoader,
-    calib: &Calibration,
-    src: &Source,
-    idx: &str,
-) -> Result<Predicted> {
+/// A row as it runs: its model with the row's settings, the sizes it sets, its strategy and its
+/// knobs at the model's global batch.
+pub(crate) struct RowSetup {
+    pub(crate) model: crate::model::Model,
+    pub(crate) values: crate::sym::Bindings,
+    pub(crate) strategy: crate::strategy::StrategyArgs,
+    pub(crate) knobs: crate::strategy::Knobs,
+    pub(crate) batch: crate::sym::Rational,
+}
+
+/// Sets `run` (row `idx` of `src`) up: its model, sizes, strategy and knobs.
+fn row_setup(run: Run, loader: &mut ModelLoader, src: &Source, idx: &str) -> Result<RowSetup> {
     let at = |field: &str, msg: String| src.error_at(&["runs", idx, field], msg);
     configure_loader(&run, loader, &at)?;
     let model = loader
@@ -452,6 +457,32 @@ fn predict(
     let knobs = strategy
         .knobs_for_batch(&batch)
         .map_err(|e| at("strategy", e.to_string()))?;
+    Ok(RowSetup {
+        model,
+        values,
+        strategy,
+        knobs,
+        batch,
+    })
+}
+
+/// Predicts `run` (row `idx` of `src`) on `calib`.
+fn predict(
+    run: Run,
+    loader: &mut ModelLoader,
+    calib: &Calibration,
+    src: &Source,
+    idx: &str,
+) -> Result<Predicted> {
+    let at = |field: &str, msg: String| src.error_at(&["runs", idx, field], msg);
+    let measure_of = run.measure;
+    let RowSetup {
+        model,
+        values,
+        strategy,
+        knobs,
+        batch,
+    } = row_setup(run, loader, src, idx)?;
     let layout = Layout {
         sequence_parallel: knobs.sequence_parallel,
         tp_overrides: strategy.splits,
@@ -466,7 +497,7 @@ fn predict(
         &calib.memory_bytes(),
     )
     .map_err(|e| at("strategy", e.to_string()))?;
-    let predicted = measure(&plan, calib, run.measure).map_err(|e| at("measure", e.to_string()))?;
+    let predicted = measure(&plan, calib, measure_of).map_err(|e| at("measure", e.to_string()))?;
     let batch_and_sequence = [model.batch.as_deref(), model.roles.sequence.as_deref()]
         .into_iter()
         .flatten()
@@ -482,7 +513,7 @@ fn predict(
             .collect::<Vec<_>>()
             .join(" "),
         knobs.devices(),
-        run.measure
+        measure_of
     );
     Ok(Predicted {
         predicted,
