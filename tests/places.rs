@@ -69,6 +69,35 @@ fn a_named_stack_places_among_the_layouts_it_runs() {
     let on = places(&["--stack", "megatron-lm-2021"]);
     assert!(!zero_above_1(&on), "{on:?}");
     assert!(on.iter().all(|p| p["refused"].is_null()));
+    // NVIDIA's DGX Cloud Llama 3.1 rows run context parallelism (cp = 2), which Megatron-LM
+    // gained in 2023: not ranked on the 2021 profile, and said why.
+    let path = format!(
+        "{}/validation/nvidia-dgxc-h100.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let doc = json(&[
+        "validate",
+        "--places",
+        &path,
+        "--stack",
+        "megatron-lm-2021",
+        "--format",
+        "json",
+    ]);
+    let cp: Vec<&serde_json::Value> = doc
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["published"].as_str().unwrap().contains("cp=2"))
+        .collect();
+    assert!(!cp.is_empty());
+    for p in cp {
+        assert_eq!(
+            p["refused"], "--stack megatron-lm-2021 does not run cp = 2 (above 1)",
+            "{p}"
+        );
+        assert!(p["place"].is_null() && p["first"].is_null(), "{p}");
+    }
 }
 
 #[test]

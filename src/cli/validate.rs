@@ -437,7 +437,7 @@ fn print_places(all: &[crate::validate::places::Place], stack: Option<&str>) {
             println!("{file}");
         }
         let place = match (&p.refused, p.place, p.seconds) {
-            (Some(why), ..) => format!("rank refused: {why}"),
+            (Some(why), ..) => format!("not ranked: {why}"),
             (None, Some(n), Some(s)) => format!("#{n} ({s:.3} s)"),
             _ => format!("not in the first {TOP}"),
         };
@@ -463,7 +463,7 @@ fn print_places(all: &[crate::validate::places::Place], stack: Option<&str>) {
         ranked - placed.len(),
         median.map_or(String::new(), |m| format!("; median place of those placed #{m}")),
         if refused > 0 {
-            format!("; {refused} refused by rank")
+            format!("; {refused} not ranked (the --stack profile's stack does not run them, or rank refused)")
         } else {
             String::new()
         }

@@ -37,7 +37,8 @@ pub struct Place {
     pub seconds: Option<f64>,
     /// The first row's strategy and simulated seconds.
     pub first: Option<(String, f64)>,
-    /// Why `rank` refused the row's search, where it did.
+    /// Why the layout was not ranked, where it was not: the stack profile named does not run
+    /// it (its `supports:`), or `rank` refused the search.
     pub refused: Option<String>,
 }
 
@@ -81,6 +82,23 @@ pub fn places(name: &str, src: &Source, stack: Option<&str>) -> Result<Vec<Place
             .fix_text(&settings(k))
             .build()?;
         let published = k.describe(Some(&setup.batch));
+        let supports = machine
+            .calibration()
+            .stack
+            .as_ref()
+            .and_then(|p| p.supports.as_ref());
+        if let Some(why) = supports.and_then(|s| Some((s, s.refuses(k)?))) {
+            out.push(Place {
+                file: name.to_string(),
+                row,
+                published,
+                place: None,
+                seconds: None,
+                first: None,
+                refused: Some(format!("--stack {} does not run {}", why.0.profile, why.1)),
+            });
+            continue;
+        }
         let ranked = crate::api::search_options(&setup.model, &setup.values, &machine, &opts)
             .and_then(|(search, _)| {
                 crate::search::rank(&setup.model, &setup.values, machine.calibration(), &search)
@@ -96,7 +114,7 @@ pub fn places(name: &str, src: &Source, stack: Option<&str>) -> Result<Vec<Place
                     place: None,
                     seconds: None,
                     first: None,
-                    refused: Some(e.to_string()),
+                    refused: Some(format!("rank refused: {e}")),
                 });
                 continue;
             }
