@@ -149,6 +149,28 @@ fn calibrate_carries_supports_from_the_fit_set_into_the_profile() {
     assert_eq!(s.source, "a changelog");
     assert_eq!(s.max, vec![("tp", 8), ("zero", 1)]);
     assert_eq!(s.describe(), "tp ≤ 8, zero ≤ 1; schedules 1f1b");
+    // A stack without any ZeRO sharding states `zero: 0`.
+    std::fs::write(
+        dir.join("zero0.yaml"),
+        "name: z\ndoc: d\nparameters: {}\nsupports:\n  source: s\n  max: {zero: 0, cp: 1}\n",
+    )
+    .unwrap();
+    let z = StackProfile::load(&Source::read(&dir.join("zero0.yaml")).unwrap()).unwrap();
+    assert_eq!(z.supports.unwrap().describe(), "cp ≤ 1, zero ≤ 0");
+    let err = refused_in(
+        &dir,
+        &[
+            "rank",
+            "gpt3-125m",
+            "--devices",
+            "8",
+            "--stack",
+            "zero0.yaml",
+            "--fix",
+            "zero=1",
+        ],
+    );
+    assert!(err.contains("--fix zero=1: the stack profile `z`"), "{err}");
     // A bad section in the fit set is refused at its line before anything is fitted.
     std::fs::write(
         dir.join("bad.yaml"),

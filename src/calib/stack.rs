@@ -304,12 +304,9 @@ impl SupportsFile {
                     ),
                 ));
             };
-            if *v == 0 || (*knob == "zero" && *v > 3) {
-                let range = if *knob == "zero" {
-                    "0 to 3"
-                } else {
-                    "at least 1"
-                };
+            let zero = *knob == "zero";
+            if (zero && *v > 3) || (!zero && *v == 0) {
+                let range = if zero { "0 to 3" } else { "at least 1" };
                 return Err(at(
                     &["max", name],
                     format!("`{name}` = {v}: expected {range}"),
