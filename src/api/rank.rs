@@ -1022,12 +1022,7 @@ pub(crate) fn search_options(
         });
     // A named stack profile ranks only the layouts its stack runs (its `supports:`).
     let mut steer = opts.steer.clone();
-    if let Some(s) = machine
-        .calibration()
-        .stack
-        .as_ref()
-        .and_then(|p| p.supports.as_ref())
-    {
+    if let Some(s) = machine.calibration().stack_supports() {
         steer.restrict_to(s)?;
     }
     let search = crate::search::RankOptions {

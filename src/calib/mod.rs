@@ -947,6 +947,12 @@ impl Calibration {
         }
     }
 
+    /// The layouts the stack profile named for every strategy (`--stack NAME`) runs, where it
+    /// says ([`stack::Supports`]); `None` under per-row profiles or none.
+    pub fn stack_supports(&self) -> Option<&stack::Supports> {
+        self.stack.as_ref().and_then(|p| p.supports.as_ref())
+    }
+
     /// [`Calibration::profile_on`] for the stack a strategy of knobs `k` assumes
     /// ([`stack::Stack::of`]).
     pub fn profile_for(&self, k: &crate::strategy::Knobs) -> Option<&stack::StackProfile> {

@@ -370,11 +370,6 @@ fn listed<T>(
 }
 
 impl Supports {
-    /// Whether the stack runs a strategy of knobs `k`.
-    pub fn allows(&self, k: &Knobs) -> bool {
-        self.refuses(k).is_none()
-    }
-
     /// What in knobs `k` the stack does not run (`zero = 3 (above 1)`, `the gpipe schedule`),
     /// the first in the section's order; `None` where it runs them.
     pub fn refuses(&self, k: &Knobs) -> Option<String> {

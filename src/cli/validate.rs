@@ -398,27 +398,18 @@ fn places(
 ) -> Result<(), Error> {
     let mut all = Vec::new();
     for (name, src) in sources {
-        if model_parallel_only && !has_model_parallel_row(src)? {
-            continue;
-        }
-        all.extend(crate::validate::places::places(name, src, stack)?);
+        all.extend(crate::validate::places::places(
+            name,
+            src,
+            stack,
+            model_parallel_only,
+        )?);
     }
     match format {
         Format::Json => print_json(&all)?,
         Format::Table => print_places(&all, stack),
     }
     Ok(())
-}
-
-/// Whether a validation file has a row with tensor or pipeline parallelism.
-fn has_model_parallel_row(src: &Source) -> Result<bool, Error> {
-    let raw: serde_yaml::Value = src.parse()?;
-    let runs = raw["runs"].as_sequence().map(Vec::as_slice).unwrap_or(&[]);
-    Ok(runs.iter().any(|r| {
-        ["tp", "pp"]
-            .iter()
-            .any(|k| r["strategy"][*k].as_u64().is_some_and(|d| d > 1))
-    }))
 }
 
 fn print_places(all: &[crate::validate::places::Place], stack: Option<&str>) {
@@ -448,13 +439,12 @@ fn print_places(all: &[crate::validate::places::Place], stack: Option<&str>) {
         };
         println!("  {}: published {}: {place}{first}", p.row, p.published);
     }
-    let placed: Vec<usize> = all.iter().filter_map(|p| p.place).collect();
+    let mut placed: Vec<usize> = all.iter().filter_map(|p| p.place).collect();
+    placed.sort_unstable();
     let refused = all.iter().filter(|p| p.refused.is_some()).count();
     let ranked = all.len() - refused;
     let within = |n: usize| placed.iter().filter(|&&p| p <= n).count();
-    let mut sorted = placed.clone();
-    sorted.sort_unstable();
-    let median = sorted.get(sorted.len().saturating_sub(1) / 2);
+    let median = placed.get(placed.len().saturating_sub(1) / 2);
     println!(
         "{ranked} published layouts ranked: {} first, {} in the first 10, {} in the first {TOP}, {} below{}{}",
         within(1),

@@ -1,7 +1,7 @@
 //! Steering the `rank` search: knobs fixed to a value or capped (`--fix tp=8,pp=4,zero=1`,
 //! `--max tp=8`), and memory given with units (`75GB`, `80GiB`) or as headroom (`10%`).
 
-use super::error::SteerError;
+use super::error::{Rejection, SteerError};
 use crate::calib::stack::Supports;
 use crate::strategy::{Knobs, Overlap, PipelineSplit, Precision, Recompute, Schedule};
 use crate::sym::Rational;
@@ -461,12 +461,15 @@ impl Steer {
             && self.pipeline_split.is_none_or(|p| p == k.pipeline_split)
     }
 
-    /// What in knobs `k` the named stack profile's stack does not run ([`Supports::refuses`]),
-    /// with the profile's name: apart from [`Steer::allows`], so that `rank` counts such
-    /// strategies as rejected instead of leaving them out silently.
-    pub fn stack_refuses(&self, k: &Knobs) -> Option<(String, String)> {
+    /// Why the named stack profile's stack does not run knobs `k` ([`Supports::refuses`]):
+    /// apart from [`Steer::allows`], so that `rank` counts such strategies as rejected instead
+    /// of leaving them out silently.
+    pub fn stack_refuses(&self, k: &Knobs) -> Option<Rejection> {
         let s = self.supports.as_ref()?;
-        s.refuses(k).map(|what| (s.profile.clone(), what))
+        s.refuses(k).map(|what| Rejection::NotRunByStack {
+            profile: s.profile.clone(),
+            what,
+        })
     }
 
     /// Ranks only the layouts a stack runs: refused where a fixed knob lies outside them.

@@ -294,11 +294,7 @@ pub fn iteration_seconds(
 /// names it (`None`: profile-free, no profile asked for).
 pub fn stack_profile_text(table: &Calibration, k: &Knobs) -> Option<String> {
     if table.per_row.is_none() {
-        let outside = table
-            .stack
-            .as_ref()
-            .and_then(|p| p.supports.as_ref())
-            .filter(|s| !s.allows(k));
+        let outside = table.stack_supports().filter(|s| s.refuses(k).is_some());
         return match outside {
             Some(s) => table.stack_text().map(|t| {
                 format!(

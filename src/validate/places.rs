@@ -8,12 +8,13 @@
 //! micro-batch count. A published layout far down the list, or outside the rows ranked, is one
 //! that the model's mechanisms do not favour although a team chose it.
 
-use super::{row_setup, Measure, ValidationFile};
+use super::{row_setup, Measure, RowSetup, ValidationFile};
 use crate::api::{Headroom, Machine, RankOptions};
 use crate::diag::Source;
 use crate::error::Result;
 use crate::model::ModelLoader;
-use crate::strategy::Knobs;
+use crate::search::Steer;
+use crate::strategy::{partial_node_size, Knobs};
 use serde::Serialize;
 
 /// How many rows each ranking lists: a published layout below them is "not placed".
@@ -43,11 +44,24 @@ pub struct Place {
 }
 
 /// The places of the published layouts of the file `src` (named `name`), ranked on the stack
-/// profile `stack` names (`None`: profile-free).
-pub fn places(name: &str, src: &Source, stack: Option<&str>) -> Result<Vec<Place>> {
+/// profile `stack` names (`None`: profile-free); none where `model_parallel_only` and no row of
+/// the file has tensor or pipeline parallelism.
+pub fn places(
+    name: &str,
+    src: &Source,
+    stack: Option<&str>,
+    model_parallel_only: bool,
+) -> Result<Vec<Place>> {
     let file: ValidationFile = src.parse()?;
     let raw: serde_yaml::Value = src.parse()?;
+    if model_parallel_only && !has_model_parallel_row(&raw) {
+        return Ok(Vec::new());
+    }
     let mut loader = ModelLoader::embedded()?;
+    let mut base = Machine::named(&file.machine)?;
+    if let Some(s) = stack {
+        base = base.with_stack(s)?;
+    }
     let mut out = Vec::new();
     for (i, run) in file.runs.into_iter().enumerate() {
         if run.measure != Measure::IterationSeconds {
@@ -63,125 +77,101 @@ pub fn places(name: &str, src: &Source, stack: Option<&str>) -> Result<Vec<Place
         if k.devices() < LEAST_DEVICES {
             continue;
         }
-        let mut machine = Machine::named(&file.machine)?;
-        if let Some(s) = stack {
-            machine = machine.with_stack(s)?;
-        }
-        let per_node = gpus_per_node(
-            setup.strategy.gpus_per_node,
-            machine.gpus_per_node(),
-            k.devices(),
-        );
-        machine = machine.with_gpus_per_node(per_node)?;
-        let opts = RankOptions::builder(k.devices())
-            .machine(machine.clone())
-            .by_seconds(true)
-            .top(TOP)
-            .headroom(Headroom::parse("0%")?)
-            .max_chunks(k.virtual_chunks().max(crate::search::DEFAULT_MAX_CHUNKS))
-            .fix_text(&settings(k))
-            .build()?;
+        let per_node = setup
+            .strategy
+            .gpus_per_node
+            .unwrap_or_else(|| gpus_per_node(base.gpus_per_node(), k.devices()));
+        let machine = base.clone().with_gpus_per_node(per_node)?;
         let published = k.describe(Some(&setup.batch));
-        let supports = machine
+        let ranked = match machine
             .calibration()
-            .stack
-            .as_ref()
-            .and_then(|p| p.supports.as_ref());
-        if let Some(why) = supports.and_then(|s| Some((s, s.refuses(k)?))) {
-            out.push(Place {
-                file: name.to_string(),
-                row,
-                published,
-                place: None,
-                seconds: None,
-                first: None,
-                refused: Some(format!("--stack {} does not run {}", why.0.profile, why.1)),
-            });
-            continue;
-        }
-        let ranked = crate::api::search_options(&setup.model, &setup.values, &machine, &opts)
-            .and_then(|(search, _)| {
-                crate::search::rank(&setup.model, &setup.values, machine.calibration(), &search)
-                    .map_err(crate::Error::from)
-            });
-        let rows = match ranked {
-            Ok(r) => r.rows,
-            Err(e) => {
-                out.push(Place {
-                    file: name.to_string(),
-                    row,
-                    published,
-                    place: None,
-                    seconds: None,
-                    first: None,
-                    refused: Some(format!("rank refused: {e}")),
-                });
-                continue;
-            }
+            .stack_supports()
+            .map(|s| (s, s.refuses(k)))
+        {
+            Some((s, Some(what))) => Err(format!("--stack {} does not run {what}", s.profile)),
+            _ => rank_row(&setup, &machine).map_err(|e| format!("rank refused: {e}")),
         };
-        let at = rows
-            .iter()
-            .position(|r| same_layout(&r.evaluation.knobs, k, counted));
-        let seconds = |i: usize| rows[i].seconds.unwrap_or(f64::NAN);
-        out.push(Place {
+        let mut place = Place {
             file: name.to_string(),
             row,
             published,
-            place: at.map(|i| i + 1),
-            seconds: at.map(seconds),
-            first: rows
-                .first()
-                .map(|r| (r.evaluation.knobs.describe(Some(&setup.batch)), seconds(0))),
+            place: None,
+            seconds: None,
+            first: None,
             refused: None,
-        });
+        };
+        match ranked {
+            Err(why) => place.refused = Some(why),
+            Ok(rows) => {
+                let seconds = |i: usize| rows[i].seconds.unwrap_or(f64::NAN);
+                let at = rows
+                    .iter()
+                    .position(|r| same_layout(&r.evaluation.knobs, k, counted));
+                place.place = at.map(|i| i + 1);
+                place.seconds = at.map(seconds);
+                place.first = rows
+                    .first()
+                    .map(|r| (r.evaluation.knobs.describe(Some(&setup.batch)), seconds(0)));
+            }
+        }
+        out.push(place);
     }
     Ok(out)
 }
 
-/// Devices per node for a row: as its strategy states; else the machine's where they fill
-/// whole nodes; else the most that divide the devices (a run on NVL72 racks of 64 GPUs each,
-/// as MLPerf's GB200 systems list "4x NVIDIA GB200 NVL72" for 256 GPUs).
-fn gpus_per_node(stated: Option<u64>, machine: u64, devices: u64) -> u64 {
-    match stated {
-        Some(n) => n,
-        None if devices.is_multiple_of(machine) => machine,
-        None => (1..=machine)
-            .rev()
-            .find(|n| devices.is_multiple_of(*n))
-            .unwrap_or(1),
+/// The rows `rank` lists for a row's model, sizes and devices on `machine`: by simulated
+/// seconds, the first [`TOP`], the whole device memory usable, the run's settings fixed.
+fn rank_row(setup: &RowSetup, machine: &Machine) -> Result<Vec<crate::search::RankedRow>> {
+    let k = &setup.knobs;
+    let opts = RankOptions::builder(k.devices())
+        .machine(machine.clone())
+        .by_seconds(true)
+        .top(TOP)
+        .headroom(Headroom::parse("0%")?)
+        .max_chunks(k.virtual_chunks().max(crate::search::DEFAULT_MAX_CHUNKS))
+        .constraints(settings(k))
+        .build()?;
+    let (search, _) = crate::api::search_options(&setup.model, &setup.values, machine, &opts)?;
+    let ranked = crate::search::rank(&setup.model, &setup.values, machine.calibration(), &search)?;
+    Ok(ranked.rows)
+}
+
+/// Devices per node for a row whose strategy states none: the machine's where the devices fill
+/// whole nodes, else the part of each node a job uses ([`partial_node_size`]: 64 of a 72-GPU
+/// NVL72 rack).
+fn gpus_per_node(machine: u64, devices: u64) -> u64 {
+    if devices.is_multiple_of(machine) {
+        machine
+    } else {
+        partial_node_size(devices, machine).unwrap_or(machine)
     }
 }
 
-/// The run's software settings as `--fix` items, held for every layout ranked.
-fn settings(k: &Knobs) -> String {
-    let mut fix = vec![
-        format!("precision={}", k.precision),
-        format!("recompute={}", k.recompute),
-        format!("sp={}", if k.sequence_parallel { "on" } else { "off" }),
-    ];
-    let overlap: Vec<&str> = [
-        (k.overlap.tp_comm, "tp-comm"),
-        (k.overlap.param_gather, "param-gather"),
-        (!k.overlap.grad_reduce, "no-grad-reduce"),
-    ]
-    .into_iter()
-    .filter_map(|(on, name)| on.then_some(name))
-    .collect();
-    if !overlap.is_empty() {
-        fix.push(format!("overlap={}", overlap.join("+")));
-    }
-    if k.fp8_params {
-        fix.push("fp8-params=on".into());
-    }
+/// The run's software settings, fixed for every layout ranked: its precision, recomputation,
+/// sequence parallelism and pipeline split, and the overlaps and FP8 weights it turns on.
+fn settings(k: &Knobs) -> Steer {
     let split = k.pipeline_split;
-    let counted: Vec<&str> = [(split.embedding, "embedding"), (split.loss, "loss")]
-        .into_iter()
-        .filter_map(|(on, name)| on.then_some(name))
-        .collect();
-    if !counted.is_empty() {
-        fix.push(format!("account={}", counted.join("+")));
+    Steer {
+        precision: Some(k.precision),
+        recompute: Some(k.recompute),
+        sequence_parallel: Some(k.sequence_parallel),
+        tp_comm_overlap: k.overlap.tp_comm.then_some(true),
+        overlap_param_gather: k.overlap.param_gather.then_some(true),
+        overlap_grad_reduce: (!k.overlap.grad_reduce).then_some(false),
+        fp8_params: k.fp8_params.then_some(true),
+        pipeline_split: (split.embedding || split.loss).then_some(split),
+        ..Steer::default()
     }
-    fix.join(",")
+}
+
+/// Whether a validation file (`raw`) has a row with tensor or pipeline parallelism.
+fn has_model_parallel_row(raw: &serde_yaml::Value) -> bool {
+    let runs = raw["runs"].as_sequence().map(Vec::as_slice).unwrap_or(&[]);
+    runs.iter().any(|r| {
+        ["tp", "pp"]
+            .iter()
+            .any(|k| r["strategy"][*k].as_u64().is_some_and(|d| d > 1))
+    })
 }
 
 /// Whether a ranked row has the published layout: its degrees, ZeRO stage and chunks, and its
@@ -206,10 +196,8 @@ mod tests {
 
     #[test]
     fn devices_per_node_fill_what_they_can() {
-        assert_eq!(gpus_per_node(Some(4), 8, 64), 4);
-        assert_eq!(gpus_per_node(None, 8, 64), 8);
+        assert_eq!(gpus_per_node(8, 64), 8);
         // 256 GPUs of 72-GPU NVLink domains: 64 of each.
-        assert_eq!(gpus_per_node(None, 72, 256), 64);
-        assert_eq!(gpus_per_node(None, 72, 7), 7);
+        assert_eq!(gpus_per_node(72, 256), 64);
     }
 }

@@ -335,8 +335,8 @@ impl<'a> Pricer<'a> {
                         if !steer.allows(&k, per_dp / m) {
                             continue;
                         }
-                        if let Some((profile, what)) = steer.stack_refuses(&k) {
-                            out.push(Err(Rejection::NotRunByStack { profile, what }));
+                        if let Some(why) = steer.stack_refuses(&k) {
+                            out.push(Err(why));
                             continue;
                         }
                         if let Err(e) = crate::strategy::check_knobs(&k) {
