@@ -97,6 +97,20 @@ fn a_fix_outside_what_the_stack_runs_is_refused() {
             "{fix}: {err}"
         );
     }
+    // A schedule given by `--schedule` is refused under the flag the user typed.
+    let err = refused(
+        &[
+            &RANK[..],
+            &["--stack", "megatron-lm-2021", "--schedule", "gpipe"],
+        ]
+        .concat(),
+    );
+    assert!(
+        err.contains(
+            "--schedule gpipe: the stack profile `megatron-lm-2021` (--stack) does not run it"
+        ),
+        "{err}"
+    );
     // Inside the limits, a fix is ranked as asked.
     let doc = ranked(&["--stack", "megatron-lm-2021", "--fix", "zero=1,tp=8"]);
     let rows = doc["strategies"].as_array().unwrap();

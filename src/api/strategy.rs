@@ -450,6 +450,8 @@ impl Strategy {
             node_dispatch,
             // Set by a named stack profile when ranking, never by a knob string.
             supports: _,
+            // Which flag fixed a knob: for messages only.
+            fixed_by: _,
         } = steer;
         if any_precision {
             return Err(Error::Usage(format!(

@@ -126,9 +126,9 @@ pub enum SteerError {
         capacity: String,
     },
     /// A fixed knob outside the layouts the named stack profile runs.
-    #[error("--fix {item}: the stack profile `{profile}` (--stack) does not run it; it runs {supports} (its `supports:`). Drop the fix, or rank on another profile (--stack auto, or none)")]
+    #[error("{item}: the stack profile `{profile}` (--stack) does not run it; it runs {supports} (its `supports:`). Drop that setting, or rank on another profile (--stack auto, or none)")]
     Unsupported {
-        /// The fixed item, `zero=3`.
+        /// The fixed item as the user gave it, `--fix zero=3` or `--schedule zb-h1`.
         item: String,
         /// The profile.
         profile: String,

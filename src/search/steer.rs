@@ -85,6 +85,9 @@ pub struct Steer {
     /// strategies outside them are rejected ([`Steer::stack_refuses`]; [`Steer::allows`] does
     /// not look at it).
     pub supports: Option<Supports>,
+    /// The option that fixed a knob when it was not `--fix` (`schedule` → `--schedule`), so a
+    /// refusal names the flag the user typed.
+    pub fixed_by: std::collections::BTreeMap<String, String>,
 }
 
 /// The knob names `--fix` and `--max` accept, with what each means.
@@ -170,6 +173,9 @@ impl Steer {
     /// Adds `--fix` items (`tp=8,pp=4,zero=1`); `flag` names the option in errors.
     pub fn fix(&mut self, list: &str, flag: &str) -> Result<(), SteerError> {
         for (name, value) in items(list, flag)? {
+            if flag.starts_with("--") && flag != "--fix" {
+                self.fixed_by.insert(name.into(), flag.into());
+            }
             let bad = |what: &str| SteerError::BadValue {
                 flag: flag.into(),
                 name: name.into(),
@@ -474,25 +480,31 @@ impl Steer {
 
     /// Ranks only the layouts a stack runs: refused where a fixed knob lies outside them.
     pub fn restrict_to(&mut self, s: &Supports) -> Result<(), SteerError> {
-        let outside = |item: String| SteerError::Unsupported {
-            item,
-            profile: s.profile.clone(),
-            supports: s.describe(),
+        let outside = |name: &str, value: String| {
+            let item = match self.fixed_by.get(name) {
+                Some(flag) => format!("{flag} {value}"),
+                None => format!("--fix {name}={value}"),
+            };
+            SteerError::Unsupported {
+                item,
+                profile: s.profile.clone(),
+                supports: s.describe(),
+            }
         };
         for (name, m) in &s.max {
             let fixed = self.bounds().into_iter().find(|(n, _)| n == name);
             if let Some(f) = fixed.and_then(|(_, b)| b.fixed).filter(|f| f > m) {
-                return Err(outside(format!("{name}={f}")));
+                return Err(outside(name, f.to_string()));
             }
         }
         if let (Some(x), Some(list)) = (self.schedule, &s.schedules) {
             if !list.contains(&x) {
-                return Err(outside(format!("schedule={x}")));
+                return Err(outside("schedule", x.to_string()));
             }
         }
         if let (Some(p), Some(list)) = (self.precision, &s.precisions) {
             if !list.contains(&p) {
-                return Err(outside(format!("precision={p}")));
+                return Err(outside("precision", p.to_string()));
             }
         }
         self.supports = Some(s.clone());
