@@ -207,10 +207,20 @@ fn report_draws_a_sweep() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let html = std::fs::read_to_string(dir.join("p.html")).unwrap();
-    for id in ["scaling", "pareto", "heatmap"] {
+    for id in ["scaling", "hours", "pareto", "heatmap"] {
         assert!(html.contains(&format!("<figure id=\"{id}\">")), "{id}");
     }
-    assert_eq!(html.matches("<svg").count(), 2, "two charts drawn as SVG");
+    assert_eq!(html.matches("<svg").count(), 3, "three charts drawn as SVG");
+    // Both scaling charts are per token (issue: seconds or cost per token against devices).
+    assert!(
+        html.contains("hours per 10¹² tokens against devices"),
+        "the time chart is per token"
+    );
+    assert!(
+        html.contains("per 10¹² tokens against devices</text>")
+            || html.matches("per 10¹² tokens against devices").count() >= 2,
+        "the cost chart is per token"
+    );
     // One line per machine and precision with a feasible point: 3 machines × 2 precisions,
     // less the A100's FP8.
     let legend = html.split("<ul class=\"legend\">").nth(1).unwrap();

@@ -20,7 +20,7 @@ price_per_gpu_hour: {a100-80gb: 1.5, h100-sxm: 2.5}
 MEASURE = """<script>
 (function () {
   var out = {};
-  ['scaling', 'pareto'].forEach(function (id) {
+  ['scaling', 'hours', 'pareto'].forEach(function (id) {
     var fig = document.getElementById(id);
     out[id] = Array.prototype.map.call(fig.querySelectorAll('text'), function (t) {
       var r = t.getBoundingClientRect();
@@ -48,7 +48,7 @@ def test_the_sweep_report_renders_without_errors(tmp_path):
     dom, errors, console, _ = spied(browser, page.read_text(), tmp_path)
     assert errors == []
     assert console == []
-    for chart in ("scaling", "pareto"):
+    for chart in ("scaling", "hours", "pareto"):
         assert re.search(rf'<figure id="{chart}">\s*<svg', dom), chart
     assert '<table class="heat">' in dom
 
@@ -69,7 +69,7 @@ def test_the_sweep_charts_label_both_axes_without_overlap(tmp_path):
     for chart, boxes in texts.items():
         names = [b[4] for b in boxes]
         # The device counts on the scaling chart's x axis; numbers on every other axis.
-        if chart == "scaling":
+        if chart in ("scaling", "hours"):
             assert "8" in names and "16" in names, names
         numeric = [n for n in names if re.match(r"^[0-9][0-9.]*( [kMG])?$", n)]
         assert len(numeric) >= 4, (chart, names)

@@ -1,6 +1,6 @@
 //! `symshard report --sweep RESULTS.parquet -o sweep.html`: a sweep's rows drawn in one
-//! self-contained HTML file (inline SVG, no script, nothing fetched): seconds per step against
-//! device count per machine, the Pareto front of time against cost, and a heatmap of the
+//! self-contained HTML file (inline SVG, no script, nothing fetched): the cost and the time of
+//! 10¹² tokens against device count per machine, the Pareto front of time against cost, and a heatmap of the
 //! winning layout family over two swept axes. Every number is read back from the Parquet file
 //! `sweep` wrote; nothing is priced again.
 
@@ -152,16 +152,34 @@ const PALETTE: [RGBColor; 8] = [
     RGBColor(23, 190, 207),
 ];
 
-/// Seconds per step (logarithmic) against devices (one column per device count), one line
+/// A per-token quantity a scaling chart draws: its name (the caption and the y axis) and how a
+/// row gives it.
+struct PerToken {
+    name: &'static str,
+    of: fn(&Row) -> Option<f64>,
+}
+
+/// Hours the point's devices take to train 10¹² tokens: 10¹² ÷ tokens per second ÷ 3600.
+fn hours_per_trillion_tokens(r: &Row) -> Option<f64> {
+    r.tokens_per_second
+        .filter(|&t| t > 0.0)
+        .map(|t| 1e12 / t / 3600.0)
+}
+
+/// A per-token quantity (logarithmic) against devices (one column per device count), one line
 /// per machine and per value of every other axis swept on its own; the legend as HTML.
-fn scaling_svg(rows: &[Row], values: &[(&'static str, Vec<String>)]) -> Result<(String, String)> {
+fn scaling_svg(
+    rows: &[Row],
+    values: &[(&'static str, Vec<String>)],
+    what: &PerToken,
+) -> Result<(String, String)> {
     let free = free_axes(rows, values);
     let mut counts: Vec<u64> = rows.iter().map(|r| r.devices).collect();
     counts.sort_unstable();
     counts.dedup();
     let mut series: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
     for r in rows {
-        let Some(t) = r.seconds_per_step.filter(|_| r.feasible) else {
+        let Some(t) = (what.of)(r).filter(|&t| r.feasible && t > 0.0) else {
             continue;
         };
         let ax = axes(r);
@@ -183,7 +201,7 @@ fn scaling_svg(rows: &[Row], values: &[(&'static str, Vec<String>)]) -> Result<(
         let root = SVGBackend::with_string(&mut svg, (760, 420)).into_drawing_area();
         root.fill(&WHITE).map_err(chart_err)?;
         let mut chart = ChartBuilder::on(&root)
-            .caption("seconds per step against devices", ("sans-serif", 18))
+            .caption(format!("{} against devices", what.name), ("sans-serif", 18))
             .margin(16)
             .x_label_area_size(44)
             .y_label_area_size(70)
@@ -192,7 +210,7 @@ fn scaling_svg(rows: &[Row], values: &[(&'static str, Vec<String>)]) -> Result<(
         chart
             .configure_mesh()
             .x_desc("devices")
-            .y_desc("seconds per step")
+            .y_desc(what.name)
             .x_labels(n.max(2))
             .x_label_formatter(&|x| {
                 let i = x.round();
@@ -444,7 +462,23 @@ table{border-collapse:collapse;font-size:13px;margin:12px 0}td,th{border:1px sol
 /// The sweep's HTML page.
 pub fn html(rows: &[Row], source: &str) -> Result<String> {
     let values = axis_values(rows);
-    let (scaling, scaling_legend) = scaling_svg(rows, &values)?;
+    let (cost_name, cost) = cost_of(rows);
+    let (scaling, scaling_legend) = scaling_svg(
+        rows,
+        &values,
+        &PerToken {
+            name: cost_name,
+            of: cost,
+        },
+    )?;
+    let (hours, hours_legend) = scaling_svg(
+        rows,
+        &values,
+        &PerToken {
+            name: "hours per 10¹² tokens",
+            of: hours_per_trillion_tokens,
+        },
+    )?;
     let (front_svg, front) = pareto_svg(rows)?;
     let feasible = rows.iter().filter(|r| r.feasible).count();
     let mut h = format!(
@@ -463,6 +497,7 @@ pub fn html(rows: &[Row], source: &str) -> Result<String> {
         .collect();
     h += &format!("<p>{}</p>\n", swept.join("; "));
     h += &format!("<figure id=\"scaling\">{scaling}{scaling_legend}</figure>\n");
+    h += &format!("<figure id=\"hours\">{hours}{hours_legend}</figure>\n");
     h += &format!("<figure id=\"pareto\">{front_svg}</figure>\n");
     h += "<table id=\"front\"><caption>the Pareto front (no other point is both faster and cheaper)</caption><thead><tr><th>point</th><th>model</th><th>machine</th><th>devices</th><th>precision</th><th>seconds per step</th><th>best layout</th></tr></thead><tbody>";
     for &i in &front {
