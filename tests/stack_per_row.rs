@@ -194,3 +194,45 @@ fn port_says_which_profiles_its_seconds_include() {
         "{auto}"
     );
 }
+
+/// Every row of the text table says which stack it assumes, in a `stack` column, as its JSON
+/// row does: here rows of all three stacks (ZeRO 3, Megatron-style tp/pp, plain DDP).
+#[test]
+fn the_text_table_names_each_rows_stack() {
+    let args = [
+        "rank",
+        "gpt3-125m",
+        "--devices",
+        "8",
+        "--top",
+        "40",
+        "--calib",
+        "a100-80gb",
+    ];
+    let text = common::stdout(&args);
+    let mut lines = text.lines().skip_while(|l| !l.starts_with("rank "));
+    // The column starts where its heading does (cells are aligned in characters; some cells
+    // hold two words, `62.5 GB`).
+    let head: Vec<char> = lines.next().unwrap().chars().collect();
+    let at = (0..head.len())
+        .find(|&i| head[i..].starts_with(&['s', 't', 'a', 'c', 'k', ' ']))
+        .expect("a stack column");
+    let printed: Vec<String> = lines
+        .take_while(|l| !l.trim().is_empty() && l.trim_start().starts_with(char::is_numeric))
+        .map(|l| {
+            let cell: String = l.chars().skip(at).take_while(|c| *c != ' ').collect();
+            cell
+        })
+        .collect();
+    let doc = json(&[&args[..], &["--format", "json"]].concat());
+    let want: Vec<String> = doc["strategies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["stack"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(printed, want, "{text}");
+    for stack in ["megatron", "pytorch-fsdp", "pytorch-ddp"] {
+        assert!(want.iter().any(|s| s == stack), "{stack} in {want:?}");
+    }
+}

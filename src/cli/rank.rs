@@ -597,6 +597,7 @@ fn print_rows(rows: &[RankRow]) {
                 units::bytes(&r.memory_per_device),
                 r.iteration_seconds
                     .map_or("-".to_string(), |x| format!("{x:.3}")),
+                r.stack.label().to_string(),
                 if r.feasible {
                     "yes".to_string()
                 } else {
@@ -632,9 +633,10 @@ fn print_rows(rows: &[RankRow]) {
         "hidden",
         "memory",
         "s/step",
+        "stack",
         "fits",
     ];
-    let mut align = String::from(">>>>>>><<<><>>>>>>>><");
+    let mut align = String::from(">>>>>>><<<><>>>>>>>><<");
     if precision {
         // After `zero` (the 11th column).
         head.insert(11, "precision");
@@ -647,7 +649,7 @@ fn print_rows(rows: &[RankRow]) {
 }
 
 /// The legend of the ranking's columns.
-const RANK_LEGEND: &str = "dp, tp, pp, ep, cp: data-, tensor-, pipeline-, expert- and context-parallel degrees; mbs: micro-batch size (samples per micro-batch and data-parallel rank); sp: sequence parallelism; zero: ZeRO stage; precision (a column where a row is not bf16): bf16 or the FP8/FP4 recipe of the linear layers; layout: the tensor-parallel layout, `annotated` (the family's tp: marks, Megatron-LM's for the shipped transformers) or `auto` (the per-operator search's, --layouts; its placements in --format json); rel. cost: FLOP-equivalents of the busiest device per step, and its shares: compute (FLOPs, HBM bytes at κ hbm, and what kernels take beyond their FLOPs at the matmul plateau: GEMMs below it by their sizes, launches), intra- and inter-node communication and bubble, less hidden (what overlapping the data-parallel traffic with compute saves: the gradient reduction under the last backward, ZeRO 2's under every backward, ZeRO 3's weight gathers under both passes, less the compute throughput a running collective takes); memory: per device; s/step: simulated seconds per step (with --calib)";
+const RANK_LEGEND: &str = "dp, tp, pp, ep, cp: data-, tensor-, pipeline-, expert- and context-parallel degrees; mbs: micro-batch size (samples per micro-batch and data-parallel rank); sp: sequence parallelism; zero: ZeRO stage; precision (a column where a row is not bf16): bf16 or the FP8/FP4 recipe of the linear layers; layout: the tensor-parallel layout, `annotated` (the family's tp: marks, Megatron-LM's for the shipped transformers) or `auto` (the per-operator search's, --layouts; its placements in --format json); rel. cost: FLOP-equivalents of the busiest device per step, and its shares: compute (FLOPs, HBM bytes at κ hbm, and what kernels take beyond their FLOPs at the matmul plateau: GEMMs below it by their sizes, launches), intra- and inter-node communication and bubble, less hidden (what overlapping the data-parallel traffic with compute saves: the gradient reduction under the last backward, ZeRO 2's under every backward, ZeRO 3's weight gathers under both passes, less the compute throughput a running collective takes); memory: per device; s/step: simulated seconds per step (with --calib); stack: the software stack the row assumes, whose measured error decides ties and whose profile --stack auto prices it on";
 
 fn print_table(r: &Ranked) {
     let out = &r.result;
@@ -666,7 +668,7 @@ fn print_table(r: &Ranked) {
     if out.rows.iter().any(|r| r.node_dispatch) {
         println!("node dispatch: the rows with ep > 1 send each token once to each other node holding its experts, then fan it out inside the node (DeepSeek-V3's node-limited dispatch through DeepEP; the strategy's `node-dispatch`)");
     }
-    println!("{RANK_LEGEND}; {}", units::BUBBLE_MEANS);
+    println!("{RANK_LEGEND} ({STACKS_ASSUMED}); {}", units::BUBBLE_MEANS);
     if !units::exact() {
         println!("{}", units::UNITS_LEGEND);
     }
