@@ -1838,3 +1838,33 @@ fn a_simulation_failure_says_whether_the_input_or_symshard_is_at_fault() {
     assert_eq!(deadlock.exit_code(), 3);
     assert!(deadlock.to_string().contains("deadlocks"), "{deadlock}");
 }
+
+/// What `calibrate nccl-tests` writes keeps everything of its base table it does not measure:
+/// every shipped table written back as YAML (`to_yaml`) loads as the same device, node size,
+/// tiers and link layout (the TDP and a torus or rack-scale topology included).
+#[test]
+fn every_shipped_table_written_back_loads_as_itself() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("calibration");
+    let out = std::env::temp_dir().join(format!("symshard-to-yaml-{}", std::process::id()));
+    std::fs::create_dir_all(&out).unwrap();
+    let mut tables = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("yaml") {
+            continue;
+        }
+        let c = Calibration::resolve(path.to_str().unwrap()).unwrap();
+        let written = out.join(path.file_name().unwrap());
+        std::fs::write(&written, symshard::timeline::nccl::to_yaml(&c)).unwrap();
+        let back = Calibration::resolve(written.to_str().unwrap())
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let name = path.display();
+        assert_eq!(back.device, c.device, "{name}");
+        assert_eq!(back.gpus_per_node, c.gpus_per_node, "{name}");
+        assert_eq!(back.tiers, c.tiers, "{name}");
+        assert_eq!(back.topology, c.topology, "{name}");
+        tables += 1;
+    }
+    assert!(tables >= 19, "{tables} tables");
+    let _ = std::fs::remove_dir_all(&out);
+}

@@ -713,6 +713,9 @@ pub fn to_yaml(c: &Calibration) -> String {
             entry(&mut o, 4, k, v);
         }
     }
+    if let Some(t) = &c.device.tdp {
+        entry(&mut o, 2, "tdp", t);
+    }
     entry(&mut o, 0, "gpus_per_node", &c.gpus_per_node);
     let _ = writeln!(o, "tiers:");
     for (name, l) in [("intra", &c.tiers.intra), ("inter", &c.tiers.inter)] {
@@ -726,6 +729,13 @@ pub fn to_yaml(c: &Calibration) -> String {
             for (kind, c) in &l.busbw {
                 curve(&mut o, 6, kind, c);
             }
+        }
+    }
+    // The link layout as the table states it (a torus, a rack-scale domain), kept as is.
+    if let Some(t) = &c.topology {
+        let _ = writeln!(o, "topology:");
+        for line in serde_yaml::to_string(t).unwrap_or_default().lines() {
+            let _ = writeln!(o, "  {line}");
         }
     }
     o
