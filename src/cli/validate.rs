@@ -204,6 +204,7 @@ fn print_table(outcomes: &[FileOutcome]) {
         );
     }
     print_sweeps(outcomes);
+    print_precision_pairs(outcomes);
     print_groups(outcomes);
 }
 
@@ -338,6 +339,46 @@ fn print_sweeps(outcomes: &[FileOutcome]) {
     println!(
         "  mean τ {mean_tau:+.2}; the measured fastest is in the predicted top 3 in {top3} of {} sweeps\n",
         rows.len()
+    );
+}
+
+/// How the predictions move with the precision: each run measured in bf16 and in an FP8 or FP4
+/// recipe, the ratio of their step times measured and predicted.
+fn print_precision_pairs(outcomes: &[FileOutcome]) {
+    let pairs = crate::validate::precision_pairs(outcomes);
+    if pairs.is_empty() {
+        return;
+    }
+    println!(
+        "precision pairs (one run measured in bf16 and in another precision: that precision's step time over bf16's, measured and predicted; difference: predicted less measured, in points)"
+    );
+    let rows: Vec<Vec<String>> = pairs
+        .iter()
+        .map(|p| {
+            vec![
+                p.other.clone(),
+                p.precision.clone(),
+                format!("{:.3}", p.measured),
+                format!("{:.3}", p.predicted),
+                format!("{:+.1}", p.difference_points()),
+            ]
+        })
+        .collect();
+    let head = [
+        "run (against its bf16 row)",
+        "precision",
+        "measured",
+        "predicted",
+        "difference",
+    ];
+    super::output::print_table("  ", "<<>>>", &head, &rows);
+    let diffs: Vec<f64> = pairs.iter().map(|p| p.difference_points().abs()).collect();
+    let mean = diffs.iter().sum::<f64>() / diffs.len() as f64;
+    let max = diffs.iter().copied().fold(0.0, f64::max);
+    let within = diffs.iter().filter(|d| **d <= 5.0).count();
+    println!(
+        "  mean |difference| {mean:.1} points, max {max:.1}; within 5 points in {within} of {} pairs\n",
+        pairs.len()
     );
 }
 

@@ -173,6 +173,10 @@ pub struct RowOutcome {
     /// The batch (samples per step, or per micro-batch for a layer's pass).
     #[serde(skip)]
     pub batch: f64,
+    /// The precision the row was timed in (its own settings'): rows of the same work and batch
+    /// in bf16 and in an FP8 or FP4 recipe make a [`PrecisionPair`].
+    #[serde(skip)]
+    pub precision: crate::strategy::Precision,
 }
 
 /// One file's outcome.
@@ -306,6 +310,7 @@ pub fn run_file_with(
             0.0
         };
         rows.push(RowOutcome {
+            precision: own.precision,
             batch_and_sequence: own.batch_and_sequence,
             work: own.work,
             batch: own.batch,
@@ -783,6 +788,70 @@ pub fn sweeps(rows: &[RowOutcome]) -> Vec<SweepOutcome> {
             }
         })
         .collect()
+}
+
+/// One run measured in bf16 and in a low-precision recipe (FP8 or FP4): the step time in that
+/// precision over the bf16 one, as measured and as predicted. It tests the precision model
+/// directly: what the recipe changes (GEMM rates, casts, FP8 weights and their gathers),
+/// with everything else about the run the same.
+#[derive(Debug, Clone, Serialize)]
+pub struct PrecisionPair {
+    /// The bf16 row, `FILE / ROW`.
+    pub bf16: String,
+    /// The other row, `FILE / ROW`.
+    pub other: String,
+    /// The other row's precision.
+    pub precision: String,
+    /// Its published value over the bf16 row's.
+    pub measured: f64,
+    /// Its predicted value over the bf16 row's.
+    pub predicted: f64,
+}
+
+impl PrecisionPair {
+    /// Predicted less measured ratio, in points (hundredths).
+    pub fn difference_points(&self) -> f64 {
+        100.0 * (self.predicted - self.measured)
+    }
+}
+
+/// The precision pairs of `outcomes`: rows on the same machine with the same work and batch
+/// ([`RowOutcome::work`]), one in bf16 and one in an FP8 or FP4 recipe, across files (a
+/// publication's bf16 and FP8 tables are two files). A group with other than one bf16 row
+/// makes no pair.
+pub fn precision_pairs(outcomes: &[FileOutcome]) -> Vec<PrecisionPair> {
+    use crate::strategy::Precision;
+    type Group<'a> = Vec<(&'a FileOutcome, &'a RowOutcome)>;
+    let mut groups: BTreeMap<(String, String, u64), Group<'_>> = BTreeMap::new();
+    for o in outcomes {
+        for r in &o.rows {
+            let key = (o.machine.clone(), r.work.clone(), r.batch.to_bits());
+            groups.entry(key).or_default().push((o, r));
+        }
+    }
+    let mut pairs = Vec::new();
+    for rows in groups.values() {
+        let bf16: Vec<_> = rows
+            .iter()
+            .filter(|(_, r)| r.precision == Precision::Bf16)
+            .collect();
+        let [(bo, br)] = bf16.as_slice() else {
+            continue;
+        };
+        let low = rows
+            .iter()
+            .filter(|(_, r)| !matches!(r.precision, Precision::Bf16 | Precision::Autocast));
+        for (o, r) in low {
+            pairs.push(PrecisionPair {
+                bf16: format!("{} / {}", bo.name, br.name),
+                other: format!("{} / {}", o.name, r.name),
+                precision: r.precision.to_string(),
+                measured: r.published / br.published,
+                predicted: r.predicted / br.predicted,
+            });
+        }
+    }
+    pairs
 }
 
 /// Kendall's τ-b of two equally long samples: (concordant − discordant) pairs over the square
