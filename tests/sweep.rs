@@ -477,3 +477,86 @@ fn a_spec_stack_prices_each_point_on_its_layouts_profile() {
     // FSDP's profile adds its seconds per kernel to the ZeRO-3 layout.
     assert!(seconds[1] > seconds[0], "{seconds:?}");
 }
+
+/// Along the devices, each winning layout is scaled to the counts between the two points (its
+/// dp and micro-batch count follow the devices) and the first count where the second is no
+/// slower is named, with both times: each is what `rank` gives for that scaled layout there.
+#[test]
+fn a_crossover_along_the_devices_names_the_first_count_where_the_second_layout_wins() {
+    let dir = temp_dir("sweep-crossover-devices");
+    std::fs::write(
+        dir.join("d.yaml"),
+        "models: [llama3-8b]\ndevices: [8, 32]\nmachines: [a100-80gb]\nbatch: [512]\n",
+    )
+    .unwrap();
+    let text = sweep(&dir, "d.yaml", "d.parquet", "2");
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("devices 8 → 32"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(line.contains("by simulated seconds"), "{line}");
+    // `… from D (T_B s against T_A s)`.
+    let at = line.find(" from ").unwrap_or_else(|| panic!("{line}")) + 6;
+    let rest = &line[at..];
+    let d: u64 = rest.split_whitespace().next().unwrap().parse().unwrap();
+    assert!(8 < d && d < 32, "{line}");
+    let times: Vec<&str> = rest
+        .split(['(', ')'])
+        .nth(1)
+        .unwrap()
+        .split(" s against ")
+        .map(|t| t.trim_end_matches(" s"))
+        .collect();
+    // The two points' layouts, from the CSV, scaled to `d` devices.
+    let csv = std::fs::read_to_string(dir.join("d.csv")).unwrap();
+    let mut lines = csv.lines();
+    let head = csv_fields(lines.next().unwrap());
+    let col = |row: &[String], name: &str| -> String {
+        row[head.iter().position(|h| h == name).unwrap()].clone()
+    };
+    let rows: Vec<Vec<String>> = lines.map(csv_fields).collect();
+    let scaled = |row: &[String]| -> String {
+        let n = |k: &str| col(row, k).parse::<u64>().unwrap();
+        let dp = d / (n("devices") / n("dp"));
+        let mut fix = format!(
+            "precision=bf16,dp={dp},tp={},pp={},cp={},ep={},mbs={},microbatches={},zero={},sp={},recompute={}",
+            n("tp"),
+            n("pp"),
+            n("cp"),
+            n("ep"),
+            n("micro_batch_size"),
+            512 / (dp * n("micro_batch_size")),
+            n("zero"),
+            if col(row, "sequence_parallel") == "true" { "on" } else { "off" },
+            col(row, "recompute"),
+        );
+        if n("pp") > 1 {
+            fix += &format!(",schedule={}", col(row, "schedule"));
+        }
+        fix
+    };
+    let seconds = |fix: String| -> String {
+        let o = symshard()
+            .args([
+                "rank",
+                "llama3-8b",
+                "--devices",
+                &d.to_string(),
+                "--calib",
+                "a100-80gb",
+            ])
+            .args([
+                "--set", "B=512", "--top", "1", "--format", "json", "--fix", &fix,
+            ])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        format!(
+            "{:.3}",
+            doc["strategies"][0]["iteration_seconds"].as_f64().unwrap()
+        )
+    };
+    assert_eq!(seconds(scaled(&rows[1])), times[0], "{line}");
+    assert_eq!(seconds(scaled(&rows[0])), times[1], "{line}");
+}

@@ -5,6 +5,7 @@
 //! sweep resumes where it stopped; the rows are written in point order as Parquet and CSV.
 
 mod command;
+mod devices;
 pub mod output;
 pub mod picture;
 pub mod point;
@@ -134,17 +135,17 @@ impl Loaded {
                 }
             }
         }
-        // The exact answers along the batch and the sequence, in parallel, the first
+        // The answers along the devices, the batch and the sequence, in parallel, the first
         // MAX_EXACT_CROSSOVERS of them.
         let mut along = 0;
         found
             .into_iter()
             .map(|(p, q, axis, a, b)| {
-                let solve = matches!(axis, 4 | 5) && {
+                let solve = matches!(axis, 2 | 4 | 5) && {
                     along += 1;
                     along <= MAX_EXACT_CROSSOVERS
                 };
-                (p, q, axis, a, b, solve, matches!(axis, 4 | 5))
+                (p, q, axis, a, b, solve, matches!(axis, 2 | 4 | 5))
             })
             .collect::<Vec<_>>()
             .into_par_iter()
@@ -157,9 +158,10 @@ impl Loaded {
                 family_to: b.family.clone().unwrap_or_default(),
                 points: (p.index, q.index),
                 exact: match (solve, one_symbol) {
+                    (true, _) if axis == 2 => Some(self.device_crossover(p, a, b)),
                     (true, _) => Some(self.exact_crossover(p, axis, a, b)),
                     (false, true) => Some(format!(
-                        "not solved exactly: only the first {MAX_EXACT_CROSSOVERS} crossovers along the batch or the sequence are (symshard crossover solves any)"
+                        "not solved: only the first {MAX_EXACT_CROSSOVERS} crossovers along the devices, the batch or the sequence are (symshard crossover solves any along the batch or the sequence)"
                     )),
                     _ => None,
                 },
@@ -316,7 +318,9 @@ pub struct Crossover {
     /// The two points' numbers.
     pub points: (u64, u64),
     /// Along the batch or the sequence: who of the two layouts is cheaper where between the two
-    /// values, solved exactly by relative cost (as `symshard crossover`), or why not.
+    /// values, solved exactly by relative cost (as `symshard crossover`), or why not. Along the
+    /// devices: the first count between the two where the second layout, scaled to it, is no
+    /// slower than the first by simulated seconds.
     pub exact: Option<String>,
 }
 

@@ -1,0 +1,147 @@
+//! Where the winner changes between two adjacent device counts: each of the two best layouts
+//! scaled to the counts between them and timed as the points are, so the change is placed on
+//! the device counts both layouts run, not only between the two that were swept.
+
+use super::point::{Point, Row};
+use super::spec::Loaded;
+use crate::cli::rank::PointSearch;
+
+/// The most device counts between two adjacent points that a crossover along the devices times.
+pub const MAX_DEVICE_STEPS: usize = 8;
+
+/// A layout's knobs as `--fix` items at `devices` devices: its data-parallel degree and
+/// micro-batch count follow the devices (the global batch stays), every other knob as it is.
+/// None where the devices do not hold whole copies of its model-parallel group or the batch
+/// does not split into whole micro-batches over the data-parallel ranks.
+fn scaled(r: &Row, devices: u64) -> Option<String> {
+    let (dp, mbs, batch) = (r.dp?, r.micro_batch_size?, r.batch?);
+    let group = r.devices.checked_div(dp)?;
+    if group == 0 || !devices.is_multiple_of(group) {
+        return None;
+    }
+    let dp = devices / group;
+    if dp == 0 || !batch.is_multiple_of(dp * mbs) {
+        return None;
+    }
+    let mut fix = format!(
+        "dp={dp},tp={},pp={},cp={},ep={},mbs={mbs},microbatches={},zero={},sp={},recompute={}",
+        r.tp?,
+        r.pp?,
+        r.cp?,
+        r.ep?,
+        batch / (dp * mbs),
+        r.zero?,
+        if r.sequence_parallel? { "on" } else { "off" },
+        r.recompute.as_deref()?.split('|').next()?,
+    );
+    if r.pp? > 1 {
+        fix.push_str(&format!(",schedule={}", r.schedule.as_deref()?));
+        if r.schedule.as_deref() == Some("interleaved-1f1b") {
+            fix.push_str(&format!(",chunks={}", r.chunks?));
+        }
+    }
+    Some(fix)
+}
+
+/// The device counts strictly between `a`'s and `b`'s at which both layouts run, in order.
+fn between(a: &Row, b: &Row) -> Vec<u64> {
+    let (lo, hi) = (a.devices, b.devices);
+    let Some(group) = a.dp.and_then(|dp| a.devices.checked_div(dp)) else {
+        return Vec::new();
+    };
+    if group == 0 {
+        return Vec::new();
+    }
+    // `a`'s counts are whole multiples of its group; of those, the ones both layouts run.
+    (lo / group + 1..)
+        .map(|k| k * group)
+        .take_while(|&d| d < hi)
+        .filter(|&d| scaled(a, d).is_some() && scaled(b, d).is_some())
+        .collect()
+}
+
+impl Loaded {
+    /// Simulated seconds per step of `fix` at `devices` devices on `p`'s model, machine,
+    /// precision, batch and sequence, searched as a point is (the spec's own `fix` and `max`
+    /// too); none where that layout does not run or fit there.
+    fn seconds_of(&self, p: &Point, row: &Row, fix: String, devices: u64) -> Option<f64> {
+        let model = &self.models[p.at[0]];
+        let calib = &self.machines[p.at[1]];
+        let mut all = self.fix.clone();
+        all.push(format!("precision={}", row.precision));
+        all.push(fix);
+        let search = PointSearch {
+            model: &row.model,
+            devices,
+            set: self.sets(p, model).ok()?,
+            fix: all,
+            max: self.max.clone(),
+            headroom: self.spec.headroom.clone(),
+        };
+        let (values, opts) = search.options(model, calib).ok()?;
+        let result = crate::search::rank(model, &values, calib, &opts).ok()?;
+        let top = result.rows.first()?;
+        top.evaluation.feasible.then_some(top.seconds).flatten()
+    }
+
+    /// Between two points adjacent along the devices whose best layouts `a` (at `p`) and `b`
+    /// differ: both layouts scaled to the counts between them ([`scaled`]) and timed by
+    /// simulated seconds as the points are, and the first count where `b`'s is no slower.
+    pub(super) fn device_crossover(&self, p: &Point, a: &Row, b: &Row) -> String {
+        // In increasing devices, whatever the order the spec lists them in.
+        let (a, b) = if a.devices <= b.devices {
+            (a, b)
+        } else {
+            (b, a)
+        };
+        let (fa, fb) = (
+            a.family.as_deref().unwrap_or_default(),
+            b.family.as_deref().unwrap_or_default(),
+        );
+        let counts = between(a, b);
+        if counts.is_empty() {
+            return format!(
+                "no device count between {} and {} runs both layouts (each needs whole copies of its model-parallel group and whole micro-batches of the batch over its data-parallel ranks): the change lies between the two",
+                a.devices, b.devices
+            );
+        }
+        let tried = &counts[..counts.len().min(MAX_DEVICE_STEPS)];
+        let mut last_a = a.devices;
+        let mut unmatched = Vec::new();
+        for &d in tried {
+            let time = |r: &Row| scaled(r, d).and_then(|fix| self.seconds_of(p, r, fix, d));
+            match (time(a), time(b)) {
+                (Some(ta), Some(tb)) if tb <= ta => {
+                    return format!(
+                        "by simulated seconds, each layout scaled to the devices between (its dp and micro-batch count follow them): {fa} is faster up to {last_a} devices, {fb} from {d} ({tb:.3} s against {ta:.3} s){}",
+                        if unmatched.is_empty() { String::new() } else { format!("; before that, at {} devices one of the two does not run or fit", unmatched.join(", ")) }
+                    );
+                }
+                (Some(_), Some(_)) => last_a = d,
+                // One of them does not run or fit at `d`: no comparison there.
+                _ => unmatched.push(d.to_string()),
+            }
+        }
+        let unmatched = if unmatched.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; at {} devices one of the two does not run or fit",
+                unmatched.join(", ")
+            )
+        };
+        let more = if counts.len() > tried.len() {
+            format!(
+                " (the first {} of {} counts between tried)",
+                tried.len(),
+                counts.len()
+            )
+        } else {
+            String::new()
+        };
+        format!(
+            "by simulated seconds, each layout scaled to the devices between (its dp and micro-batch count follow them): {fa} is faster up to {last_a} devices{more}, {fb} at {}{unmatched}",
+            b.devices
+        )
+    }
+}
