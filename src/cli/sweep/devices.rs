@@ -43,6 +43,24 @@ fn scaled(r: &Row, devices: u64) -> Option<String> {
     Some(fix)
 }
 
+/// `fix`'s items but those whose knob `given` (the spec's own `--fix` items) fixes already: the
+/// spec's fixes hold at every point, the scaled layout's included, and a knob is fixed once.
+fn without_given(fix: &str, given: &[String]) -> String {
+    let knob = |item: &str| {
+        item.split('=')
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    };
+    let given: Vec<String> = given.iter().flat_map(|f| f.split(',')).map(knob).collect();
+    let own: Vec<&str> = fix
+        .split(',')
+        .filter(|item| !given.contains(&knob(item)))
+        .collect();
+    own.join(",")
+}
+
 /// The device counts strictly between `a`'s and `b`'s at which both layouts run, in order.
 fn between(a: &Row, b: &Row) -> Vec<u64> {
     let (lo, hi) = (a.devices, b.devices);
@@ -69,7 +87,7 @@ impl Loaded {
         let calib = &self.machines[p.at[1]];
         let mut all = self.fix.clone();
         all.push(format!("precision={}", row.precision));
-        all.push(fix);
+        all.push(without_given(&fix, &self.fix));
         let search = PointSearch {
             model: &row.model,
             devices,
@@ -143,5 +161,20 @@ impl Loaded {
             "by simulated seconds, each layout scaled to the devices between (its dp and micro-batch count follow them): {fa} is faster up to {last_a} devices{more}, {fb} at {}{unmatched}",
             b.devices
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_given;
+
+    #[test]
+    fn a_knob_the_spec_fixes_is_not_fixed_again() {
+        let given = vec!["zero=1".to_string(), "recompute=full, sp=on".to_string()];
+        assert_eq!(
+            without_given("dp=4,tp=2,zero=1,sp=on,recompute=full,mbs=1", &given),
+            "dp=4,tp=2,mbs=1"
+        );
+        assert_eq!(without_given("dp=4,tp=2", &[]), "dp=4,tp=2");
     }
 }
