@@ -249,9 +249,12 @@ fn emit_one(
                 knobs: k,
                 analysis: &analysis,
             })
-            .map_err(|e| Error::Usage(format!("--emit json: {e}")))?;
-            let text = serde_json::to_string_pretty(&json)
-                .map_err(|e| Error::Usage(format!("--emit json: {e}")))?;
+            .map_err(|e| {
+                Error::Internal(format!("--emit json: cannot write the placements: {e}"))
+            })?;
+            let text = serde_json::to_string_pretty(&json).map_err(|e| {
+                Error::Internal(format!("--emit json: cannot write the placements: {e}"))
+            })?;
             Ok((Emitted { text, json }, Vec::new()))
         }
     }

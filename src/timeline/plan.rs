@@ -996,7 +996,10 @@ pub fn build_plan(
         items,
         stages,
     };
-    plan.check().map_err(Error::Usage)?;
+    // The strategy and the model were checked before: a plan built from them that fails its
+    // own check is a bug, not bad input (a plan read from a file is checked in `load`).
+    plan.check()
+        .map_err(|m| Error::Internal(format!("the plan built does not hold: {m}")))?;
     Ok(plan)
 }
 
