@@ -20,7 +20,7 @@ fn scaled(r: &Row, devices: u64) -> Option<String> {
         return None;
     }
     let dp = devices / group;
-    if dp == 0 || !batch.is_multiple_of(dp * mbs) {
+    if dp == 0 || mbs == 0 || !batch.is_multiple_of(dp * mbs) {
         return None;
     }
     let mut fix = format!(
@@ -166,7 +166,45 @@ impl Loaded {
 
 #[cfg(test)]
 mod tests {
-    use super::without_given;
+    use super::{scaled, without_given};
+    use crate::cli::sweep::point::Row;
+
+    /// A row read back from a journal, whatever its numbers, scales without a panic: a
+    /// micro-batch size or data-parallel degree of 0 scales to nothing.
+    #[test]
+    fn a_row_of_zeros_scales_to_nothing() {
+        let row = |dp: u64, mbs: u64, batch: u64| {
+            let floats = [
+                "seconds_per_step",
+                "tokens_per_second",
+                "mfu",
+                "gpu_hours_per_trillion_tokens",
+                "tdp_watts",
+                "energy_per_step_joules",
+                "energy_mwh_per_trillion_tokens",
+                "price_per_gpu_hour",
+                "cost_per_step_dollars",
+                "cost_per_trillion_tokens_dollars",
+            ];
+            let nulls: Vec<String> = floats.iter().map(|f| format!(r#""{f}":null"#)).collect();
+            let text = format!(
+                r#"{{"point":0,"model":"m","machine":"x","devices":8,"precision":"bf16","feasible":true,{}}}"#,
+                nulls.join(",")
+            );
+            let mut r: Row = serde_json::from_str(&text).unwrap();
+            (r.dp, r.micro_batch_size, r.batch) = (Some(dp), Some(mbs), Some(batch));
+            (r.tp, r.pp, r.cp, r.ep, r.zero) = (Some(1), Some(1), Some(1), Some(1), Some(0));
+            (r.sequence_parallel, r.recompute) = (Some(false), Some("none".into()));
+            r
+        };
+        assert_eq!(scaled(&row(8, 0, 64), 16), None);
+        assert_eq!(scaled(&row(8, 0, 0), 16), None);
+        assert_eq!(scaled(&row(0, 1, 64), 16), None);
+        assert_eq!(
+            scaled(&row(8, 1, 64), 16).as_deref(),
+            Some("dp=16,tp=1,pp=1,cp=1,ep=1,mbs=1,microbatches=4,zero=0,sp=off,recompute=none")
+        );
+    }
 
     #[test]
     fn a_knob_the_spec_fixes_is_not_fixed_again() {
