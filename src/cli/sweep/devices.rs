@@ -61,8 +61,9 @@ fn without_given(fix: &str, given: &[String]) -> String {
     own.join(",")
 }
 
-/// The device counts strictly between `a`'s and `b`'s at which both layouts run, in order.
-fn between(a: &Row, b: &Row) -> Vec<u64> {
+/// The device counts strictly between `a`'s and `b`'s at which both layouts run, in order,
+/// each with the two layouts scaled to it ([`scaled`]).
+fn between(a: &Row, b: &Row) -> Vec<(u64, String, String)> {
     let (lo, hi) = (a.devices, b.devices);
     let Some(group) = a.dp.and_then(|dp| a.devices.checked_div(dp)) else {
         return Vec::new();
@@ -74,7 +75,7 @@ fn between(a: &Row, b: &Row) -> Vec<u64> {
     (lo / group + 1..)
         .map(|k| k * group)
         .take_while(|&d| d < hi)
-        .filter(|&d| scaled(a, d).is_some() && scaled(b, d).is_some())
+        .filter_map(|d| Some((d, scaled(a, d)?, scaled(b, d)?)))
         .collect()
 }
 
@@ -82,12 +83,12 @@ impl Loaded {
     /// Simulated seconds per step of `fix` at `devices` devices on `p`'s model, machine,
     /// precision, batch and sequence, searched as a point is (the spec's own `fix` and `max`
     /// too); none where that layout does not run or fit there.
-    fn seconds_of(&self, p: &Point, row: &Row, fix: String, devices: u64) -> Option<f64> {
+    fn seconds_of(&self, p: &Point, row: &Row, fix: &str, devices: u64) -> Option<f64> {
         let model = &self.models[p.at[0]];
         let calib = &self.machines[p.at[1]];
         let mut all = self.fix.clone();
         all.push(format!("precision={}", row.precision));
-        all.push(without_given(&fix, &self.fix));
+        all.push(without_given(fix, &self.fix));
         let search = PointSearch {
             model: &row.model,
             devices,
@@ -126,9 +127,10 @@ impl Loaded {
         let tried = &counts[..counts.len().min(MAX_DEVICE_STEPS)];
         let mut last_a = a.devices;
         let mut unmatched = Vec::new();
-        for &d in tried {
-            let time = |r: &Row| scaled(r, d).and_then(|fix| self.seconds_of(p, r, fix, d));
-            match (time(a), time(b)) {
+        for (d, fix_a, fix_b) in tried {
+            let d = *d;
+            let time = |r: &Row, fix: &String| self.seconds_of(p, r, fix, d);
+            match (time(a, fix_a), time(b, fix_b)) {
                 (Some(ta), Some(tb)) if tb <= ta => {
                     return format!(
                         "by simulated seconds, each layout scaled to the devices between (its dp and micro-batch count follow them): {fa} is faster up to {last_a} devices, {fb} from {d} ({tb:.3} s against {ta:.3} s){}",

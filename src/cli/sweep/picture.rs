@@ -300,13 +300,14 @@ fn pareto_svg(rows: &[Row]) -> Result<(String, Vec<usize>)> {
     let mut which = Vec::new();
     let mut points = Vec::new();
     for (i, r) in rows.iter().enumerate() {
-        let (Some(t), Some(tok), Some(c)) = (r.seconds_per_step, r.tokens_per_second, cost(r))
+        let (Some(t), Some(hours), Some(c)) =
+            (r.seconds_per_step, hours_per_trillion_tokens(r), cost(r))
         else {
             continue;
         };
-        if r.feasible && tok > 0.0 && t > 0.0 {
+        if r.feasible && t > 0.0 {
             which.push(i);
-            points.push(((1e12 / tok / 3600.0).log10(), c.log10()));
+            points.push((hours.log10(), c.log10()));
         }
     }
     let front = pareto(&points);
