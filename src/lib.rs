@@ -31,9 +31,10 @@ pub use api::{
     compare, cost, explain, machine_sources, machines, models, rank, timeline, AutoNote,
     CompareRequest, CompareSide, ComparedStrategy, Comparison, Cost, CostRequest, DeviceCost,
     DeviceOp, EngineNote, ExplainedBytes, ExplainedFlops, Explanation, Flops, Headroom, Knob,
-    Machine, MachineEntry, Model, ModelEntry, ModelSource, OpCost, Part, PartialDomains, Pass,
-    Quantity, RankOptions, RankOptionsBuilder, RankResult, RankRow, SourcedNumber, StackSupports,
-    StepSeconds, Strategy, Timeline, TimelineInput, TimelineRequest, DEFAULT_MAX_MICROBATCHES,
+    Machine, MachineEntry, Model, ModelEntry, ModelSource, OpCost, OptionName, Part,
+    PartialDomains, Pass, Quantity, RankOptions, RankOptionsBuilder, RankResult, RankRow,
+    SourcedNumber, Spelling, StackSupports, StepSeconds, Strategy, Timeline, TimelineInput,
+    TimelineRequest, DEFAULT_MAX_MICROBATCHES,
 };
 pub use error::{Error, Result};
 /// The importers of foreign model formats (Hugging Face configs, ONNX graphs), part of model

@@ -625,6 +625,7 @@ fn steering_in_the_library() {
     assert_eq!(
         s.check_devices(48).unwrap_err(),
         symshard::search::SteerError::ProductDevices {
+            fix: "--fix",
             fixed: "tp=8,pp=4".into(),
             product: 32,
             devices: 48

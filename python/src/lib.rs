@@ -189,6 +189,7 @@ impl Model {
             ),
         };
         let mut m = symshard::Model::new(src)
+            .spelled(symshard::Spelling::Python)
             .attention(attention)
             .loss(loss)
             .train_metrics(train_metrics)
@@ -322,7 +323,8 @@ impl Machine {
             Some(c) => symshard::Machine::named(c),
             None => symshard::Machine::reference(),
         }
-        .map_err(native_error)?;
+        .map_err(native_error)?
+        .spelled(symshard::Spelling::Python);
         if let Some(w) = &what_if {
             m = m.with_what_if(w).map_err(native_error)?;
         }
@@ -338,12 +340,14 @@ impl Machine {
             } else {
                 let text: String = b.str()?.extract()?;
                 symshard::search::steer::parse_memory(&text)
-                    .map_err(|e| usage(format!("--memory: {e}")))?
+                    .map_err(|e| usage(format!("memory: {e}")))?
             };
             m = m.with_memory(bytes);
         }
         if let Some(h) = &headroom {
-            m = m.with_headroom(symshard::Headroom::parse(h).map_err(native_error)?);
+            m = m.with_headroom(
+                symshard::Headroom::parse_as(h, symshard::Spelling::Python).map_err(native_error)?,
+            );
         }
         Ok(Machine(m))
     }
@@ -943,7 +947,7 @@ impl Search<'_> {
     /// The options for `devices` devices (checked when built).
     fn builder(&self, devices: u64) -> PyResult<symshard::RankOptionsBuilder> {
         use symshard::Layouts;
-        let mut b = symshard::RankOptions::builder(devices);
+        let mut b = symshard::RankOptions::builder(devices).spelled(symshard::Spelling::Python);
         if let Some(m) = self.machine {
             b = b.machine(m.0.clone());
         }
@@ -960,7 +964,9 @@ impl Search<'_> {
             b = b.max_text(m);
         }
         if let Some(h) = &self.headroom {
-            b = b.headroom(symshard::Headroom::parse(h).map_err(native_error)?);
+            b = b.headroom(
+                symshard::Headroom::parse_as(h, symshard::Spelling::Python).map_err(native_error)?,
+            );
         }
         if let Some(n) = self.max_microbatches {
             b = b.max_microbatches(n);

@@ -1084,8 +1084,8 @@ def cost(
     elif calib is not None:
         _typed(_native.Machine, calib)  # a table given is read, so that a bad one is refused
         warnings.warn(
-            "note: --calib price a strategy's devices, and no strategy is given (--dp, --tp, "
-            "--pp, … or --strategy): the model's totals below do not read them",
+            "note: calib prices a strategy's devices, and no strategy is given (strategy=): "
+            "the model's totals do not read it",
             SymshardWarning,
             stacklevel=2,
         )

@@ -369,9 +369,12 @@ def test_errors_carry_the_command_lines_message_and_exit_code(cli, tmp_path):
         symshard.cost("llama2-7b", NOPE=3)
     assert "no symbol `NOPE`" in e.value.message
 
+    # The same refusal as the command line's, naming the keyword rather than the flag.
     with pytest.raises(symshard.SymshardError) as e:
         symshard.rank("llama2-7b", devices=8, top=0)
-    assert e.value.message == cli.error("rank", "llama2-7b", "--devices", "8", "--top", "0")[0]
+    msg, code = cli.error("rank", "llama2-7b", "--devices", "8", "--top", "0")
+    assert msg == "--top must be at least 1"
+    assert (e.value.message, e.value.exit_code) == ("top must be at least 1", code)
 
     with pytest.raises(TypeError, match="devices must be an int, not bool"):
         symshard.rank("gpt3-125m", devices=True)
@@ -672,3 +675,43 @@ def test_rank_reports_the_best_strategy_on_64_of_each_nvl72_rack(cli):
     given = symshard.rank("mixtral-8x7b", devices=576, gpus_per_node=72, **args)
     assert given.partial_domains is None
     assert given.rows[0].strategy == r.rows[0].strategy
+
+
+# Each call refuses a bad value naming the keyword the caller passed, never a command-line flag:
+# (the call, the keyword the message starts with, a phrase of the reason).
+_REFUSED_BY_KEYWORD = [
+    (lambda: symshard.rank("gpt3-175b", 1024, fix={"zero": 9}), "fix zero=9", "ZeRO stages"),
+    (lambda: symshard.rank("gpt3-175b", 1024, zero=9), "fix zero=9", "ZeRO stages"),
+    (lambda: symshard.rank("gpt3-175b", 1024, fix="bogus=1"), "fix", "unknown knob `bogus`"),
+    (lambda: symshard.rank("gpt3-175b", 1024, max_tp="x"), "max `tp=x`", "whole number"),
+    (lambda: symshard.rank("gpt3-175b", 1024, top=0), "top", "at least 1"),
+    (lambda: symshard.rank("gpt3-175b", 1024, max_chunks=0), "max_chunks", "at least 1"),
+    (lambda: symshard.rank("gpt3-175b", 1024, headroom="x"), "headroom", "unknown unit"),
+    (lambda: symshard.rank("gpt3-175b", 1024, headroom="100%"), "headroom `100%`", "no memory"),
+    (lambda: symshard.rank("gpt3-175b", 1024, headroom="90GB"), "headroom `", "all of"),
+    (lambda: symshard.rank("gpt3-175b", 1024, memory="80Gb"), "memory", "bits"),
+    (lambda: symshard.rank("gpt3-175b", 1024, symbols={"B": "x"}), "symbols `B=x`", "number"),
+    (lambda: symshard.rank("gpt3-175b", 1024, symbols={"QQ": 3}), "symbols `QQ=3`", "no symbol"),
+    (lambda: symshard.cost("gpt3-175b", B="x"), "symbols `B=x`", "number"),
+    (lambda: symshard.rank("gpt3-175b", 1024, gpus_per_node=2000), "`gpus_per_node`", "1024"),
+    (
+        lambda: symshard.timeline("gpt3-175b", {"tp": 8, "pp": 8, "mbs": 7}, "a100-80gb"),
+        "micro_batch_size 7",
+        "does not divide",
+    ),
+    (
+        lambda: symshard.timeline("gpt3-175b", {"tp": 8}, "a100-80gb", what_if="nvlink.bw=x2"),
+        "what_if",
+        "unknown quantity `nvlink.bw`",
+    ),
+]
+
+
+@pytest.mark.parametrize("call,keyword,reason", _REFUSED_BY_KEYWORD)
+def test_refusals_name_the_keyword_not_a_command_line_flag(call, keyword, reason):
+    with pytest.raises(symshard.SymshardError) as e:
+        call()
+    assert e.value.message.startswith(keyword) or keyword in e.value.message, e.value.message
+    assert reason in e.value.message, e.value.message
+    assert "--" not in e.value.message, e.value.message
+    assert e.value.exit_code == 2

@@ -65,9 +65,12 @@ def test_warnings_are_data_and_python_warnings(tmp_path, no_argv):
     assert len(r.warnings) == 1 and r.warnings[0].startswith("note: `")
 
 
-def test_bad_options_are_the_command_lines_errors(cli, no_argv):
+def test_bad_options_are_the_command_lines_errors_naming_the_keyword(cli, no_argv):
     for flags in (["--fix", "foo=1"], ["--max", "schedule=gpipe"], ["--top", "0"]):
-        want = cli.error("rank", "gpt3-1.3b", "--devices", "8", *flags)[0]
+        cli_message = cli.error("rank", "gpt3-1.3b", "--devices", "8", *flags)[0]
+        # The command line names its flag (`--fix`), Python its keyword (`fix`).
+        assert cli_message.startswith(flags[0])
+        want = flags[0][2:] + cli_message[len(flags[0]):]
         kwargs = {"fix": "foo=1"} if flags[0] == "--fix" else {}
         if flags[0] == "--max":
             kwargs = {"max": "schedule=gpipe"}

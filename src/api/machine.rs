@@ -20,6 +20,7 @@ pub struct Machine {
     gpus_per_node: Option<u64>,
     memory: Option<Rational>,
     headroom: Option<super::Headroom>,
+    spelling: super::Spelling,
 }
 
 impl Machine {
@@ -46,14 +47,25 @@ impl Machine {
             gpus_per_node: None,
             memory: None,
             headroom: None,
+            spelling: super::Spelling::default(),
         }
+    }
+
+    /// The machine with its refusals naming options as `spelling`'s caller writes them
+    /// (`--with`, `--gpus-per-node` on the command line, by default; `what_if`,
+    /// `gpus_per_node` in Python).
+    pub fn spelled(mut self, spelling: super::Spelling) -> Machine {
+        self.spelling = spelling;
+        self
     }
 
     /// The machine with named quantities of its table changed (`nvlink.bandwidth=x2,domain=72`;
     /// a factor `xF` or a value with its unit).
     pub fn with_what_if(self, edits: &str) -> Result<Machine, Error> {
         Ok(Machine {
-            calibration: self.calibration.with_what_if(edits)?,
+            calibration: self
+                .calibration
+                .with_what_if_as(edits, self.spelling.name(super::OptionName::With))?,
             ..self
         })
     }
@@ -70,7 +82,7 @@ impl Machine {
 
     /// The machine with `n` devices per node (refused unless it is 1 or more).
     pub fn with_gpus_per_node(self, n: u64) -> Result<Machine, Error> {
-        crate::strategy::check_gpus_per_node(n).map_err(super::machine_error)?;
+        crate::strategy::check_gpus_per_node(n).map_err(|e| self.machine_error(e))?;
         Ok(self.with_gpus_per_node_unchecked(n))
     }
 
@@ -79,6 +91,20 @@ impl Machine {
     pub(crate) fn with_gpus_per_node_unchecked(mut self, n: u64) -> Machine {
         self.gpus_per_node = Some(n);
         self
+    }
+
+    /// A refusal of the devices per node, naming the option as the machine's caller writes it
+    /// (the strategy's own message says `gpus_per_node`, the strategy file's and Python's name).
+    pub(crate) fn machine_error(&self, e: crate::strategy::StrategyError) -> Error {
+        match self.spelling {
+            super::Spelling::CommandLine => super::machine_error(e),
+            super::Spelling::Python => Error::Usage(e.to_string()),
+        }
+    }
+
+    /// How the machine's caller names options ([`Machine::spelled`]).
+    pub(crate) fn spelling(&self) -> super::Spelling {
+        self.spelling
     }
 
     /// The machine with `bytes` of memory per device instead of its table's capacity.
@@ -100,7 +126,7 @@ impl Machine {
     /// ([`crate::calib::DEFAULT_HEADROOM`]).
     pub fn usable_memory(&self) -> Result<Rational, Error> {
         match (&self.headroom, &self.memory) {
-            (Some(h), _) => h.apply(&self.memory()),
+            (Some(h), _) => h.apply(&self.memory(), self.spelling),
             (None, Some(m)) => Ok(m.clone()),
             (None, None) => Ok(self.calibration.usable_memory_bytes()),
         }

@@ -13,6 +13,7 @@ mod rank;
 mod strategy;
 mod timeline;
 
+pub use crate::error::spelling::{OptionName, Spelling};
 pub use catalog::{
     explain, machine_sources, machines, models, ExplainedBytes, ExplainedFlops, Explanation,
     MachineEntry, ModelEntry, SourcedNumber,

@@ -69,6 +69,7 @@ pub struct Model {
     dropout: Option<bool>,
     recompute_modules: Option<Vec<crate::model::RecomputeModule>>,
     rules: Option<PathBuf>,
+    spelling: super::Spelling,
 }
 
 /// A model loaded and its symbols' values.
@@ -95,7 +96,15 @@ impl Model {
             dropout: None,
             recompute_modules: None,
             rules: None,
+            spelling: super::Spelling::default(),
         }
+    }
+
+    /// The model with its refusals of bindings naming the option as `spelling`'s caller
+    /// writes it (`--set` on the command line, by default; `symbols` in Python).
+    pub fn spelled(mut self, spelling: super::Spelling) -> Model {
+        self.spelling = spelling;
+        self
     }
 
     /// A shipped or user model's name, or a model file's path.
@@ -208,17 +217,18 @@ impl Model {
     /// The model's symbol values with the bindings applied.
     pub(crate) fn bind(&self, model: &crate::model::Model) -> Result<Bindings, Error> {
         let mut values = model.values.clone();
+        let set = self.spelling.name(super::OptionName::Set);
         for b in &self.bindings {
             let (name, s) = b.name_and_text();
             if let Binding::Text(t) = b {
                 if !t.contains('=') {
-                    return Err(Error::Usage(format!("--set `{s}`: expected SYM=VALUE")));
+                    return Err(Error::Usage(format!("{set} `{s}`: expected SYM=VALUE")));
                 }
             }
             if !model.symbols.contains_key(&name) {
                 let known: Vec<&str> = model.symbols.keys().map(String::as_str).collect();
                 return Err(Error::Usage(format!(
-                    "--set `{s}`: model `{}` has no symbol `{name}` (its symbols: {})",
+                    "{set} `{s}`: model `{}` has no symbol `{name}` (its symbols: {})",
                     model.name,
                     known.join(", ")
                 )));
@@ -232,7 +242,7 @@ impl Model {
                         source: None,
                         assumed: false,
                     })
-                    .map_err(|m| Error::Usage(format!("--set `{s}`: {m}")))?
+                    .map_err(|m| Error::Usage(format!("{set} `{s}`: {m}")))?
                 }
             };
             values.insert(name, v);
@@ -240,7 +250,7 @@ impl Model {
         if !self.bindings.is_empty() {
             model
                 .check_sizes(&values)
-                .map_err(|e| Error::Usage(format!("--set: {e}")))?;
+                .map_err(|e| Error::Usage(format!("{set}: {e}")))?;
         }
         Ok(values)
     }

@@ -70,14 +70,28 @@ pub enum Headroom {
 impl Headroom {
     /// Headroom as the command line writes it: `10%`, `12.5%` or an amount (`8GB`).
     pub fn parse(text: &str) -> Result<Headroom, Error> {
+        Headroom::parse_as(text, super::Spelling::CommandLine)
+    }
+
+    /// [`Headroom::parse`], its refusal naming the option as `spelling`'s caller writes it.
+    pub fn parse_as(text: &str, spelling: super::Spelling) -> Result<Headroom, Error> {
+        let option = spelling.name(super::OptionName::Headroom);
         let t = text.trim();
         if let Some(p) = t.strip_suffix('%') {
             return crate::sym::size::decimal(p.trim())
                 .map(Headroom::Percent)
-                .ok_or_else(|| crate::search::SteerError::HeadroomPercent(text.into()).into());
+                .ok_or_else(|| {
+                    crate::search::SteerError::HeadroomPercent {
+                        option,
+                        text: text.into(),
+                    }
+                    .into()
+                });
         }
-        let h = parse_memory(t)
-            .map_err(|e| crate::search::SteerError::HeadroomMemory(Box::new(e.into())))?;
+        let h = parse_memory(t).map_err(|e| crate::search::SteerError::HeadroomMemory {
+            option,
+            error: Box::new(e.into()),
+        })?;
         Ok(Headroom::Bytes(h))
     }
 
@@ -89,12 +103,18 @@ impl Headroom {
         }
     }
 
-    /// The usable memory of a device of `capacity` bytes, in whole bytes.
-    pub(crate) fn apply(&self, capacity: &Rational) -> Result<Rational, Error> {
+    /// The usable memory of a device of `capacity` bytes, in whole bytes; a headroom that leaves
+    /// none is refused naming the option as `spelling`'s caller writes it.
+    pub(crate) fn apply(
+        &self,
+        capacity: &Rational,
+        spelling: super::Spelling,
+    ) -> Result<Rational, Error> {
         use crate::search::steer::{usable_after_bytes, usable_after_share};
+        let option = spelling.name(super::OptionName::Headroom);
         Ok(match self {
-            Headroom::Percent(p) => usable_after_share(p, &self.text(), capacity)?,
-            Headroom::Bytes(h) => usable_after_bytes(h, &self.text(), capacity)?,
+            Headroom::Percent(p) => usable_after_share(p, &self.text(), capacity, option)?,
+            Headroom::Bytes(h) => usable_after_bytes(h, &self.text(), capacity, option)?,
         })
     }
 }
@@ -122,6 +142,7 @@ enum SteerOp {
 pub struct RankOptions {
     devices: u64,
     machine: Option<Machine>,
+    spelling: super::Spelling,
     by_seconds: Option<bool>,
     memory_text: Option<String>,
     headroom: Option<HeadroomArg>,
@@ -140,6 +161,7 @@ pub struct RankOptionsBuilder {
     opts: RankOptions,
     ops: Vec<SteerOp>,
     fix_error: Option<Error>,
+    spelling: super::Spelling,
 }
 
 impl RankOptions {
@@ -150,6 +172,7 @@ impl RankOptions {
             opts: RankOptions {
                 devices,
                 machine: None,
+                spelling: super::Spelling::default(),
                 by_seconds: None,
                 memory_text: None,
                 headroom: None,
@@ -162,6 +185,7 @@ impl RankOptions {
             },
             ops: Vec::new(),
             fix_error: None,
+            spelling: super::Spelling::default(),
         }
     }
 
@@ -300,14 +324,24 @@ impl RankOptionsBuilder {
         self
     }
 
+    /// Refusals of these options name them as `spelling`'s caller writes them (`--fix`,
+    /// `--top` on the command line, by default; `fix`, `top` in Python). Applies to the items
+    /// given after it.
+    pub fn spelled(mut self, spelling: super::Spelling) -> Self {
+        self.spelling = spelling;
+        self
+    }
+
     /// Knobs fixed as `rank --fix` takes them (`tp=8,pp=4,zero=1,overlap=tp-comm`).
     pub fn fix_text(self, items: &str) -> Self {
-        self.fix_as(items, "--fix")
+        let option = self.spelling.name(super::OptionName::Fix);
+        self.fix_as(items, option)
     }
 
     /// Knobs capped as `rank --max` takes them (`tp=8,pp=16`).
     pub fn max_text(self, items: &str) -> Self {
-        self.max_as(items, "--max")
+        let option = self.spelling.name(super::OptionName::Max);
+        self.max_as(items, option)
     }
 
     /// `--fix` items that the option `flag` gave.
@@ -332,31 +366,43 @@ impl RankOptionsBuilder {
     /// degrees divide the devices. The first error names what is wrong.
     pub fn build(self) -> Result<RankOptions, Error> {
         let mut opts = self.opts;
+        opts.spelling = self.spelling;
         if let Some(m) = &opts.machine {
             crate::strategy::check_gpus_per_node(m.gpus_per_node())
-                .map_err(super::machine_error)?;
+                .map_err(|e| m.machine_error(e))?;
         }
         if opts.top == 0 {
-            return Err(Error::Usage("--top must be at least 1".into()));
+            let top = self.spelling.name(super::OptionName::Top);
+            return Err(Error::Usage(format!("{top} must be at least 1")));
         }
         if opts.max_microbatches == 0 {
-            return Err(Error::Usage("--max-microbatches must be at least 1".into()));
+            let option = self.spelling.name(super::OptionName::MaxMicrobatches);
+            return Err(Error::Usage(format!("{option} must be at least 1")));
         }
         if opts.max_chunks == 0 || opts.max_chunks > crate::strategy::MAX_DEVICES {
             return Err(Error::Usage(format!(
-                "--max-chunks must be at least 1 (1: no interleaving), not {}",
+                "{} must be at least 1 (1: no interleaving), not {}",
+                self.spelling.name(super::OptionName::MaxChunks),
                 opts.max_chunks
             )));
         }
         if let Some(e) = self.fix_error {
             return Err(e);
         }
-        let mut steer = Steer::default();
+        let mut steer = Steer {
+            spelling: self.spelling,
+            ..Steer::default()
+        };
         for op in self.ops {
             match op {
                 SteerOp::Fix(items, flag) => steer.fix(&items, &flag)?,
                 SteerOp::Max(items, flag) => steer.max(&items, &flag)?,
-                SteerOp::Set(s) => steer = *s,
+                SteerOp::Set(s) => {
+                    steer = Steer {
+                        spelling: self.spelling,
+                        ..*s
+                    }
+                }
             }
         }
         steer.check_devices(opts.devices)?;
@@ -878,7 +924,7 @@ pub(crate) fn rank_loaded(
 ) -> Result<(RankResult, RankDetail), Error> {
     let machine = match &opts.machine {
         Some(m) => m.clone(),
-        None => Machine::reference()?,
+        None => Machine::reference()?.spelled(opts.spelling),
     };
     let calib = machine.calibration().clone();
     let (search, capacity) = search_options(&loaded.model, &loaded.values, &machine, opts)?;
@@ -995,12 +1041,12 @@ pub(crate) fn search_options(
     opts: &RankOptions,
 ) -> Result<(crate::search::RankOptions, Rational), Error> {
     let gpus_per_node = machine.gpus_per_node();
-    crate::strategy::check_gpus_per_node(gpus_per_node).map_err(super::machine_error)?;
+    crate::strategy::check_gpus_per_node(gpus_per_node).map_err(|e| machine.machine_error(e))?;
     if let Some(pp) = opts.steer.pp.fixed {
         crate::parallel::check_pipeline_stages(model, values, pp)?;
     }
     crate::strategy::check_fills_nodes(opts.devices, gpus_per_node)
-        .map_err(super::machine_error)?;
+        .map_err(|e| machine.machine_error(e))?;
     let capacity = match &opts.memory_text {
         Some(m) => parse_memory(m).map_err(|e| Error::Usage(format!("--memory: {e}")))?,
         None => machine.memory(),
@@ -1009,7 +1055,7 @@ pub(crate) fn search_options(
     // capacity only.
     let memory = match &opts.headroom {
         Some(HeadroomArg::Text(h)) => apply_headroom(h, &capacity)?,
-        Some(HeadroomArg::Typed(h)) => h.apply(&capacity)?,
+        Some(HeadroomArg::Typed(h)) => h.apply(&capacity, machine.spelling())?,
         None if opts.memory_text.is_some() => capacity.clone(),
         None => machine.usable_memory()?,
     };

@@ -232,7 +232,7 @@ impl Strategy {
             }
         }
         knobs.chunks = self.chunks.unwrap_or(knobs.chunks);
-        self.micro_batches(&mut knobs, batch, file_size)?;
+        self.micro_batches(&mut knobs, batch, file_size, machine.spelling())?;
         knobs.sequence_parallel |= self.sequence_parallel;
         layout.sequence_parallel = knobs.sequence_parallel;
         knobs.recompute = self.recompute.unwrap_or(knobs.recompute);
@@ -253,7 +253,8 @@ impl Strategy {
             .or(gpn)
             .unwrap_or_else(|| machine.calibration().gpus_per_node());
         crate::strategy::check_knobs(&knobs)?;
-        crate::strategy::check_gpus_per_node(gpus_per_node).map_err(machine_error)?;
+        crate::strategy::check_gpus_per_node(gpus_per_node)
+            .map_err(|e| machine.machine_error(e))?;
         Ok(Resolved {
             knobs,
             layout,
@@ -270,7 +271,10 @@ impl Strategy {
         knobs: &mut Knobs,
         batch: &Rational,
         file_size: Option<(u64, String)>,
+        spelling: super::Spelling,
     ) -> Result<(), Error> {
+        let size_option = spelling.name(super::OptionName::MicroBatchSize);
+        let count_option = spelling.name(super::OptionName::Microbatches);
         if let (Some((size, file)), None, None) =
             (&file_size, self.micro_batch_size, self.microbatches)
         {
@@ -279,11 +283,11 @@ impl Strategy {
         }
         if let Some(size) = self.micro_batch_size {
             let m = Knobs::microbatches_for_size(batch, knobs.dp, size)
-                .map_err(|e| Error::Usage(format!("--micro-batch-size {size}: {e}")))?;
+                .map_err(|e| Error::Usage(format!("{size_option} {size}: {e}")))?;
             if let Some(count) = self.microbatches {
                 if count != m {
                     return Err(Error::Usage(format!(
-                        "--micro-batch-size {size} means {m} micro-batches (global batch {batch} ÷ (dp = {} × {size})), but --microbatches says {count}",
+                        "{size_option} {size} means {m} micro-batches (global batch {batch} ÷ (dp = {} × {size})), but {count_option} says {count}",
                         knobs.dp
                     )));
                 }
@@ -450,8 +454,9 @@ impl Strategy {
             node_dispatch,
             // Set by a named stack profile when ranking, never by a knob string.
             supports: _,
-            // Which flag fixed a knob: for messages only.
+            // Which flag fixed a knob, and how the caller names the options: for messages only.
             fixed_by: _,
+            spelling: _,
         } = steer;
         if any_precision {
             return Err(Error::Usage(format!(

@@ -160,10 +160,11 @@ pub fn field_names(c: &Calibration) -> Vec<String> {
     names
 }
 
-/// What `--with` refuses, with the names it takes.
+/// What `--with` refuses, with the names it takes (the option's name is added by
+/// [`Calibration::with_what_if_as`]).
 fn refuse(c: &Calibration, message: String) -> Error {
     Error::Usage(format!(
-        "--with: {message} (the quantities of `{}`: {})",
+        "{message} (the quantities of `{}`: {})",
         c.name,
         field_names(c).join(", ")
     ))
@@ -389,7 +390,21 @@ impl Calibration {
     /// a what-if machine, named `TABLE+what-if(SPEC)`. Unknown names, values that are not
     /// positive, a fraction of a device and a name given twice are refused, naming the valid
     /// quantities.
-    pub fn with_what_if(mut self, spec: &str) -> Result<Calibration> {
+    pub fn with_what_if(self, spec: &str) -> Result<Calibration> {
+        self.with_what_if_as(spec, "--with")
+    }
+
+    /// [`Calibration::with_what_if`], its refusals naming the option `option` (`--with` on the
+    /// command line, `what_if` in Python).
+    pub fn with_what_if_as(self, spec: &str, option: &str) -> Result<Calibration> {
+        self.edited(spec).map_err(|e| match e {
+            Error::Usage(m) => Error::Usage(format!("{option}: {m}")),
+            other => other,
+        })
+    }
+
+    /// [`Calibration::with_what_if`] with refusals that do not name the option.
+    fn edited(mut self, spec: &str) -> Result<Calibration> {
         let items: Vec<&str> = spec
             .split(',')
             .map(str::trim)

@@ -1,6 +1,7 @@
 //! Errors of the library: every error that bad input can cause names the file, the line and
 //! column, and the offending item.
 
+pub mod spelling;
 pub mod strategy;
 
 use std::fmt;

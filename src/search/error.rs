@@ -47,8 +47,12 @@ pub enum SteerError {
         why: String,
     },
     /// A fixed value above the maximum given for the same knob.
-    #[error("--fix {name}={fixed} exceeds --max {name}={max}")]
+    #[error("{fix} {name}={fixed} exceeds {max_option} {name}={max}")]
     FixAboveMax {
+        /// The option that fixes, as its caller names it (`--fix`, Python's `fix`).
+        fix: &'static str,
+        /// The option that caps, as its caller names it (`--max`, Python's `max`).
+        max_option: &'static str,
         /// The knob.
         name: &'static str,
         /// Its fixed value.
@@ -57,27 +61,44 @@ pub enum SteerError {
         max: u64,
     },
     /// A fixed ZeRO stage beyond 3.
-    #[error("--fix zero={0}: ZeRO stages are 0, 1, 2 and 3")]
-    ZeroStage(u64),
+    #[error("{fix} zero={zero}: ZeRO stages are 0, 1, 2 and 3")]
+    ZeroStage {
+        /// The option that fixes, as its caller names it.
+        fix: &'static str,
+        /// The stage given.
+        zero: u64,
+    },
     /// Interleaving fixed with fewer than two chunks.
     #[error(
-        "--fix chunks={0} with schedule=interleaved-1f1b: interleaving needs at least 2 chunks"
+        "{fix} chunks={chunks} with schedule=interleaved-1f1b: interleaving needs at least 2 chunks"
     )]
-    InterleavedChunks(u64),
+    InterleavedChunks {
+        /// The option that fixes, as its caller names it.
+        fix: &'static str,
+        /// The chunks given.
+        chunks: u64,
+    },
     /// Chunks fixed without interleaving.
-    #[error("--fix chunks={chunks} needs schedule=interleaved-1f1b, not {schedule}")]
+    #[error("{fix} chunks={chunks} needs schedule=interleaved-1f1b, not {schedule}")]
     ChunksWithoutInterleaving {
+        /// The option that fixes, as its caller names it.
+        fix: &'static str,
         /// The chunks fixed.
         chunks: u64,
         /// The schedule fixed.
         schedule: String,
     },
     /// Sequence parallelism fixed on with tp fixed to 1.
-    #[error("--fix sp=on needs tp > 1")]
-    SequenceParallelOneRank,
+    #[error("{fix} sp=on needs tp > 1")]
+    SequenceParallelOneRank {
+        /// The option that fixes, as its caller names it.
+        fix: &'static str,
+    },
     /// A fixed degree that does not divide the devices.
-    #[error("--fix {name}={degree}: {degree} does not divide the {devices} devices")]
+    #[error("{fix} {name}={degree}: {degree} does not divide the {devices} devices")]
     DegreeDevices {
+        /// The option that fixes, as its caller names it.
+        fix: &'static str,
         /// The knob.
         name: &'static str,
         /// Its fixed degree.
@@ -86,8 +107,10 @@ pub enum SteerError {
         devices: u64,
     },
     /// Fixed degrees whose product does not divide the devices.
-    #[error("--fix {fixed}: dp × tp × pp × cp = {product} does not divide the {devices} devices")]
+    #[error("{fix} {fixed}: dp × tp × pp × cp = {product} does not divide the {devices} devices")]
     ProductDevices {
+        /// The option that fixes, as its caller names it.
+        fix: &'static str,
         /// The fixed degrees, `dp=4,tp=8`.
         fixed: String,
         /// Their product.
@@ -96,8 +119,10 @@ pub enum SteerError {
         devices: u64,
     },
     /// All four degrees fixed, their product not the devices.
-    #[error("--fix {fixed}: dp × tp × pp × cp = {product}, not the {devices} devices")]
+    #[error("{fix} {fixed}: dp × tp × pp × cp = {product}, not the {devices} devices")]
     ProductNotDevices {
+        /// The option that fixes, as its caller names it.
+        fix: &'static str,
         /// The fixed degrees.
         fixed: String,
         /// Their product.
@@ -109,17 +134,34 @@ pub enum SteerError {
     #[error(transparent)]
     Memory(#[from] crate::sym::size::MemoryError),
     /// A headroom that is not a percentage.
-    #[error("--headroom `{0}`: expected a percentage such as 10%")]
-    HeadroomPercent(String),
+    #[error("{option} `{text}`: expected a percentage such as 10%")]
+    HeadroomPercent {
+        /// The option as its caller names it (`--headroom`, Python's `headroom`).
+        option: &'static str,
+        /// The headroom given.
+        text: String,
+    },
     /// A headroom of 100 % or more.
-    #[error("--headroom `{0}` leaves no memory: below 100% please")]
-    HeadroomAll(String),
+    #[error("{option} `{text}` leaves no memory: below 100% please")]
+    HeadroomAll {
+        /// The option as its caller names it.
+        option: &'static str,
+        /// The headroom given.
+        text: String,
+    },
     /// A headroom size that cannot be read.
-    #[error("--headroom: {0}")]
-    HeadroomMemory(Box<SteerError>),
+    #[error("{option}: {error}")]
+    HeadroomMemory {
+        /// The option as its caller names it.
+        option: &'static str,
+        /// Why the size cannot be read.
+        error: Box<SteerError>,
+    },
     /// A headroom size of the whole device memory or more.
-    #[error("--headroom `{text}` is all of the {capacity}-byte device memory")]
+    #[error("{option} `{text}` is all of the {capacity}-byte device memory")]
     HeadroomCapacity {
+        /// The option as its caller names it.
+        option: &'static str,
         /// The headroom given.
         text: String,
         /// The device memory in bytes.

@@ -3,6 +3,7 @@
 
 use super::error::{Rejection, SteerError};
 use crate::calib::stack::Supports;
+use crate::error::spelling::{OptionName, Spelling};
 use crate::strategy::{Knobs, Overlap, PipelineSplit, Precision, Recompute, Schedule};
 use crate::sym::Rational;
 use std::fmt;
@@ -88,6 +89,9 @@ pub struct Steer {
     /// The option that fixed a knob when it was not `--fix` (`schedule` → `--schedule`), so a
     /// refusal names the flag the user typed.
     pub fixed_by: std::collections::BTreeMap<String, String>,
+    /// How the caller names `--fix` and `--max` in the refusals of inconsistent constraints
+    /// (the command line's flags by default; Python's `fix` and `max`).
+    pub spelling: Spelling,
 }
 
 /// The knob names `--fix` and `--max` accept, with what each means.
@@ -313,11 +317,18 @@ impl Steer {
         self.check()
     }
 
+    /// An option as the caller of these constraints names it ([`Steer::spelling`]).
+    fn option(&self, o: OptionName) -> &'static str {
+        self.spelling.name(o)
+    }
+
     fn check(&self) -> Result<(), SteerError> {
         for (name, b) in self.bounds() {
             if let (Some(f), Some(m)) = (b.fixed, b.max) {
                 if f > m {
                     return Err(SteerError::FixAboveMax {
+                        fix: self.option(OptionName::Fix),
+                        max_option: self.option(OptionName::Max),
                         name,
                         fixed: f,
                         max: m,
@@ -327,26 +338,35 @@ impl Steer {
         }
         if let Some(z) = self.zero.fixed {
             if z > 3 {
-                return Err(SteerError::ZeroStage(z));
+                return Err(SteerError::ZeroStage {
+                    fix: self.option(OptionName::Fix),
+                    zero: z,
+                });
             }
         }
         if let (Some(s), Some(c)) = (self.schedule, self.chunks.fixed) {
             if s == Schedule::Interleaved && c < 2 {
-                return Err(SteerError::InterleavedChunks(c));
+                return Err(SteerError::InterleavedChunks {
+                    fix: self.option(OptionName::Fix),
+                    chunks: c,
+                });
             }
             if s != Schedule::Interleaved && c > 1 {
                 return Err(SteerError::ChunksWithoutInterleaving {
+                    fix: self.option(OptionName::Fix),
                     chunks: c,
                     schedule: s.to_string(),
                 });
             }
         }
         if self.sequence_parallel == Some(true) && self.tp.fixed == Some(1) {
-            return Err(SteerError::SequenceParallelOneRank);
+            return Err(SteerError::SequenceParallelOneRank {
+                fix: self.option(OptionName::Fix),
+            });
         }
         if self.overlap_param_gather == Some(true) && self.overlap_grad_reduce == Some(false) {
             return Err(SteerError::BadValue {
-                flag: "--fix".into(),
+                flag: self.option(OptionName::Fix).into(),
                 name: "overlap".into(),
                 value: "param-gather+no-grad-reduce".into(),
                 why: "overlapping the weight gather needs the gradient reduction overlapped too (Megatron-LM asserts --overlap-param-gather with --overlap-grad-reduce)".into(),
@@ -417,6 +437,7 @@ impl Steer {
             if let Some(f) = b.fixed {
                 if !devices.is_multiple_of(f) {
                     return Err(SteerError::DegreeDevices {
+                        fix: self.option(OptionName::Fix),
                         name,
                         degree: f,
                         devices,
@@ -428,6 +449,7 @@ impl Steer {
         }
         if !devices.is_multiple_of(product) {
             return Err(SteerError::ProductDevices {
+                fix: self.option(OptionName::Fix),
                 fixed: named.join(","),
                 product,
                 devices,
@@ -435,6 +457,7 @@ impl Steer {
         }
         if named.len() == 4 && product != devices {
             return Err(SteerError::ProductNotDevices {
+                fix: self.option(OptionName::Fix),
                 fixed: named.join(","),
                 product,
                 devices,
@@ -655,39 +678,52 @@ pub use crate::sym::size::parse_memory;
 /// Parses headroom: a percentage of the device memory kept free (`10%`, `12.5%`), or an amount
 /// of memory (`8GB`). Returns the usable memory of a device of `capacity` bytes.
 pub fn apply_headroom(text: &str, capacity: &Rational) -> Result<Rational, SteerError> {
+    let option = "--headroom";
     let t = text.trim();
     if let Some(p) = t.strip_suffix('%') {
-        let p = decimal(p.trim()).ok_or_else(|| SteerError::HeadroomPercent(text.into()))?;
-        usable_after_share(&p, text, capacity)
+        let p = decimal(p.trim()).ok_or_else(|| SteerError::HeadroomPercent {
+            option,
+            text: text.into(),
+        })?;
+        usable_after_share(&p, text, capacity, option)
     } else {
-        let h = parse_memory(t).map_err(|e| SteerError::HeadroomMemory(Box::new(e.into())))?;
-        usable_after_bytes(&h, text, capacity)
+        let h = parse_memory(t).map_err(|e| SteerError::HeadroomMemory {
+            option,
+            error: Box::new(e.into()),
+        })?;
+        usable_after_bytes(&h, text, capacity, option)
     }
 }
 
 /// The whole bytes left of `capacity` with `percent` % kept free (`text`: the headroom as given,
-/// for the error).
+/// and `option` the option that gave it, for the error).
 pub fn usable_after_share(
     percent: &Rational,
     text: &str,
     capacity: &Rational,
+    option: &'static str,
 ) -> Result<Rational, SteerError> {
     let hundred = Rational::from_integer(100.into());
     if percent < &Rational::from_integer(0.into()) || percent >= &hundred {
-        return Err(SteerError::HeadroomAll(text.into()));
+        return Err(SteerError::HeadroomAll {
+            option,
+            text: text.into(),
+        });
     }
     Ok(crate::calib::less_share(capacity, percent))
 }
 
-/// The whole bytes left of `capacity` with `bytes` kept free (`text`: the headroom as given, for
-/// the error).
+/// The whole bytes left of `capacity` with `bytes` kept free (`text`: the headroom as given, and
+/// `option` the option that gave it, for the error).
 pub fn usable_after_bytes(
     bytes: &Rational,
     text: &str,
     capacity: &Rational,
+    option: &'static str,
 ) -> Result<Rational, SteerError> {
     if bytes >= capacity {
         return Err(SteerError::HeadroomCapacity {
+            option,
             text: text.into(),
             capacity: capacity.to_string(),
         });

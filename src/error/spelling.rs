@@ -1,0 +1,111 @@
+//! [`Spelling`]: how a caller names the options it passes, so that a refusal quotes the option
+//! as its caller wrote it — `--set B=x` on the command line, `symbols` in the Python package.
+
+/// Who passed the options a message refuses: the command line, with its flags (`--set`,
+/// `--with`, `--gpus-per-node`), or the Python package, with its keywords (`symbols`,
+/// `what_if`, `gpus_per_node`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Spelling {
+    /// The command line's flags.
+    #[default]
+    CommandLine,
+    /// The Python package's keyword arguments.
+    Python,
+}
+
+/// An option of the typed API that the command line and the Python package name differently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OptionName {
+    /// Symbol bindings (`--set B=8`; Python's `symbols` and keyword symbols).
+    Set,
+    /// Fixed knobs (`--fix`).
+    Fix,
+    /// Capped knobs (`--max`).
+    Max,
+    /// Device memory (`--memory`).
+    Memory,
+    /// Memory kept free (`--headroom`).
+    Headroom,
+    /// A what-if machine's edits (`--with`; Python's `what_if`).
+    With,
+    /// Samples per micro-batch (`--micro-batch-size`; Python's `micro_batch_size`).
+    MicroBatchSize,
+    /// Micro-batches per step (`--microbatches`).
+    Microbatches,
+    /// Devices per node (`--gpus-per-node`; Python's `gpus_per_node`).
+    GpusPerNode,
+    /// Rows a ranking shows (`--top`).
+    Top,
+    /// The most micro-batches a ranking tries (`--max-microbatches`).
+    MaxMicrobatches,
+    /// The most model chunks a ranking tries (`--max-chunks`).
+    MaxChunks,
+}
+
+impl Spelling {
+    /// The option as this caller writes it.
+    pub fn name(self, option: OptionName) -> &'static str {
+        use OptionName::*;
+        match self {
+            Spelling::CommandLine => match option {
+                Set => "--set",
+                Fix => "--fix",
+                Max => "--max",
+                Memory => "--memory",
+                Headroom => "--headroom",
+                With => "--with",
+                MicroBatchSize => "--micro-batch-size",
+                Microbatches => "--microbatches",
+                GpusPerNode => "--gpus-per-node",
+                Top => "--top",
+                MaxMicrobatches => "--max-microbatches",
+                MaxChunks => "--max-chunks",
+            },
+            Spelling::Python => match option {
+                Set => "symbols",
+                Fix => "fix",
+                Max => "max",
+                Memory => "memory",
+                Headroom => "headroom",
+                With => "what_if",
+                MicroBatchSize => "micro_batch_size",
+                Microbatches => "microbatches",
+                GpusPerNode => "gpus_per_node",
+                Top => "top",
+                MaxMicrobatches => "max_microbatches",
+                MaxChunks => "max_chunks",
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn python_names_no_option_with_dashes_and_the_command_line_every_one() {
+        use OptionName::*;
+        for o in [
+            Set,
+            Fix,
+            Max,
+            Memory,
+            Headroom,
+            With,
+            MicroBatchSize,
+            Microbatches,
+            GpusPerNode,
+            Top,
+            MaxMicrobatches,
+            MaxChunks,
+        ] {
+            assert!(Spelling::CommandLine.name(o).starts_with("--"), "{o:?}");
+            let p = Spelling::Python.name(o);
+            assert!(
+                p.chars().all(|c| c.is_ascii_lowercase() || c == '_'),
+                "{o:?}: {p}"
+            );
+        }
+    }
+}
