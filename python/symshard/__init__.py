@@ -1122,6 +1122,8 @@ _SEARCH_OPTIONS = frozenset(
         "gpus_per_node",
         "memory",
         "headroom",
+        "stack",
+        "what_if",
         "max_microbatches",
         "max_chunks",
         "no_sp",
@@ -1183,7 +1185,7 @@ def _search_options(
             if v is not None:
                 capped.append(f"{_FIX_KNOBS[k[4:]]}={v}")
         else:
-            known = sorted([*_FIX_KNOBS, *(f"max_{n}" for n in _MAX_KNOBS), *_SEARCH_OPTIONS])
+            known = sorted({*_FIX_KNOBS, *(f"max_{n}" for n in _MAX_KNOBS), *_SEARCH_OPTIONS})
             raise TypeError(f"unknown keyword argument {k!r} (known: fix, max, {', '.join(known)})")
     return fixed, capped, rest
 
@@ -1226,7 +1228,10 @@ def rank(
       recompute), or ``max={"tp": 8}`` / ``max="tp=8"``;
     * the search's options: ``gpus_per_node``, ``memory`` (``"75GB"``), ``headroom``
       (``"10%"``), ``max_microbatches``, ``max_chunks``, ``layouts``, ``pareto``, ``exact``,
-      ``emit``, ``why``, ``no_sp``.
+      ``emit``, ``why``, ``no_sp``;
+    * the machine's: ``what_if`` (``"nvlink.bandwidth=x2,domain=16"``, a machine derived from
+      ``calib``'s table, ``--with``) and ``stack`` (a stack profile, ``"auto"`` each row on the
+      profile of the stack it assumes, ``--stack``; ranks by simulated seconds like ``calib``).
 
     Any other keyword raises TypeError naming it; a bad value is the library's SymshardError."""
     _whole("devices", devices)
@@ -1237,16 +1242,20 @@ def rank(
     )
     # `exact` changes only the command line's tables.
     options.pop("exact", None)
-    shape = {k: options.pop(k) for k in ("gpus_per_node", "memory") if k in options}
+    shape = {
+        k: v
+        for k in ("gpus_per_node", "memory", "stack", "what_if")
+        if (v := options.pop(k, None)) is not None
+    }
     machine = None
-    if calib is not None or any(v is not None for v in shape.values()):
-        machine = _direct(_native.Machine, calib, **{k: v for k, v in shape.items() if v is not None})
+    if calib is not None or shape:
+        machine = _direct(_native.Machine, calib, **shape)
     n = _typed(
         _native.rank,
         m,
         devices,
         machine=machine,
-        by_seconds=calib is not None,
+        by_seconds=calib is not None or "stack" in shape,
         top=top,
         fix=",".join(fixed) or None,
         max=",".join(capped) or None,
@@ -1326,7 +1335,7 @@ def report(
     """Write the self-contained HTML report of ``symshard report`` to ``output`` and return its
     path. The search constraints are :func:`rank`'s (``tp=8``, ``sp=False``, ``max_pp=16``,
     ``fix="tp=8"``, ``max={"pp": 16}``, ``memory="75GB"``, ``headroom="10%"``,
-    ``gpus_per_node=8``, …)."""
+    ``gpus_per_node=8``, ``what_if=…``, ``stack="auto"``, …)."""
     _whole("devices", devices)
     _whole("top", top)
     out = Path(output)
@@ -1345,7 +1354,7 @@ def report(
     else:
         name = "<config dict>"
     shape: Dict[str, Any] = {}
-    for k in ("gpus_per_node", "memory"):
+    for k in ("gpus_per_node", "memory", "stack", "what_if"):
         v = options.pop(k, None)
         if v is not None:
             shape[k] = v
@@ -1360,7 +1369,7 @@ def report(
         os.fspath(out),
         command,
         machine=machine,
-        by_seconds=calib is not None,
+        by_seconds=calib is not None or "stack" in shape,
         top=top,
         fix=",".join(fixed) or None,
         max=",".join(capped) or None,
@@ -1384,6 +1393,10 @@ def _report_command(
     words = ["symshard report", name, f"--devices {devices}"]
     if calib is not None:
         words.append(f"--calib {calib}")
+    if shape.get("what_if") is not None:
+        words.append(f"--with {shape['what_if']}")
+    if shape.get("stack") is not None:
+        words.append(f"--stack {shape['stack']}")
     flags: List[str] = []
     for key, default in (
         ("gpus_per_node", None),

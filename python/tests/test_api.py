@@ -100,6 +100,28 @@ def test_rank_by_seconds_with_a_calibration_and_options(cli):
     assert r.simulated == want["simulated"] > 0
 
 
+def test_rank_takes_a_stack_profile_and_a_what_if_machine_as_the_command_line_does(cli):
+    def same(r, *flags):
+        want = cli.json("rank", "llama2-7b", "--devices", "64", "--top", "3", *flags)
+        got = dict(r.raw)
+        for x in (got, want):
+            x.pop("search_seconds", None)
+            x.pop("auto_layout_seconds", None)
+        assert got == want
+
+    # A stack profile alone ranks by simulated seconds on the reference machine, as `--stack`.
+    r = symshard.rank("llama2-7b", devices=64, top=3, stack="auto")
+    same(r, "--stack", "auto")
+    assert r.rows[0].iteration_seconds is not None
+    r = symshard.rank(
+        "llama2-7b", devices=64, top=3, calib="h100-sxm", what_if="nvlink.bandwidth=x2,domain=16"
+    )
+    same(r, "--calib", "h100-sxm", "--with", "nvlink.bandwidth=x2,domain=16")
+    assert "what-if" in r.calibration
+    with pytest.raises(symshard.SymshardError, match="^what_if: unknown quantity `nvlink.bw`"):
+        symshard.rank("llama2-7b", devices=64, calib="h100-sxm", what_if="nvlink.bw=x2")
+
+
 def test_cost_takes_a_twenty_digit_symbol_exactly(cli):
     big = 12345678901234567890
     c = symshard.cost("gpt2-1.5b", B=big)
@@ -458,6 +480,17 @@ def test_report_passes_the_search_constraints_as_rank_does(cli, tmp_path):
     assert "\nintra-node all-reduce\n</text>" in html
 
 
+def test_report_takes_a_stack_profile_as_the_command_line_does(cli, tmp_path):
+    out = symshard.report("llama2-7b", devices=64, output=tmp_path / "py.html", top=3, stack="auto")
+    p = cli.run(
+        "report", "llama2-7b", "--devices", "64", "--stack", "auto", "--top", "3",
+        "-o", str(tmp_path / "cli.html"),
+    )
+    assert p.returncode == 0, p.stderr
+    assert out.read_bytes() == (tmp_path / "cli.html").read_bytes()
+    assert "--stack auto" in out.read_text()
+
+
 def test_the_split_table_is_the_command_lines_entries(cli):
     for name in ("linear", "conv2d"):
         e = symshard.explain(name)
@@ -685,6 +718,14 @@ _REFUSED_BY_KEYWORD = [
     (lambda: symshard.rank("gpt3-175b", 1024, fix="bogus=1"), "fix", "unknown knob `bogus`"),
     (lambda: symshard.rank("gpt3-175b", 1024, max_tp="x"), "max `tp=x`", "whole number"),
     (lambda: symshard.rank("gpt3-175b", 1024, top=0), "top", "at least 1"),
+    (lambda: symshard.rank("gpt3-175b", 0), "devices", "at least 1"),
+    (lambda: symshard.rank("gpt3-175b", 1024, pp=97), "fix pp=97", "does not divide"),
+    (lambda: symshard.rank("gpt3-175b", 1024, tp=8, max_tp=4), "fix tp=8", "max tp=4"),
+    (
+        lambda: symshard.cost("gpt3-175b", strategy={"pp": 2, "schedule": "none"}),
+        "schedule none",
+        "no pipeline",
+    ),
     (lambda: symshard.rank("gpt3-175b", 1024, max_chunks=0), "max_chunks", "at least 1"),
     (lambda: symshard.rank("gpt3-175b", 1024, headroom="x"), "headroom", "unknown unit"),
     (lambda: symshard.rank("gpt3-175b", 1024, headroom="100%"), "headroom `100%`", "no memory"),

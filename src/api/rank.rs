@@ -928,13 +928,9 @@ pub(crate) fn rank_loaded(
     };
     let calib = machine.calibration().clone();
     let (search, capacity) = search_options(&loaded.model, &loaded.values, &machine, opts)?;
-    let result = crate::search::rank_with_progress(
-        &loaded.model,
-        &loaded.values,
-        &calib,
-        &search,
-        progress,
-    )?;
+    let result =
+        crate::search::rank_with_progress(&loaded.model, &loaded.values, &calib, &search, progress)
+            .map_err(|e| devices_named(e, opts.spelling))?;
     let mut out = result_of(loaded, opts, &calib, &search, &result, capacity);
     let given = machine.given_gpus_per_node().is_some();
     let per = crate::strategy::partial_node_size(opts.devices, machine.gpus_per_node())
@@ -951,6 +947,20 @@ pub(crate) fn rank_loaded(
         result,
     };
     Ok((out, detail))
+}
+
+/// The search's refusal of the device count, naming the option as the caller writes it
+/// (`--devices`, Python's `devices`); any other error as it is.
+fn devices_named(e: crate::search::SearchError, spelling: super::Spelling) -> Error {
+    use crate::search::SearchError;
+    let devices = spelling.name(super::OptionName::Devices);
+    match e {
+        SearchError::NoDevices => Error::Usage(format!("{devices} must be at least 1")),
+        SearchError::AbsurdDevices { devices: n, most } => {
+            Error::Usage(format!("{devices} {n} is absurd (more than {most})"))
+        }
+        other => other.into(),
+    }
 }
 
 /// A search on part of each domain ([`PartialDomains`]) that the input refuses (a fixed knob no

@@ -216,7 +216,8 @@ impl Strategy {
         knobs.microbatches = self.microbatches.unwrap_or(knobs.microbatches);
         if self.no_pipeline && knobs.pp > 1 {
             return Err(Error::Usage(format!(
-                "--schedule none means no pipeline (what `rank` prints when pp is 1), but pp is {}: give gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-v, dualpipe or dualpipev",
+                "{} none means no pipeline (what `rank` prints when pp is 1), but pp is {}: give gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-v, dualpipe or dualpipev",
+                machine.spelling().name(super::OptionName::Schedule),
                 knobs.pp
             )));
         }

@@ -40,6 +40,10 @@ pub enum OptionName {
     MaxMicrobatches,
     /// The most model chunks a ranking tries (`--max-chunks`).
     MaxChunks,
+    /// The devices a ranking spreads over (`--devices`).
+    Devices,
+    /// The pipeline schedule (`--schedule`).
+    Schedule,
 }
 
 impl Spelling {
@@ -60,6 +64,8 @@ impl Spelling {
                 Top => "--top",
                 MaxMicrobatches => "--max-microbatches",
                 MaxChunks => "--max-chunks",
+                Devices => "--devices",
+                Schedule => "--schedule",
             },
             Spelling::Python => match option {
                 Set => "symbols",
@@ -74,6 +80,8 @@ impl Spelling {
                 Top => "top",
                 MaxMicrobatches => "max_microbatches",
                 MaxChunks => "max_chunks",
+                Devices => "devices",
+                Schedule => "schedule",
             },
         }
     }
@@ -99,6 +107,8 @@ mod tests {
             Top,
             MaxMicrobatches,
             MaxChunks,
+            Devices,
+            Schedule,
         ] {
             assert!(Spelling::CommandLine.name(o).starts_with("--"), "{o:?}");
             let p = Spelling::Python.name(o);
