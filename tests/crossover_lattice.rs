@@ -261,3 +261,36 @@ fn lattice_without_multiples_that_all_run_is_none() {
     assert!(l.a.never);
     assert_eq!(l.scanned, symshard::search::versus::LATTICE_WINDOW);
 }
+
+#[test]
+fn the_library_solves_the_crossover_the_command_line_prints() {
+    // The typed request (what the Python package calls) against the command line's JSON: the
+    // same document, field for field.
+    let side = |s: &str, what: &str| symshard::CompareSide::parse(s, what).unwrap();
+    let req = symshard::CrossoverRequest {
+        model: symshard::Model::named("llama3-8b"),
+        spec: symshard::CrossoverSpec {
+            a: side(TP2, "strategy A"),
+            b: side(CP2, "strategy B"),
+            symbol: "S".into(),
+            from: None,
+            to: Some(16384),
+            step: None,
+            machine: symshard::Machine::reference().unwrap(),
+        },
+    };
+    let got = serde_json::to_value(symshard::crossover(&req).unwrap()).unwrap();
+    assert_eq!(got, crossover(TP2, CP2, &["--to", "16384"]));
+    // Refusals name the options as the caller writes them.
+    let mut bad = req.clone();
+    bad.spec.step = Some(0);
+    let e = symshard::crossover(&bad).unwrap_err().to_string();
+    assert_eq!(e, "--step must be at least 1");
+    bad.spec.machine = bad.spec.machine.spelled(symshard::Spelling::Python);
+    let e = symshard::crossover(&bad).unwrap_err().to_string();
+    assert_eq!(e, "step must be at least 1");
+    bad.spec.step = None;
+    bad.spec.from = Some(20000);
+    let e = symshard::crossover(&bad).unwrap_err().to_string();
+    assert_eq!(e, "start 20000 is above stop 16384: nothing to examine");
+}

@@ -1188,6 +1188,109 @@ fn compare(
     Comparison::of(py, &c, warnings)
 }
 
+/// Where strategy A stops beating strategy B as one symbol grows; `raw` is
+/// `symshard crossover --format json`'s document.
+#[pyclass(frozen, get_all, module = "symshard._native")]
+struct Crossover {
+    model: String,
+    symbol: String,
+    start: Py<PyAny>,
+    stop: Py<PyAny>,
+    step: Py<PyAny>,
+    step_reason: String,
+    a: String,
+    b: String,
+    calibration: String,
+    /// `(from, to, winner)`: `"A"`, `"B"`, `"equal"` or `"invalid"`, in order.
+    intervals: Vec<(Py<PyAny>, Py<PyAny>, String)>,
+    /// `(value, a, b)`: both relative costs at the ends of the intervals.
+    boundaries: Vec<(Py<PyAny>, Py<PyAny>, Py<PyAny>)>,
+    piecewise: bool,
+    raw: Py<PyAny>,
+}
+
+impl Crossover {
+    fn of(py: Python<'_>, c: &symshard::CrossoverResult) -> PyResult<Self> {
+        use symshard::search::versus::Winner;
+        let intervals = c
+            .result
+            .intervals
+            .iter()
+            .map(|i| {
+                let winner = match i.winner {
+                    Winner::A => "A",
+                    Winner::B => "B",
+                    Winner::Equal => "equal",
+                    Winner::Invalid { .. } => "invalid",
+                };
+                Ok((exact(py, &i.from)?, exact(py, &i.to)?, winner.to_string()))
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        let boundaries = c
+            .boundaries
+            .iter()
+            .map(|b| Ok((exact(py, &b.value)?, exact(py, &b.a)?, exact(py, &b.b)?)))
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(Crossover {
+            model: c.model.clone(),
+            symbol: c.symbol.clone(),
+            start: exact(py, &c.from)?,
+            stop: exact(py, &c.to)?,
+            step: exact(py, &c.step)?,
+            step_reason: c.step_reason.clone(),
+            a: c.a.clone(),
+            b: c.b.clone(),
+            calibration: c.calibration.clone(),
+            intervals,
+            boundaries,
+            piecewise: c.piecewise,
+            raw: json_of(py, c)?,
+        })
+    }
+}
+
+/// Where strategy `a` stops beating strategy `b` (each a strategy file or a knob string) of
+/// `model` as `symbol` grows over `start, start + step, … stop` (each chosen as the command
+/// line chooses it where not given), by relative cost on `machine` (default: the reference
+/// machine).
+#[pyfunction]
+#[pyo3(signature = (model, a, b, symbol, *, start = None, stop = None, step = None, machine = None))]
+#[allow(clippy::too_many_arguments)]
+fn crossover(
+    py: Python<'_>,
+    model: &Model,
+    a: String,
+    b: String,
+    symbol: String,
+    start: Option<u64>,
+    stop: Option<u64>,
+    step: Option<u64>,
+    machine: Option<&Machine>,
+) -> PyResult<Crossover> {
+    let a = symshard::CompareSide::parse(&a, "strategy A").map_err(native_error)?;
+    let b = symshard::CompareSide::parse(&b, "strategy B").map_err(native_error)?;
+    let machine = match machine {
+        Some(m) => m.0.clone(),
+        None => symshard::Machine::reference()
+            .map_err(native_error)?
+            .spelled(symshard::Spelling::Python),
+    };
+    let req = symshard::CrossoverRequest {
+        model: model.0.clone(),
+        spec: symshard::CrossoverSpec {
+            a,
+            b,
+            symbol,
+            from: start,
+            to: stop,
+            step,
+            machine,
+        },
+    };
+    let c = py.detach(|| symshard::crossover(&req)).map_err(native_error)?;
+    Crossover::of(py, &c)
+}
+
 /// The models a name resolves to (the user's, then the shipped ones), each
 /// `(name, family, source, params, doc)`: `params` a Python `int`, or `None` where it cannot
 /// be counted.
@@ -1291,6 +1394,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<sweep::SweepResult>()?;
     m.add_function(wrap_pyfunction!(rank, m)?)?;
     m.add_function(wrap_pyfunction!(compare, m)?)?;
+    m.add_function(wrap_pyfunction!(crossover, m)?)?;
     m.add_function(wrap_pyfunction!(report, m)?)?;
     m.add_function(wrap_pyfunction!(models, m)?)?;
     m.add_function(wrap_pyfunction!(machines, m)?)?;
@@ -1311,5 +1415,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PartialDomains>()?;
     m.add_class::<Component>()?;
     m.add_class::<Comparison>()?;
+    m.add_class::<Crossover>()?;
     Ok(())
 }

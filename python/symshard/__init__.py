@@ -1421,6 +1421,23 @@ def _report_command(
     return " ".join(words)
 
 
+def _side(s: Any, command: str) -> str:
+    """A strategy of ``compare`` or ``crossover``: a knob string, a strategy file or a
+    :class:`RankRow`, as the command line's argument."""
+    if isinstance(s, RankRow):
+        k = s.knobs()
+        k["sp"] = "on" if k.pop("sequence_parallel") else "off"
+        # Overlap flags are words of a knob string (`tp-comm-overlap`).
+        return ",".join(n.replace("_", "-") if v is True else f"{n}={v}" for n, v in k.items())
+    if isinstance(s, os.PathLike):
+        return str(os.fspath(s))
+    if isinstance(s, str):
+        return s
+    raise TypeError(
+        f"a strategy to {command} is a knob string, a strategy file or a RankRow, not {type(s).__name__}"
+    )
+
+
 def compare(
     model: ModelArg,
     a: Any,
@@ -1441,21 +1458,7 @@ def compare(
     :class:`RankRow`; other keyword arguments are the machine's ``gpus_per_node``, ``memory``,
     ``stack`` and ``what_if`` and ``plateau`` (every kernel priced at the matmul plateau)."""
 
-    def side(s: Any) -> str:
-        if isinstance(s, RankRow):
-            k = s.knobs()
-            k["sp"] = "on" if k.pop("sequence_parallel") else "off"
-            # Overlap flags are words of a knob string (`tp-comm-overlap`).
-            return ",".join(n.replace("_", "-") if v is True else f"{n}={v}" for n, v in k.items())
-        if isinstance(s, os.PathLike):
-            return str(os.fspath(s))
-        if isinstance(s, str):
-            return s
-        raise TypeError(
-            f"a strategy to compare is a knob string, a strategy file or a RankRow, not {type(s).__name__}"
-        )
-
-    sa, sb = side(a), side(b)
+    sa, sb = _side(a, "compare"), _side(b, "compare")
     plateau = bool(options.pop("plateau", False))
     options.pop("exact", None)  # it changes only the command line's tables
     shape: Dict[str, Any] = {}
@@ -1474,6 +1477,110 @@ def compare(
     seconds = calib is not None or shape.get("stack") is not None
     n = _typed(_native.compare, m, sa, sb, machine=machine, seconds=seconds, plateau=plateau, source=text)
     return Comparison._from_native(n)
+
+
+__all__ += ["Crossover", "crossover"]
+
+
+@dataclass(frozen=True)
+class Crossover:
+    """What ``crossover`` reports: where strategy A stops beating strategy B as one symbol
+    grows, by relative cost, exactly."""
+
+    model: str
+    symbol: str
+    #: The values examined: ``start, start + step, … stop``.
+    start: Number
+    stop: Number
+    step: Number
+    #: Why this step: the one given, or what the strategies need of the symbol.
+    step_reason: str
+    a: str
+    b: str
+    calibration: str
+    #: ``(from, to, winner)`` in order: ``"A"``, ``"B"``, ``"equal"``, or ``"invalid"`` where
+    #: one cannot run (``raw`` says why).
+    intervals: List[Tuple[Number, Number, str]]
+    #: ``(value, a, b)``: both relative costs at the ends of the intervals, exact.
+    boundaries: List[Tuple[Number, Number, Number]]
+    #: Whether a cost changes formula over the range (pipeline partition, busiest stage, …).
+    piecewise: bool
+    raw: Dict[str, Any] = field(repr=False)
+
+    @staticmethod
+    def _from_native(n: Any) -> "Crossover":
+        return Crossover(
+            model=n.model,
+            symbol=n.symbol,
+            start=n.start,
+            stop=n.stop,
+            step=n.step,
+            step_reason=n.step_reason,
+            a=n.a,
+            b=n.b,
+            calibration=n.calibration,
+            intervals=[tuple(i) for i in n.intervals],
+            boundaries=[tuple(b) for b in n.boundaries],
+            piecewise=n.piecewise,
+            raw=n.raw,
+        )
+
+
+def crossover(
+    model: ModelArg,
+    a: Any,
+    b: Any,
+    symbol: str,
+    *,
+    start: Optional[int] = None,
+    stop: Optional[int] = None,
+    step: Optional[int] = None,
+    calib: Optional[str] = None,
+    symbols: Optional[Mapping[str, Any]] = None,
+    attention: Optional[str] = None,
+    loss: Optional[str] = None,
+    train_metrics: Optional[int] = None,
+    dropout: Optional[bool] = None,
+    recompute_modules: Optional[Sequence[str]] = None,
+    rules: Any = None,
+    **options: Any,
+) -> Crossover:
+    """Where strategy ``a`` stops beating strategy ``b`` as model symbol ``symbol`` grows
+    (``symshard crossover MODEL A B --in SYMBOL``): ``start``, ``stop`` and ``step`` are
+    ``--from``, ``--to`` and ``--step`` (each chosen as the command line chooses it where not
+    given); ``a`` and ``b`` are knob strings, strategy files or :class:`RankRow` s; other
+    keyword arguments are the machine's ``gpus_per_node``, ``memory`` and ``what_if``."""
+    sa, sb = _side(a, "crossover"), _side(b, "crossover")
+    for name, v in (("start", start), ("stop", stop), ("step", step)):
+        if v is not None:
+            _whole(name, v)
+    shape: Dict[str, Any] = {}
+    for k, v in options.items():
+        if k not in ("gpus_per_node", "memory", "what_if"):
+            raise TypeError(
+                f"unknown keyword argument {k!r} (known: calib, gpus_per_node, memory, what_if)"
+            )
+        if v is not None:
+            shape[k] = v
+    m, text = _native_model(
+        model, symbols, attention, rules, loss, train_metrics, dropout, recompute_modules
+    )
+    machine = None
+    if calib is not None or shape:
+        machine = _direct(_native.Machine, calib, **shape)
+    n = _typed(
+        _native.crossover,
+        m,
+        sa,
+        sb,
+        symbol,
+        start=start,
+        stop=stop,
+        step=step,
+        machine=machine,
+        source=text,
+    )
+    return Crossover._from_native(n)
 
 
 # ---------------------------------------------------------------------------------------------

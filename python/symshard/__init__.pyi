@@ -42,6 +42,8 @@ __all__ = [
     'explain',
     'report',
     'compare',
+    'Crossover',
+    'crossover',
     '__version__',
     'SweepRow',
     'SweepResult',
@@ -305,6 +307,22 @@ class Comparison:
     warnings: list[str] = ...
     def component(self, group: str, name: str) -> Component: ...
 
+@dataclass(frozen=True)
+class Crossover:
+    model: str
+    symbol: str
+    start: Number
+    stop: Number
+    step: Number
+    step_reason: str
+    a: str
+    b: str
+    calibration: str
+    intervals: list[tuple[Number, Number, str]]
+    boundaries: list[tuple[Number, Number, Number]]
+    piecewise: bool
+    raw: dict[str, Any] = field(repr=False)
+
 def models() -> list[ModelInfo]: ...
 def machines() -> list[MachineInfo]: ...
 def machine_sources(name: str) -> list[SourcedNumber]: ...
@@ -394,6 +412,25 @@ def compare(
     rules: Any = None,
     **options: Any,
 ) -> Comparison: ...
+def crossover(
+    model: ModelArg,
+    a: Any,
+    b: Any,
+    symbol: str,
+    *,
+    start: int | None = None,
+    stop: int | None = None,
+    step: int | None = None,
+    calib: str | None = None,
+    symbols: Mapping[str, Any] | None = None,
+    attention: str | None = None,
+    loss: str | None = None,
+    train_metrics: int | None = None,
+    dropout: bool | None = None,
+    recompute_modules: Sequence[str] | None = None,
+    rules: Any = None,
+    **options: Any,
+) -> Crossover: ...
 
 class SweepRow(dict[str, Any]):
     def __getattr__(self, name: str) -> Any: ...

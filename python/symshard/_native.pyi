@@ -24,6 +24,7 @@ __all__ = [
     "Ranking",
     "Component",
     "Comparison",
+    "Crossover",
     "cost",
     "timeline",
     "SweepRun",
@@ -31,6 +32,7 @@ __all__ = [
     "sweep_points",
     "rank",
     "compare",
+    "crossover",
     "report",
     "models",
     "machines",
@@ -579,6 +581,51 @@ def compare(
     plateau: bool = ...,
 ) -> Comparison:
     """Strategies ``a`` and ``b`` (strategy files or knob strings) side by side."""
+
+@final
+class Crossover:
+    """Where strategy A stops beating strategy B as one symbol grows; ``raw`` is
+    ``symshard crossover --format json``'s document."""
+
+    @property
+    def model(self) -> str: ...
+    @property
+    def symbol(self) -> str: ...
+    @property
+    def start(self) -> _Exact: ...
+    @property
+    def stop(self) -> _Exact: ...
+    @property
+    def step(self) -> _Exact: ...
+    @property
+    def step_reason(self) -> str: ...
+    @property
+    def a(self) -> str: ...
+    @property
+    def b(self) -> str: ...
+    @property
+    def calibration(self) -> str: ...
+    @property
+    def intervals(self) -> List[Tuple[_Exact, _Exact, str]]: ...
+    @property
+    def boundaries(self) -> List[Tuple[_Exact, _Exact, _Exact]]: ...
+    @property
+    def piecewise(self) -> bool: ...
+    @property
+    def raw(self) -> Dict[str, Any]: ...
+
+def crossover(
+    model: Model,
+    a: str,
+    b: str,
+    symbol: str,
+    *,
+    start: Optional[int] = ...,
+    stop: Optional[int] = ...,
+    step: Optional[int] = ...,
+    machine: Optional[Machine] = ...,
+) -> Crossover:
+    """Where strategy ``a`` stops beating strategy ``b`` as ``symbol`` grows."""
 
 def models() -> List[Tuple[str, Optional[str], str, Optional[int], str]]:
     """The models a name resolves to: ``(name, family, source, params, doc)`` each."""

@@ -99,6 +99,36 @@ def test_compare_is_typed_and_matches_the_command_line(cli, no_argv):
     assert (e.value.message, e.value.exit_code) == (msg, code)
 
 
+def test_crossover_is_typed_and_matches_the_command_line(cli, no_argv):
+    a, b = "dp=64,mbs=1,zero=1", "dp=8,tp=8,mbs=1,sp,zero=1"
+    c = symshard.crossover("llama3-8b", a, b, "S", start=16, stop=16384, step=16)
+    want = cli.json(
+        "crossover", "llama3-8b", a, b, "--in", "S", "--from", "16", "--to", "16384", "--step", "16"
+    )
+    # The same document, its step's reason naming the keyword rather than the flag.
+    assert want.pop("step_reason") == "--step 16, as given"
+    assert c.raw.pop("step_reason") == c.step_reason == "step 16, as given"
+    assert c.raw == want
+    assert (c.start, c.stop, c.step) == (16, 16384, 16)
+    assert [(f, t, w) for f, t, w in c.intervals] == [
+        (int(i["from"]), int(i["to"]), i["winner"] if isinstance(i["winner"], str) else "invalid")
+        for i in want["intervals"]
+    ]
+    # Every end of an interval is an exact evaluation of both strategies, as Python ints.
+    assert c.boundaries and all(type(x) in (int, Fraction) for bd in c.boundaries for x in bd)
+    # Without a step, the lattice the strategies need is chosen and said, as the command line
+    # does; a rank row is a strategy too.
+    r = symshard.rank("llama3-8b", devices=64, top=2).rows
+    chosen = symshard.crossover("llama3-8b", r[0], r[1], "S", stop=4096)
+    assert chosen.step_reason
+    with pytest.raises(symshard.SymshardError, match="^start 9000 is above stop 4096"):
+        symshard.crossover("llama3-8b", a, b, "S", start=9000, stop=4096)
+    with pytest.raises(symshard.SymshardError, match="^symbol `Q`: model `llama3-8b` has no"):
+        symshard.crossover("llama3-8b", a, b, "Q")
+    with pytest.raises(TypeError, match="'sideways'"):
+        symshard.crossover("llama3-8b", a, b, "S", sideways=1)
+
+
 def test_cost_and_timeline_warnings_are_data(no_argv):
     with pytest.warns(symshard.SymshardWarning, match="does not fit in memory"):
         t = symshard.timeline("llama2-7b", {"dp": 8}, calib="a100-80gb")

@@ -7,6 +7,7 @@
 mod catalog;
 mod compare;
 mod cost;
+mod crossover;
 mod machine;
 mod model;
 mod rank;
@@ -22,6 +23,9 @@ pub use compare::{
     compare, CompareRequest, CompareSide, ComparedStrategy, Comparison, Part, StepSeconds,
 };
 pub use cost::{cost, Cost, CostRequest, DeviceCost, DeviceOp, Flops, OpCost, Pass, Quantity};
+pub use crossover::{
+    crossover, CrossoverBoundary, CrossoverRequest, CrossoverResult, CrossoverSpec,
+};
 pub use machine::Machine;
 pub use model::{Model, ModelSource};
 pub use rank::{
@@ -34,6 +38,7 @@ pub use timeline::{timeline, Timeline, TimelineInput, TimelineRequest};
 pub(crate) use catalog::rule_set;
 pub(crate) use compare::{compare_loaded, comparison, evaluate_knobs, Evaluated};
 pub(crate) use cost::{assumed_sizes, cost_in_full, document as cost_document, Asked, CostDetail};
+pub(crate) use crossover::{crossover_loaded, memory_at as crossover_memory_at};
 pub(crate) use model::Loaded;
 pub(crate) use rank::{
     nothing_fits_line, rank_loaded, refused_as_none, search_options, Document as RankDocument,

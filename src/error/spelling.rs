@@ -44,6 +44,14 @@ pub enum OptionName {
     Devices,
     /// The pipeline schedule (`--schedule`).
     Schedule,
+    /// The symbol a crossover varies (`--in`; Python's `symbol`).
+    In,
+    /// The first value a crossover examines (`--from`; Python's `start`).
+    From,
+    /// The last value a crossover examines (`--to`; Python's `stop`).
+    To,
+    /// The step between the values a crossover examines (`--step`).
+    Step,
 }
 
 impl Spelling {
@@ -66,6 +74,10 @@ impl Spelling {
                 MaxChunks => "--max-chunks",
                 Devices => "--devices",
                 Schedule => "--schedule",
+                In => "--in",
+                From => "--from",
+                To => "--to",
+                Step => "--step",
             },
             Spelling::Python => match option {
                 Set => "symbols",
@@ -82,6 +94,10 @@ impl Spelling {
                 MaxChunks => "max_chunks",
                 Devices => "devices",
                 Schedule => "schedule",
+                In => "symbol",
+                From => "start",
+                To => "stop",
+                Step => "step",
             },
         }
     }
@@ -109,6 +125,10 @@ mod tests {
             MaxChunks,
             Devices,
             Schedule,
+            In,
+            From,
+            To,
+            Step,
         ] {
             assert!(Spelling::CommandLine.name(o).starts_with("--"), "{o:?}");
             let p = Spelling::Python.name(o);

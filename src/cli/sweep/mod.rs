@@ -189,28 +189,14 @@ impl Loaded {
             let value = |r: &Row| if axis == 4 { r.batch } else { r.sequence };
             // A row's strategy states its precision where it is not bf16 (the knobs' text).
             let knobs = |r: &Row| r.strategy.clone().unwrap_or_default();
-            let args = super::crossover::CrossoverArgs {
-                model: a.model.clone(),
-                a: knobs(a),
-                b: knobs(b),
-                var: sym,
+            let spec = crate::api::CrossoverSpec {
+                a: crate::api::CompareSide::parse(&knobs(a), "strategy A")?,
+                b: crate::api::CompareSide::parse(&knobs(b), "strategy B")?,
+                symbol: sym,
                 from: value(a),
                 to: value(b),
                 step: None,
-                symbols: super::SymbolArgs {
-                    set: Vec::new(),
-                    attention: None,
-                    loss: crate::model::LossMode::Fp32,
-                    train_metrics: 0,
-                    dropout: None,
-                    recompute_modules: None,
-                    rules: None,
-                },
-                calib: Some(a.machine.clone()),
-                with: None,
-                memory: None,
-                gpus_per_node: None,
-                format: super::Format::Table,
+                machine: crate::api::Machine::named(&a.machine)?,
             };
             // Checked at one end, then at the other: each layout runs at its own point, not
             // necessarily at the other's.
@@ -218,10 +204,10 @@ impl Loaded {
                 let mut v = values.clone();
                 let x = value(r).unwrap_or_default();
                 v.insert(
-                    args.var.clone(),
+                    spec.symbol.clone(),
                     crate::sym::Rational::from_integer(x.into()),
                 );
-                super::crossover::solve(&args, model, &v)
+                crate::api::crossover_loaded(&spec, model, &v)
             };
             let out = at(b).or_else(|_| at(a))?;
             let fa = a.family.as_deref().unwrap_or_default();
@@ -232,19 +218,20 @@ impl Loaded {
             let mut v = values.clone();
             let x = value(b).unwrap_or_default();
             v.insert(
-                args.var.clone(),
+                spec.symbol.clone(),
                 crate::sym::Rational::from_integer(x.into()),
             );
             let limit = b
                 .memory_limit_bytes
                 .map(|m| crate::sym::Rational::from_integer(m.into()));
-            if let (Ok(need), Some(limit)) =
-                (super::crossover::memory_at(&args, model, &v, true), limit)
-            {
+            if let (Ok(need), Some(limit)) = (
+                crate::api::crossover_memory_at(&spec, model, &v, true),
+                limit,
+            ) {
                 if need > limit {
                     line.push_str(&format!(
                         "; memory decides: at {} = {x} {fa} needs {} per device, {} usable",
-                        args.var,
+                        spec.symbol,
                         super::units::bytes(&need),
                         super::units::bytes(&limit)
                     ));
