@@ -72,14 +72,14 @@ pub fn crossover(req: &CrossoverRequest) -> Result<CrossoverResult, Error> {
 /// Both costs at one value of the symbol, exactly.
 #[derive(Debug, Clone, Serialize)]
 pub struct CrossoverBoundary {
-    #[serde(serialize_with = "crate::sym::ser_rational")]
     /// The symbol's value.
+    #[serde(serialize_with = "crate::sym::ser_rational")]
     pub value: Rational,
-    #[serde(serialize_with = "crate::sym::ser_rational")]
     /// A's relative cost there.
-    pub a: Rational,
     #[serde(serialize_with = "crate::sym::ser_rational")]
+    pub a: Rational,
     /// B's relative cost there.
+    #[serde(serialize_with = "crate::sym::ser_rational")]
     pub b: Rational,
 }
 
@@ -90,14 +90,14 @@ pub struct CrossoverResult {
     pub model: String,
     /// The symbol that varies.
     pub symbol: String,
-    #[serde(serialize_with = "crate::sym::ser_rational")]
     /// The first value examined.
+    #[serde(serialize_with = "crate::sym::ser_rational")]
     pub from: Rational,
-    #[serde(serialize_with = "crate::sym::ser_rational")]
     /// The last value examined.
-    pub to: Rational,
     #[serde(serialize_with = "crate::sym::ser_rational")]
+    pub to: Rational,
     /// The step between the values examined.
+    #[serde(serialize_with = "crate::sym::ser_rational")]
     pub step: Rational,
     /// Why this step: the one given, or what the strategies need of the symbol.
     pub step_reason: String,
@@ -111,8 +111,8 @@ pub struct CrossoverResult {
     pub b: String,
     /// What is compared: the relative cost of the busiest device per step.
     pub cost: String,
-    #[serde(flatten)]
     /// Who is cheaper where, and each cost's formulas.
+    #[serde(flatten)]
     pub result: Crossover,
     /// Both costs, exactly evaluated, at the first and last value of every interval.
     pub boundaries: Vec<CrossoverBoundary>,
