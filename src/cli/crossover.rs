@@ -74,7 +74,7 @@ pub fn run(args: CrossoverArgs) -> Result<(), Error> {
     }
 }
 
-/// The typed request of `args` (strategy A and B read first, then the machine), for `model`.
+/// The typed request of `args`: strategy A and B read first, then the machine.
 pub(crate) fn spec_of(args: &CrossoverArgs) -> Result<CrossoverSpec, Error> {
     let a = CompareSide::parse(&args.a, "strategy A")?;
     let b = CompareSide::parse(&args.b, "strategy B")?;

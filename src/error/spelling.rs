@@ -54,63 +54,11 @@ pub enum OptionName {
     Step,
 }
 
-impl Spelling {
-    /// The option as this caller writes it.
-    pub fn name(self, option: OptionName) -> &'static str {
+impl OptionName {
+    /// Every option.
+    pub const ALL: [OptionName; 18] = {
         use OptionName::*;
-        match self {
-            Spelling::CommandLine => match option {
-                Set => "--set",
-                Fix => "--fix",
-                Max => "--max",
-                Memory => "--memory",
-                Headroom => "--headroom",
-                With => "--with",
-                MicroBatchSize => "--micro-batch-size",
-                Microbatches => "--microbatches",
-                GpusPerNode => "--gpus-per-node",
-                Top => "--top",
-                MaxMicrobatches => "--max-microbatches",
-                MaxChunks => "--max-chunks",
-                Devices => "--devices",
-                Schedule => "--schedule",
-                In => "--in",
-                From => "--from",
-                To => "--to",
-                Step => "--step",
-            },
-            Spelling::Python => match option {
-                Set => "symbols",
-                Fix => "fix",
-                Max => "max",
-                Memory => "memory",
-                Headroom => "headroom",
-                With => "what_if",
-                MicroBatchSize => "micro_batch_size",
-                Microbatches => "microbatches",
-                GpusPerNode => "gpus_per_node",
-                Top => "top",
-                MaxMicrobatches => "max_microbatches",
-                MaxChunks => "max_chunks",
-                Devices => "devices",
-                Schedule => "schedule",
-                In => "symbol",
-                From => "start",
-                To => "stop",
-                Step => "step",
-            },
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn python_names_no_option_with_dashes_and_the_command_line_every_one() {
-        use OptionName::*;
-        for o in [
+        [
             Set,
             Fix,
             Max,
@@ -129,7 +77,53 @@ mod tests {
             From,
             To,
             Step,
-        ] {
+        ]
+    };
+
+    /// The command line's flag and the Python package's keyword.
+    fn names(self) -> (&'static str, &'static str) {
+        use OptionName::*;
+        match self {
+            Set => ("--set", "symbols"),
+            Fix => ("--fix", "fix"),
+            Max => ("--max", "max"),
+            Memory => ("--memory", "memory"),
+            Headroom => ("--headroom", "headroom"),
+            With => ("--with", "what_if"),
+            MicroBatchSize => ("--micro-batch-size", "micro_batch_size"),
+            Microbatches => ("--microbatches", "microbatches"),
+            GpusPerNode => ("--gpus-per-node", "gpus_per_node"),
+            Top => ("--top", "top"),
+            MaxMicrobatches => ("--max-microbatches", "max_microbatches"),
+            MaxChunks => ("--max-chunks", "max_chunks"),
+            Devices => ("--devices", "devices"),
+            Schedule => ("--schedule", "schedule"),
+            In => ("--in", "symbol"),
+            From => ("--from", "start"),
+            To => ("--to", "stop"),
+            Step => ("--step", "step"),
+        }
+    }
+}
+
+impl Spelling {
+    /// The option as this caller writes it.
+    pub fn name(self, option: OptionName) -> &'static str {
+        let (flag, keyword) = option.names();
+        match self {
+            Spelling::CommandLine => flag,
+            Spelling::Python => keyword,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn python_names_no_option_with_dashes_and_the_command_line_every_one() {
+        for o in OptionName::ALL {
             assert!(Spelling::CommandLine.name(o).starts_with("--"), "{o:?}");
             let p = Spelling::Python.name(o);
             assert!(
