@@ -61,16 +61,17 @@ impl SweepRun {
 
     /// Writes the Parquet file and the CSV, once every point has its row.
     fn finish(&self, py: Python<'_>) -> PyResult<SweepResult> {
-        let rows = py.detach(|| self.0.finish()).map_err(native_error)?;
+        let (index, crossovers, rows) = py
+            .detach(|| {
+                let index = self.0.finish()?;
+                let crossovers = self.0.loaded.crossovers(&index)?;
+                let rows = index.chunk(0, index.points())?;
+                Ok::<_, symshard::Error>((index, crossovers, rows))
+            })
+            .map_err(native_error)?;
         let [output, csv, journal] = self.0.files().map(|p| p.display().to_string());
-        let crossovers = self
-            .0
-            .loaded
-            .crossovers(&rows)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
-        let infeasible = rows.iter().filter(|r| !r.feasible).count() as u64;
+        let crossovers = crossovers.iter().map(ToString::to_string).collect();
+        let infeasible = index.infeasible();
         let values = rows
             .iter()
             .map(|r| row_dict(py, r))

@@ -42,8 +42,8 @@ pub fn run(args: SweepArgs) -> Result<(), Error> {
     })?;
     pb.finish_and_clear();
     let wall = start.elapsed().as_secs_f64();
-    let rows = sweep.finish()?;
-    let ran = rows.len() - resumed;
+    let index = sweep.finish()?;
+    let ran = index.rows() as usize - resumed;
     let timing = Timing {
         ran,
         resumed,
@@ -52,7 +52,16 @@ pub fn run(args: SweepArgs) -> Result<(), Error> {
         busy: busy.load(Ordering::Relaxed) as f64 / 1e6,
     };
     let [_, csv, journal] = sweep.files();
-    print_summary(&args, &sweep.loaded, &rows, &timing, csv, journal);
+    let crossovers = sweep.loaded.crossovers(&index)?;
+    print_summary(
+        &args,
+        &sweep.loaded,
+        &index,
+        &crossovers,
+        &timing,
+        csv,
+        journal,
+    );
     Ok(())
 }
 
@@ -69,7 +78,8 @@ struct Timing {
 fn print_summary(
     args: &SweepArgs,
     loaded: &Loaded,
-    rows: &[crate::cli::sweep::Row],
+    index: &crate::cli::sweep::RowIndex,
+    crossovers: &[crate::cli::sweep::Crossover],
     t: &Timing,
     csv: &Path,
     journal: &Path,
@@ -77,7 +87,7 @@ fn print_summary(
     println!(
         "sweep {}: {} points ({} run, {} from the journal) on {} worker{} in {:.2} s{}",
         args.spec.display(),
-        units::tally(rows.len() as u64),
+        units::tally(index.rows()),
         units::tally(t.ran as u64),
         units::tally(t.resumed as u64),
         t.jobs,
@@ -98,13 +108,10 @@ fn print_summary(
             println!("{}", w.line());
         }
     }
-    let infeasible: Vec<&crate::cli::sweep::Row> = rows.iter().filter(|r| !r.feasible).collect();
-    if let Some(first) = infeasible.first() {
+    if let Some((point, reason)) = index.first_infeasible() {
         println!(
-            "{} infeasible (a row each, with its reason), e.g. point {}: {}",
-            units::tally(infeasible.len() as u64),
-            first.point,
-            first.reason.as_deref().unwrap_or("")
+            "{} infeasible (a row each, with its reason), e.g. point {point}: {reason}",
+            units::tally(index.infeasible()),
         );
     }
     println!(
@@ -113,7 +120,6 @@ fn print_summary(
         csv.display(),
         journal.display()
     );
-    let crossovers = loaded.crossovers(rows);
     if crossovers.is_empty() {
         println!(
             "no crossovers: the best layout family is the same between every two adjacent points"

@@ -6,6 +6,7 @@
 
 mod command;
 mod devices;
+pub mod index;
 pub mod output;
 pub mod picture;
 pub mod point;
@@ -13,13 +14,13 @@ mod run;
 pub mod spec;
 
 pub use command::{run, SweepArgs};
+pub use index::RowIndex;
 pub use point::{Point, Row, AXES};
 pub use run::{row_of_text, row_text, SweepRun};
 pub use spec::{Loaded, Spec};
 
 use crate::error::{Error, Result};
 use rayon::prelude::*;
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 /// Most crossovers along the batch or the sequence a sweep's summary solves exactly (each a
@@ -42,8 +43,12 @@ impl Loaded {
     /// Every point of the grid, numbered with the last axis (sequence) varying fastest.
     pub fn points(&self) -> Vec<Point> {
         let n = self.axis_lengths();
-        let total: usize = n.iter().product();
-        (0..total).map(|i| point_of(i, &n)).collect()
+        (0..self.point_count()).map(|i| point_of(i, &n)).collect()
+    }
+
+    /// How many points the grid has.
+    pub fn point_count(&self) -> usize {
+        self.axis_lengths().iter().product()
     }
 
     /// The point numbered `index`.
@@ -72,49 +77,39 @@ impl Loaded {
         }
     }
 
-    /// Runs the points not in `done` on `jobs` threads, calling `finished` with each row and the
-    /// time it took as it finishes; returns every row (those of `done` too), in point order.
+    /// Runs the points not `done` (by number) on `jobs` threads, calling `finished` with each
+    /// row and the time it took as it finishes; keeps no row.
     pub fn run(
         &self,
-        done: BTreeMap<u64, Row>,
+        done: &[bool],
         jobs: usize,
         finished: &(dyn Fn(&Row, Duration) -> Result<()> + Sync),
-    ) -> Result<Vec<Row>> {
-        let todo: Vec<Point> = self
-            .points()
-            .into_iter()
-            .filter(|p| !done.contains_key(&p.index))
-            .collect();
+    ) -> Result<()> {
+        let n = self.axis_lengths();
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(jobs.max(1))
             .build()
             .map_err(|e| Error::Internal(format!("cannot start {jobs} workers: {e}")))?;
-        let rows: Vec<Result<Row>> = pool.install(|| {
-            todo.par_iter()
-                .map(|p| {
+        pool.install(|| {
+            (0..self.point_count())
+                .into_par_iter()
+                .filter(|&i| !done.get(i).copied().unwrap_or(false))
+                .try_for_each(|i| {
                     let start = Instant::now();
-                    let row = self.evaluate(p);
-                    finished(&row, start.elapsed())?;
-                    Ok(row)
+                    let row = self.evaluate(&point_of(i, &n));
+                    finished(&row, start.elapsed())
                 })
-                .collect()
-        });
-        let mut all = done;
-        for r in rows {
-            let r = r?;
-            all.insert(r.point, r);
-        }
-        Ok(all.into_values().collect())
+        })
     }
 
     /// Where the best layout's family changes between two points adjacent along one axis other
-    /// than the model (the others equal), both feasible.
-    pub fn crossovers(&self, rows: &[Row]) -> Vec<Crossover> {
+    /// than the model (the others equal), both feasible: from the rows' index, reading the two
+    /// rows of each change from the journal.
+    pub fn crossovers(&self, index: &RowIndex) -> Result<Vec<Crossover>> {
         let n = self.axis_lengths();
-        let points = self.points();
-        let by_index: BTreeMap<u64, &Row> = rows.iter().map(|r| (r.point, r)).collect();
         let mut found = Vec::new();
-        for p in &points {
+        for i in 0..self.point_count() {
+            let p = point_of(i, &n);
             // Models are a list, not a scale: one model against the next is no crossover.
             for axis in 1..6 {
                 if p.at[axis] + 1 >= n[axis] {
@@ -122,49 +117,54 @@ impl Loaded {
                 }
                 // The next point along `axis`: its index grows by the product of the faster axes.
                 let stride: usize = n[axis + 1..].iter().product();
-                let q = &points[p.index as usize + stride];
-                let (Some(a), Some(b)) = (by_index.get(&p.index), by_index.get(&q.index)) else {
-                    continue;
-                };
-                if let (true, true, Some(fa), Some(fb)) =
-                    (a.feasible, b.feasible, &a.family, &b.family)
-                {
+                let q = point_of(i + stride, &n);
+                if let (Some(fa), Some(fb)) = (index.family(p.index), index.family(q.index)) {
                     if fa != fb {
-                        found.push((p, q, axis, *a, *b));
+                        found.push((p, q, axis));
                     }
                 }
             }
         }
         // The answers along the devices, the batch and the sequence, in parallel, the first
-        // MAX_EXACT_CROSSOVERS of them.
+        // MAX_EXACT_CROSSOVERS of them; only those read their two rows.
         let mut along = 0;
-        found
+        let found: Vec<_> = found
             .into_iter()
-            .map(|(p, q, axis, a, b)| {
+            .map(|(p, q, axis)| {
                 let solve = matches!(axis, 2 | 4 | 5) && {
                     along += 1;
                     along <= MAX_EXACT_CROSSOVERS
                 };
-                (p, q, axis, a, b, solve, matches!(axis, 2 | 4 | 5))
+                (p, q, axis, solve)
             })
-            .collect::<Vec<_>>()
+            .collect();
+        found
             .into_par_iter()
-            .map(|(p, q, axis, a, b, solve, one_symbol)| Crossover {
-                axis: AXES[axis],
-                from: self.axis_value(p, axis),
-                to: self.axis_value(q, axis),
-                at: self.others(p, axis),
-                family_from: a.family.clone().unwrap_or_default(),
-                family_to: b.family.clone().unwrap_or_default(),
-                points: (p.index, q.index),
-                exact: match (solve, one_symbol) {
-                    (true, _) if axis == 2 => Some(self.device_crossover(p, a, b)),
-                    (true, _) => Some(self.exact_crossover(p, axis, a, b)),
-                    (false, true) => Some(format!(
-                        "not solved: only the first {MAX_EXACT_CROSSOVERS} crossovers along the devices, the batch or the sequence are (symshard crossover solves any along the batch or the sequence)"
-                    )),
-                    _ => None,
-                },
+            .map(|(p, q, axis, solve)| {
+                let family = |x: &Point| index.family(x.index).unwrap_or_default().to_string();
+                Ok(Crossover {
+                    axis: AXES[axis],
+                    from: self.axis_value(&p, axis),
+                    to: self.axis_value(&q, axis),
+                    at: self.others(&p, axis),
+                    family_from: family(&p),
+                    family_to: family(&q),
+                    points: (p.index, q.index),
+                    exact: match (solve, matches!(axis, 2 | 4 | 5)) {
+                        (true, _) => {
+                            let (a, b) = (index.row(p.index)?, index.row(q.index)?);
+                            Some(if axis == 2 {
+                                self.device_crossover(&p, &a, &b)
+                            } else {
+                                self.exact_crossover(&p, axis, &a, &b)
+                            })
+                        }
+                        (false, true) => Some(format!(
+                            "not solved: only the first {MAX_EXACT_CROSSOVERS} crossovers along the devices, the batch or the sequence are (symshard crossover solves any along the batch or the sequence)"
+                        )),
+                        _ => None,
+                    },
+                })
             })
             .collect()
     }

@@ -2,6 +2,7 @@
 //! back to resume), and the rows in point order as Parquet and CSV, written with the Arrow and
 //! Parquet crates. Neither file holds a time or a host: the same rows give the same bytes.
 
+use super::index::RowIndex;
 use super::point::Row;
 use super::spec::Loaded;
 use crate::error::{Error, Result};
@@ -9,8 +10,7 @@ use crate::units;
 use arrow::array::{ArrayRef, BooleanArray, Float64Array, StringArray, UInt64Array};
 use arrow::datatypes::{DataType, Field, Schema};
 use arrow::record_batch::RecordBatch;
-use std::collections::BTreeMap;
-use std::io::Write;
+use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -165,36 +165,63 @@ pub fn record_batch(rows: &[Row]) -> Result<RecordBatch> {
         .map_err(|e| Error::Internal(format!("cannot build the sweep's table: {e}")))
 }
 
-/// The rows as a Parquet file's bytes.
-pub fn parquet_bytes(rows: &[Row]) -> Result<Vec<u8>> {
+/// Rows per record batch and per Parquet row group when a sweep's files are written: what the
+/// writing holds of them at once, however many points the sweep has.
+pub const ROWS_AT_ONCE: u64 = 4096;
+const ROW_GROUP: usize = 16384;
+
+/// Writes `path` through a file beside it (`NAME.part`), put in its place once whole.
+fn write_streamed(
+    path: &Path,
+    inputs: &[&Path],
+    write: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> Result<()>,
+) -> Result<()> {
+    crate::cli::output::check_output(path, inputs)?;
+    let mut part = path.as_os_str().to_owned();
+    part.push(".part");
+    let part = PathBuf::from(part);
+    let file = std::fs::File::create(&part).map_err(io(&part))?;
+    let mut out = std::io::BufWriter::new(file);
+    write(&mut out)?;
+    out.flush().map_err(io(&part))?;
+    drop(out);
+    std::fs::rename(&part, path).map_err(io(path))
+}
+
+/// Writes every point's row, in point order, as the Parquet file `path` and the CSV `csv` (with
+/// a header line), [`ROWS_AT_ONCE`] rows at a time.
+pub fn write_tables(index: &RowIndex, path: &Path, csv: &Path, inputs: &[&Path]) -> Result<()> {
     use parquet::arrow::ArrowWriter;
     use parquet::file::properties::WriterProperties;
-    let batch = record_batch(rows)?;
-    let props = WriterProperties::builder()
-        .set_created_by(CREATED_BY.to_string())
-        .build();
+    let chunks = || (0..index.points()).step_by(ROWS_AT_ONCE as usize);
     let fail = |e: parquet::errors::ParquetError| {
         Error::Internal(format!("cannot write the sweep's Parquet file: {e}"))
     };
-    let mut out = Vec::new();
-    let mut w = ArrowWriter::try_new(&mut out, batch.schema(), Some(props)).map_err(fail)?;
-    w.write(&batch).map_err(fail)?;
-    w.close().map_err(fail)?;
-    Ok(out)
-}
-
-/// The rows as CSV bytes, with a header line.
-pub fn csv_bytes(rows: &[Row]) -> Result<Vec<u8>> {
-    let batch = record_batch(rows)?;
-    let mut out = Vec::new();
-    {
+    write_streamed(path, inputs, |out| {
+        let props = WriterProperties::builder()
+            .set_created_by(CREATED_BY.to_string())
+            .set_max_row_group_row_count(Some(ROW_GROUP))
+            .build();
+        let schema = record_batch(&[])?.schema();
+        let mut w = ArrowWriter::try_new(out, schema, Some(props)).map_err(fail)?;
+        for from in chunks() {
+            let rows = index.chunk(from, from + ROWS_AT_ONCE)?;
+            w.write(&record_batch(&rows)?).map_err(fail)?;
+        }
+        w.close().map_err(fail)?;
+        Ok(())
+    })?;
+    write_streamed(csv, inputs, |out| {
         let mut w = arrow::csv::WriterBuilder::new()
             .with_header(true)
-            .build(&mut out);
-        w.write(&batch)
-            .map_err(|e| Error::Internal(format!("cannot write the sweep's CSV file: {e}")))?;
-    }
-    Ok(out)
+            .build(out);
+        for from in chunks() {
+            let rows = index.chunk(from, from + ROWS_AT_ONCE)?;
+            w.write(&record_batch(&rows)?)
+                .map_err(|e| Error::Internal(format!("cannot write the sweep's CSV file: {e}")))?;
+        }
+        Ok(())
+    })
 }
 
 /// Where the CSV and the journal go beside the Parquet file.
@@ -260,14 +287,11 @@ fn io(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
 }
 
 impl Journal {
-    /// Opens the journal at `path` for `spec`: the rows it already holds (a resumed sweep), and
-    /// the journal ready to append. A journal of another spec is refused; a line cut short by an
-    /// interruption is dropped.
-    pub fn open(
-        path: &Path,
-        loaded: &Loaded,
-        points: u64,
-    ) -> Result<(Journal, BTreeMap<u64, Row>)> {
+    /// Opens the journal at `path` for `spec`: which points already have a row (a resumed
+    /// sweep), and the journal ready to append. A journal of another spec is refused; a line cut
+    /// short by an interruption is dropped, as is a second row of a point. The journal is read
+    /// and written again a line at a time, so resuming holds no rows.
+    pub fn open(path: &Path, loaded: &Loaded, points: u64) -> Result<(Journal, Vec<bool>)> {
         let spec_text = serde_json::to_string(&loaded.spec)
             .map_err(|e| Error::Internal(format!("cannot write the spec as JSON: {e}")))?;
         let header = Header {
@@ -276,11 +300,15 @@ impl Journal {
             points,
             inputs: inputs_digest(loaded)?,
         };
-        let mut done = BTreeMap::new();
+        let n = usize::try_from(points)
+            .map_err(|_| Error::Usage(format!("a sweep of {points} points")))?;
+        let mut done = vec![false; n];
+        let mut rows = None;
         if path.exists() {
-            let text = crate::diag::read_text(path)?;
-            let mut lines = text.lines();
-            let first: Option<Header> = lines.next().and_then(|l| serde_json::from_str(l).ok());
+            let file = std::fs::File::open(path).map_err(io(path))?;
+            let mut lines = std::io::BufReader::new(file).split(b'\n');
+            let first = lines.next().transpose().map_err(io(path))?;
+            let first: Option<Header> = first.and_then(|l| serde_json::from_slice(&l).ok());
             match first {
                 Some(h) if h.spec == header.spec && h.points == points => {
                     if h.inputs != header.inputs {
@@ -297,20 +325,32 @@ impl Journal {
                     )))
                 }
             }
-            for line in lines {
-                if let Ok(row) = serde_json::from_str::<Row>(line) {
-                    if row.point < points {
-                        done.insert(row.point, row);
-                    }
+            rows = Some(lines);
+        }
+        // Written anew beside it, whole lines only, then put in its place and appended to.
+        let mut fresh = path.as_os_str().to_owned();
+        fresh.push(".part");
+        let fresh = PathBuf::from(fresh);
+        let mut out = std::io::BufWriter::new(std::fs::File::create(&fresh).map_err(io(&fresh))?);
+        out.write_all(json_line(&header)?.as_bytes())
+            .map_err(io(&fresh))?;
+        for line in rows.into_iter().flatten() {
+            let line = line.map_err(io(path))?;
+            let Ok(row) = serde_json::from_slice::<Row>(&line) else {
+                continue;
+            };
+            match usize::try_from(row.point).ok().filter(|&i| i < n) {
+                Some(i) if !done[i] => {
+                    done[i] = true;
+                    out.write_all(json_line(&row)?.as_bytes())
+                        .map_err(io(&fresh))?;
                 }
+                _ => {}
             }
         }
-        // Written anew, whole lines only, then appended to.
-        let mut text = json_line(&header)?;
-        for row in done.values() {
-            text.push_str(&json_line(row)?);
-        }
-        std::fs::write(path, text).map_err(io(path))?;
+        out.flush().map_err(io(&fresh))?;
+        drop(out);
+        std::fs::rename(&fresh, path).map_err(io(path))?;
         let file = std::fs::OpenOptions::new()
             .append(true)
             .open(path)

@@ -3,17 +3,18 @@
 //! cluster, through the Python package) and hands back their rows ([`SweepRun::record`]). Both
 //! share the journal and the writing, so a sweep gives the same files however its points ran.
 
-use super::output::{companions, csv_bytes, parquet_bytes, Journal};
+use super::index::RowIndex;
+use super::output::{companions, write_tables, Journal};
 use super::point::Row;
 use super::spec::Loaded;
 use crate::error::{Error, Result};
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
-/// A sweep opened for running: its points, the rows finished so far (those of a resumed journal
-/// included) and the files it writes.
+/// A sweep opened for running: its points, which of them have a row (in the journal: those of a
+/// resumed journal too) and the files it writes. It holds no row: each goes to the journal as
+/// it finishes, and the files are written from there.
 pub struct SweepRun {
     /// The spec, checked.
     pub loaded: Loaded,
@@ -22,7 +23,7 @@ pub struct SweepRun {
     csv: PathBuf,
     journal_path: PathBuf,
     journal: Journal,
-    done: Mutex<BTreeMap<u64, Row>>,
+    done: Mutex<Vec<bool>>,
     resumed: usize,
 }
 
@@ -41,7 +42,7 @@ impl SweepRun {
         for p in [output, &csv, &journal_path] {
             crate::cli::output::check_output(p, &[spec])?;
         }
-        let points = loaded.points().len() as u64;
+        let points = loaded.point_count() as u64;
         let (journal, done) = Journal::open(&journal_path, &loaded, points)?;
         Ok(SweepRun {
             loaded,
@@ -50,12 +51,12 @@ impl SweepRun {
             csv,
             journal_path,
             journal,
-            resumed: done.len(),
+            resumed: done.iter().filter(|&&d| d).count(),
             done: Mutex::new(done),
         })
     }
 
-    fn done(&self) -> Result<std::sync::MutexGuard<'_, BTreeMap<u64, Row>>> {
+    fn done(&self) -> Result<std::sync::MutexGuard<'_, Vec<bool>>> {
         self.done
             .lock()
             .map_err(|_| Error::Internal("a sweep's rows lock is poisoned".into()))
@@ -63,7 +64,7 @@ impl SweepRun {
 
     /// How many points the grid has.
     pub fn points(&self) -> u64 {
-        self.loaded.points().len() as u64
+        self.loaded.point_count() as u64
     }
 
     /// How many rows came from the journal when the sweep was opened.
@@ -74,12 +75,8 @@ impl SweepRun {
     /// The numbers of the points that have no row yet, in order.
     pub fn pending(&self) -> Result<Vec<u64>> {
         let done = self.done()?;
-        Ok(self
-            .loaded
-            .points()
-            .iter()
-            .map(|p| p.index)
-            .filter(|i| !done.contains_key(i))
+        Ok((0..done.len() as u64)
+            .filter(|&i| !done[i as usize])
             .collect())
     }
 
@@ -94,46 +91,41 @@ impl SweepRun {
             )));
         }
         let mut done = self.done()?;
-        if done.contains_key(&row.point) {
+        if done[row.point as usize] {
             return Err(Error::Usage(format!(
                 "point {} of the sweep already has a row",
                 row.point
             )));
         }
         self.journal.append(&row)?;
-        done.insert(row.point, row);
+        done[row.point as usize] = true;
         Ok(())
     }
 
     /// Runs every pending point on `jobs` threads, calling `finished` with the time each took.
     pub fn run_local(&self, jobs: usize, finished: &(dyn Fn(Duration) + Sync)) -> Result<()> {
         let done = self.done()?.clone();
-        let rows = self.loaded.run(done, jobs, &|row, took| {
+        self.loaded.run(&done, jobs, &|row, took| {
             self.journal.append(row)?;
+            self.done()?[row.point as usize] = true;
             finished(took);
             Ok(())
-        })?;
-        *self.done()? = rows.into_iter().map(|r| (r.point, r)).collect();
-        Ok(())
+        })
     }
 
-    /// Writes the Parquet file and the CSV once every point has its row; returns the rows in
-    /// point order.
-    pub fn finish(&self) -> Result<Vec<Row>> {
-        let missing = self.pending()?;
-        if let Some(first) = missing.first() {
+    /// Writes the Parquet file and the CSV once every point has its row, from the journal;
+    /// returns its index, which reads the rows back.
+    pub fn finish(&self) -> Result<RowIndex> {
+        let index = RowIndex::scan(&self.journal_path, self.points())?;
+        if let Some((first, count)) = index.missing() {
             return Err(Error::Usage(format!(
-                "{} of {} points have no row yet (the first: point {first}): run them before writing {}",
-                missing.len(),
+                "{count} of {} points have no row yet (the first: point {first}): run them before writing {}",
                 self.points(),
                 self.output.display()
             )));
         }
-        let rows: Vec<Row> = self.done()?.values().cloned().collect();
-        let inputs = [self.spec.as_path()];
-        crate::cli::output::write_output(&self.output, &parquet_bytes(&rows)?, &inputs)?;
-        crate::cli::output::write_output(&self.csv, &csv_bytes(&rows)?, &inputs)?;
-        Ok(rows)
+        write_tables(&index, &self.output, &self.csv, &[self.spec.as_path()])?;
+        Ok(index)
     }
 
     /// The Parquet file, the CSV and the journal.
