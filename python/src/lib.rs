@@ -31,6 +31,30 @@ fn usage(message: String) -> PyErr {
     native_error(symshard::Error::Usage(message))
 }
 
+/// A headroom as Python gives it: a percentage or an amount as text (`"10%"`, `"8GB"`), or an int
+/// of bytes, as `memory` takes one.
+fn headroom_of(h: &Bound<'_, PyAny>) -> PyResult<symshard::Headroom> {
+    use pyo3::types::{PyBool, PyInt, PyString};
+    if h.is_instance_of::<PyInt>() && !h.is_instance_of::<PyBool>() {
+        let bytes: num_bigint::BigInt = h.extract()?;
+        if bytes < num_bigint::BigInt::from(0) {
+            return Err(usage(format!(
+                "headroom {bytes}: an amount of memory is not negative"
+            )));
+        }
+        return Ok(symshard::Headroom::Bytes(Rational::from_integer(bytes)));
+    }
+    if h.is_instance_of::<PyString>() {
+        let text: String = h.extract()?;
+        return symshard::Headroom::parse_as(&text, symshard::Spelling::Python)
+            .map_err(native_error);
+    }
+    Err(pyo3::exceptions::PyTypeError::new_err(format!(
+        "headroom is a percentage or an amount as text (\"10%\", \"8GB\") or an int of bytes, not {}",
+        h.get_type().name()?
+    )))
+}
+
 /// Runs `symshard ARGS...` (with `--format json` where the command takes it) and returns the JSON
 /// documents it prints: none for a command that only writes files, such as `report`.
 #[pyfunction]
@@ -317,7 +341,7 @@ impl Machine {
         stack: Option<String>,
         gpus_per_node: Option<u64>,
         memory: Option<Bound<'_, PyAny>>,
-        headroom: Option<String>,
+        headroom: Option<Bound<'_, PyAny>>,
     ) -> PyResult<Machine> {
         let mut m = match &calib {
             Some(c) => symshard::Machine::named(c),
@@ -345,9 +369,7 @@ impl Machine {
             m = m.with_memory(bytes);
         }
         if let Some(h) = &headroom {
-            m = m.with_headroom(
-                symshard::Headroom::parse_as(h, symshard::Spelling::Python).map_err(native_error)?,
-            );
+            m = m.with_headroom(headroom_of(h)?);
         }
         Ok(Machine(m))
     }
@@ -937,7 +959,7 @@ struct Search<'a> {
     fix: Option<String>,
     max: Option<String>,
     no_sp: bool,
-    headroom: Option<String>,
+    headroom: Option<symshard::Headroom>,
     max_microbatches: Option<u64>,
     max_chunks: Option<u64>,
     layouts: Option<String>,
@@ -964,9 +986,7 @@ impl Search<'_> {
             b = b.max_text(m);
         }
         if let Some(h) = &self.headroom {
-            b = b.headroom(
-                symshard::Headroom::parse_as(h, symshard::Spelling::Python).map_err(native_error)?,
-            );
+            b = b.headroom(h.clone());
         }
         if let Some(n) = self.max_microbatches {
             b = b.max_microbatches(n);
@@ -1004,7 +1024,7 @@ fn report(
     fix: Option<String>,
     max: Option<String>,
     no_sp: bool,
-    headroom: Option<String>,
+    headroom: Option<Bound<'_, PyAny>>,
     max_microbatches: Option<u64>,
     max_chunks: Option<u64>,
     layouts: Option<String>,
@@ -1015,7 +1035,7 @@ fn report(
         fix,
         max,
         no_sp,
-        headroom,
+        headroom: headroom.as_ref().map(headroom_of).transpose()?,
         max_microbatches,
         max_chunks,
         layouts,
@@ -1052,7 +1072,7 @@ fn rank(
     fix: Option<String>,
     max: Option<String>,
     no_sp: bool,
-    headroom: Option<String>,
+    headroom: Option<Bound<'_, PyAny>>,
     max_microbatches: Option<u64>,
     max_chunks: Option<u64>,
     layouts: Option<String>,
@@ -1067,7 +1087,7 @@ fn rank(
         fix,
         max,
         no_sp,
-        headroom,
+        headroom: headroom.as_ref().map(headroom_of).transpose()?,
         max_microbatches,
         max_chunks,
         layouts,
@@ -1287,7 +1307,9 @@ fn crossover(
             machine,
         },
     };
-    let c = py.detach(|| symshard::crossover(&req)).map_err(native_error)?;
+    let c = py
+        .detach(|| symshard::crossover(&req))
+        .map_err(native_error)?;
     Crossover::of(py, &c)
 }
 

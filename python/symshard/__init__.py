@@ -1227,7 +1227,7 @@ def rank(
     * caps (``--max``): ``max_tp=8``, ``max_pp=16`` (any knob above but schedule, sp and
       recompute), or ``max={"tp": 8}`` / ``max="tp=8"``;
     * the search's options: ``gpus_per_node``, ``memory`` (``"75GB"``), ``headroom``
-      (``"10%"``), ``max_microbatches``, ``max_chunks``, ``layouts``, ``pareto``, ``exact``,
+      (``"10%"``, ``"8GB"`` or an int of bytes), ``max_microbatches``, ``max_chunks``, ``layouts``, ``pareto``, ``exact``,
       ``emit``, ``why``, ``no_sp``;
     * the machine's: ``what_if`` (``"nvlink.bandwidth=x2,domain=16"``, a machine derived from
       ``calib``'s table, ``--with``) and ``stack`` (a stack profile, ``"auto"`` each row on the
@@ -1421,6 +1421,29 @@ def _report_command(
     return " ".join(words)
 
 
+def _side_machine(
+    calib: Optional[str],
+    options: Mapping[str, Any],
+    accepted: Sequence[str],
+    others: Sequence[str],
+) -> Tuple[Optional["_native.Machine"], Dict[str, Any]]:
+    """The machine of ``compare`` or ``crossover`` from ``calib`` and its keyword arguments
+    ``options`` (each one of ``accepted``; ``None`` where neither is given), and those given. An
+    argument neither accepted nor one of the caller's ``others`` is a ``TypeError`` that lists
+    them all."""
+    shape: Dict[str, Any] = {}
+    for k, v in options.items():
+        if k not in accepted:
+            known = ", ".join(sorted([*accepted, *others]))
+            raise TypeError(f"unknown keyword argument {k!r} (known: calib, {known})")
+        if v is not None:
+            shape[k] = v
+    machine = None
+    if calib is not None or shape:
+        machine = _direct(_native.Machine, calib, **shape)
+    return machine, shape
+
+
 def _side(s: Any, command: str) -> str:
     """A strategy of ``compare`` or ``crossover``: a knob string, a strategy file or a
     :class:`RankRow`, as the command line's argument."""
@@ -1461,19 +1484,10 @@ def compare(
     sa, sb = _side(a, "compare"), _side(b, "compare")
     plateau = bool(options.pop("plateau", False))
     options.pop("exact", None)  # it changes only the command line's tables
-    shape: Dict[str, Any] = {}
-    for k, v in options.items():
-        if k not in _MACHINE_OPTIONS:
-            known = ", ".join(sorted([*_MACHINE_OPTIONS, "plateau", "exact"]))
-            raise TypeError(f"unknown keyword argument {k!r} (known: calib, {known})")
-        if v is not None:
-            shape[k] = v
+    machine, shape = _side_machine(calib, options, _MACHINE_OPTIONS, ("plateau", "exact"))
     m, text = _native_model(
         model, symbols, attention, rules, loss, train_metrics, dropout, recompute_modules
     )
-    machine = None
-    if calib is not None or shape:
-        machine = _direct(_native.Machine, calib, **shape)
     seconds = calib is not None or shape.get("stack") is not None
     n = _typed(_native.compare, m, sa, sb, machine=machine, seconds=seconds, plateau=plateau, source=text)
     return Comparison._from_native(n)
@@ -1554,20 +1568,10 @@ def crossover(
     for name, v in (("start", start), ("stop", stop), ("step", step)):
         if v is not None:
             _whole(name, v)
-    shape: Dict[str, Any] = {}
-    for k, v in options.items():
-        if k not in ("gpus_per_node", "memory", "what_if"):
-            raise TypeError(
-                f"unknown keyword argument {k!r} (known: calib, gpus_per_node, memory, what_if)"
-            )
-        if v is not None:
-            shape[k] = v
+    machine, _ = _side_machine(calib, options, ("gpus_per_node", "memory", "what_if"), ())
     m, text = _native_model(
         model, symbols, attention, rules, loss, train_metrics, dropout, recompute_modules
     )
-    machine = None
-    if calib is not None or shape:
-        machine = _direct(_native.Machine, calib, **shape)
     n = _typed(
         _native.crossover,
         m,

@@ -123,7 +123,7 @@ class Machine:
         stack: Optional[str] = ...,
         gpus_per_node: Optional[int] = ...,
         memory: Union[int, str, None] = ...,
-        headroom: Optional[str] = ...,
+        headroom: Union[int, str, None] = ...,
     ) -> "Machine": ...
     @property
     def calibration(self) -> str: ...
@@ -516,7 +516,7 @@ def rank(
     fix: Optional[str] = ...,
     max: Optional[str] = ...,
     no_sp: bool = ...,
-    headroom: Optional[str] = ...,
+    headroom: Union[int, str, None] = ...,
     max_microbatches: Optional[int] = ...,
     max_chunks: Optional[int] = ...,
     layouts: Optional[str] = ...,
@@ -657,7 +657,7 @@ def report(
     fix: Optional[str] = ...,
     max: Optional[str] = ...,
     no_sp: bool = ...,
-    headroom: Optional[str] = ...,
+    headroom: Union[int, str, None] = ...,
     max_microbatches: Optional[int] = ...,
     max_chunks: Optional[int] = ...,
     layouts: Optional[str] = ...,

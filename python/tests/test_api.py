@@ -729,7 +729,10 @@ _REFUSED_BY_KEYWORD = [
     (lambda: symshard.rank("gpt3-175b", 1024, max_chunks=0), "max_chunks", "at least 1"),
     (lambda: symshard.rank("gpt3-175b", 1024, headroom="x"), "headroom", "unknown unit"),
     (lambda: symshard.rank("gpt3-175b", 1024, headroom="100%"), "headroom `100%`", "no memory"),
-    (lambda: symshard.rank("gpt3-175b", 1024, headroom="90GB"), "headroom `", "all of"),
+    # The device memory in the unit tables print, not as a count of bytes.
+    (lambda: symshard.rank("gpt3-175b", 1024, headroom="90GB"), "headroom `", "all of the 80.0 GB"),
+    (lambda: symshard.rank("gpt3-175b", 1024, headroom=90 * 10**9), "headroom `90.0 GB`", "all of"),
+    (lambda: symshard.rank("gpt3-175b", 1024, headroom=-1), "headroom -1", "not negative"),
     (lambda: symshard.rank("gpt3-175b", 1024, memory="80Gb"), "memory", "bits"),
     (lambda: symshard.rank("gpt3-175b", 1024, symbols={"B": "x"}), "symbols `B=x`", "number"),
     (lambda: symshard.rank("gpt3-175b", 1024, symbols={"QQ": 3}), "symbols `QQ=3`", "no symbol"),

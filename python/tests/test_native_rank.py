@@ -173,6 +173,13 @@ def test_a_machine_has_one_usable_memory(no_argv):
     assert _native.Machine("a100-80gb", headroom="0%").usable_memory == 80_000_000_000
     assert _native.Machine("a100-80gb", memory="40GB").usable_memory == 40_000_000_000
     assert _native.Machine("a100-80gb", memory="40GB", headroom="4GB").usable_memory == 36_000_000_000
+    # A headroom in bytes as an int, as `memory` takes one; a float is neither text nor bytes.
+    assert _native.Machine("a100-80gb", headroom=4 * 10**9).usable_memory == 76_000_000_000
+    assert symshard.rank("gpt3-1.3b", 8, headroom=4 * 10**9, top=1).rows == symshard.rank(
+        "gpt3-1.3b", 8, headroom="4GB", top=1
+    ).rows
+    with pytest.raises(TypeError, match="int of bytes"):
+        symshard.rank("gpt3-1.3b", 8, headroom=8.5)
     with pytest.raises(_native.NativeError):
         _native.Machine("a100-80gb", headroom="100%").usable_memory
     row = {"dp": 16, "tp": 8, "pp": 8, "mbs": 1, "recompute": "selective"}

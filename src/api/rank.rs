@@ -99,7 +99,7 @@ impl Headroom {
     pub(crate) fn text(&self) -> String {
         match self {
             Headroom::Percent(p) => format!("{p}%"),
-            Headroom::Bytes(b) => b.to_string(),
+            Headroom::Bytes(b) => crate::units::bytes(b),
         }
     }
 

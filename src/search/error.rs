@@ -158,13 +158,13 @@ pub enum SteerError {
         error: Box<SteerError>,
     },
     /// A headroom size of the whole device memory or more.
-    #[error("{option} `{text}` is all of the {capacity}-byte device memory")]
+    #[error("{option} `{text}` is all of the {capacity} device memory")]
     HeadroomCapacity {
         /// The option as its caller names it.
         option: &'static str,
         /// The headroom given.
         text: String,
-        /// The device memory in bytes.
+        /// The device memory, as tables print it (`80.0 GB`).
         capacity: String,
     },
     /// A fixed knob outside the layouts the named stack profile runs.

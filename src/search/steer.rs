@@ -725,7 +725,7 @@ pub fn usable_after_bytes(
         return Err(SteerError::HeadroomCapacity {
             option,
             text: text.into(),
-            capacity: capacity.to_string(),
+            capacity: crate::units::bytes(capacity),
         });
     }
     Ok((capacity - bytes).floor())
