@@ -272,7 +272,10 @@ fn bad_steering_is_refused_naming_the_item() {
         (vec!["--memory", "GB"], "expected a number"),
         (vec!["--headroom", "100%"], "leaves no memory"),
         // The device memory as tables print it, not a count of bytes.
-        (vec!["--headroom", "80GB"], "all of the 80.0 GB device memory"),
+        (
+            vec!["--headroom", "80GB"],
+            "all of the 80.0 GB device memory",
+        ),
         (vec!["--max-chunks", "0"], "--max-chunks must be at least 1"),
         (vec!["--fix", "tp=64,sp=on,pp=1,dp=1,ep=2"], "no strategy"),
     ] {

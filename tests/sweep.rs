@@ -164,6 +164,21 @@ fn an_interrupted_sweep_resumes_from_its_journal_and_writes_the_same_bytes() {
     let done = sweep(&dir, "spec.yaml", "r.parquet", "1");
     assert!(done.contains("(0 run, 6 from the journal)"), "{done}");
     assert_eq!(std::fs::read(dir.join("r.parquet")).unwrap(), first);
+    // A row journaled twice and a line of bytes that are not text: the first row of a point
+    // stands, the bad line is dropped, and the journal is written again without either.
+    let text = std::fs::read_to_string(&journal).unwrap();
+    let second_row = text.lines().nth(1).unwrap().to_string();
+    let mut bytes = text.clone().into_bytes();
+    bytes.extend_from_slice(second_row.as_bytes());
+    bytes.extend_from_slice(b"\n\xff\xfe{\"point\n");
+    std::fs::write(&journal, bytes).unwrap();
+    let twice = sweep(&dir, "spec.yaml", "r.parquet", "1");
+    assert!(twice.contains("(0 run, 6 from the journal)"), "{twice}");
+    assert_eq!(std::fs::read(dir.join("r.parquet")).unwrap(), first);
+    assert_eq!(
+        std::fs::read_to_string(&journal).unwrap().lines().count(),
+        7
+    );
     // A changed spec does not reuse the journal.
     std::fs::write(dir.join("spec.yaml"), SPEC.replace("[8]", "[16]")).unwrap();
     let err = refused_in(&dir, &["sweep", "spec.yaml", "-o", "r.parquet"]);
