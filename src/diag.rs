@@ -377,6 +377,41 @@ fn find_word_in(line: &str, word: &str) -> Option<usize> {
     None
 }
 
+/// Checks that `path` can be written as an output: its folder exists, and it is not one of the
+/// command's `inputs` (writing there would destroy what is being read).
+pub fn check_output(path: &Path, inputs: &[&Path]) -> Result<(), Error> {
+    if let Ok(out) = path.canonicalize() {
+        if let Some(input) = inputs
+            .iter()
+            .find(|i| i.canonicalize().is_ok_and(|i| i == out))
+        {
+            return Err(Error::Usage(format!(
+                "refusing to write {}: it is the input {} (choose another output file)",
+                path.display(),
+                input.display()
+            )));
+        }
+    }
+    let folder = path.parent().filter(|p| !p.as_os_str().is_empty());
+    if let Some(folder) = folder.filter(|f| !f.is_dir()) {
+        return Err(Error::Usage(format!(
+            "cannot write {}: the folder {} does not exist (create it first)",
+            path.display(),
+            folder.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Writes an output file after [`check_output`].
+pub fn write_output(path: &Path, contents: &[u8], inputs: &[&Path]) -> Result<(), Error> {
+    check_output(path, inputs)?;
+    std::fs::write(path, contents).map_err(|source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

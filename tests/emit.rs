@@ -102,7 +102,7 @@ const TORCHTITAN_CONFIG_KEYS: &[&str] = &[
 
 #[test]
 fn every_flag_emit_can_print_is_in_the_cited_parsers() {
-    use symshard::cli::emit::{MEGATRON_FLAGS, TORCHTITAN_KEYS};
+    use symshard::emit::{MEGATRON_FLAGS, TORCHTITAN_KEYS};
     for f in MEGATRON_FLAGS {
         assert!(
             MEGATRON_PARSER_FLAGS.contains(f),
@@ -353,7 +353,7 @@ fn same_or_grouped(row: &Value, emitted: &str, knob: &str, row_value: &str) {
 /// MEGATRON_FLAGS, numbers equal to the row's, and the strategy read back from the flags priced
 /// by `cost` to the row's memory and (unless the config warns it cannot) the row's split.
 fn check_megatron(model: &str, devices: u64, fix: &str) -> (Value, Vec<(String, Option<String>)>) {
-    use symshard::cli::emit::MEGATRON_FLAGS;
+    use symshard::emit::MEGATRON_FLAGS;
     let v = ranked(model, devices, "megatron", &["--fix", fix]);
     let args = megatron_args(&v);
     let case = format!("{model} --fix {fix}");
@@ -581,7 +581,7 @@ fn toml_keys(toml: &str) -> BTreeMap<String, String> {
 
 #[test]
 fn emitted_torchtitan_keys_are_the_parsers_and_read_back_to_the_row() {
-    use symshard::cli::emit::TORCHTITAN_KEYS;
+    use symshard::emit::TORCHTITAN_KEYS;
     for (model, devices, fix) in [
         ("llama3-8b", 64, "tp=8,pp=2,zero=3,schedule=1f1b"),
         ("llama3-8b", 64, "tp=8,pp=4,zero=2,schedule=1f1b"),

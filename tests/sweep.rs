@@ -304,7 +304,7 @@ fn one_worker_and_two_write_the_same_bytes() {
 /// or one of no point, is refused, and so is writing before every point has its row.
 #[test]
 fn rows_recorded_out_of_order_write_the_command_lines_bytes() {
-    use symshard::cli::sweep::{row_of_text, row_text, Loaded, SweepRun};
+    use symshard::sweep::{row_of_text, row_text, Loaded, SweepRun};
     let dir = setup("sweep-record");
     sweep(&dir, "spec.yaml", "cli.parquet", "1");
     let spec = dir.join("spec.yaml");

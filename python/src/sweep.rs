@@ -9,13 +9,13 @@ use pyo3::types::PyDict;
 use pyo3::IntoPyObjectExt;
 use rayon::prelude::*;
 use std::path::PathBuf;
-use symshard::cli::sweep::output::{row_values, Value};
-use symshard::cli::sweep::{row_of_text, row_text, Loaded, Row};
+use symshard::sweep::output::{row_values, Value};
+use symshard::sweep::{row_of_text, row_text, Loaded, Row};
 
 /// A sweep being run: its grid, the rows finished so far (a journal beside the output is
 /// resumed from) and the files it writes.
 #[pyclass(frozen, module = "symshard._native")]
-pub struct SweepRun(symshard::cli::sweep::SweepRun);
+pub struct SweepRun(symshard::sweep::SweepRun);
 
 #[pymethods]
 impl SweepRun {
@@ -23,7 +23,7 @@ impl SweepRun {
     /// the journal go beside it).
     #[new]
     fn new(py: Python<'_>, spec: PathBuf, output: PathBuf) -> PyResult<SweepRun> {
-        py.detach(|| symshard::cli::sweep::SweepRun::open(&spec, &output))
+        py.detach(|| symshard::sweep::SweepRun::open(&spec, &output))
             .map(SweepRun)
             .map_err(native_error)
     }

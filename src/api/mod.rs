@@ -38,11 +38,11 @@ pub use timeline::{timeline, Timeline, TimelineInput, TimelineRequest};
 pub(crate) use catalog::rule_set;
 pub(crate) use compare::{compare_loaded, comparison, evaluate_knobs, Evaluated};
 pub(crate) use cost::{assumed_sizes, cost_in_full, document as cost_document, Asked, CostDetail};
-pub(crate) use crossover::{crossover_loaded, memory_at as crossover_memory_at};
+pub(crate) use crossover::{crossover_loaded, memory_at as crossover_memory_at, winners_line};
 pub(crate) use model::Loaded;
 pub(crate) use rank::{
     nothing_fits_line, rank_loaded, refused_as_none, search_options, Document as RankDocument,
-    RankDetail,
+    PointSearch, RankDetail,
 };
 pub(crate) use strategy::{machine_error, Resolved};
 pub(crate) use timeline::{plan_of, timeline_in_full};

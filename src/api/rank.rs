@@ -1443,3 +1443,65 @@ fn auto_notes(result: &crate::search::RankResult) -> Vec<AutoNote> {
     v.sort_by_key(|n| n.tp);
     v
 }
+
+/// One point of a sweep: the search `rank MODEL --devices N --calib TABLE --top 1` runs with
+/// the sweep's `--fix`, `--max` and `--headroom` and the point's `--set` (its batch and
+/// sequence), on the point's machine: the same checks and options as the command line.
+pub(crate) struct PointSearch<'a> {
+    /// The model as named in the spec.
+    pub model: &'a str,
+    /// Devices.
+    pub devices: u64,
+    /// `--set SYM=VALUE` items.
+    pub set: Vec<String>,
+    /// `--fix` items (the point's precision among them).
+    pub fix: Vec<String>,
+    /// `--max` items.
+    pub max: Vec<String>,
+    /// `--headroom`.
+    pub headroom: Option<String>,
+}
+
+impl PointSearch<'_> {
+    /// The model's symbol values and the search's options, checked as `rank` checks its flags.
+    pub(crate) fn options(
+        &self,
+        model: &crate::model::Model,
+        calib: &Calibration,
+    ) -> Result<(crate::sym::Bindings, crate::search::RankOptions), Error> {
+        self.options_on(model, calib, None)
+    }
+
+    /// [`PointSearch::options`] on nodes of `gpus_per_node` devices where given (else the
+    /// table's).
+    pub(crate) fn options_on(
+        &self,
+        model: &crate::model::Model,
+        calib: &Calibration,
+        gpus_per_node: Option<u64>,
+    ) -> Result<(crate::sym::Bindings, crate::search::RankOptions), Error> {
+        let mut m = super::Model::named(self.model);
+        for s in &self.set {
+            m = m.set_text(s.as_str());
+        }
+        let values = m.bind(model)?;
+        let mut machine = Machine::from_calibration(calib.clone());
+        if let Some(g) = gpus_per_node {
+            machine = machine.with_gpus_per_node(g)?;
+        }
+        let mut b = RankOptions::builder(self.devices)
+            .machine(machine.clone())
+            .by_seconds(true)
+            .top(1)
+            .headroom_text(self.headroom.clone());
+        for f in &self.fix {
+            b = b.fix_as(f, "--fix");
+        }
+        for m in &self.max {
+            b = b.max_as(m, "--max");
+        }
+        let opts = b.build()?;
+        let (search, _) = search_options(model, &values, &machine, &opts)?;
+        Ok((values, search))
+    }
+}

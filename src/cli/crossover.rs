@@ -95,43 +95,6 @@ pub(crate) fn spec_of(args: &CrossoverArgs) -> Result<CrossoverSpec, Error> {
     })
 }
 
-/// Who is cheaper where, in one line: `A for S = 2048 … 3071, B for S = 3072 … 4096`, with `a`
-/// and `b` naming the strategies.
-pub(crate) fn winners_line(o: &CrossoverResult, a: &str, b: &str) -> String {
-    let v = &o.symbol;
-    if let [only] = &o.result.intervals[..] {
-        let who = match only.winner {
-            Winner::A => a,
-            Winner::B => b,
-            _ => "",
-        };
-        if !who.is_empty() {
-            return format!(
-                "{who} stays cheaper from {v} = {} to {}",
-                only.from, only.to
-            );
-        }
-    }
-    o.result
-        .intervals
-        .iter()
-        .map(|i| {
-            let span = if i.from == i.to {
-                format!("{v} = {}", i.from)
-            } else {
-                format!("{v} = {} … {}", i.from, i.to)
-            };
-            match &i.winner {
-                Winner::A => format!("{a} for {span}"),
-                Winner::B => format!("{b} for {span}"),
-                Winner::Equal => format!("equal for {span}"),
-                Winner::Invalid { .. } => format!("one cannot run for {span}"),
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 /// The model's value of the symbol that varies, or a usage error naming the symbols it has.
 /// Prints the crossover as a table: what is compared over which values, each piece's formulas
 /// and roots, who is cheaper on each interval, and both costs at the intervals' ends.

@@ -6,7 +6,6 @@ mod calibrate;
 mod compare;
 mod cost;
 mod crossover;
-pub mod emit;
 pub mod explain;
 mod import;
 mod layout;

@@ -3,7 +3,6 @@
 use crate::error::Error;
 use serde::Serialize;
 use std::cell::RefCell;
-use std::path::Path;
 
 thread_local! {
     /// Where `print_json` writes instead of standard output while [`capture_json`] runs.
@@ -74,37 +73,4 @@ pub fn print_table(indent: &str, align: &str, head: &[&str], rows: &[Vec<String>
     }
 }
 
-/// Checks that `path` can be written as an output: its folder exists, and it is not one of the
-/// command's `inputs` (writing there would destroy what is being read).
-pub fn check_output(path: &Path, inputs: &[&Path]) -> Result<(), Error> {
-    if let Ok(out) = path.canonicalize() {
-        if let Some(input) = inputs
-            .iter()
-            .find(|i| i.canonicalize().is_ok_and(|i| i == out))
-        {
-            return Err(Error::Usage(format!(
-                "refusing to write {}: it is the input {} (choose another output file)",
-                path.display(),
-                input.display()
-            )));
-        }
-    }
-    let folder = path.parent().filter(|p| !p.as_os_str().is_empty());
-    if let Some(folder) = folder.filter(|f| !f.is_dir()) {
-        return Err(Error::Usage(format!(
-            "cannot write {}: the folder {} does not exist (create it first)",
-            path.display(),
-            folder.display()
-        )));
-    }
-    Ok(())
-}
-
-/// Writes an output file after [`check_output`].
-pub fn write_output(path: &Path, contents: &[u8], inputs: &[&Path]) -> Result<(), Error> {
-    check_output(path, inputs)?;
-    std::fs::write(path, contents).map_err(|source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    })
-}
+pub use crate::diag::{check_output, write_output};

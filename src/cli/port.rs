@@ -4,9 +4,9 @@
 //! here too, stream by stream, so the table says why the choice changes.
 
 use super::output::print_json;
-use super::rank::PointSearch;
 use super::timeline::PortArgs;
 use super::units;
+use crate::api::PointSearch;
 use crate::calib::Calibration;
 use crate::error::Error;
 use crate::model::Model;

@@ -12,16 +12,7 @@ use crate::sym::Rational;
 use clap::Args;
 use num_traits::{ToPrimitive, Zero};
 
-/// What `--emit` prints about the top strategy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Emit {
-    /// Megatron-LM command-line arguments.
-    Megatron,
-    /// A torchtitan TOML job config.
-    Torchtitan,
-    /// Full per-operator placements as JSON.
-    Json,
-}
+pub use crate::emit::Emit;
 
 /// The machine's shape and memory and the constraints of a strategy search: shared by `rank`
 /// and `report`.
@@ -217,7 +208,7 @@ impl SearchArgs {
 pub struct Ranked {
     /// The ranking.
     pub result: RankResult,
-    emitted: Option<super::emit::Emitted>,
+    emitted: Option<crate::emit::Emitted>,
     why: Option<super::compare::Comparison>,
     batch_and_sequence: String,
     calib: Calibration,
@@ -312,68 +303,6 @@ fn ranked_loaded(
     })
 }
 
-/// One point of a sweep: the search `rank MODEL --devices N --calib TABLE --top 1` runs with
-/// the sweep's `--fix`, `--max` and `--headroom` and the point's `--set` (its batch and
-/// sequence), on the point's machine: the same checks and options as the command line.
-pub(crate) struct PointSearch<'a> {
-    /// The model as named in the spec.
-    pub model: &'a str,
-    /// Devices.
-    pub devices: u64,
-    /// `--set SYM=VALUE` items.
-    pub set: Vec<String>,
-    /// `--fix` items (the point's precision among them).
-    pub fix: Vec<String>,
-    /// `--max` items.
-    pub max: Vec<String>,
-    /// `--headroom`.
-    pub headroom: Option<String>,
-}
-
-impl PointSearch<'_> {
-    /// The model's symbol values and the search's options, checked as `rank` checks its flags.
-    pub(crate) fn options(
-        &self,
-        model: &crate::model::Model,
-        calib: &Calibration,
-    ) -> Result<(crate::sym::Bindings, crate::search::RankOptions), Error> {
-        self.options_on(model, calib, None)
-    }
-
-    /// [`PointSearch::options`] on nodes of `gpus_per_node` devices where given (else the
-    /// table's).
-    pub(crate) fn options_on(
-        &self,
-        model: &crate::model::Model,
-        calib: &Calibration,
-        gpus_per_node: Option<u64>,
-    ) -> Result<(crate::sym::Bindings, crate::search::RankOptions), Error> {
-        let mut m = crate::api::Model::named(self.model);
-        for s in &self.set {
-            m = m.set_text(s.as_str());
-        }
-        let values = m.bind(model)?;
-        let mut machine = Machine::from_calibration(calib.clone());
-        if let Some(g) = gpus_per_node {
-            machine = machine.with_gpus_per_node(g)?;
-        }
-        let mut b = RankOptions::builder(self.devices)
-            .machine(machine.clone())
-            .by_seconds(true)
-            .top(1)
-            .headroom_text(self.headroom.clone());
-        for f in &self.fix {
-            b = b.fix_as(f, "--fix");
-        }
-        for m in &self.max {
-            b = b.max_as(m, "--max");
-        }
-        let opts = b.build()?;
-        let (search, _) = crate::api::search_options(model, &values, &machine, &opts)?;
-        Ok((values, search))
-    }
-}
-
 /// What a ranking hands to `--emit` and `--why`.
 struct Top<'a> {
     emit: Option<Emit>,
@@ -404,12 +333,12 @@ impl Top<'_> {
 
     /// `--emit`: per-operator placements carry any layout; Megatron-LM's and torchtitan's
     /// flags express only the annotated one, so they describe the best row that uses it.
-    fn emitted(&self) -> Result<Option<super::emit::Emitted>, Error> {
+    fn emitted(&self) -> Result<Option<crate::emit::Emitted>, Error> {
         let (Some(emit), Some(top)) = (self.emit, self.detail.result.rows.first()) else {
             return Ok(None);
         };
         if emit == Emit::Json {
-            return super::emit::emit(
+            return crate::emit::emit(
                 Emit::Json,
                 &self.detail.model,
                 &self.detail.values,
@@ -433,7 +362,7 @@ impl Top<'_> {
         // target cannot run.
         let reprice = |k: &Knobs| self.price(k, false, &r.layout).map(|e| e.evaluation);
         let mut e =
-            super::emit::emit_ranked(emit, &self.detail.model, &self.detail.values, r, &reprice)?;
+            crate::emit::emit_ranked(emit, &self.detail.model, &self.detail.values, r, &reprice)?;
         if r.rank != top.rank {
             e.text = format!(
                 "# row {} (the best row with the annotated layout: the flags cannot express the auto layout of row {})\n{}",

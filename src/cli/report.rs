@@ -90,7 +90,7 @@ fn ranking(
 /// Runs `report`.
 pub fn run(args: ReportArgs) -> Result<(), Error> {
     if let Some(sweep) = &args.sweep {
-        return super::sweep::report(sweep, &args.output);
+        return crate::sweep::report(sweep, &args.output);
     }
     let (Some(name), Some(devices)) = (args.model.clone(), args.devices) else {
         return Err(Error::Usage(

@@ -176,7 +176,7 @@ fn write_streamed(
     inputs: &[&Path],
     write: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> Result<()>,
 ) -> Result<()> {
-    crate::cli::output::check_output(path, inputs)?;
+    crate::diag::check_output(path, inputs)?;
     let mut part = path.as_os_str().to_owned();
     part.push(".part");
     let part = PathBuf::from(part);

@@ -4,7 +4,7 @@
 
 use super::point::{Point, Row};
 use super::spec::Loaded;
-use crate::cli::rank::PointSearch;
+use crate::api::PointSearch;
 
 /// The most device counts between two adjacent points that a crossover along the devices times.
 pub const MAX_DEVICE_STEPS: usize = 8;
@@ -169,7 +169,7 @@ impl Loaded {
 #[cfg(test)]
 mod tests {
     use super::{scaled, without_given};
-    use crate::cli::sweep::point::Row;
+    use crate::sweep::point::Row;
 
     /// A row read back from a journal, whatever its numbers, scales without a panic: a
     /// micro-batch size or data-parallel degree of 0 scales to nothing.

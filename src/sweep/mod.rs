@@ -4,7 +4,6 @@
 //! cost. Points run in parallel; each finished row goes to a journal at once, so an interrupted
 //! sweep resumes where it stopped; the rows are written in point order as Parquet and CSV.
 
-mod command;
 mod devices;
 pub mod index;
 pub mod output;
@@ -13,7 +12,6 @@ pub mod point;
 mod run;
 pub mod spec;
 
-pub use command::{run, SweepArgs};
 pub use index::RowIndex;
 pub use point::{Point, Row, AXES};
 pub use run::{row_of_text, row_text, SweepRun};
@@ -212,7 +210,7 @@ impl Loaded {
             let out = at(b).or_else(|_| at(a))?;
             let fa = a.family.as_deref().unwrap_or_default();
             let fb = b.family.as_deref().unwrap_or_default();
-            let mut line = super::crossover::winners_line(&out, fa, fb);
+            let mut line = crate::api::winners_line(&out, fa, fb);
             // Whether the first point's layout still fits at the second point: where it does
             // not, memory decided.
             let mut v = values.clone();
@@ -336,7 +334,7 @@ impl std::fmt::Display for Crossover {
 pub fn report(parquet: &std::path::Path, output: &std::path::Path) -> Result<(), Error> {
     let rows = picture::read_rows(parquet)?;
     let html = picture::html(&rows, &parquet.display().to_string())?;
-    crate::cli::output::write_output(output, html.as_bytes(), &[parquet])?;
+    crate::diag::write_output(output, html.as_bytes(), &[parquet])?;
     eprintln!("wrote {} ({} bytes)", output.display(), html.len());
     Ok(())
 }

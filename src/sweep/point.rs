@@ -3,8 +3,8 @@
 //! energy and dollars.
 
 use super::spec::{base_name, Loaded};
+use crate::api::PointSearch;
 use crate::calib::Calibration;
-use crate::cli::rank::PointSearch;
 use crate::error::Error;
 use crate::model::Model;
 use crate::search::RankedRow;

@@ -185,7 +185,7 @@ impl RowIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::sweep::output::{write_tables, ROWS_AT_ONCE};
+    use crate::sweep::output::{write_tables, ROWS_AT_ONCE};
 
     /// A row of point `i` (feasible unless `i` is a multiple of 7), as the journal holds it.
     fn line(i: u64) -> String {

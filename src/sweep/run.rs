@@ -40,7 +40,7 @@ impl SweepRun {
         let loaded = Loaded::read(spec)?;
         let (csv, journal_path) = companions(output);
         for p in [output, &csv, &journal_path] {
-            crate::cli::output::check_output(p, &[spec])?;
+            crate::diag::check_output(p, &[spec])?;
         }
         let points = loaded.point_count() as u64;
         let (journal, done) = Journal::open(&journal_path, &loaded, points)?;

@@ -1,9 +1,9 @@
 //! `symshard sweep SPEC.yaml -o results.parquet`: the fastest layout at every point of a grid,
 //! written as Parquet and CSV, resumable from its journal.
 
-use crate::cli::sweep::{Loaded, SweepRun};
 use crate::cli::units;
 use crate::error::Error;
+use crate::sweep::{Loaded, SweepRun};
 use clap::Args;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -78,8 +78,8 @@ struct Timing {
 fn print_summary(
     args: &SweepArgs,
     loaded: &Loaded,
-    index: &crate::cli::sweep::RowIndex,
-    crossovers: &[crate::cli::sweep::Crossover],
+    index: &crate::sweep::RowIndex,
+    crossovers: &[crate::sweep::Crossover],
     t: &Timing,
     csv: &Path,
     journal: &Path,

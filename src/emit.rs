@@ -1,7 +1,6 @@
 //! `rank --emit`: the top strategy as a launch configuration — Megatron-LM command-line
 //! arguments, a torchtitan TOML job config, or per-operator placements as JSON.
 
-use super::rank::Emit;
 use crate::error::Error;
 use crate::model::{AttentionMode, Model};
 use crate::parallel::{analyse, Evaluation, Layout};
@@ -9,6 +8,17 @@ use crate::search::RankedRow;
 use crate::strategy::{Knobs, Precision, Recompute, Schedule};
 use crate::sym::{Bindings, Poly, Rational};
 use serde::Serialize;
+
+/// What `--emit` prints about the top strategy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Emit {
+    /// Megatron-LM command-line arguments.
+    Megatron,
+    /// A torchtitan TOML job config.
+    Torchtitan,
+    /// Full per-operator placements as JSON.
+    Json,
+}
 
 /// What `--emit` produced: text for the table output, JSON for `--format json`.
 pub struct Emitted {
