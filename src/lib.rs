@@ -30,14 +30,14 @@ pub mod units;
 pub mod validate;
 
 pub use api::{
-    compare, cost, crossover, explain, machine_sources, machines, models, rank, timeline, AutoNote,
-    CompareRequest, CompareSide, ComparedStrategy, Comparison, Cost, CostRequest,
-    CrossoverBoundary, CrossoverRequest, CrossoverResult, CrossoverSpec, DeviceCost, DeviceOp,
-    EngineNote, ExplainedBytes, ExplainedFlops, Explanation, Flops, Headroom, Knob, Machine,
-    MachineEntry, Model, ModelEntry, ModelSource, OpCost, OptionName, Part, PartialDomains, Pass,
-    Quantity, RankOptions, RankOptionsBuilder, RankResult, RankRow, SourcedNumber, Spelling,
-    StackSupports, StepSeconds, Strategy, Timeline, TimelineInput, TimelineRequest,
-    DEFAULT_MAX_MICROBATCHES,
+    compare, cost, crossover, explain, machine_sources, machines, models, rank, rank_with,
+    timeline, AutoNote, CompareRequest, CompareSide, ComparedStrategy, Comparison, Cost,
+    CostRequest, CrossoverBoundary, CrossoverRequest, CrossoverResult, CrossoverSpec, DeviceCost,
+    DeviceOp, EngineNote, ExplainedBytes, ExplainedFlops, Explanation, Flops, Headroom, Knob,
+    Machine, MachineEntry, Model, ModelEntry, ModelSource, OpCost, OptionName, Part,
+    PartialDomains, Pass, Quantity, RankOptions, RankOptionsBuilder, RankResult, RankRow, Ranked,
+    SourcedNumber, Spelling, StackSupports, StepSeconds, Strategy, Timeline, TimelineInput,
+    TimelineRequest, DEFAULT_MAX_MICROBATCHES,
 };
 pub use error::{Error, Result};
 /// The importers of foreign model formats (Hugging Face configs, ONNX graphs), part of model

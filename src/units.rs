@@ -362,6 +362,33 @@ pub fn stack_line(profile: Option<&str>) -> String {
     }
 }
 
+/// `" (B = 512, S = 2048)"`: the global batch and sequence length of a model's values, under
+/// the model's names for them (its `batch` and `sequence` roles), those it has.
+pub fn batch_and_sequence(model: &crate::model::Model, values: &crate::sym::Bindings) -> String {
+    named_values(
+        [model.batch.as_deref(), model.roles.sequence.as_deref()]
+            .into_iter()
+            .flatten(),
+        |k| values.get(k).map(|v| v.to_string()),
+    )
+}
+
+/// `" (B = 512, S = 2048)"`: each of `names` that has a value, with it; empty when none has.
+pub fn named_values<'a>(
+    names: impl IntoIterator<Item = &'a str>,
+    value: impl Fn(&str) -> Option<String>,
+) -> String {
+    let parts: Vec<String> = names
+        .into_iter()
+        .filter_map(|k| value(k).map(|v| format!("{k} = {v}")))
+        .collect();
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", parts.join(", "))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

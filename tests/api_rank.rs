@@ -192,8 +192,9 @@ fn bad_options_are_typed_errors_naming_the_item() {
             .build()
             .unwrap(),
     );
+    // A typed amount and the device memory, each as tables print amounts.
     assert!(
-        m.contains("90000000000") && m.contains("device memory"),
+        m.contains("`90.0 GB`") && m.contains("all of the 80.0 GB device memory"),
         "{m}"
     );
     let m = bad_rank(RankOptions::builder(12).build().unwrap());

@@ -892,7 +892,7 @@ fn rows(py: Python<'_>, rows: &[symshard::RankRow]) -> PyResult<Vec<Py<RankRow>>
 }
 
 impl Ranking {
-    fn of(py: Python<'_>, r: &symshard::cli::rank::Ranked) -> PyResult<Ranking> {
+    fn of(py: Python<'_>, r: &symshard::Ranked) -> PyResult<Ranking> {
         let doc = r.json().map_err(native_error)?;
         let x = &r.result;
         let balance_range = match &x.balance_range {
@@ -1080,7 +1080,7 @@ fn rank(
     emit: Option<String>,
     why: bool,
 ) -> PyResult<Ranking> {
-    use symshard::cli::rank::Emit;
+    use symshard::emit::Emit;
     let search = Search {
         machine,
         by_seconds,
@@ -1107,7 +1107,7 @@ fn rank(
     let opts = b.build().map_err(native_error)?;
     let m = model.0.clone();
     let r = py
-        .detach(|| symshard::cli::rank::rank_with(&m, &opts, emit, why))
+        .detach(|| symshard::rank_with(&m, &opts, emit, why))
         .map_err(native_error)?;
     Ranking::of(py, &r)
 }

@@ -11,6 +11,7 @@ mod crossover;
 mod machine;
 mod model;
 mod rank;
+mod ranked;
 mod strategy;
 mod timeline;
 
@@ -32,6 +33,7 @@ pub use rank::{
     rank, AutoNote, EngineNote, Headroom, Knob, PartialDomains, RankOptions, RankOptionsBuilder,
     RankResult, RankRow, StackSupports, DEFAULT_MAX_MICROBATCHES,
 };
+pub use ranked::{rank_with, Ranked};
 pub use strategy::Strategy;
 pub use timeline::{timeline, Timeline, TimelineInput, TimelineRequest};
 
@@ -44,5 +46,6 @@ pub(crate) use rank::{
     nothing_fits_line, rank_loaded, refused_as_none, search_options, Document as RankDocument,
     PointSearch, RankDetail,
 };
+pub(crate) use ranked::ranked_loaded;
 pub(crate) use strategy::{machine_error, Resolved};
 pub(crate) use timeline::{plan_of, timeline_in_full};

@@ -49,7 +49,7 @@ pub struct CompareArgs {
     pub format: Format,
 }
 
-pub(crate) use crate::api::{comparison, evaluate_knobs, Evaluated};
+pub(crate) use crate::api::Evaluated;
 pub use crate::api::{Comparison, Part};
 
 /// A difference as `f` prints it, with its sign (`+1.23 GB`, `-4.5 PFLOP`, `0`).
@@ -257,7 +257,7 @@ fn header(model: &Model, values: &Bindings, calib: &str, a: &Evaluated, b: &Eval
     format!(
         "{}{} on {} devices ({} per node) of {calib}: {} usable per device",
         model.name,
-        super::cost::batch_and_sequence(model, values),
+        crate::units::batch_and_sequence(model, values),
         both(devices(a), devices(b)),
         both(per_node(a), per_node(b)),
         both(memory(a), memory(b)),

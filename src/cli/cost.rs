@@ -163,7 +163,7 @@ fn print_model(out: &Cost, detail: &CostDetail, args: &CostArgs) -> Result<(), E
     println!(
         "model {}{} — {}",
         model.name,
-        batch_and_sequence(model, values),
+        units::batch_and_sequence(model, values),
         model.doc
     );
     if let Some(line) = units::settings_line(&out.settings) {
@@ -241,33 +241,6 @@ pub fn assumed_line(assumed: &BTreeMap<String, String>) -> Option<String> {
         "warning: at {what}; give yours with {}",
         set.join(" ")
     ))
-}
-
-/// `" (B = 512, S = 2048)"`: the global batch and sequence length of a model's values, under
-/// the model's names for them (its `batch` and `sequence` roles), those it has.
-pub fn batch_and_sequence(model: &crate::model::Model, values: &Bindings) -> String {
-    named_values(
-        [model.batch.as_deref(), model.roles.sequence.as_deref()]
-            .into_iter()
-            .flatten(),
-        |k| values.get(k).map(|v| v.to_string()),
-    )
-}
-
-/// `" (B = 512, S = 2048)"`: each of `names` that has a value, with it; empty when none has.
-pub fn named_values<'a>(
-    names: impl IntoIterator<Item = &'a str>,
-    value: impl Fn(&str) -> Option<String>,
-) -> String {
-    let parts: Vec<String> = names
-        .into_iter()
-        .filter_map(|k| value(k).map(|v| format!("{k} = {v}")))
-        .collect();
-    if parts.is_empty() {
-        String::new()
-    } else {
-        format!(" ({})", parts.join(", "))
-    }
 }
 
 /// Prints the per-device summary of `cost`: totals, each stage, the collectives and, where asked

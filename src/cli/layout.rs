@@ -67,7 +67,7 @@ pub fn run(args: LayoutArgs) -> Result<(), Error> {
             println!(
                 "{}{} `{}` block at tp = {} on {} ({} devices per node), FLOP-equivalents per device",
                 model.name,
-                super::cost::batch_and_sequence(&model, &values),
+                crate::units::batch_and_sequence(&model, &values),
                 report.block,
                 args.tp,
                 calib.name,

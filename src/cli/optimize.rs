@@ -76,7 +76,7 @@ pub fn run(args: OptimizeArgs) -> Result<(), Error> {
     println!(
         "model {}{}, block `{}`{layers}, tp {}, on {} — e-graph {} after {} iterations: {} e-nodes, {} e-classes, {:.3} s",
         r.model,
-        super::cost::batch_and_sequence(&model, &values),
+        crate::units::batch_and_sequence(&model, &values),
         r.block,
         r.tp,
         calib.name,

@@ -149,7 +149,7 @@ fn plan_batch_and_sequence(plan: &TimingPlan) -> String {
     } else {
         vec!["B", "S"]
     };
-    super::cost::named_values(names, |k| plan.symbols.get(k).cloned())
+    crate::units::named_values(names, |k| plan.symbols.get(k).cloned())
 }
 
 /// Devices per node a plan runs with on a machine: the plan's own, or the machine's.
