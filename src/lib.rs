@@ -43,6 +43,8 @@ pub use error::{Error, Result};
 /// The importers of foreign model formats (Hugging Face configs, ONNX graphs), part of model
 /// loading.
 pub use model::import;
+/// The HTML report of a ranking (`symshard report`).
+pub use report::write_report;
 /// Constraints on the knobs a ranking searches ([`RankOptionsBuilder::constraints`]).
 pub use search::Steer;
 /// Which tensor-parallel layouts a ranking prices, and which one a row uses.

@@ -1049,7 +1049,7 @@ fn report(
     let m = model.0.clone();
     let (out, warnings) = py.detach(|| {
         symshard::diag::capture_notes(|| {
-            symshard::cli::write_report(&m, &name, &opts, &command, &output)
+            symshard::write_report(&m, &name, &opts, &command, &output)
         })
     });
     Ok((out.map_err(native_error)?, warnings))

@@ -1,13 +1,12 @@
 //! `symshard cost`: parameters, FLOPs and activation memory of a model, exact.
 
 use super::output::{print_json, print_table};
-use super::strategy_args::{Resolved, StrategyFlags};
+use super::strategy_args::StrategyFlags;
 use super::units;
 use super::{Format, SymbolArgs};
 use crate::api::{Cost, CostDetail, CostRequest, DeviceCost, DeviceOp, OpCost};
 use crate::error::Error;
 use crate::parallel::Evaluation;
-use crate::rules::RuleSet;
 use crate::sym::{Bindings, Rational};
 use clap::Args;
 use std::collections::BTreeMap;
@@ -78,34 +77,6 @@ pub fn run(args: CostArgs) -> Result<(), Error> {
             Ok(())
         }
     }
-}
-
-/// What a `cost` document is asked to show.
-pub struct Asked<'a> {
-    /// The symbols bound (sizes not bound are named as assumed).
-    pub bound: &'a [String],
-    /// Formulas instead of numbers.
-    pub symbolic: bool,
-    /// Each operator's row.
-    pub per_op: bool,
-}
-
-/// `cost`'s JSON document (as `--format json` prints it) of `model` under the strategy `st`.
-pub fn json(
-    model: &crate::model::Model,
-    values: &Bindings,
-    ask: &Asked<'_>,
-    st: &Resolved,
-    rules: &RuleSet,
-) -> Result<serde_json::Value, Error> {
-    let ask = crate::api::Asked {
-        bound: ask.bound,
-        symbolic: ask.symbolic,
-        per_op: ask.per_op,
-    };
-    let totals = crate::model::model_cost(model);
-    let (out, _) = crate::api::cost_document(model, values, &totals, &ask, Some(st), rules)?;
-    serde_json::to_value(&out).map_err(|e| Error::Internal(format!("cannot write JSON: {e}")))
 }
 
 /// Evaluates `p` under `b` as exact text, or prints the formula when symbolic.

@@ -24,8 +24,6 @@ mod timeline;
 pub use crate::units;
 mod validate;
 
-pub use report::write_report;
-
 use crate::error::Error;
 use clap::{Parser, Subcommand};
 

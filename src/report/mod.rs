@@ -8,6 +8,11 @@
 //! of thousands of bars, is embedded zlib-compressed and inflated by the browser. The file
 //! references nothing outside itself.
 
+mod write;
+
+pub use write::write_report;
+pub(crate) use write::write_report_loaded;
+
 use crate::error::{Error, Result};
 use crate::sym::Rational;
 use crate::units::{self, si};
