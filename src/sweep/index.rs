@@ -3,6 +3,7 @@
 //! per point. The Parquet file, the CSV, the summary and the crossovers read the rows from the
 //! journal a chunk at a time, so a sweep's memory does not grow by a row's kilobyte per point.
 
+use super::output::io;
 use super::point::Row;
 use crate::error::{Error, Result};
 use std::io::{BufRead, BufReader, Seek, SeekFrom};
@@ -35,13 +36,6 @@ impl std::fmt::Debug for RowIndex {
             .field("rows", &self.rows())
             .field("infeasible", &self.infeasible)
             .finish()
-    }
-}
-
-fn io(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
-    move |source| Error::Io {
-        path: path.to_path_buf(),
-        source,
     }
 }
 

@@ -170,11 +170,12 @@ pub fn record_batch(rows: &[Row]) -> Result<RecordBatch> {
 pub const ROWS_AT_ONCE: u64 = 4096;
 const ROW_GROUP: usize = 16384;
 
-/// Writes `path` through a file beside it (`NAME.part`), put in its place once whole.
+/// Writes `path` through a file beside it (`NAME.part`, which `write` is given to name in its
+/// errors), put in its place once whole.
 fn write_streamed(
     path: &Path,
     inputs: &[&Path],
-    write: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> Result<()>,
+    write: impl FnOnce(&mut std::io::BufWriter<std::fs::File>, &Path) -> Result<()>,
 ) -> Result<()> {
     crate::diag::check_output(path, inputs)?;
     let mut part = path.as_os_str().to_owned();
@@ -182,7 +183,7 @@ fn write_streamed(
     let part = PathBuf::from(part);
     let file = std::fs::File::create(&part).map_err(io(&part))?;
     let mut out = std::io::BufWriter::new(file);
-    write(&mut out)?;
+    write(&mut out, &part)?;
     out.flush().map_err(io(&part))?;
     drop(out);
     std::fs::rename(&part, path).map_err(io(path))
@@ -197,7 +198,7 @@ pub fn write_tables(index: &RowIndex, path: &Path, csv: &Path, inputs: &[&Path])
     let fail = |e: parquet::errors::ParquetError| {
         Error::Internal(format!("cannot write the sweep's Parquet file: {e}"))
     };
-    write_streamed(path, inputs, |out| {
+    write_streamed(path, inputs, |out, _| {
         let props = WriterProperties::builder()
             .set_created_by(CREATED_BY.to_string())
             .set_max_row_group_row_count(Some(ROW_GROUP))
@@ -211,7 +212,7 @@ pub fn write_tables(index: &RowIndex, path: &Path, csv: &Path, inputs: &[&Path])
         w.close().map_err(fail)?;
         Ok(())
     })?;
-    write_streamed(csv, inputs, |out| {
+    write_streamed(csv, inputs, |out, _| {
         let mut w = arrow::csv::WriterBuilder::new()
             .with_header(true)
             .build(out);
@@ -279,7 +280,8 @@ pub struct Journal {
     file: std::sync::Mutex<std::fs::File>,
 }
 
-fn io(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
+/// An I/O failure on `path`, as the error that names it.
+pub(super) fn io(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
     move |source| Error::Io {
         path: path.to_path_buf(),
         source,
@@ -327,30 +329,26 @@ impl Journal {
             }
             rows = Some(lines);
         }
-        // Written anew beside it, whole lines only, then put in its place and appended to.
-        let mut fresh = path.as_os_str().to_owned();
-        fresh.push(".part");
-        let fresh = PathBuf::from(fresh);
-        let mut out = std::io::BufWriter::new(std::fs::File::create(&fresh).map_err(io(&fresh))?);
-        out.write_all(json_line(&header)?.as_bytes())
-            .map_err(io(&fresh))?;
-        for line in rows.into_iter().flatten() {
-            let line = line.map_err(io(path))?;
-            let Ok(row) = serde_json::from_slice::<Row>(&line) else {
-                continue;
-            };
-            match usize::try_from(row.point).ok().filter(|&i| i < n) {
-                Some(i) if !done[i] => {
-                    done[i] = true;
-                    out.write_all(json_line(&row)?.as_bytes())
-                        .map_err(io(&fresh))?;
+        // Written anew, whole lines only, then appended to.
+        write_streamed(path, &[], |out, part| {
+            out.write_all(json_line(&header)?.as_bytes())
+                .map_err(io(part))?;
+            for line in rows.into_iter().flatten() {
+                let line = line.map_err(io(path))?;
+                let Ok(row) = serde_json::from_slice::<Row>(&line) else {
+                    continue;
+                };
+                match usize::try_from(row.point).ok().filter(|&i| i < n) {
+                    Some(i) if !done[i] => {
+                        done[i] = true;
+                        out.write_all(json_line(&row)?.as_bytes())
+                            .map_err(io(part))?;
+                    }
+                    _ => {}
                 }
-                _ => {}
             }
-        }
-        out.flush().map_err(io(&fresh))?;
-        drop(out);
-        std::fs::rename(&fresh, path).map_err(io(path))?;
+            Ok(())
+        })?;
         let file = std::fs::OpenOptions::new()
             .append(true)
             .open(path)
