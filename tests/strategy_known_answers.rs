@@ -524,7 +524,9 @@ fn engine_and_analysis_agree_on_a_layer() {
         let forward_comm: Rational = layer
             .edges
             .iter()
-            .filter(|c| c.axis == AxisKind::Tp && c.reason.starts_with("forward"))
+            .filter(|c| {
+                c.axis == AxisKind::Tp && matches!(c.site, symshard::parallel::Site::Edge { .. })
+            })
             .map(|c| c.wire_bytes.eval(&b).unwrap())
             .sum();
         let forward_flops: Rational = layer.ops.iter().map(|o| o.forward.eval(&b).unwrap()).sum();
