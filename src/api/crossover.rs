@@ -124,9 +124,8 @@ pub struct CrossoverResult {
 struct Side {
     strategy: Strategy,
     machine: Machine,
-    what: &'static str,
     /// The analysis of its layout (the same at every value of the symbol).
-    analysis: Option<crate::parallel::Analysis>,
+    analysis: crate::parallel::Analysis,
 }
 
 impl Side {
@@ -149,10 +148,7 @@ impl Side {
             .cloned()
             .unwrap_or_else(Rational::one);
         let (st, _) = self.strategy.resolve_quietly(&self.machine, &batch)?;
-        let analysis = self
-            .analysis
-            .as_ref()
-            .ok_or_else(|| Error::Internal(format!("{}: not analysed", self.what)))?;
+        let analysis = &self.analysis;
         // At the plateau: the kernel term, read from curves, has no formula to solve.
         let e = evaluate_analysed(
             model,
@@ -174,8 +170,7 @@ pub(crate) fn memory_at(
     values: &Bindings,
     a: bool,
 ) -> Result<Rational, Error> {
-    let (sa, sb, _) = sides(spec, model, values, spec.symbol.trim())?;
-    let side = if a { sa } else { sb };
+    let (side, _) = side(spec, a, model, values, spec.symbol.trim())?;
     Ok(side.evaluation(model, values)?.memory.total)
 }
 
@@ -329,32 +324,42 @@ fn sides(
     values: &Bindings,
     var: &str,
 ) -> Result<(Side, Side, (i32, i32)), Error> {
-    let make = |side: &CompareSide, what: &'static str| Side {
-        strategy: side.strategy.clone(),
-        machine: spec.machine.clone(),
-        what,
-        analysis: None,
+    let (sa, (alo, ahi)) = side(spec, true, model, values, var)?;
+    let (sb, (blo, bhi)) = side(spec, false, model, values, var)?;
+    Ok((sa, sb, (alo.min(blo).min(0), ahi.max(bhi).max(0))))
+}
+
+/// Strategy A (`a`) or B of `spec`, analysed, and the range of the symbol's exponents in its
+/// analysis's polynomials. Resolving it at the model's own values reports bad knobs and files
+/// with the strategy's name.
+fn side(
+    spec: &CrossoverSpec,
+    a: bool,
+    model: &Model,
+    values: &Bindings,
+    var: &str,
+) -> Result<(Side, (i32, i32)), Error> {
+    let (given, what) = if a {
+        (&spec.a, "strategy A")
+    } else {
+        (&spec.b, "strategy B")
     };
-    let mut sa = make(&spec.a, "strategy A");
-    let mut sb = make(&spec.b, "strategy B");
-    // Resolving at the model's own values reports bad knobs and files once, with their names,
-    // and gives the analyses whose polynomials bound the exponents of the symbol.
-    let mut range = (0i32, 0i32);
-    for s in [&mut sa, &mut sb] {
-        let st = s
-            .strategy
-            .resolve_for(&s.machine, model, values)
-            .map_err(|e| match e {
-                Error::Usage(m) => Error::Usage(format!("{}: {m}", s.what)),
-                Error::Strategy(e) => Error::Usage(format!("{}: {e}", s.what)),
-                other => other,
-            })?;
-        let analysis = crate::parallel::analyse(model, &st.layout);
-        let (lo, hi) = versus::exponent_range(&analysis, var);
-        range = (range.0.min(lo), range.1.max(hi));
-        s.analysis = Some(analysis);
-    }
-    Ok((sa, sb, range))
+    let st = given
+        .strategy
+        .resolve_for(&spec.machine, model, values)
+        .map_err(|e| match e {
+            Error::Usage(m) => Error::Usage(format!("{what}: {m}")),
+            Error::Strategy(e) => Error::Usage(format!("{what}: {e}")),
+            other => other,
+        })?;
+    let analysis = crate::parallel::analyse(model, &st.layout);
+    let range = versus::exponent_range(&analysis, var);
+    let side = Side {
+        strategy: given.strategy.clone(),
+        machine: spec.machine.clone(),
+        analysis,
+    };
+    Ok((side, range))
 }
 
 /// Both costs, evaluated exactly again, at the first and last value of every interval where

@@ -19,6 +19,18 @@ pub fn bar(len: u64, msg: impl Into<Cow<'static, str>>) -> ProgressBar {
     pb
 }
 
+/// Runs `f` with a bar of the mesh shapes a ranking has priced, which `f` hands to the search as
+/// its progress (done, of all), and clears the bar when `f` returns.
+pub fn ranking<T>(f: impl FnOnce(&mut dyn FnMut(usize, usize)) -> T) -> T {
+    let pb = bar(0, "ranking mesh shapes");
+    let out = f(&mut |done, all| {
+        pb.set_length(all as u64);
+        pb.set_position(done as u64);
+    });
+    pb.finish_and_clear();
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -229,13 +229,9 @@ pub fn ranked(args: &RankArgs) -> Result<Ranked, Error> {
         .top(args.top)
         .pareto(args.pareto)
         .build()?;
-    let pb = super::progress::bar(0, "ranking mesh shapes");
-    let out = crate::api::ranked_loaded(&loaded, &opts, args.emit, args.why, &mut |done, all| {
-        pb.set_length(all as u64);
-        pb.set_position(done as u64);
-    });
-    pb.finish_and_clear();
-    out
+    super::progress::ranking(|progress| {
+        crate::api::ranked_loaded(&loaded, &opts, args.emit, args.why, progress)
+    })
 }
 
 /// What the table is followed by: the emitted configuration and `--why`'s comparison.

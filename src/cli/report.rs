@@ -66,20 +66,9 @@ pub fn run(args: ReportArgs) -> Result<(), Error> {
     let loaded = args.symbols.model(&name).load()?;
     let opts = options(&args, devices)?;
     let command = command_line(&args, &name, devices);
-    let pb = super::progress::bar(0, "ranking mesh shapes");
-    let written = crate::report::write_report_loaded(
-        &loaded,
-        &name,
-        &opts,
-        &command,
-        &args.output,
-        &mut |done, all| {
-            pb.set_length(all as u64);
-            pb.set_position(done as u64);
-        },
-    );
-    pb.finish_and_clear();
-    let written = written?;
+    let written = super::progress::ranking(|progress| {
+        crate::report::write_report_loaded(&loaded, &name, &opts, &command, &args.output, progress)
+    })?;
     eprintln!("wrote {} ({written} bytes)", args.output.display());
     Ok(())
 }

@@ -38,23 +38,16 @@ impl Loaded {
         ]
     }
 
-    /// Every point of the grid, numbered with the last axis (sequence) varying fastest.
-    pub fn points(&self) -> Vec<Point> {
-        let n = self.axis_lengths();
-        (0..self.point_count()).map(|i| point_of(i, &n)).collect()
-    }
-
-    /// How many points the grid has.
+    /// How many points the grid has, numbered with the last axis (sequence) varying fastest.
     pub fn point_count(&self) -> usize {
         self.axis_lengths().iter().product()
     }
 
     /// The point numbered `index`.
     pub fn point(&self, index: u64) -> Result<Point> {
-        let n = self.axis_lengths();
-        let total: usize = n.iter().product();
+        let total = self.point_count();
         match usize::try_from(index) {
-            Ok(i) if i < total => Ok(point_of(i, &n)),
+            Ok(i) if i < total => Ok(point_of(i, &self.axis_lengths())),
             _ => Err(Error::Usage(format!(
                 "point {index}: the sweep has {total} points"
             ))),
