@@ -71,6 +71,11 @@ fn strategies() -> Vec<Knobs> {
     full.recompute = Recompute::Full;
     full.zero = 1;
     v.push(full);
+    // One stage with tensor parallelism: its forward collectives run again under full
+    // recomputation (checked against the evaluation's rows below).
+    let mut full_one_stage = knobs(2, 4, 1, 2, Schedule::OneFOneB, 1);
+    full_one_stage.recompute = Recompute::Full;
+    v.push(full_one_stage);
     let mut sel = knobs(1, 4, 2, 4, Schedule::OneFOneB, 1);
     sel.recompute = Recompute::Selective;
     sel.sequence_parallel = true;
@@ -277,12 +282,10 @@ fn busy_times_add_up_to_the_evaluation() {
         let (mut dp_reduce, mut dp_gather) = (0.0, 0.0);
         for r in &e.comm {
             let b = r.bytes.to_f64().unwrap();
-            let mut times = r.count as f64;
+            // Counts hold every pass: a layer's forward collectives twice under full
+            // recomputation.
+            let times = r.count as f64;
             if r.axis == AxisKind::Tp {
-                let fwd = r.reason.starts_with("forward") || r.tensor.starts_with("forward");
-                if k.recompute == Recompute::Full && fwd {
-                    times *= 2.0;
-                }
                 tp_bytes += b * times;
                 tp_secs +=
                     rates.collective_seconds(Collective::of(r.collective), b, &tp_axis) * times;
@@ -325,7 +328,10 @@ fn busy_times_add_up_to_the_evaluation() {
         }
         // The gradients' reduction the simulator runs is the evaluation's: one all-reduce (ZeRO
         // 0), one reduce-scatter (ZeRO 1), or one after every micro-batch (ZeRO 2–3).
-        assert!((ev_tp - tp_bytes).abs() <= 1e-9 * tp_bytes.max(1.0), "{k}");
+        assert!(
+            (ev_tp - tp_bytes).abs() <= 1e-9 * tp_bytes.max(1.0),
+            "{k}: {ev_tp} vs {tp_bytes}"
+        );
         assert!(
             (ev_dp - dp_reduce).abs() <= 1e-9 * dp_reduce.max(1.0),
             "{k}: {ev_dp} vs {dp_reduce}"
@@ -1867,4 +1873,77 @@ fn every_shipped_table_written_back_loads_as_itself() {
     }
     assert!(tables >= 19, "{tables} tables");
     let _ = std::fs::remove_dir_all(&out);
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 64, ..Default::default() })]
+
+    /// On random strategies of gpt3-125m (12 layers; GPipe, 1F1B or interleaved, any
+    /// recomputation, ZeRO stage, sequence and context parallelism), the simulator's events add
+    /// up to the evaluation: every stage's compute FLOPs (recomputation included), and on some
+    /// device of the busiest stage the tensor-parallel bytes of the evaluation's rows (a layer's
+    /// forward collectives twice under full recomputation) and the point-to-point bytes.
+    #[test]
+    fn the_simulated_streams_carry_the_evaluations_totals(
+        dp in 1u64..=2,
+        tp in proptest::sample::select(vec![1u64, 2, 4]),
+        pp in proptest::sample::select(vec![1u64, 2, 3]),
+        per_stage in 1u64..=3,
+        schedule in 0usize..3,
+        recompute in 0usize..3,
+        sp: bool,
+        zero in 0u8..=3,
+        cp in 1u64..=2,
+    ) {
+        // Interleaving (two chunks per rank) where pp × 2 divides the 12 layers.
+        let (schedule, chunks) = match schedule {
+            0 => (Schedule::Gpipe, 1),
+            2 if pp > 1 && 12 % (2 * pp) == 0 => (Schedule::Interleaved, 2),
+            _ => (Schedule::OneFOneB, 1),
+        };
+        let mut k = knobs(dp, tp, pp, pp * per_stage, schedule, chunks);
+        k.cp = cp;
+        k.recompute = [Recompute::None, Recompute::Selective, Recompute::Full][recompute];
+        k.sequence_parallel = sp && tp > 1;
+        k.zero = if dp > 1 { zero } else { 0 };
+        // 8 samples per micro-batch and data-parallel rank.
+        let batch = (8 * dp * k.microbatches) as i64;
+        let (p, e, calib) = plan("gpt3-125m", batch, &k);
+        let tl = time_plan(&p, &calib).unwrap();
+        let per_device = |s: Stream, f: &dyn Fn(&Event) -> f64| -> Vec<f64> {
+            let mut v = vec![0.0; pp as usize];
+            for ev in tl.sim.events.iter().filter(|ev| ev.stream == s) {
+                v[ev.device] += f(ev);
+            }
+            v
+        };
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1.0);
+        let flops = per_device(Stream::Compute, &|ev| ev.flops);
+        for (s, st) in e.stages.iter().enumerate() {
+            let want = st.flops.to_f64().unwrap();
+            proptest::prop_assert!(close(flops[s], want), "{}: stage {}: {} vs {}", k, s, flops[s], want);
+        }
+        let want_tp: f64 = e
+            .comm
+            .iter()
+            .filter(|r| r.axis == AxisKind::Tp)
+            .map(|r| r.bytes.to_f64().unwrap() * r.count as f64)
+            .sum();
+        let tp_sent = per_device(Stream::TpComm, &|ev| ev.bytes);
+        // Not compared under ZeRO 2–3 with sequence parallelism: the simulator all-reduces the
+        // layer norms' tensor-parallel gradients after every micro-batch there (as it
+        // reduce-scatters the data-parallel ones), the evaluation once per step. Which one the
+        // stack runs is not settled here (a known difference, listed in BENCHMARKS.md).
+        if k.zero < 2 || !k.sequence_parallel {
+            proptest::prop_assert!(
+                tp_sent.iter().any(|&b| close(b, want_tp)),
+                "{}: tensor-parallel bytes per device {:?}, the evaluation's {}", k, tp_sent, want_tp
+            );
+        }
+        if pp > 1 {
+            let want = e.p2p_bytes.to_f64().unwrap();
+            let sent = per_device(Stream::P2p, &|ev| ev.bytes);
+            proptest::prop_assert!(sent.iter().any(|&b| close(b, want)), "{}: {:?} vs {}", k, sent, want);
+        }
+    }
 }

@@ -529,6 +529,9 @@ pub struct Amounts<T> {
     pub params: T,
     /// Per-microbatch tensor-parallel wire bytes.
     pub tp_bytes: T,
+    /// The part of `tp_bytes` the forward pass sends (collectives of an operator's forward, and
+    /// of an edge before its consumer's): what full recomputation sends again.
+    pub tp_forward: T,
     /// Per-step data-parallel gradient wire bytes.
     pub dp_grad: T,
     /// Per-step tensor-parallel gradient wire bytes.
@@ -595,6 +598,7 @@ impl<T> Amounts<T> {
             attention_saved: f(&self.attention_saved),
             params: f(&self.params),
             tp_bytes: f(&self.tp_bytes),
+            tp_forward: f(&self.tp_forward),
             dp_grad: f(&self.dp_grad),
             tp_grad: f(&self.tp_grad),
             boundary: f(&self.boundary),
@@ -793,13 +797,18 @@ impl<T: Amount> BlockCost<T> {
         recompute: Recompute,
     ) -> BlockCost<T> {
         let zero = T::zero;
-        let (extra, saved, extra_hbm, ring_again, kernel_again) = match (recompute, layer) {
+        // Full recomputation reruns the layer's whole forward, its tensor-parallel collectives
+        // included (Megatron-LM's `CheckpointFunction` calls the forward again, and its
+        // all-reduces with it); selective recomputation reruns operators that have none.
+        let (extra, saved, extra_hbm, ring_again, kernel_again, tp_again) = match (recompute, layer)
+        {
             (Recompute::Full, true) => (
                 x.forward.clone(),
                 x.boundary.clone(),
                 x.hbm_forward.clone(),
                 x.ring_forward.clone(),
                 x.kernel_forward.clone(),
+                x.tp_forward.clone(),
             ),
             (Recompute::Selective, true) => (
                 x.attention_forward.clone(),
@@ -807,14 +816,15 @@ impl<T: Amount> BlockCost<T> {
                 x.attention_hbm.clone(),
                 x.ring_core_forward.clone(),
                 x.kernel_attention_forward.clone(),
+                zero(),
             ),
-            _ => (zero(), x.saved.clone(), zero(), zero(), zero()),
+            _ => (zero(), x.saved.clone(), zero(), zero(), zero(), zero()),
         };
         BlockCost {
             compute: x.forward.clone() + x.backward.clone() + extra.clone(),
             kernel: x.kernel_forward.clone() + x.kernel_backward.clone() + kernel_again.clone(),
             hbm: x.hbm.clone() + extra_hbm.clone(),
-            tp_bytes: x.tp_bytes.clone(),
+            tp_bytes: x.tp_bytes.clone() + tp_again,
             tp_grad: x.tp_grad.clone(),
             dp_grad: e.dp_grad,
             expert_dp_grad: e.expert_dp_grad,
@@ -1309,7 +1319,8 @@ mod tests {
                 forward: a[0].clone(), backward: a[1].clone(), weight: a[1].clone() / q(3, 1),
                 attention_forward: a[2].clone(),
                 saved: a[3].clone() + a[4].clone(), attention_saved: a[4].clone(),
-                params: a[5].clone(), tp_bytes: a[6].clone(), dp_grad: a[7].clone(),
+                params: a[5].clone(), tp_bytes: a[6].clone() + a[7].clone(),
+                tp_forward: a[7].clone(), dp_grad: a[7].clone(),
                 tp_grad: a[8].clone(), boundary: a[9].clone(), hbm: a[10].clone(),
                 hbm_forward: a[11].clone(), attention_hbm: a[12].clone(),
                 ring_forward: a[13].clone() + a[14].clone(), ring_core_forward: a[14].clone(),

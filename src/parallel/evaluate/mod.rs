@@ -2,7 +2,7 @@
 //! bytes and memory, the pipeline partition, and the relative cost of DESIGN §3.
 
 use super::amount::{float, Amount, Amounts, Apart, BlockCost, ExpertView, Kappas};
-use super::analysis::{Analysis, BlockAnalysis, Comm, CP, DP, TP};
+use super::analysis::{Analysis, BlockAnalysis, Comm, Site, CP, DP, TP};
 use super::kernels::KernelEfficiency;
 use super::traced::{At, Fix, Priced, Traced};
 use crate::calib::Calibration;
@@ -395,6 +395,9 @@ fn block_of<T: Priced>(
         let bytes = ev(&c.wire_bytes)?;
         if c.axis == AxisKind::Tp {
             add(&mut n.exact.tp_bytes, bytes.clone());
+            if matches!(c.site, Site::Edge { .. }) {
+                add(&mut n.exact.tp_forward, bytes.clone());
+            }
         }
         n.comm.push((CommRef::Edge(index), bytes));
     }
@@ -520,6 +523,9 @@ fn add_op_comm<T: Priced>(
         }
         if c.axis == AxisKind::Tp {
             add(&mut n.exact.tp_bytes, bytes.clone());
+            if matches!(c.site, Site::Forward { .. } | Site::Edge { .. }) {
+                add(&mut n.exact.tp_forward, bytes.clone());
+            }
         }
         n.comm.push((CommRef::Op { op: oi, index }, bytes));
     }
@@ -624,6 +630,16 @@ pub struct CommRow {
     /// collective under expert parallelism.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub expert_group: bool,
+    /// Whether it is a collective of one operator's forward pass, or of an edge before its
+    /// consumer's forward (the analysis's [`Site::Forward`] and [`Site::Edge`]): full
+    /// recomputation runs it again before the backward. False for backward and per-step
+    /// collectives, and for rows whose count holds every pass (context-parallel rings,
+    /// expert-parallel all-to-alls).
+    ///
+    /// [`Site::Forward`]: crate::parallel::Site::Forward
+    /// [`Site::Edge`]: crate::parallel::Site::Edge
+    #[serde(skip)]
+    pub in_forward: bool,
     /// `bytes` as a formula in the model's symbols, where the evaluation folded formulas
     /// ([`block_numbers_traced`]).
     #[serde(skip)]
@@ -1204,7 +1220,7 @@ fn busiest_rows<T: Priced>(
         ),
         None => (plan.counts(s).to_vec(), k.clone()),
     };
-    let mut comm = analysis_rows(a, numbers, &k, links, &blocks)?;
+    let mut comm = analysis_rows(a, numbers, &k, links, layer_block, &blocks)?;
     if k.cp > 1 {
         comm.extend(ring_rows(a, numbers, &k, links, layer_block, &blocks));
     }

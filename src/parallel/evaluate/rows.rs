@@ -24,17 +24,20 @@ pub(super) fn comm_row<T: Priced>(
         reason,
         gradient,
         expert_group: false,
+        in_forward: matches!(c.site, Site::Forward { .. } | Site::Edge { .. }),
     }
 }
 
 /// The collectives of the analysis that the blocks `counts` (block, copies) of one device run
-/// per step: per-micro-batch collectives, and gradient reductions once a step (expert weights
-/// reduced only among the ranks that hold the same experts).
+/// per step: per-micro-batch collectives (a repeated layer's forward ones twice under full
+/// recomputation, which runs its forward again), and gradient reductions once a step (expert
+/// weights reduced only among the ranks that hold the same experts).
 pub(super) fn analysis_rows<T: Priced>(
     a: &Analysis,
     numbers: &[BlockNumbers<T>],
     k: &Knobs,
     links: &Links,
+    layer_block: &[bool],
     counts: &[(usize, u64)],
 ) -> Result<Vec<CommRow>, StrategyError> {
     let mut comm = Vec::new();
@@ -48,9 +51,11 @@ pub(super) fn analysis_rows<T: Priced>(
         for (at, b) in &numbers[bi].comm {
             let c = at.of(&a.blocks[bi]);
             let per_call = b.clone() / T::int(c.calls.into());
-            let count = copies * k.microbatches * c.calls as u64;
             let tier = tier_of(c.axis, false);
-            comm.push(comm_row(c, tier, per_call, count, c.reason.clone(), false));
+            let mut row = comm_row(c, tier, per_call, 0, c.reason.clone(), false);
+            let rerun = row.in_forward && layer_block[bi] && k.recompute == Recompute::Full;
+            row.count = copies * k.microbatches * c.calls as u64 * if rerun { 2 } else { 1 };
+            comm.push(row);
         }
         let experts: Vec<&str> = a.blocks[bi]
             .ops
@@ -175,6 +180,7 @@ pub(super) fn ring_rows<T: Priced>(
                 tensor: "key, value".into(),
                 gradient: false,
                 expert_group: false,
+                in_forward: false,
                 reason: "context parallelism passes each rank's keys and values to the next rank of the ring, cp − 1 steps forward; backward passes them again with their gradients".into(),
             });
         }
@@ -212,6 +218,7 @@ pub(super) fn all_to_all_rows<T: Priced>(
             reason: reason.into(),
             gradient: false,
             expert_group: false,
+            in_forward: false,
         };
         if k.fp8_dispatch {
             comm.push(row(
