@@ -197,6 +197,15 @@ fn bad_options_are_typed_errors_naming_the_item() {
         m.contains("`90.0 GB`") && m.contains("all of the 80.0 GB device memory"),
         "{m}"
     );
+    // A typed headroom below zero would add memory to the device: refused, as a share and as an
+    // amount.
+    for h in [Headroom::Percent(int(-5)), Headroom::Bytes(int(-1))] {
+        let m = bad_rank(b().headroom(h.clone()).build().unwrap());
+        assert!(
+            m.contains("headroom") && m.contains("negative"),
+            "{h:?}: {m}"
+        );
+    }
     let m = bad_rank(RankOptions::builder(12).build().unwrap());
     assert!(m.contains("12"), "{m}");
     assert!(Headroom::parse("x%").is_err());

@@ -149,6 +149,14 @@ pub enum SteerError {
         /// The headroom given.
         text: String,
     },
+    /// A headroom below zero (a share or an amount).
+    #[error("{option} `{text}` is negative: the memory kept free is 0 or more")]
+    HeadroomNegative {
+        /// The option as its caller names it.
+        option: &'static str,
+        /// The headroom given.
+        text: String,
+    },
     /// A headroom size that cannot be read.
     #[error("{option}: {error}")]
     HeadroomMemory {

@@ -6,6 +6,7 @@ use crate::calib::stack::Supports;
 use crate::error::spelling::{OptionName, Spelling};
 use crate::strategy::{Knobs, Overlap, PipelineSplit, Precision, Recompute, Schedule};
 use crate::sym::Rational;
+use num_traits::Signed;
 use std::fmt;
 
 /// A numeric knob's constraint: a fixed value and/or a largest value.
@@ -704,7 +705,13 @@ pub fn usable_after_share(
     option: &'static str,
 ) -> Result<Rational, SteerError> {
     let hundred = Rational::from_integer(100.into());
-    if percent < &Rational::from_integer(0.into()) || percent >= &hundred {
+    if percent.is_negative() {
+        return Err(SteerError::HeadroomNegative {
+            option,
+            text: text.into(),
+        });
+    }
+    if percent >= &hundred {
         return Err(SteerError::HeadroomAll {
             option,
             text: text.into(),
@@ -721,6 +728,12 @@ pub fn usable_after_bytes(
     capacity: &Rational,
     option: &'static str,
 ) -> Result<Rational, SteerError> {
+    if bytes.is_negative() {
+        return Err(SteerError::HeadroomNegative {
+            option,
+            text: text.into(),
+        });
+    }
     if bytes >= capacity {
         return Err(SteerError::HeadroomCapacity {
             option,
