@@ -1414,6 +1414,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sweep::sweep_points, m)?)?;
     m.add_class::<sweep::SweepRun>()?;
     m.add_class::<sweep::SweepResult>()?;
+    m.add_class::<sweep::SweepRows>()?;
     m.add_function(wrap_pyfunction!(rank, m)?)?;
     m.add_function(wrap_pyfunction!(compare, m)?)?;
     m.add_function(wrap_pyfunction!(crossover, m)?)?;

@@ -10,7 +10,7 @@ use pyo3::IntoPyObjectExt;
 use rayon::prelude::*;
 use std::path::PathBuf;
 use symshard::sweep::output::{row_values, Value};
-use symshard::sweep::{row_of_text, row_text, Loaded, Row};
+use symshard::sweep::{row_of_text, row_text, Loaded, Row, RowIndex};
 
 /// A sweep being run: its grid, the rows finished so far (a journal beside the output is
 /// resumed from) and the files it writes.
@@ -61,30 +61,24 @@ impl SweepRun {
 
     /// Writes the Parquet file and the CSV, once every point has its row.
     fn finish(&self, py: Python<'_>) -> PyResult<SweepResult> {
-        let (index, crossovers, rows) = py
+        let (index, crossovers) = py
             .detach(|| {
                 let index = self.0.finish()?;
                 let crossovers = self.0.loaded.crossovers(&index)?;
-                let rows = index.chunk(0, index.points())?;
-                Ok::<_, symshard::Error>((index, crossovers, rows))
+                Ok::<_, symshard::Error>((index, crossovers))
             })
             .map_err(native_error)?;
         let [output, csv, journal] = self.0.files().map(|p| p.display().to_string());
         let crossovers = crossovers.iter().map(ToString::to_string).collect();
-        let infeasible = index.infeasible();
-        let values = rows
-            .iter()
-            .map(|r| row_dict(py, r))
-            .collect::<PyResult<Vec<_>>>()?;
         Ok(SweepResult {
             output,
             csv,
             journal,
-            points: rows.len() as u64,
+            points: index.points(),
             resumed: self.0.resumed() as u64,
-            infeasible,
+            infeasible: index.infeasible(),
             crossovers,
-            rows: values.into_py_any(py)?,
+            rows: Py::new(py, SweepRows(index))?,
         })
     }
 }
@@ -99,7 +93,33 @@ pub struct SweepResult {
     resumed: u64,
     infeasible: u64,
     crossovers: Vec<String>,
-    rows: Py<PyAny>,
+    rows: Py<SweepRows>,
+}
+
+/// A finished sweep's rows, where they are: in its journal, read when asked for (a byte offset
+/// per point is all that is held).
+#[pyclass(frozen, module = "symshard._native")]
+pub struct SweepRows(RowIndex);
+
+#[pymethods]
+impl SweepRows {
+    fn __len__(&self) -> usize {
+        self.0.points() as usize
+    }
+
+    /// The row of point `point`, as a dict of the Parquet file's columns.
+    fn row(&self, py: Python<'_>, point: u64) -> PyResult<Py<PyAny>> {
+        let row = py.detach(|| self.0.row(point)).map_err(native_error)?;
+        row_dict(py, &row)
+    }
+
+    /// The rows of points `start..stop`, in point order.
+    fn chunk(&self, py: Python<'_>, start: u64, stop: u64) -> PyResult<Vec<Py<PyAny>>> {
+        let rows = py
+            .detach(|| self.0.chunk(start, stop))
+            .map_err(native_error)?;
+        rows.iter().map(|r| row_dict(py, r)).collect()
+    }
 }
 
 /// A row as a dict of the Parquet file's columns.

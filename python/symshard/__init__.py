@@ -22,6 +22,7 @@ from typing import (
     Any,
     Callable,
     Dict,
+    Iterator,
     List,
     Mapping,
     Optional,
@@ -29,6 +30,7 @@ from typing import (
     Tuple,
     TypeVar,
     Union,
+    overload,
 )
 
 from . import _native
@@ -1590,7 +1592,7 @@ def crossover(
 # ---------------------------------------------------------------------------------------------
 # Sweeps
 
-__all__ += ["SweepRow", "SweepResult", "sweep"]
+__all__ += ["SweepRow", "SweepRows", "SweepResult", "sweep"]
 
 
 class SweepRow(dict):  # type: ignore[type-arg]
@@ -1604,6 +1606,51 @@ class SweepRow(dict):  # type: ignore[type-arg]
             return self[name]
         except KeyError:
             raise AttributeError(name) from None
+
+
+class SweepRows(Sequence[SweepRow]):
+    """A finished sweep's rows in point order (one per point, infeasible ones included), read from
+    its journal as they are asked for: iterating reads them a chunk at a time and slicing reads
+    the slice, so a sweep of 10⁵ points is not held in memory. Each read checks that the
+    journal still holds the row where the sweep left it (a rerun of the same spec rewrites it
+    under a new name, which leaves these rows readable)."""
+
+    _CHUNK = 4096
+
+    def __init__(self, native: Any) -> None:
+        self._native = native
+
+    def __len__(self) -> int:
+        return len(self._native)
+
+    @overload
+    def __getitem__(self, index: int) -> SweepRow: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> List[SweepRow]: ...
+
+    def __getitem__(self, index: Union[int, slice]) -> Union[SweepRow, List[SweepRow]]:
+        n = len(self)
+        if isinstance(index, slice):
+            start, stop, step = index.indices(n)
+            if step == 1:
+                return [SweepRow(d) for d in _direct(self._native.chunk, start, max(start, stop))]
+            return [self[i] for i in range(start, stop, step)]
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise TypeError(f"sweep rows are indexed by int or slice, not {type(index).__name__}")
+        i = index + n if index < 0 else index
+        if not 0 <= i < n:
+            raise IndexError(f"row {index} of a sweep of {n} points")
+        return SweepRow(_direct(self._native.row, i))
+
+    def __iter__(self) -> Iterator[SweepRow]:
+        n = len(self)
+        for start in range(0, n, self._CHUNK):
+            for d in _direct(self._native.chunk, start, min(n, start + self._CHUNK)):
+                yield SweepRow(d)
+
+    def __repr__(self) -> str:
+        return f"<SweepRows: {len(self)} rows>"
 
 
 @dataclass(frozen=True)
@@ -1624,13 +1671,13 @@ class SweepResult:
     """Points with no layout that fits, each a row that says why."""
     crossovers: List[str]
     """Where the best layout family changes between adjacent points."""
-    rows: List[SweepRow]
-    """The rows in point order."""
+    rows: SweepRows
+    """The rows in point order, read from the journal when asked for."""
     executor: str
     """``local`` or ``ray``."""
 
     def to_pandas(self) -> "pandas.DataFrame":
-        """The rows as a pandas DataFrame (pandas must be installed)."""
+        """The rows as a pandas DataFrame (pandas must be installed): all of them in memory."""
         return _pandas().DataFrame([dict(r) for r in self.rows])
 
 
@@ -1732,6 +1779,6 @@ def sweep(
         resumed=done.resumed,
         infeasible=done.infeasible,
         crossovers=list(done.crossovers),
-        rows=[SweepRow(r) for r in done.rows],
+        rows=SweepRows(done.rows),
         executor=executor,
     )

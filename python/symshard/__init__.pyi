@@ -4,7 +4,7 @@ import os
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Mapping, Sequence, Union
+from typing import Any, Iterator, Mapping, Sequence, Union, overload
 
 import pandas
 import sympy
@@ -46,6 +46,7 @@ __all__ = [
     'crossover',
     '__version__',
     'SweepRow',
+    'SweepRows',
     'SweepResult',
     'sweep',
 ]
@@ -435,6 +436,15 @@ def crossover(
 class SweepRow(dict[str, Any]):
     def __getattr__(self, name: str) -> Any: ...
 
+class SweepRows(Sequence[SweepRow]):
+    def __init__(self, native: Any) -> None: ...
+    def __len__(self) -> int: ...
+    @overload
+    def __getitem__(self, index: int) -> SweepRow: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[SweepRow]: ...
+    def __iter__(self) -> Iterator[SweepRow]: ...
+
 @dataclass(frozen=True)
 class SweepResult:
     output: Path
@@ -444,7 +454,7 @@ class SweepResult:
     resumed: int
     infeasible: int
     crossovers: list[str]
-    rows: list[SweepRow]
+    rows: SweepRows
     executor: str
     def to_pandas(self) -> pandas.DataFrame: ...
 

@@ -29,6 +29,7 @@ __all__ = [
     "timeline",
     "SweepRun",
     "SweepResult",
+    "SweepRows",
     "sweep_points",
     "rank",
     "compare",
@@ -336,7 +337,18 @@ class SweepResult:
     @property
     def crossovers(self) -> List[str]: ...
     @property
-    def rows(self) -> List[Dict[str, Any]]: ...
+    def rows(self) -> SweepRows: ...
+
+@final
+class SweepRows:
+    """A finished sweep's rows, where they are: in its journal, read when asked for (a byte offset
+    per point is all that is held)."""
+
+    def __len__(self) -> int: ...
+    def row(self, point: int) -> Dict[str, Any]:
+        """The row of point ``point``, as a dict of the Parquet file's columns."""
+    def chunk(self, start: int, stop: int) -> List[Dict[str, Any]]:
+        """The rows of points ``start..stop``, in point order."""
 
 def sweep_points(spec: str, indices: Sequence[int], *, jobs: int = 1) -> List[str]:
     """The rows of the points numbered ``indices`` of the spec at ``spec``, evaluated on ``jobs``

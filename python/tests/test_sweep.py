@@ -75,6 +75,30 @@ def test_a_local_sweep_writes_the_command_lines_files(cli, tmp_path):
     assert all(row.reason and row.strategy is None for row in infeasible)
 
 
+def test_rows_are_read_from_the_journal_when_asked_for(tmp_path):
+    out = tmp_path / "s.parquet"
+    r = symshard.sweep(spec(tmp_path), out, jobs=1)
+    rows = r.rows
+    assert isinstance(rows, symshard.SweepRows) and not isinstance(rows, list)
+    assert len(rows) == POINTS
+    # Indexing, negative indices and slices read the rows asked for, in point order.
+    assert rows[0].point == 0 and rows[-1].point == POINTS - 1
+    assert [x.point for x in rows[2:5]] == [2, 3, 4]
+    assert [x.point for x in rows[::3]] == list(range(0, POINTS, 3))
+    assert [x.point for x in rows[5:2]] == []
+    assert list(rows) == [rows[i] for i in range(POINTS)]
+    with pytest.raises(IndexError):
+        rows[POINTS]
+    with pytest.raises(TypeError):
+        rows["0"]  # type: ignore[call-overload]
+    # The journal changed in place after the sweep finished: a row read then says so, rather
+    # than returning another point's row.
+    lines = r.journal.read_text().splitlines(keepends=True)
+    r.journal.write_text(lines[0] + "".join(reversed(lines[1:])))
+    with pytest.raises(symshard.SymshardError, match="no longer where the sweep left it"):
+        rows[0]
+
+
 @pytest.mark.parametrize("partitions", [1, 3, POINTS])
 def test_a_ray_sweep_writes_the_same_bytes_whatever_the_partitioning(cli, tmp_path, ray_cluster, partitions):
     parquet, csv = cli_files(cli, tmp_path)

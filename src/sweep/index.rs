@@ -162,12 +162,18 @@ impl RowIndex {
         reader
             .read_until(b'\n', &mut line)
             .map_err(io(&self.path))?;
-        serde_json::from_slice(&line).map_err(|e| {
-            Error::Internal(format!(
-                "{}: point {point}'s row changed while the sweep was written: {e}",
+        let changed = |why: String| {
+            Error::Usage(format!(
+                "{}: point {point}'s row is no longer where the sweep left it ({why}): the journal \
+                 was changed after the sweep finished",
                 self.path.display()
             ))
-        })
+        };
+        let row: Row = serde_json::from_slice(&line).map_err(|e| changed(e.to_string()))?;
+        if row.point != point {
+            return Err(changed(format!("the line there is point {}'s", row.point)));
+        }
+        Ok(row)
     }
 
     /// The rows of points `from..to`, in point order.
