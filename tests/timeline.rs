@@ -1878,16 +1878,18 @@ fn every_shipped_table_written_back_loads_as_itself() {
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig { cases: 64, ..Default::default() })]
 
-    /// On random strategies of gpt3-125m (12 layers; GPipe, 1F1B or interleaved, any
+    /// On random strategies of gpt3-125m and llama3-8b (GPipe, 1F1B or interleaved, any
     /// recomputation, ZeRO stage, sequence and context parallelism), the simulator's events add
     /// up to the evaluation: every stage's compute FLOPs (recomputation included), and on some
     /// device of the busiest stage the tensor-parallel bytes of the evaluation's rows (a layer's
-    /// forward collectives twice under full recomputation) and the point-to-point bytes.
+    /// forward collectives twice under full recomputation), the point-to-point bytes, the
+    /// data-parallel gradient reduction and ZeRO 3's weight gathers.
     #[test]
     fn the_simulated_streams_carry_the_evaluations_totals(
+        (model, layers) in proptest::sample::select(vec![("gpt3-125m", 12u64), ("llama3-8b", 32)]),
         dp in 1u64..=2,
         tp in proptest::sample::select(vec![1u64, 2, 4]),
-        pp in proptest::sample::select(vec![1u64, 2, 3]),
+        pp in proptest::sample::select(vec![1u64, 2, 4]),
         per_stage in 1u64..=3,
         schedule in 0usize..3,
         recompute in 0usize..3,
@@ -1895,10 +1897,10 @@ proptest::proptest! {
         zero in 0u8..=3,
         cp in 1u64..=2,
     ) {
-        // Interleaving (two chunks per rank) where pp × 2 divides the 12 layers.
+        // Interleaving (two chunks per rank) where pp × 2 divides the layers.
         let (schedule, chunks) = match schedule {
             0 => (Schedule::Gpipe, 1),
-            2 if pp > 1 && 12 % (2 * pp) == 0 => (Schedule::Interleaved, 2),
+            2 if pp > 1 && layers % (2 * pp) == 0 => (Schedule::Interleaved, 2),
             _ => (Schedule::OneFOneB, 1),
         };
         let mut k = knobs(dp, tp, pp, pp * per_stage, schedule, chunks);
@@ -1908,7 +1910,7 @@ proptest::proptest! {
         k.zero = if dp > 1 { zero } else { 0 };
         // 8 samples per micro-batch and data-parallel rank.
         let batch = (8 * dp * k.microbatches) as i64;
-        let (p, e, calib) = plan("gpt3-125m", batch, &k);
+        let (p, e, calib) = plan(model, batch, &k);
         let tl = time_plan(&p, &calib).unwrap();
         let per_device = |s: Stream, f: &dyn Fn(&Event) -> f64| -> Vec<f64> {
             let mut v = vec![0.0; pp as usize];
@@ -1944,6 +1946,33 @@ proptest::proptest! {
             let want = e.p2p_bytes.to_f64().unwrap();
             let sent = per_device(Stream::P2p, &|ev| ev.bytes);
             proptest::prop_assert!(sent.iter().any(|&b| close(b, want)), "{}: {:?} vs {}", k, sent, want);
+        }
+        // The data-parallel gradient reduction (an all-reduce, or ZeRO's reduce-scatters) and
+        // ZeRO 3's weight gathers, as the evaluation lists them.
+        let (mut reduce, mut gather) = (0.0, 0.0);
+        for r in e.comm.iter().filter(|r| r.axis == AxisKind::Dp && r.gradient) {
+            let b = r.bytes.to_f64().unwrap() * r.count as f64;
+            if r.collective == CollectiveKind::AllGather {
+                gather += b;
+            } else {
+                reduce += b;
+            }
+        }
+        let reduced = per_device(Stream::DpComm, &|ev| {
+            if matches!(ev.what, What::Grad { .. }) { ev.bytes } else { 0.0 }
+        });
+        proptest::prop_assert!(
+            reduced.iter().any(|&b| close(b, reduce)),
+            "{}: gradient bytes per device {:?}, the evaluation's {}", k, reduced, reduce
+        );
+        if k.zero == 3 && k.dp > 1 {
+            let gathered = per_device(Stream::DpComm, &|ev| {
+                if ev.what == What::ParamGather { ev.bytes } else { 0.0 }
+            });
+            proptest::prop_assert!(
+                gathered.iter().any(|&b| close(b, gather)),
+                "{}: gathered bytes per device {:?}, the evaluation's {}", k, gathered, gather
+            );
         }
     }
 }
