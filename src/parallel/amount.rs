@@ -400,6 +400,21 @@ pub fn zero_reduction(k: &Knobs) -> Vec<(CollectiveKind, u64, Rational)> {
     }
 }
 
+/// How often a step reduces the gradients that are not data-parallel all-reduces
+/// ([`zero_reduction`] times those): once, or after each of the `m` micro-batches where ZeRO
+/// 2–3 keeps only a shard of the gradients ([`Knobs::shards_gradients`]). Under PyTorch FSDP
+/// with tensor parallelism, the stack ZeRO 2–3 stand for here, a replicated weight's
+/// tensor-parallel partial gradient (a sequence-parallel norm's) is all-reduced in FSDP's
+/// post-backward, before its reduce-scatter (pytorch/pytorch#136237, `FSDPParam`'s
+/// `_get_grad_inner_tensor` turning partial placements replicated), so with each of them.
+pub fn grad_reductions<T: Amount>(m: &T, k: &Knobs) -> T {
+    if k.shards_gradients() {
+        m.clone()
+    } else {
+        T::int(1)
+    }
+}
+
 /// What data-parallel gradient traffic is multiplied by: the sum of [`zero_reduction`]'s
 /// parts, 1 for ZeRO 0–1, (m + 1)/2 for ZeRO 2 and 3m/2 for ZeRO 3.
 pub fn dp_traffic_factor<T: Amount>(k: &Knobs) -> T {
@@ -980,7 +995,7 @@ impl<T: Amount> BlockCost<T> {
     /// expert- and context-parallel traffic.
     pub fn time(&self, m: &T, kap: &Kappas<T>, k: &Knobs) -> T {
         self.compute_time(m, kap, k)
-            + kap.tp.clone() * self.tp_traffic(m)
+            + kap.tp.clone() * self.tp_traffic(m, k)
             + kap.ep.clone() * self.ep_bytes.clone() * m.clone()
             + kap.cp.clone() * self.cp_bytes.clone() * m.clone()
     }
@@ -1097,9 +1112,9 @@ impl<T: Amount> BlockCost<T> {
     }
 
     /// Tensor-parallel bytes of a stage for `m` micro-batches: per-micro-batch collectives and
-    /// gradient ones.
-    pub fn tp_traffic(&self, m: &T) -> T {
-        self.tp_bytes.clone() * m.clone() + self.tp_grad.clone()
+    /// gradient ones ([`grad_reductions`] times).
+    pub fn tp_traffic(&self, m: &T, k: &Knobs) -> T {
+        self.tp_bytes.clone() * m.clone() + self.tp_grad.clone() * grad_reductions::<T>(m, k)
     }
 
     /// Data-parallel bytes of a stage per step over the dp·cp replicas (ZeRO-3's weight

@@ -294,7 +294,7 @@ impl<T: Priced> StagePricer<'_, T> {
         let traffic = Traffic {
             dp: c.dp_traffic(self.k),
             edp: c.edp_traffic(self.k),
-            tp: c.tp_traffic(m),
+            tp: c.tp_traffic(m, self.k),
             p2p: p2p + grad_sum.clone(),
             ep: c.ep_bytes.clone() * m.clone(),
             cp: c.cp_bytes.clone() * m.clone(),

@@ -97,7 +97,14 @@ pub(super) fn analysis_rows<T: Priced>(
                 }
                 continue;
             }
-            let count = copies * c.calls as u64;
+            // Once a step, or with each micro-batch's reduce-scatter where ZeRO 2–3 shards the
+            // gradients ([`crate::parallel::amount::grad_reductions`]).
+            let times = if k.shards_gradients() {
+                k.microbatches
+            } else {
+                1
+            };
+            let count = copies * c.calls as u64 * times;
             let mut row = comm_row(c, tier, per_call, count, c.reason.clone(), true);
             row.expert_group = group;
             comm.push(row);
