@@ -1878,20 +1878,25 @@ fn every_shipped_table_written_back_loads_as_itself() {
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig { cases: 64, ..Default::default() })]
 
-    /// On random strategies of gpt3-125m and llama3-8b (GPipe, 1F1B or interleaved, any
-    /// recomputation, ZeRO stage, sequence and context parallelism), the simulator's events add
+    /// On random strategies of gpt3-125m, llama3-8b and mixtral-8x7b (GPipe, 1F1B,
+    /// interleaved, ZB-H1 or DualPipeV, any recomputation, ZeRO stage, sequence, context and expert parallelism),
+    /// the simulator's events add
     /// up to the evaluation: every stage's compute FLOPs (recomputation included), and on some
     /// device of the busiest stage the tensor-parallel bytes of the evaluation's rows (a layer's
     /// forward collectives twice under full recomputation), the point-to-point bytes, the
-    /// data-parallel gradient reduction and ZeRO 3's weight gathers.
+    /// context-parallel rings, the expert-parallel all-to-alls, the data-parallel gradient
+    /// reduction and ZeRO 3's weight gathers.
     #[test]
     fn the_simulated_streams_carry_the_evaluations_totals(
-        (model, layers) in proptest::sample::select(vec![("gpt3-125m", 12u64), ("llama3-8b", 32)]),
+        (model, layers) in proptest::sample::select(
+            vec![("gpt3-125m", 12u64), ("llama3-8b", 32), ("mixtral-8x7b", 32)]
+        ),
+        ep in 1u64..=2,
         dp in 1u64..=2,
         tp in proptest::sample::select(vec![1u64, 2, 4]),
         pp in proptest::sample::select(vec![1u64, 2, 4]),
         per_stage in 1u64..=3,
-        schedule in 0usize..3,
+        schedule in 0usize..5,
         recompute in 0usize..3,
         sp: bool,
         zero in 0u8..=3,
@@ -1901,10 +1906,14 @@ proptest::proptest! {
         let (schedule, chunks) = match schedule {
             0 => (Schedule::Gpipe, 1),
             2 if pp > 1 && layers % (2 * pp) == 0 => (Schedule::Interleaved, 2),
+            3 if pp > 1 => (Schedule::ZeroBubbleH1, 1),
+            4 if pp > 1 && per_stage >= 2 && layers % (2 * pp) == 0 => (Schedule::DualPipeV, 1),
             _ => (Schedule::OneFOneB, 1),
         };
         let mut k = knobs(dp, tp, pp, pp * per_stage, schedule, chunks);
         k.cp = cp;
+        // Expert parallelism for the mixture of experts, over its dp·cp ranks.
+        k.ep = if model == "mixtral-8x7b" && dp * cp >= 2 { ep } else { 1 };
         k.recompute = [Recompute::None, Recompute::Selective, Recompute::Full][recompute];
         k.sequence_parallel = sp && tp > 1;
         k.zero = if dp > 1 { zero } else { 0 };
@@ -1940,6 +1949,20 @@ proptest::proptest! {
             let want = e.p2p_bytes.to_f64().unwrap();
             let sent = per_device(Stream::P2p, &|ev| ev.bytes);
             proptest::prop_assert!(sent.iter().any(|&b| close(b, want)), "{}: {:?} vs {}", k, sent, want);
+        }
+        // Context-parallel rings and expert-parallel all-to-alls on their own streams.
+        for (axis, stream) in [(AxisKind::Cp, Stream::CpComm), (AxisKind::Ep, Stream::EpComm)] {
+            let want: f64 = e
+                .comm
+                .iter()
+                .filter(|r| r.axis == axis)
+                .map(|r| r.bytes.to_f64().unwrap() * r.count as f64)
+                .sum();
+            let sent = per_device(stream, &|ev| ev.bytes);
+            proptest::prop_assert!(
+                sent.iter().any(|&b| close(b, want)),
+                "{}: {:?} bytes per device {:?}, the evaluation's {}", k, axis, sent, want
+            );
         }
         // The data-parallel gradient reduction (an all-reduce, or ZeRO's reduce-scatters) and
         // ZeRO 3's weight gathers, as the evaluation lists them.

@@ -812,9 +812,11 @@ impl<T: Amount> BlockCost<T> {
         recompute: Recompute,
     ) -> BlockCost<T> {
         let zero = T::zero;
+        let full_layer = layer && recompute == Recompute::Full;
         // Full recomputation reruns the layer's whole forward, its tensor-parallel collectives
-        // included (Megatron-LM's `CheckpointFunction` calls the forward again, and its
-        // all-reduces with it); selective recomputation reruns operators that have none.
+        // and its expert-parallel dispatch and combine included (Megatron-LM's
+        // `CheckpointFunction` calls the forward again, and its collectives with it); selective
+        // recomputation reruns operators that have none.
         let (extra, saved, extra_hbm, ring_again, kernel_again, tp_again) = match (recompute, layer)
         {
             (Recompute::Full, true) => (
@@ -846,7 +848,12 @@ impl<T: Amount> BlockCost<T> {
             saved,
             params: e.dense,
             params_expert: e.experts,
-            ep_bytes: e.ep_bytes,
+            // The forward's dispatch and combine are half the four all-to-alls.
+            ep_bytes: if full_layer {
+                e.ep_bytes * T::ratio(3, 2)
+            } else {
+                e.ep_bytes
+            },
             // Forward sends the ring once, backward twice, recomputation once more.
             cp_bytes: T::int(3) * x.ring_forward.clone() + ring_again,
             boundary: x.boundary.clone(),

@@ -1225,7 +1225,15 @@ fn busiest_rows<T: Priced>(
         comm.extend(ring_rows(a, numbers, &k, links, layer_block, &blocks));
     }
     if k.ep > 1 {
-        comm.extend(all_to_all_rows(a, numbers, &k, links, &blocks, share));
+        comm.extend(all_to_all_rows(
+            a,
+            numbers,
+            &k,
+            links,
+            layer_block,
+            &blocks,
+            share,
+        ));
     }
     Ok(comm)
 }

@@ -196,12 +196,14 @@ pub(super) fn ring_rows<T: Priced>(
 }
 
 /// The expert-parallel all-to-alls of the blocks `counts` per step: tokens go to the devices
-/// holding their experts and back, forward and backward.
+/// holding their experts and back, forward and backward (and forward again where full
+/// recomputation reruns a repeated layer).
 pub(super) fn all_to_all_rows<T: Priced>(
     a: &Analysis,
     numbers: &[BlockNumbers<T>],
     k: &Knobs,
     links: &Links,
+    layer_block: &[bool],
     counts: &[(usize, u64)],
     share: &Rational,
 ) -> Vec<CommRow> {
@@ -211,6 +213,11 @@ pub(super) fn all_to_all_rows<T: Priced>(
         if n.slot_bytes.is_zero() {
             continue;
         }
+        // Each row's calls are half forward, half backward.
+        let again = |calls: u64| match (k.recompute, layer_block[bi]) {
+            (Recompute::Full, true) => calls + calls / 2,
+            _ => calls,
+        };
         let [toward, back, ..] =
             crate::parallel::moe::all_to_all_wire(n.slot_bytes.clone(), k, share);
         let row = |per_call: T, calls: u64, tensor: &str, reason: &str| CommRow {
@@ -219,7 +226,7 @@ pub(super) fn all_to_all_rows<T: Priced>(
             tier: links.ep_tier,
             bytes: per_call.value().clone(),
             formula: per_call.formula().cloned(),
-            count: copies * k.microbatches * calls,
+            count: copies * k.microbatches * again(calls),
             op: format!("{} experts", a.blocks[bi].name),
             tensor: tensor.into(),
             reason: reason.into(),
