@@ -1901,6 +1901,8 @@ proptest::proptest! {
         sp: bool,
         zero in 0u8..=3,
         cp in 1u64..=2,
+        precision in 0usize..4,
+        fp8_extras: bool,
     ) {
         // Interleaving (two chunks per rank) where pp × 2 divides the layers.
         let (schedule, chunks) = match schedule {
@@ -1914,6 +1916,13 @@ proptest::proptest! {
         k.cp = cp;
         // Expert parallelism for the mixture of experts, over its dp·cp ranks.
         k.ep = if model == "mixtral-8x7b" && dp * cp >= 2 { ep } else { 1 };
+        // bf16, fp32 weights under autocast, or an FP8 recipe (with FP8 parameters where ZeRO
+        // gathers them, and FP8 dispatch where experts are spread).
+        k.precision = [Precision::Bf16, Precision::Autocast, Precision::Fp8, Precision::Fp8Block][precision];
+        if precision >= 2 && fp8_extras {
+            k.fp8_params = zero >= 1 && dp > 1;
+            k.fp8_dispatch = k.ep > 1;
+        }
         k.recompute = [Recompute::None, Recompute::Selective, Recompute::Full][recompute];
         k.sequence_parallel = sp && tp > 1;
         k.zero = if dp > 1 { zero } else { 0 };
