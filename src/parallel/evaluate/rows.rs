@@ -30,8 +30,10 @@ pub(super) fn comm_row<T: Priced>(
 
 /// The collectives of the analysis that the blocks `counts` (block, copies) of one device run
 /// per step: per-micro-batch collectives (a repeated layer's forward ones twice under full
-/// recomputation, which runs its forward again), and gradient reductions once a step (expert
-/// weights reduced only among the ranks that hold the same experts).
+/// recomputation, which runs its forward again), and gradient reductions: data-parallel
+/// all-reduces as the ZeRO stage runs them, the others once a step or, where ZeRO 2–3 shards
+/// the gradients, once a micro-batch (expert weights reduced only among the ranks that hold
+/// the same experts).
 pub(super) fn analysis_rows<T: Priced>(
     a: &Analysis,
     numbers: &[BlockNumbers<T>],
