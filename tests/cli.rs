@@ -547,3 +547,49 @@ fn infeasibility_is_need_and_have() {
     let table = common::stdout(&args);
     assert!(table.contains("more than the 72.0 GB usable"), "{table}");
 }
+
+/// Under full recomputation the collectives table counts each layer's forward collectives
+/// twice (the forward runs again before the backward) and says so; without it, once.
+#[test]
+fn the_collectives_table_counts_the_forward_again_under_full_recomputation() {
+    let calls = |recompute: &str| -> (String, u64) {
+        let out = symshard()
+            .args([
+                "cost",
+                "gpt3-175b",
+                "--tp",
+                "8",
+                "--pp",
+                "8",
+                "--dp",
+                "16",
+                "--recompute",
+                recompute,
+            ])
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        let text = String::from_utf8(out).unwrap();
+        let row = text
+            .lines()
+            .find(|l| l.trim_end().ends_with("fc_out→resid_dropout2"))
+            .unwrap_or_else(|| panic!("{text}"))
+            .to_string();
+        let calls = row
+            .split_whitespace()
+            .rev()
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap();
+        (text, calls)
+    };
+    let (plain, once) = calls("none");
+    let (full, twice) = calls("full");
+    // 12 layers on the busiest stage, one micro-batch of 96 samples per data-parallel rank.
+    assert_eq!((once, twice), (12, 24));
+    let note = "full recomputation runs each layer's forward collectives again";
+    assert!(full.contains(note) && !plain.contains(note), "{full}");
+}

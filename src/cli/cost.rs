@@ -347,6 +347,11 @@ fn print_collectives(pd: &DeviceCost, e: &Evaluation) {
             e.knobs.replicas()
         );
     }
+    if e.knobs.recompute == crate::strategy::Recompute::Full {
+        println!(
+            "    (calls per step: full recomputation runs each layer's forward collectives again before its backward)"
+        );
+    }
     let comm: Vec<Vec<String>> = pd
         .comm
         .iter()
