@@ -553,30 +553,23 @@ fn infeasibility_is_need_and_have() {
 #[test]
 fn the_collectives_table_counts_the_forward_again_under_full_recomputation() {
     let calls = |recompute: &str| -> (String, u64) {
-        let out = symshard()
-            .args([
-                "cost",
-                "gpt3-175b",
-                "--tp",
-                "8",
-                "--pp",
-                "8",
-                "--dp",
-                "16",
-                "--recompute",
-                recompute,
-            ])
-            .assert()
-            .success()
-            .get_output()
-            .stdout
-            .clone();
-        let text = String::from_utf8(out).unwrap();
+        let text = common::stdout(&[
+            "cost",
+            "gpt3-175b",
+            "--tp",
+            "8",
+            "--pp",
+            "8",
+            "--dp",
+            "16",
+            "--recompute",
+            recompute,
+        ]);
         let row = text
             .lines()
             .find(|l| l.trim_end().ends_with("fc_out→resid_dropout2"))
-            .unwrap_or_else(|| panic!("{text}"))
-            .to_string();
+            .unwrap_or_else(|| panic!("{text}"));
+        // The calls column stands before the last (where).
         let calls = row
             .split_whitespace()
             .rev()
@@ -588,7 +581,9 @@ fn the_collectives_table_counts_the_forward_again_under_full_recomputation() {
     };
     let (plain, once) = calls("none");
     let (full, twice) = calls("full");
-    // 12 layers on the busiest stage, one micro-batch of 96 samples per data-parallel rank.
+    // gpt3-175b's 96 layers over pp = 8: 12 layers on the busiest stage, and one micro-batch
+    // (the model file's global batch of 1,536, from Narayanan et al. SC'21 Table 1, over
+    // dp = 16, and no micro-batch size given).
     assert_eq!((once, twice), (12, 24));
     let note = "full recomputation runs each layer's forward collectives again";
     assert!(full.contains(note) && !plain.contains(note), "{full}");

@@ -232,19 +232,31 @@ fn bubble_fractions_of_uniform_stages() {
     }
 }
 
+/// The sum of `f` over the events of stream `s`, per device (pipeline rank) of `k`.
+fn per_device(tl: &Timeline, k: &Knobs, s: Stream, f: &dyn Fn(&Event) -> f64) -> Vec<f64> {
+    let mut v = vec![0.0; k.pp as usize];
+    for ev in tl.sim.events.iter().filter(|ev| ev.stream == s) {
+        v[ev.device] += f(ev);
+    }
+    v
+}
+
+/// The evaluation's bytes per step on `axis`: each row's bytes per call times its calls.
+fn axis_bytes(e: &Evaluation, axis: AxisKind) -> f64 {
+    e.comm
+        .iter()
+        .filter(|r| r.axis == axis)
+        .map(|r| r.bytes.to_f64().unwrap() * r.count as f64)
+        .sum()
+}
+
 #[test]
 fn busy_times_add_up_to_the_evaluation() {
     for k in strategies() {
         let (p, e, calib) = plan("gpt3-125m", 32, &k);
         let tl = time_plan(&p, &calib).unwrap();
         let rates = Rates::of(&calib);
-        let per_device = |s: Stream, f: &dyn Fn(&Event) -> f64| -> Vec<f64> {
-            let mut v = vec![0.0; k.pp as usize];
-            for ev in tl.sim.events.iter().filter(|ev| ev.stream == s) {
-                v[ev.device] += f(ev);
-            }
-            v
-        };
+        let per_device = |s: Stream, f: &dyn Fn(&Event) -> f64| per_device(&tl, &k, s, f);
         // FLOPs of every stage, recomputation included, exactly as the evaluation counts them.
         let flops = per_device(Stream::Compute, &|ev| ev.flops);
         for (s, st) in e.stages.iter().enumerate() {
@@ -1879,12 +1891,12 @@ proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig { cases: 64, ..Default::default() })]
 
     /// On random strategies of gpt3-125m, llama3-8b and mixtral-8x7b (GPipe, 1F1B,
-    /// interleaved, ZB-H1 or DualPipeV, any recomputation, ZeRO stage, sequence, context and expert parallelism),
-    /// the simulator's events add
-    /// up to the evaluation: every stage's compute FLOPs (recomputation included), and on some
-    /// device of the busiest stage the tensor-parallel bytes of the evaluation's rows (a layer's
-    /// forward collectives twice under full recomputation), the point-to-point bytes, the
-    /// context-parallel rings, the expert-parallel all-to-alls, the data-parallel gradient
+    /// interleaved, ZB-H1 or DualPipeV; any recomputation and ZeRO stage; sequence, context and
+    /// expert parallelism; bf16, autocast or FP8), the simulator's events add up to the
+    /// evaluation: every stage's compute FLOPs (recomputation included), and on some device of
+    /// the busiest stage the tensor-parallel bytes of the evaluation's rows (a layer's forward
+    /// collectives twice under full recomputation), the context-parallel rings, the
+    /// expert-parallel all-to-alls, the point-to-point bytes, the data-parallel gradient
     /// reduction and ZeRO 3's weight gathers.
     #[test]
     fn the_simulated_streams_carry_the_evaluations_totals(
@@ -1930,48 +1942,31 @@ proptest::proptest! {
         let batch = (8 * dp * k.microbatches) as i64;
         let (p, e, calib) = plan(model, batch, &k);
         let tl = time_plan(&p, &calib).unwrap();
-        let per_device = |s: Stream, f: &dyn Fn(&Event) -> f64| -> Vec<f64> {
-            let mut v = vec![0.0; pp as usize];
-            for ev in tl.sim.events.iter().filter(|ev| ev.stream == s) {
-                v[ev.device] += f(ev);
-            }
-            v
-        };
+        let per_device = |s: Stream, f: &dyn Fn(&Event) -> f64| per_device(&tl, &k, s, f);
         let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1.0);
         let flops = per_device(Stream::Compute, &|ev| ev.flops);
         for (s, st) in e.stages.iter().enumerate() {
             let want = st.flops.to_f64().unwrap();
             proptest::prop_assert!(close(flops[s], want), "{}: stage {}: {} vs {}", k, s, flops[s], want);
         }
-        let want_tp: f64 = e
-            .comm
-            .iter()
-            .filter(|r| r.axis == AxisKind::Tp)
-            .map(|r| r.bytes.to_f64().unwrap() * r.count as f64)
-            .sum();
-        let tp_sent = per_device(Stream::TpComm, &|ev| ev.bytes);
-        proptest::prop_assert!(
-            tp_sent.iter().any(|&b| close(b, want_tp)),
-            "{}: tensor-parallel bytes per device {:?}, the evaluation's {}", k, tp_sent, want_tp
-        );
-        if pp > 1 {
-            let want = e.p2p_bytes.to_f64().unwrap();
-            let sent = per_device(Stream::P2p, &|ev| ev.bytes);
-            proptest::prop_assert!(sent.iter().any(|&b| close(b, want)), "{}: {:?} vs {}", k, sent, want);
-        }
-        // Context-parallel rings and expert-parallel all-to-alls on their own streams.
-        for (axis, stream) in [(AxisKind::Cp, Stream::CpComm), (AxisKind::Ep, Stream::EpComm)] {
-            let want: f64 = e
-                .comm
-                .iter()
-                .filter(|r| r.axis == axis)
-                .map(|r| r.bytes.to_f64().unwrap() * r.count as f64)
-                .sum();
+        // Tensor-parallel collectives, context-parallel rings and expert-parallel all-to-alls,
+        // each on its own stream.
+        for (axis, stream) in [
+            (AxisKind::Tp, Stream::TpComm),
+            (AxisKind::Cp, Stream::CpComm),
+            (AxisKind::Ep, Stream::EpComm),
+        ] {
+            let want = axis_bytes(&e, axis);
             let sent = per_device(stream, &|ev| ev.bytes);
             proptest::prop_assert!(
                 sent.iter().any(|&b| close(b, want)),
                 "{}: {:?} bytes per device {:?}, the evaluation's {}", k, axis, sent, want
             );
+        }
+        if pp > 1 {
+            let want = e.p2p_bytes.to_f64().unwrap();
+            let sent = per_device(Stream::P2p, &|ev| ev.bytes);
+            proptest::prop_assert!(sent.iter().any(|&b| close(b, want)), "{}: {:?} vs {}", k, sent, want);
         }
         // The data-parallel gradient reduction (an all-reduce, or ZeRO's reduce-scatters) and
         // ZeRO 3's weight gathers, as the evaluation lists them.

@@ -62,6 +62,14 @@ pub enum Site {
     },
 }
 
+impl Site {
+    /// Whether it runs in the forward pass (an operator's forward, or an edge before its
+    /// consumer's): what full recomputation runs again before the backward.
+    pub fn in_forward(&self) -> bool {
+        matches!(self, Site::Forward { .. } | Site::Edge { .. })
+    }
+}
+
 /// A collective of one operator or edge.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Comm {

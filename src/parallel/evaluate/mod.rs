@@ -2,7 +2,7 @@
 //! bytes and memory, the pipeline partition, and the relative cost of DESIGN §3.
 
 use super::amount::{float, Amount, Amounts, Apart, BlockCost, ExpertView, Kappas};
-use super::analysis::{Analysis, BlockAnalysis, Comm, Site, CP, DP, TP};
+use super::analysis::{Analysis, BlockAnalysis, Comm, CP, DP, TP};
 use super::kernels::KernelEfficiency;
 use super::traced::{At, Fix, Priced, Traced};
 use crate::calib::Calibration;
@@ -395,7 +395,7 @@ fn block_of<T: Priced>(
         let bytes = ev(&c.wire_bytes)?;
         if c.axis == AxisKind::Tp {
             add(&mut n.exact.tp_bytes, bytes.clone());
-            if matches!(c.site, Site::Edge { .. }) {
+            if c.site.in_forward() {
                 add(&mut n.exact.tp_forward, bytes.clone());
             }
         }
@@ -523,7 +523,7 @@ fn add_op_comm<T: Priced>(
         }
         if c.axis == AxisKind::Tp {
             add(&mut n.exact.tp_bytes, bytes.clone());
-            if matches!(c.site, Site::Forward { .. } | Site::Edge { .. }) {
+            if c.site.in_forward() {
                 add(&mut n.exact.tp_forward, bytes.clone());
             }
         }
@@ -630,14 +630,12 @@ pub struct CommRow {
     /// collective under expert parallelism.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub expert_group: bool,
-    /// Whether it is a collective of one operator's forward pass, or of an edge before its
-    /// consumer's forward (the analysis's [`Site::Forward`] and [`Site::Edge`]): full
-    /// recomputation runs it again before the backward. False for backward and per-step
+    /// Whether it runs in the forward pass ([`Site::in_forward`] of the analysis's collective):
+    /// full recomputation runs it again before the backward. False for backward and per-step
     /// collectives, and for rows whose count holds every pass (context-parallel rings,
     /// expert-parallel all-to-alls).
     ///
-    /// [`Site::Forward`]: crate::parallel::Site::Forward
-    /// [`Site::Edge`]: crate::parallel::Site::Edge
+    /// [`Site::in_forward`]: crate::parallel::Site::in_forward
     #[serde(skip)]
     pub in_forward: bool,
     /// `bytes` as a formula in the model's symbols, where the evaluation folded formulas

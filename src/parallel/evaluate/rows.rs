@@ -24,7 +24,7 @@ pub(super) fn comm_row<T: Priced>(
         reason,
         gradient,
         expert_group: false,
-        in_forward: matches!(c.site, Site::Forward { .. } | Site::Edge { .. }),
+        in_forward: c.site.in_forward(),
     }
 }
 
