@@ -1,8 +1,8 @@
 //! Rows priced on their own stack: with `--stack auto` every command that prints seconds times a
 //! strategy on the shipped profile of the software stack it is assumed to run on (ZeRO 2–3
-//! PyTorch FSDP, other model parallelism Megatron, plain data parallelism DDP, which has no
-//! profile); by default (`--stack none`) it is profile-free, and `--stack NAME` times every
-//! strategy on one profile.
+//! PyTorch FSDP, other model parallelism Megatron, plain data parallelism PyTorch DDP); by
+//! default (`--stack none`) it is profile-free, and `--stack NAME` times every strategy on one
+//! profile.
 
 mod common;
 
@@ -14,7 +14,7 @@ fn profile_of(stack: &str) -> &'static str {
     match stack {
         "megatron" => "megatron-lm-2021",
         "pytorch-fsdp" => "pytorch-fsdp",
-        "pytorch-ddp" => "none",
+        "pytorch-ddp" => "pytorch-ddp",
         other => panic!("unknown stack {other}"),
     }
 }
@@ -68,11 +68,7 @@ fn each_ranked_row_is_timed_on_its_own_stacks_profile() {
             );
             let named = own["stack_profile"].as_str().unwrap();
             let profile = profile_of(stack);
-            let expected = if profile == "none" {
-                "profile-free".to_string()
-            } else {
-                format!("{profile} (")
-            };
+            let expected = format!("{profile} (");
             assert!(named.starts_with(&expected), "{strategy}: {named}");
             assert!(named.contains(&format!("the {stack} stack")), "{named}");
             // Without a pipeline the partition is not in play: the row's seconds are those of
@@ -148,7 +144,10 @@ fn the_zero3_lead_on_gpt3_175b_was_the_missing_stack_time() {
         header.contains("pytorch-fsdp rows on pytorch-fsdp ("),
         "{header}"
     );
-    assert!(header.contains("pytorch-ddp rows profile-free"), "{header}");
+    assert!(
+        header.contains("pytorch-ddp rows on pytorch-ddp ("),
+        "{header}"
+    );
 }
 
 #[test]

@@ -400,3 +400,99 @@ fn every_shipped_profile_loads_and_declares_its_fit_set() {
         );
     }
 }
+
+#[test]
+fn every_shipped_profile_is_what_its_fit_set_gives() {
+    // "Never edit a profile's numbers by hand" (stacks/README.md): each stacks/NAME.yaml is
+    // byte for byte what `calibrate --from-runs stacks/fit/NAME.yaml` writes today.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = temp_dir("stack-rebuild");
+    for (stem, text) in symshard::embedded::STACKS {
+        let out = dir.join(format!("{stem}.yaml"));
+        let fit = format!("stacks/fit/{stem}.yaml");
+        let run = symshard()
+            .current_dir(root)
+            .args([
+                "calibrate",
+                "--from-runs",
+                &fit,
+                "-o",
+                out.to_str().unwrap(),
+            ])
+            .output()
+            .unwrap();
+        assert!(run.status.success(), "{fit}: {run:?}");
+        assert_eq!(
+            std::fs::read_to_string(&out).unwrap(),
+            *text,
+            "stacks/{stem}.yaml is not what its fit set gives"
+        );
+    }
+}
+
+#[test]
+fn a_refit_with_fewer_rows_than_parameters_is_called_underdetermined() {
+    // Two sources of 8 and 2 rows, three parameters: without the 8-row source two rows are
+    // left for three parameters, so that refit is one of many; without the 2-row source, 8
+    // remain.
+    let dir = temp_dir("stack-underdetermined");
+    for stem in ["korthikanti2022-table5", "megatron-v1-dgx2h"] {
+        synthetic(&dir, stem, &known());
+    }
+    std::fs::write(
+        dir.join("runs.yaml"),
+        "name: two\ndoc: two sources\nlabel: megatron\nfit_set:\n  \
+         - file: korthikanti2022-table5.yaml\n  - file: megatron-v1-dgx2h.yaml\n",
+    )
+    .unwrap();
+    let (out, _) = calibrate_from_runs(&dir, "runs.yaml", "two.yaml");
+    let line = |source: &str| {
+        out.lines()
+            .find(|l| l.trim_start().starts_with(source) && l.contains(" %"))
+            .unwrap_or_else(|| panic!("no left-out row for {source}: {out}"))
+            .to_string()
+    };
+    assert!(
+        line("korthikanti2022-table5").contains("(underdetermined: 2 rows for 3 parameters)"),
+        "{out}"
+    );
+    assert!(
+        !line("megatron-v1-dgx2h").contains("underdetermined"),
+        "{out}"
+    );
+    assert!(
+        out.contains("without korthikanti2022-table5 the rest has fewer rows than parameters"),
+        "{out}"
+    );
+    let file: symshard::calib::stack::ProfileFile = Source::read(&dir.join("two.yaml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let fit = file.fit.unwrap();
+    assert_eq!(fit.underdetermined, ["korthikanti2022-table5"]);
+    // `validate` repeats the profile's own record of its fit under its rows.
+    let text = String::from_utf8(
+        symshard()
+            .current_dir(&dir)
+            .args(["validate", "--stack", "two.yaml"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let record = text
+        .lines()
+        .find(|l| l.starts_with("  its fit (calibrate"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        record.contains(&format!(
+            "each source left out in turn {:.1} %",
+            100.0 * fit.leave_one_out_error.unwrap()
+        )),
+        "{record}"
+    );
+    assert!(
+        record.ends_with("without korthikanti2022-table5 fewer rows than parameters remain"),
+        "{record}"
+    );
+}

@@ -80,7 +80,7 @@ impl Stack {
     pub fn profiled_mean_abs_error_permille(self) -> u32 {
         match self {
             Stack::Megatron => 43,
-            Stack::PytorchDdp => 88,
+            Stack::PytorchDdp => 52,
             Stack::PytorchFsdp => 54,
         }
     }
@@ -216,6 +216,11 @@ pub struct FitSummary {
     /// left out in turn when the fit set has one source).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leave_one_out_error: Option<f64>,
+    /// The sources (or rows) whose leaving out left fewer rows than parameters: the refit
+    /// without them is underdetermined, so their part of the leave-one-out error measures the
+    /// fit set's size more than the profile.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub underdetermined: Vec<String>,
 }
 
 /// A stack profile file.
@@ -443,6 +448,8 @@ pub struct StackProfile {
     pub values: BTreeMap<Param, f64>,
     /// The layouts the stack runs (`None`: every layout).
     pub supports: Option<Supports>,
+    /// How well it fits, as `calibrate --from-runs` recorded it (`None`: not recorded).
+    pub fit: Option<FitSummary>,
 }
 
 impl StackProfile {
@@ -454,6 +461,7 @@ impl StackProfile {
             fit_set: Vec::new(),
             values,
             supports: None,
+            fit: None,
         }
     }
 
@@ -516,6 +524,7 @@ impl StackProfile {
             fit_set: file.fit_set,
             values,
             supports,
+            fit: file.fit,
         })
     }
 

@@ -107,11 +107,20 @@ fn left_out(fit: &Fit, in_sample: f64) {
                 .iter()
                 .map(|p| format!("{} {}", p.name(), seconds_text(l.values[p])))
                 .collect();
+            let mut refit = values.join(", ");
+            if l.underdetermined(fit.params.len()) {
+                let rows = if l.kept == 1 { "row" } else { "rows" };
+                refit += &format!(
+                    " (underdetermined: {} {rows} for {} parameters)",
+                    l.kept,
+                    fit.params.len()
+                );
+            }
             vec![
                 l.left_out.clone(),
                 l.rows.len().to_string(),
                 format!("{:.1} %", 100.0 * mean_abs(l.rows.iter().copied())),
-                values.join(", "),
+                refit,
             ]
         })
         .collect();
@@ -124,4 +133,18 @@ fn left_out(fit: &Fit, in_sample: f64) {
         100.0 * in_sample,
         100.0 * (loo - in_sample)
     );
+    let short: Vec<&str> = fit
+        .left_out
+        .iter()
+        .filter(|l| l.underdetermined(fit.params.len()))
+        .map(|l| l.left_out.as_str())
+        .collect();
+    if !short.is_empty() {
+        println!(
+            "  without {} the rest has fewer rows than parameters: that refit is one of many \
+             that fit its rows equally well, and its error measures the fit set's size more \
+             than the profile",
+            short.join(", ")
+        );
+    }
 }

@@ -30,7 +30,7 @@ pub struct MachineArgs {
     /// adds per step, per micro-batch pass and per kernel, which it turns on as --calib does;
     /// default: `none`, profile-free; `auto` times each strategy on the shipped profile of the
     /// stack it is assumed to run on (ZeRO 2–3 PyTorch FSDP, other model parallelism Megatron,
-    /// plain data parallelism DDP, which has none).
+    /// plain data parallelism PyTorch DDP).
     #[arg(long, value_name = "NAME|FILE")]
     pub stack: Option<String>,
 }

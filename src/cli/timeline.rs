@@ -59,7 +59,7 @@ pub struct PortArgs {
     /// A software stack's profile (a file or a shipped name, `stacks/`) added on every machine;
     /// default: `none`, profile-free; `auto` times each strategy on the shipped profile of the
     /// stack it is assumed to run on (ZeRO 2–3 PyTorch FSDP, other model parallelism Megatron,
-    /// plain data parallelism DDP, which has none).
+    /// plain data parallelism PyTorch DDP).
     #[arg(long, value_name = "NAME|FILE")]
     pub stack: Option<String>,
     /// Output format.

@@ -4,7 +4,7 @@
 use super::output::print_json;
 use super::units;
 use super::Format;
-use crate::calib::stack::{PerRow, StackProfile};
+use crate::calib::stack::{FitSummary as StackFit, PerRow, StackProfile};
 use crate::diag::Source;
 use crate::error::Error;
 use crate::validate::{
@@ -426,6 +426,30 @@ fn print_split(p: &StackProfile, applied: &[&FileOutcome], free: &[&FileOutcome]
             }
         );
     }
+    if let Some(f) = &p.fit {
+        print_fit(f);
+    }
+}
+
+/// The profile's own record of its fit (`calibrate --from-runs`): its error in sample and with
+/// each source left out in turn, the gap the fidelity goal keeps within 2 points.
+fn print_fit(f: &StackFit) {
+    let Some(loo) = f.leave_one_out_error else {
+        return;
+    };
+    let gap = 100.0 * (loo - f.in_sample_error);
+    let mut line = format!(
+        "  its fit (calibrate, point predictions without bands): each source left out in turn {:.1} %, in sample {:.1} % ({gap:+.1} points)",
+        100.0 * loo,
+        100.0 * f.in_sample_error,
+    );
+    if !f.underdetermined.is_empty() {
+        line += &format!(
+            "; without {} fewer rows than parameters remain",
+            f.underdetermined.join(", ")
+        );
+    }
+    println!("{line}");
 }
 
 /// `validate --places`: the place of each published layout in `rank`'s order, on the stack

@@ -91,6 +91,16 @@ pub struct LeftOut {
     pub values: BTreeMap<Param, f64>,
     /// Its rows' published and predicted seconds.
     pub rows: Vec<(f64, f64)>,
+    /// How many rows the refit without it had.
+    pub kept: usize,
+}
+
+impl LeftOut {
+    /// Whether the refit without it had fewer rows than `params` parameters: then the rows do
+    /// not determine the profile, and the values are one of many that fit them equally well.
+    pub fn underdetermined(&self, params: usize) -> bool {
+        self.kept < params
+    }
 }
 
 /// A fit's outcome.
@@ -269,7 +279,19 @@ impl FitSet {
         let in_sample = mean_abs(fit_rows.iter().map(|r| (r.published, r.fitted)));
         let loo = (!left_out.is_empty())
             .then(|| mean_abs(left_out.iter().flat_map(|l| l.rows.iter().copied())));
-        let file = self.profile_file(&values, &solution.errors, n, sources.len(), in_sample, loo);
+        let underdetermined = left_out
+            .iter()
+            .filter(|l| l.underdetermined(self.params.len()))
+            .map(|l| l.left_out.clone())
+            .collect();
+        let summary = FitSummary {
+            rows: n,
+            sources: sources.len(),
+            in_sample_error: round_sig(in_sample),
+            leave_one_out_error: loo.map(round_sig),
+            underdetermined,
+        };
+        let file = self.profile_file(&values, &solution.errors, summary);
         Ok(Fit {
             file,
             rows: fit_rows,
@@ -346,6 +368,7 @@ impl FitSet {
                 left_out,
                 values,
                 rows,
+                kept: kept.len(),
             });
         }
         Ok(out)
@@ -355,10 +378,7 @@ impl FitSet {
         &self,
         values: &BTreeMap<Param, f64>,
         errors: &BTreeMap<Param, f64>,
-        rows: usize,
-        sources: usize,
-        in_sample: f64,
-        loo: Option<f64>,
+        fit: FitSummary,
     ) -> ProfileFile {
         let parameters = self
             .params
@@ -385,12 +405,7 @@ impl FitSet {
                 })
                 .collect(),
             parameters,
-            fit: Some(FitSummary {
-                rows,
-                sources,
-                in_sample_error: round_sig(in_sample),
-                leave_one_out_error: loo.map(round_sig),
-            }),
+            fit: Some(fit),
             supports: self.supports.clone(),
         }
     }
