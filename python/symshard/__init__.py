@@ -1677,8 +1677,19 @@ class SweepResult:
     """``local`` or ``ray``."""
 
     def to_pandas(self) -> "pandas.DataFrame":
-        """The rows as a pandas DataFrame (pandas must be installed): all of them in memory."""
-        return _pandas().DataFrame([dict(r) for r in self.rows])
+        """The rows as a pandas DataFrame (pandas must be installed): all of them in memory,
+        read from the journal a chunk at a time into one list per column, so that no row is
+        held as a dict beside the frame."""
+        columns: Dict[str, List[Any]] = {}
+        n = 0
+        for row in self.rows:
+            for key in row:
+                if key not in columns:
+                    columns[key] = [None] * n
+            for key, column in columns.items():
+                column.append(row.get(key))
+            n += 1
+        return _pandas().DataFrame(columns)
 
 
 _SWEEP_TASK: Any = None

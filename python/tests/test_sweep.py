@@ -99,6 +99,19 @@ def test_rows_are_read_from_the_journal_when_asked_for(tmp_path):
         rows[0]
 
 
+def test_to_pandas_is_the_frame_of_the_rows(tmp_path):
+    pd = pytest.importorskip("pandas")
+    r = symshard.sweep(spec(tmp_path), tmp_path / "s.parquet", jobs=1)
+    # Built a column at a time from chunks of the journal, it is the frame of the rows as dicts:
+    # the same columns in the same order, values and dtypes.
+    df = r.to_pandas()
+    want = pd.DataFrame([dict(x) for x in r.rows])
+    assert list(df.columns) == list(want.columns) == list(r.rows[0].keys())
+    assert df.equals(want)
+    assert (df.dtypes == want.dtypes).all()
+    assert len(df) == POINTS and list(df["point"]) == list(range(POINTS))
+
+
 @pytest.mark.parametrize("partitions", [1, 3, POINTS])
 def test_a_ray_sweep_writes_the_same_bytes_whatever_the_partitioning(cli, tmp_path, ray_cluster, partitions):
     parquet, csv = cli_files(cli, tmp_path)
