@@ -438,8 +438,10 @@ fn print_fit(f: &StackFit) {
         return;
     };
     let gap = 100.0 * (loo - f.in_sample_error);
+    // A fit set of one source leaves its rows out one at a time instead.
+    let what = if f.sources < 2 { "row" } else { "source" };
     let mut line = format!(
-        "  its fit (calibrate, point predictions without bands): each source left out in turn {:.1} %, in sample {:.1} % ({gap:+.1} points)",
+        "  its fit (calibrate, point predictions without bands): each {what} left out in turn {:.1} %, in sample {:.1} % ({gap:+.1} points)",
         100.0 * loo,
         100.0 * f.in_sample_error,
     );
