@@ -107,6 +107,19 @@ fn three_step_times_of_one_source_fit_with_each_row_left_out() {
     assert_close(p.get(Param::StepOverhead), 0.4, 0.001, "step_overhead");
     assert_eq!(p.get(Param::KernelOverhead), 0.0);
     assert!(out.contains("each row left out"), "{out}");
+    // `validate --stack` repeats the profile's record of its fit, by row as it was measured.
+    let text = stdout(&[
+        "validate",
+        "--stack",
+        dir.join("mine.yaml").to_str().unwrap(),
+        dir.join("korthikanti2022-table5.yaml").to_str().unwrap(),
+    ]);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("  its fit (calibrate")
+                && l.contains(": each row left out in turn ")),
+        "{text}"
+    );
     // A validation file is itself a fit set: every step-time row, every parameter.
     let (whole, w) = calibrate_from_runs(&dir, "korthikanti2022-table5.yaml", "whole.yaml");
     assert!(whole.contains("fitted on 8 rows from 1 source"), "{whole}");
