@@ -42,6 +42,17 @@ fn synthetic(dir: &Path, stem: &str, values: &BTreeMap<Param, f64>) -> PathBuf {
     out
 }
 
+/// Writes the shipped validation files `stems` into `dir` as synthetic runs under [`known`]
+/// values, and `runs.yaml`, a fit set `name` of all of them labelled `megatron`.
+fn synthetic_fit_set(dir: &Path, name: &str, stems: &[&str]) {
+    let mut runs = format!("name: {name}\ndoc: synthetic runs\nlabel: megatron\nfit_set:\n");
+    for stem in stems {
+        synthetic(dir, stem, &known());
+        runs += &format!("  - file: {stem}.yaml\n");
+    }
+    std::fs::write(dir.join("runs.yaml"), runs).unwrap();
+}
+
 fn fitted(path: &Path) -> StackProfile {
     StackProfile::load(&Source::read(path).unwrap()).unwrap()
 }
@@ -69,15 +80,11 @@ fn assert_close(got: f64, want: f64, tolerance: f64, what: &str) {
 #[test]
 fn calibrate_from_runs_recovers_known_parameters() {
     let dir = temp_dir("stack-recover");
-    for stem in ["narayanan2021-table1", "nvidia-dgxc-h100"] {
-        synthetic(&dir, stem, &known());
-    }
-    std::fs::write(
-        dir.join("runs.yaml"),
-        "name: synthetic\ndoc: synthetic runs\nlabel: megatron\nfit_set:\n  \
-         - file: narayanan2021-table1.yaml\n  - file: nvidia-dgxc-h100.yaml\n",
-    )
-    .unwrap();
+    synthetic_fit_set(
+        &dir,
+        "synthetic",
+        &["narayanan2021-table1", "nvidia-dgxc-h100"],
+    );
     let (out, p) = calibrate_from_runs(&dir, "runs.yaml", "synthetic.yaml");
     for (param, want) in known() {
         assert_close(p.get(param), want, 0.01, param.name());
@@ -449,15 +456,11 @@ fn a_refit_with_fewer_rows_than_parameters_is_called_underdetermined() {
     // left for three parameters, so that refit is one of many; without the 2-row source, 8
     // remain.
     let dir = temp_dir("stack-underdetermined");
-    for stem in ["korthikanti2022-table5", "megatron-v1-dgx2h"] {
-        synthetic(&dir, stem, &known());
-    }
-    std::fs::write(
-        dir.join("runs.yaml"),
-        "name: two\ndoc: two sources\nlabel: megatron\nfit_set:\n  \
-         - file: korthikanti2022-table5.yaml\n  - file: megatron-v1-dgx2h.yaml\n",
-    )
-    .unwrap();
+    synthetic_fit_set(
+        &dir,
+        "two",
+        &["korthikanti2022-table5", "megatron-v1-dgx2h"],
+    );
     let (out, _) = calibrate_from_runs(&dir, "runs.yaml", "two.yaml");
     let line = |source: &str| {
         out.lines()

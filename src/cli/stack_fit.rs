@@ -133,12 +133,12 @@ fn left_out(fit: &Fit, in_sample: f64) {
         100.0 * in_sample,
         100.0 * (loo - in_sample)
     );
-    let short: Vec<&str> = fit
-        .left_out
-        .iter()
-        .filter(|l| l.underdetermined(fit.params.len()))
-        .map(|l| l.left_out.as_str())
-        .collect();
+    // The refits the profile records as underdetermined (`fit.underdetermined`).
+    let short = fit
+        .file
+        .fit
+        .as_ref()
+        .map_or(&[][..], |f| &f.underdetermined[..]);
     if !short.is_empty() {
         println!(
             "  without {} the rest has fewer rows than parameters: that refit is one of many \

@@ -812,7 +812,7 @@ impl<T: Amount> BlockCost<T> {
         recompute: Recompute,
     ) -> BlockCost<T> {
         let zero = T::zero;
-        let full_layer = layer && recompute == Recompute::Full;
+        let full_layer = reruns_forward(recompute, layer);
         // Full recomputation reruns the layer's whole forward, its tensor-parallel collectives
         // and its expert-parallel dispatch and combine included (Megatron-LM's
         // `CheckpointFunction` calls the forward again, and its collectives with it); selective
@@ -1300,6 +1300,13 @@ impl<T: Amount> BlockCost<T> {
         let act = self.held_per_microbatch(k) * in_flight(k, v, s);
         recomputing(k, act, full_layer_saved)
     }
+}
+
+/// Whether a block's forward runs again before its backward, its collectives with it: a
+/// repeated layer's under full recomputation (Megatron-LM's `CheckpointFunction` calls the
+/// forward again). Selective recomputation reruns operators that have no collective.
+pub fn reruns_forward(recompute: Recompute, layer: bool) -> bool {
+    layer && recompute == Recompute::Full
 }
 
 /// Activations `act` held in flight, and under full recomputation the largest layer's

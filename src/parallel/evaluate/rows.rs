@@ -2,6 +2,7 @@
 //! runs, the context-parallel ring passes and the expert-parallel all-to-alls, row by row.
 
 use super::*;
+use crate::parallel::amount::reruns_forward;
 
 /// A collective row with its bytes per call in the fold's number type.
 pub(super) fn comm_row<T: Priced>(
@@ -55,7 +56,7 @@ pub(super) fn analysis_rows<T: Priced>(
             let per_call = b.clone() / T::int(c.calls.into());
             let tier = tier_of(c.axis, false);
             let mut row = comm_row(c, tier, per_call, 0, c.reason.clone(), false);
-            let rerun = row.in_forward && layer_block[bi] && k.recompute == Recompute::Full;
+            let rerun = row.in_forward && reruns_forward(k.recompute, layer_block[bi]);
             row.count = copies * k.microbatches * c.calls as u64 * if rerun { 2 } else { 1 };
             comm.push(row);
         }
@@ -216,9 +217,12 @@ pub(super) fn all_to_all_rows<T: Priced>(
             continue;
         }
         // Each row's calls are half forward, half backward.
-        let again = |calls: u64| match (k.recompute, layer_block[bi]) {
-            (Recompute::Full, true) => calls + calls / 2,
-            _ => calls,
+        let again = |calls: u64| {
+            if reruns_forward(k.recompute, layer_block[bi]) {
+                calls + calls / 2
+            } else {
+                calls
+            }
         };
         let [toward, back, ..] =
             crate::parallel::moe::all_to_all_wire(n.slot_bytes.clone(), k, share);
