@@ -61,6 +61,25 @@ fn without_given(fix: &str, given: &[String]) -> String {
     own.join(",")
 }
 
+/// What a crossover along the devices could not compare: the counts (`unmatched`) where one
+/// of the two layouts does not run or fit, and the first where one could not be searched at
+/// all, with why; empty where there are none.
+fn gaps(lead: &str, unmatched: &[String], failed: &Option<(u64, String)>) -> String {
+    let mut out = String::new();
+    if !unmatched.is_empty() {
+        out.push_str(&format!(
+            "; {lead}at {} devices one of the two does not run or fit",
+            unmatched.join(", ")
+        ));
+    }
+    if let Some((d, why)) = failed {
+        out.push_str(&format!(
+            "; at {d} devices a layout could not be searched: {why}"
+        ));
+    }
+    out
+}
+
 /// The device counts strictly between `a`'s and `b`'s at which both layouts run, in order,
 /// each with the two layouts scaled to it ([`scaled`]).
 fn between(a: &Row, b: &Row) -> Vec<(u64, String, String)> {
@@ -82,8 +101,15 @@ fn between(a: &Row, b: &Row) -> Vec<(u64, String, String)> {
 impl Loaded {
     /// Simulated seconds per step of `fix` at `devices` devices on `p`'s model, machine,
     /// precision, batch and sequence, searched as a point is (the spec's own `fix` and `max`
-    /// too); none where that layout does not run or fit there.
-    fn seconds_of(&self, p: &Point, row: &Row, fix: &str, devices: u64) -> Option<f64> {
+    /// too); none where that layout does not run or fit there, and why where it could not be
+    /// searched at all (as a point's row says why).
+    fn seconds_of(
+        &self,
+        p: &Point,
+        row: &Row,
+        fix: &str,
+        devices: u64,
+    ) -> Result<Option<f64>, crate::Error> {
         let model = &self.models[p.at[0]];
         let calib = &self.machines[p.at[1]];
         let mut all = self.fix.clone();
@@ -92,15 +118,17 @@ impl Loaded {
         let search = PointSearch {
             model: &row.model,
             devices,
-            set: self.sets(p, model).ok()?,
+            set: self.sets(p, model)?,
             fix: all,
             max: self.max.clone(),
             headroom: self.spec.headroom.clone(),
         };
-        let (values, opts) = search.options(model, calib).ok()?;
-        let result = crate::search::rank(model, &values, calib, &opts).ok()?;
-        let top = result.rows.first()?;
-        top.evaluation.feasible.then_some(top.seconds).flatten()
+        let (values, opts) = search.options(model, calib)?;
+        let result = crate::search::rank(model, &values, calib, &opts)?;
+        let Some(top) = result.rows.first() else {
+            return Ok(None);
+        };
+        Ok(top.evaluation.feasible.then_some(top.seconds).flatten())
     }
 
     /// Between two points adjacent along the devices whose best layouts `a` (at `p`) and `b`
@@ -127,14 +155,22 @@ impl Loaded {
         let tried = &counts[..counts.len().min(MAX_DEVICE_STEPS)];
         let mut last_a = a.devices;
         let mut unmatched = Vec::new();
+        // The first count at which a layout could not be searched, and why.
+        let mut failed: Option<(u64, String)> = None;
         for (d, fix_a, fix_b) in tried {
             let d = *d;
-            let time = |r: &Row, fix: &String| self.seconds_of(p, r, fix, d);
-            match (time(a, fix_a), time(b, fix_b)) {
+            let mut time = |r: &Row, fix: &String| {
+                self.seconds_of(p, r, fix, d).unwrap_or_else(|e| {
+                    failed.get_or_insert_with(|| (d, e.to_string()));
+                    None
+                })
+            };
+            let (ta, tb) = (time(a, fix_a), time(b, fix_b));
+            match (ta, tb) {
                 (Some(ta), Some(tb)) if tb <= ta => {
                     return format!(
                         "by simulated seconds, each layout scaled to the devices between (its dp and micro-batch count follow them): {fa} is faster up to {last_a} devices, {fb} from {d} ({tb:.3} s against {ta:.3} s){}",
-                        if unmatched.is_empty() { String::new() } else { format!("; before that, at {} devices one of the two does not run or fit", unmatched.join(", ")) }
+                        gaps("before that, ", &unmatched, &failed)
                     );
                 }
                 (Some(_), Some(_)) => last_a = d,
@@ -142,14 +178,7 @@ impl Loaded {
                 _ => unmatched.push(d.to_string()),
             }
         }
-        let unmatched = if unmatched.is_empty() {
-            String::new()
-        } else {
-            format!(
-                "; at {} devices one of the two does not run or fit",
-                unmatched.join(", ")
-            )
-        };
+        let unmatched = gaps("", &unmatched, &failed);
         let more = if counts.len() > tried.len() {
             format!(
                 " (the first {} of {} counts between tried)",
@@ -168,7 +197,7 @@ impl Loaded {
 
 #[cfg(test)]
 mod tests {
-    use super::{scaled, without_given};
+    use super::{gaps, scaled, without_given};
     use crate::sweep::point::Row;
 
     /// A row read back from a journal, whatever its numbers, scales without a panic: a
@@ -205,6 +234,23 @@ mod tests {
         assert_eq!(
             scaled(&row(8, 1, 64), 16).as_deref(),
             Some("dp=16,tp=1,pp=1,cp=1,ep=1,mbs=1,microbatches=4,zero=0,sp=off,recompute=none")
+        );
+    }
+
+    /// A count at which a layout could not be searched is reported with why, beside the
+    /// counts where one of the two does not run or fit; nothing where all compared.
+    #[test]
+    fn a_failed_search_is_named_with_its_reason() {
+        assert_eq!(gaps("", &[], &None), "");
+        let unmatched = vec!["24".to_string(), "40".to_string()];
+        assert_eq!(
+            gaps("before that, ", &unmatched, &None),
+            "; before that, at 24, 40 devices one of the two does not run or fit"
+        );
+        let failed = Some((40, "tp=8 does not divide 12 heads".to_string()));
+        assert_eq!(
+            gaps("", &unmatched, &failed),
+            "; at 24, 40 devices one of the two does not run or fit; at 40 devices a layout could not be searched: tp=8 does not divide 12 heads"
         );
     }
 
