@@ -357,32 +357,40 @@ fn backward(rule: &OpRule, case: &Case, mesh: &Mesh) -> Result<PassCount> {
                 if t.param {
                     continue;
                 }
-                for (ax, s) in case.splits.iter().enumerate() {
-                    let Some(ix) = rule.index(&s.index) else {
-                        continue;
-                    };
-                    if ix.kind != IndexKind::Stat || ix.backward_stats == 0 || !t.has(&s.index) {
-                        continue;
-                    }
-                    let rows: Vec<String> = t
-                        .indices()
-                        .filter(|i| kind(rule, i) != IndexKind::Stat)
-                        .map(str::to_string)
-                        .collect();
-                    job.stats.push(StatJob::new(
-                        &space,
-                        ax,
-                        &rows,
-                        "backward",
-                        &t.name,
-                        ix.backward_stats,
-                    ));
-                }
+                job.stats.extend(backward_stats(rule, case, &space, t));
             }
             pass.run(&space, job);
         }
     }
     Ok(pass.finish())
+}
+
+/// The statistics all-reduces of the backward of a rule's input `t` that a split of a
+/// statistics index (with backward statistics) needs, one per such split axis.
+fn backward_stats(rule: &OpRule, case: &Case, space: &Space, t: &Tensor) -> Vec<StatJob> {
+    let mut out = Vec::new();
+    for (ax, s) in case.splits.iter().enumerate() {
+        let Some(ix) = rule.index(&s.index) else {
+            continue;
+        };
+        if ix.kind != IndexKind::Stat || ix.backward_stats == 0 || !t.has(&s.index) {
+            continue;
+        }
+        let rows: Vec<String> = t
+            .indices()
+            .filter(|i| kind(rule, i) != IndexKind::Stat)
+            .map(str::to_string)
+            .collect();
+        out.push(StatJob::new(
+            space,
+            ax,
+            &rows,
+            "backward",
+            &t.name,
+            ix.backward_stats,
+        ));
+    }
+    out
 }
 
 fn access(case: &Case, space: &Space, t: &Tensor) -> Result<Access> {

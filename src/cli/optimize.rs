@@ -86,6 +86,29 @@ pub fn run(args: OptimizeArgs) -> Result<(), Error> {
         r.run.egraph_classes,
         r.run.seconds
     );
+    print_costs(&r);
+    println!();
+    println!("saving as formulas:");
+    println!("  FLOPs       {}", r.saving.formulas.compute);
+    println!("  activations {}", r.saving.formulas.activation);
+    if !r.moved.is_empty() {
+        println!();
+        println!("{:<20} {:<20} {:<20}", "operator", "before", "after");
+        for m in &r.moved {
+            println!("{:<20} {:<20} {:<20}", m.op, m.before, m.after);
+        }
+    }
+    println!();
+    println!("before:");
+    print!("{}", r.before);
+    println!();
+    println!("after:");
+    print!("{}", r.after);
+    Ok(())
+}
+
+/// The before, after and saving table of an optimisation, per device.
+fn print_costs(r: &crate::rewrite::optimize::OptimizeReport) {
     println!();
     println!(
         "{:<28} {:>22} {:>22} {:>22}",
@@ -126,22 +149,4 @@ pub fn run(args: OptimizeArgs) -> Result<(), Error> {
     if !super::units::exact() {
         println!("{}", super::units::UNITS_LEGEND);
     }
-    println!();
-    println!("saving as formulas:");
-    println!("  FLOPs       {}", r.saving.formulas.compute);
-    println!("  activations {}", r.saving.formulas.activation);
-    if !r.moved.is_empty() {
-        println!();
-        println!("{:<20} {:<20} {:<20}", "operator", "before", "after");
-        for m in &r.moved {
-            println!("{:<20} {:<20} {:<20}", m.op, m.before, m.after);
-        }
-    }
-    println!();
-    println!("before:");
-    print!("{}", r.before);
-    println!();
-    println!("after:");
-    print!("{}", r.after);
-    Ok(())
 }

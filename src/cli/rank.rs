@@ -370,17 +370,7 @@ fn print_rows(rows: &[RankRow]) {
                 r.iteration_seconds
                     .map_or("-".to_string(), |x| format!("{x:.3}")),
                 r.stack.label().to_string(),
-                if r.feasible {
-                    "yes".to_string()
-                } else {
-                    format!(
-                        "no: {}",
-                        r.reason
-                            .as_ref()
-                            .map(crate::parallel::Infeasible::describe)
-                            .unwrap_or_default()
-                    )
-                },
+                fits(r),
             ]
         })
         .collect();
@@ -418,6 +408,20 @@ fn print_rows(rows: &[RankRow]) {
         }
     }
     super::output::print_table("", &align, &head, &table);
+}
+
+/// The `fits` cell of a row: yes, or no with why.
+fn fits(r: &RankRow) -> String {
+    if r.feasible {
+        return "yes".to_string();
+    }
+    format!(
+        "no: {}",
+        r.reason
+            .as_ref()
+            .map(crate::parallel::Infeasible::describe)
+            .unwrap_or_default()
+    )
 }
 
 /// The legend of the ranking's columns.

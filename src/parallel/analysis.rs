@@ -803,23 +803,7 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
     for s in &entry.splits {
         recompute = recompute.checked_div(&s.size).expect("axis symbol");
     }
-    // Attention: work quadratic in the declared sequence (never an image side).
-    let quadratic = model.roles.sequence.as_deref().is_some_and(|s| {
-        node.model_formula(&node.rule.forward_flops())
-            .degree_in(s)
-            .1
-            >= 2
-    });
-    let ring_bytes: Poly = if quadratic {
-        node.rule
-            .inputs
-            .iter()
-            .filter(|t| node.rule.rings(t))
-            .map(|t| shard(t, f(&tensor_bytes(t, model.dtype_bytes))))
-            .sum()
-    } else {
-        Poly::zero()
-    };
+    let ring_bytes = ring_bytes(model, node, &shard);
     let formulas = OpFormulas {
         rule: node.rule.name.clone(),
         role: node.rule.role,
@@ -861,6 +845,27 @@ fn analyse_op(model: &Model, node: &OpNode, layout: &Layout) -> OpAnalysis {
         grad_comm,
         formulas: Arc::new(formulas),
     }
+}
+
+/// What one device of `node` sends around the context-parallel ring per micro-batch: the
+/// inputs its rule rings (`shard`: a device's part of a tensor's bytes), where its work is
+/// quadratic in the declared sequence (attention; never an image side).
+fn ring_bytes(model: &Model, node: &OpNode, shard: &dyn Fn(&Tensor, Poly) -> Poly) -> Poly {
+    let quadratic = model.roles.sequence.as_deref().is_some_and(|s| {
+        node.model_formula(&node.rule.forward_flops())
+            .degree_in(s)
+            .1
+            >= 2
+    });
+    if !quadratic {
+        return Poly::zero();
+    }
+    node.rule
+        .inputs
+        .iter()
+        .filter(|t| node.rule.rings(t))
+        .map(|t| shard(t, node.model_formula(&tensor_bytes(t, model.dtype_bytes))))
+        .sum()
 }
 
 /// The collectives an operator's own splits need: per micro-batch (forward and backward,

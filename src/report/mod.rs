@@ -1375,6 +1375,27 @@ document.querySelectorAll('table.sortable').forEach(function(t){
 })();
 "#;
 
+/// The lines a report ranked by simulated seconds adds under its header: the stack profile,
+/// what the stack runs, and the borrowed efficiency curves.
+fn seconds_notes(h: &mut String, r: &Value) {
+    let _ = writeln!(
+        h,
+        "<p>{}</p>",
+        esc(&units::stack_line(r["stack_profile"].as_str()))
+    );
+    if let Ok(s) = serde_json::from_value::<crate::api::StackSupports>(r["stack_supports"].clone())
+    {
+        let _ = writeln!(h, "<p>{}</p>", esc(&s.line()));
+    }
+    for line in r["borrowed_curves"].as_array().into_iter().flatten() {
+        let _ = writeln!(
+            h,
+            "<p class=\"borrowed-curve\">{}</p>",
+            esc(line.as_str().unwrap_or(""))
+        );
+    }
+}
+
 /// The report as one HTML document.
 pub fn html(input: &ReportInput) -> Result<String> {
     let r = input.rank;
@@ -1409,23 +1430,7 @@ pub fn html(input: &ReportInput) -> Result<String> {
         esc(&units::bytes_rounded(capacity))
     );
     if seconds {
-        let _ = writeln!(
-            h,
-            "<p>{}</p>",
-            esc(&units::stack_line(r["stack_profile"].as_str()))
-        );
-        if let Ok(s) =
-            serde_json::from_value::<crate::api::StackSupports>(r["stack_supports"].clone())
-        {
-            let _ = writeln!(h, "<p>{}</p>", esc(&s.line()));
-        }
-        for line in r["borrowed_curves"].as_array().into_iter().flatten() {
-            let _ = writeln!(
-                h,
-                "<p class=\"borrowed-curve\">{}</p>",
-                esc(line.as_str().unwrap_or(""))
-            );
-        }
+        seconds_notes(&mut h, r);
     }
     if let Some(p) = &input.partial_domains {
         let _ = writeln!(

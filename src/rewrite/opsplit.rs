@@ -174,56 +174,8 @@ impl OpSplit {
                 rule: r.clone(),
             });
         }
-        for (k, t) in rule.inputs.iter().enumerate() {
-            let want = match t.position(i) {
-                Some(d) if t.dims[d].first() == Some(i) => Placement::Shard(d),
-                Some(d) => {
-                    return Err(RewriteError::NotOuter {
-                        index: i.clone(),
-                        dim: d,
-                        tensor: t.name.clone(),
-                    })
-                }
-                None if kind == IndexKind::ReduceSum && !term_has(rule, k, i) => {
-                    Placement::Partial(ReduceOp::Sum)
-                }
-                None => Placement::Replicate,
-            };
-            if at(k) != want {
-                return Err(RewriteError::InputPlacement(Box::new(
-                    super::error::Misplaced {
-                        index: i.clone(),
-                        rule: r.clone(),
-                        axis: axis.to_string(),
-                        input: t.name.clone(),
-                        needs: want,
-                        found: at(k),
-                    },
-                )));
-            }
-        }
-        let needs_mark = matches!(
-            law.finish,
-            Finish::AllReduceStatistics | Finish::HaloExchange
-        );
-        if needs_mark != (marks.on_axis(axis) == Some(i.as_str())) {
-            return Err(if needs_mark {
-                RewriteError::NeedsMark {
-                    index: i.clone(),
-                    rule: r.clone(),
-                    kind,
-                    axis: axis.to_string(),
-                    statement: law.statement,
-                }
-            } else {
-                RewriteError::NeedlessMark {
-                    rule: r.clone(),
-                    axis: axis.to_string(),
-                    index: i.clone(),
-                    kind,
-                }
-            });
-        }
+        inputs_placed(rule, i, kind, &at, axis)?;
+        mark_agrees(rule, marks, i, kind, axis)?;
         let out_pos = || match rule.output.position(i) {
             Some(d) if rule.output.dims[d].first() == Some(i) => Ok(Placement::Shard(d)),
             _ => Err(RewriteError::OutputNotOuter {
@@ -239,4 +191,78 @@ impl OpSplit {
         };
         Ok(Some((i.clone(), out)))
     }
+}
+
+/// Each input of `rule` placed on `axis` as splitting its index `i` (of `kind`) needs: sharded
+/// on its dimension of `i`, partial where a sum over `i` leaves it out, replicated otherwise.
+fn inputs_placed(
+    rule: &OpRule,
+    i: &str,
+    kind: IndexKind,
+    at: &dyn Fn(usize) -> Placement,
+    axis: &str,
+) -> Result<(), RewriteError> {
+    for (k, t) in rule.inputs.iter().enumerate() {
+        let want = match t.position(i) {
+            Some(d) if t.dims[d].first().map(String::as_str) == Some(i) => Placement::Shard(d),
+            Some(d) => {
+                return Err(RewriteError::NotOuter {
+                    index: i.to_string(),
+                    dim: d,
+                    tensor: t.name.clone(),
+                })
+            }
+            None if kind == IndexKind::ReduceSum && !term_has(rule, k, i) => {
+                Placement::Partial(ReduceOp::Sum)
+            }
+            None => Placement::Replicate,
+        };
+        if at(k) != want {
+            return Err(RewriteError::InputPlacement(Box::new(
+                super::error::Misplaced {
+                    index: i.to_string(),
+                    rule: rule.name.clone(),
+                    axis: axis.to_string(),
+                    input: t.name.clone(),
+                    needs: want,
+                    found: at(k),
+                },
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A mark on `axis` exactly where the law of `i` (of `kind`) needs one.
+fn mark_agrees(
+    rule: &OpRule,
+    marks: &Marks,
+    i: &str,
+    kind: IndexKind,
+    axis: &str,
+) -> Result<(), RewriteError> {
+    let law = kind.law();
+    let needs_mark = matches!(
+        law.finish,
+        Finish::AllReduceStatistics | Finish::HaloExchange
+    );
+    if needs_mark == (marks.on_axis(axis) == Some(i)) {
+        return Ok(());
+    }
+    Err(if needs_mark {
+        RewriteError::NeedsMark {
+            index: i.to_string(),
+            rule: rule.name.clone(),
+            kind,
+            axis: axis.to_string(),
+            statement: law.statement,
+        }
+    } else {
+        RewriteError::NeedlessMark {
+            rule: rule.name.clone(),
+            axis: axis.to_string(),
+            index: i.to_string(),
+            kind,
+        }
+    })
 }

@@ -289,16 +289,7 @@ fn optimize_program_beside(
             }
         }
     }
-    let after_labels: BTreeMap<Id, String> = after_ops
-        .iter()
-        .map(|(id, (name, d))| {
-            let text = match d {
-                Some(d) => format!("{name}, a shard of dimension {d}"),
-                None => name.clone(),
-            };
-            (*id, text)
-        })
-        .collect();
+    let after_labels = shard_labels(&after_ops);
     let after_names = after_ops
         .into_iter()
         .map(|(id, (name, _))| (id, name))
@@ -322,6 +313,19 @@ fn optimize_program_beside(
         moved,
         run,
     })
+}
+
+/// Each extracted node's label: its operator's name, and which dimension it is a shard of.
+fn shard_labels(ops: &BTreeMap<Id, (String, Option<usize>)>) -> BTreeMap<Id, String> {
+    ops.iter()
+        .map(|(id, (name, d))| {
+            let text = match d {
+                Some(d) => format!("{name}, a shard of dimension {d}"),
+                None => name.clone(),
+            };
+            (*id, text)
+        })
+        .collect()
 }
 
 fn rank(m: &Meta) -> usize {

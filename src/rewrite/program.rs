@@ -268,29 +268,7 @@ fn build_program(
         let rule = &op.rule;
         let tp_owned = tp_index(op);
         let tp = tp_owned.as_deref();
-        let mut kids = vec![
-            b.add(Dist::Name(Symbol::from(rule.name.as_str()))),
-            b.add(Dist::Extents(Extents(
-                op.bind
-                    .iter()
-                    .map(|(k, v)| (k.clone(), Dim(v.clone())))
-                    .collect(),
-            ))),
-        ];
-        let marks = match tp {
-            Some(i)
-                if rule.index(i).is_some_and(|x| {
-                    matches!(
-                        x.kind.law().finish,
-                        Finish::AllReduceStatistics | Finish::HaloExchange
-                    )
-                }) =>
-            {
-                Marks::default().with(i, axis)
-            }
-            _ => Marks::default(),
-        };
-        kids.push(b.add(Dist::Marks(marks)));
+        let mut kids = op_head(&mut b, op, tp, axis);
         let at = Producing {
             model,
             bi,
@@ -344,6 +322,36 @@ fn build_program(
         labels,
         rules: ctx.rules().cloned().collect(),
     })
+}
+
+/// The first children of an operator's node: its rule's name, its extents, and the mark of a
+/// statistics or halo index it is split on (`tp`, on `axis`).
+fn op_head(b: &mut Builder, op: &OpNode, tp: Option<&str>, axis: &str) -> Vec<Id> {
+    let rule = &op.rule;
+    let mut kids = vec![
+        b.add(Dist::Name(Symbol::from(rule.name.as_str()))),
+        b.add(Dist::Extents(Extents(
+            op.bind
+                .iter()
+                .map(|(k, v)| (k.clone(), Dim(v.clone())))
+                .collect(),
+        ))),
+    ];
+    let marks = match tp {
+        Some(i)
+            if rule.index(i).is_some_and(|x| {
+                matches!(
+                    x.kind.law().finish,
+                    Finish::AllReduceStatistics | Finish::HaloExchange
+                )
+            }) =>
+        {
+            Marks::default().with(i, axis)
+        }
+        _ => Marks::default(),
+    };
+    kids.push(b.add(Dist::Marks(marks)));
+    kids
 }
 
 /// Where the inputs of block `bi`'s operators come from while its program is built: the

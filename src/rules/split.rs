@@ -462,6 +462,33 @@ impl Deriver<'_> {
         }
     }
 
+    /// The all-reduce of the gradient `grad` of input `t`, which lacks the index `s` split on
+    /// mesh axis `n`: its gradient einsum sums over it (a reduce-scatter may replace it).
+    fn grad_sum(&self, t: &Tensor, n: usize, s: &AxisSplit, grad: &str) -> CollectiveCost {
+        let size = self.group_bytes(t, n);
+        CollectiveCost {
+            kind: CollectiveKind::AllReduce,
+            op: Some(ReduceOp::Sum),
+            axis: s.axis.clone(),
+            tensor: grad.to_string(),
+            count: 1,
+            wire_bytes: CollectiveKind::AllReduce.wire_bytes(&size, &s.size),
+            alternative: Some(Alternative {
+                kind: CollectiveKind::ReduceScatter,
+                wire_bytes: CollectiveKind::ReduceScatter.wire_bytes(&size, &s.size),
+                leaves: Placement::Shard(0),
+            }),
+            size,
+            reason: format!(
+                "`{}` is not an index of `{}`: its gradient sums over `{}` ({})",
+                s.index,
+                t.name,
+                s.index,
+                IndexKind::ReduceSum.law().statement
+            ),
+        }
+    }
+
     fn backward(&self) -> PassSplit {
         let rule = self.rule;
         let all: Vec<String> = rule.indices.iter().map(|i| i.name.clone()).collect();
@@ -532,28 +559,7 @@ impl Deriver<'_> {
                 } else if space.iter().any(|x| x == &s.index) {
                     // The gradient einsum sums over an index this input lacks.
                     grad.placements[n] = Placement::Partial(ReduceOp::Sum);
-                    let size = self.group_bytes(t, n);
-                    collectives.push(CollectiveCost {
-                        kind: CollectiveKind::AllReduce,
-                        op: Some(ReduceOp::Sum),
-                        axis: s.axis.clone(),
-                        tensor: grad.tensor.clone(),
-                        count: 1,
-                        wire_bytes: CollectiveKind::AllReduce.wire_bytes(&size, &s.size),
-                        alternative: Some(Alternative {
-                            kind: CollectiveKind::ReduceScatter,
-                            wire_bytes: CollectiveKind::ReduceScatter.wire_bytes(&size, &s.size),
-                            leaves: Placement::Shard(0),
-                        }),
-                        size,
-                        reason: format!(
-                            "`{}` is not an index of `{}`: its gradient sums over `{}` ({})",
-                            s.index,
-                            t.name,
-                            s.index,
-                            IndexKind::ReduceSum.law().statement
-                        ),
-                    });
+                    collectives.push(self.grad_sum(t, n, s, &grad.tensor));
                 }
             }
             outputs.push(grad);

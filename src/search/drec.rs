@@ -69,59 +69,22 @@ pub fn drec(p: &Problem) -> Result<Solution, SearchError> {
                     .chain((0..o.cuts.len()).map(Some))
                     .collect(),
             };
-            type Pick = (
-                Rational,
-                Option<usize>,
-                Priced,
-                Vec<(usize, Choice, Priced)>,
-            );
+            let round = Round {
+                p,
+                r,
+                deferred: &deferred,
+                decided: &decided,
+                assign: &assign,
+                priced: &priced,
+                open: &open,
+            };
             let mut best: Option<Pick> = None;
             for opt in options {
-                let mut c = assign[v].clone();
-                c[r] = opt;
-                if !p.valid(v, &c) {
+                let Some(pick) = round.candidate(v, opt)? else {
                     continue;
-                }
-                let pr = p.price(v, &c)?;
-                if let Some((s, e)) = p.cycle {
-                    if v == e && priced[s].as_ref().is_some_and(|x| x.out[r] != pr.out[r]) {
-                        continue;
-                    }
-                }
-                let mut score = pr.cost.clone();
-                let mut placed: Vec<(usize, Choice, Priced)> = Vec::new();
-                for (i, input) in o.inputs.iter().enumerate() {
-                    let (Some(q), Some(needs)) = (input.from, &pr.needs[i]) else {
-                        continue;
-                    };
-                    if deferred[q] && !decided[q] && !placed.iter().any(|(s, _, _)| *s == q) {
-                        // Place the source as this candidate reads it, where it can be.
-                        let mut sc = assign[q].clone();
-                        sc[r] = p.ops[q]
-                            .cuts
-                            .iter()
-                            .position(|cut| cut.place() == needs[r].want);
-                        if !p.valid(q, &sc) {
-                            sc[r] = None;
-                        }
-                        let spr = p.price(q, &sc)?;
-                        placed.push((q, sc, spr));
-                    }
-                    let x = match placed.iter().find(|(s, _, _)| *s == q) {
-                        Some((_, _, spr)) => &spr.out,
-                        None => match priced[q].as_ref() {
-                            Some(x) => &x.out,
-                            None => continue,
-                        },
-                    };
-                    for f in facilities(needs).filter(|f| f.axis == r) {
-                        if !open[q].contains(&f) {
-                            score += p.facility_cost(q, x, f);
-                        }
-                    }
-                }
-                if best.as_ref().is_none_or(|(b, _, _, _)| score < *b) {
-                    best = Some((score, opt, pr, placed));
+                };
+                if best.as_ref().is_none_or(|(b, _, _, _)| pick.0 < *b) {
+                    best = Some(pick);
                 }
             }
             let (_, opt, pr, placed) = best.ok_or_else(|| SearchError::NoCut {
@@ -156,6 +119,82 @@ pub fn drec(p: &Problem) -> Result<Solution, SearchError> {
         cost,
         assignment: assign,
     })
+}
+
+/// A candidate's (cost with the conversions it needs, its axis choice, its pricing, the
+/// deferred sources it places).
+type Pick = (
+    Rational,
+    Option<usize>,
+    Priced,
+    Vec<(usize, Choice, Priced)>,
+);
+
+/// One round of D-Rec (axis `r`): what is assigned and decided so far.
+struct Round<'a> {
+    p: &'a Problem,
+    r: usize,
+    deferred: &'a [bool],
+    decided: &'a [bool],
+    assign: &'a [Choice],
+    priced: &'a [Option<Priced>],
+    open: &'a [Vec<Facility>],
+}
+
+impl Round<'_> {
+    /// Operator `v` cut by `opt` on this round's axis, scored by its cost and the conversions
+    /// of its inputs not yet opened; `None` where that choice is not valid.
+    fn candidate(&self, v: usize, opt: Option<usize>) -> Result<Option<Pick>, SearchError> {
+        let o = &self.p.ops[v];
+        let mut c = self.assign[v].clone();
+        c[self.r] = opt;
+        if !self.p.valid(v, &c) {
+            return Ok(None);
+        }
+        let pr = self.p.price(v, &c)?;
+        if let Some((s, e)) = self.p.cycle {
+            if v == e
+                && self.priced[s]
+                    .as_ref()
+                    .is_some_and(|x| x.out[self.r] != pr.out[self.r])
+            {
+                return Ok(None);
+            }
+        }
+        let mut score = pr.cost.clone();
+        let mut placed: Vec<(usize, Choice, Priced)> = Vec::new();
+        for (i, input) in o.inputs.iter().enumerate() {
+            let (Some(q), Some(needs)) = (input.from, &pr.needs[i]) else {
+                continue;
+            };
+            if self.deferred[q] && !self.decided[q] && !placed.iter().any(|(s, _, _)| *s == q) {
+                // Place the source as this candidate reads it, where it can be.
+                let mut sc = self.assign[q].clone();
+                sc[self.r] = self.p.ops[q]
+                    .cuts
+                    .iter()
+                    .position(|cut| cut.place() == needs[self.r].want);
+                if !self.p.valid(q, &sc) {
+                    sc[self.r] = None;
+                }
+                let spr = self.p.price(q, &sc)?;
+                placed.push((q, sc, spr));
+            }
+            let x = match placed.iter().find(|(s, _, _)| *s == q) {
+                Some((_, _, spr)) => &spr.out,
+                None => match self.priced[q].as_ref() {
+                    Some(x) => &x.out,
+                    None => continue,
+                },
+            };
+            for f in facilities(needs).filter(|f| f.axis == self.r) {
+                if !self.open[q].contains(&f) {
+                    score += self.p.facility_cost(q, x, f);
+                }
+            }
+        }
+        Ok(Some((score, opt, pr, placed)))
+    }
 }
 
 /// One row of the D-Rec benchmark suite.

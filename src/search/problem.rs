@@ -1361,12 +1361,14 @@ impl Problem {
             model.train_metrics,
         );
         let read = read_anywhere(model);
-        let mut pos: BTreeMap<NodeIndex, usize> = BTreeMap::new();
-        let mut sources: BTreeMap<(usize, NodeIndex), usize> = BTreeMap::new();
-        let mut entry: Option<usize> = None;
-        let src_mode = |name: &str| match known.get(name) {
-            Some(l) => SourceMode::Fixed(l.clone()),
-            None => SourceMode::Fixed(vec!["R".to_string(); n_axes]),
+        let mut places = Places {
+            model,
+            bi,
+            known,
+            n_axes,
+            pos: BTreeMap::new(),
+            sources: BTreeMap::new(),
+            entry: None,
         };
         // Operators of one kind share their bindings and views.
         let mut binds: HashMap<&Bind, Arc<Bind>> = HashMap::new();
@@ -1377,51 +1379,7 @@ impl Problem {
             let mut tied = Vec::new();
             for (_, prod) in &node.inputs {
                 tied.push(matches!(prod, Producer::Tied(_)));
-                let from = match prod {
-                    Producer::Op { block: b, node: pn } if *b == bi => Some(
-                        *pos.get(pn)
-                            .ok_or_else(|| SearchError::NotYetPlaced(node.name.clone()))?,
-                    ),
-                    Producer::Op { block: b, node: pn } => {
-                        let other = &model.blocks[*b].graph[*pn];
-                        let s = match sources.get(&(*b, *pn)) {
-                            Some(s) => *s,
-                            None => {
-                                let s = p.add_source(
-                                    &other.name,
-                                    &other.rule,
-                                    &other.bind,
-                                    src_mode(&other.name),
-                                )?;
-                                sources.insert((*b, *pn), s);
-                                s
-                            }
-                        };
-                        Some(s)
-                    }
-                    Producer::BlockInput => match block.output {
-                        Some(o) => {
-                            let s = match entry {
-                                Some(s) => s,
-                                None => {
-                                    let out = &block.graph[o];
-                                    let s = p.add_source(
-                                        "in",
-                                        &out.rule,
-                                        &out.bind,
-                                        SourceMode::FreeOrPartial,
-                                    )?;
-                                    entry = Some(s);
-                                    s
-                                }
-                            };
-                            Some(s)
-                        }
-                        None => None,
-                    },
-                    _ => None,
-                };
-                inputs.push(from);
+                inputs.push(places.input(&mut p, node, prod)?);
             }
             let bind = binds
                 .entry(&node.bind)
@@ -1436,10 +1394,10 @@ impl Problem {
                 &mut views,
             )?;
             p.ops[v].terminal = !read.contains(&(bi, n));
-            pos.insert(n, v);
+            places.pos.insert(n, v);
         }
-        if let (Some(s), Some(o)) = (entry, block.output) {
-            p.cycle = Some((s, pos[&o]));
+        if let (Some(s), Some(o)) = (places.entry, block.output) {
+            p.cycle = Some((s, places.pos[&o]));
         }
         Ok(p)
     }
@@ -1707,5 +1665,62 @@ impl Gen<'_> {
         let name = self.name("add");
         let v = p.add_rule_op(&name, r.clone(), bind, &[Some(left), Some(right)], &[])?;
         Ok((v, feat))
+    }
+}
+
+/// Where [`Problem::from_block`] has placed what block `bi` reads: its own operators, the
+/// sources standing for other blocks' outputs, and the source for the block's input.
+struct Places<'a> {
+    model: &'a Model,
+    bi: usize,
+    known: &'a BTreeMap<String, Vec<String>>,
+    n_axes: usize,
+    pos: BTreeMap<NodeIndex, usize>,
+    sources: BTreeMap<(usize, NodeIndex), usize>,
+    entry: Option<usize>,
+}
+
+impl Places<'_> {
+    /// The operator of `p` that `node` reads as `prod`, adding a source the first time
+    /// another block's output or the block's input is read; none for a graph input.
+    fn input(
+        &mut self,
+        p: &mut Problem,
+        node: &OpNode,
+        prod: &Producer,
+    ) -> Result<Option<usize>, SearchError> {
+        let block = &self.model.blocks[self.bi];
+        Ok(match prod {
+            Producer::Op { block: b, node: pn } if *b == self.bi => Some(
+                *self
+                    .pos
+                    .get(pn)
+                    .ok_or_else(|| SearchError::NotYetPlaced(node.name.clone()))?,
+            ),
+            Producer::Op { block: b, node: pn } => {
+                if let Some(s) = self.sources.get(&(*b, *pn)) {
+                    return Ok(Some(*s));
+                }
+                let other = &self.model.blocks[*b].graph[*pn];
+                let mode = match self.known.get(&other.name) {
+                    Some(l) => SourceMode::Fixed(l.clone()),
+                    None => SourceMode::Fixed(vec!["R".to_string(); self.n_axes]),
+                };
+                let s = p.add_source(&other.name, &other.rule, &other.bind, mode)?;
+                self.sources.insert((*b, *pn), s);
+                Some(s)
+            }
+            Producer::BlockInput => match (block.output, self.entry) {
+                (Some(_), Some(s)) => Some(s),
+                (Some(o), None) => {
+                    let out = &block.graph[o];
+                    let s = p.add_source("in", &out.rule, &out.bind, SourceMode::FreeOrPartial)?;
+                    self.entry = Some(s);
+                    Some(s)
+                }
+                (None, _) => None,
+            },
+            _ => None,
+        })
     }
 }

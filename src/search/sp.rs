@@ -885,14 +885,7 @@ fn run(
     step_done: &mut dyn FnMut(usize, usize),
 ) -> Result<Ran, SearchError> {
     let n = p.ops.len();
-    let mut remaining: Vec<usize> = vec![0; n];
-    for o in &p.ops {
-        for i in &o.inputs {
-            if let Some(q) = i.from {
-                remaining[q] += 1;
-            }
-        }
-    }
+    let mut remaining = reads_of(p);
     let rest = rest_bounds(c, restrict);
     let Pin {
         matches: pin_match,
@@ -922,64 +915,24 @@ fn run(
             slot_of,
             keep_slots,
         } = liveness(p, v, &live, &mut remaining, keep, stays);
-        let pinned_before = step > 0 && pinned_after(step - 1);
-        let pins_now = pin.is_some() && step == pin_from;
-        let pinned_next = pinned_after(step);
-        let closes_pin = pin.is_some() && step == pin_to;
-        let mut next = Next::default();
-        let guide_here = limits.guide.map(|g| g[v]);
+        let here = Step {
+            c,
+            v,
+            stays,
+            slot_of: &slot_of,
+            keep_slots: &keep_slots,
+            pinned_before: step > 0 && pinned_after(step - 1),
+            pins_now: pin.is_some() && step == pin_from,
+            pinned_next: pinned_after(step),
+            closes_pin: pin.is_some() && step == pin_to,
+            pin_match: &pin_match,
+            guide_here: limits.guide.map(|g| g[v]),
+            // What a state must cost at most, before the rest, to be kept.
+            bound: limits.bound.map(|b| b - rest[step + 1]),
+        };
         let opts: Vec<usize> = allowed(c, restrict, v).collect();
-        let last = entries.len() - 1;
-        for (si, state) in states.iter().enumerate() {
-            let base = entries[last][si].cost;
-            let held = if pinned_before {
-                state.last().map(|&(x, _)| x)
-            } else {
-                None
-            };
-            for &ci in &opts {
-                let ch = &c.choices[v][ci];
-                if closes_pin {
-                    let ok = match held {
-                        Some(x) => pin_match[x as usize][ch.out as usize],
-                        // Source and operator are one: nothing to match.
-                        None => true,
-                    };
-                    if !ok {
-                        continue;
-                    }
-                }
-                let mut cost = base + ch.cost;
-                st.clear();
-                st.extend_from_slice(state);
-                cost += pay_facilities(c, ch, &slot_of, &mut st);
-                if !stays {
-                    cost += c.terminal[v][ch.out as usize];
-                }
-                if limits.bound.is_some_and(|b| cost + rest[step + 1] > b) {
-                    continue;
-                }
-                ns.clear();
-                ns.extend(keep_slots.iter().map(|&i| st[i]));
-                if stays {
-                    ns.push((ch.out, 0));
-                }
-                if pinned_next {
-                    match held {
-                        Some(x) => ns.push((x, 0)),
-                        None if pins_now => ns.push((ch.out, 0)),
-                        None => {}
-                    }
-                }
-                let e = Entry {
-                    cost,
-                    parent: si as u32,
-                    choice: ci as u32,
-                };
-                let on_guide = guided[si] && guide_here == Some(ci);
-                next.offer(&ns, e, on_guide);
-            }
-        }
+        let last = &entries[entries.len() - 1];
+        let next = here.expand(&states, last, &guided, &opts, (&mut st, &mut ns));
         let Next {
             entries: mut next_entries,
             states: mut next_states,
@@ -1018,6 +971,101 @@ fn run(
         entries,
         dropped,
     })
+}
+
+/// How many inputs read each operator's output.
+fn reads_of(p: &Problem) -> Vec<usize> {
+    let mut reads: Vec<usize> = vec![0; p.ops.len()];
+    for i in p.ops.iter().flat_map(|o| &o.inputs) {
+        if let Some(q) = i.from {
+            reads[q] += 1;
+        }
+    }
+    reads
+}
+
+/// What one step of [`run`] places: operator `v`, what stays live after it, and the pin.
+struct Step<'a> {
+    c: &'a Compiled,
+    v: usize,
+    stays: bool,
+    slot_of: &'a HashMap<usize, usize>,
+    keep_slots: &'a [usize],
+    pinned_before: bool,
+    pins_now: bool,
+    pinned_next: bool,
+    closes_pin: bool,
+    pin_match: &'a [Vec<bool>],
+    guide_here: Option<usize>,
+    bound: Option<i128>,
+}
+
+impl Step<'_> {
+    /// Every state of the last step (`last`: their entries; `guided`: on the guide's path)
+    /// extended by each of `opts`, the choices of `v`; `scratch` is reused for every state.
+    fn expand(
+        &self,
+        states: &[State],
+        last: &[Entry],
+        guided: &[bool],
+        opts: &[usize],
+        (st, ns): (&mut State, &mut State),
+    ) -> Next {
+        let c = self.c;
+        let v = self.v;
+        let mut next = Next::default();
+        for (si, state) in states.iter().enumerate() {
+            let base = last[si].cost;
+            let held = if self.pinned_before {
+                state.last().map(|&(x, _)| x)
+            } else {
+                None
+            };
+            for &ci in opts {
+                let ch = &c.choices[v][ci];
+                if self.closes_pin {
+                    let ok = match held {
+                        Some(x) => self.pin_match[x as usize][ch.out as usize],
+                        // Source and operator are one: nothing to match.
+                        None => true,
+                    };
+                    if !ok {
+                        continue;
+                    }
+                }
+                let mut cost = base + ch.cost;
+                st.clear();
+                st.extend_from_slice(state);
+                cost += pay_facilities(c, ch, self.slot_of, st);
+                if !self.stays {
+                    cost += c.terminal[v][ch.out as usize];
+                }
+                if self.bound.is_some_and(|b| cost > b) {
+                    continue;
+                }
+                ns.clear();
+                ns.extend(self.keep_slots.iter().map(|&i| st[i]));
+                if self.stays {
+                    ns.push((ch.out, 0));
+                }
+                if self.pinned_next {
+                    match held {
+                        Some(x) => ns.push((x, 0)),
+                        None if self.pins_now => ns.push((ch.out, 0)),
+                        None => {}
+                    }
+                }
+                let e = Entry {
+                    cost,
+                    parent: si as u32,
+                    choice: ci as u32,
+                };
+                let on_guide = guided[si] && self.guide_here == Some(ci);
+                next.offer(ns, e, on_guide);
+            }
+        }
+        next
+    }
 }
 
 /// What choice `ch` adds for the conversions of its inputs that their producers (at their

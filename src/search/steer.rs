@@ -221,17 +221,8 @@ impl Steer {
                     set_once(&mut self.precision, p, || bad("given twice"))?;
                 }
                 "account" => {
-                    let mut split = PipelineSplit::default();
-                    for part in value.split('+').map(str::trim) {
-                        match part {
-                            "embedding" => split.embedding = true,
-                            "loss" => split.loss = true,
-                            "none" => {}
-                            _ => {
-                                return Err(bad("expected embedding, loss, embedding+loss or none"))
-                            }
-                        }
-                    }
+                    let split = pipeline_split_of(value)
+                        .ok_or_else(|| bad("expected embedding, loss, embedding+loss or none"))?;
                     set_once(&mut self.pipeline_split, split, || bad("given twice"))?;
                 }
                 "recompute" => {
@@ -742,4 +733,19 @@ pub fn usable_after_bytes(
         });
     }
     Ok((capacity - bytes).floor())
+}
+
+/// What `--fix account=` counts as layers of the pipeline split: `embedding`, `loss`, both
+/// (joined by `+`) or `none`; none for anything else.
+fn pipeline_split_of(value: &str) -> Option<PipelineSplit> {
+    let mut split = PipelineSplit::default();
+    for part in value.split('+').map(str::trim) {
+        match part {
+            "embedding" => split.embedding = true,
+            "loss" => split.loss = true,
+            "none" => {}
+            _ => return None,
+        }
+    }
+    Some(split)
 }

@@ -195,30 +195,15 @@ pub fn import_onnx_bytes(
         mapped,
         weights,
     } = walked;
-    for (name, dims, label) in std::mem::take(&mut m.const_inputs) {
-        inputs.push(Input {
-            name,
-            dims,
-            dtype: Some("int64"),
-            note: Some(format!("constant indices read by {label}")),
-        });
-    }
+    inputs.extend(const_inputs(&mut m));
     if m.emitted.is_empty() {
         return Err(nothing_mapped(file, total, &unmapped));
     }
-    let stem = file
-        .file_stem()
-        .map(|s| s.to_string_lossy().to_string())
-        .unwrap_or_else(|| "model".into());
-    let name = opts.name.clone().unwrap_or(stem);
+    let name = opts.name.clone().unwrap_or_else(|| file_stem(file));
     // The import's sizes: where a share of formulas cannot be bounded over every size, it is
     // taken there.
     let sizes = import_sizes(&symbols, opts);
-    for (u, f) in unmapped.iter_mut().zip(&implied) {
-        u.flops = f.as_ref().map(Poly::to_string);
-    }
-    // Root causes first, each group in graph order.
-    unmapped.sort_by_key(|u| !u.root);
+    order_unmapped(&mut unmapped, &implied);
     // A fused projection split into equal pieces, one projection per piece.
     let mut ops = std::mem::take(&mut m.emitted);
     let unfused = super::onnx_heads::unfuse_split_projections(&mut ops, &mut |n| m.alloc(n));
@@ -259,13 +244,8 @@ pub fn import_onnx_bytes(
         loaded = loader.load(&Source::new(file, skeleton));
     }
     let loaded = loaded?;
-    let unmapped_params: Poly = unmapped_weights
-        .iter()
-        .filter(|w| !m.owns(w))
-        .filter_map(|w| weights.get(w.as_str()).cloned())
-        .sum();
-    let unmapped_flops: Option<Poly> = implied.iter().cloned().sum();
-    let counts = (unmapped_flops, unmapped_params);
+    let unmapped_params = weights_left(&m, &unmapped_weights, &weights);
+    let counts = (implied.iter().cloned().sum(), unmapped_params);
     let coverage = measure(file, &loaded, &symbols, &sizes, counts)?;
     if !coverage.complete && !opts.allow_partial {
         return Err(below_coverage(file, &coverage, &unmapped));
@@ -279,15 +259,58 @@ pub fn import_onnx_bytes(
         operators: m.emitted.len(),
         unmapped,
         coverage,
-        symbols: symbols
-            .map
-            .iter()
-            .map(|(k, v)| (k.clone(), v.onnx.clone()))
-            .collect(),
+        symbols: symbol_sources(&symbols),
         mask_inputs,
         fixed_sizes: symbols.map.is_empty() && heads.is_none(),
         assumed_sizes: assumed_sizes(&symbols, opts),
     })
+}
+
+/// The unmapped nodes with the FLOPs their shapes imply, root causes first and each group in
+/// graph order.
+fn order_unmapped(unmapped: &mut [Unmapped], implied: &[Option<Poly>]) {
+    for (u, f) in unmapped.iter_mut().zip(implied) {
+        u.flops = f.as_ref().map(Poly::to_string);
+    }
+    unmapped.sort_by_key(|u| !u.root);
+}
+
+/// The parameters of the weights no mapped operator owns.
+fn weights_left(m: &Mapper, unmapped: &BTreeSet<String>, weights: &BTreeMap<&str, Poly>) -> Poly {
+    unmapped
+        .iter()
+        .filter(|w| !m.owns(w))
+        .filter_map(|w| weights.get(w.as_str()).cloned())
+        .sum()
+}
+
+/// The constant index tensors the mapper made graph inputs of the model file.
+fn const_inputs(m: &mut Mapper) -> Vec<Input> {
+    std::mem::take(&mut m.const_inputs)
+        .into_iter()
+        .map(|(name, dims, label)| Input {
+            name,
+            dims,
+            dtype: Some("int64"),
+            note: Some(format!("constant indices read by {label}")),
+        })
+        .collect()
+}
+
+/// Each model symbol made from a symbolic dimension, with the ONNX name it stands for.
+fn symbol_sources(symbols: &Symbols) -> Vec<(String, String)> {
+    symbols
+        .map
+        .iter()
+        .map(|(k, v)| (k.clone(), v.onnx.clone()))
+        .collect()
+}
+
+/// The model's name when none is given: the file's stem.
+fn file_stem(file: &Path) -> String {
+    file.file_stem()
+        .map(|s| s.to_string_lossy().to_string())
+        .unwrap_or_else(|| "model".into())
 }
 
 /// The version of the default ONNX operator set the model imports (1 when it names none).

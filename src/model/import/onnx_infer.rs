@@ -283,38 +283,7 @@ impl Mapper {
         let data = self.get(node, 0)?.clone();
         let shape = self.shape_in(node, 0)?;
         let r = shape.len() as i64;
-        let opt = |k: usize| node.input.get(k).is_some_and(|t| !t.is_empty());
-        let (starts, ends, axes, steps) = if self.opset >= 10 {
-            let (_, s) = self.const_vals(node, 1)?;
-            let (_, e) = self.const_vals(node, 2)?;
-            let a = if opt(3) {
-                self.ints(node, 3)?
-            } else {
-                (0..s.len() as i64).collect()
-            };
-            let st = if opt(4) {
-                self.ints(node, 4)?
-            } else {
-                vec![1; s.len()]
-            };
-            (s, e, a, st)
-        } else {
-            let s: Vec<Poly> = attr_ints(node, "starts")
-                .unwrap_or_default()
-                .into_iter()
-                .map(Poly::int)
-                .collect();
-            let e: Vec<Poly> = attr_ints(node, "ends")
-                .unwrap_or_default()
-                .into_iter()
-                .map(Poly::int)
-                .collect();
-            let a = attr_ints(node, "axes")
-                .filter(|a| !a.is_empty())
-                .unwrap_or_else(|| (0..s.len() as i64).collect());
-            let n = s.len();
-            (s, e, a, vec![1; n])
-        };
+        let (starts, ends, axes, steps) = self.slice_bounds(node)?;
         if ends.len() != starts.len() || axes.len() != starts.len() || steps.len() != starts.len() {
             return Err("starts, ends, axes and steps differ in length".into());
         }
@@ -337,35 +306,19 @@ impl Mapper {
         }
         match data {
             Value::Const { vals, origin, .. } => {
-                let reordered = spans.iter().any(|(_, step)| *step != 1);
-                let vals = match vals {
-                    Some(v) if changed.is_empty() && !reordered => Some(v),
-                    Some(v) => {
-                        let first: Option<Vec<i64>> =
-                            spans.iter().map(|(s, _)| int_of(s)).collect();
-                        first.and_then(|first| {
-                            const_vals_at(&v, &shape, &out, |idx| {
-                                idx.iter()
-                                    .zip(&first)
-                                    .zip(&spans)
-                                    .map(|((&j, &f), (_, step))| {
-                                        usize::try_from(f + j as i64 * step).ok()
-                                    })
-                                    .collect()
-                            })
-                        })
-                    }
-                    None => None,
-                };
-                let origin = if changed.is_empty() && !reordered {
-                    origin
-                } else {
-                    None
-                };
+                // Unchanged and in order, the constant is the same tensor (and keeps its
+                // origin); otherwise its values are taken at the slice's indices.
+                let same = changed.is_empty() && spans.iter().all(|(_, step)| *step == 1);
                 let v = Value::Const {
+                    vals: vals.and_then(|v| {
+                        if same {
+                            Some(v)
+                        } else {
+                            sliced_vals(&v, &shape, &out, &spans)
+                        }
+                    }),
                     shape: out,
-                    vals,
-                    origin,
+                    origin: origin.filter(|_| same),
                 };
                 self.set(node, 0, v);
                 Ok(())
@@ -396,6 +349,44 @@ impl Mapper {
             },
             Value::Unknown(why) => Err(why),
         }
+    }
+
+    /// A `Slice`'s starts, ends, axes and steps: from its inputs (opset 10 on) or its
+    /// attributes.
+    #[allow(clippy::type_complexity)]
+    fn slice_bounds(
+        &self,
+        node: &NodeProto,
+    ) -> Result<(Vec<Poly>, Vec<Poly>, Vec<i64>, Vec<i64>), Reason> {
+        let opt = |k: usize| node.input.get(k).is_some_and(|t| !t.is_empty());
+        if self.opset >= 10 {
+            let (_, s) = self.const_vals(node, 1)?;
+            let (_, e) = self.const_vals(node, 2)?;
+            let a = if opt(3) {
+                self.ints(node, 3)?
+            } else {
+                (0..s.len() as i64).collect()
+            };
+            let st = if opt(4) {
+                self.ints(node, 4)?
+            } else {
+                vec![1; s.len()]
+            };
+            return Ok((s, e, a, st));
+        }
+        let ints = |name| -> Vec<Poly> {
+            attr_ints(node, name)
+                .unwrap_or_default()
+                .into_iter()
+                .map(Poly::int)
+                .collect()
+        };
+        let (s, e) = (ints("starts"), ints("ends"));
+        let a = attr_ints(node, "axes")
+            .filter(|a| !a.is_empty())
+            .unwrap_or_else(|| (0..s.len() as i64).collect());
+        let n = s.len();
+        Ok((s, e, a, vec![1; n]))
     }
 
     /// `Range`: its length, and its values when they are numbers.
@@ -552,6 +543,27 @@ impl Mapper {
         self.set_const(node, out, vals);
         Ok(())
     }
+}
+
+/// The values of a constant of `shape` at a slice (`spans`: per axis, the first index and the
+/// step) of shape `out`, where every first index is a number.
+fn sliced_vals(
+    v: &[Poly],
+    shape: &[Poly],
+    out: &[Poly],
+    spans: &[(Poly, i64)],
+) -> Option<Vec<Poly>> {
+    let first: Vec<i64> = spans
+        .iter()
+        .map(|(s, _)| int_of(s))
+        .collect::<Option<_>>()?;
+    const_vals_at(v, shape, out, |idx| {
+        idx.iter()
+            .zip(&first)
+            .zip(spans)
+            .map(|((&j, &f), (_, step))| usize::try_from(f + j as i64 * step).ok())
+            .collect()
+    })
 }
 
 #[cfg(test)]

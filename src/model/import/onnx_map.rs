@@ -505,42 +505,7 @@ impl Mapper {
         match b {
             Value::Unknown(why) => Err(why),
             Value::Const { shape, origin, .. } => {
-                let n = product(&shape);
-                if n == Poly::one() {
-                    // x + c, x − c, x · c or x / c (or c − x, c / x) for a scalar c: one operation
-                    // per element.
-                    let mut e = self.new_op(node, "scale");
-                    e.bind = vec![("b", rows), ("h", h)];
-                    e.ins = vec![("x", x)];
-                    self.emit(node, label, e, xs);
-                    Ok(())
-                } else if add && trailing(&xs, &shape).is_some() {
-                    let t = trailing(&xs, &shape).unwrap_or_default();
-                    let mut e = self.new_op(node, "bias_add");
-                    e.bind = vec![("b", product(&xs[..xs.len() - t])), ("h", n)];
-                    e.ins = vec![("x", x)];
-                    self.param(&mut e, "bias", origin);
-                    self.emit(node, label, e, xs);
-                    Ok(())
-                } else if matches!(node.op_type(), "Add" | "Sub") && broadcasts(&shape, &xs) {
-                    // x ± C for a constant C that broadcasts to x but is no trailing bias: an
-                    // additive attention mask ([b, 1, s, s] against [b, heads, s, s]) or lookups
-                    // by constant indices folded by the exporter. One operation per element; C
-                    // is a constant of the export, not a parameter (a folded lookup's table is
-                    // not in the file).
-                    let mut e = self.new_op(node, "scale");
-                    e.bind = vec![("b", rows), ("h", h)];
-                    e.ins = vec![("x", x)];
-                    self.emit(node, label, e, xs);
-                    Ok(())
-                } else {
-                    Err(format!(
-                        "{} of {} by a constant {}: no rule for it",
-                        node.op_type(),
-                        show(&xs),
-                        show(&shape)
-                    ))
-                }
+                self.by_constant(node, label, (x, xs), &shape, origin)
             }
             Value::Act { name, shape } if shape == xs => {
                 let mut e = self.new_op(node, if add { "add" } else { "mul" });
@@ -576,6 +541,56 @@ impl Mapper {
                 show(&xs),
                 show(&shape)
             )),
+        }
+    }
+
+    /// `x` (a computed tensor, of shape `xs`) added to, taken from, multiplied or divided by a
+    /// constant of `shape`.
+    fn by_constant(
+        &mut self,
+        node: &NodeProto,
+        label: &str,
+        (x, xs): (String, Shape),
+        shape: &[Poly],
+        origin: Option<String>,
+    ) -> Result<(), Reason> {
+        let add = node.op_type() == "Add";
+        let (rows, h) = rows_last(&xs);
+        let n = product(shape);
+        if n == Poly::one() {
+            // x + c, x − c, x · c or x / c (or c − x, c / x) for a scalar c: one operation
+            // per element.
+            let mut e = self.new_op(node, "scale");
+            e.bind = vec![("b", rows), ("h", h)];
+            e.ins = vec![("x", x)];
+            self.emit(node, label, e, xs);
+            Ok(())
+        } else if add && trailing(&xs, shape).is_some() {
+            let t = trailing(&xs, shape).unwrap_or_default();
+            let mut e = self.new_op(node, "bias_add");
+            e.bind = vec![("b", product(&xs[..xs.len() - t])), ("h", n)];
+            e.ins = vec![("x", x)];
+            self.param(&mut e, "bias", origin);
+            self.emit(node, label, e, xs);
+            Ok(())
+        } else if matches!(node.op_type(), "Add" | "Sub") && broadcasts(shape, &xs) {
+            // x ± C for a constant C that broadcasts to x but is no trailing bias: an
+            // additive attention mask ([b, 1, s, s] against [b, heads, s, s]) or lookups
+            // by constant indices folded by the exporter. One operation per element; C
+            // is a constant of the export, not a parameter (a folded lookup's table is
+            // not in the file).
+            let mut e = self.new_op(node, "scale");
+            e.bind = vec![("b", rows), ("h", h)];
+            e.ins = vec![("x", x)];
+            self.emit(node, label, e, xs);
+            Ok(())
+        } else {
+            Err(format!(
+                "{} of {} by a constant {}: no rule for it",
+                node.op_type(),
+                show(&xs),
+                show(shape)
+            ))
         }
     }
 

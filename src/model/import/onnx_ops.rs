@@ -234,81 +234,10 @@ impl Mapper {
             Value::Act { shape, .. } | Value::Const { shape, .. } => shape.clone(),
             Value::Unknown(why) => return Err(why.clone()),
         };
-        let (rule, out, bind): (&'static str, Shape, Vec<(&'static str, Poly)>) = match node
-            .op_type()
-        {
-            "Reshape" | "Squeeze" | "Unsqueeze" => {
-                let out = if node.op_type() == "Reshape" {
-                    self.reshaped(node, &shape)?
-                } else {
-                    self.squeezed(node, &shape)?
-                };
-                match (shape.split_last(), out.split_last()) {
-                    // Only the leading dimensions regrouped: the last one maps straight
-                    // through, so a feature split passes the view.
-                    (Some((a, lead_in)), Some((z, lead_out)))
-                        if a == z && product(lead_in) == product(lead_out) =>
-                    {
-                        let bind = vec![("t", product(lead_out)), ("h", z.clone())];
-                        ("view", out.clone(), bind)
-                    }
-                    // The last two dimensions merged (attention heads joined again): a
-                    // flatten, whose outer merged index maps.
-                    _ if shape.len() >= 2
-                        && out.last()
-                            == Some(&(&shape[shape.len() - 2] * &shape[shape.len() - 1]))
-                        && product(&shape[..shape.len() - 2]) == product(&out[..out.len() - 1]) =>
-                    {
-                        let r = shape.len();
-                        let bind = vec![
-                            ("n", product(&shape[..r - 2])),
-                            ("c", shape[r - 2].clone()),
-                            ("s", shape[r - 1].clone()),
-                        ];
-                        ("flatten", out.clone(), bind)
-                    }
-                    _ => {
-                        let (b, n, d) = split3(&out);
-                        ("reshape", out, vec![("b", b), ("n", n), ("d", d)])
-                    }
-                }
-            }
-            "Flatten" => {
-                let r = shape.len() as i64;
-                let a = attr_int(node, "axis").unwrap_or(1);
-                let a = if a < 0 { a + r } else { a };
-                let a = usize::try_from(a)
-                    .ok()
-                    .filter(|a| *a <= shape.len())
-                    .ok_or("axis out of range")?;
-                let n = product(&shape[..a]);
-                let c = shape.get(a).cloned().unwrap_or_else(Poly::one);
-                let s = product(shape.get(a + 1..).unwrap_or(&[]));
-                let out = vec![n.clone(), product(&shape[a..])];
-                ("flatten", out, vec![("n", n), ("c", c), ("s", s)])
-            }
-            _ => {
-                let out = permuted(node, &shape)?;
-                let four = |rule| {
-                    let bind = vec![
-                        ("a", shape[0].clone()),
-                        ("m", shape[1].clone()),
-                        ("n", shape[2].clone()),
-                        ("d", shape[3].clone()),
-                    ];
-                    (rule, out.clone(), bind)
-                };
-                match permutation(node, shape.len()).as_slice() {
-                    // The attention layouts of four dimensions, each with its own rule so
-                    // that every index keeps its place for the split search.
-                    [0, 2, 1, 3] => four("transpose_heads"),
-                    [0, 2, 3, 1] => four("transpose_keys"),
-                    _ => {
-                        let (b, m, n) = split3(&shape);
-                        ("transpose", out, vec![("b", b), ("m", m), ("n", n)])
-                    }
-                }
-            }
+        let (rule, out, bind) = match node.op_type() {
+            "Reshape" | "Squeeze" | "Unsqueeze" => self.reshape_rule(node, &shape)?,
+            "Flatten" => flatten_rule(node, &shape)?,
+            _ => transpose_rule(node, &shape)?,
         };
         // A transpose that keeps the order, or a reshape to the same shape, is no operator.
         let identity = match rule {
@@ -317,21 +246,7 @@ impl Mapper {
         };
         match input {
             Value::Const { origin, vals, .. } => {
-                let vals = match rule {
-                    "reshape" | "flatten" => vals,
-                    // A transposed constant (pads reordered by the TorchScript exporter).
-                    _ => vals.and_then(|v| {
-                        let perm = permutation(node, shape.len());
-                        const_vals_at(&v, &shape, &out, |idx| {
-                            let mut src = vec![0; idx.len()];
-                            for (k, &p) in perm.iter().enumerate() {
-                                *src.get_mut(p)? = *idx.get(k)?;
-                            }
-                            Some(src)
-                        })
-                    }),
-                };
-                let vals = vals.filter(|v| Poly::int(v.len() as i64) == product(&out));
+                let vals = const_view_vals(node, rule, &shape, &out, vals);
                 let v = Value::Const {
                     shape: out,
                     vals,
@@ -353,6 +268,42 @@ impl Mapper {
         Ok(())
     }
 
+    /// The rule, output shape and sizes of a Reshape, Squeeze or Unsqueeze of `shape`.
+    fn reshape_rule(&self, node: &NodeProto, shape: &[Poly]) -> Result<ViewRule, Reason> {
+        let out = if node.op_type() == "Reshape" {
+            self.reshaped(node, shape)?
+        } else {
+            self.squeezed(node, shape)?
+        };
+        Ok(match (shape.split_last(), out.split_last()) {
+            // Only the leading dimensions regrouped: the last one maps straight through, so a
+            // feature split passes the view.
+            (Some((a, lead_in)), Some((z, lead_out)))
+                if a == z && product(lead_in) == product(lead_out) =>
+            {
+                let bind = vec![("t", product(lead_out)), ("h", z.clone())];
+                ("view", out.clone(), bind)
+            }
+            // The last two dimensions merged (attention heads joined again): a flatten, whose
+            // outer merged index maps.
+            _ if shape.len() >= 2
+                && out.last() == Some(&(&shape[shape.len() - 2] * &shape[shape.len() - 1]))
+                && product(&shape[..shape.len() - 2]) == product(&out[..out.len() - 1]) =>
+            {
+                let r = shape.len();
+                let bind = vec![
+                    ("n", product(&shape[..r - 2])),
+                    ("c", shape[r - 2].clone()),
+                    ("s", shape[r - 1].clone()),
+                ];
+                ("flatten", out.clone(), bind)
+            }
+            _ => {
+                let (b, n, d) = split3(&out);
+                ("reshape", out, vec![("b", b), ("n", n), ("d", d)])
+            }
+        })
+    }
     /// The output shape of a Squeeze or Unsqueeze: axes from the second input (opset 13 on) or
     /// the `axes` attribute.
     fn squeezed(&self, node: &NodeProto, shape: &[Poly]) -> Result<Shape, Reason> {
@@ -695,4 +646,73 @@ fn permuted(node: &NodeProto, shape: &[Poly]) -> Result<Shape, Reason> {
         return Err(format!("perm {perm:?} is not a permutation"));
     }
     Ok(out)
+}
+
+/// An operator rule, its output shape and its sizes: what a view of a tensor becomes.
+type ViewRule = (&'static str, Shape, Vec<(&'static str, Poly)>);
+
+/// The rule, output shape and sizes of a Flatten of `shape`.
+fn flatten_rule(node: &NodeProto, shape: &[Poly]) -> Result<ViewRule, Reason> {
+    let r = shape.len() as i64;
+    let a = attr_int(node, "axis").unwrap_or(1);
+    let a = if a < 0 { a + r } else { a };
+    let a = usize::try_from(a)
+        .ok()
+        .filter(|a| *a <= shape.len())
+        .ok_or("axis out of range")?;
+    let n = product(&shape[..a]);
+    let c = shape.get(a).cloned().unwrap_or_else(Poly::one);
+    let s = product(shape.get(a + 1..).unwrap_or(&[]));
+    let out = vec![n.clone(), product(&shape[a..])];
+    Ok(("flatten", out, vec![("n", n), ("c", c), ("s", s)]))
+}
+
+/// The rule, output shape and sizes of a Transpose of `shape`.
+fn transpose_rule(node: &NodeProto, shape: &[Poly]) -> Result<ViewRule, Reason> {
+    let out = permuted(node, shape)?;
+    let four = |rule| {
+        let bind = vec![
+            ("a", shape[0].clone()),
+            ("m", shape[1].clone()),
+            ("n", shape[2].clone()),
+            ("d", shape[3].clone()),
+        ];
+        (rule, out.clone(), bind)
+    };
+    Ok(match permutation(node, shape.len()).as_slice() {
+        // The attention layouts of four dimensions, each with its own rule so that every
+        // index keeps its place for the split search.
+        [0, 2, 1, 3] => four("transpose_heads"),
+        [0, 2, 3, 1] => four("transpose_keys"),
+        _ => {
+            let (b, m, n) = split3(shape);
+            ("transpose", out, vec![("b", b), ("m", m), ("n", n)])
+        }
+    })
+}
+
+/// The contents of a constant `shape` seen through the view `rule` as `out`, where they stay
+/// known.
+fn const_view_vals(
+    node: &NodeProto,
+    rule: &str,
+    shape: &[Poly],
+    out: &[Poly],
+    vals: Option<Vec<Poly>>,
+) -> Option<Vec<Poly>> {
+    let vals = match rule {
+        "reshape" | "flatten" => vals,
+        // A transposed constant (pads reordered by the TorchScript exporter).
+        _ => vals.and_then(|v| {
+            let perm = permutation(node, shape.len());
+            const_vals_at(&v, shape, out, |idx| {
+                let mut src = vec![0; idx.len()];
+                for (k, &p) in perm.iter().enumerate() {
+                    *src.get_mut(p)? = *idx.get(k)?;
+                }
+                Some(src)
+            })
+        }),
+    };
+    vals.filter(|v| Poly::int(v.len() as i64) == product(out))
 }

@@ -203,32 +203,16 @@ pub fn estimate_variants(
         .filter(|(bi, _)| layer_block[*bi])
         .map(|(_, n)| n.repeat)
         .sum();
-    // Per (recomputation, expert degree, interleaved, V-shaped, expert-parallel share): the
-    // partitions.
-    type PlanKey = (Recompute, u64, bool, bool, Rational);
-    let mut plans: Vec<(PlanKey, Result<Plan, StrategyError>)> = Vec::new();
-    // The interleaved stages of each (pp, chunks, V-shaped).
-    let mut chunk_groups: Vec<((u64, u64, bool), ChunkPlace)> = Vec::new();
-    // The links' balances of each mesh, and each plan's group parts per ZeRO stage (the same
-    // for every schedule and chunk count): computed once, shared by the strategies. A mesh is
-    // keyed with whether its experts dispatch node by node, which sets their wire share.
-    type MeshKey = (u64, u64, u64, u64, u64, bool);
-    type PartsKey = (usize, u8, u64, MeshKey, [bool; 2]);
-    let mut kaps: Vec<(MeshKey, (Kappas<f64>, Rational))> = Vec::new();
-    let mut shared: Vec<(PartsKey, Vec<StageParts>)> = Vec::new();
+    let mut memo = Shared::default();
+    let links = |k: &Knobs| {
+        let mesh = Mesh::of(k, gpus_per_node);
+        let x = mesh_kappas(&mesh, k, kappa, kappa_hbm, overlap);
+        (x, ep_share(numbers, k, &mesh))
+    };
     ks.iter()
         .map(|k| {
             let mesh_key = (k.dp, k.tp, k.pp, k.cp, k.ep, k.node_dispatch);
-            let (kap, share) = match kaps.iter().find(|(x, _)| *x == mesh_key) {
-                Some((_, x)) => x.clone(),
-                None => {
-                    let mesh = Mesh::of(k, gpus_per_node);
-                    let x = mesh_kappas(&mesh, k, kappa, kappa_hbm, overlap);
-                    let x = (x, ep_share(numbers, k, &mesh));
-                    kaps.push((mesh_key, x.clone()));
-                    x
-                }
-            };
+            let (kap, share) = memo.kappas(mesh_key, || links(k));
             let v = k.virtual_chunks();
             if v > 1 && !(layers + k.pipeline_split.extra()).is_multiple_of(k.pp * v) {
                 return Err(StrategyError::InterleavedLayers {
@@ -244,46 +228,19 @@ pub fn estimate_variants(
             // count the same stages: a plan (and its group parts) is shared by the chunk counts
             // whose stages agree.
             let key = (k.recompute, k.ep, v > 1, k.v_placed(), share.clone());
-            let groups = (v > 1).then(|| {
-                let at = chunk_groups
-                    .iter()
-                    .position(|(x, _)| *x == (k.pp, v, k.v_placed()))
-                    .unwrap_or_else(|| {
-                        // The layers divide (checked above), so the placement exists.
-                        let g = interleaved_groups(
-                            numbers,
-                            &layer_block,
-                            (k.pp as usize, v),
-                            k.schedule,
-                            k.pipeline_split,
-                        );
-                        let (groups, chunks) = g.unwrap_or_default();
-                        let place = (groups, std::sync::Arc::new(chunks));
-                        chunk_groups.push(((k.pp, v, k.v_placed()), place));
-                        chunk_groups.len() - 1
-                    });
-                &chunk_groups[at].1
+            let groups = (v > 1).then(|| memo.chunk_group(numbers, &layer_block, k, v));
+            let at = memo.plan(key, groups, || {
+                plan_pipeline(numbers, &layer_block, k, &kap, &share)
             });
-            let same = |x: &PlanKey, p: &Result<Plan, StrategyError>| {
-                *x == key && groups.is_none_or(|g| p.as_ref().is_ok_and(|p| p.groups == g.0))
-            };
-            let at = match plans.iter().position(|(x, p)| same(x, p)) {
-                Some(i) => i,
-                None => {
-                    let p = plan_pipeline(numbers, &layer_block, k, &kap, &share);
-                    plans.push((key, p));
-                    plans.len() - 1
-                }
-            };
-            let plan = plans[at].1.as_mut().map_err(|e| e.clone())?;
+            let plan = memo.plans[at].1.as_mut().map_err(|e| e.clone())?;
             // A plan shared by chunk counts: this one's chunks.
             plan.v = v;
-            if let Some((_, chunks)) = groups {
-                plan.chunks = chunks.clone();
+            if let Some(g) = groups {
+                plan.chunks = memo.chunk_groups[g].1 .1.clone();
             }
             let overlap = [k.overlap.grad_reduce, k.overlap.param_gather];
             let parts_key = (at, k.zero, k.microbatches, mesh_key, overlap);
-            let parts = match shared.iter().position(|(x, _)| *x == parts_key) {
+            let parts = match memo.shared.iter().position(|(x, _)| *x == parts_key) {
                 Some(i) => i,
                 None => {
                     let parts = plan
@@ -291,20 +248,103 @@ pub fn estimate_variants(
                         .iter()
                         .map(|g| group_parts(plan, g, k, &kap))
                         .collect();
-                    shared.push((parts_key, parts));
-                    shared.len() - 1
+                    memo.shared.push((parts_key, parts));
+                    memo.shared.len() - 1
                 }
             };
+            let plan = memo.plans[at].1.as_ref().map_err(|e| e.clone())?;
             Ok(estimate_planned(
                 plan,
                 numbers,
                 &layer_block,
                 k,
                 &kap,
-                &shared[parts].1,
+                &memo.shared[parts].1,
             ))
         })
         .collect()
+}
+
+/// Per (recomputation, expert degree, interleaved, V-shaped, expert-parallel share): the
+/// partitions.
+type PlanKey = (Recompute, u64, bool, bool, Rational);
+/// A mesh, keyed with whether its experts dispatch node by node, which sets their wire share.
+type MeshKey = (u64, u64, u64, u64, u64, bool);
+/// A plan's group parts: (plan, ZeRO stage, micro-batches, mesh, overlaps).
+type PartsKey = (usize, u8, u64, MeshKey, [bool; 2]);
+
+/// What [`estimate_variants`] computes once and shares between strategies: the partitions,
+/// the interleaved stages of each (pp, chunks, V-shaped), the links' balances of each mesh and
+/// each plan's group parts per ZeRO stage (the same for every schedule and chunk count).
+#[derive(Default)]
+struct Shared {
+    plans: Vec<(PlanKey, Result<Plan, StrategyError>)>,
+    chunk_groups: Vec<((u64, u64, bool), ChunkPlace)>,
+    kaps: Vec<(MeshKey, (Kappas<f64>, Rational))>,
+    shared: Vec<(PartsKey, Vec<StageParts>)>,
+}
+
+impl Shared {
+    /// The links' balances and expert-parallel share of `key`'s mesh, from `of` the first time.
+    fn kappas(
+        &mut self,
+        key: MeshKey,
+        of: impl FnOnce() -> (Kappas<f64>, Rational),
+    ) -> (Kappas<f64>, Rational) {
+        match self.kaps.iter().find(|(x, _)| *x == key) {
+            Some((_, x)) => x.clone(),
+            None => {
+                let x = of();
+                self.kaps.push((key, x.clone()));
+                x
+            }
+        }
+    }
+
+    /// Where the interleaved stages of `k` at `v` chunks are kept.
+    fn chunk_group(
+        &mut self,
+        numbers: &[BlockNumbers],
+        layer_block: &[bool],
+        k: &Knobs,
+        v: u64,
+    ) -> usize {
+        let at = (k.pp, v, k.v_placed());
+        if let Some(i) = self.chunk_groups.iter().position(|(x, _)| *x == at) {
+            return i;
+        }
+        // The layers divide (checked by the caller), so the placement exists.
+        let g = interleaved_groups(
+            numbers,
+            layer_block,
+            (k.pp as usize, v),
+            k.schedule,
+            k.pipeline_split,
+        );
+        let (groups, chunks) = g.unwrap_or_default();
+        let place = (groups, std::sync::Arc::new(chunks));
+        self.chunk_groups.push((at, place));
+        self.chunk_groups.len() - 1
+    }
+
+    /// Where the partition of `key` (with the interleaved stages kept at `groups`) is kept, planned by
+    /// `plan` the first time.
+    fn plan(
+        &mut self,
+        key: PlanKey,
+        groups: Option<usize>,
+        plan: impl FnOnce() -> Result<Plan, StrategyError>,
+    ) -> usize {
+        let groups = groups.map(|g| &self.chunk_groups[g].1 .0);
+        let same = |x: &PlanKey, p: &Result<Plan, StrategyError>| {
+            *x == key && groups.is_none_or(|g| p.as_ref().is_ok_and(|p| p.groups == *g))
+        };
+        if let Some(i) = self.plans.iter().position(|(x, p)| same(x, p)) {
+            return i;
+        }
+        self.plans.push((key, plan()));
+        self.plans.len() - 1
+    }
 }
 
 pub(super) fn estimate_planned(

@@ -434,14 +434,15 @@ pub(super) fn plan_pipeline<N: Priced>(
     let v = k.virtual_chunks();
     // The activations in flight are counted from the interleaved order.
     crate::strategy::check_schedule_microbatches(k)?;
+    let interleaved = || StrategyError::InterleavedLayers {
+        schedule: k.schedule.name(),
+        chunks: v,
+        layers,
+        pp: k.pp,
+        extra: k.pipeline_split.extra(),
+    };
     if v > 1 && !(layers + k.pipeline_split.extra()).is_multiple_of(k.pp * v) {
-        return Err(StrategyError::InterleavedLayers {
-            schedule: k.schedule.name(),
-            chunks: v,
-            layers,
-            pp: k.pp,
-            extra: k.pipeline_split.extra(),
-        });
+        return Err(interleaved());
     }
     if k.pp == 1 {
         let counts = numbers
@@ -470,13 +471,7 @@ pub(super) fn plan_pipeline<N: Priced>(
             k.schedule,
             k.pipeline_split,
         )
-        .ok_or(StrategyError::InterleavedLayers {
-            schedule: k.schedule.name(),
-            chunks: v,
-            layers,
-            pp: k.pp,
-            extra: k.pipeline_split.extra(),
-        })?;
+        .ok_or_else(interleaved)?;
         return Ok(Plan {
             cf,
             groups,

@@ -84,7 +84,6 @@ pub(super) fn jobs(
     batch: &Rational,
 ) -> Vec<(usize, Job)> {
     let steer = &opts.steer;
-    let (auto_variants, auto_failed) = (&auto.variants, &auto.failed);
     // A fixed micro-batch size or count overrides the cap on the count.
     let cap_microbatches = steer.mbs.fixed.is_none() && steer.microbatches.fixed.is_none();
     let mut jobs: Vec<(usize, Job)> = Vec::new();
@@ -108,27 +107,13 @@ pub(super) fn jobs(
                     && steer.mbs.allows(per_dp / *m)
             })
             .collect();
-        // The layouts of this degree: the annotated one (and, at tp = 1, the only one), the
-        // auto one.
-        let mut vs: Vec<usize> = Vec::new();
-        if tp == 1 || opts.layouts != Layouts::Auto {
-            vs.extend([0, 1]);
-        }
-        if let Some(a) = auto_variants.get(&tp) {
-            vs.extend(a);
-        }
-        vs.extend(auto.egraph.get(&tp));
-        if vs.is_empty() {
-            let why = match auto_failed.get(&tp) {
-                Some(e) => Rejection::NoAutoLayout {
-                    tp,
-                    why: Box::new(e.clone()),
-                },
-                None => Rejection::AutoIsAnnotated { tp },
-            };
-            jobs.push((done, Job::Reject(why)));
-            continue;
-        }
+        let vs = match degree_variants(opts, auto, tp) {
+            Ok(vs) => vs,
+            Err(why) => {
+                jobs.push((done, Job::Reject(why)));
+                continue;
+            }
+        };
         for m in mbs {
             for &v in &vs {
                 let Variant { sp, sp_matters, .. } = &variants.list[v];
@@ -178,6 +163,29 @@ pub(super) fn jobs(
         }
     }
     jobs
+}
+
+/// The layouts a search tries at tensor-parallel degree `tp`: the annotated one (and, at
+/// tp = 1, the only one), the auto ones and the e-graph's; why none, where there is none.
+fn degree_variants(opts: &Ctx, auto: &AutoVariants, tp: u64) -> Result<Vec<usize>, Rejection> {
+    let mut vs: Vec<usize> = Vec::new();
+    if tp == 1 || opts.layouts != Layouts::Auto {
+        vs.extend([0, 1]);
+    }
+    if let Some(a) = auto.variants.get(&tp) {
+        vs.extend(a);
+    }
+    vs.extend(auto.egraph.get(&tp));
+    if !vs.is_empty() {
+        return Ok(vs);
+    }
+    Err(match auto.failed.get(&tp) {
+        Some(e) => Rejection::NoAutoLayout {
+            tp,
+            why: Box::new(e.clone()),
+        },
+        None => Rejection::AutoIsAnnotated { tp },
+    })
 }
 
 /// What pricing a search's jobs in floating point needs.
@@ -238,11 +246,11 @@ impl<'a> Pricer<'a> {
     /// and ZeRO stage of it the steering allows, estimated.
     pub(super) fn price_job(&self, base: &Knobs, v: usize, per_dp: u64) -> JobPriced {
         let (model, values, variants, opts) = (self.model, self.values, self.variants, self.opts);
-        let (steer, kernels, has_experts) = (&opts.steer, &self.kernels, self.has_experts);
+        let (steer, kernels) = (&opts.steer, &self.kernels);
         let (kappa_hbm, overlap) = (self.kappa_hbm, self.overlap);
         let kappa = |t: Tier| self.kappa.of(t);
         let Variant { analysis, sums, .. } = &variants.list[v];
-        let (dp, pp, m, cp) = (base.dp, base.pp, base.microbatches, base.cp);
+        let (dp, m, cp) = (base.dp, base.microbatches, base.cp);
         let key = numbers_key(&Cand { k: base.clone(), v });
         let b = microbatch_bindings(model, values, base);
         let numbers = check_divisibility(model, analysis, &b, base)
@@ -254,63 +262,8 @@ impl<'a> Pricer<'a> {
             }
             return (key, numbers, out);
         };
-        let mut schedules: Vec<(Schedule, u64)> = if pp == 1 {
-            vec![(Schedule::OneFOneB, 1)]
-        } else {
-            vec![(Schedule::Gpipe, 1), (Schedule::OneFOneB, 1)]
-        };
-        // ZB-H1 only where asked for (`--fix schedule=zb-h1`): the default search stays the
-        // schedules Megatron-LM runs.
-        if pp > 1 && steer.schedule == Some(Schedule::ZeroBubbleH1) {
-            schedules.push((Schedule::ZeroBubbleH1, 1));
-        }
-        // DualPipe likewise only under `--fix schedule=dualpipe`, and only where it runs (pp
-        // even, micro-batches even and at least 2·pp).
-        if pp > 1
-            && steer.schedule == Some(Schedule::DualPipe)
-            && Schedule::DualPipe.refuses(pp, m).is_none()
-        {
-            schedules.push((Schedule::DualPipe, 1));
-        }
-        // ZB-V likewise only under `--fix schedule=zb-v`; where its 2·pp chunks do not divide
-        // the layers, pricing refuses it and the refusal is counted with its reason.
-        if pp > 1 && steer.schedule == Some(Schedule::ZeroBubbleV) {
-            schedules.push((Schedule::ZeroBubbleV, 1));
-        }
-        // DualPipeV likewise only under `--fix schedule=dualpipev`; pricing refuses fewer than
-        // 2·pp micro-batches and layers its 2·pp chunks do not divide, each counted with its
-        // reason.
-        if pp > 1 && steer.schedule == Some(Schedule::DualPipeV) {
-            schedules.push((Schedule::DualPipeV, 1));
-        }
-        // Interleaving: every chunk count the layers allow (layers divisible by pp × chunks;
-        // with the embedding or the loss counted as layers where `--fix account=` says so), up
-        // to the cap; the micro-batch count must be a multiple of pp (Narayanan et al. SC'21).
-        if pp > 1 && m.is_multiple_of(pp) {
-            let layers = layer_count(model, numbers_ok) + base.pipeline_split.extra();
-            let per_stage = layers / pp;
-            let most = steer.chunks.fixed.unwrap_or(opts.max_chunks);
-            for v in 2..=most.min(per_stage) {
-                if per_stage.is_multiple_of(v) && layers.is_multiple_of(pp * v) {
-                    schedules.push((Schedule::Interleaved, v));
-                }
-            }
-        }
-        // Expert parallelism for mixture-of-experts models: every degree dividing the data- and
-        // context-parallel ranks (the expert-parallel groups are drawn from them) and the
-        // experts.
-        let eps: Vec<u64> = if has_experts {
-            divisors(dp * cp)
-                .into_iter()
-                .filter(|&ep| {
-                    steer.ep.allows(ep)
-                        && crate::parallel::moe::check_expert_parallel(model, values, dp, cp, ep)
-                            .is_ok()
-                })
-                .collect()
-        } else {
-            vec![1]
-        };
+        let schedules = self.schedules(base, numbers_ok);
+        let eps = self.expert_degrees(dp, cp);
         let mut batch_knobs: Vec<Knobs> = Vec::new();
         for &ep in &eps {
             for &(schedule, chunks) in &schedules {
@@ -361,5 +314,79 @@ impl<'a> Pricer<'a> {
             out.push(e.map(|e| (Cand { k, v }, e)).map_err(Rejection::from));
         }
         (key, numbers, out)
+    }
+
+    /// The schedules (with their chunk counts) a [`Job::Price`] of `base` tries: GPipe and
+    /// 1F1B, the others the steering names, and every interleaving the layers allow.
+    fn schedules(&self, base: &Knobs, numbers_ok: &[BlockNumbers]) -> Vec<(Schedule, u64)> {
+        let (model, opts) = (self.model, self.opts);
+        let steer = &opts.steer;
+        let (pp, m) = (base.pp, base.microbatches);
+        let mut schedules: Vec<(Schedule, u64)> = if pp == 1 {
+            vec![(Schedule::OneFOneB, 1)]
+        } else {
+            vec![(Schedule::Gpipe, 1), (Schedule::OneFOneB, 1)]
+        };
+        // ZB-H1 only where asked for (`--fix schedule=zb-h1`): the default search stays the
+        // schedules Megatron-LM runs.
+        if pp > 1 && steer.schedule == Some(Schedule::ZeroBubbleH1) {
+            schedules.push((Schedule::ZeroBubbleH1, 1));
+        }
+        // DualPipe likewise only under `--fix schedule=dualpipe`, and only where it runs (pp
+        // even, micro-batches even and at least 2·pp).
+        if pp > 1
+            && steer.schedule == Some(Schedule::DualPipe)
+            && Schedule::DualPipe.refuses(pp, m).is_none()
+        {
+            schedules.push((Schedule::DualPipe, 1));
+        }
+        // ZB-V likewise only under `--fix schedule=zb-v`; where its 2·pp chunks do not divide
+        // the layers, pricing refuses it and the refusal is counted with its reason.
+        if pp > 1 && steer.schedule == Some(Schedule::ZeroBubbleV) {
+            schedules.push((Schedule::ZeroBubbleV, 1));
+        }
+        // DualPipeV likewise only under `--fix schedule=dualpipev`; pricing refuses fewer than
+        // 2·pp micro-batches and layers its 2·pp chunks do not divide, each counted with its
+        // reason.
+        if pp > 1 && steer.schedule == Some(Schedule::DualPipeV) {
+            schedules.push((Schedule::DualPipeV, 1));
+        }
+        // Interleaving: every chunk count the layers allow (layers divisible by pp × chunks;
+        // with the embedding or the loss counted as layers where `--fix account=` says so), up
+        // to the cap; the micro-batch count must be a multiple of pp (Narayanan et al. SC'21).
+        if pp > 1 && m.is_multiple_of(pp) {
+            let layers = layer_count(model, numbers_ok) + base.pipeline_split.extra();
+            let per_stage = layers / pp;
+            let most = steer.chunks.fixed.unwrap_or(opts.max_chunks);
+            for v in 2..=most.min(per_stage) {
+                if per_stage.is_multiple_of(v) && layers.is_multiple_of(pp * v) {
+                    schedules.push((Schedule::Interleaved, v));
+                }
+            }
+        }
+        schedules
+    }
+
+    /// Expert parallelism for mixture-of-experts models: every degree dividing the data- and
+    /// context-parallel ranks (the expert-parallel groups are drawn from them) and the experts.
+    fn expert_degrees(&self, dp: u64, cp: u64) -> Vec<u64> {
+        if self.has_experts {
+            divisors(dp * cp)
+                .into_iter()
+                .filter(|&ep| {
+                    self.opts.steer.ep.allows(ep)
+                        && crate::parallel::moe::check_expert_parallel(
+                            self.model,
+                            self.values,
+                            dp,
+                            cp,
+                            ep,
+                        )
+                        .is_ok()
+                })
+                .collect()
+        } else {
+            vec![1]
+        }
     }
 }
