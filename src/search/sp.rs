@@ -1002,7 +1002,8 @@ struct Step<'a> {
 
 impl Step<'_> {
     /// Every state of the last step (`last`: their entries; `guided`: on the guide's path)
-    /// extended by each of `opts`, the choices of `v`; `scratch` is reused for every state.
+    /// extended by each of `opts`, the choices of `v`; `st` and `ns` are scratch buffers reused
+    /// for every state.
     fn expand(
         &self,
         states: &[State],

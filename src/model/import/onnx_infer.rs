@@ -353,11 +353,7 @@ impl Mapper {
 
     /// A `Slice`'s starts, ends, axes and steps: from its inputs (opset 10 on) or its
     /// attributes.
-    #[allow(clippy::type_complexity)]
-    fn slice_bounds(
-        &self,
-        node: &NodeProto,
-    ) -> Result<(Vec<Poly>, Vec<Poly>, Vec<i64>, Vec<i64>), Reason> {
+    fn slice_bounds(&self, node: &NodeProto) -> Result<SliceBounds, Reason> {
         let opt = |k: usize| node.input.get(k).is_some_and(|t| !t.is_empty());
         if self.opset >= 10 {
             let (_, s) = self.const_vals(node, 1)?;
@@ -544,6 +540,9 @@ impl Mapper {
         Ok(())
     }
 }
+
+/// A `Slice`'s starts, ends, axes and steps.
+type SliceBounds = (Vec<Poly>, Vec<Poly>, Vec<i64>, Vec<i64>);
 
 /// The values of a constant of `shape` at a slice (`spans`: per axis, the first index and the
 /// step) of shape `out`, where every first index is a number.

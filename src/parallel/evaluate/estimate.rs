@@ -240,7 +240,7 @@ pub fn estimate_variants(
             }
             let overlap = [k.overlap.grad_reduce, k.overlap.param_gather];
             let parts_key = (at, k.zero, k.microbatches, mesh_key, overlap);
-            let parts = match memo.shared.iter().position(|(x, _)| *x == parts_key) {
+            let parts = match memo.parts.iter().position(|(x, _)| *x == parts_key) {
                 Some(i) => i,
                 None => {
                     let parts = plan
@@ -248,8 +248,8 @@ pub fn estimate_variants(
                         .iter()
                         .map(|g| group_parts(plan, g, k, &kap))
                         .collect();
-                    memo.shared.push((parts_key, parts));
-                    memo.shared.len() - 1
+                    memo.parts.push((parts_key, parts));
+                    memo.parts.len() - 1
                 }
             };
             let plan = memo.plans[at].1.as_ref().map_err(|e| e.clone())?;
@@ -259,7 +259,7 @@ pub fn estimate_variants(
                 &layer_block,
                 k,
                 &kap,
-                &memo.shared[parts].1,
+                &memo.parts[parts].1,
             ))
         })
         .collect()
@@ -281,7 +281,7 @@ struct Shared {
     plans: Vec<(PlanKey, Result<Plan, StrategyError>)>,
     chunk_groups: Vec<((u64, u64, bool), ChunkPlace)>,
     kaps: Vec<(MeshKey, (Kappas<f64>, Rational))>,
-    shared: Vec<(PartsKey, Vec<StageParts>)>,
+    parts: Vec<(PartsKey, Vec<StageParts>)>,
 }
 
 impl Shared {
