@@ -349,6 +349,31 @@ fn the_summary_names_a_crossover_between_adjacent_points() {
     );
 }
 
+/// Between two adjacent device counts the summary times both best layouts at the counts in
+/// between. With the spec fixing dp = 8, a layout from 8 devices scaled to 16 keeps dp = 8 and
+/// tp × pp × cp = 1, so its search fails. The summary says so, with why, instead of counting
+/// 16 only among the counts where a layout does not run or fit.
+#[test]
+fn a_crossover_names_a_search_between_the_points_that_failed() {
+    let dir = temp_dir("sweep-crossover-failed");
+    std::fs::write(
+        dir.join("c.yaml"),
+        "models: [gpt3-1.3b]\ndevices: [8, 32]\nmachines: [a100-40gb]\nbatch: [64]\nfix: [dp=8]\n",
+    )
+    .unwrap();
+    let text = sweep(&dir, "c.yaml", "c.parquet", "2");
+    assert!(
+        text.contains("devices 8 → 32 (gpt3-1.3b, a100-40gb, batch 64)"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "at 16 devices a layout could not be searched: --fix dp=8,tp=1,pp=1,cp=1: dp × tp × pp × cp = 8, not the 16 devices"
+        ),
+        "{text}"
+    );
+}
+
 /// Along the sequence, the crossover names the exact answer of `symshard crossover` for the two
 /// winning layouts (by relative cost) and, where the first no longer fits at the second point,
 /// its exact memory there against the usable memory.
