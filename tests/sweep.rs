@@ -34,6 +34,13 @@ fn sweep(dir: &Path, spec: &str, out: &str, jobs: &str) -> String {
 }
 
 /// The Parquet file read back with the parquet crate's reader, as one batch.
+/// What `symshard sweep` prints for `spec`, run on two workers in a directory of its own.
+fn summary_of(dir: &str, spec: &str) -> String {
+    let dir = temp_dir(dir);
+    std::fs::write(dir.join("c.yaml"), spec).unwrap();
+    sweep(&dir, "c.yaml", "c.parquet", "2")
+}
+
 fn read_parquet(path: &Path) -> RecordBatch {
     let file = std::fs::File::open(path).unwrap();
     let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
@@ -336,13 +343,10 @@ fn rows_recorded_out_of_order_write_the_command_lines_bytes() {
 
 #[test]
 fn the_summary_names_a_crossover_between_adjacent_points() {
-    let dir = temp_dir("sweep-crossover");
-    std::fs::write(
-        dir.join("c.yaml"),
+    let text = summary_of(
+        "sweep-crossover",
         "models: [gpt3-1.3b]\ndevices: [8, 64]\nmachines: [a100-40gb]\nbatch: [64]\n",
-    )
-    .unwrap();
-    let text = sweep(&dir, "c.yaml", "c.parquet", "2");
+    );
     assert!(
         text.contains("devices 8 → 64 (gpt3-1.3b, a100-40gb, batch 64): dp → dp+tp"),
         "{text}"
@@ -355,13 +359,10 @@ fn the_summary_names_a_crossover_between_adjacent_points() {
 /// 16 only among the counts where a layout does not run or fit.
 #[test]
 fn a_crossover_names_a_search_between_the_points_that_failed() {
-    let dir = temp_dir("sweep-crossover-failed");
-    std::fs::write(
-        dir.join("c.yaml"),
+    let text = summary_of(
+        "sweep-crossover-failed",
         "models: [gpt3-1.3b]\ndevices: [8, 32]\nmachines: [a100-40gb]\nbatch: [64]\nfix: [dp=8]\n",
-    )
-    .unwrap();
-    let text = sweep(&dir, "c.yaml", "c.parquet", "2");
+    );
     assert!(
         text.contains("devices 8 → 32 (gpt3-1.3b, a100-40gb, batch 64)"),
         "{text}"

@@ -7,7 +7,6 @@ use super::analysis::{DistAnalysis, DistEGraph, Meta, TensorMeta};
 use super::error::RewriteError;
 use super::lang::Dist;
 use super::opsplit::OpSplit;
-use crate::rules::law::Finish;
 use crate::rules::split::derive;
 use crate::rules::{AxisSplit, CollectiveKind, Placement};
 use crate::sym::{Bindings, Poly, Rational};
@@ -155,12 +154,9 @@ impl DistAnalysis {
         for c in &entry.forward.collectives {
             let inside = splits.iter().any(|s| {
                 s.axis == c.axis
-                    && rule.index(&s.index).is_some_and(|i| {
-                        matches!(
-                            i.kind.law().finish,
-                            Finish::AllReduceStatistics | Finish::HaloExchange
-                        )
-                    })
+                    && rule
+                        .index(&s.index)
+                        .is_some_and(|i| i.kind.law().finish.needs_mark())
             });
             if inside {
                 comm += sub(&c.wire_bytes)?;

@@ -12,7 +12,6 @@ use super::laws::{law_rewrites, term_has};
 use super::program::render_inline;
 use super::run::{Limits, RunStats};
 use crate::error::{Error, Result};
-use crate::rules::law::Finish;
 use crate::rules::split::{split_table, SplitEntry, AXES};
 use crate::rules::{Dtype, IndexKind, OpRule, Placement, ReduceOp};
 use crate::sym::Poly;
@@ -177,10 +176,7 @@ fn split_program(rule: &OpRule, entry: &SplitEntry) -> RecExpr<Dist> {
             .index(&s.index)
             .map(|i| i.kind)
             .unwrap_or(IndexKind::Opaque);
-        if matches!(
-            kind.law().finish,
-            Finish::AllReduceStatistics | Finish::HaloExchange
-        ) {
+        if kind.law().finish.needs_mark() {
             marks = marks.with(&s.index, &s.axis);
         }
         for (k, x) in ins.iter_mut().enumerate() {

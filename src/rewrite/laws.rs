@@ -10,7 +10,7 @@ use super::analysis::{axis_leaf, DistAnalysis, DistEGraph, Meta};
 use super::apply::{apply_checked, var, AstBuilder, Checked};
 use super::error::RewriteError;
 use super::lang::{Dist, Marks};
-use crate::rules::law::{Finish, OutputLaw};
+use crate::rules::law::OutputLaw;
 use crate::rules::{IndexKind, OpRule, ReduceOp};
 use egg::{Applier, Id, Pattern, PatternAst, Rewrite, Subst, Symbol, Var};
 
@@ -69,10 +69,7 @@ pub fn law_rhs(rule: &OpRule, index: &str, axis: &str, marks: &Marks) -> Option<
     let ax = b.node(axis_leaf(axis));
     let name = b.node(Dist::Name(Symbol::from(rule.name.as_str())));
     let bind = b.var(var("bind"));
-    let marks = if matches!(
-        law.finish,
-        Finish::AllReduceStatistics | Finish::HaloExchange
-    ) {
+    let marks = if law.finish.needs_mark() {
         b.node(Dist::Marks(marks.with(index, axis)))
     } else {
         b.var(var("marks"))

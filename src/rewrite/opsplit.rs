@@ -6,7 +6,7 @@ use super::analysis::{show, DistAnalysis, TensorMeta};
 use super::error::RewriteError;
 use super::lang::{Extents, Marks};
 use super::laws::term_has;
-use crate::rules::law::{Finish, OutputLaw};
+use crate::rules::law::OutputLaw;
 use crate::rules::{IndexKind, OpRule, Placement, ReduceOp};
 use crate::sym::Poly;
 use std::collections::BTreeMap;
@@ -242,10 +242,7 @@ fn mark_agrees(
     axis: &str,
 ) -> Result<(), RewriteError> {
     let law = kind.law();
-    let needs_mark = matches!(
-        law.finish,
-        Finish::AllReduceStatistics | Finish::HaloExchange
-    );
+    let needs_mark = law.finish.needs_mark();
     if needs_mark == (marks.on_axis(axis) == Some(i)) {
         return Ok(());
     }

@@ -12,7 +12,6 @@ use super::laws::term_has;
 use crate::error::{Error, Result};
 use crate::model::{Block, Model, OpNode, Producer};
 use crate::parallel::layout::{plan, Layout};
-use crate::rules::law::Finish;
 use crate::rules::{Dtype, IndexKind, OpRule, Placement, ReduceOp, Tensor};
 use crate::sym::Poly;
 use egg::{Id, Language, RecExpr, Symbol};
@@ -339,12 +338,9 @@ fn op_head(b: &mut Builder, op: &OpNode, tp: Option<&str>, axis: &str) -> Vec<Id
     ];
     let marks = match tp {
         Some(i)
-            if rule.index(i).is_some_and(|x| {
-                matches!(
-                    x.kind.law().finish,
-                    Finish::AllReduceStatistics | Finish::HaloExchange
-                )
-            }) =>
+            if rule
+                .index(i)
+                .is_some_and(|x| x.kind.law().finish.needs_mark()) =>
         {
             Marks::default().with(i, axis)
         }

@@ -128,6 +128,14 @@ pub enum Finish {
     HaloExchange,
 }
 
+impl Finish {
+    /// Whether the operator must know its index is split (a mark on the split's axis): the
+    /// statistics all-reduce and the halo exchange run inside it.
+    pub fn needs_mark(self) -> bool {
+        matches!(self, Finish::AllReduceStatistics | Finish::HaloExchange)
+    }
+}
+
 /// One row of the law table.
 #[derive(Debug, Clone, Serialize)]
 pub struct Law {

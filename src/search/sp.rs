@@ -885,7 +885,7 @@ fn run(
     step_done: &mut dyn FnMut(usize, usize),
 ) -> Result<Ran, SearchError> {
     let n = p.ops.len();
-    let mut remaining = reads_of(p);
+    let mut remaining: Vec<usize> = p.consumers().iter().map(Vec::len).collect();
     let rest = rest_bounds(c, restrict);
     let Pin {
         matches: pin_match,
@@ -971,17 +971,6 @@ fn run(
         entries,
         dropped,
     })
-}
-
-/// How many inputs read each operator's output.
-fn reads_of(p: &Problem) -> Vec<usize> {
-    let mut reads: Vec<usize> = vec![0; p.ops.len()];
-    for i in p.ops.iter().flat_map(|o| &o.inputs) {
-        if let Some(q) = i.from {
-            reads[q] += 1;
-        }
-    }
-    reads
 }
 
 /// What one step of [`run`] places: operator `v`, what stays live after it, and the pin.

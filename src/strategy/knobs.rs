@@ -696,6 +696,27 @@ impl Knobs {
         }
     }
 
+    /// Refuses interleaving whose chunks do not divide `layers` layers (with the embedding or
+    /// loss counted as layers where the pipeline split says so) evenly over the stages.
+    pub fn check_interleaved_layers(&self, layers: u64) -> Result<(), super::StrategyError> {
+        let v = self.virtual_chunks();
+        if v > 1 && !(layers + self.pipeline_split.extra()).is_multiple_of(self.pp * v) {
+            return Err(self.interleaved_layers(layers));
+        }
+        Ok(())
+    }
+
+    /// The refusal of these knobs' interleaving for `layers` layers.
+    pub fn interleaved_layers(&self, layers: u64) -> super::StrategyError {
+        super::StrategyError::InterleavedLayers {
+            schedule: self.schedule.name(),
+            chunks: self.virtual_chunks(),
+            layers,
+            pp: self.pp,
+            extra: self.pipeline_split.extra(),
+        }
+    }
+
     /// Devices used.
     pub fn devices(&self) -> u64 {
         self.dp * self.tp * self.pp * self.cp

@@ -946,13 +946,7 @@ pub fn build_plan(
                 .filter(|(_, l)| **l)
                 .map(|(r, _)| r)
                 .sum();
-            Error::from(crate::strategy::StrategyError::InterleavedLayers {
-                schedule: knobs.schedule.name(),
-                chunks: v,
-                layers,
-                pp: knobs.pp,
-                extra: knobs.pipeline_split.extra(),
-            })
+            Error::from(knobs.interleaved_layers(layers))
         })?
         .iter()
         .map(|c| c.iter().map(|(_, n)| *n as usize).sum())

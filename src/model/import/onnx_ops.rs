@@ -304,6 +304,7 @@ impl Mapper {
             }
         })
     }
+
     /// The output shape of a Squeeze or Unsqueeze: axes from the second input (opset 13 on) or
     /// the `axes` attribute.
     fn squeezed(&self, node: &NodeProto, shape: &[Poly]) -> Result<Shape, Reason> {

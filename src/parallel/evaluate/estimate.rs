@@ -214,15 +214,7 @@ pub fn estimate_variants(
             let mesh_key = (k.dp, k.tp, k.pp, k.cp, k.ep, k.node_dispatch);
             let (kap, share) = memo.kappas(mesh_key, || links(k));
             let v = k.virtual_chunks();
-            if v > 1 && !(layers + k.pipeline_split.extra()).is_multiple_of(k.pp * v) {
-                return Err(StrategyError::InterleavedLayers {
-                    schedule: k.schedule.name(),
-                    chunks: v,
-                    layers,
-                    pp: k.pp,
-                    extra: k.pipeline_split.extra(),
-                });
-            }
+            k.check_interleaved_layers(layers)?;
             // The plain schedule's partition is balanced; interleaving places its chunks by
             // layer count ([`interleaved_groups`]), which for most models gives every chunk
             // count the same stages: a plan (and its group parts) is shared by the chunk counts

@@ -434,16 +434,7 @@ pub(super) fn plan_pipeline<N: Priced>(
     let v = k.virtual_chunks();
     // The activations in flight are counted from the interleaved order.
     crate::strategy::check_schedule_microbatches(k)?;
-    let interleaved = || StrategyError::InterleavedLayers {
-        schedule: k.schedule.name(),
-        chunks: v,
-        layers,
-        pp: k.pp,
-        extra: k.pipeline_split.extra(),
-    };
-    if v > 1 && !(layers + k.pipeline_split.extra()).is_multiple_of(k.pp * v) {
-        return Err(interleaved());
-    }
+    k.check_interleaved_layers(layers)?;
     if k.pp == 1 {
         let counts = numbers
             .iter()
@@ -471,7 +462,7 @@ pub(super) fn plan_pipeline<N: Priced>(
             k.schedule,
             k.pipeline_split,
         )
-        .ok_or_else(interleaved)?;
+        .ok_or_else(|| k.interleaved_layers(layers))?;
         return Ok(Plan {
             cf,
             groups,
