@@ -46,7 +46,16 @@ fn gpt3_175b_1024(c: &mut Criterion) {
     };
     let calib = Calibration::reference().unwrap();
     let memory = calib.memory_bytes();
-    let plan = || plan_strategy(&model, &values, &knobs, &layout, &calib, None, &memory).unwrap();
+    let plan = || {
+        plan_strategy(
+            &model,
+            &values,
+            &knobs,
+            &layout,
+            symshard::calib::MachineRef::of(&calib, &memory),
+        )
+        .unwrap()
+    };
     let (p, _) = plan();
     let mut g = c.benchmark_group("timeline gpt3-175b 1024 devices 1f1b 64 micro-batches");
     g.sample_size(20);
@@ -82,7 +91,14 @@ fn gpt3_175b_deep_interleaved(c: &mut Criterion) {
     };
     let calib = Calibration::resolve("a100-80gb").unwrap();
     let memory = calib.memory_bytes();
-    let (p, _) = plan_strategy(&model, &values, &knobs, &layout, &calib, None, &memory).unwrap();
+    let (p, _) = plan_strategy(
+        &model,
+        &values,
+        &knobs,
+        &layout,
+        symshard::calib::MachineRef::of(&calib, &memory),
+    )
+    .unwrap();
     let mut g = c.benchmark_group("timeline gpt3-175b L=192 1024 a100 interleaved pp 32 v 6");
     g.sample_size(20);
     g.bench_function("simulate", |b| {

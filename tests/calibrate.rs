@@ -213,9 +213,7 @@ fn compute_seconds(calib: &Calibration, microbatches: u64) -> f64 {
         &values,
         &knobs(microbatches),
         &Layout::default(),
-        calib,
-        None,
-        &calib.memory_bytes(),
+        symshard::calib::MachineRef::of(calib, &calib.memory_bytes()),
     )
     .unwrap();
     let t = time_plan(&plan, calib).unwrap();

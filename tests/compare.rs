@@ -666,9 +666,7 @@ fn compare_gives_the_relative_cost_formulas_that_reproduce_the_evaluation() {
             &values,
             &k,
             &Layout::default(),
-            &calib,
-            8,
-            &int(1_000_000_000_000),
+            symshard::calib::MachineRef::new(&calib, 8, &int(1_000_000_000_000)),
         )
         .unwrap();
         let rows = symshard::search::versus::compare(&values, &e, &e);
@@ -716,8 +714,14 @@ fn compare_gives_the_relative_cost_formulas_that_reproduce_the_evaluation() {
         assert!(formula("relative cost", "total").is_none(), "{name}");
         let flat = calib.at_plateau();
         let big = int(1_000_000_000_000);
-        let (_, e) =
-            evaluate_strategy(&model, &values, &k, &Layout::default(), &flat, 8, &big).unwrap();
+        let (_, e) = evaluate_strategy(
+            &model,
+            &values,
+            &k,
+            &Layout::default(),
+            symshard::calib::MachineRef::new(&flat, 8, &big),
+        )
+        .unwrap();
         assert_eq!(e.relative.kernels, int(0), "{name}");
         let rows = symshard::search::versus::compare(&values, &e, &e);
         let total = rows

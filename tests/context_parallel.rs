@@ -63,9 +63,15 @@ fn run(m: &Model, v: &Bindings, k: &Knobs) -> Evaluation {
         sequence_parallel: k.sequence_parallel,
         ..Layout::default()
     };
-    evaluate_strategy(m, v, k, &layout, &calib, 8, &q(1_000_000_000_000))
-        .unwrap()
-        .1
+    evaluate_strategy(
+        m,
+        v,
+        k,
+        &layout,
+        symshard::calib::MachineRef::new(&calib, 8, &q(1_000_000_000_000)),
+    )
+    .unwrap()
+    .1
 }
 
 fn ring_rows(e: &Evaluation) -> Vec<(String, Rational, u64, Tier)> {
@@ -270,8 +276,24 @@ fn cp_one_is_unchanged() {
         let n1 = block_numbers(&plain, &b, &kernels).unwrap();
         let n2 = block_numbers(&cp, &b, &kernels).unwrap();
         let mem = q(80_000_000_000);
-        let e1 = evaluate_with(&m, &plain, &n1, &k, &calib, 8, &mem, true).unwrap();
-        let e2 = evaluate_with(&m, &cp, &n2, &k, &calib, 8, &mem, true).unwrap();
+        let e1 = evaluate_with(
+            &m,
+            &plain,
+            &n1,
+            &k,
+            symshard::calib::MachineRef::new(&calib, 8, &mem),
+            true,
+        )
+        .unwrap();
+        let e2 = evaluate_with(
+            &m,
+            &cp,
+            &n2,
+            &k,
+            symshard::calib::MachineRef::new(&calib, 8, &mem),
+            true,
+        )
+        .unwrap();
         assert_eq!(e1, e2);
     }
     let args = [
@@ -354,7 +376,15 @@ fn estimates_agree_with_exact_prices_under_cp() {
                         continue;
                     };
                     checked += 1;
-                    let ex = evaluate_with(&m, &a, &n, &k, &calib, 8, &mem, false).unwrap();
+                    let ex = evaluate_with(
+                        &m,
+                        &a,
+                        &n,
+                        &k,
+                        symshard::calib::MachineRef::new(&calib, 8, &mem),
+                        false,
+                    )
+                    .unwrap();
                     let total = ex.relative.total.to_f64().unwrap();
                     assert!((est.total - total).abs() <= 1e-9 * total, "{name} {k}");
                     let memory = ex.memory.total.to_f64().unwrap();
@@ -390,9 +420,7 @@ fn timeline_runs_the_ring_beside_attention() {
                 &v,
                 &k,
                 &Layout::default(),
-                &calib,
-                None,
-                &calib.memory_bytes(),
+                symshard::calib::MachineRef::of(&calib, &calib.memory_bytes()),
             )
             .unwrap();
             // The saved analysis (`analyze -o`) keeps the ring bytes.

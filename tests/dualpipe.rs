@@ -350,9 +350,7 @@ fn the_exact_bubble_is_table_2s() {
             &values,
             &k,
             &layout,
-            &calib,
-            None,
-            &calib.memory_bytes(),
+            symshard::calib::MachineRef::of(&calib, &calib.memory_bytes()),
         )
         .unwrap()
         .1
@@ -410,9 +408,7 @@ fn busy_flops_are_the_mean_of_the_ranks_two_stages() {
             &values,
             &k,
             &Layout::default(),
-            &calib,
-            None,
-            &calib.memory_bytes(),
+            symshard::calib::MachineRef::of(&calib, &calib.memory_bytes()),
         )
         .unwrap();
         let tl = time_plan(&plan, &calib).unwrap();

@@ -109,9 +109,21 @@ fn check(name: &str, k: &Knobs, calib: &Calibration) -> Result<Option<usize>, Te
         ..Layout::default()
     };
     let big = int(1 << 50);
-    let traced = evaluate_strategy(&model, &values, k, &layout, calib, 8, &big);
+    let traced = evaluate_strategy(
+        &model,
+        &values,
+        k,
+        &layout,
+        symshard::calib::MachineRef::new(calib, 8, &big),
+    );
     let analysis = analyse(&model, &layout);
-    let exact = evaluate_analysed(&model, &analysis, &values, k, calib, 8, &big);
+    let exact = evaluate_analysed(
+        &model,
+        &analysis,
+        &values,
+        k,
+        symshard::calib::MachineRef::new(calib, 8, &big),
+    );
     let (traced, exact) = match (traced, exact) {
         (Ok((_, t)), Ok(x)) => (t, x),
         (Err(a), Err(b)) => {

@@ -41,9 +41,7 @@ fn run(k: &Knobs, machine: &str) -> Evaluation {
         &v,
         k,
         &Layout::default(),
-        &calib,
-        8,
-        &q(1_000_000_000_000),
+        symshard::calib::MachineRef::new(&calib, 8, &q(1_000_000_000_000)),
     )
     .unwrap()
     .1
@@ -201,9 +199,15 @@ fn fp8_is_faster_than_bf16_but_less_than_twice_on_h100() {
     let (m, v) = gpt2();
     let a100 = Calibration::resolve("a100-80gb").unwrap();
     let k = knobs(Precision::Fp8, Recompute::None);
-    let err = evaluate_strategy(&m, &v, &k, &Layout::default(), &a100, 8, &q(1 << 40))
-        .unwrap_err()
-        .to_string();
+    let err = evaluate_strategy(
+        &m,
+        &v,
+        &k,
+        &Layout::default(),
+        symshard::calib::MachineRef::new(&a100, 8, &q(1 << 40)),
+    )
+    .unwrap_err()
+    .to_string();
     assert!(err.contains("a100-80gb") && err.contains("fp8"), "{err}");
 }
 

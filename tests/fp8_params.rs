@@ -59,9 +59,7 @@ fn run(k: &Knobs) -> Evaluation {
         &v,
         k,
         &Layout::default(),
-        &calib,
-        8,
-        &q(1_000_000_000_000),
+        symshard::calib::MachineRef::new(&calib, 8, &q(1_000_000_000_000)),
     )
     .unwrap()
     .1

@@ -44,9 +44,15 @@ fn run(k: &Knobs, machine: &str) -> Result<Evaluation, String> {
     let mut v = m.values.clone();
     v.insert("B".into(), q(B));
     let calib = Calibration::resolve(machine).unwrap();
-    evaluate_strategy(&m, &v, k, &Layout::default(), &calib, 8, &q(1 << 40))
-        .map(|e| e.1)
-        .map_err(|e| e.to_string())
+    evaluate_strategy(
+        &m,
+        &v,
+        k,
+        &Layout::default(),
+        symshard::calib::MachineRef::new(&calib, 8, &q(1 << 40)),
+    )
+    .map(|e| e.1)
+    .map_err(|e| e.to_string())
 }
 
 /// Elements a layer's casts touch: (activations and output gradients, weights).

@@ -31,7 +31,14 @@ fn timeline_of(model: &str, k: &Knobs) -> Option<Timeline> {
         ..Layout::default()
     };
     let memory = calib.memory_bytes();
-    let (p, _) = plan_strategy(&m, &values, k, &layout, &calib, None, &memory).ok()?;
+    let (p, _) = plan_strategy(
+        &m,
+        &values,
+        k,
+        &layout,
+        symshard::calib::MachineRef::of(&calib, &memory),
+    )
+    .ok()?;
     time_plan(&p, &calib).ok()
 }
 

@@ -36,9 +36,7 @@ fn data_parallel_traffic_across_nodes_costs_what_the_timeline_times() {
                 &m.values,
                 &k,
                 &Layout::default(),
-                &calib,
-                calib.gpus_per_node(),
-                &memory,
+                symshard::calib::MachineRef::new(&calib, calib.gpus_per_node(), &memory),
             )
             .unwrap();
             let flops = calib.achievable_flops().to_f64().unwrap();

@@ -32,9 +32,15 @@ fn evaluate(m: &Model, v: &Bindings, k: &Knobs, calib: &Calibration) -> Evaluati
         ..Layout::default()
     };
     let memory = q(1_000_000_000_000);
-    evaluate_strategy(m, v, k, &layout, calib, calib.gpus_per_node(), &memory)
-        .unwrap()
-        .1
+    evaluate_strategy(
+        m,
+        v,
+        k,
+        &layout,
+        symshard::calib::MachineRef::new(calib, calib.gpus_per_node(), &memory),
+    )
+    .unwrap()
+    .1
 }
 
 /// The parts add up to the total; without a pipeline (no partition to move, no bubble) the

@@ -35,9 +35,7 @@ fn time(calib: &Calibration, k: &Knobs, batch: i64) -> Summary {
         &values,
         k,
         &Layout::default(),
-        calib,
-        None,
-        &calib.memory_bytes(),
+        symshard::calib::MachineRef::of(calib, &calib.memory_bytes()),
     )
     .unwrap();
     time_summary(&p, calib).unwrap()

@@ -28,9 +28,15 @@ fn run(k: &Knobs) -> Evaluation {
     let (m, v) = gpt2();
     let calib = Calibration::reference().unwrap();
     let layout = Layout::default();
-    evaluate_strategy(&m, &v, k, &layout, &calib, 8, &q(1_000_000_000_000))
-        .unwrap()
-        .1
+    evaluate_strategy(
+        &m,
+        &v,
+        k,
+        &layout,
+        symshard::calib::MachineRef::new(&calib, 8, &q(1_000_000_000_000)),
+    )
+    .unwrap()
+    .1
 }
 
 fn knobs(dp: u64, zero: u8, m: u64, precision: Precision) -> Knobs {

@@ -29,9 +29,7 @@ fn both_at(
         values,
         k,
         &Layout::default(),
-        &calib,
-        Some(calib.gpus_per_node()),
-        &calib.memory_bytes(),
+        symshard::calib::MachineRef::new(&calib, calib.gpus_per_node(), &calib.memory_bytes()),
     )
     .unwrap();
     let pp = k.pp as usize;
@@ -184,9 +182,7 @@ fn the_relative_cost_prices_the_loss_passes_the_timeline_times() {
             &m.values,
             &k,
             &Layout::default(),
-            &calib,
-            Some(calib.gpus_per_node()),
-            &calib.memory_bytes(),
+            symshard::calib::MachineRef::new(&calib, calib.gpus_per_node(), &calib.memory_bytes()),
         )
         .unwrap();
         let bytes: Rational = plan

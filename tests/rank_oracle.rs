@@ -165,9 +165,7 @@ fn exact(
         a,
         &numbers,
         k,
-        calib,
-        opts.gpus_per_node,
-        &opts.memory,
+        symshard::calib::MachineRef::new(calib, opts.gpus_per_node, &opts.memory),
     )
     .ok()
 }
@@ -266,9 +264,7 @@ fn check(layers: u64, batch: u64, devices: u64, memory_gb: u64, top: usize) {
             &values,
             k,
             &layout(k, row.layout.overrides()),
-            &calib,
-            Some(opts.gpus_per_node),
-            &opts.memory,
+            symshard::calib::MachineRef::new(&calib, opts.gpus_per_node, &opts.memory),
         )
         .unwrap_or_else(|e| panic!("{case}: timeline refuses {k}: {e}"));
         assert_eq!(

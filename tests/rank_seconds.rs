@@ -62,9 +62,7 @@ fn planned_on(
         &values,
         k,
         &layout,
-        &calib,
-        None,
-        &calib.memory_bytes(),
+        symshard::calib::MachineRef::of(&calib, &calib.memory_bytes()),
     )
     .ok()?;
     Some((model, values, layout, calib, plan))
@@ -450,9 +448,7 @@ fn rank_finds_a_layout_as_fast_as_the_six_chunk_one() {
         &model.values,
         &k,
         &layout,
-        &calib,
-        None,
-        &calib.memory_bytes(),
+        symshard::calib::MachineRef::of(&calib, &calib.memory_bytes()),
     )
     .unwrap();
     let six = time_summary(&plan, &calib).unwrap().iteration_seconds;
@@ -529,9 +525,11 @@ fn relative_cost_order_against_simulated_order() {
                     &m.values,
                     k,
                     &layout,
-                    &calib,
-                    Some(calib.gpus_per_node()),
-                    &calib.memory_bytes(),
+                    symshard::calib::MachineRef::new(
+                        &calib,
+                        calib.gpus_per_node(),
+                        &calib.memory_bytes(),
+                    ),
                 ) else {
                     continue;
                 };

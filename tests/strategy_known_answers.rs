@@ -36,9 +36,15 @@ fn run(model: &Model, values: &Bindings, k: &Knobs) -> Evaluation {
         ..Layout::default()
     };
     let mem = q(1_000_000_000_000);
-    evaluate_strategy(model, values, k, &layout, &calib, 8, &mem)
-        .unwrap()
-        .1
+    evaluate_strategy(
+        model,
+        values,
+        k,
+        &layout,
+        symshard::calib::MachineRef::new(&calib, 8, &mem),
+    )
+    .unwrap()
+    .1
 }
 
 /// Collectives of the transformer layer block on one axis: (kind, bytes per call, calls per step).
@@ -228,10 +234,16 @@ fn bad_strategies() {
     let calib = Calibration::reference().unwrap();
     let mem = q(80_000_000_000);
     let try_k = |k: Knobs| {
-        evaluate_strategy(&m, &v, &k, &Layout::default(), &calib, 8, &mem)
-            .map(|_| ())
-            .unwrap_err()
-            .to_string()
+        evaluate_strategy(
+            &m,
+            &v,
+            &k,
+            &Layout::default(),
+            symshard::calib::MachineRef::new(&calib, 8, &mem),
+        )
+        .map(|_| ())
+        .unwrap_err()
+        .to_string()
     };
     // 12 heads: tp = 5 does not divide them.
     assert!(try_k(knobs(1, 5, 1, 1)).contains("does not divide"));
@@ -249,8 +261,14 @@ fn bad_strategies_are_typed() {
     let (m, v) = model("gpt2-124m");
     let calib = Calibration::reference().unwrap();
     let mem = q(80_000_000_000);
-    let try_k = |k: Knobs| match evaluate_strategy(&m, &v, &k, &Layout::default(), &calib, 8, &mem)
-        .map(|_| ())
+    let try_k = |k: Knobs| match evaluate_strategy(
+        &m,
+        &v,
+        &k,
+        &Layout::default(),
+        symshard::calib::MachineRef::new(&calib, 8, &mem),
+    )
+    .map(|_| ())
     {
         Err(symshard::Error::Strategy(e)) => *e,
         other => panic!("{k}: {other:?}"),
@@ -296,8 +314,14 @@ fn korthikanti_activation_memory() {
             sequence_parallel: k.sequence_parallel,
             ..Layout::default()
         };
-        let (analysis, _) =
-            evaluate_strategy(&m, &v, k, &layout, &calib, 8, &q(1_000_000_000_000)).unwrap();
+        let (analysis, _) = evaluate_strategy(
+            &m,
+            &v,
+            k,
+            &layout,
+            symshard::calib::MachineRef::new(&calib, 8, &q(1_000_000_000_000)),
+        )
+        .unwrap();
         let bind = symshard::parallel::evaluate::microbatch_bindings(&m, &v, k);
         let layer = analysis
             .blocks
@@ -405,7 +429,15 @@ fn estimates_agree_with_exact_prices() {
                             Ok(e) => e,
                             Err(_) => continue,
                         };
-                        let ex = evaluate_with(&m, &a, &n, &k, &calib, 8, &mem, false).unwrap();
+                        let ex = evaluate_with(
+                            &m,
+                            &a,
+                            &n,
+                            &k,
+                            symshard::calib::MachineRef::new(&calib, 8, &mem),
+                            false,
+                        )
+                        .unwrap();
                         let total = ex.relative.total.to_f64().unwrap();
                         assert!(
                             (est.total - total).abs() <= 1e-9 * total,
@@ -461,7 +493,15 @@ fn estimates_of_chunk_counts_priced_together_agree_with_exact_prices() {
     for (k, e) in ks.iter().zip(est) {
         let e = e.unwrap();
         let mem = q(80_000_000_000);
-        let ex = evaluate_with(&m, &a, &n, k, &calib, 8, &mem, false).unwrap();
+        let ex = evaluate_with(
+            &m,
+            &a,
+            &n,
+            k,
+            symshard::calib::MachineRef::new(&calib, 8, &mem),
+            false,
+        )
+        .unwrap();
         let memory = ex.memory.total.to_f64().unwrap();
         assert!(
             (e.memory - memory).abs() <= 1e-9 * memory,
@@ -495,7 +535,14 @@ fn estimates_of_chunk_counts_priced_together_agree_with_exact_prices() {
         .unwrap_err()
         .to_string(),
     );
-    let exact = evaluate_with(&m, &a, &n, &odd, &calib, 8, &mem, false);
+    let exact = evaluate_with(
+        &m,
+        &a,
+        &n,
+        &odd,
+        symshard::calib::MachineRef::new(&calib, 8, &mem),
+        false,
+    );
     refused(exact.err().unwrap().to_string());
 }
 
@@ -517,8 +564,14 @@ fn engine_and_analysis_agree_on_a_layer() {
             sequence_parallel: sp,
             ..Layout::default()
         };
-        let (a, _) =
-            evaluate_strategy(&m, &v, &k, &layout, &calib, 8, &q(1_000_000_000_000)).unwrap();
+        let (a, _) = evaluate_strategy(
+            &m,
+            &v,
+            &k,
+            &layout,
+            symshard::calib::MachineRef::new(&calib, 8, &q(1_000_000_000_000)),
+        )
+        .unwrap();
         let b = symshard::parallel::evaluate::microbatch_bindings(&m, &v, &k);
         let layer = a.blocks.iter().find(|blk| blk.name == "layer").unwrap();
         let forward_comm: Rational = layer

@@ -54,8 +54,14 @@ fn plan(model: &str, batch: i64, k: &Knobs) -> (TimingPlan, Evaluation, Calibrat
         sequence_parallel: k.sequence_parallel,
         ..Layout::default()
     };
-    let (p, e) =
-        plan_strategy(&m, &values, k, &layout, &calib, None, &calib.memory_bytes()).unwrap();
+    let (p, e) = plan_strategy(
+        &m,
+        &values,
+        k,
+        &layout,
+        symshard::calib::MachineRef::of(&calib, &calib.memory_bytes()),
+    )
+    .unwrap();
     (p, e, calib)
 }
 
@@ -864,9 +870,7 @@ fn one_f_one_b_is_never_slower_than_gpipe() {
             &values,
             &k,
             &Layout::default(),
-            &calib,
-            None,
-            &calib.memory_bytes(),
+            symshard::calib::MachineRef::of(&calib, &calib.memory_bytes()),
         )
         .unwrap();
         time_summary(&p, &calib).unwrap()
@@ -1445,8 +1449,14 @@ fn gradient_collectives_run_before_their_producers_backward() {
         let mut values = model.values.clone();
         values.insert("B".into(), Rational::from_integer(1.into()));
         let big = Rational::from_integer(10u64.pow(15).into());
-        let (plan, _) = plan_strategy(&model, &values, &k, &layout, &calib, None, &big)
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let (plan, _) = plan_strategy(
+            &model,
+            &values,
+            &k,
+            &layout,
+            symshard::calib::MachineRef::of(&calib, &big),
+        )
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
         let analysis = analyse(&model, &layout);
         let mut checked = 0;
         for (ba, pb) in analysis.blocks.iter().zip(&plan.blocks) {

@@ -30,9 +30,7 @@ fn table_bytes(model: &str, batch: i64, k: &Knobs) -> f64 {
         &v,
         k,
         &Layout::default(),
-        &calib,
-        8,
-        &q(1_000_000_000_000_000),
+        symshard::calib::MachineRef::new(&calib, 8, &q(1_000_000_000_000_000)),
     )
     .unwrap();
     let bytes: Rational = e

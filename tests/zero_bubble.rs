@@ -94,8 +94,14 @@ fn planned(
         sequence_parallel: k.sequence_parallel,
         ..Layout::default()
     };
-    let (p, e) =
-        plan_strategy(&m, &values, k, &layout, &calib, None, &calib.memory_bytes()).unwrap();
+    let (p, e) = plan_strategy(
+        &m,
+        &values,
+        k,
+        &layout,
+        symshard::calib::MachineRef::of(&calib, &calib.memory_bytes()),
+    )
+    .unwrap();
     (p, e, calib)
 }
 

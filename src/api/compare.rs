@@ -3,6 +3,7 @@
 //! model's polynomials).
 
 use super::{Machine, Model, Strategy};
+use crate::calib::MachineRef;
 use crate::error::Error;
 use crate::parallel::{evaluate_strategy, Evaluation, Layout};
 use crate::search::versus::{self, Component};
@@ -136,15 +137,12 @@ pub(crate) struct Evaluated {
 }
 
 /// Evaluates knobs (as `rank` ranks them: sequence parallelism as the knob says, the
-/// tensor-parallel overrides of the row's layout, none for the annotated one) on `calib`.
-#[allow(clippy::too_many_arguments)]
+/// tensor-parallel overrides of the row's layout, none for the annotated one) on `machine`.
 pub(crate) fn evaluate_knobs(
     model: &crate::model::Model,
     values: &Bindings,
     knobs: &Knobs,
-    calib: &crate::calib::Calibration,
-    gpus_per_node: u64,
-    memory: &Rational,
+    machine: MachineRef,
     timed: bool,
     tp_overrides: &std::collections::BTreeMap<String, String>,
 ) -> Result<Evaluated, Error> {
@@ -152,18 +150,9 @@ pub(crate) fn evaluate_knobs(
         sequence_parallel: knobs.sequence_parallel,
         tp_overrides: tp_overrides.clone(),
     };
-    let (_, evaluation) =
-        evaluate_strategy(model, values, knobs, &layout, calib, gpus_per_node, memory)?;
+    let (_, evaluation) = evaluate_strategy(model, values, knobs, &layout, machine)?;
     let seconds = if timed {
-        Some(seconds_of(
-            model,
-            values,
-            knobs,
-            &layout,
-            calib,
-            gpus_per_node,
-            memory,
-        )?)
+        Some(seconds_of(model, values, knobs, &layout, machine)?)
     } else {
         None
     };
@@ -171,8 +160,8 @@ pub(crate) fn evaluate_knobs(
         given: knobs.describe(model.batch_value(values)),
         evaluation,
         seconds,
-        gpus_per_node,
-        memory: memory.clone(),
+        gpus_per_node: machine.gpus_per_node(),
+        memory: machine.memory.clone(),
     })
 }
 
@@ -181,20 +170,10 @@ fn seconds_of(
     values: &Bindings,
     knobs: &Knobs,
     layout: &Layout,
-    calib: &crate::calib::Calibration,
-    gpus_per_node: u64,
-    memory: &Rational,
+    machine: MachineRef,
 ) -> Result<StepSeconds, Error> {
-    let (plan, _) = crate::timeline::plan_strategy(
-        model,
-        values,
-        knobs,
-        layout,
-        calib,
-        Some(gpus_per_node),
-        memory,
-    )?;
-    let s = crate::timeline::time_summary(&plan, calib)?;
+    let (plan, _) = crate::timeline::plan_strategy(model, values, knobs, layout, machine)?;
+    let s = crate::timeline::time_summary(&plan, machine.calib)?;
     let busiest = s
         .devices
         .iter()
@@ -230,15 +209,7 @@ fn side(
     };
     let (_, evaluation) = st.evaluate(model, values, Some(&priced)).map_err(named)?;
     let seconds = if req.seconds {
-        let s = seconds_of(
-            model,
-            values,
-            &st.knobs,
-            &st.layout,
-            &st.calib,
-            st.gpus_per_node,
-            &st.memory,
-        );
+        let s = seconds_of(model, values, &st.knobs, &st.layout, st.machine());
         Some(s.map_err(named)?)
     } else {
         None

@@ -150,15 +150,9 @@ impl Side {
         let (st, _) = self.strategy.resolve_quietly(&self.machine, &batch)?;
         let analysis = &self.analysis;
         // At the plateau: the kernel term, read from curves, has no formula to solve.
-        let e = evaluate_analysed(
-            model,
-            analysis,
-            values,
-            &st.knobs,
-            &st.calib.at_plateau(),
-            st.gpus_per_node,
-            &st.memory,
-        )?;
+        let plateau = st.calib.at_plateau();
+        let on = crate::calib::MachineRef::new(&plateau, st.gpus_per_node, &st.memory);
+        let e = evaluate_analysed(model, analysis, values, &st.knobs, on)?;
         Ok(e)
     }
 }

@@ -93,16 +93,8 @@ impl Top<'_> {
         layout: &crate::search::RowLayout,
     ) -> Result<super::Evaluated, Error> {
         let d = self.detail;
-        super::evaluate_knobs(
-            &d.model,
-            &d.values,
-            k,
-            &d.calib,
-            d.search.gpus_per_node,
-            &d.search.memory,
-            seconds,
-            &layout.overrides(),
-        )
+        let on = crate::calib::MachineRef::new(&d.calib, d.search.gpus_per_node, &d.search.memory);
+        super::evaluate_knobs(&d.model, &d.values, k, on, seconds, &layout.overrides())
     }
 
     /// `--emit`: per-operator placements carry any layout; Megatron-LM's and torchtitan's

@@ -92,15 +92,13 @@ impl Resolved {
         values: &crate::sym::Bindings,
         calib: Option<&crate::calib::Calibration>,
     ) -> Result<(crate::parallel::Analysis, crate::parallel::Evaluation), Error> {
-        crate::parallel::evaluate_strategy(
-            model,
-            values,
-            &self.knobs,
-            &self.layout,
-            calib.unwrap_or(&self.calib),
-            self.gpus_per_node,
-            &self.memory,
-        )
+        let on = self.machine().on(calib.unwrap_or(&self.calib));
+        crate::parallel::evaluate_strategy(model, values, &self.knobs, &self.layout, on)
+    }
+
+    /// The machine it is resolved on: its table, devices per node and memory.
+    pub fn machine(&self) -> crate::calib::MachineRef<'_> {
+        crate::calib::MachineRef::new(&self.calib, self.gpus_per_node, &self.memory)
     }
 }
 

@@ -119,9 +119,8 @@ pub(crate) fn plan_of(input: &TimelineInput, machine: &Machine) -> Result<Timing
             .and_then(|p| crate::strategy::load_strategy(p).ok())
             .and_then(|s| s.gpus_per_node)
     });
-    let (plan, e) = plan_strategy(
-        model, values, &st.knobs, &st.layout, &st.calib, gpn, &st.memory,
-    )?;
+    let on = crate::calib::MachineRef::of(&st.calib, &st.memory).nodes_of(gpn);
+    let (plan, e) = plan_strategy(model, values, &st.knobs, &st.layout, on)?;
     if let Some(why) = &e.reason {
         crate::diag::note(format!(
             "warning: {} does not fit in memory: {}",

@@ -3,6 +3,8 @@
 //! (for timelines). Numbers are read exactly: `3.35e12` is the rational 3350000000000.
 
 pub mod gemm;
+mod machine_ref;
+pub use machine_ref::MachineRef;
 pub mod stack;
 pub mod topology;
 pub mod whatif;

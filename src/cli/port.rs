@@ -7,7 +7,7 @@ use super::output::print_json;
 use super::timeline::PortArgs;
 use super::units;
 use crate::api::PointSearch;
-use crate::calib::Calibration;
+use crate::calib::{Calibration, MachineRef};
 use crate::error::Error;
 use crate::model::Model;
 use crate::parallel::Evaluation;
@@ -187,15 +187,9 @@ impl At<'_> {
     /// `knobs` and `layout` planned on this machine, on the devices per node and the memory
     /// the search used.
     fn plan(&self, knobs: &Knobs, layout: &Layout) -> Result<(TimingPlan, Evaluation), Error> {
-        plan_strategy(
-            self.model,
-            self.values,
-            knobs,
-            layout,
-            self.calib,
-            Some(self.opts.gpus_per_node),
-            &self.opts.memory.floor(),
-        )
+        let memory = self.opts.memory.floor();
+        let on = MachineRef::new(self.calib, self.opts.gpus_per_node, &memory);
+        plan_strategy(self.model, self.values, knobs, layout, on)
     }
 
     /// The fastest layout on `per` devices of each domain, timed; None where none fits.

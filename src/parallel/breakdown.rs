@@ -129,9 +129,9 @@ mod tests {
                                 ..Layout::default()
                             };
                             let memory = Rational::from_integer(1_000_000_000_000u64.into());
-                            let Ok((_, e)) = evaluate_strategy(
-                                &model, &values, &k, &layout, &calib, gpn, &memory,
-                            ) else {
+                            let on = crate::calib::MachineRef::new(&calib, gpn, &memory);
+                            let Ok((_, e)) = evaluate_strategy(&model, &values, &k, &layout, on)
+                            else {
                                 continue;
                             };
                             let parts = comm_by_kind(&e, &calib);

@@ -14,7 +14,7 @@ pub use analysis::{analyse, Analysis, BlockAnalysis, Comm, OpAnalysis, OpFormula
 pub use evaluate::{evaluate, CommRow, Evaluation, Infeasible, Memory, RelativeCost};
 pub use layout::{plan, Layout, OpPlan, Place, Tag};
 
-use crate::calib::Calibration;
+use crate::calib::{Calibration, MachineRef};
 use crate::error::Error;
 use crate::model::Model;
 pub use crate::strategy::StrategyError;
@@ -28,11 +28,8 @@ pub fn evaluate_strategy(
     values: &Bindings,
     knobs: &Knobs,
     layout: &Layout,
-    calib: &Calibration,
-    gpus_per_node: u64,
-    memory: &Rational,
+    machine: MachineRef,
 ) -> Result<(Analysis, Evaluation), Error> {
-    let machine = (calib, gpus_per_node, memory);
     evaluate_strategy_with(model, values, knobs, layout, machine, true)
 }
 
@@ -43,22 +40,13 @@ pub fn evaluate_strategy_with(
     values: &Bindings,
     knobs: &Knobs,
     layout: &Layout,
-    (calib, gpus_per_node, memory): (&Calibration, u64, &Rational),
+    machine: MachineRef,
     formulas: bool,
 ) -> Result<(Analysis, Evaluation), Error> {
     check_strategy(model, values, knobs)?;
     check_overrides(model, layout).map_err(|(_, m)| Error::Usage(m))?;
     let analysis = per_rank(analyse(model, layout), knobs);
-    let e = evaluate_checked(
-        model,
-        &analysis,
-        values,
-        knobs,
-        calib,
-        gpus_per_node,
-        memory,
-        formulas,
-    )?;
+    let e = evaluate_checked(model, &analysis, values, knobs, machine, formulas)?;
     Ok((analysis, e))
 }
 
@@ -70,9 +58,7 @@ pub fn evaluate_analysed(
     analysis: &Analysis,
     values: &Bindings,
     knobs: &Knobs,
-    calib: &Calibration,
-    gpus_per_node: u64,
-    memory: &Rational,
+    machine: MachineRef,
 ) -> Result<Evaluation, Error> {
     check_strategy(model, values, knobs)?;
     let cp_rank;
@@ -82,16 +68,7 @@ pub fn evaluate_analysed(
     } else {
         analysis
     };
-    evaluate_checked(
-        model,
-        analysis,
-        values,
-        knobs,
-        calib,
-        gpus_per_node,
-        memory,
-        false,
-    )
+    evaluate_checked(model, analysis, values, knobs, machine, false)
 }
 
 /// The knobs' own checks and the model's limits on them.
@@ -193,18 +170,15 @@ pub fn check_precision(
 
 /// Evaluates checked knobs on the analysis one rank sees; with `formulas`, each amount's
 /// formula too ([`Evaluation::formulas`]).
-#[allow(clippy::too_many_arguments)]
 fn evaluate_checked(
     model: &Model,
     analysis: &Analysis,
     values: &Bindings,
     knobs: &Knobs,
-    calib: &Calibration,
-    gpus_per_node: u64,
-    memory: &Rational,
+    machine: MachineRef,
     formulas: bool,
 ) -> Result<Evaluation, Error> {
-    check_precision(calib, knobs.precision)?;
+    check_precision(machine.calib, knobs.precision)?;
     if knobs.fp8_dispatch && model.dtype_bytes != 2 {
         return Err(crate::strategy::StrategyError::from(
             crate::strategy::Unsupported::Fp8DispatchActivations {
@@ -213,7 +187,7 @@ fn evaluate_checked(
         )
         .into());
     }
-    let mesh = || crate::strategy::Mesh::of(knobs, gpus_per_node);
+    let mesh = || crate::strategy::Mesh::of(knobs, machine.gpus_per_node());
     if knobs.node_dispatch && !mesh().ep_even(knobs.ep) {
         return Err(crate::strategy::StrategyError::from(
             crate::strategy::Unsupported::NodeDispatchUneven {
@@ -225,31 +199,14 @@ fn evaluate_checked(
     }
     let b = evaluate::microbatch_bindings(model, values, knobs);
     evaluate::check_divisibility(model, analysis, &b, knobs)?;
-    let kernels = kernels::KernelEfficiency::of(calib);
+    let kernels = kernels::KernelEfficiency::of(machine.calib);
     let e = if formulas {
         let fix = traced::Fix::new(model, values, &b, knobs);
         let numbers = evaluate::block_numbers_traced(analysis, &b, &fix, &kernels)?;
-        evaluate::evaluate_with(
-            model,
-            analysis,
-            &numbers,
-            knobs,
-            calib,
-            gpus_per_node,
-            memory,
-            true,
-        )?
+        evaluate::evaluate_with(model, analysis, &numbers, knobs, machine, true)?
     } else {
         let numbers = evaluate::block_numbers(analysis, &b, &kernels)?;
-        evaluate(
-            model,
-            analysis,
-            &numbers,
-            knobs,
-            calib,
-            gpus_per_node,
-            memory,
-        )?
+        evaluate(model, analysis, &numbers, knobs, machine)?
     };
     Ok(e)
 }

@@ -101,15 +101,8 @@ fn top_timeline(
     values: &crate::sym::Bindings,
     st: &Resolved,
 ) -> Result<(Value, String), Error> {
-    let (plan, _) = crate::timeline::plan_strategy(
-        model,
-        values,
-        &st.knobs,
-        &st.layout,
-        &st.calib,
-        Some(st.gpus_per_node),
-        &st.memory,
-    )?;
+    let (plan, _) =
+        crate::timeline::plan_strategy(model, values, &st.knobs, &st.layout, st.machine())?;
     let timed = crate::timeline::time_plan(&plan, &st.calib)?;
     let title = format!(
         "{} · {} · {} · {:.3} s per step",

@@ -48,7 +48,7 @@ fn step_comm_bytes(model: &Model, values: &Bindings, tp: u64, layout: &Layout) -
     let mut knobs = crate::strategy::Knobs::data_parallel(1);
     knobs.tp = tp;
     let unlimited = Rational::from_integer(0.into());
-    let machine = (&calib, calib.gpus_per_node().max(tp), &unlimited);
+    let machine = crate::calib::MachineRef::new(&calib, calib.gpus_per_node().max(tp), &unlimited);
     let (_, e) =
         crate::parallel::evaluate_strategy_with(model, values, &knobs, layout, machine, false)?;
     let comm: Rational = e

@@ -317,15 +317,10 @@ impl Loaded {
             .profile_for(&top.evaluation.knobs)
             .map(|s| s.name.clone());
         let layout = top.parallel_layout();
-        let (plan, _) = crate::timeline::plan_strategy(
-            model,
-            &values,
-            &top.evaluation.knobs,
-            &layout,
-            calib,
-            Some(opts.gpus_per_node),
-            &opts.memory.floor(),
-        )?;
+        let memory = opts.memory.floor();
+        let on = crate::calib::MachineRef::new(calib, opts.gpus_per_node, &memory);
+        let (plan, _) =
+            crate::timeline::plan_strategy(model, &values, &top.evaluation.knobs, &layout, on)?;
         let summary = crate::timeline::time_summary(&plan, calib)?;
         row.tokens_per_second = Some(summary.tokens_per_second);
         row.mfu = Some(summary.mfu);

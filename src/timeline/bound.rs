@@ -527,7 +527,8 @@ mod tests {
             ..Layout::default()
         };
         let memory = calib.memory_bytes();
-        let (plan, _) = plan_strategy(&model, &values, k, &layout, &calib, None, &memory).ok()?;
+        let on = crate::calib::MachineRef::of(&calib, &memory);
+        let (plan, _) = plan_strategy(&model, &values, k, &layout, on).ok()?;
         let simulated = time_summary(&plan, &calib).ok()?.iteration_seconds;
         let analysis = analyse(&model, &layout).context_parallel();
         let kernels = crate::parallel::kernels::KernelEfficiency::of(&calib);

@@ -30,7 +30,7 @@ pub use sim::{
 pub use svg::gantt_svg;
 pub use trace::{chrome_trace, write_chrome_trace, TraceDetail};
 
-use crate::calib::Calibration;
+use crate::calib::{Calibration, MachineRef};
 use crate::error::Result;
 use crate::model::Model;
 use crate::parallel::evaluate::{block_numbers, microbatch_bindings, BlockNumbers};
@@ -225,21 +225,15 @@ fn timed(plan: &TimingPlan, calib: &Calibration, keep: bool) -> Result<Timeline>
     })
 }
 
-/// Analyses, evaluates and plans a strategy; `gpus_per_node` is `Some` when the strategy fixes
-/// it (otherwise the calibration's is used).
-#[allow(clippy::too_many_arguments)]
+/// Analyses, evaluates and plans a strategy on `machine`.
 pub fn plan_strategy(
     model: &Model,
     values: &Bindings,
     knobs: &Knobs,
     layout: &Layout,
-    calib: &Calibration,
-    gpus_per_node: Option<u64>,
-    memory: &Rational,
+    machine: MachineRef,
 ) -> Result<(TimingPlan, Evaluation)> {
-    let gpn = gpus_per_node.unwrap_or_else(|| calib.gpus_per_node());
     // The timeline reads numbers only: the fold without formulas.
-    let machine = (calib, gpn, memory);
     let (analysis, e) =
         crate::parallel::evaluate_strategy_with(model, values, knobs, layout, machine, false)?;
     let b = microbatch_bindings(model, values, knobs);
@@ -255,7 +249,7 @@ pub fn plan_strategy(
         values,
         &b,
         knobs,
-        gpus_per_node,
+        machine.given_gpus_per_node(),
     )?;
     Ok((plan, e))
 }

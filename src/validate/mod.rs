@@ -492,16 +492,10 @@ fn predict(
         sequence_parallel: knobs.sequence_parallel,
         tp_overrides: strategy.splits,
     };
-    let (plan, evaluation) = plan_strategy(
-        &model,
-        &values,
-        &knobs,
-        &layout,
-        calib,
-        strategy.gpus_per_node,
-        &calib.memory_bytes(),
-    )
-    .map_err(|e| at("strategy", e.to_string()))?;
+    let memory = calib.memory_bytes();
+    let on = crate::calib::MachineRef::of(calib, &memory).nodes_of(strategy.gpus_per_node);
+    let (plan, evaluation) = plan_strategy(&model, &values, &knobs, &layout, on)
+        .map_err(|e| at("strategy", e.to_string()))?;
     let predicted = measure(&plan, calib, measure_of).map_err(|e| at("measure", e.to_string()))?;
     let batch_and_sequence = [model.batch.as_deref(), model.roles.sequence.as_deref()]
         .into_iter()

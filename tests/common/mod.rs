@@ -276,9 +276,7 @@ pub fn evaluate_on(
         &values,
         knobs,
         &Layout::default(),
-        &calib,
-        8,
-        &memory,
+        symshard::calib::MachineRef::new(&calib, 8, &memory),
     )
     .unwrap()
     .1
@@ -317,9 +315,7 @@ pub fn plan_with_loader(
         &values,
         knobs,
         &layout,
-        &calib,
-        None,
-        &calib.memory_bytes(),
+        symshard::calib::MachineRef::of(&calib, &calib.memory_bytes()),
     )
     .unwrap();
     (plan, calib)

@@ -5,7 +5,7 @@ use super::amount::{float, Amount, Amounts, Apart, BlockCost, ExpertView, Kappas
 use super::analysis::{Analysis, BlockAnalysis, Comm, CP, DP, TP};
 use super::kernels::KernelEfficiency;
 use super::traced::{At, Fix, Priced, Traced};
-use crate::calib::Calibration;
+use crate::calib::{Calibration, MachineRef};
 use crate::model::Model;
 use crate::rules::law::CollectiveKind;
 use crate::rules::Role;
@@ -1110,7 +1110,7 @@ fn model_flops<T: Priced>(numbers: &[BlockNumbers<T>], k: &Knobs) -> Rational {
         * r(k.cp)
 }
 
-/// Evaluates a strategy. `memory` is the device capacity in bytes. With `detail`, the
+/// Evaluates a strategy on `machine` (its `memory` the bytes a device may fill). With `detail`, the
 /// collectives of the busiest device are listed (slower; `rank` asks only for its top rows).
 ///
 /// The steps: the links and their balance (`Links::of`); each block's exact costs
@@ -1121,19 +1121,17 @@ fn model_flops<T: Priced>(numbers: &[BlockNumbers<T>], k: &Knobs) -> Rational {
 ///
 /// Over [`Traced`] numbers ([`block_numbers_traced`]) the same steps give each amount's
 /// formula too ([`Evaluation::formulas`]).
-#[allow(clippy::too_many_arguments)]
 pub fn evaluate_with<T: Priced>(
     model: &Model,
     a: &Analysis,
     numbers: &[BlockNumbers<T>],
     knobs: &Knobs,
-    calib: &Calibration,
-    gpus_per_node: u64,
-    memory: &Rational,
+    machine: MachineRef,
     detail: bool,
 ) -> Result<Evaluation, StrategyError> {
     let k = knobs;
-    let links = Links::of(k, calib, gpus_per_node);
+    let memory = machine.memory;
+    let links = Links::of(k, machine.calib, machine.gpus_per_node());
     let layer_block = layer_blocks(model);
     let share = ep_share(numbers, k, &links.mesh);
     let costs = block_costs(numbers, &layer_block, k, &share)?;
@@ -1265,11 +1263,9 @@ pub fn evaluate(
     a: &Analysis,
     numbers: &[BlockNumbers],
     knobs: &Knobs,
-    calib: &Calibration,
-    gpus_per_node: u64,
-    memory: &Rational,
+    machine: MachineRef,
 ) -> Result<Evaluation, StrategyError> {
-    evaluate_with(model, a, numbers, knobs, calib, gpus_per_node, memory, true)
+    evaluate_with(model, a, numbers, knobs, machine, true)
 }
 
 fn r(v: u64) -> Rational {
@@ -1302,7 +1298,9 @@ mod tests {
         let a = super::super::analysis::analyse(&model, &Default::default());
         let b = microbatch_bindings(&model, &values, &k);
         let numbers = block_numbers(&a, &b, &KernelEfficiency::of(&calib)).unwrap();
-        let e = evaluate(&model, &a, &numbers, &k, &calib, 8, &calib.memory_bytes()).unwrap();
+        let memory = calib.memory_bytes();
+        let machine = MachineRef::new(&calib, 8, &memory);
+        let e = evaluate(&model, &a, &numbers, &k, machine).unwrap();
         let links = Links::of(&k, &calib, 8);
         let kap = links.kappas();
         let layer_block = layer_blocks(&model);

@@ -268,16 +268,8 @@ pub(super) fn price<'a>(
             return None;
         }
     };
-    let e = evaluate_with(
-        model,
-        analysis,
-        numbers,
-        &c.k,
-        calib,
-        opts.gpus_per_node,
-        &opts.memory,
-        true,
-    );
+    let on = MachineRef::new(calib, opts.gpus_per_node, &opts.memory);
+    let e = evaluate_with(model, analysis, numbers, &c.k, on, true);
     let e = opts.failures.keep(|| label(c), e)?;
     Some((e, analysis, numbers))
 }

@@ -7,7 +7,7 @@ use super::egraph::{egraph_layout, EGraphLayout};
 use super::error::{Failed, FailureLog, Rejection, Rejections, SearchError};
 use super::steer::Steer;
 use crate::calib::stack::Stack;
-use crate::calib::Calibration;
+use crate::calib::{Calibration, MachineRef};
 use crate::model::Model;
 use crate::parallel::evaluate::{
     block_numbers_summed, block_sums, check_divisibility, estimate_variants, evaluate_with,
