@@ -179,7 +179,7 @@ fn seconds_of(
         .iter()
         .max_by(|x, y| x.busy.total().total_cmp(&y.busy.total()))
         .map(|d| d.busy)
-        .ok_or_else(|| Error::Usage("the timeline has no devices".into()))?;
+        .ok_or_else(|| Error::Internal("the timeline has no devices".into()))?;
     Ok(StepSeconds {
         iteration_seconds: s.iteration_seconds,
         busy: busiest,

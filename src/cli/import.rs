@@ -123,8 +123,9 @@ pub fn run(args: ImportArgs) -> Result<(), Error> {
                 } else {
                     check(&imported.yaml, Path::new("<stdout>"))?;
                 }
-                let text = serde_json::to_string_pretty(&imported)
-                    .map_err(|e| Error::Usage(format!("JSON: {e}")))?;
+                let text = serde_json::to_string_pretty(&imported).map_err(|e| {
+                    Error::Internal(format!("cannot write the import as JSON: {e}"))
+                })?;
                 println!("{text}");
             } else {
                 finish(&imported.yaml, a.output.as_deref(), &a.model)?;

@@ -10,7 +10,7 @@ use super::collective::collective_rewrites;
 use super::lang::{Dim, Dist, Extents, Marks, ShapeLit};
 use super::laws::{law_rewrites, term_has};
 use super::program::render_inline;
-use super::run::{Limits, RunStats};
+use super::run::{built_in, rule_rewrites, Limits, RunStats};
 use crate::error::{Error, Result};
 use crate::rules::split::{split_table, SplitEntry, AXES};
 use crate::rules::{Dtype, IndexKind, OpRule, Placement, ReduceOp};
@@ -301,10 +301,8 @@ pub fn explain_why_with(rule: &OpRule, limits: &Limits) -> Result<Why> {
         };
         proofs.push((split, program, note));
     }
-    let wrap =
-        |e: crate::rewrite::RewriteError| Error::Usage(format!("cannot build rewrites: {e}"));
-    let mut rules = collective_rewrites().map_err(wrap)?;
-    rules.extend(law_rewrites(rule).map_err(wrap)?);
+    let mut rules = collective_rewrites().map_err(built_in)?;
+    rules.extend(law_rewrites(rule).map_err(|e| rule_rewrites(&rule.name, e))?);
     let goals = targets.clone();
     let mut runner = limits
         .runner(egraph)

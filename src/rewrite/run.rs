@@ -95,11 +95,23 @@ impl RunStats {
 pub fn rewrites<'a>(
     rules: impl IntoIterator<Item = &'a OpRule>,
 ) -> Result<Vec<Rewrite<Dist, DistAnalysis>>> {
-    let wrap = |e: RewriteError| Error::Usage(format!("cannot build rewrites: {e}"));
-    let mut out = collective_rewrites().map_err(wrap)?;
+    let mut out = collective_rewrites().map_err(built_in)?;
     for rule in rules {
+        let wrap = |e| rule_rewrites(&rule.name, e);
         out.extend(law_rewrites(rule).map_err(wrap)?);
         out.extend(commute_rewrites(rule).map_err(wrap)?);
     }
     Ok(out)
+}
+
+/// The collective rewrites, which ship with symshard, failed to build: a bug, not bad input.
+pub(crate) fn built_in(e: RewriteError) -> Error {
+    Error::Internal(format!(
+        "cannot build the built-in collective rewrites: {e}"
+    ))
+}
+
+/// The rewrites of rule `name`'s laws failed to build: the rule file is at fault.
+pub(crate) fn rule_rewrites(name: &str, e: RewriteError) -> Error {
+    Error::Usage(format!("rule `{name}`: cannot build its rewrites: {e}"))
 }
