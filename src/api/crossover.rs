@@ -151,8 +151,13 @@ impl Side {
         let analysis = &self.analysis;
         // At the plateau: the kernel term, read from curves, has no formula to solve.
         let plateau = st.calib.at_plateau();
-        let on = crate::calib::MachineRef::new(&plateau, st.gpus_per_node, &st.memory);
-        let e = evaluate_analysed(model, analysis, values, &st.knobs, on)?;
+        let e = evaluate_analysed(
+            model,
+            analysis,
+            values,
+            &st.knobs,
+            st.machine().on(&plateau),
+        )?;
         Ok(e)
     }
 }

@@ -225,7 +225,9 @@ fn timed(plan: &TimingPlan, calib: &Calibration, keep: bool) -> Result<Timeline>
     })
 }
 
-/// Analyses, evaluates and plans a strategy on `machine`.
+/// Analyses, evaluates and plans a strategy on `machine`. The plan records the devices per node
+/// only where `machine` was given them ([`MachineRef::given_gpus_per_node`]): timed on another
+/// table, a plan that fixed none takes that table's.
 pub fn plan_strategy(
     model: &Model,
     values: &Bindings,

@@ -1110,8 +1110,8 @@ fn model_flops<T: Priced>(numbers: &[BlockNumbers<T>], k: &Knobs) -> Rational {
         * r(k.cp)
 }
 
-/// Evaluates a strategy on `machine` (its `memory` the bytes a device may fill). With `detail`, the
-/// collectives of the busiest device are listed (slower; `rank` asks only for its top rows).
+/// Evaluates a strategy on `machine` (its `memory` the bytes a device may fill). With `detail`,
+/// the collectives of the busiest device are listed (slower; `rank` asks only for its top rows).
 ///
 /// The steps: the links and their balance (`Links::of`); each block's exact costs
 /// (`block_costs`); the pipeline partition and the stages that matter, chosen in floating
