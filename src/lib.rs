@@ -13,7 +13,7 @@ pub mod cli;
 pub mod diag;
 pub mod embedded;
 pub mod emit;
-pub mod error;
+mod error;
 pub mod machine;
 pub mod model;
 pub mod parallel;
@@ -39,7 +39,7 @@ pub use api::{
     SourcedNumber, Spelling, StackSupports, StepSeconds, Strategy, Timeline, TimelineInput,
     TimelineRequest, DEFAULT_MAX_MICROBATCHES,
 };
-pub use error::{Error, Result};
+pub use error::{Error, Location, Result};
 /// The importers of foreign model formats (Hugging Face configs, ONNX graphs), part of model
 /// loading.
 pub use model::import;

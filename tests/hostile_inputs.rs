@@ -7,7 +7,7 @@ mod common;
 
 use common::{refused, symshard, temp_dir};
 use std::path::Path;
-use symshard::error::Error;
+use symshard::Error;
 
 fn fixture(rel: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -21,7 +21,7 @@ fn nested(prefix: &str) -> String {
 #[test]
 fn deeply_nested_yaml_is_refused_at_once_for_every_kind() {
     let loader = ModelLoader::embedded().unwrap();
-    type Load<'a> = Box<dyn Fn(&Source) -> Result<(), symshard::error::Error> + 'a>;
+    type Load<'a> = Box<dyn Fn(&Source) -> Result<(), symshard::Error> + 'a>;
     let kinds: [(&str, Load); 3] = [
         ("rule", Box::new(|s| load_rule(s, None).map(|_| ()))),
         ("model", Box::new(|s| loader.load(s).map(|_| ()))),
