@@ -3,7 +3,7 @@
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use std::hint::black_box;
-use symshard::calib::Calibration;
+use symshard::calib::{Calibration, MachineRef};
 use symshard::model::ModelLoader;
 use symshard::parallel::Layout;
 use symshard::strategy::{Knobs, Recompute, Schedule};
@@ -45,17 +45,8 @@ fn gpt3_175b_1024(c: &mut Criterion) {
         ..Layout::default()
     };
     let calib = Calibration::reference().unwrap();
-    let memory = calib.memory_bytes();
-    let plan = || {
-        plan_strategy(
-            &model,
-            &values,
-            &knobs,
-            &layout,
-            symshard::calib::MachineRef::of(&calib, &memory),
-        )
-        .unwrap()
-    };
+    let plan =
+        || plan_strategy(&model, &values, &knobs, &layout, MachineRef::whole(&calib)).unwrap();
     let (p, _) = plan();
     let mut g = c.benchmark_group("timeline gpt3-175b 1024 devices 1f1b 64 micro-batches");
     g.sample_size(20);
@@ -90,15 +81,8 @@ fn gpt3_175b_deep_interleaved(c: &mut Criterion) {
         ..Layout::default()
     };
     let calib = Calibration::resolve("a100-80gb").unwrap();
-    let memory = calib.memory_bytes();
-    let (p, _) = plan_strategy(
-        &model,
-        &values,
-        &knobs,
-        &layout,
-        symshard::calib::MachineRef::of(&calib, &memory),
-    )
-    .unwrap();
+    let (p, _) =
+        plan_strategy(&model, &values, &knobs, &layout, MachineRef::whole(&calib)).unwrap();
     let mut g = c.benchmark_group("timeline gpt3-175b L=192 1024 a100 interleaved pp 32 v 6");
     g.sample_size(20);
     g.bench_function("simulate", |b| {

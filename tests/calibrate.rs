@@ -9,7 +9,7 @@ use assert_cmd::Command;
 use num_traits::ToPrimitive;
 use std::path::{Path, PathBuf};
 use symshard::calib::gemm::{calibrate, efficiency_points, parse_sweep};
-use symshard::calib::Calibration;
+use symshard::calib::{Calibration, MachineRef};
 use symshard::model::ModelLoader;
 use symshard::parallel::Layout;
 use symshard::strategy::{AxisKind, MeshAxis, Tier};
@@ -213,7 +213,7 @@ fn compute_seconds(calib: &Calibration, microbatches: u64) -> f64 {
         &values,
         &knobs(microbatches),
         &Layout::default(),
-        symshard::calib::MachineRef::of(calib, &calib.memory_bytes()),
+        MachineRef::whole(calib),
     )
     .unwrap();
     let t = time_plan(&plan, calib).unwrap();

@@ -4,6 +4,7 @@
 use proptest::prelude::*;
 use serde_json::Value;
 use std::cmp::Ordering;
+use symshard::calib::MachineRef;
 use symshard::search::versus::{crossover, fit_laurent, sign_runs, Winner};
 use symshard::sym::{Bindings, Poly, Rational};
 
@@ -666,7 +667,7 @@ fn compare_gives_the_relative_cost_formulas_that_reproduce_the_evaluation() {
             &values,
             &k,
             &Layout::default(),
-            symshard::calib::MachineRef::new(&calib, 8, &int(1_000_000_000_000)),
+            MachineRef::new(&calib, 8, &int(1_000_000_000_000)),
         )
         .unwrap();
         let rows = symshard::search::versus::compare(&values, &e, &e);
@@ -719,7 +720,7 @@ fn compare_gives_the_relative_cost_formulas_that_reproduce_the_evaluation() {
             &values,
             &k,
             &Layout::default(),
-            symshard::calib::MachineRef::new(&flat, 8, &big),
+            MachineRef::new(&flat, 8, &big),
         )
         .unwrap();
         assert_eq!(e.relative.kernels, int(0), "{name}");

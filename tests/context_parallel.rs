@@ -14,7 +14,7 @@
 
 use assert_cmd::Command;
 use num_traits::ToPrimitive;
-use symshard::calib::Calibration;
+use symshard::calib::{Calibration, MachineRef};
 use symshard::model::{AttentionMode, Model, ModelLoader};
 use symshard::parallel::kernels::KernelEfficiency;
 use symshard::parallel::{analyse, evaluate_strategy, Evaluation, Layout};
@@ -68,7 +68,7 @@ fn run(m: &Model, v: &Bindings, k: &Knobs) -> Evaluation {
         v,
         k,
         &layout,
-        symshard::calib::MachineRef::new(&calib, 8, &q(1_000_000_000_000)),
+        MachineRef::new(&calib, 8, &q(1_000_000_000_000)),
     )
     .unwrap()
     .1
@@ -276,24 +276,9 @@ fn cp_one_is_unchanged() {
         let n1 = block_numbers(&plain, &b, &kernels).unwrap();
         let n2 = block_numbers(&cp, &b, &kernels).unwrap();
         let mem = q(80_000_000_000);
-        let e1 = evaluate_with(
-            &m,
-            &plain,
-            &n1,
-            &k,
-            symshard::calib::MachineRef::new(&calib, 8, &mem),
-            true,
-        )
-        .unwrap();
-        let e2 = evaluate_with(
-            &m,
-            &cp,
-            &n2,
-            &k,
-            symshard::calib::MachineRef::new(&calib, 8, &mem),
-            true,
-        )
-        .unwrap();
+        let on = MachineRef::new(&calib, 8, &mem);
+        let e1 = evaluate_with(&m, &plain, &n1, &k, on, true).unwrap();
+        let e2 = evaluate_with(&m, &cp, &n2, &k, on, true).unwrap();
         assert_eq!(e1, e2);
     }
     let args = [
@@ -330,6 +315,7 @@ fn estimates_agree_with_exact_prices_under_cp() {
     let kappa_hbm = calib.hbm_balance().to_f64().unwrap();
     let overlap = calib.overlap_saving().to_f64().unwrap();
     let mem = q(80_000_000_000);
+    let on = MachineRef::new(&calib, 8, &mem);
     let mut checked = 0;
     for (name, s) in [("llama3-8b", 16384), ("gpt3-125m", 4096)] {
         let (m, v) = model(name, 16, s);
@@ -376,15 +362,7 @@ fn estimates_agree_with_exact_prices_under_cp() {
                         continue;
                     };
                     checked += 1;
-                    let ex = evaluate_with(
-                        &m,
-                        &a,
-                        &n,
-                        &k,
-                        symshard::calib::MachineRef::new(&calib, 8, &mem),
-                        false,
-                    )
-                    .unwrap();
+                    let ex = evaluate_with(&m, &a, &n, &k, on, false).unwrap();
                     let total = ex.relative.total.to_f64().unwrap();
                     assert!((est.total - total).abs() <= 1e-9 * total, "{name} {k}");
                     let memory = ex.memory.total.to_f64().unwrap();
@@ -420,7 +398,7 @@ fn timeline_runs_the_ring_beside_attention() {
                 &v,
                 &k,
                 &Layout::default(),
-                symshard::calib::MachineRef::of(&calib, &calib.memory_bytes()),
+                MachineRef::of(&calib, &calib.memory_bytes()),
             )
             .unwrap();
             // The saved analysis (`analyze -o`) keeps the ring bytes.

@@ -8,7 +8,7 @@ mod common;
 use common::symshard;
 use num_traits::ToPrimitive;
 use predicates::prelude::*;
-use symshard::calib::Calibration;
+use symshard::calib::{Calibration, MachineRef};
 use symshard::strategy::{Knobs, Schedule};
 use symshard::sym::Rational;
 use symshard::timeline::*;
@@ -350,7 +350,7 @@ fn the_exact_bubble_is_table_2s() {
             &values,
             &k,
             &layout,
-            symshard::calib::MachineRef::of(&calib, &calib.memory_bytes()),
+            MachineRef::of(&calib, &calib.memory_bytes()),
         )
         .unwrap()
         .1
@@ -408,7 +408,7 @@ fn busy_flops_are_the_mean_of_the_ranks_two_stages() {
             &values,
             &k,
             &Layout::default(),
-            symshard::calib::MachineRef::of(&calib, &calib.memory_bytes()),
+            MachineRef::of(&calib, &calib.memory_bytes()),
         )
         .unwrap();
         let tl = time_plan(&plan, &calib).unwrap();

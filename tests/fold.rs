@@ -5,7 +5,7 @@
 //! to the exact fold by `parallel::amount`'s own property test.
 
 use proptest::prelude::*;
-use symshard::calib::Calibration;
+use symshard::calib::{Calibration, MachineRef};
 use symshard::model::ModelLoader;
 use symshard::parallel::{analyse, evaluate_analysed, evaluate_strategy, Evaluation, Layout};
 use symshard::strategy::{Knobs, Recompute, Schedule};
@@ -109,20 +109,14 @@ fn check(name: &str, k: &Knobs, calib: &Calibration) -> Result<Option<usize>, Te
         ..Layout::default()
     };
     let big = int(1 << 50);
-    let traced = evaluate_strategy(
-        &model,
-        &values,
-        k,
-        &layout,
-        symshard::calib::MachineRef::new(calib, 8, &big),
-    );
+    let traced = evaluate_strategy(&model, &values, k, &layout, MachineRef::new(calib, 8, &big));
     let analysis = analyse(&model, &layout);
     let exact = evaluate_analysed(
         &model,
         &analysis,
         &values,
         k,
-        symshard::calib::MachineRef::new(calib, 8, &big),
+        MachineRef::new(calib, 8, &big),
     );
     let (traced, exact) = match (traced, exact) {
         (Ok((_, t)), Ok(x)) => (t, x),

@@ -5,7 +5,7 @@
 
 mod common;
 
-use symshard::calib::Calibration;
+use symshard::calib::{Calibration, MachineRef};
 use symshard::model::ModelLoader;
 use symshard::parallel::{evaluate_strategy, Evaluation, Layout};
 use symshard::strategy::{Fp8Bytes, Knobs, Precision, Recompute};
@@ -41,7 +41,7 @@ fn run(k: &Knobs, machine: &str) -> Evaluation {
         &v,
         k,
         &Layout::default(),
-        symshard::calib::MachineRef::new(&calib, 8, &q(1_000_000_000_000)),
+        MachineRef::new(&calib, 8, &q(1_000_000_000_000)),
     )
     .unwrap()
     .1
@@ -204,7 +204,7 @@ fn fp8_is_faster_than_bf16_but_less_than_twice_on_h100() {
         &v,
         &k,
         &Layout::default(),
-        symshard::calib::MachineRef::new(&a100, 8, &q(1 << 40)),
+        MachineRef::new(&a100, 8, &q(1 << 40)),
     )
     .unwrap_err()
     .to_string();

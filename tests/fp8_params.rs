@@ -13,7 +13,7 @@
 mod common;
 
 use common::refused;
-use symshard::calib::Calibration;
+use symshard::calib::{Calibration, MachineRef};
 use symshard::model::ModelLoader;
 use symshard::parallel::{evaluate_strategy, Evaluation, Layout};
 use symshard::rules::CollectiveKind;
@@ -59,7 +59,7 @@ fn run(k: &Knobs) -> Evaluation {
         &v,
         k,
         &Layout::default(),
-        symshard::calib::MachineRef::new(&calib, 8, &q(1_000_000_000_000)),
+        MachineRef::new(&calib, 8, &q(1_000_000_000_000)),
     )
     .unwrap()
     .1

@@ -8,7 +8,7 @@
 
 mod common;
 
-use symshard::calib::Calibration;
+use symshard::calib::{Calibration, MachineRef};
 use symshard::model::ModelLoader;
 use symshard::parallel::{evaluate_strategy, Evaluation, Layout};
 use symshard::strategy::{Fp8Bytes, Knobs, Precision, Recompute};
@@ -49,7 +49,7 @@ fn run(k: &Knobs, machine: &str) -> Result<Evaluation, String> {
         &v,
         k,
         &Layout::default(),
-        symshard::calib::MachineRef::new(&calib, 8, &q(1 << 40)),
+        MachineRef::new(&calib, 8, &q(1 << 40)),
     )
     .map(|e| e.1)
     .map_err(|e| e.to_string())

@@ -4,7 +4,7 @@
 
 use num_traits::ToPrimitive;
 use proptest::prelude::*;
-use symshard::calib::Calibration;
+use symshard::calib::{Calibration, MachineRef};
 use symshard::model::ModelLoader;
 use symshard::parallel::Layout;
 use symshard::strategy::{check_knobs, Knobs, Overlap, Recompute, Schedule};
@@ -30,15 +30,7 @@ fn timeline_of(model: &str, k: &Knobs) -> Option<Timeline> {
         sequence_parallel: k.sequence_parallel,
         ..Layout::default()
     };
-    let memory = calib.memory_bytes();
-    let (p, _) = plan_strategy(
-        &m,
-        &values,
-        k,
-        &layout,
-        symshard::calib::MachineRef::of(&calib, &memory),
-    )
-    .ok()?;
+    let (p, _) = plan_strategy(&m, &values, k, &layout, MachineRef::whole(&calib)).ok()?;
     time_plan(&p, &calib).ok()
 }
 

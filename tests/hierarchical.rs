@@ -5,7 +5,7 @@
 //! times too slow.
 
 use num_traits::ToPrimitive;
-use symshard::calib::Calibration;
+use symshard::calib::{Calibration, MachineRef};
 use symshard::model::ModelLoader;
 use symshard::parallel::{evaluate_strategy, Layout};
 use symshard::strategy::{Knobs, Tier};
@@ -36,7 +36,7 @@ fn data_parallel_traffic_across_nodes_costs_what_the_timeline_times() {
                 &m.values,
                 &k,
                 &Layout::default(),
-                symshard::calib::MachineRef::new(&calib, calib.gpus_per_node(), &memory),
+                MachineRef::new(&calib, calib.gpus_per_node(), &memory),
             )
             .unwrap();
             let flops = calib.achievable_flops().to_f64().unwrap();

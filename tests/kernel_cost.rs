@@ -3,7 +3,7 @@
 //! attention curve and its time per kernel).
 
 use num_traits::{ToPrimitive, Zero};
-use symshard::calib::Calibration;
+use symshard::calib::{Calibration, MachineRef};
 use symshard::model::{Model, ModelLoader};
 use symshard::parallel::{evaluate_strategy, Evaluation, Layout};
 use symshard::strategy::{Knobs, Recompute};
@@ -37,7 +37,7 @@ fn evaluate(m: &Model, v: &Bindings, k: &Knobs, calib: &Calibration) -> Evaluati
         v,
         k,
         &layout,
-        symshard::calib::MachineRef::new(calib, calib.gpus_per_node(), &memory),
+        MachineRef::new(calib, calib.gpus_per_node(), &memory),
     )
     .unwrap()
     .1

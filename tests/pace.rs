@@ -2,7 +2,7 @@
 //! by the expected slowest of the job's devices when the table gives a `pace_spread`.
 
 use assert_cmd::Command;
-use symshard::calib::Calibration;
+use symshard::calib::{Calibration, MachineRef};
 use symshard::diag::Source;
 use symshard::machine::slowest_pace;
 use symshard::model::ModelLoader;
@@ -30,14 +30,8 @@ fn time(calib: &Calibration, k: &Knobs, batch: i64) -> Summary {
         .unwrap();
     let mut values = m.values.clone();
     values.insert("B".into(), Rational::from_integer(batch.into()));
-    let (p, _) = plan_strategy(
-        &m,
-        &values,
-        k,
-        &Layout::default(),
-        symshard::calib::MachineRef::of(calib, &calib.memory_bytes()),
-    )
-    .unwrap();
+    let (p, _) =
+        plan_strategy(&m, &values, k, &Layout::default(), MachineRef::whole(calib)).unwrap();
     time_summary(&p, calib).unwrap()
 }
 

@@ -4,7 +4,7 @@
 
 mod common;
 
-use symshard::calib::Calibration;
+use symshard::calib::{Calibration, MachineRef};
 use symshard::model::{Model, ModelLoader};
 use symshard::parallel::{evaluate_strategy, Evaluation, Layout};
 use symshard::strategy::{AxisKind, Knobs, Precision};
@@ -33,7 +33,7 @@ fn run(k: &Knobs) -> Evaluation {
         &v,
         k,
         &layout,
-        symshard::calib::MachineRef::new(&calib, 8, &q(1_000_000_000_000)),
+        MachineRef::new(&calib, 8, &q(1_000_000_000_000)),
     )
     .unwrap()
     .1

@@ -5,7 +5,7 @@
 //! the busiest is the one the timeline keeps busiest; and it prices a loss's separate fp32
 //! passes by the bytes the timeline times.
 
-use symshard::calib::Calibration;
+use symshard::calib::{Calibration, MachineRef};
 use symshard::model::ModelLoader;
 use symshard::parallel::Layout;
 use symshard::strategy::{Knobs, Recompute, Schedule};
@@ -29,7 +29,7 @@ fn both_at(
         values,
         k,
         &Layout::default(),
-        symshard::calib::MachineRef::new(&calib, calib.gpus_per_node(), &calib.memory_bytes()),
+        MachineRef::new(&calib, calib.gpus_per_node(), &calib.memory_bytes()),
     )
     .unwrap();
     let pp = k.pp as usize;
@@ -182,7 +182,7 @@ fn the_relative_cost_prices_the_loss_passes_the_timeline_times() {
             &m.values,
             &k,
             &Layout::default(),
-            symshard::calib::MachineRef::new(&calib, calib.gpus_per_node(), &calib.memory_bytes()),
+            MachineRef::new(&calib, calib.gpus_per_node(), &calib.memory_bytes()),
         )
         .unwrap();
         let bytes: Rational = plan

@@ -8,7 +8,7 @@
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::collections::BTreeSet;
-use symshard::calib::Calibration;
+use symshard::calib::{Calibration, MachineRef};
 use symshard::model::{Model, ModelLoader};
 use symshard::parallel::evaluate::{
     block_numbers, check_divisibility, evaluate, microbatch_bindings,
@@ -165,7 +165,7 @@ fn exact(
         a,
         &numbers,
         k,
-        symshard::calib::MachineRef::new(calib, opts.gpus_per_node, &opts.memory),
+        MachineRef::new(calib, opts.gpus_per_node, &opts.memory),
     )
     .ok()
 }
@@ -264,7 +264,7 @@ fn check(layers: u64, batch: u64, devices: u64, memory_gb: u64, top: usize) {
             &values,
             k,
             &layout(k, row.layout.overrides()),
-            symshard::calib::MachineRef::new(&calib, opts.gpus_per_node, &opts.memory),
+            MachineRef::new(&calib, opts.gpus_per_node, &opts.memory),
         )
         .unwrap_or_else(|e| panic!("{case}: timeline refuses {k}: {e}"));
         assert_eq!(

@@ -4,7 +4,7 @@
 
 use num_traits::ToPrimitive;
 use proptest::prelude::*;
-use symshard::calib::Calibration;
+use symshard::calib::{Calibration, MachineRef};
 use symshard::model::ModelLoader;
 use symshard::parallel::evaluate::{block_numbers, microbatch_bindings, pipeline_stage_counts};
 use symshard::parallel::kernels::KernelEfficiency;
@@ -62,7 +62,7 @@ fn planned_on(
         &values,
         k,
         &layout,
-        symshard::calib::MachineRef::of(&calib, &calib.memory_bytes()),
+        MachineRef::of(&calib, &calib.memory_bytes()),
     )
     .ok()?;
     Some((model, values, layout, calib, plan))
@@ -448,7 +448,7 @@ fn rank_finds_a_layout_as_fast_as_the_six_chunk_one() {
         &model.values,
         &k,
         &layout,
-        symshard::calib::MachineRef::of(&calib, &calib.memory_bytes()),
+        MachineRef::of(&calib, &calib.memory_bytes()),
     )
     .unwrap();
     let six = time_summary(&plan, &calib).unwrap().iteration_seconds;
@@ -525,11 +525,7 @@ fn relative_cost_order_against_simulated_order() {
                     &m.values,
                     k,
                     &layout,
-                    symshard::calib::MachineRef::new(
-                        &calib,
-                        calib.gpus_per_node(),
-                        &calib.memory_bytes(),
-                    ),
+                    MachineRef::new(&calib, calib.gpus_per_node(), &calib.memory_bytes()),
                 ) else {
                     continue;
                 };

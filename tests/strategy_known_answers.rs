@@ -1,7 +1,7 @@
 //! Known-answer tests of per-device strategy costs, each against a published source.
 
 use num_traits::{One, ToPrimitive};
-use symshard::calib::Calibration;
+use symshard::calib::{Calibration, MachineRef};
 use symshard::model::{model_cost, Model, ModelLoader};
 use symshard::parallel::kernels::KernelEfficiency;
 use symshard::parallel::{evaluate_strategy, Evaluation, Layout};
@@ -36,15 +36,9 @@ fn run(model: &Model, values: &Bindings, k: &Knobs) -> Evaluation {
         ..Layout::default()
     };
     let mem = q(1_000_000_000_000);
-    evaluate_strategy(
-        model,
-        values,
-        k,
-        &layout,
-        symshard::calib::MachineRef::new(&calib, 8, &mem),
-    )
-    .unwrap()
-    .1
+    evaluate_strategy(model, values, k, &layout, MachineRef::new(&calib, 8, &mem))
+        .unwrap()
+        .1
 }
 
 /// Collectives of the transformer layer block on one axis: (kind, bytes per call, calls per step).
@@ -233,17 +227,12 @@ fn bad_strategies() {
     let (m, v) = model("gpt2-124m");
     let calib = Calibration::reference().unwrap();
     let mem = q(80_000_000_000);
+    let on = MachineRef::new(&calib, 8, &mem);
     let try_k = |k: Knobs| {
-        evaluate_strategy(
-            &m,
-            &v,
-            &k,
-            &Layout::default(),
-            symshard::calib::MachineRef::new(&calib, 8, &mem),
-        )
-        .map(|_| ())
-        .unwrap_err()
-        .to_string()
+        evaluate_strategy(&m, &v, &k, &Layout::default(), on)
+            .map(|_| ())
+            .unwrap_err()
+            .to_string()
     };
     // 12 heads: tp = 5 does not divide them.
     assert!(try_k(knobs(1, 5, 1, 1)).contains("does not divide"));
@@ -261,15 +250,8 @@ fn bad_strategies_are_typed() {
     let (m, v) = model("gpt2-124m");
     let calib = Calibration::reference().unwrap();
     let mem = q(80_000_000_000);
-    let try_k = |k: Knobs| match evaluate_strategy(
-        &m,
-        &v,
-        &k,
-        &Layout::default(),
-        symshard::calib::MachineRef::new(&calib, 8, &mem),
-    )
-    .map(|_| ())
-    {
+    let on = MachineRef::new(&calib, 8, &mem);
+    let try_k = |k: Knobs| match evaluate_strategy(&m, &v, &k, &Layout::default(), on).map(|_| ()) {
         Err(symshard::Error::Strategy(e)) => *e,
         other => panic!("{k}: {other:?}"),
     };
@@ -319,7 +301,7 @@ fn korthikanti_activation_memory() {
             &v,
             k,
             &layout,
-            symshard::calib::MachineRef::new(&calib, 8, &q(1_000_000_000_000)),
+            MachineRef::new(&calib, 8, &q(1_000_000_000_000)),
         )
         .unwrap();
         let bind = symshard::parallel::evaluate::microbatch_bindings(&m, &v, k);
@@ -372,6 +354,7 @@ fn estimates_agree_with_exact_prices() {
     let calib = Calibration::reference().unwrap();
     let (kappa, kappa_hbm, overlap) = screen_balances(&calib);
     let mem = q(80_000_000_000);
+    let on = MachineRef::new(&calib, 8, &mem);
     for (name, b, s) in [("gpt2-124m", 64, 1024), ("mixtral-8x7b", 64, 1024)] {
         let (m, mut v) = model(name);
         v.insert("B".into(), q(b));
@@ -429,15 +412,7 @@ fn estimates_agree_with_exact_prices() {
                             Ok(e) => e,
                             Err(_) => continue,
                         };
-                        let ex = evaluate_with(
-                            &m,
-                            &a,
-                            &n,
-                            &k,
-                            symshard::calib::MachineRef::new(&calib, 8, &mem),
-                            false,
-                        )
-                        .unwrap();
+                        let ex = evaluate_with(&m, &a, &n, &k, on, false).unwrap();
                         let total = ex.relative.total.to_f64().unwrap();
                         assert!(
                             (est.total - total).abs() <= 1e-9 * total,
@@ -489,19 +464,12 @@ fn estimates_of_chunk_counts_priced_together_agree_with_exact_prices() {
     let bind = microbatch_bindings(&m, &v, &ks[0]);
     let n = block_numbers(&a, &bind, &KernelEfficiency::of(&calib)).unwrap();
     let est = estimate_variants(&m, &n, &ks, &kappa, kappa_hbm, overlap, 8);
+    let mem = q(80_000_000_000);
+    let on = MachineRef::new(&calib, 8, &mem);
     let mut seen = Vec::new();
     for (k, e) in ks.iter().zip(est) {
         let e = e.unwrap();
-        let mem = q(80_000_000_000);
-        let ex = evaluate_with(
-            &m,
-            &a,
-            &n,
-            k,
-            symshard::calib::MachineRef::new(&calib, 8, &mem),
-            false,
-        )
-        .unwrap();
+        let ex = evaluate_with(&m, &a, &n, k, on, false).unwrap();
         let memory = ex.memory.total.to_f64().unwrap();
         assert!(
             (e.memory - memory).abs() <= 1e-9 * memory,
@@ -518,7 +486,6 @@ fn estimates_of_chunk_counts_priced_together_agree_with_exact_prices() {
         microbatches: 7,
         ..ks[0].clone()
     };
-    let mem = q(80_000_000_000);
     let refused = |e: String| assert!(e.contains("must be a multiple of pp = 2"), "{e}");
     refused(
         estimate_variants(
@@ -535,14 +502,7 @@ fn estimates_of_chunk_counts_priced_together_agree_with_exact_prices() {
         .unwrap_err()
         .to_string(),
     );
-    let exact = evaluate_with(
-        &m,
-        &a,
-        &n,
-        &odd,
-        symshard::calib::MachineRef::new(&calib, 8, &mem),
-        false,
-    );
+    let exact = evaluate_with(&m, &a, &n, &odd, on, false);
     refused(exact.err().unwrap().to_string());
 }
 
@@ -569,7 +529,7 @@ fn engine_and_analysis_agree_on_a_layer() {
             &v,
             &k,
             &layout,
-            symshard::calib::MachineRef::new(&calib, 8, &q(1_000_000_000_000)),
+            MachineRef::new(&calib, 8, &q(1_000_000_000_000)),
         )
         .unwrap();
         let b = symshard::parallel::evaluate::microbatch_bindings(&m, &v, &k);

@@ -8,7 +8,7 @@ use assert_cmd::Command;
 use num_traits::ToPrimitive;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use symshard::calib::Calibration;
+use symshard::calib::{Calibration, MachineRef};
 use symshard::diag::Source;
 use symshard::model::ModelLoader;
 use symshard::parallel::amount::HeldParams;
@@ -59,7 +59,7 @@ fn plan(model: &str, batch: i64, k: &Knobs) -> (TimingPlan, Evaluation, Calibrat
         &values,
         k,
         &layout,
-        symshard::calib::MachineRef::of(&calib, &calib.memory_bytes()),
+        MachineRef::of(&calib, &calib.memory_bytes()),
     )
     .unwrap();
     (p, e, calib)
@@ -870,7 +870,7 @@ fn one_f_one_b_is_never_slower_than_gpipe() {
             &values,
             &k,
             &Layout::default(),
-            symshard::calib::MachineRef::of(&calib, &calib.memory_bytes()),
+            MachineRef::of(&calib, &calib.memory_bytes()),
         )
         .unwrap();
         time_summary(&p, &calib).unwrap()
@@ -1449,14 +1449,8 @@ fn gradient_collectives_run_before_their_producers_backward() {
         let mut values = model.values.clone();
         values.insert("B".into(), Rational::from_integer(1.into()));
         let big = Rational::from_integer(10u64.pow(15).into());
-        let (plan, _) = plan_strategy(
-            &model,
-            &values,
-            &k,
-            &layout,
-            symshard::calib::MachineRef::of(&calib, &big),
-        )
-        .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let (plan, _) = plan_strategy(&model, &values, &k, &layout, MachineRef::of(&calib, &big))
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
         let analysis = analyse(&model, &layout);
         let mut checked = 0;
         for (ba, pb) in analysis.blocks.iter().zip(&plan.blocks) {

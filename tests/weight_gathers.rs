@@ -7,7 +7,7 @@
 
 mod common;
 
-use symshard::calib::Calibration;
+use symshard::calib::{Calibration, MachineRef};
 use symshard::model::ModelLoader;
 use symshard::parallel::{evaluate_strategy, Layout};
 use symshard::rules::CollectiveKind;
@@ -30,7 +30,7 @@ fn table_bytes(model: &str, batch: i64, k: &Knobs) -> f64 {
         &v,
         k,
         &Layout::default(),
-        symshard::calib::MachineRef::new(&calib, 8, &q(1_000_000_000_000_000)),
+        MachineRef::new(&calib, 8, &q(1_000_000_000_000_000)),
     )
     .unwrap();
     let bytes: Rational = e

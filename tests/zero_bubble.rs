@@ -7,7 +7,7 @@ mod common;
 use common::symshard;
 use num_traits::ToPrimitive;
 use predicates::prelude::*;
-use symshard::calib::Calibration;
+use symshard::calib::{Calibration, MachineRef};
 use symshard::model::ModelLoader;
 use symshard::parallel::{Evaluation, Layout};
 use symshard::strategy::{Knobs, Recompute, Schedule};
@@ -99,7 +99,7 @@ fn planned(
         &values,
         k,
         &layout,
-        symshard::calib::MachineRef::of(&calib, &calib.memory_bytes()),
+        MachineRef::of(&calib, &calib.memory_bytes()),
     )
     .unwrap();
     (p, e, calib)

@@ -33,6 +33,12 @@ impl<'a> MachineRef<'a> {
         }
     }
 
+    /// `calib` as its table states it: its own devices per node, and the whole memory capacity
+    /// of a device usable (no headroom kept).
+    pub fn whole(calib: &'a Calibration) -> Self {
+        MachineRef::of(calib, &calib.device.memory_capacity.value)
+    }
+
     /// The same machine with `gpus_per_node` devices per node where given (a strategy that
     /// fixes its node size), else as it is.
     pub fn nodes_of(self, gpus_per_node: Option<u64>) -> Self {
@@ -70,6 +76,8 @@ mod tests {
         let memory = calib.memory_bytes();
         let table = calib.gpus_per_node();
         let of = MachineRef::of(&calib, &memory);
+        let whole = MachineRef::whole(&calib);
+        assert_eq!((whole.memory, whole.given_gpus_per_node()), (&memory, None));
         assert_eq!(
             (of.gpus_per_node(), of.given_gpus_per_node()),
             (table, None)

@@ -526,8 +526,7 @@ mod tests {
             sequence_parallel: k.sequence_parallel,
             ..Layout::default()
         };
-        let memory = calib.memory_bytes();
-        let on = crate::calib::MachineRef::of(&calib, &memory);
+        let on = crate::calib::MachineRef::whole(&calib);
         let (plan, _) = plan_strategy(&model, &values, k, &layout, on).ok()?;
         let simulated = time_summary(&plan, &calib).ok()?.iteration_seconds;
         let analysis = analyse(&model, &layout).context_parallel();

@@ -492,8 +492,7 @@ fn predict(
         sequence_parallel: knobs.sequence_parallel,
         tp_overrides: strategy.splits,
     };
-    let memory = calib.memory_bytes();
-    let on = crate::calib::MachineRef::of(calib, &memory).nodes_of(strategy.gpus_per_node);
+    let on = crate::calib::MachineRef::whole(calib).nodes_of(strategy.gpus_per_node);
     let (plan, evaluation) = plan_strategy(&model, &values, &knobs, &layout, on)
         .map_err(|e| at("strategy", e.to_string()))?;
     let predicted = measure(&plan, calib, measure_of).map_err(|e| at("measure", e.to_string()))?;

@@ -6,7 +6,7 @@ use assert_cmd::Command;
 use libtest_mimic::Failed;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use symshard::calib::Calibration;
+use symshard::calib::{Calibration, MachineRef};
 use symshard::model::ModelLoader;
 use symshard::parallel::Layout;
 use symshard::strategy::Knobs;
@@ -276,7 +276,7 @@ pub fn evaluate_on(
         &values,
         knobs,
         &Layout::default(),
-        symshard::calib::MachineRef::new(&calib, 8, &memory),
+        MachineRef::new(&calib, 8, &memory),
     )
     .unwrap()
     .1
@@ -315,7 +315,7 @@ pub fn plan_with_loader(
         &values,
         knobs,
         &layout,
-        symshard::calib::MachineRef::of(&calib, &calib.memory_bytes()),
+        MachineRef::of(&calib, &calib.memory_bytes()),
     )
     .unwrap();
     (plan, calib)
